@@ -1,0 +1,313 @@
+"""NVRTC: generated CUDA C++ -> cubin (+ optional PTX), with resource usage.
+
+tlxc ships cubins, never PTX, to the driver: a PTX file written by a newer NVRTC
+carries a PTX ISA version an older driver refuses, while a cubin loads on any
+driver that knows the GPU.  PTX is still produced on request for ``--emit ptx``
+and for debugging; NVRTC only emits PTX when the target is a virtual
+architecture (``compute_XX``), so that takes a second compilation.
+
+NVRTC comes from the ``nvidia-cuda-nvrtc`` wheel through ``cuda.bindings``
+(which locates ``libnvrtc.so`` inside the wheel), so no CUDA installation is
+needed.  Generated code includes no CUDA header: it declares what it uses.
+
+A failed NVRTC compilation is always a tlxc bug (the frontend and passes must
+have rejected bad user code earlier), so it raises ``InternalCompilerError``
+with the log, the generated source around each error and a saved reproducer.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from tlxc.errors import CompilationError, InternalCompilerError
+
+SUPPORTED_ARCHS: tuple[str, ...] = ("sm_80", "sm_89", "sm_90a", "sm_100a")
+
+# Always on.  ``-default-device`` lets helpers omit ``__device__``;
+# ``--ptxas-options=--verbose`` makes ptxas report registers, spills and smem
+# per kernel in the log, which is how ``resources`` is filled.
+_BASE_OPTIONS: tuple[str, ...] = (
+    "-std=c++17",
+    "-default-device",
+    "--extra-device-vectorization",
+    "--ptxas-options=--verbose",
+)
+
+_CONTEXT_LINES = 10  # lines shown on each side of an error line
+
+
+@dataclass
+class CompiledCuda:
+    """What NVRTC produced for one translation unit."""
+
+    cubin: bytes
+    ptx: str | None
+    log: str
+    arch: str
+    compile_seconds: float
+    resources: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def nvrtc_version() -> tuple[int, int]:
+    """(major, minor) of the NVRTC library in use."""
+    nvrtc = _nvrtc()
+    major, minor = _check(nvrtc, nvrtc.nvrtcVersion(), "nvrtcVersion")
+    return int(major), int(minor)
+
+
+def compile_cuda(source: str, arch: str, kernel_names: Sequence[str], *,
+                 options: Sequence[str] = (), reproducer_name: str = "kernel",
+                 want_ptx: bool = False, lineinfo: bool = False,
+                 fast_math: bool = False) -> CompiledCuda:
+    """Compile ``source`` for ``arch`` to a cubin.
+
+    ``kernel_names`` are the ``extern "C" __global__`` entry points the caller
+    will look up; each must appear in ptxas's report, else the build is
+    treated as a tlxc bug.  ``options`` are extra NVRTC options.
+    """
+    _check_arch(arch)
+    all_options = _options(f"--gpu-architecture={arch}", options, lineinfo, fast_math)
+    start = time.perf_counter()
+    ok, log, cubin = _run_nvrtc(source, reproducer_name, all_options, "cubin")
+    if not ok:
+        _raise_nvrtc_failure(source, arch, all_options, log, reproducer_name)
+    ptx = None
+    if want_ptx:
+        ptx_options = _options(f"--gpu-architecture={_virtual_arch(arch)}", options,
+                               lineinfo, fast_math)
+        ok, ptx_log, ptx_bytes = _run_nvrtc(source, reproducer_name, ptx_options, "ptx")
+        if not ok:  # the cubin build succeeded, so this cannot normally happen
+            _raise_nvrtc_failure(source, arch, ptx_options, ptx_log, reproducer_name)
+        ptx = ptx_bytes.decode("utf-8", errors="replace")
+    seconds = time.perf_counter() - start
+    resources = parse_ptxas_resources(log)
+    missing = [name for name in kernel_names if name not in resources]
+    if missing:
+        raise InternalCompilerError(
+            f"this is a tlxc bug: NVRTC compiled {reproducer_name} for {arch} but the "
+            f"kernel(s) {', '.join(missing)} are not in the cubin (found: "
+            f"{', '.join(sorted(resources)) or 'none'}); the generated code must "
+            f"declare each kernel extern \"C\" __global__")
+    return CompiledCuda(cubin=cubin, ptx=ptx, log=log, arch=arch,
+                        compile_seconds=seconds, resources=resources)
+
+
+# --------------------------------------------------------------------------
+# NVRTC calls
+
+
+def _nvrtc() -> Any:
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise InternalCompilerError(
+            "NVRTC is not available: install the 'cuda-bindings' and "
+            f"'nvidia-cuda-nvrtc' wheels ({exc})") from exc
+    return nvrtc
+
+
+def _check(nvrtc: Any, result: tuple, call: str) -> Any:
+    """Unpack a cuda.bindings ``(status, *values)`` tuple, raising on error."""
+    status, *values = result
+    if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, text = nvrtc.nvrtcGetErrorString(status)
+        raise InternalCompilerError(
+            f"this is a tlxc bug: {call} failed with {status.name}: {text.decode()}")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+def _run_nvrtc(source: str, name: str, options: list[str],
+               output: str) -> tuple[bool, str, bytes]:
+    """Compile once; returns (succeeded, log, cubin or PTX bytes)."""
+    nvrtc = _nvrtc()
+    program = _check(nvrtc, nvrtc.nvrtcCreateProgram(
+        source.encode("utf-8"), f"{name}.cu".encode(), 0, [], []), "nvrtcCreateProgram")
+    try:
+        encoded = [opt.encode() for opt in options]
+        (status,) = nvrtc.nvrtcCompileProgram(program, len(encoded), encoded)
+        log = _program_log(nvrtc, program)
+        if status == nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION:
+            return False, log, b""
+        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:  # e.g. an invalid option
+            return False, f"{status.name}\n{log}", b""
+        return True, log, _program_output(nvrtc, program, output)
+    finally:
+        nvrtc.nvrtcDestroyProgram(program)
+
+
+def _program_log(nvrtc: Any, program: Any) -> str:
+    size = _check(nvrtc, nvrtc.nvrtcGetProgramLogSize(program), "nvrtcGetProgramLogSize")
+    buffer = b" " * size
+    _check(nvrtc, nvrtc.nvrtcGetProgramLog(program, buffer), "nvrtcGetProgramLog")
+    return buffer.rstrip(b"\x00").decode("utf-8", errors="replace").rstrip()
+
+
+def _program_output(nvrtc: Any, program: Any, output: str) -> bytes:
+    if output == "cubin":
+        get_size, get = nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN
+    else:
+        get_size, get = nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX
+    size = _check(nvrtc, get_size(program), get_size.__name__)
+    buffer = b" " * size
+    _check(nvrtc, get(program, buffer), get.__name__)
+    return buffer.rstrip(b"\x00") if output == "ptx" else buffer
+
+
+def _options(arch_option: str, extra: Sequence[str], lineinfo: bool,
+             fast_math: bool) -> list[str]:
+    options = [arch_option, *_BASE_OPTIONS]
+    if lineinfo:
+        options.append("-lineinfo")
+    if fast_math:
+        options.append("--use_fast_math")
+    options.extend(extra)
+    return options
+
+
+def _check_arch(arch: str) -> None:
+    if arch not in SUPPORTED_ARCHS:
+        raise CompilationError(
+            f"Expected an NVIDIA target in {', '.join(SUPPORTED_ARCHS)}, got {arch!r}")
+
+
+def _virtual_arch(arch: str) -> str:
+    return "compute_" + arch.removeprefix("sm_")
+
+
+# --------------------------------------------------------------------------
+# ptxas -v log parsing
+
+_ENTRY_RE = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
+_FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED_RE = re.compile(r"Used (\d+) registers")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+
+
+def parse_ptxas_resources(log: str) -> dict[str, dict[str, int]]:
+    """Per-kernel registers, spill-store bytes, static smem and stack bytes.
+
+    ptxas reports, per entry function::
+
+        ptxas info    : Compiling entry function 'vadd' for 'sm_90a'
+        ptxas info    : Function properties for vadd
+        ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+        ptxas info    : Used 12 registers, used 0 barriers, 512 bytes smem
+    """
+    resources: dict[str, dict[str, int]] = {}
+    current: dict[str, int] | None = None
+    for line in log.splitlines():
+        if match := _ENTRY_RE.search(line):
+            current = {"registers": 0, "spills_bytes": 0, "shared_static": 0, "local_bytes": 0}
+            resources[match.group(1)] = current
+        elif current is None:
+            continue
+        elif match := _FRAME_RE.search(line):
+            current["local_bytes"] = int(match.group(1))
+            current["spills_bytes"] = int(match.group(2))
+        elif match := _USED_RE.search(line):
+            current["registers"] = int(match.group(1))
+            if smem := _SMEM_RE.search(line):
+                current["shared_static"] = int(smem.group(1))
+    return resources
+
+
+# --------------------------------------------------------------------------
+# Failure reports
+
+_SOURCE_ERROR_RE = re.compile(r"^\S+?\((\d+)\): (?:error|catastrophic error)", re.MULTILINE)
+_PTX_ERROR_RE = re.compile(r"ptxas [^,]*, line (\d+); error", re.MULTILINE)
+
+
+def _raise_nvrtc_failure(source: str, arch: str, options: list[str], log: str,
+                         name: str) -> None:
+    repro = save_reproducer(source, arch, options, log, name)
+    sections = [
+        f"this is a tlxc bug: NVRTC rejected the CUDA C++ that tlxc generated for "
+        f"'{name}' ({arch}). Please report it with the reproducer below.",
+        f"NVRTC log:\n{log}",
+    ]
+    source_lines = [int(n) for n in _SOURCE_ERROR_RE.findall(log)]
+    ptx_lines = [int(n) for n in _PTX_ERROR_RE.findall(log)]
+    if source_lines:
+        sections.append(f"generated source ({name}.cu), around the errors:\n"
+                        + excerpt(source, source_lines))
+    elif ptx_lines:
+        # ptxas rejected the PTX (typically an inline-asm helper's string);
+        # its line numbers refer to the PTX, so show that instead.
+        ptx = _ptx_for_report(source, arch, options, name)
+        if ptx is not None:
+            sections.append("generated PTX, around the ptxas errors:\n" + excerpt(ptx, ptx_lines))
+    sections.append(f"reproducer: {repro}")
+    raise InternalCompilerError("\n\n".join(sections))
+
+
+def _ptx_for_report(source: str, arch: str, options: list[str], name: str) -> str | None:
+    virtual = [f"--gpu-architecture={_virtual_arch(arch)}" if opt.startswith("--gpu-architecture=")
+               else opt for opt in options]
+    try:
+        ok, _, ptx = _run_nvrtc(source, name, virtual, "ptx")
+    except InternalCompilerError:
+        return None
+    return ptx.decode("utf-8", errors="replace") if ok else None
+
+
+def excerpt(text: str, line_numbers: Sequence[int], context: int = _CONTEXT_LINES) -> str:
+    """Numbered lines of ``text`` around each 1-based line, ``>`` marking the lines named.
+
+    Windows that overlap are merged; gaps are shown as ``...``.
+    """
+    lines = text.splitlines()
+    marked = {n for n in line_numbers if 1 <= n <= len(lines)}
+    if not marked:
+        return "(the log names no line of this text)"
+    keep: set[int] = set()
+    for n in marked:
+        keep.update(range(max(1, n - context), min(len(lines), n + context) + 1))
+    width = len(str(max(keep)))
+    out: list[str] = []
+    previous = 0
+    for n in sorted(keep):
+        if previous and n != previous + 1:
+            out.append("   ...")
+        marker = ">" if n in marked else " "
+        out.append(f"{marker} {n:>{width}} | {lines[n - 1]}")
+        previous = n
+    return "\n".join(out)
+
+
+def _reproducer_dir() -> Path:
+    explicit = os.environ.get("TLXC_CACHE_DIR")
+    base = Path(explicit).expanduser() if explicit else Path(tempfile.gettempdir()) / "tlxc"
+    return base / "repro"
+
+
+def save_reproducer(source: str, arch: str, options: list[str], log: str, name: str) -> Path:
+    """Write ``<name>-<hash>.cu`` and a README beside it; return the .cu path.
+
+    The file name hashes source, arch and options, so the same failure always
+    lands in the same file and reports stay stable.
+    """
+    digest = hashlib.sha256("\0".join([source, arch, *options]).encode()).hexdigest()[:16]
+    safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "kernel"
+    directory = _reproducer_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        directory = Path(tempfile.mkdtemp(prefix="tlxc-repro-"))
+    cu_path = directory / f"{safe_name}-{digest}.cu"
+    cu_path.write_text(source)
+    readme = (
+        f"tlxc reproducer: NVRTC rejected {cu_path.name} (a tlxc bug).\n"
+        f"arch: {arch}\noptions: {' '.join(options)}\n"
+        f"reproduce: python -c \"from tlxc.codegen_nvptx.toolchain import compile_cuda; "
+        f"compile_cuda(open('{cu_path}').read(), '{arch}', [])\"\n\nNVRTC log:\n{log}\n")
+    (directory / f"{safe_name}-{digest}.README.txt").write_text(readme)
+    return cu_path

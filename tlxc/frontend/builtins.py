@@ -1,0 +1,533 @@
+"""Semantic rules of the ``tl.*`` builtins, keyed by builtin name.
+
+Each rule takes the builder context and the call's arguments bound to the
+builtin's signature (``tlxc/language/core.py``) and returns a frontend value.
+"""
+from __future__ import annotations
+
+import builtins as py
+from typing import Any, Callable
+
+from ..ir import types as T
+from ..ir.types import PointerType, ScalarType, TensorType
+from . import semantic as S
+from .semantic import SemanticError
+from .values import Tensor
+
+RULES: dict[str, Callable[..., Any]] = {}
+
+
+def rule(name: str):
+    def register(fn):
+        RULES[name] = fn
+        return fn
+    return register
+
+
+def constexpr(value, what: str):
+    if isinstance(value, Tensor):
+        raise SemanticError(f"{what} must be a compile-time constant (tl.constexpr), "
+                            f"got a runtime value of type {value.type}")
+    return value
+
+
+def const_int(value, what: str) -> int:
+    value = constexpr(value, what)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SemanticError(f"{what} must be a compile-time integer, got {S.describe(value)}")
+    return value
+
+
+def const_dtype(value, what: str) -> ScalarType:
+    value = constexpr(value, what)
+    if not isinstance(value, ScalarType):
+        raise SemanticError(f"{what} must be a dtype such as tl.float32, got {S.describe(value)}")
+    return value
+
+
+def tensor_arg(b, value, what: str) -> Tensor:
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (bool, int, float)):
+        return S.to_tensor(b, value)
+    raise SemanticError(f"{what} must be a tensor or a number, got {S.describe(value)}")
+
+
+def _shape_args(shape) -> tuple:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+# -- program and ranges -------------------------------------------------------
+@rule("program_id")
+def _program_id(ctx, axis):
+    axis = const_int(axis, "axis")
+    if axis not in (0, 1, 2):
+        raise SemanticError(f"program_id axis must be 0, 1 or 2, got {axis}")
+    return Tensor(ctx.b.value("tl.program_id", [], T.i32, axis=axis))
+
+
+@rule("num_programs")
+def _num_programs(ctx, axis):
+    axis = const_int(axis, "axis")
+    if axis not in (0, 1, 2):
+        raise SemanticError(f"num_programs axis must be 0, 1 or 2, got {axis}")
+    return Tensor(ctx.b.value("tl.num_programs", [], T.i32, axis=axis))
+
+
+@rule("arange")
+def _arange(ctx, start, end):
+    start, end = const_int(start, "start"), const_int(end, "end")
+    if end <= start:
+        raise SemanticError(f"arange's end ({end}) must be greater than its start ({start})")
+    if not S.is_power_of_two(end - start):
+        raise SemanticError(f"arange's range must be a power of two, got {end - start} ({start}..{end})")
+    return Tensor(ctx.b.value("tl.arange", [], TensorType((end - start,), T.i32), start=start, end=end))
+
+
+@rule("zeros")
+def _zeros(ctx, shape, dtype):
+    return _full(ctx, shape, 0, dtype)
+
+
+@rule("full")
+def _full(ctx, shape, value, dtype):
+    shape = S.check_shape(constexpr(shape, "shape"), "shape")
+    dtype = const_dtype(dtype, "dtype")
+    if isinstance(value, Tensor):
+        if value.is_block:
+            raise SemanticError("tl.full's value must be a scalar")
+        return S.broadcast_to(ctx.b, S.cast(ctx.b, value, dtype), shape)
+    return S.constant(ctx.b, value, TensorType(shape, dtype))
+
+
+@rule("cdiv")
+def _cdiv(ctx, x, div):
+    if not isinstance(x, Tensor) and not isinstance(div, Tensor):
+        return (x + div - 1) // div
+    return S.binary(ctx.b, "floordiv", S.binary(ctx.b, "sub", S.binary(ctx.b, "add", x, div), 1), div)
+
+
+# -- memory -------------------------------------------------------------------
+def _pointer(b, pointer, what="pointer") -> Tensor:
+    if not isinstance(pointer, Tensor) or not isinstance(pointer.dtype, PointerType):
+        raise SemanticError(f"{what} must be a pointer or a tensor of pointers, got {S.describe(pointer)}")
+    return pointer
+
+
+def _mask(b, mask, shape) -> Tensor | None:
+    if mask is None:
+        return None
+    mask = S.to_bool(b, tensor_arg(b, mask, "mask"))
+    if mask.shape != shape:
+        if len(mask.shape) > len(shape) or S.broadcast_shapes(mask.shape, shape) != shape:
+            raise SemanticError(f"mask of shape {list(mask.shape)} does not broadcast to the "
+                                f"pointer shape {list(shape)}")
+    return S.broadcast_to(b, mask, shape)
+
+
+@rule("load")
+def _load(ctx, pointer, mask=None, other=None, boundary_check=(), padding_option="",
+          cache_modifier="", eviction_policy="", volatile=False):
+    b = ctx.b
+    pointer = _pointer(b, pointer)
+    if mask is not None and pointer.is_block is False and isinstance(mask, Tensor) and mask.is_block:
+        shape = mask.shape
+        pointer = S.broadcast_to(b, pointer, shape)
+    shape = pointer.shape
+    mask_t = _mask(b, mask, shape)
+    elem = pointer.dtype.pointee
+    operands = [pointer.value]
+    attrs = {"has_mask": mask_t is not None, "has_other": other is not None}
+    if mask_t is not None:
+        operands.append(mask_t.value)
+    if other is not None:
+        if mask_t is None:
+            raise SemanticError("tl.load's 'other' needs a 'mask'")
+        other_t = S.cast(b, other, elem) if isinstance(other, Tensor) else S.constant(b, other, elem)
+        if other_t.is_block and S.broadcast_shapes(other_t.shape, shape) != shape:
+            raise SemanticError(f"'other' of shape {list(other_t.shape)} does not broadcast to {list(shape)}")
+        operands.append(S.broadcast_to(b, other_t, shape).value)
+    for key, value in (("cache", cache_modifier), ("eviction", eviction_policy)):
+        if value:
+            attrs[key] = constexpr(value, key)
+    if volatile:
+        attrs["volatile"] = True
+    result_type = T.with_element(pointer.type, elem)
+    return Tensor(b.value("tl.load", operands, result_type, **attrs))
+
+
+@rule("store")
+def _store(ctx, pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
+    b = ctx.b
+    pointer = _pointer(b, pointer)
+    elem = pointer.dtype.pointee
+    value_t = S.cast(b, value, elem) if isinstance(value, Tensor) else S.constant(b, value, elem)
+    if value_t.is_block and not pointer.is_block:
+        raise SemanticError(f"cannot store a tensor of shape {list(value_t.shape)} through a scalar pointer")
+    if value_t.shape != pointer.shape and S.broadcast_shapes(value_t.shape, pointer.shape) != pointer.shape:
+        raise SemanticError(f"value of shape {list(value_t.shape)} does not match the pointer "
+                            f"shape {list(pointer.shape)}")
+    value_t = S.broadcast_to(b, value_t, pointer.shape)
+    mask_t = _mask(b, mask, pointer.shape)
+    operands = [pointer.value, value_t.value] + ([mask_t.value] if mask_t is not None else [])
+    attrs = {"has_mask": mask_t is not None, "has_other": False}
+    if cache_modifier:
+        attrs["cache"] = cache_modifier
+    if eviction_policy:
+        attrs["eviction"] = eviction_policy
+    b.create("tl.store", operands, [], attrs)
+    return None
+
+
+def _atomic(kind):
+    def impl(ctx, pointer, val, mask=None, sem=None, scope=None):
+        b = ctx.b
+        pointer = _pointer(b, pointer)
+        elem = pointer.dtype.pointee
+        if kind == "add" and not (elem.is_float or elem.is_int) or elem.is_fp8:
+            raise SemanticError(f"atomic_{kind} does not support {elem}")
+        value_t = S.cast(b, val, elem) if isinstance(val, Tensor) else S.constant(b, val, elem)
+        value_t = S.broadcast_to(b, value_t, pointer.shape)
+        mask_t = _mask(b, mask, pointer.shape)
+        operands = [pointer.value, value_t.value] + ([mask_t.value] if mask_t is not None else [])
+        attrs = {"kind": kind, "has_mask": mask_t is not None, "has_other": False,
+                 "sem": constexpr(sem, "sem") or "acq_rel", "scope": constexpr(scope, "scope") or "gpu"}
+        return Tensor(b.value("tl.atomic_rmw", operands, value_t.type, **attrs))
+    return impl
+
+
+for _kind in ("add", "max", "min", "xchg"):
+    RULES[f"atomic_{_kind}"] = _atomic(_kind)
+
+
+# -- elementwise ----------------------------------------------------------------
+@rule("where")
+def _where(ctx, condition, x, y):
+    return S.where(ctx.b, condition, x, y)
+
+
+def _minmax(op):
+    def impl(ctx, x, y, propagate_nan=None):
+        if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+            return py.min(x, y) if op == "min" else py.max(x, y)
+        return S.binary(ctx.b, op, x, y)
+    return impl
+
+
+RULES["minimum"] = _minmax("min")
+RULES["maximum"] = _minmax("max")
+
+
+@rule("clamp")
+def _clamp(ctx, x, min, max, propagate_nan=None):  # noqa: A002
+    return S.binary(ctx.b, "min", S.binary(ctx.b, "max", x, min), max)
+
+
+for _fn in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "floor", "ceil", "erf"):
+    RULES[_fn] = (lambda fn: lambda ctx, x: S.unary_float(ctx.b, fn, tensor_arg(ctx.b, x, "x")))(_fn)
+
+
+@rule("abs")
+def _abs(ctx, x):
+    x = tensor_arg(ctx.b, x, "x")
+    if x.dtype.is_unsigned or x.dtype.is_bool:
+        return x
+    return Tensor(ctx.b.value("arith.abs", [x.value], x.type))
+
+
+@rule("fma")
+def _fma(ctx, x, y, z):
+    b = ctx.b
+    target, weak = S._scalar_of(x)
+    for v in (y, z):
+        t, w = S._scalar_of(v)
+        target = S.computation_type(target, weak, t, w, False)
+        weak = weak and w
+    if not target.is_float:
+        return S.binary(b, "add", S.binary(b, "mul", x, y), z)
+    shape = ()
+    for v in (x, y, z):
+        shape = S.broadcast_shapes(shape, v.shape if isinstance(v, Tensor) else ())
+    args = [S.broadcast_to(b, S.cast(b, v, target) if isinstance(v, Tensor) else S.constant(b, v, target),
+                           shape) for v in (x, y, z)]
+    return Tensor(b.value("math.fma", [a.value for a in args], args[0].type))
+
+
+@rule("sigmoid")
+def _sigmoid(ctx, x):
+    b = ctx.b
+    x = tensor_arg(b, x, "x")
+    if not x.dtype.is_float:
+        x = S.cast(b, x, T.f32)
+    e = S.unary_float(b, "exp", S.negate(b, x))
+    return S.binary(b, "truediv", 1.0, S.binary(b, "add", e, 1.0))
+
+
+@rule("umulhi")
+def _umulhi(ctx, x, y):
+    b = ctx.b
+    x, y = tensor_arg(b, x, "x"), tensor_arg(b, y, "y")
+    if not (x.dtype.is_int and y.dtype.is_int):
+        raise SemanticError(f"umulhi needs integer operands, got {x.dtype} and {y.dtype}")
+    target = S.computation_type(x.dtype, False, y.dtype, False, False)
+    x2, y2 = S._unify(b, x, y, target)
+    return Tensor(b.value("arith.umulhi", [x2.value, y2.value], x2.type))
+
+
+@rule("cast")
+def _cast(ctx, input, dtype, fp_downcast_rounding=None, bitcast=False):  # noqa: A002
+    dtype = constexpr(dtype, "dtype")
+    if not isinstance(dtype, (ScalarType, PointerType)):
+        raise SemanticError(f"dtype must be a dtype such as tl.float16, got {S.describe(dtype)}")
+    if fp_downcast_rounding not in (None, "rtne"):
+        raise SemanticError(f"fp_downcast_rounding {fp_downcast_rounding!r} is not supported (only 'rtne')")
+    return S.cast(ctx.b, tensor_arg(ctx.b, input, "input"), dtype, bitcast=bool(constexpr(bitcast, "bitcast")))
+
+
+# -- shapes ---------------------------------------------------------------------
+@rule("broadcast_to")
+def _broadcast_to(ctx, input, *shape):  # noqa: A002
+    shape = S.check_shape(constexpr(_shape_args(shape), "shape"), "shape")
+    return S.broadcast_to(ctx.b, tensor_arg(ctx.b, input, "input"), shape)
+
+
+@rule("broadcast")
+def _broadcast(ctx, input, other):  # noqa: A002
+    x, y = tensor_arg(ctx.b, input, "input"), tensor_arg(ctx.b, other, "other")
+    shape = S.broadcast_shapes(x.shape, y.shape)
+    return S.broadcast_to(ctx.b, x, shape), S.broadcast_to(ctx.b, y, shape)
+
+
+def expand_dims(b, x: Tensor, axis: int) -> Tensor:
+    rank = len(x.shape)
+    if not -rank - 1 <= axis <= rank:
+        raise SemanticError(f"axis {axis} is out of range for a tensor of rank {rank}")
+    axis = axis % (rank + 1)
+    if not x.is_block:
+        return S.broadcast_to(b, x, (1,))
+    shape = list(x.shape)
+    shape.insert(axis, 1)
+    return Tensor(b.value("tl.expand_dims", [x.value], TensorType(tuple(shape), x.dtype), axis=axis))
+
+
+@rule("expand_dims")
+def _expand_dims(ctx, input, axis):  # noqa: A002
+    axes = constexpr(axis, "axis")
+    x = tensor_arg(ctx.b, input, "input")
+    for a in (axes if isinstance(axes, (tuple, list)) else (axes,)):
+        x = expand_dims(ctx.b, x, const_int(a, "axis"))
+    return x
+
+
+def reshape(b, x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    shape = S.check_shape(shape, "shape")
+    if not x.is_block:
+        return S.broadcast_to(b, x, shape)
+    if x.shape == shape:
+        return x
+    import math
+    if math.prod(shape) != math.prod(x.shape):
+        raise SemanticError(f"cannot reshape {list(x.shape)} ({math.prod(x.shape)} elements) "
+                            f"to {list(shape)} ({math.prod(shape)} elements)")
+    return Tensor(b.value("tl.reshape", [x.value], TensorType(shape, x.dtype)))
+
+
+@rule("reshape")
+def _reshape(ctx, input, *shape, can_reorder=False):  # noqa: A002
+    return reshape(ctx.b, tensor_arg(ctx.b, input, "input"), constexpr(_shape_args(shape), "shape"))
+
+
+@rule("view")
+def _view(ctx, input, *shape):  # noqa: A002
+    return reshape(ctx.b, tensor_arg(ctx.b, input, "input"), constexpr(_shape_args(shape), "shape"))
+
+
+def permute(b, x: Tensor, dims) -> Tensor:
+    if not x.is_block:
+        raise SemanticError("cannot transpose a scalar")
+    dims = tuple(const_int(d, "dims") for d in dims)
+    if sorted(dims) != list(range(len(x.shape))):
+        raise SemanticError(f"dims {list(dims)} is not a permutation of {list(range(len(x.shape)))}")
+    shape = tuple(x.shape[d] for d in dims)
+    return Tensor(b.value("tl.trans", [x.value], TensorType(shape, x.dtype), perm=dims))
+
+
+@rule("trans")
+def _trans(ctx, input, *dims):  # noqa: A002
+    x = tensor_arg(ctx.b, input, "input")
+    dims = _shape_args(dims)
+    if not dims:
+        if len(x.shape) != 2:
+            raise SemanticError(f"tl.trans without dims needs a 2-D tensor, got shape {list(x.shape)}")
+        dims = (1, 0)
+    return permute(ctx.b, x, dims)
+
+
+@rule("permute")
+def _permute(ctx, input, *dims):  # noqa: A002
+    return permute(ctx.b, tensor_arg(ctx.b, input, "input"), _shape_args(dims))
+
+
+# -- reductions -------------------------------------------------------------------
+def reduce(b, x, axis, kind: str, keep_dims: bool, dtype=None) -> Tensor:
+    x = tensor_arg(b, x, "input")
+    if not x.is_block:
+        raise SemanticError(f"cannot reduce a scalar (tl.{kind})")
+    if isinstance(x.dtype, PointerType):
+        raise SemanticError(f"cannot reduce a tensor of pointers (tl.{kind})")
+    axis = constexpr(axis, "axis")
+    if axis is None:
+        rank = len(x.shape)
+        if rank > 1:
+            import math
+            x = reshape(b, x, (math.prod(x.shape),))
+        result = reduce(b, x, 0, kind, False, dtype)
+        return S.broadcast_to(b, result, (1,) * rank) if keep_dims else result
+    axis = const_int(axis, "axis")
+    rank = len(x.shape)
+    if not -rank <= axis < rank:
+        raise SemanticError(f"axis {axis} is out of range for a tensor of rank {rank}")
+    axis %= rank
+    if dtype is not None:
+        x = S.cast(b, x, const_dtype(dtype, "dtype"))
+    elif kind == "sum" and x.dtype.is_int and x.dtype.bits < 32:
+        x = S.cast(b, x, T.u32 if x.dtype.is_unsigned else T.i32)
+    if kind in ("and", "or", "xor") and not x.dtype.is_int:
+        raise SemanticError(f"{kind} reduction needs integers, got {x.dtype}")
+    if x.dtype.is_bool and kind in ("sum",):
+        x = S.cast(b, x, T.i32)
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    elem = T.i32 if kind.startswith("arg") else x.dtype
+    rtype = TensorType(shape, elem) if shape else elem
+    result = Tensor(b.value("tl.reduce", [x.value], rtype, axis=axis, kind=kind))
+    if keep_dims:
+        result = expand_dims(b, result, axis) if shape else S.broadcast_to(b, result, (1,) * rank)
+    return result
+
+
+@rule("sum")
+def _sum(ctx, input, axis=None, keep_dims=False, dtype=None):  # noqa: A002
+    return reduce(ctx.b, input, axis, "sum", constexpr(keep_dims, "keep_dims"), dtype)
+
+
+def _max_min(kind):
+    def impl(ctx, input, axis=None, return_indices=False, return_indices_tie_break_left=True,  # noqa: A002
+             keep_dims=False):
+        keep = constexpr(keep_dims, "keep_dims")
+        value = reduce(ctx.b, input, axis, kind, keep)
+        if constexpr(return_indices, "return_indices"):
+            return value, reduce(ctx.b, input, axis, "arg" + kind, keep)
+        return value
+    return impl
+
+
+RULES["max"] = _max_min("max")
+RULES["min"] = _max_min("min")
+
+
+@rule("argmax")
+def _argmax(ctx, input, axis, tie_break_left=True, keep_dims=False):  # noqa: A002
+    return reduce(ctx.b, input, axis, "argmax", constexpr(keep_dims, "keep_dims"))
+
+
+@rule("argmin")
+def _argmin(ctx, input, axis, tie_break_left=True, keep_dims=False):  # noqa: A002
+    return reduce(ctx.b, input, axis, "argmin", constexpr(keep_dims, "keep_dims"))
+
+
+@rule("xor_sum")
+def _xor_sum(ctx, input, axis=None, keep_dims=False):  # noqa: A002
+    return reduce(ctx.b, input, axis, "xor", constexpr(keep_dims, "keep_dims"))
+
+
+# -- matrix -----------------------------------------------------------------------
+_DOT_INPUTS = (T.f16, T.bf16, T.f32, T.f8e4m3, T.f8e5m2, T.i8)
+
+
+@rule("dot")
+def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,  # noqa: A002
+         max_num_imprecise_acc=None, out_dtype=T.f32):
+    b = ctx.b
+    a, c = tensor_arg(b, input, "input"), tensor_arg(b, other, "other")
+    if len(a.shape) != 2 or len(c.shape) != 2:
+        raise SemanticError(f"tl.dot needs 2-D operands, got shapes {list(a.shape)} and {list(c.shape)}")
+    (m, k), (k2, n) = a.shape, c.shape
+    if k != k2:
+        raise SemanticError(f"tl.dot shape mismatch: input is {m}x{k} but other is {k2}x{n} "
+                            f"(inner dimensions {k} and {k2} differ)")
+    if m < 16 or n < 16 or k < 16:
+        raise SemanticError(f"tl.dot needs M, N and K of at least 16, got M={m}, N={n}, K={k}")
+    if a.dtype not in _DOT_INPUTS or c.dtype not in _DOT_INPUTS:
+        raise SemanticError(f"tl.dot does not support operands of type {a.dtype} and {c.dtype}")
+    if a.dtype != c.dtype:
+        if a.dtype.is_fp8 and c.dtype.is_fp8:
+            pass
+        else:
+            raise SemanticError(f"tl.dot needs operands of one type, got {a.dtype} and {c.dtype}")
+    precision = constexpr(input_precision, "input_precision")
+    if allow_tf32 is not None and precision is None:
+        precision = "tf32" if constexpr(allow_tf32, "allow_tf32") else "ieee"
+    precision = precision or ("tf32" if a.dtype == T.f32 else "ieee")
+    if precision not in ("tf32", "ieee", "tf32x3"):
+        raise SemanticError(f"input_precision must be 'tf32', 'tf32x3' or 'ieee', got {precision!r}")
+    if a.dtype.is_fp8 and a.dtype != c.dtype:
+        raise SemanticError(f"tl.dot with mixed fp8 operands ({a.dtype}, {c.dtype}) is not supported")
+    out = const_dtype(out_dtype, "out_dtype")
+    if a.dtype == T.i8:
+        out = T.i32
+    if acc is None:
+        acc_t = S.constant(b, 0, TensorType((m, n), out))
+    else:
+        acc_t = tensor_arg(b, acc, "acc")
+        if acc_t.shape != (m, n):
+            raise SemanticError(f"tl.dot's acc has shape {list(acc_t.shape)}, expected {[m, n]}")
+        if acc_t.dtype not in (T.f32, T.f16, T.bf16, T.i32):
+            raise SemanticError(f"tl.dot's acc must be float32, float16, bfloat16 or int32, got {acc_t.dtype}")
+    return Tensor(b.value("tl.dot", [a.value, c.value, acc_t.value], acc_t.type,
+                          input_precision=precision))
+
+
+# -- hints, static checks, debugging ------------------------------------------------
+def _hint(kind):
+    def impl(ctx, input, values):  # noqa: A002
+        x = tensor_arg(ctx.b, input, "input")
+        values = constexpr(values, "values")
+        values = tuple(values) if isinstance(values, (tuple, list)) else (values,)
+        if len(values) != py.max(1, len(x.shape)):
+            raise SemanticError(f"{kind} needs one value per dimension ({len(x.shape)}), got {len(values)}")
+        return Tensor(ctx.b.value("tl.hint", [x.value], x.type, **{kind: values}))
+    return impl
+
+
+for _kind in ("multiple_of", "max_contiguous", "max_constancy"):
+    RULES[_kind] = _hint(_kind)
+
+
+@rule("static_assert")
+def _static_assert(ctx, cond, msg=""):
+    cond = constexpr(cond, "static_assert's condition")
+    if not cond:
+        raise SemanticError(f"static_assert failed: {msg}" if msg else "static_assert failed")
+
+
+@rule("static_print")
+def _static_print(ctx, *values):
+    print(*values)
+
+
+@rule("device_print")
+def _device_print(ctx, prefix, *args, hex=False):  # noqa: A002
+    prefix = constexpr(prefix, "prefix")
+    operands = [tensor_arg(ctx.b, a, "argument").value for a in args]
+    ctx.b.create("tl.print", operands, [], {"prefix": str(prefix), "hex": bool(hex)})
+
+
+@rule("device_assert")
+def _device_assert(ctx, cond, msg=""):
+    if not isinstance(cond, Tensor):
+        if not cond:
+            raise SemanticError(f"device_assert on a false compile-time condition: {msg}")
+        return None
+    ctx.b.create("tl.assert", [S.to_bool(ctx.b, cond).value], [], {"message": str(constexpr(msg, "msg"))})

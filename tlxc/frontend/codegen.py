@@ -1,0 +1,902 @@
+"""Python AST → tlxc IR.
+
+One ``FunctionCodegen`` per traced function (the kernel, and each inlined
+helper).  Compile-time values (numbers, dtypes, tuples, ``tl.constexpr``
+parameters) are folded while tracing; runtime values become IR.  Python
+control flow on runtime values becomes ``scf.for`` / ``scf.while`` /
+``scf.if`` with explicit loop-carried and yielded values.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import types as pytypes
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import language as tl
+from ..errors import CompilationError, InternalCompilerError, TlxcError
+from ..ir import types as T
+from ..ir.builder import Builder
+from ..ir.core import Block, Module, Region
+from ..ir.types import PointerType, ScalarType, TensorType
+from . import builtins as B
+from . import semantic as S
+from .semantic import SemanticError
+from .source import FunctionSource, get_source
+from .values import Tensor
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
+           ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.BitAnd: "and", ast.BitOr: "or",
+           ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr", ast.Pow: "pow"}
+_CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
+_PY_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+           "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+
+# Python builtins a kernel may call on compile-time values.
+_PY_BUILTINS_OK = {len, min, max, int, float, bool, abs, isinstance, tuple, list, zip, enumerate,
+                   getattr, hasattr, str, round, divmod, all, any, sorted, reversed}
+
+_TENSOR_METHODS = {"to": "cast", "reshape": "reshape", "view": "view", "trans": "trans",
+                   "permute": "permute", "expand_dims": "expand_dims", "broadcast_to": "broadcast_to",
+                   "sum": "sum", "max": "max", "min": "min", "argmax": "argmax", "argmin": "argmin",
+                   "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt",
+                   "abs": "abs", "sigmoid": "sigmoid", "xor_sum": "xor_sum", "cast": "cast"}
+
+RETURN = "__return__"
+MAX_INLINE_DEPTH = 32
+
+
+class _Undefined:
+    """Marks a name that is not defined on every path reaching this point."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+@dataclass
+class Options:
+    num_warps: int = 4
+    arch: str = "sm_90a"
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    b: Builder
+    options: Options
+    depth: int = 0
+    helpers: list = field(default_factory=list)
+
+
+def is_kernel_function(obj) -> bool:
+    return getattr(obj, "__tlxc_kernel__", False)
+
+
+def unwrap(value):
+    return value.value if isinstance(value, tl.constexpr) else value
+
+
+def assigned_names(stmts: list[ast.stmt]) -> list[str]:
+    """Names a statement list may (re)bind, in first-assignment order."""
+    names: list[str] = []
+
+    def add(name):
+        if name not in names:
+            names.append(name)
+
+    class Visitor(ast.NodeVisitor):
+        def visit_Name(self, node):
+            if isinstance(node.ctx, ast.Store):
+                add(node.id)
+
+        def visit_Return(self, node):
+            add(RETURN)
+            self.generic_visit(node)
+
+        def visit_FunctionDef(self, node):
+            pass
+
+        def visit_Lambda(self, node):
+            pass
+
+    for s in stmts:
+        Visitor().visit(s)
+    return names
+
+
+def _ends_with_return(stmts: list[ast.stmt]) -> bool:
+    return bool(stmts) and isinstance(stmts[-1], ast.Return)
+
+
+def _contains(stmts, node_types) -> ast.AST | None:
+    for s in stmts:
+        for node in ast.walk(s):
+            if isinstance(node, node_types):
+                return node
+    return None
+
+
+class FunctionCodegen(ast.NodeVisitor):
+    def __init__(self, ctx: Context, src: FunctionSource, vars: dict[str, Any]):
+        self.ctx = ctx
+        self.src = src
+        self.vars = vars
+        self.returned = False
+        self.partial_return = False   # some, not all, paths of the last statement returned
+
+    @property
+    def b(self) -> Builder:
+        return self.ctx.b
+
+    # -- errors and locations ----------------------------------------------------------
+    def error(self, message: str, node: ast.AST) -> CompilationError:
+        return self.src.error(message, node)
+
+    def visit(self, node: ast.AST):
+        with self.b.location(self.src.loc(node)):
+            try:
+                return super().visit(node)
+            except SemanticError as exc:
+                raise self.error(str(exc), node) from None
+            except TlxcError:
+                raise
+            except RecursionError:
+                raise self.error("expression nested too deeply", node) from None
+            except Exception as exc:  # a tlxc bug: keep the user's location
+                if os.environ.get("TLXC_DEBUG") == "1":
+                    raise
+                loc = self.src.loc(node)
+                raise InternalCompilerError(
+                    f"internal compiler error ({type(exc).__name__}: {exc}); this is a tlxc bug, "
+                    f"rerun with TLXC_DEBUG=1 for the traceback", loc,
+                    source_line=self.src.source_line(loc)) from None
+
+    def generic_visit(self, node):
+        raise self.error(f"unsupported Python syntax in a kernel: {type(node).__name__}", node)
+
+    # -- statements --------------------------------------------------------------------
+    def visit_stmts(self, stmts: list[ast.stmt]) -> None:
+        for i, stmt in enumerate(stmts):
+            if self.returned:
+                break
+            if self.partial_return:
+                raise self.error("code after an 'if' that returns on some of its paths is not "
+                                 "supported; move it into an 'else' branch", stmt)
+            rest = stmts[i + 1:]
+            if isinstance(stmt, ast.If) and rest and \
+                    _ends_with_return(stmt.body) != _ends_with_return(stmt.orelse):
+                # `if c: ...; return` followed by more code: the rest joins the branch
+                # that does not return, so every path ends at a return or the end.
+                if _ends_with_return(stmt.body):
+                    merged = ast.If(test=stmt.test, body=stmt.body, orelse=stmt.orelse + rest)
+                else:
+                    merged = ast.If(test=stmt.test, body=stmt.body + rest, orelse=stmt.orelse)
+                ast.copy_location(merged, stmt)
+                self.visit(merged)
+                return
+            self.visit(stmt)
+
+    def visit_Pass(self, node):
+        pass
+
+    def visit_Expr(self, node):
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # docstring
+        self.visit(node.value)
+
+    def visit_Assign(self, node):
+        value = self.visit(node.value)
+        for target in node.targets:
+            self.assign(target, value)
+
+    def visit_AnnAssign(self, node):
+        if node.value is None:
+            return
+        value = self.visit(node.value)
+        annotation = self.eval_annotation(node.annotation)
+        if annotation is tl.constexpr and isinstance(value, Tensor):
+            raise self.error(f"'{ast.unparse(node.target)}' is annotated tl.constexpr but its value "
+                             f"is a runtime value", node.value)
+        self.assign(node.target, value)
+
+    def eval_annotation(self, node):
+        try:
+            return unwrap(self.visit(node))
+        except CompilationError:
+            return None
+
+    def visit_AugAssign(self, node):
+        target = node.target
+        if not isinstance(target, ast.Name):
+            raise self.error("augmented assignment is only supported on plain names", target)
+        current = self.load_name(target.id, target)
+        value = self.binop(_BINOPS[type(node.op)], current, self.visit(node.value), node)
+        self.assign(target, value)
+
+    def assign(self, target: ast.AST, value) -> None:
+        if isinstance(target, ast.Name):
+            if target.id in ("tl", "tlx", "tlxc"):
+                raise self.error(f"cannot assign to '{target.id}': it names the language module", target)
+            if isinstance(value, Tensor) and value.value.name_hint is None:
+                value.value.name_hint = target.id   # readable IR: %offs, %mask, ...
+            self.vars[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, tuple):
+                raise self.error(f"cannot unpack {S.describe(value)} into {len(target.elts)} names", target)
+            if len(value) != len(target.elts):
+                raise self.error(f"cannot unpack {len(value)} values into {len(target.elts)} names", target)
+            for t, v in zip(target.elts, value):
+                self.assign(t, v)
+        elif isinstance(target, ast.Subscript):
+            raise self.error("tensors are immutable: item assignment is not supported "
+                             "(use tl.where or tl.store)", target)
+        elif isinstance(target, ast.Attribute):
+            raise self.error("attribute assignment is not supported in a kernel", target)
+        else:
+            raise self.error(f"unsupported assignment target {type(target).__name__}", target)
+
+    def visit_Return(self, node):
+        value = self.visit(node.value) if node.value is not None else None
+        self.vars[RETURN] = value
+        self.returned = True
+
+    def visit_Assert(self, node):
+        cond = self.visit(node.test)
+        msg = unwrap(self.visit(node.msg)) if node.msg is not None else ast.unparse(node.test)
+        if isinstance(cond, Tensor):
+            B.RULES["device_assert"](self.ctx, cond, str(msg))
+        elif not cond:
+            raise self.error(f"assertion failed: {msg}", node.test)
+
+    def visit_Break(self, node):
+        raise self.error("'break' is not supported in a kernel loop (use a while loop with a flag)", node)
+
+    def visit_Continue(self, node):
+        raise self.error("'continue' is not supported in a kernel loop (use an if around the body)", node)
+
+    def visit_FunctionDef(self, node):
+        raise self.error("nested function definitions are not supported in a kernel; "
+                         "define a separate @tlxc.kernel helper", node)
+
+    def visit_With(self, node):
+        raise self.error("'with' blocks are not supported here (tlx.async_tasks comes with the "
+                         "orchestration layer)", node)
+
+    def visit_Raise(self, node):
+        raise self.error("'raise' is not supported in a kernel (use tl.static_assert or tl.device_assert)", node)
+
+    def visit_Try(self, node):
+        raise self.error("'try' is not supported in a kernel", node)
+
+    def visit_Import(self, node):
+        raise self.error("imports are not supported inside a kernel; import at module level", node)
+
+    visit_ImportFrom = visit_Import
+
+    def visit_Global(self, node):
+        raise self.error("'global' is not supported in a kernel", node)
+
+    visit_Nonlocal = visit_Global
+
+    def visit_Delete(self, node):
+        raise self.error("'del' is not supported in a kernel", node)
+
+    # -- if ----------------------------------------------------------------------------
+    def visit_If(self, node):
+        cond = self.visit(node.test)
+        if not isinstance(cond, Tensor):
+            branch = node.body if unwrap(cond) else node.orelse
+            self.visit_stmts(branch)
+            return
+        if cond.is_block:
+            raise self.error(f"an 'if' condition must be a scalar, got a tensor of shape {list(cond.shape)} "
+                             f"(use tl.where for elementwise selection)", node.test)
+        cond = S.to_bool(self.b, cond)
+        self.runtime_if(node, cond)
+
+    def run_branch(self, stmts, block: Block) -> tuple[dict, bool, bool]:
+        saved = self.vars, self.returned, self.partial_return
+        self.vars, self.returned, self.partial_return = dict(saved[0]), False, False
+        with self.b.at(block):
+            self.visit_stmts(stmts)
+        result = (self.vars, self.returned, self.partial_return)
+        self.vars, self.returned, self.partial_return = saved
+        return result
+
+    def runtime_if(self, node: ast.If, cond: Tensor) -> None:
+        then_block, else_block = Block(), Block()
+        then_vars, then_ret, then_partial = self.run_branch(node.body, then_block)
+        else_vars, else_ret, else_partial = self.run_branch(node.orelse, else_block)
+        names = assigned_names(node.body + node.orelse)
+        results, then_vals, else_vals = [], [], []
+        for name in names:
+            tv, ev = then_vars.get(name, _MISSING), else_vars.get(name, _MISSING)
+            if tv is _MISSING or ev is _MISSING or isinstance(tv, _Undefined) or isinstance(ev, _Undefined):
+                if name == RETURN:
+                    continue
+                self.vars[name] = _Undefined(f"'{name}' is assigned in only one branch of the "
+                                             f"'if' at line {self.src.loc(node).line}")
+                continue
+            if not isinstance(tv, Tensor) and not isinstance(ev, Tensor) and _same_constexpr(tv, ev):
+                self.vars[name] = tv
+                continue
+            tv, ev = self.unify_branch_values(name, tv, ev, then_block, else_block, node)
+            results.append(name)
+            then_vals.append(tv)
+            else_vals.append(ev)
+        with self.b.at(then_block):
+            self.b.create("scf.yield", [v.value for v in then_vals])
+        with self.b.at(else_block):
+            self.b.create("scf.yield", [v.value for v in else_vals])
+        op = self.b.create("scf.if", [cond.value], [v.type for v in then_vals], {},
+                           [Region(then_block), Region(else_block)],
+                           result_names=[n if n != RETURN else None for n in results])
+        for name, result in zip(results, op.results):
+            self.vars[name] = Tensor(result)
+        if then_ret and else_ret:
+            self.returned = True
+        elif then_ret or else_ret or then_partial or else_partial:
+            self.partial_return = True
+
+    def unify_branch_values(self, name, tv, ev, then_block, else_block, node):
+        shown = "the return value" if name == RETURN else f"'{name}'"
+        for v in (tv, ev):
+            if not isinstance(v, (Tensor, bool, int, float)):
+                raise self.error(f"{shown} takes different compile-time values in the two branches of "
+                                 f"this runtime 'if' ({S.describe(tv)} and {S.describe(ev)})", node)
+        if isinstance(tv, Tensor) and isinstance(ev, Tensor):
+            pass
+        elif isinstance(tv, Tensor):
+            with self.b.at(else_block):
+                ev = S.constant(self.b, ev, tv.type)
+        elif isinstance(ev, Tensor):
+            with self.b.at(then_block):
+                tv = S.constant(self.b, tv, ev.type)
+        else:
+            target = S.computation_type(S.literal_type(tv), True, S.literal_type(ev), True, False)
+            with self.b.at(then_block):
+                tv = S.constant(self.b, tv, target)
+            with self.b.at(else_block):
+                ev = S.constant(self.b, ev, target)
+        if tv.type != ev.type:
+            raise self.error(f"{shown} has type {tv.type} in the then-branch but {ev.type} in the "
+                             f"else-branch; both branches must give it one type", node)
+        return tv, ev
+
+    # -- loops -------------------------------------------------------------------------
+    def visit_For(self, node):
+        if node.orelse:
+            raise self.error("'for ... else' is not supported in a kernel", node)
+        if bad := _contains(node.body, (ast.Return,)):
+            raise self.error("'return' inside a loop is not supported in a kernel", bad)
+        it = node.iter
+        if not isinstance(it, ast.Call):
+            raise self.error("a kernel 'for' loop must iterate over range(...), tl.range(...) or "
+                             "tl.static_range(...)", it)
+        fn = unwrap(self.visit(it.func))
+        args = [unwrap(self.visit(a)) for a in it.args]
+        kwargs = {k.arg: unwrap(self.visit(k.value)) for k in it.keywords}
+        if fn is tl.static_range:
+            return self.static_for(node, args, kwargs)
+        if fn is not range and fn is not tl.range:
+            raise self.error("a kernel 'for' loop must iterate over range(...), tl.range(...) or "
+                             "tl.static_range(...)", it.func)
+        if not 1 <= len(args) <= 3:
+            raise self.error(f"range expects 1 to 3 arguments, got {len(args)}", it)
+        unknown = set(kwargs) - {"num_stages", "loop_unroll_factor", "flatten", "warp_specialize",
+                                 "disallow_acc_multi_buffer"}
+        if unknown or (kwargs and fn is range):
+            raise self.error(f"unexpected keyword argument(s) to range: {', '.join(sorted(kwargs))}", it)
+        lb, ub, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
+        for v, what in ((lb, "start"), (ub, "end"), (step, "step")):
+            if not isinstance(v, Tensor) and not (isinstance(v, int) and not isinstance(v, bool)):
+                raise self.error(f"range's {what} must be an integer, got {S.describe(v)}", it)
+            if isinstance(v, Tensor) and (v.is_block or not isinstance(v.dtype, ScalarType) or not v.dtype.is_int):
+                raise self.error(f"range's {what} must be an integer scalar, got {v.type}", it)
+        if not isinstance(step, Tensor) and step <= 0:
+            raise self.error(f"range's step must be positive in a kernel loop, got {step}", it)
+        if not isinstance(node.target, ast.Name):
+            raise self.error("the loop variable must be a plain name", node.target)
+        bound_type = T.i32
+        for v in (lb, ub, step):
+            if isinstance(v, Tensor) and v.dtype.bits == 64:
+                bound_type = T.i64
+            elif not isinstance(v, Tensor) and S.literal_type(v).bits == 64:
+                bound_type = T.i64
+        bounds = [S.cast(self.b, v, bound_type) if isinstance(v, Tensor) else S.constant(self.b, v, bound_type)
+                  for v in (lb, ub, step)]
+        self.runtime_loop(node, node.body, bounds=bounds, iv_name=node.target.id)
+
+    def static_for(self, node, args, kwargs):
+        if kwargs:
+            raise self.error(f"tl.static_range takes no keyword arguments, got {', '.join(kwargs)}", node.iter)
+        for a in args:
+            if isinstance(a, Tensor):
+                raise self.error("tl.static_range bounds must be compile-time constants", node.iter)
+        values = range(*args)
+        if len(values) > 4096:
+            raise self.error(f"tl.static_range unrolls {len(values)} iterations; at most 4096 are allowed",
+                             node.iter)
+        for value in values:
+            self.assign(node.target, value)
+            self.visit_stmts(node.body)
+
+    def visit_While(self, node):
+        if node.orelse:
+            raise self.error("'while ... else' is not supported in a kernel", node)
+        if bad := _contains(node.body, (ast.Return,)):
+            raise self.error("'return' inside a loop is not supported in a kernel", bad)
+        self.runtime_loop(node, node.body, cond_node=node.test)
+
+    def loop_carried(self, node, body, iv_name=None) -> list[str]:
+        carried = []
+        for name in assigned_names(body):
+            if name == iv_name or name not in self.vars:
+                continue
+            value = self.vars[name]
+            if isinstance(value, (Tensor, bool, int, float)) and not isinstance(value, _Undefined):
+                carried.append(name)
+        return carried
+
+    def runtime_loop(self, node, body, bounds=None, iv_name=None, cond_node=None):
+        carried = self.loop_carried(node, body, iv_name)
+        inits = []
+        for name in carried:
+            v = self.vars[name]
+            inits.append(v if isinstance(v, Tensor) else S.constant(self.b, v, S.literal_type(v)))
+        constexprs_before = {k: v for k, v in self.vars.items() if not isinstance(v, Tensor)}
+        init_types = [v.type for v in inits]
+        saved_vars = self.vars
+        self.vars = dict(saved_vars)
+
+        if cond_node is not None:   # while: before region computes the condition
+            before = Block(init_types, carried)
+            for name, arg in zip(carried, before.args):
+                self.vars[name] = Tensor(arg)
+            with self.b.at(before):
+                cond = self.visit(cond_node)
+                if not isinstance(cond, Tensor):
+                    cond = S.constant(self.b, bool(cond), T.i1)
+                if cond.is_block:
+                    raise self.error("a 'while' condition must be a scalar", cond_node)
+                cond = S.to_bool(self.b, cond)
+                self.b.create("scf.condition", [cond.value] + list(before.args))
+            body_block = Block(init_types, carried)
+            args = body_block.args
+        else:
+            body_block = Block([bounds[0].type] + init_types, [iv_name] + carried)
+            self.vars[iv_name] = Tensor(body_block.args[0])
+            args = body_block.args[1:]
+        for name, arg in zip(carried, args):
+            self.vars[name] = Tensor(arg)
+        with self.b.at(body_block):
+            self.visit_stmts(body)
+            yields = []
+            for name, init in zip(carried, inits):
+                v = self.vars.get(name)
+                if not isinstance(v, Tensor):
+                    if isinstance(v, (bool, int, float)):
+                        v = S.constant(self.b, v, init.type)
+                    else:
+                        raise self.error(f"loop-carried variable '{name}' becomes {S.describe(v)} "
+                                         f"inside the loop", node)
+                if v.type != init.type:
+                    raise self.error(f"loop-carried variable '{name}' has type {init.type} before the loop "
+                                     f"but {v.type} at the end of its body; give it its final type before "
+                                     f"the loop (e.g. tl.zeros(..., dtype=...) or an explicit .to(...))", node)
+                yields.append(v)
+            self.b.create("scf.yield", [v.value for v in yields])
+        body_vars = self.vars
+        self.vars = saved_vars
+        for name, value in body_vars.items():
+            if name in constexprs_before and not isinstance(value, Tensor) and name not in carried \
+                    and not _same_constexpr(value, constexprs_before[name]) and name != iv_name:
+                raise self.error(f"'{name}' is a compile-time value changed inside a runtime loop", node)
+        if cond_node is not None:
+            op = self.b.create("scf.while", [v.value for v in inits], init_types, {},
+                               [Region(before), Region(body_block)], result_names=carried)
+        else:
+            op = self.b.create("scf.for", [v.value for v in bounds + inits], init_types, {},
+                               [Region(body_block)], result_names=carried)
+        for name, result in zip(carried, op.results):
+            self.vars[name] = Tensor(result)
+        for name in assigned_names(body):
+            if name not in carried and name not in saved_vars:
+                self.vars[name] = _Undefined(f"'{name}' is defined inside the loop at line "
+                                             f"{self.src.loc(node).line} and not before it")
+        if iv_name and iv_name not in saved_vars:
+            self.vars[iv_name] = _Undefined(f"the loop variable '{iv_name}' is not available after the loop")
+
+    # -- expressions -------------------------------------------------------------------
+    def visit_Constant(self, node):
+        return node.value
+
+    def visit_JoinedStr(self, node):
+        parts = []
+        for value in node.values:
+            v = self.visit(value)
+            if isinstance(v, Tensor):
+                raise self.error("f-strings may only contain compile-time values", value)
+            parts.append(str(unwrap(v)))
+        return "".join(parts)
+
+    def visit_FormattedValue(self, node):
+        v = unwrap(self.visit(node.value))
+        if isinstance(v, Tensor):
+            return v
+        spec = self.visit(node.format_spec) if node.format_spec else ""
+        return format(v, spec)
+
+    def visit_Name(self, node):
+        return self.load_name(node.id, node)
+
+    def load_name(self, name: str, node):
+        if name in self.vars:
+            value = self.vars[name]
+            if isinstance(value, _Undefined):
+                raise self.error(f"'{name}' may be undefined here: {value.reason}", node)
+            return value
+        found, value = self.src.lookup_global(name)
+        if not found:
+            raise self.error(f"undefined name '{name}'", node)
+        return self.check_global(name, value, node)
+
+    def check_global(self, name, value, node):
+        value = unwrap(value) if isinstance(value, tl.constexpr) else value
+        if isinstance(value, (bool, int, float, str, type(None), ScalarType, PointerType, tuple,
+                              pytypes.ModuleType)) or callable(value):
+            return value
+        raise self.error(f"global '{name}' of type {type(value).__name__} cannot be used in a kernel; "
+                         f"only compile-time constants (ints, floats, dtypes, tl.constexpr), modules "
+                         f"and functions can", node)
+
+    def visit_Tuple(self, node):
+        return tuple(self.visit(e) for e in node.elts)
+
+    visit_List = visit_Tuple
+
+    def visit_Attribute(self, node):
+        base = self.visit(node.value)
+        base = unwrap(base)
+        attr = node.attr
+        if isinstance(base, Tensor):
+            return self.tensor_attribute(base, attr, node)
+        try:
+            return getattr(base, attr)
+        except AttributeError:
+            owner = base.__name__ if isinstance(base, pytypes.ModuleType) else type(base).__name__
+            raise self.error(f"'{owner}' has no attribute '{attr}'", node) from None
+
+    def tensor_attribute(self, t: Tensor, attr: str, node):
+        if attr == "shape":
+            return t.shape
+        if attr == "dtype":
+            return t.dtype
+        if attr == "T":
+            return B.permute(self.b, t, (1, 0)) if len(t.shape) == 2 else \
+                B.permute(self.b, t, tuple(reversed(range(len(t.shape)))))
+        if attr in _TENSOR_METHODS:
+            return _BoundMethod(t, tl.BUILTINS[_TENSOR_METHODS[attr]])
+        raise self.error(f"tensor has no attribute '{attr}'", node)
+
+    def visit_UnaryOp(self, node):
+        operand = unwrap(self.visit(node.operand))
+        op = type(node.op)
+        if not isinstance(operand, Tensor):
+            try:
+                return {ast.USub: lambda v: -v, ast.UAdd: lambda v: +v, ast.Not: lambda v: not v,
+                        ast.Invert: lambda v: ~v}[op](operand)
+            except TypeError as exc:
+                raise self.error(f"invalid operand for unary operator: {exc}", node) from None
+        if op is ast.USub:
+            return S.negate(self.b, operand)
+        if op is ast.UAdd:
+            return operand
+        if op is ast.Invert:
+            return S.invert(self.b, operand)
+        return S.logical_not(self.b, S.to_bool(self.b, operand))
+
+    def visit_BinOp(self, node):
+        lhs = unwrap(self.visit(node.left))
+        rhs = unwrap(self.visit(node.right))
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise self.error(f"unsupported operator {type(node.op).__name__}", node)
+        return self.binop(op, lhs, rhs, node)
+
+    def binop(self, op: str, lhs, rhs, node):
+        lhs, rhs = unwrap(lhs), unwrap(rhs)
+        if not isinstance(lhs, Tensor) and not isinstance(rhs, Tensor):
+            try:
+                return S.fold_python(op, lhs, rhs)
+            except Exception as exc:
+                raise self.error(f"invalid compile-time operation: {exc}", node) from None
+        if op == "pow":
+            raise self.error("'**' is not supported on runtime values (use tl.exp2/tl.log2 or repeated "
+                             "multiplication)", node)
+        for v in (lhs, rhs):
+            if not isinstance(v, (Tensor, bool, int, float)):
+                raise self.error(f"unsupported operand {S.describe(v)} for a runtime operation", node)
+        return S.binary(self.b, op, lhs, rhs)
+
+    def visit_BoolOp(self, node):
+        is_and = isinstance(node.op, ast.And)
+        result = None
+        for value_node in node.values:
+            value = unwrap(self.visit(value_node))
+            if not isinstance(value, Tensor):
+                if is_and and not value:
+                    return value if result is None else S.constant(self.b, False, T.i1)
+                if not is_and and value:
+                    return value if result is None else S.constant(self.b, True, T.i1)
+                continue
+            if value.is_block:
+                raise self.error(f"'{'and' if is_and else 'or'}' on a tensor is ambiguous; use "
+                                 f"'{'&' if is_and else '|'}' for elementwise logic", value_node)
+            value = S.to_bool(self.b, value)
+            result = value if result is None else S.binary(self.b, "and" if is_and else "or", result, value)
+        return result if result is not None else is_and
+
+    def visit_Compare(self, node):
+        result = None
+        left = unwrap(self.visit(node.left))
+        for op_node, right_node in zip(node.ops, node.comparators):
+            right = unwrap(self.visit(right_node))
+            value = self.compare_one(op_node, left, right, node)
+            if result is None:
+                result = value
+            elif isinstance(result, Tensor) or isinstance(value, Tensor):
+                result = S.binary(self.b, "and", S.to_tensor(self.b, result), S.to_tensor(self.b, value))
+            else:
+                result = result and value
+            left = right
+        return result
+
+    def compare_one(self, op_node, left, right, node):
+        if isinstance(op_node, (ast.Is, ast.IsNot)):
+            if isinstance(left, Tensor) and right is None or isinstance(right, Tensor) and left is None:
+                same = False
+            elif isinstance(left, Tensor) or isinstance(right, Tensor):
+                raise self.error("'is' compares compile-time values only", node)
+            else:
+                same = left is right or (left == right and isinstance(left, ScalarType))
+            return same if isinstance(op_node, ast.Is) else not same
+        if isinstance(op_node, (ast.In, ast.NotIn)):
+            if isinstance(left, Tensor) or isinstance(right, Tensor):
+                raise self.error("'in' works on compile-time values only", node)
+            return (left in right) if isinstance(op_node, ast.In) else (left not in right)
+        pred = _CMPOPS[type(op_node)]
+        if not isinstance(left, Tensor) and not isinstance(right, Tensor):
+            return _PY_CMP[pred](left, right)
+        return S.compare(self.b, pred, left, right)
+
+    def visit_IfExp(self, node):
+        cond = unwrap(self.visit(node.test))
+        if not isinstance(cond, Tensor):
+            return self.visit(node.body if cond else node.orelse)
+        return S.where(self.b, cond, unwrap(self.visit(node.body)), unwrap(self.visit(node.orelse)))
+
+    def visit_Subscript(self, node):
+        base = unwrap(self.visit(node.value))
+        if isinstance(base, Tensor):
+            return self.tensor_subscript(base, node.slice, node)
+        index = unwrap(self.visit(node.slice))
+        if isinstance(index, Tensor):
+            raise self.error("cannot index a compile-time value with a runtime value", node.slice)
+        try:
+            return base[index]
+        except (IndexError, KeyError, TypeError) as exc:
+            raise self.error(f"invalid subscript: {exc}", node) from None
+
+    def tensor_subscript(self, t: Tensor, slice_node, node):
+        elements = slice_node.elts if isinstance(slice_node, ast.Tuple) else [slice_node]
+        result, dim = t, 0
+        for element in elements:
+            if isinstance(element, ast.Slice):
+                if element.lower or element.upper or element.step:
+                    raise self.error("only full slices ':' are supported when indexing a tensor", element)
+                dim += 1
+                continue
+            value = unwrap(self.visit(element))
+            if value is None:
+                result = B.expand_dims(self.b, result, dim)
+                dim += 1
+                continue
+            raise self.error("tensors can only be indexed with ':' and None (e.g. x[:, None]); "
+                             "use tl.load for memory accesses", element)
+        if dim > max(len(t.shape), 1) + (len(elements) - 1):
+            raise self.error(f"too many indices for a tensor of rank {len(t.shape)}", node)
+        return result
+
+    def visit_Slice(self, node):
+        raise self.error("slices are only supported inside a tensor subscript", node)
+
+    def visit_Starred(self, node):
+        raise self.error("starred expressions are only supported in call arguments", node)
+
+    def visit_ListComp(self, node):
+        raise self.error("list comprehensions are not supported in a kernel; use tl.static_range", node)
+
+    visit_GeneratorExp = visit_ListComp
+    visit_DictComp = visit_ListComp
+    visit_SetComp = visit_ListComp
+
+    def visit_Lambda(self, node):
+        raise self.error("lambdas are not supported in a kernel; define a @tlxc.kernel helper", node)
+
+    def visit_Dict(self, node):
+        raise self.error("dicts are not supported in a kernel", node)
+
+    # -- calls ---------------------------------------------------------------------------
+    def visit_Call(self, node):
+        fn = unwrap(self.visit(node.func))
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                value = unwrap(self.visit(a.value))
+                if not isinstance(value, tuple):
+                    raise self.error(f"cannot unpack {S.describe(value)} with *", a)
+                args.extend(value)
+            else:
+                args.append(self.visit(a))
+        kwargs = {}
+        for k in node.keywords:
+            if k.arg is None:
+                raise self.error("**kwargs unpacking is not supported in a kernel", k)
+            kwargs[k.arg] = self.visit(k.value)
+        return self.call(fn, args, kwargs, node)
+
+    def call(self, fn, args, kwargs, node):
+        if isinstance(fn, _BoundMethod):
+            args = [fn.receiver] + list(args)
+            fn = fn.function
+        if hasattr(fn, "__tlxc_builtin__"):
+            return self.call_builtin(fn, args, kwargs, node)
+        if is_kernel_function(fn):
+            return self.inline(fn, args, kwargs, node)
+        if isinstance(fn, type) and issubclass(fn, (tl.static_range, tl.range)):
+            raise self.error(f"{fn.__name__} can only be used as the iterable of a 'for' loop", node)
+        if fn is print:
+            return B.RULES["static_print"](self.ctx, *args)
+        if fn is range:
+            raise self.error("range(...) can only be used as the iterable of a 'for' loop", node)
+        if isinstance(fn, ScalarType):
+            raise self.error(f"dtypes are not callable; use x.to({fn})", node)
+        if callable(fn):
+            values = [unwrap(a) for a in args] + [unwrap(v) for v in kwargs.values()]
+            runtime = [v for v in values if isinstance(v, Tensor)]
+            name = getattr(fn, "__name__", repr(fn))
+            if runtime:
+                if fn in (min, max):
+                    raise self.error(f"Python's {name}() cannot take runtime values; use "
+                                     f"tl.{'minimum' if fn is min else 'maximum'}", node)
+                raise self.error(f"cannot call Python function '{name}' with runtime values; "
+                                 f"decorate it with @tlxc.kernel to use it in a kernel", node)
+            try:
+                return fn(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
+            except TlxcError:
+                raise
+            except Exception as exc:
+                raise self.error(f"call to '{name}' failed at compile time: {type(exc).__name__}: {exc}",
+                                 node) from None
+        raise self.error(f"'{S.describe(fn)}' is not callable", node)
+
+    def call_builtin(self, fn, args, kwargs, node):
+        name = fn.__tlxc_builtin__
+        signature = inspect.signature(fn.__tlxc_signature__)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise self.error(f"tl.{name}: {exc}", node) from None
+        values = [unwrap(v) for v in bound.args]
+        kw = {k: unwrap(v) for k, v in bound.kwargs.items()}
+        rule = B.RULES.get(name)
+        if rule is None:
+            raise self.error(f"tl.{name} is not supported yet", node)
+        return rule(self.ctx, *values, **kw)
+
+    def inline(self, kfn, args, kwargs, node):
+        if self.ctx.depth >= MAX_INLINE_DEPTH:
+            raise self.error(f"calls nested deeper than {MAX_INLINE_DEPTH} levels "
+                             f"(recursion is not supported)", node)
+        src = kfn.source
+        signature = inspect.signature(kfn.fn)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise self.error(f"{src.name}() {str(exc).replace(src.name + '() ', '')}", node) from None
+        bound.apply_defaults()
+        vars: dict[str, Any] = {}
+        for param_name, value in bound.arguments.items():
+            param = signature.parameters[param_name]
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise self.error(f"{src.name}: *args/**kwargs parameters are not supported", node)
+            annotation = _resolve_annotation(src, param.annotation)
+            if annotation is tl.constexpr and isinstance(unwrap(value), Tensor):
+                raise self.error(f"argument '{param_name}' of {src.name}() must be a compile-time "
+                                 f"constant (it is declared tl.constexpr)", node)
+            vars[param_name] = unwrap(value)
+        vars[RETURN] = None
+        self.ctx.depth += 1
+        self.ctx.helpers.append(kfn)
+        try:
+            inner = FunctionCodegen(self.ctx, src, vars)
+            inner.visit_stmts(src.tree.body)
+        finally:
+            self.ctx.depth -= 1
+        return inner.vars.get(RETURN)
+
+
+class _BoundMethod:
+    def __init__(self, receiver, function):
+        self.receiver = receiver
+        self.function = function
+
+
+class _Missing:
+    pass
+
+
+_MISSING = _Missing()
+
+
+def _same_constexpr(a, b) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return a is b
+
+
+def _resolve_annotation(src: FunctionSource, annotation):
+    if annotation is inspect.Parameter.empty:
+        return None
+    if isinstance(annotation, str):   # from __future__ import annotations
+        text = annotation
+        if text in ("tl.constexpr", "constexpr", "tlxc.language.constexpr", "tl.core.constexpr"):
+            return tl.constexpr
+        try:
+            return eval(text, dict(src.fn.__globals__))  # noqa: S307 (user's own annotation)
+        except Exception:
+            return None
+    return annotation
+
+
+def build_kernel_ir(kfn, spec, options: Options) -> Module:
+    """Trace ``kfn`` under one specialization into a one-kernel module.
+
+    ``spec`` maps every parameter to either ``("constexpr", value)`` or
+    ``("runtime", ir_type)``; runtime parameters become the kernel's arguments.
+    """
+    src = kfn.source
+    runtime = [(name, t) for name, (kind, t) in spec.params.items() if kind == "runtime"]
+    body = Block([t for _, t in runtime], [name for name, _ in runtime])
+    kernel_loc = src.loc(src.tree)
+    attrs = {"sym_name": src.name, "num_warps": options.num_warps,
+             "arg_divisibility": tuple(spec.divisibility.get(name, 1) for name, _ in runtime)}
+    kernel = Builder().create("tl.kernel", [], [], attrs, [Region(body)])
+    kernel.loc = kernel_loc
+    ctx = Context(Builder(body), options)
+    vars: dict[str, Any] = {RETURN: None}
+    args = iter(body.args)
+    for name, (kind, value) in spec.params.items():
+        vars[name] = Tensor(next(args)) if kind == "runtime" else value
+    codegen = FunctionCodegen(ctx, src, vars)
+    codegen.visit_stmts(src.tree.body)
+    if codegen.vars.get(RETURN) is not None:
+        raise src.error("a kernel cannot return a value (store results through a pointer)",
+                        _find_value_return(src.tree) or src.tree)
+    with ctx.b.location(kernel_loc):
+        ctx.b.create("tl.return")
+    return Module([kernel])
+
+
+def _find_value_return(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Return) and node.value is not None:
+            return node
+    return None
+
+
+__all__ = ["build_kernel_ir", "Options", "FunctionCodegen", "get_source", "TensorType"]

@@ -1,0 +1,347 @@
+"""Typing rules and IR construction for the blocked-tensor language.
+
+The rules follow Triton's: Python literals are "weak" (they do not widen a
+tensor of the same or a higher kind), float16/bfloat16 ``/`` and ``%`` compute
+in float32, integer promotion picks the wider type (unsigned wins at equal
+width), ``//`` and ``%`` on integers have C semantics (truncation).
+
+Functions raise ``SemanticError`` with a sentence; the code generator turns it
+into a ``CompilationError`` at the user's line.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+from typing import Any
+
+from ..ir import types as T
+from ..ir.builder import Builder
+from ..ir.types import PointerType, ScalarType, TensorType, Type
+from .values import Tensor
+
+
+class SemanticError(Exception):
+    """A user error detected by a typing rule; rendered at the current node."""
+
+
+_KIND_ORDER = {"bool": 0, "uint": 1, "int": 2, "float": 3}
+
+
+# -- constants ----------------------------------------------------------------
+
+def literal_type(value) -> ScalarType:
+    """The type a Python literal takes when it becomes a runtime value."""
+    if isinstance(value, bool):
+        return T.i1
+    if isinstance(value, int):
+        if -2**31 <= value < 2**31:
+            return T.i32
+        if -2**63 <= value < 2**63:
+            return T.i64
+        if 0 <= value < 2**64:
+            return T.u64
+        raise SemanticError(f"integer literal {value} does not fit in 64 bits")
+    if isinstance(value, float):
+        return T.f32
+    raise SemanticError(f"cannot use {type(value).__name__} value {value!r} as a runtime value")
+
+
+def constant(b: Builder, value, type: Type) -> Tensor:
+    scalar = type.element if isinstance(type, TensorType) else type
+    if isinstance(scalar, ScalarType) and scalar.is_float:
+        value = float(value)
+    elif isinstance(scalar, ScalarType) and scalar.is_bool:
+        value = bool(value)
+    elif isinstance(scalar, ScalarType):
+        value = int(value)
+        lo, hi = int_range(scalar)
+        if not lo <= value <= hi:
+            raise SemanticError(f"value {value} does not fit in {scalar}")
+    return Tensor(b.value("arith.constant", [], type, value=value))
+
+
+def int_range(t: ScalarType) -> tuple[int, int]:
+    if t.is_bool:
+        return 0, 1
+    if t.is_unsigned:
+        return 0, 2**t.bits - 1
+    return -2**(t.bits - 1), 2**(t.bits - 1) - 1
+
+
+def to_tensor(b: Builder, value, type: Type | None = None) -> Tensor:
+    """Materialize a Python number (or pass a Tensor through)."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (bool, int, float)):
+        return constant(b, value, type or literal_type(value))
+    raise SemanticError(f"expected a tensor or a number, got {describe(value)}")
+
+
+def describe(value) -> str:
+    if isinstance(value, Tensor):
+        return f"a tensor of type {value.type}"
+    if value is None:
+        return "None"
+    if isinstance(value, ScalarType):
+        return f"the dtype {value}"
+    return f"{type(value).__name__} {value!r}"
+
+
+# -- promotion ----------------------------------------------------------------
+
+def integer_promote(a: ScalarType, b: ScalarType) -> ScalarType:
+    if a == b:
+        return a
+    a_signed, b_signed = a.kind != "uint", b.kind != "uint"
+    if a_signed == b_signed:
+        return a if a.bits >= b.bits else b
+    unsigned, signed = (b, a) if a_signed else (a, b)
+    return unsigned if unsigned.bits >= signed.bits else signed
+
+
+def computation_type(a: ScalarType, a_weak: bool, b: ScalarType, b_weak: bool,
+                     div_or_mod: bool) -> ScalarType:
+    """The type both operands of an arithmetic op are converted to."""
+    if a_weak != b_weak:
+        weak, strong = (a, b) if a_weak else (b, a)
+        if _KIND_ORDER[weak.kind] <= _KIND_ORDER[strong.kind]:
+            if div_or_mod and strong in (T.f16, T.bf16):
+                return T.f32
+            return strong
+    if T.f64 in (a, b):
+        return T.f64
+    if T.f32 in (a, b):
+        return T.f32
+    if a.is_fp8 or b.is_fp8:
+        if a == b and not div_or_mod:
+            raise SemanticError(f"arithmetic on {a} is not supported; convert to float16/float32 first")
+        return T.f32
+    if a.is_float or b.is_float:
+        if a == b and not div_or_mod:
+            return a
+        if {a, b} == {T.f16, T.bf16} or div_or_mod:
+            return T.f32
+        return a if a.is_float else b
+    if div_or_mod and a.kind != b.kind and not (a.is_bool or b.is_bool):
+        raise SemanticError(f"cannot use /, // or % with mixed signedness ({a} and {b})")
+    return integer_promote(a, b)
+
+
+# -- shapes -------------------------------------------------------------------
+
+def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    if len(a) != len(b):
+        if not a or not b:
+            return a or b
+        raise SemanticError(f"cannot broadcast shapes {list(a)} and {list(b)}: ranks differ "
+                            f"(use x[:, None] or tl.expand_dims to add a dimension)")
+    out = []
+    for x, y in zip(a, b):
+        if x != y and x != 1 and y != 1:
+            raise SemanticError(f"shape mismatch: cannot broadcast {list(a)} and {list(b)} "
+                                f"(dimension {len(out)}: {x} vs {y})")
+        out.append(builtins.max(x, y))
+    return tuple(out)
+
+
+def broadcast_to(b: Builder, x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    if x.shape == shape:
+        return x
+    if not x.is_block:
+        return Tensor(b.value("tl.splat", [x.value], TensorType(shape, x.type)))
+    if len(x.shape) != len(shape):
+        raise SemanticError(f"cannot broadcast {list(x.shape)} to {list(shape)}: ranks differ")
+    for s, d in zip(x.shape, shape):
+        if s != d and s != 1:
+            raise SemanticError(f"cannot broadcast {list(x.shape)} to {list(shape)}")
+    return Tensor(b.value("tl.broadcast", [x.value], TensorType(shape, x.dtype)))
+
+
+def cast(b: Builder, x: Tensor, dtype: ScalarType | PointerType, bitcast: bool = False) -> Tensor:
+    if x.dtype == dtype:
+        return x
+    result = T.with_element(x.type, dtype)
+    if bitcast or isinstance(dtype, PointerType) or isinstance(x.dtype, PointerType):
+        src_bits = x.dtype.bits if isinstance(x.dtype, ScalarType) else 64
+        dst_bits = dtype.bits if isinstance(dtype, ScalarType) else 64
+        if src_bits != dst_bits:
+            raise SemanticError(f"cannot bitcast {x.dtype} ({src_bits} bits) to {dtype} ({dst_bits} bits)")
+        return Tensor(b.value("arith.bitcast", [x.value], result))
+    return Tensor(b.value("arith.cast", [x.value], result))
+
+
+# -- binary ops ---------------------------------------------------------------
+
+def _scalar_of(v) -> tuple[ScalarType, bool]:
+    """(type, weak) of an operand; weak = a Python literal."""
+    if isinstance(v, Tensor):
+        if isinstance(v.dtype, PointerType):
+            return v.dtype, False
+        return v.dtype, False
+    return literal_type(v), True
+
+
+def _unify(b: Builder, lhs, rhs, target: ScalarType) -> tuple[Tensor, Tensor]:
+    shape = broadcast_shapes(lhs.shape if isinstance(lhs, Tensor) else (),
+                             rhs.shape if isinstance(rhs, Tensor) else ())
+    out = []
+    for v in (lhs, rhs):
+        t = cast(b, v, target) if isinstance(v, Tensor) else constant(b, v, target)
+        out.append(broadcast_to(b, t, shape))
+    return out[0], out[1]
+
+
+def binary(b: Builder, op: str, lhs, rhs) -> Tensor:
+    """``lhs <op> rhs`` for op in add sub mul truediv floordiv mod and or xor
+    shl shr min max, with promotion and broadcasting."""
+    lt, lw = _scalar_of(lhs)
+    rt, rw = _scalar_of(rhs)
+    if isinstance(lt, PointerType) or isinstance(rt, PointerType):
+        return _pointer_arith(b, op, lhs, rhs)
+    if op in ("and", "or", "xor", "shl", "shr"):
+        if not (lt.is_int and rt.is_int):
+            raise SemanticError(f"bitwise operator needs integer operands, got {lt} and {rt}")
+        target = computation_type(lt, lw, rt, rw, False)
+    elif op == "truediv":
+        target = computation_type(lt, lw, rt, rw, True)
+        if target.is_int:
+            target = T.f32
+        op = "div"
+    elif op == "floordiv":
+        target = computation_type(lt, lw, rt, rw, True)
+        if not target.is_int:
+            raise SemanticError(f"'//' needs integer operands, got {lt} and {rt} "
+                                f"(use tl.floor(x / y) for floats)")
+        op = "div"
+    elif op == "mod":
+        target = computation_type(lt, lw, rt, rw, True)
+        op = "rem"
+    else:
+        target = computation_type(lt, lw, rt, rw, False)
+    if target.is_bool and op in ("add", "sub", "mul", "div", "rem"):
+        target = T.i32 if op != "div" else target
+    x, y = _unify(b, lhs, rhs, target)
+    return Tensor(b.value(f"arith.{op}", [x.value, y.value], x.type))
+
+
+def _pointer_arith(b: Builder, op: str, lhs, rhs) -> Tensor:
+    lt, _ = _scalar_of(lhs)
+    rt, _ = _scalar_of(rhs)
+    if op == "sub" and isinstance(lt, PointerType) and isinstance(rt, ScalarType):
+        rhs = negate(b, to_tensor(b, rhs))
+        op = "add"
+    if op != "add":
+        raise SemanticError(f"pointers support only + and - with an integer offset, got '{op}'")
+    ptr, offset = (lhs, rhs) if isinstance(lt, PointerType) else (rhs, lhs)
+    off_type, _ = _scalar_of(offset)
+    if not isinstance(off_type, ScalarType) or not off_type.is_int:
+        raise SemanticError(f"pointer offsets must be integers, got {off_type}")
+    offset = to_tensor(b, offset)
+    shape = broadcast_shapes(ptr.shape, offset.shape)
+    ptr = broadcast_to(b, ptr, shape)
+    offset = broadcast_to(b, offset, shape)
+    return Tensor(b.value("tl.addptr", [ptr.value, offset.value], ptr.type))
+
+
+def compare(b: Builder, pred: str, lhs, rhs) -> Tensor:
+    lt, lw = _scalar_of(lhs)
+    rt, rw = _scalar_of(rhs)
+    if isinstance(lt, PointerType) or isinstance(rt, PointerType):
+        if lt != rt:
+            raise SemanticError(f"cannot compare {lt} with {rt}")
+        target = lt
+        shape = broadcast_shapes(lhs.shape, rhs.shape)
+        x, y = broadcast_to(b, lhs, shape), broadcast_to(b, rhs, shape)
+    else:
+        target = computation_type(lt, lw, rt, rw, False)
+        x, y = _unify(b, lhs, rhs, target)
+    return Tensor(b.value("arith.cmp", [x.value, y.value], T.with_element(x.type, T.i1),
+                          predicate=pred))
+
+
+def negate(b: Builder, x: Tensor) -> Tensor:
+    if isinstance(x.dtype, PointerType):
+        raise SemanticError("cannot negate a pointer")
+    if x.dtype.is_bool:
+        x = cast(b, x, T.i32)
+    return Tensor(b.value("arith.neg", [x.value], x.type))
+
+
+def invert(b: Builder, x: Tensor) -> Tensor:
+    if not (isinstance(x.dtype, ScalarType) and x.dtype.is_int):
+        raise SemanticError(f"'~' needs an integer operand, got {x.dtype}")
+    return Tensor(b.value("arith.not", [x.value], x.type))
+
+
+def logical_not(b: Builder, x: Tensor) -> Tensor:
+    return compare(b, "eq", x, 0 if x.dtype.is_int else 0.0) if not x.dtype.is_bool \
+        else Tensor(b.value("arith.not", [x.value], x.type))
+
+
+def to_bool(b: Builder, x: Tensor) -> Tensor:
+    if x.dtype == T.i1:
+        return x
+    if isinstance(x.dtype, PointerType):
+        raise SemanticError("cannot use a pointer as a condition")
+    return compare(b, "ne", x, 0.0 if x.dtype.is_float else 0)
+
+
+def where(b: Builder, cond, x, y) -> Tensor:
+    cond = to_bool(b, to_tensor(b, cond))
+    xt, xw = _scalar_of(x)
+    yt, yw = _scalar_of(y)
+    if isinstance(xt, PointerType) or isinstance(yt, PointerType):
+        if xt != yt:
+            raise SemanticError(f"tl.where needs x and y of one pointer type, got {xt} and {yt}")
+        target = xt
+    else:
+        target = computation_type(xt, xw, yt, yw, False)
+    shape = broadcast_shapes(cond.shape, broadcast_shapes(
+        x.shape if isinstance(x, Tensor) else (), y.shape if isinstance(y, Tensor) else ()))
+    vals = []
+    for v in (x, y):
+        t = cast(b, v, target) if isinstance(v, Tensor) else constant(b, v, target)
+        vals.append(broadcast_to(b, t, shape))
+    cond = broadcast_to(b, cond, shape)
+    return Tensor(b.value("arith.select", [cond.value, vals[0].value, vals[1].value], vals[0].type))
+
+
+def unary_float(b: Builder, fn: str, x) -> Tensor:
+    """math.<fn>; integers are converted to float32 first (as Triton)."""
+    x = to_tensor(b, x)
+    if isinstance(x.dtype, PointerType):
+        raise SemanticError(f"tl.{fn} needs a numeric operand, got {x.dtype}")
+    if not x.dtype.is_float:
+        x = cast(b, x, T.f32)
+    if x.dtype.is_fp8:
+        raise SemanticError(f"tl.{fn} on {x.dtype} is not supported; convert to float32 first")
+    return Tensor(b.value(f"math.{fn}", [x.value], x.type))
+
+
+def fold_python(op: str, a, c):
+    """Evaluate a binary op on two compile-time values (Python semantics,
+    except ``//``/``%`` on ints, which stay Python's: they are constexpr)."""
+    import operator
+    table = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+             "truediv": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod,
+             "and": operator.and_, "or": operator.or_, "xor": operator.xor,
+             "shl": operator.lshift, "shr": operator.rshift, "pow": operator.pow}
+    return table[op](a, c)
+
+
+def is_power_of_two(n: int) -> bool:
+    return n > 0 and (n & (n - 1)) == 0
+
+
+def check_shape(shape: Any, what: str) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or not all(isinstance(d, int) for d in shape):
+        raise SemanticError(f"{what} must be a tuple of compile-time integers, got {describe(shape)}")
+    for d in shape:
+        if not is_power_of_two(d):
+            raise SemanticError(f"{what} must have power-of-two dimensions, got {list(shape)}")
+    numel = math.prod(shape)
+    if numel > 2**20:
+        raise SemanticError(f"{what} {list(shape)} has {numel} elements, more than the 1048576 a block may hold")
+    return tuple(shape)

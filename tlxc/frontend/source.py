@@ -1,0 +1,84 @@
+"""A kernel function's source: its AST, file, line/column offsets, names."""
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CompilationError, Location
+
+
+@dataclass
+class FunctionSource:
+    fn: Any
+    file: str
+    first_line: int          # file line of the source's first line
+    indent: int              # columns removed by dedenting
+    text: str                # the dedented source
+    tree: ast.FunctionDef
+    lines: list[str] = field(default_factory=list)   # original file lines of the function
+
+    @property
+    def name(self) -> str:
+        return self.tree.name
+
+    def loc(self, node: ast.AST) -> Location:
+        line = getattr(node, "lineno", 1) + self.first_line - 1
+        col = getattr(node, "col_offset", 0) + self.indent
+        end_line = getattr(node, "end_lineno", None)
+        end_col = getattr(node, "end_col_offset", None)
+        end = end_col + self.indent if end_col is not None and end_line == node.lineno else None
+        return Location(self.file, line, col, end)
+
+    def source_line(self, loc: Location) -> str | None:
+        index = loc.line - self.first_line
+        if 0 <= index < len(self.lines):
+            return self.lines[index].rstrip("\n")
+        return loc.source_line()
+
+    def error(self, message: str, node: ast.AST) -> CompilationError:
+        loc = self.loc(node)
+        return CompilationError(message, loc, source_line=self.source_line(loc))
+
+    def lookup_global(self, name: str) -> tuple[bool, Any]:
+        """Resolve a free name: closure cell, module global, then Python builtin."""
+        code = self.fn.__code__
+        if self.fn.__closure__:
+            for var, cell in zip(code.co_freevars, self.fn.__closure__):
+                if var == name:
+                    try:
+                        return True, cell.cell_contents
+                    except ValueError:
+                        return False, None
+        if name in self.fn.__globals__:
+            return True, self.fn.__globals__[name]
+        if hasattr(builtins, name):
+            return True, getattr(builtins, name)
+        return False, None
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+def get_source(fn) -> FunctionSource:
+    try:
+        lines, first_line = inspect.getsourcelines(fn)
+        file = inspect.getsourcefile(fn) or fn.__code__.co_filename
+    except (OSError, TypeError) as exc:
+        raise CompilationError(f"cannot read the source of {fn.__name__}: {exc} "
+                               f"(tlxc compiles a kernel from its Python source file)") from None
+    text = "".join(lines)
+    dedented = textwrap.dedent(text)
+    first = lines[0]
+    indent = len(first) - len(first.lstrip())
+    if dedented.lstrip().startswith("@") or dedented.startswith("def"):
+        pass
+    tree = ast.parse(dedented)
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        raise CompilationError(f"{fn.__name__} is not a plain function definition")
+    return FunctionSource(fn, file, first_line, indent, dedented, fdef, lines)

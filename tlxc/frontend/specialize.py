@@ -1,0 +1,131 @@
+"""Specializations: what a compiled kernel is keyed by.
+
+A ``Specialization`` fixes, for every parameter of a kernel, either a
+compile-time value (``tl.constexpr`` parameters, ints equal to 1, None) or a
+runtime IR type, plus the divisibility-by-16 facts that let codegen vectorize.
+It comes from launch arguments (``tlxc/runtime/binding.py``) or from a
+``--signature`` string / annotations (the CLI).
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import language as tl
+from ..errors import CompilationError
+from ..ir import types as T
+from ..ir.types import PointerType, ScalarType, Type
+
+
+@dataclass
+class Specialization:
+    params: dict[str, tuple[str, Any]] = field(default_factory=dict)   # name -> (kind, value/type)
+    divisibility: dict[str, int] = field(default_factory=dict)
+
+    def key(self) -> tuple:
+        items = []
+        for name, (kind, value) in self.params.items():
+            items.append((name, kind, _key_of(value), self.divisibility.get(name, 1)))
+        return tuple(items)
+
+    def runtime_params(self) -> list[tuple[str, Type]]:
+        return [(n, v) for n, (k, v) in self.params.items() if k == "runtime"]
+
+
+def _key_of(value) -> Any:
+    if isinstance(value, (ScalarType, PointerType)):
+        return ("type", str(value))
+    if isinstance(value, float):
+        return ("float", value.hex())
+    if isinstance(value, (tuple, list)):
+        return tuple(_key_of(v) for v in value)
+    return (type(value).__name__, repr(value))
+
+
+def is_constexpr_annotation(annotation, fn) -> bool:
+    if annotation is tl.constexpr:
+        return True
+    if isinstance(annotation, str):
+        return annotation.split(".")[-1] == "constexpr"
+    return False
+
+
+def annotation_type(annotation, fn) -> Type | None:
+    """An IR type from an annotation such as ``tl.pointer_type(tl.bfloat16)`` or ``tl.int64``."""
+    if isinstance(annotation, str):
+        try:
+            annotation = eval(annotation, dict(fn.__globals__))  # noqa: S307 (user's annotation)
+        except Exception:
+            return None
+    if isinstance(annotation, (ScalarType, PointerType)):
+        return annotation
+    return None
+
+
+_SIG_SCALARS = {
+    "i1": T.i1, "i8": T.i8, "i16": T.i16, "i32": T.i32, "i64": T.i64,
+    "u8": T.u8, "u16": T.u16, "u32": T.u32, "u64": T.u64,
+    "fp16": T.f16, "f16": T.f16, "bf16": T.bf16, "fp32": T.f32, "f32": T.f32, "fp64": T.f64, "f64": T.f64,
+    "fp8e4nv": T.f8e4m3, "fp8e4m3": T.f8e4m3, "f8e4m3": T.f8e4m3, "fp8e5": T.f8e5m2, "fp8e5m2": T.f8e5m2,
+    "f8e5m2": T.f8e5m2,
+}
+
+
+def parse_type_spec(text: str) -> Type:
+    """``*bf16`` → ptr<bf16>; ``i32`` → i32 (Triton's signature spelling)."""
+    text = text.strip()
+    if text.startswith("*"):
+        return PointerType(parse_type_spec(text[1:]))
+    if text not in _SIG_SCALARS:
+        raise ValueError(f"unknown type '{text}' (expected e.g. *fp32, *bf16, i32, i64, fp32)")
+    return _SIG_SCALARS[text]
+
+
+def parse_signature(text: str) -> dict[str, Type]:
+    """``"a=*bf16, n=i32"`` → {"a": ptr<bf16>, "n": i32}."""
+    result: dict[str, Type] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        if "=" not in item:
+            raise ValueError(f"signature entry '{item}' must look like NAME=TYPE")
+        name, type_text = (s.strip() for s in item.split("=", 1))
+        result[name] = parse_type_spec(type_text)
+    return result
+
+
+def specialization_from_types(kfn, types: dict[str, Type], constexprs: dict[str, Any]) -> Specialization:
+    """For ahead-of-time compiles: every runtime param needs a type (from
+    ``types`` or its annotation), every constexpr a value (or a default).
+    Pointers are assumed 16-byte aligned, as torch allocations are."""
+    spec = Specialization()
+    sig = inspect.signature(kfn.fn)
+    unknown = set(types) | set(constexprs)
+    for name, param in sig.parameters.items():
+        unknown.discard(name)
+        if is_constexpr_annotation(param.annotation, kfn.fn):
+            if name in constexprs:
+                spec.params[name] = ("constexpr", constexprs[name])
+            elif param.default is not inspect.Parameter.empty:
+                spec.params[name] = ("constexpr", _unwrap(param.default))
+            else:
+                raise CompilationError(f"missing value for constexpr parameter '{name}' of "
+                                       f"{kfn.fn.__name__} (pass -D {name}=VALUE)")
+            continue
+        if name in constexprs:
+            spec.params[name] = ("constexpr", constexprs[name])
+            continue
+        t = types.get(name) or annotation_type(param.annotation, kfn.fn)
+        if t is None:
+            raise CompilationError(f"no type for parameter '{name}' of {kfn.fn.__name__}: annotate it "
+                                   f"(e.g. {name}: tl.pointer_type(tl.float32)) or pass "
+                                   f"--signature \"{name}=*fp32\"")
+        spec.params[name] = ("runtime", t)
+        if isinstance(t, PointerType):
+            spec.divisibility[name] = 16
+    if unknown:
+        raise CompilationError(f"{kfn.fn.__name__} has no parameter(s) named {', '.join(sorted(unknown))}")
+    return spec
+
+
+def _unwrap(v):
+    return v.value if isinstance(v, tl.constexpr) else v

@@ -1,0 +1,172 @@
+"""The IR's core objects: values, operations, blocks, regions, modules.
+
+Control flow is structured: every region has exactly one block, and ops that
+own regions (``scf.for``, ``scf.if``, ``tl.kernel``...) end each block with a
+terminator (``scf.yield``...).  Values are SSA: defined once, used after.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar, Iterator
+
+from ..errors import Location, VerificationError
+from .types import Type
+
+OP_REGISTRY: dict[str, type["Operation"]] = {}
+
+
+class Value:
+    """An SSA value: an op result or a block argument."""
+
+    __slots__ = ("type", "name_hint", "owner", "index")
+
+    def __init__(self, type: Type, owner: Any, index: int, name_hint: str | None = None):
+        self.type = type
+        self.owner = owner
+        self.index = index
+        self.name_hint = name_hint
+
+    def __repr__(self) -> str:
+        hint = self.name_hint or "?"
+        return f"<Value %{hint}: {self.type}>"
+
+
+class OpResult(Value):
+    __slots__ = ()
+
+
+class BlockArgument(Value):
+    __slots__ = ()
+
+
+class Block:
+    """A straight-line list of ops with typed arguments."""
+
+    def __init__(self, arg_types: list[Type] = (), arg_names: list[str | None] | None = None):
+        names = list(arg_names) if arg_names is not None else [None] * len(arg_types)
+        self.args: list[BlockArgument] = [
+            BlockArgument(t, self, i, names[i]) for i, t in enumerate(arg_types)]
+        self.ops: list[Operation] = []
+        self.parent: Region | None = None
+
+    def append(self, op: "Operation") -> "Operation":
+        op.parent = self
+        self.ops.append(op)
+        return op
+
+    def insert(self, index: int, op: "Operation") -> "Operation":
+        op.parent = self
+        self.ops.insert(index, op)
+        return op
+
+    def add_arg(self, type: Type, name: str | None = None) -> BlockArgument:
+        arg = BlockArgument(type, self, len(self.args), name)
+        self.args.append(arg)
+        return arg
+
+    @property
+    def terminator(self) -> "Operation | None":
+        return self.ops[-1] if self.ops and self.ops[-1].is_terminator else None
+
+
+class Region:
+    """A region holding exactly one block (structured control flow)."""
+
+    def __init__(self, block: Block | None = None):
+        self.block = block if block is not None else Block()
+        self.block.parent = self
+        self.parent: Operation | None = None
+
+    @property
+    def args(self) -> list[BlockArgument]:
+        return self.block.args
+
+    @property
+    def ops(self) -> list["Operation"]:
+        return self.block.ops
+
+
+class Operation:
+    """Base of every op.  Subclasses set ``name`` and may override ``verify``.
+
+    Operands, results, attributes and regions are stored generically so that
+    the printer, parser and passes handle every op the same way; subclasses
+    add named accessors and the verification rules of the op.
+    """
+
+    name: ClassVar[str] = ""
+    is_terminator: ClassVar[bool] = False
+    num_regions: ClassVar[int] = 0
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.name:
+            if cls.name in OP_REGISTRY:
+                raise TypeError(f"op {cls.name} registered twice")
+            OP_REGISTRY[cls.name] = cls
+
+    def __init__(self, operands: list[Value] = (), result_types: list[Type] = (),
+                 attrs: dict[str, Any] | None = None, regions: list[Region] | None = None,
+                 loc: Location | None = None, result_names: list[str | None] | None = None):
+        self.operands: list[Value] = list(operands)
+        names = list(result_names) if result_names else [None] * len(result_types)
+        self.results: list[OpResult] = [
+            OpResult(t, self, i, names[i]) for i, t in enumerate(result_types)]
+        self.attrs: dict[str, Any] = dict(attrs or {})
+        self.regions: list[Region] = list(regions or [])
+        for region in self.regions:
+            region.parent = self
+        self.loc = loc
+        self.parent: Block | None = None
+
+    # -- convenience -------------------------------------------------------
+    @property
+    def result(self) -> OpResult:
+        if len(self.results) != 1:
+            raise VerificationError(
+                f"{self.name} has {len(self.results)} results, expected exactly one", self.loc)
+        return self.results[0]
+
+    def operand(self, i: int) -> Value:
+        return self.operands[i]
+
+    def walk(self) -> Iterator["Operation"]:
+        """This op and every op nested in its regions, in pre-order."""
+        yield self
+        for region in self.regions:
+            for op in region.ops:
+                yield from op.walk()
+
+    def parent_op(self) -> "Operation | None":
+        if self.parent is None or self.parent.parent is None:
+            return None
+        return self.parent.parent.parent
+
+    def error(self, message: str) -> VerificationError:
+        return VerificationError(f"'{self.name}' op {message}", self.loc)
+
+    def verify(self) -> None:
+        """Check the op's own typing rules; raise ``self.error(...)``."""
+
+    def __repr__(self) -> str:
+        return f"<{self.name} at {self.loc}>"
+
+
+class Module:
+    """A list of kernels (``tl.kernel`` ops)."""
+
+    def __init__(self, kernels: list[Operation] | None = None):
+        self.kernels: list[Operation] = list(kernels or [])
+
+    def walk(self) -> Iterator[Operation]:
+        for kernel in self.kernels:
+            yield from kernel.walk()
+
+    def kernel(self, name: str) -> Operation:
+        for kernel in self.kernels:
+            if kernel.attrs.get("sym_name") == name:
+                return kernel
+        raise KeyError(name)
+
+    def __str__(self) -> str:
+        from .printer import print_module
+        return print_module(self)

@@ -1,0 +1,28 @@
+"""Matrix multiply-accumulate ops."""
+from __future__ import annotations
+
+from ..core import Operation
+from ._rules import expect_operands, expect_tensor, expect_type
+
+
+class DotOp(Operation):
+    """Synchronous tile-level ``acc + a @ b`` (``tl.dot``).
+
+    ``a``: MxK, ``b``: KxN, ``acc`` and result: MxN of the accumulator type.
+    ``attrs.input_precision`` is ``ieee`` or ``tf32`` for f32 inputs.
+    """
+
+    name = "tl.dot"
+
+    def verify(self):
+        expect_operands(self, 3)
+        a, b, acc = (expect_tensor(self, v.type, n) for v, n in zip(self.operands, ("a", "b", "acc")))
+        if a.rank != 2 or b.rank != 2 or acc.rank != 2:
+            raise self.error(f"expected 2-D operands, got {a}, {b}, {acc}")
+        if a.shape[1] != b.shape[0]:
+            raise self.error(f"expected a's K ({a.shape[1]}) to equal b's K ({b.shape[0]})")
+        if acc.shape != (a.shape[0], b.shape[1]):
+            raise self.error(f"expected acc of shape {(a.shape[0], b.shape[1])}, got {acc.shape}")
+        if a.element != b.element:
+            raise self.error(f"expected a and b of one element type, got {a.element} and {b.element}")
+        expect_type(self, self.result.type, acc, "result")

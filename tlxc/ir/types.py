@@ -1,0 +1,196 @@
+"""IR types: scalars, pointers, register tensors.
+
+Types are frozen and hashable; ``str(t)`` is the text form used by the printer
+and accepted by the parser (``i32``, ``bf16``, ``ptr<f16>``,
+``tensor<128x64xf32>``, ``tensor<128xf32, #L0>`` once a layout is assigned).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class Type:
+    """Base of all IR types."""
+
+    @property
+    def is_tensor(self) -> bool:
+        return False
+
+    @property
+    def scalar(self) -> "Type":
+        """The element type for tensors, the type itself for scalars/pointers."""
+        return self
+
+
+@dataclass(frozen=True)
+class ScalarType(Type):
+    """A number: signed/unsigned ints, bool (i1), IEEE and fp8 floats."""
+
+    name: str
+
+    def __post_init__(self):
+        if self.name not in _SCALAR_INFO:
+            raise ValueError(f"unknown scalar type {self.name!r}")
+
+    def __str__(self) -> str:
+        return self.name
+
+    __repr__ = __str__
+
+    @property
+    def bits(self) -> int:
+        return _SCALAR_INFO[self.name][1]
+
+    @property
+    def kind(self) -> str:
+        """'bool', 'int', 'uint' or 'float'."""
+        return _SCALAR_INFO[self.name][0]
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+    @property
+    def is_int(self) -> bool:
+        """True for every integer type, bool included (as in Triton)."""
+        return self.kind in ("bool", "int", "uint")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "int"
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.kind == "uint"
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_fp8(self) -> bool:
+        return self.name in ("f8e4m3", "f8e5m2")
+
+    @property
+    def bytes(self) -> int:
+        return max(1, self.bits // 8)
+
+
+# name -> (kind, bits)
+_SCALAR_INFO: dict[str, tuple[str, int]] = {
+    "i1": ("bool", 1),
+    "i8": ("int", 8), "i16": ("int", 16), "i32": ("int", 32), "i64": ("int", 64),
+    "u8": ("uint", 8), "u16": ("uint", 16), "u32": ("uint", 32), "u64": ("uint", 64),
+    "f8e4m3": ("float", 8), "f8e5m2": ("float", 8),
+    "f16": ("float", 16), "bf16": ("float", 16), "f32": ("float", 32), "f64": ("float", 64),
+}
+
+i1 = ScalarType("i1")
+i8, i16, i32, i64 = (ScalarType(n) for n in ("i8", "i16", "i32", "i64"))
+u8, u16, u32, u64 = (ScalarType(n) for n in ("u8", "u16", "u32", "u64"))
+f8e4m3, f8e5m2 = ScalarType("f8e4m3"), ScalarType("f8e5m2")
+f16, bf16, f32, f64 = (ScalarType(n) for n in ("f16", "bf16", "f32", "f64"))
+
+SCALAR_TYPES: dict[str, ScalarType] = {n: ScalarType(n) for n in _SCALAR_INFO}
+
+
+@dataclass(frozen=True)
+class PointerType(Type):
+    """A pointer into global memory to elements of ``pointee``."""
+
+    pointee: Type
+
+    def __str__(self) -> str:
+        return f"ptr<{self.pointee}>"
+
+    __repr__ = __str__
+
+
+@dataclass(frozen=True)
+class TensorType(Type):
+    """A register tensor (a "block") of scalars or pointers.
+
+    ``layout`` is None until layout inference assigns a distributed layout
+    (an object from ``tlxc.ir.layouts``; anything hashable with ``str()``).
+    """
+
+    shape: tuple[int, ...]
+    element: Type
+    layout: Any = None
+
+    @property
+    def is_tensor(self) -> bool:
+        return True
+
+    @property
+    def scalar(self) -> Type:
+        return self.element
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def with_element(self, element: Type) -> "TensorType":
+        return TensorType(self.shape, element, self.layout)
+
+    def with_layout(self, layout: Any) -> "TensorType":
+        return TensorType(self.shape, self.element, layout)
+
+    def with_shape(self, shape: tuple[int, ...]) -> "TensorType":
+        return TensorType(tuple(shape), self.element, None)
+
+    def __str__(self) -> str:
+        dims = "".join(f"{d}x" for d in self.shape)
+        text = f"tensor<{dims}{self.element}"
+        if self.layout is not None:
+            text += f", {layout_ref(self.layout)}"
+        return text + ">"
+
+    __repr__ = __str__
+
+
+def layout_ref(layout: Any) -> str:
+    """A layout's text inside a type.  The printer substitutes ``#aliases``
+    for long layouts; a bare ``str(type)`` shows the layout inline."""
+    return str(layout)
+
+
+def element_type(t: Type) -> Type:
+    return t.element if isinstance(t, TensorType) else t
+
+
+def shape_of(t: Type) -> tuple[int, ...]:
+    return t.shape if isinstance(t, TensorType) else ()
+
+
+def with_element(t: Type, element: Type) -> Type:
+    """Same shape (and layout) as ``t`` with another element type."""
+    return t.with_element(element) if isinstance(t, TensorType) else element
+
+
+# -- Triton-compatible dtype queries (user code calls these on ``x.dtype``) --
+
+def _is_floating(self: ScalarType) -> bool:
+    return self.is_float
+
+
+def _is_int_signed(self: ScalarType) -> bool:
+    return self.kind == "int"
+
+
+def _is_int_unsigned(self: ScalarType) -> bool:
+    return self.kind == "uint"
+
+
+ScalarType.is_floating = _is_floating
+ScalarType.is_int_signed = _is_int_signed
+ScalarType.is_int_unsigned = _is_int_unsigned
+ScalarType.primitive_bitwidth = property(lambda self: self.bits)

@@ -1,0 +1,368 @@
+"""The blocked-tensor language (``import tlxc.language as tl``).
+
+Every function here is a *builtin*: a signature and a docstring.  Calling one
+from ordinary Python raises "did you forget @tlxc.kernel?"; inside a kernel the
+frontend dispatches the call to its semantic rule in ``tlxc/frontend/semantic.py``
+(builtin → semantic check → IR construction, three thin layers).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from ..errors import CompilationError
+from ..ir import types as _t
+
+# -- dtypes (Triton's names) ------------------------------------------------
+dtype = _t.ScalarType
+int1 = _t.i1
+int8, int16, int32, int64 = _t.i8, _t.i16, _t.i32, _t.i64
+uint8, uint16, uint32, uint64 = _t.u8, _t.u16, _t.u32, _t.u64
+float16, bfloat16, float32, float64 = _t.f16, _t.bf16, _t.f32, _t.f64
+float8e4nv, float8e5 = _t.f8e4m3, _t.f8e5m2
+float8_e4m3fn, float8_e5m2 = float8e4nv, float8e5   # torch spellings
+bool_ = int1  # noqa: A001
+void = None
+
+
+def pointer_type(element: _t.ScalarType) -> _t.PointerType:
+    """The type of a pointer to ``element`` (for annotations and signatures)."""
+    return _t.PointerType(element)
+
+
+class constexpr:
+    """A compile-time constant.  As an annotation (``BLOCK: tl.constexpr``)
+    it marks a parameter whose value specializes the kernel."""
+
+    def __init__(self, value: Any):
+        self.value = value.value if isinstance(value, constexpr) else value
+
+    def __repr__(self) -> str:
+        return f"constexpr[{self.value!r}]"
+
+    def __index__(self) -> int:
+        return self.value
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __eq__(self, other) -> bool:
+        return self.value == (other.value if isinstance(other, constexpr) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+BUILTINS: dict[str, Any] = {}
+
+
+def builtin(fn):
+    """Mark ``fn`` as a language builtin: callable only inside a kernel."""
+
+    @functools.wraps(fn)
+    def outside_kernel(*args, **kwargs):
+        raise CompilationError(
+            f"tl.{fn.__name__} called outside a kernel: did you forget @tlxc.kernel?")
+
+    outside_kernel.__tlxc_builtin__ = fn.__name__
+    outside_kernel.__tlxc_signature__ = fn
+    BUILTINS[fn.__name__] = outside_kernel
+    return outside_kernel
+
+
+# -- program and ranges -----------------------------------------------------
+@builtin
+def program_id(axis):
+    """This program's index along grid axis 0, 1 or 2 (i32)."""
+
+
+@builtin
+def num_programs(axis):
+    """The number of programs along grid axis 0, 1 or 2 (i32)."""
+
+
+@builtin
+def arange(start, end):
+    """``[start, end)`` as an i32 tensor; ``end - start`` is a power of two."""
+
+
+@builtin
+def zeros(shape, dtype):
+    """A tensor of ``shape`` filled with zeros of ``dtype``."""
+
+
+@builtin
+def full(shape, value, dtype):
+    """A tensor of ``shape`` filled with ``value`` converted to ``dtype``."""
+
+
+@builtin
+def cdiv(x, div):
+    """``(x + div - 1) // div``."""
+
+
+# -- memory -----------------------------------------------------------------
+@builtin
+def load(pointer, mask=None, other=None, boundary_check=(), padding_option="",
+         cache_modifier="", eviction_policy="", volatile=False):
+    """Load a scalar or a tensor through ``pointer``; masked-off lanes get ``other``."""
+
+
+@builtin
+def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
+    """Store ``value`` through ``pointer`` where ``mask`` holds."""
+
+
+@builtin
+def atomic_add(pointer, val, mask=None, sem=None, scope=None):
+    """Atomically add ``val``; returns the old values."""
+
+
+@builtin
+def atomic_max(pointer, val, mask=None, sem=None, scope=None):
+    """Atomic maximum; returns the old values."""
+
+
+@builtin
+def atomic_min(pointer, val, mask=None, sem=None, scope=None):
+    """Atomic minimum; returns the old values."""
+
+
+@builtin
+def atomic_xchg(pointer, val, mask=None, sem=None, scope=None):
+    """Atomic exchange; returns the old values."""
+
+
+# -- elementwise ------------------------------------------------------------
+@builtin
+def where(condition, x, y):
+    """``x`` where ``condition`` holds, else ``y`` (broadcast together)."""
+
+
+@builtin
+def minimum(x, y, propagate_nan=None):
+    """Elementwise minimum."""
+
+
+@builtin
+def maximum(x, y, propagate_nan=None):
+    """Elementwise maximum."""
+
+
+@builtin
+def clamp(x, min, max, propagate_nan=None):  # noqa: A002
+    """``minimum(maximum(x, min), max)``."""
+
+
+@builtin
+def exp(x):
+    """e**x."""
+
+
+@builtin
+def exp2(x):
+    """2**x."""
+
+
+@builtin
+def log(x):
+    """Natural logarithm."""
+
+
+@builtin
+def log2(x):
+    """Base-2 logarithm."""
+
+
+@builtin
+def sqrt(x):
+    """Square root."""
+
+
+@builtin
+def rsqrt(x):
+    """1 / sqrt(x)."""
+
+
+@builtin
+def abs(x):  # noqa: A001
+    """Absolute value."""
+
+
+@builtin
+def sin(x):
+    """Sine."""
+
+
+@builtin
+def cos(x):
+    """Cosine."""
+
+
+@builtin
+def floor(x):
+    """Round toward -inf."""
+
+
+@builtin
+def ceil(x):
+    """Round toward +inf."""
+
+
+@builtin
+def erf(x):
+    """Error function."""
+
+
+@builtin
+def fma(x, y, z):
+    """``x * y + z`` with one rounding."""
+
+
+@builtin
+def sigmoid(x):
+    """``1 / (1 + exp(-x))``."""
+
+
+@builtin
+def umulhi(x, y):
+    """High 32 bits of the 64-bit product of two u32/i32."""
+
+
+@builtin
+def cast(input, dtype, fp_downcast_rounding=None, bitcast=False):  # noqa: A002
+    """Convert ``input`` to ``dtype`` (or reinterpret its bits)."""
+
+
+# -- shapes -----------------------------------------------------------------
+@builtin
+def broadcast_to(input, *shape):  # noqa: A002
+    """Broadcast ``input`` to ``shape``."""
+
+
+@builtin
+def broadcast(input, other):  # noqa: A002
+    """Broadcast two tensors to their common shape."""
+
+
+@builtin
+def expand_dims(input, axis):  # noqa: A002
+    """Insert a size-1 dimension at ``axis``."""
+
+
+@builtin
+def reshape(input, *shape, can_reorder=False):  # noqa: A002
+    """Row-major reshape."""
+
+
+@builtin
+def view(input, *shape):  # noqa: A002
+    """Reshape (Triton's legacy spelling)."""
+
+
+@builtin
+def trans(input, *dims):  # noqa: A002
+    """Transpose a 2-D tensor, or permute by ``dims``."""
+
+
+@builtin
+def permute(input, *dims):  # noqa: A002
+    """Permute the dimensions by ``dims``."""
+
+
+# -- reductions -------------------------------------------------------------
+@builtin
+def sum(input, axis=None, keep_dims=False, dtype=None):  # noqa: A001,A002
+    """Sum along ``axis`` (all axes if None)."""
+
+
+@builtin
+def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True,  # noqa: A001,A002
+        keep_dims=False):
+    """Maximum along ``axis``."""
+
+
+@builtin
+def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True,  # noqa: A001,A002
+        keep_dims=False):
+    """Minimum along ``axis``."""
+
+
+@builtin
+def argmax(input, axis, tie_break_left=True, keep_dims=False):  # noqa: A002
+    """Index of the maximum along ``axis`` (the first one on ties)."""
+
+
+@builtin
+def argmin(input, axis, tie_break_left=True, keep_dims=False):  # noqa: A002
+    """Index of the minimum along ``axis`` (the first one on ties)."""
+
+
+@builtin
+def xor_sum(input, axis=None, keep_dims=False):  # noqa: A002
+    """XOR of the elements along ``axis``."""
+
+
+# -- matrix -----------------------------------------------------------------
+@builtin
+def dot(input, other, acc=None, input_precision=None, allow_tf32=None,  # noqa: A002
+        max_num_imprecise_acc=None, out_dtype=float32):
+    """Tile-level matrix product ``acc + input @ other`` (M, N, K ≥ 16)."""
+
+
+# -- hints, static checks, debugging -----------------------------------------
+@builtin
+def multiple_of(input, values):  # noqa: A002
+    """Promise that each element (or the first of each run) is a multiple of ``values``."""
+
+
+@builtin
+def max_contiguous(input, values):  # noqa: A002
+    """Promise runs of ``values`` consecutive integers."""
+
+
+@builtin
+def max_constancy(input, values):  # noqa: A002
+    """Promise runs of ``values`` equal elements."""
+
+
+@builtin
+def static_assert(cond, msg=""):
+    """Fail compilation unless the compile-time ``cond`` holds."""
+
+
+@builtin
+def static_print(*values):
+    """Print compile-time values while compiling."""
+
+
+@builtin
+def device_print(prefix, *args, hex=False):  # noqa: A002
+    """Print ``prefix`` and every element of ``args`` from the device."""
+
+
+@builtin
+def device_assert(cond, msg=""):
+    """Fail the launch where ``cond`` is false (debug builds)."""
+
+
+class static_range:
+    """``for i in tl.static_range(...)``: unrolled at compile time; ``i`` is constexpr."""
+
+    def __init__(self, arg1, arg2=None, step=None):
+        self.args = (arg1, arg2, step)
+
+    def __iter__(self):
+        raise CompilationError("tl.static_range used outside a kernel: did you forget @tlxc.kernel?")
+
+
+class range:  # noqa: A001
+    """``for i in tl.range(lb, ub, step, num_stages=...)``: a runtime loop
+    (``num_stages`` and ``loop_unroll_factor`` are accepted hints)."""
+
+    def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
+                 flatten=False, warp_specialize=False, disallow_acc_multi_buffer=False):
+        self.args = (arg1, arg2, step)
+
+    def __iter__(self):
+        raise CompilationError("tl.range used outside a kernel: did you forget @tlxc.kernel?")
