@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from tlxc.codegen_nvptx.toolchain import compile_cuda  # noqa: E402
-from tlxc.runtime import driver  # noqa: E402
+from tlxc.codegen_nvptx.toolchain import compile_cuda
+from tlxc.runtime import driver
 
 EMPTY = r"""
 extern "C" __global__ void empty(const float* a, const float* b, float* c, int n) {}
@@ -71,14 +75,41 @@ def tlxc_launches(cubin: bytes, a: torch.Tensor, b: torch.Tensor, c: torch.Tenso
     pointers = [a.data_ptr(), b.data_ptr(), c.data_ptr(), n]
     get_stream = driver.stream_getter()
 
+    launch = launcher.launch  # the hot-path closure; calling the Launcher adds a method call
+
     def bare() -> None:
+        launch((1, 1, 1), (32, 1, 1), 0, stream, pointers)
+
+    def via_call() -> None:
         launcher((1, 1, 1), (32, 1, 1), 0, stream, pointers)
 
     def with_binding() -> None:  # what a tlxc kernel call must do per launch at least
-        launcher((1, 1, 1), (32, 1, 1), 0, get_stream(device),
-                 [a.data_ptr(), b.data_ptr(), c.data_ptr(), n])
+        launch((1, 1, 1), (32, 1, 1), 0, get_stream(device),
+               [a.data_ptr(), b.data_ptr(), c.data_ptr(), n])
 
-    return {"tlxc launcher (bare)": bare, "tlxc launcher + stream + data_ptr": with_binding}
+    classic = launcher.function.make_launcher(["u64", "u64", "u64", "i32"], classic=True)
+
+    def classic_bare() -> None:
+        classic.launch((1, 1, 1), (32, 1, 1), 0, stream, pointers)
+
+    # The floor of a ctypes launch: the same foreign calls with nothing packed.
+    launcher((1, 1, 1), (32, 1, 1), 0, stream, pointers)
+    lib = driver._driver()
+    handle, params = launcher.function.handle, launcher.arguments.pointers_address
+    config = launcher._config_address
+
+    def raw_ex() -> None:
+        lib.cuLaunchKernelEx(config, handle, params, None)
+
+    def raw_classic() -> None:
+        lib.cuLaunchKernel(handle, 1, 1, 1, 32, 1, 1, 0, stream, params, None)
+
+    return {"tlxc launcher.launch (bare, cuLaunchKernelEx)": bare,
+            "tlxc launcher(...) (bare, cuLaunchKernelEx)": via_call,
+            "tlxc launcher.launch (bare, cuLaunchKernel)": classic_bare,
+            "tlxc launcher + stream + data_ptr": with_binding,
+            "raw ctypes cuLaunchKernelEx (no packing)": raw_ex,
+            "raw ctypes cuLaunchKernel (no packing)": raw_classic}
 
 
 def cuda_bindings_launch(cubin: bytes, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
@@ -121,9 +152,60 @@ def triton_launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
     return {f"triton {triton.__version__} empty kernel": launch}
 
 
+NATIVE = r"""
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda.h>
+#include <cuda_runtime.h>
+__global__ void empty(const float*, const float*, float*, int) {}
+int main(int argc, char** argv) {
+  int count = atoi(argv[1]);
+  float *a, *b, *c;
+  cudaMalloc(&a, 4096); cudaMalloc(&b, 4096); cudaMalloc(&c, 4096);
+  for (int i = 0; i < 200; ++i) empty<<<1, 32>>>(a, b, c, 1024);
+  cudaDeviceSynchronize();
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < count; ++i) empty<<<1, 32>>>(a, b, c, 1024);
+  auto stop = std::chrono::steady_clock::now();
+  cudaDeviceSynchronize();
+  double total = 0;
+  for (int done = 0; done < count; done += 256) {
+    cudaDeviceSynchronize();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 256; ++i) empty<<<1, 32>>>(a, b, c, 1024);
+    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  cudaDeviceSynchronize();
+  printf("%-48s %16.2f %13.2f\n", "C++ <<<>>> launch (nvcc -O2), the floor",
+         std::chrono::duration<double>(stop - start).count() / count * 1e6,
+         total / ((count + 255) / 256 * 256) * 1e6);
+  return 0;
+}
+"""
+
+
+def native_floor(count: int) -> str | None:
+    """The same measurement from C++, if nvcc is on the PATH: what the driver costs."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        source, binary = Path(tmp) / "floor.cu", Path(tmp) / "floor"
+        source.write_text(NATIVE)
+        arch = "sm_{}{}".format(*torch.cuda.get_device_capability())
+        build = subprocess.run([nvcc, "-O2", f"-arch={arch}", str(source), "-o", str(binary)],
+                               capture_output=True, text=True, check=False)
+        if build.returncode != 0:
+            return f"(nvcc failed: {build.stderr.strip()[:200]})"
+        return subprocess.run([str(binary), str(count)], capture_output=True, text=True,
+                              check=False).stdout.rstrip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU")
@@ -137,11 +219,21 @@ def main() -> None:
              **triton_launch(a, b, c, n)}
     print(f"{torch.cuda.get_device_name()}, driver {driver.driver_version()}, "
           f"torch {torch.__version__}, {args.launches} launches")
-    print(f"{'path':44s} {'back-to-back us':>16s} {'host-only us':>13s}")
-    for name, launch in paths.items():
-        back_to_back = time_back_to_back(launch, args.launches)
-        host_only = time_host_only(launch, args.launches)
-        print(f"{name:44s} {back_to_back:16.2f} {host_only:13.2f}")
+    # Rounds interleave the paths so that clock ramps and noise hit all alike;
+    # the median of the rounds is reported.
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
+    for _ in range(args.rounds):
+        for name, launch in paths.items():
+            results[name].append((time_back_to_back(launch, args.launches),
+                                  time_host_only(launch, args.launches)))
+    print(f"{'path':48s} {'back-to-back us':>16s} {'host-only us':>13s}  (median of {args.rounds})")
+    for name, rounds in results.items():
+        back_to_back = statistics.median(r[0] for r in rounds)
+        host_only = statistics.median(r[1] for r in rounds)
+        print(f"{name:48s} {back_to_back:16.2f} {host_only:13.2f}")
+    native = native_floor(args.launches)
+    if native:
+        print(native)
 
 
 if __name__ == "__main__":

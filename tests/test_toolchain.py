@@ -69,6 +69,15 @@ def test_vector_add_compiles_to_cubin(arch: str) -> None:
     assert usage["spills_bytes"] == 0 and usage["local_bytes"] == 0
 
 
+def test_recompiling_still_reports_resources() -> None:
+    # NVRTC 12.9+ caches programs and skips ptxas (and its report) on a hit,
+    # unless tlxc turns that cache off.
+    first = compile_cuda(VECTOR_ADD, "sm_90a", ["vadd"])
+    second = compile_cuda(VECTOR_ADD, "sm_90a", ["vadd"])
+    assert second.resources == first.resources and second.resources["vadd"]["registers"] > 0
+    assert second.cubin == first.cubin
+
+
 @pytest.mark.parametrize("arch", SUPPORTED_ARCHS)
 def test_every_supported_arch_builds(arch: str) -> None:
     assert compile_cuda(VECTOR_ADD, arch, ["vadd"]).cubin.startswith(ELF_MAGIC)

@@ -1,6 +1,12 @@
-"""The compile pipeline: frontend → passes → backend, one function per stage."""
+"""The compile pipeline: frontend → passes → backend, one function per stage.
+
+``compile_kernel`` fills ``CompiledKernel.asm`` with every stage it ran:
+``ir`` (after the frontend), ``ir.opt`` (after the passes), ``cuda``, ``ptx``
+(on request), ``cubin``; ``metadata`` holds the resources.
+"""
 from __future__ import annotations
 
+import copy
 import os
 import time
 from dataclasses import dataclass, field
@@ -12,7 +18,10 @@ from .frontend.specialize import Specialization
 from .ir.printer import print_module
 from .ir.verifier import verify_module
 
-ARCHS = ("sm_90a", "sm_100a", "sm_80", "sm_89", "gfx942", "gfx950")
+NVIDIA_ARCHS = ("sm_90a", "sm_100a", "sm_80", "sm_89")
+AMD_ARCHS = ("gfx942", "gfx950")
+ARCHS = NVIDIA_ARCHS + AMD_ARCHS
+STAGES = ("ir", "ir.opt", "cuda", "ptx", "cubin", "stats")
 
 
 @dataclass
@@ -39,24 +48,63 @@ def frontend(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps: int 
     return module
 
 
+def optimize(module, arch: str, num_warps: int):
+    from .passes import default_pipeline
+    return default_pipeline(arch).run(module, Options(num_warps=num_warps, arch=arch))
+
+
 def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps: int = 4,
-                   stages: tuple[str, ...] = ("ir",), **options) -> CompiledKernel:
+                   stages: tuple[str, ...] = ("ir", "ir.opt", "cuda", "cubin"),
+                   lineinfo: bool = False, **options) -> CompiledKernel:
     check_arch(arch)
+    unknown = set(stages) - set(STAGES)
+    if unknown:
+        raise CompilationError(f"unknown stage(s) {', '.join(sorted(unknown))} (expected {', '.join(STAGES)})")
     start = time.perf_counter()
     module = frontend(kfn, spec, arch=arch, num_warps=num_warps)
     compiled = CompiledKernel(kfn.__name__, arch, spec, module)
     compiled.asm["ir"] = print_module(module)
-    compiled.metadata["frontend_seconds"] = time.perf_counter() - start
     compiled.metadata["num_warps"] = num_warps
+    compiled.metadata["frontend_seconds"] = time.perf_counter() - start
+    wants_backend = any(s in stages for s in ("cuda", "ptx", "cubin", "stats"))
+    if "ir.opt" in stages or wants_backend:
+        module = optimize(copy_module(module), arch, num_warps)
+        compiled.module = module
+        compiled.asm["ir.opt"] = print_module(module)
+    if wants_backend:
+        if arch in AMD_ARCHS:
+            from .codegen_amdgcn.backend import compile_to_code_object
+            asm, metadata = compile_to_code_object(module.kernels[0], arch)
+        else:
+            from .codegen_nvptx.backend import compile_to_cubin
+            asm, metadata = compile_to_cubin(module.kernels[0], arch, want_ptx="ptx" in stages,
+                                             lineinfo=lineinfo)
+        compiled.asm.update(asm)
+        compiled.metadata.update(metadata)
+        compiled.asm["stats"] = format_stats(compiled)
+    compiled.metadata["compile_seconds"] = time.perf_counter() - start
     if os.environ.get("TLXC_DUMP_DIR"):
-        _dump(compiled)
+        dump(compiled, os.environ["TLXC_DUMP_DIR"])
     return compiled
 
 
-def _dump(compiled: CompiledKernel) -> None:
-    root = os.environ["TLXC_DUMP_DIR"]
+def copy_module(module):
+    """Passes rewrite in place; keep the frontend's module intact."""
+    return copy.deepcopy(module)
+
+
+def format_stats(compiled: CompiledKernel) -> str:
+    m = compiled.metadata
+    return (f"kernel {compiled.name} ({compiled.arch}): {m.get('threads')} threads, "
+            f"{m.get('registers')} registers/thread, {m.get('spills_bytes', 0)} bytes spilled, "
+            f"{m.get('shared_bytes', 0)} bytes shared memory\n")
+
+
+def dump(compiled: CompiledKernel, root: str) -> None:
     os.makedirs(root, exist_ok=True)
+    suffix = {"cuda": "cu", "cubin": "cubin", "ptx": "ptx", "ir": "ir", "ir.opt": "opt.ir", "stats": "txt",
+              "hip": "hip", "hsaco": "hsaco"}
     for stage, text in compiled.asm.items():
         mode = "wb" if isinstance(text, bytes) else "w"
-        with open(os.path.join(root, f"{compiled.name}.{stage}"), mode) as f:
+        with open(os.path.join(root, f"{compiled.name}.{suffix.get(stage, stage)}"), mode) as f:
             f.write(text)

@@ -16,14 +16,16 @@ with the log, the generated source around each error and a saved reproducer.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tlxc.errors import CompilationError, InternalCompilerError
 
@@ -54,6 +56,7 @@ class CompiledCuda:
     resources: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
+@functools.cache
 def nvrtc_version() -> tuple[int, int]:
     """(major, minor) of the NVRTC library in use."""
     nvrtc = _nvrtc()
@@ -145,9 +148,9 @@ def _run_nvrtc(source: str, name: str, options: list[str],
 
 def _program_log(nvrtc: Any, program: Any) -> str:
     size = _check(nvrtc, nvrtc.nvrtcGetProgramLogSize(program), "nvrtcGetProgramLogSize")
-    buffer = b" " * size
+    buffer = _output_buffer(size)
     _check(nvrtc, nvrtc.nvrtcGetProgramLog(program, buffer), "nvrtcGetProgramLog")
-    return buffer.rstrip(b"\x00").decode("utf-8", errors="replace").rstrip()
+    return bytes(buffer).rstrip(b"\x00").decode("utf-8", errors="replace").rstrip()
 
 
 def _program_output(nvrtc: Any, program: Any, output: str) -> bytes:
@@ -156,14 +159,28 @@ def _program_output(nvrtc: Any, program: Any, output: str) -> bytes:
     else:
         get_size, get = nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX
     size = _check(nvrtc, get_size(program), get_size.__name__)
-    buffer = b" " * size
+    buffer = _output_buffer(size)
     _check(nvrtc, get(program, buffer), get.__name__)
-    return buffer.rstrip(b"\x00") if output == "ptx" else buffer
+    return bytes(buffer).rstrip(b"\x00") if output == "ptx" else bytes(buffer)
+
+
+def _output_buffer(size: int) -> bytearray:
+    # NVRTC writes into the buffer it is given.  The cuda.bindings examples
+    # pass ``b" " * size``, but bytes are immutable and, for sizes 0 and 1,
+    # interpreter-wide singletons: an empty log (size 1, just the NUL) then
+    # overwrites the shared ``b" "`` object and corrupts unrelated code.  A
+    # fresh bytearray is the caller's own writable memory.
+    return bytearray(max(size, 1))
 
 
 def _options(arch_option: str, extra: Sequence[str], lineinfo: bool,
              fast_math: bool) -> list[str]:
     options = [arch_option, *_BASE_OPTIONS]
+    if nvrtc_version() >= (12, 9):
+        # NVRTC 12.9+ keeps its own cache of compiled programs (in the driver's
+        # compute cache); a hit skips ptxas and so prints no resource report,
+        # leaving ``resources`` empty.  tlxc caches cubins itself.
+        options.append("--no-cache")
     if lineinfo:
         options.append("-lineinfo")
     if fast_math:
@@ -230,8 +247,8 @@ def _raise_nvrtc_failure(source: str, arch: str, options: list[str], log: str,
                          name: str) -> None:
     repro = save_reproducer(source, arch, options, log, name)
     sections = [
-        f"this is a tlxc bug: NVRTC rejected the CUDA C++ that tlxc generated for "
-        f"'{name}' ({arch}). Please report it with the reproducer below.",
+        (f"this is a tlxc bug: NVRTC rejected the CUDA C++ that tlxc generated for "
+         f"'{name}' ({arch}). Please report it with the reproducer below."),
         f"NVRTC log:\n{log}",
     ]
     source_lines = [int(n) for n in _SOURCE_ERROR_RE.findall(log)]

@@ -24,24 +24,26 @@ def rule(name: str):
     return register
 
 
+# ``what`` is the builtin's parameter name: messages quote it, and the code
+# generator puts the caret under that argument.
 def constexpr(value, what: str):
     if isinstance(value, Tensor):
-        raise SemanticError(f"{what} must be a compile-time constant (tl.constexpr), "
-                            f"got a runtime value of type {value.type}")
+        raise SemanticError(f"'{what}' must be a compile-time constant (tl.constexpr), "
+                            f"got {S.describe(value)}", param=what)
     return value
 
 
 def const_int(value, what: str) -> int:
     value = constexpr(value, what)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SemanticError(f"{what} must be a compile-time integer, got {S.describe(value)}")
+        raise SemanticError(f"'{what}' must be a compile-time integer, got {S.describe(value)}", param=what)
     return value
 
 
 def const_dtype(value, what: str) -> ScalarType:
     value = constexpr(value, what)
     if not isinstance(value, ScalarType):
-        raise SemanticError(f"{what} must be a dtype such as tl.float32, got {S.describe(value)}")
+        raise SemanticError(f"'{what}' must be a dtype such as tl.float32, got {S.describe(value)}", param=what)
     return value
 
 
@@ -50,7 +52,15 @@ def tensor_arg(b, value, what: str) -> Tensor:
         return value
     if isinstance(value, (bool, int, float)):
         return S.to_tensor(b, value)
-    raise SemanticError(f"{what} must be a tensor or a number, got {S.describe(value)}")
+    raise SemanticError(f"'{what}' must be a tensor or a number, got {S.describe(value)}", param=what)
+
+
+def numeric_arg(b, value, what: str) -> Tensor:
+    """A tensor of numbers (not of pointers)."""
+    x = tensor_arg(b, value, what)
+    if isinstance(x.dtype, PointerType):
+        raise SemanticError(f"'{what}' must hold numbers, got {S.describe(x)}", param=what)
+    return x
 
 
 def _shape_args(shape) -> tuple:
@@ -64,7 +74,7 @@ def _shape_args(shape) -> tuple:
 def _program_id(ctx, axis):
     axis = const_int(axis, "axis")
     if axis not in (0, 1, 2):
-        raise SemanticError(f"program_id axis must be 0, 1 or 2, got {axis}")
+        raise SemanticError(f"'axis' must be 0, 1 or 2, got {axis}", param="axis")
     return Tensor(ctx.b.value("tl.program_id", [], T.i32, axis=axis))
 
 
@@ -72,7 +82,7 @@ def _program_id(ctx, axis):
 def _num_programs(ctx, axis):
     axis = const_int(axis, "axis")
     if axis not in (0, 1, 2):
-        raise SemanticError(f"num_programs axis must be 0, 1 or 2, got {axis}")
+        raise SemanticError(f"'axis' must be 0, 1 or 2, got {axis}", param="axis")
     return Tensor(ctx.b.value("tl.num_programs", [], T.i32, axis=axis))
 
 
@@ -80,9 +90,10 @@ def _num_programs(ctx, axis):
 def _arange(ctx, start, end):
     start, end = const_int(start, "start"), const_int(end, "end")
     if end <= start:
-        raise SemanticError(f"arange's end ({end}) must be greater than its start ({start})")
+        raise SemanticError(f"'end' ({end}) must be greater than 'start' ({start})")
     if not S.is_power_of_two(end - start):
-        raise SemanticError(f"arange's range must be a power of two, got {end - start} ({start}..{end})")
+        raise SemanticError(f"the range's length end - start must be a power of two, got {end - start} "
+                            f"(start={start}, end={end})")
     return Tensor(ctx.b.value("tl.arange", [], TensorType((end - start,), T.i32), start=start, end=end))
 
 
@@ -97,8 +108,11 @@ def _full(ctx, shape, value, dtype):
     dtype = const_dtype(dtype, "dtype")
     if isinstance(value, Tensor):
         if value.is_block:
-            raise SemanticError("tl.full's value must be a scalar")
-        return S.broadcast_to(ctx.b, S.cast(ctx.b, value, dtype), shape)
+            raise SemanticError(f"'value' must be a scalar, got {S.describe(value)}", param="value")
+        return S.broadcast_to(ctx.b, _value_of(ctx.b, value, dtype, "value"), shape)
+    if not isinstance(value, (bool, int, float)):
+        raise SemanticError(f"'value' must be a number or a scalar tensor, got {S.describe(value)}",
+                            param="value")
     return S.constant(ctx.b, value, TensorType(shape, dtype))
 
 
@@ -112,18 +126,30 @@ def _cdiv(ctx, x, div):
 # -- memory -------------------------------------------------------------------
 def _pointer(b, pointer, what="pointer") -> Tensor:
     if not isinstance(pointer, Tensor) or not isinstance(pointer.dtype, PointerType):
-        raise SemanticError(f"{what} must be a pointer or a tensor of pointers, got {S.describe(pointer)}")
+        raise SemanticError(f"'{what}' must be a pointer or a tensor of pointers, got {S.describe(pointer)}",
+                            param=what)
     return pointer
+
+
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether a value of ``shape`` broadcasts to exactly ``target``."""
+    if not shape:
+        return True
+    if len(shape) != len(target):
+        return False
+    return all(s == t or s == 1 for s, t in zip(shape, target))
 
 
 def _mask(b, mask, shape) -> Tensor | None:
     if mask is None:
         return None
-    mask = S.to_bool(b, tensor_arg(b, mask, "mask"))
-    if mask.shape != shape:
-        if len(mask.shape) > len(shape) or S.broadcast_shapes(mask.shape, shape) != shape:
-            raise SemanticError(f"mask of shape {list(mask.shape)} does not broadcast to the "
-                                f"pointer shape {list(shape)}")
+    mask = tensor_arg(b, mask, "mask")
+    if isinstance(mask.dtype, PointerType):
+        raise SemanticError(f"'mask' must be a boolean tensor, got {S.describe(mask)}", param="mask")
+    mask = S.to_bool(b, mask)
+    if not _broadcasts_to(mask.shape, shape):
+        raise SemanticError(f"'mask' of shape {list(mask.shape)} does not match the pointer shape "
+                            f"{list(shape)}", param="mask")
     return S.broadcast_to(b, mask, shape)
 
 
@@ -144,14 +170,16 @@ def _load(ctx, pointer, mask=None, other=None, boundary_check=(), padding_option
         operands.append(mask_t.value)
     if other is not None:
         if mask_t is None:
-            raise SemanticError("tl.load's 'other' needs a 'mask'")
-        other_t = S.cast(b, other, elem) if isinstance(other, Tensor) else S.constant(b, other, elem)
-        if other_t.is_block and S.broadcast_shapes(other_t.shape, shape) != shape:
-            raise SemanticError(f"'other' of shape {list(other_t.shape)} does not broadcast to {list(shape)}")
+            raise SemanticError("'other' is only meaningful with a 'mask'", param="other")
+        other_t = _value_of(b, other, elem, "other")
+        if not _broadcasts_to(other_t.shape, shape):
+            raise SemanticError(f"'other' of shape {list(other_t.shape)} does not match the pointer shape "
+                                f"{list(shape)}", param="other")
         operands.append(S.broadcast_to(b, other_t, shape).value)
-    for key, value in (("cache", cache_modifier), ("eviction", eviction_policy)):
-        if value:
-            attrs[key] = constexpr(value, key)
+    for key, param, value in (("cache", "cache_modifier", cache_modifier),
+                              ("eviction", "eviction_policy", eviction_policy)):
+        if constexpr(value, param):
+            attrs[key] = value
     if volatile:
         attrs["volatile"] = True
     result_type = T.with_element(pointer.type, elem)
@@ -163,22 +191,34 @@ def _store(ctx, pointer, value, mask=None, boundary_check=(), cache_modifier="",
     b = ctx.b
     pointer = _pointer(b, pointer)
     elem = pointer.dtype.pointee
-    value_t = S.cast(b, value, elem) if isinstance(value, Tensor) else S.constant(b, value, elem)
+    value_t = _value_of(b, value, elem, "value")
     if value_t.is_block and not pointer.is_block:
-        raise SemanticError(f"cannot store a tensor of shape {list(value_t.shape)} through a scalar pointer")
-    if value_t.shape != pointer.shape and S.broadcast_shapes(value_t.shape, pointer.shape) != pointer.shape:
-        raise SemanticError(f"value of shape {list(value_t.shape)} does not match the pointer "
-                            f"shape {list(pointer.shape)}")
+        raise SemanticError(f"cannot store a tensor of shape {list(value_t.shape)} through a scalar pointer",
+                            param="value")
+    if not _broadcasts_to(value_t.shape, pointer.shape):
+        raise SemanticError(f"'value' of shape {list(value_t.shape)} does not match the pointer "
+                            f"shape {list(pointer.shape)}", param="value")
     value_t = S.broadcast_to(b, value_t, pointer.shape)
     mask_t = _mask(b, mask, pointer.shape)
     operands = [pointer.value, value_t.value] + ([mask_t.value] if mask_t is not None else [])
     attrs = {"has_mask": mask_t is not None, "has_other": False}
-    if cache_modifier:
+    if constexpr(cache_modifier, "cache_modifier"):
         attrs["cache"] = cache_modifier
-    if eviction_policy:
+    if constexpr(eviction_policy, "eviction_policy"):
         attrs["eviction"] = eviction_policy
     b.create("tl.store", operands, [], attrs)
     return None
+
+
+def _value_of(b, value, elem, what: str) -> Tensor:
+    """``value`` (a tensor or a number) converted to the pointee type ``elem``."""
+    if isinstance(value, Tensor):
+        if isinstance(value.dtype, PointerType) and not isinstance(elem, PointerType):
+            raise SemanticError(f"'{what}' is {S.describe(value)}, but the memory holds {elem}", param=what)
+        return S.cast(b, value, elem)
+    if not isinstance(value, (bool, int, float)):
+        raise SemanticError(f"'{what}' must be a tensor or a number, got {S.describe(value)}", param=what)
+    return S.constant(b, value, elem)
 
 
 def _atomic(kind):
@@ -186,9 +226,12 @@ def _atomic(kind):
         b = ctx.b
         pointer = _pointer(b, pointer)
         elem = pointer.dtype.pointee
-        if kind == "add" and not (elem.is_float or elem.is_int) or elem.is_fp8:
-            raise SemanticError(f"atomic_{kind} does not support {elem}")
-        value_t = S.cast(b, val, elem) if isinstance(val, Tensor) else S.constant(b, val, elem)
+        if not isinstance(elem, ScalarType) or elem.is_fp8 or elem.is_bool:
+            raise SemanticError(f"atomics do not support {elem} elements")
+        value_t = _value_of(b, val, elem, "val")
+        if not _broadcasts_to(value_t.shape, pointer.shape):
+            raise SemanticError(f"'val' of shape {list(value_t.shape)} does not match the pointer shape "
+                                f"{list(pointer.shape)}", param="val")
         value_t = S.broadcast_to(b, value_t, pointer.shape)
         mask_t = _mask(b, mask, pointer.shape)
         operands = [pointer.value, value_t.value] + ([mask_t.value] if mask_t is not None else [])
@@ -231,7 +274,7 @@ for _fn in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "floor"
 
 @rule("abs")
 def _abs(ctx, x):
-    x = tensor_arg(ctx.b, x, "x")
+    x = numeric_arg(ctx.b, x, "x")
     if x.dtype.is_unsigned or x.dtype.is_bool:
         return x
     return Tensor(ctx.b.value("arith.abs", [x.value], x.type))
@@ -240,6 +283,8 @@ def _abs(ctx, x):
 @rule("fma")
 def _fma(ctx, x, y, z):
     b = ctx.b
+    for value, what in ((x, "x"), (y, "y"), (z, "z")):
+        numeric_arg(b, value, what)
     target, weak = S._scalar_of(x)
     for v in (y, z):
         t, w = S._scalar_of(v)
@@ -258,7 +303,7 @@ def _fma(ctx, x, y, z):
 @rule("sigmoid")
 def _sigmoid(ctx, x):
     b = ctx.b
-    x = tensor_arg(b, x, "x")
+    x = numeric_arg(b, x, "x")
     if not x.dtype.is_float:
         x = S.cast(b, x, T.f32)
     e = S.unary_float(b, "exp", S.negate(b, x))
@@ -268,9 +313,9 @@ def _sigmoid(ctx, x):
 @rule("umulhi")
 def _umulhi(ctx, x, y):
     b = ctx.b
-    x, y = tensor_arg(b, x, "x"), tensor_arg(b, y, "y")
+    x, y = numeric_arg(b, x, "x"), numeric_arg(b, y, "y")
     if not (x.dtype.is_int and y.dtype.is_int):
-        raise SemanticError(f"umulhi needs integer operands, got {x.dtype} and {y.dtype}")
+        raise SemanticError(f"needs integer operands, got {x.dtype} and {y.dtype}")
     target = S.computation_type(x.dtype, False, y.dtype, False, False)
     x2, y2 = S._unify(b, x, y, target)
     return Tensor(b.value("arith.umulhi", [x2.value, y2.value], x2.type))
@@ -280,9 +325,10 @@ def _umulhi(ctx, x, y):
 def _cast(ctx, input, dtype, fp_downcast_rounding=None, bitcast=False):  # noqa: A002
     dtype = constexpr(dtype, "dtype")
     if not isinstance(dtype, (ScalarType, PointerType)):
-        raise SemanticError(f"dtype must be a dtype such as tl.float16, got {S.describe(dtype)}")
-    if fp_downcast_rounding not in (None, "rtne"):
-        raise SemanticError(f"fp_downcast_rounding {fp_downcast_rounding!r} is not supported (only 'rtne')")
+        raise SemanticError(f"'dtype' must be a dtype such as tl.float16, got {S.describe(dtype)}", param="dtype")
+    if constexpr(fp_downcast_rounding, "fp_downcast_rounding") not in (None, "rtne"):
+        raise SemanticError(f"fp_downcast_rounding {fp_downcast_rounding!r} is not supported (only 'rtne')",
+                            param="fp_downcast_rounding")
     return S.cast(ctx.b, tensor_arg(ctx.b, input, "input"), dtype, bitcast=bool(constexpr(bitcast, "bitcast")))
 
 
@@ -349,7 +395,8 @@ def permute(b, x: Tensor, dims) -> Tensor:
         raise SemanticError("cannot transpose a scalar")
     dims = tuple(const_int(d, "dims") for d in dims)
     if sorted(dims) != list(range(len(x.shape))):
-        raise SemanticError(f"dims {list(dims)} is not a permutation of {list(range(len(x.shape)))}")
+        raise SemanticError(f"'dims' {list(dims)} is not a permutation of {list(range(len(x.shape)))}",
+                            param="dims")
     shape = tuple(x.shape[d] for d in dims)
     return Tensor(b.value("tl.trans", [x.value], TensorType(shape, x.dtype), perm=dims))
 
@@ -360,7 +407,7 @@ def _trans(ctx, input, *dims):  # noqa: A002
     dims = _shape_args(dims)
     if not dims:
         if len(x.shape) != 2:
-            raise SemanticError(f"tl.trans without dims needs a 2-D tensor, got shape {list(x.shape)}")
+            raise SemanticError(f"without 'dims', the input must be 2-D, got shape {list(x.shape)}")
         dims = (1, 0)
     return permute(ctx.b, x, dims)
 
@@ -374,9 +421,9 @@ def _permute(ctx, input, *dims):  # noqa: A002
 def reduce(b, x, axis, kind: str, keep_dims: bool, dtype=None) -> Tensor:
     x = tensor_arg(b, x, "input")
     if not x.is_block:
-        raise SemanticError(f"cannot reduce a scalar (tl.{kind})")
+        raise SemanticError(f"cannot reduce {S.describe(x)}: reductions need a tensor", param="input")
     if isinstance(x.dtype, PointerType):
-        raise SemanticError(f"cannot reduce a tensor of pointers (tl.{kind})")
+        raise SemanticError(f"cannot reduce a tensor of pointers ({x.type})", param="input")
     axis = constexpr(axis, "axis")
     if axis is None:
         rank = len(x.shape)
@@ -388,7 +435,7 @@ def reduce(b, x, axis, kind: str, keep_dims: bool, dtype=None) -> Tensor:
     axis = const_int(axis, "axis")
     rank = len(x.shape)
     if not -rank <= axis < rank:
-        raise SemanticError(f"axis {axis} is out of range for a tensor of rank {rank}")
+        raise SemanticError(f"axis {axis} is out of range for a tensor of rank {rank}", param="axis")
     axis %= rank
     if dtype is not None:
         x = S.cast(b, x, const_dtype(dtype, "dtype"))
@@ -452,28 +499,30 @@ def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,  # 
     b = ctx.b
     a, c = tensor_arg(b, input, "input"), tensor_arg(b, other, "other")
     if len(a.shape) != 2 or len(c.shape) != 2:
-        raise SemanticError(f"tl.dot needs 2-D operands, got shapes {list(a.shape)} and {list(c.shape)}")
+        raise SemanticError(f"operands must be 2-D, got shapes {list(a.shape)} and {list(c.shape)}")
     (m, k), (k2, n) = a.shape, c.shape
     if k != k2:
-        raise SemanticError(f"tl.dot shape mismatch: input is {m}x{k} but other is {k2}x{n} "
-                            f"(inner dimensions {k} and {k2} differ)")
+        raise SemanticError(f"inner dimensions differ: input is {m}x{k} but other is {k2}x{n} "
+                            f"(K = {k} vs {k2})")
     if m < 16 or n < 16 or k < 16:
-        raise SemanticError(f"tl.dot needs M, N and K of at least 16, got M={m}, N={n}, K={k}")
+        raise SemanticError(f"M, N and K must be at least 16, got M={m}, N={n}, K={k}")
     if a.dtype not in _DOT_INPUTS or c.dtype not in _DOT_INPUTS:
-        raise SemanticError(f"tl.dot does not support operands of type {a.dtype} and {c.dtype}")
+        raise SemanticError(f"operands of type {a.dtype} and {c.dtype} are not supported "
+                            f"(expected f16, bf16, f32, fp8 or i8)")
     if a.dtype != c.dtype:
         if a.dtype.is_fp8 and c.dtype.is_fp8:
             pass
         else:
-            raise SemanticError(f"tl.dot needs operands of one type, got {a.dtype} and {c.dtype}")
+            raise SemanticError(f"operands must have one type, got {a.dtype} and {c.dtype}")
     precision = constexpr(input_precision, "input_precision")
     if allow_tf32 is not None and precision is None:
         precision = "tf32" if constexpr(allow_tf32, "allow_tf32") else "ieee"
     precision = precision or ("tf32" if a.dtype == T.f32 else "ieee")
     if precision not in ("tf32", "ieee", "tf32x3"):
-        raise SemanticError(f"input_precision must be 'tf32', 'tf32x3' or 'ieee', got {precision!r}")
+        raise SemanticError(f"'input_precision' must be 'tf32', 'tf32x3' or 'ieee', got {precision!r}",
+                            param="input_precision")
     if a.dtype.is_fp8 and a.dtype != c.dtype:
-        raise SemanticError(f"tl.dot with mixed fp8 operands ({a.dtype}, {c.dtype}) is not supported")
+        raise SemanticError(f"mixed fp8 operands ({a.dtype}, {c.dtype}) are not supported")
     out = const_dtype(out_dtype, "out_dtype")
     if a.dtype == T.i8:
         out = T.i32
@@ -482,9 +531,10 @@ def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,  # 
     else:
         acc_t = tensor_arg(b, acc, "acc")
         if acc_t.shape != (m, n):
-            raise SemanticError(f"tl.dot's acc has shape {list(acc_t.shape)}, expected {[m, n]}")
+            raise SemanticError(f"'acc' has shape {list(acc_t.shape)}, expected {[m, n]}", param="acc")
         if acc_t.dtype not in (T.f32, T.f16, T.bf16, T.i32):
-            raise SemanticError(f"tl.dot's acc must be float32, float16, bfloat16 or int32, got {acc_t.dtype}")
+            raise SemanticError(f"'acc' must be float32, float16, bfloat16 or int32, got {acc_t.dtype}",
+                                param="acc")
     return Tensor(b.value("tl.dot", [a.value, c.value, acc_t.value], acc_t.type,
                           input_precision=precision))
 
@@ -496,7 +546,12 @@ def _hint(kind):
         values = constexpr(values, "values")
         values = tuple(values) if isinstance(values, (tuple, list)) else (values,)
         if len(values) != py.max(1, len(x.shape)):
-            raise SemanticError(f"{kind} needs one value per dimension ({len(x.shape)}), got {len(values)}")
+            raise SemanticError(f"'values' needs one value per dimension ({len(x.shape)}), got {len(values)}",
+                                param="values")
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise SemanticError(f"'values' must be positive compile-time integers, got {S.describe(v)}",
+                                    param="values")
         return Tensor(ctx.b.value("tl.hint", [x.value], x.type, **{kind: values}))
     return impl
 
@@ -507,9 +562,9 @@ for _kind in ("multiple_of", "max_contiguous", "max_constancy"):
 
 @rule("static_assert")
 def _static_assert(ctx, cond, msg=""):
-    cond = constexpr(cond, "static_assert's condition")
+    cond = constexpr(cond, "cond")
     if not cond:
-        raise SemanticError(f"static_assert failed: {msg}" if msg else "static_assert failed")
+        raise SemanticError(f"tl.static_assert failed: {msg}" if msg else "tl.static_assert failed")
 
 
 @rule("static_print")
@@ -528,6 +583,6 @@ def _device_print(ctx, prefix, *args, hex=False):  # noqa: A002
 def _device_assert(ctx, cond, msg=""):
     if not isinstance(cond, Tensor):
         if not cond:
-            raise SemanticError(f"device_assert on a false compile-time condition: {msg}")
+            raise SemanticError(f"tl.device_assert on a condition that is false at compile time: {msg}")
         return None
     ctx.b.create("tl.assert", [S.to_bool(ctx.b, cond).value], [], {"message": str(constexpr(msg, "msg"))})

@@ -9,6 +9,7 @@ control flow on runtime values becomes ``scf.for`` / ``scf.while`` /
 from __future__ import annotations
 
 import ast
+import difflib
 import inspect
 import os
 import types as pytypes
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import language as tl
-from ..errors import CompilationError, InternalCompilerError, TlxcError
+from ..errors import CompilationError, InternalCompilerError, Location, TlxcError
 from ..ir import types as T
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Region
@@ -46,6 +47,22 @@ _TENSOR_METHODS = {"to": "cast", "reshape": "reshape", "view": "view", "trans": 
 
 RETURN = "__return__"
 MAX_INLINE_DEPTH = 32
+MAX_CALL_NOTES = 4     # "in helper(), called from ..." notes kept on an error
+
+# Python syntax a kernel cannot contain, by AST node: what to call it in a message.
+_UNSUPPORTED_SYNTAX = {
+    "ClassDef": "class definitions are not supported in a kernel",
+    "AsyncFunctionDef": "async functions are not supported in a kernel",
+    "AsyncFor": "'async for' is not supported in a kernel",
+    "AsyncWith": "'async with' is not supported in a kernel",
+    "Await": "'await' is not supported in a kernel",
+    "Yield": "'yield' is not supported: a kernel is not a generator",
+    "YieldFrom": "'yield from' is not supported: a kernel is not a generator",
+    "NamedExpr": "assignment expressions (:=) are not supported in a kernel; assign on a separate line",
+    "Set": "sets are not supported in a kernel",
+    "Match": "'match' statements are not supported in a kernel; use if/elif",
+    "TryStar": "'try' is not supported in a kernel",
+}
 
 
 class _Undefined:
@@ -125,14 +142,19 @@ class FunctionCodegen(ast.NodeVisitor):
         self.vars = vars
         self.returned = False
         self.partial_return = False   # some, not all, paths of the last statement returned
+        self.def_locs: dict[str, Location] = {}   # name -> its latest assignment, for notes
 
     @property
     def b(self) -> Builder:
         return self.ctx.b
 
     # -- errors and locations ----------------------------------------------------------
-    def error(self, message: str, node: ast.AST) -> CompilationError:
-        return self.src.error(message, node)
+    def error(self, message: str, node: ast.AST | Location,
+              notes: list[tuple[str, Location | None]] | None = None) -> CompilationError:
+        """A ``CompilationError`` at ``node`` (an AST node or a ``Location``)."""
+        if isinstance(node, Location):
+            return CompilationError(message, node, notes=notes, source_line=self.src.source_line(node))
+        return self.src.error(message, node, notes=notes)
 
     def visit(self, node: ast.AST):
         with self.b.location(self.src.loc(node)):
@@ -140,7 +162,10 @@ class FunctionCodegen(ast.NodeVisitor):
                 return super().visit(node)
             except SemanticError as exc:
                 raise self.error(str(exc), node) from None
-            except TlxcError:
+            except TlxcError as exc:
+                if exc.loc is None:     # raised without a location: it happened here
+                    exc.loc = self.src.loc(node)
+                    exc.source_line = self.src.source_line(exc.loc)
                 raise
             except RecursionError:
                 raise self.error("expression nested too deeply", node) from None
@@ -154,7 +179,9 @@ class FunctionCodegen(ast.NodeVisitor):
                     source_line=self.src.source_line(loc)) from None
 
     def generic_visit(self, node):
-        raise self.error(f"unsupported Python syntax in a kernel: {type(node).__name__}", node)
+        kind = type(node).__name__
+        message = _UNSUPPORTED_SYNTAX.get(kind, f"unsupported Python syntax in a kernel: {kind}")
+        raise self.error(message, node)
 
     # -- statements --------------------------------------------------------------------
     def visit_stmts(self, stmts: list[ast.stmt]) -> None:
@@ -189,7 +216,7 @@ class FunctionCodegen(ast.NodeVisitor):
     def visit_Assign(self, node):
         value = self.visit(node.value)
         for target in node.targets:
-            self.assign(target, value)
+            self.assign(target, value, node)
 
     def visit_AnnAssign(self, node):
         if node.value is None:
@@ -199,7 +226,7 @@ class FunctionCodegen(ast.NodeVisitor):
         if annotation is tl.constexpr and isinstance(value, Tensor):
             raise self.error(f"'{ast.unparse(node.target)}' is annotated tl.constexpr but its value "
                              f"is a runtime value", node.value)
-        self.assign(node.target, value)
+        self.assign(node.target, value, node)
 
     def eval_annotation(self, node):
         try:
@@ -210,25 +237,30 @@ class FunctionCodegen(ast.NodeVisitor):
     def visit_AugAssign(self, node):
         target = node.target
         if not isinstance(target, ast.Name):
-            raise self.error("augmented assignment is only supported on plain names", target)
+            self.assign(target, None, node)    # raises the message of that kind of target
         current = self.load_name(target.id, target)
         value = self.binop(_BINOPS[type(node.op)], current, self.visit(node.value), node)
-        self.assign(target, value)
+        self.assign(target, value, node)
 
-    def assign(self, target: ast.AST, value) -> None:
+    def assign(self, target: ast.AST, value, stmt: ast.AST | None = None) -> None:
         if isinstance(target, ast.Name):
             if target.id in ("tl", "tlx", "tlxc"):
                 raise self.error(f"cannot assign to '{target.id}': it names the language module", target)
             if isinstance(value, Tensor) and value.value.name_hint is None:
                 value.value.name_hint = target.id   # readable IR: %offs, %mask, ...
             self.vars[target.id] = value
+            self.def_locs[target.id] = self.src.loc(stmt if stmt is not None else target)
         elif isinstance(target, (ast.Tuple, ast.List)):
+            starred = next((e for e in target.elts if isinstance(e, ast.Starred)), None)
+            if starred is not None:
+                raise self.error("starred assignment (a, *rest = ...) is not supported in a kernel; "
+                                 "unpack into a fixed number of names", starred)
             if not isinstance(value, tuple):
                 raise self.error(f"cannot unpack {S.describe(value)} into {len(target.elts)} names", target)
             if len(value) != len(target.elts):
                 raise self.error(f"cannot unpack {len(value)} values into {len(target.elts)} names", target)
             for t, v in zip(target.elts, value):
-                self.assign(t, v)
+                self.assign(t, v, stmt)
         elif isinstance(target, ast.Subscript):
             raise self.error("tensors are immutable: item assignment is not supported "
                              "(use tl.where or tl.store)", target)
@@ -296,19 +328,22 @@ class FunctionCodegen(ast.NodeVisitor):
         cond = S.to_bool(self.b, cond)
         self.runtime_if(node, cond)
 
-    def run_branch(self, stmts, block: Block) -> tuple[dict, bool, bool]:
-        saved = self.vars, self.returned, self.partial_return
+    def run_branch(self, stmts, block: Block) -> tuple[dict, bool, bool, dict]:
+        saved = self.vars, self.returned, self.partial_return, self.def_locs
         self.vars, self.returned, self.partial_return = dict(saved[0]), False, False
+        self.def_locs = dict(saved[3])
         with self.b.at(block):
             self.visit_stmts(stmts)
-        result = (self.vars, self.returned, self.partial_return)
-        self.vars, self.returned, self.partial_return = saved
+        result = (self.vars, self.returned, self.partial_return, self.def_locs)
+        self.vars, self.returned, self.partial_return, self.def_locs = saved
         return result
 
     def runtime_if(self, node: ast.If, cond: Tensor) -> None:
         then_block, else_block = Block(), Block()
-        then_vars, then_ret, then_partial = self.run_branch(node.body, then_block)
-        else_vars, else_ret, else_partial = self.run_branch(node.orelse, else_block)
+        then_vars, then_ret, then_partial, then_locs = self.run_branch(node.body, then_block)
+        else_vars, else_ret, else_partial, else_locs = self.run_branch(node.orelse, else_block)
+        self.def_locs.update(then_locs)
+        self.def_locs.update(else_locs)
         names = assigned_names(node.body + node.orelse)
         results, then_vals, else_vals = [], [], []
         for name in names:
@@ -322,7 +357,8 @@ class FunctionCodegen(ast.NodeVisitor):
             if not isinstance(tv, Tensor) and not isinstance(ev, Tensor) and _same_constexpr(tv, ev):
                 self.vars[name] = tv
                 continue
-            tv, ev = self.unify_branch_values(name, tv, ev, then_block, else_block, node)
+            tv, ev = self.unify_branch_values(name, tv, ev, then_block, else_block, node,
+                                              (then_locs, else_locs))
             results.append(name)
             then_vals.append(tv)
             else_vals.append(ev)
@@ -340,18 +376,29 @@ class FunctionCodegen(ast.NodeVisitor):
         elif then_ret or else_ret or then_partial or else_partial:
             self.partial_return = True
 
-    def unify_branch_values(self, name, tv, ev, then_block, else_block, node):
+    def unify_branch_values(self, name, tv, ev, then_block, else_block, node, branch_locs):
         shown = "the return value" if name == RETURN else f"'{name}'"
+        then_locs, else_locs = branch_locs
+        notes = []
+        if name in then_locs and name in else_locs and then_locs[name] != else_locs[name]:
+            notes = [(f"{shown} is set to {S.describe(tv)} here", then_locs[name]),
+                     (f"and to {S.describe(ev)} here", else_locs[name])]
         for v in (tv, ev):
             if not isinstance(v, (Tensor, bool, int, float)):
                 raise self.error(f"{shown} takes different compile-time values in the two branches of "
-                                 f"this runtime 'if' ({S.describe(tv)} and {S.describe(ev)})", node)
+                                 f"this runtime 'if' ({S.describe(tv)} and {S.describe(ev)})", node, notes)
+        mismatch = (f"{shown} has type {{}} in the then-branch but {{}} in the else-branch; both branches "
+                    f"must give it one type (convert one with .to(...))")
         if isinstance(tv, Tensor) and isinstance(ev, Tensor):
             pass
         elif isinstance(tv, Tensor):
+            if not _literal_fits(ev, tv.type):
+                raise self.error(mismatch.format(tv.type, S.describe(ev)), node, notes)
             with self.b.at(else_block):
                 ev = S.constant(self.b, ev, tv.type)
         elif isinstance(ev, Tensor):
+            if not _literal_fits(tv, ev.type):
+                raise self.error(mismatch.format(S.describe(tv), ev.type), node, notes)
             with self.b.at(then_block):
                 tv = S.constant(self.b, tv, ev.type)
         else:
@@ -361,8 +408,7 @@ class FunctionCodegen(ast.NodeVisitor):
             with self.b.at(else_block):
                 ev = S.constant(self.b, ev, target)
         if tv.type != ev.type:
-            raise self.error(f"{shown} has type {tv.type} in the then-branch but {ev.type} in the "
-                             f"else-branch; both branches must give it one type", node)
+            raise self.error(mismatch.format(tv.type, ev.type), node, notes)
         return tv, ev
 
     # -- loops -------------------------------------------------------------------------
@@ -412,9 +458,14 @@ class FunctionCodegen(ast.NodeVisitor):
     def static_for(self, node, args, kwargs):
         if kwargs:
             raise self.error(f"tl.static_range takes no keyword arguments, got {', '.join(kwargs)}", node.iter)
-        for a in args:
+        for a, a_node in zip(args, node.iter.args):
             if isinstance(a, Tensor):
-                raise self.error("tl.static_range bounds must be compile-time constants", node.iter)
+                raise self.error(f"tl.static_range bounds must be compile-time constants, got "
+                                 f"{S.describe(a)} (use range(...) for a runtime loop)", a_node)
+            if isinstance(a, bool) or not isinstance(a, int):
+                raise self.error(f"tl.static_range bounds must be integers, got {S.describe(a)}", a_node)
+        if not 1 <= len(args) <= 3:
+            raise self.error(f"tl.static_range expects 1 to 3 arguments, got {len(args)}", node.iter)
         values = range(*args)
         if len(values) > 4096:
             raise self.error(f"tl.static_range unrolls {len(values)} iterations; at most 4096 are allowed",
@@ -440,14 +491,29 @@ class FunctionCodegen(ast.NodeVisitor):
                 carried.append(name)
         return carried
 
+    def carried_change_site(self, name: str, loop: ast.AST, init_locs: dict):
+        """Where a variable changed inside ``loop`` (its last assignment there, else the
+        loop itself), and notes pointing at its value before the loop."""
+        inside = self.def_locs.get(name)
+        before = init_locs.get(name)
+        notes = []
+        if before is not None:
+            notes.append((f"'{name}' is set before the loop here", before))
+        if inside is None or inside == before:
+            return self.src.loc(loop), notes
+        notes.append(("in this loop", self.src.loc(loop)))
+        return inside, notes
+
     def runtime_loop(self, node, body, bounds=None, iv_name=None, cond_node=None):
         carried = self.loop_carried(node, body, iv_name)
         inits = []
         for name in carried:
             v = self.vars[name]
             inits.append(v if isinstance(v, Tensor) else S.constant(self.b, v, S.literal_type(v)))
-        constexprs_before = {k: v for k, v in self.vars.items() if not isinstance(v, Tensor)}
+        constexprs_before = {k: v for k, v in self.vars.items() if not isinstance(v, (Tensor, _Undefined))}
         init_types = [v.type for v in inits]
+        init_locs = dict(self.def_locs)
+        originals = {name: self.vars[name] for name in carried}
         saved_vars = self.vars
         self.vars = dict(saved_vars)
 
@@ -460,7 +526,8 @@ class FunctionCodegen(ast.NodeVisitor):
                 if not isinstance(cond, Tensor):
                     cond = S.constant(self.b, bool(cond), T.i1)
                 if cond.is_block:
-                    raise self.error("a 'while' condition must be a scalar", cond_node)
+                    raise self.error(f"a 'while' condition must be a scalar, got a tensor of shape "
+                                     f"{list(cond.shape)} (reduce it first, e.g. with tl.max)", cond_node)
                 cond = S.to_bool(self.b, cond)
                 self.b.create("scf.condition", [cond.value] + list(before.args))
             body_block = Block(init_types, carried)
@@ -476,24 +543,36 @@ class FunctionCodegen(ast.NodeVisitor):
             yields = []
             for name, init in zip(carried, inits):
                 v = self.vars.get(name)
+                where, notes = self.carried_change_site(name, node, init_locs)
                 if not isinstance(v, Tensor):
-                    if isinstance(v, (bool, int, float)):
-                        v = S.constant(self.b, v, init.type)
-                    else:
-                        raise self.error(f"loop-carried variable '{name}' becomes {S.describe(v)} "
-                                         f"inside the loop", node)
+                    if not isinstance(v, (bool, int, float)):
+                        raise self.error(f"loop-carried variable '{name}' holds {S.describe(originals[name])} "
+                                         f"before the loop but becomes {S.describe(v)} inside it; a runtime "
+                                         f"loop can only change numbers and tensors", where, notes)
+                    if not _literal_fits(v, init.type):
+                        raise self.error(f"loop-carried variable '{name}' has type {init.type} before the loop "
+                                         f"but becomes {S.describe(v)} inside it; give it its final type "
+                                         f"before the loop", where, notes)
+                    v = S.constant(self.b, v, init.type)
                 if v.type != init.type:
                     raise self.error(f"loop-carried variable '{name}' has type {init.type} before the loop "
                                      f"but {v.type} at the end of its body; give it its final type before "
-                                     f"the loop (e.g. tl.zeros(..., dtype=...) or an explicit .to(...))", node)
+                                     f"the loop (e.g. tl.zeros(..., dtype=...) or an explicit .to(...))",
+                                     where, notes)
                 yields.append(v)
             self.b.create("scf.yield", [v.value for v in yields])
         body_vars = self.vars
         self.vars = saved_vars
         for name, value in body_vars.items():
-            if name in constexprs_before and not isinstance(value, Tensor) and name not in carried \
-                    and not _same_constexpr(value, constexprs_before[name]) and name != iv_name:
-                raise self.error(f"'{name}' is a compile-time value changed inside a runtime loop", node)
+            if name not in constexprs_before or name in carried or name == iv_name:
+                continue
+            previous = constexprs_before[name]
+            if isinstance(value, Tensor) or not _same_constexpr(value, previous):
+                where, notes = self.carried_change_site(name, node, init_locs)
+                raise self.error(f"'{name}' holds a compile-time value ({S.describe(previous)}) before this "
+                                 f"runtime loop but {S.describe(value)} inside it; only numbers and "
+                                 f"tensors can change in a runtime loop (use tl.static_range to unroll it)",
+                                 where, notes)
         if cond_node is not None:
             op = self.b.create("scf.while", [v.value for v in inits], init_types, {},
                                [Region(before), Region(body_block)], result_names=carried)
@@ -540,7 +619,8 @@ class FunctionCodegen(ast.NodeVisitor):
             return value
         found, value = self.src.lookup_global(name)
         if not found:
-            raise self.error(f"undefined name '{name}'", node)
+            known = [n for n in self.vars if n != RETURN] + list(self.src.fn.__globals__)
+            raise self.error(f"undefined name '{name}'{_did_you_mean(name, known)}", node)
         return self.check_global(name, value, node)
 
     def check_global(self, name, value, node):
@@ -566,8 +646,12 @@ class FunctionCodegen(ast.NodeVisitor):
         try:
             return getattr(base, attr)
         except AttributeError:
-            owner = base.__name__ if isinstance(base, pytypes.ModuleType) else type(base).__name__
-            raise self.error(f"'{owner}' has no attribute '{attr}'", node) from None
+            if isinstance(base, pytypes.ModuleType):
+                owner = f"module '{ast.unparse(node.value)}'"
+                known = [n for n in dir(base) if not n.startswith("_")]
+            else:
+                owner, known = S.describe(base), [n for n in dir(base) if not n.startswith("_")]
+            raise self.error(f"{owner} has no attribute '{attr}'{_did_you_mean(attr, known)}", node) from None
 
     def tensor_attribute(self, t: Tensor, attr: str, node):
         if attr == "shape":
@@ -579,7 +663,8 @@ class FunctionCodegen(ast.NodeVisitor):
                 B.permute(self.b, t, tuple(reversed(range(len(t.shape)))))
         if attr in _TENSOR_METHODS:
             return _BoundMethod(t, tl.BUILTINS[_TENSOR_METHODS[attr]])
-        raise self.error(f"tensor has no attribute '{attr}'", node)
+        known = ["shape", "dtype", "T", *_TENSOR_METHODS]
+        raise self.error(f"a tensor has no attribute '{attr}'{_did_you_mean(attr, known)}", node)
 
     def visit_UnaryOp(self, node):
         operand = unwrap(self.visit(node.operand))
@@ -603,6 +688,8 @@ class FunctionCodegen(ast.NodeVisitor):
         rhs = unwrap(self.visit(node.right))
         op = _BINOPS.get(type(node.op))
         if op is None:
+            if isinstance(node.op, ast.MatMult):
+                raise self.error("'@' is not supported in a kernel; use tl.dot(a, b)", node)
             raise self.error(f"unsupported operator {type(node.op).__name__}", node)
         return self.binop(op, lhs, rhs, node)
 
@@ -618,7 +705,8 @@ class FunctionCodegen(ast.NodeVisitor):
                              "multiplication)", node)
         for v in (lhs, rhs):
             if not isinstance(v, (Tensor, bool, int, float)):
-                raise self.error(f"unsupported operand {S.describe(v)} for a runtime operation", node)
+                raise self.error(f"unsupported operands for {S.op_symbol(op)}: {S.describe(lhs)} and "
+                                 f"{S.describe(rhs)}", node)
         return S.binary(self.b, op, lhs, rhs)
 
     def visit_BoolOp(self, node):
@@ -669,7 +757,16 @@ class FunctionCodegen(ast.NodeVisitor):
             return (left in right) if isinstance(op_node, ast.In) else (left not in right)
         pred = _CMPOPS[type(op_node)]
         if not isinstance(left, Tensor) and not isinstance(right, Tensor):
-            return _PY_CMP[pred](left, right)
+            try:
+                return _PY_CMP[pred](left, right)
+            except TypeError as exc:
+                raise self.error(f"invalid compile-time comparison: {exc}", node) from None
+        for v in (left, right):
+            if v is None:
+                raise self.error("cannot compare a runtime value with None (use 'is None' to test a "
+                                 "compile-time value)", node)
+            if not isinstance(v, (Tensor, bool, int, float)):
+                raise self.error(f"cannot compare {S.describe(left)} with {S.describe(right)}", node)
         return S.compare(self.b, pred, left, right)
 
     def visit_IfExp(self, node):
@@ -732,30 +829,35 @@ class FunctionCodegen(ast.NodeVisitor):
     # -- calls ---------------------------------------------------------------------------
     def visit_Call(self, node):
         fn = unwrap(self.visit(node.func))
-        args = []
+        args, arg_nodes = [], _ArgNodes(node)
         for a in node.args:
             if isinstance(a, ast.Starred):
                 value = unwrap(self.visit(a.value))
                 if not isinstance(value, tuple):
                     raise self.error(f"cannot unpack {S.describe(value)} with *", a)
                 args.extend(value)
+                arg_nodes.positional.extend([a] * len(value))
             else:
                 args.append(self.visit(a))
+                arg_nodes.positional.append(a)
         kwargs = {}
         for k in node.keywords:
             if k.arg is None:
                 raise self.error("**kwargs unpacking is not supported in a kernel", k)
             kwargs[k.arg] = self.visit(k.value)
-        return self.call(fn, args, kwargs, node)
+            arg_nodes.keywords[k.arg] = k.value
+        return self.call(fn, args, kwargs, node, arg_nodes)
 
-    def call(self, fn, args, kwargs, node):
+    def call(self, fn, args, kwargs, node, arg_nodes: "_ArgNodes | None" = None):
+        arg_nodes = arg_nodes or _ArgNodes(node)
         if isinstance(fn, _BoundMethod):
             args = [fn.receiver] + list(args)
+            arg_nodes = arg_nodes.with_receiver()
             fn = fn.function
         if hasattr(fn, "__tlxc_builtin__"):
-            return self.call_builtin(fn, args, kwargs, node)
+            return self.call_builtin(fn, args, kwargs, node, arg_nodes)
         if is_kernel_function(fn):
-            return self.inline(fn, args, kwargs, node)
+            return self.inline(fn, args, kwargs, node, arg_nodes)
         if isinstance(fn, type) and issubclass(fn, (tl.static_range, tl.range)):
             raise self.error(f"{fn.__name__} can only be used as the iterable of a 'for' loop", node)
         if fn is print:
@@ -783,40 +885,74 @@ class FunctionCodegen(ast.NodeVisitor):
                                  node) from None
         raise self.error(f"'{S.describe(fn)}' is not callable", node)
 
-    def call_builtin(self, fn, args, kwargs, node):
-        name = fn.__tlxc_builtin__
-        signature = inspect.signature(fn.__tlxc_signature__)
+    def bind_arguments(self, display: str, signature: inspect.Signature, args, kwargs, node,
+                       arg_nodes: "_ArgNodes") -> inspect.BoundArguments:
+        """``signature.bind`` with the mismatch reported at the user's call."""
         try:
-            bound = signature.bind(*args, **kwargs)
+            return signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise self.error(f"tl.{name}: {exc}", node) from None
+            message, where = str(exc), node
+            unexpected = next((k for k in kwargs if k not in signature.parameters), None)
+            has_var_kw = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+            if unexpected is not None and not has_var_kw:
+                names = [n for n, p in signature.parameters.items() if p.kind is not p.VAR_POSITIONAL]
+                message = f"got an unexpected keyword argument '{unexpected}'"
+                close = difflib.get_close_matches(unexpected, names, n=1)
+                if close:
+                    message += f"; did you mean '{close[0]}'?"
+                where = arg_nodes.keywords.get(unexpected, node)
+            elif "too many positional arguments" in message:
+                positional = [n for n, p in signature.parameters.items()
+                              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+                skip = arg_nodes.receiver_count
+                given = len(args) - skip
+                shown = positional[skip:]
+                message = (f"takes {len(shown)} positional argument{'s' if len(shown) != 1 else ''} "
+                           f"({', '.join(shown)}) but {given} {'were' if given != 1 else 'was'} given")
+                if len(arg_nodes.positional) > len(positional):
+                    where = arg_nodes.positional[len(positional)]
+            raise self.error(f"{display}(): {message}", where) from None
+
+    def call_builtin(self, fn, args, kwargs, node, arg_nodes: "_ArgNodes"):
+        name = fn.__tlxc_builtin__
+        display = arg_nodes.display(f"tl.{name}")
+        signature = inspect.signature(fn.__tlxc_signature__)
+        bound = self.bind_arguments(display, signature, args, kwargs, node, arg_nodes)
         values = [unwrap(v) for v in bound.args]
         kw = {k: unwrap(v) for k, v in bound.kwargs.items()}
         rule = B.RULES.get(name)
         if rule is None:
-            raise self.error(f"tl.{name} is not supported yet", node)
-        return rule(self.ctx, *values, **kw)
-
-    def inline(self, kfn, args, kwargs, node):
-        if self.ctx.depth >= MAX_INLINE_DEPTH:
-            raise self.error(f"calls nested deeper than {MAX_INLINE_DEPTH} levels "
-                             f"(recursion is not supported)", node)
-        src = kfn.source
-        signature = inspect.signature(kfn.fn)
+            raise self.error(f"{display} is not supported yet", node)
         try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise self.error(f"{src.name}() {str(exc).replace(src.name + '() ', '')}", node) from None
+            return rule(self.ctx, *values, **kw)
+        except SemanticError as exc:
+            message = str(exc)
+            if not message.startswith("tl."):
+                message = f"{display}: {message}"
+            where = arg_nodes.node_of(signature, exc.param) if exc.param else node
+            raise self.error(message, where) from None
+
+    def inline(self, kfn, args, kwargs, node, arg_nodes: "_ArgNodes"):
+        src = kfn.source
+        if self.ctx.depth >= MAX_INLINE_DEPTH:
+            raise self.error(f"calls nested deeper than {MAX_INLINE_DEPTH} levels: recursion is not "
+                             f"supported in a kernel ({src.name}() calls itself)"
+                             if kfn in self.ctx.helpers else
+                             f"calls nested deeper than {MAX_INLINE_DEPTH} levels", node)
+        signature = inspect.signature(kfn.fn)
+        bound = self.bind_arguments(arg_nodes.display(src.name), signature, args, kwargs, node, arg_nodes)
         bound.apply_defaults()
         vars: dict[str, Any] = {}
         for param_name, value in bound.arguments.items():
             param = signature.parameters[param_name]
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise self.error(f"{src.name}: *args/**kwargs parameters are not supported", node)
+                raise self.error(f"{src.name}(): *args/**kwargs parameters are not supported in a kernel",
+                                 node)
             annotation = _resolve_annotation(src, param.annotation)
             if annotation is tl.constexpr and isinstance(unwrap(value), Tensor):
-                raise self.error(f"argument '{param_name}' of {src.name}() must be a compile-time "
-                                 f"constant (it is declared tl.constexpr)", node)
+                raise self.error(f"argument '{param_name}' of {src.name}() must be a compile-time constant "
+                                 f"(it is declared tl.constexpr), got {S.describe(unwrap(value))}",
+                                 arg_nodes.node_of(signature, param_name))
             vars[param_name] = unwrap(value)
         vars[RETURN] = None
         self.ctx.depth += 1
@@ -824,9 +960,51 @@ class FunctionCodegen(ast.NodeVisitor):
         try:
             inner = FunctionCodegen(self.ctx, src, vars)
             inner.visit_stmts(src.tree.body)
+        except TlxcError as exc:
+            # Show the call chain, as a traceback would, but only the user's frames
+            # (once per call site, so recursion does not repeat itself).
+            call_loc = self.src.loc(node)
+            if exc.loc is not None and exc.loc != call_loc and len(exc.notes) < MAX_CALL_NOTES and \
+                    all(where != call_loc for _, where in exc.notes):
+                exc.notes.append((f"in {src.name}(), called from here", call_loc))
+            raise
         finally:
             self.ctx.depth -= 1
         return inner.vars.get(RETURN)
+
+
+class _ArgNodes:
+    """The AST nodes of a call's arguments, to point a message at one argument."""
+
+    def __init__(self, call: ast.AST):
+        self.call = call
+        self.positional: list[ast.AST] = []
+        self.keywords: dict[str, ast.AST] = {}
+        self.receiver_count = 0        # 1 for a method call: x.to(...) binds x first
+
+    def with_receiver(self) -> "_ArgNodes":
+        func = getattr(self.call, "func", None)
+        receiver = func.value if isinstance(func, ast.Attribute) else self.call
+        result = _ArgNodes(self.call)
+        result.positional = [receiver] + self.positional
+        result.keywords = dict(self.keywords)
+        result.receiver_count = 1
+        return result
+
+    def display(self, default: str) -> str:
+        """How the user spelled the callee: ``tl.load``, ``x.to``, ``helper``."""
+        func = getattr(self.call, "func", None)
+        return ast.unparse(func) if func is not None else default
+
+    def node_of(self, signature: inspect.Signature, param: str | None) -> ast.AST:
+        try:
+            bound = signature.bind_partial(*self.positional, **self.keywords)
+        except TypeError:
+            return self.call
+        node = bound.arguments.get(param)
+        if isinstance(node, tuple):      # a *args parameter: point at its first element
+            node = node[0] if node else None
+        return node if isinstance(node, ast.AST) else self.call
 
 
 class _BoundMethod:
@@ -840,6 +1018,23 @@ class _Missing:
 
 
 _MISSING = _Missing()
+
+
+def _did_you_mean(name: str, candidates) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _literal_fits(value, t) -> bool:
+    """Whether the Python number ``value`` converts to type ``t`` without changing
+    kind (an int fits a float tensor; a float does not fit an int tensor)."""
+    elem = t.element if isinstance(t, TensorType) else t
+    if not isinstance(elem, ScalarType) or not isinstance(value, (bool, int, float)):
+        return False
+    try:
+        return S.computation_type(elem, False, S.literal_type(value), True, False) == elem
+    except SemanticError:
+        return False
 
 
 def _same_constexpr(a, b) -> bool:
@@ -868,7 +1063,21 @@ def build_kernel_ir(kfn, spec, options: Options) -> Module:
 
     ``spec`` maps every parameter to either ``("constexpr", value)`` or
     ``("runtime", ir_type)``; runtime parameters become the kernel's arguments.
+
+    A user error surfaces as a ``CompilationError`` whose traceback starts here:
+    the message already points at the user's line, and tlxc's own frames
+    (dozens of nested ``visit`` calls) would only bury it.  ``TLXC_DEBUG=1``
+    keeps the full traceback.
     """
+    try:
+        return _build_kernel_ir(kfn, spec, options)
+    except TlxcError as exc:
+        if os.environ.get("TLXC_DEBUG") == "1":
+            raise
+        raise exc.with_traceback(None) from None
+
+
+def _build_kernel_ir(kfn, spec, options: Options) -> Module:
     src = kfn.source
     runtime = [(name, t) for name, (kind, t) in spec.params.items() if kind == "runtime"]
     body = Block([t for _, t in runtime], [name for name, _ in runtime])

@@ -17,11 +17,19 @@ from typing import Any
 from ..ir import types as T
 from ..ir.builder import Builder
 from ..ir.types import PointerType, ScalarType, TensorType, Type
-from .values import Tensor
+from .values import SemanticError, Tensor
+
+__all__ = ["SemanticError", "binary", "compare", "cast", "where", "constant", "describe"]
+
+# How each binary op is spelled in the user's source, for messages.
+OP_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+              "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>", "pow": "**",
+              "min": "tl.minimum", "max": "tl.maximum"}
 
 
-class SemanticError(Exception):
-    """A user error detected by a typing rule; rendered at the current node."""
+def op_symbol(op: str) -> str:
+    symbol = OP_SYMBOLS.get(op, op)
+    return symbol if symbol.startswith("tl.") else f"'{symbol}'"
 
 
 _KIND_ORDER = {"bool": 0, "uint": 1, "int": 2, "float": 3}
@@ -43,11 +51,16 @@ def literal_type(value) -> ScalarType:
         raise SemanticError(f"integer literal {value} does not fit in 64 bits")
     if isinstance(value, float):
         return T.f32
-    raise SemanticError(f"cannot use {type(value).__name__} value {value!r} as a runtime value")
+    raise SemanticError(f"cannot use {describe(value)} as a runtime value")
 
 
 def constant(b: Builder, value, type: Type) -> Tensor:
     scalar = type.element if isinstance(type, TensorType) else type
+    if not isinstance(value, (bool, int, float)):
+        raise SemanticError(f"expected a number or a tensor, got {describe(value)}")
+    if isinstance(scalar, PointerType):
+        raise SemanticError(f"cannot use the number {value!r} as a {scalar} (pointers come from kernel "
+                            f"arguments and pointer arithmetic)")
     if isinstance(scalar, ScalarType) and scalar.is_float:
         value = float(value)
     elif isinstance(scalar, ScalarType) and scalar.is_bool:
@@ -78,12 +91,20 @@ def to_tensor(b: Builder, value, type: Type | None = None) -> Tensor:
 
 
 def describe(value) -> str:
+    """A value as a message shows it: 'a tensor of type tensor<16xf32>', 'str 'a''..."""
     if isinstance(value, Tensor):
-        return f"a tensor of type {value.type}"
+        if value.is_block:
+            return f"a tensor of type {value.type}"
+        return f"a runtime scalar of type {value.type}"
     if value is None:
         return "None"
-    if isinstance(value, ScalarType):
+    if isinstance(value, (ScalarType, PointerType)):
         return f"the dtype {value}"
+    if isinstance(value, tuple) and any(isinstance(v, Tensor) for v in value):
+        return "a tuple holding runtime values (" + ", ".join(
+            str(v.type) if isinstance(v, Tensor) else repr(v) for v in value) + ")"
+    if callable(value) and hasattr(value, "__name__"):
+        return f"the function {value.__name__}"
     return f"{type(value).__name__} {value!r}"
 
 
@@ -123,7 +144,8 @@ def computation_type(a: ScalarType, a_weak: bool, b: ScalarType, b_weak: bool,
             return T.f32
         return a if a.is_float else b
     if div_or_mod and a.kind != b.kind and not (a.is_bool or b.is_bool):
-        raise SemanticError(f"cannot use /, // or % with mixed signedness ({a} and {b})")
+        raise SemanticError(f"cannot use /, // or % on integers of mixed signedness ({a} and {b}); "
+                            f"convert one operand with .to(...)")
     return integer_promote(a, b)
 
 
@@ -161,7 +183,13 @@ def cast(b: Builder, x: Tensor, dtype: ScalarType | PointerType, bitcast: bool =
     if x.dtype == dtype:
         return x
     result = T.with_element(x.type, dtype)
-    if bitcast or isinstance(dtype, PointerType) or isinstance(x.dtype, PointerType):
+    src_ptr, dst_ptr = isinstance(x.dtype, PointerType), isinstance(dtype, PointerType)
+    if src_ptr != dst_ptr and not bitcast:
+        scalar = dtype if src_ptr else x.dtype
+        if not (isinstance(scalar, ScalarType) and scalar.is_int and scalar.bits == 64):
+            raise SemanticError(f"cannot convert {x.dtype} to {dtype}: a pointer converts only to another "
+                                f"pointer type or to a 64-bit integer")
+    if bitcast or src_ptr or dst_ptr:
         src_bits = x.dtype.bits if isinstance(x.dtype, ScalarType) else 64
         dst_bits = dtype.bits if isinstance(dtype, ScalarType) else 64
         if src_bits != dst_bits:
@@ -200,7 +228,7 @@ def binary(b: Builder, op: str, lhs, rhs) -> Tensor:
         return _pointer_arith(b, op, lhs, rhs)
     if op in ("and", "or", "xor", "shl", "shr"):
         if not (lt.is_int and rt.is_int):
-            raise SemanticError(f"bitwise operator needs integer operands, got {lt} and {rt}")
+            raise SemanticError(f"{op_symbol(op)} needs integer operands, got {lt} and {rt}")
         target = computation_type(lt, lw, rt, rw, False)
     elif op == "truediv":
         target = computation_type(lt, lw, rt, rw, True)
@@ -231,7 +259,8 @@ def _pointer_arith(b: Builder, op: str, lhs, rhs) -> Tensor:
         rhs = negate(b, to_tensor(b, rhs))
         op = "add"
     if op != "add":
-        raise SemanticError(f"pointers support only + and - with an integer offset, got '{op}'")
+        raise SemanticError(f"{op_symbol(op)} is not defined on pointers ({lt} and {rt}); pointers "
+                            f"support only pointer + integer and pointer - integer")
     ptr, offset = (lhs, rhs) if isinstance(lt, PointerType) else (rhs, lhs)
     off_type, _ = _scalar_of(offset)
     if not isinstance(off_type, ScalarType) or not off_type.is_int:
@@ -248,7 +277,8 @@ def compare(b: Builder, pred: str, lhs, rhs) -> Tensor:
     rt, rw = _scalar_of(rhs)
     if isinstance(lt, PointerType) or isinstance(rt, PointerType):
         if lt != rt:
-            raise SemanticError(f"cannot compare {lt} with {rt}")
+            raise SemanticError(f"cannot compare {lt} with {rt}: a pointer compares only with a "
+                                f"pointer of the same type")
         target = lt
         shape = broadcast_shapes(lhs.shape, rhs.shape)
         x, y = broadcast_to(b, lhs, shape), broadcast_to(b, rhs, shape)
@@ -282,7 +312,7 @@ def to_bool(b: Builder, x: Tensor) -> Tensor:
     if x.dtype == T.i1:
         return x
     if isinstance(x.dtype, PointerType):
-        raise SemanticError("cannot use a pointer as a condition")
+        raise SemanticError(f"cannot use a pointer ({x.dtype}) as a condition; compare it first")
     return compare(b, "ne", x, 0.0 if x.dtype.is_float else 0)
 
 
@@ -336,12 +366,20 @@ def is_power_of_two(n: int) -> bool:
 def check_shape(shape: Any, what: str) -> tuple[int, ...]:
     if isinstance(shape, int):
         shape = (shape,)
-    if not isinstance(shape, (tuple, list)) or not all(isinstance(d, int) for d in shape):
-        raise SemanticError(f"{what} must be a tuple of compile-time integers, got {describe(shape)}")
+    if not isinstance(shape, (tuple, list)):
+        raise SemanticError(f"'{what}' must be a tuple of compile-time integers, got {describe(shape)}",
+                            param=what)
+    for i, d in enumerate(shape):
+        if isinstance(d, Tensor):
+            raise SemanticError(f"'{what}' must be a tuple of compile-time integers, but dimension {i} is "
+                                f"{describe(d)}; shapes must be tl.constexpr", param=what)
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise SemanticError(f"'{what}' must be a tuple of compile-time integers, but dimension {i} is "
+                                f"{describe(d)}", param=what)
     for d in shape:
         if not is_power_of_two(d):
-            raise SemanticError(f"{what} must have power-of-two dimensions, got {list(shape)}")
+            raise SemanticError(f"'{what}' must have power-of-two dimensions, got {list(shape)}", param=what)
     numel = math.prod(shape)
     if numel > 2**20:
-        raise SemanticError(f"{what} {list(shape)} has {numel} elements, more than the 1048576 a block may hold")
+        raise SemanticError(f"'{what}' {list(shape)} has {numel} elements, more than the 1048576 a block may hold")
     return tuple(shape)

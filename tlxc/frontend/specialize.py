@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import language as tl
-from ..errors import CompilationError
+from ..errors import CompilationError, LaunchError
 from ..ir import types as T
 from ..ir.types import PointerType, ScalarType, Type
 
@@ -104,7 +104,7 @@ def specialization_from_types(kfn, types: dict[str, Type], constexprs: dict[str,
         unknown.discard(name)
         if is_constexpr_annotation(param.annotation, kfn.fn):
             if name in constexprs:
-                spec.params[name] = ("constexpr", constexprs[name])
+                spec.params[name] = ("constexpr", _unwrap(constexprs[name]))
             elif param.default is not inspect.Parameter.empty:
                 spec.params[name] = ("constexpr", _unwrap(param.default))
             else:
@@ -112,7 +112,7 @@ def specialization_from_types(kfn, types: dict[str, Type], constexprs: dict[str,
                                        f"{kfn.fn.__name__} (pass -D {name}=VALUE)")
             continue
         if name in constexprs:
-            spec.params[name] = ("constexpr", constexprs[name])
+            spec.params[name] = ("constexpr", _unwrap(constexprs[name]))
             continue
         t = types.get(name) or annotation_type(param.annotation, kfn.fn)
         if t is None:
@@ -129,3 +129,66 @@ def specialization_from_types(kfn, types: dict[str, Type], constexprs: dict[str,
 
 def _unwrap(v):
     return v.value if isinstance(v, tl.constexpr) else v
+
+
+# torch dtype names (``str(torch.float16)`` without "torch.") -> IR element type.
+_TORCH_DTYPES = {
+    "bool": T.i1, "int8": T.i8, "int16": T.i16, "int32": T.i32, "int64": T.i64,
+    "uint8": T.u8, "uint16": T.u16, "uint32": T.u32, "uint64": T.u64,
+    "float16": T.f16, "bfloat16": T.bf16, "float32": T.f32, "float64": T.f64,
+    "float8_e4m3fn": T.f8e4m3, "float8_e5m2": T.f8e5m2,
+}
+
+
+def pointee_of_tensor(value) -> ScalarType:
+    """The element type of a torch tensor (anything with ``data_ptr`` and ``dtype``)."""
+    name = str(value.dtype).removeprefix("torch.")
+    if name not in _TORCH_DTYPES:
+        raise LaunchError(f"tensors of dtype {value.dtype} cannot be passed to a kernel")
+    return _TORCH_DTYPES[name]
+
+
+def specialization_from_args(kfn, arguments: dict[str, Any]) -> Specialization:
+    """The specialization a launch with these (bound, defaults applied) arguments
+    compiles, as Triton does: constexpr parameters and None fold in; an int equal
+    to 1 folds in as the constant 1; ints and pointers divisible by 16 are
+    marked so; ``do_not_specialize`` parameters get neither treatment."""
+    spec = Specialization()
+    for name in kfn.param_names:
+        if name not in arguments:
+            raise LaunchError(f"missing argument '{name}' of {kfn.__name__}")
+        value = arguments[name]
+        plain = _unwrap(value)
+        frozen = name in getattr(kfn, "do_not_specialize", ())
+        if name in kfn.constexpr_params or isinstance(value, tl.constexpr) or plain is None or \
+                isinstance(plain, (ScalarType, PointerType, str)):
+            spec.params[name] = ("constexpr", plain)
+        elif isinstance(plain, bool):
+            spec.params[name] = ("runtime", T.i1)
+        elif isinstance(plain, int):
+            if plain == 1 and not frozen:
+                spec.params[name] = ("constexpr", 1)
+                continue
+            spec.params[name] = ("runtime", _int_type(name, plain))
+            if not frozen and plain % 16 == 0:
+                spec.divisibility[name] = 16
+        elif isinstance(plain, float):
+            spec.params[name] = ("runtime", T.f32)
+        elif hasattr(plain, "data_ptr") and hasattr(plain, "dtype"):
+            spec.params[name] = ("runtime", PointerType(pointee_of_tensor(plain)))
+            if not frozen and plain.data_ptr() % 16 == 0:
+                spec.divisibility[name] = 16
+        else:
+            raise LaunchError(f"argument '{name}' of {kfn.__name__} has type {type(plain).__name__}; "
+                              f"expected a tensor, a number, None or a tl.constexpr")
+    return spec
+
+
+def _int_type(name: str, value: int) -> ScalarType:
+    if -2**31 <= value < 2**31:
+        return T.i32
+    if -2**63 <= value < 2**63:
+        return T.i64
+    if 0 <= value < 2**64:
+        return T.u64
+    raise LaunchError(f"argument '{name}' = {value} does not fit in 64 bits")

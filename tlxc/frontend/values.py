@@ -10,6 +10,18 @@ from ..ir.core import Value
 from ..ir.types import PointerType, ScalarType, TensorType, Type
 
 
+class SemanticError(Exception):
+    """A user error detected by a typing rule; rendered at the current node.
+
+    ``param`` names the builtin parameter at fault, when there is one, so the
+    caret can point at that argument rather than at the whole call.
+    """
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
 class Tensor:
     """A runtime value in a kernel: a scalar or a block (register tensor)."""
 
@@ -40,8 +52,8 @@ class Tensor:
         return f"Tensor({self.type})"
 
     def __bool__(self):
-        from ..errors import CompilationError
-        raise CompilationError("a runtime tensor has no compile-time truth value")
+        raise SemanticError("a runtime value has no compile-time truth value; this needs a "
+                            "compile-time constant (tl.constexpr)")
 
 
 def is_constexpr(v) -> bool:

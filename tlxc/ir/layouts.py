@@ -1021,3 +1021,9 @@ def parse_layout_at(text: str, pos: int = 0) -> tuple[Layout, int]:
     except ValueError as exc:
         raise ValueError(f"Invalid layout {text[pos:parser.pos]!r}: {exc}") from None
     return layout, parser.pos
+
+
+def collapse_dims(layout: Layout, dims: Sequence[int]) -> Layout:
+    """The layout of a broadcast's operand: ``dims`` collapsed to size 1, each
+    thread keeping one copy (the inverse of ``broadcast_to(..., parent=layout)``)."""
+    return _project(layout, tuple(dims))

@@ -8,9 +8,10 @@ frontend dispatches the call to its semantic rule in ``tlxc/frontend/semantic.py
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
-from ..errors import CompilationError
+from ..errors import CompilationError, Location
 from ..ir import types as _t
 
 # -- dtypes (Triton's names) ------------------------------------------------
@@ -56,13 +57,38 @@ class constexpr:
 BUILTINS: dict[str, Any] = {}
 
 
+def caller_location(depth: int = 2) -> Location | None:
+    """The user's source position ``depth`` frames up (1 = our caller), with
+    the column of the call where Python records it (3.11+)."""
+    try:
+        frame = sys._getframe(depth)
+    except ValueError:
+        return None
+    code = frame.f_code
+    line, col, end_col = frame.f_lineno, 0, None
+    positions = getattr(code, "co_positions", None)
+    if positions is not None:
+        for i, (start, end, start_col, stop_col) in enumerate(positions()):
+            if i == frame.f_lasti // 2:
+                if start is not None and start_col is not None:
+                    line, col = start, start_col
+                    end_col = stop_col if end == start else None
+                break
+    return Location(code.co_filename, line, col, end_col)
+
+
+def outside_kernel_error(name: str) -> CompilationError:
+    """"tl.X called outside a kernel", located at the user's call (two frames up)."""
+    return CompilationError(f"{name} called outside a kernel: did you forget @tlxc.kernel?",
+                            caller_location(3))
+
+
 def builtin(fn):
     """Mark ``fn`` as a language builtin: callable only inside a kernel."""
 
     @functools.wraps(fn)
     def outside_kernel(*args, **kwargs):
-        raise CompilationError(
-            f"tl.{fn.__name__} called outside a kernel: did you forget @tlxc.kernel?")
+        raise outside_kernel_error(f"tl.{fn.__name__}")
 
     outside_kernel.__tlxc_builtin__ = fn.__name__
     outside_kernel.__tlxc_signature__ = fn
@@ -353,7 +379,7 @@ class static_range:
         self.args = (arg1, arg2, step)
 
     def __iter__(self):
-        raise CompilationError("tl.static_range used outside a kernel: did you forget @tlxc.kernel?")
+        raise outside_kernel_error("tl.static_range")
 
 
 class range:  # noqa: A001
@@ -365,4 +391,4 @@ class range:  # noqa: A001
         self.args = (arg1, arg2, step)
 
     def __iter__(self):
-        raise CompilationError("tl.range used outside a kernel: did you forget @tlxc.kernel?")
+        raise outside_kernel_error("tl.range")

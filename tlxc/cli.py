@@ -1,0 +1,429 @@
+"""The ``tlxc`` command line: compile or check the kernels of a Python file.
+
+    tlxc compile kernels.py --arch sm_90a --emit ir,cuda,cubin -o out/
+    tlxc check kernels.py
+    tlxc --version
+
+Exit codes: 0 success; 1 a kernel does not compile (the diagnostics are
+printed as ``file:line:col: error: ...``); 2 the command itself is wrong
+(unknown arch, stage or kernel, a missing file, a missing constexpr value, a
+stage the target does not produce yet).  No GPU is needed.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import __version__
+from . import language as tl
+from .errors import TlxcError
+from .frontend.specialize import (Specialization, annotation_type, is_constexpr_annotation, parse_signature,
+                                  parse_type_spec, specialization_from_types)
+
+# Every stage a backend may put in ``CompiledKernel.asm``; which ones a
+# target produces is up to its backend (a missing one is reported, exit 2).
+STAGES = ("ir", "ir.opt", "cuda", "ptx", "cubin", "hip", "hsaco", "stats")
+NUM_WARPS = (1, 2, 4, 8, 16, 32)
+
+
+class UsageError(Exception):
+    """The command line asks for something impossible: one line on stderr, exit code 2."""
+
+
+@dataclass
+class Job:
+    """One kernel of the file, with what is needed to compile it."""
+
+    attr: str                 # the module-level name it is bound to
+    kfn: Any                  # the KernelFunction
+    explicit: bool            # named with --kernel
+    spec: Specialization | None = None
+    skip_reason: str | None = None
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.kfn.__name__
+
+
+# -- argument parsing -------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tlxc",
+        description="Compile GPU kernels written with Triton's tl.* and TLX's tlx.* semantics. "
+                    "No GPU is needed to compile or check.",
+        epilog="exit codes: 0 success, 1 a kernel does not compile, 2 bad command line. "
+               "Run 'tlxc compile -h' for the compile options.")
+    parser.add_argument("--version", action="version", version=f"tlxc {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    compile_cmd = commands.add_parser(
+        "compile", help="compile kernels and write each requested stage to a file",
+        description="Compile the @tlxc.kernel functions of FILE (all of them, or those named by "
+                    "--kernel) and write DIR/<kernel>.<stage> for each stage of --emit.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  tlxc compile examples/softmax.py --arch sm_90a --emit ir\n"
+               "  tlxc compile examples/matmul.py --arch sm_100a -D BLOCK_K=32 --emit ir,cuda,cubin -o out/\n"
+               "  tlxc compile k.py --arch sm_90a --kernel add --signature 'x=*fp32,y=*fp32,n=i32' -D BLOCK=256")
+    _add_kernel_options(compile_cmd)
+    compile_cmd.add_argument("--arch", required=True, metavar="ARCH",
+                             help="target: " + ", ".join(_archs()))
+    compile_cmd.add_argument("--num-warps", type=int, default=4, metavar="N",
+                             help="warps per program: 1, 2, 4 (default), 8, 16 or 32")
+    compile_cmd.add_argument("--emit", default="ir", metavar="STAGES",
+                             help=f"comma-separated stages to write, from {', '.join(STAGES)} (default: ir)")
+    compile_cmd.add_argument("-o", "--output-dir", metavar="DIR",
+                             help="directory for DIR/<kernel>.<stage> (created if needed); "
+                                  "without it, text stages are printed to stdout")
+
+    check_cmd = commands.add_parser(
+        "check", help="run the frontend and the static checks; print only errors",
+        description="Trace and verify the @tlxc.kernel functions of FILE without generating code. "
+                    "Prints nothing and exits 0 when every kernel is fine; otherwise prints "
+                    "'file:line:col: error: ...' diagnostics and exits 1.")
+    _add_kernel_options(check_cmd)
+    check_cmd.add_argument("--arch", default="sm_90a", metavar="ARCH",
+                           help="target whose rules apply (default: sm_90a): " + ", ".join(_archs()))
+    check_cmd.add_argument("--num-warps", type=int, default=4, metavar="N",
+                           help="warps per program (default: 4)")
+    return parser
+
+
+def _add_kernel_options(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("file", metavar="FILE.py", help="Python file defining @tlxc.kernel functions")
+    cmd.add_argument("--kernel", action="append", default=[], metavar="NAME",
+                     help="compile only this kernel (repeatable); default: every kernel of FILE whose "
+                          "parameter types are known")
+    cmd.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
+                     help="value of a tl.constexpr parameter: a Python literal (128, 0.5, True, 'text') or a "
+                          "dtype (bf16, fp32, tl.float16); repeatable")
+    cmd.add_argument("--signature", metavar="SIG",
+                     help="types of runtime parameters, Triton's spelling: 'x=*bf16,n=i32' "
+                          "(overrides annotations)")
+
+
+def _archs() -> tuple[str, ...]:
+    from .compiler import ARCHS
+    return ARCHS
+
+
+# -- -D values -------------------------------------------------------------------------
+def parse_define(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` → (name, value): a Python literal or a dtype."""
+    name, sep, value_text = text.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier():
+        raise UsageError(f"-D expects NAME=VALUE, got '{text}'")
+    return name, parse_define_value(value_text.strip(), name)
+
+
+def parse_define_value(text: str, name: str = "VALUE") -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        pass
+    dtype = _dtype_named(text)
+    if dtype is not None:
+        return dtype
+    raise UsageError(f"-D {name}={text}: expected a Python literal (128, 0.5, True, 'text') "
+                     f"or a dtype (bf16, fp32, tl.float16)")
+
+
+def _dtype_named(text: str):
+    for prefix in ("tlxc.language.", "tl.", "torch."):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+            break
+    value = getattr(tl, text, None)
+    if isinstance(value, tl.dtype):
+        return value
+    try:
+        value = parse_type_spec(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, tl.dtype) else None
+
+
+# -- loading the file --------------------------------------------------------------------
+def load_module(path: str):
+    """Import FILE under its own module name (its ``if __name__ == "__main__"`` block does not run)."""
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"no such file: {path}")
+    if file.suffix != ".py":
+        raise UsageError(f"{path} is not a Python file")
+    file = file.resolve()
+    name = _module_name(file)
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    previous = sys.modules.get(name)
+    sys.modules[name] = module              # dataclasses, pickling and inspect look modules up here
+    sys.path.insert(0, str(file.parent))   # so that FILE's own sibling imports resolve
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError:
+        _restore(name, previous)
+        raise
+    except Exception as exc:
+        _restore(name, previous)
+        where = _user_frame(exc, str(file))
+        raise UsageError(f"importing {path} failed{where}: {type(exc).__name__}: {exc}") from None
+    finally:
+        sys.path.remove(str(file.parent))
+    return module
+
+
+def _module_name(file: Path) -> str:
+    """FILE's own module name, unless that name is taken by another module
+    (a kernel file called ``types.py`` must not replace the standard library's)."""
+    name = file.stem if file.stem.isidentifier() else "tlxc_user_module"
+    taken = sys.modules.get(name)
+    if taken is not None and getattr(taken, "__file__", None) != str(file):
+        return f"tlxc_user_{name}"
+    return name
+
+
+def _restore(name: str, previous) -> None:
+    if previous is None:
+        sys.modules.pop(name, None)
+    else:
+        sys.modules[name] = previous
+
+
+def _user_frame(exc: BaseException, file: str) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == file]
+    return f" at line {frames[-1].lineno}" if frames else ""
+
+
+def module_kernels(module) -> list[tuple[str, Any]]:
+    """The ``@tlxc.kernel`` objects bound at module level, each once, in definition order."""
+    found, seen = [], set()
+    for attr, value in vars(module).items():
+        if getattr(value, "__tlxc_kernel__", False) and id(value) not in seen:
+            seen.add(id(value))
+            found.append((attr, value))
+    return found
+
+
+# -- selecting kernels and specializing them ------------------------------------------------
+def select_jobs(module, path: str, names: Sequence[str]) -> list[Job]:
+    kernels = module_kernels(module)
+    if not kernels:
+        raise UsageError(f"{path} defines no @tlxc.kernel function")
+    if not names:
+        return [Job(attr, kfn, explicit=False) for attr, kfn in kernels]
+    by_name = {}
+    for attr, kfn in kernels:
+        by_name.setdefault(attr, kfn)
+        by_name.setdefault(kfn.__name__, kfn)
+    jobs = []
+    for name in dict.fromkeys(names):
+        if name not in by_name:
+            known = ", ".join(sorted({kfn.__name__ for _, kfn in kernels}))
+            raise UsageError(f"{path} has no kernel named '{name}' (kernels: {known})")
+        jobs.append(Job(name, by_name[name], explicit=True))
+    return jobs
+
+
+def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict) -> None:
+    """Give each job its specialization, or a reason to skip it (helpers)."""
+    for job in jobs:
+        params = job.kfn.param_names
+        job_types = {k: v for k, v in types.items() if k in params}
+        job_constexprs = {k: v for k, v in constexprs.items() if k in params}
+        untyped = _untyped_params(job.kfn, job_types, job_constexprs)
+        if untyped:
+            if job.explicit:
+                listed = ", ".join(untyped)
+                raise UsageError(f"kernel '{job.name}' has no type for parameter(s) {listed}: annotate them "
+                                 f"(e.g. x_ptr: tl.pointer_type(tl.float32)) or pass "
+                                 f"--signature \"{untyped[0]}=*fp32,...\"")
+            job.skip_reason = "no signature"
+            continue
+        if not job.explicit and _returns_value(job.kfn):
+            job.skip_reason = "it returns a value (helpers are inlined into their callers)"
+            continue
+        try:
+            job.spec = specialization_from_types(job.kfn, job_types, job_constexprs)
+        except TlxcError as exc:   # missing constexpr values: a command-line problem
+            raise UsageError(exc.message) from None
+    used = {p for job in jobs if job.spec for p in job.kfn.param_names}
+    compiled = ", ".join(job.name for job in jobs if job.spec) or "none"
+    for option, names in (("-D", constexprs), ("--signature", types)):
+        unused = sorted(set(names) - used)
+        if unused:
+            raise UsageError(f"{option} names {', '.join(unused)}, which is no parameter of the kernels "
+                             f"being compiled ({compiled})")
+
+
+def _untyped_params(kfn, types: dict, constexprs: dict) -> list[str]:
+    missing = []
+    for name, param in inspect.signature(kfn.fn).parameters.items():
+        if is_constexpr_annotation(param.annotation, kfn.fn) or name in constexprs or name in types:
+            continue
+        if annotation_type(param.annotation, kfn.fn) is None:
+            missing.append(name)
+    return missing
+
+
+def _returns_value(kfn) -> bool:
+    try:
+        tree = kfn.source.tree
+    except TlxcError:
+        return False
+    return any(isinstance(node, ast.Return) and node.value is not None for node in ast.walk(tree))
+
+
+# -- commands ------------------------------------------------------------------------------
+def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str]:
+    arch = args.arch
+    if arch not in _archs():
+        raise UsageError(f"unknown arch '{arch}' (expected one of {', '.join(_archs())})")
+    if args.num_warps not in NUM_WARPS:
+        raise UsageError(f"--num-warps must be one of {', '.join(map(str, NUM_WARPS))}, got {args.num_warps}")
+    constexprs = dict(parse_define(d) for d in args.defines)
+    try:
+        types = parse_signature(args.signature) if args.signature else {}
+    except ValueError as exc:
+        raise UsageError(f"--signature: {exc}") from None
+    module = load_module(args.file)
+    jobs = select_jobs(module, args.file, args.kernel)
+    specialize_jobs(jobs, types, constexprs)
+    for job in jobs:
+        if job.skip_reason and not quiet:
+            print(f"tlxc: skipping helper {job.name}: {job.skip_reason}", file=sys.stderr)
+    jobs = [job for job in jobs if job.spec is not None]
+    if not jobs:
+        raise UsageError(f"{args.file}: no kernel to compile (every kernel was skipped as a helper; "
+                         f"name one with --kernel and give its types)")
+    return jobs, arch
+
+
+def parse_stages(text: str) -> tuple[str, ...]:
+    stages = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    if not stages:
+        raise UsageError("--emit needs at least one stage")
+    for stage in stages:
+        if stage not in STAGES:
+            raise UsageError(f"unknown stage '{stage}' for --emit (expected some of {', '.join(STAGES)})")
+    return stages
+
+
+def cmd_compile(args) -> int:
+    stages = parse_stages(args.emit)
+    jobs, arch = _prepare(args)
+    from .compiler import compile_kernel
+    failed = False
+    for job in jobs:
+        try:
+            compiled = compile_kernel(job.kfn, job.spec, arch=arch, num_warps=args.num_warps, stages=stages)
+        except TlxcError as exc:
+            print(exc.render(), file=sys.stderr)
+            failed = True
+            continue
+        for stage in stages:
+            if stage not in compiled.asm:
+                raise UsageError(f"stage '{stage}' is not available yet for {arch}")
+            job.outputs[stage] = compiled.asm[stage]
+    done = [job for job in jobs if job.outputs]
+    if args.output_dir is not None:
+        write_outputs(done, Path(args.output_dir))
+    else:
+        print_outputs(done)
+    return 1 if failed else 0
+
+
+def write_outputs(jobs: list[Job], directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create output directory {directory}: {exc.strerror}") from None
+    for job in jobs:
+        for stage, content in job.outputs.items():
+            path = directory / f"{job.name}.{stage}"
+            if isinstance(content, (bytes, bytearray)):
+                path.write_bytes(bytes(content))
+            else:
+                path.write_text(_as_text(content))
+
+
+def print_outputs(jobs: list[Job]) -> None:
+    for job in jobs:
+        for stage, content in job.outputs.items():
+            if isinstance(content, (bytes, bytearray)):
+                raise UsageError(f"stage '{stage}' is binary: pass -o DIR to write {job.name}.{stage}")
+    for job in jobs:
+        for content in job.outputs.values():
+            text = _as_text(content)
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _as_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    import json
+    return json.dumps(content, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def cmd_check(args) -> int:
+    jobs, arch = _prepare(args, quiet=True)   # check prints nothing unless something is wrong
+    from .compiler import frontend
+    failed = False
+    for job in jobs:
+        try:
+            frontend(job.kfn, job.spec, arch=arch, num_warps=args.num_warps)
+        except TlxcError as exc:
+            print(exc.render(), file=sys.stderr)
+            failed = True
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:   # --help, --version, or argparse's own usage error (code 2)
+        return exc.code if isinstance(exc.code, int) else 0
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        if args.command == "compile":
+            return cmd_compile(args)
+        return cmd_check(args)
+    except UsageError as exc:
+        print(f"tlxc: {exc}", file=sys.stderr)
+        return 2
+    except SyntaxError as exc:
+        print(_render_syntax_error(exc), file=sys.stderr)
+        return 1
+    except TlxcError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
+    except Exception as exc:   # a tlxc bug
+        if os.environ.get("TLXC_DEBUG") == "1":
+            raise
+        print(f"tlxc: internal compiler error ({type(exc).__name__}: {exc}); this is a tlxc bug, "
+              f"rerun with TLXC_DEBUG=1 for the traceback", file=sys.stderr)
+        return 1
+
+
+def _render_syntax_error(exc: SyntaxError) -> str:
+    from .errors import Location, render_diagnostic
+    col = max((exc.offset or 1) - 1, 0)
+    loc = Location(exc.filename or "<unknown>", exc.lineno or 0, col)
+    line = exc.text.rstrip("\n") if exc.text else None
+    return render_diagnostic("error", exc.msg, loc, line)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

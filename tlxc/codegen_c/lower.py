@@ -1,0 +1,278 @@
+"""Lower one kernel's IR (with layouts) to C-style source text.
+
+Every register tensor becomes a per-thread array ``T name[R]`` (R = the
+layout's registers per thread); loops over registers are fully unrolled by
+the device compiler, so the arrays live in registers.  Scalars are plain C
+variables.  ``RULES`` maps each op name to one rendering function
+(``rules_*.py``); a missing rule is a clear error naming the op and line.
+"""
+from __future__ import annotations
+
+import keyword
+import re
+from typing import Callable
+
+from ..errors import InternalCompilerError
+from ..ir import layouts as L
+from ..ir.core import Operation, Value
+from ..ir.types import PointerType, ScalarType, TensorType
+from ..passes.axis_info import AxisAnalysis
+from . import ctypes_ as C
+
+RULES: dict[str, Callable[["KernelLowering", Operation], None]] = {}
+
+
+def lowering(*names: str):
+    def register(fn):
+        for name in names:
+            RULES[name] = fn
+        return fn
+    return register
+
+
+_C_RESERVED = set(keyword.kwlist) | {
+    "int", "float", "double", "char", "short", "long", "unsigned", "signed", "bool", "void", "auto",
+    "const", "static", "struct", "union", "enum", "new", "delete", "this", "template", "typename",
+    "namespace", "register", "volatile", "default", "switch", "case", "goto", "do", "inline", "extern",
+    "sizeof", "typedef", "true", "false", "private", "public", "protected", "virtual", "operator",
+    "friend", "explicit", "mutable", "signed", "export", "restrict", "asm", "lane", "warp", "tid",
+    "threadIdx", "blockIdx", "blockDim", "gridDim", "i", "j", "k"}
+
+
+class Emitter:
+    """Indented lines of C with ``// file.py:LINE`` markers."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.depth = 0
+        self.last_marker = None
+
+    def line(self, text: str = "") -> None:
+        self.lines.append("  " * self.depth + text if text else "")
+
+    def open(self, text: str) -> None:
+        self.line(text + " {")
+        self.depth += 1
+
+    def close(self, suffix: str = "") -> None:
+        self.depth -= 1
+        self.line("}" + suffix)
+
+    def marker(self, loc) -> None:
+        if loc is None:
+            return
+        key = (loc.file, loc.line)
+        if key != self.last_marker:
+            import os
+            self.line(f"// {os.path.basename(loc.file)}:{loc.line}")
+            self.last_marker = key
+
+
+class KernelLowering:
+    """State for lowering one ``tl.kernel``: names, layouts, scratch, helpers."""
+
+    def __init__(self, kernel: Operation, target):
+        self.kernel = kernel
+        self.target = target
+        self.num_warps = kernel.attrs.get("num_warps", 4)
+        self.out = Emitter()
+        self.names: dict[int, str] = {}
+        self.used_names: set[str] = set()
+        self.prologue: list[str] = []
+        self.thread_terms: dict[tuple, str] = {}
+        self.scratch_bytes = 0
+        self.axis = AxisAnalysis(kernel)
+        self.counter = 0
+
+    # -- names ---------------------------------------------------------------------------
+    def fresh(self, hint: str | None, default: str = "v") -> str:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", hint or default)
+        if base[0].isdigit():
+            base = "v" + base
+        if base in _C_RESERVED or base.startswith("tlx_"):
+            base += "_"
+        name, n = base, 0
+        while name in self.used_names:
+            n += 1
+            name = f"{base}_{n}"
+        self.used_names.add(name)
+        return name
+
+    def define(self, value: Value, hint: str | None = None) -> str:
+        name = self.fresh(hint or value.name_hint, "t" if isinstance(value.type, TensorType) else "s")
+        self.names[id(value)] = name
+        return name
+
+    def alias(self, value: Value, name: str) -> None:
+        self.names[id(value)] = name
+
+    def name(self, value: Value) -> str:
+        try:
+            return self.names[id(value)]
+        except KeyError:
+            raise InternalCompilerError(f"value {value!r} used before its definition in codegen "
+                                        f"(a tlxc bug)") from None
+
+    def ref(self, value: Value, index: str = "i") -> str:
+        """The storage expression of ``value`` (element ``index`` for tensors)."""
+        return f"{self.name(value)}[{index}]" if isinstance(value.type, TensorType) else self.name(value)
+
+    def cref(self, value: Value, index: str = "i") -> str:
+        """The compute-type expression of ``value``."""
+        return self.target.to_compute(self.ref(value, index), elem(value.type))
+
+    # -- declarations --------------------------------------------------------------------
+    def declare(self, value: Value, hint: str | None = None, init: str | None = None) -> str:
+        name = self.define(value, hint)
+        t = value.type
+        if isinstance(t, TensorType):
+            self.out.line(f"{C.storage_type(t.element)} {name}[{registers(t)}];")
+        else:
+            self.out.line(f"{C.storage_type(t)} {name}" + (f" = {init};" if init is not None else ";"))
+        return name
+
+    def for_registers(self, value_or_count, body: str) -> None:
+        count = value_or_count if isinstance(value_or_count, int) else registers(value_or_count.type)
+        if count == 1:
+            self.out.line(body.replace("[i]", "[0]").replace("(i)", "(0)"))
+            return
+        self.out.line("#pragma unroll")
+        self.out.line(f"for (int i = 0; i < {count}; ++i) {body}")
+
+    def assign_elementwise(self, result: Value, expr_of: Callable[[str], str], hint=None) -> None:
+        """``result[i] = expr_of("i")`` (storage-typed expression) for every register."""
+        name = self.declare(result, hint)
+        if isinstance(result.type, TensorType):
+            self.for_registers(result, f"{name}[i] = {expr_of('i')};")
+        else:
+            self.out.line(f"{name} = {expr_of('0')};")
+
+    # -- layouts: per-thread coordinates -------------------------------------------------------
+    def thread_term(self, layout: L.Layout, what: str, dim: int | None = None) -> str:
+        """A prologue variable holding the lane/warp part of a coordinate
+        (``what='coord'``, dimension ``dim``) or of the flat index (``'flat'``)."""
+        key = (layout, what, dim)
+        if key in self.thread_terms:
+            return self.thread_terms[key]
+        xor = not layout.xor_equals_add(dim) if what == "coord" else True
+        terms = []
+        for input_dim, var in (("lane", "lane"), ("warp", "warp")):
+            for bit, basis in enumerate(layout.bases(input_dim)):
+                value = basis[dim] if what == "coord" else flat_index(basis, layout.shape)
+                if value:
+                    terms.append(f"(((({var}) >> {bit}) & 1) * {value})")
+        name = f"tc{len(self.thread_terms)}" if what == "coord" else f"tf{len(self.thread_terms)}"
+        op = " ^ " if xor else " + "
+        self.prologue.append(f"const int {name} = {op.join(terms) if terms else '0'};")
+        self.thread_terms[key] = name
+        return name
+
+    def coord_expr(self, layout: L.Layout, dim: int, reg: str = "i") -> str:
+        """Coordinate along ``dim`` of register ``reg`` of this thread."""
+        thread = self.thread_term(layout, "coord", dim)
+        joiner = " + " if layout.xor_equals_add(dim) else " ^ "
+        reg_part = register_part(layout, lambda b: b[dim], reg, joiner)
+        return f"({thread}{joiner}({reg_part}))" if reg_part != "0" else thread
+
+    def flat_expr(self, layout: L.Layout, reg: str = "i") -> str:
+        thread = self.thread_term(layout, "flat")
+        reg_part = register_part(layout, lambda b: flat_index(b, layout.shape), reg)
+        return f"({thread} ^ ({reg_part}))" if reg_part != "0" else thread
+
+    def need_scratch(self, nbytes: int) -> str:
+        self.scratch_bytes = max(self.scratch_bytes, nbytes)
+        return "tlx_smem"
+
+    # -- driver ----------------------------------------------------------------------------------
+    def lower_block(self, block) -> None:
+        for op in block.ops:
+            self.lower_op(op)
+
+    def lower_block_until_terminator(self, block) -> None:
+        for op in block.ops:
+            if not op.is_terminator:
+                self.lower_op(op)
+
+    def error_unsupported(self, op: Operation, what: str):
+        from ..errors import CompilationError
+        return CompilationError(f"{what} is not supported on {self.target.arch}", op.loc)
+
+    def lower_op(self, op: Operation) -> None:
+        rule = RULES.get(op.name)
+        if rule is None:
+            where = f" ({op.loc})" if op.loc else ""
+            raise InternalCompilerError(f"no {self.target.name} lowering for {op.name}{where}", op.loc)
+        if op.name not in ("scf.yield", "scf.condition", "tl.return"):
+            self.out.marker(op.loc)
+        rule(self, op)
+
+
+# -- layout helpers ------------------------------------------------------------------------
+
+def elem(t):
+    return t.element if isinstance(t, TensorType) else t
+
+
+def registers(t) -> int:
+    if not isinstance(t, TensorType):
+        return 1
+    if t.layout is None:
+        raise InternalCompilerError(f"tensor {t} has no layout at codegen (a tlxc bug)")
+    return t.layout.num_registers
+
+
+def flat_index(coords, shape) -> int:
+    flat = 0
+    for c, s in zip(coords, shape):
+        flat = flat * s + c
+    return flat
+
+
+def register_part(layout: L.Layout, project, reg: str, joiner: str = " ^ ") -> str:
+    """The XOR of the projected register bases selected by the bits of ``reg``
+    (a C expression that folds to a constant once the register loop unrolls)."""
+    terms = []
+    for bit, basis in enumerate(layout.register):
+        value = project(basis)
+        if value:
+            terms.append(f"((({reg}) >> {bit} & 1) * {value})")
+    return joiner.join(terms) if terms else "0"
+
+
+def same_thread_map(src: L.Layout, dst: L.Layout, project=None) -> list[int] | None:
+    """For each register of ``dst``, the register of ``src`` in the same thread
+    holding that element (after ``project`` of dst coordinates), or None if some
+    element lives in another thread."""
+    import numpy as np
+    dst_table = dst.coords_table()          # [W, Lanes, R, rank]
+    src_table = src.coords_table()
+    if project is not None:
+        dst_table = project(dst_table)
+    w, lanes = min(dst_table.shape[0], src_table.shape[0]), min(dst_table.shape[1], src_table.shape[1])
+    if dst_table.shape[:2] != src_table.shape[:2]:
+        return None
+    mapping = []
+    for r in range(dst_table.shape[2]):
+        want = dst_table[:, :, r, :]
+        match = np.all(src_table == want[:, :, None, :], axis=-1)     # [W, Lanes, Rsrc]
+        candidates = np.all(match, axis=(0, 1))
+        hits = np.nonzero(candidates)[0]
+        if len(hits) == 0:
+            return None
+        mapping.append(int(hits[0]))
+    del w, lanes
+    return mapping
+
+
+def const_table(lw: KernelLowering, values: list[int], hint: str = "idx") -> str:
+    """Declare a local constant index table; indexed with unrolled constants it folds away."""
+    name = lw.fresh(hint)
+    lw.out.line(f"const int {name}[{len(values)}] = {{{', '.join(map(str, values))}}};")
+    return name
+
+
+def is_identity(mapping: list[int]) -> bool:
+    return mapping == list(range(len(mapping)))
+
+
+__all__ = ["KernelLowering", "RULES", "lowering", "PointerType", "ScalarType"]

@@ -1,0 +1,50 @@
+"""Lowering of device-side print and assert."""
+from __future__ import annotations
+
+import json
+import os
+
+from ..ir.types import PointerType, TensorType
+from .lower import elem, lowering, registers
+
+
+def _format(t) -> tuple[str, str]:
+    """(printf conversion, cast) for one element of type ``t``."""
+    if isinstance(t, PointerType):
+        return "%p", "(const void*)"
+    if t.is_float:
+        return "%f", "(double)"
+    if t.bits == 64:
+        return ("%llu" if t.is_unsigned else "%lld"), ""
+    return ("%u" if t.is_unsigned else "%d"), "(int)" if t.bits < 32 else ""
+
+
+@lowering("tl.print")
+def device_print(lw, op):
+    prefix = op.attrs.get("prefix", "")
+    for value in op.operands:
+        t = value.type
+        fmt, cast = _format(elem(t))
+        if isinstance(t, TensorType):
+            coords = [lw.coord_expr(t.layout, d) for d in range(len(t.shape))]
+            idx_fmt = ", ".join(["%d"] * len(coords))
+            text = json.dumps(f"pid (%d, %d, %d) idx ({idx_fmt}) {prefix}{fmt}\n")
+            args = ", ".join(["blockIdx.x", "blockIdx.y", "blockIdx.z"] + coords +
+                             [f"{cast}{lw.target.to_compute(lw.ref(value), elem(t))}"])
+            lw.for_registers(registers(t), f"printf({text}, {args});")
+        else:
+            text = json.dumps(f"pid (%d, %d, %d) {prefix}{fmt}\n")
+            value_expr = f"{cast}{lw.target.to_compute(lw.ref(value), elem(t))}"
+            lw.out.line(f"printf({text}, blockIdx.x, blockIdx.y, blockIdx.z, {value_expr});")
+
+
+@lowering("tl.assert")
+def device_assert(lw, op):
+    (cond,) = op.operands
+    where = f"{os.path.basename(op.loc.file)}:{op.loc.line}" if op.loc else "?"
+    msg = json.dumps(f"{where}: device_assert failed in pid (%d, %d, %d): {op.attrs.get('message', '')}\n")
+    body = f"if (!{lw.ref(cond)}) {{ printf({msg}, blockIdx.x, blockIdx.y, blockIdx.z); __trap(); }}"
+    if isinstance(cond.type, TensorType):
+        lw.for_registers(registers(cond.type), body)
+    else:
+        lw.out.line(body)

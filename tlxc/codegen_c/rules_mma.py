@@ -1,0 +1,92 @@
+"""Lowering of ``tl.dot``: tensor-core mma.sync fragments or an FMA fallback.
+
+The operand layouts come from ``passes/layouts.py:dot_layouts``; register
+numbering follows ``ir/layouts.py``: accumulator c0..c3 then N tiles then M
+tiles; A a0..a7 then K tiles then M tiles; B b0..b3 then K tiles then N tiles.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InternalCompilerError
+from . import ctypes_ as C
+from .lower import const_table, lowering, registers
+
+
+@lowering("tl.dot")
+def dot(lw, op):
+    a, b, acc = op.operands
+    result = op.results[0]
+    if op.attrs.get("algorithm") == "mma_v2":
+        return _dot_mma(lw, op, a, b, acc, result)
+    return _dot_fma(lw, op, a, b, acc, result)
+
+
+def _accumulate_copy(lw, acc, result) -> str:
+    """A float32 working copy of the accumulator."""
+    work = lw.fresh("dacc")
+    n = registers(acc.type)
+    lw.out.line(f"float {work}[{n}];")
+    lw.for_registers(n, f"{work}[i] = {lw.target.to_compute(lw.ref(acc), acc.type.element)};")
+    return work
+
+
+def _dot_mma(lw, op, a, b, acc, result):
+    m, k = a.type.shape
+    kt = k // 16
+    ra, rb, rc = registers(a.type), registers(b.type), registers(acc.type)
+    mt, nt = ra // (8 * kt), rb // (4 * kt)
+    if mt * nt * 4 != rc or mt * 8 * kt != ra:
+        raise InternalCompilerError(f"mma fragment counts do not match (A {ra}, B {rb}, C {rc}, "
+                                    f"K tiles {kt}): a tlxc layout bug", op.loc)
+    work = _accumulate_copy(lw, acc, result)
+    fn = lw.target.mma_m16n8k16(a.type.element)
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int mi = 0; mi < {mt}; ++mi)")
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int ni = 0; ni < {nt}; ++ni)")
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int ki = 0; ki < {kt}; ++ki)")
+    lw.out.line(f"{fn}(&{work}[4 * (ni + {nt} * mi)], &{lw.name(a)}[8 * (ki + {kt} * mi)], "
+                f"&{lw.name(b)}[4 * (ki + {kt} * ni)]);")
+    lw.out.close()
+    lw.out.close()
+    lw.out.close()
+    t = result.type.element
+    lw.assign_elementwise(result, lambda i: lw.target.from_compute(f"{work}[{i}]", t))
+
+
+def _dot_fma(lw, op, a, b, acc, result):
+    """acc[r] += sum_k A[row(r), k] * B[k, col(r)], all in this thread's registers."""
+    k = a.type.shape[1]
+    acc_table = acc.type.layout.coords_table()[0, 0]          # [R, 2] for thread (0, 0)
+    a_rows = a.type.layout.coords_table()[0, 0][::k, 0]        # A registers: k fastest, then rows
+    b_cols = b.type.layout.coords_table()[0, 0][::k, 1]
+    row_slot = [int(np.nonzero(a_rows == r)[0][0]) for r in acc_table[:, 0]]
+    col_slot = [int(np.nonzero(b_cols == c)[0][0]) for c in acc_table[:, 1]]
+    work = _accumulate_copy(lw, acc, result)
+    rows = const_table(lw, row_slot, "arow")
+    cols = const_table(lw, col_slot, "bcol")
+    ta, tb = a.type.element, b.type.element
+    prod_t = "float" if not (ta.is_int and tb.is_int) else "int"
+    if prod_t == "int":
+        lw.out.line(f"int {work}_i[{registers(acc.type)}];")
+        lw.for_registers(registers(acc.type), f"{work}_i[i] = (int){work}[i];")
+    target = f"{work}_i" if prod_t == "int" else work
+    av = lw.target.to_compute(f"{lw.name(a)}[{rows}[i] * {k} + kk]", ta)
+    bv = lw.target.to_compute(f"{lw.name(b)}[{cols}[i] * {k} + kk]", tb)
+    if a.type.element.name == "f32" and op.attrs.get("input_precision") == "tf32":
+        av, bv = lw.target.round_tf32(av), lw.target.round_tf32(bv)
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int i = 0; i < {registers(acc.type)}; ++i)")
+    lw.out.line("#pragma unroll")
+    lw.out.line(f"for (int kk = 0; kk < {k}; ++kk) {target}[i] += ({prod_t})({av}) * ({prod_t})({bv});")
+    lw.out.close()
+    t = result.type.element
+    if prod_t == "int":
+        lw.assign_elementwise(result, lambda i: f"{target}[{i}]")
+    else:
+        lw.assign_elementwise(result, lambda i: lw.target.from_compute(f"{work}[{i}]", t))
+
+
+__all__ = ["C"]

@@ -1,0 +1,281 @@
+"""Lowering of block-level tensor ops: ids, ranges, shape ops, layout
+conversions and reductions."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InternalCompilerError
+from ..ir import layouts as L
+from ..ir.types import TensorType
+from . import ctypes_ as C
+from .lower import const_table, elem, is_identity, lowering, registers, same_thread_map
+
+
+@lowering("tl.program_id")
+def program_id(lw, op):
+    lw.declare(op.results[0], "pid" if not op.results[0].name_hint else None,
+               init=f"(int)blockIdx.{'xyz'[op.attrs['axis']]}")
+
+
+@lowering("tl.num_programs")
+def num_programs(lw, op):
+    lw.declare(op.results[0], init=f"(int)gridDim.{'xyz'[op.attrs['axis']]}")
+
+
+@lowering("tl.arange")
+def arange(lw, op):
+    r = op.results[0]
+    start = op.attrs["start"]
+    coord = lw.coord_expr(r.type.layout, 0)
+    lw.assign_elementwise(r, lambda i: f"{start} + {coord}" if start else coord)
+
+
+@lowering("tl.splat")
+def splat(lw, op):
+    (s,) = op.operands
+    lw.assign_elementwise(op.results[0], lambda i: lw.name(s))
+
+
+@lowering("tl.hint")
+def hint(lw, op):
+    lw.alias(op.results[0], lw.name(op.operands[0]))
+
+
+def _remap(lw, op, project) -> None:
+    """Result register r = operand register map[r] (same thread)."""
+    src, dst = op.operands[0], op.results[0]
+    mapping = same_thread_map(src.type.layout, dst.type.layout, project)
+    if mapping is None:
+        raise InternalCompilerError(f"{op.name}: layouts {src.type.layout} and {dst.type.layout} "
+                                    f"need data movement (a tlxc layout-inference bug)", op.loc)
+    if is_identity(mapping) and registers(src.type) == registers(dst.type):
+        lw.alias(dst, lw.name(src))
+        return
+    table = const_table(lw, mapping, "map")
+    lw.assign_elementwise(dst, lambda i: f"{lw.name(src)}[{table}[{i}]]")
+
+
+@lowering("tl.broadcast")
+def broadcast(lw, op):
+    old, new = op.operands[0].type.shape, op.results[0].type.shape
+    grown = [d for d, (o, n) in enumerate(zip(old, new)) if o != n]
+
+    def project(table):
+        table = table.copy()
+        table[..., grown] = 0
+        return table
+    _remap(lw, op, project)
+
+
+@lowering("tl.expand_dims")
+def expand_dims(lw, op):
+    axis = op.attrs["axis"]
+    _remap(lw, op, lambda table: np.delete(table, axis, axis=-1))
+
+
+@lowering("tl.trans")
+def trans(lw, op):
+    perm = list(op.attrs["perm"])
+    inverse = [perm.index(d) for d in range(len(perm))]
+    _remap(lw, op, lambda table: table[..., inverse])
+
+
+@lowering("tl.reshape")
+def reshape(lw, op):
+    src_shape, dst_shape = op.operands[0].type.shape, op.results[0].type.shape
+
+    def project(table):
+        flat = np.zeros(table.shape[:-1], dtype=np.int64)
+        for d, size in enumerate(dst_shape):
+            flat = flat * size + table[..., d]
+        out = np.zeros(table.shape[:-1] + (len(src_shape),), dtype=np.int64)
+        for d in reversed(range(len(src_shape))):
+            out[..., d] = flat % src_shape[d]
+            flat //= src_shape[d]
+        return out
+    _remap(lw, op, project)
+
+
+@lowering("tl.convert_layout")
+def convert_layout(lw, op):
+    src, dst = op.operands[0], op.results[0]
+    mapping = same_thread_map(src.type.layout, dst.type.layout)
+    if mapping is not None:
+        if is_identity(mapping) and registers(src.type) == registers(dst.type):
+            lw.alias(dst, lw.name(src))
+            return
+        table = const_table(lw, mapping, "map")
+        lw.assign_elementwise(dst, lambda i: f"{lw.name(src)}[{table}[{i}]]")
+        return
+    convert_through_shared(lw, src, dst)
+
+
+def convert_through_shared(lw, src, dst) -> None:
+    """Every thread writes its elements to shared memory at their flat index,
+    then reads the ones its new layout holds."""
+    t = dst.type
+    ctype = C.storage_type(t.element)
+    size = t.numel * max(1, t.element.bytes)
+    smem = lw.need_scratch(size)
+    buf = lw.fresh("cvt")
+    lw.out.line(f"{ctype}* {buf} = reinterpret_cast<{ctype}*>({smem});")
+    lw.out.line(lw.target.barrier())
+    src_flat = lw.flat_expr(src.type.layout)
+    lw.for_registers(src, f"{buf}[{src_flat}] = {lw.name(src)}[i];")
+    lw.out.line(lw.target.barrier())
+    dst_flat = lw.flat_expr(t.layout)
+    lw.assign_elementwise(dst, lambda i: f"{buf}[{dst_flat.replace('(i)', f'({i})')}]")
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+def _combine(kind: str, t, a: str, b: str) -> str:
+    if kind == "sum":
+        return f"({a} + {b})"
+    if kind in ("and", "or", "xor"):
+        return f"({a} {'&|^'[('and', 'or', 'xor').index(kind)]} {b})"
+    fn = "fmaxf" if kind == "max" else "fminf"
+    if t.is_float:
+        return f"{fn if t.name != 'f64' else fn[:-1]}({a}, {b})"
+    cmp = ">" if kind == "max" else "<"
+    return f"({a} {cmp} {b} ? {a} : {b})"
+
+
+def _arg_better(kind: str, t, va: str, ia: str, vb: str, ib: str) -> str:
+    """True when (vb, ib) should replace (va, ia): strictly better value, NaN
+    beats numbers, ties go to the lower index."""
+    cmp = ">" if kind == "argmax" else "<"
+    if t.is_float:
+        return (f"(({vb} {cmp} {va}) || ({vb} != {vb} && {va} == {va}) || "
+                f"(({vb} == {va} || ({vb} != {vb} && {va} != {va})) && {ib} < {ia}))")
+    return f"(({vb} {cmp} {va}) || ({vb} == {va} && {ib} < {ia}))"
+
+
+@lowering("tl.reduce")
+def reduce(lw, op):
+    (src,) = op.operands
+    result = op.results[0]
+    kind, axis = op.attrs["kind"], op.attrs["axis"]
+    layout = src.type.layout
+    t = src.type.element
+    ctype = C.compute_type(t)
+    is_arg = kind.startswith("arg")
+    out_layout = result.type.layout if isinstance(result.type, TensorType) else None
+    groups = _register_groups(layout, out_layout, axis)
+    n_out = len(groups)
+    acc = lw.fresh("red")
+    idx = lw.fresh("ridx") if is_arg else None
+    lw.out.line(f"{ctype} {acc}[{n_out}];")
+    if is_arg:
+        lw.out.line(f"int {idx}[{n_out}];")
+    # 1. inside the thread
+    group_table = np.array(groups)
+    table = lw.fresh("rgrp")
+    rows = ", ".join("{" + ", ".join(map(str, g)) + "}" for g in groups)
+    lw.out.line(f"const int {table}[{n_out}][{len(groups[0])}] = {{{rows}}};")
+    src_c = lambda r: lw.target.to_compute(f"{lw.name(src)}[{r}]", t)  # noqa: E731
+    coord = lw.coord_expr(layout, axis, "r") if is_arg else None
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int j = 0; j < {n_out}; ++j)")
+    lw.out.line(f"{acc}[j] = {src_c(f'{table}[j][0]')};")
+    if is_arg:
+        lw.out.line(f"{{ const int r = {table}[j][0]; {idx}[j] = {coord}; }}")
+    if group_table.shape[1] > 1:
+        lw.out.line("#pragma unroll")
+        lw.out.open(f"for (int g = 1; g < {group_table.shape[1]}; ++g)")
+        lw.out.line(f"const int r = {table}[j][g];")
+        if is_arg:
+            lw.out.line(f"const {ctype} v = {src_c('r')}; const int vi = {coord};")
+            lw.out.line(f"if {_arg_better(kind, t, f'{acc}[j]', f'{idx}[j]', 'v', 'vi')} "
+                        f"{{ {acc}[j] = v; {idx}[j] = vi; }}")
+        else:
+            lw.out.line(f"{acc}[j] = {_combine(kind, t, f'{acc}[j]', src_c('r'))};")
+        lw.out.close()
+    lw.out.close()
+    # 2. across lanes
+    plan = layout.reduction_plan(axis)
+    for mask in plan.shuffle_xor_masks:
+        lw.out.line("#pragma unroll")
+        lw.out.open(f"for (int j = 0; j < {n_out}; ++j)")
+        other = lw.target.shfl_xor(f"{acc}[j]", mask, ctype)
+        if is_arg:
+            lw.out.line(f"const {ctype} v = {other}; const int vi = {lw.target.shfl_xor(f'{idx}[j]', mask, 'int')};")
+            lw.out.line(f"if {_arg_better(kind, t, f'{acc}[j]', f'{idx}[j]', 'v', 'vi')} "
+                        f"{{ {acc}[j] = v; {idx}[j] = vi; }}")
+        else:
+            lw.out.line(f"{acc}[j] = {_combine(kind, t, f'{acc}[j]', other)};")
+        lw.out.close()
+    # 3. across warps, through shared memory
+    if plan.warp_bits:
+        _reduce_across_warps(lw, plan, out_layout, acc, idx, n_out, ctype, kind, t)
+    # 4. result
+    out_t = result.type.element if isinstance(result.type, TensorType) else result.type
+    if is_arg:
+        value = lambda j: f"{idx}[{j}]"  # noqa: E731
+    else:
+        value = lambda j: lw.target.from_compute(f"{acc}[{j}]", out_t)  # noqa: E731
+    if isinstance(result.type, TensorType):
+        lw.assign_elementwise(result, lambda i: value(i))
+    else:
+        lw.declare(result, init=value(0))
+
+
+def _register_groups(layout: L.Layout, out_layout, axis: int) -> list[list[int]]:
+    """For each output register, the input registers (same thread) it combines."""
+    table = layout.coords_table()[0, 0]                      # thread (0, 0): [R, rank]
+    projected = np.delete(table, axis, axis=-1)
+    if out_layout is None:
+        return [list(range(layout.num_registers))]
+    out_table = out_layout.coords_table()[0, 0]
+    groups: list[list[int]] = [[] for _ in range(out_layout.num_registers)]
+    for r, coords in enumerate(projected):
+        hits = np.nonzero(np.all(out_table == coords, axis=-1))[0]
+        if len(hits) == 0:
+            raise InternalCompilerError("reduction result layout does not match its operand (tlxc bug)")
+        groups[int(hits[0])].append(r)
+    width = max(len(g) for g in groups)
+    if any(len(g) != width for g in groups):
+        raise InternalCompilerError("uneven reduction groups (tlxc bug)")
+    return groups
+
+
+def _reduce_across_warps(lw, plan, out_layout, acc, idx, n_out, ctype, kind, t) -> None:
+    warp_bits = list(plan.warp_bits)
+    n_parts = 1 << len(warp_bits)
+    out_numel = out_layout.numel if out_layout is not None else 1
+    part = " | ".join(f"(((warp >> {b}) & 1) << {k})" for k, b in enumerate(warp_bits))
+    elem_bytes = 4 if ctype in ("float", "int", "unsigned", "bool") else 8
+    total = n_parts * out_numel * elem_bytes * (2 if idx else 1)
+    smem = lw.need_scratch(total)
+    buf = lw.fresh("wred")
+    store_t = "int" if ctype == "bool" else ctype
+    lw.out.line(f"{store_t}* {buf} = reinterpret_cast<{store_t}*>({smem});")
+    ibuf = None
+    if idx:
+        ibuf = lw.fresh("wridx")
+        lw.out.line(f"int* {ibuf} = reinterpret_cast<int*>({smem} + {n_parts * out_numel * elem_bytes});")
+    flat = lw.flat_expr(out_layout, "j") if out_layout is not None else "0"
+    lw.out.line(lw.target.barrier())
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int j = 0; j < {n_out}; ++j)")
+    lw.out.line(f"{buf}[({part}) * {out_numel} + {flat}] = {acc}[j];")
+    if idx:
+        lw.out.line(f"{ibuf}[({part}) * {out_numel} + {flat}] = {idx}[j];")
+    lw.out.close()
+    lw.out.line(lw.target.barrier())
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int j = 0; j < {n_out}; ++j)")
+    lw.out.line(f"{acc}[j] = {buf}[{flat}];")
+    if idx:
+        lw.out.line(f"{idx}[j] = {ibuf}[{flat}];")
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int p = 1; p < {n_parts}; ++p)")
+    other = f"{buf}[p * {out_numel} + {flat}]"
+    if idx:
+        lw.out.line(f"const {ctype} v = {other}; const int vi = {ibuf}[p * {out_numel} + {flat}];")
+        lw.out.line(f"if {_arg_better(kind, t, f'{acc}[j]', f'{idx}[j]', 'v', 'vi')} "
+                    f"{{ {acc}[j] = v; {idx}[j] = vi; }}")
+    else:
+        lw.out.line(f"{acc}[j] = {_combine(kind, t, f'{acc}[j]', other)};")
+    lw.out.close()
+    lw.out.close()

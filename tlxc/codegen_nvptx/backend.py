@@ -1,0 +1,36 @@
+"""The NVIDIA backend: IR (after passes) → CUDA C++ → NVRTC → cubin."""
+from __future__ import annotations
+
+import os
+
+from .cuda import render_kernel
+from .toolchain import compile_cuda
+
+OVERRIDE_ENV = "TLXC_OVERRIDE_DIR"
+
+
+def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: bool = False):
+    """Returns (asm dict with 'cuda', 'cubin', maybe 'ptx'; metadata dict)."""
+    source, info = render_kernel(kernel, arch)
+    override = os.environ.get(OVERRIDE_ENV)
+    if override:
+        path = os.path.join(override, f"{info['name']}.cu")
+        if os.path.exists(path):
+            with open(path) as f:
+                source = f.read()
+    result = compile_cuda(source, arch, [info["name"]], reproducer_name=info["name"],
+                          want_ptx=want_ptx, lineinfo=lineinfo)
+    asm = {"cuda": source, "cubin": result.cubin}
+    if result.ptx is not None:
+        asm["ptx"] = result.ptx
+    resources = result.resources.get(info["name"], {})
+    metadata = dict(info)
+    metadata.update({
+        "registers": resources.get("registers"),
+        "spills_bytes": resources.get("spills_bytes", 0),
+        "shared_static": resources.get("shared_static", 0),
+        "shared_bytes": info["scratch_bytes"] + resources.get("shared_static", 0),
+        "nvrtc_seconds": result.compile_seconds,
+        "ptxas_log": result.log,
+    })
+    return asm, metadata

@@ -1,0 +1,205 @@
+"""Inline-PTX helpers: each instruction lives in exactly one device function
+here, which owns its asm string and constraints.  Nobody writes ``asm`` elsewhere.
+
+``HELPERS[name]`` is the C++ definition; ``requires(name)`` lists helpers it
+calls.  The CUDA target emits only the helpers a kernel uses, in a fixed order.
+"""
+from __future__ import annotations
+
+HELPERS: dict[str, str] = {}
+DEPENDS: dict[str, tuple[str, ...]] = {}
+
+
+def helper(name: str, *depends: str):
+    def register(fn):
+        HELPERS[name] = fn().strip("\n")
+        DEPENDS[name] = depends
+        return fn
+    return register
+
+
+_INLINE = "static __device__ __forceinline__"
+
+
+# -- conversions ----------------------------------------------------------------------------
+@helper("tlx_cvt_f32_f16")
+def cvt_f32_f16():
+    return f"""
+{_INLINE} float tlx_cvt_f32_f16(unsigned short x) {{
+  float r;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(x));
+  return r;
+}}"""
+
+
+@helper("tlx_cvt_rn_f16_f32")
+def cvt_rn_f16_f32():
+    return f"""
+{_INLINE} unsigned short tlx_cvt_rn_f16_f32(float x) {{
+  unsigned short r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+  return r;
+}}"""
+
+
+@helper("tlx_bf16_to_f32")
+def bf16_to_f32():
+    # bf16 is the upper half of an f32: widening is a shift, exact on every arch.
+    return f"""
+{_INLINE} float tlx_bf16_to_f32(unsigned short x) {{
+  return __uint_as_float(((unsigned)x) << 16);
+}}"""
+
+
+@helper("tlx_cvt_rn_bf16_f32")
+def cvt_rn_bf16_f32():
+    return f"""
+{_INLINE} unsigned short tlx_cvt_rn_bf16_f32(float x) {{
+  unsigned short r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
+  return r;
+}}"""
+
+
+@helper("tlx_cvt_rn_satfinite_e4m3_f32")
+def cvt_e4m3_from_f32():
+    return f"""
+{_INLINE} unsigned char tlx_cvt_rn_satfinite_e4m3_f32(float x) {{
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(x));
+  return (unsigned char)(r & 0xff);
+}}"""
+
+
+@helper("tlx_cvt_rn_satfinite_e5m2_f32")
+def cvt_e5m2_from_f32():
+    return f"""
+{_INLINE} unsigned char tlx_cvt_rn_satfinite_e5m2_f32(float x) {{
+  unsigned short r;
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(x));
+  return (unsigned char)(r & 0xff);
+}}"""
+
+
+@helper("tlx_cvt_f16x2_e4m3x2")
+def cvt_f16x2_e4m3x2():
+    return f"""
+{_INLINE} unsigned tlx_cvt_f16x2_e4m3x2(unsigned short x) {{
+  unsigned r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(x));
+  return r;
+}}"""
+
+
+@helper("tlx_cvt_f16x2_e5m2x2")
+def cvt_f16x2_e5m2x2():
+    return f"""
+{_INLINE} unsigned tlx_cvt_f16x2_e5m2x2(unsigned short x) {{
+  unsigned r;
+  asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(r) : "h"(x));
+  return r;
+}}"""
+
+
+@helper("tlx_e4m3_to_f32", "tlx_cvt_f16x2_e4m3x2", "tlx_cvt_f32_f16")
+def e4m3_to_f32():
+    return f"""
+{_INLINE} float tlx_e4m3_to_f32(unsigned char x) {{
+  return tlx_cvt_f32_f16((unsigned short)(tlx_cvt_f16x2_e4m3x2((unsigned short)x) & 0xffff));
+}}"""
+
+
+@helper("tlx_e5m2_to_f32", "tlx_cvt_f16x2_e5m2x2", "tlx_cvt_f32_f16")
+def e5m2_to_f32():
+    return f"""
+{_INLINE} float tlx_e5m2_to_f32(unsigned char x) {{
+  return tlx_cvt_f32_f16((unsigned short)(tlx_cvt_f16x2_e5m2x2((unsigned short)x) & 0xffff));
+}}"""
+
+
+@helper("tlx_cvt_rna_tf32_f32")
+def cvt_tf32():
+    return f"""
+{_INLINE} float tlx_cvt_rna_tf32_f32(float x) {{
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
+}}"""
+
+
+@helper("tlx_bitcast")
+def bitcast():
+    return """
+template <typename To, typename From>
+static __device__ __forceinline__ To tlx_bitcast(From x) {
+  static_assert(sizeof(To) == sizeof(From), "bitcast between types of different sizes");
+  To r;
+  memcpy(&r, &x, sizeof(To));
+  return r;
+}"""
+
+
+# -- global memory -------------------------------------------------------------------------
+def _ld(name: str, words: int):
+    outs = ", ".join(f"%{i}" for i in range(words))
+    vec = {1: "b32", 2: "v2.b32", 4: "v4.b32"}[words]
+    regs = "{" + outs + "}" if words > 1 else outs
+    params = ", ".join(f"unsigned& w{i}" for i in range(words))
+    constraints = ", ".join(f'"+r"(w{i})' for i in range(words))
+    return f"""
+{_INLINE} void {name}(const void* p, bool pred, {params}) {{
+  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{words + 1}, 0;\\n @p ld.global.{vec} {regs}, [%{words}];\\n}}"
+               : {constraints} : "l"(p), "r"((int)pred));
+}}"""
+
+
+def _st(name: str, words: int):
+    ins = ", ".join(f"%{i + 1}" for i in range(words))
+    vec = {1: "b32", 2: "v2.b32", 4: "v4.b32"}[words]
+    regs = "{" + ins + "}" if words > 1 else ins
+    params = ", ".join(f"unsigned w{i}" for i in range(words))
+    constraints = ", ".join(f'"r"(w{i})' for i in range(words))
+    return f"""
+{_INLINE} void {name}(void* p, bool pred, {params}) {{
+  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{words + 1}, 0;\\n @p st.global.{vec} [%0], {regs};\\n}}"
+               :: "l"(p), {constraints}, "r"((int)pred) : "memory");
+}}"""
+
+
+for _words, _bits in ((1, 32), (2, 64), (4, 128)):
+    helper(f"tlx_ld_global_b{_bits}")((lambda w, b: lambda: _ld(f"tlx_ld_global_b{b}", w))(_words, _bits))
+    helper(f"tlx_st_global_b{_bits}")((lambda w, b: lambda: _st(f"tlx_st_global_b{b}", w))(_words, _bits))
+
+
+# -- tensor cores ----------------------------------------------------------------------------
+def _mma(dtype: str):
+    return f"""
+{_INLINE} void tlx_mma_m16n8k16_f32_{dtype}(float* d, const unsigned short* a, const unsigned short* b) {{
+  const unsigned a0 = a[0] | ((unsigned)a[1] << 16), a1 = a[2] | ((unsigned)a[3] << 16);
+  const unsigned a2 = a[4] | ((unsigned)a[5] << 16), a3 = a[6] | ((unsigned)a[7] << 16);
+  const unsigned b0 = b[0] | ((unsigned)b[1] << 16), b1 = b[2] | ((unsigned)b[3] << 16);
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32 "
+               "{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}}"""
+
+
+helper("tlx_mma_m16n8k16_f32_bf16")(lambda: _mma("bf16"))
+helper("tlx_mma_m16n8k16_f32_f16")(lambda: _mma("f16"))
+
+
+def definitions(names) -> str:
+    """The definitions of ``names`` and their dependencies, dependencies first,
+    in the order of ``HELPERS`` (deterministic)."""
+    wanted: set[str] = set()
+
+    def add(name):
+        if name in wanted:
+            return
+        wanted.add(name)
+        for dep in DEPENDS[name]:
+            add(dep)
+    for name in names:
+        add(name)
+    return "\n\n".join(HELPERS[n] for n in HELPERS if n in wanted)

@@ -1,0 +1,168 @@
+"""The CUDA target table for the C-style code generator.
+
+Everything the shared lowering needs that differs from HIP: conversions of
+16/8-bit floats (through the PTX helpers in ``ptx.py``), predicated vector
+loads/stores, warp shuffles, barriers, atomics and the mma instruction.
+"""
+from __future__ import annotations
+
+from ..errors import CompilationError
+from ..ir.types import PointerType, ScalarType
+from ..codegen_c import ctypes_ as C
+from . import ptx
+
+_TO_F32 = {"f16": "tlx_cvt_f32_f16", "bf16": "tlx_bf16_to_f32", "f8e4m3": "tlx_e4m3_to_f32",
+           "f8e5m2": "tlx_e5m2_to_f32"}
+_FROM_F32 = {"f16": "tlx_cvt_rn_f16_f32", "bf16": "tlx_cvt_rn_bf16_f32",
+             "f8e4m3": "tlx_cvt_rn_satfinite_e4m3_f32", "f8e5m2": "tlx_cvt_rn_satfinite_e5m2_f32"}
+_FP8_MIN_SM = 89
+
+
+class CudaTarget:
+    name = "nvptx"
+
+    def __init__(self, arch: str):
+        self.arch = arch
+        self.sm = int("".join(ch for ch in arch if ch.isdigit()))
+        self.helpers: list[str] = []
+
+    def use(self, helper: str) -> None:
+        if helper not in self.helpers:
+            self.helpers.append(helper)
+
+    def helper_definitions(self) -> str:
+        return ptx.definitions(self.helpers)
+
+    # -- scalars -------------------------------------------------------------------------
+    def _fp8_check(self, t) -> None:
+        if t.is_fp8 and self.sm < _FP8_MIN_SM:
+            raise CompilationError(f"{t} needs sm_89 or newer, not {self.arch}")
+
+    def to_compute(self, expr: str, t) -> str:
+        if isinstance(t, ScalarType) and t.name in _TO_F32:
+            self._fp8_check(t)
+            self.use(_TO_F32[t.name])
+            return f"{_TO_F32[t.name]}({expr})"
+        return expr
+
+    def from_compute(self, expr: str, t) -> str:
+        if isinstance(t, ScalarType) and t.name in _FROM_F32:
+            self._fp8_check(t)
+            self.use(_FROM_F32[t.name])
+            return f"{_FROM_F32[t.name]}({expr})"
+        if isinstance(t, ScalarType) and t.is_bool:
+            return f"(bool)({expr})"
+        return f"({C.storage_type(t)})({expr})" if not isinstance(t, PointerType) else expr
+
+    def convert(self, expr: str, src, dst) -> str:
+        """A storage-typed expression of ``expr`` (storage of ``src``) converted to ``dst``."""
+        if src == dst:
+            return expr
+        value = self.to_compute(expr, src)
+        if dst.is_bool:
+            return f"({value} != 0)"
+        compute = C.compute_type(dst)
+        return self.from_compute(f"({compute})({value})", dst)
+
+    def round_tf32(self, expr: str) -> str:
+        self.use("tlx_cvt_rna_tf32_f32")
+        return f"tlx_cvt_rna_tf32_f32({expr})"
+
+    # -- threads ------------------------------------------------------------------------
+    def barrier(self) -> str:
+        return "__syncthreads();"
+
+    def shfl_xor(self, expr: str, mask: int, ctype: str) -> str:
+        if ctype in ("bool", "signed char", "unsigned char", "short", "unsigned short"):
+            return f"({ctype})__shfl_xor_sync(0xffffffffu, (int)({expr}), {mask})"
+        return f"__shfl_xor_sync(0xffffffffu, {expr}, {mask})"
+
+    # -- memory -------------------------------------------------------------------------
+    def load_vector(self, dst: str, ptr: str, pred: str, fill: str, t, width: int, attrs) -> str:
+        """Statement loading elements i..i+width-1 of ``dst`` (inside the register loop)."""
+        bits = width * _bits(t)
+        at = lambda expr, j: expr.replace("[i]", f"[i + {j}]") if j else expr  # noqa: E731
+        if bits < 32:
+            return f"{dst}[i] = ({pred}) ? *{ptr} : {fill};"
+        words = bits // 32
+        helper = f"tlx_ld_global_b{bits}"
+        self.use(helper)
+        packed = _pack([at(fill, j) for j in range(width)], t, words)
+        decl = "unsigned " + ", ".join(f"w{k} = {packed[k]}" for k in range(words)) + ";"
+        call = f"{helper}({ptr}, {pred}, {', '.join(f'w{k}' for k in range(words))});"
+        unpacked = _unpack([f"w{k}" for k in range(words)], t, width)
+        assigns = " ".join(f"{dst}[i + {j}] = {unpacked[j]};" for j in range(width))
+        return f"{{ {decl} {call} {assigns} }}"
+
+    def store_vector(self, src: str, ptr: str, pred: str, t, width: int, attrs) -> str:
+        bits = width * _bits(t)
+        if bits < 32:
+            return f"if ({pred}) *{ptr} = {src}[i];"
+        words = bits // 32
+        helper = f"tlx_st_global_b{bits}"
+        self.use(helper)
+        packed = _pack([f"{src}[i + {j}]" for j in range(width)], t, words)
+        return f"{helper}({ptr}, {pred}, {', '.join(packed)});"
+
+    def atomic(self, kind: str, t, op) -> str:
+        """A format string with ``{p}`` and ``{v}`` performing the atomic, yielding the old value."""
+        name = getattr(t, "name", "")
+        if kind == "add" and name in ("i32", "u32", "f32", "f64", "u64"):
+            return "atomicAdd({p}, {v})"
+        if kind == "add" and name == "i64":
+            return "(long long)atomicAdd((unsigned long long*)({p}), (unsigned long long)({v}))"
+        if kind in ("max", "min") and name in ("i32", "u32", "i64", "u64"):
+            return f"atomic{kind.capitalize()}({{p}}, {{v}})"
+        if kind == "xchg" and name in ("i32", "u32", "f32", "u64"):
+            return "atomicExch({p}, {v})"
+        raise CompilationError(f"atomic_{kind} on {t} is not supported on {self.arch} yet", op.loc)
+
+    # -- tensor cores -----------------------------------------------------------------------
+    def mma_m16n8k16(self, t) -> str:
+        name = f"tlx_mma_m16n8k16_f32_{t.name}"
+        self.use(name)
+        return name
+
+
+def _bits(t) -> int:
+    if isinstance(t, PointerType):
+        return 64
+    return 8 if t.is_bool else t.bits
+
+
+def _pack(elems: list[str], t, words: int) -> list[str]:
+    """Storage elements → 32-bit words."""
+    bits = _bits(t)
+    if bits == 32:
+        return [f"__float_as_uint({e})" if t.name == "f32" else f"(unsigned)({e})" for e in elems]
+    if bits == 64:
+        out = []
+        for e in elems:
+            as_u64 = f"(unsigned long long)__double_as_longlong({e})" if t.name == "f64" \
+                else f"(unsigned long long)({e})"
+            out += [f"(unsigned)({as_u64})", f"(unsigned)(({as_u64}) >> 32)"]
+        return out
+    per_word = 32 // bits
+    mask = (1 << bits) - 1
+    out = []
+    for w in range(words):
+        parts = [f"(((unsigned)({elems[w * per_word + k]}) & {mask}u) << {k * bits})" for k in range(per_word)]
+        out.append("(" + " | ".join(parts) + ")")
+    return out
+
+
+def _unpack(words: list[str], t, width: int) -> list[str]:
+    """32-bit words → storage elements."""
+    bits = _bits(t)
+    ctype = C.storage_type(t)
+    if bits == 32:
+        return [f"__uint_as_float({w})" if t.name == "f32" else f"({ctype})({w})" for w in words]
+    if bits == 64:
+        out = []
+        for j in range(width):
+            u64 = f"(((unsigned long long){words[2 * j + 1]} << 32) | {words[2 * j]})"
+            out.append(f"__longlong_as_double((long long){u64})" if t.name == "f64" else f"({ctype}){u64}")
+        return out
+    per_word = 32 // bits
+    mask = (1 << bits) - 1
+    return [f"({ctype})(({words[j // per_word]} >> {(j % per_word) * bits}) & {mask}u)" for j in range(width)]

@@ -1,0 +1,46 @@
+"""The CPU interpreter: runs tlxc's IR (not the Python source) on numpy.
+
+    tlxc.interpret(kernel)[grid](x, y, out, n, BLOCK=1024)      # explicit
+    TLXC_INTERPRET=1 python script.py                           # every launch
+    interpret(kernel, grid, args, kwargs, seed=3, order="shuffled")
+
+See ``docs/interpreter.md``.  Rules live in one module per IR domain
+(``arith``, ``tensor``, ``memory_ops``, ``mma``, ``control``, ``debug``);
+``scheduler`` and ``barrier`` are the machinery warp-group tasks build on.
+"""
+from __future__ import annotations
+
+from typing import TextIO
+
+from . import arith, control, debug, memory_ops, mma, tensor  # noqa: F401  (register the rules)
+from .barrier import MBarrier, alloc_barriers
+from .executor import KernelRunner, Program, TaskContext, run_block
+from .launch import (InterpretedKernel, interpret_launch, maybe_interpret, normalize_grid, should_interpret,
+                     specialize)
+from .memory import GlobalMemory
+from .races import RaceTracker
+from .registry import RULES, impl
+from .scheduler import PREEMPT, AsyncEvent, Blocked, Scheduler, Task
+
+
+def interpret(kernel_fn, grid=None, args: tuple = (), kwargs: dict | None = None, *,
+              num_warps: int | None = None, seed: int | None = None, order: str = "sequential",
+              out: TextIO | None = None):
+    """Run ``kernel_fn[grid](*args, **kwargs)`` on the CPU interpreter.
+
+    ``interpret(kernel)`` with no grid returns a launchable wrapper instead:
+    ``interpret(kernel)[grid](*args, **kwargs)``.  ``order="shuffled"`` runs
+    the programs in a permutation drawn from ``seed``; ``seed`` also picks the
+    interleaving of each program's tasks.  ``out`` receives ``tl.device_print``
+    lines (default: sys.stdout).
+    """
+    if grid is None:
+        return InterpretedKernel(kernel_fn, seed=seed, order=order, out=out)
+    return interpret_launch(kernel_fn, grid, tuple(args), dict(kwargs or {}), num_warps=num_warps,
+                            seed=seed, order=order, out=out)
+
+
+__all__ = ["interpret", "maybe_interpret", "should_interpret", "specialize", "normalize_grid",
+           "InterpretedKernel", "KernelRunner", "Program", "TaskContext", "run_block", "GlobalMemory",
+           "MBarrier", "alloc_barriers", "RaceTracker", "RULES", "impl", "Scheduler", "Task", "Blocked",
+           "PREEMPT", "AsyncEvent"]

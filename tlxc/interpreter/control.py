@@ -1,0 +1,41 @@
+"""Rules for structured control flow: ``scf.for``, ``scf.while``, ``scf.if``.
+
+They are generators, because the regions they run may block (a barrier wait
+inside a loop); ``run_block`` returns the values the region's terminator
+passes on (``scf.yield`` / ``scf.condition``).
+"""
+from __future__ import annotations
+
+from .executor import run_block
+from .registry import impl
+from .values import register_dtype
+
+
+@impl("scf.for")
+def for_(ctx, op, lb, ub, step, *inits):
+    body = op.regions[0].block
+    iv_type = register_dtype(op.operands[0].type).type
+    lower, upper, stride = int(lb), int(ub), int(step)
+    if stride <= 0:
+        raise ctx.error(op, f"scf.for step must be positive, got {stride} in {ctx.label}")
+    carried = list(inits)
+    for iv in range(lower, upper, stride):
+        carried = yield from run_block(ctx, body, [iv_type(iv)] + carried)
+    return carried
+
+
+@impl("scf.while")
+def while_(ctx, op, *inits):
+    before, after = op.regions[0].block, op.regions[1].block
+    carried = list(inits)
+    while True:
+        condition, *values = yield from run_block(ctx, before, carried)
+        if not condition:
+            return values
+        carried = yield from run_block(ctx, after, values)
+
+
+@impl("scf.if")
+def if_(ctx, op, condition):
+    region = op.regions[0] if condition else op.regions[1]
+    return (yield from run_block(ctx, region.block))

@@ -1,0 +1,167 @@
+"""Runs a kernel's IR for one program: contexts, the block executor, the runner.
+
+``run_block`` is a generator: it executes a block's ops in order, driving
+blocking rules with ``yield from`` so that whatever they yield reaches the
+scheduler, and returns the values its terminator passes on.  Every program
+runs its kernel body as the task ``main`` of its own ``Scheduler``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, TextIO
+
+from ..errors import InterpreterError, TlxcError
+from ..ir.core import Block, Module, Operation
+from .registry import rule_for
+from .races import RaceTracker
+from .scheduler import Scheduler
+
+
+class Program:
+    """One program (CTA) of the grid: its id, the launch's memory, its scheduler."""
+
+    def __init__(self, pid: tuple[int, int, int], grid: tuple[int, int, int], memory,
+                 seed: int | None = None, out: TextIO | None = None):
+        self.pid = pid
+        self.grid = grid
+        self.memory = memory
+        self.label = f"program ({pid[0]}, {pid[1]}, {pid[2]})"
+        self.scheduler = Scheduler(self.label, seed)
+        self.races = RaceTracker(self.label)
+        self.out = out
+
+
+class TaskContext:
+    """What a rule receives as ``ctx``: its program and its task's values."""
+
+    __slots__ = ("program", "env", "task_name", "plans")
+
+    def __init__(self, program: Program, env: dict, task_name: str, plans: "Plans"):
+        self.program = program
+        self.env = env
+        self.task_name = task_name
+        self.plans = plans
+
+    @property
+    def pid(self) -> tuple[int, int, int]:
+        return self.program.pid
+
+    @property
+    def label(self) -> str:
+        return self.program.label
+
+    @property
+    def memory(self):
+        return self.program.memory
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.program.scheduler
+
+    @property
+    def races(self) -> RaceTracker:
+        return self.program.races
+
+    def fork(self, task_name: str) -> "TaskContext":
+        """A context for a new task that sees every value defined so far."""
+        return TaskContext(self.program, dict(self.env), task_name, self.plans)
+
+    def error(self, op: Operation, message: str, notes=None, cls=InterpreterError) -> InterpreterError:
+        return cls(message, op.loc, notes)
+
+
+class Plan:
+    """A block prepared for execution: (rule, is_generator, op, operands, results)."""
+
+    __slots__ = ("steps", "terminator")
+
+    def __init__(self, block: Block):
+        self.steps = []
+        self.terminator = None
+        for op in block.ops:
+            if op.is_terminator:
+                self.terminator = op
+                continue
+            rule = rule_for(op)
+            self.steps.append((rule.fn, rule.is_generator, op, tuple(op.operands), tuple(op.results)))
+
+
+class Plans:
+    """Per-kernel caches: the plan of each block (filled on first execution)
+    and the values of constant ops (read-only arrays, shared by programs)."""
+
+    def __init__(self):
+        self.blocks: dict[int, Plan] = {}
+        self.constants: dict[int, object] = {}
+
+    def of(self, block: Block) -> Plan:
+        plan = self.blocks.get(id(block))
+        if plan is None:
+            plan = self.blocks[id(block)] = Plan(block)
+        return plan
+
+
+def run_block(ctx: TaskContext, block: Block, args=()):
+    """Execute ``block`` with its arguments bound to ``args``; return the
+    terminator's operand values (a list)."""
+    env = ctx.env
+    for arg, value in zip(block.args, args):
+        env[arg] = value
+    plan = ctx.plans.of(block)
+    op = None
+    try:
+        for fn, is_generator, op, operands, results in plan.steps:
+            values = [env[v] for v in operands]
+            if is_generator:
+                out = yield from fn(ctx, op, *values)
+            else:
+                out = fn(ctx, op, *values)
+            if results:
+                if len(results) == 1:
+                    env[results[0]] = out
+                else:
+                    for result, value in zip(results, out):
+                        env[result] = value
+    except TlxcError:
+        raise
+    except Exception as exc:
+        if os.environ.get("TLXC_DEBUG") == "1" or op is None:
+            raise
+        raise InterpreterError(
+            f"internal interpreter error in {op.name} ({type(exc).__name__}: {exc}) in {ctx.label}; "
+            f"this is a tlxc bug, rerun with TLXC_DEBUG=1 for the traceback", op.loc) from None
+    terminator = plan.terminator
+    if terminator is None:
+        return []
+    return [env[v] for v in terminator.operands]
+
+
+def check_rules(module: Module) -> None:
+    """Fail before running anything if some op has no interpreter rule."""
+    for op in module.walk():
+        if op.name != "tl.kernel" and not op.is_terminator:
+            rule_for(op)
+
+
+class KernelRunner:
+    """Executes one specialized kernel (a verified IR module) program by program."""
+
+    def __init__(self, module: Module, name: str | None = None):
+        self.module = module
+        self.kernel = module.kernel(name) if name else module.kernels[0]
+        check_rules(module)
+        self.plans = Plans()
+
+    @property
+    def arg_types(self) -> list:
+        return [a.type for a in self.kernel.regions[0].args]
+
+    def run_program(self, pid: tuple[int, int, int], grid: tuple[int, int, int], memory,
+                    args: list[Any], seed: int | None = None, out: TextIO | None = None) -> Program:
+        program = Program(pid, grid, memory, seed, out if out is not None else sys.stdout)
+        ctx = TaskContext(program, {}, "main", self.plans)
+        body = run_block(ctx, self.kernel.regions[0].block, args)
+        program.scheduler.spawn("main", body, self.kernel.loc)
+        program.scheduler.run()
+        return program

@@ -1,0 +1,212 @@
+"""Launching a kernel on the interpreter: specialize, build IR, run the grid."""
+from __future__ import annotations
+
+import inspect
+import itertools
+import os
+import random
+import weakref
+from typing import Any, TextIO
+
+import numpy as np
+
+from .. import language as tl
+from ..errors import LaunchError
+from ..frontend.specialize import Specialization, annotation_type
+from ..ir import types as T
+from ..ir.types import PointerType, ScalarType
+from .executor import KernelRunner
+from .memory import GlobalMemory, element_type_of, is_array_argument, is_torch_tensor
+from .values import register_dtype
+
+# Launch options Triton accepts as keyword arguments next to the kernel's own.
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
+                  "launch_cooperative_grid", "launch_pdl")
+
+_RUNNERS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def _literal_type(value: int) -> ScalarType:
+    if -2**31 <= value < 2**31:
+        return T.i32
+    if -2**63 <= value < 2**63:
+        return T.i64
+    if 0 <= value < 2**64:
+        return T.u64
+    raise LaunchError(f"integer argument {value} does not fit in 64 bits")
+
+
+def _unwrap(value):
+    return value.value if isinstance(value, tl.constexpr) else value
+
+
+def specialize(kfn, args: tuple, kwargs: dict) -> tuple[Specialization, dict[str, Any], dict[str, Any]]:
+    """(specialization, bound arguments by name, launch options) from a launch's
+    actual arguments, with Triton's rules: tensors/arrays → pointers to their
+    dtype, ints → i32 (i64 if large; == 1 → constexpr 1), floats → f32, bools →
+    i1, None → constexpr None, ``tl.constexpr`` parameters → constexprs."""
+    params = kfn.signature.parameters
+    options = {k: kwargs[k] for k in LAUNCH_OPTIONS if k in kwargs and k not in params}
+    kernel_kwargs = {k: v for k, v in kwargs.items() if k not in options}
+    try:
+        bound = kfn.signature.bind(*args, **kernel_kwargs)
+    except TypeError as exc:
+        raise LaunchError(f"cannot launch {kfn.__name__}: {exc}") from None
+    bound.apply_defaults()
+    spec = Specialization()
+    for name, value in bound.arguments.items():
+        spec.params[name] = _param_kind(kfn, name, value, params[name])
+        if is_array_argument(value) and _address(value) % 16 == 0:
+            spec.divisibility[name] = 16
+    return spec, dict(bound.arguments), options
+
+
+def _param_kind(kfn, name: str, value, param: inspect.Parameter) -> tuple[str, Any]:
+    if name in kfn.constexpr_params or isinstance(value, tl.constexpr):
+        return ("constexpr", _unwrap(value))
+    if is_array_argument(value):
+        return ("runtime", PointerType(element_type_of(value)))
+    if value is None or isinstance(value, (str, ScalarType, tuple)):
+        return ("constexpr", value)
+    annotated = annotation_type(param.annotation, kfn.fn)
+    if isinstance(value, (bool, np.bool_)):
+        return ("runtime", annotated or T.i1)
+    if isinstance(value, (int, np.integer)):
+        value = int(value)
+        if annotated is not None:
+            return ("runtime", annotated)
+        if value == 1 and name not in kfn.do_not_specialize:
+            return ("constexpr", 1)
+        return ("runtime", _literal_type(value))
+    if isinstance(value, (float, np.floating)):
+        return ("runtime", annotated or T.f32)
+    raise LaunchError(f"argument '{name}' of {kfn.__name__} has unsupported type {type(value).__name__} "
+                      f"(pass a torch tensor, a numpy array, a number, a bool or None)")
+
+
+def _address(value) -> int:
+    if isinstance(value, np.ndarray):
+        return value.__array_interface__["data"][0]
+    return value.data_ptr()
+
+
+def normalize_grid(grid, meta: dict[str, Any]) -> tuple[int, int, int]:
+    if callable(grid):
+        grid = grid(meta)
+    if isinstance(grid, (int, np.integer)):
+        grid = (grid,)
+    grid = tuple(int(_unwrap(g)) for g in grid)
+    if not 1 <= len(grid) <= 3:
+        raise LaunchError(f"a grid has 1 to 3 dimensions, got {grid}")
+    if any(g < 0 for g in grid):
+        raise LaunchError(f"grid dimensions must be non-negative, got {grid}")
+    return grid + (1,) * (3 - len(grid))
+
+
+def _runner(kfn, spec: Specialization, num_warps: int) -> KernelRunner:
+    from ..compiler import frontend
+    cache = _RUNNERS.setdefault(kfn, {})
+    key = (spec.key(), num_warps)
+    runner = cache.get(key)
+    if runner is None:
+        module = frontend(kfn, spec, num_warps=num_warps)
+        runner = cache[key] = KernelRunner(module)
+    return runner
+
+
+def _scalar_argument(name: str, value, t: ScalarType):
+    dtype = register_dtype(t)
+    if t.is_int and not t.is_bool:
+        info = np.iinfo(dtype)
+        if not info.min <= int(value) <= info.max:
+            raise LaunchError(f"argument '{name}' = {value} does not fit in its type {t}")
+        return dtype.type(int(value))
+    if t.name in ("bf16", "f8e4m3", "f8e5m2"):
+        from .values import round_to
+        return round_to(np.float64(value), t)[()]
+    return dtype.type(value)
+
+
+def interpret_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
+                     num_warps: int | None = None, seed: int | None = None, order: str = "sequential",
+                     out: TextIO | None = None) -> None:
+    """Run ``kfn[grid](*args, **kwargs)`` on the CPU interpreter."""
+    if order not in ("sequential", "shuffled"):
+        raise LaunchError(f"order must be 'sequential' or 'shuffled', got {order!r}")
+    spec, bound, options = specialize(kfn, tuple(args), dict(kwargs or {}))
+    warps = int(options.get("num_warps", num_warps if num_warps is not None else 4))
+    grid3 = normalize_grid(grid, {**bound, **options})
+    runner = _runner(kfn, spec, warps)
+    memory = GlobalMemory()
+    runtime = spec.runtime_params()
+    for name, t in runtime:
+        if isinstance(t, PointerType):
+            _check_device(name, bound[name])
+            memory.add_argument(name, bound[name])
+    values = [np.int64(memory.pointer_of(name)) if isinstance(t, PointerType)
+              else _scalar_argument(name, bound[name], t) for name, t in runtime]
+    programs = [(x, y, z) for z, y, x in itertools.product(range(grid3[2]), range(grid3[1]), range(grid3[0]))]
+    if order == "shuffled":
+        random.Random(seed).shuffle(programs)
+    with np.errstate(all="ignore"):
+        for pid in programs:
+            program_seed = None if seed is None else hash((seed, pid)) & 0xFFFFFFFF
+            runner.run_program(pid, grid3, memory, values, program_seed, out)
+
+
+def _check_device(name: str, value) -> None:
+    if is_torch_tensor(value) and value.device.type != "cpu":
+        raise LaunchError(f"argument '{name}' is on {value.device}; the interpreter runs on CPU tensors "
+                          f"(move it with .cpu(), or launch without TLXC_INTERPRET/interpret=True)")
+
+
+def _env_flag() -> bool:
+    return os.environ.get("TLXC_INTERPRET", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def should_interpret(args: tuple, kwargs: dict) -> bool:
+    """``interpret=`` if given; else ``TLXC_INTERPRET=1``; else whether every
+    tensor argument lives on the CPU (numpy arrays included)."""
+    explicit = kwargs.get("interpret")
+    if explicit is not None:
+        return bool(explicit)
+    if _env_flag():
+        return True
+    arrays = [a for a in list(args) + list(kwargs.values()) if is_array_argument(a)]
+    return bool(arrays) and all(isinstance(a, np.ndarray) or a.device.type == "cpu" for a in arrays)
+
+
+def maybe_interpret(kfn, grid, args: tuple, kwargs: dict) -> bool:
+    """Called by the launch path: run on the interpreter and return True when
+    ``should_interpret``; return False (nothing done) otherwise.  Consumes the
+    ``interpret=`` keyword."""
+    kwargs = dict(kwargs)
+    decide = should_interpret(tuple(args), kwargs)
+    kwargs.pop("interpret", None)
+    if not decide:
+        return False
+    interpret_launch(kfn, grid, tuple(args), kwargs)
+    return True
+
+
+class InterpretedKernel:
+    """``tlxc.interpret(kernel)``: ``[grid](*args, **kwargs)`` runs on the CPU."""
+
+    def __init__(self, kfn, *, seed: int | None = None, order: str = "sequential",
+                 out: TextIO | None = None):
+        self.kfn = kfn
+        self.seed = seed
+        self.order = order
+        self.out = out
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            return interpret_launch(self.kfn, grid, args, kwargs, seed=self.seed, order=self.order,
+                                    out=self.out)
+        return launch
+
+    def run(self, *args, grid, **kwargs):
+        return self[grid](*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<interpreted {self.kfn!r}>"

@@ -1,0 +1,152 @@
+"""Rules for global-memory ops: ``tl.addptr``, ``tl.load``, ``tl.store``,
+``tl.atomic_rmw``.  Addresses are checked before any byte moves; lanes whose
+mask is false are never touched (and never checked)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.types import PointerType, ScalarType
+from .registry import impl
+from .values import from_storage, register_dtype, round_to, scalar_of, storage_dtype, to_storage
+
+
+def _pointee(op) -> ScalarType | PointerType:
+    return scalar_of(op.operands[0].type).pointee
+
+
+def _itemsize(t) -> int:
+    return 8 if isinstance(t, PointerType) else t.bytes
+
+
+def _optional(op, values, first: int):
+    mask = values[first] if op.attrs.get("has_mask") else None
+    other = values[-1] if op.attrs.get("has_other") else None
+    return mask, other
+
+
+@impl("tl.addptr")
+def addptr(ctx, op, ptr, offset):
+    size = _itemsize(_pointee(op))
+    return np.add(ptr, np.multiply(np.asarray(offset).astype(np.int64), np.int64(size)))
+
+
+def _active(addresses: np.ndarray, mask):
+    """(addresses to touch, boolean mask or None when all lanes are active)."""
+    if mask is None:
+        return addresses, None
+    mask = np.broadcast_to(np.asarray(mask, dtype=bool), addresses.shape)
+    if mask.all():
+        return addresses, None
+    return addresses[mask], mask
+
+
+def _check(ctx, op, what: str, addresses: np.ndarray, active: np.ndarray, mask, t, write: bool) -> None:
+    problem = ctx.memory.check(active, _itemsize(t), write)
+    if problem is None:
+        return
+    kind, flat = problem
+    if mask is not None:
+        flat = int(np.flatnonzero(mask)[flat])
+    address = int(addresses.reshape(-1)[flat])
+    place = ""
+    if addresses.ndim:
+        index = tuple(int(i) for i in np.unravel_index(flat, addresses.shape))
+        place = f" at index {index}"
+    target = ctx.memory.describe_address(address, t)
+    if kind == "out-of-bounds":
+        message = (f"out-of-bounds {what} in {ctx.label}{place}: the address is {target} "
+                   f"(mask the access or fix the offset)")
+    elif kind == "misaligned":
+        message = (f"misaligned {what} in {ctx.label}{place}: the address is {target}, not a multiple "
+                   f"of the {_itemsize(t)}-byte element size")
+    else:
+        message = f"{what} in {ctx.label}{place} writes to a read-only array: the address is {target}"
+    raise ctx.error(op, message)
+
+
+@impl("tl.load")
+def load(ctx, op, ptr, *optional):
+    t = _pointee(op)
+    mask, other = _optional(op, optional, 0)
+    addresses = np.asarray(ptr, dtype=np.int64)
+    active, lanes = _active(addresses, mask)
+    if lanes is not None and not lanes.any():
+        return _fill(op, other)
+    _check(ctx, op, "load", addresses, active, lanes, t, write=False)
+    values = from_storage(ctx.memory.gather(active, storage_dtype(t)), t)
+    if lanes is None:
+        values = np.asarray(values)
+        return values if values.ndim else values[()]
+    result = _fill(op, other)
+    result[lanes] = values
+    return result
+
+
+def _fill(op, other):
+    t = op.results[0].type
+    if other is not None:
+        return np.array(np.broadcast_to(other, np.shape(other)), dtype=register_dtype(t))
+    return np.zeros(getattr(t, "shape", ()), dtype=register_dtype(t))
+
+
+@impl("tl.store")
+def store(ctx, op, ptr, value, *optional):
+    t = _pointee(op)
+    mask, _ = _optional(op, optional, 0)
+    addresses = np.asarray(ptr, dtype=np.int64)
+    bits = np.broadcast_to(to_storage(value, t), addresses.shape)
+    active, lanes = _active(addresses, mask)
+    if lanes is not None:
+        if not lanes.any():
+            return None
+        bits = bits[lanes]
+    _check(ctx, op, "store", addresses, active, lanes, t, write=True)
+    ctx.memory.scatter(active, bits, storage_dtype(t))
+    return None
+
+
+def _combine(kind: str, old, value, t: ScalarType):
+    if kind == "xchg":
+        return value
+    if kind == "add":
+        if t.is_float and t.bits < 32:
+            return round_to(old.astype(np.float32) + value.astype(np.float32), t)
+        return np.add(old, value)
+    ufunc = {"max": np.maximum, "min": np.minimum, "and": np.bitwise_and,
+             "or": np.bitwise_or, "xor": np.bitwise_xor}[kind]
+    return ufunc(old, value)
+
+
+@impl("tl.atomic_rmw")
+def atomic_rmw(ctx, op, ptr, value, *optional):
+    """Lanes apply in lane order; lanes that hit the same address see each
+    other's updates (processed in rounds of distinct addresses)."""
+    t = _pointee(op)
+    kind = op.attrs["kind"]
+    mask, _ = _optional(op, optional, 0)
+    addresses = np.asarray(ptr, dtype=np.int64)
+    values = np.broadcast_to(np.asarray(value, dtype=register_dtype(t)), addresses.shape)
+    result = np.zeros(addresses.shape, dtype=register_dtype(t))
+    active, lanes = _active(addresses, mask)
+    if lanes is not None and not lanes.any():
+        return result if result.ndim else result[()]
+    _check(ctx, op, f"atomic_{kind}", addresses, active, lanes, t, write=True)
+    flat_addresses = active.reshape(-1)
+    flat_values = (values[lanes] if lanes is not None else values).reshape(-1)
+    old = np.empty(flat_addresses.shape, dtype=register_dtype(t))
+    storage = storage_dtype(t)
+    remaining = np.arange(flat_addresses.size)
+    while remaining.size:
+        _, first = np.unique(flat_addresses[remaining], return_index=True)
+        chosen = remaining[first]
+        where = flat_addresses[chosen]
+        current = from_storage(ctx.memory.gather(where, storage), t)
+        old[chosen] = current
+        updated = _combine(kind, current, flat_values[chosen], t)
+        ctx.memory.scatter(where, to_storage(updated, t), storage)
+        remaining = np.delete(remaining, first)
+    if lanes is None:
+        result = old.reshape(addresses.shape)
+    else:
+        result[lanes] = old
+    return result if result.ndim else result[()]

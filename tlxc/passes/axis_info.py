@@ -1,0 +1,244 @@
+"""Axis-info analysis: what codegen may assume about integer and pointer tensors.
+
+For every value and every dimension it computes
+
+* ``contiguity``: length of runs of consecutive values (+1 each step) along the dim;
+* ``divisibility``: a power of two dividing the first value of each run
+  (elements for integers, bytes for pointers);
+* ``constancy``: length of runs of equal values along the dim.
+
+Loads and stores use them to pick vector widths (16-byte accesses need a
+16-byte-aligned, contiguous run under a mask that is constant over the run).
+Loop-carried values meet their initial and yielded facts (a bounded fixpoint).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+
+from ..ir.core import Operation, Value
+from ..ir.types import PointerType, ScalarType, TensorType
+
+MAX_DIVISIBILITY = 1 << 30
+
+
+def _pow2_divisor(n: int) -> int:
+    if n == 0:
+        return MAX_DIVISIBILITY
+    n = abs(int(n))
+    return min(n & -n, MAX_DIVISIBILITY)
+
+
+@dataclass(frozen=True)
+class AxisInfo:
+    contiguity: tuple[int, ...]
+    divisibility: tuple[int, ...]
+    constancy: tuple[int, ...]
+
+    @staticmethod
+    def unknown(rank: int) -> "AxisInfo":
+        r = max(rank, 1)
+        return AxisInfo((1,) * r, (1,) * r, (1,) * r)
+
+    def meet(self, other: "AxisInfo") -> "AxisInfo":
+        return AxisInfo(tuple(map(min, self.contiguity, other.contiguity)),
+                        tuple(map(gcd, self.divisibility, other.divisibility)),
+                        tuple(map(min, self.constancy, other.constancy)))
+
+
+def _shape(t) -> tuple[int, ...]:
+    return t.shape if isinstance(t, TensorType) else ()
+
+
+def _elem_bytes(t) -> int:
+    elem = t.element if isinstance(t, TensorType) else t
+    if isinstance(elem, PointerType):
+        pointee = elem.pointee
+        return pointee.bytes if isinstance(pointee, ScalarType) else 8
+    return 1
+
+
+class AxisAnalysis:
+    """Run once per kernel; ``info(value)`` answers queries."""
+
+    def __init__(self, kernel: Operation):
+        self.facts: dict[int, AxisInfo] = {}
+        body = kernel.regions[0].block
+        divs = kernel.attrs.get("arg_divisibility", ())
+        for i, arg in enumerate(body.args):
+            d = divs[i] if i < len(divs) else 1
+            self.facts[id(arg)] = AxisInfo((1,), (d,), (1,))
+        self.visit_block(body)
+
+    def info(self, value: Value) -> AxisInfo:
+        return self.facts.get(id(value)) or AxisInfo.unknown(len(_shape(value.type)))
+
+    # -- traversal -------------------------------------------------------------------
+    def visit_block(self, block) -> None:
+        for op in block.ops:
+            self.visit(op)
+
+    def visit(self, op: Operation) -> None:
+        if op.name == "scf.for":
+            return self.visit_loop(op, op.regions[0].block, op.operands[3:], first_arg=1)
+        if op.name == "scf.while":
+            for region in op.regions:
+                for arg in region.block.args:
+                    self.facts[id(arg)] = AxisInfo.unknown(len(_shape(arg.type)))
+                self.visit_block(region.block)
+            for r in op.results:
+                self.facts[id(r)] = AxisInfo.unknown(len(_shape(r.type)))
+            return
+        if op.name == "scf.if":
+            for region in op.regions:
+                self.visit_block(region.block)
+            for i, r in enumerate(op.results):
+                a = self.info(op.regions[0].block.terminator.operands[i])
+                b = self.info(op.regions[1].block.terminator.operands[i])
+                self.facts[id(r)] = a.meet(b)
+            return
+        rule = _RULES.get(op.name)
+        for r in op.results:
+            rank = len(_shape(r.type))
+            self.facts[id(r)] = rule(self, op, r) if rule else AxisInfo.unknown(rank)
+
+    def visit_loop(self, op, block, inits, first_arg: int) -> None:
+        iv = block.args[0]
+        self.facts[id(iv)] = AxisInfo((1,), (gcd(self.info(op.operands[0]).divisibility[0],
+                                                self.info(op.operands[2]).divisibility[0]),), (1,))
+        carried = block.args[first_arg:]
+        current = [self.info(v) for v in inits]
+        for _ in range(3):
+            for arg, fact in zip(carried, current):
+                self.facts[id(arg)] = fact
+            self.visit_block(block)
+            yielded = [self.info(v) for v in block.terminator.operands]
+            new = [c.meet(y) for c, y in zip(current, yielded)]
+            if new == current:
+                break
+            current = new
+        else:
+            current = [AxisInfo.unknown(len(_shape(a.type))) for a in carried]
+            for arg, fact in zip(carried, current):
+                self.facts[id(arg)] = fact
+            self.visit_block(block)
+        for r, fact in zip(op.results, current):
+            self.facts[id(r)] = fact
+
+
+# -- rules ---------------------------------------------------------------------------------
+_RULES = {}
+
+
+def rule(*names):
+    def register(fn):
+        for n in names:
+            _RULES[n] = fn
+        return fn
+    return register
+
+
+@rule("arith.constant")
+def _constant(a, op, r):
+    shape = _shape(r.type) or (1,)
+    value = op.attrs["value"]
+    div = _pow2_divisor(value) if isinstance(value, int) and not isinstance(value, bool) else 1
+    return AxisInfo((1,) * len(shape), (div,) * len(shape), tuple(shape))
+
+
+@rule("tl.arange")
+def _arange(a, op, r):
+    n = op.attrs["end"] - op.attrs["start"]
+    return AxisInfo((n,), (_pow2_divisor(op.attrs["start"]),), (1,))
+
+
+@rule("tl.splat")
+def _splat(a, op, r):
+    src = a.info(op.operands[0])
+    shape = r.type.shape
+    return AxisInfo((1,) * len(shape), (src.divisibility[0],) * len(shape), tuple(shape))
+
+
+@rule("tl.expand_dims")
+def _expand_dims(a, op, r):
+    src = a.info(op.operands[0])
+    axis = op.attrs["axis"]
+    ins = lambda t, v: t[:axis] + (v,) + t[axis:]  # noqa: E731
+    return AxisInfo(ins(src.contiguity, 1), ins(src.divisibility, src.divisibility[0]), ins(src.constancy, 1))
+
+
+@rule("tl.broadcast")
+def _broadcast(a, op, r):
+    src = a.info(op.operands[0])
+    old, new = op.operands[0].type.shape, r.type.shape
+    cont = tuple(c if o == n else 1 for c, o, n in zip(src.contiguity, old, new))
+    const = tuple(c if o == n else n for c, o, n in zip(src.constancy, old, new))
+    return AxisInfo(cont, src.divisibility, const)
+
+
+@rule("tl.convert_layout", "tl.hint_passthrough")
+def _same(a, op, r):
+    return a.info(op.operands[0])
+
+
+@rule("tl.hint")
+def _hint(a, op, r):
+    src = a.info(op.operands[0])
+    cont, div = src.contiguity, src.divisibility
+    if "max_contiguous" in op.attrs:
+        cont = tuple(op.attrs["max_contiguous"])
+    if "multiple_of" in op.attrs:
+        div = tuple(_pow2_divisor(v) for v in op.attrs["multiple_of"])
+    return AxisInfo(cont, div, src.constancy)
+
+
+@rule("arith.add", "arith.sub", "tl.addptr")
+def _add(a, op, r):
+    x, y = (a.info(v) for v in op.operands)
+    scale = _elem_bytes(r.type) if op.name == "tl.addptr" else 1
+    cont = tuple(max(min(cx, ky), min(kx, cy)) for cx, cy, kx, ky in
+                 zip(x.contiguity, y.contiguity, x.constancy, y.constancy))
+    div = tuple(gcd(dx, min(dy * scale, MAX_DIVISIBILITY)) for dx, dy in zip(x.divisibility, y.divisibility))
+    if op.name == "arith.sub":
+        cont = tuple(min(cx, ky) for cx, ky in zip(x.contiguity, y.constancy))
+    const = tuple(map(gcd, x.constancy, y.constancy))
+    return AxisInfo(cont, div, const)
+
+
+@rule("arith.mul")
+def _mul(a, op, r):
+    x, y = (a.info(v) for v in op.operands)
+    cont = []
+    for cx, cy, kx, ky, v in zip(x.contiguity, y.contiguity, x.constancy, y.constancy, op.operands):
+        cont.append(1)
+    div = tuple(min(dx * dy, MAX_DIVISIBILITY) for dx, dy in zip(x.divisibility, y.divisibility))
+    return AxisInfo(tuple(cont), div, tuple(map(gcd, x.constancy, y.constancy)))
+
+
+@rule("arith.cmp")
+def _cmp(a, op, r):
+    x, y = (a.info(v) for v in op.operands)
+    const = []
+    for cx, kx, dx, cy, ky, dy in zip(x.contiguity, x.constancy, x.divisibility,
+                                      y.contiguity, y.constancy, y.divisibility):
+        c = gcd(kx, ky)
+        if op.attrs["predicate"] in ("lt", "le", "gt", "ge"):
+            # a contiguous run aligned to d compared with a constant aligned to d:
+            # the outcome can only change at multiples of gcd(d, d').
+            if cx > 1 and ky >= cx:
+                c = max(c, min(cx, gcd(dx, dy)))
+            if cy > 1 and kx >= cy:
+                c = max(c, min(cy, gcd(dx, dy)))
+        const.append(c)
+    rank = len(const)
+    return AxisInfo((1,) * rank, (1,) * rank, tuple(const))
+
+
+@rule("arith.and", "arith.or", "arith.xor", "arith.select", "arith.not", "arith.cast", "arith.bitcast")
+def _elementwise_const(a, op, r):
+    infos = [a.info(v) for v in op.operands]
+    rank = len(infos[0].constancy)
+    const = infos[0].constancy
+    for i in infos[1:]:
+        const = tuple(map(gcd, const, i.constancy))
+    return AxisInfo((1,) * rank, (1,) * rank, const)

@@ -1,0 +1,45 @@
+"""canonicalize: fold what the frontend left foldable and drop dead ops.
+
+Pure ops whose results nobody uses are removed (loads included: a load
+without a use has no observable effect in this memory model).
+"""
+from __future__ import annotations
+
+from ..ir.core import Module, Region
+from .manager import Pass
+
+_SIDE_EFFECTS = {"tl.store", "tl.atomic_rmw", "tl.print", "tl.assert", "scf.yield", "scf.condition",
+                 "tl.return"}
+
+
+def has_side_effects(op) -> bool:
+    if op.name in _SIDE_EFFECTS or op.name.startswith("tlx."):
+        return True
+    return any(has_side_effects(inner) for region in op.regions for inner in region.ops)
+
+
+class Canonicalize(Pass):
+    name = "canonicalize"
+
+    def run(self, module: Module, options) -> Module:
+        for kernel in module.kernels:
+            changed = True
+            while changed:
+                used = {id(v) for op in kernel.walk() for v in op.operands}
+                changed = _remove_dead(kernel.regions[0], used)
+        return module
+
+
+def _remove_dead(region: Region, used: set[int]) -> bool:
+    changed = False
+    kept = []
+    for op in region.ops:
+        for inner in op.regions:
+            changed |= _remove_dead(inner, used)
+        dead = op.results and not has_side_effects(op) and not any(id(r) in used for r in op.results)
+        if dead:
+            changed = True
+        else:
+            kept.append(op)
+    region.block.ops[:] = kept
+    return changed

@@ -1,0 +1,412 @@
+"""infer-layouts: give every register tensor a distributed layout.
+
+Values fall in two classes:
+
+* anchors have a layout of their own: loads (coalesced blocked layout),
+  reduction results (slice of their operand), dot results (MMA accumulator),
+  loop-carried values, and elementwise results that use an anchor;
+* flexible values (constants, ``arange``, ``splat``, ``expand_dims``,
+  ``broadcast`` and elementwise ops of flexible values) cost nothing to
+  recompute, so they are *rematerialized* in whatever layout each consumer
+  wants, right before it.
+
+A consumer that needs an anchor in another layout gets a
+``tl.convert_layout``.  Broadcasts are materialized by collapsing the wanted
+layout (``collapse_dims``), so ``x - tl.max(x, 1)[:, None]`` needs no
+conversion: the max already lives in the slice of ``x``'s layout.  Loop-carried
+values take the layout the loop body yields (a fixpoint over the body).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import LayoutError
+from ..ir import layouts as L
+from ..ir.builder import Builder
+from ..ir.core import OP_REGISTRY, Block, Module, Operation, Region, Value
+from ..ir.types import PointerType, ScalarType, TensorType
+from .manager import Pass
+
+_FLEXIBLE_SOURCES = {"arith.constant", "tl.arange", "tl.splat", "tl.expand_dims", "tl.broadcast"}
+_ELEMENTWISE_PREFIXES = ("arith.", "math.")
+_ELEMENTWISE = {"tl.addptr", "tl.hint"}
+
+
+def is_elementwise(name: str) -> bool:
+    return name.startswith(_ELEMENTWISE_PREFIXES) and name != "arith.constant" or name in _ELEMENTWISE
+
+
+def element_bits(t) -> int:
+    elem = t.element if isinstance(t, TensorType) else t
+    if isinstance(elem, PointerType):
+        return 64
+    return max(8, elem.bits)
+
+
+@dataclass
+class Anchor:
+    value: Value          # the rewritten value, whose type carries the layout
+
+    @property
+    def layout(self):
+        return self.value.type.layout if isinstance(self.value.type, TensorType) else None
+
+
+@dataclass
+class Flexible:
+    op: Operation         # the original op, re-emitted on demand
+
+
+@dataclass
+class Scalar:
+    value: Value
+
+
+class InferLayouts(Pass):
+    name = "infer-layouts"
+
+    def run(self, module: Module, options) -> Module:
+        for kernel in module.kernels:
+            _KernelRewriter(kernel, options).run()
+        return module
+
+
+class _KernelRewriter:
+    def __init__(self, kernel: Operation, options):
+        self.kernel = kernel
+        self.num_warps = kernel.attrs.get("num_warps", 4)
+        self.arch = getattr(options, "arch", "sm_90a")
+        self.entries: dict[int, object] = {}
+        self.scopes: list[dict] = []
+        self.b = Builder()
+
+    # -- driver ----------------------------------------------------------------------
+    def run(self) -> None:
+        old_block = self.kernel.regions[0].block
+        new_block = Block()
+        for arg in old_block.args:
+            new = new_block.add_arg(arg.type, arg.name_hint)
+            self.entries[id(arg)] = Scalar(new)
+        self.rewrite_ops(old_block, new_block)
+        self.kernel.regions[0] = Region(new_block)
+        self.kernel.regions[0].parent = self.kernel
+
+    def rewrite_ops(self, old: Block, new: Block, stop_before_terminator: bool = False) -> None:
+        self.scopes.append({})
+        try:
+            with self.b.at(new):
+                ops = old.ops[:-1] if stop_before_terminator and old.terminator else old.ops
+                for op in ops:
+                    with self.b.location(op.loc):
+                        self.rewrite(op)
+        finally:
+            if not stop_before_terminator:
+                self.scopes.pop()
+
+    def default_layout(self, t: TensorType):
+        return L.default_blocked(t.shape, self.num_warps, element_bits(t))
+
+    # -- materialization -------------------------------------------------------------
+    def memo_get(self, key):
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def get(self, old: Value, layout=None) -> Value:
+        """The rewritten value of ``old``, in ``layout`` for tensors."""
+        entry = self.entries[id(old)]
+        if isinstance(entry, Scalar):
+            return entry.value
+        if layout is None:
+            layout = self.natural(old) or self.default_layout(old.type)
+        key = (id(old), layout)
+        found = self.memo_get(key)
+        if found is not None:
+            return found
+        if isinstance(entry, Anchor):
+            if entry.layout == layout:
+                return entry.value
+            value = self.b.value("tl.convert_layout", [entry.value], old.type.with_layout(layout))
+            value.name_hint = old.name_hint
+        else:
+            value = self.rematerialize(entry.op, old, layout)
+        self.scopes[-1][key] = value
+        return value
+
+    def natural(self, old: Value):
+        entry = self.entries[id(old)]
+        return entry.layout if isinstance(entry, Anchor) else None
+
+    def rematerialize(self, op: Operation, old: Value, layout) -> Value:
+        rtype = old.type.with_layout(layout)
+        if op.name in ("arith.constant", "tl.arange"):
+            operands = []
+        elif op.name == "tl.splat":
+            operands = [self.get(op.operands[0])]
+        elif op.name == "tl.expand_dims":
+            operands = [self.get(op.operands[0], L.slice_layout(layout, op.attrs["axis"]))]
+        elif op.name == "tl.broadcast":
+            src = op.operands[0].type
+            grown = [d for d, (s, n) in enumerate(zip(src.shape, old.type.shape)) if s != n]
+            operands = [self.get(op.operands[0], L.collapse_dims(layout, grown))]
+        else:
+            operands = [self.get(v, layout if isinstance(v.type, TensorType) else None) for v in op.operands]
+        new = self.b.create(op.name, operands, [rtype], dict(op.attrs), result_names=[old.name_hint])
+        new.loc = op.loc
+        return new.results[0]
+
+    # -- per-op rules ------------------------------------------------------------------
+    def rewrite(self, op: Operation) -> None:
+        name = op.name
+        if name == "scf.for":
+            return self.rewrite_for(op)
+        if name == "scf.while":
+            return self.rewrite_while(op)
+        if name == "scf.if":
+            return self.rewrite_if(op)
+        tensor_results = [r for r in op.results if isinstance(r.type, TensorType)]
+        if tensor_results and (name in _FLEXIBLE_SOURCES or is_elementwise(name) and all(
+                not isinstance(self.entries[id(v)], Anchor) for v in op.operands)):
+            self.entries[id(op.results[0])] = Flexible(op)
+            return
+        rule = getattr(self, "rule_" + name.replace(".", "_"), None)
+        if rule is not None:
+            return rule(op)
+        if is_elementwise(name) and tensor_results:
+            return self.rule_elementwise(op)
+        if tensor_results:
+            raise LayoutError(f"no layout rule for {name}", op.loc)
+        # scalar-only op (program_id, scalar arithmetic, print of scalars...)
+        self.copy(op, [self.get(v) for v in op.operands])
+
+    def copy(self, op: Operation, operands: list[Value], result_types=None) -> Operation:
+        types = result_types if result_types is not None else [r.type for r in op.results]
+        new = self.b.create(op.name, operands, types, dict(op.attrs),
+                            result_names=[r.name_hint for r in op.results])
+        new.loc = op.loc
+        for old_r, new_r in zip(op.results, new.results):
+            self.entries[id(old_r)] = Anchor(new_r) if isinstance(new_r.type, TensorType) else Scalar(new_r)
+        return new
+
+    def anchor_layout(self, values, fallback_type):
+        for v in values:
+            layout = self.natural(v) if isinstance(v.type, TensorType) else None
+            if layout is not None:
+                return layout
+        return self.default_layout(fallback_type)
+
+    def rule_elementwise(self, op):
+        tensors = [v for v in op.operands if isinstance(v.type, TensorType)]
+        layout = self.anchor_layout(tensors, op.results[0].type)
+        operands = [self.get(v, layout if isinstance(v.type, TensorType) else None) for v in op.operands]
+        self.copy(op, operands, [r.type.with_layout(layout) for r in op.results])
+
+    def rule_tl_load(self, op):
+        ptr = op.operands[0]
+        if not isinstance(ptr.type, TensorType):
+            return self.copy(op, [self.get(v) for v in op.operands])
+        layout = self.natural(ptr) or L.default_blocked(ptr.type.shape, self.num_warps,
+                                                         element_bits(op.results[0].type))
+        operands = [self.get(v, layout) for v in op.operands]
+        self.copy(op, operands, [op.results[0].type.with_layout(layout)])
+
+    def rule_tl_store(self, op):
+        ptr, value = op.operands[:2]
+        if not isinstance(ptr.type, TensorType):
+            return self.copy(op, [self.get(v) for v in op.operands])
+        layout = self.natural(ptr) or self.natural(value) or \
+            L.default_blocked(ptr.type.shape, self.num_warps, element_bits(value.type))
+        self.copy(op, [self.get(v, layout) for v in op.operands])
+
+    rule_tl_atomic_rmw = rule_tl_load
+    rule_tl_hint = rule_elementwise
+
+    def rule_tl_reduce(self, op):
+        src = op.operands[0]
+        layout = self.natural(src) or self.default_layout(src.type)
+        operand = self.get(src, layout)
+        rtype = op.results[0].type
+        if isinstance(rtype, TensorType):
+            rtype = rtype.with_layout(L.slice_layout(layout, op.attrs["axis"]))
+        self.copy(op, [operand], [rtype])
+
+    def rule_tl_reshape(self, op):
+        src = op.operands[0]
+        layout = self.natural(src) or self.default_layout(src.type)
+        rtype = op.results[0].type
+        self.copy(op, [self.get(src, layout)], [rtype.with_layout(L.reshape(layout, rtype.shape))])
+
+    def rule_tl_trans(self, op):
+        src = op.operands[0]
+        layout = self.natural(src) or self.default_layout(src.type)
+        rtype = op.results[0].type
+        self.copy(op, [self.get(src, layout)],
+                  [rtype.with_layout(L.transpose(layout, op.attrs["perm"]))])
+
+    def rule_tl_convert_layout(self, op):
+        self.copy(op, [self.get(op.operands[0])])
+
+    def rule_tl_dot(self, op):
+        a, b, acc = op.operands
+        acc_layout, a_layout, b_layout = dot_layouts(a.type, b.type, acc.type, self.num_warps)
+        operands = [self.get(a, a_layout), self.get(b, b_layout), self.get(acc, acc_layout)]
+        new = self.copy(op, operands, [acc.type.with_layout(acc_layout)])
+        new.attrs["algorithm"] = "mma_v2" if _uses_mma(a.type) else "fma"
+
+    def rule_tl_print(self, op):
+        self.copy(op, [self.get(v) for v in op.operands])
+
+    rule_tl_assert = rule_tl_print
+
+    # -- control flow -------------------------------------------------------------------
+    def carried_layouts(self, values) -> list:
+        return [self.natural(v) if isinstance(v.type, TensorType) else None for v in values]
+
+    def fill_defaults(self, layouts, values) -> list:
+        return [lay if lay is not None or not isinstance(v.type, TensorType) else self.default_layout(v.type)
+                for lay, v in zip(layouts, values)]
+
+    def with_layouts(self, values, layouts) -> list:
+        return [v.type.with_layout(lay) if isinstance(v.type, TensorType) else v.type
+                for v, lay in zip(values, layouts)]
+
+    def rewrite_body(self, old: Block, arg_types, extra_first=0):
+        """Rewrite ``old`` into a fresh block with ``arg_types``; returns
+        (block, terminator's old operands, their natural layouts)."""
+        new = Block()
+        for arg, t in zip(old.args, arg_types):
+            a = new.add_arg(t, arg.name_hint)
+            self.entries[id(arg)] = Anchor(a) if isinstance(t, TensorType) else Scalar(a)
+        self.rewrite_ops(old, new, stop_before_terminator=True)
+        term = old.terminator
+        yielded = list(term.operands)
+        return new, term, yielded
+
+    def finish_body(self, new: Block, term: Operation, yielded, layouts) -> None:
+        """Emit the terminator of ``new`` with operands in ``layouts`` (scope still open)."""
+        with self.b.at(new), self.b.location(term.loc):
+            operands = [self.get(v, lay) for v, lay in zip(yielded, layouts)]
+            self.b.create(term.name, operands, [], dict(term.attrs))
+        self.scopes.pop()
+
+    def solve_loop(self, body: Block, inits, arg_offset: int, first_types=()):
+        """Fixpoint: carried layouts = the layouts the body yields."""
+        layouts = self.fill_defaults(self.carried_layouts(inits), inits)
+        for _ in range(4):
+            saved_scopes = len(self.scopes)
+            new, term, yielded = self.rewrite_body(
+                body, list(first_types) + self.with_layouts(inits, layouts))
+            start = 1 if term.name == "scf.condition" else 0
+            produced = self.carried_layouts(yielded[start:])
+            wanted = [p if p is not None else cur for p, cur in zip(produced, layouts)]
+            if wanted == layouts:
+                return new, term, yielded, layouts
+            del self.scopes[saved_scopes:]
+            layouts = wanted
+        raise LayoutError("loop-carried layouts do not settle (tlxc bug)", term.loc)
+
+    def rewrite_for(self, op):
+        lb, ub, step = (self.get(v) for v in op.operands[:3])
+        inits = op.operands[3:]
+        new, term, yielded, layouts = self.solve_loop(op.regions[0].block, inits, 1, [lb.type])
+        self.finish_body(new, term, yielded, layouts)
+        operands = [lb, ub, step] + [self.get(v, lay) for v, lay in zip(inits, layouts)]
+        self.emit_region_op(op, operands, [Region(new)], layouts)
+
+    def rewrite_while(self, op):
+        inits = op.operands
+        before_old, after_old = op.regions[0].block, op.regions[1].block
+        layouts = self.fill_defaults(self.carried_layouts(inits), inits)
+        for _ in range(4):
+            saved_scopes = len(self.scopes)
+            before, bterm, byielded = self.rewrite_body(before_old, self.with_layouts(inits, layouts))
+            self.finish_body(before, bterm, byielded, [None] + layouts)
+            after, aterm, ayielded = self.rewrite_body(after_old, self.with_layouts(inits, layouts))
+            produced = self.carried_layouts(ayielded)
+            wanted = [p if p is not None else cur for p, cur in zip(produced, layouts)]
+            if wanted == layouts:
+                break
+            self.scopes.pop()
+            del self.scopes[saved_scopes:]
+            layouts = wanted
+        self.finish_body(after, aterm, ayielded, layouts)
+        operands = [self.get(v, lay) for v, lay in zip(inits, layouts)]
+        self.emit_region_op(op, operands, [Region(before), Region(after)], layouts)
+
+    def rewrite_if(self, op):
+        cond = self.get(op.operands[0])
+        then_new, then_term, then_y = self.rewrite_body(op.regions[0].block, [])
+        then_scope = self.scopes.pop()
+        else_new, else_term, else_y = self.rewrite_body(op.regions[1].block, [])
+        else_scope = self.scopes.pop()
+        layouts = []
+        for r, tv, ev in zip(op.results, then_y, else_y):
+            if isinstance(r.type, TensorType):
+                layouts.append(self.natural(tv) or self.natural(ev) or self.default_layout(r.type))
+            else:
+                layouts.append(None)
+        self.scopes.append(then_scope)
+        self.finish_body(then_new, then_term, then_y, layouts)
+        self.scopes.append(else_scope)
+        self.finish_body(else_new, else_term, else_y, layouts)
+        self.emit_region_op(op, [cond], [Region(then_new), Region(else_new)], layouts)
+
+    def emit_region_op(self, op, operands, regions, layouts):
+        types = [r.type.with_layout(lay) if isinstance(r.type, TensorType) else r.type
+                 for r, lay in zip(op.results, layouts)]
+        new = OP_REGISTRY[op.name](operands, types, dict(op.attrs), regions, op.loc,
+                                   [r.name_hint for r in op.results])
+        self.b.block.append(new)
+        for old_r, new_r in zip(op.results, new.results):
+            self.entries[id(old_r)] = Anchor(new_r) if isinstance(new_r.type, TensorType) else Scalar(new_r)
+
+
+# -- dot layouts ---------------------------------------------------------------------------
+
+def _uses_mma(a_type: TensorType) -> bool:
+    return a_type.element.name in ("f16", "bf16")
+
+
+def dot_layouts(a: TensorType, b: TensorType, acc: TensorType, num_warps: int):
+    """(acc, a, b) layouts of a tile-level dot.
+
+    f16/bf16 use ``mma.sync m16n8k16`` fragments; other input types use an
+    FMA layout where each thread holds whole K-rows of A and K-columns of B
+    for the accumulator elements it owns.
+    """
+    m, n = acc.shape
+    if _uses_mma(a) and m >= 16 and n >= 8:
+        acc_layout = L.mma_accumulator_layout(acc.shape, num_warps, "mma_v2")
+        a_layout = L.mma_operand_layout(a.shape, 0, acc_layout, 16)
+        b_layout = L.mma_operand_layout(b.shape, 1, acc_layout, 16)
+        return acc_layout, a_layout, b_layout
+    acc_layout = L.default_blocked(acc.shape, num_warps, 32, vector_bytes=16)
+    return acc_layout, fma_operand_layout(acc_layout, a.shape, 0), fma_operand_layout(acc_layout, b.shape, 1)
+
+
+def fma_operand_layout(acc_layout, shape, op_idx: int):
+    """A thread holds, in registers, the whole K extent of the rows (A) or
+    columns (B) of the accumulator elements it owns."""
+    keep = 0 if op_idx == 0 else 1           # the accumulator dim this operand shares
+    k_dim = 1 if op_idx == 0 else 0
+
+    def project(basis):
+        coords = [0, 0]
+        coords[1 - k_dim] = basis[keep]
+        return tuple(coords)
+
+    k = shape[k_dim]
+    k_bases = []
+    bit = 1
+    while bit < k:
+        coords = [0, 0]
+        coords[k_dim] = bit
+        k_bases.append(tuple(coords))
+        bit <<= 1
+    registers = k_bases + [project(bb) for bb in acc_layout.register if project(bb) != (0, 0)]
+    return L.Layout(tuple(shape), tuple(registers), tuple(project(bb) for bb in acc_layout.lane),
+                    tuple(project(bb) for bb in acc_layout.warp))
+
+
+__all__ = ["InferLayouts", "dot_layouts", "fma_operand_layout", "ScalarType"]

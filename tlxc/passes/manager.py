@@ -1,0 +1,56 @@
+"""The pass driver.
+
+``TLXC_PRINT_AFTER=infer-layouts`` (or ``all``) prints the IR after the named
+passes; ``TLXC_VERIFY_EACH=1`` verifies after every pass (on in tests).  An
+exception escaping a pass is prefixed with the pass name.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import InternalCompilerError, TlxcError
+from ..ir.core import Module
+from ..ir.printer import print_module
+from ..ir.verifier import verify_module
+
+
+class Pass:
+    name = "unnamed"
+
+    def run(self, module: Module, options) -> Module:
+        raise NotImplementedError
+
+
+class PassManager:
+    def __init__(self, passes: list[Pass]):
+        self.passes = passes
+
+    def run(self, module: Module, options) -> Module:
+        print_after = set(filter(None, os.environ.get("TLXC_PRINT_AFTER", "").split(",")))
+        verify_each = os.environ.get("TLXC_VERIFY_EACH") == "1"
+        for p in self.passes:
+            try:
+                module = p.run(module, options)
+                if verify_each:
+                    verify_module(module)
+            except TlxcError as exc:
+                if not exc.message.startswith(f"[{p.name}]"):
+                    exc.message = f"[{p.name}] {exc.message}"
+                    exc.args = (exc.render(),)
+                raise
+            except Exception as exc:
+                if os.environ.get("TLXC_DEBUG") == "1":
+                    raise
+                raise InternalCompilerError(
+                    f"[{p.name}] internal compiler error: {type(exc).__name__}: {exc} "
+                    f"(this is a tlxc bug; rerun with TLXC_DEBUG=1 for the traceback)") from None
+            if p.name in print_after or "all" in print_after:
+                sys.stderr.write(f"// ----- IR after {p.name} -----\n{print_module(module)}")
+        return module
+
+
+def default_pipeline(target: str) -> PassManager:
+    from .canonicalize import Canonicalize
+    from .layouts import InferLayouts
+    return PassManager([Canonicalize(), InferLayouts()])
