@@ -8,6 +8,8 @@ variance is taken over the centred row (two passes over registers, not
     TLXC_INTERPRET=1 python examples/layernorm.py
     tlxc compile examples/layernorm.py --arch sm_90a --emit ir
 """
+from functools import partial
+
 import torch
 
 import tlxc
@@ -72,8 +74,8 @@ def main() -> None:
         out = layernorm(x, weight, bias, eps, out=poisoned_like(x))
         check(f"layernorm {n_rows}x{n_cols}", out, reference(x, weight, bias, eps))
         if on_gpu:
-            tlxc_ms = bench(lambda: layernorm(x, weight, bias, eps, out=out))
-            torch_ms = bench(lambda: torch.nn.functional.layer_norm(x, (n_cols,), weight, bias, eps))
+            tlxc_ms = bench(partial(layernorm, x, weight, bias, eps, out=out))
+            torch_ms = bench(partial(torch.nn.functional.layer_norm, x, (n_cols,), weight, bias, eps))
             report(f"layernorm {n_rows}x{n_cols}", tlxc_ms, torch_ms, nbytes=2 * x.numel() * x.element_size())
 
 

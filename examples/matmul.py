@@ -11,6 +11,8 @@ any M, N, K work.
     TLXC_INTERPRET=1 python examples/matmul.py
     tlxc compile examples/matmul.py --arch sm_90a --emit ir
 """
+from functools import partial
+
 import torch
 
 import tlxc
@@ -42,7 +44,7 @@ def matmul_kernel(a_ptr: tl.pointer_type(tl.bfloat16), b_ptr: tl.pointer_type(tl
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(tl.cdiv(K, BLOCK_K)):
         k_remaining = K - k * BLOCK_K
         a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_remaining), other=0.0)
         b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_remaining) & (offs_n[None, :] < N), other=0.0)
@@ -86,8 +88,8 @@ def main() -> None:
         c = matmul(a, b, poisoned_like(torch.empty(M, N, device=device(), dtype=torch.bfloat16)), **blocks)
         check(f"matmul {M}x{N}x{K}", c, a.double() @ b.double())
         if on_gpu:
-            tlxc_ms = bench(lambda: matmul(a, b, c))
-            torch_ms = bench(lambda: torch.matmul(a, b, out=c))
+            tlxc_ms = bench(partial(matmul, a, b, c))
+            torch_ms = bench(partial(torch.matmul, a, b, out=c))
             report(f"matmul {M}x{N}x{K}", tlxc_ms, torch_ms, flops=2 * M * N * K)
 
 

@@ -6,6 +6,8 @@ bfloat16 in and out; the sum of squares and the scaling run in float32.
     TLXC_INTERPRET=1 python examples/rmsnorm.py
     tlxc compile examples/rmsnorm.py --arch sm_90a --emit ir
 """
+from functools import partial
+
 import torch
 
 import tlxc
@@ -65,8 +67,8 @@ def main() -> None:
         out = rmsnorm(x, weight, eps, out=poisoned_like(x))
         check(f"rmsnorm {n_rows}x{n_cols}", out, reference(x, weight, eps))
         if on_gpu:
-            tlxc_ms = bench(lambda: rmsnorm(x, weight, eps, out=out))
-            torch_ms = bench(lambda: torch.nn.functional.rms_norm(x, (n_cols,), weight, eps))
+            tlxc_ms = bench(partial(rmsnorm, x, weight, eps, out=out))
+            torch_ms = bench(partial(torch.nn.functional.rms_norm, x, (n_cols,), weight, eps))
             report(f"rmsnorm {n_rows}x{n_cols}", tlxc_ms, torch_ms, nbytes=2 * x.numel() * x.element_size())
 
 

@@ -4,6 +4,8 @@
     TLXC_INTERPRET=1 python examples/vector_add.py     # no GPU: run under the CPU interpreter
     tlxc compile examples/vector_add.py --arch sm_90a --emit ir
 """
+from functools import partial
+
 import torch
 
 import tlxc
@@ -48,8 +50,8 @@ def main() -> None:
         out = add(x, y, poisoned_like(x))
         check(f"add n={n}", out, x.double() + y.double())
         if on_gpu:
-            tlxc_ms = bench(lambda: add(x, y, out))
-            torch_ms = bench(lambda: torch.add(x, y, out=out))
+            tlxc_ms = bench(partial(add, x, y, out))
+            torch_ms = bench(partial(torch.add, x, y, out=out))
             report(f"add n={n}", tlxc_ms, torch_ms, nbytes=3 * n * x.element_size())
 
 

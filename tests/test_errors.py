@@ -178,7 +178,7 @@ def source_line(loc) -> str:
 def compile_error(case: Case) -> CompilationError:
     kernel = getattr(corpus, case.kernel)
     with pytest.raises(CompilationError) as info:
-        kernel.compile()
+        kernel.compile(stages=("ir",))
     return info.value
 
 
@@ -270,7 +270,7 @@ def test_calling_a_kernel_from_python():
 
 def test_missing_constexpr_value():
     with pytest.raises(CompilationError, match="missing value for constexpr parameter 'BLOCK'"):
-        _needs_block.compile(constexprs={})
+        _needs_block.compile(constexprs={}, stages=("ir",))
 
 
 @tlxc.kernel
@@ -326,14 +326,14 @@ def test_internal_errors_are_reported_as_tlxc_bugs(monkeypatch):
     monkeypatch.setitem(B.RULES, "program_id", broken_rule)
     monkeypatch.delenv("TLXC_DEBUG", raising=False)
     with pytest.raises(InternalCompilerError) as info:
-        _uses_program_id.compile()
+        _uses_program_id.compile(stages=("ir",))
     err = info.value
     assert "internal compiler error (KeyError: 'boom'); this is a tlxc bug" in err.message
     lines, first = inspect.getsourcelines(_uses_program_id.fn)
     assert err.loc.line == first + 2
     monkeypatch.setenv("TLXC_DEBUG", "1")
     with pytest.raises(KeyError):
-        _uses_program_id.compile()
+        _uses_program_id.compile(stages=("ir",))
 
 
 @tlxc.kernel

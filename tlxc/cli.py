@@ -18,19 +18,26 @@ import inspect
 import os
 import sys
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from . import __version__
 from . import language as tl
+from .compiler import ARCHS, STAGES
 from .errors import TlxcError
-from .frontend.specialize import (Specialization, annotation_type, is_constexpr_annotation, parse_signature,
-                                  parse_type_spec, specialization_from_types)
+from .frontend.specialize import (
+    Specialization,
+    annotation_type,
+    is_constexpr_annotation,
+    parse_signature,
+    parse_type_spec,
+    specialization_from_types,
+)
 
-# Every stage a backend may put in ``CompiledKernel.asm``; which ones a
-# target produces is up to its backend (a missing one is reported, exit 2).
-STAGES = ("ir", "ir.opt", "cuda", "ptx", "cubin", "hip", "hsaco", "stats")
+# The stages --emit accepts are the compiler's (``tlxc.compiler.STAGES``);
+# which of them a target produces is up to its backend (a missing one: exit 2).
 NUM_WARPS = (1, 2, 4, 8, 16, 32)
 
 
@@ -76,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  tlxc compile k.py --arch sm_90a --kernel add --signature 'x=*fp32,y=*fp32,n=i32' -D BLOCK=256")
     _add_kernel_options(compile_cmd)
     compile_cmd.add_argument("--arch", required=True, metavar="ARCH",
-                             help="target: " + ", ".join(_archs()))
+                             help="target: " + ", ".join(ARCHS))
     compile_cmd.add_argument("--num-warps", type=int, default=4, metavar="N",
                              help="warps per program: 1, 2, 4 (default), 8, 16 or 32")
     compile_cmd.add_argument("--emit", default="ir", metavar="STAGES",
@@ -92,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "'file:line:col: error: ...' diagnostics and exits 1.")
     _add_kernel_options(check_cmd)
     check_cmd.add_argument("--arch", default="sm_90a", metavar="ARCH",
-                           help="target whose rules apply (default: sm_90a): " + ", ".join(_archs()))
+                           help="target whose rules apply (default: sm_90a): " + ", ".join(ARCHS))
     check_cmd.add_argument("--num-warps", type=int, default=4, metavar="N",
                            help="warps per program (default: 4)")
     return parser
@@ -109,11 +116,6 @@ def _add_kernel_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--signature", metavar="SIG",
                      help="types of runtime parameters, Triton's spelling: 'x=*bf16,n=i32' "
                           "(overrides annotations)")
-
-
-def _archs() -> tuple[str, ...]:
-    from .compiler import ARCHS
-    return ARCHS
 
 
 # -- -D values -------------------------------------------------------------------------
@@ -173,7 +175,7 @@ def load_module(path: str):
     except SyntaxError:
         _restore(name, previous)
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (whatever the user's module raises is reported in one line)
         _restore(name, previous)
         where = _user_frame(exc, str(file))
         raise UsageError(f"importing {path} failed{where}: {type(exc).__name__}: {exc}") from None
@@ -286,8 +288,8 @@ def _returns_value(kfn) -> bool:
 # -- commands ------------------------------------------------------------------------------
 def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str]:
     arch = args.arch
-    if arch not in _archs():
-        raise UsageError(f"unknown arch '{arch}' (expected one of {', '.join(_archs())})")
+    if arch not in ARCHS:
+        raise UsageError(f"unknown arch '{arch}' (expected one of {', '.join(ARCHS)})")
     if args.num_warps not in NUM_WARPS:
         raise UsageError(f"--num-warps must be one of {', '.join(map(str, NUM_WARPS))}, got {args.num_warps}")
     constexprs = dict(parse_define(d) for d in args.defines)

@@ -11,6 +11,11 @@ from .registry import impl
 from .values import register_dtype
 
 
+def _results(op, values: list):
+    """A rule returns its one result itself, or a sequence of several."""
+    return values[0] if len(op.results) == 1 else values
+
+
 @impl("scf.for")
 def for_(ctx, op, lb, ub, step, *inits):
     body = op.regions[0].block
@@ -21,7 +26,7 @@ def for_(ctx, op, lb, ub, step, *inits):
     carried = list(inits)
     for iv in range(lower, upper, stride):
         carried = yield from run_block(ctx, body, [iv_type(iv)] + carried)
-    return carried
+    return _results(op, carried)
 
 
 @impl("scf.while")
@@ -31,11 +36,12 @@ def while_(ctx, op, *inits):
     while True:
         condition, *values = yield from run_block(ctx, before, carried)
         if not condition:
-            return values
+            return _results(op, values)
         carried = yield from run_block(ctx, after, values)
 
 
 @impl("scf.if")
 def if_(ctx, op, condition):
     region = op.regions[0] if condition else op.regions[1]
-    return (yield from run_block(ctx, region.block))
+    values = yield from run_block(ctx, region.block)
+    return _results(op, values)

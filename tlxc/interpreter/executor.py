@@ -30,6 +30,7 @@ class Program:
         self.scheduler = Scheduler(self.label, seed)
         self.races = RaceTracker(self.label)
         self.out = out
+        self.state: dict = {}       # per-program objects of op families (barriers, shared buffers...)
 
 
 class TaskContext:

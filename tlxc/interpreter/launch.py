@@ -58,6 +58,9 @@ def specialize(kfn, args: tuple, kwargs: dict) -> tuple[Specialization, dict[str
         spec.params[name] = _param_kind(kfn, name, value, params[name])
         if is_array_argument(value) and _address(value) % 16 == 0:
             spec.divisibility[name] = 16
+        elif isinstance(value, (int, np.integer)) and not isinstance(value, bool) and int(value) % 16 == 0 \
+                and spec.params[name][0] == "runtime":
+            spec.divisibility[name] = 16
     return spec, dict(bound.arguments), options
 
 

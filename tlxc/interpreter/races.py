@@ -89,16 +89,16 @@ class RaceTracker:
     def _check_read(self, slot, label, what, loc, task) -> None:
         for access in self.pending.get(slot, ()):
             if access.kind == "write":
-                raise self._race(f"{what} of {label} in task '{task}' reads data that the asynchronous "
-                                 f"{access.what} (task '{access.task}') may not have written yet: no "
-                                 f"barrier wait orders that write before this read", loc, access)
+                raise self._race(f"{what} of {label} in task '{task}' is not ordered after the asynchronous "
+                                 f"{access.what} issued by task '{access.task}' (no completed barrier wait "
+                                 f"orders that write before this read)", loc, access)
 
     def _check_write(self, slot, label, what, loc, task) -> None:
         for access in self.pending.get(slot, ()):
             verb = "reading" if access.kind == "read" else "writing"
-            raise self._race(f"{what} to {label} in task '{task}' overwrites the slot while the "
-                             f"asynchronous {access.what} (task '{access.task}') may still be {verb} it: "
-                             f"no wait orders that {access.kind} before this write", loc, access)
+            raise self._race(f"{what} of {label} in task '{task}' may overwrite the slot while the "
+                             f"asynchronous {access.what} issued by task '{access.task}' is still {verb} it "
+                             f"(no wait orders that {access.kind} before this write)", loc, access)
 
     def _race(self, message: str, loc, access: AsyncAccess) -> RaceError:
         return RaceError(f"race in {self.program}: {message}", loc,

@@ -10,8 +10,10 @@ the scheduler picks.
 The scheduler repeatedly picks one runnable task (running it up to its next
 yield) or one ready event (completing it):
 
-* ``seed=None`` — deterministic: tasks round-robin; events complete only when
-  no task can run (memory as slow as it may be, which exposes missing waits);
+* ``seed=None`` — deterministic: each task runs until it blocks (``PREEMPT``
+  is ignored), then the next one, round-robin; events complete only when no
+  task can run.  Producers thus run as far ahead, and memory is as slow, as
+  the barriers allow: the order that best exposes missing waits;
 * ``seed=k`` — a seeded random choice among runnable tasks and ready events,
   so several seeds explore several interleavings.
 
@@ -153,7 +155,10 @@ class Scheduler:
             else:
                 choice = ready_events[0]
             if isinstance(choice, Task):
-                self._resume(choice)
+                preempted = self._resume(choice)
+                while preempted and self.rng is None:
+                    self._step_limit()
+                    preempted = self._resume(choice)
             else:
                 self._complete(choice)
 
@@ -166,21 +171,24 @@ class Scheduler:
                 return task
         return runnable[0]
 
-    def _resume(self, task: Task) -> None:
+    def _resume(self, task: Task) -> bool:
+        """Run ``task`` to its next yield; True if it only offered a preemption."""
         task.blocked = None
         self.current = task
         try:
             item = task.body.send(None)
         except StopIteration:
             task.done = True
-            return
+            return False
         finally:
             self.current = None
+        if item is PREEMPT:
+            return True
         if isinstance(item, Blocked):
             task.blocked = item
-        elif item is not PREEMPT:
-            raise InterpreterError(f"internal interpreter error: task '{task.name}' yielded {item!r} "
-                                   f"(expected Blocked or PREEMPT)", task.loc)
+            return False
+        raise InterpreterError(f"internal interpreter error: task '{task.name}' yielded {item!r} "
+                               f"(expected Blocked or PREEMPT)", task.loc)
 
     def _complete(self, event: AsyncEvent) -> None:
         self.events.remove(event)

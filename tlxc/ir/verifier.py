@@ -27,7 +27,7 @@ def _verify_region(region: Region, visible: set[int]) -> None:
                 raise op.error(f"operand #{i} does not dominate its use (defined later or in another region)")
         if op.is_terminator and index != len(ops) - 1:
             raise op.error("terminator must be the last op of its block")
-        if op.num_regions and len(op.regions) != op.num_regions:
+        if op.num_regions is not None and len(op.regions) != op.num_regions:
             raise op.error(f"expected {op.num_regions} regions, got {len(op.regions)}")
         for inner in op.regions:
             _verify_region(inner, visible)

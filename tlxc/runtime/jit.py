@@ -10,6 +10,7 @@ from .. import language as tl
 from ..errors import CompilationError
 from ..frontend.source import FunctionSource, get_source
 from ..frontend.specialize import is_constexpr_annotation
+from .launch import Launcher
 
 
 class KernelFunction:
@@ -36,7 +37,10 @@ class KernelFunction:
         self.debug = debug
         self._source: FunctionSource | None = None
         self._cache_key: str | None = None
-        self.cache: dict = {}       # specialization key -> compiled kernel, filled by the runtime
+        self.cache: dict = {}       # launch key -> LaunchPlan, filled by runtime/launch.py
+        self._constexpr_flags = tuple(name in self.constexpr_params for name in self.param_names)
+        self._interpret: bool | None = None
+        self._stream = None
 
     @property
     def source(self) -> FunctionSource:
@@ -66,7 +70,6 @@ class KernelFunction:
             f"or call it from inside another @tlxc.kernel")
 
     def __getitem__(self, grid):
-        from .launch import Launcher
         return Launcher(self, grid)
 
     def run(self, *args, grid, **kwargs):

@@ -16,8 +16,10 @@ from ._rules import expect_type
 
 def _yield_matches(op, region, types, what: str) -> None:
     term = region.block.terminator
-    if term is None:
-        raise op.error(f"expected the {what} region to end with a terminator")
+    expected = "scf.condition" if op.name == "scf.while" and what == "before" else "scf.yield"
+    if term is None or term.name != expected:
+        found = term.name if term is not None else (region.ops[-1].name if region.ops else "nothing")
+        raise op.error(f"expected the {what} region to end with {expected}, got {found}")
     got = [v.type for v in term.operands[1:]] if term.name == "scf.condition" \
         else [v.type for v in term.operands]
     if got != list(types):

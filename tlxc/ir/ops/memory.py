@@ -43,9 +43,13 @@ class LoadOp(Operation):
     name = "tl.load"
 
     def verify(self):
+        if not self.operands:
+            raise self.error("expected a pointer operand")
         ptr = self.operands[0]
         pointee = expect_pointer(self, ptr.type, "pointer").pointee
         optional = _optional_operands(self, 1)
+        if "other" in optional and "mask" not in optional:
+            raise self.error("expected a mask with 'other': other fills the masked-off lanes")
         _check_mask(self, ptr.type, optional.get("mask"))
         expected = with_element(ptr.type, pointee)
         if "other" in optional:

@@ -32,6 +32,8 @@ class ArangeOp(Operation):
     def verify(self):
         expect_operands(self, 0)
         start, end = self.attrs.get("start"), self.attrs.get("end")
+        if not isinstance(start, int) or not isinstance(end, int) or end <= start:
+            raise self.error(f"expected integer attributes start < end, got start={start!r}, end={end!r}")
         result = expect_tensor(self, self.result.type, "result")
         if result.shape != (end - start,) or result.element != i32:
             raise self.error(f"expected tensor<{end - start}xi32>, got {result}")
@@ -73,6 +75,8 @@ class ExpandDimsOp(Operation):
         expect_operands(self, 1)
         src = expect_tensor(self, self.operands[0].type, "operand")
         axis = self.attrs.get("axis")
+        if not isinstance(axis, int) or not 0 <= axis <= src.rank:
+            raise self.error(f"expected axis in [0, {src.rank}], got {axis!r}")
         shape = list(src.shape)
         shape.insert(axis, 1)
         result = expect_tensor(self, self.result.type, "result")
@@ -101,12 +105,14 @@ class TransOp(Operation):
     def verify(self):
         expect_operands(self, 1)
         src = expect_tensor(self, self.operands[0].type, "operand")
-        perm = tuple(self.attrs.get("perm", ()))
-        if sorted(perm) != list(range(src.rank)):
+        perm = self.attrs.get("perm", ())
+        if not isinstance(perm, (tuple, list)) or not all(isinstance(p, int) for p in perm) or \
+                sorted(perm) != list(range(src.rank)):
             raise self.error(f"expected a permutation of {list(range(src.rank))}, got {list(perm)}")
         expected = tuple(src.shape[p] for p in perm)
-        if self.result.type.shape != expected:
-            raise self.error(f"expected shape {expected}, got {self.result.type.shape}")
+        result = expect_tensor(self, self.result.type, "result")
+        if result.shape != expected or result.element != src.element:
+            raise self.error(f"expected result tensor<{'x'.join(map(str, expected))}x{src.element}>, got {result}")
 
 
 class ReduceOp(Operation):

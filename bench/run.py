@@ -1,0 +1,221 @@
+"""tlxc's benchmarks: tlxc and its baselines in one process, ratios printed last.
+
+    python -m bench.run [--quick] [--only NAME[,NAME...]]
+
+Each entry times tlxc and the baseline back to back on the same fresh random
+inputs (median of ``triton.testing.do_bench``, warmed up), reports bandwidth
+or time, and the ratio tlxc/baseline (>1 means tlxc is faster).  With ``$OUT``
+set, the results are also written to ``$OUT/bench.json``.  ``compile`` needs
+no GPU; the others do.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+RESULTS: list[dict] = []
+
+
+def record(name: str, tlxc_value: float, base_value: float, unit: str, baseline: str,
+           higher_is_better: bool = True, note: str = "") -> None:
+    ratio = tlxc_value / base_value if higher_is_better else base_value / tlxc_value
+    RESULTS.append({"name": name, "tlxc": tlxc_value, "baseline": base_value, "unit": unit,
+                    "baseline_name": baseline, "ratio": ratio, "note": note})
+    print(f"  {name:<36} tlxc {tlxc_value:10.2f} {unit:<8} {baseline} {base_value:10.2f}  ratio {ratio:5.2f}"
+          + (f"  ({note})" if note else ""), flush=True)
+
+
+def do_bench(fn) -> float:
+    from triton.testing import do_bench as triton_bench
+    return float(triton_bench(fn, warmup=50, rep=300, return_mode="median"))
+
+
+# -- bandwidth kernels -----------------------------------------------------------------------
+def bench_vector_add(quick: bool) -> None:
+    import torch
+    from vector_add import add
+    n = 1 << (24 if quick else 28)
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.empty_like(x)
+    ref = torch.empty_like(x)
+    add(x, y, out, block=4096, num_warps=4)
+    torch.testing.assert_close(out, x + y)
+    nbytes = 3 * n * 4
+    t = do_bench(lambda: add(x, y, out, block=4096, num_warps=4))
+    b = do_bench(lambda: torch.add(x, y, out=ref))
+    record(f"vector add fp32 2^{n.bit_length() - 1}", nbytes / t / 1e6, nbytes / b / 1e6, "GB/s", "torch.add")
+
+
+def _rows(quick: bool):
+    return (4096, 8192) if quick else (16384, 8192)
+
+
+def bench_softmax(quick: bool) -> None:
+    import torch
+    from softmax import softmax
+    m, n = _rows(quick)
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    softmax(x, out)
+    torch.testing.assert_close(out.float(), torch.softmax(x.float(), -1), atol=2e-3, rtol=2e-2)
+    nbytes = 2 * x.numel() * 2
+    t = do_bench(lambda: softmax(x, out))
+    b = do_bench(lambda: torch.softmax(x, dim=-1))
+    record(f"softmax bf16 {m}x{n}", nbytes / t / 1e6, nbytes / b / 1e6, "GB/s", "torch.softmax")
+
+
+def bench_rmsnorm(quick: bool) -> None:
+    import torch
+    from rmsnorm import rmsnorm
+    m, n = _rows(quick)
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    rmsnorm(x, w, 1e-6, out)
+    ref = torch.nn.functional.rms_norm(x, (n,), w, 1e-6)
+    torch.testing.assert_close(out.float(), ref.float(), atol=3e-2, rtol=3e-2)
+    nbytes = 2 * x.numel() * 2
+    t = do_bench(lambda: rmsnorm(x, w, 1e-6, out))
+    b = do_bench(lambda: torch.nn.functional.rms_norm(x, (n,), w, 1e-6))
+    record(f"rmsnorm bf16 {m}x{n}", nbytes / t / 1e6, nbytes / b / 1e6, "GB/s", "F.rms_norm")
+
+
+def bench_layernorm(quick: bool) -> None:
+    import torch
+    from layernorm import layernorm
+    m, n = _rows(quick)
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    layernorm(x, w, bias, 1e-5, out)
+    ref = torch.nn.functional.layer_norm(x, (n,), w, bias, 1e-5)
+    torch.testing.assert_close(out.float(), ref.float(), atol=5e-2, rtol=3e-2)
+    nbytes = 2 * x.numel() * 2
+    t = do_bench(lambda: layernorm(x, w, bias, 1e-5, out))
+    b = do_bench(lambda: torch.nn.functional.layer_norm(x, (n,), w, bias, 1e-5))
+    record(f"layernorm bf16 {m}x{n}", nbytes / t / 1e6, nbytes / b / 1e6, "GB/s", "F.layer_norm")
+
+
+# -- launch overhead -------------------------------------------------------------------------
+def bench_launch(quick: bool) -> None:
+    import torch
+    import launch_kernels as lk
+    n = 2000 if quick else 20000
+    x = torch.empty(16, device="cuda")
+    lk.empty4[(1,)](x, x, x, 16)
+
+    def host_us(fn) -> float:
+        best = []
+        for _ in range(5):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            elapsed = time.perf_counter() - start
+            torch.cuda.synchronize()
+            best.append(elapsed / n * 1e6)
+        best.sort()
+        return best[len(best) // 2]
+    ours = host_us(lambda: lk.empty4[(1,)](x, x, x, 16))
+    try:
+        import triton_launch_kernels as tk
+        tk.empty4[(1,)](x, x, x, 16)
+        theirs = host_us(lambda: tk.empty4[(1,)](x, x, x, 16))
+    except ImportError:
+        theirs = float("nan")
+    record("launch overhead, 4 args", ours, theirs, "us", "triton", higher_is_better=False)
+
+
+# -- compile time (no GPU needed) -------------------------------------------------------------
+def bench_compile(quick: bool) -> None:
+    from tlxc.runtime.launch import _compile_cached
+    from tlxc.compiler import compile_kernel
+    from tlxc.frontend.specialize import parse_signature, specialization_from_types
+    import softmax as sm
+    tmp = tempfile.mkdtemp(prefix="tlxc-bench-cache-")
+    saved = os.environ.get("TLXC_CACHE_DIR")
+    os.environ["TLXC_CACHE_DIR"] = tmp
+    try:
+        spec = specialization_from_types(sm.softmax_kernel, {}, {"BLOCK": 8192})
+        compile_kernel(sm.softmax_kernel, spec, arch="sm_90a", num_warps=8)   # warm up imports/NVRTC
+        shutil.rmtree(tmp, ignore_errors=True)
+        colds, warms = [], []
+        for _ in range(3 if quick else 5):
+            shutil.rmtree(tmp, ignore_errors=True)
+            start = time.perf_counter()
+            _compile_cached(sm.softmax_kernel, spec, "sm_90a", 8, compile_kernel)
+            colds.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            _compile_cached(sm.softmax_kernel, spec, "sm_90a", 8, compile_kernel)
+            warms.append(time.perf_counter() - start)
+        colds.sort()
+        warms.sort()
+        record("cold compile softmax (frontend->cubin)", colds[len(colds) // 2] * 1e3, 500.0, "ms",
+               "target", higher_is_better=False)
+        record("warm compile softmax (disk cache)", warms[len(warms) // 2] * 1e3, 10.0, "ms", "target",
+               higher_is_better=False)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if saved is None:
+            os.environ.pop("TLXC_CACHE_DIR", None)
+        else:
+            os.environ["TLXC_CACHE_DIR"] = saved
+
+
+BENCHES = {"compile": bench_compile, "vector_add": bench_vector_add, "softmax": bench_softmax,
+           "rmsnorm": bench_rmsnorm, "layernorm": bench_layernorm, "launch": bench_launch}
+GPU_BENCHES = {"vector_add", "softmax", "rmsnorm", "layernorm", "launch"}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions")
+    parser.add_argument("--only", default="", help="comma-separated subset of: " + ", ".join(BENCHES))
+    args = parser.parse_args(argv)
+    names = [n for n in args.only.split(",") if n] or list(BENCHES)
+    unknown = set(names) - set(BENCHES)
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    try:
+        import torch
+        gpu = torch.cuda.is_available()
+    except ImportError:
+        gpu = False
+    if gpu:
+        import torch
+        print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
+              f"date {time.strftime('%Y-%m-%d')}", flush=True)
+    failures = 0
+    for name in names:
+        if name in GPU_BENCHES and not gpu:
+            print(f"  {name:<36} skipped: no GPU")
+            continue
+        try:
+            BENCHES[name](args.quick)
+        except Exception as exc:  # keep going: one broken entry must not hide the others
+            failures += 1
+            print(f"  {name:<36} FAILED: {type(exc).__name__}: {str(exc)[:2000]}", flush=True)
+    print("\n| benchmark | tlxc | baseline | ratio |\n|---|---|---|---|")
+    for r in RESULTS:
+        print(f"| {r['name']} | {r['tlxc']:.2f} {r['unit']} | {r['baseline_name']} {r['baseline']:.2f} | "
+              f"{r['ratio']:.2f} |")
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "bench.json"), "w") as f:
+            json.dump(RESULTS, f, indent=1)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
