@@ -25,7 +25,7 @@ import tlxc.language as tl
 from tlxc.errors import CompilationError, InternalCompilerError
 
 sys.path.insert(0, str(Path(__file__).parent))
-import error_kernels as corpus  # noqa: E402
+import error_kernels as corpus
 
 MARKER = "# <-"
 
@@ -247,7 +247,7 @@ def test_builtin_outside_kernel():
     err = info.value
     assert "tl.program_id called outside a kernel: did you forget @tlxc.kernel?" in str(err)
     assert err.loc is not None and os.path.basename(err.loc.file) == "test_errors.py"
-    lines, first = inspect.getsourcelines(test_builtin_outside_kernel)
+    _, first = inspect.getsourcelines(test_builtin_outside_kernel)
     assert err.loc.line == first + 2
     if sys.version_info >= (3, 11):
         assert err.loc.col == 8
@@ -295,7 +295,7 @@ def _run_failing_compile(debug: bool) -> str:
         env["TLXC_DEBUG"] = "1"
     script = _SCRIPT.format(root=str(root), tests=str(root / "tests"))
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
-                            timeout=120)
+                            timeout=120, check=False)
     assert result.returncode == 1
     return result.stderr
 
@@ -329,7 +329,7 @@ def test_internal_errors_are_reported_as_tlxc_bugs(monkeypatch):
         _uses_program_id.compile(stages=("ir",))
     err = info.value
     assert "internal compiler error (KeyError: 'boom'); this is a tlxc bug" in err.message
-    lines, first = inspect.getsourcelines(_uses_program_id.fn)
+    _, first = inspect.getsourcelines(_uses_program_id.fn)
     assert err.loc.line == first + 2
     monkeypatch.setenv("TLXC_DEBUG", "1")
     with pytest.raises(KeyError):

@@ -412,7 +412,7 @@ def test_specialization_from_launch_arguments():
 
 
 def test_specialization_keys_differ_by_what_changes_the_code():
-    base = dict(x_ptr=_FakeTensor("float16", 4096), n=64, m=3, BLOCK=32)
+    base = {"x_ptr": _FakeTensor("float16", 4096), "n": 64, "m": 3, "BLOCK": 32}
     key = _spec_of(**base).key()
     assert _spec_of(**base).key() == key
     assert _spec_of(**{**base, "m": 5}).key() == key                                  # runtime value

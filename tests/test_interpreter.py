@@ -16,12 +16,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import kernels_interp as K  # noqa: E402
+import kernels_interp as K
 
-import tlxc  # noqa: E402
-import tlxc.language as tl  # noqa: E402
-from tlxc.errors import InterpreterError  # noqa: E402
-from tlxc.interpreter import interpret, maybe_interpret, should_interpret  # noqa: E402
+import tlxc
+import tlxc.language as tl
+from tlxc.errors import InterpreterError
+from tlxc.interpreter import interpret, maybe_interpret, should_interpret
 
 KERNELS_FILE = K.__file__
 
@@ -378,7 +378,7 @@ def test_division_by_zero_names_the_line_and_index():
         interpret(K.divmod_kernel, (1,), (a, b, q, r, 4), {"BLOCK": 4})
     line = _line_of("tl.store(q_ptr + offs, a // b, mask=mask)")
     assert str(info.value).splitlines()[0] == (
-        f"{KERNELS_FILE}:{line}:27: error: integer division by zero at index (2,) in program (0, 0, 0) "
+        f"{KERNELS_FILE}:{line}:27: error: integer division by zero in program (0, 0, 0) at index (2,) "
         f"(if those lanes are masked off later, guard the divisor, e.g. tl.where(d == 0, 1, d))")
 
 
@@ -516,9 +516,9 @@ def test_device_assert_names_line_pid_and_index():
 
 
 def test_missing_rule_is_reported():
+    from tlxc.errors import Location
     from tlxc.interpreter.registry import rule_for
     from tlxc.ir.core import Operation
-    from tlxc.errors import Location
 
     class Strange(Operation):
         name = "test.strange_op_without_rule"
@@ -536,3 +536,15 @@ def test_ir_is_cached_per_specialization():
     interpret(K.add_kernel, (1,), (x, x, x, 64), {"BLOCK": 64})
     interpret(K.add_kernel, (1,), (x, x, x, 1), {"BLOCK": 64})   # n == 1: a constexpr
     assert len(_RUNNERS[K.add_kernel]) == 2
+
+
+def test_tf32_rounding_and_64_bit_umulhi():
+    from tlxc.interpreter.arith import _mulhi64
+    from tlxc.interpreter.values import round_tf32
+    x = np.array([1 + 2**-11, 1 + 2**-12, -(1 + 3 * 2**-11), np.inf, np.nan], dtype=np.float32)
+    got = round_tf32(x)
+    assert got[:4].tolist() == [1 + 2**-10, 1.0, -(1 + 2 * 2**-10), np.inf] and np.isnan(got[4])   # ties away
+    a = np.array([2**64 - 1, 2**63 + 12345, 7], dtype=np.uint64)
+    b = np.array([2**64 - 1, 2**40 + 3, 2**63], dtype=np.uint64)
+    with np.errstate(all="ignore"):
+        assert [int(v) for v in _mulhi64(a, b)] == [(int(p) * int(q)) >> 64 for p, q in zip(a, b)]

@@ -10,8 +10,18 @@ from __future__ import annotations
 import pytest
 
 from tlxc.errors import BarrierError, DeadlockError, InterpreterError, RaceError
-from tlxc.interpreter import (PREEMPT, Blocked, GlobalMemory, KernelRunner, MBarrier, RaceTracker, Scheduler,
-                              alloc_barriers, impl, run_block)
+from tlxc.interpreter import (
+    PREEMPT,
+    Blocked,
+    GlobalMemory,
+    KernelRunner,
+    MBarrier,
+    RaceTracker,
+    Scheduler,
+    alloc_barriers,
+    impl,
+    run_block,
+)
 from tlxc.ir.core import OP_REGISTRY, Operation
 from tlxc.ir.parser import parse_module
 

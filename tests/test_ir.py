@@ -28,7 +28,7 @@ from tlxc.ir.printer import print_module
 from tlxc.ir.verifier import verify_module
 
 sys.path.insert(0, str(Path(__file__).parent))
-import test_frontend as F  # noqa: E402
+import test_frontend as F
 
 F32, I32, I1 = T.f32, T.i32, T.i1
 PF32 = T.PointerType(T.f32)
@@ -51,7 +51,7 @@ KERNELS = [
     (F._uses_helpers, "x_ptr=*fp32,out_ptr=*fp32", {}),
     (F._defaults, "x_ptr=*fp32", {"ACT": "relu"}),
     (F._misc, "", {}),
-    (F._promote, "a_ptr=*i8,b_ptr=*u32", {"OP": "//", "LITERAL": None, "EXPECTED": T.u32}),
+    (F._promote, "a_ptr=*i8,b_ptr=*i32", {"OP": "//", "LITERAL": None, "EXPECTED": T.i32}),
 ]
 
 
@@ -185,6 +185,23 @@ def test_hand_written_ir_round_trips():
     assert consts["tiny"] == 1e-30
     hint = next(op for op in module.walk() if op.name == "tl.hint")
     assert hint.attrs == {"multiple_of": (16, 1), "note": None, "dtype": T.PointerType(T.bf16), "empty": ()}
+
+
+def test_ops_without_locations_or_attributes_round_trip():
+    """A region right after an op's operands must not be mistaken for its attributes."""
+    def fill(b, args):
+        b.loc = None
+        b.create("scf.if", [args[2]], [], {}, [_region([]), _region([])])
+        b.create("scf.if", [args[2]], [], {}, [_region([], lambda ib, _: []), _region([])])
+    module = build_kernel(fill)
+    module.kernels[0].attrs = {"sym_name": "k"}          # no attributes on the kernel either
+    text = print_module(module)
+    assert "tl.kernel @k(%a0: ptr<f32>, %a1: i32, %a2: i1) {\n" in text
+    assert "  scf.if %a2 {\n" in text
+    parsed = parse_module(text)
+    verify_module(parsed)
+    assert_same_structure(module, parsed)
+    assert print_module(parsed) == text
 
 
 def test_printer_invents_unique_names():

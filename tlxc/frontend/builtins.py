@@ -6,7 +6,8 @@ builtin's signature (``tlxc/language/core.py``) and returns a frontend value.
 from __future__ import annotations
 
 import builtins as py
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..ir import types as T
 from ..ir.types import PointerType, ScalarType, TensorType
@@ -207,7 +208,6 @@ def _store(ctx, pointer, value, mask=None, boundary_check=(), cache_modifier="",
     if constexpr(eviction_policy, "eviction_policy"):
         attrs["eviction"] = eviction_policy
     b.create("tl.store", operands, [], attrs)
-    return None
 
 
 def _value_of(b, value, elem, what: str) -> Tensor:
@@ -264,12 +264,18 @@ RULES["maximum"] = _minmax("max")
 
 
 @rule("clamp")
-def _clamp(ctx, x, min, max, propagate_nan=None):  # noqa: A002
+def _clamp(ctx, x, min, max, propagate_nan=None):
     return S.binary(ctx.b, "min", S.binary(ctx.b, "max", x, min), max)
 
 
+def _math(fn: str):
+    def impl(ctx, x):
+        return S.unary_float(ctx.b, fn, numeric_arg(ctx.b, x, "x"))
+    return impl
+
+
 for _fn in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "floor", "ceil", "erf"):
-    RULES[_fn] = (lambda fn: lambda ctx, x: S.unary_float(ctx.b, fn, tensor_arg(ctx.b, x, "x")))(_fn)
+    RULES[_fn] = _math(_fn)
 
 
 @rule("abs")
@@ -322,7 +328,7 @@ def _umulhi(ctx, x, y):
 
 
 @rule("cast")
-def _cast(ctx, input, dtype, fp_downcast_rounding=None, bitcast=False):  # noqa: A002
+def _cast(ctx, input, dtype, fp_downcast_rounding=None, bitcast=False):
     dtype = constexpr(dtype, "dtype")
     if not isinstance(dtype, (ScalarType, PointerType)):
         raise SemanticError(f"'dtype' must be a dtype such as tl.float16, got {S.describe(dtype)}", param="dtype")
@@ -334,13 +340,13 @@ def _cast(ctx, input, dtype, fp_downcast_rounding=None, bitcast=False):  # noqa:
 
 # -- shapes ---------------------------------------------------------------------
 @rule("broadcast_to")
-def _broadcast_to(ctx, input, *shape):  # noqa: A002
+def _broadcast_to(ctx, input, *shape):
     shape = S.check_shape(constexpr(_shape_args(shape), "shape"), "shape")
     return S.broadcast_to(ctx.b, tensor_arg(ctx.b, input, "input"), shape)
 
 
 @rule("broadcast")
-def _broadcast(ctx, input, other):  # noqa: A002
+def _broadcast(ctx, input, other):
     x, y = tensor_arg(ctx.b, input, "input"), tensor_arg(ctx.b, other, "other")
     shape = S.broadcast_shapes(x.shape, y.shape)
     return S.broadcast_to(ctx.b, x, shape), S.broadcast_to(ctx.b, y, shape)
@@ -359,7 +365,7 @@ def expand_dims(b, x: Tensor, axis: int) -> Tensor:
 
 
 @rule("expand_dims")
-def _expand_dims(ctx, input, axis):  # noqa: A002
+def _expand_dims(ctx, input, axis):
     axes = constexpr(axis, "axis")
     x = tensor_arg(ctx.b, input, "input")
     for a in (axes if isinstance(axes, (tuple, list)) else (axes,)):
@@ -381,12 +387,12 @@ def reshape(b, x: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 @rule("reshape")
-def _reshape(ctx, input, *shape, can_reorder=False):  # noqa: A002
+def _reshape(ctx, input, *shape, can_reorder=False):
     return reshape(ctx.b, tensor_arg(ctx.b, input, "input"), constexpr(_shape_args(shape), "shape"))
 
 
 @rule("view")
-def _view(ctx, input, *shape):  # noqa: A002
+def _view(ctx, input, *shape):
     return reshape(ctx.b, tensor_arg(ctx.b, input, "input"), constexpr(_shape_args(shape), "shape"))
 
 
@@ -402,7 +408,7 @@ def permute(b, x: Tensor, dims) -> Tensor:
 
 
 @rule("trans")
-def _trans(ctx, input, *dims):  # noqa: A002
+def _trans(ctx, input, *dims):
     x = tensor_arg(ctx.b, input, "input")
     dims = _shape_args(dims)
     if not dims:
@@ -413,7 +419,7 @@ def _trans(ctx, input, *dims):  # noqa: A002
 
 
 @rule("permute")
-def _permute(ctx, input, *dims):  # noqa: A002
+def _permute(ctx, input, *dims):
     return permute(ctx.b, tensor_arg(ctx.b, input, "input"), _shape_args(dims))
 
 
@@ -455,12 +461,12 @@ def reduce(b, x, axis, kind: str, keep_dims: bool, dtype=None) -> Tensor:
 
 
 @rule("sum")
-def _sum(ctx, input, axis=None, keep_dims=False, dtype=None):  # noqa: A002
+def _sum(ctx, input, axis=None, keep_dims=False, dtype=None):
     return reduce(ctx.b, input, axis, "sum", constexpr(keep_dims, "keep_dims"), dtype)
 
 
 def _max_min(kind):
-    def impl(ctx, input, axis=None, return_indices=False, return_indices_tie_break_left=True,  # noqa: A002
+    def impl(ctx, input, axis=None, return_indices=False, return_indices_tie_break_left=True,
              keep_dims=False):
         keep = constexpr(keep_dims, "keep_dims")
         value = reduce(ctx.b, input, axis, kind, keep)
@@ -475,17 +481,17 @@ RULES["min"] = _max_min("min")
 
 
 @rule("argmax")
-def _argmax(ctx, input, axis, tie_break_left=True, keep_dims=False):  # noqa: A002
+def _argmax(ctx, input, axis, tie_break_left=True, keep_dims=False):
     return reduce(ctx.b, input, axis, "argmax", constexpr(keep_dims, "keep_dims"))
 
 
 @rule("argmin")
-def _argmin(ctx, input, axis, tie_break_left=True, keep_dims=False):  # noqa: A002
+def _argmin(ctx, input, axis, tie_break_left=True, keep_dims=False):
     return reduce(ctx.b, input, axis, "argmin", constexpr(keep_dims, "keep_dims"))
 
 
 @rule("xor_sum")
-def _xor_sum(ctx, input, axis=None, keep_dims=False):  # noqa: A002
+def _xor_sum(ctx, input, axis=None, keep_dims=False):
     return reduce(ctx.b, input, axis, "xor", constexpr(keep_dims, "keep_dims"))
 
 
@@ -494,7 +500,7 @@ _DOT_INPUTS = (T.f16, T.bf16, T.f32, T.f8e4m3, T.f8e5m2, T.i8)
 
 
 @rule("dot")
-def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,  # noqa: A002
+def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,
          max_num_imprecise_acc=None, out_dtype=T.f32):
     b = ctx.b
     a, c = tensor_arg(b, input, "input"), tensor_arg(b, other, "other")
@@ -541,7 +547,7 @@ def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,  # 
 
 # -- hints, static checks, debugging ------------------------------------------------
 def _hint(kind):
-    def impl(ctx, input, values):  # noqa: A002
+    def impl(ctx, input, values):
         x = tensor_arg(ctx.b, input, "input")
         values = constexpr(values, "values")
         values = tuple(values) if isinstance(values, (tuple, list)) else (values,)
@@ -573,7 +579,7 @@ def _static_print(ctx, *values):
 
 
 @rule("device_print")
-def _device_print(ctx, prefix, *args, hex=False):  # noqa: A002
+def _device_print(ctx, prefix, *args, hex=False):
     prefix = constexpr(prefix, "prefix")
     operands = [tensor_arg(ctx.b, a, "argument").value for a in args]
     ctx.b.create("tl.print", operands, [], {"prefix": str(prefix), "hex": bool(hex)})
@@ -584,5 +590,5 @@ def _device_assert(ctx, cond, msg=""):
     if not isinstance(cond, Tensor):
         if not cond:
             raise SemanticError(f"tl.device_assert on a condition that is false at compile time: {msg}")
-        return None
+        return
     ctx.b.create("tl.assert", [S.to_bool(ctx.b, cond).value], [], {"message": str(constexpr(msg, "msg"))})

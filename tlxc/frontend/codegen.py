@@ -447,9 +447,8 @@ class FunctionCodegen(ast.NodeVisitor):
             raise self.error("the loop variable must be a plain name", node.target)
         bound_type = T.i32
         for v in (lb, ub, step):
-            if isinstance(v, Tensor) and v.dtype.bits == 64:
-                bound_type = T.i64
-            elif not isinstance(v, Tensor) and S.literal_type(v).bits == 64:
+            v_type = v.dtype if isinstance(v, Tensor) else S.literal_type(v)
+            if v_type.bits == 64:
                 bound_type = T.i64
         bounds = [S.cast(self.b, v, bound_type) if isinstance(v, Tensor) else S.constant(self.b, v, bound_type)
                   for v in (lb, ub, step)]
@@ -698,7 +697,7 @@ class FunctionCodegen(ast.NodeVisitor):
         if not isinstance(lhs, Tensor) and not isinstance(rhs, Tensor):
             try:
                 return S.fold_python(op, lhs, rhs)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (any failure of the user's constant expression)
                 raise self.error(f"invalid compile-time operation: {exc}", node) from None
         if op == "pow":
             raise self.error("'**' is not supported on runtime values (use tl.exp2/tl.log2 or repeated "
@@ -848,7 +847,7 @@ class FunctionCodegen(ast.NodeVisitor):
             arg_nodes.keywords[k.arg] = k.value
         return self.call(fn, args, kwargs, node, arg_nodes)
 
-    def call(self, fn, args, kwargs, node, arg_nodes: "_ArgNodes | None" = None):
+    def call(self, fn, args, kwargs, node, arg_nodes: _ArgNodes | None = None):
         arg_nodes = arg_nodes or _ArgNodes(node)
         if isinstance(fn, _BoundMethod):
             args = [fn.receiver] + list(args)
@@ -880,13 +879,13 @@ class FunctionCodegen(ast.NodeVisitor):
                 return fn(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
             except TlxcError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (the user's own Python function failed)
                 raise self.error(f"call to '{name}' failed at compile time: {type(exc).__name__}: {exc}",
                                  node) from None
         raise self.error(f"'{S.describe(fn)}' is not callable", node)
 
     def bind_arguments(self, display: str, signature: inspect.Signature, args, kwargs, node,
-                       arg_nodes: "_ArgNodes") -> inspect.BoundArguments:
+                       arg_nodes: _ArgNodes) -> inspect.BoundArguments:
         """``signature.bind`` with the mismatch reported at the user's call."""
         try:
             return signature.bind(*args, **kwargs)
@@ -913,7 +912,7 @@ class FunctionCodegen(ast.NodeVisitor):
                     where = arg_nodes.positional[len(positional)]
             raise self.error(f"{display}(): {message}", where) from None
 
-    def call_builtin(self, fn, args, kwargs, node, arg_nodes: "_ArgNodes"):
+    def call_builtin(self, fn, args, kwargs, node, arg_nodes: _ArgNodes):
         name = fn.__tlxc_builtin__
         display = arg_nodes.display(f"tl.{name}")
         signature = inspect.signature(fn.__tlxc_signature__)
@@ -932,7 +931,7 @@ class FunctionCodegen(ast.NodeVisitor):
             where = arg_nodes.node_of(signature, exc.param) if exc.param else node
             raise self.error(message, where) from None
 
-    def inline(self, kfn, args, kwargs, node, arg_nodes: "_ArgNodes"):
+    def inline(self, kfn, args, kwargs, node, arg_nodes: _ArgNodes):
         src = kfn.source
         if self.ctx.depth >= MAX_INLINE_DEPTH:
             raise self.error(f"calls nested deeper than {MAX_INLINE_DEPTH} levels: recursion is not "
@@ -982,7 +981,7 @@ class _ArgNodes:
         self.keywords: dict[str, ast.AST] = {}
         self.receiver_count = 0        # 1 for a method call: x.to(...) binds x first
 
-    def with_receiver(self) -> "_ArgNodes":
+    def with_receiver(self) -> _ArgNodes:
         func = getattr(self.call, "func", None)
         receiver = func.value if isinstance(func, ast.Attribute) else self.call
         result = _ArgNodes(self.call)
@@ -1040,7 +1039,7 @@ def _literal_fits(value, t) -> bool:
 def _same_constexpr(a, b) -> bool:
     try:
         return type(a) is type(b) and bool(a == b)
-    except Exception:
+    except Exception:  # noqa: BLE001 (arbitrary user objects may not compare)
         return a is b
 
 
@@ -1052,8 +1051,8 @@ def _resolve_annotation(src: FunctionSource, annotation):
         if text in ("tl.constexpr", "constexpr", "tlxc.language.constexpr", "tl.core.constexpr"):
             return tl.constexpr
         try:
-            return eval(text, dict(src.fn.__globals__))  # noqa: S307 (user's own annotation)
-        except Exception:
+            return eval(text, dict(src.fn.__globals__))
+        except Exception:  # noqa: BLE001 (an annotation tlxc cannot evaluate is no annotation)
             return None
     return annotation
 
@@ -1108,4 +1107,4 @@ def _find_value_return(tree):
     return None
 
 
-__all__ = ["build_kernel_ir", "Options", "FunctionCodegen", "get_source", "TensorType"]
+__all__ = ["FunctionCodegen", "Options", "TensorType", "build_kernel_ir", "get_source"]

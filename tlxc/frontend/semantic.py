@@ -19,7 +19,7 @@ from ..ir.builder import Builder
 from ..ir.types import PointerType, ScalarType, TensorType, Type
 from .values import SemanticError, Tensor
 
-__all__ = ["SemanticError", "binary", "compare", "cast", "where", "constant", "describe"]
+__all__ = ["SemanticError", "binary", "cast", "compare", "constant", "describe", "where"]
 
 # How each binary op is spelled in the user's source, for messages.
 OP_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",

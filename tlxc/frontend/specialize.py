@@ -55,8 +55,8 @@ def annotation_type(annotation, fn) -> Type | None:
     """An IR type from an annotation such as ``tl.pointer_type(tl.bfloat16)`` or ``tl.int64``."""
     if isinstance(annotation, str):
         try:
-            annotation = eval(annotation, dict(fn.__globals__))  # noqa: S307 (user's annotation)
-        except Exception:
+            annotation = eval(annotation, dict(fn.__globals__))
+        except Exception:  # noqa: BLE001 (an annotation tlxc cannot evaluate gives no type)
             return None
     if isinstance(annotation, (ScalarType, PointerType)):
         return annotation

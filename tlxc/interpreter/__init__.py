@@ -15,8 +15,7 @@ from typing import TextIO
 from . import arith, control, debug, memory_ops, mma, tensor  # noqa: F401  (register the rules)
 from .barrier import MBarrier, alloc_barriers
 from .executor import KernelRunner, Program, TaskContext, run_block
-from .launch import (InterpretedKernel, interpret_launch, maybe_interpret, normalize_grid, should_interpret,
-                     specialize)
+from .launch import InterpretedKernel, interpret_launch, maybe_interpret, normalize_grid, should_interpret, specialize
 from .memory import GlobalMemory
 from .races import RaceTracker
 from .registry import RULES, impl
@@ -40,7 +39,26 @@ def interpret(kernel_fn, grid=None, args: tuple = (), kwargs: dict | None = None
                             seed=seed, order=order, out=out)
 
 
-__all__ = ["interpret", "maybe_interpret", "should_interpret", "specialize", "normalize_grid",
-           "InterpretedKernel", "KernelRunner", "Program", "TaskContext", "run_block", "GlobalMemory",
-           "MBarrier", "alloc_barriers", "RaceTracker", "RULES", "impl", "Scheduler", "Task", "Blocked",
-           "PREEMPT", "AsyncEvent"]
+__all__ = [
+    "PREEMPT",
+    "RULES",
+    "AsyncEvent",
+    "Blocked",
+    "GlobalMemory",
+    "InterpretedKernel",
+    "KernelRunner",
+    "MBarrier",
+    "Program",
+    "RaceTracker",
+    "Scheduler",
+    "Task",
+    "TaskContext",
+    "alloc_barriers",
+    "impl",
+    "interpret",
+    "maybe_interpret",
+    "normalize_grid",
+    "run_block",
+    "should_interpret",
+    "specialize",
+]

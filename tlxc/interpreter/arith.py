@@ -15,8 +15,16 @@ import numpy as np
 
 from ..ir.types import ScalarType
 from .registry import impl
-from .values import (compute_dtype, constant, from_storage, register_dtype, round_to, scalar_of, storage_dtype,
-                     to_storage)
+from .values import (
+    constant,
+    contiguous,
+    from_storage,
+    register_dtype,
+    round_to,
+    scalar_of,
+    storage_dtype,
+    to_storage,
+)
 
 _F32 = np.dtype(np.float32)
 
@@ -76,7 +84,7 @@ def _check_divisor(ctx, op, rhs) -> None:
         if zero.ndim:
             index = tuple(int(i) for i in np.unravel_index(int(np.argmax(zero)), zero.shape))
             where = f" at index {index}"
-        raise ctx.error(op, f"integer division by zero{where} in {ctx.label} (if those lanes are "
+        raise ctx.error(op, f"integer division by zero in {ctx.label}{where} (if those lanes are "
                             f"masked off later, guard the divisor, e.g. tl.where(d == 0, 1, d))")
 
 
@@ -211,7 +219,7 @@ def _erf(x):
         import torch
     except ImportError:  # pragma: no cover - torch is optional
         return np.vectorize(math.erf, otypes=[x.dtype])(x)
-    return torch.special.erf(torch.from_numpy(np.ascontiguousarray(x))).numpy()
+    return torch.special.erf(torch.from_numpy(contiguous(x))).numpy()
 
 
 _MATH = {
@@ -281,10 +289,7 @@ def cast(ctx, op, x):
 @impl("arith.bitcast")
 def bitcast(ctx, op, x):
     src, dst = _operand_type(op), _type(op)
-    bits = np.ascontiguousarray(to_storage(x, src))
+    bits = contiguous(to_storage(x, src))
     result = from_storage(bits.view(f"u{bits.dtype.itemsize}").view(storage_dtype(dst)), dst)
     result = np.asarray(result)
     return result if result.ndim else result[()]
-
-
-__all__ = ["convert", "c_div", "compute_dtype"]

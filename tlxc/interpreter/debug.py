@@ -37,14 +37,13 @@ def print_(ctx, op, *values):
             text = format_element(array[index], t, hex_)
             lines.append(f"pid ({pid}) idx ({', '.join(str(i) for i in index)}){prefix}{tag}{text}")
     out.write("\n".join(lines) + "\n")
-    return None
 
 
 @impl("tl.assert")
 def assert_(ctx, op, condition):
     failed = ~np.asarray(condition, dtype=bool)
     if not failed.any():
-        return None
+        return
     message = op.attrs.get("message", "")
     where = ""
     if failed.ndim:

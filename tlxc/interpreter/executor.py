@@ -11,10 +11,12 @@ import os
 import sys
 from typing import Any, TextIO
 
+import numpy as np
+
 from ..errors import InterpreterError, TlxcError
 from ..ir.core import Block, Module, Operation
-from .registry import rule_for
 from .races import RaceTracker
+from .registry import rule_for
 from .scheduler import Scheduler
 
 
@@ -36,9 +38,9 @@ class Program:
 class TaskContext:
     """What a rule receives as ``ctx``: its program and its task's values."""
 
-    __slots__ = ("program", "env", "task_name", "plans")
+    __slots__ = ("env", "plans", "program", "task_name")
 
-    def __init__(self, program: Program, env: dict, task_name: str, plans: "Plans"):
+    def __init__(self, program: Program, env: dict, task_name: str, plans: Plans):
         self.program = program
         self.env = env
         self.task_name = task_name
@@ -64,7 +66,7 @@ class TaskContext:
     def races(self) -> RaceTracker:
         return self.program.races
 
-    def fork(self, task_name: str) -> "TaskContext":
+    def fork(self, task_name: str) -> TaskContext:
         """A context for a new task that sees every value defined so far."""
         return TaskContext(self.program, dict(self.env), task_name, self.plans)
 
@@ -164,5 +166,6 @@ class KernelRunner:
         ctx = TaskContext(program, {}, "main", self.plans)
         body = run_block(ctx, self.kernel.regions[0].block, args)
         program.scheduler.spawn("main", body, self.kernel.loc)
-        program.scheduler.run()
+        with np.errstate(all="ignore"):     # ints wrap and floats overflow silently, as on the GPU
+            program.scheduler.run()
         return program

@@ -21,9 +21,9 @@ from .values import register_dtype
 
 # Launch options Triton accepts as keyword arguments next to the kernel's own.
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
-                  "launch_cooperative_grid", "launch_pdl")
+                  "launch_cooperative_grid", "launch_pdl", "interpret")
 
-_RUNNERS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+_RUNNERS: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
 
 
 def _literal_type(value: int) -> ScalarType:
@@ -56,9 +56,7 @@ def specialize(kfn, args: tuple, kwargs: dict) -> tuple[Specialization, dict[str
     spec = Specialization()
     for name, value in bound.arguments.items():
         spec.params[name] = _param_kind(kfn, name, value, params[name])
-        if is_array_argument(value) and _address(value) % 16 == 0:
-            spec.divisibility[name] = 16
-        elif isinstance(value, (int, np.integer)) and not isinstance(value, bool) and int(value) % 16 == 0 \
+        if is_array_argument(value) and _address(value) % 16 == 0 or isinstance(value, (int, np.integer)) and not isinstance(value, bool) and int(value) % 16 == 0 \
                 and spec.params[name][0] == "runtime":
             spec.divisibility[name] = 16
     return spec, dict(bound.arguments), options
@@ -151,10 +149,9 @@ def interpret_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
     programs = [(x, y, z) for z, y, x in itertools.product(range(grid3[2]), range(grid3[1]), range(grid3[0]))]
     if order == "shuffled":
         random.Random(seed).shuffle(programs)
-    with np.errstate(all="ignore"):
-        for pid in programs:
-            program_seed = None if seed is None else hash((seed, pid)) & 0xFFFFFFFF
-            runner.run_program(pid, grid3, memory, values, program_seed, out)
+    for pid in programs:
+        program_seed = None if seed is None else hash((seed, pid)) & 0xFFFFFFFF
+        runner.run_program(pid, grid3, memory, values, program_seed, out)
 
 
 def _check_device(name: str, value) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InterpreterError, LaunchError
+from ..errors import LaunchError
 from ..ir import types as T
 from ..ir.types import ScalarType
 
@@ -255,18 +255,24 @@ class GlobalMemory:
         for i in np.unique(index):
             yield index == i, self.allocations[int(i)]
 
+    def _within_one(self, addresses: np.ndarray, itemsize: int, write: bool) -> bool:
+        """The common case, cheaply: all addresses aligned inside one allocation."""
+        lo, hi = int(addresses.min()), int(addresses.max())
+        first = int(np.searchsorted(self._starts, lo, side="right")) - 1
+        if first < 0:
+            return False
+        alloc = self.allocations[first]
+        if lo < alloc.base or hi + itemsize > alloc.end or (write and not alloc.writeable):
+            return False
+        return itemsize == 1 or not np.any(addresses % itemsize)
+
     def check(self, addresses: np.ndarray, itemsize: int, write: bool) -> tuple[str, int] | None:
         """None if every address is a valid, aligned element; else
         (problem, flat index of the first offending address)."""
         if addresses.size == 0:
             return None
-        lo, hi = int(addresses.min()), int(addresses.max())
-        first = int(np.searchsorted(self._starts, lo, side="right")) - 1
-        if first >= 0:
-            alloc = self.allocations[first]
-            if alloc.base <= lo and hi + itemsize <= alloc.end and (not write or alloc.writeable):
-                if itemsize == 1 or not np.any(addresses % itemsize):
-                    return None
+        if self._within_one(addresses, itemsize, write):
+            return None
         flat = addresses.reshape(-1)
         index, inside = self.locate(flat, itemsize)
         bad = ~inside

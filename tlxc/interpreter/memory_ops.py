@@ -98,11 +98,11 @@ def store(ctx, op, ptr, value, *optional):
     active, lanes = _active(addresses, mask)
     if lanes is not None:
         if not lanes.any():
-            return None
+            return
         bits = bits[lanes]
     _check(ctx, op, "store", addresses, active, lanes, t, write=True)
     ctx.memory.scatter(active, bits, storage_dtype(t))
-    return None
+    return
 
 
 def _combine(kind: str, old, value, t: ScalarType):

@@ -15,8 +15,8 @@ they run may block.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import InterpreterError
 

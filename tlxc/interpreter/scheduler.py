@@ -24,7 +24,7 @@ deadlock: ``DeadlockError`` names every blocked task, its line, the barrier
 from __future__ import annotations
 
 import random
-from typing import Callable, Generator
+from collections.abc import Callable, Generator
 
 from ..errors import DeadlockError, InterpreterError, Location
 
@@ -32,7 +32,7 @@ from ..errors import DeadlockError, InterpreterError, Location
 class Blocked:
     """Yielded by a task that cannot continue until ``ready()`` holds."""
 
-    __slots__ = ("reason", "ready", "loc", "barrier", "phase")
+    __slots__ = ("barrier", "loc", "phase", "ready", "reason")
 
     def __init__(self, reason: str, ready: Callable[[], bool], loc: Location | None = None,
                  barrier=None, phase: int | None = None):
@@ -43,7 +43,7 @@ class Blocked:
         self.phase = phase
 
     @classmethod
-    def on_barrier(cls, barrier, phase: int, loc: Location | None = None) -> "Blocked":
+    def on_barrier(cls, barrier, phase: int, loc: Location | None = None) -> Blocked:
         """Wait until the phase of ``barrier`` with parity ``phase`` has completed."""
         return cls(f"waits for phase {phase} of barrier {barrier.label}",
                    lambda: barrier.phase_done(phase), loc, barrier, phase)

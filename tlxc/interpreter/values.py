@@ -48,6 +48,13 @@ _NARROW = {
 NARROW_FLOATS = frozenset(_NARROW)
 
 
+def contiguous(x, dtype=None) -> np.ndarray:
+    """``x`` as a C-contiguous array (``.view``-able), keeping 0-d shapes
+    (``np.ascontiguousarray`` would make them 1-d)."""
+    array = np.asarray(x, dtype=dtype)
+    return array if array.flags.c_contiguous else array.copy()
+
+
 def scalar_of(t: Type) -> ScalarType | PointerType:
     return t.element if isinstance(t, TensorType) else t
 
@@ -108,7 +115,7 @@ def round_to(x, t: ScalarType):
 def round_tf32(x) -> np.ndarray:
     """f32 → tf32 (10 explicit mantissa bits), round to nearest, ties away
     from zero (``cvt.rna.tf32.f32``, what tensor cores are fed)."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    x = contiguous(x, np.float32)
     bits = x.view(np.uint32)
     rounded = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
     return np.where(np.isfinite(x), rounded, x)
@@ -166,7 +173,7 @@ def to_storage(values, t: ScalarType | PointerType) -> np.ndarray:
         return np.asarray(values, dtype=np.int64)
     name = t.name
     if name == "bf16":
-        return (np.ascontiguousarray(values, dtype=np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+        return (contiguous(values, np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
     if name in _FP8_DECODE:
         return _fp8_encode(values, name)
     if name == "i1":

@@ -122,8 +122,7 @@ class Operation:
     @property
     def result(self) -> OpResult:
         if len(self.results) != 1:
-            raise VerificationError(
-                f"{self.name} has {len(self.results)} results, expected exactly one", self.loc)
+            raise self.error(f"expected exactly one result, got {len(self.results)}")
         return self.results[0]
 
     def operand(self, i: int) -> Value:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import Location, VerificationError
 from . import ops as _ops  # noqa: F401  (registers every op)
@@ -17,12 +18,13 @@ from .types import SCALAR_TYPES, PointerType, TensorType, Type
 
 # Extra types register a parser here: keyword -> fn(parser) -> Type, called
 # with the position just after the keyword.
-TYPE_PARSERS: dict[str, Callable[["Parser"], Type]] = {}
+TYPE_PARSERS: dict[str, Callable[[Parser], Type]] = {}
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _VALUE = re.compile(r"%[A-Za-z0-9_]+")
 _NUMBER = re.compile(r"-?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+|inf)")
 _DIM = re.compile(r"(\d+)x")
+_ATTRS_START = re.compile(r"\{[ \t]*(?:\}|[A-Za-z_][A-Za-z0-9_]*[ \t]*=[^=])")
 
 
 class IRParseError(VerificationError):
@@ -38,10 +40,13 @@ class Parser:
         self.layouts: dict[str, Any] = {}
 
     # -- low level ---------------------------------------------------------
-    def error(self, message: str) -> IRParseError:
-        line = self.text.count("\n", 0, self.pos) + 1
-        col = self.pos - (self.text.rfind("\n", 0, self.pos) + 1)
-        src = self.text.splitlines()[line - 1] if self.text.splitlines() else ""
+    def error(self, message: str, pos: int | None = None) -> IRParseError:
+        """An error at ``pos`` (default: the current position) of the text."""
+        pos = self.pos if pos is None else pos
+        line = self.text.count("\n", 0, pos) + 1
+        col = pos - (self.text.rfind("\n", 0, pos) + 1)
+        lines = self.text.split("\n")
+        src = lines[line - 1] if line <= len(lines) else ""
         return IRParseError(message, Location(self.filename, line, col), source_line=src)
 
     def skip_ws(self) -> None:
@@ -171,10 +176,18 @@ class Parser:
         self.pos += 1
         return json.loads(self.text[start - 1:self.pos])
 
+    def at_attrs(self) -> bool:
+        """Whether a ``{`` here opens an attribute dictionary rather than a region:
+        ``{name = ...`` or an empty ``{}`` on one line."""
+        if not self.peek("{"):
+            return False
+        return bool(_ATTRS_START.match(self.text, self.pos))
+
     def parse_attrs(self) -> dict[str, Any]:
         attrs: dict[str, Any] = {}
-        if not self.accept("{"):
+        if not self.at_attrs():
             return attrs
+        self.expect("{")
         if self.accept("}"):
             return attrs
         while True:
@@ -197,9 +210,9 @@ class Parser:
         return Location(file, line, col)
 
     # -- values ------------------------------------------------------------
-    def define(self, name: str, value: Value) -> None:
+    def define(self, name: str, value: Value, pos: int | None = None) -> None:
         if name in self.scopes[-1]:
-            raise self.error(f"value {name} defined twice")
+            raise self.error(f"value {name} defined twice", pos)
         value.name_hint = None if name[1:].isdigit() else name[1:]
         self.scopes[-1][name] = value
 
@@ -211,6 +224,8 @@ class Parser:
 
     # -- ops and regions ---------------------------------------------------
     def parse_op(self) -> Operation:
+        self.skip_ws()
+        start = self.pos
         results: list[str] = []
         if self.peek("%"):
             results.append(self.match(_VALUE, "a result name"))
@@ -233,14 +248,14 @@ class Parser:
             while self.accept(","):
                 types.append(self.parse_type())
         if len(types) != len(results):
-            raise self.error(f"{name}: {len(results)} results but {len(types)} result types")
+            raise self.error(f"{name}: {len(results)} results but {len(types)} result types", start)
         loc = self.parse_loc()
         regions = []
         while self.peek("{"):
             regions.append(self.parse_region())
         op = cls(operands, types, attrs, regions, loc)
         for value_name, result in zip(results, op.results):
-            self.define(value_name, result)
+            self.define(value_name, result, start)
         return op
 
     def parse_region(self, arg_names_types=None) -> Region:

@@ -22,7 +22,7 @@ uint8, uint16, uint32, uint64 = _t.u8, _t.u16, _t.u32, _t.u64
 float16, bfloat16, float32, float64 = _t.f16, _t.bf16, _t.f32, _t.f64
 float8e4nv, float8e5 = _t.f8e4m3, _t.f8e5m2
 float8_e4m3fn, float8_e5m2 = float8e4nv, float8e5   # torch spellings
-bool_ = int1  # noqa: A001
+bool_ = int1
 void = None
 
 
@@ -176,7 +176,7 @@ def maximum(x, y, propagate_nan=None):
 
 
 @builtin
-def clamp(x, min, max, propagate_nan=None):  # noqa: A002
+def clamp(x, min, max, propagate_nan=None):
     """``minimum(maximum(x, min), max)``."""
 
 
@@ -211,7 +211,7 @@ def rsqrt(x):
 
 
 @builtin
-def abs(x):  # noqa: A001
+def abs(x):
     """Absolute value."""
 
 
@@ -256,99 +256,99 @@ def umulhi(x, y):
 
 
 @builtin
-def cast(input, dtype, fp_downcast_rounding=None, bitcast=False):  # noqa: A002
+def cast(input, dtype, fp_downcast_rounding=None, bitcast=False):
     """Convert ``input`` to ``dtype`` (or reinterpret its bits)."""
 
 
 # -- shapes -----------------------------------------------------------------
 @builtin
-def broadcast_to(input, *shape):  # noqa: A002
+def broadcast_to(input, *shape):
     """Broadcast ``input`` to ``shape``."""
 
 
 @builtin
-def broadcast(input, other):  # noqa: A002
+def broadcast(input, other):
     """Broadcast two tensors to their common shape."""
 
 
 @builtin
-def expand_dims(input, axis):  # noqa: A002
+def expand_dims(input, axis):
     """Insert a size-1 dimension at ``axis``."""
 
 
 @builtin
-def reshape(input, *shape, can_reorder=False):  # noqa: A002
+def reshape(input, *shape, can_reorder=False):
     """Row-major reshape."""
 
 
 @builtin
-def view(input, *shape):  # noqa: A002
+def view(input, *shape):
     """Reshape (Triton's legacy spelling)."""
 
 
 @builtin
-def trans(input, *dims):  # noqa: A002
+def trans(input, *dims):
     """Transpose a 2-D tensor, or permute by ``dims``."""
 
 
 @builtin
-def permute(input, *dims):  # noqa: A002
+def permute(input, *dims):
     """Permute the dimensions by ``dims``."""
 
 
 # -- reductions -------------------------------------------------------------
 @builtin
-def sum(input, axis=None, keep_dims=False, dtype=None):  # noqa: A001,A002
+def sum(input, axis=None, keep_dims=False, dtype=None):
     """Sum along ``axis`` (all axes if None)."""
 
 
 @builtin
-def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True,  # noqa: A001,A002
+def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True,
         keep_dims=False):
     """Maximum along ``axis``."""
 
 
 @builtin
-def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True,  # noqa: A001,A002
+def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True,
         keep_dims=False):
     """Minimum along ``axis``."""
 
 
 @builtin
-def argmax(input, axis, tie_break_left=True, keep_dims=False):  # noqa: A002
+def argmax(input, axis, tie_break_left=True, keep_dims=False):
     """Index of the maximum along ``axis`` (the first one on ties)."""
 
 
 @builtin
-def argmin(input, axis, tie_break_left=True, keep_dims=False):  # noqa: A002
+def argmin(input, axis, tie_break_left=True, keep_dims=False):
     """Index of the minimum along ``axis`` (the first one on ties)."""
 
 
 @builtin
-def xor_sum(input, axis=None, keep_dims=False):  # noqa: A002
+def xor_sum(input, axis=None, keep_dims=False):
     """XOR of the elements along ``axis``."""
 
 
 # -- matrix -----------------------------------------------------------------
 @builtin
-def dot(input, other, acc=None, input_precision=None, allow_tf32=None,  # noqa: A002
+def dot(input, other, acc=None, input_precision=None, allow_tf32=None,
         max_num_imprecise_acc=None, out_dtype=float32):
     """Tile-level matrix product ``acc + input @ other`` (M, N, K ≥ 16)."""
 
 
 # -- hints, static checks, debugging -----------------------------------------
 @builtin
-def multiple_of(input, values):  # noqa: A002
+def multiple_of(input, values):
     """Promise that each element (or the first of each run) is a multiple of ``values``."""
 
 
 @builtin
-def max_contiguous(input, values):  # noqa: A002
+def max_contiguous(input, values):
     """Promise runs of ``values`` consecutive integers."""
 
 
 @builtin
-def max_constancy(input, values):  # noqa: A002
+def max_constancy(input, values):
     """Promise runs of ``values`` equal elements."""
 
 
@@ -363,7 +363,7 @@ def static_print(*values):
 
 
 @builtin
-def device_print(prefix, *args, hex=False):  # noqa: A002
+def device_print(prefix, *args, hex=False):
     """Print ``prefix`` and every element of ``args`` from the device."""
 
 
@@ -382,7 +382,7 @@ class static_range:
         raise outside_kernel_error("tl.static_range")
 
 
-class range:  # noqa: A001
+class range:
     """``for i in tl.range(lb, ub, step, num_stages=...)``: a runtime loop
     (``num_stages`` and ``loop_unroll_factor`` are accepted hints)."""
 

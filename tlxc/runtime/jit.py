@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+from functools import partial
 from typing import Any
 
 from .. import language as tl
@@ -38,9 +39,16 @@ class KernelFunction:
         self._source: FunctionSource | None = None
         self._cache_key: str | None = None
         self.cache: dict = {}       # launch key -> LaunchPlan, filled by runtime/launch.py
+        self.fast_cache: dict = {}  # launch key -> the plan as a tuple, for the generated fast path
         self._constexpr_flags = tuple(name in self.constexpr_params for name in self.param_names)
         self._interpret: bool | None = None
         self._stream = None
+        self._fast = self._first_launch   # replaced by the generated fast path
+
+    def _first_launch(self, grid, *args, **kwargs):
+        """Until the first GPU launch builds the generated fast path (runtime/launch.py)."""
+        from .launch import launch
+        return launch(self, grid, args, kwargs)
 
     @property
     def source(self) -> FunctionSource:
@@ -70,6 +78,8 @@ class KernelFunction:
             f"or call it from inside another @tlxc.kernel")
 
     def __getitem__(self, grid):
+        if self._fast is not self._first_launch:
+            return partial(self._fast, grid)      # the hot path: no Python frame in between
         return Launcher(self, grid)
 
     def run(self, *args, grid, **kwargs):

@@ -33,9 +33,22 @@ class LaunchPlan:
     smem: int
     device: int
     compiled: Any
+    pick: Callable = None         # all argument values -> the runtime ones, in order
+
+    def __post_init__(self):
+        import operator
+        if len(self.runtime_index) == 1:
+            index = self.runtime_index[0]
+            self.pick = lambda values: (values[index],)
+        elif self.runtime_index:
+            self.pick = operator.itemgetter(*self.runtime_index)
+        else:
+            self.pick = lambda values: ()
 
 
 class Launcher:
+    """``kernel[grid]``: calling it launches (see ``build_fast_path``)."""
+
     __slots__ = ("kfn", "grid")
 
     def __init__(self, kfn, grid):
@@ -43,33 +56,97 @@ class Launcher:
         self.grid = grid
 
     def __call__(self, *args, **kwargs):
-        return launch(self.kfn, self.grid, args, kwargs)
+        return self.kfn._fast(self.grid, *args, **kwargs)
+
+
+_MISSING = object()
+
+_FAST_TEMPLATE = """
+def fast(grid, {params}, *, num_warps=4, num_stages=None, num_ctas=None, maxnreg=None, interpret=None,
+         **unknown):
+    if interpret is not None or unknown:
+        return slow(grid, ({args}), dict(unknown, num_warps=num_warps, interpret=interpret))
+    try:
+{values}
+        run, block, smem, device, pick, compiled = cache[(num_warps, {key})]
+    except Exception:   # a new specialization, or arguments only the slow path can explain
+        return slow(grid, ({args}), dict(num_warps=num_warps))
+    if grid.__class__ is not tuple:
+        grid = grid(dict(zip(names, ({args})), num_warps=num_warps)) if callable(grid) else (grid,)
+    n = len(grid)
+    if n == 1:
+        grid = (grid[0], 1, 1)
+    elif n == 2:
+        grid = (grid[0], grid[1], 1)
+    if grid[0] and grid[1] and grid[2]:
+        run(grid, block, smem, kfn._stream(device), pick(({values_tuple})))
+    return compiled
+"""
+
+
+def _kind(value) -> str:
+    if value.__class__ in (int, float, bool):
+        return "number"
+    return "none" if value is None else "tensor"
+
+
+def key_parts(kfn, bound: tuple) -> list:
+    """The flat launch-cache key of ``bound`` (the fast path computes the same)."""
+    parts = []
+    for name, value in zip(kfn.param_names, bound):
+        if name in kfn.constexpr_params:
+            parts.append(value)
+        elif value.__class__ in (int, float, bool):
+            parts += [value.__class__, value == 1, value % 16 == 0, -2147483648 <= value <= 2147483647]
+        elif value is None:
+            parts.append(None)
+        else:
+            parts += [value.dtype, value.get_device(), value.data_ptr() & 15]
+    return parts
+
+
+def build_fast_path(kfn, bound: tuple):
+    """Generate ``fast(grid, *params, num_warps=..., ...)`` for the argument kinds of ``bound``.
+
+    Python binds the arguments natively; each tensor contributes (dtype,
+    device, 16-byte alignment) to a flat key and its data pointer to the
+    values, each number (type, ==1, divisibility by 16, fits in i32), each
+    constexpr its value.  Arguments of other kinds raise inside the ``try`` or
+    miss the cache and go to the slow path, which specializes, compiles,
+    checks and explains.
+    """
+    params, values, key, value_names = [], [], [], []
+    for i, (name, param) in enumerate(kfn.signature.parameters.items()):
+        default = "_MISSING" if param.default is param.empty else f"_defaults[{i}]"
+        params.append(f"{name}={default}")
+        kind = _kind(bound[i])
+        if name in kfn.constexpr_params:
+            key.append(name)
+            value_names.append(name)
+        elif kind == "tensor":
+            values.append(f"        v{i} = {name}.data_ptr()")
+            key += [f"{name}.dtype", f"{name}.get_device()", f"v{i} & 15"]
+            value_names.append(f"v{i}")
+        elif kind == "number":
+            key += [f"{name}.__class__", f"{name} == 1", f"{name} % 16 == 0",
+                    f"-2147483648 <= {name} <= 2147483647"]
+            value_names.append(name)
+        else:
+            key.append(f"None if {name} is None else _MISSING")
+            value_names.append(name)
+    source = _FAST_TEMPLATE.format(params=", ".join(params), args=", ".join(kfn.param_names) + ",",
+                                   values="\n".join(values) or "        pass",
+                                   key=", ".join(key), values_tuple=", ".join(value_names) + ",")
+    defaults = [p.default for p in kfn.signature.parameters.values()]
+    scope = {"_MISSING": _MISSING, "_defaults": defaults, "kfn": kfn, "cache": kfn.fast_cache,
+             "names": kfn.param_names, "slow": lambda grid, args, kwargs: launch(kfn, grid, args, kwargs)}
+    exec(compile(source, f"<tlxc launcher of {kfn.__name__}>", "exec"), scope)  # noqa: S102 (our own template)
+    return scope["fast"]
 
 
 def _torch():
     import torch
     return torch
-
-
-def _key_of(value, name_is_constexpr: bool):
-    """A cheap, hashable summary of one argument for the launch cache."""
-    if name_is_constexpr:
-        return ("c", value.value if isinstance(value, tl.constexpr) else value)
-    cls = value.__class__
-    if cls is int:
-        return ("i", value == 1, value % 16 == 0, -2**31 <= value < 2**31)
-    if cls is float:
-        return ("f",)
-    if cls is bool:
-        return ("b",)
-    ptr = getattr(value, "data_ptr", None)
-    if ptr is not None:
-        return ("t", value.dtype, value.get_device(), ptr() % 16 == 0)
-    if value is None:
-        return ("n",)
-    if isinstance(value, tl.constexpr):
-        return ("c", value.value)
-    return ("o", cls, id(value))
 
 
 def launch(kfn, grid, args: tuple, kwargs: dict):
@@ -86,14 +163,17 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
         bound = args
     else:
         bound = _bind(kfn, args, {})
+    bound = tuple(_MISSING_TO_ERROR(kfn, v, n) for v, n in zip(bound, kfn.param_names))
     num_warps = options.get("num_warps", 4)
-    constexpr_flags = kfn._constexpr_flags
-    key = (num_warps,) + tuple(_key_of(v, c) for v, c in zip(bound, constexpr_flags))
+    key = tuple([num_warps] + key_parts(kfn, bound))
     plan = kfn.cache.get(key)
     if plan is None:
         if not _has_cuda_tensor(args, kwargs):
             return _interpret(kfn, grid, args, kwargs)
         plan = kfn.cache[key] = _prepare(kfn, bound, num_warps)
+        kfn.fast_cache[key] = (plan.launch, plan.block, plan.smem, plan.device, plan.pick, plan.compiled)
+        if kfn._fast == kfn._first_launch:
+            kfn._fast = build_fast_path(kfn, bound)
     if callable(grid):
         grid = grid(dict(zip(kfn.param_names, bound), **options))
     if grid.__class__ is int:
@@ -106,6 +186,12 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
     values = [bound[i].data_ptr() if p else bound[i] for i, p in zip(plan.runtime_index, plan.is_pointer)]
     plan.launch(grid3, plan.block, plan.smem, kfn._stream(plan.device), values)
     return plan.compiled
+
+
+def _MISSING_TO_ERROR(kfn, value, name):  # noqa: N802
+    if value is _MISSING:
+        raise LaunchError(f"cannot launch {kfn.__name__}: missing a required argument: '{name}'")
+    return value
 
 
 def _interpret(kfn, grid, args, kwargs):

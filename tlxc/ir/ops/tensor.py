@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..core import Operation
 from ..types import TensorType, element_type, i32, shape_of
-from ._rules import expect_operands, expect_results, expect_tensor, expect_type
+from ._rules import expect_operands, expect_tensor, expect_type
 
 
 class ProgramIdOp(Operation):
