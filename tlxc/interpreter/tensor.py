@@ -80,8 +80,8 @@ def _bitwise(ufunc, logical):
 
 _REDUCERS = {
     "sum": _sum,
-    "max": lambda x, axis, t: np.max(x, axis=axis),        # NaN propagates
-    "min": lambda x, axis, t: np.min(x, axis=axis),
+    "max": lambda x, axis, t: np.fmax.reduce(x, axis=axis),   # NaNs ignored unless all are NaN (fmaxf)
+    "min": lambda x, axis, t: np.fmin.reduce(x, axis=axis),
     "argmax": _arg(np.argmax),
     "argmin": _arg(np.argmin),
     "and": _bitwise(np.bitwise_and, np.logical_and),

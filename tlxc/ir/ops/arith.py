@@ -80,7 +80,8 @@ class RemOp(BinaryOp):
 
 
 class MinOp(BinaryOp):
-    """Float minimum propagates NaN (as ``tl.minimum``'s default)."""
+    """Float minimum ignores a NaN operand (IEEE minNum, ``fminf``), as
+    ``tl.minimum``'s default does on the GPU; ints compare by signedness."""
 
     name = "arith.min"
 
