@@ -152,7 +152,13 @@ def specialization_from_args(kfn, arguments: dict[str, Any]) -> Specialization:
     """The specialization a launch with these (bound, defaults applied) arguments
     compiles, as Triton does: constexpr parameters and None fold in; an int equal
     to 1 folds in as the constant 1; ints and pointers divisible by 16 are
-    marked so; ``do_not_specialize`` parameters get neither treatment."""
+    marked so; ``do_not_specialize`` parameters get neither treatment.  A scalar
+    parameter annotated with a type (``n: tl.int64``) takes that type; tensors
+    and numpy arrays become pointers to their element type.
+
+    Both launch paths use this: the GPU's (``runtime/launch.py``) and the
+    interpreter's (``interpreter/launch.py``)."""
+    import numpy as np
     spec = Specialization()
     for name in kfn.param_names:
         if name not in arguments:
@@ -160,20 +166,31 @@ def specialization_from_args(kfn, arguments: dict[str, Any]) -> Specialization:
         value = arguments[name]
         plain = _unwrap(value)
         frozen = name in getattr(kfn, "do_not_specialize", ())
+        annotated = annotation_type(kfn.signature.parameters[name].annotation, kfn.fn)
+        if isinstance(plain, np.generic):
+            plain = plain.item()
         if name in kfn.constexpr_params or isinstance(value, tl.constexpr) or plain is None or \
-                isinstance(plain, (ScalarType, PointerType, str)):
+                isinstance(plain, (ScalarType, PointerType, str, tuple)):
             spec.params[name] = ("constexpr", plain)
         elif isinstance(plain, bool):
-            spec.params[name] = ("runtime", T.i1)
+            spec.params[name] = ("runtime", annotated if isinstance(annotated, ScalarType) else T.i1)
         elif isinstance(plain, int):
-            if plain == 1 and not frozen:
+            if isinstance(annotated, ScalarType):
+                spec.params[name] = ("runtime", annotated)
+            elif plain == 1 and not frozen:
                 spec.params[name] = ("constexpr", 1)
                 continue
-            spec.params[name] = ("runtime", _int_type(name, plain))
+            else:
+                spec.params[name] = ("runtime", _int_type(name, plain))
             if not frozen and plain % 16 == 0:
                 spec.divisibility[name] = 16
         elif isinstance(plain, float):
-            spec.params[name] = ("runtime", T.f32)
+            spec.params[name] = ("runtime", annotated if isinstance(annotated, ScalarType) else T.f32)
+        elif isinstance(plain, np.ndarray):
+            from ..interpreter.memory import element_type_of
+            spec.params[name] = ("runtime", PointerType(element_type_of(plain)))
+            if not frozen and plain.__array_interface__["data"][0] % 16 == 0:
+                spec.divisibility[name] = 16
         elif hasattr(plain, "data_ptr") and hasattr(plain, "dtype"):
             spec.params[name] = ("runtime", PointerType(pointee_of_tensor(plain)))
             if not frozen and plain.data_ptr() % 16 == 0:

@@ -1,7 +1,6 @@
 """Launching a kernel on the interpreter: specialize, build IR, run the grid."""
 from __future__ import annotations
 
-import inspect
 import itertools
 import os
 import random
@@ -12,11 +11,11 @@ import numpy as np
 
 from .. import language as tl
 from ..errors import LaunchError
-from ..frontend.specialize import Specialization, annotation_type
+from ..frontend.specialize import Specialization, specialization_from_args
 from ..ir import types as T
 from ..ir.types import PointerType, ScalarType
 from .executor import KernelRunner
-from .memory import GlobalMemory, element_type_of, is_array_argument, is_torch_tensor
+from .memory import GlobalMemory, is_array_argument, is_torch_tensor
 from .values import register_dtype
 
 # Launch options Triton accepts as keyword arguments next to the kernel's own.
@@ -42,9 +41,7 @@ def _unwrap(value):
 
 def specialize(kfn, args: tuple, kwargs: dict) -> tuple[Specialization, dict[str, Any], dict[str, Any]]:
     """(specialization, bound arguments by name, launch options) from a launch's
-    actual arguments, with Triton's rules: tensors/arrays → pointers to their
-    dtype, ints → i32 (i64 if large; == 1 → constexpr 1), floats → f32, bools →
-    i1, None → constexpr None, ``tl.constexpr`` parameters → constexprs."""
+    actual arguments (``frontend.specialize.specialization_from_args``)."""
     params = kfn.signature.parameters
     options = {k: kwargs[k] for k in LAUNCH_OPTIONS if k in kwargs and k not in params}
     kernel_kwargs = {k: v for k, v in kwargs.items() if k not in options}
@@ -53,36 +50,7 @@ def specialize(kfn, args: tuple, kwargs: dict) -> tuple[Specialization, dict[str
     except TypeError as exc:
         raise LaunchError(f"cannot launch {kfn.__name__}: {exc}") from None
     bound.apply_defaults()
-    spec = Specialization()
-    for name, value in bound.arguments.items():
-        spec.params[name] = _param_kind(kfn, name, value, params[name])
-        if is_array_argument(value) and _address(value) % 16 == 0 or isinstance(value, (int, np.integer)) and not isinstance(value, bool) and int(value) % 16 == 0 \
-                and spec.params[name][0] == "runtime":
-            spec.divisibility[name] = 16
-    return spec, dict(bound.arguments), options
-
-
-def _param_kind(kfn, name: str, value, param: inspect.Parameter) -> tuple[str, Any]:
-    if name in kfn.constexpr_params or isinstance(value, tl.constexpr):
-        return ("constexpr", _unwrap(value))
-    if is_array_argument(value):
-        return ("runtime", PointerType(element_type_of(value)))
-    if value is None or isinstance(value, (str, ScalarType, tuple)):
-        return ("constexpr", value)
-    annotated = annotation_type(param.annotation, kfn.fn)
-    if isinstance(value, (bool, np.bool_)):
-        return ("runtime", annotated or T.i1)
-    if isinstance(value, (int, np.integer)):
-        value = int(value)
-        if annotated is not None:
-            return ("runtime", annotated)
-        if value == 1 and name not in kfn.do_not_specialize:
-            return ("constexpr", 1)
-        return ("runtime", _literal_type(value))
-    if isinstance(value, (float, np.floating)):
-        return ("runtime", annotated or T.f32)
-    raise LaunchError(f"argument '{name}' of {kfn.__name__} has unsupported type {type(value).__name__} "
-                      f"(pass a torch tensor, a numpy array, a number, a bool or None)")
+    return specialization_from_args(kfn, dict(bound.arguments)), dict(bound.arguments), options
 
 
 def _address(value) -> int:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from .. import language as tl
 from ..errors import LaunchError
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
@@ -49,7 +49,7 @@ class LaunchPlan:
 class Launcher:
     """``kernel[grid]``: calling it launches (see ``build_fast_path``)."""
 
-    __slots__ = ("kfn", "grid")
+    __slots__ = ("grid", "kfn")
 
     def __init__(self, kfn, grid):
         self.kfn = kfn
@@ -153,7 +153,10 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
     if kfn._interpret is None:
         kfn._interpret = os.environ.get("TLXC_INTERPRET", "").strip().lower() in ("1", "true", "yes", "on")
     if kfn._interpret or (kwargs and kwargs.get("interpret") is not None):
-        return _interpret(kfn, grid, args, kwargs)
+        from ..interpreter import maybe_interpret
+        if maybe_interpret(kfn, grid, args, kwargs):
+            return None
+        kwargs = {k: v for k, v in kwargs.items() if k != "interpret"}   # interpret=False: the GPU
     options = {}
     if kwargs:
         options = {k: kwargs[k] for k in LAUNCH_OPTIONS if k in kwargs and k not in kfn.signature.parameters}
@@ -188,7 +191,7 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
     return plan.compiled
 
 
-def _MISSING_TO_ERROR(kfn, value, name):  # noqa: N802
+def _MISSING_TO_ERROR(kfn, value, name):
     if value is _MISSING:
         raise LaunchError(f"cannot launch {kfn.__name__}: missing a required argument: '{name}'")
     return value
@@ -221,9 +224,8 @@ def _prepare(kfn, bound: tuple, num_warps: int) -> LaunchPlan:
     """First launch of a key: check arguments, specialize, compile (or load from
     the disk cache), load the module, build the launcher."""
     from ..compiler import compile_kernel
-    from ..frontend.specialize import annotation_type
+    from ..frontend.specialize import annotation_type, specialization_from_args
     from ..ir.types import PointerType
-    from ..interpreter.launch import specialize
     from . import driver
 
     torch = _torch()
@@ -246,7 +248,7 @@ def _prepare(kfn, bound: tuple, num_warps: int) -> LaunchPlan:
                               f"{annotated}), got {type(value).__name__}")
     if device is None:
         device = torch.cuda.current_device()
-    spec, _, _ = specialize(kfn, bound, {})
+    spec = specialization_from_args(kfn, arguments)
     for name, (kind, t) in spec.params.items():
         param = kfn.signature.parameters[name]
         annotated = annotation_type(param.annotation, kfn.fn)
