@@ -49,7 +49,8 @@ def vector_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 VECTOR_ADD_IR = """\
 tl.kernel @vector_add(%x_ptr: ptr<f32>, %y_ptr: ptr<f32>, %out_ptr: ptr<f32>, %n: i32) \
-{arg_divisibility = [16, 16, 16, 1], num_warps = 4} loc("test_frontend.py":{L0}:0) {
+{arg_divisibility = [16, 16, 16, 1], num_warps = 4, symbol = "vector_add_BLOCK256"} \
+loc("test_frontend.py":{L0}:0) {
   %pid = tl.program_id {axis = 0} : i32 loc("test_frontend.py":{L1}:10)
   %0 = arith.constant {value = 256} : i32 loc("test_frontend.py":{L2}:11)
   %1 = arith.mul %pid, %0 : i32 loc("test_frontend.py":{L2}:11)

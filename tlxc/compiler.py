@@ -101,10 +101,21 @@ def format_stats(compiled: CompiledKernel) -> str:
 
 
 def dump(compiled: CompiledKernel, root: str) -> None:
+    """Write every stage as ``<root>/<symbol>.<ext>``; the symbol (``softmax_kernel_BLOCK8192``) is
+    the name ``TLXC_OVERRIDE_DIR`` looks up, so a dumped ``.cu`` can be edited in place and swapped in."""
     os.makedirs(root, exist_ok=True)
+    name = kernel_symbol_of(compiled)
     suffix = {"cuda": "cu", "cubin": "cubin", "ptx": "ptx", "ir": "ir", "ir.opt": "opt.ir", "stats": "txt",
               "hip": "hip", "hsaco": "hsaco"}
     for stage, text in compiled.asm.items():
         mode = "wb" if isinstance(text, bytes) else "w"
-        with open(os.path.join(root, f"{compiled.name}.{suffix.get(stage, stage)}"), mode) as f:
+        with open(os.path.join(root, f"{name}.{suffix.get(stage, stage)}"), mode) as f:
             f.write(text)
+
+
+def kernel_symbol_of(compiled: CompiledKernel) -> str:
+    """The kernel's readable C symbol (frontend/naming.py); the Python name if it has none."""
+    kernels = getattr(compiled.module, "kernels", None)
+    if kernels:
+        return kernels[0].attrs.get("symbol", kernels[0].attrs.get("sym_name", compiled.name))
+    return compiled.metadata.get("name", compiled.name)

@@ -13,11 +13,13 @@ def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: boo
     """Returns (asm dict with 'cuda', 'cubin', maybe 'ptx'; metadata dict)."""
     source, info = render_kernel(kernel, arch)
     override = os.environ.get(OVERRIDE_ENV)
+    override_path = None
     if override:
         path = os.path.join(override, f"{info['name']}.cu")
         if os.path.exists(path):
             with open(path) as f:
                 source = f.read()
+            override_path = path
     result = compile_cuda(source, arch, [info["name"]], reproducer_name=info["name"],
                           want_ptx=want_ptx, lineinfo=lineinfo)
     asm = {"cuda": source, "cubin": result.cubin}
@@ -32,5 +34,6 @@ def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: boo
         "shared_bytes": info["scratch_bytes"] + resources.get("shared_static", 0),
         "nvrtc_seconds": result.compile_seconds,
         "ptxas_log": result.log,
+        "override": override_path,     # the hand-edited .cu compiled instead of tlxc's, if any
     })
     return asm, metadata

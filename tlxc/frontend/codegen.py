@@ -24,6 +24,8 @@ from ..ir.core import Block, Module, Region
 from ..ir.types import PointerType, ScalarType, TensorType
 from . import builtins as B
 from . import semantic as S
+from . import tlx_rules
+from .naming import kernel_symbol
 from .semantic import SemanticError
 from .source import FunctionSource, get_source
 from .values import Tensor
@@ -85,6 +87,8 @@ class Context:
     options: Options
     depth: int = 0
     helpers: list = field(default_factory=list)
+    replica_id: int | None = None          # inside a replicated async task
+    captured: frozenset = frozenset()      # ids of register tensors defined outside the current task
 
 
 def is_kernel_function(obj) -> bool:
@@ -293,8 +297,115 @@ class FunctionCodegen(ast.NodeVisitor):
                          "define a separate @tlxc.kernel helper", node)
 
     def visit_With(self, node):
-        raise self.error("'with' blocks are not supported here (tlx.async_tasks comes with the "
-                         "orchestration layer)", node)
+        from ..language import tlx
+        if len(node.items) != 1 or not isinstance(node.items[0].context_expr, ast.Call):
+            raise self.error("the only 'with' blocks a kernel may contain are 'with tlx.async_tasks():' "
+                             "and, inside it, 'with tlx.async_task(...):'", node)
+        call = node.items[0].context_expr
+        fn = unwrap(self.visit(call.func))
+        if fn is tlx.async_task:
+            raise self.error("tlx.async_task must appear directly inside 'with tlx.async_tasks():'", call)
+        if fn is not tlx.async_tasks:
+            raise self.error("the only 'with' blocks a kernel may contain are 'with tlx.async_tasks():' "
+                             "and, inside it, 'with tlx.async_task(...):'", call)
+        if call.args:
+            raise self.error("tlx.async_tasks() takes only keyword arguments", call.args[0])
+        for kw in call.keywords:
+            if kw.arg not in ("exclusive", "no_ending_cluster_sync", "mbarrier_try_wait_suspend_ns"):
+                raise self.error(f"tlx.async_tasks() got an unexpected keyword argument '{kw.arg}'", kw)
+        if node.items[0].optional_vars is not None:
+            raise self.error("tlx.async_tasks() does not bind a name ('as ...')", node.items[0].optional_vars)
+        self.async_tasks(node)
+
+    def collect_tasks(self, stmts, tasks: list) -> None:
+        """The ``with tlx.async_task(...)`` blocks of an async_tasks body, with
+        ``if CONSTEXPR:`` guards resolved."""
+        from ..language import tlx
+        for stmt in stmts:
+            if isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+                continue
+            if isinstance(stmt, ast.If):
+                cond = unwrap(self.visit(stmt.test))
+                if isinstance(cond, Tensor):
+                    raise self.error("only compile-time 'if' conditions may guard async tasks", stmt.test)
+                self.collect_tasks(stmt.body if cond else stmt.orelse, tasks)
+                continue
+            call = stmt.items[0].context_expr if isinstance(stmt, ast.With) and len(stmt.items) == 1 else None
+            if not isinstance(call, ast.Call) or unwrap(self.visit(call.func)) is not tlx.async_task:
+                raise self.error("only 'with tlx.async_task(...):' blocks (optionally under 'if CONSTEXPR:') may "
+                                 "appear inside 'with tlx.async_tasks():'", stmt)
+            tasks.append(self.task_description(call, stmt))
+
+    def task_description(self, call: ast.Call, stmt) -> dict:
+        args = [unwrap(self.visit(a)) for a in call.args]
+        kwargs = {k.arg: unwrap(self.visit(k.value)) for k in call.keywords}
+        for key in kwargs:
+            if key not in ("num_warps", "num_regs", "registers", "replicate", "warp_group_start_id"):
+                raise self.error(f"tlx.async_task() got an unexpected keyword argument '{key}'", call)
+        for value in list(args) + list(kwargs.values()):
+            if isinstance(value, Tensor):
+                raise self.error("tlx.async_task() arguments must be compile-time constants", call)
+        default = bool(args) and args[0] == "default"
+        if args and not default:
+            raise self.error(f"tlx.async_task's positional argument must be \"default\", got {args[0]!r}", call)
+        if default and kwargs.get("num_warps") is not None:
+            raise self.error("the default task runs on the kernel's num_warps; do not pass num_warps", call)
+        warps = self.ctx.options.num_warps if default else kwargs.get("num_warps")
+        if not isinstance(warps, int) or warps < 1:
+            raise self.error(f"tlx.async_task needs num_warps=N (a positive integer), got {warps!r}", call)
+        regs = kwargs.get("registers") if kwargs.get("registers") is not None else kwargs.get("num_regs")
+        if regs is not None and (not isinstance(regs, int) or regs % 8 or not 24 <= regs <= 256):
+            raise self.error(f"a task's register budget must be a multiple of 8 from 24 to 256, got {regs!r}", call)
+        replicate = kwargs.get("replicate", 1)
+        if not isinstance(replicate, int) or replicate < 1:
+            raise self.error(f"replicate must be a positive integer, got {replicate!r}", call)
+        if stmt.items[0].optional_vars is not None:
+            raise self.error("tlx.async_task(...) does not bind a name ('as ...')", stmt.items[0].optional_vars)
+        name = "default" if default else f"task{stmt.lineno}"
+        return {"name": name, "default": default, "warps": warps, "regs": regs or 0, "replicate": replicate,
+                "body": stmt.body, "node": stmt}
+
+    def async_tasks(self, node) -> None:
+        tasks: list[dict] = []
+        self.collect_tasks(node.body, tasks)
+        defaults = [t for t in tasks if t["default"]]
+        if len(defaults) != 1:
+            raise self.error(f"tlx.async_tasks needs exactly one 'default' task, found {len(defaults)}", node)
+        non_default = [t for t in tasks if not t["default"]]
+        regs_given = [t["regs"] > 0 for t in non_default]
+        if any(regs_given) and not all(regs_given):
+            raise self.error("give every non-default task a register budget, or none of them", node)
+        ordered = defaults + non_default
+        if not non_default and ordered[0]["replicate"] == 1:
+            self.run_task_body(ordered[0], None)       # only the default task: no warp specialization
+            return
+        regions, descriptions = [], []
+        for task in ordered:
+            for replica in range(task["replicate"]):
+                block = Block()
+                with self.b.at(block):
+                    self.run_task_body(task, replica if task["replicate"] > 1 else None)
+                regions.append(Region(block))
+                name = task["name"] if task["replicate"] == 1 else f"{task['name']}.{replica}"
+                descriptions.append((name, task["warps"], task["regs"], replica))
+        self.b.create("tlx.async_tasks", [], [], {"tasks": tuple(descriptions)}, regions)
+
+    def run_task_body(self, task: dict, replica) -> None:
+        saved = self.vars, self.ctx.replica_id, self.ctx.captured, self.returned, self.partial_return
+        # The default task runs on the kernel's own warps and may use register tensors computed
+        # before the tasks (as TLX's default region); the other tasks may not (they are isolated).
+        outside = set() if task["default"] else \
+            {id(v.value) for v in self.vars.values() if isinstance(v, Tensor) and v.is_block}
+        self.vars = dict(self.vars)
+        self.ctx.replica_id = replica
+        self.ctx.captured = frozenset(outside)
+        try:
+            if _contains(task["body"], (ast.Return,)):
+                raise self.error("'return' inside an async task is not supported",
+                                 _contains(task["body"], (ast.Return,)))
+            self.visit_stmts(task["body"])
+        finally:
+            self.vars, self.ctx.replica_id, self.ctx.captured, self.returned, self.partial_return = saved
 
     def visit_Raise(self, node):
         raise self.error("'raise' is not supported in a kernel (use tl.static_assert or tl.device_assert)", node)
@@ -615,6 +726,10 @@ class FunctionCodegen(ast.NodeVisitor):
             value = self.vars[name]
             if isinstance(value, _Undefined):
                 raise self.error(f"'{name}' may be undefined here: {value.reason}", node)
+            if isinstance(value, Tensor) and id(value.value) in self.ctx.captured:
+                raise self.error(f"register tensor '{name}' is defined outside this async task and cannot be "
+                                 f"captured by it; compute it inside the task (scalars, pointers, buffers and "
+                                 f"barriers can be captured)", node)
             return value
         found, value = self.src.lookup_global(name)
         if not found:
@@ -776,6 +891,12 @@ class FunctionCodegen(ast.NodeVisitor):
 
     def visit_Subscript(self, node):
         base = unwrap(self.visit(node.value))
+        if isinstance(base, Tensor) and getattr(base.type, "num", 0):
+            index = unwrap(self.visit(node.slice))      # buf[i] / bars[i]: tlx.local_view
+            try:
+                return tlx_rules.local_view(self.ctx, base, index)
+            except SemanticError as exc:
+                raise self.error(str(exc), node.slice) from None
         if isinstance(base, Tensor):
             return self.tensor_subscript(base, node.slice, node)
         index = unwrap(self.visit(node.slice))
@@ -914,7 +1035,7 @@ class FunctionCodegen(ast.NodeVisitor):
 
     def call_builtin(self, fn, args, kwargs, node, arg_nodes: _ArgNodes):
         name = fn.__tlxc_builtin__
-        display = arg_nodes.display(f"tl.{name}")
+        display = arg_nodes.display(name if name.startswith("tlx.") else f"tl.{name}")
         signature = inspect.signature(fn.__tlxc_signature__)
         bound = self.bind_arguments(display, signature, args, kwargs, node, arg_nodes)
         values = [unwrap(v) for v in bound.args]
@@ -926,7 +1047,7 @@ class FunctionCodegen(ast.NodeVisitor):
             return rule(self.ctx, *values, **kw)
         except SemanticError as exc:
             message = str(exc)
-            if not message.startswith("tl."):
+            if not message.startswith(("tl.", "tlx.")):
                 message = f"{display}: {message}"
             where = arg_nodes.node_of(signature, exc.param) if exc.param else node
             raise self.error(message, where) from None
@@ -1083,6 +1204,9 @@ def _build_kernel_ir(kfn, spec, options: Options) -> Module:
     kernel_loc = src.loc(src.tree)
     attrs = {"sym_name": src.name, "num_warps": options.num_warps,
              "arg_divisibility": tuple(spec.divisibility.get(name, 1) for name, _ in runtime)}
+    symbol = kernel_symbol(src.name, spec, getattr(kfn, "constexpr_params", ()))
+    if symbol != src.name:
+        attrs["symbol"] = symbol     # the readable CUDA symbol (frontend/naming.py)
     kernel = Builder().create("tl.kernel", [], [], attrs, [Region(body)])
     kernel.loc = kernel_loc
     ctx = Context(Builder(body), options)

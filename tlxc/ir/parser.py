@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import Location, VerificationError
 from . import ops as _ops  # noqa: F401  (registers every op)
 from .core import OP_REGISTRY, Block, Module, Operation, Region, Value
-from .types import SCALAR_TYPES, PointerType, TensorType, Type
+from .types import SCALAR_TYPES, BarrierType, MemDescType, PointerType, TensorType, Type
 
 # Extra types register a parser here: keyword -> fn(parser) -> Type, called
 # with the position just after the keyword.
@@ -109,9 +109,49 @@ class Parser:
                 layout = self.parse_layout_ref()
             self.expect(">")
             return TensorType(tuple(shape), element, layout)
+        if word == "memdesc":
+            return self.parse_memdesc()
+        if word == "mbarrier":
+            return self.parse_mbarrier()
         if word in TYPE_PARSERS:
             return TYPE_PARSERS[word](self)
         raise self.error(f"unknown type '{word}'")
+
+    def parse_memdesc(self) -> Type:
+        self.expect("<")
+        dims = []
+        while True:
+            m = _DIM.match(self.text, self.pos)
+            if not m:
+                break
+            dims.append(int(m.group(1)))
+            self.pos = m.end()
+        element = self.parse_type()
+        self.expect(",")
+        storage = self.match(_WORD, "a storage kind")
+        num, perm = 0, None
+        while self.accept(","):
+            key = self.match(_WORD, "num= or perm=")
+            self.expect("=")
+            if key == "num":
+                num = int(self.match(_NUMBER, "a buffer count"))
+            elif key == "perm":
+                perm = tuple(self.parse_attr_value())
+            else:
+                raise self.error(f"unknown memdesc field '{key}'")
+        self.expect(">")
+        return MemDescType(tuple(dims), element, num, storage, perm)
+
+    def parse_mbarrier(self) -> Type:
+        num, per_thread = 0, False
+        if self.accept("<"):
+            while not self.accept(">"):
+                if self.accept("per_thread"):
+                    per_thread = True
+                else:
+                    num = int(self.match(_NUMBER, "a barrier count"))
+                self.accept(",")
+        return BarrierType(num, per_thread)
 
     def parse_layout_ref(self) -> Any:
         self.skip_ws()

@@ -90,7 +90,7 @@ class Printer:
             return text + ">"
         if isinstance(t, PointerType):
             return f"ptr<{self.type(t.pointee)}>"
-        return str(t)
+        return str(t)   # scalars, memdesc, mbarrier print themselves
 
     def attr(self, value: Any) -> str:
         if value is None:

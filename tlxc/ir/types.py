@@ -194,3 +194,66 @@ ScalarType.is_floating = _is_floating
 ScalarType.is_int_signed = _is_int_signed
 ScalarType.is_int_unsigned = _is_int_unsigned
 ScalarType.primitive_bitwidth = property(lambda self: self.bits)
+
+
+@dataclass(frozen=True)
+class MemDescType(Type):
+    """Shared (or tensor) memory: an array of ``num`` buffers of ``shape``, or
+    (``num == 0``) one buffer.  ``perm`` maps logical dims to the physical
+    row-major dims (``local_trans`` views); None means identity.
+
+    Text: ``memdesc<128x64xbf16, smem, num=3>``; a view ``memdesc<128x64xbf16, smem>``;
+    a transposed view ``memdesc<64x128xbf16, smem, perm=[1,0]>``.
+    """
+
+    shape: tuple[int, ...]
+    element: Type
+    num: int = 0
+    storage: str = "smem"
+    perm: tuple[int, ...] | None = None
+
+    @property
+    def buffer_numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def buffer_bytes(self) -> int:
+        return self.buffer_numel * self.element.bytes
+
+    def view(self) -> "MemDescType":
+        return MemDescType(self.shape, self.element, 0, self.storage, self.perm)
+
+    def __str__(self) -> str:
+        dims = "".join(f"{d}x" for d in self.shape)
+        text = f"memdesc<{dims}{self.element}, {self.storage}"
+        if self.num:
+            text += f", num={self.num}"
+        if self.perm is not None:
+            text += ", perm=[" + ",".join(map(str, self.perm)) + "]"
+        return text + ">"
+
+    __repr__ = __str__
+
+
+@dataclass(frozen=True)
+class BarrierType(Type):
+    """An array of ``num`` mbarriers in shared memory, or (``num == 0``) one.
+    ``per_thread`` barriers (``alloc_warp_barrier``) count every thread's
+    arrival; the others one arrival per arriving warp group."""
+
+    num: int = 0
+    per_thread: bool = False
+
+    def view(self) -> "BarrierType":
+        return BarrierType(0, self.per_thread)
+
+    def __str__(self) -> str:
+        args = [str(self.num)] if self.num else []
+        if self.per_thread:
+            args.append("per_thread")
+        return "mbarrier" + (f"<{', '.join(args)}>" if args else "")
+
+    __repr__ = __str__

@@ -94,6 +94,12 @@ class KernelFunction:
         spec = specialization_from_types(self, types, dict(constexprs or {}))
         return compile_kernel(self, spec, arch=arch, num_warps=num_warps, **options)
 
+    def compiled_kernels(self) -> list:
+        """The kernels GPU launches compiled so far, oldest first: each has ``.asm`` and
+        ``.metadata`` (loaded from the disk cache: ``asm`` holds only ``cuda`` and ``cubin``).
+        A launch also returns its compiled kernel: ``k = kernel[grid](...)``."""
+        return [plan.compiled for plan in self.cache.values()]
+
     def __repr__(self) -> str:
         return f"<tlxc kernel {self.__name__}>"
 

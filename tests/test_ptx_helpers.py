@@ -1,0 +1,203 @@
+"""Every inline-PTX helper in ``tlxc/codegen_nvptx/ptx.py`` has a case here.
+
+Each case is a call snippet placed in a tiny kernel, compiled by NVRTC to a
+cubin (so ptxas accepts the asm string and its constraints) and to PTX, where
+the instruction the helper owns must appear.  ``test_every_helper_has_a_case``
+makes a new helper fail until it adds its case to ``CASES``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tlxc.codegen_nvptx import ptx
+from tlxc.codegen_nvptx.toolchain import compile_cuda
+
+ROOT = Path(__file__).resolve().parent.parent
+ARCHS = ("sm_90a", "sm_100a")
+
+
+@dataclass(frozen=True)
+class Case:
+    """``body`` runs in ``probe(unsigned* out, const unsigned* in)``; every
+    helper result must reach ``out`` so that nothing is dead code."""
+
+    body: str
+    mnemonics: tuple[str, ...]          # each must appear in the kernel's PTX
+    archs: tuple[str, ...] = ARCHS      # where the instruction exists
+    absent: tuple[str, ...] = ()        # must not appear (e.g. a memcpy left unfolded)
+
+
+def _load(bits: int) -> Case:
+    words = bits // 32
+    names = ", ".join(f"w{k}" for k in range(words))
+    decl = "unsigned " + ", ".join(f"w{k} = {k}u" for k in range(words)) + ";"
+    stores = " ".join(f"out[{k}] = w{k};" for k in range(words))
+    vec = {1: "b32", 2: "v2.b32", 4: "v4.b32"}[words]
+    body = f"{decl} tlx_ld_global_b{bits}(in + 4 * threadIdx.x, in[0] != 0, {names}); {stores}"
+    return Case(body, (f"ld.global.{vec}",))
+
+
+def _store(bits: int) -> Case:
+    words = bits // 32
+    values = ", ".join(f"in[{k}]" for k in range(words))
+    vec = {1: "b32", 2: "v2.b32", 4: "v4.b32"}[words]
+    return Case(f"tlx_st_global_b{bits}(out + 4 * threadIdx.x, in[7] != 0, {values});", (f"st.global.{vec}",))
+
+
+def _mma(dtype: str) -> Case:
+    body = ("float d[4] = {0.f, 0.f, 0.f, 0.f}; unsigned short a[8], b[4];\n"
+            "  for (int k = 0; k < 8; ++k) a[k] = (unsigned short)in[k];\n"
+            "  for (int k = 0; k < 4; ++k) b[k] = (unsigned short)in[8 + k];\n"
+            f"  tlx_mma_m16n8k16_f32_{dtype}(d, a, b);\n"
+            "  for (int k = 0; k < 4; ++k) out[4 * threadIdx.x + k] = __float_as_uint(d[k]);")
+    return Case(body, (f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32",))
+
+
+CASES: dict[str, Case] = {
+    "tlx_cvt_f32_f16": Case("out[0] = __float_as_uint(tlx_cvt_f32_f16((unsigned short)in[0]));",
+                            ("cvt.f32.f16",)),
+    "tlx_cvt_rn_f16_f32": Case("out[0] = tlx_cvt_rn_f16_f32(__uint_as_float(in[0]));", ("cvt.rn.f16.f32",)),
+    # no asm: widening bf16 is a 16-bit shift, which must stay a single shl
+    "tlx_bf16_to_f32": Case("out[0] = __float_as_uint(tlx_bf16_to_f32((unsigned short)in[0]));",
+                            ("shl.b32",), absent=("cvt.",)),
+    "tlx_cvt_rn_bf16_f32": Case("out[0] = tlx_cvt_rn_bf16_f32(__uint_as_float(in[0]));", ("cvt.rn.bf16.f32",)),
+    "tlx_cvt_rn_satfinite_e4m3_f32": Case("out[0] = tlx_cvt_rn_satfinite_e4m3_f32(__uint_as_float(in[0]));",
+                                          ("cvt.rn.satfinite.e4m3x2.f32",)),
+    "tlx_cvt_rn_satfinite_e5m2_f32": Case("out[0] = tlx_cvt_rn_satfinite_e5m2_f32(__uint_as_float(in[0]));",
+                                          ("cvt.rn.satfinite.e5m2x2.f32",)),
+    "tlx_cvt_f16x2_e4m3x2": Case("out[0] = tlx_cvt_f16x2_e4m3x2((unsigned short)in[0]);",
+                                 ("cvt.rn.f16x2.e4m3x2",)),
+    "tlx_cvt_f16x2_e5m2x2": Case("out[0] = tlx_cvt_f16x2_e5m2x2((unsigned short)in[0]);",
+                                 ("cvt.rn.f16x2.e5m2x2",)),
+    "tlx_e4m3_to_f32": Case("out[0] = __float_as_uint(tlx_e4m3_to_f32((unsigned char)in[0]));",
+                            ("cvt.rn.f16x2.e4m3x2", "cvt.f32.f16")),
+    "tlx_e5m2_to_f32": Case("out[0] = __float_as_uint(tlx_e5m2_to_f32((unsigned char)in[0]));",
+                            ("cvt.rn.f16x2.e5m2x2", "cvt.f32.f16")),
+    "tlx_cvt_rna_tf32_f32": Case("out[0] = __float_as_uint(tlx_cvt_rna_tf32_f32(__uint_as_float(in[0])));",
+                                 ("cvt.rna.tf32.f32",)),
+    # no instruction of its own: the memcpy must fold to a register move
+    "tlx_bitcast": Case("out[0] = tlx_bitcast<unsigned>(__uint_as_float(in[0]) * 2.0f);",
+                        ("add.f32",), absent=(".local", "call")),
+    "tlx_ld_global_b32": _load(32),
+    "tlx_ld_global_b64": _load(64),
+    "tlx_ld_global_b128": _load(128),
+    "tlx_st_global_b32": _store(32),
+    "tlx_st_global_b64": _store(64),
+    "tlx_st_global_b128": _store(128),
+    "tlx_mma_m16n8k16_f32_bf16": _mma("bf16"),
+    "tlx_mma_m16n8k16_f32_f16": _mma("f16"),
+}
+
+
+def probe_source(name: str) -> str:
+    return (ptx.definitions([name]) + "\n\n"
+            'extern "C" __global__ void probe(unsigned* out, const unsigned* in) {\n'
+            f"  {CASES[name].body}\n"
+            "}\n")
+
+
+def kernel_ptx(text: str) -> str:
+    """The PTX of the ``probe`` entry (from ``.entry`` on)."""
+    start = text.index(".entry probe")
+    return text[start:]
+
+
+def test_every_helper_has_a_case():
+    missing = sorted(set(ptx.HELPERS) - set(CASES))
+    stale = sorted(set(CASES) - set(ptx.HELPERS))
+    assert not missing, f"add a case to tests/test_ptx_helpers.py:CASES for {', '.join(missing)}"
+    assert not stale, f"CASES names helpers that no longer exist: {', '.join(stale)}"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_helper_compiles_to_its_instruction(name, arch, tmp_path, monkeypatch):
+    case = CASES[name]
+    if arch not in case.archs:
+        pytest.skip(f"{name} has no instruction on {arch}")
+    monkeypatch.setenv("TLXC_CACHE_DIR", str(tmp_path))       # reproducers of a failure land here
+    result = compile_cuda(probe_source(name), arch, ["probe"], reproducer_name=f"probe_{name}", want_ptx=True)
+    assert result.cubin[:4] == b"\x7fELF"
+    assert result.resources["probe"]["spills_bytes"] == 0
+    body = kernel_ptx(result.ptx)
+    for mnemonic in case.mnemonics:
+        assert mnemonic in body, f"{name} on {arch}: expected '{mnemonic}' in the PTX:\n{body}"
+    for text in case.absent:
+        assert text not in body, f"{name} on {arch}: did not expect '{text}' in the PTX:\n{body}"
+
+
+def test_predicated_load_keeps_the_fill_value_when_off():
+    """The load helpers take their words as in/out operands ("+r"), so a false
+    predicate leaves the caller's fill value in place; "=r" would leave them
+    undefined."""
+    for bits in (32, 64, 128):
+        definition = ptx.HELPERS[f"tlx_ld_global_b{bits}"]
+        assert '"+r"(w0)' in definition and '"=r"' not in definition
+        assert "@p ld.global" in definition
+
+
+# -- definitions(): order and determinism -----------------------------------------------------------
+
+def _definition_order(text: str) -> list[str]:
+    """Helper names in the order ``text`` defines them."""
+    positions = {name: text.find(body) for name, body in ptx.HELPERS.items() if body in text}
+    return sorted(positions, key=positions.get)
+
+
+def test_dependencies_are_known_helpers():
+    for name, deps in ptx.DEPENDS.items():
+        for dep in deps:
+            assert dep in ptx.HELPERS, f"{name} depends on unknown helper {dep}"
+
+
+@pytest.mark.parametrize("name", sorted(ptx.HELPERS))
+def test_definitions_put_dependencies_first(name):
+    order = _definition_order(ptx.definitions([name]))
+    assert name in order
+
+    def check(helper: str, seen: set[str]) -> None:
+        for dep in ptx.DEPENDS[helper]:
+            assert dep in order, f"definitions([{name!r}]) lacks {dep}, which {helper} calls"
+            assert order.index(dep) < order.index(helper), f"{dep} must be defined before {helper}"
+            if dep not in seen:
+                seen.add(dep)
+                check(dep, seen)
+    check(name, set())
+
+
+def test_definitions_are_deterministic_and_deduplicated():
+    names = sorted(ptx.HELPERS)
+    forward = ptx.definitions(names)
+    assert ptx.definitions(list(reversed(names))) == forward
+    assert ptx.definitions(names + names) == forward
+    assert ptx.definitions(names) == forward
+    for name in names:
+        assert forward.count(ptx.HELPERS[name]) == 1
+    # a composite helper pulls in exactly its dependencies
+    assert _definition_order(ptx.definitions(["tlx_e4m3_to_f32"])) == \
+        [n for n in ptx.HELPERS if n in ("tlx_cvt_f32_f16", "tlx_cvt_f16x2_e4m3x2", "tlx_e4m3_to_f32")]
+    assert ptx.definitions([]) == ""
+
+
+def test_definitions_of_everything_compile():
+    """All helpers together in one translation unit: no name clashes."""
+    source = ptx.definitions(sorted(ptx.HELPERS)) + '\n\nextern "C" __global__ void probe(unsigned* out) { out[0] = 1u; }\n'
+    result = compile_cuda(source, "sm_90a", ["probe"], reproducer_name="probe_all")
+    assert result.cubin[:4] == b"\x7fELF"
+
+
+def test_no_inline_asm_outside_ptx_py():
+    """STYLE.md: each instruction has one helper in ptx.py; nobody writes asm elsewhere."""
+    pattern = re.compile(r"\basm\s*(volatile\s*)?\(")
+    offenders = []
+    for path in sorted((ROOT / "tlxc").rglob("*.py")):
+        if path == ROOT / "tlxc" / "codegen_nvptx" / "ptx.py":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not offenders, "inline asm outside tlxc/codegen_nvptx/ptx.py:\n" + "\n".join(offenders)

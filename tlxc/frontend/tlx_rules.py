@@ -1,0 +1,325 @@
+"""Semantic rules of the ``tlx.*`` builtins (orchestration layer).
+
+Buffers and barriers are runtime values (``Tensor`` wrappers of ``memdesc`` /
+``mbarrier`` IR values); everything shaped (shapes, counts, byte sizes,
+scopes) must be compile-time.  ``with tlx.async_tasks()`` itself is handled by
+the code generator (``codegen.py``), which calls ``async_tasks_op`` here.
+"""
+from __future__ import annotations
+
+from ..ir import types as T
+from ..ir.types import BarrierType, MemDescType, PointerType, ScalarType, TensorType
+from ..language import tlx
+from . import semantic as S
+from .builtins import RULES, const_dtype, const_int, constexpr, tensor_arg
+from .values import SemanticError, Tensor
+
+NAMED_BARRIER_RESERVED = range(0, 7)   # ids tlxc uses itself (TLX reserves 0..6 too)
+
+
+def rule(name: str):
+    def register(fn):
+        RULES["tlx." + name] = fn
+        return fn
+    return register
+
+
+def _memdesc(value, what: str, view: bool | None = None) -> Tensor:
+    if not isinstance(value, Tensor) or not isinstance(value.type, MemDescType):
+        raise SemanticError(f"'{what}' must be a shared-memory buffer (from tlx.local_alloc), got "
+                            f"{S.describe(value)}", param=what)
+    if view and value.type.num:
+        raise SemanticError(f"'{what}' is an array of {value.type.num} buffers; pick one first "
+                            f"({what}[i] or tlx.local_view({what}, i))", param=what)
+    return value
+
+
+def _barrier(value, what: str = "bar") -> Tensor:
+    if not isinstance(value, Tensor) or not isinstance(value.type, BarrierType):
+        raise SemanticError(f"'{what}' must be an mbarrier (from tlx.alloc_barriers), got {S.describe(value)}",
+                            param=what)
+    if value.type.num:
+        raise SemanticError(f"'{what}' is an array of {value.type.num} barriers; pick one first "
+                            f"({what}[i] or tlx.local_view({what}, i))", param=what)
+    return value
+
+
+def _i32(b, value, what: str) -> Tensor:
+    if isinstance(value, Tensor):
+        if value.is_block or not isinstance(value.dtype, ScalarType) or not value.dtype.is_int:
+            raise SemanticError(f"'{what}' must be an integer scalar, got {S.describe(value)}", param=what)
+        return S.cast(b, value, T.i32)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SemanticError(f"'{what}' must be an integer, got {S.describe(value)}", param=what)
+    return S.constant(b, value, T.i32)
+
+
+def _pred(b, pred) -> list:
+    if pred is None:
+        return []
+    if isinstance(pred, bool):
+        return [S.constant(b, pred, T.i1).value]
+    p = tensor_arg(b, pred, "pred")
+    if p.is_block:
+        raise SemanticError("'pred' must be a scalar", param="pred")
+    return [S.to_bool(b, p).value]
+
+
+# -- tasks ----------------------------------------------------------------------------
+@rule("async_task_replica_id")
+def _replica_id(ctx):
+    if ctx.replica_id is None:
+        raise SemanticError("tlx.async_task_replica_id() is only meaningful inside a tlx.async_task")
+    return ctx.replica_id
+
+
+# -- shared memory ---------------------------------------------------------------------
+@rule("local_alloc")
+def _local_alloc(ctx, shape, dtype, num, storage=tlx.storage_kind.smem, reuse=None, layout=None):
+    shape = constexpr(shape, "shape")
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    for d in shape:
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise SemanticError(f"'shape' must be positive compile-time integers, got {list(shape)}", param="shape")
+    dtype = const_dtype(dtype, "dtype")
+    num = const_int(num, "num")
+    if num < 1:
+        raise SemanticError(f"'num' must be at least 1, got {num}", param="num")
+    if storage is not tlx.storage_kind.smem:
+        raise SemanticError(f"storage={storage} is not supported on this target yet (only tlx.storage_kind.smem; "
+                            f"tensor memory needs Blackwell support)", param="storage")
+    if reuse is not None or layout is not None:
+        raise SemanticError("'reuse' and 'layout' are not supported yet", param="reuse" if reuse else "layout")
+    return Tensor(ctx.b.value("tlx.local_alloc", [], MemDescType(shape, dtype, num)))
+
+
+@rule("local_view")
+def local_view(ctx, buf, idx):
+    b = ctx.b
+    if not isinstance(buf, Tensor) or not isinstance(buf.type, (MemDescType, BarrierType)):
+        raise SemanticError(f"'buf' must be a buffer or barrier array, got {S.describe(buf)}", param="buf")
+    if not buf.type.num:
+        raise SemanticError("'buf' is already a single buffer", param="buf")
+    if isinstance(idx, int) and not isinstance(idx, bool) and not 0 <= idx < buf.type.num:
+        raise SemanticError(f"index {idx} is out of range for an array of {buf.type.num}", param="idx")
+    index = _i32(b, idx, "idx")
+    return Tensor(b.value("tlx.local_view", [buf.value, index.value], buf.type.view()))
+
+
+@rule("local_slice")
+def _local_slice(ctx, buf, offset, shape):
+    b = ctx.b
+    buf = _memdesc(buf, "buf", view=True)
+    shape = tuple(constexpr(shape, "shape"))
+    offset = tuple(offset) if isinstance(offset, (tuple, list)) else (offset,)
+    if len(offset) != len(buf.type.shape) or len(shape) != len(buf.type.shape):
+        raise SemanticError(f"'offset' and 'shape' need {len(buf.type.shape)} entries", param="offset")
+    for o, s, full in zip(offset, shape, buf.type.shape):
+        if isinstance(o, int) and o + s > full:
+            raise SemanticError(f"slice [{o}, {o + s}) exceeds the buffer's extent {full}", param="offset")
+    offsets = [_i32(b, o, "offset").value for o in offset]
+    t = MemDescType(shape, buf.type.element, 0, buf.type.storage, buf.type.perm)
+    return Tensor(b.value("tlx.local_slice", [buf.value] + offsets, t))
+
+
+@rule("local_trans")
+def _local_trans(ctx, buf, dims=(1, 0)):
+    buf = _memdesc(buf, "buf", view=True)
+    dims = tuple(constexpr(dims, "dims"))
+    rank = len(buf.type.shape)
+    if sorted(dims) != list(range(rank)):
+        raise SemanticError(f"'dims' must be a permutation of {list(range(rank))}, got {list(dims)}", param="dims")
+    old = buf.type.perm or tuple(range(rank))
+    t = MemDescType(tuple(buf.type.shape[d] for d in dims), buf.type.element, 0, buf.type.storage,
+                    tuple(old[d] for d in dims))
+    return Tensor(ctx.b.value("tlx.local_trans", [buf.value], t, perm=dims))
+
+
+@rule("local_reinterpret")
+def _local_reinterpret(ctx, buf, dtype, shape=None, layout=None):
+    buf = _memdesc(buf, "buf", view=True)
+    dtype = const_dtype(dtype, "dtype")
+    if shape is None:
+        if buf.type.buffer_bytes % dtype.bytes:
+            raise SemanticError(f"{buf.type.buffer_bytes} bytes do not hold a whole number of {dtype}", param="dtype")
+        shape = buf.type.shape[:-1] + (buf.type.shape[-1] * buf.type.element.bytes // dtype.bytes,)
+    t = MemDescType(tuple(constexpr(shape, "shape")), dtype, 0, buf.type.storage)
+    if t.buffer_bytes > buf.type.buffer_bytes:
+        raise SemanticError(f"the view needs {t.buffer_bytes} bytes but the buffer has {buf.type.buffer_bytes}",
+                            param="shape")
+    return Tensor(ctx.b.value("tlx.local_reinterpret", [buf.value], t))
+
+
+@rule("local_load")
+def _local_load(ctx, src, token=None, layout=None, relaxed=False, rematerialize_coordinates=False,
+                rematerialize_coordinates_group=None):
+    src = _memdesc(src, "src", view=True)
+    S.check_shape(src.type.shape, "src's shape")
+    return Tensor(ctx.b.value("tlx.local_load", [src.value], TensorType(src.type.shape, src.type.element)))
+
+
+@rule("local_store")
+def _local_store(ctx, dst, src):
+    b = ctx.b
+    dst = _memdesc(dst, "dst", view=True)
+    value = tensor_arg(b, src, "src")
+    if not value.is_block:
+        value = S.broadcast_to(b, S.cast(b, value, dst.type.element), dst.type.shape)
+    if value.shape != dst.type.shape:
+        raise SemanticError(f"'src' has shape {list(value.shape)} but the buffer is {list(dst.type.shape)}",
+                            param="src")
+    if value.dtype != dst.type.element:
+        raise SemanticError(f"'src' holds {value.dtype} but the buffer holds {dst.type.element}; convert with "
+                            f".to({dst.type.element})", param="src")
+    b.create("tlx.local_store", [dst.value, value.value])
+
+
+@rule("async_load")
+def _async_load(ctx, src, result, mask=None, other=None, cache_modifier="", eviction_policy="", is_volatile=False,
+                bulk=False, bulk_size=None, barrier=None):
+    b = ctx.b
+    dst = _memdesc(result, "result", view=True)
+    if bulk or barrier is not None:
+        raise SemanticError("bulk async_load (cp.async.bulk with a barrier) is not supported yet", param="bulk")
+    if other not in (None, 0, 0.0):
+        raise SemanticError("cp.async zero-fills masked-off elements; 'other' must be None or 0", param="other")
+    if not isinstance(src, Tensor) or not isinstance(src.dtype, PointerType) or not src.is_block:
+        raise SemanticError(f"'src' must be a tensor of pointers, got {S.describe(src)}", param="src")
+    if src.shape != dst.type.shape:
+        raise SemanticError(f"'src' has shape {list(src.shape)} but the buffer is {list(dst.type.shape)}",
+                            param="src")
+    if src.dtype.pointee != dst.type.element:
+        raise SemanticError(f"'src' points to {src.dtype.pointee} but the buffer holds {dst.type.element}",
+                            param="src")
+    operands = [src.value, dst.value]
+    if mask is not None:
+        m = S.to_bool(b, tensor_arg(b, mask, "mask"))
+        operands.append(S.broadcast_to(b, m, src.shape).value)
+    b.create("tlx.async_load", operands, [], {"has_mask": mask is not None})
+
+
+@rule("async_load_commit_group")
+def _commit(ctx, tokens=()):
+    ctx.b.create("tlx.async_commit_group")
+
+
+@rule("async_load_wait_group")
+def _wait(ctx, pendings, tokens=()):
+    pendings = const_int(pendings, "pendings")
+    if pendings < 0:
+        raise SemanticError(f"'pendings' must be >= 0, got {pendings}", param="pendings")
+    ctx.b.create("tlx.async_wait_group", [], [], {"pendings": pendings})
+
+
+# -- barriers ------------------------------------------------------------------------------
+@rule("alloc_barriers")
+def _alloc_barriers(ctx, num_barriers, arrive_count=1):
+    num = const_int(num_barriers, "num_barriers")
+    count = const_int(arrive_count, "arrive_count")
+    if num < 1 or count < 1:
+        raise SemanticError(f"num_barriers and arrive_count must be >= 1, got {num} and {count}")
+    return Tensor(ctx.b.value("tlx.alloc_barriers", [], BarrierType(num), arrive_count=count))
+
+
+@rule("alloc_warp_barrier")
+def _alloc_warp_barrier(ctx, num_barriers, num_warps=1, num_arrivals=1):
+    num = const_int(num_barriers, "num_barriers")
+    count = const_int(num_warps, "num_warps") * 32 * const_int(num_arrivals, "num_arrivals")
+    return Tensor(ctx.b.value("tlx.alloc_barriers", [], BarrierType(num, per_thread=True), arrive_count=count))
+
+
+@rule("barrier_expect_bytes")
+def _expect_bytes(ctx, bar, size, pred=None):
+    bar = _barrier(bar)
+    size = const_int(size, "size")
+    if size < 0:
+        raise SemanticError(f"'size' must be >= 0, got {size}", param="size")
+    preds = _pred(ctx.b, pred)
+    ctx.b.create("tlx.barrier_expect_bytes", [bar.value] + preds, [], {"bytes": size, "has_pred": bool(preds)})
+
+
+@rule("barrier_wait")
+def _barrier_wait(ctx, bar, phase, pred=None):
+    bar = _barrier(bar)
+    phase_v = _i32(ctx.b, phase, "phase")
+    preds = _pred(ctx.b, pred)
+    ctx.b.create("tlx.barrier_wait", [bar.value, phase_v.value] + preds, [], {"has_pred": bool(preds)})
+
+
+@rule("barrier_arrive")
+def _barrier_arrive(ctx, bar, arrive_count=1, remote_cta_rank=None, pred=None):
+    bar = _barrier(bar)
+    if remote_cta_rank is not None:
+        raise SemanticError("remote arrives (clusters) are not supported yet", param="remote_cta_rank")
+    count = const_int(arrive_count, "arrive_count")
+    if count < 1:
+        raise SemanticError(f"'arrive_count' must be >= 1, got {count}", param="arrive_count")
+    preds = _pred(ctx.b, pred)
+    ctx.b.create("tlx.barrier_arrive", [bar.value] + preds, [], {"count": count, "has_pred": bool(preds)})
+
+
+def _named(ctx, name, bar, arrive_count):
+    if isinstance(bar, int) and not isinstance(bar, bool):
+        if not 0 <= bar <= 15:
+            raise SemanticError(f"named barrier ids are 0..15, got {bar}", param="bar")
+        if bar in NAMED_BARRIER_RESERVED:
+            raise SemanticError(f"named barrier ids 0..6 are reserved for tlxc itself; use 7..15, got {bar}",
+                                param="bar")
+    if isinstance(arrive_count, int) and not isinstance(arrive_count, bool) and \
+            (arrive_count <= 0 or arrive_count % 32):
+        raise SemanticError(f"'arrive_count' counts threads and must be a positive multiple of 32, got "
+                            f"{arrive_count}", param="arrive_count")
+    ctx.b.create(name, [_i32(ctx.b, bar, "bar").value, _i32(ctx.b, arrive_count, "arrive_count").value])
+
+
+@rule("named_barrier_wait")
+def _named_wait(ctx, bar, arrive_count):
+    _named(ctx, "tlx.named_barrier_wait", bar, arrive_count)
+
+
+@rule("named_barrier_arrive")
+def _named_arrive(ctx, bar, arrive_count):
+    _named(ctx, "tlx.named_barrier_arrive", bar, arrive_count)
+
+
+@rule("fence")
+def _fence(ctx, scope):
+    scope = constexpr(scope, "scope")
+    if scope not in ("async_shared", "gpu", "sys"):
+        raise SemanticError(f"scope must be 'async_shared', 'gpu' or 'sys', got {scope!r}", param="scope")
+    ctx.b.create("tlx.fence", [], [], {"scope": scope})
+
+
+@rule("fence_async_shared")
+def _fence_async_shared(ctx):
+    ctx.b.create("tlx.fence", [], [], {"scope": "async_shared"})
+
+
+# -- utilities ---------------------------------------------------------------------------
+@rule("thread_id")
+def _thread_id(ctx, axis):
+    axis = const_int(axis, "axis")
+    if axis not in (0, 1, 2):
+        raise SemanticError(f"axis must be 0, 1 or 2, got {axis}", param="axis")
+    return Tensor(ctx.b.value("tlx.thread_id", [], T.i32, axis=axis))
+
+
+@rule("clock64")
+def _clock64(ctx):
+    return Tensor(ctx.b.value("tlx.clock64", [], T.i64))
+
+
+@rule("size_of")
+def _size_of(ctx, dtype):
+    return const_dtype(dtype, "dtype").bytes
+
+
+@rule("dtype_of")
+def _dtype_of(ctx, value):
+    if isinstance(value, Tensor):
+        t = value.type
+        if isinstance(t, MemDescType):
+            return t.element
+        elem = value.dtype
+        return elem.pointee if isinstance(elem, PointerType) else elem
+    raise SemanticError(f"'value' must be a tensor, pointer or buffer, got {S.describe(value)}", param="value")

@@ -1,0 +1,104 @@
+"""mbarriers, named barriers and fences (TLX semantics, ``tlx_api.md`` §1.2, §2).
+
+A barrier has a pending-arrival count and a phase parity, initially 0; when
+the count reaches 0 and the expected transaction bytes have landed, the phase
+completes (parity flips) and the count resets.  ``tlx.barrier_wait(bar, p)``
+returns once the phase with parity ``p`` has completed, so waiting on parity 1
+of a fresh barrier returns at once.  ``tlx.barrier_arrive`` counts once per
+arriving warp group (group sync, then one leader thread arrives), or once per
+thread for ``per_thread`` (warp) barriers.  Optional ``pred`` operands come last
+(``has_pred``).
+"""
+from __future__ import annotations
+
+from ..core import Operation
+from ..types import BarrierType, ScalarType, i1
+from ._rules import expect_results
+
+
+def expect_barrier(op, t, what: str = "barrier", view: bool = True) -> BarrierType:
+    if not isinstance(t, BarrierType):
+        raise op.error(f"expected {what} to be an mbarrier, got {t}")
+    if view and t.num:
+        raise op.error(f"expected one barrier (index the array first), got an array of {t.num}")
+    return t
+
+
+def _check_pred(op, first_optional: int) -> None:
+    count = first_optional + bool(op.attrs.get("has_pred"))
+    if len(op.operands) != count:
+        raise op.error(f"expected {count} operands, got {len(op.operands)}")
+    if op.attrs.get("has_pred") and op.operands[-1].type != i1:
+        raise op.error(f"expected an i1 predicate, got {op.operands[-1].type}")
+
+
+class AllocBarriersOp(Operation):
+    """``num`` mbarriers, each initialized with ``attrs.arrive_count``."""
+
+    name = "tlx.alloc_barriers"
+
+    def verify(self):
+        expect_results(self, 1)
+        t = expect_barrier(self, self.result.type, "result", view=False)
+        count = self.attrs.get("arrive_count")
+        if not t.num or not isinstance(count, int) or count < 1:
+            raise self.error(f"expected num >= 1 and arrive_count >= 1, got {t.num} and {count!r}")
+
+
+class BarrierExpectBytesOp(Operation):
+    """Arrive once on ``bar`` and expect ``attrs.bytes`` more transaction bytes."""
+
+    name = "tlx.barrier_expect_bytes"
+
+    def verify(self):
+        expect_barrier(self, self.operands[0].type)
+        _check_pred(self, 1)
+        if not isinstance(self.attrs.get("bytes"), int) or self.attrs["bytes"] < 0:
+            raise self.error(f"expected a non-negative byte count, got {self.attrs.get('bytes')!r}")
+
+
+class BarrierWaitOp(Operation):
+    """Block until the phase of parity ``phase`` (operand 1, i32) has completed."""
+
+    name = "tlx.barrier_wait"
+
+    def verify(self):
+        expect_barrier(self, self.operands[0].type)
+        _check_pred(self, 2)
+        phase = self.operands[1].type
+        if not isinstance(phase, ScalarType) or not phase.is_int:
+            raise self.error(f"expected an integer phase, got {phase}")
+
+
+class BarrierArriveOp(Operation):
+    """Arrive ``attrs.count`` times (once per arriving warp group, or per thread)."""
+
+    name = "tlx.barrier_arrive"
+
+    def verify(self):
+        expect_barrier(self, self.operands[0].type)
+        _check_pred(self, 1)
+        if not isinstance(self.attrs.get("count"), int) or self.attrs["count"] < 1:
+            raise self.error(f"expected a positive arrive count, got {self.attrs.get('count')!r}")
+
+
+class NamedBarrierWaitOp(Operation):
+    """``bar.sync id, threads`` (operands: id, threads)."""
+
+    name = "tlx.named_barrier_wait"
+
+
+class NamedBarrierArriveOp(Operation):
+    """``bar.arrive id, threads`` (operands: id, threads)."""
+
+    name = "tlx.named_barrier_arrive"
+
+
+class FenceOp(Operation):
+    """``attrs.scope``: async_shared (generic → async proxy), gpu or sys."""
+
+    name = "tlx.fence"
+
+    def verify(self):
+        if self.attrs.get("scope") not in ("async_shared", "gpu", "sys"):
+            raise self.error(f"expected scope async_shared, gpu or sys, got {self.attrs.get('scope')!r}")

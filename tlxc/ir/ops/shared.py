@@ -1,0 +1,155 @@
+"""Shared-memory ops of the orchestration layer (TLX's ``local_*`` and cp.async).
+
+Buffers are ``memdesc`` values: ``tlx.local_alloc`` makes an array of
+``num`` buffers; ``tlx.local_view`` picks one (runtime index); slices,
+transposes and reinterpretations are views of it; ``tlx.local_load`` /
+``tlx.local_store`` move register tensors in and out; ``tlx.async_load``
+copies global memory into a buffer asynchronously (cp.async), completed by
+``tlx.async_commit_group`` / ``tlx.async_wait_group``.
+"""
+from __future__ import annotations
+
+from ..core import Operation
+from ..types import BarrierType, MemDescType, ScalarType, TensorType, i1, with_element
+from ._rules import expect_operands, expect_pointer, expect_results, expect_type
+
+
+def expect_memdesc(op, t, what: str, view: bool | None = None) -> MemDescType:
+    if not isinstance(t, MemDescType):
+        raise op.error(f"expected {what} to be a shared-memory buffer, got {t}")
+    if view is True and t.num:
+        raise op.error(f"expected {what} to be one buffer (index the array first), got an array of {t.num}")
+    return t
+
+
+class LocalAllocOp(Operation):
+    """Allocate ``num`` buffers of ``shape`` x ``dtype`` in shared memory.
+    ``attrs.offset`` (bytes into the block) is set by ``allocate-shared``."""
+
+    name = "tlx.local_alloc"
+
+    def verify(self):
+        expect_operands(self, 0)
+        expect_results(self, 1)
+        t = expect_memdesc(self, self.result.type, "result")
+        if t.num < 1:
+            raise self.error(f"expected at least one buffer, got num={t.num}")
+
+
+class LocalViewOp(Operation):
+    """Buffer (or barrier) ``idx`` of an array; ``idx`` is a runtime i32."""
+
+    name = "tlx.local_view"
+
+    def verify(self):
+        expect_operands(self, 2)
+        src, idx = self.operands
+        if not isinstance(idx.type, ScalarType) or not idx.type.is_int:
+            raise self.error(f"expected an integer index, got {idx.type}")
+        if isinstance(src.type, BarrierType):
+            if not src.type.num:
+                raise self.error("expected an array of barriers to index")
+            expect_type(self, self.result.type, src.type.view(), "result")
+            return
+        t = expect_memdesc(self, src.type, "source")
+        if not t.num:
+            raise self.error("expected an array of buffers to index, got a single buffer")
+        expect_type(self, self.result.type, t.view(), "result")
+
+
+class LocalSliceOp(Operation):
+    """A same-rank sub-buffer at runtime ``offsets`` (operands 1..rank) of ``attrs.shape``."""
+
+    name = "tlx.local_slice"
+
+    def verify(self):
+        src = expect_memdesc(self, self.operands[0].type, "source", view=True)
+        result = expect_memdesc(self, self.result.type, "result", view=True)
+        if len(self.operands) != 1 + len(src.shape) or len(result.shape) != len(src.shape):
+            raise self.error(f"expected {len(src.shape)} offsets and a result of rank {len(src.shape)}")
+
+
+class LocalTransOp(Operation):
+    """A permuted view (no data movement)."""
+
+    name = "tlx.local_trans"
+
+    def verify(self):
+        expect_operands(self, 1)
+        src = expect_memdesc(self, self.operands[0].type, "source", view=True)
+        perm = tuple(self.attrs.get("perm", ()))
+        if sorted(perm) != list(range(len(src.shape))):
+            raise self.error(f"expected a permutation of {list(range(len(src.shape)))}, got {list(perm)}")
+
+
+class LocalReinterpretOp(Operation):
+    """The same bytes seen with another element type and shape."""
+
+    name = "tlx.local_reinterpret"
+
+    def verify(self):
+        expect_operands(self, 1)
+        src = expect_memdesc(self, self.operands[0].type, "source", view=True)
+        result = expect_memdesc(self, self.result.type, "result", view=True)
+        if result.buffer_bytes > src.buffer_bytes:
+            raise self.error(f"expected at most {src.buffer_bytes} bytes, got {result.buffer_bytes}")
+
+
+class LocalLoadOp(Operation):
+    """Shared buffer → register tensor of the same shape and element type."""
+
+    name = "tlx.local_load"
+
+    def verify(self):
+        expect_operands(self, 1)
+        src = expect_memdesc(self, self.operands[0].type, "source", view=True)
+        result = self.result.type
+        if not isinstance(result, TensorType) or result.shape != src.shape or result.element != src.element:
+            raise self.error(f"expected tensor<{'x'.join(map(str, src.shape))}x{src.element}>, got {result}")
+
+
+class LocalStoreOp(Operation):
+    """Register tensor → shared buffer of the same shape and element type."""
+
+    name = "tlx.local_store"
+
+    def verify(self):
+        expect_operands(self, 2)
+        dst = expect_memdesc(self, self.operands[0].type, "destination", view=True)
+        value = self.operands[1].type
+        if not isinstance(value, TensorType) or value.shape != dst.shape or value.element != dst.element:
+            raise self.error(f"expected a value of shape {list(dst.shape)} and type {dst.element}, got {value}")
+
+
+class AsyncLoadOp(Operation):
+    """cp.async of the elements at ``ptrs`` into buffer ``dst``; masked-off
+    elements are zero-filled.  Operands: ptrs, dst, [mask]."""
+
+    name = "tlx.async_load"
+
+    def verify(self):
+        if len(self.operands) != 2 + bool(self.attrs.get("has_mask")):
+            raise self.error("expected ptrs, dst and an optional mask")
+        ptrs, dst = self.operands[:2]
+        pointee = expect_pointer(self, ptrs.type, "ptrs").pointee
+        d = expect_memdesc(self, dst.type, "destination", view=True)
+        if not isinstance(ptrs.type, TensorType) or ptrs.type.shape != d.shape or pointee != d.element:
+            raise self.error(f"expected pointers of shape {list(d.shape)} to {d.element}, got {ptrs.type}")
+        if self.attrs.get("has_mask"):
+            expect_type(self, self.operands[2].type, with_element(ptrs.type, i1), "mask")
+
+
+class AsyncCommitGroupOp(Operation):
+    """Close the group of cp.async copies this thread issued since the last commit."""
+
+    name = "tlx.async_commit_group"
+
+
+class AsyncWaitGroupOp(Operation):
+    """Wait until at most ``attrs.pendings`` committed groups are in flight."""
+
+    name = "tlx.async_wait_group"
+
+    def verify(self):
+        if not isinstance(self.attrs.get("pendings"), int) or self.attrs["pendings"] < 0:
+            raise self.error(f"expected a non-negative 'pendings', got {self.attrs.get('pendings')!r}")

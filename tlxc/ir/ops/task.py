@@ -1,0 +1,51 @@
+"""Warp-group tasks.
+
+``tlx.async_tasks`` has one region per task (replicas expanded), in warp
+order; ``attrs.tasks`` lists per region ``[name, num_warps, registers,
+replica]`` (registers 0 = no ``setmaxnreg``).  The first region is the
+default task, which runs on the kernel's ``num_warps``.  Regions read values
+defined before the op (scalars, pointers, buffers, barriers; never register
+tensors) and end without a terminator.
+"""
+from __future__ import annotations
+
+from ..core import Operation
+from ..types import i32, i64
+
+
+class AsyncTasksOp(Operation):
+    name = "tlx.async_tasks"
+    num_regions = None
+
+    @property
+    def tasks(self) -> list[tuple[str, int, int, int]]:
+        return [tuple(t) for t in self.attrs.get("tasks", ())]
+
+    def verify(self):
+        tasks = self.tasks
+        if len(tasks) != len(self.regions) or not tasks:
+            raise self.error(f"expected one task description per region, got {len(tasks)} for "
+                             f"{len(self.regions)} regions")
+        for name, warps, registers, replica in tasks:
+            if warps < 1:
+                raise self.error(f"task '{name}' has {warps} warps")
+
+
+class ThreadIdOp(Operation):
+    """``threadIdx.{x,y,z}`` as i32."""
+
+    name = "tlx.thread_id"
+
+    def verify(self):
+        if self.result.type != i32 or self.attrs.get("axis") not in (0, 1, 2):
+            raise self.error("expected axis 0..2 and an i32 result")
+
+
+class Clock64Op(Operation):
+    """The SM's 64-bit cycle counter (not a synchronization point)."""
+
+    name = "tlx.clock64"
+
+    def verify(self):
+        if self.result.type != i64:
+            raise self.error("expected an i64 result")

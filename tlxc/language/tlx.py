@@ -1,0 +1,198 @@
+"""``from tlxc.language import tlx``: TLX's orchestration layer.
+
+Warp-group tasks, shared-memory buffers, mbarriers, named barriers, fences and
+cp.async copies, with TLX's names, signatures and semantics
+(``shared/reference/tlx_api.md`` §1.1–1.4, §2), so that a TLX kernel ports by
+changing its imports.  Like ``tl.*``, every function is a builtin that only
+works inside a ``@tlxc.kernel``.
+"""
+from __future__ import annotations
+
+import enum
+import functools
+
+from .core import outside_kernel_error
+
+TLX_BUILTINS: dict[str, object] = {}
+
+
+def builtin(fn):
+    @functools.wraps(fn)
+    def outside_kernel(*args, **kwargs):
+        raise outside_kernel_error(f"tlx.{fn.__name__}")
+
+    outside_kernel.__tlxc_builtin__ = "tlx." + fn.__name__
+    outside_kernel.__tlxc_signature__ = fn
+    TLX_BUILTINS[fn.__name__] = outside_kernel
+    return outside_kernel
+
+
+class storage_kind(enum.Enum):  # noqa: N801 (TLX's name)
+    smem = "smem"
+    tmem = "tmem"
+    smemCluster = "smemCluster"  # noqa: N815
+
+
+# -- tasks ----------------------------------------------------------------------
+class async_tasks:  # noqa: N801
+    """``with tlx.async_tasks():`` opens a warp-specialized region; its body holds
+    only ``with tlx.async_task(...)`` blocks (optionally under ``if CONSTEXPR:``)."""
+
+    def __init__(self, *, exclusive=False, no_ending_cluster_sync=False, mbarrier_try_wait_suspend_ns=None):
+        raise outside_kernel_error("tlx.async_tasks")
+
+
+class async_task:  # noqa: N801
+    """``with tlx.async_task("default"):`` (the kernel's ``num_warps``) or
+    ``with tlx.async_task(num_warps=N, registers=R, replicate=K):``."""
+
+    def __init__(self, *args, num_warps=None, num_regs=None, registers=None, replicate=1,
+                 warp_group_start_id=None):
+        raise outside_kernel_error("tlx.async_task")
+
+
+@builtin
+def async_task_replica_id():
+    """The replica index (compile-time) inside a replicated task."""
+
+
+# -- shared memory -----------------------------------------------------------------
+@builtin
+def local_alloc(shape, dtype, num, storage=storage_kind.smem, reuse=None, layout=None):
+    """``num`` buffers of ``shape`` x ``dtype`` in shared memory."""
+
+
+@builtin
+def local_view(buf, idx):
+    """Buffer (or barrier) ``idx`` of an array; also spelled ``buf[idx]``."""
+
+
+@builtin
+def local_slice(buf, offset, shape):
+    """A sub-buffer of the same rank at ``offset`` (runtime offsets allowed)."""
+
+
+@builtin
+def local_trans(buf, dims=(1, 0)):
+    """A permuted view, no data movement."""
+
+
+@builtin
+def local_reinterpret(buf, dtype, shape=None, layout=None):
+    """The same bytes with another dtype (and shape)."""
+
+
+@builtin
+def local_load(src, token=None, layout=None, relaxed=False, rematerialize_coordinates=False,
+               rematerialize_coordinates_group=None):
+    """Shared buffer → register tensor."""
+
+
+@builtin
+def local_store(dst, src):
+    """Register tensor → shared buffer."""
+
+
+@builtin
+def async_load(src, result, mask=None, other=None, cache_modifier="", eviction_policy="", is_volatile=False,
+               bulk=False, bulk_size=None, barrier=None):
+    """cp.async from global pointers ``src`` into buffer ``result`` (masked-off
+    elements are zero-filled)."""
+
+
+@builtin
+def async_load_commit_group(tokens=()):
+    """Close the group of this thread's pending cp.async copies."""
+
+
+@builtin
+def async_load_wait_group(pendings, tokens=()):
+    """Wait until at most ``pendings`` committed groups are still in flight."""
+
+
+# -- barriers ------------------------------------------------------------------------
+@builtin
+def alloc_barriers(num_barriers, arrive_count=1):
+    """``num_barriers`` mbarriers, each expecting ``arrive_count`` arrivals per phase."""
+
+
+@builtin
+def alloc_warp_barrier(num_barriers, num_warps=1, num_arrivals=1):
+    """mbarriers where every thread arrives (``num_warps * 32 * num_arrivals`` per phase)."""
+
+
+@builtin
+def barrier_expect_bytes(bar, size, pred=None):
+    """Arrive once and expect ``size`` more transaction bytes (TMA/bulk copies)."""
+
+
+@builtin
+def barrier_wait(bar, phase, pred=None):
+    """Wait until the phase of parity ``phase`` has completed."""
+
+
+@builtin
+def barrier_arrive(bar, arrive_count=1, remote_cta_rank=None, pred=None):
+    """Arrive: once per arriving warp group (once per thread on warp barriers)."""
+
+
+@builtin
+def named_barrier_wait(bar, arrive_count):
+    """``bar.sync bar, arrive_count``: ids 7..15 are the user's (0..6 are tlxc's)."""
+
+
+@builtin
+def named_barrier_arrive(bar, arrive_count):
+    """``bar.arrive bar, arrive_count``."""
+
+
+@builtin
+def fence(scope):
+    """``"async_shared"`` (generic→async proxy), ``"gpu"`` or ``"sys"``."""
+
+
+@builtin
+def fence_async_shared():
+    """Deprecated alias of ``fence("async_shared")``."""
+
+
+# -- utilities -------------------------------------------------------------------------
+@builtin
+def thread_id(axis):
+    """``threadIdx.{x,y,z}`` as i32."""
+
+
+@builtin
+def clock64():
+    """The 64-bit cycle counter (i64)."""
+
+
+@builtin
+def size_of(dtype):
+    """Bytes per element of ``dtype`` (compile-time)."""
+
+
+@builtin
+def dtype_of(value):
+    """Element dtype of a tensor, pointer or buffer (compile-time)."""
+
+
+def _ring_helper():
+    # Defined lazily: the kernel decorator imports the runtime, which imports the language.
+    from ..runtime.jit import kernel
+    from . import core as tl
+
+    @kernel
+    def get_bufidx_phase(accum_cnt, NUM_BUFFERS: tl.constexpr):
+        """(slot, phase) of the ``accum_cnt``-th use of a ring of ``NUM_BUFFERS``."""
+        return accum_cnt % NUM_BUFFERS, (accum_cnt // NUM_BUFFERS) & 1
+
+    return get_bufidx_phase
+
+
+def __getattr__(name):
+    if name == "get_bufidx_phase":
+        helper = _ring_helper()
+        globals()[name] = helper
+        return helper
+    raise AttributeError(f"module 'tlxc.language.tlx' has no attribute {name!r}")
