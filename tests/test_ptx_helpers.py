@@ -29,6 +29,8 @@ class Case:
     mnemonics: tuple[str, ...]          # each must appear in the kernel's PTX
     archs: tuple[str, ...] = ARCHS      # where the instruction exists
     absent: tuple[str, ...] = ()        # must not appear (e.g. a memcpy left unfolded)
+    also: tuple[str, ...] = ()          # other helpers the snippet calls
+    bounds: str = ""                    # e.g. "__launch_bounds__(256, 1) " (setmaxnreg wants one)
 
 
 def _load(bits: int) -> Case:
@@ -46,6 +48,23 @@ def _store(bits: int) -> Case:
     values = ", ".join(f"in[{k}]" for k in range(words))
     vec = {1: "b32", 2: "v2.b32", 4: "v4.b32"}[words]
     return Case(f"tlx_st_global_b{bits}(out + 4 * threadIdx.x, in[7] != 0, {values});", (f"st.global.{vec}",))
+
+
+def _cp_async(nbytes: int) -> Case:
+    words = nbytes // 4
+    body = ("__shared__ __align__(16) unsigned buf[4 * 128];\n"
+            f"  tlx_cp_async_{nbytes}(&buf[{words} * threadIdx.x], in + {words} * threadIdx.x, in[0] != 0);\n"
+            "  tlx_cp_async_commit_group();\n"
+            "  tlx_cp_async_wait_group<0>();\n"
+            "  __syncthreads();\n"
+            "  out[threadIdx.x] = buf[threadIdx.x ^ 1];")
+    cache = "cg" if nbytes == 16 else "ca"
+    return Case(body, (f"cp.async.{cache}.shared.global", f", {nbytes}, "),
+                also=("tlx_cp_async_commit_group", "tlx_cp_async_wait_group"))
+
+
+# The mbarrier snippets share one barrier in shared memory.
+_BAR = "__shared__ unsigned long long bar;\n  "
 
 
 def _mma(dtype: str) -> Case:
@@ -90,13 +109,46 @@ CASES: dict[str, Case] = {
     "tlx_st_global_b128": _store(128),
     "tlx_mma_m16n8k16_f32_bf16": _mma("bf16"),
     "tlx_mma_m16n8k16_f32_f16": _mma("f16"),
+    # shared memory, mbarriers, named barriers, fences
+    "tlx_smem_addr": Case("__shared__ unsigned buf[32];\n  out[0] = tlx_smem_addr(&buf[threadIdx.x & 31]);",
+                          ("cvta.to.shared.u64",)),
+    "tlx_mbarrier_init": Case(_BAR + "tlx_mbarrier_init(&bar, in[0]); out[0] = (unsigned)bar;",
+                              ("mbarrier.init.shared::cta.b64",)),
+    "tlx_mbarrier_try_wait_parity": Case(_BAR + "out[0] = tlx_mbarrier_try_wait_parity(&bar, in[0]);",
+                                         ("mbarrier.try_wait.parity.shared::cta.b64",)),
+    "tlx_mbarrier_wait": Case(_BAR + "tlx_mbarrier_wait(&bar, in[0]); out[0] = 1u;",
+                              ("mbarrier.try_wait.parity.shared::cta.b64",)),
+    "tlx_mbarrier_arrive": Case(_BAR + "tlx_mbarrier_arrive(&bar, in[0]); out[0] = 1u;",
+                                ("mbarrier.arrive.release.cta.shared::cta.b64",)),
+    "tlx_mbarrier_arrive_expect_tx": Case(_BAR + "tlx_mbarrier_arrive_expect_tx(&bar, in[0]); out[0] = 1u;",
+                                          ("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64",)),
+    "tlx_bar_sync": Case("tlx_bar_sync(1, 128); out[threadIdx.x] = in[threadIdx.x];", ("bar.sync",)),
+    "tlx_bar_arrive": Case("tlx_bar_arrive(1, 128); out[threadIdx.x] = in[threadIdx.x];", ("bar.arrive",)),
+    "tlx_fence_proxy_async_shared_cta": Case("out[0] = in[0]; tlx_fence_proxy_async_shared_cta(); out[1] = in[1];",
+                                             ("fence.proxy.async.shared::cta",)),
+    "tlx_fence_acq_rel_gpu": Case("out[0] = in[0]; tlx_fence_acq_rel_gpu(); out[1] = in[1];",
+                                  ("fence.acq_rel.gpu",)),
+    "tlx_fence_acq_rel_sys": Case("out[0] = in[0]; tlx_fence_acq_rel_sys(); out[1] = in[1];",
+                                  ("fence.acq_rel.sys",)),
+    # cp.async
+    "tlx_cp_async_4": _cp_async(4),
+    "tlx_cp_async_8": _cp_async(8),
+    "tlx_cp_async_16": _cp_async(16),
+    "tlx_cp_async_commit_group": Case("tlx_cp_async_commit_group(); out[0] = in[0];", ("cp.async.commit_group",)),
+    "tlx_cp_async_wait_group": Case("tlx_cp_async_wait_group<1>(); out[0] = in[0];", ("cp.async.wait_group 1",)),
+    # register reallocation (warp-specialized kernels)
+    "tlx_setmaxnreg_inc": Case("tlx_setmaxnreg_inc<240>(); out[threadIdx.x] = in[threadIdx.x];",
+                               ("setmaxnreg.inc.sync.aligned.u32 240",), bounds="__launch_bounds__(256, 1) "),
+    "tlx_setmaxnreg_dec": Case("tlx_setmaxnreg_dec<40>(); out[threadIdx.x] = in[threadIdx.x];",
+                               ("setmaxnreg.dec.sync.aligned.u32 40",), bounds="__launch_bounds__(256, 1) "),
 }
 
 
 def probe_source(name: str) -> str:
-    return (ptx.definitions([name]) + "\n\n"
-            'extern "C" __global__ void probe(unsigned* out, const unsigned* in) {\n'
-            f"  {CASES[name].body}\n"
+    case = CASES[name]
+    return (ptx.definitions([name, *case.also]) + "\n\n"
+            f'extern "C" __global__ void {case.bounds}probe(unsigned* out, const unsigned* in) {{\n'
+            f"  {case.body}\n"
             "}\n")
 
 

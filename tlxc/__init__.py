@@ -2,12 +2,40 @@
 from __future__ import annotations
 
 from . import language
-from .errors import (BarrierError, CompilationError, InternalCompilerError, LaunchError, LayoutError,
-                     ResourceError, TlxcError)
+from .errors import (
+    BarrierError,
+    CompilationError,
+    InternalCompilerError,
+    LaunchError,
+    LayoutError,
+    ResourceError,
+    TlxcError,
+)
 from .interpreter import interpret
+from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics
 from .runtime.jit import KernelFunction, jit, kernel
+from .torch_ops import register_custom_op
 
 __version__ = "0.1.0"
 
-__all__ = ["kernel", "jit", "interpret", "KernelFunction", "language", "TlxcError", "CompilationError", "LaunchError",
-           "LayoutError", "BarrierError", "ResourceError", "InternalCompilerError", "__version__"]
+__all__ = [
+    "Autotuner",
+    "BarrierError",
+    "CompilationError",
+    "Config",
+    "Heuristics",
+    "InternalCompilerError",
+    "KernelFunction",
+    "LaunchError",
+    "LayoutError",
+    "ResourceError",
+    "TlxcError",
+    "__version__",
+    "autotune",
+    "heuristics",
+    "interpret",
+    "jit",
+    "kernel",
+    "language",
+    "register_custom_op",
+]

@@ -12,7 +12,7 @@ static __device__ __forceinline__ void tlx_st_global_b128(void* p, bool pred, un
                :: "l"(p), "r"(w0), "r"(w1), "r"(w2), "r"(w3), "r"((int)pred) : "memory");
 }
 
-extern "C" __global__ void __launch_bounds__(128) add_kernel_BLOCK1024(float* x_ptr, float* y_ptr, float* out_ptr, int n_elements) {
+extern "C" __global__ void __launch_bounds__(128) add_kernel_BLOCK4096(float* x_ptr, float* y_ptr, float* out_ptr, int n_elements) {
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
@@ -20,64 +20,64 @@ extern "C" __global__ void __launch_bounds__(128) add_kernel_BLOCK1024(float* x_
   // vector_add.py:18
   int pid = (int)blockIdx.x;
   // vector_add.py:19
-  int s = 1024;
+  int s = 4096;
   int s_1;
   s_1 = (int)((pid * s));
   // vector_add.py:21
-  float* t[8];
+  float* t[32];
   #pragma unroll
-  for (int i = 0; i < 8; ++i) t[i] = x_ptr;
+  for (int i = 0; i < 32; ++i) t[i] = x_ptr;
   // vector_add.py:19
-  int t_1[8];
+  int t_1[32];
   #pragma unroll
-  for (int i = 0; i < 8; ++i) t_1[i] = s_1;
-  int t_2[8];
+  for (int i = 0; i < 32; ++i) t_1[i] = s_1;
+  int t_2[32];
   #pragma unroll
-  for (int i = 0; i < 8; ++i) t_2[i] = (tc0 + ((((i) >> 0 & 1) * 1) + (((i) >> 1 & 1) * 2) + (((i) >> 2 & 1) * 512)));
-  int offsets[8];
+  for (int i = 0; i < 32; ++i) t_2[i] = (tc0 + ((((i) >> 0 & 1) * 1) + (((i) >> 1 & 1) * 2) + (((i) >> 2 & 1) * 512) + (((i) >> 3 & 1) * 1024) + (((i) >> 4 & 1) * 2048)));
+  int offsets[32];
   #pragma unroll
-  for (int i = 0; i < 8; ++i) offsets[i] = (int)((t_1[i] + t_2[i]));
+  for (int i = 0; i < 32; ++i) offsets[i] = (int)((t_1[i] + t_2[i]));
   // vector_add.py:21
-  float* t_3[8];
+  float* t_3[32];
   #pragma unroll
-  for (int i = 0; i < 8; ++i) t_3[i] = (t[i] + offsets[i]);
+  for (int i = 0; i < 32; ++i) t_3[i] = (t[i] + offsets[i]);
   // vector_add.py:20
-  int t_4[8];
+  int t_4[32];
   #pragma unroll
-  for (int i = 0; i < 8; ++i) t_4[i] = n_elements;
-  bool mask[8];
+  for (int i = 0; i < 32; ++i) t_4[i] = n_elements;
+  bool mask[32];
   #pragma unroll
-  for (int i = 0; i < 8; ++i) mask[i] = (offsets[i] < t_4[i]);
+  for (int i = 0; i < 32; ++i) mask[i] = (offsets[i] < t_4[i]);
   // vector_add.py:21
-  float x[8];
+  float x[32];
   #pragma unroll
-  for (int i = 0; i < 8; i += 4) {
+  for (int i = 0; i < 32; i += 4) {
     { unsigned w0 = __float_as_uint(0.0f), w1 = __float_as_uint(0.0f), w2 = __float_as_uint(0.0f), w3 = __float_as_uint(0.0f); tlx_ld_global_b128(t_3[i], mask[i], w0, w1, w2, w3); x[i + 0] = __uint_as_float(w0); x[i + 1] = __uint_as_float(w1); x[i + 2] = __uint_as_float(w2); x[i + 3] = __uint_as_float(w3); }
   }
   // vector_add.py:22
-  float* t_5[8];
+  float* t_5[32];
   #pragma unroll
-  for (int i = 0; i < 8; ++i) t_5[i] = y_ptr;
-  float* t_6[8];
+  for (int i = 0; i < 32; ++i) t_5[i] = y_ptr;
+  float* t_6[32];
   #pragma unroll
-  for (int i = 0; i < 8; ++i) t_6[i] = (t_5[i] + offsets[i]);
-  float y[8];
+  for (int i = 0; i < 32; ++i) t_6[i] = (t_5[i] + offsets[i]);
+  float y[32];
   #pragma unroll
-  for (int i = 0; i < 8; i += 4) {
+  for (int i = 0; i < 32; i += 4) {
     { unsigned w0 = __float_as_uint(0.0f), w1 = __float_as_uint(0.0f), w2 = __float_as_uint(0.0f), w3 = __float_as_uint(0.0f); tlx_ld_global_b128(t_6[i], mask[i], w0, w1, w2, w3); y[i + 0] = __uint_as_float(w0); y[i + 1] = __uint_as_float(w1); y[i + 2] = __uint_as_float(w2); y[i + 3] = __uint_as_float(w3); }
   }
   // vector_add.py:23
-  float t_7[8];
+  float t_7[32];
   #pragma unroll
-  for (int i = 0; i < 8; ++i) t_7[i] = (float)((x[i] + y[i]));
-  float* t_8[8];
+  for (int i = 0; i < 32; ++i) t_7[i] = (float)((x[i] + y[i]));
+  float* t_8[32];
   #pragma unroll
-  for (int i = 0; i < 8; ++i) t_8[i] = out_ptr;
-  float* t_9[8];
+  for (int i = 0; i < 32; ++i) t_8[i] = out_ptr;
+  float* t_9[32];
   #pragma unroll
-  for (int i = 0; i < 8; ++i) t_9[i] = (t_8[i] + offsets[i]);
+  for (int i = 0; i < 32; ++i) t_9[i] = (t_8[i] + offsets[i]);
   #pragma unroll
-  for (int i = 0; i < 8; i += 4) {
+  for (int i = 0; i < 32; i += 4) {
     tlx_st_global_b128(t_9[i], mask[i], __float_as_uint(t_7[i + 0]), __float_as_uint(t_7[i + 1]), __float_as_uint(t_7[i + 2]), __float_as_uint(t_7[i + 3]));
   }
 }

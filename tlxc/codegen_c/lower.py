@@ -68,6 +68,24 @@ class Emitter:
             self.last_marker = key
 
 
+class Scope:
+    """A group of warps that runs one stretch of code: the whole CTA, or one
+    warp-group task.  Barriers inside it sync only its threads; layouts index
+    its warps from 0; it gets its own shared-memory scratch."""
+
+    def __init__(self, key: str, threads: int, bar_id: int | None, warp_var: str = "warp",
+                 tid_var: str = "tid", warp_start: int = 0):
+        self.key = key
+        self.threads = threads
+        self.bar_id = bar_id          # None: the whole CTA (__syncthreads)
+        self.warp_var = warp_var
+        self.tid_var = tid_var
+        self.warp_start = warp_start
+        self.prologue: list[str] = []
+        self.thread_terms: dict[tuple, str] = {}
+        self.scratch_bytes = 0
+
+
 class KernelLowering:
     """State for lowering one ``tl.kernel``: names, layouts, scratch, helpers."""
 
@@ -78,11 +96,24 @@ class KernelLowering:
         self.out = Emitter()
         self.names: dict[int, str] = {}
         self.used_names: set[str] = set()
-        self.prologue: list[str] = []
-        self.thread_terms: dict[tuple, str] = {}
-        self.scratch_bytes = 0
+        self.scope = Scope("cta", 32 * self.num_warps, None)
+        self.scopes: list[Scope] = [self.scope]
+        self.views: dict[int, tuple[str, tuple[int, ...]]] = {}   # memdesc value -> (pointer, strides)
         self.axis = AxisAnalysis(kernel)
         self.counter = 0
+        self.term_counter = 0
+
+    @property
+    def prologue(self) -> list[str]:
+        return self.scopes[0].prologue
+
+    @property
+    def scratch_bytes(self) -> int:
+        return sum(_align16(s.scratch_bytes) for s in self.scopes)
+
+    def sync(self) -> str:
+        """A barrier over the current scope's threads."""
+        return self.target.group_sync(self.scope)
 
     # -- names ---------------------------------------------------------------------------
     def fresh(self, hint: str | None, default: str = "v") -> str:
@@ -152,19 +183,20 @@ class KernelLowering:
         """A prologue variable holding the lane/warp part of a coordinate
         (``what='coord'``, dimension ``dim``) or of the flat index (``'flat'``)."""
         key = (layout, what, dim)
-        if key in self.thread_terms:
-            return self.thread_terms[key]
+        if key in self.scope.thread_terms:
+            return self.scope.thread_terms[key]
         xor = not layout.xor_equals_add(dim) if what == "coord" else True
         terms = []
-        for input_dim, var in (("lane", "lane"), ("warp", "warp")):
+        for input_dim, var in (("lane", "lane"), ("warp", self.scope.warp_var)):
             for bit, basis in enumerate(layout.bases(input_dim)):
                 value = basis[dim] if what == "coord" else flat_index(basis, layout.shape)
                 if value:
                     terms.append(f"(((({var}) >> {bit}) & 1) * {value})")
-        name = f"tc{len(self.thread_terms)}" if what == "coord" else f"tf{len(self.thread_terms)}"
+        name = f"tc{self.term_counter}" if what == "coord" else f"tf{self.term_counter}"
+        self.term_counter += 1
         op = " ^ " if xor else " + "
-        self.prologue.append(f"const int {name} = {op.join(terms) if terms else '0'};")
-        self.thread_terms[key] = name
+        self.scope.prologue.append(f"const int {name} = {op.join(terms) if terms else '0'};")
+        self.scope.thread_terms[key] = name
         return name
 
     def coord_expr(self, layout: L.Layout, dim: int, reg: str = "i") -> str:
@@ -180,8 +212,32 @@ class KernelLowering:
         return f"({thread} ^ ({reg_part}))" if reg_part != "0" else thread
 
     def need_scratch(self, nbytes: int) -> str:
-        self.scratch_bytes = max(self.scratch_bytes, nbytes)
-        return "tlx_smem"
+        """The current scope's scratch area (conversions, reductions), at least ``nbytes``."""
+        self.scope.scratch_bytes = max(self.scope.scratch_bytes, nbytes)
+        return f"tlx_scratch_{self.scope.key}"
+
+    def scratch_definitions(self, user_bytes: int) -> list[str]:
+        """``unsigned char* tlx_scratch_<scope>`` for every scope, after the user's buffers."""
+        lines, offset = [], _align16(user_bytes)
+        for scope in self.scopes:
+            if scope.scratch_bytes:
+                lines.append(f"unsigned char* tlx_scratch_{scope.key} = tlx_smem + {offset};")
+                offset += _align16(scope.scratch_bytes)
+        return lines
+
+    def enter_scope(self, scope: "Scope") -> tuple:
+        """Lower the following code in ``scope``; returns a token for ``exit_scope``."""
+        self.scopes.append(scope)
+        saved = self.scope
+        self.scope = scope
+        return saved, len(self.out.lines), self.out.depth
+
+    def exit_scope(self, token) -> None:
+        """Insert the scope's prologue (its thread terms) where the scope began."""
+        saved, start, depth = token
+        lines = ["  " * depth + p for p in self.scope.prologue]
+        self.out.lines[start:start] = lines
+        self.scope = saved
 
     # -- driver ----------------------------------------------------------------------------------
     def lower_block(self, block) -> None:
@@ -208,6 +264,10 @@ class KernelLowering:
 
 
 # -- layout helpers ------------------------------------------------------------------------
+
+def _align16(n: int) -> int:
+    return (n + 15) // 16 * 16
+
 
 def elem(t):
     return t.element if isinstance(t, TensorType) else t

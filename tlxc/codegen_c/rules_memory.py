@@ -31,7 +31,9 @@ def vector_width(lw, ptr, mask, elem_bytes: int) -> int:
     w = 1
     while w * 2 <= width:
         w *= 2
-    return w
+    # Targets pack vectors into 32-bit words; a narrower group (two 8-bit
+    # elements) goes element by element.
+    return w if w * elem_bytes >= 4 else 1
 
 
 def _operands(op):

@@ -189,6 +189,154 @@ helper("tlx_mma_m16n8k16_f32_bf16")(lambda: _mma("bf16"))
 helper("tlx_mma_m16n8k16_f32_f16")(lambda: _mma("f16"))
 
 
+# -- shared memory, mbarriers, named barriers, fences ----------------------------------------
+@helper("tlx_smem_addr")
+def smem_addr():
+    return f"""
+{_INLINE} unsigned tlx_smem_addr(const void* p) {{
+  unsigned long long r;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(r) : "l"(p));
+  return (unsigned)r;
+}}"""
+
+
+@helper("tlx_mbarrier_init", "tlx_smem_addr")
+def mbarrier_init():
+    return f"""
+{_INLINE} void tlx_mbarrier_init(unsigned long long* bar, unsigned count) {{
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(tlx_smem_addr(bar)), "r"(count) : "memory");
+}}"""
+
+
+@helper("tlx_mbarrier_try_wait_parity", "tlx_smem_addr")
+def mbarrier_try_wait_parity():
+    return f"""
+{_INLINE} bool tlx_mbarrier_try_wait_parity(unsigned long long* bar, unsigned phase) {{
+  unsigned ok;
+  asm volatile("{{\\n .reg .pred p;\\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n selp.u32 %0, 1, 0, p;\\n}}"
+               : "=r"(ok) : "r"(tlx_smem_addr(bar)), "r"(phase) : "memory");
+  return ok != 0;
+}}"""
+
+
+@helper("tlx_mbarrier_wait", "tlx_mbarrier_try_wait_parity")
+def mbarrier_wait():
+    # try_wait suspends the thread for a hardware-chosen time, so the loop does not hot-spin.
+    return f"""
+{_INLINE} void tlx_mbarrier_wait(unsigned long long* bar, unsigned phase) {{
+  while (!tlx_mbarrier_try_wait_parity(bar, phase)) {{
+  }}
+}}"""
+
+
+@helper("tlx_mbarrier_arrive", "tlx_smem_addr")
+def mbarrier_arrive():
+    return f"""
+{_INLINE} void tlx_mbarrier_arrive(unsigned long long* bar, unsigned count) {{
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0], %1;"
+               :: "r"(tlx_smem_addr(bar)), "r"(count) : "memory");
+}}"""
+
+
+@helper("tlx_mbarrier_arrive_expect_tx", "tlx_smem_addr")
+def mbarrier_arrive_expect_tx():
+    return f"""
+{_INLINE} void tlx_mbarrier_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {{
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
+               :: "r"(tlx_smem_addr(bar)), "r"(bytes) : "memory");
+}}"""
+
+
+@helper("tlx_bar_sync")
+def bar_sync():
+    return f"""
+{_INLINE} void tlx_bar_sync(unsigned id, unsigned threads) {{
+  asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
+}}"""
+
+
+@helper("tlx_bar_arrive")
+def bar_arrive():
+    return f"""
+{_INLINE} void tlx_bar_arrive(unsigned id, unsigned threads) {{
+  asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(threads) : "memory");
+}}"""
+
+
+@helper("tlx_fence_proxy_async_shared_cta")
+def fence_proxy_async():
+    return f"""
+{_INLINE} void tlx_fence_proxy_async_shared_cta() {{
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}}"""
+
+
+@helper("tlx_fence_acq_rel_gpu")
+def fence_gpu():
+    return f"""
+{_INLINE} void tlx_fence_acq_rel_gpu() {{
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}}"""
+
+
+@helper("tlx_fence_acq_rel_sys")
+def fence_sys():
+    return f"""
+{_INLINE} void tlx_fence_acq_rel_sys() {{
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+}}"""
+
+
+# -- cp.async -----------------------------------------------------------------------------
+def _cp_async(nbytes: int):
+    cache = "cg" if nbytes == 16 else "ca"   # .cg (L2 only) exists for 16-byte copies only
+    return f"""
+{_INLINE} void tlx_cp_async_{nbytes}(void* dst, const void* src, bool pred) {{
+  asm volatile("cp.async.{cache}.shared.global [%0], [%1], {nbytes}, %2;"
+               :: "r"(tlx_smem_addr(dst)), "l"(src), "r"(pred ? {nbytes} : 0) : "memory");
+}}"""
+
+
+for _n in (4, 8, 16):
+    helper(f"tlx_cp_async_{_n}", "tlx_smem_addr")((lambda n: lambda: _cp_async(n))(_n))
+
+
+@helper("tlx_cp_async_commit_group")
+def cp_async_commit():
+    return f"""
+{_INLINE} void tlx_cp_async_commit_group() {{
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}}"""
+
+
+@helper("tlx_cp_async_wait_group")
+def cp_async_wait():
+    return """
+template <int N>
+static __device__ __forceinline__ void tlx_cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+}"""
+
+
+# -- register reallocation ---------------------------------------------------------------
+@helper("tlx_setmaxnreg_inc")
+def setmaxnreg_inc():
+    return """
+template <int N>
+static __device__ __forceinline__ void tlx_setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N));
+}"""
+
+
+@helper("tlx_setmaxnreg_dec")
+def setmaxnreg_dec():
+    return """
+template <int N>
+static __device__ __forceinline__ void tlx_setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N));
+}"""
+
+
 def definitions(names) -> str:
     """The definitions of ``names`` and their dependencies, dependencies first,
     in the order of ``HELPERS`` (deterministic)."""

@@ -6,9 +6,9 @@ loads/stores, warp shuffles, barriers, atomics and the mma instruction.
 """
 from __future__ import annotations
 
-from ..errors import CompilationError
-from ..ir.types import PointerType, ScalarType
 from ..codegen_c import ctypes_ as C
+from ..errors import CompilationError, InternalCompilerError
+from ..ir.types import PointerType, ScalarType
 from . import ptx
 
 _TO_F32 = {"f16": "tlx_cvt_f32_f16", "bf16": "tlx_bf16_to_f32", "f8e4m3": "tlx_e4m3_to_f32",
@@ -68,9 +68,55 @@ class CudaTarget:
         self.use("tlx_cvt_rna_tf32_f32")
         return f"tlx_cvt_rna_tf32_f32({expr})"
 
-    # -- threads ------------------------------------------------------------------------
-    def barrier(self) -> str:
-        return "__syncthreads();"
+    # -- threads and barriers -------------------------------------------------------------
+    def group_sync(self, scope) -> str:
+        """A barrier over ``scope``'s threads: the CTA, or one task's warps."""
+        if scope.bar_id is None:
+            return "__syncthreads();"
+        self.use("tlx_bar_sync")
+        return f"tlx_bar_sync({scope.bar_id}, {scope.threads});"
+
+    def call(self, helper: str, *args) -> str:
+        self.use(helper)
+        return f"{helper}({', '.join(map(str, args))});"
+
+    def mbarrier_init(self, bar: str, count: int) -> str:
+        return self.call("tlx_mbarrier_init", bar, f"{count}u")
+
+    def mbarrier_wait(self, bar: str, phase: str) -> str:
+        return self.call("tlx_mbarrier_wait", bar, f"(unsigned)({phase})")
+
+    def mbarrier_arrive(self, bar: str, count: int) -> str:
+        return self.call("tlx_mbarrier_arrive", bar, f"{count}u")
+
+    def mbarrier_expect_tx(self, bar: str, nbytes: int) -> str:
+        return self.call("tlx_mbarrier_arrive_expect_tx", bar, f"{nbytes}u")
+
+    def named_sync(self, bar_id: str, threads: str) -> str:
+        return self.call("tlx_bar_sync", bar_id, threads)
+
+    def named_arrive(self, bar_id: str, threads: str) -> str:
+        return self.call("tlx_bar_arrive", bar_id, threads)
+
+    def fence(self, scope: str) -> str:
+        helper = {"async_shared": "tlx_fence_proxy_async_shared_cta", "gpu": "tlx_fence_acq_rel_gpu",
+                  "sys": "tlx_fence_acq_rel_sys"}[scope]
+        return self.call(helper)
+
+    def cp_async(self, dst: str, src: str, pred: str, nbytes: int) -> str:
+        return self.call(f"tlx_cp_async_{nbytes}", dst, src, pred)
+
+    def cp_async_commit(self) -> str:
+        return self.call("tlx_cp_async_commit_group")
+
+    def cp_async_wait(self, pendings: int) -> str:
+        self.use("tlx_cp_async_wait_group")
+        return f"tlx_cp_async_wait_group<{pendings}>();"
+
+    def setmaxnreg(self, registers: int, increase: bool) -> str:
+        helper = "tlx_setmaxnreg_inc" if increase else "tlx_setmaxnreg_dec"
+        self.use(helper)
+        return f"{helper}<{registers}>();"
 
     def shfl_xor(self, expr: str, mask: int, ctype: str) -> str:
         if ctype in ("bool", "signed char", "unsigned char", "short", "unsigned short"):
@@ -81,8 +127,9 @@ class CudaTarget:
     def load_vector(self, dst: str, ptr: str, pred: str, fill: str, t, width: int, attrs) -> str:
         """Statement loading elements i..i+width-1 of ``dst`` (inside the register loop)."""
         bits = width * _bits(t)
-        at = lambda expr, j: expr.replace("[i]", f"[i + {j}]") if j else expr  # noqa: E731
+        at = lambda expr, j: expr.replace("[i]", f"[i + {j}]") if j else expr
         if bits < 32:
+            _check_scalar(width)
             return f"{dst}[i] = ({pred}) ? *{ptr} : {fill};"
         words = bits // 32
         helper = f"tlx_ld_global_b{bits}"
@@ -97,6 +144,7 @@ class CudaTarget:
     def store_vector(self, src: str, ptr: str, pred: str, t, width: int, attrs) -> str:
         bits = width * _bits(t)
         if bits < 32:
+            _check_scalar(width)
             return f"if ({pred}) *{ptr} = {src}[i];"
         words = bits // 32
         helper = f"tlx_st_global_b{bits}"
@@ -122,6 +170,13 @@ class CudaTarget:
         name = f"tlx_mma_m16n8k16_f32_{t.name}"
         self.use(name)
         return name
+
+
+def _check_scalar(width: int) -> None:
+    """Accesses narrower than 32 bits move one element: the loop steps by ``width``."""
+    if width != 1:
+        raise InternalCompilerError(f"a {width}-element access narrower than 32 bits (a tlxc bug: "
+                                    f"vector_width must return 1 for it)")
 
 
 def _bits(t) -> int:

@@ -165,6 +165,8 @@ class _KernelRewriter:
             return self.rewrite_while(op)
         if name == "scf.if":
             return self.rewrite_if(op)
+        if name == "tlx.async_tasks":
+            return self.rewrite_async_tasks(op)
         tensor_results = [r for r in op.results if isinstance(r.type, TensorType)]
         if tensor_results and (name in _FLEXIBLE_SOURCES or is_elementwise(name) and all(
                 not isinstance(self.entries[id(v)], Anchor) for v in op.operands)):
@@ -190,7 +192,13 @@ class _KernelRewriter:
         return new
 
     def anchor_layout(self, values, fallback_type):
-        for v in values:
+        """The layout an elementwise op takes: that of an operand computed by an op
+        (load, reduction, dot...) in preference to a loop-carried argument, so that
+        `acc += tl.sum(x, 1)` keeps the reduction's layout and the loop settles there."""
+        def rank(v):
+            return 1 if isinstance(self.entries[id(v)], Anchor) and \
+                getattr(self.entries[id(v)].value, "owner", None).__class__.__name__ == "Block" else 0
+        for v in sorted(values, key=rank):
             layout = self.natural(v) if isinstance(v.type, TensorType) else None
             if layout is not None:
                 return layout
@@ -253,6 +261,37 @@ class _KernelRewriter:
         operands = [self.get(a, a_layout), self.get(b, b_layout), self.get(acc, acc_layout)]
         new = self.copy(op, operands, [acc.type.with_layout(acc_layout)])
         new.attrs["algorithm"] = "mma_v2" if _uses_mma(a.type) else "fma"
+
+    def rule_tlx_local_load(self, op):
+        rtype = op.results[0].type
+        self.copy(op, [self.get(op.operands[0])], [rtype.with_layout(self.default_layout(rtype))])
+
+    def rule_tlx_local_store(self, op):
+        view, value = op.operands
+        layout = self.natural(value) or self.default_layout(value.type)
+        self.copy(op, [self.get(view), self.get(value, layout)])
+
+    def rule_tlx_async_load(self, op):
+        ptrs = op.operands[0]
+        layout = self.natural(ptrs) or L.default_blocked(ptrs.type.shape, self.num_warps,
+                                                          element_bits(ptrs.type.element.pointee))
+        operands = [self.get(v, layout if isinstance(v.type, TensorType) else None) for v in op.operands]
+        self.copy(op, operands)
+
+    def rewrite_async_tasks(self, op):
+        """Each task's region gets layouts for its own number of warps."""
+        regions = []
+        saved = self.num_warps
+        try:
+            for region, (name, warps, registers, replica) in zip(op.regions, op.attrs["tasks"]):
+                self.num_warps = warps
+                new = Block()
+                self.rewrite_ops(region.block, new)
+                regions.append(Region(new))
+        finally:
+            self.num_warps = saved
+        new_op = OP_REGISTRY[op.name]([], [], dict(op.attrs), regions, op.loc)
+        self.b.block.append(new_op)
 
     def rule_tl_print(self, op):
         self.copy(op, [self.get(v) for v in op.operands])

@@ -53,4 +53,5 @@ class PassManager:
 def default_pipeline(target: str) -> PassManager:
     from .canonicalize import Canonicalize
     from .layouts import InferLayouts
-    return PassManager([Canonicalize(), InferLayouts()])
+    from .shared_memory import AllocateShared
+    return PassManager([Canonicalize(), InferLayouts(), AllocateShared()])

@@ -1,0 +1,345 @@
+"""Lowering of the orchestration layer: shared buffers, mbarriers, named
+barriers, fences, cp.async and warp-group tasks.
+
+A buffer value is a C pointer into ``tlx_smem`` plus static element strides
+(``lw.views``); slices move the pointer, transposes permute the strides.
+Warp specialization (``lower_warp_specialized``) splits the kernel body:
+
+* the uniform prologue (allocations, barrier inits, the scalars the tasks
+  capture) runs in every warp, followed by ``__syncthreads()``;
+* then each warp branches to its task: the default task's warps also run the
+  kernel code before and after ``tlx.async_tasks`` (as in TLX, where that code
+  belongs to the default partition); every task syncs with its own named
+  barrier (ids 1..6; 7..15 are the user's) and has its own scratch space.
+"""
+from __future__ import annotations
+
+from ..errors import CompilationError, ResourceError
+from ..ir.types import BarrierType, MemDescType, TensorType
+from . import ctypes_ as C
+from .lower import Scope, elem, lowering, registers
+
+MAX_TASK_BARRIERS = 6          # named barrier ids 1..6 for task-local syncs
+REGISTER_FILE = 65536
+
+
+def _row_major(shape) -> tuple[int, ...]:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
+
+
+def _offset_expr(lw, layout, strides, reg: str = "i") -> str:
+    terms = []
+    for d, stride in enumerate(strides):
+        coord = lw.coord_expr(layout, d, reg)
+        terms.append(coord if stride == 1 else f"{coord} * {stride}")
+    return " + ".join(terms) or "0"
+
+
+# -- allocations and views ----------------------------------------------------------------
+@lowering("tlx.local_alloc")
+def local_alloc(lw, op):
+    r = op.results[0]
+    t = r.type
+    name = lw.define(r)
+    ctype = C.storage_type(t.element)
+    lw.out.line(f"{ctype}* {name} = reinterpret_cast<{ctype}*>(tlx_smem + {op.attrs['offset']});  "
+                f"// {t.num} x {list(t.shape)}")
+    lw.views[id(r)] = (name, _row_major(t.shape))
+
+
+@lowering("tlx.alloc_barriers")
+def alloc_barriers(lw, op):
+    r = op.results[0]
+    name = lw.define(r)
+    count = op.attrs["arrive_count"]
+    lw.out.line(f"unsigned long long* {name} = reinterpret_cast<unsigned long long*>(tlx_smem + "
+                f"{op.attrs['offset']});")
+    lw.out.open(f"if ({lw.scope.tid_var} == 0)")
+    lw.out.line("#pragma unroll")
+    lw.out.line(f"for (int i = 0; i < {r.type.num}; ++i) {lw.target.mbarrier_init(f'{name} + i', count)}")
+    lw.out.line(lw.target.fence("async_shared"))
+    lw.out.close()
+    lw.out.line(lw.sync())
+
+
+@lowering("tlx.local_view")
+def local_view(lw, op):
+    src, idx = op.operands
+    r = op.results[0]
+    if isinstance(src.type, BarrierType):
+        lw.out.line(f"unsigned long long* {lw.define(r)} = {lw.name(src)} + {lw.name(idx)};")
+        return
+    base, strides = lw.views[id(src)]
+    ctype = C.storage_type(src.type.element)
+    name = lw.define(r)
+    lw.out.line(f"{ctype}* {name} = {base} + {lw.name(idx)} * {src.type.buffer_numel};")
+    lw.views[id(r)] = (name, strides)
+
+
+@lowering("tlx.local_slice")
+def local_slice(lw, op):
+    src = op.operands[0]
+    base, strides = lw.views[id(src)]
+    offset = " + ".join(f"{lw.name(o)} * {s}" for o, s in zip(op.operands[1:], strides))
+    name = lw.define(op.results[0])
+    lw.out.line(f"{C.storage_type(src.type.element)}* {name} = {base} + {offset};")
+    lw.views[id(op.results[0])] = (name, strides)
+
+
+@lowering("tlx.local_trans")
+def local_trans(lw, op):
+    src = op.operands[0]
+    base, strides = lw.views[id(src)]
+    lw.alias(op.results[0], base)
+    lw.views[id(op.results[0])] = (base, tuple(strides[p] for p in op.attrs["perm"]))
+
+
+@lowering("tlx.local_reinterpret")
+def local_reinterpret(lw, op):
+    src = op.operands[0]
+    base, strides = lw.views[id(src)]
+    if strides != _row_major(src.type.shape):
+        raise CompilationError("tlx.local_reinterpret needs a contiguous (not sliced or transposed) buffer", op.loc)
+    t = op.results[0].type
+    ctype = C.storage_type(t.element)
+    name = lw.define(op.results[0])
+    lw.out.line(f"{ctype}* {name} = reinterpret_cast<{ctype}*>({base});")
+    lw.views[id(op.results[0])] = (name, _row_major(t.shape))
+
+
+@lowering("tlx.local_load")
+def local_load(lw, op):
+    base, strides = lw.views[id(op.operands[0])]
+    r = op.results[0]
+    offset = _offset_expr(lw, r.type.layout, strides)
+    lw.assign_elementwise(r, lambda i: f"{base}[{offset.replace('(i)', f'({i})')}]")
+
+
+@lowering("tlx.local_store")
+def local_store(lw, op):
+    view, value = op.operands
+    base, strides = lw.views[id(view)]
+    offset = _offset_expr(lw, value.type.layout, strides)
+    lw.for_registers(value, f"{base}[{offset}] = {lw.name(value)}[i];")
+
+
+@lowering("tlx.async_load")
+def async_load(lw, op):
+    ptrs, view = op.operands[:2]
+    mask = op.operands[2] if op.attrs.get("has_mask") else None
+    base, strides = lw.views[id(view)]
+    t = ptrs.type.element.pointee
+    from .rules_memory import vector_width
+    width = vector_width(lw, ptrs, mask, t.bytes) if strides[-1] == 1 else 1
+    while width * t.bytes > 16:
+        width //= 2
+    nbytes = width * t.bytes
+    offset = _offset_expr(lw, ptrs.type.layout, strides)
+    pred = lw.ref(mask) if mask is not None else "true"
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int i = 0; i < {registers(ptrs.type)}; i += {width})")
+    if nbytes in (4, 8, 16):
+        lw.out.line(lw.target.cp_async(f"{base} + {offset}", lw.ref(ptrs), pred, nbytes))
+    else:
+        # cp.async moves 4, 8 or 16 bytes; narrower pieces (pointers not provably contiguous
+        # and aligned) are copied synchronously, which is a valid (early) completion.
+        zero = C.constant_literal(0, t)
+        lw.out.line(f"{base}[{offset}] = ({pred}) ? *{lw.ref(ptrs)} : {zero};")
+    lw.out.close()
+
+
+@lowering("tlx.async_commit_group")
+def async_commit_group(lw, op):
+    lw.out.line(lw.target.cp_async_commit())
+
+
+@lowering("tlx.async_wait_group")
+def async_wait_group(lw, op):
+    lw.out.line(lw.target.cp_async_wait(op.attrs["pendings"]))
+
+
+# -- barriers ------------------------------------------------------------------------------
+def _guard(lw, op, first_optional: int) -> str:
+    return lw.name(op.operands[first_optional]) if op.attrs.get("has_pred") else ""
+
+
+@lowering("tlx.barrier_expect_bytes")
+def barrier_expect_bytes(lw, op):
+    pred = _guard(lw, op, 1)
+    cond = f"{lw.scope.tid_var} == 0" + (f" && {pred}" if pred else "")
+    lw.out.line(f"if ({cond}) {lw.target.mbarrier_expect_tx(lw.name(op.operands[0]), op.attrs['bytes'])}")
+
+
+@lowering("tlx.barrier_wait")
+def barrier_wait(lw, op):
+    pred = _guard(lw, op, 2)
+    stmt = lw.target.mbarrier_wait(lw.name(op.operands[0]), lw.name(op.operands[1]))
+    lw.out.line(f"if ({pred}) {stmt}" if pred else stmt)
+
+
+@lowering("tlx.barrier_arrive")
+def barrier_arrive(lw, op):
+    bar = op.operands[0]
+    pred = _guard(lw, op, 1)
+    stmt = lw.target.mbarrier_arrive(lw.name(bar), op.attrs["count"])
+    if bar.type.per_thread:       # warp barrier: every thread arrives, no group sync
+        lw.out.line(f"if ({pred}) {stmt}" if pred else stmt)
+        return
+    # One arrival per warp group: the group's threads sync, then its leader arrives.
+    lw.out.line(lw.sync())
+    cond = f"{lw.scope.tid_var} == 0" + (f" && {pred}" if pred else "")
+    lw.out.line(f"if ({cond}) {stmt}")
+
+
+@lowering("tlx.named_barrier_wait")
+def named_barrier_wait(lw, op):
+    lw.out.line(lw.target.named_sync(*(lw.name(v) for v in op.operands)))
+
+
+@lowering("tlx.named_barrier_arrive")
+def named_barrier_arrive(lw, op):
+    lw.out.line(lw.target.named_arrive(*(lw.name(v) for v in op.operands)))
+
+
+@lowering("tlx.fence")
+def fence(lw, op):
+    lw.out.line(lw.target.fence(op.attrs["scope"]))
+
+
+@lowering("tlx.thread_id")
+def thread_id(lw, op):
+    lw.declare(op.results[0], init=f"(int)threadIdx.{'xyz'[op.attrs['axis']]}")
+
+
+@lowering("tlx.clock64")
+def clock64(lw, op):
+    lw.declare(op.results[0], init="(long long)clock64()")
+
+
+@lowering("tlx.async_tasks")
+def async_tasks(lw, op):
+    raise CompilationError("tlx.async_tasks must be at the top level of the kernel (not inside a loop or "
+                           "branch)", op.loc)
+
+
+# -- warp specialization -------------------------------------------------------------------
+_UNIFORM = ("arith.", "math.", "tl.program_id", "tl.num_programs", "tlx.local_alloc", "tlx.alloc_barriers",
+            "tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret", "tlx.thread_id")
+
+
+def _is_uniform(op) -> bool:
+    return not any(isinstance(r.type, TensorType) for r in op.results) and op.name.startswith(_UNIFORM) \
+        and not op.regions
+
+
+def task_plan(kernel_warps: int, tasks) -> list[dict]:
+    """Warp ranges, barrier ids and register budgets of the tasks."""
+    plan, start = [], 0
+    for index, (name, warps, regs, replica) in enumerate(tasks):
+        plan.append({"name": name, "warps": warps, "regs": regs, "start": start, "index": index})
+        start += warps
+    if len(plan) > MAX_TASK_BARRIERS:
+        raise ResourceError(f"at most {MAX_TASK_BARRIERS} async tasks (replicas included) are supported, "
+                            f"got {len(plan)}")
+    return plan
+
+
+def register_budgets(plan: list[dict], total_threads: int, loc) -> dict[int, int]:
+    """setmaxnreg values per task index (0: none), after checking TLX's rules."""
+    if not any(t["regs"] for t in plan[1:]):
+        return {}
+    used = sum(t["regs"] * t["warps"] * 32 for t in plan[1:])
+    default = plan[0]
+    if not default["regs"]:
+        remaining = (REGISTER_FILE - used) // (default["warps"] * 32)
+        default["regs"] = min(256, remaining // 8 * 8)
+    total = sum(t["regs"] * t["warps"] * 32 for t in plan)
+    for t in plan:
+        if t["warps"] % 4 or t["start"] % 4:
+            raise ResourceError(f"task '{t['name']}' has {t['warps']} warps starting at warp {t['start']}: "
+                                f"register reallocation (setmaxnreg) works on whole warp groups of 4 warps",
+                                loc)
+        if not 24 <= t["regs"] <= 256 or t["regs"] % 8:
+            raise ResourceError(f"task '{t['name']}' asks for {t['regs']} registers per thread; budgets "
+                                f"are multiples of 8 from 24 to 256", loc)
+    if total > REGISTER_FILE:
+        detail = ", ".join(f"{t['name']}: {t['warps'] * 32} threads x {t['regs']}" for t in plan)
+        raise ResourceError(f"the tasks' register budgets add up to {total} registers, more than the "
+                            f"{REGISTER_FILE} of an SM ({detail})", loc)
+    return {t["index"]: t["regs"] for t in plan}
+
+
+def lower_warp_specialized(lw, block, ws_op) -> int:
+    """Lower a kernel body containing one top-level ``tlx.async_tasks``;
+    returns the total number of threads."""
+    ops = block.ops
+    index = ops.index(ws_op)
+    plan = task_plan(lw.num_warps, ws_op.attrs["tasks"])
+    total_threads = 32 * sum(t["warps"] for t in plan)
+    budgets = register_budgets(plan, total_threads, ws_op.loc)
+    base_regs = min(256, REGISTER_FILE // total_threads // 8 * 8)
+    uniform = _uniform_slice(ops[:index], ws_op)
+    lw.scope.threads = total_threads
+    for op in ops[:index]:
+        if id(op) in uniform:
+            lw.lower_op(op)
+    lw.out.line("__syncthreads();  // barriers initialized; tasks may start")
+    for task in plan:
+        region = ws_op.regions[task["index"]]
+        first, last = task["start"], task["start"] + task["warps"]
+        lw.out.open(f"if (warp >= {first} && warp < {last})")
+        lw.out.line(f"// task '{task['name']}': warps {first}..{last - 1}")
+        scope = Scope(f"t{task['index']}", task["warps"] * 32, 1 + task["index"], "task_warp", "task_tid", first)
+        lw.out.line(f"const int task_warp = warp - {first};")
+        lw.out.line(f"const int task_tid = tid - {first * 32};")
+        if task["index"] in budgets:
+            regs = budgets[task["index"]]
+            lw.out.line(lw.target.setmaxnreg(regs, regs > base_regs))
+        token = lw.enter_scope(scope)
+        if task["index"] == 0:
+            for op in ops[:index]:
+                if id(op) not in uniform:
+                    lw.lower_op(op)
+        lw.lower_block(region.block)
+        if task["index"] == 0:
+            for op in ops[index + 1:]:
+                lw.lower_op(op)
+        lw.exit_scope(token)
+        lw.out.close()
+    lw.metadata_extra = {"tasks": [{"name": t["name"], "warps": t["warps"], "registers": t["regs"]}
+                                   for t in plan], "base_registers": base_regs}
+    return total_threads
+
+
+def _uniform_slice(pre_ops, ws_op) -> set[int]:
+    """Pre-task ops every warp runs: allocations and the scalar computations the
+    non-default tasks capture (they must not depend on register tensors)."""
+    defined_by = {id(r): op for op in pre_ops for r in op.results}
+    wanted: set[int] = set()
+    stack = [op for op in pre_ops if op.name in ("tlx.local_alloc", "tlx.alloc_barriers")]
+    for region in ws_op.regions[1:]:
+        for inner in region.ops:
+            for nested in inner.walk():
+                for v in nested.operands:
+                    if id(v) in defined_by:
+                        stack.append(defined_by[id(v)])
+    while stack:
+        op = stack.pop()
+        if id(op) in wanted:
+            continue
+        if not _is_uniform(op):
+            raise CompilationError(f"a non-default async task uses a value computed by {op.name} before "
+                                   f"'tlx.async_tasks'; only scalars, pointers, buffers and barriers computed "
+                                   f"without register tensors can be shared with tasks", op.loc)
+        wanted.add(id(op))
+        for v in op.operands:
+            if id(v) in defined_by:
+                stack.append(defined_by[id(v)])
+    return wanted
+
+
+__all__ = ["lower_warp_specialized", "MemDescType", "elem"]

@@ -1,0 +1,65 @@
+"""allocate-shared: place every shared buffer and mbarrier in the kernel's one
+dynamic shared-memory block, and check the total against the target.
+
+Buffers are 128-byte aligned (enough for vector access and unswizzled async
+copies), barriers 8-byte aligned.  ``attrs.offset`` of each allocation and
+``kernel.attrs.shared_bytes`` record the result; codegen puts its own scratch
+space (layout conversions, reductions) after it.
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import CompilationError, ResourceError
+from ..ir.core import Module
+from .manager import Pass
+
+# Largest dynamic shared memory per block (opt-in), bytes.
+SHARED_LIMIT = {"sm_90a": 232448, "sm_100a": 232448, "sm_89": 101376, "sm_80": 166912,
+                "gfx942": 65536, "gfx950": 163840}
+BUFFER_ALIGN = 128
+BARRIER_BYTES = 8
+
+
+def _align(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+class AllocateShared(Pass):
+    name = "allocate-shared"
+
+    def run(self, module: Module, options) -> Module:
+        arch = getattr(options, "arch", "sm_90a")
+        for kernel in module.kernels:
+            allocate_kernel(kernel, arch)
+        return module
+
+
+def allocate_kernel(kernel, arch: str) -> None:
+    top_level = {id(op) for op in kernel.regions[0].ops}
+    offset, entries = 0, []
+    for op in kernel.walk():
+        if op.name not in ("tlx.local_alloc", "tlx.alloc_barriers"):
+            continue
+        if id(op) not in top_level:
+            raise CompilationError(f"{op.name.replace('tlx.', 'tlx.')} must be at the top level of the kernel, "
+                                   f"not inside a loop, branch or async task (allocations are static)", op.loc)
+        t = op.results[0].type
+        if op.name == "tlx.local_alloc":
+            size, align = t.num * t.buffer_bytes, BUFFER_ALIGN
+            what = f"{t.num} x {'x'.join(map(str, t.shape))} {t.element}"
+        else:
+            size, align = t.num * BARRIER_BYTES, BARRIER_BYTES
+            what = f"{t.num} mbarrier{'s' if t.num > 1 else ''}"
+        offset = _align(offset, align)
+        op.attrs["offset"] = offset
+        entries.append((op.results[0].name_hint or "?", what, size, op.loc))
+        offset += size
+    kernel.attrs["shared_bytes"] = offset
+    limit = SHARED_LIMIT.get(arch, 49152)
+    if offset > limit:
+        lines = [f"  {name}: {what} = {size} bytes ({os.path.basename(loc.file)}:{loc.line})" if loc else
+                 f"  {name}: {what} = {size} bytes" for name, what, size, loc in entries]
+        raise ResourceError(f"the kernel's shared buffers and barriers need {offset} bytes, more than the "
+                            f"{limit} bytes of shared memory a block may use on {arch}:\n" + "\n".join(lines),
+                            kernel.loc)
