@@ -46,7 +46,7 @@ CASES = [
     # unsupported Python syntax
     Case("lambda_expr", "lambda", "lambdas are not supported in a kernel"),
     Case("try_stmt", "try", "'try' is not supported in a kernel"),
-    Case("with_stmt", "with", "'with' blocks are not supported"),
+    Case("with_stmt", "with", "the only 'with' blocks a kernel may contain are 'with tlx.async_tasks():'"),
     Case("class_def", "class", "class definitions are not supported in a kernel"),
     Case("list_comprehension", "[i * 2", "list comprehensions are not supported"),
     Case("dict_literal", "{", "dicts are not supported in a kernel"),

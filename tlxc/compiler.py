@@ -55,7 +55,7 @@ def optimize(module, arch: str, num_warps: int):
 
 def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps: int = 4,
                    stages: tuple[str, ...] = ("ir", "ir.opt", "cuda", "cubin"),
-                   lineinfo: bool = False, **options) -> CompiledKernel:
+                   lineinfo: bool = False, debug_barriers: bool = False, **options) -> CompiledKernel:
     check_arch(arch)
     unknown = set(stages) - set(STAGES)
     if unknown:
@@ -77,6 +77,7 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps
             asm, metadata = compile_to_code_object(module.kernels[0], arch)
         else:
             from .codegen_nvptx.backend import compile_to_cubin
+            module.kernels[0].attrs["debug_barriers"] = debug_barriers
             asm, metadata = compile_to_cubin(module.kernels[0], arch, want_ptx="ptx" in stages,
                                              lineinfo=lineinfo)
         compiled.asm.update(asm)
@@ -95,7 +96,9 @@ def copy_module(module):
 
 def format_stats(compiled: CompiledKernel) -> str:
     m = compiled.metadata
-    return (f"kernel {compiled.name} ({compiled.arch}): {m.get('threads')} threads, "
+    symbol = m.get("name", compiled.name)
+    shown = compiled.name if symbol == compiled.name else f"{compiled.name} [{symbol}]"
+    return (f"kernel {shown} ({compiled.arch}): {m.get('threads')} threads, "
             f"{m.get('registers')} registers/thread, {m.get('spills_bytes', 0)} bytes spilled, "
             f"{m.get('shared_bytes', 0)} bytes shared memory\n")
 

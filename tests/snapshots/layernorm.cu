@@ -23,10 +23,11 @@ static __device__ __forceinline__ void tlx_st_global_b128(void* p, bool pred, un
 }
 
 extern "C" __global__ void __launch_bounds__(256) layernorm_kernel_BLOCK8192(unsigned short* out_ptr, unsigned short* x_ptr, unsigned short* weight_ptr, unsigned short* bias_ptr, int x_row_stride, int out_row_stride, int n_cols, float eps) {
-  extern __shared__ __attribute__((aligned(16))) unsigned char tlx_smem[];
+  extern __shared__ __attribute__((aligned(128))) unsigned char tlx_smem[];
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
+  unsigned char* tlx_scratch_cta = tlx_smem + 0;
   const int tc0 = ((((lane) >> 0) & 1) * 8) + ((((lane) >> 1) & 1) * 16) + ((((lane) >> 2) & 1) * 32) + ((((lane) >> 3) & 1) * 64) + ((((lane) >> 4) & 1) * 128) + ((((warp) >> 0) & 1) * 256) + ((((warp) >> 1) & 1) * 512) + ((((warp) >> 2) & 1) * 1024);
   // layernorm.py:24
   int row = (int)blockIdx.x;
@@ -98,7 +99,7 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_kernel_BLOCK8192(uns
   for (int j = 0; j < 1; ++j) {
     red[j] = (red[j] + __shfl_xor_sync(0xffffffffu, red[j], 16));
   }
-  float* wred = reinterpret_cast<float*>(tlx_smem);
+  float* wred = reinterpret_cast<float*>(tlx_scratch_cta);
   __syncthreads();
   #pragma unroll
   for (int j = 0; j < 1; ++j) {
@@ -167,7 +168,7 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_kernel_BLOCK8192(uns
   for (int j = 0; j < 1; ++j) {
     red_1[j] = (red_1[j] + __shfl_xor_sync(0xffffffffu, red_1[j], 16));
   }
-  float* wred_1 = reinterpret_cast<float*>(tlx_smem);
+  float* wred_1 = reinterpret_cast<float*>(tlx_scratch_cta);
   __syncthreads();
   #pragma unroll
   for (int j = 0; j < 1; ++j) {

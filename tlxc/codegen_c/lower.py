@@ -84,6 +84,7 @@ class Scope:
         self.prologue: list[str] = []
         self.thread_terms: dict[tuple, str] = {}
         self.scratch_bytes = 0
+        self.task_name = "main"
 
 
 class KernelLowering:
@@ -99,6 +100,7 @@ class KernelLowering:
         self.scope = Scope("cta", 32 * self.num_warps, None)
         self.scopes: list[Scope] = [self.scope]
         self.views: dict[int, tuple[str, tuple[int, ...]]] = {}   # memdesc value -> (pointer, strides)
+        self.barrier_names: dict[int, tuple[str, str]] = {}        # barrier view -> (array name, index expr)
         self.axis = AxisAnalysis(kernel)
         self.counter = 0
         self.term_counter = 0

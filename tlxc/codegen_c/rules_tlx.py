@@ -72,6 +72,7 @@ def local_view(lw, op):
     r = op.results[0]
     if isinstance(src.type, BarrierType):
         lw.out.line(f"unsigned long long* {lw.define(r)} = {lw.name(src)} + {lw.name(idx)};")
+        lw.barrier_names[id(r)] = (src.name_hint or lw.name(src), lw.name(idx))
         return
     base, strides = lw.views[id(src)]
     ctype = C.storage_type(src.type.element)
@@ -174,10 +175,20 @@ def barrier_expect_bytes(lw, op):
     lw.out.line(f"if ({cond}) {lw.target.mbarrier_expect_tx(lw.name(op.operands[0]), op.attrs['bytes'])}")
 
 
+WATCHDOG_NS = 2_000_000_000      # TLXC_DEBUG_BARRIERS builds trap a wait stuck for 2 s
+
+
 @lowering("tlx.barrier_wait")
 def barrier_wait(lw, op):
+    import os
     pred = _guard(lw, op, 2)
-    stmt = lw.target.mbarrier_wait(lw.name(op.operands[0]), lw.name(op.operands[1]))
+    watchdog = None
+    if lw.kernel.attrs.get("debug_barriers"):
+        bar = op.operands[0]
+        name, index = lw.barrier_names.get(id(bar), (bar.name_hint or "barrier", "0"))
+        where = f"{os.path.basename(op.loc.file)}:{op.loc.line}" if op.loc else "?"
+        watchdog = (WATCHDOG_NS, where, lw.scope.task_name, name, index)
+    stmt = lw.target.mbarrier_wait(lw.name(op.operands[0]), lw.name(op.operands[1]), watchdog)
     lw.out.line(f"if ({pred}) {stmt}" if pred else stmt)
 
 
@@ -248,14 +259,25 @@ def task_plan(kernel_warps: int, tasks) -> list[dict]:
     return plan
 
 
+def launch_registers(total_threads: int) -> int:
+    """Registers per thread a one-block-per-SM kernel starts with: ptxas gives a
+    kernel that uses setmaxnreg the most its launch bounds allow (65536 /
+    threads, at most 255, in steps of 8), and that pool is all setmaxnreg can
+    redistribute."""
+    return min(255, REGISTER_FILE // total_threads) // 8 * 8
+
+
 def register_budgets(plan: list[dict], total_threads: int, loc) -> dict[int, int]:
-    """setmaxnreg values per task index (0: none), after checking TLX's rules."""
+    """setmaxnreg values per task index (0: none), after checking TLX's rules.
+    A task that asks for more than the pool holds would block forever in
+    ``setmaxnreg.inc``, so the total is checked against the pool, not the SM."""
     if not any(t["regs"] for t in plan[1:]):
         return {}
+    pool = launch_registers(total_threads) * total_threads
     used = sum(t["regs"] * t["warps"] * 32 for t in plan[1:])
     default = plan[0]
     if not default["regs"]:
-        remaining = (REGISTER_FILE - used) // (default["warps"] * 32)
+        remaining = (pool - used) // (default["warps"] * 32)
         default["regs"] = min(256, remaining // 8 * 8)
     total = sum(t["regs"] * t["warps"] * 32 for t in plan)
     for t in plan:
@@ -266,10 +288,12 @@ def register_budgets(plan: list[dict], total_threads: int, loc) -> dict[int, int
         if not 24 <= t["regs"] <= 256 or t["regs"] % 8:
             raise ResourceError(f"task '{t['name']}' asks for {t['regs']} registers per thread; budgets "
                                 f"are multiples of 8 from 24 to 256", loc)
-    if total > REGISTER_FILE:
+    if total > pool:
         detail = ", ".join(f"{t['name']}: {t['warps'] * 32} threads x {t['regs']}" for t in plan)
         raise ResourceError(f"the tasks' register budgets add up to {total} registers, more than the "
-                            f"{REGISTER_FILE} of an SM ({detail})", loc)
+                            f"{pool} the block starts with ({total_threads} threads x "
+                            f"{launch_registers(total_threads)}); setmaxnreg can only redistribute those "
+                            f"({detail})", loc)
     return {t["index"]: t["regs"] for t in plan}
 
 
@@ -281,7 +305,7 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
     plan = task_plan(lw.num_warps, ws_op.attrs["tasks"])
     total_threads = 32 * sum(t["warps"] for t in plan)
     budgets = register_budgets(plan, total_threads, ws_op.loc)
-    base_regs = min(256, REGISTER_FILE // total_threads // 8 * 8)
+    base_regs = launch_registers(total_threads)
     uniform = _uniform_slice(ops[:index], ws_op)
     lw.scope.threads = total_threads
     for op in ops[:index]:
@@ -294,6 +318,7 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
         lw.out.open(f"if (warp >= {first} && warp < {last})")
         lw.out.line(f"// task '{task['name']}': warps {first}..{last - 1}")
         scope = Scope(f"t{task['index']}", task["warps"] * 32, 1 + task["index"], "task_warp", "task_tid", first)
+        scope.task_name = task["name"]
         lw.out.line(f"const int task_warp = warp - {first};")
         lw.out.line(f"const int task_tid = tid - {first * 32};")
         if task["index"] in budgets:

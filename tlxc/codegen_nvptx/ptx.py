@@ -229,6 +229,35 @@ def mbarrier_wait():
 }}"""
 
 
+@helper("tlx_globaltimer")
+def globaltimer():
+    return f"""
+{_INLINE} unsigned long long tlx_globaltimer() {{
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}}"""
+
+
+@helper("tlx_mbarrier_wait_watchdog", "tlx_mbarrier_try_wait_parity", "tlx_globaltimer")
+def mbarrier_wait_watchdog():
+    # TLXC_DEBUG_BARRIERS=1 builds: a wait that outlives its budget reports where it is stuck and traps.
+    return """
+static __device__ __noinline__ void tlx_mbarrier_wait_watchdog(unsigned long long* bar, unsigned phase,
+    unsigned long long budget_ns, const char* where, const char* task, const char* barrier, int index) {
+  const unsigned long long start = tlx_globaltimer();
+  while (!tlx_mbarrier_try_wait_parity(bar, phase)) {
+    if (tlx_globaltimer() - start > budget_ns) {
+      if ((threadIdx.x & 31) == 0)
+        printf("tlxc watchdog: block (%d, %d, %d) warp %d, task '%s', is stuck at %s waiting for phase %u of "
+               "barrier %s[%d] (more than %llu ms)\\n", blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x / 32,
+               task, where, phase & 1, barrier, index, budget_ns / 1000000ull);
+      __trap();
+    }
+  }
+}"""
+
+
 @helper("tlx_mbarrier_arrive", "tlx_smem_addr")
 def mbarrier_arrive():
     return f"""

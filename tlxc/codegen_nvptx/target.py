@@ -83,8 +83,13 @@ class CudaTarget:
     def mbarrier_init(self, bar: str, count: int) -> str:
         return self.call("tlx_mbarrier_init", bar, f"{count}u")
 
-    def mbarrier_wait(self, bar: str, phase: str) -> str:
-        return self.call("tlx_mbarrier_wait", bar, f"(unsigned)({phase})")
+    def mbarrier_wait(self, bar: str, phase: str, watchdog: tuple | None = None) -> str:
+        """``watchdog`` = (budget_ns, where, task, barrier name, index expr) in debug builds."""
+        if watchdog is None:
+            return self.call("tlx_mbarrier_wait", bar, f"(unsigned)({phase})")
+        budget, where, task, name, index = watchdog
+        return self.call("tlx_mbarrier_wait_watchdog", bar, f"(unsigned)({phase})", f"{budget}ull",
+                         f'"{where}"', f'"{task}"', f'"{name}"', index)
 
     def mbarrier_arrive(self, bar: str, count: int) -> str:
         return self.call("tlx_mbarrier_arrive", bar, f"{count}u")

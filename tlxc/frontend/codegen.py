@@ -307,7 +307,7 @@ class FunctionCodegen(ast.NodeVisitor):
             raise self.error("tlx.async_task must appear directly inside 'with tlx.async_tasks():'", call)
         if fn is not tlx.async_tasks:
             raise self.error("the only 'with' blocks a kernel may contain are 'with tlx.async_tasks():' "
-                             "and, inside it, 'with tlx.async_task(...):'", call)
+                             "and, inside it, 'with tlx.async_task(...):'", node)
         if call.args:
             raise self.error("tlx.async_tasks() takes only keyword arguments", call.args[0])
         for kw in call.keywords:
@@ -361,7 +361,7 @@ class FunctionCodegen(ast.NodeVisitor):
             raise self.error(f"replicate must be a positive integer, got {replicate!r}", call)
         if stmt.items[0].optional_vars is not None:
             raise self.error("tlx.async_task(...) does not bind a name ('as ...')", stmt.items[0].optional_vars)
-        name = "default" if default else f"task{stmt.lineno}"
+        name = "default" if default else f"task{self.src.loc(stmt).line}"   # its line in the file
         return {"name": name, "default": default, "warps": warps, "regs": regs or 0, "replicate": replicate,
                 "body": stmt.body, "node": stmt}
 

@@ -5,14 +5,15 @@
     interpret(kernel, grid, args, kwargs, seed=3, order="shuffled")
 
 See ``docs/interpreter.md``.  Rules live in one module per IR domain
-(``arith``, ``tensor``, ``memory_ops``, ``mma``, ``control``, ``debug``);
-``scheduler`` and ``barrier`` are the machinery warp-group tasks build on.
+(``arith``, ``tensor``, ``memory_ops``, ``mma``, ``control``, ``debug``,
+``shared`` (buffers, cp.async), ``barrier_ops``, ``task``); ``scheduler``,
+``barrier`` and ``races`` are the machinery warp-group tasks build on.
 """
 from __future__ import annotations
 
 from typing import TextIO
 
-from . import arith, control, debug, memory_ops, mma, tensor  # noqa: F401  (register the rules)
+from . import arith, barrier_ops, control, debug, memory_ops, mma, shared, task, tensor  # noqa: F401  (rules)
 from .barrier import MBarrier, alloc_barriers
 from .executor import KernelRunner, Program, TaskContext, run_block
 from .launch import InterpretedKernel, interpret_launch, maybe_interpret, normalize_grid, should_interpret, specialize

@@ -20,14 +20,16 @@ from ..errors import BarrierError, Location
 
 
 class MBarrier:
-    """One mbarrier.  ``name``/``index`` identify it in diagnostics."""
+    """One mbarrier.  ``name``/``index`` identify it in diagnostics.
+    ``per_thread`` barriers (``alloc_warp_barrier``) count each thread's arrival."""
 
-    def __init__(self, arrive_count: int, name: str = "bar", index: int = 0):
+    def __init__(self, arrive_count: int, name: str = "bar", index: int = 0, per_thread: bool = False):
         if arrive_count < 1:
             raise ValueError(f"an mbarrier needs an arrive count of at least 1, got {arrive_count}")
         self.arrive_count = arrive_count
         self.name = name
         self.index = index
+        self.per_thread = per_thread
         self.parity = 0                 # parity of the phase in progress
         self.completed_phases = 0       # phases completed so far (absolute count)
         self.pending = arrive_count     # arrivals still missing in this phase
@@ -87,6 +89,6 @@ class MBarrier:
         return f"<MBarrier {self.label}: {self.state()}>"
 
 
-def alloc_barriers(num: int, arrive_count: int, name: str = "bar") -> list[MBarrier]:
+def alloc_barriers(num: int, arrive_count: int, name: str = "bar", per_thread: bool = False) -> list[MBarrier]:
     """``tlx.alloc_barriers(num, arrive_count)``: ``num`` fresh barriers."""
-    return [MBarrier(arrive_count, name, i) for i in range(num)]
+    return [MBarrier(arrive_count, name, i, per_thread) for i in range(num)]

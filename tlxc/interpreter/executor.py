@@ -36,15 +36,21 @@ class Program:
 
 
 class TaskContext:
-    """What a rule receives as ``ctx``: its program and its task's values."""
+    """What a rule receives as ``ctx``: its program and its task's values.
+    ``warps`` is the number of warps the task runs on (arrivals on warp
+    barriers and named barriers count its threads); ``first_thread`` is the
+    thread id of its first thread."""
 
-    __slots__ = ("env", "plans", "program", "task_name")
+    __slots__ = ("env", "first_thread", "plans", "program", "task_name", "warps")
 
-    def __init__(self, program: Program, env: dict, task_name: str, plans: Plans):
+    def __init__(self, program: Program, env: dict, task_name: str, plans: Plans, warps: int = 4,
+                 first_thread: int = 0):
         self.program = program
         self.env = env
         self.task_name = task_name
         self.plans = plans
+        self.warps = warps
+        self.first_thread = first_thread
 
     @property
     def pid(self) -> tuple[int, int, int]:
@@ -66,9 +72,11 @@ class TaskContext:
     def races(self) -> RaceTracker:
         return self.program.races
 
-    def fork(self, task_name: str) -> TaskContext:
+    def fork(self, task_name: str, warps: int | None = None, first_thread: int | None = None) -> TaskContext:
         """A context for a new task that sees every value defined so far."""
-        return TaskContext(self.program, dict(self.env), task_name, self.plans)
+        return TaskContext(self.program, dict(self.env), task_name, self.plans,
+                           self.warps if warps is None else warps,
+                           self.first_thread if first_thread is None else first_thread)
 
     def error(self, op: Operation, message: str, notes=None, cls=InterpreterError) -> InterpreterError:
         return cls(message, op.loc, notes)
@@ -163,7 +171,7 @@ class KernelRunner:
     def run_program(self, pid: tuple[int, int, int], grid: tuple[int, int, int], memory,
                     args: list[Any], seed: int | None = None, out: TextIO | None = None) -> Program:
         program = Program(pid, grid, memory, seed, out if out is not None else sys.stdout)
-        ctx = TaskContext(program, {}, "main", self.plans)
+        ctx = TaskContext(program, {}, "main", self.plans, int(self.kernel.attrs.get("num_warps", 4)))
         body = run_block(ctx, self.kernel.regions[0].block, args)
         program.scheduler.spawn("main", body, self.kernel.loc)
         with np.errstate(all="ignore"):     # ints wrap and floats overflow silently, as on the GPU

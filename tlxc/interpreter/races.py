@@ -12,9 +12,19 @@ them:
   op that waits for it completes (``warpgroup_mma_wait``, a barrier the MMA
   commits to, ``tma_store_wait``).
 
+cp.async copies are ordered in two steps, as on the GPU: the issuing task's
+``async_load_wait_group`` *retires* the copy (from then on the issuing task
+itself may use the slot), and the task's next arrive on an mbarrier
+*releases* it into that barrier's phase in progress (``release_task``); a
+wait of another task that sees that phase complete orders it for everyone.
+Joining tasks, and completing a named barrier, order the retired copies of
+the tasks involved.
+
 A read of a slot with an unordered async write is a ``RaceError`` naming both
 lines; so is a write to a slot an unordered async access still uses.  Slots are
-any hashable key; ``label`` is how messages name them (``'a_smem'[1]``).
+any hashable key; ``label`` is how messages name them (``'a_smem'[1]``).  An
+access may cover only part of its slot (``region``: any object with an
+``overlaps(other)`` and a ``covers(other)`` method; None is the whole slot).
 """
 from __future__ import annotations
 
@@ -31,9 +41,34 @@ class AsyncAccess:
     what: str                      # e.g. "TMA load", "wgmma operand read"
     loc: Location | None
     task: str
-    barrier: object = None         # barrier whose phase completion orders it
-    phase_index: int | None = None  # absolute index of that phase
+    region: object = None          # the part of the slot it touches (None: all of it)
+    releases: list = field(default_factory=list)    # [(barrier, absolute phase index)]
     ordered: bool = False
+    retired: bool | None = None    # cp.async: None if not waited for per task, else whether it was
+    retired_at: Location | None = None
+    early_arrival: tuple | None = None   # cp.async: (barrier label, loc) of an arrive before it was retired
+
+    @property
+    def barrier(self):
+        """The first barrier whose phase completion orders this access (or None)."""
+        return self.releases[0][0] if self.releases else None
+
+    @property
+    def phase_index(self) -> int | None:
+        return self.releases[0][1] if self.releases else None
+
+    def visible_to(self, task: str) -> bool:
+        """A retired copy is visible to the task that waited for it."""
+        return bool(self.retired) and task == self.task
+
+
+def _overlap(a, b) -> bool:
+    return a is None or b is None or a.overlaps(b)
+
+
+def _covers(a, b) -> bool:
+    """Whether region ``a`` includes region ``b`` (None is the whole slot)."""
+    return a is None or (b is not None and a.covers(b))
 
 
 @dataclass
@@ -42,19 +77,21 @@ class RaceTracker:
     pending: dict = field(default_factory=dict)     # slot -> [AsyncAccess]
 
     # -- async accesses ----------------------------------------------------------
-    def begin_async_write(self, slot, label: str, what: str, loc: Location | None, task: str) -> AsyncAccess:
-        self._check_write(slot, label, what, loc, task)
-        return self._record(AsyncAccess("write", slot, label, what, loc, task))
+    def begin_async_write(self, slot, label: str, what: str, loc: Location | None, task: str,
+                          region=None) -> AsyncAccess:
+        self._check_write(slot, label, what, loc, task, region)
+        self._drop_superseded(slot, task, region)
+        return self._record(AsyncAccess("write", slot, label, what, loc, task, region))
 
-    def begin_async_read(self, slot, label: str, what: str, loc: Location | None, task: str) -> AsyncAccess:
-        self._check_read(slot, label, what, loc, task)
-        return self._record(AsyncAccess("read", slot, label, what, loc, task))
+    def begin_async_read(self, slot, label: str, what: str, loc: Location | None, task: str,
+                         region=None) -> AsyncAccess:
+        self._check_read(slot, label, what, loc, task, region)
+        return self._record(AsyncAccess("read", slot, label, what, loc, task, region))
 
     def signal(self, access: AsyncAccess, barrier) -> None:
         """``access`` completes into the phase of ``barrier`` now in progress:
         a wait that sees that phase complete orders it."""
-        access.barrier = barrier
-        access.phase_index = barrier.completed_phases
+        access.releases.append((barrier, barrier.completed_phases))
 
     def order(self, access: AsyncAccess) -> None:
         access.ordered = True
@@ -68,37 +105,99 @@ class RaceTracker:
         last = barrier.completed_phases - 1
         if last >= 0 and last % 2 != parity % 2:
             last -= 1
-        for records in self.pending.values():
-            for access in list(records):
-                if access.barrier is barrier and access.phase_index is not None \
-                        and access.phase_index <= last:
-                    self.order(access)
+        for access in self._all():
+            if any(b is barrier and index <= last for b, index in access.releases):
+                self.order(access)
+
+    # -- cp.async: retire, release ---------------------------------------------------
+    def retire(self, access: AsyncAccess, loc: Location | None = None) -> None:
+        """The issuing task waited for ``access`` (``async_load_wait_group``)."""
+        access.retired = True
+        access.retired_at = loc
+
+    def release_task(self, task: str, barrier, loc: Location | None = None) -> None:
+        """``task`` arrives on ``barrier``: the copies it retired are released
+        into the barrier's phase in progress (those still in flight are not;
+        the first such arrive is remembered for the race message)."""
+        for access in self._all():
+            if access.task != task:
+                continue
+            if access.retired:
+                self.signal(access, barrier)
+            elif access.retired is False and access.early_arrival is None:
+                access.early_arrival = (barrier.label, loc)
+
+    def order_tasks(self, tasks) -> None:
+        """``tasks`` synchronized with everyone who continues (a join, a
+        completed named barrier): order the copies they retired."""
+        names = set(tasks)
+        for access in self._all():
+            if access.task in names and access.retired:
+                self.order(access)
 
     # -- synchronous accesses ------------------------------------------------------
-    def read(self, slot, label: str, what: str, loc: Location | None, task: str) -> None:
-        self._check_read(slot, label, what, loc, task)
+    def read(self, slot, label: str, what: str, loc: Location | None, task: str, region=None) -> None:
+        self._check_read(slot, label, what, loc, task, region)
 
-    def write(self, slot, label: str, what: str, loc: Location | None, task: str) -> None:
-        self._check_write(slot, label, what, loc, task)
+    def write(self, slot, label: str, what: str, loc: Location | None, task: str, region=None) -> None:
+        self._check_write(slot, label, what, loc, task, region)
 
     # -- checks --------------------------------------------------------------------
+    def _all(self) -> list[AsyncAccess]:
+        return [access for records in self.pending.values() for access in records]
+
+    def _drop_superseded(self, slot, task: str, region) -> None:
+        """A task's new async write replaces the writes it retired to the same
+        bytes: ordering the new one orders them too (program order), so
+        forgetting them loses nothing and keeps a loop's records bounded."""
+        records = self.pending.get(slot)
+        if not records:
+            return
+        records[:] = [a for a in records
+                      if not (a.kind == "write" and a.task == task and a.retired and _covers(region, a.region))]
+
     def _record(self, access: AsyncAccess) -> AsyncAccess:
         self.pending.setdefault(access.slot, []).append(access)
         return access
 
-    def _check_read(self, slot, label, what, loc, task) -> None:
-        for access in self.pending.get(slot, ()):
+    def _conflicts(self, slot, task, region):
+        for access in list(self.pending.get(slot, ())):
+            if not access.visible_to(task) and _overlap(access.region, region):
+                yield access
+
+    def _check_read(self, slot, label, what, loc, task, region=None) -> None:
+        for access in self._conflicts(slot, task, region):
             if access.kind == "write":
                 raise self._race(f"{what} of {label} in task '{task}' is not ordered after the asynchronous "
-                                 f"{access.what} issued by task '{access.task}' (no completed barrier wait "
-                                 f"orders that write before this read)", loc, access)
+                                 f"{access.what} issued by task '{access.task}' ({self._why(access, task)})",
+                                 loc, access)
 
-    def _check_write(self, slot, label, what, loc, task) -> None:
-        for access in self.pending.get(slot, ()):
+    def _check_write(self, slot, label, what, loc, task, region=None) -> None:
+        for access in self._conflicts(slot, task, region):
             verb = "reading" if access.kind == "read" else "writing"
             raise self._race(f"{what} of {label} in task '{task}' may overwrite the slot while the "
                              f"asynchronous {access.what} issued by task '{access.task}' is still {verb} it "
                              f"(no wait orders that {access.kind} before this write)", loc, access)
+
+    @staticmethod
+    def _why(access: AsyncAccess, reader: str) -> str:
+        issuer = f"task '{access.task}'"
+        arrival = ""
+        if access.early_arrival is not None:
+            label, where = access.early_arrival
+            arrival = f"{issuer} arrived on barrier {label}" + (f" at {where}" if where is not None else "")
+        if access.retired is False:
+            if arrival:
+                return f"{arrival} while the copy was still in flight, and no async_load_wait_group retired it"
+            return f"{issuer} has not waited for it with async_load_wait_group, so no barrier can order it yet"
+        if access.retired:
+            waited = f"its async_load_wait_group at {access.retired_at}" if access.retired_at else \
+                "its async_load_wait_group"
+            if arrival:
+                return f"{arrival} before {waited} retired the copy"
+            return (f"{issuer} waited for it ({waited}), but no barrier phase it arrived on after that wait "
+                    f"has been waited for before this read")
+        return "no completed barrier wait orders that write before this read"
 
     def _race(self, message: str, loc, access: AsyncAccess) -> RaceError:
         return RaceError(f"race in {self.program}: {message}", loc,

@@ -69,8 +69,9 @@ PREEMPT = Preempt()
 class Task:
     """One coroutine of a program: the kernel body or an async task's region."""
 
-    def __init__(self, name: str, body: Generator, loc: Location | None = None):
+    def __init__(self, name: str, body: Generator, loc: Location | None = None, title: str | None = None):
         self.name = name
+        self.title = title or f"task '{name}'"     # how diagnostics name it (with its replica)
         self.body = body
         self.loc = loc
         self.blocked: Blocked | None = None
@@ -115,11 +116,12 @@ class Scheduler:
         self.current: Task | None = None
         self.max_steps = max_steps
         self.steps = 0
+        self.hints: list[tuple[str, Location | None]] = []   # extra notes for a deadlock report
         self._next = 0
 
     # -- what rules call ------------------------------------------------------------
-    def spawn(self, name: str, body: Generator, loc: Location | None = None) -> Task:
-        task = Task(name, body, loc)
+    def spawn(self, name: str, body: Generator, loc: Location | None = None, title: str | None = None) -> Task:
+        task = Task(name, body, loc, title)
         self.tasks.append(task)
         return task
 
@@ -128,6 +130,16 @@ class Scheduler:
         event = AsyncEvent(name, complete, loc, ready)
         self.events.append(event)
         return event
+
+    def finish(self, event: AsyncEvent) -> None:
+        """Complete ``event`` now (a wait that needs it landed), if not done yet."""
+        if not event.done:
+            self._complete(event)
+
+    def hint(self, text: str, loc: Location | None = None, limit: int = 4) -> None:
+        """Remember a suspicious event; a deadlock report lists it as a note."""
+        if (text, loc) not in self.hints and len(self.hints) < limit:
+            self.hints.append((text, loc))
 
     def join(self, tasks: list[Task], loc: Location | None = None) -> Blocked:
         """A ``Blocked`` that waits for ``tasks`` to finish (for ``async_tasks``)."""
@@ -206,8 +218,9 @@ class Scheduler:
         notes = []
         for task in live:
             blocked = task.blocked
-            text = f"task '{task.name}' {blocked.describe() if blocked else 'cannot run'}"
+            text = f"{task.title} {blocked.describe() if blocked else 'cannot run'}"
             notes.append((text, blocked.loc if blocked else task.loc))
         for event in self.events:
             notes.append((f"asynchronous {event.name} is still waiting to start", event.loc))
+        notes.extend(self.hints)
         return DeadlockError(f"deadlock in {self.label}: {count} blocked", None, notes)

@@ -49,6 +49,9 @@ _ENV_REFRESH = "TLXC_AUTOTUNE_REFRESH"
 _ENV_PRINT = "TLXC_PRINT_AUTOTUNING"
 
 
+_DEFAULT = object()      # a key argument left to its default
+
+
 class AutotuneWarning(UserWarning):
     """A config was skipped while autotuning (it failed to compile or to launch)."""
 
@@ -211,7 +214,9 @@ class Autotuner(KernelWrapper):
         self.rep = rep
         self.user_do_bench = do_bench
         self.cache_results = cache_results
-        self.cache: dict[tuple, Config] = {}
+        self.cache: dict[tuple, Config] = {}      # tuning key -> the chosen config
+        self._launches: dict[tuple, tuple[Config, dict[str, Any]]] = {}   # _launch_key -> (config, launch kwargs)
+        self._key_positions = [(self.arg_names.index(name), name) for name in self.keys]
         self.best_config: Config | None = None
         self.configs_timings: dict[Config, float] = {}
         self.bench_time = 0.0
@@ -219,6 +224,30 @@ class Autotuner(KernelWrapper):
 
     # -- the launch ---------------------------------------------------------------------------------
     def run(self, *args, grid, **kwargs):
+        try:
+            config, launch_kwargs = self._launches[self._launch_key(args, kwargs)]
+        except KeyError:
+            config, launch_kwargs = self._first_launch_of_key(args, kwargs, grid)
+        self.best_config = config
+        if config.pre_hook is not None:
+            config.pre_hook({**self.named_arguments(args, kwargs), **config.kwargs})
+        if kwargs:
+            launch_kwargs = {**kwargs, **launch_kwargs}
+        return self.fn.run(*args, grid=grid, **launch_kwargs)
+
+    def _launch_key(self, args: tuple, kwargs: dict) -> tuple:
+        """Cheap stand-in for ``tuning_key`` (same information, no strings, no dicts): the
+        per-launch cost of a tuned kernel is this and one dict lookup."""
+        parts = []
+        for index, name in self._key_positions:
+            value = args[index] if index < len(args) else kwargs.get(name, _DEFAULT)
+            parts.append(value if value.__class__ in (int, bool, str) else _key_value(value))
+        parts += [getattr(value, "dtype", None) for value in args]
+        if kwargs:
+            parts += [(name, getattr(value, "dtype", None)) for name, value in kwargs.items()]
+        return tuple(parts)
+
+    def _first_launch_of_key(self, args: tuple, kwargs: dict, grid) -> tuple[Config, dict[str, Any]]:
         if len(self.configs) == 1:
             config = self.configs[0]
         else:
@@ -227,10 +256,8 @@ class Autotuner(KernelWrapper):
             config = self.cache.get(key)
             if config is None:
                 config = self.cache[key] = self._choose(key, args, kwargs, grid, nargs)
-        self.best_config = config
-        if config.pre_hook is not None:
-            config.pre_hook({**self.named_arguments(args, kwargs), **config.kwargs})
-        return self.fn.run(*args, grid=grid, **{**kwargs, **config.all_kwargs()})
+        entry = self._launches[self._launch_key(args, kwargs)] = (config, config.all_kwargs())
+        return entry
 
     def tuning_key(self, nargs: dict[str, Any]) -> tuple:
         """The values of the ``key`` arguments (defaults filled in), then every tensor argument's dtype."""

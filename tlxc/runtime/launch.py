@@ -282,13 +282,17 @@ def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel):
     """Compile, or load the cubin and metadata from the disk cache."""
     from .. import __version__
     from .cache import DiskCache
+    debug_barriers = os.environ.get("TLXC_DEBUG_BARRIERS", "") == "1"
     h = hashlib.sha256()
-    for part in (__version__, kfn.cache_key, repr(spec.key()), arch, str(num_warps)):
+    for part in (__version__, kfn.cache_key, repr(spec.key()), arch, str(num_warps), str(debug_barriers)):
         h.update(part.encode())
         h.update(b"\0")
     key = h.hexdigest()
     cache = DiskCache()
-    entry = cache.get(key)
+    # A dump must see a real compile, and a hand-edited override must neither be
+    # hidden by nor leak into the cache.
+    bypass = bool(os.environ.get("TLXC_DUMP_DIR") or os.environ.get("TLXC_OVERRIDE_DIR"))
+    entry = None if bypass else cache.get(key)
     if entry is not None:
         try:
             metadata = json.loads(entry["metadata.json"])
@@ -296,10 +300,11 @@ def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel):
                                                      "cuda": entry["kernel.cu"].decode()}, metadata)
         except (KeyError, ValueError):
             pass   # an entry of another format: recompile and overwrite
-    compiled = compile_kernel(kfn, spec, arch=arch, num_warps=num_warps)
+    compiled = compile_kernel(kfn, spec, arch=arch, num_warps=num_warps, debug_barriers=debug_barriers)
     metadata = {k: v for k, v in compiled.metadata.items() if isinstance(v, (int, float, str, list, type(None)))}
-    cache.put(key, {"metadata.json": json.dumps(metadata).encode(), "kernel.cubin": compiled.asm["cubin"],
-                    "kernel.cu": compiled.asm["cuda"].encode()})
+    if not os.environ.get("TLXC_OVERRIDE_DIR"):
+            cache.put(key, {"metadata.json": json.dumps(metadata).encode(), "kernel.cubin": compiled.asm["cubin"],
+                        "kernel.cu": compiled.asm["cuda"].encode()})
     return compiled
 
 

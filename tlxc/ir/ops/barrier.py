@@ -16,6 +16,12 @@ from ..types import BarrierType, ScalarType, i1
 from ._rules import expect_results
 
 
+def _first_operand_type(op):
+    if not op.operands:
+        raise op.error("expected a barrier operand")
+    return op.operands[0].type
+
+
 def expect_barrier(op, t, what: str = "barrier", view: bool = True) -> BarrierType:
     if not isinstance(t, BarrierType):
         raise op.error(f"expected {what} to be an mbarrier, got {t}")
@@ -28,7 +34,7 @@ def _check_pred(op, first_optional: int) -> None:
     count = first_optional + bool(op.attrs.get("has_pred"))
     if len(op.operands) != count:
         raise op.error(f"expected {count} operands, got {len(op.operands)}")
-    if op.attrs.get("has_pred") and op.operands[-1].type != i1:
+    if op.attrs.get("has_pred") and op.operands and op.operands[-1].type != i1:
         raise op.error(f"expected an i1 predicate, got {op.operands[-1].type}")
 
 
@@ -51,7 +57,7 @@ class BarrierExpectBytesOp(Operation):
     name = "tlx.barrier_expect_bytes"
 
     def verify(self):
-        expect_barrier(self, self.operands[0].type)
+        expect_barrier(self, _first_operand_type(self))
         _check_pred(self, 1)
         if not isinstance(self.attrs.get("bytes"), int) or self.attrs["bytes"] < 0:
             raise self.error(f"expected a non-negative byte count, got {self.attrs.get('bytes')!r}")
@@ -63,9 +69,9 @@ class BarrierWaitOp(Operation):
     name = "tlx.barrier_wait"
 
     def verify(self):
-        expect_barrier(self, self.operands[0].type)
+        expect_barrier(self, _first_operand_type(self))
         _check_pred(self, 2)
-        phase = self.operands[1].type
+        phase = self.operands[1].type if len(self.operands) > 1 else None
         if not isinstance(phase, ScalarType) or not phase.is_int:
             raise self.error(f"expected an integer phase, got {phase}")
 
@@ -76,7 +82,7 @@ class BarrierArriveOp(Operation):
     name = "tlx.barrier_arrive"
 
     def verify(self):
-        expect_barrier(self, self.operands[0].type)
+        expect_barrier(self, _first_operand_type(self))
         _check_pred(self, 1)
         if not isinstance(self.attrs.get("count"), int) or self.attrs["count"] < 1:
             raise self.error(f"expected a positive arrive count, got {self.attrs.get('count')!r}")

@@ -14,6 +14,12 @@ from ..types import BarrierType, MemDescType, ScalarType, TensorType, i1, with_e
 from ._rules import expect_operands, expect_pointer, expect_results, expect_type
 
 
+def operand_type(op, index: int, what: str):
+    if len(op.operands) <= index:
+        raise op.error(f"expected {what} as operand #{index}, got {len(op.operands)} operands")
+    return op.operands[index].type
+
+
 def expect_memdesc(op, t, what: str, view: bool | None = None) -> MemDescType:
     if not isinstance(t, MemDescType):
         raise op.error(f"expected {what} to be a shared-memory buffer, got {t}")
@@ -63,7 +69,7 @@ class LocalSliceOp(Operation):
     name = "tlx.local_slice"
 
     def verify(self):
-        src = expect_memdesc(self, self.operands[0].type, "source", view=True)
+        src = expect_memdesc(self, operand_type(self, 0, "source"), "source", view=True)
         result = expect_memdesc(self, self.result.type, "result", view=True)
         if len(self.operands) != 1 + len(src.shape) or len(result.shape) != len(src.shape):
             raise self.error(f"expected {len(src.shape)} offsets and a result of rank {len(src.shape)}")
@@ -76,7 +82,7 @@ class LocalTransOp(Operation):
 
     def verify(self):
         expect_operands(self, 1)
-        src = expect_memdesc(self, self.operands[0].type, "source", view=True)
+        src = expect_memdesc(self, operand_type(self, 0, "source"), "source", view=True)
         perm = tuple(self.attrs.get("perm", ()))
         if sorted(perm) != list(range(len(src.shape))):
             raise self.error(f"expected a permutation of {list(range(len(src.shape)))}, got {list(perm)}")
@@ -89,7 +95,7 @@ class LocalReinterpretOp(Operation):
 
     def verify(self):
         expect_operands(self, 1)
-        src = expect_memdesc(self, self.operands[0].type, "source", view=True)
+        src = expect_memdesc(self, operand_type(self, 0, "source"), "source", view=True)
         result = expect_memdesc(self, self.result.type, "result", view=True)
         if result.buffer_bytes > src.buffer_bytes:
             raise self.error(f"expected at most {src.buffer_bytes} bytes, got {result.buffer_bytes}")
@@ -102,7 +108,7 @@ class LocalLoadOp(Operation):
 
     def verify(self):
         expect_operands(self, 1)
-        src = expect_memdesc(self, self.operands[0].type, "source", view=True)
+        src = expect_memdesc(self, operand_type(self, 0, "source"), "source", view=True)
         result = self.result.type
         if not isinstance(result, TensorType) or result.shape != src.shape or result.element != src.element:
             raise self.error(f"expected tensor<{'x'.join(map(str, src.shape))}x{src.element}>, got {result}")
@@ -115,8 +121,8 @@ class LocalStoreOp(Operation):
 
     def verify(self):
         expect_operands(self, 2)
-        dst = expect_memdesc(self, self.operands[0].type, "destination", view=True)
-        value = self.operands[1].type
+        dst = expect_memdesc(self, operand_type(self, 0, "destination"), "destination", view=True)
+        value = operand_type(self, 1, "value")
         if not isinstance(value, TensorType) or value.shape != dst.shape or value.element != dst.element:
             raise self.error(f"expected a value of shape {list(dst.shape)} and type {dst.element}, got {value}")
 

@@ -1,0 +1,335 @@
+"""Rules for shared-memory buffers and cp.async (``ir/ops/shared.py``).
+
+Each ``tlx.local_alloc`` of a program owns a byte array (``SharedBuffer``:
+``num`` slots of ``buffer_bytes`` each), created the first time the op runs
+and reused if it runs again, as the one static allocation it is on the GPU.
+A buffer value is a ``SharedView``: a strided window (byte offset, shape,
+byte strides, element type) into one slot, so indexing, slicing at runtime
+offsets, transposing (``perm``) and reinterpreting (a byte view) move no data,
+and ``local_load`` / ``local_store`` copy tiles through numpy views of the
+bytes.  Elements are kept in their memory encoding (``values.to_storage``), so
+a reinterpreting view sees the real bits.
+
+Fresh shared memory holds garbage on the GPU; here every byte starts
+unwritten and reading one is an error naming the element.
+
+cp.async (``tlx.async_load``): the copy is checked against global memory when
+issued, posts an ``AsyncEvent`` that lands the data (masked-off elements are
+zero-filled), and records an asynchronous write of its slot with the race
+tracker.  ``async_commit_group`` closes the issuing task's open group;
+``async_wait_group(k)`` lands every copy of all but the newest ``k`` committed
+groups and *retires* them (``races.py``: from then on the issuing task may use
+the slot, and its next barrier arrive releases them to the tasks that wait
+for that barrier).  Groups are per task, as they are per thread on the GPU.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir.types import BarrierType, MemDescType, ScalarType
+from .memory_ops import _active, _check
+from .registry import impl
+from .scheduler import PREEMPT
+from .values import as_index, from_storage, storage_dtype, to_storage
+
+
+class SharedBuffer:
+    """The bytes of one ``tlx.local_alloc``: ``num`` slots of ``shape`` x ``element``."""
+
+    def __init__(self, name: str, shape: tuple[int, ...], element: ScalarType, num: int):
+        self.name = name
+        self.shape = tuple(shape)
+        self.element = element
+        self.num = num
+        self.buffer_bytes = math.prod(self.shape) * element.bytes
+        self.data = np.zeros(num * self.buffer_bytes, dtype=np.uint8)
+        self.written = np.zeros(num * self.buffer_bytes, dtype=bool)
+
+    def view(self, slot: int) -> SharedView:
+        strides = _row_major(self.shape, self.element.bytes)
+        return SharedView(self, slot, slot * self.buffer_bytes, self.shape, strides, self.element,
+                          f"'{self.name}'[{slot}]")
+
+    def __repr__(self) -> str:
+        return f"<SharedBuffer '{self.name}' {self.num} x {list(self.shape)} {self.element}>"
+
+
+def _row_major(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
+
+
+class ByteRegion:
+    """The bytes of a slot a view covers, for race checks (``overlaps``)."""
+
+    __slots__ = ("_bytes", "dense", "hi", "lo", "view")
+
+    def __init__(self, view: SharedView):
+        self.view = view
+        self.lo = view.offset
+        self.hi = view.offset + view.span
+        self.dense = view.dense
+        self._bytes = None
+
+    def bytes(self) -> np.ndarray:
+        if self._bytes is None:
+            self._bytes = np.unique(self.view.byte_offsets())
+        return self._bytes
+
+    def covers(self, other: ByteRegion) -> bool:
+        """Whether every byte of ``other`` is one of this region's."""
+        if self.dense:
+            return self.lo <= other.lo and other.hi <= self.hi
+        return bool(np.isin(other.bytes(), self.bytes(), assume_unique=True).all())
+
+    def overlaps(self, other: ByteRegion) -> bool:
+        if self.hi <= other.lo or other.hi <= self.lo:
+            return False
+        if self.dense and other.dense:
+            return True
+        return bool(np.intersect1d(self.bytes(), other.bytes(), assume_unique=True).size)
+
+
+class SharedView:
+    """One buffer (or a part of one): ``shape`` elements at byte ``offset`` of
+    ``buffer.data`` with byte ``strides``, inside slot ``slot``."""
+
+    __slots__ = ("_region", "buffer", "element", "label", "offset", "shape", "slot", "strides")
+
+    def __init__(self, buffer: SharedBuffer, slot: int, offset: int, shape, strides, element: ScalarType,
+                 label: str):
+        self.buffer = buffer
+        self.slot = slot
+        self.offset = offset
+        self.shape = tuple(shape)
+        self.strides = tuple(strides)
+        self.element = element
+        self.label = label
+        self._region = None
+
+    @property
+    def key(self):
+        """The race tracker's slot key."""
+        return (self.buffer, self.slot)
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.element.bytes
+
+    @property
+    def span(self) -> int:
+        """Bytes from the first to one past the last byte the view touches."""
+        if not self.nbytes:
+            return 0
+        return sum((n - 1) * s for n, s in zip(self.shape, self.strides)) + self.element.bytes
+
+    @property
+    def dense(self) -> bool:
+        """Whether the view covers exactly ``[offset, offset + nbytes)``."""
+        return self.span == self.nbytes
+
+    def array(self) -> np.ndarray:
+        """A writable numpy view of the elements (storage encoding)."""
+        return np.ndarray(self.shape, dtype=storage_dtype(self.element), buffer=self.buffer.data,
+                          offset=self.offset, strides=self.strides)
+
+    def element_offsets(self) -> np.ndarray:
+        """Byte offset of each element, in the view's shape."""
+        offsets = np.full(self.shape, self.offset, dtype=np.int64)
+        for axis, (n, stride) in enumerate(zip(self.shape, self.strides)):
+            index = [1] * len(self.shape)
+            index[axis] = n
+            offsets = offsets + (np.arange(n, dtype=np.int64) * stride).reshape(index)
+        return offsets
+
+    def byte_offsets(self) -> np.ndarray:
+        """Every byte of every element: shape ``self.shape + (itemsize,)``."""
+        return self.element_offsets()[..., None] + np.arange(self.element.bytes, dtype=np.int64)
+
+    def region(self) -> ByteRegion:
+        if self._region is None:
+            self._region = ByteRegion(self)
+        return self._region
+
+    def mark_written(self) -> None:
+        if self.dense:
+            self.buffer.written[self.offset:self.offset + self.nbytes] = True
+        else:
+            self.buffer.written[self.byte_offsets()] = True
+
+    def unwritten_index(self) -> tuple[int, ...] | None:
+        """The first element with a byte nothing has written, or None."""
+        if self.dense and self.buffer.written[self.offset:self.offset + self.nbytes].all():
+            return None
+        complete = self.buffer.written[self.byte_offsets()].all(axis=-1)
+        if complete.all():
+            return None
+        return tuple(int(i) for i in np.unravel_index(int(np.argmin(complete)), self.shape))
+
+    def __repr__(self) -> str:
+        return f"<SharedView {self.label} {list(self.shape)} {self.element}>"
+
+
+# -- allocation and views --------------------------------------------------------------------
+
+
+@impl("tlx.local_alloc")
+def local_alloc(ctx, op):
+    t: MemDescType = op.results[0].type
+    if t.storage != "smem":
+        raise ctx.error(op, f"the interpreter has no {t.storage} storage (only shared memory)")
+    buffers = ctx.program.state.setdefault("smem", {})
+    buffer = buffers.get(op)
+    if buffer is None:
+        name = op.results[0].name_hint or "smem"
+        buffer = buffers[op] = SharedBuffer(name, t.shape, t.element, t.num)
+    return buffer
+
+
+@impl("tlx.local_view")
+def local_view(ctx, op, source, index):
+    i = as_index(index)
+    if isinstance(op.operands[0].type, BarrierType):
+        if not 0 <= i < len(source):
+            name = op.operands[0].name_hint or source[0].name
+            raise ctx.error(op, f"barrier index {i} is out of range in {ctx.label}: '{name}' is an array of "
+                                f"{len(source)} barriers")
+        return source[i]
+    if not 0 <= i < source.num:
+        raise ctx.error(op, f"buffer index {i} is out of range in {ctx.label}: '{source.name}' is an array of "
+                            f"{source.num} buffers")
+    return source.view(i)
+
+
+@impl("tlx.local_slice")
+def local_slice(ctx, op, view: SharedView, *offsets):
+    shape = op.results[0].type.shape
+    starts = [as_index(o) for o in offsets]
+    for dim, (start, size, extent) in enumerate(zip(starts, shape, view.shape)):
+        if start < 0 or start + size > extent:
+            raise ctx.error(op, f"shared-memory slice out of bounds in {ctx.label}: dimension {dim} takes "
+                                f"[{start}, {start + size}) of {view.label}, whose extent is {extent} "
+                                f"(offsets {starts}, shape {list(shape)})")
+    offset = view.offset + sum(s * stride for s, stride in zip(starts, view.strides))
+    ranges = ", ".join(f"{s}:{s + n}" for s, n in zip(starts, shape))
+    return SharedView(view.buffer, view.slot, offset, shape, view.strides, view.element,
+                      f"{view.label}[{ranges}]")
+
+
+@impl("tlx.local_trans")
+def local_trans(ctx, op, view: SharedView):
+    perm = tuple(op.attrs["perm"])
+    return SharedView(view.buffer, view.slot, view.offset, tuple(view.shape[p] for p in perm),
+                      tuple(view.strides[p] for p in perm), view.element,
+                      f"{view.label}.trans({', '.join(map(str, perm))})")
+
+
+@impl("tlx.local_reinterpret")
+def local_reinterpret(ctx, op, view: SharedView):
+    t: MemDescType = op.results[0].type
+    if not view.dense:
+        raise ctx.error(op, f"the interpreter can only reinterpret a view whose elements are contiguous in "
+                            f"shared memory; {view.label} is a strided part of its buffer")
+    if view.offset % t.element.bytes:
+        raise ctx.error(op, f"misaligned reinterpretation in {ctx.label}: {view.label} starts at byte "
+                            f"{view.offset - view.slot * view.buffer.buffer_bytes} of its buffer, not a "
+                            f"multiple of the {t.element.bytes}-byte {t.element}")
+    return SharedView(view.buffer, view.slot, view.offset, t.shape, _row_major(t.shape, t.element.bytes),
+                      t.element, f"{view.label}.reinterpret({t.element})")
+
+
+# -- synchronous copies --------------------------------------------------------------------
+
+
+@impl("tlx.local_load")
+def local_load(ctx, op, view: SharedView):
+    yield PREEMPT                    # another task may act between a wait and this read
+    ctx.races.read(view.key, view.label, "read", op.loc, ctx.task_name, view.region())
+    missing = view.unwritten_index()
+    if missing is not None:
+        raise ctx.error(op, f"read of uninitialized shared memory in {ctx.label}: task '{ctx.task_name}' "
+                            f"reads {view.label} at index {missing}, which nothing has written yet (the GPU "
+                            f"would return garbage)")
+    return from_storage(np.array(view.array()), view.element)
+
+
+@impl("tlx.local_store")
+def local_store(ctx, op, view: SharedView, value):
+    ctx.races.write(view.key, view.label, "store", op.loc, ctx.task_name, view.region())
+    view.array()[...] = np.broadcast_to(to_storage(value, view.element), view.shape)
+    view.mark_written()
+    yield PREEMPT
+
+
+# -- cp.async --------------------------------------------------------------------------------
+
+
+class CpAsyncGroups:
+    """One task's cp.async copies: the open group and the committed ones."""
+
+    def __init__(self):
+        self.open: list = []             # [(event, access)]
+        self.committed: list[list] = []  # oldest first
+
+
+def _groups(ctx) -> CpAsyncGroups:
+    table = ctx.program.state.setdefault("cp_async", {})
+    groups = table.get(ctx.task_name)
+    if groups is None:
+        groups = table[ctx.task_name] = CpAsyncGroups()
+    return groups
+
+
+@impl("tlx.async_load")
+def async_load(ctx, op, pointers, view: SharedView, *optional):
+    mask = optional[0] if op.attrs.get("has_mask") else None
+    addresses = np.asarray(pointers, dtype=np.int64)
+    active, lanes = _active(addresses, mask)
+    if lanes is None or lanes.any():
+        _check(ctx, op, "cp.async load", addresses, active, lanes, view.element, write=False)
+    access = ctx.races.begin_async_write(view.key, view.label, "cp.async copy", op.loc, ctx.task_name,
+                                         view.region())
+    access.retired = False
+    memory, storage = ctx.memory, storage_dtype(view.element)
+
+    def land():
+        bits = np.zeros(view.shape, dtype=storage)
+        if lanes is None:
+            bits[...] = memory.gather(active, storage)
+        elif active.size:
+            bits[lanes] = memory.gather(active, storage)
+        view.array()[...] = bits
+        view.mark_written()
+
+    event = ctx.scheduler.post(f"cp.async copy into {view.label}", land, op.loc)
+    _groups(ctx).open.append((event, access))
+    yield PREEMPT
+
+
+@impl("tlx.async_commit_group")
+def async_commit_group(ctx, op):
+    groups = _groups(ctx)
+    groups.committed.append(groups.open)
+    groups.open = []
+
+
+@impl("tlx.async_wait_group")
+def async_wait_group(ctx, op):
+    """Land and retire all but the newest ``pendings`` committed groups.  The
+    wait itself makes the copies land (rather than blocking until the
+    scheduler lands them) so that the issuing task runs on as far as the
+    barriers allow."""
+    groups = _groups(ctx)
+    keep = op.attrs["pendings"]
+    retiring = groups.committed[:max(len(groups.committed) - keep, 0)]
+    groups.committed = groups.committed[len(retiring):]
+    for group in retiring:
+        for event, access in group:
+            ctx.scheduler.finish(event)
+            ctx.races.retire(access, op.loc)
+    yield PREEMPT

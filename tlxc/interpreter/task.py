@@ -1,0 +1,56 @@
+"""Rules for warp-group tasks (``ir/ops/task.py``).
+
+``tlx.async_tasks`` spawns one coroutine per region (replicas are separate
+regions), each running on its own context: it sees every value defined
+before the op, and knows its warp count and first thread id (warps are laid
+out in region order, the default task first).  The task executing the op
+waits until every task has finished, then continues after it; the join
+orders the cp.async copies the tasks retired.
+
+Diagnostics name a task by its IR name and, when replicated, its replica:
+``task 'task48.1' (replica 1)``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .executor import run_block
+from .registry import impl
+
+WARP_SIZE = 32
+
+
+def _title(name: str, replica: int, names: list[str]) -> str:
+    base = name[:-len(f".{replica}")] if name.endswith(f".{replica}") else None
+    replicated = base is not None and any(other != name and other.startswith(base + ".") for other in names)
+    return f"task '{name}' (replica {replica})" if replicated else f"task '{name}'"
+
+
+@impl("tlx.async_tasks")
+def async_tasks(ctx, op):
+    descriptions = op.tasks
+    names = [name for name, _, _, _ in descriptions]
+    tasks = []
+    first_thread = ctx.first_thread
+    for (name, warps, _registers, replica), region in zip(descriptions, op.regions):
+        child = ctx.fork(name, warps=warps, first_thread=first_thread)
+        first_thread += warps * WARP_SIZE
+        tasks.append(ctx.scheduler.spawn(name, run_block(child, region.block), op.loc,
+                                         _title(name, replica, names)))
+    yield ctx.scheduler.join(tasks, op.loc)
+    ctx.races.order_tasks(names)
+
+
+@impl("tlx.thread_id")
+def thread_id(ctx, op):
+    """At tile level a task is one sequence of ops: its thread id along x is
+    that of its first thread (the leader TLX's arrives use); 0 along y and z."""
+    return np.int32(ctx.first_thread if op.attrs["axis"] == 0 else 0)
+
+
+@impl("tlx.clock64")
+def clock64(ctx, op):
+    """A per-program counter that increases on every read (not a time)."""
+    state = ctx.program.state
+    state["clock64"] = state.get("clock64", 0) + 1
+    return np.int64(state["clock64"])
