@@ -29,7 +29,7 @@ from tlxc.language import tlx
 def rmsnorm_ws_kernel(out_ptr: tl.pointer_type(tl.bfloat16), x_ptr: tl.pointer_type(tl.bfloat16),
                       weight_ptr: tl.pointer_type(tl.bfloat16), n_rows: tl.int32, n_cols: tl.int32,
                       eps: tl.float32, BLOCK: tl.constexpr = 1024, CHUNK: tl.constexpr = 512,
-                      NUM_STAGES: tl.constexpr = 2):
+                      NUM_STAGES: tl.constexpr = 3):
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     n_items = tl.cdiv(n_rows, 2)
@@ -38,6 +38,8 @@ def rmsnorm_ws_kernel(out_ptr: tl.pointer_type(tl.bfloat16), x_ptr: tl.pointer_t
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)
     with tlx.async_tasks():
         with tlx.async_task("default"):                 # producer: cp.async into the ring
+            # Item k's copies are committed as one group; the slot is handed over one
+            # item later (wait_group(1)), so two items' copies are in flight at once.
             count = 0
             for item in range(pid, n_items, num_programs):
                 slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
@@ -49,9 +51,16 @@ def rmsnorm_ws_kernel(out_ptr: tl.pointer_type(tl.bfloat16), x_ptr: tl.pointer_t
                     dst = tlx.local_slice(rows_buf[slot], [0, c * CHUNK], [2, CHUNK])
                     tlx.async_load(x_ptr + rows[:, None] * n_cols + cols[None, :], dst, mask=mask)
                 tlx.async_load_commit_group()
-                tlx.async_load_wait_group(0)
-                tlx.barrier_arrive(full[slot])
+                if NUM_STAGES == 1:                             # nothing to overlap with
+                    tlx.async_load_wait_group(0)
+                    tlx.barrier_arrive(full[slot])
+                elif count > 0:
+                    tlx.async_load_wait_group(1)                # the previous item has landed
+                    tlx.barrier_arrive(full[(count - 1) % NUM_STAGES])
                 count += 1
+            if NUM_STAGES > 1 and count > 0:
+                tlx.async_load_wait_group(0)
+                tlx.barrier_arrive(full[(count - 1) % NUM_STAGES])
         with tlx.async_task(num_warps=4, registers=200, replicate=2):    # consumers: one row each
             r = tlx.async_task_replica_id()
             count = 0
@@ -80,7 +89,7 @@ def next_power_of_2(n: int) -> int:
 
 
 def rmsnorm_ws(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None,
-               *, num_stages: int = 2, programs: int | None = None) -> torch.Tensor:
+               *, num_stages: int = 3, programs: int | None = None) -> torch.Tensor:
     """RMSNorm over the rows of a contiguous 2-D bfloat16 ``x``."""
     if x.dim() != 2 or x.dtype != torch.bfloat16 or not x.is_contiguous():
         raise ValueError("rmsnorm_ws expects a contiguous 2-D bfloat16 tensor")
@@ -89,7 +98,7 @@ def rmsnorm_ws(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: to
     block = max(64, next_power_of_2(n_cols))
     chunk = min(block, 512)
     if programs is None:
-        programs = torch.cuda.get_device_properties(x.device).multi_processor_count * 2 if x.is_cuda else 4
+        programs = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
     programs = max(1, min(programs, (n_rows + 1) // 2))
     rmsnorm_ws_kernel[(programs,)](out, x, weight, n_rows, n_cols, eps, BLOCK=block, CHUNK=chunk,
                                    NUM_STAGES=num_stages, num_warps=4)

@@ -302,8 +302,11 @@ def excerpt(text: str, line_numbers: Sequence[int], context: int = _CONTEXT_LINE
 
 def _reproducer_dir() -> Path:
     explicit = os.environ.get("TLXC_CACHE_DIR")
-    base = Path(explicit).expanduser() if explicit else Path(tempfile.gettempdir()) / "tlxc"
-    return base / "repro"
+    if explicit:
+        return Path(explicit).expanduser() / "repro"
+    # Not "<tmp>/tlxc": a folder named like the package in the temp dir would shadow
+    # the real package for scripts run from there (as a namespace package).
+    return Path(tempfile.gettempdir()) / "tlxc-repro"
 
 
 def save_reproducer(source: str, arch: str, options: list[str], log: str, name: str) -> Path:
