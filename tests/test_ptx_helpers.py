@@ -118,6 +118,10 @@ CASES: dict[str, Case] = {
                                          ("mbarrier.try_wait.parity.shared::cta.b64",)),
     "tlx_mbarrier_wait": Case(_BAR + "tlx_mbarrier_wait(&bar, in[0]); out[0] = 1u;",
                               ("mbarrier.try_wait.parity.shared::cta.b64",)),
+    "tlx_globaltimer": Case("out[0] = (unsigned)tlx_globaltimer();", ("%globaltimer",)),
+    "tlx_mbarrier_wait_watchdog": Case(
+        _BAR + 'tlx_mbarrier_wait_watchdog(&bar, in[0], 1000ull, "k.py:1", "main", "bars", 0); out[0] = 1u;',
+        ("mbarrier.try_wait.parity.shared::cta.b64", "%globaltimer", "trap")),
     "tlx_mbarrier_arrive": Case(_BAR + "tlx_mbarrier_arrive(&bar, in[0]); out[0] = 1u;",
                                 ("mbarrier.arrive.release.cta.shared::cta.b64",)),
     "tlx_mbarrier_arrive_expect_tx": Case(_BAR + "tlx_mbarrier_arrive_expect_tx(&bar, in[0]); out[0] = 1u;",
