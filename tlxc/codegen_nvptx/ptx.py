@@ -243,7 +243,7 @@ def globaltimer():
 def mbarrier_wait_watchdog():
     # TLXC_DEBUG_BARRIERS=1 builds: a wait that outlives its budget reports where it is stuck and traps.
     return """
-static __device__ __noinline__ void tlx_mbarrier_wait_watchdog(unsigned long long* bar, unsigned phase,
+static __device__ __forceinline__ void tlx_mbarrier_wait_watchdog(unsigned long long* bar, unsigned phase,
     unsigned long long budget_ns, const char* where, const char* task, const char* barrier, int index) {
   const unsigned long long start = tlx_globaltimer();
   while (!tlx_mbarrier_try_wait_parity(bar, phase)) {
