@@ -43,6 +43,21 @@ def _load(bits: int) -> Case:
     return Case(body, (f"ld.global.{vec}",))
 
 
+def _shared(bits: int, store: bool) -> Case:
+    words = bits // 32
+    vec = {1: "b32", 2: "v2.b32", 4: "v4.b32"}[words]
+    names = ", ".join(f"w{k}" for k in range(words))
+    if store:
+        values = ", ".join(f"in[{k}]" for k in range(words))
+        body = (f"__shared__ unsigned buf[128]; tlx_st_shared_b{bits}(buf + 4 * (threadIdx.x & 7), {values}); "
+                f"__syncthreads(); out[threadIdx.x] = buf[threadIdx.x & 127];")
+        return Case(body, (f"st.shared.{vec}",))
+    body = (f"__shared__ unsigned buf[128]; buf[threadIdx.x & 127] = in[threadIdx.x]; __syncthreads(); "
+            f"unsigned {names}; tlx_ld_shared_b{bits}(buf + 4 * (threadIdx.x & 7), {names}); "
+            + " ".join(f"out[{k}] = w{k};" for k in range(words)))
+    return Case(body, (f"ld.shared.{vec}",))
+
+
 def _store(bits: int) -> Case:
     words = bits // 32
     values = ", ".join(f"in[{k}]" for k in range(words))
@@ -101,6 +116,12 @@ CASES: dict[str, Case] = {
     # no instruction of its own: the memcpy must fold to a register move
     "tlx_bitcast": Case("out[0] = tlx_bitcast<unsigned>(__uint_as_float(in[0]) * 2.0f);",
                         ("add.f32",), absent=(".local", "call")),
+    "tlx_ld_shared_b32": _shared(32, False),
+    "tlx_ld_shared_b64": _shared(64, False),
+    "tlx_ld_shared_b128": _shared(128, False),
+    "tlx_st_shared_b32": _shared(32, True),
+    "tlx_st_shared_b64": _shared(64, True),
+    "tlx_st_shared_b128": _shared(128, True),
     "tlx_ld_global_b32": _load(32),
     "tlx_ld_global_b64": _load(64),
     "tlx_ld_global_b128": _load(128),

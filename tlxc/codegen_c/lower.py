@@ -101,6 +101,7 @@ class KernelLowering:
         self.scopes: list[Scope] = [self.scope]
         self.views: dict[int, tuple[str, tuple[int, ...]]] = {}   # memdesc value -> (pointer, strides)
         self.barrier_names: dict[int, tuple[str, str]] = {}        # barrier view -> (array name, index expr)
+        self.view_align: dict[int, int] = {}                       # memdesc value -> known byte alignment
         self.axis = AxisAnalysis(kernel)
         self.counter = 0
         self.term_counter = 0

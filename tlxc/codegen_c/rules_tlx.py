@@ -14,6 +14,8 @@ Warp specialization (``lower_warp_specialized``) splits the kernel body:
 """
 from __future__ import annotations
 
+from math import gcd
+
 from ..errors import CompilationError, ResourceError
 from ..ir.types import BarrierType, MemDescType, TensorType
 from . import ctypes_ as C
@@ -49,6 +51,7 @@ def local_alloc(lw, op):
     lw.out.line(f"{ctype}* {name} = reinterpret_cast<{ctype}*>(tlx_smem + {op.attrs['offset']});  "
                 f"// {t.num} x {list(t.shape)}")
     lw.views[id(r)] = (name, _row_major(t.shape))
+    lw.view_align[id(r)] = 128
 
 
 @lowering("tlx.alloc_barriers")
@@ -79,6 +82,8 @@ def local_view(lw, op):
     name = lw.define(r)
     lw.out.line(f"{ctype}* {name} = {base} + {lw.name(idx)} * {src.type.buffer_numel};")
     lw.views[id(r)] = (name, strides)
+    step = src.type.buffer_bytes * lw.axis.info(idx).divisibility[0]
+    lw.view_align[id(r)] = gcd(lw.view_align.get(id(src), 1), step)
 
 
 @lowering("tlx.local_slice")
@@ -89,6 +94,10 @@ def local_slice(lw, op):
     name = lw.define(op.results[0])
     lw.out.line(f"{C.storage_type(src.type.element)}* {name} = {base} + {offset};")
     lw.views[id(op.results[0])] = (name, strides)
+    align = lw.view_align.get(id(src), 1)
+    for o, stride in zip(op.operands[1:], strides):
+        align = gcd(align, lw.axis.info(o).divisibility[0] * stride * src.type.element.bytes)
+    lw.view_align[id(op.results[0])] = align
 
 
 @lowering("tlx.local_trans")
@@ -97,6 +106,7 @@ def local_trans(lw, op):
     base, strides = lw.views[id(src)]
     lw.alias(op.results[0], base)
     lw.views[id(op.results[0])] = (base, tuple(strides[p] for p in op.attrs["perm"]))
+    lw.view_align[id(op.results[0])] = lw.view_align.get(id(src), 1)
 
 
 @lowering("tlx.local_reinterpret")
@@ -110,14 +120,40 @@ def local_reinterpret(lw, op):
     name = lw.define(op.results[0])
     lw.out.line(f"{ctype}* {name} = reinterpret_cast<{ctype}*>({base});")
     lw.views[id(op.results[0])] = (name, _row_major(t.shape))
+    lw.view_align[id(op.results[0])] = lw.view_align.get(id(src), 1)
+
+
+def shared_vector_width(lw, view, layout, element) -> int:
+    """Elements per shared-memory access: runs of registers consecutive along the
+    last dim, over unit stride, with every run start aligned (up to 16 bytes)."""
+    strides = lw.views[id(view)][1]
+    if strides[-1] != 1 or element.bits < 8:
+        return 1
+    width = min(layout.contiguous_elements_per_thread(len(strides) - 1), 16 // element.bytes)
+    align = lw.view_align.get(id(view), 1)
+    for stride in strides[:-1]:
+        align = gcd(align, stride * element.bytes)
+    while width > 1 and (align % (width * element.bytes) or width * element.bits < 32):
+        width //= 2
+    return width
 
 
 @lowering("tlx.local_load")
 def local_load(lw, op):
-    base, strides = lw.views[id(op.operands[0])]
+    view = op.operands[0]
+    base, strides = lw.views[id(view)]
     r = op.results[0]
+    t = r.type.element
     offset = _offset_expr(lw, r.type.layout, strides)
-    lw.assign_elementwise(r, lambda i: f"{base}[{offset.replace('(i)', f'({i})')}]")
+    width = shared_vector_width(lw, view, r.type.layout, t)
+    if width == 1:
+        lw.assign_elementwise(r, lambda i: f"{base}[{offset.replace('(i)', f'({i})')}]")
+        return
+    name = lw.declare(r)
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int i = 0; i < {registers(r.type)}; i += {width})")
+    lw.out.line(lw.target.load_shared_vector(name, f"{base} + {offset}", t, width))
+    lw.out.close()
 
 
 @lowering("tlx.local_store")
@@ -125,7 +161,15 @@ def local_store(lw, op):
     view, value = op.operands
     base, strides = lw.views[id(view)]
     offset = _offset_expr(lw, value.type.layout, strides)
-    lw.for_registers(value, f"{base}[{offset}] = {lw.name(value)}[i];")
+    t = value.type.element
+    width = shared_vector_width(lw, view, value.type.layout, t)
+    if width == 1:
+        lw.for_registers(value, f"{base}[{offset}] = {lw.name(value)}[i];")
+        return
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int i = 0; i < {registers(value.type)}; i += {width})")
+    lw.out.line(lw.target.store_shared_vector(lw.name(value), f"{base} + {offset}", t, width))
+    lw.out.close()
 
 
 @lowering("tlx.async_load")
@@ -136,6 +180,7 @@ def async_load(lw, op):
     t = ptrs.type.element.pointee
     from .rules_memory import vector_width
     width = vector_width(lw, ptrs, mask, t.bytes) if strides[-1] == 1 else 1
+    width = min(width, shared_vector_width(lw, view, ptrs.type.layout, t)) if width > 1 else 1
     while width * t.bytes > 16:
         width //= 2
     nbytes = width * t.bytes

@@ -330,6 +330,37 @@ for _n in (4, 8, 16):
     helper(f"tlx_cp_async_{_n}", "tlx_smem_addr")((lambda n: lambda: _cp_async(n))(_n))
 
 
+def _ld_shared(bits: int):
+    words = bits // 32
+    vec = {1: "b32", 2: "v2.b32", 4: "v4.b32"}[words]
+    outs = ", ".join(f"%{i}" for i in range(words))
+    regs = "{" + outs + "}" if words > 1 else outs
+    params = ", ".join(f"unsigned& w{i}" for i in range(words))
+    constraints = ", ".join(f'"=r"(w{i})' for i in range(words))
+    return f"""
+{_INLINE} void tlx_ld_shared_b{bits}(const void* p, {params}) {{
+  asm volatile("ld.shared.{vec} {regs}, [%{words}];" : {constraints} : "r"(tlx_smem_addr(p)) : "memory");
+}}"""
+
+
+def _st_shared(bits: int):
+    words = bits // 32
+    vec = {1: "b32", 2: "v2.b32", 4: "v4.b32"}[words]
+    ins = ", ".join(f"%{i + 1}" for i in range(words))
+    regs = "{" + ins + "}" if words > 1 else ins
+    params = ", ".join(f"unsigned w{i}" for i in range(words))
+    constraints = ", ".join(f'"r"(w{i})' for i in range(words))
+    return f"""
+{_INLINE} void tlx_st_shared_b{bits}(void* p, {params}) {{
+  asm volatile("st.shared.{vec} [%0], {regs};" :: "r"(tlx_smem_addr(p)), {constraints} : "memory");
+}}"""
+
+
+for _bits in (32, 64, 128):
+    helper(f"tlx_ld_shared_b{_bits}", "tlx_smem_addr")((lambda b: lambda: _ld_shared(b))(_bits))
+    helper(f"tlx_st_shared_b{_bits}", "tlx_smem_addr")((lambda b: lambda: _st_shared(b))(_bits))
+
+
 @helper("tlx_cp_async_commit_group")
 def cp_async_commit():
     return f"""

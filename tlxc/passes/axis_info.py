@@ -97,6 +97,8 @@ class AxisAnalysis:
                 b = self.info(op.regions[1].block.terminator.operands[i])
                 self.facts[id(r)] = a.meet(b)
             return
+        for region in op.regions:       # e.g. tlx.async_tasks: analyse each task's body
+            self.visit_block(region.block)
         rule = _RULES.get(op.name)
         for r in op.results:
             rank = len(_shape(r.type))
