@@ -96,7 +96,7 @@ def rmsnorm_ws(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: to
     n_rows, n_cols = x.shape
     out = torch.empty_like(x) if out is None else out
     block = max(64, next_power_of_2(n_cols))
-    chunk = min(block, 512)
+    chunk = min(block, 1024)     # 128 threads x 8 elements: no duplicated accesses
     if programs is None:
         programs = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
     programs = max(1, min(programs, (n_rows + 1) // 2))
