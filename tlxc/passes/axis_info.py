@@ -34,6 +34,7 @@ class AxisInfo:
     contiguity: tuple[int, ...]
     divisibility: tuple[int, ...]
     constancy: tuple[int, ...]
+    value: int | None = None          # every element equals this known integer
 
     @staticmethod
     def unknown(rank: int) -> "AxisInfo":
@@ -144,8 +145,9 @@ def rule(*names):
 def _constant(a, op, r):
     shape = _shape(r.type) or (1,)
     value = op.attrs["value"]
-    div = _pow2_divisor(value) if isinstance(value, int) and not isinstance(value, bool) else 1
-    return AxisInfo((1,) * len(shape), (div,) * len(shape), tuple(shape))
+    known = isinstance(value, int) and not isinstance(value, bool)
+    div = _pow2_divisor(value) if known else 1
+    return AxisInfo((1,) * len(shape), (div,) * len(shape), tuple(shape), value if known else None)
 
 
 @rule("tl.arange")
@@ -158,7 +160,7 @@ def _arange(a, op, r):
 def _splat(a, op, r):
     src = a.info(op.operands[0])
     shape = r.type.shape
-    return AxisInfo((1,) * len(shape), (src.divisibility[0],) * len(shape), tuple(shape))
+    return AxisInfo((1,) * len(shape), (src.divisibility[0],) * len(shape), tuple(shape), src.value)
 
 
 @rule("tl.expand_dims")
@@ -166,7 +168,8 @@ def _expand_dims(a, op, r):
     src = a.info(op.operands[0])
     axis = op.attrs["axis"]
     ins = lambda t, v: t[:axis] + (v,) + t[axis:]  # noqa: E731
-    return AxisInfo(ins(src.contiguity, 1), ins(src.divisibility, src.divisibility[0]), ins(src.constancy, 1))
+    return AxisInfo(ins(src.contiguity, 1), ins(src.divisibility, src.divisibility[0]), ins(src.constancy, 1),
+                    src.value)
 
 
 @rule("tl.broadcast")
@@ -175,7 +178,7 @@ def _broadcast(a, op, r):
     old, new = op.operands[0].type.shape, r.type.shape
     cont = tuple(c if o == n else 1 for c, o, n in zip(src.contiguity, old, new))
     const = tuple(c if o == n else n for c, o, n in zip(src.constancy, old, new))
-    return AxisInfo(cont, src.divisibility, const)
+    return AxisInfo(cont, src.divisibility, const, src.value)
 
 
 @rule("tl.convert_layout", "tl.hint_passthrough")
@@ -210,6 +213,10 @@ def _add(a, op, r):
 @rule("arith.mul")
 def _mul(a, op, r):
     x, y = (a.info(v) for v in op.operands)
+    if y.value == 1:            # x * 1 (e.g. a unit stride specialized to the constant 1)
+        return x
+    if x.value == 1:
+        return y
     cont = []
     for cx, cy, kx, ky, v in zip(x.contiguity, y.contiguity, x.constancy, y.constancy, op.operands):
         cont.append(1)

@@ -37,9 +37,14 @@ def is_elementwise(name: str) -> bool:
 
 
 def element_bits(t) -> int:
+    """Bits of one element as the memory access will see it: for a tensor of
+    pointers, its pointees (so the blocked layout of a loop-carried pointer
+    tensor gives each thread a 16-byte run of what it loads)."""
     elem = t.element if isinstance(t, TensorType) else t
     if isinstance(elem, PointerType):
-        return 64
+        elem = elem.pointee
+        if isinstance(elem, PointerType):
+            return 64
     return max(8, elem.bits)
 
 
