@@ -133,8 +133,8 @@ def bench_ws_rmsnorm(quick: bool) -> None:
 
 # -- launch overhead -------------------------------------------------------------------------
 def bench_launch(quick: bool) -> None:
-    import torch
     import launch_kernels as lk
+    import torch
     n = 2000 if quick else 20000
     x = torch.empty(16, device="cuda")
     lk.empty4[(1,)](x, x, x, 16)
@@ -169,10 +169,11 @@ def bench_launch(quick: bool) -> None:
 
 # -- compile time (no GPU needed) -------------------------------------------------------------
 def bench_compile(quick: bool) -> None:
-    from tlxc.runtime.launch import _compile_cached
-    from tlxc.compiler import compile_kernel
-    from tlxc.frontend.specialize import parse_signature, specialization_from_types
     import softmax as sm
+
+    from tlxc.compiler import compile_kernel
+    from tlxc.frontend.specialize import specialization_from_types
+    from tlxc.runtime.launch import _compile_cached
     tmp = tempfile.mkdtemp(prefix="tlxc-bench-cache-")
     saved = os.environ.get("TLXC_CACHE_DIR")
     os.environ["TLXC_CACHE_DIR"] = tmp

@@ -6,8 +6,8 @@ import torch
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
-from rmsnorm import rmsnorm  # noqa: E402
-from ws_rmsnorm import rmsnorm_ws_kernel  # noqa: E402
+from rmsnorm import rmsnorm
+from ws_rmsnorm import rmsnorm_ws_kernel
 
 m, n = 16384, 8192
 x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
@@ -19,7 +19,7 @@ print(f"plain: {nbytes / do_bench(lambda: rmsnorm(x, w, 1e-6, out)) / 1e6:.0f} G
 for chunk in (512, 1024, 2048):
     for stages in (2, 3):
         progs = sms
-        fn = lambda: rmsnorm_ws_kernel[(progs,)](out, x, w, m, n, 1e-6, BLOCK=8192, CHUNK=chunk,  # noqa: E731
+        fn = lambda: rmsnorm_ws_kernel[(progs,)](out, x, w, m, n, 1e-6, BLOCK=8192, CHUNK=chunk,
                                                  NUM_STAGES=stages, num_warps=4)
         fn()
         print(f"ws chunk={chunk} stages={stages}: {nbytes / do_bench(fn) / 1e6:.0f} GB/s", flush=True)

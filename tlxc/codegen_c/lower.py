@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import InternalCompilerError
 from ..ir import layouts as L
@@ -19,7 +19,7 @@ from ..ir.types import PointerType, ScalarType, TensorType
 from ..passes.axis_info import AxisAnalysis
 from . import ctypes_ as C
 
-RULES: dict[str, Callable[["KernelLowering", Operation], None]] = {}
+RULES: dict[str, Callable[[KernelLowering, Operation], None]] = {}
 
 
 def lowering(*names: str):
@@ -35,7 +35,7 @@ _C_RESERVED = set(keyword.kwlist) | {
     "const", "static", "struct", "union", "enum", "new", "delete", "this", "template", "typename",
     "namespace", "register", "volatile", "default", "switch", "case", "goto", "do", "inline", "extern",
     "sizeof", "typedef", "true", "false", "private", "public", "protected", "virtual", "operator",
-    "friend", "explicit", "mutable", "signed", "export", "restrict", "asm", "lane", "warp", "tid",
+    "friend", "explicit", "mutable", "export", "restrict", "asm", "lane", "warp", "tid",
     "threadIdx", "blockIdx", "blockDim", "gridDim", "i", "j", "k"}
 
 
@@ -228,7 +228,7 @@ class KernelLowering:
                 offset += _align16(scope.scratch_bytes)
         return lines
 
-    def enter_scope(self, scope: "Scope") -> tuple:
+    def enter_scope(self, scope: Scope) -> tuple:
         """Lower the following code in ``scope``; returns a token for ``exit_scope``."""
         self.scopes.append(scope)
         saved = self.scope
@@ -338,4 +338,4 @@ def is_identity(mapping: list[int]) -> bool:
     return mapping == list(range(len(mapping)))
 
 
-__all__ = ["KernelLowering", "RULES", "lowering", "PointerType", "ScalarType"]
+__all__ = ["RULES", "KernelLowering", "PointerType", "ScalarType", "lowering"]

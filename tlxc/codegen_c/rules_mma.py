@@ -32,8 +32,7 @@ def _accumulate_copy(lw, acc, result) -> str:
 
 
 def _dot_mma(lw, op, a, b, acc, result):
-    m, k = a.type.shape
-    kt = k // 16
+    kt = a.type.shape[1] // 16
     ra, rb, rc = registers(a.type), registers(b.type), registers(acc.type)
     mt, nt = ra // (8 * kt), rb // (4 * kt)
     if mt * nt * 4 != rc or mt * 8 * kt != ra:

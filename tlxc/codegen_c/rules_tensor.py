@@ -8,7 +8,7 @@ from ..errors import InternalCompilerError
 from ..ir import layouts as L
 from ..ir.types import TensorType
 from . import ctypes_ as C
-from .lower import const_table, elem, is_identity, lowering, registers, same_thread_map
+from .lower import const_table, is_identity, lowering, registers, same_thread_map
 
 
 @lowering("tl.program_id")
@@ -173,7 +173,7 @@ def reduce(lw, op):
     table = lw.fresh("rgrp")
     rows = ", ".join("{" + ", ".join(map(str, g)) + "}" for g in groups)
     lw.out.line(f"const int {table}[{n_out}][{len(groups[0])}] = {{{rows}}};")
-    src_c = lambda r: lw.target.to_compute(f"{lw.name(src)}[{r}]", t)  # noqa: E731
+    src_c = lambda r: lw.target.to_compute(f"{lw.name(src)}[{r}]", t)
     coord = lw.coord_expr(layout, axis, "r") if is_arg else None
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int j = 0; j < {n_out}; ++j)")
@@ -211,9 +211,9 @@ def reduce(lw, op):
     # 4. result
     out_t = result.type.element if isinstance(result.type, TensorType) else result.type
     if is_arg:
-        value = lambda j: f"{idx}[{j}]"  # noqa: E731
+        value = lambda j: f"{idx}[{j}]"
     else:
-        value = lambda j: lw.target.from_compute(f"{acc}[{j}]", out_t)  # noqa: E731
+        value = lambda j: lw.target.from_compute(f"{acc}[{j}]", out_t)
     if isinstance(result.type, TensorType):
         lw.assign_elementwise(result, lambda i: value(i))
     else:

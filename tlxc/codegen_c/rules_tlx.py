@@ -412,4 +412,4 @@ def _uniform_slice(pre_ops, ws_op) -> set[int]:
     return wanted
 
 
-__all__ = ["lower_warp_specialized", "MemDescType", "elem"]
+__all__ = ["MemDescType", "elem", "lower_warp_specialized"]

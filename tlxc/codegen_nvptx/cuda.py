@@ -4,9 +4,8 @@ from __future__ import annotations
 import os
 
 from .. import __version__
-from ..codegen_c import rules_arith, rules_control, rules_debug, rules_memory, rules_mma, rules_tensor  # noqa: F401
-from ..codegen_c import rules_tlx
 from ..codegen_c import ctypes_ as C
+from ..codegen_c import rules_arith, rules_control, rules_debug, rules_memory, rules_mma, rules_tensor, rules_tlx  # noqa: F401
 from ..codegen_c.lower import KernelLowering
 from ..ir.core import Operation
 from .target import CudaTarget
@@ -51,8 +50,8 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
     helpers = target.helper_definitions()
     if helpers:
         lines += ["", helpers]
-    lines += ["", f'extern "C" __global__ void __launch_bounds__({threads}{min_blocks}) '
-                  f'{name}({", ".join(params)}) {{']
+    signature = f'extern "C" __global__ void __launch_bounds__({threads}{min_blocks}) {name}({", ".join(params)}) {{'
+    lines += ["", signature]
     user_bytes = kernel.attrs.get("shared_bytes", 0)
     if lw.scratch_bytes or user_bytes:
         lines.append("  extern __shared__ __attribute__((aligned(128))) unsigned char tlx_smem[];")

@@ -10,10 +10,18 @@ HELPERS: dict[str, str] = {}
 DEPENDS: dict[str, tuple[str, ...]] = {}
 
 
+def define(name: str, text: str, *depends: str) -> None:
+    """Register helper ``name`` with its C++ ``text`` and the helpers it calls."""
+    if name in HELPERS:
+        raise ValueError(f"PTX helper {name} defined twice")
+    HELPERS[name] = text.strip("\n")
+    DEPENDS[name] = depends
+
+
 def helper(name: str, *depends: str):
+    """Decorator form of ``define`` for a function returning the helper's text."""
     def register(fn):
-        HELPERS[name] = fn().strip("\n")
-        DEPENDS[name] = depends
+        define(name, fn(), *depends)
         return fn
     return register
 
@@ -167,8 +175,8 @@ def _st(name: str, words: int):
 
 
 for _words, _bits in ((1, 32), (2, 64), (4, 128)):
-    helper(f"tlx_ld_global_b{_bits}")((lambda w, b: lambda: _ld(f"tlx_ld_global_b{b}", w))(_words, _bits))
-    helper(f"tlx_st_global_b{_bits}")((lambda w, b: lambda: _st(f"tlx_st_global_b{b}", w))(_words, _bits))
+    define(f"tlx_ld_global_b{_bits}", _ld(f"tlx_ld_global_b{_bits}", _words))
+    define(f"tlx_st_global_b{_bits}", _st(f"tlx_st_global_b{_bits}", _words))
 
 
 # -- tensor cores ----------------------------------------------------------------------------
@@ -185,8 +193,8 @@ def _mma(dtype: str):
 }}"""
 
 
-helper("tlx_mma_m16n8k16_f32_bf16")(lambda: _mma("bf16"))
-helper("tlx_mma_m16n8k16_f32_f16")(lambda: _mma("f16"))
+define("tlx_mma_m16n8k16_f32_bf16", _mma("bf16"))
+define("tlx_mma_m16n8k16_f32_f16", _mma("f16"))
 
 
 # -- shared memory, mbarriers, named barriers, fences ----------------------------------------
@@ -327,7 +335,7 @@ def _cp_async(nbytes: int):
 
 
 for _n in (4, 8, 16):
-    helper(f"tlx_cp_async_{_n}", "tlx_smem_addr")((lambda n: lambda: _cp_async(n))(_n))
+    define(f"tlx_cp_async_{_n}", _cp_async(_n), "tlx_smem_addr")
 
 
 def _ld_shared(bits: int):
@@ -357,8 +365,8 @@ def _st_shared(bits: int):
 
 
 for _bits in (32, 64, 128):
-    helper(f"tlx_ld_shared_b{_bits}", "tlx_smem_addr")((lambda b: lambda: _ld_shared(b))(_bits))
-    helper(f"tlx_st_shared_b{_bits}", "tlx_smem_addr")((lambda b: lambda: _st_shared(b))(_bits))
+    define(f"tlx_ld_shared_b{_bits}", _ld_shared(_bits), "tlx_smem_addr")
+    define(f"tlx_st_shared_b{_bits}", _st_shared(_bits), "tlx_smem_addr")
 
 
 @helper("tlx_cp_async_commit_group")

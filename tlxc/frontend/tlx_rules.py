@@ -14,7 +14,7 @@ from . import semantic as S
 from .builtins import RULES, const_dtype, const_int, constexpr, tensor_arg
 from .values import SemanticError, Tensor
 
-NAMED_BARRIER_RESERVED = range(0, 7)   # ids tlxc uses itself (TLX reserves 0..6 too)
+NAMED_BARRIER_RESERVED = range(7)   # ids tlxc uses itself (TLX reserves 0..6 too)
 
 
 def rule(name: str):

@@ -5,5 +5,19 @@ from .parser import parse_module
 from .printer import print_module
 from .types import PointerType, ScalarType, TensorType, Type
 
-__all__ = ["OP_REGISTRY", "Block", "BlockArgument", "Module", "Operation", "OpResult", "Region",
-           "Value", "parse_module", "print_module", "PointerType", "ScalarType", "TensorType", "Type"]
+__all__ = [
+           "OP_REGISTRY",
+           "Block",
+           "BlockArgument",
+           "Module",
+           "OpResult",
+           "Operation",
+           "PointerType",
+           "Region",
+           "ScalarType",
+           "TensorType",
+           "Type",
+           "Value",
+           "parse_module",
+           "print_module",
+]

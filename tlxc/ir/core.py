@@ -6,18 +6,19 @@ terminator (``scf.yield``...).  Values are SSA: defined once, used after.
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterator
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 from ..errors import Location, VerificationError
 from .types import Type
 
-OP_REGISTRY: dict[str, type["Operation"]] = {}
+OP_REGISTRY: dict[str, type[Operation]] = {}
 
 
 class Value:
     """An SSA value: an op result or a block argument."""
 
-    __slots__ = ("type", "name_hint", "owner", "index")
+    __slots__ = ("index", "name_hint", "owner", "type")
 
     def __init__(self, type: Type, owner: Any, index: int, name_hint: str | None = None):
         self.type = type
@@ -48,12 +49,12 @@ class Block:
         self.ops: list[Operation] = []
         self.parent: Region | None = None
 
-    def append(self, op: "Operation") -> "Operation":
+    def append(self, op: Operation) -> Operation:
         op.parent = self
         self.ops.append(op)
         return op
 
-    def insert(self, index: int, op: "Operation") -> "Operation":
+    def insert(self, index: int, op: Operation) -> Operation:
         op.parent = self
         self.ops.insert(index, op)
         return op
@@ -64,7 +65,7 @@ class Block:
         return arg
 
     @property
-    def terminator(self) -> "Operation | None":
+    def terminator(self) -> Operation | None:
         return self.ops[-1] if self.ops and self.ops[-1].is_terminator else None
 
 
@@ -81,7 +82,7 @@ class Region:
         return self.block.args
 
     @property
-    def ops(self) -> list["Operation"]:
+    def ops(self) -> list[Operation]:
         return self.block.ops
 
 
@@ -128,14 +129,14 @@ class Operation:
     def operand(self, i: int) -> Value:
         return self.operands[i]
 
-    def walk(self) -> Iterator["Operation"]:
+    def walk(self) -> Iterator[Operation]:
         """This op and every op nested in its regions, in pre-order."""
         yield self
         for region in self.regions:
             for op in region.ops:
                 yield from op.walk()
 
-    def parent_op(self) -> "Operation | None":
+    def parent_op(self) -> Operation | None:
         if self.parent is None or self.parent.parent is None:
             return None
         return self.parent.parent.parent

@@ -18,7 +18,7 @@ class Type:
         return False
 
     @property
-    def scalar(self) -> "Type":
+    def scalar(self) -> Type:
         """The element type for tensors, the type itself for scalars/pointers."""
         return self
 
@@ -138,13 +138,13 @@ class TensorType(Type):
     def rank(self) -> int:
         return len(self.shape)
 
-    def with_element(self, element: Type) -> "TensorType":
+    def with_element(self, element: Type) -> TensorType:
         return TensorType(self.shape, element, self.layout)
 
-    def with_layout(self, layout: Any) -> "TensorType":
+    def with_layout(self, layout: Any) -> TensorType:
         return TensorType(self.shape, self.element, layout)
 
-    def with_shape(self, shape: tuple[int, ...]) -> "TensorType":
+    def with_shape(self, shape: tuple[int, ...]) -> TensorType:
         return TensorType(tuple(shape), self.element, None)
 
     def __str__(self) -> str:
@@ -223,7 +223,7 @@ class MemDescType(Type):
     def buffer_bytes(self) -> int:
         return self.buffer_numel * self.element.bytes
 
-    def view(self) -> "MemDescType":
+    def view(self) -> MemDescType:
         return MemDescType(self.shape, self.element, 0, self.storage, self.perm)
 
     def __str__(self) -> str:
@@ -247,7 +247,7 @@ class BarrierType(Type):
     num: int = 0
     per_thread: bool = False
 
-    def view(self) -> "BarrierType":
+    def view(self) -> BarrierType:
         return BarrierType(0, self.per_thread)
 
     def __str__(self) -> str:

@@ -1,4 +1,3 @@
 """``import tlxc.language as tl``: Triton's blocked-tensor language."""
-from .core import *  # noqa: F401,F403
-from .core import BUILTINS, builtin, constexpr, dtype, pointer_type, range, static_range  # noqa: F401
-from .core import abs, max, min, sum  # noqa: F401,A004
+from .core import *
+from .core import BUILTINS, abs, builtin, constexpr, dtype, max, min, pointer_type, range, static_range, sum  # noqa: F401  # noqa: F401,A004

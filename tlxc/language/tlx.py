@@ -27,14 +27,14 @@ def builtin(fn):
     return outside_kernel
 
 
-class storage_kind(enum.Enum):  # noqa: N801 (TLX's name)
+class storage_kind(enum.Enum):
     smem = "smem"
     tmem = "tmem"
-    smemCluster = "smemCluster"  # noqa: N815
+    smemCluster = "smemCluster"
 
 
 # -- tasks ----------------------------------------------------------------------
-class async_tasks:  # noqa: N801
+class async_tasks:
     """``with tlx.async_tasks():`` opens a warp-specialized region; its body holds
     only ``with tlx.async_task(...)`` blocks (optionally under ``if CONSTEXPR:``)."""
 
@@ -42,7 +42,7 @@ class async_tasks:  # noqa: N801
         raise outside_kernel_error("tlx.async_tasks")
 
 
-class async_task:  # noqa: N801
+class async_task:
     """``with tlx.async_task("default"):`` (the kernel's ``num_warps``) or
     ``with tlx.async_task(num_warps=N, registers=R, replicate=K):``."""
 

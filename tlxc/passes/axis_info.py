@@ -37,11 +37,11 @@ class AxisInfo:
     value: int | None = None          # every element equals this known integer
 
     @staticmethod
-    def unknown(rank: int) -> "AxisInfo":
+    def unknown(rank: int) -> AxisInfo:
         r = max(rank, 1)
         return AxisInfo((1,) * r, (1,) * r, (1,) * r)
 
-    def meet(self, other: "AxisInfo") -> "AxisInfo":
+    def meet(self, other: AxisInfo) -> AxisInfo:
         return AxisInfo(tuple(map(min, self.contiguity, other.contiguity)),
                         tuple(map(gcd, self.divisibility, other.divisibility)),
                         tuple(map(min, self.constancy, other.constancy)))
@@ -167,7 +167,7 @@ def _splat(a, op, r):
 def _expand_dims(a, op, r):
     src = a.info(op.operands[0])
     axis = op.attrs["axis"]
-    ins = lambda t, v: t[:axis] + (v,) + t[axis:]  # noqa: E731
+    ins = lambda t, v: t[:axis] + (v,) + t[axis:]
     return AxisInfo(ins(src.contiguity, 1), ins(src.divisibility, src.divisibility[0]), ins(src.constancy, 1),
                     src.value)
 

@@ -453,4 +453,4 @@ def fma_operand_layout(acc_layout, shape, op_idx: int):
                     tuple(project(bb) for bb in acc_layout.warp))
 
 
-__all__ = ["InferLayouts", "dot_layouts", "fma_operand_layout", "ScalarType"]
+__all__ = ["InferLayouts", "ScalarType", "dot_layouts", "fma_operand_layout"]
