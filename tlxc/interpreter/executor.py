@@ -169,9 +169,13 @@ class KernelRunner:
         return [a.type for a in self.kernel.regions[0].args]
 
     def run_program(self, pid: tuple[int, int, int], grid: tuple[int, int, int], memory,
-                    args: list[Any], seed: int | None = None, out: TextIO | None = None) -> Program:
+                    args: list[Any], seed: int | None = None, out: TextIO | None = None,
+                    tracer=None) -> Program:
+        """Run one program.  A ``tracer`` (``trace.Tracer``) records its timeline:
+        it hooks the program's scheduler and runs it on traced plans."""
         program = Program(pid, grid, memory, seed, out if out is not None else sys.stdout)
-        ctx = TaskContext(program, {}, "main", self.plans, int(self.kernel.attrs.get("num_warps", 4)))
+        plans = self.plans if tracer is None else tracer.attach(program)
+        ctx = TaskContext(program, {}, "main", plans, int(self.kernel.attrs.get("num_warps", 4)))
         body = run_block(ctx, self.kernel.regions[0].block, args)
         program.scheduler.spawn("main", body, self.kernel.loc)
         with np.errstate(all="ignore"):     # ints wrap and floats overflow silently, as on the GPU

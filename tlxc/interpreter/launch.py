@@ -102,6 +102,23 @@ def interpret_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
     """Run ``kfn[grid](*args, **kwargs)`` on the CPU interpreter."""
     if order not in ("sequential", "shuffled"):
         raise LaunchError(f"order must be 'sequential' or 'shuffled', got {order!r}")
+    runner, grid3, memory, values = prepare_launch(kfn, grid, args, kwargs, num_warps=num_warps)
+    programs = [(x, y, z) for z, y, x in itertools.product(range(grid3[2]), range(grid3[1]), range(grid3[0]))]
+    if order == "shuffled":
+        random.Random(seed).shuffle(programs)
+    for pid in programs:
+        runner.run_program(pid, grid3, memory, values, program_seed(seed, pid), out)
+
+
+def program_seed(seed: int | None, pid: tuple[int, int, int]) -> int | None:
+    """The seed of one program's task interleaving, drawn from the launch's ``seed``."""
+    return None if seed is None else hash((seed, pid)) & 0xFFFFFFFF
+
+
+def prepare_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
+                   num_warps: int | None = None) -> tuple[KernelRunner, tuple[int, int, int], GlobalMemory, list]:
+    """What every program of a launch runs on: (runner, 3-D grid, global
+    memory holding the arguments, the kernel's runtime argument values)."""
     spec, bound, options = specialize(kfn, tuple(args), dict(kwargs or {}))
     warps = int(options.get("num_warps", num_warps if num_warps is not None else 4))
     grid3 = normalize_grid(grid, {**bound, **options})
@@ -114,12 +131,7 @@ def interpret_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
             memory.add_argument(name, bound[name])
     values = [np.int64(memory.pointer_of(name)) if isinstance(t, PointerType)
               else _scalar_argument(name, bound[name], t) for name, t in runtime]
-    programs = [(x, y, z) for z, y, x in itertools.product(range(grid3[2]), range(grid3[1]), range(grid3[0]))]
-    if order == "shuffled":
-        random.Random(seed).shuffle(programs)
-    for pid in programs:
-        program_seed = None if seed is None else hash((seed, pid)) & 0xFFFFFFFF
-        runner.run_program(pid, grid3, memory, values, program_seed, out)
+    return runner, grid3, memory, values
 
 
 def _check_device(name: str, value) -> None:

@@ -20,6 +20,10 @@ yield) or one ready event (completing it):
 When live tasks remain but none can run and no event can complete, that is a
 deadlock: ``DeadlockError`` names every blocked task, its line, the barrier
 (name and index) and phase it waits for, and that barrier's state.
+
+``tracer`` (None unless a timeline is being recorded, ``trace.py``) is told
+of every spawn, resume, yield, posted and completed event, and a deadlock:
+one ``is None`` test per scheduling step when nobody traces.
 """
 from __future__ import annotations
 
@@ -117,18 +121,23 @@ class Scheduler:
         self.max_steps = max_steps
         self.steps = 0
         self.hints: list[tuple[str, Location | None]] = []   # extra notes for a deadlock report
+        self.tracer = None          # a trace.Tracer while a timeline is recorded
         self._next = 0
 
     # -- what rules call ------------------------------------------------------------
     def spawn(self, name: str, body: Generator, loc: Location | None = None, title: str | None = None) -> Task:
         task = Task(name, body, loc, title)
         self.tasks.append(task)
+        if self.tracer is not None:
+            self.tracer.spawned(task)
         return task
 
     def post(self, name: str, complete: Callable[[], None], loc: Location | None = None,
              ready: Callable[[], bool] | None = None) -> AsyncEvent:
         event = AsyncEvent(name, complete, loc, ready)
         self.events.append(event)
+        if self.tracer is not None:
+            self.tracer.posted(event)
         return event
 
     def finish(self, event: AsyncEvent) -> None:
@@ -187,13 +196,18 @@ class Scheduler:
         """Run ``task`` to its next yield; True if it only offered a preemption."""
         task.blocked = None
         self.current = task
+        if self.tracer is not None:
+            self.tracer.resumed(task)
         try:
             item = task.body.send(None)
         except StopIteration:
             task.done = True
-            return False
         finally:
             self.current = None
+        if self.tracer is not None:
+            self.tracer.yielded(task, None if task.done else item)
+        if task.done:
+            return False
         if item is PREEMPT:
             return True
         if isinstance(item, Blocked):
@@ -206,6 +220,8 @@ class Scheduler:
         self.events.remove(event)
         event.done = True
         event.complete()
+        if self.tracer is not None:
+            self.tracer.completed(event)
 
     def _step_limit(self) -> None:
         self.steps += 1
@@ -214,6 +230,8 @@ class Scheduler:
                                    f"(a livelock, or raise max_steps)")
 
     def deadlock(self, live: list[Task]) -> DeadlockError:
+        if self.tracer is not None:
+            self.tracer.deadlocked(live)
         count = f"all {len(live)} live tasks are" if len(live) > 1 else "its only live task is"
         notes = []
         for task in live:

@@ -62,26 +62,31 @@ class Launcher:
 _MISSING = object()
 
 _FAST_TEMPLATE = """
-def fast(grid, {params}, *, num_warps=4, num_stages=None, num_ctas=None, maxnreg=None, interpret=None,
-         **unknown):
-    if interpret is not None or unknown:
-        return slow(grid, ({args}), dict(unknown, num_warps=num_warps, interpret=interpret))
+def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
+    if {interpret_check}_tlx_unknown:
+        return _tlx_slow(_tlx_grid, ({args}), dict(_tlx_unknown{option_kwargs}))
     try:
 {values}
-        run, block, smem, device, pick, compiled = cache[(num_warps, {key})]
+        _tlx_run, _tlx_block, _tlx_smem, _tlx_device, _tlx_pick, _tlx_compiled = _tlx_cache[({num_warps}, {key})]
     except Exception:   # a new specialization, or arguments only the slow path can explain
-        return slow(grid, ({args}), dict(num_warps=num_warps))
-    if grid.__class__ is not tuple:
-        grid = grid(dict(zip(names, ({args})), num_warps=num_warps)) if callable(grid) else (grid,)
-    n = len(grid)
-    if n == 1:
-        grid = (grid[0], 1, 1)
-    elif n == 2:
-        grid = (grid[0], grid[1], 1)
-    if grid[0] and grid[1] and grid[2]:
-        run(grid, block, smem, kfn._stream(device), pick(({values_tuple})))
-    return compiled
+        return _tlx_slow(_tlx_grid, ({args}), dict({option_kwargs_first}))
+    if _tlx_grid.__class__ is not tuple:
+        _tlx_grid = _tlx_grid(dict(zip(_tlx_names, ({args})){option_kwargs})) if callable(_tlx_grid) \\
+            else (_tlx_grid,)
+    _tlx_n = len(_tlx_grid)
+    if _tlx_n == 1:
+        _tlx_grid = (_tlx_grid[0], 1, 1)
+    elif _tlx_n == 2:
+        _tlx_grid = (_tlx_grid[0], _tlx_grid[1], 1)
+    if _tlx_grid[0] and _tlx_grid[1] and _tlx_grid[2]:
+        _tlx_run(_tlx_grid, _tlx_block, _tlx_smem, _tlx_kfn._stream(_tlx_device), _tlx_pick(({values_tuple})))
+    return _tlx_compiled
 """
+
+# Launch options the fast path accepts as keywords (unless the kernel has a
+# parameter of that name, which then wins), with their defaults.
+_FAST_OPTIONS = (("num_warps", 4), ("num_stages", None), ("num_ctas", None), ("maxnreg", None),
+                 ("interpret", None))
 
 
 def _kind(value) -> str:
@@ -117,7 +122,7 @@ def build_fast_path(kfn, bound: tuple):
     """
     params, values, key, value_names = [], [], [], []
     for i, (name, param) in enumerate(kfn.signature.parameters.items()):
-        default = "_MISSING" if param.default is param.empty else f"_defaults[{i}]"
+        default = "_tlx_MISSING" if param.default is param.empty else f"_tlx_defaults[{i}]"
         params.append(f"{name}={default}")
         kind = _kind(bound[i])
         if name in kfn.constexpr_params:
@@ -132,16 +137,25 @@ def build_fast_path(kfn, bound: tuple):
                     f"-2147483648 <= {name} <= 2147483647"]
             value_names.append(name)
         else:
-            key.append(f"None if {name} is None else _MISSING")
+            key.append(f"None if {name} is None else _tlx_MISSING")
             value_names.append(name)
-    source = _FAST_TEMPLATE.format(params=", ".join(params), args=", ".join(kfn.param_names) + ",",
-                                   values="\n".join(values) or "        pass",
-                                   key=", ".join(key), values_tuple=", ".join(value_names) + ",")
+    options = [(o, d) for o, d in _FAST_OPTIONS if o not in kfn.signature.parameters]
+    option_names = [o for o, _ in options]
+    source = _FAST_TEMPLATE.format(
+        params=", ".join(params), args=", ".join(kfn.param_names) + ",",
+        options="".join(f"{o}={d!r}, " for o, d in options),
+        interpret_check="interpret is not None or " if "interpret" in option_names else "",
+        option_kwargs="".join(f", {o}={o}" for o in option_names),
+        option_kwargs_first=", ".join(f"{o}={o}" for o in option_names if o != "interpret"),
+        num_warps="num_warps" if "num_warps" in option_names else "4",
+        values="\n".join(values) or "        pass", key=", ".join(key),
+        values_tuple=", ".join(value_names) + ",")
     defaults = [p.default for p in kfn.signature.parameters.values()]
-    scope = {"_MISSING": _MISSING, "_defaults": defaults, "kfn": kfn, "cache": kfn.fast_cache,
-             "names": kfn.param_names, "slow": lambda grid, args, kwargs: launch(kfn, grid, args, kwargs)}
+    scope = {"_tlx_MISSING": _MISSING, "_tlx_defaults": defaults, "_tlx_kfn": kfn, "_tlx_cache": kfn.fast_cache,
+             "_tlx_names": kfn.param_names,
+             "_tlx_slow": lambda grid, args, kwargs: launch(kfn, grid, args, kwargs)}
     exec(compile(source, f"<tlxc launcher of {kfn.__name__}>", "exec"), scope)  # noqa: S102 (our own template)
-    return scope["fast"]
+    return scope["_tlx_fast"]
 
 
 def _torch():
