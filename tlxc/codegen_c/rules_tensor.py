@@ -141,6 +141,15 @@ def _combine(kind: str, t, a: str, b: str) -> str:
     return f"({a} {cmp} {b} ? {a} : {b})"
 
 
+def _fold(lw, kind: str, t, ctype: str, acc: str, idx: str | None, value: str, index: str | None) -> None:
+    """Emit ``acc[j] = combine(acc[j], value)`` (and the index for arg-reductions)."""
+    if idx is None:
+        lw.out.line(f"{acc}[j] = {_combine(kind, t, f'{acc}[j]', value)};")
+        return
+    lw.out.line(f"const {ctype} v = {value}; const int vi = {index};")
+    lw.out.line(f"if {_arg_better(kind, t, f'{acc}[j]', f'{idx}[j]', 'v', 'vi')} {{ {acc}[j] = v; {idx}[j] = vi; }}")
+
+
 def _arg_better(kind: str, t, va: str, ia: str, vb: str, ib: str) -> str:
     """True when (vb, ib) should replace (va, ia): strictly better value, NaN
     beats numbers, ties go to the lower index."""
@@ -184,12 +193,7 @@ def reduce(lw, op):
         lw.out.line("#pragma unroll")
         lw.out.open(f"for (int g = 1; g < {group_table.shape[1]}; ++g)")
         lw.out.line(f"const int r = {table}[j][g];")
-        if is_arg:
-            lw.out.line(f"const {ctype} v = {src_c('r')}; const int vi = {coord};")
-            lw.out.line(f"if {_arg_better(kind, t, f'{acc}[j]', f'{idx}[j]', 'v', 'vi')} "
-                        f"{{ {acc}[j] = v; {idx}[j] = vi; }}")
-        else:
-            lw.out.line(f"{acc}[j] = {_combine(kind, t, f'{acc}[j]', src_c('r'))};")
+        _fold(lw, kind, t, ctype, acc, idx, src_c("r"), coord)
         lw.out.close()
     lw.out.close()
     # 2. across lanes
@@ -198,12 +202,8 @@ def reduce(lw, op):
         lw.out.line("#pragma unroll")
         lw.out.open(f"for (int j = 0; j < {n_out}; ++j)")
         other = lw.target.shfl_xor(f"{acc}[j]", mask, ctype)
-        if is_arg:
-            lw.out.line(f"const {ctype} v = {other}; const int vi = {lw.target.shfl_xor(f'{idx}[j]', mask, 'int')};")
-            lw.out.line(f"if {_arg_better(kind, t, f'{acc}[j]', f'{idx}[j]', 'v', 'vi')} "
-                        f"{{ {acc}[j] = v; {idx}[j] = vi; }}")
-        else:
-            lw.out.line(f"{acc}[j] = {_combine(kind, t, f'{acc}[j]', other)};")
+        other_index = lw.target.shfl_xor(f"{idx}[j]", mask, "int") if is_arg else None
+        _fold(lw, kind, t, ctype, acc, idx, other, other_index)
         lw.out.close()
     # 3. across warps, through shared memory
     if plan.warp_bits:
@@ -270,12 +270,7 @@ def _reduce_across_warps(lw, plan, out_layout, acc, idx, n_out, ctype, kind, t) 
         lw.out.line(f"{idx}[j] = {ibuf}[{flat}];")
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int p = 1; p < {n_parts}; ++p)")
-    other = f"{buf}[p * {out_numel} + {flat}]"
-    if idx:
-        lw.out.line(f"const {ctype} v = {other}; const int vi = {ibuf}[p * {out_numel} + {flat}];")
-        lw.out.line(f"if {_arg_better(kind, t, f'{acc}[j]', f'{idx}[j]', 'v', 'vi')} "
-                    f"{{ {acc}[j] = v; {idx}[j] = vi; }}")
-    else:
-        lw.out.line(f"{acc}[j] = {_combine(kind, t, f'{acc}[j]', other)};")
+    other_index = f"{ibuf}[p * {out_numel} + {flat}]" if idx else None
+    _fold(lw, kind, t, ctype, acc, idx, f"{buf}[p * {out_numel} + {flat}]", other_index)
     lw.out.close()
     lw.out.close()

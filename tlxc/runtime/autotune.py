@@ -34,7 +34,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -42,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LaunchError, TlxcError
-from .cache import cache_dir, cache_disabled
+from .cache import cache_dir, cache_disabled, write_atomically
 
 PROGRESS_MIN_CONFIGS = 4        # show a progress bar when tuning at least this many configs
 _ENV_REFRESH = "TLXC_AUTOTUNE_REFRESH"
@@ -426,7 +425,7 @@ class Autotuner(KernelWrapper):
                  "bench_seconds": self.bench_time}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomically(path, json.dumps(entry, indent=1) + "\n")
+            write_atomically(path, json.dumps(entry, indent=1) + "\n")
         except OSError:
             pass     # a read-only cache must not fail a launch: the choice stays in memory
 
@@ -480,20 +479,6 @@ def _device_description(values: Iterable[Any]) -> str:
             major, minor = torch.cuda.get_device_capability(index)
             return f"{torch.cuda.get_device_name(index)} sm_{major}{minor}"
     return "cpu (interpreter)"
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp_name, path)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except OSError:
-            pass
-        raise
 
 
 class _Progress:

@@ -166,6 +166,11 @@ def _check_key(key: str) -> None:
             f"cache keys must be lowercase hex strings of at least 2 digits, got {key!r}")
 
 
+def write_atomically(path: Path, blob: bytes | str) -> None:
+    """Write ``blob`` to ``path`` so that readers see the old file or the new one, never a mix."""
+    _write_atomically(path, blob.encode() if isinstance(blob, str) else blob)
+
+
 def _write_atomically(path: Path, blob: bytes) -> None:
     # The temporary file lives in the target directory so that os.replace is a
     # rename within one file system, hence atomic.  No fsync: atomicity
