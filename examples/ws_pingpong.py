@@ -9,6 +9,7 @@ counter, so the log shows the order: 0, 1, 0, 1, ...
 
     python examples/ws_pingpong.py
     TLXC_INTERPRET=1 python examples/ws_pingpong.py
+    tlxc trace examples/ws_pingpong.py -o timeline.html    # the turns, drawn
 """
 from __future__ import annotations
 
@@ -45,6 +46,14 @@ def pingpong(turns: int, device: str = "cuda") -> torch.Tensor:
     counter = torch.zeros(1, dtype=torch.int32, device=device)
     pingpong_kernel[(1,)](log, counter, turns, num_warps=4)
     return log
+
+
+def trace_inputs():
+    """A small launch for ``tlxc trace examples/ws_pingpong.py -o timeline.html``:
+    four turns each."""
+    log = torch.full((8,), -1, dtype=torch.int32)
+    counter = torch.zeros(1, dtype=torch.int32)
+    return (1,), (log, counter, 4), {"num_warps": 4}
 
 
 def main() -> None:

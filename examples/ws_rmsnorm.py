@@ -13,6 +13,7 @@ reallocation); the plain ``examples/rmsnorm.py`` is the fast one.
 
     python examples/ws_rmsnorm.py
     TLXC_INTERPRET=1 python examples/ws_rmsnorm.py
+    tlxc trace examples/ws_rmsnorm.py -o timeline.html     # the pipeline, drawn
 """
 from __future__ import annotations
 
@@ -103,6 +104,17 @@ def rmsnorm_ws(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: to
     rmsnorm_ws_kernel[(programs,)](out, x, weight, n_rows, n_cols, eps, BLOCK=block, CHUNK=chunk,
                                    NUM_STAGES=num_stages, num_warps=4)
     return out
+
+
+def trace_inputs():
+    """A small launch for ``tlxc trace examples/ws_rmsnorm.py -o timeline.html``:
+    one program, four items of two rows through a two-slot ring (so each slot's
+    phases wrap), two cp.async chunks per row."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 64, generator=gen).to(torch.bfloat16)
+    weight = torch.randn(64, generator=gen).to(torch.bfloat16)
+    out = torch.empty_like(x)
+    return (1,), (out, x, weight, 8, 64, 1e-6), {"BLOCK": 64, "CHUNK": 32, "NUM_STAGES": 2, "num_warps": 4}
 
 
 def main() -> None:
