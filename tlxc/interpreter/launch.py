@@ -14,13 +14,12 @@ from ..errors import LaunchError
 from ..frontend.specialize import Specialization, specialization_from_args
 from ..ir import types as T
 from ..ir.types import PointerType, ScalarType
+
+# Launch options Triton accepts as keyword arguments next to the kernel's own.
+from ..runtime.launch import LAUNCH_OPTIONS
 from .executor import KernelRunner
 from .memory import GlobalMemory, is_array_argument, is_torch_tensor
 from .values import register_dtype
-
-# Launch options Triton accepts as keyword arguments next to the kernel's own.
-LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
-                  "launch_cooperative_grid", "launch_pdl", "interpret")
 
 _RUNNERS: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
 

@@ -180,7 +180,7 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
         bound = args
     else:
         bound = _bind(kfn, args, {})
-    bound = tuple(_MISSING_TO_ERROR(kfn, v, n) for v, n in zip(bound, kfn.param_names))
+    bound = tuple(_require_given(kfn, v, n) for v, n in zip(bound, kfn.param_names))
     num_warps = options.get("num_warps", 4)
     key = tuple([num_warps] + key_parts(kfn, bound))
     plan = kfn.cache.get(key)
@@ -205,7 +205,7 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
     return plan.compiled
 
 
-def _MISSING_TO_ERROR(kfn, value, name):
+def _require_given(kfn, value, name):
     if value is _MISSING:
         raise LaunchError(f"cannot launch {kfn.__name__}: missing a required argument: '{name}'")
     return value
