@@ -15,6 +15,7 @@ from .interpreter import interpret
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics
 from .runtime.jit import KernelFunction, jit, kernel
 from .torch_ops import register_custom_op
+from .trace_render import trace
 
 __version__ = "0.1.0"
 
@@ -38,4 +39,5 @@ __all__ = [
     "kernel",
     "language",
     "register_custom_op",
+    "trace",
 ]

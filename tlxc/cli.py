@@ -2,6 +2,7 @@
 
     tlxc compile kernels.py --arch sm_90a --emit ir,cuda,cubin -o out/
     tlxc check kernels.py
+    tlxc trace kernels.py -o timeline.html      # cli_trace.py
     tlxc --version
 
 Exit codes: 0 success; 1 a kernel does not compile (the diagnostics are
@@ -25,6 +26,7 @@ from typing import Any
 
 from . import __version__
 from . import language as tl
+from .cli_trace import add_trace_parser, cmd_trace
 from .compiler import ARCHS, STAGES
 from .errors import TlxcError
 from .frontend.specialize import (
@@ -102,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="target whose rules apply (default: sm_90a): " + ", ".join(ARCHS))
     check_cmd.add_argument("--num-warps", type=int, default=4, metavar="N",
                            help="warps per program (default: 4)")
+    add_trace_parser(commands)
     return parser
 
 
@@ -401,6 +404,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "compile":
             return cmd_compile(args)
+        if args.command == "trace":
+            return cmd_trace(args)
         return cmd_check(args)
     except UsageError as exc:
         print(f"tlxc: {exc}", file=sys.stderr)

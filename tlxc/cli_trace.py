@@ -22,10 +22,11 @@ def add_trace_parser(commands) -> None:
     """The ``trace`` subcommand, for ``cli.build_parser``."""
     cmd = commands.add_parser(
         "trace", help="run one program in the interpreter and draw its pipeline timeline",
-        description="Run one program of a kernel of FILE on the CPU interpreter and draw, per warp-group "
-                    "task, when it computes, issues cp.async copies, waits on which barrier and phase (and for "
-                    "how long), arrives, and when each barrier phase completes. The launch comes from FILE's "
-                    "trace_inputs() -> (grid, args, kwargs). A deadlocked run is drawn up to the deadlock.",
+        description="Run one program of a kernel of FILE on the CPU interpreter and draw, per warp-group\n"
+                    "task, when it computes, issues cp.async copies, waits on which barrier and phase (and\n"
+                    "for how long), arrives, and when each barrier phase completes. The launch comes from\n"
+                    "FILE's trace_inputs() -> (grid, args, kwargs). A deadlocked run is drawn up to the\n"
+                    "deadlock, its stuck waits in red.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  tlxc trace examples/ws_rmsnorm.py -o timeline.html\n"
@@ -50,7 +51,7 @@ def add_trace_parser(commands) -> None:
 
 def cmd_trace(args) -> int:
     from .cli import UsageError, load_module, parse_define
-    from .errors import TlxcError
+    from .errors import LaunchError, TlxcError
     from .trace_render import trace, write_timeline
 
     suffix = Path(args.output).suffix.lower()
@@ -70,7 +71,9 @@ def cmd_trace(args) -> int:
     try:
         result = trace(kernel, grid, call_args, kwargs, None, program=program, seed=args.seed,
                        max_steps=args.max_steps)
-    except TlxcError as exc:      # the launch itself is wrong (arguments, grid, program)
+    except LaunchError as exc:    # the launch itself is wrong (arguments, grid, program)
+        raise UsageError(exc.message) from None
+    except TlxcError as exc:      # the kernel does not compile
         print(exc.render(), file=sys.stderr)
         return 1
     try:
@@ -80,7 +83,8 @@ def cmd_trace(args) -> int:
     waits = sum(1 for e in result.events if e.blocked)
     print(f"tlxc: wrote {args.output}: {result.kernel}, program {program_text(result.program)}, "
           f"{len(result.tasks)} tasks, {len(result.barriers)} barriers, {result.steps} steps, {waits} blocked waits"
-          + ("" if result.error is None else ", stopped by an error"), file=sys.stderr)
+          + ("" if result.error is None else ", deadlocked" if result.deadlocked else ", stopped by an error"),
+          file=sys.stderr)
     if result.error is not None:
         print(result.error.render(), file=sys.stderr)
         return 1

@@ -26,7 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from .interpreter.trace import Trace, TraceEvent, TaskInfo, trace_launch
+from .interpreter.trace import TaskInfo, Trace, TraceEvent, trace_launch
 
 # Geometry (pixels).
 LEFT = 200            # task and barrier labels
@@ -38,6 +38,7 @@ COPY_LANE = 4         # one lane of in-flight copies
 ROW_GAP = 10
 BARRIER_ROW = 20
 MAX_COPY_LANES = 6
+MIN_WIDTH = 980
 
 COLORS = {
     "run": "#4c78a8", "wait": "#f2a541", "named_wait": "#b279a2", "join": "#c7c2bd", "blocked": "#c7c2bd",
@@ -48,9 +49,8 @@ FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 MONO = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 
 STYLE = f"""
-text {{ font-family: {FONT}; fill: {COLORS['text']}; }}
+text {{ font-family: {FONT}; }}
 .mono {{ font-family: {MONO}; }}
-.muted {{ fill: {COLORS['muted']}; }}
 .run, .wait, .named_wait, .join, .blocked, .copy-flight, .mark {{ cursor: default; }}
 .run:hover, .wait:hover, .named_wait:hover, .join:hover, .blocked:hover, .mark:hover,
 .hl {{ stroke: #000; stroke-width: 1.5px; }}
@@ -150,7 +150,7 @@ def _attr(value) -> str:
 
 def _num(value: float) -> str:
     text = f"{value:.1f}"
-    return text[:-2] if text.endswith(".0") else text
+    return text.removesuffix(".0")
 
 
 def _short(label: str | None) -> str:
@@ -165,7 +165,11 @@ def _where(loc) -> str:
 
 
 def _line_of(loc) -> str:
-    return f" (line {loc.line})" if loc is not None and loc.line > 0 else ""
+    """A tooltip's last line: ``line 47: tlx.barrier_wait(empty[slot], phase ^ 1)``."""
+    if loc is None or loc.line <= 0:
+        return ""
+    source = loc.source_line()
+    return f"\nline {loc.line}" + (f": {source.strip()}" if source else "")
 
 
 MARK_KINDS = ("wait", "named_wait", "arrive", "expect", "copy", "commit", "wait_group", "named_arrive", "error")
@@ -176,9 +180,10 @@ class _Drawing:
 
     def __init__(self, result: Trace):
         self.trace = result
-        self.steps = max([result.steps] + [e.end for e in result.events])
-        self.step_width = max(4.0, min(22.0, round(1100.0 / max(self.steps, 1) * 2) / 2))
-        self.width = LEFT + self.steps * self.step_width + RIGHT
+        # Columns: one per step, plus the deadlock's (stuck waits end in it).
+        self.steps = max([result.steps] + [e.end - 1 for e in result.events])
+        self.step_width = max(4.0, min(48.0, round(1100.0 / max(self.steps, 1) * 2) / 2))
+        self.width = max(LEFT + self.steps * self.step_width + RIGHT, MIN_WIDTH)
         self.parts: list[str] = []
         self.mark_x: dict[int, float] = {}           # event seq -> x of its mark
         self.copy_lanes = {task.name: self._assign_copy_lanes(task.name) for task in result.tasks}
@@ -239,6 +244,9 @@ class _Drawing:
 
     # -- emitting --------------------------------------------------------------------
     def add(self, tag: str, attrs: dict, title: str | None = None, text: str | None = None) -> None:
+        if tag == "text" and "fill" not in attrs:
+            muted = "muted" in attrs.get("class", "").split()
+            attrs = {**attrs, "fill": COLORS["muted"] if muted else COLORS["text"]}
         attributes = " ".join(f'{k.replace("_", "-")}="{_attr(v)}"' for k, v in attrs.items() if v is not None)
         inner = ""
         if title is not None:
@@ -285,15 +293,14 @@ class _Drawing:
         axis_y = TOP - 12
         tick = self._tick()
         grid_top, grid_bottom = TOP - 4, self._content_bottom()
-        for step in range(1, self.steps + 2):
-            if (step - 1) % tick:
+        for step in range(1, self.trace.steps + 1):
+            if step % tick and step != 1 or step != 1 and step < 1 + tick / 2:
                 continue
             x = self.x(step)
             self.add("line", {"class": "grid", "x1": _num(x), "y1": grid_top, "x2": _num(x), "y2": _num(grid_bottom),
                               "stroke": COLORS["grid"], "stroke_width": 1})
-            if step <= self.steps:
-                self.add("text", {"class": "tick muted", "x": _num(x + 2), "y": axis_y, "font_size": 10},
-                         text=str(step))
+            self.add("text", {"class": "tick muted", "x": _num(x + 2), "y": axis_y, "font_size": 10},
+                     text=str(step))
         self.add("text", {"class": "axis-label muted", "x": 12, "y": axis_y, "font_size": 10}, text="step")
         return TOP
 
@@ -305,7 +312,7 @@ class _Drawing:
 
     def _content_bottom(self) -> float:
         rows = sum(self._row_height(task.name) for task in self.trace.tasks)
-        barriers = (len(self.trace.barriers) * BARRIER_ROW + 18) if self.trace.barriers else 0
+        barriers = (len(self.trace.barriers) * BARRIER_ROW + 20) if self.trace.barriers else 0
         return TOP + rows + barriers
 
     # -- task rows ---------------------------------------------------------------------
@@ -345,8 +352,6 @@ class _Drawing:
             details.append(f"{task.warps} warps")
         if task.registers:
             details.append(f"{task.registers} regs")
-        if task.loc is not None and task.name != "main":
-            details.append(f"line {task.loc.line}")
         self.add("text", {"class": "task-name", "x": 12, "y": _num(y + MARK_LANE + 8), "font_size": 12,
                           "font_weight": "bold"}, text=task.name)
         self.add("text", {"class": "task-details muted", "x": 12, "y": _num(y + MARK_LANE + 21), "font_size": 10},
@@ -392,21 +397,27 @@ class _Drawing:
                           "stroke": "#8b0000" if event.stuck else None,
                           "stroke_width": 1.5 if event.stuck else None},
                  title=event.text + _line_of(event.loc))
-        label = self._wait_label(event)
-        if label and len(label) * 6.2 + 6 <= width:
-            fill = "#ffffff" if event.stuck else COLORS["text"]
-            self.add("text", {"class": "wait-label", "x": _num(x0 + 4), "y": _num(y + MARK_LANE + 12),
-                              "font_size": 10, "fill": fill, "pointer_events": "none"}, text=label)
+        for label in self._wait_labels(event):
+            if len(label) * 6.2 + 6 <= width:
+                fill = "#ffffff" if event.stuck else COLORS["text"]
+                self.add("text", {"class": "wait-label", "x": _num(x0 + 4), "y": _num(y + MARK_LANE + 12),
+                                  "font_size": 10, "fill": fill, "pointer_events": "none"}, text=label)
+                break
 
-    def _wait_label(self, event: TraceEvent) -> str:
-        prefix = "STUCK " if event.stuck else ""
+    def _wait_labels(self, event: TraceEvent) -> list[str]:
+        """Labels for a wait bar, longest first: the first that fits is drawn."""
         if event.kind == "wait":
-            return f"{prefix}{_short(event.barrier)} φ{event.phase}"
-        if event.kind == "named_wait":
-            return f"{prefix}bar.sync {event.barrier.split()[-1]}" if event.barrier else prefix.strip()
-        if event.kind == "join":
-            return f"{prefix}join"
-        return prefix.strip()
+            what = f"{_short(event.barrier)} φ{event.phase}"
+        elif event.kind == "named_wait" and event.barrier:
+            what = f"bar.sync {event.barrier.split()[-1]}"
+        elif event.kind == "join":
+            what = "join"
+        else:
+            what = "blocked"
+        if event.stuck:
+            return [f"STUCK {what}", what, "STUCK"]
+        steps = event.end - event.start
+        return [f"{what} · {steps} step{'s' if steps != 1 else ''}", what]
 
     def _copy(self, event: TraceEvent, y: float) -> None:
         lane = self.copy_lanes[event.task].get(event.seq, 0)
@@ -467,9 +478,9 @@ class _Drawing:
     def _barrier_rows(self, y: float) -> float:
         if not self.trace.barriers:
             return y
-        self.add("text", {"class": "section muted", "x": 12, "y": _num(y + 12), "font_size": 10,
+        self.add("text", {"class": "section muted", "x": 12, "y": _num(y + 14), "font_size": 10,
                           "font_weight": "bold"}, text="BARRIERS")
-        y += 18
+        y += 20
         arrivals = defaultdict(list)
         completions = defaultdict(list)
         for event in self.trace.events:
@@ -480,17 +491,17 @@ class _Drawing:
         for barrier in self.trace.barriers:
             mid = y + BARRIER_ROW / 2
             self.parts.append(f'<g class="barrier-row" data-barrier="{_attr(barrier.label)}">')
-            detail = (f"arrive count {barrier.arrive_count}" if barrier.kind == "mbarrier" else "bar.sync / bar.arrive")
             self.add("text", {"class": "barrier-name", "x": 12, "y": _num(mid + 4), "font_size": 11},
                      text=barrier.label)
-            self.add("text", {"class": "barrier-details muted", "x": 108, "y": _num(mid + 4), "font_size": 9.5},
-                     text=detail)
+            if barrier.kind == "mbarrier":
+                self.add("text", {"class": "barrier-details muted", "x": LEFT - 10, "y": _num(mid + 4),
+                                  "font_size": 9.5, "text_anchor": "end"}, text=f"arrive count {barrier.arrive_count}")
             self.add("line", {"class": "row-base", "x1": LEFT, "y1": _num(mid), "x2": _num(self.x(self.steps + 1)),
                               "y2": _num(mid), "stroke": "#bdbdbd", "stroke_width": 1})
             for event in arrivals[barrier.label]:
                 x = self.mark_x.get(event.seq)
-                if x is None:
-                    x = self.x(event.start) + self.step_width / 2
+                if x is None:       # a bar.sync that blocked: it arrived at the end of the step before
+                    x = self.x(event.start) - min(3.0, self.step_width / 4)
                 self.add("line", {"class": "arrival", "data_barrier": barrier.label, "data_task": event.task,
                                   "data_step": event.start, "x1": _num(x), "y1": _num(mid - 5), "x2": _num(x),
                                   "y2": _num(mid + 5), "stroke": "#555555", "stroke_width": 1.5},

@@ -27,10 +27,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..errors import DeadlockError, Location, TlxcError
+from ..errors import DeadlockError, LaunchError, Location, TlxcError
 from .barrier import MBarrier
 from .executor import Plan, Plans
-from .scheduler import PREEMPT, Blocked
+from .scheduler import Blocked
 from .values import as_index
 
 WARP_SIZE = 32
@@ -186,8 +186,6 @@ class Tracer:
             self.tasks[task.name].finished = self.now
         elif isinstance(item, Blocked):
             self._blocked(task, item)
-        elif item is not PREEMPT:
-            self._attempt.pop(task.name, None)
 
     def _blocked(self, task, blocked: Blocked) -> None:
         wait = self._attempt.pop(task.name, None)
@@ -217,7 +215,8 @@ class Tracer:
             copy.text += f", landed in step {self.now}"
 
     def deadlocked(self, live) -> None:
-        end = self.now + 1
+        """The stuck waits reach into one more step, the deadlock's (``steps + 1``)."""
+        end = self.now + 2
         for task in live:
             wait = self._waiting.get(task.name)
             if wait is None:
@@ -448,8 +447,7 @@ def trace_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
                                                    num_warps=num_warps)
     pid = tuple(int(p) for p in program) + (0,) * (3 - len(program))
     if len(pid) != 3 or not all(0 <= p < g for p, g in zip(pid, grid3)):
-        from ..errors import LaunchError
-        raise LaunchError(f"program {tuple(program)} is not in the grid {grid3}")
+        raise LaunchError(f"program {pid} is not in the grid {grid3}")
     tracer = Tracer(max_steps)
     error = None
     try:
