@@ -129,3 +129,21 @@ def test_math_and_int8_dot():
                 torch.zeros(64 * 64, dtype=torch.int32)]
     gpu, cpu = run_both(K.int8_dot_kernel, (1,), dot_args, dict(N=64))
     assert torch.equal(gpu[2], cpu[2])
+
+
+@pytest.mark.parametrize("dtype,precision,tol", [(torch.float32, "ieee", 1e-5), (torch.float32, "tf32", 3e-3),
+                                                 (torch.bfloat16, "ieee", 1e-5), (torch.float16, "ieee", 1e-5)])
+def test_dot_fma_and_mma_paths(dtype, precision, tol):
+    """f32 takes the FMA path (tf32 rounds the inputs), bf16/f16 the mma.sync path;
+    both must agree with the interpreter up to summation order."""
+    m, n, k = 100, 72, 90
+
+    def args(gen):
+        a = torch.randn(m, k, generator=gen).to(dtype)
+        b = torch.randn(k, n, generator=gen).to(dtype)
+        return [a, b, torch.full((m, n), float("nan")), m, n, k, k, 1, n, 1, n, 1]
+    gpu, cpu = run_both(K.matmul_kernel, (triton_cdiv(m, 32), triton_cdiv(n, 32)), args,
+                        dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, PRECISION=precision))
+    assert torch.isfinite(gpu[2]).all()
+    err = ((gpu[2].double() - cpu[2].double()).norm() / cpu[2].double().norm()).item()
+    assert err < tol, err
