@@ -95,15 +95,26 @@ def build_parser() -> argparse.ArgumentParser:
                                   "without it, text stages are printed to stdout")
 
     check_cmd = commands.add_parser(
-        "check", help="run the frontend and the static checks; print only errors",
-        description="Trace and verify the @tlxc.kernel functions of FILE without generating code. "
-                    "Prints nothing and exits 0 when every kernel is fine; otherwise prints "
-                    "'file:line:col: error: ...' diagnostics and exits 1.")
+        "check", help="run the frontend and the static barrier/resource checks; print only findings",
+        description="Trace the @tlxc.kernel functions of FILE and run the static checks (barrier phases and "
+                    "arrive counts, ring protocols, named barriers, cp.async races, shared memory, register "
+                    "budgets; see docs/checking.md) without generating code. Prints nothing and exits 0 when "
+                    "every kernel is fine; otherwise prints one 'file:line:col: error: ...' per finding, with "
+                    "'note:' lines, and exits 1. Notes alone (what could not be decided statically) exit 0.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="--run: the file defines check_inputs() returning (grid, args[, kwargs]) for the kernel, or\n"
+               "{kernel name: (grid, args[, kwargs])}, with small CPU tensors; each kernel then also runs on\n"
+               "the interpreter under several interleavings (deadlocks, races, out-of-bounds accesses).")
     _add_kernel_options(check_cmd)
     check_cmd.add_argument("--arch", default="sm_90a", metavar="ARCH",
                            help="target whose rules apply (default: sm_90a): " + ", ".join(ARCHS))
     check_cmd.add_argument("--num-warps", type=int, default=4, metavar="N",
                            help="warps per program (default: 4)")
+    check_cmd.add_argument("--run", action="store_true",
+                           help="also run each kernel on the interpreter with the inputs of the file's "
+                                "check_inputs() under several interleavings")
+    check_cmd.add_argument("--seeds", type=int, default=5, metavar="N",
+                           help="with --run: the default schedule plus N-1 seeded interleavings (default: 5)")
     add_trace_parser(commands)
     return parser
 
@@ -289,7 +300,7 @@ def _returns_value(kfn) -> bool:
 
 
 # -- commands ------------------------------------------------------------------------------
-def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str]:
+def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str, Any]:
     arch = args.arch
     if arch not in ARCHS:
         raise UsageError(f"unknown arch '{arch}' (expected one of {', '.join(ARCHS)})")
@@ -310,7 +321,7 @@ def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str]:
     if not jobs:
         raise UsageError(f"{args.file}: no kernel to compile (every kernel was skipped as a helper; "
                          f"name one with --kernel and give its types)")
-    return jobs, arch
+    return jobs, arch, module
 
 
 def parse_stages(text: str) -> tuple[str, ...]:
@@ -325,7 +336,7 @@ def parse_stages(text: str) -> tuple[str, ...]:
 
 def cmd_compile(args) -> int:
     stages = parse_stages(args.emit)
-    jobs, arch = _prepare(args)
+    jobs, arch, _module = _prepare(args)
     from .compiler import compile_kernel
     failed = False
     for job in jobs:
@@ -380,16 +391,61 @@ def _as_text(content: Any) -> str:
 
 
 def cmd_check(args) -> int:
-    jobs, arch = _prepare(args, quiet=True)   # check prints nothing unless something is wrong
-    from .compiler import frontend
+    jobs, arch, module = _prepare(args, quiet=True)   # check prints nothing unless something is wrong
+    if args.seeds < 1:
+        raise UsageError(f"--seeds must be at least 1, got {args.seeds}")
+    inputs = _run_inputs(module, jobs) if args.run else {}
     failed = False
     for job in jobs:
-        try:
-            frontend(job.kfn, job.spec, arch=arch, num_warps=args.num_warps)
-        except TlxcError as exc:
-            print(exc.render(), file=sys.stderr)
-            failed = True
+        findings = check_job(job, arch, args.num_warps)
+        for finding in findings:
+            print(finding.render(), file=sys.stderr)
+        errors = any(f.severity != "note" for f in findings)
+        failed |= errors
+        if args.run and not errors:
+            failed |= _run_job(job, inputs, args)
     return 1 if failed else 0
+
+
+def check_job(job: Job, arch: str, num_warps: int) -> list:
+    """Every finding of one kernel (``tlxc.check.check_function``)."""
+    from .check import check_function
+    return check_function(job.kfn, job.spec, arch=arch, num_warps=num_warps)
+
+
+def _run_inputs(module, jobs: list[Job]) -> dict:
+    from .check.run import RunSetupError, launches
+    try:
+        found = launches(module, [job.name for job in jobs])
+    except RunSetupError as exc:
+        raise UsageError(str(exc)) from None
+    known = {name for attr, kfn in module_kernels(module) for name in (attr, kfn.__name__)}
+    unknown = sorted(set(found) - known)
+    if unknown:
+        raise UsageError(f"check_inputs() names {', '.join(unknown)}, which is no kernel of the file")
+    return found
+
+
+def _run_job(job: Job, inputs: dict, args) -> bool:
+    """Run one kernel on the interpreter; True when it misbehaved."""
+    from .check.run import SEEDS, run_kernel
+    launch = inputs.get(job.name) or inputs.get(job.attr)
+    if launch is None:
+        if job.explicit:
+            print(f"tlxc: --run: check_inputs() has no launch for {job.name}; not run", file=sys.stderr)
+        return False
+    grid, run_args, kwargs = launch
+    kwargs = {**kwargs, **{name: value for name, value in _defines(args).items() if name in job.kfn.param_names}}
+    seeds = (SEEDS + tuple(range(len(SEEDS) - 1, args.seeds)))[:args.seeds]
+    error = run_kernel(job.kfn, grid, run_args, kwargs, seeds=seeds, num_warps=args.num_warps)
+    if error is None:
+        return False
+    print(error.render(), file=sys.stderr)
+    return True
+
+
+def _defines(args) -> dict:
+    return dict(parse_define(d) for d in args.defines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

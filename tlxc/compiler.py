@@ -48,9 +48,11 @@ def frontend(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps: int 
     return module
 
 
-def optimize(module, arch: str, num_warps: int):
+def optimize(module, arch: str, num_warps: int, **extra):
+    """Run the pass pipeline; ``extra`` (e.g. ``check_barriers=False``, ``debug_barriers=True``)
+    reaches the passes as ``options.extra``."""
     from .passes import default_pipeline
-    return default_pipeline(arch).run(module, Options(num_warps=num_warps, arch=arch))
+    return default_pipeline(arch).run(module, Options(num_warps=num_warps, arch=arch, extra=extra))
 
 
 def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps: int = 4,
@@ -68,7 +70,8 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps
     compiled.metadata["frontend_seconds"] = time.perf_counter() - start
     wants_backend = any(s in stages for s in ("cuda", "ptx", "cubin", "stats"))
     if "ir.opt" in stages or wants_backend:
-        module = optimize(copy_module(module), arch, num_warps)
+        module = optimize(copy_module(module), arch, num_warps, debug_barriers=debug_barriers,
+                          check_barriers=options.get("check_barriers", True))
         compiled.module = module
         compiled.asm["ir.opt"] = print_module(module)
     if wants_backend:

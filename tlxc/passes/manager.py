@@ -52,6 +52,7 @@ class PassManager:
 
 def default_pipeline(target: str) -> PassManager:
     from .canonicalize import Canonicalize
+    from .check_barriers import CheckBarriers
     from .layouts import InferLayouts
     from .shared_memory import AllocateShared
-    return PassManager([Canonicalize(), InferLayouts(), AllocateShared()])
+    return PassManager([Canonicalize(), InferLayouts(), CheckBarriers(), AllocateShared()])

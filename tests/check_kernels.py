@@ -1,0 +1,393 @@
+"""Broken (and correct) kernels for the static checker (tests/test_check.py).
+
+Each kernel is derived from a warp-specialized example (``examples/ws_*.py``,
+``tests/kernels_ws.py``); a ``BUG`` constexpr selects a broken variant, with
+``BUG=""`` the correct kernel.  Lines the tests look up carry a comment:
+``# BUG <name>`` on the broken line, or a ``# <role>`` marker on the line
+where the checker reports.
+"""
+import tlxc
+import tlxc.language as tl
+from tlxc.language import tlx
+
+F32 = tl.pointer_type(tl.float32)
+I32 = tl.pointer_type(tl.int32)
+
+
+@tlxc.kernel
+def ring_rowsum(x_ptr: F32, out_ptr: F32, n_rows: tl.int32, n_cols: tl.int32, BLOCK_R: tl.constexpr = 16,
+                BLOCK_C: tl.constexpr = 32, NUM_STAGES: tl.constexpr = 3, BUG: tl.constexpr = ""):
+    """rowsum_ws / ws_rmsnorm: a cp.async producer fills a NUM_STAGES ring; two
+    replicated consumers each reduce half of every tile and release the slot
+    (``empty`` counts 2 arrivals, one per consumer)."""
+    pid = tl.program_id(0)
+    bufs = tlx.local_alloc((BLOCK_R, BLOCK_C), tl.float32, NUM_STAGES)
+    full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
+    if BUG == "count_1":
+        empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)  # BUG count_1
+    elif BUG == "count_3":
+        empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=3)  # BUG count_3
+    else:
+        empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)
+    n_tiles = tl.cdiv(n_cols, BLOCK_C)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            rows = pid * BLOCK_R + tl.arange(0, BLOCK_R)
+            for t in range(n_tiles):
+                slot, phase = tlx.get_bufidx_phase(t, NUM_STAGES)
+                if BUG == "producer_phase":
+                    tlx.barrier_wait(empty[slot], phase)  # BUG producer_phase
+                elif BUG != "no_empty_wait":
+                    tlx.barrier_wait(empty[slot], phase ^ 1)  # the producer's wait
+                cols = t * BLOCK_C + tl.arange(0, BLOCK_C)
+                ptrs = x_ptr + rows[:, None] * n_cols + cols[None, :]
+                m = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+                tlx.async_load(ptrs, bufs[slot], mask=m)  # the producer's copy
+                tlx.async_load_commit_group()
+                if BUG == "early_arrive":
+                    tlx.async_load_wait_group(1)  # BUG early_arrive
+                else:
+                    tlx.async_load_wait_group(0)
+                if BUG == "slot_producer":
+                    tlx.barrier_arrive(full[(t + 1) % NUM_STAGES])  # BUG slot_producer
+                elif BUG == "expect_bytes":
+                    tlx.barrier_expect_bytes(full[slot], BLOCK_R * BLOCK_C * 4)  # BUG expect_bytes
+                else:
+                    tlx.barrier_arrive(full[slot])  # the producer's arrive
+                if BUG == "extra_arrive":
+                    tlx.barrier_arrive(full[slot])  # BUG extra_arrive
+        with tlx.async_task(num_warps=4, replicate=2):  # the consumers
+            cid = tlx.async_task_replica_id()
+            acc = tl.zeros((BLOCK_R // 2,), tl.float32)
+            for t in range(n_tiles):
+                slot, phase = tlx.get_bufidx_phase(t, NUM_STAGES)
+                if BUG == "slot_consumer":
+                    tlx.barrier_wait(full[(t + 1) % NUM_STAGES], phase)  # BUG slot_consumer
+                elif BUG == "consumer_phase":
+                    tlx.barrier_wait(full[slot], phase ^ 1)  # BUG consumer_phase
+                else:
+                    tlx.barrier_wait(full[slot], phase)  # the consumer's wait
+                half = tlx.local_slice(bufs[slot], [cid * (BLOCK_R // 2), 0], [BLOCK_R // 2, BLOCK_C])
+                if BUG == "early_release":
+                    tlx.barrier_arrive(empty[slot])  # BUG early_release
+                acc += tl.sum(tlx.local_load(half), axis=1)  # the consumer's read
+                if BUG == "no_release" or BUG == "early_release":
+                    pass  # BUG no_release
+                elif BUG == "one_replica":
+                    if cid == 0:
+                        tlx.barrier_arrive(empty[slot])  # BUG one_replica
+                else:
+                    tlx.barrier_arrive(empty[slot])  # the consumer's release
+            r = pid * BLOCK_R + cid * (BLOCK_R // 2) + tl.arange(0, BLOCK_R // 2)
+            tl.store(out_ptr + r, acc, mask=r < n_rows)
+
+
+@tlxc.kernel
+def _fill(x_ptr, bufs, full, slot, row, t, n_cols, BLOCK: tl.constexpr):
+    """Copy tile t of the row into bufs[slot] (cp.async) and signal full[slot]."""
+    offs = t * BLOCK + tl.arange(0, BLOCK)
+    tlx.async_load(x_ptr + row * n_cols + offs, bufs[slot], mask=offs < n_cols)
+    tlx.async_load_commit_group()
+    tlx.async_load_wait_group(0)
+    tlx.barrier_arrive(full[slot])
+
+
+@tlxc.kernel
+def ring_incremental(x_ptr: F32, out_ptr: F32, n_cols: tl.int32, BLOCK: tl.constexpr = 16,
+                     NUM_STAGES: tl.constexpr = 2, BUG: tl.constexpr = ""):
+    """``buf += 1; if buf == N: buf = 0; phase ^= 1`` (blackwell_gemm_ws.py)."""
+    row = tl.program_id(0)
+    bufs = tlx.local_alloc((BLOCK,), tl.float32, NUM_STAGES)
+    full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
+    n_tiles = tl.cdiv(n_cols, BLOCK)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            buf = 0
+            if BUG == "start_1":
+                phase = 1  # BUG start_1
+            else:
+                phase = 0
+            for t in range(n_tiles):
+                tlx.barrier_wait(empty[buf], phase ^ 1)  # the incremental producer's wait
+                _fill(x_ptr, bufs, full, buf, row, t, n_cols, BLOCK)
+                buf += 1
+                if buf == NUM_STAGES:
+                    buf = 0
+                    if BUG != "no_flip":
+                        phase ^= 1
+                if BUG == "flip_twice":
+                    phase = phase ^ (buf == 0)  # BUG flip_twice
+        with tlx.async_task(num_warps=4):
+            buf = 0
+            phase = 0
+            acc = tl.zeros((BLOCK,), tl.float32)
+            for t in range(n_tiles):
+                tlx.barrier_wait(full[buf], phase)
+                acc += tlx.local_load(bufs[buf])
+                tlx.barrier_arrive(empty[buf])
+                buf += 1
+                if buf == NUM_STAGES:
+                    buf = 0
+                    phase ^= 1
+            tl.store(out_ptr + row, tl.sum(acc, axis=0))
+
+
+@tlxc.kernel
+def handoff(x_ptr: F32, out_ptr: F32, n_cols: tl.int32, BLOCK: tl.constexpr = 16, BUG: tl.constexpr = ""):
+    """One slot; the producer's and the consumer's phases kept apart, each
+    toggled once per tile (the CLC kernels' idiom)."""
+    row = tl.program_id(0)
+    bufs = tlx.local_alloc((BLOCK,), tl.float32, 1)
+    full = tlx.alloc_barriers(1, arrive_count=1)
+    empty = tlx.alloc_barriers(1, arrive_count=1)
+    n_tiles = tl.cdiv(n_cols, BLOCK)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            if BUG == "start_0":
+                producer_phase = 0  # BUG start_0
+            else:
+                producer_phase = 1
+            for t in range(n_tiles):
+                tlx.barrier_wait(empty[0], producer_phase)  # the handoff producer's wait
+                _fill(x_ptr, bufs, full, 0, row, t, n_cols, BLOCK)
+                producer_phase ^= 1
+        with tlx.async_task(num_warps=4):
+            consumer_phase = 0
+            acc = tl.zeros((BLOCK,), tl.float32)
+            for t in range(n_tiles):
+                tlx.barrier_wait(full[0], consumer_phase)
+                acc += tlx.local_load(bufs[0])
+                tlx.barrier_arrive(empty[0])
+                consumer_phase ^= 1
+            tl.store(out_ptr + row, tl.sum(acc, axis=0))
+
+
+@tlxc.kernel
+def delayed_release(x_ptr: F32, out_ptr: F32, n_rows: tl.int32, n_cols: tl.int32, BLOCK: tl.constexpr = 32,
+                    NUM_STAGES: tl.constexpr = 3, BUG: tl.constexpr = ""):
+    """ws_rmsnorm's producer: item k's copy is handed over one item later
+    (wait_group(1)), and the last item after the loop."""
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    bufs = tlx.local_alloc((BLOCK,), tl.float32, NUM_STAGES)
+    full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            count = 0
+            for item in range(pid, n_rows, num_programs):
+                slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+                tlx.barrier_wait(empty[slot], phase ^ 1)  # the delayed producer's wait
+                offs = tl.arange(0, BLOCK)
+                tlx.async_load(x_ptr + item * n_cols + offs, bufs[slot], mask=offs < n_cols)
+                tlx.async_load_commit_group()
+                if count > 0:
+                    tlx.async_load_wait_group(1)
+                    tlx.barrier_arrive(full[(count - 1) % NUM_STAGES])  # the delayed arrive
+                count += 1
+            if BUG != "no_tail":  # BUG no_tail  # noqa: SIM102 (a constexpr guard around a runtime if)
+                if count > 0:
+                    tlx.async_load_wait_group(0)
+                    tlx.barrier_arrive(full[(count - 1) % NUM_STAGES])
+        with tlx.async_task(num_warps=4):  # the delayed consumer task
+            count = 0
+            for item in range(pid, n_rows, num_programs):
+                slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+                tlx.barrier_wait(full[slot], phase)  # the delayed consumer's wait
+                tl.store(out_ptr + item, tl.sum(tlx.local_load(bufs[slot]), axis=0))
+                tlx.barrier_arrive(empty[slot])
+                count += 1  # noqa: SIM113 (kernel loops have no enumerate)
+
+
+@tlxc.kernel
+def signal_cycle(out_ptr: F32, n: tl.int32, BUG: tl.constexpr = ""):
+    """Two tasks hand a token back and forth through two mbarriers; the
+    default task starts, so the worker's first wait is for the default's
+    first signal."""
+    ping = tlx.alloc_barriers(1, arrive_count=1)
+    pong = tlx.alloc_barriers(1, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            phase = 0
+            for i in range(n):
+                if BUG == "both_wait":
+                    tlx.barrier_wait(pong[0], phase)  # BUG both_wait
+                tlx.barrier_arrive(ping[0])  # the default's signal
+                if BUG != "both_wait":
+                    tlx.barrier_wait(pong[0], phase)
+                phase ^= 1
+        with tlx.async_task(num_warps=4):  # the signal worker
+            phase = 0
+            for i in range(n):
+                tlx.barrier_wait(ping[0], phase)  # the worker's wait
+                tl.store(out_ptr + i, i * 1.0)
+                tlx.barrier_arrive(pong[0])  # the worker's signal
+                phase ^= 1
+
+
+@tlxc.kernel
+def shared_handoff(out_ptr: F32, BLOCK: tl.constexpr = 16, BUG: tl.constexpr = ""):
+    """The default task writes a buffer with local_store; the worker reads it
+    once the default task's arrive says it is there."""
+    buf = tlx.local_alloc((BLOCK,), tl.float32, 1)
+    ready = tlx.alloc_barriers(1, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            tlx.local_store(buf[0], tl.zeros((BLOCK,), tl.float32) + 1.0)  # the handoff write
+            if BUG != "no_barrier":
+                tlx.barrier_arrive(ready[0])
+        with tlx.async_task(num_warps=4):  # the reading task
+            if BUG != "no_barrier":
+                tlx.barrier_wait(ready[0], 0)
+            tl.store(out_ptr + tl.arange(0, BLOCK), tlx.local_load(buf[0]))  # the handoff read
+
+
+@tlxc.kernel
+def warp_barrier(out_ptr: F32, WARPS: tl.constexpr = 4):
+    """A warp barrier counts every thread of the arriving task."""
+    bar = tlx.alloc_warp_barrier(1, num_warps=WARPS)  # the warp barrier
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            tlx.barrier_wait(bar[0], 0)
+            tl.store(out_ptr, 1.0)
+        with tlx.async_task(num_warps=4):  # the warp-barrier worker
+            tlx.barrier_arrive(bar[0])  # the warp-barrier arrive
+
+
+@tlxc.kernel
+def cp_async_pipeline(x_ptr: F32, out_ptr: F32, n_cols: tl.int32, BLOCK: tl.constexpr = 16,
+                      NUM_STAGES: tl.constexpr = 3, PENDING: tl.constexpr = 2):
+    """One task keeps NUM_STAGES - 1 copies in flight (PENDING = NUM_STAGES - 1 is right)."""
+    row = tl.program_id(0)
+    bufs = tlx.local_alloc((BLOCK,), tl.float32, NUM_STAGES)
+    for t in range(NUM_STAGES - 1):
+        offs = t * BLOCK + tl.arange(0, BLOCK)
+        tlx.async_load(x_ptr + row * n_cols + offs, bufs[t], mask=offs < n_cols)  # the prologue copy
+        tlx.async_load_commit_group()
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for t in range(tl.cdiv(n_cols, BLOCK)):
+        offs = (t + NUM_STAGES - 1) * BLOCK + tl.arange(0, BLOCK)
+        tlx.async_load(x_ptr + row * n_cols + offs, bufs[(t + NUM_STAGES - 1) % NUM_STAGES], mask=offs < n_cols)
+        tlx.async_load_commit_group()
+        tlx.async_load_wait_group(PENDING)  # the pipelined wait
+        acc += tlx.local_load(bufs[t % NUM_STAGES])  # the pipelined read
+    tl.store(out_ptr + row, tl.sum(acc, axis=0))
+
+
+@tlxc.kernel
+def store_over_copy(x_ptr: F32, out_ptr: F32, BLOCK: tl.constexpr = 16, BUG: tl.constexpr = ""):
+    buf = tlx.local_alloc((BLOCK,), tl.float32, 1)
+    tlx.async_load(x_ptr + tl.arange(0, BLOCK), buf[0])  # the single copy
+    tlx.async_load_commit_group()
+    if BUG != "no_wait":
+        tlx.async_load_wait_group(0)
+    tlx.local_store(buf[0], tlx.local_load(buf[0]) * 2.0)  # the store
+    tl.store(out_ptr + tl.arange(0, BLOCK), tlx.local_load(buf[0]))
+
+
+@tlxc.kernel
+def big_ring(x_ptr: F32, out_ptr: F32, NUM_STAGES: tl.constexpr = 1):
+    """Two 64 KiB tiles per stage: two stages (256 KiB) no longer fit in 227 KiB."""
+    a = tlx.local_alloc((128, 128), tl.float32, NUM_STAGES)  # the A ring
+    b = tlx.local_alloc((128, 128), tl.float32, NUM_STAGES)
+    offs = tl.arange(0, 128)[:, None] * 128 + tl.arange(0, 128)[None, :]
+    tlx.local_store(a[0], tl.load(x_ptr + offs))
+    tlx.local_store(b[0], tlx.local_load(a[0]))
+    tl.store(out_ptr + offs, tlx.local_load(b[0]))
+
+
+@tlxc.kernel
+def budgets(x_ptr: F32, out_ptr: F32, BUG: tl.constexpr = ""):
+    """The default producer gives registers to two consumer warp groups."""
+    with tlx.async_tasks():  # the register budgets
+        with tlx.async_task("default"):
+            tl.store(out_ptr, tl.load(x_ptr))
+        if BUG == "not_multiple_of_8":
+            with tlx.async_task(num_warps=4, registers=100, replicate=2):  # BUG not_multiple_of_8
+                tl.store(out_ptr + 1, tl.load(x_ptr + 1))
+        elif BUG == "over_256":
+            with tlx.async_task(num_warps=4, registers=264, replicate=2):  # BUG over_256
+                tl.store(out_ptr + 1, tl.load(x_ptr + 1))
+        elif BUG == "pool":
+            with tlx.async_task(num_warps=4, registers=256, replicate=2):  # BUG pool
+                tl.store(out_ptr + 1, tl.load(x_ptr + 1))
+        elif BUG == "warp_group":
+            with tlx.async_task(num_warps=2, registers=232):  # BUG warp_group
+                tl.store(out_ptr + 1, tl.load(x_ptr + 1))
+        else:
+            with tlx.async_task(num_warps=4, registers=232, replicate=2):
+                tl.store(out_ptr + 1, tl.load(x_ptr + 1))
+        if BUG == "all_or_none":
+            with tlx.async_task(num_warps=4):  # BUG all_or_none
+                tl.store(out_ptr + 2, tl.load(x_ptr + 2))
+
+
+@tlxc.kernel
+def many_tasks(out_ptr: F32, REPLICAS: tl.constexpr = 5):
+    """The default task and REPLICAS one-warp workers: six tasks fit, seven do not."""
+    with tlx.async_tasks():  # the tasks
+        with tlx.async_task("default"):
+            tl.store(out_ptr, 0.0)
+        with tlx.async_task(num_warps=1, replicate=REPLICAS):
+            tl.store(out_ptr + 1 + tlx.async_task_replica_id(), 1.0)
+
+
+@tlxc.kernel
+def pingpong(x_ptr: F32, sums_ptr: F32, n_tiles: tl.int32, BLOCK: tl.constexpr = 32, THREADS: tl.constexpr = 256,
+             BUG: tl.constexpr = ""):
+    """ws_pingpong: two consumer groups take turns, ordered by named barriers
+    9 and 10 (2 groups x 4 warps x 32 = 256 threads)."""
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            pass
+        with tlx.async_task(num_warps=4, replicate=2):  # the pingpong consumers
+            cid = tlx.async_task_replica_id()
+            if cid == 1 and BUG != "no_pre_arrive":
+                tlx.named_barrier_arrive(9, THREADS)  # BUG no_pre_arrive
+            for t in range(cid, n_tiles, 2):
+                x = tl.load(x_ptr + t * BLOCK + tl.arange(0, BLOCK))
+                if BUG == "count_64":
+                    tlx.named_barrier_wait(9 + cid, 64)  # BUG count_64
+                elif BUG == "reserved_id":
+                    tlx.named_barrier_wait(3 + cid, 256)  # BUG reserved_id
+                elif BUG == "id_16":
+                    tlx.named_barrier_wait(16, 256)  # BUG id_16
+                else:
+                    tlx.named_barrier_wait(9 + cid, THREADS)  # my turn
+                tl.store(sums_ptr + t, tl.sum(x, axis=0))
+                if BUG == "mismatch":
+                    tlx.named_barrier_arrive(10 - cid, 128)  # BUG mismatch
+                else:
+                    tlx.named_barrier_arrive(10 - cid, THREADS)  # the other's turn
+            if cid == 0 and BUG != "no_pre_arrive":
+                tlx.named_barrier_wait(9, THREADS)
+
+
+@tlxc.kernel
+def runtime_pred(out_ptr: F32, n: tl.int32):
+    """Whether the arrive and the wait run depends on ``n``: the checker cannot
+    tell statically; ``tlxc check --run`` finds the deadlock for n = 8."""
+    bar = tlx.alloc_barriers(1, arrive_count=1)
+    tlx.barrier_arrive(bar[0], pred=n > 100)
+    tlx.barrier_wait(bar[0], 0, pred=n > 5)  # the runtime wait
+    tl.store(out_ptr, 1.0)
+
+
+def check_inputs():
+    """Small launches for ``tlxc check tests/check_kernels.py --run``."""
+    import torch
+    x = torch.randn(20, 100)
+    return {
+        "ring_rowsum": ((2,), (x, torch.zeros(20), 20, 100)),
+        "ring_incremental": ((2,), (x, torch.zeros(20), 100)),
+        "handoff": ((2,), (x, torch.zeros(20), 100)),
+        "delayed_release": ((2,), (x, torch.zeros(20), 20, 32)),
+        "signal_cycle": ((1,), (torch.zeros(8), 8)),
+        "warp_barrier": ((1,), (torch.zeros(1),)),
+        "shared_handoff": ((1,), (torch.zeros(16),)),
+        "cp_async_pipeline": ((2,), (x, torch.zeros(20), 100)),
+        "store_over_copy": ((1,), (torch.randn(16), torch.zeros(16))),
+        "pingpong": ((1,), (torch.randn(8 * 32), torch.zeros(8), 8)),
+        "runtime_pred": ((1,), (torch.zeros(1), 8)),
+    }

@@ -1,0 +1,59 @@
+"""Static checks of barriers and resources (``docs/checking.md``).
+
+``check_kernel(kernel)`` runs every check on one IR kernel and returns its
+findings; the ``check-barriers`` pass (``passes/check_barriers.py``) raises
+the first error on every compile, and ``tlxc check`` prints them all.
+
+One concept per module: ``trace`` (abstract evaluation of each task into a
+protocol trace), ``simulate`` (replaying traces under several schedules),
+``explain`` (turning a failure into a precise finding), ``protocol`` (the
+scenarios), ``named`` (named barriers), ``resources`` (tasks, warps,
+registers), ``describe`` (words for messages), ``run`` (``tlxc check --run``
+on the interpreter), ``findings`` (what is reported).
+"""
+from __future__ import annotations
+
+from ..ir.core import Operation
+from .findings import ERROR, NOTE, WARNING, Finding
+from .named import check_named
+from .protocol import check_protocol
+from .resources import check_tasks
+
+__all__ = ["ERROR", "NOTE", "WARNING", "Finding", "check_function", "check_kernel"]
+
+
+def check_kernel(kernel: Operation) -> list[Finding]:
+    """Every finding of one kernel: resources first, then named barriers, then
+    the barrier protocol (which only runs when the others found no error)."""
+    findings = check_tasks(kernel)
+    findings += check_named(kernel)
+    if not any(f.severity == ERROR for f in findings):
+        findings += check_protocol(kernel)
+    return findings
+
+
+def check_function(kfn, spec, *, arch: str = "sm_90a", num_warps: int = 4) -> list[Finding]:
+    """What ``tlxc check`` reports for one specialized ``@tlxc.kernel``: a
+    frontend error, or the findings of ``check_kernel`` plus shared-memory
+    capacity (``allocate-shared``), without generating code."""
+    from ..compiler import copy_module, frontend
+    from ..errors import TlxcError
+    from ..frontend.codegen import Options
+    from ..passes.canonicalize import Canonicalize
+    from ..passes.layouts import InferLayouts
+    from ..passes.shared_memory import allocate_kernel
+    try:
+        module = frontend(kfn, spec, arch=arch, num_warps=num_warps)
+        options = Options(num_warps=num_warps, arch=arch)
+        module = InferLayouts().run(Canonicalize().run(copy_module(module), options), options)
+    except TlxcError as exc:
+        return [Finding(exc.message, exc.loc, list(exc.notes), check="frontend")]
+    findings = []
+    for kernel in module.kernels:
+        findings += check_kernel(kernel)
+        try:
+            allocate_kernel(kernel, arch)
+        except TlxcError as exc:
+            findings.append(Finding(exc.message, exc.loc, list(exc.notes), check="resource.shared-memory",
+                                    kind="resource"))
+    return findings

@@ -1,0 +1,140 @@
+"""Resource checks of warp-specialized kernels: how many tasks, warps and
+registers (``setmaxnreg`` budgets) the tasks of a ``tlx.async_tasks`` ask for.
+
+The rules are codegen's (``codegen_c/rules_tlx.py: register_budgets``),
+checked here so that ``tlxc check`` reports them without generating code:
+
+* at most ``MAX_TASKS`` tasks, replicas included (codegen gives each its own
+  named barrier, ids 1..6);
+* at most 32 warps (1024 threads) per block;
+* a register budget is a multiple of 8 from 24 to 256, given for every
+  non-default task or for none;
+* with budgets, every task is made of whole warp groups (4 warps) starting at a
+  multiple of 4 (setmaxnreg works per warp group);
+* the budgets fit the registers the block starts with: ptxas gives a kernel
+  that uses setmaxnreg ``min(255, 65536 / threads)`` registers per thread
+  (rounded down to 8), and setmaxnreg can only redistribute that pool; a
+  default task without a budget gets what the others leave, at most 256.
+
+Shared memory is checked by ``allocate-shared`` (``passes/shared_memory.py``).
+"""
+from __future__ import annotations
+
+import linecache
+import re
+
+from ..errors import Location
+from ..ir.core import Operation
+from .findings import Finding
+
+MAX_TASKS = 6
+MAX_WARPS = 32
+REGISTER_FILE = 65536
+
+
+def launch_registers(total_threads: int) -> int:
+    """Registers per thread a one-block-per-SM kernel that uses setmaxnreg starts with."""
+    return min(255, REGISTER_FILE // total_threads) // 8 * 8
+
+
+def task_locations(ws: Operation) -> list[Location | None]:
+    """The ``with tlx.async_task(...)`` line of each region (replicas share it)."""
+    locs = []
+    for name, *_ in ws.attrs.get("tasks", ()):
+        match = re.fullmatch(r"task(\d+)(\.\d+)?", name)
+        if match and ws.loc is not None:
+            locs.append(_with_location(ws.loc.file, int(match.group(1))))
+        else:
+            locs.append(_default_location(ws))
+    return locs
+
+
+def _with_location(file: str, line: int) -> Location:
+    text = linecache.getline(file, line)
+    col = text.find("with") if "with" in text else 0
+    return Location(file, line, max(col, 0))
+
+
+def _default_location(ws: Operation) -> Location | None:
+    if ws.loc is None:
+        return None
+    for line in range(ws.loc.line + 1, ws.loc.line + 200):
+        text = linecache.getline(ws.loc.file, line)
+        if not text:
+            break
+        if "async_task(" in text and "default" in text:
+            return _with_location(ws.loc.file, line)
+    return ws.loc
+
+
+def check_tasks(kernel: Operation) -> list[Finding]:
+    findings = []
+    for op in kernel.walk():
+        if op.name == "tlx.async_tasks":
+            findings += _check(op)
+    return findings
+
+
+def _check(ws: Operation) -> list[Finding]:
+    tasks = [tuple(t) for t in ws.attrs.get("tasks", ())]
+    locs = task_locations(ws)
+    if len(tasks) > MAX_TASKS:
+        return [Finding(f"the kernel has {len(tasks)} async tasks (replicas included); tlxc supports at most "
+                        f"{MAX_TASKS}, one task-local named barrier each (ids 1..6)", ws.loc, check="resource.tasks",
+                        kind="resource")]
+    warps = sum(t[1] for t in tasks)
+    if warps > MAX_WARPS:
+        detail = ", ".join(f"'{name}': {w}" for name, w, *_ in tasks)
+        return [Finding(f"the tasks add up to {warps} warps ({warps * 32} threads; {detail}); a block holds at most "
+                        f"{MAX_WARPS} warps ({MAX_WARPS * 32} threads)", ws.loc, check="resource.threads",
+                        kind="resource")]
+    findings = []
+    for (name, _, regs, _), loc in zip(tasks, locs):
+        if regs and (not 24 <= regs <= 256 or regs % 8):
+            findings.append(Finding(f"task '{name}' asks for {regs} registers per thread; budgets are multiples of "
+                                    f"8 from 24 to 256", loc, check="resource.registers", kind="resource"))
+    others = list(zip(tasks[1:], locs[1:]))
+    given = [(t, loc) for t, loc in others if t[2]]
+    missing = [(t, loc) for t, loc in others if not t[2]]
+    if given and missing:
+        (with_name, *_), with_loc = given[0]
+        (without_name, *_), without_loc = missing[0]
+        findings.append(Finding(f"task '{without_name}' has no register budget but task '{with_name}' has one: give "
+                                f"every non-default task a budget (registers=...) or none of them", without_loc,
+                                [(f"task '{with_name}' asks for {given[0][0][2]} registers here", with_loc)],
+                                check="resource.registers", kind="resource"))
+    if findings or not given:
+        return findings
+    return _budgets(ws, tasks, locs)
+
+
+def _budgets(ws: Operation, tasks: list[tuple], locs: list) -> list[Finding]:
+    start = 0
+    for (name, warps, _, _), loc in zip(tasks, locs):
+        if warps % 4 or start % 4:
+            return [Finding(f"task '{name}' has {warps} warps starting at warp {start}: register budgets "
+                            f"(setmaxnreg) work on whole warp groups of 4 warps", loc, check="resource.warp-groups",
+                            kind="resource")]
+        start += warps
+    threads = 32 * start
+    per_thread = launch_registers(threads)
+    pool = per_thread * threads
+    used = sum(regs * warps * 32 for _, warps, regs, _ in tasks[1:])
+    name, warps, regs, _ = tasks[0]
+    budgets = [t[2] for t in tasks]
+    if not regs:
+        left = (pool - used) // (warps * 32)
+        budgets[0] = min(256, left // 8 * 8)
+        if budgets[0] < 24:
+            detail = ", ".join(f"'{n}': {w * 32} threads x {r}" for n, w, r, _ in tasks[1:])
+            return [Finding(f"the non-default tasks' register budgets ({detail}) use {used} of the {pool} registers "
+                            f"the block starts with ({threads} threads x {per_thread}), leaving the default task "
+                            f"{max(left, 0)} per thread, fewer than the 24 setmaxnreg allows", ws.loc,
+                            check="resource.register-pool", kind="resource")]
+    total = sum(b * t[1] * 32 for b, t in zip(budgets, tasks))
+    if total > pool:
+        detail = ", ".join(f"'{t[0]}': {t[1] * 32} threads x {b}" for b, t in zip(budgets, tasks))
+        return [Finding(f"the tasks' register budgets add up to {total} registers, more than the {pool} the block "
+                        f"starts with ({threads} threads x {per_thread}); setmaxnreg can only redistribute those "
+                        f"({detail})", ws.loc, check="resource.register-pool", kind="resource")]
+    return []

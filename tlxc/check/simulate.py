@@ -1,0 +1,369 @@
+"""Replaying the traces of one scenario under one schedule.
+
+Only the protocol runs: mbarriers are the interpreter's ``MBarrier`` state
+machine (pending arrivals, transaction bytes, phase parity), named barriers
+count threads per round, cp.async copies sit in commit groups until a
+``wait_group`` retires them.  Happens-before is tracked with vector clocks: an
+arrive releases the task's clock into the barrier's phase in progress, a
+passing wait acquires the clock of the completed phase it observed, a named
+barrier round joins its participants, spawning and joining tasks order them
+with ``main``.
+
+A run ends in one of four ways, each a ``Failure`` (or ``None`` when every
+task finishes):
+
+* ``deadlock``: every unfinished task is blocked;
+* ``overflow``: an arrive brings more arrivals than its barrier's phase has
+  pending (undefined behaviour in PTX);
+* ``named``: a named barrier is used with two thread counts, or more threads
+  arrive in one round than it counts;
+* ``race``: two accesses to one shared-memory slot, one of them a write or a
+  cp.async copy, that nothing orders (a copy is ordered by the issuing task's
+  ``wait_group``, then by whatever orders that point).
+
+Schedules: ``in-order`` (the lowest-numbered runnable task runs until it
+blocks), ``reverse``, ``round-robin`` and seeded random ones.  A failure under
+any schedule is a real possible execution of the kernel.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from ..interpreter.barrier import MBarrier
+from .trace import Event, TaskTrace, TooLong
+
+SCHEDULES = ("in-order", "reverse", "round-robin", "random-0", "random-1")
+MAX_STEPS = 200_000
+
+
+@dataclass
+class Failure:
+    kind: str                                   # deadlock, overflow, named, race
+    schedule: str
+    event: Event | None = None                  # the operation that failed (overflow, named, race)
+    blocked: list = field(default_factory=list)  # deadlock: [(task index, event)]
+    other: object = None                        # race: the conflicting Access; named: the first use
+    detail: str = ""
+
+
+class _Fail(Exception):
+    def __init__(self, failure: Failure):
+        super().__init__(failure.kind)
+        self.failure = failure
+
+
+def _join(a: list[int] | None, b: list[int]) -> list[int]:
+    if a is None:
+        return list(b)
+    return [max(x, y) for x, y in zip(a, b)]
+
+
+def overlaps(a, b) -> bool:
+    if a is None or b is None:
+        return True
+    return all(s1 < s2 + z2 and s2 < s1 + z1 for (s1, z1), (s2, z2) in zip(a, b))
+
+
+class BarrierSlot:
+    """One mbarrier, with the clocks and arrivals of its phases."""
+
+    def __init__(self, array, slot: int):
+        self.array = array
+        self.bar = MBarrier(array.arrive_count, array.name, slot, array.per_thread)
+        self.clock: list[int] | None = None      # released into the phase in progress
+        self.arrivals: list = []                 # (task, event) of the phase in progress
+        self.completed: list = []                # per completed phase: (clock, arrivals)
+
+
+class NamedBarrier:
+    def __init__(self, ident: int):
+        self.ident = ident
+        self.expected: int | None = None
+        self.arrived = 0
+        self.generation = 0
+        self.clock: list[int] | None = None
+        self.participants: list = []             # (task, event) of the round in progress
+        self.completed: dict[int, list[int]] = {}
+        self.first: tuple | None = None          # (task, event) that set this round's count
+
+
+@dataclass(eq=False)
+class Access:
+    kind: str                 # read, write, copy
+    task: int
+    clock: int
+    event: Event
+    box: tuple | None
+    retire: int | None = None
+    retire_event: Event | None = None
+    early_arrive: Event | None = None           # copies: an arrive of the issuer before the copy retired
+    observed: tuple | None = None               # (wait event, phase index) the task last passed
+
+
+class Simulator:
+    def __init__(self, tasks: list[TaskTrace], schedule: str = "in-order"):
+        self.tasks = tasks
+        self.schedule = schedule
+        n = len(tasks)
+        self.n = n
+        self.pos = [0] * n
+        self.started = [False] * n
+        self.done = [False] * n
+        self.clocks = [[0] * n for _ in range(n)]
+        self.barriers: dict = {}
+        self.named: dict[int, NamedBarrier] = {}
+        self.named_waiting: dict[int, tuple[NamedBarrier, int]] = {}
+        self.open_groups: list[list[Access]] = [[] for _ in range(n)]
+        self.groups: list[list[list[Access]]] = [[] for _ in range(n)]
+        self.unretired: list[list[Access]] = [[] for _ in range(n)]
+        self.accesses: dict = {}
+        self.observed: dict = {}                 # (task, key) -> phase index of its last passing wait
+        self.last_wait: list[tuple | None] = [None] * n
+        self.repeats: list = []                  # (task, event, phase index): a wait passed on an old phase
+        self.observations: dict[int, int] = {}   # id(event) -> phase index it observed (last execution)
+        self.steps = 0
+        self.rng = random.Random(int(schedule.split("-")[1])) if schedule.startswith("random") else None
+
+    # -- driver ------------------------------------------------------------------------------------
+    def run(self) -> Failure | None:
+        self.start(0)
+        try:
+            while self.advance():
+                self.steps += 1
+                if self.steps > MAX_STEPS:
+                    raise TooLong(f"the protocol simulation exceeded {MAX_STEPS} steps", None)
+        except _Fail as fail:
+            return fail.failure
+        if all(self.done[t] or not self.started[t] for t in range(self.n)):
+            return None
+        blocked = [(t, self.tasks[t].events[self.pos[t]]) for t in range(self.n)
+                   if self.started[t] and not self.done[t]]
+        return Failure("deadlock", self.schedule, blocked=blocked)
+
+    def order(self) -> list[int]:
+        order = list(range(self.n))
+        if self.schedule == "reverse":
+            order.reverse()
+        elif self.schedule == "round-robin":
+            k = self.steps % self.n
+            order = order[k:] + order[:k]
+        elif self.rng is not None:
+            self.rng.shuffle(order)
+        return order
+
+    def advance(self) -> bool:
+        for t in self.order():
+            if self.started[t] and not self.done[t] and self.step(t):
+                return True
+        return False
+
+    def start(self, t: int, clock: list[int] | None = None) -> None:
+        self.started[t] = True
+        if clock is not None:
+            self.clocks[t] = list(clock)
+        if not self.tasks[t].events:
+            self.done[t] = True
+
+    def step(self, t: int) -> bool:
+        event = self.tasks[t].events[self.pos[t]]
+        if not getattr(self, "do_" + event.kind)(t, event):
+            return False
+        self.pos[t] += 1
+        if self.pos[t] == len(self.tasks[t].events):
+            self.done[t] = True
+        return True
+
+    def tick(self, t: int) -> list[int]:
+        clock = self.clocks[t]
+        clock[t] += 1
+        return clock
+
+    def fail(self, kind: str, event: Event, **fields) -> None:
+        raise _Fail(Failure(kind, self.schedule, event, **fields))
+
+    # -- mbarriers -------------------------------------------------------------------------------
+    def slot(self, event: Event) -> BarrierSlot:
+        state = self.barriers.get(event.key)
+        if state is None:
+            state = self.barriers[event.key] = BarrierSlot(event.array, event.slot)
+        return state
+
+    def do_wait(self, t: int, e: Event) -> bool:
+        state = self.slot(e)
+        if not state.bar.phase_done(e.parity):
+            return False
+        clock = self.tick(t)
+        phase = state.bar.completed_phases - 1
+        if phase % 2 != e.parity:
+            phase -= 1
+        if phase >= 0:
+            self.clocks[t] = _join(clock, state.completed[phase][0])
+        key = (t, e.key)
+        if self.observed.get(key, -2) == phase:
+            self.repeats.append((t, e, phase))
+        self.observed[key] = phase
+        self.observations[id(e)] = phase
+        self.last_wait[t] = (e, phase)
+        return True
+
+    def arrival_weight(self, t: int, e: Event) -> int:
+        if e.kind == "expect":
+            return 1
+        return e.amount * (self.tasks[t].threads if e.array.per_thread else 1)
+
+    def do_arrive(self, t: int, e: Event) -> bool:
+        state = self.slot(e)
+        weight = self.arrival_weight(t, e)
+        if weight > state.bar.pending:
+            self.fail("overflow", e, detail=state.bar.state())
+        clock = self.tick(t)
+        for access in self.unretired[t]:
+            if access.early_arrive is None:
+                access.early_arrive = e
+        if e.kind == "expect":
+            state.bar.expect_tx(e.amount)
+        state.clock = _join(state.clock, clock)
+        state.arrivals.append((t, e))
+        before = state.bar.completed_phases
+        state.bar.arrive(weight)
+        if state.bar.completed_phases > before:
+            state.completed.append((state.clock, state.arrivals))
+            state.clock, state.arrivals = None, []
+        return True
+
+    do_expect = do_arrive
+
+    # -- named barriers --------------------------------------------------------------------------
+    def named_barrier(self, t: int, e: Event, waits: bool) -> bool:
+        if t in self.named_waiting:
+            barrier, generation = self.named_waiting[t]
+            if barrier.generation <= generation:
+                return False
+            del self.named_waiting[t]
+            self.clocks[t] = _join(self.tick(t), barrier.completed[generation])
+            return True
+        barrier = self.named.get(e.ident)
+        if barrier is None:
+            barrier = self.named[e.ident] = NamedBarrier(e.ident)
+        threads = self.tasks[t].threads
+        if barrier.expected is None:
+            barrier.expected, barrier.first = e.amount, (t, e)
+        elif barrier.expected != e.amount:
+            self.fail("named", e, other=barrier.first, detail="count")
+        if barrier.arrived + threads > barrier.expected:
+            self.fail("named", e, other=barrier.first, detail="overflow")
+        clock = self.tick(t)
+        barrier.clock = _join(barrier.clock, clock)
+        barrier.participants.append((t, e))
+        generation = barrier.generation
+        barrier.arrived += threads
+        if barrier.arrived == barrier.expected:
+            barrier.completed[generation] = barrier.clock
+            barrier.generation += 1
+            barrier.expected, barrier.arrived, barrier.clock, barrier.participants = None, 0, None, []
+        if not waits:
+            return True
+        if barrier.generation > generation:
+            self.clocks[t] = _join(self.clocks[t], barrier.completed[generation])
+            return True
+        self.named_waiting[t] = (barrier, generation)
+        return False
+
+    def do_nwait(self, t: int, e: Event) -> bool:
+        return self.named_barrier(t, e, True)
+
+    def do_narrive(self, t: int, e: Event) -> bool:
+        return self.named_barrier(t, e, False)
+
+    # -- tasks -----------------------------------------------------------------------------------
+    def do_spawn(self, t: int, e: Event) -> bool:
+        clock = self.tick(t)
+        for child in e.tasks:
+            self.start(child, clock)
+        return True
+
+    def do_join(self, t: int, e: Event) -> bool:
+        if not all(self.done[child] for child in e.tasks):
+            return False
+        clock = self.tick(t)
+        for child in e.tasks:
+            clock = _join(clock, self.clocks[child])
+        self.clocks[t] = clock
+        return True
+
+    # -- cp.async and shared memory ------------------------------------------------------------------
+    def do_commit(self, t: int, e: Event) -> bool:
+        self.tick(t)
+        if self.open_groups[t]:
+            self.groups[t].append(self.open_groups[t])
+            self.open_groups[t] = []
+        return True
+
+    def do_waitgroup(self, t: int, e: Event) -> bool:
+        clock = self.tick(t)
+        groups = self.groups[t]
+        keep = max(e.amount, 0)
+        retired, self.groups[t] = (groups[:-keep], groups[-keep:]) if keep else (groups, [])
+        for group in retired:
+            for access in group:
+                access.retire, access.retire_event = clock[t], e
+        if retired:
+            self.unretired[t] = [a for a in self.unretired[t] if a.retire is None]
+        return True
+
+    def do_copy(self, t: int, e: Event) -> bool:
+        access = self.access(t, e, "copy")
+        self.open_groups[t].append(access)
+        self.unretired[t].append(access)
+        return True
+
+    def do_read(self, t: int, e: Event) -> bool:
+        self.access(t, e, "read")
+        return True
+
+    def do_write(self, t: int, e: Event) -> bool:
+        self.access(t, e, "write")
+        return True
+
+    def access(self, t: int, e: Event, kind: str) -> Access:
+        clock = self.tick(t)
+        new = Access(kind, t, clock[t], e, e.box, observed=self.last_wait[t])
+        records = self.accesses.setdefault(e.key, [])
+        for old in records:
+            if not overlaps(old.box, new.box) or (kind == "read" and old.kind == "read"):
+                continue
+            if old.task == t:
+                if old.kind == "copy" and kind != "copy" and old.retire is None:
+                    self.fail("race", e, other=old)
+                continue
+            if old.kind == "copy":
+                ordered = old.retire is not None and clock[old.task] >= old.retire
+            else:
+                ordered = clock[old.task] >= old.clock
+            if not ordered:
+                self.fail("race", e, other=old)
+        records[:] = [old for old in records if not _dominated(old, new)]
+        records.append(new)
+        return new
+
+
+def _dominated(old: Access, new: Access) -> bool:
+    """Whether ``new`` makes ``old`` redundant for later checks (same task,
+    same region, and ``old`` no longer in flight)."""
+    if old.task != new.task or old.box != new.box:
+        return False
+    if old.kind == "copy":
+        return new.kind == "copy" and old.retire is not None
+    return old.kind == new.kind
+
+
+def simulate(tasks: list[TaskTrace], schedules=SCHEDULES) -> tuple[Failure | None, Simulator]:
+    """The first failure over ``schedules`` (and the simulator that found it)."""
+    sim = None
+    for schedule in schedules:
+        sim = Simulator(tasks, schedule)
+        failure = sim.run()
+        if failure is not None:
+            return failure, sim
+    return None, sim

@@ -1,0 +1,657 @@
+"""Protocol traces: each task's barrier, named-barrier and shared-memory
+operations in program order, with their slot indices and phases evaluated.
+
+The kernel is evaluated abstractly: integer scalars are computed exactly (C
+semantics, wrapped to their type), everything else -- register tensors,
+floats, loads, program ids, kernel arguments -- is ``UNKNOWN``.  Data
+operations are not executed.  A loop whose bounds are unknown is *pinned* to a
+trip count chosen by the caller (one per scenario): the unknown bound becomes
+a constant (``lb`` 0, ``step`` 1, ``ub = lb + trips * step``), recorded in
+``pins`` so that every task that loops over the same bound values runs the
+same number of iterations.
+
+A task's trace does not depend on how tasks interleave (a barrier wait
+returns no value), so traces are computed once per scenario and the
+simulator (``simulate.py``) replays them under several schedules.
+
+When the protocol depends on something unknown -- a slot index, a phase, a
+predicate, or a branch around a barrier operation -- the tracer raises
+``Undecidable`` naming the line; ``tlxc check --run`` decides such kernels
+on the interpreter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import Location
+from ..ir.core import Operation, Value
+from ..ir.types import ScalarType
+
+MAX_TRIPS = 1024              # iterations of one loop execution
+MAX_QUIET_TRIPS = 64          # iterations of a loop without protocol operations worth evaluating
+MAX_EVENTS = 20000            # events of one task
+
+
+class _Unknown:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()
+
+
+class Undecidable(Exception):
+    """The protocol depends on a runtime value; ``message`` says which and where."""
+
+    def __init__(self, message: str, loc: Location | None):
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+
+
+class TooLong(Exception):
+    """The bounded unrolling exceeded its budget."""
+
+    def __init__(self, message: str, loc: Location | None):
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+
+
+# -- what the trace talks about ------------------------------------------------------------------
+@dataclass(eq=False)
+class BarrierArray:
+    op: Operation
+    name: str
+    num: int
+    arrive_count: int
+    per_thread: bool
+
+    @property
+    def loc(self) -> Location | None:
+        return self.op.loc
+
+    def label(self, slot: int | None = None) -> str:
+        return f"'{self.name}'" if slot is None else f"'{self.name}'[{slot}]"
+
+
+@dataclass(eq=False)
+class BufferArray:
+    op: Operation
+    name: str
+    num: int
+    shape: tuple[int, ...]
+
+    def label(self, slot: int | None = None) -> str:
+        return f"'{self.name}'" if slot is None else f"'{self.name}'[{slot}]"
+
+
+@dataclass(frozen=True)
+class BarrierRef:
+    array: BarrierArray
+    index: object
+
+
+@dataclass(frozen=True)
+class BufferRef:
+    array: BufferArray
+    index: object
+    box: tuple | None        # ((start, size), ...) inside the slot; None: all of it
+
+
+@dataclass(eq=False)
+class Event:
+    kind: str                # wait arrive expect nwait narrive copy commit waitgroup read write spawn join
+    op: Operation | None
+    task: int
+    array: object = None     # BarrierArray or BufferArray
+    slot: int | None = None
+    parity: int = 0
+    amount: int = 0          # arrive count, expected bytes, named-barrier threads, wait_group pendings
+    ident: int = 0           # named barrier id
+    box: tuple | None = None
+    flips: int = 0           # how often the phase value was flipped since the task started
+    iteration: tuple = ()    # iteration numbers of the enclosing loops
+    bindings: tuple = ()     # ((name, value), ...) of the index/phase expressions' leaves
+    tasks: tuple = ()        # spawn: indices of the tasks it starts
+
+    @property
+    def loc(self) -> Location | None:
+        return self.op.loc if self.op is not None else None
+
+    @property
+    def key(self):
+        return (self.array, self.slot)
+
+
+@dataclass(eq=False)
+class TaskTrace:
+    index: int
+    name: str
+    warps: int
+    replica: int | None = None
+    parent: int | None = None
+    events: list = field(default_factory=list)
+    region: object = None
+
+    @property
+    def threads(self) -> int:
+        return self.warps * 32
+
+    @property
+    def label(self) -> str:
+        return f"task '{self.name}'"
+
+
+# -- op classes ---------------------------------------------------------------------------------
+SYNC_OPS = frozenset({"tlx.barrier_wait", "tlx.barrier_arrive", "tlx.barrier_expect_bytes",
+                      "tlx.named_barrier_wait", "tlx.named_barrier_arrive", "tlx.async_commit_group",
+                      "tlx.async_wait_group", "tlx.async_tasks"})
+DATA_OPS = frozenset({"tlx.async_load", "tlx.local_load", "tlx.local_store"})
+PROTOCOL_OPS = SYNC_OPS | DATA_OPS
+CONTROL_OPS = frozenset({"scf.for", "scf.if", "scf.while"})
+
+
+def contains(op: Operation, names: frozenset, memo: dict) -> bool:
+    key = (id(op), names)
+    if key not in memo:
+        memo[key] = op.name in names or (op.name in CONTROL_OPS or op.name == "tlx.async_tasks") and any(
+            contains(inner, names, memo) for region in op.regions for inner in region.ops)
+    return memo[key]
+
+
+def kernel_uses_protocol(kernel: Operation) -> bool:
+    return any(op.name in PROTOCOL_OPS for op in kernel.walk())
+
+
+# -- integer arithmetic --------------------------------------------------------------------------
+def _wrap(value: int, t) -> int:
+    if not isinstance(t, ScalarType) or not t.is_int:
+        return value
+    if t.is_bool:
+        return int(value) & 1
+    bits = t.bits
+    value &= (1 << bits) - 1
+    if t.is_signed and value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return value
+
+
+def _unsigned(value: int, t) -> int:
+    return value & ((1 << t.bits) - 1) if isinstance(t, ScalarType) and t.is_unsigned else value
+
+
+def _c_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+        "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+
+
+def _binary(name: str, a: int, b: int, t):
+    if name == "add":
+        return a + b
+    if name == "sub":
+        return a - b
+    if name == "mul":
+        return a * b
+    if name in ("div", "rem"):
+        if b == 0:
+            return UNKNOWN
+        a, b = _unsigned(a, t), _unsigned(b, t)
+        q = _c_div(a, b)
+        return q if name == "div" else a - b * q
+    if name == "min":
+        return min(_unsigned(a, t), _unsigned(b, t))
+    if name == "max":
+        return max(_unsigned(a, t), _unsigned(b, t))
+    if name == "and":
+        return a & b
+    if name == "or":
+        return a | b
+    if name == "xor":
+        return a ^ b
+    if name == "shl":
+        return 0 if b >= t.bits else a << b
+    if name == "shr":
+        if t.is_unsigned:
+            return 0 if b >= t.bits else _unsigned(a, t) >> b
+        return a >> min(b, t.bits - 1)
+    return UNKNOWN
+
+
+def _is_int_scalar(t) -> bool:
+    return isinstance(t, ScalarType) and t.is_int
+
+
+# -- the tracer ---------------------------------------------------------------------------------
+class Tracer:
+    """Traces of one kernel for one scenario (``trips``: iterations of every loop
+    whose bounds are unknown).  ``pins`` is shared across calls so that a bound
+    pinned while tracing one task holds for the others."""
+
+    def __init__(self, kernel: Operation, trips: int, pins: dict[int, int], memo: dict | None = None):
+        self.kernel = kernel
+        self.trips = trips
+        self.pins = pins
+        self.memo = memo if memo is not None else {}
+        self.env: dict[int, object] = {}
+        self.flips: dict[int, int] = {}
+        self.arrays: dict[int, object] = {}
+        self.tasks: list[TaskTrace] = []
+        self.current: TaskTrace | None = None
+        self.iterations: list[int] = []
+        self.recording = True
+        self.pinned = False            # whether a loop bound had to be pinned
+
+    # -- driver ----------------------------------------------------------------------------------
+    def trace(self) -> list[TaskTrace]:
+        main = TaskTrace(0, "main", self.kernel.attrs.get("num_warps", 4))
+        self.tasks.append(main)
+        self.current = main
+        body = self.kernel.regions[0].block
+        for arg in body.args:
+            self.env[id(arg)] = UNKNOWN
+        self.run_block(body)
+        return self.tasks
+
+    def value(self, v: Value):
+        pinned = self.pins.get(id(v))
+        if pinned is not None:
+            return pinned
+        return self.env.get(id(v), UNKNOWN)
+
+    def set(self, v: Value, value, flips: int = 0) -> None:
+        self.env[id(v)] = value
+        if flips:
+            self.flips[id(v)] = flips
+        else:
+            self.flips.pop(id(v), None)
+
+    def record(self, kind: str, op: Operation | None, **fields) -> Event | None:
+        if not self.recording:
+            return None
+        task = self.current
+        if len(task.events) >= MAX_EVENTS:
+            raise TooLong(f"{task.label} executes more than {MAX_EVENTS} protocol operations", op.loc if op else None)
+        event = Event(kind, op, task.index, iteration=tuple(self.iterations), **fields)
+        task.events.append(event)
+        return event
+
+    # -- blocks ----------------------------------------------------------------------------------
+    def run_block(self, block) -> list | None:
+        """Run a block's ops; returns the values its terminator yields."""
+        for op in block.ops:
+            if op.name in ("scf.yield", "scf.condition"):
+                return [self.value(v) for v in op.operands]
+            if op.name == "tl.return":
+                return None
+            self.run_op(op)
+        return None
+
+    def yielded_flips(self, block) -> list[int]:
+        term = block.terminator
+        return [self.flips.get(id(v), 0) for v in term.operands] if term is not None else []
+
+    def run_op(self, op: Operation) -> None:
+        handler = _HANDLERS.get(op.name)
+        if handler is not None:
+            handler(self, op)
+            return
+        if op.name.startswith("arith."):
+            self.arith(op)
+            return
+        for r in op.results:
+            self.set(r, UNKNOWN)
+
+    # -- arithmetic ------------------------------------------------------------------------------
+    def arith(self, op: Operation) -> None:
+        result = op.results[0] if len(op.results) == 1 else None
+        if result is None or not _is_int_scalar(result.type):
+            for r in op.results:
+                self.set(r, UNKNOWN)
+            return
+        name = op.name.split(".", 1)[1]
+        values = [self.value(v) for v in op.operands]
+        flips = [self.flips.get(id(v), 0) for v in op.operands]
+        t = result.type
+        out, f = UNKNOWN, 0
+        if name == "constant":
+            value = op.attrs.get("value")
+            out = int(value) if isinstance(value, (bool, int)) else UNKNOWN
+        elif name == "select":
+            cond, a, b = values
+            if cond is not UNKNOWN:
+                out, f = (a, flips[1]) if cond else (b, flips[2])
+            elif a is not UNKNOWN and a == b:
+                out = a
+        elif name == "cast":
+            src = op.operands[0].type
+            if values[0] is not UNKNOWN and _is_int_scalar(src):
+                out = int(values[0] != 0) if t.is_bool else values[0]
+                f = flips[0]
+        elif name == "cmp":
+            a, b = values
+            if a is not UNKNOWN and b is not UNKNOWN:
+                src = op.operands[0].type
+                out = int(_CMP[op.attrs["predicate"]](_unsigned(a, src), _unsigned(b, src)))
+        elif name in ("not", "neg", "abs"):
+            a = values[0]
+            if a is not UNKNOWN:
+                out = (1 - a if t.is_bool else ~a) if name == "not" else (-a if name == "neg" else abs(a))
+                f = flips[0] + (name == "not")
+        elif len(values) == 2:
+            a, b = values
+            if a is not UNKNOWN and b is not UNKNOWN:
+                out = _binary(name, a, b, t)
+                f = _flips(name, a, b, out, flips)
+        if out is not UNKNOWN:
+            out = _wrap(out, t)
+        self.set(result, out, f if out is not UNKNOWN else 0)
+
+    # -- allocations and views -------------------------------------------------------------------
+    def alloc_barriers(self, op: Operation) -> None:
+        t = op.results[0].type
+        array = self.arrays.get(id(op))
+        if array is None:
+            array = self.arrays[id(op)] = BarrierArray(op, op.results[0].name_hint or "mbarrier", t.num,
+                                                       op.attrs["arrive_count"], t.per_thread)
+        self.set(op.results[0], array)
+
+    def local_alloc(self, op: Operation) -> None:
+        t = op.results[0].type
+        array = self.arrays.get(id(op))
+        if array is None:
+            array = self.arrays[id(op)] = BufferArray(op, op.results[0].name_hint or "buffer", t.num,
+                                                      tuple(t.shape))
+        self.set(op.results[0], array)
+
+    def local_view(self, op: Operation) -> None:
+        src, index = self.value(op.operands[0]), self.value(op.operands[1])
+        if isinstance(src, BarrierArray):
+            self.set(op.results[0], BarrierRef(src, index))
+        elif isinstance(src, BufferArray):
+            self.set(op.results[0], BufferRef(src, index, None))
+        else:
+            self.set(op.results[0], UNKNOWN)
+
+    def local_slice(self, op: Operation) -> None:
+        src = self.value(op.operands[0])
+        if not isinstance(src, BufferRef):
+            self.set(op.results[0], UNKNOWN)
+            return
+        offsets = [self.value(v) for v in op.operands[1:]]
+        shape = op.results[0].type.shape
+        if any(o is UNKNOWN for o in offsets):
+            self.set(op.results[0], BufferRef(src.array, src.index, None))
+            return
+        base = src.box or tuple((0, d) for d in src.array.shape)
+        if len(base) != len(offsets):
+            self.set(op.results[0], BufferRef(src.array, src.index, None))
+            return
+        box = tuple((start + o, size) for (start, _), o, size in zip(base, offsets, shape))
+        self.set(op.results[0], BufferRef(src.array, src.index, box))
+
+    def whole_view(self, op: Operation) -> None:
+        src = self.value(op.operands[0])
+        self.set(op.results[0], BufferRef(src.array, src.index, None) if isinstance(src, BufferRef) else UNKNOWN)
+
+    # -- barriers --------------------------------------------------------------------------------
+    def predicate(self, op: Operation) -> bool:
+        if not op.attrs.get("has_pred"):
+            return True
+        value = self.value(op.operands[-1])
+        if value is UNKNOWN:
+            raise Undecidable(f"the predicate of {_op_label(op)} depends on runtime values", op.loc)
+        return bool(value)
+
+    def barrier(self, op: Operation) -> tuple[BarrierArray, int]:
+        ref = self.value(op.operands[0])
+        if not isinstance(ref, BarrierRef):
+            raise Undecidable(f"the barrier of {_op_label(op)} is not a view of a barrier array", op.loc)
+        if ref.index is UNKNOWN:
+            raise Undecidable(f"the slot index of {ref.array.label()} in {_op_label(op)} depends on runtime "
+                              f"values", op.loc)
+        return ref.array, ref.index
+
+    def bindings(self, values: list[Value]) -> tuple:
+        found: dict[str, object] = {}
+        for v in values:
+            _leaves(v, self, found, 4)
+        return tuple(found.items())
+
+    def barrier_wait(self, op: Operation) -> None:
+        array, slot = self.barrier(op)
+        phase = self.value(op.operands[1])
+        if phase is UNKNOWN:
+            raise Undecidable(f"the phase of {_op_label(op)} on {array.label()} depends on runtime values", op.loc)
+        if self.predicate(op):
+            self.record("wait", op, array=array, slot=slot, parity=phase & 1,
+                        flips=self.flips.get(id(op.operands[1]), 0),
+                        bindings=self.bindings([op.operands[0].owner.operands[1], op.operands[1]]
+                                               if _is_view(op.operands[0]) else [op.operands[1]]))
+
+    def barrier_arrive(self, op: Operation) -> None:
+        array, slot = self.barrier(op)
+        if self.predicate(op):
+            self.record("arrive", op, array=array, slot=slot, amount=op.attrs.get("count", 1),
+                        bindings=self.bindings([op.operands[0].owner.operands[1]] if _is_view(op.operands[0])
+                                               else []))
+
+    def barrier_expect_bytes(self, op: Operation) -> None:
+        array, slot = self.barrier(op)
+        if self.predicate(op):
+            self.record("expect", op, array=array, slot=slot, amount=op.attrs.get("bytes", 0))
+
+    def named_barrier(self, op: Operation) -> None:
+        ident, threads = (self.value(v) for v in op.operands[:2])
+        if ident is UNKNOWN or threads is UNKNOWN:
+            raise Undecidable(f"the id or thread count of {_op_label(op)} depends on runtime values", op.loc)
+        kind = "nwait" if op.name == "tlx.named_barrier_wait" else "narrive"
+        self.record(kind, op, ident=ident, amount=threads)
+
+    # -- shared memory and cp.async ------------------------------------------------------------------
+    def access(self, op: Operation, kind: str, operand: int) -> None:
+        ref = self.value(op.operands[operand])
+        if isinstance(ref, BufferRef) and ref.index is not UNKNOWN:
+            self.record(kind, op, array=ref.array, slot=ref.index, box=ref.box)
+        for r in op.results:
+            self.set(r, UNKNOWN)
+
+    def async_load(self, op: Operation) -> None:
+        self.access(op, "copy", 1)
+
+    def commit(self, op: Operation) -> None:
+        self.record("commit", op)
+
+    def wait_group(self, op: Operation) -> None:
+        self.record("waitgroup", op, amount=op.attrs.get("pendings", 0))
+
+    # -- tasks -----------------------------------------------------------------------------------
+    def async_tasks(self, op: Operation) -> None:
+        parent = self.current
+        spawn = self.record("spawn", op)
+        started = []
+        for region, (name, warps, _regs, replica) in zip(op.regions, op.attrs.get("tasks", ())):
+            task = TaskTrace(len(self.tasks), name, warps, replica if "." in name else None, parent.index,
+                             region=region)
+            self.tasks.append(task)
+            started.append(task.index)
+            self.current = task
+            self.run_block(region.block)
+        self.current = parent
+        if spawn is not None:
+            spawn.tasks = tuple(started)
+        self.record("join", op, tasks=tuple(started))
+
+    # -- control flow ----------------------------------------------------------------------------
+    def scf_for(self, op: Operation) -> None:
+        lb_v, ub_v, step_v = op.operands[:3]
+        lb, ub, step = self.value(lb_v), self.value(ub_v), self.value(step_v)
+        if UNKNOWN in (lb, ub, step):
+            lb, ub, step = self.pin(lb_v, ub_v, step_v, lb, ub, step)
+        body = op.regions[0].block
+        trips = len(range(lb, ub, step)) if step != 0 else MAX_TRIPS + 1
+        protocol = contains(op, PROTOCOL_OPS, self.memo)
+        if trips > MAX_TRIPS and protocol:
+            raise TooLong(f"the loop at this line runs {trips} times (more than the {MAX_TRIPS} the checker "
+                          f"unrolls)", op.loc)
+        if trips > MAX_QUIET_TRIPS and not protocol:     # long loops without barriers: results unknown
+            for r in op.results:
+                self.set(r, UNKNOWN)
+            return
+        carried = [self.value(v) for v in op.operands[3:]]
+        flips = [self.flips.get(id(v), 0) for v in op.operands[3:]]
+        self.iterations.append(0)
+        try:
+            for i, iv in enumerate(range(lb, ub, step)):
+                self.iterations[-1] = i
+                self.set(body.args[0], iv)
+                for arg, value, f in zip(body.args[1:], carried, flips):
+                    self.set(arg, value, f)
+                carried = self.run_block(body) or []
+                flips = self.yielded_flips(body)
+        finally:
+            self.iterations.pop()
+        for r, value, f in zip(op.results, carried, flips):
+            self.set(r, value, f)
+
+    def pin(self, lb_v, ub_v, step_v, lb, ub, step):
+        """Unknown bounds become constants so that the loop runs ``self.trips`` times."""
+        self.pinned = True
+        if step is UNKNOWN:
+            step = self.pins[id(step_v)] = 1
+        if lb is UNKNOWN:
+            lb = self.pins[id(lb_v)] = 0 if ub is UNKNOWN else ub - self.trips * step
+        if ub is UNKNOWN:
+            ub = self.pins[id(ub_v)] = lb + self.trips * step
+        return lb, ub, step
+
+    def scf_if(self, op: Operation) -> None:
+        cond = self.value(op.operands[0])
+        if cond is not UNKNOWN:
+            block = op.regions[0 if cond else 1].block
+            values = self.run_block(block) or []
+            flips = self.yielded_flips(block)
+            for r, value, f in zip(op.results, values, flips):
+                self.set(r, value, f)
+            return
+        if contains(op, SYNC_OPS, self.memo):
+            inner = next(o for region in op.regions for o in _walk_region(region) if o.name in SYNC_OPS)
+            raise Undecidable(f"whether {_op_label(inner)} at line {inner.loc.line if inner.loc else '?'} runs "
+                              f"depends on a runtime condition", op.loc)
+        saved, self.recording = self.recording, False
+        try:
+            outcomes = [self.run_block(region.block) or [] for region in op.regions]
+        finally:
+            self.recording = saved
+        for i, r in enumerate(op.results):
+            a, b = (o[i] if i < len(o) else UNKNOWN for o in outcomes)
+            self.set(r, a if a is not UNKNOWN and a == b else UNKNOWN)
+
+    def scf_while(self, op: Operation) -> None:
+        before, after = op.regions[0].block, op.regions[1].block
+        carried = [self.value(v) for v in op.operands]
+        protocol = contains(op, PROTOCOL_OPS, self.memo)
+        self.iterations.append(0)
+        try:
+            for i in range(MAX_TRIPS + 1):
+                self.iterations[-1] = i
+                for arg, value in zip(before.args, carried):
+                    self.set(arg, value)
+                cond, *forwarded = self.run_block(before) or [UNKNOWN]
+                if cond is UNKNOWN:
+                    if protocol:
+                        raise Undecidable("the number of iterations of this while loop depends on runtime values",
+                                          op.loc)
+                    forwarded = [UNKNOWN] * len(op.results)
+                    break
+                if not cond:
+                    break
+                for arg, value in zip(after.args, forwarded):
+                    self.set(arg, value)
+                carried = self.run_block(after) or []
+            else:
+                raise TooLong(f"this while loop runs more than {MAX_TRIPS} times", op.loc)
+        finally:
+            self.iterations.pop()
+        for r, value in zip(op.results, forwarded):
+            self.set(r, value)
+
+
+def _flips(name: str, a: int, b: int, out, flips: list[int]) -> int:
+    """How often a phase-like value has been flipped: ``p ^ 1``, ``p ^ (buf == 0)``
+    when the condition holds, ``1 - p``."""
+    if out is UNKNOWN:
+        return 0
+    if name == "xor":
+        base, other = (0, 1) if flips[0] >= flips[1] else (1, 0)
+        source = (a, b)[base]
+        return flips[base] + flips[other] + int((out & 1) != (source & 1))
+    if name == "sub" and flips[1] > flips[0]:
+        return flips[1] + int((out & 1) != (b & 1))
+    if name in ("and", "or", "add", "sub"):
+        return max(flips)
+    return 0
+
+
+def _is_view(v: Value) -> bool:
+    owner = getattr(v, "owner", None)
+    return isinstance(owner, Operation) and owner.name == "tlx.local_view"
+
+
+def _leaves(v: Value, tracer: Tracer, found: dict, depth: int) -> None:
+    """Named leaves (loop variables, carried values) of an index/phase expression."""
+    owner = getattr(v, "owner", None)
+    is_op = isinstance(owner, Operation)
+    if is_op and depth > 0 and owner.name.startswith("arith.") and owner.name != "arith.constant":
+        for operand in owner.operands:
+            _leaves(operand, tracer, found, depth - 1)
+        return
+    if v.name_hint and not (is_op and owner.name == "arith.constant"):
+        value = tracer.value(v)
+        if value is not UNKNOWN:
+            found.setdefault(clean_name(v.name_hint), value)
+
+
+def clean_name(hint: str) -> str:
+    """The user's variable name of an SSA name hint (``count_1`` → ``count``)."""
+    head, sep, tail = hint.rpartition("_")
+    return head if sep and tail.isdigit() and head else hint
+
+
+def _walk_region(region):
+    for op in region.ops:
+        yield from op.walk()
+
+
+def _op_label(op: Operation) -> str:
+    return "tlx." + op.name.split(".", 1)[1] if op.name.startswith("tlx.") else op.name
+
+
+_HANDLERS = {
+    "tlx.alloc_barriers": Tracer.alloc_barriers,
+    "tlx.local_alloc": Tracer.local_alloc,
+    "tlx.local_view": Tracer.local_view,
+    "tlx.local_slice": Tracer.local_slice,
+    "tlx.local_trans": Tracer.whole_view,
+    "tlx.local_reinterpret": Tracer.whole_view,
+    "tlx.barrier_wait": Tracer.barrier_wait,
+    "tlx.barrier_arrive": Tracer.barrier_arrive,
+    "tlx.barrier_expect_bytes": Tracer.barrier_expect_bytes,
+    "tlx.named_barrier_wait": Tracer.named_barrier,
+    "tlx.named_barrier_arrive": Tracer.named_barrier,
+    "tlx.async_load": Tracer.async_load,
+    "tlx.async_commit_group": Tracer.commit,
+    "tlx.async_wait_group": Tracer.wait_group,
+    "tlx.local_load": lambda self, op: self.access(op, "read", 0),
+    "tlx.local_store": lambda self, op: self.access(op, "write", 0),
+    "tlx.async_tasks": Tracer.async_tasks,
+    "scf.for": Tracer.scf_for,
+    "scf.if": Tracer.scf_if,
+    "scf.while": Tracer.scf_while,
+}

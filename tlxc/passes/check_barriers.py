@@ -1,0 +1,50 @@
+"""check-barriers: the static barrier and resource checks on every compile.
+
+Runs ``tlxc.check.check_kernel`` (``docs/checking.md``) and raises its first
+error as a ``BarrierError`` or ``ResourceError`` at the user's line, with notes
+pointing at the other side of the mismatch.
+
+Barrier findings (not resource ones) can be relaxed:
+
+* ``TLXC_CHECK_BARRIERS=warn`` (or a ``TLXC_DEBUG_BARRIERS`` build, made to
+  watch a protocol run on the GPU) prints them as warnings and compiles;
+* ``TLXC_CHECK_BARRIERS=0`` or ``compile(..., check_barriers=False)`` skips
+  the protocol checks.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..check import ERROR, check_kernel
+from ..check.resources import check_tasks
+from ..ir.core import Module
+from .manager import Pass
+
+
+def barrier_mode(options) -> str:
+    """``error``, ``warn`` or ``off`` for barrier findings."""
+    extra = getattr(options, "extra", None) or {}
+    env = os.environ.get("TLXC_CHECK_BARRIERS", "").strip().lower()
+    if env in ("0", "off", "false", "no") or extra.get("check_barriers") is False:
+        return "off"
+    if env == "warn" or extra.get("debug_barriers") or os.environ.get("TLXC_DEBUG_BARRIERS") == "1":
+        return "warn"
+    return "error"
+
+
+class CheckBarriers(Pass):
+    name = "check-barriers"
+
+    def run(self, module: Module, options) -> Module:
+        mode = barrier_mode(options)
+        for kernel in module.kernels:
+            findings = check_kernel(kernel) if mode != "off" else check_tasks(kernel)
+            for finding in findings:
+                if finding.severity != ERROR:
+                    continue
+                if finding.kind == "barrier" and mode == "warn":
+                    sys.stderr.write(finding.render().replace(": error: ", ": warning: ", 1) + "\n")
+                    continue
+                raise finding.to_error()
+        return module
