@@ -12,8 +12,11 @@ def wait_forever(out_ptr: tl.pointer_type(tl.int32)):
 
 
 def main():
+    import time
+
     import torch
     out = torch.zeros(1, dtype=torch.int32, device="cuda")
+    print(f"launching at {time.monotonic():.6f}", flush=True)
     wait_forever[(1,)](out)
     torch.cuda.synchronize()
     print("finished?", out.item())
