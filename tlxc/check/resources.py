@@ -37,6 +37,15 @@ def launch_registers(total_threads: int) -> int:
     return min(255, REGISTER_FILE // total_threads) // 8 * 8
 
 
+def default_task_registers(tasks, pool: int) -> int:
+    """The budget of a default task given none: what the other tasks leave of
+    the pool, per thread, in steps of 8, at most 256 (TLX's donation model).
+    ``tasks`` are (name, warps, registers, replica), the default task first."""
+    used = sum(regs * warps * 32 for _, warps, regs, _ in tasks[1:])
+    left = (pool - used) // (tasks[0][1] * 32)
+    return min(256, left // 8 * 8)
+
+
 def task_locations(ws: Operation) -> list[Location | None]:
     """The ``with tlx.async_task(...)`` line of each region (replicas share it)."""
     locs = []
@@ -124,7 +133,7 @@ def _budgets(ws: Operation, tasks: list[tuple], locs: list) -> list[Finding]:
     budgets = [t[2] for t in tasks]
     if not regs:
         left = (pool - used) // (warps * 32)
-        budgets[0] = min(256, left // 8 * 8)
+        budgets[0] = default_task_registers(tasks, pool)
         if budgets[0] < 24:
             detail = ", ".join(f"'{n}': {w * 32} threads x {r}" for n, w, r, _ in tasks[1:])
             return [Finding(f"the non-default tasks' register budgets ({detail}) use {used} of the {pool} registers "

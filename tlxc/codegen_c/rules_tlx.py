@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from math import gcd
 
+from ..check.resources import default_task_registers, launch_registers
 from ..errors import CompilationError, ResourceError
 from ..ir.types import BarrierType, MemDescType, TensorType
 from . import ctypes_ as C
 from .lower import Scope, elem, lowering, registers
 
 MAX_TASK_BARRIERS = 6          # named barrier ids 1..6 for task-local syncs
-REGISTER_FILE = 65536
 
 
 def _row_major(shape) -> tuple[int, ...]:
@@ -304,14 +304,6 @@ def task_plan(kernel_warps: int, tasks) -> list[dict]:
     return plan
 
 
-def launch_registers(total_threads: int) -> int:
-    """Registers per thread a one-block-per-SM kernel starts with: ptxas gives a
-    kernel that uses setmaxnreg the most its launch bounds allow (65536 /
-    threads, at most 255, in steps of 8), and that pool is all setmaxnreg can
-    redistribute."""
-    return min(255, REGISTER_FILE // total_threads) // 8 * 8
-
-
 def register_budgets(plan: list[dict], total_threads: int, loc) -> dict[int, int]:
     """setmaxnreg values per task index (0: none), after checking TLX's rules.
     A task that asks for more than the pool holds would block forever in
@@ -319,11 +311,10 @@ def register_budgets(plan: list[dict], total_threads: int, loc) -> dict[int, int
     if not any(t["regs"] for t in plan[1:]):
         return {}
     pool = launch_registers(total_threads) * total_threads
-    used = sum(t["regs"] * t["warps"] * 32 for t in plan[1:])
     default = plan[0]
     if not default["regs"]:
-        remaining = (pool - used) // (default["warps"] * 32)
-        default["regs"] = min(256, remaining // 8 * 8)
+        default["regs"] = default_task_registers(
+            [(t["name"], t["warps"], t["regs"], 0) for t in plan], pool)
     total = sum(t["regs"] * t["warps"] * 32 for t in plan)
     for t in plan:
         if t["warps"] % 4 or t["start"] % 4:
