@@ -18,8 +18,8 @@ sms = torch.cuda.get_device_properties(0).multi_processor_count
 print(f"plain: {nbytes / do_bench(lambda: rmsnorm(x, w, 1e-6, out)) / 1e6:.0f} GB/s")
 for chunk in (512, 1024, 2048):
     for stages in (2, 3):
-        progs = sms
-        fn = lambda: rmsnorm_ws_kernel[(progs,)](out, x, w, m, n, 1e-6, BLOCK=8192, CHUNK=chunk,
-                                                 NUM_STAGES=stages, num_warps=4)
+        def fn(chunk=chunk, stages=stages):
+            rmsnorm_ws_kernel[(sms,)](out, x, w, m, n, 1e-6, BLOCK=8192, CHUNK=chunk, NUM_STAGES=stages,
+                                      num_warps=4)
         fn()
         print(f"ws chunk={chunk} stages={stages}: {nbytes / do_bench(fn) / 1e6:.0f} GB/s", flush=True)

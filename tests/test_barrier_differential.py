@@ -3,10 +3,10 @@ the GPU (issue 5): arrive counts, phases, expect-bytes, warp barriers,
 predicates.  The interpreter side always runs; the GPU side is marked."""
 from __future__ import annotations
 
+import kernels_barrier_diff as K
 import pytest
 import torch
 
-import kernels_barrier_diff as K
 import tlxc
 
 CASES = {

@@ -22,7 +22,7 @@ def test_example_runs_under_the_interpreter(example, tmp_path):
     env = dict(os.environ, TLXC_INTERPRET="1", CUDA_VISIBLE_DEVICES="", TLXC_CACHE_DIR=str(tmp_path),
                PYTHONPATH=ROOT)
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", f"{example}.py")], env=env,
-                          capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+                          capture_output=True, text=True, timeout=600, cwd=str(tmp_path), check=False)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
     assert "FAILED" not in output

@@ -63,8 +63,8 @@ def test_layernorm(shape):
 
 
 @pytest.mark.parametrize("m,n,k", [(1000, 1240, 776), (64, 64, 64), (129, 33, 200)])
-@pytest.mark.parametrize("config", [dict(block_m=64, block_n=64, block_k=32, num_warps=4),
-                                    dict(block_m=128, block_n=128, block_k=64, num_warps=8)])
+@pytest.mark.parametrize("config", [{"block_m": 64, "block_n": 64, "block_k": 32, "num_warps": 4},
+                                    {"block_m": 128, "block_n": 128, "block_k": 64, "num_warps": 8}])
 def test_matmul(m, n, k, config):
     from matmul import matmul
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -83,9 +83,8 @@ def test_graph_capture_replays_bitwise():
     out.fill_(float("nan"))
     graph = torch.cuda.CUDAGraph()
     stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        with torch.cuda.graph(graph):
-            softmax(x, out)
+    with torch.cuda.stream(stream), torch.cuda.graph(graph):
+        softmax(x, out)
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, eager)
@@ -103,24 +102,27 @@ def test_launch_on_side_stream():
 
 
 def test_mixed_devices_is_a_launch_error():
-    import tlxc
     from vector_add import add_kernel
+
+    import tlxc
     x = torch.randn(100, device="cuda")
     with pytest.raises(tlxc.LaunchError, match="CPU tensor"):
         add_kernel[(1,)](x, torch.randn(100), x, 100)
 
 
 def test_wrong_dtype_is_a_launch_error():
-    import tlxc
     from vector_add import add_kernel
+
+    import tlxc
     x = torch.randn(100, device="cuda")
     with pytest.raises(tlxc.LaunchError, match="declares"):
         add_kernel[(1,)](x, x.half(), x, 100)
 
 
 def test_wrong_argument_count_is_a_launch_error():
-    import tlxc
     from vector_add import add_kernel
+
+    import tlxc
     x = torch.randn(100, device="cuda")
     with pytest.raises(tlxc.LaunchError, match="missing"):
         add_kernel[(1,)](x, x, x)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
-import kernels_interp as K  # noqa: E402
-import tlxc  # noqa: E402
+import kernels_interp as K
+
+import tlxc
 
 pytestmark = pytest.mark.gpu
 
@@ -35,7 +36,7 @@ def test_reductions(kind, axis, num_warps):
 
     def args(gen):
         return [torch.randn(m * n, generator=gen), torch.full((size,), -7, dtype=out_dtype)]
-    gpu, cpu = run_both(K.reduce_kernel, (1,), args, dict(M=m, N=n, KIND=kind, AXIS=axis, KEEP=False), num_warps)
+    gpu, cpu = run_both(K.reduce_kernel, (1,), args, {"M": m, "N": n, "KIND": kind, "AXIS": axis, "KEEP": False}, num_warps)
     if kind == "sum":
         torch.testing.assert_close(gpu[1], cpu[1], rtol=1e-5, atol=1e-5)
     else:
@@ -56,7 +57,7 @@ def test_casts_bit_exact(dtype):
             x[:4] = torch.tensor([float("inf"), -float("inf"), 1e-40, 65519.0])
         out = torch.zeros(n, dtype=torch_dtype)
         return [x, out, n]
-    gpu, cpu = run_both(K.cast_kernel, (triton_cdiv(n, 1024),), args, dict(DTYPE=target, BLOCK=1024))
+    gpu, cpu = run_both(K.cast_kernel, (triton_cdiv(n, 1024),), args, {"DTYPE": target, "BLOCK": 1024})
     assert torch.equal(gpu[1].view(torch.uint8) if gpu[1].element_size() == 1 else gpu[1],
                        cpu[1].view(torch.uint8) if cpu[1].element_size() == 1 else cpu[1])
 
@@ -69,7 +70,7 @@ def test_bf16_arithmetic_rounds_after_each_op():
     def args(gen):
         return [torch.randn(256, generator=gen).bfloat16(), torch.randn(256, generator=gen).bfloat16(),
                 torch.zeros(256, dtype=torch.bfloat16)]
-    gpu, cpu = run_both(K.bf16_arith_kernel, (1,), args, dict(BLOCK=256))
+    gpu, cpu = run_both(K.bf16_arith_kernel, (1,), args, {"BLOCK": 256})
     assert torch.equal(gpu[2], cpu[2])
 
 
@@ -81,14 +82,14 @@ def test_integer_division_shifts_and_loops():
         b = torch.randint(1, 50, (n,), generator=gen, dtype=torch.int32) * torch.where(
             torch.rand(n, generator=gen) < 0.5, -1, 1).int()
         return [a, b, torch.zeros(n, dtype=torch.int32), torch.zeros(n, dtype=torch.int32), n]
-    gpu, cpu = run_both(K.divmod_kernel, (triton_cdiv(n, 512),), divmod_args, dict(BLOCK=512))
+    gpu, cpu = run_both(K.divmod_kernel, (triton_cdiv(n, 512),), divmod_args, {"BLOCK": 512})
     assert all(torch.equal(g, c) for g, c in zip(gpu, cpu))
 
     def shift_args(gen):
         return [torch.randint(-2**30, 2**30, (256,), generator=gen, dtype=torch.int32),
                 torch.randint(0, 32, (256,), generator=gen, dtype=torch.int32),
                 torch.zeros(256, dtype=torch.int32), torch.zeros(256, dtype=torch.int32)]
-    gpu, cpu = run_both(K.shift_kernel, (1,), shift_args, dict(BLOCK=256))
+    gpu, cpu = run_both(K.shift_kernel, (1,), shift_args, {"BLOCK": 256})
     assert all(torch.equal(g, c) for g, c in zip(gpu, cpu))
 
     def collatz_args(gen):
@@ -98,7 +99,7 @@ def test_integer_division_shifts_and_loops():
 
     def early_args(gen):
         return [torch.full((8 * 128,), -1, dtype=torch.int32), 5]
-    gpu, cpu = run_both(K.early_return_kernel, (8,), early_args, dict(BLOCK=128))
+    gpu, cpu = run_both(K.early_return_kernel, (8,), early_args, {"BLOCK": 128})
     assert torch.equal(gpu[0], cpu[0])
 
 
@@ -107,27 +108,27 @@ def test_atomics():
 
     def hist_args(gen):
         return [torch.randint(0, 37, (n,), generator=gen, dtype=torch.int32), torch.zeros(37, dtype=torch.int32), n]
-    gpu, cpu = run_both(K.histogram_kernel, (triton_cdiv(n, 1024),), hist_args, dict(BLOCK=1024))
+    gpu, cpu = run_both(K.histogram_kernel, (triton_cdiv(n, 1024),), hist_args, {"BLOCK": 1024})
     assert torch.equal(gpu[1], cpu[1])
 
     def max_args(gen):
         return [torch.randint(-10**6, 10**6, (4 * 256,), generator=gen, dtype=torch.int32),
                 torch.full((4,), -2**31, dtype=torch.int32)]
-    gpu, cpu = run_both(K.atomic_max_kernel, (4,), max_args, dict(BLOCK=256))
+    gpu, cpu = run_both(K.atomic_max_kernel, (4,), max_args, {"BLOCK": 256})
     assert torch.equal(gpu[1], cpu[1])
 
 
 def test_math_and_int8_dot():
     def math_args(gen):
         return [torch.randn(512, generator=gen), torch.zeros(512)]
-    gpu, cpu = run_both(K.math_kernel, (1,), math_args, dict(BLOCK=512))
+    gpu, cpu = run_both(K.math_kernel, (1,), math_args, {"BLOCK": 512})
     torch.testing.assert_close(gpu[1], cpu[1], rtol=2e-6, atol=2e-6)
 
     def dot_args(gen):
         return [torch.randint(-100, 100, (64 * 64,), generator=gen, dtype=torch.int8),
                 torch.randint(-100, 100, (64 * 64,), generator=gen, dtype=torch.int8),
                 torch.zeros(64 * 64, dtype=torch.int32)]
-    gpu, cpu = run_both(K.int8_dot_kernel, (1,), dot_args, dict(N=64))
+    gpu, cpu = run_both(K.int8_dot_kernel, (1,), dot_args, {"N": 64})
     assert torch.equal(gpu[2], cpu[2])
 
 
@@ -143,7 +144,7 @@ def test_dot_fma_and_mma_paths(dtype, precision, tol):
         b = torch.randn(k, n, generator=gen).to(dtype)
         return [a, b, torch.full((m, n), float("nan")), m, n, k, k, 1, n, 1, n, 1]
     gpu, cpu = run_both(K.matmul_kernel, (triton_cdiv(m, 32), triton_cdiv(n, 32)), args,
-                        dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, PRECISION=precision))
+                        {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "PRECISION": precision})
     assert torch.isfinite(gpu[2]).all()
     err = ((gpu[2].double() - cpu[2].double()).norm() / cpu[2].double().norm()).item()
     assert err < tol, err

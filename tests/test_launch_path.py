@@ -32,7 +32,7 @@ def test_hit_launches_with_packed_values_and_grid():
     _install(four_args, (x, x, x, 16, 64), calls)
     result = four_args[(3,)](x, x, x, 16)
     assert result == "compiled"
-    grid, block, smem, stream, values = calls[-1]
+    grid, block, _smem, stream, values = calls[-1]
     assert grid == (3, 1, 1) and block == (128, 1, 1) and stream == 1234
     assert values == (x.data_ptr(), x.data_ptr(), x.data_ptr(), 16)
     four_args[(2, 5)](x, x, x, 16, BLOCK=64)

@@ -120,7 +120,7 @@ def _dependency_parts(kfn: KernelFunction, seen: set[int]):
             value = value.value
         if getattr(value, "__tlxc_kernel__", False):
             yield from _dependency_parts(value, seen)
-        elif isinstance(value, (bool, int, float, str)) or isinstance(value, tl.dtype):
+        elif isinstance(value, (bool, int, float, str, tl.dtype)):
             yield f"{name}={value!r}"
     for node in ast.walk(src.tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
