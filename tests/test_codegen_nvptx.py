@@ -331,3 +331,31 @@ def test_sub_word_groups_go_element_by_element():
     assert load_loop, source
     assert load_loop.group(2) == "1"
     assert memory_calls(source)[-1] == "tlx_st_global_b128"     # the aligned store still goes 16 bytes wide
+
+
+# -- warp-specialized examples and the rest of the examples directory ----------------------------------
+
+WS_EXAMPLES = {"ws_vector_add": ("add2_kernel", {}), "ws_rmsnorm": ("rmsnorm_ws_kernel", {"BLOCK": 8192}),
+               "ws_pingpong": ("pingpong_kernel", {})}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("stem", sorted(WS_EXAMPLES))
+def test_ws_example_compiles_to_cubin(stem, arch):
+    name, constexprs = WS_EXAMPLES[stem]
+    compiled = getattr(example_module(stem), name).compile(constexprs=constexprs, arch=arch)
+    assert compiled.asm["cubin"][:4] == ELF_MAGIC
+    meta = compiled.metadata
+    assert meta["spills_bytes"] == 0
+    assert f"__launch_bounds__({meta['threads']}, 1)" in compiled.asm["cuda"]
+    assert [t["warps"] for t in meta["tasks"]][0] == 4
+    if stem == "ws_rmsnorm":     # register budgets: setmaxnreg in the code, within the launch pool
+        assert "tlx_setmaxnreg_inc<200>" in compiled.asm["cuda"]
+        assert "tlx_setmaxnreg_dec<104>" in compiled.asm["cuda"]
+        assert sum(t["registers"] * t["warps"] * 32 for t in meta["tasks"]) <= meta["threads"] * 168
+
+
+def test_every_example_kernel_is_compiled_by_a_test():
+    covered = set(EXAMPLES) | set(WS_EXAMPLES) | {"custom_op"}     # custom_op reuses softmax's kernel
+    stems = {p.stem for p in (ROOT / "examples").glob("*.py") if not p.stem.startswith("_")}
+    assert stems <= covered, f"add {sorted(stems - covered)} to EXAMPLES or WS_EXAMPLES"
