@@ -23,6 +23,7 @@ is deleted and reported as a miss, so the caller recompiles.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import struct
@@ -164,6 +165,19 @@ def _check_key(key: str) -> None:
     if len(key) < 2 or not set(key) <= _HEX_DIGITS:
         raise InternalCompilerError(
             f"cache keys must be lowercase hex strings of at least 2 digits, got {key!r}")
+
+
+@functools.cache
+def compiler_fingerprint() -> str:
+    """A hash of tlxc's own source files.  Cache keys include it, so that a
+    changed compiler (a new version, or a development checkout) never serves a
+    cubin built by the old one; computed once per process."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def write_atomically(path: Path, blob: bytes | str) -> None:

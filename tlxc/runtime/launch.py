@@ -295,10 +295,11 @@ def _prepare(kfn, bound: tuple, num_warps: int) -> LaunchPlan:
 def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel):
     """Compile, or load the cubin and metadata from the disk cache."""
     from .. import __version__
-    from .cache import DiskCache
+    from .cache import DiskCache, compiler_fingerprint
     debug_barriers = os.environ.get("TLXC_DEBUG_BARRIERS", "") == "1"
     h = hashlib.sha256()
-    for part in (__version__, kfn.cache_key, repr(spec.key()), arch, str(num_warps), str(debug_barriers)):
+    for part in (__version__, compiler_fingerprint(), kfn.cache_key, repr(spec.key()), arch, str(num_warps),
+                 str(debug_barriers)):
         h.update(part.encode())
         h.update(b"\0")
     key = h.hexdigest()
