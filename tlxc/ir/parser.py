@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import Location, VerificationError
 from . import ops as _ops  # noqa: F401  (registers every op)
 from .core import OP_REGISTRY, Block, Module, Operation, Region, Value
-from .types import SCALAR_TYPES, BarrierType, MemDescType, PointerType, TensorType, Type
+from .types import SCALAR_TYPES, BarrierType, MemDescType, PointerType, TensorDescType, TensorType, Type
 
 # Extra types register a parser here: keyword -> fn(parser) -> Type, called
 # with the position just after the keyword.
@@ -113,6 +113,8 @@ class Parser:
             return self.parse_memdesc()
         if word == "mbarrier":
             return self.parse_mbarrier()
+        if word == "tensordesc":
+            return self.parse_tensordesc()
         if word in TYPE_PARSERS:
             return TYPE_PARSERS[word](self)
         raise self.error(f"unknown type '{word}'")
@@ -141,6 +143,23 @@ class Parser:
                 raise self.error(f"unknown memdesc field '{key}'")
         self.expect(">")
         return MemDescType(tuple(dims), element, num, storage, perm)
+
+    def parse_tensordesc(self) -> Type:
+        self.expect("<")
+        dims = []
+        while True:
+            m = _DIM.match(self.text, self.pos)
+            if not m:
+                break
+            dims.append(int(m.group(1)))
+            self.pos = m.end()
+        element = self.parse_type()
+        self.expect(",")
+        self.expect("swizzle")
+        self.expect("=")
+        swizzle = int(self.match(_NUMBER, "a swizzle width"))
+        self.expect(">")
+        return TensorDescType(element, tuple(dims), swizzle)
 
     def parse_mbarrier(self) -> Type:
         num, per_thread = 0, False

@@ -257,3 +257,30 @@ class BarrierType(Type):
         return "mbarrier" + (f"<{', '.join(args)}>" if args else "")
 
     __repr__ = __str__
+
+
+@dataclass(frozen=True)
+class TensorDescType(Type):
+    """A TMA tensor descriptor (a host-encoded ``CUtensorMap`` passed by value):
+    the element type, the box (``block_shape``) one copy moves, and the shared
+    memory swizzle (bytes: 0, 32, 64 or 128) the box lands with.
+
+    Text: ``tensordesc<64x64xbf16, swizzle=128>``.
+    """
+
+    element: Type
+    block_shape: tuple[int, ...]
+    swizzle: int = 0
+
+    @property
+    def box_bytes(self) -> int:
+        n = self.element.bytes
+        for d in self.block_shape:
+            n *= d
+        return n
+
+    def __str__(self) -> str:
+        dims = "".join(f"{d}x" for d in self.block_shape)
+        return f"tensordesc<{dims}{self.element}, swizzle={self.swizzle}>"
+
+    __repr__ = __str__
