@@ -82,6 +82,20 @@ def _cp_async(nbytes: int) -> Case:
 _BAR = "__shared__ unsigned long long bar;\n  "
 
 
+def _tma(rank: int, store: bool) -> Case:
+    # The tensor map comes from global memory here; in kernels it is a __grid_constant__ parameter.
+    coords = ", ".join(f"(int)in[{i}]" for i in range(rank))
+    if store:
+        body = (f"__shared__ __attribute__((aligned(128))) float buf[256]; buf[threadIdx.x & 255] = 1.0f; "
+                f"tlx_tma_store_{rank}d(in + 64, buf, {coords}); tlx_bulk_commit_group(); "
+                f"tlx_bulk_wait_group_read<0>(); out[0] = 1u;")
+        return Case(body, (f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group",),
+                    also=("tlx_bulk_commit_group", "tlx_bulk_wait_group_read"))
+    body = (f"__shared__ __attribute__((aligned(128))) float buf[256]; {_BAR}"
+            f"tlx_tma_load_{rank}d(buf, in + 64, &bar, {coords}); out[0] = __float_as_uint(buf[threadIdx.x]);")
+    return Case(body, (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes",))
+
+
 def _mma(dtype: str) -> Case:
     body = ("float d[4] = {0.f, 0.f, 0.f, 0.f}; unsigned short a[8], b[4];\n"
             "  for (int k = 0; k < 8; ++k) a[k] = (unsigned short)in[k];\n"
@@ -139,6 +153,11 @@ CASES: dict[str, Case] = {
                                          ("mbarrier.try_wait.parity.shared::cta.b64",)),
     "tlx_mbarrier_wait": Case(_BAR + "tlx_mbarrier_wait(&bar, in[0]); out[0] = 1u;",
                               ("mbarrier.try_wait.parity.shared::cta.b64",)),
+    **{f"tlx_tma_load_{r}d": _tma(r, False) for r in range(1, 6)},
+    **{f"tlx_tma_store_{r}d": _tma(r, True) for r in range(1, 6)},
+    "tlx_bulk_commit_group": Case("tlx_bulk_commit_group(); out[0] = 1u;", ("cp.async.bulk.commit_group",)),
+    "tlx_bulk_wait_group_read": Case("tlx_bulk_wait_group_read<1>(); out[0] = 1u;",
+                                     ("cp.async.bulk.wait_group.read",)),
     "tlx_globaltimer": Case("out[0] = (unsigned)tlx_globaltimer();", ("%globaltimer",)),
     "tlx_mbarrier_wait_watchdog": Case(
         _BAR + 'tlx_mbarrier_wait_watchdog(&bar, in[0], 1000ull, "k.py:1", "main", "bars", 0); out[0] = 1u;',

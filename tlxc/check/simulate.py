@@ -234,6 +234,18 @@ class Simulator:
 
     do_expect = do_arrive
 
+    def do_tma(self, t: int, e: Event) -> bool:
+        """A TMA load's bytes land on its barrier (complete_tx)."""
+        state = self.slot(e)
+        clock = self.tick(t)
+        state.clock = _join(state.clock, clock)
+        before = state.bar.completed_phases
+        state.bar.complete_tx(e.amount)
+        if state.bar.completed_phases > before:
+            state.completed.append((state.clock, state.arrivals))
+            state.clock, state.arrivals = None, []
+        return True
+
     # -- named barriers --------------------------------------------------------------------------
     def named_barrier(self, t: int, e: Event, waits: bool) -> bool:
         if t in self.named_waiting:

@@ -148,7 +148,7 @@ class TaskTrace:
 # -- op classes ---------------------------------------------------------------------------------
 SYNC_OPS = frozenset({"tlx.barrier_wait", "tlx.barrier_arrive", "tlx.barrier_expect_bytes",
                       "tlx.named_barrier_wait", "tlx.named_barrier_arrive", "tlx.async_commit_group",
-                      "tlx.async_wait_group", "tlx.async_tasks"})
+                      "tlx.async_wait_group", "tlx.async_tasks", "tlx.async_descriptor_load"})
 DATA_OPS = frozenset({"tlx.async_load", "tlx.local_load", "tlx.local_store"})
 PROTOCOL_OPS = SYNC_OPS | DATA_OPS
 CONTROL_OPS = frozenset({"scf.for", "scf.if", "scf.while"})
@@ -409,8 +409,8 @@ class Tracer:
             raise Undecidable(f"the predicate of {_op_label(op)} depends on runtime values", op.loc)
         return bool(value)
 
-    def barrier(self, op: Operation) -> tuple[BarrierArray, int]:
-        ref = self.value(op.operands[0])
+    def barrier(self, op: Operation, operand: int = 0) -> tuple[BarrierArray, int]:
+        ref = self.value(op.operands[operand])
         if not isinstance(ref, BarrierRef):
             raise Undecidable(f"the barrier of {_op_label(op)} is not a view of a barrier array", op.loc)
         if ref.index is UNKNOWN:
@@ -464,6 +464,13 @@ class Tracer:
 
     def async_load(self, op: Operation) -> None:
         self.access(op, "copy", 1)
+
+    def async_descriptor_load(self, op: Operation) -> None:
+        """A TMA load delivers its box's bytes to its barrier (complete_tx) when it lands;
+        the simulator lets it land at once (it always does, eventually)."""
+        array, slot = self.barrier(op, 2)
+        if self.predicate(op):
+            self.record("tma", op, array=array, slot=slot, amount=op.operands[0].type.box_bytes)
 
     def commit(self, op: Operation) -> None:
         self.record("commit", op)
@@ -646,6 +653,7 @@ _HANDLERS = {
     "tlx.named_barrier_wait": Tracer.named_barrier,
     "tlx.named_barrier_arrive": Tracer.named_barrier,
     "tlx.async_load": Tracer.async_load,
+    "tlx.async_descriptor_load": Tracer.async_descriptor_load,
     "tlx.async_commit_group": Tracer.commit,
     "tlx.async_wait_group": Tracer.wait_group,
     "tlx.local_load": lambda self, op: self.access(op, "read", 0),

@@ -208,6 +208,58 @@ def async_wait_group(lw, op):
     lw.out.line(lw.target.cp_async_wait(op.attrs["pendings"]))
 
 
+# -- TMA ---------------------------------------------------------------------------------------
+def _tma_coords(lw, offsets) -> list[str]:
+    # TMA coordinates run innermost dimension first; the IR's offsets outermost first.
+    return [lw.name(o) for o in reversed(offsets)]
+
+
+def _unswizzled(lw, op, desc_type) -> None:
+    if desc_type.swizzle:
+        raise CompilationError(f"a {desc_type.swizzle}-byte swizzled TMA box needs swizzle-aware shared-memory "
+                               f"layouts, which are not implemented yet; build the descriptor with swizzle=0",
+                               op.loc)
+
+
+@lowering("tlx.async_descriptor_load")
+def async_descriptor_load(lw, op):
+    desc, dst, bar = op.operands[:3]
+    has_pred = op.attrs.get("has_pred")
+    offsets = op.operands[3:len(op.operands) - bool(has_pred)]
+    _unswizzled(lw, op, desc.type)
+    base, _ = lw.views[id(dst)]
+    rank = len(offsets)
+    helper = f"tlx_tma_load_{rank}d"
+    lw.target.use(helper)
+    cond = f"{lw.scope.tid_var} == 0" + (f" && {lw.name(op.operands[-1])}" if has_pred else "")
+    coords = ", ".join(_tma_coords(lw, offsets))
+    lw.out.line(f"if ({cond}) {helper}({base}, &{lw.name(desc)}, {lw.name(bar)}, {coords});")
+
+
+@lowering("tlx.async_descriptor_store")
+def async_descriptor_store(lw, op):
+    desc, src = op.operands[:2]
+    offsets = op.operands[2:]
+    _unswizzled(lw, op, desc.type)
+    base, _ = lw.views[id(src)]
+    helper = f"tlx_tma_store_{len(offsets)}d"
+    lw.target.use(helper)
+    lw.target.use("tlx_bulk_commit_group")
+    coords = ", ".join(_tma_coords(lw, offsets))
+    # Every thread's shared-memory writes (fenced by the user's fence("async_shared")) must be
+    # done before the one thread issues the copy; bulk groups belong to the issuing thread, so
+    # the store, its commit and its waits stay on thread 0.
+    lw.out.line(lw.sync())
+    lw.out.line(f"if ({lw.scope.tid_var} == 0) {{ {helper}(&{lw.name(desc)}, {base}, {coords}); "
+                f"tlx_bulk_commit_group(); }}")
+
+
+@lowering("tlx.async_descriptor_store_wait")
+def async_descriptor_store_wait(lw, op):
+    lw.target.use("tlx_bulk_wait_group_read")
+    lw.out.line(f"if ({lw.scope.tid_var} == 0) tlx_bulk_wait_group_read<{op.attrs['pendings']}>();")
+
+
 # -- barriers ------------------------------------------------------------------------------
 def _guard(lw, op, first_optional: int) -> str:
     return lw.name(op.operands[first_optional]) if op.attrs.get("has_pred") else ""

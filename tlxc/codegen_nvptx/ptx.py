@@ -386,6 +386,54 @@ static __device__ __forceinline__ void tlx_cp_async_wait_group() {
 }"""
 
 
+# -- TMA ----------------------------------------------------------------------------------
+def _coords(rank: int, first: int) -> str:
+    return "{" + ", ".join(f"%{first + i}" for i in range(rank)) + "}"
+
+
+def _tma_load(rank: int):
+    params = ", ".join(f"int c{i}" for i in range(rank))
+    coords = ", ".join(f'"r"(c{i})' for i in range(rank))
+    return f"""
+{_INLINE} void tlx_tma_load_{rank}d(void* dst, const void* tensormap, unsigned long long* bar, {params}) {{
+  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes "
+               "[%0], [%1, {_coords(rank, 3)}], [%2];"
+               :: "r"(tlx_smem_addr(dst)), "l"(tensormap), "r"(tlx_smem_addr(bar)), {coords} : "memory");
+}}"""
+
+
+def _tma_store(rank: int):
+    params = ", ".join(f"int c{i}" for i in range(rank))
+    coords = ", ".join(f'"r"(c{i})' for i in range(rank))
+    return f"""
+{_INLINE} void tlx_tma_store_{rank}d(const void* tensormap, const void* src, {params}) {{
+  asm volatile("cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [%0, {_coords(rank, 2)}], [%1];"
+               :: "l"(tensormap), "r"(tlx_smem_addr(src)), {coords} : "memory");
+}}"""
+
+
+for _rank in range(1, 6):
+    define(f"tlx_tma_load_{_rank}d", _tma_load(_rank), "tlx_smem_addr")
+    define(f"tlx_tma_store_{_rank}d", _tma_store(_rank), "tlx_smem_addr")
+
+
+@helper("tlx_bulk_commit_group")
+def bulk_commit_group():
+    return f"""
+{_INLINE} void tlx_bulk_commit_group() {{
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}}"""
+
+
+@helper("tlx_bulk_wait_group_read")
+def bulk_wait_group_read():
+    return """
+template <int N>
+static __device__ __forceinline__ void tlx_bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
+}"""
+
+
 # -- register reallocation ---------------------------------------------------------------
 @helper("tlx_setmaxnreg_inc")
 def setmaxnreg_inc():

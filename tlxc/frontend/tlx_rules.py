@@ -323,3 +323,65 @@ def _dtype_of(ctx, value):
         elem = value.dtype
         return elem.pointee if isinstance(elem, PointerType) else elem
     raise SemanticError(f"'value' must be a tensor, pointer or buffer, got {S.describe(value)}", param="value")
+
+
+# -- TMA --------------------------------------------------------------------------------------
+def _descriptor(value) -> Tensor:
+    from ..ir.types import TensorDescType
+    if not isinstance(value, Tensor) or not isinstance(value.type, TensorDescType):
+        raise SemanticError(f"'desc' must be a tensor descriptor (a tlxc.TensorDescriptor argument), got "
+                            f"{S.describe(value)}", param="desc")
+    return value
+
+
+def _box_offsets(b, desc, offsets) -> list:
+    offsets = tuple(offsets) if isinstance(offsets, (tuple, list)) else (offsets,)
+    rank = len(desc.type.block_shape)
+    if len(offsets) != rank:
+        raise SemanticError(f"'offsets' needs {rank} entries (one per dimension of the descriptor), got "
+                            f"{len(offsets)}", param="offsets")
+    return [_i32(b, o, "offsets").value for o in offsets]
+
+
+def _box_buffer(desc, buf, what: str) -> Tensor:
+    buf = _memdesc(buf, what, view=True)
+    if tuple(buf.type.shape) != tuple(desc.type.block_shape) or buf.type.element != desc.type.element:
+        raise SemanticError(f"'{what}' is a {list(buf.type.shape)} x {buf.type.element} buffer but the descriptor "
+                            f"moves boxes of {list(desc.type.block_shape)} x {desc.type.element}", param=what)
+    if buf.type.perm is not None:
+        raise SemanticError(f"'{what}' must not be a transposed view", param=what)
+    return buf
+
+
+@rule("async_descriptor_load")
+def _async_descriptor_load(ctx, desc, result, offsets, barrier, pred=None, cache_modifier="", eviction_policy="",
+                           multicast_targets=(), two_ctas=False):
+    b = ctx.b
+    desc = _descriptor(desc)
+    dst = _box_buffer(desc, result, "result")
+    bar = _barrier(barrier, "barrier")
+    if multicast_targets or two_ctas:
+        raise SemanticError("multicast and 2-CTA TMA loads need clusters, which are not supported yet",
+                            param="multicast_targets" if multicast_targets else "two_ctas")
+    offs = _box_offsets(b, desc, offsets)
+    preds = _pred(b, pred)
+    b.create("tlx.async_descriptor_load", [desc.value, dst.value, bar.value] + offs + preds, [],
+             {"has_pred": bool(preds)})
+
+
+@rule("async_descriptor_store")
+def _async_descriptor_store(ctx, desc, source, offsets, eviction_policy="", store_reduce=""):
+    b = ctx.b
+    desc = _descriptor(desc)
+    src = _box_buffer(desc, source, "source")
+    if store_reduce:
+        raise SemanticError("TMA reduce-stores are not supported yet", param="store_reduce")
+    b.create("tlx.async_descriptor_store", [desc.value, src.value] + _box_offsets(b, desc, offsets))
+
+
+@rule("async_descriptor_store_wait")
+def _async_descriptor_store_wait(ctx, pendings):
+    pendings = const_int(pendings, "pendings")
+    if pendings < 0:
+        raise SemanticError(f"'pendings' must be >= 0, got {pendings}", param="pendings")
+    ctx.b.create("tlx.async_descriptor_store_wait", [], [], {"pendings": pendings})

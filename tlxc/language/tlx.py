@@ -177,6 +177,25 @@ def dtype_of(value):
     """Element dtype of a tensor, pointer or buffer (compile-time)."""
 
 
+# -- TMA (tensor descriptors) ----------------------------------------------------------------
+@builtin
+def async_descriptor_load(desc, result, offsets, barrier, pred=None, cache_modifier="", eviction_policy="",
+                          multicast_targets=(), two_ctas=False):
+    """TMA: copy the box of ``desc`` at ``offsets`` into buffer ``result``;
+    completion arrives on ``barrier`` as transaction bytes (call
+    ``barrier_expect_bytes`` with the box's bytes first)."""
+
+
+@builtin
+def async_descriptor_store(desc, source, offsets, eviction_policy="", store_reduce=""):
+    """TMA: copy buffer ``source`` to the box of ``desc`` at ``offsets``."""
+
+
+@builtin
+def async_descriptor_store_wait(pendings):
+    """Wait until at most ``pendings`` TMA stores still read shared memory."""
+
+
 def _ring_helper():
     # Defined lazily: the kernel decorator imports the runtime, which imports the language.
     from ..runtime.jit import kernel

@@ -159,3 +159,63 @@ class AsyncWaitGroupOp(Operation):
     def verify(self):
         if not isinstance(self.attrs.get("pendings"), int) or self.attrs["pendings"] < 0:
             raise self.error(f"expected a non-negative 'pendings', got {self.attrs.get('pendings')!r}")
+
+
+# -- TMA (bulk tensor copies through a descriptor) -----------------------------------------
+
+def _check_box(op, desc_type, view_type, offsets) -> None:
+    from ..types import TensorDescType
+    if not isinstance(desc_type, TensorDescType):
+        raise op.error(f"expected a tensor descriptor, got {desc_type}")
+    if tuple(view_type.shape) != tuple(desc_type.block_shape) or view_type.element != desc_type.element:
+        raise op.error(f"expected a buffer of the descriptor's box {list(desc_type.block_shape)} x "
+                       f"{desc_type.element}, got {view_type}")
+    if len(offsets) != len(desc_type.block_shape):
+        raise op.error(f"expected {len(desc_type.block_shape)} offsets, got {len(offsets)}")
+    for o in offsets:
+        if not isinstance(o.type, ScalarType) or not o.type.is_int:
+            raise op.error(f"expected integer offsets, got {o.type}")
+
+
+class AsyncDescriptorLoadOp(Operation):
+    """TMA load of the box at ``offsets`` (element coordinates, outermost dim
+    first) into buffer ``dst``; the box's bytes complete on ``bar`` (complete_tx),
+    elements outside the tensor are zero-filled.  Operands: desc, dst, bar,
+    *offsets, [pred]."""
+
+    name = "tlx.async_descriptor_load"
+
+    def verify(self):
+        if len(self.operands) < 3:
+            raise self.error("expected desc, dst, barrier and offsets")
+        desc, dst, bar = self.operands[:3]
+        offsets = self.operands[3:len(self.operands) - bool(self.attrs.get("has_pred"))]
+        view = expect_memdesc(self, dst.type, "destination", view=True)
+        if not isinstance(bar.type, BarrierType) or bar.type.num:
+            raise self.error(f"expected one mbarrier, got {bar.type}")
+        _check_box(self, desc.type, view, offsets)
+
+
+class AsyncDescriptorStoreOp(Operation):
+    """TMA store of buffer ``src`` to the box at ``offsets``; elements outside
+    the tensor are not written.  Joins the thread's bulk async group.
+    Operands: desc, src, *offsets."""
+
+    name = "tlx.async_descriptor_store"
+
+    def verify(self):
+        if len(self.operands) < 2:
+            raise self.error("expected desc, src and offsets")
+        desc, src = self.operands[:2]
+        view = expect_memdesc(self, src.type, "source", view=True)
+        _check_box(self, desc.type, view, self.operands[2:])
+
+
+class AsyncDescriptorStoreWaitOp(Operation):
+    """Wait until at most ``attrs.pendings`` bulk store groups still read shared memory."""
+
+    name = "tlx.async_descriptor_store_wait"
+
+    def verify(self):
+        if not isinstance(self.attrs.get("pendings"), int) or self.attrs["pendings"] < 0:
+            raise self.error(f"expected a non-negative 'pendings', got {self.attrs.get('pendings')!r}")

@@ -1,0 +1,95 @@
+"""TMA (bulk tensor copies through a descriptor) on the interpreter.
+
+A descriptor's runtime value is the host ``tlxc.TensorDescriptor`` (its CPU
+tensor, shape, strides and box).  ``async_descriptor_load`` posts an
+asynchronous copy that, when it lands, writes the box (zero-filled outside
+the tensor, as the hardware does) into the shared buffer and completes the
+box's bytes on the barrier (``complete_tx``), so a consumer's ``barrier_wait``
+on that barrier's phase is what orders the read.  ``async_descriptor_store``
+copies the buffer to the tensor at once (clipped to the tensor); its wait is
+a no-op.
+
+Not modelled yet: race tracking of TMA copies (the cp.async tracker covers
+cp.async only), L2 promotion, multicast.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import impl
+from .scheduler import PREEMPT
+from .values import storage_dtype
+
+
+def _global_view(desc):
+    """The descriptor's tensor as a strided numpy array (writes go through)."""
+    import torch
+    base = desc.tensor
+    if isinstance(base, torch.Tensor):
+        if base.device.type != "cpu":
+            raise ValueError("the interpreter needs descriptors over CPU tensors")
+        full = base.as_strided(tuple(desc.shape), tuple(desc.strides))
+        return full.numpy() if full.dtype not in (torch.bfloat16,) and not str(full.dtype).startswith(
+            "torch.float8") else full.view(_same_width_int(full.dtype)).numpy()
+    return np.lib.stride_tricks.as_strided(base, tuple(desc.shape),
+                                           tuple(s * base.itemsize for s in desc.strides))
+
+
+def _same_width_int(dtype):
+    import torch
+    return torch.int16 if dtype == torch.bfloat16 else torch.int8
+
+
+def _box_slices(desc, offsets):
+    """(slices into the tensor, slices into the box) for the part of the box inside the tensor."""
+    src, dst = [], []
+    for off, size, extent in zip(offsets, desc.block_shape, desc.shape):
+        lo, hi = max(int(off), 0), min(int(off) + size, extent)
+        if hi <= lo:
+            return None
+        src.append(slice(lo, hi))
+        dst.append(slice(lo - int(off), hi - int(off)))
+    return tuple(src), tuple(dst)
+
+
+def _bits_of(array: np.ndarray, element) -> np.ndarray:
+    """Elements of the tensor as the interpreter's storage bits (same width)."""
+    return array.view(storage_dtype(element))
+
+
+@impl("tlx.async_descriptor_load")
+def async_descriptor_load(ctx, op, desc, view, bar, *rest):
+    offsets = rest[:len(rest) - bool(op.attrs.get("has_pred"))]
+    if op.attrs.get("has_pred") and not bool(rest[-1]):
+        return
+    parts = _box_slices(desc, offsets)
+    nbytes = int(np.prod(view.shape)) * view.element.bytes
+    source = _global_view(desc)
+
+    def land():
+        box = np.zeros(view.shape, dtype=storage_dtype(view.element))
+        if parts is not None:
+            src, dst = parts
+            box[dst] = _bits_of(np.ascontiguousarray(source[src]), view.element)
+        view.array()[...] = box
+        view.mark_written()
+        bar.complete_tx(nbytes)
+
+    ctx.scheduler.post(f"TMA load into {view.label}", land, op.loc)
+    yield PREEMPT
+
+
+@impl("tlx.async_descriptor_store")
+def async_descriptor_store(ctx, op, desc, view, *offsets):
+    parts = _box_slices(desc, offsets)
+    if parts is not None:
+        src, dst = parts
+        target = _global_view(desc)
+        bits = np.array(view.array())            # the box's storage bits
+        target[src] = bits[dst].view(target.dtype)
+    yield PREEMPT
+
+
+@impl("tlx.async_descriptor_store_wait")
+def async_descriptor_store_wait(ctx, op):
+    return None
