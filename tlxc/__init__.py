@@ -14,6 +14,7 @@ from .errors import (
 from .interpreter import interpret
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics
 from .runtime.jit import KernelFunction, jit, kernel
+from .runtime.tma import TensorDescriptor
 from .torch_ops import register_custom_op
 from .trace_render import trace
 
@@ -30,6 +31,7 @@ __all__ = [
     "LaunchError",
     "LayoutError",
     "ResourceError",
+    "TensorDescriptor",
     "TlxcError",
     "__version__",
     "autotune",

@@ -24,7 +24,9 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
         name = lw.define(arg)
         kind = param_kind(arg.type)
         kinds.append(kind)
-        if getattr(arg.type, "bits", 32) < 32:
+        if kind == "bytes128":
+            params.append(f"const __grid_constant__ tlx_tensormap {name}")
+        elif getattr(arg.type, "bits", 32) < 32:
             # sub-word scalars travel as 32-bit ints (the launcher packs i32/u32)
             params.append(f"{'unsigned' if kind == 'u32' else 'int'} {name}_arg")
             narrow.append(f"const {C.storage_type(arg.type)} {name} = ({C.storage_type(arg.type)}){name}_arg;")
@@ -50,6 +52,8 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
     helpers = target.helper_definitions()
     if helpers:
         lines += ["", helpers]
+    if "bytes128" in kinds:
+        lines += ["", TENSORMAP_STRUCT]
     signature = f'extern "C" __global__ void __launch_bounds__({threads}{min_blocks}) {name}({", ".join(params)}) {{'
     lines += ["", signature]
     user_bytes = kernel.attrs.get("shared_bytes", 0)
@@ -66,10 +70,18 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
     return "\n".join(lines) + "\n", info
 
 
+# A TMA descriptor parameter: the 128-byte CUtensorMap the host encoded
+# (runtime/tma.py), passed by value; __grid_constant__ keeps it in the
+# parameter space, where cp.async.bulk.tensor can address it.
+TENSORMAP_STRUCT = "struct __attribute__((aligned(64))) tlx_tensormap { unsigned long long words[16]; };"
+
+
 def param_kind(t) -> str:
     """The launcher's C-ABI kind of a kernel parameter (see runtime/driver.py)."""
-    from ..ir.types import PointerType
+    from ..ir.types import PointerType, TensorDescType
     if isinstance(t, PointerType):
         return "u64"
+    if isinstance(t, TensorDescType):
+        return "bytes128"
     return {"i1": "i32", "i8": "i32", "i16": "i32", "i32": "i32", "i64": "i64", "u8": "u32", "u16": "u32",
             "u32": "u32", "u64": "u64", "f32": "f32", "f64": "f64"}[t.name]

@@ -34,7 +34,7 @@ class Specialization:
 
 
 def _key_of(value) -> Any:
-    if isinstance(value, (ScalarType, PointerType)):
+    if isinstance(value, (ScalarType, PointerType, T.TensorDescType)):
         return ("type", str(value))
     if isinstance(value, float):
         return ("float", value.hex())
@@ -154,11 +154,15 @@ def specialization_from_args(kfn, arguments: dict[str, Any]) -> Specialization:
     to 1 folds in as the constant 1; ints and pointers divisible by 16 are
     marked so; ``do_not_specialize`` parameters get neither treatment.  A scalar
     parameter annotated with a type (``n: tl.int64``) takes that type; tensors
-    and numpy arrays become pointers to their element type.
+    and numpy arrays become pointers to their element type; a
+    ``tlxc.TensorDescriptor`` becomes its ``TensorDescType`` (element, box,
+    swizzle).
 
     Both launch paths use this: the GPU's (``runtime/launch.py``) and the
     interpreter's (``interpreter/launch.py``)."""
     import numpy as np
+
+    from ..runtime.tma import TensorDescriptor
     spec = Specialization()
     for name in kfn.param_names:
         if name not in arguments:
@@ -169,6 +173,9 @@ def specialization_from_args(kfn, arguments: dict[str, Any]) -> Specialization:
         annotated = annotation_type(kfn.signature.parameters[name].annotation, kfn.fn)
         if isinstance(plain, np.generic):
             plain = plain.item()
+        if isinstance(plain, TensorDescriptor) and name not in kfn.constexpr_params:
+            spec.params[name] = ("runtime", plain.ir_type())   # no divisibility: the map carries the address
+            continue
         if name in kfn.constexpr_params or isinstance(value, tl.constexpr) or plain is None or \
                 isinstance(plain, (ScalarType, PointerType, str, tuple)):
             spec.params[name] = ("constexpr", plain)

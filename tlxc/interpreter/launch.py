@@ -13,10 +13,11 @@ from .. import language as tl
 from ..errors import LaunchError
 from ..frontend.specialize import Specialization, specialization_from_args
 from ..ir import types as T
-from ..ir.types import PointerType, ScalarType
+from ..ir.types import PointerType, ScalarType, TensorDescType
 
 # Launch options Triton accepts as keyword arguments next to the kernel's own.
 from ..runtime.launch import LAUNCH_OPTIONS
+from ..runtime.tma import TensorDescriptor
 from .executor import KernelRunner
 from .memory import GlobalMemory, is_array_argument, is_torch_tensor
 from .values import register_dtype
@@ -128,9 +129,21 @@ def prepare_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
         if isinstance(t, PointerType):
             _check_device(name, bound[name])
             memory.add_argument(name, bound[name])
-    values = [np.int64(memory.pointer_of(name)) if isinstance(t, PointerType)
-              else _scalar_argument(name, bound[name], t) for name, t in runtime]
+        elif isinstance(t, TensorDescType):
+            _check_device(name, bound[name].base)
+    values = [_runtime_value(memory, name, bound[name], t) for name, t in runtime]
     return runner, grid3, memory, values
+
+
+def _runtime_value(memory: GlobalMemory, name: str, value, t):
+    """A runtime parameter's interpreter value: pointers become virtual
+    addresses, a TMA descriptor stays the ``TensorDescriptor`` (its ops read
+    ``base``, ``shape``, ``strides``, ``block_shape`` and ``padding``)."""
+    if isinstance(t, PointerType):
+        return np.int64(memory.pointer_of(name))
+    if isinstance(t, TensorDescType):
+        return value
+    return _scalar_argument(name, value, t)
 
 
 def _check_device(name: str, value) -> None:
@@ -145,13 +158,15 @@ def _env_flag() -> bool:
 
 def should_interpret(args: tuple, kwargs: dict) -> bool:
     """``interpret=`` if given; else ``TLXC_INTERPRET=1``; else whether every
-    tensor argument lives on the CPU (numpy arrays included)."""
+    tensor argument lives on the CPU (numpy arrays and the tensors of
+    ``TensorDescriptor`` arguments included)."""
     explicit = kwargs.get("interpret")
     if explicit is not None:
         return bool(explicit)
     if _env_flag():
         return True
-    arrays = [a for a in list(args) + list(kwargs.values()) if is_array_argument(a)]
+    arguments = [a.base if isinstance(a, TensorDescriptor) else a for a in list(args) + list(kwargs.values())]
+    arrays = [a for a in arguments if is_array_argument(a)]
     return bool(arrays) and all(isinstance(a, np.ndarray) or a.device.type == "cpu" for a in arrays)
 
 

@@ -1,9 +1,9 @@
 """TMA (bulk tensor copies through a descriptor) on the interpreter.
 
-A descriptor's runtime value is the host ``tlxc.TensorDescriptor`` (its CPU
-tensor, shape, strides and box).  ``async_descriptor_load`` posts an
+A descriptor's runtime value is the host ``tlxc.TensorDescriptor`` (``base``:
+its CPU tensor, ``shape``, ``strides``, ``block_shape``, ``padding``).  ``async_descriptor_load`` posts an
 asynchronous copy that, when it lands, writes the box (zero-filled outside
-the tensor, as the hardware does) into the shared buffer and completes the
+the tensor, or NaN with ``padding="nan"``, as the hardware does) into the shared buffer and completes the
 box's bytes on the barrier (``complete_tx``), so a consumer's ``barrier_wait``
 on that barrier's phase is what orders the read.  ``async_descriptor_store``
 copies the buffer to the tensor at once (clipped to the tensor); its wait is
@@ -18,13 +18,13 @@ import numpy as np
 
 from .registry import impl
 from .scheduler import PREEMPT
-from .values import storage_dtype
+from .values import storage_dtype, to_storage
 
 
 def _global_view(desc):
     """The descriptor's tensor as a strided numpy array (writes go through)."""
     import torch
-    base = desc.tensor
+    base = desc.base
     if isinstance(base, torch.Tensor):
         if base.device.type != "cpu":
             raise ValueError("the interpreter needs descriptors over CPU tensors")
@@ -68,6 +68,8 @@ def async_descriptor_load(ctx, op, desc, view, bar, *rest):
 
     def land():
         box = np.zeros(view.shape, dtype=storage_dtype(view.element))
+        if getattr(desc, "padding", "zero") == "nan":          # out-of-bounds elements read as NaN
+            box[...] = to_storage(np.full(view.shape, np.nan), view.element)
         if parts is not None:
             src, dst = parts
             box[dst] = _bits_of(np.ascontiguousarray(source[src]), view.element)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import LaunchError
+from .tma import TensorDescriptor
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
                   "launch_cooperative_grid", "launch_pdl", "interpret")
@@ -92,6 +93,8 @@ _FAST_OPTIONS = (("num_warps", 4), ("num_stages", None), ("num_ctas", None), ("m
 def _kind(value) -> str:
     if value.__class__ in (int, float, bool):
         return "number"
+    if isinstance(value, TensorDescriptor):
+        return "descriptor"
     return "none" if value is None else "tensor"
 
 
@@ -105,6 +108,8 @@ def key_parts(kfn, bound: tuple) -> list:
             parts += [value.__class__, value == 1, value % 16 == 0, -2147483648 <= value <= 2147483647]
         elif value is None:
             parts.append(None)
+        elif isinstance(value, TensorDescriptor):
+            parts += [value.ir_type(), value.base.get_device()]
         else:
             parts += [value.dtype, value.get_device(), value.data_ptr() & 15]
     return parts
@@ -116,7 +121,9 @@ def build_fast_path(kfn, bound: tuple):
     Python binds the arguments natively; each tensor contributes (dtype,
     device, 16-byte alignment) to a flat key and its data pointer to the
     values, each number (type, ==1, divisibility by 16, fits in i32), each
-    constexpr its value.  Arguments of other kinds raise inside the ``try`` or
+    TMA descriptor (its IR type, device) to the key and its encoded
+    ``CUtensorMap`` (cached on the descriptor) to the values, each constexpr
+    its value.  Arguments of other kinds raise inside the ``try`` or
     miss the cache and go to the slow path, which specializes, compiles,
     checks and explains.
     """
@@ -131,6 +138,10 @@ def build_fast_path(kfn, bound: tuple):
         elif kind == "tensor":
             values.append(f"        v{i} = {name}.data_ptr()")
             key += [f"{name}.dtype", f"{name}.get_device()", f"v{i} & 15"]
+            value_names.append(f"v{i}")
+        elif kind == "descriptor":
+            values.append(f"        v{i} = {name}.encode()")
+            key += [f"{name}.ir_type()", f"{name}.base.get_device()"]
             value_names.append(f"v{i}")
         elif kind == "number":
             key += [f"{name}.__class__", f"{name} == 1", f"{name} % 16 == 0",
@@ -200,9 +211,15 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
         grid3 = (grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1)
     if grid3[0] * grid3[1] * grid3[2] == 0:
         return None
-    values = [bound[i].data_ptr() if p else bound[i] for i, p in zip(plan.runtime_index, plan.is_pointer)]
+    values = [bound[i].data_ptr() if p else _scalar_value(bound[i])
+              for i, p in zip(plan.runtime_index, plan.is_pointer)]
     plan.launch(grid3, plan.block, plan.smem, kfn._stream(plan.device), values)
     return plan.compiled
+
+
+def _scalar_value(value):
+    """A non-pointer runtime argument as the launcher packs it."""
+    return value.encode() if isinstance(value, TensorDescriptor) else value
 
 
 def _require_given(kfn, value, name):
@@ -220,6 +237,8 @@ def _interpret(kfn, grid, args, kwargs):
 
 def _has_cuda_tensor(args, kwargs) -> bool:
     for value in list(args) + list(kwargs.values()):
+        if isinstance(value, TensorDescriptor):
+            value = value.base
         if getattr(value, "is_cuda", False):
             return True
     return False
@@ -246,15 +265,18 @@ def _prepare(kfn, bound: tuple, num_warps: int) -> LaunchPlan:
     arguments = dict(zip(kfn.param_names, bound))
     device = None
     for name, value in arguments.items():
-        if isinstance(value, torch.Tensor):
-            if not value.is_cuda:
-                raise LaunchError(f"argument '{name}' of {kfn.__name__} is a CPU tensor; launch with CUDA "
+        tensor, what = value, ""
+        if isinstance(value, TensorDescriptor):
+            tensor, what = value.base, "a TensorDescriptor of "
+        if isinstance(tensor, torch.Tensor):
+            if not tensor.is_cuda:
+                raise LaunchError(f"argument '{name}' of {kfn.__name__} is {what}a CPU tensor; launch with CUDA "
                                   f"tensors, or run on the interpreter (TLXC_INTERPRET=1)")
             if device is None:
-                device = value.get_device()
-            elif value.get_device() != device:
-                raise LaunchError(f"argument '{name}' of {kfn.__name__} is on cuda:{value.get_device()} "
-                                  f"but earlier tensor arguments are on cuda:{device}")
+                device = tensor.get_device()
+            elif tensor.get_device() != device:
+                raise LaunchError(f"argument '{name}' of {kfn.__name__} is {what}a tensor on "
+                                  f"cuda:{tensor.get_device()} but earlier tensor arguments are on cuda:{device}")
         param = kfn.signature.parameters[name]
         annotated = annotation_type(param.annotation, kfn.fn)
         if isinstance(annotated, PointerType) and not isinstance(value, torch.Tensor):
@@ -266,7 +288,7 @@ def _prepare(kfn, bound: tuple, num_warps: int) -> LaunchPlan:
     for name, (kind, t) in spec.params.items():
         param = kfn.signature.parameters[name]
         annotated = annotation_type(param.annotation, kfn.fn)
-        if isinstance(annotated, PointerType) and kind == "runtime" and t != annotated:
+        if isinstance(annotated, PointerType) and isinstance(t, PointerType) and t != annotated:
             raise LaunchError(f"argument '{name}' of {kfn.__name__} is a tensor of {t.pointee}, but the kernel "
                               f"declares {annotated}")
     major, minor = torch.cuda.get_device_capability(device)
@@ -285,7 +307,7 @@ def _prepare(kfn, bound: tuple, num_warps: int) -> LaunchPlan:
     index = [kfn.param_names.index(n) for n in runtime_names]
     is_pointer = [isinstance(t, PointerType) for _, t in spec.runtime_params()]
     for n, ptr in zip(runtime_names, is_pointer):
-        if not ptr and not isinstance(arguments[n], (int, float, bool)):
+        if not ptr and not isinstance(arguments[n], (int, float, bool, TensorDescriptor)):
             raise LaunchError(f"argument '{n}' of {kfn.__name__} must be a number, got {type(arguments[n]).__name__}")
     threads = compiled.metadata["threads"]
     kfn._stream = driver.stream_getter()

@@ -1,0 +1,291 @@
+"""Host-side TMA tensor descriptors: ``tlxc.TensorDescriptor``.
+
+A descriptor names a global tensor (base address, shape, strides in elements)
+and the box (``block_shape``) that one TMA copy moves between global and
+shared memory.  It is checked against the hardware's rules when it is built
+(each violation is a ``LaunchError`` naming the argument and the rule), typed
+for the compiler by ``ir_type()`` (``tensordesc<64x64xbf16, swizzle=128>``),
+and encoded into the 128-byte ``CUtensorMap`` that the kernel receives as a
+``__grid_constant__`` parameter by ``encode()``, lazily and once per
+(address, shape, strides, box, swizzle): a repeated launch reuses the bytes.
+
+Swizzle rule (shared memory layout of the box, chosen from the width in bytes
+of the innermost box dimension, the only one a TMA swizzle acts on):
+
+    inner box bytes == 128  ->  swizzle 128
+    inner box bytes ==  64  ->  swizzle 64
+    inner box bytes ==  32  ->  swizzle 32
+    anything else           ->  swizzle 0 (none)
+
+TMA requires the inner box of a swizzled copy to be no wider than the swizzle
+span, so an inner box wider than 128 bytes (e.g. 128 bf16) gets no swizzle:
+legal for TMA and fine for ``desc.load``, but wgmma operands want a swizzled
+tile, so GEMMs should use a 128-byte inner box (64 bf16/f16, 128 fp8, 32 f32)
+and loop over K.  Encoding is lazy so that descriptors of CPU tensors work on
+the interpreter, which reads the tensor itself.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import CudaError, LaunchError
+from ..ir.types import ScalarType, TensorDescType
+
+MAX_RANK = 5
+MAX_BOX_DIM = 256
+ALIGNMENT = 16          # bytes: base address, row strides, inner box width
+
+# IR element type -> CUtensorMapDataType enumerator name.  TMA copies bits, so
+# types without an enumerator of their own travel as unsigned ints of their
+# width (fp8 and int8 as UINT8, int16 as UINT16), as Triton does.
+TMA_DATA_TYPES: dict[str, str] = {
+    "f16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
+    "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+    "f32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
+    "f64": "CU_TENSOR_MAP_DATA_TYPE_FLOAT64",
+    "f8e4m3": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+    "f8e5m2": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+    "i8": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+    "u8": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+    "i16": "CU_TENSOR_MAP_DATA_TYPE_UINT16",
+    "u16": "CU_TENSOR_MAP_DATA_TYPE_UINT16",
+    "i32": "CU_TENSOR_MAP_DATA_TYPE_INT32",
+    "u32": "CU_TENSOR_MAP_DATA_TYPE_UINT32",
+    "i64": "CU_TENSOR_MAP_DATA_TYPE_INT64",
+    "u64": "CU_TENSOR_MAP_DATA_TYPE_UINT64",
+}
+
+SWIZZLE_ENUMS = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 32: "CU_TENSOR_MAP_SWIZZLE_32B",
+                 64: "CU_TENSOR_MAP_SWIZZLE_64B", 128: "CU_TENSOR_MAP_SWIZZLE_128B"}
+
+# padding= -> CUtensorMapFloatOOBfill: "zero" fills out-of-bounds elements with
+# zeros (FILL_NONE), "nan" with NaN (floats only).
+PADDING_ENUMS = {"zero": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE",
+                 "nan": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA"}
+
+
+def choose_swizzle(inner_box_bytes: int) -> int:
+    """The shared-memory swizzle (bytes) of a box whose innermost dimension is
+    ``inner_box_bytes`` wide (the rule in this module's docstring)."""
+    return inner_box_bytes if inner_box_bytes in (32, 64, 128) else 0
+
+
+def _fail(argument: str, message: str) -> LaunchError:
+    return LaunchError(f"TensorDescriptor: '{argument}' {message}")
+
+
+class TensorDescriptor:
+    """A TMA descriptor of ``tensor`` seen as ``shape``/``strides`` (elements),
+    copied in boxes of ``block_shape``; like Triton's
+    ``triton.tools.tensor_descriptor.TensorDescriptor``.
+
+    ``padding`` is what out-of-bounds box elements read as: ``"zero"`` or
+    ``"nan"`` (floating-point tensors only).  Stores clip at the bounds.
+    """
+
+    def __init__(self, tensor: Any, shape: Sequence[int], strides: Sequence[int],
+                 block_shape: Sequence[int], padding: str = "zero"):
+        self.base = tensor
+        self.shape = tuple(int(d) for d in shape)
+        self.strides = tuple(int(s) for s in strides)
+        self.block_shape = tuple(int(b) for b in block_shape)
+        self.padding = padding
+        self.dtype = _element_type(tensor)
+        self._check()
+        self.swizzle = choose_swizzle(self.block_shape[-1] * self.dtype.bytes)
+        self._ir_type = TensorDescType(self.dtype, self.block_shape, self.swizzle)
+        self._encoded: dict[tuple, bytes] = {}
+
+    @classmethod
+    def from_tensor(cls, tensor: Any, block_shape: Sequence[int], padding: str = "zero") -> TensorDescriptor:
+        """A descriptor of the whole of ``tensor`` (its shape and element strides)."""
+        return cls(tensor, tuple(tensor.shape), _element_strides(tensor), block_shape, padding)
+
+    def ir_type(self) -> TensorDescType:
+        """The kernel parameter's IR type: element, box and swizzle."""
+        return self._ir_type
+
+    def __repr__(self) -> str:
+        return (f"TensorDescriptor(shape={list(self.shape)}, strides={list(self.strides)}, "
+                f"block_shape={list(self.block_shape)}, dtype={self.dtype}, swizzle={self.swizzle})")
+
+    # -- legality --------------------------------------------------------------------
+    def _check(self) -> None:
+        rank = len(self.shape)
+        if not 1 <= rank <= MAX_RANK:
+            raise _fail("shape", f"must have 1 to {MAX_RANK} dimensions (TMA tensors are at most "
+                                 f"{MAX_RANK}-D), got {rank}: {list(self.shape)}")
+        for argument, values in (("strides", self.strides), ("block_shape", self.block_shape)):
+            if len(values) != rank:
+                raise _fail(argument, f"must have one entry per dimension of 'shape' ({rank}), "
+                                      f"got {len(values)}: {list(values)}")
+        if self.padding not in PADDING_ENUMS:
+            raise _fail("padding", f"must be 'zero' or 'nan', got {self.padding!r}")
+        if self.padding == "nan" and not self.dtype.is_float:
+            raise _fail("padding", f"'nan' needs a floating-point tensor, got {self.dtype}")
+        self._check_tensor()
+        self._check_shape_and_strides()
+        self._check_box()
+
+    def _check_tensor(self) -> None:
+        address = _address(self.base)
+        if address % ALIGNMENT:
+            raise _fail("tensor", f"base address 0x{address:x} is not 16-byte aligned (it is "
+                                  f"{address % ALIGNMENT} bytes past a 16-byte boundary; TMA requires a "
+                                  f"16-byte aligned base: a view that starts mid-row, e.g. t[1:] of a "
+                                  f"tensor with an odd row size, cannot be described)")
+
+    def _check_shape_and_strides(self) -> None:
+        for dim, size in enumerate(self.shape):
+            if not 1 <= size <= 2**32:
+                raise _fail("shape", f"dimension {dim} is {size}; TMA requires 1 to 2**32 elements per dimension")
+        for dim, stride in enumerate(self.strides):
+            if stride <= 0:
+                raise _fail("strides", f"must be positive: stride {stride} of dim {dim} (TMA cannot describe "
+                                       f"broadcast or reversed dimensions)")
+        if self.strides[-1] != 1:
+            raise _fail("strides", f"must end in 1 (TMA requires a unit stride in the last dimension), got "
+                                   f"{list(self.strides)}: a transposed or otherwise non-contiguous last "
+                                   f"dimension needs .contiguous() or a descriptor of the transposed layout")
+        size = self.dtype.bytes
+        for dim, stride in enumerate(self.strides[:-1]):
+            if stride * size % ALIGNMENT:
+                raise _fail("strides", f"must give a 16-byte multiple for every dimension but the last: stride "
+                                       f"{stride} of dim {dim} is {stride * size} bytes (TMA requires "
+                                       f"16-byte aligned row strides)")
+            if stride * size >= 2**40:
+                raise _fail("strides", f"stride {stride} of dim {dim} is {stride * size} bytes; TMA requires "
+                                       f"less than 2**40")
+
+    def _check_box(self) -> None:
+        for dim, box in enumerate(self.block_shape):
+            if not 1 <= box <= MAX_BOX_DIM:
+                raise _fail("block_shape", f"dimension {dim} is {box}; TMA boxes have 1 to {MAX_BOX_DIM} "
+                                           f"elements per dimension")
+        inner = self.block_shape[-1] * self.dtype.bytes
+        if inner < ALIGNMENT or inner % ALIGNMENT:
+            raise _fail("block_shape", f"inner dimension is {self.block_shape[-1]} x {self.dtype} = {inner} "
+                                       f"bytes; TMA requires at least 16 bytes and a multiple of 16")
+
+    # -- encoding ----------------------------------------------------------------------
+    def encode(self) -> bytes:
+        """The 128-byte ``CUtensorMap`` (encoded once per address/shape/strides/box/swizzle)."""
+        try:
+            address = self.base.data_ptr()
+        except AttributeError:
+            raise _fail("tensor", "is a numpy array; descriptors of arrays run only on the interpreter") from None
+        key = (address, self.shape, self.strides, self.block_shape, self.swizzle, self.padding)
+        blob = self._encoded.get(key)
+        if blob is None:
+            if not getattr(self.base, "is_cuda", False):
+                raise _fail("tensor", "is not on a CUDA device; a descriptor of a CPU tensor runs only "
+                                      "on the interpreter (TLXC_INTERPRET=1)")
+            blob = self._encoded[key] = encode_tiled(self.dtype, key[0], self.shape, self.strides,
+                                                     self.block_shape, self.swizzle, self.padding)
+        return blob
+
+
+def tma_arguments(dtype: ScalarType, address: int, shape: Sequence[int], strides: Sequence[int],
+                  block_shape: Sequence[int], swizzle: int, padding: str) -> dict[str, Any]:
+    """The arguments of ``cuTensorMapEncodeTiled``, by name, with plain ints and
+    enumerator names: dimensions innermost first, global strides in bytes
+    without the innermost one (always the element size)."""
+    return {
+        "tensorDataType": TMA_DATA_TYPES[dtype.name],
+        "tensorRank": len(shape),
+        "globalAddress": address,
+        "globalDim": [int(d) for d in reversed(shape)],
+        "globalStrides": [int(s) * dtype.bytes for s in reversed(strides[:-1])],
+        "boxDim": [int(b) for b in reversed(block_shape)],
+        "elementStrides": [1] * len(shape),
+        "interleave": "CU_TENSOR_MAP_INTERLEAVE_NONE",
+        "swizzle": SWIZZLE_ENUMS[swizzle],
+        "l2Promotion": "CU_TENSOR_MAP_L2_PROMOTION_L2_128B",
+        "oobFill": PADDING_ENUMS[padding],
+    }
+
+
+def encode_tiled(dtype: ScalarType, address: int, shape: Sequence[int], strides: Sequence[int],
+                 block_shape: Sequence[int], swizzle: int, padding: str) -> bytes:
+    """Call ``cuTensorMapEncodeTiled`` (cuda.bindings) and return the map's 128 bytes."""
+    from cuda.bindings import driver as cu
+    args = tma_arguments(dtype, address, shape, strides, block_shape, swizzle, padding)
+    _init_driver(cu)
+    result, tensor_map = cu.cuTensorMapEncodeTiled(
+        getattr(cu.CUtensorMapDataType, args["tensorDataType"]),
+        args["tensorRank"],
+        args["globalAddress"],
+        [cu.cuuint64_t(d) for d in args["globalDim"]],
+        [cu.cuuint64_t(s) for s in args["globalStrides"]],
+        [cu.cuuint32_t(b) for b in args["boxDim"]],
+        [cu.cuuint32_t(e) for e in args["elementStrides"]],
+        getattr(cu.CUtensorMapInterleave, args["interleave"]),
+        getattr(cu.CUtensorMapSwizzle, args["swizzle"]),
+        getattr(cu.CUtensorMapL2promotion, args["l2Promotion"]),
+        getattr(cu.CUtensorMapFloatOOBfill, args["oobFill"]))
+    if result != cu.CUresult.CUDA_SUCCESS:
+        shown = ", ".join(f"{k}={v if k != 'globalAddress' else hex(v)}" for k, v in args.items())
+        raise CudaError(f"cuTensorMapEncodeTiled failed: {_result_name(result)} ({shown})")
+    return _map_bytes(tensor_map)
+
+
+_DRIVER_READY = []
+
+
+def _init_driver(cu) -> None:
+    if not _DRIVER_READY:
+        (result,) = cu.cuInit(0)
+        if result != cu.CUresult.CUDA_SUCCESS:
+            raise CudaError(f"cuInit failed: {_result_name(result)}")
+        _DRIVER_READY.append(True)
+
+
+def _result_name(result) -> str:
+    return getattr(result, "name", None) or f"CUresult {int(result)}"
+
+
+def _map_bytes(tensor_map) -> bytes:
+    """The 128 bytes of a ``CUtensorMap`` (16 little-endian 64-bit words)."""
+    words = [int(w) for w in tensor_map.opaque]
+    blob = b"".join(w.to_bytes(8, "little") for w in words)
+    if len(blob) != 128:
+        raise CudaError(f"cuTensorMapEncodeTiled returned a {len(blob)}-byte map, expected 128")
+    return blob
+
+
+# -- tensors (torch or numpy) ------------------------------------------------------------
+def _element_type(tensor: Any) -> ScalarType:
+    if not hasattr(tensor, "dtype") or not (hasattr(tensor, "data_ptr") or hasattr(tensor, "__array_interface__")):
+        raise _fail("tensor", f"must be a torch tensor (or numpy array), got {type(tensor).__name__}")
+    if hasattr(tensor, "data_ptr"):
+        from ..frontend.specialize import pointee_of_tensor
+        try:
+            element = pointee_of_tensor(tensor)
+        except LaunchError:
+            element = None
+    else:
+        from ..interpreter.memory import element_type_of
+        try:
+            element = element_type_of(tensor)
+        except LaunchError:
+            element = None
+    if element is None or element.name not in TMA_DATA_TYPES:
+        supported = "float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, (u)int8/16/32/64"
+        raise _fail("tensor", f"has dtype {tensor.dtype}, which TMA cannot copy (supported: {supported})")
+    return element
+
+
+def _address(tensor: Any) -> int:
+    if hasattr(tensor, "data_ptr"):
+        return tensor.data_ptr()
+    return tensor.__array_interface__["data"][0]
+
+
+def _element_strides(tensor: Any) -> tuple[int, ...]:
+    if hasattr(tensor, "data_ptr"):
+        return tuple(tensor.stride())
+    return tuple(s // tensor.itemsize for s in tensor.strides)
+
+
+__all__ = ["TensorDescriptor", "choose_swizzle", "encode_tiled", "tma_arguments"]
