@@ -165,6 +165,13 @@ def bench_launch(quick: bool) -> None:
     except ImportError:
         theirs = float("nan")
     record("launch overhead, 4 args", ours, theirs, "us", "triton", higher_is_better=False)
+    # 16 arguments, two of them TensorDescriptors (the encoded maps are cached on the descriptors)
+    import tlxc
+    d = tlxc.TensorDescriptor.from_tensor(torch.empty(64, 64, device="cuda"), [32, 32])
+    args16 = (d, d, x, x, x, x, x, x) + (16,) * 8
+    lk.empty16[(1,)](*args16)
+    ours16 = host_us(lambda: lk.empty16[(1,)](*args16))
+    record("launch overhead, 16 args (2 descriptors)", ours16, 6.0, "us", "target", higher_is_better=False)
 
 
 # -- compile time (no GPU needed) -------------------------------------------------------------
