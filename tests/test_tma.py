@@ -56,3 +56,11 @@ def test_misaligned_rows_are_a_launch_error_naming_the_rule():
     x = torch.randn(100, 130)                      # 520-byte rows: TMA needs 16-byte multiples
     with pytest.raises(tlxc.LaunchError, match="16-byte"):
         tlxc.TensorDescriptor.from_tensor(x, [BM, BN])
+
+
+def test_swizzle_can_be_turned_off_and_is_checked():
+    x = torch.randn(64, 64, dtype=torch.bfloat16)
+    assert tlxc.TensorDescriptor.from_tensor(x, [64, 64]).swizzle == 128     # a 128-byte inner box
+    assert tlxc.TensorDescriptor.from_tensor(x, [64, 64], swizzle=0).swizzle == 0
+    with pytest.raises(tlxc.LaunchError, match="'swizzle'"):
+        tlxc.TensorDescriptor.from_tensor(x, [64, 64], swizzle=64)

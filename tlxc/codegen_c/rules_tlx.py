@@ -217,7 +217,7 @@ def _tma_coords(lw, offsets) -> list[str]:
 def _unswizzled(lw, op, desc_type) -> None:
     if desc_type.swizzle:
         raise CompilationError(f"a {desc_type.swizzle}-byte swizzled TMA box needs swizzle-aware shared-memory "
-                               f"layouts, which are not implemented yet; build the descriptor with swizzle=0",
+                               f"layouts, which are not implemented yet; build the descriptor with TensorDescriptor(..., swizzle=0)",
                                op.loc)
 
 

@@ -85,7 +85,7 @@ class TensorDescriptor:
     """
 
     def __init__(self, tensor: Any, shape: Sequence[int], strides: Sequence[int],
-                 block_shape: Sequence[int], padding: str = "zero"):
+                 block_shape: Sequence[int], padding: str = "zero", swizzle: int | None = None):
         self.base = tensor
         self.shape = tuple(int(d) for d in shape)
         self.strides = tuple(int(s) for s in strides)
@@ -93,14 +93,22 @@ class TensorDescriptor:
         self.padding = padding
         self.dtype = _element_type(tensor)
         self._check()
-        self.swizzle = choose_swizzle(self.block_shape[-1] * self.dtype.bytes)
+        inner = self.block_shape[-1] * self.dtype.bytes
+        if swizzle is None:
+            swizzle = choose_swizzle(inner)
+        elif swizzle not in (0, 32, 64, 128) or (swizzle and inner != swizzle):
+            raise LaunchError(f"TensorDescriptor: 'swizzle' must be 0, or the inner box width in bytes "
+                              f"({inner}) when that is 32, 64 or 128; got {swizzle}")
+        self.swizzle = swizzle
         self._ir_type = TensorDescType(self.dtype, self.block_shape, self.swizzle)
         self._encoded: dict[tuple, bytes] = {}
 
     @classmethod
-    def from_tensor(cls, tensor: Any, block_shape: Sequence[int], padding: str = "zero") -> TensorDescriptor:
-        """A descriptor of the whole of ``tensor`` (its shape and element strides)."""
-        return cls(tensor, tuple(tensor.shape), _element_strides(tensor), block_shape, padding)
+    def from_tensor(cls, tensor: Any, block_shape: Sequence[int], padding: str = "zero",
+                    swizzle: int | None = None) -> TensorDescriptor:
+        """A descriptor of the whole of ``tensor`` (its shape and element strides);
+        ``swizzle=None`` picks it from the box (``choose_swizzle``), 0 turns it off."""
+        return cls(tensor, tuple(tensor.shape), _element_strides(tensor), block_shape, padding, swizzle)
 
     def ir_type(self) -> TensorDescType:
         """The kernel parameter's IR type: element, box and swizzle."""
