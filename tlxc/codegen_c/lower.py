@@ -311,7 +311,6 @@ def same_thread_map(src: L.Layout, dst: L.Layout, project=None) -> list[int] | N
     src_table = src.coords_table()
     if project is not None:
         dst_table = project(dst_table)
-    w, lanes = min(dst_table.shape[0], src_table.shape[0]), min(dst_table.shape[1], src_table.shape[1])
     if dst_table.shape[:2] != src_table.shape[:2]:
         return None
     mapping = []
@@ -323,7 +322,6 @@ def same_thread_map(src: L.Layout, dst: L.Layout, project=None) -> list[int] | N
         if len(hits) == 0:
             return None
         mapping.append(int(hits[0]))
-    del w, lanes
     return mapping
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..errors import LayoutError
 from ..ir import layouts as L
 from ..ir.builder import Builder
-from ..ir.core import OP_REGISTRY, Block, Module, Operation, Region, Value
+from ..ir.core import OP_REGISTRY, Block, BlockArgument, Module, Operation, Region, Value
 from ..ir.types import PointerType, ScalarType, TensorType
 from .manager import Pass
 
@@ -201,8 +201,8 @@ class _KernelRewriter:
         (load, reduction, dot...) in preference to a loop-carried argument, so that
         `acc += tl.sum(x, 1)` keeps the reduction's layout and the loop settles there."""
         def rank(v):
-            return 1 if isinstance(self.entries[id(v)], Anchor) and \
-                getattr(self.entries[id(v)].value, "owner", None).__class__.__name__ == "Block" else 0
+            entry = self.entries[id(v)]
+            return 1 if isinstance(entry, Anchor) and isinstance(entry.value, BlockArgument) else 0
         for v in sorted(values, key=rank):
             layout = self.natural(v) if isinstance(v.type, TensorType) else None
             if layout is not None:
