@@ -391,3 +391,50 @@ def check_inputs():
         "pingpong": ((1,), (torch.randn(8 * 32), torch.zeros(8), 8)),
         "runtime_pred": ((1,), (torch.zeros(1), 8)),
     }
+
+
+@tlxc.kernel
+def wgmma_ring(a_desc, b_desc, c_desc, k_tiles: tl.int32, BM: tl.constexpr = 64, BN: tl.constexpr = 64,
+               BK: tl.constexpr = 64, NUM_STAGES: tl.constexpr = 2, BUG: tl.constexpr = ""):
+    """hopper_gemm_ws reduced to one tile: a TMA producer fills a ring that one
+    wgmma consumer reads; the epilogue goes through shared memory and a TMA store."""
+    a_smem = tlx.local_alloc((BM, BK), tl.bfloat16, NUM_STAGES)
+    b_smem = tlx.local_alloc((BK, BN), tl.bfloat16, NUM_STAGES)
+    c_smem = tlx.local_alloc((BM, BN), tl.bfloat16, 1)
+    full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for k in range(k_tiles):
+                slot, phase = tlx.get_bufidx_phase(k, NUM_STAGES)
+                if BUG != "tma_before_empty":
+                    tlx.barrier_wait(empty[slot], phase ^ 1)
+                if BUG == "expect_small":
+                    tlx.barrier_expect_bytes(full[slot], BM * BK * 2)  # BUG expect_small
+                elif BUG == "expect_large":
+                    tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * 2 + 128)  # BUG expect_large
+                else:
+                    tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * 2)
+                tlx.async_descriptor_load(a_desc, a_smem[slot], [0, k * BK], full[slot])  # the A load
+                tlx.async_descriptor_load(b_desc, b_smem[slot], [k * BK, 0], full[slot])  # the B load
+        with tlx.async_task(num_warps=4):  # the wgmma consumer
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+            for k in range(k_tiles):
+                slot, phase = tlx.get_bufidx_phase(k, NUM_STAGES)
+                tlx.barrier_wait(full[slot], phase)  # the wgmma consumer's wait
+                acc = tlx.async_dot(a_smem[slot], b_smem[slot], acc)  # the async_dot
+                if BUG == "early_release":
+                    tlx.barrier_arrive(empty[slot])  # BUG the MMA slot is released early
+                    acc = tlx.async_dot_wait(0, acc)
+                elif BUG == "result_before_wait":
+                    acc = acc * 2.0  # BUG result_before_wait
+                    acc = tlx.async_dot_wait(0, acc)
+                    tlx.barrier_arrive(empty[slot])
+                else:
+                    acc = tlx.async_dot_wait(0, acc)
+                    tlx.barrier_arrive(empty[slot])
+            tlx.local_store(c_smem[0], acc.to(tl.bfloat16))  # the epilogue store
+            if BUG != "no_fence":
+                tlx.fence("async_shared")
+            tlx.async_descriptor_store(c_desc, c_smem[0], [0, 0])  # the TMA store
+            tlx.async_descriptor_store_wait(0)

@@ -237,7 +237,10 @@ def test_interpreter_test_kernels_are_caught_statically():
 
 
 # -- zero findings on the examples and the idioms -----------------------------------------------------------
-EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
+# hopper_gemm_ws takes TensorDescriptor parameters, which have no command-line
+# spelling yet; tests/test_hopper_gemm_interp.py checks it from its check_inputs().
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py")
+                  if not p.name.startswith("_") and p.stem != "hopper_gemm_ws")
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
@@ -388,3 +391,52 @@ def test_the_check_is_cheap():
                                (C.ring_rowsum, {"NUM_STAGES": 4}), (C.pingpong, {})]:
         findings(kernel, **constexprs)
     assert time.perf_counter() - start < 2.0
+
+
+# -- TMA and wgmma (descriptor parameters: specialized from small descriptors) ------------------------
+def _wgmma_ring_findings(**constexprs):
+    import torch
+
+    import tlxc
+    from tlxc.check import check_kernel
+    from tlxc.compiler import frontend
+    from tlxc.frontend.specialize import specialization_from_args
+    a = torch.zeros(64, 256, dtype=torch.bfloat16)
+    b = torch.zeros(256, 64, dtype=torch.bfloat16)
+    descs = {"a_desc": tlxc.TensorDescriptor.from_tensor(a, [64, 64]),
+             "b_desc": tlxc.TensorDescriptor.from_tensor(b, [64, 64]),
+             "c_desc": tlxc.TensorDescriptor.from_tensor(a, [64, 64])}
+    bound = dict(descs, k_tiles=4, BM=64, BN=64, BK=64, NUM_STAGES=2, BUG="")
+    bound.update(constexprs)
+    module = frontend(C.wgmma_ring, specialization_from_args(C.wgmma_ring, bound))
+    return [f for kernel in module.kernels for f in check_kernel(kernel) if f.severity == ERROR]
+
+
+ASYNC_BROKEN = [
+    ("early_release", "race.mma-early-release", "slot released before the MMA that reads it completed",
+     "# the A load"),
+    ("result_before_wait", "wgmma.result-before-wait", "async_dot result used before async_dot_wait",
+     "# BUG result_before_wait"),
+    ("expect_small", "barrier.expect-bytes", ("TMA loads deliver 16384 bytes into one phase of 'full'[0] but "
+     "barrier_expect_bytes announced 8192"), "# the B load"),
+    ("expect_large", "barrier.expect-bytes", ("barrier_expect_bytes posts 16512 bytes on 'full'[0] but the TMA loads "
+     "that complete on it in this phase deliver 16384 bytes"), "# BUG expect_large"),
+    # a producer that skips its empty wait laps the ring: reported at the consumer's wait
+    ("tma_before_empty", "ring.lapped", "a producer must wait for the release of a slot",
+     "# the wgmma consumer's wait"),
+    ("no_fence", "tma.missing-fence", "async_descriptor_store reads a buffer that local_store wrote",
+     "# the TMA store"),
+]
+
+
+def test_wgmma_ring_is_clean():
+    assert _wgmma_ring_findings() == []
+
+
+@pytest.mark.parametrize("bug, check, message, marker", ASYNC_BROKEN, ids=lambda c: c if isinstance(c, str) else "")
+def test_tma_and_wgmma_bugs_are_caught(bug, check, message, marker):
+    found = _wgmma_ring_findings(BUG=bug)
+    assert found, f"{bug}: no finding"
+    first = found[0]
+    assert (first.check, first.loc.line) == (check, _line(marker)), first.render()
+    assert message in first.message, first.render()

@@ -105,6 +105,25 @@ def _mma(dtype: str) -> Case:
     return Case(body, (f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32",))
 
 
+_WGMMA_PROBE = ("__shared__ __attribute__((aligned(1024))) unsigned short buf[2 * 64 * 64];\n"
+                "  for (int k = threadIdx.x; k < 2 * 64 * 64; k += blockDim.x) buf[k] = (unsigned short)in[k & 255];\n"
+                "  __syncthreads();\n"
+                "  const unsigned long long fields = (1ull << 62) | (64ull << 32) | (1ull << 16);\n"
+                "  const unsigned long long da = tlx_wgmma_desc(buf, fields), db = tlx_wgmma_desc(buf + 64 * 64, fields);\n")
+_WGMMA_HELPERS = ("tlx_wgmma_desc", "tlx_wgmma_fence", "tlx_wgmma_commit_group", "tlx_wgmma_wait_group")
+
+
+def _wgmma(n: int, dtype: str) -> Case:
+    regs = n // 2
+    body = (_WGMMA_PROBE + f"  float d[{regs}];\n  for (int k = 0; k < {regs}; ++k) d[k] = 0.0f;\n"
+            f"  tlx_wgmma_fence();\n  {ptx.wgmma_name(n, dtype)}<0, {n % 16 // 8}>(d, da, db, in[0] != 0);\n"
+            f"  tlx_wgmma_commit_group();\n  tlx_wgmma_wait_group<0, {regs}>(d);\n"
+            f"  for (int k = 0; k < {regs}; ++k) out[{regs} * threadIdx.x + k] = __float_as_uint(d[k]);")
+    return Case(body, (f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}", "wgmma.fence.sync.aligned",
+                       "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0"),
+                archs=("sm_90a",), also=_WGMMA_HELPERS, bounds="__launch_bounds__(128, 1) ")
+
+
 CASES: dict[str, Case] = {
     "tlx_cvt_f32_f16": Case("out[0] = __float_as_uint(tlx_cvt_f32_f16((unsigned short)in[0]));",
                             ("cvt.f32.f16",)),
@@ -185,6 +204,16 @@ CASES: dict[str, Case] = {
                                ("setmaxnreg.inc.sync.aligned.u32 240",), bounds="__launch_bounds__(256, 1) "),
     "tlx_setmaxnreg_dec": Case("tlx_setmaxnreg_dec<40>(); out[threadIdx.x] = in[threadIdx.x];",
                                ("setmaxnreg.dec.sync.aligned.u32 40",), bounds="__launch_bounds__(256, 1) "),
+    # wgmma (sm_90a only): every shape, bf16 and f16
+    **{ptx.wgmma_name(n, t): _wgmma(n, t) for t in ("bf16", "f16") for n in ptx.WGMMA_N},
+    "tlx_wgmma_fence": Case("tlx_wgmma_fence(); out[0] = in[0];", ("wgmma.fence.sync.aligned",), archs=("sm_90a",)),
+    "tlx_wgmma_commit_group": Case("tlx_wgmma_commit_group(); out[0] = in[0];", ("wgmma.commit_group.sync.aligned",),
+                                   archs=("sm_90a",)),
+    "tlx_wgmma_wait_group": Case("float d[2] = {__uint_as_float(in[0]), 1.0f}; tlx_wgmma_wait_group<1, 2>(d); "
+                                 "out[0] = __float_as_uint(d[0] + d[1]);", ("wgmma.wait_group.sync.aligned 1",),
+                                 archs=("sm_90a",)),
+    "tlx_wgmma_desc": Case("__shared__ unsigned buf[32]; out[0] = (unsigned)(tlx_wgmma_desc(&buf[in[0] & 31], "
+                           "1ull << 62));", ("cvta.to.shared.u64",)),
 }
 
 

@@ -6,7 +6,8 @@ the first error on every compile, and ``tlxc check`` prints them all.
 
 One concept per module: ``trace`` (abstract evaluation of each task into a
 protocol trace), ``simulate`` (replaying traces under several schedules),
-``explain`` (turning a failure into a precise finding), ``protocol`` (the
+``explain`` (turning a failure into a precise finding), ``async_order``
+(async_dot results and TMA-store fences in program order), ``protocol`` (the
 scenarios), ``named`` (named barriers), ``resources`` (tasks, warps,
 registers), ``describe`` (words for messages), ``run`` (``tlxc check --run``
 on the interpreter), ``findings`` (what is reported).
@@ -14,6 +15,7 @@ on the interpreter), ``findings`` (what is reported).
 from __future__ import annotations
 
 from ..ir.core import Operation
+from .async_order import check_async_order
 from .findings import ERROR, NOTE, WARNING, Finding
 from .named import check_named
 from .protocol import check_protocol
@@ -27,6 +29,7 @@ def check_kernel(kernel: Operation) -> list[Finding]:
     the barrier protocol (which only runs when the others found no error)."""
     findings = check_tasks(kernel)
     findings += check_named(kernel)
+    findings += check_async_order(kernel)
     if not any(f.severity == ERROR for f in findings):
         findings += check_protocol(kernel)
     return findings

@@ -22,7 +22,8 @@ schedule.  They are tried from the most specific to the most general:
 8. what the failure itself shows (``barrier.deadlock``,
    ``barrier.too-many-arrivals``, ``named.count-mismatch``,
    ``named.too-many-threads``, ``race.cp-async``, ``race.overwrite``,
-   ``race.shared``).
+   ``race.mma-early-release``, ``race.async-dot``, ``race.shared``,
+   ``barrier.expect-bytes``).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from .simulate import Failure, Simulator
 from .trace import BarrierArray, Event, TaskTrace, clean_name
 
 ARRIVALS = ("arrive", "expect")
-WRITES = ("copy", "write")
+WRITES = ("copy", "write", "tmawrite")
 
 
 @dataclass
@@ -99,6 +100,8 @@ def _explain(ctx: Context, failure: Failure) -> Finding:
         return _protocol(ctx, [failure.event.array], anchor=None) or too_many_arrivals(ctx, failure)
     if failure.kind == "named":
         return named_mismatch(ctx, failure)
+    if failure.kind == "txbytes":
+        return expect_too_small(ctx, failure)
     return (_protocol(ctx, [], anchor=None) or consumer_free_pass(ctx) or early_release(ctx, failure)
             or race(ctx, failure))
 
@@ -137,6 +140,13 @@ def tx_bytes(ctx: Context, t: int, e: Event) -> Finding | None:
     state = ctx.sim.barriers.get(e.key)
     if state is None or state.bar.pending != 0 or state.bar.tx_bytes <= 0:
         return None
+    if state.delivered and state.expects:
+        expect = state.expects[0]
+        return Finding(f"barrier_expect_bytes posts {state.expected} bytes on {e.array.label(e.slot)} but the TMA loads "
+                       f"that complete on it in this phase deliver {state.delivered} bytes (their boxes), so the "
+                       f"phase never completes and {task_label(ctx.task(t))} waits forever ({where(e.loc)}); "
+                       f"expect exactly the bytes of the boxes", expect.loc,
+                       [(f"{task_label(ctx.task(t))} waits here", e.loc)], "barrier.expect-bytes")
     expects = [x for xs in ctx.events(("expect",), e.array).values() for x in xs if x.slot == e.slot]
     notes = [(f"barrier_expect_bytes posts {x.amount} transaction bytes on {e.array.label(e.slot)} here", x.loc)
              for x in expects[:1]]
@@ -578,7 +588,7 @@ def _reads_after(task: TaskTrace, pos: int) -> bool:
     for x in task.events[pos + 1:]:
         if x.kind in WRITES:
             return False
-        if x.kind == "read":
+        if x.kind in ("read", "mma"):
             reads = True
         if x.kind in ARRIVALS or x.kind == "wait":
             break
@@ -635,10 +645,45 @@ def lapped(ctx: Context, failure: Failure, waits: list) -> Finding | None:
     return None
 
 
+def expect_too_small(ctx: Context, failure: Failure) -> Finding:
+    e, expects = failure.event, failure.other
+    expected, delivered = (int(x) for x in failure.detail.split())
+    where_expect = [(f"barrier_expect_bytes posts {x.amount} bytes here", x.loc) for x in expects[:1]]
+    return Finding(f"TMA loads deliver {delivered} bytes into one phase of {e.array.label(e.slot)} but "
+                   f"barrier_expect_bytes announced {expected}: the phase completes before this load lands (and the "
+                   f"surplus bytes corrupt the next phase's count); expect exactly the bytes of the boxes",
+                   e.loc, where_expect or [("no barrier_expect_bytes precedes this load in the phase", None)],
+                   "barrier.expect-bytes")
+
+
+def _mma_race(ctx: Context, e: Event, other, task: TaskTrace, owner: TaskTrace, slot: str) -> Finding:
+    notes = [("the async_dot reads the slot here", other.event.loc)]
+    doing = "overwrites" if e.kind in WRITES else "reads"
+    if other.task == e.task:
+        why = "no async_dot_wait retires the async_dot first"
+    elif other.early_arrive is not None:
+        arrive = other.early_arrive
+        retired = (f"before its async_dot_wait at {where(other.retire_event.loc)} retires the MMA"
+                   if other.retire_event is not None else "before any async_dot_wait retires the MMA")
+        why = (f"{task_label(owner)} releases the slot on {arrive.array.label(arrive.slot)} at {where(arrive.loc)} "
+               f"{retired}; release a slot after async_dot_wait")
+        notes.append((f"{task_label(owner)} arrives here before the MMA that reads the slot completed", arrive.loc))
+        return Finding(f"race: slot released before the MMA that reads it completed: {task_label(task)} {doing} "
+                       f"{slot} ({where(e.loc)}) while the async_dot of {task_label(owner)} "
+                       f"({where(other.event.loc)}) may still read it: {why}", e.loc, notes, "race.mma-early-release")
+    else:
+        why = "nothing orders the MMA's completion (async_dot_wait, then a barrier) before this access"
+    return Finding(f"race: {task_label(task)} {doing} {slot} ({where(e.loc)}) while the async_dot of "
+                   f"{task_label(owner)} ({where(other.event.loc)}) may still read it: {why}", e.loc, notes,
+                   "race.async-dot")
+
+
 def race(ctx: Context, failure: Failure) -> Finding:
     e, other = failure.event, failure.other
     task, owner = ctx.task(e.task), ctx.task(other.task)
     slot = e.array.label(e.slot)
+    if other.kind == "mma":
+        return _mma_race(ctx, e, other, task, owner, slot)
     if other.kind == "copy":
         verb = "reads" if e.kind == "read" else "writes"
         if other.task == e.task:
@@ -667,9 +712,10 @@ def race(ctx: Context, failure: Failure) -> Finding:
                        f"may still be {what} it ({where(other.event.loc)}): nothing orders that access before this "
                        f"copy (the slot must be released and its release waited for before it is refilled)",
                        e.loc, [(f"{task_label(owner)} accesses the slot here", other.event.loc)], "race.overwrite")
-    verbs = {"read": "reads", "write": "writes"}
+    verbs = {"read": "reads", "write": "writes", "tmawrite": "overwrites with a TMA load", "mma":
+             "reads with an async_dot", "tmastore": "TMA-stores"}
     return Finding(f"race: {task_label(task)} {verbs[e.kind]} {slot} ({where(e.loc)}) while {task_label(owner)} "
-                   f"{verbs[other.kind]} it ({where(other.event.loc)}) with nothing ordering the two accesses",
+                   f"{verbs.get(other.event.kind, verbs[other.kind])} it ({where(other.event.loc)}) with nothing ordering the two accesses",
                    e.loc, [(f"{task_label(owner)} accesses the slot here", other.event.loc)], "race.shared")
 
 

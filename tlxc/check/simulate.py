@@ -19,7 +19,11 @@ task finishes):
   arrive in one round than it counts;
 * ``race``: two accesses to one shared-memory slot, one of them a write or a
   cp.async copy, that nothing orders (a copy is ordered by the issuing task's
-  ``wait_group``, then by whatever orders that point).
+  ``wait_group``, then by whatever orders that point; an ``async_dot``'s
+  operand read likewise by its ``async_dot_wait``; a TMA load's write by the
+  barrier its bytes complete);
+* ``txbytes``: TMA loads deliver more bytes into a barrier phase than
+  ``barrier_expect_bytes`` announced for it.
 
 Schedules: ``in-order`` (the lowest-numbered runnable task runs until it
 blocks), ``reverse``, ``round-robin`` and seeded random ones.  A failure under
@@ -33,13 +37,15 @@ from dataclasses import dataclass, field
 from ..interpreter.barrier import MBarrier
 from .trace import Event, TaskTrace, TooLong
 
+READS = ("read", "mma")          # accesses that only read the slot
+ASYNC = ("copy", "mma")          # accesses in flight until a wait_group / async_dot_wait retires them
 SCHEDULES = ("in-order", "reverse", "round-robin", "random-0", "random-1")
 MAX_STEPS = 200_000
 
 
 @dataclass
 class Failure:
-    kind: str                                   # deadlock, overflow, named, race
+    kind: str                                   # deadlock, overflow, named, race, txbytes
     schedule: str
     event: Event | None = None                  # the operation that failed (overflow, named, race)
     blocked: list = field(default_factory=list)  # deadlock: [(task index, event)]
@@ -74,6 +80,16 @@ class BarrierSlot:
         self.clock: list[int] | None = None      # released into the phase in progress
         self.arrivals: list = []                 # (task, event) of the phase in progress
         self.completed: list = []                # per completed phase: (clock, arrivals)
+        self.expects: list = []                  # expect_bytes events of the phase in progress
+        self.expected = 0                        # their bytes
+        self.delivered = 0                       # bytes TMA loads delivered into the phase in progress
+        self.previous = ([], 0, 0)               # the same three of the last completed phase
+
+    def phase_completed(self) -> None:
+        self.completed.append((self.clock, self.arrivals))
+        self.clock, self.arrivals = None, []
+        self.previous = (self.expects, self.expected, self.delivered)
+        self.expects, self.expected, self.delivered = [], 0, 0
 
 
 class NamedBarrier:
@@ -90,7 +106,7 @@ class NamedBarrier:
 
 @dataclass(eq=False)
 class Access:
-    kind: str                 # read, write, copy
+    kind: str                 # read, write, copy, mma (an async_dot operand read)
     task: int
     clock: int
     event: Event
@@ -117,6 +133,8 @@ class Simulator:
         self.open_groups: list[list[Access]] = [[] for _ in range(n)]
         self.groups: list[list[list[Access]]] = [[] for _ in range(n)]
         self.unretired: list[list[Access]] = [[] for _ in range(n)]
+        self.open_mma: list[list[Access]] = [[] for _ in range(n)]
+        self.mma_groups: list[list[list[Access]]] = [[] for _ in range(n)]
         self.accesses: dict = {}
         self.observed: dict = {}                 # (task, key) -> phase index of its last passing wait
         self.last_wait: list[tuple | None] = [None] * n
@@ -223,13 +241,14 @@ class Simulator:
                 access.early_arrive = e
         if e.kind == "expect":
             state.bar.expect_tx(e.amount)
+            state.expects.append(e)
+            state.expected += e.amount
         state.clock = _join(state.clock, clock)
         state.arrivals.append((t, e))
         before = state.bar.completed_phases
         state.bar.arrive(weight)
         if state.bar.completed_phases > before:
-            state.completed.append((state.clock, state.arrivals))
-            state.clock, state.arrivals = None, []
+            state.phase_completed()
         return True
 
     do_expect = do_arrive
@@ -237,13 +256,54 @@ class Simulator:
     def do_tma(self, t: int, e: Event) -> bool:
         """A TMA load's bytes land on its barrier (complete_tx)."""
         state = self.slot(e)
+        state.delivered += e.amount
+        if state.delivered > state.expected:
+            expects, expected, delivered = state.expects, state.expected, state.delivered
+            if not expects and state.previous[0]:     # the expected bytes completed the phase before this load
+                expects, expected, delivered = state.previous[0], state.previous[1], state.previous[2] + delivered
+            self.fail("txbytes", e, other=list(expects), detail=f"{expected} {delivered}")
         clock = self.tick(t)
         state.clock = _join(state.clock, clock)
         before = state.bar.completed_phases
         state.bar.complete_tx(e.amount)
         if state.bar.completed_phases > before:
-            state.completed.append((state.clock, state.arrivals))
-            state.clock, state.arrivals = None, []
+            state.phase_completed()
+        return True
+
+    def do_tmawrite(self, t: int, e: Event) -> bool:
+        """The TMA load's box lands in its slot; its barrier orders it for readers."""
+        self.access(t, e, "write")
+        return True
+
+    def do_tmastore(self, t: int, e: Event) -> bool:
+        self.access(t, e, "read")
+        return True
+
+    def do_fence(self, t: int, e: Event) -> bool:
+        return True
+
+    # -- wgmma (async_dot) ---------------------------------------------------------------------
+    def do_mma(self, t: int, e: Event) -> bool:
+        access = self.access(t, e, "mma")
+        self.open_mma[t].append(access)
+        self.unretired[t].append(access)
+        return True
+
+    def do_mmacommit(self, t: int, e: Event) -> bool:
+        self.mma_groups[t].append(self.open_mma[t])
+        self.open_mma[t] = []
+        return True
+
+    def do_mmawait(self, t: int, e: Event) -> bool:
+        clock = self.tick(t)
+        groups = self.mma_groups[t]
+        keep = max(e.amount, 0)
+        retired, self.mma_groups[t] = (groups[:-keep], groups[-keep:]) if keep else (groups, [])
+        for group in retired:
+            for access in group:
+                access.retire, access.retire_event = clock[t], e
+        if retired:
+            self.unretired[t] = [a for a in self.unretired[t] if a.retire is None]
         return True
 
     # -- named barriers --------------------------------------------------------------------------
@@ -343,13 +403,15 @@ class Simulator:
         new = Access(kind, t, clock[t], e, e.box, observed=self.last_wait[t])
         records = self.accesses.setdefault(e.key, [])
         for old in records:
-            if not overlaps(old.box, new.box) or (kind == "read" and old.kind == "read"):
+            if not overlaps(old.box, new.box) or (kind in READS and old.kind in READS):
                 continue
             if old.task == t:
                 if old.kind == "copy" and kind != "copy" and old.retire is None:
                     self.fail("race", e, other=old)
+                if old.kind == "mma" and kind not in READS and old.retire is None:
+                    self.fail("race", e, other=old)
                 continue
-            if old.kind == "copy":
+            if old.kind in ASYNC:
                 ordered = old.retire is not None and clock[old.task] >= old.retire
             else:
                 ordered = clock[old.task] >= old.clock
@@ -365,8 +427,8 @@ def _dominated(old: Access, new: Access) -> bool:
     same region, and ``old`` no longer in flight)."""
     if old.task != new.task or old.box != new.box:
         return False
-    if old.kind == "copy":
-        return new.kind == "copy" and old.retire is not None
+    if old.kind in ASYNC:
+        return new.kind == old.kind and old.retire is not None
     return old.kind == new.kind
 
 

@@ -104,6 +104,7 @@ class BufferRef:
 @dataclass(eq=False)
 class Event:
     kind: str                # wait arrive expect nwait narrive copy commit waitgroup read write spawn join
+    #                          tma tmawrite tmastore fence mma mmacommit mmawait
     op: Operation | None
     task: int
     array: object = None     # BarrierArray or BufferArray
@@ -148,8 +149,10 @@ class TaskTrace:
 # -- op classes ---------------------------------------------------------------------------------
 SYNC_OPS = frozenset({"tlx.barrier_wait", "tlx.barrier_arrive", "tlx.barrier_expect_bytes",
                       "tlx.named_barrier_wait", "tlx.named_barrier_arrive", "tlx.async_commit_group",
-                      "tlx.async_wait_group", "tlx.async_tasks", "tlx.async_descriptor_load"})
-DATA_OPS = frozenset({"tlx.async_load", "tlx.local_load", "tlx.local_store"})
+                      "tlx.async_wait_group", "tlx.async_tasks", "tlx.async_descriptor_load",
+                      "tlx.async_dot_wait"})
+DATA_OPS = frozenset({"tlx.async_load", "tlx.local_load", "tlx.local_store", "tlx.async_dot",
+                      "tlx.async_descriptor_store", "tlx.fence"})
 PROTOCOL_OPS = SYNC_OPS | DATA_OPS
 CONTROL_OPS = frozenset({"scf.for", "scf.if", "scf.while"})
 
@@ -470,7 +473,33 @@ class Tracer:
         the simulator lets it land at once (it always does, eventually)."""
         array, slot = self.barrier(op, 2)
         if self.predicate(op):
+            ref = self.value(op.operands[1])
+            if isinstance(ref, BufferRef) and ref.index is not UNKNOWN:
+                self.record("tmawrite", op, array=ref.array, slot=ref.index, box=ref.box)
             self.record("tma", op, array=array, slot=slot, amount=op.operands[0].type.box_bytes)
+
+    def async_descriptor_store(self, op: Operation) -> None:
+        ref = self.value(op.operands[1])
+        if isinstance(ref, BufferRef) and ref.index is not UNKNOWN:
+            self.record("tmastore", op, array=ref.array, slot=ref.index, box=ref.box)
+
+    def fence(self, op: Operation) -> None:
+        if op.attrs.get("scope") == "async_shared":
+            self.record("fence", op)
+
+    def async_dot(self, op: Operation) -> None:
+        """wgmma: each shared operand is read asynchronously until an
+        async_dot_wait retires the async_dot's group."""
+        for operand in op.operands[:2]:
+            ref = self.value(operand)
+            if isinstance(ref, BufferRef) and ref.index is not UNKNOWN:
+                self.record("mma", op, array=ref.array, slot=ref.index, box=ref.box)
+        self.record("mmacommit", op)
+        self.set(op.results[0], UNKNOWN)
+
+    def async_dot_wait(self, op: Operation) -> None:
+        self.record("mmawait", op, amount=op.attrs.get("pendings", 0))
+        self.set(op.results[0], UNKNOWN)
 
     def commit(self, op: Operation) -> None:
         self.record("commit", op)
@@ -654,6 +683,10 @@ _HANDLERS = {
     "tlx.named_barrier_arrive": Tracer.named_barrier,
     "tlx.async_load": Tracer.async_load,
     "tlx.async_descriptor_load": Tracer.async_descriptor_load,
+    "tlx.async_descriptor_store": Tracer.async_descriptor_store,
+    "tlx.fence": Tracer.fence,
+    "tlx.async_dot": Tracer.async_dot,
+    "tlx.async_dot_wait": Tracer.async_dot_wait,
     "tlx.async_commit_group": Tracer.commit,
     "tlx.async_wait_group": Tracer.wait_group,
     "tlx.local_load": lambda self, op: self.access(op, "read", 0),

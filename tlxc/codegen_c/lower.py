@@ -102,6 +102,7 @@ class KernelLowering:
         self.views: dict[int, tuple[str, tuple[int, ...]]] = {}   # memdesc value -> (pointer, strides)
         self.barrier_names: dict[int, tuple[str, str]] = {}        # barrier view -> (array name, index expr)
         self.view_align: dict[int, int] = {}                       # memdesc value -> known byte alignment
+        self.view_swizzle: dict[int, int] = {}                     # memdesc value -> swizzle bytes (0: none)
         self.axis = AxisAnalysis(kernel)
         self.counter = 0
         self.term_counter = 0

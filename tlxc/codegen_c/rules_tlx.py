@@ -3,6 +3,9 @@ barriers, fences, cp.async and warp-group tasks.
 
 A buffer value is a C pointer into ``tlx_smem`` plus static element strides
 (``lw.views``); slices move the pointer, transposes permute the strides.
+A swizzled buffer (``attrs.swizzle`` of its allocation, ``lw.view_swizzle``
+of its views) is addressed through ``shared_address``: the element's byte
+offset goes through the XOR of ``passes/shared_layouts.py:swizzle_offset``.
 Warp specialization (``lower_warp_specialized``) splits the kernel body:
 
 * the uniform prologue (allocations, barrier inits, the scalars the tasks
@@ -19,6 +22,7 @@ from math import gcd
 from ..check.resources import default_task_registers, launch_registers
 from ..errors import CompilationError, ResourceError
 from ..ir.types import BarrierType, MemDescType, TensorType
+from ..passes.shared_layouts import SWIZZLE_PERIOD, swizzle_expr
 from . import ctypes_ as C
 from .lower import Scope, elem, lowering, registers
 
@@ -51,7 +55,12 @@ def local_alloc(lw, op):
     lw.out.line(f"{ctype}* {name} = reinterpret_cast<{ctype}*>(tlx_smem + {op.attrs['offset']});  "
                 f"// {t.num} x {list(t.shape)}")
     lw.views[id(r)] = (name, _row_major(t.shape))
-    lw.view_align[id(r)] = 128
+    swizzle = op.attrs.get("swizzle", 0)
+    lw.view_swizzle[id(r)] = swizzle
+    lw.view_align[id(r)] = 1024 if swizzle else 128
+    if swizzle:
+        lw.out.line(f"// {name}: {swizzle}-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))"
+                    if swizzle == 128 else f"// {name}: {swizzle}-byte swizzle")
 
 
 @lowering("tlx.alloc_barriers")
@@ -82,6 +91,7 @@ def local_view(lw, op):
     name = lw.define(r)
     lw.out.line(f"{ctype}* {name} = {base} + {lw.name(idx)} * {src.type.buffer_numel};")
     lw.views[id(r)] = (name, strides)
+    lw.view_swizzle[id(r)] = lw.view_swizzle.get(id(src), 0)
     step = src.type.buffer_bytes * lw.axis.info(idx).divisibility[0]
     lw.view_align[id(r)] = gcd(lw.view_align.get(id(src), 1), step)
 
@@ -94,6 +104,7 @@ def local_slice(lw, op):
     name = lw.define(op.results[0])
     lw.out.line(f"{C.storage_type(src.type.element)}* {name} = {base} + {offset};")
     lw.views[id(op.results[0])] = (name, strides)
+    lw.view_swizzle[id(op.results[0])] = lw.view_swizzle.get(id(src), 0)
     align = lw.view_align.get(id(src), 1)
     for o, stride in zip(op.operands[1:], strides):
         align = gcd(align, lw.axis.info(o).divisibility[0] * stride * src.type.element.bytes)
@@ -107,6 +118,7 @@ def local_trans(lw, op):
     lw.alias(op.results[0], base)
     lw.views[id(op.results[0])] = (base, tuple(strides[p] for p in op.attrs["perm"]))
     lw.view_align[id(op.results[0])] = lw.view_align.get(id(src), 1)
+    lw.view_swizzle[id(op.results[0])] = lw.view_swizzle.get(id(src), 0)
 
 
 @lowering("tlx.local_reinterpret")
@@ -121,6 +133,28 @@ def local_reinterpret(lw, op):
     lw.out.line(f"{ctype}* {name} = reinterpret_cast<{ctype}*>({base});")
     lw.views[id(op.results[0])] = (name, _row_major(t.shape))
     lw.view_align[id(op.results[0])] = lw.view_align.get(id(src), 1)
+    lw.view_swizzle[id(op.results[0])] = lw.view_swizzle.get(id(src), 0)
+
+
+def shared_address(lw, view, offset: str, element) -> str:
+    """A ``T*`` expression for element ``offset`` (elements from the view's
+    pointer) of ``view``, through the buffer's swizzle if it has one.
+
+    The swizzle is a function of the address bits, so it is applied to the byte
+    offset from a point aligned to its period: the view itself when its
+    alignment is known to be a multiple, else the start of shared memory."""
+    base = lw.views[id(view)][0]
+    swizzle = lw.view_swizzle.get(id(view), 0)
+    if not swizzle:
+        return f"{base} + {offset}"
+    ctype = C.storage_type(element)
+    byte_offset = f"({offset}) * {element.bytes}" if element.bytes > 1 else f"({offset})"
+    if lw.view_align.get(id(view), 1) % SWIZZLE_PERIOD[swizzle] == 0:
+        anchor = f"reinterpret_cast<unsigned char*>({base})"
+    else:
+        anchor = "tlx_smem"
+        byte_offset = f"(int)(reinterpret_cast<unsigned char*>({base}) - tlx_smem) + {byte_offset}"
+    return f"reinterpret_cast<{ctype}*>({anchor} + {swizzle_expr(byte_offset, swizzle)})"
 
 
 def shared_vector_width(lw, view, layout, element) -> int:
@@ -141,34 +175,34 @@ def shared_vector_width(lw, view, layout, element) -> int:
 @lowering("tlx.local_load")
 def local_load(lw, op):
     view = op.operands[0]
-    base, strides = lw.views[id(view)]
+    strides = lw.views[id(view)][1]
     r = op.results[0]
     t = r.type.element
     offset = _offset_expr(lw, r.type.layout, strides)
     width = shared_vector_width(lw, view, r.type.layout, t)
     if width == 1:
-        lw.assign_elementwise(r, lambda i: f"{base}[{offset.replace('(i)', f'({i})')}]")
+        lw.assign_elementwise(r, lambda i: f"*({shared_address(lw, view, offset, t)})".replace("(i)", f"({i})"))
         return
     name = lw.declare(r)
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int i = 0; i < {registers(r.type)}; i += {width})")
-    lw.out.line(lw.target.load_shared_vector(name, f"{base} + {offset}", t, width))
+    lw.out.line(lw.target.load_shared_vector(name, shared_address(lw, view, offset, t), t, width))
     lw.out.close()
 
 
 @lowering("tlx.local_store")
 def local_store(lw, op):
     view, value = op.operands
-    base, strides = lw.views[id(view)]
+    strides = lw.views[id(view)][1]
     offset = _offset_expr(lw, value.type.layout, strides)
     t = value.type.element
     width = shared_vector_width(lw, view, value.type.layout, t)
     if width == 1:
-        lw.for_registers(value, f"{base}[{offset}] = {lw.name(value)}[i];")
+        lw.for_registers(value, f"*({shared_address(lw, view, offset, t)}) = {lw.name(value)}[i];")
         return
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int i = 0; i < {registers(value.type)}; i += {width})")
-    lw.out.line(lw.target.store_shared_vector(lw.name(value), f"{base} + {offset}", t, width))
+    lw.out.line(lw.target.store_shared_vector(lw.name(value), shared_address(lw, view, offset, t), t, width))
     lw.out.close()
 
 
@@ -176,7 +210,7 @@ def local_store(lw, op):
 def async_load(lw, op):
     ptrs, view = op.operands[:2]
     mask = op.operands[2] if op.attrs.get("has_mask") else None
-    base, strides = lw.views[id(view)]
+    strides = lw.views[id(view)][1]
     t = ptrs.type.element.pointee
     from .rules_memory import vector_width
     width = vector_width(lw, ptrs, mask, t.bytes) if strides[-1] == 1 else 1
@@ -188,13 +222,14 @@ def async_load(lw, op):
     pred = lw.ref(mask) if mask is not None else "true"
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int i = 0; i < {registers(ptrs.type)}; i += {width})")
+    dst = shared_address(lw, view, offset, t)
     if nbytes in (4, 8, 16):
-        lw.out.line(lw.target.cp_async(f"{base} + {offset}", lw.ref(ptrs), pred, nbytes))
+        lw.out.line(lw.target.cp_async(dst, lw.ref(ptrs), pred, nbytes))
     else:
         # cp.async moves 4, 8 or 16 bytes; narrower pieces (pointers not provably contiguous
         # and aligned) are copied synchronously, which is a valid (early) completion.
         zero = C.constant_literal(0, t)
-        lw.out.line(f"{base}[{offset}] = ({pred}) ? *{lw.ref(ptrs)} : {zero};")
+        lw.out.line(f"*({dst}) = ({pred}) ? *{lw.ref(ptrs)} : {zero};")
     lw.out.close()
 
 
@@ -214,11 +249,14 @@ def _tma_coords(lw, offsets) -> list[str]:
     return [lw.name(o) for o in reversed(offsets)]
 
 
-def _unswizzled(lw, op, desc_type) -> None:
-    if desc_type.swizzle:
-        raise CompilationError(f"a {desc_type.swizzle}-byte swizzled TMA box needs swizzle-aware shared-memory "
-                               f"layouts, which are not implemented yet; build the descriptor with TensorDescriptor(..., swizzle=0)",
-                               op.loc)
+def _same_swizzle(lw, op, desc_type, view) -> None:
+    """The TMA unit lays the box out with the descriptor's swizzle; the buffer's
+    readers must use the same one (``shared-layouts`` makes them agree)."""
+    swizzle = lw.view_swizzle.get(id(view), 0)
+    if desc_type.swizzle != swizzle:
+        raise CompilationError(f"the TMA descriptor ({desc_type}) swizzles its box by {desc_type.swizzle} bytes "
+                               f"but the shared buffer is laid out with swizzle {swizzle} (a tlxc bug: the "
+                               f"shared-layouts pass should have made them agree)", op.loc)
 
 
 @lowering("tlx.async_descriptor_load")
@@ -226,7 +264,7 @@ def async_descriptor_load(lw, op):
     desc, dst, bar = op.operands[:3]
     has_pred = op.attrs.get("has_pred")
     offsets = op.operands[3:len(op.operands) - bool(has_pred)]
-    _unswizzled(lw, op, desc.type)
+    _same_swizzle(lw, op, desc.type, dst)
     base, _ = lw.views[id(dst)]
     rank = len(offsets)
     helper = f"tlx_tma_load_{rank}d"
@@ -240,7 +278,7 @@ def async_descriptor_load(lw, op):
 def async_descriptor_store(lw, op):
     desc, src = op.operands[:2]
     offsets = op.operands[2:]
-    _unswizzled(lw, op, desc.type)
+    _same_swizzle(lw, op, desc.type, src)
     base, _ = lw.views[id(src)]
     helper = f"tlx_tma_store_{len(offsets)}d"
     lw.target.use(helper)

@@ -5,7 +5,16 @@ import os
 
 from .. import __version__
 from ..codegen_c import ctypes_ as C
-from ..codegen_c import rules_arith, rules_control, rules_debug, rules_memory, rules_mma, rules_tensor, rules_tlx  # noqa: F401
+from ..codegen_c import (  # noqa: F401
+    rules_arith,
+    rules_control,
+    rules_debug,
+    rules_memory,
+    rules_mma,
+    rules_mma_async,
+    rules_tensor,
+    rules_tlx,
+)
 from ..codegen_c.lower import KernelLowering
 from ..ir.core import Operation
 from .target import CudaTarget
@@ -58,7 +67,10 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
     lines += ["", signature]
     user_bytes = kernel.attrs.get("shared_bytes", 0)
     if lw.scratch_bytes or user_bytes:
-        lines.append("  extern __shared__ __attribute__((aligned(128))) unsigned char tlx_smem[];")
+        # Swizzled buffers (allocate-shared puts them at multiples of 1024 bytes) need the block's base
+        # aligned to the swizzle period too: the TMA unit and the tensor cores swizzle by address bits.
+        align = 1024 if any(op.attrs.get("swizzle") for op in kernel.walk() if op.name == "tlx.local_alloc") else 128
+        lines.append(f"  extern __shared__ __attribute__((aligned({align}))) unsigned char tlx_smem[];")
     lines += ["  const int tid = threadIdx.x;", "  const int lane = tid & 31;", "  const int warp = tid >> 5;"]
     lines += ["  " + p for p in narrow + lw.scratch_definitions(user_bytes) + lw.prologue]
     lines += lw.out.lines

@@ -453,6 +453,82 @@ static __device__ __forceinline__ void tlx_setmaxnreg_dec() {
 }"""
 
 
+# -- wgmma (sm_90a) ---------------------------------------------------------------------------
+# A warpgroup (4 aligned warps) issues wgmma.mma_async together; the operands come from shared
+# memory through 64-bit matrix descriptors (codegen_c/rules_mma_async.py builds them).  The
+# instructions are asynchronous: fence before the first one that reads registers written by other
+# instructions, commit them as a group, wait for the group before reading the accumulator.
+@helper("tlx_wgmma_fence")
+def wgmma_fence():
+    return f"""
+{_INLINE} void tlx_wgmma_fence() {{
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}}"""
+
+
+@helper("tlx_wgmma_commit_group")
+def wgmma_commit_group():
+    return f"""
+{_INLINE} void tlx_wgmma_commit_group() {{
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}}"""
+
+
+@helper("tlx_wgmma_wait_group")
+def wgmma_wait_group():
+    # The empty asm statements after the wait "rewrite" every accumulator register, so the device
+    # compiler cannot move a read of the accumulator above the wait.
+    return """
+template <int N, int R>
+static __device__ __forceinline__ void tlx_wgmma_wait_group(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+}"""
+
+
+@helper("tlx_wgmma_desc", "tlx_smem_addr")
+def wgmma_desc():
+    # Matrix descriptor: bits 0-13 hold the start address >> 4; ``fields`` (from
+    # rules_mma_async.descriptor_fields) holds LBO, SBO and the swizzle mode.
+    return f"""
+{_INLINE} unsigned long long tlx_wgmma_desc(const void* p, unsigned long long fields) {{
+  return fields | (unsigned long long)((tlx_smem_addr(p) & 0x3FFFFu) >> 4);
+}}"""
+
+
+WGMMA_N = tuple(range(8, 257, 8))
+
+
+def wgmma_name(n: int, dtype: str) -> str:
+    return f"tlx_wgmma_m64n{n}k16_f32_{dtype}"
+
+
+def _wgmma_ss(n: int, dtype: str) -> str:
+    """``wgmma.mma_async`` with A and B in shared memory (descriptors ``da``, ``db``),
+    an f32 accumulator of n/2 registers, ``scale_d`` = 0 to ignore the accumulator's
+    input (use_acc=False); TA / TB: 1 for an M-/N-major (transposed) operand."""
+    regs = n // 2
+    d_list = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    mnemonic = f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}"
+    asm = ("{\\n .reg .pred p;\\n setp.ne.b32 p, %" + str(regs + 2) + ", 0;\\n "
+           + mnemonic + " {" + d_list + "}, %" + str(regs) + ", %" + str(regs + 1)
+           + ", p, 1, 1, %" + str(regs + 3) + ", %" + str(regs + 4) + ";\\n}")
+    return f"""
+template <int TA, int TB>
+{_INLINE} void {wgmma_name(n, dtype)}(float* d, unsigned long long da, unsigned long long db, int scale_d) {{
+  asm volatile("{asm}"
+               : {outs}
+               : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB) : "memory");
+}}"""
+
+
+for _dtype in ("bf16", "f16"):
+    for _n in WGMMA_N:
+        define(wgmma_name(_n, _dtype), _wgmma_ss(_n, _dtype))
+
+
 def definitions(names) -> str:
     """The definitions of ``names`` and their dependencies, dependencies first,
     in the order of ``HELPERS`` (deterministic)."""

@@ -385,3 +385,96 @@ def _async_descriptor_store_wait(ctx, pendings):
     if pendings < 0:
         raise SemanticError(f"'pendings' must be >= 0, got {pendings}", param="pendings")
     ctx.b.create("tlx.async_descriptor_store_wait", [], [], {"pendings": pendings})
+
+
+# -- asynchronous MMA (Hopper wgmma) -----------------------------------------------------------
+def _mma_operand(b, value, what: str, registers_allowed: bool) -> Tensor:
+    if isinstance(value, Tensor) and isinstance(value.type, MemDescType):
+        return _memdesc(value, what, view=True)
+    if registers_allowed and isinstance(value, Tensor) and value.is_block:
+        return value
+    where = "a shared buffer (tlx.local_alloc) or a register tensor" if registers_allowed else \
+        "a shared buffer (tlx.local_alloc); wgmma reads B from shared memory only"
+    raise SemanticError(f"'{what}' must be {where}, got {S.describe(value)}", param=what)
+
+
+def _operand_info(t) -> tuple[tuple[int, ...], ScalarType]:
+    """(shape, element) of a buffer view or a register tensor."""
+    return tuple(t.shape), t.element
+
+
+@rule("async_dot")
+def _async_dot(ctx, A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_ctas=False, force_async=False,
+               input_precision=None, out_dtype=T.f32):
+    from ..ir.ops.mma_async import INPUT_TYPES, shape_problem
+    b = ctx.b
+    for name, value in (("mBarriers", mBarriers), ("two_ctas", two_ctas), ("force_async", force_async)):
+        if value:
+            raise SemanticError(f"'{name}' (tcgen05 MMA completion barriers / 2-CTA MMA) is not supported on "
+                                f"Hopper yet; Hopper's async_dot completes through tlx.async_dot_wait", param=name)
+    if pred is not None:
+        raise SemanticError("'pred' is not supported by async_dot on Hopper yet", param="pred")
+    a = _mma_operand(b, A, "A", registers_allowed=True)
+    bm = _mma_operand(b, B, "B", registers_allowed=False)
+    a_shape, a_elem = _operand_info(a.type)
+    b_shape, b_elem = _operand_info(bm.type)
+    if len(a_shape) != 2 or len(b_shape) != 2:
+        raise SemanticError(f"A and B must be 2-D, got shapes {list(a_shape)} and {list(b_shape)}")
+    (m, k), (k2, n) = a_shape, b_shape
+    if k != k2:
+        raise SemanticError(f"inner dimensions differ: A is {m}x{k} but B is {k2}x{n} (K = {k} vs {k2})",
+                            param="B")
+    if a_elem != b_elem:
+        raise SemanticError(f"A and B must have one element type, got {a_elem} and {b_elem}", param="B")
+    if a_elem.name not in INPUT_TYPES:
+        raise SemanticError(f"wgmma inputs must be float16, bfloat16, float8e4nv, float8e5 or float32 (tf32), got "
+                            f"{a_elem}", param="A")
+    problem = shape_problem(m, n, k, a_elem)
+    if problem:
+        raise SemanticError(f"not a wgmma shape: {problem}")
+    precision = constexpr(input_precision, "input_precision")
+    if a_elem == T.f32:
+        precision = precision or "tf32"
+        if precision != "tf32":
+            raise SemanticError(f"wgmma multiplies float32 inputs as tf32; 'input_precision' must be 'tf32' (or "
+                                f"None), got {precision!r}; use tl.dot for IEEE float32", param="input_precision")
+    elif precision not in (None, "ieee", "tf32"):
+        raise SemanticError(f"'input_precision' must be 'ieee', 'tf32' or None, got {precision!r}",
+                            param="input_precision")
+    else:
+        precision = "ieee"
+    out = const_dtype(out_dtype, "out_dtype")
+    if out != T.f32 and not (out == T.f16 and a_elem == T.f16):
+        raise SemanticError(f"'out_dtype' must be float32 (or float16 for float16 inputs), got {out}",
+                            param="out_dtype")
+    if acc is None:
+        acc_t = S.constant(b, 0, TensorType((m, n), out))
+    else:
+        acc_t = tensor_arg(b, acc, "acc")
+        if acc_t.shape != (m, n):
+            raise SemanticError(f"'acc' has shape {list(acc_t.shape)}, expected {[m, n]} (M x N)", param="acc")
+        if acc_t.dtype != out:
+            raise SemanticError(f"'acc' holds {acc_t.dtype} but out_dtype is {out}", param="acc")
+    operands = [a.value, bm.value, acc_t.value]
+    if use_acc is not None:
+        if isinstance(use_acc, bool):
+            flag = S.constant(b, use_acc, T.i1)
+        else:
+            flag = tensor_arg(b, use_acc, "use_acc")
+            if flag.is_block:
+                raise SemanticError(f"'use_acc' must be a scalar boolean, got {S.describe(flag)}", param="use_acc")
+            flag = S.to_bool(b, flag)
+        operands.append(flag.value)
+    return Tensor(b.value("tlx.async_dot", operands, acc_t.type, has_use_acc=use_acc is not None,
+                          input_precision=precision))
+
+
+@rule("async_dot_wait")
+def _async_dot_wait(ctx, pendings, inp):
+    pendings = const_int(pendings, "pendings")
+    if pendings < 0:
+        raise SemanticError(f"'pendings' must be >= 0, got {pendings}", param="pendings")
+    if not isinstance(inp, Tensor) or not inp.is_block:
+        raise SemanticError(f"'inp' must be the accumulator returned by tlx.async_dot, got {S.describe(inp)}",
+                            param="inp")
+    return Tensor(ctx.b.value("tlx.async_dot_wait", [inp.value], inp.type, pendings=pendings))

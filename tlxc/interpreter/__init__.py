@@ -6,14 +6,15 @@
 
 See ``docs/interpreter.md``.  Rules live in one module per IR domain
 (``arith``, ``tensor``, ``memory_ops``, ``mma``, ``control``, ``debug``,
-``shared`` (buffers, cp.async), ``barrier_ops``, ``task``); ``scheduler``,
+``shared`` (buffers, cp.async), ``tma``, ``mma_async`` (wgmma), ``barrier_ops``,
+``task``); ``scheduler``,
 ``barrier`` and ``races`` are the machinery warp-group tasks build on.
 """
 from __future__ import annotations
 
 from typing import TextIO
 
-from . import arith, barrier_ops, control, debug, memory_ops, mma, shared, task, tensor, tma  # noqa: F401  (rules)
+from . import arith, barrier_ops, control, debug, memory_ops, mma, mma_async, shared, task, tensor, tma  # noqa: F401  (rules)
 from .barrier import MBarrier, alloc_barriers
 from .executor import KernelRunner, Program, TaskContext, run_block
 from .launch import InterpretedKernel, interpret_launch, maybe_interpret, normalize_grid, should_interpret, specialize

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import InterpreterError, TlxcError
 from ..ir.core import Block, Module, Operation
+from .mma_async import guard_pending, needs_guard
 from .races import RaceTracker
 from .registry import rule_for
 from .scheduler import Scheduler
@@ -95,7 +96,10 @@ class Plan:
                 self.terminator = op
                 continue
             rule = rule_for(op)
-            self.steps.append((rule.fn, rule.is_generator, op, tuple(op.operands), tuple(op.results)))
+            fn = rule.fn
+            if needs_guard(op):          # an operand may be an async_dot result still in flight
+                fn = guard_pending(fn, rule.is_generator)
+            self.steps.append((fn, rule.is_generator, op, tuple(op.operands), tuple(op.results)))
 
 
 class Plans:

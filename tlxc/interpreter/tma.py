@@ -9,8 +9,10 @@ on that barrier's phase is what orders the read.  ``async_descriptor_store``
 copies the buffer to the tensor at once (clipped to the tensor); its wait is
 a no-op.
 
-Not modelled yet: race tracking of TMA copies (the cp.async tracker covers
-cp.async only), L2 promotion, multicast.
+A load checks, when issued, that no unordered asynchronous reader (an
+``async_dot`` operand read) still uses the slot.  Not modelled yet: the
+load's own write as a tracked async access (reads before the barrier wait
+see unwritten or stale bytes instead), L2 promotion, multicast.
 """
 from __future__ import annotations
 
@@ -62,6 +64,9 @@ def async_descriptor_load(ctx, op, desc, view, bar, *rest):
     offsets = rest[:len(rest) - bool(op.attrs.get("has_pred"))]
     if op.attrs.get("has_pred") and not bool(rest[-1]):
         return
+    # The box overwrites the slot: an asynchronous reader still in flight (an
+    # async_dot not yet retired by async_dot_wait, released and waited for) races with it.
+    ctx.races.write(view.key, view.label, "TMA load", op.loc, ctx.task_name, view.region())
     parts = _box_slices(desc, offsets)
     nbytes = int(np.prod(view.shape)) * view.element.bytes
     source = _global_view(desc)

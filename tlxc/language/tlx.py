@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import functools
 
-from .core import outside_kernel_error
+from .core import float32, outside_kernel_error
 
 TLX_BUILTINS: dict[str, object] = {}
 
@@ -194,6 +194,22 @@ def async_descriptor_store(desc, source, offsets, eviction_policy="", store_redu
 @builtin
 def async_descriptor_store_wait(pendings):
     """Wait until at most ``pendings`` TMA stores still read shared memory."""
+
+
+# -- asynchronous MMA (Hopper wgmma) -------------------------------------------------------------
+@builtin
+def async_dot(A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_ctas=False, force_async=False,
+              input_precision=None, out_dtype=float32):
+    """Issue ``(use_acc ? acc : 0) + A @ B`` on the tensor cores (wgmma) and
+    return the accumulator asynchronously: read it only after
+    ``async_dot_wait``.  ``A``: a shared buffer or a register tensor [M, K];
+    ``B``: a shared buffer [K, N] (a ``local_trans`` view for K-major B)."""
+
+
+@builtin
+def async_dot_wait(pendings, inp):
+    """Wait until at most ``pendings`` async_dot groups of this task are in
+    flight; returns ``inp`` (reassign it: ``acc = tlx.async_dot_wait(0, acc)``)."""
 
 
 def _ring_helper():

@@ -283,6 +283,28 @@ class _KernelRewriter:
         operands = [self.get(v, layout if isinstance(v.type, TensorType) else None) for v in op.operands]
         self.copy(op, operands)
 
+    def rule_tlx_async_dot(self, op):
+        """wgmma: the accumulator (and result) in the wgmma accumulator layout of the
+        task's warps (whole warpgroups); a register A in the matching operand layout."""
+        a, b, acc = op.operands[:3]
+        try:
+            acc_layout = L.mma_accumulator_layout(acc.type.shape, self.num_warps, "wgmma")
+            a_layout = None
+            if isinstance(a.type, TensorType):
+                a_layout = L.mma_operand_layout(a.type.shape, 0, acc_layout, a.type.element.bits)
+        except ValueError as exc:
+            raise LayoutError(f"tlx.async_dot of a {list(acc.type.shape)} accumulator with {self.num_warps} "
+                              f"warps: {exc} (wgmma runs on whole warpgroups of 4 warps, 64 rows each)",
+                              op.loc) from None
+        operands = [self.get(a, a_layout), self.get(b), self.get(acc, acc_layout)]
+        operands += [self.get(v) for v in op.operands[3:]]
+        self.copy(op, operands, [acc.type.with_layout(acc_layout)])
+
+    def rule_tlx_async_dot_wait(self, op):
+        src = op.operands[0]
+        layout = self.natural(src) or self.default_layout(src.type)
+        self.copy(op, [self.get(src, layout)], [op.results[0].type.with_layout(layout)])
+
     def rewrite_async_tasks(self, op):
         """Each task's region gets layouts for its own number of warps."""
         regions = []

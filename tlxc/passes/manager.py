@@ -54,5 +54,6 @@ def default_pipeline(target: str) -> PassManager:
     from .canonicalize import Canonicalize
     from .check_barriers import CheckBarriers
     from .layouts import InferLayouts
+    from .shared_layouts import SharedLayouts
     from .shared_memory import AllocateShared
-    return PassManager([Canonicalize(), InferLayouts(), CheckBarriers(), AllocateShared()])
+    return PassManager([Canonicalize(), InferLayouts(), CheckBarriers(), SharedLayouts(), AllocateShared()])

@@ -2,7 +2,9 @@
 dynamic shared-memory block, and check the total against the target.
 
 Buffers are 128-byte aligned (enough for vector access and unswizzled async
-copies), barriers 8-byte aligned.  ``attrs.offset`` of each allocation and
+copies), swizzled ones (``attrs.swizzle`` from ``shared-layouts``) 1024-byte
+aligned so that the address-based swizzle pattern starts at the buffer;
+barriers are 8-byte aligned.  ``attrs.offset`` of each allocation and
 ``kernel.attrs.shared_bytes`` record the result; codegen puts its own scratch
 space (layout conversions, reductions) after it.
 """
@@ -18,6 +20,7 @@ from .manager import Pass
 SHARED_LIMIT = {"sm_90a": 232448, "sm_100a": 232448, "sm_89": 101376, "sm_80": 166912,
                 "gfx942": 65536, "gfx950": 163840}
 BUFFER_ALIGN = 128
+SWIZZLED_BUFFER_ALIGN = 1024
 BARRIER_BYTES = 8
 
 
@@ -46,7 +49,8 @@ def allocate_kernel(kernel, arch: str) -> None:
                                    f"not inside a loop, branch or async task (allocations are static)", op.loc)
         t = op.results[0].type
         if op.name == "tlx.local_alloc":
-            size, align = t.num * t.buffer_bytes, BUFFER_ALIGN
+            size = t.num * t.buffer_bytes
+            align = SWIZZLED_BUFFER_ALIGN if op.attrs.get("swizzle") else BUFFER_ALIGN
             what = f"{t.num} x {'x'.join(map(str, t.shape))} {t.element}"
         else:
             size, align = t.num * BARRIER_BYTES, BARRIER_BYTES

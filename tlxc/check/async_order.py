@@ -1,0 +1,89 @@
+"""Program-order checks of asynchronous shared-memory and MMA use, per task
+(no simulation needed):
+
+* ``wgmma.result-before-wait``: the result of a ``tlx.async_dot`` used by an
+  op other than ``async_dot_wait`` or another ``async_dot`` (as its ``acc``)
+  or a loop's carried value: the tensor cores may still be writing those
+  registers;
+* ``tma.missing-fence``: a ``local_store`` to a buffer followed, in the same
+  task, by an ``async_descriptor_store`` from that buffer with no
+  ``tlx.fence("async_shared")`` in between: the TMA engine (async proxy) may
+  read the bytes before the generic-proxy stores are visible to it.
+"""
+from __future__ import annotations
+
+from ..ir.core import Operation
+from .findings import Finding
+
+VIEW_OPS = frozenset({"tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret"})
+CARRIERS = frozenset({"scf.yield", "scf.for", "scf.while", "scf.condition", "scf.if"})
+
+
+def check_async_order(kernel: Operation) -> list[Finding]:
+    findings = _early_results(kernel)
+    _missing_fences(kernel.regions[0].block, {}, findings)
+    return findings
+
+
+def _early_results(kernel: Operation) -> list[Finding]:
+    findings = []
+    for op in kernel.walk():
+        if op.name in CARRIERS or op.name == "tlx.async_dot_wait":
+            continue
+        for index, operand in enumerate(op.operands):
+            owner = getattr(operand, "owner", None)
+            if not isinstance(owner, Operation) or owner.name != "tlx.async_dot":
+                continue
+            if op.name == "tlx.async_dot" and index == 2:
+                continue                  # chained accumulation: wgmma orders it
+            findings.append(Finding(
+                f"async_dot result used before async_dot_wait: {op.name} reads the accumulator of the async_dot "
+                f"at line {owner.loc.line if owner.loc else '?'} while the tensor cores may still be writing it; "
+                f"retire it first (acc = tlx.async_dot_wait(0, acc))", op.loc,
+                [("the async_dot is issued here", owner.loc)], "wgmma.result-before-wait"))
+            break
+    return findings
+
+
+def _root(value):
+    """The ``tlx.local_alloc`` a buffer view comes from (or None)."""
+    for _ in range(16):
+        owner = getattr(value, "owner", None)
+        if not isinstance(owner, Operation):
+            return None
+        if owner.name == "tlx.local_alloc":
+            return owner
+        if owner.name not in VIEW_OPS:
+            return None
+        value = owner.operands[0]
+    return None
+
+
+def _missing_fences(block, stored: dict, findings: list) -> None:
+    """``stored``: alloc op → the local_store not yet fenced, in program order."""
+    for op in block.ops:
+        if op.name == "tlx.async_tasks":
+            for region in op.regions:
+                _missing_fences(region.block, dict(stored), findings)
+            continue
+        if op.regions:
+            for region in op.regions:
+                _missing_fences(region.block, stored, findings)
+            continue
+        if op.name == "tlx.fence" and op.attrs.get("scope") == "async_shared":
+            stored.clear()
+        elif op.name == "tlx.local_store":
+            root = _root(op.operands[0])
+            if root is not None:
+                stored[root] = op
+        elif op.name == "tlx.async_descriptor_store":
+            store = stored.get(_root(op.operands[1]))
+            if store is not None:
+                name = store.operands[0].name_hint or "the buffer"
+                findings.append(Finding(
+                    f"async_descriptor_store reads a buffer that local_store wrote (line "
+                    f"{store.loc.line if store.loc else '?'}) with no tlx.fence(\"async_shared\") in between: the TMA "
+                    f"engine reads shared memory through the async proxy and may not see the stores; add "
+                    f"tlx.fence(\"async_shared\") after the last local_store", op.loc,
+                    [(f"the local_store to {name} is here", store.loc)], "tma.missing-fence"))
+                del stored[_root(op.operands[1])]

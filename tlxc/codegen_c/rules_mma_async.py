@@ -1,0 +1,195 @@
+"""Lowering of ``tlx.async_dot`` / ``tlx.async_dot_wait`` to Hopper wgmma (sm_90a).
+
+One ``tlx.async_dot`` is one wgmma group of the issuing warps:
+``wgmma.fence``, then per accumulator tile and per k16 step one
+``wgmma.mma_async.m64nNk16`` with both operands in shared memory, then
+``wgmma.commit_group``.  ``tlx.async_dot_wait`` is ``wgmma.wait_group``.
+
+Accumulator registers (``ir/layouts.py``, ``mma_accumulator_layout(...,
+"wgmma")``): registers ``0 .. N_instr/2 - 1`` are the instruction's
+``d0 .. d(N/2-1)``, then repetitions along N, then along M.  Warps 0-3 of a
+warpgroup are the instruction's own (rows 16w); warp bits above those move
+whole warpgroups along M (64 rows) or N.
+
+Shared operands and their matrix descriptors
+--------------------------------------------
+A descriptor (PTX ISA, "Matrix Descriptor Format") packs, in a u64,
+start address >> 4 (bits 0-13), leading-dimension byte offset (LBO) >> 4
+(bits 16-29), stride-dimension byte offset (SBO) >> 4 (bits 32-45), base
+offset (bits 49-51) and the layout type (bits 62-63: 1 = 128-byte swizzle,
+2 = 64-byte, 3 = 32-byte, 0 = interleaved/none).
+
+tlxc's wgmma operands are row-major shared buffers whose physical rows (the
+contiguous dimension) are exactly S = 32, 64 or 128 bytes, swizzled with
+span S (``passes/shared_layouts.py`` asks for that).  Measured in 16-byte
+units T, the PTX canonical layouts for a swizzle of S bytes are
+
+* K-major (``imm-trans = 0``; A [M, K] row-major, B stored N x K, i.e. a
+  ``local_trans`` view): ``((8, m), (T, 2k)) : ((S/16·T, SBO), (1, T))``.
+  Eight MN-rows sit S bytes apart -- our row pitch -- so the swizzle atom is
+  8 rows x S bytes, stored contiguously, and the next 8 rows start 8·S bytes
+  later: **SBO = 8·S** (1024 for 128B).  The K extent of one instruction
+  (16 elements of 2 bytes = 32 bytes) stays inside one S-byte row, so LBO is
+  not used for swizzled K-major layouts (the ISA says "assumed 1"): **LBO = 1**
+  (encoded value).  The k-th k16 step starts 32·k bytes further along the row:
+  the start address advances by 32 bytes and the hardware applies the
+  address-based swizzle, the same XOR the TMA unit wrote with.
+* MN-major (``imm-trans = 1``; B [K, N] row-major, or A stored K x M):
+  ``((T, S/16, m), (8, k)) : ((1, T, LBO), (S/16·T, SBO))``.  Along MN, S bytes
+  are contiguous (one of our rows) and LBO steps to the next S-byte block of
+  MN; along K, 8 rows sit S bytes apart and the next 8 rows start **SBO = 8·S**
+  bytes later.  Our rows hold the whole MN extent (MN·2 <= S), so only one MN
+  block is ever addressed; LBO is set to the size of a [K, S-byte] column
+  block (where a second block would start in a block-stacked layout) but the
+  hardware never uses it.  The k-th k16 step starts 16 rows = 16·S bytes on.
+
+The allocation is 1024-byte aligned and tiles start at multiples of 8 rows,
+so the swizzle pattern is in phase at every start address: **base offset 0**.
+"""
+from __future__ import annotations
+
+from ..errors import CompilationError, InternalCompilerError
+from ..ir.types import MemDescType, TensorType
+from .lower import lowering, registers
+
+SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
+K_STEP = 16                     # elements per wgmma k-step for 16-bit inputs
+
+
+def descriptor(start_address: int, lbo: int, sbo: int, swizzle: int, base_offset: int = 0) -> int:
+    """The 64-bit wgmma matrix descriptor (byte quantities; the 16-byte units are applied here)."""
+    fields = descriptor_fields(lbo, sbo, swizzle, base_offset)
+    return fields | ((start_address & 0x3FFFF) >> 4)
+
+
+def descriptor_fields(lbo: int, sbo: int, swizzle: int, base_offset: int = 0) -> int:
+    """Everything but the start address: LBO and SBO in bytes (encoded >> 4, 14 bits each),
+    base offset (3 bits) and the swizzle mode (2 bits)."""
+    if sbo % 16 or sbo >> 4 >= 1 << 14 or lbo >> 4 >= 1 << 14:
+        raise InternalCompilerError(f"wgmma descriptor offsets out of range: LBO={lbo}, SBO={sbo}")
+    mode = SWIZZLE_MODE.get(swizzle, 0)
+    return ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | ((base_offset & 7) << 49) | (mode << 62)
+
+
+def operand_plan(view_type: MemDescType, strides, swizzle: int, is_b: bool, element, where) -> dict:
+    """How to address operand A ([M, K]) or B ([K, N]): major-ness, descriptor fields and
+    the byte offset of element (mn, k) as (mn coefficient, k coefficient)."""
+    k_dim, mn_dim = (0, 1) if is_b else (1, 0)
+    row = None
+    if strides[k_dim] == 1:
+        trans, row = 0, strides[mn_dim] * element.bytes
+    elif strides[mn_dim] == 1:
+        trans, row = 1, strides[k_dim] * element.bytes
+    if row is None or swizzle not in SWIZZLE_MODE or row != swizzle:
+        name = "B" if is_b else "A"
+        raise CompilationError(
+            f"tlx.async_dot: operand {name} ({view_type}) must be a shared buffer whose rows (its contiguous "
+            f"dimension) are 32, 64 or 128 bytes, swizzled to match (got {row} -byte rows, swizzle {swizzle}); "
+            f"for bf16/f16 use a K (or N) tile of 16, 32 or 64 and split wider tiles into several buffers", where)
+    if trans == 0:      # K-major: rows along MN, S bytes apart; LBO unused ("assumed 1")
+        fields = descriptor_fields(16, 8 * swizzle, swizzle)
+        coeff = (swizzle, element.bytes)
+    else:               # MN-major: rows along K; one S-byte MN block per row
+        k_extent = view_type.shape[k_dim]
+        fields = descriptor_fields(k_extent * swizzle, 8 * swizzle, swizzle)
+        coeff = (element.bytes, swizzle)
+    return {"trans": trans, "fields": fields, "coeff": coeff}
+
+
+def _offset(coeff, mn: str, k: str) -> str:
+    return f"({mn}) * {coeff[0]} + ({k}) * {coeff[1]}"
+
+
+def _warpgroup_offsets(lw, layout) -> tuple[str, str]:
+    """Row and column of this warpgroup's part of the accumulator (warp bits >= 2)."""
+    terms = ([], [])
+    for bit, basis in enumerate(layout.warp):
+        if bit < 2:
+            if tuple(basis) != ((16, 0), (32, 0))[bit]:
+                raise InternalCompilerError(f"wgmma accumulator layout with warp bit {bit} = {list(basis)}")
+            continue
+        for dim in (0, 1):
+            if basis[dim]:
+                terms[dim].append(f"((({lw.scope.warp_var}) >> {bit}) & 1) * {basis[dim]}")
+    return tuple(" + ".join(t) if t else "0" for t in terms)
+
+
+@lowering("tlx.async_dot")
+def async_dot(lw, op):
+    arch = lw.target.arch
+    if arch.startswith("sm_100"):
+        raise CompilationError(f"tlx.async_dot on {arch}: tcgen05 lowering not implemented yet (wgmma is sm_90a "
+                               f"only)", op.loc)
+    if arch != "sm_90a":
+        raise CompilationError(f"tlx.async_dot needs wgmma (sm_90a), not {arch}", op.loc)
+    a, b, acc = op.operands[:3]
+    result = op.results[0]
+    element = b.type.element
+    if not isinstance(a.type, MemDescType):
+        raise CompilationError("tlx.async_dot with A in registers is not implemented yet; store A to a shared "
+                               "buffer (tlx.local_store) and pass the buffer", op.loc)
+    if element.name not in ("bf16", "f16"):
+        raise CompilationError(f"tlx.async_dot on {element} inputs is not implemented yet (bf16 and f16 are)",
+                               op.loc)
+    if acc.type.element.name != "f32":
+        raise CompilationError(f"tlx.async_dot with a {acc.type.element} accumulator is not implemented yet "
+                               f"(f32 is)", op.loc)
+    layout = result.type.layout
+    plan_a = operand_plan(a.type, lw.views[id(a)][1], lw.view_swizzle.get(id(a), 0), False, element, op.loc)
+    plan_b = operand_plan(b.type, lw.views[id(b)][1], lw.view_swizzle.get(id(b), 0), True, element, op.loc)
+    # the instruction's N: the fragment's register bases along N (after c0's (0,1) and (8,0))
+    instr_n = 8
+    for basis in layout.register[2:]:
+        if basis[0] == 0 and basis[1] == instr_n and instr_n < 256:
+            instr_n *= 2
+        else:
+            break
+    per_tile = instr_n // 2
+    total = registers(result.type)
+    if total % per_tile or (instr_n not in range(8, 257, 8)):
+        raise InternalCompilerError(f"wgmma accumulator layout {layout} does not split into m64n{instr_n} tiles",
+                                    op.loc)
+    tiles = [layout.apply(register=t * per_tile) for t in range(total // per_tile)]
+    wg_row, wg_col = _warpgroup_offsets(lw, layout)
+    k_steps = a.type.shape[1] // K_STEP
+
+    work = lw.fresh("dacc")
+    lw.out.line(f"// wgmma: {len(tiles)} tile(s) of m64n{instr_n}k16 x {k_steps} k-steps per warpgroup; "
+                f"A {'M' if plan_a['trans'] else 'K'}-major, B {'N' if plan_b['trans'] else 'K'}-major")
+    lw.out.line(f"float {work}[{total}];")
+    lw.for_registers(total, f"{work}[i] = {lw.ref(acc)};")
+    scale = lw.name(op.operands[3]) if op.attrs.get("has_use_acc") else "true"
+    helper = f"tlx_wgmma_m64n{instr_n}k16_f32_{element.name}"
+    for name in (helper, "tlx_wgmma_desc", "tlx_wgmma_fence", "tlx_wgmma_commit_group"):
+        lw.target.use(name)
+    a_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
+    b_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(b)][0]})"
+    lw.out.line("tlx_wgmma_fence();")
+    for t, (row, col) in enumerate(tiles):
+        m0 = f"{wg_row} + {row}" if row else wg_row
+        n0 = f"{wg_col} + {col}" if col else wg_col
+        lw.out.line("#pragma unroll")
+        lw.out.open(f"for (int kk = 0; kk < {k_steps}; ++kk)")
+        da = f"tlx_wgmma_desc({a_bytes} + {_offset(plan_a['coeff'], m0, f'{K_STEP} * kk')}, {plan_a['fields']:#x}ull)"
+        db = f"tlx_wgmma_desc({b_bytes} + {_offset(plan_b['coeff'], n0, f'{K_STEP} * kk')}, {plan_b['fields']:#x}ull)"
+        lw.out.line(f"{helper}<{plan_a['trans']}, {plan_b['trans']}>(&{work}[{t * per_tile}], {da}, {db}, "
+                    f"kk == 0 ? (int)({scale}) : 1);")
+        lw.out.close()
+    lw.out.line("tlx_wgmma_commit_group();")
+    lw.alias(result, work)
+
+
+@lowering("tlx.async_dot_wait")
+def async_dot_wait(lw, op):
+    src, result = op.operands[0], op.results[0]
+    lw.target.use("tlx_wgmma_wait_group")
+    pendings = op.attrs["pendings"]
+    if isinstance(src.type, TensorType) and src.type.element.name == "f32":
+        # the accumulator's registers are pinned after the wait: no read of them moves above it
+        lw.out.line(f"tlx_wgmma_wait_group<{pendings}, {registers(src.type)}>({lw.name(src)});")
+    else:
+        lw.out.line(f"tlx_wgmma_wait_group<{pendings}, 0>(nullptr);")
+    lw.alias(result, lw.name(src))
+
+
+__all__ = ["descriptor", "descriptor_fields", "operand_plan"]

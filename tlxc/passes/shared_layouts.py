@@ -1,0 +1,104 @@
+"""shared-layouts: choose each shared buffer's swizzle from its consumers.
+
+Every ``tlx.local_alloc`` gets ``attrs.swizzle`` (bytes: 0, 32, 64 or 128):
+
+* a TMA copy (``tlx.async_descriptor_load`` / ``store``) into or out of a
+  view of the buffer demands its descriptor's swizzle: the hardware writes
+  (reads) the box in that pattern;
+* a view fed to ``tlx.async_dot`` (wgmma) as A or B demands the swizzle whose
+  span equals the buffer's physical row (its innermost dimension) in bytes,
+  when that row is 32, 64 or 128 bytes: those are the canonical wgmma
+  layouts tlxc builds descriptors for (``codegen_c/rules_mma_async.py``).
+
+Two consumers wanting different swizzles is a ``LayoutError`` naming both.
+
+The swizzle is a function of the byte address, as the TMA unit and the
+tensor cores apply it (CuTe's ``Swizzle<B, 4, 3>`` on bytes): within a
+buffer aligned to ``SWIZZLE_PERIOD[s]`` bytes, byte offset ``o`` lives at
+``swizzle_offset(o, s) = o ^ (((o >> 7) & mask) << 4)`` with mask 7, 3, 1 for
+128, 64, 32 bytes.  It moves whole 16-byte chunks, so vector accesses of up
+to 16 aligned bytes stay contiguous.  ``allocate-shared`` aligns swizzled
+buffers to 1024 bytes (the 128-byte pattern's period; enough for all three).
+"""
+from __future__ import annotations
+
+from ..errors import LayoutError
+from ..ir.core import Module
+from ..ir.types import MemDescType
+from .manager import Pass
+
+SWIZZLE_MASK = {0: 0, 32: 1, 64: 3, 128: 7}
+# Bytes after which the pattern repeats: address bits 7.. (7 + log2(mask + 1)) select the XOR.
+SWIZZLE_PERIOD = {0: 16, 32: 256, 64: 512, 128: 1024}
+SWIZZLED_ALIGN = 1024
+_VIEW_OPS = ("tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret")
+
+
+def swizzle_offset(byte_offset: int, swizzle: int) -> int:
+    """Where byte ``byte_offset`` of a buffer (aligned to its period) lives."""
+    mask = SWIZZLE_MASK[swizzle]
+    return byte_offset ^ (((byte_offset >> 7) & mask) << 4)
+
+
+def swizzle_expr(byte_offset: str, swizzle: int) -> str:
+    """C text of ``swizzle_offset`` (``byte_offset`` an int expression)."""
+    if not swizzle:
+        return byte_offset
+    return f"(({byte_offset}) ^ (((({byte_offset}) >> 7) & {SWIZZLE_MASK[swizzle]}) << 4))"
+
+
+def physical_row_bytes(t: MemDescType) -> int:
+    """Bytes of the innermost (contiguous) dimension of the allocation."""
+    return t.shape[-1] * t.element.bytes
+
+
+class SharedLayouts(Pass):
+    name = "shared-layouts"
+
+    def run(self, module: Module, options) -> Module:
+        for kernel in module.kernels:
+            choose_swizzles(kernel)
+        return module
+
+
+def choose_swizzles(kernel) -> None:
+    root: dict[int, object] = {}          # memdesc value -> its local_alloc op
+    demands: dict[int, tuple] = {}        # alloc id -> (alloc, swizzle, demanding op, why)
+    for op in kernel.walk():
+        if op.name == "tlx.local_alloc":
+            root[id(op.results[0])] = op
+            op.attrs.setdefault("swizzle", 0)
+        elif op.name in _VIEW_OPS and id(op.operands[0]) in root:
+            root[id(op.results[0])] = root[id(op.operands[0])]
+        elif op.name in ("tlx.async_descriptor_load", "tlx.async_descriptor_store"):
+            desc, view = op.operands[0], op.operands[1]
+            alloc = root.get(id(view))
+            if alloc is not None:
+                _demand(demands, alloc, desc.type.swizzle, op, f"its TMA descriptor {desc.type}")
+        elif op.name == "tlx.async_dot":
+            for index, view in enumerate(op.operands[:2]):
+                alloc = root.get(id(view)) if isinstance(view.type, MemDescType) else None
+                if alloc is None:
+                    continue
+                row = physical_row_bytes(alloc.results[0].type)
+                if row in (32, 64, 128):
+                    _demand(demands, alloc, row, op, f"wgmma operand {'AB'[index]} with {row}-byte rows")
+    for alloc, swizzle, _, _ in demands.values():
+        alloc.attrs["swizzle"] = swizzle
+
+
+def _demand(demands, alloc, swizzle: int, op, why: str) -> None:
+    previous = demands.get(id(alloc))
+    if previous is None:
+        demands[id(alloc)] = (alloc, swizzle, op, why)
+        return
+    _, other_swizzle, other_op, other_why = previous
+    if other_swizzle != swizzle:
+        name = alloc.results[0].name_hint or "a shared buffer"
+        where = f" ({other_op.loc.file.rsplit('/', 1)[-1]}:{other_op.loc.line})" if other_op.loc else ""
+        raise LayoutError(f"shared buffer '{name}' is wanted with two swizzles: {swizzle} bytes by {op.name} "
+                          f"({why}) and {other_swizzle} bytes by {other_op.name}{where} ({other_why}); "
+                          f"make them agree (TensorDescriptor(..., swizzle=...) sets a descriptor's)", op.loc)
+
+
+__all__ = ["SharedLayouts", "swizzle_expr", "swizzle_offset"]
