@@ -131,6 +131,25 @@ def bench_ws_rmsnorm(quick: bool) -> None:
            note=f"stages={best[1]}, programs={best[2]}x SMs")
 
 
+def bench_gemm(quick: bool) -> None:
+    """The warp-specialized wgmma GEMM vs cuBLAS (torch.matmul), bf16."""
+    import torch
+    from hopper_gemm_ws import matmul_ws
+    for size in ((4096,) if quick else (4096, 8192)):
+        a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+        out = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
+        matmul_ws(a, b, out)
+        ref = a.float() @ b.float()
+        err = ((out.float() - ref).norm() / ref.norm()).item()
+        if not err < 1e-2:
+            raise AssertionError(f"matmul_ws {size}^3: relative error {err:.2e}")
+        flops = 2 * size ** 3
+        t = do_bench(lambda: matmul_ws(a, b, out))
+        c = do_bench(lambda: torch.matmul(a, b))
+        record(f"gemm bf16 {size}^3", flops / t / 1e9, flops / c / 1e9, "TFLOP/s", "cuBLAS")
+
+
 # -- launch overhead -------------------------------------------------------------------------
 def bench_launch(quick: bool) -> None:
     import launch_kernels as lk
@@ -213,8 +232,8 @@ def bench_compile(quick: bool) -> None:
 
 BENCHES = {"compile": bench_compile, "vector_add": bench_vector_add, "softmax": bench_softmax,
            "rmsnorm": bench_rmsnorm, "layernorm": bench_layernorm, "ws_rmsnorm": bench_ws_rmsnorm,
-           "launch": bench_launch}
-GPU_BENCHES = {"vector_add", "softmax", "rmsnorm", "layernorm", "ws_rmsnorm", "launch"}
+           "gemm": bench_gemm, "launch": bench_launch}
+GPU_BENCHES = {"vector_add", "softmax", "rmsnorm", "layernorm", "ws_rmsnorm", "gemm", "launch"}
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,66 @@
+"""The warp-specialized Hopper GEMM (examples/hopper_gemm_ws.py) compiles to a
+cubin for sm_90a with wgmma and TMA, and its generated CUDA is snapshotted for
+review (regenerate with TLXC_UPDATE_SNAPSHOTS=1).  It has not run on a GPU yet:
+tests/test_gpu_gemm.py is the GPU check (marked)."""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import tlxc
+from tlxc.compiler import compile_kernel
+from tlxc.frontend.specialize import specialization_from_args
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+import hopper_gemm_ws as G
+
+SNAPSHOT = ROOT / "tests" / "snapshots" / "wgmma" / "hopper_gemm_ws.cu"
+
+
+def _spec(M=1024, N=1024, K=1024):
+    a = torch.randn(M, K).to(torch.bfloat16)
+    b = torch.randn(K, N).to(torch.bfloat16)
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    args = {"a_desc": tlxc.TensorDescriptor.from_tensor(a, [64, 64], swizzle=128),
+            "b_desc": tlxc.TensorDescriptor.from_tensor(b, [64, 64], swizzle=128),
+            "c_desc": tlxc.TensorDescriptor.from_tensor(c, [64, 64]), "M": M, "N": N, "K": K}
+    for name, param in G.matmul_ws_kernel.signature.parameters.items():
+        args.setdefault(name, param.default)
+    args["NUM_SMS"] = 132
+    return specialization_from_args(G.matmul_ws_kernel, args)
+
+
+def test_compiles_for_sm90a_with_wgmma_and_tma():
+    compiled = compile_kernel(G.matmul_ws_kernel, _spec(), arch="sm_90a", num_warps=4,
+                              stages=("ir", "ir.opt", "cuda", "ptx", "cubin", "stats"))
+    assert compiled.asm["cubin"][:4] == b"\x7fELF"
+    ptx = compiled.asm["ptx"]
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in ptx
+    assert "cp.async.bulk.tensor.2d" in ptx and "setmaxnreg" in ptx
+    meta = compiled.metadata
+    assert meta["spills_bytes"] == 0, meta.get("ptxas_log")
+    assert meta["threads"] == 384
+
+
+def test_sm100a_says_tcgen05_is_missing():
+    with pytest.raises(tlxc.CompilationError, match="tcgen05"):
+        compile_kernel(G.matmul_ws_kernel, _spec(), arch="sm_100a", num_warps=4)
+
+
+def test_cuda_snapshot():
+    source = compile_kernel(G.matmul_ws_kernel, _spec(), arch="sm_90a", num_warps=4).asm["cuda"]
+    source = re.sub(r"tlxc \S+ for", "tlxc <version> for", source)
+    if os.environ.get("TLXC_UPDATE_SNAPSHOTS") == "1" or not SNAPSHOT.exists():
+        SNAPSHOT.parent.mkdir(parents=True, exist_ok=True)
+        SNAPSHOT.write_text(source)
+    expected = SNAPSHOT.read_text()
+    if source != expected:
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), source.splitlines(True), "snapshot", "now"))
+        pytest.fail(f"hopper_gemm_ws CUDA changed:\n{diff}\nregenerate with TLXC_UPDATE_SNAPSHOTS=1")
