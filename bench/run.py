@@ -145,8 +145,8 @@ def bench_gemm(quick: bool) -> None:
         if not err < 1e-2:
             raise AssertionError(f"matmul_ws {size}^3: relative error {err:.2e}")
         flops = 2 * size ** 3
-        t = do_bench(lambda: matmul_ws(a, b, out))
-        c = do_bench(lambda: torch.matmul(a, b))
+        t = do_bench(lambda a=a, b=b, out=out: matmul_ws(a, b, out))
+        c = do_bench(lambda a=a, b=b: torch.matmul(a, b))
         record(f"gemm bf16 {size}^3", flops / t / 1e9, flops / c / 1e9, "TFLOP/s", "cuBLAS")
 
 
