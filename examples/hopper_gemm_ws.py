@@ -38,7 +38,10 @@ B_BOX_N = 64          # columns of one B box: 64 bf16 = 128 bytes, the 128-byte 
 
 
 @tlxc.kernel
-def matmul_ws_kernel(a_desc, b_desc, c_desc, M: tl.int32, N: tl.int32, K: tl.int32,
+def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
+                     b_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
+                     c_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64]),
+                     M: tl.int32, N: tl.int32, K: tl.int32,
                      BM: tl.constexpr = 128, BN: tl.constexpr = 64, BK: tl.constexpr = 64,
                      GROUP_M: tl.constexpr = 8, NUM_STAGES: tl.constexpr = 4, NUM_SMS: tl.constexpr = 132):
     HALF_M: tl.constexpr = BM // 2

@@ -13,10 +13,7 @@ from tlxc.ir.parser import parse_module
 from tlxc.ir.printer import print_module
 
 ROOT = Path(__file__).resolve().parent.parent
-# hopper_gemm_ws takes TensorDescriptor parameters, which have no command-line
-# spelling yet; tests/test_hopper_gemm_interp.py covers it.
-EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py")
-                  if not p.name.startswith("_") and p.stem != "hopper_gemm_ws")
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
 
 ADD = '''
 import tlxc

@@ -58,7 +58,7 @@ def annotation_type(annotation, fn) -> Type | None:
             annotation = eval(annotation, dict(fn.__globals__))
         except Exception:  # noqa: BLE001 (an annotation tlxc cannot evaluate gives no type)
             return None
-    if isinstance(annotation, (ScalarType, PointerType)):
+    if isinstance(annotation, (ScalarType, PointerType, T.TensorDescType)):
         return annotation
     return None
 
@@ -77,15 +77,31 @@ def parse_type_spec(text: str) -> Type:
     text = text.strip()
     if text.startswith("*"):
         return PointerType(parse_type_spec(text[1:]))
+    if text.startswith("tensordesc<"):          # tensordesc<64x64xbf16, swizzle=128>
+        from ..ir.parser import Parser
+        return Parser(text).parse_type()
     if text not in _SIG_SCALARS:
         raise ValueError(f"unknown type '{text}' (expected e.g. *fp32, *bf16, i32, i64, fp32)")
     return _SIG_SCALARS[text]
 
 
+def _signature_items(text: str) -> list[str]:
+    """Split at the commas that are not inside ``<...>`` (``tensordesc<64x64xbf16, swizzle=128>``)."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    items.append(text[start:])
+    return [item.strip() for item in items if item.strip()]
+
+
 def parse_signature(text: str) -> dict[str, Type]:
-    """``"a=*bf16, n=i32"`` → {"a": ptr<bf16>, "n": i32}."""
+    """``"a=*bf16, n=i32, d=tensordesc<64x64xbf16, swizzle=128>"`` → {"a": ptr<bf16>, "n": i32, "d": ...}."""
     result: dict[str, Type] = {}
-    for item in filter(None, (s.strip() for s in text.split(","))):
+    for item in _signature_items(text):
         if "=" not in item:
             raise ValueError(f"signature entry '{item}' must look like NAME=TYPE")
         name, type_text = (s.strip() for s in item.split("=", 1))

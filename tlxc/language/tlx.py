@@ -212,6 +212,14 @@ def async_dot_wait(pendings, inp):
     flight; returns ``inp`` (reassign it: ``acc = tlx.async_dot_wait(0, acc)``)."""
 
 
+
+def tensor_descriptor_type(dtype, block_shape, swizzle: int = 0):
+    """The type of a TMA descriptor parameter, for annotations (so that
+    ``tlxc compile``/``tlxc check`` can type it without a launch):
+    ``a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128)``."""
+    from ..ir.types import TensorDescType
+    return TensorDescType(dtype, tuple(int(d) for d in block_shape), int(swizzle))
+
 def _ring_helper():
     # Defined lazily: the kernel decorator imports the runtime, which imports the language.
     from ..runtime.jit import kernel
