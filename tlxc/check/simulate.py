@@ -295,16 +295,21 @@ class Simulator:
         return True
 
     def do_mmawait(self, t: int, e: Event) -> bool:
+        self.retire_groups(t, e, self.mma_groups)
+        return True
+
+    def retire_groups(self, t: int, e: Event, table: list) -> None:
+        """Retire all but the newest ``e.amount`` committed groups of task ``t``
+        (``async_load_wait_group`` and ``async_dot_wait`` alike)."""
         clock = self.tick(t)
-        groups = self.mma_groups[t]
+        groups = table[t]
         keep = max(e.amount, 0)
-        retired, self.mma_groups[t] = (groups[:-keep], groups[-keep:]) if keep else (groups, [])
+        retired, table[t] = (groups[:-keep], groups[-keep:]) if keep else (groups, [])
         for group in retired:
             for access in group:
                 access.retire, access.retire_event = clock[t], e
         if retired:
             self.unretired[t] = [a for a in self.unretired[t] if a.retire is None]
-        return True
 
     # -- named barriers --------------------------------------------------------------------------
     def named_barrier(self, t: int, e: Event, waits: bool) -> bool:
@@ -373,15 +378,7 @@ class Simulator:
         return True
 
     def do_waitgroup(self, t: int, e: Event) -> bool:
-        clock = self.tick(t)
-        groups = self.groups[t]
-        keep = max(e.amount, 0)
-        retired, self.groups[t] = (groups[:-keep], groups[-keep:]) if keep else (groups, [])
-        for group in retired:
-            for access in group:
-                access.retire, access.retire_event = clock[t], e
-        if retired:
-            self.unretired[t] = [a for a in self.unretired[t] if a.retire is None]
+        self.retire_groups(t, e, self.groups)
         return True
 
     def do_copy(self, t: int, e: Event) -> bool:

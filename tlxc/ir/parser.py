@@ -96,13 +96,7 @@ class Parser:
             return PointerType(pointee)
         if word == "tensor":
             self.expect("<")
-            shape = []
-            while True:
-                m = _DIM.match(self.text, self.pos)
-                if not m:
-                    break
-                shape.append(int(m.group(1)))
-                self.pos = m.end()
+            shape = self.parse_dims()
             element = self.parse_type()
             layout = None
             if self.accept(","):
@@ -119,15 +113,19 @@ class Parser:
             return TYPE_PARSERS[word](self)
         raise self.error(f"unknown type '{word}'")
 
-    def parse_memdesc(self) -> Type:
-        self.expect("<")
+    def parse_dims(self) -> list[int]:
+        """The ``128x64x`` prefix of a shaped type."""
         dims = []
         while True:
             m = _DIM.match(self.text, self.pos)
             if not m:
-                break
+                return dims
             dims.append(int(m.group(1)))
             self.pos = m.end()
+
+    def parse_memdesc(self) -> Type:
+        self.expect("<")
+        dims = self.parse_dims()
         element = self.parse_type()
         self.expect(",")
         storage = self.match(_WORD, "a storage kind")
@@ -146,13 +144,7 @@ class Parser:
 
     def parse_tensordesc(self) -> Type:
         self.expect("<")
-        dims = []
-        while True:
-            m = _DIM.match(self.text, self.pos)
-            if not m:
-                break
-            dims.append(int(m.group(1)))
-            self.pos = m.end()
+        dims = self.parse_dims()
         element = self.parse_type()
         self.expect(",")
         self.expect("swizzle")
