@@ -358,5 +358,6 @@ def test_ws_example_compiles_to_cubin(stem, arch):
 def test_every_example_kernel_is_compiled_by_a_test():
     covered = set(EXAMPLES) | set(WS_EXAMPLES) | {"custom_op"}     # custom_op reuses softmax's kernel
     covered |= {"hopper_gemm_ws"}      # compiled (descriptor arguments) in tests/test_hopper_gemm_codegen.py
+    covered |= {"hopper_gemm_ws_pingpong"}     # compiled (descriptor arguments) in tests/test_hopper_gemm_pingpong.py
     stems = {p.stem for p in (ROOT / "examples").glob("*.py") if not p.stem.startswith("_")}
     assert stems <= covered, f"add {sorted(stems - covered)} to EXAMPLES or WS_EXAMPLES"
