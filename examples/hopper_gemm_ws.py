@@ -11,10 +11,11 @@ bfloat16 C; the structure of TLX's ``hopper_gemm_ws.py``:
   for a free stage (``empty``), announces the stage's bytes on ``full`` and
   issues the TMA loads of two ``BM/2 x BK`` halves of A (one per consumer)
   and of the ``BK x BN`` B tile (as ``BK x 64`` boxes: 128-byte rows, the
-  widest a 128-byte swizzle allows).  The CUDA path takes ``BN = 64`` today:
-  a wider B tile made of several 64-column swizzled blocks needs a
-  block-stacked shared layout (the wgmma descriptor's leading byte offset)
-  that the codegen does not have yet; the interpreter runs any ``BN``;
+  widest a 128-byte swizzle allows, each into a 64-column slice).  With
+  ``BN = 128`` (the default) the codegen stores B block-stacked: two
+  128B-swizzled ``[BK, 64]`` blocks, read by one ``m64n128k16`` wgmma per k16
+  step whose descriptor's leading byte offset steps between the blocks;
+  the interpreter runs any ``BN``;
 * two consumer warp groups (``replicate=2``, 232 registers each) own
   ``BM/2`` rows of the tile: wait ``full``, ``async_dot`` (wgmma) their A half
   with the shared B tile, ``async_dot_wait(0)`` and release the stage
@@ -40,9 +41,9 @@ B_BOX_N = 64          # columns of one B box: 64 bf16 = 128 bytes, the 128-byte 
 @tlxc.kernel
 def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
                      b_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
-                     c_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64]),
+                     c_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 128]),
                      M: tl.int32, N: tl.int32, K: tl.int32,
-                     BM: tl.constexpr = 128, BN: tl.constexpr = 64, BK: tl.constexpr = 64,
+                     BM: tl.constexpr = 128, BN: tl.constexpr = 128, BK: tl.constexpr = 64,
                      GROUP_M: tl.constexpr = 8, NUM_STAGES: tl.constexpr = 4, NUM_SMS: tl.constexpr = 132):
     HALF_M: tl.constexpr = BM // 2
     a_smem = tlx.local_alloc((HALF_M, BK), tl.bfloat16, NUM_STAGES * 2)    # [2 * stage + consumer]
@@ -109,7 +110,7 @@ def num_sms(device) -> int:
 
 
 def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 128,
-              block_n: int = 64, block_k: int = 64, group_m: int = 8, num_stages: int = 4,
+              block_n: int = 128, block_k: int = 64, group_m: int = 8, num_stages: int = 4,
               sms: int | None = None) -> torch.Tensor:
     """``a @ b`` for 2-D bfloat16 tensors whose rows are 16-byte aligned (TMA)."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
@@ -137,7 +138,7 @@ def check_inputs():
     c = torch.empty(256, 128, dtype=torch.bfloat16)
     descs = (tlxc.TensorDescriptor.from_tensor(a, [64, 64], swizzle=128),
              tlxc.TensorDescriptor.from_tensor(b, [64, 64], swizzle=128),
-             tlxc.TensorDescriptor.from_tensor(c, [64, 64]))
+             tlxc.TensorDescriptor.from_tensor(c, [64, 128]))
     return (2,), descs + (256, 128, 128), {"NUM_STAGES": 2, "NUM_SMS": 2}
 
 

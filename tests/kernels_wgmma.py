@@ -64,3 +64,25 @@ def swizzled_round_trip(a_desc, out_ptr, BM: tl.constexpr, BK: tl.constexpr):
     acc = tlx.async_dot(buf[0], tlx.local_trans(buf[0]), tl.zeros((BM, BM), dtype=tl.float32))
     acc = tlx.async_dot_wait(0, acc)
     tl.store(out_ptr + rows * BM + tl.arange(0, BM)[None, :], acc.to(tl.bfloat16))
+
+
+@tlxc.kernel
+def wgmma_wide_b(a_desc, b_desc, c_ptr, b_out_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """C[BM, BN] = A[BM, BK] @ B[BK, BN] with BN * 2 > 128 bytes: B is filled by TMA boxes of 64
+    columns into column slices (a block-stacked buffer) and read N-major by one wgmma per k16
+    step; B is also read back with local_load (the blocked addressing) into b_out."""
+    a = tlx.local_alloc((BM, BK), tl.bfloat16, 1)
+    b = tlx.local_alloc((BK, BN), tl.bfloat16, 1)
+    bar = tlx.alloc_barriers(1, arrive_count=1)
+    tlx.barrier_expect_bytes(bar[0], (BM * BK + BK * BN) * 2)
+    tlx.async_descriptor_load(a_desc, a[0], [0, 0], bar[0])
+    for j in tl.static_range(BN // 64):
+        tlx.async_descriptor_load(b_desc, tlx.local_slice(b[0], [0, j * 64], [BK, 64]), [0, j * 64], bar[0])
+    tlx.barrier_wait(bar[0], 0)
+    acc = tlx.async_dot(a[0], b[0], tl.zeros((BM, BN), dtype=tl.float32))
+    acc = tlx.async_dot_wait(0, acc)
+    rows = tl.arange(0, BM)[:, None]
+    cols = tl.arange(0, BN)[None, :]
+    tl.store(c_ptr + rows * BN + cols, acc)
+    b_rows = tl.arange(0, BK)[:, None]
+    tl.store(b_out_ptr + b_rows * BN + cols, tlx.local_load(b[0]))

@@ -30,7 +30,7 @@ def _spec(M=1024, N=1024, K=1024):
     c = torch.empty(M, N, dtype=torch.bfloat16)
     args = {"a_desc": tlxc.TensorDescriptor.from_tensor(a, [64, 64], swizzle=128),
             "b_desc": tlxc.TensorDescriptor.from_tensor(b, [64, 64], swizzle=128),
-            "c_desc": tlxc.TensorDescriptor.from_tensor(c, [64, 64]), "M": M, "N": N, "K": K}
+            "c_desc": tlxc.TensorDescriptor.from_tensor(c, [64, 128]), "M": M, "N": N, "K": K}
     for name, param in G.matmul_ws_kernel.signature.parameters.items():
         args.setdefault(name, param.default)
     args["NUM_SMS"] = 132
@@ -42,7 +42,7 @@ def test_compiles_for_sm90a_with_wgmma_and_tma():
                               stages=("ir", "ir.opt", "cuda", "ptx", "cubin", "stats"))
     assert compiled.asm["cubin"][:4] == b"\x7fELF"
     ptx = compiled.asm["ptx"]
-    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in ptx
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in ptx
     assert "cp.async.bulk.tensor.2d" in ptx and "setmaxnreg" in ptx
     meta = compiled.metadata
     assert meta["spills_bytes"] == 0, meta.get("ptxas_log")

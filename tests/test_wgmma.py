@@ -157,3 +157,30 @@ def test_swizzled_tma_descriptor_is_accepted():
     alloc = next(op for op in compiled.module.kernels[0].walk() if op.name == "tlx.local_alloc")
     assert alloc.attrs["swizzle"] == 128
     assert "tlx_tma_load_2d" in compiled.asm["cuda"] and ">> 7) & 7) << 4)" in compiled.asm["cuda"]
+
+
+# -- block-stacked (column-blocked) B wider than 128 bytes --------------------------------------------
+@pytest.mark.parametrize("bn", [128, 256])
+def test_wide_b_is_block_stacked_and_one_wgmma_per_k_step(bn):
+    a = torch.randn(64, 64, dtype=torch.bfloat16)
+    b = torch.randn(64, bn, dtype=torch.bfloat16)
+    spec = specialization_from_args(K.wgmma_wide_b, {
+        "a_desc": tlxc.TensorDescriptor.from_tensor(a, [64, 64], swizzle=128),
+        "b_desc": tlxc.TensorDescriptor.from_tensor(b, [64, 64], swizzle=128),
+        "c_ptr": torch.empty(64, bn), "b_out_ptr": torch.empty(64, bn, dtype=torch.bfloat16),
+        "BM": 64, "BN": bn, "BK": 64})
+    compiled = compile_kernel(K.wgmma_wide_b, spec, stages=STAGES)
+    allocs = [op for op in compiled.module.kernels[0].walk() if op.name == "tlx.local_alloc"]
+    assert [(op.attrs["swizzle"], op.attrs.get("column_block")) for op in allocs] == [(128, None), (128, 64)]
+    assert compiled.asm["cubin"][:4] == b"\x7fELF"
+    ptx, cuda = compiled.asm["ptx"], compiled.asm["cuda"]
+    # one m64n{bn}k16 per k16 step (K = 64), spanning bn / 64 blocks through LBO
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.bf16.bf16") == 4
+    # B descriptor: LBO = block distance 64 rows x 128 B = 8192 B (512 at bit 16), SBO = 1024 B, 128B swizzle
+    assert f"{descriptor_fields(8192, 1024, 128):#x}ull" in cuda
+    assert descriptor_fields(8192, 1024, 128) == 0x4000_0040_0200_0000
+    # column slices at 64 j start block j (4096 elements on); local_load goes through the blocked address
+    assert "/ 64) * 4096" in cuda and "% 64)" in cuda
+    assert compiled.metadata["spills_bytes"] == 0
+    assert "serialized" not in compiled.metadata["ptxas_log"]
+

@@ -103,6 +103,7 @@ class KernelLowering:
         self.barrier_names: dict[int, tuple[str, str]] = {}        # barrier view -> (array name, index expr)
         self.view_align: dict[int, int] = {}                       # memdesc value -> known byte alignment
         self.view_swizzle: dict[int, int] = {}                     # memdesc value -> swizzle bytes (0: none)
+        self.view_block: dict[int, tuple[int, int]] = {}           # column-blocked view -> (cols, block elems)
         self.axis = AxisAnalysis(kernel)
         self.counter = 0
         self.term_counter = 0

@@ -38,10 +38,27 @@ units T, the PTX canonical layouts for a swizzle of S bytes are
   ``((T, S/16, m), (8, k)) : ((1, T, LBO), (S/16·T, SBO))``.  Along MN, S bytes
   are contiguous (one of our rows) and LBO steps to the next S-byte block of
   MN; along K, 8 rows sit S bytes apart and the next 8 rows start **SBO = 8·S**
-  bytes later.  Our rows hold the whole MN extent (MN·2 <= S), so only one MN
-  block is ever addressed; LBO is set to the size of a [K, S-byte] column
-  block (where a second block would start in a block-stacked layout) but the
-  hardware never uses it.  The k-th k16 step starts 16 rows = 16·S bytes on.
+  bytes later.  When our rows hold the whole MN extent (MN·2 <= S) only one
+  MN block is ever addressed and LBO (set to the size of a [K, S-byte] column
+  block) is never used.  The k-th k16 step starts 16 rows = 16·S bytes on.
+
+*Block-stacked (column-blocked) buffers* (``attrs.column_block``, 128B swizzle
+only): a 16-bit [R, C] buffer with C·2 > 128 is stored as C/64 blocks of
+[R, 64], block j (columns 64j..64j+63) at byte j·R·128, each a 128B-swizzled
+tile with 128-byte rows.  As an MN-major B ([K, N], N > 64) this is exactly the
+canonical ``((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO))`` (T = 8 elements =
+16 bytes) with m = N_instr/64 > 1: within a block, 8 chunks of 16 bytes are one
+128-byte row (MN), rows are 128 bytes apart (8T) along K, 8 rows form a
+1024-byte swizzle atom and the next 8 rows start **SBO = 1024** bytes on; the
+next 64 MN elements are the next block, **LBO = R·128** bytes on (8192 for
+R = 64).  (CUTLASS's ``make_gmma_desc<Major::MN>`` reads LBO from the stride of
+the m mode for swizzled layouts, SBO from the k mode.)  So one
+``m64nNk16`` with N = 128 or 256 covers 2 or 4 blocks from one start address:
+the start of the first block plus 16·128·kk for k-step kk, plus, for an
+accumulator tile at column n0, (n0/64)·R·128 + (n0%64)·2.  Every block starts
+at a multiple of 1024 (R % 8 == 0), so the pattern is in phase in each.  As a
+K-major operand (A [M, K] with K > 64) each k16 step (32 bytes) lies inside
+one block: the start address is block (k/64) plus (k%64)·2 and LBO is unused.
 
 The allocation is 1024-byte aligned and tiles start at multiples of 8 rows,
 so the swizzle pattern is in phase at every start address: **base offset 0**.
@@ -71,9 +88,10 @@ def descriptor_fields(lbo: int, sbo: int, swizzle: int, base_offset: int = 0) ->
     return ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | ((base_offset & 7) << 49) | (mode << 62)
 
 
-def operand_plan(view_type: MemDescType, strides, swizzle: int, is_b: bool, element, where) -> dict:
+def operand_plan(view_type: MemDescType, strides, swizzle: int, is_b: bool, element, where, block=None) -> dict:
     """How to address operand A ([M, K]) or B ([K, N]): major-ness, descriptor fields and
-    the byte offset of element (mn, k) as (mn coefficient, k coefficient)."""
+    ``offset(mn, k)``, the C byte offset of element (mn, k) from the view's start.  ``block``
+    (columns, elements per block) describes a column-blocked view (``rules_tlx.py``)."""
     k_dim, mn_dim = (0, 1) if is_b else (1, 0)
     row = None
     if strides[k_dim] == 1:
@@ -84,20 +102,27 @@ def operand_plan(view_type: MemDescType, strides, swizzle: int, is_b: bool, elem
         name = "B" if is_b else "A"
         raise CompilationError(
             f"tlx.async_dot: operand {name} ({view_type}) must be a shared buffer whose rows (its contiguous "
-            f"dimension) are 32, 64 or 128 bytes, swizzled to match (got {row} -byte rows, swizzle {swizzle}); "
-            f"for bf16/f16 use a K (or N) tile of 16, 32 or 64 and split wider tiles into several buffers", where)
+            f"dimension) are 32, 64 or 128 bytes, or a multiple of 128 bytes stored as 128B-swizzled column "
+            f"blocks, swizzled to match (got {row} -byte rows, swizzle {swizzle})", where)
+
+    def contiguous(x: str) -> str:      # byte offset along the contiguous dim
+        if block:
+            cols, size = block
+            return f"(({x}) / {cols}) * {size * element.bytes} + (({x}) % {cols}) * {element.bytes}"
+        return f"({x}) * {element.bytes}"
+
     if trans == 0:      # K-major: rows along MN, S bytes apart; LBO unused ("assumed 1")
         fields = descriptor_fields(16, 8 * swizzle, swizzle)
-        coeff = (swizzle, element.bytes)
-    else:               # MN-major: rows along K; one S-byte MN block per row
-        k_extent = view_type.shape[k_dim]
-        fields = descriptor_fields(k_extent * swizzle, 8 * swizzle, swizzle)
-        coeff = (element.bytes, swizzle)
-    return {"trans": trans, "fields": fields, "coeff": coeff}
 
+        def offset(mn, k):
+            return f"({mn}) * {swizzle} + {contiguous(k)}"
+    else:               # MN-major: rows along K; LBO = distance of S-byte MN blocks
+        lbo = block[1] * element.bytes if block else view_type.shape[k_dim] * swizzle
+        fields = descriptor_fields(lbo, 8 * swizzle, swizzle)
 
-def _offset(coeff, mn: str, k: str) -> str:
-    return f"({mn}) * {coeff[0]} + ({k}) * {coeff[1]}"
+        def offset(mn, k):
+            return f"{contiguous(mn)} + ({k}) * {swizzle}"
+    return {"trans": trans, "fields": fields, "offset": offset}
 
 
 def _warpgroup_offsets(lw, layout) -> tuple[str, str]:
@@ -135,8 +160,10 @@ def async_dot(lw, op):
         raise CompilationError(f"tlx.async_dot with a {acc.type.element} accumulator is not implemented yet "
                                f"(f32 is)", op.loc)
     layout = result.type.layout
-    plan_a = operand_plan(a.type, lw.views[id(a)][1], lw.view_swizzle.get(id(a), 0), False, element, op.loc)
-    plan_b = operand_plan(b.type, lw.views[id(b)][1], lw.view_swizzle.get(id(b), 0), True, element, op.loc)
+    plan_a = operand_plan(a.type, lw.views[id(a)][1], lw.view_swizzle.get(id(a), 0), False, element, op.loc,
+                          lw.view_block.get(id(a)))
+    plan_b = operand_plan(b.type, lw.views[id(b)][1], lw.view_swizzle.get(id(b), 0), True, element, op.loc,
+                          lw.view_block.get(id(b)))
     # the instruction's N: the fragment's register bases along N (after c0's (0,1) and (8,0))
     instr_n = 8
     for basis in layout.register[2:]:
@@ -170,8 +197,8 @@ def async_dot(lw, op):
         n0 = f"{wg_col} + {col}" if col else wg_col
         lw.out.line("#pragma unroll")
         lw.out.open(f"for (int kk = 0; kk < {k_steps}; ++kk)")
-        da = f"tlx_wgmma_desc({a_bytes} + {_offset(plan_a['coeff'], m0, f'{K_STEP} * kk')}, {plan_a['fields']:#x}ull)"
-        db = f"tlx_wgmma_desc({b_bytes} + {_offset(plan_b['coeff'], n0, f'{K_STEP} * kk')}, {plan_b['fields']:#x}ull)"
+        da = f"tlx_wgmma_desc({a_bytes} + {plan_a['offset'](m0, f'{K_STEP} * kk')}, {plan_a['fields']:#x}ull)"
+        db = f"tlx_wgmma_desc({b_bytes} + {plan_b['offset'](n0, f'{K_STEP} * kk')}, {plan_b['fields']:#x}ull)"
         lw.out.line(f"{helper}<{plan_a['trans']}, {plan_b['trans']}>(&{work}[{t * per_tile}], {da}, {db}, "
                     f"kk == 0 ? (int)({scale}) : 1);")
         lw.out.close()

@@ -6,6 +6,11 @@ A buffer value is a C pointer into ``tlx_smem`` plus static element strides
 A swizzled buffer (``attrs.swizzle`` of its allocation, ``lw.view_swizzle``
 of its views) is addressed through ``shared_address``: the element's byte
 offset goes through the XOR of ``passes/shared_layouts.py:swizzle_offset``.
+A column-blocked buffer (``attrs.column_block``; ``lw.view_block`` of its
+views: (columns per block, elements per block)) has row stride ``cols`` and
+its contiguous coordinate ``c`` is addressed as ``(c / cols) * block + c % cols``;
+a column slice at a multiple of ``cols`` and at most ``cols`` wide is a plain
+(unblocked) tile at its block's start.
 Warp specialization (``lower_warp_specialized``) splits the kernel body:
 
 * the uniform prologue (allocations, barrier inits, the scalars the tasks
@@ -37,11 +42,15 @@ def _row_major(shape) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _offset_expr(lw, layout, strides, reg: str = "i") -> str:
+def _offset_expr(lw, layout, strides, reg: str = "i", block=None) -> str:
     terms = []
     for d, stride in enumerate(strides):
         coord = lw.coord_expr(layout, d, reg)
-        terms.append(coord if stride == 1 else f"{coord} * {stride}")
+        if block and stride == 1:           # the contiguous dim of a column-blocked view
+            cols, size = block
+            terms.append(f"(({coord}) / {cols}) * {size} + (({coord}) % {cols})")
+        else:
+            terms.append(coord if stride == 1 else f"{coord} * {stride}")
     return " + ".join(terms) or "0"
 
 
@@ -55,6 +64,12 @@ def local_alloc(lw, op):
     lw.out.line(f"{ctype}* {name} = reinterpret_cast<{ctype}*>(tlx_smem + {op.attrs['offset']});  "
                 f"// {t.num} x {list(t.shape)}")
     lw.views[id(r)] = (name, _row_major(t.shape))
+    cols = op.attrs.get("column_block", 0)
+    if cols:
+        lw.views[id(r)] = (name, (cols, 1))
+        lw.view_block[id(r)] = (cols, t.shape[0] * cols)
+        lw.out.line(f"// {name}: {t.shape[1] // cols} column blocks of [{t.shape[0]}, {cols}] "
+                    f"({t.shape[0] * cols * t.element.bytes} bytes apart)")
     swizzle = op.attrs.get("swizzle", 0)
     lw.view_swizzle[id(r)] = swizzle
     lw.view_align[id(r)] = 1024 if swizzle else 128
@@ -92,6 +107,8 @@ def local_view(lw, op):
     lw.out.line(f"{ctype}* {name} = {base} + {lw.name(idx)} * {src.type.buffer_numel};")
     lw.views[id(r)] = (name, strides)
     lw.view_swizzle[id(r)] = lw.view_swizzle.get(id(src), 0)
+    if id(src) in lw.view_block:
+        lw.view_block[id(r)] = lw.view_block[id(src)]
     step = src.type.buffer_bytes * lw.axis.info(idx).divisibility[0]
     lw.view_align[id(r)] = gcd(lw.view_align.get(id(src), 1), step)
 
@@ -99,6 +116,8 @@ def local_view(lw, op):
 @lowering("tlx.local_slice")
 def local_slice(lw, op):
     src = op.operands[0]
+    if id(src) in lw.view_block:
+        return _blocked_slice(lw, op)
     base, strides = lw.views[id(src)]
     offset = " + ".join(f"{lw.name(o)} * {s}" for o, s in zip(op.operands[1:], strides))
     name = lw.define(op.results[0])
@@ -111,12 +130,39 @@ def local_slice(lw, op):
     lw.view_align[id(op.results[0])] = align
 
 
+def _blocked_slice(lw, op):
+    """A slice of a column-blocked view: the column offset must be a multiple of the block
+    width; a slice at most one block wide is a plain tile (row stride = block width)."""
+    src = op.operands[0]
+    r = op.results[0]
+    base, strides = lw.views[id(src)]
+    cols, size = lw.view_block[id(src)]
+    row_off, col_off = op.operands[1:]
+    width = r.type.shape[-1]
+    if lw.axis.info(col_off).divisibility[0] % cols or (width > cols and width % cols):
+        raise CompilationError(f"tlx.local_slice of a buffer stored as {cols}-column blocks (a wide 128B-swizzled "
+                               f"buffer) must start at a multiple of {cols} columns and be at most {cols} or a "
+                               f"multiple of {cols} columns wide", op.loc)
+    name = lw.define(r)
+    lw.out.line(f"{C.storage_type(src.type.element)}* {name} = {base} + {lw.name(row_off)} * {cols} + "
+                f"({lw.name(col_off)} / {cols}) * {size};")
+    lw.views[id(r)] = (name, strides)
+    lw.view_swizzle[id(r)] = lw.view_swizzle.get(id(src), 0)
+    if width > cols:
+        lw.view_block[id(r)] = (cols, size)
+    nbytes = src.type.element.bytes
+    align = gcd(lw.view_align.get(id(src), 1), lw.axis.info(row_off).divisibility[0] * cols * nbytes)
+    lw.view_align[id(r)] = gcd(align, lw.axis.info(col_off).divisibility[0] // cols * size * nbytes)
+
+
 @lowering("tlx.local_trans")
 def local_trans(lw, op):
     src = op.operands[0]
     base, strides = lw.views[id(src)]
     lw.alias(op.results[0], base)
     lw.views[id(op.results[0])] = (base, tuple(strides[p] for p in op.attrs["perm"]))
+    if id(src) in lw.view_block:
+        lw.view_block[id(op.results[0])] = lw.view_block[id(src)]
     lw.view_align[id(op.results[0])] = lw.view_align.get(id(src), 1)
     lw.view_swizzle[id(op.results[0])] = lw.view_swizzle.get(id(src), 0)
 
@@ -125,8 +171,9 @@ def local_trans(lw, op):
 def local_reinterpret(lw, op):
     src = op.operands[0]
     base, strides = lw.views[id(src)]
-    if strides != _row_major(src.type.shape):
-        raise CompilationError("tlx.local_reinterpret needs a contiguous (not sliced or transposed) buffer", op.loc)
+    if strides != _row_major(src.type.shape) or id(src) in lw.view_block:
+        raise CompilationError("tlx.local_reinterpret needs a contiguous (not sliced, transposed or column-blocked) "
+                               "buffer", op.loc)
     t = op.results[0].type
     ctype = C.storage_type(t.element)
     name = lw.define(op.results[0])
@@ -178,7 +225,7 @@ def local_load(lw, op):
     strides = lw.views[id(view)][1]
     r = op.results[0]
     t = r.type.element
-    offset = _offset_expr(lw, r.type.layout, strides)
+    offset = _offset_expr(lw, r.type.layout, strides, block=lw.view_block.get(id(view)))
     width = shared_vector_width(lw, view, r.type.layout, t)
     if width == 1:
         lw.assign_elementwise(r, lambda i: f"*({shared_address(lw, view, offset, t)})".replace("(i)", f"({i})"))
@@ -194,7 +241,7 @@ def local_load(lw, op):
 def local_store(lw, op):
     view, value = op.operands
     strides = lw.views[id(view)][1]
-    offset = _offset_expr(lw, value.type.layout, strides)
+    offset = _offset_expr(lw, value.type.layout, strides, block=lw.view_block.get(id(view)))
     t = value.type.element
     width = shared_vector_width(lw, view, value.type.layout, t)
     if width == 1:
@@ -218,7 +265,7 @@ def async_load(lw, op):
     while width * t.bytes > 16:
         width //= 2
     nbytes = width * t.bytes
-    offset = _offset_expr(lw, ptrs.type.layout, strides)
+    offset = _offset_expr(lw, ptrs.type.layout, strides, block=lw.view_block.get(id(view)))
     pred = lw.ref(mask) if mask is not None else "true"
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int i = 0; i < {registers(ptrs.type)}; i += {width})")
@@ -257,6 +304,11 @@ def _same_swizzle(lw, op, desc_type, view) -> None:
         raise CompilationError(f"the TMA descriptor ({desc_type}) swizzles its box by {desc_type.swizzle} bytes "
                                f"but the shared buffer is laid out with swizzle {swizzle} (a tlxc bug: the "
                                f"shared-layouts pass should have made them agree)", op.loc)
+    if id(view) in lw.view_block:
+        cols = lw.view_block[id(view)][0]
+        raise CompilationError(f"this shared buffer is stored as {cols}-column blocks (its rows are wider than "
+                               f"the 128-byte swizzle); a TMA copy must target one block: copy boxes {cols} "
+                               f"columns wide into tlx.local_slice(buf, [0, j * {cols}], [rows, {cols}])", op.loc)
 
 
 @lowering("tlx.async_descriptor_load")

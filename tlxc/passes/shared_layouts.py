@@ -12,6 +12,19 @@ Every ``tlx.local_alloc`` gets ``attrs.swizzle`` (bytes: 0, 32, 64 or 128):
 
 Two consumers wanting different swizzles is a ``LayoutError`` naming both.
 
+*Column blocks.*  A 2-D buffer whose rows are wider than 128 bytes (a multiple
+of 128, rows a multiple of 8) and that gets the 128-byte swizzle -- a TMA box
+of 128-byte rows writes it piecewise, or a wgmma operand reads it -- is stored
+*block-stacked*: ``attrs.column_block = 128 // element bytes`` columns per
+block (64 for 16-bit types), block ``j`` holding columns ``64j .. 64j + 63`` of
+all ``R`` rows as one contiguous, 128B-swizzled ``[R, 64]`` tile (``R * 128``
+bytes).  Element ``(r, c)`` of a 16-bit ``[R, C]`` buffer sits at byte
+``(c // 64) * R * 128 + swizzle(r * 128 + (c % 64) * 2)`` (the block
+distance is a multiple of 1024, so swizzling the whole offset is the same).
+A column slice at a multiple of 64 that is at most 64 wide is then a plain
+128-byte-row tile (a TMA box target); wgmma reads several blocks through the
+descriptor's leading byte offset (``codegen_c/rules_mma_async.py``).
+
 The swizzle is a function of the byte address, as the TMA unit and the
 tensor cores apply it (CuTe's ``Swizzle<B, 4, 3>`` on bytes): within a
 buffer aligned to ``SWIZZLE_PERIOD[s]`` bytes, byte offset ``o`` lives at
@@ -80,11 +93,25 @@ def choose_swizzles(kernel) -> None:
                 alloc = root.get(id(view)) if isinstance(view.type, MemDescType) else None
                 if alloc is None:
                     continue
-                row = physical_row_bytes(alloc.results[0].type)
+                t = alloc.results[0].type
+                row = physical_row_bytes(t)
                 if row in (32, 64, 128):
                     _demand(demands, alloc, row, op, f"wgmma operand {'AB'[index]} with {row}-byte rows")
+                elif _blockable(t):
+                    _demand(demands, alloc, 128, op, f"wgmma operand {'AB'[index]} with {row}-byte rows "
+                                                     f"(stored as 128-byte column blocks)")
     for alloc, swizzle, _, _ in demands.values():
         alloc.attrs["swizzle"] = swizzle
+        t = alloc.results[0].type
+        if swizzle == 128 and physical_row_bytes(t) > 128 and _blockable(t):
+            alloc.attrs["column_block"] = 128 // t.element.bytes
+
+
+def _blockable(t: MemDescType) -> bool:
+    """Can this buffer be stored as 128-byte-wide, 128B-swizzled column blocks?  Each block
+    must start in phase with the swizzle pattern (a multiple of 1024 bytes: rows % 8 == 0)."""
+    return (len(t.shape) == 2 and t.element.bits >= 8 and physical_row_bytes(t) % 128 == 0
+            and t.shape[0] % 8 == 0)
 
 
 def _demand(demands, alloc, swizzle: int, op, why: str) -> None:

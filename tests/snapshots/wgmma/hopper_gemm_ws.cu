@@ -102,47 +102,47 @@ static __device__ __forceinline__ unsigned long long tlx_wgmma_desc(const void* 
 }
 
 template <int TA, int TB>
-static __device__ __forceinline__ void tlx_wgmma_m64n64k16_f32_bf16(float* d, unsigned long long da, unsigned long long db, int scale_d) {
-  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+static __device__ __forceinline__ void tlx_wgmma_m64n128k16_f32_bf16(float* d, unsigned long long da, unsigned long long db, int scale_d) {
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB) : "memory");
 }
 
 struct __attribute__((aligned(64))) tlx_tensormap { unsigned long long words[16]; };
 
-extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN64_BK64_GROUP_M8_NUM_STAGES4_NUM_SMS132(const __grid_constant__ tlx_tensormap a_desc, const __grid_constant__ tlx_tensormap b_desc, const __grid_constant__ tlx_tensormap c_desc, int M, int N, int K) {
+extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN128_BK64_GROUP_M8_NUM_STAGES4_NUM_SMS132(const __grid_constant__ tlx_tensormap a_desc, const __grid_constant__ tlx_tensormap b_desc, const __grid_constant__ tlx_tensormap c_desc, int M, int N, int K) {
   extern __shared__ __attribute__((aligned(1024))) unsigned char tlx_smem[];
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  // hopper_gemm_ws.py:48
+  // hopper_gemm_ws.py:49
   unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 8 x [64, 64]
   // a_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:49
-  unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 65536);  // 4 x [64, 64]
-  // b_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
   // hopper_gemm_ws.py:50
-  unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 98304);  // 2 x [64, 64]
-  // c_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
+  unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 65536);  // 4 x [64, 128]
+  // b_smem: 2 column blocks of [64, 64] (8192 bytes apart)
+  // b_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
   // hopper_gemm_ws.py:51
-  unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 114688);
+  unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 131072);  // 2 x [64, 128]
+  // hopper_gemm_ws.py:52
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 163840);
   if (tid == 0) {
     #pragma unroll
     for (int i = 0; i < 4; ++i) tlx_mbarrier_init(full + i, 1u);
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:52
-  unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 114720);
+  // hopper_gemm_ws.py:53
+  unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 163872);
   if (tid == 0) {
     #pragma unroll
     for (int i = 0; i < 4; ++i) tlx_mbarrier_init(empty + i, 2u);
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:54
-  int start = (int)blockIdx.x;
   // hopper_gemm_ws.py:55
+  int start = (int)blockIdx.x;
+  // hopper_gemm_ws.py:56
   int s = 128;
   int s_1;
   s_1 = (int)((M + s));
@@ -152,20 +152,20 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN64
   int s_4 = 128;
   int num_pid_m;
   num_pid_m = (int)((s_3 / s_4));
-  // hopper_gemm_ws.py:56
-  int s_5 = 64;
+  // hopper_gemm_ws.py:57
+  int s_5 = 128;
   int s_6;
   s_6 = (int)((N + s_5));
   int s_7 = 1;
   int s_8;
   s_8 = (int)((s_6 - s_7));
-  int s_9 = 64;
+  int s_9 = 128;
   int num_pid_n;
   num_pid_n = (int)((s_8 / s_9));
-  // hopper_gemm_ws.py:57
+  // hopper_gemm_ws.py:58
   int num_tiles;
   num_tiles = (int)((num_pid_m * num_pid_n));
-  // hopper_gemm_ws.py:58
+  // hopper_gemm_ws.py:59
   int s_10 = 64;
   int s_11;
   s_11 = (int)((K + s_10));
@@ -175,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN64
   int s_14 = 64;
   int k_tiles;
   k_tiles = (int)((s_13 / s_14));
-  // hopper_gemm_ws.py:59
+  // hopper_gemm_ws.py:60
   int s_15 = 8;
   int num_pid_in_group;
   num_pid_in_group = (int)((s_15 * num_pid_n));
@@ -185,38 +185,38 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN64
     const int task_warp = warp - 0;
     const int task_tid = tid - 0;
     tlx_setmaxnreg_dec<40>();
-    // hopper_gemm_ws.py:64
+    // hopper_gemm_ws.py:65
     int s_16 = 132;
     int s_17 = 0;
     int count;
     count = s_17;
     for (int tile = start; tile < num_tiles; tile += s_16) {
-      // hopper_gemm_ws.py:65
+      // hopper_gemm_ws.py:66
       int group_id;
       group_id = (int)((tile / num_pid_in_group));
-      // hopper_gemm_ws.py:66
+      // hopper_gemm_ws.py:67
       int s_18 = 8;
       int first_pid_m;
       first_pid_m = (int)((group_id * s_18));
-      // hopper_gemm_ws.py:67
+      // hopper_gemm_ws.py:68
       int s_19;
       s_19 = (int)((num_pid_m - first_pid_m));
       int s_20 = 8;
       int group_size_m;
       group_size_m = (int)((s_19 < s_20 ? s_19 : s_20));
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:69
       int s_21;
       s_21 = (int)((tile % num_pid_in_group));
       int s_22;
       s_22 = (int)((s_21 % group_size_m));
       int pid_m;
       pid_m = (int)((first_pid_m + s_22));
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:70
       int s_23;
       s_23 = (int)((tile % num_pid_in_group));
       int pid_n;
       pid_n = (int)((s_23 / group_size_m));
-      // hopper_gemm_ws.py:70
+      // hopper_gemm_ws.py:71
       int s_24 = 0;
       int s_25 = 1;
       int count_1;
@@ -232,16 +232,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN64
         int s_29 = 1;
         int phase;
         phase = (int)((s_28 & s_29));
-        // hopper_gemm_ws.py:72
+        // hopper_gemm_ws.py:73
         unsigned long long* s_30 = empty + slot;
         int s_31 = 1;
         int s_32;
         s_32 = (int)((phase ^ s_31));
         tlx_mbarrier_wait(s_30, (unsigned)(s_32));
-        // hopper_gemm_ws.py:73
-        unsigned long long* s_33 = full + slot;
-        if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_33, 24576u);
         // hopper_gemm_ws.py:74
+        unsigned long long* s_33 = full + slot;
+        if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_33, 32768u);
+        // hopper_gemm_ws.py:75
         int s_34 = 2;
         int s_35;
         s_35 = (int)((s_34 * slot));
@@ -254,7 +254,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN64
         s_40 = (int)((k_ * s_39));
         unsigned long long* s_41 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(s_36, &a_desc, s_41, s_40, s_38);
-        // hopper_gemm_ws.py:75
+        // hopper_gemm_ws.py:76
         int s_42 = 2;
         int s_43;
         s_43 = (int)((s_42 * slot));
@@ -271,20 +271,20 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN64
         int s_51 = 64;
         int s_52;
         s_52 = (int)((k_ * s_51));
-        // hopper_gemm_ws.py:76
+        // hopper_gemm_ws.py:77
         unsigned long long* s_53 = full + slot;
-        // hopper_gemm_ws.py:75
+        // hopper_gemm_ws.py:76
         if (task_tid == 0) tlx_tma_load_2d(s_46, &a_desc, s_53, s_52, s_50);
-        // hopper_gemm_ws.py:78
-        unsigned short* s_54 = b_smem + slot * 4096;
+        // hopper_gemm_ws.py:79
+        unsigned short* s_54 = b_smem + slot * 8192;
         int s_55 = 0;
         int s_56 = 0;
-        unsigned short* b_box = s_54 + s_55 * 64 + s_56 * 1;
-        // hopper_gemm_ws.py:79
+        unsigned short* b_box = s_54 + s_55 * 64 + (s_56 / 64) * 4096;
+        // hopper_gemm_ws.py:80
         int s_57 = 64;
         int s_58;
         s_58 = (int)((k_ * s_57));
-        int s_59 = 64;
+        int s_59 = 128;
         int s_60;
         s_60 = (int)((pid_n * s_59));
         int s_61 = 0;
@@ -292,269 +292,286 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN64
         s_62 = (int)((s_60 + s_61));
         unsigned long long* s_63 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box, &b_desc, s_63, s_62, s_58);
+        // hopper_gemm_ws.py:79
+        unsigned short* s_64 = b_smem + slot * 8192;
+        int s_65 = 0;
+        int s_66 = 64;
+        unsigned short* b_box_1 = s_64 + s_65 * 64 + (s_66 / 64) * 4096;
         // hopper_gemm_ws.py:80
-        int s_64 = 1;
+        int s_67 = 64;
+        int s_68;
+        s_68 = (int)((k_ * s_67));
+        int s_69 = 128;
+        int s_70;
+        s_70 = (int)((pid_n * s_69));
+        int s_71 = 64;
+        int s_72;
+        s_72 = (int)((s_70 + s_71));
+        unsigned long long* s_73 = full + slot;
+        if (task_tid == 0) tlx_tma_load_2d(b_box_1, &b_desc, s_73, s_72, s_68);
+        // hopper_gemm_ws.py:81
+        int s_74 = 1;
         int count_2;
-        count_2 = (int)((count_1 + s_64));
+        count_2 = (int)((count_1 + s_74));
         count_1 = count_2;
       }
       count = count_1;
     }
   }
   if (warp >= 4 && warp < 8) {
-    // task 'task81.0': warps 4..7
+    // task 'task82.0': warps 4..7
     const int task_warp = warp - 4;
     const int task_tid = tid - 128;
     tlx_setmaxnreg_inc<232>();
     const int tc0 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc1 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:84
-    int s_65 = 132;
-    int s_66 = 0;
+    // hopper_gemm_ws.py:85
+    int s_75 = 132;
+    int s_76 = 0;
     int count_3;
-    count_3 = s_66;
-    for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_65) {
-      // hopper_gemm_ws.py:85
+    count_3 = s_76;
+    for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_75) {
+      // hopper_gemm_ws.py:86
       int group_id_1;
       group_id_1 = (int)((tile_1 / num_pid_in_group));
-      // hopper_gemm_ws.py:86
-      int s_67 = 8;
-      int first_pid_m_1;
-      first_pid_m_1 = (int)((group_id_1 * s_67));
       // hopper_gemm_ws.py:87
-      int s_68;
-      s_68 = (int)((num_pid_m - first_pid_m_1));
-      int s_69 = 8;
-      int group_size_m_1;
-      group_size_m_1 = (int)((s_68 < s_69 ? s_68 : s_69));
+      int s_77 = 8;
+      int first_pid_m_1;
+      first_pid_m_1 = (int)((group_id_1 * s_77));
       // hopper_gemm_ws.py:88
-      int s_70;
-      s_70 = (int)((tile_1 % num_pid_in_group));
-      int s_71;
-      s_71 = (int)((s_70 % group_size_m_1));
-      int pid_m_1;
-      pid_m_1 = (int)((first_pid_m_1 + s_71));
+      int s_78;
+      s_78 = (int)((num_pid_m - first_pid_m_1));
+      int s_79 = 8;
+      int group_size_m_1;
+      group_size_m_1 = (int)((s_78 < s_79 ? s_78 : s_79));
       // hopper_gemm_ws.py:89
-      int s_72;
-      s_72 = (int)((tile_1 % num_pid_in_group));
-      int pid_n_1;
-      pid_n_1 = (int)((s_72 / group_size_m_1));
-      // hopper_gemm_ws.py:91
-      int s_73 = 0;
-      int s_74 = 1;
+      int s_80;
+      s_80 = (int)((tile_1 % num_pid_in_group));
+      int s_81;
+      s_81 = (int)((s_80 % group_size_m_1));
+      int pid_m_1;
+      pid_m_1 = (int)((first_pid_m_1 + s_81));
       // hopper_gemm_ws.py:90
-      float acc[32];
-      #pragma unroll
-      for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+      int s_82;
+      s_82 = (int)((tile_1 % num_pid_in_group));
+      int pid_n_1;
+      pid_n_1 = (int)((s_82 / group_size_m_1));
+      // hopper_gemm_ws.py:92
+      int s_83 = 0;
+      int s_84 = 1;
       // hopper_gemm_ws.py:91
-      float acc_1[32];
+      float acc[64];
       #pragma unroll
-      for (int i = 0; i < 32; ++i) acc_1[i] = acc[i];
+      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+      // hopper_gemm_ws.py:92
+      float acc_1[64];
+      #pragma unroll
+      for (int i = 0; i < 64; ++i) acc_1[i] = acc[i];
       int count_4;
       count_4 = count_3;
-      for (int k__1 = s_73; k__1 < k_tiles; k__1 += s_74) {
+      for (int k__1 = s_83; k__1 < k_tiles; k__1 += s_84) {
         // tlx.py:231
-        int s_75 = 4;
+        int s_85 = 4;
         int slot_1;
-        slot_1 = (int)((count_4 % s_75));
-        int s_76 = 4;
-        int s_77;
-        s_77 = (int)((count_4 / s_76));
-        int s_78 = 1;
+        slot_1 = (int)((count_4 % s_85));
+        int s_86 = 4;
+        int s_87;
+        s_87 = (int)((count_4 / s_86));
+        int s_88 = 1;
         int phase_1;
-        phase_1 = (int)((s_77 & s_78));
-        // hopper_gemm_ws.py:93
-        unsigned long long* s_79 = full + slot_1;
-        tlx_mbarrier_wait(s_79, (unsigned)(phase_1));
+        phase_1 = (int)((s_87 & s_88));
         // hopper_gemm_ws.py:94
-        int s_80 = 2;
-        int s_81;
-        s_81 = (int)((s_80 * slot_1));
-        int s_82 = 0;
-        int s_83;
-        s_83 = (int)((s_81 + s_82));
-        unsigned short* s_84 = a_smem + s_83 * 4096;
-        unsigned short* s_85 = b_smem + slot_1 * 4096;
-        // wgmma: 1 tile(s) of m64n64k16 x 4 k-steps per warpgroup; A K-major, B N-major
-        float dacc[32];
+        unsigned long long* s_89 = full + slot_1;
+        tlx_mbarrier_wait(s_89, (unsigned)(phase_1));
+        // hopper_gemm_ws.py:95
+        int s_90 = 2;
+        int s_91;
+        s_91 = (int)((s_90 * slot_1));
+        int s_92 = 0;
+        int s_93;
+        s_93 = (int)((s_91 + s_92));
+        unsigned short* s_94 = a_smem + s_93 * 4096;
+        unsigned short* s_95 = b_smem + slot_1 * 8192;
+        // wgmma: 1 tile(s) of m64n128k16 x 4 k-steps per warpgroup; A K-major, B N-major
+        float dacc[64];
         #pragma unroll
-        for (int i = 0; i < 32; ++i) dacc[i] = acc_1[i];
+        for (int i = 0; i < 64; ++i) dacc[i] = acc_1[i];
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n64k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_84) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_85) + (0) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n128k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_94) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_95) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:95
-        tlx_wgmma_wait_group<0, 32>(dacc);
         // hopper_gemm_ws.py:96
-        unsigned long long* s_86 = empty + slot_1;
-        tlx_bar_sync(2, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_86, 1u);
+        tlx_wgmma_wait_group<0, 64>(dacc);
         // hopper_gemm_ws.py:97
-        int s_87 = 1;
+        unsigned long long* s_96 = empty + slot_1;
+        tlx_bar_sync(2, 128);
+        if (task_tid == 0) tlx_mbarrier_arrive(s_96, 1u);
+        // hopper_gemm_ws.py:98
+        int s_97 = 1;
         int count_5;
-        count_5 = (int)((count_4 + s_87));
+        count_5 = (int)((count_4 + s_97));
         #pragma unroll
-        for (int i = 0; i < 32; ++i) acc_1[i] = dacc[i];
+        for (int i = 0; i < 64; ++i) acc_1[i] = dacc[i];
         count_4 = count_5;
       }
-      // hopper_gemm_ws.py:98
-      int s_88 = 0;
-      unsigned short* s_89 = c_smem + s_88 * 4096;
-      unsigned short t[32];
-      #pragma unroll
-      for (int i = 0; i < 32; ++i) t[i] = tlx_cvt_rn_bf16_f32((float)(acc_1[i]));
-      #pragma unroll
-      for (int i = 0; i < 32; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_89) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32)))) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32)))) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
-      }
       // hopper_gemm_ws.py:99
-      tlx_fence_proxy_async_shared_cta();
+      int s_98 = 0;
+      unsigned short* s_99 = c_smem + s_98 * 8192;
+      unsigned short t[64];
+      #pragma unroll
+      for (int i = 0; i < 64; ++i) t[i] = tlx_cvt_rn_bf16_f32((float)(acc_1[i]));
+      #pragma unroll
+      for (int i = 0; i < 64; i += 2) {
+        tlx_st_shared_b32(s_99 + (tc0 + ((((i) >> 1 & 1) * 8))) * 128 + (tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
+      }
       // hopper_gemm_ws.py:100
-      int s_90 = 0;
-      unsigned short* s_91 = c_smem + s_90 * 4096;
-      int s_92 = 128;
-      int s_93;
-      s_93 = (int)((pid_m_1 * s_92));
-      int s_94 = 0;
-      int s_95;
-      s_95 = (int)((s_93 + s_94));
-      int s_96 = 64;
-      int s_97;
-      s_97 = (int)((pid_n_1 * s_96));
-      tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, s_91, s_97, s_95); tlx_bulk_commit_group(); }
+      tlx_fence_proxy_async_shared_cta();
       // hopper_gemm_ws.py:101
+      int s_100 = 0;
+      unsigned short* s_101 = c_smem + s_100 * 8192;
+      int s_102 = 128;
+      int s_103;
+      s_103 = (int)((pid_m_1 * s_102));
+      int s_104 = 0;
+      int s_105;
+      s_105 = (int)((s_103 + s_104));
+      int s_106 = 128;
+      int s_107;
+      s_107 = (int)((pid_n_1 * s_106));
+      tlx_bar_sync(2, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, s_101, s_107, s_105); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:102
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       count_3 = count_4;
     }
   }
   if (warp >= 8 && warp < 12) {
-    // task 'task81.1': warps 8..11
+    // task 'task82.1': warps 8..11
     const int task_warp = warp - 8;
     const int task_tid = tid - 256;
     tlx_setmaxnreg_inc<232>();
     const int tc2 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc3 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:84
-    int s_98 = 132;
-    int s_99 = 0;
+    // hopper_gemm_ws.py:85
+    int s_108 = 132;
+    int s_109 = 0;
     int count_6;
-    count_6 = s_99;
-    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_98) {
-      // hopper_gemm_ws.py:85
+    count_6 = s_109;
+    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_108) {
+      // hopper_gemm_ws.py:86
       int group_id_2;
       group_id_2 = (int)((tile_2 / num_pid_in_group));
-      // hopper_gemm_ws.py:86
-      int s_100 = 8;
-      int first_pid_m_2;
-      first_pid_m_2 = (int)((group_id_2 * s_100));
       // hopper_gemm_ws.py:87
-      int s_101;
-      s_101 = (int)((num_pid_m - first_pid_m_2));
-      int s_102 = 8;
-      int group_size_m_2;
-      group_size_m_2 = (int)((s_101 < s_102 ? s_101 : s_102));
+      int s_110 = 8;
+      int first_pid_m_2;
+      first_pid_m_2 = (int)((group_id_2 * s_110));
       // hopper_gemm_ws.py:88
-      int s_103;
-      s_103 = (int)((tile_2 % num_pid_in_group));
-      int s_104;
-      s_104 = (int)((s_103 % group_size_m_2));
-      int pid_m_2;
-      pid_m_2 = (int)((first_pid_m_2 + s_104));
+      int s_111;
+      s_111 = (int)((num_pid_m - first_pid_m_2));
+      int s_112 = 8;
+      int group_size_m_2;
+      group_size_m_2 = (int)((s_111 < s_112 ? s_111 : s_112));
       // hopper_gemm_ws.py:89
-      int s_105;
-      s_105 = (int)((tile_2 % num_pid_in_group));
-      int pid_n_2;
-      pid_n_2 = (int)((s_105 / group_size_m_2));
-      // hopper_gemm_ws.py:91
-      int s_106 = 0;
-      int s_107 = 1;
+      int s_113;
+      s_113 = (int)((tile_2 % num_pid_in_group));
+      int s_114;
+      s_114 = (int)((s_113 % group_size_m_2));
+      int pid_m_2;
+      pid_m_2 = (int)((first_pid_m_2 + s_114));
       // hopper_gemm_ws.py:90
-      float acc_2[32];
-      #pragma unroll
-      for (int i = 0; i < 32; ++i) acc_2[i] = 0.0f;
+      int s_115;
+      s_115 = (int)((tile_2 % num_pid_in_group));
+      int pid_n_2;
+      pid_n_2 = (int)((s_115 / group_size_m_2));
+      // hopper_gemm_ws.py:92
+      int s_116 = 0;
+      int s_117 = 1;
       // hopper_gemm_ws.py:91
-      float acc_3[32];
+      float acc_2[64];
       #pragma unroll
-      for (int i = 0; i < 32; ++i) acc_3[i] = acc_2[i];
+      for (int i = 0; i < 64; ++i) acc_2[i] = 0.0f;
+      // hopper_gemm_ws.py:92
+      float acc_3[64];
+      #pragma unroll
+      for (int i = 0; i < 64; ++i) acc_3[i] = acc_2[i];
       int count_7;
       count_7 = count_6;
-      for (int k__2 = s_106; k__2 < k_tiles; k__2 += s_107) {
+      for (int k__2 = s_116; k__2 < k_tiles; k__2 += s_117) {
         // tlx.py:231
-        int s_108 = 4;
+        int s_118 = 4;
         int slot_2;
-        slot_2 = (int)((count_7 % s_108));
-        int s_109 = 4;
-        int s_110;
-        s_110 = (int)((count_7 / s_109));
-        int s_111 = 1;
+        slot_2 = (int)((count_7 % s_118));
+        int s_119 = 4;
+        int s_120;
+        s_120 = (int)((count_7 / s_119));
+        int s_121 = 1;
         int phase_2;
-        phase_2 = (int)((s_110 & s_111));
-        // hopper_gemm_ws.py:93
-        unsigned long long* s_112 = full + slot_2;
-        tlx_mbarrier_wait(s_112, (unsigned)(phase_2));
+        phase_2 = (int)((s_120 & s_121));
         // hopper_gemm_ws.py:94
-        int s_113 = 2;
-        int s_114;
-        s_114 = (int)((s_113 * slot_2));
-        int s_115 = 1;
-        int s_116;
-        s_116 = (int)((s_114 + s_115));
-        unsigned short* s_117 = a_smem + s_116 * 4096;
-        unsigned short* s_118 = b_smem + slot_2 * 4096;
-        // wgmma: 1 tile(s) of m64n64k16 x 4 k-steps per warpgroup; A K-major, B N-major
-        float dacc_1[32];
+        unsigned long long* s_122 = full + slot_2;
+        tlx_mbarrier_wait(s_122, (unsigned)(phase_2));
+        // hopper_gemm_ws.py:95
+        int s_123 = 2;
+        int s_124;
+        s_124 = (int)((s_123 * slot_2));
+        int s_125 = 1;
+        int s_126;
+        s_126 = (int)((s_124 + s_125));
+        unsigned short* s_127 = a_smem + s_126 * 4096;
+        unsigned short* s_128 = b_smem + slot_2 * 8192;
+        // wgmma: 1 tile(s) of m64n128k16 x 4 k-steps per warpgroup; A K-major, B N-major
+        float dacc_1[64];
         #pragma unroll
-        for (int i = 0; i < 32; ++i) dacc_1[i] = acc_3[i];
+        for (int i = 0; i < 64; ++i) dacc_1[i] = acc_3[i];
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n64k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_117) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_118) + (0) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n128k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_127) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_128) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:95
-        tlx_wgmma_wait_group<0, 32>(dacc_1);
         // hopper_gemm_ws.py:96
-        unsigned long long* s_119 = empty + slot_2;
-        tlx_bar_sync(3, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_119, 1u);
+        tlx_wgmma_wait_group<0, 64>(dacc_1);
         // hopper_gemm_ws.py:97
-        int s_120 = 1;
+        unsigned long long* s_129 = empty + slot_2;
+        tlx_bar_sync(3, 128);
+        if (task_tid == 0) tlx_mbarrier_arrive(s_129, 1u);
+        // hopper_gemm_ws.py:98
+        int s_130 = 1;
         int count_8;
-        count_8 = (int)((count_7 + s_120));
+        count_8 = (int)((count_7 + s_130));
         #pragma unroll
-        for (int i = 0; i < 32; ++i) acc_3[i] = dacc_1[i];
+        for (int i = 0; i < 64; ++i) acc_3[i] = dacc_1[i];
         count_7 = count_8;
       }
-      // hopper_gemm_ws.py:98
-      int s_121 = 1;
-      unsigned short* s_122 = c_smem + s_121 * 4096;
-      unsigned short t_1[32];
-      #pragma unroll
-      for (int i = 0; i < 32; ++i) t_1[i] = tlx_cvt_rn_bf16_f32((float)(acc_3[i]));
-      #pragma unroll
-      for (int i = 0; i < 32; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_122) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32)))) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32)))) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
-      }
       // hopper_gemm_ws.py:99
-      tlx_fence_proxy_async_shared_cta();
+      int s_131 = 1;
+      unsigned short* s_132 = c_smem + s_131 * 8192;
+      unsigned short t_1[64];
+      #pragma unroll
+      for (int i = 0; i < 64; ++i) t_1[i] = tlx_cvt_rn_bf16_f32((float)(acc_3[i]));
+      #pragma unroll
+      for (int i = 0; i < 64; i += 2) {
+        tlx_st_shared_b32(s_132 + (tc2 + ((((i) >> 1 & 1) * 8))) * 128 + (tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
+      }
       // hopper_gemm_ws.py:100
-      int s_123 = 1;
-      unsigned short* s_124 = c_smem + s_123 * 4096;
-      int s_125 = 128;
-      int s_126;
-      s_126 = (int)((pid_m_2 * s_125));
-      int s_127 = 64;
-      int s_128;
-      s_128 = (int)((s_126 + s_127));
-      int s_129 = 64;
-      int s_130;
-      s_130 = (int)((pid_n_2 * s_129));
-      tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, s_124, s_130, s_128); tlx_bulk_commit_group(); }
+      tlx_fence_proxy_async_shared_cta();
       // hopper_gemm_ws.py:101
+      int s_133 = 1;
+      unsigned short* s_134 = c_smem + s_133 * 8192;
+      int s_135 = 128;
+      int s_136;
+      s_136 = (int)((pid_m_2 * s_135));
+      int s_137 = 64;
+      int s_138;
+      s_138 = (int)((s_136 + s_137));
+      int s_139 = 128;
+      int s_140;
+      s_140 = (int)((pid_n_2 * s_139));
+      tlx_bar_sync(3, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, s_134, s_140, s_138); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:102
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       count_6 = count_7;
     }
