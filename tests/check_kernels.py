@@ -360,8 +360,8 @@ def pingpong(x_ptr: F32, sums_ptr: F32, n_tiles: tl.int32, BLOCK: tl.constexpr =
                     tlx.named_barrier_arrive(10 - cid, 128)  # BUG mismatch
                 else:
                     tlx.named_barrier_arrive(10 - cid, THREADS)  # the other's turn
-            if cid == 0 and BUG != "no_pre_arrive":
-                tlx.named_barrier_wait(9, THREADS)
+            if cid == 0 and BUG != "no_pre_arrive" and BUG != "no_absorb":
+                tlx.named_barrier_wait(9, THREADS)  # absorb the last pass
 
 
 @tlxc.kernel

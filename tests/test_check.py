@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import check_kernels as C
 import kernels_ws as K
 
-from tlxc.check import ERROR, NOTE, check_function
+from tlxc.check import ERROR, NOTE, WARNING, check_function
 from tlxc.cli import main
 from tlxc.errors import BarrierError, CompilationError, ResourceError
 from tlxc.frontend.specialize import parse_signature, specialization_from_types
@@ -353,6 +353,17 @@ def test_check_reports_every_finding_of_a_kernel(capsys):
     assert main(["check", str(CORPUS), "--kernel", "pingpong", "-D", "BUG='mismatch'"]) == 1
     err = capsys.readouterr().err
     assert err.count(": error: named barrier") == 2      # ids 9 and 10
+
+
+def test_an_unconsumed_named_arrival_is_a_warning(capsys):
+    found = findings(C.pingpong, BUG="no_absorb")
+    assert [(f.check, f.severity, f.loc.line) for f in found] == [("named.open-round", WARNING,
+                                                                   _line("# the other's turn"))]
+    assert found[0].message.startswith("named barrier 9 still has a round open when every task has finished: task "
+                                       f"'task{_line('# the pingpong consumers')}.1' brought 128 of the 256 threads")
+    C.pingpong.compile(constexprs={"BUG": "no_absorb"}, stages=("ir.opt",))     # a warning does not stop a compile
+    assert main(["check", str(CORPUS), "--kernel", "pingpong", "-D", "BUG='no_absorb'"]) == 1
+    assert ": warning: named barrier 9 still has a round open" in capsys.readouterr().err
 
 
 # -- compile-time policy --------------------------------------------------------------------------------

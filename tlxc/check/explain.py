@@ -23,7 +23,7 @@ schedule.  They are tried from the most specific to the most general:
    ``barrier.too-many-arrivals``, ``named.count-mismatch``,
    ``named.too-many-threads``, ``race.cp-async``, ``race.overwrite``,
    ``race.mma-early-release``, ``race.async-dot``, ``race.shared``,
-   ``barrier.expect-bytes``).
+   ``barrier.expect-bytes``), and, as a warning, ``named.open-round``.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from ..ir.core import BlockArgument, Operation
 from .describe import assignment_location, barrier_use, bindings, ordinal, phase_use, task_label, times, where
-from .findings import Finding
+from .findings import WARNING, Finding
 from .simulate import Failure, Simulator
 from .trace import BarrierArray, Event, TaskTrace, clean_name
 
@@ -100,6 +100,8 @@ def _explain(ctx: Context, failure: Failure) -> Finding:
         return _protocol(ctx, [failure.event.array], anchor=None) or too_many_arrivals(ctx, failure)
     if failure.kind == "named":
         return named_mismatch(ctx, failure)
+    if failure.kind == "open-round":
+        return named_open_round(ctx, failure)
     if failure.kind == "txbytes":
         return expect_too_small(ctx, failure)
     return (_protocol(ctx, [], anchor=None) or consumer_free_pass(ctx) or early_release(ctx, failure)
@@ -561,6 +563,21 @@ def named_mismatch(ctx: Context, failure: Failure) -> Finding:
                        [(f"{task_label(ctx.task(first_task))} uses it here", first.loc)], "named.count-mismatch")
     return Finding(f"{task_label(task)} brings {task.threads} threads to named barrier {e.ident} ({how}), more than "
                    f"the {e.amount} it counts still miss in this round", e.loc, [], "named.too-many-threads")
+
+
+def named_open_round(ctx: Context, failure: Failure) -> Finding:
+    """Every task finished with a named-barrier round still open: the
+    arrive side made more passes than the sync side took turns."""
+    e = failure.event
+    arrived, expected = failure.detail.split()
+    who = _unique([ctx.task(t) for t, _ in failure.other])
+    by = " and ".join(task_label(task) for task in who)
+    notes = [(f"{task_label(ctx.task(t))} arrives here (bar.arrive)", x.loc) for t, x in failure.other if x is not e]
+    return Finding(f"named barrier {e.ident} still has a round open when every task has finished: {by} brought "
+                   f"{arrived} of the {expected} threads it counts (bar.arrive), and no bar.sync ever consumes them. "
+                   f"The arrive side passes one turn more than the sync side takes; absorb the last pass with a "
+                   f"final named_barrier_wait by the task it falls to, or skip the last arrive", e.loc, notes[:3],
+                   "named.open-round", severity=WARNING)
 
 
 def consumer_free_pass(ctx: Context) -> Finding | None:

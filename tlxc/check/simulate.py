@@ -9,7 +9,7 @@ passing wait acquires the clock of the completed phase it observed, a named
 barrier round joins its participants, spawning and joining tasks order them
 with ``main``.
 
-A run ends in one of four ways, each a ``Failure`` (or ``None`` when every
+A run ends in one of these ways, each a ``Failure`` (or ``None`` when every
 task finishes):
 
 * ``deadlock``: every unfinished task is blocked;
@@ -23,7 +23,10 @@ task finishes):
   operand read likewise by its ``async_dot_wait``; a TMA load's write by the
   barrier its bytes complete);
 * ``txbytes``: TMA loads deliver more bytes into a barrier phase than
-  ``barrier_expect_bytes`` announced for it.
+  ``barrier_expect_bytes`` announced for it;
+* ``open-round``: every task finished, but a named barrier still has a round
+  in progress: ``bar.arrive`` threads that no ``bar.sync`` ever consumes (a
+  warning, reported only when no schedule fails otherwise).
 
 Schedules: ``in-order`` (the lowest-numbered runnable task runs until it
 blocks), ``reverse``, ``round-robin`` and seeded random ones.  A failure under
@@ -45,7 +48,7 @@ MAX_STEPS = 200_000
 
 @dataclass
 class Failure:
-    kind: str                                   # deadlock, overflow, named, race, txbytes
+    kind: str                                   # deadlock, overflow, named, race, txbytes, open-round
     schedule: str
     event: Event | None = None                  # the operation that failed (overflow, named, race)
     blocked: list = field(default_factory=list)  # deadlock: [(task index, event)]
@@ -154,7 +157,7 @@ class Simulator:
         except _Fail as fail:
             return fail.failure
         if all(self.done[t] or not self.started[t] for t in range(self.n)):
-            return None
+            return self.open_round()
         blocked = [(t, self.tasks[t].events[self.pos[t]]) for t in range(self.n)
                    if self.started[t] and not self.done[t]]
         return Failure("deadlock", self.schedule, blocked=blocked)
@@ -312,6 +315,17 @@ class Simulator:
             self.unretired[t] = [a for a in self.unretired[t] if a.retire is None]
 
     # -- named barriers --------------------------------------------------------------------------
+    def open_round(self) -> Failure | None:
+        """A named-barrier round still in progress when every task has
+        finished: its arrivals are all ``bar.arrive`` (a ``bar.sync`` would
+        still be blocked), and nothing ever completes it."""
+        for barrier in sorted(self.named.values(), key=lambda b: b.ident):
+            if barrier.arrived:
+                _, last = barrier.participants[-1]
+                return Failure("open-round", self.schedule, last, other=list(barrier.participants),
+                               detail=f"{barrier.arrived} {barrier.expected}")
+        return None
+
     def named_barrier(self, t: int, e: Event, waits: bool) -> bool:
         if t in self.named_waiting:
             barrier, generation = self.named_waiting[t]
@@ -430,11 +444,13 @@ def _dominated(old: Access, new: Access) -> bool:
 
 
 def simulate(tasks: list[TaskTrace], schedules=SCHEDULES) -> tuple[Failure | None, Simulator]:
-    """The first failure over ``schedules`` (and the simulator that found it)."""
-    sim = None
+    """The first failure over ``schedules`` (and the simulator that found
+    it); an ``open-round`` only when no schedule fails otherwise."""
+    sim, open_round = None, None
     for schedule in schedules:
         sim = Simulator(tasks, schedule)
         failure = sim.run()
-        if failure is not None:
+        if failure is not None and failure.kind != "open-round":
             return failure, sim
-    return None, sim
+        open_round = open_round or (failure and (failure, sim))
+    return open_round or (None, sim)
