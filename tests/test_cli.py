@@ -1,6 +1,7 @@
 """``tlxc compile`` / ``tlxc check``: outputs, kernel selection and exit codes."""
 from __future__ import annotations
 
+import runpy
 import textwrap
 from pathlib import Path
 
@@ -92,6 +93,46 @@ def test_signature_types_an_unannotated_kernel(tmp_path, capsys):
     assert code == 0, err
     assert "%x_ptr: ptr<bf16>, %n: i32, %factor: f32" in out
     assert "tensor<64xbf16>" in out
+
+
+def test_signature_hints_specialize_as_a_launch_would(tmp_path, capsys):
+    """``n=i32:16`` is what a launch with n = 4096 finds out: the masked
+    loads and stores vectorize; ``n=i32:1`` folds n in as the constant 1."""
+    import numpy as np
+
+    from tlxc.frontend.specialize import specialization_from_args
+    path = write(tmp_path, "add_hints.py", ADD)
+
+    def cuda(hint: str) -> str:
+        out = tmp_path / f"out{hint.replace(':', '_')}"
+        code, _, err = run(capsys, "compile", path, "--arch", "sm_90a", "--signature", f"n=i32{hint}",
+                           "--emit", "cuda", "-o", out)
+        assert code == 0, err
+        return (out / "add.cuda").read_text()
+
+    plain, hinted, one = cuda(""), cuda(":16"), cuda(":1")
+    assert "ld.global.v4.b32" not in plain and "ld.global.b32" in plain
+    assert "ld.global.v4.b32" in hinted and "st.global.v4.b32" in hinted
+    assert "int n" not in one and "int n" in plain
+
+    kfn = runpy.run_path(str(path))["add"]
+    x = np.random.rand(4096).astype(np.float32)
+    launched = specialization_from_args(kfn, {"x_ptr": x, "out_ptr": x.copy(), "n": 4096, "BLOCK": 128})
+    code, ir, err = run(capsys, "compile", path, "--arch", "sm_90a", "--signature", "n=i32:16")
+    assert code == 0, err
+    assert launched.divisibility["n"] == 16 and "arg_divisibility = [16, 16, 16]" in ir
+
+
+@pytest.mark.parametrize("signature, message", [
+    ("n=i32:8", "--signature: hint ':8' of 'n=i32:8': the hints are ':16' (divisible by 16) and ':1' (equal to 1)"),
+    ("x_ptr=*fp32:1", "hint ':1' on pointer parameter 'x_ptr' of add: a pointer cannot equal 1"),
+    ("n=fp32:16", "hint ':16' on parameter 'n' of add: hints apply to integers and pointers, not f32"),
+    ("BLOCK=i32:16", "add has no runtime parameter(s) named BLOCK for the signature's hints"),
+])
+def test_bad_signature_hints_are_named(tmp_path, capsys, signature, message):
+    path = write(tmp_path, "add_bad_hints.py", ADD)
+    code, _, err = run(capsys, "compile", path, "--arch", "sm_90a", "--signature", signature)
+    assert code != 0 and message in err, err
 
 
 def test_string_annotations(tmp_path, capsys):

@@ -35,6 +35,7 @@ from .frontend.specialize import (
     is_constexpr_annotation,
     parse_signature,
     parse_type_spec,
+    signature_hints,
     specialization_from_types,
 )
 
@@ -129,7 +130,8 @@ def _add_kernel_options(cmd: argparse.ArgumentParser) -> None:
                           "dtype (bf16, fp32, tl.float16); repeatable")
     cmd.add_argument("--signature", metavar="SIG",
                      help="types of runtime parameters, Triton's spelling: 'x=*bf16,n=i32' "
-                          "(overrides annotations)")
+                          "(overrides annotations); 'n=i32:16' states that n is divisible by 16, "
+                          "'n=i32:1' that it equals 1, as a launch would find out")
 
 
 # -- -D values -------------------------------------------------------------------------
@@ -250,11 +252,12 @@ def select_jobs(module, path: str, names: Sequence[str]) -> list[Job]:
     return jobs
 
 
-def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict) -> None:
+def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict | None = None) -> None:
     """Give each job its specialization, or a reason to skip it (helpers)."""
     for job in jobs:
         params = job.kfn.param_names
         job_types = {k: v for k, v in types.items() if k in params}
+        job_hints = {k: v for k, v in (hints or {}).items() if k in params}
         job_constexprs = {k: v for k, v in constexprs.items() if k in params}
         untyped = _untyped_params(job.kfn, job_types, job_constexprs)
         if untyped:
@@ -269,7 +272,7 @@ def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict) -> None:
             job.skip_reason = "it returns a value (helpers are inlined into their callers)"
             continue
         try:
-            job.spec = specialization_from_types(job.kfn, job_types, job_constexprs)
+            job.spec = specialization_from_types(job.kfn, job_types, job_constexprs, job_hints)
         except TlxcError as exc:   # missing constexpr values: a command-line problem
             raise UsageError(exc.message) from None
     used = {p for job in jobs if job.spec for p in job.kfn.param_names}
@@ -309,11 +312,12 @@ def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str, Any]:
     constexprs = dict(parse_define(d) for d in args.defines)
     try:
         types = parse_signature(args.signature) if args.signature else {}
+        hints = signature_hints(args.signature) if args.signature else {}
     except ValueError as exc:
         raise UsageError(f"--signature: {exc}") from None
     module = load_module(args.file)
     jobs = select_jobs(module, args.file, args.kernel)
-    specialize_jobs(jobs, types, constexprs)
+    specialize_jobs(jobs, types, constexprs, hints)
     for job in jobs:
         if job.skip_reason and not quiet:
             print(f"tlxc: skipping helper {job.name}: {job.skip_reason}", file=sys.stderr)

@@ -99,20 +99,43 @@ def _signature_items(text: str) -> list[str]:
 
 
 def parse_signature(text: str) -> dict[str, Type]:
-    """``"a=*bf16, n=i32, d=tensordesc<64x64xbf16, swizzle=128>"`` → {"a": ptr<bf16>, "n": i32, "d": ...}."""
-    result: dict[str, Type] = {}
+    """``"a=*bf16, n=i32:16, d=tensordesc<64x64xbf16, swizzle=128>"`` → {"a": ptr<bf16>, "n": i32, "d": ...}
+    (hints are dropped; ``signature_hints`` reads them)."""
+    return {name: parse_type_spec(type_text) for name, type_text, _ in _signature_entries(text)}
+
+
+def signature_hints(text: str) -> dict[str, int]:
+    """Triton's value hints of a signature: ``n=i32:16`` (``n`` is divisible
+    by 16) → {"n": 16}; ``n=i32:1`` (``n`` equals 1) → {"n": 1}."""
+    return {name: hint for name, _, hint in _signature_entries(text) if hint is not None}
+
+
+def _signature_entries(text: str) -> list[tuple[str, str, int | None]]:
+    entries = []
     for item in _signature_items(text):
         if "=" not in item:
             raise ValueError(f"signature entry '{item}' must look like NAME=TYPE")
         name, type_text = (s.strip() for s in item.split("=", 1))
-        result[name] = parse_type_spec(type_text)
-    return result
+        hint = None
+        if ":" in type_text and ">" not in type_text.rpartition(":")[2]:
+            type_text, _, hint_text = (s.strip() for s in type_text.rpartition(":"))
+            if hint_text not in ("1", "16"):
+                raise ValueError(f"hint ':{hint_text}' of '{item}': the hints are ':16' (divisible by 16) and "
+                                 f"':1' (equal to 1)")
+            hint = int(hint_text)
+        entries.append((name, type_text, hint))
+    return entries
 
 
-def specialization_from_types(kfn, types: dict[str, Type], constexprs: dict[str, Any]) -> Specialization:
+def specialization_from_types(kfn, types: dict[str, Type], constexprs: dict[str, Any],
+                              hints: dict[str, int] | None = None) -> Specialization:
     """For ahead-of-time compiles: every runtime param needs a type (from
     ``types`` or its annotation), every constexpr a value (or a default).
-    Pointers are assumed 16-byte aligned, as torch allocations are."""
+    Pointers are assumed 16-byte aligned, as torch allocations are.
+    ``hints`` (from ``signature_hints``) say what a launch would find out from
+    the value: an integer divisible by 16 (it lets loads and stores
+    vectorize), or equal to 1 (it folds in as the constant 1)."""
+    hints = dict(hints or {})
     spec = Specialization()
     sig = inspect.signature(kfn.fn)
     unknown = set(types) | set(constexprs)
@@ -135,9 +158,22 @@ def specialization_from_types(kfn, types: dict[str, Type], constexprs: dict[str,
             raise CompilationError(f"no type for parameter '{name}' of {kfn.fn.__name__}: annotate it "
                                    f"(e.g. {name}: tl.pointer_type(tl.float32)) or pass "
                                    f"--signature \"{name}=*fp32\"")
+        hint = hints.pop(name, None)
+        if hint is not None and not (isinstance(t, PointerType) or (isinstance(t, ScalarType) and t.is_int)):
+            raise CompilationError(f"hint ':{hint}' on parameter '{name}' of {kfn.fn.__name__}: hints apply to "
+                                   f"integers and pointers, not {t}")
+        if hint == 1:
+            if isinstance(t, PointerType):
+                raise CompilationError(f"hint ':1' on pointer parameter '{name}' of {kfn.fn.__name__}: a pointer "
+                                       f"cannot equal 1 (':16' states its alignment, which tlxc assumes anyway)")
+            spec.params[name] = ("constexpr", 1)
+            continue
         spec.params[name] = ("runtime", t)
-        if isinstance(t, PointerType):
+        if isinstance(t, PointerType) or hint == 16:
             spec.divisibility[name] = 16
+    if hints:
+        raise CompilationError(f"{kfn.fn.__name__} has no runtime parameter(s) named {', '.join(sorted(hints))} "
+                               f"for the signature's hints")
     if unknown:
         raise CompilationError(f"{kfn.fn.__name__} has no parameter(s) named {', '.join(sorted(unknown))}")
     return spec

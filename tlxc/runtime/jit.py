@@ -89,9 +89,10 @@ class KernelFunction:
                 arch: str = "sm_90a", num_warps: int = 4, **options):
         """Compile ahead of time (no GPU needed) → ``CompiledKernel``."""
         from ..compiler import compile_kernel
-        from ..frontend.specialize import parse_signature, specialization_from_types
+        from ..frontend.specialize import parse_signature, signature_hints, specialization_from_types
         types = parse_signature(signature) if isinstance(signature, str) else dict(signature or {})
-        spec = specialization_from_types(self, types, dict(constexprs or {}))
+        hints = signature_hints(signature) if isinstance(signature, str) else {}
+        spec = specialization_from_types(self, types, dict(constexprs or {}), hints)
         return compile_kernel(self, spec, arch=arch, num_warps=num_warps, **options)
 
     def compiled_kernels(self) -> list:
