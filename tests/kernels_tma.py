@@ -19,3 +19,16 @@ def tma_add_one(in_desc, out_desc, BM: tl.constexpr, BN: tl.constexpr):
     tlx.fence("async_shared")
     tlx.async_descriptor_store(out_desc, buf[0], [pid_m * BM, pid_n * BN])
     tlx.async_descriptor_store_wait(0)
+
+
+@tlxc.kernel
+def tma_read_before_wait(in_desc, out_ptr, BM: tl.constexpr, BN: tl.constexpr):
+    """A broken consumer: it reads the slot before the barrier wait that orders the TMA load."""
+    buf = tlx.local_alloc((BM, BN), tl.float32, 1)
+    bar = tlx.alloc_barriers(1, arrive_count=1)
+    tlx.barrier_expect_bytes(bar[0], BM * BN * 4)
+    tlx.async_descriptor_load(in_desc, buf[0], [0, 0], bar[0])  # the load
+    x = tlx.local_load(buf[0])  # the early read
+    tlx.barrier_wait(bar[0], 0)
+    rows = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+    tl.store(out_ptr + rows, x)

@@ -4,11 +4,14 @@ clipped stores), and the CUDA path compiles it for sm_90a and sm_100a.  The
 GPU run is marked (the encode and the copies have not run on hardware yet)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import kernels_tma as K
 import pytest
 import torch
 
 import tlxc
+from tlxc.errors import RaceError
 
 BM, BN = 32, 64
 
@@ -27,6 +30,26 @@ def test_interpreter_tma_round_trip(shape):
     out = torch.full(shape, float("nan"))
     _launch(x, out, interpret=True)
     assert torch.equal(out, x + 1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_interpreter_names_a_read_before_the_tma_wait(monkeypatch, seed):
+    """Whether or not the box has landed when the read runs (the seed picks the
+    interleaving), the read is a race naming the read and the load."""
+    monkeypatch.setenv("TLXC_CHECK_BARRIERS", "off")      # the static check would stop it at compile time
+    x = torch.randn(BM, BN)
+    out = torch.empty(BM * BN)
+    desc = tlxc.TensorDescriptor.from_tensor(x, [BM, BN])
+    with pytest.raises(RaceError) as info:
+        tlxc.interpret(K.tma_read_before_wait, seed=seed)[(1,)](desc, out, BM=BM, BN=BN)
+    text = info.value.render()
+    assert "read of 'buf'[0] in task 'main' is not ordered after the asynchronous TMA load" in text, text
+    assert f"kernels_tma.py:{_line('# the early read')}" in text and f"kernels_tma.py:{_line('# the load')}" in text
+
+
+def _line(marker: str) -> int:
+    lines = (Path(K.__file__)).read_text().splitlines()
+    return next(n for n, line in enumerate(lines, 1) if marker in line)
 
 
 def test_tma_kernel_compiles_for_both_archs():

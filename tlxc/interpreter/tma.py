@@ -9,10 +9,13 @@ on that barrier's phase is what orders the read.  ``async_descriptor_store``
 copies the buffer to the tensor at once (clipped to the tensor); its wait is
 a no-op.
 
-A load checks, when issued, that no unordered asynchronous reader (an
-``async_dot`` operand read) still uses the slot.  Not modelled yet: the
-load's own write as a tracked async access (reads before the barrier wait
-see unwritten or stale bytes instead), L2 promotion, multicast.
+A load checks, when issued, that no unordered asynchronous access (an
+``async_dot`` operand read, an earlier load nothing waited for) still uses
+the slot, and its own write is tracked as an asynchronous access
+(``races.py``): it lands into the barrier phase in progress, and only a
+``barrier_wait`` that sees that phase complete orders it, so a read before
+the wait is a ``RaceError`` naming the read and the load, whether or not the
+bytes happen to have landed.  Not modelled: L2 promotion, multicast.
 """
 from __future__ import annotations
 
@@ -64,9 +67,9 @@ def async_descriptor_load(ctx, op, desc, view, bar, *rest):
     offsets = rest[:len(rest) - bool(op.attrs.get("has_pred"))]
     if op.attrs.get("has_pred") and not bool(rest[-1]):
         return
-    # The box overwrites the slot: an asynchronous reader still in flight (an
+    # The box overwrites the slot: an asynchronous access still in flight (an
     # async_dot not yet retired by async_dot_wait, released and waited for) races with it.
-    ctx.races.write(view.key, view.label, "TMA load", op.loc, ctx.task_name, view.region())
+    access = ctx.races.begin_async_write(view.key, view.label, "TMA load", op.loc, ctx.task_name, view.region())
     parts = _box_slices(desc, offsets)
     nbytes = int(np.prod(view.shape)) * view.element.bytes
     source = _global_view(desc)
@@ -80,6 +83,7 @@ def async_descriptor_load(ctx, op, desc, view, bar, *rest):
             box[dst] = _bits_of(np.ascontiguousarray(source[src]), view.element)
         view.array()[...] = box
         view.mark_written()
+        ctx.races.signal(access, bar)          # into the phase these bytes help complete
         bar.complete_tx(nbytes)
 
     ctx.scheduler.post(f"TMA load into {view.label}", land, op.loc)
