@@ -62,6 +62,21 @@ def test_casts_bit_exact(dtype):
                        cpu[1].view(torch.uint8) if cpu[1].element_size() == 1 else cpu[1])
 
 
+@pytest.mark.parametrize("int_dtype", [torch.int32, torch.int64])
+def test_int_to_bf16_rounds_like_the_gpu(int_dtype):
+    """Integers above 2^24 reach bf16 through f32 on both sides (two roundings)."""
+    import tlxc.language as tl
+    n = 4096
+
+    def args(gen):
+        top = 2**31 if int_dtype == torch.int32 else 2**62
+        x = torch.randint(-top, top, (n,), generator=gen, dtype=torch.int64).to(int_dtype)
+        x[:2] = torch.tensor([2**25 + 2**17 + 1, -(2**25 + 2**17 + 1)])
+        return [x, torch.zeros(n, dtype=torch.bfloat16), n]
+    gpu, cpu = run_both(K.cast_kernel, (triton_cdiv(n, 1024),), args, {"DTYPE": tl.bfloat16, "BLOCK": 1024})
+    assert torch.equal(gpu[1].view(torch.int16), cpu[1].view(torch.int16))
+
+
 def triton_cdiv(a, b):
     return (a + b - 1) // b
 

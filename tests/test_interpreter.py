@@ -338,6 +338,27 @@ def test_cast_int_narrowing_wraps_and_bool():
     assert _cast(big, tl.float32, torch.float32).tolist() == [2**24, 2**24 + 4, -(2**31)]   # RNE
 
 
+@pytest.mark.parametrize("int_dtype", [torch.int32, torch.int64])
+def test_cast_int_to_narrow_floats_goes_through_f32(int_dtype):
+    """As the GPU code, Triton and torch: int → f32 (one rounding) → bf16/f16/fp8.
+    2^25 + 2^17 + 1 lands on a bf16 tie in f32 and rounds to even (2^25), where
+    a single rounding would give 2^25 + 2^18."""
+    rng = np.random.default_rng()
+    top = 2**31 if int_dtype == torch.int32 else 2**62
+    values = np.concatenate([rng.integers(-top, top, 20_000), rng.integers(-70_000, 70_000, 5_000),
+                             [2**25 + 2**17 + 1, -(2**25 + 2**17 + 1), 2**24 + 1, 0, -1]])
+    x = torch.from_numpy(values).to(int_dtype)
+    for dtype, torch_dtype in ((tl.bfloat16, torch.bfloat16), (tl.float16, torch.float16),
+                               (tl.float8e5, torch.float8_e5m2), (tl.float32, torch.float32)):
+        got = _cast(x, dtype, torch_dtype)
+        ref = x.to(torch.float32).to(torch_dtype)
+        if torch_dtype == torch.float8_e5m2:                # tlxc saturates (cvt ... satfinite); torch overflows
+            ref = x.to(torch.float32).clamp(-57344.0, 57344.0).to(torch_dtype)
+        assert torch.equal(got.view(torch.uint8) if got.element_size() == 1 else got,
+                           ref.view(torch.uint8) if ref.element_size() == 1 else ref), dtype
+    assert _cast(x[-5:-4], tl.bfloat16, torch.bfloat16).item() == 2.0**25
+
+
 def test_bitcast():
     x = torch.tensor([1.0, -2.0, float("inf"), 0.0])
     out = torch.zeros(4, dtype=torch.int32)

@@ -266,13 +266,16 @@ def convert(x, src: ScalarType, dst: ScalarType):
     """Value conversion between scalar types (see ``arith.cast``'s docstring).
 
     Float sources go through float64 (exact), so each conversion rounds once.
+    Integers convert to a float narrower than f64 through f32, as the GPU code
+    (``(float)x``, then ``cvt.rn``), Triton and torch do: an integer above
+    2^24 rounds twice (e.g. 2^25 + 2^17 + 1 → bf16 is 2^25, not 2^25 + 2^18).
     """
     x = np.asarray(x)
     if dst.is_bool:
         return x != 0
     if dst.is_float:
-        if src.is_int and not src.is_bool and dst.name == "f32":
-            return x.astype(np.float32)                 # one rounding, straight from the integer
+        if src.is_int and dst.name != "f64":
+            return round_to(x.astype(np.float32), dst)  # numpy's int → f32 rounds once, to nearest even
         return round_to(x.astype(np.float64), dst)
     if src.is_float:
         return _float_to_int(x, dst)
