@@ -88,3 +88,23 @@ def report(name: str, tlxc_ms: float, torch_ms: float, *, nbytes: int = 0, flops
         return f"{nbytes / ms / 1e6:8.1f} GB/s"
     print(f"  {name:<32} tlxc {tlxc_ms * 1e3:9.1f} us {rate(tlxc_ms)} | torch {torch_ms * 1e3:9.1f} us "
           f"{rate(torch_ms)} | tlxc/torch speed {torch_ms / tlxc_ms:5.2f}x")
+
+
+def gemm_main(name: str, matmul: Callable[..., torch.Tensor]) -> None:
+    """The bf16 GEMM examples' driver: ``matmul(a, b, out)`` on odd and square
+    shapes (small ones on the interpreter), checked against a float64 product
+    into a poisoned output, then timed against ``torch.matmul`` on a GPU."""
+    from functools import partial
+
+    on_gpu = setup()
+    shapes = [(1000, 1240, 776), (4096, 4096, 4096), (8192, 8192, 8192)] if on_gpu else \
+        [(256, 384, 512), (200, 264, 320)]
+    for M, N, K in shapes:
+        a = torch.randn(M, K, device=device(), dtype=torch.bfloat16)
+        b = torch.randn(K, N, device=device(), dtype=torch.bfloat16)
+        c = matmul(a, b, poisoned_like(torch.empty(M, N, device=device(), dtype=torch.bfloat16)))
+        check(f"{name} {M}x{N}x{K}", c, a.double() @ b.double())
+        if on_gpu:
+            tlxc_ms = bench(partial(matmul, a, b, c))
+            torch_ms = bench(partial(torch.matmul, a, b, out=c))
+            report(f"{name} {M}x{N}x{K}", tlxc_ms, torch_ms, flops=2 * M * N * K)

@@ -27,8 +27,6 @@ bfloat16 C; the structure of TLX's ``hopper_gemm_ws.py``:
     TLXC_INTERPRET=1 python examples/hopper_gemm_ws.py
     tlxc check examples/hopper_gemm_ws.py
 """
-from functools import partial
-
 import torch
 
 import tlxc
@@ -143,20 +141,8 @@ def check_inputs():
 
 
 def main() -> None:
-    from _harness import bench, check, device, poisoned_like, report, setup
-
-    on_gpu = setup()
-    shapes = [(1000, 1240, 776), (4096, 4096, 4096), (8192, 8192, 8192)] if on_gpu else \
-        [(256, 384, 512), (200, 264, 320)]
-    for M, N, K in shapes:
-        a = torch.randn(M, K, device=device(), dtype=torch.bfloat16)
-        b = torch.randn(K, N, device=device(), dtype=torch.bfloat16)
-        c = matmul_ws(a, b, poisoned_like(torch.empty(M, N, device=device(), dtype=torch.bfloat16)))
-        check(f"hopper_gemm_ws {M}x{N}x{K}", c, a.double() @ b.double())
-        if on_gpu:
-            tlxc_ms = bench(partial(matmul_ws, a, b, c))
-            torch_ms = bench(partial(torch.matmul, a, b, out=c))
-            report(f"hopper_gemm_ws {M}x{N}x{K}", tlxc_ms, torch_ms, flops=2 * M * N * K)
+    from _harness import gemm_main
+    gemm_main("hopper_gemm_ws", matmul_ws)
 
 
 if __name__ == "__main__":

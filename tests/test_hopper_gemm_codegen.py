@@ -11,30 +11,20 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 import tlxc
 from tlxc.compiler import compile_kernel
-from tlxc.frontend.specialize import specialization_from_args
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
 import hopper_gemm_ws as G
+from gemm_examples import launch_spec
 
 SNAPSHOT = ROOT / "tests" / "snapshots" / "wgmma" / "hopper_gemm_ws.cu"
 
 
-def _spec(M=1024, N=1024, K=1024):
-    a = torch.randn(M, K).to(torch.bfloat16)
-    b = torch.randn(K, N).to(torch.bfloat16)
-    c = torch.empty(M, N, dtype=torch.bfloat16)
-    args = {"a_desc": tlxc.TensorDescriptor.from_tensor(a, [64, 64], swizzle=128),
-            "b_desc": tlxc.TensorDescriptor.from_tensor(b, [64, 64], swizzle=128),
-            "c_desc": tlxc.TensorDescriptor.from_tensor(c, [64, 128]), "M": M, "N": N, "K": K}
-    for name, param in G.matmul_ws_kernel.signature.parameters.items():
-        args.setdefault(name, param.default)
-    args["NUM_SMS"] = 132
-    return specialization_from_args(G.matmul_ws_kernel, args)
+def _spec():
+    return launch_spec(G.matmul_ws_kernel, [64, 64], [64, 64], [64, 128])
 
 
 def test_compiles_for_sm90a_with_wgmma_and_tma():

@@ -10,28 +10,17 @@ from pathlib import Path
 import pytest
 import torch
 
-import tlxc
-
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hopper_gemm_ws.py"
 sys.path.insert(0, str(EXAMPLE.parent))
 import hopper_gemm_ws as G
+from gemm_examples import run_on_interpreter
 
 
 @pytest.mark.parametrize("shape", [(256, 384, 512), (200, 264, 320)], ids=lambda s: "x".join(map(str, s)))
 def test_interpreter_matches_a_float32_reference(shape):
-    M, N, K = shape
-    generator = torch.Generator().manual_seed(M * 7 + N)
-    a = torch.randn(M, K, generator=generator).to(torch.bfloat16)
-    b = torch.randn(K, N, generator=generator).to(torch.bfloat16)
-    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
-    kernel = G.matmul_ws_kernel
-    G.matmul_ws_kernel = tlxc.interpret(kernel)
-    try:
-        G.matmul_ws(a, b, out, num_stages=3, sms=3)
-    finally:
-        G.matmul_ws_kernel = kernel
+    M, N, _ = shape
+    out, ref = run_on_interpreter(G, "matmul_ws_kernel", G.matmul_ws, shape, M * 7 + N, num_stages=3, sms=3)
     assert torch.isfinite(out.float()).all()
-    ref = a.float() @ b.float()
     error = ((out.float() - ref).norm() / ref.norm()).item()
     assert error < 2 * torch.finfo(torch.bfloat16).eps      # bf16 output rounding is ~0.4 eps
 

@@ -115,16 +115,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  // hopper_gemm_ws.py:49
+  // hopper_gemm_ws.py:47
   unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 8 x [64, 64]
   // a_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:50
+  // hopper_gemm_ws.py:48
   unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 65536);  // 4 x [64, 128]
   // b_smem: 2 column blocks of [64, 64] (8192 bytes apart)
   // b_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:51
+  // hopper_gemm_ws.py:49
   unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 131072);  // 2 x [64, 128]
-  // hopper_gemm_ws.py:52
+  // hopper_gemm_ws.py:50
   unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 163840);
   if (tid == 0) {
     #pragma unroll
@@ -132,7 +132,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:53
+  // hopper_gemm_ws.py:51
   unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 163872);
   if (tid == 0) {
     #pragma unroll
@@ -140,9 +140,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:55
+  // hopper_gemm_ws.py:53
   int start = (int)blockIdx.x;
-  // hopper_gemm_ws.py:56
+  // hopper_gemm_ws.py:54
   int s = 128;
   int s_1;
   s_1 = (int)((M + s));
@@ -152,7 +152,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
   int s_4 = 128;
   int num_pid_m;
   num_pid_m = (int)((s_3 / s_4));
-  // hopper_gemm_ws.py:57
+  // hopper_gemm_ws.py:55
   int s_5 = 128;
   int s_6;
   s_6 = (int)((N + s_5));
@@ -162,10 +162,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
   int s_9 = 128;
   int num_pid_n;
   num_pid_n = (int)((s_8 / s_9));
-  // hopper_gemm_ws.py:58
+  // hopper_gemm_ws.py:56
   int num_tiles;
   num_tiles = (int)((num_pid_m * num_pid_n));
-  // hopper_gemm_ws.py:59
+  // hopper_gemm_ws.py:57
   int s_10 = 64;
   int s_11;
   s_11 = (int)((K + s_10));
@@ -175,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
   int s_14 = 64;
   int k_tiles;
   k_tiles = (int)((s_13 / s_14));
-  // hopper_gemm_ws.py:60
+  // hopper_gemm_ws.py:58
   int s_15 = 8;
   int num_pid_in_group;
   num_pid_in_group = (int)((s_15 * num_pid_n));
@@ -185,38 +185,38 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
     const int task_warp = warp - 0;
     const int task_tid = tid - 0;
     tlx_setmaxnreg_dec<40>();
-    // hopper_gemm_ws.py:65
+    // hopper_gemm_ws.py:63
     int s_16 = 132;
     int s_17 = 0;
     int count;
     count = s_17;
     for (int tile = start; tile < num_tiles; tile += s_16) {
-      // hopper_gemm_ws.py:66
+      // hopper_gemm_ws.py:64
       int group_id;
       group_id = (int)((tile / num_pid_in_group));
-      // hopper_gemm_ws.py:67
+      // hopper_gemm_ws.py:65
       int s_18 = 8;
       int first_pid_m;
       first_pid_m = (int)((group_id * s_18));
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:66
       int s_19;
       s_19 = (int)((num_pid_m - first_pid_m));
       int s_20 = 8;
       int group_size_m;
       group_size_m = (int)((s_19 < s_20 ? s_19 : s_20));
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:67
       int s_21;
       s_21 = (int)((tile % num_pid_in_group));
       int s_22;
       s_22 = (int)((s_21 % group_size_m));
       int pid_m;
       pid_m = (int)((first_pid_m + s_22));
-      // hopper_gemm_ws.py:70
+      // hopper_gemm_ws.py:68
       int s_23;
       s_23 = (int)((tile % num_pid_in_group));
       int pid_n;
       pid_n = (int)((s_23 / group_size_m));
-      // hopper_gemm_ws.py:71
+      // hopper_gemm_ws.py:69
       int s_24 = 0;
       int s_25 = 1;
       int count_1;
@@ -232,16 +232,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         int s_29 = 1;
         int phase;
         phase = (int)((s_28 & s_29));
-        // hopper_gemm_ws.py:73
+        // hopper_gemm_ws.py:71
         unsigned long long* s_30 = empty + slot;
         int s_31 = 1;
         int s_32;
         s_32 = (int)((phase ^ s_31));
         tlx_mbarrier_wait(s_30, (unsigned)(s_32));
-        // hopper_gemm_ws.py:74
+        // hopper_gemm_ws.py:72
         unsigned long long* s_33 = full + slot;
         if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_33, 32768u);
-        // hopper_gemm_ws.py:75
+        // hopper_gemm_ws.py:73
         int s_34 = 2;
         int s_35;
         s_35 = (int)((s_34 * slot));
@@ -254,7 +254,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         s_40 = (int)((k_ * s_39));
         unsigned long long* s_41 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(s_36, &a_desc, s_41, s_40, s_38);
-        // hopper_gemm_ws.py:76
+        // hopper_gemm_ws.py:74
         int s_42 = 2;
         int s_43;
         s_43 = (int)((s_42 * slot));
@@ -271,16 +271,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         int s_51 = 64;
         int s_52;
         s_52 = (int)((k_ * s_51));
-        // hopper_gemm_ws.py:77
+        // hopper_gemm_ws.py:75
         unsigned long long* s_53 = full + slot;
-        // hopper_gemm_ws.py:76
+        // hopper_gemm_ws.py:74
         if (task_tid == 0) tlx_tma_load_2d(s_46, &a_desc, s_53, s_52, s_50);
-        // hopper_gemm_ws.py:79
+        // hopper_gemm_ws.py:77
         unsigned short* s_54 = b_smem + slot * 8192;
         int s_55 = 0;
         int s_56 = 0;
         unsigned short* b_box = s_54 + s_55 * 64 + (s_56 / 64) * 4096;
-        // hopper_gemm_ws.py:80
+        // hopper_gemm_ws.py:78
         int s_57 = 64;
         int s_58;
         s_58 = (int)((k_ * s_57));
@@ -292,12 +292,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         s_62 = (int)((s_60 + s_61));
         unsigned long long* s_63 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box, &b_desc, s_63, s_62, s_58);
-        // hopper_gemm_ws.py:79
+        // hopper_gemm_ws.py:77
         unsigned short* s_64 = b_smem + slot * 8192;
         int s_65 = 0;
         int s_66 = 64;
         unsigned short* b_box_1 = s_64 + s_65 * 64 + (s_66 / 64) * 4096;
-        // hopper_gemm_ws.py:80
+        // hopper_gemm_ws.py:78
         int s_67 = 64;
         int s_68;
         s_68 = (int)((k_ * s_67));
@@ -309,7 +309,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         s_72 = (int)((s_70 + s_71));
         unsigned long long* s_73 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box_1, &b_desc, s_73, s_72, s_68);
-        // hopper_gemm_ws.py:81
+        // hopper_gemm_ws.py:79
         int s_74 = 1;
         int count_2;
         count_2 = (int)((count_1 + s_74));
@@ -319,51 +319,51 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
     }
   }
   if (warp >= 4 && warp < 8) {
-    // task 'task82.0': warps 4..7
+    // task 'task80.0': warps 4..7
     const int task_warp = warp - 4;
     const int task_tid = tid - 128;
     tlx_setmaxnreg_inc<232>();
     const int tc0 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc1 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:85
+    // hopper_gemm_ws.py:83
     int s_75 = 132;
     int s_76 = 0;
     int count_3;
     count_3 = s_76;
     for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_75) {
-      // hopper_gemm_ws.py:86
+      // hopper_gemm_ws.py:84
       int group_id_1;
       group_id_1 = (int)((tile_1 / num_pid_in_group));
-      // hopper_gemm_ws.py:87
+      // hopper_gemm_ws.py:85
       int s_77 = 8;
       int first_pid_m_1;
       first_pid_m_1 = (int)((group_id_1 * s_77));
-      // hopper_gemm_ws.py:88
+      // hopper_gemm_ws.py:86
       int s_78;
       s_78 = (int)((num_pid_m - first_pid_m_1));
       int s_79 = 8;
       int group_size_m_1;
       group_size_m_1 = (int)((s_78 < s_79 ? s_78 : s_79));
-      // hopper_gemm_ws.py:89
+      // hopper_gemm_ws.py:87
       int s_80;
       s_80 = (int)((tile_1 % num_pid_in_group));
       int s_81;
       s_81 = (int)((s_80 % group_size_m_1));
       int pid_m_1;
       pid_m_1 = (int)((first_pid_m_1 + s_81));
-      // hopper_gemm_ws.py:90
+      // hopper_gemm_ws.py:88
       int s_82;
       s_82 = (int)((tile_1 % num_pid_in_group));
       int pid_n_1;
       pid_n_1 = (int)((s_82 / group_size_m_1));
-      // hopper_gemm_ws.py:92
+      // hopper_gemm_ws.py:90
       int s_83 = 0;
       int s_84 = 1;
-      // hopper_gemm_ws.py:91
+      // hopper_gemm_ws.py:89
       float acc[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-      // hopper_gemm_ws.py:92
+      // hopper_gemm_ws.py:90
       float acc_1[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) acc_1[i] = acc[i];
@@ -380,10 +380,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         int s_88 = 1;
         int phase_1;
         phase_1 = (int)((s_87 & s_88));
-        // hopper_gemm_ws.py:94
+        // hopper_gemm_ws.py:92
         unsigned long long* s_89 = full + slot_1;
         tlx_mbarrier_wait(s_89, (unsigned)(phase_1));
-        // hopper_gemm_ws.py:95
+        // hopper_gemm_ws.py:93
         int s_90 = 2;
         int s_91;
         s_91 = (int)((s_90 * slot_1));
@@ -402,13 +402,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
           tlx_wgmma_m64n128k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_94) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_95) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:96
+        // hopper_gemm_ws.py:94
         tlx_wgmma_wait_group<0, 64>(dacc);
-        // hopper_gemm_ws.py:97
+        // hopper_gemm_ws.py:95
         unsigned long long* s_96 = empty + slot_1;
         tlx_bar_sync(2, 128);
         if (task_tid == 0) tlx_mbarrier_arrive(s_96, 1u);
-        // hopper_gemm_ws.py:98
+        // hopper_gemm_ws.py:96
         int s_97 = 1;
         int count_5;
         count_5 = (int)((count_4 + s_97));
@@ -416,7 +416,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         for (int i = 0; i < 64; ++i) acc_1[i] = dacc[i];
         count_4 = count_5;
       }
-      // hopper_gemm_ws.py:99
+      // hopper_gemm_ws.py:97
       int s_98 = 0;
       unsigned short* s_99 = c_smem + s_98 * 8192;
       unsigned short t[64];
@@ -426,9 +426,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
       for (int i = 0; i < 64; i += 2) {
         tlx_st_shared_b32(s_99 + (tc0 + ((((i) >> 1 & 1) * 8))) * 128 + (tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:100
+      // hopper_gemm_ws.py:98
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:101
+      // hopper_gemm_ws.py:99
       int s_100 = 0;
       unsigned short* s_101 = c_smem + s_100 * 8192;
       int s_102 = 128;
@@ -442,57 +442,57 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
       s_107 = (int)((pid_n_1 * s_106));
       tlx_bar_sync(2, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, s_101, s_107, s_105); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:102
+      // hopper_gemm_ws.py:100
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       count_3 = count_4;
     }
   }
   if (warp >= 8 && warp < 12) {
-    // task 'task82.1': warps 8..11
+    // task 'task80.1': warps 8..11
     const int task_warp = warp - 8;
     const int task_tid = tid - 256;
     tlx_setmaxnreg_inc<232>();
     const int tc2 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc3 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:85
+    // hopper_gemm_ws.py:83
     int s_108 = 132;
     int s_109 = 0;
     int count_6;
     count_6 = s_109;
     for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_108) {
-      // hopper_gemm_ws.py:86
+      // hopper_gemm_ws.py:84
       int group_id_2;
       group_id_2 = (int)((tile_2 / num_pid_in_group));
-      // hopper_gemm_ws.py:87
+      // hopper_gemm_ws.py:85
       int s_110 = 8;
       int first_pid_m_2;
       first_pid_m_2 = (int)((group_id_2 * s_110));
-      // hopper_gemm_ws.py:88
+      // hopper_gemm_ws.py:86
       int s_111;
       s_111 = (int)((num_pid_m - first_pid_m_2));
       int s_112 = 8;
       int group_size_m_2;
       group_size_m_2 = (int)((s_111 < s_112 ? s_111 : s_112));
-      // hopper_gemm_ws.py:89
+      // hopper_gemm_ws.py:87
       int s_113;
       s_113 = (int)((tile_2 % num_pid_in_group));
       int s_114;
       s_114 = (int)((s_113 % group_size_m_2));
       int pid_m_2;
       pid_m_2 = (int)((first_pid_m_2 + s_114));
-      // hopper_gemm_ws.py:90
+      // hopper_gemm_ws.py:88
       int s_115;
       s_115 = (int)((tile_2 % num_pid_in_group));
       int pid_n_2;
       pid_n_2 = (int)((s_115 / group_size_m_2));
-      // hopper_gemm_ws.py:92
+      // hopper_gemm_ws.py:90
       int s_116 = 0;
       int s_117 = 1;
-      // hopper_gemm_ws.py:91
+      // hopper_gemm_ws.py:89
       float acc_2[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) acc_2[i] = 0.0f;
-      // hopper_gemm_ws.py:92
+      // hopper_gemm_ws.py:90
       float acc_3[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) acc_3[i] = acc_2[i];
@@ -509,10 +509,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         int s_121 = 1;
         int phase_2;
         phase_2 = (int)((s_120 & s_121));
-        // hopper_gemm_ws.py:94
+        // hopper_gemm_ws.py:92
         unsigned long long* s_122 = full + slot_2;
         tlx_mbarrier_wait(s_122, (unsigned)(phase_2));
-        // hopper_gemm_ws.py:95
+        // hopper_gemm_ws.py:93
         int s_123 = 2;
         int s_124;
         s_124 = (int)((s_123 * slot_2));
@@ -531,13 +531,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
           tlx_wgmma_m64n128k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_127) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_128) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:96
+        // hopper_gemm_ws.py:94
         tlx_wgmma_wait_group<0, 64>(dacc_1);
-        // hopper_gemm_ws.py:97
+        // hopper_gemm_ws.py:95
         unsigned long long* s_129 = empty + slot_2;
         tlx_bar_sync(3, 128);
         if (task_tid == 0) tlx_mbarrier_arrive(s_129, 1u);
-        // hopper_gemm_ws.py:98
+        // hopper_gemm_ws.py:96
         int s_130 = 1;
         int count_8;
         count_8 = (int)((count_7 + s_130));
@@ -545,7 +545,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         for (int i = 0; i < 64; ++i) acc_3[i] = dacc_1[i];
         count_7 = count_8;
       }
-      // hopper_gemm_ws.py:99
+      // hopper_gemm_ws.py:97
       int s_131 = 1;
       unsigned short* s_132 = c_smem + s_131 * 8192;
       unsigned short t_1[64];
@@ -555,9 +555,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
       for (int i = 0; i < 64; i += 2) {
         tlx_st_shared_b32(s_132 + (tc2 + ((((i) >> 1 & 1) * 8))) * 128 + (tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:100
+      // hopper_gemm_ws.py:98
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:101
+      // hopper_gemm_ws.py:99
       int s_133 = 1;
       unsigned short* s_134 = c_smem + s_133 * 8192;
       int s_135 = 128;
@@ -571,7 +571,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
       s_140 = (int)((pid_n_2 * s_139));
       tlx_bar_sync(3, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, s_134, s_140, s_138); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:102
+      // hopper_gemm_ws.py:100
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       count_6 = count_7;
     }
