@@ -42,13 +42,10 @@ def literal_type(value) -> ScalarType:
     if isinstance(value, bool):
         return T.i1
     if isinstance(value, int):
-        if -2**31 <= value < 2**31:
-            return T.i32
-        if -2**63 <= value < 2**63:
-            return T.i64
-        if 0 <= value < 2**64:
-            return T.u64
-        raise SemanticError(f"integer literal {value} does not fit in 64 bits")
+        t = T.integer_type(value)
+        if t is None:
+            raise SemanticError(f"integer literal {value} does not fit in 64 bits")
+        return t
     if isinstance(value, float):
         return T.f32
     raise SemanticError(f"cannot use {describe(value)} as a runtime value")

@@ -261,10 +261,7 @@ def specialization_from_args(kfn, arguments: dict[str, Any]) -> Specialization:
 
 
 def _int_type(name: str, value: int) -> ScalarType:
-    if -2**31 <= value < 2**31:
-        return T.i32
-    if -2**63 <= value < 2**63:
-        return T.i64
-    if 0 <= value < 2**64:
-        return T.u64
-    raise LaunchError(f"argument '{name}' = {value} does not fit in 64 bits")
+    t = T.integer_type(value)
+    if t is None:
+        raise LaunchError(f"argument '{name}' = {value} does not fit in 64 bits")
+    return t

@@ -12,7 +12,6 @@ import numpy as np
 from .. import language as tl
 from ..errors import LaunchError
 from ..frontend.specialize import Specialization, specialization_from_args
-from ..ir import types as T
 from ..ir.types import PointerType, ScalarType, TensorDescType
 
 # Launch options Triton accepts as keyword arguments next to the kernel's own.
@@ -23,16 +22,6 @@ from .memory import GlobalMemory, is_array_argument, is_torch_tensor
 from .values import register_dtype
 
 _RUNNERS: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
-
-
-def _literal_type(value: int) -> ScalarType:
-    if -2**31 <= value < 2**31:
-        return T.i32
-    if -2**63 <= value < 2**63:
-        return T.i64
-    if 0 <= value < 2**64:
-        return T.u64
-    raise LaunchError(f"integer argument {value} does not fit in 64 bits")
 
 
 def _unwrap(value):

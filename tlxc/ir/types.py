@@ -163,6 +163,18 @@ def layout_ref(layout: Any) -> str:
     return str(layout)
 
 
+def integer_type(value: int) -> ScalarType | None:
+    """The type a Python int takes at run time, as in Triton: i32 if it fits,
+    else i64, else u64; None if it needs more than 64 bits."""
+    if -2**31 <= value < 2**31:
+        return i32
+    if -2**63 <= value < 2**63:
+        return i64
+    if 0 <= value < 2**64:
+        return u64
+    return None
+
+
 def element_type(t: Type) -> Type:
     return t.element if isinstance(t, TensorType) else t
 
