@@ -71,20 +71,22 @@ def _shape_args(shape) -> tuple:
 
 
 # -- program and ranges -------------------------------------------------------
-@rule("program_id")
-def _program_id(ctx, axis):
+def grid_axis(axis) -> int:
+    """A compile-time axis of the grid or the block: 0, 1 or 2."""
     axis = const_int(axis, "axis")
     if axis not in (0, 1, 2):
         raise SemanticError(f"'axis' must be 0, 1 or 2, got {axis}", param="axis")
-    return Tensor(ctx.b.value("tl.program_id", [], T.i32, axis=axis))
+    return axis
+
+
+@rule("program_id")
+def _program_id(ctx, axis):
+    return Tensor(ctx.b.value("tl.program_id", [], T.i32, axis=grid_axis(axis)))
 
 
 @rule("num_programs")
 def _num_programs(ctx, axis):
-    axis = const_int(axis, "axis")
-    if axis not in (0, 1, 2):
-        raise SemanticError(f"'axis' must be 0, 1 or 2, got {axis}", param="axis")
-    return Tensor(ctx.b.value("tl.num_programs", [], T.i32, axis=axis))
+    return Tensor(ctx.b.value("tl.num_programs", [], T.i32, axis=grid_axis(axis)))
 
 
 @rule("arange")

@@ -11,7 +11,7 @@ from ..ir import types as T
 from ..ir.types import BarrierType, MemDescType, PointerType, ScalarType, TensorType
 from ..language import tlx
 from . import semantic as S
-from .builtins import RULES, const_dtype, const_int, constexpr, tensor_arg
+from .builtins import RULES, const_dtype, const_int, constexpr, grid_axis, tensor_arg
 from .values import SemanticError, Tensor
 
 NAMED_BARRIER_RESERVED = range(7)   # ids tlxc uses itself (TLX reserves 0..6 too)
@@ -298,10 +298,7 @@ def _fence_async_shared(ctx):
 # -- utilities ---------------------------------------------------------------------------
 @rule("thread_id")
 def _thread_id(ctx, axis):
-    axis = const_int(axis, "axis")
-    if axis not in (0, 1, 2):
-        raise SemanticError(f"axis must be 0, 1 or 2, got {axis}", param="axis")
-    return Tensor(ctx.b.value("tlx.thread_id", [], T.i32, axis=axis))
+    return Tensor(ctx.b.value("tlx.thread_id", [], T.i32, axis=grid_axis(axis)))
 
 
 @rule("clock64")

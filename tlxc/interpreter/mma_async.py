@@ -29,8 +29,8 @@ from ..ir.core import BlockArgument
 from ..ir.types import TensorType
 from .registry import impl
 from .scheduler import PREEMPT
-from .shared import SharedView
-from .values import from_storage, round_tf32, round_to, scalar_of
+from .shared import SharedView, read_written
+from .values import round_tf32, round_to, scalar_of
 
 # Ops that may hold a pending accumulator without reading it.
 PASS_THROUGH = frozenset({"tlx.async_dot", "tlx.async_dot_wait", "scf.for", "scf.while", "scf.if"})
@@ -76,12 +76,8 @@ def _early_read(ctx, op, group: DotGroup, what: str) -> RaceError:
 
 def _read_operand(ctx, op, value, what: str) -> np.ndarray:
     if isinstance(value, SharedView):
-        missing = value.unwritten_index()
-        if missing is not None:
-            raise ctx.error(op, f"read of uninitialized shared memory in {ctx.label}: async_dot in task "
-                                f"'{ctx.task_name}' reads operand {what} from {value.label} at index {missing}, "
-                                f"which nothing has written yet (the GPU would multiply garbage)")
-        return from_storage(np.array(value.array()), value.element)
+        return read_written(ctx, op, value, f"async_dot in task '{ctx.task_name}' reads operand {what} from "
+                                            f"{value.label}", "multiply garbage")
     return _settled(ctx, op, value, f"as its register operand {what}")
 
 

@@ -250,11 +250,16 @@ def local_reinterpret(ctx, op, view: SharedView):
 def local_load(ctx, op, view: SharedView):
     yield PREEMPT                    # another task may act between a wait and this read
     ctx.races.read(view.key, view.label, "read", op.loc, ctx.task_name, view.region())
+    return read_written(ctx, op, view, f"task '{ctx.task_name}' reads {view.label}", "return garbage")
+
+
+def read_written(ctx, op, view: SharedView, reader: str, consequence: str) -> np.ndarray:
+    """The view's values, or an error naming the first element nothing has
+    written (``reader`` and ``consequence`` complete the sentence)."""
     missing = view.unwritten_index()
     if missing is not None:
-        raise ctx.error(op, f"read of uninitialized shared memory in {ctx.label}: task '{ctx.task_name}' "
-                            f"reads {view.label} at index {missing}, which nothing has written yet (the GPU "
-                            f"would return garbage)")
+        raise ctx.error(op, f"read of uninitialized shared memory in {ctx.label}: {reader} at index {missing}, "
+                            f"which nothing has written yet (the GPU would {consequence})")
     return from_storage(np.array(view.array()), view.element)
 
 
