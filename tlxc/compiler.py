@@ -76,13 +76,12 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps
         compiled.asm["ir.opt"] = print_module(module)
     if wants_backend:
         if arch in AMD_ARCHS:
-            from .codegen_amdgcn.backend import compile_to_code_object
-            asm, metadata = compile_to_code_object(module.kernels[0], arch)
-        else:
-            from .codegen_nvptx.backend import compile_to_cubin
-            module.kernels[0].attrs["debug_barriers"] = debug_barriers
-            asm, metadata = compile_to_cubin(module.kernels[0], arch, want_ptx="ptx" in stages,
-                                             lineinfo=lineinfo)
+            wanted = ", ".join(s for s in stages if s in ("cuda", "ptx", "cubin", "stats"))
+            raise CompilationError(f"the AMD backend (HIP for {arch}) is not built yet: --arch {arch} gives the "
+                                   f"ir and ir.opt stages and 'tlxc check', not {wanted}")
+        from .codegen_nvptx.backend import compile_to_cubin
+        module.kernels[0].attrs["debug_barriers"] = debug_barriers
+        asm, metadata = compile_to_cubin(module.kernels[0], arch, want_ptx="ptx" in stages, lineinfo=lineinfo)
         compiled.asm.update(asm)
         compiled.metadata.update(metadata)
         compiled.asm["stats"] = format_stats(compiled)
