@@ -131,23 +131,28 @@ def bench_ws_rmsnorm(quick: bool) -> None:
            note=f"stages={best[1]}, programs={best[2]}x SMs")
 
 
+GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (16384, 4096, 4096))
+
+
 def bench_gemm(quick: bool) -> None:
-    """The warp-specialized wgmma GEMM vs cuBLAS (torch.matmul), bf16."""
+    """The warp-specialized wgmma GEMM (examples/hopper_gemm_ws.py) vs cuBLAS
+    (torch.matmul), bf16 and fp16, checked against a float32 product first."""
     import torch
     from hopper_gemm_ws import matmul_ws
-    for size in ((4096,) if quick else (4096, 8192)):
-        a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-        out = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
-        matmul_ws(a, b, out)
-        ref = a.float() @ b.float()
-        err = ((out.float() - ref).norm() / ref.norm()).item()
-        if not err < 1e-2:
-            raise AssertionError(f"matmul_ws {size}^3: relative error {err:.2e}")
-        flops = 2 * size ** 3
-        t = do_bench(lambda a=a, b=b, out=out: matmul_ws(a, b, out))
-        c = do_bench(lambda a=a, b=b: torch.matmul(a, b))
-        record(f"gemm bf16 {size}^3", flops / t / 1e9, flops / c / 1e9, "TFLOP/s", "cuBLAS")
+    for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
+        for m, n, k in (GEMM_SHAPES[:1] if quick else GEMM_SHAPES):
+            a = torch.randn(m, k, device="cuda", dtype=dtype)
+            b = torch.randn(k, n, device="cuda", dtype=dtype)
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+            matmul_ws(a, b, out)
+            ref = a.float() @ b.float()
+            err = ((out.float() - ref).norm() / ref.norm()).item()
+            if not err < 1e-2:
+                raise AssertionError(f"matmul_ws {name} {m}x{n}x{k}: relative error {err:.2e}")
+            flops = 2 * m * n * k
+            t = do_bench(lambda a=a, b=b, out=out: matmul_ws(a, b, out))
+            c = do_bench(lambda a=a, b=b: torch.matmul(a, b))
+            record(f"gemm {name} {m}x{n}x{k}", flops / t / 1e9, flops / c / 1e9, "TFLOP/s", "cuBLAS")
 
 
 # -- launch overhead -------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Warp-specialized persistent GEMM for Hopper: TMA producer, two wgmma consumers.
 
-``C = A @ B`` for bfloat16 A (M x K) and B (K x N), float32 accumulation,
-bfloat16 C; the structure of TLX's ``hopper_gemm_ws.py``:
+``C = A @ B`` for bfloat16 (or float16) A (M x K) and B (K x N), float32
+accumulation, C in the inputs' dtype; the structure of TLX's ``hopper_gemm_ws.py``:
 
 * persistent: ``NUM_SMS`` programs (one per SM) walk the output tiles,
   program ``p`` taking tiles ``p, p + NUM_SMS, ...`` in grouped order
@@ -11,17 +11,26 @@ bfloat16 C; the structure of TLX's ``hopper_gemm_ws.py``:
   for a free stage (``empty``), announces the stage's bytes on ``full`` and
   issues the TMA loads of two ``BM/2 x BK`` halves of A (one per consumer)
   and of the ``BK x BN`` B tile (as ``BK x 64`` boxes: 128-byte rows, the
-  widest a 128-byte swizzle allows, each into a 64-column slice).  With
-  ``BN = 128`` (the default) the codegen stores B block-stacked: two
-  128B-swizzled ``[BK, 64]`` blocks, read by one ``m64n128k16`` wgmma per k16
-  step whose descriptor's leading byte offset steps between the blocks;
-  the interpreter runs any ``BN``;
+  widest a 128-byte swizzle allows, each into a 64-column slice).  The
+  codegen stores B block-stacked: ``BN/64`` 128B-swizzled ``[BK, 64]``
+  blocks, read by one ``m64nBNk16`` wgmma per k16 step whose descriptor's
+  leading byte offset steps between the blocks; the interpreter runs any
+  ``BN``;
 * two consumer warp groups (``replicate=2``, 232 registers each) own
   ``BM/2`` rows of the tile: wait ``full``, ``async_dot`` (wgmma) their A half
-  with the shared B tile, ``async_dot_wait(0)`` and release the stage
-  (``empty`` counts both consumers);
-* epilogue: each consumer converts its accumulator to bf16, stores it into its
-  shared C tile, fences the generic→async proxy and TMA-stores it.
+  with the shared B tile, then ``async_dot_wait(1)``: the previous step's MMA
+  has finished, so its stage is released (``empty`` counts both consumers)
+  while this step's MMA stays in flight;
+* epilogue: each consumer waits until its previous TMA store has read its
+  shared C tile, converts its accumulator to bf16, stores it into that tile
+  (128B-swizzled ``[BM/2, 64]`` blocks, so the stores hit every bank), fences
+  the generic→async proxy and TMA-stores it; the store overlaps the next
+  tile's main loop.
+
+Defaults (``BN = 256``, 3 stages, 208 KB of shared memory) are the fastest
+measured on the H200 (docs/performance.md, 2026-11-30): ``BN = 128`` reads
+shared memory for half the MMA work and ran 0.74x cuBLAS against 0.88x;
+2 stages leave no stage to prefetch while the consumers hold two (0.55x).
 
     python examples/hopper_gemm_ws.py              # GPU: vs torch.matmul, TFLOP/s
     TLXC_INTERPRET=1 python examples/hopper_gemm_ws.py
@@ -33,20 +42,22 @@ import tlxc
 import tlxc.language as tl
 from tlxc.language import tlx
 
+DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 B_BOX_N = 64          # columns of one B box: 64 bf16 = 128 bytes, the 128-byte swizzle's span
 
 
 @tlxc.kernel
 def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
                      b_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
-                     c_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 128]),
+                     c_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
                      M: tl.int32, N: tl.int32, K: tl.int32,
-                     BM: tl.constexpr = 128, BN: tl.constexpr = 128, BK: tl.constexpr = 64,
-                     GROUP_M: tl.constexpr = 8, NUM_STAGES: tl.constexpr = 4, NUM_SMS: tl.constexpr = 132):
+                     BM: tl.constexpr = 128, BN: tl.constexpr = 256, BK: tl.constexpr = 64,
+                     GROUP_M: tl.constexpr = 8, NUM_STAGES: tl.constexpr = 3, NUM_SMS: tl.constexpr = 132,
+                     DTYPE: tl.constexpr = tl.bfloat16):
     HALF_M: tl.constexpr = BM // 2
-    a_smem = tlx.local_alloc((HALF_M, BK), tl.bfloat16, NUM_STAGES * 2)    # [2 * stage + consumer]
-    b_smem = tlx.local_alloc((BK, BN), tl.bfloat16, NUM_STAGES)
-    c_smem = tlx.local_alloc((HALF_M, BN), tl.bfloat16, 2)                 # [consumer]
+    a_smem = tlx.local_alloc((HALF_M, BK), DTYPE, NUM_STAGES * 2)    # [2 * stage + consumer]
+    b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
+    c_smem = tlx.local_alloc((HALF_M, BN), DTYPE, 2)                 # [consumer]
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)                 # both consumers release a stage
 
@@ -91,13 +102,20 @@ def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], s
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(full[slot], phase)
                     acc = tlx.async_dot(a_smem[2 * slot + cid], b_smem[slot], acc)
-                    acc = tlx.async_dot_wait(0, acc)
-                    tlx.barrier_arrive(empty[slot])
+                    acc = tlx.async_dot_wait(1, acc)          # the previous step's MMA is done:
+                    if k > 0:                                 # release its stage, keep this one in flight
+                        tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
                     count += 1
-                tlx.local_store(c_smem[cid], acc.to(tl.bfloat16))
+                acc = tlx.async_dot_wait(0, acc)
+                if k_tiles > 0:
+                    tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
+                tlx.async_descriptor_store_wait(0)            # the previous tile's store has read c_smem
+                tlx.local_store(c_smem[cid], acc.to(DTYPE))
                 tlx.fence("async_shared")
-                tlx.async_descriptor_store(c_desc, c_smem[cid], [pid_m * BM + cid * HALF_M, pid_n * BN])
-                tlx.async_descriptor_store_wait(0)
+                for j in tl.static_range(BN // B_BOX_N):                 # 128B-swizzled boxes: no bank conflicts
+                    c_box = tlx.local_slice(c_smem[cid], [0, j * B_BOX_N], [HALF_M, B_BOX_N])
+                    tlx.async_descriptor_store(c_desc, c_box, [pid_m * BM + cid * HALF_M, pid_n * BN + j * B_BOX_N])
+            tlx.async_descriptor_store_wait(0)                # before the CTA's shared memory goes away
 
 
 def num_sms(device) -> int:
@@ -108,24 +126,25 @@ def num_sms(device) -> int:
 
 
 def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 128,
-              block_n: int = 128, block_k: int = 64, group_m: int = 8, num_stages: int = 4,
+              block_n: int = 256, block_k: int = 64, group_m: int = 8, num_stages: int = 3,
               sms: int | None = None) -> torch.Tensor:
-    """``a @ b`` for 2-D bfloat16 tensors whose rows are 16-byte aligned (TMA)."""
+    """``a @ b`` for 2-D bfloat16 or float16 tensors whose rows are 16-byte aligned (TMA); ``out`` (if given) has their dtype."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul_ws expects (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
-    if a.dtype != torch.bfloat16 or b.dtype != torch.bfloat16:
-        raise ValueError("matmul_ws expects bfloat16 inputs")
+    if a.dtype not in DTYPES or b.dtype != a.dtype:
+        raise ValueError(f"matmul_ws expects two bfloat16 or two float16 tensors, got {a.dtype} and {b.dtype}")
     M, K = a.shape
     N = b.shape[1]
     if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=torch.bfloat16)
+        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
     a_desc = tlxc.TensorDescriptor.from_tensor(a, [block_m // 2, block_k], swizzle=128)
     b_desc = tlxc.TensorDescriptor.from_tensor(b, [block_k, B_BOX_N], swizzle=128)
-    c_desc = tlxc.TensorDescriptor.from_tensor(out, [block_m // 2, block_n])
+    c_desc = tlxc.TensorDescriptor.from_tensor(out, [block_m // 2, B_BOX_N], swizzle=128)
     tiles = ((M + block_m - 1) // block_m) * ((N + block_n - 1) // block_n)
     sms = sms or num_sms(a.device)
     matmul_ws_kernel[(min(sms, tiles),)](a_desc, b_desc, c_desc, M, N, K, BM=block_m, BN=block_n, BK=block_k,
-                                         GROUP_M=group_m, NUM_STAGES=num_stages, NUM_SMS=sms, num_warps=4)
+                                         GROUP_M=group_m, NUM_STAGES=num_stages, NUM_SMS=sms, DTYPE=DTYPES[a.dtype],
+                                         num_warps=4)
     return out
 
 
@@ -136,7 +155,7 @@ def check_inputs():
     c = torch.empty(256, 128, dtype=torch.bfloat16)
     descs = (tlxc.TensorDescriptor.from_tensor(a, [64, 64], swizzle=128),
              tlxc.TensorDescriptor.from_tensor(b, [64, 64], swizzle=128),
-             tlxc.TensorDescriptor.from_tensor(c, [64, 128]))
+             tlxc.TensorDescriptor.from_tensor(c, [64, 64], swizzle=128))
     return (2,), descs + (256, 128, 128), {"NUM_STAGES": 2, "NUM_SMS": 2}
 
 

@@ -1,9 +1,9 @@
 """Warp-specialized persistent GEMM for Hopper, ping-pong: the two wgmma
 consumer warp groups take alternate tiles and take turns on the tensor cores.
 
-``C = A @ B`` for bfloat16 A (M x K) and B (K x N), float32 accumulation,
-bfloat16 C; the structure of TLX's ``hopper-persistent-gemm-ws-pingpong.py``
-(its named-barrier variant).  Where ``hopper_gemm_ws.py`` splits every tile's
+``C = A @ B`` for bfloat16 (or float16) A (M x K) and B (K x N), float32
+accumulation, C in the inputs' dtype; the structure of TLX's
+``hopper-persistent-gemm-ws-pingpong.py`` (its named-barrier variant).  Where ``hopper_gemm_ws.py`` splits every tile's
 rows between the two consumers (cooperative), here each consumer owns whole
 tiles:
 
@@ -25,8 +25,12 @@ tiles:
 * epilogue: each consumer converts its accumulator to bf16, stores it into
   its own shared C tile, fences the generic→async proxy and TMA-stores it.
 
-The CUDA path takes ``BN = 64`` (see ``hopper_gemm_ws.py``); the interpreter
-runs any ``BN``.
+Each K step waits only for the previous step's MMA (``async_dot_wait(1)``)
+and releases that step's stage, so one MMA group is always queued; a
+consumer passes the turn as soon as its last MMA is issued.  ``BN = 128``
+(two m64n128k16 per k16 step, a 128-register accumulator) is the default:
+``BN = 64`` halves the work per shared-memory byte (0.52x cuBLAS against
+0.84x on the H200, docs/performance.md).
 
     python examples/hopper_gemm_ws_pingpong.py              # GPU: vs torch.matmul, TFLOP/s
     TLXC_INTERPRET=1 python examples/hopper_gemm_ws_pingpong.py
@@ -38,20 +42,21 @@ import tlxc
 import tlxc.language as tl
 from tlxc.language import tlx
 
+DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 B_BOX_N = 64          # columns of one B box: 64 bf16 = 128 bytes, the 128-byte swizzle's span
 
 
 @tlxc.kernel
 def matmul_ws_pingpong_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [128, 64], swizzle=128),
                               b_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
-                              c_desc: tlx.tensor_descriptor_type(tl.bfloat16, [128, 64]),
+                              c_desc: tlx.tensor_descriptor_type(tl.bfloat16, [128, 64], swizzle=128),
                               M: tl.int32, N: tl.int32, K: tl.int32,
-                              BM: tl.constexpr = 128, BN: tl.constexpr = 64, BK: tl.constexpr = 64,
+                              BM: tl.constexpr = 128, BN: tl.constexpr = 128, BK: tl.constexpr = 64,
                               GROUP_M: tl.constexpr = 8, NUM_STAGES: tl.constexpr = 4,
-                              NUM_SMS: tl.constexpr = 132):
-    a_smem = tlx.local_alloc((BM, BK), tl.bfloat16, NUM_STAGES)
-    b_smem = tlx.local_alloc((BK, BN), tl.bfloat16, NUM_STAGES)
-    c_smem = tlx.local_alloc((BM, BN), tl.bfloat16, 2)                     # [consumer]
+                              NUM_SMS: tl.constexpr = 132, DTYPE: tl.constexpr = tl.bfloat16):
+    a_smem = tlx.local_alloc((BM, BK), DTYPE, NUM_STAGES)
+    b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
+    c_smem = tlx.local_alloc((BM, BN), DTYPE, 2)                     # [consumer]
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)                 # one consumer reads a slot
 
@@ -97,19 +102,26 @@ def matmul_ws_pingpong_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(full[slot], phase)
                     acc = tlx.async_dot(a_smem[slot], b_smem[slot], acc)
-                    acc = tlx.async_dot_wait(0, acc)
-                    tlx.barrier_arrive(empty[slot])
+                    acc = tlx.async_dot_wait(1, acc)                       # the previous step's MMA is done:
+                    if k > 0:                                              # release its stage
+                        tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
                     count += 1
                 tlx.named_barrier_arrive(9 + (1 - cid), 256)               # pass the turn
-                tlx.local_store(c_smem[cid], acc.to(tl.bfloat16))
+                acc = tlx.async_dot_wait(0, acc)
+                if k_tiles > 0:
+                    tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
+                tlx.async_descriptor_store_wait(0)                         # my previous store has read c_smem
+                tlx.local_store(c_smem[cid], acc.to(DTYPE))
                 tlx.fence("async_shared")
-                tlx.async_descriptor_store(c_desc, c_smem[cid], [pid_m * BM, pid_n * BN])
-                tlx.async_descriptor_store_wait(0)
+                for j in tl.static_range(BN // B_BOX_N):                   # 128B-swizzled boxes: no bank conflicts
+                    c_box = tlx.local_slice(c_smem[cid], [0, j * B_BOX_N], [BM, B_BOX_N])
+                    tlx.async_descriptor_store(c_desc, c_box, [pid_m * BM, pid_n * BN + j * B_BOX_N])
             # The turn after this program's last tile is never taken: whoever it
             # falls to absorbs the pass it was given, leaving both barriers idle.
             my_tiles = (num_tiles - start + NUM_SMS - 1) // NUM_SMS
             if cid == my_tiles % 2:
                 tlx.named_barrier_wait(9 + cid, 256)
+            tlx.async_descriptor_store_wait(0)                             # before shared memory goes away
 
 
 def num_sms(device) -> int:
@@ -120,25 +132,25 @@ def num_sms(device) -> int:
 
 
 def matmul_ws_pingpong(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 128,
-                       block_n: int = 64, block_k: int = 64, group_m: int = 8, num_stages: int = 4,
+                       block_n: int = 128, block_k: int = 64, group_m: int = 8, num_stages: int = 4,
                        sms: int | None = None) -> torch.Tensor:
-    """``a @ b`` for 2-D bfloat16 tensors whose rows are 16-byte aligned (TMA)."""
+    """``a @ b`` for 2-D bfloat16 or float16 tensors whose rows are 16-byte aligned (TMA); ``out`` (if given) has their dtype."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul_ws_pingpong expects (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
-    if a.dtype != torch.bfloat16 or b.dtype != torch.bfloat16:
-        raise ValueError("matmul_ws_pingpong expects bfloat16 inputs")
+    if a.dtype not in DTYPES or b.dtype != a.dtype:
+        raise ValueError(f"matmul_ws_pingpong expects two bfloat16 or two float16 tensors, got {a.dtype} and {b.dtype}")
     M, K = a.shape
     N = b.shape[1]
     if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=torch.bfloat16)
+        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
     a_desc = tlxc.TensorDescriptor.from_tensor(a, [block_m, block_k], swizzle=128)
     b_desc = tlxc.TensorDescriptor.from_tensor(b, [block_k, B_BOX_N], swizzle=128)
-    c_desc = tlxc.TensorDescriptor.from_tensor(out, [block_m, block_n])
+    c_desc = tlxc.TensorDescriptor.from_tensor(out, [block_m, B_BOX_N], swizzle=128)
     tiles = ((M + block_m - 1) // block_m) * ((N + block_n - 1) // block_n)
     sms = sms or num_sms(a.device)
     matmul_ws_pingpong_kernel[(min(sms, tiles),)](a_desc, b_desc, c_desc, M, N, K, BM=block_m, BN=block_n,
                                                   BK=block_k, GROUP_M=group_m, NUM_STAGES=num_stages,
-                                                  NUM_SMS=sms, num_warps=4)
+                                                  NUM_SMS=sms, DTYPE=DTYPES[a.dtype], num_warps=4)
     return out
 
 
@@ -149,7 +161,7 @@ def check_inputs():
     c = torch.empty(256, 192, dtype=torch.bfloat16)
     descs = (tlxc.TensorDescriptor.from_tensor(a, [128, 64], swizzle=128),
              tlxc.TensorDescriptor.from_tensor(b, [64, 64], swizzle=128),
-             tlxc.TensorDescriptor.from_tensor(c, [128, 64]))
+             tlxc.TensorDescriptor.from_tensor(c, [128, 64], swizzle=128))
     return (2,), descs + (256, 192, 128), {"NUM_STAGES": 2, "NUM_SMS": 2}
 
 

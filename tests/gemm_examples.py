@@ -35,7 +35,7 @@ def launch_spec(kernel, a_box, b_box, c_box, M=1024, N=1024, K=1024, num_sms=132
     c = torch.empty(M, N, dtype=torch.bfloat16)
     args = {"a_desc": tlxc.TensorDescriptor.from_tensor(a, a_box, swizzle=128),
             "b_desc": tlxc.TensorDescriptor.from_tensor(b, b_box, swizzle=128),
-            "c_desc": tlxc.TensorDescriptor.from_tensor(c, c_box), "M": M, "N": N, "K": K}
+            "c_desc": tlxc.TensorDescriptor.from_tensor(c, c_box, swizzle=128 if c_box[1] == 64 else 0), "M": M, "N": N, "K": K}
     for name, param in kernel.signature.parameters.items():
         args.setdefault(name, param.default)
     args["NUM_SMS"] = num_sms

@@ -24,7 +24,7 @@ SNAPSHOT = ROOT / "tests" / "snapshots" / "wgmma" / "hopper_gemm_ws.cu"
 
 
 def _spec():
-    return launch_spec(G.matmul_ws_kernel, [64, 64], [64, 64], [64, 128])
+    return launch_spec(G.matmul_ws_kernel, [64, 64], [64, 64], [64, 64])
 
 
 def test_compiles_for_sm90a_with_wgmma_and_tma():
@@ -32,7 +32,7 @@ def test_compiles_for_sm90a_with_wgmma_and_tma():
                               stages=("ir", "ir.opt", "cuda", "ptx", "cubin", "stats"))
     assert compiled.asm["cubin"][:4] == b"\x7fELF"
     ptx = compiled.asm["ptx"]
-    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in ptx
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in ptx
     assert "cp.async.bulk.tensor.2d" in ptx and "setmaxnreg" in ptx
     meta = compiled.metadata
     assert meta["spills_bytes"] == 0, meta.get("ptxas_log")

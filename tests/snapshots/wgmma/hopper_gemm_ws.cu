@@ -102,41 +102,43 @@ static __device__ __forceinline__ unsigned long long tlx_wgmma_desc(const void* 
 }
 
 template <int TA, int TB>
-static __device__ __forceinline__ void tlx_wgmma_m64n128k16_f32_bf16(float* d, unsigned long long da, unsigned long long db, int scale_d) {
-  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+static __device__ __forceinline__ void tlx_wgmma_m64n256k16_f32_bf16(float* d, unsigned long long da, unsigned long long db, int scale_d) {
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, %131, %132;\n}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB) : "memory");
 }
 
 struct __attribute__((aligned(64))) tlx_tensormap { unsigned long long words[16]; };
 
-extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN128_BK64_GROUP_M8_NUM_STAGES4_NUM_SMS132(const __grid_constant__ tlx_tensormap a_desc, const __grid_constant__ tlx_tensormap b_desc, const __grid_constant__ tlx_tensormap c_desc, int M, int N, int K) {
+extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN256_BK64_GROUP_M8_NUM_STAGES3_NUM_SMS132(const __grid_constant__ tlx_tensormap a_desc, const __grid_constant__ tlx_tensormap b_desc, const __grid_constant__ tlx_tensormap c_desc, int M, int N, int K) {
   extern __shared__ __attribute__((aligned(1024))) unsigned char tlx_smem[];
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
   // hopper_gemm_ws.py:47
-  unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 8 x [64, 64]
+  unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 6 x [64, 64]
   // a_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
   // hopper_gemm_ws.py:48
-  unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 65536);  // 4 x [64, 128]
-  // b_smem: 2 column blocks of [64, 64] (8192 bytes apart)
+  unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 49152);  // 3 x [64, 256]
+  // b_smem: 4 column blocks of [64, 64] (8192 bytes apart)
   // b_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
   // hopper_gemm_ws.py:49
-  unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 131072);  // 2 x [64, 128]
+  unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 147456);  // 2 x [64, 256]
+  // c_smem: 4 column blocks of [64, 64] (8192 bytes apart)
+  // c_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
   // hopper_gemm_ws.py:50
-  unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 163840);
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 212992);
   if (tid == 0) {
     #pragma unroll
-    for (int i = 0; i < 4; ++i) tlx_mbarrier_init(full + i, 1u);
+    for (int i = 0; i < 3; ++i) tlx_mbarrier_init(full + i, 1u);
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
   // hopper_gemm_ws.py:51
-  unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 163872);
+  unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 213016);
   if (tid == 0) {
     #pragma unroll
-    for (int i = 0; i < 4; ++i) tlx_mbarrier_init(empty + i, 2u);
+    for (int i = 0; i < 3; ++i) tlx_mbarrier_init(empty + i, 2u);
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
@@ -153,13 +155,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
   int num_pid_m;
   num_pid_m = (int)((s_3 / s_4));
   // hopper_gemm_ws.py:55
-  int s_5 = 128;
+  int s_5 = 256;
   int s_6;
   s_6 = (int)((N + s_5));
   int s_7 = 1;
   int s_8;
   s_8 = (int)((s_6 - s_7));
-  int s_9 = 128;
+  int s_9 = 256;
   int num_pid_n;
   num_pid_n = (int)((s_8 / s_9));
   // hopper_gemm_ws.py:56
@@ -223,10 +225,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
       count_1 = count;
       for (int k_ = s_24; k_ < k_tiles; k_ += s_25) {
         // tlx.py:231
-        int s_26 = 4;
+        int s_26 = 3;
         int slot;
         slot = (int)((count_1 % s_26));
-        int s_27 = 4;
+        int s_27 = 3;
         int s_28;
         s_28 = (int)((count_1 / s_27));
         int s_29 = 1;
@@ -240,7 +242,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         tlx_mbarrier_wait(s_30, (unsigned)(s_32));
         // hopper_gemm_ws.py:72
         unsigned long long* s_33 = full + slot;
-        if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_33, 32768u);
+        if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_33, 49152u);
         // hopper_gemm_ws.py:73
         int s_34 = 2;
         int s_35;
@@ -276,7 +278,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         // hopper_gemm_ws.py:74
         if (task_tid == 0) tlx_tma_load_2d(s_46, &a_desc, s_53, s_52, s_50);
         // hopper_gemm_ws.py:77
-        unsigned short* s_54 = b_smem + slot * 8192;
+        unsigned short* s_54 = b_smem + slot * 16384;
         int s_55 = 0;
         int s_56 = 0;
         unsigned short* b_box = s_54 + s_55 * 64 + (s_56 / 64) * 4096;
@@ -284,7 +286,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         int s_57 = 64;
         int s_58;
         s_58 = (int)((k_ * s_57));
-        int s_59 = 128;
+        int s_59 = 256;
         int s_60;
         s_60 = (int)((pid_n * s_59));
         int s_61 = 0;
@@ -293,7 +295,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         unsigned long long* s_63 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box, &b_desc, s_63, s_62, s_58);
         // hopper_gemm_ws.py:77
-        unsigned short* s_64 = b_smem + slot * 8192;
+        unsigned short* s_64 = b_smem + slot * 16384;
         int s_65 = 0;
         int s_66 = 64;
         unsigned short* b_box_1 = s_64 + s_65 * 64 + (s_66 / 64) * 4096;
@@ -301,7 +303,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         int s_67 = 64;
         int s_68;
         s_68 = (int)((k_ * s_67));
-        int s_69 = 128;
+        int s_69 = 256;
         int s_70;
         s_70 = (int)((pid_n * s_69));
         int s_71 = 64;
@@ -309,10 +311,44 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
         s_72 = (int)((s_70 + s_71));
         unsigned long long* s_73 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box_1, &b_desc, s_73, s_72, s_68);
+        // hopper_gemm_ws.py:77
+        unsigned short* s_74 = b_smem + slot * 16384;
+        int s_75 = 0;
+        int s_76 = 128;
+        unsigned short* b_box_2 = s_74 + s_75 * 64 + (s_76 / 64) * 4096;
+        // hopper_gemm_ws.py:78
+        int s_77 = 64;
+        int s_78;
+        s_78 = (int)((k_ * s_77));
+        int s_79 = 256;
+        int s_80;
+        s_80 = (int)((pid_n * s_79));
+        int s_81 = 128;
+        int s_82;
+        s_82 = (int)((s_80 + s_81));
+        unsigned long long* s_83 = full + slot;
+        if (task_tid == 0) tlx_tma_load_2d(b_box_2, &b_desc, s_83, s_82, s_78);
+        // hopper_gemm_ws.py:77
+        unsigned short* s_84 = b_smem + slot * 16384;
+        int s_85 = 0;
+        int s_86 = 192;
+        unsigned short* b_box_3 = s_84 + s_85 * 64 + (s_86 / 64) * 4096;
+        // hopper_gemm_ws.py:78
+        int s_87 = 64;
+        int s_88;
+        s_88 = (int)((k_ * s_87));
+        int s_89 = 256;
+        int s_90;
+        s_90 = (int)((pid_n * s_89));
+        int s_91 = 192;
+        int s_92;
+        s_92 = (int)((s_90 + s_91));
+        unsigned long long* s_93 = full + slot;
+        if (task_tid == 0) tlx_tma_load_2d(b_box_3, &b_desc, s_93, s_92, s_88);
         // hopper_gemm_ws.py:79
-        int s_74 = 1;
+        int s_94 = 1;
         int count_2;
-        count_2 = (int)((count_1 + s_74));
+        count_2 = (int)((count_1 + s_94));
         count_1 = count_2;
       }
       count = count_1;
@@ -326,126 +362,228 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
     const int tc0 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc1 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
     // hopper_gemm_ws.py:83
-    int s_75 = 132;
-    int s_76 = 0;
+    int s_95 = 132;
+    int s_96 = 0;
     int count_3;
-    count_3 = s_76;
-    for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_75) {
+    count_3 = s_96;
+    for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_95) {
       // hopper_gemm_ws.py:84
       int group_id_1;
       group_id_1 = (int)((tile_1 / num_pid_in_group));
       // hopper_gemm_ws.py:85
-      int s_77 = 8;
+      int s_97 = 8;
       int first_pid_m_1;
-      first_pid_m_1 = (int)((group_id_1 * s_77));
+      first_pid_m_1 = (int)((group_id_1 * s_97));
       // hopper_gemm_ws.py:86
-      int s_78;
-      s_78 = (int)((num_pid_m - first_pid_m_1));
-      int s_79 = 8;
+      int s_98;
+      s_98 = (int)((num_pid_m - first_pid_m_1));
+      int s_99 = 8;
       int group_size_m_1;
-      group_size_m_1 = (int)((s_78 < s_79 ? s_78 : s_79));
+      group_size_m_1 = (int)((s_98 < s_99 ? s_98 : s_99));
       // hopper_gemm_ws.py:87
-      int s_80;
-      s_80 = (int)((tile_1 % num_pid_in_group));
-      int s_81;
-      s_81 = (int)((s_80 % group_size_m_1));
+      int s_100;
+      s_100 = (int)((tile_1 % num_pid_in_group));
+      int s_101;
+      s_101 = (int)((s_100 % group_size_m_1));
       int pid_m_1;
-      pid_m_1 = (int)((first_pid_m_1 + s_81));
+      pid_m_1 = (int)((first_pid_m_1 + s_101));
       // hopper_gemm_ws.py:88
-      int s_82;
-      s_82 = (int)((tile_1 % num_pid_in_group));
+      int s_102;
+      s_102 = (int)((tile_1 % num_pid_in_group));
       int pid_n_1;
-      pid_n_1 = (int)((s_82 / group_size_m_1));
+      pid_n_1 = (int)((s_102 / group_size_m_1));
       // hopper_gemm_ws.py:90
-      int s_83 = 0;
-      int s_84 = 1;
+      int s_103 = 0;
+      int s_104 = 1;
       // hopper_gemm_ws.py:89
-      float acc[64];
+      float acc[128];
       #pragma unroll
-      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+      for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
       // hopper_gemm_ws.py:90
-      float acc_1[64];
+      float acc_1[128];
       #pragma unroll
-      for (int i = 0; i < 64; ++i) acc_1[i] = acc[i];
+      for (int i = 0; i < 128; ++i) acc_1[i] = acc[i];
       int count_4;
       count_4 = count_3;
-      for (int k__1 = s_83; k__1 < k_tiles; k__1 += s_84) {
+      for (int k__1 = s_103; k__1 < k_tiles; k__1 += s_104) {
         // tlx.py:231
-        int s_85 = 4;
+        int s_105 = 3;
         int slot_1;
-        slot_1 = (int)((count_4 % s_85));
-        int s_86 = 4;
-        int s_87;
-        s_87 = (int)((count_4 / s_86));
-        int s_88 = 1;
+        slot_1 = (int)((count_4 % s_105));
+        int s_106 = 3;
+        int s_107;
+        s_107 = (int)((count_4 / s_106));
+        int s_108 = 1;
         int phase_1;
-        phase_1 = (int)((s_87 & s_88));
+        phase_1 = (int)((s_107 & s_108));
         // hopper_gemm_ws.py:92
-        unsigned long long* s_89 = full + slot_1;
-        tlx_mbarrier_wait(s_89, (unsigned)(phase_1));
+        unsigned long long* s_109 = full + slot_1;
+        tlx_mbarrier_wait(s_109, (unsigned)(phase_1));
         // hopper_gemm_ws.py:93
-        int s_90 = 2;
-        int s_91;
-        s_91 = (int)((s_90 * slot_1));
-        int s_92 = 0;
-        int s_93;
-        s_93 = (int)((s_91 + s_92));
-        unsigned short* s_94 = a_smem + s_93 * 4096;
-        unsigned short* s_95 = b_smem + slot_1 * 8192;
-        // wgmma: 1 tile(s) of m64n128k16 x 4 k-steps per warpgroup; A K-major, B N-major
-        float dacc[64];
+        int s_110 = 2;
+        int s_111;
+        s_111 = (int)((s_110 * slot_1));
+        int s_112 = 0;
+        int s_113;
+        s_113 = (int)((s_111 + s_112));
+        unsigned short* s_114 = a_smem + s_113 * 4096;
+        unsigned short* s_115 = b_smem + slot_1 * 16384;
+        // wgmma: 1 tile(s) of m64n256k16 x 4 k-steps per warpgroup; A K-major, B N-major
+        float dacc[128];
         #pragma unroll
-        for (int i = 0; i < 64; ++i) dacc[i] = acc_1[i];
+        for (int i = 0; i < 128; ++i) dacc[i] = acc_1[i];
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n128k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_94) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_95) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_114) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_115) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
         // hopper_gemm_ws.py:94
-        tlx_wgmma_wait_group<0, 64>(dacc);
+        tlx_wgmma_wait_group<1, 128>(dacc);
         // hopper_gemm_ws.py:95
-        unsigned long long* s_96 = empty + slot_1;
-        tlx_bar_sync(2, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_96, 1u);
-        // hopper_gemm_ws.py:96
-        int s_97 = 1;
+        int s_116 = 0;
+        bool s_117;
+        s_117 = (k__1 > s_116);
+        if (s_117) {
+          // hopper_gemm_ws.py:96
+          int s_118 = 1;
+          int s_119;
+          s_119 = (int)((count_4 - s_118));
+          int s_120 = 3;
+          int s_121;
+          s_121 = (int)((s_119 % s_120));
+          unsigned long long* s_122 = empty + s_121;
+          tlx_bar_sync(2, 128);
+          if (task_tid == 0) tlx_mbarrier_arrive(s_122, 1u);
+        }
+        // hopper_gemm_ws.py:97
+        int s_123 = 1;
         int count_5;
-        count_5 = (int)((count_4 + s_97));
+        count_5 = (int)((count_4 + s_123));
         #pragma unroll
-        for (int i = 0; i < 64; ++i) acc_1[i] = dacc[i];
+        for (int i = 0; i < 128; ++i) acc_1[i] = dacc[i];
         count_4 = count_5;
       }
-      // hopper_gemm_ws.py:97
-      int s_98 = 0;
-      unsigned short* s_99 = c_smem + s_98 * 8192;
-      unsigned short t[64];
-      #pragma unroll
-      for (int i = 0; i < 64; ++i) t[i] = tlx_cvt_rn_bf16_f32((float)(acc_1[i]));
-      #pragma unroll
-      for (int i = 0; i < 64; i += 2) {
-        tlx_st_shared_b32(s_99 + (tc0 + ((((i) >> 1 & 1) * 8))) * 128 + (tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
-      }
       // hopper_gemm_ws.py:98
-      tlx_fence_proxy_async_shared_cta();
+      tlx_wgmma_wait_group<0, 128>(acc_1);
       // hopper_gemm_ws.py:99
-      int s_100 = 0;
-      unsigned short* s_101 = c_smem + s_100 * 8192;
-      int s_102 = 128;
-      int s_103;
-      s_103 = (int)((pid_m_1 * s_102));
-      int s_104 = 0;
-      int s_105;
-      s_105 = (int)((s_103 + s_104));
-      int s_106 = 128;
-      int s_107;
-      s_107 = (int)((pid_n_1 * s_106));
-      tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, s_101, s_107, s_105); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:100
+      int s_124 = 0;
+      bool s_125;
+      s_125 = (k_tiles > s_124);
+      if (s_125) {
+        // hopper_gemm_ws.py:100
+        int s_126 = 1;
+        int s_127;
+        s_127 = (int)((count_4 - s_126));
+        int s_128 = 3;
+        int s_129;
+        s_129 = (int)((s_127 % s_128));
+        unsigned long long* s_130 = empty + s_129;
+        tlx_bar_sync(2, 128);
+        if (task_tid == 0) tlx_mbarrier_arrive(s_130, 1u);
+      }
+      // hopper_gemm_ws.py:101
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
+      // hopper_gemm_ws.py:102
+      int s_131 = 0;
+      unsigned short* s_132 = c_smem + s_131 * 16384;
+      unsigned short t[128];
+      #pragma unroll
+      for (int i = 0; i < 128; ++i) t[i] = tlx_cvt_rn_bf16_f32((float)(acc_1[i]));
+      #pragma unroll
+      for (int i = 0; i < 128; i += 2) {
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_132) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
+      }
+      // hopper_gemm_ws.py:103
+      tlx_fence_proxy_async_shared_cta();
+      // hopper_gemm_ws.py:105
+      int s_133 = 0;
+      unsigned short* s_134 = c_smem + s_133 * 16384;
+      int s_135 = 0;
+      int s_136 = 0;
+      unsigned short* c_box = s_134 + s_135 * 64 + (s_136 / 64) * 4096;
+      // hopper_gemm_ws.py:106
+      int s_137 = 128;
+      int s_138;
+      s_138 = (int)((pid_m_1 * s_137));
+      int s_139 = 0;
+      int s_140;
+      s_140 = (int)((s_138 + s_139));
+      int s_141 = 256;
+      int s_142;
+      s_142 = (int)((pid_n_1 * s_141));
+      int s_143 = 0;
+      int s_144;
+      s_144 = (int)((s_142 + s_143));
+      tlx_bar_sync(2, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_144, s_140); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:105
+      int s_145 = 0;
+      unsigned short* s_146 = c_smem + s_145 * 16384;
+      int s_147 = 0;
+      int s_148 = 64;
+      unsigned short* c_box_1 = s_146 + s_147 * 64 + (s_148 / 64) * 4096;
+      // hopper_gemm_ws.py:106
+      int s_149 = 128;
+      int s_150;
+      s_150 = (int)((pid_m_1 * s_149));
+      int s_151 = 0;
+      int s_152;
+      s_152 = (int)((s_150 + s_151));
+      int s_153 = 256;
+      int s_154;
+      s_154 = (int)((pid_n_1 * s_153));
+      int s_155 = 64;
+      int s_156;
+      s_156 = (int)((s_154 + s_155));
+      tlx_bar_sync(2, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_156, s_152); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:105
+      int s_157 = 0;
+      unsigned short* s_158 = c_smem + s_157 * 16384;
+      int s_159 = 0;
+      int s_160 = 128;
+      unsigned short* c_box_2 = s_158 + s_159 * 64 + (s_160 / 64) * 4096;
+      // hopper_gemm_ws.py:106
+      int s_161 = 128;
+      int s_162;
+      s_162 = (int)((pid_m_1 * s_161));
+      int s_163 = 0;
+      int s_164;
+      s_164 = (int)((s_162 + s_163));
+      int s_165 = 256;
+      int s_166;
+      s_166 = (int)((pid_n_1 * s_165));
+      int s_167 = 128;
+      int s_168;
+      s_168 = (int)((s_166 + s_167));
+      tlx_bar_sync(2, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_168, s_164); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:105
+      int s_169 = 0;
+      unsigned short* s_170 = c_smem + s_169 * 16384;
+      int s_171 = 0;
+      int s_172 = 192;
+      unsigned short* c_box_3 = s_170 + s_171 * 64 + (s_172 / 64) * 4096;
+      // hopper_gemm_ws.py:106
+      int s_173 = 128;
+      int s_174;
+      s_174 = (int)((pid_m_1 * s_173));
+      int s_175 = 0;
+      int s_176;
+      s_176 = (int)((s_174 + s_175));
+      int s_177 = 256;
+      int s_178;
+      s_178 = (int)((pid_n_1 * s_177));
+      int s_179 = 192;
+      int s_180;
+      s_180 = (int)((s_178 + s_179));
+      tlx_bar_sync(2, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_180, s_176); tlx_bulk_commit_group(); }
       count_3 = count_4;
     }
+    // hopper_gemm_ws.py:107
+    if (task_tid == 0) tlx_bulk_wait_group_read<0>();
   }
   if (warp >= 8 && warp < 12) {
     // task 'task80.1': warps 8..11
@@ -455,125 +593,227 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN12
     const int tc2 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc3 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
     // hopper_gemm_ws.py:83
-    int s_108 = 132;
-    int s_109 = 0;
+    int s_181 = 132;
+    int s_182 = 0;
     int count_6;
-    count_6 = s_109;
-    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_108) {
+    count_6 = s_182;
+    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_181) {
       // hopper_gemm_ws.py:84
       int group_id_2;
       group_id_2 = (int)((tile_2 / num_pid_in_group));
       // hopper_gemm_ws.py:85
-      int s_110 = 8;
+      int s_183 = 8;
       int first_pid_m_2;
-      first_pid_m_2 = (int)((group_id_2 * s_110));
+      first_pid_m_2 = (int)((group_id_2 * s_183));
       // hopper_gemm_ws.py:86
-      int s_111;
-      s_111 = (int)((num_pid_m - first_pid_m_2));
-      int s_112 = 8;
+      int s_184;
+      s_184 = (int)((num_pid_m - first_pid_m_2));
+      int s_185 = 8;
       int group_size_m_2;
-      group_size_m_2 = (int)((s_111 < s_112 ? s_111 : s_112));
+      group_size_m_2 = (int)((s_184 < s_185 ? s_184 : s_185));
       // hopper_gemm_ws.py:87
-      int s_113;
-      s_113 = (int)((tile_2 % num_pid_in_group));
-      int s_114;
-      s_114 = (int)((s_113 % group_size_m_2));
+      int s_186;
+      s_186 = (int)((tile_2 % num_pid_in_group));
+      int s_187;
+      s_187 = (int)((s_186 % group_size_m_2));
       int pid_m_2;
-      pid_m_2 = (int)((first_pid_m_2 + s_114));
+      pid_m_2 = (int)((first_pid_m_2 + s_187));
       // hopper_gemm_ws.py:88
-      int s_115;
-      s_115 = (int)((tile_2 % num_pid_in_group));
+      int s_188;
+      s_188 = (int)((tile_2 % num_pid_in_group));
       int pid_n_2;
-      pid_n_2 = (int)((s_115 / group_size_m_2));
+      pid_n_2 = (int)((s_188 / group_size_m_2));
       // hopper_gemm_ws.py:90
-      int s_116 = 0;
-      int s_117 = 1;
+      int s_189 = 0;
+      int s_190 = 1;
       // hopper_gemm_ws.py:89
-      float acc_2[64];
+      float acc_2[128];
       #pragma unroll
-      for (int i = 0; i < 64; ++i) acc_2[i] = 0.0f;
+      for (int i = 0; i < 128; ++i) acc_2[i] = 0.0f;
       // hopper_gemm_ws.py:90
-      float acc_3[64];
+      float acc_3[128];
       #pragma unroll
-      for (int i = 0; i < 64; ++i) acc_3[i] = acc_2[i];
+      for (int i = 0; i < 128; ++i) acc_3[i] = acc_2[i];
       int count_7;
       count_7 = count_6;
-      for (int k__2 = s_116; k__2 < k_tiles; k__2 += s_117) {
+      for (int k__2 = s_189; k__2 < k_tiles; k__2 += s_190) {
         // tlx.py:231
-        int s_118 = 4;
+        int s_191 = 3;
         int slot_2;
-        slot_2 = (int)((count_7 % s_118));
-        int s_119 = 4;
-        int s_120;
-        s_120 = (int)((count_7 / s_119));
-        int s_121 = 1;
+        slot_2 = (int)((count_7 % s_191));
+        int s_192 = 3;
+        int s_193;
+        s_193 = (int)((count_7 / s_192));
+        int s_194 = 1;
         int phase_2;
-        phase_2 = (int)((s_120 & s_121));
+        phase_2 = (int)((s_193 & s_194));
         // hopper_gemm_ws.py:92
-        unsigned long long* s_122 = full + slot_2;
-        tlx_mbarrier_wait(s_122, (unsigned)(phase_2));
+        unsigned long long* s_195 = full + slot_2;
+        tlx_mbarrier_wait(s_195, (unsigned)(phase_2));
         // hopper_gemm_ws.py:93
-        int s_123 = 2;
-        int s_124;
-        s_124 = (int)((s_123 * slot_2));
-        int s_125 = 1;
-        int s_126;
-        s_126 = (int)((s_124 + s_125));
-        unsigned short* s_127 = a_smem + s_126 * 4096;
-        unsigned short* s_128 = b_smem + slot_2 * 8192;
-        // wgmma: 1 tile(s) of m64n128k16 x 4 k-steps per warpgroup; A K-major, B N-major
-        float dacc_1[64];
+        int s_196 = 2;
+        int s_197;
+        s_197 = (int)((s_196 * slot_2));
+        int s_198 = 1;
+        int s_199;
+        s_199 = (int)((s_197 + s_198));
+        unsigned short* s_200 = a_smem + s_199 * 4096;
+        unsigned short* s_201 = b_smem + slot_2 * 16384;
+        // wgmma: 1 tile(s) of m64n256k16 x 4 k-steps per warpgroup; A K-major, B N-major
+        float dacc_1[128];
         #pragma unroll
-        for (int i = 0; i < 64; ++i) dacc_1[i] = acc_3[i];
+        for (int i = 0; i < 128; ++i) dacc_1[i] = acc_3[i];
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n128k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_127) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_128) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_200) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_201) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
         // hopper_gemm_ws.py:94
-        tlx_wgmma_wait_group<0, 64>(dacc_1);
+        tlx_wgmma_wait_group<1, 128>(dacc_1);
         // hopper_gemm_ws.py:95
-        unsigned long long* s_129 = empty + slot_2;
-        tlx_bar_sync(3, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_129, 1u);
-        // hopper_gemm_ws.py:96
-        int s_130 = 1;
+        int s_202 = 0;
+        bool s_203;
+        s_203 = (k__2 > s_202);
+        if (s_203) {
+          // hopper_gemm_ws.py:96
+          int s_204 = 1;
+          int s_205;
+          s_205 = (int)((count_7 - s_204));
+          int s_206 = 3;
+          int s_207;
+          s_207 = (int)((s_205 % s_206));
+          unsigned long long* s_208 = empty + s_207;
+          tlx_bar_sync(3, 128);
+          if (task_tid == 0) tlx_mbarrier_arrive(s_208, 1u);
+        }
+        // hopper_gemm_ws.py:97
+        int s_209 = 1;
         int count_8;
-        count_8 = (int)((count_7 + s_130));
+        count_8 = (int)((count_7 + s_209));
         #pragma unroll
-        for (int i = 0; i < 64; ++i) acc_3[i] = dacc_1[i];
+        for (int i = 0; i < 128; ++i) acc_3[i] = dacc_1[i];
         count_7 = count_8;
       }
-      // hopper_gemm_ws.py:97
-      int s_131 = 1;
-      unsigned short* s_132 = c_smem + s_131 * 8192;
-      unsigned short t_1[64];
-      #pragma unroll
-      for (int i = 0; i < 64; ++i) t_1[i] = tlx_cvt_rn_bf16_f32((float)(acc_3[i]));
-      #pragma unroll
-      for (int i = 0; i < 64; i += 2) {
-        tlx_st_shared_b32(s_132 + (tc2 + ((((i) >> 1 & 1) * 8))) * 128 + (tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
-      }
       // hopper_gemm_ws.py:98
-      tlx_fence_proxy_async_shared_cta();
+      tlx_wgmma_wait_group<0, 128>(acc_3);
       // hopper_gemm_ws.py:99
-      int s_133 = 1;
-      unsigned short* s_134 = c_smem + s_133 * 8192;
-      int s_135 = 128;
-      int s_136;
-      s_136 = (int)((pid_m_2 * s_135));
-      int s_137 = 64;
-      int s_138;
-      s_138 = (int)((s_136 + s_137));
-      int s_139 = 128;
-      int s_140;
-      s_140 = (int)((pid_n_2 * s_139));
-      tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, s_134, s_140, s_138); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:100
+      int s_210 = 0;
+      bool s_211;
+      s_211 = (k_tiles > s_210);
+      if (s_211) {
+        // hopper_gemm_ws.py:100
+        int s_212 = 1;
+        int s_213;
+        s_213 = (int)((count_7 - s_212));
+        int s_214 = 3;
+        int s_215;
+        s_215 = (int)((s_213 % s_214));
+        unsigned long long* s_216 = empty + s_215;
+        tlx_bar_sync(3, 128);
+        if (task_tid == 0) tlx_mbarrier_arrive(s_216, 1u);
+      }
+      // hopper_gemm_ws.py:101
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
+      // hopper_gemm_ws.py:102
+      int s_217 = 1;
+      unsigned short* s_218 = c_smem + s_217 * 16384;
+      unsigned short t_1[128];
+      #pragma unroll
+      for (int i = 0; i < 128; ++i) t_1[i] = tlx_cvt_rn_bf16_f32((float)(acc_3[i]));
+      #pragma unroll
+      for (int i = 0; i < 128; i += 2) {
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_218) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
+      }
+      // hopper_gemm_ws.py:103
+      tlx_fence_proxy_async_shared_cta();
+      // hopper_gemm_ws.py:105
+      int s_219 = 1;
+      unsigned short* s_220 = c_smem + s_219 * 16384;
+      int s_221 = 0;
+      int s_222 = 0;
+      unsigned short* c_box_4 = s_220 + s_221 * 64 + (s_222 / 64) * 4096;
+      // hopper_gemm_ws.py:106
+      int s_223 = 128;
+      int s_224;
+      s_224 = (int)((pid_m_2 * s_223));
+      int s_225 = 64;
+      int s_226;
+      s_226 = (int)((s_224 + s_225));
+      int s_227 = 256;
+      int s_228;
+      s_228 = (int)((pid_n_2 * s_227));
+      int s_229 = 0;
+      int s_230;
+      s_230 = (int)((s_228 + s_229));
+      tlx_bar_sync(3, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_230, s_226); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:105
+      int s_231 = 1;
+      unsigned short* s_232 = c_smem + s_231 * 16384;
+      int s_233 = 0;
+      int s_234 = 64;
+      unsigned short* c_box_5 = s_232 + s_233 * 64 + (s_234 / 64) * 4096;
+      // hopper_gemm_ws.py:106
+      int s_235 = 128;
+      int s_236;
+      s_236 = (int)((pid_m_2 * s_235));
+      int s_237 = 64;
+      int s_238;
+      s_238 = (int)((s_236 + s_237));
+      int s_239 = 256;
+      int s_240;
+      s_240 = (int)((pid_n_2 * s_239));
+      int s_241 = 64;
+      int s_242;
+      s_242 = (int)((s_240 + s_241));
+      tlx_bar_sync(3, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_242, s_238); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:105
+      int s_243 = 1;
+      unsigned short* s_244 = c_smem + s_243 * 16384;
+      int s_245 = 0;
+      int s_246 = 128;
+      unsigned short* c_box_6 = s_244 + s_245 * 64 + (s_246 / 64) * 4096;
+      // hopper_gemm_ws.py:106
+      int s_247 = 128;
+      int s_248;
+      s_248 = (int)((pid_m_2 * s_247));
+      int s_249 = 64;
+      int s_250;
+      s_250 = (int)((s_248 + s_249));
+      int s_251 = 256;
+      int s_252;
+      s_252 = (int)((pid_n_2 * s_251));
+      int s_253 = 128;
+      int s_254;
+      s_254 = (int)((s_252 + s_253));
+      tlx_bar_sync(3, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_254, s_250); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:105
+      int s_255 = 1;
+      unsigned short* s_256 = c_smem + s_255 * 16384;
+      int s_257 = 0;
+      int s_258 = 192;
+      unsigned short* c_box_7 = s_256 + s_257 * 64 + (s_258 / 64) * 4096;
+      // hopper_gemm_ws.py:106
+      int s_259 = 128;
+      int s_260;
+      s_260 = (int)((pid_m_2 * s_259));
+      int s_261 = 64;
+      int s_262;
+      s_262 = (int)((s_260 + s_261));
+      int s_263 = 256;
+      int s_264;
+      s_264 = (int)((pid_n_2 * s_263));
+      int s_265 = 192;
+      int s_266;
+      s_266 = (int)((s_264 + s_265));
+      tlx_bar_sync(3, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_266, s_262); tlx_bulk_commit_group(); }
       count_6 = count_7;
     }
+    // hopper_gemm_ws.py:107
+    if (task_tid == 0) tlx_bulk_wait_group_read<0>();
   }
 }
