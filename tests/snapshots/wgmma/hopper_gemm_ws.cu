@@ -110,23 +110,23 @@ static __device__ __forceinline__ void tlx_wgmma_m64n256k16_f32_bf16(float* d, u
 
 struct __attribute__((aligned(64))) tlx_tensormap { unsigned long long words[16]; };
 
-extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN256_BK64_GROUP_M8_NUM_STAGES3_NUM_SMS132(const __grid_constant__ tlx_tensormap a_desc, const __grid_constant__ tlx_tensormap b_desc, const __grid_constant__ tlx_tensormap c_desc, int M, int N, int K) {
+extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN256_BK64_GROUP_M8_NUM_STAGES3_NUM_SMS132_DTYPEbf16(const __grid_constant__ tlx_tensormap a_desc, const __grid_constant__ tlx_tensormap b_desc, const __grid_constant__ tlx_tensormap c_desc, int M, int N, int K) {
   extern __shared__ __attribute__((aligned(1024))) unsigned char tlx_smem[];
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  // hopper_gemm_ws.py:47
+  // hopper_gemm_ws.py:58
   unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 6 x [64, 64]
   // a_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:48
+  // hopper_gemm_ws.py:59
   unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 49152);  // 3 x [64, 256]
   // b_smem: 4 column blocks of [64, 64] (8192 bytes apart)
   // b_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:49
+  // hopper_gemm_ws.py:60
   unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 147456);  // 2 x [64, 256]
   // c_smem: 4 column blocks of [64, 64] (8192 bytes apart)
   // c_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:50
+  // hopper_gemm_ws.py:61
   unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 212992);
   if (tid == 0) {
     #pragma unroll
@@ -134,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:51
+  // hopper_gemm_ws.py:62
   unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 213016);
   if (tid == 0) {
     #pragma unroll
@@ -142,9 +142,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:53
+  // hopper_gemm_ws.py:64
   int start = (int)blockIdx.x;
-  // hopper_gemm_ws.py:54
+  // hopper_gemm_ws.py:65
   int s = 128;
   int s_1;
   s_1 = (int)((M + s));
@@ -154,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_4 = 128;
   int num_pid_m;
   num_pid_m = (int)((s_3 / s_4));
-  // hopper_gemm_ws.py:55
+  // hopper_gemm_ws.py:66
   int s_5 = 256;
   int s_6;
   s_6 = (int)((N + s_5));
@@ -164,10 +164,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_9 = 256;
   int num_pid_n;
   num_pid_n = (int)((s_8 / s_9));
-  // hopper_gemm_ws.py:56
+  // hopper_gemm_ws.py:67
   int num_tiles;
   num_tiles = (int)((num_pid_m * num_pid_n));
-  // hopper_gemm_ws.py:57
+  // hopper_gemm_ws.py:68
   int s_10 = 64;
   int s_11;
   s_11 = (int)((K + s_10));
@@ -177,7 +177,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_14 = 64;
   int k_tiles;
   k_tiles = (int)((s_13 / s_14));
-  // hopper_gemm_ws.py:58
+  // hopper_gemm_ws.py:69
   int s_15 = 8;
   int num_pid_in_group;
   num_pid_in_group = (int)((s_15 * num_pid_n));
@@ -187,38 +187,38 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     const int task_warp = warp - 0;
     const int task_tid = tid - 0;
     tlx_setmaxnreg_dec<40>();
-    // hopper_gemm_ws.py:63
+    // hopper_gemm_ws.py:74
     int s_16 = 132;
     int s_17 = 0;
     int count;
     count = s_17;
     for (int tile = start; tile < num_tiles; tile += s_16) {
-      // hopper_gemm_ws.py:64
+      // hopper_gemm_ws.py:75
       int group_id;
       group_id = (int)((tile / num_pid_in_group));
-      // hopper_gemm_ws.py:65
+      // hopper_gemm_ws.py:76
       int s_18 = 8;
       int first_pid_m;
       first_pid_m = (int)((group_id * s_18));
-      // hopper_gemm_ws.py:66
+      // hopper_gemm_ws.py:77
       int s_19;
       s_19 = (int)((num_pid_m - first_pid_m));
       int s_20 = 8;
       int group_size_m;
       group_size_m = (int)((s_19 < s_20 ? s_19 : s_20));
-      // hopper_gemm_ws.py:67
+      // hopper_gemm_ws.py:78
       int s_21;
       s_21 = (int)((tile % num_pid_in_group));
       int s_22;
       s_22 = (int)((s_21 % group_size_m));
       int pid_m;
       pid_m = (int)((first_pid_m + s_22));
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:79
       int s_23;
       s_23 = (int)((tile % num_pid_in_group));
       int pid_n;
       pid_n = (int)((s_23 / group_size_m));
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:80
       int s_24 = 0;
       int s_25 = 1;
       int count_1;
@@ -234,16 +234,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_29 = 1;
         int phase;
         phase = (int)((s_28 & s_29));
-        // hopper_gemm_ws.py:71
+        // hopper_gemm_ws.py:82
         unsigned long long* s_30 = empty + slot;
         int s_31 = 1;
         int s_32;
         s_32 = (int)((phase ^ s_31));
         tlx_mbarrier_wait(s_30, (unsigned)(s_32));
-        // hopper_gemm_ws.py:72
+        // hopper_gemm_ws.py:83
         unsigned long long* s_33 = full + slot;
         if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_33, 49152u);
-        // hopper_gemm_ws.py:73
+        // hopper_gemm_ws.py:84
         int s_34 = 2;
         int s_35;
         s_35 = (int)((s_34 * slot));
@@ -256,7 +256,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_40 = (int)((k_ * s_39));
         unsigned long long* s_41 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(s_36, &a_desc, s_41, s_40, s_38);
-        // hopper_gemm_ws.py:74
+        // hopper_gemm_ws.py:85
         int s_42 = 2;
         int s_43;
         s_43 = (int)((s_42 * slot));
@@ -273,16 +273,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_51 = 64;
         int s_52;
         s_52 = (int)((k_ * s_51));
-        // hopper_gemm_ws.py:75
+        // hopper_gemm_ws.py:86
         unsigned long long* s_53 = full + slot;
-        // hopper_gemm_ws.py:74
+        // hopper_gemm_ws.py:85
         if (task_tid == 0) tlx_tma_load_2d(s_46, &a_desc, s_53, s_52, s_50);
-        // hopper_gemm_ws.py:77
+        // hopper_gemm_ws.py:88
         unsigned short* s_54 = b_smem + slot * 16384;
         int s_55 = 0;
         int s_56 = 0;
         unsigned short* b_box = s_54 + s_55 * 64 + (s_56 / 64) * 4096;
-        // hopper_gemm_ws.py:78
+        // hopper_gemm_ws.py:89
         int s_57 = 64;
         int s_58;
         s_58 = (int)((k_ * s_57));
@@ -294,12 +294,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_62 = (int)((s_60 + s_61));
         unsigned long long* s_63 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box, &b_desc, s_63, s_62, s_58);
-        // hopper_gemm_ws.py:77
+        // hopper_gemm_ws.py:88
         unsigned short* s_64 = b_smem + slot * 16384;
         int s_65 = 0;
         int s_66 = 64;
         unsigned short* b_box_1 = s_64 + s_65 * 64 + (s_66 / 64) * 4096;
-        // hopper_gemm_ws.py:78
+        // hopper_gemm_ws.py:89
         int s_67 = 64;
         int s_68;
         s_68 = (int)((k_ * s_67));
@@ -311,12 +311,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_72 = (int)((s_70 + s_71));
         unsigned long long* s_73 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box_1, &b_desc, s_73, s_72, s_68);
-        // hopper_gemm_ws.py:77
+        // hopper_gemm_ws.py:88
         unsigned short* s_74 = b_smem + slot * 16384;
         int s_75 = 0;
         int s_76 = 128;
         unsigned short* b_box_2 = s_74 + s_75 * 64 + (s_76 / 64) * 4096;
-        // hopper_gemm_ws.py:78
+        // hopper_gemm_ws.py:89
         int s_77 = 64;
         int s_78;
         s_78 = (int)((k_ * s_77));
@@ -328,12 +328,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_82 = (int)((s_80 + s_81));
         unsigned long long* s_83 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box_2, &b_desc, s_83, s_82, s_78);
-        // hopper_gemm_ws.py:77
+        // hopper_gemm_ws.py:88
         unsigned short* s_84 = b_smem + slot * 16384;
         int s_85 = 0;
         int s_86 = 192;
         unsigned short* b_box_3 = s_84 + s_85 * 64 + (s_86 / 64) * 4096;
-        // hopper_gemm_ws.py:78
+        // hopper_gemm_ws.py:89
         int s_87 = 64;
         int s_88;
         s_88 = (int)((k_ * s_87));
@@ -345,7 +345,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_92 = (int)((s_90 + s_91));
         unsigned long long* s_93 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box_3, &b_desc, s_93, s_92, s_88);
-        // hopper_gemm_ws.py:79
+        // hopper_gemm_ws.py:90
         int s_94 = 1;
         int count_2;
         count_2 = (int)((count_1 + s_94));
@@ -355,51 +355,51 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     }
   }
   if (warp >= 4 && warp < 8) {
-    // task 'task80.0': warps 4..7
+    // task 'task91.0': warps 4..7
     const int task_warp = warp - 4;
     const int task_tid = tid - 128;
     tlx_setmaxnreg_inc<232>();
     const int tc0 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc1 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:83
+    // hopper_gemm_ws.py:94
     int s_95 = 132;
     int s_96 = 0;
     int count_3;
     count_3 = s_96;
     for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_95) {
-      // hopper_gemm_ws.py:84
+      // hopper_gemm_ws.py:95
       int group_id_1;
       group_id_1 = (int)((tile_1 / num_pid_in_group));
-      // hopper_gemm_ws.py:85
+      // hopper_gemm_ws.py:96
       int s_97 = 8;
       int first_pid_m_1;
       first_pid_m_1 = (int)((group_id_1 * s_97));
-      // hopper_gemm_ws.py:86
+      // hopper_gemm_ws.py:97
       int s_98;
       s_98 = (int)((num_pid_m - first_pid_m_1));
       int s_99 = 8;
       int group_size_m_1;
       group_size_m_1 = (int)((s_98 < s_99 ? s_98 : s_99));
-      // hopper_gemm_ws.py:87
+      // hopper_gemm_ws.py:98
       int s_100;
       s_100 = (int)((tile_1 % num_pid_in_group));
       int s_101;
       s_101 = (int)((s_100 % group_size_m_1));
       int pid_m_1;
       pid_m_1 = (int)((first_pid_m_1 + s_101));
-      // hopper_gemm_ws.py:88
+      // hopper_gemm_ws.py:99
       int s_102;
       s_102 = (int)((tile_1 % num_pid_in_group));
       int pid_n_1;
       pid_n_1 = (int)((s_102 / group_size_m_1));
-      // hopper_gemm_ws.py:90
+      // hopper_gemm_ws.py:101
       int s_103 = 0;
       int s_104 = 1;
-      // hopper_gemm_ws.py:89
+      // hopper_gemm_ws.py:100
       float acc[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-      // hopper_gemm_ws.py:90
+      // hopper_gemm_ws.py:101
       float acc_1[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_1[i] = acc[i];
@@ -416,10 +416,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_108 = 1;
         int phase_1;
         phase_1 = (int)((s_107 & s_108));
-        // hopper_gemm_ws.py:92
+        // hopper_gemm_ws.py:103
         unsigned long long* s_109 = full + slot_1;
         tlx_mbarrier_wait(s_109, (unsigned)(phase_1));
-        // hopper_gemm_ws.py:93
+        // hopper_gemm_ws.py:104
         int s_110 = 2;
         int s_111;
         s_111 = (int)((s_110 * slot_1));
@@ -438,14 +438,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_114) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_115) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:94
+        // hopper_gemm_ws.py:105
         tlx_wgmma_wait_group<1, 128>(dacc);
-        // hopper_gemm_ws.py:95
+        // hopper_gemm_ws.py:106
         int s_116 = 0;
         bool s_117;
         s_117 = (k__1 > s_116);
         if (s_117) {
-          // hopper_gemm_ws.py:96
+          // hopper_gemm_ws.py:107
           int s_118 = 1;
           int s_119;
           s_119 = (int)((count_4 - s_118));
@@ -456,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_bar_sync(2, 128);
           if (task_tid == 0) tlx_mbarrier_arrive(s_122, 1u);
         }
-        // hopper_gemm_ws.py:97
+        // hopper_gemm_ws.py:108
         int s_123 = 1;
         int count_5;
         count_5 = (int)((count_4 + s_123));
@@ -464,14 +464,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         for (int i = 0; i < 128; ++i) acc_1[i] = dacc[i];
         count_4 = count_5;
       }
-      // hopper_gemm_ws.py:98
+      // hopper_gemm_ws.py:109
       tlx_wgmma_wait_group<0, 128>(acc_1);
-      // hopper_gemm_ws.py:99
+      // hopper_gemm_ws.py:110
       int s_124 = 0;
       bool s_125;
       s_125 = (k_tiles > s_124);
       if (s_125) {
-        // hopper_gemm_ws.py:100
+        // hopper_gemm_ws.py:111
         int s_126 = 1;
         int s_127;
         s_127 = (int)((count_4 - s_126));
@@ -482,9 +482,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_bar_sync(2, 128);
         if (task_tid == 0) tlx_mbarrier_arrive(s_130, 1u);
       }
-      // hopper_gemm_ws.py:101
+      // hopper_gemm_ws.py:112
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
-      // hopper_gemm_ws.py:102
+      // hopper_gemm_ws.py:113
       int s_131 = 0;
       unsigned short* s_132 = c_smem + s_131 * 16384;
       unsigned short t[128];
@@ -494,15 +494,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 128; i += 2) {
         tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_132) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:103
+      // hopper_gemm_ws.py:114
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:105
+      // hopper_gemm_ws.py:116
       int s_133 = 0;
       unsigned short* s_134 = c_smem + s_133 * 16384;
       int s_135 = 0;
       int s_136 = 0;
       unsigned short* c_box = s_134 + s_135 * 64 + (s_136 / 64) * 4096;
-      // hopper_gemm_ws.py:106
+      // hopper_gemm_ws.py:117
       int s_137 = 128;
       int s_138;
       s_138 = (int)((pid_m_1 * s_137));
@@ -517,13 +517,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_144 = (int)((s_142 + s_143));
       tlx_bar_sync(2, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_144, s_140); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:105
+      // hopper_gemm_ws.py:116
       int s_145 = 0;
       unsigned short* s_146 = c_smem + s_145 * 16384;
       int s_147 = 0;
       int s_148 = 64;
       unsigned short* c_box_1 = s_146 + s_147 * 64 + (s_148 / 64) * 4096;
-      // hopper_gemm_ws.py:106
+      // hopper_gemm_ws.py:117
       int s_149 = 128;
       int s_150;
       s_150 = (int)((pid_m_1 * s_149));
@@ -538,13 +538,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_156 = (int)((s_154 + s_155));
       tlx_bar_sync(2, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_156, s_152); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:105
+      // hopper_gemm_ws.py:116
       int s_157 = 0;
       unsigned short* s_158 = c_smem + s_157 * 16384;
       int s_159 = 0;
       int s_160 = 128;
       unsigned short* c_box_2 = s_158 + s_159 * 64 + (s_160 / 64) * 4096;
-      // hopper_gemm_ws.py:106
+      // hopper_gemm_ws.py:117
       int s_161 = 128;
       int s_162;
       s_162 = (int)((pid_m_1 * s_161));
@@ -559,13 +559,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_168 = (int)((s_166 + s_167));
       tlx_bar_sync(2, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_168, s_164); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:105
+      // hopper_gemm_ws.py:116
       int s_169 = 0;
       unsigned short* s_170 = c_smem + s_169 * 16384;
       int s_171 = 0;
       int s_172 = 192;
       unsigned short* c_box_3 = s_170 + s_171 * 64 + (s_172 / 64) * 4096;
-      // hopper_gemm_ws.py:106
+      // hopper_gemm_ws.py:117
       int s_173 = 128;
       int s_174;
       s_174 = (int)((pid_m_1 * s_173));
@@ -582,55 +582,55 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_180, s_176); tlx_bulk_commit_group(); }
       count_3 = count_4;
     }
-    // hopper_gemm_ws.py:107
+    // hopper_gemm_ws.py:118
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
   }
   if (warp >= 8 && warp < 12) {
-    // task 'task80.1': warps 8..11
+    // task 'task91.1': warps 8..11
     const int task_warp = warp - 8;
     const int task_tid = tid - 256;
     tlx_setmaxnreg_inc<232>();
     const int tc2 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc3 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:83
+    // hopper_gemm_ws.py:94
     int s_181 = 132;
     int s_182 = 0;
     int count_6;
     count_6 = s_182;
     for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_181) {
-      // hopper_gemm_ws.py:84
+      // hopper_gemm_ws.py:95
       int group_id_2;
       group_id_2 = (int)((tile_2 / num_pid_in_group));
-      // hopper_gemm_ws.py:85
+      // hopper_gemm_ws.py:96
       int s_183 = 8;
       int first_pid_m_2;
       first_pid_m_2 = (int)((group_id_2 * s_183));
-      // hopper_gemm_ws.py:86
+      // hopper_gemm_ws.py:97
       int s_184;
       s_184 = (int)((num_pid_m - first_pid_m_2));
       int s_185 = 8;
       int group_size_m_2;
       group_size_m_2 = (int)((s_184 < s_185 ? s_184 : s_185));
-      // hopper_gemm_ws.py:87
+      // hopper_gemm_ws.py:98
       int s_186;
       s_186 = (int)((tile_2 % num_pid_in_group));
       int s_187;
       s_187 = (int)((s_186 % group_size_m_2));
       int pid_m_2;
       pid_m_2 = (int)((first_pid_m_2 + s_187));
-      // hopper_gemm_ws.py:88
+      // hopper_gemm_ws.py:99
       int s_188;
       s_188 = (int)((tile_2 % num_pid_in_group));
       int pid_n_2;
       pid_n_2 = (int)((s_188 / group_size_m_2));
-      // hopper_gemm_ws.py:90
+      // hopper_gemm_ws.py:101
       int s_189 = 0;
       int s_190 = 1;
-      // hopper_gemm_ws.py:89
+      // hopper_gemm_ws.py:100
       float acc_2[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_2[i] = 0.0f;
-      // hopper_gemm_ws.py:90
+      // hopper_gemm_ws.py:101
       float acc_3[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_3[i] = acc_2[i];
@@ -647,10 +647,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_194 = 1;
         int phase_2;
         phase_2 = (int)((s_193 & s_194));
-        // hopper_gemm_ws.py:92
+        // hopper_gemm_ws.py:103
         unsigned long long* s_195 = full + slot_2;
         tlx_mbarrier_wait(s_195, (unsigned)(phase_2));
-        // hopper_gemm_ws.py:93
+        // hopper_gemm_ws.py:104
         int s_196 = 2;
         int s_197;
         s_197 = (int)((s_196 * slot_2));
@@ -669,14 +669,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_200) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_201) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:94
+        // hopper_gemm_ws.py:105
         tlx_wgmma_wait_group<1, 128>(dacc_1);
-        // hopper_gemm_ws.py:95
+        // hopper_gemm_ws.py:106
         int s_202 = 0;
         bool s_203;
         s_203 = (k__2 > s_202);
         if (s_203) {
-          // hopper_gemm_ws.py:96
+          // hopper_gemm_ws.py:107
           int s_204 = 1;
           int s_205;
           s_205 = (int)((count_7 - s_204));
@@ -687,7 +687,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_bar_sync(3, 128);
           if (task_tid == 0) tlx_mbarrier_arrive(s_208, 1u);
         }
-        // hopper_gemm_ws.py:97
+        // hopper_gemm_ws.py:108
         int s_209 = 1;
         int count_8;
         count_8 = (int)((count_7 + s_209));
@@ -695,14 +695,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         for (int i = 0; i < 128; ++i) acc_3[i] = dacc_1[i];
         count_7 = count_8;
       }
-      // hopper_gemm_ws.py:98
+      // hopper_gemm_ws.py:109
       tlx_wgmma_wait_group<0, 128>(acc_3);
-      // hopper_gemm_ws.py:99
+      // hopper_gemm_ws.py:110
       int s_210 = 0;
       bool s_211;
       s_211 = (k_tiles > s_210);
       if (s_211) {
-        // hopper_gemm_ws.py:100
+        // hopper_gemm_ws.py:111
         int s_212 = 1;
         int s_213;
         s_213 = (int)((count_7 - s_212));
@@ -713,9 +713,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_bar_sync(3, 128);
         if (task_tid == 0) tlx_mbarrier_arrive(s_216, 1u);
       }
-      // hopper_gemm_ws.py:101
+      // hopper_gemm_ws.py:112
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
-      // hopper_gemm_ws.py:102
+      // hopper_gemm_ws.py:113
       int s_217 = 1;
       unsigned short* s_218 = c_smem + s_217 * 16384;
       unsigned short t_1[128];
@@ -725,15 +725,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 128; i += 2) {
         tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_218) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:103
+      // hopper_gemm_ws.py:114
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:105
+      // hopper_gemm_ws.py:116
       int s_219 = 1;
       unsigned short* s_220 = c_smem + s_219 * 16384;
       int s_221 = 0;
       int s_222 = 0;
       unsigned short* c_box_4 = s_220 + s_221 * 64 + (s_222 / 64) * 4096;
-      // hopper_gemm_ws.py:106
+      // hopper_gemm_ws.py:117
       int s_223 = 128;
       int s_224;
       s_224 = (int)((pid_m_2 * s_223));
@@ -748,13 +748,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_230 = (int)((s_228 + s_229));
       tlx_bar_sync(3, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_230, s_226); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:105
+      // hopper_gemm_ws.py:116
       int s_231 = 1;
       unsigned short* s_232 = c_smem + s_231 * 16384;
       int s_233 = 0;
       int s_234 = 64;
       unsigned short* c_box_5 = s_232 + s_233 * 64 + (s_234 / 64) * 4096;
-      // hopper_gemm_ws.py:106
+      // hopper_gemm_ws.py:117
       int s_235 = 128;
       int s_236;
       s_236 = (int)((pid_m_2 * s_235));
@@ -769,13 +769,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_242 = (int)((s_240 + s_241));
       tlx_bar_sync(3, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_242, s_238); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:105
+      // hopper_gemm_ws.py:116
       int s_243 = 1;
       unsigned short* s_244 = c_smem + s_243 * 16384;
       int s_245 = 0;
       int s_246 = 128;
       unsigned short* c_box_6 = s_244 + s_245 * 64 + (s_246 / 64) * 4096;
-      // hopper_gemm_ws.py:106
+      // hopper_gemm_ws.py:117
       int s_247 = 128;
       int s_248;
       s_248 = (int)((pid_m_2 * s_247));
@@ -790,13 +790,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_254 = (int)((s_252 + s_253));
       tlx_bar_sync(3, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_254, s_250); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:105
+      // hopper_gemm_ws.py:116
       int s_255 = 1;
       unsigned short* s_256 = c_smem + s_255 * 16384;
       int s_257 = 0;
       int s_258 = 192;
       unsigned short* c_box_7 = s_256 + s_257 * 64 + (s_258 / 64) * 4096;
-      // hopper_gemm_ws.py:106
+      // hopper_gemm_ws.py:117
       int s_259 = 128;
       int s_260;
       s_260 = (int)((pid_m_2 * s_259));
@@ -813,7 +813,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_266, s_262); tlx_bulk_commit_group(); }
       count_6 = count_7;
     }
-    // hopper_gemm_ws.py:107
+    // hopper_gemm_ws.py:118
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
   }
 }
