@@ -48,7 +48,7 @@ def test_compiles_for_sm90a_with_wgmma_tma_and_named_barriers():
                               stages=("ir", "ir.opt", "cuda", "ptx", "cubin", "stats"))
     assert compiled.asm["cubin"][:4] == b"\x7fELF"
     ptx = compiled.asm["ptx"]
-    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in ptx
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in ptx
     assert "cp.async.bulk.tensor.2d" in ptx and "setmaxnreg" in ptx
     assert "bar.arrive" in ptx and "bar.sync" in ptx
     meta = compiled.metadata
