@@ -4,8 +4,9 @@ rather than crashes), so one bad configuration costs its timeout, not the run.
 
     python -m bench.gemm_probe [--timeout S] [--size N] [CONFIG ...]
 
-CONFIG is ``kernel:key=value,...``, kernel ``ws`` (hopper_gemm_ws.matmul_ws)
-or ``pp`` (hopper_gemm_ws_pingpong.matmul_ws_pingpong); keys are the entry
+CONFIG is ``kernel:key=value,...``, kernel ``ws`` (hopper_gemm_ws.matmul_ws),
+``pp`` (hopper_gemm_ws_pingpong.matmul_ws_pingpong) or ``fp8``
+(hopper_gemm_fp8.matmul_fp8, against torch._scaled_mm); keys are the entry
 point's keyword arguments (block_m, block_n, block_k, num_stages, group_m), and ``fp16=1`` for float16
 inputs (bfloat16 otherwise).
 Each configuration is checked against a float32 product on an odd shape and
@@ -37,6 +38,8 @@ def child(config: str, size: int) -> dict:
         from hopper_gemm_ws import matmul_ws as matmul
     elif kernel == "pp":
         from hopper_gemm_ws_pingpong import matmul_ws_pingpong as matmul
+    elif kernel == "fp8":
+        return child_fp8(kwargs, size)
     else:
         raise SystemExit(f"unknown kernel {kernel!r} in {config!r}")
     result = {"config": config}
@@ -55,6 +58,31 @@ def child(config: str, size: int) -> dict:
     flops = 2 * size ** 3
     t = do_bench(lambda: matmul(a, b, out, **kwargs), warmup=50, rep=300, return_mode="median")
     c = do_bench(lambda: torch.matmul(a, b), warmup=50, rep=300, return_mode="median")
+    result.update(status="ok", tflops=flops / t / 1e9, cublas=flops / c / 1e9, ratio=c / t)
+    return result
+
+
+def child_fp8(kwargs: dict, size: int) -> dict:
+    import torch
+    from hopper_gemm_fp8 import fp8_inputs, matmul_fp8
+    from triton.testing import do_bench
+
+    result = {"config": "fp8:" + ",".join(f"{k}={v}" for k, v in kwargs.items())}
+    for m, n, k in ((1000, 1240, 784), (size, size, size)):
+        a, b_nk, sa, sb = fp8_inputs(m, n, k, "cuda")
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        matmul_fp8(a, b_nk, sa, sb, out, **kwargs)
+        torch.cuda.synchronize()
+        ref = (a.float() @ b_nk.float().t()) * (sa * sb)
+        err = ((out.float() - ref).norm() / ref.norm()).item()
+        result[f"err {m}x{n}x{k}"] = err
+        if not err < 1e-2:
+            result["status"] = f"WRONG ({m}x{n}x{k}: rel err {err:.3g})"
+            return result
+    flops = 2 * size ** 3
+    t = do_bench(lambda: matmul_fp8(a, b_nk, sa, sb, out, **kwargs), warmup=50, rep=300, return_mode="median")
+    c = do_bench(lambda: torch._scaled_mm(a, b_nk.t(), sa, sb, out_dtype=torch.bfloat16), warmup=50, rep=300,
+                 return_mode="median")
     result.update(status="ok", tflops=flops / t / 1e9, cublas=flops / c / 1e9, ratio=c / t)
     return result
 

@@ -135,8 +135,9 @@ GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (1638
 
 
 def bench_gemm(quick: bool) -> None:
-    """The warp-specialized wgmma GEMM (examples/hopper_gemm_ws.py) vs cuBLAS
-    (torch.matmul), bf16 and fp16, checked against a float32 product first."""
+    """The warp-specialized wgmma GEMMs vs cuBLAS, checked against a float32
+    product first: bf16 and fp16 (examples/hopper_gemm_ws.py) vs torch.matmul,
+    fp8 e4m3 with bf16 out (examples/hopper_gemm_fp8.py) vs torch._scaled_mm."""
     import torch
     from hopper_gemm_ws import matmul_ws
     for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
@@ -153,6 +154,19 @@ def bench_gemm(quick: bool) -> None:
             t = do_bench(lambda a=a, b=b, out=out: matmul_ws(a, b, out))
             c = do_bench(lambda a=a, b=b: torch.matmul(a, b))
             record(f"gemm {name} {m}x{n}x{k}", flops / t / 1e9, flops / c / 1e9, "TFLOP/s", "cuBLAS")
+    from hopper_gemm_fp8 import fp8_inputs, matmul_fp8
+    for m, n, k in (GEMM_SHAPES[:1] if quick else GEMM_SHAPES[:2]):
+        a, b_nk, sa, sb = fp8_inputs(m, n, k, "cuda")
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        matmul_fp8(a, b_nk, sa, sb, out)
+        ref = (a.float() @ b_nk.float().t()) * (sa * sb)
+        err = ((out.float() - ref).norm() / ref.norm()).item()
+        if not err < 1e-2:
+            raise AssertionError(f"matmul_fp8 {m}x{n}x{k}: relative error {err:.2e}")
+        flops = 2 * m * n * k
+        t = do_bench(lambda a=a, b=b_nk, sa=sa, sb=sb, out=out: matmul_fp8(a, b, sa, sb, out))
+        c = do_bench(lambda a=a, b=b_nk, sa=sa, sb=sb: torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16))
+        record(f"gemm fp8e4m3 {m}x{n}x{k}", flops / t / 1e9, flops / c / 1e9, "TFLOP/s", "_scaled_mm")
 
 
 # -- launch overhead -------------------------------------------------------------------------

@@ -47,6 +47,16 @@ B_BOX_N = 64          # columns of one B box: 64 bf16 = 128 bytes, the 128-byte 
 
 
 @tlxc.kernel
+def grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of output tile ``tile`` in grouped order: ``GROUP_M`` tile-rows
+    at a time, column by column, so that concurrent tiles share A rows and B columns in L2."""
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = tile // num_pid_in_group * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    return first_pid_m + (tile % num_pid_in_group) % group_size_m, (tile % num_pid_in_group) // group_size_m
+
+
+@tlxc.kernel
 def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
                      b_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
                      c_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
@@ -66,17 +76,12 @@ def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], s
     num_pid_n = tl.cdiv(N, BN)
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BK)
-    num_pid_in_group = GROUP_M * num_pid_n
 
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
             count = 0
             for tile in range(start, num_tiles, NUM_SMS):
-                group_id = tile // num_pid_in_group
-                first_pid_m = group_id * GROUP_M
-                group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-                pid_m = first_pid_m + (tile % num_pid_in_group) % group_size_m
-                pid_n = (tile % num_pid_in_group) // group_size_m
+                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 for k in range(k_tiles):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(empty[slot], phase ^ 1)
@@ -92,11 +97,7 @@ def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], s
             cid = tlx.async_task_replica_id()
             count = 0
             for tile in range(start, num_tiles, NUM_SMS):
-                group_id = tile // num_pid_in_group
-                first_pid_m = group_id * GROUP_M
-                group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-                pid_m = first_pid_m + (tile % num_pid_in_group) % group_size_m
-                pid_n = (tile % num_pid_in_group) // group_size_m
+                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 acc = tl.zeros((HALF_M, BN), dtype=tl.float32)
                 for k in range(k_tiles):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
@@ -128,7 +129,8 @@ def num_sms(device) -> int:
 def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 128,
               block_n: int = 256, block_k: int = 64, group_m: int = 8, num_stages: int = 3,
               sms: int | None = None) -> torch.Tensor:
-    """``a @ b`` for 2-D bfloat16 or float16 tensors whose rows are 16-byte aligned (TMA); ``out`` (if given) has their dtype."""
+    """``a @ b`` for 2-D bfloat16 or float16 tensors whose rows are 16-byte aligned
+    (TMA); ``out`` (if given) has their dtype."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul_ws expects (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
     if a.dtype not in DTYPES or b.dtype != a.dtype:

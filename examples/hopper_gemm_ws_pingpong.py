@@ -37,6 +37,7 @@ consumer passes the turn as soon as its last MMA is issued.  ``BN = 128``
     tlxc check examples/hopper_gemm_ws_pingpong.py
 """
 import torch
+from hopper_gemm_ws import grouped_tile
 
 import tlxc
 import tlxc.language as tl
@@ -65,17 +66,12 @@ def matmul_ws_pingpong_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1
     num_pid_n = tl.cdiv(N, BN)
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BK)
-    num_pid_in_group = GROUP_M * num_pid_n
 
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
             count = 0
             for tile in range(start, num_tiles, NUM_SMS):
-                group_id = tile // num_pid_in_group
-                first_pid_m = group_id * GROUP_M
-                group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-                pid_m = first_pid_m + (tile % num_pid_in_group) % group_size_m
-                pid_n = (tile % num_pid_in_group) // group_size_m
+                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 for k in range(k_tiles):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(empty[slot], phase ^ 1)
@@ -90,11 +86,7 @@ def matmul_ws_pingpong_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1
             if cid == 1:
                 tlx.named_barrier_arrive(9, 256)                           # consumer 0 goes first
             for tile in range(start + cid * NUM_SMS, num_tiles, 2 * NUM_SMS):
-                group_id = tile // num_pid_in_group
-                first_pid_m = group_id * GROUP_M
-                group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-                pid_m = first_pid_m + (tile % num_pid_in_group) % group_size_m
-                pid_n = (tile % num_pid_in_group) // group_size_m
+                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 count = (tile - start) // NUM_SMS * k_tiles                # the ring position of this tile
                 acc = tl.zeros((BM, BN), dtype=tl.float32)
                 tlx.named_barrier_wait(9 + cid, 256)                       # my turn on the tensor cores
@@ -134,7 +126,8 @@ def num_sms(device) -> int:
 def matmul_ws_pingpong(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 128,
                        block_n: int = 128, block_k: int = 64, group_m: int = 8, num_stages: int = 4,
                        sms: int | None = None) -> torch.Tensor:
-    """``a @ b`` for 2-D bfloat16 or float16 tensors whose rows are 16-byte aligned (TMA); ``out`` (if given) has their dtype."""
+    """``a @ b`` for 2-D bfloat16 or float16 tensors whose rows are 16-byte aligned
+    (TMA); ``out`` (if given) has their dtype."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul_ws_pingpong expects (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
     if a.dtype not in DTYPES or b.dtype != a.dtype:

@@ -39,6 +39,17 @@ def test_matmul_matches_float32(kind, dtype, m, n, k):
     assert ((out.float() - ref).norm() / ref.norm()).item() < BOUND[dtype]
 
 
+@pytest.mark.parametrize("m,n,k", [(1000, 1240, 784), (128, 256, 128), (4096, 4096, 4096)])
+def test_fp8_matches_float64(m, n, k):
+    from hopper_gemm_fp8 import fp8_inputs, matmul_fp8
+    a, b_nk, sa, sb = fp8_inputs(m, n, k, "cuda")
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    matmul_fp8(a, b_nk, sa, sb, out)
+    ref = (a.double() @ b_nk.double().t()) * (sa.double() * sb.double())
+    assert torch.isfinite(out).all()
+    assert ((out.double() - ref).norm() / ref.norm()).item() < BOUND[torch.bfloat16]
+
+
 def test_output_view_with_row_stride():
     """C may be a column slice of a wider tensor (16-byte aligned row stride):
     TMA clips the boxes at N, the columns beyond stay untouched."""

@@ -115,11 +115,13 @@ _WGMMA_HELPERS = ("tlx_wgmma_desc", "tlx_wgmma_fence", "tlx_wgmma_commit_group",
 
 def _wgmma(n: int, dtype: str) -> Case:
     regs = n // 2
+    ptx_type, k, transposable = ptx.WGMMA_INPUTS[dtype]
+    majors = f"<0, {n % 16 // 8}>" if transposable else ""
     body = (_WGMMA_PROBE + f"  float d[{regs}];\n  for (int k = 0; k < {regs}; ++k) d[k] = 0.0f;\n"
-            f"  tlx_wgmma_fence();\n  {ptx.wgmma_name(n, dtype)}<0, {n % 16 // 8}>(d, da, db, in[0] != 0);\n"
+            f"  tlx_wgmma_fence();\n  {ptx.wgmma_name(n, dtype)}{majors}(d, da, db, in[0] != 0);\n"
             f"  tlx_wgmma_commit_group();\n  tlx_wgmma_wait_group<0, {regs}>(d);\n"
             f"  for (int k = 0; k < {regs}; ++k) out[{regs} * threadIdx.x + k] = __float_as_uint(d[k]);")
-    return Case(body, (f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}", "wgmma.fence.sync.aligned",
+    return Case(body, (f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{ptx_type}", "wgmma.fence.sync.aligned",
                        "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0"),
                 archs=("sm_90a",), also=_WGMMA_HELPERS, bounds="__launch_bounds__(128, 1) ")
 
@@ -204,8 +206,8 @@ CASES: dict[str, Case] = {
                                ("setmaxnreg.inc.sync.aligned.u32 240",), bounds="__launch_bounds__(256, 1) "),
     "tlx_setmaxnreg_dec": Case("tlx_setmaxnreg_dec<40>(); out[threadIdx.x] = in[threadIdx.x];",
                                ("setmaxnreg.dec.sync.aligned.u32 40",), bounds="__launch_bounds__(256, 1) "),
-    # wgmma (sm_90a only): every shape, bf16 and f16
-    **{ptx.wgmma_name(n, t): _wgmma(n, t) for t in ("bf16", "f16") for n in ptx.WGMMA_N},
+    # wgmma (sm_90a only): every shape and input type
+    **{ptx.wgmma_name(n, t): _wgmma(n, t) for t in ptx.WGMMA_INPUTS for n in ptx.WGMMA_N},
     "tlx_wgmma_fence": Case("tlx_wgmma_fence(); out[0] = in[0];", ("wgmma.fence.sync.aligned",), archs=("sm_90a",)),
     "tlx_wgmma_commit_group": Case("tlx_wgmma_commit_group(); out[0] = in[0];", ("wgmma.commit_group.sync.aligned",),
                                    archs=("sm_90a",)),

@@ -1,9 +1,10 @@
 """Lowering of ``tlx.async_dot`` / ``tlx.async_dot_wait`` to Hopper wgmma (sm_90a).
 
 One ``tlx.async_dot`` is one wgmma group of the issuing warps:
-``wgmma.fence``, then per accumulator tile and per k16 step one
-``wgmma.mma_async.m64nNk16`` with both operands in shared memory, then
-``wgmma.commit_group``.  ``tlx.async_dot_wait`` is ``wgmma.wait_group``.
+``wgmma.fence``, then per accumulator tile and per k step one
+``wgmma.mma_async.m64nNkK`` with both operands in shared memory, then
+``wgmma.commit_group``.  K is 32 bytes of input: k16 for bf16/f16, k32 for
+fp8 (e4m3, e5m2), k8 for tf32; only 16-bit inputs may be MN-major.  ``tlx.async_dot_wait`` is ``wgmma.wait_group``.
 
 Accumulator registers (``ir/layouts.py``, ``mma_accumulator_layout(...,
 "wgmma")``): registers ``0 .. N_instr/2 - 1`` are the instruction's
@@ -66,11 +67,11 @@ so the swizzle pattern is in phase at every start address: **base offset 0**.
 from __future__ import annotations
 
 from ..errors import CompilationError, InternalCompilerError
+from ..ir.ops.mma_async import k_multiple, transposable
 from ..ir.types import MemDescType, TensorType
 from .lower import lowering, registers
 
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
-K_STEP = 16                     # elements per wgmma k-step for 16-bit inputs
 
 
 def descriptor(start_address: int, lbo: int, sbo: int, swizzle: int, base_offset: int = 0) -> int:
@@ -153,9 +154,7 @@ def async_dot(lw, op):
     if not isinstance(a.type, MemDescType):
         raise CompilationError("tlx.async_dot with A in registers is not implemented yet; store A to a shared "
                                "buffer (tlx.local_store) and pass the buffer", op.loc)
-    if element.name not in ("bf16", "f16"):
-        raise CompilationError(f"tlx.async_dot on {element} inputs is not implemented yet (bf16 and f16 are)",
-                               op.loc)
+    k_step = k_multiple(element)
     if acc.type.element.name != "f32":
         raise CompilationError(f"tlx.async_dot with a {acc.type.element} accumulator is not implemented yet "
                                f"(f32 is)", op.loc)
@@ -176,17 +175,24 @@ def async_dot(lw, op):
     if total % per_tile or (instr_n not in range(8, 257, 8)):
         raise InternalCompilerError(f"wgmma accumulator layout {layout} does not split into m64n{instr_n} tiles",
                                     op.loc)
+    if not transposable(element):
+        for name, operand, plan, major, hint in (
+                ("A", a, plan_a, "M", "store A as [M, K]"),
+                ("B", b, plan_b, "N", "store B as [N, K] and pass tlx.local_trans(b_buffer)")):
+            if plan["trans"]:
+                raise CompilationError(f"tlx.async_dot: wgmma reads {element} operands K-major only, but {name} "
+                                       f"is {major}-major ({operand.type}); {hint}", op.loc)
     tiles = [layout.apply(register=t * per_tile) for t in range(total // per_tile)]
     wg_row, wg_col = _warpgroup_offsets(lw, layout)
-    k_steps = a.type.shape[1] // K_STEP
+    k_steps = a.type.shape[1] // k_step
 
     work = lw.fresh("dacc")
-    lw.out.line(f"// wgmma: {len(tiles)} tile(s) of m64n{instr_n}k16 x {k_steps} k-steps per warpgroup; "
+    lw.out.line(f"// wgmma: {len(tiles)} tile(s) of m64n{instr_n}k{k_step} x {k_steps} k-steps per warpgroup; "
                 f"A {'M' if plan_a['trans'] else 'K'}-major, B {'N' if plan_b['trans'] else 'K'}-major")
     lw.out.line(f"float {work}[{total}];")
     lw.for_registers(total, f"{work}[i] = {lw.ref(acc)};")
     scale = lw.name(op.operands[3]) if op.attrs.get("has_use_acc") else "true"
-    helper = f"tlx_wgmma_m64n{instr_n}k16_f32_{element.name}"
+    helper = f"tlx_wgmma_m64n{instr_n}k{k_step}_f32_{element.name}"
     for name in (helper, "tlx_wgmma_desc", "tlx_wgmma_fence", "tlx_wgmma_commit_group"):
         lw.target.use(name)
     a_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
@@ -197,10 +203,10 @@ def async_dot(lw, op):
         n0 = f"{wg_col} + {col}" if col else wg_col
         lw.out.line("#pragma unroll")
         lw.out.open(f"for (int kk = 0; kk < {k_steps}; ++kk)")
-        da = f"tlx_wgmma_desc({a_bytes} + {plan_a['offset'](m0, f'{K_STEP} * kk')}, {plan_a['fields']:#x}ull)"
-        db = f"tlx_wgmma_desc({b_bytes} + {plan_b['offset'](n0, f'{K_STEP} * kk')}, {plan_b['fields']:#x}ull)"
-        lw.out.line(f"{helper}<{plan_a['trans']}, {plan_b['trans']}>(&{work}[{t * per_tile}], {da}, {db}, "
-                    f"kk == 0 ? (int)({scale}) : 1);")
+        da = f"tlx_wgmma_desc({a_bytes} + {plan_a['offset'](m0, f'{k_step} * kk')}, {plan_a['fields']:#x}ull)"
+        db = f"tlx_wgmma_desc({b_bytes} + {plan_b['offset'](n0, f'{k_step} * kk')}, {plan_b['fields']:#x}ull)"
+        majors = f"<{plan_a['trans']}, {plan_b['trans']}>" if transposable(element) else ""
+        lw.out.line(f"{helper}{majors}(&{work}[{t * per_tile}], {da}, {db}, kk == 0 ? (int)({scale}) : 1);")
         lw.out.close()
     lw.out.line("tlx_wgmma_commit_group();")
     lw.alias(result, work)

@@ -498,33 +498,43 @@ def wgmma_desc():
 
 
 WGMMA_N = tuple(range(8, 257, 8))
+# tlxc element name -> (PTX type, K of one instruction, transposable): 16-bit inputs may be
+# MN-major (imm-trans operands); fp8 and tf32 are K-major only and their form has no imm-trans.
+WGMMA_INPUTS = {"bf16": ("bf16", 16, True), "f16": ("f16", 16, True), "f8e4m3": ("e4m3", 32, False),
+                "f8e5m2": ("e5m2", 32, False), "f32": ("tf32", 8, False)}
 
 
 def wgmma_name(n: int, dtype: str) -> str:
-    return f"tlx_wgmma_m64n{n}k16_f32_{dtype}"
+    """The helper of ``m64n<n>k<K>`` on tlxc element type ``dtype`` (rules_mma_async.py spells it alike)."""
+    _, k, _ = WGMMA_INPUTS[dtype]
+    return f"tlx_wgmma_m64n{n}k{k}_f32_{dtype}"
 
 
 def _wgmma_ss(n: int, dtype: str) -> str:
     """``wgmma.mma_async`` with A and B in shared memory (descriptors ``da``, ``db``),
     an f32 accumulator of n/2 registers, ``scale_d`` = 0 to ignore the accumulator's
-    input (use_acc=False); TA / TB: 1 for an M-/N-major (transposed) operand."""
+    input (use_acc=False); TA / TB: 1 for an M-/N-major (transposed) operand, which only
+    16-bit inputs allow (the helper of the others takes no TA / TB)."""
+    ptx_type, k, transposable = WGMMA_INPUTS[dtype]
     regs = n // 2
     d_list = ", ".join(f"%{i}" for i in range(regs))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    mnemonic = f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}"
+    mnemonic = f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{ptx_type}"
+    trans = f", %{regs + 3}, %{regs + 4}" if transposable else ""
     asm = ("{\\n .reg .pred p;\\n setp.ne.b32 p, %" + str(regs + 2) + ", 0;\\n "
            + mnemonic + " {" + d_list + "}, %" + str(regs) + ", %" + str(regs + 1)
-           + ", p, 1, 1, %" + str(regs + 3) + ", %" + str(regs + 4) + ";\\n}")
+           + ", p, 1, 1" + trans + ";\\n}")
+    template = "template <int TA, int TB>\n" if transposable else ""
+    trans_inputs = ', "n"(TA), "n"(TB)' if transposable else ""
     return f"""
-template <int TA, int TB>
-{_INLINE} void {wgmma_name(n, dtype)}(float* d, unsigned long long da, unsigned long long db, int scale_d) {{
+{template}{_INLINE} void {wgmma_name(n, dtype)}(float* d, unsigned long long da, unsigned long long db, int scale_d) {{
   asm volatile("{asm}"
                : {outs}
-               : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB) : "memory");
+               : "l"(da), "l"(db), "r"(scale_d){trans_inputs} : "memory");
 }}"""
 
 
-for _dtype in ("bf16", "f16"):
+for _dtype in WGMMA_INPUTS:
     for _n in WGMMA_N:
         define(wgmma_name(_n, _dtype), _wgmma_ss(_n, _dtype))
 

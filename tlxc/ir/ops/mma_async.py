@@ -20,6 +20,12 @@ def k_multiple(element: ScalarType) -> int:
     return {1: 32, 2: 16, 4: 8}[element.bytes]
 
 
+def transposable(element: ScalarType) -> bool:
+    """Whether wgmma reads ``element`` operands MN-major (imm-trans): 16-bit inputs only;
+    fp8 and tf32 operands must be K-major."""
+    return element.bytes == 2
+
+
 def shape_problem(m: int, n: int, k: int, element: ScalarType) -> str | None:
     """Why (M, N, K) is not a wgmma shape for ``element`` inputs, or None."""
     if m % 64:
