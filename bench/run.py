@@ -169,6 +169,37 @@ def bench_gemm(quick: bool) -> None:
         record(f"gemm fp8e4m3 {m}x{n}x{k}", flops / t / 1e9, flops / c / 1e9, "TFLOP/s", "_scaled_mm")
 
 
+def bench_attention(quick: bool) -> None:
+    """FlashAttention forward (examples/flash_attention_fwd.py) vs SDPA on the cuDNN
+    backend, bf16, B=4, H*D=2048, checked against SDPA's output first; then a sweep
+    over S (D=128, not causal).  FLOPs: 4*B*H*S^2*D, halved for causal."""
+    import torch
+    from flash_attention_fwd import attention
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def one(B, H, S, D, causal, label):
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            ref = sdpa(q, k, v, is_causal=causal)
+        o, _ = attention(q, k, v, causal)
+        err = ((o.float() - ref.float()).norm() / ref.float().norm()).item()
+        if not err < 1e-2:
+            raise AssertionError(f"attention {label}: relative error {err:.2e} against cuDNN")
+        flops = 4 * B * H * S * S * D // (2 if causal else 1)
+        t = do_bench(lambda: attention(q, k, v, causal))
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            c = do_bench(lambda: sdpa(q, k, v, is_causal=causal))
+        record(f"attention {label}", flops / t / 1e9, flops / c / 1e9, "TFLOP/s", "cuDNN")
+
+    for D in (128, 64):
+        for causal in (False, True):
+            one(4, 2048 // D, 4096, D, causal, f"S4096 D{D}{' causal' if causal else ''}")
+    if not quick:
+        for S in (1024, 2048, 8192, 16384):
+            one(4, 16, S, 128, False, f"S{S} D128")
+
+
 # -- launch overhead -------------------------------------------------------------------------
 def bench_launch(quick: bool) -> None:
     import launch_kernels as lk
@@ -251,8 +282,8 @@ def bench_compile(quick: bool) -> None:
 
 BENCHES = {"compile": bench_compile, "vector_add": bench_vector_add, "softmax": bench_softmax,
            "rmsnorm": bench_rmsnorm, "layernorm": bench_layernorm, "ws_rmsnorm": bench_ws_rmsnorm,
-           "gemm": bench_gemm, "launch": bench_launch}
-GPU_BENCHES = {"vector_add", "softmax", "rmsnorm", "layernorm", "ws_rmsnorm", "gemm", "launch"}
+           "gemm": bench_gemm, "attention": bench_attention, "launch": bench_launch}
+GPU_BENCHES = {"vector_add", "softmax", "rmsnorm", "layernorm", "ws_rmsnorm", "gemm", "attention", "launch"}
 
 
 def main(argv=None) -> int:

@@ -139,7 +139,8 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
     N = b.shape[1]
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    a_desc = tlxc.TensorDescriptor.from_tensor(a, [block_m // 2, block_k], swizzle=128)
+    # one row of A's box (block_k elements) is one swizzle span: 128 bytes, or 64 for block_k = 32
+    a_desc = tlxc.TensorDescriptor.from_tensor(a, [block_m // 2, block_k], swizzle=min(128, block_k * 2))
     b_desc = tlxc.TensorDescriptor.from_tensor(b, [block_k, B_BOX_N], swizzle=128)
     c_desc = tlxc.TensorDescriptor.from_tensor(out, [block_m // 2, B_BOX_N], swizzle=128)
     tiles = ((M + block_m - 1) // block_m) * ((N + block_n - 1) // block_n)

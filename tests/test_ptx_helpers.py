@@ -113,6 +113,17 @@ _WGMMA_PROBE = ("__shared__ __attribute__((aligned(1024))) unsigned short buf[2 
 _WGMMA_HELPERS = ("tlx_wgmma_desc", "tlx_wgmma_fence", "tlx_wgmma_commit_group", "tlx_wgmma_wait_group")
 
 
+def _wgmma_rs(n: int, dtype: str) -> Case:
+    regs = n // 2
+    ptx_type, k, _ = ptx.WGMMA_INPUTS[dtype]
+    body = (_WGMMA_PROBE + f"  float d[{regs}];\n  for (int k = 0; k < {regs}; ++k) d[k] = 0.0f;\n"
+            f"  tlx_wgmma_fence();\n  {ptx.wgmma_name(n, dtype)}_rs<{n % 16 // 8}>(d, in[1], in[2], in[3], in[4], "
+            f"db, in[0] != 0);\n  tlx_wgmma_commit_group();\n  tlx_wgmma_wait_group<0, {regs}>(d);\n"
+            f"  for (int k = 0; k < {regs}; ++k) out[{regs} * threadIdx.x + k] = __float_as_uint(d[k]);")
+    return Case(body, (f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{ptx_type}",),
+                archs=("sm_90a",), also=_WGMMA_HELPERS, bounds="__launch_bounds__(128, 1) ")
+
+
 def _wgmma(n: int, dtype: str) -> Case:
     regs = n // 2
     ptx_type, k, transposable = ptx.WGMMA_INPUTS[dtype]
@@ -206,8 +217,9 @@ CASES: dict[str, Case] = {
                                ("setmaxnreg.inc.sync.aligned.u32 240",), bounds="__launch_bounds__(256, 1) "),
     "tlx_setmaxnreg_dec": Case("tlx_setmaxnreg_dec<40>(); out[threadIdx.x] = in[threadIdx.x];",
                                ("setmaxnreg.dec.sync.aligned.u32 40",), bounds="__launch_bounds__(256, 1) "),
-    # wgmma (sm_90a only): every shape and input type
+    # wgmma (sm_90a only): every shape and input type, A from shared memory or (16-bit) registers
     **{ptx.wgmma_name(n, t): _wgmma(n, t) for t in ptx.WGMMA_INPUTS for n in ptx.WGMMA_N},
+    **{ptx.wgmma_name(n, t) + "_rs": _wgmma_rs(n, t) for t in ("bf16", "f16") for n in ptx.WGMMA_N},
     "tlx_wgmma_fence": Case("tlx_wgmma_fence(); out[0] = in[0];", ("wgmma.fence.sync.aligned",), archs=("sm_90a",)),
     "tlx_wgmma_commit_group": Case("tlx_wgmma_commit_group(); out[0] = in[0];", ("wgmma.commit_group.sync.aligned",),
                                    archs=("sm_90a",)),

@@ -151,16 +151,18 @@ def async_dot(lw, op):
     a, b, acc = op.operands[:3]
     result = op.results[0]
     element = b.type.element
-    if not isinstance(a.type, MemDescType):
-        raise CompilationError("tlx.async_dot with A in registers is not implemented yet; store A to a shared "
-                               "buffer (tlx.local_store) and pass the buffer", op.loc)
+    a_in_registers = not isinstance(a.type, MemDescType)
+    if a_in_registers and not transposable(element):
+        raise CompilationError(f"tlx.async_dot with {element} A in registers is not implemented yet (16-bit "
+                               f"inputs are); store A to a shared buffer (tlx.local_store) and pass the buffer",
+                               op.loc)
     k_step = k_multiple(element)
     if acc.type.element.name != "f32":
         raise CompilationError(f"tlx.async_dot with a {acc.type.element} accumulator is not implemented yet "
                                f"(f32 is)", op.loc)
     layout = result.type.layout
-    plan_a = operand_plan(a.type, lw.views[id(a)][1], lw.view_swizzle.get(id(a), 0), False, element, op.loc,
-                          lw.view_block.get(id(a)))
+    plan_a = None if a_in_registers else operand_plan(a.type, lw.views[id(a)][1], lw.view_swizzle.get(id(a), 0),
+                                                      False, element, op.loc, lw.view_block.get(id(a)))
     plan_b = operand_plan(b.type, lw.views[id(b)][1], lw.view_swizzle.get(id(b), 0), True, element, op.loc,
                           lw.view_block.get(id(b)))
     # the instruction's N: the fragment's register bases along N (after c0's (0,1) and (8,0))
@@ -175,7 +177,7 @@ def async_dot(lw, op):
     if total % per_tile or (instr_n not in range(8, 257, 8)):
         raise InternalCompilerError(f"wgmma accumulator layout {layout} does not split into m64n{instr_n} tiles",
                                     op.loc)
-    if not transposable(element):
+    if not transposable(element):           # (A is in shared memory here: checked above)
         for name, operand, plan, major, hint in (
                 ("A", a, plan_a, "M", "store A as [M, K]"),
                 ("B", b, plan_b, "N", "store B as [N, K] and pass tlx.local_trans(b_buffer)")):
@@ -187,29 +189,62 @@ def async_dot(lw, op):
     k_steps = a.type.shape[1] // k_step
 
     work = lw.fresh("dacc")
+    a_kind = "A in registers" if a_in_registers else f"A {'M' if plan_a['trans'] else 'K'}-major"
     lw.out.line(f"// wgmma: {len(tiles)} tile(s) of m64n{instr_n}k{k_step} x {k_steps} k-steps per warpgroup; "
-                f"A {'M' if plan_a['trans'] else 'K'}-major, B {'N' if plan_b['trans'] else 'K'}-major")
+                f"{a_kind}, B {'N' if plan_b['trans'] else 'K'}-major")
     lw.out.line(f"float {work}[{total}];")
     lw.for_registers(total, f"{work}[i] = {lw.ref(acc)};")
     scale = lw.name(op.operands[3]) if op.attrs.get("has_use_acc") else "true"
-    helper = f"tlx_wgmma_m64n{instr_n}k{k_step}_f32_{element.name}"
+    helper = f"tlx_wgmma_m64n{instr_n}k{k_step}_f32_{element.name}" + ("_rs" if a_in_registers else "")
     for name in (helper, "tlx_wgmma_desc", "tlx_wgmma_fence", "tlx_wgmma_commit_group"):
         lw.target.use(name)
-    a_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
+    a_bytes = None if a_in_registers else f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
     b_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(b)][0]})"
     lw.out.line("tlx_wgmma_fence();")
+    a_regs = _register_a_fragments(lw, a, k_steps, {row for row, _ in tiles}) if a_in_registers else None
     for t, (row, col) in enumerate(tiles):
         m0 = f"{wg_row} + {row}" if row else wg_row
         n0 = f"{wg_col} + {col}" if col else wg_col
+        db = f"tlx_wgmma_desc({b_bytes} + {plan_b['offset'](n0, f'{k_step} * kk')}, {plan_b['fields']:#x}ull)"
+        if a_in_registers:      # the k steps unrolled here: each names its own A registers
+            for kk in range(k_steps):
+                regs = ", ".join(a_regs[row, kk])
+                lw.out.line(f"{helper}<{plan_b['trans']}>(&{work}[{t * per_tile}], {regs}, "
+                            f"{db.replace('kk', str(kk))}, {f'(int)({scale})' if kk == 0 else '1'});")
+            continue
         lw.out.line("#pragma unroll")
         lw.out.open(f"for (int kk = 0; kk < {k_steps}; ++kk)")
         da = f"tlx_wgmma_desc({a_bytes} + {plan_a['offset'](m0, f'{k_step} * kk')}, {plan_a['fields']:#x}ull)"
-        db = f"tlx_wgmma_desc({b_bytes} + {plan_b['offset'](n0, f'{k_step} * kk')}, {plan_b['fields']:#x}ull)"
         majors = f"<{plan_a['trans']}, {plan_b['trans']}>" if transposable(element) else ""
         lw.out.line(f"{helper}{majors}(&{work}[{t * per_tile}], {da}, {db}, kk == 0 ? (int)({scale}) : 1);")
         lw.out.close()
     lw.out.line("tlx_wgmma_commit_group();")
     lw.alias(result, work)
+
+
+def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
+    """wgmma's A operand from registers (16-bit inputs): per (tile row, k step), the four
+    32-bit registers a0..a3, each two elements of ``a`` packed low/high.  Thread (lane l)
+    holds rows g = l/4 and g + 8 and columns 2(l%4) + {0, 1} and + 8 of each 64 x 16 step,
+    in the order a0 = (g, c), a1 = (g + 8, c), a2 = (g, c + 8), a3 = (g + 8, c + 8) -- the
+    accumulator's own pattern, which is why layout inference gives ``a`` the accumulator
+    layout of [M, K].  Found by evaluating the layout for thread 0 (lanes and warps add
+    the same offset to every register)."""
+    layout = a.type.layout
+    where = {tuple(layout.apply(register=r)): r for r in range(layout.num_registers)}
+    fragments = {}
+    name = lw.name(a)
+    for row in tile_rows:
+        for kk in range(k_steps):
+            regs = []
+            for dr, dc in ((0, 0), (8, 0), (0, 8), (8, 8)):
+                lo, hi = (where.get((row + dr, 16 * kk + dc + i)) for i in (0, 1))
+                if lo is None or hi is None:
+                    raise InternalCompilerError(f"wgmma register A: layout {layout} does not hold the fragment "
+                                                f"of rows {row}+, k step {kk}")
+                regs.append(f"((unsigned)({name}[{lo}]) & 0xFFFFu) | ((unsigned)({name}[{hi}]) << 16)")
+            fragments[row, kk] = regs
+    return fragments
 
 
 @lowering("tlx.async_dot_wait")

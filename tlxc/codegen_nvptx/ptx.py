@@ -534,9 +534,34 @@ def _wgmma_ss(n: int, dtype: str) -> str:
 }}"""
 
 
+def _wgmma_rs(n: int, dtype: str) -> str:
+    """``wgmma.mma_async`` with A in registers (four 32-bit registers of two 16-bit
+    elements each, the accumulator's fragment pattern) and B in shared memory; TB: 1
+    for an N-major B.  16-bit inputs only."""
+    ptx_type, k, _ = WGMMA_INPUTS[dtype]
+    regs = n // 2
+    d_list = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    a_list = ", ".join(f"%{regs + i}" for i in range(4))
+    mnemonic = f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{ptx_type}"
+    asm = ("{\\n .reg .pred p;\\n setp.ne.b32 p, %" + str(regs + 5) + ", 0;\\n "
+           + mnemonic + " {" + d_list + "}, {" + a_list + "}, %" + str(regs + 4)
+           + ", p, 1, 1, %" + str(regs + 6) + ";\\n}")
+    return f"""
+template <int TB>
+{_INLINE} void {wgmma_name(n, dtype)}_rs(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+    unsigned long long db, int scale_d) {{
+  asm volatile("{asm}"
+               : {outs}
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(scale_d), "n"(TB) : "memory");
+}}"""
+
+
 for _dtype in WGMMA_INPUTS:
     for _n in WGMMA_N:
         define(wgmma_name(_n, _dtype), _wgmma_ss(_n, _dtype))
+        if WGMMA_INPUTS[_dtype][2]:
+            define(wgmma_name(_n, _dtype) + "_rs", _wgmma_rs(_n, _dtype))
 
 
 def definitions(names) -> str:

@@ -341,10 +341,14 @@ def _box_offsets(b, desc, offsets) -> list:
 
 
 def _box_buffer(desc, buf, what: str) -> Tensor:
+    """The buffer a TMA box lands in (or comes from): the box's shape, or the box's shape
+    without leading 1s (a [1, 64, 64] box of a 3-D descriptor fills a [64, 64] buffer)."""
     buf = _memdesc(buf, what, view=True)
-    if tuple(buf.type.shape) != tuple(desc.type.block_shape) or buf.type.element != desc.type.element:
+    box, squeezed = tuple(desc.type.block_shape), desc.type.squeezed_box
+    if not desc.type.fits_buffer(buf.type.shape, buf.type.element):
+        also = f" (or {list(squeezed)})" if squeezed != box else ""
         raise SemanticError(f"'{what}' is a {list(buf.type.shape)} x {buf.type.element} buffer but the descriptor "
-                            f"moves boxes of {list(desc.type.block_shape)} x {desc.type.element}", param=what)
+                            f"moves boxes of {list(box)}{also} x {desc.type.element}", param=what)
     if buf.type.perm is not None:
         raise SemanticError(f"'{what}' must not be a transposed view", param=what)
     return buf

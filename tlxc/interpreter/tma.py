@@ -75,13 +75,13 @@ def async_descriptor_load(ctx, op, desc, view, bar, *rest):
     source = _global_view(desc)
 
     def land():
-        box = np.zeros(view.shape, dtype=storage_dtype(view.element))
+        box = np.zeros(tuple(desc.block_shape), dtype=storage_dtype(view.element))
         if getattr(desc, "padding", "zero") == "nan":          # out-of-bounds elements read as NaN
-            box[...] = to_storage(np.full(view.shape, np.nan), view.element)
+            box[...] = to_storage(np.full(box.shape, np.nan), view.element)
         if parts is not None:
             src, dst = parts
             box[dst] = _bits_of(np.ascontiguousarray(source[src]), view.element)
-        view.array()[...] = box
+        view.array()[...] = box.reshape(view.shape)           # a box's leading 1s may be dropped
         view.mark_written()
         ctx.races.signal(access, bar)          # into the phase these bytes help complete
         bar.complete_tx(nbytes)
@@ -96,7 +96,7 @@ def async_descriptor_store(ctx, op, desc, view, *offsets):
     if parts is not None:
         src, dst = parts
         target = _global_view(desc)
-        bits = np.array(view.array())            # the box's storage bits
+        bits = np.array(view.array()).reshape(tuple(desc.block_shape))   # the box's storage bits
         target[src] = bits[dst].view(target.dtype)
     yield PREEMPT
 

@@ -291,6 +291,19 @@ class TensorDescType(Type):
             n *= d
         return n
 
+    @property
+    def squeezed_box(self) -> tuple[int, ...]:
+        """The box without its leading 1s: a [1, 64, 64] box of a 3-D descriptor also
+        fills (or is stored from) a [64, 64] buffer."""
+        box = tuple(self.block_shape)
+        while len(box) > 1 and box[0] == 1:
+            box = box[1:]
+        return box
+
+    def fits_buffer(self, shape, element) -> bool:
+        """Whether a buffer of ``shape`` x ``element`` holds exactly one box."""
+        return element == self.element and tuple(shape) in (tuple(self.block_shape), self.squeezed_box)
+
     def __str__(self) -> str:
         dims = "".join(f"{d}x" for d in self.block_shape)
         return f"tensordesc<{dims}{self.element}, swizzle={self.swizzle}>"

@@ -167,7 +167,7 @@ def _check_box(op, desc_type, view_type, offsets) -> None:
     from ..types import TensorDescType
     if not isinstance(desc_type, TensorDescType):
         raise op.error(f"expected a tensor descriptor, got {desc_type}")
-    if tuple(view_type.shape) != tuple(desc_type.block_shape) or view_type.element != desc_type.element:
+    if not desc_type.fits_buffer(view_type.shape, view_type.element):
         raise op.error(f"expected a buffer of the descriptor's box {list(desc_type.block_shape)} x "
                        f"{desc_type.element}, got {view_type}")
     if len(offsets) != len(desc_type.block_shape):
