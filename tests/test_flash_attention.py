@@ -67,7 +67,7 @@ def test_compiles_for_sm90a_with_register_a_wgmma(D):
     ptx = compiled.asm["ptx"]
     # S = Q K^T from shared memory; O += P V with P's four registers per k step as A
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in ptx
-    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n%dk16\.f32\.bf16\.bf16 \{[^}]*\}, \{%%r\d+, "
-                     r"%%r\d+, %%r\d+, %%r\d+\}" % D, ptx)
+    register_a = r"\{%r\d+, %r\d+, %r\d+, %r\d+\}"
+    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{D}k16\.f32\.bf16\.bf16 \{{[^}}]*\}}, {register_a}", ptx)
     assert "_rs<1>" in compiled.asm["cuda"]           # V read N-major
     assert compiled.metadata["spills_bytes"] == 0, compiled.metadata.get("ptxas_log")
