@@ -43,11 +43,24 @@ DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 
 
 @tlxc.kernel
+def masked_scores(s, j, row0, seq_len, BLOCK_N: tl.constexpr, HALF_M: tl.constexpr, CAUSAL: tl.constexpr):
+    """Scores ``s`` of key block ``j`` for query rows ``row0 ..``, with the keys past
+    ``seq_len`` and (causal) the keys after each query at -inf.  Only the blocks that
+    reach past ``seq_len`` or cross the diagonal pay for the mask."""
+    if (CAUSAL and j * BLOCK_N + BLOCK_N > row0 + 1) or j * BLOCK_N + BLOCK_N > seq_len:
+        offs_n = j * BLOCK_N + tl.arange(0, BLOCK_N)
+        keep = offs_n[None, :] < seq_len
+        if CAUSAL:
+            keep = keep & (offs_n[None, :] <= row0 + tl.arange(0, HALF_M)[:, None])
+        s = tl.where(keep, s, float("-inf"))
+    return s
+
+
+@tlxc.kernel
 def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64], swizzle=128),
                     k_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 128, 64], swizzle=128),
                     v_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 128, 64], swizzle=128),
-                    o_ptr: tl.pointer_type(tl.bfloat16), lse_ptr: tl.pointer_type(tl.float32),
-                    seq_len: tl.int32, qk_scale: tl.float32,
+                    o_ptr, lse_ptr: tl.pointer_type(tl.float32), seq_len: tl.int32, qk_scale: tl.float32,
                     HEAD_DIM: tl.constexpr = 128, BLOCK_M: tl.constexpr = 128, BLOCK_N: tl.constexpr = 128,
                     NUM_STAGES: tl.constexpr = 2, CAUSAL: tl.constexpr = False, DTYPE: tl.constexpr = tl.bfloat16):
     HALF_M: tl.constexpr = BLOCK_M // 2
@@ -57,7 +70,8 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
     q_full = tlx.alloc_barriers(1, arrive_count=1)
     k_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     v_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
-    kv_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)               # both consumers release a slot
+    k_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)                # both consumers release a K slot...
+    v_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)                # ...and, later, the V slot
 
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
@@ -76,11 +90,12 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                     tlx.async_descriptor_load(q_desc, q_box, [bh, start_m + c * HALF_M, d * D_BOX], q_full[0])
             for j in range(n_blocks):
                 slot, phase = tlx.get_bufidx_phase(j, NUM_STAGES)
-                tlx.barrier_wait(kv_empty[slot], phase ^ 1)
+                tlx.barrier_wait(k_empty[slot], phase ^ 1)
                 tlx.barrier_expect_bytes(k_full[slot], BLOCK_N * HEAD_DIM * 2)
                 for d in tl.static_range(HEAD_DIM // D_BOX):
                     k_box = tlx.local_slice(k_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
                     tlx.async_descriptor_load(k_desc, k_box, [bh, j * BLOCK_N, d * D_BOX], k_full[slot])
+                tlx.barrier_wait(v_empty[slot], phase ^ 1)
                 tlx.barrier_expect_bytes(v_full[slot], BLOCK_N * HEAD_DIM * 2)
                 for d in tl.static_range(HEAD_DIM // D_BOX):
                     v_box = tlx.local_slice(v_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
@@ -88,33 +103,44 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
         with tlx.async_task(num_warps=4, registers=240, replicate=2):    # the softmax/wgmma consumers
             cid = tlx.async_task_replica_id()
             row0 = start_m + cid * HALF_M
-            offs_m = row0 + tl.arange(0, HALF_M)
-            m_i = tl.full((HALF_M,), float("-inf"), tl.float32)
-            l_i = tl.zeros((HALF_M,), dtype=tl.float32)
-            acc = tl.zeros((HALF_M, HEAD_DIM), dtype=tl.float32)
+            zeros = tl.zeros((HALF_M, BLOCK_N), dtype=tl.float32)
             tlx.barrier_wait(q_full[0], 0)
-            for j in range(n_blocks):
+            # key block 0: S = Q K^T and its softmax (m, l in log2 units of the scaled scores)
+            tlx.barrier_wait(k_full[0], 0)
+            s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[0]), zeros, use_acc=False)
+            s = tlx.async_dot_wait(0, s)
+            tlx.barrier_arrive(k_empty[0])
+            s = masked_scores(s, 0, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
+            m_i = tl.max(s, 1) * qk_scale
+            p = tl.exp2(s * qk_scale - m_i[:, None])
+            l_i = tl.sum(p, 1)
+            acc = tl.zeros((HALF_M, HEAD_DIM), dtype=tl.float32)
+            # block j: issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}; the softmax of S_j runs
+            # while the tensor cores do the P V product
+            for j in range(1, n_blocks):
                 slot, phase = tlx.get_bufidx_phase(j, NUM_STAGES)
+                prev, prev_phase = tlx.get_bufidx_phase(j - 1, NUM_STAGES)
                 tlx.barrier_wait(k_full[slot], phase)
-                s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[slot]),
-                                  tl.zeros((HALF_M, BLOCK_N), dtype=tl.float32), use_acc=False)
-                s = tlx.async_dot_wait(0, s) * qk_scale
-                offs_n = j * BLOCK_N + tl.arange(0, BLOCK_N)
-                if (CAUSAL and j * BLOCK_N + BLOCK_N > row0) or j * BLOCK_N + BLOCK_N > seq_len:
-                    keep = offs_n[None, :] < seq_len
-                    if CAUSAL:
-                        keep = keep & (offs_n[None, :] <= offs_m[:, None])
-                    s = tl.where(keep, s, float("-inf"))
-                m_new = tl.maximum(m_i, tl.max(s, 1))
-                p = tl.exp2(s - m_new[:, None])
+                s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
+                tlx.barrier_wait(v_full[prev], prev_phase)
+                acc = tlx.async_dot(p.to(DTYPE), v_smem[prev], acc)
+                s = tlx.async_dot_wait(1, s)                                # S_j is done, P V may run on
+                tlx.barrier_arrive(k_empty[slot])
+                s = masked_scores(s, j, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
+                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
                 alpha = tl.exp2(m_i - m_new)
+                p = tl.exp2(s * qk_scale - m_new[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
-                acc = acc * alpha[:, None]
                 m_i = m_new
-                tlx.barrier_wait(v_full[slot], phase)
-                acc = tlx.async_dot(p.to(DTYPE), v_smem[slot], acc)
                 acc = tlx.async_dot_wait(0, acc)
-                tlx.barrier_arrive(kv_empty[slot])
+                tlx.barrier_arrive(v_empty[prev])
+                acc = acc * alpha[:, None]
+            last, last_phase = tlx.get_bufidx_phase(n_blocks - 1, NUM_STAGES)
+            tlx.barrier_wait(v_full[last], last_phase)
+            acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
+            acc = tlx.async_dot_wait(0, acc)
+            tlx.barrier_arrive(v_empty[last])
+            offs_m = row0 + tl.arange(0, HALF_M)
             offs_d = tl.arange(0, HEAD_DIM)
             rows = bh * seq_len + offs_m
             tl.store(o_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(DTYPE),

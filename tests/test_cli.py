@@ -157,11 +157,41 @@ def test_helpers_without_types_are_skipped(tmp_path, capsys):
 @tlxc.kernel
 def twice(x):
     return x * 2
+
+
+@tlxc.kernel
+def untyped(x_ptr):
+    tl.store(x_ptr, 1.0)
 ''')
     code, _out, err = run(capsys, "compile", path, "--arch", "sm_90a", "-o", tmp_path / "out")
     assert code == 0, err
-    assert "skipping helper twice: no signature" in err
+    # a helper returning a value is inlined into kernels: skipped without a word;
+    # a kernel without types is named
+    assert "twice" not in err
+    assert "skipping helper untyped: no signature" in err
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["add.ir"]
+
+
+def test_untyped_parameters_take_their_types_from_check_inputs(tmp_path, capsys):
+    path = write(tmp_path, "generic.py", '''
+import torch
+import tlxc
+import tlxc.language as tl
+
+
+@tlxc.kernel
+def scale(x_ptr, n: tl.int32, BLOCK: tl.constexpr = 64):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def check_inputs():
+    return (1,), (torch.ones(40, dtype=torch.float16), 40)
+''')
+    assert run(capsys, "check", path) == (0, "", "")
+    code, _out, err = run(capsys, "compile", path, "--arch", "sm_90a", "-o", tmp_path / "out")
+    assert code == 0 and err == ""
+    assert "ptr<f16>" in (tmp_path / "out" / "scale.ir").read_text()
 
 
 def test_kernel_selection(tmp_path, capsys):

@@ -359,5 +359,7 @@ def test_every_example_kernel_is_compiled_by_a_test():
     covered = set(EXAMPLES) | set(WS_EXAMPLES) | {"custom_op"}     # custom_op reuses softmax's kernel
     covered |= {"hopper_gemm_ws"}      # compiled (descriptor arguments) in tests/test_hopper_gemm_codegen.py
     covered |= {"hopper_gemm_ws_pingpong"}     # compiled (descriptor arguments) in tests/test_hopper_gemm_pingpong.py
+    covered |= {"hopper_gemm_fp8"}     # compiled (descriptor arguments) in tests/test_hopper_gemm_fp8.py
+    covered |= {"flash_attention_fwd"}     # compiled (descriptor arguments) in tests/test_flash_attention.py
     stems = {p.stem for p in (ROOT / "examples").glob("*.py") if not p.stem.startswith("_")}
     assert stems <= covered, f"add {sorted(stems - covered)} to EXAMPLES or WS_EXAMPLES"

@@ -36,6 +36,7 @@ from .frontend.specialize import (
     parse_signature,
     parse_type_spec,
     signature_hints,
+    specialization_from_args,
     specialization_from_types,
 )
 
@@ -252,11 +253,15 @@ def select_jobs(module, path: str, names: Sequence[str]) -> list[Job]:
     return jobs
 
 
-def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict | None = None) -> None:
-    """Give each job its specialization, or a reason to skip it (helpers)."""
+def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict | None = None,
+                    module: Any = None) -> None:
+    """Give each job its specialization, or a reason to skip it (helpers).  Parameters
+    with neither an annotation nor a ``--signature`` type take the type of the argument
+    the file's ``check_inputs()`` passes (a dtype-generic kernel's pointers, say)."""
+    inferred = _types_from_check_inputs(module, jobs, types, constexprs)
     for job in jobs:
         params = job.kfn.param_names
-        job_types = {k: v for k, v in types.items() if k in params}
+        job_types = {k: v for k, v in {**inferred.get(job.name, {}), **types}.items() if k in params}
         job_hints = {k: v for k, v in (hints or {}).items() if k in params}
         job_constexprs = {k: v for k, v in constexprs.items() if k in params}
         untyped = _untyped_params(job.kfn, job_types, job_constexprs)
@@ -282,6 +287,35 @@ def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict 
         if unused:
             raise UsageError(f"{option} names {', '.join(unused)}, which is no parameter of the kernels "
                              f"being compiled ({compiled})")
+
+
+def _types_from_check_inputs(module, jobs: list[Job], types: dict, constexprs: dict) -> dict[str, dict]:
+    """{job name: {parameter: type}} for the untyped parameters of kernels that the
+    file's ``check_inputs()`` launches; empty when there is no such function."""
+    wanting = [job for job in jobs
+               if _untyped_params(job.kfn, types, constexprs) and (job.explicit or not _returns_value(job.kfn))]
+    if module is None or not wanting or not callable(getattr(module, "check_inputs", None)):
+        return {}
+    from .check.run import RunSetupError, launches
+    try:
+        found = launches(module, [job.name for job in wanting])
+    except RunSetupError:
+        return {}                    # the run itself (--run) reports what is wrong with it
+    inferred = {}
+    for job in wanting:
+        launch = found.get(job.name) or found.get(job.attr)
+        if launch is None:
+            continue
+        _, args, kwargs = launch
+        try:
+            bound = inspect.signature(job.kfn.fn).bind(*args, **kwargs)
+        except TypeError:
+            continue
+        bound.apply_defaults()
+        spec = specialization_from_args(job.kfn, dict(bound.arguments))
+        inferred[job.name] = {name: value for name, (kind, value) in spec.params.items()
+                              if kind == "runtime" and name in _untyped_params(job.kfn, types, constexprs)}
+    return inferred
 
 
 def _untyped_params(kfn, types: dict, constexprs: dict) -> list[str]:
@@ -317,9 +351,9 @@ def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str, Any]:
         raise UsageError(f"--signature: {exc}") from None
     module = load_module(args.file)
     jobs = select_jobs(module, args.file, args.kernel)
-    specialize_jobs(jobs, types, constexprs, hints)
-    for job in jobs:
-        if job.skip_reason and not quiet:
+    specialize_jobs(jobs, types, constexprs, hints, module)
+    for job in jobs:      # helpers that return a value are inlined into kernels: skipped silently
+        if job.skip_reason and not quiet and not _returns_value(job.kfn):
             print(f"tlxc: skipping helper {job.name}: {job.skip_reason}", file=sys.stderr)
     jobs = [job for job in jobs if job.spec is not None]
     if not jobs:

@@ -115,18 +115,18 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  // hopper_gemm_ws.py:58
+  // hopper_gemm_ws.py:68
   unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 6 x [64, 64]
   // a_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:59
+  // hopper_gemm_ws.py:69
   unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 49152);  // 3 x [64, 256]
   // b_smem: 4 column blocks of [64, 64] (8192 bytes apart)
   // b_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:60
+  // hopper_gemm_ws.py:70
   unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 147456);  // 2 x [64, 256]
   // c_smem: 4 column blocks of [64, 64] (8192 bytes apart)
   // c_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:61
+  // hopper_gemm_ws.py:71
   unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 212992);
   if (tid == 0) {
     #pragma unroll
@@ -134,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:62
+  // hopper_gemm_ws.py:72
   unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 213016);
   if (tid == 0) {
     #pragma unroll
@@ -142,9 +142,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:64
+  // hopper_gemm_ws.py:74
   int start = (int)blockIdx.x;
-  // hopper_gemm_ws.py:65
+  // hopper_gemm_ws.py:75
   int s = 128;
   int s_1;
   s_1 = (int)((M + s));
@@ -154,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_4 = 128;
   int num_pid_m;
   num_pid_m = (int)((s_3 / s_4));
-  // hopper_gemm_ws.py:66
+  // hopper_gemm_ws.py:76
   int s_5 = 256;
   int s_6;
   s_6 = (int)((N + s_5));
@@ -164,10 +164,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_9 = 256;
   int num_pid_n;
   num_pid_n = (int)((s_8 / s_9));
-  // hopper_gemm_ws.py:67
+  // hopper_gemm_ws.py:77
   int num_tiles;
   num_tiles = (int)((num_pid_m * num_pid_n));
-  // hopper_gemm_ws.py:68
+  // hopper_gemm_ws.py:78
   int s_10 = 64;
   int s_11;
   s_11 = (int)((K + s_10));
@@ -177,257 +177,257 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_14 = 64;
   int k_tiles;
   k_tiles = (int)((s_13 / s_14));
-  // hopper_gemm_ws.py:69
-  int s_15 = 8;
-  int num_pid_in_group;
-  num_pid_in_group = (int)((s_15 * num_pid_n));
   __syncthreads();  // barriers initialized; tasks may start
   if (warp >= 0 && warp < 4) {
     // task 'default': warps 0..3
     const int task_warp = warp - 0;
     const int task_tid = tid - 0;
     tlx_setmaxnreg_dec<40>();
-    // hopper_gemm_ws.py:74
-    int s_16 = 132;
-    int s_17 = 0;
+    // hopper_gemm_ws.py:83
+    int s_15 = 132;
+    int s_16 = 0;
     int count;
-    count = s_17;
-    for (int tile = start; tile < num_tiles; tile += s_16) {
-      // hopper_gemm_ws.py:75
-      int group_id;
-      group_id = (int)((tile / num_pid_in_group));
-      // hopper_gemm_ws.py:76
-      int s_18 = 8;
+    count = s_16;
+    for (int tile = start; tile < num_tiles; tile += s_15) {
+      // hopper_gemm_ws.py:53
+      int s_17 = 8;
+      int num_pid_in_group;
+      num_pid_in_group = (int)((s_17 * num_pid_n));
+      // hopper_gemm_ws.py:54
+      int s_18;
+      s_18 = (int)((tile / num_pid_in_group));
+      int s_19 = 8;
       int first_pid_m;
-      first_pid_m = (int)((group_id * s_18));
-      // hopper_gemm_ws.py:77
-      int s_19;
-      s_19 = (int)((num_pid_m - first_pid_m));
-      int s_20 = 8;
+      first_pid_m = (int)((s_18 * s_19));
+      // hopper_gemm_ws.py:55
+      int s_20;
+      s_20 = (int)((num_pid_m - first_pid_m));
+      int s_21 = 8;
       int group_size_m;
-      group_size_m = (int)((s_19 < s_20 ? s_19 : s_20));
-      // hopper_gemm_ws.py:78
-      int s_21;
-      s_21 = (int)((tile % num_pid_in_group));
+      group_size_m = (int)((s_20 < s_21 ? s_20 : s_21));
+      // hopper_gemm_ws.py:56
       int s_22;
-      s_22 = (int)((s_21 % group_size_m));
-      int pid_m;
-      pid_m = (int)((first_pid_m + s_22));
-      // hopper_gemm_ws.py:79
+      s_22 = (int)((tile % num_pid_in_group));
       int s_23;
-      s_23 = (int)((tile % num_pid_in_group));
+      s_23 = (int)((s_22 % group_size_m));
+      int pid_m;
+      pid_m = (int)((first_pid_m + s_23));
+      int s_24;
+      s_24 = (int)((tile % num_pid_in_group));
       int pid_n;
-      pid_n = (int)((s_23 / group_size_m));
-      // hopper_gemm_ws.py:80
-      int s_24 = 0;
-      int s_25 = 1;
+      pid_n = (int)((s_24 / group_size_m));
+      // hopper_gemm_ws.py:85
+      int s_25 = 0;
+      int s_26 = 1;
       int count_1;
       count_1 = count;
-      for (int k_ = s_24; k_ < k_tiles; k_ += s_25) {
+      for (int k_ = s_25; k_ < k_tiles; k_ += s_26) {
         // tlx.py:231
-        int s_26 = 3;
-        int slot;
-        slot = (int)((count_1 % s_26));
         int s_27 = 3;
-        int s_28;
-        s_28 = (int)((count_1 / s_27));
-        int s_29 = 1;
+        int slot;
+        slot = (int)((count_1 % s_27));
+        int s_28 = 3;
+        int s_29;
+        s_29 = (int)((count_1 / s_28));
+        int s_30 = 1;
         int phase;
-        phase = (int)((s_28 & s_29));
-        // hopper_gemm_ws.py:82
-        unsigned long long* s_30 = empty + slot;
-        int s_31 = 1;
-        int s_32;
-        s_32 = (int)((phase ^ s_31));
-        tlx_mbarrier_wait(s_30, (unsigned)(s_32));
-        // hopper_gemm_ws.py:83
-        unsigned long long* s_33 = full + slot;
-        if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_33, 49152u);
-        // hopper_gemm_ws.py:84
-        int s_34 = 2;
-        int s_35;
-        s_35 = (int)((s_34 * slot));
-        unsigned short* s_36 = a_smem + s_35 * 4096;
-        int s_37 = 128;
-        int s_38;
-        s_38 = (int)((pid_m * s_37));
-        int s_39 = 64;
-        int s_40;
-        s_40 = (int)((k_ * s_39));
-        unsigned long long* s_41 = full + slot;
-        if (task_tid == 0) tlx_tma_load_2d(s_36, &a_desc, s_41, s_40, s_38);
-        // hopper_gemm_ws.py:85
-        int s_42 = 2;
-        int s_43;
-        s_43 = (int)((s_42 * slot));
-        int s_44 = 1;
-        int s_45;
-        s_45 = (int)((s_43 + s_44));
-        unsigned short* s_46 = a_smem + s_45 * 4096;
-        int s_47 = 128;
-        int s_48;
-        s_48 = (int)((pid_m * s_47));
-        int s_49 = 64;
-        int s_50;
-        s_50 = (int)((s_48 + s_49));
-        int s_51 = 64;
-        int s_52;
-        s_52 = (int)((k_ * s_51));
-        // hopper_gemm_ws.py:86
-        unsigned long long* s_53 = full + slot;
-        // hopper_gemm_ws.py:85
-        if (task_tid == 0) tlx_tma_load_2d(s_46, &a_desc, s_53, s_52, s_50);
+        phase = (int)((s_29 & s_30));
+        // hopper_gemm_ws.py:87
+        unsigned long long* s_31 = empty + slot;
+        int s_32 = 1;
+        int s_33;
+        s_33 = (int)((phase ^ s_32));
+        tlx_mbarrier_wait(s_31, (unsigned)(s_33));
         // hopper_gemm_ws.py:88
-        unsigned short* s_54 = b_smem + slot * 16384;
-        int s_55 = 0;
-        int s_56 = 0;
-        unsigned short* b_box = s_54 + s_55 * 64 + (s_56 / 64) * 4096;
+        unsigned long long* s_34 = full + slot;
+        if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_34, 49152u);
         // hopper_gemm_ws.py:89
-        int s_57 = 64;
-        int s_58;
-        s_58 = (int)((k_ * s_57));
-        int s_59 = 256;
-        int s_60;
-        s_60 = (int)((pid_n * s_59));
-        int s_61 = 0;
-        int s_62;
-        s_62 = (int)((s_60 + s_61));
-        unsigned long long* s_63 = full + slot;
-        if (task_tid == 0) tlx_tma_load_2d(b_box, &b_desc, s_63, s_62, s_58);
-        // hopper_gemm_ws.py:88
-        unsigned short* s_64 = b_smem + slot * 16384;
-        int s_65 = 0;
-        int s_66 = 64;
-        unsigned short* b_box_1 = s_64 + s_65 * 64 + (s_66 / 64) * 4096;
-        // hopper_gemm_ws.py:89
-        int s_67 = 64;
-        int s_68;
-        s_68 = (int)((k_ * s_67));
-        int s_69 = 256;
-        int s_70;
-        s_70 = (int)((pid_n * s_69));
-        int s_71 = 64;
-        int s_72;
-        s_72 = (int)((s_70 + s_71));
-        unsigned long long* s_73 = full + slot;
-        if (task_tid == 0) tlx_tma_load_2d(b_box_1, &b_desc, s_73, s_72, s_68);
-        // hopper_gemm_ws.py:88
-        unsigned short* s_74 = b_smem + slot * 16384;
-        int s_75 = 0;
-        int s_76 = 128;
-        unsigned short* b_box_2 = s_74 + s_75 * 64 + (s_76 / 64) * 4096;
-        // hopper_gemm_ws.py:89
-        int s_77 = 64;
-        int s_78;
-        s_78 = (int)((k_ * s_77));
-        int s_79 = 256;
-        int s_80;
-        s_80 = (int)((pid_n * s_79));
-        int s_81 = 128;
-        int s_82;
-        s_82 = (int)((s_80 + s_81));
-        unsigned long long* s_83 = full + slot;
-        if (task_tid == 0) tlx_tma_load_2d(b_box_2, &b_desc, s_83, s_82, s_78);
-        // hopper_gemm_ws.py:88
-        unsigned short* s_84 = b_smem + slot * 16384;
-        int s_85 = 0;
-        int s_86 = 192;
-        unsigned short* b_box_3 = s_84 + s_85 * 64 + (s_86 / 64) * 4096;
-        // hopper_gemm_ws.py:89
-        int s_87 = 64;
-        int s_88;
-        s_88 = (int)((k_ * s_87));
-        int s_89 = 256;
-        int s_90;
-        s_90 = (int)((pid_n * s_89));
-        int s_91 = 192;
-        int s_92;
-        s_92 = (int)((s_90 + s_91));
-        unsigned long long* s_93 = full + slot;
-        if (task_tid == 0) tlx_tma_load_2d(b_box_3, &b_desc, s_93, s_92, s_88);
+        int s_35 = 2;
+        int s_36;
+        s_36 = (int)((s_35 * slot));
+        unsigned short* s_37 = a_smem + s_36 * 4096;
+        int s_38 = 128;
+        int s_39;
+        s_39 = (int)((pid_m * s_38));
+        int s_40 = 64;
+        int s_41;
+        s_41 = (int)((k_ * s_40));
+        unsigned long long* s_42 = full + slot;
+        if (task_tid == 0) tlx_tma_load_2d(s_37, &a_desc, s_42, s_41, s_39);
         // hopper_gemm_ws.py:90
-        int s_94 = 1;
+        int s_43 = 2;
+        int s_44;
+        s_44 = (int)((s_43 * slot));
+        int s_45 = 1;
+        int s_46;
+        s_46 = (int)((s_44 + s_45));
+        unsigned short* s_47 = a_smem + s_46 * 4096;
+        int s_48 = 128;
+        int s_49;
+        s_49 = (int)((pid_m * s_48));
+        int s_50 = 64;
+        int s_51;
+        s_51 = (int)((s_49 + s_50));
+        int s_52 = 64;
+        int s_53;
+        s_53 = (int)((k_ * s_52));
+        // hopper_gemm_ws.py:91
+        unsigned long long* s_54 = full + slot;
+        // hopper_gemm_ws.py:90
+        if (task_tid == 0) tlx_tma_load_2d(s_47, &a_desc, s_54, s_53, s_51);
+        // hopper_gemm_ws.py:93
+        unsigned short* s_55 = b_smem + slot * 16384;
+        int s_56 = 0;
+        int s_57 = 0;
+        unsigned short* b_box = s_55 + s_56 * 64 + (s_57 / 64) * 4096;
+        // hopper_gemm_ws.py:94
+        int s_58 = 64;
+        int s_59;
+        s_59 = (int)((k_ * s_58));
+        int s_60 = 256;
+        int s_61;
+        s_61 = (int)((pid_n * s_60));
+        int s_62 = 0;
+        int s_63;
+        s_63 = (int)((s_61 + s_62));
+        unsigned long long* s_64 = full + slot;
+        if (task_tid == 0) tlx_tma_load_2d(b_box, &b_desc, s_64, s_63, s_59);
+        // hopper_gemm_ws.py:93
+        unsigned short* s_65 = b_smem + slot * 16384;
+        int s_66 = 0;
+        int s_67 = 64;
+        unsigned short* b_box_1 = s_65 + s_66 * 64 + (s_67 / 64) * 4096;
+        // hopper_gemm_ws.py:94
+        int s_68 = 64;
+        int s_69;
+        s_69 = (int)((k_ * s_68));
+        int s_70 = 256;
+        int s_71;
+        s_71 = (int)((pid_n * s_70));
+        int s_72 = 64;
+        int s_73;
+        s_73 = (int)((s_71 + s_72));
+        unsigned long long* s_74 = full + slot;
+        if (task_tid == 0) tlx_tma_load_2d(b_box_1, &b_desc, s_74, s_73, s_69);
+        // hopper_gemm_ws.py:93
+        unsigned short* s_75 = b_smem + slot * 16384;
+        int s_76 = 0;
+        int s_77 = 128;
+        unsigned short* b_box_2 = s_75 + s_76 * 64 + (s_77 / 64) * 4096;
+        // hopper_gemm_ws.py:94
+        int s_78 = 64;
+        int s_79;
+        s_79 = (int)((k_ * s_78));
+        int s_80 = 256;
+        int s_81;
+        s_81 = (int)((pid_n * s_80));
+        int s_82 = 128;
+        int s_83;
+        s_83 = (int)((s_81 + s_82));
+        unsigned long long* s_84 = full + slot;
+        if (task_tid == 0) tlx_tma_load_2d(b_box_2, &b_desc, s_84, s_83, s_79);
+        // hopper_gemm_ws.py:93
+        unsigned short* s_85 = b_smem + slot * 16384;
+        int s_86 = 0;
+        int s_87 = 192;
+        unsigned short* b_box_3 = s_85 + s_86 * 64 + (s_87 / 64) * 4096;
+        // hopper_gemm_ws.py:94
+        int s_88 = 64;
+        int s_89;
+        s_89 = (int)((k_ * s_88));
+        int s_90 = 256;
+        int s_91;
+        s_91 = (int)((pid_n * s_90));
+        int s_92 = 192;
+        int s_93;
+        s_93 = (int)((s_91 + s_92));
+        unsigned long long* s_94 = full + slot;
+        if (task_tid == 0) tlx_tma_load_2d(b_box_3, &b_desc, s_94, s_93, s_89);
+        // hopper_gemm_ws.py:95
+        int s_95 = 1;
         int count_2;
-        count_2 = (int)((count_1 + s_94));
+        count_2 = (int)((count_1 + s_95));
         count_1 = count_2;
       }
       count = count_1;
     }
   }
   if (warp >= 4 && warp < 8) {
-    // task 'task91.0': warps 4..7
+    // task 'task96.0': warps 4..7
     const int task_warp = warp - 4;
     const int task_tid = tid - 128;
     tlx_setmaxnreg_inc<232>();
     const int tc0 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc1 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:94
-    int s_95 = 132;
-    int s_96 = 0;
+    // hopper_gemm_ws.py:99
+    int s_96 = 132;
+    int s_97 = 0;
     int count_3;
-    count_3 = s_96;
-    for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_95) {
-      // hopper_gemm_ws.py:95
-      int group_id_1;
-      group_id_1 = (int)((tile_1 / num_pid_in_group));
-      // hopper_gemm_ws.py:96
-      int s_97 = 8;
+    count_3 = s_97;
+    for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_96) {
+      // hopper_gemm_ws.py:53
+      int s_98 = 8;
+      int num_pid_in_group_1;
+      num_pid_in_group_1 = (int)((s_98 * num_pid_n));
+      // hopper_gemm_ws.py:54
+      int s_99;
+      s_99 = (int)((tile_1 / num_pid_in_group_1));
+      int s_100 = 8;
       int first_pid_m_1;
-      first_pid_m_1 = (int)((group_id_1 * s_97));
-      // hopper_gemm_ws.py:97
-      int s_98;
-      s_98 = (int)((num_pid_m - first_pid_m_1));
-      int s_99 = 8;
-      int group_size_m_1;
-      group_size_m_1 = (int)((s_98 < s_99 ? s_98 : s_99));
-      // hopper_gemm_ws.py:98
-      int s_100;
-      s_100 = (int)((tile_1 % num_pid_in_group));
+      first_pid_m_1 = (int)((s_99 * s_100));
+      // hopper_gemm_ws.py:55
       int s_101;
-      s_101 = (int)((s_100 % group_size_m_1));
+      s_101 = (int)((num_pid_m - first_pid_m_1));
+      int s_102 = 8;
+      int group_size_m_1;
+      group_size_m_1 = (int)((s_101 < s_102 ? s_101 : s_102));
+      // hopper_gemm_ws.py:56
+      int s_103;
+      s_103 = (int)((tile_1 % num_pid_in_group_1));
+      int s_104;
+      s_104 = (int)((s_103 % group_size_m_1));
       int pid_m_1;
-      pid_m_1 = (int)((first_pid_m_1 + s_101));
-      // hopper_gemm_ws.py:99
-      int s_102;
-      s_102 = (int)((tile_1 % num_pid_in_group));
+      pid_m_1 = (int)((first_pid_m_1 + s_104));
+      int s_105;
+      s_105 = (int)((tile_1 % num_pid_in_group_1));
       int pid_n_1;
-      pid_n_1 = (int)((s_102 / group_size_m_1));
+      pid_n_1 = (int)((s_105 / group_size_m_1));
+      // hopper_gemm_ws.py:102
+      int s_106 = 0;
+      int s_107 = 1;
       // hopper_gemm_ws.py:101
-      int s_103 = 0;
-      int s_104 = 1;
-      // hopper_gemm_ws.py:100
       float acc[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-      // hopper_gemm_ws.py:101
+      // hopper_gemm_ws.py:102
       float acc_1[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_1[i] = acc[i];
       int count_4;
       count_4 = count_3;
-      for (int k__1 = s_103; k__1 < k_tiles; k__1 += s_104) {
+      for (int k__1 = s_106; k__1 < k_tiles; k__1 += s_107) {
         // tlx.py:231
-        int s_105 = 3;
+        int s_108 = 3;
         int slot_1;
-        slot_1 = (int)((count_4 % s_105));
-        int s_106 = 3;
-        int s_107;
-        s_107 = (int)((count_4 / s_106));
-        int s_108 = 1;
+        slot_1 = (int)((count_4 % s_108));
+        int s_109 = 3;
+        int s_110;
+        s_110 = (int)((count_4 / s_109));
+        int s_111 = 1;
         int phase_1;
-        phase_1 = (int)((s_107 & s_108));
-        // hopper_gemm_ws.py:103
-        unsigned long long* s_109 = full + slot_1;
-        tlx_mbarrier_wait(s_109, (unsigned)(phase_1));
+        phase_1 = (int)((s_110 & s_111));
         // hopper_gemm_ws.py:104
-        int s_110 = 2;
-        int s_111;
-        s_111 = (int)((s_110 * slot_1));
-        int s_112 = 0;
-        int s_113;
-        s_113 = (int)((s_111 + s_112));
-        unsigned short* s_114 = a_smem + s_113 * 4096;
-        unsigned short* s_115 = b_smem + slot_1 * 16384;
+        unsigned long long* s_112 = full + slot_1;
+        tlx_mbarrier_wait(s_112, (unsigned)(phase_1));
+        // hopper_gemm_ws.py:105
+        int s_113 = 2;
+        int s_114;
+        s_114 = (int)((s_113 * slot_1));
+        int s_115 = 0;
+        int s_116;
+        s_116 = (int)((s_114 + s_115));
+        unsigned short* s_117 = a_smem + s_116 * 4096;
+        unsigned short* s_118 = b_smem + slot_1 * 16384;
         // wgmma: 1 tile(s) of m64n256k16 x 4 k-steps per warpgroup; A K-major, B N-major
         float dacc[128];
         #pragma unroll
@@ -435,230 +435,232 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_114) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_115) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_117) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_118) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:105
-        tlx_wgmma_wait_group<1, 128>(dacc);
         // hopper_gemm_ws.py:106
-        int s_116 = 0;
-        bool s_117;
-        s_117 = (k__1 > s_116);
-        if (s_117) {
-          // hopper_gemm_ws.py:107
-          int s_118 = 1;
-          int s_119;
-          s_119 = (int)((count_4 - s_118));
-          int s_120 = 3;
-          int s_121;
-          s_121 = (int)((s_119 % s_120));
-          unsigned long long* s_122 = empty + s_121;
+        tlx_wgmma_wait_group<1, 128>(dacc);
+        // hopper_gemm_ws.py:107
+        int s_119 = 0;
+        bool s_120;
+        s_120 = (k__1 > s_119);
+        if (s_120) {
+          // hopper_gemm_ws.py:108
+          int s_121 = 1;
+          int s_122;
+          s_122 = (int)((count_4 - s_121));
+          int s_123 = 3;
+          int s_124;
+          s_124 = (int)((s_122 % s_123));
+          unsigned long long* s_125 = empty + s_124;
           tlx_bar_sync(2, 128);
-          if (task_tid == 0) tlx_mbarrier_arrive(s_122, 1u);
+          if (task_tid == 0) tlx_mbarrier_arrive(s_125, 1u);
         }
-        // hopper_gemm_ws.py:108
-        int s_123 = 1;
+        // hopper_gemm_ws.py:109
+        int s_126 = 1;
         int count_5;
-        count_5 = (int)((count_4 + s_123));
+        count_5 = (int)((count_4 + s_126));
         #pragma unroll
         for (int i = 0; i < 128; ++i) acc_1[i] = dacc[i];
         count_4 = count_5;
       }
-      // hopper_gemm_ws.py:109
-      tlx_wgmma_wait_group<0, 128>(acc_1);
       // hopper_gemm_ws.py:110
-      int s_124 = 0;
-      bool s_125;
-      s_125 = (k_tiles > s_124);
-      if (s_125) {
-        // hopper_gemm_ws.py:111
-        int s_126 = 1;
-        int s_127;
-        s_127 = (int)((count_4 - s_126));
-        int s_128 = 3;
-        int s_129;
-        s_129 = (int)((s_127 % s_128));
-        unsigned long long* s_130 = empty + s_129;
+      tlx_wgmma_wait_group<0, 128>(acc_1);
+      // hopper_gemm_ws.py:111
+      int s_127 = 0;
+      bool s_128;
+      s_128 = (k_tiles > s_127);
+      if (s_128) {
+        // hopper_gemm_ws.py:112
+        int s_129 = 1;
+        int s_130;
+        s_130 = (int)((count_4 - s_129));
+        int s_131 = 3;
+        int s_132;
+        s_132 = (int)((s_130 % s_131));
+        unsigned long long* s_133 = empty + s_132;
         tlx_bar_sync(2, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_130, 1u);
+        if (task_tid == 0) tlx_mbarrier_arrive(s_133, 1u);
       }
-      // hopper_gemm_ws.py:112
-      if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       // hopper_gemm_ws.py:113
-      int s_131 = 0;
-      unsigned short* s_132 = c_smem + s_131 * 16384;
+      if (task_tid == 0) tlx_bulk_wait_group_read<0>();
+      // hopper_gemm_ws.py:114
+      int s_134 = 0;
+      unsigned short* s_135 = c_smem + s_134 * 16384;
       unsigned short t[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) t[i] = tlx_cvt_rn_bf16_f32((float)(acc_1[i]));
       #pragma unroll
       for (int i = 0; i < 128; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_132) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_135) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:114
+      // hopper_gemm_ws.py:115
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:116
-      int s_133 = 0;
-      unsigned short* s_134 = c_smem + s_133 * 16384;
-      int s_135 = 0;
+      // hopper_gemm_ws.py:117
       int s_136 = 0;
-      unsigned short* c_box = s_134 + s_135 * 64 + (s_136 / 64) * 4096;
-      // hopper_gemm_ws.py:117
-      int s_137 = 128;
-      int s_138;
-      s_138 = (int)((pid_m_1 * s_137));
+      unsigned short* s_137 = c_smem + s_136 * 16384;
+      int s_138 = 0;
       int s_139 = 0;
-      int s_140;
-      s_140 = (int)((s_138 + s_139));
-      int s_141 = 256;
-      int s_142;
-      s_142 = (int)((pid_n_1 * s_141));
-      int s_143 = 0;
-      int s_144;
-      s_144 = (int)((s_142 + s_143));
+      unsigned short* c_box = s_137 + s_138 * 64 + (s_139 / 64) * 4096;
+      // hopper_gemm_ws.py:118
+      int s_140 = 128;
+      int s_141;
+      s_141 = (int)((pid_m_1 * s_140));
+      int s_142 = 0;
+      int s_143;
+      s_143 = (int)((s_141 + s_142));
+      int s_144 = 256;
+      int s_145;
+      s_145 = (int)((pid_n_1 * s_144));
+      int s_146 = 0;
+      int s_147;
+      s_147 = (int)((s_145 + s_146));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_144, s_140); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:116
-      int s_145 = 0;
-      unsigned short* s_146 = c_smem + s_145 * 16384;
-      int s_147 = 0;
-      int s_148 = 64;
-      unsigned short* c_box_1 = s_146 + s_147 * 64 + (s_148 / 64) * 4096;
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_147, s_143); tlx_bulk_commit_group(); }
       // hopper_gemm_ws.py:117
-      int s_149 = 128;
-      int s_150;
-      s_150 = (int)((pid_m_1 * s_149));
-      int s_151 = 0;
-      int s_152;
-      s_152 = (int)((s_150 + s_151));
-      int s_153 = 256;
-      int s_154;
-      s_154 = (int)((pid_n_1 * s_153));
-      int s_155 = 64;
-      int s_156;
-      s_156 = (int)((s_154 + s_155));
+      int s_148 = 0;
+      unsigned short* s_149 = c_smem + s_148 * 16384;
+      int s_150 = 0;
+      int s_151 = 64;
+      unsigned short* c_box_1 = s_149 + s_150 * 64 + (s_151 / 64) * 4096;
+      // hopper_gemm_ws.py:118
+      int s_152 = 128;
+      int s_153;
+      s_153 = (int)((pid_m_1 * s_152));
+      int s_154 = 0;
+      int s_155;
+      s_155 = (int)((s_153 + s_154));
+      int s_156 = 256;
+      int s_157;
+      s_157 = (int)((pid_n_1 * s_156));
+      int s_158 = 64;
+      int s_159;
+      s_159 = (int)((s_157 + s_158));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_156, s_152); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:116
-      int s_157 = 0;
-      unsigned short* s_158 = c_smem + s_157 * 16384;
-      int s_159 = 0;
-      int s_160 = 128;
-      unsigned short* c_box_2 = s_158 + s_159 * 64 + (s_160 / 64) * 4096;
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_159, s_155); tlx_bulk_commit_group(); }
       // hopper_gemm_ws.py:117
-      int s_161 = 128;
-      int s_162;
-      s_162 = (int)((pid_m_1 * s_161));
-      int s_163 = 0;
-      int s_164;
-      s_164 = (int)((s_162 + s_163));
-      int s_165 = 256;
-      int s_166;
-      s_166 = (int)((pid_n_1 * s_165));
-      int s_167 = 128;
-      int s_168;
-      s_168 = (int)((s_166 + s_167));
+      int s_160 = 0;
+      unsigned short* s_161 = c_smem + s_160 * 16384;
+      int s_162 = 0;
+      int s_163 = 128;
+      unsigned short* c_box_2 = s_161 + s_162 * 64 + (s_163 / 64) * 4096;
+      // hopper_gemm_ws.py:118
+      int s_164 = 128;
+      int s_165;
+      s_165 = (int)((pid_m_1 * s_164));
+      int s_166 = 0;
+      int s_167;
+      s_167 = (int)((s_165 + s_166));
+      int s_168 = 256;
+      int s_169;
+      s_169 = (int)((pid_n_1 * s_168));
+      int s_170 = 128;
+      int s_171;
+      s_171 = (int)((s_169 + s_170));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_168, s_164); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:116
-      int s_169 = 0;
-      unsigned short* s_170 = c_smem + s_169 * 16384;
-      int s_171 = 0;
-      int s_172 = 192;
-      unsigned short* c_box_3 = s_170 + s_171 * 64 + (s_172 / 64) * 4096;
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_171, s_167); tlx_bulk_commit_group(); }
       // hopper_gemm_ws.py:117
-      int s_173 = 128;
-      int s_174;
-      s_174 = (int)((pid_m_1 * s_173));
-      int s_175 = 0;
-      int s_176;
-      s_176 = (int)((s_174 + s_175));
-      int s_177 = 256;
-      int s_178;
-      s_178 = (int)((pid_n_1 * s_177));
-      int s_179 = 192;
-      int s_180;
-      s_180 = (int)((s_178 + s_179));
+      int s_172 = 0;
+      unsigned short* s_173 = c_smem + s_172 * 16384;
+      int s_174 = 0;
+      int s_175 = 192;
+      unsigned short* c_box_3 = s_173 + s_174 * 64 + (s_175 / 64) * 4096;
+      // hopper_gemm_ws.py:118
+      int s_176 = 128;
+      int s_177;
+      s_177 = (int)((pid_m_1 * s_176));
+      int s_178 = 0;
+      int s_179;
+      s_179 = (int)((s_177 + s_178));
+      int s_180 = 256;
+      int s_181;
+      s_181 = (int)((pid_n_1 * s_180));
+      int s_182 = 192;
+      int s_183;
+      s_183 = (int)((s_181 + s_182));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_180, s_176); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_183, s_179); tlx_bulk_commit_group(); }
       count_3 = count_4;
     }
-    // hopper_gemm_ws.py:118
+    // hopper_gemm_ws.py:119
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
   }
   if (warp >= 8 && warp < 12) {
-    // task 'task91.1': warps 8..11
+    // task 'task96.1': warps 8..11
     const int task_warp = warp - 8;
     const int task_tid = tid - 256;
     tlx_setmaxnreg_inc<232>();
     const int tc2 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc3 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:94
-    int s_181 = 132;
-    int s_182 = 0;
+    // hopper_gemm_ws.py:99
+    int s_184 = 132;
+    int s_185 = 0;
     int count_6;
-    count_6 = s_182;
-    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_181) {
-      // hopper_gemm_ws.py:95
-      int group_id_2;
-      group_id_2 = (int)((tile_2 / num_pid_in_group));
-      // hopper_gemm_ws.py:96
-      int s_183 = 8;
-      int first_pid_m_2;
-      first_pid_m_2 = (int)((group_id_2 * s_183));
-      // hopper_gemm_ws.py:97
-      int s_184;
-      s_184 = (int)((num_pid_m - first_pid_m_2));
-      int s_185 = 8;
-      int group_size_m_2;
-      group_size_m_2 = (int)((s_184 < s_185 ? s_184 : s_185));
-      // hopper_gemm_ws.py:98
-      int s_186;
-      s_186 = (int)((tile_2 % num_pid_in_group));
+    count_6 = s_185;
+    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_184) {
+      // hopper_gemm_ws.py:53
+      int s_186 = 8;
+      int num_pid_in_group_2;
+      num_pid_in_group_2 = (int)((s_186 * num_pid_n));
+      // hopper_gemm_ws.py:54
       int s_187;
-      s_187 = (int)((s_186 % group_size_m_2));
+      s_187 = (int)((tile_2 / num_pid_in_group_2));
+      int s_188 = 8;
+      int first_pid_m_2;
+      first_pid_m_2 = (int)((s_187 * s_188));
+      // hopper_gemm_ws.py:55
+      int s_189;
+      s_189 = (int)((num_pid_m - first_pid_m_2));
+      int s_190 = 8;
+      int group_size_m_2;
+      group_size_m_2 = (int)((s_189 < s_190 ? s_189 : s_190));
+      // hopper_gemm_ws.py:56
+      int s_191;
+      s_191 = (int)((tile_2 % num_pid_in_group_2));
+      int s_192;
+      s_192 = (int)((s_191 % group_size_m_2));
       int pid_m_2;
-      pid_m_2 = (int)((first_pid_m_2 + s_187));
-      // hopper_gemm_ws.py:99
-      int s_188;
-      s_188 = (int)((tile_2 % num_pid_in_group));
+      pid_m_2 = (int)((first_pid_m_2 + s_192));
+      int s_193;
+      s_193 = (int)((tile_2 % num_pid_in_group_2));
       int pid_n_2;
-      pid_n_2 = (int)((s_188 / group_size_m_2));
+      pid_n_2 = (int)((s_193 / group_size_m_2));
+      // hopper_gemm_ws.py:102
+      int s_194 = 0;
+      int s_195 = 1;
       // hopper_gemm_ws.py:101
-      int s_189 = 0;
-      int s_190 = 1;
-      // hopper_gemm_ws.py:100
       float acc_2[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_2[i] = 0.0f;
-      // hopper_gemm_ws.py:101
+      // hopper_gemm_ws.py:102
       float acc_3[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_3[i] = acc_2[i];
       int count_7;
       count_7 = count_6;
-      for (int k__2 = s_189; k__2 < k_tiles; k__2 += s_190) {
+      for (int k__2 = s_194; k__2 < k_tiles; k__2 += s_195) {
         // tlx.py:231
-        int s_191 = 3;
+        int s_196 = 3;
         int slot_2;
-        slot_2 = (int)((count_7 % s_191));
-        int s_192 = 3;
-        int s_193;
-        s_193 = (int)((count_7 / s_192));
-        int s_194 = 1;
+        slot_2 = (int)((count_7 % s_196));
+        int s_197 = 3;
+        int s_198;
+        s_198 = (int)((count_7 / s_197));
+        int s_199 = 1;
         int phase_2;
-        phase_2 = (int)((s_193 & s_194));
-        // hopper_gemm_ws.py:103
-        unsigned long long* s_195 = full + slot_2;
-        tlx_mbarrier_wait(s_195, (unsigned)(phase_2));
+        phase_2 = (int)((s_198 & s_199));
         // hopper_gemm_ws.py:104
-        int s_196 = 2;
-        int s_197;
-        s_197 = (int)((s_196 * slot_2));
-        int s_198 = 1;
-        int s_199;
-        s_199 = (int)((s_197 + s_198));
-        unsigned short* s_200 = a_smem + s_199 * 4096;
-        unsigned short* s_201 = b_smem + slot_2 * 16384;
+        unsigned long long* s_200 = full + slot_2;
+        tlx_mbarrier_wait(s_200, (unsigned)(phase_2));
+        // hopper_gemm_ws.py:105
+        int s_201 = 2;
+        int s_202;
+        s_202 = (int)((s_201 * slot_2));
+        int s_203 = 1;
+        int s_204;
+        s_204 = (int)((s_202 + s_203));
+        unsigned short* s_205 = a_smem + s_204 * 4096;
+        unsigned short* s_206 = b_smem + slot_2 * 16384;
         // wgmma: 1 tile(s) of m64n256k16 x 4 k-steps per warpgroup; A K-major, B N-major
         float dacc_1[128];
         #pragma unroll
@@ -666,154 +668,154 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_200) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_201) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_205) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_206) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:105
-        tlx_wgmma_wait_group<1, 128>(dacc_1);
         // hopper_gemm_ws.py:106
-        int s_202 = 0;
-        bool s_203;
-        s_203 = (k__2 > s_202);
-        if (s_203) {
-          // hopper_gemm_ws.py:107
-          int s_204 = 1;
-          int s_205;
-          s_205 = (int)((count_7 - s_204));
-          int s_206 = 3;
-          int s_207;
-          s_207 = (int)((s_205 % s_206));
-          unsigned long long* s_208 = empty + s_207;
+        tlx_wgmma_wait_group<1, 128>(dacc_1);
+        // hopper_gemm_ws.py:107
+        int s_207 = 0;
+        bool s_208;
+        s_208 = (k__2 > s_207);
+        if (s_208) {
+          // hopper_gemm_ws.py:108
+          int s_209 = 1;
+          int s_210;
+          s_210 = (int)((count_7 - s_209));
+          int s_211 = 3;
+          int s_212;
+          s_212 = (int)((s_210 % s_211));
+          unsigned long long* s_213 = empty + s_212;
           tlx_bar_sync(3, 128);
-          if (task_tid == 0) tlx_mbarrier_arrive(s_208, 1u);
+          if (task_tid == 0) tlx_mbarrier_arrive(s_213, 1u);
         }
-        // hopper_gemm_ws.py:108
-        int s_209 = 1;
+        // hopper_gemm_ws.py:109
+        int s_214 = 1;
         int count_8;
-        count_8 = (int)((count_7 + s_209));
+        count_8 = (int)((count_7 + s_214));
         #pragma unroll
         for (int i = 0; i < 128; ++i) acc_3[i] = dacc_1[i];
         count_7 = count_8;
       }
-      // hopper_gemm_ws.py:109
-      tlx_wgmma_wait_group<0, 128>(acc_3);
       // hopper_gemm_ws.py:110
-      int s_210 = 0;
-      bool s_211;
-      s_211 = (k_tiles > s_210);
-      if (s_211) {
-        // hopper_gemm_ws.py:111
-        int s_212 = 1;
-        int s_213;
-        s_213 = (int)((count_7 - s_212));
-        int s_214 = 3;
-        int s_215;
-        s_215 = (int)((s_213 % s_214));
-        unsigned long long* s_216 = empty + s_215;
+      tlx_wgmma_wait_group<0, 128>(acc_3);
+      // hopper_gemm_ws.py:111
+      int s_215 = 0;
+      bool s_216;
+      s_216 = (k_tiles > s_215);
+      if (s_216) {
+        // hopper_gemm_ws.py:112
+        int s_217 = 1;
+        int s_218;
+        s_218 = (int)((count_7 - s_217));
+        int s_219 = 3;
+        int s_220;
+        s_220 = (int)((s_218 % s_219));
+        unsigned long long* s_221 = empty + s_220;
         tlx_bar_sync(3, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_216, 1u);
+        if (task_tid == 0) tlx_mbarrier_arrive(s_221, 1u);
       }
-      // hopper_gemm_ws.py:112
-      if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       // hopper_gemm_ws.py:113
-      int s_217 = 1;
-      unsigned short* s_218 = c_smem + s_217 * 16384;
+      if (task_tid == 0) tlx_bulk_wait_group_read<0>();
+      // hopper_gemm_ws.py:114
+      int s_222 = 1;
+      unsigned short* s_223 = c_smem + s_222 * 16384;
       unsigned short t_1[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) t_1[i] = tlx_cvt_rn_bf16_f32((float)(acc_3[i]));
       #pragma unroll
       for (int i = 0; i < 128; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_218) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_223) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:114
+      // hopper_gemm_ws.py:115
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:116
-      int s_219 = 1;
-      unsigned short* s_220 = c_smem + s_219 * 16384;
-      int s_221 = 0;
-      int s_222 = 0;
-      unsigned short* c_box_4 = s_220 + s_221 * 64 + (s_222 / 64) * 4096;
       // hopper_gemm_ws.py:117
-      int s_223 = 128;
-      int s_224;
-      s_224 = (int)((pid_m_2 * s_223));
-      int s_225 = 64;
-      int s_226;
-      s_226 = (int)((s_224 + s_225));
-      int s_227 = 256;
-      int s_228;
-      s_228 = (int)((pid_n_2 * s_227));
-      int s_229 = 0;
-      int s_230;
-      s_230 = (int)((s_228 + s_229));
+      int s_224 = 1;
+      unsigned short* s_225 = c_smem + s_224 * 16384;
+      int s_226 = 0;
+      int s_227 = 0;
+      unsigned short* c_box_4 = s_225 + s_226 * 64 + (s_227 / 64) * 4096;
+      // hopper_gemm_ws.py:118
+      int s_228 = 128;
+      int s_229;
+      s_229 = (int)((pid_m_2 * s_228));
+      int s_230 = 64;
+      int s_231;
+      s_231 = (int)((s_229 + s_230));
+      int s_232 = 256;
+      int s_233;
+      s_233 = (int)((pid_n_2 * s_232));
+      int s_234 = 0;
+      int s_235;
+      s_235 = (int)((s_233 + s_234));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_230, s_226); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:116
-      int s_231 = 1;
-      unsigned short* s_232 = c_smem + s_231 * 16384;
-      int s_233 = 0;
-      int s_234 = 64;
-      unsigned short* c_box_5 = s_232 + s_233 * 64 + (s_234 / 64) * 4096;
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_235, s_231); tlx_bulk_commit_group(); }
       // hopper_gemm_ws.py:117
-      int s_235 = 128;
-      int s_236;
-      s_236 = (int)((pid_m_2 * s_235));
-      int s_237 = 64;
-      int s_238;
-      s_238 = (int)((s_236 + s_237));
-      int s_239 = 256;
-      int s_240;
-      s_240 = (int)((pid_n_2 * s_239));
-      int s_241 = 64;
-      int s_242;
-      s_242 = (int)((s_240 + s_241));
+      int s_236 = 1;
+      unsigned short* s_237 = c_smem + s_236 * 16384;
+      int s_238 = 0;
+      int s_239 = 64;
+      unsigned short* c_box_5 = s_237 + s_238 * 64 + (s_239 / 64) * 4096;
+      // hopper_gemm_ws.py:118
+      int s_240 = 128;
+      int s_241;
+      s_241 = (int)((pid_m_2 * s_240));
+      int s_242 = 64;
+      int s_243;
+      s_243 = (int)((s_241 + s_242));
+      int s_244 = 256;
+      int s_245;
+      s_245 = (int)((pid_n_2 * s_244));
+      int s_246 = 64;
+      int s_247;
+      s_247 = (int)((s_245 + s_246));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_242, s_238); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:116
-      int s_243 = 1;
-      unsigned short* s_244 = c_smem + s_243 * 16384;
-      int s_245 = 0;
-      int s_246 = 128;
-      unsigned short* c_box_6 = s_244 + s_245 * 64 + (s_246 / 64) * 4096;
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_247, s_243); tlx_bulk_commit_group(); }
       // hopper_gemm_ws.py:117
-      int s_247 = 128;
-      int s_248;
-      s_248 = (int)((pid_m_2 * s_247));
-      int s_249 = 64;
-      int s_250;
-      s_250 = (int)((s_248 + s_249));
-      int s_251 = 256;
-      int s_252;
-      s_252 = (int)((pid_n_2 * s_251));
-      int s_253 = 128;
-      int s_254;
-      s_254 = (int)((s_252 + s_253));
+      int s_248 = 1;
+      unsigned short* s_249 = c_smem + s_248 * 16384;
+      int s_250 = 0;
+      int s_251 = 128;
+      unsigned short* c_box_6 = s_249 + s_250 * 64 + (s_251 / 64) * 4096;
+      // hopper_gemm_ws.py:118
+      int s_252 = 128;
+      int s_253;
+      s_253 = (int)((pid_m_2 * s_252));
+      int s_254 = 64;
+      int s_255;
+      s_255 = (int)((s_253 + s_254));
+      int s_256 = 256;
+      int s_257;
+      s_257 = (int)((pid_n_2 * s_256));
+      int s_258 = 128;
+      int s_259;
+      s_259 = (int)((s_257 + s_258));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_254, s_250); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:116
-      int s_255 = 1;
-      unsigned short* s_256 = c_smem + s_255 * 16384;
-      int s_257 = 0;
-      int s_258 = 192;
-      unsigned short* c_box_7 = s_256 + s_257 * 64 + (s_258 / 64) * 4096;
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_259, s_255); tlx_bulk_commit_group(); }
       // hopper_gemm_ws.py:117
-      int s_259 = 128;
-      int s_260;
-      s_260 = (int)((pid_m_2 * s_259));
-      int s_261 = 64;
-      int s_262;
-      s_262 = (int)((s_260 + s_261));
-      int s_263 = 256;
-      int s_264;
-      s_264 = (int)((pid_n_2 * s_263));
-      int s_265 = 192;
-      int s_266;
-      s_266 = (int)((s_264 + s_265));
+      int s_260 = 1;
+      unsigned short* s_261 = c_smem + s_260 * 16384;
+      int s_262 = 0;
+      int s_263 = 192;
+      unsigned short* c_box_7 = s_261 + s_262 * 64 + (s_263 / 64) * 4096;
+      // hopper_gemm_ws.py:118
+      int s_264 = 128;
+      int s_265;
+      s_265 = (int)((pid_m_2 * s_264));
+      int s_266 = 64;
+      int s_267;
+      s_267 = (int)((s_265 + s_266));
+      int s_268 = 256;
+      int s_269;
+      s_269 = (int)((pid_n_2 * s_268));
+      int s_270 = 192;
+      int s_271;
+      s_271 = (int)((s_269 + s_270));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_266, s_262); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_271, s_267); tlx_bulk_commit_group(); }
       count_6 = count_7;
     }
-    // hopper_gemm_ws.py:118
+    // hopper_gemm_ws.py:119
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
   }
 }
