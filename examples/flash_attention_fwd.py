@@ -21,6 +21,11 @@ owns ``BLOCK_M`` query rows of one (batch, head):
   as its A operand (the accumulator's register layout is wgmma's A layout,
   so no shuffle or shared-memory round trip), V read N-major from shared
   memory;
+* the two consumers take turns issuing their wgmma (ping-pong, named
+  barriers 9 and 10 of 256 threads, consumer 0 first): one group's softmax
+  runs while the other's matrix products occupy the tensor cores; within a
+  group, ``S_j = Q K_jᵀ`` is issued together with ``O += P_{j-1} V_{j-1}`` and
+  the softmax of ``S_j`` runs while the P V product is still executing;
 * causal: key blocks entirely above the diagonal are never loaded; the
   causal mask is applied only on blocks that cross the diagonal (and the
   ``S`` bound only on the last block);
@@ -73,7 +78,8 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
     k_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)                # both consumers release a K slot...
     v_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)                # ...and, later, the V slot
 
-    start_m = tl.program_id(0) * BLOCK_M
+    # the longest programs first: under a causal mask the last query blocks see the most keys
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
     bh = tl.program_id(1)
     if CAUSAL:
         kv_end = tl.minimum(seq_len, start_m + BLOCK_M)                     # blocks above the diagonal: skipped
@@ -104,10 +110,14 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
             cid = tlx.async_task_replica_id()
             row0 = start_m + cid * HALF_M
             zeros = tl.zeros((HALF_M, BLOCK_N), dtype=tl.float32)
+            if cid == 1:
+                tlx.named_barrier_arrive(9, 256)                           # consumer 0 issues first
             tlx.barrier_wait(q_full[0], 0)
             # key block 0: S = Q K^T and its softmax (m, l in log2 units of the scaled scores)
             tlx.barrier_wait(k_full[0], 0)
+            tlx.named_barrier_wait(9 + cid, 256)                           # my turn on the tensor cores
             s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[0]), zeros, use_acc=False)
+            tlx.named_barrier_arrive(10 - cid, 256)                        # the other's turn
             s = tlx.async_dot_wait(0, s)
             tlx.barrier_arrive(k_empty[0])
             s = masked_scores(s, 0, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
@@ -121,9 +131,11 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                 slot, phase = tlx.get_bufidx_phase(j, NUM_STAGES)
                 prev, prev_phase = tlx.get_bufidx_phase(j - 1, NUM_STAGES)
                 tlx.barrier_wait(k_full[slot], phase)
-                s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
                 tlx.barrier_wait(v_full[prev], prev_phase)
+                tlx.named_barrier_wait(9 + cid, 256)
+                s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
                 acc = tlx.async_dot(p.to(DTYPE), v_smem[prev], acc)
+                tlx.named_barrier_arrive(10 - cid, 256)
                 s = tlx.async_dot_wait(1, s)                                # S_j is done, P V may run on
                 tlx.barrier_arrive(k_empty[slot])
                 s = masked_scores(s, j, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
@@ -137,13 +149,17 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                 acc = acc * alpha[:, None]
             last, last_phase = tlx.get_bufidx_phase(n_blocks - 1, NUM_STAGES)
             tlx.barrier_wait(v_full[last], last_phase)
+            tlx.named_barrier_wait(9 + cid, 256)
             acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
+            tlx.named_barrier_arrive(10 - cid, 256)
+            if cid == 0:
+                tlx.named_barrier_wait(9, 256)                             # absorb consumer 1's last pass
             acc = tlx.async_dot_wait(0, acc)
             tlx.barrier_arrive(v_empty[last])
             offs_m = row0 + tl.arange(0, HALF_M)
             offs_d = tl.arange(0, HEAD_DIM)
             rows = bh * seq_len + offs_m
-            tl.store(o_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(DTYPE),
+            tl.store(o_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], (acc * (1.0 / l_i)[:, None]).to(DTYPE),
                      mask=offs_m[:, None] < seq_len)
             tl.store(lse_ptr + rows, (m_i + tl.log2(l_i)) * 0.6931471805599453, mask=offs_m < seq_len)
 
