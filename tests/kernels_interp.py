@@ -212,6 +212,12 @@ def math_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
 
 
 @tlxc.kernel
+def exp2_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.exp2(tl.load(x_ptr + offs)))
+
+
+@tlxc.kernel
 def scalar_args_kernel(out_ptr, a, b, flag, scale):
     if flag:
         tl.store(out_ptr, a * b * scale)

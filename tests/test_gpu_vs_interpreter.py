@@ -147,6 +147,17 @@ def test_math_and_int8_dot():
     assert torch.equal(gpu[2], cpu[2])
 
 
+def test_exp2_flushes_subnormals_like_the_gpu():
+    """tl.exp2 on f32 is ex2.approx.ftz.f32 (as in Triton): results below 2^-126 are 0 on
+    both; elsewhere they agree to the instruction's ~2^-22 relative error."""
+    def args(gen):
+        x = torch.cat([torch.randn(448, generator=gen) * 20, torch.linspace(-160, -120, 64)])
+        return [x, torch.full((512,), float("nan"))]
+    gpu, cpu = run_both(K.exp2_kernel, (1,), args, {"BLOCK": 512})
+    assert torch.equal(gpu[1] == 0, cpu[1] == 0)
+    torch.testing.assert_close(gpu[1], cpu[1], rtol=2e-6, atol=0)
+
+
 @pytest.mark.parametrize("dtype,precision,tol", [(torch.float32, "ieee", 1e-5), (torch.float32, "tf32", 3e-3),
                                                  (torch.bfloat16, "ieee", 1e-5), (torch.float16, "ieee", 1e-5)])
 def test_dot_fma_and_mma_paths(dtype, precision, tol):

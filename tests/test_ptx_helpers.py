@@ -159,6 +159,8 @@ CASES: dict[str, Case] = {
                             ("cvt.rn.f16x2.e5m2x2", "cvt.f32.f16")),
     "tlx_cvt_rna_tf32_f32": Case("out[0] = __float_as_uint(tlx_cvt_rna_tf32_f32(__uint_as_float(in[0])));",
                                  ("cvt.rna.tf32.f32",)),
+    "tlx_ex2_approx_ftz_f32": Case("out[0] = __float_as_uint(tlx_ex2_approx_ftz_f32(__uint_as_float(in[0])));",
+                                   ("ex2.approx.ftz.f32",)),
     # no instruction of its own: the memcpy must fold to a register move
     "tlx_bitcast": Case("out[0] = tlx_bitcast<unsigned>(__uint_as_float(in[0]) * 2.0f);",
                         ("add.f32",), absent=(".local", "call")),

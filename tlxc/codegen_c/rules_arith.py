@@ -122,6 +122,9 @@ def _math(name: str):
     def rule(lw, op):
         (a,) = op.operands
         t = elem(a.type)
+        if name == "exp2" and t.name != "f64":      # the target's approximate 2^x
+            _result(lw, op, lambda i: lw.target.exp2_f32(lw.cref(a, i)))
+            return
         fn = _MATH_F32[name]
         if t.name == "f64":
             fn = fn[:-1] if name not in ("rsqrt",) else "rsqrt"

@@ -135,6 +135,18 @@ def cvt_tf32():
 }}"""
 
 
+@helper("tlx_ex2_approx_ftz_f32")
+def ex2_approx_ftz():
+    # 2^x as Triton lowers tl.exp2 on f32: one MUFU.EX2, subnormal inputs and results flushed
+    # to zero (exp2f would add a compare, a select and two multiplies to keep subnormals).
+    return f"""
+{_INLINE} float tlx_ex2_approx_ftz_f32(float x) {{
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}}"""
+
+
 @helper("tlx_bitcast")
 def bitcast():
     return """

@@ -64,6 +64,11 @@ class CudaTarget:
         compute = C.compute_type(dst)
         return self.from_compute(f"({compute})({value})", dst)
 
+    def exp2_f32(self, expr: str) -> str:
+        """``tl.exp2`` of an f32 (or narrower) value: ``ex2.approx.ftz.f32``, as Triton."""
+        self.use("tlx_ex2_approx_ftz_f32")
+        return f"tlx_ex2_approx_ftz_f32({expr})"
+
     def round_tf32(self, expr: str) -> str:
         self.use("tlx_cvt_rna_tf32_f32")
         return f"tlx_cvt_rna_tf32_f32({expr})"

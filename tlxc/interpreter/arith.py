@@ -222,8 +222,19 @@ def _erf(x):
     return torch.special.erf(torch.from_numpy(contiguous(x))).numpy()
 
 
+def _exp2_ftz(x):
+    """2^x with what ``ex2.approx.ftz`` flushes, for f32 (the GPU's ``tl.exp2``): subnormal
+    inputs read as 0 and subnormal results are 0.  f64 keeps subnormals."""
+    if x.dtype != np.float32:
+        return np.exp2(x)
+    tiny = np.finfo(np.float32).tiny
+    with np.errstate(over="ignore", under="ignore"):
+        y = np.exp2(np.where(np.abs(x) < tiny, np.float32(0), x))
+    return np.where(np.abs(y) < tiny, np.float32(0), y)
+
+
 _MATH = {
-    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+    "exp": np.exp, "exp2": _exp2_ftz, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "erf": _erf, "tanh": np.tanh,
 }
