@@ -316,3 +316,13 @@ def test_interpreter_launch_with_a_cpu_descriptor():
     assert values[0] is desc
     desc_kernel[(4,)](desc, out, 5)                                    # CPU tensors: the interpreter
     assert out.tolist() == [5, 5, 5, 5]
+
+
+def test_descriptor_is_immutable():
+    """Launches reuse the encoded map while the tensor's address is unchanged, so a
+    descriptor's shape, strides or box cannot change under it."""
+    d = tlxc.TensorDescriptor.from_tensor(torch.zeros(64, 64), [16, 16])
+    for name, value in (("shape", (32, 64)), ("block_shape", [8, 16]), ("base", torch.zeros(64, 64))):
+        with pytest.raises(AttributeError, match="immutable"):
+            setattr(d, name, value)
+    assert d.shape == (64, 64) and d.device_index == -1
