@@ -63,6 +63,7 @@ def fake_driver(monkeypatch):
     monkeypatch.setattr(cu, "cuTensorMapEncodeTiled", encode)
     monkeypatch.setattr(cu, "cuInit", lambda flags: (cu.CUresult.CUDA_SUCCESS,))
     monkeypatch.setattr(tma, "_DRIVER_READY", [])
+    monkeypatch.setattr(tma, "_ENCODED", {})          # no map encoded by an earlier test's fake
     return calls
 
 
@@ -221,6 +222,12 @@ def test_encode_is_cached_per_address(fake_driver):
     base.address += 1 << 20                                          # storage moved (e.g. .set_())
     desc.encode()
     assert len(fake_driver) == 2
+    # a new descriptor of the same tensor and box (a wrapper building descriptors on every
+    # call) reuses the map: nothing is encoded again
+    again = TensorDescriptor.from_tensor(base, [64, 64])
+    assert again.encode() is desc.encode() and len(fake_driver) == 2
+    TensorDescriptor.from_tensor(base, [32, 64]).encode()             # another box: its own map
+    assert len(fake_driver) == 3
 
 
 def test_encode_failure_names_the_call_and_arguments(monkeypatch, fake_driver):

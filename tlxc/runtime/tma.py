@@ -84,6 +84,8 @@ class TensorDescriptor:
     ``"nan"`` (floating-point tensors only).  Stores clip at the bounds.
     """
 
+    _frozen = False          # set at the end of __init__
+
     def __init__(self, tensor: Any, shape: Sequence[int], strides: Sequence[int],
                  block_shape: Sequence[int], padding: str = "zero", swizzle: int | None = None):
         self.base = tensor
@@ -101,7 +103,6 @@ class TensorDescriptor:
                               f"({inner}) when that is 32, 64 or 128; got {swizzle}")
         self.swizzle = swizzle
         self._ir_type = TensorDescType(self.dtype, self.block_shape, self.swizzle)
-        self._encoded: dict[tuple, bytes] = {}
         self._last_address, self._last_blob = None, b""
         get_device = getattr(tensor, "get_device", None)
         self.device_index = get_device() if get_device is not None else -1   # a tensor never moves
@@ -110,7 +111,7 @@ class TensorDescriptor:
     def __setattr__(self, name: str, value: Any) -> None:
         # launches reuse the encoded map while the tensor's address is unchanged: a descriptor
         # whose shape or box changed under it would silently move the wrong boxes
-        if getattr(self, "_frozen", False) and not name.startswith("_"):
+        if self._frozen and not name.startswith("_"):
             raise AttributeError(f"TensorDescriptor is immutable ('{name}'): build a new one")
         object.__setattr__(self, name, value)
 
@@ -196,16 +197,26 @@ class TensorDescriptor:
             raise _fail("tensor", "is a numpy array; descriptors of arrays run only on the interpreter") from None
         if address == self._last_address:          # every launch but the first (the launch fast path)
             return self._last_blob
-        key = (address, self.shape, self.strides, self.block_shape, self.swizzle, self.padding)
-        blob = self._encoded.get(key)
+        if not getattr(self.base, "is_cuda", False):
+            raise _fail("tensor", "is not on a CUDA device; a descriptor of a CPU tensor runs only "
+                                  "on the interpreter (TLXC_INTERPRET=1)")
+        key = (self.dtype.name, self.device_index, address, self.shape, self.strides, self.block_shape,
+               self.swizzle, self.padding)
+        blob = _ENCODED.get(key)
         if blob is None:
-            if not getattr(self.base, "is_cuda", False):
-                raise _fail("tensor", "is not on a CUDA device; a descriptor of a CPU tensor runs only "
-                                      "on the interpreter (TLXC_INTERPRET=1)")
-            blob = self._encoded[key] = encode_tiled(self.dtype, key[0], self.shape, self.strides,
-                                                     self.block_shape, self.swizzle, self.padding)
+            if len(_ENCODED) >= _ENCODED_MAX:
+                _ENCODED.clear()
+            blob = _ENCODED[key] = encode_tiled(self.dtype, address, self.shape, self.strides,
+                                                self.block_shape, self.swizzle, self.padding)
         self._last_address, self._last_blob = address, blob
         return blob
+
+
+# Encoded maps by everything they encode, shared by descriptors: a wrapper that builds
+# new descriptors of the same tensors on every call (as Triton code does) encodes once.
+# The maps are 128 bytes; the cache is emptied when it reaches _ENCODED_MAX entries.
+_ENCODED: dict[tuple, bytes] = {}
+_ENCODED_MAX = 4096
 
 
 def tma_arguments(dtype: ScalarType, address: int, shape: Sequence[int], strides: Sequence[int],
