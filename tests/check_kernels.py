@@ -437,4 +437,5 @@ def wgmma_ring(a_desc, b_desc, c_desc, k_tiles: tl.int32, BM: tl.constexpr = 64,
             if BUG != "no_fence":
                 tlx.fence("async_shared")
             tlx.async_descriptor_store(c_desc, c_smem[0], [0, 0])  # the TMA store
-            tlx.async_descriptor_store_wait(0)
+            if BUG != "store_in_flight":
+                tlx.async_descriptor_store_wait(0)

@@ -437,6 +437,8 @@ ASYNC_BROKEN = [
      "# the wgmma consumer's wait"),
     ("no_fence", "tma.missing-fence", "async_descriptor_store reads a buffer that local_store wrote",
      "# the TMA store"),
+    ("store_in_flight", "tma.store-in-flight-at-exit",
+     ("a TMA store may still be reading shared memory when its task ends"), "# the TMA store"),
 ]
 
 

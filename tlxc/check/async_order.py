@@ -8,7 +8,13 @@
 * ``tma.missing-fence``: a ``local_store`` to a buffer followed, in the same
   task, by an ``async_descriptor_store`` from that buffer with no
   ``tlx.fence("async_shared")`` in between: the TMA engine (async proxy) may
-  read the bytes before the generic-proxy stores are visible to it.
+  read the bytes before the generic-proxy stores are visible to it;
+* ``tma.store-in-flight-at-exit``: a task (or the kernel) can end with an
+  ``async_descriptor_store`` whose read of shared memory no
+  ``async_descriptor_store_wait(0)`` has waited for: the CTA's shared memory
+  is released at exit, possibly to the next CTA, while the TMA engine still
+  reads it.  A may-analysis over the structured control flow: a loop may run
+  zero or more times, either branch of an ``if`` may run.
 """
 from __future__ import annotations
 
@@ -22,7 +28,51 @@ CARRIERS = frozenset({"scf.yield", "scf.for", "scf.while", "scf.condition", "scf
 def check_async_order(kernel: Operation) -> list[Finding]:
     findings = _early_results(kernel)
     _missing_fences(kernel.regions[0].block, {}, findings)
+    _stores_in_flight_at_exit(kernel.regions[0].block, findings)
     return findings
+
+
+def _stores_in_flight_at_exit(block, findings: list) -> None:
+    """Each task's region, and the kernel body around the tasks, must not end with a TMA
+    store still reading shared memory."""
+    for op in block.ops:
+        if op.name == "tlx.async_tasks":
+            for region in op.regions:
+                _report_in_flight(_store_state(region.block, None), findings)
+    _report_in_flight(_store_state(block, None), findings)
+
+
+def _report_in_flight(store, findings: list) -> None:
+    if store is None or any(f.check == "tma.store-in-flight-at-exit" and f.loc == store.loc for f in findings):
+        return                          # (replicated tasks share their source: one finding)
+    findings.append(Finding(
+        "a TMA store may still be reading shared memory when its task ends: the CTA's shared memory is "
+        "released at exit (and may be given to the next CTA) while the copy reads it; add "
+        "tlx.async_descriptor_store_wait(0) after the last async_descriptor_store", store.loc,
+        [], "tma.store-in-flight-at-exit"))
+
+
+def _store_state(block, pending):
+    """The TMA store that may be in flight after ``block`` (or None), given ``pending`` before it;
+    task regions are analysed on their own."""
+    for op in block.ops:
+        if op.name == "tlx.async_tasks":
+            continue
+        if op.name == "tlx.async_descriptor_store":
+            pending = op
+        elif op.name == "tlx.async_descriptor_store_wait":
+            if op.attrs.get("pendings", 0) == 0:
+                pending = None
+        elif op.name == "scf.if":
+            branches = [_store_state(region.block, pending) for region in op.regions]
+            if len(branches) == 1:              # no else: the condition may be false
+                branches.append(pending)
+            pending = next((b for b in branches if b is not None), None)
+        elif op.regions:                        # loops: zero, one or more iterations
+            after_one = [_store_state(region.block, pending) for region in op.regions]
+            after_two = [_store_state(region.block, a or pending) for region, a in zip(op.regions, after_one)]
+            pending = next((b for b in [pending] + after_one + after_two if b is not None), None)
+    return pending
 
 
 def _early_results(kernel: Operation) -> list[Finding]:
