@@ -27,62 +27,51 @@ DEFAULT = ["ws:", "ws:block_n=64", "pp:"]
 
 
 def child(config: str, size: int) -> dict:
+    """Check one configuration on an odd shape and on size^3, then time it against its baseline."""
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     import torch
     from triton.testing import do_bench
 
     kernel, _, args = config.partition(":")
     kwargs = {k: int(v) for k, v in (kv.split("=") for kv in args.split(",") if kv)}
-    dtype = {0: torch.bfloat16, 1: torch.float16}[kwargs.pop("fp16", 0)]
-    if kernel == "ws":
-        from hopper_gemm_ws import matmul_ws as matmul
-    elif kernel == "pp":
-        from hopper_gemm_ws_pingpong import matmul_ws_pingpong as matmul
-    elif kernel == "fp8":
-        return child_fp8(kwargs, size)
+    if kernel == "fp8":
+        from hopper_gemm_fp8 import fp8_inputs, matmul_fp8
+
+        def case(m, n, k):
+            a, b_nk, sa, sb = fp8_inputs(m, n, k, "cuda")
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            return (lambda: matmul_fp8(a, b_nk, sa, sb, out, **kwargs), out,
+                    (a.float() @ b_nk.float().t()) * (sa * sb),
+                    lambda: torch._scaled_mm(a, b_nk.t(), sa, sb, out_dtype=torch.bfloat16))
+        odd = (1000, 1240, 784)
+    elif kernel in ("ws", "pp"):
+        if kernel == "ws":
+            from hopper_gemm_ws import matmul_ws as matmul
+        else:
+            from hopper_gemm_ws_pingpong import matmul_ws_pingpong as matmul
+        dtype = {0: torch.bfloat16, 1: torch.float16}[kwargs.pop("fp16", 0)]
+
+        def case(m, n, k):
+            a = torch.randn(m, k, device="cuda", dtype=dtype)
+            b = torch.randn(k, n, device="cuda", dtype=dtype)
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+            return lambda: matmul(a, b, out, **kwargs), out, a.float() @ b.float(), lambda: torch.matmul(a, b)
+        odd = (1000, 1240, 776)
     else:
         raise SystemExit(f"unknown kernel {kernel!r} in {config!r}")
     result = {"config": config}
-    for m, n, k in ((1000, 1240, 776), (size, size, size)):
-        a = torch.randn(m, k, device="cuda", dtype=dtype)
-        b = torch.randn(k, n, device="cuda", dtype=dtype)
-        out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
-        matmul(a, b, out, **kwargs)
+    for m, n, k in (odd, (size, size, size)):
+        run, out, ref, baseline = case(m, n, k)
+        run()
         torch.cuda.synchronize()
-        ref = a.float() @ b.float()
         err = ((out.float() - ref).norm() / ref.norm()).item()
         result[f"err {m}x{n}x{k}"] = err
         if not err < 1e-2:
             result["status"] = f"WRONG ({m}x{n}x{k}: rel err {err:.3g})"
             return result
     flops = 2 * size ** 3
-    t = do_bench(lambda: matmul(a, b, out, **kwargs), warmup=50, rep=300, return_mode="median")
-    c = do_bench(lambda: torch.matmul(a, b), warmup=50, rep=300, return_mode="median")
-    result.update(status="ok", tflops=flops / t / 1e9, cublas=flops / c / 1e9, ratio=c / t)
-    return result
-
-
-def child_fp8(kwargs: dict, size: int) -> dict:
-    import torch
-    from hopper_gemm_fp8 import fp8_inputs, matmul_fp8
-    from triton.testing import do_bench
-
-    result = {"config": "fp8:" + ",".join(f"{k}={v}" for k, v in kwargs.items())}
-    for m, n, k in ((1000, 1240, 784), (size, size, size)):
-        a, b_nk, sa, sb = fp8_inputs(m, n, k, "cuda")
-        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        matmul_fp8(a, b_nk, sa, sb, out, **kwargs)
-        torch.cuda.synchronize()
-        ref = (a.float() @ b_nk.float().t()) * (sa * sb)
-        err = ((out.float() - ref).norm() / ref.norm()).item()
-        result[f"err {m}x{n}x{k}"] = err
-        if not err < 1e-2:
-            result["status"] = f"WRONG ({m}x{n}x{k}: rel err {err:.3g})"
-            return result
-    flops = 2 * size ** 3
-    t = do_bench(lambda: matmul_fp8(a, b_nk, sa, sb, out, **kwargs), warmup=50, rep=300, return_mode="median")
-    c = do_bench(lambda: torch._scaled_mm(a, b_nk.t(), sa, sb, out_dtype=torch.bfloat16), warmup=50, rep=300,
-                 return_mode="median")
+    t = do_bench(run, warmup=50, rep=300, return_mode="median")
+    c = do_bench(baseline, warmup=50, rep=300, return_mode="median")
     result.update(status="ok", tflops=flops / t / 1e9, cublas=flops / c / 1e9, ratio=c / t)
     return result
 
