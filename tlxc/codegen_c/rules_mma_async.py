@@ -4,7 +4,9 @@ One ``tlx.async_dot`` is one wgmma group of the issuing warps:
 ``wgmma.fence``, then per accumulator tile and per k step one
 ``wgmma.mma_async.m64nNkK`` with both operands in shared memory, then
 ``wgmma.commit_group``.  K is 32 bytes of input: k16 for bf16/f16, k32 for
-fp8 (e4m3, e5m2), k8 for tf32; only 16-bit inputs may be MN-major.  ``tlx.async_dot_wait`` is ``wgmma.wait_group``.
+fp8 (e4m3, e5m2), k8 for tf32; only 16-bit inputs may be MN-major or come
+from registers (``_register_a_fragments``).  ``tlx.async_dot_wait`` is
+``wgmma.wait_group``.
 
 Accumulator registers (``ir/layouts.py``, ``mma_accumulator_layout(...,
 "wgmma")``): registers ``0 .. N_instr/2 - 1`` are the instruction's
@@ -205,18 +207,20 @@ def async_dot(lw, op):
     for t, (row, col) in enumerate(tiles):
         m0 = f"{wg_row} + {row}" if row else wg_row
         n0 = f"{wg_col} + {col}" if col else wg_col
-        db = f"tlx_wgmma_desc({b_bytes} + {plan_b['offset'](n0, f'{k_step} * kk')}, {plan_b['fields']:#x}ull)"
+        def db(k: str, n0=n0) -> str:
+            return f"tlx_wgmma_desc({b_bytes} + {plan_b['offset'](n0, k)}, {plan_b['fields']:#x}ull)"
         if a_in_registers:      # the k steps unrolled here: each names its own A registers
             for kk in range(k_steps):
                 regs = ", ".join(a_regs[row, kk])
                 lw.out.line(f"{helper}<{plan_b['trans']}>(&{work}[{t * per_tile}], {regs}, "
-                            f"{db.replace('kk', str(kk))}, {f'(int)({scale})' if kk == 0 else '1'});")
+                            f"{db(str(k_step * kk))}, {f'(int)({scale})' if kk == 0 else '1'});")
             continue
         lw.out.line("#pragma unroll")
         lw.out.open(f"for (int kk = 0; kk < {k_steps}; ++kk)")
         da = f"tlx_wgmma_desc({a_bytes} + {plan_a['offset'](m0, f'{k_step} * kk')}, {plan_a['fields']:#x}ull)"
         majors = f"<{plan_a['trans']}, {plan_b['trans']}>" if transposable(element) else ""
-        lw.out.line(f"{helper}{majors}(&{work}[{t * per_tile}], {da}, {db}, kk == 0 ? (int)({scale}) : 1);")
+        lw.out.line(f"{helper}{majors}(&{work}[{t * per_tile}], {da}, {db(f'{k_step} * kk')}, "
+                    f"kk == 0 ? (int)({scale}) : 1);")
         lw.out.close()
     lw.out.line("tlx_wgmma_commit_group();")
     lw.alias(result, work)
