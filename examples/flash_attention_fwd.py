@@ -182,6 +182,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
     o = torch.empty_like(q)
     lse = torch.empty((B, H, S), device=q.device, dtype=torch.float32)
+    if o.numel() == 0:                       # TMA cannot describe an empty tensor: nothing to compute
+        return o, lse
     descs = [tlxc.TensorDescriptor.from_tensor(t.view(B * H, S, D), [1, rows, D_BOX], swizzle=128)
              for t, rows in ((q, block_m // 2), (k, block_n), (v, block_n))]
     attn_fwd_kernel[((S + block_m - 1) // block_m, B * H)](

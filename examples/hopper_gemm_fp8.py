@@ -117,6 +117,11 @@ def matmul_fp8(a: torch.Tensor, b_nk: torch.Tensor, scale_a: torch.Tensor, scale
     N = b_nk.shape[0]
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=torch.bfloat16)
+    elif tuple(out.shape) != (M, N) or out.dtype != torch.bfloat16 or out.device != a.device:
+        raise ValueError(f"'out' must be a ({M}, {N}) {torch.bfloat16} tensor on {a.device}, got {tuple(out.shape)} "
+                         f"{out.dtype} on {out.device}")
+    if M == 0 or N == 0 or K == 0:          # TMA cannot describe an empty tensor: nothing to load
+        return out.zero_()
     sms = sms or num_sms(a.device)
     if block_n is None:
         wide_tiles = ((M + block_m - 1) // block_m) * ((N + 255) // 256)

@@ -139,6 +139,11 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
     N = b.shape[1]
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    elif tuple(out.shape) != (M, N) or out.dtype != a.dtype or out.device != a.device:
+        raise ValueError(f"'out' must be a ({M}, {N}) {a.dtype} tensor on {a.device}, got {tuple(out.shape)} "
+                         f"{out.dtype} on {out.device}")
+    if M == 0 or N == 0 or K == 0:          # TMA cannot describe an empty tensor: nothing to load
+        return out.zero_()
     # one row of A's box (block_k elements) is one swizzle span: 128 bytes, or 64 for block_k = 32
     a_desc = tlxc.TensorDescriptor.from_tensor(a, [block_m // 2, block_k], swizzle=min(128, block_k * 2))
     b_desc = tlxc.TensorDescriptor.from_tensor(b, [block_k, B_BOX_N], swizzle=128)

@@ -71,3 +71,15 @@ def test_compiles_for_sm90a_with_register_a_wgmma(D):
     assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{D}k16\.f32\.bf16\.bf16 \{{[^}}]*\}}, {register_a}", ptx)
     assert "_rs<1>" in compiled.asm["cuda"]           # V read N-major
     assert compiled.metadata["spills_bytes"] == 0, compiled.metadata.get("ptxas_log")
+
+
+def test_empty_sequence_needs_no_launch():
+    q = torch.randn(1, 2, 0, 64).to(torch.bfloat16)
+    o, lse = F.attention(q, q, q)
+    assert o.shape == (1, 2, 0, 64) and lse.shape == (1, 2, 0)
+
+
+def test_unsupported_head_dim_is_refused():
+    q = torch.randn(1, 1, 16, 96).to(torch.bfloat16)
+    with pytest.raises(ValueError, match="head dimensions 64 and 128, got 96"):
+        F.attention(q, q, q)

@@ -40,3 +40,26 @@ def test_check_finds_nothing():
         spec = specialization_from_args(G.matmul_ws_kernel, bound)
         module = frontend(G.matmul_ws_kernel, spec)       # the static checks need no layouts
         assert [f for kernel in module.kernels for f in check_kernel(kernel)] == []
+
+
+@pytest.mark.parametrize("shape", [(0, 64, 64), (64, 0, 64), (64, 64, 0)], ids=lambda s: "x".join(map(str, s)))
+def test_empty_problems_need_no_launch(shape):
+    """TMA cannot describe an empty tensor: the wrappers answer without a launch, and
+    K = 0 gives zeros (as torch.matmul does)."""
+    import hopper_gemm_fp8
+    import hopper_gemm_ws_pingpong
+    M, N, K = shape
+    for matmul in (G.matmul_ws, hopper_gemm_ws_pingpong.matmul_ws_pingpong):
+        out = matmul(torch.randn(M, K).to(torch.bfloat16), torch.randn(K, N).to(torch.bfloat16))
+        assert out.shape == (M, N) and not out.float().abs().sum()
+    a, b_nk, sa, sb = hopper_gemm_fp8.fp8_inputs(M, N, K, "cpu")
+    out = hopper_gemm_fp8.matmul_fp8(a, b_nk, sa, sb)
+    assert out.shape == (M, N) and not out.float().abs().sum()
+
+
+def test_out_of_the_wrong_shape_is_refused():
+    a = torch.randn(64, 64).to(torch.bfloat16)
+    with pytest.raises(ValueError, match=r"'out' must be a \(64, 64\) torch.bfloat16 tensor"):
+        G.matmul_ws(a, a, torch.empty(64, 32, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="'out' must be"):
+        G.matmul_ws(a, a, torch.empty(64, 64, dtype=torch.float16))
