@@ -263,7 +263,10 @@ def test_key_parts_of_a_descriptor():
     desc = TensorDescriptor.from_tensor(bf16(64, 64), [64, 64])
     out = torch.zeros(4, dtype=torch.int32)
     parts = L.key_parts(desc_kernel, (desc, out, 5, 16))
-    assert parts[:2] == [desc.ir_type(), -1]                           # type, device (CPU: -1)
+    assert parts[:2] == [desc._type_key, -1]                           # type (as a small int), device (CPU: -1)
+    # one key per IR type: same element, box and swizzle -> same key; another box -> another
+    assert TensorDescriptor.from_tensor(bf16(128, 64), [64, 64])._type_key == desc._type_key
+    assert TensorDescriptor.from_tensor(bf16(64, 64), [32, 64])._type_key != desc._type_key
 
 
 def test_fast_path_passes_the_cached_map(fake_driver):

@@ -109,7 +109,7 @@ def key_parts(kfn, bound: tuple) -> list:
         elif value is None:
             parts.append(None)
         elif isinstance(value, TensorDescriptor):
-            parts += [value.ir_type(), value.device_index]
+            parts += [value._type_key, value.device_index]
         else:
             parts += [value.dtype, value.get_device(), value.data_ptr() & 15]
     return parts
@@ -141,7 +141,7 @@ def build_fast_path(kfn, bound: tuple):
             value_names.append(f"v{i}")
         elif kind == "descriptor":
             values.append(f"        v{i} = {name}.encode()")
-            key += [f"{name}._ir_type", f"{name}.device_index"]
+            key += [f"{name}._type_key", f"{name}.device_index"]
             value_names.append(f"v{i}")
         elif kind == "number":
             key += [f"{name}.__class__", f"{name} == 1", f"{name} % 16 == 0",

@@ -107,11 +107,13 @@ class TensorDescriptor:
             elif swizzle not in (0, 32, 64, 128) or (swizzle and inner != swizzle):
                 raise LaunchError(f"TensorDescriptor: 'swizzle' must be 0, or the inner box width in bytes "
                                   f"({inner}) when that is 32, 64 or 128; got {swizzle}")
-            checked = (swizzle, TensorDescType(self.dtype, self.block_shape, swizzle))
+            ir_type = TensorDescType(self.dtype, self.block_shape, swizzle)
+            checked = (swizzle, ir_type, _TYPE_KEYS.setdefault(ir_type, len(_TYPE_KEYS)))
             if len(_CHECKED) >= _ENCODED_MAX:
                 _CHECKED.clear()
             _CHECKED[geometry] = checked
-        fields["swizzle"], fields["_ir_type"] = checked
+        # the launch key holds the IR type as a small int: hashing the type itself costs more
+        fields["swizzle"], fields["_ir_type"], fields["_type_key"] = checked
         fields["_frozen"] = True
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -223,7 +225,8 @@ class TensorDescriptor:
 # The maps are 128 bytes; the cache is emptied when it reaches _ENCODED_MAX entries.
 _ENCODED: dict[tuple, bytes] = {}
 _ENCODED_MAX = 4096
-_CHECKED: dict[tuple, tuple] = {}       # geometry that passed every rule -> (swizzle, IR type)
+_CHECKED: dict[tuple, tuple] = {}       # geometry that passed every rule -> (swizzle, IR type, type key)
+_TYPE_KEYS: dict[TensorDescType, int] = {}   # never emptied: a launch key must not change meaning
 
 
 def tma_arguments(dtype: ScalarType, address: int, shape: Sequence[int], strides: Sequence[int],
