@@ -218,6 +218,21 @@ def exp2_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
 
 
 @tlxc.kernel
+def split_join_kernel(x_ptr, y_ptr, z_ptr, M: tl.constexpr, N: tl.constexpr):
+    """y: the halves of each row (tl.split after reshape/permute), scaled by 2 and 3;
+    z: the halves joined back (tl.join) -- the identity."""
+    rows = tl.arange(0, M)[:, None]
+    cols = tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + rows * N + cols)
+    a, b = tl.split(tl.permute(tl.reshape(x, (M, 2, N // 2)), (0, 2, 1)))
+    half = tl.arange(0, N // 2)[None, :]
+    tl.store(y_ptr + rows * N + half, a * 2.0)
+    tl.store(y_ptr + rows * N + N // 2 + half, b * 3.0)
+    back = tl.reshape(tl.permute(tl.join(a, b), (0, 2, 1)), (M, N))
+    tl.store(z_ptr + rows * N + cols, back)
+
+
+@tlxc.kernel
 def scalar_args_kernel(out_ptr, a, b, flag, scale):
     if flag:
         tl.store(out_ptr, a * b * scale)

@@ -147,6 +147,15 @@ def test_math_and_int8_dot():
     assert torch.equal(gpu[2], cpu[2])
 
 
+def test_split_and_join():
+    def args(gen):
+        return [torch.randn(16, 64, generator=gen), torch.full((16, 64), float("nan")),
+                torch.full((16, 64), float("nan"))]
+    gpu, cpu = run_both(K.split_join_kernel, (1,), args, {"M": 16, "N": 64})
+    assert torch.equal(gpu[1], cpu[1]) and torch.equal(gpu[2], cpu[2])
+    assert torch.equal(cpu[2], cpu[0])
+
+
 def test_exp2_flushes_subnormals_like_the_gpu():
     """tl.exp2 on f32 is ex2.approx.ftz.f32 (as in Triton): results below 2^-126 are 0 on
     both; elsewhere they agree to the instruction's ~2^-22 relative error."""

@@ -572,3 +572,11 @@ def test_tf32_rounding_and_64_bit_umulhi():
     b = np.array([2**64 - 1, 2**40 + 3, 2**63], dtype=np.uint64)
     with np.errstate(all="ignore"):
         assert [int(v) for v in _mulhi64(a, b)] == [(int(p) * int(q)) >> 64 for p, q in zip(a, b)]
+
+
+def test_split_and_join_round_trip(gen):
+    x = torch.randn(16, 64, generator=gen)
+    y, z = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+    tlxc.interpret(K.split_join_kernel)[(1,)](x, y, z, M=16, N=64)
+    assert torch.equal(y, torch.cat([x[:, :32] * 2, x[:, 32:] * 3], 1))
+    assert torch.equal(z, x)

@@ -80,6 +80,30 @@ def trans(lw, op):
     _remap(lw, op, lambda table: table[..., inverse])
 
 
+@lowering("tl.split")
+def split(lw, op):
+    """Each half picks the operand's registers whose last coordinate is 0 (or 1)."""
+    src = op.operands[0]
+    for half, result in enumerate(op.results):
+        def project(table, half=half):
+            return np.concatenate([table, np.full(table.shape[:-1] + (1,), half, dtype=table.dtype)], axis=-1)
+        mapping = same_thread_map(src.type.layout, result.type.layout, project)
+        if mapping is None:
+            raise InternalCompilerError(f"tl.split: layouts {src.type.layout} and {result.type.layout} need data "
+                                        f"movement (a tlxc layout-inference bug)", op.loc)
+        table = const_table(lw, mapping, "map")
+        lw.assign_elementwise(result, lambda i, table=table: f"{lw.name(src)}[{table}[{i}]]")
+
+
+@lowering("tl.join")
+def join(lw, op):
+    """The result's highest register bit is the new dim (``layouts.join_layout``): its
+    registers are ``a``'s, then ``b``'s."""
+    a, b = op.operands
+    n = registers(a.type)
+    lw.assign_elementwise(op.results[0], lambda i: f"(({i}) < {n} ? {lw.name(a)}[{i}] : {lw.name(b)}[({i}) - {n}])")
+
+
 @lowering("tl.reshape")
 def reshape(lw, op):
     src_shape, dst_shape = op.operands[0].type.shape, op.results[0].type.shape

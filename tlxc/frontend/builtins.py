@@ -425,6 +425,36 @@ def _permute(ctx, input, *dims):
     return permute(ctx.b, tensor_arg(ctx.b, input, "input"), _shape_args(dims))
 
 
+@rule("split")
+def _split(ctx, a):
+    """``tl.split``: the two halves of a tensor along its last dim, which must have size 2."""
+    x = tensor_arg(ctx.b, a, "a")
+    if not x.is_block or x.shape[-1] != 2:
+        shape = list(x.shape) if x.is_block else "a scalar"
+        raise SemanticError(f"tl.split needs a tensor whose last dimension has size 2, got {shape} (reshape and "
+                            f"permute to bring a size-2 dimension last)", param="a")
+    out = TensorType(x.shape[:-1], x.dtype)
+    if not out.shape:
+        raise SemanticError("tl.split of a tensor of shape [2] would give scalars; it needs rank >= 2", param="a")
+    first, second = ctx.b.create("tl.split", [x.value], [out, out]).results
+    return Tensor(first), Tensor(second)
+
+
+@rule("join")
+def _join(ctx, a, b):
+    """``tl.join``: ``a`` and ``b`` (broadcast to one shape, one dtype) stacked along a new
+    last dim of size 2."""
+    x, y = tensor_arg(ctx.b, a, "a"), tensor_arg(ctx.b, b, "b")
+    if x.dtype != y.dtype:
+        raise SemanticError(f"tl.join needs operands of one dtype, got {x.dtype} and {y.dtype}", param="b")
+    if not x.is_block and not y.is_block:
+        raise SemanticError("tl.join needs at least one tensor operand (joining two scalars is not supported)",
+                            param="a")
+    shape = S.broadcast_shapes(x.shape, y.shape)
+    x, y = S.broadcast_to(ctx.b, x, shape), S.broadcast_to(ctx.b, y, shape)
+    return Tensor(ctx.b.value("tl.join", [x.value, y.value], TensorType(x.shape + (2,), x.dtype)))
+
+
 # -- reductions -------------------------------------------------------------------
 def reduce(b, x, axis, kind: str, keep_dims: bool, dtype=None) -> Tensor:
     x = tensor_arg(b, x, "input")

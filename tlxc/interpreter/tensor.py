@@ -49,6 +49,16 @@ def reshape(ctx, op, x):
     return np.reshape(x, op.results[0].type.shape)
 
 
+@impl("tl.split")
+def split(ctx, op, x):
+    return np.ascontiguousarray(x[..., 0]), np.ascontiguousarray(x[..., 1])
+
+
+@impl("tl.join")
+def join(ctx, op, a, b):
+    return np.stack([a, b], axis=-1)
+
+
 @impl("tl.trans")
 def trans(ctx, op, x):
     return np.transpose(x, op.attrs["perm"])

@@ -820,6 +820,29 @@ def slice_layout(layout: Layout, dim: int) -> Layout:
                       drop_zero_registers=True)
 
 
+def dim_in_registers(layout: Layout, dim: int) -> bool:
+    """Whether every step along ``dim`` is a register bit of ``layout`` (no lane or warp
+    moves along it, and registers cover it): one thread holds the whole extent."""
+    dim = layout._check_dim(dim)
+    if any(b[dim] for b in list(layout.lane) + list(layout.warp)):
+        return False
+    covered = 0
+    for b in layout.register:
+        if b[dim] and any(x for d, x in enumerate(b) if d != dim):
+            return False            # a register step that also moves along another dim
+        covered |= b[dim]
+    return covered == layout.shape[dim] - 1
+
+
+def join_layout(layout: Layout) -> Layout:
+    """``layout`` with a new last dim of size 2 as its highest register bit (``tl.join``)."""
+    def widen(b):
+        return tuple(b) + (0,)
+    return Layout(tuple(layout.shape) + (2,),
+                  tuple(widen(b) for b in layout.register) + ((0,) * layout.ndim + (1,),),
+                  tuple(widen(b) for b in layout.lane), tuple(widen(b) for b in layout.warp))
+
+
 def expand_dims(layout: Layout, dim: int) -> Layout:
     """Insert a size-1 dim at position ``dim`` (0..ndim)."""
     if not 0 <= dim <= layout.ndim:

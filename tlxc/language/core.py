@@ -296,6 +296,16 @@ def permute(input, *dims):
     """Permute the dimensions by ``dims``."""
 
 
+@builtin
+def split(a):
+    """The two halves of ``a`` along its last dimension, which must have size 2."""
+
+
+@builtin
+def join(a, b):
+    """``a`` and ``b`` stacked along a new last dimension of size 2."""
+
+
 # -- reductions -------------------------------------------------------------
 @builtin
 def sum(input, axis=None, keep_dims=False, dtype=None):

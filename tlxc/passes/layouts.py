@@ -250,6 +250,27 @@ class _KernelRewriter:
         rtype = op.results[0].type
         self.copy(op, [self.get(src, layout)], [rtype.with_layout(L.reshape(layout, rtype.shape))])
 
+    def rule_tl_split(self, op):
+        """The halves keep the operand's layout minus its last dim, which must be held in
+        registers (then splitting only picks registers); otherwise the operand is first
+        converted to the default blocked layout, whose last dim is in registers."""
+        src = op.operands[0]
+        layout = self.natural(src) or self.default_layout(src.type)
+        if not L.dim_in_registers(layout, src.type.rank - 1):
+            layout = self.default_layout(src.type)
+            if not L.dim_in_registers(layout, src.type.rank - 1):
+                raise LayoutError(f"tl.split of {src.type}: no layout holds its last dim in registers", op.loc)
+        half = L.slice_layout(layout, src.type.rank - 1)
+        self.copy(op, [self.get(src, layout)], [r.type.with_layout(half) for r in op.results])
+
+    def rule_tl_join(self, op):
+        """Both operands in one layout (the first's); the new last dim is the result's highest
+        register bit: registers 0..n-1 hold ``a``, n..2n-1 hold ``b``."""
+        a, b = op.operands
+        layout = self.natural(a) or self.natural(b) or self.default_layout(a.type)
+        self.copy(op, [self.get(a, layout), self.get(b, layout)],
+                  [op.results[0].type.with_layout(L.join_layout(layout))])
+
     def rule_tl_trans(self, op):
         src = op.operands[0]
         layout = self.natural(src) or self.default_layout(src.type)

@@ -97,6 +97,43 @@ class ReshapeOp(Operation):
             raise self.error(f"cannot reshape {src} ({src.numel} elements) to {result}")
 
 
+class SplitOp(Operation):
+    """Split a tensor whose last dim has size 2 into its two halves along it
+    (``tl.split``): results ``x[..., 0]`` and ``x[..., 1]``."""
+
+    name = "tl.split"
+
+    def verify(self):
+        expect_operands(self, 1)
+        src = expect_tensor(self, self.operands[0].type, "operand")
+        if src.rank < 1 or src.shape[-1] != 2:
+            raise self.error(f"expected a last dim of size 2, got {src}")
+        if len(self.results) != 2:
+            raise self.error(f"expected 2 results, got {len(self.results)}")
+        for r in self.results:
+            result = expect_tensor(self, r.type, "result")
+            if result.shape != src.shape[:-1] or result.element != src.element:
+                raise self.error(f"expected results tensor<{'x'.join(map(str, src.shape[:-1]))}x{src.element}>, "
+                                 f"got {result}")
+
+
+class JoinOp(Operation):
+    """Stack two tensors of one shape and type along a new last dim of size 2
+    (``tl.join``): ``result[..., 0] = a``, ``result[..., 1] = b``."""
+
+    name = "tl.join"
+
+    def verify(self):
+        expect_operands(self, 2)
+        a = expect_tensor(self, self.operands[0].type, "operand a")
+        b = expect_tensor(self, self.operands[1].type, "operand b")
+        if a.shape != b.shape or a.element != b.element:
+            raise self.error(f"expected operands of one type, got {a} and {b}")
+        result = expect_tensor(self, self.result.type, "result")
+        if result.shape != a.shape + (2,) or result.element != a.element:
+            raise self.error(f"expected result tensor<{'x'.join(map(str, a.shape + (2,)))}x{a.element}>, got {result}")
+
+
 class TransOp(Operation):
     """Permute dims by ``attrs.perm``."""
 
