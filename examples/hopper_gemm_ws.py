@@ -57,17 +57,30 @@ def grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @tlxc.kernel
+def store_c_tile(c_desc, c_buf, part, row, col, ROWS: tl.constexpr, COLS: tl.constexpr, DTYPE: tl.constexpr):
+    """The epilogue of one consumer: wait until the previous TMA store has read ``c_buf``,
+    store ``part`` there, fence the generic->async proxy, TMA-store it at (row, col) as
+    128B-swizzled 64-column boxes (every bank busy, no conflicts)."""
+    tlx.async_descriptor_store_wait(0)
+    tlx.local_store(c_buf, part.to(DTYPE))
+    tlx.fence("async_shared")
+    for j in tl.static_range(COLS // B_BOX_N):
+        c_box = tlx.local_slice(c_buf, [0, j * B_BOX_N], [ROWS, B_BOX_N])
+        tlx.async_descriptor_store(c_desc, c_box, [row, col + j * B_BOX_N])
+
+
+@tlxc.kernel
 def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
                      b_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
                      c_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
                      M: tl.int32, N: tl.int32, K: tl.int32,
                      BM: tl.constexpr = 128, BN: tl.constexpr = 256, BK: tl.constexpr = 64,
                      GROUP_M: tl.constexpr = 8, NUM_STAGES: tl.constexpr = 3, NUM_SMS: tl.constexpr = 132,
-                     DTYPE: tl.constexpr = tl.bfloat16):
+                     DTYPE: tl.constexpr = tl.bfloat16, EPILOGUE_SUBTILE: tl.constexpr = 1):
     HALF_M: tl.constexpr = BM // 2
     a_smem = tlx.local_alloc((HALF_M, BK), DTYPE, NUM_STAGES * 2)    # [2 * stage + consumer]
     b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
-    c_smem = tlx.local_alloc((HALF_M, BN), DTYPE, 2)                 # [consumer]
+    c_smem = tlx.local_alloc((HALF_M, BN // EPILOGUE_SUBTILE), DTYPE, 2)  # [consumer]
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)                 # both consumers release a stage
 
@@ -110,12 +123,13 @@ def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], s
                 acc = tlx.async_dot_wait(0, acc)
                 if k_tiles > 0:
                     tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
-                tlx.async_descriptor_store_wait(0)            # the previous tile's store has read c_smem
-                tlx.local_store(c_smem[cid], acc.to(DTYPE))
-                tlx.fence("async_shared")
-                for j in tl.static_range(BN // B_BOX_N):                 # 128B-swizzled boxes: no bank conflicts
-                    c_box = tlx.local_slice(c_smem[cid], [0, j * B_BOX_N], [HALF_M, B_BOX_N])
-                    tlx.async_descriptor_store(c_desc, c_box, [pid_m * BM + cid * HALF_M, pid_n * BN + j * B_BOX_N])
+                row = pid_m * BM + cid * HALF_M
+                if EPILOGUE_SUBTILE == 1:
+                    store_c_tile(c_desc, c_smem[cid], acc, row, pid_n * BN, HALF_M, BN, DTYPE)
+                else:                                         # two halves through one half-size C tile
+                    lo, hi = tl.split(tl.permute(tl.reshape(acc, (HALF_M, 2, BN // 2)), (0, 2, 1)))
+                    store_c_tile(c_desc, c_smem[cid], lo, row, pid_n * BN, HALF_M, BN // 2, DTYPE)
+                    store_c_tile(c_desc, c_smem[cid], hi, row, pid_n * BN + BN // 2, HALF_M, BN // 2, DTYPE)
             tlx.async_descriptor_store_wait(0)                # before the CTA's shared memory goes away
 
 
@@ -128,7 +142,7 @@ def num_sms(device) -> int:
 
 def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 128,
               block_n: int = 256, block_k: int = 64, group_m: int = 8, num_stages: int = 3,
-              sms: int | None = None) -> torch.Tensor:
+              epilogue_subtile: int = 1, sms: int | None = None) -> torch.Tensor:
     """``a @ b`` for 2-D bfloat16 or float16 tensors whose rows are 16-byte aligned
     (TMA); ``out`` (if given) has their dtype."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
@@ -152,7 +166,7 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
     sms = sms or num_sms(a.device)
     matmul_ws_kernel[(min(sms, tiles),)](a_desc, b_desc, c_desc, M, N, K, BM=block_m, BN=block_n, BK=block_k,
                                          GROUP_M=group_m, NUM_STAGES=num_stages, NUM_SMS=sms, DTYPE=DTYPES[a.dtype],
-                                         num_warps=4)
+                                         EPILOGUE_SUBTILE=epilogue_subtile, num_warps=4)
     return out
 
 

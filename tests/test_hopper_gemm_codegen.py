@@ -39,6 +39,18 @@ def test_compiles_for_sm90a_with_wgmma_and_tma():
     assert meta["threads"] == 384
 
 
+def test_four_stages_fit_with_a_subtiled_epilogue():
+    """4 stages of 48 KB need the C tile halved: EPILOGUE_SUBTILE=2 fits in 227 KB, the
+    accumulator's halves are picked from registers (no layout conversion), no spills."""
+    spec = _spec()
+    spec.params["NUM_STAGES"] = ("constexpr", 4)
+    spec.params["EPILOGUE_SUBTILE"] = ("constexpr", 2)
+    compiled = compile_kernel(G.matmul_ws_kernel, spec, arch="sm_90a", num_warps=4)
+    meta = compiled.metadata
+    assert meta["spills_bytes"] == 0 and meta["shared_bytes"] <= 232448
+    assert "tl.convert_layout" not in compiled.asm["ir.opt"]
+
+
 def test_sm100a_says_tcgen05_is_missing():
     with pytest.raises(tlxc.CompilationError, match="tcgen05"):
         compile_kernel(G.matmul_ws_kernel, _spec(), arch="sm_100a", num_warps=4)

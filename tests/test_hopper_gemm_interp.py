@@ -25,6 +25,15 @@ def test_interpreter_matches_a_float32_reference(shape):
     assert error < 2 * torch.finfo(torch.bfloat16).eps      # bf16 output rounding is ~0.4 eps
 
 
+def test_subtiled_epilogue_matches_a_float32_reference():
+    """EPILOGUE_SUBTILE=2 (the accumulator split in halves through a half-size C tile,
+    which leaves room for a fourth stage)."""
+    out, ref = run_on_interpreter(G, "matmul_ws_kernel", G.matmul_ws, (200, 520, 320), 7,
+                                  num_stages=4, epilogue_subtile=2, sms=3)
+    assert torch.isfinite(out.float()).all()
+    assert ((out.float() - ref).norm() / ref.norm()).item() < 2 * torch.finfo(torch.bfloat16).eps
+
+
 def test_check_finds_nothing():
     # Descriptor parameters have no ``tlxc check`` command-line spelling yet, so
     # the kernel is specialized from the example's check_inputs() launch.

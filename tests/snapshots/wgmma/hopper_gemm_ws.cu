@@ -110,23 +110,23 @@ static __device__ __forceinline__ void tlx_wgmma_m64n256k16_f32_bf16(float* d, u
 
 struct __attribute__((aligned(64))) tlx_tensormap { unsigned long long words[16]; };
 
-extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN256_BK64_GROUP_M8_NUM_STAGES3_NUM_SMS132_DTYPEbf16(const __grid_constant__ tlx_tensormap a_desc, const __grid_constant__ tlx_tensormap b_desc, const __grid_constant__ tlx_tensormap c_desc, int M, int N, int K) {
+extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN256_BK64_GROUP_M8_NUM_STAGES3_NUM_SMS132_DTYPEbf16_EPILOGUE_SUBTILE1(const __grid_constant__ tlx_tensormap a_desc, const __grid_constant__ tlx_tensormap b_desc, const __grid_constant__ tlx_tensormap c_desc, int M, int N, int K) {
   extern __shared__ __attribute__((aligned(1024))) unsigned char tlx_smem[];
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  // hopper_gemm_ws.py:68
+  // hopper_gemm_ws.py:81
   unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 6 x [64, 64]
   // a_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:69
+  // hopper_gemm_ws.py:82
   unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 49152);  // 3 x [64, 256]
   // b_smem: 4 column blocks of [64, 64] (8192 bytes apart)
   // b_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:70
+  // hopper_gemm_ws.py:83
   unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 147456);  // 2 x [64, 256]
   // c_smem: 4 column blocks of [64, 64] (8192 bytes apart)
   // c_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:71
+  // hopper_gemm_ws.py:84
   unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 212992);
   if (tid == 0) {
     #pragma unroll
@@ -134,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:72
+  // hopper_gemm_ws.py:85
   unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 213016);
   if (tid == 0) {
     #pragma unroll
@@ -142,9 +142,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:74
+  // hopper_gemm_ws.py:87
   int start = (int)blockIdx.x;
-  // hopper_gemm_ws.py:75
+  // hopper_gemm_ws.py:88
   int s = 128;
   int s_1;
   s_1 = (int)((M + s));
@@ -154,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_4 = 128;
   int num_pid_m;
   num_pid_m = (int)((s_3 / s_4));
-  // hopper_gemm_ws.py:76
+  // hopper_gemm_ws.py:89
   int s_5 = 256;
   int s_6;
   s_6 = (int)((N + s_5));
@@ -164,10 +164,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_9 = 256;
   int num_pid_n;
   num_pid_n = (int)((s_8 / s_9));
-  // hopper_gemm_ws.py:77
+  // hopper_gemm_ws.py:90
   int num_tiles;
   num_tiles = (int)((num_pid_m * num_pid_n));
-  // hopper_gemm_ws.py:78
+  // hopper_gemm_ws.py:91
   int s_10 = 64;
   int s_11;
   s_11 = (int)((K + s_10));
@@ -183,7 +183,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     const int task_warp = warp - 0;
     const int task_tid = tid - 0;
     tlx_setmaxnreg_dec<40>();
-    // hopper_gemm_ws.py:83
+    // hopper_gemm_ws.py:96
     int s_15 = 132;
     int s_16 = 0;
     int count;
@@ -216,7 +216,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_24 = (int)((tile % num_pid_in_group));
       int pid_n;
       pid_n = (int)((s_24 / group_size_m));
-      // hopper_gemm_ws.py:85
+      // hopper_gemm_ws.py:98
       int s_25 = 0;
       int s_26 = 1;
       int count_1;
@@ -232,16 +232,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_30 = 1;
         int phase;
         phase = (int)((s_29 & s_30));
-        // hopper_gemm_ws.py:87
+        // hopper_gemm_ws.py:100
         unsigned long long* s_31 = empty + slot;
         int s_32 = 1;
         int s_33;
         s_33 = (int)((phase ^ s_32));
         tlx_mbarrier_wait(s_31, (unsigned)(s_33));
-        // hopper_gemm_ws.py:88
+        // hopper_gemm_ws.py:101
         unsigned long long* s_34 = full + slot;
         if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_34, 49152u);
-        // hopper_gemm_ws.py:89
+        // hopper_gemm_ws.py:102
         int s_35 = 2;
         int s_36;
         s_36 = (int)((s_35 * slot));
@@ -254,7 +254,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_41 = (int)((k_ * s_40));
         unsigned long long* s_42 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(s_37, &a_desc, s_42, s_41, s_39);
-        // hopper_gemm_ws.py:90
+        // hopper_gemm_ws.py:103
         int s_43 = 2;
         int s_44;
         s_44 = (int)((s_43 * slot));
@@ -271,16 +271,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_52 = 64;
         int s_53;
         s_53 = (int)((k_ * s_52));
-        // hopper_gemm_ws.py:91
+        // hopper_gemm_ws.py:104
         unsigned long long* s_54 = full + slot;
-        // hopper_gemm_ws.py:90
+        // hopper_gemm_ws.py:103
         if (task_tid == 0) tlx_tma_load_2d(s_47, &a_desc, s_54, s_53, s_51);
-        // hopper_gemm_ws.py:93
+        // hopper_gemm_ws.py:106
         unsigned short* s_55 = b_smem + slot * 16384;
         int s_56 = 0;
         int s_57 = 0;
         unsigned short* b_box = s_55 + s_56 * 64 + (s_57 / 64) * 4096;
-        // hopper_gemm_ws.py:94
+        // hopper_gemm_ws.py:107
         int s_58 = 64;
         int s_59;
         s_59 = (int)((k_ * s_58));
@@ -292,12 +292,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_63 = (int)((s_61 + s_62));
         unsigned long long* s_64 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box, &b_desc, s_64, s_63, s_59);
-        // hopper_gemm_ws.py:93
+        // hopper_gemm_ws.py:106
         unsigned short* s_65 = b_smem + slot * 16384;
         int s_66 = 0;
         int s_67 = 64;
         unsigned short* b_box_1 = s_65 + s_66 * 64 + (s_67 / 64) * 4096;
-        // hopper_gemm_ws.py:94
+        // hopper_gemm_ws.py:107
         int s_68 = 64;
         int s_69;
         s_69 = (int)((k_ * s_68));
@@ -309,12 +309,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_73 = (int)((s_71 + s_72));
         unsigned long long* s_74 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box_1, &b_desc, s_74, s_73, s_69);
-        // hopper_gemm_ws.py:93
+        // hopper_gemm_ws.py:106
         unsigned short* s_75 = b_smem + slot * 16384;
         int s_76 = 0;
         int s_77 = 128;
         unsigned short* b_box_2 = s_75 + s_76 * 64 + (s_77 / 64) * 4096;
-        // hopper_gemm_ws.py:94
+        // hopper_gemm_ws.py:107
         int s_78 = 64;
         int s_79;
         s_79 = (int)((k_ * s_78));
@@ -326,12 +326,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_83 = (int)((s_81 + s_82));
         unsigned long long* s_84 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box_2, &b_desc, s_84, s_83, s_79);
-        // hopper_gemm_ws.py:93
+        // hopper_gemm_ws.py:106
         unsigned short* s_85 = b_smem + slot * 16384;
         int s_86 = 0;
         int s_87 = 192;
         unsigned short* b_box_3 = s_85 + s_86 * 64 + (s_87 / 64) * 4096;
-        // hopper_gemm_ws.py:94
+        // hopper_gemm_ws.py:107
         int s_88 = 64;
         int s_89;
         s_89 = (int)((k_ * s_88));
@@ -343,7 +343,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_93 = (int)((s_91 + s_92));
         unsigned long long* s_94 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box_3, &b_desc, s_94, s_93, s_89);
-        // hopper_gemm_ws.py:95
+        // hopper_gemm_ws.py:108
         int s_95 = 1;
         int count_2;
         count_2 = (int)((count_1 + s_95));
@@ -353,13 +353,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     }
   }
   if (warp >= 4 && warp < 8) {
-    // task 'task96.0': warps 4..7
+    // task 'task109.0': warps 4..7
     const int task_warp = warp - 4;
     const int task_tid = tid - 128;
     tlx_setmaxnreg_inc<232>();
     const int tc0 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc1 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:99
+    // hopper_gemm_ws.py:112
     int s_96 = 132;
     int s_97 = 0;
     int count_3;
@@ -392,14 +392,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_105 = (int)((tile_1 % num_pid_in_group_1));
       int pid_n_1;
       pid_n_1 = (int)((s_105 / group_size_m_1));
-      // hopper_gemm_ws.py:102
+      // hopper_gemm_ws.py:115
       int s_106 = 0;
       int s_107 = 1;
-      // hopper_gemm_ws.py:101
+      // hopper_gemm_ws.py:114
       float acc[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-      // hopper_gemm_ws.py:102
+      // hopper_gemm_ws.py:115
       float acc_1[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_1[i] = acc[i];
@@ -416,10 +416,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_111 = 1;
         int phase_1;
         phase_1 = (int)((s_110 & s_111));
-        // hopper_gemm_ws.py:104
+        // hopper_gemm_ws.py:117
         unsigned long long* s_112 = full + slot_1;
         tlx_mbarrier_wait(s_112, (unsigned)(phase_1));
-        // hopper_gemm_ws.py:105
+        // hopper_gemm_ws.py:118
         int s_113 = 2;
         int s_114;
         s_114 = (int)((s_113 * slot_1));
@@ -438,14 +438,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_117) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_118) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:106
+        // hopper_gemm_ws.py:119
         tlx_wgmma_wait_group<1, 128>(dacc);
-        // hopper_gemm_ws.py:107
+        // hopper_gemm_ws.py:120
         int s_119 = 0;
         bool s_120;
         s_120 = (k__1 > s_119);
         if (s_120) {
-          // hopper_gemm_ws.py:108
+          // hopper_gemm_ws.py:121
           int s_121 = 1;
           int s_122;
           s_122 = (int)((count_4 - s_121));
@@ -456,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_bar_sync(2, 128);
           if (task_tid == 0) tlx_mbarrier_arrive(s_125, 1u);
         }
-        // hopper_gemm_ws.py:109
+        // hopper_gemm_ws.py:122
         int s_126 = 1;
         int count_5;
         count_5 = (int)((count_4 + s_126));
@@ -464,14 +464,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         for (int i = 0; i < 128; ++i) acc_1[i] = dacc[i];
         count_4 = count_5;
       }
-      // hopper_gemm_ws.py:110
+      // hopper_gemm_ws.py:123
       tlx_wgmma_wait_group<0, 128>(acc_1);
-      // hopper_gemm_ws.py:111
+      // hopper_gemm_ws.py:124
       int s_127 = 0;
       bool s_128;
       s_128 = (k_tiles > s_127);
       if (s_128) {
-        // hopper_gemm_ws.py:112
+        // hopper_gemm_ws.py:125
         int s_129 = 1;
         int s_130;
         s_130 = (int)((count_4 - s_129));
@@ -482,185 +482,152 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_bar_sync(2, 128);
         if (task_tid == 0) tlx_mbarrier_arrive(s_133, 1u);
       }
-      // hopper_gemm_ws.py:113
+      // hopper_gemm_ws.py:126
+      int s_134 = 128;
+      int s_135;
+      s_135 = (int)((pid_m_1 * s_134));
+      int s_136 = 0;
+      int row;
+      row = (int)((s_135 + s_136));
+      // hopper_gemm_ws.py:128
+      int s_137 = 0;
+      unsigned short* s_138 = c_smem + s_137 * 16384;
+      int s_139 = 256;
+      int s_140;
+      s_140 = (int)((pid_n_1 * s_139));
+      // hopper_gemm_ws.py:64
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
-      // hopper_gemm_ws.py:114
-      int s_134 = 0;
-      unsigned short* s_135 = c_smem + s_134 * 16384;
+      // hopper_gemm_ws.py:65
       unsigned short t[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) t[i] = tlx_cvt_rn_bf16_f32((float)(acc_1[i]));
       #pragma unroll
       for (int i = 0; i < 128; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_135) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_138) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:115
+      // hopper_gemm_ws.py:66
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:117
-      int s_136 = 0;
-      unsigned short* s_137 = c_smem + s_136 * 16384;
-      int s_138 = 0;
-      int s_139 = 0;
-      unsigned short* c_box = s_137 + s_138 * 64 + (s_139 / 64) * 4096;
-      // hopper_gemm_ws.py:118
-      int s_140 = 128;
-      int s_141;
-      s_141 = (int)((pid_m_1 * s_140));
+      // hopper_gemm_ws.py:68
+      int s_141 = 0;
       int s_142 = 0;
-      int s_143;
-      s_143 = (int)((s_141 + s_142));
-      int s_144 = 256;
-      int s_145;
-      s_145 = (int)((pid_n_1 * s_144));
-      int s_146 = 0;
-      int s_147;
-      s_147 = (int)((s_145 + s_146));
+      unsigned short* c_box = s_138 + s_141 * 64 + (s_142 / 64) * 4096;
+      // hopper_gemm_ws.py:69
+      int s_143 = 0;
+      int s_144;
+      s_144 = (int)((s_140 + s_143));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_147, s_143); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:117
-      int s_148 = 0;
-      unsigned short* s_149 = c_smem + s_148 * 16384;
-      int s_150 = 0;
-      int s_151 = 64;
-      unsigned short* c_box_1 = s_149 + s_150 * 64 + (s_151 / 64) * 4096;
-      // hopper_gemm_ws.py:118
-      int s_152 = 128;
-      int s_153;
-      s_153 = (int)((pid_m_1 * s_152));
-      int s_154 = 0;
-      int s_155;
-      s_155 = (int)((s_153 + s_154));
-      int s_156 = 256;
-      int s_157;
-      s_157 = (int)((pid_n_1 * s_156));
-      int s_158 = 64;
-      int s_159;
-      s_159 = (int)((s_157 + s_158));
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_144, row); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:68
+      int s_145 = 0;
+      int s_146 = 64;
+      unsigned short* c_box_1 = s_138 + s_145 * 64 + (s_146 / 64) * 4096;
+      // hopper_gemm_ws.py:69
+      int s_147 = 64;
+      int s_148;
+      s_148 = (int)((s_140 + s_147));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_159, s_155); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:117
-      int s_160 = 0;
-      unsigned short* s_161 = c_smem + s_160 * 16384;
-      int s_162 = 0;
-      int s_163 = 128;
-      unsigned short* c_box_2 = s_161 + s_162 * 64 + (s_163 / 64) * 4096;
-      // hopper_gemm_ws.py:118
-      int s_164 = 128;
-      int s_165;
-      s_165 = (int)((pid_m_1 * s_164));
-      int s_166 = 0;
-      int s_167;
-      s_167 = (int)((s_165 + s_166));
-      int s_168 = 256;
-      int s_169;
-      s_169 = (int)((pid_n_1 * s_168));
-      int s_170 = 128;
-      int s_171;
-      s_171 = (int)((s_169 + s_170));
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_148, row); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:68
+      int s_149 = 0;
+      int s_150 = 128;
+      unsigned short* c_box_2 = s_138 + s_149 * 64 + (s_150 / 64) * 4096;
+      // hopper_gemm_ws.py:69
+      int s_151 = 128;
+      int s_152;
+      s_152 = (int)((s_140 + s_151));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_171, s_167); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:117
-      int s_172 = 0;
-      unsigned short* s_173 = c_smem + s_172 * 16384;
-      int s_174 = 0;
-      int s_175 = 192;
-      unsigned short* c_box_3 = s_173 + s_174 * 64 + (s_175 / 64) * 4096;
-      // hopper_gemm_ws.py:118
-      int s_176 = 128;
-      int s_177;
-      s_177 = (int)((pid_m_1 * s_176));
-      int s_178 = 0;
-      int s_179;
-      s_179 = (int)((s_177 + s_178));
-      int s_180 = 256;
-      int s_181;
-      s_181 = (int)((pid_n_1 * s_180));
-      int s_182 = 192;
-      int s_183;
-      s_183 = (int)((s_181 + s_182));
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_152, row); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:68
+      int s_153 = 0;
+      int s_154 = 192;
+      unsigned short* c_box_3 = s_138 + s_153 * 64 + (s_154 / 64) * 4096;
+      // hopper_gemm_ws.py:69
+      int s_155 = 192;
+      int s_156;
+      s_156 = (int)((s_140 + s_155));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_183, s_179); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_156, row); tlx_bulk_commit_group(); }
       count_3 = count_4;
     }
-    // hopper_gemm_ws.py:119
+    // hopper_gemm_ws.py:133
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
   }
   if (warp >= 8 && warp < 12) {
-    // task 'task96.1': warps 8..11
+    // task 'task109.1': warps 8..11
     const int task_warp = warp - 8;
     const int task_tid = tid - 256;
     tlx_setmaxnreg_inc<232>();
     const int tc2 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc3 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:99
-    int s_184 = 132;
-    int s_185 = 0;
+    // hopper_gemm_ws.py:112
+    int s_157 = 132;
+    int s_158 = 0;
     int count_6;
-    count_6 = s_185;
-    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_184) {
+    count_6 = s_158;
+    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_157) {
       // hopper_gemm_ws.py:53
-      int s_186 = 8;
+      int s_159 = 8;
       int num_pid_in_group_2;
-      num_pid_in_group_2 = (int)((s_186 * num_pid_n));
+      num_pid_in_group_2 = (int)((s_159 * num_pid_n));
       // hopper_gemm_ws.py:54
-      int s_187;
-      s_187 = (int)((tile_2 / num_pid_in_group_2));
-      int s_188 = 8;
+      int s_160;
+      s_160 = (int)((tile_2 / num_pid_in_group_2));
+      int s_161 = 8;
       int first_pid_m_2;
-      first_pid_m_2 = (int)((s_187 * s_188));
+      first_pid_m_2 = (int)((s_160 * s_161));
       // hopper_gemm_ws.py:55
-      int s_189;
-      s_189 = (int)((num_pid_m - first_pid_m_2));
-      int s_190 = 8;
+      int s_162;
+      s_162 = (int)((num_pid_m - first_pid_m_2));
+      int s_163 = 8;
       int group_size_m_2;
-      group_size_m_2 = (int)((s_189 < s_190 ? s_189 : s_190));
+      group_size_m_2 = (int)((s_162 < s_163 ? s_162 : s_163));
       // hopper_gemm_ws.py:56
-      int s_191;
-      s_191 = (int)((tile_2 % num_pid_in_group_2));
-      int s_192;
-      s_192 = (int)((s_191 % group_size_m_2));
+      int s_164;
+      s_164 = (int)((tile_2 % num_pid_in_group_2));
+      int s_165;
+      s_165 = (int)((s_164 % group_size_m_2));
       int pid_m_2;
-      pid_m_2 = (int)((first_pid_m_2 + s_192));
-      int s_193;
-      s_193 = (int)((tile_2 % num_pid_in_group_2));
+      pid_m_2 = (int)((first_pid_m_2 + s_165));
+      int s_166;
+      s_166 = (int)((tile_2 % num_pid_in_group_2));
       int pid_n_2;
-      pid_n_2 = (int)((s_193 / group_size_m_2));
-      // hopper_gemm_ws.py:102
-      int s_194 = 0;
-      int s_195 = 1;
-      // hopper_gemm_ws.py:101
+      pid_n_2 = (int)((s_166 / group_size_m_2));
+      // hopper_gemm_ws.py:115
+      int s_167 = 0;
+      int s_168 = 1;
+      // hopper_gemm_ws.py:114
       float acc_2[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_2[i] = 0.0f;
-      // hopper_gemm_ws.py:102
+      // hopper_gemm_ws.py:115
       float acc_3[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_3[i] = acc_2[i];
       int count_7;
       count_7 = count_6;
-      for (int k__2 = s_194; k__2 < k_tiles; k__2 += s_195) {
+      for (int k__2 = s_167; k__2 < k_tiles; k__2 += s_168) {
         // tlx.py:231
-        int s_196 = 3;
+        int s_169 = 3;
         int slot_2;
-        slot_2 = (int)((count_7 % s_196));
-        int s_197 = 3;
-        int s_198;
-        s_198 = (int)((count_7 / s_197));
-        int s_199 = 1;
+        slot_2 = (int)((count_7 % s_169));
+        int s_170 = 3;
+        int s_171;
+        s_171 = (int)((count_7 / s_170));
+        int s_172 = 1;
         int phase_2;
-        phase_2 = (int)((s_198 & s_199));
-        // hopper_gemm_ws.py:104
-        unsigned long long* s_200 = full + slot_2;
-        tlx_mbarrier_wait(s_200, (unsigned)(phase_2));
-        // hopper_gemm_ws.py:105
-        int s_201 = 2;
-        int s_202;
-        s_202 = (int)((s_201 * slot_2));
-        int s_203 = 1;
-        int s_204;
-        s_204 = (int)((s_202 + s_203));
-        unsigned short* s_205 = a_smem + s_204 * 4096;
-        unsigned short* s_206 = b_smem + slot_2 * 16384;
+        phase_2 = (int)((s_171 & s_172));
+        // hopper_gemm_ws.py:117
+        unsigned long long* s_173 = full + slot_2;
+        tlx_mbarrier_wait(s_173, (unsigned)(phase_2));
+        // hopper_gemm_ws.py:118
+        int s_174 = 2;
+        int s_175;
+        s_175 = (int)((s_174 * slot_2));
+        int s_176 = 1;
+        int s_177;
+        s_177 = (int)((s_175 + s_176));
+        unsigned short* s_178 = a_smem + s_177 * 4096;
+        unsigned short* s_179 = b_smem + slot_2 * 16384;
         // wgmma: 1 tile(s) of m64n256k16 x 4 k-steps per warpgroup; A K-major, B N-major
         float dacc_1[128];
         #pragma unroll
@@ -668,154 +635,121 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_205) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_206) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_178) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_179) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:106
+        // hopper_gemm_ws.py:119
         tlx_wgmma_wait_group<1, 128>(dacc_1);
-        // hopper_gemm_ws.py:107
-        int s_207 = 0;
-        bool s_208;
-        s_208 = (k__2 > s_207);
-        if (s_208) {
-          // hopper_gemm_ws.py:108
-          int s_209 = 1;
-          int s_210;
-          s_210 = (int)((count_7 - s_209));
-          int s_211 = 3;
-          int s_212;
-          s_212 = (int)((s_210 % s_211));
-          unsigned long long* s_213 = empty + s_212;
+        // hopper_gemm_ws.py:120
+        int s_180 = 0;
+        bool s_181;
+        s_181 = (k__2 > s_180);
+        if (s_181) {
+          // hopper_gemm_ws.py:121
+          int s_182 = 1;
+          int s_183;
+          s_183 = (int)((count_7 - s_182));
+          int s_184 = 3;
+          int s_185;
+          s_185 = (int)((s_183 % s_184));
+          unsigned long long* s_186 = empty + s_185;
           tlx_bar_sync(3, 128);
-          if (task_tid == 0) tlx_mbarrier_arrive(s_213, 1u);
+          if (task_tid == 0) tlx_mbarrier_arrive(s_186, 1u);
         }
-        // hopper_gemm_ws.py:109
-        int s_214 = 1;
+        // hopper_gemm_ws.py:122
+        int s_187 = 1;
         int count_8;
-        count_8 = (int)((count_7 + s_214));
+        count_8 = (int)((count_7 + s_187));
         #pragma unroll
         for (int i = 0; i < 128; ++i) acc_3[i] = dacc_1[i];
         count_7 = count_8;
       }
-      // hopper_gemm_ws.py:110
+      // hopper_gemm_ws.py:123
       tlx_wgmma_wait_group<0, 128>(acc_3);
-      // hopper_gemm_ws.py:111
-      int s_215 = 0;
-      bool s_216;
-      s_216 = (k_tiles > s_215);
-      if (s_216) {
-        // hopper_gemm_ws.py:112
-        int s_217 = 1;
-        int s_218;
-        s_218 = (int)((count_7 - s_217));
-        int s_219 = 3;
-        int s_220;
-        s_220 = (int)((s_218 % s_219));
-        unsigned long long* s_221 = empty + s_220;
+      // hopper_gemm_ws.py:124
+      int s_188 = 0;
+      bool s_189;
+      s_189 = (k_tiles > s_188);
+      if (s_189) {
+        // hopper_gemm_ws.py:125
+        int s_190 = 1;
+        int s_191;
+        s_191 = (int)((count_7 - s_190));
+        int s_192 = 3;
+        int s_193;
+        s_193 = (int)((s_191 % s_192));
+        unsigned long long* s_194 = empty + s_193;
         tlx_bar_sync(3, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_221, 1u);
+        if (task_tid == 0) tlx_mbarrier_arrive(s_194, 1u);
       }
-      // hopper_gemm_ws.py:113
+      // hopper_gemm_ws.py:126
+      int s_195 = 128;
+      int s_196;
+      s_196 = (int)((pid_m_2 * s_195));
+      int s_197 = 64;
+      int row_1;
+      row_1 = (int)((s_196 + s_197));
+      // hopper_gemm_ws.py:128
+      int s_198 = 1;
+      unsigned short* s_199 = c_smem + s_198 * 16384;
+      int s_200 = 256;
+      int s_201;
+      s_201 = (int)((pid_n_2 * s_200));
+      // hopper_gemm_ws.py:64
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
-      // hopper_gemm_ws.py:114
-      int s_222 = 1;
-      unsigned short* s_223 = c_smem + s_222 * 16384;
+      // hopper_gemm_ws.py:65
       unsigned short t_1[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) t_1[i] = tlx_cvt_rn_bf16_f32((float)(acc_3[i]));
       #pragma unroll
       for (int i = 0; i < 128; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_223) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_199) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:115
+      // hopper_gemm_ws.py:66
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:117
-      int s_224 = 1;
-      unsigned short* s_225 = c_smem + s_224 * 16384;
-      int s_226 = 0;
-      int s_227 = 0;
-      unsigned short* c_box_4 = s_225 + s_226 * 64 + (s_227 / 64) * 4096;
-      // hopper_gemm_ws.py:118
-      int s_228 = 128;
-      int s_229;
-      s_229 = (int)((pid_m_2 * s_228));
-      int s_230 = 64;
-      int s_231;
-      s_231 = (int)((s_229 + s_230));
-      int s_232 = 256;
-      int s_233;
-      s_233 = (int)((pid_n_2 * s_232));
-      int s_234 = 0;
-      int s_235;
-      s_235 = (int)((s_233 + s_234));
+      // hopper_gemm_ws.py:68
+      int s_202 = 0;
+      int s_203 = 0;
+      unsigned short* c_box_4 = s_199 + s_202 * 64 + (s_203 / 64) * 4096;
+      // hopper_gemm_ws.py:69
+      int s_204 = 0;
+      int s_205;
+      s_205 = (int)((s_201 + s_204));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_235, s_231); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:117
-      int s_236 = 1;
-      unsigned short* s_237 = c_smem + s_236 * 16384;
-      int s_238 = 0;
-      int s_239 = 64;
-      unsigned short* c_box_5 = s_237 + s_238 * 64 + (s_239 / 64) * 4096;
-      // hopper_gemm_ws.py:118
-      int s_240 = 128;
-      int s_241;
-      s_241 = (int)((pid_m_2 * s_240));
-      int s_242 = 64;
-      int s_243;
-      s_243 = (int)((s_241 + s_242));
-      int s_244 = 256;
-      int s_245;
-      s_245 = (int)((pid_n_2 * s_244));
-      int s_246 = 64;
-      int s_247;
-      s_247 = (int)((s_245 + s_246));
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_205, row_1); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:68
+      int s_206 = 0;
+      int s_207 = 64;
+      unsigned short* c_box_5 = s_199 + s_206 * 64 + (s_207 / 64) * 4096;
+      // hopper_gemm_ws.py:69
+      int s_208 = 64;
+      int s_209;
+      s_209 = (int)((s_201 + s_208));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_247, s_243); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:117
-      int s_248 = 1;
-      unsigned short* s_249 = c_smem + s_248 * 16384;
-      int s_250 = 0;
-      int s_251 = 128;
-      unsigned short* c_box_6 = s_249 + s_250 * 64 + (s_251 / 64) * 4096;
-      // hopper_gemm_ws.py:118
-      int s_252 = 128;
-      int s_253;
-      s_253 = (int)((pid_m_2 * s_252));
-      int s_254 = 64;
-      int s_255;
-      s_255 = (int)((s_253 + s_254));
-      int s_256 = 256;
-      int s_257;
-      s_257 = (int)((pid_n_2 * s_256));
-      int s_258 = 128;
-      int s_259;
-      s_259 = (int)((s_257 + s_258));
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_209, row_1); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:68
+      int s_210 = 0;
+      int s_211 = 128;
+      unsigned short* c_box_6 = s_199 + s_210 * 64 + (s_211 / 64) * 4096;
+      // hopper_gemm_ws.py:69
+      int s_212 = 128;
+      int s_213;
+      s_213 = (int)((s_201 + s_212));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_259, s_255); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:117
-      int s_260 = 1;
-      unsigned short* s_261 = c_smem + s_260 * 16384;
-      int s_262 = 0;
-      int s_263 = 192;
-      unsigned short* c_box_7 = s_261 + s_262 * 64 + (s_263 / 64) * 4096;
-      // hopper_gemm_ws.py:118
-      int s_264 = 128;
-      int s_265;
-      s_265 = (int)((pid_m_2 * s_264));
-      int s_266 = 64;
-      int s_267;
-      s_267 = (int)((s_265 + s_266));
-      int s_268 = 256;
-      int s_269;
-      s_269 = (int)((pid_n_2 * s_268));
-      int s_270 = 192;
-      int s_271;
-      s_271 = (int)((s_269 + s_270));
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_213, row_1); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:68
+      int s_214 = 0;
+      int s_215 = 192;
+      unsigned short* c_box_7 = s_199 + s_214 * 64 + (s_215 / 64) * 4096;
+      // hopper_gemm_ws.py:69
+      int s_216 = 192;
+      int s_217;
+      s_217 = (int)((s_201 + s_216));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_271, s_267); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_217, row_1); tlx_bulk_commit_group(); }
       count_6 = count_7;
     }
-    // hopper_gemm_ws.py:119
+    // hopper_gemm_ws.py:133
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
   }
 }
