@@ -162,14 +162,24 @@ def twice(x):
 @tlxc.kernel
 def untyped(x_ptr):
     tl.store(x_ptr, 1.0)
+
+
+@tlxc.kernel
+def put(p, v):
+    tl.store(p, v)
+
+
+@tlxc.kernel
+def caller(x_ptr: tl.pointer_type(tl.float32)):
+    put(x_ptr, 2.0)
 ''')
     code, _out, err = run(capsys, "compile", path, "--arch", "sm_90a", "-o", tmp_path / "out")
     assert code == 0, err
-    # a helper returning a value is inlined into kernels: skipped without a word;
-    # a kernel without types is named
-    assert "twice" not in err
+    # helpers (returning a value, or called by another kernel) are inlined: skipped
+    # without a word; a kernel without types that nothing calls is named
+    assert "twice" not in err and "put" not in err
     assert "skipping helper untyped: no signature" in err
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["add.ir"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["add.ir", "caller.ir"]
 
 
 def test_untyped_parameters_take_their_types_from_check_inputs(tmp_path, capsys):

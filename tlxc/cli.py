@@ -293,7 +293,7 @@ def _types_from_check_inputs(module, jobs: list[Job], types: dict, constexprs: d
     """{job name: {parameter: type}} for the untyped parameters of kernels that the
     file's ``check_inputs()`` launches; empty when there is no such function."""
     wanting = [job for job in jobs
-               if _untyped_params(job.kfn, types, constexprs) and (job.explicit or not _returns_value(job.kfn))]
+               if _untyped_params(job.kfn, types, constexprs) and (job.explicit or not _is_helper(job, jobs))]
     if module is None or not wanting or not callable(getattr(module, "check_inputs", None)):
         return {}
     from .check.run import RunSetupError, launches
@@ -336,6 +336,25 @@ def _returns_value(kfn) -> bool:
     return any(isinstance(node, ast.Return) and node.value is not None for node in ast.walk(tree))
 
 
+def _is_helper(job: Job, jobs: list[Job]) -> bool:
+    """A kernel that returns a value, or that another kernel of the file calls: it is
+    inlined into its callers, so compiling it alone is not expected."""
+    if _returns_value(job.kfn):
+        return True
+    names = {job.attr, job.kfn.__name__}
+    for other in jobs:
+        if other is job:
+            continue
+        try:
+            tree = other.kfn.source.tree
+        except TlxcError:
+            continue
+        if any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names
+               for node in ast.walk(tree)):
+            return True
+    return False
+
+
 # -- commands ------------------------------------------------------------------------------
 def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str, Any]:
     arch = args.arch
@@ -352,8 +371,8 @@ def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str, Any]:
     module = load_module(args.file)
     jobs = select_jobs(module, args.file, args.kernel)
     specialize_jobs(jobs, types, constexprs, hints, module)
-    for job in jobs:      # helpers that return a value are inlined into kernels: skipped silently
-        if job.skip_reason and not quiet and not _returns_value(job.kfn):
+    for job in jobs:      # helpers are inlined into kernels: skipped silently
+        if job.skip_reason and not quiet and not _is_helper(job, jobs):
             print(f"tlxc: skipping helper {job.name}: {job.skip_reason}", file=sys.stderr)
     jobs = [job for job in jobs if job.spec is not None]
     if not jobs:
