@@ -25,7 +25,9 @@ accumulation, C in the inputs' dtype; the structure of TLX's ``hopper_gemm_ws.py
   shared C tile, converts its accumulator to bf16, stores it into that tile
   (128B-swizzled ``[BM/2, 64]`` blocks, so the stores hit every bank), fences
   the generic→async proxy and TMA-stores it; the store overlaps the next
-  tile's main loop.
+  tile's main loop.  ``epilogue_subtile=2`` stores the accumulator in two
+  halves (``tl.split``) through a half-size C tile, which leaves room for a
+  fourth stage (not yet measured on a GPU).
 
 Defaults (``BN = 256``, 3 stages, 208 KB of shared memory) are the fastest
 measured on the H200 (docs/performance.md, 2026-11-30): ``BN = 128`` reads
