@@ -115,18 +115,18 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  // hopper_gemm_ws.py:81
+  // hopper_gemm_ws.py:83
   unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 6 x [64, 64]
   // a_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:82
+  // hopper_gemm_ws.py:84
   unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 49152);  // 3 x [64, 256]
   // b_smem: 4 column blocks of [64, 64] (8192 bytes apart)
   // b_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:83
+  // hopper_gemm_ws.py:85
   unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 147456);  // 2 x [64, 256]
   // c_smem: 4 column blocks of [64, 64] (8192 bytes apart)
   // c_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:84
+  // hopper_gemm_ws.py:86
   unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 212992);
   if (tid == 0) {
     #pragma unroll
@@ -134,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:85
+  // hopper_gemm_ws.py:87
   unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 213016);
   if (tid == 0) {
     #pragma unroll
@@ -142,9 +142,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:87
+  // hopper_gemm_ws.py:89
   int start = (int)blockIdx.x;
-  // hopper_gemm_ws.py:88
+  // hopper_gemm_ws.py:90
   int s = 128;
   int s_1;
   s_1 = (int)((M + s));
@@ -154,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_4 = 128;
   int num_pid_m;
   num_pid_m = (int)((s_3 / s_4));
-  // hopper_gemm_ws.py:89
+  // hopper_gemm_ws.py:91
   int s_5 = 256;
   int s_6;
   s_6 = (int)((N + s_5));
@@ -164,10 +164,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_9 = 256;
   int num_pid_n;
   num_pid_n = (int)((s_8 / s_9));
-  // hopper_gemm_ws.py:90
+  // hopper_gemm_ws.py:92
   int num_tiles;
   num_tiles = (int)((num_pid_m * num_pid_n));
-  // hopper_gemm_ws.py:91
+  // hopper_gemm_ws.py:93
   int s_10 = 64;
   int s_11;
   s_11 = (int)((K + s_10));
@@ -183,29 +183,29 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     const int task_warp = warp - 0;
     const int task_tid = tid - 0;
     tlx_setmaxnreg_dec<40>();
-    // hopper_gemm_ws.py:96
+    // hopper_gemm_ws.py:98
     int s_15 = 132;
     int s_16 = 0;
     int count;
     count = s_16;
     for (int tile = start; tile < num_tiles; tile += s_15) {
-      // hopper_gemm_ws.py:53
+      // hopper_gemm_ws.py:55
       int s_17 = 8;
       int num_pid_in_group;
       num_pid_in_group = (int)((s_17 * num_pid_n));
-      // hopper_gemm_ws.py:54
+      // hopper_gemm_ws.py:56
       int s_18;
       s_18 = (int)((tile / num_pid_in_group));
       int s_19 = 8;
       int first_pid_m;
       first_pid_m = (int)((s_18 * s_19));
-      // hopper_gemm_ws.py:55
+      // hopper_gemm_ws.py:57
       int s_20;
       s_20 = (int)((num_pid_m - first_pid_m));
       int s_21 = 8;
       int group_size_m;
       group_size_m = (int)((s_20 < s_21 ? s_20 : s_21));
-      // hopper_gemm_ws.py:56
+      // hopper_gemm_ws.py:58
       int s_22;
       s_22 = (int)((tile % num_pid_in_group));
       int s_23;
@@ -216,7 +216,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_24 = (int)((tile % num_pid_in_group));
       int pid_n;
       pid_n = (int)((s_24 / group_size_m));
-      // hopper_gemm_ws.py:98
+      // hopper_gemm_ws.py:100
       int s_25 = 0;
       int s_26 = 1;
       int count_1;
@@ -232,16 +232,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_30 = 1;
         int phase;
         phase = (int)((s_29 & s_30));
-        // hopper_gemm_ws.py:100
+        // hopper_gemm_ws.py:102
         unsigned long long* s_31 = empty + slot;
         int s_32 = 1;
         int s_33;
         s_33 = (int)((phase ^ s_32));
         tlx_mbarrier_wait(s_31, (unsigned)(s_33));
-        // hopper_gemm_ws.py:101
+        // hopper_gemm_ws.py:103
         unsigned long long* s_34 = full + slot;
         if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_34, 49152u);
-        // hopper_gemm_ws.py:102
+        // hopper_gemm_ws.py:104
         int s_35 = 2;
         int s_36;
         s_36 = (int)((s_35 * slot));
@@ -254,7 +254,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_41 = (int)((k_ * s_40));
         unsigned long long* s_42 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(s_37, &a_desc, s_42, s_41, s_39);
-        // hopper_gemm_ws.py:103
+        // hopper_gemm_ws.py:105
         int s_43 = 2;
         int s_44;
         s_44 = (int)((s_43 * slot));
@@ -271,16 +271,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_52 = 64;
         int s_53;
         s_53 = (int)((k_ * s_52));
-        // hopper_gemm_ws.py:104
-        unsigned long long* s_54 = full + slot;
-        // hopper_gemm_ws.py:103
-        if (task_tid == 0) tlx_tma_load_2d(s_47, &a_desc, s_54, s_53, s_51);
         // hopper_gemm_ws.py:106
+        unsigned long long* s_54 = full + slot;
+        // hopper_gemm_ws.py:105
+        if (task_tid == 0) tlx_tma_load_2d(s_47, &a_desc, s_54, s_53, s_51);
+        // hopper_gemm_ws.py:108
         unsigned short* s_55 = b_smem + slot * 16384;
         int s_56 = 0;
         int s_57 = 0;
         unsigned short* b_box = s_55 + s_56 * 64 + (s_57 / 64) * 4096;
-        // hopper_gemm_ws.py:107
+        // hopper_gemm_ws.py:109
         int s_58 = 64;
         int s_59;
         s_59 = (int)((k_ * s_58));
@@ -292,12 +292,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_63 = (int)((s_61 + s_62));
         unsigned long long* s_64 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box, &b_desc, s_64, s_63, s_59);
-        // hopper_gemm_ws.py:106
+        // hopper_gemm_ws.py:108
         unsigned short* s_65 = b_smem + slot * 16384;
         int s_66 = 0;
         int s_67 = 64;
         unsigned short* b_box_1 = s_65 + s_66 * 64 + (s_67 / 64) * 4096;
-        // hopper_gemm_ws.py:107
+        // hopper_gemm_ws.py:109
         int s_68 = 64;
         int s_69;
         s_69 = (int)((k_ * s_68));
@@ -309,12 +309,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_73 = (int)((s_71 + s_72));
         unsigned long long* s_74 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box_1, &b_desc, s_74, s_73, s_69);
-        // hopper_gemm_ws.py:106
+        // hopper_gemm_ws.py:108
         unsigned short* s_75 = b_smem + slot * 16384;
         int s_76 = 0;
         int s_77 = 128;
         unsigned short* b_box_2 = s_75 + s_76 * 64 + (s_77 / 64) * 4096;
-        // hopper_gemm_ws.py:107
+        // hopper_gemm_ws.py:109
         int s_78 = 64;
         int s_79;
         s_79 = (int)((k_ * s_78));
@@ -326,12 +326,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_83 = (int)((s_81 + s_82));
         unsigned long long* s_84 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box_2, &b_desc, s_84, s_83, s_79);
-        // hopper_gemm_ws.py:106
+        // hopper_gemm_ws.py:108
         unsigned short* s_85 = b_smem + slot * 16384;
         int s_86 = 0;
         int s_87 = 192;
         unsigned short* b_box_3 = s_85 + s_86 * 64 + (s_87 / 64) * 4096;
-        // hopper_gemm_ws.py:107
+        // hopper_gemm_ws.py:109
         int s_88 = 64;
         int s_89;
         s_89 = (int)((k_ * s_88));
@@ -343,7 +343,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_93 = (int)((s_91 + s_92));
         unsigned long long* s_94 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(b_box_3, &b_desc, s_94, s_93, s_89);
-        // hopper_gemm_ws.py:108
+        // hopper_gemm_ws.py:110
         int s_95 = 1;
         int count_2;
         count_2 = (int)((count_1 + s_95));
@@ -353,35 +353,35 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     }
   }
   if (warp >= 4 && warp < 8) {
-    // task 'task109.0': warps 4..7
+    // task 'task111.0': warps 4..7
     const int task_warp = warp - 4;
     const int task_tid = tid - 128;
     tlx_setmaxnreg_inc<232>();
     const int tc0 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc1 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:112
+    // hopper_gemm_ws.py:114
     int s_96 = 132;
     int s_97 = 0;
     int count_3;
     count_3 = s_97;
     for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_96) {
-      // hopper_gemm_ws.py:53
+      // hopper_gemm_ws.py:55
       int s_98 = 8;
       int num_pid_in_group_1;
       num_pid_in_group_1 = (int)((s_98 * num_pid_n));
-      // hopper_gemm_ws.py:54
+      // hopper_gemm_ws.py:56
       int s_99;
       s_99 = (int)((tile_1 / num_pid_in_group_1));
       int s_100 = 8;
       int first_pid_m_1;
       first_pid_m_1 = (int)((s_99 * s_100));
-      // hopper_gemm_ws.py:55
+      // hopper_gemm_ws.py:57
       int s_101;
       s_101 = (int)((num_pid_m - first_pid_m_1));
       int s_102 = 8;
       int group_size_m_1;
       group_size_m_1 = (int)((s_101 < s_102 ? s_101 : s_102));
-      // hopper_gemm_ws.py:56
+      // hopper_gemm_ws.py:58
       int s_103;
       s_103 = (int)((tile_1 % num_pid_in_group_1));
       int s_104;
@@ -392,14 +392,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_105 = (int)((tile_1 % num_pid_in_group_1));
       int pid_n_1;
       pid_n_1 = (int)((s_105 / group_size_m_1));
-      // hopper_gemm_ws.py:115
+      // hopper_gemm_ws.py:117
       int s_106 = 0;
       int s_107 = 1;
-      // hopper_gemm_ws.py:114
+      // hopper_gemm_ws.py:116
       float acc[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-      // hopper_gemm_ws.py:115
+      // hopper_gemm_ws.py:117
       float acc_1[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_1[i] = acc[i];
@@ -416,10 +416,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_111 = 1;
         int phase_1;
         phase_1 = (int)((s_110 & s_111));
-        // hopper_gemm_ws.py:117
+        // hopper_gemm_ws.py:119
         unsigned long long* s_112 = full + slot_1;
         tlx_mbarrier_wait(s_112, (unsigned)(phase_1));
-        // hopper_gemm_ws.py:118
+        // hopper_gemm_ws.py:120
         int s_113 = 2;
         int s_114;
         s_114 = (int)((s_113 * slot_1));
@@ -438,14 +438,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_117) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_118) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:119
+        // hopper_gemm_ws.py:121
         tlx_wgmma_wait_group<1, 128>(dacc);
-        // hopper_gemm_ws.py:120
+        // hopper_gemm_ws.py:122
         int s_119 = 0;
         bool s_120;
         s_120 = (k__1 > s_119);
         if (s_120) {
-          // hopper_gemm_ws.py:121
+          // hopper_gemm_ws.py:123
           int s_121 = 1;
           int s_122;
           s_122 = (int)((count_4 - s_121));
@@ -456,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_bar_sync(2, 128);
           if (task_tid == 0) tlx_mbarrier_arrive(s_125, 1u);
         }
-        // hopper_gemm_ws.py:122
+        // hopper_gemm_ws.py:124
         int s_126 = 1;
         int count_5;
         count_5 = (int)((count_4 + s_126));
@@ -464,14 +464,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         for (int i = 0; i < 128; ++i) acc_1[i] = dacc[i];
         count_4 = count_5;
       }
-      // hopper_gemm_ws.py:123
+      // hopper_gemm_ws.py:125
       tlx_wgmma_wait_group<0, 128>(acc_1);
-      // hopper_gemm_ws.py:124
+      // hopper_gemm_ws.py:126
       int s_127 = 0;
       bool s_128;
       s_128 = (k_tiles > s_127);
       if (s_128) {
-        // hopper_gemm_ws.py:125
+        // hopper_gemm_ws.py:127
         int s_129 = 1;
         int s_130;
         s_130 = (int)((count_4 - s_129));
@@ -482,22 +482,22 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_bar_sync(2, 128);
         if (task_tid == 0) tlx_mbarrier_arrive(s_133, 1u);
       }
-      // hopper_gemm_ws.py:126
+      // hopper_gemm_ws.py:128
       int s_134 = 128;
       int s_135;
       s_135 = (int)((pid_m_1 * s_134));
       int s_136 = 0;
       int row;
       row = (int)((s_135 + s_136));
-      // hopper_gemm_ws.py:128
+      // hopper_gemm_ws.py:130
       int s_137 = 0;
       unsigned short* s_138 = c_smem + s_137 * 16384;
       int s_139 = 256;
       int s_140;
       s_140 = (int)((pid_n_1 * s_139));
-      // hopper_gemm_ws.py:64
+      // hopper_gemm_ws.py:66
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
-      // hopper_gemm_ws.py:65
+      // hopper_gemm_ws.py:67
       unsigned short t[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) t[i] = tlx_cvt_rn_bf16_f32((float)(acc_1[i]));
@@ -505,43 +505,43 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 128; i += 2) {
         tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_138) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:66
-      tlx_fence_proxy_async_shared_cta();
       // hopper_gemm_ws.py:68
+      tlx_fence_proxy_async_shared_cta();
+      // hopper_gemm_ws.py:70
       int s_141 = 0;
       int s_142 = 0;
       unsigned short* c_box = s_138 + s_141 * 64 + (s_142 / 64) * 4096;
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:71
       int s_143 = 0;
       int s_144;
       s_144 = (int)((s_140 + s_143));
       tlx_bar_sync(2, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_144, row); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:70
       int s_145 = 0;
       int s_146 = 64;
       unsigned short* c_box_1 = s_138 + s_145 * 64 + (s_146 / 64) * 4096;
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:71
       int s_147 = 64;
       int s_148;
       s_148 = (int)((s_140 + s_147));
       tlx_bar_sync(2, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_148, row); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:70
       int s_149 = 0;
       int s_150 = 128;
       unsigned short* c_box_2 = s_138 + s_149 * 64 + (s_150 / 64) * 4096;
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:71
       int s_151 = 128;
       int s_152;
       s_152 = (int)((s_140 + s_151));
       tlx_bar_sync(2, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_152, row); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:70
       int s_153 = 0;
       int s_154 = 192;
       unsigned short* c_box_3 = s_138 + s_153 * 64 + (s_154 / 64) * 4096;
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:71
       int s_155 = 192;
       int s_156;
       s_156 = (int)((s_140 + s_155));
@@ -549,39 +549,39 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_156, row); tlx_bulk_commit_group(); }
       count_3 = count_4;
     }
-    // hopper_gemm_ws.py:133
+    // hopper_gemm_ws.py:135
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
   }
   if (warp >= 8 && warp < 12) {
-    // task 'task109.1': warps 8..11
+    // task 'task111.1': warps 8..11
     const int task_warp = warp - 8;
     const int task_tid = tid - 256;
     tlx_setmaxnreg_inc<232>();
     const int tc2 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc3 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:112
+    // hopper_gemm_ws.py:114
     int s_157 = 132;
     int s_158 = 0;
     int count_6;
     count_6 = s_158;
     for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_157) {
-      // hopper_gemm_ws.py:53
+      // hopper_gemm_ws.py:55
       int s_159 = 8;
       int num_pid_in_group_2;
       num_pid_in_group_2 = (int)((s_159 * num_pid_n));
-      // hopper_gemm_ws.py:54
+      // hopper_gemm_ws.py:56
       int s_160;
       s_160 = (int)((tile_2 / num_pid_in_group_2));
       int s_161 = 8;
       int first_pid_m_2;
       first_pid_m_2 = (int)((s_160 * s_161));
-      // hopper_gemm_ws.py:55
+      // hopper_gemm_ws.py:57
       int s_162;
       s_162 = (int)((num_pid_m - first_pid_m_2));
       int s_163 = 8;
       int group_size_m_2;
       group_size_m_2 = (int)((s_162 < s_163 ? s_162 : s_163));
-      // hopper_gemm_ws.py:56
+      // hopper_gemm_ws.py:58
       int s_164;
       s_164 = (int)((tile_2 % num_pid_in_group_2));
       int s_165;
@@ -592,14 +592,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_166 = (int)((tile_2 % num_pid_in_group_2));
       int pid_n_2;
       pid_n_2 = (int)((s_166 / group_size_m_2));
-      // hopper_gemm_ws.py:115
+      // hopper_gemm_ws.py:117
       int s_167 = 0;
       int s_168 = 1;
-      // hopper_gemm_ws.py:114
+      // hopper_gemm_ws.py:116
       float acc_2[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_2[i] = 0.0f;
-      // hopper_gemm_ws.py:115
+      // hopper_gemm_ws.py:117
       float acc_3[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_3[i] = acc_2[i];
@@ -616,10 +616,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_172 = 1;
         int phase_2;
         phase_2 = (int)((s_171 & s_172));
-        // hopper_gemm_ws.py:117
+        // hopper_gemm_ws.py:119
         unsigned long long* s_173 = full + slot_2;
         tlx_mbarrier_wait(s_173, (unsigned)(phase_2));
-        // hopper_gemm_ws.py:118
+        // hopper_gemm_ws.py:120
         int s_174 = 2;
         int s_175;
         s_175 = (int)((s_174 * slot_2));
@@ -638,14 +638,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_178) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_179) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:119
+        // hopper_gemm_ws.py:121
         tlx_wgmma_wait_group<1, 128>(dacc_1);
-        // hopper_gemm_ws.py:120
+        // hopper_gemm_ws.py:122
         int s_180 = 0;
         bool s_181;
         s_181 = (k__2 > s_180);
         if (s_181) {
-          // hopper_gemm_ws.py:121
+          // hopper_gemm_ws.py:123
           int s_182 = 1;
           int s_183;
           s_183 = (int)((count_7 - s_182));
@@ -656,7 +656,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_bar_sync(3, 128);
           if (task_tid == 0) tlx_mbarrier_arrive(s_186, 1u);
         }
-        // hopper_gemm_ws.py:122
+        // hopper_gemm_ws.py:124
         int s_187 = 1;
         int count_8;
         count_8 = (int)((count_7 + s_187));
@@ -664,14 +664,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         for (int i = 0; i < 128; ++i) acc_3[i] = dacc_1[i];
         count_7 = count_8;
       }
-      // hopper_gemm_ws.py:123
+      // hopper_gemm_ws.py:125
       tlx_wgmma_wait_group<0, 128>(acc_3);
-      // hopper_gemm_ws.py:124
+      // hopper_gemm_ws.py:126
       int s_188 = 0;
       bool s_189;
       s_189 = (k_tiles > s_188);
       if (s_189) {
-        // hopper_gemm_ws.py:125
+        // hopper_gemm_ws.py:127
         int s_190 = 1;
         int s_191;
         s_191 = (int)((count_7 - s_190));
@@ -682,22 +682,22 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_bar_sync(3, 128);
         if (task_tid == 0) tlx_mbarrier_arrive(s_194, 1u);
       }
-      // hopper_gemm_ws.py:126
+      // hopper_gemm_ws.py:128
       int s_195 = 128;
       int s_196;
       s_196 = (int)((pid_m_2 * s_195));
       int s_197 = 64;
       int row_1;
       row_1 = (int)((s_196 + s_197));
-      // hopper_gemm_ws.py:128
+      // hopper_gemm_ws.py:130
       int s_198 = 1;
       unsigned short* s_199 = c_smem + s_198 * 16384;
       int s_200 = 256;
       int s_201;
       s_201 = (int)((pid_n_2 * s_200));
-      // hopper_gemm_ws.py:64
+      // hopper_gemm_ws.py:66
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
-      // hopper_gemm_ws.py:65
+      // hopper_gemm_ws.py:67
       unsigned short t_1[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) t_1[i] = tlx_cvt_rn_bf16_f32((float)(acc_3[i]));
@@ -705,43 +705,43 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 128; i += 2) {
         tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_199) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:66
-      tlx_fence_proxy_async_shared_cta();
       // hopper_gemm_ws.py:68
+      tlx_fence_proxy_async_shared_cta();
+      // hopper_gemm_ws.py:70
       int s_202 = 0;
       int s_203 = 0;
       unsigned short* c_box_4 = s_199 + s_202 * 64 + (s_203 / 64) * 4096;
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:71
       int s_204 = 0;
       int s_205;
       s_205 = (int)((s_201 + s_204));
       tlx_bar_sync(3, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_205, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:70
       int s_206 = 0;
       int s_207 = 64;
       unsigned short* c_box_5 = s_199 + s_206 * 64 + (s_207 / 64) * 4096;
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:71
       int s_208 = 64;
       int s_209;
       s_209 = (int)((s_201 + s_208));
       tlx_bar_sync(3, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_209, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:70
       int s_210 = 0;
       int s_211 = 128;
       unsigned short* c_box_6 = s_199 + s_210 * 64 + (s_211 / 64) * 4096;
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:71
       int s_212 = 128;
       int s_213;
       s_213 = (int)((s_201 + s_212));
       tlx_bar_sync(3, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_213, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:70
       int s_214 = 0;
       int s_215 = 192;
       unsigned short* c_box_7 = s_199 + s_214 * 64 + (s_215 / 64) * 4096;
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:71
       int s_216 = 192;
       int s_217;
       s_217 = (int)((s_201 + s_216));
@@ -749,7 +749,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_217, row_1); tlx_bulk_commit_group(); }
       count_6 = count_7;
     }
-    // hopper_gemm_ws.py:133
+    // hopper_gemm_ws.py:135
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
   }
 }
