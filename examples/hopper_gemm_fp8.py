@@ -22,13 +22,11 @@ with what fp8 changes:
     tlxc check examples/hopper_gemm_fp8.py
 """
 import torch
-from hopper_gemm_ws import grouped_tile, num_sms
+from hopper_gemm_ws import B_BOX_N, grouped_tile, num_sms, store_c_tile
 
 import tlxc
 import tlxc.language as tl
 from tlxc.language import tlx
-
-C_BOX_N = 64          # columns of one C box: 64 bf16 = 128 bytes, the 128-byte swizzle's span
 
 
 @tlxc.kernel
@@ -84,12 +82,8 @@ def matmul_fp8_kernel(a_desc: tlx.tensor_descriptor_type(tl.float8e4nv, [64, 128
                 acc = tlx.async_dot_wait(0, acc)
                 if k_tiles > 0:
                     tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
-                tlx.async_descriptor_store_wait(0)            # the previous tile's store has read c_smem
-                tlx.local_store(c_smem[cid], (acc * scale).to(tl.bfloat16))
-                tlx.fence("async_shared")
-                for j in tl.static_range(BN // C_BOX_N):
-                    c_box = tlx.local_slice(c_smem[cid], [0, j * C_BOX_N], [HALF_M, C_BOX_N])
-                    tlx.async_descriptor_store(c_desc, c_box, [pid_m * BM + cid * HALF_M, pid_n * BN + j * C_BOX_N])
+                store_c_tile(c_desc, c_smem[cid], acc * scale, pid_m * BM + cid * HALF_M, pid_n * BN, HALF_M, BN,
+                             tl.bfloat16)
             tlx.async_descriptor_store_wait(0)                # before the CTA's shared memory goes away
 
 
@@ -131,7 +125,7 @@ def matmul_fp8(a: torch.Tensor, b_nk: torch.Tensor, scale_a: torch.Tensor, scale
     block_k = 128
     a_desc = tlxc.TensorDescriptor.from_tensor(a, [block_m // 2, block_k], swizzle=128)
     b_desc = tlxc.TensorDescriptor.from_tensor(b_nk, [block_n, block_k], swizzle=128)
-    c_desc = tlxc.TensorDescriptor.from_tensor(out, [block_m // 2, C_BOX_N], swizzle=128)
+    c_desc = tlxc.TensorDescriptor.from_tensor(out, [block_m // 2, B_BOX_N], swizzle=128)   # 128-byte rows
     tiles = ((M + block_m - 1) // block_m) * ((N + block_n - 1) // block_n)
     matmul_fp8_kernel[(min(sms, tiles),)](a_desc, b_desc, c_desc, scale_a, scale_b, M, N, K, BM=block_m,
                                           BN=block_n, BK=block_k, GROUP_M=group_m, NUM_STAGES=num_stages,

@@ -142,15 +142,14 @@ def num_sms(device) -> int:
     return 3
 
 
-def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 128,
-              block_n: int = 256, block_k: int = 64, group_m: int = 8, num_stages: int = 3,
-              epilogue_subtile: int = 1, sms: int | None = None) -> torch.Tensor:
-    """``a @ b`` for 2-D bfloat16 or float16 tensors whose rows are 16-byte aligned
-    (TMA); ``out`` (if given) has their dtype."""
+def gemm_operands(name: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None):
+    """(M, N, K, out) of ``a @ b`` for the bf16/fp16 GEMM wrappers: the operands checked,
+    ``out`` checked or allocated, and zeroed when the problem is empty (TMA cannot
+    describe an empty tensor, so such a call launches nothing)."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"matmul_ws expects (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
+        raise ValueError(f"{name} expects (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
     if a.dtype not in DTYPES or b.dtype != a.dtype:
-        raise ValueError(f"matmul_ws expects two bfloat16 or two float16 tensors, got {a.dtype} and {b.dtype}")
+        raise ValueError(f"{name} expects two bfloat16 or two float16 tensors, got {a.dtype} and {b.dtype}")
     M, K = a.shape
     N = b.shape[1]
     if out is None:
@@ -158,8 +157,19 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
     elif tuple(out.shape) != (M, N) or out.dtype != a.dtype or out.device != a.device:
         raise ValueError(f"'out' must be a ({M}, {N}) {a.dtype} tensor on {a.device}, got {tuple(out.shape)} "
                          f"{out.dtype} on {out.device}")
-    if M == 0 or N == 0 or K == 0:          # TMA cannot describe an empty tensor: nothing to load
-        return out.zero_()
+    if M == 0 or N == 0 or K == 0:
+        out.zero_()
+    return M, N, K, out
+
+
+def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 128,
+              block_n: int = 256, block_k: int = 64, group_m: int = 8, num_stages: int = 3,
+              epilogue_subtile: int = 1, sms: int | None = None) -> torch.Tensor:
+    """``a @ b`` for 2-D bfloat16 or float16 tensors whose rows are 16-byte aligned
+    (TMA); ``out`` (if given) has their dtype."""
+    M, N, K, out = gemm_operands("matmul_ws", a, b, out)
+    if M == 0 or N == 0 or K == 0:
+        return out
     # one row of A's box (block_k elements) is one swizzle span: 128 bytes, or 64 for block_k = 32
     a_desc = tlxc.TensorDescriptor.from_tensor(a, [block_m // 2, block_k], swizzle=min(128, block_k * 2))
     b_desc = tlxc.TensorDescriptor.from_tensor(b, [block_k, B_BOX_N], swizzle=128)

@@ -37,14 +37,11 @@ consumer passes the turn as soon as its last MMA is issued.  ``BN = 128``
     tlxc check examples/hopper_gemm_ws_pingpong.py
 """
 import torch
-from hopper_gemm_ws import grouped_tile
+from hopper_gemm_ws import B_BOX_N, DTYPES, gemm_operands, grouped_tile, num_sms
 
 import tlxc
 import tlxc.language as tl
 from tlxc.language import tlx
-
-DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
-B_BOX_N = 64          # columns of one B box: 64 bf16 = 128 bytes, the 128-byte swizzle's span
 
 
 @tlxc.kernel
@@ -116,31 +113,14 @@ def matmul_ws_pingpong_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1
             tlx.async_descriptor_store_wait(0)                             # before shared memory goes away
 
 
-def num_sms(device) -> int:
-    """Programs of the persistent grid: the SM count on a GPU, a few on the interpreter."""
-    if torch.device(device).type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 3
-
-
 def matmul_ws_pingpong(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 128,
                        block_n: int = 128, block_k: int = 64, group_m: int = 8, num_stages: int = 4,
                        sms: int | None = None) -> torch.Tensor:
     """``a @ b`` for 2-D bfloat16 or float16 tensors whose rows are 16-byte aligned
     (TMA); ``out`` (if given) has their dtype."""
-    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"matmul_ws_pingpong expects (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
-    if a.dtype not in DTYPES or b.dtype != a.dtype:
-        raise ValueError(f"matmul_ws_pingpong expects two bfloat16 or two float16 tensors, got {a.dtype} and {b.dtype}")
-    M, K = a.shape
-    N = b.shape[1]
-    if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    elif tuple(out.shape) != (M, N) or out.dtype != a.dtype or out.device != a.device:
-        raise ValueError(f"'out' must be a ({M}, {N}) {a.dtype} tensor on {a.device}, got {tuple(out.shape)} "
-                         f"{out.dtype} on {out.device}")
-    if M == 0 or N == 0 or K == 0:          # TMA cannot describe an empty tensor: nothing to load
-        return out.zero_()
+    M, N, K, out = gemm_operands("matmul_ws_pingpong", a, b, out)
+    if M == 0 or N == 0 or K == 0:
+        return out
     a_desc = tlxc.TensorDescriptor.from_tensor(a, [block_m, block_k], swizzle=128)
     b_desc = tlxc.TensorDescriptor.from_tensor(b, [block_k, B_BOX_N], swizzle=128)
     c_desc = tlxc.TensorDescriptor.from_tensor(out, [block_m, B_BOX_N], swizzle=128)
