@@ -32,3 +32,18 @@ def tma_read_before_wait(in_desc, out_ptr, BM: tl.constexpr, BN: tl.constexpr):
     tlx.barrier_wait(bar[0], 0)
     rows = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
     tl.store(out_ptr + rows, x)
+
+
+@tlxc.kernel
+def tma_store_reuse(out_desc, BM: tl.constexpr, BN: tl.constexpr, ROUNDS: tl.constexpr):
+    """One staging buffer stored ROUNDS times: out[r * BM + i, j] = (i * BN + j) + r * 4096.
+    Each round rewrites the buffer right after the store wait, so every thread, not only the
+    one that issued the store, must wait for the store to have read it."""
+    buf = tlx.local_alloc((BM, BN), tl.float32, 1)
+    x = (tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]).to(tl.float32)
+    for r in tl.static_range(ROUNDS):
+        tlx.async_descriptor_store_wait(0)
+        tlx.local_store(buf[0], x + r * 4096.0)
+        tlx.fence("async_shared")
+        tlx.async_descriptor_store(out_desc, buf[0], [r * BM, 0])
+    tlx.async_descriptor_store_wait(0)

@@ -75,6 +75,44 @@ def test_gpu_tma_round_trip(shape):
     assert torch.equal(out, x + 1)
 
 
+def _store_reuse(device, interpret=False):
+    rounds = 8
+    out = torch.full((rounds * BM, BN), float("nan"), device=device)
+    desc = tlxc.TensorDescriptor.from_tensor(out, [BM, BN])
+    launcher = tlxc.interpret(K.tma_store_reuse) if interpret else K.tma_store_reuse
+    launcher[(1,)](desc, BM=BM, BN=BN, ROUNDS=rounds, num_warps=4)
+    base = torch.arange(BM * BN, dtype=torch.float32, device=device).reshape(BM, BN)
+    return out, torch.cat([base + r * 4096.0 for r in range(rounds)])
+
+
+def test_interpreter_store_reuse():
+    out, want = _store_reuse("cpu", interpret=True)
+    assert torch.equal(out, want)
+
+
+def test_store_wait_holds_every_thread_of_the_task():
+    """Bulk groups belong to the thread that issued the store; the wait must be followed by
+    a barrier, or the other threads overwrite the buffer while the store still reads it."""
+    from tlxc.compiler import compile_kernel
+    from tlxc.frontend.specialize import specialization_from_args
+    out = torch.empty(8 * BM, BN)
+    desc = tlxc.TensorDescriptor.from_tensor(out, [BM, BN])
+    spec = specialization_from_args(K.tma_store_reuse, {"out_desc": desc, "BM": BM, "BN": BN, "ROUNDS": 8})
+    cuda = compile_kernel(K.tma_store_reuse, spec, arch="sm_90a", num_warps=4).asm["cuda"]
+    lines = [line.strip() for line in cuda.splitlines()]
+    waits = [i for i, line in enumerate(lines) if "tlx_bulk_wait_group_read<0>()" in line]
+    assert len(waits) == 9
+    assert all(lines[i + 1].startswith("__syncthreads()") or "bar_sync" in lines[i + 1] for i in waits), \
+        [lines[i + 1] for i in waits]
+
+
+@pytest.mark.gpu
+def test_gpu_store_reuse():
+    out, want = _store_reuse("cuda")
+    torch.cuda.synchronize()
+    assert torch.equal(out, want)
+
+
 def test_misaligned_rows_are_a_launch_error_naming_the_rule():
     x = torch.randn(100, 130)                      # 520-byte rows: TMA needs 16-byte multiples
     with pytest.raises(tlxc.LaunchError, match="16-byte"):

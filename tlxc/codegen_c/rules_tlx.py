@@ -346,8 +346,11 @@ def async_descriptor_store(lw, op):
 
 @lowering("tlx.async_descriptor_store_wait")
 def async_descriptor_store_wait(lw, op):
+    # Only thread 0 has bulk groups to wait for; the others must not write the buffer the
+    # store is still reading, so the whole task waits for thread 0 at a barrier.
     lw.target.use("tlx_bulk_wait_group_read")
     lw.out.line(f"if ({lw.scope.tid_var} == 0) tlx_bulk_wait_group_read<{op.attrs['pendings']}>();")
+    lw.out.line(lw.sync())
 
 
 # -- barriers ------------------------------------------------------------------------------

@@ -497,6 +497,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_140 = (int)((pid_n_1 * s_139));
       // hopper_gemm_ws.py:66
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
+      tlx_bar_sync(2, 128);
       // hopper_gemm_ws.py:67
       unsigned short t[128];
       #pragma unroll
@@ -551,6 +552,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     }
     // hopper_gemm_ws.py:135
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
+    tlx_bar_sync(2, 128);
   }
   if (warp >= 8 && warp < 12) {
     // task 'task111.1': warps 8..11
@@ -697,6 +699,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_201 = (int)((pid_n_2 * s_200));
       // hopper_gemm_ws.py:66
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
+      tlx_bar_sync(3, 128);
       // hopper_gemm_ws.py:67
       unsigned short t_1[128];
       #pragma unroll
@@ -751,5 +754,6 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     }
     // hopper_gemm_ws.py:135
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
+    tlx_bar_sync(3, 128);
   }
 }
