@@ -96,6 +96,15 @@ def _tma(rank: int, store: bool) -> Case:
     return Case(body, (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes",))
 
 
+def _tma_multicast(rank: int) -> Case:
+    coords = ", ".join(f"(int)in[{i}]" for i in range(rank))
+    body = (f"__shared__ __attribute__((aligned(128))) float buf[256]; {_BAR}"
+            f"tlx_tma_load_multicast_{rank}d(buf, in + 64, &bar, (unsigned short)3, {coords}); "
+            f"out[0] = __float_as_uint(buf[threadIdx.x]);")
+    return Case(body, (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                       f".multicast::cluster",))
+
+
 def _mma(dtype: str) -> Case:
     body = ("float d[4] = {0.f, 0.f, 0.f, 0.f}; unsigned short a[8], b[4];\n"
             "  for (int k = 0; k < 8; ++k) a[k] = (unsigned short)in[k];\n"
@@ -189,6 +198,22 @@ CASES: dict[str, Case] = {
                               ("mbarrier.try_wait.parity.shared::cta.b64",)),
     **{f"tlx_tma_load_{r}d": _tma(r, False) for r in range(1, 6)},
     **{f"tlx_tma_store_{r}d": _tma(r, True) for r in range(1, 6)},
+    **{f"tlx_tma_load_multicast_{r}d": _tma_multicast(r) for r in range(1, 6)},
+    # clusters
+    "tlx_cluster_ctarank": Case("out[0] = (unsigned)tlx_cluster_ctarank();", ("%cluster_ctarank",)),
+    "tlx_cluster_nctarank": Case("out[0] = (unsigned)tlx_cluster_nctarank();", ("%cluster_nctarank",)),
+    "tlx_cluster_arrive": Case("tlx_cluster_arrive(); tlx_cluster_wait(); out[0] = 1u;",
+                               ("barrier.cluster.arrive.release.aligned",), also=("tlx_cluster_wait",)),
+    "tlx_cluster_wait": Case("tlx_cluster_arrive(); tlx_cluster_wait(); out[0] = 1u;",
+                             ("barrier.cluster.wait.acquire.aligned",), also=("tlx_cluster_arrive",)),
+    "tlx_fence_mbarrier_init_cluster": Case("tlx_fence_mbarrier_init_cluster(); out[0] = 1u;",
+                                            ("fence.mbarrier_init.release.cluster",)),
+    "tlx_mapa_shared": Case("__shared__ unsigned buf[32]; buf[threadIdx.x & 31] = in[0];\n"
+                            "  out[0] = tlx_mapa_shared(&buf[threadIdx.x & 31], (int)in[1]);",
+                            ("mapa.shared::cluster.u32",)),
+    "tlx_mbarrier_arrive_cluster": Case(_BAR + "tlx_mbarrier_arrive_cluster(tlx_mapa_shared(&bar, (int)in[0]), 1u); "
+                                        "out[0] = 1u;", ("mbarrier.arrive.release.cluster.shared::cluster.b64",),
+                                        also=("tlx_mapa_shared",)),
     "tlx_bulk_commit_group": Case("tlx_bulk_commit_group(); out[0] = 1u;", ("cp.async.bulk.commit_group",)),
     "tlx_bulk_wait_group_read": Case("tlx_bulk_wait_group_read<1>(); out[0] = 1u;",
                                      ("cp.async.bulk.wait_group.read",)),

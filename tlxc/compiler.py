@@ -40,10 +40,15 @@ def check_arch(arch: str) -> str:
     return arch
 
 
-def frontend(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps: int = 4):
+def frontend(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps: int = 4,
+             cluster: tuple[int, int, int] | None = None):
+    """The kernel's IR for one specialization; ``cluster`` (``ctas_per_cga``) adds the
+    cluster barriers of ``passes.cluster_syncs``."""
+    from .passes.cluster_syncs import insert_cluster_syncs
     if num_warps not in (1, 2, 4, 8, 16, 32):
         raise CompilationError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
-    module = build_kernel_ir(kfn, spec, Options(num_warps=num_warps, arch=arch))
+    module = insert_cluster_syncs(build_kernel_ir(kfn, spec, Options(num_warps=num_warps, arch=arch,
+                                                                     cluster=cluster)))
     verify_module(module)
     return module
 
@@ -57,16 +62,18 @@ def optimize(module, arch: str, num_warps: int, **extra):
 
 def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps: int = 4,
                    stages: tuple[str, ...] = ("ir", "ir.opt", "cuda", "cubin"),
-                   lineinfo: bool = False, debug_barriers: bool = False, **options) -> CompiledKernel:
+                   lineinfo: bool = False, debug_barriers: bool = False,
+                   cluster: tuple[int, int, int] | None = None, **options) -> CompiledKernel:
     check_arch(arch)
     unknown = set(stages) - set(STAGES)
     if unknown:
         raise CompilationError(f"unknown stage(s) {', '.join(sorted(unknown))} (expected {', '.join(STAGES)})")
     start = time.perf_counter()
-    module = frontend(kfn, spec, arch=arch, num_warps=num_warps)
+    module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
     compiled = CompiledKernel(kfn.__name__, arch, spec, module)
     compiled.asm["ir"] = print_module(module)
     compiled.metadata["num_warps"] = num_warps
+    compiled.metadata["cluster"] = list(cluster) if cluster else None
     compiled.metadata["frontend_seconds"] = time.perf_counter() - start
     wants_backend = any(s in stages for s in ("cuda", "ptx", "cubin", "stats"))
     if "ir.opt" in stages or wants_backend:

@@ -315,14 +315,20 @@ def _same_swizzle(lw, op, desc_type, view) -> None:
 def async_descriptor_load(lw, op):
     desc, dst, bar = op.operands[:3]
     has_pred = op.attrs.get("has_pred")
-    offsets = op.operands[3:len(op.operands) - bool(has_pred)]
+    offsets = op.offsets
     _same_swizzle(lw, op, desc.type, dst)
     base, _ = lw.views[id(dst)]
     rank = len(offsets)
-    helper = f"tlx_tma_load_{rank}d"
-    lw.target.use(helper)
     cond = f"{lw.scope.tid_var} == 0" + (f" && {lw.name(op.operands[-1])}" if has_pred else "")
     coords = ", ".join(_tma_coords(lw, offsets))
+    if op.attrs.get("multicast"):
+        helper = f"tlx_tma_load_multicast_{rank}d"
+        mask = f"(unsigned short){lw.name(op.cta_mask)}"
+        lw.target.use(helper)
+        lw.out.line(f"if ({cond}) {helper}({base}, &{lw.name(desc)}, {lw.name(bar)}, {mask}, {coords});")
+        return
+    helper = f"tlx_tma_load_{rank}d"
+    lw.target.use(helper)
     lw.out.line(f"if ({cond}) {helper}({base}, &{lw.name(desc)}, {lw.name(bar)}, {coords});")
 
 
@@ -386,7 +392,10 @@ def barrier_wait(lw, op):
 def barrier_arrive(lw, op):
     bar = op.operands[0]
     pred = _guard(lw, op, 1)
-    stmt = lw.target.mbarrier_arrive(lw.name(bar), op.attrs["count"])
+    if bar.type.remote:           # a peer CTA's barrier, by its cluster address (rules_cluster.remote_view)
+        stmt = lw.target.call("tlx_mbarrier_arrive_cluster", lw.name(bar), f"{op.attrs['count']}u")
+    else:
+        stmt = lw.target.mbarrier_arrive(lw.name(bar), op.attrs["count"])
     if bar.type.per_thread:       # warp barrier: every thread arrives, no group sync
         lw.out.line(f"if ({pred}) {stmt}" if pred else stmt)
         return
@@ -429,6 +438,7 @@ def async_tasks(lw, op):
 
 # -- warp specialization -------------------------------------------------------------------
 _UNIFORM = ("arith.", "math.", "tl.program_id", "tl.num_programs", "tlx.local_alloc", "tlx.alloc_barriers",
+            "tlx.cluster_", "tlx.fence_mbarrier_init_cluster", "tlx.remote_view",
             "tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret", "tlx.thread_id")
 
 
@@ -483,6 +493,11 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
     returns the total number of threads."""
     ops = block.ops
     index = ops.index(ws_op)
+    # The closing cluster barrier (passes.cluster_syncs) is run by every warp, after its task.
+    end = len(ops)
+    while end > index + 1 and ops[end - 1].name in ("tlx.cluster_barrier", "tl.return"):
+        end -= 1
+    ops, closing = ops[:end], ops[end:]
     plan = task_plan(lw.num_warps, ws_op.attrs["tasks"])
     total_threads = 32 * sum(t["warps"] for t in plan)
     budgets = register_budgets(plan, total_threads, ws_op.loc)
@@ -516,6 +531,8 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
                 lw.lower_op(op)
         lw.exit_scope(token)
         lw.out.close()
+    for op in closing:
+        lw.lower_op(op)
     lw.metadata_extra = {"tasks": [{"name": t["name"], "warps": t["warps"], "registers": t["regs"]}
                                    for t in plan], "base_registers": base_regs}
     return total_threads
@@ -526,7 +543,9 @@ def _uniform_slice(pre_ops, ws_op) -> set[int]:
     non-default tasks capture (they must not depend on register tensors)."""
     defined_by = {id(r): op for op in pre_ops for r in op.results}
     wanted: set[int] = set()
-    stack = [op for op in pre_ops if op.name in ("tlx.local_alloc", "tlx.alloc_barriers")]
+    # every thread of the CTA takes part in a cluster barrier (and the fence before it)
+    stack = [op for op in pre_ops if op.name in ("tlx.local_alloc", "tlx.alloc_barriers", "tlx.cluster_barrier",
+                                                 "tlx.fence_mbarrier_init_cluster")]
     for region in ws_op.regions[1:]:
         for inner in region.ops:
             for nested in inner.walk():

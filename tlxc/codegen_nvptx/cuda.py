@@ -7,6 +7,7 @@ from .. import __version__
 from ..codegen_c import ctypes_ as C
 from ..codegen_c import (  # noqa: F401
     rules_arith,
+    rules_cluster,
     rules_control,
     rules_debug,
     rules_memory,
@@ -63,7 +64,10 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
         lines += ["", helpers]
     if "bytes128" in kinds:
         lines += ["", TENSORMAP_STRUCT]
-    signature = f'extern "C" __global__ void __launch_bounds__({threads}{min_blocks}) {name}({", ".join(params)}) {{'
+    dims = kernel.attrs.get("cluster_dims")
+    cluster = f" __cluster_dims__({dims[0]}, {dims[1]}, {dims[2]})" if dims else ""
+    signature = (f'extern "C" __global__ void __launch_bounds__({threads}{min_blocks}){cluster} '
+                 f'{name}({", ".join(params)}) {{')
     lines += ["", signature]
     user_bytes = kernel.attrs.get("shared_bytes", 0)
     if lw.scratch_bytes or user_bytes:

@@ -287,6 +287,70 @@ def mbarrier_arrive():
 }}"""
 
 
+# -- clusters -------------------------------------------------------------------------------
+@helper("tlx_cluster_ctarank")
+def cluster_ctarank():
+    return f"""
+{_INLINE} int tlx_cluster_ctarank() {{
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return (int)rank;
+}}"""
+
+
+@helper("tlx_cluster_nctarank")
+def cluster_nctarank():
+    return f"""
+{_INLINE} int tlx_cluster_nctarank() {{
+  unsigned n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  return (int)n;
+}}"""
+
+
+@helper("tlx_cluster_arrive")
+def cluster_arrive():
+    return f"""
+{_INLINE} void tlx_cluster_arrive() {{
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}}"""
+
+
+@helper("tlx_cluster_wait")
+def cluster_wait():
+    return f"""
+{_INLINE} void tlx_cluster_wait() {{
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}}"""
+
+
+@helper("tlx_fence_mbarrier_init_cluster")
+def fence_mbarrier_init_cluster():
+    return f"""
+{_INLINE} void tlx_fence_mbarrier_init_cluster() {{
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}}"""
+
+
+@helper("tlx_mapa_shared", "tlx_smem_addr")
+def mapa_shared():
+    return f"""
+{_INLINE} unsigned tlx_mapa_shared(const void* local, int rank) {{
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(tlx_smem_addr(local)), "r"(rank));
+  return remote;
+}}"""
+
+
+@helper("tlx_mbarrier_arrive_cluster")
+def mbarrier_arrive_cluster():
+    return f"""
+{_INLINE} void tlx_mbarrier_arrive_cluster(unsigned remote_bar, unsigned count) {{
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], %1;"
+               :: "r"(remote_bar), "r"(count) : "memory");
+}}"""
+
+
 @helper("tlx_mbarrier_arrive_expect_tx", "tlx_smem_addr")
 def mbarrier_arrive_expect_tx():
     return f"""
@@ -424,8 +488,22 @@ def _tma_store(rank: int):
 }}"""
 
 
+def _tma_load_multicast(rank: int):
+    params = ", ".join(f"int c{i}" for i in range(rank))
+    coords = ", ".join(f'"r"(c{i})' for i in range(rank))
+    return f"""
+{_INLINE} void tlx_tma_load_multicast_{rank}d(void* dst, const void* tensormap, unsigned long long* bar,
+                                              unsigned short cta_mask, {params}) {{
+  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+               "[%0], [%1, {_coords(rank, 4)}], [%2], %3;"
+               :: "r"(tlx_smem_addr(dst)), "l"(tensormap), "r"(tlx_smem_addr(bar)), "h"(cta_mask), {coords}
+               : "memory");
+}}"""
+
+
 for _rank in range(1, 6):
     define(f"tlx_tma_load_{_rank}d", _tma_load(_rank), "tlx_smem_addr")
+    define(f"tlx_tma_load_multicast_{_rank}d", _tma_load_multicast(_rank), "tlx_smem_addr")
     define(f"tlx_tma_store_{_rank}d", _tma_store(_rank), "tlx_smem_addr")
 
 

@@ -78,6 +78,7 @@ class _Undefined:
 class Options:
     num_warps: int = 4
     arch: str = "sm_90a"
+    cluster: tuple[int, int, int] | None = None     # ctas_per_cga (None: no clusters)
     extra: dict = field(default_factory=dict)
 
 
@@ -1204,6 +1205,8 @@ def _build_kernel_ir(kfn, spec, options: Options) -> Module:
     kernel_loc = src.loc(src.tree)
     attrs = {"sym_name": src.name, "num_warps": options.num_warps,
              "arg_divisibility": tuple(spec.divisibility.get(name, 1) for name, _ in runtime)}
+    if options.cluster is not None:
+        attrs["cluster_dims"] = tuple(options.cluster)
     symbol = kernel_symbol(src.name, spec, getattr(kfn, "constexpr_params", ()))
     if symbol != src.name:
         attrs["symbol"] = symbol     # the readable CUDA symbol (frontend/naming.py)

@@ -34,13 +34,16 @@ def _memdesc(value, what: str, view: bool | None = None) -> Tensor:
     return value
 
 
-def _barrier(value, what: str = "bar") -> Tensor:
+def _barrier(value, what: str = "bar", local: bool = True) -> Tensor:
     if not isinstance(value, Tensor) or not isinstance(value.type, BarrierType):
         raise SemanticError(f"'{what}' must be an mbarrier (from tlx.alloc_barriers), got {S.describe(value)}",
                             param=what)
     if value.type.num:
         raise SemanticError(f"'{what}' is an array of {value.type.num} barriers; pick one first "
                             f"({what}[i] or tlx.local_view({what}, i))", param=what)
+    if local and value.type.remote:
+        raise SemanticError(f"'{what}' is a remote view (a barrier of another CTA of the cluster); only "
+                            f"barrier_arrive can use it: arrive remote, wait local", param=what)
     return value
 
 
@@ -248,9 +251,12 @@ def _barrier_wait(ctx, bar, phase, pred=None):
 
 @rule("barrier_arrive")
 def _barrier_arrive(ctx, bar, arrive_count=1, remote_cta_rank=None, pred=None):
-    bar = _barrier(bar)
+    bar = _barrier(bar, local=False)
     if remote_cta_rank is not None:
-        raise SemanticError("remote arrives (clusters) are not supported yet", param="remote_cta_rank")
+        if bar.type.remote:
+            raise SemanticError("'bar' is already a remote view; pass remote_cta_rank or use "
+                                "tlx.remote_view, not both", param="remote_cta_rank")
+        bar = _remote_view(ctx, bar, remote_cta_rank)
     count = const_int(arrive_count, "arrive_count")
     if count < 1:
         raise SemanticError(f"'arrive_count' must be >= 1, got {count}", param="arrive_count")
@@ -296,6 +302,42 @@ def _fence_async_shared(ctx):
 
 
 # -- utilities ---------------------------------------------------------------------------
+# -- clusters ------------------------------------------------------------------------------------
+def _remote_view(ctx, bar, rank):
+    rank_v = _i32(ctx.b, rank, "remote_cta_rank")
+    if isinstance(rank, int) and not 0 <= rank < 16:
+        raise SemanticError(f"a cluster has at most 16 CTAs; rank {rank} is out of range", param="remote_cta_rank")
+    return Tensor(ctx.b.value("tlx.remote_view", [bar.value, rank_v.value], BarrierType(0, bar.type.per_thread,
+                                                                                         True)))
+
+
+@rule("remote_view")
+def _remote_view_rule(ctx, buf, remote_cta_rank):
+    if not isinstance(buf, Tensor) or not isinstance(buf.type, BarrierType):
+        raise SemanticError(f"remote_view only supports mbarriers for now, got {S.describe(buf)}", param="buf")
+    return _remote_view(ctx, _barrier(buf, "buf"), remote_cta_rank)
+
+
+@rule("cluster_cta_rank")
+def _cluster_cta_rank(ctx):
+    return Tensor(ctx.b.value("tlx.cluster_cta_rank", [], T.i32))
+
+
+@rule("cluster_size_1d")
+def _cluster_size_1d(ctx):
+    return Tensor(ctx.b.value("tlx.cluster_size", [], T.i32))
+
+
+@rule("cluster_barrier")
+def _cluster_barrier(ctx):
+    ctx.b.create("tlx.cluster_barrier", [], [])
+
+
+@rule("fence_mbarrier_init_cluster")
+def _fence_mbarrier_init_cluster(ctx):
+    ctx.b.create("tlx.fence_mbarrier_init_cluster", [], [])
+
+
 @rule("thread_id")
 def _thread_id(ctx, axis):
     return Tensor(ctx.b.value("tlx.thread_id", [], T.i32, axis=grid_axis(axis)))
@@ -361,13 +403,29 @@ def _async_descriptor_load(ctx, desc, result, offsets, barrier, pred=None, cache
     desc = _descriptor(desc)
     dst = _box_buffer(desc, result, "result")
     bar = _barrier(barrier, "barrier")
-    if multicast_targets or two_ctas:
-        raise SemanticError("multicast and 2-CTA TMA loads need clusters, which are not supported yet",
-                            param="multicast_targets" if multicast_targets else "two_ctas")
+    if two_ctas:
+        raise SemanticError("2-CTA TMA loads pair CTAs for Blackwell's 2-CTA MMA, which is not supported yet",
+                            param="two_ctas")
     offs = _box_offsets(b, desc, offsets)
+    mask = [_cta_mask(b, multicast_targets)] if multicast_targets else []
     preds = _pred(b, pred)
-    b.create("tlx.async_descriptor_load", [desc.value, dst.value, bar.value] + offs + preds, [],
-             {"has_pred": bool(preds)})
+    b.create("tlx.async_descriptor_load", [desc.value, dst.value, bar.value] + offs + mask + preds, [],
+             {"has_pred": bool(preds), "multicast": bool(mask)})
+
+
+def _cta_mask(b, targets):
+    """The 16-bit CTA mask of a multicast: bit r set for each rank r of ``targets``."""
+    if isinstance(targets, Tensor) or not isinstance(targets, (list, tuple)):
+        raise SemanticError(f"'multicast_targets' must be a list of CTA ranks, got {S.describe(targets)}",
+                            param="multicast_targets")
+    mask = None
+    for rank in targets:
+        if isinstance(rank, int) and not isinstance(rank, bool) and not 0 <= rank < 16:
+            raise SemanticError(f"a cluster has at most 16 CTAs; multicast target rank {rank} is out of range",
+                                param="multicast_targets")
+        bit = S.binary(b, "shl", S.constant(b, 1, T.i32), _i32(b, rank, "multicast_targets"))
+        mask = bit if mask is None else S.binary(b, "or", mask, bit)
+    return mask.value
 
 
 @rule("async_descriptor_store")

@@ -35,10 +35,13 @@ class MBarrier:
         self.pending = arrive_count     # arrivals still missing in this phase
         self.tx_bytes = 0               # transaction bytes still expected in this phase
         self.listeners: list = []       # callables(barrier, completed_phase_index)
+        self.cta: int | None = None     # its CTA's rank, when the kernel runs in clusters
+        self.origin = None              # the tlx.alloc_barriers op (how a peer CTA finds its copy)
 
     @property
     def label(self) -> str:
-        return f"'{self.name}'[{self.index}]"
+        where = "" if self.cta is None else f" of CTA {self.cta}"
+        return f"'{self.name}'[{self.index}]{where}"
 
     # -- the PTX operations --------------------------------------------------------
     def arrive(self, count: int = 1, loc: Location | None = None) -> None:

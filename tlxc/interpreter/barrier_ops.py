@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ..errors import BarrierError
 from .barrier import MBarrier, alloc_barriers
+from .cluster import RemoteBarrier
 from .registry import impl
 from .scheduler import PREEMPT, Blocked
 from .values import as_index
@@ -40,7 +41,13 @@ def _predicate(op, values) -> bool:
 def alloc(ctx, op):
     t = op.results[0].type
     name = op.results[0].name_hint or "mbarrier"
-    return alloc_barriers(t.num, op.attrs["arrive_count"], name, t.per_thread)
+    barriers = alloc_barriers(t.num, op.attrs["arrive_count"], name, t.per_thread)
+    ctx.program.state.setdefault("barriers", {})[op] = barriers     # where peers of a cluster find them
+    for bar in barriers:
+        bar.origin = op
+        if ctx.program.cluster is not None:
+            bar.cta = ctx.program.cta_rank
+    return barriers
 
 
 def _arrive(ctx, op, bar: MBarrier, count: int) -> None:
@@ -61,9 +68,11 @@ def _arrival_hint(ctx, bar: MBarrier, count: int) -> str:
 
 
 @impl("tlx.barrier_arrive")
-def barrier_arrive(ctx, op, bar: MBarrier, *pred):
+def barrier_arrive(ctx, op, bar, *pred):
     if not _predicate(op, pred):
         return
+    if isinstance(bar, RemoteBarrier):
+        bar = bar.target
     count = op.attrs["count"]
     if bar.per_thread:
         count *= ctx.warps * WARP_SIZE

@@ -22,18 +22,26 @@ from .scheduler import Scheduler
 
 
 class Program:
-    """One program (CTA) of the grid: its id, the launch's memory, its scheduler."""
+    """One program (CTA) of the grid: its id, the launch's memory, its scheduler.
+    The CTAs of a cluster share one scheduler and one race tracker (``cluster.py``)."""
 
     def __init__(self, pid: tuple[int, int, int], grid: tuple[int, int, int], memory,
-                 seed: int | None = None, out: TextIO | None = None):
+                 seed: int | None = None, out: TextIO | None = None, cluster=None, cta_rank: int = 0,
+                 scheduler: Scheduler | None = None, races: RaceTracker | None = None):
         self.pid = pid
         self.grid = grid
         self.memory = memory
         self.label = f"program ({pid[0]}, {pid[1]}, {pid[2]})"
-        self.scheduler = Scheduler(self.label, seed)
-        self.races = RaceTracker(self.label)
+        self.scheduler = scheduler or Scheduler(self.label, seed)
+        self.races = races or RaceTracker(self.label)
         self.out = out
+        self.cluster = cluster      # a cluster.Cluster, or None
+        self.cta_rank = cta_rank
         self.state: dict = {}       # per-program objects of op families (barriers, shared buffers...)
+
+    def task_name(self, name: str) -> str:
+        """How a task is named: in a cluster, with its CTA (the scheduler and the race tracker are shared)."""
+        return name if self.cluster is None else f"{name} of CTA {self.cta_rank}"
 
 
 class TaskContext:
@@ -75,7 +83,7 @@ class TaskContext:
 
     def fork(self, task_name: str, warps: int | None = None, first_thread: int | None = None) -> TaskContext:
         """A context for a new task that sees every value defined so far."""
-        return TaskContext(self.program, dict(self.env), task_name, self.plans,
+        return TaskContext(self.program, dict(self.env), self.program.task_name(task_name), self.plans,
                            self.warps if warps is None else warps,
                            self.first_thread if first_thread is None else first_thread)
 
@@ -185,3 +193,23 @@ class KernelRunner:
         with np.errstate(all="ignore"):     # ints wrap and floats overflow silently, as on the GPU
             program.scheduler.run()
         return program
+
+    def run_cluster(self, pids: list[tuple[int, int, int]], dims: tuple[int, int, int],
+                    grid: tuple[int, int, int], memory, args: list[Any], seed: int | None = None,
+                    out: TextIO | None = None) -> list[Program]:
+        """Run the CTAs ``pids`` of one cluster together (``cluster.py``), ``pids`` in rank order."""
+        from .cluster import Cluster
+        cluster = Cluster(dims)
+        first, last = pids[0], pids[-1]
+        label = f"the cluster of programs ({first[0]}, {first[1]}, {first[2]})..({last[0]}, {last[1]}, {last[2]})"
+        scheduler, races = Scheduler(label, seed), RaceTracker(label)
+        warps = int(self.kernel.attrs.get("num_warps", 4))
+        for rank, pid in enumerate(pids):
+            program = Program(pid, grid, memory, seed, out if out is not None else sys.stdout, cluster, rank,
+                              scheduler, races)
+            cluster.programs.append(program)
+            ctx = TaskContext(program, {}, program.task_name("main"), self.plans, warps)
+            scheduler.spawn(ctx.task_name, run_block(ctx, self.kernel.regions[0].block, args), self.kernel.loc)
+        with np.errstate(all="ignore"):
+            scheduler.run()
+        return cluster.programs

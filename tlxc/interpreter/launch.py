@@ -15,7 +15,7 @@ from ..frontend.specialize import Specialization, specialization_from_args
 from ..ir.types import PointerType, ScalarType, TensorDescType
 
 # Launch options Triton accepts as keyword arguments next to the kernel's own.
-from ..runtime.launch import LAUNCH_OPTIONS
+from ..runtime.launch import LAUNCH_OPTIONS, check_cluster_grid, cluster_dims
 from ..runtime.tma import TensorDescriptor
 from .executor import KernelRunner
 from .memory import GlobalMemory, is_array_argument, is_torch_tensor
@@ -61,13 +61,13 @@ def normalize_grid(grid, meta: dict[str, Any]) -> tuple[int, int, int]:
     return grid + (1,) * (3 - len(grid))
 
 
-def _runner(kfn, spec: Specialization, num_warps: int) -> KernelRunner:
+def _runner(kfn, spec: Specialization, num_warps: int, cluster=None) -> KernelRunner:
     from ..compiler import frontend
     cache = _RUNNERS.setdefault(kfn, {})
-    key = (spec.key(), num_warps)
+    key = (spec.key(), num_warps, cluster)
     runner = cache.get(key)
     if runner is None:
-        module = frontend(kfn, spec, num_warps=num_warps)
+        module = frontend(kfn, spec, num_warps=num_warps, cluster=cluster)
         runner = cache[key] = KernelRunner(module)
     return runner
 
@@ -92,11 +92,21 @@ def interpret_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
     if order not in ("sequential", "shuffled"):
         raise LaunchError(f"order must be 'sequential' or 'shuffled', got {order!r}")
     runner, grid3, memory, values = prepare_launch(kfn, grid, args, kwargs, num_warps=num_warps)
-    programs = [(x, y, z) for z, y, x in itertools.product(range(grid3[2]), range(grid3[1]), range(grid3[0]))]
+    dims = cluster_dims((kwargs or {}).get("ctas_per_cga"))
+    if dims is not None:
+        check_cluster_grid(kfn.__name__, dims, grid3)
+    step = dims or (1, 1, 1)
+    programs = [(x, y, z) for z, y, x in itertools.product(range(0, grid3[2], step[2]), range(0, grid3[1], step[1]),
+                                                             range(0, grid3[0], step[0]))]
     if order == "shuffled":
         random.Random(seed).shuffle(programs)
     for pid in programs:
-        runner.run_program(pid, grid3, memory, values, program_seed(seed, pid), out)
+        if dims is None:
+            runner.run_program(pid, grid3, memory, values, program_seed(seed, pid), out)
+        else:                      # the CTAs of the cluster whose first CTA is pid, in rank order
+            members = [(pid[0] + x, pid[1] + y, pid[2] + z) for z, y, x in
+                       itertools.product(range(dims[2]), range(dims[1]), range(dims[0]))]
+            runner.run_cluster(members, dims, grid3, memory, values, program_seed(seed, pid), out)
 
 
 def program_seed(seed: int | None, pid: tuple[int, int, int]) -> int | None:
@@ -111,7 +121,7 @@ def prepare_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
     spec, bound, options = specialize(kfn, tuple(args), dict(kwargs or {}))
     warps = int(options.get("num_warps", num_warps if num_warps is not None else 4))
     grid3 = normalize_grid(grid, {**bound, **options})
-    runner = _runner(kfn, spec, warps)
+    runner = _runner(kfn, spec, warps, cluster_dims(options.get("ctas_per_cga")))
     memory = GlobalMemory()
     runtime = spec.runtime_params()
     for name, t in runtime:

@@ -46,11 +46,14 @@ class SharedBuffer:
         self.buffer_bytes = math.prod(self.shape) * element.bytes
         self.data = np.zeros(num * self.buffer_bytes, dtype=np.uint8)
         self.written = np.zeros(num * self.buffer_bytes, dtype=bool)
+        self.cta: int | None = None     # its CTA's rank, when the kernel runs in clusters
+        self.origin = None              # the tlx.local_alloc op (how a peer CTA finds its copy)
 
     def view(self, slot: int) -> SharedView:
         strides = _row_major(self.shape, self.element.bytes)
+        where = "" if self.cta is None else f" of CTA {self.cta}"
         return SharedView(self, slot, slot * self.buffer_bytes, self.shape, strides, self.element,
-                          f"'{self.name}'[{slot}]")
+                          f"'{self.name}'[{slot}]{where}")
 
     def __repr__(self) -> str:
         return f"<SharedBuffer '{self.name}' {self.num} x {list(self.shape)} {self.element}>"
@@ -188,6 +191,9 @@ def local_alloc(ctx, op):
     if buffer is None:
         name = op.results[0].name_hint or "smem"
         buffer = buffers[op] = SharedBuffer(name, t.shape, t.element, t.num)
+        buffer.origin = op
+        if ctx.program.cluster is not None:
+            buffer.cta = ctx.program.cta_rank
     return buffer
 
 

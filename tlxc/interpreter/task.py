@@ -32,13 +32,14 @@ def async_tasks(ctx, op):
     names = [name for name, _, _, _ in descriptions]
     tasks = []
     first_thread = ctx.first_thread
+    where = "" if ctx.program.cluster is None else f" of CTA {ctx.program.cta_rank}"
     for (name, warps, _registers, replica), region in zip(descriptions, op.regions):
         child = ctx.fork(name, warps=warps, first_thread=first_thread)
         first_thread += warps * WARP_SIZE
-        tasks.append(ctx.scheduler.spawn(name, run_block(child, region.block), op.loc,
-                                         _title(name, replica, names)))
+        tasks.append(ctx.scheduler.spawn(child.task_name, run_block(child, region.block), op.loc,
+                                         _title(name, replica, names) + where))
     yield ctx.scheduler.join(tasks, op.loc)
-    ctx.races.order_tasks(names)
+    ctx.races.order_tasks([ctx.program.task_name(name) for name in names])
 
 
 @impl("tlx.thread_id")

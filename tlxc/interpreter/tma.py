@@ -15,12 +15,15 @@ the slot, and its own write is tracked as an asynchronous access
 (``races.py``): it lands into the barrier phase in progress, and only a
 ``barrier_wait`` that sees that phase complete orders it, so a read before
 the wait is a ``RaceError`` naming the read and the load, whether or not the
-bytes happen to have landed.  Not modelled: L2 promotion, multicast.
+bytes happen to have landed.  A multicast (``multicast_targets``) lands the box
+in every target CTA of the cluster, completing each one's barrier.  Not
+modelled: L2 promotion.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .cluster import peer_barrier, peer_view
 from .registry import impl
 from .scheduler import PREEMPT
 from .values import storage_dtype, to_storage
@@ -62,14 +65,30 @@ def _bits_of(array: np.ndarray, element) -> np.ndarray:
     return array.view(storage_dtype(element))
 
 
+def _targets(ctx, op, view, bar, mask) -> list:
+    """(view, barrier) pairs the box lands in: this CTA's, or with a multicast every
+    CTA of the cluster whose bit is set in ``mask``, at the same place."""
+    if mask is None:
+        return [(view, bar)]
+    mask = int(mask) & 0xFFFF
+    cluster = ctx.program.cluster
+    size = 1 if cluster is None else cluster.size
+    if mask == 0 or mask >> size:
+        raise ctx.error(op, f"multicast CTA mask {mask:#x} in {ctx.label} names no CTA or CTAs outside its "
+                            f"cluster of {size}")
+    return [(peer_view(ctx, op, view, r), peer_barrier(ctx, op, bar, r)) for r in range(size) if mask >> r & 1]
+
+
 @impl("tlx.async_descriptor_load")
 def async_descriptor_load(ctx, op, desc, view, bar, *rest):
-    offsets = rest[:len(rest) - bool(op.attrs.get("has_pred"))]
     if op.attrs.get("has_pred") and not bool(rest[-1]):
         return
+    offsets = rest[:len(op.offsets)]
+    targets = _targets(ctx, op, view, bar, rest[len(offsets)] if op.attrs.get("multicast") else None)
     # The box overwrites the slot: an asynchronous access still in flight (an
     # async_dot not yet retired by async_dot_wait, released and waited for) races with it.
-    access = ctx.races.begin_async_write(view.key, view.label, "TMA load", op.loc, ctx.task_name, view.region())
+    accesses = [ctx.races.begin_async_write(v.key, v.label, "TMA load", op.loc, ctx.task_name, v.region())
+                for v, _ in targets]
     parts = _box_slices(desc, offsets)
     nbytes = int(np.prod(view.shape)) * view.element.bytes
     source = _global_view(desc)
@@ -81,12 +100,13 @@ def async_descriptor_load(ctx, op, desc, view, bar, *rest):
         if parts is not None:
             src, dst = parts
             box[dst] = _bits_of(np.ascontiguousarray(source[src]), view.element)
-        view.array()[...] = box.reshape(view.shape)           # a box's leading 1s may be dropped
-        view.mark_written()
-        ctx.races.signal(access, bar)          # into the phase these bytes help complete
-        bar.complete_tx(nbytes)
+        for (target, barrier), access in zip(targets, accesses):
+            target.array()[...] = box.reshape(view.shape)      # a box's leading 1s may be dropped
+            target.mark_written()
+            ctx.races.signal(access, barrier)  # into the phase these bytes help complete
+            barrier.complete_tx(nbytes)
 
-    ctx.scheduler.post(f"TMA load into {view.label}", land, op.loc)
+    ctx.scheduler.post(f"TMA load into {view.label}" + (" (multicast)" if len(targets) > 1 else ""), land, op.loc)
     yield PREEMPT
 
 

@@ -154,15 +154,17 @@ class Parser:
         return TensorDescType(element, tuple(dims), swizzle)
 
     def parse_mbarrier(self) -> Type:
-        num, per_thread = 0, False
+        num, per_thread, remote = 0, False, False
         if self.accept("<"):
             while not self.accept(">"):
                 if self.accept("per_thread"):
                     per_thread = True
+                elif self.accept("remote"):
+                    remote = True
                 else:
                     num = int(self.match(_NUMBER, "a barrier count"))
                 self.accept(",")
-        return BarrierType(num, per_thread)
+        return BarrierType(num, per_thread, remote)
 
     def parse_layout_ref(self) -> Any:
         self.skip_ws()

@@ -254,18 +254,23 @@ class MemDescType(Type):
 class BarrierType(Type):
     """An array of ``num`` mbarriers in shared memory, or (``num == 0``) one.
     ``per_thread`` barriers (``alloc_warp_barrier``) count every thread's
-    arrival; the others one arrival per arriving warp group."""
+    arrival; the others one arrival per arriving warp group.  A ``remote``
+    barrier (``tlx.remote_view``) is one in a peer CTA of the cluster: it can
+    be arrived on, never waited on."""
 
     num: int = 0
     per_thread: bool = False
+    remote: bool = False        # tlx.remote_view: the same barrier in another CTA of the cluster
 
     def view(self) -> BarrierType:
-        return BarrierType(0, self.per_thread)
+        return BarrierType(0, self.per_thread, self.remote)
 
     def __str__(self) -> str:
         args = [str(self.num)] if self.num else []
         if self.per_thread:
             args.append("per_thread")
+        if self.remote:
+            args.append("remote")
         return "mbarrier" + (f"<{', '.join(args)}>" if args else "")
 
     __repr__ = __str__

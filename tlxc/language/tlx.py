@@ -133,7 +133,8 @@ def barrier_wait(bar, phase, pred=None):
 
 @builtin
 def barrier_arrive(bar, arrive_count=1, remote_cta_rank=None, pred=None):
-    """Arrive: once per arriving warp group (once per thread on warp barriers)."""
+    """Arrive: once per arriving warp group (once per thread on warp barriers); with
+    ``remote_cta_rank``, on the same barrier of that CTA of the cluster."""
 
 
 @builtin
@@ -154,6 +155,32 @@ def fence(scope):
 @builtin
 def fence_async_shared():
     """Deprecated alias of ``fence("async_shared")``."""
+
+
+# -- clusters ----------------------------------------------------------------------------------
+@builtin
+def cluster_cta_rank():
+    """This CTA's rank in its cluster (i32, x fastest)."""
+
+
+@builtin
+def cluster_size_1d():
+    """The number of CTAs in a cluster (i32)."""
+
+
+@builtin
+def remote_view(buf, remote_cta_rank):
+    """The barrier ``buf`` of CTA ``remote_cta_rank`` of this cluster: arrive on it, never wait."""
+
+
+@builtin
+def cluster_barrier():
+    """Wait until every thread of every CTA of the cluster has arrived here."""
+
+
+@builtin
+def fence_mbarrier_init_cluster():
+    """Make barrier inits visible to the cluster (before peers arrive on them)."""
 
 
 # -- utilities -------------------------------------------------------------------------

@@ -20,7 +20,30 @@ from ..errors import LaunchError
 from .tma import TensorDescriptor
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
-                  "launch_cooperative_grid", "launch_pdl", "interpret")
+                  "launch_cooperative_grid", "launch_pdl", "interpret", "ctas_per_cga")
+
+MAX_CLUSTER = 8             # CTAs per cluster: the portable limit (Hopper allows 16 "non-portable")
+
+
+def cluster_dims(value) -> tuple[int, int, int] | None:
+    """``ctas_per_cga`` as (x, y, z), or None for a launch without clusters."""
+    if value is None:
+        return None
+    dims = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+        raise LaunchError(f"ctas_per_cga must be 1 to 3 positive ints, got {value!r}")
+    dims = dims + (1,) * (3 - len(dims))
+    if dims[0] * dims[1] * dims[2] > MAX_CLUSTER:
+        raise LaunchError(f"ctas_per_cga={dims} makes clusters of {dims[0] * dims[1] * dims[2]} CTAs; "
+                          f"tlxc supports the portable limit of {MAX_CLUSTER}")
+    return None if dims == (1, 1, 1) else dims
+
+
+def check_cluster_grid(name: str, dims: tuple[int, int, int], grid: tuple[int, int, int]) -> None:
+    """Every cluster is a full box of CTAs: the grid must be a multiple of the cluster shape."""
+    if any(g % d for g, d in zip(grid, dims)):
+        raise LaunchError(f"cannot launch {name}: grid {grid} is not a multiple of ctas_per_cga={dims} in every "
+                          f"dimension (each cluster is a full box of CTAs)")
 
 
 @dataclass
@@ -68,7 +91,7 @@ def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
         return _tlx_slow(_tlx_grid, ({args}), dict(_tlx_unknown{option_kwargs}))
     try:
 {values}
-        _tlx_run, _tlx_block, _tlx_smem, _tlx_device, _tlx_pick, _tlx_compiled = _tlx_cache[({num_warps}, {key})]
+        _tlx_run, _tlx_block, _tlx_smem, _tlx_device, _tlx_pick, _tlx_compiled = _tlx_cache[({num_warps}, {ctas}, {key})]
     except Exception:   # a new specialization, or arguments only the slow path can explain
         return _tlx_slow(_tlx_grid, ({args}), dict({option_kwargs_first}))
     if _tlx_grid.__class__ is not tuple:
@@ -87,7 +110,7 @@ def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
 # Launch options the fast path accepts as keywords (unless the kernel has a
 # parameter of that name, which then wins), with their defaults.
 _FAST_OPTIONS = (("num_warps", 4), ("num_stages", None), ("num_ctas", None), ("maxnreg", None),
-                 ("interpret", None))
+                 ("ctas_per_cga", None), ("interpret", None))
 
 
 def _kind(value) -> str:
@@ -159,6 +182,7 @@ def build_fast_path(kfn, bound: tuple):
         option_kwargs="".join(f", {o}={o}" for o in option_names),
         option_kwargs_first=", ".join(f"{o}={o}" for o in option_names if o != "interpret"),
         num_warps="num_warps" if "num_warps" in option_names else "4",
+        ctas="ctas_per_cga" if "ctas_per_cga" in option_names else "None",
         values="\n".join(values) or "        pass", key=", ".join(key),
         values_tuple=", ".join(value_names) + ",")
     defaults = [p.default for p in kfn.signature.parameters.values()]
@@ -193,12 +217,13 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
         bound = _bind(kfn, args, {})
     bound = tuple(_require_given(kfn, v, n) for v, n in zip(bound, kfn.param_names))
     num_warps = options.get("num_warps", 4)
-    key = tuple([num_warps] + key_parts(kfn, bound))
+    ctas = options.get("ctas_per_cga")
+    key = tuple([num_warps, ctas if isinstance(ctas, (tuple, type(None))) else repr(ctas)] + key_parts(kfn, bound))
     plan = kfn.cache.get(key)
     if plan is None:
         if not _has_cuda_tensor(args, kwargs):
             return _interpret(kfn, grid, args, kwargs)
-        plan = kfn.cache[key] = _prepare(kfn, bound, num_warps)
+        plan = kfn.cache[key] = _prepare(kfn, bound, num_warps, cluster_dims(ctas))
         kfn.fast_cache[key] = (plan.launch, plan.block, plan.smem, plan.device, plan.pick, plan.compiled)
         if kfn._fast == kfn._first_launch:
             kfn._fast = build_fast_path(kfn, bound)
@@ -253,7 +278,7 @@ def _bind(kfn, args, kwargs) -> tuple:
     return tuple(bound.arguments[name] for name in kfn.param_names)
 
 
-def _prepare(kfn, bound: tuple, num_warps: int) -> LaunchPlan:
+def _prepare(kfn, bound: tuple, num_warps: int, cluster: tuple[int, int, int] | None = None) -> LaunchPlan:
     """First launch of a key: check arguments, specialize, compile (or load from
     the disk cache), load the module, build the launcher."""
     from ..compiler import compile_kernel
@@ -293,7 +318,7 @@ def _prepare(kfn, bound: tuple, num_warps: int) -> LaunchPlan:
                               f"declares {annotated}")
     major, minor = torch.cuda.get_device_capability(device)
     arch = {9: "sm_90a", 10: "sm_100a"}.get(major, "sm_89" if (major, minor) >= (8, 9) else "sm_80")
-    compiled = _compile_cached(kfn, spec, arch, num_warps, compile_kernel)
+    compiled = _compile_cached(kfn, spec, arch, num_warps, compile_kernel, cluster)
     module = driver.CudaModule.load(compiled.asm["cubin"], device)
     function = module.function(compiled.metadata["name"], device)
     smem = compiled.metadata.get("scratch_bytes", 0)
@@ -311,17 +336,22 @@ def _prepare(kfn, bound: tuple, num_warps: int) -> LaunchPlan:
             raise LaunchError(f"argument '{n}' of {kfn.__name__} must be a number, got {type(arguments[n]).__name__}")
     threads = compiled.metadata["threads"]
     kfn._stream = driver.stream_getter()
-    return LaunchPlan(launcher.launch, index, is_pointer, (threads, 1, 1), smem, device, compiled)
+    run = launcher.launch
+    if cluster is not None:          # compiled with __cluster_dims__: the grid must tile into clusters
+        def run(grid, block, smem, stream, values, _launch=launcher.launch):
+            check_cluster_grid(kfn.__name__, cluster, grid)
+            _launch(grid, block, smem, stream, values)
+    return LaunchPlan(run, index, is_pointer, (threads, 1, 1), smem, device, compiled)
 
 
-def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel):
+def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluster=None):
     """Compile, or load the cubin and metadata from the disk cache."""
     from .. import __version__
     from .cache import DiskCache, compiler_fingerprint
     debug_barriers = os.environ.get("TLXC_DEBUG_BARRIERS", "") == "1"
     h = hashlib.sha256()
     for part in (__version__, compiler_fingerprint(), kfn.cache_key, repr(spec.key()), arch, str(num_warps),
-                 str(debug_barriers)):
+                 str(debug_barriers), str(cluster)):
         h.update(part.encode())
         h.update(b"\0")
     key = h.hexdigest()
@@ -337,7 +367,8 @@ def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel):
                                                      "cuda": entry["kernel.cu"].decode()}, metadata)
         except (KeyError, ValueError):
             pass   # an entry of another format: recompile and overwrite
-    compiled = compile_kernel(kfn, spec, arch=arch, num_warps=num_warps, debug_barriers=debug_barriers)
+    compiled = compile_kernel(kfn, spec, arch=arch, num_warps=num_warps, debug_barriers=debug_barriers,
+                              cluster=cluster)
     metadata = {k: v for k, v in compiled.metadata.items() if isinstance(v, (int, float, str, list, type(None)))}
     if not os.environ.get("TLXC_OVERRIDE_DIR"):
             cache.put(key, {"metadata.json": json.dumps(metadata).encode(), "kernel.cubin": compiled.asm["cubin"],

@@ -222,7 +222,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int count_1;
       count_1 = count;
       for (int k_ = s_25; k_ < k_tiles; k_ += s_26) {
-        // tlx.py:231
+        // tlx.py:258
         int s_27 = 3;
         int slot;
         slot = (int)((count_1 % s_27));
@@ -406,7 +406,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int count_4;
       count_4 = count_3;
       for (int k__1 = s_106; k__1 < k_tiles; k__1 += s_107) {
-        // tlx.py:231
+        // tlx.py:258
         int s_108 = 3;
         int slot_1;
         slot_1 = (int)((count_4 % s_108));
@@ -608,7 +608,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int count_7;
       count_7 = count_6;
       for (int k__2 = s_167; k__2 < k_tiles; k__2 += s_168) {
-        // tlx.py:231
+        // tlx.py:258
         int s_169 = 3;
         int slot_2;
         slot_2 = (int)((count_7 % s_169));

@@ -57,7 +57,8 @@ class BarrierExpectBytesOp(Operation):
     name = "tlx.barrier_expect_bytes"
 
     def verify(self):
-        expect_barrier(self, _first_operand_type(self))
+        if expect_barrier(self, _first_operand_type(self)).remote:
+            raise self.error("expect-bytes on a remote barrier: a barrier counts the bytes that land in its own CTA")
         _check_pred(self, 1)
         if not isinstance(self.attrs.get("bytes"), int) or self.attrs["bytes"] < 0:
             raise self.error(f"expected a non-negative byte count, got {self.attrs.get('bytes')!r}")
@@ -69,7 +70,8 @@ class BarrierWaitOp(Operation):
     name = "tlx.barrier_wait"
 
     def verify(self):
-        expect_barrier(self, _first_operand_type(self))
+        if expect_barrier(self, _first_operand_type(self)).remote:
+            raise self.error("a wait on a remote barrier (arrive remote, wait local)")
         _check_pred(self, 2)
         phase = self.operands[1].type if len(self.operands) > 1 else None
         if not isinstance(phase, ScalarType) or not phase.is_int:
@@ -77,7 +79,8 @@ class BarrierWaitOp(Operation):
 
 
 class BarrierArriveOp(Operation):
-    """Arrive ``attrs.count`` times (once per arriving warp group, or per thread)."""
+    """Arrive ``attrs.count`` times (once per arriving warp group, or per thread),
+    on a local barrier or on a peer CTA's (a ``remote`` view)."""
 
     name = "tlx.barrier_arrive"
 

@@ -181,19 +181,29 @@ class AsyncDescriptorLoadOp(Operation):
     """TMA load of the box at ``offsets`` (element coordinates, outermost dim
     first) into buffer ``dst``; the box's bytes complete on ``bar`` (complete_tx),
     elements outside the tensor are zero-filled.  Operands: desc, dst, bar,
-    *offsets, [pred]."""
+    *offsets, [cta_mask], [pred].  With ``multicast`` the box lands in ``dst``
+    and completes on ``bar`` in every CTA of the cluster whose rank's bit is set
+    in ``cta_mask`` (i32), at the same shared-memory addresses."""
 
     name = "tlx.async_descriptor_load"
+
+    @property
+    def offsets(self):
+        return self.operands[3:len(self.operands) - bool(self.attrs.get("multicast"))
+                             - bool(self.attrs.get("has_pred"))]
+
+    @property
+    def cta_mask(self):
+        return self.operands[3 + len(self.offsets)] if self.attrs.get("multicast") else None
 
     def verify(self):
         if len(self.operands) < 3:
             raise self.error("expected desc, dst, barrier and offsets")
         desc, dst, bar = self.operands[:3]
-        offsets = self.operands[3:len(self.operands) - bool(self.attrs.get("has_pred"))]
         view = expect_memdesc(self, dst.type, "destination", view=True)
-        if not isinstance(bar.type, BarrierType) or bar.type.num:
-            raise self.error(f"expected one mbarrier, got {bar.type}")
-        _check_box(self, desc.type, view, offsets)
+        if not isinstance(bar.type, BarrierType) or bar.type.num or bar.type.remote:
+            raise self.error(f"expected one local mbarrier, got {bar.type}")
+        _check_box(self, desc.type, view, self.offsets)
 
 
 class AsyncDescriptorStoreOp(Operation):

@@ -1,0 +1,47 @@
+"""cluster-syncs: the cluster barriers a cluster kernel needs and TLX adds.
+
+Run on the frontend's module (the interpreter sees them too) when the kernel
+is compiled for clusters (``ctas_per_cga`` with more than one CTA):
+
+* if the kernel signals peer CTAs (a ``tlx.remote_view`` or a multicast TMA
+  load), ``fence_mbarrier_init_cluster`` + ``cluster_barrier`` after the last
+  barrier allocation of the kernel's entry block: no CTA arrives on, or
+  multicasts into, a peer's barrier before the peer initialized it;
+* a ``cluster_barrier`` before the kernel returns, so that no CTA exits (and
+  its shared memory goes away) while a peer still signals it.
+"""
+from __future__ import annotations
+
+from ..ir.builder import Builder
+from ..ir.core import Module
+
+SIGNALS_PEERS = ("tlx.remote_view",)
+
+
+def _signals_peers(kernel) -> bool:
+    return any(op.name in SIGNALS_PEERS or (op.name == "tlx.async_descriptor_load" and op.attrs.get("multicast"))
+               for op in kernel.walk())
+
+
+def _created(block, index: int, name: str, loc):
+    op = Builder(None).create(name)
+    op.loc = loc
+    block.insert(index, op)
+    return op
+
+
+def insert_cluster_syncs(module: Module) -> Module:
+    for kernel in module.kernels:
+        dims = kernel.attrs.get("cluster_dims")
+        if not dims or dims[0] * dims[1] * dims[2] == 1:
+            continue
+        block = kernel.regions[0].block
+        if _signals_peers(kernel):
+            allocs = [i for i, op in enumerate(block.ops) if op.name == "tlx.alloc_barriers"]
+            if allocs:
+                where, loc = allocs[-1] + 1, block.ops[allocs[-1]].loc
+                _created(block, where, "tlx.fence_mbarrier_init_cluster", loc)
+                _created(block, where + 1, "tlx.cluster_barrier", loc)
+        end = block.terminator
+        _created(block, len(block.ops) - (end is not None), "tlx.cluster_barrier", end.loc if end else kernel.loc)
+    return module
