@@ -101,8 +101,8 @@ def _tma_multicast(rank: int) -> Case:
     body = (f"__shared__ __attribute__((aligned(128))) float buf[256]; {_BAR}"
             f"tlx_tma_load_multicast_{rank}d(buf, in + 64, &bar, (unsigned short)3, {coords}); "
             f"out[0] = __float_as_uint(buf[threadIdx.x]);")
-    return Case(body, (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                       f".multicast::cluster",))
+    instruction = f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+    return Case(body, (instruction,))
 
 
 def _mma(dtype: str) -> Case:
