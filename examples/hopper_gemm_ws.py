@@ -72,22 +72,36 @@ def store_c_tile(c_desc, c_buf, part, row, col, ROWS: tl.constexpr, COLS: tl.con
 
 
 @tlxc.kernel
+def release(empty_bar, rank, CLUSTER_M: tl.constexpr):
+    """A consumer is done with a stage: tell this CTA's producer and, in a pair, the peer's
+    (whose multicast also fills this CTA's stage)."""
+    tlx.barrier_arrive(empty_bar)
+    if CLUSTER_M > 1:
+        tlx.barrier_arrive(empty_bar, 1, remote_cta_rank=rank ^ 1)
+
+
+@tlxc.kernel
 def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
                      b_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
                      c_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
                      M: tl.int32, N: tl.int32, K: tl.int32,
                      BM: tl.constexpr = 128, BN: tl.constexpr = 256, BK: tl.constexpr = 64,
                      GROUP_M: tl.constexpr = 8, NUM_STAGES: tl.constexpr = 3, NUM_SMS: tl.constexpr = 132,
-                     DTYPE: tl.constexpr = tl.bfloat16, EPILOGUE_SUBTILE: tl.constexpr = 1):
+                     DTYPE: tl.constexpr = tl.bfloat16, EPILOGUE_SUBTILE: tl.constexpr = 1,
+                     CLUSTER_M: tl.constexpr = 1):
     HALF_M: tl.constexpr = BM // 2
     a_smem = tlx.local_alloc((HALF_M, BK), DTYPE, NUM_STAGES * 2)    # [2 * stage + consumer]
     b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
     c_smem = tlx.local_alloc((HALF_M, BN // EPILOGUE_SUBTILE), DTYPE, 2)  # [consumer]
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
-    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)                 # both consumers release a stage
+    # a stage is free once both consumers of every CTA sharing its B tile have released it
+    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2 * CLUSTER_M)
 
-    start = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BM)
+    start = tl.program_id(0) // CLUSTER_M                              # this CTA's cluster
+    rank = 0
+    if CLUSTER_M > 1:
+        rank = tlx.cluster_cta_rank()
+    num_pid_m = tl.cdiv(M, BM * CLUSTER_M)                             # tile rows of a cluster
     num_pid_n = tl.cdiv(N, BN)
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BK)
@@ -95,23 +109,28 @@ def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], s
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
             count = 0
-            for tile in range(start, num_tiles, NUM_SMS):
+            for tile in range(start, num_tiles, NUM_SMS // CLUSTER_M):
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
+                row = (pid_m * CLUSTER_M + rank) * BM
                 for k in range(k_tiles):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(empty[slot], phase ^ 1)
                     tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * 2)
-                    tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [pid_m * BM, k * BK], full[slot])
-                    tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [pid_m * BM + HALF_M, k * BK],
-                                              full[slot])
+                    tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [row, k * BK], full[slot])
+                    tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [row + HALF_M, k * BK], full[slot])
                     for j in tl.static_range(BN // B_BOX_N):
                         b_box = tlx.local_slice(b_smem[slot], [0, j * B_BOX_N], [BK, B_BOX_N])
-                        tlx.async_descriptor_load(b_desc, b_box, [k * BK, pid_n * BN + j * B_BOX_N], full[slot])
+                        if CLUSTER_M == 1:
+                            tlx.async_descriptor_load(b_desc, b_box, [k * BK, pid_n * BN + j * B_BOX_N],
+                                                      full[slot])
+                        else:                         # the pair shares B: each CTA loads half, for both
+                            tlx.async_descriptor_load(b_desc, b_box, [k * BK, pid_n * BN + j * B_BOX_N],
+                                                      full[slot], pred=rank == j % 2, multicast_targets=[0, 1])
                     count += 1
         with tlx.async_task(num_warps=4, registers=232, replicate=2):    # the wgmma consumers
             cid = tlx.async_task_replica_id()
             count = 0
-            for tile in range(start, num_tiles, NUM_SMS):
+            for tile in range(start, num_tiles, NUM_SMS // CLUSTER_M):
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 acc = tl.zeros((HALF_M, BN), dtype=tl.float32)
                 for k in range(k_tiles):
@@ -120,12 +139,12 @@ def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], s
                     acc = tlx.async_dot(a_smem[2 * slot + cid], b_smem[slot], acc)
                     acc = tlx.async_dot_wait(1, acc)          # the previous step's MMA is done:
                     if k > 0:                                 # release its stage, keep this one in flight
-                        tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
+                        release(empty[(count - 1) % NUM_STAGES], rank, CLUSTER_M)
                     count += 1
                 acc = tlx.async_dot_wait(0, acc)
                 if k_tiles > 0:
-                    tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
-                row = pid_m * BM + cid * HALF_M
+                    release(empty[(count - 1) % NUM_STAGES], rank, CLUSTER_M)
+                row = (pid_m * CLUSTER_M + rank) * BM + cid * HALF_M
                 if EPILOGUE_SUBTILE == 1:
                     store_c_tile(c_desc, c_smem[cid], acc, row, pid_n * BN, HALF_M, BN, DTYPE)
                 else:                                         # two halves through one half-size C tile
@@ -164,9 +183,12 @@ def gemm_operands(name: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor
 
 def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 128,
               block_n: int = 256, block_k: int = 64, group_m: int = 8, num_stages: int = 3,
-              epilogue_subtile: int = 1, sms: int | None = None) -> torch.Tensor:
+              epilogue_subtile: int = 1, cluster_m: int = 1, sms: int | None = None) -> torch.Tensor:
     """``a @ b`` for 2-D bfloat16 or float16 tensors whose rows are 16-byte aligned
-    (TMA); ``out`` (if given) has their dtype."""
+    (TMA); ``out`` (if given) has their dtype.  ``cluster_m=2`` runs pairs of CTAs on
+    vertically adjacent tiles that share (multicast) their B tiles."""
+    if cluster_m not in (1, 2):
+        raise ValueError(f"cluster_m must be 1 or 2, got {cluster_m}")
     M, N, K, out = gemm_operands("matmul_ws", a, b, out)
     if M == 0 or N == 0 or K == 0:
         return out
@@ -174,11 +196,13 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
     a_desc = tlxc.TensorDescriptor.from_tensor(a, [block_m // 2, block_k], swizzle=min(128, block_k * 2))
     b_desc = tlxc.TensorDescriptor.from_tensor(b, [block_k, B_BOX_N], swizzle=128)
     c_desc = tlxc.TensorDescriptor.from_tensor(out, [block_m // 2, B_BOX_N], swizzle=128)
-    tiles = ((M + block_m - 1) // block_m) * ((N + block_n - 1) // block_n)
-    sms = sms or num_sms(a.device)
-    matmul_ws_kernel[(min(sms, tiles),)](a_desc, b_desc, c_desc, M, N, K, BM=block_m, BN=block_n, BK=block_k,
-                                         GROUP_M=group_m, NUM_STAGES=num_stages, NUM_SMS=sms, DTYPE=DTYPES[a.dtype],
-                                         EPILOGUE_SUBTILE=epilogue_subtile, num_warps=4)
+    cluster_tiles = ((M + block_m * cluster_m - 1) // (block_m * cluster_m)) * ((N + block_n - 1) // block_n)
+    sms = (sms or num_sms(a.device)) // cluster_m * cluster_m
+    grid = min(sms // cluster_m, cluster_tiles) * cluster_m
+    matmul_ws_kernel[(grid,)](a_desc, b_desc, c_desc, M, N, K, BM=block_m, BN=block_n, BK=block_k, GROUP_M=group_m,
+                              NUM_STAGES=num_stages, NUM_SMS=sms, DTYPE=DTYPES[a.dtype],
+                              EPILOGUE_SUBTILE=epilogue_subtile, CLUSTER_M=cluster_m, num_warps=4,
+                              ctas_per_cga=(cluster_m, 1, 1) if cluster_m > 1 else None)
     return out
 
 

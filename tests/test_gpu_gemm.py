@@ -39,6 +39,24 @@ def test_matmul_matches_float32(kind, dtype, m, n, k):
     assert ((out.float() - ref).norm() / ref.norm()).item() < BOUND[dtype]
 
 
+@pytest.mark.parametrize("config", [dict(num_stages=4, epilogue_subtile=2),
+                                    dict(num_stages=4, epilogue_subtile=2, cluster_m=2, group_m=16),
+                                    dict(cluster_m=2)], ids=["subtiled", "pairs", "pairs-3stages"])
+@pytest.mark.parametrize("m,n,k", [(1000, 1240, 776), (128, 64, 64), (72, 520, 64), (4096, 4096, 4096),
+                                   (3000, 256, 512)])
+def test_matmul_configurations(config, m, n, k):
+    """Subtiled epilogues and pairs of CTAs sharing B (odd tile-row counts leave a CTA of a pair with
+    rows past M: it still loads and multicasts its half of B)."""
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    _matmul("ws")(a, b, out, **config)
+    torch.cuda.synchronize()
+    ref = a.float() @ b.float()
+    assert torch.isfinite(out).all()
+    assert ((out.float() - ref).norm() / ref.norm()).item() < BOUND[torch.bfloat16]
+
+
 @pytest.mark.parametrize("m,n,k", [(1000, 1240, 784), (128, 256, 128), (4096, 4096, 4096)])
 def test_fp8_matches_float64(m, n, k):
     from hopper_gemm_fp8 import fp8_inputs, matmul_fp8

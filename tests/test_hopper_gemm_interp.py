@@ -34,6 +34,16 @@ def test_subtiled_epilogue_matches_a_float32_reference():
     assert ((out.float() - ref).norm() / ref.norm()).item() < 2 * torch.finfo(torch.bfloat16).eps
 
 
+@pytest.mark.parametrize("shape", [(200, 520, 320), (520, 256, 192)], ids=lambda s: "x".join(map(str, s)))
+def test_pairs_sharing_b_match_a_float32_reference(shape):
+    """cluster_m=2: pairs of CTAs on vertically adjacent tiles, each loading half of the
+    shared B tile and multicasting it (200 rows: the second CTA's tile is past M)."""
+    out, ref = run_on_interpreter(G, "matmul_ws_kernel", G.matmul_ws, shape, 11, num_stages=3, cluster_m=2,
+                                  block_n=128, sms=4)
+    assert torch.isfinite(out.float()).all()
+    assert ((out.float() - ref).norm() / ref.norm()).item() < 2 * torch.finfo(torch.bfloat16).eps
+
+
 def test_check_finds_nothing():
     # Descriptor parameters have no ``tlxc check`` command-line spelling yet, so
     # the kernel is specialized from the example's check_inputs() launch.

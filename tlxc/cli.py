@@ -133,6 +133,8 @@ def _add_kernel_options(cmd: argparse.ArgumentParser) -> None:
                      help="types of runtime parameters, Triton's spelling: 'x=*bf16,n=i32' "
                           "(overrides annotations); 'n=i32:16' states that n is divisible by 16, "
                           "'n=i32:1' that it equals 1, as a launch would find out")
+    cmd.add_argument("--ctas-per-cga", metavar="X[,Y[,Z]]",
+                     help="compile for clusters of X*Y*Z CTAs, as a launch with ctas_per_cga=(X, Y, Z) does")
 
 
 # -- -D values -------------------------------------------------------------------------
@@ -391,6 +393,18 @@ def parse_stages(text: str) -> tuple[str, ...]:
     return stages
 
 
+def cluster_option(args):
+    """``--ctas-per-cga`` as the (x, y, z) a launch's ``ctas_per_cga`` gives (None: no clusters)."""
+    from .errors import LaunchError
+    from .runtime.launch import cluster_dims
+    if not getattr(args, "ctas_per_cga", None):
+        return None
+    try:
+        return cluster_dims(tuple(int(part) for part in args.ctas_per_cga.split(",")))
+    except (ValueError, LaunchError) as exc:
+        raise UsageError(f"--ctas-per-cga: {exc}") from None
+
+
 def cmd_compile(args) -> int:
     stages = parse_stages(args.emit)
     jobs, arch, _module = _prepare(args)
@@ -398,7 +412,8 @@ def cmd_compile(args) -> int:
     failed = False
     for job in jobs:
         try:
-            compiled = compile_kernel(job.kfn, job.spec, arch=arch, num_warps=args.num_warps, stages=stages)
+            compiled = compile_kernel(job.kfn, job.spec, arch=arch, num_warps=args.num_warps, stages=stages,
+                                      cluster=cluster_option(args))
         except TlxcError as exc:
             print(exc.render(), file=sys.stderr)
             failed = True
@@ -454,7 +469,7 @@ def cmd_check(args) -> int:
     inputs = _run_inputs(module, jobs) if args.run else {}
     failed = False
     for job in jobs:
-        findings = check_job(job, arch, args.num_warps)
+        findings = check_job(job, arch, args.num_warps, cluster_option(args))
         for finding in findings:
             print(finding.render(), file=sys.stderr)
         errors = any(f.severity != "note" for f in findings)
@@ -464,10 +479,10 @@ def cmd_check(args) -> int:
     return 1 if failed else 0
 
 
-def check_job(job: Job, arch: str, num_warps: int) -> list:
+def check_job(job: Job, arch: str, num_warps: int, cluster=None) -> list:
     """Every finding of one kernel (``tlxc.check.check_function``)."""
     from .check import check_function
-    return check_function(job.kfn, job.spec, arch=arch, num_warps=num_warps)
+    return check_function(job.kfn, job.spec, arch=arch, num_warps=num_warps, cluster=cluster)
 
 
 def _run_inputs(module, jobs: list[Job]) -> dict:

@@ -35,7 +35,7 @@ def check_kernel(kernel: Operation) -> list[Finding]:
     return findings
 
 
-def check_function(kfn, spec, *, arch: str = "sm_90a", num_warps: int = 4) -> list[Finding]:
+def check_function(kfn, spec, *, arch: str = "sm_90a", num_warps: int = 4, cluster=None) -> list[Finding]:
     """What ``tlxc check`` reports for one specialized ``@tlxc.kernel``: a
     frontend error, or the findings of ``check_kernel`` plus shared-memory
     capacity (``allocate-shared``), without generating code."""
@@ -46,8 +46,8 @@ def check_function(kfn, spec, *, arch: str = "sm_90a", num_warps: int = 4) -> li
     from ..passes.layouts import InferLayouts
     from ..passes.shared_memory import allocate_kernel
     try:
-        module = frontend(kfn, spec, arch=arch, num_warps=num_warps)
-        options = Options(num_warps=num_warps, arch=arch)
+        module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
+        options = Options(num_warps=num_warps, arch=arch, cluster=cluster)
         module = InferLayouts().run(Canonicalize().run(copy_module(module), options), options)
     except TlxcError as exc:
         return [Finding(exc.message, exc.loc, list(exc.notes), check="frontend")]

@@ -12,15 +12,11 @@ is compiled for clusters (``ctas_per_cga`` with more than one CTA):
 """
 from __future__ import annotations
 
+from ..errors import CompilationError
 from ..ir.builder import Builder
 from ..ir.core import Module
 
 SIGNALS_PEERS = ("tlx.remote_view",)
-
-
-def _signals_peers(kernel) -> bool:
-    return any(op.name in SIGNALS_PEERS or (op.name == "tlx.async_descriptor_load" and op.attrs.get("multicast"))
-               for op in kernel.walk())
 
 
 def _created(block, index: int, name: str, loc):
@@ -30,13 +26,23 @@ def _created(block, index: int, name: str, loc):
     return op
 
 
+def _peer_signal(kernel):
+    return next((op for op in kernel.walk() if op.name in SIGNALS_PEERS or
+                 (op.name == "tlx.async_descriptor_load" and op.attrs.get("multicast"))), None)
+
+
 def insert_cluster_syncs(module: Module) -> Module:
     for kernel in module.kernels:
         dims = kernel.attrs.get("cluster_dims")
         if not dims or dims[0] * dims[1] * dims[2] == 1:
+            op = _peer_signal(kernel)
+            if op is not None:
+                what = "arrives on a peer CTA's barrier" if op.name in SIGNALS_PEERS else "multicasts a TMA load"
+                raise CompilationError(f"this kernel {what}, which needs a cluster launch: ctas_per_cga=(x, y, z) "
+                                       f"with more than one CTA (tlxc compile/check: --ctas-per-cga)", op.loc)
             continue
         block = kernel.regions[0].block
-        if _signals_peers(kernel):
+        if _peer_signal(kernel) is not None:
             allocs = [i for i, op in enumerate(block.ops) if op.name == "tlx.alloc_barriers"]
             if allocs:
                 where, loc = allocs[-1] + 1, block.ops[allocs[-1]].loc
