@@ -439,3 +439,17 @@ def wgmma_ring(a_desc, b_desc, c_desc, k_tiles: tl.int32, BM: tl.constexpr = 64,
             tlx.async_descriptor_store(c_desc, c_smem[0], [0, 0])  # the TMA store
             if BUG != "store_in_flight":
                 tlx.async_descriptor_store_wait(0)
+
+
+@tlxc.kernel
+def peer_done(out_ptr: F32, BUG: tl.constexpr = ""):
+    """A CTA signals that it is done; with clusters the signal goes to the peer
+    (arrive remote), and every CTA waits on its own barrier (wait local)."""
+    done = tlx.alloc_barriers(1, arrive_count=1)
+    if BUG == "remote_wait":
+        peer = tlx.remote_view(done[0], 1)
+        tlx.barrier_wait(peer, 0)  # BUG remote_wait
+    else:
+        tlx.barrier_arrive(done[0])
+        tlx.barrier_wait(done[0], 0)
+    tl.store(out_ptr, 1.0)

@@ -167,6 +167,9 @@ BROKEN = [
      "give every non-default task a register budget, or none of them", "# the register budgets"),
     ("many_tasks", {"REPLICAS": 6}, "resource.tasks",
      "the kernel has 7 async tasks (replicas included); tlxc supports at most 6", "# the tasks"),
+    ("peer_done", {"BUG": "remote_wait"}, "frontend",
+     ("'bar' is a remote view (a barrier of another CTA of the cluster); only barrier_arrive can use it: arrive "
+     "remote, wait local"), "# BUG remote_wait"),
 ]
 
 

@@ -92,3 +92,28 @@ def test_gpu_multicast_and_remote_arrive():
     out, want = _exchange("cuda", pairs=33)
     torch.cuda.synchronize()
     assert torch.equal(out, want)
+
+
+def _static_findings(kernel):
+    from tlxc.check import check_function
+    desc = tlxc.TensorDescriptor.from_tensor(torch.randn(4 * BM, BN), [BM, BN])
+    spec = specialization_from_args(kernel, {"in_desc": desc, "out_ptr": torch.empty(1), "BM": BM, "BN": BN})
+    return check_function(kernel, spec, cluster=(2, 1, 1))
+
+
+def test_static_check_counts_multicast_bytes_and_remote_arrives():
+    """Clusters are checked as symmetric: a multicast to k CTAs lands k boxes in each one's
+    barrier, a remote arrive counts as the peer's arrive on this CTA's barrier."""
+    assert _static_findings(K.multicast_exchange) == []
+    found = _static_findings(K.multicast_without_expect)
+    assert [f.check for f in found if f.severity == "error"] == ["barrier.expect-bytes"]
+    assert "deliver 4096 bytes into one phase of 'full'[0] but barrier_expect_bytes announced 2048" in found[0].message
+
+
+def test_a_peer_signal_needs_a_cluster_launch():
+    from tlxc.check import check_function
+    desc = tlxc.TensorDescriptor.from_tensor(torch.randn(4 * BM, BN), [BM, BN])
+    spec = specialization_from_args(K.multicast_exchange, {"in_desc": desc, "out_ptr": torch.empty(1), "BM": BM,
+                                                           "BN": BN})
+    found = check_function(K.multicast_exchange, spec)
+    assert found and "needs a cluster launch" in found[0].message and found[0].loc.line > 0

@@ -39,9 +39,9 @@ def test_matmul_matches_float32(kind, dtype, m, n, k):
     assert ((out.float() - ref).norm() / ref.norm()).item() < BOUND[dtype]
 
 
-@pytest.mark.parametrize("config", [dict(num_stages=4, epilogue_subtile=2),
-                                    dict(num_stages=4, epilogue_subtile=2, cluster_m=2, group_m=16),
-                                    dict(cluster_m=2)], ids=["subtiled", "pairs", "pairs-3stages"])
+@pytest.mark.parametrize("config", [{"num_stages": 4, "epilogue_subtile": 2},
+                                    {"num_stages": 4, "epilogue_subtile": 2, "cluster_m": 2, "group_m": 16},
+                                    {"cluster_m": 2}], ids=["subtiled", "pairs", "pairs-3stages"])
 @pytest.mark.parametrize("m,n,k", [(1000, 1240, 776), (128, 64, 64), (72, 520, 64), (4096, 4096, 4096),
                                    (3000, 256, 512)])
 def test_matmul_configurations(config, m, n, k):

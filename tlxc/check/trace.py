@@ -438,12 +438,18 @@ class Tracer:
                         bindings=self.bindings([op.operands[0].owner.operands[1], op.operands[1]]
                                                if _is_view(op.operands[0]) else [op.operands[1]]))
 
+    def remote_view(self, op: Operation) -> None:
+        """Clusters are traced as symmetric: every CTA runs the same code, so the arrive a
+        peer makes on this CTA's barrier is the one this CTA makes on the peer's: a
+        remote view traces as the local barrier."""
+        self.set(op.results[0], self.value(op.operands[0]))
+
     def barrier_arrive(self, op: Operation) -> None:
         array, slot = self.barrier(op)
+        local = _local_barrier(op.operands[0])
         if self.predicate(op):
             self.record("arrive", op, array=array, slot=slot, amount=op.attrs.get("count", 1),
-                        bindings=self.bindings([op.operands[0].owner.operands[1]] if _is_view(op.operands[0])
-                                               else []))
+                        bindings=self.bindings([local.owner.operands[1]] if _is_view(local) else []))
 
     def barrier_expect_bytes(self, op: Operation) -> None:
         array, slot = self.barrier(op)
@@ -472,11 +478,17 @@ class Tracer:
         """A TMA load delivers its box's bytes to its barrier (complete_tx) when it lands;
         the simulator lets it land at once (it always does, eventually)."""
         array, slot = self.barrier(op, 2)
+        boxes = 1
+        if op.attrs.get("multicast"):    # symmetric cluster: a box from each CTA of the mask lands here
+            mask = self.value(op.cta_mask)
+            if mask is UNKNOWN:
+                raise Undecidable(f"the CTA mask of {_op_label(op)} depends on runtime values", op.loc)
+            boxes = (mask & 0xFFFF).bit_count()
         if self.predicate(op):
             ref = self.value(op.operands[1])
             if isinstance(ref, BufferRef) and ref.index is not UNKNOWN:
                 self.record("tmawrite", op, array=ref.array, slot=ref.index, box=ref.box)
-            self.record("tma", op, array=array, slot=slot, amount=op.operands[0].type.box_bytes)
+            self.record("tma", op, array=array, slot=slot, amount=boxes * op.operands[0].type.box_bytes)
 
     def async_descriptor_store(self, op: Operation) -> None:
         ref = self.value(op.operands[1])
@@ -635,6 +647,12 @@ def _flips(name: str, a: int, b: int, out, flips: list[int]) -> int:
     return 0
 
 
+def _local_barrier(v: Value) -> Value:
+    """The local barrier a remote view names (the value itself otherwise)."""
+    owner = getattr(v, "owner", None)
+    return owner.operands[0] if isinstance(owner, Operation) and owner.name == "tlx.remote_view" else v
+
+
 def _is_view(v: Value) -> bool:
     owner = getattr(v, "owner", None)
     return isinstance(owner, Operation) and owner.name == "tlx.local_view"
@@ -678,6 +696,7 @@ _HANDLERS = {
     "tlx.local_reinterpret": Tracer.whole_view,
     "tlx.barrier_wait": Tracer.barrier_wait,
     "tlx.barrier_arrive": Tracer.barrier_arrive,
+    "tlx.remote_view": Tracer.remote_view,
     "tlx.barrier_expect_bytes": Tracer.barrier_expect_bytes,
     "tlx.named_barrier_wait": Tracer.named_barrier,
     "tlx.named_barrier_arrive": Tracer.named_barrier,

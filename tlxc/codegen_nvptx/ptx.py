@@ -346,7 +346,7 @@ def mapa_shared():
 def mbarrier_arrive_cluster():
     return f"""
 {_INLINE} void tlx_mbarrier_arrive_cluster(unsigned remote_bar, unsigned count) {{
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], %1;"
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0], %1;"
                :: "r"(remote_bar), "r"(count) : "memory");
 }}"""
 
