@@ -25,13 +25,19 @@ accumulation, C in the inputs' dtype; the structure of TLX's ``hopper_gemm_ws.py
   shared C tile, converts its accumulator to bf16, stores it into that tile
   (128B-swizzled ``[BM/2, 64]`` blocks, so the stores hit every bank), fences
   the generic→async proxy and TMA-stores it; the store overlaps the next
-  tile's main loop.  ``epilogue_subtile=2`` stores the accumulator in two
-  halves (``tl.split``) through a half-size C tile, which leaves room for a
-  fourth stage (not yet measured on a GPU).
+  tile's main loop.  ``EPILOGUE_SUBTILE = 2`` (the default) stores the
+  accumulator in two halves (``tl.split``) through a half-size C tile, which
+  leaves room for a fourth stage;
+* ``CLUSTER_M = 2`` (``cluster_m=2``): pairs of CTAs (a cluster) take
+  vertically adjacent tiles and share their B tiles: each CTA loads half of
+  the boxes and multicasts them to both, and a consumer releases a stage to
+  both producers (``release``).  Correct on the H200, not faster (0.83-0.91x
+  against 0.86-0.93x without, docs/performance.md).
 
-Defaults (``BN = 256``, 3 stages, 208 KB of shared memory) are the fastest
-measured on the H200 (docs/performance.md, 2026-11-30): ``BN = 128`` reads
-shared memory for half the MMA work and ran 0.74x cuBLAS against 0.88x;
+Defaults (``BN = 256``, 4 stages with the subtiled epilogue, 224 KB of shared
+memory, ``GROUP_M = 16``) are the fastest measured on the H200
+(docs/performance.md, 2026-11-30): 0.92-0.94x cuBLAS against 0.87-0.90x with
+3 stages; ``BN = 128`` reads shared memory for half the MMA work (0.74x);
 2 stages leave no stage to prefetch while the consumers hold two (0.55x).
 
     python examples/hopper_gemm_ws.py              # GPU: vs torch.matmul, TFLOP/s
@@ -86,8 +92,8 @@ def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], s
                      c_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128),
                      M: tl.int32, N: tl.int32, K: tl.int32,
                      BM: tl.constexpr = 128, BN: tl.constexpr = 256, BK: tl.constexpr = 64,
-                     GROUP_M: tl.constexpr = 8, NUM_STAGES: tl.constexpr = 3, NUM_SMS: tl.constexpr = 132,
-                     DTYPE: tl.constexpr = tl.bfloat16, EPILOGUE_SUBTILE: tl.constexpr = 1,
+                     GROUP_M: tl.constexpr = 16, NUM_STAGES: tl.constexpr = 4, NUM_SMS: tl.constexpr = 132,
+                     DTYPE: tl.constexpr = tl.bfloat16, EPILOGUE_SUBTILE: tl.constexpr = 2,
                      CLUSTER_M: tl.constexpr = 1):
     HALF_M: tl.constexpr = BM // 2
     a_smem = tlx.local_alloc((HALF_M, BK), DTYPE, NUM_STAGES * 2)    # [2 * stage + consumer]
@@ -182,8 +188,8 @@ def gemm_operands(name: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor
 
 
 def matmul_ws(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, block_m: int = 128,
-              block_n: int = 256, block_k: int = 64, group_m: int = 8, num_stages: int = 3,
-              epilogue_subtile: int = 1, cluster_m: int = 1, sms: int | None = None) -> torch.Tensor:
+              block_n: int = 256, block_k: int = 64, group_m: int = 16, num_stages: int = 4,
+              epilogue_subtile: int = 2, cluster_m: int = 1, sms: int | None = None) -> torch.Tensor:
     """``a @ b`` for 2-D bfloat16 or float16 tensors whose rows are 16-byte aligned
     (TMA); ``out`` (if given) has their dtype.  ``cluster_m=2`` runs pairs of CTAs on
     vertically adjacent tiles that share (multicast) their B tiles."""

@@ -212,7 +212,7 @@ CASES: dict[str, Case] = {
                             "  out[0] = tlx_mapa_shared(&buf[threadIdx.x & 31], (int)in[1]);",
                             ("mapa.shared::cluster.u32",)),
     "tlx_mbarrier_arrive_cluster": Case(_BAR + "tlx_mbarrier_arrive_cluster(tlx_mapa_shared(&bar, (int)in[0]), 1u); "
-                                        "out[0] = 1u;", ("mbarrier.arrive.release.cluster.shared::cluster.b64",),
+                                        "out[0] = 1u;", ("mbarrier.arrive.shared::cluster.b64",),
                                         also=("tlx_mapa_shared",)),
     "tlx_bulk_commit_group": Case("tlx_bulk_commit_group(); out[0] = 1u;", ("cp.async.bulk.commit_group",)),
     "tlx_bulk_wait_group_read": Case("tlx_bulk_wait_group_read<1>(); out[0] = 1u;",

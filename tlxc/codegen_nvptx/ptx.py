@@ -344,6 +344,10 @@ def mapa_shared():
 
 @helper("tlx_mbarrier_arrive_cluster")
 def mbarrier_arrive_cluster():
+    # The default semantics (release at CTA scope), as CUTLASS's cluster barriers use: a
+    # remote arrive hands a stage back after reads that have completed (wgmma waited for),
+    # so no data needs publishing at cluster scope.  The .release.cluster form cost 30% of
+    # the paired GEMM on the H200 (docs/performance.md).
     return f"""
 {_INLINE} void tlx_mbarrier_arrive_cluster(unsigned remote_bar, unsigned count) {{
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0], %1;"

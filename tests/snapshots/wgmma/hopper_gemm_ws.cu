@@ -110,324 +110,337 @@ static __device__ __forceinline__ void tlx_wgmma_m64n256k16_f32_bf16(float* d, u
 
 struct __attribute__((aligned(64))) tlx_tensormap { unsigned long long words[16]; };
 
-extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN256_BK64_GROUP_M8_NUM_STAGES3_NUM_SMS132_DTYPEbf16_EPILOGUE_SUBTILE1(const __grid_constant__ tlx_tensormap a_desc, const __grid_constant__ tlx_tensormap b_desc, const __grid_constant__ tlx_tensormap c_desc, int M, int N, int K) {
+extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN256_BK64_GROUP_M16_NUM_STAGES4_NUM_SMS132_DTYPEbf16_EPILOGUE_h661a29e7(const __grid_constant__ tlx_tensormap a_desc, const __grid_constant__ tlx_tensormap b_desc, const __grid_constant__ tlx_tensormap c_desc, int M, int N, int K) {
   extern __shared__ __attribute__((aligned(1024))) unsigned char tlx_smem[];
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  // hopper_gemm_ws.py:83
-  unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 6 x [64, 64]
+  // hopper_gemm_ws.py:99
+  unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 8 x [64, 64]
   // a_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:84
-  unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 49152);  // 3 x [64, 256]
+  // hopper_gemm_ws.py:100
+  unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 65536);  // 4 x [64, 256]
   // b_smem: 4 column blocks of [64, 64] (8192 bytes apart)
   // b_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:85
-  unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 147456);  // 2 x [64, 256]
-  // c_smem: 4 column blocks of [64, 64] (8192 bytes apart)
+  // hopper_gemm_ws.py:101
+  unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 196608);  // 2 x [64, 128]
+  // c_smem: 2 column blocks of [64, 64] (8192 bytes apart)
   // c_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:86
-  unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 212992);
+  // hopper_gemm_ws.py:102
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 229376);
   if (tid == 0) {
     #pragma unroll
-    for (int i = 0; i < 3; ++i) tlx_mbarrier_init(full + i, 1u);
+    for (int i = 0; i < 4; ++i) tlx_mbarrier_init(full + i, 1u);
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:87
-  unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 213016);
+  // hopper_gemm_ws.py:104
+  unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 229408);
   if (tid == 0) {
     #pragma unroll
-    for (int i = 0; i < 3; ++i) tlx_mbarrier_init(empty + i, 2u);
+    for (int i = 0; i < 4; ++i) tlx_mbarrier_init(empty + i, 2u);
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:89
-  int start = (int)blockIdx.x;
-  // hopper_gemm_ws.py:90
-  int s = 128;
-  int s_1;
-  s_1 = (int)((M + s));
-  int s_2 = 1;
-  int s_3;
-  s_3 = (int)((s_1 - s_2));
-  int s_4 = 128;
+  // hopper_gemm_ws.py:106
+  int pid = (int)blockIdx.x;
+  int s = 1;
+  int start;
+  start = (int)((pid / s));
+  // hopper_gemm_ws.py:110
+  int s_1 = 128;
+  int s_2;
+  s_2 = (int)((M + s_1));
+  int s_3 = 1;
+  int s_4;
+  s_4 = (int)((s_2 - s_3));
+  int s_5 = 128;
   int num_pid_m;
-  num_pid_m = (int)((s_3 / s_4));
-  // hopper_gemm_ws.py:91
-  int s_5 = 256;
-  int s_6;
-  s_6 = (int)((N + s_5));
-  int s_7 = 1;
-  int s_8;
-  s_8 = (int)((s_6 - s_7));
-  int s_9 = 256;
+  num_pid_m = (int)((s_4 / s_5));
+  // hopper_gemm_ws.py:111
+  int s_6 = 256;
+  int s_7;
+  s_7 = (int)((N + s_6));
+  int s_8 = 1;
+  int s_9;
+  s_9 = (int)((s_7 - s_8));
+  int s_10 = 256;
   int num_pid_n;
-  num_pid_n = (int)((s_8 / s_9));
-  // hopper_gemm_ws.py:92
+  num_pid_n = (int)((s_9 / s_10));
+  // hopper_gemm_ws.py:112
   int num_tiles;
   num_tiles = (int)((num_pid_m * num_pid_n));
-  // hopper_gemm_ws.py:93
-  int s_10 = 64;
-  int s_11;
-  s_11 = (int)((K + s_10));
-  int s_12 = 1;
-  int s_13;
-  s_13 = (int)((s_11 - s_12));
-  int s_14 = 64;
+  // hopper_gemm_ws.py:113
+  int s_11 = 64;
+  int s_12;
+  s_12 = (int)((K + s_11));
+  int s_13 = 1;
+  int s_14;
+  s_14 = (int)((s_12 - s_13));
+  int s_15 = 64;
   int k_tiles;
-  k_tiles = (int)((s_13 / s_14));
+  k_tiles = (int)((s_14 / s_15));
   __syncthreads();  // barriers initialized; tasks may start
   if (warp >= 0 && warp < 4) {
     // task 'default': warps 0..3
     const int task_warp = warp - 0;
     const int task_tid = tid - 0;
     tlx_setmaxnreg_dec<40>();
-    // hopper_gemm_ws.py:98
-    int s_15 = 132;
-    int s_16 = 0;
+    // hopper_gemm_ws.py:118
+    int s_16 = 132;
+    int s_17 = 0;
     int count;
-    count = s_16;
-    for (int tile = start; tile < num_tiles; tile += s_15) {
-      // hopper_gemm_ws.py:55
-      int s_17 = 8;
+    count = s_17;
+    for (int tile = start; tile < num_tiles; tile += s_16) {
+      // hopper_gemm_ws.py:61
+      int s_18 = 16;
       int num_pid_in_group;
-      num_pid_in_group = (int)((s_17 * num_pid_n));
-      // hopper_gemm_ws.py:56
-      int s_18;
-      s_18 = (int)((tile / num_pid_in_group));
-      int s_19 = 8;
+      num_pid_in_group = (int)((s_18 * num_pid_n));
+      // hopper_gemm_ws.py:62
+      int s_19;
+      s_19 = (int)((tile / num_pid_in_group));
+      int s_20 = 16;
       int first_pid_m;
-      first_pid_m = (int)((s_18 * s_19));
-      // hopper_gemm_ws.py:57
-      int s_20;
-      s_20 = (int)((num_pid_m - first_pid_m));
-      int s_21 = 8;
+      first_pid_m = (int)((s_19 * s_20));
+      // hopper_gemm_ws.py:63
+      int s_21;
+      s_21 = (int)((num_pid_m - first_pid_m));
+      int s_22 = 16;
       int group_size_m;
-      group_size_m = (int)((s_20 < s_21 ? s_20 : s_21));
-      // hopper_gemm_ws.py:58
-      int s_22;
-      s_22 = (int)((tile % num_pid_in_group));
+      group_size_m = (int)((s_21 < s_22 ? s_21 : s_22));
+      // hopper_gemm_ws.py:64
       int s_23;
-      s_23 = (int)((s_22 % group_size_m));
-      int pid_m;
-      pid_m = (int)((first_pid_m + s_23));
+      s_23 = (int)((tile % num_pid_in_group));
       int s_24;
-      s_24 = (int)((tile % num_pid_in_group));
+      s_24 = (int)((s_23 % group_size_m));
+      int pid_m;
+      pid_m = (int)((first_pid_m + s_24));
+      int s_25;
+      s_25 = (int)((tile % num_pid_in_group));
       int pid_n;
-      pid_n = (int)((s_24 / group_size_m));
-      // hopper_gemm_ws.py:100
-      int s_25 = 0;
+      pid_n = (int)((s_25 / group_size_m));
+      // hopper_gemm_ws.py:120
       int s_26 = 1;
+      int s_27;
+      s_27 = (int)((pid_m * s_26));
+      int s_28 = 0;
+      int s_29;
+      s_29 = (int)((s_27 + s_28));
+      int s_30 = 128;
+      int row;
+      row = (int)((s_29 * s_30));
+      // hopper_gemm_ws.py:121
+      int s_31 = 0;
+      int s_32 = 1;
       int count_1;
       count_1 = count;
-      for (int k_ = s_25; k_ < k_tiles; k_ += s_26) {
+      for (int k_ = s_31; k_ < k_tiles; k_ += s_32) {
         // tlx.py:258
-        int s_27 = 3;
+        int s_33 = 4;
         int slot;
-        slot = (int)((count_1 % s_27));
-        int s_28 = 3;
-        int s_29;
-        s_29 = (int)((count_1 / s_28));
-        int s_30 = 1;
+        slot = (int)((count_1 % s_33));
+        int s_34 = 4;
+        int s_35;
+        s_35 = (int)((count_1 / s_34));
+        int s_36 = 1;
         int phase;
-        phase = (int)((s_29 & s_30));
-        // hopper_gemm_ws.py:102
-        unsigned long long* s_31 = empty + slot;
-        int s_32 = 1;
-        int s_33;
-        s_33 = (int)((phase ^ s_32));
-        tlx_mbarrier_wait(s_31, (unsigned)(s_33));
-        // hopper_gemm_ws.py:103
-        unsigned long long* s_34 = full + slot;
-        if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_34, 49152u);
-        // hopper_gemm_ws.py:104
-        int s_35 = 2;
-        int s_36;
-        s_36 = (int)((s_35 * slot));
-        unsigned short* s_37 = a_smem + s_36 * 4096;
-        int s_38 = 128;
+        phase = (int)((s_35 & s_36));
+        // hopper_gemm_ws.py:123
+        unsigned long long* s_37 = empty + slot;
+        int s_38 = 1;
         int s_39;
-        s_39 = (int)((pid_m * s_38));
-        int s_40 = 64;
-        int s_41;
-        s_41 = (int)((k_ * s_40));
-        unsigned long long* s_42 = full + slot;
-        if (task_tid == 0) tlx_tma_load_2d(s_37, &a_desc, s_42, s_41, s_39);
-        // hopper_gemm_ws.py:105
-        int s_43 = 2;
-        int s_44;
-        s_44 = (int)((s_43 * slot));
-        int s_45 = 1;
-        int s_46;
-        s_46 = (int)((s_44 + s_45));
-        unsigned short* s_47 = a_smem + s_46 * 4096;
-        int s_48 = 128;
-        int s_49;
-        s_49 = (int)((pid_m * s_48));
-        int s_50 = 64;
-        int s_51;
-        s_51 = (int)((s_49 + s_50));
+        s_39 = (int)((phase ^ s_38));
+        tlx_mbarrier_wait(s_37, (unsigned)(s_39));
+        // hopper_gemm_ws.py:124
+        unsigned long long* s_40 = full + slot;
+        if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_40, 49152u);
+        // hopper_gemm_ws.py:125
+        int s_41 = 2;
+        int s_42;
+        s_42 = (int)((s_41 * slot));
+        unsigned short* s_43 = a_smem + s_42 * 4096;
+        int s_44 = 64;
+        int s_45;
+        s_45 = (int)((k_ * s_44));
+        unsigned long long* s_46 = full + slot;
+        if (task_tid == 0) tlx_tma_load_2d(s_43, &a_desc, s_46, s_45, row);
+        // hopper_gemm_ws.py:126
+        int s_47 = 2;
+        int s_48;
+        s_48 = (int)((s_47 * slot));
+        int s_49 = 1;
+        int s_50;
+        s_50 = (int)((s_48 + s_49));
+        unsigned short* s_51 = a_smem + s_50 * 4096;
         int s_52 = 64;
         int s_53;
-        s_53 = (int)((k_ * s_52));
-        // hopper_gemm_ws.py:106
-        unsigned long long* s_54 = full + slot;
-        // hopper_gemm_ws.py:105
-        if (task_tid == 0) tlx_tma_load_2d(s_47, &a_desc, s_54, s_53, s_51);
-        // hopper_gemm_ws.py:108
-        unsigned short* s_55 = b_smem + slot * 16384;
-        int s_56 = 0;
-        int s_57 = 0;
-        unsigned short* b_box = s_55 + s_56 * 64 + (s_57 / 64) * 4096;
-        // hopper_gemm_ws.py:109
-        int s_58 = 64;
-        int s_59;
-        s_59 = (int)((k_ * s_58));
-        int s_60 = 256;
+        s_53 = (int)((row + s_52));
+        int s_54 = 64;
+        int s_55;
+        s_55 = (int)((k_ * s_54));
+        unsigned long long* s_56 = full + slot;
+        if (task_tid == 0) tlx_tma_load_2d(s_51, &a_desc, s_56, s_55, s_53);
+        // hopper_gemm_ws.py:128
+        unsigned short* s_57 = b_smem + slot * 16384;
+        int s_58 = 0;
+        int s_59 = 0;
+        unsigned short* b_box = s_57 + s_58 * 64 + (s_59 / 64) * 4096;
+        // hopper_gemm_ws.py:130
+        int s_60 = 64;
         int s_61;
-        s_61 = (int)((pid_n * s_60));
-        int s_62 = 0;
+        s_61 = (int)((k_ * s_60));
+        int s_62 = 256;
         int s_63;
-        s_63 = (int)((s_61 + s_62));
-        unsigned long long* s_64 = full + slot;
-        if (task_tid == 0) tlx_tma_load_2d(b_box, &b_desc, s_64, s_63, s_59);
-        // hopper_gemm_ws.py:108
-        unsigned short* s_65 = b_smem + slot * 16384;
-        int s_66 = 0;
-        int s_67 = 64;
-        unsigned short* b_box_1 = s_65 + s_66 * 64 + (s_67 / 64) * 4096;
-        // hopper_gemm_ws.py:109
-        int s_68 = 64;
-        int s_69;
-        s_69 = (int)((k_ * s_68));
-        int s_70 = 256;
+        s_63 = (int)((pid_n * s_62));
+        int s_64 = 0;
+        int s_65;
+        s_65 = (int)((s_63 + s_64));
+        // hopper_gemm_ws.py:131
+        unsigned long long* s_66 = full + slot;
+        // hopper_gemm_ws.py:130
+        if (task_tid == 0) tlx_tma_load_2d(b_box, &b_desc, s_66, s_65, s_61);
+        // hopper_gemm_ws.py:128
+        unsigned short* s_67 = b_smem + slot * 16384;
+        int s_68 = 0;
+        int s_69 = 64;
+        unsigned short* b_box_1 = s_67 + s_68 * 64 + (s_69 / 64) * 4096;
+        // hopper_gemm_ws.py:130
+        int s_70 = 64;
         int s_71;
-        s_71 = (int)((pid_n * s_70));
-        int s_72 = 64;
+        s_71 = (int)((k_ * s_70));
+        int s_72 = 256;
         int s_73;
-        s_73 = (int)((s_71 + s_72));
-        unsigned long long* s_74 = full + slot;
-        if (task_tid == 0) tlx_tma_load_2d(b_box_1, &b_desc, s_74, s_73, s_69);
-        // hopper_gemm_ws.py:108
-        unsigned short* s_75 = b_smem + slot * 16384;
-        int s_76 = 0;
-        int s_77 = 128;
-        unsigned short* b_box_2 = s_75 + s_76 * 64 + (s_77 / 64) * 4096;
-        // hopper_gemm_ws.py:109
-        int s_78 = 64;
-        int s_79;
-        s_79 = (int)((k_ * s_78));
-        int s_80 = 256;
+        s_73 = (int)((pid_n * s_72));
+        int s_74 = 64;
+        int s_75;
+        s_75 = (int)((s_73 + s_74));
+        // hopper_gemm_ws.py:131
+        unsigned long long* s_76 = full + slot;
+        // hopper_gemm_ws.py:130
+        if (task_tid == 0) tlx_tma_load_2d(b_box_1, &b_desc, s_76, s_75, s_71);
+        // hopper_gemm_ws.py:128
+        unsigned short* s_77 = b_smem + slot * 16384;
+        int s_78 = 0;
+        int s_79 = 128;
+        unsigned short* b_box_2 = s_77 + s_78 * 64 + (s_79 / 64) * 4096;
+        // hopper_gemm_ws.py:130
+        int s_80 = 64;
         int s_81;
-        s_81 = (int)((pid_n * s_80));
-        int s_82 = 128;
+        s_81 = (int)((k_ * s_80));
+        int s_82 = 256;
         int s_83;
-        s_83 = (int)((s_81 + s_82));
-        unsigned long long* s_84 = full + slot;
-        if (task_tid == 0) tlx_tma_load_2d(b_box_2, &b_desc, s_84, s_83, s_79);
-        // hopper_gemm_ws.py:108
-        unsigned short* s_85 = b_smem + slot * 16384;
-        int s_86 = 0;
-        int s_87 = 192;
-        unsigned short* b_box_3 = s_85 + s_86 * 64 + (s_87 / 64) * 4096;
-        // hopper_gemm_ws.py:109
-        int s_88 = 64;
-        int s_89;
-        s_89 = (int)((k_ * s_88));
-        int s_90 = 256;
+        s_83 = (int)((pid_n * s_82));
+        int s_84 = 128;
+        int s_85;
+        s_85 = (int)((s_83 + s_84));
+        // hopper_gemm_ws.py:131
+        unsigned long long* s_86 = full + slot;
+        // hopper_gemm_ws.py:130
+        if (task_tid == 0) tlx_tma_load_2d(b_box_2, &b_desc, s_86, s_85, s_81);
+        // hopper_gemm_ws.py:128
+        unsigned short* s_87 = b_smem + slot * 16384;
+        int s_88 = 0;
+        int s_89 = 192;
+        unsigned short* b_box_3 = s_87 + s_88 * 64 + (s_89 / 64) * 4096;
+        // hopper_gemm_ws.py:130
+        int s_90 = 64;
         int s_91;
-        s_91 = (int)((pid_n * s_90));
-        int s_92 = 192;
+        s_91 = (int)((k_ * s_90));
+        int s_92 = 256;
         int s_93;
-        s_93 = (int)((s_91 + s_92));
-        unsigned long long* s_94 = full + slot;
-        if (task_tid == 0) tlx_tma_load_2d(b_box_3, &b_desc, s_94, s_93, s_89);
-        // hopper_gemm_ws.py:110
-        int s_95 = 1;
+        s_93 = (int)((pid_n * s_92));
+        int s_94 = 192;
+        int s_95;
+        s_95 = (int)((s_93 + s_94));
+        // hopper_gemm_ws.py:131
+        unsigned long long* s_96 = full + slot;
+        // hopper_gemm_ws.py:130
+        if (task_tid == 0) tlx_tma_load_2d(b_box_3, &b_desc, s_96, s_95, s_91);
+        // hopper_gemm_ws.py:135
+        int s_97 = 1;
         int count_2;
-        count_2 = (int)((count_1 + s_95));
+        count_2 = (int)((count_1 + s_97));
         count_1 = count_2;
       }
       count = count_1;
     }
   }
   if (warp >= 4 && warp < 8) {
-    // task 'task111.0': warps 4..7
+    // task 'task136.0': warps 4..7
     const int task_warp = warp - 4;
     const int task_tid = tid - 128;
     tlx_setmaxnreg_inc<232>();
     const int tc0 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc1 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:114
-    int s_96 = 132;
-    int s_97 = 0;
+    // hopper_gemm_ws.py:139
+    int s_98 = 132;
+    int s_99 = 0;
     int count_3;
-    count_3 = s_97;
-    for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_96) {
-      // hopper_gemm_ws.py:55
-      int s_98 = 8;
+    count_3 = s_99;
+    for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_98) {
+      // hopper_gemm_ws.py:61
+      int s_100 = 16;
       int num_pid_in_group_1;
-      num_pid_in_group_1 = (int)((s_98 * num_pid_n));
-      // hopper_gemm_ws.py:56
-      int s_99;
-      s_99 = (int)((tile_1 / num_pid_in_group_1));
-      int s_100 = 8;
-      int first_pid_m_1;
-      first_pid_m_1 = (int)((s_99 * s_100));
-      // hopper_gemm_ws.py:57
+      num_pid_in_group_1 = (int)((s_100 * num_pid_n));
+      // hopper_gemm_ws.py:62
       int s_101;
-      s_101 = (int)((num_pid_m - first_pid_m_1));
-      int s_102 = 8;
-      int group_size_m_1;
-      group_size_m_1 = (int)((s_101 < s_102 ? s_101 : s_102));
-      // hopper_gemm_ws.py:58
+      s_101 = (int)((tile_1 / num_pid_in_group_1));
+      int s_102 = 16;
+      int first_pid_m_1;
+      first_pid_m_1 = (int)((s_101 * s_102));
+      // hopper_gemm_ws.py:63
       int s_103;
-      s_103 = (int)((tile_1 % num_pid_in_group_1));
-      int s_104;
-      s_104 = (int)((s_103 % group_size_m_1));
-      int pid_m_1;
-      pid_m_1 = (int)((first_pid_m_1 + s_104));
+      s_103 = (int)((num_pid_m - first_pid_m_1));
+      int s_104 = 16;
+      int group_size_m_1;
+      group_size_m_1 = (int)((s_103 < s_104 ? s_103 : s_104));
+      // hopper_gemm_ws.py:64
       int s_105;
       s_105 = (int)((tile_1 % num_pid_in_group_1));
+      int s_106;
+      s_106 = (int)((s_105 % group_size_m_1));
+      int pid_m_1;
+      pid_m_1 = (int)((first_pid_m_1 + s_106));
+      int s_107;
+      s_107 = (int)((tile_1 % num_pid_in_group_1));
       int pid_n_1;
-      pid_n_1 = (int)((s_105 / group_size_m_1));
-      // hopper_gemm_ws.py:117
-      int s_106 = 0;
-      int s_107 = 1;
-      // hopper_gemm_ws.py:116
+      pid_n_1 = (int)((s_107 / group_size_m_1));
+      // hopper_gemm_ws.py:142
+      int s_108 = 0;
+      int s_109 = 1;
+      // hopper_gemm_ws.py:141
       float acc[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-      // hopper_gemm_ws.py:117
+      // hopper_gemm_ws.py:142
       float acc_1[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_1[i] = acc[i];
       int count_4;
       count_4 = count_3;
-      for (int k__1 = s_106; k__1 < k_tiles; k__1 += s_107) {
+      for (int k__1 = s_108; k__1 < k_tiles; k__1 += s_109) {
         // tlx.py:258
-        int s_108 = 3;
+        int s_110 = 4;
         int slot_1;
-        slot_1 = (int)((count_4 % s_108));
-        int s_109 = 3;
-        int s_110;
-        s_110 = (int)((count_4 / s_109));
-        int s_111 = 1;
+        slot_1 = (int)((count_4 % s_110));
+        int s_111 = 4;
+        int s_112;
+        s_112 = (int)((count_4 / s_111));
+        int s_113 = 1;
         int phase_1;
-        phase_1 = (int)((s_110 & s_111));
-        // hopper_gemm_ws.py:119
-        unsigned long long* s_112 = full + slot_1;
-        tlx_mbarrier_wait(s_112, (unsigned)(phase_1));
-        // hopper_gemm_ws.py:120
-        int s_113 = 2;
-        int s_114;
-        s_114 = (int)((s_113 * slot_1));
-        int s_115 = 0;
+        phase_1 = (int)((s_112 & s_113));
+        // hopper_gemm_ws.py:144
+        unsigned long long* s_114 = full + slot_1;
+        tlx_mbarrier_wait(s_114, (unsigned)(phase_1));
+        // hopper_gemm_ws.py:145
+        int s_115 = 2;
         int s_116;
-        s_116 = (int)((s_114 + s_115));
-        unsigned short* s_117 = a_smem + s_116 * 4096;
-        unsigned short* s_118 = b_smem + slot_1 * 16384;
+        s_116 = (int)((s_115 * slot_1));
+        int s_117 = 0;
+        int s_118;
+        s_118 = (int)((s_116 + s_117));
+        unsigned short* s_119 = a_smem + s_118 * 4096;
+        unsigned short* s_120 = b_smem + slot_1 * 16384;
         // wgmma: 1 tile(s) of m64n256k16 x 4 k-steps per warpgroup; A K-major, B N-major
         float dacc[128];
         #pragma unroll
@@ -435,201 +448,240 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_117) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_118) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_119) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_120) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:121
+        // hopper_gemm_ws.py:146
         tlx_wgmma_wait_group<1, 128>(dacc);
-        // hopper_gemm_ws.py:122
-        int s_119 = 0;
-        bool s_120;
-        s_120 = (k__1 > s_119);
-        if (s_120) {
-          // hopper_gemm_ws.py:123
-          int s_121 = 1;
-          int s_122;
-          s_122 = (int)((count_4 - s_121));
-          int s_123 = 3;
+        // hopper_gemm_ws.py:147
+        int s_121 = 0;
+        bool s_122;
+        s_122 = (k__1 > s_121);
+        if (s_122) {
+          // hopper_gemm_ws.py:148
+          int s_123 = 1;
           int s_124;
-          s_124 = (int)((s_122 % s_123));
-          unsigned long long* s_125 = empty + s_124;
+          s_124 = (int)((count_4 - s_123));
+          int s_125 = 4;
+          int s_126;
+          s_126 = (int)((s_124 % s_125));
+          unsigned long long* s_127 = empty + s_126;
+          // hopper_gemm_ws.py:84
           tlx_bar_sync(2, 128);
-          if (task_tid == 0) tlx_mbarrier_arrive(s_125, 1u);
+          if (task_tid == 0) tlx_mbarrier_arrive(s_127, 1u);
         }
-        // hopper_gemm_ws.py:124
-        int s_126 = 1;
+        // hopper_gemm_ws.py:149
+        int s_128 = 1;
         int count_5;
-        count_5 = (int)((count_4 + s_126));
+        count_5 = (int)((count_4 + s_128));
         #pragma unroll
         for (int i = 0; i < 128; ++i) acc_1[i] = dacc[i];
         count_4 = count_5;
       }
-      // hopper_gemm_ws.py:125
+      // hopper_gemm_ws.py:150
       tlx_wgmma_wait_group<0, 128>(acc_1);
-      // hopper_gemm_ws.py:126
-      int s_127 = 0;
-      bool s_128;
-      s_128 = (k_tiles > s_127);
-      if (s_128) {
-        // hopper_gemm_ws.py:127
-        int s_129 = 1;
-        int s_130;
-        s_130 = (int)((count_4 - s_129));
-        int s_131 = 3;
+      // hopper_gemm_ws.py:151
+      int s_129 = 0;
+      bool s_130;
+      s_130 = (k_tiles > s_129);
+      if (s_130) {
+        // hopper_gemm_ws.py:152
+        int s_131 = 1;
         int s_132;
-        s_132 = (int)((s_130 % s_131));
-        unsigned long long* s_133 = empty + s_132;
+        s_132 = (int)((count_4 - s_131));
+        int s_133 = 4;
+        int s_134;
+        s_134 = (int)((s_132 % s_133));
+        unsigned long long* s_135 = empty + s_134;
+        // hopper_gemm_ws.py:84
         tlx_bar_sync(2, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_133, 1u);
+        if (task_tid == 0) tlx_mbarrier_arrive(s_135, 1u);
       }
-      // hopper_gemm_ws.py:128
-      int s_134 = 128;
-      int s_135;
-      s_135 = (int)((pid_m_1 * s_134));
-      int s_136 = 0;
-      int row;
-      row = (int)((s_135 + s_136));
-      // hopper_gemm_ws.py:130
-      int s_137 = 0;
-      unsigned short* s_138 = c_smem + s_137 * 16384;
-      int s_139 = 256;
-      int s_140;
-      s_140 = (int)((pid_n_1 * s_139));
-      // hopper_gemm_ws.py:66
+      // hopper_gemm_ws.py:153
+      int s_136 = 1;
+      int s_137;
+      s_137 = (int)((pid_m_1 * s_136));
+      int s_138 = 0;
+      int s_139;
+      s_139 = (int)((s_137 + s_138));
+      int s_140 = 128;
+      int s_141;
+      s_141 = (int)((s_139 * s_140));
+      int s_142 = 0;
+      int row_1;
+      row_1 = (int)((s_141 + s_142));
+      // hopper_gemm_ws.py:157
+      const int map[64] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
+      float lo[64];
+      #pragma unroll
+      for (int i = 0; i < 64; ++i) lo[i] = acc_1[map[i]];
+      const int map_1[64] = {64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
+      float hi[64];
+      #pragma unroll
+      for (int i = 0; i < 64; ++i) hi[i] = acc_1[map_1[i]];
+      // hopper_gemm_ws.py:158
+      int s_143 = 0;
+      unsigned short* s_144 = c_smem + s_143 * 8192;
+      int s_145 = 256;
+      int s_146;
+      s_146 = (int)((pid_n_1 * s_145));
+      // hopper_gemm_ws.py:72
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(2, 128);
-      // hopper_gemm_ws.py:67
-      unsigned short t[128];
+      // hopper_gemm_ws.py:73
+      unsigned short t[64];
       #pragma unroll
-      for (int i = 0; i < 128; ++i) t[i] = tlx_cvt_rn_bf16_f32((float)(acc_1[i]));
+      for (int i = 0; i < 64; ++i) t[i] = tlx_cvt_rn_bf16_f32((float)(lo[i]));
       #pragma unroll
-      for (int i = 0; i < 128; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_138) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
+      for (int i = 0; i < 64; i += 2) {
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_144) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:74
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:70
-      int s_141 = 0;
-      int s_142 = 0;
-      unsigned short* c_box = s_138 + s_141 * 64 + (s_142 / 64) * 4096;
-      // hopper_gemm_ws.py:71
-      int s_143 = 0;
-      int s_144;
-      s_144 = (int)((s_140 + s_143));
-      tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_144, row); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:70
-      int s_145 = 0;
-      int s_146 = 64;
-      unsigned short* c_box_1 = s_138 + s_145 * 64 + (s_146 / 64) * 4096;
-      // hopper_gemm_ws.py:71
-      int s_147 = 64;
-      int s_148;
-      s_148 = (int)((s_140 + s_147));
-      tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_148, row); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:70
+      // hopper_gemm_ws.py:76
+      int s_147 = 0;
+      int s_148 = 0;
+      unsigned short* c_box = s_144 + s_147 * 64 + (s_148 / 64) * 4096;
+      // hopper_gemm_ws.py:77
       int s_149 = 0;
-      int s_150 = 128;
-      unsigned short* c_box_2 = s_138 + s_149 * 64 + (s_150 / 64) * 4096;
-      // hopper_gemm_ws.py:71
-      int s_151 = 128;
-      int s_152;
-      s_152 = (int)((s_140 + s_151));
+      int s_150;
+      s_150 = (int)((s_146 + s_149));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_152, row); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:70
-      int s_153 = 0;
-      int s_154 = 192;
-      unsigned short* c_box_3 = s_138 + s_153 * 64 + (s_154 / 64) * 4096;
-      // hopper_gemm_ws.py:71
-      int s_155 = 192;
-      int s_156;
-      s_156 = (int)((s_140 + s_155));
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_150, row_1); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:76
+      int s_151 = 0;
+      int s_152 = 64;
+      unsigned short* c_box_1 = s_144 + s_151 * 64 + (s_152 / 64) * 4096;
+      // hopper_gemm_ws.py:77
+      int s_153 = 64;
+      int s_154;
+      s_154 = (int)((s_146 + s_153));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_156, row); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_154, row_1); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:159
+      int s_155 = 0;
+      unsigned short* s_156 = c_smem + s_155 * 8192;
+      int s_157 = 256;
+      int s_158;
+      s_158 = (int)((pid_n_1 * s_157));
+      int s_159 = 128;
+      int s_160;
+      s_160 = (int)((s_158 + s_159));
+      // hopper_gemm_ws.py:72
+      if (task_tid == 0) tlx_bulk_wait_group_read<0>();
+      tlx_bar_sync(2, 128);
+      // hopper_gemm_ws.py:73
+      unsigned short t_1[64];
+      #pragma unroll
+      for (int i = 0; i < 64; ++i) t_1[i] = tlx_cvt_rn_bf16_f32((float)(hi[i]));
+      #pragma unroll
+      for (int i = 0; i < 64; i += 2) {
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_156) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
+      }
+      // hopper_gemm_ws.py:74
+      tlx_fence_proxy_async_shared_cta();
+      // hopper_gemm_ws.py:76
+      int s_161 = 0;
+      int s_162 = 0;
+      unsigned short* c_box_2 = s_156 + s_161 * 64 + (s_162 / 64) * 4096;
+      // hopper_gemm_ws.py:77
+      int s_163 = 0;
+      int s_164;
+      s_164 = (int)((s_160 + s_163));
+      tlx_bar_sync(2, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_164, row_1); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:76
+      int s_165 = 0;
+      int s_166 = 64;
+      unsigned short* c_box_3 = s_156 + s_165 * 64 + (s_166 / 64) * 4096;
+      // hopper_gemm_ws.py:77
+      int s_167 = 64;
+      int s_168;
+      s_168 = (int)((s_160 + s_167));
+      tlx_bar_sync(2, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_168, row_1); tlx_bulk_commit_group(); }
       count_3 = count_4;
     }
-    // hopper_gemm_ws.py:135
+    // hopper_gemm_ws.py:160
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
     tlx_bar_sync(2, 128);
   }
   if (warp >= 8 && warp < 12) {
-    // task 'task111.1': warps 8..11
+    // task 'task136.1': warps 8..11
     const int task_warp = warp - 8;
     const int task_tid = tid - 256;
     tlx_setmaxnreg_inc<232>();
     const int tc2 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc3 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:114
-    int s_157 = 132;
-    int s_158 = 0;
+    // hopper_gemm_ws.py:139
+    int s_169 = 132;
+    int s_170 = 0;
     int count_6;
-    count_6 = s_158;
-    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_157) {
-      // hopper_gemm_ws.py:55
-      int s_159 = 8;
+    count_6 = s_170;
+    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_169) {
+      // hopper_gemm_ws.py:61
+      int s_171 = 16;
       int num_pid_in_group_2;
-      num_pid_in_group_2 = (int)((s_159 * num_pid_n));
-      // hopper_gemm_ws.py:56
-      int s_160;
-      s_160 = (int)((tile_2 / num_pid_in_group_2));
-      int s_161 = 8;
+      num_pid_in_group_2 = (int)((s_171 * num_pid_n));
+      // hopper_gemm_ws.py:62
+      int s_172;
+      s_172 = (int)((tile_2 / num_pid_in_group_2));
+      int s_173 = 16;
       int first_pid_m_2;
-      first_pid_m_2 = (int)((s_160 * s_161));
-      // hopper_gemm_ws.py:57
-      int s_162;
-      s_162 = (int)((num_pid_m - first_pid_m_2));
-      int s_163 = 8;
+      first_pid_m_2 = (int)((s_172 * s_173));
+      // hopper_gemm_ws.py:63
+      int s_174;
+      s_174 = (int)((num_pid_m - first_pid_m_2));
+      int s_175 = 16;
       int group_size_m_2;
-      group_size_m_2 = (int)((s_162 < s_163 ? s_162 : s_163));
-      // hopper_gemm_ws.py:58
-      int s_164;
-      s_164 = (int)((tile_2 % num_pid_in_group_2));
-      int s_165;
-      s_165 = (int)((s_164 % group_size_m_2));
+      group_size_m_2 = (int)((s_174 < s_175 ? s_174 : s_175));
+      // hopper_gemm_ws.py:64
+      int s_176;
+      s_176 = (int)((tile_2 % num_pid_in_group_2));
+      int s_177;
+      s_177 = (int)((s_176 % group_size_m_2));
       int pid_m_2;
-      pid_m_2 = (int)((first_pid_m_2 + s_165));
-      int s_166;
-      s_166 = (int)((tile_2 % num_pid_in_group_2));
+      pid_m_2 = (int)((first_pid_m_2 + s_177));
+      int s_178;
+      s_178 = (int)((tile_2 % num_pid_in_group_2));
       int pid_n_2;
-      pid_n_2 = (int)((s_166 / group_size_m_2));
-      // hopper_gemm_ws.py:117
-      int s_167 = 0;
-      int s_168 = 1;
-      // hopper_gemm_ws.py:116
+      pid_n_2 = (int)((s_178 / group_size_m_2));
+      // hopper_gemm_ws.py:142
+      int s_179 = 0;
+      int s_180 = 1;
+      // hopper_gemm_ws.py:141
       float acc_2[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_2[i] = 0.0f;
-      // hopper_gemm_ws.py:117
+      // hopper_gemm_ws.py:142
       float acc_3[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_3[i] = acc_2[i];
       int count_7;
       count_7 = count_6;
-      for (int k__2 = s_167; k__2 < k_tiles; k__2 += s_168) {
+      for (int k__2 = s_179; k__2 < k_tiles; k__2 += s_180) {
         // tlx.py:258
-        int s_169 = 3;
+        int s_181 = 4;
         int slot_2;
-        slot_2 = (int)((count_7 % s_169));
-        int s_170 = 3;
-        int s_171;
-        s_171 = (int)((count_7 / s_170));
-        int s_172 = 1;
+        slot_2 = (int)((count_7 % s_181));
+        int s_182 = 4;
+        int s_183;
+        s_183 = (int)((count_7 / s_182));
+        int s_184 = 1;
         int phase_2;
-        phase_2 = (int)((s_171 & s_172));
-        // hopper_gemm_ws.py:119
-        unsigned long long* s_173 = full + slot_2;
-        tlx_mbarrier_wait(s_173, (unsigned)(phase_2));
-        // hopper_gemm_ws.py:120
-        int s_174 = 2;
-        int s_175;
-        s_175 = (int)((s_174 * slot_2));
-        int s_176 = 1;
-        int s_177;
-        s_177 = (int)((s_175 + s_176));
-        unsigned short* s_178 = a_smem + s_177 * 4096;
-        unsigned short* s_179 = b_smem + slot_2 * 16384;
+        phase_2 = (int)((s_183 & s_184));
+        // hopper_gemm_ws.py:144
+        unsigned long long* s_185 = full + slot_2;
+        tlx_mbarrier_wait(s_185, (unsigned)(phase_2));
+        // hopper_gemm_ws.py:145
+        int s_186 = 2;
+        int s_187;
+        s_187 = (int)((s_186 * slot_2));
+        int s_188 = 1;
+        int s_189;
+        s_189 = (int)((s_187 + s_188));
+        unsigned short* s_190 = a_smem + s_189 * 4096;
+        unsigned short* s_191 = b_smem + slot_2 * 16384;
         // wgmma: 1 tile(s) of m64n256k16 x 4 k-steps per warpgroup; A K-major, B N-major
         float dacc_1[128];
         #pragma unroll
@@ -637,122 +689,161 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_178) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_179) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_190) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_191) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:121
+        // hopper_gemm_ws.py:146
         tlx_wgmma_wait_group<1, 128>(dacc_1);
-        // hopper_gemm_ws.py:122
-        int s_180 = 0;
-        bool s_181;
-        s_181 = (k__2 > s_180);
-        if (s_181) {
-          // hopper_gemm_ws.py:123
-          int s_182 = 1;
-          int s_183;
-          s_183 = (int)((count_7 - s_182));
-          int s_184 = 3;
-          int s_185;
-          s_185 = (int)((s_183 % s_184));
-          unsigned long long* s_186 = empty + s_185;
+        // hopper_gemm_ws.py:147
+        int s_192 = 0;
+        bool s_193;
+        s_193 = (k__2 > s_192);
+        if (s_193) {
+          // hopper_gemm_ws.py:148
+          int s_194 = 1;
+          int s_195;
+          s_195 = (int)((count_7 - s_194));
+          int s_196 = 4;
+          int s_197;
+          s_197 = (int)((s_195 % s_196));
+          unsigned long long* s_198 = empty + s_197;
+          // hopper_gemm_ws.py:84
           tlx_bar_sync(3, 128);
-          if (task_tid == 0) tlx_mbarrier_arrive(s_186, 1u);
+          if (task_tid == 0) tlx_mbarrier_arrive(s_198, 1u);
         }
-        // hopper_gemm_ws.py:124
-        int s_187 = 1;
+        // hopper_gemm_ws.py:149
+        int s_199 = 1;
         int count_8;
-        count_8 = (int)((count_7 + s_187));
+        count_8 = (int)((count_7 + s_199));
         #pragma unroll
         for (int i = 0; i < 128; ++i) acc_3[i] = dacc_1[i];
         count_7 = count_8;
       }
-      // hopper_gemm_ws.py:125
+      // hopper_gemm_ws.py:150
       tlx_wgmma_wait_group<0, 128>(acc_3);
-      // hopper_gemm_ws.py:126
-      int s_188 = 0;
-      bool s_189;
-      s_189 = (k_tiles > s_188);
-      if (s_189) {
-        // hopper_gemm_ws.py:127
-        int s_190 = 1;
-        int s_191;
-        s_191 = (int)((count_7 - s_190));
-        int s_192 = 3;
-        int s_193;
-        s_193 = (int)((s_191 % s_192));
-        unsigned long long* s_194 = empty + s_193;
+      // hopper_gemm_ws.py:151
+      int s_200 = 0;
+      bool s_201;
+      s_201 = (k_tiles > s_200);
+      if (s_201) {
+        // hopper_gemm_ws.py:152
+        int s_202 = 1;
+        int s_203;
+        s_203 = (int)((count_7 - s_202));
+        int s_204 = 4;
+        int s_205;
+        s_205 = (int)((s_203 % s_204));
+        unsigned long long* s_206 = empty + s_205;
+        // hopper_gemm_ws.py:84
         tlx_bar_sync(3, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_194, 1u);
+        if (task_tid == 0) tlx_mbarrier_arrive(s_206, 1u);
       }
-      // hopper_gemm_ws.py:128
-      int s_195 = 128;
-      int s_196;
-      s_196 = (int)((pid_m_2 * s_195));
-      int s_197 = 64;
-      int row_1;
-      row_1 = (int)((s_196 + s_197));
-      // hopper_gemm_ws.py:130
-      int s_198 = 1;
-      unsigned short* s_199 = c_smem + s_198 * 16384;
-      int s_200 = 256;
-      int s_201;
-      s_201 = (int)((pid_n_2 * s_200));
-      // hopper_gemm_ws.py:66
+      // hopper_gemm_ws.py:153
+      int s_207 = 1;
+      int s_208;
+      s_208 = (int)((pid_m_2 * s_207));
+      int s_209 = 0;
+      int s_210;
+      s_210 = (int)((s_208 + s_209));
+      int s_211 = 128;
+      int s_212;
+      s_212 = (int)((s_210 * s_211));
+      int s_213 = 64;
+      int row_2;
+      row_2 = (int)((s_212 + s_213));
+      // hopper_gemm_ws.py:157
+      const int map_2[64] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
+      float lo_1[64];
+      #pragma unroll
+      for (int i = 0; i < 64; ++i) lo_1[i] = acc_3[map_2[i]];
+      const int map_3[64] = {64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
+      float hi_1[64];
+      #pragma unroll
+      for (int i = 0; i < 64; ++i) hi_1[i] = acc_3[map_3[i]];
+      // hopper_gemm_ws.py:158
+      int s_214 = 1;
+      unsigned short* s_215 = c_smem + s_214 * 8192;
+      int s_216 = 256;
+      int s_217;
+      s_217 = (int)((pid_n_2 * s_216));
+      // hopper_gemm_ws.py:72
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(3, 128);
-      // hopper_gemm_ws.py:67
-      unsigned short t_1[128];
+      // hopper_gemm_ws.py:73
+      unsigned short t_2[64];
       #pragma unroll
-      for (int i = 0; i < 128; ++i) t_1[i] = tlx_cvt_rn_bf16_f32((float)(acc_3[i]));
+      for (int i = 0; i < 64; ++i) t_2[i] = tlx_cvt_rn_bf16_f32((float)(lo_1[i]));
       #pragma unroll
-      for (int i = 0; i < 128; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_199) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64) + (((i) >> 6 & 1) * 128)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
+      for (int i = 0; i < 64; i += 2) {
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_215) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_2[i + 0]) & 65535u) << 0) | (((unsigned)(t_2[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:74
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:70
-      int s_202 = 0;
-      int s_203 = 0;
-      unsigned short* c_box_4 = s_199 + s_202 * 64 + (s_203 / 64) * 4096;
-      // hopper_gemm_ws.py:71
-      int s_204 = 0;
-      int s_205;
-      s_205 = (int)((s_201 + s_204));
+      // hopper_gemm_ws.py:76
+      int s_218 = 0;
+      int s_219 = 0;
+      unsigned short* c_box_4 = s_215 + s_218 * 64 + (s_219 / 64) * 4096;
+      // hopper_gemm_ws.py:77
+      int s_220 = 0;
+      int s_221;
+      s_221 = (int)((s_217 + s_220));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_205, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:70
-      int s_206 = 0;
-      int s_207 = 64;
-      unsigned short* c_box_5 = s_199 + s_206 * 64 + (s_207 / 64) * 4096;
-      // hopper_gemm_ws.py:71
-      int s_208 = 64;
-      int s_209;
-      s_209 = (int)((s_201 + s_208));
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_221, row_2); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:76
+      int s_222 = 0;
+      int s_223 = 64;
+      unsigned short* c_box_5 = s_215 + s_222 * 64 + (s_223 / 64) * 4096;
+      // hopper_gemm_ws.py:77
+      int s_224 = 64;
+      int s_225;
+      s_225 = (int)((s_217 + s_224));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_209, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:70
-      int s_210 = 0;
-      int s_211 = 128;
-      unsigned short* c_box_6 = s_199 + s_210 * 64 + (s_211 / 64) * 4096;
-      // hopper_gemm_ws.py:71
-      int s_212 = 128;
-      int s_213;
-      s_213 = (int)((s_201 + s_212));
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_225, row_2); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:159
+      int s_226 = 1;
+      unsigned short* s_227 = c_smem + s_226 * 8192;
+      int s_228 = 256;
+      int s_229;
+      s_229 = (int)((pid_n_2 * s_228));
+      int s_230 = 128;
+      int s_231;
+      s_231 = (int)((s_229 + s_230));
+      // hopper_gemm_ws.py:72
+      if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_213, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:70
-      int s_214 = 0;
-      int s_215 = 192;
-      unsigned short* c_box_7 = s_199 + s_214 * 64 + (s_215 / 64) * 4096;
-      // hopper_gemm_ws.py:71
-      int s_216 = 192;
-      int s_217;
-      s_217 = (int)((s_201 + s_216));
+      // hopper_gemm_ws.py:73
+      unsigned short t_3[64];
+      #pragma unroll
+      for (int i = 0; i < 64; ++i) t_3[i] = tlx_cvt_rn_bf16_f32((float)(hi_1[i]));
+      #pragma unroll
+      for (int i = 0; i < 64; i += 2) {
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_227) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_3[i + 0]) & 65535u) << 0) | (((unsigned)(t_3[i + 1]) & 65535u) << 16)));
+      }
+      // hopper_gemm_ws.py:74
+      tlx_fence_proxy_async_shared_cta();
+      // hopper_gemm_ws.py:76
+      int s_232 = 0;
+      int s_233 = 0;
+      unsigned short* c_box_6 = s_227 + s_232 * 64 + (s_233 / 64) * 4096;
+      // hopper_gemm_ws.py:77
+      int s_234 = 0;
+      int s_235;
+      s_235 = (int)((s_231 + s_234));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_217, row_1); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_235, row_2); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:76
+      int s_236 = 0;
+      int s_237 = 64;
+      unsigned short* c_box_7 = s_227 + s_236 * 64 + (s_237 / 64) * 4096;
+      // hopper_gemm_ws.py:77
+      int s_238 = 64;
+      int s_239;
+      s_239 = (int)((s_231 + s_238));
+      tlx_bar_sync(3, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_239, row_2); tlx_bulk_commit_group(); }
       count_6 = count_7;
     }
-    // hopper_gemm_ws.py:135
+    // hopper_gemm_ws.py:160
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
     tlx_bar_sync(3, 128);
   }
