@@ -392,12 +392,17 @@ def barrier_wait(lw, op):
 def barrier_arrive(lw, op):
     bar = op.operands[0]
     pred = _guard(lw, op, 1)
+    # A warp barrier counts every thread: the 32 threads of a warp (converged: a scalar
+    # predicate is uniform) arrive as one arrival of 32 x count by lane 0, so the warp's
+    # earlier work (its own async_dot_wait) is all that orders it; no group sync.
+    count = op.attrs["count"] * (32 if bar.type.per_thread else 1)
     if bar.type.remote:           # a peer CTA's barrier, by its cluster address (rules_cluster.remote_view)
-        stmt = lw.target.call("tlx_mbarrier_arrive_cluster", lw.name(bar), f"{op.attrs['count']}u")
+        stmt = lw.target.call("tlx_mbarrier_arrive_cluster", lw.name(bar), f"{count}u")
     else:
-        stmt = lw.target.mbarrier_arrive(lw.name(bar), op.attrs["count"])
-    if bar.type.per_thread:       # warp barrier: every thread arrives, no group sync
-        lw.out.line(f"if ({pred}) {stmt}" if pred else stmt)
+        stmt = lw.target.mbarrier_arrive(lw.name(bar), count)
+    if bar.type.per_thread:
+        lw.out.line("__syncwarp();")
+        lw.out.line(f"if (lane == 0{f' && {pred}' if pred else ''}) {stmt}")
         return
     # One arrival per warp group: the group's threads sync, then its leader arrives.
     lw.out.line(lw.sync())
