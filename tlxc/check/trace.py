@@ -250,6 +250,12 @@ class Tracer:
         self.iterations: list[int] = []
         self.recording = True
         self.pinned = False            # whether a loop bound had to be pinned
+        # Unknown integers get a structural name (value numbering): the op and the names or
+        # values of its operands, interned to a small int shared through ``pins``.  Two tasks
+        # that compute the same bound from the same inputs (a persistent kernel's per-item
+        # trip count, computed inside each task's loop) then share its pinned value.
+        self.sym: dict[int, int] = {}
+        self.interned = pins.setdefault("__symbols__", {})
 
     # -- driver ----------------------------------------------------------------------------------
     def trace(self) -> list[TaskTrace]:
@@ -257,19 +263,32 @@ class Tracer:
         self.tasks.append(main)
         self.current = main
         body = self.kernel.regions[0].block
-        for arg in body.args:
+        for i, arg in enumerate(body.args):
             self.env[id(arg)] = UNKNOWN
+            self.name_unknown(arg, ("arg", i))
         self.run_block(body)
         return self.tasks
 
     def value(self, v: Value):
-        pinned = self.pins.get(id(v))
+        name = self.sym.get(id(v))
+        pinned = self.pins.get(id(v) if name is None else ("sym", name))
         if pinned is not None:
             return pinned
         return self.env.get(id(v), UNKNOWN)
 
+    def name_unknown(self, v: Value, key: tuple) -> None:
+        """Give the unknown value ``v`` the structural name ``key``."""
+        self.sym[id(v)] = self.interned.setdefault(key, len(self.interned))
+
+    def operand_key(self, v: Value):
+        value = self.value(v)
+        if value is not UNKNOWN and isinstance(value, int):
+            return ("c", value)
+        return ("s", self.sym[id(v)]) if id(v) in self.sym else ("v", id(v))
+
     def set(self, v: Value, value, flips: int = 0) -> None:
         self.env[id(v)] = value
+        self.sym.pop(id(v), None)        # a new value: its structural name, if any, is given after
         if flips:
             self.flips[id(v)] = flips
         else:
@@ -310,6 +329,8 @@ class Tracer:
             return
         for r in op.results:
             self.set(r, UNKNOWN)
+        if op.name in ("tl.program_id", "tl.num_programs") and len(op.results) == 1:
+            self.name_unknown(op.results[0], (op.name, repr(sorted(op.attrs.items()))))
 
     # -- arithmetic ------------------------------------------------------------------------------
     def arith(self, op: Operation) -> None:
@@ -355,6 +376,9 @@ class Tracer:
         if out is not UNKNOWN:
             out = _wrap(out, t)
         self.set(result, out, f if out is not UNKNOWN else 0)
+        if out is UNKNOWN:
+            self.name_unknown(result, (op.name, repr(sorted(op.attrs.items())),
+                                       tuple(self.operand_key(v) for v in op.operands)))
 
     # -- allocations and views -------------------------------------------------------------------
     def alloc_barriers(self, op: Operation) -> None:
@@ -569,15 +593,21 @@ class Tracer:
             self.set(r, value, f)
 
     def pin(self, lb_v, ub_v, step_v, lb, ub, step):
-        """Unknown bounds become constants so that the loop runs ``self.trips`` times."""
+        """Unknown bounds become constants so that the loop runs ``self.trips`` times
+        (under their own value and their structural name)."""
         self.pinned = True
         if step is UNKNOWN:
-            step = self.pins[id(step_v)] = 1
+            step = self.set_pin(step_v, 1)
         if lb is UNKNOWN:
-            lb = self.pins[id(lb_v)] = 0 if ub is UNKNOWN else ub - self.trips * step
+            lb = self.set_pin(lb_v, 0 if ub is UNKNOWN else ub - self.trips * step)
         if ub is UNKNOWN:
-            ub = self.pins[id(ub_v)] = lb + self.trips * step
+            ub = self.set_pin(ub_v, lb + self.trips * step)
         return lb, ub, step
+
+    def set_pin(self, v: Value, value: int) -> int:
+        name = self.sym.get(id(v))
+        self.pins[id(v) if name is None else ("sym", name)] = value
+        return value
 
     def scf_if(self, op: Operation) -> None:
         cond = self.value(op.operands[0])
