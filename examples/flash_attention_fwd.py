@@ -62,25 +62,10 @@ def masked_scores(s, j, row0, seq_len, BLOCK_N: tl.constexpr, HALF_M: tl.constex
 
 
 @tlxc.kernel
-def attn_tile(t, num_bh, num_m_blocks, seq_len, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              CAUSAL: tl.constexpr):
-    """(first query row, batch·head, key blocks) of work item ``t``.  Items run longest
-    first: under a causal mask the last query blocks see the most keys."""
-    start_m = (num_m_blocks - 1 - t // num_bh) * BLOCK_M
-    bh = t % num_bh
-    if CAUSAL:
-        kv_end = tl.minimum(seq_len, start_m + BLOCK_M)                     # blocks above the diagonal: skipped
-    else:
-        kv_end = seq_len
-    return start_m, bh, tl.cdiv(kv_end, BLOCK_N)
-
-
-@tlxc.kernel
 def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64], swizzle=128),
                     k_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 128, 64], swizzle=128),
                     v_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 128, 64], swizzle=128),
                     o_ptr, lse_ptr: tl.pointer_type(tl.float32), seq_len: tl.int32, qk_scale: tl.float32,
-                    num_bh: tl.int32,
                     HEAD_DIM: tl.constexpr = 128, BLOCK_M: tl.constexpr = 128, BLOCK_N: tl.constexpr = 128,
                     NUM_STAGES: tl.constexpr = 2, CAUSAL: tl.constexpr = False, DTYPE: tl.constexpr = tl.bfloat16):
     HALF_M: tl.constexpr = BLOCK_M // 2
@@ -88,117 +73,102 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
     k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     q_full = tlx.alloc_barriers(1, arrive_count=1)
-    q_empty = tlx.alloc_barriers(1, arrive_count=2)                         # both consumers are done with Q
     k_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     v_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     k_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)                # both consumers release a K slot...
     v_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)                # ...and, later, the V slot
 
-    # work items (query block, batch·head), program p taking items p, p + P, ... (P programs)
-    num_m_blocks = tl.cdiv(seq_len, BLOCK_M)
-    num_tiles = num_m_blocks * num_bh
-    first = tl.program_id(0)
-    step = tl.num_programs(0)
+    # the longest programs first: under a causal mask the last query blocks see the most keys
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
+    bh = tl.program_id(1)
+    if CAUSAL:
+        kv_end = tl.minimum(seq_len, start_m + BLOCK_M)                     # blocks above the diagonal: skipped
+    else:
+        kv_end = seq_len
+    n_blocks = tl.cdiv(kv_end, BLOCK_N)
 
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
-            kv = 0                                                          # K/V blocks streamed so far
-            i = 0                                                           # items done so far
-            for t in range(first, num_tiles, step):
-                start_m, bh, n_blocks = attn_tile(t, num_bh, num_m_blocks, seq_len, BLOCK_M, BLOCK_N, CAUSAL)
-                tlx.barrier_wait(q_empty[0], (i & 1) ^ 1)                   # the last item's Q is released
-                tlx.barrier_expect_bytes(q_full[0], BLOCK_M * HEAD_DIM * 2)
-                for c in tl.static_range(2):
-                    for d in tl.static_range(HEAD_DIM // D_BOX):
-                        q_box = tlx.local_slice(q_smem[c], [0, d * D_BOX], [HALF_M, D_BOX])
-                        tlx.async_descriptor_load(q_desc, q_box, [bh, start_m + c * HALF_M, d * D_BOX], q_full[0])
-                for j in range(n_blocks):
-                    slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
-                    tlx.barrier_wait(k_empty[slot], phase ^ 1)
-                    tlx.barrier_expect_bytes(k_full[slot], BLOCK_N * HEAD_DIM * 2)
-                    for d in tl.static_range(HEAD_DIM // D_BOX):
-                        k_box = tlx.local_slice(k_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
-                        tlx.async_descriptor_load(k_desc, k_box, [bh, j * BLOCK_N, d * D_BOX], k_full[slot])
-                    tlx.barrier_wait(v_empty[slot], phase ^ 1)
-                    tlx.barrier_expect_bytes(v_full[slot], BLOCK_N * HEAD_DIM * 2)
-                    for d in tl.static_range(HEAD_DIM // D_BOX):
-                        v_box = tlx.local_slice(v_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
-                        tlx.async_descriptor_load(v_desc, v_box, [bh, j * BLOCK_N, d * D_BOX], v_full[slot])
-                kv += n_blocks
-                i += 1
+            tlx.barrier_expect_bytes(q_full[0], BLOCK_M * HEAD_DIM * 2)
+            for c in tl.static_range(2):
+                for d in tl.static_range(HEAD_DIM // D_BOX):
+                    q_box = tlx.local_slice(q_smem[c], [0, d * D_BOX], [HALF_M, D_BOX])
+                    tlx.async_descriptor_load(q_desc, q_box, [bh, start_m + c * HALF_M, d * D_BOX], q_full[0])
+            for j in range(n_blocks):
+                slot, phase = tlx.get_bufidx_phase(j, NUM_STAGES)
+                tlx.barrier_wait(k_empty[slot], phase ^ 1)
+                tlx.barrier_expect_bytes(k_full[slot], BLOCK_N * HEAD_DIM * 2)
+                for d in tl.static_range(HEAD_DIM // D_BOX):
+                    k_box = tlx.local_slice(k_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
+                    tlx.async_descriptor_load(k_desc, k_box, [bh, j * BLOCK_N, d * D_BOX], k_full[slot])
+                tlx.barrier_wait(v_empty[slot], phase ^ 1)
+                tlx.barrier_expect_bytes(v_full[slot], BLOCK_N * HEAD_DIM * 2)
+                for d in tl.static_range(HEAD_DIM // D_BOX):
+                    v_box = tlx.local_slice(v_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
+                    tlx.async_descriptor_load(v_desc, v_box, [bh, j * BLOCK_N, d * D_BOX], v_full[slot])
         with tlx.async_task(num_warps=4, registers=240, replicate=2):    # the softmax/wgmma consumers
             cid = tlx.async_task_replica_id()
+            row0 = start_m + cid * HALF_M
             zeros = tl.zeros((HALF_M, BLOCK_N), dtype=tl.float32)
             if cid == 1:
                 tlx.named_barrier_arrive(9, 256)                           # consumer 0 issues first
-            kv = 0
-            i = 0
-            for t in range(first, num_tiles, step):
-                start_m, bh, n_blocks = attn_tile(t, num_bh, num_m_blocks, seq_len, BLOCK_M, BLOCK_N, CAUSAL)
-                row0 = start_m + cid * HALF_M
-                tlx.barrier_wait(q_full[0], i & 1)
-                # key block 0: S = Q K^T and its softmax (m, l in log2 units of the scaled scores)
-                slot, phase = tlx.get_bufidx_phase(kv, NUM_STAGES)
+            tlx.barrier_wait(q_full[0], 0)
+            # key block 0: S = Q K^T and its softmax (m, l in log2 units of the scaled scores)
+            tlx.barrier_wait(k_full[0], 0)
+            tlx.named_barrier_wait(9 + cid, 256)                           # my turn on the tensor cores
+            s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[0]), zeros, use_acc=False)
+            tlx.named_barrier_arrive(10 - cid, 256)                        # the other's turn
+            s = tlx.async_dot_wait(0, s)
+            tlx.barrier_arrive(k_empty[0])
+            s = masked_scores(s, 0, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
+            m_i = tl.max(s, 1) * qk_scale
+            p = tl.exp2(s * qk_scale - m_i[:, None])
+            l_i = tl.sum(p, 1)
+            acc = tl.zeros((HALF_M, HEAD_DIM), dtype=tl.float32)
+            # block j: issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}; the softmax of S_j runs
+            # while the tensor cores do the P V product
+            for j in range(1, n_blocks):
+                slot, phase = tlx.get_bufidx_phase(j, NUM_STAGES)
+                prev, prev_phase = tlx.get_bufidx_phase(j - 1, NUM_STAGES)
                 tlx.barrier_wait(k_full[slot], phase)
-                tlx.named_barrier_wait(9 + cid, 256)                       # my turn on the tensor cores
-                s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
-                tlx.named_barrier_arrive(10 - cid, 256)                    # the other's turn
-                s = tlx.async_dot_wait(0, s)
-                tlx.barrier_arrive(k_empty[slot])
-                s = masked_scores(s, 0, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
-                m_i = tl.max(s, 1) * qk_scale
-                p = tl.exp2(s * qk_scale - m_i[:, None])
-                l_i = tl.sum(p, 1)
-                acc = tl.zeros((HALF_M, HEAD_DIM), dtype=tl.float32)
-                # block j: issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}; the softmax of S_j runs
-                # while the tensor cores do the P V product
-                for j in range(1, n_blocks):
-                    slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
-                    prev, prev_phase = tlx.get_bufidx_phase(kv + j - 1, NUM_STAGES)
-                    tlx.barrier_wait(k_full[slot], phase)
-                    tlx.barrier_wait(v_full[prev], prev_phase)
-                    tlx.named_barrier_wait(9 + cid, 256)
-                    s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
-                    acc = tlx.async_dot(p.to(DTYPE), v_smem[prev], acc)
-                    tlx.named_barrier_arrive(10 - cid, 256)
-                    s = tlx.async_dot_wait(1, s)                            # S_j is done, P V may run on
-                    tlx.barrier_arrive(k_empty[slot])
-                    s = masked_scores(s, j, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
-                    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-                    alpha = tl.exp2(m_i - m_new)
-                    p = tl.exp2(s * qk_scale - m_new[:, None])
-                    l_i = l_i * alpha + tl.sum(p, 1)
-                    m_i = m_new
-                    acc = tlx.async_dot_wait(0, acc)
-                    tlx.barrier_arrive(v_empty[prev])
-                    acc = acc * alpha[:, None]
-                tlx.barrier_arrive(q_empty[0])                              # every S of this item is done
-                last, last_phase = tlx.get_bufidx_phase(kv + n_blocks - 1, NUM_STAGES)
-                tlx.barrier_wait(v_full[last], last_phase)
+                tlx.barrier_wait(v_full[prev], prev_phase)
                 tlx.named_barrier_wait(9 + cid, 256)
-                acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
+                s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
+                acc = tlx.async_dot(p.to(DTYPE), v_smem[prev], acc)
                 tlx.named_barrier_arrive(10 - cid, 256)
+                s = tlx.async_dot_wait(1, s)                                # S_j is done, P V may run on
+                tlx.barrier_arrive(k_empty[slot])
+                s = masked_scores(s, j, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
+                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+                alpha = tl.exp2(m_i - m_new)
+                p = tl.exp2(s * qk_scale - m_new[:, None])
+                l_i = l_i * alpha + tl.sum(p, 1)
+                m_i = m_new
                 acc = tlx.async_dot_wait(0, acc)
-                tlx.barrier_arrive(v_empty[last])
-                offs_m = row0 + tl.arange(0, HALF_M)
-                offs_d = tl.arange(0, HEAD_DIM)
-                rows = bh * seq_len + offs_m
-                tl.store(o_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :],
-                         (acc * (1.0 / l_i)[:, None]).to(DTYPE), mask=offs_m[:, None] < seq_len)
-                tl.store(lse_ptr + rows, (m_i + tl.log2(l_i)) * 0.6931471805599453, mask=offs_m < seq_len)
-                kv += n_blocks
-                i += 1
+                tlx.barrier_arrive(v_empty[prev])
+                acc = acc * alpha[:, None]
+            last, last_phase = tlx.get_bufidx_phase(n_blocks - 1, NUM_STAGES)
+            tlx.barrier_wait(v_full[last], last_phase)
+            tlx.named_barrier_wait(9 + cid, 256)
+            acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
+            tlx.named_barrier_arrive(10 - cid, 256)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                             # absorb consumer 1's last pass
+            acc = tlx.async_dot_wait(0, acc)
+            tlx.barrier_arrive(v_empty[last])
+            offs_m = row0 + tl.arange(0, HALF_M)
+            offs_d = tl.arange(0, HEAD_DIM)
+            rows = bh * seq_len + offs_m
+            tl.store(o_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], (acc * (1.0 / l_i)[:, None]).to(DTYPE),
+                     mask=offs_m[:, None] < seq_len)
+            tl.store(lse_ptr + rows, (m_i + tl.log2(l_i)) * 0.6931471805599453, mask=offs_m < seq_len)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               sm_scale: float | None = None, *, block_m: int = 128, block_n: int = 128,
-              num_stages: int = 2, programs: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+              num_stages: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
     """(O, lse) of softmax attention for contiguous (B, H, S, D) bf16/fp16 q, k, v
-    (D = 64 or 128; S any length); lse in natural-log units, float32 (B, H, S).
-    ``programs``: how many programs walk the work items (one per item by default;
-    ``persistent_programs(device)`` for one per SM)."""
+    (D = 64 or 128; S any length); lse in natural-log units, float32 (B, H, S)."""
     if q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"attention expects q, k, v of one shape (B, H, S, D), got {tuple(q.shape)}, "
                          f"{tuple(k.shape)}, {tuple(v.shape)}")
@@ -216,18 +186,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         return o, lse
     descs = [tlxc.TensorDescriptor.from_tensor(t.view(B * H, S, D), [1, rows, D_BOX], swizzle=128)
              for t, rows in ((q, block_m // 2), (k, block_n), (v, block_n))]
-    items = (S + block_m - 1) // block_m * B * H
-    attn_fwd_kernel[(min(items, programs or items),)](
-        *descs, o, lse, S, sm_scale * 1.4426950408889634, B * H, HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n,
+    attn_fwd_kernel[((S + block_m - 1) // block_m, B * H)](
+        *descs, o, lse, S, sm_scale * 1.4426950408889634, HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n,
         NUM_STAGES=num_stages, CAUSAL=causal, DTYPE=DTYPES[q.dtype], num_warps=4)
     return o, lse
-
-
-def persistent_programs(device) -> int:
-    """One program per SM (a persistent grid), or a few on the interpreter."""
-    if torch.device(device).type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 2
 
 
 def reference(q, k, v, causal: bool, sm_scale: float | None = None):
@@ -243,14 +205,13 @@ def reference(q, k, v, causal: bool, sm_scale: float | None = None):
 
 
 def check_inputs():
-    """Small launch for ``tlxc check --run``: B=1, H=2, S=300, D=64, causal; 4 programs
-    walk the 6 work items (two take two)."""
+    """Small launch for ``tlxc check --run``: B=1, H=2, S=300, D=64, causal."""
     q, k, v = (torch.randn(1, 2, 300, 64).to(torch.bfloat16) for _ in range(3))
     descs = [tlxc.TensorDescriptor.from_tensor(t.view(2, 300, 64), [1, rows, D_BOX], swizzle=128)
              for t, rows in ((q, 64), (k, 128), (v, 128))]
     o = torch.empty_like(q)
     lse = torch.empty(1, 2, 300)
-    return (4,), (*descs, o, lse, 300, 0.125 * 1.4426950408889634, 2), {"HEAD_DIM": 64, "CAUSAL": True}
+    return (3, 2), (*descs, o, lse, 300, 0.125 * 1.4426950408889634), {"HEAD_DIM": 64, "CAUSAL": True}
 
 
 def main() -> None:

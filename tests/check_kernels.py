@@ -453,3 +453,39 @@ def peer_done(out_ptr: F32, BUG: tl.constexpr = ""):
         tlx.barrier_arrive(done[0])
         tlx.barrier_wait(done[0], 0)
     tl.store(out_ptr, 1.0)
+
+
+@tlxc.kernel
+def per_item_trips(x_ptr: F32, out_ptr: F32, n_items: tl.int32, n_cols: tl.int32, BLOCK: tl.constexpr = 16):
+    """Persistent: programs walk items, and each task computes an item's trip count inside
+    its own item loop (as a persistent causal attention does), the consumer taking the
+    item's first tile before its loop (every item has a tile: n_cols > n_items); the
+    checker must pin both tasks' counts of one item to the same value."""
+    bufs = tlx.local_alloc((BLOCK,), tl.float32, 2)
+    full = tlx.alloc_barriers(2, arrive_count=1)
+    empty = tlx.alloc_barriers(2, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            count = 0
+            for item in range(tl.program_id(0), n_items, tl.num_programs(0)):
+                for t in range(tl.cdiv(n_cols - item, BLOCK)):
+                    slot, phase = tlx.get_bufidx_phase(count, 2)
+                    tlx.barrier_wait(empty[slot], phase ^ 1)
+                    _fill(x_ptr, bufs, full, slot, item, t, n_cols, BLOCK)
+                    count += 1
+        with tlx.async_task(num_warps=4):
+            count = 0
+            acc = tl.zeros((BLOCK,), tl.float32)
+            for item in range(tl.program_id(0), n_items, tl.num_programs(0)):
+                n = tl.cdiv(n_cols - item, BLOCK)
+                slot, phase = tlx.get_bufidx_phase(count, 2)
+                tlx.barrier_wait(full[slot], phase)                 # the item's first tile
+                acc += tlx.local_load(bufs[slot])
+                tlx.barrier_arrive(empty[slot])
+                for t in range(1, n):
+                    slot, phase = tlx.get_bufidx_phase(count + t, 2)
+                    tlx.barrier_wait(full[slot], phase)
+                    acc += tlx.local_load(bufs[slot])
+                    tlx.barrier_arrive(empty[slot])
+                count += n
+            tl.store(out_ptr + tl.arange(0, BLOCK), acc)

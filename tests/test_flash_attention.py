@@ -23,24 +23,21 @@ import flash_attention_fwd as F
 EPS = torch.finfo(torch.bfloat16).eps
 
 
-def _interpret(q, k, v, causal, programs=None):
+def _interpret(q, k, v, causal):
     kernel = F.attn_fwd_kernel
     F.attn_fwd_kernel = tlxc.interpret(kernel)
     try:
-        return F.attention(q, k, v, causal, programs=programs)
+        return F.attention(q, k, v, causal)
     finally:
         F.attn_fwd_kernel = kernel
 
 
-@pytest.mark.parametrize("programs", [None, 2], ids=["one-item-each", "persistent"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", [(1, 2, 300, 64), (1, 1, 130, 128)], ids=lambda s: "x".join(map(str, s)))
-def test_interpreter_matches_float64(shape, causal, programs):
-    """One program per work item, or two programs walking all of them (the K/V ring, the
-    Q buffer and the consumers' turns carry over from item to item)."""
+def test_interpreter_matches_float64(shape, causal):
     generator = torch.Generator().manual_seed(sum(shape) + causal)
     q, k, v = (torch.randn(*shape, generator=generator).to(torch.bfloat16) for _ in range(3))
-    o, lse = _interpret(q, k, v, causal, programs)
+    o, lse = _interpret(q, k, v, causal)
     ref_o, ref_lse = F.reference(q, k, v, causal)
     assert torch.isfinite(o.float()).all() and torch.isfinite(lse).all()
     assert ((o.double() - ref_o).norm() / ref_o.norm()).item() < EPS        # bf16 P and O roundings
@@ -56,7 +53,7 @@ def test_check_finds_nothing(capsys):
 def _spec(D: int, causal: bool, S: int = 4096):
     q = torch.randn(8, S, D).to(torch.bfloat16)
     descs = [tlxc.TensorDescriptor.from_tensor(q, [1, rows, 64], swizzle=128) for rows in (64, 128, 128)]
-    args = dict(zip(F.attn_fwd_kernel.param_names, (*descs, torch.empty_like(q), torch.empty(8, S), S, 0.1, 8)))
+    args = dict(zip(F.attn_fwd_kernel.param_names, (*descs, torch.empty_like(q), torch.empty(8, S), S, 0.1)))
     for name, param in F.attn_fwd_kernel.signature.parameters.items():
         args.setdefault(name, param.default)
     args.update(HEAD_DIM=D, CAUSAL=causal)
