@@ -3,10 +3,11 @@
 A remote barrier (``tlx.remote_view``) is held as its 32-bit address in the
 cluster's shared window (``mapa``); arrivals on it use the ``.shared::cluster``
 form of ``mbarrier.arrive`` (``rules_tlx.barrier_arrive``).  The cluster
-barrier is ``barrier.cluster.arrive`` + ``wait`` by every thread that runs it;
-threads that have exited do not hold it up, so the cluster barrier tlxc puts
-at the end of a warp-specialized kernel (run by the default task) waits for
-the other tasks of every CTA to finish.
+barrier is ``barrier.cluster.arrive`` + ``wait`` (``.aligned``), which every
+thread of every CTA must reach: in a warp-specialized kernel the one after the
+barrier inits belongs to the uniform prologue and the closing one is lowered
+after the task branches (``rules_tlx.lower_warp_specialized``), so every warp
+runs both.
 """
 from __future__ import annotations
 

@@ -41,12 +41,6 @@ class Cluster:
         return len(self.programs)
 
 
-def rank_of(pid: tuple[int, int, int], dims: tuple[int, int, int]) -> int:
-    """A CTA's rank in its cluster: its position in the cluster's box, x fastest."""
-    x, y, z = (p % d for p, d in zip(pid, dims))
-    return x + dims[0] * (y + dims[1] * z)
-
-
 def peer(ctx, op, rank) -> object:
     cluster = ctx.program.cluster
     r = int(rank)

@@ -20,22 +20,20 @@ from ..types import BarrierType, ScalarType, i32
 from ._rules import expect_results
 
 
+def _expect_i32_result(op) -> None:
+    expect_results(op, 1)
+    if op.result.type != i32:
+        raise op.error(f"expected an i32 result, got {op.result.type}")
+
+
 class ClusterCtaRankOp(Operation):
     name = "tlx.cluster_cta_rank"
-
-    def verify(self):
-        expect_results(self, 1)
-        if self.result.type != i32:
-            raise self.error(f"expected an i32 result, got {self.result.type}")
+    verify = _expect_i32_result
 
 
 class ClusterSizeOp(Operation):
     name = "tlx.cluster_size"
-
-    def verify(self):
-        expect_results(self, 1)
-        if self.result.type != i32:
-            raise self.error(f"expected an i32 result, got {self.result.type}")
+    verify = _expect_i32_result
 
 
 class ClusterBarrierOp(Operation):
