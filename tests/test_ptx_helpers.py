@@ -118,7 +118,7 @@ _WGMMA_PROBE = ("__shared__ __attribute__((aligned(1024))) unsigned short buf[2 
                 "  for (int k = threadIdx.x; k < 2 * 64 * 64; k += blockDim.x) buf[k] = (unsigned short)in[k & 255];\n"
                 "  __syncthreads();\n"
                 "  const unsigned long long fields = (1ull << 62) | (64ull << 32) | (1ull << 16);\n"
-                "  const unsigned long long da = tlx_wgmma_desc(buf, fields), db = tlx_wgmma_desc(buf + 64 * 64, fields);\n")
+                "  const unsigned long long da = tlx_wgmma_desc(buf, 0u, fields), db = tlx_wgmma_desc(buf, 2u * 64 * 64, fields);\n")
 _WGMMA_HELPERS = ("tlx_wgmma_desc", "tlx_wgmma_fence", "tlx_wgmma_commit_group", "tlx_wgmma_wait_group")
 
 
@@ -253,7 +253,7 @@ CASES: dict[str, Case] = {
     "tlx_wgmma_wait_group": Case("float d[2] = {__uint_as_float(in[0]), 1.0f}; tlx_wgmma_wait_group<1, 2>(d); "
                                  "out[0] = __float_as_uint(d[0] + d[1]);", ("wgmma.wait_group.sync.aligned 1",),
                                  archs=("sm_90a",)),
-    "tlx_wgmma_desc": Case("__shared__ unsigned buf[32]; out[0] = (unsigned)(tlx_wgmma_desc(&buf[in[0] & 31], "
+    "tlx_wgmma_desc": Case("__shared__ unsigned buf[32]; out[0] = (unsigned)(tlx_wgmma_desc(buf, (in[0] & 31) * 16u, "
                            "1ull << 62));", ("cvta.to.shared.u64",)),
 }
 

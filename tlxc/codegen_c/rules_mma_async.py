@@ -208,7 +208,7 @@ def async_dot(lw, op):
         m0 = f"{wg_row} + {row}" if row else wg_row
         n0 = f"{wg_col} + {col}" if col else wg_col
         def db(k: str, n0=n0) -> str:
-            return f"tlx_wgmma_desc({b_bytes} + {plan_b['offset'](n0, k)}, {plan_b['fields']:#x}ull)"
+            return f"tlx_wgmma_desc({b_bytes}, {plan_b['offset'](n0, k)}, {plan_b['fields']:#x}ull)"
         if a_in_registers:      # the k steps unrolled here: each names its own A registers
             for kk in range(k_steps):
                 regs = ", ".join(a_regs[row, kk])
@@ -217,7 +217,7 @@ def async_dot(lw, op):
             continue
         lw.out.line("#pragma unroll")
         lw.out.open(f"for (int kk = 0; kk < {k_steps}; ++kk)")
-        da = f"tlx_wgmma_desc({a_bytes} + {plan_a['offset'](m0, f'{k_step} * kk')}, {plan_a['fields']:#x}ull)"
+        da = f"tlx_wgmma_desc({a_bytes}, {plan_a['offset'](m0, f'{k_step} * kk')}, {plan_a['fields']:#x}ull)"
         majors = f"<{plan_a['trans']}, {plan_b['trans']}>" if transposable(element) else ""
         lw.out.line(f"{helper}{majors}(&{work}[{t * per_tile}], {da}, {db(f'{k_step} * kk')}, "
                     f"kk == 0 ? (int)({scale}) : 1);")

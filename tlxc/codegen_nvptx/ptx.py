@@ -584,10 +584,13 @@ static __device__ __forceinline__ void tlx_wgmma_wait_group(float* d) {
 @helper("tlx_wgmma_desc", "tlx_smem_addr")
 def wgmma_desc():
     # Matrix descriptor: bits 0-13 hold the start address >> 4; ``fields`` (from
-    # rules_mma_async.descriptor_fields) holds LBO, SBO and the swizzle mode.
+    # rules_mma_async.descriptor_fields) holds LBO, SBO and the swizzle mode.  The operand
+    # is ``base`` plus ``offset`` bytes (both 16-byte aligned, as descriptors require):
+    # split so that the base's shared address is computed once per MMA and each
+    # instruction's descriptor is one 32-bit add of a constant.
     return f"""
-{_INLINE} unsigned long long tlx_wgmma_desc(const void* p, unsigned long long fields) {{
-  return fields | (unsigned long long)((tlx_smem_addr(p) & 0x3FFFFu) >> 4);
+{_INLINE} unsigned long long tlx_wgmma_desc(const void* base, unsigned offset, unsigned long long fields) {{
+  return fields | (unsigned long long)(((tlx_smem_addr(base) & 0x3FFFFu) >> 4) + (offset >> 4));
 }}"""
 
 

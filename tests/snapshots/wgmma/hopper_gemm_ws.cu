@@ -97,8 +97,8 @@ static __device__ __forceinline__ void tlx_wgmma_wait_group(float* d) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
 }
 
-static __device__ __forceinline__ unsigned long long tlx_wgmma_desc(const void* p, unsigned long long fields) {
-  return fields | (unsigned long long)((tlx_smem_addr(p) & 0x3FFFFu) >> 4);
+static __device__ __forceinline__ unsigned long long tlx_wgmma_desc(const void* base, unsigned offset, unsigned long long fields) {
+  return fields | (unsigned long long)(((tlx_smem_addr(base) & 0x3FFFFu) >> 4) + (offset >> 4));
 }
 
 template <int TA, int TB>
@@ -448,7 +448,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_119) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_120) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_119), (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_120), ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
         // hopper_gemm_ws.py:146
@@ -689,7 +689,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_190) + (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_191) + ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_190), (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_191), ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
         // hopper_gemm_ws.py:146
