@@ -25,9 +25,12 @@ def _exchange(device, pairs=2, interpret=False, seed=None):
 
 
 def test_rank_and_size():
+    import numpy as np
     out = torch.full((8,), -1, dtype=torch.int32)
     tlxc.interpret(K.cluster_ids)[(8,)](out, ctas_per_cga=(4,))
     assert out.tolist() == [100 * (i % 4) + 4 for i in range(8)]
+    tlxc.interpret(K.cluster_ids)[(8,)](out, ctas_per_cga=(np.int64(2), 1, 1))
+    assert out.tolist() == [100 * (i % 2) + 2 for i in range(8)]
     tlxc.interpret(K.cluster_ids)[(8,)](out)
     assert out.tolist() == [1] * 8
 
@@ -54,7 +57,9 @@ def test_a_wait_on_a_remote_barrier_is_refused_at_its_line():
 
 
 @pytest.mark.parametrize("dims,message", [((3,), "grid .* not a multiple of ctas_per_cga"),
-                                          ((16,), "portable limit of 8"), ((0,), "positive ints")])
+                                          ((16,), "portable limit of 8"), ((0,), "positive ints"),
+                                          ((2.0,), "positive ints"), ((True,), "positive ints"),
+                                          ((2, 1, 1, 1), "positive ints")])
 def test_bad_cluster_shapes_are_launch_errors(dims, message):
     with pytest.raises(tlxc.LaunchError, match=message):
         tlxc.interpret(K.cluster_ids)[(8,)](torch.empty(8, dtype=torch.int32), ctas_per_cga=dims)

@@ -29,8 +29,15 @@ def cluster_dims(value) -> tuple[int, int, int] | None:
     """``ctas_per_cga`` as (x, y, z), or None for a launch without clusters."""
     if value is None:
         return None
+    import operator
     dims = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+    try:
+        if isinstance(value, bool) or any(isinstance(d, bool) for d in dims):
+            raise TypeError
+        dims = tuple(operator.index(d) for d in dims)        # ints, numpy ints, 0-d integer tensors
+    except TypeError:
+        raise LaunchError(f"ctas_per_cga must be 1 to 3 positive ints, got {value!r}") from None
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
         raise LaunchError(f"ctas_per_cga must be 1 to 3 positive ints, got {value!r}")
     dims = dims + (1,) * (3 - len(dims))
     if dims[0] * dims[1] * dims[2] > MAX_CLUSTER:
