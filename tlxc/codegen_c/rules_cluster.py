@@ -14,19 +14,14 @@ from __future__ import annotations
 from .lower import lowering
 
 
-def _expr(lw, helper: str, *args) -> str:
-    lw.target.use(helper)
-    return f"{helper}({', '.join(args)})"
-
-
 @lowering("tlx.cluster_cta_rank")
 def cluster_cta_rank(lw, op):
-    lw.declare(op.results[0], init=_expr(lw, "tlx_cluster_ctarank"))
+    lw.declare(op.results[0], init=lw.target.expr("tlx_cluster_ctarank"))
 
 
 @lowering("tlx.cluster_size")
 def cluster_size(lw, op):
-    lw.declare(op.results[0], init=_expr(lw, "tlx_cluster_nctarank"))
+    lw.declare(op.results[0], init=lw.target.expr("tlx_cluster_nctarank"))
 
 
 @lowering("tlx.cluster_barrier")
@@ -43,6 +38,6 @@ def fence_mbarrier_init_cluster(lw, op):
 def remote_view(lw, op):
     bar, rank = op.operands
     r = op.results[0]
-    lw.out.line(f"const unsigned {lw.define(r)} = {_expr(lw, 'tlx_mapa_shared', lw.name(bar), lw.name(rank))};")
+    lw.out.line(f"const unsigned {lw.define(r)} = {lw.target.expr('tlx_mapa_shared', lw.name(bar), lw.name(rank))};")
     if id(bar) in lw.barrier_names:
         lw.barrier_names[id(r)] = lw.barrier_names[id(bar)]

@@ -397,7 +397,7 @@ def barrier_arrive(lw, op):
     # earlier work (its own async_dot_wait) is all that orders it; no group sync.
     count = op.attrs["count"] * (32 if bar.type.per_thread else 1)
     if bar.type.remote:           # a peer CTA's barrier, by its cluster address (rules_cluster.remote_view)
-        stmt = lw.target.call("tlx_mbarrier_arrive_cluster", lw.name(bar), f"{count}u")
+        stmt = lw.target.mbarrier_arrive_remote(lw.name(bar), count)
     else:
         stmt = lw.target.mbarrier_arrive(lw.name(bar), count)
     if bar.type.per_thread:

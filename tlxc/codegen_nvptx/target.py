@@ -66,12 +66,10 @@ class CudaTarget:
 
     def exp2_f32(self, expr: str) -> str:
         """``tl.exp2`` of an f32 (or narrower) value: ``ex2.approx.ftz.f32``, as Triton."""
-        self.use("tlx_ex2_approx_ftz_f32")
-        return f"tlx_ex2_approx_ftz_f32({expr})"
+        return self.expr("tlx_ex2_approx_ftz_f32", expr)
 
     def round_tf32(self, expr: str) -> str:
-        self.use("tlx_cvt_rna_tf32_f32")
-        return f"tlx_cvt_rna_tf32_f32({expr})"
+        return self.expr("tlx_cvt_rna_tf32_f32", expr)
 
     # -- threads and barriers -------------------------------------------------------------
     def group_sync(self, scope) -> str:
@@ -81,9 +79,14 @@ class CudaTarget:
         self.use("tlx_bar_sync")
         return f"tlx_bar_sync({scope.bar_id}, {scope.threads});"
 
-    def call(self, helper: str, *args) -> str:
+    def expr(self, helper: str, *args) -> str:
+        """A call of ``helper`` as an expression."""
         self.use(helper)
-        return f"{helper}({', '.join(map(str, args))});"
+        return f"{helper}({', '.join(map(str, args))})"
+
+    def call(self, helper: str, *args) -> str:
+        """A call of ``helper`` as a statement."""
+        return self.expr(helper, *args) + ";"
 
     def mbarrier_init(self, bar: str, count: int) -> str:
         return self.call("tlx_mbarrier_init", bar, f"{count}u")
@@ -98,6 +101,10 @@ class CudaTarget:
 
     def mbarrier_arrive(self, bar: str, count: int) -> str:
         return self.call("tlx_mbarrier_arrive", bar, f"{count}u")
+
+    def mbarrier_arrive_remote(self, remote_bar: str, count: int) -> str:
+        """Arrive on a peer CTA's barrier, given by its cluster address (``mapa``)."""
+        return self.call("tlx_mbarrier_arrive_cluster", remote_bar, f"{count}u")
 
     def mbarrier_expect_tx(self, bar: str, nbytes: int) -> str:
         return self.call("tlx_mbarrier_arrive_expect_tx", bar, f"{nbytes}u")
