@@ -509,7 +509,7 @@ def _run_job(job: Job, inputs: dict, args) -> bool:
     grid, run_args, kwargs = launch
     kwargs = {**kwargs, **{name: value for name, value in _defines(args).items() if name in job.kfn.param_names}}
     seeds = (SEEDS + tuple(range(len(SEEDS) - 1, args.seeds)))[:args.seeds]
-    error = run_kernel(job.kfn, grid, run_args, kwargs, seeds=seeds, num_warps=args.num_warps)
+    error = run_kernel(job.kfn, grid, run_args, kwargs, seeds=seeds, num_warps=args.num_warps, arch=args.arch)
     if error is None:
         return False
     print(error.render(), file=sys.stderr)

@@ -65,7 +65,8 @@ def _fresh(value: Any) -> Any:
     return copy.copy(value)
 
 
-def run_kernel(kfn, grid, args: tuple, kwargs: dict, *, seeds=SEEDS, num_warps: int | None = None) -> TlxcError | None:
+def run_kernel(kfn, grid, args: tuple, kwargs: dict, *, seeds=SEEDS, num_warps: int | None = None,
+               arch: str | None = None) -> TlxcError | None:
     """The first interpreter diagnosis over ``seeds``, or None."""
     from ..interpreter import interpret
     kwargs = dict(kwargs)
@@ -73,7 +74,7 @@ def run_kernel(kfn, grid, args: tuple, kwargs: dict, *, seeds=SEEDS, num_warps: 
         kwargs.setdefault("num_warps", num_warps)
     for seed in seeds:
         try:
-            interpret(kfn, grid, tuple(_fresh(a) for a in args), dict(kwargs), seed=seed)
+            interpret(kfn, grid, tuple(_fresh(a) for a in args), dict(kwargs), seed=seed, arch=arch)
         except TlxcError as exc:
             schedule = "the default schedule" if seed is None else f"the interleaving of seed {seed}"
             exc.notes.append((f"found by 'tlxc check --run' on the interpreter under {schedule}", None))

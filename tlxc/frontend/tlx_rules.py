@@ -88,12 +88,27 @@ def _local_alloc(ctx, shape, dtype, num, storage=tlx.storage_kind.smem, reuse=No
     num = const_int(num, "num")
     if num < 1:
         raise SemanticError(f"'num' must be at least 1, got {num}", param="num")
-    if storage is not tlx.storage_kind.smem:
-        raise SemanticError(f"storage={storage} is not supported on this target yet (only tlx.storage_kind.smem; "
-                            f"tensor memory needs Blackwell support)", param="storage")
     if reuse is not None or layout is not None:
         raise SemanticError("'reuse' and 'layout' are not supported yet", param="reuse" if reuse else "layout")
+    if storage is tlx.storage_kind.tmem:
+        from ..ir.ops.tcgen05 import tmem_problem
+        _require_blackwell(ctx, "tensor memory (storage=tlx.storage_kind.tmem)", "storage")
+        problem = tmem_problem(shape, dtype)
+        if problem:
+            raise SemanticError(problem, param="shape")
+        return Tensor(ctx.b.value("tlx.local_alloc", [], MemDescType(shape, dtype, num, "tmem")))
+    if storage is not tlx.storage_kind.smem:
+        raise SemanticError(f"storage={storage} is not a local_alloc storage (tlx.storage_kind.smem or .tmem; "
+                            f"smemCluster names remote views)", param="storage")
     return Tensor(ctx.b.value("tlx.local_alloc", [], MemDescType(shape, dtype, num)))
+
+
+def _require_blackwell(ctx, what: str, param: str) -> None:
+    arch = ctx.options.arch
+    if arch != "sm_100a":
+        hint = " (the interpreter emulates sm_90a unless TLXC_INTERPRET_ARCH=sm_100a)" if arch == "sm_90a" else ""
+        raise SemanticError(f"{what} is only available on Blackwell (sm_100a); compiling for {arch}{hint}",
+                            param=param)
 
 
 @rule("local_view")
@@ -120,9 +135,26 @@ def _local_slice(ctx, buf, offset, shape):
     for o, s, full in zip(offset, shape, buf.type.shape):
         if isinstance(o, int) and o + s > full:
             raise SemanticError(f"slice [{o}, {o + s}) exceeds the buffer's extent {full}", param="offset")
+    if buf.type.storage == "tmem" and (len(shape) != 2 or not all(isinstance(o, int) for o in offset)
+                                        or offset[0] != 0 or shape[0] != buf.type.shape[0]):
+        raise SemanticError(f"a tensor-memory buffer is sliced by whole rows at constant column offsets "
+                            f"([0, col], [{buf.type.shape[0]}, n]), got offset {list(offset)} and shape "
+                            f"{list(shape)}", param="offset")
     offsets = [_i32(b, o, "offset").value for o in offset]
     t = MemDescType(shape, buf.type.element, 0, buf.type.storage, buf.type.perm)
     return Tensor(b.value("tlx.local_slice", [buf.value] + offsets, t))
+
+
+@rule("subslice")
+def _subslice(ctx, tmem_buf, offset, size):
+    buf = _memdesc(tmem_buf, "tmem_buf", view=True)
+    if buf.type.storage != "tmem":
+        raise SemanticError(f"subslice is only supported for tensor memory, got a {buf.type.storage} buffer",
+                            param="tmem_buf")
+    offset, size = const_int(offset, "offset"), const_int(size, "size")
+    if offset < 0 or size < 1:
+        raise SemanticError(f"'offset' must be >= 0 and 'size' >= 1, got {offset} and {size}", param="offset")
+    return _local_slice(ctx, buf, [0, offset], [buf.type.shape[0], size])
 
 
 @rule("local_trans")
@@ -467,6 +499,13 @@ def _async_dot(ctx, A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_c
                input_precision=None, out_dtype=T.f32):
     from ..ir.ops.mma_async import INPUT_TYPES, shape_problem
     b = ctx.b
+    if isinstance(acc, Tensor) and isinstance(acc.type, MemDescType) and acc.type.storage == "tmem":
+        return _tcgen05_mma(ctx, A, B, acc, use_acc, pred, mBarriers, two_ctas, force_async, input_precision,
+                            out_dtype)
+    if ctx.options.arch == "sm_100a":
+        raise SemanticError(f"on Blackwell (sm_100a) async_dot accumulates in tensor memory: 'acc' must be a "
+                            f"tensor-memory buffer (tlx.local_alloc((128, N), tl.float32, num, "
+                            f"storage=tlx.storage_kind.tmem)), got {S.describe(acc)}", param="acc")
     for name, value in (("mBarriers", mBarriers), ("two_ctas", two_ctas), ("force_async", force_async)):
         if value:
             raise SemanticError(f"'{name}' (tcgen05 MMA completion barriers / 2-CTA MMA) is not supported on "
@@ -526,6 +565,76 @@ def _async_dot(ctx, A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_c
         operands.append(flag.value)
     return Tensor(b.value("tlx.async_dot", operands, acc_t.type, has_use_acc=use_acc is not None,
                           input_precision=precision))
+
+
+def _tcgen05_mma(ctx, A, B, acc, use_acc, pred, mBarriers, two_ctas, force_async, input_precision, out_dtype):
+    """Blackwell's async_dot: ``acc`` (tensor memory) += A @ B, completion through ``mBarriers``."""
+    from ..ir.ops.tcgen05 import INPUT_TYPES, shape_problem
+    b = ctx.b
+    _require_blackwell(ctx, "tcgen05 async_dot (an accumulator in tensor memory)", "acc")
+    if two_ctas:
+        raise SemanticError("2-CTA tcgen05 MMA (two_ctas=True) is not supported yet", param="two_ctas")
+    acc = _memdesc(acc, "acc", view=True)
+    if isinstance(A, Tensor) and not isinstance(A.type, MemDescType):
+        raise SemanticError(f"register operand is not supported on Blackwell: 'A' must be a shared buffer, got "
+                            f"{S.describe(A)}", param="A")
+    a = _memdesc(A, "A", view=True)
+    bm = _memdesc(B, "B", view=True)
+    for t, what in ((a, "A"), (bm, "B")):
+        if t.type.storage != "smem":
+            raise SemanticError(f"'{what}' must be a shared-memory buffer (tensor-memory A operands are not "
+                                f"supported yet), got a {t.type.storage} buffer", param=what)
+    (m, k), (k2, n) = a.type.shape, bm.type.shape
+    if k != k2:
+        raise SemanticError(f"inner dimensions differ: A is {m}x{k} but B is {k2}x{n} (K = {k} vs {k2})",
+                            param="B")
+    if a.type.element != bm.type.element:
+        raise SemanticError(f"A and B must have one element type, got {a.type.element} and {bm.type.element}",
+                            param="B")
+    element = a.type.element
+    if element.name not in INPUT_TYPES:
+        raise SemanticError(f"tcgen05 inputs must be float16, bfloat16, float8e4nv, float8e5 or float32 (tf32), "
+                            f"got {element}", param="A")
+    if tuple(acc.type.shape) != (m, n):
+        raise SemanticError(f"'acc' is {list(acc.type.shape)}, expected {[m, n]} (M x N)", param="acc")
+    if acc.type.element != T.f32 or const_dtype(out_dtype, "out_dtype") != T.f32:
+        raise SemanticError(f"tcgen05 accumulates in float32: 'acc' holds {acc.type.element}", param="acc")
+    problem = shape_problem(m, n, k, element)
+    if problem:
+        raise SemanticError(f"not a tcgen05 shape: {problem}")
+    precision = constexpr(input_precision, "input_precision")
+    if element == T.f32:
+        if precision not in (None, "tf32"):
+            raise SemanticError(f"tcgen05 multiplies float32 inputs as tf32; 'input_precision' must be 'tf32' (or "
+                                f"None), got {precision!r}", param="input_precision")
+        precision = "tf32"
+    elif precision not in (None, "ieee", "tf32"):
+        raise SemanticError(f"'input_precision' must be 'ieee', 'tf32' or None, got {precision!r}",
+                            param="input_precision")
+    else:
+        precision = "ieee"
+    if isinstance(mBarriers, Tensor):
+        mBarriers = [mBarriers]
+    if not isinstance(mBarriers, (list, tuple)):
+        raise SemanticError(f"'mBarriers' must be a list of mbarriers, got {S.describe(mBarriers)}",
+                            param="mBarriers")
+    bars = [_barrier(bar, "mBarriers").value for bar in mBarriers]
+    flag = _pred(b, True if use_acc is None else use_acc)
+    if isinstance(use_acc, Tensor) and use_acc.is_block:
+        raise SemanticError(f"'use_acc' must be a scalar boolean, got {S.describe(use_acc)}", param="use_acc")
+    preds = _pred(b, pred)
+    sync = not bars and not constexpr(force_async, "force_async")
+    b.create("tlx.tcgen05_mma", [a.value, bm.value, acc.value] + flag + preds + bars, [],
+             {"has_pred": bool(preds), "num_barriers": len(bars), "sync": sync, "input_precision": precision})
+    return None
+
+
+@rule("tcgen05_commit")
+def _tcgen05_commit(ctx, mBarrier, two_ctas=False):
+    _require_blackwell(ctx, "tcgen05_commit", "mBarrier")
+    if two_ctas:
+        raise SemanticError("2-CTA tcgen05 (two_ctas=True) is not supported yet", param="two_ctas")
+    ctx.b.create("tlx.tcgen05_commit", [_barrier(mBarrier, "mBarrier").value])
 
 
 @rule("async_dot_wait")

@@ -26,19 +26,21 @@ from .scheduler import PREEMPT, AsyncEvent, Blocked, Scheduler, Task
 
 def interpret(kernel_fn, grid=None, args: tuple = (), kwargs: dict | None = None, *,
               num_warps: int | None = None, seed: int | None = None, order: str = "sequential",
-              out: TextIO | None = None):
+              out: TextIO | None = None, arch: str | None = None):
     """Run ``kernel_fn[grid](*args, **kwargs)`` on the CPU interpreter.
 
     ``interpret(kernel)`` with no grid returns a launchable wrapper instead:
     ``interpret(kernel)[grid](*args, **kwargs)``.  ``order="shuffled"`` runs
     the programs in a permutation drawn from ``seed``; ``seed`` also picks the
     interleaving of each program's tasks.  ``out`` receives ``tl.device_print``
-    lines (default: sys.stdout).
+    lines (default: sys.stdout).  ``arch`` (default ``TLXC_INTERPRET_ARCH``, else
+    sm_90a) picks the architecture whose ops the kernel may use (sm_100a: tensor
+    memory and tcgen05).
     """
     if grid is None:
         return InterpretedKernel(kernel_fn, seed=seed, order=order, out=out)
     return interpret_launch(kernel_fn, grid, tuple(args), dict(kwargs or {}), num_warps=num_warps,
-                            seed=seed, order=order, out=out)
+                            seed=seed, order=order, out=out, arch=arch)
 
 
 __all__ = [

@@ -61,13 +61,25 @@ def normalize_grid(grid, meta: dict[str, Any]) -> tuple[int, int, int]:
     return grid + (1,) * (3 - len(grid))
 
 
-def _runner(kfn, spec: Specialization, num_warps: int, cluster=None) -> KernelRunner:
+def interpret_arch(arch: str | None = None) -> str:
+    """The architecture the interpreter emulates (which of Hopper's and Blackwell's
+    ops a kernel may use): ``arch`` if given, else ``TLXC_INTERPRET_ARCH``, else sm_90a."""
+    from ..compiler import ARCHS
+    arch = arch or os.environ.get("TLXC_INTERPRET_ARCH", "").strip() or "sm_90a"
+    if arch not in ARCHS:
+        raise LaunchError(f"unknown interpreter arch '{arch}' (TLXC_INTERPRET_ARCH or arch=; expected one of "
+                          f"{', '.join(ARCHS)})")
+    return arch
+
+
+def _runner(kfn, spec: Specialization, num_warps: int, cluster=None, arch: str | None = None) -> KernelRunner:
     from ..compiler import frontend
+    arch = interpret_arch(arch)
     cache = _RUNNERS.setdefault(kfn, {})
-    key = (spec.key(), num_warps, cluster)
+    key = (spec.key(), num_warps, cluster, arch)
     runner = cache.get(key)
     if runner is None:
-        module = frontend(kfn, spec, num_warps=num_warps, cluster=cluster)
+        module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
         runner = cache[key] = KernelRunner(module)
     return runner
 
@@ -87,11 +99,11 @@ def _scalar_argument(name: str, value, t: ScalarType):
 
 def interpret_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
                      num_warps: int | None = None, seed: int | None = None, order: str = "sequential",
-                     out: TextIO | None = None) -> None:
+                     out: TextIO | None = None, arch: str | None = None) -> None:
     """Run ``kfn[grid](*args, **kwargs)`` on the CPU interpreter."""
     if order not in ("sequential", "shuffled"):
         raise LaunchError(f"order must be 'sequential' or 'shuffled', got {order!r}")
-    runner, grid3, memory, values = prepare_launch(kfn, grid, args, kwargs, num_warps=num_warps)
+    runner, grid3, memory, values = prepare_launch(kfn, grid, args, kwargs, num_warps=num_warps, arch=arch)
     dims = cluster_dims((kwargs or {}).get("ctas_per_cga"))
     if dims is not None:
         check_cluster_grid(kfn.__name__, dims, grid3)
@@ -115,13 +127,14 @@ def program_seed(seed: int | None, pid: tuple[int, int, int]) -> int | None:
 
 
 def prepare_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
-                   num_warps: int | None = None) -> tuple[KernelRunner, tuple[int, int, int], GlobalMemory, list]:
+                   num_warps: int | None = None,
+                   arch: str | None = None) -> tuple[KernelRunner, tuple[int, int, int], GlobalMemory, list]:
     """What every program of a launch runs on: (runner, 3-D grid, global
     memory holding the arguments, the kernel's runtime argument values)."""
     spec, bound, options = specialize(kfn, tuple(args), dict(kwargs or {}))
     warps = int(options.get("num_warps", num_warps if num_warps is not None else 4))
     grid3 = normalize_grid(grid, {**bound, **options})
-    runner = _runner(kfn, spec, warps, cluster_dims(options.get("ctas_per_cga")))
+    runner = _runner(kfn, spec, warps, cluster_dims(options.get("ctas_per_cga")), arch)
     memory = GlobalMemory()
     runtime = spec.runtime_params()
     for name, t in runtime:

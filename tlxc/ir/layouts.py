@@ -733,6 +733,20 @@ def _wgmma_accumulator(shape: Coords, num_warps: int,
     return _fit_to_shape(shape, register, list(_ACC_LANE), warp, (1, 0))
 
 
+def tmem_layout(shape: Sequence[int], num_warps: int) -> Layout:
+    """Registers of a tcgen05.ld / tcgen05.st of the 32x32b shape: row r of a
+    [128, N] tensor-memory tile in thread r of the warp group (lane r % 32 of
+    warp r // 32, the lanes that warp may access), its N columns in that
+    thread's registers."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != 2 or shape[0] != 128:
+        raise ValueError(f"expected a [128, N] tensor-memory tile, got {list(shape)}")
+    if num_warps != 4:
+        raise ValueError(f"tensor memory moves to and from the registers of one warp group (4 warps, one row "
+                         f"per thread), not {num_warps} warps")
+    return blocked(shape, [1, shape[1]], [32, 1], [4, 1], [1, 0])
+
+
 def mma_operand_layout(shape: Sequence[int], op_idx: int, parent_acc_layout: Layout,
                        elem_bits: int) -> Layout:
     """Register layout of the A (``op_idx=0``, [M, K]) or B (``op_idx=1``, [K, N])

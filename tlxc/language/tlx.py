@@ -223,14 +223,34 @@ def async_descriptor_store_wait(pendings):
     """Wait until at most ``pendings`` TMA stores still read shared memory."""
 
 
-# -- asynchronous MMA (Hopper wgmma) -------------------------------------------------------------
+# -- asynchronous MMA (Hopper wgmma, Blackwell tcgen05) ------------------------------------------
 @builtin
 def async_dot(A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_ctas=False, force_async=False,
               input_precision=None, out_dtype=float32):
-    """Issue ``(use_acc ? acc : 0) + A @ B`` on the tensor cores (wgmma) and
-    return the accumulator asynchronously: read it only after
-    ``async_dot_wait``.  ``A``: a shared buffer or a register tensor [M, K];
-    ``B``: a shared buffer [K, N] (a ``local_trans`` view for K-major B)."""
+    """``(use_acc ? acc : 0) + A @ B`` on the tensor cores.
+
+    Hopper (wgmma; ``acc`` a register tensor): returns the accumulator
+    asynchronously: read it only after ``async_dot_wait``.  ``A``: a shared
+    buffer or a register tensor [M, K]; ``B``: a shared buffer [K, N] (a
+    ``local_trans`` view for K-major B).
+
+    Blackwell (tcgen05; ``acc`` a tensor-memory buffer [128, N]): writes
+    ``acc`` in place and returns None.  With ``mBarriers`` (or
+    ``force_async``) it is asynchronous and the hardware arrives once on each
+    barrier when the MMA (and every earlier tcgen05 op of the task) is done;
+    without, it returns once the product is in ``acc``.  ``use_acc`` defaults
+    to True (accumulate); ``pred`` skips the MMA where false."""
+
+
+@builtin
+def tcgen05_commit(mBarrier, two_ctas=False):
+    """Arrive once on ``mBarrier`` when every tcgen05 MMA this task issued so far is
+    done (Blackwell)."""
+
+
+@builtin
+def subslice(tmem_buf, offset, size):
+    """Columns ``offset .. offset + size`` of a [128, N] tensor-memory buffer."""
 
 
 @builtin

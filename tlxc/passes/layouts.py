@@ -290,12 +290,23 @@ class _KernelRewriter:
 
     def rule_tlx_local_load(self, op):
         rtype = op.results[0].type
-        self.copy(op, [self.get(op.operands[0])], [rtype.with_layout(self.default_layout(rtype))])
+        layout = self.tmem_layout(op, op.operands[0]) or self.default_layout(rtype)
+        self.copy(op, [self.get(op.operands[0])], [rtype.with_layout(layout)])
 
     def rule_tlx_local_store(self, op):
         view, value = op.operands
-        layout = self.natural(value) or self.default_layout(value.type)
+        layout = self.tmem_layout(op, view) or self.natural(value) or self.default_layout(value.type)
         self.copy(op, [self.get(view), self.get(value, layout)])
+
+    def tmem_layout(self, op, view):
+        """The tcgen05.ld/st register layout when ``view`` is in tensor memory, else None."""
+        if getattr(view.type, "storage", "smem") != "tmem":
+            return None
+        try:
+            return L.tmem_layout(view.type.shape, self.num_warps)
+        except ValueError as exc:
+            raise LayoutError(f"{op.name} of tensor memory in a task of {self.num_warps} warps: {exc}",
+                              op.loc) from None
 
     def rule_tlx_async_load(self, op):
         ptrs = op.operands[0]

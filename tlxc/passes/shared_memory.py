@@ -14,6 +14,7 @@ import os
 
 from ..errors import CompilationError, ResourceError
 from ..ir.core import Module
+from ..ir.ops.tcgen05 import TMEM_COLUMNS, tmem_columns
 from .manager import Pass
 
 # Largest dynamic shared memory per block (opt-in), bytes.
@@ -41,6 +42,7 @@ class AllocateShared(Pass):
 def allocate_kernel(kernel, arch: str) -> None:
     top_level = {id(op) for op in kernel.regions[0].ops}
     offset, entries = 0, []
+    columns, tmem_entries = 0, []
     for op in kernel.walk():
         if op.name not in ("tlx.local_alloc", "tlx.alloc_barriers"):
             continue
@@ -48,6 +50,13 @@ def allocate_kernel(kernel, arch: str) -> None:
             raise CompilationError(f"{op.name.replace('tlx.', 'tlx.')} must be at the top level of the kernel, "
                                    f"not inside a loop, branch or async task (allocations are static)", op.loc)
         t = op.results[0].type
+        if op.name == "tlx.local_alloc" and t.storage == "tmem":
+            op.attrs["column"] = columns
+            size = t.num * tmem_columns(t)
+            tmem_entries.append((op.results[0].name_hint or "?", f"{t.num} x {'x'.join(map(str, t.shape))} "
+                                 f"{t.element}", size, op.loc))
+            columns += size
+            continue
         if op.name == "tlx.local_alloc":
             size = t.num * t.buffer_bytes
             align = SWIZZLED_BUFFER_ALIGN if op.attrs.get("swizzle") else BUFFER_ALIGN
@@ -60,10 +69,27 @@ def allocate_kernel(kernel, arch: str) -> None:
         entries.append((op.results[0].name_hint or "?", what, size, op.loc))
         offset += size
     kernel.attrs["shared_bytes"] = offset
+    if tmem_entries:
+        kernel.attrs["tmem_columns"] = tmem_allocation(columns)
+    if columns > TMEM_COLUMNS:
+        raise ResourceError(f"the kernel's tensor-memory buffers need {columns} columns, more than the "
+                            f"{TMEM_COLUMNS} columns (128 lanes x 32 bits each) of tensor memory on {arch}:\n"
+                            + "\n".join(_entry_lines(tmem_entries, "columns")), kernel.loc)
     limit = SHARED_LIMIT.get(arch, 49152)
     if offset > limit:
-        lines = [f"  {name}: {what} = {size} bytes ({os.path.basename(loc.file)}:{loc.line})" if loc else
-                 f"  {name}: {what} = {size} bytes" for name, what, size, loc in entries]
         raise ResourceError(f"the kernel's shared buffers and barriers need {offset} bytes, more than the "
-                            f"{limit} bytes of shared memory a block may use on {arch}:\n" + "\n".join(lines),
-                            kernel.loc)
+                            f"{limit} bytes of shared memory a block may use on {arch}:\n"
+                            + "\n".join(_entry_lines(entries, "bytes")), kernel.loc)
+
+
+def _entry_lines(entries, unit: str) -> list[str]:
+    return [f"  {name}: {what} = {size} {unit} ({os.path.basename(loc.file)}:{loc.line})" if loc else
+            f"  {name}: {what} = {size} {unit}" for name, what, size, loc in entries]
+
+
+def tmem_allocation(columns: int) -> int:
+    """Columns to ``tcgen05.alloc`` for ``columns`` used: a power of two, at least 32."""
+    n = 32
+    while n < columns:
+        n *= 2
+    return n

@@ -1,0 +1,134 @@
+"""Blackwell's tensor memory and MMA (tcgen05): ``tlx.tcgen05_mma`` and
+``tlx.tcgen05_commit`` (TLX semantics, ``tlx_api.md`` §1.2, §1.5).
+
+Tensor memory (TMEM) is per-SM storage of 128 lanes x 512 columns of 32 bits
+next to the tensor cores.  A ``tlx.local_alloc(..., storage=tmem)`` buffer
+of shape [128, N] (32-bit elements) takes N columns; its rows are the
+lanes.  ``tlx.local_load`` / ``tlx.local_store`` move it to and from
+registers (row r of the tile in thread r of the task's warp group).
+
+``tlx.tcgen05_mma`` issues ``acc = (use_acc ? acc : 0) + a @ b`` with ``a``
+and ``b`` in shared memory and ``acc`` in tensor memory.  One thread issues
+it; the MMAs of a task run in issue order.  The op returns at once: the
+shared operands are read, and ``acc`` written, until the MMA completes.
+Completion is observed only through mbarriers: each barrier operand gets
+one arrival when this MMA and every earlier tcgen05 op of the task are done
+(the ``mBarriers=`` of ``tlx.async_dot``), as does ``tlx.tcgen05_commit``'s.
+A synchronous ``async_dot`` (no barriers) is the MMA followed by a wait for
+its completion: ``attrs.sync``.
+"""
+from __future__ import annotations
+
+from ..core import Operation
+from ..types import BarrierType, MemDescType, ScalarType, i1
+from ._rules import expect_results, expect_type
+
+INPUT_TYPES = ("f16", "bf16", "f8e4m3", "f8e5m2", "f32")
+TMEM_LANES = 128
+TMEM_COLUMNS = 512          # 32-bit columns per SM (and per CTA: one CTA per SM when it uses them all)
+
+
+def k_step(element: ScalarType) -> int:
+    """K of one tcgen05.mma instruction: 16 for 16-bit inputs, 32 for fp8, 8 for tf32."""
+    return {1: 32, 2: 16, 4: 8}[element.bytes]
+
+
+def tmem_columns(t: MemDescType) -> int:
+    """Tensor-memory columns one buffer of ``t`` takes: one per 32-bit element of a row."""
+    return t.shape[-1] * t.element.bytes // 4
+
+
+def tmem_problem(shape, element: ScalarType) -> str | None:
+    """Why a tensor-memory buffer of ``shape`` x ``element`` is not supported, or None."""
+    if len(shape) != 2:
+        return f"tensor-memory buffers are 2-D [rows, columns], got shape {list(shape)}"
+    if shape[0] != TMEM_LANES:
+        return (f"tensor-memory buffers have {TMEM_LANES} rows (one per lane), got {shape[0]} (M = 64 "
+                f"accumulators are not supported yet)")
+    if element.bytes != 4:
+        return (f"tensor-memory buffers hold 32-bit elements (accumulators: float32 or int32), got {element} "
+                f"(16-bit operands in tensor memory are not supported yet)")
+    if shape[1] < 1 or shape[1] > TMEM_COLUMNS:
+        return f"a tensor-memory buffer has 1 to {TMEM_COLUMNS} columns, got {shape[1]}"
+    return None
+
+
+def shape_problem(m: int, n: int, k: int, element: ScalarType) -> str | None:
+    """Why (M, N, K) is not a single-CTA tcgen05 shape for ``element`` inputs, or None."""
+    if m != TMEM_LANES:
+        return f"M must be {TMEM_LANES} (one accumulator row per tensor-memory lane), got M={m}"
+    if not 16 <= n <= 256 or n % 16:
+        return f"N must be a multiple of 16 between 16 and 256 for M = 128, got N={n}"
+    step = k_step(element)
+    if k % step:
+        return f"K must be a multiple of {step} for {element} inputs, got K={k}"
+    return None
+
+
+def _is_barrier_view(t) -> bool:
+    return isinstance(t, BarrierType) and not t.num and not t.remote
+
+
+class TcGen05MmaOp(Operation):
+    """``acc = (use_acc ? acc : 0) + a @ b`` on tcgen05, asynchronously.
+
+    Operands: ``a`` (shared, M x K), ``b`` (shared, K x N; a ``local_trans``
+    view is stored N x K), ``acc`` (tensor memory, M x N f32), ``use_acc``
+    (i1), ``pred`` (i1) when ``attrs.has_pred``, then ``attrs.num_barriers``
+    mbarrier views that the completion arrives on.  ``attrs.sync``: wait for
+    completion before going on.  ``attrs.input_precision``: ``ieee`` or
+    ``tf32`` (f32 inputs).  No results.
+    """
+
+    name = "tlx.tcgen05_mma"
+
+    def verify(self):
+        expect_results(self, 0)
+        has_pred = bool(self.attrs.get("has_pred"))
+        num_barriers = self.attrs.get("num_barriers", 0)
+        expected = 4 + has_pred + num_barriers
+        if len(self.operands) != expected:
+            raise self.error(f"expected {expected} operands (a, b, acc, use_acc{', pred' if has_pred else ''}, "
+                             f"{num_barriers} barriers), got {len(self.operands)}")
+        a, b, acc = (v.type for v in self.operands[:3])
+        for t, what, storage in ((a, "a", "smem"), (b, "b", "smem"), (acc, "acc", "tmem")):
+            if not isinstance(t, MemDescType) or t.num or t.storage != storage:
+                raise self.error(f"expected {what} to be one {storage} buffer, got {t}")
+        (m, k), (k2, n) = a.shape, b.shape
+        if k != k2 or tuple(acc.shape) != (m, n):
+            raise self.error(f"expected a [M, K] @ b [K, N] into acc [M, N], got {a}, {b}, {acc}")
+        if a.element != b.element or a.element.name not in INPUT_TYPES:
+            raise self.error(f"expected a and b of one type in {', '.join(INPUT_TYPES)}, got {a.element} and "
+                             f"{b.element}")
+        if acc.element.name != "f32":
+            raise self.error(f"expected an f32 accumulator, got {acc.element}")
+        problem = shape_problem(m, n, k, a.element)
+        if problem:
+            raise self.error(f"expected a tcgen05 shape: {problem}")
+        precision = self.attrs.get("input_precision", "ieee")
+        if precision not in ("ieee", "tf32") or (precision == "tf32") != (a.element.name == "f32"):
+            raise self.error(f"expected input_precision 'tf32' for f32 inputs and 'ieee' otherwise, got "
+                             f"{precision!r}")
+        for v in self.operands[3:4 + has_pred]:
+            expect_type(self, v.type, i1, "use_acc/pred")
+        for v in self.operands[4 + has_pred:]:
+            if not _is_barrier_view(v.type):
+                raise self.error(f"expected local mbarrier views, got {v.type}")
+        if self.attrs.get("sync") and num_barriers:
+            raise self.error("a synchronous tcgen05 MMA has no completion barriers")
+
+    @property
+    def barriers(self):
+        return self.operands[4 + bool(self.attrs.get("has_pred")):]
+
+
+class TcGen05CommitOp(Operation):
+    """One arrival on the barrier operand once every tcgen05 op the task issued
+    before it is done."""
+
+    name = "tlx.tcgen05_commit"
+
+    def verify(self):
+        expect_results(self, 0)
+        if len(self.operands) != 1 or not _is_barrier_view(self.operands[0].type):
+            raise self.error("expected one local mbarrier view")
