@@ -57,6 +57,7 @@ def check_function(kfn, spec, *, arch: str = "sm_90a", num_warps: int = 4, clust
         try:
             allocate_kernel(kernel, arch)
         except TlxcError as exc:
-            findings.append(Finding(exc.message, exc.loc, list(exc.notes), check="resource.shared-memory",
+            memory = "tensor-memory" if "tensor-memory" in exc.message else "shared-memory"
+            findings.append(Finding(exc.message, exc.loc, list(exc.notes), check=f"resource.{memory}",
                                     kind="resource"))
     return findings

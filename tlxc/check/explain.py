@@ -36,7 +36,7 @@ from .findings import WARNING, Finding
 from .simulate import Failure, Simulator
 from .trace import BarrierArray, Event, TaskTrace, clean_name
 
-ARRIVALS = ("arrive", "expect")
+ARRIVALS = ("arrive", "expect", "tcdone")    # tcdone: a tcgen05 completion (mBarriers=, tcgen05_commit)
 WRITES = ("copy", "write", "tmawrite")
 
 
@@ -61,7 +61,7 @@ class Context:
         return found
 
     def weight(self, e: Event) -> int:
-        if e.kind == "expect":
+        if e.kind in ("expect", "tcdone"):
             return 1
         return e.amount * (self.task(e.task).threads if e.array.per_thread else 1)
 
@@ -158,19 +158,33 @@ def tx_bytes(ctx: Context, t: int, e: Event) -> Finding | None:
                    e.loc, notes, "barrier.tx-bytes")
 
 
+def _arrived_arrays(op: Operation) -> list:
+    """The barrier allocations ``op`` arrives on (an arrive, an expect, a tcgen05 completion)."""
+    if op.name in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes", "tlx.tcgen05_commit"):
+        return [_array_op(op)]
+    if op.name == "tlx.tcgen05_mma":
+        return [_view_owner(v) for v in op.barriers]
+    return []
+
+
 def no_arrival(ctx: Context, t: int, e: Event) -> Finding | None:
     alloc = e.array.op
     for op in ctx.kernel.walk():
-        if op.name in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes") and _array_op(op) is alloc:
+        if alloc in _arrived_arrays(op):
             return None
     return Finding(f"{task_label(ctx.task(t))} waits for phase {e.parity} of {barrier_use(e)}, but no task ever "
-                   f"arrives on {e.array.label()} (no tlx.barrier_arrive or tlx.barrier_expect_bytes on it anywhere "
-                   f"in the kernel): the wait can never return",
+                   f"arrives on {e.array.label()} (no tlx.barrier_arrive, tlx.barrier_expect_bytes, "
+                   f"tlx.tcgen05_commit or async_dot mBarriers= names it anywhere in the kernel): the wait can never "
+                   f"return",
                    e.loc, [(f"{e.array.label()} is allocated here", e.array.loc)], "barrier.no-arrival")
 
 
 def _array_op(op: Operation):
-    bar = op.operands[0] if op.operands else None
+    return _view_owner(op.operands[0] if op.operands else None)
+
+
+def _view_owner(bar):
+    """The allocation a barrier value (or a view of one) comes from."""
     owner = getattr(bar, "owner", None)
     if isinstance(owner, Operation) and owner.name == "tlx.local_view":
         owner = getattr(owner.operands[0], "owner", None)
@@ -214,7 +228,7 @@ def accounting(ctx: Context, array: BarrierArray, anchor) -> Finding | None:
 def _none_run(ctx, array, waiter, uses, anchor) -> Finding | None:
     """Arrives on the array exist in the kernel, but none runs in this execution."""
     ops = [op for op in ctx.kernel.walk()
-           if op.name in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes") and _array_op(op) is array.op]
+           if array.op in _arrived_arrays(op)]
     if not ops or anchor is None:
         return None
     lines = ", ".join(where(op.loc) for op in ops)
@@ -695,12 +709,47 @@ def _mma_race(ctx: Context, e: Event, other, task: TaskTrace, owner: TaskTrace, 
                    "race.async-dot")
 
 
+def _tcgen05_race(ctx: Context, e: Event, other, task: TaskTrace, owner: TaskTrace, slot: str) -> Finding:
+    """An access that conflicts with a tcgen05 MMA still in flight: only a wait on a
+    barrier its completion arrives on (mBarriers=, tcgen05_commit) orders it."""
+    what = "reads" if other.kind == "tcread" else "writes its accumulator in"
+    doing = "reads" if e.kind in ("read", "tmastore", "mma", "tcread") else "overwrites"
+    notes = [(f"the tcgen05 MMA that {what} {slot} is issued here", other.event.loc)]
+    released = [x for x in owner.events if x.kind == "arrive" and x.op is not None
+                and owner.events.index(x) > owner.events.index(other.event)][:1]
+    if released and e.task != other.task:
+        arrive = released[0]
+        notes.append(((f"{task_label(owner)} arrives on {arrive.array.label(arrive.slot)} here, while the MMA "
+                       f"may still run"), arrive.loc))
+        why = (f"{task_label(owner)} releases {barrier_use(arrive)} with tlx.barrier_arrive ({where(arrive.loc)}) "
+               f"right after issuing the MMA, which says nothing about the MMA's completion; let the MMA release "
+               f"it (async_dot(..., mBarriers=[...])) or wait for its completion first")
+        return Finding(f"race: slot released before the MMA that reads it completed: {task_label(task)} {doing} "
+                       f"{slot} ({where(e.loc)}) while the tcgen05 MMA of {task_label(owner)} "
+                       f"({where(other.event.loc)}) may still be running: {why}", e.loc, notes,
+                       "race.mma-early-release")
+    why = ("no wait on a barrier that the MMA's completion arrives on (async_dot mBarriers=, tlx.tcgen05_commit) "
+           "orders the MMA before this access")
+    return Finding(f"race: {task_label(task)} {doing} {slot} ({where(e.loc)}) while the tcgen05 MMA of "
+                   f"{task_label(owner)} ({where(other.event.loc)}) {what} it: {why}", e.loc, notes, "race.tcgen05")
+
+
 def race(ctx: Context, failure: Failure) -> Finding:
     e, other = failure.event, failure.other
     task, owner = ctx.task(e.task), ctx.task(other.task)
     slot = e.array.label(e.slot)
     if other.kind == "mma":
         return _mma_race(ctx, e, other, task, owner, slot)
+    if other.kind in ("tcread", "tcacc"):
+        return _tcgen05_race(ctx, e, other, task, owner, slot)
+    if e.kind in ("tcread", "tcacc"):
+        what = "reads" if e.kind == "tcread" else "accumulates into"
+        verb = {"read": "reads", "tmastore": "TMA-stores"}.get(other.kind, "writes")
+        return Finding(f"race: the tcgen05 MMA of {task_label(task)} {what} {slot} ({where(e.loc)}) while "
+                       f"{task_label(owner)} may still be accessing it ({verb}, {where(other.event.loc)}): nothing "
+                       f"orders that access before the MMA is issued; wait for the slot's release (the barrier "
+                       f"{task_label(owner)} arrives on when done with it) before issuing the MMA", e.loc,
+                       [(f"{task_label(owner)} accesses the slot here", other.event.loc)], "race.tcgen05")
     if other.kind == "copy":
         verb = "reads" if e.kind == "read" else "writes"
         if other.task == e.task:
@@ -730,7 +779,8 @@ def race(ctx: Context, failure: Failure) -> Finding:
                        f"copy (the slot must be released and its release waited for before it is refilled)",
                        e.loc, [(f"{task_label(owner)} accesses the slot here", other.event.loc)], "race.overwrite")
     verbs = {"read": "reads", "write": "writes", "tmawrite": "overwrites with a TMA load", "mma":
-             "reads with an async_dot", "tmastore": "TMA-stores"}
+             "reads with an async_dot", "tmastore": "TMA-stores", "tcread": "reads with a tcgen05 MMA",
+             "tcacc": "accumulates into"}
     return Finding(f"race: {task_label(task)} {verbs[e.kind]} {slot} ({where(e.loc)}) while {task_label(owner)} "
                    f"{verbs.get(other.event.kind, verbs[other.kind])} it ({where(other.event.loc)}) with nothing ordering the two accesses",
                    e.loc, [(f"{task_label(owner)} accesses the slot here", other.event.loc)], "race.shared")

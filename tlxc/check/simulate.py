@@ -21,7 +21,8 @@ task finishes):
   cp.async copy, that nothing orders (a copy is ordered by the issuing task's
   ``wait_group``, then by whatever orders that point; an ``async_dot``'s
   operand read likewise by its ``async_dot_wait``; a TMA load's write by the
-  barrier its bytes complete);
+  barrier its bytes complete; a tcgen05 MMA's accesses by a barrier its
+  completion arrives on);
 * ``txbytes``: TMA loads deliver more bytes into a barrier phase than
   ``barrier_expect_bytes`` announced for it;
 * ``open-round``: every task finished, but a named barrier still has a round
@@ -40,8 +41,9 @@ from dataclasses import dataclass, field
 from ..interpreter.barrier import MBarrier
 from .trace import Event, TaskTrace, TooLong
 
-READS = ("read", "mma")          # accesses that only read the slot
-ASYNC = ("copy", "mma")          # accesses in flight until a wait_group / async_dot_wait retires them
+READS = ("read", "mma", "tcread")          # accesses that only read the slot
+ASYNC = ("copy", "mma", "tcread", "tcacc")  # accesses in flight until something retires them
+ENGINE = ("tcread", "tcacc")     # tcgen05 accesses: retired by the task's MMA engine (see do_tcdone)
 SCHEDULES = ("in-order", "reverse", "round-robin", "random-0", "random-1")
 MAX_STEPS = 200_000
 
@@ -129,7 +131,11 @@ class Simulator:
         self.pos = [0] * n
         self.started = [False] * n
         self.done = [False] * n
-        self.clocks = [[0] * n for _ in range(n)]
+        # entries n..2n-1 of a vector clock are the tasks' tcgen05 engines: an MMA completes
+        # on the engine, which only a wait on a barrier the completion arrived on observes
+        self.clocks = [[0] * (2 * n) for _ in range(n)]
+        self.engines = [[0] * (2 * n) for _ in range(n)]
+        self.tc_pending: list[list[Access]] = [[] for _ in range(n)]
         self.barriers: dict = {}
         self.named: dict[int, NamedBarrier] = {}
         self.named_waiting: dict[int, tuple[NamedBarrier, int]] = {}
@@ -301,6 +307,45 @@ class Simulator:
         self.retire_groups(t, e, self.mma_groups)
         return True
 
+    # -- tcgen05 (Blackwell MMA) -------------------------------------------------------------------
+    def do_tcread(self, t: int, e: Event) -> bool:
+        self.tc_pending[t].append(self.access(t, e, "tcread"))
+        return True
+
+    def do_tcacc(self, t: int, e: Event) -> bool:
+        self.tc_pending[t].append(self.access(t, e, "tcacc"))
+        return True
+
+    def complete_engine(self, t: int, e: Event) -> list[int]:
+        """Task ``t``'s MMAs issued so far complete: the engine learns the issuer's
+        clock, ticks, and retires their accesses at that tick."""
+        engine = self.engines[t] = _join(self.engines[t], self.tick(t))
+        engine[self.n + t] += 1
+        for access in self.tc_pending[t]:
+            access.retire, access.retire_event = engine[self.n + t], e
+        self.tc_pending[t] = []
+        return engine
+
+    def do_tcdone(self, t: int, e: Event) -> bool:
+        """The completion of the task's MMAs so far arrives once on a barrier
+        (``mBarriers=``, ``tcgen05_commit``), carrying the engine's clock."""
+        state = self.slot(e)
+        if state.bar.pending < 1:
+            self.fail("overflow", e, detail=state.bar.state())
+        engine = self.complete_engine(t, e)
+        state.clock = _join(state.clock, engine)
+        state.arrivals.append((t, e))
+        before = state.bar.completed_phases
+        state.bar.arrive(1)
+        if state.bar.completed_phases > before:
+            state.phase_completed()
+        return True
+
+    def do_tcsync(self, t: int, e: Event) -> bool:
+        """A synchronous MMA: the task waits for its engine."""
+        self.clocks[t] = _join(self.clocks[t], self.complete_engine(t, e))
+        return True
+
     def retire_groups(self, t: int, e: Event, table: list) -> None:
         """Retire all but the newest ``e.amount`` committed groups of task ``t``
         (``async_load_wait_group`` and ``async_dot_wait`` alike)."""
@@ -415,6 +460,12 @@ class Simulator:
         records = self.accesses.setdefault(e.key, [])
         for old in records:
             if not overlaps(old.box, new.box) or (kind in READS and old.kind in READS):
+                continue
+            if old.kind in ENGINE:
+                if old.task == t and kind in ENGINE:
+                    continue              # one task's MMAs run in issue order
+                if old.retire is None or clock[self.n + old.task] < old.retire:
+                    self.fail("race", e, other=old)
                 continue
             if old.task == t:
                 if old.kind == "copy" and kind != "copy" and old.retire is None:

@@ -104,7 +104,7 @@ class BufferRef:
 @dataclass(eq=False)
 class Event:
     kind: str                # wait arrive expect nwait narrive copy commit waitgroup read write spawn join
-    #                          tma tmawrite tmastore fence mma mmacommit mmawait
+    #                          tma tmawrite tmastore fence mma mmacommit mmawait tcread tcacc tcdone tcsync
     op: Operation | None
     task: int
     array: object = None     # BarrierArray or BufferArray
@@ -150,7 +150,7 @@ class TaskTrace:
 SYNC_OPS = frozenset({"tlx.barrier_wait", "tlx.barrier_arrive", "tlx.barrier_expect_bytes",
                       "tlx.named_barrier_wait", "tlx.named_barrier_arrive", "tlx.async_commit_group",
                       "tlx.async_wait_group", "tlx.async_tasks", "tlx.async_descriptor_load",
-                      "tlx.async_dot_wait"})
+                      "tlx.async_dot_wait", "tlx.tcgen05_mma", "tlx.tcgen05_commit"})
 DATA_OPS = frozenset({"tlx.async_load", "tlx.local_load", "tlx.local_store", "tlx.async_dot",
                       "tlx.async_descriptor_store", "tlx.fence"})
 PROTOCOL_OPS = SYNC_OPS | DATA_OPS
@@ -533,6 +533,31 @@ class Tracer:
         self.record("mmacommit", op)
         self.set(op.results[0], UNKNOWN)
 
+    def tcgen05_mma(self, op: Operation) -> None:
+        """tcgen05: the shared operands are read, and the tensor-memory accumulator
+        written, asynchronously until the MMA completes; its completion arrives on
+        each barrier operand (``tcdone``) or, synchronous, is waited for (``tcsync``)."""
+        if op.attrs.get("has_pred"):
+            pred = self.value(op.operands[4])
+            if pred is UNKNOWN:
+                raise Undecidable(f"the predicate of {_op_label(op)} depends on runtime values", op.loc)
+            if not pred:
+                return
+        for operand, kind in zip(op.operands[:3], ("tcread", "tcread", "tcacc")):
+            ref = self.value(operand)
+            if isinstance(ref, BufferRef) and ref.index is not UNKNOWN:
+                self.record(kind, op, array=ref.array, slot=ref.index, box=ref.box)
+        first = 4 + bool(op.attrs.get("has_pred"))
+        for i in range(first, len(op.operands)):
+            array, slot = self.barrier(op, i)
+            self.record("tcdone", op, array=array, slot=slot, amount=1)
+        if op.attrs.get("sync"):
+            self.record("tcsync", op)
+
+    def tcgen05_commit(self, op: Operation) -> None:
+        array, slot = self.barrier(op)
+        self.record("tcdone", op, array=array, slot=slot, amount=1)
+
     def async_dot_wait(self, op: Operation) -> None:
         self.record("mmawait", op, amount=op.attrs.get("pendings", 0))
         self.set(op.results[0], UNKNOWN)
@@ -736,6 +761,8 @@ _HANDLERS = {
     "tlx.fence": Tracer.fence,
     "tlx.async_dot": Tracer.async_dot,
     "tlx.async_dot_wait": Tracer.async_dot_wait,
+    "tlx.tcgen05_mma": Tracer.tcgen05_mma,
+    "tlx.tcgen05_commit": Tracer.tcgen05_commit,
     "tlx.async_commit_group": Tracer.commit,
     "tlx.async_wait_group": Tracer.wait_group,
     "tlx.local_load": lambda self, op: self.access(op, "read", 0),

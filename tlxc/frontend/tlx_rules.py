@@ -626,7 +626,6 @@ def _tcgen05_mma(ctx, A, B, acc, use_acc, pred, mBarriers, two_ctas, force_async
     sync = not bars and not constexpr(force_async, "force_async")
     b.create("tlx.tcgen05_mma", [a.value, bm.value, acc.value] + flag + preds + bars, [],
              {"has_pred": bool(preds), "num_barriers": len(bars), "sync": sync, "input_precision": precision})
-    return None
 
 
 @rule("tcgen05_commit")

@@ -14,7 +14,21 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from . import arith, barrier_ops, cluster, control, debug, memory_ops, mma, mma_async, shared, task, tensor, tma  # noqa: F401  (rules)
+from . import (  # noqa: F401  (rules)
+    arith,
+    barrier_ops,
+    cluster,
+    control,
+    debug,
+    memory_ops,
+    mma,
+    mma_async,
+    shared,
+    task,
+    tcgen05,
+    tensor,
+    tma,
+)
 from .barrier import MBarrier, alloc_barriers
 from .executor import KernelRunner, Program, TaskContext, run_block
 from .launch import InterpretedKernel, interpret_launch, maybe_interpret, normalize_grid, should_interpret, specialize

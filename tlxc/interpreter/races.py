@@ -47,6 +47,7 @@ class AsyncAccess:
     retired: bool | None = None    # cp.async: None if not waited for per task, else whether it was
     retired_at: Location | None = None
     early_arrival: tuple | None = None   # cp.async: (barrier label, loc) of an arrive before it was retired
+    queue: object = None           # accesses of one in-order queue (a task's tcgen05 MMAs) never race each other
 
     @property
     def barrier(self):
@@ -78,15 +79,15 @@ class RaceTracker:
 
     # -- async accesses ----------------------------------------------------------
     def begin_async_write(self, slot, label: str, what: str, loc: Location | None, task: str,
-                          region=None) -> AsyncAccess:
-        self._check_write(slot, label, what, loc, task, region)
+                          region=None, queue=None) -> AsyncAccess:
+        self._check_write(slot, label, what, loc, task, region, queue)
         self._drop_superseded(slot, task, region)
-        return self._record(AsyncAccess("write", slot, label, what, loc, task, region))
+        return self._record(AsyncAccess("write", slot, label, what, loc, task, region, queue=queue))
 
     def begin_async_read(self, slot, label: str, what: str, loc: Location | None, task: str,
-                         region=None) -> AsyncAccess:
-        self._check_read(slot, label, what, loc, task, region)
-        return self._record(AsyncAccess("read", slot, label, what, loc, task, region))
+                         region=None, queue=None) -> AsyncAccess:
+        self._check_read(slot, label, what, loc, task, region, queue)
+        return self._record(AsyncAccess("read", slot, label, what, loc, task, region, queue=queue))
 
     def signal(self, access: AsyncAccess, barrier) -> None:
         """``access`` completes into the phase of ``barrier`` now in progress:
@@ -160,20 +161,22 @@ class RaceTracker:
         self.pending.setdefault(access.slot, []).append(access)
         return access
 
-    def _conflicts(self, slot, task, region):
+    def _conflicts(self, slot, task, region, queue=None):
         for access in list(self.pending.get(slot, ())):
+            if queue is not None and access.queue is queue:
+                continue
             if not access.visible_to(task) and _overlap(access.region, region):
                 yield access
 
-    def _check_read(self, slot, label, what, loc, task, region=None) -> None:
-        for access in self._conflicts(slot, task, region):
+    def _check_read(self, slot, label, what, loc, task, region=None, queue=None) -> None:
+        for access in self._conflicts(slot, task, region, queue):
             if access.kind == "write":
                 raise self._race(f"{what} of {label} in task '{task}' is not ordered after the asynchronous "
                                  f"{access.what} issued by task '{access.task}' ({self._why(access, task)})",
                                  loc, access)
 
-    def _check_write(self, slot, label, what, loc, task, region=None) -> None:
-        for access in self._conflicts(slot, task, region):
+    def _check_write(self, slot, label, what, loc, task, region=None, queue=None) -> None:
+        for access in self._conflicts(slot, task, region, queue):
             verb = "reading" if access.kind == "read" else "writing"
             raise self._race(f"{what} of {label} in task '{task}' may overwrite the slot while the "
                              f"asynchronous {access.what} issued by task '{access.task}' is still {verb} it "

@@ -48,10 +48,12 @@ class SharedBuffer:
         self.written = np.zeros(num * self.buffer_bytes, dtype=bool)
         self.cta: int | None = None     # its CTA's rank, when the kernel runs in clusters
         self.origin = None              # the tlx.local_alloc op (how a peer CTA finds its copy)
+        self.storage = "smem"           # or "tmem": Blackwell's tensor memory (same model, own namespace)
 
     def view(self, slot: int) -> SharedView:
         strides = _row_major(self.shape, self.element.bytes)
-        where = "" if self.cta is None else f" of CTA {self.cta}"
+        where = " (tensor memory)" if self.storage == "tmem" else ""
+        where += "" if self.cta is None else f" of CTA {self.cta}"
         return SharedView(self, slot, slot * self.buffer_bytes, self.shape, strides, self.element,
                           f"'{self.name}'[{slot}]{where}")
 
@@ -184,13 +186,14 @@ class SharedView:
 @impl("tlx.local_alloc")
 def local_alloc(ctx, op):
     t: MemDescType = op.results[0].type
-    if t.storage != "smem":
-        raise ctx.error(op, f"the interpreter has no {t.storage} storage (only shared memory)")
-    buffers = ctx.program.state.setdefault("smem", {})
+    if t.storage not in ("smem", "tmem"):
+        raise ctx.error(op, f"the interpreter has no {t.storage} storage (only shared and tensor memory)")
+    buffers = ctx.program.state.setdefault(t.storage, {})
     buffer = buffers.get(op)
     if buffer is None:
-        name = op.results[0].name_hint or "smem"
+        name = op.results[0].name_hint or t.storage
         buffer = buffers[op] = SharedBuffer(name, t.shape, t.element, t.num)
+        buffer.storage = t.storage
         buffer.origin = op
         if ctx.program.cluster is not None:
             buffer.cta = ctx.program.cta_rank
@@ -264,7 +267,8 @@ def read_written(ctx, op, view: SharedView, reader: str, consequence: str) -> np
     written (``reader`` and ``consequence`` complete the sentence)."""
     missing = view.unwritten_index()
     if missing is not None:
-        raise ctx.error(op, f"read of uninitialized shared memory in {ctx.label}: {reader} at index {missing}, "
+        memory = "tensor" if view.buffer.storage == "tmem" else "shared"
+        raise ctx.error(op, f"read of uninitialized {memory} memory in {ctx.label}: {reader} at index {missing}, "
                             f"which nothing has written yet (the GPU would {consequence})")
     return from_storage(np.array(view.array()), view.element)
 

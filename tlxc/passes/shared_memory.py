@@ -53,8 +53,8 @@ def allocate_kernel(kernel, arch: str) -> None:
         if op.name == "tlx.local_alloc" and t.storage == "tmem":
             op.attrs["column"] = columns
             size = t.num * tmem_columns(t)
-            tmem_entries.append((op.results[0].name_hint or "?", f"{t.num} x {'x'.join(map(str, t.shape))} "
-                                 f"{t.element}", size, op.loc))
+            what = f"{t.num} x {'x'.join(map(str, t.shape))} {t.element}"
+            tmem_entries.append((op.results[0].name_hint or "?", what, size, op.loc))
             columns += size
             continue
         if op.name == "tlx.local_alloc":
