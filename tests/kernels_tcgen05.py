@@ -82,8 +82,8 @@ def tmem_gemm(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [128, 32], swizzle
                     elif BUG == "no_mbarrier":
                         tlx.async_dot(a[slot], b[slot], acc[buf], use_acc=k > 0, force_async=True)  # BUG no_mbarrier
                     else:
-                        tlx.async_dot(a[slot], b[slot], acc[buf], use_acc=k > 0,
-                                      mBarriers=[empty[slot]])  # the MMA
+                        tlx.async_dot(a[slot], b[slot], acc[buf], use_acc=k > 0,  # the MMA issue
+                                      mBarriers=[empty[slot]])
                     count += 1
                 if BUG == "commit_twice":
                     tlx.tcgen05_commit(tmem_full[buf])  # BUG commit_twice

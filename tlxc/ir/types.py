@@ -101,6 +101,11 @@ class PointerType(Type):
 
     pointee: Type
 
+    @property
+    def element_ty(self) -> Type:
+        """Triton's name for the pointee (``x_ptr.dtype.element_ty``)."""
+        return self.pointee
+
     def __str__(self) -> str:
         return f"ptr<{self.pointee}>"
 
