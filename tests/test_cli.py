@@ -44,7 +44,8 @@ def run(capsys, *argv) -> tuple[int, str, str]:
 # -- every example compiles to IR that parses back ----------------------------------------
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_example_compiles_to_ir(example, tmp_path, capsys):
-    code, _out, err = run(capsys, "compile", example, "--arch", "sm_90a", "--emit", "ir", "-o", tmp_path)
+    arch = "sm_100a" if example.stem.startswith("blackwell") else "sm_90a"
+    code, _out, err = run(capsys, "compile", example, "--arch", arch, "--emit", "ir", "-o", tmp_path)
     assert code == 0, err
     assert err == ""
     written = sorted(tmp_path.glob("*.ir"))

@@ -24,6 +24,7 @@ from tlxc.ir.printer import print_module
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
 UPDATE = os.environ.get("TLXC_UPDATE_SNAPSHOTS") == "1"
+WGMMA_EXAMPLES = {"hopper_gemm_ws", "hopper_gemm_ws_pingpong", "hopper_gemm_fp8", "flash_attention_fwd"}
 
 
 def load_example(path: Path):
@@ -48,6 +49,10 @@ def test_example_ir_round_trips(example, arch):
     for job in jobs:
         if example.stem.startswith("blackwell") and arch != "sm_100a":      # tensor memory: sm_100a only
             with pytest.raises(TlxcError, match=r"only available on Blackwell \(sm_100a\)"):
+                compile_kernel(job.kfn, job.spec, arch=arch, stages=("ir",))
+            continue
+        if example.stem in WGMMA_EXAMPLES and arch == "sm_100a":            # Hopper's register accumulators
+            with pytest.raises(TlxcError, match=r"on Blackwell \(sm_100a\) async_dot accumulates in tensor memory"):
                 compile_kernel(job.kfn, job.spec, arch=arch, stages=("ir",))
             continue
         text = compile_kernel(job.kfn, job.spec, arch=arch, stages=("ir", "ir.opt")).asm["ir"]
