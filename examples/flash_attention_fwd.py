@@ -12,18 +12,19 @@ owns ``BLOCK_M`` query rows of one (batch, head):
   box that runs past S is clipped at S (zero-filled) rather than reading the
   next head's rows; boxes are ``[1, rows, 64]`` (128-byte rows, the 128-byte
   swizzle's span), each into a 64-column slice of the tile;
-* two consumer warp groups (``replicate=2``) own ``BLOCK_M / 2`` = 64 query
-  rows each.  Per key block: ``S = Q Kᵀ`` with wgmma (K passed as
-  ``tlx.local_trans``: K-major), the online softmax in registers (exp2 of
+* the consumer warp groups (``replicate=BLOCK_M // 64``: two, or three for
+  D = 64 without a causal mask) own 64 query rows each.  Per key block:
+  ``S = Q Kᵀ`` with wgmma (K passed as ``tlx.local_trans``: K-major), the online softmax in registers (exp2 of
   scores pre-multiplied by ``sm_scale·log2 e``, running max ``m`` and sum
   ``l``, the O accumulator rescaled by ``exp2(m_old - m_new)``), then
   ``O += P V`` with P converted to bf16/fp16 *in registers* and fed to wgmma
   as its A operand (the accumulator's register layout is wgmma's A layout,
   so no shuffle or shared-memory round trip), V read N-major from shared
   memory;
-* the two consumers take turns issuing their wgmma (ping-pong, named
-  barriers 9 and 10 of 256 threads, consumer 0 first): one group's softmax
-  runs while the other's matrix products occupy the tensor cores; within a
+* the consumers take turns issuing their wgmma (ping-pong, named barriers
+  9, 10 (and 11) of 256 threads, consumer 0 first, each handing the turn to
+  the next): one group's softmax runs while another's matrix products occupy
+  the tensor cores; within a
   group, ``S_j = Q K_jᵀ`` is issued together with ``O += P_{j-1} V_{j-1}`` and
   the softmax of ``S_j`` runs while the P V product is still executing;
 * causal: key blocks entirely above the diagonal are never loaded; the
@@ -67,16 +68,18 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                     v_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 128, 64], swizzle=128),
                     o_ptr, lse_ptr: tl.pointer_type(tl.float32), seq_len: tl.int32, qk_scale: tl.float32,
                     HEAD_DIM: tl.constexpr = 128, BLOCK_M: tl.constexpr = 128, BLOCK_N: tl.constexpr = 128,
-                    NUM_STAGES: tl.constexpr = 2, CAUSAL: tl.constexpr = False, DTYPE: tl.constexpr = tl.bfloat16):
-    HALF_M: tl.constexpr = BLOCK_M // 2
-    q_smem = tlx.local_alloc((HALF_M, HEAD_DIM), DTYPE, 2)                  # [consumer]
+                    NUM_STAGES: tl.constexpr = 2, CAUSAL: tl.constexpr = False, DTYPE: tl.constexpr = tl.bfloat16,
+                    REGISTERS: tl.constexpr = 240):
+    HALF_M: tl.constexpr = 64                                               # query rows of one consumer
+    CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
+    q_smem = tlx.local_alloc((HALF_M, HEAD_DIM), DTYPE, CONSUMERS)          # [consumer]
     k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     q_full = tlx.alloc_barriers(1, arrive_count=1)
     k_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     v_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
-    k_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)                # both consumers release a K slot...
-    v_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)                # ...and, later, the V slot
+    k_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)        # every consumer releases a K slot...
+    v_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)        # ...and, later, the V slot
 
     # the longest programs first: under a causal mask the last query blocks see the most keys
     start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
@@ -90,7 +93,7 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
             tlx.barrier_expect_bytes(q_full[0], BLOCK_M * HEAD_DIM * 2)
-            for c in tl.static_range(2):
+            for c in tl.static_range(CONSUMERS):
                 for d in tl.static_range(HEAD_DIM // D_BOX):
                     q_box = tlx.local_slice(q_smem[c], [0, d * D_BOX], [HALF_M, D_BOX])
                     tlx.async_descriptor_load(q_desc, q_box, [bh, start_m + c * HALF_M, d * D_BOX], q_full[0])
@@ -106,18 +109,20 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                 for d in tl.static_range(HEAD_DIM // D_BOX):
                     v_box = tlx.local_slice(v_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
                     tlx.async_descriptor_load(v_desc, v_box, [bh, j * BLOCK_N, d * D_BOX], v_full[slot])
-        with tlx.async_task(num_warps=4, registers=240, replicate=2):    # the softmax/wgmma consumers
+        with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=CONSUMERS):  # softmax/wgmma consumers
             cid = tlx.async_task_replica_id()
             row0 = start_m + cid * HALF_M
+            turn = 9 + cid                                                 # named barrier: my turn to issue
+            next_turn = 9 + (cid + 1) % CONSUMERS                          # the next consumer's
             zeros = tl.zeros((HALF_M, BLOCK_N), dtype=tl.float32)
-            if cid == 1:
+            if cid == CONSUMERS - 1:
                 tlx.named_barrier_arrive(9, 256)                           # consumer 0 issues first
             tlx.barrier_wait(q_full[0], 0)
             # key block 0: S = Q K^T and its softmax (m, l in log2 units of the scaled scores)
             tlx.barrier_wait(k_full[0], 0)
-            tlx.named_barrier_wait(9 + cid, 256)                           # my turn on the tensor cores
+            tlx.named_barrier_wait(turn, 256)                              # my turn on the tensor cores
             s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[0]), zeros, use_acc=False)
-            tlx.named_barrier_arrive(10 - cid, 256)                        # the other's turn
+            tlx.named_barrier_arrive(next_turn, 256)                       # the next consumer's turn
             s = tlx.async_dot_wait(0, s)
             tlx.barrier_arrive(k_empty[0])
             s = masked_scores(s, 0, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
@@ -132,10 +137,10 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                 prev, prev_phase = tlx.get_bufidx_phase(j - 1, NUM_STAGES)
                 tlx.barrier_wait(k_full[slot], phase)
                 tlx.barrier_wait(v_full[prev], prev_phase)
-                tlx.named_barrier_wait(9 + cid, 256)
+                tlx.named_barrier_wait(turn, 256)
                 s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
                 acc = tlx.async_dot(p.to(DTYPE), v_smem[prev], acc)
-                tlx.named_barrier_arrive(10 - cid, 256)
+                tlx.named_barrier_arrive(next_turn, 256)
                 s = tlx.async_dot_wait(1, s)                                # S_j is done, P V may run on
                 tlx.barrier_arrive(k_empty[slot])
                 s = masked_scores(s, j, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
@@ -149,11 +154,11 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                 acc = acc * alpha[:, None]
             last, last_phase = tlx.get_bufidx_phase(n_blocks - 1, NUM_STAGES)
             tlx.barrier_wait(v_full[last], last_phase)
-            tlx.named_barrier_wait(9 + cid, 256)
+            tlx.named_barrier_wait(turn, 256)
             acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
-            tlx.named_barrier_arrive(10 - cid, 256)
+            tlx.named_barrier_arrive(next_turn, 256)
             if cid == 0:
-                tlx.named_barrier_wait(9, 256)                             # absorb consumer 1's last pass
+                tlx.named_barrier_wait(9, 256)                             # absorb the last consumer's last pass
             acc = tlx.async_dot_wait(0, acc)
             tlx.barrier_arrive(v_empty[last])
             offs_m = row0 + tl.arange(0, HALF_M)
@@ -165,10 +170,13 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-              sm_scale: float | None = None, *, block_m: int = 128, block_n: int = 128,
+              sm_scale: float | None = None, *, block_m: int | None = None, block_n: int = 128,
               num_stages: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
     """(O, lse) of softmax attention for contiguous (B, H, S, D) bf16/fp16 q, k, v
-    (D = 64 or 128; S any length); lse in natural-log units, float32 (B, H, S)."""
+    (D = 64 or 128; S any length); lse in natural-log units, float32 (B, H, S).
+    ``block_m``: query rows per program, 64 per consumer warp group (default: 192,
+    three consumers, for D = 64 without a causal mask; else 128: the diagonal blocks of
+    192 rows waste more work than the third consumer gains, docs/performance.md)."""
     if q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"attention expects q, k, v of one shape (B, H, S, D), got {tuple(q.shape)}, "
                          f"{tuple(k.shape)}, {tuple(v.shape)}")
@@ -184,11 +192,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     lse = torch.empty((B, H, S), device=q.device, dtype=torch.float32)
     if o.numel() == 0:                       # TMA cannot describe an empty tensor: nothing to compute
         return o, lse
+    block_m = block_m or (192 if D == 64 and not causal else 128)
+    if block_m not in (128, 192):
+        raise ValueError(f"block_m must be 128 or 192 (two or three consumer warp groups), got {block_m}")
     descs = [tlxc.TensorDescriptor.from_tensor(t.view(B * H, S, D), [1, rows, D_BOX], swizzle=128)
-             for t, rows in ((q, block_m // 2), (k, block_n), (v, block_n))]
+             for t, rows in ((q, 64), (k, block_n), (v, block_n))]
     attn_fwd_kernel[((S + block_m - 1) // block_m, B * H)](
         *descs, o, lse, S, sm_scale * 1.4426950408889634, HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n,
-        NUM_STAGES=num_stages, CAUSAL=causal, DTYPE=DTYPES[q.dtype], num_warps=4)
+        NUM_STAGES=num_stages, CAUSAL=causal, DTYPE=DTYPES[q.dtype], REGISTERS=240 if block_m == 128 else 160,
+        num_warps=4)
     return o, lse
 
 

@@ -23,13 +23,29 @@ import flash_attention_fwd as F
 EPS = torch.finfo(torch.bfloat16).eps
 
 
-def _interpret(q, k, v, causal):
+def _interpret(q, k, v, causal, block_m=None):
     kernel = F.attn_fwd_kernel
     F.attn_fwd_kernel = tlxc.interpret(kernel)
     try:
-        return F.attention(q, k, v, causal)
+        return F.attention(q, k, v, causal, block_m=block_m)
     finally:
         F.attn_fwd_kernel = kernel
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("block_m", [128, 192])
+def test_two_and_three_consumers(block_m, causal):
+    """64 query rows per consumer warp group; three hand the turn round a ring of named barriers."""
+    generator = torch.Generator().manual_seed(block_m + causal)
+    q, k, v = (torch.randn(1, 1, 200, 64, generator=generator).to(torch.bfloat16) for _ in range(3))
+    o, lse = _interpret(q, k, v, causal, block_m)
+    ref_o, ref_lse = F.reference(q, k, v, causal)
+    assert ((o.double() - ref_o).norm() / ref_o.norm()).item() < EPS
+    assert (lse.double() - ref_lse).abs().max().item() < 1e-4
+    spec = _spec(64, causal, S=200)
+    spec.params.update(BLOCK_M=("constexpr", block_m), REGISTERS=("constexpr", 240 if block_m == 128 else 160))
+    from tlxc.check import check_function
+    assert check_function(F.attn_fwd_kernel, spec) == []
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
