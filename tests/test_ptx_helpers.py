@@ -122,6 +122,35 @@ _WGMMA_PROBE = ("__shared__ __attribute__((aligned(1024))) unsigned short buf[2 
 _WGMMA_HELPERS = ("tlx_wgmma_desc", "tlx_wgmma_fence", "tlx_wgmma_commit_group", "tlx_wgmma_wait_group")
 
 
+_SM100 = ("sm_100a",)
+
+
+def _tcgen05_mma(kind: str) -> Case:
+    body = ("const unsigned long long da = ((unsigned long long)in[1] << 32) | in[2], "
+            "db = ((unsigned long long)in[3] << 32) | in[4];\n"
+            f"  if (threadIdx.x == 0) tlx_tcgen05_mma_{kind}(in[0], da, db, in[5], (int)in[6]);\n  out[0] = 1u;")
+    return Case(body, (f"tcgen05.mma.cta_group::1.kind::{kind}",), archs=_SM100)
+
+
+def _tcgen05_ld(num: int) -> Case:
+    body = (f"unsigned r[{num}]; tlx_tcgen05_ld_32x32b_x{num}(in[0], r); tlx_tcgen05_wait_ld<{num}>(r);\n"
+            f"  for (int k = 0; k < {num}; ++k) out[{num} * threadIdx.x + k] = r[k];")
+    return Case(body, (f"tcgen05.ld.sync.aligned.32x32b.x{num}.b32", "tcgen05.wait::ld.sync.aligned"),
+                archs=_SM100, also=("tlx_tcgen05_wait_ld",))
+
+
+def _tcgen05_st(num: int) -> Case:
+    body = (f"unsigned r[{num}];\n  for (int k = 0; k < {num}; ++k) r[k] = in[k + threadIdx.x];\n"
+            f"  tlx_tcgen05_st_32x32b_x{num}(in[0], r); tlx_tcgen05_wait_st(); out[0] = 1u;")
+    return Case(body, (f"tcgen05.st.sync.aligned.32x32b.x{num}.b32", "tcgen05.wait::st.sync.aligned"),
+                archs=_SM100, also=("tlx_tcgen05_wait_st",))
+
+
+_TMEM_ALLOC = ("__shared__ unsigned slot;\n"
+               "  if (threadIdx.x < 32) { tlx_tcgen05_alloc(&slot, 32u); tlx_tcgen05_relinquish_alloc_permit(); }\n"
+               "  __syncthreads(); out[0] = slot;")
+
+
 def _wgmma_rs(n: int, dtype: str) -> Case:
     regs = n // 2
     ptx_type, k, _ = ptx.WGMMA_INPUTS[dtype]
@@ -255,6 +284,32 @@ CASES: dict[str, Case] = {
                                  archs=("sm_90a",)),
     "tlx_wgmma_desc": Case("__shared__ unsigned buf[32]; out[0] = (unsigned)(tlx_wgmma_desc(buf, (in[0] & 31) * 16u, "
                            "1ull << 62));", ("cvta.to.shared.u64",)),
+    # tcgen05 (sm_100a only): tensor memory, the three MMA kinds, commit, ld/st of every width, waits, fences
+    "tlx_tcgen05_alloc": Case(_TMEM_ALLOC, ("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32",),
+                              archs=_SM100, also=("tlx_tcgen05_relinquish_alloc_permit",)),
+    "tlx_tcgen05_relinquish_alloc_permit": Case(_TMEM_ALLOC,
+                                                ("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned",),
+                                                archs=_SM100, also=("tlx_tcgen05_alloc",)),
+    "tlx_tcgen05_dealloc": Case("if (threadIdx.x < 32) tlx_tcgen05_dealloc(in[0], 32u); out[0] = 1u;",
+                                ("tcgen05.dealloc.cta_group::1.sync.aligned.b32",), archs=_SM100),
+    "tlx_tcgen05_fence_before_thread_sync": Case(
+        "out[0] = in[0]; tlx_tcgen05_fence_before_thread_sync(); out[1] = in[1];",
+        ("tcgen05.fence::before_thread_sync",), archs=_SM100),
+    "tlx_tcgen05_fence_after_thread_sync": Case(
+        "out[0] = in[0]; tlx_tcgen05_fence_after_thread_sync(); out[1] = in[1];",
+        ("tcgen05.fence::after_thread_sync",), archs=_SM100),
+    **{f"tlx_tcgen05_mma_{kind}": _tcgen05_mma(kind) for kind in ptx.TCGEN05_KINDS},
+    "tlx_tcgen05_commit": Case(_BAR + "if (threadIdx.x == 0) tlx_tcgen05_commit(&bar); out[0] = 1u;",
+                               ("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",),
+                               archs=_SM100),
+    **{f"tlx_tcgen05_ld_32x32b_x{n}": _tcgen05_ld(n) for n in ptx.TCGEN05_LDST_NUMS},
+    **{f"tlx_tcgen05_st_32x32b_x{n}": _tcgen05_st(n) for n in ptx.TCGEN05_LDST_NUMS},
+    "tlx_tcgen05_wait_ld": Case(
+        "unsigned r[1]; tlx_tcgen05_ld_32x32b_x1(in[0], r); tlx_tcgen05_wait_ld<1>(r); out[threadIdx.x] = r[0];",
+        ("tcgen05.wait::ld.sync.aligned",), archs=_SM100, also=("tlx_tcgen05_ld_32x32b_x1",)),
+    "tlx_tcgen05_wait_st": Case(
+        "unsigned r[1] = {in[1]}; tlx_tcgen05_st_32x32b_x1(in[0], r); tlx_tcgen05_wait_st(); out[0] = 1u;",
+        ("tcgen05.wait::st.sync.aligned",), archs=_SM100, also=("tlx_tcgen05_st_32x32b_x1",)),
 }
 
 

@@ -104,6 +104,10 @@ class KernelLowering:
         self.view_align: dict[int, int] = {}                       # memdesc value -> known byte alignment
         self.view_swizzle: dict[int, int] = {}                     # memdesc value -> swizzle bytes (0: none)
         self.view_block: dict[int, tuple[int, int]] = {}           # column-blocked view -> (cols, block elems)
+        self.tmem_views: dict[int, str] = {}                       # tensor-memory view -> its TMEM address
+        self.reserved: dict[str, int] = {}                         # dedicated shared areas -> bytes
+        self.epilogue: list[str] = []                              # lines every thread runs at the end
+        self.rule_state: dict[str, object] = {}                    # per-kernel state of a rules_* module
         self.axis = AxisAnalysis(kernel)
         self.counter = 0
         self.term_counter = 0
@@ -114,7 +118,7 @@ class KernelLowering:
 
     @property
     def scratch_bytes(self) -> int:
-        return sum(_align16(s.scratch_bytes) for s in self.scopes)
+        return sum(_align16(s.scratch_bytes) for s in self.scopes) + sum(map(_align16, self.reserved.values()))
 
     def sync(self) -> str:
         """A barrier over the current scope's threads."""
@@ -221,13 +225,23 @@ class KernelLowering:
         self.scope.scratch_bytes = max(self.scope.scratch_bytes, nbytes)
         return f"tlx_scratch_{self.scope.key}"
 
+    def reserve_shared(self, name: str, nbytes: int) -> str:
+        """A shared-memory area of the kernel's own (``unsigned char* name``, 16-byte aligned,
+        after the user's buffers) that, unlike the scratch areas, no other use shares."""
+        self.reserved[name] = max(self.reserved.get(name, 0), nbytes)
+        return name
+
     def scratch_definitions(self, user_bytes: int) -> list[str]:
-        """``unsigned char* tlx_scratch_<scope>`` for every scope, after the user's buffers."""
+        """``unsigned char* tlx_scratch_<scope>`` for every scope, then the reserved areas,
+        after the user's buffers."""
         lines, offset = [], _align16(user_bytes)
         for scope in self.scopes:
             if scope.scratch_bytes:
                 lines.append(f"unsigned char* tlx_scratch_{scope.key} = tlx_smem + {offset};")
                 offset += _align16(scope.scratch_bytes)
+        for name, nbytes in self.reserved.items():
+            lines.append(f"unsigned char* {name} = tlx_smem + {offset};")
+            offset += _align16(nbytes)
         return lines
 
     def enter_scope(self, scope: Scope) -> tuple:

@@ -29,6 +29,7 @@ from ..errors import CompilationError, ResourceError
 from ..ir.types import BarrierType, MemDescType, TensorType
 from ..passes.shared_layouts import SWIZZLE_PERIOD, swizzle_expr
 from . import ctypes_ as C
+from . import rules_tcgen05 as tcgen05
 from .lower import Scope, elem, lowering, registers
 
 MAX_TASK_BARRIERS = 6          # named barrier ids 1..6 for task-local syncs
@@ -59,6 +60,8 @@ def _offset_expr(lw, layout, strides, reg: str = "i", block=None) -> str:
 def local_alloc(lw, op):
     r = op.results[0]
     t = r.type
+    if t.storage == "tmem":
+        return tcgen05.tmem_alloc(lw, op)
     name = lw.define(r)
     ctype = C.storage_type(t.element)
     lw.out.line(f"{ctype}* {name} = reinterpret_cast<{ctype}*>(tlx_smem + {op.attrs['offset']});  "
@@ -101,6 +104,8 @@ def local_view(lw, op):
         lw.out.line(f"unsigned long long* {lw.define(r)} = {lw.name(src)} + {lw.name(idx)};")
         lw.barrier_names[id(r)] = (src.name_hint or lw.name(src), lw.name(idx))
         return
+    if src.type.storage == "tmem":
+        return tcgen05.tmem_view(lw, op)
     base, strides = lw.views[id(src)]
     ctype = C.storage_type(src.type.element)
     name = lw.define(r)
@@ -116,6 +121,8 @@ def local_view(lw, op):
 @lowering("tlx.local_slice")
 def local_slice(lw, op):
     src = op.operands[0]
+    if src.type.storage == "tmem":
+        return tcgen05.tmem_slice(lw, op)
     if id(src) in lw.view_block:
         return _blocked_slice(lw, op)
     base, strides = lw.views[id(src)]
@@ -158,6 +165,8 @@ def _blocked_slice(lw, op):
 @lowering("tlx.local_trans")
 def local_trans(lw, op):
     src = op.operands[0]
+    if src.type.storage == "tmem":
+        raise CompilationError("tlx.local_trans of a tensor-memory buffer is not supported", op.loc)
     base, strides = lw.views[id(src)]
     lw.alias(op.results[0], base)
     lw.views[id(op.results[0])] = (base, tuple(strides[p] for p in op.attrs["perm"]))
@@ -170,6 +179,8 @@ def local_trans(lw, op):
 @lowering("tlx.local_reinterpret")
 def local_reinterpret(lw, op):
     src = op.operands[0]
+    if src.type.storage == "tmem":
+        raise CompilationError("tlx.local_reinterpret of a tensor-memory buffer is not supported", op.loc)
     base, strides = lw.views[id(src)]
     if strides != _row_major(src.type.shape) or id(src) in lw.view_block:
         raise CompilationError("tlx.local_reinterpret needs a contiguous (not sliced, transposed or column-blocked) "
@@ -222,6 +233,8 @@ def shared_vector_width(lw, view, layout, element) -> int:
 @lowering("tlx.local_load")
 def local_load(lw, op):
     view = op.operands[0]
+    if view.type.storage == "tmem":
+        return tcgen05.tmem_load(lw, op)
     strides = lw.views[id(view)][1]
     r = op.results[0]
     t = r.type.element
@@ -240,6 +253,8 @@ def local_load(lw, op):
 @lowering("tlx.local_store")
 def local_store(lw, op):
     view, value = op.operands
+    if view.type.storage == "tmem":
+        return tcgen05.tmem_store(lw, op)
     strides = lw.views[id(view)][1]
     offset = _offset_expr(lw, value.type.layout, strides, block=lw.view_block.get(id(view)))
     t = value.type.element
@@ -386,6 +401,8 @@ def barrier_wait(lw, op):
         watchdog = (WATCHDOG_NS, where, lw.scope.task_name, name, index)
     stmt = lw.target.mbarrier_wait(lw.name(op.operands[0]), lw.name(op.operands[1]), watchdog)
     lw.out.line(f"if ({pred}) {stmt}" if pred else stmt)
+    for line in tcgen05.fence_after_wait(lw):
+        lw.out.line(line)
 
 
 @lowering("tlx.barrier_arrive")
@@ -400,6 +417,8 @@ def barrier_arrive(lw, op):
         stmt = lw.target.mbarrier_arrive_remote(lw.name(bar), count)
     else:
         stmt = lw.target.mbarrier_arrive(lw.name(bar), count)
+    for line in tcgen05.fence_before_arrive(lw):
+        lw.out.line(line)
     if bar.type.per_thread:
         lw.out.line("__syncwarp();")
         lw.out.line(f"if (lane == 0{f' && {pred}' if pred else ''}) {stmt}")
@@ -412,11 +431,17 @@ def barrier_arrive(lw, op):
 
 @lowering("tlx.named_barrier_wait")
 def named_barrier_wait(lw, op):
+    for line in tcgen05.fence_before_arrive(lw):
+        lw.out.line(line)
     lw.out.line(lw.target.named_sync(*(lw.name(v) for v in op.operands)))
+    for line in tcgen05.fence_after_wait(lw):
+        lw.out.line(line)
 
 
 @lowering("tlx.named_barrier_arrive")
 def named_barrier_arrive(lw, op):
+    for line in tcgen05.fence_before_arrive(lw):
+        lw.out.line(line)
     lw.out.line(lw.target.named_arrive(*(lw.name(v) for v in op.operands)))
 
 

@@ -13,6 +13,7 @@ from ..codegen_c import (  # noqa: F401
     rules_memory,
     rules_mma,
     rules_mma_async,
+    rules_tcgen05,
     rules_tensor,
     rules_tlx,
 )
@@ -78,6 +79,7 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
     lines += ["  const int tid = threadIdx.x;", "  const int lane = tid & 31;", "  const int warp = tid >> 5;"]
     lines += ["  " + p for p in narrow + lw.scratch_definitions(user_bytes) + lw.prologue]
     lines += lw.out.lines
+    lines += ["  " + e for e in lw.epilogue]
     lines.append("}")
     user = (user_bytes + SCRATCH_ALIGN - 1) // SCRATCH_ALIGN * SCRATCH_ALIGN
     info = {"name": name, "threads": threads, "scratch_bytes": user + lw.scratch_bytes, "params": kinds,

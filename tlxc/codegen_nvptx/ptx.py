@@ -661,6 +661,138 @@ for _dtype in WGMMA_INPUTS:
             define(wgmma_name(_n, _dtype) + "_rs", _wgmma_rs(_n, _dtype))
 
 
+
+# -- tcgen05 (sm_100a) -------------------------------------------------------------------------
+# Blackwell's 5th-generation tensor cores (PTX ISA 9.7.16).  Tensor memory (TMEM) is allocated
+# and freed by one whole warp (.sync.aligned); an MMA and its commit have single-thread
+# semantics; tcgen05.ld / tcgen05.st are warp-collective and asynchronous until
+# tcgen05.wait::ld / wait::st.  A TMEM address is (lane << 16) | column.  PTX requires every
+# tcgen05 instruction of a kernel to name the same .cta_group: tlxc uses cta_group::1 only.
+@helper("tlx_tcgen05_alloc", "tlx_smem_addr")
+def tcgen05_alloc():
+    # writes the allocation's TMEM address to the shared-memory word ``slot``
+    return f"""
+{_INLINE} void tlx_tcgen05_alloc(unsigned* slot, unsigned columns) {{
+  asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], %1;"
+               :: "r"(tlx_smem_addr(slot)), "r"(columns) : "memory");
+}}"""
+
+
+@helper("tlx_tcgen05_relinquish_alloc_permit")
+def tcgen05_relinquish_alloc_permit():
+    return f"""
+{_INLINE} void tlx_tcgen05_relinquish_alloc_permit() {{
+  asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory");
+}}"""
+
+
+@helper("tlx_tcgen05_dealloc")
+def tcgen05_dealloc():
+    return f"""
+{_INLINE} void tlx_tcgen05_dealloc(unsigned taddr, unsigned columns) {{
+  asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;" :: "r"(taddr), "r"(columns) : "memory");
+}}"""
+
+
+@helper("tlx_tcgen05_fence_before_thread_sync")
+def tcgen05_fence_before_thread_sync():
+    return f"""
+{_INLINE} void tlx_tcgen05_fence_before_thread_sync() {{
+  asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");
+}}"""
+
+
+@helper("tlx_tcgen05_fence_after_thread_sync")
+def tcgen05_fence_after_thread_sync():
+    return f"""
+{_INLINE} void tlx_tcgen05_fence_after_thread_sync() {{
+  asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");
+}}"""
+
+
+# tlxc element name -> (.kind of tcgen05.mma, K of one instruction)
+TCGEN05_INPUTS = {"bf16": ("f16", 16), "f16": ("f16", 16), "f32": ("tf32", 8), "f8e4m3": ("f8f6f4", 32),
+                  "f8e5m2": ("f8f6f4", 32)}
+TCGEN05_KINDS = ("f16", "tf32", "f8f6f4")
+
+
+def _tcgen05_mma(kind: str) -> str:
+    """One ``tcgen05.mma`` with A and B in shared memory (descriptors ``da``, ``db``) into the
+    TMEM accumulator at ``d_tmem``; ``idesc`` holds the types, shape and major-ness;
+    ``enable_input_d`` = 0 ignores the accumulator's old value."""
+    return f"""
+{_INLINE} void tlx_tcgen05_mma_{kind}(unsigned d_tmem, unsigned long long da, unsigned long long db,
+    unsigned idesc, int enable_input_d) {{
+  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %4, 0;\\n tcgen05.mma.cta_group::1.kind::{kind} [%0], %1, %2, %3, p;\\n}}"
+               :: "r"(d_tmem), "l"(da), "l"(db), "r"(idesc), "r"(enable_input_d) : "memory");
+}}"""
+
+
+for _kind in TCGEN05_KINDS:
+    define(f"tlx_tcgen05_mma_{_kind}", _tcgen05_mma(_kind))
+
+
+@helper("tlx_tcgen05_commit", "tlx_smem_addr")
+def tcgen05_commit():
+    # One arrival on ``bar`` once every earlier tcgen05 op of this thread is done (the
+    # shared::cta address is valid in the shared::cluster window).
+    return f"""
+{_INLINE} void tlx_tcgen05_commit(unsigned long long* bar) {{
+  asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];"
+               :: "r"(tlx_smem_addr(bar)) : "memory");
+}}"""
+
+
+TCGEN05_LDST_NUMS = (1, 2, 4, 8, 16, 32, 64, 128)       # .x1 .. .x128 of the 32x32b shape
+
+
+def _tcgen05_ld(num: int) -> str:
+    """``num`` consecutive columns of lane (32 * (warp % 4) + laneid) into ``r[0..num)``."""
+    regs = ", ".join(f"%{i}" for i in range(num))
+    outs = ", ".join(f'"=r"(r[{i}])' for i in range(num))
+    return f"""
+{_INLINE} void tlx_tcgen05_ld_32x32b_x{num}(unsigned taddr, unsigned* r) {{
+  asm volatile("tcgen05.ld.sync.aligned.32x32b.x{num}.b32 {{{regs}}}, [%{num}];"
+               : {outs} : "r"(taddr) : "memory");
+}}"""
+
+
+def _tcgen05_st(num: int) -> str:
+    regs = ", ".join(f"%{i + 1}" for i in range(num))
+    ins = ", ".join(f'"r"(r[{i}])' for i in range(num))
+    return f"""
+{_INLINE} void tlx_tcgen05_st_32x32b_x{num}(unsigned taddr, const unsigned* r) {{
+  asm volatile("tcgen05.st.sync.aligned.32x32b.x{num}.b32 [%0], {{{regs}}};"
+               :: "r"(taddr), {ins} : "memory");
+}}"""
+
+
+for _num in TCGEN05_LDST_NUMS:
+    define(f"tlx_tcgen05_ld_32x32b_x{_num}", _tcgen05_ld(_num))
+    define(f"tlx_tcgen05_st_32x32b_x{_num}", _tcgen05_st(_num))
+
+
+@helper("tlx_tcgen05_wait_ld")
+def tcgen05_wait_ld():
+    # The loaded registers hold their values only after the wait; the empty asm statements
+    # "rewrite" them after it, so the device compiler cannot move a read above the wait.
+    return """
+template <int R>
+static __device__ __forceinline__ void tlx_tcgen05_wait_ld(unsigned* r) {
+  asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
+}"""
+
+
+@helper("tlx_tcgen05_wait_st")
+def tcgen05_wait_st():
+    return f"""
+{_INLINE} void tlx_tcgen05_wait_st() {{
+  asm volatile("tcgen05.wait::st.sync.aligned;" ::: "memory");
+}}"""
+
+
 def definitions(names) -> str:
     """The definitions of ``names`` and their dependencies, dependencies first,
     in the order of ``HELPERS`` (deterministic)."""

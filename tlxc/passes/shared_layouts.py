@@ -5,10 +5,11 @@ Every ``tlx.local_alloc`` gets ``attrs.swizzle`` (bytes: 0, 32, 64 or 128):
 * a TMA copy (``tlx.async_descriptor_load`` / ``store``) into or out of a
   view of the buffer demands its descriptor's swizzle: the hardware writes
   (reads) the box in that pattern;
-* a view fed to ``tlx.async_dot`` (wgmma) as A or B demands the swizzle whose
-  span equals the buffer's physical row (its innermost dimension) in bytes,
-  when that row is 32, 64 or 128 bytes: those are the canonical wgmma
-  layouts tlxc builds descriptors for (``codegen_c/rules_mma_async.py``).
+* a view fed to ``tlx.async_dot`` (wgmma) or ``tlx.tcgen05_mma`` as A or B
+  demands the swizzle whose span equals the buffer's physical row (its
+  innermost dimension) in bytes, when that row is 32, 64 or 128 bytes: those
+  are the canonical layouts (the same for wgmma and tcgen05) tlxc builds
+  descriptors for (``codegen_c/rules_mma_async.py``, ``rules_tcgen05.py``).
 
 Two consumers wanting different swizzles is a ``LayoutError`` naming both.
 
@@ -45,6 +46,7 @@ SWIZZLE_MASK = {0: 0, 32: 1, 64: 3, 128: 7}
 SWIZZLE_PERIOD = {0: 16, 32: 256, 64: 512, 128: 1024}
 SWIZZLED_ALIGN = 1024
 _VIEW_OPS = ("tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret")
+MMA_OPS = {"tlx.async_dot": "wgmma", "tlx.tcgen05_mma": "tcgen05"}     # op -> the unit reading A and B
 
 
 def swizzle_offset(byte_offset: int, swizzle: int) -> int:
@@ -88,7 +90,8 @@ def choose_swizzles(kernel) -> None:
             alloc = root.get(id(view))
             if alloc is not None:
                 _demand(demands, alloc, desc.type.swizzle, op, f"its TMA descriptor {desc.type}")
-        elif op.name == "tlx.async_dot":
+        elif op.name in MMA_OPS:
+            unit = MMA_OPS[op.name]
             for index, view in enumerate(op.operands[:2]):
                 alloc = root.get(id(view)) if isinstance(view.type, MemDescType) else None
                 if alloc is None:
@@ -96,9 +99,9 @@ def choose_swizzles(kernel) -> None:
                 t = alloc.results[0].type
                 row = physical_row_bytes(t)
                 if row in (32, 64, 128):
-                    _demand(demands, alloc, row, op, f"wgmma operand {'AB'[index]} with {row}-byte rows")
+                    _demand(demands, alloc, row, op, f"{unit} operand {'AB'[index]} with {row}-byte rows")
                 elif _blockable(t):
-                    _demand(demands, alloc, 128, op, f"wgmma operand {'AB'[index]} with {row}-byte rows "
+                    _demand(demands, alloc, 128, op, f"{unit} operand {'AB'[index]} with {row}-byte rows "
                                                      f"(stored as 128-byte column blocks)")
     for alloc, swizzle, _, _ in demands.values():
         alloc.attrs["swizzle"] = swizzle

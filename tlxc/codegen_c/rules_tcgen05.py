@@ -1,0 +1,426 @@
+"""Lowering of Blackwell's tensor memory and MMA (tcgen05, sm_100a).
+
+Tensor memory (TMEM)
+--------------------
+A kernel with ``tlx.local_alloc(..., storage=tmem)`` buffers allocates
+``kernel.attrs.tmem_columns`` columns once (``allocate_tensor_memory``, at the
+first such allocation, which is top-level code every warp runs): warp 0 runs
+``tcgen05.alloc`` (the hardware writes the base address into a shared word of
+the kernel's reserved ``tlx_tcgen05_area``) and ``relinquish_alloc_permit``;
+a CTA barrier and ``tcgen05.fence::after_thread_sync`` later every thread reads
+the base.  At the kernel's end (``lw.epilogue``, after every task joined)
+every thread fences (``before_thread_sync``), a CTA barrier, and warp 0
+fences (``after_thread_sync``) and runs ``tcgen05.dealloc``.  Every tcgen05 op
+must be complete by then: a kernel waits for its MMAs (their barriers) before
+it reads the accumulator, which is the only way to use one.
+
+A TMEM view is a C ``unsigned`` holding its TMEM address, ``(lane << 16) |
+column``: buffer ``j`` of an allocation is ``base + attrs.column + j * N``; a
+``local_slice`` (whole rows, constant column offset) adds its column.
+
+``tlx.local_load`` / ``local_store`` use the ``32x32b`` shape: warp ``w`` of a
+4-warp task reaches lanes ``32 * (w % 4) ..`` (the hardware fixes this by the
+warp's id modulo 4, so the task must start at a warp that is a multiple of
+4), each thread one lane (= one row) and ``.xN`` consecutive columns, which
+is ``ir/layouts.py:tmem_layout``.  Loads are ``tcgen05.ld`` chunks of at most
+128 columns then ``tcgen05.wait::ld`` (whose helper pins the registers after
+the wait); stores are ``tcgen05.st`` then ``tcgen05.wait::st``.
+
+MMA
+---
+``tlx.tcgen05_mma`` (``M = 128``, ``cta_group::1``) is issued by one thread,
+the task's thread 0 (``tlx.tcgen05_commit`` uses the same one: a commit
+tracks the MMAs of the thread that issues it): K / k instructions
+(k = 16 bf16/f16 ``kind::f16``, 8 tf32 ``kind::tf32``, 32 fp8
+``kind::f8f6f4``), the first with ``enable-input-d = use_acc``, the rest
+accumulating; then one ``tcgen05.commit ... mbarrier::arrive::one`` per
+barrier operand.  A false ``pred`` issues nothing (no MMA, no arrival).
+A synchronous MMA (``attrs.sync``) commits to a barrier of its own in the
+reserved area, thread 0 waits for it (a phase bit in a local variable), then
+the task syncs and fences ``after_thread_sync``: only the issuing thread ever
+waits on that barrier, so no phase can be missed.
+
+Shared matrix descriptors (PTX ISA 9.7.16.4.1): start address >> 4 (bits
+0-13), LBO >> 4 (16-29), SBO >> 4 (32-45), the fixed 0b001 (46-48), base offset
+(49-51, 0: tiles start in phase with the swizzle), LBO mode 0 (52, relative),
+swizzle mode (61-63: 0 none, 1 128B with 32B atoms, 2 128B, 4 64B, 6 32B).
+LBO and SBO mean what they mean for wgmma (9.7.16.3 and 9.7.15.5.1.2), so
+``rules_mma_async.operand_plan`` derives them, and the start-address offset of
+every k step, from the canonical layouts; only the fixed bits and the swizzle
+encoding are re-done here (``descriptor_fields``).
+
+Instruction descriptor (9.7.16.4.2, ``kind::f16/tf32/f8f6f4``): D type (4-5,
+F32 = 1), A type (7-9) and B type (10-12) (f16 0, bf16 1, tf32 2, e4m3 0,
+e5m2 1), transpose A (15, 1 = M-major) and B (16, 1 = N-major), N >> 3
+(17-22), M >> 4 (24-28); sparsity, saturation, negation and shift stay 0.
+MN-major tf32 needs the 128B swizzle with 32-byte atoms (9.7.16.10.1), which
+no tlxc buffer has: it is refused.
+
+Fences (PTX ISA 9.7.16.6): a task that issues tcgen05 MMAs or reads/writes
+TMEM fences ``after_thread_sync`` after each of its mbarrier (and named
+barrier) waits; a task that reads/writes TMEM fences ``before_thread_sync``
+before each of its arrives (``tcgen05.commit`` fences implicitly).  When the
+task issuing an MMA itself accessed TMEM or wrote shared memory from
+registers, its threads sync (with both fences) before thread 0 issues.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import CompilationError, InternalCompilerError
+from ..ir import layouts as L
+from ..ir.ops.tcgen05 import TMEM_COLUMNS, k_step, tmem_columns
+from ..ir.types import MemDescType
+from . import ctypes_ as C
+from .lower import lowering, registers
+from .rules_mma_async import operand_plan
+
+TCGEN05_ARCHS = ("sm_100a",)
+AREA = "tlx_tcgen05_area"           # reserved shared memory: the TMEM base word, then the sync barriers
+BASE = "tlx_tmem_base"
+SYNC_BARRIERS = "tlx_mma_sync_bar"
+SYNC_BARRIER_OFFSET = 8
+MAX_LDST_COLUMNS = 128               # tcgen05.ld/st .32x32b.x128: the widest access
+
+SWIZZLE_MODE = {128: 2, 64: 4, 32: 6}       # descriptor bits 61-63 (sm_100 encoding)
+DESCRIPTOR_VERSION = 1 << 46                # the fixed 0b001 of bits 46-48
+# tlxc element name -> (.kind, A/B type code of the instruction descriptor)
+INPUTS = {"f16": ("f16", 0), "bf16": ("f16", 1), "f32": ("tf32", 2), "f8e4m3": ("f8f6f4", 0),
+          "f8e5m2": ("f8f6f4", 1)}
+D_TYPE_F32 = 1
+
+
+@dataclass
+class Tcgen05State:
+    """What the rules of one kernel share: the sync-MMA barriers and each scope's tcgen05 use."""
+    allocated: bool = False
+    sync_barriers: dict[int, int] = field(default_factory=dict)     # id(sync tcgen05_mma) -> barrier index
+    scope_uses: dict[str, set[str]] = field(default_factory=dict)   # scope key -> uses (see _uses_of)
+
+
+def _state(lw) -> Tcgen05State:
+    return lw.rule_state.setdefault("tcgen05", Tcgen05State())
+
+
+def require_tcgen05(lw, op) -> None:
+    arch = lw.target.arch
+    if arch not in TCGEN05_ARCHS:
+        raise CompilationError(f"{op.name} needs Blackwell's tensor memory and tcgen05 instructions (sm_100a); "
+                               f"they do not exist on {arch}", op.loc)
+
+
+# -- encodings -----------------------------------------------------------------------------
+def descriptor_fields(lbo: int, sbo: int, swizzle: int) -> int:
+    """Every field of a tcgen05 shared-memory descriptor but the start address (byte
+    quantities; encoded >> 4, 14 bits each)."""
+    if swizzle not in SWIZZLE_MODE or lbo % 16 or sbo % 16 or lbo >> 4 >= 1 << 14 or sbo >> 4 >= 1 << 14:
+        raise InternalCompilerError(f"tcgen05 descriptor out of range: LBO={lbo}, SBO={sbo}, swizzle={swizzle}")
+    return ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | DESCRIPTOR_VERSION | (SWIZZLE_MODE[swizzle] << 61)
+
+
+def _from_wgmma_fields(fields: int, swizzle: int) -> int:
+    """The tcgen05 fields with the LBO and SBO of ``operand_plan``'s wgmma fields."""
+    lbo = ((fields >> 16) & 0x3FFF) << 4
+    sbo = ((fields >> 32) & 0x3FFF) << 4
+    return descriptor_fields(lbo, sbo, swizzle)
+
+
+def instruction_descriptor(element, m: int, n: int, a_mn_major: int, b_mn_major: int) -> int:
+    """The 32-bit instruction descriptor of ``kind::f16/tf32/f8f6f4`` with an f32 accumulator."""
+    _, code = INPUTS[element.name]
+    return ((D_TYPE_F32 << 4) | (code << 7) | (code << 10) | (a_mn_major << 15) | (b_mn_major << 16)
+            | ((n >> 3) << 17) | ((m >> 4) << 24))
+
+
+# -- which scopes use tcgen05 -----------------------------------------------------------------
+def _scope_ops(lw):
+    """The ops lowered in the current scope: one task's region (the default task's also
+    the kernel code around ``tlx.async_tasks``), or the whole kernel."""
+    body = lw.kernel.regions[0].block
+    tasks = next((op for op in body.ops if op.name == "tlx.async_tasks"), None)
+    key = lw.scope.key
+    if tasks is None or not key.startswith("t"):
+        yield from lw.kernel.walk()
+        return
+    index = int(key[1:])                   # rules_tlx.lower_warp_specialized names task scopes t<index>
+    for op in tasks.regions[index].ops:
+        yield from op.walk()
+    if index == 0:
+        for op in body.ops:
+            if op is not tasks:
+                yield from op.walk()
+
+
+def _uses_of(op) -> set[str]:
+    if op.name in ("tlx.tcgen05_mma", "tlx.tcgen05_commit"):
+        return {"mma"}
+    if op.name in ("tlx.local_load", "tlx.local_store"):
+        storage = getattr(op.operands[0].type, "storage", "smem")
+        return {"tmem"} if storage == "tmem" else ({"smem_write"} if op.name == "tlx.local_store" else set())
+    if op.name == "tlx.async_load":
+        return {"smem_write"}
+    return set()
+
+
+def scope_uses(lw) -> set[str]:
+    """How the current scope uses tcgen05: ``mma`` (issues MMAs or commits), ``tmem``
+    (tcgen05.ld/st), ``smem_write`` (writes shared memory from registers)."""
+    state = _state(lw)
+    key = lw.scope.key
+    if key not in state.scope_uses:
+        uses: set[str] = set()
+        if lw.kernel.attrs.get("tmem_columns"):
+            for op in _scope_ops(lw):
+                uses |= _uses_of(op)
+        state.scope_uses[key] = uses
+    return state.scope_uses[key]
+
+
+def fence_after_wait(lw) -> list[str]:
+    """After an mbarrier or named-barrier wait: order the scope's later tcgen05 ops after it."""
+    if scope_uses(lw) & {"mma", "tmem"}:
+        return [lw.target.call("tlx_tcgen05_fence_after_thread_sync")]
+    return []
+
+
+def fence_before_arrive(lw) -> list[str]:
+    """Before an arrive: order the scope's earlier tcgen05.ld/st (waited for) before it."""
+    if "tmem" in scope_uses(lw):
+        return [lw.target.call("tlx_tcgen05_fence_before_thread_sync")]
+    return []
+
+
+# -- allocation ---------------------------------------------------------------------------
+def allocate_tensor_memory(lw, op) -> None:
+    """The kernel's one TMEM allocation, its base address for every thread, the sync-MMA
+    barriers, and the deallocation at the kernel's end."""
+    state = _state(lw)
+    columns = lw.kernel.attrs.get("tmem_columns")
+    if not columns or columns > TMEM_COLUMNS:
+        raise InternalCompilerError(f"tensor-memory allocation of {columns} columns (a tlxc bug: "
+                                    f"allocate-shared sets kernel.attrs.tmem_columns)", op.loc)
+    if lw.scope.bar_id is not None:
+        raise InternalCompilerError("tensor memory allocated inside an async task (a tlxc bug: allocations "
+                                    "are top-level code every warp runs)", op.loc)
+    sync_mmas = [o for o in lw.kernel.walk() if o.name == "tlx.tcgen05_mma" and o.attrs.get("sync")]
+    state.sync_barriers = {id(o): i for i, o in enumerate(sync_mmas)}
+    lw.reserve_shared(AREA, SYNC_BARRIER_OFFSET + 8 * len(sync_mmas))
+    target, out = lw.target, lw.out
+    out.line(f"// tensor memory: {columns} of {TMEM_COLUMNS} columns, allocated by warp 0 (tcgen05.alloc writes "
+             f"the base address to shared memory)")
+    out.line(f"unsigned* tlx_tmem_slot = reinterpret_cast<unsigned*>({AREA});")
+    out.line(f"if (warp == 0) {{ {target.call('tlx_tcgen05_alloc', 'tlx_tmem_slot', f'{columns}u')} "
+             f"{target.call('tlx_tcgen05_relinquish_alloc_permit')} }}")
+    if sync_mmas:
+        out.line(f"// completion barriers of the synchronous MMAs ({len(sync_mmas)}), each waited for by its "
+                 f"issuing thread only")
+        out.line(f"unsigned long long* {SYNC_BARRIERS} = reinterpret_cast<unsigned long long*>({AREA} + "
+                 f"{SYNC_BARRIER_OFFSET});")
+        out.open("if (tid == 0)")
+        out.line("#pragma unroll")
+        out.line(f"for (int i = 0; i < {len(sync_mmas)}; ++i) {target.mbarrier_init(f'{SYNC_BARRIERS} + i', 1)}")
+        out.line(target.fence("async_shared"))
+        out.close()
+        for i in range(len(sync_mmas)):
+            out.line(f"unsigned tlx_mma_sync_phase{i} = 0;")
+    out.line(lw.sync())
+    out.line(target.call("tlx_tcgen05_fence_after_thread_sync"))
+    out.line(f"const unsigned {BASE} = *tlx_tmem_slot;")
+    lw.epilogue += [
+        "// tensor memory back: every thread's tcgen05 ops are ordered before the barrier, then warp 0 frees it",
+        target.call("tlx_tcgen05_fence_before_thread_sync"),
+        "__syncthreads();",
+        (f"if (warp == 0) {{ {target.call('tlx_tcgen05_fence_after_thread_sync')} "
+         f"{target.call('tlx_tcgen05_dealloc', BASE, f'{columns}u')} }}"),
+    ]
+    state.allocated = True
+
+
+def tmem_alloc(lw, op) -> None:
+    """``tlx.local_alloc`` of tensor memory: the TMEM address of its first buffer."""
+    require_tcgen05(lw, op)
+    if not _state(lw).allocated:
+        allocate_tensor_memory(lw, op)
+    r = op.results[0]
+    t = r.type
+    column = op.attrs["column"]
+    name = lw.define(r)
+    lw.out.line(f"const unsigned {name} = {BASE} + {column}u;  // {t.num} x {list(t.shape)} {t.element}: columns "
+                f"{column}..{column + t.num * tmem_columns(t) - 1}")
+    lw.tmem_views[id(r)] = name
+
+
+def tmem_view(lw, op) -> None:
+    """``tlx.local_view`` of tensor memory: buffer ``idx``, N columns further per buffer."""
+    src, idx = op.operands
+    name = lw.define(op.results[0])
+    lw.out.line(f"const unsigned {name} = {lw.tmem_views[id(src)]} + (unsigned)({lw.name(idx)}) * "
+                f"{tmem_columns(src.type)}u;")
+    lw.tmem_views[id(op.results[0])] = name
+
+
+def tmem_slice(lw, op) -> None:
+    """``tlx.local_slice`` of tensor memory: whole rows from a column offset (the frontend
+    allows no other slice of it)."""
+    src, row, col = op.operands
+    if lw.axis.info(row).value != 0:
+        raise CompilationError("a tensor-memory slice keeps every row (offset [0, column])", op.loc)
+    words = src.type.element.bytes // 4
+    name = lw.define(op.results[0])
+    lw.out.line(f"const unsigned {name} = {lw.tmem_views[id(src)]} + (unsigned)({lw.name(col)})"
+                + (f" * {words}u;" if words != 1 else ";"))
+    lw.tmem_views[id(op.results[0])] = name
+
+
+# -- tcgen05.ld / tcgen05.st ----------------------------------------------------------------
+def _chunks(columns: int) -> list[tuple[int, int]]:
+    """(first column, .xN) of the accesses covering ``columns``: at most 128 wide, powers of two."""
+    chunks, start = [], 0
+    while start < columns:
+        width = MAX_LDST_COLUMNS
+        while width > columns - start:
+            width //= 2
+        chunks.append((start, width))
+        start += width
+    return chunks
+
+
+def _warp_address(lw, op, view_type: MemDescType, register_type) -> str:
+    """The TMEM address of this warp's 32 lanes of ``view``, after checking that the
+    register layout is the 32x32b one and the warps are a warp group."""
+    scope = lw.scope
+    warps = scope.threads // 32
+    if warps != 4 or scope.warp_start % 4:
+        raise CompilationError(f"{op.name} of tensor memory needs a task of 4 warps starting at a multiple of "
+                               f"4 (warp w reaches lanes 32 * (w % 4) .. + 31); this one has {warps} warps "
+                               f"starting at warp {scope.warp_start}", op.loc)
+    expected = L.tmem_layout(view_type.shape, 4)
+    if register_type.layout != expected:
+        raise InternalCompilerError(f"{op.name} of tensor memory with layout {register_type.layout} (a tlxc bug: "
+                                    f"infer-layouts gives it the 32x32b layout {expected})", op.loc)
+    return f"((unsigned)(32 * {scope.warp_var}) << 16)"
+
+
+def _to_word(expr: str, element) -> str:
+    return f"__float_as_uint({expr})" if element.name == "f32" else f"(unsigned)({expr})"
+
+
+def _from_word(expr: str, element) -> str:
+    return f"__uint_as_float({expr})" if element.name == "f32" else f"({C.storage_type(element)})({expr})"
+
+
+def tmem_load(lw, op) -> None:
+    """``tlx.local_load`` of tensor memory: this thread's row, every column, into registers."""
+    require_tcgen05(lw, op)
+    view, r = op.operands[0], op.results[0]
+    lane_part = _warp_address(lw, op, view.type, r.type)
+    columns = registers(r.type)
+    words, taddr = lw.fresh("tm_words"), lw.fresh("tm_addr")
+    lw.out.line(f"// tcgen05.ld: row 32 * {lw.scope.warp_var} + lane, {columns} columns")
+    lw.out.line(f"const unsigned {taddr} = {lw.tmem_views[id(view)]} + {lane_part};")
+    lw.out.line(f"unsigned {words}[{columns}];")
+    for start, width in _chunks(columns):
+        lw.out.line(lw.target.call(f"tlx_tcgen05_ld_32x32b_x{width}", f"{taddr} + {start}u" if start else taddr,
+                                   f"&{words}[{start}]"))
+    lw.target.use("tlx_tcgen05_wait_ld")
+    lw.out.line(f"tlx_tcgen05_wait_ld<{columns}>({words});")
+    name = lw.declare(r)
+    lw.for_registers(r, f"{name}[i] = {_from_word(f'{words}[i]', r.type.element)};")
+
+
+def tmem_store(lw, op) -> None:
+    """``tlx.local_store`` to tensor memory: this thread's registers into its row."""
+    require_tcgen05(lw, op)
+    view, value = op.operands
+    lane_part = _warp_address(lw, op, view.type, value.type)
+    columns = registers(value.type)
+    words, taddr = lw.fresh("tm_words"), lw.fresh("tm_addr")
+    lw.out.line(f"// tcgen05.st: row 32 * {lw.scope.warp_var} + lane, {columns} columns")
+    lw.out.line(f"const unsigned {taddr} = {lw.tmem_views[id(view)]} + {lane_part};")
+    lw.out.line(f"unsigned {words}[{columns}];")
+    lw.for_registers(value, f"{words}[i] = {_to_word(lw.ref(value), value.type.element)};")
+    for start, width in _chunks(columns):
+        lw.out.line(lw.target.call(f"tlx_tcgen05_st_32x32b_x{width}", f"{taddr} + {start}u" if start else taddr,
+                                   f"&{words}[{start}]"))
+    lw.out.line(lw.target.call("tlx_tcgen05_wait_st"))
+
+
+# -- MMA ------------------------------------------------------------------------------------
+def _operand(lw, op, view, is_b: bool, element) -> dict:
+    """Major-ness, tcgen05 descriptor fields and byte offsets of an A or B operand."""
+    swizzle = lw.view_swizzle.get(id(view), 0)
+    plan = operand_plan(view.type, lw.views[id(view)][1], swizzle, is_b, element, op.loc,
+                        lw.view_block.get(id(view)))
+    if plan["trans"] and element.name == "f32":
+        name, hint = ("B", "store B as [N, K] and pass tlx.local_trans(b_buffer)") if is_b else \
+            ("A", "store A as [M, K]")
+        raise CompilationError(f"tcgen05 reads tf32 operands {'N' if is_b else 'M'}-major only from buffers with "
+                               f"the 128-byte swizzle of 32-byte atoms, which tlxc does not build; {name} is "
+                               f"{view.type}: {hint}", op.loc)
+    plan["fields"] = _from_wgmma_fields(plan["fields"], swizzle)
+    return plan
+
+
+@lowering("tlx.tcgen05_mma")
+def tcgen05_mma(lw, op):
+    require_tcgen05(lw, op)
+    a, b, acc, use_acc = op.operands[:4]
+    pred = op.operands[4] if op.attrs.get("has_pred") else None
+    element = a.type.element
+    kind, _ = INPUTS[element.name]
+    plan_a = _operand(lw, op, a, False, element)
+    plan_b = _operand(lw, op, b, True, element)
+    (m, k), n = a.type.shape, b.type.shape[1]
+    step = k_step(element)
+    idesc = instruction_descriptor(element, m, n, plan_a["trans"], plan_b["trans"])
+    sync_index = _state(lw).sync_barriers.get(id(op)) if op.attrs.get("sync") else None
+    if op.attrs.get("sync") and sync_index is None:
+        raise InternalCompilerError("a synchronous tcgen05 MMA without its completion barrier (a tlxc bug)",
+                                    op.loc)
+    target, out, tid = lw.target, lw.out, lw.scope.tid_var
+    uses = scope_uses(lw)
+    if uses & {"tmem", "smem_write"}:
+        # the task's threads wrote the operands or touched the accumulator: all of that before the issue
+        if "tmem" in uses:
+            out.line(target.call("tlx_tcgen05_fence_before_thread_sync"))
+        out.line(lw.sync())
+        if "tmem" in uses:
+            out.line(target.call("tlx_tcgen05_fence_after_thread_sync"))
+    out.line(f"// tcgen05.mma.cta_group::1.kind::{kind}: {m}x{n}x{step} x {k // step} k-steps by thread 0 of the "
+             f"task; A {'M' if plan_a['trans'] else 'K'}-major, B {'N' if plan_b['trans'] else 'K'}-major, "
+             f"idesc {idesc:#010x}")
+    cond = f"{tid} == 0" + (f" && {lw.name(pred)}" if pred is not None else "")
+    out.open(f"if ({cond})")
+    helper = f"tlx_tcgen05_mma_{kind}"
+    target.use(helper)
+    target.use("tlx_wgmma_desc")          # the start-address encoding is wgmma's (matrix-descriptor-encode)
+    a_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
+    b_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(b)][0]})"
+    out.line("#pragma unroll")
+    out.open(f"for (int kk = 0; kk < {k // step}; ++kk)")
+    da = f"tlx_wgmma_desc({a_bytes}, {plan_a['offset']('0', f'{step} * kk')}, {plan_a['fields']:#x}ull)"
+    db = f"tlx_wgmma_desc({b_bytes}, {plan_b['offset']('0', f'{step} * kk')}, {plan_b['fields']:#x}ull)"
+    out.line(f"{helper}({lw.tmem_views[id(acc)]}, {da}, {db}, {idesc:#010x}u, kk == 0 ? (int)({lw.name(use_acc)}) "
+             f": 1);")
+    out.close()
+    for bar in op.barriers:
+        out.line(target.call("tlx_tcgen05_commit", lw.name(bar)))
+    if sync_index is not None:
+        phase = f"tlx_mma_sync_phase{sync_index}"
+        out.line(target.call("tlx_tcgen05_commit", f"{SYNC_BARRIERS} + {sync_index}"))
+        out.line(f"{target.mbarrier_wait(f'{SYNC_BARRIERS} + {sync_index}', phase)} {phase} ^= 1;")
+    out.close()
+    if sync_index is not None:
+        out.line(f"{lw.sync()}  // the synchronous MMA is done: thread 0 saw its barrier")
+        out.line(target.call("tlx_tcgen05_fence_after_thread_sync"))
+
+
+@lowering("tlx.tcgen05_commit")
+def tcgen05_commit(lw, op):
+    require_tcgen05(lw, op)
+    # thread 0 issued the task's MMAs, and a commit tracks the issuing thread's tcgen05 ops
+    lw.out.line(f"if ({lw.scope.tid_var} == 0) {lw.target.call('tlx_tcgen05_commit', lw.name(op.operands[0]))}")
+
+
+__all__ = ["descriptor_fields", "fence_after_wait", "fence_before_arrive", "instruction_descriptor",
+           "tmem_alloc", "tmem_load", "tmem_slice", "tmem_store", "tmem_view"]
