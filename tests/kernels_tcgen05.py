@@ -51,7 +51,7 @@ def tmem_gemm(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [128, 32], swizzle
                     cols = (tile % num_pid_n) * BN + j * SUB + tl.arange(0, SUB)
                     tl.store(c_ptr + rows[:, None] * N + cols[None, :], part,
                              mask=(rows[:, None] < M) & (cols[None, :] < N))
-                t += 1  # noqa: SIM113
+                t += 1  # noqa: SIM113 (enumerate is not in the kernel language)
         with tlx.async_task(num_warps=1):  # the producer
             count = 0
             for tile in range(tl.program_id(0), num_tiles, tl.num_programs(0)):
@@ -88,7 +88,7 @@ def tmem_gemm(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [128, 32], swizzle
                 if BUG == "commit_twice":
                     tlx.tcgen05_commit(tmem_full[buf])  # BUG commit_twice
                 tlx.tcgen05_commit(tmem_full[buf])  # the MMA's commit
-                t += 1  # noqa: SIM113
+                t += 1  # noqa: SIM113 (enumerate is not in the kernel language)
 
 
 @tlxc.kernel

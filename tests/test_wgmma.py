@@ -120,8 +120,8 @@ def test_wgmma_loop_compiles(num_warps):
         assert "((((warp) >> 2) & 1) * 64) * 128" in compiled.asm["cuda"]
 
 
-def test_async_dot_on_sm_100a_says_tcgen05_is_not_implemented():
-    with pytest.raises(CompilationError, match="tcgen05 lowering not implemented yet"):
+def test_async_dot_with_register_accumulator_is_refused_on_sm_100a():
+    with pytest.raises(CompilationError, match=r"on Blackwell \(sm_100a\) async_dot accumulates in tensor memory"):
         _tile(1, arch="sm_100a")
 
 

@@ -146,8 +146,8 @@ def _warpgroup_offsets(lw, layout) -> tuple[str, str]:
 def async_dot(lw, op):
     arch = lw.target.arch
     if arch.startswith("sm_100"):
-        raise CompilationError(f"tlx.async_dot on {arch}: tcgen05 lowering not implemented yet (wgmma is sm_90a "
-                               f"only)", op.loc)
+        raise CompilationError(f"tlx.async_dot with a register accumulator is Hopper's wgmma (sm_90a only); on "
+                               f"{arch} the accumulator lives in tensor memory (tcgen05)", op.loc)
     if arch != "sm_90a":
         raise CompilationError(f"tlx.async_dot needs wgmma (sm_90a), not {arch}", op.loc)
     a, b, acc = op.operands[:3]
