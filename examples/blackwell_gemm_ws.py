@@ -28,22 +28,11 @@ No Blackwell GPU was available to this project: the kernel is checked by
     tlxc compile examples/blackwell_gemm_ws.py --arch sm_100a --emit cuda,cubin -o out/
 """
 import torch
+from hopper_gemm_ws import B_BOX_N, DTYPES, gemm_operands, grouped_tile
 
 import tlxc
 import tlxc.language as tl
 from tlxc.language import tlx
-
-DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
-B_BOX_N = 64          # columns of one B box: 64 x 2 bytes = the 128-byte swizzle's span
-
-
-@tlxc.kernel
-def grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    """(pid_m, pid_n) of ``tile``: tiles run down GROUP_M rows before moving right."""
-    group = tile // (GROUP_M * num_pid_n)
-    first_m = group * GROUP_M
-    rows = tl.minimum(num_pid_m - first_m, GROUP_M)
-    return first_m + (tile % (GROUP_M * num_pid_n)) % rows, (tile % (GROUP_M * num_pid_n)) // rows
 
 
 @tlxc.kernel
@@ -115,15 +104,9 @@ def matmul_tcgen05(a: torch.Tensor, b: torch.Tensor, *, block_n: int = 256, grou
                    num_tmem: int = 2, epilogue_subtile: int = 4, programs: int | None = None) -> torch.Tensor:
     """``a @ b`` for 2-D bf16/fp16 tensors with 16-byte aligned rows (TMA), on sm_100a
     (or the interpreter with ``TLXC_INTERPRET_ARCH=sm_100a``)."""
-    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"matmul_tcgen05 expects (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
-    if a.dtype not in DTYPES or b.dtype != a.dtype:
-        raise ValueError(f"matmul_tcgen05 expects two bfloat16 or two float16 tensors, got {a.dtype} and {b.dtype}")
-    M, K = a.shape
-    N = b.shape[1]
-    out = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    M, N, K, out = gemm_operands("matmul_tcgen05", a, b, None)
     if M == 0 or N == 0 or K == 0:
-        return out.zero_()
+        return out
     a_desc = tlxc.TensorDescriptor.from_tensor(a, [128, 64], swizzle=128)
     b_desc = tlxc.TensorDescriptor.from_tensor(b, [64, B_BOX_N], swizzle=128)
     tiles = -(-M // 128) * -(-N // block_n)
