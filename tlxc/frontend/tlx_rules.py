@@ -619,9 +619,9 @@ def _tcgen05_mma(ctx, A, B, acc, use_acc, pred, mBarriers, two_ctas, force_async
         raise SemanticError(f"'mBarriers' must be a list of mbarriers, got {S.describe(mBarriers)}",
                             param="mBarriers")
     bars = [_barrier(bar, "mBarriers").value for bar in mBarriers]
-    flag = _pred(b, True if use_acc is None else use_acc)
     if isinstance(use_acc, Tensor) and use_acc.is_block:
         raise SemanticError(f"'use_acc' must be a scalar boolean, got {S.describe(use_acc)}", param="use_acc")
+    flag = _pred(b, True if use_acc is None else use_acc)
     preds = _pred(b, pred)
     sync = not bars and not constexpr(force_async, "force_async")
     b.create("tlx.tcgen05_mma", [a.value, bm.value, acc.value] + flag + preds + bars, [],

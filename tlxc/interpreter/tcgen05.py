@@ -104,6 +104,7 @@ def tcgen05_mma(ctx, op, a: SharedView, b: SharedView, acc: SharedView, use_acc,
         a32, b32 = round_tf32(a32), round_tf32(b32)
     product = np.matmul(a32, b32)
     queue.writes[acc.key] = queue.writes.get(acc.key, 0) + 1
+    sync = bool(op.attrs.get("sync"))
 
     def complete():
         result = product
@@ -119,7 +120,6 @@ def tcgen05_mma(ctx, op, a: SharedView, b: SharedView, acc: SharedView, use_acc,
                 ctx.races.retire(access, op.loc)
         _arrive(ctx, queue, barriers)
 
-    sync = bool(op.attrs.get("sync"))
     event = _post(ctx, queue, f"tcgen05 MMA into {acc.label}", complete, op.loc)
     if sync:
         _drain(ctx, queue, event)
