@@ -324,6 +324,29 @@ def budgets(x_ptr: F32, out_ptr: F32, BUG: tl.constexpr = ""):
 
 
 @tlxc.kernel
+def warp_ranges(out_ptr: F32, BUG: tl.constexpr = ""):
+    """Tasks placed with warp_group_start_id (TLX's explicit warp ranges): the
+    correct kernel lists them out of warp order; the default task has warps [0, 4)."""
+    with tlx.async_tasks():  # the placed tasks
+        with tlx.async_task("default"):
+            tl.store(out_ptr + tlx.thread_id(0) * 0, 0.0)
+        if BUG == "overlap":
+            with tlx.async_task(num_warps=4, warp_group_start_id=2):  # BUG overlap
+                tl.store(out_ptr + 1, 1.0)
+        elif BUG == "gap":
+            with tlx.async_task(num_warps=4, warp_group_start_id=12):  # BUG gap
+                tl.store(out_ptr + 1, 1.0)
+        elif BUG == "partial":
+            with tlx.async_task(num_warps=4):  # BUG partial
+                tl.store(out_ptr + 1, 1.0)
+        else:
+            with tlx.async_task(num_warps=4, warp_group_start_id=8):  # the second placed task
+                tl.store(out_ptr + 1, 1.0)
+        with tlx.async_task(num_warps=2, replicate=2, warp_group_start_id=4):  # the first placed task
+            tl.store(out_ptr + 2 + tlx.async_task_replica_id(), 2.0)
+
+
+@tlxc.kernel
 def many_tasks(out_ptr: F32, REPLICAS: tl.constexpr = 5):
     """The default task and REPLICAS one-warp workers: six tasks fit, seven do not."""
     with tlx.async_tasks():  # the tasks

@@ -167,6 +167,15 @@ BROKEN = [
      "give every non-default task a register budget, or none of them", "# the register budgets"),
     ("many_tasks", {"REPLICAS": 6}, "resource.tasks",
      "the kernel has 7 async tasks (replicas included); tlxc supports at most 6", "# the tasks"),
+    ("warp_ranges", {"BUG": "overlap"}, "frontend",
+     "overlapping warp ranges: task 'task<# BUG overlap>' uses warps [2, 6) and task 'default' uses warps [0, 4)",
+     "# BUG overlap"),
+    ("warp_ranges", {"BUG": "gap"}, "frontend",
+     ("task 'task<# BUG gap>' starts at warp 12, leaving warps [8, 12) to no task; tlxc packs the tasks without "
+      "gaps (warp_group_start_id=8)"), "# BUG gap"),
+    ("warp_ranges", {"BUG": "partial"}, "frontend",
+     ("warp_group_start_id must be set for every non-default task or for none; task 'task<# BUG partial>' has "
+      "none"), "# BUG partial"),
     ("peer_done", {"BUG": "remote_wait"}, "frontend",
      ("'bar' is a remote view (a barrier of another CTA of the cluster); only barrier_arrive can use it: arrive "
      "remote, wait local"), "# BUG remote_wait"),
@@ -458,3 +467,20 @@ def test_tma_and_wgmma_bugs_are_caught(bug, check, message, marker):
     first = found[0]
     assert (first.check, first.loc.line) == (check, _line(marker)), first.render()
     assert message in first.message, first.render()
+
+
+def test_warp_group_start_id_places_the_tasks():
+    """Explicit warp ranges reorder the tasks into warp order (tlxc packs them: the
+    default task's [0, 4), then [4, 8) for the two 2-warp replicas, then [8, 12))."""
+    import numpy as np
+
+    from tlxc.interpreter import interpret
+    assert findings(C.warp_ranges, "out_ptr=*fp32") == []
+    text = C.warp_ranges.compile("out_ptr=*fp32", stages=("ir",)).asm["ir"]
+    first, second = f"task{_line('# the first placed task')}", f"task{_line('# the second placed task')}"
+    assert text.index(f'"{first}.0"') < text.index(f'"{first}.1"') < text.index(f'"{second}"')
+    out = np.full(4, np.nan, dtype=np.float32)
+    interpret(C.warp_ranges, (1,), (out,))
+    assert out.tolist() == [0.0, 1.0, 2.0, 2.0]
+    cuda = C.warp_ranges.compile("out_ptr=*fp32", stages=("cuda",)).asm["cuda"]
+    assert "__launch_bounds__(384, 1)" in cuda                      # 12 warps

@@ -362,9 +362,47 @@ class FunctionCodegen(ast.NodeVisitor):
             raise self.error(f"replicate must be a positive integer, got {replicate!r}", call)
         if stmt.items[0].optional_vars is not None:
             raise self.error("tlx.async_task(...) does not bind a name ('as ...')", stmt.items[0].optional_vars)
+        start = kwargs.get("warp_group_start_id")
+        if start is not None and (isinstance(start, bool) or not isinstance(start, int) or start < 0):
+            raise self.error(f"warp_group_start_id must be a non-negative integer (the task's first warp), got "
+                             f"{start!r}", call)
         name = "default" if default else f"task{self.src.loc(stmt).line}"   # its line in the file
         return {"name": name, "default": default, "warps": warps, "regs": regs or 0, "replicate": replicate,
-                "body": stmt.body, "node": stmt}
+                "body": stmt.body, "node": stmt, "start": start}
+
+    def place_tasks(self, default: dict, others: list[dict], node) -> list[dict]:
+        """The non-default tasks in warp order.  Without ``warp_group_start_id`` they
+        follow the default task in source order; with it (given for all of them, or
+        none, as TLX requires) the ranges ``[start, start + num_warps * replicate)``
+        must not overlap each other or the default task's ``[0, num_warps)``, and
+        must leave no unused warps between them (tlxc packs the tasks)."""
+        given = [t for t in others if t["start"] is not None]
+        if not given:
+            return others
+        if len(given) != len(others):
+            missing = next(t for t in others if t["start"] is None)
+            raise self.error(f"warp_group_start_id must be set for every non-default task or for none; task "
+                             f"'{missing['name']}' has none but task '{given[0]['name']}' starts at warp "
+                             f"{given[0]['start']}", missing["node"])
+
+        def span(t):
+            first = 0 if t["default"] else t["start"]
+            return first, first + t["warps"] * t["replicate"]
+
+        placed = [default]
+        for task in sorted(others, key=lambda t: t["start"]):
+            lo, hi = span(task)
+            for other in placed:
+                olo, ohi = span(other)
+                if lo < ohi and olo < hi:
+                    raise self.error(f"overlapping warp ranges: task '{task['name']}' uses warps [{lo}, {hi}) and "
+                                     f"task '{other['name']}' uses warps [{olo}, {ohi})", task["node"])
+            end = span(placed[-1])[1]
+            if lo != end:
+                raise self.error(f"task '{task['name']}' starts at warp {lo}, leaving warps [{end}, {lo}) to no task; "
+                                 f"tlxc packs the tasks without gaps (warp_group_start_id={end})", task["node"])
+            placed.append(task)
+        return placed[1:]
 
     def async_tasks(self, node) -> None:
         tasks: list[dict] = []
@@ -372,7 +410,7 @@ class FunctionCodegen(ast.NodeVisitor):
         defaults = [t for t in tasks if t["default"]]
         if len(defaults) != 1:
             raise self.error(f"tlx.async_tasks needs exactly one 'default' task, found {len(defaults)}", node)
-        non_default = [t for t in tasks if not t["default"]]
+        non_default = self.place_tasks(defaults[0], [t for t in tasks if not t["default"]], node)
         regs_given = [t["regs"] > 0 for t in non_default]
         if any(regs_given) and not all(regs_given):
             raise self.error("give every non-default task a register budget, or none of them", node)
