@@ -5,10 +5,14 @@ from tlxc.language import tlx
 
 
 @tlxc.kernel
-def tma_add_one(in_desc, out_desc, BM: tl.constexpr, BN: tl.constexpr):
-    """out = in + 1, one BM x BN box per program, through shared memory and TMA."""
+def tma_add_one(in_desc, out_desc, BM: tl.constexpr, BN: tl.constexpr, PREFETCH: tl.constexpr = False):
+    """out = in + 1, one BM x BN box per program, through shared memory and TMA;
+    PREFETCH warms L2 with the box first (and, predicated off, the one below it)."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
+    if PREFETCH:
+        tlx.async_descriptor_prefetch_tensor(in_desc, [pid_m * BM, pid_n * BN])
+        tlx.async_descriptor_prefetch_tensor(in_desc, [pid_m * BM + BM, pid_n * BN], pred=pid_m < 0)
     buf = tlx.local_alloc((BM, BN), tl.float32, 1)
     bar = tlx.alloc_barriers(1, arrive_count=1)
     tlx.barrier_expect_bytes(bar[0], BM * BN * 4)

@@ -96,6 +96,12 @@ def _tma(rank: int, store: bool) -> Case:
     return Case(body, (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes",))
 
 
+def _tma_prefetch(rank: int) -> Case:
+    coords = ", ".join(f"(int)in[{i}]" for i in range(rank))
+    return Case(f"tlx_tma_prefetch_{rank}d(in + 64, {coords}); out[0] = 1u;",
+                (f"cp.async.bulk.prefetch.tensor.{rank}d.L2.global.tile",))
+
+
 def _tma_multicast(rank: int) -> Case:
     coords = ", ".join(f"(int)in[{i}]" for i in range(rank))
     body = (f"__shared__ __attribute__((aligned(128))) float buf[256]; {_BAR}"
@@ -228,6 +234,7 @@ CASES: dict[str, Case] = {
     **{f"tlx_tma_load_{r}d": _tma(r, False) for r in range(1, 6)},
     **{f"tlx_tma_store_{r}d": _tma(r, True) for r in range(1, 6)},
     **{f"tlx_tma_load_multicast_{r}d": _tma_multicast(r) for r in range(1, 6)},
+    **{f"tlx_tma_prefetch_{r}d": _tma_prefetch(r) for r in range(1, 6)},
     # clusters
     "tlx_cluster_ctarank": Case("out[0] = (unsigned)tlx_cluster_ctarank();", ("%cluster_ctarank",)),
     "tlx_cluster_nctarank": Case("out[0] = (unsigned)tlx_cluster_nctarank();", ("%cluster_nctarank",)),

@@ -12,24 +12,53 @@ import torch
 
 import tlxc
 from tlxc.errors import RaceError
+from tlxc.language import tlx
 
 BM, BN = 32, 64
 
 
-def _launch(x, out, interpret):
+def _launch(x, out, interpret, prefetch=False):
     a = tlxc.TensorDescriptor.from_tensor(x, [BM, BN])
     b = tlxc.TensorDescriptor.from_tensor(out, [BM, BN])
     grid = ((x.shape[0] + BM - 1) // BM, (x.shape[1] + BN - 1) // BN)
     launcher = tlxc.interpret(K.tma_add_one) if interpret else K.tma_add_one
-    launcher[grid](a, b, BM=BM, BN=BN, num_warps=4)
+    launcher[grid](a, b, BM=BM, BN=BN, PREFETCH=prefetch, num_warps=4)
 
 
+@pytest.mark.parametrize("prefetch", [False, True], ids=["", "l2-prefetch"])
 @pytest.mark.parametrize("shape", [(32, 64), (100, 132), (7, 200)])
-def test_interpreter_tma_round_trip(shape):
+def test_interpreter_tma_round_trip(shape, prefetch):
     x = torch.randn(*shape)
     out = torch.full(shape, float("nan"))
-    _launch(x, out, interpret=True)
+    _launch(x, out, interpret=True, prefetch=prefetch)
     assert torch.equal(out, x + 1)
+
+
+def test_prefetch_lowers_to_the_l2_tensor_prefetch():
+    from tlxc.compiler import compile_kernel
+    from tlxc.frontend.specialize import specialization_from_args
+    a = tlxc.TensorDescriptor.from_tensor(torch.randn(64, 128), [BM, BN])
+    spec = specialization_from_args(K.tma_add_one, {"in_desc": a, "out_desc": a, "BM": BM, "BN": BN,
+                                                    "PREFETCH": True})
+    compiled = compile_kernel(K.tma_add_one, spec, arch="sm_90a", num_warps=4)
+    cuda = compiled.asm["cuda"]
+    assert "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in cuda
+    calls = [line for line in cuda.splitlines() if "tlx_tma_prefetch_2d(&" in line]
+    assert len(calls) == 2 and "&&" not in calls[0] and "&&" in calls[1]      # the second is predicated
+    assert compiled.asm["cubin"][:4] == b"\x7fELF"
+
+
+def test_prefetch_offsets_are_checked():
+    from tlxc.frontend.specialize import specialization_from_args
+
+    @tlxc.kernel
+    def bad(in_desc):
+        tlx.async_descriptor_prefetch_tensor(in_desc, [0])
+
+    a = tlxc.TensorDescriptor.from_tensor(torch.randn(64, 128), [BM, BN])
+    with pytest.raises(tlxc.CompilationError, match="'offsets' needs 2 entries"):
+        from tlxc.compiler import frontend
+        frontend(bad, specialization_from_args(bad, {"in_desc": a}))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -57,7 +86,7 @@ def test_tma_kernel_compiles_for_both_archs():
     from tlxc.frontend.specialize import specialization_from_args
     x = torch.randn(64, 128)
     a = tlxc.TensorDescriptor.from_tensor(x, [BM, BN])
-    spec = specialization_from_args(K.tma_add_one, {"in_desc": a, "out_desc": a, "BM": BM, "BN": BN})
+    spec = specialization_from_args(K.tma_add_one, {"in_desc": a, "out_desc": a, "BM": BM, "BN": BN, "PREFETCH": False})
     for arch in ("sm_90a", "sm_100a"):
         compiled = compile_kernel(K.tma_add_one, spec, arch=arch, num_warps=4)
         assert compiled.asm["cubin"][:4] == b"\x7fELF"
@@ -66,11 +95,12 @@ def test_tma_kernel_compiles_for_both_archs():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("prefetch", [False, True], ids=["", "l2-prefetch"])
 @pytest.mark.parametrize("shape", [(32, 64), (100, 132)])
-def test_gpu_tma_round_trip(shape):
+def test_gpu_tma_round_trip(shape, prefetch):
     x = torch.randn(*shape, device="cuda")
     out = torch.full(shape, float("nan"), device="cuda")
-    _launch(x, out, interpret=False)
+    _launch(x, out, interpret=False, prefetch=prefetch)
     torch.cuda.synchronize()
     assert torch.equal(out, x + 1)
 

@@ -347,6 +347,16 @@ def async_descriptor_load(lw, op):
     lw.out.line(f"if ({cond}) {helper}({base}, &{lw.name(desc)}, {lw.name(bar)}, {coords});")
 
 
+@lowering("tlx.async_descriptor_prefetch_tensor")
+def async_descriptor_prefetch_tensor(lw, op):
+    desc = op.operands[0]
+    offsets = op.offsets
+    cond = f"{lw.scope.tid_var} == 0" + (f" && {lw.name(op.operands[-1])}" if op.attrs.get("has_pred") else "")
+    helper = f"tlx_tma_prefetch_{len(offsets)}d"
+    lw.target.use(helper)
+    lw.out.line(f"if ({cond}) {helper}(&{lw.name(desc)}, {', '.join(_tma_coords(lw, offsets))});")
+
+
 @lowering("tlx.async_descriptor_store")
 def async_descriptor_store(lw, op):
     desc, src = op.operands[:2]

@@ -505,7 +505,18 @@ def _tma_load_multicast(rank: int):
 }}"""
 
 
+def _tma_prefetch(rank: int):
+    params = ", ".join(f"int c{i}" for i in range(rank))
+    coords = ", ".join(f'"r"(c{i})' for i in range(rank))
+    return f"""
+{_INLINE} void tlx_tma_prefetch_{rank}d(const void* tensormap, {params}) {{
+  asm volatile("cp.async.bulk.prefetch.tensor.{rank}d.L2.global.tile [%0, {_coords(rank, 1)}];"
+               :: "l"(tensormap), {coords} : "memory");
+}}"""
+
+
 for _rank in range(1, 6):
+    define(f"tlx_tma_prefetch_{_rank}d", _tma_prefetch(_rank))
     define(f"tlx_tma_load_{_rank}d", _tma_load(_rank), "tlx_smem_addr")
     define(f"tlx_tma_load_multicast_{_rank}d", _tma_load_multicast(_rank), "tlx_smem_addr")
     define(f"tlx_tma_store_{_rank}d", _tma_store(_rank), "tlx_smem_addr")

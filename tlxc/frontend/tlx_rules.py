@@ -470,6 +470,17 @@ def _async_descriptor_store(ctx, desc, source, offsets, eviction_policy="", stor
     b.create("tlx.async_descriptor_store", [desc.value, src.value] + _box_offsets(b, desc, offsets))
 
 
+@rule("async_descriptor_prefetch_tensor")
+def _async_descriptor_prefetch_tensor(ctx, desc, offsets, pred=None, eviction_policy=""):
+    b = ctx.b
+    desc = _descriptor(desc)
+    if eviction_policy:
+        raise SemanticError("'eviction_policy' is not supported yet", param="eviction_policy")
+    offs = _box_offsets(b, desc, offsets)
+    preds = _pred(b, pred)
+    b.create("tlx.async_descriptor_prefetch_tensor", [desc.value] + offs + preds, [], {"has_pred": bool(preds)})
+
+
 @rule("async_descriptor_store_wait")
 def _async_descriptor_store_wait(ctx, pendings):
     pendings = const_int(pendings, "pendings")

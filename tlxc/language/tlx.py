@@ -219,6 +219,12 @@ def async_descriptor_store(desc, source, offsets, eviction_policy="", store_redu
 
 
 @builtin
+def async_descriptor_prefetch_tensor(desc, offsets, pred=None, eviction_policy=""):
+    """Prefetch the box at ``offsets`` into L2 (no shared memory, no barrier): a later
+    TMA load of it then hits L2."""
+
+
+@builtin
 def async_descriptor_store_wait(pendings):
     """Wait until at most ``pendings`` TMA stores still read shared memory."""
 

@@ -221,6 +221,28 @@ class AsyncDescriptorStoreOp(Operation):
         _check_box(self, desc.type, view, self.operands[2:])
 
 
+class AsyncDescriptorPrefetchTensorOp(Operation):
+    """Prefetch the box at ``offsets`` of ``desc`` into L2 (``cp.async.bulk.prefetch.tensor``):
+    a hint, no shared memory, nothing to wait for.  Operands: desc, *offsets, [pred]."""
+
+    name = "tlx.async_descriptor_prefetch_tensor"
+
+    @property
+    def offsets(self):
+        return self.operands[1:len(self.operands) - bool(self.attrs.get("has_pred"))]
+
+    def verify(self):
+        from ..types import TensorDescType
+        if not self.operands or not isinstance(self.operands[0].type, TensorDescType):
+            raise self.error("expected a tensor descriptor and offsets")
+        offsets = self.offsets
+        if len(offsets) != len(self.operands[0].type.block_shape):
+            raise self.error(f"expected {len(self.operands[0].type.block_shape)} offsets, got {len(offsets)}")
+        for o in offsets:
+            if not isinstance(o.type, ScalarType) or not o.type.is_int:
+                raise self.error(f"expected integer offsets, got {o.type}")
+
+
 class AsyncDescriptorStoreWaitOp(Operation):
     """Wait until at most ``attrs.pendings`` bulk store groups still read shared memory."""
 
