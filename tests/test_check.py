@@ -18,10 +18,13 @@ sys.path.insert(0, os.path.dirname(__file__))
 import check_kernels as C
 import kernels_ws as K
 
+import tlxc
+import tlxc.language as tl
 from tlxc.check import ERROR, NOTE, WARNING, check_function
 from tlxc.cli import main
 from tlxc.errors import BarrierError, CompilationError, ResourceError
 from tlxc.frontend.specialize import parse_signature, specialization_from_types
+from tlxc.language import tlx
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(C.__file__)
@@ -484,3 +487,51 @@ def test_warp_group_start_id_places_the_tasks():
     assert out.tolist() == [0.0, 1.0, 2.0, 2.0]
     cuda = C.warp_ranges.compile("out_ptr=*fp32", stages=("cuda",)).asm["cuda"]
     assert "__launch_bounds__(384, 1)" in cuda                      # 12 warps
+
+
+@tlxc.kernel
+def related_trips(x_ptr: C.F32, out_ptr: C.F32, n_cols: tl.int32, keep: tl.int32, BLOCK: tl.constexpr = 16):
+    """Correct, but beyond the static check: the consumer takes the first tile, sums the
+    tiles up to ``used = min(n_tiles, keep)`` and releases the rest unread (as a causal
+    attention consumer skips blocks above its diagonal).  Its two loops' trip counts add
+    up to the producer's, which the checker cannot see: it pins ``used`` on its own."""
+    bufs = tlx.local_alloc((BLOCK,), tl.float32, 2)
+    full = tlx.alloc_barriers(2, arrive_count=1)
+    empty = tlx.alloc_barriers(2, arrive_count=1)
+    n_tiles = tl.cdiv(n_cols, BLOCK)
+    used = tl.maximum(tl.minimum(n_tiles, keep), 1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for t in range(n_tiles):
+                slot, phase = tlx.get_bufidx_phase(t, 2)
+                tlx.barrier_wait(empty[slot], phase ^ 1)
+                C._fill(x_ptr, bufs, full, slot, 0, t, n_cols, BLOCK)
+        with tlx.async_task(num_warps=4):
+            tlx.barrier_wait(full[0], 0)
+            acc = tlx.local_load(bufs[0])
+            tlx.barrier_arrive(empty[0])
+            for t in range(1, used):  # the tiles it sums
+                slot, phase = tlx.get_bufidx_phase(t, 2)
+                tlx.barrier_wait(full[slot], phase)
+                acc += tlx.local_load(bufs[slot])
+                tlx.barrier_arrive(empty[slot])
+            for t in range(used, n_tiles):  # the tiles it skips
+                slot, phase = tlx.get_bufidx_phase(t, 2)
+                tlx.barrier_wait(full[slot], phase)
+                tlx.barrier_arrive(empty[slot])
+            tl.store(out_ptr + tl.arange(0, BLOCK), acc)
+
+
+def test_related_trip_counts_point_to_run():
+    """A known limit: trip counts that are related at run time (one task's two loops add
+    up to the other's) are pinned as if independent.  The finding says so, and --run
+    (the interpreter) finds the kernel correct."""
+    import numpy as np
+
+    from tlxc.check.run import run_kernel
+    found = errors(related_trips, "x_ptr=*fp32,out_ptr=*fp32,n_cols=i32,keep=i32")
+    assert found and any("cannot relate to each other" in text for text, _ in found[0].notes), found
+    x = np.random.default_rng(0).standard_normal(100).astype(np.float32)
+    for keep in (1, 3, 50):
+        out = np.zeros(16, dtype=np.float32)
+        assert run_kernel(related_trips, (1,), (x, out, 100, keep), {}) is None

@@ -47,6 +47,7 @@ class Context:
     sim: Simulator
     trips: int
     pinned: bool
+    pins: int = 0               # distinct runtime trip counts pinned (more than one: they may be related)
 
     def task(self, index: int) -> TaskTrace:
         return self.tasks[index]
@@ -80,6 +81,11 @@ def explain(ctx: Context, failure: Failure) -> Finding:
         how = (f"found by running every loop whose trip count is a runtime value {times(ctx.trips)} "
                f"(schedule: {failure.schedule})")
         finding.notes.append((how, None))
+    if ctx.pins > 1:
+        finding.notes.append(("runtime trip counts the checker cannot relate to each other (say, one task's "
+                              "at most another's) are run as if independent; if that is what happened here, "
+                              "'tlxc check --run' decides on the interpreter, and TLXC_CHECK_BARRIERS=warn "
+                              "compiles the kernel anyway", None))
     return finding
 
 

@@ -76,7 +76,8 @@ def _check(kernel: Operation) -> list[Finding]:
                             f"'tlxc check --run' checks it on the interpreter", exc.loc, check="protocol.undecidable",
                             severity=NOTE)]
         if failure is not None:
-            return [explain(Context(kernel, tasks, sim, trips, pinned), failure)]
+            trip_pins = sum(1 for key in pins if key != "__symbols__")
+            return [explain(Context(kernel, tasks, sim, trips, pinned, trip_pins), failure)]
         if not pinned:
             break
     return []
