@@ -152,7 +152,8 @@ def test_swizzled_tma_descriptor_is_accepted():
     x = torch.randn(64, 32)                                   # 128-byte inner box: 128B swizzle
     desc = tlxc.TensorDescriptor.from_tensor(x, [64, 32])
     assert desc.swizzle == 128
-    spec = specialization_from_args(kernels_tma.tma_add_one, {"in_desc": desc, "out_desc": desc, "BM": 64, "BN": 32})
+    spec = specialization_from_args(kernels_tma.tma_add_one, {"in_desc": desc, "out_desc": desc, "BM": 64, "BN": 32,
+                                                              "PREFETCH": False})
     compiled = compile_kernel(kernels_tma.tma_add_one, spec, stages=STAGES)
     alloc = next(op for op in compiled.module.kernels[0].walk() if op.name == "tlx.local_alloc")
     assert alloc.attrs["swizzle"] == 128
