@@ -364,3 +364,12 @@ def test_every_example_kernel_is_compiled_by_a_test():
     covered |= {"blackwell_gemm_ws"}       # compiled for sm_100a in tests/test_tcgen05_codegen.py
     stems = {p.stem for p in (ROOT / "examples").glob("*.py") if not p.stem.startswith("_")}
     assert stems <= covered, f"add {sorted(stems - covered)} to EXAMPLES or WS_EXAMPLES"
+
+
+def test_signed_left_shift_wraps_through_unsigned():
+    """Triton's shl wraps; a C++ signed left shift that overflows is undefined, so the
+    bits are shifted as unsigned (tests/test_gpu_vs_interpreter.py runs it bit-exact)."""
+    import kernels_interp as KI
+    source = KI.shift_kernel.compile("a_ptr=*i32,s_ptr=*i32,left_ptr=*i32,right_ptr=*i32", {"BLOCK": 256},
+                                     stages=("cuda",)).asm["cuda"]
+    assert re.search(r"\(int\)\(\(unsigned\)\(\w+\[i\]\) << \w+\[i\]\)", source), source

@@ -82,10 +82,10 @@ def explain(ctx: Context, failure: Failure) -> Finding:
                f"(schedule: {failure.schedule})")
         finding.notes.append((how, None))
     if ctx.pins > 1:
-        finding.notes.append(("runtime trip counts the checker cannot relate to each other (say, one task's "
-                              "at most another's) are run as if independent; if that is what happened here, "
-                              "'tlxc check --run' decides on the interpreter, and TLXC_CHECK_BARRIERS=warn "
-                              "compiles the kernel anyway", None))
+        hint = ("runtime trip counts the checker cannot relate to each other (say, one task's at most "
+                "another's) are run as if independent; if that is what happened here, 'tlxc check --run' "
+                "decides on the interpreter, and TLXC_CHECK_BARRIERS=warn compiles the kernel anyway")
+        finding.notes.append((hint, None))
     return finding
 
 

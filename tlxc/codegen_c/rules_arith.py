@@ -29,12 +29,22 @@ def constant(lw, op):
         lw.declare(r, init=literal)
 
 
+_UNSIGNED = {"i8": "unsigned char", "i16": "unsigned short", "i32": "unsigned", "i64": "unsigned long long"}
+
+
 @lowering(*_INFIX)
 def infix(lw, op):
     a, b = op.operands
     symbol = _INFIX[op.name]
-    if elem(a.type).is_bool and symbol in ("&", "|", "^"):
+    t = elem(a.type)
+    if t.is_bool and symbol in ("&", "|", "^"):
         lw.assign_elementwise(op.results[0], lambda i: f"({lw.ref(a, i)} {symbol} {lw.ref(b, i)})")
+        return
+    if symbol == "<<" and t.name in _UNSIGNED:
+        # Triton's shl wraps; C++ leaves a signed left shift of a negative value (or one that
+        # overflows) undefined, so shift the unsigned bits and convert back
+        ctype = C.storage_type(t)
+        _result(lw, op, lambda i: f"(({ctype})(({_UNSIGNED[t.name]})({lw.cref(a, i)}) << {lw.cref(b, i)}))")
         return
     _result(lw, op, lambda i: f"({lw.cref(a, i)} {symbol} {lw.cref(b, i)})")
 
