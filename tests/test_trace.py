@@ -321,3 +321,22 @@ def test_max_steps_stops_the_picture(tmp_path, capsys):
     assert "did not finish within 10 scheduling steps" in err
     root = ET.parse(out).getroot()
     assert "did not finish within 10" in " ".join(texts(root, "diagnosis-line"))
+
+
+def test_a_cluster_is_traced_with_every_cta(tmp_path):
+    """With ctas_per_cga the cluster holding the program runs (its CTAs share one
+    scheduler), and the remote arrivals name the peer's barrier."""
+    import kernels_cluster as KC
+    bm, bn = 16, 32
+    x = torch.randn(4 * bm, bn)
+    out = torch.empty(8 * bm, bn)
+    desc = tlxc.TensorDescriptor.from_tensor(x, [bm, bn])
+    result = tlxc.trace(KC.multicast_exchange, (4,), (desc, out), {"BM": bm, "BN": bn, "ctas_per_cga": (2,)},
+                        tmp_path / "cluster.svg", program=(3,))
+    assert result.error is None
+    assert [t.name for t in result.tasks] == ["main of CTA 0", "main of CTA 1"]
+    arrives = [e.text for e in result.events if e.kind == "arrive"]
+    assert any("arrives on barrier 'done'[0] of CTA 1" in text for text in arrives), arrives
+    assert torch.equal(out[4 * bm:], torch.cat([x[2 * bm:], x[2 * bm:]]))     # the traced pair's rows
+    svg = (tmp_path / "cluster.svg").read_text()
+    assert "<svg" in svg and "main of CTA 1" in svg

@@ -196,19 +196,23 @@ class KernelRunner:
 
     def run_cluster(self, pids: list[tuple[int, int, int]], dims: tuple[int, int, int],
                     grid: tuple[int, int, int], memory, args: list[Any], seed: int | None = None,
-                    out: TextIO | None = None) -> list[Program]:
-        """Run the CTAs ``pids`` of one cluster together (``cluster.py``), ``pids`` in rank order."""
+                    out: TextIO | None = None, tracer=None) -> list[Program]:
+        """Run the CTAs ``pids`` of one cluster together (``cluster.py``), ``pids`` in rank order.
+        A ``tracer`` records the timeline of all of them (they share one scheduler)."""
         from .cluster import Cluster
         cluster = Cluster(dims)
         first, last = pids[0], pids[-1]
         label = f"the cluster of programs ({first[0]}, {first[1]}, {first[2]})..({last[0]}, {last[1]}, {last[2]})"
         scheduler, races = Scheduler(label, seed), RaceTracker(label)
         warps = int(self.kernel.attrs.get("num_warps", 4))
+        plans = self.plans
         for rank, pid in enumerate(pids):
             program = Program(pid, grid, memory, seed, out if out is not None else sys.stdout, cluster, rank,
                               scheduler, races)
             cluster.programs.append(program)
-            ctx = TaskContext(program, {}, program.task_name("main"), self.plans, warps)
+            if tracer is not None and rank == 0:
+                plans = tracer.attach(program)
+            ctx = TaskContext(program, {}, program.task_name("main"), plans, warps)
             scheduler.spawn(ctx.task_name, run_block(ctx, self.kernel.regions[0].block, args), self.kernel.loc)
         with np.errstate(all="ignore"):
             scheduler.run()

@@ -324,7 +324,9 @@ def _note_arrive(tracer: Tracer, ctx, op, values) -> None:
     bar = values[0]
     if not _pred(op, values):
         return
-    count = op.attrs["count"] * (ctx.warps * WARP_SIZE if bar.per_thread else 1)
+    remote = getattr(bar, "target", None)        # a RemoteBarrier: the arrival lands in a peer CTA
+    bar = remote if remote is not None else bar
+    count = op.attrs["count"] * (ctx.warps * WARP_SIZE if bar.per_thread else 1)     # as barrier_ops.barrier_arrive
     left = bar.pending - count
     tracer._event("arrive", ctx.task_name, loc=op.loc, barrier=bar.label, phase=bar.completed_phases,
                   text=f"task '{ctx.task_name}' arrives on barrier {bar.label} ({count} arrival(s)) in its phase "
@@ -438,20 +440,30 @@ def trace_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
                  max_steps: int | None = 20000, out=None) -> Trace:
     """Run one program of ``kfn[grid](*args, **kwargs)`` on the interpreter
     and return its timeline.  Only that program runs (programs are
-    independent in the interpreter's model); ``seed`` picks its task
-    interleaving exactly as ``interpret(..., seed=seed)`` would.  A run that
-    deadlocks or fails returns the timeline up to that point, with the error
-    in ``Trace.error``; launch errors (bad arguments) are raised."""
+    independent in the interpreter's model) -- or, with ``ctas_per_cga``, the
+    cluster that holds it, its CTAs' tasks named ``... of CTA r``; ``seed``
+    picks the task interleaving exactly as ``interpret(..., seed=seed)`` would.
+    A run that deadlocks or fails returns the timeline up to that point, with
+    the error in ``Trace.error``; launch errors (bad arguments) are raised."""
+    from ..runtime.launch import check_cluster_grid, cluster_dims
     from .launch import prepare_launch, program_seed
     runner, grid3, memory, values = prepare_launch(kfn, grid, tuple(args), dict(kwargs or {}),
                                                    num_warps=num_warps)
     pid = tuple(int(p) for p in program) + (0,) * (3 - len(program))
     if len(pid) != 3 or not all(0 <= p < g for p, g in zip(pid, grid3)):
         raise LaunchError(f"program {pid} is not in the grid {grid3}")
+    dims = cluster_dims((kwargs or {}).get("ctas_per_cga"))
     tracer = Tracer(max_steps)
     error = None
     try:
-        runner.run_program(pid, grid3, memory, values, program_seed(seed, pid), out, tracer=tracer)
+        if dims is not None:                 # the cluster holding pid, its CTAs in rank order
+            check_cluster_grid(kfn.__name__, dims, grid3)
+            base = tuple(p - p % d for p, d in zip(pid, dims))
+            members = [(base[0] + x, base[1] + y, base[2] + z) for z in range(dims[2]) for y in range(dims[1])
+                       for x in range(dims[0])]
+            runner.run_cluster(members, dims, grid3, memory, values, program_seed(seed, base), out, tracer=tracer)
+        else:
+            runner.run_program(pid, grid3, memory, values, program_seed(seed, pid), out, tracer=tracer)
     except TlxcError as exc:
         tracer.failed(exc)
         error = exc
