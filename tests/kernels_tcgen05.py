@@ -87,7 +87,10 @@ def tmem_gemm(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [128, 32], swizzle
                     count += 1
                 if BUG == "commit_twice":
                     tlx.tcgen05_commit(tmem_full[buf])  # BUG commit_twice
-                tlx.tcgen05_commit(tmem_full[buf])  # the MMA's commit
+                if BUG == "arrive_not_commit":
+                    tlx.barrier_arrive(tmem_full[buf])  # BUG arrive_not_commit
+                else:
+                    tlx.tcgen05_commit(tmem_full[buf])  # the MMA's commit
                 t += 1  # noqa: SIM113 (enumerate is not in the kernel language)
 
 

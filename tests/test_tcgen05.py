@@ -94,6 +94,7 @@ def test_tmem_roundtrip_and_column_slice():
     ("async_manual_release", RaceError, "may overwrite the slot while the asynchronous tcgen05 MMA operand read"),
     ("no_mbarrier", DeadlockError, "deadlock"),
     ("no_tmem_wait", TlxcError, "tensor memory"),
+    ("arrive_not_commit", RaceError, "is not ordered after the asynchronous tcgen05 MMA accumulator write"),
 ])
 def test_interpreter_diagnoses_broken_variants(bug, error, text):
     M, N, K_ = 300, 136, 200
@@ -132,6 +133,8 @@ BROKEN = [
     ("no_mbarrier", "barrier.no-arrival", "no task ever arrives on 'empty'", "# the producer's wait"),
     ("no_tmem_empty_wait", "race.tcgen05", "accumulates into 'acc'[0]", "# the MMA issue"),
     ("commit_twice", "barrier.extra-arrive", "arrives on 'tmem_full' twice", "# the MMA's commit"),
+    ("arrive_not_commit", "race.mma-early-release",
+     "releases tmem_full[buf] (buf = t % 2 = 0) with tlx.barrier_arrive", "# the epilogue's read"),
     ("no_tmem_wait", "barrier.deadlock", "deadlock", "# the MMA's TMEM wait"),
     ("tmem_oversubscribed", "resource.tensor-memory",
      "the kernel's tensor-memory buffers need 640 columns, more than the 512 columns", "def tmem_gemm"),
@@ -145,9 +148,10 @@ def test_broken_variants_are_caught_at_their_line(case):
     assert found, bug
     first = found[0]
     line = _line(marker)
-    if check == "race.mma-early-release":        # the producer's refill, with a note at the early arrive
+    if bug == "async_manual_release":            # the producer's refill, with a note at the early arrive
         line = _line("tlx.async_descriptor_load(a_desc")
-        assert _line("# BUG async_manual_release") in [loc.line for _, loc in first.notes if loc]
+    if check == "race.mma-early-release":
+        assert _line(f"# BUG {bug}") in [loc.line for _, loc in first.notes if loc]
     assert (first.check, first.loc.line) == (check, line), first.render()
     assert text in first.message, first.render()
 

@@ -36,6 +36,9 @@ from .findings import WARNING, Finding
 from .simulate import Failure, Simulator
 from .trace import BarrierArray, Event, TaskTrace, clean_name
 
+# findings about how often tasks arrive and wait: the ones that unrelated pinned trip counts can fake
+COUNT_FINDINGS = ("barrier.missing-arrive", "barrier.extra-arrive", "barrier.arrive-count", "barrier.deadlock",
+                  "ring.lapped")
 ARRIVALS = ("arrive", "expect", "tcdone")    # tcdone: a tcgen05 completion (mBarriers=, tcgen05_commit)
 WRITES = ("copy", "write", "tmawrite")
 
@@ -81,7 +84,7 @@ def explain(ctx: Context, failure: Failure) -> Finding:
         how = (f"found by running every loop whose trip count is a runtime value {times(ctx.trips)} "
                f"(schedule: {failure.schedule})")
         finding.notes.append((how, None))
-    if ctx.pins > 1:
+    if ctx.pins > 1 and finding.check in COUNT_FINDINGS:
         hint = ("runtime trip counts the checker cannot relate to each other (say, one task's at most "
                 "another's) are run as if independent; if that is what happened here, 'tlxc check --run' "
                 "decides on the interpreter, and TLXC_CHECK_BARRIERS=warn compiles the kernel anyway")
@@ -728,8 +731,8 @@ def _tcgen05_race(ctx: Context, e: Event, other, task: TaskTrace, owner: TaskTra
         notes.append(((f"{task_label(owner)} arrives on {arrive.array.label(arrive.slot)} here, while the MMA "
                        f"may still run"), arrive.loc))
         why = (f"{task_label(owner)} releases {barrier_use(arrive)} with tlx.barrier_arrive ({where(arrive.loc)}) "
-               f"right after issuing the MMA, which says nothing about the MMA's completion; let the MMA release "
-               f"it (async_dot(..., mBarriers=[...])) or wait for its completion first")
+               f"right after issuing the MMA, which says nothing about the MMA's completion; signal it from the "
+               f"MMA's completion instead (async_dot(..., mBarriers=[...]) or tlx.tcgen05_commit)")
         return Finding(f"race: slot released before the MMA that reads it completed: {task_label(task)} {doing} "
                        f"{slot} ({where(e.loc)}) while the tcgen05 MMA of {task_label(owner)} "
                        f"({where(other.event.loc)}) may still be running: {why}", e.loc, notes,
