@@ -505,6 +505,42 @@ def _operand_info(t) -> tuple[tuple[int, ...], ScalarType]:
     return tuple(t.shape), t.element
 
 
+def _mma_problem(a_type, b_type, unit: str, input_types, shape_problem) -> tuple:
+    """(M, N, element) of A [M, K] @ B [K, N] for ``unit`` (wgmma, tcgen05), after
+    checking the ranks, the inner dimension, the element type and the shape rules."""
+    a_shape, a_elem = _operand_info(a_type)
+    b_shape, b_elem = _operand_info(b_type)
+    if len(a_shape) != 2 or len(b_shape) != 2:
+        raise SemanticError(f"A and B must be 2-D, got shapes {list(a_shape)} and {list(b_shape)}")
+    (m, k), (k2, n) = a_shape, b_shape
+    if k != k2:
+        raise SemanticError(f"inner dimensions differ: A is {m}x{k} but B is {k2}x{n} (K = {k} vs {k2})",
+                            param="B")
+    if a_elem != b_elem:
+        raise SemanticError(f"A and B must have one element type, got {a_elem} and {b_elem}", param="B")
+    if a_elem.name not in input_types:
+        raise SemanticError(f"{unit} inputs must be float16, bfloat16, float8e4nv, float8e5 or float32 (tf32), got "
+                            f"{a_elem}", param="A")
+    problem = shape_problem(m, n, k, a_elem)
+    if problem:
+        raise SemanticError(f"not a {unit} shape: {problem}")
+    return m, n, a_elem
+
+
+def _mma_precision(element, input_precision, unit: str) -> str:
+    """``tf32`` for float32 inputs (the tensor cores have no IEEE float32), else ``ieee``."""
+    precision = constexpr(input_precision, "input_precision")
+    if element == T.f32:
+        if precision not in (None, "tf32"):
+            raise SemanticError(f"{unit} multiplies float32 inputs as tf32; 'input_precision' must be 'tf32' (or "
+                                f"None), got {precision!r}; use tl.dot for IEEE float32", param="input_precision")
+        return "tf32"
+    if precision not in (None, "ieee", "tf32"):
+        raise SemanticError(f"'input_precision' must be 'ieee', 'tf32' or None, got {precision!r}",
+                            param="input_precision")
+    return "ieee"
+
+
 @rule("async_dot")
 def _async_dot(ctx, A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_ctas=False, force_async=False,
                input_precision=None, out_dtype=T.f32):
@@ -525,33 +561,8 @@ def _async_dot(ctx, A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_c
         raise SemanticError("'pred' is not supported by async_dot on Hopper yet", param="pred")
     a = _mma_operand(b, A, "A", registers_allowed=True)
     bm = _mma_operand(b, B, "B", registers_allowed=False)
-    a_shape, a_elem = _operand_info(a.type)
-    b_shape, b_elem = _operand_info(bm.type)
-    if len(a_shape) != 2 or len(b_shape) != 2:
-        raise SemanticError(f"A and B must be 2-D, got shapes {list(a_shape)} and {list(b_shape)}")
-    (m, k), (k2, n) = a_shape, b_shape
-    if k != k2:
-        raise SemanticError(f"inner dimensions differ: A is {m}x{k} but B is {k2}x{n} (K = {k} vs {k2})",
-                            param="B")
-    if a_elem != b_elem:
-        raise SemanticError(f"A and B must have one element type, got {a_elem} and {b_elem}", param="B")
-    if a_elem.name not in INPUT_TYPES:
-        raise SemanticError(f"wgmma inputs must be float16, bfloat16, float8e4nv, float8e5 or float32 (tf32), got "
-                            f"{a_elem}", param="A")
-    problem = shape_problem(m, n, k, a_elem)
-    if problem:
-        raise SemanticError(f"not a wgmma shape: {problem}")
-    precision = constexpr(input_precision, "input_precision")
-    if a_elem == T.f32:
-        precision = precision or "tf32"
-        if precision != "tf32":
-            raise SemanticError(f"wgmma multiplies float32 inputs as tf32; 'input_precision' must be 'tf32' (or "
-                                f"None), got {precision!r}; use tl.dot for IEEE float32", param="input_precision")
-    elif precision not in (None, "ieee", "tf32"):
-        raise SemanticError(f"'input_precision' must be 'ieee', 'tf32' or None, got {precision!r}",
-                            param="input_precision")
-    else:
-        precision = "ieee"
+    m, n, a_elem = _mma_problem(a.type, bm.type, "wgmma", INPUT_TYPES, shape_problem)
+    precision = _mma_precision(a_elem, input_precision, "wgmma")
     out = const_dtype(out_dtype, "out_dtype")
     if out != T.f32 and not (out == T.f16 and a_elem == T.f16):
         raise SemanticError(f"'out_dtype' must be float32 (or float16 for float16 inputs), got {out}",
@@ -595,35 +606,12 @@ def _tcgen05_mma(ctx, A, B, acc, use_acc, pred, mBarriers, two_ctas, force_async
         if t.type.storage != "smem":
             raise SemanticError(f"'{what}' must be a shared-memory buffer (tensor-memory A operands are not "
                                 f"supported yet), got a {t.type.storage} buffer", param=what)
-    (m, k), (k2, n) = a.type.shape, bm.type.shape
-    if k != k2:
-        raise SemanticError(f"inner dimensions differ: A is {m}x{k} but B is {k2}x{n} (K = {k} vs {k2})",
-                            param="B")
-    if a.type.element != bm.type.element:
-        raise SemanticError(f"A and B must have one element type, got {a.type.element} and {bm.type.element}",
-                            param="B")
-    element = a.type.element
-    if element.name not in INPUT_TYPES:
-        raise SemanticError(f"tcgen05 inputs must be float16, bfloat16, float8e4nv, float8e5 or float32 (tf32), "
-                            f"got {element}", param="A")
+    m, n, element = _mma_problem(a.type, bm.type, "tcgen05", INPUT_TYPES, shape_problem)
     if tuple(acc.type.shape) != (m, n):
         raise SemanticError(f"'acc' is {list(acc.type.shape)}, expected {[m, n]} (M x N)", param="acc")
     if acc.type.element != T.f32 or const_dtype(out_dtype, "out_dtype") != T.f32:
         raise SemanticError(f"tcgen05 accumulates in float32: 'acc' holds {acc.type.element}", param="acc")
-    problem = shape_problem(m, n, k, element)
-    if problem:
-        raise SemanticError(f"not a tcgen05 shape: {problem}")
-    precision = constexpr(input_precision, "input_precision")
-    if element == T.f32:
-        if precision not in (None, "tf32"):
-            raise SemanticError(f"tcgen05 multiplies float32 inputs as tf32; 'input_precision' must be 'tf32' (or "
-                                f"None), got {precision!r}", param="input_precision")
-        precision = "tf32"
-    elif precision not in (None, "ieee", "tf32"):
-        raise SemanticError(f"'input_precision' must be 'ieee', 'tf32' or None, got {precision!r}",
-                            param="input_precision")
-    else:
-        precision = "ieee"
+    precision = _mma_precision(element, input_precision, "tcgen05")
     if isinstance(mBarriers, Tensor):
         mBarriers = [mBarriers]
     if not isinstance(mBarriers, (list, tuple)):

@@ -74,7 +74,8 @@ def _early_read(ctx, op, group: DotGroup, what: str) -> RaceError:
                      [("the async_dot is issued here", group.loc)])
 
 
-def _read_operand(ctx, op, value, what: str) -> np.ndarray:
+def read_operand(ctx, op, value, what: str) -> np.ndarray:
+    """An MMA operand's values: a shared view (which must be written) or a settled register tensor."""
     if isinstance(value, SharedView):
         return read_written(ctx, op, value, f"async_dot in task '{ctx.task_name}' reads operand {what} from "
                                             f"{value.label}", "multiply garbage")
@@ -91,8 +92,8 @@ def async_dot(ctx, op, a, b, acc, *use_acc):
                                                 ctx.task_name, value.region())
             access.retired = False
             group.accesses.append(access)
-    a_values = _read_operand(ctx, op, a, "A")
-    b_values = _read_operand(ctx, op, b, "B")
+    a_values = read_operand(ctx, op, a, "A")
+    b_values = read_operand(ctx, op, b, "B")
     if isinstance(acc, PendingResult):
         acc = acc.value              # wgmma chains in order: the previous group's result feeds this one
     element = scalar_of(op.operands[1].type.element)

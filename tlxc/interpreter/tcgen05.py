@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import Location
+from .mma_async import read_operand
 from .registry import impl
 from .scheduler import PREEMPT
 from .shared import SharedView, read_written
@@ -76,11 +77,6 @@ def _arrive(ctx, queue: Tcgen05Queue, barriers) -> None:
         bar.arrive(1)
 
 
-def _operand(ctx, op, view: SharedView, what: str) -> np.ndarray:
-    return read_written(ctx, op, view, f"async_dot in task '{ctx.task_name}' reads operand {what} from "
-                                      f"{view.label}", "multiply garbage")
-
-
 @impl("tlx.tcgen05_mma")
 def tcgen05_mma(ctx, op, a: SharedView, b: SharedView, acc: SharedView, use_acc, *rest):
     yield PREEMPT                    # another task may act between a wait and this issue
@@ -98,8 +94,8 @@ def tcgen05_mma(ctx, op, a: SharedView, b: SharedView, acc: SharedView, use_acc,
     write = ctx.races.begin_async_write(acc.key, acc.label, "tcgen05 MMA accumulator write", op.loc,
                                         ctx.task_name, acc.region(), queue=queue)
     accesses.append(write)
-    a32 = np.asarray(_operand(ctx, op, a, "A"), dtype=np.float32)
-    b32 = np.asarray(_operand(ctx, op, b, "B"), dtype=np.float32)
+    a32 = np.asarray(read_operand(ctx, op, a, "A"), dtype=np.float32)
+    b32 = np.asarray(read_operand(ctx, op, b, "B"), dtype=np.float32)
     if op.attrs.get("input_precision") == "tf32":
         a32, b32 = round_tf32(a32), round_tf32(b32)
     product = np.matmul(a32, b32)
