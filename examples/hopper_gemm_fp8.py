@@ -5,7 +5,8 @@ as N x K (K-major, as ``torch._scaled_mm`` takes its second operand
 transposed), float32 accumulation, bfloat16 C -- ``torch._scaled_mm`` with
 per-tensor scales.  The structure is ``hopper_gemm_ws.py``'s (one TMA
 producer, two consumer warp groups each owning ``BM/2`` rows, a ring of
-``full``/``empty`` barriers, one MMA group in flight, TMA-store epilogue),
+``full``/``empty`` barriers, each stage released as soon as its MMA is done,
+TMA-store epilogue),
 with what fp8 changes:
 
 * wgmma reads 8-bit operands K-major only, so B's tile is loaded as a
@@ -75,13 +76,9 @@ def matmul_fp8_kernel(a_desc: tlx.tensor_descriptor_type(tl.float8e4nv, [64, 128
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(full[slot], phase)
                     acc = tlx.async_dot(a_smem[2 * slot + cid], tlx.local_trans(b_smem[slot]), acc)
-                    acc = tlx.async_dot_wait(1, acc)          # the previous step's MMA is done:
-                    if k > 0:                                 # release its stage, keep this one in flight
-                        tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
+                    acc = tlx.async_dot_wait(0, acc)          # this step's MMA is done: release its stage
+                    tlx.barrier_arrive(empty[slot])
                     count += 1
-                acc = tlx.async_dot_wait(0, acc)
-                if k_tiles > 0:
-                    tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
                 store_c_tile(c_desc, c_smem[cid], acc * scale, pid_m * BM + cid * HALF_M, pid_n * BN, HALF_M, BN,
                              tl.bfloat16)
             tlx.async_descriptor_store_wait(0)                # before the CTA's shared memory goes away
@@ -96,8 +93,8 @@ def matmul_fp8(a: torch.Tensor, b_nk: torch.Tensor, scale_a: torch.Tensor, scale
 
     ``block_n=None`` picks the tile by a measured heuristic (H200, docs/performance.md):
     128 x 256 tiles with 3 stages when they give every SM at least 8 tiles (8192^3: 0.99x
-    _scaled_mm), else 128 x 128 with 4 stages (4096^3: 0.86x, against 0.65-0.73x with the
-    wide tiles, whose last wave leaves SMs idle)."""
+    _scaled_mm), else 128 x 128 with 4 stages (4096^3: 0.96x; the wide tiles gave 0.65-0.73x
+    there when measured, their last wave leaving SMs idle)."""
     if a.dim() != 2 or b_nk.dim() != 2 or a.shape[1] != b_nk.shape[1]:
         raise ValueError(f"matmul_fp8 expects a (M, K) and b_nk (N, K), got {tuple(a.shape)} and "
                          f"{tuple(b_nk.shape)}")

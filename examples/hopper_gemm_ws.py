@@ -18,9 +18,12 @@ accumulation, C in the inputs' dtype; the structure of TLX's ``hopper_gemm_ws.py
   ``BN``;
 * two consumer warp groups (``replicate=2``, 232 registers each) own
   ``BM/2`` rows of the tile: wait ``full``, ``async_dot`` (wgmma) their A half
-  with the shared B tile, then ``async_dot_wait(1)``: the previous step's MMA
-  has finished, so its stage is released (``empty`` counts both consumers)
-  while this step's MMA stays in flight;
+  with the shared B tile, then ``async_dot_wait(0)`` and release the stage
+  (``empty`` counts both consumers).  While one consumer waits for its MMA,
+  the other's keeps the tensor cores busy; waiting for the *previous* step's
+  MMA instead (``async_dot_wait(1)``) would tie each release to the arrival
+  of the next stage's data, and a late load would then delay the refill of
+  the stage after it (5% slower at every size, docs/performance.md);
 * epilogue: each consumer waits until its previous TMA store has read its
   shared C tile, converts its accumulator to bf16, stores it into that tile
   (128B-swizzled ``[BM/2, 64]`` blocks, so the stores hit every bank), fences
@@ -36,9 +39,8 @@ accumulation, C in the inputs' dtype; the structure of TLX's ``hopper_gemm_ws.py
 
 Defaults (``BN = 256``, 4 stages with the subtiled epilogue, 224 KB of shared
 memory, ``GROUP_M = 16``) are the fastest measured on the H200
-(docs/performance.md, 2026-11-30): 0.92-0.94x cuBLAS against 0.87-0.90x with
-3 stages; ``BN = 128`` reads shared memory for half the MMA work (0.74x);
-2 stages leave no stage to prefetch while the consumers hold two (0.55x).
+(docs/performance.md, 2026-11-30): 0.94-0.96x cuBLAS at 4096^3 and 8192^3;
+``BN = 128`` reads shared memory for half the MMA work (0.74x).
 
     python examples/hopper_gemm_ws.py              # GPU: vs torch.matmul, TFLOP/s
     TLXC_INTERPRET=1 python examples/hopper_gemm_ws.py
@@ -143,13 +145,12 @@ def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], s
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(full[slot], phase)
                     acc = tlx.async_dot(a_smem[2 * slot + cid], b_smem[slot], acc)
-                    acc = tlx.async_dot_wait(1, acc)          # the previous step's MMA is done:
-                    if k > 0:                                 # release its stage, keep this one in flight
-                        release(empty[(count - 1) % NUM_STAGES], rank, CLUSTER_M)
+                    # wait for this step's MMA and release its stage at once (the other consumer's
+                    # MMAs keep the tensor cores busy meanwhile): a release never waits for the
+                    # next stage's data
+                    acc = tlx.async_dot_wait(0, acc)
+                    release(empty[slot], rank, CLUSTER_M)
                     count += 1
-                acc = tlx.async_dot_wait(0, acc)
-                if k_tiles > 0:
-                    release(empty[(count - 1) % NUM_STAGES], rank, CLUSTER_M)
                 row = (pid_m * CLUSTER_M + rank) * BM + cid * HALF_M
                 if EPILOGUE_SUBTILE == 1:
                     store_c_tile(c_desc, c_smem[cid], acc, row, pid_n * BN, HALF_M, BN, DTYPE)

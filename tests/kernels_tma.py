@@ -51,3 +51,19 @@ def tma_store_reuse(out_desc, BM: tl.constexpr, BN: tl.constexpr, ROUNDS: tl.con
         tlx.fence("async_shared")
         tlx.async_descriptor_store(out_desc, buf[0], [r * BM, 0])
     tlx.async_descriptor_store_wait(0)
+
+
+@tlxc.kernel
+def tma_store_ring(out_desc, BM: tl.constexpr, BN: tl.constexpr, ROUNDS: tl.constexpr, PENDING: tl.constexpr):
+    """Two staging buffers used in turn: out[r * BM + i, j] = (i * BN + j) + r * 4096.
+    Before rewriting a buffer, ``async_descriptor_store_wait(PENDING)``: with PENDING = 1
+    only the other buffer's store may still be reading (correct); with 2 the buffer's own
+    previous store may be too (a race)."""
+    buf = tlx.local_alloc((BM, BN), tl.float32, 2)
+    x = (tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]).to(tl.float32)
+    for r in tl.static_range(ROUNDS):
+        tlx.async_descriptor_store_wait(PENDING)
+        tlx.local_store(buf[r % 2], x + r * 4096.0)
+        tlx.fence("async_shared")
+        tlx.async_descriptor_store(out_desc, buf[r % 2], [r * BM, 0])
+    tlx.async_descriptor_store_wait(0)

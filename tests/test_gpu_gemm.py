@@ -40,8 +40,10 @@ def test_matmul_matches_float32(kind, dtype, m, n, k):
 
 
 @pytest.mark.parametrize("config", [{"num_stages": 4, "epilogue_subtile": 2},
+                                    {"num_stages": 3, "epilogue_subtile": 1},
                                     {"num_stages": 4, "epilogue_subtile": 2, "cluster_m": 2, "group_m": 16},
-                                    {"cluster_m": 2}], ids=["subtiled", "pairs", "pairs-3stages"])
+                                    {"cluster_m": 2}],
+                         ids=["halves", "whole", "pairs", "pairs-default"])
 @pytest.mark.parametrize("m,n,k", [(1000, 1240, 776), (128, 64, 64), (72, 520, 64), (4096, 4096, 4096),
                                    (3000, 256, 512)])
 def test_matmul_configurations(config, m, n, k):

@@ -25,11 +25,13 @@ def test_interpreter_matches_a_float32_reference(shape):
     assert error < 2 * torch.finfo(torch.bfloat16).eps      # bf16 output rounding is ~0.4 eps
 
 
-def test_subtiled_epilogue_matches_a_float32_reference():
-    """EPILOGUE_SUBTILE=2 (the accumulator split in halves through a half-size C tile,
-    which leaves room for a fourth stage)."""
+@pytest.mark.parametrize("subtile", [1, 2])
+def test_subtiled_epilogue_matches_a_float32_reference(subtile):
+    """EPILOGUE_SUBTILE=2: the accumulator split in halves through a half-size C tile
+    (which leaves room for a fourth stage); the interpreter checks that the second half
+    is written only after the first half's TMA store has read the tile."""
     out, ref = run_on_interpreter(G, "matmul_ws_kernel", G.matmul_ws, (200, 520, 320), 7,
-                                  num_stages=4, epilogue_subtile=2, sms=3)
+                                  num_stages=4 if subtile == 2 else 3, epilogue_subtile=subtile, sms=3)
     assert torch.isfinite(out.float()).all()
     assert ((out.float() - ref).norm() / ref.norm()).item() < 2 * torch.finfo(torch.bfloat16).eps
 

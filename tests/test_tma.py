@@ -120,6 +120,31 @@ def test_interpreter_store_reuse():
     assert torch.equal(out, want)
 
 
+def _store_ring(device, pending, interpret=False):
+    rounds = 6
+    out = torch.full((rounds * BM, BN), float("nan"), device=device)
+    desc = tlxc.TensorDescriptor.from_tensor(out, [BM, BN])
+    launcher = tlxc.interpret(K.tma_store_ring) if interpret else K.tma_store_ring
+    launcher[(1,)](desc, BM=BM, BN=BN, ROUNDS=rounds, PENDING=pending, num_warps=4)
+    base = torch.arange(BM * BN, dtype=torch.float32, device=device).reshape(BM, BN)
+    return out, torch.cat([base + r * 4096.0 for r in range(rounds)])
+
+
+def test_interpreter_store_ring_waits_for_the_other_buffer_only():
+    out, want = _store_ring("cpu", pending=1, interpret=True)
+    assert torch.equal(out, want)
+
+
+def test_interpreter_store_wait_too_weak_is_a_race():
+    """A TMA store reads its buffer after it is issued: rewriting the buffer while the wait
+    still lets that store be pending is a race naming the rewrite and the store."""
+    with pytest.raises(RaceError, match=r"may overwrite the slot while the asynchronous TMA store .*"
+                                        r"async_descriptor_store_wait\(n\)") as info:
+        _store_ring("cpu", pending=2, interpret=True)
+    text = str(info.value)
+    assert "tlx.local_store(buf[r % 2]" in text and "tlx.async_descriptor_store(out_desc" in text
+
+
 def test_store_wait_holds_every_thread_of_the_task():
     """Bulk groups belong to the thread that issued the store; the wait must be followed by
     a barrier, or the other threads overwrite the buffer while the store still reads it."""
@@ -139,6 +164,13 @@ def test_store_wait_holds_every_thread_of_the_task():
 @pytest.mark.gpu
 def test_gpu_store_reuse():
     out, want = _store_reuse("cuda")
+    torch.cuda.synchronize()
+    assert torch.equal(out, want)
+
+
+@pytest.mark.gpu
+def test_gpu_store_ring():
+    out, want = _store_ring("cuda", pending=1)
     torch.cuda.synchronize()
     assert torch.equal(out, want)
 

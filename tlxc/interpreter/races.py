@@ -178,9 +178,14 @@ class RaceTracker:
     def _check_write(self, slot, label, what, loc, task, region=None, queue=None) -> None:
         for access in self._conflicts(slot, task, region, queue):
             verb = "reading" if access.kind == "read" else "writing"
+            remedy = f"no wait orders that {access.kind} before this write"
+            if access.what == "TMA store":
+                remedy = ("the store still reads the buffer until tlx.async_descriptor_store_wait(n) leaves at "
+                          "most n newer stores pending" if access.task == task else
+                          f"no barrier orders this write after task '{access.task}' waited for the store")
             raise self._race(f"{what} of {label} in task '{task}' may overwrite the slot while the "
                              f"asynchronous {access.what} issued by task '{access.task}' is still {verb} it "
-                             f"(no wait orders that {access.kind} before this write)", loc, access)
+                             f"({remedy})", loc, access)
 
     @staticmethod
     def _why(access: AsyncAccess, reader: str) -> str:

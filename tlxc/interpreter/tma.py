@@ -6,8 +6,12 @@ asynchronous copy that, when it lands, writes the box (zero-filled outside
 the tensor, or NaN with ``padding="nan"``, as the hardware does) into the shared buffer and completes the
 box's bytes on the barrier (``complete_tx``), so a consumer's ``barrier_wait``
 on that barrier's phase is what orders the read.  ``async_descriptor_store``
-copies the buffer to the tensor at once (clipped to the tensor); its wait is
-a no-op.
+copies the buffer to the tensor at once (clipped to the tensor), but its read
+of the buffer stays in flight, as on the GPU, until the issuing task's
+``async_descriptor_store_wait(n)`` leaves at most ``n`` newer stores pending:
+writing the buffer before that (a ``local_store``, a TMA load into it) is a
+``RaceError`` naming the store (the retired read is released to other tasks
+by the issuer's next barrier arrive, as a retired cp.async copy is).
 
 A load checks, when issued, that no unordered asynchronous access (an
 ``async_dot`` operand read, an earlier load nothing waited for) still uses
@@ -110,8 +114,16 @@ def async_descriptor_load(ctx, op, desc, view, bar, *rest):
     yield PREEMPT
 
 
+def _stores_in_flight(ctx) -> list:
+    """The issuing task's TMA stores whose shared-memory reads no store wait has retired, oldest first."""
+    return ctx.program.state.setdefault("tma_store", {}).setdefault(ctx.task_name, [])
+
+
 @impl("tlx.async_descriptor_store")
 def async_descriptor_store(ctx, op, desc, view, *offsets):
+    access = ctx.races.begin_async_read(view.key, view.label, "TMA store", op.loc, ctx.task_name, view.region())
+    access.retired = False
+    _stores_in_flight(ctx).append(access)
     parts = _box_slices(desc, offsets)
     if parts is not None:
         src, dst = parts
@@ -123,7 +135,13 @@ def async_descriptor_store(ctx, op, desc, view, *offsets):
 
 @impl("tlx.async_descriptor_store_wait")
 def async_descriptor_store_wait(ctx, op):
-    return None
+    """Retire the reads of all but the newest ``pendings`` stores of this task."""
+    in_flight = _stores_in_flight(ctx)
+    keep = int(op.attrs.get("pendings", 0))
+    done = in_flight[:max(len(in_flight) - keep, 0)]
+    del in_flight[:len(done)]
+    for access in done:
+        ctx.races.retire(access, op.loc)
 
 
 @impl("tlx.async_descriptor_prefetch_tensor")

@@ -451,66 +451,35 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_119), (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_120), ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:146
-        tlx_wgmma_wait_group<1, 128>(dacc);
-        // hopper_gemm_ws.py:147
-        int s_121 = 0;
-        bool s_122;
-        s_122 = (k__1 > s_121);
-        if (s_122) {
-          // hopper_gemm_ws.py:148
-          int s_123 = 1;
-          int s_124;
-          s_124 = (int)((count_4 - s_123));
-          int s_125 = 4;
-          int s_126;
-          s_126 = (int)((s_124 % s_125));
-          unsigned long long* s_127 = empty + s_126;
-          // hopper_gemm_ws.py:84
-          tlx_bar_sync(2, 128);
-          if (task_tid == 0) tlx_mbarrier_arrive(s_127, 1u);
-        }
         // hopper_gemm_ws.py:149
-        int s_128 = 1;
+        tlx_wgmma_wait_group<0, 128>(dacc);
+        // hopper_gemm_ws.py:150
+        unsigned long long* s_121 = empty + slot_1;
+        // hopper_gemm_ws.py:84
+        tlx_bar_sync(2, 128);
+        if (task_tid == 0) tlx_mbarrier_arrive(s_121, 1u);
+        // hopper_gemm_ws.py:151
+        int s_122 = 1;
         int count_5;
-        count_5 = (int)((count_4 + s_128));
+        count_5 = (int)((count_4 + s_122));
         #pragma unroll
         for (int i = 0; i < 128; ++i) acc_1[i] = dacc[i];
         count_4 = count_5;
       }
-      // hopper_gemm_ws.py:150
-      tlx_wgmma_wait_group<0, 128>(acc_1);
-      // hopper_gemm_ws.py:151
+      // hopper_gemm_ws.py:152
+      int s_123 = 1;
+      int s_124;
+      s_124 = (int)((pid_m_1 * s_123));
+      int s_125 = 0;
+      int s_126;
+      s_126 = (int)((s_124 + s_125));
+      int s_127 = 128;
+      int s_128;
+      s_128 = (int)((s_126 * s_127));
       int s_129 = 0;
-      bool s_130;
-      s_130 = (k_tiles > s_129);
-      if (s_130) {
-        // hopper_gemm_ws.py:152
-        int s_131 = 1;
-        int s_132;
-        s_132 = (int)((count_4 - s_131));
-        int s_133 = 4;
-        int s_134;
-        s_134 = (int)((s_132 % s_133));
-        unsigned long long* s_135 = empty + s_134;
-        // hopper_gemm_ws.py:84
-        tlx_bar_sync(2, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_135, 1u);
-      }
-      // hopper_gemm_ws.py:153
-      int s_136 = 1;
-      int s_137;
-      s_137 = (int)((pid_m_1 * s_136));
-      int s_138 = 0;
-      int s_139;
-      s_139 = (int)((s_137 + s_138));
-      int s_140 = 128;
-      int s_141;
-      s_141 = (int)((s_139 * s_140));
-      int s_142 = 0;
       int row_1;
-      row_1 = (int)((s_141 + s_142));
-      // hopper_gemm_ws.py:157
+      row_1 = (int)((s_128 + s_129));
+      // hopper_gemm_ws.py:156
       const int map[64] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
       float lo[64];
       #pragma unroll
@@ -519,12 +488,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       float hi[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) hi[i] = acc_1[map_1[i]];
-      // hopper_gemm_ws.py:158
-      int s_143 = 0;
-      unsigned short* s_144 = c_smem + s_143 * 8192;
-      int s_145 = 256;
-      int s_146;
-      s_146 = (int)((pid_n_1 * s_145));
+      // hopper_gemm_ws.py:157
+      int s_130 = 0;
+      unsigned short* s_131 = c_smem + s_130 * 8192;
+      int s_132 = 256;
+      int s_133;
+      s_133 = (int)((pid_n_1 * s_132));
       // hopper_gemm_ws.py:72
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(2, 128);
@@ -534,39 +503,39 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 64; ++i) t[i] = tlx_cvt_rn_bf16_f32((float)(lo[i]));
       #pragma unroll
       for (int i = 0; i < 64; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_144) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_131) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
       }
       // hopper_gemm_ws.py:74
       tlx_fence_proxy_async_shared_cta();
       // hopper_gemm_ws.py:76
-      int s_147 = 0;
-      int s_148 = 0;
-      unsigned short* c_box = s_144 + s_147 * 64 + (s_148 / 64) * 4096;
+      int s_134 = 0;
+      int s_135 = 0;
+      unsigned short* c_box = s_131 + s_134 * 64 + (s_135 / 64) * 4096;
       // hopper_gemm_ws.py:77
-      int s_149 = 0;
-      int s_150;
-      s_150 = (int)((s_146 + s_149));
+      int s_136 = 0;
+      int s_137;
+      s_137 = (int)((s_133 + s_136));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_150, row_1); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_137, row_1); tlx_bulk_commit_group(); }
       // hopper_gemm_ws.py:76
-      int s_151 = 0;
-      int s_152 = 64;
-      unsigned short* c_box_1 = s_144 + s_151 * 64 + (s_152 / 64) * 4096;
+      int s_138 = 0;
+      int s_139 = 64;
+      unsigned short* c_box_1 = s_131 + s_138 * 64 + (s_139 / 64) * 4096;
       // hopper_gemm_ws.py:77
-      int s_153 = 64;
-      int s_154;
-      s_154 = (int)((s_146 + s_153));
+      int s_140 = 64;
+      int s_141;
+      s_141 = (int)((s_133 + s_140));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_154, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:159
-      int s_155 = 0;
-      unsigned short* s_156 = c_smem + s_155 * 8192;
-      int s_157 = 256;
-      int s_158;
-      s_158 = (int)((pid_n_1 * s_157));
-      int s_159 = 128;
-      int s_160;
-      s_160 = (int)((s_158 + s_159));
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_141, row_1); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:158
+      int s_142 = 0;
+      unsigned short* s_143 = c_smem + s_142 * 8192;
+      int s_144 = 256;
+      int s_145;
+      s_145 = (int)((pid_n_1 * s_144));
+      int s_146 = 128;
+      int s_147;
+      s_147 = (int)((s_145 + s_146));
       // hopper_gemm_ws.py:72
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(2, 128);
@@ -576,33 +545,33 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 64; ++i) t_1[i] = tlx_cvt_rn_bf16_f32((float)(hi[i]));
       #pragma unroll
       for (int i = 0; i < 64; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_156) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_143) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
       }
       // hopper_gemm_ws.py:74
       tlx_fence_proxy_async_shared_cta();
       // hopper_gemm_ws.py:76
-      int s_161 = 0;
-      int s_162 = 0;
-      unsigned short* c_box_2 = s_156 + s_161 * 64 + (s_162 / 64) * 4096;
+      int s_148 = 0;
+      int s_149 = 0;
+      unsigned short* c_box_2 = s_143 + s_148 * 64 + (s_149 / 64) * 4096;
       // hopper_gemm_ws.py:77
-      int s_163 = 0;
-      int s_164;
-      s_164 = (int)((s_160 + s_163));
+      int s_150 = 0;
+      int s_151;
+      s_151 = (int)((s_147 + s_150));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_164, row_1); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_151, row_1); tlx_bulk_commit_group(); }
       // hopper_gemm_ws.py:76
-      int s_165 = 0;
-      int s_166 = 64;
-      unsigned short* c_box_3 = s_156 + s_165 * 64 + (s_166 / 64) * 4096;
+      int s_152 = 0;
+      int s_153 = 64;
+      unsigned short* c_box_3 = s_143 + s_152 * 64 + (s_153 / 64) * 4096;
       // hopper_gemm_ws.py:77
-      int s_167 = 64;
-      int s_168;
-      s_168 = (int)((s_160 + s_167));
+      int s_154 = 64;
+      int s_155;
+      s_155 = (int)((s_147 + s_154));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_168, row_1); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_155, row_1); tlx_bulk_commit_group(); }
       count_3 = count_4;
     }
-    // hopper_gemm_ws.py:160
+    // hopper_gemm_ws.py:159
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
     tlx_bar_sync(2, 128);
   }
@@ -614,41 +583,41 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     const int tc2 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc3 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
     // hopper_gemm_ws.py:139
-    int s_169 = 132;
-    int s_170 = 0;
+    int s_156 = 132;
+    int s_157 = 0;
     int count_6;
-    count_6 = s_170;
-    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_169) {
+    count_6 = s_157;
+    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_156) {
       // hopper_gemm_ws.py:61
-      int s_171 = 16;
+      int s_158 = 16;
       int num_pid_in_group_2;
-      num_pid_in_group_2 = (int)((s_171 * num_pid_n));
+      num_pid_in_group_2 = (int)((s_158 * num_pid_n));
       // hopper_gemm_ws.py:62
-      int s_172;
-      s_172 = (int)((tile_2 / num_pid_in_group_2));
-      int s_173 = 16;
+      int s_159;
+      s_159 = (int)((tile_2 / num_pid_in_group_2));
+      int s_160 = 16;
       int first_pid_m_2;
-      first_pid_m_2 = (int)((s_172 * s_173));
+      first_pid_m_2 = (int)((s_159 * s_160));
       // hopper_gemm_ws.py:63
-      int s_174;
-      s_174 = (int)((num_pid_m - first_pid_m_2));
-      int s_175 = 16;
+      int s_161;
+      s_161 = (int)((num_pid_m - first_pid_m_2));
+      int s_162 = 16;
       int group_size_m_2;
-      group_size_m_2 = (int)((s_174 < s_175 ? s_174 : s_175));
+      group_size_m_2 = (int)((s_161 < s_162 ? s_161 : s_162));
       // hopper_gemm_ws.py:64
-      int s_176;
-      s_176 = (int)((tile_2 % num_pid_in_group_2));
-      int s_177;
-      s_177 = (int)((s_176 % group_size_m_2));
+      int s_163;
+      s_163 = (int)((tile_2 % num_pid_in_group_2));
+      int s_164;
+      s_164 = (int)((s_163 % group_size_m_2));
       int pid_m_2;
-      pid_m_2 = (int)((first_pid_m_2 + s_177));
-      int s_178;
-      s_178 = (int)((tile_2 % num_pid_in_group_2));
+      pid_m_2 = (int)((first_pid_m_2 + s_164));
+      int s_165;
+      s_165 = (int)((tile_2 % num_pid_in_group_2));
       int pid_n_2;
-      pid_n_2 = (int)((s_178 / group_size_m_2));
+      pid_n_2 = (int)((s_165 / group_size_m_2));
       // hopper_gemm_ws.py:142
-      int s_179 = 0;
-      int s_180 = 1;
+      int s_166 = 0;
+      int s_167 = 1;
       // hopper_gemm_ws.py:141
       float acc_2[128];
       #pragma unroll
@@ -659,29 +628,29 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 128; ++i) acc_3[i] = acc_2[i];
       int count_7;
       count_7 = count_6;
-      for (int k__2 = s_179; k__2 < k_tiles; k__2 += s_180) {
+      for (int k__2 = s_166; k__2 < k_tiles; k__2 += s_167) {
         // tlx.py:284
-        int s_181 = 4;
+        int s_168 = 4;
         int slot_2;
-        slot_2 = (int)((count_7 % s_181));
-        int s_182 = 4;
-        int s_183;
-        s_183 = (int)((count_7 / s_182));
-        int s_184 = 1;
+        slot_2 = (int)((count_7 % s_168));
+        int s_169 = 4;
+        int s_170;
+        s_170 = (int)((count_7 / s_169));
+        int s_171 = 1;
         int phase_2;
-        phase_2 = (int)((s_183 & s_184));
+        phase_2 = (int)((s_170 & s_171));
         // hopper_gemm_ws.py:144
-        unsigned long long* s_185 = full + slot_2;
-        tlx_mbarrier_wait(s_185, (unsigned)(phase_2));
+        unsigned long long* s_172 = full + slot_2;
+        tlx_mbarrier_wait(s_172, (unsigned)(phase_2));
         // hopper_gemm_ws.py:145
-        int s_186 = 2;
-        int s_187;
-        s_187 = (int)((s_186 * slot_2));
-        int s_188 = 1;
-        int s_189;
-        s_189 = (int)((s_187 + s_188));
-        unsigned short* s_190 = a_smem + s_189 * 4096;
-        unsigned short* s_191 = b_smem + slot_2 * 16384;
+        int s_173 = 2;
+        int s_174;
+        s_174 = (int)((s_173 * slot_2));
+        int s_175 = 1;
+        int s_176;
+        s_176 = (int)((s_174 + s_175));
+        unsigned short* s_177 = a_smem + s_176 * 4096;
+        unsigned short* s_178 = b_smem + slot_2 * 16384;
         // wgmma: 1 tile(s) of m64n256k16 x 4 k-steps per warpgroup; A K-major, B N-major
         float dacc_1[128];
         #pragma unroll
@@ -689,69 +658,38 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_190), (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_191), ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_177), (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_178), ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:146
-        tlx_wgmma_wait_group<1, 128>(dacc_1);
-        // hopper_gemm_ws.py:147
-        int s_192 = 0;
-        bool s_193;
-        s_193 = (k__2 > s_192);
-        if (s_193) {
-          // hopper_gemm_ws.py:148
-          int s_194 = 1;
-          int s_195;
-          s_195 = (int)((count_7 - s_194));
-          int s_196 = 4;
-          int s_197;
-          s_197 = (int)((s_195 % s_196));
-          unsigned long long* s_198 = empty + s_197;
-          // hopper_gemm_ws.py:84
-          tlx_bar_sync(3, 128);
-          if (task_tid == 0) tlx_mbarrier_arrive(s_198, 1u);
-        }
         // hopper_gemm_ws.py:149
-        int s_199 = 1;
+        tlx_wgmma_wait_group<0, 128>(dacc_1);
+        // hopper_gemm_ws.py:150
+        unsigned long long* s_179 = empty + slot_2;
+        // hopper_gemm_ws.py:84
+        tlx_bar_sync(3, 128);
+        if (task_tid == 0) tlx_mbarrier_arrive(s_179, 1u);
+        // hopper_gemm_ws.py:151
+        int s_180 = 1;
         int count_8;
-        count_8 = (int)((count_7 + s_199));
+        count_8 = (int)((count_7 + s_180));
         #pragma unroll
         for (int i = 0; i < 128; ++i) acc_3[i] = dacc_1[i];
         count_7 = count_8;
       }
-      // hopper_gemm_ws.py:150
-      tlx_wgmma_wait_group<0, 128>(acc_3);
-      // hopper_gemm_ws.py:151
-      int s_200 = 0;
-      bool s_201;
-      s_201 = (k_tiles > s_200);
-      if (s_201) {
-        // hopper_gemm_ws.py:152
-        int s_202 = 1;
-        int s_203;
-        s_203 = (int)((count_7 - s_202));
-        int s_204 = 4;
-        int s_205;
-        s_205 = (int)((s_203 % s_204));
-        unsigned long long* s_206 = empty + s_205;
-        // hopper_gemm_ws.py:84
-        tlx_bar_sync(3, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_206, 1u);
-      }
-      // hopper_gemm_ws.py:153
-      int s_207 = 1;
-      int s_208;
-      s_208 = (int)((pid_m_2 * s_207));
-      int s_209 = 0;
-      int s_210;
-      s_210 = (int)((s_208 + s_209));
-      int s_211 = 128;
-      int s_212;
-      s_212 = (int)((s_210 * s_211));
-      int s_213 = 64;
+      // hopper_gemm_ws.py:152
+      int s_181 = 1;
+      int s_182;
+      s_182 = (int)((pid_m_2 * s_181));
+      int s_183 = 0;
+      int s_184;
+      s_184 = (int)((s_182 + s_183));
+      int s_185 = 128;
+      int s_186;
+      s_186 = (int)((s_184 * s_185));
+      int s_187 = 64;
       int row_2;
-      row_2 = (int)((s_212 + s_213));
-      // hopper_gemm_ws.py:157
+      row_2 = (int)((s_186 + s_187));
+      // hopper_gemm_ws.py:156
       const int map_2[64] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
       float lo_1[64];
       #pragma unroll
@@ -760,12 +698,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       float hi_1[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) hi_1[i] = acc_3[map_3[i]];
-      // hopper_gemm_ws.py:158
-      int s_214 = 1;
-      unsigned short* s_215 = c_smem + s_214 * 8192;
-      int s_216 = 256;
-      int s_217;
-      s_217 = (int)((pid_n_2 * s_216));
+      // hopper_gemm_ws.py:157
+      int s_188 = 1;
+      unsigned short* s_189 = c_smem + s_188 * 8192;
+      int s_190 = 256;
+      int s_191;
+      s_191 = (int)((pid_n_2 * s_190));
       // hopper_gemm_ws.py:72
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(3, 128);
@@ -775,39 +713,39 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 64; ++i) t_2[i] = tlx_cvt_rn_bf16_f32((float)(lo_1[i]));
       #pragma unroll
       for (int i = 0; i < 64; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_215) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_2[i + 0]) & 65535u) << 0) | (((unsigned)(t_2[i + 1]) & 65535u) << 16)));
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_189) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_2[i + 0]) & 65535u) << 0) | (((unsigned)(t_2[i + 1]) & 65535u) << 16)));
       }
       // hopper_gemm_ws.py:74
       tlx_fence_proxy_async_shared_cta();
       // hopper_gemm_ws.py:76
-      int s_218 = 0;
-      int s_219 = 0;
-      unsigned short* c_box_4 = s_215 + s_218 * 64 + (s_219 / 64) * 4096;
+      int s_192 = 0;
+      int s_193 = 0;
+      unsigned short* c_box_4 = s_189 + s_192 * 64 + (s_193 / 64) * 4096;
       // hopper_gemm_ws.py:77
-      int s_220 = 0;
-      int s_221;
-      s_221 = (int)((s_217 + s_220));
+      int s_194 = 0;
+      int s_195;
+      s_195 = (int)((s_191 + s_194));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_221, row_2); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_195, row_2); tlx_bulk_commit_group(); }
       // hopper_gemm_ws.py:76
-      int s_222 = 0;
-      int s_223 = 64;
-      unsigned short* c_box_5 = s_215 + s_222 * 64 + (s_223 / 64) * 4096;
+      int s_196 = 0;
+      int s_197 = 64;
+      unsigned short* c_box_5 = s_189 + s_196 * 64 + (s_197 / 64) * 4096;
       // hopper_gemm_ws.py:77
-      int s_224 = 64;
-      int s_225;
-      s_225 = (int)((s_217 + s_224));
+      int s_198 = 64;
+      int s_199;
+      s_199 = (int)((s_191 + s_198));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_225, row_2); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:159
-      int s_226 = 1;
-      unsigned short* s_227 = c_smem + s_226 * 8192;
-      int s_228 = 256;
-      int s_229;
-      s_229 = (int)((pid_n_2 * s_228));
-      int s_230 = 128;
-      int s_231;
-      s_231 = (int)((s_229 + s_230));
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_199, row_2); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:158
+      int s_200 = 1;
+      unsigned short* s_201 = c_smem + s_200 * 8192;
+      int s_202 = 256;
+      int s_203;
+      s_203 = (int)((pid_n_2 * s_202));
+      int s_204 = 128;
+      int s_205;
+      s_205 = (int)((s_203 + s_204));
       // hopper_gemm_ws.py:72
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(3, 128);
@@ -817,33 +755,33 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 64; ++i) t_3[i] = tlx_cvt_rn_bf16_f32((float)(hi_1[i]));
       #pragma unroll
       for (int i = 0; i < 64; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_227) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_3[i + 0]) & 65535u) << 0) | (((unsigned)(t_3[i + 1]) & 65535u) << 16)));
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_201) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_3[i + 0]) & 65535u) << 0) | (((unsigned)(t_3[i + 1]) & 65535u) << 16)));
       }
       // hopper_gemm_ws.py:74
       tlx_fence_proxy_async_shared_cta();
       // hopper_gemm_ws.py:76
-      int s_232 = 0;
-      int s_233 = 0;
-      unsigned short* c_box_6 = s_227 + s_232 * 64 + (s_233 / 64) * 4096;
+      int s_206 = 0;
+      int s_207 = 0;
+      unsigned short* c_box_6 = s_201 + s_206 * 64 + (s_207 / 64) * 4096;
       // hopper_gemm_ws.py:77
-      int s_234 = 0;
-      int s_235;
-      s_235 = (int)((s_231 + s_234));
+      int s_208 = 0;
+      int s_209;
+      s_209 = (int)((s_205 + s_208));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_235, row_2); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_209, row_2); tlx_bulk_commit_group(); }
       // hopper_gemm_ws.py:76
-      int s_236 = 0;
-      int s_237 = 64;
-      unsigned short* c_box_7 = s_227 + s_236 * 64 + (s_237 / 64) * 4096;
+      int s_210 = 0;
+      int s_211 = 64;
+      unsigned short* c_box_7 = s_201 + s_210 * 64 + (s_211 / 64) * 4096;
       // hopper_gemm_ws.py:77
-      int s_238 = 64;
-      int s_239;
-      s_239 = (int)((s_231 + s_238));
+      int s_212 = 64;
+      int s_213;
+      s_213 = (int)((s_205 + s_212));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_239, row_2); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_213, row_2); tlx_bulk_commit_group(); }
       count_6 = count_7;
     }
-    // hopper_gemm_ws.py:160
+    // hopper_gemm_ws.py:159
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
     tlx_bar_sync(3, 128);
   }
