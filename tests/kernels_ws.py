@@ -339,3 +339,22 @@ def trace_inputs(kernel: str):
     x = torch.arange(16 * 96, dtype=torch.float32).reshape(16, 96) / 96
     out = torch.zeros(16)
     return (1,), (x, out, 16, 96), {"BLOCK_R": 16, "BLOCK_C": 32, "NUM_STAGES": 2}
+
+
+@tlxc.kernel
+def suspended_handoff(x_ptr, out_ptr, BLOCK: tl.constexpr, SUSPEND_NS: tl.constexpr = None):
+    """A producer hands a block to a consumer and gets it back (out = 2 * x + 1), with
+    TLX's barrier-wait suspend hint."""
+    buf = tlx.local_alloc((BLOCK,), tl.float32, 2)
+    bars = tlx.alloc_barriers(2, arrive_count=1)
+    offs = tl.arange(0, BLOCK)
+    with tlx.async_tasks(mbarrier_try_wait_suspend_ns=SUSPEND_NS):
+        with tlx.async_task("default"):
+            tlx.local_store(buf[0], tl.load(x_ptr + offs) * 2.0)
+            tlx.barrier_arrive(bars[0])
+            tlx.barrier_wait(bars[1], 0)
+            tl.store(out_ptr + offs, tlx.local_load(buf[1]))
+        with tlx.async_task(num_warps=4):
+            tlx.barrier_wait(bars[0], 0)
+            tlx.local_store(buf[1], tlx.local_load(buf[0]) + 1.0)
+            tlx.barrier_arrive(bars[1])

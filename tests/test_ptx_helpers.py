@@ -231,6 +231,11 @@ CASES: dict[str, Case] = {
                                          ("mbarrier.try_wait.parity.shared::cta.b64",)),
     "tlx_mbarrier_wait": Case(_BAR + "tlx_mbarrier_wait(&bar, in[0]); out[0] = 1u;",
                               ("mbarrier.try_wait.parity.shared::cta.b64",)),
+    "tlx_mbarrier_try_wait_parity_suspend": Case(
+        _BAR + "out[0] = tlx_mbarrier_try_wait_parity_suspend(&bar, in[0], in[1]);",
+        ("mbarrier.try_wait.parity.shared::cta.b64",)),
+    "tlx_mbarrier_wait_suspend": Case(_BAR + "tlx_mbarrier_wait_suspend(&bar, in[0], 20000u); out[0] = 1u;",
+                                      ("mbarrier.try_wait.parity.shared::cta.b64",)),
     **{f"tlx_tma_load_{r}d": _tma(r, False) for r in range(1, 6)},
     **{f"tlx_tma_store_{r}d": _tma(r, True) for r in range(1, 6)},
     **{f"tlx_tma_load_multicast_{r}d": _tma_multicast(r) for r in range(1, 6)},
@@ -255,7 +260,7 @@ CASES: dict[str, Case] = {
                                      ("cp.async.bulk.wait_group.read",)),
     "tlx_globaltimer": Case("out[0] = (unsigned)tlx_globaltimer();", ("%globaltimer",)),
     "tlx_mbarrier_wait_watchdog": Case(
-        _BAR + 'tlx_mbarrier_wait_watchdog(&bar, in[0], 1000ull, "k.py:1", "main", "bars", 0); out[0] = 1u;',
+        _BAR + 'tlx_mbarrier_wait_watchdog(&bar, in[0], in[1], 1000ull, "k.py:1", "main", "bars", 0); out[0] = 1u;',
         ("mbarrier.try_wait.parity.shared::cta.b64", "%globaltimer", "trap")),
     "tlx_mbarrier_arrive": Case(_BAR + "tlx_mbarrier_arrive(&bar, in[0]); out[0] = 1u;",
                                 ("mbarrier.arrive.release.cta.shared::cta.b64",)),

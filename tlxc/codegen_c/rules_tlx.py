@@ -399,6 +399,15 @@ def barrier_expect_bytes(lw, op):
 WATCHDOG_NS = 2_000_000_000      # TLXC_DEBUG_BARRIERS builds trap a wait stuck for 2 s
 
 
+def suspend_ns(kernel) -> int | None:
+    """The suspend hint of every barrier wait in ``kernel``: the smallest
+    ``mbarrier_try_wait_suspend_ns`` given to a ``tlx.async_tasks`` region (TLX's rule for
+    several regions), None if none gives one or it is 0 (no hint)."""
+    hints = [op.attrs["suspend_ns"] for op in kernel.walk()
+             if op.name == "tlx.async_tasks" and op.attrs.get("suspend_ns") is not None]
+    return min(hints) if hints and min(hints) > 0 else None
+
+
 @lowering("tlx.barrier_wait")
 def barrier_wait(lw, op):
     import os
@@ -409,7 +418,8 @@ def barrier_wait(lw, op):
         name, index = lw.barrier_names.get(id(bar), (bar.name_hint or "barrier", "0"))
         where = f"{os.path.basename(op.loc.file)}:{op.loc.line}" if op.loc else "?"
         watchdog = (WATCHDOG_NS, where, lw.scope.task_name, name, index)
-    stmt = lw.target.mbarrier_wait(lw.name(op.operands[0]), lw.name(op.operands[1]), watchdog)
+    stmt = lw.target.mbarrier_wait(lw.name(op.operands[0]), lw.name(op.operands[1]), watchdog,
+                                   suspend_ns(lw.kernel))
     lw.out.line(f"if ({pred}) {stmt}" if pred else stmt)
     for line in tcgen05.fence_after_wait(lw):
         lw.out.line(line)

@@ -239,12 +239,34 @@ def mbarrier_try_wait_parity():
 }}"""
 
 
+@helper("tlx_mbarrier_try_wait_parity_suspend", "tlx_smem_addr")
+def mbarrier_try_wait_parity_suspend():
+    # the four-operand form: the thread may be suspended up to suspend_ns for the phase to complete
+    return f"""
+{_INLINE} bool tlx_mbarrier_try_wait_parity_suspend(unsigned long long* bar, unsigned phase, unsigned suspend_ns) {{
+  unsigned ok;
+  asm volatile("{{\\n .reg .pred p;\\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\\n selp.u32 %0, 1, 0, p;\\n}}"
+               : "=r"(ok) : "r"(tlx_smem_addr(bar)), "r"(phase), "r"(suspend_ns) : "memory");
+  return ok != 0;
+}}"""
+
+
 @helper("tlx_mbarrier_wait", "tlx_mbarrier_try_wait_parity")
 def mbarrier_wait():
     # try_wait suspends the thread for a hardware-chosen time, so the loop does not hot-spin.
     return f"""
 {_INLINE} void tlx_mbarrier_wait(unsigned long long* bar, unsigned phase) {{
   while (!tlx_mbarrier_try_wait_parity(bar, phase)) {{
+  }}
+}}"""
+
+
+@helper("tlx_mbarrier_wait_suspend", "tlx_mbarrier_try_wait_parity_suspend")
+def mbarrier_wait_suspend():
+    # tlx.async_tasks(mbarrier_try_wait_suspend_ns=N): each try_wait may suspend the thread up to N ns
+    return f"""
+{_INLINE} void tlx_mbarrier_wait_suspend(unsigned long long* bar, unsigned phase, unsigned suspend_ns) {{
+  while (!tlx_mbarrier_try_wait_parity_suspend(bar, phase, suspend_ns)) {{
   }}
 }}"""
 
@@ -259,14 +281,17 @@ def globaltimer():
 }}"""
 
 
-@helper("tlx_mbarrier_wait_watchdog", "tlx_mbarrier_try_wait_parity", "tlx_globaltimer")
+@helper("tlx_mbarrier_wait_watchdog", "tlx_mbarrier_try_wait_parity", "tlx_mbarrier_try_wait_parity_suspend",
+        "tlx_globaltimer")
 def mbarrier_wait_watchdog():
     # TLXC_DEBUG_BARRIERS=1 builds: a wait that outlives its budget reports where it is stuck and traps.
     return """
 static __device__ __forceinline__ void tlx_mbarrier_wait_watchdog(unsigned long long* bar, unsigned phase,
-    unsigned long long budget_ns, const char* where, const char* task, const char* barrier, int index) {
+    unsigned suspend_ns, unsigned long long budget_ns, const char* where, const char* task, const char* barrier,
+    int index) {
   const unsigned long long start = tlx_globaltimer();
-  while (!tlx_mbarrier_try_wait_parity(bar, phase)) {
+  while (!(suspend_ns ? tlx_mbarrier_try_wait_parity_suspend(bar, phase, suspend_ns)
+                      : tlx_mbarrier_try_wait_parity(bar, phase))) {
     if (tlx_globaltimer() - start > budget_ns) {
       if ((threadIdx.x & 31) == 0)
         printf("tlxc watchdog: block (%d, %d, %d) warp %d, task '%s', is stuck at %s waiting for phase %u of "

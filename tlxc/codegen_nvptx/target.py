@@ -91,12 +91,17 @@ class CudaTarget:
     def mbarrier_init(self, bar: str, count: int) -> str:
         return self.call("tlx_mbarrier_init", bar, f"{count}u")
 
-    def mbarrier_wait(self, bar: str, phase: str, watchdog: tuple | None = None) -> str:
-        """``watchdog`` = (budget_ns, where, task, barrier name, index expr) in debug builds."""
+    def mbarrier_wait(self, bar: str, phase: str, watchdog: tuple | None = None,
+                      suspend_ns: int | None = None) -> str:
+        """``watchdog`` = (budget_ns, where, task, barrier name, index expr) in debug builds;
+        ``suspend_ns``: the try_wait's suspend-time hint (None: the hardware's own limit)."""
+        hint = "0u" if suspend_ns is None else f"{suspend_ns}u"
         if watchdog is None:
-            return self.call("tlx_mbarrier_wait", bar, f"(unsigned)({phase})")
+            if suspend_ns is None:
+                return self.call("tlx_mbarrier_wait", bar, f"(unsigned)({phase})")
+            return self.call("tlx_mbarrier_wait_suspend", bar, f"(unsigned)({phase})", hint)
         budget, where, task, name, index = watchdog
-        return self.call("tlx_mbarrier_wait_watchdog", bar, f"(unsigned)({phase})", f"{budget}ull",
+        return self.call("tlx_mbarrier_wait_watchdog", bar, f"(unsigned)({phase})", hint, f"{budget}ull",
                          f'"{where}"', f'"{task}"', f'"{name}"', index)
 
     def mbarrier_arrive(self, bar: str, count: int) -> str:

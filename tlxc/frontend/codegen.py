@@ -316,7 +316,21 @@ class FunctionCodegen(ast.NodeVisitor):
                 raise self.error(f"tlx.async_tasks() got an unexpected keyword argument '{kw.arg}'", kw)
         if node.items[0].optional_vars is not None:
             raise self.error("tlx.async_tasks() does not bind a name ('as ...')", node.items[0].optional_vars)
-        self.async_tasks(node)
+        self.async_tasks(node, self.suspend_ns(call))
+
+    def suspend_ns(self, call) -> int | None:
+        """``mbarrier_try_wait_suspend_ns=``: None (no hint) or a non-negative constexpr int."""
+        for kw in call.keywords:
+            if kw.arg != "mbarrier_try_wait_suspend_ns":
+                continue
+            value = unwrap(self.visit(kw.value))
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2 ** 32:
+                raise self.error(f"tlx.async_tasks(mbarrier_try_wait_suspend_ns=...) must be None or a compile-time "
+                                 f"integer number of nanoseconds in [0, 2**32), got {value!r}", kw.value)
+            return value
+        return None
 
     def collect_tasks(self, stmts, tasks: list) -> None:
         """The ``with tlx.async_task(...)`` blocks of an async_tasks body, with
@@ -404,7 +418,7 @@ class FunctionCodegen(ast.NodeVisitor):
             placed.append(task)
         return placed[1:]
 
-    def async_tasks(self, node) -> None:
+    def async_tasks(self, node, suspend_ns: int | None = None) -> None:
         tasks: list[dict] = []
         self.collect_tasks(node.body, tasks)
         defaults = [t for t in tasks if t["default"]]
@@ -427,7 +441,10 @@ class FunctionCodegen(ast.NodeVisitor):
                 regions.append(Region(block))
                 name = task["name"] if task["replicate"] == 1 else f"{task['name']}.{replica}"
                 descriptions.append((name, task["warps"], task["regs"], replica))
-        self.b.create("tlx.async_tasks", [], [], {"tasks": tuple(descriptions)}, regions)
+        attrs = {"tasks": tuple(descriptions)}
+        if suspend_ns is not None:
+            attrs["suspend_ns"] = suspend_ns
+        self.b.create("tlx.async_tasks", [], [], attrs, regions)
 
     def run_task_body(self, task: dict, replica) -> None:
         saved = self.vars, self.ctx.replica_id, self.ctx.captured, self.returned, self.partial_return

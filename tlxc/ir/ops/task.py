@@ -29,6 +29,9 @@ class AsyncTasksOp(Operation):
         for name, warps, registers, replica in tasks:
             if warps < 1:
                 raise self.error(f"task '{name}' has {warps} warps")
+        suspend = self.attrs.get("suspend_ns")
+        if suspend is not None and (not isinstance(suspend, int) or suspend < 0):
+            raise self.error(f"expected a non-negative 'suspend_ns', got {suspend!r}")
 
 
 class ThreadIdOp(Operation):
