@@ -2,13 +2,23 @@
 
 ``O = softmax(Q Kᵀ · sm_scale) V`` for q, k, v of shape (B, H, S, D), bf16 or
 fp16, D = 64 or 128, causal or not; returns O (q's dtype) and the row
-log-sum-exp ``lse`` (float32, natural log, shape (B, H, S)).  One program
-owns ``BLOCK_M`` query rows of one (batch, head):
+log-sum-exp ``lse`` (float32, natural log, shape (B, H, S)).  A work item is
+``BLOCK_M`` query rows of one (batch, head):
 
-* the default task (4 warps) is the TMA producer: it loads the Q tile once
-  (``q_full``), then streams the K and V tiles of every key block through a
-  ring of ``NUM_STAGES`` slots (``k_full`` / ``v_full`` per slot, ``kv_empty``
-  released by both consumers).  The descriptors are 3-D, (B·H, S, D), so a
+* persistent programs (one per SM) walk the items in an order the host
+  computes once per shape (``schedule``, cached): longest processing time
+  first, each item going to the least-loaded program, ``group_h`` heads at a
+  time so that the programs running together share their K and V in L2.
+  Under a causal mask items differ in length up to S / BLOCK_N times; a
+  static round-robin order left programs idle (docs/performance.md).  Each
+  program reads its items from its row of the int32 table
+  ``[count, item, item, ...]``;
+* the default task (4 warps) is the TMA producer: per item it loads the Q
+  tile into one of two Q buffers (``q_full`` / ``q_empty``, so the next
+  item's Q arrives while this one runs), then streams the K and V tiles of
+  the item's key blocks through a ring of ``NUM_STAGES`` slots that runs on
+  across items (``k_full`` / ``v_full`` per slot, ``k_empty`` / ``v_empty``
+  released by every consumer).  The descriptors are 3-D, (B·H, S, D), so a
   box that runs past S is clipped at S (zero-filled) rather than reading the
   next head's rows; boxes are ``[1, rows, 64]`` (128-byte rows, the 128-byte
   swizzle's span), each into a 64-column slice of the tile;
@@ -23,10 +33,10 @@ owns ``BLOCK_M`` query rows of one (batch, head):
   memory;
 * the consumers take turns issuing their wgmma (ping-pong, named barriers
   9, 10 (and 11) of 256 threads, consumer 0 first, each handing the turn to
-  the next): one group's softmax runs while another's matrix products occupy
-  the tensor cores; within a
-  group, ``S_j = Q K_jᵀ`` is issued together with ``O += P_{j-1} V_{j-1}`` and
-  the softmax of ``S_j`` runs while the P V product is still executing;
+  the next; the turns run on across items): one group's softmax runs while
+  another's matrix products occupy the tensor cores; within a group,
+  ``S_j = Q K_jᵀ`` is issued together with ``O += P_{j-1} V_{j-1}`` and the
+  softmax of ``S_j`` runs while the P V product is still executing;
 * causal: key blocks entirely above the diagonal are never loaded; the
   causal mask is applied only on blocks that cross the diagonal (and the
   ``S`` bound only on the last block);
@@ -36,6 +46,8 @@ owns ``BLOCK_M`` query rows of one (batch, head):
     TLXC_INTERPRET=1 python examples/flash_attention_fwd.py
     tlxc check examples/flash_attention_fwd.py
 """
+import functools
+import heapq
 import math
 
 import torch
@@ -63,120 +75,182 @@ def masked_scores(s, j, row0, seq_len, BLOCK_N: tl.constexpr, HALF_M: tl.constex
 
 
 @tlxc.kernel
+def attn_item(t, num_m_blocks, seq_len, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """(first query row, batch·head, key blocks) of work item ``t = bh * num_m_blocks + m``."""
+    bh = t // num_m_blocks
+    start_m = (t - bh * num_m_blocks) * BLOCK_M
+    if CAUSAL:
+        kv_end = tl.minimum(seq_len, start_m + BLOCK_M)
+    else:
+        kv_end = seq_len
+    return start_m, bh, tl.cdiv(kv_end, BLOCK_N)
+
+
+@tlxc.kernel
 def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64], swizzle=128),
                     k_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 128, 64], swizzle=128),
                     v_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 128, 64], swizzle=128),
                     o_ptr, lse_ptr: tl.pointer_type(tl.float32), seq_len: tl.int32, qk_scale: tl.float32,
+                    sched_ptr: tl.pointer_type(tl.int32), sched_stride: tl.int32,
                     HEAD_DIM: tl.constexpr = 128, BLOCK_M: tl.constexpr = 128, BLOCK_N: tl.constexpr = 128,
                     NUM_STAGES: tl.constexpr = 2, CAUSAL: tl.constexpr = False, DTYPE: tl.constexpr = tl.bfloat16,
                     REGISTERS: tl.constexpr = 240):
-    HALF_M: tl.constexpr = 64                                               # query rows of one consumer
+    HALF_M: tl.constexpr = 64
     CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
-    q_smem = tlx.local_alloc((HALF_M, HEAD_DIM), DTYPE, CONSUMERS)          # [consumer]
+    q_smem = tlx.local_alloc((HALF_M, HEAD_DIM), DTYPE, 2 * CONSUMERS)      # [CONSUMERS * q buffer + consumer]
     k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
-    q_full = tlx.alloc_barriers(1, arrive_count=1)
+    q_full = tlx.alloc_barriers(2, arrive_count=1)
+    q_empty = tlx.alloc_barriers(2, arrive_count=CONSUMERS)
     k_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     v_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
-    k_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)        # every consumer releases a K slot...
-    v_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)        # ...and, later, the V slot
+    k_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)
+    v_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)
 
-    # the longest programs first: under a causal mask the last query blocks see the most keys
-    start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
-    bh = tl.program_id(1)
-    if CAUSAL:
-        kv_end = tl.minimum(seq_len, start_m + BLOCK_M)                     # blocks above the diagonal: skipped
-    else:
-        kv_end = seq_len
-    n_blocks = tl.cdiv(kv_end, BLOCK_N)
+    num_m_blocks = tl.cdiv(seq_len, BLOCK_M)
+    my_row = tl.program_id(0) * sched_stride                               # this program's [count, items...]
 
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
-            tlx.barrier_expect_bytes(q_full[0], BLOCK_M * HEAD_DIM * 2)
-            for c in tl.static_range(CONSUMERS):
-                for d in tl.static_range(HEAD_DIM // D_BOX):
-                    q_box = tlx.local_slice(q_smem[c], [0, d * D_BOX], [HALF_M, D_BOX])
-                    tlx.async_descriptor_load(q_desc, q_box, [bh, start_m + c * HALF_M, d * D_BOX], q_full[0])
-            for j in range(n_blocks):
-                slot, phase = tlx.get_bufidx_phase(j, NUM_STAGES)
-                tlx.barrier_wait(k_empty[slot], phase ^ 1)
-                tlx.barrier_expect_bytes(k_full[slot], BLOCK_N * HEAD_DIM * 2)
-                for d in tl.static_range(HEAD_DIM // D_BOX):
-                    k_box = tlx.local_slice(k_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
-                    tlx.async_descriptor_load(k_desc, k_box, [bh, j * BLOCK_N, d * D_BOX], k_full[slot])
-                tlx.barrier_wait(v_empty[slot], phase ^ 1)
-                tlx.barrier_expect_bytes(v_full[slot], BLOCK_N * HEAD_DIM * 2)
-                for d in tl.static_range(HEAD_DIM // D_BOX):
-                    v_box = tlx.local_slice(v_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
-                    tlx.async_descriptor_load(v_desc, v_box, [bh, j * BLOCK_N, d * D_BOX], v_full[slot])
+            kv = 0                                                          # K/V blocks streamed so far
+            for rnd in range(tl.load(sched_ptr + my_row)):                 # this program's items
+                t = tl.load(sched_ptr + my_row + 1 + rnd)
+                start_m, bh, n_blocks = attn_item(t, num_m_blocks, seq_len, BLOCK_M, BLOCK_N, CAUSAL)
+                qb, q_phase = tlx.get_bufidx_phase(rnd, 2)                  # this item's Q buffer
+                tlx.barrier_wait(q_empty[qb], q_phase ^ 1)
+                tlx.barrier_expect_bytes(q_full[qb], BLOCK_M * HEAD_DIM * 2)
+                for c in tl.static_range(CONSUMERS):
+                    for d in tl.static_range(HEAD_DIM // D_BOX):
+                        q_box = tlx.local_slice(q_smem[qb * CONSUMERS + c], [0, d * D_BOX], [HALF_M, D_BOX])
+                        tlx.async_descriptor_load(q_desc, q_box, [bh, start_m + c * HALF_M, d * D_BOX], q_full[qb])
+                for j in range(n_blocks):
+                    slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
+                    tlx.barrier_wait(k_empty[slot], phase ^ 1)
+                    tlx.barrier_expect_bytes(k_full[slot], BLOCK_N * HEAD_DIM * 2)
+                    for d in tl.static_range(HEAD_DIM // D_BOX):
+                        k_box = tlx.local_slice(k_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
+                        tlx.async_descriptor_load(k_desc, k_box, [bh, j * BLOCK_N, d * D_BOX], k_full[slot])
+                    tlx.barrier_wait(v_empty[slot], phase ^ 1)
+                    tlx.barrier_expect_bytes(v_full[slot], BLOCK_N * HEAD_DIM * 2)
+                    for d in tl.static_range(HEAD_DIM // D_BOX):
+                        v_box = tlx.local_slice(v_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
+                        tlx.async_descriptor_load(v_desc, v_box, [bh, j * BLOCK_N, d * D_BOX], v_full[slot])
+                kv += n_blocks
         with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=CONSUMERS):  # softmax/wgmma consumers
             cid = tlx.async_task_replica_id()
-            row0 = start_m + cid * HALF_M
-            turn = 9 + cid                                                 # named barrier: my turn to issue
-            next_turn = 9 + (cid + 1) % CONSUMERS                          # the next consumer's
+            turn = 9 + cid
+            next_turn = 9 + (cid + 1) % CONSUMERS
             zeros = tl.zeros((HALF_M, BLOCK_N), dtype=tl.float32)
             if cid == CONSUMERS - 1:
                 tlx.named_barrier_arrive(9, 256)                           # consumer 0 issues first
-            tlx.barrier_wait(q_full[0], 0)
-            # key block 0: S = Q K^T and its softmax (m, l in log2 units of the scaled scores)
-            tlx.barrier_wait(k_full[0], 0)
-            tlx.named_barrier_wait(turn, 256)                              # my turn on the tensor cores
-            s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[0]), zeros, use_acc=False)
-            tlx.named_barrier_arrive(next_turn, 256)                       # the next consumer's turn
-            s = tlx.async_dot_wait(0, s)
-            tlx.barrier_arrive(k_empty[0])
-            s = masked_scores(s, 0, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
-            m_i = tl.max(s, 1) * qk_scale
-            p = tl.exp2(s * qk_scale - m_i[:, None])
-            l_i = tl.sum(p, 1)
-            acc = tl.zeros((HALF_M, HEAD_DIM), dtype=tl.float32)
-            # block j: issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}; the softmax of S_j runs
-            # while the tensor cores do the P V product
-            for j in range(1, n_blocks):
-                slot, phase = tlx.get_bufidx_phase(j, NUM_STAGES)
-                prev, prev_phase = tlx.get_bufidx_phase(j - 1, NUM_STAGES)
+            kv = 0
+            for rnd in range(tl.load(sched_ptr + my_row)):                 # this program's items
+                t = tl.load(sched_ptr + my_row + 1 + rnd)
+                start_m, bh, n_blocks = attn_item(t, num_m_blocks, seq_len, BLOCK_M, BLOCK_N, CAUSAL)
+                row0 = start_m + cid * HALF_M
+                qb, q_phase = tlx.get_bufidx_phase(rnd, 2)
+                q = q_smem[qb * CONSUMERS + cid]
+                tlx.barrier_wait(q_full[qb], q_phase)
+                slot, phase = tlx.get_bufidx_phase(kv, NUM_STAGES)
                 tlx.barrier_wait(k_full[slot], phase)
-                tlx.barrier_wait(v_full[prev], prev_phase)
                 tlx.named_barrier_wait(turn, 256)
-                s = tlx.async_dot(q_smem[cid], tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
-                acc = tlx.async_dot(p.to(DTYPE), v_smem[prev], acc)
+                s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
                 tlx.named_barrier_arrive(next_turn, 256)
-                s = tlx.async_dot_wait(1, s)                                # S_j is done, P V may run on
+                s = tlx.async_dot_wait(0, s)
                 tlx.barrier_arrive(k_empty[slot])
-                s = masked_scores(s, j, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
-                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-                alpha = tl.exp2(m_i - m_new)
-                p = tl.exp2(s * qk_scale - m_new[:, None])
-                l_i = l_i * alpha + tl.sum(p, 1)
-                m_i = m_new
+                s = masked_scores(s, 0, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
+                m_i = tl.max(s, 1) * qk_scale
+                p = tl.exp2(s * qk_scale - m_i[:, None])
+                l_i = tl.sum(p, 1)
+                acc = tl.zeros((HALF_M, HEAD_DIM), dtype=tl.float32)
+                for j in range(1, n_blocks):
+                    slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
+                    prev, prev_phase = tlx.get_bufidx_phase(kv + j - 1, NUM_STAGES)
+                    tlx.barrier_wait(k_full[slot], phase)
+                    tlx.barrier_wait(v_full[prev], prev_phase)
+                    tlx.named_barrier_wait(turn, 256)
+                    s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
+                    acc = tlx.async_dot(p.to(DTYPE), v_smem[prev], acc)
+                    tlx.named_barrier_arrive(next_turn, 256)
+                    s = tlx.async_dot_wait(1, s)
+                    tlx.barrier_arrive(k_empty[slot])
+                    s = masked_scores(s, j, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
+                    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+                    alpha = tl.exp2(m_i - m_new)
+                    p = tl.exp2(s * qk_scale - m_new[:, None])
+                    l_i = l_i * alpha + tl.sum(p, 1)
+                    m_i = m_new
+                    acc = tlx.async_dot_wait(0, acc)
+                    tlx.barrier_arrive(v_empty[prev])
+                    acc = acc * alpha[:, None]
+                tlx.barrier_arrive(q_empty[qb])                             # every S of this item is done
+                last, last_phase = tlx.get_bufidx_phase(kv + n_blocks - 1, NUM_STAGES)
+                tlx.barrier_wait(v_full[last], last_phase)
+                tlx.named_barrier_wait(turn, 256)
+                acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
+                tlx.named_barrier_arrive(next_turn, 256)
                 acc = tlx.async_dot_wait(0, acc)
-                tlx.barrier_arrive(v_empty[prev])
-                acc = acc * alpha[:, None]
-            last, last_phase = tlx.get_bufidx_phase(n_blocks - 1, NUM_STAGES)
-            tlx.barrier_wait(v_full[last], last_phase)
-            tlx.named_barrier_wait(turn, 256)
-            acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
-            tlx.named_barrier_arrive(next_turn, 256)
+                tlx.barrier_arrive(v_empty[last])
+                offs_m = row0 + tl.arange(0, HALF_M)
+                offs_d = tl.arange(0, HEAD_DIM)
+                rows = bh * seq_len + offs_m
+                tl.store(o_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], (acc * (1.0 / l_i)[:, None]).to(DTYPE),
+                         mask=offs_m[:, None] < seq_len)
+                tl.store(lse_ptr + rows, (m_i + tl.log2(l_i)) * 0.6931471805599453, mask=offs_m < seq_len)
+                kv += n_blocks
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                             # absorb the last consumer's last pass
-            acc = tlx.async_dot_wait(0, acc)
-            tlx.barrier_arrive(v_empty[last])
-            offs_m = row0 + tl.arange(0, HALF_M)
-            offs_d = tl.arange(0, HEAD_DIM)
-            rows = bh * seq_len + offs_m
-            tl.store(o_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], (acc * (1.0 / l_i)[:, None]).to(DTYPE),
-                     mask=offs_m[:, None] < seq_len)
-            tl.store(lse_ptr + rows, (m_i + tl.log2(l_i)) * 0.6931471805599453, mask=offs_m < seq_len)
+
+
+@functools.lru_cache(maxsize=64)
+def schedule(S: int, BH: int, block_m: int, block_n: int, causal: bool, programs: int, group_h: int,
+             device: str) -> torch.Tensor:
+    """The work items of each of ``programs`` persistent programs, as an int32 table on
+    ``device`` whose row p is ``[count, item, item, ...]`` (item = bh * query blocks +
+    query block).  Longest processing time first: items ordered ``group_h`` heads at a
+    time (programs running together share K/V in L2), within a group by decreasing
+    length (key blocks, plus one for the item's own prologue and epilogue), each given
+    to the least-loaded program so far."""
+    num_m = (S + block_m - 1) // block_m
+    def length(m):
+        end = min(S, (m + 1) * block_m) if causal else S
+        return (end + block_n - 1) // block_n
+    order = []
+    for g in range(0, BH, group_h):
+        heads = range(g, min(BH, g + group_h))
+        order += sorted(((length(m), bh * num_m + m) for bh in heads for m in range(num_m)),
+                        key=lambda x: (-x[0], x[1]))
+    programs = min(programs, len(order))
+    loads = [(0, p) for p in range(programs)]
+    heapq.heapify(loads)
+    rows = [[] for _ in range(programs)]
+    for n, item in order:
+        load, p = heapq.heappop(loads)
+        rows[p].append(item)
+        heapq.heappush(loads, (load + n + 1, p))
+    width = 1 + max(len(r) for r in rows)
+    table = torch.zeros((programs, width), dtype=torch.int32)
+    for p, r in enumerate(rows):
+        table[p, 0] = len(r)
+        table[p, 1:1 + len(r)] = torch.tensor(r, dtype=torch.int32)
+    return table.to(device)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               sm_scale: float | None = None, *, block_m: int | None = None, block_n: int = 128,
-              num_stages: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+              num_stages: int = 2, programs: int | None = None,
+              group_h: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
     """(O, lse) of softmax attention for contiguous (B, H, S, D) bf16/fp16 q, k, v
     (D = 64 or 128; S any length); lse in natural-log units, float32 (B, H, S).
-    ``block_m``: query rows per program, 64 per consumer warp group (default: 192,
+    ``block_m``: query rows per work item, 64 per consumer warp group (default: 192,
     three consumers, for D = 64 without a causal mask; else 128: the diagonal blocks of
-    192 rows waste more work than the third consumer gains, docs/performance.md)."""
+    192 rows waste more work than the third consumer gains, docs/performance.md).
+    ``programs``: persistent programs (default: one per SM; 3 on the interpreter);
+    ``group_h``: heads whose items run together (``schedule``)."""
+    if programs is not None and programs < 1:
+        raise ValueError(f"programs must be at least 1, got {programs}")
+    if group_h < 1:
+        raise ValueError(f"group_h must be at least 1, got {group_h}")
     if q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"attention expects q, k, v of one shape (B, H, S, D), got {tuple(q.shape)}, "
                          f"{tuple(k.shape)}, {tuple(v.shape)}")
@@ -197,10 +271,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         raise ValueError(f"block_m must be 128 or 192 (two or three consumer warp groups), got {block_m}")
     descs = [tlxc.TensorDescriptor.from_tensor(t.view(B * H, S, D), [1, rows, D_BOX], swizzle=128)
              for t, rows in ((q, 64), (k, block_n), (v, block_n))]
-    attn_fwd_kernel[((S + block_m - 1) // block_m, B * H)](
-        *descs, o, lse, S, sm_scale * 1.4426950408889634, HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n,
-        NUM_STAGES=num_stages, CAUSAL=causal, DTYPE=DTYPES[q.dtype], REGISTERS=240 if block_m == 128 else 160,
-        num_warps=4)
+    programs = programs or (torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 3)
+    sched = schedule(S, B * H, block_m, block_n, causal, programs, group_h, str(q.device))
+    attn_fwd_kernel[(sched.shape[0],)](
+        *descs, o, lse, S, sm_scale * 1.4426950408889634, sched, sched.shape[1], HEAD_DIM=D, BLOCK_M=block_m,
+        BLOCK_N=block_n, NUM_STAGES=num_stages, CAUSAL=causal, DTYPE=DTYPES[q.dtype],
+        REGISTERS=240 if block_m == 128 else 160, num_warps=4)
     return o, lse
 
 
@@ -217,13 +293,15 @@ def reference(q, k, v, causal: bool, sm_scale: float | None = None):
 
 
 def check_inputs():
-    """Small launch for ``tlxc check --run``: B=1, H=2, S=300, D=64, causal."""
+    """Small launch for ``tlxc check --run``: B=1, H=2, S=300, D=64, causal, 2 programs."""
     q, k, v = (torch.randn(1, 2, 300, 64).to(torch.bfloat16) for _ in range(3))
     descs = [tlxc.TensorDescriptor.from_tensor(t.view(2, 300, 64), [1, rows, D_BOX], swizzle=128)
              for t, rows in ((q, 64), (k, 128), (v, 128))]
     o = torch.empty_like(q)
     lse = torch.empty(1, 2, 300)
-    return (3, 2), (*descs, o, lse, 300, 0.125 * 1.4426950408889634), {"HEAD_DIM": 64, "CAUSAL": True}
+    sched = schedule(300, 2, 128, 128, True, 2, 16, "cpu")
+    return (2,), (*descs, o, lse, 300, 0.125 * 1.4426950408889634, sched, sched.shape[1]), \
+        {"HEAD_DIM": 64, "CAUSAL": True}
 
 
 def main() -> None:

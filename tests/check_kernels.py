@@ -413,6 +413,8 @@ def check_inputs():
         "store_over_copy": ((1,), (torch.randn(16), torch.zeros(16))),
         "pingpong": ((1,), (torch.randn(8 * 32), torch.zeros(8), 8)),
         "runtime_pred": ((1,), (torch.zeros(1), 8)),
+        "table_items": ((2,), (x, torch.zeros(16), torch.tensor([2, 0, 3, 0, 0, 0, 0, 0, 1, 5, 0, 0, 0, 0, 0, 0],
+                                                                dtype=torch.int32), 100)),
     }
 
 
@@ -512,3 +514,50 @@ def per_item_trips(x_ptr: F32, out_ptr: F32, n_items: tl.int32, n_cols: tl.int32
                     tlx.barrier_arrive(empty[slot])
                 count += n
             tl.store(out_ptr + tl.arange(0, BLOCK), acc)
+
+
+@tlxc.kernel
+def table_items(x_ptr: F32, out_ptr: F32, table_ptr: I32, n_cols: tl.int32, BLOCK: tl.constexpr = 16,
+                BUG: tl.constexpr = ""):
+    """Persistent with a host-built schedule (flash_attention_fwd.py): each task reads this
+    program's item count and items from ``table_ptr`` ([count, item, ...] per program)
+    and derives an item's trip count from it.  A scalar loaded from memory the kernel never
+    writes is a function of its address, so the checker relates the tasks' counts (the
+    consumer takes an item's first tile before its loop, so unrelated counts would
+    disagree).  BUG="other_item": the consumer reads the next entry (a real mismatch for
+    most tables); BUG="table_written": the kernel also writes the table, so its loads
+    are not assumed equal (a finding the static check cannot avoid; --run decides).
+    Every item needs a tile: items < n_cols."""
+    bufs = tlx.local_alloc((BLOCK,), tl.float32, 2)
+    full = tlx.alloc_barriers(2, arrive_count=1)
+    empty = tlx.alloc_barriers(2, arrive_count=1)
+    row = tl.program_id(0) * 8
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            count = 0
+            for r in range(tl.load(table_ptr + row)):
+                item = tl.load(table_ptr + row + 1 + r)
+                for t in range(tl.cdiv(n_cols - item, BLOCK)):
+                    slot, phase = tlx.get_bufidx_phase(count, 2)
+                    tlx.barrier_wait(empty[slot], phase ^ 1)
+                    _fill(x_ptr, bufs, full, slot, item, t, n_cols, BLOCK)
+                    count += 1
+        with tlx.async_task(num_warps=4):
+            count = 0
+            acc = tl.zeros((BLOCK,), tl.float32)
+            for r in range(tl.load(table_ptr + row)):
+                item = tl.load(table_ptr + row + 1 + r + (1 if BUG == "other_item" else 0))
+                n = tl.cdiv(n_cols - item, BLOCK)
+                slot, phase = tlx.get_bufidx_phase(count, 2)
+                tlx.barrier_wait(full[slot], phase)                 # the item's first tile
+                acc += tlx.local_load(bufs[slot])
+                tlx.barrier_arrive(empty[slot])
+                for t in range(1, n):
+                    slot, phase = tlx.get_bufidx_phase(count + t, 2)
+                    tlx.barrier_wait(full[slot], phase)
+                    acc += tlx.local_load(bufs[slot])
+                    tlx.barrier_arrive(empty[slot])
+                count += n
+            tl.store(out_ptr + tl.arange(0, BLOCK), acc)
+            if BUG == "table_written":
+                tl.store(table_ptr + row, 0)

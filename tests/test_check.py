@@ -307,6 +307,7 @@ def test_phase_idioms_are_clean(idiom, stages):
     (C.big_ring, None, {}),
     (C.many_tasks, None, {}),
     (C.per_item_trips, None, {}),
+    (C.table_items, None, {}),                                                # trip counts loaded from a table
     (K.views_kernel, "x_ptr=*fp32,out_t_ptr=*fp32,out_bits_ptr=*i32,out_part_ptr=*fp32,OFF=i32", {"M": 8, "N": 4}),
     (K.thread_id_kernel, "out_ptr=*i32", {}),
 ], ids=lambda v: getattr(v, "__name__", None))
@@ -320,6 +321,14 @@ def test_the_corpus_file_is_clean_at_its_defaults(capsys):
     err = capsys.readouterr().err
     assert err.count(": note: the barrier protocol cannot be checked statically") == 1
     assert ": error: " not in err
+
+
+@pytest.mark.parametrize("bug", ["other_item", "table_written"])
+def test_loaded_trip_counts_are_related_only_when_they_must_be_equal(bug):
+    """Two tasks' loads of one table entry share a pinned value; a different entry, or a
+    table the kernel writes, gives independent values (and a finding)."""
+    found = errors(C.table_items, BUG=bug)
+    assert found and found[0].check.startswith("barrier."), found
 
 
 # -- what static analysis leaves to --run ------------------------------------------------------------------

@@ -23,11 +23,11 @@ import flash_attention_fwd as F
 EPS = torch.finfo(torch.bfloat16).eps
 
 
-def _interpret(q, k, v, causal, block_m=None):
+def _interpret(q, k, v, causal, block_m=None, **options):
     kernel = F.attn_fwd_kernel
     F.attn_fwd_kernel = tlxc.interpret(kernel)
     try:
-        return F.attention(q, k, v, causal, block_m=block_m)
+        return F.attention(q, k, v, causal, block_m=block_m, **options)
     finally:
         F.attn_fwd_kernel = kernel
 
@@ -60,6 +60,44 @@ def test_interpreter_matches_float64(shape, causal):
     assert (lse.double() - ref_lse).abs().max().item() < 1e-4
 
 
+@pytest.mark.parametrize("programs,group_h", [(1, 16), (2, 1), (5, 2), (64, 16)])
+def test_any_number_of_programs_walks_every_item_once(programs, group_h):
+    """One program walks all items (its Q buffers and K/V ring wrap many times), or more
+    programs than items; head groups of 1 or 2 of the 3 heads (a partial last group)."""
+    generator = torch.Generator().manual_seed(programs)
+    q, k, v = (torch.randn(1, 3, 300, 64, generator=generator).to(torch.bfloat16) for _ in range(3))
+    o, lse = _interpret(q, k, v, True, programs=programs, group_h=group_h)
+    ref_o, ref_lse = F.reference(q, k, v, True)
+    assert ((o.double() - ref_o).norm() / ref_o.norm()).item() < EPS
+    assert (lse.double() - ref_lse).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("S,block_m,causal", [(4096, 128, True), (4096, 192, False), (2048, 128, True),
+                                              (4097, 192, True), (300, 128, False)])
+def test_schedule_covers_every_item_once_and_balances(S, block_m, causal):
+    BH, programs = 128, 132
+    table = F.schedule(S, BH, block_m, 128, causal, programs, 16, "cpu")
+    num_m = -(-S // block_m)
+    items, loads = [], []
+    for row in table.tolist():
+        mine = row[1:1 + row[0]]
+        items += mine
+        loads.append(sum(-(-(min(S, (t % num_m + 1) * block_m) if causal else S) // 128) + 1 for t in mine))
+    assert sorted(items) == list(range(BH * num_m))
+    if len(items) >= 8 * programs:                             # (384 items: some programs get 2, some 3)
+        assert max(loads) <= 1.04 * sum(loads) / len(loads)
+    first_items = [row[1] for row in table.tolist()]          # the first round: heads of the first groups only
+    assert max(t // num_m for t in first_items) < 16 * -(-programs // (16 * num_m))
+
+
+def test_bad_schedule_options_are_refused():
+    q = torch.randn(1, 1, 16, 64).to(torch.bfloat16)
+    with pytest.raises(ValueError, match="programs must be at least 1, got 0"):
+        F.attention(q, q, q, programs=0)
+    with pytest.raises(ValueError, match="group_h must be at least 1, got 0"):
+        F.attention(q, q, q, group_h=0)
+
+
 def test_check_finds_nothing(capsys):
     assert tlxc.cli.main(["check", str(EXAMPLE)]) == 0
     assert tlxc.cli.main(["check", "--run", str(EXAMPLE)]) == 0
@@ -69,7 +107,9 @@ def test_check_finds_nothing(capsys):
 def _spec(D: int, causal: bool, S: int = 4096):
     q = torch.randn(8, S, D).to(torch.bfloat16)
     descs = [tlxc.TensorDescriptor.from_tensor(q, [1, rows, 64], swizzle=128) for rows in (64, 128, 128)]
-    args = dict(zip(F.attn_fwd_kernel.param_names, (*descs, torch.empty_like(q), torch.empty(8, S), S, 0.1)))
+    sched = F.schedule(S, 8, 128, 128, causal, 132, 16, "cpu")
+    args = dict(zip(F.attn_fwd_kernel.param_names, (*descs, torch.empty_like(q), torch.empty(8, S), S, 0.1, sched,
+                                                     sched.shape[1])))
     for name, param in F.attn_fwd_kernel.signature.parameters.items():
         args.setdefault(name, param.default)
     args.update(HEAD_DIM=D, CAUSAL=causal)

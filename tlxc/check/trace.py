@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from ..errors import Location
 from ..ir.core import Operation, Value
-from ..ir.types import ScalarType
+from ..ir.types import ScalarType, TensorType
 
 MAX_TRIPS = 1024              # iterations of one loop execution
 MAX_QUIET_TRIPS = 64          # iterations of a loop without protocol operations worth evaluating
@@ -256,6 +256,7 @@ class Tracer:
         # trip count, computed inside each task's loop) then share its pinned value.
         self.sym: dict[int, int] = {}
         self.interned = pins.setdefault("__symbols__", {})
+        self.addresses: dict[int, tuple] = {}     # scalar pointer -> (base key, constant offset, other terms)
 
     # -- driver ----------------------------------------------------------------------------------
     def trace(self) -> list[TaskTrace]:
@@ -329,8 +330,41 @@ class Tracer:
             return
         for r in op.results:
             self.set(r, UNKNOWN)
-        if op.name in ("tl.program_id", "tl.num_programs") and len(op.results) == 1:
+        if len(op.results) != 1 or isinstance(op.results[0].type, TensorType):
+            return
+        if op.name in ("tl.program_id", "tl.num_programs"):
             self.name_unknown(op.results[0], (op.name, repr(sorted(op.attrs.items()))))
+        elif op.name == "tl.addptr":
+            self.name_address(op)
+        elif op.name == "tl.load" and self.read_only(op.operands[0]):
+            # a scalar loaded from memory the kernel never writes is a function of its address:
+            # tasks that load the same element (a schedule table) share the value's pins
+            self.name_unknown(op.results[0], (op.name, repr(sorted(op.attrs.items())),
+                                              tuple(self.operand_key(v) for v in op.operands)))
+
+    def name_address(self, op: Operation) -> None:
+        """A scalar ``tl.addptr`` chain is named by its base and the sum of its offsets
+        (constants added up, the other terms as a sorted list), so ``p + row + 1 + r`` and
+        ``p + row + r + 1 + 0`` name the same address."""
+        base, offset = op.operands[:2]
+        form = self.addresses.get(id(base), (self.operand_key(base), 0, ()))
+        value = self.value(offset)
+        if isinstance(value, int):
+            form = (form[0], form[1] + value, form[2])
+        else:
+            form = (form[0], form[1], tuple(sorted(form[2] + (self.operand_key(offset),), key=repr)))
+        self.addresses[id(op.results[0])] = form
+        self.name_unknown(op.results[0], ("address",) + form)
+
+    def read_only(self, pointer: Value) -> bool:
+        """Whether ``pointer`` derives from a kernel parameter that no store, atomic or TMA
+        store of the kernel writes through (distinct parameters are assumed not to alias)."""
+        written = self.memo.get("written roots")
+        if written is None:
+            written = self.memo["written roots"] = _written_roots(self.kernel)
+        root = _pointer_root(pointer)
+        return root is not None and root in self.kernel.regions[0].block.args and \
+            written is not None and id(root) not in written
 
     # -- arithmetic ------------------------------------------------------------------------------
     def arith(self, op: Operation) -> None:
@@ -736,6 +770,35 @@ def clean_name(hint: str) -> str:
 def _walk_region(region):
     for op in region.ops:
         yield from op.walk()
+
+
+_POINTER_VIEWS = frozenset({"tl.addptr", "tl.splat", "tl.broadcast", "tl.expand_dims", "tl.reshape"})
+
+
+def _pointer_root(v: Value):
+    """The kernel parameter (or other block argument) a pointer derives from, or None."""
+    for _ in range(64):
+        owner = getattr(v, "owner", None)
+        if not isinstance(owner, Operation):
+            return v
+        if owner.name not in _POINTER_VIEWS:
+            return None
+        v = owner.operands[0]
+    return None
+
+
+def _written_roots(kernel: Operation):
+    """ids of the kernel parameters written through (stores, atomics, TMA stores), or None
+    if some write's target cannot be traced to a parameter."""
+    roots = set()
+    for op in kernel.walk():
+        if op.name in ("tl.store", "tl.atomic_rmw", "tl.atomic_cas", "tlx.async_descriptor_store") or \
+                (op.name.startswith("tl.atomic") and op.operands):
+            root = _pointer_root(op.operands[0])
+            if root is None:
+                return None
+            roots.add(id(root))
+    return roots
 
 
 def _op_label(op: Operation) -> str:
