@@ -80,7 +80,7 @@ def attn_item(t, num_m_blocks, seq_len, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
     bh = t // num_m_blocks
     start_m = (t - bh * num_m_blocks) * BLOCK_M
     if CAUSAL:
-        kv_end = tl.minimum(seq_len, start_m + BLOCK_M)
+        kv_end = tl.minimum(seq_len, start_m + BLOCK_M)                     # blocks above the diagonal: skipped
     else:
         kv_end = seq_len
     return start_m, bh, tl.cdiv(kv_end, BLOCK_N)
@@ -95,17 +95,17 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                     HEAD_DIM: tl.constexpr = 128, BLOCK_M: tl.constexpr = 128, BLOCK_N: tl.constexpr = 128,
                     NUM_STAGES: tl.constexpr = 2, CAUSAL: tl.constexpr = False, DTYPE: tl.constexpr = tl.bfloat16,
                     REGISTERS: tl.constexpr = 240):
-    HALF_M: tl.constexpr = 64
+    HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
     q_smem = tlx.local_alloc((HALF_M, HEAD_DIM), DTYPE, 2 * CONSUMERS)      # [CONSUMERS * q buffer + consumer]
     k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     q_full = tlx.alloc_barriers(2, arrive_count=1)
-    q_empty = tlx.alloc_barriers(2, arrive_count=CONSUMERS)
+    q_empty = tlx.alloc_barriers(2, arrive_count=CONSUMERS)                 # every consumer is done with a Q
     k_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     v_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
-    k_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)
-    v_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)
+    k_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)        # every consumer releases a K slot...
+    v_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)        # ...and, later, the V slot
 
     num_m_blocks = tl.cdiv(seq_len, BLOCK_M)
     my_row = tl.program_id(0) * sched_stride                               # this program's [count, items...]
@@ -138,12 +138,12 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                 kv += n_blocks
         with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=CONSUMERS):  # softmax/wgmma consumers
             cid = tlx.async_task_replica_id()
-            turn = 9 + cid
-            next_turn = 9 + (cid + 1) % CONSUMERS
+            turn = 9 + cid                                                 # named barrier: my turn to issue
+            next_turn = 9 + (cid + 1) % CONSUMERS                          # the next consumer's
             zeros = tl.zeros((HALF_M, BLOCK_N), dtype=tl.float32)
             if cid == CONSUMERS - 1:
                 tlx.named_barrier_arrive(9, 256)                           # consumer 0 issues first
-            kv = 0
+            kv = 0                                                          # K/V blocks consumed so far
             for rnd in range(tl.load(sched_ptr + my_row)):                 # this program's items
                 t = tl.load(sched_ptr + my_row + 1 + rnd)
                 start_m, bh, n_blocks = attn_item(t, num_m_blocks, seq_len, BLOCK_M, BLOCK_N, CAUSAL)
@@ -151,11 +151,12 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                 qb, q_phase = tlx.get_bufidx_phase(rnd, 2)
                 q = q_smem[qb * CONSUMERS + cid]
                 tlx.barrier_wait(q_full[qb], q_phase)
+                # key block 0: S = Q K^T and its softmax (m, l in log2 units of the scaled scores)
                 slot, phase = tlx.get_bufidx_phase(kv, NUM_STAGES)
                 tlx.barrier_wait(k_full[slot], phase)
-                tlx.named_barrier_wait(turn, 256)
+                tlx.named_barrier_wait(turn, 256)                          # my turn on the tensor cores
                 s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
-                tlx.named_barrier_arrive(next_turn, 256)
+                tlx.named_barrier_arrive(next_turn, 256)                   # the next consumer's turn
                 s = tlx.async_dot_wait(0, s)
                 tlx.barrier_arrive(k_empty[slot])
                 s = masked_scores(s, 0, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
@@ -163,6 +164,8 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                 p = tl.exp2(s * qk_scale - m_i[:, None])
                 l_i = tl.sum(p, 1)
                 acc = tl.zeros((HALF_M, HEAD_DIM), dtype=tl.float32)
+                # block j: issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}; the softmax of S_j runs
+                # while the tensor cores do the P V product
                 for j in range(1, n_blocks):
                     slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
                     prev, prev_phase = tlx.get_bufidx_phase(kv + j - 1, NUM_STAGES)
@@ -172,7 +175,7 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                     s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
                     acc = tlx.async_dot(p.to(DTYPE), v_smem[prev], acc)
                     tlx.named_barrier_arrive(next_turn, 256)
-                    s = tlx.async_dot_wait(1, s)
+                    s = tlx.async_dot_wait(1, s)                            # S_j is done, P V may run on
                     tlx.barrier_arrive(k_empty[slot])
                     s = masked_scores(s, j, row0, seq_len, BLOCK_N, HALF_M, CAUSAL)
                     m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)

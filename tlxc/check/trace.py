@@ -792,8 +792,7 @@ def _written_roots(kernel: Operation):
     if some write's target cannot be traced to a parameter."""
     roots = set()
     for op in kernel.walk():
-        if op.name in ("tl.store", "tl.atomic_rmw", "tl.atomic_cas", "tlx.async_descriptor_store") or \
-                (op.name.startswith("tl.atomic") and op.operands):
+        if op.name in ("tl.store", "tlx.async_descriptor_store") or op.name.startswith("tl.atomic"):
             root = _pointer_root(op.operands[0])
             if root is None:
                 return None
