@@ -6,7 +6,7 @@ log-sum-exp ``lse`` (float32, natural log, shape (B, H, S)).  A work item is
 ``BLOCK_M`` query rows of one (batch, head):
 
 * persistent programs (one per SM) walk the items in an order the host
-  computes once per shape (``schedule``, cached): longest processing time
+  computes once per shape (``schedule``, kept on the device): longest processing time
   first, each item going to the least-loaded program, ``group_h`` heads at a
   time so that the programs running together share their K and V in L2.
   Under a causal mask items differ in length up to S / BLOCK_N times; a
@@ -46,7 +46,6 @@ log-sum-exp ``lse`` (float32, natural log, shape (B, H, S)).  A work item is
     TLXC_INTERPRET=1 python examples/flash_attention_fwd.py
     tlxc check examples/flash_attention_fwd.py
 """
-import functools
 import heapq
 import math
 
@@ -205,12 +204,10 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
                 tlx.named_barrier_wait(9, 256)                             # absorb the last consumer's last pass
 
 
-@functools.lru_cache(maxsize=64)
-def schedule(S: int, BH: int, block_m: int, block_n: int, causal: bool, programs: int, group_h: int,
-             device: str) -> torch.Tensor:
-    """The work items of each of ``programs`` persistent programs, as an int32 table on
-    ``device`` whose row p is ``[count, item, item, ...]`` (item = bh * query blocks +
-    query block).  Longest processing time first: items ordered ``group_h`` heads at a
+def schedule(S: int, BH: int, block_m: int, block_n: int, causal: bool, programs: int,
+             group_h: int) -> torch.Tensor:
+    """The work items of each of ``programs`` persistent programs, as a CPU int32 table
+    whose row p is ``[count, item, item, ...]`` (item = bh * query blocks + query block).  Longest processing time first: items ordered ``group_h`` heads at a
     time (programs running together share K/V in L2), within a group by decreasing
     length (key blocks, plus one for the item's own prologue and epilogue), each given
     to the least-loaded program so far."""
@@ -236,7 +233,27 @@ def schedule(S: int, BH: int, block_m: int, block_n: int, causal: bool, programs
     for p, r in enumerate(rows):
         table[p, 0] = len(r)
         table[p, 1:1 + len(r)] = torch.tensor(r, dtype=torch.int32)
-    return table.to(device)
+    return table
+
+
+_TABLES: dict[tuple, torch.Tensor] = {}      # (schedule arguments, device) -> the table on that device
+
+
+def schedule_on(device: torch.device, *args) -> torch.Tensor:
+    """``schedule(*args)`` on ``device``, built once per shape.  Building it copies a table
+    from the host, which a CUDA graph capture does not allow: the first call for a shape
+    must come before the capture."""
+    key = (*args, str(device))
+    table = _TABLES.get(key)
+    if table is None:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("attention: the first call for these shapes builds the work schedule on the host "
+                               "and copies it to the GPU, which a CUDA graph capture does not allow; call "
+                               "attention once with these shapes before capturing")
+        if len(_TABLES) >= 256:
+            _TABLES.clear()
+        table = _TABLES[key] = schedule(*args).to(device)
+    return table
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
@@ -275,7 +292,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     descs = [tlxc.TensorDescriptor.from_tensor(t.view(B * H, S, D), [1, rows, D_BOX], swizzle=128)
              for t, rows in ((q, 64), (k, block_n), (v, block_n))]
     programs = programs or (torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 3)
-    sched = schedule(S, B * H, block_m, block_n, causal, programs, group_h, str(q.device))
+    sched = schedule_on(q.device, S, B * H, block_m, block_n, causal, programs, group_h)
     attn_fwd_kernel[(sched.shape[0],)](
         *descs, o, lse, S, sm_scale * 1.4426950408889634, sched, sched.shape[1], HEAD_DIM=D, BLOCK_M=block_m,
         BLOCK_N=block_n, NUM_STAGES=num_stages, CAUSAL=causal, DTYPE=DTYPES[q.dtype],
@@ -302,7 +319,7 @@ def check_inputs():
              for t, rows in ((q, 64), (k, 128), (v, 128))]
     o = torch.empty_like(q)
     lse = torch.empty(1, 2, 300)
-    sched = schedule(300, 2, 128, 128, True, 2, 16, "cpu")
+    sched = schedule(300, 2, 128, 128, True, 2, 16)
     return (2,), (*descs, o, lse, 300, 0.125 * 1.4426950408889634, sched, sched.shape[1]), \
         {"HEAD_DIM": 64, "CAUSAL": True}
 

@@ -76,7 +76,7 @@ def test_any_number_of_programs_walks_every_item_once(programs, group_h):
                                               (4097, 192, True), (300, 128, False)])
 def test_schedule_covers_every_item_once_and_balances(S, block_m, causal):
     BH, programs = 128, 132
-    table = F.schedule(S, BH, block_m, 128, causal, programs, 16, "cpu")
+    table = F.schedule(S, BH, block_m, 128, causal, programs, 16)
     num_m = -(-S // block_m)
     items, loads = [], []
     for row in table.tolist():
@@ -107,7 +107,7 @@ def test_check_finds_nothing(capsys):
 def _spec(D: int, causal: bool, S: int = 4096):
     q = torch.randn(8, S, D).to(torch.bfloat16)
     descs = [tlxc.TensorDescriptor.from_tensor(q, [1, rows, 64], swizzle=128) for rows in (64, 128, 128)]
-    sched = F.schedule(S, 8, 128, 128, causal, 132, 16, "cpu")
+    sched = F.schedule(S, 8, 128, 128, causal, 132, 16)
     args = dict(zip(F.attn_fwd_kernel.param_names, (*descs, torch.empty_like(q), torch.empty(8, S), S, 0.1, sched,
                                                      sched.shape[1])))
     for name, param in F.attn_fwd_kernel.signature.parameters.items():

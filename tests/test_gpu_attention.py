@@ -49,3 +49,26 @@ def test_any_number_of_persistent_programs(programs, group_h):
         ref_o, ref_lse = reference(q, k, v, causal)
         assert ((o.double() - ref_o).norm() / ref_o.norm()).item() < torch.finfo(torch.bfloat16).eps
         assert (lse.double() - ref_lse).abs().max().item() < 1e-3
+
+
+def test_cuda_graph_capture_after_a_warm_up_call():
+    """The schedule table is built by the first call for a shape (a host copy, not allowed
+    while capturing): captured after a warm-up call, the graph replays correctly; captured
+    first, the call says what to do."""
+    from flash_attention_fwd import attention, reference
+    q, k, v = (torch.randn(1, 2, 333, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    attention(q, k, v, True)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o, _ = attention(q, k, v, True)
+    for t in (q, k, v):
+        t.copy_(torch.randn_like(t))
+    graph.replay()
+    torch.cuda.synchronize()
+    ref_o, _ = reference(q, k, v, True)
+    assert ((o.double() - ref_o).norm() / ref_o.norm()).item() < torch.finfo(torch.bfloat16).eps
+    q2 = torch.randn(1, 2, 334, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="call attention once with these shapes before capturing"), \
+            torch.cuda.graph(torch.cuda.CUDAGraph()):
+        attention(q2, q2, q2, True)
