@@ -81,6 +81,15 @@ class TaskContext:
     def races(self) -> RaceTracker:
         return self.program.races
 
+    def task_state(self, kind: str, factory):
+        """This task's record of ``kind`` (its wgmma groups, its TMA stores in flight, ...):
+        made by ``factory()`` on first use, kept with the program."""
+        table = self.program.state.setdefault(kind, {})
+        state = table.get(self.task_name)
+        if state is None:
+            state = table[self.task_name] = factory()
+        return state
+
     def fork(self, task_name: str, warps: int | None = None, first_thread: int | None = None) -> TaskContext:
         """A context for a new task that sees every value defined so far."""
         return TaskContext(self.program, dict(self.env), self.program.task_name(task_name), self.plans,

@@ -54,7 +54,7 @@ class PendingResult:
 
 
 def _groups(ctx) -> list[DotGroup]:
-    return ctx.program.state.setdefault("wgmma", {}).setdefault(ctx.task_name, [])
+    return ctx.task_state("wgmma", list)
 
 
 def _settled(ctx, op, value, what: str):

@@ -48,6 +48,7 @@ class AsyncAccess:
     retired_at: Location | None = None
     early_arrival: tuple | None = None   # cp.async: (barrier label, loc) of an arrive before it was retired
     queue: object = None           # accesses of one in-order queue (a task's tcgen05 MMAs) never race each other
+    wait_hint: str | None = None   # what the issuing task must wait with before reusing the slot
 
     @property
     def barrier(self):
@@ -178,11 +179,8 @@ class RaceTracker:
     def _check_write(self, slot, label, what, loc, task, region=None, queue=None) -> None:
         for access in self._conflicts(slot, task, region, queue):
             verb = "reading" if access.kind == "read" else "writing"
-            remedy = f"no wait orders that {access.kind} before this write"
-            if access.what == "TMA store":
-                remedy = ("the store still reads the buffer until tlx.async_descriptor_store_wait(n) leaves at "
-                          "most n newer stores pending" if access.task == task else
-                          f"no barrier orders this write after task '{access.task}' waited for the store")
+            remedy = access.wait_hint if access.wait_hint and access.task == task else \
+                f"no wait orders that {access.kind} before this write"
             raise self._race(f"{what} of {label} in task '{task}' may overwrite the slot while the "
                              f"asynchronous {access.what} issued by task '{access.task}' is still {verb} it "
                              f"({remedy})", loc, access)

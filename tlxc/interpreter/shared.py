@@ -293,11 +293,7 @@ class CpAsyncGroups:
 
 
 def _groups(ctx) -> CpAsyncGroups:
-    table = ctx.program.state.setdefault("cp_async", {})
-    groups = table.get(ctx.task_name)
-    if groups is None:
-        groups = table[ctx.task_name] = CpAsyncGroups()
-    return groups
+    return ctx.task_state("cp_async", CpAsyncGroups)
 
 
 @impl("tlx.async_load")

@@ -48,11 +48,7 @@ class Tcgen05Queue:
 
 
 def _queue(ctx) -> Tcgen05Queue:
-    table = ctx.program.state.setdefault("tcgen05", {})
-    queue = table.get(ctx.task_name)
-    if queue is None:
-        queue = table[ctx.task_name] = Tcgen05Queue()
-    return queue
+    return ctx.task_state("tcgen05", Tcgen05Queue)
 
 
 def _post(ctx, queue: Tcgen05Queue, name: str, complete, loc: Location | None):

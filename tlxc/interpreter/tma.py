@@ -116,13 +116,15 @@ def async_descriptor_load(ctx, op, desc, view, bar, *rest):
 
 def _stores_in_flight(ctx) -> list:
     """The issuing task's TMA stores whose shared-memory reads no store wait has retired, oldest first."""
-    return ctx.program.state.setdefault("tma_store", {}).setdefault(ctx.task_name, [])
+    return ctx.task_state("tma_store", list)
 
 
 @impl("tlx.async_descriptor_store")
 def async_descriptor_store(ctx, op, desc, view, *offsets):
     access = ctx.races.begin_async_read(view.key, view.label, "TMA store", op.loc, ctx.task_name, view.region())
     access.retired = False
+    access.wait_hint = ("the store still reads the buffer until tlx.async_descriptor_store_wait(n) leaves at most "
+                        "n newer stores pending")
     _stores_in_flight(ctx).append(access)
     parts = _box_slices(desc, offsets)
     if parts is not None:
