@@ -5,8 +5,8 @@ as N x K (K-major, as ``torch._scaled_mm`` takes its second operand
 transposed), float32 accumulation, bfloat16 C -- ``torch._scaled_mm`` with
 per-tensor scales.  The structure is ``hopper_gemm_ws.py``'s (one TMA
 producer, two consumer warp groups each owning ``BM/2`` rows, a ring of
-``full``/``empty`` barriers, each stage released as soon as its MMA is done,
-TMA-store epilogue),
+``full``/``empty`` barriers, the consumers taking turns issuing, each stage
+released as soon as its MMA is done, TMA-store epilogue),
 with what fp8 changes:
 
 * wgmma reads 8-bit operands K-major only, so B's tile is loaded as a
@@ -68,6 +68,8 @@ def matmul_fp8_kernel(a_desc: tlx.tensor_descriptor_type(tl.float8e4nv, [64, 128
         with tlx.async_task(num_warps=4, registers=232, replicate=2):      # the wgmma consumers
             cid = tlx.async_task_replica_id()
             scale = tl.load(scale_a) * tl.load(scale_b)
+            if cid == 1:
+                tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
             count = 0
             for tile in range(start, num_tiles, NUM_SMS):
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
@@ -75,12 +77,16 @@ def matmul_fp8_kernel(a_desc: tlx.tensor_descriptor_type(tl.float8e4nv, [64, 128
                 for k in range(k_tiles):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(full[slot], phase)
+                    tlx.named_barrier_wait(9 + cid, 256)           # the consumers take turns issuing
                     acc = tlx.async_dot(a_smem[2 * slot + cid], tlx.local_trans(b_smem[slot]), acc)
+                    tlx.named_barrier_arrive(10 - cid, 256)
                     acc = tlx.async_dot_wait(0, acc)          # this step's MMA is done: release its stage
                     tlx.barrier_arrive(empty[slot])
                     count += 1
                 store_c_tile(c_desc, c_smem[cid], acc * scale, pid_m * BM + cid * HALF_M, pid_n * BN, HALF_M, BN,
                              tl.bfloat16)
+            if cid == 0:
+                tlx.named_barrier_wait(9, 256)                   # absorb consumer 1's last turn
             tlx.async_descriptor_store_wait(0)                # before the CTA's shared memory goes away
 
 

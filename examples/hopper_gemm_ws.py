@@ -19,11 +19,16 @@ accumulation, C in the inputs' dtype; the structure of TLX's ``hopper_gemm_ws.py
 * two consumer warp groups (``replicate=2``, 232 registers each) own
   ``BM/2`` rows of the tile: wait ``full``, ``async_dot`` (wgmma) their A half
   with the shared B tile, then ``async_dot_wait(0)`` and release the stage
-  (``empty`` counts both consumers).  While one consumer waits for its MMA,
-  the other's keeps the tensor cores busy; waiting for the *previous* step's
-  MMA instead (``async_dot_wait(1)``) would tie each release to the arrival
-  of the next stage's data, and a late load would then delay the refill of
-  the stage after it (5% slower at every size, docs/performance.md);
+  (``empty`` counts both consumers).  The consumers take turns issuing
+  (named barriers 9 and 10), so the tensor cores run consumer 0's MMAs of a
+  step, then consumer 1's, and while one consumer waits for its MMA,
+  releases the stage and issues the next step, the other's queued MMAs keep
+  the tensor cores busy.  Without the turns both consumers issue at once,
+  their MMAs interleave and finish together, and the tensor cores idle while
+  both do their step's bookkeeping (4-5% slower, docs/performance.md).
+  Waiting for the *previous* step's MMA instead (``async_dot_wait(1)``)
+  would tie each release to the arrival of the next stage's data, and a late
+  load would then delay the refill of the stage after it (5% slower);
 * epilogue: each consumer waits until its previous TMA store has read its
   shared C tile, converts its accumulator to bf16, stores it into that tile
   (128B-swizzled ``[BM/2, 64]`` blocks, so the stores hit every bank), fences
@@ -39,7 +44,7 @@ accumulation, C in the inputs' dtype; the structure of TLX's ``hopper_gemm_ws.py
 
 Defaults (``BN = 256``, 4 stages with the subtiled epilogue, 224 KB of shared
 memory, ``GROUP_M = 16``) are the fastest measured on the H200
-(docs/performance.md, 2026-11-30): 0.94-0.96x cuBLAS at 4096^3 and 8192^3;
+(docs/performance.md, 2026-11-30): 0.97x cuBLAS at 4096^3 and 1.0x at 8192^3;
 ``BN = 128`` reads shared memory for half the MMA work (0.74x).
 
     python examples/hopper_gemm_ws.py              # GPU: vs torch.matmul, TFLOP/s
@@ -137,6 +142,8 @@ def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], s
                     count += 1
         with tlx.async_task(num_warps=4, registers=232, replicate=2):    # the wgmma consumers
             cid = tlx.async_task_replica_id()
+            if cid == 1:
+                tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
             count = 0
             for tile in range(start, num_tiles, NUM_SMS // CLUSTER_M):
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
@@ -144,10 +151,14 @@ def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], s
                 for k in range(k_tiles):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(full[slot], phase)
+                    # the consumers take turns issuing (named barriers 9 and 10), so the tensor
+                    # cores run one consumer's MMAs after the other's instead of both at once
+                    tlx.named_barrier_wait(9 + cid, 256)
                     acc = tlx.async_dot(a_smem[2 * slot + cid], b_smem[slot], acc)
+                    tlx.named_barrier_arrive(10 - cid, 256)
                     # wait for this step's MMA and release its stage at once (the other consumer's
-                    # MMAs keep the tensor cores busy meanwhile): a release never waits for the
-                    # next stage's data
+                    # queued MMAs keep the tensor cores busy meanwhile): a release never waits for
+                    # the next stage's data
                     acc = tlx.async_dot_wait(0, acc)
                     release(empty[slot], rank, CLUSTER_M)
                     count += 1
@@ -158,6 +169,8 @@ def matmul_ws_kernel(a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], s
                     lo, hi = tl.split(tl.permute(tl.reshape(acc, (HALF_M, 2, BN // 2)), (0, 2, 1)))
                     store_c_tile(c_desc, c_smem[cid], lo, row, pid_n * BN, HALF_M, BN // 2, DTYPE)
                     store_c_tile(c_desc, c_smem[cid], hi, row, pid_n * BN + BN // 2, HALF_M, BN // 2, DTYPE)
+            if cid == 0:
+                tlx.named_barrier_wait(9, 256)                   # absorb consumer 1's last turn
             tlx.async_descriptor_store_wait(0)                # before the CTA's shared memory goes away
 
 

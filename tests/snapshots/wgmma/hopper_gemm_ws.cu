@@ -44,6 +44,10 @@ static __device__ __forceinline__ void tlx_bar_sync(unsigned id, unsigned thread
   asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
 }
 
+static __device__ __forceinline__ void tlx_bar_arrive(unsigned id, unsigned threads) {
+  asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(threads) : "memory");
+}
+
 static __device__ __forceinline__ void tlx_fence_proxy_async_shared_cta() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
@@ -115,18 +119,18 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  // hopper_gemm_ws.py:101
+  // hopper_gemm_ws.py:106
   unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 8 x [64, 64]
   // a_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:102
+  // hopper_gemm_ws.py:107
   unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 65536);  // 4 x [64, 256]
   // b_smem: 4 column blocks of [64, 64] (8192 bytes apart)
   // b_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:103
+  // hopper_gemm_ws.py:108
   unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 196608);  // 2 x [64, 128]
   // c_smem: 2 column blocks of [64, 64] (8192 bytes apart)
   // c_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:104
+  // hopper_gemm_ws.py:109
   unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 229376);
   if (tid == 0) {
     #pragma unroll
@@ -134,7 +138,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:106
+  // hopper_gemm_ws.py:111
   unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 229408);
   if (tid == 0) {
     #pragma unroll
@@ -142,12 +146,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:108
+  // hopper_gemm_ws.py:113
   int pid = (int)blockIdx.x;
   int s = 1;
   int start;
   start = (int)((pid / s));
-  // hopper_gemm_ws.py:112
+  // hopper_gemm_ws.py:117
   int s_1 = 128;
   int s_2;
   s_2 = (int)((M + s_1));
@@ -157,7 +161,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_5 = 128;
   int num_pid_m;
   num_pid_m = (int)((s_4 / s_5));
-  // hopper_gemm_ws.py:113
+  // hopper_gemm_ws.py:118
   int s_6 = 256;
   int s_7;
   s_7 = (int)((N + s_6));
@@ -167,10 +171,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_10 = 256;
   int num_pid_n;
   num_pid_n = (int)((s_9 / s_10));
-  // hopper_gemm_ws.py:114
+  // hopper_gemm_ws.py:119
   int num_tiles;
   num_tiles = (int)((num_pid_m * num_pid_n));
-  // hopper_gemm_ws.py:115
+  // hopper_gemm_ws.py:120
   int s_11 = 64;
   int s_12;
   s_12 = (int)((K + s_11));
@@ -186,29 +190,29 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     const int task_warp = warp - 0;
     const int task_tid = tid - 0;
     tlx_setmaxnreg_dec<40>();
-    // hopper_gemm_ws.py:120
+    // hopper_gemm_ws.py:125
     int s_16 = 132;
     int s_17 = 0;
     int count;
     count = s_17;
     for (int tile = start; tile < num_tiles; tile += s_16) {
-      // hopper_gemm_ws.py:63
+      // hopper_gemm_ws.py:68
       int s_18 = 16;
       int num_pid_in_group;
       num_pid_in_group = (int)((s_18 * num_pid_n));
-      // hopper_gemm_ws.py:64
+      // hopper_gemm_ws.py:69
       int s_19;
       s_19 = (int)((tile / num_pid_in_group));
       int s_20 = 16;
       int first_pid_m;
       first_pid_m = (int)((s_19 * s_20));
-      // hopper_gemm_ws.py:65
+      // hopper_gemm_ws.py:70
       int s_21;
       s_21 = (int)((num_pid_m - first_pid_m));
       int s_22 = 16;
       int group_size_m;
       group_size_m = (int)((s_21 < s_22 ? s_21 : s_22));
-      // hopper_gemm_ws.py:66
+      // hopper_gemm_ws.py:71
       int s_23;
       s_23 = (int)((tile % num_pid_in_group));
       int s_24;
@@ -219,7 +223,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_25 = (int)((tile % num_pid_in_group));
       int pid_n;
       pid_n = (int)((s_25 / group_size_m));
-      // hopper_gemm_ws.py:122
+      // hopper_gemm_ws.py:127
       int s_26 = 1;
       int s_27;
       s_27 = (int)((pid_m * s_26));
@@ -229,7 +233,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int s_30 = 128;
       int row;
       row = (int)((s_29 * s_30));
-      // hopper_gemm_ws.py:123
+      // hopper_gemm_ws.py:128
       int s_31 = 0;
       int s_32 = 1;
       int count_1;
@@ -245,16 +249,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_36 = 1;
         int phase;
         phase = (int)((s_35 & s_36));
-        // hopper_gemm_ws.py:125
+        // hopper_gemm_ws.py:130
         unsigned long long* s_37 = empty + slot;
         int s_38 = 1;
         int s_39;
         s_39 = (int)((phase ^ s_38));
         tlx_mbarrier_wait(s_37, (unsigned)(s_39));
-        // hopper_gemm_ws.py:126
+        // hopper_gemm_ws.py:131
         unsigned long long* s_40 = full + slot;
         if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_40, 49152u);
-        // hopper_gemm_ws.py:127
+        // hopper_gemm_ws.py:132
         int s_41 = 2;
         int s_42;
         s_42 = (int)((s_41 * slot));
@@ -264,7 +268,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_45 = (int)((k_ * s_44));
         unsigned long long* s_46 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(s_43, &a_desc, s_46, s_45, row);
-        // hopper_gemm_ws.py:128
+        // hopper_gemm_ws.py:133
         int s_47 = 2;
         int s_48;
         s_48 = (int)((s_47 * slot));
@@ -280,12 +284,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_55 = (int)((k_ * s_54));
         unsigned long long* s_56 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(s_51, &a_desc, s_56, s_55, s_53);
-        // hopper_gemm_ws.py:130
+        // hopper_gemm_ws.py:135
         unsigned short* s_57 = b_smem + slot * 16384;
         int s_58 = 0;
         int s_59 = 0;
         unsigned short* b_box = s_57 + s_58 * 64 + (s_59 / 64) * 4096;
-        // hopper_gemm_ws.py:132
+        // hopper_gemm_ws.py:137
         int s_60 = 64;
         int s_61;
         s_61 = (int)((k_ * s_60));
@@ -295,16 +299,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_64 = 0;
         int s_65;
         s_65 = (int)((s_63 + s_64));
-        // hopper_gemm_ws.py:133
+        // hopper_gemm_ws.py:138
         unsigned long long* s_66 = full + slot;
-        // hopper_gemm_ws.py:132
+        // hopper_gemm_ws.py:137
         if (task_tid == 0) tlx_tma_load_2d(b_box, &b_desc, s_66, s_65, s_61);
-        // hopper_gemm_ws.py:130
+        // hopper_gemm_ws.py:135
         unsigned short* s_67 = b_smem + slot * 16384;
         int s_68 = 0;
         int s_69 = 64;
         unsigned short* b_box_1 = s_67 + s_68 * 64 + (s_69 / 64) * 4096;
-        // hopper_gemm_ws.py:132
+        // hopper_gemm_ws.py:137
         int s_70 = 64;
         int s_71;
         s_71 = (int)((k_ * s_70));
@@ -314,16 +318,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_74 = 64;
         int s_75;
         s_75 = (int)((s_73 + s_74));
-        // hopper_gemm_ws.py:133
+        // hopper_gemm_ws.py:138
         unsigned long long* s_76 = full + slot;
-        // hopper_gemm_ws.py:132
+        // hopper_gemm_ws.py:137
         if (task_tid == 0) tlx_tma_load_2d(b_box_1, &b_desc, s_76, s_75, s_71);
-        // hopper_gemm_ws.py:130
+        // hopper_gemm_ws.py:135
         unsigned short* s_77 = b_smem + slot * 16384;
         int s_78 = 0;
         int s_79 = 128;
         unsigned short* b_box_2 = s_77 + s_78 * 64 + (s_79 / 64) * 4096;
-        // hopper_gemm_ws.py:132
+        // hopper_gemm_ws.py:137
         int s_80 = 64;
         int s_81;
         s_81 = (int)((k_ * s_80));
@@ -333,16 +337,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_84 = 128;
         int s_85;
         s_85 = (int)((s_83 + s_84));
-        // hopper_gemm_ws.py:133
+        // hopper_gemm_ws.py:138
         unsigned long long* s_86 = full + slot;
-        // hopper_gemm_ws.py:132
+        // hopper_gemm_ws.py:137
         if (task_tid == 0) tlx_tma_load_2d(b_box_2, &b_desc, s_86, s_85, s_81);
-        // hopper_gemm_ws.py:130
+        // hopper_gemm_ws.py:135
         unsigned short* s_87 = b_smem + slot * 16384;
         int s_88 = 0;
         int s_89 = 192;
         unsigned short* b_box_3 = s_87 + s_88 * 64 + (s_89 / 64) * 4096;
-        // hopper_gemm_ws.py:132
+        // hopper_gemm_ws.py:137
         int s_90 = 64;
         int s_91;
         s_91 = (int)((k_ * s_90));
@@ -352,11 +356,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_94 = 192;
         int s_95;
         s_95 = (int)((s_93 + s_94));
-        // hopper_gemm_ws.py:133
+        // hopper_gemm_ws.py:138
         unsigned long long* s_96 = full + slot;
-        // hopper_gemm_ws.py:132
-        if (task_tid == 0) tlx_tma_load_2d(b_box_3, &b_desc, s_96, s_95, s_91);
         // hopper_gemm_ws.py:137
+        if (task_tid == 0) tlx_tma_load_2d(b_box_3, &b_desc, s_96, s_95, s_91);
+        // hopper_gemm_ws.py:142
         int s_97 = 1;
         int count_2;
         count_2 = (int)((count_1 + s_97));
@@ -366,35 +370,35 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     }
   }
   if (warp >= 4 && warp < 8) {
-    // task 'task138.0': warps 4..7
+    // task 'task143.0': warps 4..7
     const int task_warp = warp - 4;
     const int task_tid = tid - 128;
     tlx_setmaxnreg_inc<232>();
     const int tc0 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc1 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:141
+    // hopper_gemm_ws.py:148
     int s_98 = 132;
     int s_99 = 0;
     int count_3;
     count_3 = s_99;
     for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_98) {
-      // hopper_gemm_ws.py:63
+      // hopper_gemm_ws.py:68
       int s_100 = 16;
       int num_pid_in_group_1;
       num_pid_in_group_1 = (int)((s_100 * num_pid_n));
-      // hopper_gemm_ws.py:64
+      // hopper_gemm_ws.py:69
       int s_101;
       s_101 = (int)((tile_1 / num_pid_in_group_1));
       int s_102 = 16;
       int first_pid_m_1;
       first_pid_m_1 = (int)((s_101 * s_102));
-      // hopper_gemm_ws.py:65
+      // hopper_gemm_ws.py:70
       int s_103;
       s_103 = (int)((num_pid_m - first_pid_m_1));
       int s_104 = 16;
       int group_size_m_1;
       group_size_m_1 = (int)((s_103 < s_104 ? s_103 : s_104));
-      // hopper_gemm_ws.py:66
+      // hopper_gemm_ws.py:71
       int s_105;
       s_105 = (int)((tile_1 % num_pid_in_group_1));
       int s_106;
@@ -405,14 +409,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_107 = (int)((tile_1 % num_pid_in_group_1));
       int pid_n_1;
       pid_n_1 = (int)((s_107 / group_size_m_1));
-      // hopper_gemm_ws.py:144
+      // hopper_gemm_ws.py:151
       int s_108 = 0;
       int s_109 = 1;
-      // hopper_gemm_ws.py:143
+      // hopper_gemm_ws.py:150
       float acc[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-      // hopper_gemm_ws.py:144
+      // hopper_gemm_ws.py:151
       float acc_1[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_1[i] = acc[i];
@@ -429,18 +433,22 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_113 = 1;
         int phase_1;
         phase_1 = (int)((s_112 & s_113));
-        // hopper_gemm_ws.py:146
+        // hopper_gemm_ws.py:153
         unsigned long long* s_114 = full + slot_1;
         tlx_mbarrier_wait(s_114, (unsigned)(phase_1));
-        // hopper_gemm_ws.py:147
-        int s_115 = 2;
-        int s_116;
-        s_116 = (int)((s_115 * slot_1));
-        int s_117 = 0;
+        // hopper_gemm_ws.py:156
+        int s_115 = 9;
+        int s_116 = 256;
+        tlx_bar_sync(s_115, s_116);
+        // hopper_gemm_ws.py:157
+        int s_117 = 2;
         int s_118;
-        s_118 = (int)((s_116 + s_117));
-        unsigned short* s_119 = a_smem + s_118 * 4096;
-        unsigned short* s_120 = b_smem + slot_1 * 16384;
+        s_118 = (int)((s_117 * slot_1));
+        int s_119 = 0;
+        int s_120;
+        s_120 = (int)((s_118 + s_119));
+        unsigned short* s_121 = a_smem + s_120 * 4096;
+        unsigned short* s_122 = b_smem + slot_1 * 16384;
         // wgmma: 1 tile(s) of m64n256k16 x 4 k-steps per warpgroup; A K-major, B N-major
         float dacc[128];
         #pragma unroll
@@ -448,38 +456,42 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_119), (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_120), ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_121), (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_122), ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:151
+        // hopper_gemm_ws.py:158
+        int s_123 = 10;
+        int s_124 = 256;
+        tlx_bar_arrive(s_123, s_124);
+        // hopper_gemm_ws.py:162
         tlx_wgmma_wait_group<0, 128>(dacc);
-        // hopper_gemm_ws.py:152
-        unsigned long long* s_121 = empty + slot_1;
-        // hopper_gemm_ws.py:86
+        // hopper_gemm_ws.py:163
+        unsigned long long* s_125 = empty + slot_1;
+        // hopper_gemm_ws.py:91
         tlx_bar_sync(2, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_121, 1u);
-        // hopper_gemm_ws.py:153
-        int s_122 = 1;
+        if (task_tid == 0) tlx_mbarrier_arrive(s_125, 1u);
+        // hopper_gemm_ws.py:164
+        int s_126 = 1;
         int count_5;
-        count_5 = (int)((count_4 + s_122));
+        count_5 = (int)((count_4 + s_126));
         #pragma unroll
         for (int i = 0; i < 128; ++i) acc_1[i] = dacc[i];
         count_4 = count_5;
       }
-      // hopper_gemm_ws.py:154
-      int s_123 = 1;
-      int s_124;
-      s_124 = (int)((pid_m_1 * s_123));
-      int s_125 = 0;
-      int s_126;
-      s_126 = (int)((s_124 + s_125));
-      int s_127 = 128;
+      // hopper_gemm_ws.py:165
+      int s_127 = 1;
       int s_128;
-      s_128 = (int)((s_126 * s_127));
+      s_128 = (int)((pid_m_1 * s_127));
       int s_129 = 0;
+      int s_130;
+      s_130 = (int)((s_128 + s_129));
+      int s_131 = 128;
+      int s_132;
+      s_132 = (int)((s_130 * s_131));
+      int s_133 = 0;
       int row_1;
-      row_1 = (int)((s_128 + s_129));
-      // hopper_gemm_ws.py:158
+      row_1 = (int)((s_132 + s_133));
+      // hopper_gemm_ws.py:169
       const int map[64] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
       float lo[64];
       #pragma unroll
@@ -488,169 +500,181 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       float hi[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) hi[i] = acc_1[map_1[i]];
-      // hopper_gemm_ws.py:159
-      int s_130 = 0;
-      unsigned short* s_131 = c_smem + s_130 * 8192;
-      int s_132 = 256;
-      int s_133;
-      s_133 = (int)((pid_n_1 * s_132));
-      // hopper_gemm_ws.py:74
+      // hopper_gemm_ws.py:170
+      int s_134 = 0;
+      unsigned short* s_135 = c_smem + s_134 * 8192;
+      int s_136 = 256;
+      int s_137;
+      s_137 = (int)((pid_n_1 * s_136));
+      // hopper_gemm_ws.py:79
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(2, 128);
-      // hopper_gemm_ws.py:75
+      // hopper_gemm_ws.py:80
       unsigned short t[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) t[i] = tlx_cvt_rn_bf16_f32((float)(lo[i]));
       #pragma unroll
       for (int i = 0; i < 64; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_131) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_135) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:76
+      // hopper_gemm_ws.py:81
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:78
-      int s_134 = 0;
-      int s_135 = 0;
-      unsigned short* c_box = s_131 + s_134 * 64 + (s_135 / 64) * 4096;
-      // hopper_gemm_ws.py:79
-      int s_136 = 0;
-      int s_137;
-      s_137 = (int)((s_133 + s_136));
-      tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_137, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:78
+      // hopper_gemm_ws.py:83
       int s_138 = 0;
-      int s_139 = 64;
-      unsigned short* c_box_1 = s_131 + s_138 * 64 + (s_139 / 64) * 4096;
-      // hopper_gemm_ws.py:79
-      int s_140 = 64;
+      int s_139 = 0;
+      unsigned short* c_box = s_135 + s_138 * 64 + (s_139 / 64) * 4096;
+      // hopper_gemm_ws.py:84
+      int s_140 = 0;
       int s_141;
-      s_141 = (int)((s_133 + s_140));
+      s_141 = (int)((s_137 + s_140));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_141, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:160
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_141, row_1); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:83
       int s_142 = 0;
-      unsigned short* s_143 = c_smem + s_142 * 8192;
-      int s_144 = 256;
+      int s_143 = 64;
+      unsigned short* c_box_1 = s_135 + s_142 * 64 + (s_143 / 64) * 4096;
+      // hopper_gemm_ws.py:84
+      int s_144 = 64;
       int s_145;
-      s_145 = (int)((pid_n_1 * s_144));
-      int s_146 = 128;
-      int s_147;
-      s_147 = (int)((s_145 + s_146));
-      // hopper_gemm_ws.py:74
+      s_145 = (int)((s_137 + s_144));
+      tlx_bar_sync(2, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_145, row_1); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:171
+      int s_146 = 0;
+      unsigned short* s_147 = c_smem + s_146 * 8192;
+      int s_148 = 256;
+      int s_149;
+      s_149 = (int)((pid_n_1 * s_148));
+      int s_150 = 128;
+      int s_151;
+      s_151 = (int)((s_149 + s_150));
+      // hopper_gemm_ws.py:79
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(2, 128);
-      // hopper_gemm_ws.py:75
+      // hopper_gemm_ws.py:80
       unsigned short t_1[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) t_1[i] = tlx_cvt_rn_bf16_f32((float)(hi[i]));
       #pragma unroll
       for (int i = 0; i < 64; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_143) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_147) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:76
+      // hopper_gemm_ws.py:81
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:78
-      int s_148 = 0;
-      int s_149 = 0;
-      unsigned short* c_box_2 = s_143 + s_148 * 64 + (s_149 / 64) * 4096;
-      // hopper_gemm_ws.py:79
-      int s_150 = 0;
-      int s_151;
-      s_151 = (int)((s_147 + s_150));
-      tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_151, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:78
+      // hopper_gemm_ws.py:83
       int s_152 = 0;
-      int s_153 = 64;
-      unsigned short* c_box_3 = s_143 + s_152 * 64 + (s_153 / 64) * 4096;
-      // hopper_gemm_ws.py:79
-      int s_154 = 64;
+      int s_153 = 0;
+      unsigned short* c_box_2 = s_147 + s_152 * 64 + (s_153 / 64) * 4096;
+      // hopper_gemm_ws.py:84
+      int s_154 = 0;
       int s_155;
-      s_155 = (int)((s_147 + s_154));
+      s_155 = (int)((s_151 + s_154));
       tlx_bar_sync(2, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_155, row_1); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_155, row_1); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:83
+      int s_156 = 0;
+      int s_157 = 64;
+      unsigned short* c_box_3 = s_147 + s_156 * 64 + (s_157 / 64) * 4096;
+      // hopper_gemm_ws.py:84
+      int s_158 = 64;
+      int s_159;
+      s_159 = (int)((s_151 + s_158));
+      tlx_bar_sync(2, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_159, row_1); tlx_bulk_commit_group(); }
       count_3 = count_4;
     }
-    // hopper_gemm_ws.py:161
+    // hopper_gemm_ws.py:173
+    int s_160 = 9;
+    int s_161 = 256;
+    tlx_bar_sync(s_160, s_161);
+    // hopper_gemm_ws.py:174
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
     tlx_bar_sync(2, 128);
   }
   if (warp >= 8 && warp < 12) {
-    // task 'task138.1': warps 8..11
+    // task 'task143.1': warps 8..11
     const int task_warp = warp - 8;
     const int task_tid = tid - 256;
     tlx_setmaxnreg_inc<232>();
     const int tc2 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc3 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:141
-    int s_156 = 132;
-    int s_157 = 0;
+    // hopper_gemm_ws.py:146
+    int s_162 = 9;
+    int s_163 = 256;
+    tlx_bar_arrive(s_162, s_163);
+    // hopper_gemm_ws.py:148
+    int s_164 = 132;
+    int s_165 = 0;
     int count_6;
-    count_6 = s_157;
-    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_156) {
-      // hopper_gemm_ws.py:63
-      int s_158 = 16;
+    count_6 = s_165;
+    for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_164) {
+      // hopper_gemm_ws.py:68
+      int s_166 = 16;
       int num_pid_in_group_2;
-      num_pid_in_group_2 = (int)((s_158 * num_pid_n));
-      // hopper_gemm_ws.py:64
-      int s_159;
-      s_159 = (int)((tile_2 / num_pid_in_group_2));
-      int s_160 = 16;
+      num_pid_in_group_2 = (int)((s_166 * num_pid_n));
+      // hopper_gemm_ws.py:69
+      int s_167;
+      s_167 = (int)((tile_2 / num_pid_in_group_2));
+      int s_168 = 16;
       int first_pid_m_2;
-      first_pid_m_2 = (int)((s_159 * s_160));
-      // hopper_gemm_ws.py:65
-      int s_161;
-      s_161 = (int)((num_pid_m - first_pid_m_2));
-      int s_162 = 16;
+      first_pid_m_2 = (int)((s_167 * s_168));
+      // hopper_gemm_ws.py:70
+      int s_169;
+      s_169 = (int)((num_pid_m - first_pid_m_2));
+      int s_170 = 16;
       int group_size_m_2;
-      group_size_m_2 = (int)((s_161 < s_162 ? s_161 : s_162));
-      // hopper_gemm_ws.py:66
-      int s_163;
-      s_163 = (int)((tile_2 % num_pid_in_group_2));
-      int s_164;
-      s_164 = (int)((s_163 % group_size_m_2));
+      group_size_m_2 = (int)((s_169 < s_170 ? s_169 : s_170));
+      // hopper_gemm_ws.py:71
+      int s_171;
+      s_171 = (int)((tile_2 % num_pid_in_group_2));
+      int s_172;
+      s_172 = (int)((s_171 % group_size_m_2));
       int pid_m_2;
-      pid_m_2 = (int)((first_pid_m_2 + s_164));
-      int s_165;
-      s_165 = (int)((tile_2 % num_pid_in_group_2));
+      pid_m_2 = (int)((first_pid_m_2 + s_172));
+      int s_173;
+      s_173 = (int)((tile_2 % num_pid_in_group_2));
       int pid_n_2;
-      pid_n_2 = (int)((s_165 / group_size_m_2));
-      // hopper_gemm_ws.py:144
-      int s_166 = 0;
-      int s_167 = 1;
-      // hopper_gemm_ws.py:143
+      pid_n_2 = (int)((s_173 / group_size_m_2));
+      // hopper_gemm_ws.py:151
+      int s_174 = 0;
+      int s_175 = 1;
+      // hopper_gemm_ws.py:150
       float acc_2[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_2[i] = 0.0f;
-      // hopper_gemm_ws.py:144
+      // hopper_gemm_ws.py:151
       float acc_3[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_3[i] = acc_2[i];
       int count_7;
       count_7 = count_6;
-      for (int k__2 = s_166; k__2 < k_tiles; k__2 += s_167) {
+      for (int k__2 = s_174; k__2 < k_tiles; k__2 += s_175) {
         // tlx.py:284
-        int s_168 = 4;
+        int s_176 = 4;
         int slot_2;
-        slot_2 = (int)((count_7 % s_168));
-        int s_169 = 4;
-        int s_170;
-        s_170 = (int)((count_7 / s_169));
-        int s_171 = 1;
+        slot_2 = (int)((count_7 % s_176));
+        int s_177 = 4;
+        int s_178;
+        s_178 = (int)((count_7 / s_177));
+        int s_179 = 1;
         int phase_2;
-        phase_2 = (int)((s_170 & s_171));
-        // hopper_gemm_ws.py:146
-        unsigned long long* s_172 = full + slot_2;
-        tlx_mbarrier_wait(s_172, (unsigned)(phase_2));
-        // hopper_gemm_ws.py:147
-        int s_173 = 2;
-        int s_174;
-        s_174 = (int)((s_173 * slot_2));
-        int s_175 = 1;
-        int s_176;
-        s_176 = (int)((s_174 + s_175));
-        unsigned short* s_177 = a_smem + s_176 * 4096;
-        unsigned short* s_178 = b_smem + slot_2 * 16384;
+        phase_2 = (int)((s_178 & s_179));
+        // hopper_gemm_ws.py:153
+        unsigned long long* s_180 = full + slot_2;
+        tlx_mbarrier_wait(s_180, (unsigned)(phase_2));
+        // hopper_gemm_ws.py:156
+        int s_181 = 10;
+        int s_182 = 256;
+        tlx_bar_sync(s_181, s_182);
+        // hopper_gemm_ws.py:157
+        int s_183 = 2;
+        int s_184;
+        s_184 = (int)((s_183 * slot_2));
+        int s_185 = 1;
+        int s_186;
+        s_186 = (int)((s_184 + s_185));
+        unsigned short* s_187 = a_smem + s_186 * 4096;
+        unsigned short* s_188 = b_smem + slot_2 * 16384;
         // wgmma: 1 tile(s) of m64n256k16 x 4 k-steps per warpgroup; A K-major, B N-major
         float dacc_1[128];
         #pragma unroll
@@ -658,38 +682,42 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         tlx_wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_177), (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_178), ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
+          tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_187), (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_188), ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:151
+        // hopper_gemm_ws.py:158
+        int s_189 = 9;
+        int s_190 = 256;
+        tlx_bar_arrive(s_189, s_190);
+        // hopper_gemm_ws.py:162
         tlx_wgmma_wait_group<0, 128>(dacc_1);
-        // hopper_gemm_ws.py:152
-        unsigned long long* s_179 = empty + slot_2;
-        // hopper_gemm_ws.py:86
+        // hopper_gemm_ws.py:163
+        unsigned long long* s_191 = empty + slot_2;
+        // hopper_gemm_ws.py:91
         tlx_bar_sync(3, 128);
-        if (task_tid == 0) tlx_mbarrier_arrive(s_179, 1u);
-        // hopper_gemm_ws.py:153
-        int s_180 = 1;
+        if (task_tid == 0) tlx_mbarrier_arrive(s_191, 1u);
+        // hopper_gemm_ws.py:164
+        int s_192 = 1;
         int count_8;
-        count_8 = (int)((count_7 + s_180));
+        count_8 = (int)((count_7 + s_192));
         #pragma unroll
         for (int i = 0; i < 128; ++i) acc_3[i] = dacc_1[i];
         count_7 = count_8;
       }
-      // hopper_gemm_ws.py:154
-      int s_181 = 1;
-      int s_182;
-      s_182 = (int)((pid_m_2 * s_181));
-      int s_183 = 0;
-      int s_184;
-      s_184 = (int)((s_182 + s_183));
-      int s_185 = 128;
-      int s_186;
-      s_186 = (int)((s_184 * s_185));
-      int s_187 = 64;
+      // hopper_gemm_ws.py:165
+      int s_193 = 1;
+      int s_194;
+      s_194 = (int)((pid_m_2 * s_193));
+      int s_195 = 0;
+      int s_196;
+      s_196 = (int)((s_194 + s_195));
+      int s_197 = 128;
+      int s_198;
+      s_198 = (int)((s_196 * s_197));
+      int s_199 = 64;
       int row_2;
-      row_2 = (int)((s_186 + s_187));
-      // hopper_gemm_ws.py:158
+      row_2 = (int)((s_198 + s_199));
+      // hopper_gemm_ws.py:169
       const int map_2[64] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
       float lo_1[64];
       #pragma unroll
@@ -698,90 +726,90 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       float hi_1[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) hi_1[i] = acc_3[map_3[i]];
-      // hopper_gemm_ws.py:159
-      int s_188 = 1;
-      unsigned short* s_189 = c_smem + s_188 * 8192;
-      int s_190 = 256;
-      int s_191;
-      s_191 = (int)((pid_n_2 * s_190));
-      // hopper_gemm_ws.py:74
-      if (task_tid == 0) tlx_bulk_wait_group_read<0>();
-      tlx_bar_sync(3, 128);
-      // hopper_gemm_ws.py:75
-      unsigned short t_2[64];
-      #pragma unroll
-      for (int i = 0; i < 64; ++i) t_2[i] = tlx_cvt_rn_bf16_f32((float)(lo_1[i]));
-      #pragma unroll
-      for (int i = 0; i < 64; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_189) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_2[i + 0]) & 65535u) << 0) | (((unsigned)(t_2[i + 1]) & 65535u) << 16)));
-      }
-      // hopper_gemm_ws.py:76
-      tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:78
-      int s_192 = 0;
-      int s_193 = 0;
-      unsigned short* c_box_4 = s_189 + s_192 * 64 + (s_193 / 64) * 4096;
-      // hopper_gemm_ws.py:79
-      int s_194 = 0;
-      int s_195;
-      s_195 = (int)((s_191 + s_194));
-      tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_195, row_2); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:78
-      int s_196 = 0;
-      int s_197 = 64;
-      unsigned short* c_box_5 = s_189 + s_196 * 64 + (s_197 / 64) * 4096;
-      // hopper_gemm_ws.py:79
-      int s_198 = 64;
-      int s_199;
-      s_199 = (int)((s_191 + s_198));
-      tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_199, row_2); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:160
+      // hopper_gemm_ws.py:170
       int s_200 = 1;
       unsigned short* s_201 = c_smem + s_200 * 8192;
       int s_202 = 256;
       int s_203;
       s_203 = (int)((pid_n_2 * s_202));
-      int s_204 = 128;
-      int s_205;
-      s_205 = (int)((s_203 + s_204));
-      // hopper_gemm_ws.py:74
+      // hopper_gemm_ws.py:79
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(3, 128);
-      // hopper_gemm_ws.py:75
+      // hopper_gemm_ws.py:80
+      unsigned short t_2[64];
+      #pragma unroll
+      for (int i = 0; i < 64; ++i) t_2[i] = tlx_cvt_rn_bf16_f32((float)(lo_1[i]));
+      #pragma unroll
+      for (int i = 0; i < 64; i += 2) {
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_201) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_2[i + 0]) & 65535u) << 0) | (((unsigned)(t_2[i + 1]) & 65535u) << 16)));
+      }
+      // hopper_gemm_ws.py:81
+      tlx_fence_proxy_async_shared_cta();
+      // hopper_gemm_ws.py:83
+      int s_204 = 0;
+      int s_205 = 0;
+      unsigned short* c_box_4 = s_201 + s_204 * 64 + (s_205 / 64) * 4096;
+      // hopper_gemm_ws.py:84
+      int s_206 = 0;
+      int s_207;
+      s_207 = (int)((s_203 + s_206));
+      tlx_bar_sync(3, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_207, row_2); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:83
+      int s_208 = 0;
+      int s_209 = 64;
+      unsigned short* c_box_5 = s_201 + s_208 * 64 + (s_209 / 64) * 4096;
+      // hopper_gemm_ws.py:84
+      int s_210 = 64;
+      int s_211;
+      s_211 = (int)((s_203 + s_210));
+      tlx_bar_sync(3, 128);
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_211, row_2); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:171
+      int s_212 = 1;
+      unsigned short* s_213 = c_smem + s_212 * 8192;
+      int s_214 = 256;
+      int s_215;
+      s_215 = (int)((pid_n_2 * s_214));
+      int s_216 = 128;
+      int s_217;
+      s_217 = (int)((s_215 + s_216));
+      // hopper_gemm_ws.py:79
+      if (task_tid == 0) tlx_bulk_wait_group_read<0>();
+      tlx_bar_sync(3, 128);
+      // hopper_gemm_ws.py:80
       unsigned short t_3[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) t_3[i] = tlx_cvt_rn_bf16_f32((float)(hi_1[i]));
       #pragma unroll
       for (int i = 0; i < 64; i += 2) {
-        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_201) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_3[i + 0]) & 65535u) << 0) | (((unsigned)(t_3[i + 1]) & 65535u) << 16)));
+        tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_213) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_3[i + 0]) & 65535u) << 0) | (((unsigned)(t_3[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:76
+      // hopper_gemm_ws.py:81
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:78
-      int s_206 = 0;
-      int s_207 = 0;
-      unsigned short* c_box_6 = s_201 + s_206 * 64 + (s_207 / 64) * 4096;
-      // hopper_gemm_ws.py:79
-      int s_208 = 0;
-      int s_209;
-      s_209 = (int)((s_205 + s_208));
+      // hopper_gemm_ws.py:83
+      int s_218 = 0;
+      int s_219 = 0;
+      unsigned short* c_box_6 = s_213 + s_218 * 64 + (s_219 / 64) * 4096;
+      // hopper_gemm_ws.py:84
+      int s_220 = 0;
+      int s_221;
+      s_221 = (int)((s_217 + s_220));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_209, row_2); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:78
-      int s_210 = 0;
-      int s_211 = 64;
-      unsigned short* c_box_7 = s_201 + s_210 * 64 + (s_211 / 64) * 4096;
-      // hopper_gemm_ws.py:79
-      int s_212 = 64;
-      int s_213;
-      s_213 = (int)((s_205 + s_212));
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_221, row_2); tlx_bulk_commit_group(); }
+      // hopper_gemm_ws.py:83
+      int s_222 = 0;
+      int s_223 = 64;
+      unsigned short* c_box_7 = s_213 + s_222 * 64 + (s_223 / 64) * 4096;
+      // hopper_gemm_ws.py:84
+      int s_224 = 64;
+      int s_225;
+      s_225 = (int)((s_217 + s_224));
       tlx_bar_sync(3, 128);
-      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_213, row_2); tlx_bulk_commit_group(); }
+      if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_225, row_2); tlx_bulk_commit_group(); }
       count_6 = count_7;
     }
-    // hopper_gemm_ws.py:161
+    // hopper_gemm_ws.py:174
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
     tlx_bar_sync(3, 128);
   }
