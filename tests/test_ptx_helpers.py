@@ -223,8 +223,10 @@ CASES: dict[str, Case] = {
     "tlx_mma_m16n8k16_f32_bf16": _mma("bf16"),
     "tlx_mma_m16n8k16_f32_f16": _mma("f16"),
     # shared memory, mbarriers, named barriers, fences
+    # NVVM sees through __cvta_generic_to_shared: the address of a shared array's element is
+    # 32-bit arithmetic on the array's shared address (``mov.u32 %r, <array>;``), no cvta
     "tlx_smem_addr": Case("__shared__ unsigned buf[32];\n  out[0] = tlx_smem_addr(&buf[threadIdx.x & 31]);",
-                          ("cvta.to.shared.u64",)),
+                          ("E3buf;",)),
     "tlx_mbarrier_init": Case(_BAR + "tlx_mbarrier_init(&bar, in[0]); out[0] = (unsigned)bar;",
                               ("mbarrier.init.shared::cta.b64",)),
     "tlx_mbarrier_try_wait_parity": Case(_BAR + "out[0] = tlx_mbarrier_try_wait_parity(&bar, in[0]);",
@@ -295,7 +297,7 @@ CASES: dict[str, Case] = {
                                  "out[0] = __float_as_uint(d[0] + d[1]);", ("wgmma.wait_group.sync.aligned 1",),
                                  archs=("sm_90a",)),
     "tlx_wgmma_desc": Case("__shared__ unsigned buf[32]; out[0] = (unsigned)(tlx_wgmma_desc(buf, (in[0] & 31) * 16u, "
-                           "1ull << 62));", ("cvta.to.shared.u64",)),
+                           "1ull << 62));", ("E3buf;", "shr.u32")),         # 32-bit shared address (tlx_smem_addr)
     # tcgen05 (sm_100a only): tensor memory, the three MMA kinds, commit, ld/st of every width, waits, fences
     "tlx_tcgen05_alloc": Case(_TMEM_ALLOC, ("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32",),
                               archs=_SM100, also=("tlx_tcgen05_relinquish_alloc_permit",)),

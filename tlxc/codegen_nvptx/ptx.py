@@ -214,9 +214,7 @@ define("tlx_mma_m16n8k16_f32_f16", _mma("f16"))
 def smem_addr():
     return f"""
 {_INLINE} unsigned tlx_smem_addr(const void* p) {{
-  unsigned long long r;
-  asm("cvta.to.shared.u64 %0, %1;" : "=l"(r) : "l"(p));
-  return (unsigned)r;
+  return (unsigned)__cvta_generic_to_shared(p);
 }}"""
 
 

@@ -9,9 +9,7 @@ static __device__ __forceinline__ unsigned short tlx_cvt_rn_bf16_f32(float x) {
 }
 
 static __device__ __forceinline__ unsigned tlx_smem_addr(const void* p) {
-  unsigned long long r;
-  asm("cvta.to.shared.u64 %0, %1;" : "=l"(r) : "l"(p));
-  return (unsigned)r;
+  return (unsigned)__cvta_generic_to_shared(p);
 }
 
 static __device__ __forceinline__ void tlx_mbarrier_init(unsigned long long* bar, unsigned count) {
