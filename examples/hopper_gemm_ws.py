@@ -44,7 +44,7 @@ accumulation, C in the inputs' dtype; the structure of TLX's ``hopper_gemm_ws.py
 
 Defaults (``BN = 256``, 4 stages with the subtiled epilogue, 224 KB of shared
 memory, ``GROUP_M = 16``) are the fastest measured on the H200
-(docs/performance.md, 2026-11-30): 0.97x cuBLAS at 4096^3 and 1.0x at 8192^3;
+(docs/performance.md, 2026-11-30): 0.99-1.02x cuBLAS at 4096^3 and 8192^3;
 ``BN = 128`` reads shared memory for half the MMA work (0.74x).
 
     python examples/hopper_gemm_ws.py              # GPU: vs torch.matmul, TFLOP/s
