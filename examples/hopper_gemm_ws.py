@@ -39,8 +39,9 @@ accumulation, C in the inputs' dtype; the structure of TLX's ``hopper_gemm_ws.py
 * ``CLUSTER_M = 2`` (``cluster_m=2``): pairs of CTAs (a cluster) take
   vertically adjacent tiles and share their B tiles: each CTA loads half of
   the boxes and multicasts them to both, and a consumer releases a stage to
-  both producers (``release``).  Correct on the H200, not faster (0.83-0.91x
-  against 0.86-0.93x without, docs/performance.md).
+  both producers (``release``).  Correct on the H200, not faster (0.95x
+  against 0.95x without at 4096^3, 0.99x against 1.01x at 8192^3,
+  docs/performance.md).
 
 Defaults (``BN = 256``, 4 stages with the subtiled epilogue, 224 KB of shared
 memory, ``GROUP_M = 16``) are the fastest measured on the H200

@@ -224,7 +224,8 @@ CASES: dict[str, Case] = {
     "tlx_mma_m16n8k16_f32_f16": _mma("f16"),
     # shared memory, mbarriers, named barriers, fences
     # NVVM sees through __cvta_generic_to_shared: the address of a shared array's element is
-    # 32-bit arithmetic on the array's shared address (``mov.u32 %r, <array>;``), no cvta
+    # 32-bit arithmetic on the array's own shared address (a move of its symbol, ``..E3buf;``),
+    # no cvta.to.shared of a 64-bit generic pointer
     "tlx_smem_addr": Case("__shared__ unsigned buf[32];\n  out[0] = tlx_smem_addr(&buf[threadIdx.x & 31]);",
                           ("E3buf;",)),
     "tlx_mbarrier_init": Case(_BAR + "tlx_mbarrier_init(&bar, in[0]); out[0] = (unsigned)bar;",

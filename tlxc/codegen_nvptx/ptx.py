@@ -212,6 +212,9 @@ define("tlx_mma_m16n8k16_f32_f16", _mma("f16"))
 # -- shared memory, mbarriers, named barriers, fences ----------------------------------------
 @helper("tlx_smem_addr")
 def smem_addr():
+    # The intrinsic, not a ``cvta.to.shared`` asm: NVVM then sees that a buffer or barrier
+    # pointer is the shared array plus an offset and computes the address in 32 bits (no
+    # 64-bit generic arithmetic on the per-step paths; docs/performance.md, sixth session).
     return f"""
 {_INLINE} unsigned tlx_smem_addr(const void* p) {{
   return (unsigned)__cvta_generic_to_shared(p);

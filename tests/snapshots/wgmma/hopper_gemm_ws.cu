@@ -117,18 +117,18 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  // hopper_gemm_ws.py:106
+  // hopper_gemm_ws.py:107
   unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 8 x [64, 64]
   // a_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:107
+  // hopper_gemm_ws.py:108
   unsigned short* b_smem = reinterpret_cast<unsigned short*>(tlx_smem + 65536);  // 4 x [64, 256]
   // b_smem: 4 column blocks of [64, 64] (8192 bytes apart)
   // b_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:108
+  // hopper_gemm_ws.py:109
   unsigned short* c_smem = reinterpret_cast<unsigned short*>(tlx_smem + 196608);  // 2 x [64, 128]
   // c_smem: 2 column blocks of [64, 64] (8192 bytes apart)
   // c_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
-  // hopper_gemm_ws.py:109
+  // hopper_gemm_ws.py:110
   unsigned long long* full = reinterpret_cast<unsigned long long*>(tlx_smem + 229376);
   if (tid == 0) {
     #pragma unroll
@@ -136,7 +136,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:111
+  // hopper_gemm_ws.py:112
   unsigned long long* empty = reinterpret_cast<unsigned long long*>(tlx_smem + 229408);
   if (tid == 0) {
     #pragma unroll
@@ -144,12 +144,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     tlx_fence_proxy_async_shared_cta();
   }
   __syncthreads();
-  // hopper_gemm_ws.py:113
+  // hopper_gemm_ws.py:114
   int pid = (int)blockIdx.x;
   int s = 1;
   int start;
   start = (int)((pid / s));
-  // hopper_gemm_ws.py:117
+  // hopper_gemm_ws.py:118
   int s_1 = 128;
   int s_2;
   s_2 = (int)((M + s_1));
@@ -159,7 +159,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_5 = 128;
   int num_pid_m;
   num_pid_m = (int)((s_4 / s_5));
-  // hopper_gemm_ws.py:118
+  // hopper_gemm_ws.py:119
   int s_6 = 256;
   int s_7;
   s_7 = (int)((N + s_6));
@@ -169,10 +169,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   int s_10 = 256;
   int num_pid_n;
   num_pid_n = (int)((s_9 / s_10));
-  // hopper_gemm_ws.py:119
+  // hopper_gemm_ws.py:120
   int num_tiles;
   num_tiles = (int)((num_pid_m * num_pid_n));
-  // hopper_gemm_ws.py:120
+  // hopper_gemm_ws.py:121
   int s_11 = 64;
   int s_12;
   s_12 = (int)((K + s_11));
@@ -188,29 +188,29 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     const int task_warp = warp - 0;
     const int task_tid = tid - 0;
     tlx_setmaxnreg_dec<40>();
-    // hopper_gemm_ws.py:125
+    // hopper_gemm_ws.py:126
     int s_16 = 132;
     int s_17 = 0;
     int count;
     count = s_17;
     for (int tile = start; tile < num_tiles; tile += s_16) {
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:69
       int s_18 = 16;
       int num_pid_in_group;
       num_pid_in_group = (int)((s_18 * num_pid_n));
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:70
       int s_19;
       s_19 = (int)((tile / num_pid_in_group));
       int s_20 = 16;
       int first_pid_m;
       first_pid_m = (int)((s_19 * s_20));
-      // hopper_gemm_ws.py:70
+      // hopper_gemm_ws.py:71
       int s_21;
       s_21 = (int)((num_pid_m - first_pid_m));
       int s_22 = 16;
       int group_size_m;
       group_size_m = (int)((s_21 < s_22 ? s_21 : s_22));
-      // hopper_gemm_ws.py:71
+      // hopper_gemm_ws.py:72
       int s_23;
       s_23 = (int)((tile % num_pid_in_group));
       int s_24;
@@ -221,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_25 = (int)((tile % num_pid_in_group));
       int pid_n;
       pid_n = (int)((s_25 / group_size_m));
-      // hopper_gemm_ws.py:127
+      // hopper_gemm_ws.py:128
       int s_26 = 1;
       int s_27;
       s_27 = (int)((pid_m * s_26));
@@ -231,7 +231,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int s_30 = 128;
       int row;
       row = (int)((s_29 * s_30));
-      // hopper_gemm_ws.py:128
+      // hopper_gemm_ws.py:129
       int s_31 = 0;
       int s_32 = 1;
       int count_1;
@@ -247,16 +247,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_36 = 1;
         int phase;
         phase = (int)((s_35 & s_36));
-        // hopper_gemm_ws.py:130
+        // hopper_gemm_ws.py:131
         unsigned long long* s_37 = empty + slot;
         int s_38 = 1;
         int s_39;
         s_39 = (int)((phase ^ s_38));
         tlx_mbarrier_wait(s_37, (unsigned)(s_39));
-        // hopper_gemm_ws.py:131
+        // hopper_gemm_ws.py:132
         unsigned long long* s_40 = full + slot;
         if (task_tid == 0) tlx_mbarrier_arrive_expect_tx(s_40, 49152u);
-        // hopper_gemm_ws.py:132
+        // hopper_gemm_ws.py:133
         int s_41 = 2;
         int s_42;
         s_42 = (int)((s_41 * slot));
@@ -266,7 +266,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_45 = (int)((k_ * s_44));
         unsigned long long* s_46 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(s_43, &a_desc, s_46, s_45, row);
-        // hopper_gemm_ws.py:133
+        // hopper_gemm_ws.py:134
         int s_47 = 2;
         int s_48;
         s_48 = (int)((s_47 * slot));
@@ -282,12 +282,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         s_55 = (int)((k_ * s_54));
         unsigned long long* s_56 = full + slot;
         if (task_tid == 0) tlx_tma_load_2d(s_51, &a_desc, s_56, s_55, s_53);
-        // hopper_gemm_ws.py:135
+        // hopper_gemm_ws.py:136
         unsigned short* s_57 = b_smem + slot * 16384;
         int s_58 = 0;
         int s_59 = 0;
         unsigned short* b_box = s_57 + s_58 * 64 + (s_59 / 64) * 4096;
-        // hopper_gemm_ws.py:137
+        // hopper_gemm_ws.py:138
         int s_60 = 64;
         int s_61;
         s_61 = (int)((k_ * s_60));
@@ -297,16 +297,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_64 = 0;
         int s_65;
         s_65 = (int)((s_63 + s_64));
-        // hopper_gemm_ws.py:138
+        // hopper_gemm_ws.py:139
         unsigned long long* s_66 = full + slot;
-        // hopper_gemm_ws.py:137
+        // hopper_gemm_ws.py:138
         if (task_tid == 0) tlx_tma_load_2d(b_box, &b_desc, s_66, s_65, s_61);
-        // hopper_gemm_ws.py:135
+        // hopper_gemm_ws.py:136
         unsigned short* s_67 = b_smem + slot * 16384;
         int s_68 = 0;
         int s_69 = 64;
         unsigned short* b_box_1 = s_67 + s_68 * 64 + (s_69 / 64) * 4096;
-        // hopper_gemm_ws.py:137
+        // hopper_gemm_ws.py:138
         int s_70 = 64;
         int s_71;
         s_71 = (int)((k_ * s_70));
@@ -316,16 +316,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_74 = 64;
         int s_75;
         s_75 = (int)((s_73 + s_74));
-        // hopper_gemm_ws.py:138
+        // hopper_gemm_ws.py:139
         unsigned long long* s_76 = full + slot;
-        // hopper_gemm_ws.py:137
+        // hopper_gemm_ws.py:138
         if (task_tid == 0) tlx_tma_load_2d(b_box_1, &b_desc, s_76, s_75, s_71);
-        // hopper_gemm_ws.py:135
+        // hopper_gemm_ws.py:136
         unsigned short* s_77 = b_smem + slot * 16384;
         int s_78 = 0;
         int s_79 = 128;
         unsigned short* b_box_2 = s_77 + s_78 * 64 + (s_79 / 64) * 4096;
-        // hopper_gemm_ws.py:137
+        // hopper_gemm_ws.py:138
         int s_80 = 64;
         int s_81;
         s_81 = (int)((k_ * s_80));
@@ -335,16 +335,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_84 = 128;
         int s_85;
         s_85 = (int)((s_83 + s_84));
-        // hopper_gemm_ws.py:138
+        // hopper_gemm_ws.py:139
         unsigned long long* s_86 = full + slot;
-        // hopper_gemm_ws.py:137
+        // hopper_gemm_ws.py:138
         if (task_tid == 0) tlx_tma_load_2d(b_box_2, &b_desc, s_86, s_85, s_81);
-        // hopper_gemm_ws.py:135
+        // hopper_gemm_ws.py:136
         unsigned short* s_87 = b_smem + slot * 16384;
         int s_88 = 0;
         int s_89 = 192;
         unsigned short* b_box_3 = s_87 + s_88 * 64 + (s_89 / 64) * 4096;
-        // hopper_gemm_ws.py:137
+        // hopper_gemm_ws.py:138
         int s_90 = 64;
         int s_91;
         s_91 = (int)((k_ * s_90));
@@ -354,11 +354,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_94 = 192;
         int s_95;
         s_95 = (int)((s_93 + s_94));
-        // hopper_gemm_ws.py:138
+        // hopper_gemm_ws.py:139
         unsigned long long* s_96 = full + slot;
-        // hopper_gemm_ws.py:137
+        // hopper_gemm_ws.py:138
         if (task_tid == 0) tlx_tma_load_2d(b_box_3, &b_desc, s_96, s_95, s_91);
-        // hopper_gemm_ws.py:142
+        // hopper_gemm_ws.py:143
         int s_97 = 1;
         int count_2;
         count_2 = (int)((count_1 + s_97));
@@ -368,35 +368,35 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     }
   }
   if (warp >= 4 && warp < 8) {
-    // task 'task143.0': warps 4..7
+    // task 'task144.0': warps 4..7
     const int task_warp = warp - 4;
     const int task_tid = tid - 128;
     tlx_setmaxnreg_inc<232>();
     const int tc0 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc1 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:148
+    // hopper_gemm_ws.py:149
     int s_98 = 132;
     int s_99 = 0;
     int count_3;
     count_3 = s_99;
     for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_98) {
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:69
       int s_100 = 16;
       int num_pid_in_group_1;
       num_pid_in_group_1 = (int)((s_100 * num_pid_n));
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:70
       int s_101;
       s_101 = (int)((tile_1 / num_pid_in_group_1));
       int s_102 = 16;
       int first_pid_m_1;
       first_pid_m_1 = (int)((s_101 * s_102));
-      // hopper_gemm_ws.py:70
+      // hopper_gemm_ws.py:71
       int s_103;
       s_103 = (int)((num_pid_m - first_pid_m_1));
       int s_104 = 16;
       int group_size_m_1;
       group_size_m_1 = (int)((s_103 < s_104 ? s_103 : s_104));
-      // hopper_gemm_ws.py:71
+      // hopper_gemm_ws.py:72
       int s_105;
       s_105 = (int)((tile_1 % num_pid_in_group_1));
       int s_106;
@@ -407,14 +407,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_107 = (int)((tile_1 % num_pid_in_group_1));
       int pid_n_1;
       pid_n_1 = (int)((s_107 / group_size_m_1));
-      // hopper_gemm_ws.py:151
+      // hopper_gemm_ws.py:152
       int s_108 = 0;
       int s_109 = 1;
-      // hopper_gemm_ws.py:150
+      // hopper_gemm_ws.py:151
       float acc[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-      // hopper_gemm_ws.py:151
+      // hopper_gemm_ws.py:152
       float acc_1[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_1[i] = acc[i];
@@ -431,14 +431,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_113 = 1;
         int phase_1;
         phase_1 = (int)((s_112 & s_113));
-        // hopper_gemm_ws.py:153
+        // hopper_gemm_ws.py:154
         unsigned long long* s_114 = full + slot_1;
         tlx_mbarrier_wait(s_114, (unsigned)(phase_1));
-        // hopper_gemm_ws.py:156
+        // hopper_gemm_ws.py:157
         int s_115 = 9;
         int s_116 = 256;
         tlx_bar_sync(s_115, s_116);
-        // hopper_gemm_ws.py:157
+        // hopper_gemm_ws.py:158
         int s_117 = 2;
         int s_118;
         s_118 = (int)((s_117 * slot_1));
@@ -457,18 +457,18 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_121), (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_122), ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:158
+        // hopper_gemm_ws.py:159
         int s_123 = 10;
         int s_124 = 256;
         tlx_bar_arrive(s_123, s_124);
-        // hopper_gemm_ws.py:162
-        tlx_wgmma_wait_group<0, 128>(dacc);
         // hopper_gemm_ws.py:163
+        tlx_wgmma_wait_group<0, 128>(dacc);
+        // hopper_gemm_ws.py:164
         unsigned long long* s_125 = empty + slot_1;
-        // hopper_gemm_ws.py:91
+        // hopper_gemm_ws.py:92
         tlx_bar_sync(2, 128);
         if (task_tid == 0) tlx_mbarrier_arrive(s_125, 1u);
-        // hopper_gemm_ws.py:164
+        // hopper_gemm_ws.py:165
         int s_126 = 1;
         int count_5;
         count_5 = (int)((count_4 + s_126));
@@ -476,7 +476,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         for (int i = 0; i < 128; ++i) acc_1[i] = dacc[i];
         count_4 = count_5;
       }
-      // hopper_gemm_ws.py:165
+      // hopper_gemm_ws.py:166
       int s_127 = 1;
       int s_128;
       s_128 = (int)((pid_m_1 * s_127));
@@ -489,7 +489,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int s_133 = 0;
       int row_1;
       row_1 = (int)((s_132 + s_133));
-      // hopper_gemm_ws.py:169
+      // hopper_gemm_ws.py:170
       const int map[64] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
       float lo[64];
       #pragma unroll
@@ -498,16 +498,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       float hi[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) hi[i] = acc_1[map_1[i]];
-      // hopper_gemm_ws.py:170
+      // hopper_gemm_ws.py:171
       int s_134 = 0;
       unsigned short* s_135 = c_smem + s_134 * 8192;
       int s_136 = 256;
       int s_137;
       s_137 = (int)((pid_n_1 * s_136));
-      // hopper_gemm_ws.py:79
+      // hopper_gemm_ws.py:80
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(2, 128);
-      // hopper_gemm_ws.py:80
+      // hopper_gemm_ws.py:81
       unsigned short t[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) t[i] = tlx_cvt_rn_bf16_f32((float)(lo[i]));
@@ -515,29 +515,29 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 64; i += 2) {
         tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_135) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t[i + 0]) & 65535u) << 0) | (((unsigned)(t[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:81
+      // hopper_gemm_ws.py:82
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:83
+      // hopper_gemm_ws.py:84
       int s_138 = 0;
       int s_139 = 0;
       unsigned short* c_box = s_135 + s_138 * 64 + (s_139 / 64) * 4096;
-      // hopper_gemm_ws.py:84
+      // hopper_gemm_ws.py:85
       int s_140 = 0;
       int s_141;
       s_141 = (int)((s_137 + s_140));
       tlx_bar_sync(2, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box, s_141, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:83
+      // hopper_gemm_ws.py:84
       int s_142 = 0;
       int s_143 = 64;
       unsigned short* c_box_1 = s_135 + s_142 * 64 + (s_143 / 64) * 4096;
-      // hopper_gemm_ws.py:84
+      // hopper_gemm_ws.py:85
       int s_144 = 64;
       int s_145;
       s_145 = (int)((s_137 + s_144));
       tlx_bar_sync(2, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_1, s_145, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:171
+      // hopper_gemm_ws.py:172
       int s_146 = 0;
       unsigned short* s_147 = c_smem + s_146 * 8192;
       int s_148 = 256;
@@ -546,10 +546,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int s_150 = 128;
       int s_151;
       s_151 = (int)((s_149 + s_150));
-      // hopper_gemm_ws.py:79
+      // hopper_gemm_ws.py:80
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(2, 128);
-      // hopper_gemm_ws.py:80
+      // hopper_gemm_ws.py:81
       unsigned short t_1[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) t_1[i] = tlx_cvt_rn_bf16_f32((float)(hi[i]));
@@ -557,23 +557,23 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 64; i += 2) {
         tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_147) + ((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc0 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc1 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_1[i + 0]) & 65535u) << 0) | (((unsigned)(t_1[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:81
+      // hopper_gemm_ws.py:82
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:83
+      // hopper_gemm_ws.py:84
       int s_152 = 0;
       int s_153 = 0;
       unsigned short* c_box_2 = s_147 + s_152 * 64 + (s_153 / 64) * 4096;
-      // hopper_gemm_ws.py:84
+      // hopper_gemm_ws.py:85
       int s_154 = 0;
       int s_155;
       s_155 = (int)((s_151 + s_154));
       tlx_bar_sync(2, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_2, s_155, row_1); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:83
+      // hopper_gemm_ws.py:84
       int s_156 = 0;
       int s_157 = 64;
       unsigned short* c_box_3 = s_147 + s_156 * 64 + (s_157 / 64) * 4096;
-      // hopper_gemm_ws.py:84
+      // hopper_gemm_ws.py:85
       int s_158 = 64;
       int s_159;
       s_159 = (int)((s_151 + s_158));
@@ -581,48 +581,48 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_3, s_159, row_1); tlx_bulk_commit_group(); }
       count_3 = count_4;
     }
-    // hopper_gemm_ws.py:173
+    // hopper_gemm_ws.py:174
     int s_160 = 9;
     int s_161 = 256;
     tlx_bar_sync(s_160, s_161);
-    // hopper_gemm_ws.py:174
+    // hopper_gemm_ws.py:175
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
     tlx_bar_sync(2, 128);
   }
   if (warp >= 8 && warp < 12) {
-    // task 'task143.1': warps 8..11
+    // task 'task144.1': warps 8..11
     const int task_warp = warp - 8;
     const int task_tid = tid - 256;
     tlx_setmaxnreg_inc<232>();
     const int tc2 = ((((lane) >> 2) & 1) * 1) + ((((lane) >> 3) & 1) * 2) + ((((lane) >> 4) & 1) * 4) + ((((task_warp) >> 0) & 1) * 16) + ((((task_warp) >> 1) & 1) * 32);
     const int tc3 = ((((lane) >> 0) & 1) * 2) + ((((lane) >> 1) & 1) * 4);
-    // hopper_gemm_ws.py:146
+    // hopper_gemm_ws.py:147
     int s_162 = 9;
     int s_163 = 256;
     tlx_bar_arrive(s_162, s_163);
-    // hopper_gemm_ws.py:148
+    // hopper_gemm_ws.py:149
     int s_164 = 132;
     int s_165 = 0;
     int count_6;
     count_6 = s_165;
     for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_164) {
-      // hopper_gemm_ws.py:68
+      // hopper_gemm_ws.py:69
       int s_166 = 16;
       int num_pid_in_group_2;
       num_pid_in_group_2 = (int)((s_166 * num_pid_n));
-      // hopper_gemm_ws.py:69
+      // hopper_gemm_ws.py:70
       int s_167;
       s_167 = (int)((tile_2 / num_pid_in_group_2));
       int s_168 = 16;
       int first_pid_m_2;
       first_pid_m_2 = (int)((s_167 * s_168));
-      // hopper_gemm_ws.py:70
+      // hopper_gemm_ws.py:71
       int s_169;
       s_169 = (int)((num_pid_m - first_pid_m_2));
       int s_170 = 16;
       int group_size_m_2;
       group_size_m_2 = (int)((s_169 < s_170 ? s_169 : s_170));
-      // hopper_gemm_ws.py:71
+      // hopper_gemm_ws.py:72
       int s_171;
       s_171 = (int)((tile_2 % num_pid_in_group_2));
       int s_172;
@@ -633,14 +633,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       s_173 = (int)((tile_2 % num_pid_in_group_2));
       int pid_n_2;
       pid_n_2 = (int)((s_173 / group_size_m_2));
-      // hopper_gemm_ws.py:151
+      // hopper_gemm_ws.py:152
       int s_174 = 0;
       int s_175 = 1;
-      // hopper_gemm_ws.py:150
+      // hopper_gemm_ws.py:151
       float acc_2[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_2[i] = 0.0f;
-      // hopper_gemm_ws.py:151
+      // hopper_gemm_ws.py:152
       float acc_3[128];
       #pragma unroll
       for (int i = 0; i < 128; ++i) acc_3[i] = acc_2[i];
@@ -657,14 +657,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         int s_179 = 1;
         int phase_2;
         phase_2 = (int)((s_178 & s_179));
-        // hopper_gemm_ws.py:153
+        // hopper_gemm_ws.py:154
         unsigned long long* s_180 = full + slot_2;
         tlx_mbarrier_wait(s_180, (unsigned)(phase_2));
-        // hopper_gemm_ws.py:156
+        // hopper_gemm_ws.py:157
         int s_181 = 10;
         int s_182 = 256;
         tlx_bar_sync(s_181, s_182);
-        // hopper_gemm_ws.py:157
+        // hopper_gemm_ws.py:158
         int s_183 = 2;
         int s_184;
         s_184 = (int)((s_183 * slot_2));
@@ -683,18 +683,18 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
           tlx_wgmma_m64n256k16_f32_bf16<0, 1>(&dacc_1[0], tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_187), (0) * 128 + (16 * kk) * 2, 0x4000004000010000ull), tlx_wgmma_desc(reinterpret_cast<unsigned char*>(s_188), ((0) / 64) * 8192 + ((0) % 64) * 2 + (16 * kk) * 128, 0x4000004002000000ull), kk == 0 ? (int)(true) : 1);
         }
         tlx_wgmma_commit_group();
-        // hopper_gemm_ws.py:158
+        // hopper_gemm_ws.py:159
         int s_189 = 9;
         int s_190 = 256;
         tlx_bar_arrive(s_189, s_190);
-        // hopper_gemm_ws.py:162
-        tlx_wgmma_wait_group<0, 128>(dacc_1);
         // hopper_gemm_ws.py:163
+        tlx_wgmma_wait_group<0, 128>(dacc_1);
+        // hopper_gemm_ws.py:164
         unsigned long long* s_191 = empty + slot_2;
-        // hopper_gemm_ws.py:91
+        // hopper_gemm_ws.py:92
         tlx_bar_sync(3, 128);
         if (task_tid == 0) tlx_mbarrier_arrive(s_191, 1u);
-        // hopper_gemm_ws.py:164
+        // hopper_gemm_ws.py:165
         int s_192 = 1;
         int count_8;
         count_8 = (int)((count_7 + s_192));
@@ -702,7 +702,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
         for (int i = 0; i < 128; ++i) acc_3[i] = dacc_1[i];
         count_7 = count_8;
       }
-      // hopper_gemm_ws.py:165
+      // hopper_gemm_ws.py:166
       int s_193 = 1;
       int s_194;
       s_194 = (int)((pid_m_2 * s_193));
@@ -715,7 +715,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int s_199 = 64;
       int row_2;
       row_2 = (int)((s_198 + s_199));
-      // hopper_gemm_ws.py:169
+      // hopper_gemm_ws.py:170
       const int map_2[64] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
       float lo_1[64];
       #pragma unroll
@@ -724,16 +724,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       float hi_1[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) hi_1[i] = acc_3[map_3[i]];
-      // hopper_gemm_ws.py:170
+      // hopper_gemm_ws.py:171
       int s_200 = 1;
       unsigned short* s_201 = c_smem + s_200 * 8192;
       int s_202 = 256;
       int s_203;
       s_203 = (int)((pid_n_2 * s_202));
-      // hopper_gemm_ws.py:79
+      // hopper_gemm_ws.py:80
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(3, 128);
-      // hopper_gemm_ws.py:80
+      // hopper_gemm_ws.py:81
       unsigned short t_2[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) t_2[i] = tlx_cvt_rn_bf16_f32((float)(lo_1[i]));
@@ -741,29 +741,29 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 64; i += 2) {
         tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_201) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_2[i + 0]) & 65535u) << 0) | (((unsigned)(t_2[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:81
+      // hopper_gemm_ws.py:82
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:83
+      // hopper_gemm_ws.py:84
       int s_204 = 0;
       int s_205 = 0;
       unsigned short* c_box_4 = s_201 + s_204 * 64 + (s_205 / 64) * 4096;
-      // hopper_gemm_ws.py:84
+      // hopper_gemm_ws.py:85
       int s_206 = 0;
       int s_207;
       s_207 = (int)((s_203 + s_206));
       tlx_bar_sync(3, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_4, s_207, row_2); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:83
+      // hopper_gemm_ws.py:84
       int s_208 = 0;
       int s_209 = 64;
       unsigned short* c_box_5 = s_201 + s_208 * 64 + (s_209 / 64) * 4096;
-      // hopper_gemm_ws.py:84
+      // hopper_gemm_ws.py:85
       int s_210 = 64;
       int s_211;
       s_211 = (int)((s_203 + s_210));
       tlx_bar_sync(3, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_5, s_211, row_2); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:171
+      // hopper_gemm_ws.py:172
       int s_212 = 1;
       unsigned short* s_213 = c_smem + s_212 * 8192;
       int s_214 = 256;
@@ -772,10 +772,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int s_216 = 128;
       int s_217;
       s_217 = (int)((s_215 + s_216));
-      // hopper_gemm_ws.py:79
+      // hopper_gemm_ws.py:80
       if (task_tid == 0) tlx_bulk_wait_group_read<0>();
       tlx_bar_sync(3, 128);
-      // hopper_gemm_ws.py:80
+      // hopper_gemm_ws.py:81
       unsigned short t_3[64];
       #pragma unroll
       for (int i = 0; i < 64; ++i) t_3[i] = tlx_cvt_rn_bf16_f32((float)(hi_1[i]));
@@ -783,23 +783,23 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       for (int i = 0; i < 64; i += 2) {
         tlx_st_shared_b32(reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(s_213) + ((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) ^ ((((((tc2 + ((((i) >> 1 & 1) * 8))) * 64 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) / 64) * 4096 + (((tc3 + ((((i) >> 0 & 1) * 1) + (((i) >> 2 & 1) * 8) + (((i) >> 3 & 1) * 16) + (((i) >> 4 & 1) * 32) + (((i) >> 5 & 1) * 64)))) % 64)) * 2) >> 7) & 7) << 4))), ((((unsigned)(t_3[i + 0]) & 65535u) << 0) | (((unsigned)(t_3[i + 1]) & 65535u) << 16)));
       }
-      // hopper_gemm_ws.py:81
+      // hopper_gemm_ws.py:82
       tlx_fence_proxy_async_shared_cta();
-      // hopper_gemm_ws.py:83
+      // hopper_gemm_ws.py:84
       int s_218 = 0;
       int s_219 = 0;
       unsigned short* c_box_6 = s_213 + s_218 * 64 + (s_219 / 64) * 4096;
-      // hopper_gemm_ws.py:84
+      // hopper_gemm_ws.py:85
       int s_220 = 0;
       int s_221;
       s_221 = (int)((s_217 + s_220));
       tlx_bar_sync(3, 128);
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_6, s_221, row_2); tlx_bulk_commit_group(); }
-      // hopper_gemm_ws.py:83
+      // hopper_gemm_ws.py:84
       int s_222 = 0;
       int s_223 = 64;
       unsigned short* c_box_7 = s_213 + s_222 * 64 + (s_223 / 64) * 4096;
-      // hopper_gemm_ws.py:84
+      // hopper_gemm_ws.py:85
       int s_224 = 64;
       int s_225;
       s_225 = (int)((s_217 + s_224));
@@ -807,7 +807,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       if (task_tid == 0) { tlx_tma_store_2d(&c_desc, c_box_7, s_225, row_2); tlx_bulk_commit_group(); }
       count_6 = count_7;
     }
-    // hopper_gemm_ws.py:174
+    // hopper_gemm_ws.py:175
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
     tlx_bar_sync(3, 128);
   }
