@@ -102,7 +102,7 @@ CASES = [
                                        "'mask'?"),
     Case("python_function_runtime", "plain_python_function",
          "cannot call Python function 'plain_python_function' with runtime values; decorate it with @tlxc.kernel"),
-    Case("python_min_runtime", "min", "Python's min() cannot take runtime values; use tl.minimum"),
+    Case("python_min_runtime", "min", "Python's min() on runtime values takes no keyword arguments (got key)"),
     Case("recursion", "_recursive(v", "recursion is not supported in a kernel (_recursive() calls itself)",
          where="_recursive"),
     Case("dtype_called", "tl.float16", "dtypes are not callable; use x.to(f16)"),

@@ -1045,11 +1045,12 @@ class FunctionCodegen(ast.NodeVisitor):
         if callable(fn):
             values = [unwrap(a) for a in args] + [unwrap(v) for v in kwargs.values()]
             runtime = [v for v in values if isinstance(v, Tensor)]
+            if fn in (min, max) and len(values) == 1 and isinstance(values[0], (tuple, list)):
+                runtime = [v for v in values[0] if isinstance(unwrap(v), Tensor)]
             name = getattr(fn, "__name__", repr(fn))
             if runtime:
                 if fn in (min, max):
-                    raise self.error(f"Python's {name}() cannot take runtime values; use "
-                                     f"tl.{'minimum' if fn is min else 'maximum'}", node)
+                    return self.runtime_min_max(fn, args, kwargs, node)
                 raise self.error(f"cannot call Python function '{name}' with runtime values; "
                                  f"decorate it with @tlxc.kernel to use it in a kernel", node)
             try:
@@ -1060,6 +1061,28 @@ class FunctionCodegen(ast.NodeVisitor):
                 raise self.error(f"call to '{name}' failed at compile time: {type(exc).__name__}: {exc}",
                                  node) from None
         raise self.error(f"'{S.describe(fn)}' is not callable", node)
+
+    def runtime_min_max(self, fn, args, kwargs, node):
+        """Python's ``min``/``max`` on runtime values, as Triton allows: ``tl.minimum`` /
+        ``tl.maximum`` folded left over the arguments (or over one tuple argument)."""
+        name = fn.__name__
+        if kwargs:
+            raise self.error(f"Python's {name}() on runtime values takes no keyword arguments "
+                             f"(got {', '.join(sorted(kwargs))}); use tl.{name}imum", node)
+        values = list(args)
+        if len(values) == 1 and isinstance(unwrap(values[0]), (tuple, list)):
+            values = list(unwrap(values[0]))
+        values = [unwrap(v) for v in values]
+        if len(values) < 2:
+            raise self.error(f"Python's {name}() needs at least two values here, got {len(values)}", node)
+        rule = B.RULES["minimum" if fn is min else "maximum"]
+        result = values[0]
+        for value in values[1:]:
+            try:
+                result = rule(self.ctx, result, value)
+            except SemanticError as exc:
+                raise self.error(f"{name}(): {exc}", node) from None
+        return result
 
     def bind_arguments(self, display: str, signature: inspect.Signature, args, kwargs, node,
                        arg_nodes: _ArgNodes) -> inspect.BoundArguments:
