@@ -274,7 +274,7 @@ def recursion(x: f32p):
 
 @tlxc.kernel
 def dtype_called(x: f32p):
-    v = tl.float16(1.0)  # <-
+    v = tl.float16(1.0, 2.0)  # <-
 
 
 @tlxc.kernel

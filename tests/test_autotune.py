@@ -258,8 +258,8 @@ def test_conflicting_meta_parameters_are_refused():
 
 
 def test_bad_decorator_arguments_are_refused():
-    with pytest.raises(ValueError, match="no argument named 'size'"):
-        tlxc.autotune(configs=CONFIGS, key=["size"])(add_kernel)
+    with pytest.raises(ValueError, match="no argument named 'size'"):     # (an unknown key= name only warns:
+        tlxc.autotune(configs=CONFIGS, key=["n"], reset_to_zero=["size"])(add_kernel)   # test_host_api.py)
     with pytest.raises(ValueError, match="unknown key"):
         tlxc.autotune(configs=CONFIGS, key=["n"], prune_configs_by={"topk": 2})(add_kernel)
     with pytest.raises(TypeError, match="put @tlxc.kernel"):

@@ -105,7 +105,7 @@ CASES = [
     Case("python_min_runtime", "min", "Python's min() on runtime values takes no keyword arguments (got key)"),
     Case("recursion", "_recursive(v", "recursion is not supported in a kernel (_recursive() calls itself)",
          where="_recursive"),
-    Case("dtype_called", "tl.float16", "dtypes are not callable; use x.to(f16)"),
+    Case("dtype_called", "tl.float16", "calling a dtype converts one value: f16(x), x.to(f16)"),
     Case("range_outside_for", "range", "range(...) can only be used as the iterable of a 'for' loop"),
     Case("range_step_zero", "range", "range's step must be positive in a kernel loop, got 0"),
     # dtypes

@@ -181,7 +181,25 @@ def _wgmma(n: int, dtype: str) -> Case:
                 archs=("sm_90a",), also=_WGMMA_HELPERS, bounds="__launch_bounds__(128, 1) ")
 
 
+def _atom(op: str, ptx_type: str) -> Case:
+    """Every (sem, scope) instantiation of one atom helper; each old value reaches ``out``."""
+    ctype = ptx.ATOM_TYPES[ptx_type][0]
+    name = ptx.atom_name(op, ptx_type)
+    args = "(" + ctype + ")in[1], (" + ctype + ")in[2]" if op == "cas" else "(" + ctype + ")in[1]"
+    calls, mnemonics = [], []
+    for i, sem in enumerate(ptx.ATOM_SEMS):
+        for j, scope in enumerate(ptx.ATOM_SCOPES):
+            slot = 3 * i + j
+            calls.append(f"out[{slot}] = (unsigned){name}<{i}, {j}>(out + 16 + 2 * {slot}, {args});")
+            mnemonics.append(ptx.atom_instruction(op, ptx_type, sem, scope))
+    return Case("\n  ".join(calls), tuple(mnemonics))
+
+
+_ATOM_CASES = {ptx.atom_name(op, t): _atom(op, t) for op, types in ptx.ATOM_OPS.items() for t in types}
+
+
 CASES: dict[str, Case] = {
+    **_ATOM_CASES,
     "tlx_cvt_f32_f16": Case("out[0] = __float_as_uint(tlx_cvt_f32_f16((unsigned short)in[0]));",
                             ("cvt.f32.f16",)),
     "tlx_cvt_rn_f16_f32": Case("out[0] = tlx_cvt_rn_f16_f32(__uint_as_float(in[0]));", ("cvt.rn.f16.f32",)),

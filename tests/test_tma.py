@@ -43,8 +43,11 @@ def test_prefetch_lowers_to_the_l2_tensor_prefetch():
     compiled = compile_kernel(K.tma_add_one, spec, arch="sm_90a", num_warps=4)
     cuda = compiled.asm["cuda"]
     assert "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in cuda
-    calls = [line for line in cuda.splitlines() if "tlx_tma_prefetch_2d(&" in line]
-    assert len(calls) == 2 and "&&" not in calls[0] and "&&" in calls[1]      # the second is predicated
+    lines = cuda.splitlines()
+    calls = [i for i, line in enumerate(lines) if "tlx_tma_prefetch_2d(&" in line]
+    # a [32, 64] f32 box (256-byte rows) is two 128-byte sub-boxes: two prefetches per op, one guard;
+    # the second op is predicated
+    assert len(calls) == 4 and "&&" not in lines[calls[0] - 1] and "&&" in lines[calls[2] - 1]
     assert compiled.asm["cubin"][:4] == b"\x7fELF"
 
 

@@ -1,7 +1,9 @@
 """tlxc: a compiler for warp-specialized GPU kernels written in Python."""
 from __future__ import annotations
 
-from . import language
+# runtime, testing and tools are attributes of the package as Triton code reaches them
+# (``triton.runtime.driver.active``, ``triton.testing.do_bench``, ``triton.tools.tensor_descriptor``)
+from . import language, runtime, testing, tools
 from .errors import (
     BarrierError,
     CompilationError,
@@ -11,10 +13,13 @@ from .errors import (
     ResourceError,
     TlxcError,
 )
+from .host import cdiv, next_power_of_2, set_allocator
 from .interpreter import interpret
+from .runtime import driver as _driver  # noqa: F401  (makes tlxc.runtime.driver an attribute)
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics
 from .runtime.jit import KernelFunction, jit, kernel
 from .runtime.tma import TensorDescriptor
+from .tools import tensor_descriptor as _tensor_descriptor  # noqa: F401
 from .torch_ops import register_custom_op
 from .trace_render import trace
 
@@ -35,11 +40,17 @@ __all__ = [
     "TlxcError",
     "__version__",
     "autotune",
+    "cdiv",
     "heuristics",
     "interpret",
     "jit",
     "kernel",
     "language",
+    "next_power_of_2",
     "register_custom_op",
+    "runtime",
+    "set_allocator",
+    "testing",
+    "tools",
     "trace",
 ]

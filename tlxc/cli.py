@@ -26,6 +26,16 @@ from typing import Any
 
 from . import __version__
 from . import language as tl
+from .cli_kernels import (
+    KernelSetupError,
+    autotune_configs,
+    chosen_configs,
+    config_constexprs,
+    module_level_kernels,
+    nested_kernels,
+    parse_config_choice,
+    resolve_descriptor_boxes,
+)
 from .cli_trace import add_trace_parser, cmd_trace
 from .compiler import ARCHS, STAGES
 from .errors import TlxcError
@@ -53,12 +63,18 @@ class UsageError(Exception):
 class Job:
     """One kernel of the file, with what is needed to compile it."""
 
-    attr: str                 # the module-level name it is bound to
+    attr: str                 # the module-level name it is bound to (outer.name for a nested kernel)
     kfn: Any                  # the KernelFunction
     explicit: bool            # named with --kernel
     spec: Specialization | None = None
     skip_reason: str | None = None
     outputs: dict[str, Any] = field(default_factory=dict)
+    wrapper: Any = None       # the @autotune / @heuristics above the kernel, if any
+    config: Any = None        # the autotune Config this job compiles
+    config_index: int | None = None
+    stem: str = ""            # DIR/<stem>.<stage>
+    num_warps: int = 4
+    cluster: Any = None
 
     @property
     def name(self) -> str:
@@ -88,8 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_kernel_options(compile_cmd)
     compile_cmd.add_argument("--arch", required=True, metavar="ARCH",
                              help="target: " + ", ".join(ARCHS))
-    compile_cmd.add_argument("--num-warps", type=int, default=4, metavar="N",
-                             help="warps per program: 1, 2, 4 (default), 8, 16 or 32")
+    compile_cmd.add_argument("--num-warps", type=int, default=None, metavar="N",
+                             help="warps per program: 1, 2, 4, 8, 16 or 32 (default: the autotune config's, else 4)")
     compile_cmd.add_argument("--emit", default="ir", metavar="STAGES",
                              help=f"comma-separated stages to write, from {', '.join(STAGES)} (default: ir)")
     compile_cmd.add_argument("-o", "--output-dir", metavar="DIR",
@@ -110,13 +126,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_kernel_options(check_cmd)
     check_cmd.add_argument("--arch", default="sm_90a", metavar="ARCH",
                            help="target whose rules apply (default: sm_90a): " + ", ".join(ARCHS))
-    check_cmd.add_argument("--num-warps", type=int, default=4, metavar="N",
-                           help="warps per program (default: 4)")
+    check_cmd.add_argument("--num-warps", type=int, default=None, metavar="N",
+                           help="warps per program (default: the autotune config's, else 4)")
     check_cmd.add_argument("--run", action="store_true",
                            help="also run each kernel on the interpreter with the inputs of the file's "
                                 "check_inputs() under several interleavings")
     check_cmd.add_argument("--seeds", type=int, default=5, metavar="N",
                            help="with --run: the default schedule plus N-1 seeded interleavings (default: 5)")
+    check_cmd.add_argument("-v", "--verbose", action="store_true",
+                           help="also print, as notes, remarks on idioms the checker accepts (e.g. a "
+                                "named-barrier ping-pong that leaves its last hand-off open); they never fail")
     add_trace_parser(commands)
     return parser
 
@@ -135,6 +154,11 @@ def _add_kernel_options(cmd: argparse.ArgumentParser) -> None:
                           "'n=i32:1' that it equals 1, as a launch would find out")
     cmd.add_argument("--ctas-per-cga", metavar="X[,Y[,Z]]",
                      help="compile for clusters of X*Y*Z CTAs, as a launch with ctas_per_cga=(X, Y, Z) does")
+    cmd.add_argument("--config", metavar="N|all",
+                     help="for @tlxc.autotune kernels: compile the config of index N (default 0) or every "
+                          "config ('all': DIR/<kernel>.config<N>.<stage>). The config's values are constexprs "
+                          "(-D overrides them), its num_warps/ctas_per_cga the launch's, and its pre_hook "
+                          "gives box-less descriptors (--signature 'a_desc=tensordesc<fp16>') their box")
 
 
 # -- -D values -------------------------------------------------------------------------
@@ -226,33 +250,56 @@ def _user_frame(exc: BaseException, file: str) -> str:
 
 
 def module_kernels(module) -> list[tuple[str, Any]]:
-    """The ``@tlxc.kernel`` objects bound at module level, each once, in definition order."""
-    found, seen = [], set()
-    for attr, value in vars(module).items():
-        if getattr(value, "__tlxc_kernel__", False) and id(value) not in seen:
-            seen.add(id(value))
-            found.append((attr, value))
-    return found
+    """The ``@tlxc.kernel`` objects bound at module level (also under ``@tlxc.autotune`` /
+    ``@tlxc.heuristics``), each once, in definition order."""
+    return [(attr, kfn) for attr, kfn, _ in module_level_kernels(module)]
 
 
 # -- selecting kernels and specializing them ------------------------------------------------
-def select_jobs(module, path: str, names: Sequence[str]) -> list[Job]:
-    kernels = module_kernels(module)
+def select_jobs(module, path: str, names: Sequence[str], config_choice: str | int = 0) -> list[Job]:
+    """A job per kernel (module-level and nested: ``cli_kernels.py``) and chosen autotune config."""
+    kernels = module_level_kernels(module)
+    nested, notes = nested_kernels(module)
+    kernels += [(qualified, kfn, None) for qualified, kfn in nested]
     if not kernels:
+        for note in notes:
+            print(f"tlxc: note: {note}", file=sys.stderr)
         raise UsageError(f"{path} defines no @tlxc.kernel function")
     if not names:
-        return [Job(attr, kfn, explicit=False) for attr, kfn in kernels]
-    by_name = {}
-    for attr, kfn in kernels:
-        by_name.setdefault(attr, kfn)
-        by_name.setdefault(kfn.__name__, kfn)
+        chosen = [(attr, kfn, wrapper, False) for attr, kfn, wrapper in kernels]
+    else:
+        chosen = [(name, *_kernel_named(path, kernels, name, notes), True) for name in dict.fromkeys(names)]
     jobs = []
-    for name in dict.fromkeys(names):
-        if name not in by_name:
-            known = ", ".join(sorted({kfn.__name__ for _, kfn in kernels}))
-            raise UsageError(f"{path} has no kernel named '{name}' (kernels: {known})")
-        jobs.append(Job(name, by_name[name], explicit=True))
+    for attr, kfn, wrapper, explicit in chosen:
+        configs = autotune_configs(wrapper)
+        stem = attr if "." in attr else kfn.__name__
+        if configs is None:
+            jobs.append(Job(attr, kfn, explicit, wrapper=wrapper, stem=stem))
+            continue
+        try:
+            picked = chosen_configs(kfn.__name__, configs, config_choice)
+        except KernelSetupError as exc:
+            raise UsageError(str(exc)) from None
+        for index, config in picked:
+            suffix = f".config{index}" if config_choice == "all" else ""
+            jobs.append(Job(attr, kfn, explicit, wrapper=wrapper, config=config, config_index=index,
+                            stem=stem + suffix))
     return jobs
+
+
+def _kernel_named(path: str, kernels: list, name: str, notes: list[str]) -> tuple[Any, Any]:
+    matches = [(kfn, wrapper) for attr, kfn, wrapper in kernels if name == attr]
+    if not matches:
+        matches = [(kfn, wrapper) for attr, kfn, wrapper in kernels if name == kfn.__name__]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        same = ", ".join(attr for attr, kfn, _ in kernels if kfn.__name__ == name)
+        raise UsageError(f"{path} has several kernels named '{name}' ({same}): name one by its qualified name")
+    known = ", ".join(sorted({attr if "." in attr else kfn.__name__ for attr, kfn, _ in kernels}))
+    unavailable = [note for note in notes if note.startswith(f"{name} ") or f".{name} " in note]
+    why = f"; {unavailable[0]}" if unavailable else ""
+    raise UsageError(f"{path} has no kernel named '{name}' (kernels: {known}){why}")
 
 
 def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict | None = None,
@@ -265,7 +312,11 @@ def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict 
         params = job.kfn.param_names
         job_types = {k: v for k, v in {**inferred.get(job.name, {}), **types}.items() if k in params}
         job_hints = {k: v for k, v in (hints or {}).items() if k in params}
-        job_constexprs = {k: v for k, v in constexprs.items() if k in params}
+        try:
+            job_constexprs = config_constexprs(job.name, job.wrapper, job.config, constexprs, params)
+            job_types = resolve_descriptor_boxes(job.name, job.config, job_types, job_constexprs)
+        except KernelSetupError as exc:
+            raise UsageError(str(exc)) from None
         untyped = _untyped_params(job.kfn, job_types, job_constexprs)
         if untyped:
             if job.explicit:
@@ -281,6 +332,9 @@ def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict 
         try:
             job.spec = specialization_from_types(job.kfn, job_types, job_constexprs, job_hints)
         except TlxcError as exc:   # missing constexpr values: a command-line problem
+            if "." in job.attr and not job.explicit:      # a nested kernel found, not asked for
+                job.skip_reason = exc.message
+                continue
             raise UsageError(exc.message) from None
     used = {p for job in jobs if job.spec for p in job.kfn.param_names}
     compiled = ", ".join(job.name for job in jobs if job.spec) or "none"
@@ -362,8 +416,12 @@ def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str, Any]:
     arch = args.arch
     if arch not in ARCHS:
         raise UsageError(f"unknown arch '{arch}' (expected one of {', '.join(ARCHS)})")
-    if args.num_warps not in NUM_WARPS:
+    if args.num_warps is not None and args.num_warps not in NUM_WARPS:
         raise UsageError(f"--num-warps must be one of {', '.join(map(str, NUM_WARPS))}, got {args.num_warps}")
+    try:
+        config_choice = parse_config_choice(getattr(args, "config", None))
+    except KernelSetupError as exc:
+        raise UsageError(str(exc)) from None
     constexprs = dict(parse_define(d) for d in args.defines)
     try:
         types = parse_signature(args.signature) if args.signature else {}
@@ -371,8 +429,10 @@ def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str, Any]:
     except ValueError as exc:
         raise UsageError(f"--signature: {exc}") from None
     module = load_module(args.file)
-    jobs = select_jobs(module, args.file, args.kernel)
+    jobs = select_jobs(module, args.file, args.kernel, config_choice)
     specialize_jobs(jobs, types, constexprs, hints, module)
+    for job in jobs:
+        _launch_options(job, args)
     for job in jobs:      # helpers are inlined into kernels: skipped silently
         if job.skip_reason and not quiet and not _is_helper(job, jobs):
             print(f"tlxc: skipping helper {job.name}: {job.skip_reason}", file=sys.stderr)
@@ -381,6 +441,23 @@ def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str, Any]:
         raise UsageError(f"{args.file}: no kernel to compile (every kernel was skipped as a helper; "
                          f"name one with --kernel and give its types)")
     return jobs, arch, module
+
+
+def _launch_options(job: Job, args) -> None:
+    """num_warps and clusters: the command line's, else the autotune config's, else 4 and none."""
+    config = job.config
+    job.num_warps = args.num_warps or (config.num_warps if config is not None else 4)
+    if job.num_warps not in NUM_WARPS:
+        raise UsageError(f"{job.name}: config {job.config_index} has num_warps={job.num_warps}; tlxc takes "
+                         f"{', '.join(map(str, NUM_WARPS))}")
+    job.cluster = cluster_option(args)
+    if job.cluster is None and config is not None and config.ctas_per_cga is not None:
+        from .errors import LaunchError
+        from .runtime.launch import cluster_dims
+        try:
+            job.cluster = cluster_dims(config.ctas_per_cga)
+        except LaunchError as exc:
+            raise UsageError(f"{job.name}: config {job.config_index}: {exc}") from None
 
 
 def parse_stages(text: str) -> tuple[str, ...]:
@@ -412,8 +489,8 @@ def cmd_compile(args) -> int:
     failed = False
     for job in jobs:
         try:
-            compiled = compile_kernel(job.kfn, job.spec, arch=arch, num_warps=args.num_warps, stages=stages,
-                                      cluster=cluster_option(args))
+            compiled = compile_kernel(job.kfn, job.spec, arch=arch, num_warps=job.num_warps, stages=stages,
+                                      cluster=job.cluster)
         except TlxcError as exc:
             print(exc.render(), file=sys.stderr)
             failed = True
@@ -437,7 +514,7 @@ def write_outputs(jobs: list[Job], directory: Path) -> None:
         raise UsageError(f"cannot create output directory {directory}: {exc.strerror}") from None
     for job in jobs:
         for stage, content in job.outputs.items():
-            path = directory / f"{job.name}.{stage}"
+            path = directory / f"{job.stem or job.name}.{stage}"
             if isinstance(content, (bytes, bytearray)):
                 path.write_bytes(bytes(content))
             else:
@@ -448,7 +525,7 @@ def print_outputs(jobs: list[Job]) -> None:
     for job in jobs:
         for stage, content in job.outputs.items():
             if isinstance(content, (bytes, bytearray)):
-                raise UsageError(f"stage '{stage}' is binary: pass -o DIR to write {job.name}.{stage}")
+                raise UsageError(f"stage '{stage}' is binary: pass -o DIR to write {job.stem or job.name}.{stage}")
     for job in jobs:
         for content in job.outputs.values():
             text = _as_text(content)
@@ -469,10 +546,12 @@ def cmd_check(args) -> int:
     inputs = _run_inputs(module, jobs) if args.run else {}
     failed = False
     for job in jobs:
-        findings = check_job(job, arch, args.num_warps, cluster_option(args))
+        findings = check_job(job, arch, job.num_warps, job.cluster)
+        from .check.findings import FAILING, INFO
         for finding in findings:
-            print(finding.render(), file=sys.stderr)
-        errors = any(f.severity != "note" for f in findings)
+            if finding.severity != INFO or args.verbose:
+                print(finding.render(), file=sys.stderr)
+        errors = any(f.severity in FAILING for f in findings)
         failed |= errors
         if args.run and not errors:
             failed |= _run_job(job, inputs, args)
@@ -509,7 +588,7 @@ def _run_job(job: Job, inputs: dict, args) -> bool:
     grid, run_args, kwargs = launch
     kwargs = {**kwargs, **{name: value for name, value in _defines(args).items() if name in job.kfn.param_names}}
     seeds = (SEEDS + tuple(range(len(SEEDS) - 1, args.seeds)))[:args.seeds]
-    error = run_kernel(job.kfn, grid, run_args, kwargs, seeds=seeds, num_warps=args.num_warps, arch=args.arch)
+    error = run_kernel(job.kfn, grid, run_args, kwargs, seeds=seeds, num_warps=job.num_warps, arch=args.arch)
     if error is None:
         return False
     print(error.render(), file=sys.stderr)

@@ -5,10 +5,12 @@
   op other than ``async_dot_wait`` or another ``async_dot`` (as its ``acc``)
   or a loop's carried value: the tensor cores may still be writing those
   registers;
-* ``tma.missing-fence``: a ``local_store`` to a buffer followed, in the same
-  task, by an ``async_descriptor_store`` from that buffer with no
-  ``tlx.fence("async_shared")`` in between: the TMA engine (async proxy) may
-  read the bytes before the generic-proxy stores are visible to it;
+* ``tma.missing-fence`` (info, shown by ``tlxc check --verbose``): a
+  ``local_store`` to a buffer followed, in the same task, by an
+  ``async_descriptor_store`` from that buffer with no ``tlx.fence("async_shared")``
+  in between.  The TMA engine (async proxy) would not see the generic-proxy
+  stores; as Triton does for TLX, the codegen inserts the fence there
+  (``codegen_c/shared_order.py``), so the note only says where it went;
 * ``tma.store-in-flight-at-exit``: a task (or the kernel) can end with an
   ``async_descriptor_store`` whose read of shared memory no
   ``async_descriptor_store_wait(0)`` has waited for: the CTA's shared memory
@@ -19,7 +21,8 @@
 from __future__ import annotations
 
 from ..ir.core import Operation
-from .findings import Finding
+from .findings import INFO, Finding
+from .views import view_roots
 
 VIEW_OPS = frozenset({"tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret"})
 CARRIERS = frozenset({"scf.yield", "scf.for", "scf.while", "scf.condition", "scf.if"})
@@ -96,17 +99,10 @@ def _early_results(kernel: Operation) -> list[Finding]:
 
 
 def _root(value):
-    """The ``tlx.local_alloc`` a buffer view comes from (or None)."""
-    for _ in range(16):
-        owner = getattr(value, "owner", None)
-        if not isinstance(owner, Operation):
-            return None
-        if owner.name == "tlx.local_alloc":
-            return owner
-        if owner.name not in VIEW_OPS:
-            return None
-        value = owner.operands[0]
-    return None
+    """The ``tlx.local_alloc`` a buffer view comes from (or None); a view reassigned in a
+    loop or an ``if`` is followed to the values that flow into it."""
+    roots = [r for r in view_roots(value) if r.name == "tlx.local_alloc"]
+    return roots[0] if roots else None
 
 
 def _missing_fences(block, stored: dict, findings: list) -> None:
@@ -133,7 +129,8 @@ def _missing_fences(block, stored: dict, findings: list) -> None:
                 findings.append(Finding(
                     f"async_descriptor_store reads a buffer that local_store wrote (line "
                     f"{store.loc.line if store.loc else '?'}) with no tlx.fence(\"async_shared\") in between: the TMA "
-                    f"engine reads shared memory through the async proxy and may not see the stores; add "
-                    f"tlx.fence(\"async_shared\") after the last local_store", op.loc,
-                    [(f"the local_store to {name} is here", store.loc)], "tma.missing-fence"))
+                    f"engine reads shared memory through the async proxy, so tlxc inserts the proxy fence right "
+                    f"before this store (as Triton does for TLX); write tlx.fence(\"async_shared\") after the last "
+                    f"local_store to make it explicit", op.loc,
+                    [(f"the local_store to {name} is here", store.loc)], "tma.missing-fence", severity=INFO))
                 del stored[_root(op.operands[1])]

@@ -23,7 +23,7 @@ schedule.  They are tried from the most specific to the most general:
    ``barrier.too-many-arrivals``, ``named.count-mismatch``,
    ``named.too-many-threads``, ``race.cp-async``, ``race.overwrite``,
    ``race.mma-early-release``, ``race.async-dot``, ``race.shared``,
-   ``barrier.expect-bytes``), and, as a warning, ``named.open-round``.
+   ``barrier.expect-bytes``), and, as an info remark, ``named.open-round``.
 """
 from __future__ import annotations
 
@@ -32,9 +32,10 @@ from dataclasses import dataclass
 
 from ..ir.core import BlockArgument, Operation
 from .describe import assignment_location, barrier_use, bindings, ordinal, phase_use, task_label, times, where
-from .findings import WARNING, Finding
+from .findings import INFO, Finding
 from .simulate import Failure, Simulator
 from .trace import BarrierArray, Event, TaskTrace, clean_name
+from .views import view_roots
 
 # findings about how often tasks arrive and wait: the ones that unrelated pinned trip counts can fake
 COUNT_FINDINGS = ("barrier.missing-arrive", "barrier.extra-arrive", "barrier.arrive-count", "barrier.deadlock",
@@ -168,11 +169,12 @@ def tx_bytes(ctx: Context, t: int, e: Event) -> Finding | None:
 
 
 def _arrived_arrays(op: Operation) -> list:
-    """The barrier allocations ``op`` arrives on (an arrive, an expect, a tcgen05 completion)."""
+    """The barrier allocations ``op`` arrives on (an arrive, an expect, a tcgen05 completion);
+    a view reassigned in a loop or an ``if`` may name several (``views.view_roots``)."""
     if op.name in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes", "tlx.tcgen05_commit"):
-        return [_array_op(op)]
+        return [_array_op(op)] + view_roots(op.operands[0] if op.operands else None)
     if op.name == "tlx.tcgen05_mma":
-        return [_view_owner(v) for v in op.barriers]
+        return [_view_owner(v) for v in op.barriers] + [r for v in op.barriers for r in view_roots(v)]
     return []
 
 
@@ -590,17 +592,22 @@ def named_mismatch(ctx: Context, failure: Failure) -> Finding:
 
 def named_open_round(ctx: Context, failure: Failure) -> Finding:
     """Every task finished with a named-barrier round still open: the
-    arrive side made more passes than the sync side took turns."""
+    arrive side made more passes than the sync side took turns.  That is
+    the ping-pong idiom as TLX writes it (the last hand-off goes to a turn
+    nobody takes), and harmless: ``bar.arrive`` does not block, and a named
+    barrier's count does not outlive the CTA.  So it is an ``info`` remark
+    (``tlxc check --verbose``), not a warning that fails the check."""
     e = failure.event
     arrived, expected = failure.detail.split()
     who = _unique([ctx.task(t) for t, _ in failure.other])
     by = " and ".join(task_label(task) for task in who)
     notes = [(f"{task_label(ctx.task(t))} arrives here (bar.arrive)", x.loc) for t, x in failure.other if x is not e]
     return Finding(f"named barrier {e.ident} still has a round open when every task has finished: {by} brought "
-                   f"{arrived} of the {expected} threads it counts (bar.arrive), and no bar.sync ever consumes them. "
-                   f"The arrive side passes one turn more than the sync side takes; absorb the last pass with a "
+                   f"{arrived} of the {expected} threads it counts (bar.arrive), and no bar.sync consumes them. "
+                   f"This is the ping-pong hand-off to a turn nobody takes, harmless at the kernel's end (bar.arrive "
+                   f"does not block; the count dies with the CTA); to close it anyway, absorb the last pass with a "
                    f"final named_barrier_wait by the task it falls to, or skip the last arrive", e.loc, notes[:3],
-                   "named.open-round", severity=WARNING)
+                   "named.open-round", severity=INFO)
 
 
 def consumer_free_pass(ctx: Context) -> Finding | None:

@@ -18,6 +18,7 @@ from ..ir.core import Operation, Value
 from ..ir.types import PointerType, ScalarType, TensorType
 from ..passes.axis_info import AxisAnalysis
 from . import ctypes_ as C
+from .shared_order import SharedOrder
 
 RULES: dict[str, Callable[[KernelLowering, Operation], None]] = {}
 
@@ -109,6 +110,7 @@ class KernelLowering:
         self.epilogue: list[str] = []                              # lines every thread runs at the end
         self.rule_state: dict[str, object] = {}                    # per-kernel state of a rules_* module
         self.axis = AxisAnalysis(kernel)
+        self.shared_order = SharedOrder(kernel, getattr(target, "arch", ""))
         self.counter = 0
         self.term_counter = 0
 
@@ -279,7 +281,24 @@ class KernelLowering:
             raise InternalCompilerError(f"no {self.target.name} lowering for {op.name}{where}", op.loc)
         if op.name not in ("scf.yield", "scf.condition", "tl.return"):
             self.out.marker(op.loc)
+        self.emit_orderings(self.shared_order.before.get(id(op), ()), op)
         rule(self, op)
+        self.emit_orderings(self.shared_order.after.get(id(op), ()), op)
+
+    def emit_orderings(self, orderings, op: Operation) -> None:
+        """The fences and barriers ``shared_order`` decided around ``op``."""
+        why = _ORDERING_WHY.get(op.name, "")
+        for what in orderings:
+            text = self.target.fence("async_shared") if what == "fence" else self.sync()
+            self.out.line(f"{text}  // {what}: {why}" if why else text)
+
+
+_ORDERING_WHY = {
+    "tlx.async_wait_group": "every thread's cp.async data, visible to all threads and the async proxy",
+    "tlx.async_dot_wait": "every warpgroup's retired wgmma reads, before shared memory is refilled",
+    "tlx.async_dot": "local_store data, visible to the wgmma (async proxy)",
+    "tlx.async_descriptor_store": "local_store data, visible to the TMA store (async proxy)",
+}
 
 
 # -- layout helpers ------------------------------------------------------------------------

@@ -8,7 +8,9 @@ and issues one predicated vector access per group.
 """
 from __future__ import annotations
 
+from ..errors import InternalCompilerError
 from ..ir.types import PointerType, TensorType
+from ..passes.uniformity import Uniformity
 from . import ctypes_ as C
 from .lower import elem, lowering, registers
 
@@ -84,22 +86,117 @@ def store(lw, op):
     lw.out.close()
 
 
+# -- atomics ---------------------------------------------------------------------------------
+# Each element is updated exactly once: only the thread (and register) that owns
+# an element in the result's layout performs its atomic, the replicas do not; a
+# scalar atomic runs on the scope's first thread.  Where the old values are used,
+# the owners publish them through shared memory so that every replica reads them
+# (a spin on tl.atomic_cas sees one answer in every thread).
+#
+# ``sem`` has its tile-level meaning, the interpreter's: a program is one thread of
+# tiles.  A release (release, acq_rel) orders every earlier access of the program,
+# whichever thread made it, so a barrier over the scope precedes the atomic; an
+# acquire (acquire, acq_rel) orders every later access, so one follows it.  A
+# relaxed atomic has neither (docs/language.md, "Atomics").
+
+
 @lowering("tl.atomic_rmw")
 def atomic_rmw(lw, op):
     ptr, value = op.operands[:2]
     mask, _ = _operands(op)
+    template = lw.target.atomic(op.attrs["kind"], elem(value.type), op.attrs["sem"], op.attrs["scope"])
+    _emit_atomic(lw, op, mask, lambda i: template.format(p=lw.ref(ptr, i), v=lw.ref(value, i)))
+
+
+@lowering("tl.atomic_cas")
+def atomic_cas(lw, op):
+    ptr, cmp, value = op.operands
+    template = lw.target.atomic("cas", elem(value.type), op.attrs["sem"], op.attrs["scope"])
+    _emit_atomic(lw, op, None, lambda i: template.format(p=lw.ref(ptr, i), c=lw.ref(cmp, i),
+                                                          v=lw.ref(value, i)))
+
+
+def _emit_atomic(lw, op, mask, call_of) -> None:
     result = op.results[0]
-    t = elem(value.type)
-    fn = lw.target.atomic(op.attrs["kind"], t, op)
+    t = elem(result.type)
     name = lw.declare(result)
+    # Under a branch on tlx.thread_id the threads that get here are the user's choice:
+    # each performs its atomic, and no barrier may run (the others never arrive).
+    uniform = not _uniformity(lw).divergent(op)
+    owner = _owner(lw, result.type) if uniform else None
+    pred = " && ".join(p for p in (owner, lw.ref(mask) if mask is not None else None) if p) or "true"
     zero = C.constant_literal(0, t)
-    pred = lw.ref(mask) if mask is not None else "true"
-    call = fn.format(p=lw.ref(ptr), v=lw.ref(value))
-    body = f"{lw.ref(result) if isinstance(result.type, TensorType) else name} = ({pred}) ? {call} : {zero};"
+    sem = op.attrs["sem"] if uniform else "relaxed"
+    if sem in ("release", "acq_rel"):
+        lw.out.line(lw.sync())
     if isinstance(result.type, TensorType):
-        lw.for_registers(result, body)
+        lw.for_registers(result, f"{name}[i] = ({pred}) ? {call_of('i')} : {zero};")
     else:
-        lw.out.line(body)
+        lw.out.line(f"{name} = ({pred}) ? {call_of('0')} : {zero};")
+    if owner is not None and id(result) in _used_values(lw):
+        _publish(lw, result, owner)         # ends with a barrier
+    elif sem in ("acquire", "acq_rel"):
+        lw.out.line(lw.sync())
+
+
+def _owner(lw, t) -> str | None:
+    """The C condition selecting the one slot that holds each element of a value of
+    type ``t`` (None: every slot holds a distinct element)."""
+    if not isinstance(t, TensorType):
+        return f"({lw.scope.tid_var} == 0)"
+    layout = t.layout
+    free = layout.free_bits()
+    if layout.duplication() != 1 << sum(len(bits) for bits in free.values()):
+        raise InternalCompilerError(f"an atomic on layout {layout}, which duplicates elements through "
+                                    f"non-zero bases (a tlxc bug: the layout rule must not pick it)")
+    terms = []
+    for dim, var in (("register", "i"), ("lane", "lane"), ("warp", lw.scope.warp_var)):
+        bits = sum(1 << b for b in free[dim])
+        if bits:
+            terms.append(f"(({var}) & {bits}) == 0")
+    return "(" + " && ".join(terms) + ")" if terms else None
+
+
+def _publish(lw, result, owner: str) -> None:
+    """Owners write the old values to shared memory; every slot reads its element back."""
+    t = result.type
+    ctype = C.storage_type(elem(t))
+    numel = t.numel if isinstance(t, TensorType) else 1
+    buf = lw.fresh("atom_old")
+    smem = lw.need_scratch(numel * max(1, elem(t).bytes))
+    lw.out.line(f"{ctype}* {buf} = reinterpret_cast<{ctype}*>({smem});")
+    lw.out.line(lw.sync())
+    name = lw.name(result)
+    if not isinstance(t, TensorType):
+        lw.out.line(f"if {owner} {buf}[0] = {name};")
+        lw.out.line(lw.sync())
+        lw.out.line(f"{name} = {buf}[0];")
+        return
+    flat = lw.flat_expr(t.layout)
+    lw.for_registers(result, f"if {owner} {buf}[{flat}] = {name}[i];")
+    lw.out.line(lw.sync())
+    lw.for_registers(result, f"{name}[i] = {buf}[{flat}];")
+
+
+def _uniformity(lw) -> Uniformity:
+    found = lw.rule_state.get("memory.uniformity")
+    if found is None:
+        found = lw.rule_state["memory.uniformity"] = Uniformity(lw.kernel)
+    return found
+
+
+def _used_values(lw) -> set[int]:
+    """ids of the values some op of the kernel reads (computed once per kernel)."""
+    used = lw.rule_state.get("memory.used")
+    if used is None:
+        used = {id(v) for op in lw.kernel.walk() for v in op.operands}
+        lw.rule_state["memory.used"] = used
+    return used
+
+
+@lowering("tl.debug_barrier")
+def debug_barrier(lw, op):
+    lw.out.line(lw.sync())
 
 
 __all__ = ["PointerType"]

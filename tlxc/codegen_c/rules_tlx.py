@@ -10,7 +10,8 @@ A column-blocked buffer (``attrs.column_block``; ``lw.view_block`` of its
 views: (columns per block, elements per block)) has row stride ``cols`` and
 its contiguous coordinate ``c`` is addressed as ``(c / cols) * block + c % cols``;
 a column slice at a multiple of ``cols`` and at most ``cols`` wide is a plain
-(unblocked) tile at its block's start.
+(unblocked) tile at its block's start.  A TMA box wider than its swizzle span
+is one copy per block (``_tma_pieces``).
 Warp specialization (``lower_warp_specialized``) splits the kernel body:
 
 * the uniform prologue (allocations, barrier inits, the scalars the tasks
@@ -311,19 +312,41 @@ def _tma_coords(lw, offsets) -> list[str]:
     return [lw.name(o) for o in reversed(offsets)]
 
 
-def _same_swizzle(lw, op, desc_type, view) -> None:
-    """The TMA unit lays the box out with the descriptor's swizzle; the buffer's
-    readers must use the same one (``shared-layouts`` makes them agree)."""
+def _tma_pieces(lw, op, desc_type, view, offsets) -> list[tuple[str, str]]:
+    """The copies one TMA box takes: (shared pointer, coordinates) per copy.
+
+    The TMA unit lays the box out with the descriptor's swizzle; the buffer's readers must
+    use the same one (``shared-layouts`` makes them agree).  A box wider than its swizzle span
+    (``TensorDescType.copy_box``: the host map's box is the span-wide sub-box) is one copy per
+    sub-box, sub-box ``j`` (columns ``j * cols ..``) into column block ``j`` of the buffer."""
     swizzle = lw.view_swizzle.get(id(view), 0)
     if desc_type.swizzle != swizzle:
         raise CompilationError(f"the TMA descriptor ({desc_type}) swizzles its box by {desc_type.swizzle} bytes "
                                f"but the shared buffer is laid out with swizzle {swizzle} (a tlxc bug: the "
                                f"shared-layouts pass should have made them agree)", op.loc)
-    if id(view) in lw.view_block:
-        cols = lw.view_block[id(view)][0]
-        raise CompilationError(f"this shared buffer is stored as {cols}-column blocks (its rows are wider than "
-                               f"the 128-byte swizzle); a TMA copy must target one block: copy boxes {cols} "
-                               f"columns wide into tlx.local_slice(buf, [0, j * {cols}], [rows, {cols}])", op.loc)
+    base = lw.views[id(view)][0]
+    coords = _tma_coords(lw, offsets)
+    copy_cols, box_cols = desc_type.copy_box[-1], desc_type.block_shape[-1]
+    block = lw.view_block.get(id(view))
+    if copy_cols == box_cols:
+        if block:
+            raise CompilationError(f"this shared buffer is stored as {block[0]}-column blocks (its rows are wider "
+                                   f"than the 128-byte swizzle); a TMA copy of a {box_cols}-column box must "
+                                   f"target one block: tlx.local_slice(buf, [0, j * {block[0]}], [rows, "
+                                   f"{block[0]}]), or copy a box as wide as the buffer", op.loc)
+        return [(base, _shifted(coords, 0))]
+    if not block or block[0] != copy_cols or view.type.shape[-1] != box_cols:
+        raise CompilationError(f"the TMA box of {desc_type} is copied as {box_cols // copy_cols} sub-boxes "
+                               f"{copy_cols} columns wide, into a buffer stored as {copy_cols}-column blocks "
+                               f"as wide as the box; got {view.type} (a tlxc bug if the shapes agree: the "
+                               f"shared-layouts pass stores such buffers column-blocked)", op.loc)
+    return [(f"{base} + {j * block[1]}" if j else base, _shifted(coords, j * copy_cols))
+            for j in range(box_cols // copy_cols)]
+
+
+def _shifted(coords: list[str], shift: int) -> str:
+    """TMA coordinates (innermost first) with the innermost moved ``shift`` elements on."""
+    return ", ".join([f"{coords[0]} + {shift}" if shift else coords[0], *coords[1:]])
 
 
 @lowering("tlx.async_descriptor_load")
@@ -331,20 +354,26 @@ def async_descriptor_load(lw, op):
     desc, dst, bar = op.operands[:3]
     has_pred = op.attrs.get("has_pred")
     offsets = op.offsets
-    _same_swizzle(lw, op, desc.type, dst)
-    base, _ = lw.views[id(dst)]
+    pieces = _tma_pieces(lw, op, desc.type, dst, offsets)
     rank = len(offsets)
     cond = f"{lw.scope.tid_var} == 0" + (f" && {lw.name(op.operands[-1])}" if has_pred else "")
-    coords = ", ".join(_tma_coords(lw, offsets))
-    if op.attrs.get("multicast"):
-        helper = f"tlx_tma_load_multicast_{rank}d"
-        mask = f"(unsigned short){lw.name(op.cta_mask)}"
-        lw.target.use(helper)
-        lw.out.line(f"if ({cond}) {helper}({base}, &{lw.name(desc)}, {lw.name(bar)}, {mask}, {coords});")
-        return
-    helper = f"tlx_tma_load_{rank}d"
+    multicast = op.attrs.get("multicast")
+    helper = f"tlx_tma_load_multicast_{rank}d" if multicast else f"tlx_tma_load_{rank}d"
+    mask = f"(unsigned short){lw.name(op.cta_mask)}, " if multicast else ""
     lw.target.use(helper)
-    lw.out.line(f"if ({cond}) {helper}({base}, &{lw.name(desc)}, {lw.name(bar)}, {coords});")
+    calls = [f"{helper}({ptr}, &{lw.name(desc)}, {lw.name(bar)}, {mask}{coords});" for ptr, coords in pieces]
+    _issue(lw, cond, calls)
+
+
+def _issue(lw, cond: str, calls: list[str]) -> None:
+    """``if (cond) call;`` -- one line per copy of a split box under one guard."""
+    if len(calls) == 1:
+        lw.out.line(f"if ({cond}) {calls[0]}")
+        return
+    lw.out.open(f"if ({cond})")
+    for call in calls:
+        lw.out.line(call)
+    lw.out.close()
 
 
 @lowering("tlx.async_descriptor_prefetch_tensor")
@@ -354,25 +383,28 @@ def async_descriptor_prefetch_tensor(lw, op):
     cond = f"{lw.scope.tid_var} == 0" + (f" && {lw.name(op.operands[-1])}" if op.attrs.get("has_pred") else "")
     helper = f"tlx_tma_prefetch_{len(offsets)}d"
     lw.target.use(helper)
-    lw.out.line(f"if ({cond}) {helper}(&{lw.name(desc)}, {', '.join(_tma_coords(lw, offsets))});")
+    coords = _tma_coords(lw, offsets)
+    copy_cols, box_cols = desc.type.copy_box[-1], desc.type.block_shape[-1]
+    # the map's box is the sub-box of a split box: prefetch each one
+    calls = [f"{helper}(&{lw.name(desc)}, {_shifted(coords, j * copy_cols)});" for j in range(box_cols // copy_cols)]
+    _issue(lw, cond, calls)
 
 
 @lowering("tlx.async_descriptor_store")
 def async_descriptor_store(lw, op):
     desc, src = op.operands[:2]
     offsets = op.operands[2:]
-    _same_swizzle(lw, op, desc.type, src)
-    base, _ = lw.views[id(src)]
+    pieces = _tma_pieces(lw, op, desc.type, src, offsets)
     helper = f"tlx_tma_store_{len(offsets)}d"
     lw.target.use(helper)
     lw.target.use("tlx_bulk_commit_group")
-    coords = ", ".join(_tma_coords(lw, offsets))
+    stores = " ".join(f"{helper}(&{lw.name(desc)}, {ptr}, {coords});" for ptr, coords in pieces)
     # Every thread's shared-memory writes (fenced by the user's fence("async_shared")) must be
     # done before the one thread issues the copy; bulk groups belong to the issuing thread, so
-    # the store, its commit and its waits stay on thread 0.
+    # the store, its commit and its waits stay on thread 0; the copies of a split box are one
+    # bulk group, so store waits count boxes.
     lw.out.line(lw.sync())
-    lw.out.line(f"if ({lw.scope.tid_var} == 0) {{ {helper}(&{lw.name(desc)}, {base}, {coords}); "
-                f"tlx_bulk_commit_group(); }}")
+    lw.out.line(f"if ({lw.scope.tid_var} == 0) {{ {stores} tlx_bulk_commit_group(); }}")
 
 
 @lowering("tlx.async_descriptor_store_wait")
@@ -493,8 +525,21 @@ _UNIFORM = ("arith.", "math.", "tl.program_id", "tl.num_programs", "tlx.local_al
 
 
 def _is_uniform(op) -> bool:
-    return not any(isinstance(r.type, TensorType) for r in op.results) and op.name.startswith(_UNIFORM) \
-        and not op.regions
+    if any(isinstance(r.type, TensorType) for r in op.results):
+        return False
+    if op.name == "scf.if":         # a scalar if: uniform when both branches are
+        return all(_is_uniform(inner) for region in op.regions for inner in region.block.ops)
+    if op.name == "scf.yield":
+        return True
+    return op.name.startswith(_UNIFORM) and not op.regions
+
+
+def _used_values(op):
+    """The values ``op`` reads, including those its regions read from outside."""
+    yield from op.operands
+    for region in op.regions:
+        for inner in region.block.ops:
+            yield from _used_values(inner)
 
 
 def task_plan(kernel_warps: int, tasks) -> list[dict]:
@@ -611,7 +656,7 @@ def _uniform_slice(pre_ops, ws_op) -> set[int]:
                                    f"'tlx.async_tasks'; only scalars, pointers, buffers and barriers computed "
                                    f"without register tensors can be shared with tasks", op.loc)
         wanted.add(id(op))
-        for v in op.operands:
+        for v in _used_values(op):
             if id(v) in defined_by:
                 stack.append(defined_by[id(v)])
     return wanted

@@ -191,6 +191,63 @@ for _words, _bits in ((1, 32), (2, 64), (4, 128)):
     define(f"tlx_st_global_b{_bits}", _st(f"tlx_st_global_b{_bits}", _words))
 
 
+# -- atomics -------------------------------------------------------------------------------
+# One helper per atom instruction (operation and type).  The memory semantics and
+# the scope are template parameters (indices into ATOM_SEMS / ATOM_SCOPES) that pick
+# one of the twelve spellings at compile time, so every spelling still lives here.
+ATOM_SEMS = ("relaxed", "acquire", "release", "acq_rel")
+ATOM_SCOPES = ("cta", "gpu", "sys")
+# PTX type -> (C type of the operands, inline-asm constraint)
+ATOM_TYPES = {"u32": ("unsigned", "r"), "s32": ("int", "r"), "b32": ("unsigned", "r"), "f32": ("float", "f"),
+              "u64": ("unsigned long long", "l"), "s64": ("long long", "l"), "b64": ("unsigned long long", "l"),
+              "f64": ("double", "d"), "b16": ("unsigned short", "h"), "f16": ("unsigned short", "h"),
+              "bf16": ("unsigned short", "h")}
+# operation -> the PTX types it has (add.f16/bf16 are spelled add.noftz)
+ATOM_OPS = {"add": ("u32", "s32", "u64", "f32", "f64", "f16", "bf16"),
+            "min": ("u32", "s32", "u64", "s64"), "max": ("u32", "s32", "u64", "s64"),
+            "and": ("b32", "b64"), "or": ("b32", "b64"), "xor": ("b32", "b64"),
+            "exch": ("b32", "b64"), "cas": ("b16", "b32", "b64")}
+
+
+def atom_name(op: str, ptx_type: str) -> str:
+    return f"tlx_atom_{op}_{ptx_type}"
+
+
+def atom_instruction(op: str, ptx_type: str, sem: str, scope: str) -> str:
+    """``atom.<sem>.<scope>.global.<op>.<type>``: the PTX ISA's order of qualifiers."""
+    spelled = "add.noftz" if op == "add" and ptx_type in ("f16", "bf16") else op
+    return f"atom.{sem}.{scope}.global.{spelled}.{ptx_type}"
+
+
+def _atom(op: str, ptx_type: str) -> str:
+    ctype, c = ATOM_TYPES[ptx_type]
+    name = atom_name(op, ptx_type)
+    cas = op == "cas"
+    params = f"void* p, {ctype} cmp, {ctype} v" if cas else f"void* p, {ctype} v"
+    operands = "%0, [%1], %2, %3" if cas else "%0, [%1], %2"
+    inputs = f'"l"(p), "{c}"(cmp), "{c}"(v)' if cas else f'"l"(p), "{c}"(v)'
+    branches = []
+    for i, sem in enumerate(ATOM_SEMS):
+        for j, scope in enumerate(ATOM_SCOPES):
+            keyword = "if constexpr" if not branches else "else if constexpr"
+            branches.append(f'  {keyword} (SEM == {i} && SCOPE == {j})\n'
+                            f'    asm volatile("{atom_instruction(op, ptx_type, sem, scope)} {operands};"'
+                            f' : "={c}"(r) : {inputs} : "memory");')
+    body = "\n".join(branches)
+    return f"""
+template <int SEM, int SCOPE>
+{_INLINE} {ctype} {name}({params}) {{
+  {ctype} r;
+{body}
+  return r;
+}}"""
+
+
+for _op, _types in ATOM_OPS.items():
+    for _type in _types:
+        define(atom_name(_op, _type), _atom(_op, _type))
+
+
 # -- tensor cores ----------------------------------------------------------------------------
 def _mma(dtype: str):
     return f"""

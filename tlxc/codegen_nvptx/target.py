@@ -192,18 +192,43 @@ class CudaTarget:
         packed = _pack([f"{src}[i + {j}]" for j in range(width)], t, bits // 32)
         return f"{helper}({ptr}, {', '.join(packed)});"
 
-    def atomic(self, kind: str, t, op) -> str:
-        """A format string with ``{p}`` and ``{v}`` performing the atomic, yielding the old value."""
-        name = getattr(t, "name", "")
-        if kind == "add" and name in ("i32", "u32", "f32", "f64", "u64"):
-            return "atomicAdd({p}, {v})"
-        if kind == "add" and name == "i64":
-            return "(long long)atomicAdd((unsigned long long*)({p}), (unsigned long long)({v}))"
-        if kind in ("max", "min") and name in ("i32", "u32", "i64", "u64"):
-            return f"atomic{kind.capitalize()}({{p}}, {{v}})"
-        if kind == "xchg" and name in ("i32", "u32", "f32", "u64"):
-            return "atomicExch({p}, {v})"
-        raise CompilationError(f"atomic_{kind} on {t} is not supported on {self.arch} yet", op.loc)
+    def atomic(self, kind: str, t, sem: str, scope: str) -> str:
+        """A C expression template with ``{p}`` and ``{v}`` (and ``{c}``, the compare
+        value of ``kind == 'cas'``) performing the atomic with memory semantics ``sem``
+        and scope ``scope``; it yields the old value in ``t``'s storage type.  Float
+        min/max take Triton's route: a signed integer max (min) on the bits where
+        ``v`` is non-negative, an unsigned min (max) where its sign bit is set."""
+        template = f"<{ptx.ATOM_SEMS.index(sem)}, {ptx.ATOM_SCOPES.index(scope)}>"
+        if kind in ("max", "min") and t.is_float:
+            return self._float_min_max(kind, t, template)
+        op = {"xchg": "exch"}.get(kind, kind)
+        ptx_type = _atom_type(op, t)
+        name = ptx.atom_name(op, ptx_type)
+        self.use(name)
+        to_atom, from_atom = _atom_conversions(t, ptx_type)
+        args = [to_atom.format("{c}")] if kind == "cas" else []
+        args.append(to_atom.format("{v}"))
+        return from_atom.format(f"{name}{template}({{p}}, {', '.join(args)})")
+
+    def _float_min_max(self, kind: str, t, template: str) -> str:
+        bits = t.bits
+        signed, unsigned = ptx.atom_name(kind, f"s{bits}"), \
+            ptx.atom_name("min" if kind == "max" else "max", f"u{bits}")
+        self.use(signed)
+        self.use(unsigned)
+        if bits == 32:
+            as_int, as_uint, from_int, from_uint = "__float_as_int", "__float_as_uint", "__int_as_float", \
+                "__uint_as_float"
+            negative = "(__float_as_int({v}) < 0)"
+        else:
+            as_int, from_int = "__double_as_longlong", "__longlong_as_double"
+            as_uint = "(unsigned long long)__double_as_longlong"
+            from_uint = "__longlong_as_double((long long)"
+            negative = "(__double_as_longlong({v}) < 0)"
+        close = ")" if bits == 64 else ""
+        on_negative = f"{from_uint}({unsigned}{template}({{p}}, {as_uint}({{v}}))){close}"
+        on_positive = f"{from_int}({signed}{template}({{p}}, {as_int}({{v}})))"
+        return f"({negative} ? {on_negative} : {on_positive})"
 
     # -- tensor cores -----------------------------------------------------------------------
     def mma_m16n8k16(self, t) -> str:
@@ -261,3 +286,28 @@ def _unpack(words: list[str], t, width: int) -> list[str]:
     per_word = 32 // bits
     mask = (1 << bits) - 1
     return [f"({ctype})(({words[j // per_word]} >> {(j % per_word) * bits}) & {mask}u)" for j in range(width)]
+
+
+def _atom_type(op: str, t) -> str:
+    """The PTX type of ``atom.<op>`` on ``t`` elements (checked by the IR verifier)."""
+    bits = t.bits
+    if op in ("and", "or", "xor", "exch", "cas"):
+        return f"b{bits}"
+    if t.is_float:
+        return {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64"}[t.name]
+    if op == "add":
+        return "s32" if t.name == "i32" else f"u{bits}"     # two's complement: add.u64 serves i64
+    return f"{'u' if t.is_unsigned else 's'}{bits}"
+
+
+def _atom_conversions(t, ptx_type: str) -> tuple[str, str]:
+    """(storage → helper operand, helper result → storage) format strings."""
+    helper_type = ptx.ATOM_TYPES[ptx_type][0]
+    if t.name == "f32" and ptx_type == "b32":
+        return "__float_as_uint({})", "__uint_as_float({})"
+    if t.name == "f64" and ptx_type == "b64":
+        return "(unsigned long long)__double_as_longlong({})", "__longlong_as_double((long long){})"
+    storage = C.storage_type(t)
+    if storage == helper_type:
+        return "{}", "{}"
+    return f"({helper_type})({{}})", f"({storage})({{}})"

@@ -119,6 +119,39 @@ def _full(ctx, shape, value, dtype):
     return S.constant(ctx.b, value, TensorType(shape, dtype))
 
 
+def _like(x, shape, dtype, what="input"):
+    """The shape and dtype of a ``*_like`` result: ``input``'s unless given."""
+    if not isinstance(x, Tensor):
+        raise SemanticError(f"'{what}' must be a tensor, got {S.describe(x)}", param=what)
+    shape = x.shape if constexpr(shape, "shape") is None else shape
+    return shape, x.dtype if constexpr(dtype, "dtype") is None else dtype
+
+
+@rule("zeros_like")
+def _zeros_like(ctx, input, shape=None, dtype=None):
+    shape, dtype = _like(input, shape, dtype)
+    return _full(ctx, shape, 0, dtype)
+
+
+@rule("full_like")
+def _full_like(ctx, input, value, shape=None, dtype=None):
+    shape, dtype = _like(input, shape, dtype)
+    return _full(ctx, shape, value, dtype)
+
+
+def call_dtype(ctx, dtype: ScalarType, value):
+    """``tl.float32(x)``: ``x`` converted to the dtype (a tensor: ``x.to(dtype)``;
+    a number: a scalar of that dtype)."""
+    if isinstance(value, Tensor):
+        if isinstance(value.dtype, PointerType):
+            raise SemanticError(f"cannot call {dtype} on {S.describe(value)}; use .to({dtype}) for a "
+                                f"pointer-to-integer conversion")
+        return S.cast(ctx.b, value, dtype)
+    if isinstance(value, (bool, int, float)):
+        return S.constant(ctx.b, value, dtype)
+    raise SemanticError(f"{dtype}(x) converts a tensor or a number, got {S.describe(value)}")
+
+
 @rule("cdiv")
 def _cdiv(ctx, x, div):
     if not isinstance(x, Tensor) and not isinstance(div, Tensor):
@@ -156,10 +189,28 @@ def _mask(b, mask, shape) -> Tensor | None:
     return S.broadcast_to(b, mask, shape)
 
 
+def _is_block_pointer(value) -> bool:
+    from .block_ptr import BlockPointer     # here: block_ptr.py builds on this module
+    return isinstance(value, BlockPointer)
+
+
+def _no_block_pointer_options(boundary_check, padding_option) -> None:
+    """Triton's rule: bounds are known only to block pointers; plain pointers use masks."""
+    for param, value in (("boundary_check", boundary_check), ("padding_option", padding_option)):
+        if constexpr(value, param) not in ((), [], None, ""):
+            raise SemanticError(f"'{param}' applies only to block pointers (from tl.make_block_ptr); "
+                                f"with a pointer or a tensor of pointers, use 'mask' (and 'other')", param=param)
+
+
 @rule("load")
 def _load(ctx, pointer, mask=None, other=None, boundary_check=(), padding_option="",
           cache_modifier="", eviction_policy="", volatile=False):
     b = ctx.b
+    if _is_block_pointer(pointer):      # rewritten to pointers + mask (frontend/block_ptr.py)
+        from .block_ptr import rewrite_load
+        pointer, mask, other = rewrite_load(b, pointer, mask, other, boundary_check, padding_option)
+    else:
+        _no_block_pointer_options(boundary_check, padding_option)
     pointer = _pointer(b, pointer)
     if mask is not None and pointer.is_block is False and isinstance(mask, Tensor) and mask.is_block:
         shape = mask.shape
@@ -192,6 +243,11 @@ def _load(ctx, pointer, mask=None, other=None, boundary_check=(), padding_option
 @rule("store")
 def _store(ctx, pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
     b = ctx.b
+    if _is_block_pointer(pointer):      # rewritten to pointers + mask (frontend/block_ptr.py)
+        from .block_ptr import rewrite_store
+        pointer, value, mask = rewrite_store(b, pointer, value, mask, boundary_check)
+    else:
+        _no_block_pointer_options(boundary_check, "")
     pointer = _pointer(b, pointer)
     elem = pointer.dtype.pointee
     value_t = _value_of(b, value, elem, "value")
@@ -223,28 +279,7 @@ def _value_of(b, value, elem, what: str) -> Tensor:
     return S.constant(b, value, elem)
 
 
-def _atomic(kind):
-    def impl(ctx, pointer, val, mask=None, sem=None, scope=None):
-        b = ctx.b
-        pointer = _pointer(b, pointer)
-        elem = pointer.dtype.pointee
-        if not isinstance(elem, ScalarType) or elem.is_fp8 or elem.is_bool:
-            raise SemanticError(f"atomics do not support {elem} elements")
-        value_t = _value_of(b, val, elem, "val")
-        if not _broadcasts_to(value_t.shape, pointer.shape):
-            raise SemanticError(f"'val' of shape {list(value_t.shape)} does not match the pointer shape "
-                                f"{list(pointer.shape)}", param="val")
-        value_t = S.broadcast_to(b, value_t, pointer.shape)
-        mask_t = _mask(b, mask, pointer.shape)
-        operands = [pointer.value, value_t.value] + ([mask_t.value] if mask_t is not None else [])
-        attrs = {"kind": kind, "has_mask": mask_t is not None, "has_other": False,
-                 "sem": constexpr(sem, "sem") or "acq_rel", "scope": constexpr(scope, "scope") or "gpu"}
-        return Tensor(b.value("tl.atomic_rmw", operands, value_t.type, **attrs))
-    return impl
-
-
-for _kind in ("add", "max", "min", "xchg"):
-    RULES[f"atomic_{_kind}"] = _atomic(_kind)
+# The atomics' rules live in atomic_rules.py (imported by frontend/codegen.py).
 
 
 # -- elementwise ----------------------------------------------------------------

@@ -22,9 +22,10 @@ from ..ir import types as T
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Region
 from ..ir.types import PointerType, ScalarType, TensorType
+from . import atomic_rules, descriptor_methods, math_rules, tlx_rules  # noqa: F401  (they register rules)
+from .block_ptr import Aggregate  # (block_ptr also registers the block-pointer rules)
 from . import builtins as B
 from . import semantic as S
-from . import tlx_rules
 from .naming import kernel_symbol
 from .semantic import SemanticError
 from .source import FunctionSource, get_source
@@ -90,6 +91,10 @@ class Context:
     helpers: list = field(default_factory=list)
     replica_id: int | None = None          # inside a replicated async task
     captured: frozenset = frozenset()      # ids of register tensors defined outside the current task
+    entry: Block | None = None             # the kernel's top-level block (its uniform prologue)
+    task: tuple | None = None              # (the task's with-node, replica) being traced; None outside
+    staging: dict = field(default_factory=dict)   # descriptor_methods' buffers, per (task, box)
+    staging_allocs: int = 0                # how many of them lead the entry block
 
 
 def is_kernel_function(obj) -> bool:
@@ -447,7 +452,7 @@ class FunctionCodegen(ast.NodeVisitor):
         self.b.create("tlx.async_tasks", [], [], attrs, regions)
 
     def run_task_body(self, task: dict, replica) -> None:
-        saved = self.vars, self.ctx.replica_id, self.ctx.captured, self.returned, self.partial_return
+        saved = self.vars, self.ctx.replica_id, self.ctx.captured, self.returned, self.partial_return, self.ctx.task
         # The default task runs on the kernel's own warps and may use register tensors computed
         # before the tasks (as TLX's default region); the other tasks may not (they are isolated).
         outside = set() if task["default"] else \
@@ -455,13 +460,14 @@ class FunctionCodegen(ast.NodeVisitor):
         self.vars = dict(self.vars)
         self.ctx.replica_id = replica
         self.ctx.captured = frozenset(outside)
+        self.ctx.task = (task["node"], replica)
         try:
             if _contains(task["body"], (ast.Return,)):
                 raise self.error("'return' inside an async task is not supported",
                                  _contains(task["body"], (ast.Return,)))
             self.visit_stmts(task["body"])
         finally:
-            self.vars, self.ctx.replica_id, self.ctx.captured, self.returned, self.partial_return = saved
+            self.vars, self.ctx.replica_id, self.ctx.captured, self.returned, self.partial_return, self.ctx.task = saved
 
     def visit_Raise(self, node):
         raise self.error("'raise' is not supported in a kernel (use tl.static_assert or tl.device_assert)", node)
@@ -602,6 +608,7 @@ class FunctionCodegen(ast.NodeVisitor):
                                  "disallow_acc_multi_buffer"}
         if unknown or (kwargs and fn is range):
             raise self.error(f"unexpected keyword argument(s) to range: {', '.join(sorted(kwargs))}", it)
+        loop_attrs = self.range_hints(kwargs, it)
         lb, ub, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
         for v, what in ((lb, "start"), (ub, "end"), (step, "step")):
             if not isinstance(v, Tensor) and not (isinstance(v, int) and not isinstance(v, bool)):
@@ -619,7 +626,27 @@ class FunctionCodegen(ast.NodeVisitor):
                 bound_type = T.i64
         bounds = [S.cast(self.b, v, bound_type) if isinstance(v, Tensor) else S.constant(self.b, v, bound_type)
                   for v in (lb, ub, step)]
-        self.runtime_loop(node, node.body, bounds=bounds, iv_name=node.target.id)
+        self.runtime_loop(node, node.body, bounds=bounds, iv_name=node.target.id, loop_attrs=loop_attrs)
+
+    def range_hints(self, kwargs: dict, it: ast.Call) -> dict:
+        """``tl.range``'s keyword arguments, checked; the scf.for attributes they give.
+        ``loop_unroll_factor`` becomes ``unroll`` (``#pragma unroll N``); the others are
+        accepted hints that change nothing yet (docs/language.md)."""
+        where = {k.arg: k.value for k in it.keywords}
+        attrs = {}
+        for name, value in kwargs.items():
+            if name in ("num_stages", "loop_unroll_factor"):
+                if value is None:
+                    continue
+                least = 0 if name == "num_stages" else 1
+                if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                    raise self.error(f"tl.range's {name} must be a compile-time integer >= {least}, got "
+                                     f"{S.describe(value)}", where[name])
+                attrs["unroll" if name == "loop_unroll_factor" else name] = value
+            elif not isinstance(value, bool):
+                raise self.error(f"tl.range's {name} must be a compile-time bool, got {S.describe(value)}",
+                                 where[name])
+        return attrs
 
     def static_for(self, node, args, kwargs):
         if kwargs:
@@ -653,9 +680,65 @@ class FunctionCodegen(ast.NodeVisitor):
             if name == iv_name or name not in self.vars:
                 continue
             value = self.vars[name]
-            if isinstance(value, (Tensor, bool, int, float)) and not isinstance(value, _Undefined):
+            if isinstance(value, (Tensor, bool, int, float, Aggregate)) and not isinstance(value, _Undefined):
                 carried.append(name)
         return carried
+
+    # A carried Aggregate (a block pointer) travels as its runtime fields, one loop value
+    # each, named after the variable and the field; its compile-time part stays as it was.
+    def carried_slots(self, carried: list[str]) -> tuple[list[str], list[Tensor]]:
+        """The loop values for ``carried``: their names and initial values."""
+        names, inits = [], []
+        for name in carried:
+            v = self.vars[name]
+            if isinstance(v, Aggregate):
+                for field_name, leaf in zip(v.fields(), v.leaves()):
+                    if isinstance(leaf, Tensor):
+                        names.append(f"{name}_{field_name}")
+                        inits.append(leaf)
+                continue
+            names.append(name)
+            inits.append(v if isinstance(v, Tensor) else S.constant(self.b, v, S.literal_type(v)))
+        return names, inits
+
+    def bind_carried(self, carried: list[str], originals: dict, values) -> None:
+        """Point each carried name at its loop values (block arguments or loop results)."""
+        values = iter(values)
+        for name in carried:
+            original = originals[name]
+            if isinstance(original, Aggregate):
+                leaves = [Tensor(next(values)) if isinstance(leaf, Tensor) else leaf for leaf in original.leaves()]
+                self.vars[name] = original.replace(leaves)
+            else:
+                self.vars[name] = Tensor(next(values))
+
+    def aggregate_yields(self, name: str, original: Aggregate, value, where, notes) -> list[Tensor]:
+        """The values a loop body yields for a carried aggregate: its runtime fields, which
+        keep their types; its compile-time fields and shape must not change."""
+        kind = original.kind
+        if not isinstance(value, Aggregate) or type(value) is not type(original) or \
+                value.static_key() != original.static_key():
+            raise self.error(f"loop-carried {kind} '{name}' is {S.describe(original)} before the loop but "
+                             f"{S.describe(value)} at the end of its body; a runtime loop cannot change "
+                             f"its compile-time shape", where, notes)
+        yields = []
+        for field_name, before, after in zip(original.fields(), original.leaves(), value.leaves()):
+            if not isinstance(before, Tensor):
+                if isinstance(after, Tensor) or not _same_constexpr(before, after):
+                    raise self.error(f"loop-carried {kind} '{name}' has the compile-time {field_name} {before!r} "
+                                     f"before the loop but {S.describe(after)} inside it; give it its final "
+                                     f"value before the loop", where, notes)
+                continue
+            if not isinstance(after, Tensor):
+                if not _literal_fits(after, before.type):
+                    raise self.error(f"loop-carried {kind} '{name}': its {field_name} has type {before.type} "
+                                     f"before the loop but becomes {S.describe(after)} inside it", where, notes)
+                after = S.constant(self.b, after, before.type)
+            if after.type != before.type:
+                raise self.error(f"loop-carried {kind} '{name}': its {field_name} has type {before.type} before "
+                                 f"the loop but {after.type} at the end of its body", where, notes)
+            yields.append(after)
+        return yields
 
     def carried_change_site(self, name: str, loop: ast.AST, init_locs: dict):
         """Where a variable changed inside ``loop`` (its last assignment there, else the
@@ -670,12 +753,9 @@ class FunctionCodegen(ast.NodeVisitor):
         notes.append(("in this loop", self.src.loc(loop)))
         return inside, notes
 
-    def runtime_loop(self, node, body, bounds=None, iv_name=None, cond_node=None):
+    def runtime_loop(self, node, body, bounds=None, iv_name=None, cond_node=None, loop_attrs=None):
         carried = self.loop_carried(node, body, iv_name)
-        inits = []
-        for name in carried:
-            v = self.vars[name]
-            inits.append(v if isinstance(v, Tensor) else S.constant(self.b, v, S.literal_type(v)))
+        slots, inits = self.carried_slots(carried)
         constexprs_before = {k: v for k, v in self.vars.items() if not isinstance(v, (Tensor, _Undefined))}
         init_types = [v.type for v in inits]
         init_locs = dict(self.def_locs)
@@ -684,9 +764,8 @@ class FunctionCodegen(ast.NodeVisitor):
         self.vars = dict(saved_vars)
 
         if cond_node is not None:   # while: before region computes the condition
-            before = Block(init_types, carried)
-            for name, arg in zip(carried, before.args):
-                self.vars[name] = Tensor(arg)
+            before = Block(init_types, slots)
+            self.bind_carried(carried, originals, before.args)
             with self.b.at(before):
                 cond = self.visit(cond_node)
                 if not isinstance(cond, Tensor):
@@ -696,20 +775,23 @@ class FunctionCodegen(ast.NodeVisitor):
                                      f"{list(cond.shape)} (reduce it first, e.g. with tl.max)", cond_node)
                 cond = S.to_bool(self.b, cond)
                 self.b.create("scf.condition", [cond.value] + list(before.args))
-            body_block = Block(init_types, carried)
+            body_block = Block(init_types, slots)
             args = body_block.args
         else:
-            body_block = Block([bounds[0].type] + init_types, [iv_name] + carried)
+            body_block = Block([bounds[0].type] + init_types, [iv_name] + slots)
             self.vars[iv_name] = Tensor(body_block.args[0])
             args = body_block.args[1:]
-        for name, arg in zip(carried, args):
-            self.vars[name] = Tensor(arg)
+        self.bind_carried(carried, originals, args)
         with self.b.at(body_block):
             self.visit_stmts(body)
             yields = []
-            for name, init in zip(carried, inits):
+            for name in carried:
                 v = self.vars.get(name)
                 where, notes = self.carried_change_site(name, node, init_locs)
+                if isinstance(originals[name], Aggregate):
+                    yields.extend(self.aggregate_yields(name, originals[name], v, where, notes))
+                    continue
+                init = inits[len(yields)]
                 if not isinstance(v, Tensor):
                     if not isinstance(v, (bool, int, float)):
                         raise self.error(f"loop-carried variable '{name}' holds {S.describe(originals[name])} "
@@ -741,12 +823,11 @@ class FunctionCodegen(ast.NodeVisitor):
                                  where, notes)
         if cond_node is not None:
             op = self.b.create("scf.while", [v.value for v in inits], init_types, {},
-                               [Region(before), Region(body_block)], result_names=carried)
+                               [Region(before), Region(body_block)], result_names=slots)
         else:
-            op = self.b.create("scf.for", [v.value for v in bounds + inits], init_types, {},
-                               [Region(body_block)], result_names=carried)
-        for name, result in zip(carried, op.results):
-            self.vars[name] = Tensor(result)
+            op = self.b.create("scf.for", [v.value for v in bounds + inits], init_types, dict(loop_attrs or {}),
+                               [Region(body_block)], result_names=slots)
+        self.bind_carried(carried, originals, op.results)
         for name in assigned_names(body):
             if name not in carried and name not in saved_vars:
                 self.vars[name] = _Undefined(f"'{name}' is defined inside the loop at line "
@@ -813,6 +894,12 @@ class FunctionCodegen(ast.NodeVisitor):
         attr = node.attr
         if isinstance(base, Tensor):
             return self.tensor_attribute(base, attr, node)
+        if isinstance(base, Aggregate):     # p.advance(...) on a block pointer
+            methods = base.methods()
+            if attr in methods:
+                return _BoundMethod(base, methods[attr])
+            raise self.error(f"a {base.kind} has no attribute '{attr}'{_did_you_mean(attr, methods)}"
+                             f" (it has: {', '.join(methods) or 'nothing'})", node)
         try:
             return getattr(base, attr)
         except AttributeError:
@@ -821,9 +908,17 @@ class FunctionCodegen(ast.NodeVisitor):
                 known = [n for n in dir(base) if not n.startswith("_")]
             else:
                 owner, known = S.describe(base), [n for n in dir(base) if not n.startswith("_")]
-            raise self.error(f"{owner} has no attribute '{attr}'{_did_you_mean(attr, known)}", node) from None
+            listing = getattr(base, "__tlxc_namespace__", None)   # tl.math, libdevice: say what exists
+            listed = f" (it has: {', '.join(listing)})" if listing else ""
+            raise self.error(f"{owner} has no attribute '{attr}'{_did_you_mean(attr, known)}{listed}",
+                             node) from None
 
     def tensor_attribute(self, t: Tensor, attr: str, node):
+        if descriptor_methods.is_descriptor(t):
+            method = descriptor_methods.METHODS.get(attr)
+            return _BoundMethod(t, method) if method else descriptor_methods.attribute(t, attr)
+        if isinstance(t.type, T.MemDescType):
+            return self.buffer_attribute(t, attr, node)
         if attr == "shape":
             return t.shape
         if attr == "dtype":
@@ -835,6 +930,17 @@ class FunctionCodegen(ast.NodeVisitor):
             return _BoundMethod(t, tl.BUILTINS[_TENSOR_METHODS[attr]])
         known = ["shape", "dtype", "T", *_TENSOR_METHODS]
         raise self.error(f"a tensor has no attribute '{attr}'{_did_you_mean(attr, known)}", node)
+
+    def buffer_attribute(self, buf: Tensor, attr: str, node):
+        """TLX's ``buffered_tensor`` attributes: ``shape`` is one buffer's shape
+        (an array's ``num`` is not part of it), ``dtype`` its element type."""
+        if attr == "shape":
+            return tuple(buf.type.shape)
+        if attr == "dtype":
+            return buf.type.element
+        memory = "tensor-memory" if buf.type.storage == "tmem" else "shared-memory"
+        raise self.error(f"a {memory} buffer has no attribute '{attr}'"
+                         f"{_did_you_mean(attr, ['shape', 'dtype'])} (it has shape and dtype)", node)
 
     def visit_UnaryOp(self, node):
         operand = unwrap(self.visit(node.operand))
@@ -1040,8 +1146,13 @@ class FunctionCodegen(ast.NodeVisitor):
             return B.RULES["static_print"](self.ctx, *args)
         if fn is range:
             raise self.error("range(...) can only be used as the iterable of a 'for' loop", node)
-        if isinstance(fn, ScalarType):
-            raise self.error(f"dtypes are not callable; use x.to({fn})", node)
+        if isinstance(fn, ScalarType):          # tl.float32(x): a conversion, as Triton accepts it
+            if len(args) != 1 or kwargs:
+                raise self.error(f"calling a dtype converts one value: {fn}(x), x.to({fn})", node)
+            try:
+                return B.call_dtype(self.ctx, fn, unwrap(args[0]))
+            except SemanticError as exc:
+                raise self.error(str(exc), node) from None
         if callable(fn):
             values = [unwrap(a) for a in args] + [unwrap(v) for v in kwargs.values()]
             runtime = [v for v in values if isinstance(v, Tensor)]
@@ -1290,7 +1401,7 @@ def _build_kernel_ir(kfn, spec, options: Options) -> Module:
         attrs["symbol"] = symbol     # the readable CUDA symbol (frontend/naming.py)
     kernel = Builder().create("tl.kernel", [], [], attrs, [Region(body)])
     kernel.loc = kernel_loc
-    ctx = Context(Builder(body), options)
+    ctx = Context(Builder(body), options, entry=body)
     vars: dict[str, Any] = {RETURN: None}
     args = iter(body.args)
     for name, (kind, value) in spec.params.items():

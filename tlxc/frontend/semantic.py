@@ -95,6 +95,8 @@ def describe(value) -> str:
         return f"a runtime scalar of type {value.type}"
     if value is None:
         return "None"
+    if hasattr(type(value), "tlxc_describe"):      # frontend structures (frontend/block_ptr.py)
+        return value.tlxc_describe()
     if isinstance(value, (ScalarType, PointerType)):
         return f"the dtype {value}"
     if isinstance(value, tuple) and any(isinstance(v, Tensor) for v in value):
@@ -149,13 +151,12 @@ def computation_type(a: ScalarType, a_weak: bool, b: ScalarType, b_weak: bool,
 # -- shapes -------------------------------------------------------------------
 
 def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    if len(a) != len(b):
-        if not a or not b:
-            return a or b
-        raise SemanticError(f"cannot broadcast shapes {list(a)} and {list(b)}: ranks differ "
-                            f"(use x[:, None] or tl.expand_dims to add a dimension)")
+    # Triton's broadcast_impl_value: the lower-rank operand gains leading dimensions
+    # of size 1 ([32, 64] * [64] is [32, 64] * [1, 64]).
+    rank = builtins.max(len(a), len(b))
+    padded_a, padded_b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
     out = []
-    for x, y in zip(a, b):
+    for x, y in zip(padded_a, padded_b):
         if x != y and x != 1 and y != 1:
             raise SemanticError(f"shape mismatch: cannot broadcast {list(a)} and {list(b)} "
                                 f"(dimension {len(out)}: {x} vs {y})")
@@ -168,8 +169,12 @@ def broadcast_to(b: Builder, x: Tensor, shape: tuple[int, ...]) -> Tensor:
         return x
     if not x.is_block:
         return Tensor(b.value("tl.splat", [x.value], TensorType(shape, x.type)))
-    if len(x.shape) != len(shape):
-        raise SemanticError(f"cannot broadcast {list(x.shape)} to {list(shape)}: ranks differ")
+    if len(x.shape) > len(shape):
+        raise SemanticError(f"cannot broadcast {list(x.shape)} to {list(shape)}: the target has fewer dimensions")
+    while len(x.shape) < len(shape):      # leading dimensions of size 1, as broadcast_shapes adds them
+        x = Tensor(b.value("tl.expand_dims", [x.value], TensorType((1,) + x.shape, x.dtype), axis=0))
+    if x.shape == shape:
+        return x
     for s, d in zip(x.shape, shape):
         if s != d and s != 1:
             raise SemanticError(f"cannot broadcast {list(x.shape)} to {list(shape)}")

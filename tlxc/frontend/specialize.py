@@ -9,6 +9,7 @@ It comes from launch arguments (``tlxc/runtime/binding.py``) or from a
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,12 +78,47 @@ def parse_type_spec(text: str) -> Type:
     text = text.strip()
     if text.startswith("*"):
         return PointerType(parse_type_spec(text[1:]))
-    if text.startswith("tensordesc<"):          # tensordesc<64x64xbf16, swizzle=128>
-        from ..ir.parser import Parser
-        return Parser(text).parse_type()
+    if text.startswith("tensordesc<"):
+        return _parse_descriptor_spec(text)
     if text not in _SIG_SCALARS:
         raise ValueError(f"unknown type '{text}' (expected e.g. *fp32, *bf16, i32, i64, fp32)")
     return _SIG_SCALARS[text]
+
+
+@dataclass(frozen=True)
+class DescriptorElement:
+    """A signature's ``tensordesc<fp16>``: a TMA descriptor argument whose box is not
+    known yet.  ``tlxc compile`` gives it the box an autotune config's ``pre_hook``
+    assigns (``desc.block_shape = [BM, BK]``), as a launch would."""
+
+    element: ScalarType
+
+    def __str__(self) -> str:
+        return f"tensordesc<{self.element}>"
+
+
+_TRITON_DESCRIPTOR = re.compile(r"tensordesc<\s*(\w+)\s*(?:\[([\d,\s]*)\])?\s*>$")
+
+
+def _parse_descriptor_spec(text: str) -> Type:
+    """``tensordesc<64x64xbf16, swizzle=128>`` (tlxc's IR spelling), ``tensordesc<fp16[128, 64]>``
+    (Triton's: the swizzle follows from the box, as at a launch) or ``tensordesc<fp16>`` (the box
+    comes from a config's pre_hook: ``DescriptorElement``)."""
+    match = _TRITON_DESCRIPTOR.match(text)
+    if match is None:
+        from ..ir.parser import Parser
+        return Parser(text).parse_type()
+    element = parse_type_spec(match.group(1))
+    if not isinstance(element, ScalarType):
+        raise ValueError(f"'{text}': a descriptor's element must be a scalar type such as fp16")  # noqa: TRY004
+    if match.group(2) is None:
+        return DescriptorElement(element)
+    box = tuple(int(d) for d in match.group(2).split(",") if d.strip())
+    from ..runtime.tma import DescriptorPlaceholder
+    try:
+        return DescriptorPlaceholder(element, box).ir_type()
+    except LaunchError as exc:
+        raise ValueError(f"'{text}': {exc.message}") from None
 
 
 def _signature_items(text: str) -> list[str]:
@@ -154,6 +190,10 @@ def specialization_from_types(kfn, types: dict[str, Type], constexprs: dict[str,
             spec.params[name] = ("constexpr", _unwrap(constexprs[name]))
             continue
         t = types.get(name) or annotation_type(param.annotation, kfn.fn)
+        if isinstance(t, DescriptorElement):
+            raise CompilationError(f"descriptor parameter '{name}' of {kfn.fn.__name__} has no box: give it in "
+                                   f"the signature ({name}=tensordesc<{t.element}[128, 64]>) or compile an "
+                                   f"autotuned kernel whose config pre_hook assigns {name}.block_shape")
         if t is None:
             raise CompilationError(f"no type for parameter '{name}' of {kfn.fn.__name__}: annotate it "
                                    f"(e.g. {name}: tl.pointer_type(tl.float32)) or pass "
@@ -226,7 +266,10 @@ def specialization_from_args(kfn, arguments: dict[str, Any]) -> Specialization:
         if isinstance(plain, np.generic):
             plain = plain.item()
         if isinstance(plain, TensorDescriptor) and name not in kfn.constexpr_params:
-            spec.params[name] = ("runtime", plain.ir_type())   # no divisibility: the map carries the address
+            try:       # the box is checked here, when a launch first uses it (it may have been a placeholder)
+                spec.params[name] = ("runtime", plain.ir_type())   # no divisibility: the map carries the address
+            except LaunchError as exc:
+                raise LaunchError(f"argument '{name}' of {kfn.__name__}: {exc.message}") from None
             continue
         if name in kfn.constexpr_params or isinstance(value, tl.constexpr) or plain is None or \
                 isinstance(plain, (ScalarType, PointerType, str, tuple)):

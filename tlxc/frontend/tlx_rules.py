@@ -71,9 +71,11 @@ def _pred(b, pred) -> list:
 # -- tasks ----------------------------------------------------------------------------
 @rule("async_task_replica_id")
 def _replica_id(ctx):
-    if ctx.replica_id is None:
+    """The replica index; 0 in a task that is not replicated (``replicate=1``), as in TLX,
+    so a kernel whose replica count is a meta-parameter compiles at every value."""
+    if ctx.task is None:
         raise SemanticError("tlx.async_task_replica_id() is only meaningful inside a tlx.async_task")
-    return ctx.replica_id
+    return ctx.replica_id if ctx.replica_id is not None else 0
 
 
 # -- shared memory ---------------------------------------------------------------------
@@ -88,19 +90,39 @@ def _local_alloc(ctx, shape, dtype, num, storage=tlx.storage_kind.smem, reuse=No
     num = const_int(num, "num")
     if num < 1:
         raise SemanticError(f"'num' must be at least 1, got {num}", param="num")
-    if reuse is not None or layout is not None:
-        raise SemanticError("'reuse' and 'layout' are not supported yet", param="reuse" if reuse else "layout")
+    if layout is not None:
+        raise SemanticError("'layout' is not supported yet", param="layout")
     if storage is tlx.storage_kind.tmem:
         from ..ir.ops.tcgen05 import tmem_problem
         _require_blackwell(ctx, "tensor memory (storage=tlx.storage_kind.tmem)", "storage")
         problem = tmem_problem(shape, dtype)
         if problem:
             raise SemanticError(problem, param="shape")
+        if reuse is not None:
+            raise SemanticError("reuse= of tensor memory is not supported yet: tlxc aliases shared-memory "
+                                "allocations only", param="reuse")
         return Tensor(ctx.b.value("tlx.local_alloc", [], MemDescType(shape, dtype, num, "tmem")))
     if storage is not tlx.storage_kind.smem:
         raise SemanticError(f"storage={storage} is not a local_alloc storage (tlx.storage_kind.smem or .tmem; "
                             f"smemCluster names remote views)", param="storage")
-    return Tensor(ctx.b.value("tlx.local_alloc", [], MemDescType(shape, dtype, num)))
+    aliased = [] if reuse is None else [_reused_allocation(reuse).value]
+    return Tensor(ctx.b.value("tlx.local_alloc", aliased, MemDescType(shape, dtype, num)))
+
+
+def _reused_allocation(reuse) -> Tensor:
+    """The allocation whose bytes ``reuse=`` shares: a whole ``local_alloc``
+    result (an alias of an alias resolves to the first one, as in TLX)."""
+    owner = getattr(getattr(reuse, "value", None), "owner", None)
+    if not isinstance(reuse, Tensor) or not isinstance(reuse.type, MemDescType):
+        got = "an mbarrier array" if isinstance(getattr(reuse, "type", None), BarrierType) else S.describe(reuse)
+        raise SemanticError(f"'reuse' must be a buffer array from tlx.local_alloc, got {got}", param="reuse")
+    if getattr(owner, "name", None) != "tlx.local_alloc":
+        raise SemanticError("'reuse' must be a whole allocation (the result of tlx.local_alloc), not a view of "
+                            "one: the new buffers share all of its bytes", param="reuse")
+    if reuse.type.storage != "smem":
+        raise SemanticError(f"'reuse' is a {reuse.type.storage} allocation, but the new buffers are in shared "
+                            f"memory: both must use the same storage", param="reuse")
+    return Tensor(owner.operands[0]) if owner.operands else reuse
 
 
 def _require_blackwell(ctx, what: str, param: str) -> None:
@@ -382,22 +404,33 @@ def _clock64(ctx):
 
 @rule("size_of")
 def _size_of(ctx, dtype):
-    return const_dtype(dtype, "dtype").bytes
+    """TLX's ``size_of``: bytes per element of a dtype, ``bits // 8`` (so ``tl.int1`` is 0, as
+    in TLX); a buffer or descriptor is not a dtype: take its ``dtype_of`` first."""
+    if isinstance(dtype, Tensor):
+        raise SemanticError(f"'dtype' must be a dtype, got {S.describe(dtype)}; for the element size of a "
+                            f"tensor, buffer or descriptor write tlx.size_of(tlx.dtype_of(x))", param="dtype")
+    return const_dtype(dtype, "dtype").bits // 8
 
 
 @rule("dtype_of")
 def _dtype_of(ctx, value):
+    """The element dtype of a tensor (a pointer's pointee), a buffer or a tensor descriptor."""
+    from ..ir.types import TensorDescType
     if isinstance(value, Tensor):
         t = value.type
-        if isinstance(t, MemDescType):
+        if isinstance(t, (MemDescType, TensorDescType)):
             return t.element
         elem = value.dtype
-        return elem.pointee if isinstance(elem, PointerType) else elem
-    raise SemanticError(f"'value' must be a tensor, pointer or buffer, got {S.describe(value)}", param="value")
+        if isinstance(elem, PointerType):
+            return elem.pointee
+        if isinstance(elem, ScalarType):
+            return elem
+    raise SemanticError(f"'value' must be a tensor, pointer, buffer or tensor descriptor, got "
+                        f"{S.describe(value)}", param="value")
 
 
 # -- TMA --------------------------------------------------------------------------------------
-def _descriptor(value) -> Tensor:
+def descriptor_arg(value) -> Tensor:
     from ..ir.types import TensorDescType
     if not isinstance(value, Tensor) or not isinstance(value.type, TensorDescType):
         raise SemanticError(f"'desc' must be a tensor descriptor (a tlxc.TensorDescriptor argument), got "
@@ -405,13 +438,24 @@ def _descriptor(value) -> Tensor:
     return value
 
 
-def _box_offsets(b, desc, offsets) -> list:
+def box_offsets(desc, offsets) -> tuple:
+    """``offsets`` as one entry per dimension of the descriptor, each an integer or an integer
+    scalar (checked here, converted to i32 where an op is emitted)."""
     offsets = tuple(offsets) if isinstance(offsets, (tuple, list)) else (offsets,)
     rank = len(desc.type.block_shape)
     if len(offsets) != rank:
         raise SemanticError(f"'offsets' needs {rank} entries (one per dimension of the descriptor), got "
                             f"{len(offsets)}", param="offsets")
-    return [_i32(b, o, "offsets").value for o in offsets]
+    for o in offsets:
+        scalar_int = isinstance(o, Tensor) and not o.is_block and isinstance(o.dtype, ScalarType) and o.dtype.is_int
+        if not scalar_int and (isinstance(o, bool) or not isinstance(o, int)):
+            raise SemanticError(f"'offsets' must be integers or integer scalars, got {S.describe(o)}",
+                                param="offsets")
+    return offsets
+
+
+def _box_offsets(b, desc, offsets) -> list:
+    return [_i32(b, o, "offsets").value for o in box_offsets(desc, offsets)]
 
 
 def _box_buffer(desc, buf, what: str) -> Tensor:
@@ -432,7 +476,7 @@ def _box_buffer(desc, buf, what: str) -> Tensor:
 def _async_descriptor_load(ctx, desc, result, offsets, barrier, pred=None, cache_modifier="", eviction_policy="",
                            multicast_targets=(), two_ctas=False):
     b = ctx.b
-    desc = _descriptor(desc)
+    desc = descriptor_arg(desc)
     dst = _box_buffer(desc, result, "result")
     bar = _barrier(barrier, "barrier")
     if two_ctas:
@@ -463,7 +507,7 @@ def _cta_mask(b, targets):
 @rule("async_descriptor_store")
 def _async_descriptor_store(ctx, desc, source, offsets, eviction_policy="", store_reduce=""):
     b = ctx.b
-    desc = _descriptor(desc)
+    desc = descriptor_arg(desc)
     src = _box_buffer(desc, source, "source")
     if store_reduce:
         raise SemanticError("TMA reduce-stores are not supported yet", param="store_reduce")
@@ -473,7 +517,7 @@ def _async_descriptor_store(ctx, desc, source, offsets, eviction_policy="", stor
 @rule("async_descriptor_prefetch_tensor")
 def _async_descriptor_prefetch_tensor(ctx, desc, offsets, pred=None, eviction_policy=""):
     b = ctx.b
-    desc = _descriptor(desc)
+    desc = descriptor_arg(desc)
     if eviction_policy:
         raise SemanticError("'eviction_policy' is not supported yet", param="eviction_policy")
     offs = _box_offsets(b, desc, offsets)

@@ -214,44 +214,288 @@ def fma(ctx, op, a, b, c):
     return round_to(wide[0] * wide[1] + wide[2], t)[()]
 
 
-def _erf(x):
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is optional
-        return np.vectorize(math.erf, otypes=[x.dtype])(x)
-    return torch.special.erf(torch.from_numpy(contiguous(x))).numpy()
+# -- math.*: evaluated in float64, rounded once to f32 (or f64), then to f16/bf16 ----------
+#
+# float64 has more than twice f32's precision, so for the correctly rounded operations
+# (sqrt_rn, div_rn, add/sub/mul_rn, rcp_rn, fma, floor, ...) the f32 result is exact; for
+# the others it is the correctly rounded value (up to rare double rounding), which CUDA's
+# libdevice reaches within its documented ulp bound (docs/language.md lists them).  Narrow
+# floats round twice, f64 -> f32 -> f16, as the GPU computes them in f32.
+
+def _torch_special(name: str):
+    def fn(x):
+        try:
+            import torch
+        except ImportError:  # pragma: no cover - torch is optional
+            raise NotImplementedError(f"the interpreter needs torch for math.{name}") from None
+        op = {"erf": torch.special.erf, "erfc": torch.special.erfc, "erfinv": torch.special.erfinv,
+              "erfcx": torch.special.erfcx, "normcdfinv": torch.special.ndtri,
+              "lgamma": torch.lgamma, "j0": torch.special.bessel_j0, "j1": torch.special.bessel_j1,
+              "y0": torch.special.bessel_y0, "y1": torch.special.bessel_y1,
+              "cyl_bessel_i0": torch.special.i0, "cyl_bessel_i1": torch.special.i1}[name]
+        return op(torch.from_numpy(contiguous(x, np.float64))).numpy()
+    return fn
 
 
-def _exp2_ftz(x):
-    """2^x with what ``ex2.approx.ftz`` flushes, for f32 (the GPU's ``tl.exp2``): subnormal
-    inputs read as 0 and subnormal results are 0.  f64 keeps subnormals."""
-    if x.dtype != np.float32:
-        return np.exp2(x)
-    tiny = np.finfo(np.float32).tiny
-    with np.errstate(over="ignore", under="ignore"):
-        y = np.exp2(np.where(np.abs(x) < tiny, np.float32(0), x))
-    return np.where(np.abs(y) < tiny, np.float32(0), y)
+def _erfcinv(y):
+    """erfc^-1(y): erfinv(1 - y) where 1 - y is exact (y >= 1/2, Sterbenz); below, where it
+    is not, -ndtri(y / 2) / sqrt(2)."""
+    small = -_torch_special("normcdfinv")(y / 2) / np.sqrt(2.0)
+    return np.where(y >= 0.5, _torch_special("erfinv")(1 - y), small)
 
 
-_MATH = {
-    "exp": np.exp, "exp2": _exp2_ftz, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1 / np.sqrt(x),
-    "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "erf": _erf, "tanh": np.tanh,
+def _normcdf(x):
+    """0.5 * erfc(-x / sqrt(2)): no cancellation in the lower tail (torch's ndtr loses ~20 ulps)."""
+    return 0.5 * _torch_special("erfc")(-x / np.sqrt(2.0))
+
+
+def _tgamma(x):
+    def one(v: float) -> float:
+        if math.isnan(v) or v == -math.inf:
+            return math.nan
+        if v == 0:
+            return math.copysign(math.inf, v)
+        if v < 0 and v == math.floor(v):
+            return math.nan
+        try:
+            return math.gamma(v)
+        except OverflowError:
+            return -math.inf if v < 0 and math.floor(v) % 2 == 1 else math.inf   # gamma < 0 on (-1, 0), ...
+    return np.vectorize(one, otypes=[np.float64])(x) if x.size else x
+
+
+def _round_half_away(x):
+    """C ``round``: halves away from zero (numpy's ``round`` goes to even)."""
+    whole = np.trunc(x)
+    return np.where(np.abs(x - whole) >= 0.5, whole + np.copysign(1.0, x), whole)
+
+
+def _logb(x):
+    exponent = np.frexp(x)[1]
+    finite = np.isfinite(x) & (x != 0)
+    special = np.where(x == 0, -np.inf, np.abs(x))       # inf -> inf, nan -> nan
+    return np.where(finite, (exponent - 1).astype(np.float64), special)
+
+
+def _half_turns(x):
+    """x - 2k in [-1, 1] (exact), so that sinpi/cospi of huge or integral x are exact."""
+    return x - 2.0 * np.rint(x / 2.0)
+
+
+def _sin_half_turns(r):
+    """sin(pi r) for r in [-1, 1], with the argument folded into [-1/2, 1/2] (exactly, by
+    Sterbenz) so that pi*r rounds with a small error relative to the result."""
+    folded = np.where(np.abs(r) > 0.5, np.copysign(1.0, r) - r, r)
+    return np.sin(np.pi * folded)
+
+
+def _sinpi(x):
+    r = _half_turns(x)
+    return np.where(r == np.trunc(r), np.copysign(0.0, x), _sin_half_turns(r))
+
+
+def _cospi(x):
+    r = np.abs(_half_turns(x))
+    near_zero = np.cos(np.pi * r)                        # well conditioned near cos = 1
+    result = np.where(r <= 0.25, near_zero, _sin_half_turns(0.5 - r))
+    return np.where(r == 0.5, 0.0, result)
+
+
+def _saturate(x):
+    return np.where(np.isnan(x), 0.0, np.clip(x, 0.0, 1.0))
+
+
+_FLOAT_UNARY = {
+    "exp": np.exp, "exp2": np.exp2, "exp10": lambda x: np.power(10.0, x), "expm1": np.expm1,
+    "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
+    "sqrt": np.sqrt, "sqrt_rn": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "rsqrt_rn": lambda x: 1 / np.sqrt(x),
+    "rcp_rn": lambda x: 1 / x, "cbrt": np.cbrt, "rcbrt": lambda x: 1 / np.cbrt(x),
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+    "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "sinpi": _sinpi, "cospi": _cospi,
+    "erfcinv": _erfcinv, "tgamma": _tgamma, "normcdf": _normcdf,
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": _round_half_away,
+    "rint": np.rint, "nearbyint": np.rint, "logb": _logb, "saturatef": _saturate,
+    # the fast intrinsics approximate these on the GPU; the interpreter gives the exact value
+    "fast_expf": np.exp, "fast_exp10f": lambda x: np.power(10.0, x), "fast_logf": np.log,
+    "fast_log2f": np.log2, "fast_log10f": np.log10, "fast_sinf": np.sin, "fast_cosf": np.cos,
+    "fast_tanf": np.tan,
 }
+for _name in ("erf", "erfc", "erfinv", "erfcx", "normcdfinv", "lgamma",
+              "j0", "j1", "y0", "y1", "cyl_bessel_i0", "cyl_bessel_i1"):
+    _FLOAT_UNARY[_name] = _torch_special(_name)
 
 
-def _math(name: str, fn):
+def _remainder_one(x: float, y: float) -> float:
+    if math.isnan(x) or math.isnan(y) or math.isinf(x) or y == 0:
+        return math.nan
+    return x if math.isinf(y) else math.remainder(x, y)
+
+
+def _remainder(x, y):
+    """IEEE remainder: x - n*y with n = x/y rounded to nearest even (exact)."""
+    return np.vectorize(_remainder_one, otypes=[np.float64])(x, y) if np.size(x) else x
+
+
+def _fdim(x, y):
+    return np.where(np.isnan(x) | np.isnan(y), np.nan, np.where(x > y, x - y, 0.0))
+
+
+_FLOAT_BINARY = {
+    "pow": np.power, "fast_powf": np.power, "atan2": np.arctan2, "hypot": np.hypot,
+    "rhypot": lambda x, y: 1 / np.hypot(x, y), "remainder": _remainder, "fdim": _fdim,
+    "div_rn": np.true_divide, "fast_dividef": np.true_divide,
+    "add_rn": np.add, "sub_rn": np.subtract, "mul_rn": np.multiply,
+}
+# exact in the operands' own type (nextafter must step in f32, not in f64)
+_FLOAT_BINARY_NATIVE = {"copysign": np.copysign, "nextafter": np.nextafter}
+
+
+def _compute_dtype(t: ScalarType):
+    return np.float64 if t.bits == 64 else np.float32
+
+
+def _round_result(wide, t: ScalarType):
+    """A float64 result rounded as the GPU rounds it: to f32 (or f64), then to ``t``."""
+    if t.bits < 64:
+        wide = np.asarray(wide).astype(np.float32)
+    result = round_to(wide, t)
+    return result if result.ndim else result[()]
+
+
+def _flush_subnormals(x):
+    tiny = np.finfo(np.float32).tiny
+    return np.where(np.abs(x) < tiny, np.float32(0), x)
+
+
+def _unary_math(name: str, fn):
+    # tl.exp2 is ``ex2.approx.ftz.f32`` on the GPU (as in Triton): f32 subnormal inputs read
+    # as 0 and subnormal results are 0; f64 keeps subnormals
+    flush = name == "exp2"
+
     def rule(ctx, op, x):
         t = _type(op)
-        work = np.asarray(x, dtype=np.float64 if t.bits == 64 else np.float32)
-        result = round_to(fn(work), t)
-        return result if result.ndim else result[()]
+        work = np.asarray(x, dtype=_compute_dtype(t))
+        if flush and t.bits < 64:
+            work = _flush_subnormals(work)
+        with np.errstate(all="ignore"):
+            wide = fn(work.astype(np.float64))
+        if flush and t.bits < 64:
+            wide = _flush_subnormals(np.asarray(wide).astype(np.float32))
+        return _round_result(wide, t)
     rule.__name__ = name
     impl(f"math.{name}")(rule)
 
 
-for _name, _fn in _MATH.items():
-    _math(_name, _fn)
+def _binary_math(name: str, fn, native: bool):
+    def rule(ctx, op, x, y):
+        t = _type(op)
+        dtype = _compute_dtype(t) if native else np.float64
+        with np.errstate(all="ignore"):
+            wide = fn(np.asarray(x, dtype=_compute_dtype(t)).astype(dtype),
+                      np.asarray(y, dtype=_compute_dtype(t)).astype(dtype))
+        return _round_result(wide, t)
+    rule.__name__ = name
+    impl(f"math.{name}")(rule)
+
+
+for _name, _fn in _FLOAT_UNARY.items():
+    _unary_math(_name, _fn)
+for _name, _fn in _FLOAT_BINARY.items():
+    _binary_math(_name, _fn, native=False)
+for _name, _fn in _FLOAT_BINARY_NATIVE.items():
+    _binary_math(_name, _fn, native=True)
+
+
+@impl("math.powi", "math.ldexp")
+def float_int(ctx, op, x, n):
+    """``x ** n`` / ``x * 2**n``: the GPU lowers powi to ``pow(x, (float)n)``."""
+    t = _type(op)
+    wide = np.asarray(x, dtype=_compute_dtype(t)).astype(np.float64)
+    n = np.asarray(n).astype(np.int64)
+    with np.errstate(all="ignore"):
+        if op.name == "math.powi":
+            result = np.power(wide, np.asarray(n, dtype=_compute_dtype(t)).astype(np.float64))
+        else:
+            result = np.ldexp(wide, np.clip(n, -2000, 2000))
+    return _round_result(result, t)
+
+
+_PREDICATE_FNS = {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "signbit": np.signbit}
+
+
+@impl(*(f"math.{name}" for name in _PREDICATE_FNS))
+def predicate(ctx, op, x):
+    result = _PREDICATE_FNS[op.name.split(".")[1]](np.asarray(x))
+    return result if result.ndim else result[()]
+
+
+def _unsigned_bits(x, t: ScalarType):
+    """The elements' bits as unsigned integers of their width (at least 1-D)."""
+    return np.atleast_1d(np.asarray(x).astype(register_dtype(t))).view(np.dtype(f"u{t.bytes}"))
+
+
+def _bit_length(u, bits: int):
+    """Index of the highest set bit plus one (0 for 0), exactly, for unsigned ints."""
+    length = np.zeros(u.shape, dtype=np.int32)
+    remaining = u.copy()
+    for shift in (32, 16, 8, 4, 2, 1):
+        if shift >= bits:
+            continue
+        big = remaining >= (np.uint64(1) << np.uint64(shift)).astype(u.dtype)
+        length = np.where(big, length + shift, length)
+        remaining = np.where(big, remaining >> u.dtype.type(shift), remaining)
+    return length + (remaining != 0).astype(np.int32)
+
+
+def _popcount(u):
+    count = np.zeros(u.shape, dtype=np.int32)
+    remaining = u.copy()
+    one = u.dtype.type(1)
+    for _ in range(u.dtype.itemsize * 8):
+        count += (remaining & one).astype(np.int32)
+        remaining = remaining >> one
+    return count
+
+
+@impl("math.clz", "math.popc", "math.ffs")
+def bit_count(ctx, op, x):
+    t = _operand_type(op)
+    u = _unsigned_bits(x, t)
+    if op.name == "math.clz":
+        result = t.bits - _bit_length(u, t.bits)
+    elif op.name == "math.popc":
+        result = _popcount(u)
+    else:                                  # ffs: 1 + index of the lowest set bit, 0 for 0
+        lowest = u & (~u + u.dtype.type(1))
+        result = _bit_length(lowest, t.bits)
+    result = np.asarray(result, dtype=np.int32).reshape(np.shape(x))
+    return result if result.ndim else result[()]
+
+
+@impl("math.brev")
+def brev(ctx, op, x):
+    t = _type(op)
+    u = _unsigned_bits(x, t)
+    out = np.zeros_like(u)
+    one = u.dtype.type(1)
+    for i in range(t.bits):
+        bit = (u >> u.dtype.type(i)) & one
+        out |= bit << u.dtype.type(t.bits - 1 - i)
+    result = out.view(register_dtype(t)).reshape(np.shape(x))
+    return result if result.ndim else result[()]
+
+
+@impl("math.mulhi")
+def mulhi(ctx, op, lhs, rhs):
+    """High half of the signed product: the unsigned high half, corrected for negative operands."""
+    t = _type(op)
+    high = umulhi(ctx, op, lhs, rhs)
+    a = np.asarray(lhs).astype(register_dtype(t))
+    b = np.asarray(rhs).astype(register_dtype(t))
+    with np.errstate(over="ignore"):
+        high = high - np.where(a < 0, b, 0).astype(register_dtype(t)) - np.where(b < 0, a, 0).astype(register_dtype(t))
+    return high.astype(register_dtype(t))
 
 
 # -- conversions ---------------------------------------------------------------------

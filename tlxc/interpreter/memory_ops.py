@@ -7,7 +7,7 @@ import numpy as np
 
 from ..ir.types import PointerType, ScalarType
 from .registry import impl
-from .values import from_storage, register_dtype, round_to, scalar_of, storage_dtype, to_storage
+from .values import contiguous, from_storage, register_dtype, round_to, scalar_of, storage_dtype, to_storage
 
 
 def _pointee(op) -> ScalarType | PointerType:
@@ -110,29 +110,46 @@ def _combine(kind: str, old, value, t: ScalarType):
         return value
     if kind == "add":
         if t.is_float and t.bits < 32:
+            # f32 has more than 2p + 2 bits for f16/bf16 (p = 11, 8): rounding the f32 sum
+            # again is the correctly rounded 16-bit sum, what atom.add.noftz computes.
             return round_to(old.astype(np.float32) + value.astype(np.float32), t)
         return np.add(old, value)
+    if kind in ("max", "min") and t.is_float:
+        return _float_min_max(kind, old, value, t)
     ufunc = {"max": np.maximum, "min": np.minimum, "and": np.bitwise_and,
              "or": np.bitwise_or, "xor": np.bitwise_xor}[kind]
     return ufunc(old, value)
 
 
-@impl("tl.atomic_rmw")
-def atomic_rmw(ctx, op, ptr, value, *optional):
-    """Lanes apply in lane order; lanes that hit the same address see each
-    other's updates (processed in rounds of distinct addresses)."""
+def _float_min_max(kind: str, old, value, t: ScalarType):
+    """Triton's float atomic max (min), bit for bit as the GPU runs it: a signed
+    integer max (min) of the bits where ``value``'s sign bit is clear, an unsigned
+    min (max) where it is set (so NaNs and signed zeros land as they do there)."""
+    signed, unsigned = (np.int32, np.uint32) if t.bits == 32 else (np.int64, np.uint64)
+    old, value = np.asarray(old), np.asarray(value)
+    old_s, value_s = old.view(signed), value.view(signed)
+    old_u, value_u = old.view(unsigned), value.view(unsigned)
+    if kind == "max":
+        positive, negative = np.maximum(old_s, value_s), np.minimum(old_u, value_u)
+    else:
+        positive, negative = np.minimum(old_s, value_s), np.maximum(old_u, value_u)
+    bits = np.where(value_s < 0, negative.view(signed), positive)
+    return bits.view(old.dtype)
+
+
+def _apply_atomically(ctx, op, what: str, ptr, mask, update) -> np.ndarray:
+    """Run a read-modify-write on every active lane, in lane order; lanes that hit
+    one address see each other's updates (processed in rounds of distinct
+    addresses).  ``update(current, lanes)`` gives the new values of the chosen
+    (flat, active) lanes.  Returns the old values (0 in masked-off lanes)."""
     t = _pointee(op)
-    kind = op.attrs["kind"]
-    mask, _ = _optional(op, optional, 0)
     addresses = np.asarray(ptr, dtype=np.int64)
-    values = np.broadcast_to(np.asarray(value, dtype=register_dtype(t)), addresses.shape)
     result = np.zeros(addresses.shape, dtype=register_dtype(t))
     active, lanes = _active(addresses, mask)
     if lanes is not None and not lanes.any():
         return result if result.ndim else result[()]
-    _check(ctx, op, f"atomic_{kind}", addresses, active, lanes, t, write=True)
+    _check(ctx, op, what, addresses, active, lanes, t, write=True)
     flat_addresses = active.reshape(-1)
-    flat_values = (values[lanes] if lanes is not None else values).reshape(-1)
     old = np.empty(flat_addresses.shape, dtype=register_dtype(t))
     storage = storage_dtype(t)
     remaining = np.arange(flat_addresses.size)
@@ -142,11 +159,54 @@ def atomic_rmw(ctx, op, ptr, value, *optional):
         where = flat_addresses[chosen]
         current = from_storage(ctx.memory.gather(where, storage), t)
         old[chosen] = current
-        updated = _combine(kind, current, flat_values[chosen], t)
-        ctx.memory.scatter(where, to_storage(updated, t), storage)
+        ctx.memory.scatter(where, to_storage(update(current, chosen), t), storage)
         remaining = np.delete(remaining, first)
     if lanes is None:
         result = old.reshape(addresses.shape)
     else:
         result[lanes] = old
     return result if result.ndim else result[()]
+
+
+def _active_values(value, addresses, lanes, t) -> np.ndarray:
+    """``value`` broadcast to the pointer's shape, active lanes only, flat."""
+    values = np.broadcast_to(np.asarray(value, dtype=register_dtype(t)), np.shape(addresses))
+    return (values[lanes] if lanes is not None else values).reshape(-1)
+
+
+@impl("tl.atomic_rmw")
+def atomic_rmw(ctx, op, ptr, value, *optional):
+    """Sequential semantics (sem and scope change nothing on one CPU thread)."""
+    t = _pointee(op)
+    kind = op.attrs["kind"]
+    mask, _ = _optional(op, optional, 0)
+    _, lanes = _active(np.asarray(ptr, dtype=np.int64), mask)
+    values = _active_values(value, ptr, lanes, t)
+    return _apply_atomically(ctx, op, f"atomic_{kind}", ptr, mask,
+                             lambda current, chosen: _combine(kind, current, values[chosen], t))
+
+
+def _bits(values, t) -> np.ndarray:
+    """The bit patterns of ``values`` in memory, as unsigned integers."""
+    stored = contiguous(to_storage(values, t))
+    return stored.view(f"u{stored.dtype.itemsize}")
+
+
+@impl("tl.atomic_cas")
+def atomic_cas(ctx, op, ptr, cmp, value):
+    """Where memory holds ``cmp`` (bit for bit, as atom.cas compares) it becomes ``value``."""
+    t = _pointee(op)
+    compares = _active_values(cmp, ptr, None, t)
+    values = _active_values(value, ptr, None, t)
+
+    def update(current, chosen):
+        equal = _bits(current, t) == _bits(compares[chosen], t)
+        return np.where(equal, values[chosen], current)
+    return _apply_atomically(ctx, op, "atomic_cas", ptr, None, update)
+
+
+@impl("tl.debug_barrier")
+def debug_barrier(ctx, op):
+    """A program runs as one sequential thread of tiles here: all its accesses
+    before the barrier already happened; nothing to wait for."""
+    return

@@ -3,8 +3,11 @@
 Each ``tlx.local_alloc`` of a program owns a byte array (``SharedBuffer``:
 ``num`` slots of ``buffer_bytes`` each), created the first time the op runs
 and reused if it runs again, as the one static allocation it is on the GPU.
-A buffer value is a ``SharedView``: a strided window (byte offset, shape,
-byte strides, element type) into one slot, so indexing, slicing at runtime
+An allocation with ``reuse=`` shares the bytes (``SharedBytes``) of the one
+it names, grown to the largest member, and the race tracker keys the group's
+accesses by those bytes.  A buffer value is a ``SharedView``: a strided
+window (byte offset, shape, byte strides, element type) into one slot, so
+indexing, slicing at runtime
 offsets, transposing (``perm``) and reinterpreting (a byte view) move no data,
 and ``local_load`` / ``local_store`` copy tiles through numpy views of the
 bytes.  Elements are kept in their memory encoding (``values.to_storage``), so
@@ -35,20 +38,53 @@ from .scheduler import PREEMPT
 from .values import as_index, from_storage, storage_dtype, to_storage
 
 
-class SharedBuffer:
-    """The bytes of one ``tlx.local_alloc``: ``num`` slots of ``shape`` x ``element``."""
+class SharedBytes:
+    """The bytes behind one allocation, or behind a group of allocations that
+    alias each other (``reuse=``): the group's buffers all start at byte 0,
+    so a write through one buffer is seen by the others, bit for bit."""
 
-    def __init__(self, name: str, shape: tuple[int, ...], element: ScalarType, num: int):
+    def __init__(self, nbytes: int):
+        self.data = np.zeros(nbytes, dtype=np.uint8)
+        self.written = np.zeros(nbytes, dtype=bool)
+        self.aliased = False            # shared by several allocations
+
+    def grow(self, nbytes: int) -> None:
+        """Make room for a larger alias (TLX sizes the group for its largest member)."""
+        extra = nbytes - self.data.size
+        if extra > 0:
+            self.data = np.concatenate([self.data, np.zeros(extra, dtype=np.uint8)])
+            self.written = np.concatenate([self.written, np.zeros(extra, dtype=bool)])
+
+
+class SharedBuffer:
+    """The bytes of one ``tlx.local_alloc``: ``num`` slots of ``shape`` x ``element``
+    in ``memory`` (its own, or those of the allocation it reuses)."""
+
+    def __init__(self, name: str, shape: tuple[int, ...], element: ScalarType, num: int,
+                 memory: SharedBytes | None = None):
         self.name = name
         self.shape = tuple(shape)
         self.element = element
         self.num = num
         self.buffer_bytes = math.prod(self.shape) * element.bytes
-        self.data = np.zeros(num * self.buffer_bytes, dtype=np.uint8)
-        self.written = np.zeros(num * self.buffer_bytes, dtype=bool)
+        self.memory = memory or SharedBytes(num * self.buffer_bytes)
+        self.memory.grow(num * self.buffer_bytes)
         self.cta: int | None = None     # its CTA's rank, when the kernel runs in clusters
         self.origin = None              # the tlx.local_alloc op (how a peer CTA finds its copy)
         self.storage = "smem"           # or "tmem": Blackwell's tensor memory (same model, own namespace)
+
+    @property
+    def data(self) -> np.ndarray:
+        return self.memory.data
+
+    @property
+    def written(self) -> np.ndarray:
+        return self.memory.written
+
+    def race_key(self, slot: int):
+        """Aliased buffers are one memory to the race tracker: their accesses
+        share a key and are told apart by byte region (offsets into ``data``)."""
+        return (self.memory, "bytes") if self.memory.aliased else (self, slot)
 
     def view(self, slot: int) -> SharedView:
         strides = _row_major(self.shape, self.element.bytes)
@@ -120,7 +156,7 @@ class SharedView:
     @property
     def key(self):
         """The race tracker's slot key."""
-        return (self.buffer, self.slot)
+        return self.buffer.race_key(self.slot)
 
     @property
     def nbytes(self) -> int:
@@ -181,10 +217,25 @@ class SharedView:
 
 
 # -- allocation and views --------------------------------------------------------------------
+def _reused_memory(ctx, first: SharedBuffer | None) -> SharedBytes | None:
+    """``reuse=``: the bytes of the allocation ``first`` this one aliases (None:
+    its own).  From now on the race tracker keys the group's accesses by
+    memory, so the first allocation's records so far move to that key."""
+    if first is None:
+        return None
+    memory = first.memory
+    if not memory.aliased:
+        memory.aliased = True
+        pending = ctx.races.pending
+        for key in [k for k in pending if isinstance(k, tuple) and k and k[0] is first]:
+            for access in pending.pop(key):
+                access.slot = first.race_key(0)
+                pending.setdefault(access.slot, []).append(access)
+    return memory
 
 
 @impl("tlx.local_alloc")
-def local_alloc(ctx, op):
+def local_alloc(ctx, op, reused=None):
     t: MemDescType = op.results[0].type
     if t.storage not in ("smem", "tmem"):
         raise ctx.error(op, f"the interpreter has no {t.storage} storage (only shared and tensor memory)")
@@ -192,7 +243,8 @@ def local_alloc(ctx, op):
     buffer = buffers.get(op)
     if buffer is None:
         name = op.results[0].name_hint or t.storage
-        buffer = buffers[op] = SharedBuffer(name, t.shape, t.element, t.num)
+        memory = _reused_memory(ctx, reused)
+        buffer = buffers[op] = SharedBuffer(name, t.shape, t.element, t.num, memory)
         buffer.storage = t.storage
         buffer.origin = op
         if ctx.program.cluster is not None:

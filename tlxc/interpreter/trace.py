@@ -45,7 +45,7 @@ KINDS = ("run", "wait", "named_wait", "join", "blocked", "copy", "arrive", "expe
 
 # Ops counted apart in a step's tooltip (the rest are "other ops").
 NOTABLE_OPS = {"tl.load": "global load", "tl.store": "global store", "tl.atomic_rmw": "atomic",
-               "tlx.local_load": "shared load", "tlx.local_store": "shared store", "tl.dot": "dot",
+               "tl.atomic_cas": "atomic", "tlx.local_load": "shared load", "tlx.local_store": "shared store", "tl.dot": "dot",
                "tlx.async_load": "cp.async"}
 
 

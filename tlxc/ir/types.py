@@ -310,6 +310,14 @@ class TensorDescType(Type):
             box = box[1:]
         return box
 
+    @property
+    def copy_box(self) -> tuple[int, ...]:
+        """The box one TMA copy moves (the host map's ``boxDim``): ``block_shape``, or, when the
+        inner box is wider than its swizzle span (a 128B-swizzled ``[64, 256]`` f16 box), the
+        span-wide sub-box; the compiler issues one copy per sub-box (``passes/shared_layouts.py``)."""
+        span = self.swizzle // self.element.bytes if self.swizzle else self.block_shape[-1]
+        return (*self.block_shape[:-1], min(self.block_shape[-1], span))
+
     def fits_buffer(self, shape, element) -> bool:
         """Whether a buffer of ``shape`` x ``element`` holds exactly one box."""
         return element == self.element and tuple(shape) in (tuple(self.block_shape), self.squeezed_box)

@@ -123,6 +123,16 @@ def full(shape, value, dtype):
 
 
 @builtin
+def zeros_like(input, shape=None, dtype=None):
+    """Zeros with ``input``'s shape and dtype (or the given ones)."""
+
+
+@builtin
+def full_like(input, value, shape=None, dtype=None):
+    """``value`` with ``input``'s shape and dtype (or the given ones)."""
+
+
+@builtin
 def cdiv(x, div):
     """``(x + div - 1) // div``."""
 
@@ -131,14 +141,32 @@ def cdiv(x, div):
 @builtin
 def load(pointer, mask=None, other=None, boundary_check=(), padding_option="",
          cache_modifier="", eviction_policy="", volatile=False):
-    """Load a scalar or a tensor through ``pointer``; masked-off lanes get ``other``."""
+    """Load a scalar or a tensor through ``pointer``; masked-off lanes get ``other``.
+    Through a block pointer: no mask/other; elements outside the parent tensor along the
+    ``boundary_check`` dims read ``padding_option`` ('zero', 'nan'; '' reads 0 in tlxc)."""
 
 
 @builtin
 def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
-    """Store ``value`` through ``pointer`` where ``mask`` holds."""
+    """Store ``value`` through ``pointer`` where ``mask`` holds (through a block pointer:
+    except outside the parent tensor along the ``boundary_check`` dims)."""
 
 
+@builtin
+def make_block_ptr(base, shape, strides, offsets, block_shape, order):
+    """A pointer to the ``block_shape`` block at ``offsets`` of the parent tensor at ``base``
+    with ``shape`` and ``strides`` (numbers or integer scalars); ``block_shape`` and
+    ``order`` (the dims from fastest to slowest in memory) are compile-time."""
+
+
+@builtin
+def advance(base, offsets):
+    """The block pointer ``base`` moved by ``offsets`` elements per dimension."""
+
+
+# Atomics: ``sem`` is 'acq_rel' (Triton's default), 'acquire', 'release' or
+# 'relaxed'; ``scope`` is 'gpu' (default), 'cta' or 'sys'.  Each returns the
+# values memory held before it.
 @builtin
 def atomic_add(pointer, val, mask=None, sem=None, scope=None):
     """Atomically add ``val``; returns the old values."""
@@ -146,17 +174,43 @@ def atomic_add(pointer, val, mask=None, sem=None, scope=None):
 
 @builtin
 def atomic_max(pointer, val, mask=None, sem=None, scope=None):
-    """Atomic maximum; returns the old values."""
+    """Atomic maximum (integers, f32, f64); returns the old values."""
 
 
 @builtin
 def atomic_min(pointer, val, mask=None, sem=None, scope=None):
-    """Atomic minimum; returns the old values."""
+    """Atomic minimum (integers, f32, f64); returns the old values."""
+
+
+@builtin
+def atomic_and(pointer, val, mask=None, sem=None, scope=None):
+    """Atomic bitwise and (integers); returns the old values."""
+
+
+@builtin
+def atomic_or(pointer, val, mask=None, sem=None, scope=None):
+    """Atomic bitwise or (integers); returns the old values."""
+
+
+@builtin
+def atomic_xor(pointer, val, mask=None, sem=None, scope=None):
+    """Atomic bitwise xor (integers); returns the old values."""
 
 
 @builtin
 def atomic_xchg(pointer, val, mask=None, sem=None, scope=None):
     """Atomic exchange; returns the old values."""
+
+
+@builtin
+def atomic_cas(pointer, cmp, val, sem=None, scope=None):
+    """Atomic compare-and-swap: where memory equals ``cmp`` it becomes ``val``;
+    returns the old values."""
+
+
+@builtin
+def debug_barrier():
+    """Wait until every thread of the program (of the task) gets here (``__syncthreads``)."""
 
 
 # -- elementwise ------------------------------------------------------------

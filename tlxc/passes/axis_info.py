@@ -224,6 +224,19 @@ def _mul(a, op, r):
     return AxisInfo(tuple(cont), div, tuple(map(gcd, x.constancy, y.constancy)))
 
 
+@rule("arith.rem")
+def _rem(a, op, r):
+    """``x % n`` with ``n`` constant along a dim and divisible by ``d``: a run of ``x`` starting
+    at a multiple of ``g = gcd(run, d, divisibility of x)`` wraps only at multiples of ``n``, so
+    runs of ``g`` stay contiguous (Triton's rule; like Triton it assumes the runs are not
+    negative, where C's remainder wraps on the other side of a multiple)."""
+    x, y = (a.info(v) for v in op.operands)
+    cont = tuple(gcd(cx, dy, dx) if ky >= cx > 1 else 1 for cx, dx, dy, ky in
+                 zip(x.contiguity, x.divisibility, y.divisibility, y.constancy))
+    div = tuple(map(gcd, x.divisibility, y.divisibility))
+    return AxisInfo(cont, div, tuple(map(gcd, x.constancy, y.constancy)))
+
+
 @rule("arith.cmp")
 def _cmp(a, op, r):
     x, y = (a.info(v) for v in op.operands)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from ..ir.core import Module, Region
 from .manager import Pass
 
-_SIDE_EFFECTS = {"tl.store", "tl.atomic_rmw", "tl.print", "tl.assert", "scf.yield", "scf.condition",
-                 "tl.return"}
+_SIDE_EFFECTS = {"tl.store", "tl.atomic_rmw", "tl.atomic_cas", "tl.debug_barrier", "tl.print", "tl.assert",
+                 "scf.yield", "scf.condition", "tl.return"}
 
 
 def has_side_effects(op) -> bool:

@@ -233,6 +233,7 @@ class _KernelRewriter:
         self.copy(op, [self.get(v, layout) for v in op.operands])
 
     rule_tl_atomic_rmw = rule_tl_load
+    rule_tl_atomic_cas = rule_tl_load
     rule_tl_hint = rule_elementwise
 
     def rule_tl_reduce(self, op):

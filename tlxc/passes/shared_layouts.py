@@ -26,6 +26,12 @@ A column slice at a multiple of 64 that is at most 64 wide is then a plain
 128-byte-row tile (a TMA box target); wgmma reads several blocks through the
 descriptor's leading byte offset (``codegen_c/rules_mma_async.py``).
 
+*Boxes wider than the span.*  A TMA descriptor whose box is wider than its
+128-byte swizzle (``TensorDescType.copy_box`` narrower than ``block_shape``:
+the host encodes the span-wide sub-box) fills or reads a block-stacked buffer
+as wide as the box, one copy per block (``codegen_c/rules_tlx.py``); a buffer
+that cannot be block-stacked is a ``LayoutError`` at the copy.
+
 The swizzle is a function of the byte address, as the TMA unit and the
 tensor cores apply it (CuTe's ``Swizzle<B, 4, 3>`` on bytes): within a
 buffer aligned to ``SWIZZLE_PERIOD[s]`` bytes, byte offset ``o`` lives at
@@ -79,6 +85,7 @@ class SharedLayouts(Pass):
 def choose_swizzles(kernel) -> None:
     root: dict[int, object] = {}          # memdesc value -> its local_alloc op
     demands: dict[int, tuple] = {}        # alloc id -> (alloc, swizzle, demanding op, why)
+    split = []                            # (alloc, TMA op) of boxes copied as span-wide sub-boxes
     for op in kernel.walk():
         if op.name == "tlx.local_alloc":
             root[id(op.results[0])] = op
@@ -90,6 +97,8 @@ def choose_swizzles(kernel) -> None:
             alloc = root.get(id(view))
             if alloc is not None:
                 _demand(demands, alloc, desc.type.swizzle, op, f"its TMA descriptor {desc.type}")
+                if desc.type.copy_box != desc.type.block_shape:
+                    split.append((alloc, op))
         elif op.name in MMA_OPS:
             unit = MMA_OPS[op.name]
             for index, view in enumerate(op.operands[:2]):
@@ -108,6 +117,9 @@ def choose_swizzles(kernel) -> None:
         t = alloc.results[0].type
         if swizzle == 128 and physical_row_bytes(t) > 128 and _blockable(t):
             alloc.attrs["column_block"] = 128 // t.element.bytes
+    for alloc, op in split:
+        if "column_block" not in alloc.attrs:
+            _unsplittable(alloc, op)
 
 
 def _blockable(t: MemDescType) -> bool:
@@ -115,6 +127,17 @@ def _blockable(t: MemDescType) -> bool:
     must start in phase with the swizzle pattern (a multiple of 1024 bytes: rows % 8 == 0)."""
     return (len(t.shape) == 2 and t.element.bits >= 8 and physical_row_bytes(t) % 128 == 0
             and t.shape[0] % 8 == 0)
+
+
+def _unsplittable(alloc, op) -> None:
+    desc_type = op.operands[0].type
+    t = alloc.results[0].type
+    name = alloc.results[0].name_hint or "a shared buffer"
+    raise LayoutError(f"the TMA box of {desc_type} is wider than its {desc_type.swizzle}-byte swizzle and is "
+                      f"copied as {desc_type.copy_box[-1]}-column sub-boxes into 128-byte column blocks, but "
+                      f"shared buffer '{name}' ({'x'.join(map(str, t.shape))} {t.element}) cannot be stored so "
+                      f"(it must be 2-D with rows a multiple of 8 and 128-byte multiples wide); use a 2-D "
+                      f"buffer, or a descriptor with swizzle=0", op.loc)
 
 
 def _demand(demands, alloc, swizzle: int, op, why: str) -> None:

@@ -4,7 +4,9 @@ dynamic shared-memory block, and check the total against the target.
 Buffers are 128-byte aligned (enough for vector access and unswizzled async
 copies), swizzled ones (``attrs.swizzle`` from ``shared-layouts``) 1024-byte
 aligned so that the address-based swizzle pattern starts at the buffer;
-barriers are 8-byte aligned.  ``attrs.offset`` of each allocation and
+barriers are 8-byte aligned.  An allocation with ``reuse=`` (an operand)
+gets the offset of the allocation it reuses, whose region is sized for the
+largest member of the group.  ``attrs.offset`` of each allocation and
 ``kernel.attrs.shared_bytes`` record the result; codegen puts its own scratch
 space (layout conversions, reductions) after it.
 """
@@ -43,6 +45,7 @@ def allocate_kernel(kernel, arch: str) -> None:
     top_level = {id(op) for op in kernel.regions[0].ops}
     offset, entries = 0, []
     columns, tmem_entries = 0, []
+    aliases = _aliases(kernel)
     for op in kernel.walk():
         if op.name not in ("tlx.local_alloc", "tlx.alloc_barriers"):
             continue
@@ -57,10 +60,11 @@ def allocate_kernel(kernel, arch: str) -> None:
             tmem_entries.append((op.results[0].name_hint or "?", what, size, op.loc))
             columns += size
             continue
+        if op.name == "tlx.local_alloc" and op.operands:
+            op.attrs["offset"] = op.operands[0].owner.attrs["offset"]     # reuse=: the group's bytes
+            continue
         if op.name == "tlx.local_alloc":
-            size = t.num * t.buffer_bytes
-            align = SWIZZLED_BUFFER_ALIGN if op.attrs.get("swizzle") else BUFFER_ALIGN
-            what = f"{t.num} x {'x'.join(map(str, t.shape))} {t.element}"
+            size, align, what = _alias_group_footprint(op, aliases.get(id(op), []))
         else:
             size, align = t.num * BARRIER_BYTES, BARRIER_BYTES
             what = f"{t.num} mbarrier{'s' if t.num > 1 else ''}"
@@ -80,6 +84,33 @@ def allocate_kernel(kernel, arch: str) -> None:
         raise ResourceError(f"the kernel's shared buffers and barriers need {offset} bytes, more than the "
                             f"{limit} bytes of shared memory a block may use on {arch}:\n"
                             + "\n".join(_entry_lines(entries, "bytes")), kernel.loc)
+
+
+def _aliases(kernel) -> dict[int, list]:
+    """id(first allocation) -> the allocations that reuse its bytes (``reuse=``)."""
+    groups: dict[int, list] = {}
+    for op in kernel.walk():
+        if op.name == "tlx.local_alloc" and op.operands:
+            groups.setdefault(id(op.operands[0].owner), []).append(op)
+    return groups
+
+
+def _alias_group_footprint(first, others: list) -> tuple[int, int, str]:
+    """Bytes, alignment and description of an allocation and its aliases: as
+    in TLX, the group's region is as large as its largest member (the first
+    allocation grows if an alias needs more), aligned for the strictest one."""
+    size = align = 0
+    names = []
+    for op in [first, *others]:
+        t = op.results[0].type
+        size = max(size, t.num * t.buffer_bytes)
+        align = max(align, SWIZZLED_BUFFER_ALIGN if op.attrs.get("swizzle") else BUFFER_ALIGN)
+        names.append(op.results[0].name_hint or "?")
+    t = first.results[0].type
+    what = f"{t.num} x {'x'.join(map(str, t.shape))} {t.element}"
+    if others:
+        what += f", shared with {', '.join(names[1:])} (reuse=)"
+    return size, align, what
 
 
 def _entry_lines(entries, unit: str) -> list[str]:

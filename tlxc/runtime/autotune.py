@@ -52,7 +52,16 @@ _DEFAULT = object()      # a key argument left to its default
 
 
 class AutotuneWarning(UserWarning):
-    """A config was skipped while autotuning (it failed to compile or to launch)."""
+    """A config was skipped while autotuning (it failed to compile or to launch), or an
+    autotune argument tlxc cannot honour was given (an unknown ``key`` name, say)."""
+
+
+# Triton's Config fields that tlxc accepts and cannot honour yet (a warning names them).
+_UNSUPPORTED_OPTIONS = {
+    "maxnreg": "tlxc sets no per-kernel register cap (warp-specialized kernels set per-task budgets with "
+               "async_task(registers=...))",
+    "num_ctas": "tlxc launches clusters with the ctas_per_cga= launch option (Config(..., ctas_per_cga=(2, 1, 1)))",
+}
 
 
 def _env_flag(name: str) -> bool:
@@ -73,8 +82,15 @@ class Config:
     """
 
     def __init__(self, kwargs: dict[str, Any], num_warps: int = 4, num_stages: int = 3, num_ctas: int = 1,
-                 maxnreg: int | None = None, ctas_per_cga: tuple[int, ...] | None = None,
-                 pre_hook: Callable[[dict[str, Any]], None] | None = None):
+                 maxnreg: int | None = None, pre_hook: Callable[[dict[str, Any]], None] | None = None,
+                 ir_override: str | None = None, *, ctas_per_cga: tuple[int, ...] | None = None):
+        if ir_override is not None:
+            raise TypeError("tlxc.Config(ir_override=...): tlxc compiles from the Python source and cannot "
+                            "take a Triton IR file; use TLXC_OVERRIDE_DIR to replace the generated CUDA")
+        for name, value, meaning in (("maxnreg", maxnreg, None), ("num_ctas", num_ctas, 1)):
+            if value != meaning:
+                warnings.warn(f"tlxc.Config({name}={value}) has no effect yet: {_UNSUPPORTED_OPTIONS[name]}",
+                              AutotuneWarning, stacklevel=2)
         self.kwargs = dict(kwargs)
         self.num_warps = num_warps
         self.num_stages = num_stages
@@ -185,17 +201,17 @@ class Autotuner(KernelWrapper):
     def __init__(self, fn, configs: Sequence[Config], key: Sequence[str], *,
                  prune_configs_by: dict[str, Any] | None = None, reset_to_zero: Sequence[str] | None = None,
                  restore_value: Sequence[str] | None = None, pre_hook: Callable | None = None,
-                 post_hook: Callable | None = None, warmup: float = 25, rep: float = 100,
-                 do_bench: Callable | None = None, cache_results: bool = True):
+                 post_hook: Callable | None = None, warmup: float | None = None, rep: float | None = None,
+                 use_cuda_graph: bool = False, do_bench: Callable | None = None, cache_results: bool = True):
         super().__init__(fn)
         self.configs = list(configs) or [Config({})]
         for config in self.configs:
             if not isinstance(config, Config):
                 raise TypeError(f"autotune configs must be tlxc.Config objects, got {config!r}")
-        self.keys = list(key)
+        self.keys = self._known_keys(key)
         self.reset_to_zero = list(reset_to_zero or [])
         self.restore_value = list(restore_value or [])
-        for name in self.keys + self.reset_to_zero + self.restore_value:
+        for name in self.reset_to_zero + self.restore_value:
             if name not in self.arg_names:
                 raise ValueError(f"@tlxc.autotune: {self.__name__} has no argument named '{name}' "
                                  f"(its arguments: {', '.join(self.arg_names)})")
@@ -209,8 +225,9 @@ class Autotuner(KernelWrapper):
         self.early_config_prune = prune.get("early_config_prune")
         self.user_pre_hook = pre_hook
         self.user_post_hook = post_hook
-        self.warmup = warmup
-        self.rep = rep
+        self.warmup = 25 if warmup is None else warmup
+        self.rep = (20 if use_cuda_graph else 100) if rep is None else rep
+        self.use_cuda_graph = bool(use_cuda_graph)
         self.user_do_bench = do_bench
         self.cache_results = cache_results
         self.cache: dict[tuple, Config] = {}      # tuning key -> the chosen config
@@ -220,6 +237,19 @@ class Autotuner(KernelWrapper):
         self.configs_timings: dict[Config, float] = {}
         self.bench_time = 0.0
         self._restore_copies: dict[str, Any] = {}
+        self._bench_takes_quantiles = False
+
+    def _known_keys(self, key: Sequence[str]) -> list[str]:
+        """The ``key`` names that are arguments; Triton ignores the others, tlxc warns naming them."""
+        if isinstance(key, str):
+            key = [key]
+        unknown = [name for name in key if name not in self.arg_names]
+        if unknown:
+            warnings.warn(f"@tlxc.autotune of {self.__name__}: key {', '.join(repr(n) for n in unknown)} "
+                          f"{'is' if len(unknown) == 1 else 'are'} no argument of the kernel and "
+                          f"{'is' if len(unknown) == 1 else 'are'} ignored (its arguments: "
+                          f"{', '.join(self.arg_names)})", AutotuneWarning, stacklevel=4)
+        return [name for name in key if name in self.arg_names]
 
     # -- the launch ---------------------------------------------------------------------------------
     def run(self, *args, grid, **kwargs):
@@ -228,8 +258,8 @@ class Autotuner(KernelWrapper):
         except KeyError:
             config, launch_kwargs = self._first_launch_of_key(args, kwargs, grid)
         self.best_config = config
-        if config.pre_hook is not None:
-            config.pre_hook({**self.named_arguments(args, kwargs), **config.kwargs})
+        if config.pre_hook is not None:      # Triton's nargs: the arguments, the config's values and options
+            config.pre_hook({**self.named_arguments(args, kwargs), **config.all_kwargs()})
         if kwargs:
             launch_kwargs = {**kwargs, **launch_kwargs}
         return self.fn.run(*args, grid=grid, **launch_kwargs)
@@ -342,7 +372,7 @@ class Autotuner(KernelWrapper):
         return timings, failures
 
     def _bench_one(self, bench: Callable, config: Config, args: tuple, kwargs: dict, grid, nargs: dict) -> float:
-        full_nargs = {**nargs, **config.kwargs}
+        full_nargs = {**nargs, **config.all_kwargs()}
         launch_kwargs = {**kwargs, **config.all_kwargs()}
 
         def kernel_call():
@@ -358,16 +388,23 @@ class Autotuner(KernelWrapper):
             finally:
                 self._post_hook(full_nargs, exception)
 
-        result = bench(kernel_call)
+        result = bench(kernel_call, quantiles=(0.5, 0.2, 0.8)) if self._bench_takes_quantiles else bench(kernel_call)
         if isinstance(result, (tuple, list)):
             result = result[0]
         return float(result)
 
     def _bench_function(self, args: tuple, kwargs: dict) -> Callable:
+        """The user's ``do_bench`` (called as Triton calls it: ``do_bench(fn, quantiles=(0.5, 0.2, 0.8))``
+        when it takes ``quantiles``), else CUDA-graph replays (``use_cuda_graph``), CUDA events,
+        or, for CPU launches (the interpreter, where no graph exists), the wall clock."""
+        self._bench_takes_quantiles = False
         if self.user_do_bench is not None:
+            self._bench_takes_quantiles = _accepts_keyword(self.user_do_bench, "quantiles")
             return self.user_do_bench
-        on_gpu = any(getattr(value, "is_cuda", False) for value in (*args, *kwargs.values()))
-        timer = cuda_event_bench if on_gpu else wall_clock_bench
+        on_gpu = any(getattr(_tensor_of(value), "is_cuda", False) for value in (*args, *kwargs.values()))
+        if not on_gpu:
+            return functools.partial(wall_clock_bench, warmup=self.warmup, rep=self.rep)
+        timer = cuda_graph_bench if self.use_cuda_graph else cuda_event_bench
         return functools.partial(timer, warmup=self.warmup, rep=self.rep)
 
     def _pre_hook(self, nargs: dict[str, Any]) -> None:
@@ -432,11 +469,13 @@ class Autotuner(KernelWrapper):
 
 def autotune(configs: Sequence[Config], key: Sequence[str], prune_configs_by: dict[str, Any] | None = None,
              reset_to_zero: Sequence[str] | None = None, restore_value: Sequence[str] | None = None,
-             pre_hook: Callable | None = None, post_hook: Callable | None = None, warmup: float = 25,
-             rep: float = 100, do_bench: Callable | None = None, cache_results: bool = True):
+             pre_hook: Callable | None = None, post_hook: Callable | None = None, warmup: float | None = None,
+             rep: float | None = None, use_cuda_graph: bool = False, do_bench: Callable | None = None,
+             cache_results: bool = True):
     """Decorator: ``@tlxc.autotune(configs=[tlxc.Config(...)], key=[...])`` above ``@tlxc.kernel``.
 
-    - ``key``: argument names whose values select a tuning (plus every tensor's dtype).
+    - ``key``: argument names whose values select a tuning (plus every tensor's dtype); a name
+      that is no argument is ignored with an ``AutotuneWarning`` (Triton ignores it silently).
     - ``prune_configs_by``: ``{"early_config_prune": fn(configs, nargs, **kwargs) -> configs,
       "perf_model": fn(**nargs, **kwargs, **config.all_kwargs()) -> estimated ms,
       "top_k": int or fraction}``.
@@ -444,14 +483,19 @@ def autotune(configs: Sequence[Config], key: Sequence[str], prune_configs_by: di
     - ``restore_value``: tensor arguments restored to their values after each benchmark run.
     - ``pre_hook(nargs)`` / ``post_hook(nargs, exception)``: called around each benchmark run, in
       addition to (not instead of) ``reset_to_zero`` / ``restore_value``.
-    - ``warmup``, ``rep``: milliseconds of warm-up and of measurement for the default timer.
-    - ``do_bench``: ``fn -> ms`` replacing the default timer.
+    - ``warmup``, ``rep``: milliseconds of warm-up and of measurement for the default timer
+      (25 and 100; with ``use_cuda_graph`` ``rep`` defaults to 20 and ``warmup`` is not needed).
+    - ``use_cuda_graph``: time each config by replaying a CUDA graph of its launch
+      (``cuda_graph_bench``: host overhead excluded), as Triton's ``do_bench_cudagraph``; launches on
+      CPU tensors (the interpreter) have no graph and use the wall clock.
+    - ``do_bench``: replaces the timer: ``do_bench(fn, quantiles=(0.5, 0.2, 0.8))`` when it takes
+      ``quantiles`` (Triton's call), else ``do_bench(fn)``; ms, or a sequence whose first item is used.
     - ``cache_results``: store the choice on disk (default True).
     """
     def decorator(fn):
         return Autotuner(fn, configs, key, prune_configs_by=prune_configs_by, reset_to_zero=reset_to_zero,
                          restore_value=restore_value, pre_hook=pre_hook, post_hook=post_hook, warmup=warmup,
-                         rep=rep, do_bench=do_bench, cache_results=cache_results)
+                         rep=rep, use_cuda_graph=use_cuda_graph, do_bench=do_bench, cache_results=cache_results)
     return decorator
 
 
@@ -461,6 +505,21 @@ def one_line_reason(exc: BaseException) -> str:
     """``ResourceError: k.py:12:4: error: needs 300 KiB of shared memory`` (first line only)."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else '(no message)'}"
+
+
+def _accepts_keyword(fn: Callable, name: str) -> bool:
+    import inspect
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def _tensor_of(value) -> Any:
+    """A TMA descriptor's tensor, or the value itself."""
+    base = getattr(value, "base", None)
+    return base if hasattr(base, "is_cuda") else value
 
 
 def _key_value(value) -> Any:
@@ -473,6 +532,7 @@ def _key_value(value) -> Any:
 
 def _device_description(values: Iterable[Any]) -> str:
     for value in values:
+        value = _tensor_of(value)
         if getattr(value, "is_cuda", False):
             import torch
             index = value.get_device()
@@ -522,13 +582,15 @@ class _Progress:
 
 # -- timers ------------------------------------------------------------------------------------------
 
-def cuda_event_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, *,
-                     flush_l2: bool = True) -> float:
-    """Median milliseconds of ``fn()`` on the current CUDA stream.
+def cuda_event_times(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, *, flush_l2: bool = True,
+                     grad_to_none: Sequence[Any] | None = None) -> list[float]:
+    """Milliseconds of each measured ``fn()`` on the current CUDA stream.
 
     The first call (compilation, module load) is not timed; ``warmup`` and
     ``rep`` are milliseconds, converted to iteration counts from a 5-call
-    estimate; a 256 MiB memset between runs evicts L2, outside the timed span.
+    estimate; a 256 MiB memset between runs evicts L2, outside the timed span;
+    the ``.grad`` of each tensor of ``grad_to_none`` is reset before each run
+    (so that backward passes do not accumulate).
     """
     import torch
     fn()
@@ -548,16 +610,79 @@ def cuda_event_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     for begin, finish in zip(starts, ends):
+        _clear_grads(grad_to_none)
         flush.zero_()
         begin.record()
         fn()
         finish.record()
     torch.cuda.synchronize()
-    return statistics.median(begin.elapsed_time(finish) for begin, finish in zip(starts, ends))
+    return [begin.elapsed_time(finish) for begin, finish in zip(starts, ends)]
 
 
-def wall_clock_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100) -> float:
-    """Median wall-clock milliseconds of ``fn()`` (CPU launches: the interpreter)."""
+def cuda_event_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, *,
+                     flush_l2: bool = True) -> float:
+    """Median milliseconds of ``fn()`` on the current CUDA stream (``cuda_event_times``)."""
+    return statistics.median(cuda_event_times(fn, warmup, rep, flush_l2=flush_l2))
+
+
+def cuda_graph_times(fn: Callable[[], Any], rep: float = 20, *,
+                     grad_to_none: Sequence[Any] | None = None) -> list[float]:
+    """Milliseconds per ``fn()`` replayed from a CUDA graph, one value per replay of 10.
+
+    As Triton's ``do_bench_cudagraph``: on a side stream, one eager call (it
+    compiles and loads the module: neither may happen during a capture), one
+    captured call to estimate the time, then a graph of enough unrolled calls
+    to last ``rep`` ms, replayed 10 times.  Host-side work in ``fn`` (hooks,
+    descriptor encodes) runs at capture only, so it is not timed; a ``fn``
+    whose launch cannot be captured raises ``LaunchError``.
+    """
+    import torch
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        fn()
+        torch.cuda.synchronize()
+        try:
+            graph = _capture(fn, 1, grad_to_none)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            torch.cuda.synchronize()
+            repeats = max(1, int(rep / max(start.elapsed_time(end), 1e-3)))
+            graph = _capture(fn, repeats, grad_to_none)
+        except RuntimeError as exc:      # torch reports capture failures as RuntimeError
+            raise LaunchError(f"use_cuda_graph: the launch could not be captured in a CUDA graph ({exc}); "
+                              f"pass use_cuda_graph=False to time it with CUDA events") from None
+        times = []
+        for _ in range(10):
+            start.record()
+            graph.replay()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / repeats)
+    return times
+
+
+def _capture(fn: Callable[[], Any], repeats: int, grad_to_none):
+    import torch
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(repeats):
+            _clear_grads(grad_to_none)
+            fn()
+    torch.cuda.synchronize()
+    return graph
+
+
+def cuda_graph_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100) -> float:
+    """Mean milliseconds of ``fn()`` replayed from a CUDA graph (``cuda_graph_times``; the
+    autotuner's timer under ``use_cuda_graph=True``; ``warmup`` is not needed: replays are warm)."""
+    return statistics.fmean(cuda_graph_times(fn, rep))
+
+
+def wall_clock_times(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, *,
+                     grad_to_none: Sequence[Any] | None = None) -> list[float]:
+    """Wall-clock milliseconds of each measured ``fn()`` (CPU launches: the interpreter)."""
     start = time.perf_counter()
     fn()      # the first call compiles: time it only to size the loops
     estimate = max((time.perf_counter() - start) * 1e3, 1e-3)
@@ -565,11 +690,23 @@ def wall_clock_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100
         fn()
     times = []
     for _ in range(max(1, min(int(rep / estimate), 1000))):
+        _clear_grads(grad_to_none)
         begin = time.perf_counter()
         fn()
         times.append((time.perf_counter() - begin) * 1e3)
-    return statistics.median(times)
+    return times
+
+
+def wall_clock_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100) -> float:
+    """Median wall-clock milliseconds of ``fn()`` (CPU launches: the interpreter)."""
+    return statistics.median(wall_clock_times(fn, warmup, rep))
+
+
+def _clear_grads(tensors) -> None:
+    for tensor in tensors or ():
+        tensor.grad = None
 
 
 __all__ = ["AutotuneWarning", "Autotuner", "Config", "Heuristics", "KernelWrapper", "autotune",
-           "cuda_event_bench", "heuristics", "one_line_reason", "wall_clock_bench"]
+           "cuda_event_bench", "cuda_event_times", "cuda_graph_bench", "cuda_graph_times", "heuristics",
+           "one_line_reason", "wall_clock_bench", "wall_clock_times"]

@@ -640,3 +640,8 @@ def _no_current_context() -> bool:
     context = _VOIDP()
     return (_driver().cuCtxGetCurrent(ctypes.byref(context)) == CUDA_SUCCESS
             and not context.value)
+
+
+# Triton code reaches host queries as ``triton.runtime.driver.active.<query>()``;
+# ported code says ``tlxc.runtime.driver.active`` (runtime/driver_api.py).
+from .driver_api import active  # noqa: F401

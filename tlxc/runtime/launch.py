@@ -139,10 +139,18 @@ def key_parts(kfn, bound: tuple) -> list:
         elif value is None:
             parts.append(None)
         elif isinstance(value, TensorDescriptor):
-            parts += [value._type_key, value.device_index]
+            parts += [_descriptor_type_key(kfn, name, value), value.device_index]
         else:
             parts += [value.dtype, value.get_device(), value.data_ptr() & 15]
     return parts
+
+
+def _descriptor_type_key(kfn, name: str, desc: TensorDescriptor) -> int:
+    """The descriptor's launch key; its box is checked here, the first time a launch uses it."""
+    try:
+        return desc._type_key
+    except LaunchError as exc:
+        raise LaunchError(f"argument '{name}' of {kfn.__name__}: {exc.message}") from None
 
 
 def build_fast_path(kfn, bound: tuple):

@@ -18,11 +18,15 @@ of the innermost box dimension, the only one a TMA swizzle acts on):
     anything else           ->  swizzle 0 (none)
 
 TMA requires the inner box of a swizzled copy to be no wider than the swizzle
-span, so an inner box wider than 128 bytes (e.g. 128 bf16) gets no swizzle:
-legal for TMA and fine for ``desc.load``, but wgmma operands want a swizzled
-tile, so GEMMs should use a 128-byte inner box (64 bf16/f16, 128 fp8, 32 f32)
-and loop over K.  Encoding is lazy so that descriptors of CPU tensors work on
-the interpreter, which reads the tensor itself.
+span.  A wider inner box that is a multiple of 128 bytes, over a multiple of 8
+rows (the product of the other box dimensions), e.g. ``[64, 256]`` f16, gets
+the 128-byte swizzle anyway (``box_swizzle``): the map is encoded with the
+128-byte-wide sub-box (``TensorDescType.copy_box``) and the kernel issues one
+copy per sub-box into consecutive 128B-swizzled column blocks of the buffer,
+the layout wgmma/tcgen05 read (``passes/shared_layouts.py``); the IR type keeps
+the whole box, so ``expect_bytes`` still counts all of it.  Other wide boxes
+get no swizzle.  ``swizzle=0`` turns the split off.  Encoding is lazy so that
+descriptors of CPU tensors work on the interpreter, which reads the tensor itself.
 """
 from __future__ import annotations
 
@@ -71,72 +75,149 @@ def choose_swizzle(inner_box_bytes: int) -> int:
     return inner_box_bytes if inner_box_bytes in (32, 64, 128) else 0
 
 
+def splits_into_spans(block_shape: Sequence[int], element_bytes: int) -> bool:
+    """Whether a box wider than 128 bytes is copied as 128-byte-wide, 128B-swizzled sub-boxes:
+    its inner bytes a multiple of 128 and its rows (the other dimensions) a multiple of 8, so
+    that every sub-box starts in phase with the swizzle pattern (1024 bytes)."""
+    inner = block_shape[-1] * element_bytes
+    rows = 1
+    for d in block_shape[:-1]:
+        rows *= d
+    return inner > 128 and inner % 128 == 0 and rows % 8 == 0
+
+
+def box_swizzle(block_shape: Sequence[int], element_bytes: int) -> int:
+    """The default swizzle of a box: ``choose_swizzle`` of its inner bytes, or 128 for a wide
+    box that ``splits_into_spans``."""
+    if splits_into_spans(block_shape, element_bytes):
+        return 128
+    return choose_swizzle(block_shape[-1] * element_bytes)
+
+
 def _fail(argument: str, message: str) -> LaunchError:
     return LaunchError(f"TensorDescriptor: '{argument}' {message}")
 
 
+# Attributes a launch derives from the box, computed when the box is first used (see __getattr__).
+_BOX_DERIVED = ("swizzle", "_ir_type", "_type_key")
+# Attributes users may assign (Triton's TensorDescriptor is a plain dataclass of these).
+_GEOMETRY = ("base", "shape", "strides", "block_shape", "padding")
+
+
 class TensorDescriptor:
-    """A TMA descriptor of ``tensor`` seen as ``shape``/``strides`` (elements),
-    copied in boxes of ``block_shape``; like Triton's
-    ``triton.tools.tensor_descriptor.TensorDescriptor``.
+    """A TMA descriptor of ``base`` seen as ``shape``/``strides`` (elements),
+    copied in boxes of ``block_shape``; Triton's
+    ``triton.tools.tensor_descriptor.TensorDescriptor(base, shape, strides,
+    block_shape, padding="zero")``, also importable as
+    ``tlxc.tools.tensor_descriptor.TensorDescriptor``.
 
     ``padding`` is what out-of-bounds box elements read as: ``"zero"`` or
     ``"nan"`` (floating-point tensors only).  Stores clip at the bounds.
+
+    The rules on the tensor, shape and strides are checked when they are set
+    (construction or assignment).  The box may be a placeholder until the
+    launch, as in Triton code that builds ``TensorDescriptor(a, shape,
+    strides, [1, 1])`` and lets an autotune ``pre_hook`` assign
+    ``desc.block_shape = [BM, BK]``: its rank and per-dimension range are
+    checked when it is set, and so is its swizzle when it is wide enough for
+    TMA; a box narrower than 16 bytes (a placeholder) is refused only when it
+    is used (launch, ``ir_type()``, ``encode()``), with the same errors.
+    Assigning any of ``base``, ``shape``, ``strides``, ``block_shape``,
+    ``padding`` forgets the derived IR type and encoded map, so the next
+    launch keys, compiles and encodes for the new geometry.
     """
 
-    _frozen = False          # set at the end of __init__
-
-    def __init__(self, tensor: Any, shape: Sequence[int], strides: Sequence[int],
+    def __init__(self, base: Any, shape: Sequence[int], strides: Sequence[int],
                  block_shape: Sequence[int], padding: str = "zero", swizzle: int | None = None):
-        get_device = getattr(tensor, "get_device", None)
-        fields = self.__dict__          # (set directly: __setattr__ refuses changes after __init__)
-        fields.update(base=tensor, shape=tuple(map(int, shape)), strides=tuple(map(int, strides)),
-                      block_shape=tuple(map(int, block_shape)), padding=padding, dtype=_element_type(tensor),
-                      device_index=get_device() if get_device is not None else -1,   # a tensor never moves
-                      _last_address=None, _last_blob=b"")
-        # Every rule depends only on this geometry (and the address modulo 16): a wrapper
-        # that builds the same descriptor on every call checks it once.
-        geometry = (self.dtype.name, self.shape, self.strides, self.block_shape, padding, swizzle,
-                    _address(tensor) % ALIGNMENT)
-        checked = _CHECKED.get(geometry)
-        if checked is None:
-            self._check()
-            inner = self.block_shape[-1] * self.dtype.bytes
-            if swizzle is None:
-                swizzle = choose_swizzle(inner)
-            elif swizzle not in (0, 32, 64, 128) or (swizzle and inner != swizzle):
-                raise LaunchError(f"TensorDescriptor: 'swizzle' must be 0, or the inner box width in bytes "
-                                  f"({inner}) when that is 32, 64 or 128; got {swizzle}")
-            ir_type = TensorDescType(self.dtype, self.block_shape, swizzle)
-            checked = (swizzle, ir_type, _TYPE_KEYS.setdefault(ir_type, len(_TYPE_KEYS)))
-            if len(_CHECKED) >= _ENCODED_MAX:
-                _CHECKED.clear()
-            _CHECKED[geometry] = checked
-        # the launch key holds the IR type as a small int: hashing the type itself costs more
-        fields["swizzle"], fields["_ir_type"], fields["_type_key"] = checked
-        fields["_frozen"] = True
+        fields = self.__dict__          # (set directly: __setattr__ re-describes on every geometry change)
+        fields.update(base=base, shape=_ints(shape), strides=_ints(strides), block_shape=_ints(block_shape),
+                      padding=padding, _requested_swizzle=swizzle)
+        self._describe()
 
     def __setattr__(self, name: str, value: Any) -> None:
-        # launches reuse the encoded map while the tensor's address is unchanged: a descriptor
-        # whose shape or box changed under it would silently move the wrong boxes
-        if self._frozen and not name.startswith("_"):
-            raise AttributeError(f"TensorDescriptor is immutable ('{name}'): build a new one")
-        object.__setattr__(self, name, value)
+        if name in _BOX_DERIVED or name in ("dtype", "device_index"):
+            raise AttributeError(f"TensorDescriptor.{name} follows from the tensor and the box; set "
+                                 f"'base' or 'block_shape' instead")
+        if name not in _GEOMETRY:
+            object.__setattr__(self, name, value)
+            return
+        previous = self.__dict__[name]
+        self.__dict__[name] = _ints(value) if name in ("shape", "strides", "block_shape") else value
+        try:
+            self._describe()
+        except LaunchError:
+            self.__dict__[name] = previous       # a refused assignment leaves the descriptor as it was
+            self._describe()
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for attributes not in __dict__: the box-derived ones before the box is used
+        if name in _BOX_DERIVED:
+            self._fix_box()
+            return self.__dict__[name]
+        raise AttributeError(f"'TensorDescriptor' object has no attribute '{name}'")
 
     @classmethod
     def from_tensor(cls, tensor: Any, block_shape: Sequence[int], padding: str = "zero",
                     swizzle: int | None = None) -> TensorDescriptor:
         """A descriptor of the whole of ``tensor`` (its shape and element strides);
-        ``swizzle=None`` picks it from the box (``choose_swizzle``), 0 turns it off."""
+        ``swizzle=None`` picks it from the box (``box_swizzle``), 0 turns it off."""
         return cls(tensor, tuple(tensor.shape), _element_strides(tensor), block_shape, padding, swizzle)
 
     def ir_type(self) -> TensorDescType:
-        """The kernel parameter's IR type: element, box and swizzle."""
+        """The kernel parameter's IR type: element, box and swizzle (checks the box)."""
         return self._ir_type
 
     def __repr__(self) -> str:
+        swizzle = self.__dict__.get("swizzle", "unchecked")
         return (f"TensorDescriptor(shape={list(self.shape)}, strides={list(self.strides)}, "
-                f"block_shape={list(self.block_shape)}, dtype={self.dtype}, swizzle={self.swizzle})")
+                f"block_shape={list(self.block_shape)}, dtype={self.dtype}, swizzle={swizzle})")
+
+    # -- describing the geometry ----------------------------------------------------------
+    def _describe(self) -> None:
+        """Check what does not depend on the box's final value and forget everything derived."""
+        fields = self.__dict__
+        get_device = getattr(self.base, "get_device", None)
+        fields.update(dtype=_element_type(self.base),
+                      device_index=get_device() if get_device is not None else -1,
+                      _last_address=None, _last_blob=b"")
+        for name in _BOX_DERIVED:
+            fields.pop(name, None)
+        # Every rule depends only on this geometry (and the address modulo 16): a wrapper
+        # that builds the same descriptor on every call checks it once.
+        checked = _CHECKED.get(self._geometry())
+        if checked is not None:
+            fields["swizzle"], fields["_ir_type"], fields["_type_key"] = checked
+            return
+        self._check()
+        try:
+            self._check_box_width()
+        except LaunchError:
+            return          # a placeholder box (e.g. [1, 1]): checked when a launch uses it
+        self._fix_box()     # a usable box: its swizzle is checked (and the geometry cached) now
+
+    def _geometry(self) -> tuple:
+        return (self.dtype.name, self.shape, self.strides, self.block_shape, self.padding,
+                self._requested_swizzle, _address(self.base) % ALIGNMENT)
+
+    def _fix_box(self) -> None:
+        """The box is final (a launch uses it): check it, choose the swizzle, derive the IR type."""
+        self._check_box_width()
+        inner = self.block_shape[-1] * self.dtype.bytes
+        swizzle = self._requested_swizzle
+        if swizzle is None:
+            swizzle = box_swizzle(self.block_shape, self.dtype.bytes)
+        elif swizzle not in (0, 32, 64, 128) or (swizzle and inner != swizzle and not (
+                swizzle == 128 and splits_into_spans(self.block_shape, self.dtype.bytes))):
+            raise LaunchError(f"TensorDescriptor: 'swizzle' must be 0, or the inner box width in bytes "
+                              f"({inner}) when that is 32, 64 or 128, or 128 for a wider box of 128-byte "
+                              f"multiples over a multiple of 8 rows; got {swizzle}")
+        ir_type = TensorDescType(self.dtype, self.block_shape, swizzle)
+        checked = (swizzle, ir_type, _TYPE_KEYS.setdefault(ir_type, len(_TYPE_KEYS)))
+        if len(_CHECKED) >= _ENCODED_MAX:
+            _CHECKED.clear()
+        _CHECKED[self._geometry()] = checked
+        self.__dict__["swizzle"], self.__dict__["_ir_type"], self.__dict__["_type_key"] = checked
 
     # -- legality --------------------------------------------------------------------
     def _check(self) -> None:
@@ -154,7 +235,7 @@ class TensorDescriptor:
             raise _fail("padding", f"'nan' needs a floating-point tensor, got {self.dtype}")
         self._check_tensor()
         self._check_shape_and_strides()
-        self._check_box()
+        self._check_box_dims()
 
     def _check_tensor(self) -> None:
         address = _address(self.base)
@@ -186,15 +267,19 @@ class TensorDescriptor:
                 raise _fail("strides", f"stride {stride} of dim {dim} is {stride * size} bytes; TMA requires "
                                        f"less than 2**40")
 
-    def _check_box(self) -> None:
+    def _check_box_dims(self) -> None:
         for dim, box in enumerate(self.block_shape):
             if not 1 <= box <= MAX_BOX_DIM:
                 raise _fail("block_shape", f"dimension {dim} is {box}; TMA boxes have 1 to {MAX_BOX_DIM} "
                                            f"elements per dimension")
+
+    def _check_box_width(self) -> None:
         inner = self.block_shape[-1] * self.dtype.bytes
         if inner < ALIGNMENT or inner % ALIGNMENT:
             raise _fail("block_shape", f"inner dimension is {self.block_shape[-1]} x {self.dtype} = {inner} "
-                                       f"bytes; TMA requires at least 16 bytes and a multiple of 16")
+                                       f"bytes; TMA requires at least 16 bytes and a multiple of 16 (a "
+                                       f"placeholder box such as [1, 1] must be replaced before the launch, "
+                                       f"e.g. by an autotune pre_hook: desc.block_shape = [BM, BK])")
 
     # -- encoding ----------------------------------------------------------------------
     def encode(self) -> bytes:
@@ -220,6 +305,38 @@ class TensorDescriptor:
         return blob
 
 
+class DescriptorPlaceholder(TensorDescriptor):
+    """A descriptor of an element type and no tensor, for ahead-of-time compiles
+    (``tlxc compile --signature 'a_desc=tensordesc<fp16>'``): an autotune config's
+    ``pre_hook`` assigns its ``block_shape`` as it would a real descriptor's, and
+    ``ir_type()`` then gives the kernel parameter's type.  It cannot be launched."""
+
+    def __init__(self, element: ScalarType, block_shape: Sequence[int] = ()):
+        fields = self.__dict__
+        fields.update(base=None, shape=(), strides=(), block_shape=_ints(block_shape), padding="zero",
+                      _requested_swizzle=None, _element=element)
+        self._describe()
+
+    def _describe(self) -> None:
+        self.__dict__.update(dtype=self._element, device_index=-1, _last_address=None, _last_blob=b"")
+        for name in _BOX_DERIVED:
+            self.__dict__.pop(name, None)
+        self._check_box_dims()
+
+    def _geometry(self) -> tuple:
+        return ("placeholder", self.dtype.name, self.block_shape)
+
+    def _fix_box(self) -> None:
+        if not self.block_shape:
+            raise _fail("block_shape", "of an ahead-of-time descriptor was never set: give the box in the "
+                                       "signature (tensordesc<128x64xfp16>) or let a config's pre_hook "
+                                       "assign desc.block_shape")
+        super()._fix_box()
+
+    def encode(self) -> bytes:
+        raise _fail("tensor", "is missing: an ahead-of-time descriptor placeholder cannot be launched")
+
+
 # Encoded maps by everything they encode, shared by descriptors: a wrapper that builds
 # new descriptors of the same tensors on every call (as Triton code does) encodes once.
 # The maps are 128 bytes; the cache is emptied when it reaches _ENCODED_MAX entries.
@@ -240,7 +357,7 @@ def tma_arguments(dtype: ScalarType, address: int, shape: Sequence[int], strides
         "globalAddress": address,
         "globalDim": [int(d) for d in reversed(shape)],
         "globalStrides": [int(s) * dtype.bytes for s in reversed(strides[:-1])],
-        "boxDim": [int(b) for b in reversed(block_shape)],
+        "boxDim": [int(b) for b in reversed(TensorDescType(dtype, tuple(block_shape), swizzle).copy_box)],
         "elementStrides": [1] * len(shape),
         "interleave": "CU_TENSOR_MAP_INTERLEAVE_NONE",
         "swizzle": SWIZZLE_ENUMS[swizzle],
@@ -338,10 +455,19 @@ def _address(tensor: Any) -> int:
     return tensor.__array_interface__["data"][0]
 
 
+def _ints(values: Sequence[int]) -> tuple[int, ...]:
+    """Shapes, strides and boxes as tuples of Python ints (lists, torch.Size and numpy ints alike)."""
+    try:
+        return tuple(int(v) for v in values)
+    except TypeError:
+        raise LaunchError(f"TensorDescriptor: expected a sequence of ints, got {values!r}") from None
+
+
 def _element_strides(tensor: Any) -> tuple[int, ...]:
     if hasattr(tensor, "data_ptr"):
         return tuple(tensor.stride())
     return tuple(s // tensor.itemsize for s in tensor.strides)
 
 
-__all__ = ["TensorDescriptor", "choose_swizzle", "encode_tiled", "tma_arguments"]
+__all__ = ["DescriptorPlaceholder", "TensorDescriptor", "box_swizzle", "choose_swizzle", "encode_tiled", "splits_into_spans",
+           "tma_arguments"]

@@ -6,7 +6,7 @@ broadcasts first); ``arith.cmp`` yields ``i1`` of the same shape.
 from __future__ import annotations
 
 from ..core import Operation
-from ..types import ScalarType, i1, with_element
+from ..types import ScalarType, i1, i32, with_element
 from ._rules import expect_operands, expect_results, expect_scalar_kind, expect_type, same_shape
 
 
@@ -190,17 +190,130 @@ class FmaOp(Operation):
         expect_scalar_kind(self, self.result.type, _is_float, "floating-point", "operands")
 
 
-MATH_FUNCTIONS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos",
-                  "floor", "ceil", "erf", "tanh")
+# -- math.*: the CUDA math library, one op per function ----------------------------------
+# Names follow the user's spelling (``tl.math.*`` / libdevice).  f16/bf16 operands compute
+# in f32 and round back, as every other float op; ``fast_*`` are f32-only intrinsics.
+
+MATH_FUNCTIONS = (
+    "exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p",
+    "sqrt", "sqrt_rn", "rsqrt", "rsqrt_rn", "rcp_rn", "cbrt", "rcbrt",
+    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+    "sinpi", "cospi", "erf", "erfc", "erfinv", "erfcinv", "erfcx", "normcdf", "normcdfinv",
+    "lgamma", "tgamma", "j0", "j1", "y0", "y1", "cyl_bessel_i0", "cyl_bessel_i1",
+    "floor", "ceil", "trunc", "round", "rint", "nearbyint", "logb", "saturatef",
+    "fast_expf", "fast_exp10f", "fast_logf", "fast_log2f", "fast_log10f",
+    "fast_sinf", "fast_cosf", "fast_tanf")
+"""Elementwise float -> float of the same type."""
+
+MATH_BINARY_FUNCTIONS = (
+    "pow", "atan2", "hypot", "rhypot", "copysign", "remainder", "fdim", "nextafter",
+    "div_rn", "add_rn", "sub_rn", "mul_rn", "fast_dividef", "fast_powf")
+"""Elementwise (float, float) -> float, all of one type."""
+
+MATH_FLOAT_INT_FUNCTIONS = ("powi", "ldexp")
+"""Elementwise (float, i32) -> float: ``x ** n`` and ``x * 2 ** n``."""
+
+MATH_PREDICATES = ("isnan", "isinf", "isfinite", "signbit")
+"""Elementwise float -> i1."""
+
+MATH_BIT_COUNTS = ("clz", "popc", "ffs")
+"""Elementwise 32/64-bit integer -> i32."""
+
+MATH_F32_ONLY = frozenset(fn for fn in MATH_FUNCTIONS + MATH_BINARY_FUNCTIONS if fn.startswith("fast_"))
+
+
+def _is_f32_or_narrower(t: ScalarType) -> bool:
+    return t.is_float and t.bits <= 32
+
+
+def _is_wide_int(t: ScalarType) -> bool:
+    return t.is_int and t.bits in (32, 64)
+
+
+def _float_rule(function: str):
+    if function in MATH_F32_ONLY:
+        return staticmethod(_is_f32_or_narrower), "float32 (or narrower floating-point)"
+    return staticmethod(_is_float), "floating-point"
 
 
 def _make_math_op(function: str) -> type[FloatUnaryOp]:
-    cls = type(f"{function.capitalize()}Op", (FloatUnaryOp,), {"name": f"math.{function}"})
+    rule, description = _float_rule(function)
+    cls = type(f"{function.capitalize()}Op", (FloatUnaryOp,),
+               {"name": f"math.{function}", "element_rule": rule, "element_description": description})
     cls.__doc__ = f"Elementwise ``{function}`` on floats."
     return cls
 
 
+def _make_math_binary_op(function: str) -> type[BinaryOp]:
+    rule, description = _float_rule(function)
+    cls = type(f"{function.capitalize()}Op", (BinaryOp,),
+               {"name": f"math.{function}", "element_rule": rule, "element_description": description})
+    cls.__doc__ = f"Elementwise ``{function}(lhs, rhs)`` on floats of one type."
+    return cls
+
+
+class FloatIntOp(Operation):
+    """``f(x, n)`` with a float ``x``, an i32 ``n`` of the same shape and a result of x's type."""
+
+    def verify(self):
+        expect_operands(self, 2)
+        expect_results(self, 1)
+        x, n = self.operands
+        expect_scalar_kind(self, x.type, _is_float, "floating-point", "operand #0")
+        expect_type(self, n.type, with_element(x.type, i32), "operand #1")
+        expect_type(self, self.result.type, x.type, "result")
+
+
+class PredicateOp(Operation):
+    """A test of each float element, giving i1 of the same shape."""
+
+    def verify(self):
+        expect_operands(self, 1)
+        expect_results(self, 1)
+        (x,) = self.operands
+        expect_scalar_kind(self, x.type, _is_float, "floating-point", "operand")
+        expect_type(self, self.result.type, with_element(x.type, i1), "result")
+
+
+class BitCountOp(Operation):
+    """A count over the bits of each 32/64-bit integer, giving i32 of the same shape."""
+
+    def verify(self):
+        expect_operands(self, 1)
+        expect_results(self, 1)
+        (x,) = self.operands
+        expect_scalar_kind(self, x.type, _is_wide_int, "32/64-bit integer", "operand")
+        expect_type(self, self.result.type, with_element(x.type, i32), "result")
+
+
+class BrevOp(UnaryOp):
+    """Reverse the bits of each 32/64-bit integer."""
+
+    name = "math.brev"
+    element_rule = staticmethod(_is_wide_int)
+    element_description = "32/64-bit integer"
+
+
+class MulHiOp(IntBinaryOp):
+    """High half of the *signed* product (``arith.umulhi`` is the unsigned one)."""
+
+    name = "math.mulhi"
+    element_rule = staticmethod(_is_wide_int)
+    element_description = "32/64-bit integer"
+
+
+def _make_op(function: str, base: type[Operation], what: str) -> type[Operation]:
+    cls = type(f"{function.capitalize()}Op", (base,), {"name": f"math.{function}"})
+    cls.__doc__ = f"Elementwise ``{function}``: {what}."
+    return cls
+
+
 MATH_OPS = {fn: _make_math_op(fn) for fn in MATH_FUNCTIONS}
+MATH_OPS.update({fn: _make_math_binary_op(fn) for fn in MATH_BINARY_FUNCTIONS})
+MATH_OPS.update({fn: _make_op(fn, FloatIntOp, "float and i32") for fn in MATH_FLOAT_INT_FUNCTIONS})
+MATH_OPS.update({fn: _make_op(fn, PredicateOp, "float -> i1") for fn in MATH_PREDICATES})
+MATH_OPS.update({fn: _make_op(fn, BitCountOp, "integer -> i32") for fn in MATH_BIT_COUNTS})
+MATH_OPS.update({"brev": BrevOp, "mulhi": MulHiOp})
 
 
 class CastOp(Operation):

@@ -6,7 +6,7 @@ Optional operands (``mask``, ``other``) follow the required ones; the
 from __future__ import annotations
 
 from ..core import Operation
-from ..types import PointerType, i1, shape_of, with_element
+from ..types import PointerType, ScalarType, i1, shape_of, with_element
 from ._rules import expect_operands, expect_pointer, expect_scalar_kind, expect_type, same_shape
 
 
@@ -86,9 +86,41 @@ class StoreOp(Operation):
         return self.operands[2] if self.attrs.get("has_mask") else None
 
 
+# Triton's memory semantics and scopes (semantic.py: _str_to_sem / _str_to_scope);
+# the frontend fills in Triton's defaults, acq_rel and gpu.
+ATOMIC_SEMS = ("relaxed", "acquire", "release", "acq_rel")
+ATOMIC_SCOPES = ("gpu", "cta", "sys")
+
+
+def _check_sem_scope(op) -> None:
+    if op.attrs.get("sem") not in ATOMIC_SEMS:
+        raise op.error(f"expected sem in {ATOMIC_SEMS}, got {op.attrs.get('sem')!r}")
+    if op.attrs.get("scope") not in ATOMIC_SCOPES:
+        raise op.error(f"expected scope in {ATOMIC_SCOPES}, got {op.attrs.get('scope')!r}")
+
+
+def atomic_element_problem(kind: str, elem) -> str | None:
+    """Why ``atomic_<kind>`` cannot act on ``elem`` elements (Triton's rules), or None.
+
+    16-bit floats only add; integers narrower than 32 bits never; and/or/xor need
+    integers; min/max on floats only for f32/f64 (lowered as integer atomics on the
+    bits, as Triton does); cas takes any 16-, 32- or 64-bit element."""
+    if not isinstance(elem, ScalarType) or elem.is_bool or elem.is_fp8:
+        return f"atomic_{kind} does not support {elem} elements"
+    if kind == "cas":
+        return None if elem.bits in (16, 32, 64) else f"atomic_cas needs 16-, 32- or 64-bit elements, got {elem}"
+    if elem.is_int and elem.bits < 32:
+        return f"atomic_{kind} does not support {elem} elements (integers need 32 or 64 bits)"
+    if elem.is_float and elem.bits == 16 and kind != "add":
+        return f"atomic_{kind} does not support {elem} elements (16-bit floats support only atomic_add)"
+    if kind in ("and", "or", "xor") and not elem.is_int:
+        return f"atomic_{kind} needs integer elements, got {elem}"
+    return None
+
+
 class AtomicRMWOp(Operation):
-    """Atomic read-modify-write (``attrs.kind``: add, max, min, xchg...);
-    yields the old values."""
+    """Atomic read-modify-write (``attrs.kind``: add, max, min, and, or, xor, xchg)
+    with memory semantics ``attrs.sem`` and scope ``attrs.scope``; yields the old values."""
 
     name = "tl.atomic_rmw"
     KINDS = ("add", "max", "min", "and", "or", "xor", "xchg")
@@ -104,10 +136,45 @@ class AtomicRMWOp(Operation):
         expect_type(self, self.result.type, value.type, "result")
         if self.attrs.get("kind") not in self.KINDS:
             raise self.error(f"expected kind in {self.KINDS}, got {self.attrs.get('kind')!r}")
+        if problem := atomic_element_problem(self.attrs["kind"], pointee):
+            raise self.error(problem)
+        _check_sem_scope(self)
 
     @property
     def mask(self):
         return self.operands[2] if self.attrs.get("has_mask") else None
+
+
+class AtomicCASOp(Operation):
+    """Atomic compare-and-swap: where memory equals ``cmp`` it becomes ``val``;
+    yields the old values.  No mask (as in Triton)."""
+
+    name = "tl.atomic_cas"
+
+    def verify(self):
+        expect_operands(self, 3)
+        ptr, cmp, value = self.operands
+        pointee = expect_pointer(self, ptr.type, "pointer").pointee
+        expected = with_element(ptr.type, pointee)
+        expect_type(self, cmp.type, expected, "cmp")
+        expect_type(self, value.type, expected, "value")
+        expect_type(self, self.result.type, expected, "result")
+        if problem := atomic_element_problem("cas", pointee):
+            raise self.error(problem)
+        _check_sem_scope(self)
+
+
+class DebugBarrierOp(Operation):
+    """``tl.debug_barrier()``: every thread of the program (of the task, inside
+    an async task) waits here, and their memory accesses before it are visible
+    to each other after it (``bar.sync``)."""
+
+    name = "tl.debug_barrier"
+
+    def verify(self):
+        expect_operands(self, 0)
+        if self.results:
+            raise self.error("expected no results")
 
 
 def pointee_of(t) -> object:

@@ -30,16 +30,39 @@ def expect_memdesc(op, t, what: str, view: bool | None = None) -> MemDescType:
 
 class LocalAllocOp(Operation):
     """Allocate ``num`` buffers of ``shape`` x ``dtype`` in shared memory.
-    ``attrs.offset`` (bytes into the block) is set by ``allocate-shared``."""
+    ``attrs.offset`` (bytes into the block) is set by ``allocate-shared``.
+
+    With one operand (TLX's ``reuse=``) the buffers alias that allocation: the
+    operand is another ``tlx.local_alloc`` without an operand (the group's
+    first), and every allocation of the group starts at the same offset of a
+    region as large as the largest of them."""
 
     name = "tlx.local_alloc"
 
+    @property
+    def reused(self):
+        """The allocation op whose bytes these buffers share, or None."""
+        return self.operands[0].owner if self.operands else None
+
     def verify(self):
-        expect_operands(self, 0)
+        if len(self.operands) > 1:
+            raise self.error(f"expected at most one operand (the reused allocation), got {len(self.operands)}")
         expect_results(self, 1)
         t = expect_memdesc(self, self.result.type, "result")
         if t.num < 1:
             raise self.error(f"expected at least one buffer, got num={t.num}")
+        if self.operands:
+            self._verify_reuse(t)
+
+    def _verify_reuse(self, t: MemDescType) -> None:
+        base = self.operands[0]
+        owner = getattr(base, "owner", None)
+        if getattr(owner, "name", None) != "tlx.local_alloc" or owner.operands:
+            raise self.error("expected the reused buffers to be a tlx.local_alloc that reuses nothing itself "
+                             "(an alias names the group's first allocation)")
+        if base.type.storage != "smem" or t.storage != "smem":
+            raise self.error(f"expected shared-memory allocations to alias, got {base.type.storage} and "
+                             f"{t.storage}: tensor-memory reuse is not supported")
 
 
 class LocalViewOp(Operation):

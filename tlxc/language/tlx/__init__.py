@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import functools
 
-from .core import float32, outside_kernel_error
+from ..core import float32, outside_kernel_error
 
 TLX_BUILTINS: dict[str, object] = {}
 
@@ -201,7 +201,7 @@ def size_of(dtype):
 
 @builtin
 def dtype_of(value):
-    """Element dtype of a tensor, pointer or buffer (compile-time)."""
+    """Element dtype of a tensor, pointer, buffer or tensor descriptor (compile-time)."""
 
 
 # -- TMA (tensor descriptors) ----------------------------------------------------------------
@@ -270,25 +270,14 @@ def tensor_descriptor_type(dtype, block_shape, swizzle: int = 0):
     """The type of a TMA descriptor parameter, for annotations (so that
     ``tlxc compile``/``tlxc check`` can type it without a launch):
     ``a_desc: tlx.tensor_descriptor_type(tl.bfloat16, [64, 64], swizzle=128)``."""
-    from ..ir.types import TensorDescType
+    from ...ir.types import TensorDescType
     return TensorDescType(dtype, tuple(int(d) for d in block_shape), int(swizzle))
 
-def _ring_helper():
-    # Defined lazily: the kernel decorator imports the runtime, which imports the language.
-    from ..runtime.jit import kernel
-    from . import core as tl
-
-    @kernel
-    def get_bufidx_phase(accum_cnt, NUM_BUFFERS: tl.constexpr):
-        """(slot, phase) of the ``accum_cnt``-th use of a ring of ``NUM_BUFFERS``."""
-        return accum_cnt % NUM_BUFFERS, (accum_cnt // NUM_BUFFERS) & 1
-
-    return get_bufidx_phase
-
-
 def __getattr__(name):
+    # get_bufidx_phase is a @kernel helper (warp_spec.py, as in TLX); imported lazily because the
+    # kernel decorator imports the runtime, which imports the language.
     if name == "get_bufidx_phase":
-        helper = _ring_helper()
-        globals()[name] = helper
-        return helper
+        from .warp_spec import get_bufidx_phase
+        globals()[name] = get_bufidx_phase
+        return get_bufidx_phase
     raise AttributeError(f"module 'tlxc.language.tlx' has no attribute {name!r}")

@@ -1,0 +1,180 @@
+"""Pieces of Triton's language surface that ported kernels use: calling a dtype as a
+conversion, ``tl.zeros_like``/``tl.full_like``, rank broadcasting, and
+``tl.range``'s keyword arguments (``loop_unroll_factor`` → ``#pragma unroll``).
+Interpreter runs against torch, sm_90a compiles without a GPU, located errors."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import tlxc
+import tlxc.language as tl
+from tlxc.errors import CompilationError
+from tlxc.interpreter import interpret
+
+HERE = os.path.basename(__file__)
+
+
+@pytest.fixture
+def gen() -> torch.Generator:
+    return torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+
+# -- calling a dtype ------------------------------------------------------------------------
+
+@tlxc.jit
+def dtype_call_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    count = tl.float32(n)                        # an int scalar argument, as a float
+    truncated = tl.int32(x)                      # a tensor: x.to(tl.int32)
+    half = tl.float16(0.5)                       # a number: an f16 scalar
+    mean = tl.sum(x, axis=0) / count
+    tl.store(out_ptr + offs, (truncated.to(tl.float32) + mean) * half, mask=offs < n)
+
+
+def test_calling_a_dtype_converts(gen):
+    n = 50
+    x = torch.randn(n, generator=gen) * 10
+    out = torch.full((64,), float("nan"))
+    interpret(dtype_call_kernel, (1,), (x, out, n), {"BLOCK": 64})
+    ref = (x.to(torch.int32).double() + x.double().sum() / n) * 0.5
+    torch.testing.assert_close(out[:n].double(), ref, rtol=1e-6, atol=1e-5)
+    assert out[n:].isnan().all()
+
+
+def test_calling_a_dtype_types_the_ir():
+    text = dtype_call_kernel.compile("x_ptr=*fp32, out_ptr=*fp32, n=i32", {"BLOCK": 64},
+                                     stages=("ir",)).asm["ir"]
+    assert "arith.sitofp" in text or "tl.cast" in text or "arith.cast" in text
+    assert "f16" in text
+
+
+@tlxc.jit
+def dtype_call_bad_kernel(x_ptr):
+    tl.float32(x_ptr)
+
+
+def test_calling_a_dtype_on_a_pointer_is_a_located_error():
+    with pytest.raises(CompilationError) as info:
+        dtype_call_bad_kernel.compile("x_ptr=*fp32", stages=("ir",))
+    line = dtype_call_bad_kernel.fn.__code__.co_firstlineno + 2
+    assert f"{HERE}:{line}:" in str(info.value) and "use .to(f32)" in str(info.value)
+
+
+# -- zeros_like / full_like -----------------------------------------------------------------
+
+@tlxc.jit
+def like_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    zeros = tl.zeros_like(x)
+    sevens = tl.full_like(x, 7)
+    halves = tl.full_like(x, 0.5, dtype=tl.float64)
+    tl.static_assert(zeros.dtype == x.dtype and halves.dtype == tl.float64)
+    tl.store(out_ptr + offs, tl.where(x > 0, sevens, zeros) + halves.to(tl.float32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_zeros_like_and_full_like(dtype, gen):
+    x = (torch.randn(128, generator=gen) * 4).to(dtype)
+    out = torch.full((128,), float("nan"))
+    interpret(like_kernel, (1,), (x, out), {"BLOCK": 128})
+    assert torch.equal(out, torch.where(x > 0, 7.0, 0.0) + 0.5)
+
+
+# -- rank broadcasting ------------------------------------------------------------------------
+
+@tlxc.jit
+def row_scale_kernel(x_ptr, w_ptr, out_ptr, n_rows, M: tl.constexpr, N: tl.constexpr):
+    rows = tl.arange(0, M)[:, None]
+    cols = tl.arange(0, N)
+    mask = (rows < n_rows) & (cols < N)[None, :]
+    x = tl.load(x_ptr + rows * N + cols[None, :], mask=mask, other=0.0)    # [M, N]
+    w = tl.load(w_ptr + cols)                                              # [N]
+    tl.store(out_ptr + rows * N + cols[None, :], x * w + cols, mask=mask)   # [M, N] * [N] + [N]
+
+
+def test_lower_rank_operands_gain_leading_dimensions(gen):
+    m, n, rows = 32, 64, 27
+    x, w = torch.randn(rows, n, generator=gen), torch.randn(n, generator=gen)
+    out = torch.full((rows, n), float("nan"))
+    interpret(row_scale_kernel, (1,), (x, w, out, rows), {"M": m, "N": n})
+    assert torch.equal(out, x * w + torch.arange(n))
+
+
+def test_rank_broadcasting_compiles_for_sm90a():
+    compiled = row_scale_kernel.compile("x_ptr=*fp32, w_ptr=*fp32, out_ptr=*fp32, n_rows=i32",
+                                        {"M": 32, "N": 64}, arch="sm_90a", stages=("cuda", "cubin"))
+    assert compiled.asm["cubin"][:4] == b"\x7fELF"
+
+
+@tlxc.jit
+def rank_mismatch_kernel(x_ptr, M: tl.constexpr, N: tl.constexpr):
+    a = tl.zeros((M, N), dtype=tl.float32)
+    b = tl.zeros((M,), dtype=tl.float32)
+    tl.store(x_ptr + tl.arange(0, N), tl.sum(a * b, axis=0))
+
+
+def test_trailing_dimensions_must_still_agree():
+    with pytest.raises(CompilationError) as info:
+        rank_mismatch_kernel.compile("x_ptr=*fp32", {"M": 32, "N": 64}, stages=("ir",))
+    assert "cannot broadcast [32, 64] and [32]" in str(info.value) and HERE in str(info.value)
+
+
+# -- tl.range's keyword arguments -------------------------------------------------------------
+
+@tlxc.jit
+def range_kernel(x_ptr, out_ptr, n_tiles, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for t in tl.range(0, n_tiles, num_stages=3, loop_unroll_factor=UNROLL, warp_specialize=False,
+                      disallow_acc_multi_buffer=True, flatten=False):
+        acc += tl.load(x_ptr + t * BLOCK + offs)
+    tl.store(out_ptr + offs, acc)
+
+
+def test_range_hints_run(gen):
+    x = torch.randn(5, 64, generator=gen)
+    out = torch.full((64,), float("nan"))
+    interpret(range_kernel, (1,), (x, out, 5), {"BLOCK": 64, "UNROLL": 2})
+    torch.testing.assert_close(out, x.sum(0), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("unroll", [1, 4])
+def test_loop_unroll_factor_is_a_pragma(unroll):
+    compiled = range_kernel.compile("x_ptr=*fp32, out_ptr=*fp32, n_tiles=i32", {"BLOCK": 64, "UNROLL": unroll},
+                                    arch="sm_90a", stages=("ir", "cuda", "cubin"))
+    assert f"unroll = {unroll}" in compiled.asm["ir"] and "num_stages = 3" in compiled.asm["ir"]
+    cuda = compiled.asm["cuda"]
+    loop = cuda.index("for (int t = ")
+    assert cuda[:loop].rstrip().endswith(f"#pragma unroll {unroll}")
+
+
+@tlxc.jit
+def bad_range_kernel(out_ptr, n, WHAT: tl.constexpr, VALUE: tl.constexpr):
+    acc = 0
+    if WHAT == "loop_unroll_factor":
+        for i in tl.range(0, n, loop_unroll_factor=VALUE):
+            acc += i
+    elif WHAT == "num_stages":
+        for i in tl.range(0, n, num_stages=VALUE):
+            acc += i
+    else:
+        for i in tl.range(0, n, warp_specialize=VALUE):
+            acc += i
+    tl.store(out_ptr, acc)
+
+
+@pytest.mark.parametrize("what, value, expected", [
+    ("loop_unroll_factor", 0, "loop_unroll_factor must be a compile-time integer >= 1, got 0"),
+    ("loop_unroll_factor", "2", "loop_unroll_factor must be a compile-time integer >= 1"),
+    ("num_stages", -1, "num_stages must be a compile-time integer >= 0, got -1"),
+    ("warp_specialize", 1, "warp_specialize must be a compile-time bool"),
+])
+def test_bad_range_hints_are_located_errors(what, value, expected):
+    with pytest.raises(CompilationError) as info:
+        bad_range_kernel.compile("out_ptr=*i32, n=i32", {"WHAT": what, "VALUE": value}, stages=("ir",))
+    assert expected in str(info.value) and HERE in str(info.value)

@@ -1,0 +1,164 @@
+"""Tensor descriptors as values with methods, as Triton writes them in a kernel:
+``desc.load(offsets)``, ``desc.store(offsets, value)``, ``desc.dtype``, ``desc.block_shape``.
+
+Both methods are composed from the explicit TLX ops (no op of their own), staging the box
+through a shared buffer the compiler allocates at the top of the kernel, so the checker, the
+interpreter, the shared-layout pass and the TMA lowering see exactly what a hand-written TLX
+kernel would show them:
+
+- load:  ``expect_bytes(bar, box)``, ``async_descriptor_load(desc, buf, offsets, bar)``,
+  ``barrier_wait(bar, 0)``, ``local_load(buf)``, then ``barrier_arrive(bar)``.  The arrive
+  completes the barrier's second phase once every thread of the task has read the buffer, so
+  each load leaves the barrier at parity 0 again (every load waits on phase 0, in loops too)
+  and the next load cannot overwrite a buffer still being read.
+- store: ``local_store(buf, value)``, ``fence("async_shared")``,
+  ``async_descriptor_store(desc, buf, offsets)``, ``async_descriptor_store_wait(0)``: the
+  store has read the buffer when the method returns, as in Triton.
+
+One staging buffer (and barrier) serves every call with the same box in one task (replica),
+since each call is complete when it returns; tasks and replicas run concurrently, so each has
+its own.
+"""
+from __future__ import annotations
+
+from ..ir.builder import Builder
+from ..ir.types import BarrierType, MemDescType, TensorDescType
+from ..language.core import outside_kernel_error
+from . import semantic as S
+from . import tlx_rules as X
+from .builtins import RULES, reshape
+from .values import SemanticError, Tensor
+
+# What a kernel cannot have: tlxc descriptors are encoded on the host, and their global
+# shape and strides are not kernel values.
+_HOST_ONLY = ("shape", "strides")
+
+
+def _method(name: str):
+    def register(signature):
+        def outside_kernel(*args, **kwargs):
+            raise outside_kernel_error(f"tensor_descriptor.{name}")
+
+        outside_kernel.__tlxc_builtin__ = "tensor_descriptor." + name
+        outside_kernel.__tlxc_signature__ = signature
+        return outside_kernel
+    return register
+
+
+@_method("load")
+def _load_signature(self, offsets):
+    """The box of ``block_shape`` at ``offsets`` as a register tensor; elements outside the
+    tensor read as zero."""
+
+
+@_method("store")
+def _store_signature(self, offsets, value):
+    """Write ``value`` (``block_shape``, converted to the descriptor's dtype) to the box at
+    ``offsets``; elements outside the tensor are not written."""
+
+
+METHODS = {"load": _load_signature, "store": _store_signature}
+
+
+def is_descriptor(value) -> bool:
+    return isinstance(value, Tensor) and isinstance(value.type, TensorDescType)
+
+
+def attribute(desc: Tensor, attr: str):
+    """``desc.dtype`` / ``desc.block_shape`` (compile-time); methods are bound by the caller."""
+    t = desc.type
+    if attr == "dtype":
+        return t.element
+    if attr == "block_shape":
+        return tuple(t.block_shape)
+    if attr in _HOST_ONLY:
+        raise SemanticError(f"a tensor descriptor's '{attr}' is not available in a tlxc kernel: the "
+                            f"descriptor is encoded on the host; pass the sizes as kernel arguments")
+    known = ", ".join(["dtype", "block_shape", *METHODS])
+    raise SemanticError(f"a tensor descriptor has no attribute '{attr}' (it has {known})")
+
+
+# -- the staging buffer ---------------------------------------------------------------------
+def _staging(ctx, desc: Tensor, with_barrier: bool) -> tuple[Tensor, Tensor | None]:
+    """The buffer view (and barrier view) the calls on boxes like ``desc``'s use in the current
+    task; allocated once per (task, box) at the top of the kernel."""
+    t = desc.type
+    box = t.squeezed_box
+    key = (ctx.task, t.element, box, t.swizzle)
+    entry = ctx.staging.setdefault(key, {})
+    if "buf" not in entry:
+        entry["buf"] = _allocate(ctx, "tlx.local_alloc", MemDescType(box, t.element, 1), {}, "tma_staging")
+    if with_barrier and "bar" not in entry:
+        entry["bar"] = _allocate(ctx, "tlx.alloc_barriers", BarrierType(1), {"arrive_count": 1},
+                                 "tma_landed")
+    buf = _tlx(ctx, "local_view", Tensor(entry["buf"]), 0)
+    bar = _tlx(ctx, "local_view", Tensor(entry["bar"]), 0) if with_barrier else None
+    return buf, bar
+
+
+def _allocate(ctx, name: str, result_type, attrs: dict, hint: str):
+    """An allocation at the top of the kernel (the uniform prologue every task runs), in the
+    order the calls that need them were traced."""
+    detached = Builder()
+    with detached.location(ctx.b.loc):
+        op = detached.create(name, [], [result_type], attrs, result_names=[hint])
+    ctx.entry.insert(ctx.staging_allocs, op)
+    ctx.staging_allocs += 1
+    return op.results[0]
+
+
+# -- the methods ------------------------------------------------------------------------------
+def _tlx(ctx, name: str, *args):
+    """Apply the rule of ``tlx.<name>``: the methods build what a TLX kernel would write."""
+    return RULES["tlx." + name](ctx, *args)
+
+
+def _load(ctx, desc, offsets):
+    desc = X.descriptor_arg(desc)
+    offsets = _offsets(desc, offsets)          # checked before anything is emitted
+    buf, bar = _staging(ctx, desc, with_barrier=True)
+    _tlx(ctx, "barrier_expect_bytes", bar, desc.type.box_bytes)
+    _tlx(ctx, "async_descriptor_load", desc, buf, offsets, bar)
+    _tlx(ctx, "barrier_wait", bar, 0)
+    value = _tlx(ctx, "local_load", buf)
+    _tlx(ctx, "barrier_arrive", bar)           # the second phase: parity 0 again, the buffer free
+    block = tuple(desc.type.block_shape)
+    return value if value.shape == block else reshape(ctx.b, value, block)
+
+
+def _store(ctx, desc, offsets, value):
+    desc = X.descriptor_arg(desc)
+    offsets = _offsets(desc, offsets)
+    value = _store_value(ctx, desc, value)
+    buf, _ = _staging(ctx, desc, with_barrier=False)
+    _tlx(ctx, "local_store", buf, value)
+    _tlx(ctx, "fence", "async_shared")
+    _tlx(ctx, "async_descriptor_store", desc, buf, offsets)
+    _tlx(ctx, "async_descriptor_store_wait", 0)
+
+
+def _offsets(desc: Tensor, offsets) -> tuple:
+    if isinstance(offsets, Tensor) and offsets.is_block:
+        raise SemanticError(f"'offsets' must be a list of {len(desc.type.block_shape)} integer scalars, got "
+                            f"{S.describe(offsets)}", param="offsets")
+    return X.box_offsets(desc, offsets)
+
+
+def _store_value(ctx, desc: Tensor, value) -> Tensor:
+    """``value`` as the staging buffer holds it: Triton's rule (the shape is the block's, the
+    dtype converts implicitly), then without the box's leading 1s."""
+    block = tuple(desc.type.block_shape)
+    if not isinstance(value, Tensor) or not value.is_block:
+        raise SemanticError(f"'value' must be a tensor of the descriptor's block shape {list(block)}, got "
+                            f"{S.describe(value)}", param="value")
+    if value.shape != block:
+        raise SemanticError(f"'value' has shape {list(value.shape)} but the descriptor's block is {list(block)}",
+                            param="value")
+    if value.dtype != desc.type.element:
+        value = S.cast(ctx.b, value, desc.type.element)
+    box = desc.type.squeezed_box
+    return value if box == block else reshape(ctx.b, value, box)
+
+
+RULES["tensor_descriptor.load"] = _load
+RULES["tensor_descriptor.store"] = _store
