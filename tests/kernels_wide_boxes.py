@@ -169,3 +169,12 @@ def row_halves(x_desc, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
     rows = tl.program_id(0) * BM + tl.arange(0, BM)[:, None]
     cols = tl.arange(0, BN)[None, :]
     tl.store(out_ptr + rows * N + cols, tlx.local_load(x[0]), mask=(rows < M) & (cols < N))
+
+
+@tlxc.kernel
+def desc_methods_add_one(x_desc, y_desc, BM: tl.constexpr):
+    """y = x + 1 through desc.load / desc.store of [BM, 256] f16 boxes (512-byte rows): the
+    compiler's staging buffers are block-stacked and each box is four copies."""
+    row = tl.program_id(0) * BM
+    x = x_desc.load([row, 0])
+    y_desc.store([row, 0], x + 1.0)

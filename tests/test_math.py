@@ -6,7 +6,8 @@ Each function runs on its own row of inputs drawn from its domain plus the speci
 (nan, +-inf, +-0, subnormals), in one kernel per function family, with a row length that is
 not a multiple of the tile.  The bounds are in ulps of the result type (docs/language.md):
 the interpreter is within 1 ulp of the correctly rounded f32 value (2 ulps for f64, whose
-reference is itself a libm result); the GPU within CUDA's documented bound.
+reference is itself a libm result); the GPU within CUDA's documented bound (plus 1 ulp of
+reference error for f64).
 """
 from __future__ import annotations
 
@@ -110,6 +111,8 @@ def _domain(kind: str, rng, dtype):
         "halves": lambda: np.round(rng.uniform(-8, 8, count) * 4) / 4,    # ties of round/rint
         "pi": lambda: rng.uniform(-math.pi, math.pi, count),
         "gamma": lambda: rng.uniform(-6, 30, count),
+        "lgamma": lambda: rng.uniform(-2.2, 30, count),     # CUDA's lgammaf bound excludes [-10, -2.264]
+        "near1": lambda: rng.uniform(0.5, 2, count),
     }[kind]
     values = np.concatenate([draw(), _specials(dtype)])
     with np.errstate(over="ignore"):                    # f16: large draws become +-inf
@@ -206,13 +209,13 @@ class Fn:
 
 
 FLOAT_UNARY = {
-    "exp": Fn("wide", _t(torch.exp), 2, 1), "exp2": Fn("wide", _t(torch.exp2), 2, 1),
+    "exp": Fn("wide", _t(torch.exp), 2, 1), "exp2": Fn("wide", _t(torch.exp2), 2, 1, atol=2e-38),
     "exp10": Fn("wide", lambda x: np.power(10.0, x), 2, 1), "expm1": Fn("wide", _t(torch.expm1), 1, 1),
     "log": Fn("positive", _t(torch.log), 1, 1), "log2": Fn("positive", _t(torch.log2), 1, 1),
     "log10": Fn("positive", _t(torch.log10), 2, 1), "log1p": Fn("positive", _t(torch.log1p), 1, 1),
-    "sqrt": Fn("positive", _t(torch.sqrt), 0, 0), "sqrt_rn": Fn("positive", _t(torch.sqrt), 0, 0),
+    "sqrt": Fn("positive", np.sqrt, 0, 0), "sqrt_rn": Fn("positive", np.sqrt, 0, 0),   # numpy: IEEE
     "rsqrt": Fn("positive", _t(torch.rsqrt), 2, 1), "rsqrt_rn": Fn("positive", _t(torch.rsqrt), 1, 0, f32_only=True),
-    "rcp_rn": Fn("wide", _t(torch.reciprocal), 0, 0),
+    "rcp_rn": Fn("wide", np.reciprocal, 0, 0),
     "cbrt": Fn("wide", _elementwise(math.cbrt), 1, 1),
     "rcbrt": Fn("wide", _elementwise(lambda v: 1 / math.cbrt(v) if v != 0 else math.copysign(math.inf, v)), 1, 1,
                   cpu_f64=4),
@@ -220,8 +223,8 @@ FLOAT_UNARY = {
     "tan": Fn("small", _t(torch.tan), 4, 2), "asin": Fn("unit", _t(torch.asin), 2, 2),
     "acos": Fn("unit", _t(torch.acos), 2, 2), "atan": Fn("wide", _t(torch.atan), 2, 2),
     "sinh": Fn("small", _t(torch.sinh), 3, 2), "cosh": Fn("small", _t(torch.cosh), 2, 1),
-    "tanh": Fn("small", _t(torch.tanh), 2, 1), "asinh": Fn("wide", _t(torch.asinh), 3, 2),
-    "acosh": Fn("ge1", _t(torch.acosh), 4, 2), "atanh": Fn("unit", _t(torch.atanh), 3, 2),
+    "tanh": Fn("small", _t(torch.tanh), 2, 1), "asinh": Fn("wide", _t(torch.asinh), 3, 3),
+    "acosh": Fn("ge1", _t(torch.acosh), 4, 3), "atanh": Fn("unit", _t(torch.atanh), 3, 2),
     "sinpi": Fn("wide", _elementwise(lambda v: _mp(mpmath.sinpi, v)), 1, 2),
     "cospi": Fn("wide", _elementwise(lambda v: _mp(mpmath.cospi, v)), 1, 2),
     "erf": Fn("small", _t(torch.special.erf), 2, 2), "erfc": Fn("small", _t(torch.special.erfc), 4, 5),
@@ -230,7 +233,7 @@ FLOAT_UNARY = {
     "erfcx": Fn("small", _t(torch.special.erfcx), 4, 4),
     "normcdf": Fn("small", _elementwise(_normal_cdf), 5, 5, cpu_f64=16),
     "normcdfinv": Fn("prob", _elementwise(_normal_quantile), 5, 8, cpu_f64=16),
-    "lgamma": Fn("gamma", _t(torch.lgamma), 6, 4, atol=1e-5),
+    "lgamma": Fn("lgamma", _t(torch.lgamma), 6, 4, atol=1e-5),
     "tgamma": Fn("gamma", _elementwise(_tgamma), 5, 10, cpu_f64=512),
     "j0": Fn("wide", _t(torch.special.bessel_j0), 9, 7, atol=2.2e-6),
     "j1": Fn("wide", _t(torch.special.bessel_j1), 9, 7, atol=2.2e-6),
@@ -248,8 +251,8 @@ FLOAT_UNARY = {
     "fast_logf": Fn("positive", _t(torch.log), 3, atol=4e-7, f32_only=True),
     "fast_log2f": Fn("positive", _t(torch.log2), 2, atol=3e-7, f32_only=True),
     "fast_log10f": Fn("positive", _t(torch.log10), 3, atol=4e-7, f32_only=True),
-    "fast_sinf": Fn("pi", _t(torch.sin), 0, atol=4e-7, f32_only=True),
-    "fast_cosf": Fn("pi", _t(torch.cos), 0, atol=4e-7, f32_only=True),
+    "fast_sinf": Fn("pi", _t(torch.sin), 0, atol=5e-7, f32_only=True),
+    "fast_cosf": Fn("pi", _t(torch.cos), 0, atol=5e-7, f32_only=True),
     "fast_tanf": Fn("unit", _t(torch.tan), 4, atol=1e-6, f32_only=True),
 }
 
@@ -263,7 +266,7 @@ FLOAT_BINARY = {
     "div_rn": Fn("wide", np.true_divide, 0, 0), "add_rn": Fn("wide", np.add, 0, 0),
     "sub_rn": Fn("wide", np.subtract, 0, 0), "mul_rn": Fn("wide", np.multiply, 0, 0),
     "fast_dividef": Fn("small", np.true_divide, 2, f32_only=True),
-    "fast_powf": Fn("positive", _t(torch.pow), 0, atol=1e-5, f32_only=True),
+    "fast_powf": Fn("near1", _t(torch.pow), 64, f32_only=True),
 }
 # nextafter steps in the operands' own type: checked separately
 
@@ -578,7 +581,7 @@ def pow_one_argument(x_ptr, out_ptr):
 
 @pytest.mark.parametrize("kernel,dtype,message", [
     (unknown_function, torch.float32, r"module 'tl\.math' has no attribute 'frobnicate'.*it has: .*acos.*tanh"),
-    (fast_on_f64, torch.float64, r"libdevice\.fast_expf: fast_expf is a float32 intrinsic, got float64; use exp"),
+    (fast_on_f64, torch.float64, r"libdevice\.fast_expf: fast_expf is a float32 function, got float64; use exp "),
     (clz_on_float, torch.float32, r"libdevice\.clz: needs a 32- or 64-bit integer operand"),
     (pow_one_argument, torch.float32, r"libdevice\.pow\(\): missing a required argument: 'arg1'"),
 ])
@@ -591,16 +594,27 @@ def test_errors_name_the_function(kernel, dtype, message):
 
 # -- the GPU (run on the H200 by the lead) ----------------------------------------------------
 
+def _slack(fn: Fn, dtype, label: str) -> float:
+    """What the comparand adds: the interpreter its own bound; an f64 reference (torch's
+    vectorized libm) up to 1 ulp where the function is not correctly rounded."""
+    if label == "interpreter":
+        return 1 if dtype == np.float32 else fn.cpu_f64
+    return 1 if dtype == np.float64 and _gpu_bound(fn, dtype) > 0 else 0
+
+
 def _gpu_bound(fn: Fn, dtype) -> float:
     return fn.gpu_f32 if dtype == np.float32 else fn.gpu_f64
 
 
 def _gpu_inputs(fns, dtype, seed, arity):
     inputs = _inputs(fns, dtype, seed, arity)
-    for name_row, name in enumerate(fns):       # the fast intrinsics and exp2 flush subnormals
-        if name.startswith("fast_") or name == "exp2" and dtype == np.float32:
-            for x in inputs:
-                x[name_row][np.abs(x[name_row]) < 1e-37] = 0.0
+    specials = len(_specials(dtype))
+    for row, name in enumerate(fns):
+        for x in inputs:
+            if name.startswith("fast_"):          # the intrinsics keep no special-value rules
+                x[row][-specials:] = 0.75
+            elif name == "exp2" and dtype == np.float32:        # ex2.approx.ftz reads them as 0
+                x[row][np.abs(x[row]) < 1e-37] = 0.0
     return inputs
 
 
@@ -616,7 +630,8 @@ def test_gpu_unary_functions(dtype):
     for row, (name, fn) in enumerate(fns.items()):
         bound = _gpu_bound(fn, dtype)
         for label, expected in (("reference", _reference(fn, [x[row]], dtype)), ("interpreter", cpu[row])):
-            bad = ulp_violations(gpu[row], expected, dtype, bound + (label == "interpreter"), fn.atol)[0]
+            slack = _slack(fn, dtype, label)
+            bad = ulp_violations(gpu[row], expected, dtype, bound + slack, fn.atol)[0]
             if bad.size:
                 i = bad[0]
                 failures.append(f"{name}({x[row][i]!r}) = {gpu[row][i]!r} on the GPU, {label} {expected[i]!r} "
@@ -636,7 +651,8 @@ def test_gpu_binary_functions(dtype):
     for row, (name, fn) in enumerate(fns.items()):
         bound = _gpu_bound(fn, dtype)
         for label, expected in (("reference", _reference(fn, [x[row], y[row]], dtype)), ("interpreter", cpu[row])):
-            bad = ulp_violations(gpu[row], expected, dtype, bound + (label == "interpreter"), fn.atol)[0]
+            slack = _slack(fn, dtype, label)
+            bad = ulp_violations(gpu[row], expected, dtype, bound + slack, fn.atol)[0]
             if bad.size:
                 i = bad[0]
                 failures.append(f"{name}({x[row][i]!r}, {y[row][i]!r}) = {gpu[row][i]!r} on the GPU, {label} "

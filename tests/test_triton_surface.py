@@ -169,9 +169,9 @@ def bad_range_kernel(out_ptr, n, WHAT: tl.constexpr, VALUE: tl.constexpr):
 
 
 @pytest.mark.parametrize("what, value, expected", [
-    ("loop_unroll_factor", 0, "loop_unroll_factor must be a compile-time integer >= 1, got 0"),
+    ("loop_unroll_factor", 0, "loop_unroll_factor must be a compile-time integer >= 1, got int 0"),
     ("loop_unroll_factor", "2", "loop_unroll_factor must be a compile-time integer >= 1"),
-    ("num_stages", -1, "num_stages must be a compile-time integer >= 0, got -1"),
+    ("num_stages", -1, "num_stages must be a compile-time integer >= 0, got int -1"),
     ("warp_specialize", 1, "warp_specialize must be a compile-time bool"),
 ])
 def test_bad_range_hints_are_located_errors(what, value, expected):

@@ -239,6 +239,21 @@ def test_wide_boxes_into_row_slices_of_a_blocked_buffer():
     assert torch.equal(out, x)
 
 
+def _desc_methods_args(device="cpu"):
+    x = torch.randn(100, 256, generator=torch.Generator().manual_seed(5)).to(device=device, dtype=torch.float16)
+    y = torch.full_like(x, float("nan"))
+    return x, y, {"x_desc": TD(x, [64, 256]), "y_desc": TD(y, [64, 256]), "BM": 64}
+
+
+def test_desc_load_and_store_of_wide_boxes():
+    x, y, args = _desc_methods_args()
+    ptx = _compile(W.desc_methods_add_one, args).asm["ptx"]
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 4
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 4
+    tlxc.interpret(W.desc_methods_add_one, (2,), (), args, num_warps=8)
+    assert torch.equal(y, x + 1)
+
+
 # -- on the GPU ------------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, n, k", [(200, 296, 104), (1024, 1024, 512)])
@@ -281,6 +296,14 @@ def test_gpu_wide_boxes_into_row_slices():
     W.row_halves[(2,)](**args, num_warps=4)
     torch.cuda.synchronize()
     assert torch.equal(out, x)
+
+
+@pytest.mark.gpu
+def test_gpu_desc_load_and_store_of_wide_boxes():
+    x, y, args = _desc_methods_args("cuda")
+    W.desc_methods_add_one[(2,)](**args, num_warps=8)
+    torch.cuda.synchronize()
+    assert torch.equal(y, x + 1)
 
 
 def triton_cdiv(a: int, b: int) -> int:

@@ -100,6 +100,11 @@ def _arange(ctx, start, end):
     return Tensor(ctx.b.value("tl.arange", [], TensorType((end - start,), T.i32), start=start, end=end))
 
 
+@rule("to_tensor")
+def _to_tensor(ctx, x):
+    return tensor_arg(ctx.b, x, "x")
+
+
 @rule("zeros")
 def _zeros(ctx, shape, dtype):
     return _full(ctx, shape, 0, dtype)

@@ -22,7 +22,7 @@ from ..ir import types as T
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Region
 from ..ir.types import PointerType, ScalarType, TensorType
-from . import atomic_rules, descriptor_methods, math_rules, tlx_rules  # noqa: F401  (they register rules)
+from . import atomic_rules, descriptor_methods, math_rules, scan_rules, tlx_rules  # noqa: F401  (they register rules)
 from .block_ptr import Aggregate  # (block_ptr also registers the block-pointer rules)
 from . import builtins as B
 from . import semantic as S
@@ -519,6 +519,7 @@ class FunctionCodegen(ast.NodeVisitor):
         self.def_locs.update(else_locs)
         names = assigned_names(node.body + node.orelse)
         results, then_vals, else_vals = [], [], []
+        plain, merged = [], []      # results that are variables; aggregates rebuilt from results
         for name in names:
             tv, ev = then_vars.get(name, _MISSING), else_vars.get(name, _MISSING)
             if tv is _MISSING or ev is _MISSING or isinstance(tv, _Undefined) or isinstance(ev, _Undefined):
@@ -530,9 +531,27 @@ class FunctionCodegen(ast.NodeVisitor):
             if not isinstance(tv, Tensor) and not isinstance(ev, Tensor) and _same_constexpr(tv, ev):
                 self.vars[name] = tv
                 continue
+            if isinstance(tv, Aggregate) and isinstance(ev, Aggregate) and type(tv) is type(ev) and \
+                    tv.static_key() == ev.static_key():
+                # a block pointer: merge field by field; the fields both branches share stay as they are
+                leaves = []
+                for field_name, a, c in zip(tv.fields(), tv.leaves(), ev.leaves()):
+                    if (a is c or (isinstance(a, Tensor) and isinstance(c, Tensor) and a.value is c.value)
+                            or (not isinstance(a, Tensor) and not isinstance(c, Tensor) and _same_constexpr(a, c))):
+                        leaves.append(a)
+                        continue
+                    a, c = self.unify_branch_values(f"{name}.{field_name}", a, c, then_block, else_block, node,
+                                                    (then_locs, else_locs))
+                    leaves.append(_IfResult(len(results)))
+                    results.append(f"{name}_{field_name}")
+                    then_vals.append(a)
+                    else_vals.append(c)
+                merged.append((name, tv, leaves))
+                continue
             tv, ev = self.unify_branch_values(name, tv, ev, then_block, else_block, node,
                                               (then_locs, else_locs))
             results.append(name)
+            plain.append(len(results) - 1)
             then_vals.append(tv)
             else_vals.append(ev)
         with self.b.at(then_block):
@@ -542,8 +561,11 @@ class FunctionCodegen(ast.NodeVisitor):
         op = self.b.create("scf.if", [cond.value], [v.type for v in then_vals], {},
                            [Region(then_block), Region(else_block)],
                            result_names=[n if n != RETURN else None for n in results])
-        for name, result in zip(results, op.results):
-            self.vars[name] = Tensor(result)
+        for i in plain:
+            self.vars[results[i]] = Tensor(op.results[i])
+        for name, template, leaves in merged:
+            self.vars[name] = template.replace([Tensor(op.results[leaf.index]) if isinstance(leaf, _IfResult) else leaf
+                                                for leaf in leaves])
         if then_ret and else_ret:
             self.returned = True
         elif then_ret or else_ret or then_partial or else_partial:
@@ -686,9 +708,10 @@ class FunctionCodegen(ast.NodeVisitor):
 
     # A carried Aggregate (a block pointer) travels as its runtime fields, one loop value
     # each, named after the variable and the field; its compile-time part stays as it was.
-    def carried_slots(self, carried: list[str]) -> tuple[list[str], list[Tensor]]:
-        """The loop values for ``carried``: their names and initial values."""
-        names, inits = [], []
+    def carried_slots(self, carried: list[str]) -> tuple[list[str], list[Tensor], list[bool]]:
+        """The loop values for ``carried``: their names, initial values, and whether each is an
+        aggregate's field (which ``drop_invariant_fields`` may turn back into a plain value)."""
+        names, inits, fields = [], [], []
         for name in carried:
             v = self.vars[name]
             if isinstance(v, Aggregate):
@@ -696,10 +719,37 @@ class FunctionCodegen(ast.NodeVisitor):
                     if isinstance(leaf, Tensor):
                         names.append(f"{name}_{field_name}")
                         inits.append(leaf)
+                        fields.append(True)
                 continue
             names.append(name)
             inits.append(v if isinstance(v, Tensor) else S.constant(self.b, v, S.literal_type(v)))
-        return names, inits
+            fields.append(False)
+        return names, inits, fields
+
+    @staticmethod
+    def drop_invariant_fields(fields: list[bool], inits: list[Tensor], yields: list[Tensor],
+                              blocks: list[Block]) -> set[int]:
+        """The aggregate fields the body yields unchanged (a block pointer's base, shape and
+        strides, which tl.advance keeps) stop being loop values: their uses read the value
+        from before the loop, so the loop carries only what changes.  ``blocks`` are the
+        loop's blocks (the body last), each ending its arguments with the carried ones."""
+        n = len(inits)
+        body_args = blocks[-1].args[len(blocks[-1].args) - n:]
+        dropped = {i for i in range(n) if fields[i] and yields[i].value is body_args[i]}
+        if not dropped:
+            return dropped
+        for block in blocks:
+            first = len(block.args) - n
+            replace = {id(block.args[first + i]): inits[i].value for i in dropped}
+            for op in block.ops:
+                for inner in op.walk():
+                    inner.operands = [replace.get(id(v), v) for v in inner.operands]
+                    if inner.name == "scf.condition" and inner.parent is block:   # forwards the args
+                        inner.operands = [v for j, v in enumerate(inner.operands) if j - 1 not in dropped]
+            block.args = [a for j, a in enumerate(block.args) if j - first not in dropped]
+            for j, arg in enumerate(block.args):
+                arg.index = j
+        return dropped
 
     def bind_carried(self, carried: list[str], originals: dict, values) -> None:
         """Point each carried name at its loop values (block arguments or loop results)."""
@@ -755,7 +805,7 @@ class FunctionCodegen(ast.NodeVisitor):
 
     def runtime_loop(self, node, body, bounds=None, iv_name=None, cond_node=None, loop_attrs=None):
         carried = self.loop_carried(node, body, iv_name)
-        slots, inits = self.carried_slots(carried)
+        slots, inits, fields = self.carried_slots(carried)
         constexprs_before = {k: v for k, v in self.vars.items() if not isinstance(v, (Tensor, _Undefined))}
         init_types = [v.type for v in inits]
         init_locs = dict(self.def_locs)
@@ -808,7 +858,13 @@ class FunctionCodegen(ast.NodeVisitor):
                                      f"the loop (e.g. tl.zeros(..., dtype=...) or an explicit .to(...))",
                                      where, notes)
                 yields.append(v)
-            self.b.create("scf.yield", [v.value for v in yields])
+            loop_blocks = [before, body_block] if cond_node is not None else [body_block]
+            dropped = self.drop_invariant_fields(fields, inits, yields, loop_blocks)
+            self.b.create("scf.yield", [v.value for i, v in enumerate(yields) if i not in dropped])
+        all_inits = inits
+        slots = [v for i, v in enumerate(slots) if i not in dropped]
+        inits = [v for i, v in enumerate(inits) if i not in dropped]
+        init_types = [v.type for v in inits]
         body_vars = self.vars
         self.vars = saved_vars
         for name, value in body_vars.items():
@@ -827,7 +883,9 @@ class FunctionCodegen(ast.NodeVisitor):
         else:
             op = self.b.create("scf.for", [v.value for v in bounds + inits], init_types, dict(loop_attrs or {}),
                                [Region(body_block)], result_names=slots)
-        self.bind_carried(carried, originals, op.results)
+        results = iter(op.results)
+        self.bind_carried(carried, originals,
+                          [init.value if i in dropped else next(results) for i, init in enumerate(all_inits)])
         for name in assigned_names(body):
             if name not in carried and name not in saved_vars:
                 self.vars[name] = _Undefined(f"'{name}' is defined inside the loop at line "
@@ -1325,6 +1383,13 @@ class _BoundMethod:
 
 class _Missing:
     pass
+
+
+class _IfResult:
+    """An aggregate field merged by an ``scf.if``: the index of its result."""
+
+    def __init__(self, index: int):
+        self.index = index
 
 
 _MISSING = _Missing()

@@ -26,10 +26,14 @@ def _float_operand(b, value, what: str) -> Tensor:
     return x
 
 
+_F64_INSTEAD = {"saturatef": "tl.clamp(x, 0.0, 1.0)", "rsqrt_rn": "1.0 / libdevice.sqrt_rn(x)",
+                "fast_dividef": "div_rn"}
+
+
 def _check_f32_only(name: str, x: Tensor) -> None:
     if name in MATH_F32_ONLY and x.dtype == T.f64:
-        precise = name.removeprefix("fast_").removesuffix("f").replace("divide", "div_rn")
-        raise SemanticError(f"{name} is a float32 intrinsic, got float64; use {precise} for float64")
+        instead = _F64_INSTEAD.get(name, name.removeprefix("fast_").removesuffix("f"))
+        raise SemanticError(f"{name} is a float32 function, got float64; use {instead} for float64")
 
 
 def _create(b, ir_name: str, operands: list[Tensor], result_type) -> Tensor:

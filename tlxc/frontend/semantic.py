@@ -42,6 +42,8 @@ def literal_type(value) -> ScalarType:
     if isinstance(value, bool):
         return T.i1
     if isinstance(value, int):
+        if 2**31 <= value < 2**32:     # Triton's to_tensor: 0xCD9E8D57 is a uint32, not an int64
+            return T.u32
         t = T.integer_type(value)
         if t is None:
             raise SemanticError(f"integer literal {value} does not fit in 64 bits")

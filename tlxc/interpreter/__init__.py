@@ -23,6 +23,7 @@ from . import (  # noqa: F401  (rules)
     memory_ops,
     mma,
     mma_async,
+    scan,
     shared,
     task,
     tcgen05,

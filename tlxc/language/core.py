@@ -137,6 +137,12 @@ def cdiv(x, div):
     """``(x + div - 1) // div``."""
 
 
+@builtin
+def to_tensor(x):
+    """``x`` as a runtime value: a tensor passes through; a Python number takes its literal
+    type (int32, else uint32, int64, uint64; float32; int1 for a bool)."""
+
+
 # -- memory -----------------------------------------------------------------
 @builtin
 def load(pointer, mask=None, other=None, boundary_check=(), padding_option="",
@@ -391,6 +397,33 @@ def argmin(input, axis, tie_break_left=True, keep_dims=False):
 @builtin
 def xor_sum(input, axis=None, keep_dims=False):
     """XOR of the elements along ``axis``."""
+
+
+# -- scans and combine-function reductions ----------------------------------
+@builtin
+def associative_scan(input, axis, combine_fn, reverse=False):
+    """Inclusive scan of ``input`` (a tensor or a tuple of tensors) along ``axis`` with
+    the ``@tlxc.jit`` function ``combine_fn(a..., b...)``."""
+
+
+@builtin
+def reduce(input, axis, combine_fn, keep_dims=False):
+    """Reduce ``input`` (a tensor or a tuple) along ``axis`` (all if None) with ``combine_fn``."""
+
+
+@builtin
+def cumsum(input, axis=0, reverse=False, dtype=None):
+    """Inclusive cumulative sum along ``axis``."""
+
+
+@builtin
+def cumprod(input, axis=0, reverse=False):
+    """Inclusive cumulative product along ``axis``."""
+
+
+@builtin
+def flip(x, dim=None):
+    """``x`` reversed along ``dim`` (the last dimension by default; a power-of-two size)."""
 
 
 # -- matrix -----------------------------------------------------------------

@@ -217,9 +217,7 @@ def _mul(a, op, r):
         return x
     if x.value == 1:
         return y
-    cont = []
-    for cx, cy, kx, ky, v in zip(x.contiguity, y.contiguity, x.constancy, y.constancy, op.operands):
-        cont.append(1)
+    cont = [1] * len(x.contiguity)     # (zipping with the two operands cut rank-3 facts short)
     div = tuple(min(dx * dy, MAX_DIVISIBILITY) for dx, dy in zip(x.divisibility, y.divisibility))
     return AxisInfo(tuple(cont), div, tuple(map(gcd, x.constancy, y.constancy)))
 
@@ -256,7 +254,7 @@ def _cmp(a, op, r):
     return AxisInfo((1,) * rank, (1,) * rank, tuple(const))
 
 
-@rule("arith.and", "arith.or", "arith.xor", "arith.select", "arith.not", "arith.cast", "arith.bitcast")
+@rule("arith.and", "arith.or", "arith.xor", "arith.select", "arith.not", "arith.bitcast")
 def _elementwise_const(a, op, r):
     infos = [a.info(v) for v in op.operands]
     rank = len(infos[0].constancy)
@@ -264,3 +262,20 @@ def _elementwise_const(a, op, r):
     for i in infos[1:]:
         const = tuple(map(gcd, const, i.constancy))
     return AxisInfo((1,) * rank, (1,) * rank, const)
+
+
+def _scalar(t):
+    return t.element if isinstance(t, TensorType) else t
+
+
+@rule("arith.cast")
+def _cast(a, op, r):
+    """A widening integer cast (i32 -> i64: block pointers' 64-bit strides) keeps every
+    value, so it keeps every fact; other casts keep only constancy."""
+    src, dst = _scalar(op.operands[0].type), _scalar(r.type)
+    if isinstance(src, ScalarType) and isinstance(dst, ScalarType) and src.is_int and dst.is_int \
+            and not src.is_bool:
+        widening = dst.bits > src.bits or (dst.bits == src.bits and dst.kind == src.kind)
+        if widening and not (src.is_signed and dst.is_unsigned):    # negative values would change
+            return a.info(op.operands[0])
+    return _elementwise_const(a, op, r)

@@ -235,6 +235,21 @@ class _KernelRewriter:
     rule_tl_atomic_rmw = rule_tl_load
     rule_tl_atomic_cas = rule_tl_load
     rule_tl_hint = rule_elementwise
+    rule_tl_flip = rule_elementwise       # the lowering moves the elements (rules_scan.py)
+
+    def rule_tl_scan(self, op):
+        """The operands share the first one's layout; so do the results.  The combine
+        region holds scalars only and moves to the new op as it is."""
+        layout = self.natural(op.operands[0]) or self.default_layout(op.operands[0].type)
+        operands = [self.get(v, layout) for v in op.operands]
+        self.emit_region_op(op, operands, list(op.regions), [layout] * len(op.results))
+
+    def rule_tl_reduce_combine(self, op):
+        layout = self.natural(op.operands[0]) or self.default_layout(op.operands[0].type)
+        operands = [self.get(v, layout) for v in op.operands]
+        tensor_result = isinstance(op.results[0].type, TensorType)
+        out = L.slice_layout(layout, op.attrs["axis"]) if tensor_result else None
+        self.emit_region_op(op, operands, list(op.regions), [out] * len(op.results))
 
     def rule_tl_reduce(self, op):
         src = op.operands[0]

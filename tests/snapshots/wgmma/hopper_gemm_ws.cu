@@ -237,7 +237,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int count_1;
       count_1 = count;
       for (int k_ = s_31; k_ < k_tiles; k_ += s_32) {
-        // tlx.py:284
+        // warp_spec.py:12
         int s_33 = 4;
         int slot;
         slot = (int)((count_1 % s_33));
@@ -421,7 +421,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int count_4;
       count_4 = count_3;
       for (int k__1 = s_108; k__1 < k_tiles; k__1 += s_109) {
-        // tlx.py:284
+        // warp_spec.py:12
         int s_110 = 4;
         int slot_1;
         slot_1 = (int)((count_4 % s_110));
@@ -647,7 +647,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int count_7;
       count_7 = count_6;
       for (int k__2 = s_174; k__2 < k_tiles; k__2 += s_175) {
-        // tlx.py:284
+        // warp_spec.py:12
         int s_176 = 4;
         int slot_2;
         slot_2 = (int)((count_7 % s_176));

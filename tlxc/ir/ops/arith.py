@@ -219,7 +219,9 @@ MATH_PREDICATES = ("isnan", "isinf", "isfinite", "signbit")
 MATH_BIT_COUNTS = ("clz", "popc", "ffs")
 """Elementwise 32/64-bit integer -> i32."""
 
-MATH_F32_ONLY = frozenset(fn for fn in MATH_FUNCTIONS + MATH_BINARY_FUNCTIONS if fn.startswith("fast_"))
+MATH_F32_ONLY = frozenset([fn for fn in MATH_FUNCTIONS + MATH_BINARY_FUNCTIONS if fn.startswith("fast_")]
+                          + ["saturatef", "rsqrt_rn"])
+"""CUDA has these for f32 only (as Triton's libdevice)."""
 
 
 def _is_f32_or_narrower(t: ScalarType) -> bool:
