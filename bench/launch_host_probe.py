@@ -39,7 +39,7 @@ def _install_plan(kfn, bound: tuple) -> None:
     from tlxc.runtime import launch as L
     kfn._interpret = False
     kfn._stream = lambda device: 0
-    key = tuple([4] + L.key_parts(kfn, bound))
+    key = L.launch_key(kfn, bound)
     plan = L.LaunchPlan(lambda *args: None, list(range(len(bound))), [False] * len(bound), (128, 1, 1), 0, 0,
                         "compiled")
     kfn.cache[key] = plan

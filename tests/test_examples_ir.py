@@ -28,6 +28,8 @@ WGMMA_EXAMPLES = {"hopper_gemm_ws", "hopper_gemm_ws_pingpong", "hopper_gemm_fp8"
 
 
 def load_example(path: Path):
+    if str(path.parent) not in sys.path:     # examples import their siblings (hopper_gemm_ws)
+        sys.path.insert(0, str(path.parent))
     name = f"tlxc_example_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)

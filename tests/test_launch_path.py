@@ -18,7 +18,7 @@ def four_args(a_ptr, b_ptr, c_ptr, n, BLOCK: tl.constexpr = 64):
 def _install(kfn, bound, calls, num_warps=4, runtime=(0, 1, 2, 3)):
     kfn._interpret = False
     kfn._stream = lambda device: 1234
-    key = tuple([num_warps, None] + L.key_parts(kfn, bound))   # (num_warps, ctas_per_cga, ...)
+    key = L.launch_key(kfn, bound, options={"num_warps": num_warps})
     plan = L.LaunchPlan(lambda *a: calls.append(a), list(runtime), [True, True, True, False], (128, 1, 1), 0, 0,
                         "compiled")
     kfn.cache[key] = plan

@@ -279,7 +279,7 @@ def test_fast_path_passes_the_cached_map(fake_driver):
     calls = []
     kfn._interpret = False
     kfn._stream = lambda device: 7
-    key = tuple([4, None] + L.key_parts(kfn, bound))   # (num_warps, ctas_per_cga, ...)
+    key = L.launch_key(kfn, bound)
     plan = L.LaunchPlan(lambda *a: calls.append(a), [0, 1, 2], [False, True, False], (128, 1, 1), 0, 0,
                         "compiled")
     kfn.cache[key] = plan

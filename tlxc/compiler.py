@@ -88,7 +88,8 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps
                                    f"ir and ir.opt stages and 'tlxc check', not {wanted}")
         from .codegen_nvptx.backend import compile_to_cubin
         module.kernels[0].attrs["debug_barriers"] = debug_barriers
-        asm, metadata = compile_to_cubin(module.kernels[0], arch, want_ptx="ptx" in stages, lineinfo=lineinfo)
+        asm, metadata = compile_to_cubin(module.kernels[0], arch, want_ptx="ptx" in stages, lineinfo=lineinfo,
+                                         nvrtc_options=nvrtc_options(options))
         compiled.asm.update(asm)
         compiled.metadata.update(metadata)
         compiled.asm["stats"] = format_stats(compiled)
@@ -96,6 +97,17 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps
     if os.environ.get("TLXC_DUMP_DIR"):
         dump(compiled, os.environ["TLXC_DUMP_DIR"])
     return compiled
+
+
+def nvrtc_options(options: dict) -> list[str]:
+    """The NVRTC options of the launch options ``maxnreg=N`` (at most N registers per thread)
+    and ``enable_fp_fusion=False`` (no a*b+c contracted into an fma)."""
+    extra = []
+    if options.get("maxnreg") is not None:
+        extra.append(f"--maxrregcount={int(options['maxnreg'])}")
+    if options.get("enable_fp_fusion") is False:
+        extra.append("--fmad=false")
+    return extra
 
 
 def copy_module(module):

@@ -183,6 +183,8 @@ def local_reinterpret(lw, op):
     if src.type.storage == "tmem":
         raise CompilationError("tlx.local_reinterpret of a tensor-memory buffer is not supported", op.loc)
     base, strides = lw.views[id(src)]
+    if op.results[0].type.layout is not None:
+        return _layout_view(lw, op)
     if strides != _row_major(src.type.shape) or id(src) in lw.view_block:
         raise CompilationError("tlx.local_reinterpret needs a contiguous (not sliced, transposed or column-blocked) "
                                "buffer", op.loc)
@@ -193,6 +195,21 @@ def local_reinterpret(lw, op):
     lw.views[id(op.results[0])] = (name, _row_major(t.shape))
     lw.view_align[id(op.results[0])] = lw.view_align.get(id(src), 1)
     lw.view_swizzle[id(op.results[0])] = lw.view_swizzle.get(id(src), 0)
+
+
+def _layout_view(lw, op):
+    """``local_reinterpret(buf, dtype, shape, layout=L)``: the frontend and shared-layouts checked
+    that ``L`` describes the buffer's own bytes (same shape and dtype), so the view is the buffer."""
+    src, r = op.operands[0], op.results[0]
+    base, strides = lw.views[id(src)]
+    ctype = C.storage_type(r.type.element)
+    name = lw.define(r)
+    lw.out.line(f"{ctype}* {name} = {base};  // viewed through {r.type.layout}")
+    lw.views[id(r)] = (name, strides)
+    if id(src) in lw.view_block:
+        lw.view_block[id(r)] = lw.view_block[id(src)]
+    lw.view_align[id(r)] = lw.view_align.get(id(src), 1)
+    lw.view_swizzle[id(r)] = lw.view_swizzle.get(id(src), 0)
 
 
 def shared_address(lw, view, offset: str, element) -> str:
@@ -475,10 +492,40 @@ def barrier_arrive(lw, op):
         lw.out.line("__syncwarp();")
         lw.out.line(f"if (lane == 0{f' && {pred}' if pred else ''}) {stmt}")
         return
-    # One arrival per warp group: the group's threads sync, then its leader arrives.
-    lw.out.line(lw.sync())
+    # One arrival per warp group: the group's threads sync, then its leader arrives. Arrives
+    # back to back (TLX's GEMM releases a stage's A and B barriers one after the other) share
+    # one sync: between them the group ran nothing that a sync orders.
+    sync = lw.sync()
+    if not _still_synced(lw, op, sync):
+        lw.out.line(sync)
     cond = f"{lw.scope.tid_var} == 0" + (f" && {pred}" if pred else "")
     lw.out.line(f"if ({cond}) {stmt}")
+    lw.last_group_arrive = (lw.out, len(lw.out.lines), sync, op)
+
+
+# Ops a group sync need not order: scalar arithmetic and barrier/buffer views (addresses).
+_PURE_PREFIXES = ("arith.",)
+_PURE_OPS = {"tlx.local_view", "tlx.async_task_replica_id"}
+
+
+def _still_synced(lw, op, sync: str) -> bool:
+    """Whether the group's last arrive (same output, same sync) is ``op``'s predecessor up
+    to pure ops, and the lines emitted since hold no call, fence or barrier."""
+    mark = getattr(lw, "last_group_arrive", None)
+    if mark is None or mark[0] is not lw.out or mark[2] != sync or len(lw.out.lines) < mark[1]:
+        return False
+    if any(("tlx_" in line or "__" in line or "asm" in line or "{" in line or "}" in line)
+           and not line.lstrip().startswith("//") for line in lw.out.lines[mark[1]:]):
+        return False
+    block = op.parent
+    if block is None or mark[3].parent is not block:
+        return False
+    for prev in reversed(block.ops[:next(i for i, o in enumerate(block.ops) if o is op)]):
+        if prev is mark[3]:
+            return True
+        if not (prev.name.startswith(_PURE_PREFIXES) or prev.name in _PURE_OPS):
+            return False
+    return False
 
 
 @lowering("tlx.named_barrier_wait")
@@ -519,7 +566,7 @@ def async_tasks(lw, op):
 
 
 # -- warp specialization -------------------------------------------------------------------
-_UNIFORM = ("arith.", "math.", "tl.program_id", "tl.num_programs", "tlx.local_alloc", "tlx.alloc_barriers",
+_UNIFORM = ("arith.", "math.", "tl.program_id", "tl.num_programs", "tl.addptr", "tlx.local_alloc", "tlx.alloc_barriers",
             "tlx.cluster_", "tlx.fence_mbarrier_init_cluster", "tlx.remote_view",
             "tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret", "tlx.thread_id")
 

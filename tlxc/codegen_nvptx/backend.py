@@ -9,7 +9,8 @@ from .toolchain import compile_cuda
 OVERRIDE_ENV = "TLXC_OVERRIDE_DIR"
 
 
-def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: bool = False):
+def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: bool = False,
+                     nvrtc_options: tuple[str, ...] | list[str] = ()):
     """Returns (asm dict with 'cuda', 'cubin', maybe 'ptx'; metadata dict)."""
     source, info = render_kernel(kernel, arch)
     override = os.environ.get(OVERRIDE_ENV)
@@ -21,7 +22,7 @@ def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: boo
                 source = f.read()
             override_path = path
     result = compile_cuda(source, arch, [info["name"]], reproducer_name=info["name"],
-                          want_ptx=want_ptx, lineinfo=lineinfo)
+                          want_ptx=want_ptx, lineinfo=lineinfo, options=nvrtc_options)
     asm = {"cuda": source, "cubin": result.cubin}
     if result.ptx is not None:
         asm["ptx"] = result.ptx
@@ -35,5 +36,6 @@ def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: boo
         "nvrtc_seconds": result.compile_seconds,
         "ptxas_log": result.log,
         "override": override_path,     # the hand-edited .cu compiled instead of tlxc's, if any
+        "nvrtc_options": list(nvrtc_options),   # from the launch options maxnreg, enable_fp_fusion
     })
     return asm, metadata

@@ -13,6 +13,7 @@ from ..codegen_c import (  # noqa: F401
     rules_memory,
     rules_mma,
     rules_mma_async,
+    rules_scan,
     rules_tcgen05,
     rules_tensor,
     rules_tlx,

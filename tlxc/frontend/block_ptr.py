@@ -336,5 +336,4 @@ def _dtype_name(t) -> str:
     return f"tl.{names[t]}" if t in names else str(t)
 
 
-__all__ = ["Aggregate", "BlockPointer", "RULES", "addresses", "is_block_pointer", "rewrite_load",
-           "rewrite_store"]
+__all__ = ["RULES", "Aggregate", "BlockPointer", "addresses", "is_block_pointer", "rewrite_load", "rewrite_store"]

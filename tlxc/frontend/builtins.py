@@ -195,7 +195,9 @@ def _mask(b, mask, shape) -> Tensor | None:
 
 
 def _is_block_pointer(value) -> bool:
-    from .block_ptr import BlockPointer     # here: block_ptr.py builds on this module
+    # imported here: block_ptr.py builds on this module
+    from .block_ptr import BlockPointer
+
     return isinstance(value, BlockPointer)
 
 

@@ -23,9 +23,9 @@ from ..ir.builder import Builder
 from ..ir.core import Block, Module, Region
 from ..ir.types import PointerType, ScalarType, TensorType
 from . import atomic_rules, descriptor_methods, math_rules, scan_rules, tlx_rules  # noqa: F401  (they register rules)
-from .block_ptr import Aggregate  # (block_ptr also registers the block-pointer rules)
 from . import builtins as B
 from . import semantic as S
+from .block_ptr import Aggregate  # (block_ptr also registers the block-pointer rules)
 from .naming import kernel_symbol
 from .semantic import SemanticError
 from .source import FunctionSource, get_source

@@ -172,3 +172,23 @@ def _flip(ctx, x, dim=None):
         raise SemanticError(f"tl.flip needs a power-of-two size along dimension {axis}, got {t.shape[axis]}",
                             param="dim")
     return Tensor(ctx.b.value("tl.flip", [t.value], t.type, axis=axis))
+
+
+@rule("sort")
+def _sort(ctx, x, dim=None, descending=False):
+    """Triton's ``tl.sort``: along ``dim`` (the last dimension by default), whose size
+    must be a power of two (a bitonic network on the GPU)."""
+    t = tensor_arg(ctx.b, x, "x")
+    if not t.is_block or isinstance(t.dtype, PointerType):
+        raise SemanticError(f"'x' must be a tensor of numbers, got {S.describe(t)}", param="x")
+    dim = constexpr(dim, "dim")
+    axis = len(t.shape) - 1 if dim is None else _axis(dim, len(t.shape))
+    if not S.is_power_of_two(t.shape[axis]):
+        raise SemanticError(f"tl.sort needs a power-of-two size along dimension {axis}, got {t.shape[axis]}",
+                            param="dim")
+    descending = constexpr(descending, "descending")
+    if not isinstance(descending, bool):
+        raise SemanticError(f"'descending' must be a compile-time bool, got {S.describe(descending)}",
+                            param="descending")
+    return Tensor(ctx.b.value("tl.sort", [t.value], t.type, axis=axis, descending=descending))
+

@@ -90,8 +90,10 @@ def _local_alloc(ctx, shape, dtype, num, storage=tlx.storage_kind.smem, reuse=No
     num = const_int(num, "num")
     if num < 1:
         raise SemanticError(f"'num' must be at least 1, got {num}", param="num")
-    if layout is not None:
-        raise SemanticError("'layout' is not supported yet", param="layout")
+    if layout is not None and storage is not tlx.storage_kind.smem:
+        raise SemanticError(f"an explicit 'layout' is only supported for shared memory (storage=smem), got "
+                            f"storage={storage}", param="layout")
+    layout = _explicit_layout(layout, shape, dtype) if layout is not None else None
     if storage is tlx.storage_kind.tmem:
         from ..ir.ops.tcgen05 import tmem_problem
         _require_blackwell(ctx, "tensor memory (storage=tlx.storage_kind.tmem)", "storage")
@@ -106,7 +108,28 @@ def _local_alloc(ctx, shape, dtype, num, storage=tlx.storage_kind.smem, reuse=No
         raise SemanticError(f"storage={storage} is not a local_alloc storage (tlx.storage_kind.smem or .tmem; "
                             f"smemCluster names remote views)", param="storage")
     aliased = [] if reuse is None else [_reused_allocation(reuse).value]
-    return Tensor(ctx.b.value("tlx.local_alloc", aliased, MemDescType(shape, dtype, num)))
+    return Tensor(ctx.b.value("tlx.local_alloc", aliased, MemDescType(shape, dtype, num, layout=layout)))
+
+
+def _explicit_layout(layout, shape: tuple[int, ...], dtype, param: str = "layout"):
+    """Check a ``layout=`` argument against the buffer it lays out (``ir/shared_layout.py``):
+    an NVMMA layout or a tiling of one, of the buffer's element type, that tlxc can store."""
+    from ..ir import shared_layout as SL
+    if not isinstance(layout, (SL.NVMMASharedLayout, SL.TiledSharedLayout)):
+        raise SemanticError(f"'{param}' must be a tlx.nv_mma_shared_layout_encoding(...) or its "
+                            f".tile_to_shape(...), got {S.describe(layout)}; tlxc supports only NVMMA "
+                            f"(swizzled) shared layouts", param=param)
+    if layout.element != dtype:
+        raise SemanticError(f"the layout is built for {layout.element} (its elemType) but the buffer holds "
+                            f"{dtype}", param=param)
+    if isinstance(layout, SL.TiledSharedLayout) and tuple(layout.shape) != tuple(shape):
+        raise SemanticError(f"the layout tiles {list(layout.shape)} but the buffer is {list(shape)}: "
+                            f"tile_to_shape() the buffer's own shape", param=param)
+    try:
+        SL.storable_as(layout, tuple(shape), dtype)
+    except SL.SharedLayoutError as exc:
+        raise SemanticError(str(exc), param=param) from None
+    return layout
 
 
 def _reused_allocation(reuse) -> Tensor:
@@ -163,7 +186,7 @@ def _local_slice(ctx, buf, offset, shape):
                             f"([0, col], [{buf.type.shape[0]}, n]), got offset {list(offset)} and shape "
                             f"{list(shape)}", param="offset")
     offsets = [_i32(b, o, "offset").value for o in offset]
-    t = MemDescType(shape, buf.type.element, 0, buf.type.storage, buf.type.perm)
+    t = MemDescType(shape, buf.type.element, 0, buf.type.storage, buf.type.perm, buf.type.layout)
     return Tensor(b.value("tlx.local_slice", [buf.value] + offsets, t))
 
 
@@ -188,14 +211,18 @@ def _local_trans(ctx, buf, dims=(1, 0)):
         raise SemanticError(f"'dims' must be a permutation of {list(range(rank))}, got {list(dims)}", param="dims")
     old = buf.type.perm or tuple(range(rank))
     t = MemDescType(tuple(buf.type.shape[d] for d in dims), buf.type.element, 0, buf.type.storage,
-                    tuple(old[d] for d in dims))
+                    tuple(old[d] for d in dims), buf.type.layout)
     return Tensor(ctx.b.value("tlx.local_trans", [buf.value], t, perm=dims))
 
 
 @rule("local_reinterpret")
-def _local_reinterpret(ctx, buf, dtype, shape=None, layout=None):
+def _local_reinterpret(ctx, buf, dtype, shape=None, layout=None, pin=True):
     buf = _memdesc(buf, "buf", view=True)
     dtype = const_dtype(dtype, "dtype")
+    if not isinstance(pin, bool):
+        raise SemanticError(f"'pin' must be a compile-time bool, got {S.describe(pin)}", param="pin")
+    if layout is not None:
+        return _reinterpret_through(ctx, buf, dtype, shape, layout)
     if shape is None:
         if buf.type.buffer_bytes % dtype.bytes:
             raise SemanticError(f"{buf.type.buffer_bytes} bytes do not hold a whole number of {dtype}", param="dtype")
@@ -204,6 +231,36 @@ def _local_reinterpret(ctx, buf, dtype, shape=None, layout=None):
     if t.buffer_bytes > buf.type.buffer_bytes:
         raise SemanticError(f"the view needs {t.buffer_bytes} bytes but the buffer has {buf.type.buffer_bytes}",
                             param="shape")
+    return Tensor(ctx.b.value("tlx.local_reinterpret", [buf.value], t))
+
+
+def _reinterpret_through(ctx, buf: Tensor, dtype, shape, layout) -> Tensor:
+    """``local_reinterpret(buf, dtype, shape, layout=L)``: the same bytes seen through ``L``.
+
+    tlxc moves no data and stores each buffer in one layout, so the view must put every
+    element at the byte the buffer's own layout does: checked here when the buffer's
+    layout is explicit, and by ``shared-layouts`` (which then stores it so) when inferred.
+    ``pin`` only steers Triton's layout propagation; here the view always constrains."""
+    from ..ir import shared_layout as SL
+    shape = buf.type.shape if shape is None else tuple(constexpr(shape, "shape"))
+    if buf.type.storage != "smem":
+        raise SemanticError("local_reinterpret with an explicit 'layout' only supports shared memory",
+                            param="layout")
+    if tuple(shape) != tuple(buf.type.shape) or dtype != buf.type.element:
+        raise SemanticError(f"viewing a {list(buf.type.shape)} {buf.type.element} buffer as {list(shape)} "
+                            f"{dtype} through an explicit layout is not supported: keep the shape and dtype "
+                            f"(layout= re-describes the same elements)", param="shape")
+    owner = getattr(buf.value.owner, "name", None)
+    if buf.type.perm is not None or owner not in ("tlx.local_view", "tlx.local_reinterpret", "tlx.local_alloc"):
+        raise SemanticError("local_reinterpret with an explicit 'layout' needs a whole buffer (buf[i]), not a "
+                            "slice or transposed view of one", param="buf")
+    layout = _explicit_layout(layout, tuple(shape), dtype)
+    own = buf.type.layout
+    if own is not None and not SL.same_bytes(own, layout, tuple(shape), dtype):
+        raise SemanticError(f"layout {layout} puts the elements of this {list(shape)} {dtype} buffer at other "
+                            f"bytes than its own layout {own}; tlxc reinterprets without moving data, so the "
+                            f"two must describe the same bytes", param="layout")
+    t = MemDescType(tuple(shape), dtype, 0, "smem", None, layout)
     return Tensor(ctx.b.value("tlx.local_reinterpret", [buf.value], t))
 
 

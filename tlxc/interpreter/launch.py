@@ -15,10 +15,10 @@ from ..frontend.specialize import Specialization, specialization_from_args
 from ..ir.types import PointerType, ScalarType, TensorDescType
 
 # Launch options Triton accepts as keyword arguments next to the kernel's own.
-from ..runtime.launch import LAUNCH_OPTIONS, check_cluster_grid, cluster_dims
+from ..runtime.launch import LAUNCH_OPTIONS, check_cluster_grid, check_num_warps, cluster_dims, grid_dims, launch_config
 from ..runtime.tma import TensorDescriptor
 from .executor import KernelRunner
-from .memory import GlobalMemory, is_array_argument, is_torch_tensor
+from .memory import GlobalMemory, element_type_of, is_array_argument, is_torch_tensor
 from .values import register_dtype
 
 _RUNNERS: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
@@ -39,6 +39,12 @@ def specialize(kfn, args: tuple, kwargs: dict) -> tuple[Specialization, dict[str
     except TypeError as exc:
         raise LaunchError(f"cannot launch {kfn.__name__}: {exc}") from None
     bound.apply_defaults()
+    for name, value in bound.arguments.items():
+        if isinstance(value, np.ndarray) and name not in kfn.constexpr_params:
+            try:
+                element_type_of(value)
+            except LaunchError as exc:
+                raise LaunchError(f"argument '{name}' of {kfn.__name__}: {exc.message}") from None
     return specialization_from_args(kfn, dict(bound.arguments)), dict(bound.arguments), options
 
 
@@ -48,17 +54,35 @@ def _address(value) -> int:
     return value.data_ptr()
 
 
-def normalize_grid(grid, meta: dict[str, Any]) -> tuple[int, int, int]:
-    if callable(grid):
-        grid = grid(meta)
-    if isinstance(grid, (int, np.integer)):
-        grid = (grid,)
-    grid = tuple(int(_unwrap(g)) for g in grid)
-    if not 1 <= len(grid) <= 3:
-        raise LaunchError(f"a grid has 1 to 3 dimensions, got {grid}")
-    if any(g < 0 for g in grid):
-        raise LaunchError(f"grid dimensions must be non-negative, got {grid}")
-    return grid + (1,) * (3 - len(grid))
+def normalize_grid(grid, meta: dict[str, Any], name: str = "the kernel") -> tuple[int, int, int]:
+    """The launch grid as three ints, checked against CUDA's limits as a GPU launch is."""
+    return grid_dims(name, grid, meta)
+
+
+# Programs one interpreted launch may run: each costs at least tens of microseconds in
+# Python, so a grid beyond this would run for hours (TLXC_INTERPRET_MAX_PROGRAMS raises it).
+MAX_PROGRAMS = 1 << 22
+
+
+def _check_program_count(name: str, grid3: tuple[int, int, int]) -> None:
+    raw = os.environ.get("TLXC_INTERPRET_MAX_PROGRAMS", "").strip()
+    try:
+        limit = int(raw) if raw else MAX_PROGRAMS
+    except ValueError:
+        raise LaunchError(f"TLXC_INTERPRET_MAX_PROGRAMS must be an int, got {raw!r}") from None
+    count = grid3[0] * grid3[1] * grid3[2]
+    if count > limit:
+        raise LaunchError(f"cannot interpret {name}: its grid {grid3} has {count} programs, more than the "
+                          f"interpreter runs in one launch ({limit}; one program takes tens of microseconds or "
+                          f"more): launch a smaller problem, or raise TLXC_INTERPRET_MAX_PROGRAMS")
+
+
+def _program_ids(grid3: tuple[int, int, int], step: tuple[int, int, int]):
+    """The first CTA of every program (or cluster), x fastest, generated lazily."""
+    for z in range(0, grid3[2], step[2]):
+        for y in range(0, grid3[1], step[1]):
+            for x in range(0, grid3[0], step[0]):
+                yield (x, y, z)
 
 
 def interpret_arch(arch: str | None = None) -> str:
@@ -104,13 +128,12 @@ def interpret_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
     if order not in ("sequential", "shuffled"):
         raise LaunchError(f"order must be 'sequential' or 'shuffled', got {order!r}")
     runner, grid3, memory, values = prepare_launch(kfn, grid, args, kwargs, num_warps=num_warps, arch=arch)
-    dims = cluster_dims((kwargs or {}).get("ctas_per_cga"))
+    dims = cluster_dims((kwargs or {}).get("ctas_per_cga"))      # checked by prepare_launch
     if dims is not None:
         check_cluster_grid(kfn.__name__, dims, grid3)
-    step = dims or (1, 1, 1)
-    programs = [(x, y, z) for z, y, x in itertools.product(range(0, grid3[2], step[2]), range(0, grid3[1], step[1]),
-                                                             range(0, grid3[0], step[0]))]
+    programs = _program_ids(grid3, dims or (1, 1, 1))
     if order == "shuffled":
+        programs = list(programs)
         random.Random(seed).shuffle(programs)
     for pid in programs:
         if dims is None:
@@ -132,9 +155,14 @@ def prepare_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
     """What every program of a launch runs on: (runner, 3-D grid, global
     memory holding the arguments, the kernel's runtime argument values)."""
     spec, bound, options = specialize(kfn, tuple(args), dict(kwargs or {}))
-    warps = int(options.get("num_warps", num_warps if num_warps is not None else 4))
-    grid3 = normalize_grid(grid, {**bound, **options})
-    runner = _runner(kfn, spec, warps, cluster_dims(options.get("ctas_per_cga")), arch)
+    options.pop("interpret", None)
+    config = launch_config(kfn.__name__, options)        # the GPU path's checks of every option
+    warps = config.num_warps if "num_warps" in options else check_num_warps(
+        kfn.__name__, num_warps if num_warps is not None else 4)
+    _check_constants(kfn, spec)
+    grid3 = normalize_grid(grid, {**bound, **options}, kfn.__name__)
+    _check_program_count(kfn.__name__, grid3)
+    runner = _runner(kfn, spec, warps, config.cluster, arch)
     memory = GlobalMemory()
     runtime = spec.runtime_params()
     for name, t in runtime:
@@ -143,8 +171,39 @@ def prepare_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
             memory.add_argument(name, bound[name])
         elif isinstance(t, TensorDescType):
             _check_device(name, bound[name].base)
+            _check_descriptor_storage(kfn, name, bound[name])
     values = [_runtime_value(memory, name, bound[name], t) for name, t in runtime]
     return runner, grid3, memory, values
+
+
+def _check_constants(kfn, spec: Specialization) -> None:
+    """Compile-time constants key the IR cache: each must be hashable (a tuple, not a list)."""
+    for name, (kind, value) in spec.params.items():
+        if kind != "constexpr":
+            continue
+        try:
+            hash(value)
+        except TypeError:
+            raise LaunchError(f"argument '{name}' of {kfn.__name__} is {value!r} ({type(value).__name__}), "
+                              f"which cannot be a compile-time constant (it is not hashable): pass a tuple"
+                              ) from None
+
+
+def _check_descriptor_storage(kfn, name: str, desc) -> None:
+    """The descriptor's shape and strides must stay inside its tensor's storage: the
+    interpreter reads through them (the GPU's TMA unit would read foreign memory)."""
+    from .memory import _extent
+    base = desc.base
+    low, high, data, _ = _extent(base, name)
+    itemsize = base.itemsize if isinstance(base, np.ndarray) else base.element_size()
+    last = sum((size - 1) * stride for size, stride in zip(desc.shape, desc.strides))
+    reach = data + (last + 1) * itemsize
+    if reach > high or data < low:
+        available = max((high - data) // itemsize, 0)
+        raise LaunchError(f"argument '{name}' of {kfn.__name__}: TensorDescriptor shape {list(desc.shape)} with "
+                          f"strides {list(desc.strides)} reaches element {last} of its tensor, whose storage holds "
+                          f"{available} elements from the tensor's start: describe at most the tensor "
+                          f"(TensorDescriptor.from_tensor(t, block_shape))")
 
 
 def _runtime_value(memory: GlobalMemory, name: str, value, t):

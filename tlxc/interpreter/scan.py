@@ -1,4 +1,4 @@
-"""Rules for ``tl.scan``, ``tl.reduce_combine`` and ``tl.flip``.
+"""Rules for ``tl.scan``, ``tl.reduce_combine``, ``tl.flip`` and ``tl.sort``.
 
 The combine region runs on whole slices at once: for step ``k`` along the axis its
 arguments are the running values and element ``k`` of every other index (numpy
@@ -64,3 +64,14 @@ def reduce_combine(ctx, op, *inputs):
 @impl("tl.flip")
 def flip(ctx, op, x):
     return np.ascontiguousarray(np.flip(np.asarray(x), op.attrs["axis"]))
+
+
+@impl("tl.sort")
+def sort(ctx, op, x):
+    """numpy's sort: the values the GPU's bitonic network gives (the order of equal
+    elements cannot be told apart; NaN placement is unspecified on the GPU)."""
+    values = np.sort(np.asarray(x), axis=op.attrs["axis"], kind="stable")
+    if op.attrs["descending"]:
+        values = np.flip(values, op.attrs["axis"])
+    return np.ascontiguousarray(values)
+

@@ -221,6 +221,10 @@ class MemDescType(Type):
 
     Text: ``memdesc<128x64xbf16, smem, num=3>``; a view ``memdesc<128x64xbf16, smem>``;
     a transposed view ``memdesc<64x128xbf16, smem, perm=[1,0]>``.
+
+    ``layout`` is an explicit shared layout the kernel pinned (``local_alloc(...,
+    layout=)``, ``local_reinterpret(..., layout=)``; ``ir/shared_layout.py``), in the
+    buffer's physical (untransposed) dims; None lets ``shared-layouts`` choose.
     """
 
     shape: tuple[int, ...]
@@ -228,6 +232,7 @@ class MemDescType(Type):
     num: int = 0
     storage: str = "smem"
     perm: tuple[int, ...] | None = None
+    layout: Any = None
 
     @property
     def buffer_numel(self) -> int:
@@ -241,7 +246,7 @@ class MemDescType(Type):
         return self.buffer_numel * self.element.bytes
 
     def view(self) -> MemDescType:
-        return MemDescType(self.shape, self.element, 0, self.storage, self.perm)
+        return MemDescType(self.shape, self.element, 0, self.storage, self.perm, self.layout)
 
     def __str__(self) -> str:
         dims = "".join(f"{d}x" for d in self.shape)
@@ -250,6 +255,8 @@ class MemDescType(Type):
             text += f", num={self.num}"
         if self.perm is not None:
             text += ", perm=[" + ",".join(map(str, self.perm)) + "]"
+        if self.layout is not None:
+            text += f", layout={self.layout}"
         return text + ">"
 
     __repr__ = __str__

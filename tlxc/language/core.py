@@ -422,6 +422,11 @@ def cumprod(input, axis=0, reverse=False):
 
 
 @builtin
+def sort(x, dim=None, descending=False):
+    """``x`` sorted along ``dim`` (the last dimension by default; a power-of-two size)."""
+
+
+@builtin
 def flip(x, dim=None):
     """``x`` reversed along ``dim`` (the last dimension by default; a power-of-two size)."""
 

@@ -68,7 +68,7 @@ def philox(seed, c0, c1, c2, c3, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
         seed_lo = (seed & 0xFFFFFFFF).to(tl.uint32)
     else:
         int_dtype: tl.constexpr = tl.uint64
-        seed_hi = tl.zeros((), tl.uint64)
+        seed_hi = seed * 0
         seed_lo = seed
     c0 = c0.to(int_dtype, bitcast=True)
     c1 = c1.to(int_dtype, bitcast=True)
@@ -82,6 +82,8 @@ def randint4x(seed, offset, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     """Four uint32 tensors of random bits for ``seed`` (an integer scalar) and each element of
     ``offset`` (an integer tensor; a 64-bit offset fills the counter's second word with its
     high half).  The cheapest way to several streams."""
+    offset = tl.to_tensor(offset)
+    tl.static_assert(offset.dtype.is_int, "randint4x: the offsets must be integers")
     offset_lo = offset.to(tl.uint32)
     zero = offset_lo * 0
     if offset.dtype.bits > 32:

@@ -236,6 +236,7 @@ class _KernelRewriter:
     rule_tl_atomic_cas = rule_tl_load
     rule_tl_hint = rule_elementwise
     rule_tl_flip = rule_elementwise       # the lowering moves the elements (rules_scan.py)
+    rule_tl_sort = rule_elementwise
 
     def rule_tl_scan(self, op):
         """The operands share the first one's layout; so do the results.  The combine

@@ -13,6 +13,12 @@ Every ``tlx.local_alloc`` gets ``attrs.swizzle`` (bytes: 0, 32, 64 or 128):
 
 Two consumers wanting different swizzles is a ``LayoutError`` naming both.
 
+*Explicit layouts* (``local_alloc(..., layout=)``, ``local_reinterpret(..., layout=)``,
+``ir/shared_layout.py``) are demands too, registered first: the layout's
+swizzle, column-blocked when its rows are wider than 128 bytes (the frontend
+checked that tlxc can store it so); a consumer that disagrees is the
+``LayoutError`` naming the explicit layout's line.
+
 *Column blocks.*  A 2-D buffer whose rows are wider than 128 bytes (a multiple
 of 128, rows a multiple of 8) and that gets the 128-byte swizzle -- a TMA box
 of 128-byte rows writes it piecewise, or a wgmma operand reads it -- is stored
@@ -90,8 +96,13 @@ def choose_swizzles(kernel) -> None:
         if op.name == "tlx.local_alloc":
             root[id(op.results[0])] = op
             op.attrs.setdefault("swizzle", 0)
+            if op.results[0].type.layout is not None:
+                _demand_layout(demands, op, op, op.results[0].type, "its explicit layout=")
         elif op.name in _VIEW_OPS and id(op.operands[0]) in root:
             root[id(op.results[0])] = root[id(op.operands[0])]
+            if op.name == "tlx.local_reinterpret" and op.results[0].type.layout is not None:
+                _demand_layout(demands, root[id(op.results[0])], op, op.results[0].type,
+                               "its local_reinterpret(..., layout=) view")
         elif op.name in ("tlx.async_descriptor_load", "tlx.async_descriptor_store"):
             desc, view = op.operands[0], op.operands[1]
             alloc = root.get(id(view))
@@ -120,6 +131,22 @@ def choose_swizzles(kernel) -> None:
     for alloc, op in split:
         if "column_block" not in alloc.attrs:
             _unsplittable(alloc, op)
+
+
+def _demand_layout(demands, alloc, op, view_type: MemDescType, why: str) -> None:
+    """An explicit layout (of the allocation, or of a reinterpreting view of it) fixes the
+    buffer's storage: its swizzle, and column blocks when its rows are wider than the span.
+    The frontend checked that tlxc can store the layout so (``shared_layout.storable_as``);
+    a consumer wanting another swizzle then conflicts with it (``_demand``)."""
+    layout = view_type.layout
+    t = alloc.results[0].type
+    if view_type.shape != t.shape or view_type.element != t.element:
+        raise LayoutError(f"a layout-carrying view must cover its whole buffer ({list(t.shape)} {t.element}), "
+                          f"got {list(view_type.shape)} {view_type.element}", op.loc)
+    if layout.swizzle and physical_row_bytes(t) > layout.swizzle and not _blockable(t):
+        raise LayoutError(f"layout {layout} stores '{alloc.results[0].name_hint or 'the buffer'}' as column "
+                          f"blocks, which needs a 2-D buffer with rows a multiple of 8", op.loc)
+    _demand(demands, alloc, layout.swizzle, op, f"{why} {layout}")
 
 
 def _blockable(t: MemDescType) -> bool:

@@ -58,8 +58,6 @@ class AutotuneWarning(UserWarning):
 
 # Triton's Config fields that tlxc accepts and cannot honour yet (a warning names them).
 _UNSUPPORTED_OPTIONS = {
-    "maxnreg": "tlxc sets no per-kernel register cap (warp-specialized kernels set per-task budgets with "
-               "async_task(registers=...))",
     "num_ctas": "tlxc launches clusters with the ctas_per_cga= launch option (Config(..., ctas_per_cga=(2, 1, 1)))",
 }
 
@@ -87,9 +85,10 @@ class Config:
         if ir_override is not None:
             raise TypeError("tlxc.Config(ir_override=...): tlxc compiles from the Python source and cannot "
                             "take a Triton IR file; use TLXC_OVERRIDE_DIR to replace the generated CUDA")
-        for name, value, meaning in (("maxnreg", maxnreg, None), ("num_ctas", num_ctas, 1)):
+        for name, value, meaning in (("num_ctas", num_ctas, 1),):      # maxnreg: honoured at the launch
             if value != meaning:
-                warnings.warn(f"tlxc.Config({name}={value}) has no effect yet: {_UNSUPPORTED_OPTIONS[name]}",
+                warnings.warn(f"tlxc.Config({name}={value}) is not supported (its launches are refused, so "
+                              f"the config is skipped): {_UNSUPPORTED_OPTIONS[name]}",
                               AutotuneWarning, stacklevel=2)
         self.kwargs = dict(kwargs)
         self.num_warps = num_warps
@@ -448,10 +447,15 @@ class Autotuner(KernelWrapper):
         except (OSError, ValueError):
             return None
         by_name = {str(config): config for config in self.configs}
-        best = by_name.get(entry.get("config")) if isinstance(entry, dict) else None
-        if best is None:
+        choice = entry.get("config") if isinstance(entry, dict) else None
+        best = by_name.get(choice) if isinstance(choice, str) else None
+        timings = entry.get("timings_ms", {}) if isinstance(entry, dict) else None
+        if best is None or not isinstance(timings, dict) or not all(
+                isinstance(ms, (int, float)) and not isinstance(ms, bool) for ms in timings.values()):
+            # valid JSON of another shape (hand-edited, another version): tune again, and overwrite it
+            warnings.warn(f"tlxc autotune {self.__name__}: ignoring the stored choice {path} (not a choice "
+                          f"among this kernel's configs); tuning again", AutotuneWarning, stacklevel=2)
             return None
-        timings = entry.get("timings_ms", {})
         self.configs_timings = {by_name[name]: float(ms) for name, ms in timings.items() if name in by_name}
         self.bench_time = 0.0
         return best

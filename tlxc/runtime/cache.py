@@ -17,6 +17,8 @@ renamed over the final name with ``os.replace``, which is atomic on POSIX and
 Windows.  Readers therefore see either no entry, an older complete entry or the
 new complete one, never a mix, even when several processes compile the same
 kernel at once (the last rename wins; the contents are equal anyway).
+A writer killed between the two leaves its temporary file (``.<key>.<random>.tmp``);
+``put`` deletes those older than an hour in the directory it writes to.
 Corruption from other causes (a crash before data reached the disk, a full
 disk, a hand-edited file) is caught by the length and checksum; such an entry
 is deleted and reported as a miss, so the caller recompiles.
@@ -103,6 +105,7 @@ class DiskCache:
             _write_atomically(path, blob)
         except OSError:
             return False
+        remove_stale_temporaries(path.parent)   # a killed writer's leftovers: compiles are rare, so cheap
         return True
 
 
@@ -178,6 +181,52 @@ def compiler_fingerprint() -> str:
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+@functools.cache
+def toolchain_fingerprint() -> str:
+    """The versions of what turns generated CUDA into a cubin: NVRTC (the library in use) and
+    the ``cuda-bindings`` / ``nvidia-cuda-nvrtc`` wheels.  Cache keys include it, so a new
+    toolchain never serves a cubin the old one built.  ``?`` where one cannot be found (a
+    machine without NVRTC compiles nothing, so its keys need not be comparable)."""
+    from importlib import metadata
+    parts = []
+    try:
+        from tlxc.codegen_nvptx.toolchain import nvrtc_version
+        major, minor = nvrtc_version()
+        parts.append(f"nvrtc={major}.{minor}")
+    except Exception:  # noqa: BLE001 - no NVRTC here: nothing is compiled with it
+        parts.append("nvrtc=?")
+    for dist in ("cuda-bindings", "cuda-python", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-nvrtc"):
+        try:
+            parts.append(f"{dist}={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return ",".join(parts)
+
+
+# A temporary file older than this is a killed writer's leftover (a live write takes
+# milliseconds): ``put`` removes such files from the directory it writes to.
+STALE_TMP_SECONDS = 3600
+
+
+def remove_stale_temporaries(directory: Path, max_age: float = STALE_TMP_SECONDS) -> int:
+    """Delete ``.*.tmp`` files (``_write_atomically``'s) older than ``max_age`` seconds in
+    ``directory``; returns how many.  Errors (a file another process removed) are ignored."""
+    import time
+    now, removed = time.time(), 0
+    try:
+        candidates = list(directory.glob(".*.tmp"))
+    except OSError:
+        return 0
+    for path in candidates:
+        try:
+            if now - path.stat().st_mtime > max_age:
+                path.unlink()
+                removed += 1
+        except OSError:
+            pass
+    return removed
 
 
 def write_atomically(path: Path, blob: bytes | str) -> None:

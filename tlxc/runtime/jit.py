@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import inspect
+import os
+import sysconfig
+import types
 from functools import partial
 from typing import Any
 
@@ -41,7 +45,7 @@ class KernelFunction:
         self.cache: dict = {}       # launch key -> LaunchPlan, filled by runtime/launch.py
         self.fast_cache: dict = {}  # launch key -> the plan as a tuple, for the generated fast path
         self._constexpr_flags = tuple(name in self.constexpr_params for name in self.param_names)
-        self._interpret: bool | None = None
+        self._interpret: bool | None = None   # TLXC_INTERPRET=1, read at the first launch (runtime/launch.py)
         self._stream = None
         self._fast = self._first_launch   # replaced by the generated fast path
 
@@ -99,13 +103,18 @@ class KernelFunction:
         """The kernels GPU launches compiled so far, oldest first: each has ``.asm`` and
         ``.metadata`` (loaded from the disk cache: ``asm`` holds only ``cuda`` and ``cubin``).
         A launch also returns its compiled kernel: ``k = kernel[grid](...)``."""
-        return [plan.compiled for plan in self.cache.values()]
+        unique = {id(plan): plan for plan in self.cache.values()}   # several keys may share a plan
+        return [plan.compiled for plan in unique.values()]
 
     def __repr__(self) -> str:
         return f"<tlxc kernel {self.__name__}>"
 
 
 def _dependency_parts(kfn: KernelFunction, seen: set[int]):
+    """Everything the compile of ``kfn`` reads from outside its own text: the kernels it
+    calls, the constant globals (numbers, strings, dtypes, tuples of them) and module or
+    object attributes (``cfg.BLOCK``) it names, and the source of the plain Python helpers it
+    calls at compile time (with what they read in turn)."""
     if id(kfn) in seen:
         return
     seen.add(id(kfn))
@@ -115,24 +124,105 @@ def _dependency_parts(kfn: KernelFunction, seen: set[int]):
     names = sorted({n.id for n in ast.walk(src.tree) if isinstance(n, ast.Name)})
     for name in names:
         found, value = src.lookup_global(name)
-        if not found:
-            continue
-        if isinstance(value, tl.constexpr):
-            value = value.value
-        if getattr(value, "__tlxc_kernel__", False):
-            yield from _dependency_parts(value, seen)
-        elif isinstance(value, (bool, int, float, str, tl.dtype)):
-            yield f"{name}={value!r}"
-    for node in ast.walk(src.tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            found, base = src.lookup_global(node.value.id)
-            value = getattr(base, node.attr, None) if found else None
-            if getattr(value, "__tlxc_kernel__", False):
-                yield from _dependency_parts(value, seen)
+        if found:
+            yield from _value_parts(name, value, seen)
+    chains = sorted({chain for node in ast.walk(src.tree) if isinstance(node, ast.Attribute)
+                     for chain in [_attribute_chain(node)] if chain})
+    for chain in chains:
+        found, value = src.lookup_global(chain[0])
+        if found and not _is_tlxc(value):
+            found, value = _follow(value, chain[1:])
+            if found:
+                yield from _value_parts(".".join(chain), value, seen)
 
 
-def kernel(fn=None, *, do_not_specialize=(), debug=None, **unused):
-    """Decorator: ``@tlxc.kernel`` (also ``@tlxc.jit``)."""
+def _value_parts(label: str, value, seen: set[int]):
+    if isinstance(value, tl.constexpr):
+        value = value.value
+    if getattr(value, "__tlxc_kernel__", False):
+        yield from _dependency_parts(value, seen)
+    elif _is_constant(value):
+        yield f"{label}={value!r}"
+    elif isinstance(value, types.FunctionType) and _is_user_function(value) and id(value) not in seen:
+        seen.add(id(value))
+        yield f"{label}=def {_function_text(value)}"
+        for name in sorted(set(value.__code__.co_names)):
+            if name in value.__globals__:
+                yield from _value_parts(f"{label}.{name}", value.__globals__[name], seen)
+
+
+def _is_constant(value, depth: int = 0) -> bool:
+    """A value whose repr determines it: what the frontend folds into the kernel."""
+    if isinstance(value, (bool, int, float, str, tl.dtype)) or value is None:
+        return True
+    return isinstance(value, tuple) and depth < 8 and all(_is_constant(_plain(v), depth + 1) for v in value)
+
+
+def _plain(value):
+    return value.value if isinstance(value, tl.constexpr) else value
+
+
+def _attribute_chain(node: ast.Attribute) -> tuple[str, ...] | None:
+    """``cfg.tile.BLOCK`` -> ("cfg", "tile", "BLOCK"); None unless the chain starts at a name."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return (node.id, *reversed(parts)) if isinstance(node, ast.Name) else None
+
+
+def _follow(value, attrs) -> tuple[bool, Any]:
+    for attr in attrs:
+        try:
+            value = getattr(value, attr)
+        except Exception:  # noqa: BLE001 - a property that fails, a method of a runtime value
+            return False, None
+    return True, value
+
+
+def _is_tlxc(value) -> bool:
+    module = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+    return isinstance(module, str) and (module == "tlxc" or module.startswith("tlxc."))
+
+
+def _is_user_function(fn) -> bool:
+    """A Python function of the user's code, not of tlxc, the standard library or an installed package."""
+    if _is_tlxc(fn):
+        return False
+    filename = os.path.abspath(fn.__code__.co_filename)
+    return not any(filename.startswith(root) for root in _library_roots())
+
+
+@functools.cache
+def _library_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple(os.path.abspath(paths[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")
+                 if k in paths)
+
+
+def _function_text(fn) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):       # no source (defined in a REPL, exec): its code object instead
+        code = fn.__code__
+        return repr((code.co_code, code.co_consts, code.co_names))
+
+
+# triton.jit's other keywords: accepted so that ported code runs, and without effect
+# (docs/runtime.md, "Launch options"): tlxc's kernel names are its own (repr), it has no
+# launch-metadata hooks or versions, inlines every call (noinline), and its alignment
+# specialization never changes a result (do_not_specialize_on_alignment).
+NO_EFFECT_KEYWORDS = ("version", "repr", "launch_metadata", "noinline", "do_not_specialize_on_alignment")
+
+
+def kernel(fn=None, *, do_not_specialize=(), debug=None, **hints):
+    """Decorator: ``@tlxc.kernel`` (also ``@tlxc.jit``).  ``debug`` is accepted and has no
+    effect (``tl.device_assert`` is always compiled in)."""
+    unknown = sorted(set(hints) - set(NO_EFFECT_KEYWORDS))
+    if unknown:
+        raise TypeError(f"tlxc.kernel() got unexpected keyword argument(s) {', '.join(map(repr, unknown))} "
+                        f"(it takes do_not_specialize, debug and triton.jit's {', '.join(NO_EFFECT_KEYWORDS)})")
+
     def wrap(f):
         return KernelFunction(f, do_not_specialize=do_not_specialize, debug=debug)
     return wrap(fn) if fn is not None else wrap

@@ -16,13 +16,134 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import LaunchError
+from .. import language as tl
+from ..errors import LaunchError, TlxcError
+from ..ir.types import PointerType, ScalarType
 from .tma import TensorDescriptor
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
                   "launch_cooperative_grid", "launch_pdl", "interpret", "ctas_per_cga")
 
 MAX_CLUSTER = 8             # CTAs per cluster: the portable limit (Hopper allows 16 "non-portable")
+GRID_LIMITS = (2**31 - 1, 65535, 65535)   # CUDA's largest gridDim.x, .y, .z
+MAXNREG_RANGE = (16, 255)   # registers per thread ptxas can be held to (ABI minimum .. hardware maximum)
+
+
+def _int_value(value):
+    """``value`` as an int if it is an integer (int, numpy int, 0-d integer tensor,
+    ``tl.constexpr`` of one) and not a bool; else None."""
+    import operator
+    if isinstance(value, tl.constexpr):
+        value = value.value
+    if isinstance(value, (bool, float, str)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _describe(value) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def grid_dims(name: str, grid, meta: dict | None = None) -> tuple[int, int, int]:
+    """The launch grid as three ints within CUDA's limits; ``grid`` may be an int, a
+    tuple/list of 1 to 3 ints, or a callable of the arguments returning one."""
+    what = "grid"
+    if callable(grid):
+        grid = grid(meta if meta is not None else {})
+        what = "grid (returned by the grid callable)"
+    dims = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    if not 1 <= len(dims) <= 3:
+        raise LaunchError(f"cannot launch {name}: the {what} must have 1 to 3 dimensions, got {grid!r}")
+    out = []
+    for axis, dim, limit in zip("xyz", dims, GRID_LIMITS):
+        value = _int_value(dim)
+        if value is None:
+            raise LaunchError(f"cannot launch {name}: the {what} {grid!r} has {axis} = {_describe(dim)}; grid "
+                              f"dimensions are ints (e.g. tlxc.cdiv(n, BLOCK))")
+        if not 0 <= value <= limit:
+            raise LaunchError(f"cannot launch {name}: the {what} {grid!r} has {axis} = {value}; CUDA allows "
+                              f"0 to {limit} programs along {axis}")
+        out.append(value)
+    return tuple(out) + (1,) * (3 - len(out))
+
+
+def check_num_warps(name: str, value) -> int:
+    warps = _int_value(value)
+    if warps is None or warps < 1 or warps > 32 or warps & (warps - 1):
+        raise LaunchError(f"cannot launch {name}: num_warps must be a power of two from 1 to 32, "
+                          f"got {_describe(value)}")
+    return warps
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """The validated launch options that change what is compiled."""
+
+    num_warps: int = 4
+    cluster: tuple[int, int, int] | None = None
+    maxnreg: int | None = None
+    fp_fusion: bool = True
+
+    def compile_options(self) -> dict:
+        """Extra ``compile_kernel`` options (only the non-default ones, so keys stay stable)."""
+        options = {}
+        if self.maxnreg is not None:
+            options["maxnreg"] = self.maxnreg
+        if not self.fp_fusion:
+            options["enable_fp_fusion"] = False
+        return options
+
+
+def _flag(name: str, option: str, value) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise LaunchError(f"cannot launch {name}: {option} must be True, False or None, got {_describe(value)}")
+
+
+def launch_config(name: str, options: dict) -> LaunchConfig:
+    """Check every launch option (``LAUNCH_OPTIONS``) of one launch: each is honoured,
+    a documented no-op hint, or refused here (docs/runtime.md, "Launch options")."""
+    if not options:
+        return _DEFAULT_CONFIG
+    warps = check_num_warps(name, options.get("num_warps", 4))
+    stages = options.get("num_stages")
+    if stages is not None and (_int_value(stages) is None or _int_value(stages) < 0):
+        raise LaunchError(f"cannot launch {name}: num_stages must be a non-negative int, got {_describe(stages)}")
+    ctas = options.get("num_ctas")
+    if ctas is not None and _int_value(ctas) != 1:
+        raise LaunchError(f"cannot launch {name}: num_ctas={ctas!r} is not supported (Triton's multi-CTA "
+                          f"layouts); tlxc runs one CTA per program: pass num_ctas=1, or launch clusters of "
+                          f"CTAs with ctas_per_cga=(n, 1, 1) and the tlx.cluster_* ops")
+    maxnreg = options.get("maxnreg")
+    if maxnreg is not None:
+        low, high = MAXNREG_RANGE
+        value = _int_value(maxnreg)
+        if value is None or not low <= value <= high:
+            raise LaunchError(f"cannot launch {name}: maxnreg must be an int from {low} to {high} (registers "
+                              f"per thread), got {_describe(maxnreg)}")
+        maxnreg = value
+    fusion = _flag(name, "enable_fp_fusion", options.get("enable_fp_fusion"))
+    _flag(name, "debug", options.get("debug"))                 # no-op: device_assert is always compiled in
+    _flag(name, "launch_pdl", options.get("launch_pdl"))       # no-op: launches stay fully ordered
+    if _flag(name, "launch_cooperative_grid", options.get("launch_cooperative_grid")):
+        raise LaunchError(f"cannot launch {name}: launch_cooperative_grid=True is not supported (tlxc has no "
+                          f"grid-wide synchronization)")
+    return LaunchConfig(warps, cluster_dims(options.get("ctas_per_cga")), maxnreg, fusion is not False)
+
+
+_DEFAULT_CONFIG = LaunchConfig()
+
+
+@dataclass(frozen=True)
+class _SlowOnly:
+    """The ``ctas_per_cga`` slot of the key of a launch with options that only the slow path
+    reads (``enable_fp_fusion=False``): no fast-path key can equal it."""
+
+    ctas: Any
+    extras: tuple
 
 
 def cluster_dims(value) -> tuple[int, int, int] | None:
@@ -98,7 +219,8 @@ def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
         return _tlx_slow(_tlx_grid, ({args}), dict(_tlx_unknown{option_kwargs}))
     try:
 {values}
-        _tlx_run, _tlx_block, _tlx_smem, _tlx_device, _tlx_pick, _tlx_compiled = _tlx_cache[({num_warps}, {ctas}, {key})]
+        _tlx_run, _tlx_block, _tlx_smem, _tlx_device, _tlx_pick, _tlx_compiled = \\
+            _tlx_cache[({num_warps}, {ctas}, {maxnreg}, {num_ctas}, {key})]
     except Exception:   # a new specialization, or arguments only the slow path can explain
         return _tlx_slow(_tlx_grid, ({args}), dict({option_kwargs_first}))
     if _tlx_grid.__class__ is not tuple:
@@ -110,39 +232,99 @@ def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
     elif _tlx_n == 2:
         _tlx_grid = (_tlx_grid[0], _tlx_grid[1], 1)
     if _tlx_grid[0] and _tlx_grid[1] and _tlx_grid[2]:
-        _tlx_run(_tlx_grid, _tlx_block, _tlx_smem, _tlx_kfn._stream(_tlx_device), _tlx_pick(({values_tuple})))
+        try:
+            _tlx_run(_tlx_grid, _tlx_block, _tlx_smem, _tlx_kfn._stream(_tlx_device), _tlx_pick(({values_tuple})))
+        except _tlx_TlxcError:    # costs nothing unless raised: name a bad grid dimension, if that was it
+            _tlx_grid_dims(_tlx_kfn.__name__, _tlx_grid)
+            raise
     return _tlx_compiled
 """
 
 # Launch options the fast path accepts as keywords (unless the kernel has a
-# parameter of that name, which then wins), with their defaults.
+# parameter of that name, which then wins), with their defaults.  Those that
+# change the compile (num_warps, ctas_per_cga, maxnreg) or may be refused
+# (num_ctas) are part of the key; num_stages is a no-op hint; interpret= goes
+# to the slow path.  Every other option (LAUNCH_OPTIONS) goes to the slow path.
 _FAST_OPTIONS = (("num_warps", 4), ("num_stages", None), ("num_ctas", None), ("maxnreg", None),
                  ("ctas_per_cga", None), ("interpret", None))
 
+_NUMBERS = (int, float, bool)
+# Folded into the specialization as compile-time constants (frontend/specialize.py).
+_CONSTANTS = (str, tuple, tl.constexpr, ScalarType, PointerType)
+
 
 def _kind(value) -> str:
-    if value.__class__ in (int, float, bool):
+    if value.__class__ in _NUMBERS:
         return "number"
     if isinstance(value, TensorDescriptor):
         return "descriptor"
+    if isinstance(value, _CONSTANTS):
+        return "constant"
     return "none" if value is None else "tensor"
 
 
 def key_parts(kfn, bound: tuple) -> list:
-    """The flat launch-cache key of ``bound`` (the fast path computes the same)."""
+    """The flat launch-cache key of ``bound`` (the fast path computes the same);
+    a ``LaunchError`` naming the argument for a value no kernel parameter takes."""
     parts = []
     for name, value in zip(kfn.param_names, bound):
         if name in kfn.constexpr_params:
             parts.append(value)
-        elif value.__class__ in (int, float, bool):
+        elif value.__class__ in _NUMBERS:
             parts += [value.__class__, value == 1, value % 16 == 0, -2147483648 <= value <= 2147483647]
         elif value is None:
             parts.append(None)
         elif isinstance(value, TensorDescriptor):
             parts += [_descriptor_type_key(kfn, name, value), value.device_index]
-        else:
+        elif isinstance(value, _CONSTANTS):
+            parts.append(value)
+        elif _is_torch_tensor(value):
             parts += [value.dtype, value.get_device(), value.data_ptr() & 15]
+        else:
+            raise _bad_argument(kfn, name, value)
     return parts
+
+
+def launch_key(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG, options: dict | None = None) -> tuple:
+    """The in-memory launch key: (num_warps, ctas_per_cga, maxnreg, num_ctas, *key_parts), with the
+    options as given (the fast path has no time to normalize them; every stored key was validated)."""
+    options = options or {}
+    ctas = options.get("ctas_per_cga")
+    ctas = ctas if isinstance(ctas, (tuple, type(None))) else repr(ctas)
+    if not config.fp_fusion:
+        ctas = _SlowOnly(ctas, (("enable_fp_fusion", False),))
+    return (options.get("num_warps", 4), ctas, options.get("maxnreg"), options.get("num_ctas"),
+            *key_parts(kfn, bound))
+
+
+def _is_torch_tensor(value) -> bool:
+    return hasattr(value, "data_ptr") and hasattr(value, "get_device") and hasattr(value, "dtype")
+
+
+def _bad_argument(kfn, name: str, value) -> LaunchError:
+    import numpy as np
+    if isinstance(value, np.ndarray):
+        hint = "numpy arrays run on the interpreter only, with no CUDA tensor among the arguments"
+    elif isinstance(value, np.generic):
+        hint = f"pass a Python number ({type(value.item()).__name__}(...))"
+    elif isinstance(value, (list, dict, set)):
+        hint = "pass a tuple (a compile-time constant) or a tensor"
+    else:
+        hint = "a kernel argument is a tensor, a number, None, a TensorDescriptor or a compile-time constant"
+    return LaunchError(f"argument '{name}' of {kfn.__name__} is {_describe(value)}: {hint}")
+
+
+def _unhashable(kfn, bound: tuple, options: dict) -> LaunchError:
+    """Why a launch key could not be hashed: a list (or other mutable value) given as a constant."""
+    for name, value in list(zip(kfn.param_names, bound)) + list(options.items()):
+        try:
+            hash(value)
+        except TypeError:
+            what = "launch option" if name in options else "argument"
+            return LaunchError(f"{what} '{name}' of {kfn.__name__} is {_describe(value)}, which cannot be a "
+                               f"compile-time constant (it is not hashable): pass a tuple, e.g. "
+                               f"{name}={tuple(value) if isinstance(value, (list, set)) else '(...)'}")
+    return LaunchError(f"cannot launch {kfn.__name__}: its arguments cannot form a cache key")
 
 
 def _descriptor_type_key(kfn, name: str, desc: TensorDescriptor) -> int:
@@ -170,7 +352,7 @@ def build_fast_path(kfn, bound: tuple):
         default = "_tlx_MISSING" if param.default is param.empty else f"_tlx_defaults[{i}]"
         params.append(f"{name}={default}")
         kind = _kind(bound[i])
-        if name in kfn.constexpr_params:
+        if name in kfn.constexpr_params or kind == "constant":
             key.append(name)
             value_names.append(name)
         elif kind == "tensor":
@@ -198,11 +380,13 @@ def build_fast_path(kfn, bound: tuple):
         option_kwargs_first=", ".join(f"{o}={o}" for o in option_names if o != "interpret"),
         num_warps="num_warps" if "num_warps" in option_names else "4",
         ctas="ctas_per_cga" if "ctas_per_cga" in option_names else "None",
+        maxnreg="maxnreg" if "maxnreg" in option_names else "None",
+        num_ctas="num_ctas" if "num_ctas" in option_names else "None",
         values="\n".join(values) or "        pass", key=", ".join(key),
         values_tuple=", ".join(value_names) + ",")
     defaults = [p.default for p in kfn.signature.parameters.values()]
     scope = {"_tlx_MISSING": _MISSING, "_tlx_defaults": defaults, "_tlx_kfn": kfn, "_tlx_cache": kfn.fast_cache,
-             "_tlx_names": kfn.param_names,
+             "_tlx_names": kfn.param_names, "_tlx_TlxcError": TlxcError, "_tlx_grid_dims": grid_dims,
              "_tlx_slow": lambda grid, args, kwargs: launch(kfn, grid, args, kwargs)}
     exec(compile(source, f"<tlxc launcher of {kfn.__name__}>", "exec"), scope)  # noqa: S102 (our own template)
     return scope["_tlx_fast"]
@@ -214,47 +398,84 @@ def _torch():
 
 
 def launch(kfn, grid, args: tuple, kwargs: dict):
-    if kfn._interpret is None:
-        kfn._interpret = os.environ.get("TLXC_INTERPRET", "").strip().lower() in ("1", "true", "yes", "on")
-    if kfn._interpret or (kwargs and kwargs.get("interpret") is not None):
-        from ..interpreter import maybe_interpret
-        if maybe_interpret(kfn, grid, args, kwargs):
-            return None
-        kwargs = {k: v for k, v in kwargs.items() if k != "interpret"}   # interpret=False: the GPU
-    options = {}
+    """The slow path: every launch the generated fast path cannot serve (the first of a key,
+    the interpreter, options only this path reads, and every launch it must explain)."""
+    options, kernel_kwargs = {}, kwargs
     if kwargs:
         options = {k: kwargs[k] for k in LAUNCH_OPTIONS if k in kwargs and k not in kfn.signature.parameters}
         kernel_kwargs = {k: v for k, v in kwargs.items() if k not in options}
-        bound = _bind(kfn, args, kernel_kwargs)
-    elif len(args) == len(kfn.param_names):
-        bound = args
-    else:
-        bound = _bind(kfn, args, {})
+    bound = args if not kernel_kwargs and len(args) == len(kfn.param_names) else _bind(kfn, args, kernel_kwargs)
     bound = tuple(_require_given(kfn, v, n) for v, n in zip(bound, kfn.param_names))
-    num_warps = options.get("num_warps", 4)
-    ctas = options.get("ctas_per_cga")
-    key = tuple([num_warps, ctas if isinstance(ctas, (tuple, type(None))) else repr(ctas)] + key_parts(kfn, bound))
-    plan = kfn.cache.get(key)
+    if _runs_on_interpreter(kfn, options, bound):
+        return _interpret(kfn, grid, args, kwargs)
+    options.pop("interpret", None)
+    config = launch_config(kfn.__name__, options)
+    grid3 = grid_dims(kfn.__name__, grid, {**dict(zip(kfn.param_names, bound)), **options})
+    key = launch_key(kfn, bound, config, options)
+    try:
+        plan = kfn.cache.get(key)
+    except TypeError:
+        raise _unhashable(kfn, bound, options) from None
     if plan is None:
-        if not _has_cuda_tensor(args, kwargs):
-            return _interpret(kfn, grid, args, kwargs)
-        plan = kfn.cache[key] = _prepare(kfn, bound, num_warps, cluster_dims(ctas))
-        kfn.fast_cache[key] = (plan.launch, plan.block, plan.smem, plan.device, plan.pick, plan.compiled)
+        plan = kfn.cache[key] = _plan(kfn, bound, config)
+        if not isinstance(key[1], _SlowOnly):
+            kfn.fast_cache[key] = (plan.launch, plan.block, plan.smem, plan.device, plan.pick, plan.compiled)
         if kfn._fast == kfn._first_launch:
             kfn._fast = build_fast_path(kfn, bound)
-    if callable(grid):
-        grid = grid(dict(zip(kfn.param_names, bound), **options))
-    if grid.__class__ is int:
-        grid3 = (grid, 1, 1)
-    else:
-        n = len(grid)
-        grid3 = (grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1)
     if grid3[0] * grid3[1] * grid3[2] == 0:
         return None
     values = [bound[i].data_ptr() if p else _scalar_value(bound[i])
               for i, p in zip(plan.runtime_index, plan.is_pointer)]
     plan.launch(grid3, plan.block, plan.smem, kfn._stream(plan.device), values)
     return plan.compiled
+
+
+def _plan(kfn, bound: tuple, config: LaunchConfig) -> LaunchPlan:
+    """The plan of a new key: shared with an earlier key of the same compile (options spelled
+    differently: num_ctas=1 or None, num_stages), else prepared."""
+    compile_key = (_COMPILE_KEY, config, *key_parts(kfn, bound))   # in kfn.cache: clearing it forgets both
+    plan = kfn.cache.get(compile_key)
+    if plan is None:
+        plan = kfn.cache[compile_key] = _prepare(kfn, bound, config)
+    return plan
+
+
+_COMPILE_KEY = object()       # marks the normalized keys of kfn.cache (no launch key starts with it)
+
+
+def _interpret_env() -> str:
+    return os.environ.get("TLXC_INTERPRET", "").strip().lower()
+
+
+def _runs_on_interpreter(kfn, options: dict, bound: tuple) -> bool:
+    """interpret=True, else TLXC_INTERPRET=1, else no CUDA tensor among the arguments; refused
+    when the GPU was asked for (interpret=False, TLXC_INTERPRET=0) and there is nothing to run it on."""
+    if kfn._interpret is None:
+        kfn._interpret = _interpret_env() in ("1", "true", "yes", "on")
+    explicit = options.get("interpret")
+    if explicit is None and kfn._interpret:
+        return True
+    if explicit:
+        return True
+    if _has_cuda_tensor(bound, {}):
+        return False
+    asked = "interpret=False" if explicit is not None else (
+        f"TLXC_INTERPRET={os.environ['TLXC_INTERPRET']}" if _interpret_env() in ("0", "false", "no", "off") else None)
+    if asked is not None:
+        raise LaunchError(f"cannot launch {kfn.__name__} on the GPU ({asked}): no argument is a CUDA tensor"
+                          f"{_first_host_array(kfn, bound)}; move the tensors to the GPU (.cuda()), or run on "
+                          f"the interpreter (interpret=True, or leave TLXC_INTERPRET unset)")
+    return True
+
+
+def _first_host_array(kfn, bound: tuple) -> str:
+    import numpy as np
+    for name, value in zip(kfn.param_names, bound):
+        base = value.base if isinstance(value, TensorDescriptor) else value
+        if isinstance(base, np.ndarray) or _is_torch_tensor(base):
+            kind = "a numpy array" if isinstance(base, np.ndarray) else f"on {base.device}"
+            return f" (argument '{name}' is {kind})"
+    return ""
 
 
 def _scalar_value(value):
@@ -279,7 +500,7 @@ def _has_cuda_tensor(args, kwargs) -> bool:
     for value in list(args) + list(kwargs.values()):
         if isinstance(value, TensorDescriptor):
             value = value.base
-        if getattr(value, "is_cuda", False):
+        if getattr(value, "is_cuda", False) is True:
             return True
     return False
 
@@ -293,12 +514,11 @@ def _bind(kfn, args, kwargs) -> tuple:
     return tuple(bound.arguments[name] for name in kfn.param_names)
 
 
-def _prepare(kfn, bound: tuple, num_warps: int, cluster: tuple[int, int, int] | None = None) -> LaunchPlan:
+def _prepare(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG) -> LaunchPlan:
     """First launch of a key: check arguments, specialize, compile (or load from
     the disk cache), load the module, build the launcher."""
     from ..compiler import compile_kernel
     from ..frontend.specialize import annotation_type, specialization_from_args
-    from ..ir.types import PointerType
     from . import driver
 
     torch = _torch()
@@ -333,7 +553,9 @@ def _prepare(kfn, bound: tuple, num_warps: int, cluster: tuple[int, int, int] | 
                               f"declares {annotated}")
     major, minor = torch.cuda.get_device_capability(device)
     arch = {9: "sm_90a", 10: "sm_100a"}.get(major, "sm_89" if (major, minor) >= (8, 9) else "sm_80")
-    compiled = _compile_cached(kfn, spec, arch, num_warps, compile_kernel, cluster)
+    cluster = config.cluster
+    compiled = _compile_cached(kfn, spec, arch, config.num_warps, compile_kernel, cluster,
+                               config.compile_options())
     module = driver.CudaModule.load(compiled.asm["cubin"], device)
     function = module.function(compiled.metadata["name"], device)
     smem = compiled.metadata.get("scratch_bytes", 0)
@@ -359,14 +581,19 @@ def _prepare(kfn, bound: tuple, num_warps: int, cluster: tuple[int, int, int] | 
     return LaunchPlan(run, index, is_pointer, (threads, 1, 1), smem, device, compiled)
 
 
-def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluster=None):
-    """Compile, or load the cubin and metadata from the disk cache."""
+def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluster=None, options=None):
+    """Compile, or load the cubin and metadata from the disk cache.  The key covers everything
+    that changes the output or whether the compile succeeds: tlxc itself, the toolchain, the
+    kernel and what it reads (``KernelFunction.cache_key``), the specialization, the options and
+    the environment variables the compile reads."""
     from .. import __version__
-    from .cache import DiskCache, compiler_fingerprint
+    from .cache import DiskCache, compiler_fingerprint, toolchain_fingerprint
+    options = dict(options or {})
     debug_barriers = os.environ.get("TLXC_DEBUG_BARRIERS", "") == "1"
     h = hashlib.sha256()
-    for part in (__version__, compiler_fingerprint(), kfn.cache_key, repr(spec.key()), arch, str(num_warps),
-                 str(debug_barriers), str(cluster)):
+    for part in (__version__, compiler_fingerprint(), toolchain_fingerprint(), kfn.cache_key, repr(spec.key()),
+                 arch, str(num_warps), str(debug_barriers), str(cluster), repr(sorted(options.items())),
+                 "check_barriers=" + os.environ.get("TLXC_CHECK_BARRIERS", "").strip().lower()):
         h.update(part.encode())
         h.update(b"\0")
     key = h.hexdigest()
@@ -383,10 +610,10 @@ def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluste
         except (KeyError, ValueError):
             pass   # an entry of another format: recompile and overwrite
     compiled = compile_kernel(kfn, spec, arch=arch, num_warps=num_warps, debug_barriers=debug_barriers,
-                              cluster=cluster)
+                              cluster=cluster, **options)
     metadata = {k: v for k, v in compiled.metadata.items() if isinstance(v, (int, float, str, list, type(None)))}
     if not os.environ.get("TLXC_OVERRIDE_DIR"):
-            cache.put(key, {"metadata.json": json.dumps(metadata).encode(), "kernel.cubin": compiled.asm["cubin"],
+        cache.put(key, {"metadata.json": json.dumps(metadata).encode(), "kernel.cubin": compiled.asm["cubin"],
                         "kernel.cu": compiled.asm["cuda"].encode()})
     return compiled
 

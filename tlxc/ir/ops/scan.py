@@ -1,4 +1,4 @@
-"""Scans, reductions with a user combine function, and flips.
+"""Scans, reductions with a user combine function, flips and sorts.
 
 ``tl.scan`` and ``tl.reduce_combine`` take n tensors of one shape and one region,
 the combine function: a block of 2n scalar arguments (the left operands, then the
@@ -97,3 +97,20 @@ class FlipOp(Operation):
             raise self.error(f"expected axis in [0, {src.rank}), got {axis!r}")
         expect_type(self, shape_of(self.result.type), src.shape, "result shape")
         expect_type(self, element_type(self.result.type), src.element, "result element")
+
+
+class SortOp(Operation):
+    """Sort along ``attrs.axis`` (ascending unless ``attrs.descending``)."""
+
+    name = "tl.sort"
+
+    def verify(self):
+        if len(self.operands) != 1:
+            raise self.error(f"expected 1 operand, got {len(self.operands)}")
+        src = expect_tensor(self, self.operands[0].type, "operand")
+        axis = self.attrs.get("axis")
+        if not isinstance(axis, int) or not 0 <= axis < src.rank:
+            raise self.error(f"expected axis in [0, {src.rank}), got {axis!r}")
+        if not isinstance(self.attrs.get("descending"), bool):
+            raise self.error(f"expected a bool 'descending', got {self.attrs.get('descending')!r}")
+        expect_type(self, self.result.type, src, "result")

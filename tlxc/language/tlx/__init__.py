@@ -78,8 +78,20 @@ def local_trans(buf, dims=(1, 0)):
 
 
 @builtin
-def local_reinterpret(buf, dtype, shape=None, layout=None):
-    """The same bytes with another dtype (and shape)."""
+def local_reinterpret(buf, dtype, shape=None, layout=None, pin=True):
+    """The same bytes with another dtype (and shape), or (``layout=``) seen through an
+    explicit shared layout that must describe the same bytes (docs/language.md)."""
+
+
+def nv_mma_shared_layout_encoding(shape, order, elemType, numCTAsPerCGA, numCTASplit, numCTAOrder,
+                                  fp4Padded=False, swizzled=True):
+    """TLX's NVMMA shared layout (the one wgmma and TMA read), a compile-time value for
+    ``local_alloc(..., layout=)`` / ``local_reinterpret(..., layout=)``; ``shape`` is the
+    atom that selects the swizzle, ``.tile_to_shape(shape)`` tiles it (``ir/shared_layout.py``).
+    Usable in a kernel and on the host (pass it as a ``tl.constexpr``)."""
+    from ...ir.shared_layout import nv_mma_shared_layout
+    return nv_mma_shared_layout(shape, order, elemType, numCTAsPerCGA, numCTASplit, numCTAOrder, fp4Padded,
+                                swizzled)
 
 
 @builtin

@@ -1,0 +1,244 @@
+"""Explicit shared-memory layouts: TLX's ``nv_mma_shared_layout_encoding`` and its tilings.
+
+A kernel may pin the layout of a shared buffer instead of letting the
+``shared-layouts`` pass choose it from the buffer's consumers::
+
+    atom: tl.constexpr = tlx.nv_mma_shared_layout_encoding(
+        (64, 64), [1, 0], tl.bfloat16, [1, 1], [1, 1], [1, 0], False, True)
+    buf = tlx.local_alloc((128, 128), tl.bfloat16, 2, layout=atom.tile_to_shape((128, 128)))
+    view = tlx.local_reinterpret(buf[0], tl.bfloat16, [128, 128], layout=atom, pin=False)
+
+Both values are compile-time (hashable, frozen) and ride on ``MemDescType.layout``.
+
+*NVMMA layout* (``NVMMASharedLayout``): the layout wgmma/tcgen05 descriptors
+and TMA copies read, as Triton's ``NVMMASharedEncoding``.  Its ``shape`` (the
+*atom*) only selects the swizzle: the widest of 128, 64, 32 bytes that divides
+the atom's contiguous row (``shape[order[0]]`` elements), 0 when
+``swizzled=False``.  Over a buffer of ``[R, C]`` it places element ``(r, c)``
+at ``swizzle(r * S + c * e)`` when a row is ``S`` (the swizzle span) bytes,
+and, for rows wider than ``S``, block-stacked: the columns split into blocks
+``S`` bytes wide, block ``j`` holding all ``R`` rows contiguously at byte
+``j * R * S`` (``passes/shared_layouts.py`` "Column blocks").
+
+*Tiled layout* (``TiledSharedLayout``, from ``atom.tile_to_shape(shape)``):
+``shape`` covered by copies of the atom's ``[ar, ac]`` tile, each tile one
+contiguous NVMMA-laid-out block of ``ar * ac`` elements, tiles numbered
+column-major (down the rows first, as CuTe's ``tile_to_shape``): tile
+``(i, j)`` starts at element ``(i + j * R // ar) * ar * ac``.  When the atom is
+exactly one swizzle span wide this is the same byte mapping as the atom's
+NVMMA layout over the whole shape (the block-stacked columns *are* the tiles),
+which is what lets a kernel write a buffer through the atom view (TMA) and
+read per-group row slices of it (wgmma) -- the TLX attention backward does.
+
+``byte_offsets(layout, shape, element)`` gives every element's byte offset
+within its buffer; the frontend, the ``shared-layouts`` pass and the
+interpreter compare those to decide whether two views of one buffer see the
+same bytes.  tlxc stores a buffer only in the layouts its codegen addresses
+(row-major, swizzled, 128-byte column blocks), so a layout whose mapping is
+none of those is a ``LayoutError`` naming it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .types import ScalarType
+
+SWIZZLE_SPANS = (128, 64, 32)
+_SWIZZLE_MASK = {0: 0, 32: 1, 64: 3, 128: 7}
+
+
+class SharedLayoutError(ValueError):
+    """A layout argument that cannot be built (the frontend adds the location)."""
+
+
+def _ints(value, what: str) -> tuple[int, ...]:
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise SharedLayoutError(f"'{what}' must be a list of integers, got {value!r}") from None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        raise SharedLayoutError(f"'{what}' must be a list of integers, got {list(items)}")
+    return items
+
+
+@dataclass(frozen=True)
+class NVMMASharedLayout:
+    """TLX's ``nv_mma_shared_layout_encoding(shape, order, elemType, numCTAsPerCGA,
+    numCTASplit, numCTAOrder, fp4Padded, swizzled)``."""
+
+    shape: tuple[int, ...]
+    order: tuple[int, ...]
+    element: ScalarType
+    ctas_per_cga: tuple[int, ...]
+    cta_split_num: tuple[int, ...]
+    cta_order: tuple[int, ...]
+    fp4_padded: bool = False
+    swizzled: bool = True
+
+    @property
+    def swizzle(self) -> int:
+        """The swizzle span in bytes (0: none), chosen from the atom's contiguous row."""
+        if not self.swizzled:
+            return 0
+        row_bytes = self.shape[self.order[0]] * self.element.bits // 8
+        return next((s for s in SWIZZLE_SPANS if row_bytes >= s and row_bytes % s == 0), 0)
+
+    def tile_to_shape(self, shape) -> TiledSharedLayout:
+        """The layout of ``shape`` covered by copies of this atom (column-major tile order)."""
+        shape = _ints(shape, "shape")
+        if len(shape) != len(self.shape):
+            raise SharedLayoutError(f"tile_to_shape({list(shape)}): the atom {list(self.shape)} has rank "
+                                    f"{len(self.shape)}")
+        for full, part in zip(shape, self.shape):
+            if full % part:
+                raise SharedLayoutError(f"tile_to_shape({list(shape)}) is not a whole number of "
+                                        f"{list(self.shape)} atoms")
+        return TiledSharedLayout(self, shape)
+
+    def make_permute(self, dims) -> NVMMASharedLayout:
+        """TLX's permuted copy (what ``local_trans`` gives a view's type)."""
+        return NVMMASharedLayout(self.shape, tuple(self.order[d] for d in dims), self.element, self.ctas_per_cga,
+                                 self.cta_split_num, self.cta_order, self.fp4_padded, self.swizzled)
+
+    def __str__(self) -> str:
+        dims = "x".join(map(str, self.shape))
+        return f"#nvmma<{dims}x{self.element}, swizzle={self.swizzle}>"
+
+
+@dataclass(frozen=True)
+class TiledSharedLayout:
+    """``atom.tile_to_shape(shape)``: TLX's shared-linear layout of a tiled atom."""
+
+    atom: NVMMASharedLayout
+    shape: tuple[int, ...]
+
+    @property
+    def tile_shape(self) -> list[int]:
+        return list(self.shape)
+
+    @property
+    def element(self) -> ScalarType:
+        return self.atom.element
+
+    @property
+    def swizzle(self) -> int:
+        return self.atom.swizzle
+
+    def __str__(self) -> str:
+        dims = "x".join(map(str, self.shape))
+        return f"#tiled<{dims}, {self.atom}>"
+
+
+def nv_mma_shared_layout(shape, order, element, ctas_per_cga, cta_split_num, cta_order, fp4_padded=False,
+                         swizzled=True) -> NVMMASharedLayout:
+    """Build and check an NVMMA layout (what ``tlx.nv_mma_shared_layout_encoding`` returns)."""
+    shape, order = _ints(shape, "shape"), _ints(order, "order")
+    if not isinstance(element, ScalarType):
+        raise SharedLayoutError(f"'elemType' must be a dtype (tl.bfloat16, tlx.dtype_of(desc), ...), got "
+                                f"{element!r}")
+    if not shape or any(d < 1 for d in shape):
+        raise SharedLayoutError(f"'shape' must be positive integers, got {list(shape)}")
+    if sorted(order) != list(range(len(shape))):
+        raise SharedLayoutError(f"'order' must be a permutation of {list(range(len(shape)))}, got {list(order)}")
+    if len(shape) >= 2 and order[0] != len(shape) - 1:
+        raise SharedLayoutError(f"order {list(order)} makes dimension {order[0]} contiguous (an MN-major "
+                                f"layout); tlxc supports row-major NVMMA layouts (order [{len(shape) - 1}, ...]) "
+                                f"only: transpose a view with tlx.local_trans instead")
+    ctas = (_ints(ctas_per_cga, "numCTAsPerCGA"), _ints(cta_split_num, "numCTASplit"),
+            _ints(cta_order, "numCTAOrder"))
+    if any(v != 1 for v in ctas[0] + ctas[1]):
+        raise SharedLayoutError(f"CTA-split NVMMA layouts (numCTAsPerCGA={list(ctas[0])}, numCTASplit="
+                                f"{list(ctas[1])}) are not supported: each CTA holds its whole buffer")
+    if fp4_padded:
+        raise SharedLayoutError("fp4Padded=True (padded fp4 operands) is not supported")
+    if not isinstance(swizzled, bool):
+        raise SharedLayoutError(f"'swizzled' must be True or False, got {swizzled!r}")
+    return NVMMASharedLayout(shape, order, element, ctas[0], ctas[1], ctas[2], bool(fp4_padded), swizzled)
+
+
+# -- byte mappings ----------------------------------------------------------------------------------------
+def swizzled(offsets: np.ndarray, swizzle: int) -> np.ndarray:
+    """``passes/shared_layouts.py:swizzle_offset`` on an array of byte offsets."""
+    return offsets ^ (((offsets >> 7) & _SWIZZLE_MASK[swizzle]) << 4)
+
+
+def nvmma_offsets(swizzle: int, shape: tuple[int, ...], element: ScalarType) -> np.ndarray:
+    """Byte offset of every element of a ``shape`` buffer in the NVMMA layout of ``swizzle``
+    (row-major when 0; block-stacked columns when a row is wider than the span)."""
+    index = np.indices(shape, dtype=np.int64)
+    row_major = np.ravel_multi_index(tuple(index), shape).astype(np.int64) * element.bytes
+    if not swizzle:
+        return row_major
+    row_bytes = shape[-1] * element.bytes
+    if len(shape) != 2:
+        raise SharedLayoutError(f"a {swizzle}-byte swizzled layout of a {len(shape)}-D buffer "
+                                f"{list(shape)} is not supported (2-D buffers only)")
+    if row_bytes < swizzle or row_bytes % swizzle:
+        raise SharedLayoutError(f"rows of {row_bytes} bytes ({shape[-1]} x {element}) are not a whole number "
+                                f"of the layout's {swizzle}-byte swizzle span")
+    rows, cols = index
+    if row_bytes == swizzle:
+        return swizzled(row_major, swizzle)
+    if shape[0] % 8:
+        raise SharedLayoutError(f"rows wider than the {swizzle}-byte swizzle are stored as column blocks of "
+                                f"whole 8-row swizzle periods; {shape[0]} rows are not a multiple of 8")
+    width = swizzle // element.bytes
+    block = cols // width
+    return block * shape[0] * swizzle + swizzled(rows * swizzle + (cols % width) * element.bytes, swizzle)
+
+
+def byte_offsets(layout, shape: tuple[int, ...], element: ScalarType) -> np.ndarray:
+    """Byte offset (within the buffer) of every element of a ``shape`` buffer laid out by ``layout``."""
+    shape = tuple(shape)
+    if isinstance(layout, NVMMASharedLayout):
+        return nvmma_offsets(layout.swizzle, shape, element)
+    if isinstance(layout, TiledSharedLayout):
+        if shape != layout.shape:
+            raise SharedLayoutError(f"the layout tiles {list(layout.shape)}, but the buffer is {list(shape)}")
+        return _tiled_offsets(layout, element)
+    raise SharedLayoutError(f"no byte mapping for layout {layout!r}")
+
+
+def _tiled_offsets(layout: TiledSharedLayout, element: ScalarType) -> np.ndarray:
+    atom = layout.atom.shape
+    tile = nvmma_offsets(layout.atom.swizzle, atom, element)
+    counts = [full // part for full, part in zip(layout.shape, atom)]
+    index = np.indices(layout.shape, dtype=np.int64)
+    tile_index = tuple(i // a for i, a in zip(index, atom))
+    within = tuple(i % a for i, a in zip(index, atom))
+    # Column-major tile order (the first dimension fastest), as CuTe's tile_to_shape.
+    number = np.zeros(layout.shape, dtype=np.int64)
+    step = 1
+    for t, n in zip(tile_index, counts):
+        number += t * step
+        step *= n
+    tile_bytes = int(np.prod(atom)) * element.bytes
+    return number * tile_bytes + tile[within]
+
+
+def storable_as(layout, shape: tuple[int, ...], element: ScalarType) -> tuple[int, bool]:
+    """The (swizzle, column-blocked) storage tlxc's codegen addresses that has exactly
+    ``layout``'s byte mapping for a ``shape`` buffer; a ``SharedLayoutError`` when none has."""
+    wanted = byte_offsets(layout, shape, element)
+    swizzle = layout.swizzle
+    stored = nvmma_offsets(swizzle, shape, element)
+    blocked = bool(swizzle) and shape[-1] * element.bytes > swizzle
+    if blocked and swizzle != 128:
+        raise SharedLayoutError(f"rows of {shape[-1] * element.bytes} bytes in {swizzle}-byte swizzled column "
+                                f"blocks are not supported (tlxc column-blocks 128-byte swizzles only)")
+    if not np.array_equal(wanted, stored):
+        raise SharedLayoutError(f"layout {layout} orders the bytes of a {list(shape)} {element} buffer in a way "
+                                f"tlxc cannot store (it stores row-major, swizzled, or 128-byte column blocks "
+                                f"of all rows); use an atom as wide as its swizzle span")
+    return swizzle, blocked
+
+
+def same_bytes(first, second, shape: tuple[int, ...], element: ScalarType) -> bool:
+    """Whether two layouts put every element of a ``shape`` buffer at the same byte."""
+    return bool(np.array_equal(byte_offsets(first, shape, element), byte_offsets(second, shape, element)))
+
+
+__all__ = ["NVMMASharedLayout", "SharedLayoutError", "TiledSharedLayout", "byte_offsets", "nv_mma_shared_layout",
+           "nvmma_offsets", "same_bytes", "storable_as"]
