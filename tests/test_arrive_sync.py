@@ -34,7 +34,7 @@ def release_two(x_ptr, WORK_BETWEEN: tl.constexpr):
 
 def _consumer_cuda(work_between: bool) -> str:
     x = torch.zeros(256)
-    spec = specialization_from_args(release_two, dict(x_ptr=x, WORK_BETWEEN=work_between))
+    spec = specialization_from_args(release_two, {"x_ptr": x, "WORK_BETWEEN": work_between})
     source = compile_kernel(release_two, spec, arch="sm_90a", num_warps=4, stages=("ir", "ir.opt", "cuda")).asm["cuda"]
     return source[source.index("warps 4..7"):]
 

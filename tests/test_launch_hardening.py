@@ -210,9 +210,8 @@ def test_no_op_hints_are_accepted_on_the_interpreter():
 
 def test_maxnreg_and_fp_fusion_are_compile_options(monkeypatch):
     from tlxc.compiler import nvrtc_options
-    assert nvrtc_options({"maxnreg": 128}) == ["--maxrregcount=128"]
     assert nvrtc_options({"enable_fp_fusion": False}) == ["--fmad=false"]
-    assert nvrtc_options({"enable_fp_fusion": True, "maxnreg": None}) == []
+    assert nvrtc_options({"enable_fp_fusion": True, "maxnreg": 128}) == []
     prepared = []
     monkeypatch.setattr(L, "_prepare", lambda kfn, bound, config: prepared.append(config) or L.LaunchPlan(
         lambda *a: None, [0, 1, 2, 3, 4], [True, True, True, False, False], (128, 1, 1), 0, 0, "compiled"))
@@ -331,20 +330,40 @@ def many_accumulators(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, acc, mask=mask)
 
 
+def test_maxnreg_caps_the_compiled_registers():
+    """NVRTC ignores --maxrregcount under __launch_bounds__: the cap is the kernel's __maxnreg__."""
+    signature, constexprs = "x_ptr=*fp32,out_ptr=*fp32,n=i32", {"BLOCK": 2048}
+    free = many_accumulators.compile(signature, constexprs, arch="sm_90a")
+    capped = many_accumulators.compile(signature, constexprs, arch="sm_90a", maxnreg=32)
+    assert free.metadata["registers"] > 32
+    assert capped.metadata["registers"] <= 32 and capped.metadata["maxnreg"] == 32
+    assert "__maxnreg__(32)" in capped.asm["cuda"] and "__launch_bounds__" not in capped.asm["cuda"]
+    with pytest.raises(tlxc.CompilationError, match="use maxnreg <= 64"):
+        many_accumulators.compile(signature, constexprs, arch="sm_90a", num_warps=32, maxnreg=128)
+
+
+def test_enable_fp_fusion_false_compiles_without_fma():
+    signature, constexprs = "x_ptr=*fp32,y_ptr=*fp32,out_ptr=*fp32,a=fp32,n=i32", {"BLOCK": 32}
+    stages = ("ir", "ir.opt", "cuda", "ptx", "cubin")
+    assert "fma.rn.f32" in axpy.compile(signature, constexprs, arch="sm_90a", stages=stages).asm["ptx"]
+    unfused = axpy.compile(signature, constexprs, arch="sm_90a", stages=stages, enable_fp_fusion=False)
+    assert "fma.rn.f32" not in unfused.asm["ptx"] and unfused.metadata["nvrtc_options"] == ["--fmad=false"]
+
+
 @pytest.mark.gpu
 def test_gpu_maxnreg_bounds_the_registers():
-    n = 3000
+    n, block, cap = 10000, 4096, 40           # 32 elements per thread of x and acc: well over 40 registers
     x = torch.rand(n, device="cuda")
     out = torch.full((n,), float("nan"), device="cuda")
-    k = many_accumulators[(tlxc.cdiv(n, 1024),)](x, out, n, BLOCK=1024, maxnreg=32)
+    free = many_accumulators[(tlxc.cdiv(n, block),)](x, out, n, BLOCK=block)
+    k = many_accumulators[(tlxc.cdiv(n, block),)](x, out, n, BLOCK=block, maxnreg=cap)
     torch.cuda.synchronize()
-    assert k.metadata["registers"] <= 32 and "--maxrregcount=32" in k.metadata["nvrtc_options"]
+    assert free.metadata["registers"] > cap, "the kernel must need more registers than the cap to test it"
+    assert k.metadata["registers"] <= cap and k.metadata["maxnreg"] == cap
     want = torch.zeros(n, dtype=torch.float64, device="cuda")
     for i in range(16):
         want = want * x.double() + (i + 1.0)
     torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-5)
-    free = many_accumulators[(tlxc.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
-    assert free is not k and "--maxrregcount=32" not in free.metadata.get("nvrtc_options", [])
 
 
 @pytest.mark.gpu
@@ -352,10 +371,13 @@ def test_gpu_enable_fp_fusion_false_rounds_each_op():
     n = 5000
     x, y, out = (t.cuda() for t in _data(n))
     a = 1.1
+    unfused = (torch.tensor(a, dtype=torch.float32) * x.cpu()) + y.cpu()     # two correctly rounded ops
+    axpy[(tlxc.cdiv(n, BLOCK),)](x, y, out, a, n, BLOCK=BLOCK)
+    torch.cuda.synchronize()
+    assert not torch.equal(out.cpu(), unfused)        # by default a * x + y is one fma
     k = axpy[(tlxc.cdiv(n, BLOCK),)](x, y, out, a, n, BLOCK=BLOCK, enable_fp_fusion=False)
     torch.cuda.synchronize()
     assert "--fmad=false" in k.metadata["nvrtc_options"]
-    unfused = (torch.tensor(a, dtype=torch.float32) * x.cpu()) + y.cpu()     # two correctly rounded ops
     assert torch.equal(out.cpu(), unfused)
 
 

@@ -96,6 +96,15 @@ def _tma(rank: int, store: bool) -> Case:
     return Case(body, (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes",))
 
 
+def _tma_reduce(kind: str, rank: int) -> Case:
+    coords = ", ".join(f"(int)in[{i}]" for i in range(rank))
+    body = (f"__shared__ __attribute__((aligned(128))) float buf[256]; buf[threadIdx.x & 255] = 1.0f; "
+            f"tlx_tma_reduce_{kind}_{rank}d(in + 64, buf, {coords}); tlx_bulk_commit_group(); "
+            f"tlx_bulk_wait_group_read<0>(); out[0] = 1u;")
+    return Case(body, (f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{kind}.tile.bulk_group",),
+                also=("tlx_bulk_commit_group", "tlx_bulk_wait_group_read"))
+
+
 def _tma_prefetch(rank: int) -> Case:
     coords = ", ".join(f"(int)in[{i}]" for i in range(rank))
     return Case(f"tlx_tma_prefetch_{rank}d(in + 64, {coords}); out[0] = 1u;",
@@ -259,6 +268,7 @@ CASES: dict[str, Case] = {
                                       ("mbarrier.try_wait.parity.shared::cta.b64",)),
     **{f"tlx_tma_load_{r}d": _tma(r, False) for r in range(1, 6)},
     **{f"tlx_tma_store_{r}d": _tma(r, True) for r in range(1, 6)},
+    **{f"tlx_tma_reduce_{k}_{r}d": _tma_reduce(k, r) for k in ptx.TMA_REDUCE_OPS for r in range(1, 6)},
     **{f"tlx_tma_load_multicast_{r}d": _tma_multicast(r) for r in range(1, 6)},
     **{f"tlx_tma_prefetch_{r}d": _tma_prefetch(r) for r in range(1, 6)},
     # clusters

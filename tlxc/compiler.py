@@ -88,6 +88,7 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps
                                    f"ir and ir.opt stages and 'tlxc check', not {wanted}")
         from .codegen_nvptx.backend import compile_to_cubin
         module.kernels[0].attrs["debug_barriers"] = debug_barriers
+        module.kernels[0].attrs["maxnreg"] = options.get("maxnreg")     # __maxnreg__ (codegen_nvptx/cuda.py)
         asm, metadata = compile_to_cubin(module.kernels[0], arch, want_ptx="ptx" in stages, lineinfo=lineinfo,
                                          nvrtc_options=nvrtc_options(options))
         compiled.asm.update(asm)
@@ -100,11 +101,10 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps
 
 
 def nvrtc_options(options: dict) -> list[str]:
-    """The NVRTC options of the launch options ``maxnreg=N`` (at most N registers per thread)
-    and ``enable_fp_fusion=False`` (no a*b+c contracted into an fma)."""
+    """The NVRTC options of the launch option ``enable_fp_fusion=False`` (no a*b+c contracted
+    into an fma).  (``maxnreg`` is the kernel's ``__maxnreg__``: NVRTC ignores ``--maxrregcount``
+    for kernels with launch bounds.)"""
     extra = []
-    if options.get("maxnreg") is not None:
-        extra.append(f"--maxrregcount={int(options['maxnreg'])}")
     if options.get("enable_fp_fusion") is False:
         extra.append("--fmad=false")
     return extra

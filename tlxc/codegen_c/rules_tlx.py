@@ -412,7 +412,10 @@ def async_descriptor_store(lw, op):
     desc, src = op.operands[:2]
     offsets = op.operands[2:]
     pieces = _tma_pieces(lw, op, desc.type, src, offsets)
-    helper = f"tlx_tma_store_{len(offsets)}d"
+    # a reduce-store (store_reduce=) is the same copy, combining with global memory;
+    # each sub-box of a split box is reduced by its own copy, like a plain store's
+    kind = op.attrs.get("reduce")
+    helper = f"tlx_tma_reduce_{kind}_{len(offsets)}d" if kind else f"tlx_tma_store_{len(offsets)}d"
     lw.target.use(helper)
     lw.target.use("tlx_bulk_commit_group")
     stores = " ".join(f"{helper}(&{lw.name(desc)}, {ptr}, {coords});" for ptr, coords in pieces)

@@ -172,8 +172,8 @@ def _next_syncs(op) -> bool:
 
 # -- barriers between conflicting shared-memory accesses of one task (Triton's Membar) -------------
 class _Pending:
-    """Shared-memory accesses since the last barrier of the task's threads, as slot keys
-    ``(id(allocation), buffer index, or None for any buffer of it)``."""
+    """Shared-memory accesses since the last barrier of the task's threads, as the slots
+    ``_Membar.slots`` gives."""
     __slots__ = ("reads", "writes")
 
     def __init__(self, reads=frozenset(), writes=frozenset()):

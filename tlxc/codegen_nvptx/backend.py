@@ -36,6 +36,6 @@ def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: boo
         "nvrtc_seconds": result.compile_seconds,
         "ptxas_log": result.log,
         "override": override_path,     # the hand-edited .cu compiled instead of tlxc's, if any
-        "nvrtc_options": list(nvrtc_options),   # from the launch options maxnreg, enable_fp_fusion
+        "nvrtc_options": list(nvrtc_options),   # from the launch option enable_fp_fusion
     })
     return asm, metadata

@@ -68,7 +68,8 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
         lines += ["", TENSORMAP_STRUCT]
     dims = kernel.attrs.get("cluster_dims")
     cluster = f" __cluster_dims__({dims[0]}, {dims[1]}, {dims[2]})" if dims else ""
-    signature = (f'extern "C" __global__ void __launch_bounds__({threads}{min_blocks}){cluster} '
+    bounds = _register_bounds(kernel, threads, min_blocks, ws_ops)
+    signature = (f'extern "C" __global__ void {bounds}{cluster} '
                  f'{name}({", ".join(params)}) {{')
     lines += ["", signature]
     user_bytes = kernel.attrs.get("shared_bytes", 0)
@@ -84,9 +85,27 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
     lines.append("}")
     user = (user_bytes + SCRATCH_ALIGN - 1) // SCRATCH_ALIGN * SCRATCH_ALIGN
     info = {"name": name, "threads": threads, "scratch_bytes": user + lw.scratch_bytes, "params": kinds,
+            "maxnreg": kernel.attrs.get("maxnreg"),
             "user_shared_bytes": user_bytes}
     info.update(getattr(lw, "metadata_extra", {}))
     return "\n".join(lines) + "\n", info
+
+
+def _register_bounds(kernel, threads: int, min_blocks: str, ws_ops) -> str:
+    """``__launch_bounds__(threads[, 1])``, or ``__maxnreg__(N)`` for the launch option
+    ``maxnreg=N``: NVRTC ignores ``--maxrregcount`` for a kernel with launch bounds and refuses
+    both qualifiers on one kernel."""
+    maxnreg = kernel.attrs.get("maxnreg")
+    if maxnreg is None:
+        return f"__launch_bounds__({threads}{min_blocks})"
+    from ..errors import CompilationError
+    if ws_ops:
+        raise CompilationError("maxnreg= cannot cap a warp-specialized kernel (its tasks' register budgets "
+                               "come from tlx.async_task(registers=...)): drop maxnreg", ws_ops[0].loc)
+    if maxnreg * threads > 65536:
+        raise CompilationError(f"maxnreg={maxnreg} with {threads} threads asks for {maxnreg * threads} registers "
+                               f"per CTA; an SM has 65536: use maxnreg <= {65536 // threads // 8 * 8}", kernel.loc)
+    return f"__maxnreg__({maxnreg})"
 
 
 # A TMA descriptor parameter: the 128-byte CUtensorMap the host encoded

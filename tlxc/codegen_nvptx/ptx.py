@@ -575,6 +575,22 @@ def _tma_store(rank: int):
 }}"""
 
 
+# The reductions of cp.reduce.async.bulk.tensor; which element types each takes is the
+# IR's rule (ir/ops/shared.py: TMA_REDUCE_TYPES): the instruction reads it from the tensor map.
+TMA_REDUCE_OPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor")
+
+
+def _tma_reduce(kind: str, rank: int):
+    params = ", ".join(f"int c{i}" for i in range(rank))
+    coords = ", ".join(f'"r"(c{i})' for i in range(rank))
+    return f"""
+{_INLINE} void tlx_tma_reduce_{kind}_{rank}d(const void* tensormap, const void* src, {params}) {{
+  asm volatile("cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{kind}.tile.bulk_group "
+               "[%0, {_coords(rank, 2)}], [%1];"
+               :: "l"(tensormap), "r"(tlx_smem_addr(src)), {coords} : "memory");
+}}"""
+
+
 def _tma_load_multicast(rank: int):
     params = ", ".join(f"int c{i}" for i in range(rank))
     coords = ", ".join(f'"r"(c{i})' for i in range(rank))
@@ -603,6 +619,8 @@ for _rank in range(1, 6):
     define(f"tlx_tma_load_{_rank}d", _tma_load(_rank), "tlx_smem_addr")
     define(f"tlx_tma_load_multicast_{_rank}d", _tma_load_multicast(_rank), "tlx_smem_addr")
     define(f"tlx_tma_store_{_rank}d", _tma_store(_rank), "tlx_smem_addr")
+    for _kind in TMA_REDUCE_OPS:
+        define(f"tlx_tma_reduce_{_kind}_{_rank}d", _tma_reduce(_kind, _rank), "tlx_smem_addr")
 
 
 @helper("tlx_bulk_commit_group")

@@ -566,9 +566,25 @@ def _async_descriptor_store(ctx, desc, source, offsets, eviction_policy="", stor
     b = ctx.b
     desc = descriptor_arg(desc)
     src = _box_buffer(desc, source, "source")
-    if store_reduce:
-        raise SemanticError("TMA reduce-stores are not supported yet", param="store_reduce")
-    b.create("tlx.async_descriptor_store", [desc.value, src.value] + _box_offsets(b, desc, offsets))
+    kind = _store_reduce(desc, store_reduce)
+    b.create("tlx.async_descriptor_store", [desc.value, src.value] + _box_offsets(b, desc, offsets), [],
+             {"reduce": kind} if kind else {})
+
+
+def _store_reduce(desc, store_reduce) -> str:
+    """``store_reduce`` checked against the descriptor's element type: "" (a plain store) or the
+    reduction a TMA reduce-store applies (TLX's add/min/max/and/or/xor, and PTX's inc/dec)."""
+    from ..ir.ops.shared import tma_reduce_error
+    kind = constexpr(store_reduce, "store_reduce")
+    if kind is None or kind == "":
+        return ""
+    if not isinstance(kind, str):
+        raise SemanticError(f"'store_reduce' must be a string such as \"add\", got {S.describe(kind)}",
+                            param="store_reduce")
+    why = tma_reduce_error(kind, desc.type.element)
+    if why:
+        raise SemanticError(why, param="store_reduce")
+    return kind
 
 
 @rule("async_descriptor_prefetch_tensor")

@@ -233,8 +233,23 @@ def _torch_special(name: str):
               "lgamma": torch.lgamma, "j0": torch.special.bessel_j0, "j1": torch.special.bessel_j1,
               "y0": torch.special.bessel_y0, "y1": torch.special.bessel_y1,
               "cyl_bessel_i0": torch.special.i0, "cyl_bessel_i1": torch.special.i1}[name]
-        return op(torch.from_numpy(contiguous(x, np.float64))).numpy()
+        result = op(torch.from_numpy(contiguous(x, np.float64))).numpy()
+        return _c99_at_infinity(name, np.asarray(x, dtype=np.float64), result)
     return fn
+
+
+# C99 / CUDA values at +-inf where torch.special returns NaN (Bessel functions decay to 0;
+# the modified ones grow without bound; y0/y1 are undefined below 0, so -inf stays NaN).
+_AT_INFINITY = {"j0": (0.0, 0.0), "j1": (0.0, -0.0), "y0": (0.0, math.nan), "y1": (0.0, math.nan),
+                "cyl_bessel_i0": (math.inf, math.inf), "cyl_bessel_i1": (math.inf, -math.inf)}
+
+
+def _c99_at_infinity(name: str, x, result):
+    if name not in _AT_INFINITY:
+        return result
+    positive, negative = _AT_INFINITY[name]
+    result = np.where(x == np.inf, positive, result)
+    return np.where(x == -np.inf, negative, result)
 
 
 def _erfcinv(y):

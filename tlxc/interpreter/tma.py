@@ -11,7 +11,11 @@ of the buffer stays in flight, as on the GPU, until the issuing task's
 ``async_descriptor_store_wait(n)`` leaves at most ``n`` newer stores pending:
 writing the buffer before that (a ``local_store``, a TMA load into it) is a
 ``RaceError`` naming the store (the retired read is released to other tasks
-by the issuer's next barrier arrive, as a retired cp.async copy is).
+by the issuer's next barrier arrive, as a retired cp.async copy is).  A
+reduce-store (``store_reduce="add"``, ...) combines the box with the tensor's
+elements instead (``reduce_elements``), as one atomic update when issued, so
+tasks or CTAs reducing into the same rows agree with the GPU up to the order
+of float roundings.
 
 A load checks, when issued, that no unordered asynchronous access (an
 ``async_dot`` operand read, an earlier load nothing waited for) still uses
@@ -30,7 +34,7 @@ import numpy as np
 from .cluster import peer_barrier, peer_view
 from .registry import impl
 from .scheduler import PREEMPT
-from .values import storage_dtype, to_storage
+from .values import from_storage, round_to, storage_dtype, to_storage
 
 
 def _global_view(desc):
@@ -130,9 +134,34 @@ def async_descriptor_store(ctx, op, desc, view, *offsets):
     if parts is not None:
         src, dst = parts
         target = _global_view(desc)
-        bits = np.array(view.array()).reshape(tuple(desc.block_shape))   # the box's storage bits
-        target[src] = bits[dst].view(target.dtype)
+        box = np.array(view.array()).reshape(tuple(desc.block_shape))[dst]   # the box's storage bits
+        kind = op.attrs.get("reduce")
+        if kind:      # a reduce-store: one atomic read-modify-write of the rows in the tensor
+            old = _bits_of(np.ascontiguousarray(target[src]), view.element)
+            box = to_storage(reduce_elements(kind, from_storage(old, view.element),
+                                             from_storage(box, view.element), view.element), view.element)
+        target[src] = box.view(target.dtype)
     yield PREEMPT
+
+
+def reduce_elements(kind: str, old, new, element):
+    """What a TMA reduce-store ``kind`` leaves in global memory where it held ``old`` and the
+    box holds ``new`` (register values of ``element``), in the element type's arithmetic: floats
+    computed in float32 and rounded once (exact for f16/bf16: float32 has more than twice their
+    precision), min/max ignoring a NaN operand as PTX's min/max do, integers wrapping;
+    inc/dec are PTX's ``atom.inc``/``atom.dec`` (wrap to 0 past ``new``, to ``new`` below 1)."""
+    if element.is_float:
+        old, new = np.asarray(old, np.float32), np.asarray(new, np.float32)
+        combined = {"add": np.add, "min": np.fmin, "max": np.fmax}[kind](old, new)
+        return round_to(combined, element)
+    old, new = np.asarray(old), np.asarray(new)
+    if kind == "inc":
+        return np.where(old >= new, np.zeros_like(old), old + 1)
+    if kind == "dec":
+        return np.where((old == 0) | (old > new), new, old - 1)
+    ops = {"add": np.add, "min": np.minimum, "max": np.maximum,
+           "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+    return ops[kind](old, new).astype(old.dtype)
 
 
 @impl("tlx.async_descriptor_store_wait")

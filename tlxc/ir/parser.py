@@ -129,18 +129,78 @@ class Parser:
         element = self.parse_type()
         self.expect(",")
         storage = self.match(_WORD, "a storage kind")
-        num, perm = 0, None
+        num, perm, layout = 0, None, None
         while self.accept(","):
-            key = self.match(_WORD, "num= or perm=")
+            key = self.match(_WORD, "num=, perm= or layout=")
             self.expect("=")
             if key == "num":
                 num = int(self.match(_NUMBER, "a buffer count"))
             elif key == "perm":
                 perm = tuple(self.parse_attr_value())
+            elif key == "layout":
+                layout = self.parse_shared_layout()
             else:
                 raise self.error(f"unknown memdesc field '{key}'")
         self.expect(">")
-        return MemDescType(tuple(dims), element, num, storage, perm)
+        return MemDescType(tuple(dims), element, num, storage, perm, layout)
+
+    def parse_shared_layout(self) -> Any:
+        """An explicit shared layout as ``shared_layout.py`` prints it: ``#nvmma<...>`` or
+        ``#tiled<128x128, #nvmma<...>>``; checked as the frontend checks the user's."""
+        from .shared_layout import SharedLayoutError
+        start = self.pos
+        self.expect("#")
+        kind = self.match(_WORD, "a shared layout (nvmma or tiled)")
+        self.expect("<")
+        try:
+            if kind == "nvmma":
+                return self.parse_nvmma_fields(start)
+            if kind == "tiled":
+                shape = self.parse_dims()
+                shape.append(int(self.match(_NUMBER, "a dimension")))
+                self.expect(",")
+                atom = self.parse_shared_layout()
+                self.expect(">")
+                if not hasattr(atom, "tile_to_shape"):
+                    raise self.error(f"#tiled needs an #nvmma atom, got {atom}", start)
+                return atom.tile_to_shape(shape)
+        except SharedLayoutError as exc:
+            raise self.error(f"bad shared layout: {exc}", start) from None
+        raise self.error(f"unknown shared layout '#{kind}' (expected #nvmma or #tiled)", start)
+
+    def parse_nvmma_fields(self, start: int) -> Any:
+        """The rest of ``#nvmma<64x64xbf16, swizzle=128[, order=[..]][, ctas_per_cga=[..], ...]
+        [, fp4_padded][, unswizzled]>``; fields left out have TLX's usual values."""
+        from .shared_layout import nv_mma_shared_layout
+        dims = self.parse_dims()
+        element = self.parse_type()
+        self.expect(",")
+        self.expect("swizzle")
+        self.expect("=")
+        swizzle = int(self.match(_NUMBER, "a swizzle width"))
+        rank = len(dims)
+        row_major, ones = tuple(range(rank - 1, -1, -1)), (1,) * rank
+        fields: dict[str, Any] = {"order": row_major, "ctas_per_cga": ones, "cta_split_num": ones,
+                                  "cta_order": row_major, "fp4_padded": False, "swizzled": True}
+        while self.accept(","):
+            key = self.match(_WORD, "a layout field")
+            if key == "fp4_padded":
+                fields[key] = True
+            elif key == "unswizzled":
+                fields["swizzled"] = False
+            elif key in ("order", "ctas_per_cga", "cta_split_num", "cta_order"):
+                self.expect("=")
+                fields[key] = tuple(self.parse_attr_value())
+            else:
+                raise self.error(f"unknown #nvmma field '{key}'")
+        self.expect(">")
+        layout = nv_mma_shared_layout(tuple(dims), fields["order"], element, fields["ctas_per_cga"],
+                                      fields["cta_split_num"], fields["cta_order"], fields["fp4_padded"],
+                                      fields["swizzled"])
+        if layout.swizzle != swizzle:
+            raise self.error(f"#nvmma swizzle={swizzle} is not its atom's swizzle: {list(dims)} x {element} rows "
+                             f"swizzle by {layout.swizzle} bytes", start)
+        return layout
 
     def parse_tensordesc(self) -> Type:
         self.expect("<")

@@ -104,7 +104,22 @@ class NVMMASharedLayout:
 
     def __str__(self) -> str:
         dims = "x".join(map(str, self.shape))
-        return f"#nvmma<{dims}x{self.element}, swizzle={self.swizzle}>"
+        text = f"#nvmma<{dims}x{self.element}, swizzle={self.swizzle}"
+        # The fields the swizzle does not imply, only where they differ from TLX's usual
+        # arguments, so that the IR parser rebuilds this very layout (ir/parser.py).
+        rank = len(self.shape)
+        row_major, ones = tuple(range(rank - 1, -1, -1)), (1,) * rank
+        if self.order != row_major:
+            text += ", order=[" + ",".join(map(str, self.order)) + "]"
+        if (self.ctas_per_cga, self.cta_split_num, self.cta_order) != (ones, ones, row_major):
+            text += "".join(f", {key}=[" + ",".join(map(str, value)) + "]" for key, value in (
+                ("ctas_per_cga", self.ctas_per_cga), ("cta_split_num", self.cta_split_num),
+                ("cta_order", self.cta_order)))
+        if self.fp4_padded:
+            text += ", fp4_padded"
+        if not self.swizzled:
+            text += ", unswizzled"
+        return text + ">"
 
 
 @dataclass(frozen=True)

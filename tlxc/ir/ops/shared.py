@@ -229,10 +229,38 @@ class AsyncDescriptorLoadOp(Operation):
         _check_box(self, desc.type, view, self.offsets)
 
 
+# The element types each TMA reduce-store operation takes (PTX ISA,
+# cp.reduce.async.bulk.tensor): the reduction runs in the tensor map's data type, so
+# i32/i64 compare signed and u32/u64 unsigned; the bitwise ops see b32/b64 bits.
+TMA_REDUCE_TYPES: dict[str, tuple[str, ...]] = {
+    "add": ("f16", "bf16", "f32", "i32", "u32", "u64"),
+    "min": ("f16", "bf16", "i32", "u32", "i64", "u64"),
+    "max": ("f16", "bf16", "i32", "u32", "i64", "u64"),
+    "inc": ("u32",),
+    "dec": ("u32",),
+    "and": ("i32", "u32", "i64", "u64"),
+    "or": ("i32", "u32", "i64", "u64"),
+    "xor": ("i32", "u32", "i64", "u64"),
+}
+
+
+def tma_reduce_error(kind: str, element) -> str | None:
+    """Why a TMA reduce-store ``kind`` cannot run on ``element``, or None if it can."""
+    if kind not in TMA_REDUCE_TYPES:
+        return f"'{kind}' is not a TMA reduction; expected one of {', '.join(TMA_REDUCE_TYPES)}"
+    allowed = TMA_REDUCE_TYPES[kind]
+    if str(element) not in allowed:
+        return (f"a TMA '{kind}' reduce-store takes elements of {', '.join(allowed)}, got {element} "
+                f"(cp.reduce.async.bulk.tensor)")
+    return None
+
+
 class AsyncDescriptorStoreOp(Operation):
     """TMA store of buffer ``src`` to the box at ``offsets``; elements outside
     the tensor are not written.  Joins the thread's bulk async group.
-    Operands: desc, src, *offsets."""
+    Operands: desc, src, *offsets.  With ``attrs.reduce`` (``add``, ``min``, ...:
+    ``TMA_REDUCE_TYPES``) each element is combined atomically with the one in
+    global memory instead of overwriting it (a TMA reduce-store)."""
 
     name = "tlx.async_descriptor_store"
 
@@ -242,6 +270,12 @@ class AsyncDescriptorStoreOp(Operation):
         desc, src = self.operands[:2]
         view = expect_memdesc(self, src.type, "source", view=True)
         _check_box(self, desc.type, view, self.operands[2:])
+        kind = self.attrs.get("reduce")
+        if kind is not None:
+            why = tma_reduce_error(kind, desc.type.element) if isinstance(kind, str) else \
+                f"expected a string 'reduce', got {kind!r}"
+            if why:
+                raise self.error(why)
 
 
 class AsyncDescriptorPrefetchTensorOp(Operation):

@@ -1,0 +1,122 @@
+"""lower-dot-to-wgmma: ``tl.dot`` on Hopper becomes the TLX ops a TLX user writes.
+
+On sm_90a, ``%r = tl.dot %a, %b, %acc`` (register operands, as Triton code gives
+them) becomes::
+
+    %a_smem = tlx.local_alloc : memdesc<MxK, num=1>      (at the kernel's entry)
+    %b_smem = tlx.local_alloc : memdesc<KxN, num=1>
+    tlx.local_store (tlx.local_view %a_smem, 0), %a
+    tlx.local_store (tlx.local_view %b_smem, 0), %b
+    %0 = tlx.async_dot %a_view, %b_view, %acc             (wgmma, accumulator in registers)
+    %r = tlx.async_dot_wait %0 {pendings = 0}
+
+so layout inference, the shared-layout choice (swizzle from the wgmma consumer),
+the checker, the codegen's orderings (the proxy fence and barrier between the
+stores and the wgmma, the barrier after the wait in a two-warpgroup kernel:
+``codegen_c/shared_order.py``) and the interpreter apply unchanged.  The
+``pipeline-loads`` pass then turns the stores of loaded tiles into cp.async rings.
+
+A dot is left to mma.sync (``rules_mma.py``) when wgmma cannot run it: inputs
+other than f16/bf16, an accumulator other than f32 (or f16 for f16 inputs), a
+shape wgmma rejects (M a multiple of 64 per warpgroup, N a multiple of 8 up to
+256, K a multiple of 16), a kernel whose warps do not form whole warpgroups, or
+a dot inside ``tlx.async_tasks`` (a warp-specialized kernel orchestrates its
+own MMAs).  ``input_precision`` does not change f16/bf16 code (Triton ignores
+it there too); ``out_dtype`` is the accumulator's type; ``max_num_imprecise_acc``
+is accepted by the frontend and changes nothing (it matters for fp8 only).
+"""
+from __future__ import annotations
+
+from ..ir import layouts as L
+from ..ir.builder import Builder
+from ..ir.core import Module, Operation, Value
+from ..ir.ops.mma_async import shape_problem
+from ..ir.types import MemDescType, TensorType, i32
+from .manager import Pass
+
+WGMMA_ARCHS = ("sm_90a",)
+WGMMA_INPUTS = ("f16", "bf16")
+
+
+class LowerDotToWgmma(Pass):
+    name = "lower-dot-to-wgmma"
+
+    def run(self, module: Module, options) -> Module:
+        if options.arch not in WGMMA_ARCHS:
+            return module
+        for kernel in module.kernels:
+            if any(op.name == "tlx.async_tasks" for op in kernel.walk()):
+                continue
+            dots = [op for op in kernel.walk() if op.name == "tl.dot"]
+            for index, dot in enumerate(dots):
+                if wgmma_problem(dot, options.num_warps) is None:
+                    _lower(kernel, dot, index)
+        return module
+
+
+def wgmma_problem(dot: Operation, num_warps: int) -> str | None:
+    """Why ``dot`` stays on mma.sync, or None when wgmma runs it."""
+    a, b, acc = (v.type for v in dot.operands)
+    element = a.element.name
+    if element not in WGMMA_INPUTS:
+        return f"{element} inputs"
+    if acc.element.name != "f32" and not (acc.element.name == "f16" and element == "f16"):
+        return f"a {acc.element} accumulator"
+    m, k = a.shape
+    n = b.shape[1]
+    problem = shape_problem(m, n, k, a.element)
+    if problem:
+        return problem
+    try:
+        L.mma_accumulator_layout((m, n), num_warps, "wgmma")
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _lower(kernel: Operation, dot: Operation, index: int) -> None:
+    a, b, acc = dot.operands
+    entry = kernel.regions[0].block
+    buffers = []
+    for operand, which in ((a, "a"), (b, "b")):
+        alloc = _op("tlx.local_alloc", [], [MemDescType(tuple(operand.type.shape), operand.type.element, 1)],
+                    {"dot_operand": which}, dot.loc, [f"dot{index}_{which}_smem"])
+        entry.insert(len(buffers), alloc)
+        buffers.append(alloc.result)
+    block = dot.parent
+    at = block.ops.index(dot)
+    zero = _op("arith.constant", [], [i32], {"value": 0}, dot.loc)
+    new_ops = [zero]
+    views = []
+    for buffer, operand in zip(buffers, (a, b)):
+        view = _op("tlx.local_view", [buffer, zero.result], [buffer.type.view()], {}, dot.loc)
+        new_ops += [view, _op("tlx.local_store", [view.result, operand], [], {}, dot.loc)]
+        views.append(view.result)
+    issue = _op("tlx.async_dot", [views[0], views[1], acc], [_plain(acc.type)],
+                {"has_use_acc": False, "input_precision": "ieee"}, dot.loc)
+    wait = _op("tlx.async_dot_wait", [issue.result], [_plain(acc.type)], {"pendings": 0}, dot.loc,
+               [dot.result.name_hint])
+    new_ops += [issue, wait]
+    block.ops[at:at + 1] = []
+    for offset, op in enumerate(new_ops):
+        block.insert(at + offset, op)
+    replace_uses(kernel, dot.result, wait.result)
+
+
+def _plain(t: TensorType) -> TensorType:
+    return TensorType(tuple(t.shape), t.element)
+
+
+def _op(name: str, operands, result_types, attrs, loc, names=None) -> Operation:
+    op = Builder(None).create(name, operands, result_types, attrs, result_names=names)
+    op.loc = loc
+    return op
+
+
+def replace_uses(root: Operation, old: Value, new: Value) -> None:
+    """Every use of ``old`` under ``root`` becomes a use of ``new``."""
+    for op in root.walk():
+        op.operands = [new if v is old else v for v in op.operands]
+
+
+__all__ = ["LowerDotToWgmma", "replace_uses", "wgmma_problem"]

@@ -1,0 +1,435 @@
+"""pipeline-loads: software pipelining of the loads that feed a wgmma ``tl.dot``.
+
+After ``lower-dot-to-wgmma``, the K loop of a Triton matmul reads::
+
+    for k in range(lb, ub, step):            # carries acc, a_ptrs, b_ptrs
+        a = tl.load(a_ptrs, mask_a(k))
+        b = tl.load(b_ptrs, mask_b(k))
+        local_store(a_smem[0], a); local_store(b_smem[0], b)
+        acc = async_dot_wait(async_dot(a_smem[0], b_smem[0], acc), 0)
+        a_ptrs += inc_a; b_ptrs += inc_b
+
+This pass makes it a ``num_stages``-deep cp.async ring, as TLX's
+hopper_gemm_pipelined tutorial does by hand (S = num_stages)::
+
+    a_smem, b_smem: S buffers each
+    for s in 0 .. S-2:   async_load(tile s into stage s, masked by lb + s*step < ub); commit
+    for k ...:           j = (k - lb) / step
+        async_load_wait_group(S - 2)                    # tile j has landed
+        acc = async_dot(a_smem[j % S], b_smem[j % S], acc)
+        acc = async_dot_wait(acc, 1)                    # the MMA of tile j - 1 retired
+        async_load(tile j + S - 1 into stage (j + S - 1) % S, masked by k + (S-1)*step < ub); commit
+    async_load_wait_group(0); acc = async_dot_wait(acc, 0)
+
+Tile ``j + d``'s pointers and mask are the loop body's own computation with the
+loop variable advanced by ``d`` steps and each pointer (or offset) the loop
+advances by a loop-invariant increment (``a_ptrs += BLOCK_K``, block pointers'
+``tl.advance``) advanced by ``d`` increments; cp.async zero-fills masked-off
+elements, which is the K tail.  The fences and barriers the ring needs (after the
+cp.async wait, after the wgmma wait in a two-warpgroup kernel) are the codegen's
+(``codegen_c/shared_order.py``).
+
+Only when safe: every ``tlx.async_dot`` of the body comes from a ``tl.dot`` whose
+two operands are ``tl.load`` results used by nothing else, each load's ``other``
+is zero, its pointer and mask are pure functions of the loop variable, of values
+defined before the loop and of loop-carried values advanced by invariant
+increments, and the body has no other TLX op.  Otherwise the loop is left alone.
+The accumulator waits with one wgmma in flight (``pendings = 1``) only when it is
+the loop's carried value and nothing else in the body reads it.
+
+``num_stages`` is the loop's ``tl.range(num_stages=)`` or the compile's
+``num_stages`` option (Triton's default 3); below 2 nothing is pipelined, and it
+is lowered (down to 2) until the rings fit the shared memory.
+"""
+from __future__ import annotations
+
+from ..ir.builder import Builder
+from ..ir.core import Block, Module, Operation, Value
+from ..ir.types import PointerType, ScalarType, TensorType, i1
+from .dot_wgmma import WGMMA_ARCHS, replace_uses
+from .manager import Pass
+
+DEFAULT_STAGES = 3
+SHARED_CAPACITY = 232448             # bytes of shared memory a Hopper CTA may use (227 KB)
+PURE = ("tl.program_id", "tl.num_programs", "tl.arange", "tl.splat", "tl.broadcast", "tl.expand_dims",
+        "tl.reshape", "tl.trans", "tl.hint", "tl.addptr")
+DOT_OPS = ("tlx.local_view", "tlx.local_store", "tlx.async_dot", "tlx.async_dot_wait")
+
+
+class NotPipelinable(Exception):
+    """The loop does not have the shape this pass rewrites (it is left alone)."""
+
+
+class PipelineLoads(Pass):
+    name = "pipeline-loads"
+
+    def run(self, module: Module, options) -> Module:
+        if options.arch not in WGMMA_ARCHS:
+            return module
+        default = options.extra.get("num_stages")
+        default = DEFAULT_STAGES if default is None else default
+        for kernel in module.kernels:
+            for loop in [op for op in kernel.walk() if op.name == "scf.for"]:
+                stages = loop.attrs.get("num_stages", default)
+                if stages < 2:
+                    continue
+                try:
+                    plan = _Plan(kernel, loop)
+                except NotPipelinable:
+                    continue
+                stages = _fitting_stages(kernel, plan, stages)
+                if stages >= 2:
+                    plan.rewrite(stages)
+        return module
+
+
+def _fitting_stages(kernel: Operation, plan: _Plan, stages: int) -> int:
+    """The deepest ring (at most ``stages``) that fits beside the kernel's other buffers."""
+    others = sum(op.result.type.buffer_bytes * op.result.type.num for op in kernel.walk()
+                 if op.name == "tlx.local_alloc" and not op.operands and op not in plan.allocs)
+    per_stage = sum(op.result.type.buffer_bytes for op in plan.allocs)
+    while stages > 2 and others + stages * per_stage > SHARED_CAPACITY:
+        stages -= 1
+    return stages
+
+
+class _Operand:
+    """One pipelined dot operand: its load, the store into its buffer, the buffer."""
+
+    def __init__(self, load: Operation, store: Operation, view: Operation, alloc: Operation):
+        self.load, self.store, self.view, self.alloc = load, store, view, alloc
+
+
+class _Plan:
+    """What the rewrite of one loop needs; raises NotPipelinable when it does not apply."""
+
+    def __init__(self, kernel: Operation, loop: Operation):
+        self.kernel, self.loop = kernel, loop
+        self.body: Block = loop.regions[0].block
+        self.iv, self.args = self.body.args[0], self.body.args[1:]
+        self.yielded = self.body.terminator.operands
+        self.uses = _use_counts(kernel)
+        self.dots = [op for op in self.body.ops if op.name == "tlx.async_dot"]
+        if not self.dots:
+            raise NotPipelinable()
+        self._check_body_ops()
+        self.operands = [self._operand(dot, i) for dot in self.dots for i in (0, 1)]
+        self.allocs = [o.alloc for o in self.operands]
+        self.variant = self._variant_values()
+        for o in self.operands:
+            self._check_load(o.load)
+
+    # -- analysis -----------------------------------------------------------------------------
+    def _check_body_ops(self) -> None:
+        for op in self.body.ops:
+            for inner in op.walk():
+                if inner.name.startswith("tlx.") and (inner is not op or op.name not in DOT_OPS):
+                    raise NotPipelinable()
+
+    def _operand(self, dot: Operation, index: int) -> _Operand:
+        view = dot.operands[index].owner
+        if getattr(view, "name", None) != "tlx.local_view" or view.parent is not self.body:
+            raise NotPipelinable()
+        alloc = view.operands[0].owner
+        if getattr(alloc, "name", None) != "tlx.local_alloc" or "dot_operand" not in alloc.attrs:
+            raise NotPipelinable()
+        stores = [op for op in self.body.ops if op.name == "tlx.local_store" and op.operands[0] is view.result]
+        if len(stores) != 1 or self.uses[id(view.result)] != 2 or self.uses[id(alloc.result)] != 1:
+            raise NotPipelinable()
+        load = stores[0].operands[1].owner
+        if getattr(load, "name", None) != "tl.load" or load.parent is not self.body:
+            raise NotPipelinable()
+        if self.uses[id(load.result)] != 1 or (load.attrs.get("has_other") and not _is_zero(load.operands[-1])):
+            raise NotPipelinable()
+        return _Operand(load, stores[0], view, alloc)
+
+    def _variant_values(self) -> set[int]:
+        """Values of the body that change from one iteration to the next."""
+        variant = {id(self.iv)} | {id(a) for a in self.args}
+        for op in self.body.ops:
+            if op.regions or op.name not in PURE and not _is_arith(op.name) or \
+                    any(id(v) in variant for v in op.operands):
+                variant |= {id(r) for r in op.results}
+        return variant
+
+    def _check_load(self, load: Operation) -> None:
+        for value in load.operands[:1 + bool(load.attrs.get("has_mask"))]:
+            self._check_shiftable(value, set())
+
+    def _check_shiftable(self, value: Value, seen: set[int]) -> None:
+        if id(value) in seen or not self._in_body(value) or value is self.iv:
+            return
+        seen.add(id(value))
+        if value in self.args:
+            self.increment(value)
+            return
+        op = value.owner
+        if op.regions or not (op.name in PURE or _is_arith(op.name)):
+            raise NotPipelinable()
+        for v in op.operands:
+            self._check_shiftable(v, seen)
+
+    def _in_body(self, value: Value) -> bool:
+        owner = value.owner
+        if owner is self.body:
+            return True
+        if isinstance(owner, Operation):
+            if owner.parent is self.body:
+                return True
+            return _inside(owner, self.loop)
+        return _inside_block(owner, self.loop)
+
+    def increment(self, arg: Value) -> Value | None:
+        """The loop-invariant value the loop adds to carried ``arg`` each iteration (None: unchanged)."""
+        index = self.args.index(arg)
+        step = self.yielded[index]
+        if step is arg:
+            return None
+        op = step.owner
+        if not isinstance(op, Operation) or op.parent is not self.body:
+            raise NotPipelinable()
+        if op.name == "tl.addptr" and op.operands[0] is arg:
+            inc = op.operands[1]
+        elif op.name == "arith.add" and arg in op.operands and isinstance(arg.type, ScalarType | TensorType):
+            inc = op.operands[1] if op.operands[0] is arg else op.operands[0]
+        else:
+            raise NotPipelinable()
+        if id(inc) in self.variant:
+            raise NotPipelinable()
+        if self._in_body(inc):
+            self._check_invariant_pure(inc)
+        return inc
+
+    def _check_invariant_pure(self, value: Value) -> None:
+        if not self._in_body(value):
+            return
+        op = value.owner
+        if not isinstance(op, Operation) or op.regions or not (op.name in PURE or _is_arith(op.name)):
+            raise NotPipelinable()
+        for v in op.operands:
+            self._check_invariant_pure(v)
+
+    # -- rewrite ------------------------------------------------------------------------------
+    def rewrite(self, stages: int) -> None:
+        rings = {id(o.alloc): self._ring(o.alloc, stages) for o in self.operands}
+        parent = self.loop.parent
+        at = parent.ops.index(self.loop)
+        prologue = _Emitter(self.loop.loc)
+        for s in range(stages - 1):
+            self._issue(prologue, stages, rings, s, None)
+        parent.ops[at:at] = prologue.ops
+        for op in prologue.ops:
+            op.parent = parent
+        self._rewrite_body(stages, rings)
+        self._after_loop(stages)
+
+    def _ring(self, alloc: Operation, stages: int) -> Value:
+        t = alloc.result.type
+        ring = _op("tlx.local_alloc", [], [type(t)(t.shape, t.element, stages, t.storage, t.perm, t.layout)],
+                   dict(alloc.attrs), alloc.loc, [alloc.result.name_hint])
+        block = alloc.parent
+        block.ops[block.ops.index(alloc)] = ring
+        ring.parent = block
+        replace_uses(self.kernel, alloc.result, ring.result)
+        return ring.result
+
+    def _issue(self, em: _Emitter, stages: int, rings: dict, ahead: int, stage: Value | None) -> None:
+        """Issue the copies of one tile: in the prologue (``stage`` None) tile ``ahead``
+        into stage ``ahead``; in the body, the tile ``ahead`` iterations on into ``stage``."""
+        lb, ub, step = self.loop.operands[:3]
+        in_body = stage is not None
+        base = self.iv if in_body else lb
+        index = em.add(base, em.mul(step, em.const(ahead, lb.type))) if ahead else base
+        live = em.cmp(index, ub, "lt")
+        subst = {id(self.iv): index}
+        if stage is None:
+            stage = em.const(ahead, lb.type)
+        memo: dict[int, Value] = {}
+        for o in self.operands:
+            load = o.load
+            ptrs = self._shifted(em, load.operands[0], ahead, subst, memo, in_body)
+            shape = tuple(ptrs.type.shape)
+            guard = em.splat(live, TensorType(shape, i1))
+            if load.attrs.get("has_mask"):
+                mask = self._shifted(em, load.operands[1], ahead, subst, memo, in_body)
+                guard = em.emit("arith.and", [mask, guard], mask.type)
+            view = em.emit("tlx.local_view", [rings[id(o.alloc)], em.index(stage)], o.view.result.type)
+            em.effect("tlx.async_load", [ptrs, view, guard], {"has_mask": True}, load.loc)
+        em.effect("tlx.async_commit_group", [], {}, self.loop.loc)
+
+    def _shifted(self, em: _Emitter, value: Value, ahead: int, subst: dict, memo: dict, in_body: bool) -> Value:
+        """``value`` as the body computes it ``ahead`` iterations on (in the prologue: at
+        iteration ``ahead``), emitted into ``em``."""
+        if id(value) in subst:
+            return subst[id(value)]
+        if id(value) in memo:
+            return memo[id(value)]
+        if not self._in_body(value) or (in_body and id(value) not in self.variant):
+            return value
+        if value in self.args:
+            result = self._shifted_arg(em, value, ahead, memo, in_body)
+        else:
+            op = value.owner
+            operands = [self._shifted(em, v, ahead, subst, memo, in_body) for v in op.operands]
+            result = em.emit(op.name, operands, value.type, dict(op.attrs), op.loc, value.name_hint)
+        memo[id(value)] = result
+        return result
+
+    def _shifted_arg(self, em: _Emitter, arg: Value, ahead: int, memo: dict, in_body: bool) -> Value:
+        start = arg if in_body else self.loop.inits[self.args.index(arg)]
+        inc = self.increment(arg)
+        if inc is None or ahead == 0:
+            return start
+        if not in_body:
+            inc = self._shifted(em, inc, 0, {}, memo, False)
+        scaled = em.mul(inc, em.const(ahead, inc.type))
+        if isinstance(_element(arg.type), PointerType):
+            return em.emit("tl.addptr", [start, scaled], arg.type, {}, None, arg.name_hint)
+        return em.emit("arith.add", [start, scaled], arg.type, {}, None, arg.name_hint)
+
+    def _rewrite_body(self, stages: int, rings: dict) -> None:
+        lb, _, step = self.loop.operands[:3]
+        head = _Emitter(self.loop.loc)
+        head.effect("tlx.async_wait_group", [], {"pendings": stages - 2}, self.loop.loc)
+        j = self.iv
+        if not (_constant(lb) == 0 and _constant(step) == 1):
+            j = head.emit("arith.div", [head.emit("arith.sub", [self.iv, lb], lb.type), step], lb.type)
+        stage = head.emit("arith.rem", [j, head.const(stages, lb.type)], lb.type)
+        for o in self.operands:
+            o.view.operands[1] = head.index(stage)
+        dead = {id(o.load) for o in self.operands} | {id(o.store) for o in self.operands}
+        self.body.ops[:] = [op for op in self.body.ops if id(op) not in dead]
+        self.body.ops[0:0] = head.ops
+        self.overlap = self._overlap_one_mma()
+        tail = _Emitter(self.loop.loc)
+        refill = tail.emit("arith.rem", [tail.add(j, tail.const(stages - 1, lb.type)), tail.const(stages, lb.type)],
+                           lb.type)
+        self._issue(tail, stages, rings, stages - 1, refill)
+        self.body.ops[-1:-1] = tail.ops
+        for op in self.body.ops:
+            op.parent = self.body
+
+    def _overlap_one_mma(self):
+        """Let one wgmma stay in flight across iterations (wait pendings = 1) when the loop
+        has one dot whose accumulator is only carried from one iteration to the next; the
+        index of that carried value, or None."""
+        if len(self.dots) != 1:
+            return None
+        dot = self.dots[0]
+        wait = next((op for op in self.body.ops if op.name == "tlx.async_dot_wait" and
+                     op.operands[0] is dot.result), None)
+        acc = dot.operands[2]
+        if wait is None or acc not in self.args or self.uses[id(dot.result)] != 1:
+            return None
+        index = self.args.index(acc)
+        if self.yielded[index] is not wait.result or self.uses[id(wait.result)] != 1 or self.uses[id(acc)] != 1:
+            return None
+        wait.attrs["pendings"] = 1
+        return index
+
+    def _after_loop(self, stages: int) -> None:
+        parent = self.loop.parent
+        at = parent.ops.index(self.loop) + 1
+        em = _Emitter(self.loop.loc)
+        em.effect("tlx.async_wait_group", [], {"pendings": 0}, self.loop.loc)
+        if self.overlap is not None:
+            result = self.loop.results[self.overlap]
+            drained = em.emit("tlx.async_dot_wait", [result], result.type, {"pendings": 0}, self.loop.loc,
+                              result.name_hint)
+            for op in self.kernel.walk():
+                if op is not drained.owner:
+                    op.operands = [drained if v is result else v for v in op.operands]
+        parent.ops[at:at] = em.ops
+        for op in em.ops:
+            op.parent = parent
+
+
+class _Emitter:
+    """Builds a straight list of ops (inserted by the caller), at one location."""
+
+    def __init__(self, loc):
+        self.loc = loc
+        self.ops: list[Operation] = []
+        self._indices: dict[int, Value] = {}
+
+    def emit(self, name, operands, result_type, attrs=None, loc=None, hint=None) -> Value:
+        op = _op(name, operands, [result_type], attrs or {}, loc or self.loc, [hint])
+        self.ops.append(op)
+        return op.result
+
+    def effect(self, name, operands, attrs, loc) -> None:
+        self.ops.append(_op(name, operands, [], attrs, loc))
+
+    def const(self, value: int, t) -> Value:
+        return self.emit("arith.constant", [], t, {"value": value})
+
+    def add(self, x: Value, y: Value) -> Value:
+        return self.emit("arith.add", [x, y], x.type)
+
+    def mul(self, x: Value, y: Value) -> Value:
+        return self.emit("arith.mul", [x, y], x.type)
+
+    def cmp(self, x: Value, y: Value, predicate: str) -> Value:
+        return self.emit("arith.cmp", [x, y], i1, {"predicate": predicate})
+
+    def splat(self, x: Value, t: TensorType) -> Value:
+        return self.emit("tl.splat", [x], t)
+
+    def index(self, value: Value) -> Value:
+        """``value`` as the i32 a local_view takes."""
+        if value.type.name == "i32":
+            return value
+        if id(value) not in self._indices:
+            from ..ir.types import i32
+            self._indices[id(value)] = self.emit("arith.cast", [value], i32)
+        return self._indices[id(value)]
+
+
+def _op(name: str, operands, result_types, attrs, loc, names=None) -> Operation:
+    op = Builder(None).create(name, operands, result_types, attrs, result_names=names)
+    op.loc = loc
+    return op
+
+
+def _is_arith(name: str) -> bool:
+    return name.startswith(("arith.", "math."))
+
+
+def _element(t):
+    return t.element if isinstance(t, TensorType) else t
+
+
+def _constant(value: Value):
+    op = value.owner
+    return op.attrs.get("value") if getattr(op, "name", None) == "arith.constant" else None
+
+
+def _is_zero(value: Value) -> bool:
+    op = value.owner
+    if getattr(op, "name", None) == "tl.splat":
+        op = op.operands[0].owner
+    return getattr(op, "name", None) == "arith.constant" and op.attrs.get("value") == 0
+
+
+def _inside(op: Operation, ancestor: Operation) -> bool:
+    while op is not None:
+        if op is ancestor:
+            return True
+        op = op.parent_op()
+    return False
+
+
+def _inside_block(block: Block, ancestor: Operation) -> bool:
+    region = block.parent
+    return region is not None and region.parent is not None and _inside(region.parent, ancestor)
+
+
+def _use_counts(kernel: Operation) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for op in kernel.walk():
+        for v in op.operands:
+            counts[id(v)] = counts.get(id(v), 0) + 1
+    return counts
+
+
+__all__ = ["PipelineLoads"]
