@@ -212,12 +212,12 @@ def static_assert_fails(x: f32p, BLOCK: tl.constexpr = 48):
 
 @tlxc.kernel
 def _helper_with_constexpr(x, N: tl.constexpr):
-    return x + N
+    return x + tl.sum(tl.arange(0, N), axis=0)  # <-
 
 
 @tlxc.kernel
 def helper_runtime_constexpr(x: f32p, n: i32):
-    y = _helper_with_constexpr(1.0, n)  # <-
+    y = _helper_with_constexpr(1.0, n)
 
 
 @tlxc.kernel

@@ -371,8 +371,10 @@ class FunctionCodegen(ast.NodeVisitor):
         if default and kwargs.get("num_warps") is not None:
             raise self.error("the default task runs on the kernel's num_warps; do not pass num_warps", call)
         warps = self.ctx.options.num_warps if default else kwargs.get("num_warps")
-        if not isinstance(warps, int) or warps < 1:
+        if isinstance(warps, bool) or not isinstance(warps, int) or warps < 1:
             raise self.error(f"tlx.async_task needs num_warps=N (a positive integer), got {warps!r}", call)
+        if not S.is_power_of_two(warps):    # layouts distribute a tensor over a power-of-two warp count
+            raise self.error(f"a task's num_warps must be a power of two (1, 2, 4, 8, ...), got {warps}", call)
         regs = kwargs.get("registers") if kwargs.get("registers") is not None else kwargs.get("num_regs")
         if regs is not None and (not isinstance(regs, int) or regs % 8 or not 24 <= regs <= 256):
             raise self.error(f"a task's register budget must be a multiple of 8 from 24 to 256, got {regs!r}", call)
@@ -1316,11 +1318,9 @@ class FunctionCodegen(ast.NodeVisitor):
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise self.error(f"{src.name}(): *args/**kwargs parameters are not supported in a kernel",
                                  node)
-            annotation = _resolve_annotation(src, param.annotation)
-            if annotation is tl.constexpr and isinstance(unwrap(value), Tensor):
-                raise self.error(f"argument '{param_name}' of {src.name}() must be a compile-time constant "
-                                 f"(it is declared tl.constexpr), got {S.describe(unwrap(value))}",
-                                 arg_nodes.node_of(signature, param_name))
+            # As in Triton, a helper's tl.constexpr annotation does not make its argument one: a
+            # runtime value stays runtime (tutorial 06 passes offset tensors so), and a use that
+            # needs a constant is an error at that use, with the call in the notes.
             vars[param_name] = unwrap(value)
         vars[RETURN] = None
         self.ctx.depth += 1
