@@ -22,7 +22,7 @@ def grouped_matmul(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk
     a_tile = a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak
     b_tile = b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(tl.cdiv(K, BLOCK_K)):
         left = K - k * BLOCK_K
         a = tl.load(a_tile, mask=ks[None, :] < left, other=0.0)
         b = tl.load(b_tile, mask=ks[:, None] < left, other=0.0)

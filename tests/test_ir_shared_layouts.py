@@ -97,8 +97,7 @@ def test_the_usual_layout_prints_as_before():
 
 
 @pytest.mark.parametrize("layout_text, message", [
-    ("#nvmma<64x64xf16, swizzle=64>", "#nvmma swizzle=64 is not its atom's swizzle: [64, 64] x f16 rows swizzle by "
-                                      "128 bytes"),
+    ("#nvmma<64x64xf16, swizzle=64>", "#nvmma swizzle=64 is not its atom's swizzle"),
     ("#nvmma<64x64xf16, swizzle=128, order=[0,1]>", "tlxc supports row-major NVMMA layouts"),
     ("#nvmma<64x64xf16, swizzle=128, ctas_per_cga=[2,1], cta_split_num=[2,1], cta_order=[1,0]>",
      "CTA-split NVMMA layouts"),
@@ -110,6 +109,6 @@ def test_bad_shared_layouts_are_located_parse_errors(layout_text, message):
     text = _memdesc(layout_text, shape="96x64" if "96x64" in layout_text else "64x64")
     with pytest.raises(IRParseError) as info:
         parse_module(text)
-    rendered = info.value.render() if hasattr(info.value, "render") else str(info.value)
+    rendered = str(info.value)
     assert message in rendered, rendered
     assert info.value.loc.line == 2, rendered

@@ -220,10 +220,13 @@ def test_maxnreg_and_fp_fusion_are_compile_options(monkeypatch):
     for options in ({}, {"num_ctas": 1}, {"num_stages": 4}, {"maxnreg": 128}, {"maxnreg": 128},
                     {"enable_fp_fusion": False}, {"enable_fp_fusion": False}):
         assert axpy[(2,)](fake, fake, fake, 1.0, 40, BLOCK=BLOCK, **options) == "compiled"
-    # one compile per distinct effect: default (num_ctas=1 and num_stages share it), maxnreg, no fusion
-    assert [(c.maxnreg, c.fp_fusion) for c in prepared] == [(None, True), (128, True), (None, False)]
-    assert len(axpy.compiled_kernels()) == 3
-    assert prepared[1].compile_options() == {"maxnreg": 128}
+    # one compile per distinct effect: default (num_ctas=1 shares it), num_stages (pipeline-loads), maxnreg,
+    # no fusion
+    assert [(c.maxnreg, c.fp_fusion, c.num_stages) for c in prepared] == [(None, True, None), (None, True, 4),
+                                                                           (128, True, None), (None, False, None)]
+    assert len(axpy.compiled_kernels()) == 4
+    assert prepared[1].compile_options() == {"num_stages": 4}
+    assert prepared[2].compile_options() == {"maxnreg": 128}
 
 
 def test_decorator_refuses_unknown_keywords():

@@ -78,7 +78,8 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps
     wants_backend = any(s in stages for s in ("cuda", "ptx", "cubin", "stats"))
     if "ir.opt" in stages or wants_backend:
         module = optimize(copy_module(module), arch, num_warps, debug_barriers=debug_barriers,
-                          check_barriers=options.get("check_barriers", True))
+                          check_barriers=options.get("check_barriers", True),
+                          num_stages=options.get("num_stages"))     # pipeline-loads' default depth
         compiled.module = module
         compiled.asm["ir.opt"] = print_module(module)
     if wants_backend:

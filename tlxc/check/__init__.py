@@ -43,12 +43,16 @@ def check_function(kfn, spec, *, arch: str = "sm_90a", num_warps: int = 4, clust
     from ..errors import TlxcError
     from ..frontend.codegen import Options
     from ..passes.canonicalize import Canonicalize
+    from ..passes.dot_wgmma import LowerDotToWgmma
     from ..passes.layouts import InferLayouts
+    from ..passes.pipeline import PipelineLoads
     from ..passes.shared_memory import allocate_kernel
     try:
         module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
         options = Options(num_warps=num_warps, arch=arch, cluster=cluster)
-        module = InferLayouts().run(Canonicalize().run(copy_module(module), options), options)
+        module = Canonicalize().run(copy_module(module), options)
+        module = PipelineLoads().run(LowerDotToWgmma().run(module, options), options)   # what sm_90a compiles
+        module = InferLayouts().run(Canonicalize().run(module, options), options)
     except TlxcError as exc:
         return [Finding(exc.message, exc.loc, list(exc.notes), check="frontend")]
     findings = []

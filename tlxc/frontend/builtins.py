@@ -59,8 +59,9 @@ def tensor_arg(b, value, what: str) -> Tensor:
 def numeric_arg(b, value, what: str) -> Tensor:
     """A tensor of numbers (not of pointers)."""
     x = tensor_arg(b, value, what)
-    if isinstance(x.dtype, PointerType):
-        raise SemanticError(f"'{what}' must hold numbers, got {S.describe(x)}", param=what)
+    if not isinstance(x.dtype, ScalarType):
+        kind = S.not_a_number(x) or S.describe(x)
+        raise SemanticError(f"'{what}' must hold numbers, got {kind}", param=what)
     return x
 
 
@@ -297,10 +298,27 @@ def _where(ctx, condition, x, y):
 
 def _minmax(op):
     def impl(ctx, x, y, propagate_nan=None):
+        name = "tl.minimum" if op == "min" else "tl.maximum"
         if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+            for value, what in ((x, "x"), (y, "y")):
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise SemanticError(f"{name}: '{what}' must be a tensor or a number, got "
+                                        f"{S.describe(value)}", param=what)
             return py.min(x, y) if op == "min" else py.max(x, y)
-        return S.binary(ctx.b, op, x, y)
+        return S.min_max(ctx.b, op, x, y, _propagates_nan(propagate_nan, name))
     return impl
+
+
+def _propagates_nan(value, name: str) -> bool:
+    """Triton's ``propagate_nan=tl.PropagateNan.NONE|ALL`` (None is NONE)."""
+    value = constexpr(value, "propagate_nan")
+    kind = getattr(value, "name", None) if type(value).__name__ == "PropagateNan" else None
+    if value is None or kind == "NONE":
+        return False
+    if kind == "ALL":
+        return True
+    raise SemanticError(f"{name}: 'propagate_nan' must be tl.PropagateNan.NONE or tl.PropagateNan.ALL, "
+                        f"got {S.describe(value)}", param="propagate_nan")
 
 
 RULES["minimum"] = _minmax("min")
@@ -309,7 +327,8 @@ RULES["maximum"] = _minmax("max")
 
 @rule("clamp")
 def _clamp(ctx, x, min, max, propagate_nan=None):
-    return S.binary(ctx.b, "min", S.binary(ctx.b, "max", x, min), max)
+    nan = _propagates_nan(propagate_nan, "tl.clamp")
+    return S.min_max(ctx.b, "min", S.min_max(ctx.b, "max", x, min, nan), max, nan)
 
 
 def _math(fn: str):

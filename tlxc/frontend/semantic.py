@@ -184,6 +184,7 @@ def broadcast_to(b: Builder, x: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 def cast(b: Builder, x: Tensor, dtype: ScalarType | PointerType, bitcast: bool = False) -> Tensor:
+    require_number(x, "a conversion (.to)")
     if x.dtype == dtype:
         return x
     result = T.with_element(x.type, dtype)
@@ -204,11 +205,38 @@ def cast(b: Builder, x: Tensor, dtype: ScalarType | PointerType, bitcast: bool =
 
 # -- binary ops ---------------------------------------------------------------
 
-def _scalar_of(v) -> tuple[ScalarType, bool]:
+def not_a_number(v) -> str | None:
+    """What ``v`` is when it is a runtime value no arithmetic applies to (a barrier, a
+    shared-memory buffer, a descriptor: ``'an mbarrier array (mbarrier<2>)'``), else None."""
+    if not isinstance(v, Tensor) or isinstance(v.dtype, (ScalarType, PointerType)):
+        return None
+    t = v.type
+    if isinstance(t, T.BarrierType):
+        what = "an mbarrier array" if t.num else "an mbarrier"
+    elif isinstance(t, T.MemDescType):
+        what = "a buffer array" if t.num else "a buffer"
+        what += " in tensor memory" if t.storage == "tmem" else " in shared memory"
+    elif isinstance(t, T.TensorDescType):
+        what = "a tensor descriptor"
+    else:
+        what = "a value"
+    return f"{what} ({t})"
+
+
+def require_number(v, op: str):
+    """``v`` unless it is a barrier, buffer or descriptor, which no arithmetic,
+    comparison or truth test applies to."""
+    what = not_a_number(v)
+    if what is not None:
+        hint = "; index it and load it first (tlx.local_load)" if "buffer" in what else ""
+        raise SemanticError(f"{op} needs numbers, tensors or pointers, got {what}{hint}")
+    return v
+
+
+def _scalar_of(v, op: str = "this operation") -> tuple[ScalarType, bool]:
     """(type, weak) of an operand; weak = a Python literal."""
     if isinstance(v, Tensor):
-        if isinstance(v.dtype, PointerType):
-            return v.dtype, False
+        require_number(v, op)
         return v.dtype, False
     return literal_type(v), True
 
@@ -226,8 +254,8 @@ def _unify(b: Builder, lhs, rhs, target: ScalarType) -> tuple[Tensor, Tensor]:
 def binary(b: Builder, op: str, lhs, rhs) -> Tensor:
     """``lhs <op> rhs`` for op in add sub mul truediv floordiv mod and or xor
     shl shr min max, with promotion and broadcasting."""
-    lt, lw = _scalar_of(lhs)
-    rt, rw = _scalar_of(rhs)
+    lt, lw = _scalar_of(lhs, op_symbol(op))
+    rt, rw = _scalar_of(rhs, op_symbol(op))
     if isinstance(lt, PointerType) or isinstance(rt, PointerType):
         return _pointer_arith(b, op, lhs, rhs)
     if op in ("and", "or", "xor", "shl", "shr"):
@@ -256,6 +284,18 @@ def binary(b: Builder, op: str, lhs, rhs) -> Tensor:
     return Tensor(b.value(f"arith.{op}", [x.value, y.value], x.type))
 
 
+def min_max(b: Builder, op: str, lhs, rhs, propagate_nan: bool = False) -> Tensor:
+    """``tl.minimum``/``tl.maximum``: a NaN operand is ignored (IEEE minNum/maxNum, as
+    Triton's default ``PropagateNan.NONE``); with ``propagate_nan`` a NaN operand wins."""
+    result = binary(b, op, lhs, rhs)
+    if not (propagate_nan and isinstance(result.dtype, ScalarType) and result.dtype.is_float):
+        return result
+    x, y = _unify(b, lhs, rhs, result.dtype)
+    either_nan = binary(b, "or", compare(b, "ne", x, x), compare(b, "ne", y, y))
+    nan = constant(b, math.nan, result.type)
+    return Tensor(b.value("arith.select", [either_nan.value, nan.value, result.value], result.type))
+
+
 def _pointer_arith(b: Builder, op: str, lhs, rhs) -> Tensor:
     lt, _ = _scalar_of(lhs)
     rt, _ = _scalar_of(rhs)
@@ -277,8 +317,8 @@ def _pointer_arith(b: Builder, op: str, lhs, rhs) -> Tensor:
 
 
 def compare(b: Builder, pred: str, lhs, rhs) -> Tensor:
-    lt, lw = _scalar_of(lhs)
-    rt, rw = _scalar_of(rhs)
+    lt, lw = _scalar_of(lhs, "a comparison")
+    rt, rw = _scalar_of(rhs, "a comparison")
     if isinstance(lt, PointerType) or isinstance(rt, PointerType):
         if lt != rt:
             raise SemanticError(f"cannot compare {lt} with {rt}: a pointer compares only with a "
@@ -294,6 +334,7 @@ def compare(b: Builder, pred: str, lhs, rhs) -> Tensor:
 
 
 def negate(b: Builder, x: Tensor) -> Tensor:
+    require_number(x, "unary '-'")
     if isinstance(x.dtype, PointerType):
         raise SemanticError("cannot negate a pointer")
     if x.dtype.is_bool:
@@ -302,17 +343,22 @@ def negate(b: Builder, x: Tensor) -> Tensor:
 
 
 def invert(b: Builder, x: Tensor) -> Tensor:
+    require_number(x, "'~'")
     if not (isinstance(x.dtype, ScalarType) and x.dtype.is_int):
         raise SemanticError(f"'~' needs an integer operand, got {x.dtype}")
     return Tensor(b.value("arith.not", [x.value], x.type))
 
 
 def logical_not(b: Builder, x: Tensor) -> Tensor:
+    require_number(x, "'not'")
+    if isinstance(x.dtype, PointerType):
+        raise SemanticError(f"cannot use 'not' on a pointer ({x.dtype}); compare it first")
     return compare(b, "eq", x, 0 if x.dtype.is_int else 0.0) if not x.dtype.is_bool \
         else Tensor(b.value("arith.not", [x.value], x.type))
 
 
 def to_bool(b: Builder, x: Tensor) -> Tensor:
+    require_number(x, "a condition")
     if x.dtype == T.i1:
         return x
     if isinstance(x.dtype, PointerType):
@@ -322,8 +368,8 @@ def to_bool(b: Builder, x: Tensor) -> Tensor:
 
 def where(b: Builder, cond, x, y) -> Tensor:
     cond = to_bool(b, to_tensor(b, cond))
-    xt, xw = _scalar_of(x)
-    yt, yw = _scalar_of(y)
+    xt, xw = _scalar_of(x, "tl.where")
+    yt, yw = _scalar_of(y, "tl.where")
     if isinstance(xt, PointerType) or isinstance(yt, PointerType):
         if xt != yt:
             raise SemanticError(f"tl.where needs x and y of one pointer type, got {xt} and {yt}")
@@ -342,7 +388,7 @@ def where(b: Builder, cond, x, y) -> Tensor:
 
 def unary_float(b: Builder, fn: str, x) -> Tensor:
     """math.<fn>; integers are converted to float32 first (as Triton)."""
-    x = to_tensor(b, x)
+    x = require_number(to_tensor(b, x), f"tl.{fn}")
     if isinstance(x.dtype, PointerType):
         raise SemanticError(f"tl.{fn} needs a numeric operand, got {x.dtype}")
     if not x.dtype.is_float:
@@ -384,6 +430,7 @@ def check_shape(shape: Any, what: str) -> tuple[int, ...]:
         if not is_power_of_two(d):
             raise SemanticError(f"'{what}' must have power-of-two dimensions, got {list(shape)}", param=what)
     numel = math.prod(shape)
-    if numel > 2**20:
-        raise SemanticError(f"'{what}' {list(shape)} has {numel} elements, more than the 1048576 a block may hold")
+    if numel > T.MAX_TENSOR_NUMEL:
+        raise SemanticError(f"'{what}' {list(shape)} has {numel} elements, more than the "
+                            f"{T.MAX_TENSOR_NUMEL} a block may hold")
     return tuple(shape)

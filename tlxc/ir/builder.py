@@ -4,9 +4,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import Location
+from ..errors import CompilationError, Location
 from .core import OP_REGISTRY, Block, Operation, Value
-from .types import Type
+from .types import MAX_TENSOR_NUMEL, TensorType, Type
 
 
 class Builder:
@@ -35,6 +35,8 @@ class Builder:
     def create(self, name: str, operands: list[Value] = (), result_types: list[Type] = (),
                attrs: dict[str, Any] | None = None, regions=None,
                result_names: list[str | None] | None = None) -> Operation:
+        for t in result_types:
+            check_tensor_size(t, self.loc)
         op = OP_REGISTRY[name](list(operands), list(result_types), attrs, regions, self.loc,
                                result_names)
         if self.block is not None:
@@ -44,3 +46,12 @@ class Builder:
     def value(self, name: str, operands: list[Value], result_type: Type, **attrs) -> Value:
         """Create a one-result op and return its result."""
         return self.create(name, operands, [result_type], attrs).results[0]
+
+
+def check_tensor_size(t: Type, loc: Location | None) -> None:
+    """Refuse a register tensor beyond ``MAX_TENSOR_NUMEL`` elements, whichever op makes it
+    (an arange, a broadcast, a reshape, a dot): compiling one would take minutes."""
+    if isinstance(t, TensorType) and t.numel > MAX_TENSOR_NUMEL:
+        raise CompilationError(f"this operation makes a tensor of shape {list(t.shape)} ({t.numel} elements), "
+                               f"more than the "
+                               f"{MAX_TENSOR_NUMEL} (2**20) a block may hold; use smaller blocks", loc)

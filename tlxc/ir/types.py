@@ -112,6 +112,10 @@ class PointerType(Type):
     __repr__ = __str__
 
 
+# The most elements one register tensor (a block) may hold, as Triton's TRITON_MAX_TENSOR_NUMEL.
+MAX_TENSOR_NUMEL = 2**20
+
+
 @dataclass(frozen=True)
 class TensorType(Type):
     """A register tensor (a "block") of scalars or pointers.

@@ -7,6 +7,7 @@ frontend dispatches the call to its semantic rule in ``tlxc/frontend/semantic.py
 """
 from __future__ import annotations
 
+import enum
 import functools
 import sys
 from typing import Any
@@ -28,7 +29,26 @@ void = None
 
 def pointer_type(element: _t.ScalarType) -> _t.PointerType:
     """The type of a pointer to ``element`` (for annotations and signatures)."""
+    if not isinstance(element, (_t.ScalarType, _t.PointerType)):
+        # located at the user's annotation; inside a kernel the frontend locates it instead
+        loc = caller_location(2)
+        if loc is not None and loc.file.startswith(_PACKAGE_DIR):
+            loc = None
+        raise CompilationError(f"tl.pointer_type expects a dtype such as tl.float32, got "
+                               f"{type(element).__name__} {element!r}", loc)
     return _t.PointerType(element)
+
+
+_PACKAGE_DIR = __file__.rsplit("/language/", 1)[0]
+
+
+class PropagateNan(enum.Enum):
+    """How ``tl.minimum``/``tl.maximum``/``tl.clamp`` treat NaN (Triton's names).
+    ``NONE`` (the default): a NaN operand is ignored, as IEEE minNum/maxNum and
+    ``fminf``/``fmaxf`` do; ``ALL``: the result is NaN when either operand is."""
+
+    NONE = 0
+    ALL = 0xFFFF
 
 
 class constexpr:
@@ -226,17 +246,17 @@ def where(condition, x, y):
 
 
 @builtin
-def minimum(x, y, propagate_nan=None):
+def minimum(x, y, propagate_nan=PropagateNan.NONE):
     """Elementwise minimum."""
 
 
 @builtin
-def maximum(x, y, propagate_nan=None):
+def maximum(x, y, propagate_nan=PropagateNan.NONE):
     """Elementwise maximum."""
 
 
 @builtin
-def clamp(x, min, max, propagate_nan=None):
+def clamp(x, min, max, propagate_nan=PropagateNan.NONE):
     """``minimum(maximum(x, min), max)``."""
 
 

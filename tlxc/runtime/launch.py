@@ -86,6 +86,7 @@ class LaunchConfig:
     cluster: tuple[int, int, int] | None = None
     maxnreg: int | None = None
     fp_fusion: bool = True
+    num_stages: int | None = None       # pipeline-loads' depth (passes/pipeline.py); None: Triton's 3
 
     def compile_options(self) -> dict:
         """Extra ``compile_kernel`` options (only the non-default ones, so keys stay stable)."""
@@ -94,6 +95,8 @@ class LaunchConfig:
             options["maxnreg"] = self.maxnreg
         if not self.fp_fusion:
             options["enable_fp_fusion"] = False
+        if self.num_stages is not None:
+            options["num_stages"] = self.num_stages
         return options
 
 
@@ -131,7 +134,8 @@ def launch_config(name: str, options: dict) -> LaunchConfig:
     if _flag(name, "launch_cooperative_grid", options.get("launch_cooperative_grid")):
         raise LaunchError(f"cannot launch {name}: launch_cooperative_grid=True is not supported (tlxc has no "
                           f"grid-wide synchronization)")
-    return LaunchConfig(warps, cluster_dims(options.get("ctas_per_cga")), maxnreg, fusion is not False)
+    return LaunchConfig(warps, cluster_dims(options.get("ctas_per_cga")), maxnreg, fusion is not False,
+                        None if stages is None else _int_value(stages))
 
 
 _DEFAULT_CONFIG = LaunchConfig()
@@ -220,7 +224,7 @@ def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
     try:
 {values}
         _tlx_run, _tlx_block, _tlx_smem, _tlx_device, _tlx_pick, _tlx_compiled = \\
-            _tlx_cache[({num_warps}, {ctas}, {maxnreg}, {num_ctas}, {key})]
+            _tlx_cache[({num_warps}, {ctas}, {maxnreg}, ({num_ctas}, {num_stages}), {key})]
     except Exception:   # a new specialization, or arguments only the slow path can explain
         return _tlx_slow(_tlx_grid, ({args}), dict({option_kwargs_first}))
     if _tlx_grid.__class__ is not tuple:
@@ -242,8 +246,8 @@ def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
 
 # Launch options the fast path accepts as keywords (unless the kernel has a
 # parameter of that name, which then wins), with their defaults.  Those that
-# change the compile (num_warps, ctas_per_cga, maxnreg) or may be refused
-# (num_ctas) are part of the key; num_stages is a no-op hint; interpret= goes
+# change the compile (num_warps, ctas_per_cga, maxnreg, num_stages) or may be refused
+# (num_ctas) are part of the key; interpret= goes
 # to the slow path.  Every other option (LAUNCH_OPTIONS) goes to the slow path.
 _FAST_OPTIONS = (("num_warps", 4), ("num_stages", None), ("num_ctas", None), ("maxnreg", None),
                  ("ctas_per_cga", None), ("interpret", None))
@@ -286,15 +290,15 @@ def key_parts(kfn, bound: tuple) -> list:
 
 
 def launch_key(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG, options: dict | None = None) -> tuple:
-    """The in-memory launch key: (num_warps, ctas_per_cga, maxnreg, num_ctas, *key_parts), with the
+    """The in-memory launch key: (num_warps, ctas_per_cga, maxnreg, (num_ctas, num_stages), *key_parts), with the
     options as given (the fast path has no time to normalize them; every stored key was validated)."""
     options = options or {}
     ctas = options.get("ctas_per_cga")
     ctas = ctas if isinstance(ctas, (tuple, type(None))) else repr(ctas)
     if not config.fp_fusion:
         ctas = _SlowOnly(ctas, (("enable_fp_fusion", False),))
-    return (options.get("num_warps", 4), ctas, options.get("maxnreg"), options.get("num_ctas"),
-            *key_parts(kfn, bound))
+    return (options.get("num_warps", 4), ctas, options.get("maxnreg"),
+            (options.get("num_ctas"), options.get("num_stages")), *key_parts(kfn, bound))
 
 
 def _is_torch_tensor(value) -> bool:
@@ -382,6 +386,7 @@ def build_fast_path(kfn, bound: tuple):
         ctas="ctas_per_cga" if "ctas_per_cga" in option_names else "None",
         maxnreg="maxnreg" if "maxnreg" in option_names else "None",
         num_ctas="num_ctas" if "num_ctas" in option_names else "None",
+        num_stages="num_stages" if "num_stages" in option_names else "None",
         values="\n".join(values) or "        pass", key=", ".join(key),
         values_tuple=", ".join(value_names) + ",")
     defaults = [p.default for p in kfn.signature.parameters.values()]

@@ -1,0 +1,127 @@
+"""Plain-Triton matmul through tlxc and through Triton, in one process (issue 19).
+
+One source (bench/grouped_matmul_kernel.py: a grouped-order tl.dot matmul, the algorithm of
+Triton's tutorial 03) is compiled by tlxc and, with its import lines swapped, by Triton
+(``import triton``; Triton 3.6 on the H200 machine).  For fp16 and bf16 at 4096^3 and 8192^3:
+results checked first (poisoned outputs, relative error against a float32 matmul), then
+paired medians of CUDA-event timings (tlxc, Triton and cuBLAS interleaved in each round), the
+ratios printed last (time ratio tlxc/Triton: > 1 means tlxc is slower).
+
+    python bench/triton_matmul_bench.py [--sizes 4096,8192] [--dtypes fp16,bf16]
+        [--bm 128 --bn 256 --bk 64 --warps 8 --stages 3] [--rounds 30]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "grouped_matmul_kernel.py")
+
+
+def triton_kernel():
+    """The same kernel source, compiled by Triton."""
+    with open(SOURCE) as f:
+        text = f.read()
+    text = text.replace("import tlxc.language as tl", "import triton.language as tl")
+    text = text.replace("import tlxc\n", "import triton\n").replace("@tlxc.jit", "@triton.jit")
+    folder = tempfile.mkdtemp(prefix="tlxc_bench_")
+    path = os.path.join(folder, "grouped_matmul_triton.py")
+    with open(path, "w") as f:
+        f.write(text)
+    spec = importlib.util.spec_from_file_location("grouped_matmul_triton", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.grouped_matmul
+
+
+def tlxc_kernel():
+    sys.path.insert(0, HERE)
+    import grouped_matmul_kernel
+    return grouped_matmul_kernel.grouped_matmul
+
+
+def launcher(kernel, a, b, c, args):
+    m, k = a.shape
+    n = b.shape[1]
+    grid = (((m + args.bm - 1) // args.bm) * ((n + args.bn - 1) // args.bn),)
+
+    def run():
+        kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                     BLOCK_M=args.bm, BLOCK_N=args.bn, BLOCK_K=args.bk, GROUP_M=8, num_warps=args.warps,
+                     num_stages=args.stages)
+    return run
+
+
+def event_ms(fn) -> float:
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def check(name, run, c, ref) -> None:
+    c.fill_(float("nan"))
+    run()
+    import torch
+    torch.cuda.synchronize()
+    rel = ((c.float() - ref).norm() / ref.norm()).item()
+    if not rel < 1e-2:                            # NaN (poison left) fails too
+        raise SystemExit(f"{name}: wrong result (relative error {rel})")
+
+
+def main() -> None:
+    import torch
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="4096,8192")
+    parser.add_argument("--dtypes", default="fp16,bf16")
+    parser.add_argument("--bm", type=int, default=128)
+    parser.add_argument("--bn", type=int, default=256)
+    parser.add_argument("--bk", type=int, default=64)
+    parser.add_argument("--warps", type=int, default=8)
+    parser.add_argument("--stages", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=30)
+    args = parser.parse_args()
+    ours, theirs = tlxc_kernel(), triton_kernel()
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    print(f"card: {torch.cuda.get_device_name()}, config {args.bm}x{args.bn}x{args.bk}, {args.warps} warps, "
+          f"{args.stages} stages")
+    lines = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        for dname in args.dtypes.split(","):
+            dtype = dtypes[dname]
+            a = torch.randn(size, size, device="cuda", dtype=dtype)
+            b = torch.randn(size, size, device="cuda", dtype=dtype)
+            ref = a.float() @ b.float()
+            c_ours, c_theirs = (torch.empty(size, size, device="cuda", dtype=dtype) for _ in range(2))
+            runs = {"tlxc": launcher(ours, a, b, c_ours, args), "triton": launcher(theirs, a, b, c_theirs, args),
+                    "cublas": lambda a=a, b=b: torch.matmul(a, b)}
+            check("tlxc", runs["tlxc"], c_ours, ref)
+            check("triton", runs["triton"], c_theirs, ref)
+            del ref
+            for fn in runs.values():                   # warm-up
+                for _ in range(5):
+                    fn()
+            times = {name: [] for name in runs}
+            for _ in range(args.rounds):               # paired: each round times all three back to back
+                for name, fn in runs.items():
+                    times[name].append(event_ms(fn))
+            med = {name: statistics.median(t) for name, t in times.items()}
+            flops = 2 * size ** 3
+            for name, ms in med.items():
+                print(f"{dname} {size}^3 {name:7s} {ms:8.3f} ms  {flops / ms / 1e9:7.1f} TFLOP/s")
+            lines.append(f"{dname} {size}^3: tlxc/Triton time {med['tlxc'] / med['triton']:.3f}, "
+                         f"tlxc speed vs cuBLAS {med['cublas'] / med['tlxc']:.3f}, "
+                         f"Triton speed vs cuBLAS {med['cublas'] / med['triton']:.3f}")
+    print("\n".join(["", "ratios:"] + lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""pipeline-loads (passes/pipeline.py): the K loop of a plain tl.dot matmul becomes a cp.async
+ring feeding the wgmma; the interpreter gives the same numbers before and after the rewrite."""
+from __future__ import annotations
+
+import copy
+import os
+import pathlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import kernels_dot_wgmma as K
+
+from tlxc.frontend.codegen import Options
+from tlxc.interpreter.executor import KernelRunner
+from tlxc.interpreter.launch import _program_ids, prepare_launch
+from tlxc.passes.canonicalize import Canonicalize
+from tlxc.passes.dot_wgmma import LowerDotToWgmma
+from tlxc.passes.manager import PassManager
+from tlxc.passes.pipeline import PipelineLoads
+
+SIG = ("a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp16,M=i32,N=i32,K=i32,stride_am=i32:16,stride_ak=i32:1,"
+       "stride_bk=i32:16,stride_bn=i32:1,stride_cm=i32:16")
+SNAPSHOT = pathlib.Path(__file__).parent / "snapshots" / "pipelined_dot_loop.cu"
+UPDATE = os.environ.get("TLXC_UPDATE_SNAPSHOTS") == "1"
+
+
+def _rewritten(module, num_warps: int, num_stages=None):
+    passes = PassManager([Canonicalize(), LowerDotToWgmma(), PipelineLoads(), Canonicalize()])
+    return passes.run(copy.deepcopy(module), Options(num_warps=num_warps, arch="sm_90a",
+                                                     extra={"num_stages": num_stages}))
+
+
+def _interpret(kfn, grid, args, kwargs, *, rewrite: bool, num_warps: int = 4, num_stages=None):
+    """Run every program on the interpreter, on the frontend's IR or on the rewritten IR."""
+    runner, grid3, memory, values = prepare_launch(kfn, grid, args, kwargs, num_warps=num_warps)
+    if rewrite:
+        runner = KernelRunner(_rewritten(runner.module, num_warps, num_stages))
+    for pid in _program_ids(grid3, (1, 1, 1)):
+        runner.run_program(pid, grid3, memory, values, None, None)
+    return runner.module
+
+
+def _tile_matmul_both(m, n, k, bm, bn, bk, dtype=torch.float16, **meta):
+    a = torch.randn(m, k, dtype=torch.float32).to(dtype)
+    b = torch.randn(k, n, dtype=torch.float32).to(dtype)
+    outs = []
+    for rewrite in (False, True):
+        c = torch.full((m, n), float("nan"), dtype=dtype)
+        grid = ((m + bm - 1) // bm, (n + bn - 1) // bn)
+        module = _interpret(K.tile_matmul, grid, (a, b, c, m, n, k, a.stride(0), 1, b.stride(0), 1, c.stride(0)),
+                            dict(BM=bm, BN=bn, BK=bk, **meta), rewrite=rewrite)
+        outs.append(c)
+    return a, b, outs, module
+
+
+@pytest.mark.parametrize("m,n,k,stages", [(100, 72, 75, None), (64, 40, 16, None), (70, 64, 130, 4), (64, 32, 40, 2)])
+def test_interpreter_same_result_before_and_after(m, n, k, stages):
+    a, b, (before, after), module = _tile_matmul_both(m, n, k, 64, 32, 16, STAGES=stages)
+    text = str(module)
+    assert "tl.dot" not in text and "tlx.async_load" in text      # the rewritten IR ran
+    assert torch.equal(before, after)
+    ref = a.double() @ b.double()
+    assert ((after.double() - ref).norm() / ref.norm()).item() < 2e-3
+
+
+def test_bf16_and_block_pointers_same_result():
+    m, n, k = 70, 40, 50
+    a = torch.randn(m, k).to(torch.bfloat16)
+    b = torch.randn(k, n).to(torch.bfloat16)
+    outs = []
+    for rewrite in (False, True):
+        c = torch.full((m, n), float("nan"), dtype=torch.float16)
+        module = _interpret(K.block_ptr_matmul, (2, 2), (a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0)),
+                            {"BM": 64, "BN": 32, "BK": 16}, rewrite=rewrite)
+        outs.append(c)
+    assert str(module).count("tlx.async_load") == 6                # 2 tiles x (2 prologue stages + the refill)
+    assert torch.equal(outs[0], outs[1])
+    ref = a.double() @ b.double()
+    assert ((outs[1].double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+def _ir(kfn=K.tile_matmul, sig=SIG, num_warps=4, **meta):
+    meta = {"BM": 128, "BN": 128, "BK": 64, **meta}
+    return kfn.compile(sig, meta, num_warps=num_warps, stages=("ir.opt",)).asm["ir.opt"]
+
+
+def test_ring_of_default_three_stages():
+    text = _ir()
+    assert "memdesc<128x64xf16, smem, num=3>" in text and "memdesc<64x128xf16, smem, num=3>" in text
+    assert text.count("tlx.async_commit_group") == 3              # two prologue stages + the refill
+    assert "tlx.async_wait_group {pendings = 1}" in text          # S - 2 in the loop
+    assert "tlx.async_wait_group {pendings = 0}" in text          # the drain after it
+    assert "tlx.async_dot_wait" in text and "{pendings = 1}" in text
+
+
+def test_tl_range_num_stages_and_compile_option():
+    assert "num=4>" in _ir(STAGES=4)
+    assert "num=2>" in K.tile_matmul.compile(SIG, {"BM": 128, "BN": 128, "BK": 64}, num_stages=2,
+                                             stages=("ir.opt",)).asm["ir.opt"]
+    plain = _ir(STAGES=1)                        # num_stages=1: wgmma, no ring
+    assert "tlx.async_load" not in plain and "num=1>" in plain and "tlx.async_dot" in plain
+
+
+def test_ring_depth_shrinks_to_fit_shared_memory():
+    text = _ir(BN=256, STAGES=8)                  # 8 x 48 KB does not fit; 4 x 48 KB does
+    assert "num=4>" in text
+
+
+def test_loop_with_a_reused_operand_is_left_alone():
+    text = K.reused_operand_matmul.compile("a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp32,s_ptr=*fp32,K=i32",
+                                           {"BM": 64, "BN": 64, "BK": 32}, stages=("ir.opt",)).asm["ir.opt"]
+    assert "tlx.async_load" not in text and "tlx.async_dot " in text and "tl.load" in text
+
+
+def test_reused_operand_interpreter_matches_torch():
+    k = 64
+    a, b = torch.randn(64, k).half(), torch.randn(k, 64).half()
+    c, s = torch.full((64, 64), float("nan")), torch.full((64,), float("nan"))
+    _interpret(K.reused_operand_matmul, (1,), (a, b, c, s, k), {"BM": 64, "BN": 64, "BK": 32}, rewrite=True)
+    torch.testing.assert_close(c, (a.float() @ b.float()), rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(s, a.float().sum(1), rtol=1e-3, atol=1e-3)
+
+
+def test_pipelined_loop_cuda_snapshot():
+    """The generated CUDA of the pipelined K loop (128x128x64, 4 warps): cp.async wait, fence and
+    barrier, the wgmma on stage k % 3, the wait with one MMA in flight, the refill, the commit."""
+    cuda = K.tile_matmul.compile(SIG.replace("K=i32", "K=i32:16"), {"BM": 128, "BN": 128, "BK": 64},
+                                 stages=("cuda",)).asm["cuda"]
+    body = cuda[cuda.index("for (int k"):]
+    loop = body[:body.index("\n  }\n") + 4]
+    if UPDATE or not SNAPSHOT.exists():
+        SNAPSHOT.write_text(loop)
+    assert loop == SNAPSHOT.read_text(), ("the pipelined loop changed; review and regenerate with "
+                                          "TLXC_UPDATE_SNAPSHOTS=1 python -m pytest tests/test_pipeline_pass.py -k snapshot")
