@@ -17,7 +17,7 @@ stores and the wgmma, the barrier after the wait in a two-warpgroup kernel:
 ``pipeline-loads`` pass then turns the stores of loaded tiles into cp.async rings.
 
 A dot is left to mma.sync (``rules_mma.py``) when wgmma cannot run it: inputs
-other than f16/bf16, an accumulator other than f32 (or f16 for f16 inputs), a
+other than f16/bf16, an accumulator other than f32 (an f16 one is future work), a
 shape wgmma rejects (M a multiple of 64 per warpgroup, N a multiple of 8 up to
 256, K a multiple of 16), a kernel whose warps do not form whole warpgroups, or
 a dot inside ``tlx.async_tasks`` (a warp-specialized kernel orchestrates its
@@ -60,7 +60,7 @@ def wgmma_problem(dot: Operation, num_warps: int) -> str | None:
     element = a.element.name
     if element not in WGMMA_INPUTS:
         return f"{element} inputs"
-    if acc.element.name != "f32" and not (acc.element.name == "f16" and element == "f16"):
+    if acc.element.name != "f32":       # the wgmma lowering holds f32 accumulators only (rules_mma_async)
         return f"a {acc.element} accumulator"
     m, k = a.shape
     n = b.shape[1]
