@@ -48,7 +48,7 @@ def pingpong(turns: int, device: str = "cuda") -> torch.Tensor:
     return log
 
 
-def trace_inputs():
+def check_inputs():
     """A small launch for ``tlxc trace examples/ws_pingpong.py -o timeline.html``:
     four turns each."""
     log = torch.full((8,), -1, dtype=torch.int32)

@@ -106,7 +106,7 @@ def rmsnorm_ws(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: to
     return out
 
 
-def trace_inputs():
+def check_inputs():
     """A small launch for ``tlxc trace examples/ws_rmsnorm.py -o timeline.html``:
     one program, four items of two rows through a two-slot ring (so each slot's
     phases wrap), two cp.async chunks per row."""

@@ -328,14 +328,14 @@ def cp_async_pipeline(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr, NUM_STAGES: t
     tl.store(out_ptr + row, tl.sum(acc, axis=0))
 
 
-def trace_inputs(kernel: str):
+def check_inputs(kernel: str):
     """Inputs for ``tlxc trace tests/kernels_ws.py --kernel rowsum_ws [-D BUG=n]``
     (tests/test_trace.py): one program of the producer/consumer row sum, three
     column tiles through a two-slot ring.  ``-D BUG=2`` deadlocks when the ring
     wraps (the consumers never release a slot)."""
     import torch
     if kernel != "rowsum_ws":
-        raise ValueError(f"trace_inputs has inputs for rowsum_ws only, not {kernel}")
+        raise ValueError(f"check_inputs has inputs for rowsum_ws only, not {kernel}")
     x = torch.arange(16 * 96, dtype=torch.float32).reshape(16, 96) / 96
     out = torch.zeros(16)
     return (1,), (x, out, 16, 96), {"BLOCK_R": 16, "BLOCK_C": 32, "NUM_STAGES": 2}

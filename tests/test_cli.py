@@ -227,8 +227,10 @@ def test_unknown_arch(tmp_path, capsys):
     path = write(tmp_path, "add_arch.py", ADD)
     code, _out, err = run(capsys, "compile", path, "--arch", "sm_91")
     assert code == 2
-    assert err.strip() == ("tlxc: unknown arch 'sm_91' (expected one of "
-                           "sm_90a, sm_100a, sm_80, sm_89, gfx942, gfx950)")
+    assert err.strip().startswith("tlxc: no tlxc target for 'sm_91': no GPU of compute capability 9.1 is a "
+                                  "tlxc target (targets: sm_90a, sm_100a, sm_80, sm_89, gfx942, gfx950; ")
+    code, _out, err = run(capsys, "compile", path, "--arch", "nvidia")
+    assert code == 2 and err.startswith("tlxc: unknown arch 'nvidia' (expected one of sm_90a, ")
 
 
 def test_missing_constexpr(tmp_path, capsys):

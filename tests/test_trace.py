@@ -246,7 +246,7 @@ def test_same_seed_same_bytes(tmp_path, capsys, seed, suffix):
 
 def test_seeds_change_the_interleaving_not_the_result(tmp_path):
     import ws_rmsnorm
-    grid, args, kwargs = ws_rmsnorm.trace_inputs()
+    grid, args, kwargs = ws_rmsnorm.check_inputs()
     pictures = []
     for seed in (None, 1, 2):
         out = args[0]
@@ -262,7 +262,7 @@ def test_seeds_change_the_interleaving_not_the_result(tmp_path):
 
 def test_api_events_and_no_file(tmp_path):
     import ws_rmsnorm
-    grid, args, kwargs = ws_rmsnorm.trace_inputs()
+    grid, args, kwargs = ws_rmsnorm.check_inputs()
     result = tlxc.trace(ws_rmsnorm.rmsnorm_ws_kernel, grid, args, kwargs)
     assert [t.name for t in result.tasks][:2] == ["main", "default"] and result.steps > 0
     kinds = Counter(e.kind for e in result.events)
@@ -278,7 +278,7 @@ def test_untraced_runs_use_the_bare_rules():
 
     from tlxc.interpreter import RULES, interpret
     from tlxc.interpreter.launch import _RUNNERS
-    grid, args, kwargs = ws_rmsnorm.trace_inputs()
+    grid, args, kwargs = ws_rmsnorm.check_inputs()
     tlxc.trace(ws_rmsnorm.rmsnorm_ws_kernel, grid, args, kwargs)
     interpret(ws_rmsnorm.rmsnorm_ws_kernel, grid, args, kwargs)
     runners = list(_RUNNERS[ws_rmsnorm.rmsnorm_ws_kernel].values())
@@ -290,7 +290,7 @@ def test_untraced_runs_use_the_bare_rules():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["examples/vector_add.py"], "has no trace_inputs()"),
+    (["examples/vector_add.py"], "has no check_inputs()"),
     (["tests/kernels_ws.py"], "defines several kernels"),
     (["tests/kernels_ws.py", "--kernel", "nope"], "has no kernel named 'nope'"),
     (["tests/kernels_ws.py", "--kernel", "rowsum_ws", "-D", "NOPE=1"], "-D names NOPE"),

@@ -132,19 +132,20 @@ def local_arch() -> str | None:
 
 
 def arch_specific_use(module, arch: str) -> str | None:
-    """The arch-specific instructions of ``arch`` that ``module`` (IR after the passes) uses,
-    as words for a note (``"tcgen05 and tensor memory"``), or None."""
-    target = TARGETS.get(arch)
-    if target is None or not target.arch_specific:
-        return None
-    return target.arch_specific if any(_needs_exact_target(op, arch) for op in module.walk()) else None
+    """The arch-specific instructions of ``arch`` that ``module`` (IR after the passes) uses, as
+    words for a note (``"wgmma and setmaxnreg"``), or None when it uses none."""
+    used = [feature for op in module.walk() for feature in _exact_target_features(op, arch)]
+    return " and ".join(dict.fromkeys(sorted(used))) or None
 
 
-def _needs_exact_target(op, arch: str) -> bool:
+def _exact_target_features(op, arch: str) -> list[str]:
     if arch == "sm_90a":
-        return op.name == "tlx.async_dot" or (op.name == "tlx.async_tasks" and
-                                                any(task[2] for task in op.attrs.get("tasks", ())))
-    return op.name.startswith("tlx.tcgen05") or any(getattr(r.type, "storage", None) == "tmem" for r in op.results)
+        registers = op.name == "tlx.async_tasks" and any(task[2] for task in op.attrs.get("tasks", ()))
+        return ["wgmma"] * (op.name == "tlx.async_dot") + ["setmaxnreg"] * registers
+    if arch == "sm_100a":
+        tmem = any(getattr(r.type, "storage", None) == "tmem" for r in op.results)
+        return ["tcgen05"] * op.name.startswith("tlx.tcgen05") + ["tensor memory"] * tmem
+    return []
 
 
 def _target_of_capability(capability: tuple[int, int]) -> Target | None:

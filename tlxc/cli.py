@@ -26,6 +26,7 @@ from typing import Any
 
 from . import __version__
 from . import language as tl
+from .arch import ArchError, accepted, arch_specific_use, local_arch, resolve
 from .cli_kernels import (
     KernelSetupError,
     autotune_configs,
@@ -37,7 +38,7 @@ from .cli_kernels import (
     resolve_descriptor_boxes,
 )
 from .cli_trace import add_trace_parser, cmd_trace
-from .compiler import ARCHS, STAGES
+from .compiler import STAGES
 from .errors import TlxcError
 from .frontend.specialize import (
     Specialization,
@@ -102,8 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  tlxc compile examples/matmul.py --arch sm_100a -D BLOCK_K=32 --emit ir,cuda,cubin -o out/\n"
                "  tlxc compile k.py --arch sm_90a --kernel add --signature 'x=*fp32,y=*fp32,n=i32' -D BLOCK=256")
     _add_kernel_options(compile_cmd)
-    compile_cmd.add_argument("--arch", required=True, metavar="ARCH",
-                             help="target: " + ", ".join(ARCHS))
+    compile_cmd.add_argument("--arch", default=None, metavar="ARCH",
+                             help="target (default: the local GPU's): " + accepted())
     compile_cmd.add_argument("--num-warps", type=int, default=None, metavar="N",
                              help="warps per program: 1, 2, 4, 8, 16 or 32 (default: the autotune config's, else 4)")
     compile_cmd.add_argument("--emit", default="ir", metavar="STAGES",
@@ -124,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
                "{kernel name: (grid, args[, kwargs])}, with small CPU tensors; each kernel then also runs on\n"
                "the interpreter under several interleavings (deadlocks, races, out-of-bounds accesses).")
     _add_kernel_options(check_cmd)
-    check_cmd.add_argument("--arch", default="sm_90a", metavar="ARCH",
-                           help="target whose rules apply (default: sm_90a): " + ", ".join(ARCHS))
+    check_cmd.add_argument("--arch", default=None, metavar="ARCH",
+                           help="target whose rules apply (default: the local GPU's, else sm_90a): " + accepted())
     check_cmd.add_argument("--num-warps", type=int, default=None, metavar="N",
                            help="warps per program (default: the autotune config's, else 4)")
     check_cmd.add_argument("--run", action="store_true",
@@ -306,14 +307,18 @@ def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict 
                     module: Any = None) -> None:
     """Give each job its specialization, or a reason to skip it (helpers).  Parameters
     with neither an annotation nor a ``--signature`` type take the type of the argument
-    the file's ``check_inputs()`` passes (a dtype-generic kernel's pointers, say)."""
-    inferred = _types_from_check_inputs(module, jobs, types, constexprs)
+    the file's ``check_inputs()`` passes (a dtype-generic kernel's pointers, say), and
+    constexprs without a default or ``-D`` value the value it passes."""
+    inferred = _from_check_inputs(module, jobs, types, constexprs)
     for job in jobs:
         params = job.kfn.param_names
-        job_types = {k: v for k, v in {**inferred.get(job.name, {}), **types}.items() if k in params}
+        found_types, found_constexprs = inferred.get(job.name, ({}, {}))
+        job_types = {k: v for k, v in {**found_types, **types}.items() if k in params}
         job_hints = {k: v for k, v in (hints or {}).items() if k in params}
         try:
             job_constexprs = config_constexprs(job.name, job.wrapper, job.config, constexprs, params)
+            job_constexprs = {**{k: v for k, v in found_constexprs.items() if _lacks_value(job.kfn, k)},
+                              **job_constexprs}
             job_types = resolve_descriptor_boxes(job.name, job.config, job_types, job_constexprs)
         except KernelSetupError as exc:
             raise UsageError(str(exc)) from None
@@ -322,8 +327,8 @@ def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict 
             if job.explicit:
                 listed = ", ".join(untyped)
                 raise UsageError(f"kernel '{job.name}' has no type for parameter(s) {listed}: annotate them "
-                                 f"(e.g. x_ptr: tl.pointer_type(tl.float32)) or pass "
-                                 f"--signature \"{untyped[0]}=*fp32,...\"")
+                                 f"(e.g. x_ptr: tl.pointer_type(tl.float32)), pass "
+                                 f"--signature \"{untyped[0]}=*fp32,...\", or define check_inputs() in the file")
             job.skip_reason = "no signature"
             continue
         if not job.explicit and _returns_value(job.kfn):
@@ -345,33 +350,51 @@ def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict 
                              f"being compiled ({compiled})")
 
 
-def _types_from_check_inputs(module, jobs: list[Job], types: dict, constexprs: dict) -> dict[str, dict]:
-    """{job name: {parameter: type}} for the untyped parameters of kernels that the
-    file's ``check_inputs()`` launches; empty when there is no such function."""
-    wanting = [job for job in jobs
-               if _untyped_params(job.kfn, types, constexprs) and (job.explicit or not _is_helper(job, jobs))]
-    if module is None or not wanting or not callable(getattr(module, "check_inputs", None)):
+def _from_check_inputs(module, jobs: list[Job], types: dict, constexprs: dict) -> dict[str, tuple[dict, dict]]:
+    """{job name: ({parameter: type}, {constexpr: value})} for the untyped parameters and the
+    valueless constexprs of kernels that the file's ``check_inputs()`` launches; empty when
+    there is no such function (or it fails: ``--run`` reports that)."""
+    from .check.run import RunSetupError, inputs_hook, launches
+    wanting = [job for job in jobs if (_untyped_params(job.kfn, types, constexprs) or _valueless(job.kfn, constexprs))
+               and (job.explicit or not _is_helper(job, jobs))]
+    if module is None or not wanting or inputs_hook(module) is None:
         return {}
-    from .check.run import RunSetupError, launches
     try:
         found = launches(module, [job.name for job in wanting])
     except RunSetupError:
-        return {}                    # the run itself (--run) reports what is wrong with it
+        return {}
     inferred = {}
     for job in wanting:
         launch = found.get(job.name) or found.get(job.attr)
         if launch is None:
             continue
         _, args, kwargs = launch
+        kwargs = {k: v for k, v in kwargs.items() if k in job.kfn.param_names}    # not num_warps=...
         try:
             bound = inspect.signature(job.kfn.fn).bind(*args, **kwargs)
-        except TypeError:
+            bound.apply_defaults()
+            spec = specialization_from_args(job.kfn, dict(bound.arguments))
+        except (TypeError, TlxcError):
             continue
-        bound.apply_defaults()
-        spec = specialization_from_args(job.kfn, dict(bound.arguments))
-        inferred[job.name] = {name: value for name, (kind, value) in spec.params.items()
-                              if kind == "runtime" and name in _untyped_params(job.kfn, types, constexprs)}
+        untyped = _untyped_params(job.kfn, types, constexprs)
+        found_types = {name: value for name, (kind, value) in spec.params.items()
+                       if kind == "runtime" and name in untyped}
+        found_types.update({name: tl.int32 for name, (kind, value) in spec.params.items()    # an int 1 folds in
+                            if kind == "constexpr" and name in untyped and type(value) is int})
+        found_constexprs = {name: value for name, (kind, value) in spec.params.items()
+                            if kind == "constexpr" and name in job.kfn.constexpr_params and name not in constexprs}
+        inferred[job.name] = (found_types, found_constexprs)
     return inferred
+
+
+def _lacks_value(kfn, name: str) -> bool:
+    """A constexpr parameter without a default."""
+    param = kfn.signature.parameters.get(name)
+    return param is not None and param.default is inspect.Parameter.empty
+
+
+def _valueless(kfn, constexprs: dict) -> list[str]:
+    return [name for name in kfn.constexpr_params if name not in constexprs and _lacks_value(kfn, name)]
 
 
 def _untyped_params(kfn, types: dict, constexprs: dict) -> list[str]:
@@ -413,9 +436,7 @@ def _is_helper(job: Job, jobs: list[Job]) -> bool:
 
 # -- commands ------------------------------------------------------------------------------
 def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str, Any]:
-    arch = args.arch
-    if arch not in ARCHS:
-        raise UsageError(f"unknown arch '{arch}' (expected one of {', '.join(ARCHS)})")
+    arch = target_arch(args)
     if args.num_warps is not None and args.num_warps not in NUM_WARPS:
         raise UsageError(f"--num-warps must be one of {', '.join(map(str, NUM_WARPS))}, got {args.num_warps}")
     try:
@@ -441,6 +462,38 @@ def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str, Any]:
         raise UsageError(f"{args.file}: no kernel to compile (every kernel was skipped as a helper; "
                          f"name one with --kernel and give its types)")
     return jobs, arch, module
+
+
+def target_arch(args) -> str:
+    """``--arch`` resolved (``sm_90``, ``cuda:90`` -> ``sm_90a``: tlxc/arch.py); without it, the local
+    GPU's target, else (``check`` only) sm_90a.  ``args.arch`` becomes the resolved name."""
+    written = args.arch
+    try:
+        if written is None:
+            written = local_arch()
+            if written is None:
+                if args.command == "compile":
+                    raise UsageError("--arch is needed: there is no local GPU to take it from (e.g. --arch sm_90a; "
+                                     f"accepted: {accepted()})")
+                written = "sm_90a"
+        resolved = resolve(written)
+    except ArchError as exc:
+        raise UsageError(str(exc)) from None
+    args.arch = resolved.arch
+    args.plain_arch = written if resolved.plain else None
+    return resolved.arch
+
+
+def arch_note(job: Job, compiled, args) -> None:
+    """``--arch sm_100`` compiled for ``sm_100a``: say so when the kernel uses what only sm_100a has."""
+    written = getattr(args, "plain_arch", None)
+    if written is None:
+        return
+    used = arch_specific_use(compiled.module, compiled.arch)
+    if used is not None:
+        print(f"tlxc: note: {job.name}: --arch {written} compiles for {compiled.arch}: the kernel uses {used}, "
+              f"which only the arch-specific target has (the cubin runs on exactly that compute capability)",
+              file=sys.stderr)
 
 
 def _launch_options(job: Job, args) -> None:
@@ -495,6 +548,7 @@ def cmd_compile(args) -> int:
             print(exc.render(), file=sys.stderr)
             failed = True
             continue
+        arch_note(job, compiled, args)
         for stage in stages:
             if stage not in compiled.asm:
                 raise UsageError(f"stage '{stage}' is not available yet for {arch}")

@@ -3,9 +3,10 @@
     tlxc trace examples/ws_rmsnorm.py -o timeline.html
     tlxc trace tests/kernels_ws.py --kernel rowsum_ws -D BUG=2 -o deadlock.svg
 
-The launch comes from FILE's ``trace_inputs()``, which returns ``(grid, args,
-kwargs)`` (small CPU tensors); ``trace_inputs(kernel_name)`` when it takes a
-parameter, for a file with several kernels.  ``-D NAME=VALUE`` sets or
+The launch comes from FILE's ``check_inputs()`` (the inputs hook that ``tlxc
+check`` reads too; its former name ``trace_inputs`` is still read), which
+returns ``(grid, args, kwargs)`` (small CPU tensors), or a dict of them by
+kernel name; ``check_inputs(kernel_name)`` when it takes a parameter.  ``-D NAME=VALUE`` sets or
 overrides a keyword argument (a constexpr), ``--grid`` the grid.  Exit codes:
 0 the program ran to its end; 1 it deadlocked or failed (the timeline is
 written all the same, the diagnosis goes to stderr); 2 a bad command line.
@@ -13,7 +14,6 @@ written all the same, the diagnosis goes to stderr); 2 a bad command line.
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
 from pathlib import Path
 
@@ -25,19 +25,19 @@ def add_trace_parser(commands) -> None:
         description="Run one program of a kernel of FILE on the CPU interpreter and draw, per warp-group\n"
                     "task, when it computes, issues cp.async copies, waits on which barrier and phase (and\n"
                     "for how long), arrives, and when each barrier phase completes. The launch comes from\n"
-                    "FILE's trace_inputs() -> (grid, args, kwargs). A deadlocked run is drawn up to the\n"
+                    "FILE's check_inputs() -> (grid, args, kwargs). A deadlocked run is drawn up to the\n"
                     "deadlock, its stuck waits in red.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  tlxc trace examples/ws_rmsnorm.py -o timeline.html\n"
                "  tlxc trace examples/ws_rmsnorm.py --seed 3 -o timeline.svg\n"
                "  tlxc trace tests/kernels_ws.py --kernel rowsum_ws -D BUG=2 -o deadlock.html")
-    cmd.add_argument("file", metavar="FILE.py", help="Python file defining the kernel and trace_inputs()")
+    cmd.add_argument("file", metavar="FILE.py", help="Python file defining the kernel and check_inputs()")
     cmd.add_argument("--kernel", metavar="NAME", help="the kernel to trace (needed when FILE has several)")
     cmd.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
                      help="set a keyword argument of the launch (a constexpr): a Python literal or a dtype; "
                           "repeatable")
-    cmd.add_argument("--grid", metavar="X[,Y[,Z]]", help="override the grid of trace_inputs()")
+    cmd.add_argument("--grid", metavar="X[,Y[,Z]]", help="override the grid of check_inputs()")
     cmd.add_argument("--program", default="0,0,0", metavar="X[,Y,Z]",
                      help="the program to trace (default: 0,0,0); only it runs")
     cmd.add_argument("--seed", type=int, metavar="K",
@@ -113,18 +113,22 @@ def _select_kernel(module, path: str, name: str | None, usage_error):
 
 
 def _inputs(module, path: str, kernel, usage_error) -> tuple:
-    make = getattr(module, "trace_inputs", None)
-    if not callable(make):
-        raise usage_error(f"{path} has no trace_inputs(): define one returning (grid, args, kwargs) for a small "
+    """The launch of FILE's ``check_inputs()`` (``tlxc/check/run.py``: the one inputs hook, also read
+    under its former name ``trace_inputs``) for ``kernel``."""
+    from .check.run import RunSetupError, call_inputs_hook, inputs_hook
+    make = inputs_hook(module)
+    if make is None:
+        raise usage_error(f"{path} has no check_inputs(): define one returning (grid, args, kwargs) for a small "
                           f"launch on CPU tensors (see docs/interpreter.md, 'Pipeline timeline')")
     try:
-        takes_name = bool(inspect.signature(make).parameters)
-        inputs = make(kernel.__name__) if takes_name else make()
-    except Exception as exc:  # noqa: BLE001 (the user's function: reported in one line)
-        raise usage_error(f"trace_inputs() of {path} failed: {type(exc).__name__}: {exc}") from None
+        inputs = call_inputs_hook(make, kernel.__name__)
+    except RunSetupError as exc:
+        raise usage_error(f"{path}: {exc}") from None
+    if isinstance(inputs, dict):             # {kernel name: launch}, as 'tlxc check --run' takes it
+        inputs = inputs.get(kernel.__name__)
     if not isinstance(inputs, tuple) or len(inputs) not in (2, 3):
-        raise usage_error(f"trace_inputs() of {path} must return (grid, args, kwargs) or (grid, args), "
-                          f"got {type(inputs).__name__}")
+        raise usage_error(f"{make.__name__}() of {path} must return (grid, args, kwargs) or (grid, args) for "
+                          f"{kernel.__name__}, got {type(inputs).__name__}")
     grid, call_args = inputs[0], tuple(inputs[1])
     kwargs = dict(inputs[2]) if len(inputs) == 3 and inputs[2] is not None else {}
     return grid, call_args, kwargs

@@ -12,15 +12,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+# the targets and their spellings live in tlxc/arch.py (one table); re-exported here
+from .arch import AMD_ARCHS, ARCHS, NVIDIA_ARCHS, ArchError  # noqa: F401
+from .arch import resolve as resolve_arch
 from .errors import CompilationError
 from .frontend.codegen import Options, build_kernel_ir
 from .frontend.specialize import Specialization
 from .ir.printer import print_module
 from .ir.verifier import verify_module
 
-NVIDIA_ARCHS = ("sm_90a", "sm_100a", "sm_80", "sm_89")
-AMD_ARCHS = ("gfx942", "gfx950")
-ARCHS = NVIDIA_ARCHS + AMD_ARCHS
 STAGES = ("ir", "ir.opt", "cuda", "ptx", "cubin", "stats")
 
 
@@ -35,9 +35,11 @@ class CompiledKernel:
 
 
 def check_arch(arch: str) -> str:
-    if arch not in ARCHS:
-        raise CompilationError(f"unknown arch '{arch}' (expected one of {', '.join(ARCHS)})")
-    return arch
+    """The target ``arch`` names (``sm_90`` and ``cuda:90`` name ``sm_90a``: tlxc/arch.py)."""
+    try:
+        return resolve_arch(arch).arch
+    except ArchError as exc:
+        raise CompilationError(str(exc)) from None
 
 
 def frontend(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps: int = 4,
@@ -64,7 +66,7 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps
                    stages: tuple[str, ...] = ("ir", "ir.opt", "cuda", "cubin"),
                    lineinfo: bool = False, debug_barriers: bool = False,
                    cluster: tuple[int, int, int] | None = None, **options) -> CompiledKernel:
-    check_arch(arch)
+    arch = check_arch(arch)
     unknown = set(stages) - set(STAGES)
     if unknown:
         raise CompilationError(f"unknown stage(s) {', '.join(sorted(unknown))} (expected {', '.join(STAGES)})")

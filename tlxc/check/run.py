@@ -30,22 +30,52 @@ class RunSetupError(Exception):
     """``check_inputs`` is missing or returns something unusable."""
 
 
+INPUTS_HOOK = "check_inputs"     # the one name of a file's launch inputs (check --run, check, compile, trace)
+_OLD_HOOK = "trace_inputs"       # its former name for 'tlxc trace', still read
+
+
+def inputs_hook(module):
+    """The file's ``check_inputs`` (or its former name ``trace_inputs``), or None."""
+    for name in (INPUTS_HOOK, _OLD_HOOK):
+        provider = getattr(module, name, None)
+        if callable(provider):
+            return provider
+    return None
+
+
+def call_inputs_hook(provider, kernel_name: str):
+    """``check_inputs()``, or ``check_inputs(kernel_name)`` when it takes a parameter."""
+    import inspect
+    try:
+        takes_name = bool(inspect.signature(provider).parameters)
+        return provider(kernel_name) if takes_name else provider()
+    except Exception as exc:  # noqa: BLE001 (the user's helper; reported in one line)
+        raise RunSetupError(f"{provider.__name__}() failed: {type(exc).__name__}: {exc}") from None
+
+
 def launches(module, names: list[str]) -> dict[str, tuple]:
     """{kernel name: (grid, args, kwargs)} from the file's ``check_inputs()``."""
-    provider = getattr(module, "check_inputs", None)
-    if not callable(provider):
+    provider = inputs_hook(module)
+    if provider is None:
         raise RunSetupError("--run needs a function check_inputs() in the file, returning (grid, args[, kwargs]) "
                             "or {kernel name: (grid, args[, kwargs])} with small inputs (see docs/checking.md)")
-    try:
-        spec = provider()
-    except Exception as exc:  # noqa: BLE001 (the user's helper; reported in one line)
-        raise RunSetupError(f"check_inputs() failed: {type(exc).__name__}: {exc}") from None
+    if _takes_kernel_name(provider):
+        return {name: _launch(call_inputs_hook(provider, name), name) for name in names}
+    spec = call_inputs_hook(provider, "")
     if isinstance(spec, dict):
         return {name: _launch(entry, name) for name, entry in spec.items()}
     if len(names) != 1:
         raise RunSetupError(f"check_inputs() returned one launch but {len(names)} kernels are checked "
                             f"({', '.join(names)}): return a dict by kernel name, or pass --kernel")
     return {names[0]: _launch(spec, names[0])}
+
+
+def _takes_kernel_name(provider) -> bool:
+    import inspect
+    try:
+        return bool(inspect.signature(provider).parameters)
+    except (TypeError, ValueError):
+        return False
 
 
 def _launch(entry, name: str) -> tuple:

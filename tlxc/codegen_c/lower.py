@@ -41,9 +41,10 @@ _C_RESERVED = set(keyword.kwlist) | {
 
 
 # A loop over more registers than this is unrolled only partly: a per-thread array that long
-# lives in local memory anyway, and NVRTC's time on a fully unrolled one grows faster than
-# linearly (a 2**18-element arange on 4 warps: 90 s fully unrolled, 0.2 s unrolled by 8).
-FULL_UNROLL_LIMIT = 1024
+# cannot live in registers (255 per thread) and goes to local memory anyway, and NVRTC's time on
+# a fully unrolled one grows faster than linearly (a 2**18-element arange on 4 warps: 90 s
+# fully unrolled, 0.2 s unrolled by 8).
+FULL_UNROLL_LIMIT = 256
 PARTIAL_UNROLL = 8
 _COUNTED_FOR = re.compile(r"for \(int \w+ = 0; \w+ < (\d+);")
 
@@ -361,18 +362,27 @@ def same_thread_map(src: L.Layout, dst: L.Layout, project=None) -> list[int] | N
     src_table = src.coords_table()
     if project is not None:
         dst_table = project(dst_table)
-    if dst_table.shape[:2] != src_table.shape[:2]:
+    if dst_table.shape[:2] != src_table.shape[:2] or dst_table.shape[3:] != src_table.shape[3:]:
         return None
+    # A register's coordinates in every thread, as one key: a dictionary lookup per dst
+    # register keeps this linear in the tensor's size (comparing all pairs was quadratic).
+    first_src = {}
+    for r, key in enumerate(_register_keys(src_table)):
+        first_src.setdefault(key, r)
     mapping = []
-    for r in range(dst_table.shape[2]):
-        want = dst_table[:, :, r, :]
-        match = np.all(src_table == want[:, :, None, :], axis=-1)     # [W, Lanes, Rsrc]
-        candidates = np.all(match, axis=(0, 1))
-        hits = np.nonzero(candidates)[0]
-        if len(hits) == 0:
+    for key in _register_keys(dst_table):
+        hit = first_src.get(key)
+        if hit is None:
             return None
-        mapping.append(int(hits[0]))
+        mapping.append(hit)
     return mapping
+
+
+def _register_keys(table) -> list[bytes]:
+    """Per register of a ``[W, Lanes, R, rank]`` coordinate table, its ``[W, Lanes, rank]`` slab as bytes."""
+    import numpy as np
+    by_register = np.ascontiguousarray(np.asarray(table, dtype=np.int64).transpose(2, 0, 1, 3))
+    return [row.tobytes() for row in by_register]
 
 
 def const_table(lw: KernelLowering, values: list[int], hint: str = "idx") -> str:

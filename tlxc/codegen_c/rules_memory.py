@@ -4,7 +4,8 @@ stores, atomics.
 A load/store over a tensor groups each thread's registers into vectors of
 ``width`` consecutive elements when the layout, the pointer's contiguity and
 alignment (axis info) and the mask's constancy all allow it, up to 16 bytes,
-and issues one predicated vector access per group.
+and issues one predicated vector access per group.  Cache hints (cache_modifier=,
+eviction_policy=, volatile=) change the instruction, never the grouping.
 """
 from __future__ import annotations
 
@@ -45,6 +46,12 @@ def _operands(op):
     return mask, other
 
 
+def _hinted(op) -> bool:
+    """Whether a load/store carries cache hints (cache_modifier=, eviction_policy=, volatile=):
+    the target then issues it through its hinted accesses, vectorized as an unhinted one."""
+    return any(op.attrs.get(key) for key in ("cache", "eviction", "volatile"))
+
+
 @lowering("tl.load")
 def load(lw, op):
     ptr = op.operands[0]
@@ -54,6 +61,10 @@ def load(lw, op):
     if not isinstance(ptr.type, TensorType):
         init = C.constant_literal(0, t) if other is None else lw.ref(other)
         name = lw.declare(result, init=init)
+        if _hinted(op):
+            pred = lw.ref(mask) if mask is not None else "true"
+            lw.out.line(lw.target.load_hinted([name], lw.ref(ptr), pred, [name], t, op.attrs))
+            return
         guard = f"if ({lw.ref(mask)}) " if mask is not None else ""
         lw.out.line(f"{guard}{name} = *{lw.ref(ptr)};")
         return
@@ -74,6 +85,10 @@ def store(lw, op):
     mask, _ = _operands(op)
     t = elem(value.type)
     if not isinstance(ptr.type, TensorType):
+        if _hinted(op):
+            pred = lw.ref(mask) if mask is not None else "true"
+            lw.out.line(lw.target.store_hinted([lw.ref(value)], lw.ref(ptr), pred, t, op.attrs))
+            return
         guard = f"if ({lw.ref(mask)}) " if mask is not None else ""
         lw.out.line(f"{guard}*{lw.ref(ptr)} = {lw.ref(value)};")
         return

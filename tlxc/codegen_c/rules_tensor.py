@@ -175,11 +175,12 @@ def _fold(lw, kind: str, t, ctype: str, acc: str, idx: str | None, value: str, i
 
 
 def _arg_better(kind: str, t, va: str, ia: str, vb: str, ib: str) -> str:
-    """True when (vb, ib) should replace (va, ia): strictly better value, NaN
-    beats numbers, ties go to the lower index."""
+    """True when (vb, ib) should replace (va, ia): strictly better value, a
+    number beats NaN (NaN is ignored, as tl.max's fmaxf does), ties go to the
+    lower index."""
     cmp = ">" if kind == "argmax" else "<"
     if t.is_float:
-        return (f"(({vb} {cmp} {va}) || ({vb} != {vb} && {va} == {va}) || "
+        return (f"(({vb} {cmp} {va}) || ({va} != {va} && {vb} == {vb}) || "
                 f"(({vb} == {va} || ({vb} != {vb} && {va} != {va})) && {ib} < {ia}))")
     return f"(({vb} {cmp} {va}) || ({vb} == {va} && {ib} < {ia}))"
 

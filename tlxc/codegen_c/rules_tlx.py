@@ -300,17 +300,32 @@ def async_load(lw, op):
     nbytes = width * t.bytes
     offset = _offset_expr(lw, ptrs.type.layout, strides, block=lw.view_block.get(id(view)))
     pred = lw.ref(mask) if mask is not None else "true"
+    _check_cp_async_cache(op, nbytes)
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int i = 0; i < {registers(ptrs.type)}; i += {width})")
     dst = shared_address(lw, view, offset, t)
+    zero = C.constant_literal(0, t)
     if nbytes in (4, 8, 16):
-        lw.out.line(lw.target.cp_async(dst, lw.ref(ptrs), pred, nbytes))
+        lw.out.line(lw.target.cp_async(dst, lw.ref(ptrs), pred, nbytes, op.attrs))
+    elif op.attrs.get("eviction") or op.attrs.get("cache"):
+        # the synchronous copy below, through a load that carries the hints
+        read = lw.target.load_hinted(["v"], lw.ref(ptrs), pred, [zero], t, op.attrs)
+        lw.out.line(f"{{ {C.storage_type(t)} v; {read} *({dst}) = v; }}")
     else:
         # cp.async moves 4, 8 or 16 bytes; narrower pieces (pointers not provably contiguous
         # and aligned) are copied synchronously, which is a valid (early) completion.
-        zero = C.constant_literal(0, t)
         lw.out.line(f"*({dst}) = ({pred}) ? *{lw.ref(ptrs)} : {zero};")
     lw.out.close()
+
+
+def _check_cp_async_cache(op, nbytes: int) -> None:
+    """cache_modifier=".cg" (L2 only) exists for 16-byte cp.async copies only; refuse rather
+    than quietly copy through L1."""
+    if op.attrs.get("cache") == ".cg" and nbytes != 16:
+        raise CompilationError(f"tlx.async_load(cache_modifier='.cg'): cp.async.cg copies 16 bytes per thread, "
+                               f"but these copies move {nbytes} bytes each (the pointers are not provably 16-byte "
+                               f"contiguous and aligned: see tl.multiple_of / tl.max_contiguous, or the buffer's "
+                               f"layout); use '.ca' or ''", op.loc)
 
 
 @lowering("tlx.async_commit_group")
@@ -375,11 +390,21 @@ def async_descriptor_load(lw, op):
     rank = len(offsets)
     cond = f"{lw.scope.tid_var} == 0" + (f" && {lw.name(op.operands[-1])}" if has_pred else "")
     multicast = op.attrs.get("multicast")
-    helper = f"tlx_tma_load_multicast_{rank}d" if multicast else f"tlx_tma_load_{rank}d"
+    helper = _tma_helper(lw, op, "tlx_tma_load_multicast" if multicast else "tlx_tma_load", rank)
     mask = f"(unsigned short){lw.name(op.cta_mask)}, " if multicast else ""
-    lw.target.use(helper)
     calls = [f"{helper}({ptr}, &{lw.name(desc)}, {lw.name(bar)}, {mask}{coords});" for ptr, coords in pieces]
     _issue(lw, cond, calls)
+
+
+def _tma_helper(lw, op, base: str, rank: int, template: str = "") -> str:
+    """``<base>_<rank>d``, or with an eviction_policy its ``_hint`` twin, which takes the L2
+    policy (after ``template``, the helper's other template arguments) as a template argument."""
+    eviction = lw.target.eviction_index(op.attrs)
+    if not eviction:
+        lw.target.use(f"{base}_{rank}d")
+        return f"{base}_{rank}d"
+    lw.target.use(f"{base}_hint_{rank}d")
+    return f"{base}_hint_{rank}d<{template}{eviction}>"
 
 
 def _issue(lw, cond: str, calls: list[str]) -> None:
@@ -398,8 +423,7 @@ def async_descriptor_prefetch_tensor(lw, op):
     desc = op.operands[0]
     offsets = op.offsets
     cond = f"{lw.scope.tid_var} == 0" + (f" && {lw.name(op.operands[-1])}" if op.attrs.get("has_pred") else "")
-    helper = f"tlx_tma_prefetch_{len(offsets)}d"
-    lw.target.use(helper)
+    helper = _tma_helper(lw, op, "tlx_tma_prefetch", len(offsets))
     coords = _tma_coords(lw, offsets)
     copy_cols, box_cols = desc.type.copy_box[-1], desc.type.block_shape[-1]
     # the map's box is the sub-box of a split box: prefetch each one
@@ -415,8 +439,11 @@ def async_descriptor_store(lw, op):
     # a reduce-store (store_reduce=) is the same copy, combining with global memory;
     # each sub-box of a split box is reduced by its own copy, like a plain store's
     kind = op.attrs.get("reduce")
-    helper = f"tlx_tma_reduce_{kind}_{len(offsets)}d" if kind else f"tlx_tma_store_{len(offsets)}d"
-    lw.target.use(helper)
+    rank = len(offsets)
+    if kind and lw.target.eviction_index(op.attrs):     # one hinted helper for every reduction
+        helper = _tma_helper(lw, op, "tlx_tma_reduce", rank, f"{lw.target.tma_reduce_index(kind)}, ")
+    else:
+        helper = _tma_helper(lw, op, f"tlx_tma_reduce_{kind}" if kind else "tlx_tma_store", rank)
     lw.target.use("tlx_bulk_commit_group")
     stores = " ".join(f"{helper}(&{lw.name(desc)}, {ptr}, {coords});" for ptr, coords in pieces)
     # Every thread's shared-memory writes (fenced by the user's fence("async_shared")) must be

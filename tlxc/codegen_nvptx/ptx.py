@@ -191,6 +191,129 @@ for _words, _bits in ((1, 32), (2, 64), (4, 128)):
     define(f"tlx_st_global_b{_bits}", _st(f"tlx_st_global_b{_bits}", _words))
 
 
+# -- cache hints on global loads and stores ------------------------------------------------
+# tl.load / tl.store with cache_modifier= or eviction_policy= (Triton's spellings;
+# docs/codegen.md, "Cache hints").  The cache operator and the eviction policy are template
+# parameters of one helper per access width: indices into these tables, so that every
+# spelling lives here.  Triton lowers evict_first/evict_last to an L1 eviction priority
+# plus an L2 policy from createpolicy (``.L1::evict_first.L2::cache_hint``); PTX takes no
+# L1 priority next to a cache operator (ptxas rejects ``ld.global.cg.L1::evict_first``), so
+# with one the L2 policy alone carries the hint.  ld.volatile takes neither (the frontend
+# refuses the mix).
+LD_CACHE_OPS = ("", "ca", "cg", "cv")
+ST_CACHE_OPS = ("", "wb", "cg", "cs", "wt")
+EVICTIONS = ("", "evict_first", "evict_last")
+HINT_BITS = (8, 16, 32, 64, 128)
+
+
+def access_qualifiers(cache: str, evict: str) -> str:
+    """The qualifiers after ``ld.global`` / ``st.global``: ``.cg``, ``.L1::evict_first.L2::cache_hint``..."""
+    text = f".{cache}" if cache else ""
+    if evict:
+        text += ("" if cache else f".L1::{evict}") + ".L2::cache_hint"
+    return text
+
+
+@helper("tlx_l2_policy")
+def l2_policy():
+    first, last = (f'asm("createpolicy.fractional.L2::{evict}.b64 %0, 1.0;" : "=l"(policy));'
+                   for evict in EVICTIONS[1:])
+    return f"""
+// An L2 cache policy giving the accesses that carry it the priority EVICTIONS[EVICT].
+template <int EVICT>
+{_INLINE} unsigned long long tlx_l2_policy() {{
+  static_assert(EVICT == 1 || EVICT == 2, "an L2 policy is evict_first (1) or evict_last (2)");
+  unsigned long long policy;
+  if constexpr (EVICT == 1)
+    {first}
+  else
+    {last}
+  return policy;
+}}"""
+
+
+def _access_shape(bits: int):
+    """(PTX type, inline-asm constraint, C type of a word, number of words) of a ``bits`` access."""
+    if bits < 32:
+        return f"u{bits}", "h", "unsigned short", 1
+    words = bits // 32
+    return {1: "b32", 2: "v2.b32", 4: "v4.b32"}[words], "r", "unsigned", words
+
+
+def _hinted_branches(instruction, cache_ops) -> str:
+    """``if constexpr`` branches over every (cache operator, eviction) pair; ``instruction(q, policy)``
+    renders the asm statement with qualifiers ``q`` (and an L2 policy operand when ``policy``)."""
+    branches = []
+    for c, cache in enumerate(cache_ops):
+        for e, evict in enumerate(EVICTIONS):
+            keyword = "if constexpr" if not branches else "else if constexpr"
+            statement = instruction(access_qualifiers(cache, evict), bool(evict))
+            if evict:
+                statement = f"{{ unsigned long long policy = tlx_l2_policy<{e}>(); {statement} }}"
+            branches.append(f"  {keyword} (CACHE == {c} && EVICT == {e})\n    {statement}")
+    return "\n".join(branches)
+
+
+def _ld_hint(bits: int) -> str:
+    vec, c, ctype, words = _access_shape(bits)
+    outs = ", ".join(f"%{i}" for i in range(words))
+    regs = "{" + outs + "}" if words > 1 else outs
+    params = ", ".join(f"{ctype}& w{i}" for i in range(words))
+    constraints = ", ".join(f'"+{c}"(w{i})' for i in range(words))
+
+    def instruction(q, policy):
+        operand, extra = (f", %{words + 2}", ', "l"(policy)') if policy else ("", "")
+        return (f'asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{words + 1}, 0;\\n '
+                f'@p ld.global{q}.{vec} {regs}, [%{words}]{operand};\\n}}" '
+                f': {constraints} : "l"(p), "r"((int)pred){extra});')
+    return f"""
+// ld.global with LD_CACHE_OPS[CACHE] and EVICTIONS[EVICT]; a false pred keeps the words.
+template <int CACHE, int EVICT>
+{_INLINE} void tlx_ld_global_hint_b{bits}(const void* p, bool pred, {params}) {{
+{_hinted_branches(instruction, LD_CACHE_OPS)}
+}}"""
+
+
+def _st_hint(bits: int) -> str:
+    vec, c, ctype, words = _access_shape(bits)
+    ins = ", ".join(f"%{i + 1}" for i in range(words))
+    regs = "{" + ins + "}" if words > 1 else ins
+    params = ", ".join(f"{ctype} w{i}" for i in range(words))
+    constraints = ", ".join(f'"{c}"(w{i})' for i in range(words))
+
+    def instruction(q, policy):
+        operand, extra = (f", %{words + 2}", ', "l"(policy)') if policy else ("", "")
+        return (f'asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{words + 1}, 0;\\n '
+                f'@p st.global{q}.{vec} [%0], {regs}{operand};\\n}}" '
+                f':: "l"(p), {constraints}, "r"((int)pred){extra} : "memory");')
+    return f"""
+// st.global with ST_CACHE_OPS[CACHE] and EVICTIONS[EVICT], where pred holds.
+template <int CACHE, int EVICT>
+{_INLINE} void tlx_st_global_hint_b{bits}(void* p, bool pred, {params}) {{
+{_hinted_branches(instruction, ST_CACHE_OPS)}
+}}"""
+
+
+def _ld_volatile(bits: int) -> str:
+    vec, c, ctype, words = _access_shape(bits)
+    outs = ", ".join(f"%{i}" for i in range(words))
+    regs = "{" + outs + "}" if words > 1 else outs
+    params = ", ".join(f"{ctype}& w{i}" for i in range(words))
+    constraints = ", ".join(f'"+{c}"(w{i})' for i in range(words))
+    # "memory": a volatile load is how a kernel polls a flag; no access may move across it
+    return f"""
+{_INLINE} void tlx_ld_volatile_global_b{bits}(const void* p, bool pred, {params}) {{
+  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{words + 1}, 0;\\n @p ld.volatile.global.{vec} {regs}, [%{words}];\\n}}"
+               : {constraints} : "l"(p), "r"((int)pred) : "memory");
+}}"""
+
+
+for _bits in HINT_BITS:
+    define(f"tlx_ld_global_hint_b{_bits}", _ld_hint(_bits), "tlx_l2_policy")
+    define(f"tlx_st_global_hint_b{_bits}", _st_hint(_bits), "tlx_l2_policy")
+    define(f"tlx_ld_volatile_global_b{_bits}", _ld_volatile(_bits))
+
+
 # -- atomics -------------------------------------------------------------------------------
 # One helper per atom instruction (operation and type).  The memory semantics and
 # the scope are template parameters (indices into ATOM_SEMS / ATOM_SCOPES) that pick
@@ -501,6 +624,33 @@ for _n in (4, 8, 16):
     define(f"tlx_cp_async_{_n}", _cp_async(_n), "tlx_smem_addr")
 
 
+# cp.async with tlx.async_load's cache_modifier= / eviction_policy=: CP_ASYNC_CACHE_OPS[CACHE]
+# (.cg, L2 only, exists for 16-byte copies only) and an L2 policy of EVICTIONS[EVICT].
+CP_ASYNC_CACHE_OPS = ("ca", "cg")
+
+
+def _cp_async_hint(nbytes: int):
+    branches = []
+    for c, cache in enumerate(CP_ASYNC_CACHE_OPS if nbytes == 16 else CP_ASYNC_CACHE_OPS[:1]):
+        for e, evict in enumerate(EVICTIONS):
+            keyword = "if constexpr" if not branches else "else if constexpr"
+            hint, operand, extra = (".L2::cache_hint", ", %3", ', "l"(tlx_l2_policy<EVICT>())') if evict else ("", "", "")
+            branches.append(f'  {keyword} (CACHE == {c} && EVICT == {e})\n'
+                            f'    asm volatile("cp.async.{cache}.shared.global{hint} [%0], [%1], {nbytes}, %2{operand};"\n'
+                            f'                 :: "r"(tlx_smem_addr(dst)), "l"(src), "r"(pred ? {nbytes} : 0){extra} : "memory");')
+    only_ca = "" if nbytes == 16 else f'\n  static_assert(CACHE == 0, "cp.async.cg copies 16 bytes, not {nbytes}");'
+    body = "\n".join(branches)
+    return f"""
+template <int CACHE, int EVICT>
+{_INLINE} void tlx_cp_async_hint_{nbytes}(void* dst, const void* src, bool pred) {{{only_ca}
+{body}
+}}"""
+
+
+for _n in (4, 8, 16):
+    define(f"tlx_cp_async_hint_{_n}", _cp_async_hint(_n), "tlx_smem_addr", "tlx_l2_policy")
+
+
 def _ld_shared(bits: int):
     words = bits // 32
     vec = {1: "b32", 2: "v2.b32", 4: "v4.b32"}[words]
@@ -621,6 +771,87 @@ for _rank in range(1, 6):
     define(f"tlx_tma_store_{_rank}d", _tma_store(_rank), "tlx_smem_addr")
     for _kind in TMA_REDUCE_OPS:
         define(f"tlx_tma_reduce_{_kind}_{_rank}d", _tma_reduce(_kind, _rank), "tlx_smem_addr")
+
+
+# TMA copies with eviction_policy=: the same instructions with ``.L2::cache_hint`` and an L2
+# policy of EVICTIONS[EVICT] as their last operand (PTX ISA, cp.async.bulk.tensor).  A TMA
+# copy has no cache operator: it moves data between global and shared memory through L2.
+def _tma_hinted(name: str, template: str, params: str, instruction: str, operands: str, inputs: str) -> str:
+    return f"""
+template <{template}>
+{_INLINE} void {name}({params}) {{
+  asm volatile("{instruction}.L2::cache_hint {operands};"
+               :: {inputs}, "l"(tlx_l2_policy<EVICT>()) : "memory");
+}}"""
+
+
+def _tma_hint_parts(rank: int, first: int) -> tuple[str, str, str]:
+    """(coordinate parameters, their inputs, the policy's operand) of a copy whose coordinates start at ``first``."""
+    params = ", ".join(f"int c{i}" for i in range(rank))
+    coords = ", ".join(f'"r"(c{i})' for i in range(rank))
+    return params, coords, f"%{first + rank}"
+
+
+def _tma_load_hint(rank: int) -> str:
+    params, coords, policy = _tma_hint_parts(rank, 3)
+    return _tma_hinted(f"tlx_tma_load_hint_{rank}d", "int EVICT",
+                       f"void* dst, const void* tensormap, unsigned long long* bar, {params}",
+                       f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes",
+                       f"[%0], [%1, {_coords(rank, 3)}], [%2], {policy}",
+                       f'"r"(tlx_smem_addr(dst)), "l"(tensormap), "r"(tlx_smem_addr(bar)), {coords}')
+
+
+def _tma_load_multicast_hint(rank: int) -> str:
+    params, coords, policy = _tma_hint_parts(rank, 4)
+    return _tma_hinted(f"tlx_tma_load_multicast_hint_{rank}d", "int EVICT",
+                       f"void* dst, const void* tensormap, unsigned long long* bar, unsigned short cta_mask, {params}",
+                       f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                       ".multicast::cluster",
+                       f"[%0], [%1, {_coords(rank, 4)}], [%2], %3, {policy}",
+                       f'"r"(tlx_smem_addr(dst)), "l"(tensormap), "r"(tlx_smem_addr(bar)), "h"(cta_mask), {coords}')
+
+
+def _tma_store_hint(rank: int) -> str:
+    params, coords, policy = _tma_hint_parts(rank, 2)
+    return _tma_hinted(f"tlx_tma_store_hint_{rank}d", "int EVICT", f"const void* tensormap, const void* src, {params}",
+                       f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group",
+                       f"[%0, {_coords(rank, 2)}], [%1], {policy}",
+                       f'"l"(tensormap), "r"(tlx_smem_addr(src)), {coords}')
+
+
+def _tma_reduce_hint(rank: int) -> str:
+    """One helper for every reduction: TMA_REDUCE_OPS[KIND]."""
+    params, coords, policy = _tma_hint_parts(rank, 2)
+    branches = []
+    for k, kind in enumerate(TMA_REDUCE_OPS):
+        keyword = "if constexpr" if not branches else "else if constexpr"
+        branches.append(f'  {keyword} (KIND == {k})\n'
+                        f'    asm volatile("cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{kind}.tile.bulk_group'
+                        f'.L2::cache_hint [%0, {_coords(rank, 2)}], [%1], {policy};"\n'
+                        f'                 :: "l"(tensormap), "r"(tlx_smem_addr(src)), {coords}, '
+                        f'"l"(tlx_l2_policy<EVICT>()) : "memory");')
+    body = "\n".join(branches)
+    return f"""
+template <int KIND, int EVICT>
+{_INLINE} void tlx_tma_reduce_hint_{rank}d(const void* tensormap, const void* src, {params}) {{
+{body}
+}}"""
+
+
+def _tma_prefetch_hint(rank: int) -> str:
+    params, coords, policy = _tma_hint_parts(rank, 1)
+    return _tma_hinted(f"tlx_tma_prefetch_hint_{rank}d", "int EVICT", f"const void* tensormap, {params}",
+                       f"cp.async.bulk.prefetch.tensor.{rank}d.L2.global.tile",
+                       f"[%0, {_coords(rank, 1)}], {policy}", f'"l"(tensormap), {coords}')
+
+
+for _rank in range(1, 6):
+    define(f"tlx_tma_prefetch_hint_{_rank}d", _tma_prefetch_hint(_rank), "tlx_l2_policy")
+    define(f"tlx_tma_load_hint_{_rank}d", _tma_load_hint(_rank), "tlx_smem_addr", "tlx_l2_policy")
+    define(f"tlx_tma_load_multicast_hint_{_rank}d", _tma_load_multicast_hint(_rank), "tlx_smem_addr",
+           "tlx_l2_policy")
+    define(f"tlx_tma_store_hint_{_rank}d", _tma_store_hint(_rank), "tlx_smem_addr", "tlx_l2_policy")
+    define(f"tlx_tma_reduce_hint_{_rank}d", _tma_reduce_hint(_rank), "tlx_smem_addr", "tlx_l2_policy")
 
 
 @helper("tlx_bulk_commit_group")

@@ -125,8 +125,22 @@ class CudaTarget:
                   "sys": "tlx_fence_acq_rel_sys"}[scope]
         return self.call(helper)
 
-    def cp_async(self, dst: str, src: str, pred: str, nbytes: int) -> str:
-        return self.call(f"tlx_cp_async_{nbytes}", dst, src, pred)
+    def cp_async(self, dst: str, src: str, pred: str, nbytes: int, attrs=None) -> str:
+        """A cp.async of ``nbytes``; with hints (``attrs``: cache ".ca"/".cg", an eviction policy)
+        through the hinted helper.  Unhinted, 16-byte copies go L2-only (.cg), as Triton's do."""
+        if not has_cache_hints(attrs):
+            return self.call(f"tlx_cp_async_{nbytes}", dst, src, pred)
+        cache = attrs.get("cache") or (".cg" if nbytes == 16 else ".ca")
+        template = f"<{ptx.CP_ASYNC_CACHE_OPS.index(cache[1:])}, {self.eviction_index(attrs)}>"
+        self.use(f"tlx_cp_async_hint_{nbytes}")
+        return f"tlx_cp_async_hint_{nbytes}{template}({dst}, {src}, {pred});"
+
+    def eviction_index(self, attrs) -> int:
+        """The template argument of a hinted helper for an op's eviction policy (0: none)."""
+        return ptx.EVICTIONS.index(attrs.get("eviction", ""))
+
+    def tma_reduce_index(self, kind: str) -> int:
+        return ptx.TMA_REDUCE_OPS.index(kind)
 
     def cp_async_commit(self) -> str:
         return self.call("tlx_cp_async_commit_group")
@@ -150,6 +164,9 @@ class CudaTarget:
         """Statement loading elements i..i+width-1 of ``dst`` (inside the register loop)."""
         bits = width * _bits(t)
         at = lambda expr, j: expr.replace("[i]", f"[i + {j}]") if j else expr
+        if has_cache_hints(attrs):
+            return self.load_hinted([f"{dst}[i + {j}]" for j in range(width)], ptr, pred,
+                                    [at(fill, j) for j in range(width)], t, attrs)
         if bits < 32:
             _check_scalar(width)
             return f"{dst}[i] = ({pred}) ? *{ptr} : {fill};"
@@ -165,6 +182,8 @@ class CudaTarget:
 
     def store_vector(self, src: str, ptr: str, pred: str, t, width: int, attrs) -> str:
         bits = width * _bits(t)
+        if has_cache_hints(attrs):
+            return self.store_hinted([f"{src}[i + {j}]" for j in range(width)], ptr, pred, t, attrs)
         if bits < 32:
             _check_scalar(width)
             return f"if ({pred}) *{ptr} = {src}[i];"
@@ -173,6 +192,37 @@ class CudaTarget:
         self.use(helper)
         packed = _pack([f"{src}[i + {j}]" for j in range(width)], t, words)
         return f"{helper}({ptr}, {pred}, {', '.join(packed)});"
+
+    def load_hinted(self, dsts: list[str], ptr: str, pred: str, fills: list[str], t, attrs) -> str:
+        """Load ``len(dsts)`` consecutive elements (8 to 128 bits, aligned) with the op's cache
+        hints (tl.load's cache_modifier / eviction_policy / volatile); ``fills`` where not ``pred``."""
+        bits = len(dsts) * _bits(t)
+        words, word_type = _hint_words(bits)
+        if attrs.get("volatile"):
+            helper = f"tlx_ld_volatile_global_b{bits}"
+            call = helper
+        else:
+            helper = f"tlx_ld_global_hint_b{bits}"
+            call = f"{helper}<{ptx.LD_CACHE_OPS.index(_cache_op(attrs))}, {self.eviction_index(attrs)}>"
+        self.use(helper)
+        names = [f"w{k}" for k in range(words)]
+        if bits < 32:
+            packed, unpacked = [f"({word_type})({fills[0]})"], [f"({C.storage_type(t)})(w0)"]
+        else:
+            packed, unpacked = _pack(fills, t, words), _unpack(names, t, len(dsts))
+        decl = f"{word_type} " + ", ".join(f"{n} = {v}" for n, v in zip(names, packed)) + ";"
+        assigns = " ".join(f"{d} = {u};" for d, u in zip(dsts, unpacked))
+        return f"{{ {decl} {call}({ptr}, {pred}, {', '.join(names)}); {assigns} }}"
+
+    def store_hinted(self, srcs: list[str], ptr: str, pred: str, t, attrs) -> str:
+        """Store ``len(srcs)`` consecutive elements with tl.store's cache_modifier / eviction_policy."""
+        bits = len(srcs) * _bits(t)
+        words, word_type = _hint_words(bits)
+        helper = f"tlx_st_global_hint_b{bits}"
+        self.use(helper)
+        cache = ptx.ST_CACHE_OPS.index(_cache_op(attrs))
+        packed = [f"({word_type})({srcs[0]})"] if bits < 32 else _pack(srcs, t, words)
+        return f"{helper}<{cache}, {self.eviction_index(attrs)}>({ptr}, {pred}, {', '.join(packed)});"
 
     def load_shared_vector(self, dst: str, ptr: str, t, width: int) -> str:
         """``dst[i..i+width)`` from shared memory at ``ptr`` (32 to 128 bits, aligned)."""
@@ -235,6 +285,21 @@ class CudaTarget:
         name = f"tlx_mma_m16n8k16_f32_{t.name}"
         self.use(name)
         return name
+
+
+def has_cache_hints(attrs) -> bool:
+    """Whether an access carries cache hints (frontend/cache_hints.py); without, it is emitted as before."""
+    return bool(attrs) and any(attrs.get(key) for key in ("cache", "eviction", "volatile"))
+
+
+def _cache_op(attrs) -> str:
+    """The PTX cache operator of an op's ``cache`` attribute (".cg" -> "cg"; "" when none)."""
+    return attrs.get("cache", "").lstrip(".")
+
+
+def _hint_words(bits: int) -> tuple[int, str]:
+    """(words, their C type) of a hinted access of ``bits``: 8/16-bit accesses use one 16-bit register."""
+    return (1, "unsigned short") if bits < 32 else (bits // 32, "unsigned")
 
 
 def _check_scalar(width: int) -> None:

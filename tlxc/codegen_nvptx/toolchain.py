@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tlxc.arch import NVIDIA_ARCHS
 from tlxc.errors import CompilationError, InternalCompilerError
 
-SUPPORTED_ARCHS: tuple[str, ...] = ("sm_80", "sm_89", "sm_90a", "sm_100a")
+SUPPORTED_ARCHS: tuple[str, ...] = NVIDIA_ARCHS      # tlxc/arch.py: the one table of targets
 
 # Always on.  ``-default-device`` lets helpers omit ``__device__``;
 # ``--ptxas-options=--verbose`` makes ptxas report registers, spills and smem

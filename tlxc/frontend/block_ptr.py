@@ -56,6 +56,10 @@ class Aggregate:
         """``x.name(...)`` methods: name → builtin."""
         return {}
 
+    def attributes(self) -> dict:
+        """``x.name`` compile-time or runtime attributes: name → value."""
+        return {}
+
 
 class BlockPointer(Aggregate):
     kind = "block pointer"

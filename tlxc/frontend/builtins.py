@@ -11,6 +11,7 @@ from typing import Any
 
 from ..ir import types as T
 from ..ir.types import PointerType, ScalarType, TensorType
+from . import cache_hints as H
 from . import semantic as S
 from .semantic import SemanticError
 from .values import Tensor
@@ -238,12 +239,7 @@ def _load(ctx, pointer, mask=None, other=None, boundary_check=(), padding_option
             raise SemanticError(f"'other' of shape {list(other_t.shape)} does not match the pointer shape "
                                 f"{list(shape)}", param="other")
         operands.append(S.broadcast_to(b, other_t, shape).value)
-    for key, param, value in (("cache", "cache_modifier", cache_modifier),
-                              ("eviction", "eviction_policy", eviction_policy)):
-        if constexpr(value, param):
-            attrs[key] = value
-    if volatile:
-        attrs["volatile"] = True
+    attrs.update(_load_hints(cache_modifier, eviction_policy, volatile))
     result_type = T.with_element(pointer.type, elem)
     return Tensor(b.value("tl.load", operands, result_type, **attrs))
 
@@ -269,11 +265,18 @@ def _store(ctx, pointer, value, mask=None, boundary_check=(), cache_modifier="",
     mask_t = _mask(b, mask, pointer.shape)
     operands = [pointer.value, value_t.value] + ([mask_t.value] if mask_t is not None else [])
     attrs = {"has_mask": mask_t is not None, "has_other": False}
-    if constexpr(cache_modifier, "cache_modifier"):
-        attrs["cache"] = cache_modifier
-    if constexpr(eviction_policy, "eviction_policy"):
-        attrs["eviction"] = eviction_policy
+    attrs.update(H.attrs(H.store_cache_modifier(cache_modifier), H.eviction_policy(eviction_policy)))
     b.create("tl.store", operands, [], attrs)
+
+
+def _load_hints(cache_modifier, eviction_policy, volatile) -> dict[str, object]:
+    cache, eviction = H.load_cache_modifier(cache_modifier), H.eviction_policy(eviction_policy)
+    is_volatile = H.flag(volatile, "volatile")
+    if is_volatile and (cache or eviction):
+        param = "cache_modifier" if cache else "eviction_policy"
+        raise SemanticError(f"'volatile=True' cannot be combined with '{param}': PTX's ld.volatile takes no "
+                            f"cache operator or eviction policy", param=param)
+    return H.attrs(cache, eviction, is_volatile)
 
 
 def _value_of(b, value, elem, what: str) -> Tensor:

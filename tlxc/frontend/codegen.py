@@ -954,12 +954,15 @@ class FunctionCodegen(ast.NodeVisitor):
         attr = node.attr
         if isinstance(base, Tensor):
             return self.tensor_attribute(base, attr, node)
-        if isinstance(base, Aggregate):     # p.advance(...) on a block pointer
-            methods = base.methods()
+        if isinstance(base, Aggregate):     # p.advance(...) on a block pointer, desc.load(...), desc.dtype
+            methods, attributes = base.methods(), base.attributes()
             if attr in methods:
                 return _BoundMethod(base, methods[attr])
-            raise self.error(f"a {base.kind} has no attribute '{attr}'{_did_you_mean(attr, methods)}"
-                             f" (it has: {', '.join(methods) or 'nothing'})", node)
+            if attr in attributes:
+                return attributes[attr]
+            known = [*attributes, *methods]
+            raise self.error(f"a {base.kind} has no attribute '{attr}'{_did_you_mean(attr, known)}"
+                             f" (it has: {', '.join(known) or 'nothing'})", node)
         try:
             return getattr(base, attr)
         except AttributeError:

@@ -25,6 +25,7 @@ from ..ir.builder import Builder
 from ..ir.types import BarrierType, MemDescType, TensorDescType
 from ..language.core import outside_kernel_error
 from . import semantic as S
+from . import tensor_desc
 from . import tlx_rules as X
 from .builtins import RULES, reshape
 from .values import SemanticError, Tensor
@@ -114,6 +115,8 @@ def _tlx(ctx, name: str, *args):
 
 
 def _load(ctx, desc, offsets):
+    if tensor_desc.is_device_descriptor(desc):     # built in the kernel: no TMA (tensor_desc.py)
+        return tensor_desc.load(ctx, desc, offsets)
     desc = X.descriptor_arg(desc)
     offsets = _offsets(desc, offsets)          # checked before anything is emitted
     buf, bar = _staging(ctx, desc, with_barrier=True)
@@ -127,6 +130,8 @@ def _load(ctx, desc, offsets):
 
 
 def _store(ctx, desc, offsets, value):
+    if tensor_desc.is_device_descriptor(desc):     # built in the kernel: no TMA (tensor_desc.py)
+        return tensor_desc.store(ctx, desc, offsets, value)
     desc = X.descriptor_arg(desc)
     offsets = _offsets(desc, offsets)
     value = _store_value(ctx, desc, value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..ir import types as T
 from ..ir.types import BarrierType, MemDescType, PointerType, ScalarType, TensorType
 from ..language import tlx
+from . import cache_hints as H
 from . import semantic as S
 from .builtins import RULES, const_dtype, const_int, constexpr, grid_axis, tensor_arg
 from .values import SemanticError, Tensor
@@ -309,7 +310,18 @@ def _async_load(ctx, src, result, mask=None, other=None, cache_modifier="", evic
     if mask is not None:
         m = S.to_bool(b, tensor_arg(b, mask, "mask"))
         operands.append(S.broadcast_to(b, m, src.shape).value)
-    b.create("tlx.async_load", operands, [], {"has_mask": mask is not None})
+    b.create("tlx.async_load", operands, [],
+             {"has_mask": mask is not None, **_cp_async_hints(cache_modifier, eviction_policy, is_volatile)})
+
+
+def _cp_async_hints(cache_modifier, eviction_policy, is_volatile) -> dict[str, object]:
+    """cp.async has two cache operators, .ca and .cg (16-byte copies only: the lowering
+    says so where a copy is narrower), and no volatile form."""
+    cache = H.load_cache_modifier(cache_modifier, allowed=("", ".ca", ".cg"))
+    if H.flag(is_volatile, "is_volatile"):
+        raise SemanticError("cp.async has no volatile form; load volatile data with tl.load(..., volatile=True) "
+                            "and tlx.local_store", param="is_volatile")
+    return H.attrs(cache, H.eviction_policy(eviction_policy))
 
 
 @rule("async_load_commit_group")
@@ -542,8 +554,21 @@ def _async_descriptor_load(ctx, desc, result, offsets, barrier, pred=None, cache
     offs = _box_offsets(b, desc, offsets)
     mask = [_cta_mask(b, multicast_targets)] if multicast_targets else []
     preds = _pred(b, pred)
+    hints = H.attrs(_tma_cache_modifier(cache_modifier), H.eviction_policy(eviction_policy))
     b.create("tlx.async_descriptor_load", [desc.value, dst.value, bar.value] + offs + mask + preds, [],
-             {"has_pred": bool(preds), "multicast": bool(mask)})
+             {"has_pred": bool(preds), "multicast": bool(mask), **hints})
+
+
+def _tma_cache_modifier(value) -> str:
+    """TLX checks a TMA load's cache_modifier as tl.load's; a TMA copy has no cache operator
+    (it moves the box from global memory through L2 into shared memory, never through L1),
+    so only .cg, which says just that, can be honoured."""
+    cache = H.load_cache_modifier(value)
+    if cache in (".ca", ".cv"):
+        raise SemanticError(f"a TMA load cannot honour cache_modifier={cache!r}: the copy goes through L2 into "
+                            f"shared memory and never through L1 (PTX's cp.async.bulk.tensor has no cache "
+                            f"operator); use '' or '.cg'", param="cache_modifier")
+    return ""            # ".cg" is what every TMA load does
 
 
 def _cta_mask(b, targets):
@@ -567,8 +592,9 @@ def _async_descriptor_store(ctx, desc, source, offsets, eviction_policy="", stor
     desc = descriptor_arg(desc)
     src = _box_buffer(desc, source, "source")
     kind = _store_reduce(desc, store_reduce)
+    hints = H.attrs(eviction=H.eviction_policy(eviction_policy))
     b.create("tlx.async_descriptor_store", [desc.value, src.value] + _box_offsets(b, desc, offsets), [],
-             {"reduce": kind} if kind else {})
+             {"reduce": kind, **hints} if kind else hints)
 
 
 def _store_reduce(desc, store_reduce) -> str:
@@ -591,11 +617,11 @@ def _store_reduce(desc, store_reduce) -> str:
 def _async_descriptor_prefetch_tensor(ctx, desc, offsets, pred=None, eviction_policy=""):
     b = ctx.b
     desc = descriptor_arg(desc)
-    if eviction_policy:
-        raise SemanticError("'eviction_policy' is not supported yet", param="eviction_policy")
+    hints = H.attrs(eviction=H.eviction_policy(eviction_policy))
     offs = _box_offsets(b, desc, offsets)
     preds = _pred(b, pred)
-    b.create("tlx.async_descriptor_prefetch_tensor", [desc.value] + offs + preds, [], {"has_pred": bool(preds)})
+    b.create("tlx.async_descriptor_prefetch_tensor", [desc.value] + offs + preds, [],
+             {"has_pred": bool(preds), **hints})
 
 
 @rule("async_descriptor_store_wait")

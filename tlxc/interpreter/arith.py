@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..ir.types import ScalarType
+from ..ir.types import PointerType, ScalarType
 from .registry import impl
 from .values import (
     constant,
@@ -562,6 +562,11 @@ def cast(ctx, op, x):
 @impl("arith.bitcast")
 def bitcast(ctx, op, x):
     src, dst = _operand_type(op), _type(op)
+    if isinstance(src, PointerType) != isinstance(dst, PointerType):
+        # pointers are virtual addresses here, their integers the real ones (memory.py)
+        result = (ctx.memory.to_integer(x) if isinstance(src, PointerType) else ctx.memory.to_pointer(x))
+        result = result.astype(register_dtype(dst))
+        return result if result.ndim else result[()]
     bits = contiguous(to_storage(x, src))
     result = from_storage(bits.view(f"u{bits.dtype.itemsize}").view(storage_dtype(dst)), dst)
     result = np.asarray(result)

@@ -6,7 +6,7 @@ passes on (``scf.yield`` / ``scf.condition``).
 """
 from __future__ import annotations
 
-from .executor import run_block
+from .executor import run_block, while_iteration_limit
 from .registry import impl
 from .values import register_dtype
 
@@ -33,10 +33,17 @@ def for_(ctx, op, lb, ub, step, *inits):
 def while_(ctx, op, *inits):
     before, after = op.regions[0].block, op.regions[1].block
     carried = list(inits)
+    limit = while_iteration_limit()
+    iterations = 0
     while True:
         condition, *values = yield from run_block(ctx, before, carried)
         if not condition:
             return _results(op, values)
+        iterations += 1
+        if iterations > limit:
+            raise ctx.error(op, f"this while loop ran {limit} iterations without its condition turning false "
+                                f"in {ctx.label} (an endless loop? TLXC_INTERPRET_MAX_ITERATIONS raises the "
+                                f"bound)")
         carried = yield from run_block(ctx, after, values)
 
 

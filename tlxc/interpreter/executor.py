@@ -100,6 +100,20 @@ class TaskContext:
         return cls(message, op.loc, notes)
 
 
+# Iterations one interpreted ``while`` loop may run (TLXC_INTERPRET_MAX_ITERATIONS raises it): a
+# loop whose condition never turns false would otherwise hang the interpreter without a word,
+# and a loop that does not wait on anything never returns to the scheduler's step bound.
+MAX_WHILE_ITERATIONS = 1 << 20
+
+
+def while_iteration_limit() -> int:
+    raw = os.environ.get("TLXC_INTERPRET_MAX_ITERATIONS", "").strip()
+    try:
+        return int(raw) if raw else MAX_WHILE_ITERATIONS
+    except ValueError:
+        raise InterpreterError(f"TLXC_INTERPRET_MAX_ITERATIONS must be an int, got {raw!r}") from None
+
+
 class Plan:
     """A block prepared for execution: (rule, is_generator, op, operands, results)."""
 

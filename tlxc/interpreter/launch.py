@@ -88,12 +88,12 @@ def _program_ids(grid3: tuple[int, int, int], step: tuple[int, int, int]):
 def interpret_arch(arch: str | None = None) -> str:
     """The architecture the interpreter emulates (which of Hopper's and Blackwell's
     ops a kernel may use): ``arch`` if given, else ``TLXC_INTERPRET_ARCH``, else sm_90a."""
-    from ..compiler import ARCHS
+    from ..arch import ArchError, resolve
     arch = arch or os.environ.get("TLXC_INTERPRET_ARCH", "").strip() or "sm_90a"
-    if arch not in ARCHS:
-        raise LaunchError(f"unknown interpreter arch '{arch}' (TLXC_INTERPRET_ARCH or arch=; expected one of "
-                          f"{', '.join(ARCHS)})")
-    return arch
+    try:
+        return resolve(arch).arch          # sm_100 and cuda:100 name sm_100a (tlxc/arch.py)
+    except ArchError as exc:
+        raise LaunchError(f"interpreter arch (TLXC_INTERPRET_ARCH or arch=): {exc}") from None
 
 
 def _runner(kfn, spec: Specialization, num_warps: int, cluster=None, arch: str | None = None) -> KernelRunner:

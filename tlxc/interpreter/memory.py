@@ -13,10 +13,24 @@ stores translate them to byte offsets and gather/scatter with numpy fancy
 indexing directly on the user's memory (no copies), so writes land in the
 user's tensors.  An access outside every allocation, or a misaligned one, is
 an ``InterpreterError``: foreign memory is never read silently.
+
+Integers hold *real* addresses, as on the GPU: a pointer converted to int64
+is its host address (``tensor.data_ptr()`` plus the offset), and an integer
+converted to a pointer (``tl.load(table + i).to(tl.pointer_type(tl.float16))``,
+where the host filled ``table`` with ``t.data_ptr()`` values) is resolved
+against, in order: the launch's allocations, then the storage of any *live*
+CPU torch tensor (found once per launch through the garbage collector's object
+list, only when an address is no argument's; mapped as a new allocation named
+after the tensor).  An address inside neither (a freed tensor, a numpy array
+that is not an argument, raw memory) becomes a pointer into an unmapped range
+(``FOREIGN_BASE`` plus the address): converting it back gives the same integer,
+and any access through it is an out-of-bounds error naming the host address.
 """
 from __future__ import annotations
 
 import ctypes
+import gc
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +42,10 @@ from ..ir.types import ScalarType
 
 ALLOCATION_SPACING = 1 << 40
 PAGE = 1 << 12
+# Integers that are no reachable tensor's address become pointers at FOREIGN_BASE + address:
+# above every allocation's virtual range (2**22 allocations of < 1 TiB fit below it), and
+# host addresses (< 2**47 on every 64-bit OS) fit below 2**62 after it.
+FOREIGN_BASE = 1 << 62
 
 try:  # numpy >= 2
     from numpy.lib.array_utils import byte_bounds as _byte_bounds
@@ -140,8 +158,10 @@ class GlobalMemory:
     """The allocations of one launch and the address translation over them."""
 
     def __init__(self):
-        self.allocations: list[Allocation] = []
+        self.allocations: list[Allocation] = []     # in order of virtual base
         self._starts = np.zeros(0, dtype=np.int64)
+        self._next_base = ALLOCATION_SPACING
+        self._live: list[tuple[int, int, Any]] | None = None   # (low, high, tensor): see _live_storages
 
     def add_argument(self, name: str, obj: Any) -> None:
         """Map the storage of ``obj``, merging it with any overlapping one.
@@ -173,7 +193,85 @@ class GlobalMemory:
         for alloc in self.allocations:
             alloc.base = base + alloc.host % PAGE
             base += ALLOCATION_SPACING * (1 + alloc.nbytes // ALLOCATION_SPACING)
+        self._next_base = base
         self._starts = np.array([a.base for a in self.allocations], dtype=np.int64)
+
+    def _append(self, alloc: Allocation) -> None:
+        """Map ``alloc`` after every existing allocation, during the launch: pointers
+        already computed keep their meaning (``_renumber`` would move them)."""
+        alloc.base = self._next_base + alloc.host % PAGE
+        self._next_base += ALLOCATION_SPACING * (1 + alloc.nbytes // ALLOCATION_SPACING)
+        self.allocations.append(alloc)
+        self._starts = np.append(self._starts, np.int64(alloc.base))
+
+    # -- integers <-> pointers -------------------------------------------------------
+    def to_integer(self, pointers) -> np.ndarray:
+        """The real host addresses of virtual ``pointers`` (``ptr.to(tl.int64)``).
+        A pointer outside every allocation is taken relative to the nearest one."""
+        v = np.asarray(pointers, dtype=np.int64)
+        real = np.where(v >= FOREIGN_BASE, v - FOREIGN_BASE, v)
+        if self.allocations:
+            index = self._nearest_index(v)
+            hosts = np.array([a.host for a in self.allocations], dtype=np.int64)
+            real = np.where((v >= FOREIGN_BASE) | (v < 0), real, hosts[index] + (v - self._starts[index]))
+        return real
+
+    def _nearest_index(self, v: np.ndarray) -> np.ndarray:
+        """Index of the allocation nearest each virtual address (by distance to its bytes)."""
+        ends = np.array([a.end for a in self.allocations], dtype=np.int64)
+        below = np.clip(np.searchsorted(self._starts, v, side="right") - 1, 0, len(self.allocations) - 1)
+        above = np.minimum(below + 1, len(self.allocations) - 1)
+        d_below = np.maximum(v - (ends[below] - 1), 0)
+        d_above = np.maximum(self._starts[above] - v, 0)
+        return np.where(d_above < d_below, above, below)
+
+    def to_pointer(self, integers) -> np.ndarray:
+        """Virtual pointers for real host addresses (``tl.load(table + i).to(tl.pointer_type(...))``):
+        inside an allocation, or a live torch tensor's storage (mapped now), else foreign."""
+        r = np.asarray(integers).astype(np.int64)
+        virtual, found = self._translate(r)
+        if not found.all() and self._map_live(np.unique(r[~found])):
+            virtual, found = self._translate(r)
+        foreign = (r >= 0) & (r < FOREIGN_BASE)
+        return np.where(found, virtual, np.where(foreign, FOREIGN_BASE + r, r))
+
+    def _translate(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        virtual = np.zeros(r.shape, dtype=np.int64)
+        found = np.zeros(r.shape, dtype=bool)
+        for alloc in self.allocations:
+            inside = ~found & (r >= alloc.host) & (r < alloc.host + alloc.nbytes)
+            virtual = np.where(inside, alloc.base + (r - alloc.host), virtual)
+            found |= inside
+        return virtual, found
+
+    def _map_live(self, addresses: np.ndarray) -> bool:
+        """Map the storage of the live tensor holding each address, if any; whether one was."""
+        mapped = False
+        for address in addresses.tolist():
+            if any(a.host <= address < a.host + a.nbytes for a in self.allocations):
+                continue                      # mapped for an earlier address of this call
+            holders = [(low, high, t) for low, high, t in self._live_storages() if low <= address < high]
+            if holders:
+                # name it after a tensor whose own elements hold the address (not a view beside it)
+                holders.sort(key=lambda h: not _holds(h[2], address))
+                self._append(_found_allocation(*holders[0]))
+                mapped = True
+        return mapped
+
+    def _live_storages(self) -> list[tuple[int, int, Any]]:
+        """Every live CPU torch tensor's storage range, once per launch.  Only torch
+        tensors: numpy arrays are not tracked by the garbage collector."""
+        if self._live is None:
+            torch = sys.modules.get("torch")
+            self._live = []
+            if torch is not None:
+                tensor_type = torch.Tensor
+                for obj in gc.get_objects():
+                    if issubclass(type(obj), tensor_type):
+                        extent = _live_extent(obj)
+                        if extent is not None:
+                            self._live.append((*extent, obj))
+        return self._live
 
     def pointer_of(self, name: str) -> int:
         for alloc in self.allocations:
@@ -194,6 +292,8 @@ class GlobalMemory:
         return np.where(inside, index, -1), inside
 
     def nearest(self, address: int) -> Allocation | None:
+        if address >= FOREIGN_BASE:
+            return None
         best, distance = None, None
         for alloc in self.allocations:
             d = 0 if alloc.base <= address < alloc.end else min(abs(address - alloc.base),
@@ -204,6 +304,10 @@ class GlobalMemory:
 
     def describe_address(self, address: int, element: ScalarType) -> str:
         """``element 1024 of x_ptr's allocation of 1000 elements`` (or bytes)."""
+        if address >= FOREIGN_BASE:
+            return (f"host address 0x{address - FOREIGN_BASE:x}, converted from an integer, which is inside "
+                    f"no tensor the launch reaches (its pointer arguments, the storage of a live CPU torch "
+                    f"tensor)")
         alloc = self.nearest(address)
         if alloc is None:
             return f"address 0x{address:x} (the launch has no allocations)"
@@ -286,3 +390,34 @@ class GlobalMemory:
             if readonly.any():
                 return "read-only", int(np.argmax(readonly))
         return None
+
+
+def _live_extent(tensor: Any) -> tuple[int, int] | None:
+    """(low, high) host range of a live tensor's storage; None where it has none we may read
+    (another device, sparse, meta or fake tensors)."""
+    try:
+        if tensor.device.type != "cpu" or str(tensor.layout) != "torch.strided":
+            return None
+        storage = tensor.untyped_storage()
+        low = storage.data_ptr()
+        return (low, low + storage.nbytes()) if low else None
+    except Exception:  # noqa: BLE001 - any tensor without readable storage is simply not mappable
+        return None
+
+
+def _holds(tensor: Any, address: int) -> bool:
+    start = tensor.data_ptr()
+    return start <= address < start + tensor.numel() * tensor.element_size()
+
+
+def _found_allocation(low: int, high: int, tensor: Any) -> Allocation:
+    """An allocation for a live tensor's storage, named after the tensor (no argument name)."""
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    name = f"the {dtype}{list(tensor.shape)} tensor at 0x{tensor.data_ptr():x}"
+    alloc = Allocation([name], 0, high - low, low, True, keepalive=[tensor])
+    alloc.arg_offsets[name] = tensor.data_ptr() - low
+    try:
+        alloc.arg_types[name] = element_type_of(tensor)
+    except LaunchError:
+        pass
+    return alloc

@@ -74,6 +74,8 @@ def load(ctx, op, ptr, *optional):
         return _fill(op, other)
     _check(ctx, op, "load", addresses, active, lanes, t, write=False)
     values = from_storage(ctx.memory.gather(active, storage_dtype(t)), t)
+    if isinstance(t, PointerType):          # memory holds real addresses (memory.py)
+        values = ctx.memory.to_pointer(values)
     if lanes is None:
         values = np.asarray(values)
         return values if values.ndim else values[()]
@@ -94,6 +96,8 @@ def store(ctx, op, ptr, value, *optional):
     t = _pointee(op)
     mask, _ = _optional(op, optional, 0)
     addresses = np.asarray(ptr, dtype=np.int64)
+    if isinstance(t, PointerType):          # a pointer lands in memory as its real address
+        value = ctx.memory.to_integer(value)
     bits = np.broadcast_to(to_storage(value, t), addresses.shape)
     active, lanes = _active(addresses, mask)
     if lanes is not None:

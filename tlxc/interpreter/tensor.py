@@ -78,8 +78,19 @@ def _sum(x, axis, t):
 
 def _arg(reducer):
     def rule(x, axis, t):
+        if t.is_float:
+            return _arg_ignoring_nan(reducer, np.asarray(x), axis)
         return reducer(x, axis=axis).astype(np.int32)   # numpy returns the first index on ties
     return rule
+
+
+def _arg_ignoring_nan(reducer, x, axis):
+    """argmax/argmin that skip NaN, as tl.max/tl.min do: the first index of the best number;
+    a slice of NaNs only gives index 0 (as the GPU's combine does)."""
+    nan = np.isnan(x)
+    best = (np.fmax if reducer is np.argmax else np.fmin).reduce(x, axis=axis, keepdims=True)
+    hits = (x == best) & ~nan
+    return np.argmax(hits, axis=axis).astype(np.int32)
 
 
 def _bitwise(ufunc, logical):
@@ -90,7 +101,7 @@ def _bitwise(ufunc, logical):
 
 _REDUCERS = {
     "sum": _sum,
-    "max": lambda x, axis, t: np.fmax.reduce(x, axis=axis),   # NaNs ignored unless all are NaN (fmaxf)
+    "max": lambda x, axis, t: np.fmax.reduce(x, axis=axis),   # NaNs ignored unless all are NaN (fmaxf, Triton)
     "min": lambda x, axis, t: np.fmin.reduce(x, axis=axis),
     "argmax": _arg(np.argmax),
     "argmin": _arg(np.argmin),
@@ -103,7 +114,8 @@ _REDUCERS = {
 @impl("tl.reduce")
 def reduce(ctx, op, x):
     """Sums of f16/bf16 accumulate in float32 and round once; argmax/argmin
-    give the first index on ties; max/min propagate NaN."""
+    give the first index on ties; max/min/argmax/argmin ignore NaN (Triton's
+    maxnum/minnum) unless every element is NaN."""
     t = scalar_of(op.operands[0].type)
     result = np.asarray(_REDUCERS[op.attrs["kind"]](np.asarray(x), op.attrs["axis"], t))
     return result if result.ndim else result[()]

@@ -1,7 +1,22 @@
 """``import tlxc.language as tl``: Triton's blocked-tensor language."""
 from . import extra, math  # noqa: F401  (tl.math, tl.extra.libdevice, tl.extra.cuda.libdevice)
 from .core import *
-from .core import BUILTINS, abs, builtin, constexpr, dtype, max, min, pointer_type, range, static_range, sum  # noqa: F401  # noqa: F401,A004
+from .core import (  # noqa: F401  (the underscored names: Triton 3.1-3.3 spellings, not in *)
+    BUILTINS,
+    _experimental_descriptor_load,
+    _experimental_descriptor_store,
+    _experimental_make_tensor_descriptor,
+    abs,
+    builtin,
+    constexpr,
+    dtype,
+    max,
+    min,
+    pointer_type,
+    range,
+    static_range,
+    sum,
+)
 
 # tl.rand, tl.randn, tl.randint, ... are @kernel helpers (random.py); imported on first use
 # because the kernel decorator imports the runtime, which imports this package.

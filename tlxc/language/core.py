@@ -190,6 +190,43 @@ def advance(base, offsets):
     """The block pointer ``base`` moved by ``offsets`` elements per dimension."""
 
 
+# In-kernel tensor descriptors (frontend/tensor_desc.py): masked loads and stores of the box,
+# not TMA; a tlxc.TensorDescriptor argument takes the same calls and keeps its TMA path.
+@builtin
+def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="zero"):
+    """A descriptor of the tensor at ``base`` with ``shape`` and ``strides`` (numbers or integer
+    scalars; 1 to 5 dimensions; ``strides[-1]`` must be 1) whose ``desc.load(offsets)`` /
+    ``desc.store(offsets, value)`` move ``block_shape`` boxes (compile-time powers of two, the
+    last at least 16 bytes); elements outside the tensor read ``padding_option`` ('zero' or
+    'nan') and are not written."""
+
+
+@builtin
+def _experimental_make_tensor_descriptor(base, shape, strides, block_shape, padding_option="zero"):
+    """Triton 3.3's name of ``tl.make_tensor_descriptor``."""
+
+
+@builtin
+def load_tensor_descriptor(desc, offsets):
+    """``desc.load(offsets)``."""
+
+
+@builtin
+def store_tensor_descriptor(desc, offsets, value):
+    """``desc.store(offsets, value)``."""
+
+
+@builtin
+def _experimental_descriptor_load(desc_pointer, offsets, shape, dtype):
+    """Triton 3.1's ``desc.load(offsets)``: ``shape`` must be the descriptor's block_shape; a
+    ``dtype`` of the same width as the descriptor's reinterprets the bits."""
+
+
+@builtin
+def _experimental_descriptor_store(desc_pointer, value, offsets):
+    """Triton 3.1's ``desc.store(offsets, value)``."""
+
+
 # Atomics: ``sem`` is 'acq_rel' (Triton's default), 'acquire', 'release' or
 # 'relaxed'; ``scope`` is 'gpu' (default), 'cta' or 'sys'.  Each returns the
 # values memory held before it.

@@ -168,7 +168,11 @@ def _expand_dims(a, op, r):
     src = a.info(op.operands[0])
     axis = op.attrs["axis"]
     ins = lambda t, v: t[:axis] + (v,) + t[axis:]
-    return AxisInfo(ins(src.contiguity, 1), ins(src.divisibility, src.divisibility[0]), ins(src.constancy, 1),
+    # Along the new dim every element starts a run, so its divisibility must hold for each
+    # element: it does along a dim whose runs are single elements, never along a contiguous one
+    # (rows[:, None] * odd_stride is not aligned).
+    singles = [d for c, d in zip(src.contiguity, src.divisibility) if c == 1]
+    return AxisInfo(ins(src.contiguity, 1), ins(src.divisibility, max(singles, default=1)), ins(src.constancy, 1),
                     src.value)
 
 

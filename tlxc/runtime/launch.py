@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import language as tl
+from ..arch import ArchError, arch_for_capability
 from ..errors import LaunchError, TlxcError
 from ..ir.types import PointerType, ScalarType
+from . import nvtx
 from .tma import TensorDescriptor
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
@@ -557,7 +559,10 @@ def _prepare(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG) -> Launc
             raise LaunchError(f"argument '{name}' of {kfn.__name__} is a tensor of {t.pointee}, but the kernel "
                               f"declares {annotated}")
     major, minor = torch.cuda.get_device_capability(device)
-    arch = {9: "sm_90a", 10: "sm_100a"}.get(major, "sm_89" if (major, minor) >= (8, 9) else "sm_80")
+    try:
+        arch = arch_for_capability(major, minor)          # tlxc/arch.py
+    except ArchError as exc:
+        raise LaunchError(f"cannot launch {kfn.__name__}: {exc}") from None
     cluster = config.cluster
     compiled = _compile_cached(kfn, spec, arch, config.num_warps, compile_kernel, cluster,
                                config.compile_options())
@@ -583,6 +588,7 @@ def _prepare(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG) -> Launc
         def run(grid, block, smem, stream, values, _launch=launcher.launch):
             check_cluster_grid(kfn.__name__, cluster, grid)
             _launch(grid, block, smem, stream, values)
+    run = nvtx.wrap(run, compiled.metadata["name"])      # TLXC_NVTX=1: a named range per launch
     return LaunchPlan(run, index, is_pointer, (threads, 1, 1), smem, device, compiled)
 
 

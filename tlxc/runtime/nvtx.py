@@ -7,10 +7,9 @@ range is named after the kernel symbol.
 
 The decision is taken once, when a launch plan is built: ``wrap`` returns the
 driver launcher itself when the variable is unset, so the hot path pays
-nothing.  The launch path hooks it in ``runtime/launch.py:_prepare``::
-
-    launch = nvtx.wrap(launcher.launch, compiled.metadata["name"])
-    return LaunchPlan(launch, ...)
+nothing.  ``runtime/launch.py:_prepare`` wraps every plan's launcher (the
+slow path and the generated fast path both call it), so the variable must be
+set before a kernel's first launch of a specialization.
 """
 from __future__ import annotations
 

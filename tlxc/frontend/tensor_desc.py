@@ -1,0 +1,302 @@
+"""In-kernel tensor descriptors, as Triton has them: ``tl.make_tensor_descriptor(base, shape,
+strides, block_shape, padding_option='zero')`` with ``desc.load(offsets)``,
+``desc.store(offsets, value)``, ``desc.block_shape`` / ``dtype`` / ``shape`` / ``strides``, and
+the other spellings Triton code uses for the same calls: ``tl.load_tensor_descriptor``,
+``tl.store_tensor_descriptor``, ``tl._experimental_make_tensor_descriptor`` (Triton 3.3) and
+``tl._experimental_descriptor_load`` / ``_experimental_descriptor_store`` (Triton 3.1/3.2).
+
+A descriptor built in the kernel is a compile-time structure (``DeviceDescriptor``) of frontend
+values: the base pointer, the tensor's shape (i32 as Triton makes it) and strides (numbers or
+integer scalars), the compile-time ``block_shape`` and padding.  It never becomes an IR value and
+it does not use TMA: a load or a store is the block pointer at ``offsets`` (frontend/block_ptr.py)
+loaded or stored with ``boundary_check`` on every dimension, so elements outside the tensor read
+as the padding (zero or NaN) and are not written, exactly the box semantics of a TMA descriptor.
+Encoding a tensormap on the device (global scratch from ``tlxc.set_allocator`` and
+``tensormap.replace``) is future work; until then ``set_allocator`` is accepted and never called.
+
+Host descriptors (``tlxc.TensorDescriptor`` kernel arguments) keep their TMA path
+(frontend/descriptor_methods.py); the spellings here dispatch on the descriptor's kind.
+"""
+from __future__ import annotations
+
+from ..ir import types as T
+from ..ir.types import PointerType, ScalarType, TensorDescType
+from . import semantic as S
+from .block_ptr import Aggregate, BlockPointer
+from .builtins import RULES, constexpr, rule
+from .values import SemanticError, Tensor
+
+_MAX_RANK = 5
+_MIN_INNER_BYTES = 16     # Triton's rule: a descriptor's contiguous box row is at least 16 bytes
+_PADDINGS = ("zero", "nan")
+
+
+class DeviceDescriptor(Aggregate):
+    kind = "tensor descriptor"
+
+    def __init__(self, base: Tensor, shape: tuple, strides: tuple, block_shape: tuple[int, ...], padding: str):
+        self.base, self.shape, self.strides = base, shape, strides
+        self.block_shape, self.padding = block_shape, padding
+
+    @property
+    def rank(self) -> int:
+        return len(self.block_shape)
+
+    @property
+    def element(self) -> ScalarType:
+        return self.base.dtype.pointee
+
+    def fields(self) -> tuple[str, ...]:
+        dims = range(self.rank)
+        return ("base", *(f"shape{i}" for i in dims), *(f"stride{i}" for i in dims))
+
+    def leaves(self) -> tuple:
+        return (self.base, *self.shape, *self.strides)
+
+    def replace(self, leaves) -> DeviceDescriptor:
+        leaves, n = tuple(leaves), self.rank
+        return DeviceDescriptor(leaves[0], leaves[1:1 + n], leaves[1 + n:], self.block_shape, self.padding)
+
+    def static_key(self) -> tuple:
+        return ("tensor_desc", self.block_shape, self.padding)
+
+    def methods(self) -> dict:
+        from .descriptor_methods import METHODS  # the same signatures as a host descriptor's
+        return METHODS
+
+    def attributes(self) -> dict:
+        return {"block_shape": self.block_shape, "dtype": self.element, "shape": self.shape,
+                "strides": self.strides}
+
+    def tlxc_describe(self) -> str:
+        return f"an in-kernel tensor descriptor of {self.element} with block_shape {list(self.block_shape)}"
+
+    def __repr__(self) -> str:
+        return f"DeviceDescriptor({self.element}, block_shape={list(self.block_shape)})"
+
+
+def is_device_descriptor(value) -> bool:
+    return isinstance(value, DeviceDescriptor)
+
+
+def _is_host_descriptor(value) -> bool:
+    return isinstance(value, Tensor) and isinstance(value.type, TensorDescType)
+
+
+# -- make_tensor_descriptor ---------------------------------------------------------------
+def _int_list(value) -> tuple:
+    """A list argument as a tuple (a single value is a 1-tuple)."""
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def _base(b, base) -> Tensor:
+    if not isinstance(base, Tensor) or base.is_block or not isinstance(base.dtype, PointerType):
+        raise SemanticError(f"'base' must be a scalar pointer (the tensor's address), got {S.describe(base)}",
+                            param="base")
+    elem = base.dtype.pointee
+    if not isinstance(elem, ScalarType) or elem.is_bool:
+        raise SemanticError(f"'base' points to {elem}: a tensor descriptor holds numbers (bool is not "
+                            f"supported, as in Triton; view the tensor as int8)", param="base")
+    return base
+
+
+def _check_rank(shape, strides, block_shape) -> int:
+    rank = len(shape)
+    if not 1 <= rank <= _MAX_RANK:
+        raise SemanticError(f"a tensor descriptor has 1 to {_MAX_RANK} dimensions, but 'shape' has {rank}",
+                            param="shape")
+    for what, items in (("strides", strides), ("block_shape", block_shape)):
+        if len(items) != rank:
+            raise SemanticError(f"'{what}' has {len(items)} entries but 'shape' has {rank}", param=what)
+    return rank
+
+
+def _integer(value, what: str, index: int):
+    if isinstance(value, Tensor):
+        if value.is_block or not isinstance(value.dtype, ScalarType) or not value.dtype.is_int or \
+                value.dtype.is_bool:
+            raise SemanticError(f"'{what}' must hold integer scalars, but entry {index} is {S.describe(value)}",
+                                param=what)
+    elif isinstance(value, bool) or not isinstance(value, int):
+        raise SemanticError(f"'{what}' must hold integers, but entry {index} is {S.describe(value)}", param=what)
+    return value
+
+
+def _shape_entry(b, value, index: int):
+    """A dimension as Triton keeps it: a 32-bit integer."""
+    value = _integer(value, "shape", index)
+    if isinstance(value, Tensor):
+        return value if value.dtype == T.i32 else S.cast(b, value, T.i32)
+    if not 0 <= value < 2**31:
+        raise SemanticError(f"'shape' entry {index} ({value}) must be a non-negative 32-bit integer", param="shape")
+    return value
+
+
+def _stride_entry(value, index: int, last: bool):
+    value = _integer(value, "strides", index)
+    if last and (isinstance(value, Tensor) or value != 1):
+        got = S.describe(value) if isinstance(value, Tensor) else str(value)
+        raise SemanticError(f"a tensor descriptor's last dimension must be contiguous: strides[-1] must be 1, "
+                            f"got {got} (an integer argument equal to 1 is specialized to 1 at launch)",
+                            param="strides")
+    if not isinstance(value, Tensor) and not -2**63 <= value < 2**63:
+        raise SemanticError(f"'strides' entry {index} ({value}) does not fit in 64 bits", param="strides")
+    return value
+
+
+def _block_shape(value, elem: ScalarType) -> tuple[int, ...]:
+    block_shape = S.check_shape(tuple(constexpr(v, "block_shape") for v in _int_list(value)),
+                                "block_shape")
+    row_bytes = block_shape[-1] * elem.bits // 8
+    if row_bytes < _MIN_INNER_BYTES:
+        raise SemanticError(f"a descriptor block's last dimension must hold at least {_MIN_INNER_BYTES} bytes, "
+                            f"but block_shape[-1] = {block_shape[-1]} elements of {elem} is {row_bytes} bytes",
+                            param="block_shape")
+    return block_shape
+
+
+def _padding(value, elem: ScalarType) -> str:
+    padding = constexpr(value, "padding_option")
+    if padding not in _PADDINGS:
+        raise SemanticError(f"'padding_option' must be 'zero' or 'nan', got {padding!r}", param="padding_option")
+    if padding == "nan" and not elem.is_float:
+        raise SemanticError(f"padding_option='nan' needs a floating-point tensor, but it holds {elem}",
+                            param="padding_option")
+    return padding
+
+
+@rule("make_tensor_descriptor")
+def _make_tensor_descriptor(ctx, base, shape, strides, block_shape, padding_option="zero"):
+    b = ctx.b
+    base = _base(b, base)
+    shape, strides = _int_list(shape), _int_list(strides)
+    block_list = _int_list(constexpr(block_shape, "block_shape"))
+    rank = _check_rank(shape, strides, block_list)
+    elem = base.dtype.pointee
+    block_shape = _block_shape(block_list, elem)
+    shape = tuple(_shape_entry(b, v, i) for i, v in enumerate(shape))
+    strides = tuple(_stride_entry(v, i, i == rank - 1) for i, v in enumerate(strides))
+    return DeviceDescriptor(base, shape, strides, block_shape, _padding(padding_option, elem))
+
+
+RULES["_experimental_make_tensor_descriptor"] = _make_tensor_descriptor
+
+
+# -- load / store through an in-kernel descriptor --------------------------------------------
+def _box(b, desc: DeviceDescriptor, offsets) -> BlockPointer:
+    """The block pointer to the box at ``offsets`` (32-bit offsets, as Triton's descriptors)."""
+    if isinstance(offsets, Tensor) and offsets.is_block:
+        raise SemanticError(f"'offsets' must be a list of {desc.rank} integers or integer scalars, got "
+                            f"{S.describe(offsets)}", param="offsets")
+    offsets = _int_list(offsets)
+    if len(offsets) != desc.rank:
+        raise SemanticError(f"'offsets' needs {desc.rank} entries (one per dimension of the descriptor), got "
+                            f"{len(offsets)}", param="offsets")
+    converted = []
+    for i, value in enumerate(offsets):
+        value = _integer(value, "offsets", i)
+        if isinstance(value, Tensor):
+            converted.append(value if value.dtype == T.i32 else S.cast(b, value, T.i32))
+        elif -2**31 <= value < 2**31:
+            converted.append(S.constant(b, value, T.i32))
+        else:
+            raise SemanticError(f"'offsets' entry {i} ({value}) does not fit in 32 bits", param="offsets")
+    order = tuple(reversed(range(desc.rank)))       # row-major; order only matters to TMA-backed pointers
+    return BlockPointer(desc.base, desc.shape, desc.strides, tuple(converted), desc.block_shape, order)
+
+
+def load(ctx, desc: DeviceDescriptor, offsets) -> Tensor:
+    box = _box(ctx.b, desc, offsets)
+    every_dim = tuple(range(desc.rank))
+    return RULES["load"](ctx, box, boundary_check=every_dim, padding_option=desc.padding)
+
+
+def store(ctx, desc: DeviceDescriptor, offsets, value) -> None:
+    box = _box(ctx.b, desc, offsets)
+    value = _store_value(ctx.b, desc, value)
+    RULES["store"](ctx, box, value, boundary_check=tuple(range(desc.rank)))
+
+
+def _store_value(b, desc: DeviceDescriptor, value) -> Tensor:
+    """Triton's rule: a tensor of the block's shape, converted implicitly to the descriptor's dtype."""
+    block = desc.block_shape
+    if not isinstance(value, Tensor) or not value.is_block:
+        raise SemanticError(f"'value' must be a tensor of the descriptor's block shape {list(block)}, got "
+                            f"{S.describe(value)}", param="value")
+    if value.shape != block:
+        raise SemanticError(f"'value' has shape {list(value.shape)} but the descriptor's block is {list(block)}",
+                            param="value")
+    return value if value.dtype == desc.element else S.cast(b, value, desc.element)
+
+
+# -- the function spellings ---------------------------------------------------------------------
+def _descriptor(value, what: str = "desc"):
+    if is_device_descriptor(value) or _is_host_descriptor(value):
+        return value
+    hint = ""
+    if isinstance(value, Tensor) and isinstance(value.dtype, PointerType):
+        hint = ("; tlxc does not reinterpret a pointer to an encoded tensormap as a descriptor: pass a "
+                "tlxc.TensorDescriptor argument, or build one here with tl.make_tensor_descriptor")
+    raise SemanticError(f"'{what}' must be a tensor descriptor (a tlxc.TensorDescriptor argument or "
+                        f"tl.make_tensor_descriptor), got {S.describe(value)}{hint}", param=what)
+
+
+def _descriptor_block(desc) -> tuple[tuple[int, ...], ScalarType]:
+    if is_device_descriptor(desc):
+        return desc.block_shape, desc.element
+    return tuple(desc.type.block_shape), desc.type.element
+
+
+@rule("load_tensor_descriptor")
+def _load_tensor_descriptor(ctx, desc, offsets):
+    return RULES["tensor_descriptor.load"](ctx, _descriptor(desc), offsets)
+
+
+@rule("store_tensor_descriptor")
+def _store_tensor_descriptor(ctx, desc, offsets, value):
+    return RULES["tensor_descriptor.store"](ctx, _descriptor(desc), offsets, value)
+
+
+def _legacy_dtype(dtype) -> ScalarType:
+    dtype = constexpr(dtype, "dtype")
+    if isinstance(dtype, PointerType):      # the oldest spelling passed the pointer type
+        dtype = dtype.pointee
+    if not isinstance(dtype, ScalarType):
+        raise SemanticError(f"'dtype' must be a dtype such as tl.float16, got {S.describe(dtype)}", param="dtype")
+    return dtype
+
+
+def _reinterpreted(b, value: Tensor, dtype: ScalarType, mismatch: str, what: str) -> Tensor:
+    """The old API reinterpreted the descriptor's bytes as another dtype: the same bits, or an error."""
+    if value.dtype == dtype:
+        return value
+    if value.dtype.bits != dtype.bits:
+        raise SemanticError(mismatch, param=what)
+    return S.cast(b, value, dtype, bitcast=True)
+
+
+@rule("_experimental_descriptor_load")
+def _experimental_descriptor_load(ctx, desc_pointer, offsets, shape, dtype):
+    desc = _descriptor(desc_pointer, "desc_pointer")
+    block, elem = _descriptor_block(desc)
+    shape = tuple(constexpr(v, "shape") for v in _int_list(constexpr(shape, "shape")))
+    if shape != block:
+        raise SemanticError(f"'shape' {list(shape)} differs from the descriptor's block_shape {list(block)}",
+                            param="shape")
+    dtype = _legacy_dtype(dtype)
+    value = RULES["tensor_descriptor.load"](ctx, desc, offsets)
+    return _reinterpreted(ctx.b, value, dtype, f"'dtype' is {dtype} ({dtype.bits} bits) but the descriptor "
+                          f"holds {elem} ({elem.bits} bits)", "dtype")
+
+
+@rule("_experimental_descriptor_store")
+def _experimental_descriptor_store(ctx, desc_pointer, value, offsets):
+    desc = _descriptor(desc_pointer, "desc_pointer")
+    _, elem = _descriptor_block(desc)
+    if isinstance(value, Tensor) and isinstance(value.dtype, ScalarType):
+        value = _reinterpreted(ctx.b, value, elem, f"'value' holds {value.dtype} ({value.dtype.bits} bits) but "
+                               f"the descriptor holds {elem} ({elem.bits} bits): convert it first", "value")
+    return RULES["tensor_descriptor.store"](ctx, desc, offsets, value)
+
+
+__all__ = ["DeviceDescriptor", "is_device_descriptor", "load", "store"]

@@ -1,0 +1,142 @@
+"""``kernel.warmup(*args, grid=..., **meta)``: compile without launching, and the
+compiled-kernel handle Triton code inspects and launches (tutorial 02's
+``kernel = softmax_kernel.warmup(...); kernel._init_handles(); kernel.n_regs;
+kernel.metadata.shared; kernel[(n, 1, 1)](*args)``).
+
+With CUDA tensors among the arguments, warmup prepares exactly what the first launch of
+those arguments would (compile, load the module, fill the launch cache): the handle's
+numbers are the launch's.  Without (CPU tensors: the interpreter runs the launches),
+warmup compiles the same specialization ahead of time for the default target
+(``sm_90a``, or ``arch=``), so ``n_regs`` and ``metadata.shared`` describe the GPU
+kernel; launching the handle then runs the interpreter.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import LaunchError
+
+DEFAULT_ARCH = "sm_90a"
+
+
+class KernelMetadata:
+    """Triton's ``CompiledKernel.metadata`` fields as attributes (``.shared``, ``.num_warps``,
+    ``.num_stages``, ``.name``, ``.num_ctas``, ``.cluster_dims``); tlxc's own metadata keys
+    (``registers``, ``spills_bytes``, ``threads``...) as attributes and items too."""
+
+    def __init__(self, raw: dict, num_stages: int | None):
+        self._raw = dict(raw)
+        cluster = raw.get("cluster") or [1, 1, 1]
+        self._triton = {"shared": raw.get("shared_bytes", raw.get("scratch_bytes", 0)) or 0,
+                        "num_warps": raw.get("num_warps"), "num_stages": num_stages if num_stages is not None else 3,
+                        "name": raw.get("name"), "num_ctas": 1, "cluster_dims": tuple(cluster)}
+
+    def __getattr__(self, name: str):
+        for table in (self.__dict__.get("_triton", {}), self.__dict__.get("_raw", {})):
+            if name in table:
+                return table[name]
+        raise AttributeError(f"compiled kernel metadata has no field {name!r} (it has "
+                             f"{', '.join(sorted(set(self._triton) | set(self._raw)))})")
+
+    def __getitem__(self, name: str):
+        return self.__getattr__(name)
+
+    def __repr__(self) -> str:
+        return f"KernelMetadata({self._triton})"
+
+
+class CompiledKernelHandle:
+    """What ``warmup`` returns: Triton's ``CompiledKernel`` surface.
+
+    ``n_regs`` (registers per thread), ``n_spills`` (spilled 4-byte registers: the local
+    memory bytes / 4, as Triton counts), ``metadata``, ``asm`` (``cuda``, ``cubin``, ``ir``...),
+    ``_init_handles()`` (loads the module on the GPU; already done by warmup), and
+    ``handle[grid](*args)``: a launch with the warmup's options.  The arguments are all of
+    the kernel's, constexprs included (as Triton passes them); a constexpr that differs from
+    the warmup's is refused (it would be another kernel)."""
+
+    def __init__(self, kfn, compiled, options: dict, constexprs: dict[str, Any]):
+        self.kfn = kfn
+        self.compiled = compiled
+        self.options = dict(options)
+        self.constexprs = dict(constexprs)
+        self.metadata = KernelMetadata(compiled.metadata, options.get("num_stages"))
+
+    @property
+    def asm(self) -> dict:
+        return self.compiled.asm
+
+    @property
+    def name(self) -> str:
+        return self.compiled.metadata.get("name", self.kfn.__name__)
+
+    @property
+    def n_regs(self) -> int:
+        return self.compiled.metadata.get("registers") or 0
+
+    @property
+    def n_spills(self) -> int:
+        return (self.compiled.metadata.get("spills_bytes") or 0) // 4
+
+    @property
+    def n_max_threads(self) -> int:
+        return self.compiled.metadata.get("threads") or 32 * (self.metadata.num_warps or 4)
+
+    def _init_handles(self) -> None:
+        """Triton loads the module here; warmup already did (on the GPU) or there is none to
+        load (the interpreter runs the launches)."""
+
+    def __getitem__(self, grid):
+        def launch(*args, stream=None, **kwargs):
+            if stream is not None:
+                raise LaunchError(f"cannot launch {self.kfn.__name__}: stream= is not supported (tlxc launches "
+                                  f"on torch's current stream: use `with torch.cuda.stream(s):`)")
+            self._check_constexprs(args, kwargs)
+            return self.kfn[grid](*args, **kwargs, **self.options)
+        return launch
+
+    def _check_constexprs(self, args: tuple, kwargs: dict) -> None:
+        bound = _bind(self.kfn, args, kwargs)
+        for name, value in self.constexprs.items():
+            if name in bound and bound[name] != value:
+                raise LaunchError(f"cannot launch the compiled {self.kfn.__name__}: it was compiled with "
+                                  f"{name}={value!r} and is launched with {name}={bound[name]!r} (warm up "
+                                  f"that value, or launch {self.kfn.__name__}[grid](...) directly)")
+
+    def __repr__(self) -> str:
+        return f"<tlxc compiled kernel {self.name} ({self.compiled.arch})>"
+
+
+def _bind(kfn, args: tuple, kwargs: dict) -> dict:
+    try:
+        bound = kfn.signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise LaunchError(f"cannot launch {kfn.__name__}: {exc}") from None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def warmup(kfn, args: tuple, kwargs: dict, grid, arch: str | None = None) -> CompiledKernelHandle:
+    """Compile ``kfn`` for these arguments without launching it (module docstring)."""
+    from ..interpreter.launch import specialize
+    from . import launch as L
+    spec, bound, options = specialize(kfn, tuple(args), dict(kwargs))
+    options.pop("interpret", None)
+    config = L.launch_config(kfn.__name__, options)
+    L.grid_dims(kfn.__name__, grid, {**bound, **options})            # checked as a launch would
+    constexprs = {name: value for name, (kind, value) in spec.params.items() if kind == "constexpr"}
+    values = tuple(bound[name] for name in kfn.param_names)
+    if L._has_cuda_tensor(values, {}) and arch is None:
+        compiled = _prepare_gpu(kfn, values, config)
+    else:
+        from ..compiler import compile_kernel
+        compiled = L._compile_cached(kfn, spec, arch or DEFAULT_ARCH, config.num_warps, compile_kernel,
+                                     config.cluster, config.compile_options())
+    return CompiledKernelHandle(kfn, compiled, options, constexprs)
+
+
+def _prepare_gpu(kfn, bound: tuple, config):
+    """The plan the first launch of these arguments would build, kept under its compile key
+    (``launch._plan``): that first launch finds it and still builds the fast path."""
+    from . import launch as L
+    return L._plan(kfn, bound, config).compiled
