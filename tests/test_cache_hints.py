@@ -256,6 +256,20 @@ def test_interpreter_ignores_the_hints(hints):
     _run_axpb(torch.float32, 1, hints)
 
 
+def test_interpreter_runs_hinted_cp_async_and_tma():
+    m, n, stride = 50, 64, 65
+    x = torch.randn(m * stride)
+    y = torch.full((64 * 64,), 77.0)
+    tlxc.interpret(K.staged_copy)[(2,)](x, y, m, n, stride, BM=32, BN=64, CACHE=".ca", EVICT="evict_first")
+    torch.testing.assert_close(y[:m * n].view(m, n), x.view(m, stride)[:, :n], rtol=0, atol=0)
+    a, b = torch.randn(50, 40), torch.full((50, 40), 77.0)
+    tlxc.interpret(K.tma_copy)[(2, 2)](
+        tlxc.TensorDescriptor.from_tensor(a, [32, 32]), tlxc.TensorDescriptor.from_tensor(b, [32, 32]),
+        BM=32, BN=32, CACHE=".cg", LOAD_EVICT="evict_first", STORE_EVICT="evict_last", PREFETCH_EVICT="evict_last",
+        REDUCE="")
+    torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("stride,dtype", [(1, torch.float32), (2, torch.float16), (2, torch.int8)])
 @pytest.mark.parametrize("hints", ALL_HINTS, ids=[c[2].split(".v4")[0] for c in ACCESS_CASES])

@@ -19,6 +19,7 @@ mutated files).
 from __future__ import annotations
 
 import ast
+import collections
 import copy
 import importlib.util
 import os
@@ -97,10 +98,11 @@ def _candidates(fn: ast.FunctionDef, kind):
     return [n for stmt in fn.body for n in ast.walk(stmt) if isinstance(n, kind)]
 
 
-def mutate(tree: ast.Module, rng: random.Random) -> str | None:
-    """Apply one mutation to one kernel of ``tree`` in place; a sentence saying what, or
-    None when the chosen mutation found nothing to change."""
-    kernels = kernel_functions(tree)
+def mutate(tree: ast.Module, rng: random.Random, compiled: frozenset[str] | None = None) -> str | None:
+    """Apply one mutation to one kernel of ``tree`` in place (one of ``compiled``, the kernels a
+    compile of the file reaches, when given); a sentence saying what, or None when the chosen
+    mutation found nothing to change."""
+    kernels = [fn for fn in kernel_functions(tree) if compiled is None or fn.name in compiled]
     if not kernels:
         return None
     fn = rng.choice(kernels)
@@ -343,14 +345,49 @@ def compile_file(path: Path, arch: str, module_name: str) -> None:
         render_kernel(compiled.module.kernels[0], arch)
 
 
+_COMPILED: dict[Path, frozenset[str]] = {}
+OUTCOMES: collections.Counter = collections.Counter()     # for main()'s summary
+
+
+def compiled_kernels(path: Path) -> frozenset[str]:
+    """The kernels an unmutated compile of ``path`` reaches: the specialized ones and the
+    ``@tlxc.kernel`` helpers they call (inlined), found by name."""
+    if path not in _COMPILED:
+        from tlxc.cli import UsageError, select_jobs, specialize_jobs
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = _load(path, f"tlxc_fuzz_original_{path.stem}")
+        jobs = select_jobs(module, str(path), None)
+        try:
+            specialize_jobs(jobs, {}, {}, {}, module)
+        except UsageError:
+            jobs = []
+        functions = {fn.name: fn for fn in kernel_functions(ast.parse(path.read_text()))}
+        reached, todo = set(), [job.kfn.__name__ for job in jobs if job.spec is not None]
+        while todo:
+            name = todo.pop()
+            if name in reached or name not in functions:
+                continue
+            reached.add(name)
+            todo += [n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name)]
+            todo += [n.attr for n in ast.walk(functions[name]) if isinstance(n, ast.Attribute)]
+        _COMPILED[path] = frozenset(reached)
+    return _COMPILED[path]
+
+
+def fuzzed_sources() -> list[Path]:
+    return [p for p in SOURCES if compiled_kernels(p)]
+
+
 def run_case(seed: int, workdir: Path, keep: Path | None = None) -> tuple[str | None, str | None]:
     """(what was mutated, failure or None) for the case of ``seed``."""
     rng = random.Random(seed)
-    source = SOURCES[rng.randrange(len(SOURCES))]
+    sources = fuzzed_sources()
+    source = sources[rng.randrange(len(sources))]
     tree = ast.parse(source.read_text())
     what = None
     for _ in range(8):                  # a mutation that found nothing to change: try another
-        what = mutate(tree, rng)
+        what = mutate(tree, rng, compiled_kernels(source))
         if what:
             break
     if what is None:
@@ -371,6 +408,9 @@ def run_case(seed: int, workdir: Path, keep: Path | None = None) -> tuple[str | 
         if isinstance(exc, KeyboardInterrupt):
             raise
         failure = verdict(exc)
+        OUTCOMES["located error" if failure is None else "failure"] += 1
+    else:
+        OUTCOMES["compiled"] += 1
     elapsed = time.perf_counter() - start
     if failure is None and elapsed > CASE_SECONDS:
         failure = f"the compile took {elapsed:.0f} s"
@@ -429,7 +469,7 @@ def main(argv: list[str]) -> int:
             if failure:
                 failed += 1
                 print(f"seed {seed}: {what}\n  {failure}\n", flush=True)
-    print(f"{failed} failing of {stop - start} seeds")
+    print(f"{failed} failing of {stop - start} seeds ({dict(OUTCOMES)})")
     return 1 if failed else 0
 
 

@@ -21,7 +21,7 @@ from tlxc.passes.pipeline import PipelineLoads
 
 SIG = ("a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp16,M=i32,N=i32,K=i32,stride_am=i32:16,stride_ak=i32:1,"
        "stride_bk=i32:16,stride_bn=i32:1,stride_cm=i32:16")
-SNAPSHOT = pathlib.Path(__file__).parent / "snapshots" / "pipelined_dot_loop.cu"
+SNAPSHOT = pathlib.Path(__file__).parent / "snapshots" / "pipeline" / "pipelined_dot_loop.cu"
 UPDATE = os.environ.get("TLXC_UPDATE_SNAPSHOTS") == "1"
 
 

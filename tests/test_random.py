@@ -317,7 +317,7 @@ def runtime_rounds_kernel(out_ptr, seed, rounds, BLOCK: tl.constexpr):
 @pytest.mark.parametrize("kernel,arg,message", [
     (float_seed_kernel, 1.5, "the seed must be an integer"),
     (float_offset_kernel, 3, "the offsets must be integers"),
-    (runtime_rounds_kernel, 3, "must be a compile-time constant"),
+    (runtime_rounds_kernel, 3, "must be compile-time constants"),
 ])
 def test_bad_arguments_are_located_errors(kernel, arg, message):
     out = torch.zeros(16)

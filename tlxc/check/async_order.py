@@ -28,6 +28,10 @@ VIEW_OPS = frozenset({"tlx.local_view", "tlx.local_slice", "tlx.local_trans", "t
 CARRIERS = frozenset({"scf.yield", "scf.for", "scf.while", "scf.condition", "scf.if"})
 
 
+BULK_STORES = {"tlx.async_descriptor_store": "async_descriptor_store",   # one thread's copies out of shared
+               "tlx.async_bulk_store": "async_store"}                    # memory, through the async proxy
+
+
 def check_async_order(kernel: Operation) -> list[Finding]:
     findings = _early_results(kernel)
     _missing_fences(kernel.regions[0].block, {}, findings)
@@ -61,7 +65,7 @@ def _store_state(block, pending):
     for op in block.ops:
         if op.name == "tlx.async_tasks":
             continue
-        if op.name == "tlx.async_descriptor_store":
+        if op.name in BULK_STORES:
             pending = op
         elif op.name == "tlx.async_descriptor_store_wait":
             if op.attrs.get("pendings", 0) == 0:
@@ -122,12 +126,12 @@ def _missing_fences(block, stored: dict, findings: list) -> None:
             root = _root(op.operands[0])
             if root is not None:
                 stored[root] = op
-        elif op.name == "tlx.async_descriptor_store":
+        elif op.name in BULK_STORES:
             store = stored.get(_root(op.operands[1]))
             if store is not None:
                 name = store.operands[0].name_hint or "the buffer"
                 findings.append(Finding(
-                    f"async_descriptor_store reads a buffer that local_store wrote (line "
+                    f"{BULK_STORES[op.name]} reads a buffer that local_store wrote (line "
                     f"{store.loc.line if store.loc else '?'}) with no tlx.fence(\"async_shared\") in between: the TMA "
                     f"engine reads shared memory through the async proxy, so tlxc inserts the proxy fence right "
                     f"before this store (as Triton does for TLX); write tlx.fence(\"async_shared\") after the last "

@@ -150,9 +150,9 @@ class TaskTrace:
 SYNC_OPS = frozenset({"tlx.barrier_wait", "tlx.barrier_arrive", "tlx.barrier_expect_bytes",
                       "tlx.named_barrier_wait", "tlx.named_barrier_arrive", "tlx.async_commit_group",
                       "tlx.async_wait_group", "tlx.async_tasks", "tlx.async_descriptor_load",
-                      "tlx.async_dot_wait", "tlx.tcgen05_mma", "tlx.tcgen05_commit"})
+                      "tlx.async_dot_wait", "tlx.tcgen05_mma", "tlx.tcgen05_commit", "tlx.async_bulk_load"})
 DATA_OPS = frozenset({"tlx.async_load", "tlx.local_load", "tlx.local_store", "tlx.async_dot",
-                      "tlx.async_descriptor_store", "tlx.fence"})
+                      "tlx.async_descriptor_store", "tlx.fence", "tlx.async_bulk_store"})
 PROTOCOL_OPS = SYNC_OPS | DATA_OPS
 CONTROL_OPS = frozenset({"scf.for", "scf.if", "scf.while"})
 
@@ -553,6 +553,17 @@ class Tracer:
         if isinstance(ref, BufferRef) and ref.index is not UNKNOWN:
             self.record("tmastore", op, array=ref.array, slot=ref.index, box=ref.box)
 
+    def async_bulk_load(self, op: Operation) -> None:
+        """A bulk copy delivers its byte count to its barrier, as a TMA load its box's bytes."""
+        array, slot = self.barrier(op, 2)
+        nbytes = self.value(op.operands[3])
+        if nbytes is UNKNOWN:
+            raise Undecidable(f"the byte count (bulk_size) of {_op_label(op)} depends on runtime values", op.loc)
+        ref = self.value(op.operands[1])
+        if isinstance(ref, BufferRef) and ref.index is not UNKNOWN:
+            self.record("tmawrite", op, array=ref.array, slot=ref.index, box=ref.box)
+        self.record("tma", op, array=array, slot=slot, amount=nbytes)
+
     def fence(self, op: Operation) -> None:
         if op.attrs.get("scope") == "async_shared":
             self.record("fence", op)
@@ -792,7 +803,8 @@ def _written_roots(kernel: Operation):
     if some write's target cannot be traced to a parameter."""
     roots = set()
     for op in kernel.walk():
-        if op.name in ("tl.store", "tlx.async_descriptor_store") or op.name.startswith("tl.atomic"):
+        if op.name in ("tl.store", "tlx.async_descriptor_store", "tlx.async_bulk_store") or \
+                op.name.startswith("tl.atomic"):
             root = _pointer_root(op.operands[0])
             if root is None:
                 return None
@@ -820,6 +832,8 @@ _HANDLERS = {
     "tlx.async_load": Tracer.async_load,
     "tlx.async_descriptor_load": Tracer.async_descriptor_load,
     "tlx.async_descriptor_store": Tracer.async_descriptor_store,
+    "tlx.async_bulk_load": Tracer.async_bulk_load,
+    "tlx.async_bulk_store": Tracer.async_descriptor_store,
     "tlx.fence": Tracer.fence,
     "tlx.async_dot": Tracer.async_dot,
     "tlx.async_dot_wait": Tracer.async_dot_wait,

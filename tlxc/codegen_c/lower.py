@@ -357,7 +357,6 @@ def same_thread_map(src: L.Layout, dst: L.Layout, project=None) -> list[int] | N
     """For each register of ``dst``, the register of ``src`` in the same thread
     holding that element (after ``project`` of dst coordinates), or None if some
     element lives in another thread."""
-    import numpy as np
     dst_table = dst.coords_table()          # [W, Lanes, R, rank]
     src_table = src.coords_table()
     if project is not None:

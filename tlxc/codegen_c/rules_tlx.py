@@ -463,6 +463,56 @@ def async_descriptor_store_wait(lw, op):
     lw.out.line(lw.sync())
 
 
+# -- bulk copies (non-tensor cp.async.bulk) and prefetch hints -------------------------------
+def _bulk_buffer(lw, op, view) -> str:
+    """The shared pointer of a bulk copy's buffer, which cp.async.bulk wants 16-byte aligned."""
+    from ..ir.ops.bulk import BULK_ALIGN
+    align = lw.view_align.get(id(view), BULK_ALIGN)
+    if align % BULK_ALIGN:
+        raise CompilationError(f"{op.name}: the buffer may start {align} bytes past a 16-byte boundary; "
+                               f"cp.async.bulk needs 16-byte aligned shared addresses (make each buffer of the "
+                               f"array a multiple of 16 bytes)", op.loc)
+    return lw.views[id(view)][0]
+
+
+@lowering("tlx.async_bulk_load")
+def async_bulk_load(lw, op):
+    ptr, dst, bar, size = op.operands
+    eviction = lw.target.eviction_index(op.attrs)
+    helper = f"tlx_bulk_load_hint<{eviction}>" if eviction else "tlx_bulk_load"
+    lw.target.use("tlx_bulk_load_hint" if eviction else "tlx_bulk_load")
+    # one thread issues the copy, as a TMA load; its bytes complete on the barrier
+    lw.out.line(f"if ({lw.scope.tid_var} == 0) {helper}({_bulk_buffer(lw, op, dst)}, {lw.name(ptr)}, "
+                f"(unsigned){lw.name(size)}, {lw.name(bar)});")
+
+
+@lowering("tlx.async_bulk_store")
+def async_bulk_store(lw, op):
+    ptr, src, size = op.operands
+    lw.target.use("tlx_bulk_store")
+    lw.target.use("tlx_bulk_commit_group")
+    # as a TMA store: every thread's writes of the buffer before thread 0 issues the copy,
+    # which joins thread 0's bulk group (async_descriptor_store_wait waits for it)
+    lw.out.line(lw.sync())
+    lw.out.line(f"if ({lw.scope.tid_var} == 0) {{ tlx_bulk_store({lw.name(ptr)}, {_bulk_buffer(lw, op, src)}, "
+                f"(unsigned){lw.name(size)}); tlx_bulk_commit_group(); }}")
+
+
+@lowering("tlx.prefetch")
+def prefetch(lw, op):
+    ptrs = op.operands[0]
+    helper = f"tlx_prefetch_global_{op.attrs['level']}"
+    lw.target.use(helper)
+    guard = f"if ({lw.ref(op.operands[1])}) " if op.attrs.get("has_mask") else ""
+    lw.for_registers(ptrs, f"{guard}{helper}({lw.ref(ptrs)});")
+
+
+@lowering("tlx.prefetch_tensormap")
+def prefetch_tensormap(lw, op):
+    lw.target.use("tlx_prefetch_tensormap")
+    lw.out.line(f"if ({lw.scope.tid_var} == 0) tlx_prefetch_tensormap(&{lw.name(op.operands[0])});")
+
+
 # -- barriers ------------------------------------------------------------------------------
 def _guard(lw, op, first_optional: int) -> str:
     return lw.name(op.operands[first_optional]) if op.attrs.get("has_pred") else ""

@@ -39,8 +39,9 @@ from ..ir.types import MemDescType
 from ..passes.uniformity import Uniformity
 
 PROXY_ARCHS = ("sm_90", "sm_100", "sm_103", "sm_120")
-ASYNC_PROXY_READERS = ("tlx.async_dot", "tlx.async_descriptor_store", "tlx.tcgen05_mma")
-SHARED_WRITERS = ("tlx.local_store", "tlx.async_load", "tlx.async_descriptor_load")
+BULK_STORES = ("tlx.async_descriptor_store", "tlx.async_bulk_store")   # one thread's copies out of a buffer
+ASYNC_PROXY_READERS = ("tlx.async_dot", *BULK_STORES, "tlx.tcgen05_mma")
+SHARED_WRITERS = ("tlx.local_store", "tlx.async_load", "tlx.async_descriptor_load", "tlx.async_bulk_load")
 
 
 class SharedOrder:
@@ -108,7 +109,7 @@ class SharedOrder:
                 unfenced = set()
             elif op.name == "tlx.local_store" and op.operands[0].type.storage == "smem":
                 unfenced |= {id(root) for root in view_roots(op.operands[0])}
-            elif op.name in ("tlx.async_dot", "tlx.async_descriptor_store") and self.proxies \
+            elif op.name in ("tlx.async_dot", *BULK_STORES) and self.proxies \
                     and unfenced & _read_roots(op):
                 self._add(self.before, op, "fence")
                 if op.name == "tlx.async_dot":   # (the TMA store's lowering syncs after the fence)
@@ -152,7 +153,7 @@ def _writes_shared(op) -> bool:
 
 def _read_roots(op) -> set:
     """Allocations an async-proxy reader reads (wgmma: A in shared memory and B; TMA store: its source)."""
-    if op.name == "tlx.async_descriptor_store":
+    if op.name in BULK_STORES:
         operands = [op.operands[1]]
     else:
         operands = [v for v in op.operands[:2] if isinstance(v.type, MemDescType)]
@@ -258,7 +259,7 @@ class _Membar:
             return not op.operands[0].type.per_thread      # (rules_tlx: the group syncs, then arrives)
         if op.name == "tlx.tcgen05_mma":
             return self.tcgen05_syncs                      # (rules_tcgen05)
-        return op.name == "tlx.async_descriptor_store"      # (rules_tlx)
+        return op.name in BULK_STORES                      # (rules_tlx)
 
     def syncs_after(self, op) -> bool:
         if "sync" in self.order.after.get(id(op), ()):
@@ -283,12 +284,12 @@ class _Membar:
         if op.name == "tlx.async_load":                     # cp.async: each thread copies its elements
             slots = self.slots(op.operands[1], op.operands[0].type.layout)
             return _NONE, slots, _Pending(writes=slots)
-        if op.name == "tlx.async_descriptor_load":          # issued by one thread
+        if op.name in ("tlx.async_descriptor_load", "tlx.async_bulk_load"):   # issued by one thread
             return _NONE, self.slots(op.operands[1]), _CLEAR
         if op.name in ("tlx.async_dot", "tlx.tcgen05_mma"):
             reads = frozenset().union(*(self.slots(v) for v in op.operands[:2] if _smem(v)))
             return reads, _NONE, _CLEAR
-        if op.name == "tlx.async_descriptor_store":
+        if op.name in BULK_STORES:
             return self.slots(op.operands[1]), _NONE, _CLEAR
         return _NONE, _NONE, _CLEAR
 

@@ -10,6 +10,7 @@ from ..codegen_c import (  # noqa: F401
     rules_cluster,
     rules_control,
     rules_debug,
+    rules_gdc,
     rules_memory,
     rules_mma,
     rules_mma_async,

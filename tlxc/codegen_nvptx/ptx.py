@@ -610,6 +610,26 @@ def fence_sys():
 }}"""
 
 
+# -- programmatic dependent launch (sm_90+; tl.extra.cuda.gdc_*) --------------------------------
+@helper("tlx_griddepcontrol_wait")
+def griddepcontrol_wait():
+    # waits until the grids this one depends on (launch_pdl=True) completed and their memory
+    # is visible; without a dependency it returns at once.  "memory": no access moves above it.
+    return f"""
+{_INLINE} void tlx_griddepcontrol_wait() {{
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}}"""
+
+
+@helper("tlx_griddepcontrol_launch_dependents")
+def griddepcontrol_launch_dependents():
+    # lets the next PDL-launched grid start early; orders no memory (gdc_wait does that).
+    return f"""
+{_INLINE} void tlx_griddepcontrol_launch_dependents() {{
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}}"""
+
+
 # -- cp.async -----------------------------------------------------------------------------
 def _cp_async(nbytes: int):
     cache = "cg" if nbytes == 16 else "ca"   # .cg (L2 only) exists for 16-byte copies only
@@ -869,6 +889,57 @@ template <int N>
 static __device__ __forceinline__ void tlx_bulk_wait_group_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
 }"""
+
+
+# -- bulk copies (cp.async.bulk, non-tensor) and prefetch hints --------------------------------
+# A contiguous run of ``bytes`` (a multiple of 16, 16-byte aligned addresses): global → shared
+# completing on an mbarrier as transaction bytes, shared → global in the bulk group.
+@helper("tlx_bulk_load", "tlx_smem_addr")
+def bulk_load():
+    return f"""
+{_INLINE} void tlx_bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {{
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(tlx_smem_addr(dst)), "l"(src), "r"(bytes), "r"(tlx_smem_addr(bar)) : "memory");
+}}"""
+
+
+@helper("tlx_bulk_load_hint", "tlx_smem_addr", "tlx_l2_policy")
+def bulk_load_hint():
+    return _tma_hinted("tlx_bulk_load_hint", "int EVICT",
+                       "void* dst, const void* src, unsigned bytes, unsigned long long* bar",
+                       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
+                       "[%0], [%1], %2, [%3], %4",
+                       '"r"(tlx_smem_addr(dst)), "l"(src), "r"(bytes), "r"(tlx_smem_addr(bar))')
+
+
+@helper("tlx_bulk_store", "tlx_smem_addr")
+def bulk_store():
+    return f"""
+{_INLINE} void tlx_bulk_store(void* dst, const void* src, unsigned bytes) {{
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+               :: "l"(dst), "r"(tlx_smem_addr(src)), "r"(bytes) : "memory");
+}}"""
+
+
+def _prefetch_global(level: str) -> str:
+    return f"""
+{_INLINE} void tlx_prefetch_global_{level}(const void* p) {{
+  asm volatile("prefetch.global.{level} [%0];" :: "l"(p));
+}}"""
+
+
+for _level in ("L1", "L2"):
+    define(f"tlx_prefetch_global_{_level}", _prefetch_global(_level))
+
+
+@helper("tlx_prefetch_tensormap")
+def prefetch_tensormap():
+    # A generic address (of the __grid_constant__ parameter or of a descriptor in global memory):
+    # prefetch.tensormap without a state space takes either.
+    return f"""
+{_INLINE} void tlx_prefetch_tensormap(const void* tensormap) {{
+  asm volatile("prefetch.tensormap [%0];" :: "l"(tensormap) : "memory");
+}}"""
 
 
 # -- register reallocation ---------------------------------------------------------------

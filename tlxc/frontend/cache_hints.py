@@ -26,7 +26,8 @@ def _listed(values) -> str:
 
 def _choice(value, param: str, allowed: tuple[str, ...], what: str) -> str:
     if isinstance(value, Tensor):
-        raise SemanticError(f"'{param}' must be a compile-time string, got {S.describe(value)}", param=param)
+        raise SemanticError(f"'{param}' must be a compile-time constant (tl.constexpr) string, "
+                            f"got {S.describe(value)}", param=param)
     if value is None:
         return ""
     if not isinstance(value, str) or value not in allowed:
@@ -52,7 +53,8 @@ def eviction_policy(value, param: str = "eviction_policy") -> str:
 
 def flag(value, param: str) -> bool:
     if isinstance(value, Tensor):
-        raise SemanticError(f"'{param}' must be a compile-time bool, got {S.describe(value)}", param=param)
+        raise SemanticError(f"'{param}' must be a compile-time constant (tl.constexpr) bool, "
+                            f"got {S.describe(value)}", param=param)
     if value in (None, False, 0):
         return False
     if value is True or value == 1:

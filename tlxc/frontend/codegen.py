@@ -22,7 +22,7 @@ from ..ir import types as T
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Region
 from ..ir.types import PointerType, ScalarType, TensorType
-from . import atomic_rules, descriptor_methods, math_rules, scan_rules, tlx_rules  # noqa: F401  (they register rules)
+from . import atomic_rules, descriptor_methods, gdc_rules, math_rules, scan_rules, tlx_rules  # noqa: F401,E501  (they register rules)
 from . import builtins as B
 from . import semantic as S
 from .block_ptr import Aggregate  # (block_ptr also registers the block-pointer rules)
@@ -1332,9 +1332,16 @@ class FunctionCodegen(ast.NodeVisitor):
             inner = FunctionCodegen(self.ctx, src, vars)
             inner.visit_stmts(src.tree.body)
         except TlxcError as exc:
+            call_loc = self.src.loc(node)
+            if _is_library(src.file) and not _is_library(self.src.file) and exc.loc is not None:
+                # An error inside tlxc's own helpers (tl.rand's Philox, ...) is the user's
+                # call's: point at it, keep where inside the library as a note.
+                exc.notes.insert(0, (f"inside tlxc's {src.name}()", exc.loc))
+                del exc.notes[MAX_CALL_NOTES:]
+                exc.loc, exc.source_line = call_loc, self.src.source_line(call_loc)
+                raise
             # Show the call chain, as a traceback would, but only the user's frames
             # (once per call site, so recursion does not repeat itself).
-            call_loc = self.src.loc(node)
             if exc.loc is not None and exc.loc != call_loc and len(exc.notes) < MAX_CALL_NOTES and \
                     all(where != call_loc for _, where in exc.notes):
                 exc.notes.append((f"in {src.name}(), called from here", call_loc))
@@ -1342,6 +1349,14 @@ class FunctionCodegen(ast.NodeVisitor):
         finally:
             self.ctx.depth -= 1
         return inner.vars.get(RETURN)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _is_library(file: str) -> bool:
+    """Whether ``file`` is part of tlxc itself (its language helpers are kernels too)."""
+    return os.path.abspath(file).startswith(_PACKAGE_DIR + os.sep)
 
 
 class _ArgNodes:

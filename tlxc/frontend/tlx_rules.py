@@ -294,8 +294,13 @@ def _async_load(ctx, src, result, mask=None, other=None, cache_modifier="", evic
                 bulk=False, bulk_size=None, barrier=None):
     b = ctx.b
     dst = _memdesc(result, "result", view=True)
-    if bulk or barrier is not None:
-        raise SemanticError("bulk async_load (cp.async.bulk with a barrier) is not supported yet", param="bulk")
+    if H.flag(bulk, "bulk"):
+        return _bulk_load(ctx, src, dst, mask, other, cache_modifier, eviction_policy, is_volatile, bulk_size,
+                          barrier)
+    for name, value in (("bulk_size", bulk_size), ("barrier", barrier)):
+        if value is not None:
+            raise SemanticError(f"'{name}' belongs to a bulk copy (bulk=True); cp.async copies complete through "
+                                f"async_load_commit_group / async_load_wait_group, not a barrier", param=name)
     if other not in (None, 0, 0.0):
         raise SemanticError("cp.async zero-fills masked-off elements; 'other' must be None or 0", param="other")
     if not isinstance(src, Tensor) or not isinstance(src.dtype, PointerType) or not src.is_block:
@@ -312,6 +317,56 @@ def _async_load(ctx, src, result, mask=None, other=None, cache_modifier="", evic
         operands.append(S.broadcast_to(b, m, src.shape).value)
     b.create("tlx.async_load", operands, [],
              {"has_mask": mask is not None, **_cp_async_hints(cache_modifier, eviction_policy, is_volatile)})
+
+
+def _bulk_load(ctx, src, dst, mask, other, cache_modifier, eviction_policy, is_volatile, bulk_size, barrier):
+    """TLX's ``async_load(src, buf, bulk=True, barrier=bar[, bulk_size=n])``: one cp.async.bulk of
+    ``n`` contiguous bytes (default: the whole 1-D buffer) from the scalar pointer ``src``, whose
+    bytes complete on ``bar`` as a TMA box's do (``barrier_expect_bytes`` counts them)."""
+    b = ctx.b
+    if barrier is None:
+        raise SemanticError("a bulk async_load completes on an mbarrier: pass barrier=", param="barrier")
+    bar = _barrier(barrier, "barrier")
+    for name, value in (("mask", mask), ("other", other)):
+        if value is not None:
+            raise SemanticError(f"a bulk async_load copies contiguous bytes and takes no '{name}'; shorten "
+                                f"bulk_size instead", param=name)
+    ptr = _bulk_pointer(src, "src")
+    _flat_buffer(dst, "result")
+    size = _bulk_size(b, bulk_size, dst)
+    if H.flag(is_volatile, "is_volatile"):
+        raise SemanticError("cp.async.bulk has no volatile form", param="is_volatile")
+    hints = H.attrs(_tma_cache_modifier(cache_modifier), H.eviction_policy(eviction_policy))
+    b.create("tlx.async_bulk_load", [ptr.value, dst.value, bar.value, size.value], [], hints)
+
+
+def _bulk_pointer(value, what: str) -> Tensor:
+    if not isinstance(value, Tensor) or value.is_block or not isinstance(value.dtype, PointerType):
+        raise SemanticError(f"'{what}' of a bulk copy must be one pointer (the first byte of a contiguous "
+                            f"range), got {S.describe(value)}", param=what)
+    return value
+
+
+def _flat_buffer(buf: Tensor, what: str) -> None:
+    if len(buf.type.shape) != 1 or buf.type.perm is not None:
+        raise SemanticError(f"a bulk copy moves contiguous bytes: '{what}' must be a 1-D buffer, got "
+                            f"{list(buf.type.shape)}", param=what)
+
+
+def _bulk_size(b, size, buf: Tensor, param: str = "bulk_size") -> Tensor:
+    """The byte count of a bulk copy as an i32: a constant (default: the buffer's bytes) is
+    checked here against the buffer and cp.async.bulk's 16-byte granule."""
+    from ..ir.ops.bulk import BULK_ALIGN
+    if isinstance(size, Tensor):
+        return _i32(b, size, param)
+    capacity = buf.type.buffer_bytes
+    nbytes = capacity if size is None else const_int(size, param)
+    if not 0 < nbytes <= capacity:
+        raise SemanticError(f"'{param}' is {nbytes} bytes but the buffer holds {capacity}", param=param)
+    if nbytes % BULK_ALIGN:
+        raise SemanticError(f"a bulk copy moves a multiple of {BULK_ALIGN} bytes (cp.async.bulk), got {nbytes}",
+                            param=param)
+    return S.constant(b, nbytes, T.i32)
 
 
 def _cp_async_hints(cache_modifier, eviction_policy, is_volatile) -> dict[str, object]:
@@ -630,6 +685,60 @@ def _async_descriptor_store_wait(ctx, pendings):
     if pendings < 0:
         raise SemanticError(f"'pendings' must be >= 0, got {pendings}", param="pendings")
     ctx.b.create("tlx.async_descriptor_store_wait", [], [], {"pendings": pendings})
+
+
+# -- bulk copies and prefetch hints --------------------------------------------------------------
+@rule("async_store")
+def _async_store(ctx, dst_global_ptr, src_smem, size):
+    """TLX's ``async_store``: one cp.async.bulk of ``size`` bytes of a 1-D buffer to global
+    memory, in the issuing thread's bulk group (``async_descriptor_store_wait`` waits for it)."""
+    b = ctx.b
+    ptr = _bulk_pointer(dst_global_ptr, "dst_global_ptr")
+    src = _memdesc(src_smem, "src_smem", view=True)
+    _flat_buffer(src, "src_smem")
+    nbytes = _bulk_size(b, size, src, "size")
+    b.create("tlx.async_bulk_store", [ptr.value, src.value, nbytes.value])
+
+
+@rule("prefetch")
+def _prefetch(ctx, pointer, level="L2", mask=None, tensormap=False):
+    """TLX's ``prefetch``: ``prefetch.global.L1|L2`` of every (unmasked) address of ``pointer``,
+    or with ``tensormap=True`` ``prefetch.tensormap`` of the descriptor ``pointer``."""
+    b = ctx.b
+    if H.flag(tensormap, "tensormap"):
+        if mask is not None:
+            raise SemanticError("a tensormap prefetch takes no 'mask' (it prefetches the descriptor itself)",
+                                param="mask")
+        desc = descriptor_arg(pointer)
+        b.create("tlx.prefetch_tensormap", [desc.value])
+        return
+    from ..ir.ops.bulk import PREFETCH_LEVELS
+    level = constexpr(level, "level")
+    if level not in PREFETCH_LEVELS:
+        raise SemanticError(f"'level' must be 'L1' or 'L2', got {S.describe(level)}", param="level")
+    if not isinstance(pointer, Tensor) or not isinstance(pointer.dtype, PointerType):
+        raise SemanticError(f"'pointer' must be a pointer or a tensor of pointers (or a tensor descriptor with "
+                            f"tensormap=True), got {S.describe(pointer)}", param="pointer")
+    operands = [pointer.value]
+    if mask is not None:
+        m = S.to_bool(b, tensor_arg(b, mask, "mask"))
+        if m.is_block and not pointer.is_block:
+            raise SemanticError("'mask' is a tensor but 'pointer' is one pointer", param="mask")
+        operands.append((S.broadcast_to(b, m, pointer.shape) if pointer.is_block else m).value)
+    b.create("tlx.prefetch", operands, [], {"level": level, "has_mask": mask is not None})
+
+
+FP8_FORMAT_NAMES = {"f8e5m2": "e5m2", "f8e4m3": "e4m3"}
+
+
+@rule("get_fp8_format_name")
+def _get_fp8_format_name(ctx, dtype):
+    """TLX's format string of an fp8 dtype (``"e5m2"`` / ``"e4m3"``), compile-time."""
+    dtype = const_dtype(dtype, "dtype")
+    if dtype.name not in FP8_FORMAT_NAMES:
+        raise SemanticError(f"get_fp8_format_name only supports tl.float8e5 (e5m2) and tl.float8e4nv (e4m3), "
+                            f"but got {S.describe(dtype)}", param="dtype")
+    return FP8_FORMAT_NAMES[dtype.name]
 
 
 # -- asynchronous MMA (Hopper wgmma) -----------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import TextIO
 from . import (  # noqa: F401  (rules)
     arith,
     barrier_ops,
+    bulk,
     cluster,
     control,
     debug,
@@ -29,6 +30,7 @@ from . import (  # noqa: F401  (rules)
     tcgen05,
     tensor,
     tma,
+    warp,
 )
 from .barrier import MBarrier, alloc_barriers
 from .executor import KernelRunner, Program, TaskContext, run_block

@@ -10,9 +10,17 @@ allocating op (``Program.state["smem"]`` / ``["barriers"]``).
 * ``remote_view(bar, r)`` is a ``RemoteBarrier``: CTA r's barrier at the same
   place.  Arrivals on it count on that barrier; waiting on it is rejected by
   the frontend.
-* ``cluster_barrier`` blocks until every CTA of the cluster has reached it
-  (one arrival per CTA: it belongs outside ``tlx.async_tasks``, where every
-  thread of the CTA runs).
+* ``cluster_barrier`` blocks until every thread of every CTA of the cluster
+  has reached it (``barrier.cluster.arrive`` + ``wait``, TLX's semantics).
+  Arrivals count threads: outside ``tlx.async_tasks`` the task ``main`` stands
+  for all the CTA's threads, inside it a task for its own warps, so a kernel
+  whose every task runs one ``cluster_barrier`` (TLX's ``test_explicit_cluster
+  _sync_ws``) completes it, and one where a task skips it deadlocks naming the
+  tasks that wait.  A CTA outside a cluster launch is a cluster of one.
+* ``remote_shmem_store`` writes the peer's copy of the buffer at once;
+  ``async_remote_shmem_store`` / ``async_remote_shmem_copy`` land later (an
+  async event, as TMA does) and then complete their bytes on the barrier at
+  the same place in the peer CTA, where ``barrier_expect_bytes`` posted them.
 * ``fence_mbarrier_init_cluster`` orders nothing here: barriers exist from
   their allocation on, and a peer that signals one not yet allocated is an
   error naming the missing cluster barrier.
@@ -24,7 +32,8 @@ import numpy as np
 from .barrier import MBarrier
 from .registry import impl
 from .scheduler import PREEMPT, Blocked
-from .shared import SharedView
+from .shared import SharedView, read_written
+from .values import to_storage
 
 
 class Cluster:
@@ -34,7 +43,7 @@ class Cluster:
         self.dims = dims
         self.programs: list = []
         self.generation = 0          # cluster barriers completed so far
-        self.arrived = 0             # CTAs at the cluster barrier in progress
+        self.arrived = 0             # threads at the cluster barrier in progress
 
     @property
     def size(self) -> int:
@@ -109,20 +118,87 @@ def fence_mbarrier_init_cluster(ctx, op):
     return None
 
 
+def cta_threads(op) -> int:
+    """Threads of one CTA of ``op``'s kernel: its ``num_warps``, or the warps of all the
+    tasks of its ``tlx.async_tasks`` (the default task has ``num_warps`` of them)."""
+    kernel = op
+    while kernel.parent_op() is not None:
+        kernel = kernel.parent_op()
+    warps = int(kernel.attrs.get("num_warps", 4))
+    for inner in kernel.walk():
+        if inner.name == "tlx.async_tasks":
+            warps = max(warps, sum(task[1] for task in inner.tasks))
+    return warps * 32
+
+
+class _LoneCta:
+    """The cluster barrier state of a CTA launched without a cluster (a cluster of one)."""
+
+    def __init__(self):
+        self.generation = 0
+        self.arrived = 0
+        self.size = 1
+
+
 @impl("tlx.cluster_barrier")
 def cluster_barrier(ctx, op):
-    cluster = ctx.program.cluster
-    if ctx.task_name != "main" and not ctx.task_name.startswith("main "):
-        raise ctx.error(op, f"tlx.cluster_barrier() in task '{ctx.task_name}': every thread of every CTA of "
-                            f"the cluster must reach it, so it belongs outside tlx.async_tasks")
-    if cluster is None or cluster.size == 1:
-        yield PREEMPT
-        return
+    cluster = ctx.program.cluster or ctx.program.state.setdefault("lone_cluster", _LoneCta())
+    expected = cluster.size * cta_threads(op)
+    inside_task = ctx.task_name != "main" and not ctx.task_name.startswith("main ")
+    threads = ctx.warps * 32 if inside_task else cta_threads(op)
     generation = cluster.generation
-    cluster.arrived += 1
-    if cluster.arrived == cluster.size:
+    cluster.arrived += threads
+    if cluster.arrived > expected:
+        raise ctx.error(op, f"tlx.cluster_barrier() in {ctx.label}, task '{ctx.task_name}': {cluster.arrived} "
+                            f"thread arrivals for a barrier of {expected} threads ({cluster.size} CTA(s) x "
+                            f"{expected // cluster.size}); every thread must arrive once per cluster barrier")
+    if cluster.arrived == expected:
         cluster.arrived = 0
         cluster.generation += 1
-    yield Blocked(f"waits at the cluster barrier for {cluster.size} CTAs",
+        yield PREEMPT
+        return
+    yield Blocked(f"waits at the cluster barrier ({cluster.arrived} of {expected} threads of "
+                  f"{cluster.size} CTA(s) arrived; every task of every CTA must reach it)",
                   lambda: cluster.generation > generation, op.loc)
 
+
+# -- distributed shared memory (ir/ops/cluster_mem.py) ------------------------------------------
+@impl("tlx.remote_shmem_store")
+def remote_shmem_store(ctx, op, view: SharedView, value, rank):
+    target = peer_view(ctx, op, view, rank)
+    ctx.races.write(target.key, target.label, "remote store", op.loc, ctx.task_name, target.region())
+    target.array()[...] = np.broadcast_to(to_storage(value, target.element), target.shape)
+    target.mark_written()
+    yield PREEMPT
+
+
+def _land_remote(ctx, op, target: SharedView, barrier: MBarrier, what: str, data_of):
+    """Post the asynchronous write of ``data_of()`` into ``target``, completing its bytes on
+    the peer's ``barrier`` when it lands."""
+    access = ctx.races.begin_async_write(target.key, target.label, what, op.loc, ctx.task_name, target.region())
+    nbytes = target.nbytes
+
+    def land():
+        target.array()[...] = data_of()
+        target.mark_written()
+        ctx.races.signal(access, barrier)
+        barrier.complete_tx(nbytes)
+
+    ctx.scheduler.post(f"{what} into {target.label}", land, op.loc)
+
+
+@impl("tlx.async_remote_shmem_store")
+def async_remote_shmem_store(ctx, op, view: SharedView, value, rank, bar: MBarrier):
+    target, barrier = peer_view(ctx, op, view, rank), peer_barrier(ctx, op, bar, rank)
+    data = np.array(np.broadcast_to(to_storage(value, target.element), target.shape))   # the registers now
+    _land_remote(ctx, op, target, barrier, "remote st.async", lambda: data)
+    yield PREEMPT
+
+
+@impl("tlx.async_remote_shmem_copy")
+def async_remote_shmem_copy(ctx, op, dst: SharedView, src: SharedView, rank, bar: MBarrier):
+    read_written(ctx, op, src, "tlx.async_remote_shmem_copy reads its source", "copy garbage to the peer")
+    target, barrier = peer_view(ctx, op, dst, rank), peer_barrier(ctx, op, bar, rank)
+    # the bulk copy reads the source when it runs, not when it is issued
+    _land_remote(ctx, op, target, barrier, "remote bulk copy", lambda: np.array(src.array()).reshape(target.shape))
+    yield PREEMPT

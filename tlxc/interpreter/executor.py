@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import InterpreterError, TlxcError
 from ..ir.core import Block, Module, Operation
+from .divergence import DivergenceModel
 from .mma_async import guard_pending, needs_guard
 from .races import RaceTracker
 from .registry import rule_for
@@ -38,6 +39,7 @@ class Program:
         self.cluster = cluster      # a cluster.Cluster, or None
         self.cta_rank = cta_rank
         self.state: dict = {}       # per-program objects of op families (barriers, shared buffers...)
+        self.divergence = None      # the kernel's divergence.DivergenceModel, when it has thread-varying code
 
     def task_name(self, name: str) -> str:
         """How a task is named: in a cluster, with its CTA (the scheduler and the race tracker are shared)."""
@@ -48,9 +50,11 @@ class TaskContext:
     """What a rule receives as ``ctx``: its program and its task's values.
     ``warps`` is the number of warps the task runs on (arrivals on warp
     barriers and named barriers count its threads); ``first_thread`` is the
-    thread id of its first thread."""
+    thread id of its first thread; ``thread`` is None at tile level, or the
+    task-relative thread an op runs for under a branch on ``tlx.thread_id``
+    (``divergence.py``)."""
 
-    __slots__ = ("env", "first_thread", "plans", "program", "task_name", "warps")
+    __slots__ = ("env", "first_thread", "plans", "program", "task_name", "thread", "warps")
 
     def __init__(self, program: Program, env: dict, task_name: str, plans: Plans, warps: int = 4,
                  first_thread: int = 0):
@@ -60,6 +64,7 @@ class TaskContext:
         self.plans = plans
         self.warps = warps
         self.first_thread = first_thread
+        self.thread = None
 
     @property
     def pid(self) -> tuple[int, int, int]:
@@ -95,6 +100,12 @@ class TaskContext:
         return TaskContext(self.program, dict(self.env), self.program.task_name(task_name), self.plans,
                            self.warps if warps is None else warps,
                            self.first_thread if first_thread is None else first_thread)
+
+    def for_thread(self, thread: int) -> TaskContext:
+        """This task's context run for one of its threads, with its own copy of the values."""
+        ctx = TaskContext(self.program, dict(self.env), self.task_name, self.plans, self.warps, self.first_thread)
+        ctx.thread = thread
+        return ctx
 
     def error(self, op: Operation, message: str, notes=None, cls=InterpreterError) -> InterpreterError:
         return cls(message, op.loc, notes)
@@ -155,11 +166,14 @@ def run_block(ctx: TaskContext, block: Block, args=()):
     for arg, value in zip(block.args, args):
         env[arg] = value
     plan = ctx.plans.of(block)
+    divergence = ctx.program.divergence if ctx.thread is None else None
     op = None
     try:
         for fn, is_generator, op, operands, results in plan.steps:
             values = [env[v] for v in operands]
-            if is_generator:
+            if divergence is not None and id(op) in divergence.per_thread:
+                out = yield from divergence.run(ctx, fn, is_generator, op, values)
+            elif is_generator:
                 out = yield from fn(ctx, op, *values)
             else:
                 out = fn(ctx, op, *values)
@@ -193,11 +207,13 @@ def check_rules(module: Module) -> None:
 class KernelRunner:
     """Executes one specialized kernel (a verified IR module) program by program."""
 
-    def __init__(self, module: Module, name: str | None = None):
+    def __init__(self, module: Module, name: str | None = None, arch: str = "sm_90a"):
         self.module = module
         self.kernel = module.kernel(name) if name else module.kernels[0]
         check_rules(module)
         self.plans = Plans()
+        divergence = DivergenceModel(module, self.kernel, arch)
+        self.divergence = divergence if divergence.per_thread else None
 
     @property
     def arg_types(self) -> list:
@@ -209,6 +225,7 @@ class KernelRunner:
         """Run one program.  A ``tracer`` (``trace.Tracer``) records its timeline:
         it hooks the program's scheduler and runs it on traced plans."""
         program = Program(pid, grid, memory, seed, out if out is not None else sys.stdout)
+        program.divergence = self.divergence
         plans = self.plans if tracer is None else tracer.attach(program)
         ctx = TaskContext(program, {}, "main", plans, int(self.kernel.attrs.get("num_warps", 4)))
         body = run_block(ctx, self.kernel.regions[0].block, args)
@@ -232,6 +249,7 @@ class KernelRunner:
         for rank, pid in enumerate(pids):
             program = Program(pid, grid, memory, seed, out if out is not None else sys.stdout, cluster, rank,
                               scheduler, races)
+            program.divergence = self.divergence
             cluster.programs.append(program)
             if tracer is not None and rank == 0:
                 plans = tracer.attach(program)

@@ -104,7 +104,7 @@ def _runner(kfn, spec: Specialization, num_warps: int, cluster=None, arch: str |
     runner = cache.get(key)
     if runner is None:
         module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
-        runner = cache[key] = KernelRunner(module)
+        runner = cache[key] = KernelRunner(module, arch=arch)
     return runner
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.types import PointerType, ScalarType
+from .divergence import poison, restrict
 from .registry import impl
 from .values import contiguous, from_storage, register_dtype, round_to, scalar_of, storage_dtype, to_storage
 
@@ -66,8 +67,14 @@ def _check(ctx, op, what: str, addresses: np.ndarray, active: np.ndarray, mask, 
 
 @impl("tl.load")
 def load(ctx, op, ptr, *optional):
-    t = _pointee(op)
     mask, other = _optional(op, optional, 0)
+    # run for one thread (divergence.py): its elements only, the others poisoned
+    mask = restrict(ctx, op, mask, op.operands[0])
+    return poison(ctx, op, _load(ctx, op, ptr, mask, other), op.operands[0])
+
+
+def _load(ctx, op, ptr, mask, other):
+    t = _pointee(op)
     addresses = np.asarray(ptr, dtype=np.int64)
     active, lanes = _active(addresses, mask)
     if lanes is not None and not lanes.any():
@@ -95,6 +102,7 @@ def _fill(op, other):
 def store(ctx, op, ptr, value, *optional):
     t = _pointee(op)
     mask, _ = _optional(op, optional, 0)
+    mask = restrict(ctx, op, mask, op.operands[0])      # one thread's store: its elements only
     addresses = np.asarray(ptr, dtype=np.int64)
     if isinstance(t, PointerType):          # a pointer lands in memory as its real address
         value = ctx.memory.to_integer(value)
@@ -184,10 +192,12 @@ def atomic_rmw(ctx, op, ptr, value, *optional):
     t = _pointee(op)
     kind = op.attrs["kind"]
     mask, _ = _optional(op, optional, 0)
+    mask = restrict(ctx, op, mask, op.operands[0])      # one thread's atomics: its elements only
     _, lanes = _active(np.asarray(ptr, dtype=np.int64), mask)
     values = _active_values(value, ptr, lanes, t)
-    return _apply_atomically(ctx, op, f"atomic_{kind}", ptr, mask,
-                             lambda current, chosen: _combine(kind, current, values[chosen], t))
+    old = _apply_atomically(ctx, op, f"atomic_{kind}", ptr, mask,
+                            lambda current, chosen: _combine(kind, current, values[chosen], t))
+    return poison(ctx, op, old, op.operands[0])
 
 
 def _bits(values, t) -> np.ndarray:
@@ -200,17 +210,31 @@ def _bits(values, t) -> np.ndarray:
 def atomic_cas(ctx, op, ptr, cmp, value):
     """Where memory holds ``cmp`` (bit for bit, as atom.cas compares) it becomes ``value``."""
     t = _pointee(op)
-    compares = _active_values(cmp, ptr, None, t)
-    values = _active_values(value, ptr, None, t)
+    mask = restrict(ctx, op, None, op.operands[0])      # one thread's atomics: its elements only
+    _, lanes = _active(np.asarray(ptr, dtype=np.int64), mask)
+    compares = _active_values(cmp, ptr, lanes, t)
+    values = _active_values(value, ptr, lanes, t)
 
     def update(current, chosen):
         equal = _bits(current, t) == _bits(compares[chosen], t)
         return np.where(equal, values[chosen], current)
-    return _apply_atomically(ctx, op, "atomic_cas", ptr, None, update)
+    return poison(ctx, op, _apply_atomically(ctx, op, "atomic_cas", ptr, mask, update), op.operands[0])
 
 
 @impl("tl.debug_barrier")
 def debug_barrier(ctx, op):
     """A program runs as one sequential thread of tiles here: all its accesses
     before the barrier already happened; nothing to wait for."""
+    return
+
+
+@impl("tlx.gdc_wait")
+def gdc_wait(ctx, op):
+    """Launches run one after another here: the grid waited for has already finished."""
+    return
+
+
+@impl("tlx.gdc_launch_dependents")
+def gdc_launch_dependents(ctx, op):
+    """Nothing to start early: the next launch runs after this one, as always here."""
     return

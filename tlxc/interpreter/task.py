@@ -45,8 +45,11 @@ def async_tasks(ctx, op):
 @impl("tlx.thread_id")
 def thread_id(ctx, op):
     """At tile level a task is one sequence of ops: its thread id along x is
-    that of its first thread (the leader TLX's arrives use); 0 along y and z."""
-    return np.int32(ctx.first_thread if op.attrs["axis"] == 0 else 0)
+    that of its first thread (the leader TLX's arrives use); 0 along y and z.
+    Code run thread by thread (``divergence.py``) sees its thread's id."""
+    if op.attrs["axis"] != 0:
+        return np.int32(0)
+    return np.int32(ctx.first_thread + (ctx.thread or 0))
 
 
 @impl("tlx.clock64")

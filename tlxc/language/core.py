@@ -363,6 +363,13 @@ def fma(x, y, z):
 
 
 @builtin
+def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
+    """Run the PTX ``asm`` on every ``pack`` elements of the broadcast ``args`` (``$0..`` the
+    results, one per ``dtype``, then the operands; ``constraints`` as in CUDA's asm, e.g.
+    ``"=r,r"``).  GPU only: the interpreter cannot run PTX."""
+
+
+@builtin
 def sigmoid(x):
     """``1 / (1 + exp(-x))``."""
 

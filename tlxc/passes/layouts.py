@@ -332,6 +332,12 @@ class _KernelRewriter:
         operands = [self.get(v, layout if isinstance(v.type, TensorType) else None) for v in op.operands]
         self.copy(op, operands)
 
+    def rule_tlx_prefetch(self, op):
+        """Pointers and mask in one layout: the lowering walks their registers together."""
+        if not isinstance(op.operands[0].type, TensorType):
+            return self.copy(op, [self.get(v) for v in op.operands])
+        return self.rule_tlx_async_load(op)
+
     def rule_tlx_async_dot(self, op):
         """wgmma: the accumulator (and result) in the wgmma accumulator layout of the
         task's warps (whole warpgroups); a register A in the matching operand layout."""

@@ -141,6 +141,8 @@ class _Plan:
             raise NotPipelinable()
         if self.uses[id(load.result)] != 1 or (load.attrs.get("has_other") and not _is_zero(load.operands[-1])):
             raise NotPipelinable()
+        if load.attrs.get("volatile") or load.attrs.get("cache") == ".cv":
+            raise NotPipelinable()       # a volatile / don't-cache read stays a synchronous ld
         return _Operand(load, stores[0], view, alloc)
 
     def _variant_values(self) -> set[int]:
@@ -254,7 +256,7 @@ class _Plan:
                 mask = self._shifted(em, load.operands[1], ahead, subst, memo, in_body)
                 guard = em.emit("arith.and", [mask, guard], mask.type)
             view = em.emit("tlx.local_view", [rings[id(o.alloc)], em.index(stage)], o.view.result.type)
-            em.effect("tlx.async_load", [ptrs, view, guard], {"has_mask": True}, load.loc)
+            em.effect("tlx.async_load", [ptrs, view, guard], {"has_mask": True, **_copy_hints(load)}, load.loc)
         em.effect("tlx.async_commit_group", [], {}, self.loop.loc)
 
     def _shifted(self, em: _Emitter, value: Value, ahead: int, subst: dict, memo: dict, in_body: bool) -> Value:
@@ -383,6 +385,15 @@ class _Emitter:
             from ..ir.types import i32
             self._indices[id(value)] = self.emit("arith.cast", [value], i32)
         return self._indices[id(value)]
+
+
+def _copy_hints(load: Operation) -> dict:
+    """The tl.load's hints carried to its cp.async: the eviction policy, and ``.ca`` (``.cg``
+    is the copy's default where it is legal, 16-byte copies; elsewhere it would be refused)."""
+    hints = {"eviction": load.attrs["eviction"]} if load.attrs.get("eviction") else {}
+    if load.attrs.get("cache") == ".ca":
+        hints["cache"] = ".ca"
+    return hints
 
 
 def _op(name: str, operands, result_types, attrs, loc, names=None) -> Operation:

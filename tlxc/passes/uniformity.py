@@ -42,7 +42,9 @@ class Uniformity:
         loop-carried values flow back through yields)."""
         changed = False
         for op in root.walk():
-            if op.name in _SOURCES or self._is_varying(op.operands):
+            # a branch or loop controlled by a varying value leaves different values in
+            # different threads, even when what it yields is uniform (``x = 0; if tid == 0: x = 1``)
+            if op.name in _SOURCES or self._is_varying(op.operands) or self._controls_divergence(op):
                 changed |= self._add(op.results)
                 for region in op.regions:
                     changed |= self._add(region.block.args)

@@ -58,6 +58,7 @@ CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR = 82
 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 
 CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
 _DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024
 
@@ -80,7 +81,7 @@ class _ClusterDim(ctypes.Structure):
 class _LaunchAttributeValue(ctypes.Union):
     # The C union is 64 bytes and 8-aligned (one member holds a pointer).
     _fields_ = [("pad", ctypes.c_char * 64), ("clusterDim", _ClusterDim),
-                ("_align", ctypes.c_void_p)]
+                ("programmaticStreamSerializationAllowed", ctypes.c_int), ("_align", ctypes.c_void_p)]
 
 
 class CUlaunchAttribute(ctypes.Structure):
@@ -419,9 +420,9 @@ class CudaFunction:
 
     def make_launcher(self, param_kinds: Sequence[str],
                       cluster: tuple[int, int, int] = (1, 1, 1), *,
-                      classic: bool = False) -> Launcher:
+                      classic: bool = False, pdl: bool = False) -> Launcher:
         """A launcher for this kernel's C signature (see ``PARAM_KINDS``)."""
-        return Launcher(self, param_kinds, cluster, classic=classic)
+        return Launcher(self, param_kinds, cluster, classic=classic, pdl=pdl)
 
 
 # --------------------------------------------------------------------------
@@ -526,35 +527,44 @@ class Launcher:
     """
 
     def __init__(self, function: CudaFunction, param_kinds: Sequence[str],
-                 cluster: tuple[int, int, int] = (1, 1, 1), *, classic: bool = False):
+                 cluster: tuple[int, int, int] = (1, 1, 1), *, classic: bool = False, pdl: bool = False):
         self.function = function
         self.arguments = ArgumentBuffer(param_kinds)
         self.cluster = tuple(cluster)
-        if classic and self.cluster != (1, 1, 1):
-            raise LaunchError("cluster launches need cuLaunchKernelEx (classic=False)")
+        self.pdl = pdl     # programmatic dependent launch (launch_pdl=True): may start before the previous kernel ends
+        if classic and (self.cluster != (1, 1, 1) or pdl):
+            raise LaunchError("cluster and PDL launches need cuLaunchKernelEx (classic=False)")
         self.classic = classic
         self._handle = function.handle
         self._pointers_address = self.arguments.pointers_address
         lib = _driver()
         self._launch_kernel = lib.cuLaunchKernel
         self._launch_kernel_ex = lib.cuLaunchKernelEx
-        self._attribute = CUlaunchAttribute()  # referenced by the config: keep alive
+        self._attributes = (CUlaunchAttribute * 2)()  # referenced by the config: keep alive
         self._config = self._launch_config()
         self._config_address = ctypes.addressof(self._config)
         self.launch = self._hot_path()
 
     def _launch_config(self) -> CUlaunchConfig:
         config = CUlaunchConfig()
-        if self.cluster == (1, 1, 1):
-            return config  # no attributes
-        if self.cluster[0] * self.cluster[1] * self.cluster[2] > 8:
-            # More than 8 CTAs per cluster is "non-portable" and needs an opt-in.
-            self.function.set_attribute(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
-        self._attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        dims = self._attribute.value.clusterDim
-        dims.x, dims.y, dims.z = self.cluster
-        config.attrs = ctypes.pointer(self._attribute)
-        config.numAttrs = 1
+        count = 0
+        if self.cluster != (1, 1, 1):
+            if self.cluster[0] * self.cluster[1] * self.cluster[2] > 8:
+                # More than 8 CTAs per cluster is "non-portable" and needs an opt-in.
+                self.function.set_attribute(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+            self._attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            dims = self._attributes[count].value.clusterDim
+            dims.x, dims.y, dims.z = self.cluster
+            count += 1
+        if self.pdl:
+            # the kernel may begin while the previous one on the stream runs; its
+            # griddepcontrol.wait (tl.extra.cuda.gdc_wait) waits for that one's memory
+            self._attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            self._attributes[count].value.programmaticStreamSerializationAllowed = 1
+            count += 1
+        if count:
+            config.attrs = ctypes.cast(self._attributes, ctypes.POINTER(CUlaunchAttribute))
+            config.numAttrs = count
         return config
 
     def __call__(self, grid: Sequence[int], block: Sequence[int], smem_bytes: int,

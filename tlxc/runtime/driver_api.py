@@ -33,19 +33,56 @@ def _has_cuda() -> bool:
     return torch.cuda.is_available() and torch.cuda.device_count() > 0
 
 
+# What get_device_properties answers on a machine without a CUDA device (launches run on
+# the interpreter): the GPU of tlxc's default compile target, sm_90a (an H100 SXM), so that a
+# tutorial's occupancy arithmetic with ``kernel.warmup(...)``'s numbers (which describe the
+# sm_90a compile) gives what it gives on that GPU.  Clock rates in kHz, bus width in bits,
+# as CUDA reports them.
+INTERPRETER_DEVICE_PROPERTIES: dict[str, Any] = {
+    "max_shared_mem": 232448, "max_num_regs": 65536, "multiprocessor_count": 132, "warpSize": 32,
+    "sm_clock_rate": 1980000, "mem_clock_rate": 2619000, "mem_bus_width": 5120,
+    "name": "tlxc interpreter (describing sm_90a: NVIDIA H100 SXM)", "compute_capability": (9, 0),
+    "l2_cache_bytes": 52428800,
+}
+
+# cuda.h device attributes for the keys driver.device_properties does not read.
+_CLOCK_RATE, _MEMORY_CLOCK_RATE, _GLOBAL_MEMORY_BUS_WIDTH = 13, 36, 37
+
+
+def _device_attribute(device_index: int, attr: int) -> int:
+    import ctypes
+
+    from . import driver
+    value = ctypes.c_int()
+    driver._check(driver._driver().cuDeviceGetAttribute(ctypes.byref(value), attr,
+                                                       driver._device_handle(device_index)),
+                  f"cuDeviceGetAttribute({attr}, device {device_index})")
+    return value.value
+
+
 class DeviceUtils:
     """``driver.active.utils``: ``get_device_properties(device)`` with Triton's keys."""
 
     @staticmethod
     def get_device_properties(device: int | None = None) -> dict[str, Any]:
+        """Triton's keys (``multiprocessor_count``, ``max_shared_mem``, ``max_num_regs``,
+        ``warpSize``, ``sm_clock_rate``, ``mem_clock_rate``, ``mem_bus_width``) plus ``name``,
+        ``compute_capability`` and ``l2_cache_bytes``.  Without a CUDA device: a copy of
+        ``INTERPRETER_DEVICE_PROPERTIES`` for any ``device`` (None, as ``torch.device("cpu").index``
+        is, included)."""
+        if not _has_cuda():
+            return dict(INTERPRETER_DEVICE_PROPERTIES)
         from .driver import device_properties
-        if device is None:
+        if device is None or int(device) < 0:
             device = _torch().cuda.current_device()
         props = device_properties(int(device))
         return {"max_shared_mem": props.max_shared_memory_per_block_optin,
                 "max_num_regs": props.max_registers_per_sm,
                 "multiprocessor_count": props.sm_count,
                 "warpSize": props.warp_size,
+                "sm_clock_rate": _device_attribute(int(device), _CLOCK_RATE),
+                "mem_clock_rate": _device_attribute(int(device), _MEMORY_CLOCK_RATE),
+                "mem_bus_width": _device_attribute(int(device), _GLOBAL_MEMORY_BUS_WIDTH),
                 "name": props.name,
                 "compute_capability": props.compute_capability,
                 "l2_cache_bytes": props.l2_cache_bytes}
@@ -66,6 +103,8 @@ class ActiveDriver:
         return torch.device("cpu")
 
     def get_current_device(self) -> int:
+        """torch's current CUDA device; -1 without one (``get_device_properties(-1)`` is then the
+        interpreter's description)."""
         return _torch().cuda.current_device() if _has_cuda() else -1
 
     def set_current_device(self, device: int) -> None:
@@ -99,4 +138,4 @@ class ActiveDriver:
 
 active = ActiveDriver()
 
-__all__ = ["ActiveDriver", "DeviceUtils", "GPUTarget", "active"]
+__all__ = ["INTERPRETER_DEVICE_PROPERTIES", "ActiveDriver", "DeviceUtils", "GPUTarget", "active"]

@@ -86,8 +86,21 @@ class KernelFunction:
             return partial(self._fast, grid)      # the hot path: no Python frame in between
         return Launcher(self, grid)
 
-    def run(self, *args, grid, **kwargs):
+    def run(self, *args, grid, warmup: bool = False, **kwargs):
+        """Triton's ``JITFunction.run``: launch on ``grid``, or with ``warmup=True`` only compile
+        (``warmup``)."""
+        if warmup:
+            return self.warmup(*args, grid=grid, **kwargs)
         return self[grid](*args, **kwargs)
+
+    def warmup(self, *args, grid, arch: str | None = None, **kwargs):
+        """Compile for these arguments and launch options without launching; returns the
+        compiled-kernel handle (``.n_regs``, ``.n_spills``, ``.metadata.shared``, ``.asm``,
+        ``handle[grid](*args)``: runtime/warmup.py).  CUDA tensors: exactly the first launch's
+        compile, module loaded.  CPU tensors: an ahead-of-time compile for ``arch``
+        (default sm_90a), while launches run on the interpreter."""
+        from .warmup import warmup
+        return warmup(self, args, kwargs, grid, arch)
 
     def compile(self, signature=None, constexprs: dict[str, Any] | None = None, *,
                 arch: str = "sm_90a", num_warps: int = 4, **options):

@@ -89,6 +89,7 @@ class LaunchConfig:
     maxnreg: int | None = None
     fp_fusion: bool = True
     num_stages: int | None = None       # pipeline-loads' depth (passes/pipeline.py); None: Triton's 3
+    pdl: bool = False                   # launch_pdl=True: programmatic dependent launch (driver.Launcher)
 
     def compile_options(self) -> dict:
         """Extra ``compile_kernel`` options (only the non-default ones, so keys stay stable)."""
@@ -132,12 +133,12 @@ def launch_config(name: str, options: dict) -> LaunchConfig:
         maxnreg = value
     fusion = _flag(name, "enable_fp_fusion", options.get("enable_fp_fusion"))
     _flag(name, "debug", options.get("debug"))                 # no-op: device_assert is always compiled in
-    _flag(name, "launch_pdl", options.get("launch_pdl"))       # no-op: launches stay fully ordered
+    pdl = _flag(name, "launch_pdl", options.get("launch_pdl")) is True
     if _flag(name, "launch_cooperative_grid", options.get("launch_cooperative_grid")):
         raise LaunchError(f"cannot launch {name}: launch_cooperative_grid=True is not supported (tlxc has no "
                           f"grid-wide synchronization)")
     return LaunchConfig(warps, cluster_dims(options.get("ctas_per_cga")), maxnreg, fusion is not False,
-                        None if stages is None else _int_value(stages))
+                        None if stages is None else _int_value(stages), pdl)
 
 
 _DEFAULT_CONFIG = LaunchConfig()
@@ -226,7 +227,7 @@ def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
     try:
 {values}
         _tlx_run, _tlx_block, _tlx_smem, _tlx_device, _tlx_pick, _tlx_compiled = \\
-            _tlx_cache[({num_warps}, {ctas}, {maxnreg}, ({num_ctas}, {num_stages}), {key})]
+            _tlx_cache[({num_warps}, {ctas}, {maxnreg}, ({num_ctas}, {num_stages}, {launch_pdl}), {key})]
     except Exception:   # a new specialization, or arguments only the slow path can explain
         return _tlx_slow(_tlx_grid, ({args}), dict({option_kwargs_first}))
     if _tlx_grid.__class__ is not tuple:
@@ -248,11 +249,11 @@ def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
 
 # Launch options the fast path accepts as keywords (unless the kernel has a
 # parameter of that name, which then wins), with their defaults.  Those that
-# change the compile (num_warps, ctas_per_cga, maxnreg, num_stages) or may be refused
-# (num_ctas) are part of the key; interpret= goes
+# change the compile (num_warps, ctas_per_cga, maxnreg, num_stages), the launch (launch_pdl) or
+# may be refused (num_ctas) are part of the key; interpret= goes
 # to the slow path.  Every other option (LAUNCH_OPTIONS) goes to the slow path.
 _FAST_OPTIONS = (("num_warps", 4), ("num_stages", None), ("num_ctas", None), ("maxnreg", None),
-                 ("ctas_per_cga", None), ("interpret", None))
+                 ("ctas_per_cga", None), ("launch_pdl", None), ("interpret", None))
 
 _NUMBERS = (int, float, bool)
 # Folded into the specialization as compile-time constants (frontend/specialize.py).
@@ -292,7 +293,8 @@ def key_parts(kfn, bound: tuple) -> list:
 
 
 def launch_key(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG, options: dict | None = None) -> tuple:
-    """The in-memory launch key: (num_warps, ctas_per_cga, maxnreg, (num_ctas, num_stages), *key_parts), with the
+    """The in-memory launch key: (num_warps, ctas_per_cga, maxnreg, (num_ctas, num_stages, launch_pdl),
+    *key_parts), with the
     options as given (the fast path has no time to normalize them; every stored key was validated)."""
     options = options or {}
     ctas = options.get("ctas_per_cga")
@@ -300,7 +302,7 @@ def launch_key(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG, option
     if not config.fp_fusion:
         ctas = _SlowOnly(ctas, (("enable_fp_fusion", False),))
     return (options.get("num_warps", 4), ctas, options.get("maxnreg"),
-            (options.get("num_ctas"), options.get("num_stages")), *key_parts(kfn, bound))
+            (options.get("num_ctas"), options.get("num_stages"), options.get("launch_pdl")), *key_parts(kfn, bound))
 
 
 def _is_torch_tensor(value) -> bool:
@@ -389,6 +391,7 @@ def build_fast_path(kfn, bound: tuple):
         maxnreg="maxnreg" if "maxnreg" in option_names else "None",
         num_ctas="num_ctas" if "num_ctas" in option_names else "None",
         num_stages="num_stages" if "num_stages" in option_names else "None",
+        launch_pdl="launch_pdl" if "launch_pdl" in option_names else "None",
         values="\n".join(values) or "        pass", key=", ".join(key),
         values_tuple=", ".join(value_names) + ",")
     defaults = [p.default for p in kfn.signature.parameters.values()]
@@ -574,7 +577,7 @@ def _prepare(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG) -> Launc
         raise LaunchError(f"{kfn.__name__} needs {smem} bytes of shared memory; the device allows {limit}")
     if smem > 48 * 1024:
         function.set_dynamic_smem(smem)
-    launcher = function.make_launcher(compiled.metadata["params"])
+    launcher = function.make_launcher(compiled.metadata["params"], pdl=config.pdl)
     runtime_names = [n for n, _ in spec.runtime_params()]
     index = [kfn.param_names.index(n) for n in runtime_names]
     is_pointer = [isinstance(t, PointerType) for _, t in spec.runtime_params()]

@@ -1,2 +1,20 @@
 """IR ops grouped by domain.  Importing this package registers every op."""
-from . import arith, barrier, cluster, control, debug, memory, mma, mma_async, scan, shared, task, tcgen05, tensor  # noqa: F401
+from . import (  # noqa: F401,E501
+    arith,
+    barrier,
+    bulk,
+    cluster,
+    cluster_mem,
+    control,
+    debug,
+    gdc,
+    memory,
+    mma,
+    mma_async,
+    scan,
+    shared,
+    task,
+    tcgen05,
+    tensor,
+    warp,
+)

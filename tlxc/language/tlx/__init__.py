@@ -109,7 +109,9 @@ def local_store(dst, src):
 def async_load(src, result, mask=None, other=None, cache_modifier="", eviction_policy="", is_volatile=False,
                bulk=False, bulk_size=None, barrier=None):
     """cp.async from global pointers ``src`` into buffer ``result`` (masked-off
-    elements are zero-filled)."""
+    elements are zero-filled).  With ``bulk=True``: one cp.async.bulk of ``bulk_size``
+    contiguous bytes (default: the whole 1-D buffer) from the pointer ``src``, completing
+    on ``barrier`` as transaction bytes (``barrier_expect_bytes`` counts them)."""
 
 
 @builtin
@@ -195,6 +197,30 @@ def fence_mbarrier_init_cluster():
     """Make barrier inits visible to the cluster (before peers arrive on them)."""
 
 
+@builtin
+def remote_shmem_store(dst, src, remote_cta_rank):
+    """Store the tensor ``src`` into ``dst``'s place in CTA ``remote_cta_rank``'s shared memory
+    (``dst`` is a local buffer view); a later ``cluster_barrier`` makes it visible there."""
+
+
+@builtin
+def async_remote_shmem_store(dst, src, remote_cta_rank, barrier):
+    """``remote_shmem_store`` with ``st.async``: the bytes complete transactions on ``barrier``'s
+    place in the peer CTA (which waits on it after ``barrier_expect_bytes``)."""
+
+
+@builtin
+def async_remote_shmem_copy(dst, src, remote_cta_rank, barrier):
+    """Bulk-copy the local buffer ``src`` into ``dst``'s place in CTA ``remote_cta_rank``,
+    completing its bytes on ``barrier``'s place there."""
+
+
+@builtin
+def vote_ballot_sync(mask, pred):
+    """``vote.sync.ballot.b32``: the i32 whose bit ``l`` is lane ``l``'s ``pred`` (lanes in
+    ``mask``); a tensor ``pred`` gives a tensor, each element its warp's ballot."""
+
+
 # -- utilities -------------------------------------------------------------------------
 @builtin
 def thread_id(axis):
@@ -238,7 +264,25 @@ def async_descriptor_prefetch_tensor(desc, offsets, pred=None, eviction_policy="
 
 @builtin
 def async_descriptor_store_wait(pendings):
-    """Wait until at most ``pendings`` TMA stores still read shared memory."""
+    """Wait until at most ``pendings`` TMA stores (and bulk ``async_store``s) still read shared memory."""
+
+
+# -- bulk copies and prefetch hints -------------------------------------------------------------
+@builtin
+def async_store(dst_global_ptr, src_smem, size):
+    """cp.async.bulk of ``size`` bytes (a multiple of 16) of the 1-D buffer ``src_smem`` to
+    ``dst_global_ptr``; wait with ``async_descriptor_store_wait``."""
+
+
+@builtin
+def prefetch(pointer, level="L2", mask=None, tensormap=False):
+    """Prefetch every (unmasked) address of ``pointer`` into L2 (``level="L2"``) or L1 and L2
+    (``"L1"``); with ``tensormap=True``, prefetch the tensor descriptor ``pointer`` itself."""
+
+
+@builtin
+def get_fp8_format_name(dtype):
+    """``"e5m2"`` for tl.float8e5, ``"e4m3"`` for tl.float8e4nv (compile-time)."""
 
 
 # -- asynchronous MMA (Hopper wgmma, Blackwell tcgen05) ------------------------------------------

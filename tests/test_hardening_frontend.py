@@ -1,0 +1,222 @@
+"""Misuse that used to crash tlxc gives a located error (issue 21): arithmetic and truth
+tests on barriers and buffers, tl.minimum on a tuple, non-power-of-two task sizes,
+tl.pointer_type of a non-dtype, tensors beyond 2**20 elements; NaN in min/max and
+argmax follows Triton on the interpreter; an endless while loop stops with a message."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import tlxc
+import tlxc.language as tl
+from tlxc.errors import CompilationError, InterpreterError
+from tlxc.language import tlx
+
+f32p = tl.pointer_type(tl.float32)
+i32p = tl.pointer_type(tl.int32)
+
+
+@tlxc.kernel
+def buffer_plus_offsets(x: f32p):
+    bufs = tlx.local_alloc((16,), tl.float32, 2)
+    tl.store(bufs + tl.arange(0, 16), tl.load(x + tl.arange(0, 16)))
+
+
+@tlxc.kernel
+def if_barrier(x: f32p):
+    bar = tlx.alloc_barriers(1)
+    if bar:
+        tl.store(x, 1.0)
+
+
+@tlxc.kernel
+def negate_barrier(x: f32p):
+    bar = tlx.alloc_barriers(1)
+    tl.store(x, -bar)
+
+
+@tlxc.kernel
+def compare_barrier(x: f32p):
+    bar = tlx.alloc_barriers(2)
+    tl.store(x, tl.where(bar < 1, 1.0, 0.0))
+
+
+@tlxc.kernel
+def shift_buffer(x: f32p):
+    buf = tlx.local_alloc((16,), tl.int32, 1)[0]
+    tl.store(x, buf << 1)
+
+
+@tlxc.kernel
+def exp_of_buffer(x: f32p):
+    buf = tlx.local_alloc((16,), tl.float32, 1)
+    tl.store(x + tl.arange(0, 16), tl.exp(buf))
+
+
+@tlxc.kernel
+def minimum_of_tuple(x: f32p):
+    tl.store(x, tl.minimum((128,), 0))
+
+
+@tlxc.kernel
+def task_of_three_warps(x: f32p):
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            tl.store(x + tl.arange(0, 16), 1.0)
+        with tlx.async_task(num_warps=3):
+            tl.store(x + tl.arange(0, 16), 2.0)
+
+
+@tlxc.kernel
+def pointer_of_int_in_kernel(x: f32p):
+    tl.store(x.to(tl.pointer_type(5)), 1.0)
+
+
+@tlxc.kernel
+def broadcast_too_big(x: f32p):
+    a = tl.arange(0, 4096)
+    tl.store(x + a[:, None] * 4096 + a[None, :], 1.0)
+
+
+@tlxc.kernel
+def bad_propagate_nan(x: f32p):
+    tl.store(x, tl.maximum(tl.load(x), 1.0, propagate_nan=3))
+
+
+CASES = [
+    (buffer_plus_offsets, "bufs + tl.arange", "'+' needs numbers, tensors or pointers, got a buffer array"),
+    (if_barrier, "bar", "a condition needs numbers, tensors or pointers, got an mbarrier array"),
+    (negate_barrier, "-bar", "unary '-' needs numbers, tensors or pointers, got an mbarrier array"),
+    (compare_barrier, "bar < 1", "a comparison needs numbers, tensors or pointers, got an mbarrier array"),
+    (shift_buffer, "buf << 1", "'<<' needs numbers, tensors or pointers, got a buffer in shared memory"),
+    (exp_of_buffer, "buf", "tl.exp: 'x' must hold numbers, got a buffer array in shared memory"),
+    (minimum_of_tuple, "(128,)", "tl.minimum: 'x' must be a tensor or a number, got tuple (128,)"),
+    (task_of_three_warps, "tlx.async_task(num_warps=3)", "a task's num_warps must be a power of two"),
+    (pointer_of_int_in_kernel, "tl.pointer_type(5)", "tl.pointer_type expects a dtype such as tl.float32"),
+    (broadcast_too_big, "a[:, None] * 4096", "makes a tensor of shape [4096, 4096] (16777216 elements)"),
+    (bad_propagate_nan, "3", "'propagate_nan' must be tl.PropagateNan.NONE or tl.PropagateNan.ALL"),
+]
+
+
+@pytest.mark.parametrize(("kernel", "anchor", "message"), CASES, ids=lambda c: getattr(c, "__name__", None))
+def test_misuse_is_a_located_error(kernel, anchor, message):
+    with pytest.raises(CompilationError) as info:
+        kernel.compile(stages=("ir", "ir.opt"))
+    error = info.value
+    assert message in error.message
+    assert error.loc is not None and error.loc.line > 0
+    assert error.loc.source_line().find(anchor) >= 0
+
+
+def test_pointer_type_of_a_non_dtype_is_located_at_the_annotation():
+    with pytest.raises(CompilationError, match="tl.pointer_type expects a dtype") as info:
+        tl.pointer_type(5)
+    assert info.value.loc is not None and info.value.loc.file == __file__
+
+
+def test_big_arange_compiles_quickly():
+    # 2**18 elements on 4 warps: 2048 registers a thread; fully unrolled, NVRTC took 90 s
+    from tlxc.codegen_nvptx.backend import render_kernel
+
+    @tlxc.kernel
+    def big(x: f32p, N: tl.constexpr):
+        offs = tl.arange(0, N)
+        tl.store(x + offs, tl.load(x + offs) + 1.0)
+
+    compiled = big.compile(constexprs={"N": 2**18}, stages=("ir", "ir.opt"))
+    source, _ = render_kernel(compiled.module.kernels[0], "sm_90a")
+    assert "#pragma unroll 8\n" in source
+    assert "for (int i = 0; i < 2048; ++i)" in source
+
+
+# -- NaN: Triton's semantics, the interpreter and the GPU agree ---------------------------------
+
+@tlxc.kernel
+def nan_rules(x: f32p, y: f32p, out_min: f32p, out_max: f32p, out_max_all: f32p,
+              out_rmax: f32p, out_rmin: f32p, out_arg: i32p, out_argmin: i32p, BLOCK: tl.constexpr):
+    rows = tl.arange(0, BLOCK)
+    a = tl.load(x + rows)
+    b = tl.load(y + rows)
+    tl.store(out_min + rows, tl.minimum(a, b))
+    tl.store(out_max + rows, tl.maximum(a, b))
+    tl.store(out_max_all + rows, tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL))
+    grid = tl.load(x + rows[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :])
+    tl.store(out_rmax + rows, tl.max(grid, 1))
+    tl.store(out_rmin + rows, tl.min(grid, 1))
+    tl.store(out_arg + rows, tl.argmax(grid, 1))
+    tl.store(out_argmin + rows, tl.argmin(grid, 1))
+
+
+def _nan_inputs(block: int):
+    gen = torch.Generator().manual_seed(21)
+    x = torch.randn(block * block, generator=gen)
+    x[torch.rand(block * block, generator=gen) < 0.3] = math.nan
+    x[block:2 * block] = math.nan                 # a row of NaNs only
+    y = torch.randn(block * block, generator=gen)
+    y[torch.rand(block * block, generator=gen) < 0.3] = math.nan
+    return x, y
+
+
+def _expected(x: torch.Tensor, y: torch.Tensor, block: int) -> dict:
+    a, b = x[:block].double().numpy(), y[:block].double().numpy()
+    grid = x.double().numpy().reshape(block, block)
+    filled_max = np.where(np.isnan(grid), -np.inf, grid)
+    filled_min = np.where(np.isnan(grid), np.inf, grid)
+    all_nan = np.isnan(grid).all(axis=1)
+    return {
+        "min": np.fmin(a, b), "max": np.fmax(a, b),
+        "max_all": np.where(np.isnan(a) | np.isnan(b), np.nan, np.fmax(a, b)),
+        "rmax": np.fmax.reduce(grid, axis=1), "rmin": np.fmin.reduce(grid, axis=1),
+        # first index of the best number (tie -inf vs a real -inf: the number wins); all-NaN rows: 0
+        "arg": np.where(all_nan, 0, np.argmax((grid == filled_max.max(1, keepdims=True)) & ~np.isnan(grid), 1)),
+        "argmin": np.where(all_nan, 0, np.argmax((grid == filled_min.min(1, keepdims=True)) & ~np.isnan(grid), 1)),
+    }
+
+
+def _run_nan_rules(device: str, block: int = 32, interpret: bool = False) -> tuple[dict, dict]:
+    x, y = _nan_inputs(block)
+    expected = _expected(x, y, block)
+    outs = {k: torch.full((block,), 12345.0, device=device) for k in ("min", "max", "max_all", "rmax", "rmin")}
+    outs["arg"] = torch.full((block,), -7, dtype=torch.int32, device=device)
+    outs["argmin"] = torch.full((block,), -7, dtype=torch.int32, device=device)
+    kwargs = {"interpret": True} if interpret else {}
+    nan_rules[(1,)](x.to(device), y.to(device), outs["min"], outs["max"], outs["max_all"], outs["rmax"],
+                    outs["rmin"], outs["arg"], outs["argmin"], BLOCK=block, **kwargs)
+    return {k: v.cpu().double().numpy() for k, v in outs.items()}, expected
+
+
+def _assert_nan_rules(got: dict, expected: dict) -> None:
+    for key, want in expected.items():
+        np.testing.assert_array_equal(got[key], want, err_msg=key)
+
+
+def test_nan_rules_on_the_interpreter():
+    got, expected = _run_nan_rules("cpu", interpret=True)
+    assert np.isnan(got["rmax"][1]) and got["arg"][1] == 0     # the all-NaN row
+    _assert_nan_rules(got, expected)
+
+
+@pytest.mark.gpu
+def test_nan_rules_on_the_gpu():
+    got, expected = _run_nan_rules("cuda")
+    _assert_nan_rules(got, expected)
+
+
+# -- the interpreter's bound on while loops ---------------------------------------------------
+
+@tlxc.kernel
+def spin_forever(x: f32p, n: tl.int32):
+    i = 0
+    while i < n:
+        i += 0
+    tl.store(x, i * 1.0)
+
+
+def test_endless_while_loop_stops_with_its_line(monkeypatch):
+    monkeypatch.setenv("TLXC_INTERPRET_MAX_ITERATIONS", "200")
+    with pytest.raises(InterpreterError, match="this while loop ran 200 iterations") as info:
+        spin_forever[(1,)](torch.zeros(4), 5, interpret=True)
+    assert "while i < n" in info.value.loc.source_line()

@@ -1,0 +1,24 @@
+"""Semantic rules of ``tl.extra.cuda.gdc_wait`` / ``gdc_launch_dependents`` (ir/ops/gdc.py)."""
+from __future__ import annotations
+
+from .builtins import rule
+from .semantic import SemanticError
+
+
+def _require_hopper(ctx, what: str) -> None:
+    arch = ctx.options.arch
+    digits = arch[3:].rstrip("af") if arch.startswith("sm_") else ""
+    if not digits.isdigit() or int(digits) < 90:
+        raise SemanticError(f"{what} (griddepcontrol) needs sm_90 or newer; compiling for {arch}")
+
+
+@rule("extra.cuda.gdc_wait")
+def _gdc_wait(ctx):
+    _require_hopper(ctx, "tl.extra.cuda.gdc_wait")
+    ctx.b.create("tlx.gdc_wait", [], [], {})
+
+
+@rule("extra.cuda.gdc_launch_dependents")
+def _gdc_launch_dependents(ctx):
+    _require_hopper(ctx, "tl.extra.cuda.gdc_launch_dependents")
+    ctx.b.create("tlx.gdc_launch_dependents", [], [], {})
