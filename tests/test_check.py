@@ -143,9 +143,10 @@ BROKEN = [
      ("named barrier 9 counts 384 threads, but only task 'task<# the pingpong consumers>.0' (128 threads) and task "
      "'task<# the pingpong consumers>.1' (128 threads) use it: at most 256 threads can arrive in a round"),
      "# my turn"),
-    ("pingpong", {"BUG": "count_64"}, "named.threads",
-     ("named barrier 9 counts 64 threads here (bar.sync), which is fewer than the 128 threads of task "
-     "'task<# the pingpong consumers>.0'"), "# BUG count_64"),
+    # a 128-thread task on a 64-count bar.sync fills two rounds by itself (legal, as in TLX); the bug
+    # is that the other uses of barrier 9 count 256
+    ("pingpong", {"BUG": "count_64"}, "named.count-mismatch",
+     "named barrier 9 counts 64 threads here (bar.sync in task", "# BUG count_64"),
     ("pingpong", {"BUG": "mismatch"}, "named.count-mismatch",
      ("named barrier 9 counts 128 threads here (bar.arrive in task 'task<# the pingpong consumers>.1'), but 256 at "
      f"{C_}:<# my turn> (bar.sync): every use of one named barrier must count the same threads"), "# BUG mismatch"),

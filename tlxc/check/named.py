@@ -8,7 +8,8 @@ its threads.  With compile-time ids and counts:
   task's own syncs), so user code takes 7..15 (``named.id``,
   ``named.reserved``);
 * a count is a positive multiple of 32, no more than the block's threads and
-  no less than the threads of a task that uses it (``named.threads``);
+  either no less than the threads of a task that uses it or a divisor of them
+  (the task then fills count-sized rounds by itself) (``named.threads``);
 * every use of one id counts the same threads (``named.count-mismatch``);
 * the tasks that use an id can bring that many threads at all
   (``named.count``): otherwise every ``bar.sync`` on it waits forever.
@@ -105,9 +106,11 @@ def check_named(kernel: Operation) -> list[Finding]:
                 problem = "must be a positive multiple of 32 (whole warps arrive)"
             elif count > total:
                 problem = f"is more than the {total} threads of the whole block"
-            elif count < threads:
+            elif count < threads and threads % count:
+                # bar.sync counts warps: a task of k * count threads fills k rounds by itself
+                # (TLX's 32-thread barrier waited by a 4-warp task); any other split leaves warps waiting
                 problem = (f"is fewer than the {threads} threads of task '{task}', which all arrive when it "
-                           f"reaches this {_how(op)}")
+                           f"reaches this {_how(op)}, and does not divide them")
             if problem:
                 findings.append(Finding(f"named barrier {ident if ident is not None else '?'} counts {count} "
                                         f"threads here ({_how(op)}), which {problem}", op.loc,

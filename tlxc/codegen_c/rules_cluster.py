@@ -41,3 +41,54 @@ def remote_view(lw, op):
     lw.out.line(f"const unsigned {lw.define(r)} = {lw.target.expr('tlx_mapa_shared', lw.name(bar), lw.name(rank))};")
     if id(bar) in lw.barrier_names:
         lw.barrier_names[id(r)] = lw.barrier_names[id(bar)]
+
+
+# -- distributed shared memory (ir/ops/cluster_mem.py) -------------------------------------------
+# Each element is stored once: only the slot that owns it in the value's layout stores it
+# (``rules_memory._owner``), so the bytes an async store completes on the peer's barrier are
+# the buffer's bytes, which is what the peer's barrier_expect_bytes posts.
+_UNSIGNED = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "unsigned long long"}
+
+
+def _element_stores(lw, op, store_of) -> None:
+    """``if (owner) store_of(remote address, bits)`` for every register of the stored value."""
+    from .rules_memory import _owner
+    from .rules_tlx import _offset_expr, shared_address
+    view, value, rank = op.operands[:3]
+    t = value.type.element
+    strides = lw.views[id(view)][1]
+    offset = _offset_expr(lw, value.type.layout, strides, block=lw.view_block.get(id(view)))
+    local = shared_address(lw, view, offset, t)
+    remote = lw.target.expr("tlx_mapa_shared", local, lw.name(rank))
+    bits = f"*reinterpret_cast<const {_UNSIGNED[t.bytes]}*>(&{lw.name(value)}[i])"
+    owner = _owner(lw, value.type)
+    store = store_of(remote, bits)
+    lw.for_registers(value, f"if {owner} {store}" if owner else store)
+
+
+@lowering("tlx.remote_shmem_store")
+def remote_shmem_store(lw, op):
+    helper = f"tlx_st_shared_cluster_b{op.operands[1].type.element.bits}"
+    _element_stores(lw, op, lambda addr, bits: lw.target.call(helper, addr, bits))
+
+
+@lowering("tlx.async_remote_shmem_store")
+def async_remote_shmem_store(lw, op):
+    bar, rank = op.operands[3], op.operands[2]
+    remote_bar = lw.fresh("remote_bar")
+    lw.out.line(f"const unsigned {remote_bar} = {lw.target.expr('tlx_mapa_shared', lw.name(bar), lw.name(rank))};")
+    helper = f"tlx_st_async_cluster_b{op.operands[1].type.element.bits}"
+    _element_stores(lw, op, lambda addr, bits: lw.target.call(helper, addr, bits, remote_bar))
+
+
+@lowering("tlx.async_remote_shmem_copy")
+def async_remote_shmem_copy(lw, op):
+    dst, src, rank, bar = op.operands
+    nbytes = src.type.buffer_bytes
+    # Every thread's writes of the source (fenced into the async proxy by the kernel's
+    # tlx.fence("async_shared"), as in TLX) come before the one thread that issues the copy.
+    lw.out.line(lw.sync())
+    remote_dst = lw.target.expr("tlx_mapa_shared", lw.views[id(dst)][0], lw.name(rank))
+    remote_bar = lw.target.expr("tlx_mapa_shared", lw.name(bar), lw.name(rank))
+    copy = lw.target.call("tlx_cp_async_bulk_cluster", remote_dst, lw.views[id(src)][0], f"{nbytes}u", remote_bar)
+    lw.out.line(f"if ({lw.scope.tid_var} == 0) {copy}")

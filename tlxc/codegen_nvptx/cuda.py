@@ -18,6 +18,7 @@ from ..codegen_c import (  # noqa: F401
     rules_tcgen05,
     rules_tensor,
     rules_tlx,
+    rules_warp,
 )
 from ..codegen_c.lower import KernelLowering
 from ..ir.core import Operation

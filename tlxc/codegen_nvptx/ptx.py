@@ -561,6 +561,102 @@ def mbarrier_arrive_cluster():
 }}"""
 
 
+# -- distributed shared memory (rules_cluster.py): addresses in the cluster window (mapa) ------
+_CLUSTER_STORE_TYPES = {8: ("unsigned char", "b8", "h"), 16: ("unsigned short", "b16", "h"),
+                        32: ("unsigned", "b32", "r"), 64: ("unsigned long long", "b64", "l")}
+
+
+def _st_shared_cluster(bits: int) -> str:
+    ctype, ptx_type, letter = _CLUSTER_STORE_TYPES[bits]
+    value = "(unsigned short)v" if bits == 8 else "v"      # PTX has no 8-bit register operands
+    return f"""
+{_INLINE} void tlx_st_shared_cluster_b{bits}(unsigned remote, {ctype} v) {{
+  asm volatile("st.shared::cluster.{ptx_type} [%0], %1;" :: "r"(remote), "{letter}"({value}) : "memory");
+}}"""
+
+
+for _bits in (8, 16, 32, 64):
+    define(f"tlx_st_shared_cluster_b{_bits}", _st_shared_cluster(_bits))
+
+
+def _st_async_cluster(bits: int) -> str:
+    ctype, ptx_type, letter = _CLUSTER_STORE_TYPES[bits]
+    return f"""
+{_INLINE} void tlx_st_async_cluster_b{bits}(unsigned remote, {ctype} v, unsigned remote_bar) {{
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.{ptx_type} [%0], %1, [%2];"
+               :: "r"(remote), "{letter}"(v), "r"(remote_bar) : "memory");
+}}"""
+
+
+for _bits in (32, 64):                   # st.async stores .b32/.b64 (and vectors of them) only
+    define(f"tlx_st_async_cluster_b{_bits}", _st_async_cluster(_bits))
+
+
+@helper("tlx_cp_async_bulk_cluster", "tlx_smem_addr")
+def cp_async_bulk_cluster():
+    return f"""
+{_INLINE} void tlx_cp_async_bulk_cluster(unsigned remote_dst, const void* src, unsigned bytes,
+                                          unsigned remote_bar) {{
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(remote_dst), "r"(tlx_smem_addr(src)), "r"(bytes), "r"(remote_bar) : "memory");
+}}"""
+
+
+# -- warp votes (rules_warp.py) ----------------------------------------------------------------
+@helper("tlx_vote_ballot_sync")
+def vote_ballot_sync():
+    return f"""
+{_INLINE} unsigned tlx_vote_ballot_sync(unsigned mask, bool pred) {{
+  unsigned ballot;
+  asm volatile("{{ .reg .pred p; setp.ne.u32 p, %1, 0; vote.sync.ballot.b32 %0, p, %2; }}"
+               : "=r"(ballot) : "r"((unsigned)pred), "r"(mask));
+  return ballot;
+}}"""
+
+
+# -- user inline PTX (tl.inline_asm_elementwise, rules_warp.py) --------------------------------
+def _c_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
+
+
+def _cuda_operands(asm: str) -> str:
+    """Triton's operand syntax (``$0``, ``$1``... as LLVM) in CUDA's: ``%0``; a literal ``%``
+    (``%tid.x``, ``%r1``) becomes ``%%``."""
+    out, i = [], 0
+    while i < len(asm):
+        ch = asm[i]
+        if ch == "%":
+            out.append("%%")
+        elif ch == "$" and i + 1 < len(asm) and asm[i + 1].isdigit():
+            j = i + 1
+            while j < len(asm) and asm[j].isdigit():
+                j += 1
+            out.append("%" + asm[i + 1:j])
+            i = j
+            continue
+        elif ch == "$" and asm[i + 1:i + 2] == "$":
+            out.append("$")
+            i += 2
+            continue
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def user_inline_asm(asm: str, outputs: list[tuple[str, str]], inputs: list[tuple[str, str]],
+                    volatile: bool) -> str:
+    """The one place where user assembly enters generated code: the ``asm`` statement of a
+    ``tl.inline_asm_elementwise``.  ``outputs`` / ``inputs`` are (constraint, C expression)
+    pairs in operand order (``"=r"``, lvalue; ``"r"``, value); ``volatile`` for
+    ``is_pure=False`` (the asm has effects, or must not be merged)."""
+    outs = ", ".join(f'"{c}"({e})' for c, e in outputs)
+    ins = ", ".join(f'"{c}"({e})' for c, e in inputs)
+    keyword = "asm volatile" if volatile else "asm"
+    clauses = f" : {outs}" + (f" : {ins}" if ins else "")
+    return f"{keyword}({_c_string(_cuda_operands(asm))}{clauses});"
+
+
 @helper("tlx_mbarrier_arrive_expect_tx", "tlx_smem_addr")
 def mbarrier_arrive_expect_tx():
     return f"""

@@ -111,6 +111,10 @@ class CudaTarget:
         """Arrive on a peer CTA's barrier, given by its cluster address (``mapa``)."""
         return self.call("tlx_mbarrier_arrive_cluster", remote_bar, f"{count}u")
 
+    def user_inline_asm(self, asm: str, outputs, inputs, volatile: bool) -> str:
+        """``tl.inline_asm_elementwise``'s statement (``ptx.user_inline_asm``: the only place)."""
+        return ptx.user_inline_asm(asm, outputs, inputs, volatile)
+
     def mbarrier_expect_tx(self, bar: str, nbytes: int) -> str:
         return self.call("tlx_mbarrier_arrive_expect_tx", bar, f"{nbytes}u")
 

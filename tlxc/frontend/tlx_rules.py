@@ -174,7 +174,11 @@ def local_view(ctx, buf, idx):
 def _local_slice(ctx, buf, offset, shape):
     b = ctx.b
     buf = _memdesc(buf, "buf", view=True)
-    shape = tuple(constexpr(shape, "shape"))
+    shape = constexpr(shape, "shape")
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in shape):
+        raise SemanticError(f"'shape' must hold positive compile-time integers, got "
+                            f"({', '.join(S.describe(s) for s in shape)})", param="shape")
     offset = tuple(offset) if isinstance(offset, (tuple, list)) else (offset,)
     if len(offset) != len(buf.type.shape) or len(shape) != len(buf.type.shape):
         raise SemanticError(f"'offset' and 'shape' need {len(buf.type.shape)} entries", param="offset")
@@ -709,6 +713,9 @@ def _prefetch(ctx, pointer, level="L2", mask=None, tensormap=False):
         if mask is not None:
             raise SemanticError("a tensormap prefetch takes no 'mask' (it prefetches the descriptor itself)",
                                 param="mask")
+        from .tensor_desc import is_device_descriptor
+        if is_device_descriptor(pointer):
+            return       # built in the kernel, it is no tensormap (frontend/tensor_desc.py): nothing to warm up
         desc = descriptor_arg(pointer)
         b.create("tlx.prefetch_tensormap", [desc.value])
         return
@@ -896,3 +903,7 @@ def _async_dot_wait(ctx, pendings, inp):
         raise SemanticError(f"'inp' must be the accumulator returned by tlx.async_dot, got {S.describe(inp)}",
                             param="inp")
     return Tensor(ctx.b.value("tlx.async_dot_wait", [inp.value], inp.type, pendings=pendings))
+
+
+# DSM stores, warp votes and tl.inline_asm_elementwise (they use the helpers above)
+from . import cluster_rules  # noqa: E402,F401

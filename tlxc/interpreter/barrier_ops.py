@@ -171,6 +171,14 @@ def _join_named(ctx, op, barrier: NamedBarrier, threads: int, how: str) -> int:
         raise BarrierError(
             f"mismatched thread counts on {barrier.label} in {ctx.label}: task '{ctx.task_name}' uses "
             f"{threads} ({how}) but task '{first}' arrived with {barrier.expected}", op.loc)
+    if barrier.arrived == 0 and mine > threads and mine % threads == 0:
+        # bar.sync counts warps: a task with more threads than the count fills the barrier
+        # by itself, its warps completing mine // threads generations one after another
+        # (TLX's 32-thread barrier waited by a 4-warp task); its last warp's is the caller's
+        ctx.races.order_tasks([ctx.task_name])
+        barrier.generation += mine // threads
+        barrier.expected = None
+        return barrier.generation - 1
     if barrier.arrived + mine > threads:
         raise BarrierError(
             f"too many threads on {barrier.label} in {ctx.label}: task '{ctx.task_name}' adds {mine} "

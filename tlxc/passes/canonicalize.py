@@ -15,6 +15,8 @@ _SIDE_EFFECTS = {"tl.store", "tl.atomic_rmw", "tl.atomic_cas", "tl.debug_barrier
 def has_side_effects(op) -> bool:
     if op.name in _SIDE_EFFECTS or op.name.startswith("tlx."):
         return True
+    if op.name == "tl.inline_asm_elementwise" and not op.attrs.get("pure"):   # is_pure=False: keep it
+        return True
     return any(has_side_effects(inner) for region in op.regions for inner in region.ops)
 
 

@@ -17,6 +17,9 @@ from ..ir.builder import Builder
 from ..ir.core import Module
 
 SIGNALS_PEERS = ("tlx.remote_view",)
+# Writes into a peer's shared memory (and barrier): they need the fence + barrier after the
+# barrier inits too, but rank 0 of a cluster of one is the CTA itself, so no launch error.
+WRITES_PEERS = ("tlx.remote_shmem_store", "tlx.async_remote_shmem_store", "tlx.async_remote_shmem_copy")
 
 
 def _created(block, index: int, name: str, loc):
@@ -42,7 +45,7 @@ def insert_cluster_syncs(module: Module) -> Module:
                                        f"with more than one CTA (tlxc compile/check: --ctas-per-cga)", op.loc)
             continue
         block = kernel.regions[0].block
-        if _peer_signal(kernel) is not None:
+        if _peer_signal(kernel) is not None or any(op.name in WRITES_PEERS for op in kernel.walk()):
             allocs = [i for i, op in enumerate(block.ops) if op.name == "tlx.alloc_barriers"]
             if allocs:
                 where, loc = allocs[-1] + 1, block.ops[allocs[-1]].loc

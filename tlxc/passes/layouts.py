@@ -315,6 +315,20 @@ class _KernelRewriter:
         layout = self.tmem_layout(op, view) or self.natural(value) or self.default_layout(value.type)
         self.copy(op, [self.get(view), self.get(value, layout)])
 
+    def rule_tlx_remote_shmem_store(self, op):        # (and async_: ir/ops/cluster_mem.py) as local_store
+        view, value, *rest = op.operands
+        layout = self.natural(value) or self.default_layout(value.type)
+        self.copy(op, [self.get(view), self.get(value, layout)] + [self.get(v) for v in rest])
+
+    rule_tlx_async_remote_shmem_store = rule_tlx_remote_shmem_store
+
+    def rule_tlx_vote_ballot_sync(self, op):          # (and inline asm: ir/ops/warp.py) elementwise
+        if isinstance(op.results[0].type, TensorType):
+            return self.rule_elementwise(op)
+        self.copy(op, [self.get(v) for v in op.operands])
+
+    rule_tl_inline_asm_elementwise = rule_tlx_vote_ballot_sync
+
     def tmem_layout(self, op, view):
         """The tcgen05.ld/st register layout when ``view`` is in tensor memory, else None."""
         if getattr(view.type, "storage", "smem") != "tmem":

@@ -1,0 +1,62 @@
+"""Lowering rules for warp votes and user inline PTX (``ir/ops/warp.py``).
+
+``vote_ballot_sync`` is one ``vote.sync.ballot.b32`` per register: a thread's
+register ``i`` collects register ``i`` of the mask's lanes.  The asm of
+``tl.inline_asm_elementwise`` is emitted by ``ptx.user_inline_asm`` only (through the target) (the
+one place user assembly enters generated code), once per register, with each
+operand passed as the register type of its constraint (bits reinterpreted, the
+frontend checked the widths).
+"""
+from __future__ import annotations
+
+from ..ir.types import TensorType
+from . import ctypes_ as C
+from .lower import lowering, registers
+
+# the C type a constraint letter binds (the frontend admits these letters only)
+_CONSTRAINT_CTYPE = {"h": "unsigned short", "r": "unsigned", "l": "unsigned long long", "f": "float",
+                     "d": "double"}
+_DIRECT = {"r": ("int", "unsigned"), "h": ("short", "unsigned short"), "l": ("long long", "unsigned long long"),
+           "f": ("float",), "d": ("double",)}
+
+
+@lowering("tlx.vote_ballot_sync")
+def vote_ballot_sync(lw, op):
+    pred = op.operands[0]
+    mask = f"{op.attrs['mask']:#x}u"
+    lw.assign_elementwise(op.results[0], lambda i: f"(int){lw.target.expr('tlx_vote_ballot_sync', mask, lw.ref(pred, i))}")
+
+
+def _bind(letter: str, expr: str, t, output: bool) -> str:
+    """``expr`` (storage type of ``t``) as the register type of constraint ``letter``."""
+    if C.storage_type(t) in _DIRECT[letter]:
+        return expr
+    const = "" if output else "const "
+    return f"*reinterpret_cast<{const}{_CONSTRAINT_CTYPE[letter]}*>(&{expr})"
+
+
+@lowering("tl.inline_asm_elementwise")
+def inline_asm_elementwise(lw, op):
+    if not hasattr(lw.target, "user_inline_asm"):
+        raise lw.error_unsupported(op, "tl.inline_asm_elementwise (inline PTX)")
+    letters = [c.strip().lstrip("=") for c in op.attrs["constraints"].split(",")]
+    results = op.results
+    for r in results:
+        lw.declare(r)
+    index = "i" if isinstance(results[0].type, TensorType) else "0"
+
+    def ref(v):
+        return lw.ref(v, index) if isinstance(v.type, TensorType) else lw.name(v)
+
+    outputs = [(f"={c}", _bind(c, ref(r), r.type.element if isinstance(r.type, TensorType) else r.type, True))
+               for c, r in zip(letters, results)]
+    inputs = [(c, _bind(c, ref(v), v.type.element if isinstance(v.type, TensorType) else v.type, False))
+              for c, v in zip(letters[len(results):], op.operands)]
+    stmt = lw.target.user_inline_asm(op.attrs["asm"], outputs, inputs, volatile=not op.attrs["pure"])
+    if isinstance(results[0].type, TensorType):     # (not for_registers: it rewrites "[i]" in the text)
+        lw.out.line("#pragma unroll")
+        lw.out.open(f"for (int i = 0; i < {registers(results[0].type)}; ++i)")
+        lw.out.line(stmt)
+        lw.out.close()
+    else:
+        lw.out.line(stmt)

@@ -1,0 +1,178 @@
+"""Semantic rules of distributed shared memory, warp votes and user inline PTX:
+``tlx.remote_shmem_store``, ``tlx.async_remote_shmem_store``,
+``tlx.async_remote_shmem_copy`` (``ir/ops/cluster_mem.py``), ``tlx.vote_ballot_sync``
+and ``tl.inline_asm_elementwise`` (``ir/ops/warp.py``), with TLX's / Triton's
+signatures.  Registered from ``tlx_rules.py``.
+"""
+from __future__ import annotations
+
+from ..ir import types as T
+from ..ir.types import ScalarType, TensorType
+from . import semantic as S
+from . import tlx_rules as X
+from .builtins import RULES, const_dtype, const_int, constexpr, tensor_arg
+from .values import SemanticError, Tensor
+
+MAX_CLUSTER = 16
+
+
+def _local_smem(value, what: str) -> Tensor:
+    view = X._memdesc(value, what, view=True)
+    if view.type.storage != "smem":
+        raise SemanticError(f"'{what}' must be a shared-memory buffer, got {view.type.storage} memory; the remote "
+                            f"CTA's copy of this local buffer is the destination", param=what)
+    return view
+
+
+def _rank(b, rank) -> Tensor:
+    if rank is None:
+        raise SemanticError("'remote_cta_rank' is required", param="remote_cta_rank")
+    if isinstance(rank, int) and not isinstance(rank, bool) and not 0 <= rank < MAX_CLUSTER:
+        raise SemanticError(f"a cluster has at most {MAX_CLUSTER} CTAs; rank {rank} is out of range",
+                            param="remote_cta_rank")
+    return X._i32(b, rank, "remote_cta_rank")
+
+
+def _stored_value(b, dst: Tensor, src) -> Tensor:
+    value = tensor_arg(b, src, "src")
+    if not value.is_block:
+        value = S.broadcast_to(b, S.cast(b, value, dst.type.element), dst.type.shape)
+    if value.shape != dst.type.shape:
+        raise SemanticError(f"'src' has shape {list(value.shape)} but the buffer is {list(dst.type.shape)}",
+                            param="src")
+    if value.dtype != dst.type.element:
+        raise SemanticError(f"'src' holds {value.dtype} but the buffer holds {dst.type.element}; convert with "
+                            f".to({dst.type.element})", param="src")
+    return value
+
+
+def _barrier(barrier) -> Tensor:
+    if barrier is None:
+        raise SemanticError("'barrier' is required: the peer CTA waits on it for the bytes", param="barrier")
+    return X._barrier(barrier, "barrier")
+
+
+@X.rule("remote_shmem_store")
+def _remote_shmem_store(ctx, dst, src, remote_cta_rank):
+    b = ctx.b
+    dst = _local_smem(dst, "dst")
+    value = _stored_value(b, dst, src)
+    b.create("tlx.remote_shmem_store", [dst.value, value.value, _rank(b, remote_cta_rank).value])
+
+
+@X.rule("async_remote_shmem_store")
+def _async_remote_shmem_store(ctx, dst, src, remote_cta_rank, barrier=None):
+    b = ctx.b
+    dst = _local_smem(dst, "dst")
+    value = _stored_value(b, dst, src)
+    if dst.type.element.bytes not in (4, 8):
+        raise SemanticError(f"st.async stores 4- or 8-byte elements, not {dst.type.element}; for narrower "
+                            f"types stage the tile in a local buffer and use tlx.async_remote_shmem_copy",
+                            param="src")
+    bar = _barrier(barrier)
+    b.create("tlx.async_remote_shmem_store", [dst.value, value.value, _rank(b, remote_cta_rank).value, bar.value])
+
+
+@X.rule("async_remote_shmem_copy")
+def _async_remote_shmem_copy(ctx, dst, src, remote_cta_rank, barrier=None):
+    b = ctx.b
+    dst = _local_smem(dst, "dst")
+    src = _local_smem(src, "src")
+    if (dst.type.shape, dst.type.element) != (src.type.shape, src.type.element):
+        raise SemanticError(f"'src' is a {list(src.type.shape)} {src.type.element} buffer but 'dst' a "
+                            f"{list(dst.type.shape)} {dst.type.element} one; the copy moves one buffer as it is",
+                            param="src")
+    if dst.type.perm or src.type.perm:
+        raise SemanticError("the bulk copy moves bytes in memory order; pass untransposed views", param="src")
+    if src.type.buffer_bytes % 16:
+        raise SemanticError(f"cp.async.bulk copies multiples of 16 bytes; the buffer has {src.type.buffer_bytes}",
+                            param="src")
+    bar = _barrier(barrier)
+    b.create("tlx.async_remote_shmem_copy", [dst.value, src.value, _rank(b, remote_cta_rank).value, bar.value])
+
+
+@X.rule("vote_ballot_sync")
+def _vote_ballot_sync(ctx, mask, pred):
+    b = ctx.b
+    mask = const_int(mask, "mask")
+    if not 0 <= mask <= 0xFFFFFFFF:
+        raise SemanticError(f"'mask' is a 32-bit lane mask, got {mask:#x}", param="mask")
+    pred = tensor_arg(b, pred, "pred")
+    if not isinstance(pred.dtype, ScalarType):
+        raise SemanticError(f"'pred' must be a boolean or a number, got {S.describe(pred)}", param="pred")
+    pred = S.to_bool(b, pred)
+    rtype = TensorType(pred.shape, T.i32) if pred.is_block else T.i32
+    return Tensor(b.value("tlx.vote_ballot_sync", [pred.value], rtype, mask=mask))
+
+
+# -- tl.inline_asm_elementwise ------------------------------------------------------------------
+CONSTRAINT_BITS = {"h": 16, "r": 32, "l": 64, "f": 32, "d": 64}
+
+
+def _constraints(text: str, outputs: int, inputs: int) -> list[str]:
+    parts = [p.strip() for p in text.split(",")]
+    if any(not p for p in parts):
+        raise SemanticError(f"'constraints' {text!r} has an empty entry", param="constraints")
+    wanted = ["="] * outputs + [""] * inputs
+    if len(parts) != len(wanted) or any(p.startswith("=") != bool(w) for p, w in zip(parts, wanted)):
+        raise SemanticError(f"'constraints' {text!r} must list {outputs} output(s) ('=r', ...) then {inputs} "
+                            f"input(s) ('r', ...), one per result dtype and per argument", param="constraints")
+    letters = [p.lstrip("=") for p in parts]
+    for letter in letters:
+        if letter not in CONSTRAINT_BITS:
+            raise SemanticError(f"constraint {letter!r} is not supported; tlxc knows register constraints "
+                                f"{', '.join(sorted(CONSTRAINT_BITS))}", param="constraints")
+    return letters
+
+
+def _check_width(letter: str, dtype, what: str) -> None:
+    if dtype.is_bool or dtype.bits != CONSTRAINT_BITS[letter]:
+        raise SemanticError(f"{what} is {dtype} ({dtype.bits} bits) but its constraint '{letter}' is a "
+                            f"{CONSTRAINT_BITS[letter]}-bit register (with pack=1 each element is one register)",
+                            param="constraints")
+
+
+def _inline_asm_args(b, args) -> list[Tensor]:
+    args = constexpr(args, "args")
+    if isinstance(args, Tensor) or not isinstance(args, (list, tuple)):
+        raise SemanticError(f"'args' must be a list of tensors, got {S.describe(args)}", param="args")
+    values = [tensor_arg(b, a, "args") for a in args]
+    shape = ()
+    for v in values:
+        if v.is_block:
+            shape = S.broadcast_shapes(shape, v.shape) if shape else v.shape
+    return [S.broadcast_to(b, v, shape) if shape and v.shape != shape else v for v in values]
+
+
+def _inline_asm_elementwise(ctx, asm, constraints, args, dtype, is_pure, pack):
+    b = ctx.b
+    asm = constexpr(asm, "asm")
+    constraints = constexpr(constraints, "constraints")
+    if not isinstance(asm, str) or not isinstance(constraints, str):
+        raise SemanticError("'asm' and 'constraints' must be compile-time strings", param="asm")
+    pack = const_int(pack, "pack")
+    if pack != 1:
+        raise SemanticError(f"pack={pack} is not supported yet: tlxc runs the asm once per element (pack=1)",
+                            param="pack")
+    is_pure = constexpr(is_pure, "is_pure")
+    if not isinstance(is_pure, bool):
+        raise SemanticError(f"'is_pure' must be a compile-time bool, got {S.describe(is_pure)}", param="is_pure")
+    dtype = constexpr(dtype, "dtype")
+    dtypes = [const_dtype(d, "dtype") for d in (dtype if isinstance(dtype, (list, tuple)) else [dtype])]
+    values = _inline_asm_args(b, args)
+    letters = _constraints(constraints, len(dtypes), len(values))
+    for i, (letter, d) in enumerate(zip(letters, dtypes)):
+        _check_width(letter, d, f"result {i}")
+    for i, (letter, v) in enumerate(zip(letters[len(dtypes):], values)):
+        if not isinstance(v.dtype, ScalarType):
+            raise SemanticError(f"argument {i} is {S.describe(v)}; inline asm takes numbers", param="args")
+        _check_width(letter, v.dtype, f"argument {i}")
+    shape = next((v.shape for v in values if v.is_block), None)
+    types = [TensorType(shape, d) if shape else d for d in dtypes]
+    op = b.create("tl.inline_asm_elementwise", [v.value for v in values], types,
+                  {"asm": asm, "constraints": constraints, "pure": is_pure, "pack": pack})
+    results = [Tensor(r) for r in op.results]
+    return results[0] if not isinstance(dtype, (list, tuple)) else tuple(results)
+
+
+RULES["inline_asm_elementwise"] = _inline_asm_elementwise      # tl.*, not tlx.*
