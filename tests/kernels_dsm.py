@@ -7,8 +7,9 @@ from tlxc.language import tlx
 
 @tlxc.kernel
 def dsm_swap(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    """Pairs of CTAs: each writes 2 * x + its rank into its peer's buffer, so y's block of
-    CTA r holds 2 * x + (r ^ 1) of the peer's block."""
+    """Pairs of CTAs: each sends 2 * x + its rank (of its own block of x) into its peer's
+    buffer; the peer writes what it got back to the sender's block of y, so y = 2 * x + the
+    rank of the block's CTA."""
     pid = tl.program_id(0)
     rank = tlx.cluster_cta_rank()
     buf = tlx.local_alloc((BLOCK,), tl.float32, 1)
@@ -126,3 +127,42 @@ def asm_bad_constraints(x_ptr):
     x = tl.load(x_ptr)
     y = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r", [x], dtype=tl.float32, is_pure=True, pack=1)
     tl.store(x_ptr, y)
+
+
+# -- a cluster barrier in every task of a warp-specialized kernel ------------------------------
+@tlxc.kernel
+def cluster_barrier_in_tasks(x_ptr, y_ptr, n, BLOCK: tl.constexpr, SKIP_IDLE: tl.constexpr):
+    """Every task of both CTAs runs one cluster barrier (TLX's idiom: each thread arrives once);
+    then CTA 0's default task arrives on CTA 1's barrier and CTA 1's loader waits for it.
+    SKIP_IDLE leaves the third task out of the cluster barrier (a deadlock)."""
+    bars = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    tlx.fence_mbarrier_init_cluster()
+    rank = tlx.cluster_cta_rank()
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            tlx.cluster_barrier()
+            if rank == 0:
+                tlx.barrier_arrive(bar=bars[0], remote_cta_rank=1)
+        with tlx.async_task(num_warps=4):
+            tlx.cluster_barrier()
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+            if rank == 1:
+                tlx.barrier_wait(bars[0], phase=0)
+            tl.store(y_ptr + offs, x + 1.0, mask=offs < n)
+        with tlx.async_task(num_warps=4):
+            if not SKIP_IDLE:
+                tlx.cluster_barrier()
+
+
+@tlxc.kernel
+def dsm_async_store_f16(x_ptr):
+    buf = tlx.local_alloc((64,), tl.float16, 1)
+    bars = tlx.alloc_barriers(num_barriers=1)
+    tlx.async_remote_shmem_store(buf[0], tl.load(x_ptr + tl.arange(0, 64)), 1, bars[0])
+
+
+@tlxc.kernel
+def dsm_store_rank_17(x_ptr):
+    buf = tlx.local_alloc((64,), tl.float32, 1)
+    tlx.remote_shmem_store(buf[0], tl.load(x_ptr + tl.arange(0, 64)), 17)

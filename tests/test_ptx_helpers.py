@@ -390,6 +390,25 @@ CASES: dict[str, Case] = {
     "tlx_mbarrier_arrive_cluster": Case(_BAR + "tlx_mbarrier_arrive_cluster(tlx_mapa_shared(&bar, (int)in[0]), 1u); "
                                         "out[0] = 1u;", ("mbarrier.arrive.shared::cluster.b64",),
                                         also=("tlx_mapa_shared",)),
+    # distributed shared memory (rules_cluster.py) and warp votes (rules_warp.py)
+    **{f"tlx_st_shared_cluster_b{bits}": Case(
+        f"__shared__ {ctype} buf[32]; tlx_st_shared_cluster_b{bits}(tlx_mapa_shared(&buf[threadIdx.x & 31], "
+        f"(int)in[0]), ({ctype})in[1]); __syncthreads(); out[0] = (unsigned)buf[threadIdx.x & 31];",
+        (f"st.shared::cluster.b{bits}",), also=("tlx_mapa_shared",))
+       for bits, ctype in ((8, "unsigned char"), (16, "unsigned short"), (32, "unsigned"),
+                           (64, "unsigned long long"))},
+    **{f"tlx_st_async_cluster_b{bits}": Case(
+        f"__shared__ {ctype} buf[32]; " + _BAR + f"tlx_st_async_cluster_b{bits}(tlx_mapa_shared(&buf[threadIdx.x & 31], "
+        f"(int)in[0]), ({ctype})in[1], tlx_mapa_shared(&bar, (int)in[0])); out[0] = (unsigned)buf[0];",
+        (f"st.async.shared::cluster.mbarrier::complete_tx::bytes.b{bits}",), also=("tlx_mapa_shared",))
+       for bits, ctype in ((32, "unsigned"), (64, "unsigned long long"))},
+    "tlx_cp_async_bulk_cluster": Case(
+        "__shared__ __attribute__((aligned(128))) unsigned buf[64]; " + _BAR +
+        "tlx_cp_async_bulk_cluster(tlx_mapa_shared(buf, (int)in[0]), buf, 256u, tlx_mapa_shared(&bar, (int)in[0])); "
+        "out[0] = buf[threadIdx.x & 63];",
+        ("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes",), also=("tlx_mapa_shared",)),
+    "tlx_vote_ballot_sync": Case("out[threadIdx.x] = tlx_vote_ballot_sync(in[0], in[threadIdx.x] > 3u);",
+                                 ("vote.sync.ballot.b32",)),
     "tlx_bulk_commit_group": Case("tlx_bulk_commit_group(); out[0] = 1u;", ("cp.async.bulk.commit_group",)),
     "tlx_bulk_wait_group_read": Case("tlx_bulk_wait_group_read<1>(); out[0] = 1u;",
                                      ("cp.async.bulk.wait_group.read",)),
@@ -591,3 +610,23 @@ def test_no_inline_asm_outside_ptx_py():
             if pattern.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not offenders, "inline asm outside tlxc/codegen_nvptx/ptx.py:\n" + "\n".join(offenders)
+
+
+# -- user inline PTX (tl.inline_asm_elementwise): ptx.user_inline_asm renders the statement -------
+def test_user_inline_asm_renders_triton_operands_in_cuda_syntax():
+    stmt = ptx.user_inline_asm('mov.u32 $0, %tid.x; add.s32 $1, $2, $$; // "q"', [("=r", "a"), ("=r", "b")],
+                               [("r", "c")], volatile=False)
+    assert stmt == 'asm("mov.u32 %0, %%tid.x; add.s32 %1, %2, $; // \\"q\\"" : "=r"(a), "=r"(b) : "r"(c));'
+    assert ptx.user_inline_asm("nanosleep.u32 1;", [("=r", "z")], [], volatile=True) == \
+        'asm volatile("nanosleep.u32 1;" : "=r"(z));'
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_user_inline_asm_compiles(arch, tmp_path, monkeypatch):
+    monkeypatch.setenv("TLXC_CACHE_DIR", str(tmp_path))
+    stmt = ptx.user_inline_asm("{ .reg .b32 t; add.u32 t, $1, $2; shl.b32 $0, t, 1; }", [("=r", "r")],
+                               [("r", "in[0]"), ("r", "in[threadIdx.x]")], volatile=True)
+    source = ('extern "C" __global__ void probe(unsigned* out, const unsigned* in) {\n'
+              f"  unsigned r; {stmt} out[threadIdx.x] = r;\n}}\n")
+    result = compile_cuda(source, arch, ["probe"], reproducer_name="probe_user_asm", want_ptx=True)
+    assert result.cubin[:4] == b"\x7fELF" and "shl.b32" in kernel_ptx(result.ptx)

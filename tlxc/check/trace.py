@@ -558,7 +558,8 @@ class Tracer:
         array, slot = self.barrier(op, 2)
         nbytes = self.value(op.operands[3])
         if nbytes is UNKNOWN:
-            raise Undecidable(f"the byte count (bulk_size) of {_op_label(op)} depends on runtime values", op.loc)
+            raise Undecidable("the byte count (bulk_size) of tlx.async_load(bulk=True) depends on runtime values",
+                              op.loc)
         ref = self.value(op.operands[1])
         if isinstance(ref, BufferRef) and ref.index is not UNKNOWN:
             self.record("tmawrite", op, array=ref.array, slot=ref.index, box=ref.box)

@@ -469,7 +469,8 @@ def _bulk_buffer(lw, op, view) -> str:
     from ..ir.ops.bulk import BULK_ALIGN
     align = lw.view_align.get(id(view), BULK_ALIGN)
     if align % BULK_ALIGN:
-        raise CompilationError(f"{op.name}: the buffer may start {align} bytes past a 16-byte boundary; "
+        what = "tlx.async_load(bulk=True)" if op.name == "tlx.async_bulk_load" else "tlx.async_store"
+        raise CompilationError(f"{what}: the buffer is only known to start on a {align}-byte boundary; "
                                f"cp.async.bulk needs 16-byte aligned shared addresses (make each buffer of the "
                                f"array a multiple of 16 bytes)", op.loc)
     return lw.views[id(view)][0]

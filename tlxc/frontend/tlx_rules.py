@@ -722,7 +722,7 @@ def _prefetch(ctx, pointer, level="L2", mask=None, tensormap=False):
     from ..ir.ops.bulk import PREFETCH_LEVELS
     level = constexpr(level, "level")
     if level not in PREFETCH_LEVELS:
-        raise SemanticError(f"'level' must be 'L1' or 'L2', got {S.describe(level)}", param="level")
+        raise SemanticError(f"'level' must be 'L1' or 'L2', got {level!r}", param="level")
     if not isinstance(pointer, Tensor) or not isinstance(pointer.dtype, PointerType):
         raise SemanticError(f"'pointer' must be a pointer or a tensor of pointers (or a tensor descriptor with "
                             f"tensormap=True), got {S.describe(pointer)}", param="pointer")

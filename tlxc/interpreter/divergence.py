@@ -41,7 +41,8 @@ MEMORY_OPS = ("tl.load", "tl.store", "tl.atomic_rmw", "tl.atomic_cas")
 _PER_THREAD_PREFIXES = ("arith.", "math.", "scf.")
 _PER_THREAD_OPS = frozenset(MEMORY_OPS + (
     "tl.splat", "tl.arange", "tl.broadcast", "tl.expand_dims", "tl.addptr", "tl.program_id", "tl.num_programs",
-    "tl.where", "tl.hint", "tl.convert_layout", "tlx.thread_id", "tlx.fence", "tlx.clock64"))
+    "tl.where", "tl.hint", "tl.convert_layout", "tlx.thread_id", "tlx.fence", "tlx.clock64",
+    "tlx.vote_ballot_sync"))     # (interpreter/warp.py: a thread's run gives its own warp's ballot)
 _LOCAL_CONVERSIONS = ("identity", "register_permute")
 
 

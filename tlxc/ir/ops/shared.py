@@ -231,16 +231,18 @@ class AsyncDescriptorLoadOp(Operation):
 
 # The element types each TMA reduce-store operation takes (PTX ISA,
 # cp.reduce.async.bulk.tensor): the reduction runs in the tensor map's data type, so
-# i32/i64 compare signed and u32/u64 unsigned; the bitwise ops see b32/b64 bits.
+# i32/i64 compare signed and u32/u64 unsigned; the bitwise ops see b32 bits.  PTX lists
+# b64 for the bitwise ops too, but an xor reduce-store of i64/u64 stopped the H200 with an
+# illegal instruction (2026-12-01), so 64-bit bitwise reductions are refused until understood.
 TMA_REDUCE_TYPES: dict[str, tuple[str, ...]] = {
     "add": ("f16", "bf16", "f32", "i32", "u32", "u64"),
     "min": ("f16", "bf16", "i32", "u32", "i64", "u64"),
     "max": ("f16", "bf16", "i32", "u32", "i64", "u64"),
     "inc": ("u32",),
     "dec": ("u32",),
-    "and": ("i32", "u32", "i64", "u64"),
-    "or": ("i32", "u32", "i64", "u64"),
-    "xor": ("i32", "u32", "i64", "u64"),
+    "and": ("i32", "u32"),
+    "or": ("i32", "u32"),
+    "xor": ("i32", "u32"),
 }
 
 
