@@ -372,6 +372,8 @@ def pingpong(x_ptr: F32, sums_ptr: F32, n_tiles: tl.int32, BLOCK: tl.constexpr =
                 x = tl.load(x_ptr + t * BLOCK + tl.arange(0, BLOCK))
                 if BUG == "count_64":
                     tlx.named_barrier_wait(9 + cid, 64)  # BUG count_64
+                elif BUG == "count_96":
+                    tlx.named_barrier_wait(9 + cid, 96)  # BUG count_96
                 elif BUG == "reserved_id":
                     tlx.named_barrier_wait(3 + cid, 256)  # BUG reserved_id
                 elif BUG == "id_16":
