@@ -6,8 +6,8 @@ import pytest
 
 import tlxc
 import tlxc.language as tl
-from tlxc.frontend.specialize import parse_signature, specialization_from_types
 from tlxc.compiler import compile_kernel
+from tlxc.frontend.specialize import parse_signature, specialization_from_types
 
 SIG = ("a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp32,K=i32,stride_am=i32:16,stride_bk=i32:16,stride_cm=i32:16")
 
