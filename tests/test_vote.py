@@ -73,3 +73,12 @@ def test_gpu_ballots():
     res = torch.zeros(64, dtype=torch.int32, device="cuda")
     K.ballot_of_tensor[(1,)](x, res, BLOCK=64, MASK=0xF0F0F0F0)
     assert {_u32(v) for v in res.tolist()} == {0xF0F0F0F0}
+
+
+def test_ballot_outside_thread_branches_votes_over_the_whole_warp_then_masks():
+    # every lane executes it there; vote.sync with a member mask that leaves out executing
+    # lanes is undefined (the H200 returned all 32 bits for 0xF0F0F0F0), so: full warp, then & mask
+    compiled = K.ballot_of_tensor.compile(signature="x_ptr=*fp32,out_ptr=*i32",
+                                          constexprs={"BLOCK": 64, "MASK": 0xF0F0F0F0}, arch="sm_90a")
+    assert "tlx_vote_ballot_sync(0xffffffffu, " in compiled.asm["cuda"]
+    assert "& 0xf0f0f0f0u)" in compiled.asm["cuda"]

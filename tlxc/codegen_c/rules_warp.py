@@ -10,6 +10,7 @@ frontend checked the widths).
 from __future__ import annotations
 
 from ..ir.types import TensorType
+from ..passes.uniformity import Uniformity
 from . import ctypes_ as C
 from .lower import lowering, registers
 
@@ -22,9 +23,22 @@ _DIRECT = {"r": ("int", "unsigned"), "h": ("short", "unsigned short"), "l": ("lo
 
 @lowering("tlx.vote_ballot_sync")
 def vote_ballot_sync(lw, op):
+    """The ballot of ``mask``'s lanes: ``vote.sync`` over the lanes that execute it, ANDed with
+    ``mask``.  Outside a branch on ``tlx.thread_id`` every lane of the warp executes the op, and
+    ``vote.sync`` with a member mask that leaves out executing lanes is undefined (the H200
+    returned all 32 bits for mask 0xF0F0F0F0), so the member mask is then the whole warp; under
+    such a branch it is ``mask``, the lanes the user says take it."""
     pred = op.operands[0]
     mask = f"{op.attrs['mask']:#x}u"
-    lw.assign_elementwise(op.results[0], lambda i: f"(int){lw.target.expr('tlx_vote_ballot_sync', mask, lw.ref(pred, i))}")
+    members = mask if _uniformity(lw).divergent(op) else "0xffffffffu"
+    lw.assign_elementwise(op.results[0], lambda i: f"(int)({lw.target.expr('tlx_vote_ballot_sync', members, lw.ref(pred, i))} & {mask})")
+
+
+def _uniformity(lw) -> Uniformity:
+    found = lw.rule_state.get("warp.uniformity")
+    if found is None:
+        found = lw.rule_state["warp.uniformity"] = Uniformity(lw.kernel)
+    return found
 
 
 def _bind(letter: str, expr: str, t, output: bool) -> str:
