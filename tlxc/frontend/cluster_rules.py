@@ -33,19 +33,6 @@ def _rank(b, rank) -> Tensor:
     return X._i32(b, rank, "remote_cta_rank")
 
 
-def _stored_value(b, dst: Tensor, src) -> Tensor:
-    value = tensor_arg(b, src, "src")
-    if not value.is_block:
-        value = S.broadcast_to(b, S.cast(b, value, dst.type.element), dst.type.shape)
-    if value.shape != dst.type.shape:
-        raise SemanticError(f"'src' has shape {list(value.shape)} but the buffer is {list(dst.type.shape)}",
-                            param="src")
-    if value.dtype != dst.type.element:
-        raise SemanticError(f"'src' holds {value.dtype} but the buffer holds {dst.type.element}; convert with "
-                            f".to({dst.type.element})", param="src")
-    return value
-
-
 def _barrier(barrier) -> Tensor:
     if barrier is None:
         raise SemanticError("'barrier' is required: the peer CTA waits on it for the bytes", param="barrier")
@@ -56,7 +43,7 @@ def _barrier(barrier) -> Tensor:
 def _remote_shmem_store(ctx, dst, src, remote_cta_rank):
     b = ctx.b
     dst = _local_smem(dst, "dst")
-    value = _stored_value(b, dst, src)
+    value = X.stored_value(b, dst, src)
     b.create("tlx.remote_shmem_store", [dst.value, value.value, _rank(b, remote_cta_rank).value])
 
 
@@ -64,7 +51,7 @@ def _remote_shmem_store(ctx, dst, src, remote_cta_rank):
 def _async_remote_shmem_store(ctx, dst, src, remote_cta_rank, barrier=None):
     b = ctx.b
     dst = _local_smem(dst, "dst")
-    value = _stored_value(b, dst, src)
+    value = X.stored_value(b, dst, src)
     if dst.type.element.bytes not in (4, 8):
         raise SemanticError(f"st.async stores 4- or 8-byte elements, not {dst.type.element}; for narrower "
                             f"types stage the tile in a local buffer and use tlx.async_remote_shmem_copy",

@@ -277,10 +277,9 @@ def _local_load(ctx, src, token=None, layout=None, relaxed=False, rematerialize_
     return Tensor(ctx.b.value("tlx.local_load", [src.value], TensorType(src.type.shape, src.type.element)))
 
 
-@rule("local_store")
-def _local_store(ctx, dst, src):
-    b = ctx.b
-    dst = _memdesc(dst, "dst", view=True)
+def stored_value(b, dst: Tensor, src) -> Tensor:
+    """``src`` as a store into the buffer ``dst`` takes it: a scalar is splat (converted to the
+    buffer's dtype); a tensor must have the buffer's shape and dtype."""
     value = tensor_arg(b, src, "src")
     if not value.is_block:
         value = S.broadcast_to(b, S.cast(b, value, dst.type.element), dst.type.shape)
@@ -290,7 +289,14 @@ def _local_store(ctx, dst, src):
     if value.dtype != dst.type.element:
         raise SemanticError(f"'src' holds {value.dtype} but the buffer holds {dst.type.element}; convert with "
                             f".to({dst.type.element})", param="src")
-    b.create("tlx.local_store", [dst.value, value.value])
+    return value
+
+
+@rule("local_store")
+def _local_store(ctx, dst, src):
+    b = ctx.b
+    dst = _memdesc(dst, "dst", view=True)
+    b.create("tlx.local_store", [dst.value, stored_value(b, dst, src).value])
 
 
 @rule("async_load")
