@@ -39,3 +39,20 @@ def test_runtime_tensor_bound_to_a_constexpr_parameter_compiles():
     compiled = scale_rows.compile(signature="x_ptr=*fp32,out_ptr=*fp32,n=i32", constexprs={"BLOCK": 128},
                                   arch="sm_90a")
     assert compiled.asm["cubin"]
+
+
+@tlxc.jit
+def cast_to_output(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Triton kernels name types through ``.type``: ``out_ptr.type.element_ty`` (tutorial 06)."""
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.static_assert(x.type.element_ty == tl.float32)
+    tl.static_assert(x.type.shape == (BLOCK,))
+    tl.store(out_ptr + offs, x.to(out_ptr.type.element_ty), mask=offs < n)
+
+
+def test_type_attribute_names_the_element_type():
+    x = torch.randn(100)
+    out = torch.full((100,), float("nan"), dtype=torch.float16)
+    interpret(cast_to_output, (1,), (x, out, 100), {"BLOCK": 128})
+    assert torch.equal(out, x.half())

@@ -178,3 +178,21 @@ def test_bad_range_hints_are_located_errors(what, value, expected):
     with pytest.raises(CompilationError) as info:
         bad_range_kernel.compile("out_ptr=*i32, n=i32", {"WHAT": what, "VALUE": value}, stages=("ir",))
     assert expected in str(info.value) and HERE in str(info.value)
+
+
+@tlxc.jit
+def scalar_hints(x_ptr, out_ptr, start, BLOCK: tl.constexpr):
+    """tl.multiple_of / tl.max_contiguous on a scalar, as tutorial 06's TMA kernel writes them."""
+    start = tl.multiple_of(start, 16)
+    offs = start + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + 1.0)
+
+
+def test_hints_on_scalars_compile_and_run():
+    compiled = scalar_hints.compile(signature="x_ptr=*fp32,out_ptr=*fp32,start=i32", constexprs={"BLOCK": 64},
+                                    arch="sm_90a")
+    assert compiled.asm["cubin"]
+    x = torch.randn(128)
+    out = torch.full((128,), float("nan"))
+    tlxc.interpret(scalar_hints)[(1,)](x, out, 32, BLOCK=64)
+    assert torch.equal(out[32:96], x[32:96] + 1.0) and out[:32].isnan().all() and out[96:].isnan().all()

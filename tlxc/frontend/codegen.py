@@ -986,12 +986,14 @@ class FunctionCodegen(ast.NodeVisitor):
             return t.shape
         if attr == "dtype":
             return t.dtype
+        if attr == "type":         # Triton's x.type: the scalar type, or the block's (x.type.element_ty)
+            return t.dtype if not t.is_block else _BlockType(tuple(t.shape), t.dtype)
         if attr == "T":
             return B.permute(self.b, t, (1, 0)) if len(t.shape) == 2 else \
                 B.permute(self.b, t, tuple(reversed(range(len(t.shape)))))
         if attr in _TENSOR_METHODS:
             return _BoundMethod(t, tl.BUILTINS[_TENSOR_METHODS[attr]])
-        known = ["shape", "dtype", "T", *_TENSOR_METHODS]
+        known = ["shape", "dtype", "type", "T", *_TENSOR_METHODS]
         raise self.error(f"a tensor has no attribute '{attr}'{_did_you_mean(attr, known)}", node)
 
     def buffer_attribute(self, buf: Tensor, attr: str, node):
@@ -1357,6 +1359,21 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _is_library(file: str) -> bool:
     """Whether ``file`` is part of tlxc itself (its language helpers are kernels too)."""
     return os.path.abspath(file).startswith(_PACKAGE_DIR + os.sep)
+
+
+@dataclass(frozen=True)
+class _BlockType:
+    """Triton's ``block_type`` as kernels read it: ``x.type.shape``, ``x.type.element_ty``
+    (the element dtype, as Triton's block type names it), ``x.type.scalar``."""
+    shape: tuple
+    element_ty: Any
+
+    @property
+    def scalar(self):
+        return self.element_ty
+
+    def is_block(self) -> bool:
+        return True
 
 
 class _ArgNodes:

@@ -211,6 +211,10 @@ class _KernelRewriter:
 
     def rule_elementwise(self, op):
         tensors = [v for v in op.operands if isinstance(v.type, TensorType)]
+        if not tensors and not isinstance(op.results[0].type, TensorType):
+            # a scalar use of an elementwise op (tl.multiple_of(n, 16) on a scalar): nothing to lay out
+            self.copy(op, [self.get(v, None) for v in op.operands], [r.type for r in op.results])
+            return
         layout = self.anchor_layout(tensors, op.results[0].type)
         operands = [self.get(v, layout if isinstance(v.type, TensorType) else None) for v in op.operands]
         self.copy(op, operands, [r.type.with_layout(layout) for r in op.results])
