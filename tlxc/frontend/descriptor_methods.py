@@ -153,14 +153,7 @@ def _store_value(ctx, desc: Tensor, value) -> Tensor:
     """``value`` as the staging buffer holds it: Triton's rule (the shape is the block's, the
     dtype converts implicitly), then without the box's leading 1s."""
     block = tuple(desc.type.block_shape)
-    if not isinstance(value, Tensor) or not value.is_block:
-        raise SemanticError(f"'value' must be a tensor of the descriptor's block shape {list(block)}, got "
-                            f"{S.describe(value)}", param="value")
-    if value.shape != block:
-        raise SemanticError(f"'value' has shape {list(value.shape)} but the descriptor's block is {list(block)}",
-                            param="value")
-    if value.dtype != desc.type.element:
-        value = S.cast(ctx.b, value, desc.type.element)
+    value = tensor_desc.block_value(ctx.b, value, block, desc.type.element)
     box = desc.type.squeezed_box
     return value if box == block else reshape(ctx.b, value, box)
 

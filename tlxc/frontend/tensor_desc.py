@@ -217,16 +217,20 @@ def store(ctx, desc: DeviceDescriptor, offsets, value) -> None:
     RULES["store"](ctx, box, value, boundary_check=tuple(range(desc.rank)))
 
 
-def _store_value(b, desc: DeviceDescriptor, value) -> Tensor:
-    """Triton's rule: a tensor of the block's shape, converted implicitly to the descriptor's dtype."""
-    block = desc.block_shape
+def block_value(b, value, block: tuple, element) -> Tensor:
+    """A descriptor store's value by Triton's rule, for host and in-kernel descriptors alike: a
+    tensor of the block's shape, converted implicitly to the descriptor's dtype."""
     if not isinstance(value, Tensor) or not value.is_block:
         raise SemanticError(f"'value' must be a tensor of the descriptor's block shape {list(block)}, got "
                             f"{S.describe(value)}", param="value")
     if value.shape != block:
         raise SemanticError(f"'value' has shape {list(value.shape)} but the descriptor's block is {list(block)}",
                             param="value")
-    return value if value.dtype == desc.element else S.cast(b, value, desc.element)
+    return value if value.dtype == element else S.cast(b, value, element)
+
+
+def _store_value(b, desc: DeviceDescriptor, value) -> Tensor:
+    return block_value(b, value, desc.block_shape, desc.element)
 
 
 # -- the function spellings ---------------------------------------------------------------------
