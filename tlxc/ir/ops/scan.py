@@ -83,18 +83,24 @@ class ReduceCombineOp(Operation):
                 raise self.error("expected a tensor result")
 
 
+def _one_tensor_along_axis(op: Operation):
+    """The single tensor operand of a permuting op (flip, sort) with a valid ``attrs.axis``."""
+    if len(op.operands) != 1:
+        raise op.error(f"expected 1 operand, got {len(op.operands)}")
+    src = expect_tensor(op, op.operands[0].type, "operand")
+    axis = op.attrs.get("axis")
+    if not isinstance(axis, int) or not 0 <= axis < src.rank:
+        raise op.error(f"expected axis in [0, {src.rank}), got {axis!r}")
+    return src
+
+
 class FlipOp(Operation):
     """Reverse the order of the elements along ``attrs.axis``."""
 
     name = "tl.flip"
 
     def verify(self):
-        if len(self.operands) != 1:
-            raise self.error(f"expected 1 operand, got {len(self.operands)}")
-        src = expect_tensor(self, self.operands[0].type, "operand")
-        axis = self.attrs.get("axis")
-        if not isinstance(axis, int) or not 0 <= axis < src.rank:
-            raise self.error(f"expected axis in [0, {src.rank}), got {axis!r}")
+        src = _one_tensor_along_axis(self)
         expect_type(self, shape_of(self.result.type), src.shape, "result shape")
         expect_type(self, element_type(self.result.type), src.element, "result element")
 
@@ -105,12 +111,7 @@ class SortOp(Operation):
     name = "tl.sort"
 
     def verify(self):
-        if len(self.operands) != 1:
-            raise self.error(f"expected 1 operand, got {len(self.operands)}")
-        src = expect_tensor(self, self.operands[0].type, "operand")
-        axis = self.attrs.get("axis")
-        if not isinstance(axis, int) or not 0 <= axis < src.rank:
-            raise self.error(f"expected axis in [0, {src.rank}), got {axis!r}")
+        src = _one_tensor_along_axis(self)
         if not isinstance(self.attrs.get("descending"), bool):
             raise self.error(f"expected a bool 'descending', got {self.attrs.get('descending')!r}")
         expect_type(self, self.result.type, src, "result")
