@@ -22,7 +22,7 @@ from ..ir import types as T
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Region
 from ..ir.types import PointerType, ScalarType, TensorType
-from . import atomic_rules, descriptor_methods, gdc_rules, math_rules, scan_rules, tlx_rules  # noqa: F401,E501  (they register rules)
+from . import atomic_rules, descriptor_methods, gdc_rules, math_rules, scan_rules, storage_alias, tlx_rules  # noqa: F401,E501  (they register rules)
 from . import builtins as B
 from . import semantic as S
 from .block_ptr import Aggregate  # (block_ptr also registers the block-pointer rules)
@@ -95,6 +95,7 @@ class Context:
     task: tuple | None = None              # (the task's with-node, replica) being traced; None outside
     staging: dict = field(default_factory=dict)   # descriptor_methods' buffers, per (task, box)
     staging_allocs: int = 0                # how many of them lead the entry block
+    alias_peers: dict = field(default_factory=dict)   # id(alloc value) -> storage_alias.Peer
 
 
 def is_kernel_function(obj) -> bool:

@@ -12,6 +12,7 @@ from ..ir.types import BarrierType, MemDescType, PointerType, ScalarType, Tensor
 from ..language import tlx
 from . import cache_hints as H
 from . import semantic as S
+from . import storage_alias
 from .builtins import RULES, const_dtype, const_int, constexpr, grid_axis, tensor_arg
 from .values import SemanticError, Tensor
 
@@ -108,8 +109,11 @@ def _local_alloc(ctx, shape, dtype, num, storage=tlx.storage_kind.smem, reuse=No
     if storage is not tlx.storage_kind.smem:
         raise SemanticError(f"storage={storage} is not a local_alloc storage (tlx.storage_kind.smem or .tmem; "
                             f"smemCluster names remote views)", param="storage")
+    t = MemDescType(shape, dtype, num, layout=layout)
+    if isinstance(reuse, storage_alias.StorageAliasSpec):
+        return storage_alias.alloc_peer(ctx, reuse, t)
     aliased = [] if reuse is None else [_reused_allocation(reuse).value]
-    return Tensor(ctx.b.value("tlx.local_alloc", aliased, MemDescType(shape, dtype, num, layout=layout)))
+    return Tensor(ctx.b.value("tlx.local_alloc", aliased, t))
 
 
 def _explicit_layout(layout, shape: tuple[int, ...], dtype, param: str = "layout"):
@@ -164,9 +168,10 @@ def local_view(ctx, buf, idx):
         raise SemanticError(f"'buf' must be a buffer or barrier array, got {S.describe(buf)}", param="buf")
     if not buf.type.num:
         raise SemanticError("'buf' is already a single buffer", param="buf")
-    if isinstance(idx, int) and not isinstance(idx, bool) and not 0 <= idx < buf.type.num:
-        raise SemanticError(f"index {idx} is out of range for an array of {buf.type.num}", param="idx")
-    index = _i32(b, idx, "idx")
+    slot, num = storage_alias.peer_index(ctx, buf, idx)     # storage_alias_spec peers: X[i] -> X[scale*i+offset]
+    if isinstance(idx, int) and not isinstance(idx, bool) and not 0 <= idx < num:
+        raise SemanticError(f"index {idx} is out of range for an array of {num}", param="idx")
+    index = _i32(b, slot, "idx")
     return Tensor(b.value("tlx.local_view", [buf.value, index.value], buf.type.view()))
 
 

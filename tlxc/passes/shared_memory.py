@@ -106,6 +106,7 @@ def _alias_group_footprint(first, others: list) -> tuple[int, int, str]:
         size = max(size, t.num * t.buffer_bytes)
         align = max(align, SWIZZLED_BUFFER_ALIGN if op.attrs.get("swizzle") else BUFFER_ALIGN)
         names.append(op.results[0].name_hint or "?")
+    size = max(size, first.attrs.get("min_bytes", 0))      # a sized tlx.storage_alias_spec
     t = first.results[0].type
     what = f"{t.num} x {'x'.join(map(str, t.shape))} {t.element}"
     if others:

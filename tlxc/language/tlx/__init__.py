@@ -83,6 +83,32 @@ def local_reinterpret(buf, dtype, shape=None, layout=None, pin=True):
     explicit shared layout that must describe the same bytes (docs/language.md)."""
 
 
+class reuse_group_type(enum.Enum):
+    """How the children of a ``tlx.reuse_group`` share their region: at the same offset
+    (``shared``) or one after another (``distinct``)."""
+    shared = "shared"
+    distinct = "distinct"
+
+
+@builtin
+def storage_alias_spec(storage=storage_kind.smem, buffer_size_bytes=None):
+    """A shared-memory region whose peers are the ``local_alloc(..., reuse=spec)`` allocations;
+    ``spec.set_buffer_overlap(tlx.reuse_group(...))`` declares how they overlap
+    (``frontend/storage_alias.py``)."""
+
+
+@builtin
+def reuse_group(*elements, group_type=reuse_group_type.shared, group_size=1):
+    """A node of an overlap tree: allocations of one storage_alias_spec and sub-groups;
+    ``group_size=K`` makes K consecutive buffers of a child one slot (subtiling)."""
+
+
+@builtin
+def set_buffer_overlap(spec, overlap):
+    """Declare ``spec``'s overlap scheme (also ``spec.set_buffer_overlap(overlap)``); once per
+    spec, after its allocations and before any of them is indexed."""
+
+
 def nv_mma_shared_layout_encoding(shape, order, elemType, numCTAsPerCGA, numCTASplit, numCTAOrder,
                                   fp4Padded=False, swizzled=True):
     """TLX's NVMMA shared layout (the one wgmma and TMA read), a compile-time value for
