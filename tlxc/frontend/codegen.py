@@ -1125,6 +1125,13 @@ class FunctionCodegen(ast.NodeVisitor):
                 return tlx_rules.local_view(self.ctx, base, index)
             except SemanticError as exc:
                 raise self.error(str(exc), node.slice) from None
+        if isinstance(base, Tensor) and isinstance(base.type, T.MemDescType) and \
+                not isinstance(node.slice, (ast.Slice, ast.Tuple)):
+            index = unwrap(self.visit(node.slice))      # view[i]: one element (1-D) or row of a buffer
+            try:
+                return tlx_rules.element_view(self.ctx, base, index)
+            except SemanticError as exc:
+                raise self.error(str(exc), node.slice) from None
         if isinstance(base, Tensor):
             return self.tensor_subscript(base, node.slice, node)
         index = unwrap(self.visit(node.slice))

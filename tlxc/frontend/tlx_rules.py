@@ -167,12 +167,37 @@ def local_view(ctx, buf, idx):
     if not isinstance(buf, Tensor) or not isinstance(buf.type, (MemDescType, BarrierType)):
         raise SemanticError(f"'buf' must be a buffer or barrier array, got {S.describe(buf)}", param="buf")
     if not buf.type.num:
-        raise SemanticError("'buf' is already a single buffer", param="buf")
+        if isinstance(buf.type, MemDescType):
+            return element_view(ctx, buf, idx)
+        raise SemanticError("'buf' is already a single barrier", param="buf")
     slot, num = storage_alias.peer_index(ctx, buf, idx)     # storage_alias_spec peers: X[i] -> X[scale*i+offset]
     if isinstance(idx, int) and not isinstance(idx, bool) and not 0 <= idx < num:
         raise SemanticError(f"index {idx} is out of range for an array of {num}", param="idx")
     index = _i32(b, slot, "idx")
     return Tensor(b.value("tlx.local_view", [buf.value, index.value], buf.type.view()))
+
+
+def element_view(ctx, buf: Tensor, idx) -> Tensor:
+    """``buf[i]`` of one buffer (TLX's memdesc_index of a single buffer): element ``i`` of a 1-D
+    buffer, as a one-element buffer ([1]); row ``i`` of a higher-rank one (its shape minus the
+    first dim).  A view into the same bytes: ``local_load`` / ``local_store`` of it move only those."""
+    buf = _memdesc(buf, "buf", view=True)
+    if buf.type.storage != "smem":
+        raise SemanticError(f"indexing one buffer picks its elements in shared memory; this is a "
+                            f"{buf.type.storage} buffer (use tlx.local_slice)", param="buf")
+    shape = buf.type.shape
+    if isinstance(idx, int) and not isinstance(idx, bool) and not 0 <= idx < shape[0]:
+        raise SemanticError(f"index {idx} is out of range for a buffer of {shape[0]} "
+                            f"{'elements' if len(shape) == 1 else 'rows'}", param="idx")
+    if len(shape) == 1:
+        return _local_slice(ctx, buf, [idx], [1])
+    if buf.type.perm is not None or buf.type.layout is not None:
+        raise SemanticError("a row view (buf[i]) of a transposed buffer or of one with an explicit layout is not "
+                            "supported: its row is not contiguous; use tlx.local_slice(buf, [i, 0, ...], "
+                            "[1, ...])", param="buf")
+    row = _local_slice(ctx, buf, [idx] + [0] * (len(shape) - 1), [1, *shape[1:]])
+    return Tensor(ctx.b.value("tlx.local_reinterpret", [row.value], MemDescType(tuple(shape[1:]), buf.type.element,
+                                                                                 0, "smem")))
 
 
 @rule("local_slice")
