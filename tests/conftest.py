@@ -23,3 +23,12 @@ def _cuda_available() -> bool:
     except ImportError:
         return False
     return torch.cuda.is_available()
+
+
+@pytest.fixture
+def interpreter_diagnosis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test of the interpreter's own deadlock or race diagnosis: every interpreted
+    launch first runs the static barrier checks of a GPU compile (``docs/checking.md``),
+    which would report the kernel's deliberate bug before the interpreter runs it, so the
+    test switches them off as a user would (``TLXC_CHECK_BARRIERS=0``)."""
+    monkeypatch.setenv("TLXC_CHECK_BARRIERS", "0")

@@ -67,3 +67,55 @@ def tma_store_ring(out_desc, BM: tl.constexpr, BN: tl.constexpr, ROUNDS: tl.cons
         tlx.fence("async_shared")
         tlx.async_descriptor_store(out_desc, buf[r % 2], [r * BM, 0])
     tlx.async_descriptor_store_wait(0)
+
+
+@tlxc.kernel
+def store_then_rewrite(in_desc, out_desc, BM: tl.constexpr, BN: tl.constexpr, BUG: tl.constexpr = ""):
+    """One staging buffer TMA-stored twice: out rows [0, BM) = 1, [BM, 2 BM) = in's first box.
+    The buffer is rewritten (by local_store, or by a TMA load) only once
+    ``async_descriptor_store_wait(0)`` has retired the first store's read of it.
+    BUG="wait_1": the wait leaves that store pending; "tma_load": no wait before the load."""
+    buf = tlx.local_alloc((BM, BN), tl.float32, 1)
+    bar = tlx.alloc_barriers(1, arrive_count=1)
+    tlx.local_store(buf[0], tl.full((BM, BN), 1.0, tl.float32))
+    tlx.fence("async_shared")
+    tlx.async_descriptor_store(out_desc, buf[0], [0, 0])  # the first TMA store
+    if BUG == "wait_1":
+        tlx.async_descriptor_store_wait(1)
+    elif BUG != "tma_load":
+        tlx.async_descriptor_store_wait(0)
+    if BUG == "tma_load":
+        tlx.barrier_expect_bytes(bar[0], BM * BN * 4)
+        tlx.async_descriptor_load(in_desc, buf[0], [0, 0], bar[0])  # the refill by TMA
+        tlx.barrier_wait(bar[0], 0)
+    else:
+        tlx.local_store(buf[0], tl.full((BM, BN), 2.0, tl.float32))  # the rewrite
+        tlx.fence("async_shared")
+    tlx.async_descriptor_store(out_desc, buf[0], [BM, 0])
+    tlx.async_descriptor_store_wait(0)
+
+
+@tlxc.kernel
+def store_handoff(out_desc, BM: tl.constexpr, BN: tl.constexpr, BUG: tl.constexpr = ""):
+    """Task 'default' TMA-stores the buffer and hands it to the second task, which rewrites
+    it and stores it again: out rows [0, BM) = 1, [BM, 2 BM) = 2.  The hand-off (an
+    arrive) comes after ``async_descriptor_store_wait(0)``; BUG="arrive_first" before it."""
+    buf = tlx.local_alloc((BM, BN), tl.float32, 1)
+    done = tlx.alloc_barriers(1, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            tlx.local_store(buf[0], tl.full((BM, BN), 1.0, tl.float32))
+            tlx.fence("async_shared")
+            tlx.async_descriptor_store(out_desc, buf[0], [0, 0])  # the handed-off store
+            if BUG == "arrive_first":
+                tlx.barrier_arrive(done[0])  # the early hand-off
+                tlx.async_descriptor_store_wait(0)
+            else:
+                tlx.async_descriptor_store_wait(0)
+                tlx.barrier_arrive(done[0])
+        with tlx.async_task(num_warps=4):
+            tlx.barrier_wait(done[0], 0)
+            tlx.local_store(buf[0], tl.full((BM, BN), 2.0, tl.float32))  # the next owner's rewrite
+            tlx.fence("async_shared")
+            tlx.async_descriptor_store(out_desc, buf[0], [BM, 0])
+            tlx.async_descriptor_store_wait(0)

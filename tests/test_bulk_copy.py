@@ -163,6 +163,15 @@ def test_check_counts_bulk_bytes_against_expect_bytes(expect):
     assert "192" in found[0].message and str(expect) in found[0].message
 
 
+def test_check_catches_an_overwrite_during_the_bulk_store():
+    """The static twin of the interpreter's diagnosis: the store reads the buffer until a store wait."""
+    assert [f.check for f in _findings(bulk_overwrite_in_flight, BLOCK=BLOCK, WAIT=True) if f.severity == ERROR] == []
+    found = [f for f in _findings(bulk_overwrite_in_flight, BLOCK=BLOCK, WAIT=False) if f.severity == ERROR]
+    assert [f.check for f in found] == ["race.tma-store"], [f.render() for f in found]
+    assert "while the bulk store of task 'main'" in found[0].message
+    assert "tl.zeros((BLOCK,), tl.float32))     # the overwrite" in found[0].render()
+
+
 def test_check_wants_a_store_wait_before_exit():
     found = [f.check for f in _findings(bulk_no_store_wait, BLOCK=BLOCK)]
     assert "tma.store-in-flight-at-exit" in found

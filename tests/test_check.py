@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 import check_kernels as C
+import kernels_tma as T
 import kernels_ws as K
 
 import tlxc
@@ -549,3 +550,115 @@ def test_related_trip_counts_point_to_run():
     for keep in (1, 3, 50):
         out = np.zeros(16, dtype=np.float32)
         assert run_kernel(related_trips, (1,), (x, out, 100, keep), {}) is None
+
+
+# -- a TMA / bulk store reads its source until async_descriptor_store_wait (race.tma-store) -----------------
+TMA_CORPUS = Path(T.__file__)
+
+
+def _store_spec(kernel, bug: str):
+    import torch
+
+    from tlxc.frontend.specialize import specialization_from_args
+    bound = {"out_desc": tlxc.TensorDescriptor.from_tensor(torch.empty(128, 32), [64, 32]), "BM": 64, "BN": 32,
+             "BUG": bug}
+    if kernel is T.store_then_rewrite:
+        bound["in_desc"] = tlxc.TensorDescriptor.from_tensor(torch.empty(64, 32), [64, 32])
+    return specialization_from_args(kernel, bound)
+
+
+STORE_BUGS = [
+    (T.store_then_rewrite, "wait_1", "# the rewrite",
+     "tlx.async_descriptor_store_wait(1) at kernels_tma.py:{wait} leaves the 1 newest store in flight"),
+    (T.store_then_rewrite, "tma_load", "# the refill by TMA",
+     "overwrites 'buf'[0] with a TMA load (kernels_tma.py:{line}) while the TMA store of task 'main'"),
+    (T.store_handoff, "arrive_first", "# the next owner's rewrite",
+     "task 'default' arrives on 'done'[0] at kernels_tma.py:{arrive} before its tlx.async_descriptor_store_wait"),
+]
+
+
+@pytest.mark.parametrize("kernel, bug, marker, message", STORE_BUGS, ids=lambda c: c if isinstance(c, str) else "")
+def test_rewriting_a_tma_store_source_before_its_wait_is_caught_statically(kernel, bug, marker, message):
+    found = [f for f in check_function(kernel, _store_spec(kernel, bug)) if f.severity == ERROR]
+    assert [f.check for f in found] == ["race.tma-store"], [f.render() for f in found]
+    line = _line(marker, TMA_CORPUS)
+    assert found[0].loc.line == line, found[0].render()
+    wait = _line("tlx.async_descriptor_store_wait(1)", TMA_CORPUS)
+    arrive = _line("# the early hand-off", TMA_CORPUS)
+    assert message.format(line=line, wait=wait, arrive=arrive) in found[0].message, found[0].render()
+    store = "# the first TMA store" if kernel is T.store_then_rewrite else "# the handed-off store"
+    assert found[0].notes[0][1].line == _line(store, TMA_CORPUS)
+    from tlxc.compiler import compile_kernel
+    with pytest.raises(BarrierError, match=r"\[check-barriers\] race: .*TMA store"):     # every compile too
+        compile_kernel(kernel, _store_spec(kernel, bug), arch="sm_90a", stages=("ir", "ir.opt"))
+
+
+@pytest.mark.parametrize("kernel", [T.store_then_rewrite, T.store_handoff], ids=lambda k: k.__name__)
+def test_waiting_for_the_tma_store_before_the_rewrite_is_clean(kernel):
+    import torch
+    assert [f.render() for f in check_function(kernel, _store_spec(kernel, "")) if f.severity == ERROR] == []
+    out = torch.full((128, 32), float("nan"))
+    x = torch.randn(64, 32)
+    descs = {"out_desc": tlxc.TensorDescriptor.from_tensor(out, [64, 32])}
+    if kernel is T.store_then_rewrite:
+        descs["in_desc"] = tlxc.TensorDescriptor.from_tensor(x, [64, 32])
+    tlxc.interpret(kernel)[(1,)](**descs, BM=64, BN=32)
+    assert torch.equal(out, torch.cat([torch.full((64, 32), 1.0), torch.full((64, 32), 2.0)]))
+
+
+# -- the interpreted launch runs the same checks ------------------------------------------------------------
+def _unwrapped_ring(stages: int = 2, **options):
+    """ring_incremental without the phase flip on wrap, on one tile: the ring never wraps at
+    this size, so the interpreter's run cannot reveal the bug; the static check can."""
+    import torch
+    x, out = torch.randn(2, 16), torch.zeros(2)
+    tlxc.interpret(K.ring_incremental, **options)[(2,)](x, out, 16, BLOCK=16, NUM_STAGES=stages, FLIP=False)
+    return x, out
+
+
+def test_interpreted_launch_runs_the_static_checks(monkeypatch):
+    monkeypatch.delenv("TLXC_CHECK_BARRIERS", raising=False)
+    monkeypatch.delenv("TLXC_DEBUG_BARRIERS", raising=False)
+    with pytest.raises(BarrierError, match=r"\[check-barriers\] .*phase") as info:
+        _unwrapped_ring()
+    assert "kernels_ws.py" in info.value.render()
+    with pytest.raises(BarrierError):           # a failing check is not remembered as passed
+        _unwrapped_ring()
+
+
+@pytest.mark.parametrize("how, stages", [("warn", 3), ("debug", 4)])
+def test_interpreted_launch_warns_under_check_barriers_warn(monkeypatch, capfd, how, stages):
+    """As on a compile: the findings are printed once per specialization, and the run goes on."""
+    import torch
+    monkeypatch.delenv("TLXC_CHECK_BARRIERS", raising=False)
+    monkeypatch.delenv("TLXC_DEBUG_BARRIERS", raising=False)
+    monkeypatch.setenv(*(("TLXC_CHECK_BARRIERS", "warn") if how == "warn" else ("TLXC_DEBUG_BARRIERS", "1")))
+    x, out = _unwrapped_ring(stages)
+    assert torch.allclose(out, x.sum(dim=1), rtol=1e-5, atol=1e-5)
+    line = _line("# the producer's wait", Path(K.__file__))
+    assert f"kernels_ws.py:{line}:16: warning: task 'default'" in capfd.readouterr().err
+    monkeypatch.delenv("TLXC_CHECK_BARRIERS", raising=False)
+    monkeypatch.delenv("TLXC_DEBUG_BARRIERS", raising=False)
+    with pytest.raises(BarrierError):           # the warn run is not served to a default launch
+        _unwrapped_ring(stages)
+
+
+def test_interpreted_launch_skips_the_checks_when_told(monkeypatch, capfd):
+    import torch
+    monkeypatch.setenv("TLXC_CHECK_BARRIERS", "0")
+    x, out = _unwrapped_ring()
+    assert torch.allclose(out, x.sum(dim=1), rtol=1e-5, atol=1e-5)
+    monkeypatch.delenv("TLXC_CHECK_BARRIERS")
+    x, out = _unwrapped_ring(check_barriers=False)
+    assert torch.allclose(out, x.sum(dim=1), rtol=1e-5, atol=1e-5)
+    assert "check-barriers" not in capfd.readouterr().err
+    with pytest.raises(BarrierError):
+        _unwrapped_ring()
+
+
+def test_interpreted_launch_keeps_resource_errors_with_checks_off(monkeypatch):
+    """TLXC_CHECK_BARRIERS=0 relaxes barrier findings only, as on a compile."""
+    import torch
+    monkeypatch.setenv("TLXC_CHECK_BARRIERS", "0")
+    with pytest.raises(ResourceError):
+        tlxc.interpret(C.many_tasks)[(1,)](torch.zeros(8), REPLICAS=7)

@@ -41,6 +41,7 @@ def test_multicast_lands_in_every_target_and_remote_arrives_count(seed):
     assert torch.equal(out, want)
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 @pytest.mark.parametrize("seed", [None, 3])
 def test_unexpected_multicast_bytes_are_a_race(seed):
     x = torch.randn(2 * BM, BN)

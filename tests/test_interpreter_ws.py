@@ -3,7 +3,9 @@ tasks, shared-memory buffers, cp.async, mbarriers and named barriers.
 
 Correct kernels run under the default schedule and several seeded
 interleavings and match a torch reference; the broken variants of the
-pipeline are diagnosed with exact messages (task, barrier, phase, line).
+pipeline are diagnosed with exact messages (task, barrier, phase, line); those tests
+switch off the static checks that precede every interpreted launch (the
+``interpreter_diagnosis`` fixture of conftest.py), which would report the bug first.
 """
 from __future__ import annotations
 
@@ -182,6 +184,7 @@ def _consumers_wait(phase: int, state: str) -> list[str]:
             f"'full'[0]; the barrier is {state}" for r in (0, 1)]
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_wrong_initial_phase_deadlocks_the_producer_at_once():
     with pytest.raises(DeadlockError) as info:
         _rowsum(bug=1)
@@ -194,6 +197,7 @@ def test_wrong_initial_phase_deadlocks_the_producer_at_once():
     ]
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_missing_arrive_deadlocks_the_producer_when_the_ring_wraps():
     with pytest.raises(DeadlockError) as info:
         _rowsum(bug=2)
@@ -206,6 +210,7 @@ def test_missing_arrive_deadlocks_the_producer_when_the_ring_wraps():
     ]
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_arrive_count_two_with_one_arriving_group_deadlocks():
     with pytest.raises(DeadlockError) as info:
         _rowsum(bug=3)
@@ -213,6 +218,7 @@ def test_arrive_count_two_with_one_arriving_group_deadlocks():
         PRODUCER_WAIT, "in phase 0 (0 phases completed), 1 of 2 arrivals pending, 0 tx bytes pending")
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 @pytest.mark.parametrize("bug", [1, 2, 3])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_deadlocks_are_found_under_every_interleaving(bug, seed):
@@ -220,6 +226,7 @@ def test_deadlocks_are_found_under_every_interleaving(bug, seed):
         _rowsum(bug, seed)
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_read_before_the_copy_was_waited_is_a_race_with_both_lines():
     with pytest.raises(RaceError) as info:
         _rowsum(bug=4)
@@ -234,6 +241,7 @@ def test_read_before_the_copy_was_waited_is_a_race_with_both_lines():
     ]
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
 def test_the_race_is_found_under_every_interleaving(seed):
     with pytest.raises(RaceError, match=r"read of 'bufs'\[\d\]\[\d+:\d+, 0:32\] in task 'task\d+\.\d' is not "
@@ -241,6 +249,7 @@ def test_the_race_is_found_under_every_interleaving(seed):
         _rowsum(bug=4, seed=seed)
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_phase_not_flipped_on_wrap_deadlocks_with_a_hint_at_the_producer():
     x, out = torch.randn(2, 64), torch.zeros(2)
     with pytest.raises(DeadlockError) as info:
@@ -260,6 +269,7 @@ def test_phase_not_flipped_on_wrap_deadlocks_with_a_hint_at_the_producer():
     ]
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_named_barrier_count_too_high_deadlocks_both_groups():
     with pytest.raises(DeadlockError) as info:
         _pingpong(4, None, None, WAIT_THREADS=384, ARRIVE_THREADS=384)
@@ -273,6 +283,7 @@ def test_named_barrier_count_too_high_deadlocks_both_groups():
     ]
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_named_barrier_counts_must_agree():
     with pytest.raises(BarrierError) as info:
         _pingpong(4, None, None, WAIT_THREADS=384)
@@ -283,6 +294,7 @@ def test_named_barrier_counts_must_agree():
          f"with 384")]
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_warp_barrier_arrivals_beyond_its_count_are_an_error():
     with pytest.raises(BarrierError) as info:
         interpret(K.warp_barrier_kernel, (1,), (torch.zeros(1),), {"WARPS": 1})
@@ -303,6 +315,7 @@ def test_expect_bytes_holds_the_phase_for_bytes_cp_async_never_signals():
          f"phase 0 (0 phases completed), 0 of 1 arrivals pending, 64 tx bytes pending")]
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_store_over_a_copy_in_flight_is_a_race():
     with pytest.raises(RaceError) as info:
         interpret(K.overwrite_kernel, (1,), (torch.zeros(16), torch.zeros(16)), {"BLOCK": 16, "WAIT": False})
@@ -339,6 +352,7 @@ def test_single_task_cp_async_pipeline(n_cols, stages, gen):
     torch.testing.assert_close(out, x.sum(1), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_single_task_reading_a_tile_it_has_not_waited_for_is_a_race():
     with pytest.raises(RaceError) as info:
         interpret(K.cp_async_pipeline, (1,), (torch.zeros(1, 100), torch.zeros(1), 100),

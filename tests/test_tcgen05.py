@@ -96,6 +96,7 @@ def test_tmem_roundtrip_and_column_slice():
     ("no_tmem_wait", TlxcError, "tensor memory"),
     ("arrive_not_commit", RaceError, "is not ordered after the asynchronous tcgen05 MMA accumulator write"),
 ])
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_interpreter_diagnoses_broken_variants(bug, error, text):
     M, N, K_ = 300, 136, 200
     _, _, c, descs = _gemm_args(M, N, K_)

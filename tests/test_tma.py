@@ -138,6 +138,7 @@ def test_interpreter_store_ring_waits_for_the_other_buffer_only():
     assert torch.equal(out, want)
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_interpreter_store_wait_too_weak_is_a_race():
     """A TMA store reads its buffer after it is issued: rewriting the buffer while the wait
     still lets that store be pending is a race naming the rewrite and the store."""

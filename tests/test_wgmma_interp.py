@@ -36,6 +36,7 @@ def test_async_dot_matches_a_float32_reference(seed):
     assert ((c.float() - ref).norm() / ref.norm()).item() < 2 * torch.finfo(torch.bfloat16).eps
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 def test_reading_the_result_before_the_wait_is_a_race_naming_both_lines():
     with pytest.raises(RaceError, match="async_dot result read before async_dot_wait") as info:
         _run("result_before_wait")
@@ -43,6 +44,7 @@ def test_reading_the_result_before_the_wait_is_a_race_naming_both_lines():
     assert any("the async_dot is issued here" in text for text, _ in info.value.notes)
 
 
+@pytest.mark.usefixtures("interpreter_diagnosis")
 @pytest.mark.parametrize("seed", [None, 0])
 def test_refilling_a_slot_the_mma_still_reads_is_a_race(seed):
     with pytest.raises(RaceError, match="TMA load of 'a_smem'") as info:

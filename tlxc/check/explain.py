@@ -22,7 +22,7 @@ schedule.  They are tried from the most specific to the most general:
 8. what the failure itself shows (``barrier.deadlock``,
    ``barrier.too-many-arrivals``, ``named.count-mismatch``,
    ``named.too-many-threads``, ``race.cp-async``, ``race.overwrite``,
-   ``race.mma-early-release``, ``race.async-dot``, ``race.shared``,
+   ``race.mma-early-release``, ``race.async-dot``, ``race.tma-store``, ``race.shared``,
    ``barrier.expect-bytes``), and, as an info remark, ``named.open-round``.
 """
 from __future__ import annotations
@@ -766,6 +766,8 @@ def race(ctx: Context, failure: Failure) -> Finding:
                        f"orders that access before the MMA is issued; wait for the slot's release (the barrier "
                        f"{task_label(owner)} arrives on when done with it) before issuing the MMA", e.loc,
                        [(f"{task_label(owner)} accesses the slot here", other.event.loc)], "race.tcgen05")
+    if other.kind == "tmaread":
+        return _store_race(ctx, e, other, task, owner, slot)
     if other.kind == "copy":
         verb = "reads" if e.kind == "read" else "writes"
         if other.task == e.task:
@@ -802,11 +804,40 @@ def race(ctx: Context, failure: Failure) -> Finding:
                    e.loc, [(f"{task_label(owner)} accesses the slot here", other.event.loc)], "race.shared")
 
 
-def _last_wait_group(task: TaskTrace, e: Event) -> Event | None:
+def _store_race(ctx: Context, e: Event, other, task: TaskTrace, owner: TaskTrace, slot: str) -> Finding:
+    """A slot rewritten while a TMA (or bulk) store may still read it: only the issuing
+    task's ``async_descriptor_store_wait`` retires that read (then a barrier, for others)."""
+    store = "TMA store" if other.event.op is None or other.event.op.name == "tlx.async_descriptor_store" \
+        else "bulk store"
+    doing = {"tmawrite": "overwrites {} with a TMA load", "copy": "overwrites {} with a cp.async copy",
+             "tcacc": "accumulates into {}"}.get(e.kind, "writes {}").format(slot)
+    notes = [(f"the {store} that reads {slot} is issued here", other.event.loc)]
+    if other.task == e.task:
+        wait = _last_wait_group(task, e, "storewait")
+        why = (f"tlx.async_descriptor_store_wait({wait.amount}) at {where(wait.loc)} leaves the {wait.amount} newest "
+               f"store{'s' if wait.amount != 1 else ''} in flight, this one among them" if wait is not None else
+               "no tlx.async_descriptor_store_wait retires it first")
+        why += "; wait for the store (tlx.async_descriptor_store_wait) before rewriting its source buffer"
+    elif other.early_arrive is not None:
+        arrive = other.early_arrive
+        why = (f"{task_label(owner)} arrives on {arrive.array.label(arrive.slot)} at {where(arrive.loc)} before "
+               + (f"its tlx.async_descriptor_store_wait at {where(other.retire_event.loc)} retires the store"
+                  if other.retire_event is not None else "any tlx.async_descriptor_store_wait retires the store")
+               + "; release the slot after the store wait")
+        notes.append((f"{task_label(owner)} arrives here while the store may still read the slot", arrive.loc))
+    else:
+        why = ("nothing orders the store's read (tlx.async_descriptor_store_wait, then a barrier) before this "
+               "access")
+    return Finding(f"race: {task_label(task)} {doing} ({where(e.loc)}) while the {store} of "
+                   f"{task_label(owner)} ({where(other.event.loc)}) may still be reading it: {why}", e.loc, notes,
+                   "race.tma-store")
+
+
+def _last_wait_group(task: TaskTrace, e: Event, kind: str = "waitgroup") -> Event | None:
     found = None
     for x in task.events:
         if x is e:
             break
-        if x.kind == "waitgroup":
+        if x.kind == kind:
             found = x
     return found

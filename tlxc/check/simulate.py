@@ -20,7 +20,9 @@ task finishes):
 * ``race``: two accesses to one shared-memory slot, one of them a write or a
   cp.async copy, that nothing orders (a copy is ordered by the issuing task's
   ``wait_group``, then by whatever orders that point; an ``async_dot``'s
-  operand read likewise by its ``async_dot_wait``; a TMA load's write by the
+  operand read likewise by its ``async_dot_wait``, a TMA or bulk store's read
+  of its source by the ``async_descriptor_store_wait`` that leaves it no longer
+  pending (each store is its own bulk group); a TMA load's write by the
   barrier its bytes complete; a tcgen05 MMA's accesses by a barrier its
   completion arrives on);
 * ``txbytes``: TMA loads deliver more bytes into a barrier phase than
@@ -41,8 +43,8 @@ from dataclasses import dataclass, field
 from ..interpreter.barrier import MBarrier
 from .trace import Event, TaskTrace, TooLong
 
-READS = ("read", "mma", "tcread")          # accesses that only read the slot
-ASYNC = ("copy", "mma", "tcread", "tcacc")  # accesses in flight until something retires them
+READS = ("read", "mma", "tcread", "tmaread")          # accesses that only read the slot
+ASYNC = ("copy", "mma", "tcread", "tcacc", "tmaread")  # accesses in flight until something retires them
 ENGINE = ("tcread", "tcacc")     # tcgen05 accesses: retired by the task's MMA engine (see do_tcdone)
 SCHEDULES = ("in-order", "reverse", "round-robin", "random-0", "random-1")
 MAX_STEPS = 200_000
@@ -143,6 +145,7 @@ class Simulator:
         self.groups: list[list[list[Access]]] = [[] for _ in range(n)]
         self.unretired: list[list[Access]] = [[] for _ in range(n)]
         self.open_mma: list[list[Access]] = [[] for _ in range(n)]
+        self.bulk_groups: list[list[list[Access]]] = [[] for _ in range(n)]   # TMA/bulk stores, one per group
         self.mma_groups: list[list[list[Access]]] = [[] for _ in range(n)]
         self.accesses: dict = {}
         self.observed: dict = {}                 # (task, key) -> phase index of its last passing wait
@@ -285,7 +288,16 @@ class Simulator:
         return True
 
     def do_tmastore(self, t: int, e: Event) -> bool:
-        self.access(t, e, "read")
+        """A TMA (or bulk) store reads its source slot asynchronously: the read is in
+        flight, in a bulk group of its own, until a store wait retires it."""
+        access = self.access(t, e, "tmaread")
+        self.bulk_groups[t].append([access])
+        self.unretired[t].append(access)
+        return True
+
+    def do_storewait(self, t: int, e: Event) -> bool:
+        """``async_descriptor_store_wait(n)``: all but the ``n`` newest stores have read their source."""
+        self.retire_groups(t, e, self.bulk_groups)
         return True
 
     def do_fence(self, t: int, e: Event) -> bool:
@@ -478,7 +490,7 @@ class Simulator:
             if old.task == t:
                 if old.kind == "copy" and kind != "copy" and old.retire is None:
                     self.fail("race", e, other=old)
-                if old.kind == "mma" and kind not in READS and old.retire is None:
+                if old.kind in ("mma", "tmaread") and kind not in READS and old.retire is None:
                     self.fail("race", e, other=old)
                 continue
             if old.kind in ASYNC:

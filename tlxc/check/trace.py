@@ -104,7 +104,8 @@ class BufferRef:
 @dataclass(eq=False)
 class Event:
     kind: str                # wait arrive expect nwait narrive copy commit waitgroup read write spawn join
-    #                          tma tmawrite tmastore fence mma mmacommit mmawait tcread tcacc tcdone tcsync
+    #                          tma tmawrite tmastore storewait fence mma mmacommit mmawait tcread tcacc tcdone
+    #                          tcsync
     op: Operation | None
     task: int
     array: object = None     # BarrierArray or BufferArray
@@ -152,7 +153,8 @@ SYNC_OPS = frozenset({"tlx.barrier_wait", "tlx.barrier_arrive", "tlx.barrier_exp
                       "tlx.async_wait_group", "tlx.async_tasks", "tlx.async_descriptor_load",
                       "tlx.async_dot_wait", "tlx.tcgen05_mma", "tlx.tcgen05_commit", "tlx.async_bulk_load"})
 DATA_OPS = frozenset({"tlx.async_load", "tlx.local_load", "tlx.local_store", "tlx.async_dot",
-                      "tlx.async_descriptor_store", "tlx.fence", "tlx.async_bulk_store"})
+                      "tlx.async_descriptor_store", "tlx.fence", "tlx.async_bulk_store",
+                      "tlx.async_descriptor_store_wait"})
 PROTOCOL_OPS = SYNC_OPS | DATA_OPS
 CONTROL_OPS = frozenset({"scf.for", "scf.if", "scf.while"})
 
@@ -553,6 +555,11 @@ class Tracer:
         if isinstance(ref, BufferRef) and ref.index is not UNKNOWN:
             self.record("tmastore", op, array=ref.array, slot=ref.index, box=ref.box)
 
+    def store_wait(self, op: Operation) -> None:
+        """``async_descriptor_store_wait(n)``: retires the source reads of all but the
+        task's ``n`` newest TMA/bulk stores."""
+        self.record("storewait", op, amount=op.attrs.get("pendings", 0))
+
     def async_bulk_load(self, op: Operation) -> None:
         """A bulk copy delivers its byte count to its barrier, as a TMA load its box's bytes."""
         array, slot = self.barrier(op, 2)
@@ -660,6 +667,8 @@ class Tracer:
                 flips = self.yielded_flips(body)
         finally:
             self.iterations.pop()
+        if "dot_drain" in op.attrs and len(range(lb, ub, step)):
+            self.record("mmawait", op, amount=0)    # passes/dot_wait_drain.py: the last iteration drains
         for r, value, f in zip(op.results, carried, flips):
             self.set(r, value, f)
 
@@ -835,6 +844,7 @@ _HANDLERS = {
     "tlx.async_descriptor_store": Tracer.async_descriptor_store,
     "tlx.async_bulk_load": Tracer.async_bulk_load,
     "tlx.async_bulk_store": Tracer.async_descriptor_store,
+    "tlx.async_descriptor_store_wait": Tracer.store_wait,
     "tlx.fence": Tracer.fence,
     "tlx.async_dot": Tracer.async_dot,
     "tlx.async_dot_wait": Tracer.async_dot_wait,

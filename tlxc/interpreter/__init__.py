@@ -43,7 +43,7 @@ from .scheduler import PREEMPT, AsyncEvent, Blocked, Scheduler, Task
 
 def interpret(kernel_fn, grid=None, args: tuple = (), kwargs: dict | None = None, *,
               num_warps: int | None = None, seed: int | None = None, order: str = "sequential",
-              out: TextIO | None = None, arch: str | None = None):
+              out: TextIO | None = None, arch: str | None = None, check_barriers: bool = True):
     """Run ``kernel_fn[grid](*args, **kwargs)`` on the CPU interpreter.
 
     ``interpret(kernel)`` with no grid returns a launchable wrapper instead:
@@ -52,12 +52,17 @@ def interpret(kernel_fn, grid=None, args: tuple = (), kwargs: dict | None = None
     interleaving of each program's tasks.  ``out`` receives ``tl.device_print``
     lines (default: sys.stdout).  ``arch`` (default ``TLXC_INTERPRET_ARCH``, else
     sm_90a) picks the architecture whose ops the kernel may use (sm_100a: tensor
-    memory and tcgen05).
+    memory and tcgen05).  Before the first run of each specialization the
+    static barrier checks of every GPU compile run (``docs/checking.md``), so a
+    race this run's interleaving does not reveal still fails;
+    ``TLXC_CHECK_BARRIERS=warn|0`` relaxes them as for a compile, and
+    ``check_barriers=False`` skips them (to watch the interpreter diagnose a
+    kernel the checker rejects).
     """
     if grid is None:
-        return InterpretedKernel(kernel_fn, seed=seed, order=order, out=out)
+        return InterpretedKernel(kernel_fn, seed=seed, order=order, out=out, check_barriers=check_barriers)
     return interpret_launch(kernel_fn, grid, tuple(args), dict(kwargs or {}), num_warps=num_warps,
-                            seed=seed, order=order, out=out, arch=arch)
+                            seed=seed, order=order, out=out, arch=arch, check_barriers=check_barriers)
 
 
 __all__ = [

@@ -22,6 +22,7 @@ from .memory import GlobalMemory, element_type_of, is_array_argument, is_torch_t
 from .values import register_dtype
 
 _RUNNERS: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
+_CHECKED: weakref.WeakKeyDictionary[Any, set] = weakref.WeakKeyDictionary()
 
 
 def _unwrap(value):
@@ -96,7 +97,8 @@ def interpret_arch(arch: str | None = None) -> str:
         raise LaunchError(f"interpreter arch (TLXC_INTERPRET_ARCH or arch=): {exc}") from None
 
 
-def _runner(kfn, spec: Specialization, num_warps: int, cluster=None, arch: str | None = None) -> KernelRunner:
+def _runner(kfn, spec: Specialization, num_warps: int, cluster=None, arch: str | None = None,
+            check_barriers: bool = True) -> KernelRunner:
     from ..compiler import frontend
     arch = interpret_arch(arch)
     cache = _RUNNERS.setdefault(kfn, {})
@@ -105,7 +107,31 @@ def _runner(kfn, spec: Specialization, num_warps: int, cluster=None, arch: str |
     if runner is None:
         module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
         runner = cache[key] = KernelRunner(module, arch=arch)
+    _static_check(kfn, key, runner.module, check_barriers)
     return runner
+
+
+def _static_check(kfn, key: tuple, module, check_barriers: bool) -> None:
+    """The ``check-barriers`` pass every GPU compile runs (``docs/checking.md``), on the
+    interpreted launch too: a race or deadlock that this run's interleaving does not reveal
+    still fails.  ``TLXC_CHECK_BARRIERS=warn|0`` (and ``TLXC_DEBUG_BARRIERS=1``) relax it as
+    they relax a compile; ``check_barriers=False`` (``tlxc.interpret(..., check_barriers=False)``,
+    ``tlxc check --run``, ``tlxc trace``) skips the barrier findings.  Resource errors always
+    stop the launch, as they stop a compile.  Done once per specialization and mode."""
+    from ..compiler import copy_module
+    from ..frontend.codegen import Options
+    from ..passes.canonicalize import Canonicalize
+    from ..passes.check_barriers import CheckBarriers, barrier_mode
+    from ..passes.manager import PassManager
+    _specialization, num_warps, cluster, arch = key
+    options = Options(num_warps=num_warps, arch=arch, cluster=cluster,
+                      extra={} if check_barriers else {"check_barriers": False})
+    mode = barrier_mode(options)
+    done = _CHECKED.setdefault(kfn, set())
+    if (key, mode) in done:
+        return
+    PassManager([Canonicalize(), CheckBarriers()]).run(copy_module(module), options)
+    done.add((key, mode))      # only once it passed: a failing check fails every launch
 
 
 def _scalar_argument(name: str, value, t: ScalarType):
@@ -123,11 +149,12 @@ def _scalar_argument(name: str, value, t: ScalarType):
 
 def interpret_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
                      num_warps: int | None = None, seed: int | None = None, order: str = "sequential",
-                     out: TextIO | None = None, arch: str | None = None) -> None:
+                     out: TextIO | None = None, arch: str | None = None, check_barriers: bool = True) -> None:
     """Run ``kfn[grid](*args, **kwargs)`` on the CPU interpreter."""
     if order not in ("sequential", "shuffled"):
         raise LaunchError(f"order must be 'sequential' or 'shuffled', got {order!r}")
-    runner, grid3, memory, values = prepare_launch(kfn, grid, args, kwargs, num_warps=num_warps, arch=arch)
+    runner, grid3, memory, values = prepare_launch(kfn, grid, args, kwargs, num_warps=num_warps, arch=arch,
+                                                   check_barriers=check_barriers)
     dims = cluster_dims((kwargs or {}).get("ctas_per_cga"))      # checked by prepare_launch
     if dims is not None:
         check_cluster_grid(kfn.__name__, dims, grid3)
@@ -150,10 +177,11 @@ def program_seed(seed: int | None, pid: tuple[int, int, int]) -> int | None:
 
 
 def prepare_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
-                   num_warps: int | None = None,
-                   arch: str | None = None) -> tuple[KernelRunner, tuple[int, int, int], GlobalMemory, list]:
+                   num_warps: int | None = None, arch: str | None = None,
+                   check_barriers: bool = True) -> tuple[KernelRunner, tuple[int, int, int], GlobalMemory, list]:
     """What every program of a launch runs on: (runner, 3-D grid, global
-    memory holding the arguments, the kernel's runtime argument values)."""
+    memory holding the arguments, the kernel's runtime argument values).
+    ``check_barriers=False`` skips the static barrier checks (``_static_check``)."""
     spec, bound, options = specialize(kfn, tuple(args), dict(kwargs or {}))
     options.pop("interpret", None)
     config = launch_config(kfn.__name__, options)        # the GPU path's checks of every option
@@ -162,7 +190,7 @@ def prepare_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
     _check_constants(kfn, spec)
     grid3 = normalize_grid(grid, {**bound, **options}, kfn.__name__)
     _check_program_count(kfn.__name__, grid3)
-    runner = _runner(kfn, spec, warps, config.cluster, arch)
+    runner = _runner(kfn, spec, warps, config.cluster, arch, check_barriers)
     memory = GlobalMemory()
     runtime = spec.runtime_params()
     for name, t in runtime:
@@ -258,16 +286,17 @@ class InterpretedKernel:
     """``tlxc.interpret(kernel)``: ``[grid](*args, **kwargs)`` runs on the CPU."""
 
     def __init__(self, kfn, *, seed: int | None = None, order: str = "sequential",
-                 out: TextIO | None = None):
+                 out: TextIO | None = None, check_barriers: bool = True):
         self.kfn = kfn
         self.seed = seed
         self.order = order
         self.out = out
+        self.check_barriers = check_barriers
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
             return interpret_launch(self.kfn, grid, args, kwargs, seed=self.seed, order=self.order,
-                                    out=self.out)
+                                    out=self.out, check_barriers=self.check_barriers)
         return launch
 
     def run(self, *args, grid, **kwargs):

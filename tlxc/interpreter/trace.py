@@ -448,7 +448,7 @@ def trace_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
     from ..runtime.launch import check_cluster_grid, cluster_dims
     from .launch import prepare_launch, program_seed
     runner, grid3, memory, values = prepare_launch(kfn, grid, tuple(args), dict(kwargs or {}),
-                                                   num_warps=num_warps)
+                                                   num_warps=num_warps, check_barriers=False)
     pid = tuple(int(p) for p in program) + (0,) * (3 - len(program))
     if len(pid) != 3 or not all(0 <= p < g for p, g in zip(pid, grid3)):
         raise LaunchError(f"program {pid} is not in the grid {grid3}")
