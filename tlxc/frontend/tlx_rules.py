@@ -252,6 +252,8 @@ def _local_trans(ctx, buf, dims=(1, 0)):
 
 @rule("local_reinterpret")
 def _local_reinterpret(ctx, buf, dtype, shape=None, layout=None, pin=True):
+    if isinstance(buf, Tensor) and isinstance(buf.type, MemDescType) and buf.type.num and layout is None:
+        return _reinterpret_allocation(ctx, buf, const_dtype(dtype, "dtype"), shape)
     buf = _memdesc(buf, "buf", view=True)
     dtype = const_dtype(dtype, "dtype")
     if not isinstance(pin, bool):
@@ -266,6 +268,26 @@ def _local_reinterpret(ctx, buf, dtype, shape=None, layout=None, pin=True):
     if t.buffer_bytes > buf.type.buffer_bytes:
         raise SemanticError(f"the view needs {t.buffer_bytes} bytes but the buffer has {buf.type.buffer_bytes}",
                             param="shape")
+    return Tensor(ctx.b.value("tlx.local_reinterpret", [buf.value], t))
+
+
+def _reinterpret_allocation(ctx, buf: Tensor, dtype, shape) -> Tensor:
+    """``local_reinterpret(bufs, dtype, shape)`` of a whole ``local_alloc`` (TLX allows it): one
+    buffer over the bytes of all its buffers, which lie back to back (a TMA box that lands in
+    several sub-tiles at once, for instance)."""
+    owner = getattr(buf.value.owner, "name", None)
+    if owner != "tlx.local_alloc" or buf.type.storage != "smem":
+        raise SemanticError("'buf' is an array of buffers that is not a shared-memory tlx.local_alloc result; "
+                            "pick one buffer first (buf[i])", param="buf")
+    total = buf.type.num * buf.type.buffer_bytes
+    if shape is None:
+        if total % dtype.bytes:
+            raise SemanticError(f"{total} bytes do not hold a whole number of {dtype}", param="dtype")
+        shape = (total // dtype.bytes,)
+    t = MemDescType(tuple(constexpr(shape, "shape")), dtype, 0, "smem")
+    if t.buffer_bytes > total:
+        raise SemanticError(f"the view needs {t.buffer_bytes} bytes but the {buf.type.num} buffers of the allocation "
+                            f"hold {total}", param="shape")
     return Tensor(ctx.b.value("tlx.local_reinterpret", [buf.value], t))
 
 

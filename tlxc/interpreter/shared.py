@@ -293,6 +293,10 @@ def local_trans(ctx, op, view: SharedView):
 @impl("tlx.local_reinterpret")
 def local_reinterpret(ctx, op, view: SharedView):
     t: MemDescType = op.results[0].type
+    if isinstance(view, SharedBuffer):          # a whole allocation: all its slots, one buffer
+        _reused_memory(ctx, view)               # accesses now span slots: the race tracker goes by bytes
+        return SharedView(view, 0, 0, t.shape, _row_major(t.shape, t.element.bytes), t.element,
+                          f"'{view.name}'.reinterpret({t.element})")
     if not view.dense:
         raise ctx.error(op, f"the interpreter can only reinterpret a view whose elements are contiguous in "
                             f"shared memory; {view.label} is a strided part of its buffer")

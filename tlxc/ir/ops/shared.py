@@ -112,16 +112,20 @@ class LocalTransOp(Operation):
 
 
 class LocalReinterpretOp(Operation):
-    """The same bytes seen with another element type and shape."""
+    """The same bytes seen with another element type and shape.  The source is one buffer, or
+    a whole shared ``tlx.local_alloc`` (its buffers' bytes back to back, TLX allows it)."""
 
     name = "tlx.local_reinterpret"
 
     def verify(self):
         expect_operands(self, 1)
-        src = expect_memdesc(self, operand_type(self, 0, "source"), "source", view=True)
+        src = expect_memdesc(self, operand_type(self, 0, "source"), "source")
+        if src.num and getattr(self.operands[0].owner, "name", None) != "tlx.local_alloc":
+            raise self.error(f"expected one buffer or a whole tlx.local_alloc as the source, got an array of {src.num}")
         result = expect_memdesc(self, self.result.type, "result", view=True)
-        if result.buffer_bytes > src.buffer_bytes:
-            raise self.error(f"expected at most {src.buffer_bytes} bytes, got {result.buffer_bytes}")
+        have = src.buffer_bytes * max(src.num, 1)
+        if result.buffer_bytes > have:
+            raise self.error(f"expected at most {have} bytes, got {result.buffer_bytes}")
 
 
 class LocalLoadOp(Operation):
