@@ -312,8 +312,8 @@ def budgets(x_ptr: F32, out_ptr: F32, BUG: tl.constexpr = ""):
         elif BUG == "pool":
             with tlx.async_task(num_warps=4, registers=256, replicate=2):  # BUG pool
                 tl.store(out_ptr + 1, tl.load(x_ptr + 1))
-        elif BUG == "warp_group":
-            with tlx.async_task(num_warps=2, registers=232):  # BUG warp_group
+        elif BUG == "padded":
+            with tlx.async_task(num_warps=2, registers=232):  # a 2-warp task: padded to a warp group
                 tl.store(out_ptr + 1, tl.load(x_ptr + 1))
         else:
             with tlx.async_task(num_warps=4, registers=232, replicate=2):

@@ -168,9 +168,6 @@ BROKEN = [
      ("the non-default tasks' register budgets ('task<# BUG pool>.0': 128 threads x 256, 'task<# BUG pool>.1': 128 "
      "threads x 256) use 65536 of the 64512 registers the block starts with (384 threads x 168), leaving the "
      "default task 0 per thread"), "# the register budgets"),
-    ("budgets", {"BUG": "warp_group"}, "resource.warp-groups",
-     ("task 'task<# BUG warp_group>' has 2 warps starting at warp 4: register budgets (setmaxnreg) work on whole "
-     "warp groups"), "# BUG warp_group"),
     ("budgets", {"BUG": "all_or_none"}, "frontend",
      "give every non-default task a register budget, or none of them", "# the register budgets"),
     ("many_tasks", {"REPLICAS": 6}, "resource.tasks",

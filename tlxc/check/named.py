@@ -81,7 +81,7 @@ def _where(loc) -> str:
 def block_threads(kernel: Operation) -> int:
     for op in kernel.walk():
         if op.name == "tlx.async_tasks":
-            return 32 * sum(t[1] for t in op.attrs.get("tasks", ()))
+            return 32 * sum(span for _, span in op.warp_ranges)
     return 32 * kernel.attrs.get("num_warps", 4)
 
 

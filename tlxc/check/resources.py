@@ -9,8 +9,10 @@ checked here so that ``tlxc check`` reports them without generating code:
 * at most 32 warps (1024 threads) per block;
 * a register budget is a multiple of 8 from 24 to 256, given for every
   non-default task or for none;
-* with budgets, every task is made of whole warp groups (4 warps) starting at a
-  multiple of 4 (setmaxnreg works per warp group);
+* with budgets, every task occupies whole warp groups (4 warps) starting at a
+  multiple of 4 (setmaxnreg works per warp group): a smaller task is padded to a
+  warp group of its own, as TLX does (``ir/ops/task.py: warp_ranges``); the
+  padding warps hold registers too;
 * the budgets fit the registers the block starts with: ptxas gives a kernel
   that uses setmaxnreg ``min(255, 65536 / threads)`` registers per thread
   (rounded down to 8), and setmaxnreg can only redistribute that pool; a
@@ -25,6 +27,7 @@ import re
 
 from ..errors import Location
 from ..ir.core import Operation
+from ..ir.ops.task import warp_ranges
 from .findings import Finding
 
 MAX_TASKS = 6
@@ -91,9 +94,11 @@ def _check(ws: Operation) -> list[Finding]:
         return [Finding(f"the kernel has {len(tasks)} async tasks (replicas included); tlxc supports at most "
                         f"{MAX_TASKS}, one task-local named barrier each (ids 1..6)", ws.loc, check="resource.tasks",
                         kind="resource")]
-    warps = sum(t[1] for t in tasks)
+    ranges = warp_ranges(tasks)
+    warps = sum(span for _, span in ranges)
     if warps > MAX_WARPS:
-        detail = ", ".join(f"'{name}': {w}" for name, w, *_ in tasks)
+        detail = ", ".join(f"'{name}': {w}" + (f" (padded to {span})" if span != w else "")
+                           for (name, w, *_), (_, span) in zip(tasks, ranges))
         return [Finding(f"the tasks add up to {warps} warps ({warps * 32} threads; {detail}); a block holds at most "
                         f"{MAX_WARPS} warps ({MAX_WARPS * 32} threads)", ws.loc, check="resource.threads",
                         kind="resource")]
@@ -118,19 +123,16 @@ def _check(ws: Operation) -> list[Finding]:
 
 
 def _budgets(ws: Operation, tasks: list[tuple], locs: list) -> list[Finding]:
-    start = 0
-    for (name, warps, _, _), loc in zip(tasks, locs):
-        if warps % 4 or start % 4:
-            return [Finding(f"task '{name}' has {warps} warps starting at warp {start}: register budgets "
-                            f"(setmaxnreg) work on whole warp groups of 4 warps", loc, check="resource.warp-groups",
-                            kind="resource")]
-        start += warps
-    threads = 32 * start
+    # every task sits on whole warp groups (warp_ranges pads it), which hold registers too
+    spans = [span for _, span in warp_ranges(tasks)]
+    threads = 32 * sum(spans)
     per_thread = launch_registers(threads)
     pool = per_thread * threads
-    used = sum(regs * warps * 32 for _, warps, regs, _ in tasks[1:])
-    name, warps, regs, _ = tasks[0]
+    padded = [(name, span, regs, replica) for (name, _, regs, replica), span in zip(tasks, spans)]
+    used = sum(regs * span * 32 for _, span, regs, _ in padded[1:])
+    _, warps, regs, _ = padded[0]
     budgets = [t[2] for t in tasks]
+    tasks = padded
     if not regs:
         left = (pool - used) // (warps * 32)
         budgets[0] = default_task_registers(tasks, pool)

@@ -27,6 +27,7 @@ from math import gcd
 
 from ..check.resources import default_task_registers, launch_registers
 from ..errors import CompilationError, ResourceError
+from ..ir.ops.task import warp_ranges
 from ..ir.types import BarrierType, MemDescType, TensorType
 from ..passes.shared_layouts import SWIZZLE_PERIOD, swizzle_expr
 from . import ctypes_ as C
@@ -671,11 +672,11 @@ def _used_values(op):
 
 
 def task_plan(kernel_warps: int, tasks) -> list[dict]:
-    """Warp ranges, barrier ids and register budgets of the tasks."""
-    plan, start = [], 0
-    for index, (name, warps, regs, replica) in enumerate(tasks):
-        plan.append({"name": name, "warps": warps, "regs": regs, "start": start, "index": index})
-        start += warps
+    """Warp ranges, barrier ids and register budgets of the tasks.  ``span`` is the warps a
+    task occupies: its own, or whole warp groups with register budgets (ir/ops/task.py)."""
+    plan = []
+    for index, ((name, warps, regs, replica), (start, span)) in enumerate(zip(tasks, warp_ranges(tasks))):
+        plan.append({"name": name, "warps": warps, "regs": regs, "start": start, "span": span, "index": index})
     if len(plan) > MAX_TASK_BARRIERS:
         raise ResourceError(f"at most {MAX_TASK_BARRIERS} async tasks (replicas included) are supported, "
                             f"got {len(plan)}")
@@ -692,18 +693,18 @@ def register_budgets(plan: list[dict], total_threads: int, loc) -> dict[int, int
     default = plan[0]
     if not default["regs"]:
         default["regs"] = default_task_registers(
-            [(t["name"], t["warps"], t["regs"], 0) for t in plan], pool)
-    total = sum(t["regs"] * t["warps"] * 32 for t in plan)
+            [(t["name"], t["span"], t["regs"], 0) for t in plan], pool)
+    total = sum(t["regs"] * t["span"] * 32 for t in plan)       # padding warps hold registers too
     for t in plan:
-        if t["warps"] % 4 or t["start"] % 4:
-            raise ResourceError(f"task '{t['name']}' has {t['warps']} warps starting at warp {t['start']}: "
+        if t["span"] % 4 or t["start"] % 4:
+            raise ResourceError(f"task '{t['name']}' has {t['span']} warps starting at warp {t['start']}: "
                                 f"register reallocation (setmaxnreg) works on whole warp groups of 4 warps",
                                 loc)
         if not 24 <= t["regs"] <= 256 or t["regs"] % 8:
             raise ResourceError(f"task '{t['name']}' asks for {t['regs']} registers per thread; budgets "
                                 f"are multiples of 8 from 24 to 256", loc)
     if total > pool:
-        detail = ", ".join(f"{t['name']}: {t['warps'] * 32} threads x {t['regs']}" for t in plan)
+        detail = ", ".join(f"{t['name']}: {t['span'] * 32} threads x {t['regs']}" for t in plan)
         raise ResourceError(f"the tasks' register budgets add up to {total} registers, more than the "
                             f"{pool} the block starts with ({total_threads} threads x "
                             f"{launch_registers(total_threads)}); setmaxnreg can only redistribute those "
@@ -722,7 +723,7 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
         end -= 1
     ops, closing = ops[:end], ops[end:]
     plan = task_plan(lw.num_warps, ws_op.attrs["tasks"])
-    total_threads = 32 * sum(t["warps"] for t in plan)
+    total_threads = 32 * sum(t["span"] for t in plan)
     budgets = register_budgets(plan, total_threads, ws_op.loc)
     base_regs = launch_registers(total_threads)
     uniform = _uniform_slice(ops[:index], ws_op)
@@ -734,8 +735,10 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
     for task in plan:
         region = ws_op.regions[task["index"]]
         first, last = task["start"], task["start"] + task["warps"]
-        lw.out.open(f"if (warp >= {first} && warp < {last})")
-        lw.out.line(f"// task '{task['name']}': warps {first}..{last - 1}")
+        padded = task["span"] > task["warps"]
+        lw.out.open(f"if (warp >= {first} && warp < {first + task['span']})")
+        lw.out.line(f"// task '{task['name']}': warps {first}..{last - 1}"
+                    + (f" (warps {last}..{first + task['span'] - 1} pad its warp group)" if padded else ""))
         scope = Scope(f"t{task['index']}", task["warps"] * 32, 1 + task["index"], "task_warp", "task_tid", first)
         scope.task_name = task["name"]
         lw.out.line(f"const int task_warp = warp - {first};")
@@ -743,6 +746,8 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
         if task["index"] in budgets:
             regs = budgets[task["index"]]
             lw.out.line(lw.target.setmaxnreg(regs, regs > base_regs))
+        if padded:                          # the padding warps only took part in setmaxnreg
+            lw.out.open(f"if (task_warp < {task['warps']})")
         token = lw.enter_scope(scope)
         if task["index"] == 0:
             for op in ops[:index]:
@@ -753,6 +758,8 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
             for op in ops[index + 1:]:
                 lw.lower_op(op)
         lw.exit_scope(token)
+        if padded:
+            lw.out.close()
         lw.out.close()
     for op in closing:
         lw.lower_op(op)

@@ -407,9 +407,12 @@ class FunctionCodegen(ast.NodeVisitor):
                              f"'{missing['name']}' has none but task '{given[0]['name']}' starts at warp "
                              f"{given[0]['start']}", missing["node"])
 
+        budgets = any(t["regs"] for t in others)      # tasks then take whole warp groups (ir/ops/task.py)
+
         def span(t):
             first = 0 if t["default"] else t["start"]
-            return first, first + t["warps"] * t["replicate"]
+            warps = -(-t["warps"] // 4) * 4 if budgets else t["warps"]
+            return first, first + warps * t["replicate"]
 
         placed = [default]
         for task in sorted(others, key=lambda t: t["start"]):

@@ -31,11 +31,11 @@ def async_tasks(ctx, op):
     descriptions = op.tasks
     names = [name for name, _, _, _ in descriptions]
     tasks = []
-    first_thread = ctx.first_thread
     where = "" if ctx.program.cluster is None else f" of CTA {ctx.program.cta_rank}"
-    for (name, warps, _registers, replica), region in zip(descriptions, op.regions):
-        child = ctx.fork(name, warps=warps, first_thread=first_thread)
-        first_thread += warps * WARP_SIZE
+    for (name, warps, _registers, replica), region, (first_warp, _span) in zip(descriptions, op.regions,
+                                                                               op.warp_ranges):
+        # padding warps of a task with a register budget run nothing (ir/ops/task.py: warp_ranges)
+        child = ctx.fork(name, warps=warps, first_thread=ctx.first_thread + first_warp * WARP_SIZE)
         tasks.append(ctx.scheduler.spawn(child.task_name, run_block(child, region.block), op.loc,
                                          _title(name, replica, names) + where))
     yield ctx.scheduler.join(tasks, op.loc)

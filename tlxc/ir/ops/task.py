@@ -6,6 +6,12 @@ replica]`` (registers 0 = no ``setmaxnreg``).  The first region is the
 default task, which runs on the kernel's ``num_warps``.  Regions read values
 defined before the op (scalars, pointers, buffers, barriers; never register
 tensors) and end without a terminator.
+
+Warps are laid out in region order (``warp_ranges``).  With register budgets
+(``setmaxnreg``, which works on whole warp groups of 4 warps), every task starts
+at a warp group and occupies whole warp groups, as TLX pads them: a 1-warp task
+with ``registers=N`` gets a warp group of its own, whose 3 padding warps only take
+part in the register reallocation.
 """
 from __future__ import annotations
 
@@ -20,6 +26,10 @@ class AsyncTasksOp(Operation):
     @property
     def tasks(self) -> list[tuple[str, int, int, int]]:
         return [tuple(t) for t in self.attrs.get("tasks", ())]
+
+    @property
+    def warp_ranges(self) -> list[tuple[int, int]]:
+        return warp_ranges(self.tasks)
 
     def verify(self):
         tasks = self.tasks
@@ -52,3 +62,18 @@ class Clock64Op(Operation):
     def verify(self):
         if self.result.type != i64:
             raise self.error("expected an i64 result")
+
+
+WARP_GROUP = 4
+
+
+def warp_ranges(tasks) -> list[tuple[int, int]]:
+    """(first warp, warps occupied) of each task of an ``attrs.tasks`` list: packed in order,
+    and with register budgets (any non-default task has one) padded to whole warp groups."""
+    budgets = any(t[2] for t in list(tasks)[1:])
+    ranges, start = [], 0
+    for _name, warps, _registers, _replica in tasks:
+        span = -(-warps // WARP_GROUP) * WARP_GROUP if budgets else warps
+        ranges.append((start, span))
+        start += span
+    return ranges
