@@ -85,8 +85,11 @@ def _is_host_descriptor(value) -> bool:
 
 # -- make_tensor_descriptor ---------------------------------------------------------------
 def _int_list(value) -> tuple:
-    """A list argument as a tuple (a single value is a 1-tuple)."""
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    """A list argument as a tuple (a single value is a 1-tuple); ``tl.constexpr(1)`` entries
+    (Triton code writes ``strides=[tl.constexpr(1)]``) are their values."""
+    from ..language.core import constexpr as tl_constexpr
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    return tuple(v.value if isinstance(v, tl_constexpr) else v for v in items)
 
 
 def _base(b, base) -> Tensor:
