@@ -119,8 +119,10 @@ ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loa
 ptxas info    : Used 12 registers, used 0 barriers
 """
     assert parse_ptxas_resources(log) == {
-        "spilly": {"registers": 255, "spills_bytes": 96, "shared_static": 512, "local_bytes": 1024},
-        "tiny": {"registers": 12, "spills_bytes": 0, "shared_static": 0, "local_bytes": 0},
+        "spilly": {"registers": 255, "spills_bytes": 96, "shared_static": 512, "local_bytes": 1024,
+                   "perf_notes": [], "wgmma_serialized": None},
+        "tiny": {"registers": 12, "spills_bytes": 0, "shared_static": 0, "local_bytes": 0,
+                 "perf_notes": [], "wgmma_serialized": None},
     }
 
 

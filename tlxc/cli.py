@@ -549,6 +549,10 @@ def cmd_compile(args) -> int:
             failed = True
             continue
         arch_note(job, compiled, args)
+        if "stats" in stages:
+            from .compiler import perf_warnings
+            for warning in perf_warnings(compiled.metadata):
+                print(f"tlxc: warning: {job.name}: {warning}", file=sys.stderr)
         for stage in stages:
             if stage not in compiled.asm:
                 raise UsageError(f"stage '{stage}' is not available yet for {arch}")

@@ -119,12 +119,31 @@ def copy_module(module):
 
 
 def format_stats(compiled: CompiledKernel) -> str:
+    """The ``stats`` stage: one line of resources, then a ``warning:`` line per
+    ``perf_warnings`` entry."""
     m = compiled.metadata
     symbol = m.get("name", compiled.name)
     shown = compiled.name if symbol == compiled.name else f"{compiled.name} [{symbol}]"
-    return (f"kernel {shown} ({compiled.arch}): {m.get('threads')} threads, "
-            f"{m.get('registers')} registers/thread, {m.get('spills_bytes', 0)} bytes spilled, "
-            f"{m.get('shared_bytes', 0)} bytes shared memory\n")
+    lines = [f"kernel {shown} ({compiled.arch}): {m.get('threads')} threads, "
+             f"{m.get('registers')} registers/thread, {m.get('spills_bytes', 0)} bytes spilled, "
+             f"{m.get('shared_bytes', 0)} bytes shared memory"]
+    lines += [f"warning: {w}" for w in perf_warnings(m)]
+    return "\n".join(lines) + "\n"
+
+
+def perf_warnings(metadata: dict) -> list[str]:
+    """What ptxas reported that costs speed: register spills, and wgmma instructions
+    serialized (each waits for the previous one to finish, ptxas note C7514 and kin)."""
+    warnings = []
+    spills = metadata.get("spills_bytes") or 0
+    if spills:
+        warnings.append(f"{spills} bytes of registers spilled to local memory ({metadata.get('registers')} "
+                        f"registers/thread): fewer live values, smaller tiles or more warps avoid it")
+    serialized = metadata.get("wgmma_serialized")
+    if serialized:
+        warnings.append(f"ptxas serializes the wgmma instructions ({serialized}): each MMA waits for the "
+                        f"previous one, a large loss of tensor-core throughput")
+    return warnings
 
 
 def dump(compiled: CompiledKernel, root: str) -> None:

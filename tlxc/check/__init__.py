@@ -43,6 +43,7 @@ def check_function(kfn, spec, *, arch: str = "sm_90a", num_warps: int = 4, clust
     from ..errors import TlxcError
     from ..frontend.codegen import Options
     from ..passes.canonicalize import Canonicalize
+    from ..passes.dot_wait_drain import DrainDotWait
     from ..passes.dot_wgmma import LowerDotToWgmma
     from ..passes.layouts import InferLayouts
     from ..passes.pipeline import PipelineLoads
@@ -52,6 +53,7 @@ def check_function(kfn, spec, *, arch: str = "sm_90a", num_warps: int = 4, clust
         options = Options(num_warps=num_warps, arch=arch, cluster=cluster)
         module = Canonicalize().run(copy_module(module), options)
         module = PipelineLoads().run(LowerDotToWgmma().run(module, options), options)   # what sm_90a compiles
+        module = DrainDotWait().run(module, options)
         module = InferLayouts().run(Canonicalize().run(module, options), options)
     except TlxcError as exc:
         return [Finding(exc.message, exc.loc, list(exc.notes), check="frontend")]

@@ -171,9 +171,34 @@ def for_loop(lw, op):
     ctype = C.storage_type(body.args[0].type)
     if "unroll" in op.attrs:                   # tl.range(..., loop_unroll_factor=N)
         lw.out.line(f"#pragma unroll {op.attrs['unroll']}")
-    lw.out.open(f"for ({ctype} {iv} = {lw.name(lb)}; {iv} < {lw.name(ub)}; {iv} += {lw.name(step)})")
+    drain = "dot_drain" in op.attrs
+    if drain:                                  # the loop leaves only by the drain's break
+        lw.out.open(f"if ({lw.name(lb)} < {lw.name(ub)})")
+        lw.out.open(f"for ({ctype} {iv} = {lw.name(lb)}; ; {iv} += {lw.name(step)})")
+    else:
+        lw.out.open(f"for ({ctype} {iv} = {lw.name(lb)}; {iv} < {lw.name(ub)}; {iv} += {lw.name(step)})")
     lw.lower_block_until_terminator(body)
     _merge_into(lw, body.terminator, carried, yields, body.args[1:])
+    if drain:
+        _drain_dot_wait(lw, op, iv, carried)
+        lw.out.close()
+    lw.out.close()
+
+
+def _drain_dot_wait(lw, op, iv: str, carried: list[str]) -> None:
+    """A ``dot_drain`` loop (passes/dot_wait_drain.py) waits for its wgmma groups after the
+    last iteration's yield and leaves by that edge, its only exit (the zero-trip case is
+    the ``if`` around the loop): ptxas then keeps the loop's wgmmas in flight.  A wait
+    after the loop, one that rejoins the back edge, or a second exit (the ``for``'s own
+    condition) makes it serialize them or insert a wait on every iteration."""
+    from .rules_mma_async import wgmma_wait_line
+    index = op.attrs["dot_drain"]
+    ub, step = op.operands[1:3]
+    lw.out.open(f"if ({iv} + {lw.name(step)} >= {lw.name(ub)})")
+    lw.out.line(wgmma_wait_line(lw, 0, op.results[index], carried[index]) + "  // the last iteration drains")
+    if lw.shared_order.drain_syncs(op):
+        lw.out.line(f"{lw.sync()}  // sync: every warpgroup's retired wgmma reads, before shared memory is refilled")
+    lw.out.line("break;")
     lw.out.close()
 
 

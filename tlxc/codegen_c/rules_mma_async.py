@@ -254,14 +254,17 @@ def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
 @lowering("tlx.async_dot_wait")
 def async_dot_wait(lw, op):
     src, result = op.operands[0], op.results[0]
-    lw.target.use("tlx_wgmma_wait_group")
-    pendings = op.attrs["pendings"]
-    if isinstance(src.type, TensorType) and src.type.element.name == "f32":
-        # the accumulator's registers are pinned after the wait: no read of them moves above it
-        lw.out.line(f"tlx_wgmma_wait_group<{pendings}, {registers(src.type)}>({lw.name(src)});")
-    else:
-        lw.out.line(f"tlx_wgmma_wait_group<{pendings}, 0>(nullptr);")
+    lw.out.line(wgmma_wait_line(lw, op.attrs["pendings"], src))
     lw.alias(result, lw.name(src))
 
 
-__all__ = ["descriptor", "descriptor_fields", "operand_plan"]
+def wgmma_wait_line(lw, pendings: int, acc, name: str | None = None) -> str:
+    """``wgmma.wait_group pendings``, pinning the f32 accumulator ``acc`` (C variable ``name``,
+    default its own) after it: no read of its registers moves above the wait."""
+    lw.target.use("tlx_wgmma_wait_group")
+    if isinstance(acc.type, TensorType) and acc.type.element.name == "f32":
+        return f"tlx_wgmma_wait_group<{pendings}, {registers(acc.type)}>({name or lw.name(acc)});"
+    return f"tlx_wgmma_wait_group<{pendings}, 0>(nullptr);"
+
+
+__all__ = ["descriptor", "descriptor_fields", "operand_plan", "wgmma_wait_line"]

@@ -16,7 +16,8 @@ them, so tlxc adds the same orderings here, decided once per kernel before lower
   shared memory: a barrier.  The wait retires this warpgroup's wgmma groups only;
   another warpgroup's wgmma may still read the stage this one is about to refill
   (the write-after-read hazard Triton's Membar closes with a barrier before the
-  refill).
+  refill).  The drain of a ``dot_drain`` loop (passes/dot_wait_drain.py) is such a
+  wait and gets the same barrier (``drain_syncs``).
 * **before** a wgmma (``async_dot``) or a TMA store whose shared operand a
   ``local_store`` of the same task may have written since the last proxy fence:
   ``fence.proxy.async.shared::cta`` (Triton's FenceInsertion pass does the same for
@@ -48,6 +49,7 @@ class SharedOrder:
     def __init__(self, kernel: Operation, arch: str):
         self.before: dict[int, list[str]] = {}
         self.after: dict[int, list[str]] = {}
+        self._drained: set[int] = set()
         ops = list(kernel.walk())
         self.proxies = arch.startswith(PROXY_ARCHS) and any(op.name in ASYNC_PROXY_READERS for op in ops)
         self.uniformity = Uniformity(kernel)
@@ -66,6 +68,11 @@ class SharedOrder:
         self._fences(body, set())
         for scope_ops, threads in scopes:
             _Membar(self, kernel, threads, scope_ops)
+
+    def drain_syncs(self, loop: Operation) -> bool:
+        """Whether the wgmma drain at the end of ``dot_drain`` loop's last iteration needs a
+        barrier of the task's threads after it (as an ``async_dot_wait`` would)."""
+        return id(loop) in self._drained
 
     def _add(self, table: dict, op: Operation, what: str) -> None:
         entries = table.setdefault(id(op), [])
@@ -86,6 +93,8 @@ class SharedOrder:
                     self._add(self.after, op, "sync")
             elif op.name == "tlx.async_dot_wait" and threads > 128 and writes_shared:
                 self._add(self.after, op, "sync")
+            elif op.name == "scf.for" and "dot_drain" in op.attrs and threads > 128 and writes_shared:
+                self._drained.add(id(op))        # the same barrier after the drain of its last iteration
 
     # -- proxy fences between local_store and async-proxy readers --------------------------------
     def _fences(self, block, unfenced: set) -> set:

@@ -33,6 +33,9 @@ def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: boo
         "spills_bytes": resources.get("spills_bytes", 0),
         "shared_static": resources.get("shared_static", 0),
         "shared_bytes": info["scratch_bytes"] + resources.get("shared_static", 0),
+        "local_bytes": resources.get("local_bytes", 0),
+        "perf_notes": list(resources.get("perf_notes", ())),     # ptxas's numbered notes (C7514, C7517...)
+        "wgmma_serialized": resources.get("wgmma_serialized"),   # the note if ptxas serializes the wgmmas
         "nvrtc_seconds": result.compile_seconds,
         "ptxas_log": result.log,
         "override": override_path,     # the hand-edited .cu compiled instead of tlxc's, if any

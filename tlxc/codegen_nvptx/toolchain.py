@@ -54,7 +54,7 @@ class CompiledCuda:
     log: str
     arch: str
     compile_seconds: float
-    resources: dict[str, dict[str, int]] = field(default_factory=dict)
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @functools.cache
@@ -207,10 +207,16 @@ _ENTRY_RE = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
 _FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED_RE = re.compile(r"Used (\d+) registers")
 _SMEM_RE = re.compile(r"(\d+) bytes smem")
+# ptxas's numbered notes name the function they are about and may come before its
+# "Compiling entry function" line: "(C7514) Potential Performance Loss: wgmma.mma_async
+# instructions are serialized due to <reason> in the function '<name>'", "(C7517)
+# wgmma.wait_group is injected in around line N by compiler ... in function '<name>'".
+_NOTE_RE = re.compile(r"\((C\d+)\) (?:Potential Performance Loss: )?(.*?)\s+in (?:the )?function '([^']+)'")
 
 
-def parse_ptxas_resources(log: str) -> dict[str, dict[str, int]]:
-    """Per-kernel registers, spill-store bytes, static smem and stack bytes.
+def parse_ptxas_resources(log: str) -> dict[str, dict[str, Any]]:
+    """Per-kernel registers, spill-store bytes, static smem and stack bytes, and ptxas's
+    performance notes.
 
     ptxas reports, per entry function::
 
@@ -218,12 +224,25 @@ def parse_ptxas_resources(log: str) -> dict[str, dict[str, int]]:
         ptxas info    : Function properties for vadd
         ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
         ptxas info    : Used 12 registers, used 0 barriers, 512 bytes smem
+
+    and, anywhere in the log, numbered notes such as ``(C7514) Potential Performance
+    Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions
+    reading accumulator registers of a wgmma ... in the function 'vadd'`` or ``(C7517)
+    wgmma.wait_group is injected ... in function 'vadd'``.  Each kernel gets
+    ``perf_notes`` (``"C7514: <text>"`` per note, in log order) and ``wgmma_serialized``
+    (the first note that says wgmma instructions are serialized, else None): ptxas then
+    waits for every wgmma before issuing the next, which costs a large part of the MMA
+    throughput.
     """
-    resources: dict[str, dict[str, int]] = {}
-    current: dict[str, int] | None = None
+    resources: dict[str, dict[str, Any]] = {}
+    notes: dict[str, list[str]] = {}
+    current: dict[str, Any] | None = None
     for line in log.splitlines():
-        if match := _ENTRY_RE.search(line):
-            current = {"registers": 0, "spills_bytes": 0, "shared_static": 0, "local_bytes": 0}
+        if match := _NOTE_RE.search(line):
+            text = " ".join(match.group(2).split())
+            notes.setdefault(match.group(3), []).append(f"{match.group(1)}: {text}")
+        elif match := _ENTRY_RE.search(line):
+            current = _empty_resources()
             resources[match.group(1)] = current
         elif current is None:
             continue
@@ -234,7 +253,18 @@ def parse_ptxas_resources(log: str) -> dict[str, dict[str, int]]:
             current["registers"] = int(match.group(1))
             if smem := _SMEM_RE.search(line):
                 current["shared_static"] = int(smem.group(1))
+    for name, found in notes.items():
+        entry = resources.get(name)
+        if entry is None:        # a note about a non-entry function: kept only for the kernels
+            continue
+        entry["perf_notes"] = found
+        entry["wgmma_serialized"] = next((n for n in found if "instructions are serialized" in n), None)
     return resources
+
+
+def _empty_resources() -> dict[str, Any]:
+    return {"registers": 0, "spills_bytes": 0, "shared_static": 0, "local_bytes": 0,
+            "perf_notes": [], "wgmma_serialized": None}
 
 
 # --------------------------------------------------------------------------

@@ -110,14 +110,19 @@ def async_dot(ctx, op, a, b, acc, *use_acc):
 
 @impl("tlx.async_dot_wait")
 def async_dot_wait(ctx, op, value):
+    return retire(ctx, op.loc, value, op.attrs["pendings"])
+
+
+def retire(ctx, loc, value, keep: int):
+    """Retire every wgmma group of the task but the newest ``keep``; ``value`` unwrapped if
+    its group is retired (``async_dot_wait``, and the drain of a ``dot_drain`` loop)."""
     groups = _groups(ctx)
-    keep = op.attrs["pendings"]
     retiring = groups[:max(len(groups) - keep, 0)]
     del groups[:len(retiring)]
     for group in retiring:
         group.retired = True
         for access in group.accesses:
-            ctx.races.retire(access, op.loc)
+            ctx.races.retire(access, loc)
     if isinstance(value, PendingResult) and value.group.retired:
         return value.value
     return value

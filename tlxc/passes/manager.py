@@ -53,12 +53,15 @@ class PassManager:
 def default_pipeline(target: str) -> PassManager:
     from .canonicalize import Canonicalize
     from .check_barriers import CheckBarriers
+    from .dot_wait_drain import DrainDotWait
     from .dot_wgmma import LowerDotToWgmma
     from .layouts import InferLayouts
     from .pipeline import PipelineLoads
     from .shared_layouts import SharedLayouts
     from .shared_memory import AllocateShared
     # lower-dot-to-wgmma and pipeline-loads rewrite tl.dot into TLX ops on sm_90a (each does
-    # nothing elsewhere); the second canonicalize drops the address arithmetic they leave dead.
-    return PassManager([Canonicalize(), LowerDotToWgmma(), PipelineLoads(), Canonicalize(), InferLayouts(),
-                        CheckBarriers(), SharedLayouts(), AllocateShared()])
+    # nothing elsewhere); drain-dot-wait moves the wgmma drain after such a loop (and after a
+    # hand-written TLX loop of that shape) into its last iteration; the second canonicalize drops
+    # the address arithmetic they leave dead.
+    return PassManager([Canonicalize(), LowerDotToWgmma(), PipelineLoads(), DrainDotWait(), Canonicalize(),
+                        InferLayouts(), CheckBarriers(), SharedLayouts(), AllocateShared()])

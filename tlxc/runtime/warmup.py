@@ -49,7 +49,8 @@ class CompiledKernelHandle:
     """What ``warmup`` returns: Triton's ``CompiledKernel`` surface.
 
     ``n_regs`` (registers per thread), ``n_spills`` (spilled 4-byte registers: the local
-    memory bytes / 4, as Triton counts), ``metadata``, ``asm`` (``cuda``, ``cubin``, ``ir``...),
+    memory bytes / 4, as Triton counts), ``perf_warnings`` (ptxas's spill and wgmma
+    serialization reports, tlxc's own), ``metadata``, ``asm`` (``cuda``, ``cubin``, ``ir``...),
     ``_init_handles()`` (loads the module on the GPU; already done by warmup), and
     ``handle[grid](*args)``: a launch with the warmup's options.  The arguments are all of
     the kernel's, constexprs included (as Triton passes them); a constexpr that differs from
@@ -77,6 +78,13 @@ class CompiledKernelHandle:
     @property
     def n_spills(self) -> int:
         return (self.compiled.metadata.get("spills_bytes") or 0) // 4
+
+    @property
+    def perf_warnings(self) -> list[str]:
+        """ptxas's reasons this kernel runs slower than it could: spills, wgmma serialization
+        (``tlxc.compiler.perf_warnings``); empty when there are none."""
+        from ..compiler import perf_warnings
+        return perf_warnings(self.compiled.metadata)
 
     @property
     def n_max_threads(self) -> int:
