@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from ..ir.types import PointerType, TensorType
 from .lower import elem, lowering, registers
@@ -48,3 +49,21 @@ def device_assert(lw, op):
         lw.for_registers(registers(cond.type), body)
     else:
         lw.out.line(body)
+
+
+@lowering("tlx.dump_layout")
+def dump_layout(lw, op):
+    """``tlx.dump_layout(x)``: the layout chosen for ``x``, on stderr at compile time; no code."""
+    (value,) = op.operands
+    where = f"{os.path.basename(op.loc.file)}:{op.loc.line}" if op.loc else "?"
+    name = value.name_hint or "value"
+    t = value.type
+    if isinstance(t, TensorType):
+        text = f"registers {t}: {t.layout}"
+    else:
+        swizzle = lw.view_swizzle.get(id(value), 0)
+        blocked = f", column blocks of {lw.view_block[id(value)][0]} elements" if id(value) in lw.view_block else ""
+        text = (f"shared {t}: {'row-major' if not swizzle else f'{swizzle}-byte swizzle'}{blocked}, element strides "
+                f"{list(lw.views[id(value)][1])}")
+    print(f"tlx.dump_layout {where}: {name}: {text}", file=sys.stderr)
+    lw.out.line(f"// tlx.dump_layout {name}: {text}")

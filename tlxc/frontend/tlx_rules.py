@@ -118,8 +118,17 @@ def _local_alloc(ctx, shape, dtype, num, storage=tlx.storage_kind.smem, reuse=No
 
 def _explicit_layout(layout, shape: tuple[int, ...], dtype, param: str = "layout"):
     """Check a ``layout=`` argument against the buffer it lays out (``ir/shared_layout.py``):
-    an NVMMA layout or a tiling of one, of the buffer's element type, that tlxc can store."""
+    an NVMMA layout or a tiling of one, of the buffer's element type, that tlxc can store; a
+    swizzled_shared / CuTe swizzle layout becomes the NVMMA layout with the same bytes."""
     from ..ir import shared_layout as SL
+    if isinstance(layout, SL.PaddedSharedLayout):
+        raise SemanticError(f"padded shared layouts ({layout}) are not supported: tlxc stores shared buffers "
+                            f"unpadded (row-major or NVMMA-swizzled)", param=param)
+    if isinstance(layout, SL.SwizzledSharedLayout):
+        try:
+            return SL.resolve_swizzled(layout, tuple(shape), dtype)
+        except SL.SharedLayoutError as exc:
+            raise SemanticError(str(exc), param=param) from None
     if not isinstance(layout, (SL.NVMMASharedLayout, SL.TiledSharedLayout)):
         raise SemanticError(f"'{param}' must be a tlx.nv_mma_shared_layout_encoding(...) or its "
                             f".tile_to_shape(...), got {S.describe(layout)}; tlxc supports only NVMMA "
@@ -319,6 +328,22 @@ def _reinterpret_through(ctx, buf: Tensor, dtype, shape, layout) -> Tensor:
                             f"two must describe the same bytes", param="layout")
     t = MemDescType(tuple(shape), dtype, 0, "smem", None, layout)
     return Tensor(ctx.b.value("tlx.local_reinterpret", [buf.value], t))
+
+
+@rule("zeros")
+def _zeros(ctx, shape, dtype, layout=None):
+    if layout is not None:
+        raise SemanticError(f"an explicit register layout ({S.describe(layout)}) is not supported: tlxc chooses "
+                            f"register layouts itself (an async_dot accumulator is laid out as wgmma writes it); "
+                            f"drop layout=", param="layout")
+    return RULES["zeros"](ctx, shape, dtype)
+
+
+@rule("dump_layout")
+def _dump_layout(ctx, x):
+    if not isinstance(x, Tensor) or not isinstance(x.type, (TensorType, MemDescType)):
+        raise SemanticError(f"'x' must be a register tensor or a shared buffer, got {S.describe(x)}", param="x")
+    ctx.b.create("tlx.dump_layout", [x.value], [])
 
 
 @rule("local_load")

@@ -51,3 +51,10 @@ def assert_(ctx, op, condition):
         count = int(failed.sum())
         where = f" at index {index}" + (f" (and {count - 1} more)" if count > 1 else "")
     raise ctx.error(op, f"device assertion failed in {ctx.label}{where}: {message}")
+
+
+@impl("tlx.dump_layout")
+def dump_layout(ctx, op, value):
+    """Layouts are the CUDA backend's choice (codegen_c/rules_debug.py prints them); the
+    interpreter has none to show."""
+    return None

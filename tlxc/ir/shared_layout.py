@@ -97,6 +97,10 @@ class NVMMASharedLayout:
                                         f"{list(self.shape)} atoms")
         return TiledSharedLayout(self, shape)
 
+    def make_shared_linear(self, tile_shape) -> TiledSharedLayout:
+        """TLX's shared-linear layout of ``tile_shape`` made of this atom: ``tile_to_shape``."""
+        return self.tile_to_shape(tile_shape)
+
     def make_permute(self, dims) -> NVMMASharedLayout:
         """TLX's permuted copy (what ``local_trans`` gives a view's type)."""
         return NVMMASharedLayout(self.shape, tuple(self.order[d] for d in dims), self.element, self.ctas_per_cga,
@@ -144,6 +148,112 @@ class TiledSharedLayout:
     def __str__(self) -> str:
         dims = "x".join(map(str, self.shape))
         return f"#tiled<{dims}, {self.atom}>"
+
+
+@dataclass(frozen=True)
+class SwizzledSharedLayout:
+    """Triton's ``swizzled_shared`` encoding: TLX's ``swizzled_shared_layout_encoding(vectorSize,
+    perPhase, maxPhase, order, ...)``, or a CuTe ``Swizzle<B, M, S>`` (``tlx.swizzled_layout``,
+    ``cute`` set) over the buffer's row-major element offsets.  It has no element type: the
+    frontend resolves it for a buffer to the NVMMA layout with the same bytes, or refuses it
+    (``resolve_swizzled``)."""
+
+    vec: int
+    per_phase: int
+    max_phase: int
+    order: tuple[int, ...]
+    cute: tuple[int, int, int] | None = None
+
+    @classmethod
+    def make_default(cls, rank: int) -> SwizzledSharedLayout:
+        """The trivial layout (no swizzle), row-major."""
+        return cls(1, 1, 1, tuple(range(int(rank) - 1, -1, -1)))
+
+    def __str__(self) -> str:
+        if self.cute is not None:
+            return "#swizzle<B={}, M={}, S={}>".format(*self.cute)
+        return (f"#swizzled_shared<vec={self.vec}, perPhase={self.per_phase}, maxPhase={self.max_phase}, "
+                f"order={list(self.order)}>")
+
+
+def swizzled_shared_layout(vec, per_phase, max_phase, order, ctas_per_cga=None, cta_split_num=None,
+                           cta_order=None) -> SwizzledSharedLayout:
+    """Build and check a swizzled_shared layout (``tlx.swizzled_shared_layout_encoding``)."""
+    values = []
+    for what, value in (("vectorSize", vec), ("perPhase", per_phase), ("maxPhase", max_phase)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SharedLayoutError(f"'{what}' must be a positive integer, got {value!r}")
+        values.append(value)
+    order = _ints(order, "order")
+    if sorted(order) != list(range(len(order))):
+        raise SharedLayoutError(f"'order' must be a permutation of {list(range(len(order)))}, got {list(order)}")
+    for what, value in (("numCTAsPerCGA", ctas_per_cga), ("numCTASplit", cta_split_num)):
+        if value is not None and any(v != 1 for v in _ints(value, what)):
+            raise SharedLayoutError(f"CTA-split layouts ({what}={list(value)}) are not supported: each CTA holds its "
+                                    f"whole buffer")
+    return SwizzledSharedLayout(*values, order)
+
+
+def cute_swizzle_layout(bits, base, shift, order=None) -> SwizzledSharedLayout:
+    """``tlx.swizzled_layout(B, M, S, order)``: CuTe's ``Swizzle<B, M, S>`` (XOR element-offset bits
+    ``[M, M+B)`` with bits ``[M+S, M+S+B)``)."""
+    for what, value in (("B", bits), ("M", base), ("S", shift)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SharedLayoutError(f"swizzled_layout's '{what}' must be a non-negative integer, got {value!r}")
+    order = _ints(order, "order") if order is not None else (1, 0)
+    if bits and shift < bits:
+        raise SharedLayoutError(f"Swizzle<{bits}, {base}, {shift}> overlaps its own bits (CuTe needs S >= B)")
+    return SwizzledSharedLayout(1 << base, 1, 1 << bits, order, (bits, base, shift))
+
+
+def _swizzled_shared_offsets(layout: SwizzledSharedLayout, shape: tuple[int, ...], element: ScalarType) -> np.ndarray:
+    rank = len(shape)
+    if tuple(layout.order) != tuple(range(rank - 1, -1, -1)):
+        raise SharedLayoutError(f"{layout} has order {list(layout.order)}; tlxc stores shared buffers row-major "
+                                f"(order {list(range(rank - 1, -1, -1))}) only")
+    linear = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    if layout.cute is not None:
+        bits, base, shift = layout.cute
+        mask = ((1 << bits) - 1) << (base + shift)
+        return (linear ^ ((linear & mask) >> shift)) * element.bytes
+    cols = shape[-1]
+    col = linear % cols
+    row = linear // cols
+    phase = (row // layout.per_phase) % layout.max_phase
+    swizzled_col = ((col // layout.vec) ^ phase) * layout.vec + col % layout.vec
+    return (row * cols + swizzled_col) * element.bytes
+
+
+def resolve_swizzled(layout: SwizzledSharedLayout, shape: tuple[int, ...], element: ScalarType) -> NVMMASharedLayout:
+    """The NVMMA layout (unswizzled or swizzled) that puts every element of a ``shape`` ``element``
+    buffer where ``layout`` does: tlxc addresses those.  A ``SharedLayoutError`` otherwise."""
+    wanted = _swizzled_shared_offsets(layout, tuple(shape), element)
+    rank = len(shape)
+    row_major, ones = tuple(range(rank - 1, -1, -1)), (1,) * rank
+    for swizzle in (False, True):
+        candidate = NVMMASharedLayout(tuple(shape), row_major, element, ones, ones, row_major, False, swizzle)
+        try:
+            stored = nvmma_offsets(candidate.swizzle, tuple(shape), element)
+        except SharedLayoutError:
+            continue
+        if np.array_equal(wanted, stored):
+            return candidate
+    raise SharedLayoutError(f"{layout} places the elements of a {list(shape)} {element} buffer at bytes tlxc's code "
+                            f"does not address: it stores shared buffers row-major or with NVMMA swizzles, which "
+                            f"permute whole 16-byte chunks of 128-byte lines (a swizzled layout with vec * "
+                            f"{element.bytes} bytes = 16 and rows of the swizzle span, or the trivial layout, match "
+                            f"those)")
+
+
+@dataclass(frozen=True)
+class PaddedSharedLayout:
+    """TLX's ``padded_shared_layout_encoding`` (AMD LDS padding): accepted as a value so that the
+    frontend can say where it is used; tlxc stores shared buffers unpadded."""
+
+    description: str
+
+    def __str__(self) -> str:
+        return f"#padded_shared<{self.description}>"
 
 
 def nv_mma_shared_layout(shape, order, element, ctas_per_cga, cta_split_num, cta_order, fp4_padded=False,
@@ -255,5 +365,6 @@ def same_bytes(first, second, shape: tuple[int, ...], element: ScalarType) -> bo
     return bool(np.array_equal(byte_offsets(first, shape, element), byte_offsets(second, shape, element)))
 
 
-__all__ = ["NVMMASharedLayout", "SharedLayoutError", "TiledSharedLayout", "byte_offsets", "nv_mma_shared_layout",
-           "nvmma_offsets", "same_bytes", "storable_as"]
+__all__ = ["NVMMASharedLayout", "PaddedSharedLayout", "SharedLayoutError", "SwizzledSharedLayout", "TiledSharedLayout",
+           "byte_offsets", "cute_swizzle_layout", "nv_mma_shared_layout", "nvmma_offsets", "resolve_swizzled",
+           "same_bytes", "storable_as", "swizzled_shared_layout"]

@@ -23,3 +23,14 @@ class AssertOp(Operation):
     def verify(self):
         if len(self.operands) != 1 or element_type(self.operands[0].type) != i1:
             raise self.error("expected one i1 (tensor) condition")
+
+
+class DumpLayoutOp(Operation):
+    """``tlx.dump_layout(x)``: the CUDA backend prints the layout chosen for ``x`` (a register
+    tensor or a shared buffer) to stderr; no code."""
+
+    name = "tlx.dump_layout"
+
+    def verify(self):
+        if len(self.operands) != 1 or self.results:
+            raise self.error("expected one operand and no result")

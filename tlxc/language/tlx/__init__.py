@@ -120,6 +120,73 @@ def nv_mma_shared_layout_encoding(shape, order, elemType, numCTAsPerCGA, numCTAS
                                 swizzled)
 
 
+class swizzled_shared_layout_encoding:
+    """TLX's swizzled shared layout ``(vectorSize, perPhase, maxPhase, order, numCTAsPerCGA,
+    numCTASplit, numCTAOrder)``, a compile-time value for ``local_alloc(..., layout=)``.  tlxc
+    honours it when it places the buffer's elements exactly as a layout tlxc addresses does
+    (the trivial one, ``make_default``, is row-major; ``vec`` x element = 16 bytes over
+    swizzle-span rows is an NVMMA swizzle), and refuses it otherwise (``ir/shared_layout.py``)."""
+
+    def __new__(cls, vectorSize, perPhase, maxPhase, order, numCTAsPerCGA=None, numCTASplit=None,
+                numCTAOrder=None):
+        from ...ir.shared_layout import swizzled_shared_layout
+        return swizzled_shared_layout(vectorSize, perPhase, maxPhase, order, numCTAsPerCGA, numCTASplit,
+                                      numCTAOrder)
+
+    @staticmethod
+    def make_default(rank):
+        from ...ir.shared_layout import SwizzledSharedLayout
+        return SwizzledSharedLayout.make_default(rank)
+
+
+class swizzled_layout:
+    """``tlx.swizzled_layout(B, M, S, order=[1, 0])``: CuTe's ``Swizzle<B, M, S>`` as a shared
+    layout; honoured or refused as ``swizzled_shared_layout_encoding``."""
+
+    def __new__(cls, B, M, S, order=None):
+        from ...ir.shared_layout import cute_swizzle_layout
+        return cute_swizzle_layout(B, M, S, order)
+
+    @staticmethod
+    def make_default(rank):
+        from ...ir.shared_layout import SwizzledSharedLayout
+        return SwizzledSharedLayout.make_default(rank)
+
+
+class padded_shared_layout_encoding:
+    """TLX's padded shared layout (AMD LDS padding).  tlxc stores shared buffers unpadded: a
+    buffer allocated with one is a located error."""
+
+    @staticmethod
+    def with_identity_for(interval_paddings, shape, order):
+        from ...ir.shared_layout import PaddedSharedLayout
+        return PaddedSharedLayout(f"{list(interval_paddings)}, shape={list(shape)}, order={list(order)}")
+
+    @staticmethod
+    def with_bases(*args, **kwargs):
+        from ...ir.shared_layout import PaddedSharedLayout
+        return PaddedSharedLayout("bases")
+
+
+def nv_mma_layout(*args, **kwargs):
+    """TLX's explicit NVMMA register layout.  tlxc chooses register layouts itself (a wgmma
+    accumulator is laid out as the instruction writes it), so it refuses this one."""
+    raise NotImplementedError("tlx.nv_mma_layout (an explicit register layout) is not supported: tlxc chooses "
+                              "register layouts itself (an async_dot accumulator is laid out as wgmma writes it); "
+                              "drop the layout (tlx.zeros(shape, dtype) / tl.zeros)")
+
+
+@builtin
+def zeros(shape, dtype, layout=None):
+    """``tl.zeros(shape, dtype)``; an explicit register ``layout`` is refused (``nv_mma_layout``)."""
+
+
+@builtin
+def dump_layout(x):
+    """Print, when the kernel is compiled to CUDA, the layout tlxc chose for the register tensor
+    or shared buffer ``x`` (stderr); it generates no code."""
+
+
 @builtin
 def local_load(src, token=None, layout=None, relaxed=False, rematerialize_coordinates=False,
                rematerialize_coordinates_group=None):
