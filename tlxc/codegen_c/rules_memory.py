@@ -81,24 +81,42 @@ def load(lw, op):
 
 @lowering("tl.store")
 def store(lw, op):
+    # Each element is written by one slot only, as Triton does: a scalar by the scope's first
+    # thread, a tensor element by the owner among its layout's replicas.  Were every copy to
+    # write, a replica that loads an address after another has stored to it (the read-modify-
+    # write of Liger's cross-entropy, `x = tl.load(p); tl.store(p, x + d)`, or the in-place
+    # tiles of its RoPE over a layout that repeats a tile across warps) would apply it twice.
+    # Under a branch on tlx.thread_id the user picked the threads: each stores.
     ptr, value = op.operands[:2]
     mask, _ = _operands(op)
     t = elem(value.type)
+    owner = _store_owner(lw, op, ptr.type)
     if not isinstance(ptr.type, TensorType):
+        terms = [c for c in (owner, lw.ref(mask) if mask is not None else None) if c]
         if _hinted(op):
-            pred = lw.ref(mask) if mask is not None else "true"
+            pred = " && ".join(terms) or "true"
             lw.out.line(lw.target.store_hinted([lw.ref(value)], lw.ref(ptr), pred, t, op.attrs))
             return
-        guard = f"if ({lw.ref(mask)}) " if mask is not None else ""
+        guard = f"if ({' && '.join(terms)}) " if terms else ""
         lw.out.line(f"{guard}*{lw.ref(ptr)} = {lw.ref(value)};")
         return
     width = vector_width(lw, ptr, mask, t.bytes)
     count = registers(ptr.type)
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int i = 0; i < {count}; i += {width})")
-    pred = lw.ref(mask) if mask is not None else "true"
+    pred = " && ".join(c for c in (owner, lw.ref(mask) if mask is not None else None) if c) or "true"
     lw.out.line(lw.target.store_vector(lw.name(value), lw.ref(ptr), pred, t, width, op.attrs))
     lw.out.close()
+
+
+def _store_owner(lw, op, t) -> str | None:
+    """The condition selecting the slots that write a store's elements (None: all of them)."""
+    if _uniformity(lw).divergent(op):
+        return None
+    try:
+        return _owner(lw, t)
+    except InternalCompilerError:
+        return None          # elements repeated through non-zero bases: every copy writes, as before
 
 
 # -- atomics ---------------------------------------------------------------------------------

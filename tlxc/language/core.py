@@ -227,6 +227,19 @@ def _experimental_descriptor_store(desc_pointer, value, offsets):
     """Triton 3.1's ``desc.store(offsets, value)``."""
 
 
+class _HostDescriptorType:
+    """``tl.nv_tma_desc_type``: Triton 3.1-3.3's type of a kernel parameter that receives a
+    host-filled TMA descriptor (an object with ``tma_desc_cpu_ptr()``: runtime/tma_legacy.py).
+    Code of that time tests ``"nv_tma_desc_type" in dir(tl)`` to pass the CPU buffer itself
+    rather than a device copy; tlxc types such a parameter from the descriptor passed."""
+
+    def __repr__(self) -> str:
+        return "tl.nv_tma_desc_type"
+
+
+nv_tma_desc_type = _HostDescriptorType()
+
+
 # Atomics: ``sem`` is 'acq_rel' (Triton's default), 'acquire', 'release' or
 # 'relaxed'; ``scope`` is 'gpu' (default), 'cta' or 'sys'.  Each returns the
 # values memory held before it.
