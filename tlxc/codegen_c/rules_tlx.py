@@ -287,6 +287,40 @@ def local_store(lw, op):
     lw.out.close()
 
 
+def _indexed_offset(lw, layout, strides, axis: int, index: str, block=None) -> str:
+    """``_offset_expr`` with the coordinate along ``axis`` taken from the index register."""
+    terms = []
+    for d, stride in enumerate(strides):
+        coord = f"((int){index})" if d == axis else lw.coord_expr(layout, d)
+        if block and stride == 1:
+            cols, size = block
+            terms.append(f"(({coord}) / {cols}) * {size} + (({coord}) % {cols})")
+        else:
+            terms.append(coord if stride == 1 else f"{coord} * {stride}")
+    return " + ".join(terms) or "0"
+
+
+@lowering("tlx.local_gather")
+def local_gather(lw, op):
+    """Each thread reads, per register, the element its index register names (ld.shared)."""
+    view, indices = op.operands
+    r = op.results[0]
+    t = r.type.element
+    offset = _indexed_offset(lw, r.type.layout, lw.views[id(view)][1], op.attrs["axis"], f"{lw.name(indices)}[i]",
+                             lw.view_block.get(id(view)))
+    lw.assign_elementwise(r, lambda i: f"*({shared_address(lw, view, offset, t)})")
+
+
+@lowering("tlx.local_scatter")
+def local_scatter(lw, op):
+    """Each thread writes, per register, its value to the element its index register names."""
+    view, value, indices = op.operands
+    t = value.type.element
+    offset = _indexed_offset(lw, value.type.layout, lw.views[id(view)][1], op.attrs["axis"], f"{lw.name(indices)}[i]",
+                             lw.view_block.get(id(view)))
+    lw.for_registers(value, f"*({shared_address(lw, view, offset, t)}) = {lw.name(value)}[i];")
+
+
 @lowering("tlx.async_load")
 def async_load(lw, op):
     ptrs, view = op.operands[:2]

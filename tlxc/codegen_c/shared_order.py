@@ -116,7 +116,7 @@ class SharedOrder:
                 continue
             if op.name == "tlx.fence" and op.attrs.get("scope") == "async_shared":
                 unfenced = set()
-            elif op.name == "tlx.local_store" and op.operands[0].type.storage == "smem":
+            elif op.name in ("tlx.local_store", "tlx.local_scatter") and op.operands[0].type.storage == "smem":
                 unfenced |= {id(root) for root in view_roots(op.operands[0])}
             elif op.name in ("tlx.async_dot", *BULK_STORES) and self.proxies \
                     and unfenced & _read_roots(op):
@@ -290,6 +290,11 @@ class _Membar:
         if op.name == "tlx.local_load" and _smem(op.operands[0]):
             slots = self.slots(op.operands[0], op.results[0].type.layout)
             return slots, _NONE, _Pending(reads=slots)
+        if op.name in ("tlx.local_gather", "tlx.local_scatter"):    # data-dependent: the whole view
+            slots = self.slots(op.operands[0])
+            if op.name == "tlx.local_gather":
+                return slots, _NONE, _Pending(reads=slots)
+            return _NONE, slots, _Pending(writes=slots)
         if op.name == "tlx.async_load":                     # cp.async: each thread copies its elements
             slots = self.slots(op.operands[1], op.operands[0].type.layout)
             return _NONE, slots, _Pending(writes=slots)
