@@ -346,6 +346,49 @@ def _dump_layout(ctx, x):
     ctx.b.create("tlx.dump_layout", [x.value], [])
 
 
+def _indexed_access(ctx, buf, indices, axis, token, what: str):
+    buf = _memdesc(buf, "src" if what == "local_gather" else "dst", view=True)
+    if buf.type.storage != "smem":
+        raise SemanticError(f"{what} only supports shared memory, got a {buf.type.storage} buffer", param="src")
+    if token is not None:
+        raise SemanticError(f"'token' (an async-copy dependency) is not supported by tlx.{what}: wait for the copy "
+                            f"(async_load_wait_group / barrier_wait) before it", param="token")
+    rank = len(buf.type.shape)
+    axis = const_int(axis, "axis")
+    if not -rank <= axis < rank:
+        raise SemanticError(f"'axis' must be in [{-rank}, {rank}) for a rank-{rank} buffer, got {axis}", param="axis")
+    axis %= rank
+    index = tensor_arg(ctx.b, indices, "indices")
+    if not index.is_block or not isinstance(index.dtype, ScalarType) or not index.dtype.is_int or index.dtype.is_bool:
+        raise SemanticError(f"'indices' must be an integer tensor, got {S.describe(indices)}", param="indices")
+    if len(index.shape) != rank or any(n != m for d, (n, m) in enumerate(zip(index.shape, buf.type.shape))
+                                       if d != axis):
+        raise SemanticError(f"'indices' {list(index.shape)} must have the buffer's rank {rank} and its extents "
+                            f"{list(buf.type.shape)} outside axis {axis}", param="indices")
+    return buf, index, axis
+
+
+@rule("local_gather")
+def _local_gather(ctx, src, indices, axis, token=None):
+    buf, index, axis = _indexed_access(ctx, src, indices, axis, token, "local_gather")
+    return Tensor(ctx.b.value("tlx.local_gather", [buf.value, index.value], TensorType(index.shape, buf.type.element),
+                              axis=axis))
+
+
+@rule("local_scatter")
+def _local_scatter(ctx, dst, src, indices, axis, token=None):
+    buf, index, axis = _indexed_access(ctx, dst, indices, axis, token, "local_scatter")
+    value = tensor_arg(ctx.b, src, "src")
+    if not value.is_block:
+        value = S.broadcast_to(ctx.b, S.cast(ctx.b, value, buf.type.element), index.shape)
+    if value.shape != index.shape:
+        raise SemanticError(f"'src' has shape {list(value.shape)} but 'indices' has {list(index.shape)}", param="src")
+    if value.dtype != buf.type.element:
+        raise SemanticError(f"'src' holds {value.dtype} but the buffer holds {buf.type.element}; convert with "
+                            f".to({buf.type.element})", param="src")
+    ctx.b.create("tlx.local_scatter", [buf.value, value.value, index.value], [], {"axis": axis})
+
+
 @rule("local_load")
 def _local_load(ctx, src, token=None, layout=None, relaxed=False, rematerialize_coordinates=False,
                 rematerialize_coordinates_group=None):

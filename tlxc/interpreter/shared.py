@@ -337,6 +337,51 @@ def local_store(ctx, op, view: SharedView, value):
     yield PREEMPT
 
 
+def _gather_index(ctx, op, view: SharedView, indices) -> np.ndarray:
+    axis = op.attrs["axis"]
+    index = np.asarray(indices).astype(np.int64)
+    bad = (index < 0) | (index >= view.shape[axis])
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ctx.error(op, f"index {int(index[where])} at {where} is out of range in {ctx.label}: dimension {axis} of "
+                            f"{view.label} has {view.shape[axis]} elements")
+    return index
+
+
+@impl("tlx.local_gather")
+def local_gather(ctx, op, view: SharedView, indices):
+    yield PREEMPT
+    axis = op.attrs["axis"]
+    index = _gather_index(ctx, op, view, indices)
+    ctx.races.read(view.key, view.label, "gather", op.loc, ctx.task_name, view.region())
+    complete = np.take_along_axis(view.buffer.written[view.byte_offsets()].all(axis=-1), index, axis)
+    if not complete.all():
+        where = tuple(int(i) for i in np.argwhere(~complete)[0])
+        raise ctx.error(op, f"read of uninitialized shared memory in {ctx.label}: task '{ctx.task_name}' gathers "
+                            f"element {int(index[where])} of dimension {axis} of {view.label} (at {where}), which "
+                            f"nothing has written yet (the GPU would return garbage)")
+    return from_storage(np.take_along_axis(np.array(view.array()), index, axis), view.element)
+
+
+@impl("tlx.local_scatter")
+def local_scatter(ctx, op, view: SharedView, values, indices):
+    axis = op.attrs["axis"]
+    index = _gather_index(ctx, op, view, indices)
+    flat = np.take_along_axis(view.element_offsets(), index, axis)
+    unique, counts = np.unique(flat, return_counts=True)
+    if (counts > 1).any():
+        twice = np.argwhere(flat == unique[counts > 1][0])
+        raise ctx.error(op, f"tlx.local_scatter in {ctx.label} writes one element of {view.label} twice (from "
+                            f"{tuple(int(i) for i in twice[0])} and {tuple(int(i) for i in twice[1])}): which value "
+                            f"lands is undefined on the GPU")
+    ctx.races.write(view.key, view.label, "scatter", op.loc, ctx.task_name, view.region())
+    array = view.array()
+    np.put_along_axis(array, index, to_storage(np.asarray(values), view.element), axis)
+    written = np.take_along_axis(view.byte_offsets(), index[..., None], axis)
+    view.buffer.written[written.reshape(-1)] = True
+    yield PREEMPT
+
+
 # -- cp.async --------------------------------------------------------------------------------
 
 

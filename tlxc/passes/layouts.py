@@ -309,6 +309,17 @@ class _KernelRewriter:
         new = self.copy(op, operands, [acc.type.with_layout(acc_layout)])
         new.attrs["algorithm"] = "mma_v2" if _uses_mma(a.type) else "fma"
 
+    def rule_tlx_local_gather(self, op):
+        """The result takes the indices' layout (each thread reads the elements its indices name)."""
+        view, indices = op.operands
+        layout = self.natural(indices) or self.default_layout(indices.type)
+        self.copy(op, [self.get(view), self.get(indices, layout)], [op.results[0].type.with_layout(layout)])
+
+    def rule_tlx_local_scatter(self, op):
+        view, value, indices = op.operands
+        layout = self.natural(indices) or self.natural(value) or self.default_layout(indices.type)
+        self.copy(op, [self.get(view), self.get(value, layout), self.get(indices, layout)])
+
     def rule_tlx_local_load(self, op):
         rtype = op.results[0].type
         layout = self.tmem_layout(op, op.operands[0]) or self.default_layout(rtype)

@@ -128,6 +128,51 @@ class LocalReinterpretOp(Operation):
             raise self.error(f"expected at most {have} bytes, got {result.buffer_bytes}")
 
 
+class LocalGatherOp(Operation):
+    """``tlx.local_gather(buf, indices, axis)``: result[i...] = buf[i... with dim ``axis`` replaced
+    by indices[i...]] (torch.gather's rule over a shared buffer); the result has the indices'
+    shape and the buffer's element type."""
+
+    name = "tlx.local_gather"
+
+    def verify(self):
+        expect_operands(self, 2)
+        src = expect_memdesc(self, operand_type(self, 0, "source"), "source", view=True)
+        _verify_indexed(self, src, self.operands[1].type, self.result.type)
+        if not isinstance(self.result.type, TensorType) or self.result.type.element != src.element:
+            raise self.error(f"expected a tensor of {src.element}, got {self.result.type}")
+
+
+class LocalScatterOp(Operation):
+    """``tlx.local_scatter(buf, src, indices, axis)``: buf[i... with dim ``axis`` replaced by
+    indices[i...]] = src[i...]."""
+
+    name = "tlx.local_scatter"
+
+    def verify(self):
+        expect_operands(self, 3)
+        dst = expect_memdesc(self, operand_type(self, 0, "destination"), "destination", view=True)
+        value = self.operands[1].type
+        _verify_indexed(self, dst, self.operands[2].type, value)
+        if not isinstance(value, TensorType) or value.element != dst.element:
+            raise self.error(f"expected a source tensor of {dst.element}, got {value}")
+
+
+def _verify_indexed(op, buf: MemDescType, indices, values) -> None:
+    axis = op.attrs.get("axis")
+    rank = len(buf.shape)
+    if not isinstance(axis, int) or not 0 <= axis < rank:
+        raise op.error(f"expected an 'axis' in [0, {rank}), got {axis!r}")
+    if not isinstance(indices, TensorType) or not isinstance(indices.element, ScalarType) or not indices.element.is_int:
+        raise op.error(f"expected an integer index tensor, got {indices}")
+    if len(indices.shape) != rank or any(n != m for d, (n, m) in enumerate(zip(indices.shape, buf.shape))
+                                          if d != axis):
+        raise op.error(f"expected indices of rank {rank} matching the buffer {list(buf.shape)} outside axis "
+                       f"{axis}, got {list(indices.shape)}")
+    if not isinstance(values, TensorType) or values.shape != indices.shape:
+        raise op.error(f"expected values of the indices' shape {list(indices.shape)}, got {values}")
+
+
 class LocalLoadOp(Operation):
     """Shared buffer → register tensor of the same shape and element type."""
 

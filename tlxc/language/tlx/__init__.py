@@ -194,6 +194,17 @@ def local_load(src, token=None, layout=None, relaxed=False, rematerialize_coordi
 
 
 @builtin
+def local_gather(src, indices, axis, token=None):
+    """``result[i...] = src[i... with dim axis replaced by indices[i...]]`` from one shared buffer
+    (torch.gather's rule); the result has the indices' shape."""
+
+
+@builtin
+def local_scatter(dst, src, indices, axis, token=None):
+    """``dst[i... with dim axis replaced by indices[i...]] = src[i...]`` into one shared buffer."""
+
+
+@builtin
 def local_store(dst, src):
     """Register tensor → shared buffer."""
 
