@@ -8,7 +8,10 @@ paired medians of CUDA-event timings (tlxc, Triton and cuBLAS interleaved in eac
 ratios printed last (time ratio tlxc/Triton: > 1 means tlxc is slower).
 
     python bench/triton_matmul_bench.py [--sizes 4096,8192] [--dtypes fp16,bf16]
-        [--bm 128 --bn 256 --bk 64 --warps 8 --stages 3] [--rounds 30]
+        [--bm 128 --bn 256 --bk 64 --warps 8 --stages 3] [--rounds 30] [--b-kmajor] [--a-mmajor]
+
+``--b-kmajor`` multiplies by ``b = w.t()`` (w a row-major [N, K] tensor: the layout of every
+nn.Linear weight, stride_bk == 1); ``--a-mmajor`` by a column-major A (stride_am == 1).
 """
 from __future__ import annotations
 
@@ -88,17 +91,24 @@ def main() -> None:
     parser.add_argument("--warps", type=int, default=8)
     parser.add_argument("--stages", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--b-kmajor", action="store_true", help="B = w.t() of a row-major [N, K] w")
+    parser.add_argument("--a-mmajor", action="store_true", help="A column-major (stride_am == 1)")
     args = parser.parse_args()
     ours, theirs = tlxc_kernel(), triton_kernel()
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    layout = f"A {'M' if args.a_mmajor else 'K'}-major, B {'K' if args.b_kmajor else 'N'}-major"
     print(f"card: {torch.cuda.get_device_name()}, config {args.bm}x{args.bn}x{args.bk}, {args.warps} warps, "
-          f"{args.stages} stages")
+          f"{args.stages} stages, {layout}")
     lines = []
     for size in (int(s) for s in args.sizes.split(",")):
         for dname in args.dtypes.split(","):
             dtype = dtypes[dname]
             a = torch.randn(size, size, device="cuda", dtype=dtype)
             b = torch.randn(size, size, device="cuda", dtype=dtype)
+            if args.a_mmajor:
+                a = a.t().contiguous().t()
+            if args.b_kmajor:
+                b = b.t().contiguous().t()             # b = w.t(), w row-major [N, K]
             ref = a.float() @ b.float()
             c_ours, c_theirs = (torch.empty(size, size, device="cuda", dtype=dtype) for _ in range(2))
             runs = {"tlxc": launcher(ours, a, b, c_ours, args), "triton": launcher(theirs, a, b, c_theirs, args),
@@ -117,7 +127,7 @@ def main() -> None:
             flops = 2 * size ** 3
             for name, ms in med.items():
                 print(f"{dname} {size}^3 {name:7s} {ms:8.3f} ms  {flops / ms / 1e9:7.1f} TFLOP/s")
-            lines.append(f"{dname} {size}^3: tlxc/Triton time {med['tlxc'] / med['triton']:.3f}, "
+            lines.append(f"{dname} {size}^3 ({layout}): tlxc/Triton time {med['tlxc'] / med['triton']:.3f}, "
                          f"tlxc speed vs cuBLAS {med['cublas'] / med['tlxc']:.3f}, "
                          f"Triton speed vs cuBLAS {med['cublas'] / med['triton']:.3f}")
     print("\n".join(["", "ratios:"] + lines))

@@ -2,8 +2,9 @@
 stores, atomics.
 
 A load/store over a tensor groups each thread's registers into vectors of
-``width`` consecutive elements when the layout, the pointer's contiguity and
-alignment (axis info) and the mask's constancy all allow it, up to 16 bytes,
+``width`` consecutive elements along the layout's fastest dim (``vector_dim``: the
+last dim, or dim 0 of a column-major tile) when the layout, the pointer's contiguity
+and alignment (axis info) and the mask's constancy all allow it, up to 16 bytes,
 and issues one predicated vector access per group.  Cache hints (cache_modifier=,
 eviction_policy=, volatile=) change the instruction, never the grouping.
 """
@@ -22,10 +23,23 @@ def addptr(lw, op):
     lw.assign_elementwise(op.results[0], lambda i: f"({lw.ref(p, i)} + {lw.ref(off, i)})")
 
 
+def vector_dim(layout) -> int:
+    """The dim a thread's consecutive registers run along: that of its first register
+    basis (a blocked layout's fastest dim, e.g. dim 0 of a column-major tile's load
+    layout), else the last dim."""
+    rank = len(layout.shape)
+    if layout.register:
+        first = tuple(layout.register[0])
+        nonzero = [d for d in range(rank) if first[d]]
+        if len(nonzero) == 1 and first[nonzero[0]] == 1:
+            return nonzero[0]
+    return rank - 1
+
+
 def vector_width(lw, ptr, mask, elem_bytes: int) -> int:
-    """Elements per access (a power of two), at most 16 bytes."""
+    """Elements per access (a power of two), at most 16 bytes, along ``vector_dim``."""
     layout = ptr.type.layout
-    dim = len(ptr.type.shape) - 1
+    dim = vector_dim(layout)
     width = layout.contiguous_elements_per_thread(dim)
     info = lw.axis.info(ptr)
     width = min(width, info.contiguity[dim], max(1, info.divisibility[dim] // elem_bytes), 16 // elem_bytes)

@@ -236,14 +236,18 @@ def shared_address(lw, view, offset: str, element) -> str:
 
 def shared_vector_width(lw, view, layout, element) -> int:
     """Elements per shared-memory access: runs of registers consecutive along the
-    last dim, over unit stride, with every run start aligned (up to 16 bytes)."""
+    layout's fastest dim (``vector_dim``: the last dim, or dim 0 of a transposed
+    tile), over unit stride, with every run start aligned (up to 16 bytes)."""
+    from .rules_memory import vector_dim
     strides = lw.views[id(view)][1]
-    if strides[-1] != 1 or element.bits < 8:
+    dim = vector_dim(layout)
+    if strides[dim] != 1 or element.bits < 8:
         return 1
-    width = min(layout.contiguous_elements_per_thread(len(strides) - 1), 16 // element.bytes)
+    width = min(layout.contiguous_elements_per_thread(dim), 16 // element.bytes)
     align = lw.view_align.get(id(view), 1)
-    for stride in strides[:-1]:
-        align = gcd(align, stride * element.bytes)
+    for d, stride in enumerate(strides):
+        if d != dim:
+            align = gcd(align, stride * element.bytes)
     while width > 1 and (align % (width * element.bytes) or width * element.bits < 32):
         width //= 2
     return width
@@ -327,8 +331,8 @@ def async_load(lw, op):
     mask = op.operands[2] if op.attrs.get("has_mask") else None
     strides = lw.views[id(view)][1]
     t = ptrs.type.element.pointee
-    from .rules_memory import vector_width
-    width = vector_width(lw, ptrs, mask, t.bytes) if strides[-1] == 1 else 1
+    from .rules_memory import vector_dim, vector_width
+    width = vector_width(lw, ptrs, mask, t.bytes) if strides[vector_dim(ptrs.type.layout)] == 1 else 1
     width = min(width, shared_vector_width(lw, view, ptrs.type.layout, t)) if width > 1 else 1
     while width * t.bytes > 16:
         width //= 2

@@ -621,11 +621,14 @@ def blocked(shape: Sequence[int], size_per_thread: Sequence[int],
 
 
 def default_blocked(shape: Sequence[int], num_warps: int, elem_bits: int,
-                    vector_bytes: int = 16) -> Layout:
-    """A coalesced blocked layout: ``vector_bytes`` vectors along the last dim.
+                    vector_bytes: int = 16, order: Sequence[int] | None = None) -> Layout:
+    """A coalesced blocked layout: ``vector_bytes`` vectors along the fastest dim.
 
+    ``order`` lists the dims fastest first (default: the last dim first, row-major);
+    ``infer-layouts`` passes the order of a pointer tensor's contiguity, so that a
+    column-major tile (``b = w.t()``) is read in 16-byte runs along its dim 0.
     Lanes, then warps, are spread fastest dim first as far as the tensor
-    allows; whatever does not fit lands on dim 0 and broadcasts.
+    allows; whatever does not fit lands on the slowest dim and broadcasts.
     """
     shape = tuple(int(s) for s in shape)
     _check_shape(shape)
@@ -633,9 +636,11 @@ def default_blocked(shape: Sequence[int], num_warps: int, elem_bits: int,
         raise ValueError(f"Expected powers of two, got num_warps={num_warps}, "
                          f"elem_bits={elem_bits}, vector_bytes={vector_bytes}")
     rank = len(shape)
-    order = tuple(reversed(range(rank)))
+    order = tuple(reversed(range(rank))) if order is None else tuple(int(d) for d in order)
+    if sorted(order) != list(range(rank)):
+        raise ValueError(f"Expected order to be a permutation of 0..{rank - 1}, got {list(order)}")
     spt = [1] * rank
-    spt[-1] = min(max(1, vector_bytes * 8 // elem_bits), shape[-1])
+    spt[order[0]] = min(max(1, vector_bytes * 8 // elem_bits), shape[order[0]])
     tpw = _spread(LANES_PER_WARP, [shape[d] // spt[d] for d in range(rank)], order)
     wpc = _spread(num_warps, [max(1, shape[d] // (spt[d] * tpw[d])) for d in range(rank)],
                   order)

@@ -10,6 +10,25 @@ them) becomes::
     %0 = tlx.async_dot %a_view, %b_view, %acc             (wgmma, accumulator in registers)
     %r = tlx.async_dot_wait %0 {pendings = 0}
 
+*Operand majorness.*  A loaded operand whose pointers are contiguous along dim 0
+(axis info; through ``tl.trans`` of a load, the permuted contiguity) -- A with ``stride_am == 1`` (M-major), B with ``stride_bk == 1``
+(K-major: ``b = w.t()``, the layout of every ``nn.Linear`` weight) -- is stored
+transposed, so that both the global reads and the shared writes run along the
+contiguous axis in 16-byte pieces (``infer-layouts`` orders the load layout by
+the same contiguity): its buffer is allocated ``[K, M]`` (A) or ``[N, K]`` (B)
+and the store and the wgmma go through ``tlx.local_trans`` of its view::
+
+    %b_smem = tlx.local_alloc : memdesc<NxK, num=1>
+    %bt = tlx.local_trans (tlx.local_view %b_smem, 0) {perm = [1, 0]}   : KxN
+    tlx.local_store %bt, %b
+
+The wgmma reads such a buffer directly: a transposed A is MN-major (imm-trans-a
+= 1), a transposed B K-major (imm-trans-b = 0), the descriptors following from
+the view's strides (``codegen_c/rules_mma_async.py``).  MN-major operands exist
+for 16-bit inputs only; an fp8/tf32 operand (when wgmma runs them) is always
+stored K-major -- A as [M, K], B as [N, K] -- its store then being the
+transposing copy.
+
 so layout inference, the shared-layout choice (swizzle from the wgmma consumer),
 the checker, the codegen's orderings (the proxy fence and barrier between the
 stores and the wgmma, the barrier after the wait in a two-warpgroup kernel:
@@ -30,8 +49,9 @@ from __future__ import annotations
 from ..ir import layouts as L
 from ..ir.builder import Builder
 from ..ir.core import Module, Operation, Value
-from ..ir.ops.mma_async import shape_problem
-from ..ir.types import MemDescType, TensorType, i32
+from ..ir.ops.mma_async import shape_problem, transposable
+from ..ir.types import MemDescType, PointerType, TensorType, i32
+from .axis_info import AxisAnalysis
 from .manager import Pass
 
 WGMMA_ARCHS = ("sm_90a",)
@@ -48,9 +68,10 @@ class LowerDotToWgmma(Pass):
             if any(op.name == "tlx.async_tasks" for op in kernel.walk()):
                 continue
             dots = [op for op in kernel.walk() if op.name == "tl.dot"]
+            axis = AxisAnalysis(kernel) if dots else None
             for index, dot in enumerate(dots):
                 if wgmma_problem(dot, options.num_warps) is None:
-                    _lower(kernel, dot, index)
+                    _lower(kernel, dot, index, axis)
         return module
 
 
@@ -74,12 +95,41 @@ def wgmma_problem(dot: Operation, num_warps: int) -> str | None:
     return None
 
 
-def _lower(kernel: Operation, dot: Operation, index: int) -> None:
+def stored_transposed(operand: Value, which: str, axis: AxisAnalysis) -> bool:
+    """Whether dot operand ``operand`` (A [M, K] or B [K, N]) gets a transposed buffer:
+    a 16-bit operand when it is loaded through pointers more contiguous along dim 0 than
+    along dim 1 (A M-major, B K-major in memory); any other type when it is B (wgmma
+    reads fp8/tf32 K-major only)."""
+    if not transposable(operand.type.element):
+        return which == "b"
+    contiguity = _memory_contiguity(operand, axis)
+    return contiguity is not None and len(contiguity) == 2 and contiguity[0] > contiguity[1]
+
+
+def _memory_contiguity(value: Value, axis: AxisAnalysis):
+    """Per dim, the contiguity in global memory of the elements of ``value``: of a load's
+    pointers, permuted through ``tl.trans``; None for any other value."""
+    op = value.owner
+    name = getattr(op, "name", None)
+    if name == "tl.trans":
+        inner = _memory_contiguity(op.operands[0], axis)
+        return None if inner is None else tuple(inner[p] for p in op.attrs["perm"])
+    if name != "tl.load":
+        return None
+    ptrs = op.operands[0]
+    if not isinstance(ptrs.type, TensorType) or not isinstance(ptrs.type.element, PointerType):
+        return None
+    return axis.info(ptrs).contiguity
+
+
+def _lower(kernel: Operation, dot: Operation, index: int, axis: AxisAnalysis) -> None:
     a, b, acc = dot.operands
     entry = kernel.regions[0].block
     buffers = []
-    for operand, which in ((a, "a"), (b, "b")):
-        alloc = _op("tlx.local_alloc", [], [MemDescType(tuple(operand.type.shape), operand.type.element, 1)],
+    flips = [stored_transposed(a, "a", axis), stored_transposed(b, "b", axis)]
+    for operand, which, flip in ((a, "a", flips[0]), (b, "b", flips[1])):
+        shape = tuple(operand.type.shape)
+        alloc = _op("tlx.local_alloc", [], [MemDescType(shape[::-1] if flip else shape, operand.type.element, 1)],
                     {"dot_operand": which}, dot.loc, [f"dot{index}_{which}_smem"])
         entry.insert(len(buffers), alloc)
         buffers.append(alloc.result)
@@ -88,10 +138,19 @@ def _lower(kernel: Operation, dot: Operation, index: int) -> None:
     zero = _op("arith.constant", [], [i32], {"value": 0}, dot.loc)
     new_ops = [zero]
     views = []
-    for buffer, operand in zip(buffers, (a, b)):
+    for buffer, operand, flip in zip(buffers, (a, b), flips):
         view = _op("tlx.local_view", [buffer, zero.result], [buffer.type.view()], {}, dot.loc)
-        new_ops += [view, _op("tlx.local_store", [view.result, operand], [], {}, dot.loc)]
-        views.append(view.result)
+        new_ops.append(view)
+        target = view.result
+        if flip:
+            t = buffer.type
+            trans = _op("tlx.local_trans", [view.result],
+                        [MemDescType(tuple(operand.type.shape), t.element, 0, t.storage, (1, 0), t.layout)],
+                        {"perm": (1, 0)}, dot.loc)
+            new_ops.append(trans)
+            target = trans.result
+        new_ops.append(_op("tlx.local_store", [target, operand], [], {}, dot.loc))
+        views.append(target)
     issue = _op("tlx.async_dot", [views[0], views[1], acc], [_plain(acc.type)],
                 {"has_use_acc": False, "input_precision": "ieee"}, dot.loc)
     wait = _op("tlx.async_dot_wait", [issue.result], [_plain(acc.type)], {"pendings": 0}, dot.loc,
@@ -119,4 +178,4 @@ def replace_uses(root: Operation, old: Value, new: Value) -> None:
         op.operands = [new if v is old else v for v in op.operands]
 
 
-__all__ = ["LowerDotToWgmma", "replace_uses", "wgmma_problem"]
+__all__ = ["LowerDotToWgmma", "replace_uses", "stored_transposed", "wgmma_problem"]

@@ -1,5 +1,13 @@
 """infer-layouts: give every register tensor a distributed layout.
 
+A tensor of pointers that no anchor lays out (the pointers of a load, a store, a
+cp.async, a loop-carried pointer tile) gets the default blocked layout *ordered by
+its contiguity* (``axis_info.py``): when another dim is more contiguous than the
+last one -- a column-major tile such as ``b = w.t()`` read as ``[K, N]`` with
+``stride_bk == 1`` -- that dim becomes the fastest one, each thread holding a
+16-byte run along it, so the access is vectorized along the contiguous axis (as
+Triton's coalescing orders its load layouts).
+
 Values fall in two classes:
 
 * anchors have a layout of their own: loads (coalesced blocked layout),
@@ -25,6 +33,7 @@ from ..ir import layouts as L
 from ..ir.builder import Builder
 from ..ir.core import OP_REGISTRY, Block, BlockArgument, Module, Operation, Region, Value
 from ..ir.types import PointerType, ScalarType, TensorType
+from .axis_info import AxisAnalysis
 from .manager import Pass
 
 _FLEXIBLE_SOURCES = {"arith.constant", "tl.arange", "tl.splat", "tl.expand_dims", "tl.broadcast"}
@@ -84,6 +93,7 @@ class _KernelRewriter:
         self.entries: dict[int, object] = {}
         self.scopes: list[dict] = []
         self.b = Builder()
+        self.axis = AxisAnalysis(kernel)      # facts of the original values (pointer orders)
 
     # -- driver ----------------------------------------------------------------------
     def run(self) -> None:
@@ -108,8 +118,26 @@ class _KernelRewriter:
             if not stop_before_terminator:
                 self.scopes.pop()
 
-    def default_layout(self, t: TensorType):
-        return L.default_blocked(t.shape, self.num_warps, element_bits(t))
+    def default_layout(self, t: TensorType, old: Value | None = None):
+        """The default blocked layout of ``t``; for ``old`` a tensor of pointers, ordered by
+        its contiguity (``memory_order``)."""
+        order = self.memory_order(old) if old is not None else None
+        return L.default_blocked(t.shape, self.num_warps, element_bits(t), order=order)
+
+    def memory_order(self, old: Value):
+        """The dims of pointer tensor ``old`` fastest first when a dim other than the last is
+        strictly more contiguous (axis info) than the last one; None (row-major) otherwise."""
+        t = old.type
+        if not isinstance(t, TensorType) or t.rank < 2 or not isinstance(t.element, PointerType):
+            return None
+        contiguity = self.axis.info(old).contiguity
+        if len(contiguity) != t.rank:
+            return None
+        rank = t.rank
+        best = max(range(rank), key=lambda d: (contiguity[d], d))      # ties go to the later dim
+        if best == rank - 1 or contiguity[best] <= contiguity[-1]:
+            return None
+        return (best,) + tuple(d for d in reversed(range(rank)) if d != best)
 
     # -- materialization -------------------------------------------------------------
     def memo_get(self, key):
@@ -124,7 +152,7 @@ class _KernelRewriter:
         if isinstance(entry, Scalar):
             return entry.value
         if layout is None:
-            layout = self.natural(old) or self.default_layout(old.type)
+            layout = self.natural(old) or self.default_layout(old.type, old)
         key = (id(old), layout)
         found = self.memo_get(key)
         if found is not None:
@@ -223,8 +251,7 @@ class _KernelRewriter:
         ptr = op.operands[0]
         if not isinstance(ptr.type, TensorType):
             return self.copy(op, [self.get(v) for v in op.operands])
-        layout = self.natural(ptr) or L.default_blocked(ptr.type.shape, self.num_warps,
-                                                         element_bits(op.results[0].type))
+        layout = self.natural(ptr) or self.default_layout(ptr.type, ptr)
         operands = [self.get(v, layout) for v in op.operands]
         self.copy(op, operands, [op.results[0].type.with_layout(layout)])
 
@@ -232,8 +259,7 @@ class _KernelRewriter:
         ptr, value = op.operands[:2]
         if not isinstance(ptr.type, TensorType):
             return self.copy(op, [self.get(v) for v in op.operands])
-        layout = self.natural(ptr) or self.natural(value) or \
-            L.default_blocked(ptr.type.shape, self.num_warps, element_bits(value.type))
+        layout = self.natural(ptr) or self.natural(value) or self.default_layout(ptr.type, ptr)
         self.copy(op, [self.get(v, layout) for v in op.operands])
 
     rule_tl_atomic_rmw = rule_tl_load
@@ -356,8 +382,7 @@ class _KernelRewriter:
 
     def rule_tlx_async_load(self, op):
         ptrs = op.operands[0]
-        layout = self.natural(ptrs) or L.default_blocked(ptrs.type.shape, self.num_warps,
-                                                          element_bits(ptrs.type.element.pointee))
+        layout = self.natural(ptrs) or self.default_layout(ptrs.type, ptrs)
         operands = [self.get(v, layout if isinstance(v.type, TensorType) else None) for v in op.operands]
         self.copy(op, operands)
 
@@ -414,7 +439,7 @@ class _KernelRewriter:
         return [self.natural(v) if isinstance(v.type, TensorType) else None for v in values]
 
     def fill_defaults(self, layouts, values) -> list:
-        return [lay if lay is not None or not isinstance(v.type, TensorType) else self.default_layout(v.type)
+        return [lay if lay is not None or not isinstance(v.type, TensorType) else self.default_layout(v.type, v)
                 for lay, v in zip(layouts, values)]
 
     def with_layouts(self, values, layouts) -> list:

@@ -53,7 +53,7 @@ DEFAULT_STAGES = 3
 SHARED_CAPACITY = 232448             # bytes of shared memory a Hopper CTA may use (227 KB)
 PURE = ("tl.program_id", "tl.num_programs", "tl.arange", "tl.splat", "tl.broadcast", "tl.expand_dims",
         "tl.reshape", "tl.trans", "tl.hint", "tl.addptr")
-DOT_OPS = ("tlx.local_view", "tlx.local_store", "tlx.async_dot", "tlx.async_dot_wait")
+DOT_OPS = ("tlx.local_view", "tlx.local_trans", "tlx.local_store", "tlx.async_dot", "tlx.async_dot_wait")
 
 
 class NotPipelinable(Exception):
@@ -94,10 +94,12 @@ def _fitting_stages(kernel: Operation, plan: _Plan, stages: int) -> int:
 
 
 class _Operand:
-    """One pipelined dot operand: its load, the store into its buffer, the buffer."""
+    """One pipelined dot operand: its load, the store into its buffer, the buffer (``trans``:
+    the ``local_trans`` the store and the dot go through, for a transposed buffer)."""
 
-    def __init__(self, load: Operation, store: Operation, view: Operation, alloc: Operation):
-        self.load, self.store, self.view, self.alloc = load, store, view, alloc
+    def __init__(self, load: Operation, store: Operation, view: Operation, alloc: Operation,
+                 trans: Operation | None = None):
+        self.load, self.store, self.view, self.alloc, self.trans = load, store, view, alloc, trans
 
 
 class _Plan:
@@ -128,13 +130,19 @@ class _Plan:
 
     def _operand(self, dot: Operation, index: int) -> _Operand:
         view = dot.operands[index].owner
+        trans = None
+        if getattr(view, "name", None) == "tlx.local_trans" and view.parent is self.body:
+            trans, view = view, view.operands[0].owner      # a transposed buffer (lower-dot-to-wgmma)
+            if self.uses[id(view.result)] != 1:
+                raise NotPipelinable()
         if getattr(view, "name", None) != "tlx.local_view" or view.parent is not self.body:
             raise NotPipelinable()
         alloc = view.operands[0].owner
         if getattr(alloc, "name", None) != "tlx.local_alloc" or "dot_operand" not in alloc.attrs:
             raise NotPipelinable()
-        stores = [op for op in self.body.ops if op.name == "tlx.local_store" and op.operands[0] is view.result]
-        if len(stores) != 1 or self.uses[id(view.result)] != 2 or self.uses[id(alloc.result)] != 1:
+        target = (trans or view).result          # what the store writes and the dot reads
+        stores = [op for op in self.body.ops if op.name == "tlx.local_store" and op.operands[0] is target]
+        if len(stores) != 1 or self.uses[id(target)] != 2 or self.uses[id(alloc.result)] != 1:
             raise NotPipelinable()
         load = stores[0].operands[1].owner
         if getattr(load, "name", None) != "tl.load" or load.parent is not self.body:
@@ -143,7 +151,7 @@ class _Plan:
             raise NotPipelinable()
         if load.attrs.get("volatile") or load.attrs.get("cache") == ".cv":
             raise NotPipelinable()       # a volatile / don't-cache read stays a synchronous ld
-        return _Operand(load, stores[0], view, alloc)
+        return _Operand(load, stores[0], view, alloc, trans)
 
     def _variant_values(self) -> set[int]:
         """Values of the body that change from one iteration to the next."""
@@ -256,6 +264,8 @@ class _Plan:
                 mask = self._shifted(em, load.operands[1], ahead, subst, memo, in_body)
                 guard = em.emit("arith.and", [mask, guard], mask.type)
             view = em.emit("tlx.local_view", [rings[id(o.alloc)], em.index(stage)], o.view.result.type)
+            if o.trans is not None:
+                view = em.emit("tlx.local_trans", [view], o.trans.result.type, dict(o.trans.attrs))
             em.effect("tlx.async_load", [ptrs, view, guard], {"has_mask": True, **_copy_hints(load)}, load.loc)
         em.effect("tlx.async_commit_group", [], {}, self.loop.loc)
 
