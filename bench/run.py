@@ -231,46 +231,103 @@ def bench_attention(quick: bool) -> None:
 
 
 # -- launch overhead -------------------------------------------------------------------------
+LAUNCH_BATCH = 256
+
+
+def _launch_floor(kfn, args):
+    """A bare ctypes ``cuLaunchKernelEx`` of ``kfn``'s cubin (as launched with ``args``), its
+    arguments and launch config packed once beforehand: the driver's cost alone, what no
+    Python launcher can undercut."""
+    import torch
+
+    import tlxc
+    from tlxc.runtime import driver
+    kfn[(1,)](*args)                                     # compile, load, build the plan
+    plans = list({id(p): p for p in kfn.cache.values()}.values())
+    assert len(plans) == 1, f"{kfn.__name__}: expected one launch plan, got {len(plans)}"
+    plan, compiled = plans[0], plans[0].compiled
+    function = driver.CudaModule.load(compiled.asm["cubin"], plan.device).function(compiled.metadata["name"],
+                                                                                   plan.device)
+    launcher = function.make_launcher(compiled.metadata["params"])
+    values = plan.pick(tuple(a.encode() if isinstance(a, tlxc.TensorDescriptor) else
+                             a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args))
+    launcher((1, 1, 1), plan.block, plan.smem, torch.cuda.current_stream().cuda_stream, values)   # packs them
+    raw, config = driver._driver().cuLaunchKernelEx, launcher._config_address
+    handle, params = launcher.function.handle, launcher.arguments.pointers_address
+    if raw(config, handle, params, None) != 0:
+        raise RuntimeError(f"bare cuLaunchKernelEx of {kfn.__name__} failed")
+
+    def bare():
+        raw(config, handle, params, None)
+    bare.keepalive = launcher
+    return bare
+
+
 def bench_launch(quick: bool) -> None:
+    """Host time per launch, issue 21's targets measured in one run: tlxc within 1.0 us of
+    the driver floor with 4 arguments and within 2.0 us with 16 (two TensorDescriptors), and
+    at most 0.5x Triton's time.  Every path -- tlxc's ``kernel[grid](...)``, the bare driver
+    call of the same cubin (``_launch_floor``), Triton's launch -- is timed alike: batches of
+    256 launches that never fill the GPU's launch queue, synchronized outside the timed
+    region, rounds interleaved across the paths, medians reported."""
+    import statistics
+
     import launch_kernels as lk
     import torch
-    n = 2000 if quick else 20000
-    x = torch.empty(16, device="cuda")
-    lk.empty4[(1,)](x, x, x, 16)
 
-    def host_us(fn) -> float:
-        best = []
-        for _ in range(5):
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(n):
-                fn()
-            elapsed = time.perf_counter() - start
-            torch.cuda.synchronize()
-            best.append(elapsed / n * 1e6)
-        best.sort()
-        return best[len(best) // 2]
-    ours = host_us(lambda: lk.empty4[(1,)](x, x, x, 16))
-    # The floor: the same kernel through the driver launcher alone (arguments pre-packed).
-    plan = next(iter(lk.empty4.cache.values()))
-    values = plan.pick((x.data_ptr(), x.data_ptr(), x.data_ptr(), 16))
-    stream = torch.cuda.current_stream().cuda_stream
-    floor = host_us(lambda: plan.launch((1, 1, 1), plan.block, plan.smem, stream, values))
-    print(f"  (driver launch alone: {floor:.2f} us; tlxc's Python part: {ours - floor:.2f} us)", flush=True)
+    import tlxc
+    os.environ.pop("TLXC_NVTX", None)
+    count = 2048 if quick else 20480
+    rounds = 3 if quick else 7
+    x = torch.empty(16, device="cuda")
+    tile = torch.empty(64, 64, device="cuda")
+    d = tlxc.TensorDescriptor.from_tensor(tile, [32, 32])
+    args4, args16 = (x, x, x, 16), (d, d, x, x, x, x, x, x) + (16,) * 8
+    paths = {"tlxc 4": lambda: lk.empty4[(1,)](*args4), "floor 4": _launch_floor(lk.empty4, args4),
+             "tlxc 16": lambda: lk.empty16[(1,)](*args16), "floor 16": _launch_floor(lk.empty16, args16)}
     try:
         import triton_launch_kernels as tk
-        tk.empty4[(1,)](x, x, x, 16)
-        theirs = host_us(lambda: tk.empty4[(1,)](x, x, x, 16))
+        tk.empty4[(1,)](*args4)
+        paths["triton 4"] = lambda: tk.empty4[(1,)](*args4)
+        try:
+            from triton.tools.tensor_descriptor import TensorDescriptor as TritonDescriptor
+            td = TritonDescriptor.from_tensor(tile, [32, 32])
+            t16 = (td, td, x, x, x, x, x, x) + (16,) * 8
+            tk.empty16[(1,)](*t16)
+            paths["triton 16"] = lambda: tk.empty16[(1,)](*t16)
+        except Exception as exc:  # noqa: BLE001 (an older Triton: the 4-argument comparison still stands)
+            print(f"  (Triton, 16 arguments with descriptors: not measured: {type(exc).__name__}: {exc})")
     except ImportError:
-        theirs = float("nan")
-    record("launch overhead, 4 args", ours, theirs, "us", "triton", higher_is_better=False)
-    # 16 arguments, two of them TensorDescriptors (the encoded maps are cached on the descriptors)
-    import tlxc
-    d = tlxc.TensorDescriptor.from_tensor(torch.empty(64, 64, device="cuda"), [32, 32])
-    args16 = (d, d, x, x, x, x, x, x) + (16,) * 8
-    lk.empty16[(1,)](*args16)
-    ours16 = host_us(lambda: lk.empty16[(1,)](*args16))
-    record("launch overhead, 16 args (2 descriptors)", ours16, 6.0, "us", "target", higher_is_better=False)
+        print("  (Triton not importable: no Triton comparison)")
+
+    def host_us(fn) -> float:
+        total, done = 0.0, 0
+        while done < count:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(LAUNCH_BATCH):
+                fn()
+            total += time.perf_counter() - start
+            done += LAUNCH_BATCH
+        torch.cuda.synchronize()
+        return total / done * 1e6
+
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(rounds):
+        for name, fn in paths.items():
+            times[name].append(host_us(fn))
+    us = {name: statistics.median(values) for name, values in times.items()}
+    for name, values in times.items():
+        print(f"  {name:<10} {us[name]:6.2f} us per launch (rounds {min(values):.2f}-{max(values):.2f})", flush=True)
+    nan = float("nan")
+    for n, limit in ((4, 1.0), (16, 2.0)):
+        what = "4 args" if n == 4 else "16 args (2 descriptors)"
+        above = us[f"tlxc {n}"] - us[f"floor {n}"]
+        record(f"launch above the driver floor, {what}", max(above, 0.01), limit, "us", "target",
+               higher_is_better=False, note=f"tlxc {us[f'tlxc {n}']:.2f} us, floor {us[f'floor {n}']:.2f} us; "
+                                            f"target met when ratio >= 1")
+        record(f"launch overhead, {what}", us[f"tlxc {n}"], us.get(f"triton {n}", nan), "us", "triton",
+               higher_is_better=False, note="target: ratio >= 2 (tlxc <= 0.5x Triton)")
 
 
 # -- compile time (no GPU needed) -------------------------------------------------------------

@@ -118,6 +118,24 @@ def test_tlxc_interpret_0_on_cpu_tensors_is_refused(monkeypatch):
     assert torch.isnan(out).all()
 
 
+@tlxc.kernel
+def fill_f32(out_ptr: tl.pointer_type(tl.float32), n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, 1.0, mask=offs < n)
+
+
+@pytest.mark.parametrize("lib", ["torch", "numpy"])
+def test_interpreter_refuses_a_tensor_of_another_dtype_than_the_annotation(lib):
+    """As the GPU launch does: the kernel is written for the annotated element type."""
+    out = torch.zeros(BLOCK, dtype=torch.int32) if lib == "torch" else np.zeros(BLOCK, np.int32)
+    message = _error(lambda: fill_f32[(1,)](out, BLOCK, BLOCK=BLOCK))
+    assert "argument 'out_ptr' of fill_f32 is a tensor of i32, but the kernel declares ptr<f32>" in message
+    assert not np.asarray(out).any()
+    good = torch.zeros(BLOCK)
+    fill_f32[(1,)](good, BLOCK, BLOCK=BLOCK)
+    assert (good == 1.0).all()
+
+
 # -- arguments no kernel parameter takes -----------------------------------------------------------
 
 @pytest.mark.parametrize("value, words", [
@@ -239,15 +257,28 @@ def test_decorator_refuses_unknown_keywords():
 
 # -- TMA descriptors on the interpreter --------------------------------------------------------------
 
-def test_interpreter_refuses_a_descriptor_larger_than_its_storage():
-    from kernels_tma import tma_add_one
+def test_a_descriptor_larger_than_its_storage_is_refused_when_built():
+    """TMA reads through the descriptor's shape and strides: beyond the tensor's storage it
+    would read foreign memory on the GPU, so the descriptor is refused for every device."""
     x = torch.randn(32, 64)
-    out = torch.full((64, 64), float("nan"))
-    big = tlxc.TensorDescriptor(x, [64, 64], [64, 1], [32, 64])           # rows 32..63 are not x's
-    message = _error(lambda: tlxc.interpret(tma_add_one)[(2, 1)](big, tlxc.TensorDescriptor.from_tensor(
-        out, [32, 64]), BM=32, BN=64))
-    assert "'in_desc'" in message and "storage holds 2048 elements" in message
-    assert torch.isnan(out).all()
+    message = _error(lambda: tlxc.TensorDescriptor(x, [64, 64], [64, 1], [32, 64]))   # rows 32..63
+    assert "'shape' [64, 64] with strides [64, 1]" in message and "storage holds 2048 elements" in message
+    assert "storage holds 2048" in _error(lambda: tlxc.TensorDescriptor(x, [32, 64], [128, 1], [32, 64]))
+    assert "storage holds 1024" in _error(lambda: tlxc.TensorDescriptor(
+        np.zeros((16, 64), np.float32), [32, 64], [64, 1], [16, 64]))
+    whole = torch.randn(64, 64)
+    tlxc.TensorDescriptor(whole[:32], [64, 64], [64, 1], [32, 64])     # a view: its storage goes on
+    desc = tlxc.TensorDescriptor.from_tensor(x, [32, 64])
+    assert "storage holds 2048" in _error(lambda: setattr(desc, "shape", [64, 64]))
+    assert desc.shape == (32, 64)                                    # the refused assignment is undone
+
+
+def test_a_descriptor_shape_of_floats_is_refused_not_truncated():
+    x = torch.randn(64, 64)
+    assert "expected a sequence of ints, got [64.5, 64]" in _error(
+        lambda: tlxc.TensorDescriptor(x, [64.5, 64], [64, 1], [64, 64]))
+    assert "expected a sequence of ints" in _error(lambda: tlxc.TensorDescriptor(x, [64, 64], [64.0, 1], [64, 64]))
+    assert tlxc.TensorDescriptor(x, [np.int64(64), 64], torch.tensor([64, 1]), [64, 64]).shape == (64, 64)
 
 
 # -- cache keys ---------------------------------------------------------------------------------------

@@ -105,10 +105,17 @@ def test_long_symbols_are_cut_with_a_hash_that_keeps_them_distinct():
 
 # -- dumps and overrides -----------------------------------------------------------------------------
 
+def _only(directory, pattern: str):
+    found = sorted(directory.glob(pattern))
+    assert len(found) == 1, found
+    return found[0]
+
+
 def test_dump_dir_writes_every_stage(tmp_path, monkeypatch):
     monkeypatch.setenv("TLXC_DUMP_DIR", str(tmp_path / "dump"))
     k = compile_scale()
-    stem = tmp_path / "dump" / "scale_kernel_BLOCK256_FACTOR2p5_MASKED1"
+    stem = tmp_path / "dump" / k.metadata["artifact"]
+    assert stem.name.startswith("scale_kernel_BLOCK256_FACTOR2p5_MASKED1-")
     for suffix in ("ir", "opt.ir", "cu", "cubin", "txt"):
         assert (stem.parent / f"{stem.name}.{suffix}").exists(), suffix
     assert (stem.parent / f"{stem.name}.ir").read_text() == k.asm["ir"]
@@ -123,7 +130,7 @@ def test_override_dir_compiles_the_hand_edited_source(tmp_path, monkeypatch):
     monkeypatch.setenv("TLXC_DUMP_DIR", str(dump))
     original = compile_scale()
     monkeypatch.delenv("TLXC_DUMP_DIR")
-    path = dump / "scale_kernel_BLOCK256_FACTOR2p5_MASKED1.cu"
+    path = _only(dump, "scale_kernel_BLOCK256_FACTOR2p5_MASKED1-*.cu")
     edited = ("// hand-edited for an experiment\n__device__ int tlxc_override_marker = 42;\n"
               + path.read_text())
     path.write_text(edited)
@@ -135,6 +142,33 @@ def test_override_dir_compiles_the_hand_edited_source(tmp_path, monkeypatch):
     assert b"tlxc_override_marker" in overridden.asm["cubin"]
     other = compile_scale(BLOCK=128)                  # another specialization: another file name
     assert other.metadata["override"] is None and "tlxc_override_marker" not in other.asm["cuda"]
+
+
+@pytest.mark.parametrize("other", [{"signature": "out_ptr=*fp16,in_ptr=*fp16,n=i32"},
+                                   {"signature": "out_ptr=*fp32,in_ptr=*fp32,n=i32:16"},
+                                   {"num_warps": 8}, {"arch": "sm_100a"}],
+                         ids=["dtype", "divisibility", "num_warps", "arch"])
+def test_specializations_sharing_a_symbol_get_their_own_dump_and_override(tmp_path, monkeypatch, other):
+    """The symbol names only the constexprs: an f16 and an f32 compile (or other warps, alignment,
+    target) would overwrite each other's dump and swap in each other's edited source."""
+    dump = tmp_path / "dump"
+    monkeypatch.setenv("TLXC_DUMP_DIR", str(dump))
+    options = {"signature": SIGNATURE, "arch": "sm_90a", **other}
+
+    def compile_other():
+        return scale_kernel.compile(options["signature"], {"BLOCK": 256},
+                                    **{k: v for k, v in options.items() if k != "signature"})
+    first, second = compile_scale(), compile_other()
+    assert first.metadata["name"] == second.metadata["name"]           # one symbol
+    assert first.metadata["artifact"] != second.metadata["artifact"]   # two files
+    for k in (first, second):
+        assert (dump / f"{k.metadata['artifact']}.cu").read_text() == k.asm["cuda"]
+    monkeypatch.delenv("TLXC_DUMP_DIR")
+    path = dump / f"{first.metadata['artifact']}.cu"
+    path.write_text("__device__ int tlxc_override_marker = 42;\n" + path.read_text())
+    monkeypatch.setenv("TLXC_OVERRIDE_DIR", str(dump))
+    assert compile_scale().metadata["override"] == str(path)
+    assert compile_other().metadata["override"] != str(path)
 
 
 def test_compiled_kernels_is_empty_before_any_gpu_launch():
@@ -165,8 +199,8 @@ def test_gpu_launch_honours_dump_and_override(tmp_path, monkeypatch):
     x = torch.randn(300, device="cuda")
     out = torch.empty_like(x)
     copy_kernel[(3,)](out, x, 300, BLOCK=128)
-    path = tmp_path / "copy_kernel_BLOCK128.cu"
-    assert (tmp_path / "copy_kernel_BLOCK128.cubin").exists()
+    path = _only(tmp_path, "copy_kernel_BLOCK128-*.cu")
+    assert path.with_suffix(".cubin").exists()
     monkeypatch.delenv("TLXC_DUMP_DIR")
     monkeypatch.setenv("TLXC_OVERRIDE_DIR", str(tmp_path))
     path.write_text("__device__ int tlxc_override_marker = 42;\n" + path.read_text())

@@ -147,10 +147,13 @@ def perf_warnings(metadata: dict) -> list[str]:
 
 
 def dump(compiled: CompiledKernel, root: str) -> None:
-    """Write every stage as ``<root>/<symbol>.<ext>``; the symbol (``softmax_kernel_BLOCK8192``) is
-    the name ``TLXC_OVERRIDE_DIR`` looks up, so a dumped ``.cu`` can be edited in place and swapped in."""
+    """Write every stage as ``<root>/<name>.<ext>``; the name (``softmax_kernel_BLOCK8192-3f9a0c1e``:
+    the symbol and a digest of the rest of the specialization, ``frontend/naming.py: artifact_name``)
+    is the one ``TLXC_OVERRIDE_DIR`` looks up, so a dumped ``.cu`` can be edited in place and swapped in."""
+    from .frontend.naming import artifact_name
     os.makedirs(root, exist_ok=True)
-    name = kernel_symbol_of(compiled)
+    kernels = getattr(compiled.module, "kernels", None)
+    name = artifact_name(kernels[0], compiled.arch) if kernels else kernel_symbol_of(compiled)
     suffix = {"cuda": "cu", "cubin": "cubin", "ptx": "ptx", "ir": "ir", "ir.opt": "opt.ir", "stats": "txt",
               "hip": "hip", "hsaco": "hsaco"}
     for stage, text in compiled.asm.items():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from ..frontend.naming import artifact_name
 from .cuda import render_kernel
 from .toolchain import compile_cuda
 
@@ -13,10 +14,11 @@ def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: boo
                      nvrtc_options: tuple[str, ...] | list[str] = ()):
     """Returns (asm dict with 'cuda', 'cubin', maybe 'ptx'; metadata dict)."""
     source, info = render_kernel(kernel, arch)
+    artifact = artifact_name(kernel, arch)
     override = os.environ.get(OVERRIDE_ENV)
     override_path = None
     if override:
-        path = os.path.join(override, f"{info['name']}.cu")
+        path = os.path.join(override, f"{artifact}.cu")
         if os.path.exists(path):
             with open(path) as f:
                 source = f.read()
@@ -38,6 +40,7 @@ def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: boo
         "wgmma_serialized": resources.get("wgmma_serialized"),   # the note if ptxas serializes the wgmmas
         "nvrtc_seconds": result.compile_seconds,
         "ptxas_log": result.log,
+        "artifact": artifact,          # the dump/override file name (frontend/naming.py: artifact_name)
         "override": override_path,     # the hand-edited .cu compiled instead of tlxc's, if any
         "nvrtc_options": list(nvrtc_options),   # from the launch option enable_fp_fusion
     })

@@ -47,6 +47,19 @@ def make_symbol(name: str, parts: list[str]) -> str:
     return f"{head}_h{digest}"
 
 
+def artifact_name(kernel, arch: str) -> str:
+    """The file name (no extension) of a compile's ``TLXC_DUMP_DIR`` files and of the
+    ``TLXC_OVERRIDE_DIR`` source it picks up: the symbol, then 8 hex digits of the rest of the
+    specialization -- argument types, divisibility, ``num_warps``, target -- which the symbol
+    leaves out (``copy_kernel_BLOCK128-3f9a0c1e``), so specializations that differ only there
+    (an f16 and an f32 launch) never overwrite or swap each other's files."""
+    attrs = kernel.attrs
+    symbol = attrs.get("symbol", attrs.get("sym_name", "kernel"))
+    args = [str(a.type) for a in kernel.regions[0].block.args]
+    rest = repr((args, tuple(attrs.get("arg_divisibility", ())), attrs.get("num_warps"), arch))
+    return f"{symbol}-{hashlib.sha256(rest.encode()).hexdigest()[:_HASH_DIGITS]}"
+
+
 def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"

@@ -46,7 +46,20 @@ def specialize(kfn, args: tuple, kwargs: dict) -> tuple[Specialization, dict[str
                 element_type_of(value)
             except LaunchError as exc:
                 raise LaunchError(f"argument '{name}' of {kfn.__name__}: {exc.message}") from None
-    return specialization_from_args(kfn, dict(bound.arguments)), dict(bound.arguments), options
+    spec = specialization_from_args(kfn, dict(bound.arguments))
+    _check_pointer_annotations(kfn, spec)
+    return spec, dict(bound.arguments), options
+
+
+def _check_pointer_annotations(kfn, spec: Specialization) -> None:
+    """As the GPU launch (``runtime/launch.py: _prepare``): a tensor whose dtype differs from
+    its parameter's pointer annotation is refused, the kernel being written for that type."""
+    from ..frontend.specialize import annotation_type
+    for name, (_kind, t) in spec.params.items():
+        annotated = annotation_type(kfn.signature.parameters[name].annotation, kfn.fn)
+        if isinstance(annotated, PointerType) and isinstance(t, PointerType) and t != annotated:
+            raise LaunchError(f"argument '{name}' of {kfn.__name__} is a tensor of {t.pointee}, but the kernel "
+                              f"declares {annotated}")
 
 
 def _address(value) -> int:

@@ -188,8 +188,10 @@ class TensorDescriptor:
         checked = _CHECKED.get(self._geometry())
         if checked is not None:
             fields["swizzle"], fields["_ir_type"], fields["_type_key"] = checked
+            self._check_storage()       # (the geometry key does not hold the storage's size)
             return
         self._check()
+        self._check_storage()
         try:
             self._check_box_width()
         except LaunchError:
@@ -266,6 +268,18 @@ class TensorDescriptor:
             if stride * size >= 2**40:
                 raise _fail("strides", f"stride {stride} of dim {dim} is {stride * size} bytes; TMA requires "
                                        f"less than 2**40")
+
+    def _check_storage(self) -> None:
+        """Every element the shape and strides describe lies in the tensor's storage: TMA
+        reads and writes through them, so a larger descriptor would touch foreign memory."""
+        available = _elements_in_storage(self.base)
+        if available is None:
+            return
+        last = sum((size - 1) * stride for size, stride in zip(self.shape, self.strides))
+        if last >= available:
+            raise _fail("shape", f"{list(self.shape)} with strides {list(self.strides)} reaches element {last} of "
+                                 f"the tensor, whose storage holds {available} elements from the tensor's start: "
+                                 f"describe at most the tensor (TensorDescriptor.from_tensor(t, block_shape))")
 
     def _check_box_dims(self) -> None:
         for dim, box in enumerate(self.block_shape):
@@ -456,11 +470,34 @@ def _address(tensor: Any) -> int:
 
 
 def _ints(values: Sequence[int]) -> tuple[int, ...]:
-    """Shapes, strides and boxes as tuples of Python ints (lists, torch.Size and numpy ints alike)."""
+    """Shapes, strides and boxes as tuples of Python ints (lists, torch.Size and numpy ints
+    alike); a float (64.5, or 64.0) is refused, not truncated."""
+    import operator
     try:
-        return tuple(int(v) for v in values)
+        return tuple(operator.index(v) for v in values)
     except TypeError:
         raise LaunchError(f"TensorDescriptor: expected a sequence of ints, got {values!r}") from None
+
+
+def _elements_in_storage(tensor: Any) -> int | None:
+    """How many elements the storage behind ``tensor`` holds from its first element (None
+    when the object does not say: the check is then left to the launch)."""
+    storage = getattr(tensor, "untyped_storage", None)
+    if storage is not None:
+        storage = storage()
+        return (storage.data_ptr() + storage.nbytes() - tensor.data_ptr()) // tensor.element_size()
+    if hasattr(tensor, "__array_interface__") and hasattr(tensor, "base"):
+        import numpy as np
+        try:
+            from numpy.lib.array_utils import byte_bounds
+        except ImportError:  # pragma: no cover - numpy 1.x
+            byte_bounds = np.byte_bounds
+        owner = tensor
+        while isinstance(owner.base, np.ndarray):
+            owner = owner.base
+        _low, high = byte_bounds(owner)
+        return (high - tensor.__array_interface__["data"][0]) // tensor.itemsize
+    return None
 
 
 def _element_strides(tensor: Any) -> tuple[int, ...]:
