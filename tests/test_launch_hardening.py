@@ -447,3 +447,22 @@ def test_a_stored_choice_of_the_wrong_shape_is_ignored_with_a_warning(tmp_path, 
         tuned()[(2,)](x, y, out, 1.0, 40)
     assert 16 in seen and 32 in seen                          # both benchmarked again
     np.testing.assert_allclose(out.numpy(), _want(x, y, 1.0), rtol=1e-6, atol=1e-6)
+
+
+def test_a_killed_autotune_writers_temporary_is_cleaned(tmp_path, monkeypatch):
+    monkeypatch.setenv("TLXC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TLXC_CACHE_DISABLE", raising=False)
+    monkeypatch.delenv("TLXC_AUTOTUNE_REFRESH", raising=False)
+    configs = [tlxc.Config({"BLOCK": 16}, num_warps=1), tlxc.Config({"BLOCK": 32}, num_warps=1)]
+
+    def tuned():
+        return tlxc.autotune(configs=configs, key=["n"], do_bench=lambda fn: (fn(), 1.0)[1])(axpy)
+    x, y, out = _data(40)
+    tuned()[(2,)](x, y, out, 1.0, 40)
+    [entry] = sorted((tmp_path / "autotune").rglob("*.json"))
+    old, fresh = entry.parent / f".{entry.stem}.dead.tmp", entry.parent / f".{entry.stem}.live.tmp"
+    old.write_text("{")
+    fresh.write_text("{")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    tuned()[(2,)](x, y, out, 1.0, 41)                          # another key: a new choice is written
+    assert not old.exists() and fresh.exists()

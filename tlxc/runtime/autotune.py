@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LaunchError, TlxcError
-from .cache import cache_dir, cache_disabled, write_atomically
+from .cache import cache_dir, cache_disabled, remove_stale_temporaries, write_atomically
 
 PROGRESS_MIN_CONFIGS = 4        # show a progress bar when tuning at least this many configs
 _ENV_REFRESH = "TLXC_AUTOTUNE_REFRESH"
@@ -466,6 +466,7 @@ class Autotuner(KernelWrapper):
                  "bench_seconds": self.bench_time}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            remove_stale_temporaries(path.parent)     # a killed writer's leftovers (as DiskCache.put)
             write_atomically(path, json.dumps(entry, indent=1) + "\n")
         except OSError:
             pass     # a read-only cache must not fail a launch: the choice stays in memory
