@@ -177,12 +177,30 @@ def for_loop(lw, op):
         lw.out.open(f"for ({ctype} {iv} = {lw.name(lb)}; ; {iv} += {lw.name(step)})")
     else:
         lw.out.open(f"for ({ctype} {iv} = {lw.name(lb)}; {iv} < {lw.name(ub)}; {iv} += {lw.name(step)})")
+    if _issues_wgmma(lw, op):
+        lw.out.line("__syncwarp();  // converged warps at the top of a loop that issues wgmma (ptxas C7519)")
     lw.lower_block_until_terminator(body)
     _merge_into(lw, body.terminator, carried, yields, body.args[1:])
     if drain:
         _drain_dot_wait(lw, op, iv, carried)
         lw.out.close()
     lw.out.close()
+
+
+def _issues_wgmma(lw, op) -> bool:
+    """Whether the loop ``op`` issues wgmma (Hopper's ``tlx.async_dot``) in its body.
+
+    Such a loop starts each iteration with ``__syncwarp()``.  Without it, ptxas 13.x
+    serializes every wgmma of the kernel (note C7519, "program dependence on
+    compiler-inserted WG.AR in divergent path") when the loop's back edge carries code
+    it cannot prove warp-converged: single-thread barrier arrives and TMA stores, and
+    barrier try-wait loops, as in a persistent kernel's tile loop (TLX's cooperative GEMM
+    with 256x128 tiles, its mbarrier ping-pong GEMM).  The loop issues wgmma, which
+    every thread of the warpgroup must reach together, so its top is warp-converged in
+    a valid program and the sync costs one instruction."""
+    if lw.target.arch != "sm_90a":
+        return False
+    return any(inner.name == "tlx.async_dot" for inner in op.walk())
 
 
 def _drain_dot_wait(lw, op, iv: str, carried: list[str]) -> None:

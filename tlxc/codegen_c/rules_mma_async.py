@@ -202,8 +202,8 @@ def async_dot(lw, op):
         lw.target.use(name)
     a_bytes = None if a_in_registers else f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
     b_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(b)][0]})"
+    a_regs = _pinned_a_fragments(lw, a, k_steps, [row for row, _ in tiles]) if a_in_registers else None
     lw.out.line("tlx_wgmma_fence();")
-    a_regs = _register_a_fragments(lw, a, k_steps, {row for row, _ in tiles}) if a_in_registers else None
     for t, (row, col) in enumerate(tiles):
         m0 = f"{wg_row} + {row}" if row else wg_row
         n0 = f"{wg_col} + {col}" if col else wg_col
@@ -224,6 +224,26 @@ def async_dot(lw, op):
         lw.out.close()
     lw.out.line("tlx_wgmma_commit_group();")
     lw.alias(result, work)
+
+
+def _pinned_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
+    """The A registers of every (tile row, k step), packed into one ``unsigned`` array before
+    the ``wgmma.fence`` and pinned there by empty asm statements that "rewrite" them, so no
+    packing instruction runs between the fence and the wgmmas.  Packing between them
+    (as the fragments inlined into each call did) made ptxas insert its own warpgroup
+    arrive after the packing; after a barrier wait (a divergent try_wait loop) that
+    arrive lies in a divergent path and ptxas serializes every wgmma of the kernel
+    (note C7519: TLX's hopper_fa_ws tutorial, two consumer groups)."""
+    fragments = _register_a_fragments(lw, a, k_steps, sorted(set(tile_rows)))
+    name = lw.fresh("afrag")
+    packed = [expr for key in fragments for expr in fragments[key]]
+    lw.out.line(f"unsigned {name}[{len(packed)}];")
+    for i, expr in enumerate(packed):
+        lw.out.line(f"{name}[{i}] = {expr};")
+    lw.out.line("#pragma unroll")
+    lw.out.line(f'for (int i = 0; i < {len(packed)}; ++i) asm volatile("" : "+r"({name}[i]) :: "memory");')
+    index = iter(range(len(packed)))
+    return {key: [f"{name}[{next(index)}]" for _ in regs] for key, regs in fragments.items()}
 
 
 def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:

@@ -1,4 +1,5 @@
 for (int k_ = s_12; ; k_ += s_13) {
+      __syncwarp();  // converged warps at the top of a loop that issues wgmma (ptxas C7519)
       tlx_cp_async_wait_group<1>();
       tlx_fence_proxy_async_shared_cta();  // fence: every thread's cp.async data, visible to all threads and the async proxy
       __syncthreads();  // sync: every thread's cp.async data, visible to all threads and the async proxy

@@ -380,6 +380,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     int count_3;
     count_3 = s_99;
     for (int tile_1 = start; tile_1 < num_tiles; tile_1 += s_98) {
+      __syncwarp();  // converged warps at the top of a loop that issues wgmma (ptxas C7519)
       // hopper_gemm_ws.py:69
       int s_100 = 16;
       int num_pid_in_group_1;
@@ -421,6 +422,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int count_4;
       count_4 = count_3;
       for (int k__1 = s_108; k__1 < k_tiles; k__1 += s_109) {
+        __syncwarp();  // converged warps at the top of a loop that issues wgmma (ptxas C7519)
         // warp_spec.py:12
         int s_110 = 4;
         int slot_1;
@@ -606,6 +608,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     int count_6;
     count_6 = s_165;
     for (int tile_2 = start; tile_2 < num_tiles; tile_2 += s_164) {
+      __syncwarp();  // converged warps at the top of a loop that issues wgmma (ptxas C7519)
       // hopper_gemm_ws.py:69
       int s_166 = 16;
       int num_pid_in_group_2;
@@ -647,6 +650,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
       int count_7;
       count_7 = count_6;
       for (int k__2 = s_174; k__2 < k_tiles; k__2 += s_175) {
+        __syncwarp();  // converged warps at the top of a loop that issues wgmma (ptxas C7519)
         // warp_spec.py:12
         int s_176 = 4;
         int slot_2;
