@@ -17,18 +17,16 @@ with the log, the generated source around each error and a saved reproducer.
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
 import re
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tlxc.arch import NVIDIA_ARCHS
 from tlxc.errors import CompilationError, InternalCompilerError
+
+from .reproducer import save_reproducer  # a per-user private directory, created safely
 
 SUPPORTED_ARCHS: tuple[str, ...] = NVIDIA_ARCHS      # tlxc/arch.py: the one table of targets
 
@@ -329,36 +327,3 @@ def excerpt(text: str, line_numbers: Sequence[int], context: int = _CONTEXT_LINE
         out.append(f"{marker} {n:>{width}} | {lines[n - 1]}")
         previous = n
     return "\n".join(out)
-
-
-def _reproducer_dir() -> Path:
-    explicit = os.environ.get("TLXC_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser() / "repro"
-    # Not "<tmp>/tlxc": a folder named like the package in the temp dir would shadow
-    # the real package for scripts run from there (as a namespace package).
-    return Path(tempfile.gettempdir()) / "tlxc-repro"
-
-
-def save_reproducer(source: str, arch: str, options: list[str], log: str, name: str) -> Path:
-    """Write ``<name>-<hash>.cu`` and a README beside it; return the .cu path.
-
-    The file name hashes source, arch and options, so the same failure always
-    lands in the same file and reports stay stable.
-    """
-    digest = hashlib.sha256("\0".join([source, arch, *options]).encode()).hexdigest()[:16]
-    safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "kernel"
-    directory = _reproducer_dir()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        directory = Path(tempfile.mkdtemp(prefix="tlxc-repro-"))
-    cu_path = directory / f"{safe_name}-{digest}.cu"
-    cu_path.write_text(source)
-    readme = (
-        f"tlxc reproducer: NVRTC rejected {cu_path.name} (a tlxc bug).\n"
-        f"arch: {arch}\noptions: {' '.join(options)}\n"
-        f"reproduce: python -c \"from tlxc.codegen_nvptx.toolchain import compile_cuda; "
-        f"compile_cuda(open('{cu_path}').read(), '{arch}', [])\"\n\nNVRTC log:\n{log}\n")
-    (directory / f"{safe_name}-{digest}.README.txt").write_text(readme)
-    return cu_path
