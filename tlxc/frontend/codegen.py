@@ -318,8 +318,13 @@ class FunctionCodegen(ast.NodeVisitor):
         if call.args:
             raise self.error("tlx.async_tasks() takes only keyword arguments", call.args[0])
         for kw in call.keywords:
-            if kw.arg not in ("exclusive", "no_ending_cluster_sync", "mbarrier_try_wait_suspend_ns"):
+            if kw.arg not in ("exclusive", "no_ending_cluster_sync", "mbarrier_try_wait_suspend_ns",
+                              "warp_specialize"):
                 raise self.error(f"tlx.async_tasks() got an unexpected keyword argument '{kw.arg}'", kw)
+            if kw.arg == "warp_specialize" and unwrap(self.visit(kw.value)) is not True:
+                # TLX's option; True is what tlxc always does (each task on its own warps)
+                raise self.error("tlx.async_tasks(warp_specialize=...) must be True: tlxc always runs the tasks "
+                                 "warp-specialized (running them one after another is not supported)", kw.value)
         if node.items[0].optional_vars is not None:
             raise self.error("tlx.async_tasks() does not bind a name ('as ...')", node.items[0].optional_vars)
         self.async_tasks(node, self.suspend_ns(call))
