@@ -86,3 +86,21 @@ def test_bad_element_views_are_located_errors(what, message):
     assert message in info.value.message
     lines = Path(__file__).read_text().splitlines()
     assert lines[info.value.loc.line - 1].endswith(f"# WHAT {what}")
+
+
+@pytest.mark.gpu
+def test_gpu_element_and_row_views():
+    n = 13
+    x = torch.randn(n, device="cuda")
+    sums = torch.full((n,), float("nan"), device="cuda")
+    out = torch.full((n,), float("nan"), device="cuda")
+    prefix_and_patch[(1,)](x, sums, out, n, BLOCK=16)
+    tile = torch.randn(4, 32, device="cuda")
+    rows = torch.full((4, 32), float("nan"), device="cuda")
+    rows_backwards[(1,)](tile, rows, R=4, C=32)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(sums, torch.cumsum(x.double(), 0).float(), rtol=1e-6, atol=1e-6)
+    expect = x.clone()
+    expect[5] = -3.0
+    assert torch.equal(out, expect)
+    assert torch.equal(rows, tile.flip(0))

@@ -100,3 +100,13 @@ def test_tlx_zeros_without_a_layout_is_tl_zeros():
 def test_make_shared_linear_is_the_tiled_atom():
     atom = tlx.nv_mma_shared_layout_encoding((64, 64), [1, 0], tl.bfloat16, [1, 1], [1, 1], [1, 0], False, True)
     assert atom.make_shared_linear(tile_shape=(128, 64)) == atom.tile_to_shape((128, 64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", [tlx.swizzled_layout.make_default(rank=2), tlx.swizzled_layout(3, 3, 3)])
+def test_gpu_swizzled_layouts(layout):
+    x = torch.randn(64, 64, dtype=torch.float16, device="cuda")
+    y = torch.full_like(x, float("nan"))
+    through_smem[(1,)](x, y, LAYOUT=layout)
+    torch.cuda.synchronize()
+    assert torch.equal(y, x * 2.0)

@@ -115,3 +115,19 @@ def test_misuse_is_a_located_error(what, message):
     assert message in info.value.message
     lines = Path(__file__).read_text().splitlines()
     assert lines[info.value.loc.line - 1].endswith(f"# WHAT {what}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("axis", [0, 1])
+def test_gpu_gather_and_scatter(axis):
+    R, C = 16, 32
+    m = torch.randn(R, C, device="cuda")
+    idx = torch.randint(0, (R, C)[axis], (R, C), dtype=torch.int32, device="cuda")
+    out = torch.full((R, C), float("nan"), device="cuda")
+    column_gather[(1,)](m, idx, out, R=R, C=C, AXIS=axis)
+    perm = torch.stack([torch.randperm(R, device="cuda") for _ in range(C)], dim=1).to(torch.int32)
+    scattered = torch.full((R, C), float("nan"), device="cuda")
+    permute_rows[(1,)](m, perm, scattered, R=R, C=C)
+    torch.cuda.synchronize()
+    assert torch.equal(out, torch.gather(m, axis, idx.long()))
+    assert torch.equal(scattered, torch.zeros(R, C, device="cuda").scatter_(0, perm.long(), m))

@@ -6,6 +6,7 @@ run nothing else, and the tasks after it start at the next warp group.  The thre
 see (tlx.thread_id) are the same on the interpreter and in the generated code."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import tlxc
@@ -80,3 +81,15 @@ def test_padding_counts_against_the_block_size():
     spec = specialization_from_types(too_many, {"out_ptr": F32}, {})
     found = [f for f in check_function(too_many, spec, arch="sm_90a", num_warps=16) if f.severity == ERROR]
     assert found and "the tasks add up to 36 warps" in found[0].message and "(padded to 4)" in found[0].message
+
+
+@pytest.mark.gpu
+def test_gpu_padded_tasks():
+    n = 300
+    x = torch.randn(n, device="cuda")
+    y = torch.full((2 * n,), float("nan"), device="cuda")
+    ids = torch.full((3,), -1, dtype=torch.int32, device="cuda")
+    small_tasks[(3,)](x, y, ids, n, BLOCK=128)
+    torch.cuda.synchronize()
+    assert torch.equal(y, torch.cat([x * 2.0, x]))
+    assert ids.tolist() == [256, 256, 256]

@@ -79,3 +79,16 @@ def test_a_view_larger_than_the_allocation_is_a_located_error():
         too_big.compile(stages=("ir",))
     assert "the view needs 3072 bytes but the 2 buffers of the allocation hold 2048" in info.value.message
     assert info.value.loc.line == too_big.fn.__code__.co_firstlineno + 3
+
+
+@pytest.mark.gpu
+def test_gpu_whole_allocation_views():
+    x = torch.randn(4, 8, 32, device="cuda")
+    out = torch.full((32, 32), float("nan"), device="cuda")
+    gather_parts[(1,)](x, out, R=8, C=32)
+    box = torch.randn(64, 32, device="cuda")
+    parts = torch.full((8, 8, 32), float("nan"), device="cuda")
+    box_into_parts[(2,)](**_box_args(box, parts))
+    torch.cuda.synchronize()
+    assert torch.equal(out, x.flip(0).reshape(32, 32) * 3.0)
+    assert torch.equal(parts.reshape(64, 32), box)

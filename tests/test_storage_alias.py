@@ -131,3 +131,26 @@ def test_misuse_is_a_located_error(what, message):
     assert message in info.value.message
     lines = Path(__file__).read_text().splitlines()
     assert lines[info.value.loc.line - 1].endswith(f"# WHAT {what}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("runtime", [False, True])
+def test_gpu_distinct_peers(runtime):
+    R, C = 8, 32
+    top = torch.randn(2, R, C, dtype=torch.float16, device="cuda")
+    bottom = torch.randn(2, R, C, dtype=torch.float16, device="cuda")
+    out = torch.full((2, 2 * R, C), float("nan"), dtype=torch.float16, device="cuda")
+    halves[(1,)](top, bottom, out, R=R, C=C, RUNTIME=runtime)
+    torch.cuda.synchronize()
+    assert torch.equal(out, torch.cat([top, bottom], dim=1))
+
+
+@pytest.mark.gpu
+def test_gpu_group_size_subtiles():
+    R, C = 4, 16
+    src = torch.randn(4, R, C, dtype=torch.float16, device="cuda")
+    out = torch.full((2, R, C), float("nan"), device="cuda")
+    subtiles[(1,)](src, out, R=R, C=C)
+    torch.cuda.synchronize()
+    expect = src.reshape(2, 2 * R * C).contiguous().view(torch.float32).reshape(2, R, C)
+    assert torch.equal(out.view(torch.int32), expect.view(torch.int32))
