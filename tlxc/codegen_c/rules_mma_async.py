@@ -202,8 +202,9 @@ def async_dot(lw, op):
         lw.target.use(name)
     a_bytes = None if a_in_registers else f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
     b_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(b)][0]})"
-    a_regs = _pinned_a_fragments(lw, a, k_steps, [row for row, _ in tiles]) if a_in_registers else None
-    lw.out.line("tlx_wgmma_fence();")
+    a_regs = _register_a_fragments(lw, a, k_steps, {row for row, _ in tiles}) if a_in_registers else None
+    if not a_in_registers:      # register A: a fence before each MMA, after its packed A (below)
+        lw.out.line("tlx_wgmma_fence();")
     for t, (row, col) in enumerate(tiles):
         m0 = f"{wg_row} + {row}" if row else wg_row
         n0 = f"{wg_col} + {col}" if col else wg_col
@@ -211,7 +212,8 @@ def async_dot(lw, op):
             return f"tlx_wgmma_desc({b_bytes}, {plan_b['offset'](n0, k)}, {plan_b['fields']:#x}ull)"
         if a_in_registers:      # the k steps unrolled here: each names its own A registers
             for kk in range(k_steps):
-                regs = ", ".join(a_regs[row, kk])
+                regs = ", ".join(_pinned(lw, a_regs[row, kk]))
+                lw.out.line("tlx_wgmma_fence();")
                 lw.out.line(f"{helper}<{plan_b['trans']}>(&{work}[{t * per_tile}], {regs}, "
                             f"{db(str(k_step * kk))}, {f'(int)({scale})' if kk == 0 else '1'});")
             continue
@@ -226,24 +228,24 @@ def async_dot(lw, op):
     lw.alias(result, work)
 
 
-def _pinned_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
-    """The A registers of every (tile row, k step), packed into one ``unsigned`` array before
-    the ``wgmma.fence`` and pinned there by empty asm statements that "rewrite" them, so no
-    packing instruction runs between the fence and the wgmmas.  Packing between them
-    (as the fragments inlined into each call did) made ptxas insert its own warpgroup
-    arrive after the packing; after a barrier wait (a divergent try_wait loop) that
-    arrive lies in a divergent path and ptxas serializes every wgmma of the kernel
-    (note C7519: TLX's hopper_fa_ws tutorial, two consumer groups)."""
-    fragments = _register_a_fragments(lw, a, k_steps, sorted(set(tile_rows)))
+def _pinned(lw, packed: list[str]) -> list[str]:
+    """One MMA's A registers (register A), packed into an ``unsigned`` array and pinned by
+    empty asm statements that "rewrite" them, so that the ``wgmma.fence`` emitted next
+    follows every instruction that writes them.
+
+    PTX wants the fence after the register writes an MMA reads.  Packed inline into the MMA
+    call (after one fence for all k steps, as before), the packing ran between the fence
+    and the MMAs; ptxas then inserted its own warpgroup arrive after it, and where that
+    arrive followed a barrier wait (a try-wait loop) it serialized every wgmma of the kernel
+    (note C7519: TLX's hopper_fa_ws tutorial, two consumer groups).  Packing all k steps
+    before one fence fixed that but kept 32 more registers live across the MMAs (spills in
+    the pipelined attention tutorials); a fence per MMA after its own four registers does
+    neither."""
     name = lw.fresh("afrag")
-    packed = [expr for key in fragments for expr in fragments[key]]
-    lw.out.line(f"unsigned {name}[{len(packed)}];")
-    for i, expr in enumerate(packed):
-        lw.out.line(f"{name}[{i}] = {expr};")
+    lw.out.line(f"unsigned {name}[{len(packed)}] = {{{', '.join(packed)}}};")
     lw.out.line("#pragma unroll")
     lw.out.line(f'for (int i = 0; i < {len(packed)}; ++i) asm volatile("" : "+r"({name}[i]) :: "memory");')
-    index = iter(range(len(packed)))
-    return {key: [f"{name}[{next(index)}]" for _ in regs] for key, regs in fragments.items()}
+    return [f"{name}[{i}]" for i in range(len(packed))]
 
 
 def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
