@@ -6,6 +6,7 @@ placement (a missing scale or offset in the index rewrite, a region too small) s
 bits, not as a compile error."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,59 @@ def test_the_region_is_one_offset_sized_for_the_expanded_peers_and_compiles_for_
     assert compiled.asm["cubin"][:4] == b"\x7fELF"
 
 
+@tlxc.kernel
+def tma_halves(x_desc, out_ptr: F16, R: tl.constexpr, C: tl.constexpr):
+    """TMA writes top[i] and bottom[i] (128-byte swizzled boxes); the consumer task reads them back
+    through ``whole``, a peer no TMA touches: it must be stored with the same swizzle."""
+    spec = tlx.storage_alias_spec()
+    whole = tlx.local_alloc((2 * R, C), tl.float16, 2, reuse=spec)
+    top = tlx.local_alloc((R, C), tl.float16, 2, reuse=spec)
+    bottom = tlx.local_alloc((R, C), tl.float16, 2, reuse=spec)
+    spec.set_buffer_overlap(tlx.reuse_group(whole, tlx.reuse_group(top, bottom, group_type=tlx.reuse_group_type.distinct)))
+    full = tlx.alloc_barriers(2, 1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(2):
+                tlx.barrier_wait(full[i], 0)
+                offs = tl.arange(0, 2 * R)[:, None] * C + tl.arange(0, C)[None, :]
+                tl.store(out_ptr + i * 2 * R * C + offs, tlx.local_load(whole[i]))
+        with tlx.async_task(num_warps=1):
+            for i in range(2):
+                tlx.barrier_expect_bytes(full[i], 2 * R * C * 2)
+                tlx.async_descriptor_load(x_desc, top[i], [2 * i * R, 0], full[i])
+                tlx.async_descriptor_load(x_desc, bottom[i], [(2 * i + 1) * R, 0], full[i])
+
+
+def _tma_halves_args(x, out):
+    return {"x_desc": tlxc.TensorDescriptor.from_tensor(x, [8, 64]), "out_ptr": out, "R": 8, "C": 64}
+
+
+def test_tma_into_peers_read_through_another_peer():
+    x = torch.randn(32, 64, dtype=torch.float16)
+    out = torch.full((2, 16, 64), float("nan"), dtype=torch.float16)
+    tlxc.interpret(tma_halves)[(1,)](**_tma_halves_args(x, out))
+    assert torch.equal(out.reshape(32, 64), x)
+
+
+def test_every_peer_gets_the_swizzle_one_of_them_needs():
+    from tlxc.compiler import compile_kernel
+    from tlxc.frontend.specialize import specialization_from_args
+    args = _tma_halves_args(torch.randn(32, 64, dtype=torch.float16), torch.empty(2, 16, 64, dtype=torch.float16))
+    compiled = compile_kernel(tma_halves, specialization_from_args(tma_halves, args), arch="sm_90a", num_warps=4)
+    swizzles = re.findall(r"%(\w+) = tlx\.local_alloc[^{]*\{offset = 0, swizzle = (\d+)\}", compiled.asm["ir.opt"])
+    assert swizzles == [("whole", "128"), ("top", "128"), ("bottom", "128")]
+    assert compiled.asm["cubin"][:4] == b"\x7fELF"
+
+
+@pytest.mark.gpu
+def test_gpu_tma_into_peers_read_through_another_peer():
+    x = torch.randn(32, 64, dtype=torch.float16, device="cuda")
+    out = torch.full((2, 16, 64), float("nan"), dtype=torch.float16, device="cuda")
+    tma_halves[(1,)](**_tma_halves_args(x, out))
+    torch.cuda.synchronize()
+    assert torch.equal(out.reshape(32, 64), x)
+
+
 # -- errors ---------------------------------------------------------------------------------------
 @tlxc.kernel
 def misuse(out_ptr: F32, WHAT: tl.constexpr):
@@ -154,3 +208,27 @@ def test_gpu_group_size_subtiles():
     torch.cuda.synchronize()
     expect = src.reshape(2, 2 * R * C).contiguous().view(torch.float32).reshape(2, R, C)
     assert torch.equal(out.view(torch.int32), expect.view(torch.int32))
+
+
+def test_a_column_blocked_peer_of_another_shape_is_a_located_error():
+    from tlxc.compiler import compile_kernel
+    from tlxc.errors import LayoutError
+    from tlxc.frontend.specialize import specialization_from_args
+
+    @tlxc.kernel
+    def wide_peer(x_desc, out_ptr: F16):
+        spec = tlx.storage_alias_spec()
+        wide = tlx.local_alloc((8, 128), tl.float16, 1, reuse=spec)     # 256-byte rows: column blocks
+        narrow = tlx.local_alloc((16, 64), tl.float16, 1, reuse=spec)
+        bar = tlx.alloc_barriers(1, 1)
+        tlx.barrier_expect_bytes(bar[0], 8 * 128 * 2)
+        tlx.async_descriptor_load(x_desc, wide[0], [0, 0], bar[0])
+        tlx.barrier_wait(bar[0], 0)
+        offs = tl.arange(0, 16)[:, None] * 64 + tl.arange(0, 64)[None, :]
+        tl.store(out_ptr + offs, tlx.local_load(narrow[0]))
+
+    x = torch.randn(8, 128, dtype=torch.float16)
+    args = {"x_desc": tlxc.TensorDescriptor.from_tensor(x, [8, 128]), "out_ptr": torch.empty(16, 64, dtype=torch.float16)}
+    with pytest.raises(LayoutError) as info:
+        compile_kernel(wide_peer, specialization_from_args(wide_peer, args), arch="sm_90a", num_warps=4)
+    assert "is stored as 128-byte column blocks" in info.value.message and "its alias 'narrow'" in info.value.message

@@ -123,14 +123,63 @@ def choose_swizzles(kernel) -> None:
                 elif _blockable(t):
                     _demand(demands, alloc, 128, op, f"{unit} operand {'AB'[index]} with {row}-byte rows "
                                                      f"(stored as 128-byte column blocks)")
-    for alloc, swizzle, _, _ in demands.values():
+    for alloc, swizzle, _, _ in _alias_groups(kernel, demands):
         alloc.attrs["swizzle"] = swizzle
         t = alloc.results[0].type
         if swizzle == 128 and physical_row_bytes(t) > 128 and _blockable(t):
             alloc.attrs["column_block"] = 128 // t.element.bytes
+    _check_alias_blocks(kernel)
     for alloc, op in split:
         if "column_block" not in alloc.attrs:
             _unsplittable(alloc, op)
+
+
+def _alias_groups(kernel, demands: dict) -> list[tuple]:
+    """The demands spread over alias groups (``reuse=`` / ``storage_alias_spec`` peers share their
+    bytes): every member of a group is stored with the group's swizzle, so that views of the same
+    bytes through different members agree.  The swizzle is a function of the address, so members
+    of any shape then see each byte where the row-major model (the interpreter's) puts it.
+    Two members wanting different swizzles is an error naming both."""
+    members: dict[int, list] = {}
+    for op in kernel.walk():
+        if op.name == "tlx.local_alloc" and op.results[0].type.storage == "smem":
+            first = op.operands[0].owner if op.operands else op
+            members.setdefault(id(first), []).append(op)
+    merged: dict[int, tuple] = {}
+    for group in members.values():
+        for alloc in group:
+            if id(alloc) in demands:
+                _, swizzle, op, why = demands[id(alloc)]
+                name = alloc.results[0].name_hint or "a shared buffer"
+                _demand(merged, group[0], swizzle, op, why if alloc is group[0] else f"{why}, through its alias '{name}'")
+    out = []
+    for group in members.values():
+        if id(group[0]) in merged:
+            _, swizzle, op, why = merged[id(group[0])]
+            out += [(alloc, swizzle, op, why) for alloc in group]
+    return out
+
+
+def _check_alias_blocks(kernel) -> None:
+    """Column blocks (rows wider than the 128-byte swizzle) place a buffer's elements by its own
+    shape, so aliases of one region must then all be that very shape."""
+    groups: dict[int, list] = {}
+    for op in kernel.walk():
+        if op.name == "tlx.local_alloc" and op.results[0].type.storage == "smem":
+            groups.setdefault(id(op.operands[0].owner if op.operands else op), []).append(op)
+    for group in groups.values():
+        blocked = [a for a in group if a.attrs.get("column_block")]
+        shapes = {(tuple(a.results[0].type.shape), a.results[0].type.element) for a in group}
+        if blocked and len(shapes) > 1:
+            a = blocked[0]
+            other = next(b for b in group if (tuple(b.results[0].type.shape), b.results[0].type.element) !=
+                         (tuple(a.results[0].type.shape), a.results[0].type.element))
+            raise LayoutError(f"shared buffer '{a.results[0].name_hint or 'a buffer'}' is stored as 128-byte column "
+                              f"blocks (its rows are wider than the swizzle), which places its elements by its own "
+                              f"shape; its alias '{other.results[0].name_hint or 'a buffer'}' "
+                              f"({list(other.results[0].type.shape)} {other.results[0].type.element}) would see "
+                              f"other bytes: alias buffers of the same shape, or keep rows within 128 bytes",
+                              a.loc)
 
 
 def _demand_layout(demands, alloc, op, view_type: MemDescType, why: str) -> None:
