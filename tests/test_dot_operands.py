@@ -1,0 +1,142 @@
+"""passes/dot_operands.py: fold-dot-add, hoist-operand-stores and share-operand-buffers, on
+the attention-backward pattern of tests/kernels_dot_operands.py: the rewritten IR, the
+interpreter before and after the rewrites, and ptxas's report of the generated code."""
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import kernels_dot_operands as K
+
+from tlxc.frontend.codegen import Options
+from tlxc.interpreter.executor import KernelRunner
+from tlxc.interpreter.launch import _program_ids, prepare_launch
+from tlxc.passes.canonicalize import Canonicalize
+from tlxc.passes.dot_operands import FoldDotAdd, HoistOperandStores, ShareOperandBuffers
+from tlxc.passes.dot_wait_drain import DrainDotWait
+from tlxc.passes.dot_wgmma import LowerDotToWgmma
+from tlxc.passes.manager import PassManager
+from tlxc.passes.pipeline import PipelineLoads
+
+KV_SIG = "k_ptr=*fp16,v_ptr=*fp16,q_ptr=*fp16,g_ptr=*fp16,dk_ptr=*fp32,dv_ptr=*fp32,n_rows=i32"
+KV_META = {"BN": 128, "BM1": 16, "BM2": 32, "D": 64}
+
+
+def _rewritten(module, num_warps, ours=True):
+    passes = [Canonicalize(), FoldDotAdd(), LowerDotToWgmma(), PipelineLoads(), DrainDotWait(),
+              HoistOperandStores(), ShareOperandBuffers(), Canonicalize()]
+    if not ours:
+        passes = [p for p in passes if not isinstance(p, (FoldDotAdd, HoistOperandStores, ShareOperandBuffers))]
+    return PassManager(passes).run(copy.deepcopy(module), Options(num_warps=num_warps, arch="sm_90a", extra={}))
+
+
+def _interpret(kfn, grid, args, meta, rewrite, num_warps=4):
+    runner, grid3, memory, values = prepare_launch(kfn, grid, args, meta, num_warps=num_warps)
+    if rewrite:
+        runner = KernelRunner(_rewritten(runner.module, num_warps))
+    for pid in _program_ids(grid3, (1, 1, 1)):
+        runner.run_program(pid, grid3, memory, values, None, None)
+    return runner.module
+
+
+def _loops(text: str) -> list[str]:
+    """The bodies of the top-level scf.for ops of an IR listing (two-space indented ops)."""
+    bodies, current = [], None
+    for line in text.splitlines():
+        if re.match(r"^  \S.*= scf\.for ", line):
+            current = []
+        elif current is not None and line.startswith("  }"):
+            bodies.append("\n".join(current))
+            current = None
+        elif current is not None:
+            current.append(line)
+    return bodies
+
+
+def test_kv_grad_ir_after_the_rewrites():
+    text = K.kv_grad.compile(KV_SIG, KV_META, num_warps=4, stages=("ir", "ir.opt")).asm["ir.opt"]
+    loops = _loops(text)
+    assert len(loops) == 2
+    for body in loops:
+        # qT, p, g, ds: k and v were hoisted, g^T and tl.trans(qT) read the buffers of g and qT
+        assert body.count("tlx.local_store") == 4, body
+        assert "arith.add" not in [line.split("=")[1].split()[0] for line in body.splitlines()
+                                   if "tensor<128x64xf32" in line and "=" in line]
+        assert body.count("tlx.async_dot ") == 4
+    outside = text.count("tlx.local_store") - sum(b.count("tlx.local_store") for b in loops)
+    assert outside == 2                            # k and v, once each for both loops
+    # dv and dk accumulate in the wgmma: the dot of p @ g takes the carried dv
+    assert re.search(r"tlx\.async_dot %\w+, %\w+, %dv_\d+", text)
+    # the two loops' buffers share bytes: reuse= allocations, and less than their sum
+    allocs = re.findall(r"tlx\.local_alloc(?: %(\w+))? \{[^}]*offset = (\d+)[^}]*\} : memdesc<(\d+)x(\d+)xf16", text)
+    assert any(reused for reused, *_ in allocs)
+    total = sum(int(r) * int(c) * 2 for _, _, r, c in allocs)
+    shared = int(re.search(r"shared_bytes = (\d+)", text).group(1))
+    assert shared <= total - 4096, (shared, total)      # qT and g of the loops share their bytes
+
+
+
+@pytest.mark.parametrize("n_rows", [64, 128])
+def test_kv_grad_interpreter_same_before_and_after(n_rows):
+    d, bn = 64, 128
+    gen = torch.Generator().manual_seed(n_rows)
+    k = (torch.randn(bn * 2, d, generator=gen) * 0.3).half()
+    v = (torch.randn(bn * 2, d, generator=gen) * 0.3).half()
+    q = (torch.randn(n_rows, d, generator=gen) * 0.3).half()
+    g = (torch.randn(n_rows, d, generator=gen) * 0.3).half()
+    outs = []
+    for rewrite in (False, True):
+        dk = torch.full((bn * 2, d), float("nan"))
+        dv = torch.full((bn * 2, d), float("nan"))
+        module = _interpret(K.kv_grad, (2,), (k, v, q, g, dk, dv, n_rows), KV_META, rewrite)
+        outs.append((dk, dv))
+    assert "tlx.async_dot" in str(module) and "tl.dot" not in str(module)
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    # float64 reference, the fp16 roundings of p and ds as the kernel does them
+    kd, vd, qd, gd = (x.double() for x in (k, v, q, g))
+    p = torch.exp2(kd @ qd.T * 0.05)
+    t = vd @ gd.T
+    ref_dv = p.half().double() @ gd
+    ref_dk = (p * t).half().double() @ qd
+    for got, ref in ((outs[1][0], ref_dk), (outs[1][1], ref_dv)):
+        assert ((got.double() - ref).norm() / ref.norm()).item() < 2e-3
+
+
+@pytest.mark.parametrize("bad", [0, 1])
+def test_fold_dot_add(bad):
+    n = 64
+    gen = torch.Generator().manual_seed(3)
+    a, b, c = (torch.randn(n, n, generator=gen).half() for _ in range(3))
+    x = torch.randn(n, n, generator=gen)
+    sig = "a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp16,x_ptr=*fp32,out_ptr=*fp32"
+    text = K.add_after_dot.compile(sig, {"N": n, "BAD": bad}, num_warps=4, stages=("ir.opt",)).asm["ir.opt"]
+    adds = re.findall(r"= arith\.add .*: tensor<64x64xf32", text)
+    assert len(adds) == (2 if bad else 0), text
+    outs = []
+    for rewrite in (False, True):
+        out = torch.full((n, n), float("nan"))
+        _interpret(K.add_after_dot, (1,), (a, b, c, x, out), {"N": n, "BAD": bad}, rewrite)
+        outs.append(out)
+    ref = x.double() + a.double() @ b.double() + (a.double() if bad else c.double()) @ b.double()
+    for out in outs:
+        assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-5
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-6, atol=1e-4)
+
+
+def test_fold_dot_add_also_off_hopper():
+    sig = "a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp16,x_ptr=*fp32,out_ptr=*fp32"
+    text = K.add_after_dot.compile(sig, {"N": 64}, arch="sm_80", num_warps=4, stages=("ir.opt",)).asm["ir.opt"]
+    assert not re.findall(r"= arith\.add .*: tensor<64x64xf32", text)
+    assert re.search(r"tl\.dot %\w+, %\w+, %\w+", text)
+
+
+def test_kv_grad_ptxas_no_spills():
+    """128x64 accumulators dk and dv over 4 warps (128 registers of the 255) with k and v
+    in shared memory: no spills once k/v are stored once and dk/dv accumulate in the wgmma."""
+    pytest.importorskip("tlxc.codegen_nvptx.toolchain")
+    compiled = K.kv_grad.compile(KV_SIG, KV_META, num_warps=4, stages=("cuda", "cubin", "stats"))
+    stats = compiled.asm["stats"]
+    assert " 0 bytes spilled" in stats, stats
