@@ -53,6 +53,7 @@ class PassManager:
 def default_pipeline(target: str) -> PassManager:
     from .canonicalize import Canonicalize
     from .check_barriers import CheckBarriers
+    from .dot_operands import FoldDotAdd, HoistOperandStores, ShareOperandBuffers
     from .dot_wait_drain import DrainDotWait
     from .dot_wgmma import LowerDotToWgmma
     from .layouts import InferLayouts
@@ -63,5 +64,9 @@ def default_pipeline(target: str) -> PassManager:
     # nothing elsewhere); drain-dot-wait moves the wgmma drain after such a loop (and after a
     # hand-written TLX loop of that shape) into its last iteration; the second canonicalize drops
     # the address arithmetic they leave dead.
-    return PassManager([Canonicalize(), LowerDotToWgmma(), PipelineLoads(), DrainDotWait(), Canonicalize(),
+    # fold-dot-add gives `acc += tl.dot(a, b)` its accumulator; hoist-operand-stores and
+    # share-operand-buffers copy a loop-invariant operand to shared memory once and let dot
+    # operand buffers of disjoint lifetimes share bytes (passes/dot_operands.py).
+    return PassManager([Canonicalize(), FoldDotAdd(), LowerDotToWgmma(), PipelineLoads(), DrainDotWait(),
+                        HoistOperandStores(), ShareOperandBuffers(), Canonicalize(),
                         InferLayouts(), CheckBarriers(), SharedLayouts(), AllocateShared()])
