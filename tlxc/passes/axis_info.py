@@ -10,6 +10,13 @@ For every value and every dimension it computes
 Loads and stores use them to pick vector widths (16-byte accesses need a
 16-byte-aligned, contiguous run under a mask that is constant over the run).
 Loop-carried values meet their initial and yielded facts (a bounded fixpoint).
+
+A hint (``tl.multiple_of`` / ``tl.max_contiguous``) describes its operand as well as its
+result, as in Triton, where the hint is an attribute of the hinted value's defining op (of
+the loop for a loop-carried value): ``tl.multiple_of(a_ptrs, [16, 16])`` written as a
+statement inside a K loop (Triton's grouped GEMM tutorial) makes every use of the loop's
+``a_ptrs`` 16-byte aligned.  Kernel arguments are the exception, in Triton too (their
+facts come from the launch's specialization).
 """
 from __future__ import annotations
 
@@ -64,6 +71,10 @@ class AxisAnalysis:
 
     def __init__(self, kernel: Operation):
         self.facts: dict[int, AxisInfo] = {}
+        self.hints: dict[int, list[Operation]] = {}        # hinted value -> its tl.hint ops
+        for op in kernel.walk():
+            if op.name == "tl.hint":
+                self.hints.setdefault(id(op.operands[0]), []).append(op)
         body = kernel.regions[0].block
         divs = kernel.attrs.get("arg_divisibility", ())
         for i, arg in enumerate(body.args):
@@ -103,7 +114,13 @@ class AxisAnalysis:
         rule = _RULES.get(op.name)
         for r in op.results:
             rank = len(_shape(r.type))
-            self.facts[id(r)] = rule(self, op, r) if rule else AxisInfo.unknown(rank)
+            self.facts[id(r)] = self.hinted(r, rule(self, op, r) if rule else AxisInfo.unknown(rank))
+
+    def hinted(self, value: Value, fact: AxisInfo) -> AxisInfo:
+        """``fact`` with the hints applied to ``value`` itself (module docstring)."""
+        for hint in self.hints.get(id(value), ()):
+            fact = _apply_hint(hint, fact)
+        return fact
 
     def visit_loop(self, op, block, inits, first_arg: int) -> None:
         iv = block.args[0]
@@ -113,7 +130,7 @@ class AxisAnalysis:
         current = [self.info(v) for v in inits]
         for _ in range(3):
             for arg, fact in zip(carried, current):
-                self.facts[id(arg)] = fact
+                self.facts[id(arg)] = self.hinted(arg, fact)
             self.visit_block(block)
             yielded = [self.info(v) for v in block.terminator.operands]
             new = [c.meet(y) for c, y in zip(current, yielded)]
@@ -123,7 +140,7 @@ class AxisAnalysis:
         else:
             current = [AxisInfo.unknown(len(_shape(a.type))) for a in carried]
             for arg, fact in zip(carried, current):
-                self.facts[id(arg)] = fact
+                self.facts[id(arg)] = self.hinted(arg, fact)
             self.visit_block(block)
         for r, fact in zip(op.results, current):
             self.facts[id(r)] = fact
@@ -192,7 +209,10 @@ def _same(a, op, r):
 
 @rule("tl.hint")
 def _hint(a, op, r):
-    src = a.info(op.operands[0])
+    return _apply_hint(op, a.info(op.operands[0]))
+
+
+def _apply_hint(op, src: AxisInfo) -> AxisInfo:
     cont, div = src.contiguity, src.divisibility
     if "max_contiguous" in op.attrs:
         cont = tuple(op.attrs["max_contiguous"])

@@ -1,7 +1,9 @@
 """canonicalize: fold what the frontend left foldable and drop dead ops.
 
 Pure ops whose results nobody uses are removed (loads included: a load
-without a use has no observable effect in this memory model).
+without a use has no observable effect in this memory model), except ``tl.hint``:
+a hint describes the hinted value too (``axis_info.py``), so Triton's
+``tl.multiple_of(a_ptrs, [16, 16])`` written as a statement keeps its meaning.
 """
 from __future__ import annotations
 
@@ -38,7 +40,9 @@ def _remove_dead(region: Region, used: set[int]) -> bool:
     for op in region.ops:
         for inner in op.regions:
             changed |= _remove_dead(inner, used)
-        dead = op.results and not has_side_effects(op) and not any(id(r) in used for r in op.results)
+        # a hint stays: it describes its operand too (axis_info.py), as a statement in Triton code
+        dead = (op.results and op.name != "tl.hint" and not has_side_effects(op)
+                and not any(id(r) in used for r in op.results))
         if dead:
             changed = True
         else:

@@ -291,13 +291,24 @@ class _Plan:
         start = arg if in_body else self.loop.inits[self.args.index(arg)]
         inc = self.increment(arg)
         if inc is None or ahead == 0:
-            return start
+            return self._hinted_like(em, arg, start)
         if not in_body:
             inc = self._shifted(em, inc, 0, {}, memo, False)
         scaled = em.mul(inc, em.const(ahead, inc.type))
         if isinstance(_element(arg.type), PointerType):
-            return em.emit("tl.addptr", [start, scaled], arg.type, {}, None, arg.name_hint)
-        return em.emit("arith.add", [start, scaled], arg.type, {}, None, arg.name_hint)
+            return self._hinted_like(em, arg, em.emit("tl.addptr", [start, scaled], arg.type, {}, None, arg.name_hint))
+        return self._hinted_like(em, arg, em.emit("arith.add", [start, scaled], arg.type, {}, None, arg.name_hint))
+
+    def _hinted_like(self, em: _Emitter, arg: Value, value: Value) -> Value:
+        """``value`` (carried ``arg`` some iterations on) under the hints the body gives ``arg``
+        (``tl.multiple_of(a_ptrs, [16, 16])`` as a statement: axis_info.py), which promise
+        them for every iteration's value: the prologue's copies vectorize as the body's."""
+        if value is arg:
+            return value
+        for op in self.body.ops:
+            if op.name == "tl.hint" and op.operands[0] is arg:
+                value = em.emit("tl.hint", [value], value.type, dict(op.attrs), op.loc, arg.name_hint)
+        return value
 
     def _rewrite_body(self, stages: int, rings: dict) -> None:
         lb, _, step = self.loop.operands[:3]

@@ -116,7 +116,9 @@ class KernelFunction:
         """The kernels GPU launches compiled so far, oldest first: each has ``.asm`` and
         ``.metadata`` (loaded from the disk cache: ``asm`` holds only ``cuda`` and ``cubin``).
         A launch also returns its compiled kernel: ``k = kernel[grid](...)``."""
-        unique = {id(plan): plan for plan in self.cache.values()}   # several keys may share a plan
+        from .launch import LaunchPlan
+        unique = {id(plan): plan for plan in self.cache.values()   # several keys may share a plan
+                  if isinstance(plan, LaunchPlan)}                  # (warmup handles live there too)
         return [plan.compiled for plan in unique.values()]
 
     def __repr__(self) -> str:
