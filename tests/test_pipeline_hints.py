@@ -39,7 +39,10 @@ def _ir(cache="", evict="", volatile=False) -> str:
 @pytest.mark.parametrize("hints", [{"volatile": True}, {"cache": ".cv"}])
 def test_volatile_and_uncached_loads_are_not_pipelined(hints):
     text = _ir(**hints)
-    assert "tl.load" in text and "tlx.async_load" not in text
+    loads = [line for line in text.splitlines() if "= tl.load" in line]
+    # A stays a synchronous load (B alone may get a ring from pipeline-operand-loads)
+    assert len(loads) == 1 and ("volatile = true" in loads[0].lower() or '".cv"' in loads[0]), loads
+    assert all("64x32xf16" not in line for line in text.splitlines() if "tlx.async_load" in line)
 
 
 def test_eviction_policy_and_ca_move_to_the_cp_async():

@@ -38,6 +38,7 @@ from __future__ import annotations
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Operation, Value
 from ..ir.types import MemDescType, TensorType
+from .canonicalize import Canonicalize
 from .dot_wgmma import WGMMA_ARCHS, replace_uses
 from .manager import Pass
 
@@ -202,6 +203,17 @@ def _defined_inside(value: Value, loop: Operation) -> bool:
 
 # -- sharing -------------------------------------------------------------------------------------
 
+class DedupeOperandStores(Pass):
+    name = "dedupe-operand-stores"
+
+    def run(self, module: Module, options) -> Module:
+        if options.arch not in WGMMA_ARCHS:
+            return module
+        for kernel in module.kernels:
+            _dedupe(kernel)
+        return Canonicalize().run(module, options)       # the tl.trans a dropped store read is dead
+
+
 class ShareOperandBuffers(Pass):
     name = "share-operand-buffers"
 
@@ -209,7 +221,6 @@ class ShareOperandBuffers(Pass):
         if options.arch not in WGMMA_ARCHS:
             return module
         for kernel in module.kernels:
-            _dedupe(kernel)
             _reuse(kernel)
         return module
 
@@ -279,7 +290,7 @@ def _reuse(kernel: Operation) -> None:
         if alloc.name != "tlx.local_alloc" or "dot_operand" not in alloc.attrs or alloc.operands:
             continue
         t = alloc.result.type
-        if t.num != 1 or t.storage != "smem" or t.layout is not None or len(t.shape) != 2:
+        if t.storage != "smem" or t.layout is not None or len(t.shape) != 2:
             continue
         span = _live_span(alloc, uses, top)
         if span is None:
@@ -308,7 +319,7 @@ def _reuse(kernel: Operation) -> None:
 def _live_span(alloc: Operation, uses: dict, top: dict):
     """First and last top-level op index using ``alloc`` (through views, stores and waited
     wgmmas), or None when it has a use of another kind."""
-    lo, hi = None, None
+    lo, hi, ring = None, None, False
     work = [alloc.result]
     while work:
         value = work.pop()
@@ -317,6 +328,8 @@ def _live_span(alloc: Operation, uses: dict, top: dict):
                 work.append(user.result)
             elif user.name == "tlx.local_store" and user.operands[0] is value:
                 pass
+            elif user.name == "tlx.async_load" and user.operands[1] is value and _then_drained(user, top):
+                ring = True           # copies land until the async_wait_group {pendings = 0} after the loop
             elif user.name == "tlx.async_dot" and value in user.operands[:2] and _waited_at_once(user, uses):
                 pass
             else:
@@ -324,7 +337,27 @@ def _live_span(alloc: Operation, uses: dict, top: dict):
             i = _top_index(user, top)
             lo = i if lo is None else min(lo, i)
             hi = i if hi is None else max(hi, i)
-    return None if lo is None else (lo, hi)
+    return None if lo is None else (lo, hi + 1 if ring else hi)
+
+
+def _then_drained(copy: Operation, top: dict) -> bool:
+    """Whether the cp.async ``copy`` (of a ring of ``pipeline-loads`` / ``pipeline-operand-loads``)
+    is retired by an ``async_wait_group {pendings = 0}`` right after its top-level op, or is
+    itself before the loop whose drain that is."""
+    entry = copy
+    while entry.parent_op() is not None and entry.parent_op().name != "tl.kernel":
+        entry = entry.parent_op()
+    block = entry.parent
+    at = block.ops.index(entry)
+    for op in block.ops[at:]:
+        if op.name == "scf.for":
+            nxt = block.ops[block.ops.index(op) + 1] if block.ops.index(op) + 1 < len(block.ops) else None
+            return getattr(nxt, "name", None) == "tlx.async_wait_group" and nxt.attrs.get("pendings") == 0
+        if op is not entry and op.name not in ("tlx.async_load", "tlx.async_commit_group", "tlx.local_view",
+                                               "tlx.local_trans", "tlx.local_store") \
+                and not op.name.startswith(("arith.", "tl.")):
+            return False
+    return False
 
 
 def _uses(kernel: Operation) -> dict[int, list]:
@@ -337,4 +370,4 @@ def _uses(kernel: Operation) -> dict[int, list]:
     return out
 
 
-__all__ = ["FoldDotAdd", "HoistOperandStores", "ShareOperandBuffers"]
+__all__ = ["DedupeOperandStores", "FoldDotAdd", "HoistOperandStores", "ShareOperandBuffers"]

@@ -53,20 +53,24 @@ class PassManager:
 def default_pipeline(target: str) -> PassManager:
     from .canonicalize import Canonicalize
     from .check_barriers import CheckBarriers
-    from .dot_operands import FoldDotAdd, HoistOperandStores, ShareOperandBuffers
+    from .dot_operands import DedupeOperandStores, FoldDotAdd, HoistOperandStores, ShareOperandBuffers
     from .dot_wait_drain import DrainDotWait
     from .dot_wgmma import LowerDotToWgmma
     from .layouts import InferLayouts
     from .pipeline import PipelineLoads
+    from .pipeline_operands import PipelineOperandLoads
     from .shared_layouts import SharedLayouts
     from .shared_memory import AllocateShared
     # lower-dot-to-wgmma and pipeline-loads rewrite tl.dot into TLX ops on sm_90a (each does
     # nothing elsewhere); drain-dot-wait moves the wgmma drain after such a loop (and after a
     # hand-written TLX loop of that shape) into its last iteration; the second canonicalize drops
     # the address arithmetic they leave dead.
-    # fold-dot-add gives `acc += tl.dot(a, b)` its accumulator; hoist-operand-stores and
-    # share-operand-buffers copy a loop-invariant operand to shared memory once and let dot
-    # operand buffers of disjoint lifetimes share bytes (passes/dot_operands.py).
+    # fold-dot-add gives `acc += tl.dot(a, b)` its accumulator; hoist-operand-stores copies a
+    # loop-invariant operand to shared memory once, dedupe-operand-stores stores equal bytes once,
+    # pipeline-operand-loads rings the loaded operands of loops pipeline-loads leaves alone
+    # (attention), share-operand-buffers lets operand buffers of disjoint lifetimes share bytes
+    # (passes/dot_operands.py, passes/pipeline_operands.py).
     return PassManager([Canonicalize(), FoldDotAdd(), LowerDotToWgmma(), PipelineLoads(), DrainDotWait(),
-                        HoistOperandStores(), ShareOperandBuffers(), Canonicalize(),
+                        HoistOperandStores(), DedupeOperandStores(), PipelineOperandLoads(),
+                        ShareOperandBuffers(), Canonicalize(),
                         InferLayouts(), CheckBarriers(), SharedLayouts(), AllocateShared()])
