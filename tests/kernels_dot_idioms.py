@@ -53,3 +53,30 @@ def row_softmax(out_ptr, in_ptr, in_stride, out_stride, n_rows, n_cols, BLOCK: t
         x = tl.load(in_ptr + row * in_stride + cols, mask=cols < n_cols, other=-float("inf"))
         e = tl.exp(x - tl.max(x, axis=0))
         tl.store(out_ptr + row * out_stride + cols, e / tl.sum(e, axis=0), mask=cols < n_cols)
+
+
+@tlxc.kernel
+def tiles_in_while(a_ptr, b_ptr, c_ptr, M, N, K, tiles_n, n_tiles, BM: tl.constexpr, BN: tl.constexpr,
+                   BK: tl.constexpr):
+    """Tutorial 08's loop nest in our words: each program takes tiles ``pid, pid + programs,
+    ...`` in a ``while`` loop and runs a K loop for each (rows/columns past M / N wrap; the K
+    tail is masked; K may be 0)."""
+    tile = tl.program_id(0)
+    while tile < n_tiles:
+        rows = (tile // tiles_n * BM + tl.arange(0, BM)) % M
+        cols = (tile % tiles_n * BN + tl.arange(0, BN)) % N
+        ks = tl.arange(0, BK)
+        a_ptrs = a_ptr + rows[:, None] * K + ks[None, :]
+        b_ptrs = b_ptr + ks[:, None] * N + cols[None, :]
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BK)):
+            a = tl.load(a_ptrs, mask=ks[None, :] < K - k * BK, other=0.0)
+            b = tl.load(b_ptrs, mask=ks[:, None] < K - k * BK, other=0.0)
+            acc += tl.dot(a, b)
+            a_ptrs += BK
+            b_ptrs += BK * N
+        out_rows = tile // tiles_n * BM + tl.arange(0, BM)
+        out_cols = tile % tiles_n * BN + tl.arange(0, BN)
+        mask = (out_rows[:, None] < M) & (out_cols[None, :] < N)
+        tl.store(c_ptr + out_rows[:, None] * N + out_cols[None, :], acc, mask=mask)
+        tile += tl.num_programs(0)

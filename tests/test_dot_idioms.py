@@ -21,7 +21,7 @@ from tlxc.passes.axis_info import AxisAnalysis
 from tlxc.passes.canonicalize import Canonicalize
 from tlxc.passes.dot_operands import FoldDotAdd
 from tlxc.passes.dot_wgmma import LowerDotToWgmma
-from tlxc.passes.manager import PassManager
+from tlxc.passes.manager import PassManager, default_pipeline
 from tlxc.passes.pipeline import PipelineLoads
 
 TABLE_SIG = "addr_table=*i64,dims=*i32,c_ptr=*fp16,M=i32,N=i32,K=i32:16,stride_cm=i32"
@@ -151,3 +151,57 @@ def test_warm_handle_launch_computes_softmax(rows, cols, programs):
     assert ((y.double() - ref).abs().max()).item() < 1e-6
     with pytest.raises(LaunchError, match="BLOCK"):
         handle[(1, 1, 1)](y, x, x.stride(0), y.stride(0), rows, cols, block * 2, 4)
+
+
+# -- a K loop inside a while (tutorial 08): drain-dot-wait drains it in its last iteration --------
+WHILE_SIG = "a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp32,M=i32,N=i32:16,K=i32:16,tiles_n=i32,n_tiles=i32"
+
+
+def test_k_loop_in_a_while_drains_in_its_last_iteration():
+    text = K.tiles_in_while.compile(WHILE_SIG, dict(BM=128, BN=128, BK=64), num_warps=4,
+                                    stages=("ir.opt",)).asm["ir.opt"]
+    assert "dot_drain = 0" in text and "{pendings = 1}" in text
+    assert not [line for line in text.splitlines() if "tlx.async_dot_wait" in line and "{pendings = 0}" in line]
+
+
+def test_k_loop_in_a_while_is_not_serialized():
+    compiled = K.tiles_in_while.compile(WHILE_SIG, dict(BM=128, BN=128, BK=64), num_warps=4,
+                                        stages=("cuda", "cubin"))
+    assert compiled.metadata["wgmma_serialized"] is None, compiled.metadata["ptxas_log"]
+    assert compiled.metadata["perf_notes"] == [], compiled.metadata["ptxas_log"]
+    assert compiled.metadata["spills_bytes"] == 0
+
+
+@pytest.mark.parametrize("m,n,k,programs", [(70, 40, 50, 2), (64, 96, 0, 3), (130, 33, 16, 1), (9, 64, 77, 5)])
+def test_k_loop_in_a_while_interpreter_same_before_and_after(m, n, k, programs):
+    g = torch.Generator().manual_seed(m * n + k)
+    a = torch.randn(m, max(k, 1), generator=g).half()[:, :k].contiguous()
+    b = torch.randn(max(k, 1), n, generator=g).half()[:k].contiguous()
+    bm, bn, bk = 64, 32, 16
+    tiles_n = (n + bn - 1) // bn
+    n_tiles = (m + bm - 1) // bm * tiles_n
+    outs = []
+    for rewrite in (False, True):
+        c = torch.full((m, n), float("nan"))
+        runner, grid3, memory, values = prepare_launch(K.tiles_in_while, (programs,),
+                                                       (a, b, c, m, n, k, tiles_n, n_tiles),
+                                                       dict(BM=bm, BN=bn, BK=bk), num_warps=4)
+        if rewrite:
+            module = default_pipeline("sm_90a").run(copy.deepcopy(runner.module),
+                                                    Options(num_warps=4, arch="sm_90a", extra={}))
+            assert "dot_drain = 0" in str(module)
+            runner = KernelRunner(module)
+        for pid in _program_ids(grid3, (1, 1, 1)):
+            runner.run_program(pid, grid3, memory, values, None, None)
+        outs.append(c)
+    assert not torch.isnan(outs[1]).any()
+    ref = a.double() @ b.double()
+    torch.testing.assert_close(outs[1].double(), ref, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-5)
+
+
+def test_checker_is_clean_on_the_drained_while_k_loop():
+    from tlxc.check import ERROR, check_function
+    from tlxc.frontend.specialize import parse_signature, specialization_from_types
+    spec = specialization_from_types(K.tiles_in_while, parse_signature(WHILE_SIG), dict(BM=64, BN=64, BK=16))
+    assert [f.render() for f in check_function(K.tiles_in_while, spec, num_warps=4) if f.severity == ERROR] == []

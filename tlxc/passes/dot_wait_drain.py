@@ -40,10 +40,11 @@ loop; so the rule applies only when ``%init`` cannot be a pending accumulator (i
 is not an async_dot result, an async_dot_wait with pendings > 0, a loop or if
 result or a block argument) and no wgmma group of the task can be in flight when
 the loop starts (``_nothing_in_flight``: the last wgmma op before the loop, looking
-back through the enclosing ifs, tasks and for loops up to the kernel, is a plain
-``async_dot_wait`` with pendings 0, or there is none; for an enclosing for loop the
-end of its body counts too, as the previous iteration's; inside a while loop or any
-other region the loop is left alone).  Otherwise, and for any other shape, the
+back through the enclosing ifs, tasks, for and while loops up to the kernel, is a plain
+``async_dot_wait`` with pendings 0, or there is none; for an enclosing for or while loop
+the end of its body counts too, as the previous iteration's; a while's condition region
+must hold no wgmma op and the loop must be in its body; inside any other region the loop
+is left alone).  Otherwise, and for any other shape, the
 loop is left alone.
 """
 from __future__ import annotations
@@ -133,8 +134,16 @@ def _state(op: Operation) -> str | None:
 
 
 def _nothing_in_flight(loop: Operation) -> bool:
-    """Whether no wgmma group of the task can be in flight when ``loop`` starts (conservative)."""
+    """Whether no wgmma group of the task can be in flight when ``loop`` starts (conservative).
+
+    A ``while`` around the loop (Triton's grouped GEMM tutorial: ``while tile in this
+    problem: K loop; store``) is entered from before it or from the end of its body: the loop
+    must be in the body (the ``after`` region), the condition region must hold no wgmma op,
+    and the body's end must leave nothing in flight.  Such a while then ends with nothing in
+    flight whenever it starts so (run zero times, or its body ended drained), which lets an
+    enclosing for loop whose body ends with it count as drained too (``drained_nodes``)."""
     node = loop
+    drained_nodes = {id(loop)}
     while True:
         block = node.parent
         at = block.ops.index(node)
@@ -149,8 +158,14 @@ def _nothing_in_flight(loop: Operation) -> bool:
             if owner is None or owner.name == "tl.kernel":
                 return True            # a kernel starts with none
             if owner.name == "scf.for":
-                if not _body_end_drains(block, node, loop):
+                if not _body_end_drains(block, node, drained_nodes):
                     return False
+            elif owner.name == "scf.while":
+                before, after = (r.block for r in owner.regions)
+                if block is not after or any(_has_wgmma(op) for op in before.ops) or \
+                        not _body_end_drains(block, node, drained_nodes):
+                    return False
+                drained_nodes.add(id(owner))
             elif owner.name not in ("scf.if", "tlx.async_tasks"):
                 return False           # (a task of async_tasks: what its warps had in flight before)
             node = owner
@@ -158,15 +173,16 @@ def _nothing_in_flight(loop: Operation) -> bool:
         return True
 
 
-def _body_end_drains(block, node: Operation, loop: Operation) -> bool:
+def _body_end_drains(block, node: Operation, drained_nodes: set[int]) -> bool:
     """For ``node`` inside a loop body: the previous iteration leaves nothing in flight
     (the body's last wgmma op after ``node`` is a wait for all, or it is ``node``
-    itself and ``node`` is the loop being rewritten)."""
+    itself and ``node`` is the loop being rewritten or a while around it that ends drained:
+    ``drained_nodes``)."""
     for op in reversed(block.ops[block.ops.index(node) + 1:]):
         state = _state(op)
         if state is not None:
             return state == "none"
-    return node is loop
+    return id(node) in drained_nodes
 
 
 __all__ = ["DrainDotWait"]
