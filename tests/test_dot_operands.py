@@ -1,4 +1,5 @@
-"""passes/dot_operands.py: fold-dot-add, hoist-operand-stores and share-operand-buffers, on
+"""passes/dot_operands.py (fold-dot-add, hoist-operand-stores, dedupe-operand-stores,
+share-operand-buffers), pipeline_operands.py and dot_register_a.py, on
 the attention-backward pattern of tests/kernels_dot_operands.py: the rewritten IR, the
 interpreter before and after the rewrites, and ptxas's report of the generated code."""
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tlxc.interpreter.executor import KernelRunner
 from tlxc.interpreter.launch import _program_ids, prepare_launch
 from tlxc.passes.canonicalize import Canonicalize
 from tlxc.passes.dot_operands import DedupeOperandStores, FoldDotAdd, HoistOperandStores, ShareOperandBuffers
+from tlxc.passes.dot_register_a import RegisterAOperand
 from tlxc.passes.dot_wait_drain import DrainDotWait
 from tlxc.passes.dot_wgmma import LowerDotToWgmma
 from tlxc.passes.manager import PassManager
@@ -28,8 +30,8 @@ KV_META = {"BN": 128, "BM1": 16, "BM2": 32, "D": 64}
 
 def _rewritten(module, num_warps, num_stages=None):
     passes = [Canonicalize(), FoldDotAdd(), LowerDotToWgmma(), PipelineLoads(), DrainDotWait(),
-              HoistOperandStores(), DedupeOperandStores(), PipelineOperandLoads(), ShareOperandBuffers(),
-              Canonicalize()]
+              HoistOperandStores(), DedupeOperandStores(), PipelineOperandLoads(), RegisterAOperand(),
+              ShareOperandBuffers(), Canonicalize()]
     return PassManager(passes).run(copy.deepcopy(module), Options(num_warps=num_warps, arch="sm_90a",
                                                                   extra={"num_stages": num_stages}))
 
@@ -62,9 +64,13 @@ def test_kv_grad_ir_after_the_rewrites():
     loops = _loops(text)
     assert len(loops) == 2
     for body in loops:
-        # only p and ds are stored by the threads: k and v were hoisted, qT and g arrive by
-        # cp.async (one copy each per iteration), g^T and tl.trans(qT) read the buffers of g and qT
-        assert body.count("tlx.local_store") == 2, body
+        # nothing is stored by the threads: k and v were hoisted, qT and g arrive by cp.async
+        # (one copy each per iteration), g^T and tl.trans(qT) read the buffers of g and qT, and
+        # p and ds are wgmma A operands in registers (register-a-operand)
+        assert body.count("tlx.local_store") == 0, body
+        assert len(re.findall(r"tlx\.async_dot %\w+, %\w+, %\w+ \{[^}]*\} : tensor<128x64xf32", body)) == 2
+        for a in re.findall(r"tlx\.async_dot (%\w+), %\w+, %\w+ \{[^}]*\} : tensor<128x64xf32", body):
+            assert re.search(rf"{a} = arith\.cast .*: tensor<128x\d+xf16", body), (a, body)   # registers
         assert body.count("tlx.async_load") == 2 and "tl.load" not in body
         assert "tlx.async_wait_group {pendings = 1}" in body            # 3 stages: one tile ahead in flight
         assert body.count("tlx.async_dot ") == 4

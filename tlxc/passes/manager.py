@@ -54,6 +54,7 @@ def default_pipeline(target: str) -> PassManager:
     from .canonicalize import Canonicalize
     from .check_barriers import CheckBarriers
     from .dot_operands import DedupeOperandStores, FoldDotAdd, HoistOperandStores, ShareOperandBuffers
+    from .dot_register_a import RegisterAOperand
     from .dot_wait_drain import DrainDotWait
     from .dot_wgmma import LowerDotToWgmma
     from .layouts import InferLayouts
@@ -72,5 +73,5 @@ def default_pipeline(target: str) -> PassManager:
     # (passes/dot_operands.py, passes/pipeline_operands.py).
     return PassManager([Canonicalize(), FoldDotAdd(), LowerDotToWgmma(), PipelineLoads(), DrainDotWait(),
                         HoistOperandStores(), DedupeOperandStores(), PipelineOperandLoads(),
-                        ShareOperandBuffers(), Canonicalize(),
+                        RegisterAOperand(), ShareOperandBuffers(), Canonicalize(),
                         InferLayouts(), CheckBarriers(), SharedLayouts(), AllocateShared()])
