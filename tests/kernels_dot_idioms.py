@@ -80,3 +80,28 @@ def tiles_in_while(a_ptr, b_ptr, c_ptr, M, N, K, tiles_n, n_tiles, BM: tl.conste
         mask = (out_rows[:, None] < M) & (out_cols[None, :] < N)
         tl.store(c_ptr + out_rows[:, None] * N + out_cols[None, :], acc, mask=mask)
         tile += tl.num_programs(0)
+
+
+@tlxc.kernel
+def running_rows(x_ptr, n_rows, n_cols, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    """Each row becomes itself plus the row before it, in place and in order: an iteration
+    reads what the previous one wrote through the same argument (prefetching would read the
+    old row)."""
+    cols = tl.arange(0, BLOCK)
+    for row in tl.range(1, n_rows, num_stages=STAGES):
+        prev = tl.load(x_ptr + (row - 1) * n_cols + cols, mask=cols < n_cols, other=0.0)
+        cur = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+        tl.store(x_ptr + row * n_cols + cols, cur + prev, mask=cols < n_cols)
+
+
+@tlxc.kernel
+def strided_sum(out_ptr, in_ptr, n, step_elems, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    """out[:BLOCK] = sum of the blocks in[i * step_elems : ...] for i < n, an unmasked load
+    through a pointer the loop advances (a carried value with an invariant increment)."""
+    offs = tl.arange(0, BLOCK)
+    ptrs = in_ptr + offs
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in tl.range(0, n, num_stages=STAGES):
+        acc += tl.load(ptrs)
+        ptrs += step_elems
+    tl.store(out_ptr + offs, acc)

@@ -149,7 +149,7 @@ def test_loop_unroll_factor_is_a_pragma(unroll):
                                     arch="sm_90a", stages=("ir", "cuda", "cubin"))
     assert f"unroll = {unroll}" in compiled.asm["ir"] and "num_stages = 3" in compiled.asm["ir"]
     cuda = compiled.asm["cuda"]
-    loop = cuda.index("for (int t = ")
+    loop = cuda.index("for (int t")          # t, or t_N when the prefetch's temporaries took "t"
     assert cuda[:loop].rstrip().endswith(f"#pragma unroll {unroll}")
 
 

@@ -40,6 +40,10 @@ the loop's carried value and nothing else in the body reads it.
 ``num_stages`` is the loop's ``tl.range(num_stages=)`` or the compile's
 ``num_stages`` option (Triton's default 3); below 2 nothing is pipelined, and it
 is lowered (down to 2) until the rings fit the shared memory.
+
+Part two (``pipeline_prefetch.py``, every sm_* target): the plain loads of a loop given
+``tl.range(num_stages=S)`` that no ring took (Triton's fused softmax: one row per
+iteration) are loaded ``S - 1`` iterations ahead into registers.
 """
 from __future__ import annotations
 
@@ -64,14 +68,14 @@ class PipelineLoads(Pass):
     name = "pipeline-loads"
 
     def run(self, module: Module, options) -> Module:
-        if options.arch not in WGMMA_ARCHS:
-            return module
+        from .pipeline_prefetch import prefetch_loops
         default = options.extra.get("num_stages")
         default = DEFAULT_STAGES if default is None else default
         for kernel in module.kernels:
+            rewritten: set[int] = set()
             for loop in [op for op in kernel.walk() if op.name == "scf.for"]:
                 stages = loop.attrs.get("num_stages", default)
-                if stages < 2:
+                if options.arch not in WGMMA_ARCHS or stages < 2:
                     continue
                 try:
                     plan = _Plan(kernel, loop)
@@ -80,6 +84,9 @@ class PipelineLoads(Pass):
                 stages = _fitting_stages(kernel, plan, stages)
                 if stages >= 2:
                     plan.rewrite(stages)
+                    rewritten.add(id(loop))
+            if options.arch.startswith("sm_"):
+                prefetch_loops(kernel, options.num_warps, rewritten)     # pipeline_prefetch.py
         return module
 
 
