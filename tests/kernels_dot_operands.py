@@ -55,3 +55,20 @@ def add_after_dot(a_ptr, b_ptr, c_ptr, x_ptr, out_ptr, N: tl.constexpr, BAD: tl.
     else:
         y = tl.dot(c, b) + (x + d)
     tl.store(out_ptr + i[:, None] * N + i[None, :], y)
+
+
+@tlxc.kernel
+def row_bias_loop(k_ptr, q_ptr, m_ptr, r_ptr, out_ptr, n_rows, BN: tl.constexpr, BM: tl.constexpr,
+                  D: tl.constexpr):
+    """out = sum over column blocks of exp2(k @ q^T - m[cols] + r[rows]): r is loaded once before
+    the loop, m once per iteration; both are read in the MMA accumulator's row/column layout."""
+    rows = tl.arange(0, BN)
+    cols = tl.arange(0, D)
+    k = tl.load(k_ptr + rows[:, None] * D + cols[None, :])
+    r = tl.load(r_ptr + rows)
+    acc = tl.zeros((BN, BM), dtype=tl.float32)
+    for start in range(0, n_rows, BM):
+        qT = tl.load(q_ptr + (start + tl.arange(0, BM))[None, :] * D + cols[:, None])
+        m = tl.load(m_ptr + start + tl.arange(0, BM))
+        acc += tl.math.exp2(tl.dot(k, qT) - m[None, :] + r[:, None])
+    tl.store(out_ptr + rows[:, None] * BM + tl.arange(0, BM)[None, :], acc)

@@ -172,3 +172,49 @@ def test_partial_ring_keeps_every_mma_waited_in_its_iteration():
         outs.append((c, s))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
     torch.testing.assert_close(outs[1][0], a.float() @ b.float(), rtol=1e-3, atol=1e-3)
+
+
+def _full_pipeline_interpret(kfn, grid, args, meta, num_warps=4):
+    """The whole default pipeline (layouts included) on the interpreter."""
+    from tlxc.passes.manager import default_pipeline
+    runner, grid3, memory, values = prepare_launch(kfn, grid, args, meta, num_warps=num_warps)
+    module = default_pipeline("sm_90a").run(copy.deepcopy(runner.module),
+                                           Options(num_warps=num_warps, arch="sm_90a", extra={}))
+    runner = KernelRunner(module)
+    for pid in _program_ids(grid3, (1, 1, 1)):
+        runner.run_program(pid, grid3, memory, values, None, None)
+    return module
+
+
+def test_row_vectors_reach_the_loop_without_conversions():
+    """hoist-conversions moves the conversion of r (loaded before the loop) out of the loop;
+    load-in-use-layout loads m (loaded every iteration) directly in the accumulator's column
+    layout: the loop body converts nothing and its CUDA has one CTA barrier, the cp.async one."""
+    sig = "k_ptr=*fp16,q_ptr=*fp16,m_ptr=*fp32,r_ptr=*fp32,out_ptr=*fp32,n_rows=i32"
+    meta = {"BN": 128, "BM": 32, "D": 64}
+    compiled = K.row_bias_loop.compile(sig, meta, num_warps=4, stages=("ir.opt", "cuda"))
+    loops = _loops(compiled.asm["ir.opt"])
+    assert len(loops) == 1 and "tl.convert_layout" not in loops[0]
+    assert "tl.convert_layout" not in compiled.asm["ir.opt"]          # r is loaded in its use layout too
+    cuda = compiled.asm["cuda"]
+    body = cuda[cuda.index("for (int start"):]
+    body = body[:body.index("\n  }\n")]
+    assert body.count("__syncthreads()") == 1, body
+    n = 96
+    gen = torch.Generator().manual_seed(7)
+    k = (torch.randn(128, 64, generator=gen) * 0.2).half()
+    q = (torch.randn(n, 64, generator=gen) * 0.2).half()
+    m, r = torch.randn(n, generator=gen), torch.randn(128, generator=gen)
+    outs = []
+    for full in (False, True):
+        out = torch.full((128, 32), float("nan"))
+        args = (k, q, m, r, out, n)
+        if full:
+            _full_pipeline_interpret(K.row_bias_loop, (1,), args, meta)
+        else:
+            _interpret(K.row_bias_loop, (1,), args, meta, False)
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1])
+    s = k.double() @ q.double().T
+    ref = sum(torch.exp2(s[:, j:j + 32] - m.double()[j:j + 32][None, :] + r.double()[:, None]) for j in range(0, n, 32))
+    assert ((outs[1].double() - ref).norm() / ref.norm()).item() < 1e-3

@@ -57,7 +57,9 @@ def default_pipeline(target: str) -> PassManager:
     from .dot_register_a import RegisterAOperand
     from .dot_wait_drain import DrainDotWait
     from .dot_wgmma import LowerDotToWgmma
+    from .hoist_conversions import HoistConversions
     from .layouts import InferLayouts
+    from .load_in_layout import LoadInUseLayout
     from .pipeline import PipelineLoads
     from .pipeline_operands import PipelineOperandLoads
     from .shared_layouts import SharedLayouts
@@ -70,8 +72,10 @@ def default_pipeline(target: str) -> PassManager:
     # loop-invariant operand to shared memory once, dedupe-operand-stores stores equal bytes once,
     # pipeline-operand-loads rings the loaded operands of loops pipeline-loads leaves alone
     # (attention), share-operand-buffers lets operand buffers of disjoint lifetimes share bytes
-    # (passes/dot_operands.py, passes/pipeline_operands.py).
+    # (passes/dot_operands.py, passes/pipeline_operands.py); after infer-layouts,
+    # hoist-conversions and load-in-use-layout keep layout conversions out of loops.
     return PassManager([Canonicalize(), FoldDotAdd(), LowerDotToWgmma(), PipelineLoads(), DrainDotWait(),
                         HoistOperandStores(), DedupeOperandStores(), PipelineOperandLoads(),
                         RegisterAOperand(), ShareOperandBuffers(), Canonicalize(),
-                        InferLayouts(), CheckBarriers(), SharedLayouts(), AllocateShared()])
+                        InferLayouts(), HoistConversions(), LoadInUseLayout(), CheckBarriers(), SharedLayouts(),
+                        AllocateShared()])
