@@ -43,7 +43,7 @@ def _run_table(m, n, k, bm, bn, bk, hint, fold, rewrite, seed=0):
     grid = ((m + bm - 1) // bm, (n + bn - 1) // bn)
     runner, grid3, memory, values = prepare_launch(
         K.table_matmul, grid, (table, dims, c, m, n, k, c.stride(0)),
-        dict(BM=bm, BN=bn, BK=bk, HINT=hint, FOLD=fold), num_warps=4)
+        {"BM": bm, "BN": bn, "BK": bk, "HINT": hint, "FOLD": fold}, num_warps=4)
     if rewrite:
         passes = PassManager([Canonicalize(), FoldDotAdd(), LowerDotToWgmma(), PipelineLoads(), Canonicalize()])
         runner = KernelRunner(passes.run(copy.deepcopy(runner.module),
@@ -83,10 +83,10 @@ def test_interpreter_same_result_after_the_sm90_rewrite(m, n, k, hint, fold):
 # -- statement-form hints -----------------------------------------------------------------------
 @pytest.mark.parametrize("hint", [True, False])
 def test_statement_hint_describes_the_loop_carried_pointer(hint):
-    a, b, table, dims, keep = _table_inputs(64, 64, 64, 2)
+    _a, _b, table, dims, _keep = _table_inputs(64, 64, 64, 2)
     c = torch.empty(64, 64, dtype=torch.float16)
     module = _canonical(K.table_matmul, (table, dims, c, 64, 64, 64, 64),
-                        dict(BM=64, BN=64, BK=32, HINT=hint, FOLD=True))
+                        {"BM": 64, "BN": 64, "BK": 32, "HINT": hint, "FOLD": True})
     axis = AxisAnalysis(module.kernels[0])
     loads = [op for op in _ops(module, "tl.load") if getattr(op.result.type, "shape", None) == (64, 32)]
     (a_load,) = loads
@@ -97,7 +97,7 @@ def test_statement_hint_describes_the_loop_carried_pointer(hint):
 
 
 def _compile_table(hint):
-    return K.table_matmul.compile(TABLE_SIG, dict(BM=128, BN=128, BK=64, HINT=hint, FOLD=True),
+    return K.table_matmul.compile(TABLE_SIG, {"BM": 128, "BN": 128, "BK": 64, "HINT": hint, "FOLD": True},
                                   arch="sm_90a", num_warps=4)
 
 
@@ -158,14 +158,14 @@ WHILE_SIG = "a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp32,M=i32,N=i32:16,K=i32:16,tiles_n
 
 
 def test_k_loop_in_a_while_drains_in_its_last_iteration():
-    text = K.tiles_in_while.compile(WHILE_SIG, dict(BM=128, BN=128, BK=64), num_warps=4,
+    text = K.tiles_in_while.compile(WHILE_SIG, {"BM": 128, "BN": 128, "BK": 64}, num_warps=4,
                                     stages=("ir.opt",)).asm["ir.opt"]
     assert "dot_drain = 0" in text and "{pendings = 1}" in text
     assert not [line for line in text.splitlines() if "tlx.async_dot_wait" in line and "{pendings = 0}" in line]
 
 
 def test_k_loop_in_a_while_is_not_serialized():
-    compiled = K.tiles_in_while.compile(WHILE_SIG, dict(BM=128, BN=128, BK=64), num_warps=4,
+    compiled = K.tiles_in_while.compile(WHILE_SIG, {"BM": 128, "BN": 128, "BK": 64}, num_warps=4,
                                         stages=("cuda", "cubin"))
     assert compiled.metadata["wgmma_serialized"] is None, compiled.metadata["ptxas_log"]
     assert compiled.metadata["perf_notes"] == [], compiled.metadata["ptxas_log"]
@@ -185,7 +185,7 @@ def test_k_loop_in_a_while_interpreter_same_before_and_after(m, n, k, programs):
         c = torch.full((m, n), float("nan"))
         runner, grid3, memory, values = prepare_launch(K.tiles_in_while, (programs,),
                                                        (a, b, c, m, n, k, tiles_n, n_tiles),
-                                                       dict(BM=bm, BN=bn, BK=bk), num_warps=4)
+                                                       {"BM": bm, "BN": bn, "BK": bk}, num_warps=4)
         if rewrite:
             module = default_pipeline("sm_90a").run(copy.deepcopy(runner.module),
                                                     Options(num_warps=4, arch="sm_90a", extra={}))
@@ -203,5 +203,5 @@ def test_k_loop_in_a_while_interpreter_same_before_and_after(m, n, k, programs):
 def test_checker_is_clean_on_the_drained_while_k_loop():
     from tlxc.check import ERROR, check_function
     from tlxc.frontend.specialize import parse_signature, specialization_from_types
-    spec = specialization_from_types(K.tiles_in_while, parse_signature(WHILE_SIG), dict(BM=64, BN=64, BK=16))
+    spec = specialization_from_types(K.tiles_in_while, parse_signature(WHILE_SIG), {"BM": 64, "BN": 64, "BK": 16})
     assert [f.render() for f in check_function(K.tiles_in_while, spec, num_warps=4) if f.severity == ERROR] == []

@@ -55,7 +55,7 @@ def test_softmax_rows_same_result_on_the_rewritten_ir(rows, cols, programs, stag
     for rewrite in (False, True):
         y = torch.full_like(x, float("nan"))
         module = _run(K.row_softmax, (min(programs, rows),), (y, x, x.stride(0), y.stride(0), rows, cols),
-                      dict(BLOCK=block, STAGES=stages), rewrite=rewrite)
+                      {"BLOCK": block, "STAGES": stages}, rewrite=rewrite)
         outs.append(y)
     loop = _loop(module)
     assert len(loop.inits) == stages - 1                        # S - 1 rows carried ahead
@@ -73,7 +73,7 @@ def test_carried_pointer_unmasked_load_same_result(n, stages):
     outs = []
     for rewrite in (False, True):
         out = torch.full((block,), float("nan"))
-        module = _run(K.strided_sum, (1,), (out, x, n, step), dict(BLOCK=block, STAGES=stages), rewrite=rewrite)
+        module = _run(K.strided_sum, (1,), (out, x, n, step), {"BLOCK": block, "STAGES": stages}, rewrite=rewrite)
         outs.append(out)
     assert len(_loop(module).inits) == 2 + stages - 1           # acc, ptrs and the prefetched blocks
     ref = sum((x[i * step:i * step + block].double() for i in range(n)), torch.zeros(block, dtype=torch.float64))
@@ -83,12 +83,12 @@ def test_carried_pointer_unmasked_load_same_result(n, stages):
 
 def test_loop_reading_what_it_wrote_is_left_alone():
     x = torch.randn(6, 20)
-    runner, *_ = prepare_launch(K.running_rows, (1,), (x, 6, 20), dict(BLOCK=32, STAGES=3), num_warps=4)
+    runner, *_ = prepare_launch(K.running_rows, (1,), (x, 6, 20), {"BLOCK": 32, "STAGES": 3}, num_warps=4)
     before = print_module(runner.module)
     module = _rewritten(runner.module, 4)
     assert len(_loop(module).inits) == 0
     y = x.clone()
-    _run(K.running_rows, (1,), (y, 6, 20), dict(BLOCK=32, STAGES=3), rewrite=True)
+    _run(K.running_rows, (1,), (y, 6, 20), {"BLOCK": 32, "STAGES": 3}, rewrite=True)
     torch.testing.assert_close(y, torch.cumsum(x, dim=0))
     assert "tl.load" in before
 
@@ -97,7 +97,7 @@ def test_without_num_stages_or_below_2_nothing_changes():
     x = torch.randn(8, 16)
     y = torch.empty_like(x)
     for stages in (None, 0, 1):
-        runner, *_ = prepare_launch(K.row_softmax, (2,), (y, x, 16, 16, 8, 16), dict(BLOCK=16, STAGES=stages),
+        runner, *_ = prepare_launch(K.row_softmax, (2,), (y, x, 16, 16, 8, 16), {"BLOCK": 16, "STAGES": stages},
                                     num_warps=4)
         assert len(_loop(_rewritten(runner.module, 4)).inits) == 0
 
@@ -107,7 +107,7 @@ def test_register_budget_lowers_the_distance_then_skips():
     y = torch.empty_like(x)
     carried = {}
     for block in (1024, 2048, 4096, 8192):        # 4 warps: 8, 16, 32, 64 floats a thread
-        runner, *_ = prepare_launch(K.row_softmax, (2,), (y, x, 16, 16, 4, 16), dict(BLOCK=block, STAGES=4),
+        runner, *_ = prepare_launch(K.row_softmax, (2,), (y, x, 16, 16, 4, 16), {"BLOCK": block, "STAGES": 4},
                                     num_warps=4)
         carried[block] = len(_loop(_rewritten(runner.module, 4)).inits)
     assert carried == {1024: 2, 2048: 1, 4096: 0, 8192: 0}
@@ -116,7 +116,7 @@ def test_register_budget_lowers_the_distance_then_skips():
 def test_prefetched_row_loop_snapshot():
     x = torch.randn(8, 100)
     y = torch.empty_like(x)
-    runner, *_ = prepare_launch(K.row_softmax, (2,), (y, x, 100, 100, 8, 100), dict(BLOCK=128, STAGES=2),
+    runner, *_ = prepare_launch(K.row_softmax, (2,), (y, x, 100, 100, 8, 100), {"BLOCK": 128, "STAGES": 2},
                                 num_warps=4)
     text = print_module(_rewritten(runner.module, 4))
     text = text[text.index("scf.for"):]
@@ -128,7 +128,7 @@ def test_prefetched_row_loop_snapshot():
 
 def test_sm_90a_compile_keeps_the_tutorial_register_count_small():
     compiled = K.row_softmax.compile("out_ptr=*fp32,in_ptr=*fp32,in_stride=i32,out_stride=i32,n_rows=i32,"
-                                     "n_cols=i32", dict(BLOCK=1024, STAGES=4), arch="sm_90a", num_warps=8)
+                                     "n_cols=i32", {"BLOCK": 1024, "STAGES": 4}, arch="sm_90a", num_warps=8)
     assert compiled.metadata["spills_bytes"] == 0 and compiled.metadata["registers"] <= 64
     cuda = compiled.asm["cuda"]
     body = cuda[cuda.index("for (int row"):]

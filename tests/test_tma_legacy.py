@@ -115,7 +115,7 @@ def test_bytes_not_from_a_fill_are_refused():
     raw = Buffer()
     raw.bytes.random_(-100, 100)
     ok = create_2d_tma_descriptor(x.data_ptr(), 32, 32, 16, 16, 2)
-    with pytest.raises(LaunchError, match=r"argument 'in_desc' of scale_tiles: .*not filled by tlxc"):
+    with pytest.raises(LaunchError, match=r"argument 'in_desc' of scale_tiles: .*not\s+filled by tlxc"):
         scale_tiles[(2, 2)](raw, ok, 32, 32, 1.0, BM=16, BN=16)
 
 

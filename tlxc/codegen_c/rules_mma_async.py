@@ -243,8 +243,8 @@ def _pinned(lw, packed: list[str]) -> list[str]:
     neither."""
     name = lw.fresh("afrag")
     lw.out.line(f"unsigned {name}[{len(packed)}] = {{{', '.join(packed)}}};")
-    lw.out.line("#pragma unroll")
-    lw.out.line(f'for (int i = 0; i < {len(packed)}; ++i) asm volatile("" : "+r"({name}[i]) :: "memory");')
+    lw.target.use("tlx_pin_registers")
+    lw.out.line(f"tlx_pin_registers<{len(packed)}>({name});")
     return [f"{name}[{i}]" for i in range(len(packed))]
 
 

@@ -1282,6 +1282,19 @@ for _num in TCGEN05_LDST_NUMS:
     define(f"tlx_tcgen05_st_32x32b_x{_num}", _tcgen05_st(_num))
 
 
+@helper("tlx_pin_registers")
+def pin_registers():
+    # Empty asm statements that "rewrite" R registers: every instruction that writes them
+    # stays before, and every one that reads them after, the statement (e.g. wgmma.fence
+    # after the writes of a register-A fragment).
+    return """
+template <int R>
+static __device__ __forceinline__ void tlx_pin_registers(unsigned* r) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
+}"""
+
+
 @helper("tlx_tcgen05_wait_ld")
 def tcgen05_wait_ld():
     # The loaded registers hold their values only after the wait; the empty asm statements

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Operation, Value
-from ..ir.types import MemDescType, TensorType
+from ..ir.types import TensorType
 from .canonicalize import Canonicalize
 from .dot_wgmma import WGMMA_ARCHS, replace_uses
 from .manager import Pass

@@ -53,7 +53,7 @@ class PipelineOperandLoads(Pass):
 
 
 class _PartialPlan(_Plan):
-    def __init__(self, kernel: Operation, loop: Operation):       # noqa: super().__init__ not called
+    def __init__(self, kernel: Operation, loop: Operation):       # super().__init__ not called
         self.kernel, self.loop = kernel, loop
         self.body = loop.regions[0].block
         if any(op.regions for op in self.body.ops):

@@ -38,9 +38,9 @@ order.  The interpreter runs the frontend's IR and is unaffected.
 """
 from __future__ import annotations
 
-from ..ir.core import BlockArgument, OpResult, Operation, Value
+from ..ir.core import BlockArgument, Operation, OpResult, Value
 from ..ir.types import PointerType, TensorType, i1
-from .pipeline import _Emitter, _Plan, NotPipelinable, _use_counts
+from .pipeline import NotPipelinable, _Emitter, _Plan, _use_counts
 
 BUDGET_BYTES = 64                    # prefetched bytes a thread may hold (16 registers)
 _BARRIERS = ("tl.atomic_rmw", "tl.atomic_cas", "tl.debug_barrier", "scf.for", "scf.while")
@@ -75,7 +75,7 @@ class _PrefetchPlan(_Plan):
     """The loads of one loop that can be issued ahead; NotPipelinable when there are none or
     the loop breaks a rule."""
 
-    def __init__(self, kernel: Operation, loop: Operation):      # noqa: super().__init__ wants dots
+    def __init__(self, kernel: Operation, loop: Operation):      # super().__init__ wants dots
         self.kernel, self.loop = kernel, loop
         self.body = loop.regions[0].block
         self.iv, self.args = self.body.args[0], list(self.body.args[1:])
@@ -201,4 +201,4 @@ def _element(t):
     return t.element if isinstance(t, TensorType) else t
 
 
-__all__ = ["prefetch_loops", "BUDGET_BYTES"]
+__all__ = ["BUDGET_BYTES", "prefetch_loops"]

@@ -203,8 +203,11 @@ def resolve(kernel: str, name: str, value: Any) -> TensorDescriptor:
                           f"carry: fill it with those functions, or pass a tlxc.TensorDescriptor")
     desc, blob = entry
     if ctypes.string_at(address, MAP_BYTES) != blob:
+        # The address alone cannot tell a rewrite of a filled buffer from a new buffer that
+        # took a freed filled one's memory: the message names both.
         raise LaunchError(f"{where}: the 128 bytes of the TMA descriptor at 0x{address:x} changed after "
-                          f"tlxc's fill_*_tma_descriptor wrote them; fill it again before the launch")
+                          f"tlxc's fill_*_tma_descriptor wrote them, or are a buffer not filled by tlxc "
+                          f"at the address of a freed one; fill it again before the launch")
     return desc
 
 
