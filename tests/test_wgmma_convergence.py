@@ -79,9 +79,9 @@ def test_register_a_fragments_are_packed_before_each_fence():
     calls = [i for i, line in enumerate(cuda) if "_rs<" in line]
     assert len(calls) == 16, "two replicas x 8 k steps of one m64 tile"
     for i in calls:
-        # unsigned afragN[4] = {...}; #pragma unroll; pin loop; fence; the MMA on afragN
-        name = re.match(r"\s*unsigned (afrag\w*)\[4\] = \{.*0xFFFFu.*\};$", cuda[i - 4]).group(1)
-        assert cuda[i - 2].strip() == f'for (int i = 0; i < 4; ++i) asm volatile("" : "+r"({name}[i]) :: "memory");'
+        # unsigned afragN[4] = {...}; the pin; the fence; the MMA on afragN
+        name = re.match(r"\s*unsigned (afrag\w*)\[4\] = \{.*0xFFFFu.*\};$", cuda[i - 3]).group(1)
+        assert cuda[i - 2].strip() == f"tlx_pin_registers<4>({name});"
         assert cuda[i - 1].strip() == "tlx_wgmma_fence();"
         assert "0xFFFFu" not in cuda[i]                     # nothing packed between the fence and the MMA
         assert all(f"{name}[{k}]" in cuda[i] for k in range(4))
