@@ -3,6 +3,11 @@
 ``TLXC_PRINT_AFTER=infer-layouts`` (or ``all``) prints the IR after the named
 passes; ``TLXC_VERIFY_EACH=1`` verifies after every pass (on in tests).  An
 exception escaping a pass is prefixed with the pass name.
+
+``TLXC_SKIP_PASSES=name[,name...]`` leaves out optimization passes (those in
+``OPTIONAL_PASSES``: the code is correct without them, only slower), to bisect a
+wrong result or a slowdown to one pass.  A name that is not an optional pass is an
+error.  The disk cache keys on the variable; set it before a kernel's first launch.
 """
 from __future__ import annotations
 
@@ -13,6 +18,23 @@ from ..errors import InternalCompilerError, TlxcError
 from ..ir.core import Module
 from ..ir.printer import print_module
 from ..ir.verifier import verify_module
+
+
+# Passes whose absence changes speed, never results (tl.dot then stays on mma.sync, loads
+# synchronous, conversions where infer-layouts put them).
+OPTIONAL_PASSES = ("fold-dot-add", "lower-dot-to-wgmma", "pipeline-loads", "drain-dot-wait",
+                   "hoist-operand-stores", "dedupe-operand-stores", "pipeline-operand-loads",
+                   "register-a-operand", "share-operand-buffers", "hoist-conversions", "load-in-use-layout")
+
+
+def skipped_passes() -> frozenset[str]:
+    """The optimization passes ``TLXC_SKIP_PASSES`` leaves out (an unknown name is an error)."""
+    names = frozenset(n.strip() for n in os.environ.get("TLXC_SKIP_PASSES", "").split(",") if n.strip())
+    unknown = sorted(names - set(OPTIONAL_PASSES))
+    if unknown:
+        raise TlxcError(f"TLXC_SKIP_PASSES: {', '.join(unknown)} is not an optimization pass that can be "
+                        f"skipped; those are: {', '.join(OPTIONAL_PASSES)}")
+    return names
 
 
 class Pass:
@@ -29,7 +51,10 @@ class PassManager:
     def run(self, module: Module, options) -> Module:
         print_after = set(filter(None, os.environ.get("TLXC_PRINT_AFTER", "").split(",")))
         verify_each = os.environ.get("TLXC_VERIFY_EACH") == "1"
+        skipped = skipped_passes()
         for p in self.passes:
+            if p.name in skipped:
+                continue
             try:
                 module = p.run(module, options)
                 if verify_each:

@@ -608,13 +608,15 @@ def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluste
     kernel and what it reads (``KernelFunction.cache_key``), the specialization, the options and
     the environment variables the compile reads."""
     from .. import __version__
+    from ..passes.manager import skipped_passes
     from .cache import DiskCache, compiler_fingerprint, toolchain_fingerprint
     options = dict(options or {})
     debug_barriers = os.environ.get("TLXC_DEBUG_BARRIERS", "") == "1"
     h = hashlib.sha256()
     for part in (__version__, compiler_fingerprint(), toolchain_fingerprint(), kfn.cache_key, repr(spec.key()),
                  arch, str(num_warps), str(debug_barriers), str(cluster), repr(sorted(options.items())),
-                 "check_barriers=" + os.environ.get("TLXC_CHECK_BARRIERS", "").strip().lower()):
+                 "check_barriers=" + os.environ.get("TLXC_CHECK_BARRIERS", "").strip().lower(),
+                 "skip_passes=" + ",".join(sorted(skipped_passes()))):
         h.update(part.encode())
         h.update(b"\0")
     key = h.hexdigest()
