@@ -19,7 +19,6 @@ from ..ir.core import Module
 from ..ir.printer import print_module
 from ..ir.verifier import verify_module
 
-
 # Passes whose absence changes speed, never results (tl.dot then stays on mma.sync, loads
 # synchronous, conversions where infer-layouts put them).
 OPTIONAL_PASSES = ("fold-dot-add", "lower-dot-to-wgmma", "pipeline-loads", "drain-dot-wait",
