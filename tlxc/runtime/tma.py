@@ -141,6 +141,8 @@ class TensorDescriptor:
         if name not in _GEOMETRY:
             object.__setattr__(self, name, value)
             return
+        if name == "block_shape" and self._rebox_checked(_ints(value)):
+            return
         previous = self.__dict__[name]
         self.__dict__[name] = _ints(value) if name in ("shape", "strides", "block_shape") else value
         try:
@@ -190,13 +192,37 @@ class TensorDescriptor:
             fields["swizzle"], fields["_ir_type"], fields["_type_key"] = checked
             self._check_storage()       # (the geometry key does not hold the storage's size)
             return
+        geometry = self._geometry()
+        if geometry in _PLACEHOLDERS:   # a placeholder box that passed every other rule before
+            self._check_storage()
+            return
         self._check()
         self._check_storage()
         try:
             self._check_box_width()
         except LaunchError:
-            return          # a placeholder box (e.g. [1, 1]): checked when a launch uses it
+            # a placeholder box (e.g. [1, 1]): checked when a launch uses it. TLX's wrappers
+            # build three on every call, so the rules above run once per geometry
+            if len(_PLACEHOLDERS) >= _ENCODED_MAX:
+                _PLACEHOLDERS.clear()
+            _PLACEHOLDERS.add(geometry)
+            return
         self._fix_box()     # a usable box: its swizzle is checked (and the geometry cached) now
+
+    def _rebox_checked(self, block_shape: tuple) -> bool:
+        """``desc.block_shape = ...`` (an autotune pre_hook's, on every call) when the new
+        geometry passed every rule before: only the box-derived fields change (the tensor,
+        shape and strides were checked when they were set). False: the caller re-describes."""
+        fields = self.__dict__
+        previous = fields["block_shape"]
+        fields["block_shape"] = block_shape
+        checked = _CHECKED.get(self._geometry())
+        if checked is None:
+            fields["block_shape"] = previous
+            return False
+        fields.update(_last_address=None, _last_blob=b"")
+        fields["swizzle"], fields["_ir_type"], fields["_type_key"] = checked
+        return True
 
     def _geometry(self) -> tuple:
         return (self.dtype.name, self.shape, self.strides, self.block_shape, self.padding,
@@ -357,6 +383,7 @@ class DescriptorPlaceholder(TensorDescriptor):
 _ENCODED: dict[tuple, bytes] = {}
 _ENCODED_MAX = 4096
 _CHECKED: dict[tuple, tuple] = {}       # geometry that passed every rule -> (swizzle, IR type, type key)
+_PLACEHOLDERS: set[tuple] = set()       # geometries with a placeholder box that passed every other rule
 _TYPE_KEYS: dict[TensorDescType, int] = {}   # never emptied: a launch key must not change meaning
 
 
@@ -472,6 +499,8 @@ def _address(tensor: Any) -> int:
 def _ints(values: Sequence[int]) -> tuple[int, ...]:
     """Shapes, strides and boxes as tuples of Python ints (lists, torch.Size and numpy ints
     alike); a float (64.5, or 64.0) is refused, not truncated."""
+    if values.__class__ in (tuple, list) and all(v.__class__ is int for v in values):
+        return tuple(values)        # the usual case, on every wrapper call: nothing to convert
     import operator
     try:
         return tuple(operator.index(v) for v in values)
