@@ -151,6 +151,18 @@ class Operation:
         return f"<{self.name} at {self.loc}>"
 
 
+def users_by_value(root: Operation) -> dict[int, list[Operation]]:
+    """The users of every value used below ``root`` (``root`` included), keyed by the value's
+    ``id``: each user once, in walk order.  A pass's snapshot; it does not follow rewrites."""
+    out: dict[int, list[Operation]] = {}
+    for op in root.walk():
+        for v in op.operands:
+            users = out.setdefault(id(v), [])
+            if op not in users:
+                users.append(op)
+    return out
+
+
 class Module:
     """A list of kernels (``tl.kernel`` ops)."""
 

@@ -36,7 +36,7 @@ pipelined ring or a hand-written TLX buffer is left alone.
 from __future__ import annotations
 
 from ..ir.builder import Builder
-from ..ir.core import Block, Module, Operation, Value
+from ..ir.core import Block, Module, Operation, Value, users_by_value
 from ..ir.types import TensorType
 from .canonicalize import Canonicalize
 from .dot_wgmma import WGMMA_ARCHS, replace_uses
@@ -50,7 +50,7 @@ class FoldDotAdd(Pass):
 
     def run(self, module: Module, options) -> Module:
         for kernel in module.kernels:
-            uses = _uses(kernel)
+            uses = users_by_value(kernel)
             for add in [op for op in kernel.walk() if op.name == "arith.add"]:
                 for index in (0, 1):
                     dot = getattr(add.operands[index], "owner", None)
@@ -61,7 +61,7 @@ class FoldDotAdd(Pass):
                             and isinstance(other.type, TensorType) and other is not dot.result
                             and not dot.attrs.get("max_num_imprecise_acc")):
                         _fold(kernel, add, dot, other)
-                        uses = _uses(kernel)
+                        uses = users_by_value(kernel)
                         break
         return module
 
@@ -101,7 +101,7 @@ class HoistOperandStores(Pass):
             changed = True
             while changed:
                 changed = False
-                uses = _uses(kernel)
+                uses = users_by_value(kernel)
                 for store in [op for op in kernel.walk() if op.name == "tlx.local_store"]:
                     if _hoist(store, uses):
                         changed = True
@@ -240,7 +240,7 @@ def _dedupe(kernel: Operation) -> None:
     changed = True
     while changed:
         changed = False
-        uses = _uses(kernel)
+        uses = users_by_value(kernel)
         seen: dict[tuple, tuple] = {}
         for store in [op for op in kernel.walk() if op.name == "tlx.local_store"]:
             found = _operand_chain(store, uses)
@@ -284,7 +284,7 @@ def _top_index(op: Operation, top: dict) -> int:
 def _reuse(kernel: Operation) -> None:
     entry = kernel.regions[0].block
     top = {id(op): i for i, op in enumerate(entry.ops)}
-    uses = _uses(kernel)
+    uses = users_by_value(kernel)
     candidates = []
     for alloc in entry.ops:
         if alloc.name != "tlx.local_alloc" or "dot_operand" not in alloc.attrs or alloc.operands:
@@ -359,15 +359,6 @@ def _then_drained(copy: Operation, top: dict) -> bool:
             return False
     return False
 
-
-def _uses(kernel: Operation) -> dict[int, list]:
-    out: dict[int, list] = {}
-    for op in kernel.walk():
-        for v in op.operands:
-            users = out.setdefault(id(v), [])
-            if op not in users:
-                users.append(op)
-    return out
 
 
 __all__ = ["DedupeOperandStores", "FoldDotAdd", "HoistOperandStores", "ShareOperandBuffers"]

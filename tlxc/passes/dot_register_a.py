@@ -13,7 +13,7 @@ the wgmma's block.
 """
 from __future__ import annotations
 
-from ..ir.core import Module, Operation
+from ..ir.core import Module, Operation, users_by_value
 from .dot_wgmma import WGMMA_ARCHS
 from .manager import Pass
 
@@ -25,7 +25,7 @@ class RegisterAOperand(Pass):
         if options.arch not in WGMMA_ARCHS:
             return module
         for kernel in module.kernels:
-            users = _users(kernel)
+            users = users_by_value(kernel)
             for dot in [op for op in kernel.walk() if op.name == "tlx.async_dot"]:
                 _rewrite(dot, users)
         return module
@@ -59,15 +59,6 @@ def _rewrite(dot: Operation, users) -> None:
     block.ops.remove(view)
     alloc.parent.ops.remove(alloc)
 
-
-def _users(kernel: Operation) -> dict[int, list]:
-    out: dict[int, list] = {}
-    for op in kernel.walk():
-        for v in op.operands:
-            lst = out.setdefault(id(v), [])
-            if op not in lst:
-                lst.append(op)
-    return out
 
 
 __all__ = ["RegisterAOperand"]

@@ -16,7 +16,7 @@ load, which, with the conversion, goes away.
 from __future__ import annotations
 
 from ..ir.builder import Builder
-from ..ir.core import Module, Operation, Value
+from ..ir.core import Module, Operation, Value, users_by_value
 from ..ir.types import TensorType
 from .manager import Pass
 
@@ -29,7 +29,7 @@ class LoadInUseLayout(Pass):
 
     def run(self, module: Module, options) -> Module:
         for kernel in module.kernels:
-            users = _users(kernel)
+            users = users_by_value(kernel)
             for convert in [op for op in kernel.walk() if op.name == "tl.convert_layout"]:
                 load = getattr(convert.operands[0], "owner", None)
                 if getattr(load, "name", None) != "tl.load" or users.get(id(load.result)) != [convert]:
@@ -56,7 +56,7 @@ class LoadInUseLayout(Pass):
                 block.ops.remove(convert)
                 for op in kernel.walk():
                     op.operands = [new.result if v is convert.result else v for v in op.operands]
-                users = _users(kernel)
+                users = users_by_value(kernel)
         return module
 
 
@@ -93,15 +93,6 @@ def _op(name, operands, result_types, attrs, loc, names) -> Operation:
     op.loc = loc
     return op
 
-
-def _users(kernel: Operation) -> dict[int, list]:
-    out: dict[int, list] = {}
-    for op in kernel.walk():
-        for v in op.operands:
-            lst = out.setdefault(id(v), [])
-            if op not in lst:
-                lst.append(op)
-    return out
 
 
 __all__ = ["LoadInUseLayout"]

@@ -20,7 +20,7 @@ is refilled only after its last reader retired.
 """
 from __future__ import annotations
 
-from ..ir.core import Module, Operation
+from ..ir.core import Module, Operation, users_by_value
 from .dot_wgmma import WGMMA_ARCHS
 from .manager import Pass
 from .pipeline import DEFAULT_STAGES, NotPipelinable, _fitting_stages, _is_zero, _Operand, _Plan, _use_counts
@@ -67,7 +67,7 @@ class _PartialPlan(_Plan):
         self._check_body_ops()
         if not all(self._waited_at_once(dot) for dot in self.dots):
             raise NotPipelinable()
-        users = _users(kernel)
+        users = users_by_value(kernel)
         self.operands, self.views = [], {}
         for dot in self.dots:
             for index in (0, 1):
@@ -156,15 +156,6 @@ def _reads(dot: Operation, alloc: Operation, users) -> bool:
             return True
     return False
 
-
-def _users(kernel: Operation) -> dict[int, list]:
-    out: dict[int, list] = {}
-    for op in kernel.walk():
-        for v in op.operands:
-            users = out.setdefault(id(v), [])
-            if op not in users:
-                users.append(op)
-    return out
 
 
 __all__ = ["PipelineOperandLoads"]
