@@ -22,6 +22,8 @@ run on compute capability 9.0 / 10.0 exactly (the arch-specific instructions
 wgmma, setmaxnreg, tcgen05 and tensor memory exist only there).  GPUs tlxc has
 no target for (sm_86, sm_103, sm_120, ...) are refused with the reason.
 
+The table itself (``Target``: vendor, warp size, shared memory, features,
+backend) is ``tlxc/target.py``'s registry; this module reads the spellings.
 Everything that names targets takes them from here: the compiler, the
 command line, the launch path (the local GPU's target), the interpreter's
 ``TLXC_INTERPRET_ARCH`` and NVRTC's list of supported architectures.
@@ -31,27 +33,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .target import TARGETS, Target, get_target, targets_of
 
-@dataclass(frozen=True)
-class Target:
-    name: str
-    vendor: str                          # "nvidia" or "amd"
-    capability: tuple[int, int] | None   # NVIDIA compute capability
-    gpus: str
-    arch_specific: str = ""              # instructions that only this exact target has ("" if none)
-
-
-TARGETS: dict[str, Target] = {t.name: t for t in (
-    Target("sm_90a", "nvidia", (9, 0), "H100, H200", "wgmma and setmaxnreg"),
-    Target("sm_100a", "nvidia", (10, 0), "B200, GB200", "tcgen05 and tensor memory"),
-    Target("sm_80", "nvidia", (8, 0), "A100, A30"),
-    Target("sm_89", "nvidia", (8, 9), "L4, L40, RTX 40xx"),
-    Target("gfx942", "amd", None, "MI300"),
-    Target("gfx950", "amd", None, "MI350"),
-)}
-
-NVIDIA_ARCHS: tuple[str, ...] = tuple(name for name, t in TARGETS.items() if t.vendor == "nvidia")
-AMD_ARCHS: tuple[str, ...] = tuple(name for name, t in TARGETS.items() if t.vendor == "amd")
+NVIDIA_ARCHS: tuple[str, ...] = targets_of("nvidia")
+AMD_ARCHS: tuple[str, ...] = targets_of("amd")
 ARCHS: tuple[str, ...] = NVIDIA_ARCHS + AMD_ARCHS
 
 # GPUs without a target of their own, and why (the message of a refused --arch).
@@ -139,10 +124,11 @@ def arch_specific_use(module, arch: str) -> str | None:
 
 
 def _exact_target_features(op, arch: str) -> list[str]:
-    if arch == "sm_90a":
+    target = get_target(arch)
+    if target.has("wgmma"):
         registers = op.name == "tlx.async_tasks" and any(task[2] for task in op.attrs.get("tasks", ()))
         return ["wgmma"] * (op.name == "tlx.async_dot") + ["setmaxnreg"] * registers
-    if arch == "sm_100a":
+    if target.has("tcgen05"):
         tmem = any(getattr(r.type, "storage", None) == "tmem" for r in op.results)
         return ["tcgen05"] * op.name.startswith("tlx.tcgen05") + ["tensor memory"] * tmem
     return []

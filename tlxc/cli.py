@@ -50,6 +50,7 @@ from .frontend.specialize import (
     specialization_from_args,
     specialization_from_types,
 )
+from .target import DEFAULT_ARCH
 
 # The stages --emit accepts are the compiler's (``tlxc.compiler.STAGES``);
 # which of them a target produces is up to its backend (a missing one: exit 2).
@@ -475,7 +476,7 @@ def target_arch(args) -> str:
                 if args.command == "compile":
                     raise UsageError("--arch is needed: there is no local GPU to take it from (e.g. --arch sm_90a; "
                                      f"accepted: {accepted()})")
-                written = "sm_90a"
+                written = DEFAULT_ARCH
         resolved = resolve(written)
     except ArchError as exc:
         raise UsageError(str(exc)) from None

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import copy
+import importlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from .frontend.codegen import Options, build_kernel_ir
 from .frontend.specialize import Specialization
 from .ir.printer import print_module
 from .ir.verifier import verify_module
+from .target import DEFAULT_ARCH, get_target
 
 STAGES = ("ir", "ir.opt", "cuda", "ptx", "cubin", "stats")
 
@@ -42,7 +44,7 @@ def check_arch(arch: str) -> str:
         raise CompilationError(str(exc)) from None
 
 
-def frontend(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps: int = 4,
+def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: int = 4,
              cluster: tuple[int, int, int] | None = None):
     """The kernel's IR for one specialization; ``cluster`` (``ctas_per_cga``) adds the
     cluster barriers of ``passes.cluster_syncs``."""
@@ -62,7 +64,7 @@ def optimize(module, arch: str, num_warps: int, **extra):
     return default_pipeline(arch).run(module, Options(num_warps=num_warps, arch=arch, extra=extra))
 
 
-def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps: int = 4,
+def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: int = 4,
                    stages: tuple[str, ...] = ("ir", "ir.opt", "cuda", "cubin"),
                    lineinfo: bool = False, debug_barriers: bool = False,
                    cluster: tuple[int, int, int] | None = None, **options) -> CompiledKernel:
@@ -85,15 +87,9 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps
         compiled.module = module
         compiled.asm["ir.opt"] = print_module(module)
     if wants_backend:
-        if arch in AMD_ARCHS:
-            wanted = ", ".join(s for s in stages if s in ("cuda", "ptx", "cubin", "stats"))
-            raise CompilationError(f"the AMD backend (HIP for {arch}) is not built yet: --arch {arch} gives the "
-                                   f"ir and ir.opt stages and 'tlxc check', not {wanted}")
-        from .codegen_nvptx.backend import compile_to_cubin
-        module.kernels[0].attrs["debug_barriers"] = debug_barriers
-        module.kernels[0].attrs["maxnreg"] = options.get("maxnreg")     # __maxnreg__ (codegen_nvptx/cuda.py)
-        asm, metadata = compile_to_cubin(module.kernels[0], arch, want_ptx="ptx" in stages, lineinfo=lineinfo,
-                                         nvrtc_options=nvrtc_options(options))
+        backend = backend_of(get_target(arch), stages)
+        asm, metadata = backend.build(module, get_target(arch), stages=stages, lineinfo=lineinfo,
+                                      debug_barriers=debug_barriers, options=options)
         compiled.asm.update(asm)
         compiled.metadata.update(metadata)
         compiled.asm["stats"] = format_stats(compiled)
@@ -103,14 +99,20 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = "sm_90a", num_warps
     return compiled
 
 
+def backend_of(target, stages=()):
+    """The backend module of ``target`` (``Target.backend``, tlxc/target.py): it offers
+    ``build(module, target, *, stages, lineinfo, debug_barriers, options) -> (asm, metadata)``."""
+    if target.backend is None:
+        wanted = ", ".join(s for s in stages if s in ("cuda", "ptx", "cubin", "stats"))
+        raise CompilationError(f"the {target.vendor.upper()} backend (HIP for {target.name}) is not built yet: "
+                               f"--arch {target.name} gives the ir and ir.opt stages and 'tlxc check', not {wanted}")
+    return importlib.import_module(target.backend)
+
+
 def nvrtc_options(options: dict) -> list[str]:
-    """The NVRTC options of the launch option ``enable_fp_fusion=False`` (no a*b+c contracted
-    into an fma).  (``maxnreg`` is the kernel's ``__maxnreg__``: NVRTC ignores ``--maxrregcount``
-    for kernels with launch bounds.)"""
-    extra = []
-    if options.get("enable_fp_fusion") is False:
-        extra.append("--fmad=false")
-    return extra
+    """NVIDIA's NVRTC options of a compile's launch options (codegen_nvptx/backend.py)."""
+    from .codegen_nvptx.backend import nvrtc_options as nvptx_options
+    return nvptx_options(options)
 
 
 def copy_module(module):

@@ -16,6 +16,7 @@ from math import gcd
 from ..errors import CompilationError
 from ..ir.core import Operation
 from ..ir.types import BarrierType, MemDescType, TensorType
+from ..target import has_feature
 from . import ctypes_ as C
 from .lower import lowering, registers
 
@@ -198,7 +199,7 @@ def _issues_wgmma(lw, op) -> bool:
     with 256x128 tiles, its mbarrier ping-pong GEMM).  The loop issues wgmma, which
     every thread of the warpgroup must reach together, so its top is warp-converged in
     a valid program and the sync costs one instruction."""
-    if lw.target.arch != "sm_90a":
+    if not has_feature(lw.target.arch, "wgmma"):
         return False
     return any(inner.name == "tlx.async_dot" for inner in op.walk())
 

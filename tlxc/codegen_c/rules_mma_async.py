@@ -71,6 +71,7 @@ from __future__ import annotations
 from ..errors import CompilationError, InternalCompilerError
 from ..ir.ops.mma_async import k_multiple, transposable
 from ..ir.types import MemDescType, TensorType
+from ..target import has_feature
 from .lower import lowering, registers
 
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
@@ -145,10 +146,10 @@ def _warpgroup_offsets(lw, layout) -> tuple[str, str]:
 @lowering("tlx.async_dot")
 def async_dot(lw, op):
     arch = lw.target.arch
-    if arch.startswith("sm_100"):
+    if has_feature(arch, "tcgen05"):
         raise CompilationError(f"tlx.async_dot with a register accumulator is Hopper's wgmma (sm_90a only); on "
                                f"{arch} the accumulator lives in tensor memory (tcgen05)", op.loc)
-    if arch != "sm_90a":
+    if not has_feature(arch, "wgmma"):
         raise CompilationError(f"tlx.async_dot needs wgmma (sm_90a), not {arch}", op.loc)
     a, b, acc = op.operands[:3]
     result = op.results[0]

@@ -71,11 +71,11 @@ from ..errors import CompilationError, InternalCompilerError
 from ..ir import layouts as L
 from ..ir.ops.tcgen05 import TMEM_COLUMNS, k_step, tmem_columns
 from ..ir.types import MemDescType
+from ..target import has_feature
 from . import ctypes_ as C
 from .lower import lowering, registers
 from .rules_mma_async import operand_plan
 
-TCGEN05_ARCHS = ("sm_100a",)
 AREA = "tlx_tcgen05_area"           # reserved shared memory: the TMEM base word, then the sync barriers
 BASE = "tlx_tmem_base"
 SYNC_BARRIERS = "tlx_mma_sync_bar"
@@ -104,7 +104,7 @@ def _state(lw) -> Tcgen05State:
 
 def require_tcgen05(lw, op) -> None:
     arch = lw.target.arch
-    if arch not in TCGEN05_ARCHS:
+    if not has_feature(arch, "tcgen05"):
         raise CompilationError(f"{op.name} needs Blackwell's tensor memory and tcgen05 instructions (sm_100a); "
                                f"they do not exist on {arch}", op.loc)
 

@@ -10,6 +10,28 @@ from .toolchain import compile_cuda
 OVERRIDE_ENV = "TLXC_OVERRIDE_DIR"
 
 
+def build(module, target, *, stages, lineinfo: bool = False, debug_barriers: bool = False, options=None):
+    """The backend entry ``compiler.compile_kernel`` dispatches to for the targets registered with
+    ``backend="tlxc.codegen_nvptx.backend"`` (tlxc/target.py): the kernel of ``module`` (IR after the
+    passes) to CUDA, then NVRTC; returns (asm, metadata) as ``compile_to_cubin``."""
+    options = options or {}
+    kernel = module.kernels[0]
+    kernel.attrs["debug_barriers"] = debug_barriers
+    kernel.attrs["maxnreg"] = options.get("maxnreg")     # __maxnreg__ (codegen_nvptx/cuda.py)
+    return compile_to_cubin(kernel, target.name, want_ptx="ptx" in stages, lineinfo=lineinfo,
+                            nvrtc_options=nvrtc_options(options))
+
+
+def nvrtc_options(options: dict) -> list[str]:
+    """The NVRTC options of the launch option ``enable_fp_fusion=False`` (no a*b+c contracted
+    into an fma).  (``maxnreg`` is the kernel's ``__maxnreg__``: NVRTC ignores ``--maxrregcount``
+    for kernels with launch bounds.)"""
+    extra = []
+    if options.get("enable_fp_fusion") is False:
+        extra.append("--fmad=false")
+    return extra
+
+
 def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: bool = False,
                      nvrtc_options: tuple[str, ...] | list[str] = ()):
     """Returns (asm dict with 'cuda', 'cubin', maybe 'ptx'; metadata dict)."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 from ..codegen_c import ctypes_ as C
 from ..errors import CompilationError, InternalCompilerError
 from ..ir.types import PointerType, ScalarType
+from ..target import has_feature
 from . import ptx
 
 _TO_F32 = {"f16": "tlx_cvt_f32_f16", "bf16": "tlx_bf16_to_f32", "f8e4m3": "tlx_e4m3_to_f32",
            "f8e5m2": "tlx_e5m2_to_f32"}
 _FROM_F32 = {"f16": "tlx_cvt_rn_f16_f32", "bf16": "tlx_cvt_rn_bf16_f32",
              "f8e4m3": "tlx_cvt_rn_satfinite_e4m3_f32", "f8e5m2": "tlx_cvt_rn_satfinite_e5m2_f32"}
-_FP8_MIN_SM = 89
 
 
 class CudaTarget:
@@ -35,7 +35,7 @@ class CudaTarget:
 
     # -- scalars -------------------------------------------------------------------------
     def _fp8_check(self, t) -> None:
-        if t.is_fp8 and self.sm < _FP8_MIN_SM:
+        if t.is_fp8 and not has_feature(self.arch, "fp8"):
             raise CompilationError(f"{t} needs sm_89 or newer, not {self.arch}")
 
     def to_compute(self, expr: str, t) -> str:

@@ -22,6 +22,7 @@ from ..ir import types as T
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Region
 from ..ir.types import PointerType, ScalarType, TensorType
+from ..target import DEFAULT_ARCH
 from . import atomic_rules, descriptor_methods, gdc_rules, math_rules, scan_rules, storage_alias, tlx_rules  # noqa: F401,E501  (they register rules)
 from . import builtins as B
 from . import semantic as S
@@ -78,7 +79,7 @@ class _Undefined:
 @dataclass
 class Options:
     num_warps: int = 4
-    arch: str = "sm_90a"
+    arch: str = DEFAULT_ARCH
     cluster: tuple[int, int, int] | None = None     # ctas_per_cga (None: no clusters)
     extra: dict = field(default_factory=dict)
 

@@ -1,14 +1,14 @@
 """Semantic rules of ``tl.extra.cuda.gdc_wait`` / ``gdc_launch_dependents`` (ir/ops/gdc.py)."""
 from __future__ import annotations
 
+from ..target import has_feature
 from .builtins import rule
 from .semantic import SemanticError
 
 
 def _require_hopper(ctx, what: str) -> None:
     arch = ctx.options.arch
-    digits = arch[3:].rstrip("af") if arch.startswith("sm_") else ""
-    if not digits.isdigit() or int(digits) < 90:
+    if not has_feature(arch, "gdc"):
         raise SemanticError(f"{what} (griddepcontrol) needs sm_90 or newer; compiling for {arch}")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..ir import types as T
 from ..ir.types import BarrierType, MemDescType, PointerType, ScalarType, TensorType
 from ..language import tlx
+from ..target import DEFAULT_ARCH, has_feature
 from . import cache_hints as H
 from . import semantic as S
 from . import storage_alias
@@ -164,8 +165,8 @@ def _reused_allocation(reuse) -> Tensor:
 
 def _require_blackwell(ctx, what: str, param: str) -> None:
     arch = ctx.options.arch
-    if arch != "sm_100a":
-        hint = " (the interpreter emulates sm_90a unless TLXC_INTERPRET_ARCH=sm_100a)" if arch == "sm_90a" else ""
+    if not has_feature(arch, "tcgen05"):
+        hint = " (the interpreter emulates sm_90a unless TLXC_INTERPRET_ARCH=sm_100a)" if arch == DEFAULT_ARCH else ""
         raise SemanticError(f"{what} is only available on Blackwell (sm_100a); compiling for {arch}{hint}",
                             param=param)
 
@@ -934,7 +935,7 @@ def _async_dot(ctx, A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_c
     if isinstance(acc, Tensor) and isinstance(acc.type, MemDescType) and acc.type.storage == "tmem":
         return _tcgen05_mma(ctx, A, B, acc, use_acc, pred, mBarriers, two_ctas, force_async, input_precision,
                             out_dtype)
-    if ctx.options.arch == "sm_100a":
+    if has_feature(ctx.options.arch, "tcgen05"):
         raise SemanticError(f"on Blackwell (sm_100a) async_dot accumulates in tensor memory: 'acc' must be a "
                             f"tensor-memory buffer (tlx.local_alloc((128, N), tl.float32, num, "
                             f"storage=tlx.storage_kind.tmem)), got {S.describe(acc)}", param="acc")

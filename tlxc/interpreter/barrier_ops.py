@@ -28,9 +28,7 @@ from .barrier import MBarrier, alloc_barriers
 from .cluster import RemoteBarrier
 from .registry import impl
 from .scheduler import PREEMPT, Blocked
-from .values import as_index
-
-WARP_SIZE = 32
+from .values import WARP_SIZE, as_index
 
 
 def _predicate(op, values) -> bool:

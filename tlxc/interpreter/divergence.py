@@ -32,9 +32,8 @@ from ..ir.core import Operation, Value
 from ..ir.types import PointerType, TensorType
 from ..passes.uniformity import Uniformity
 from .registry import rule_for
-from .values import register_dtype
+from .values import WARP_SIZE, register_dtype
 
-WARP_SIZE = 32
 MEMORY_OPS = ("tl.load", "tl.store", "tl.atomic_rmw", "tl.atomic_cas")
 # Ops whose effect, thread by thread, is the tile-level rule's on the thread's own elements
 # (elementwise, or index bookkeeping that never moves data between threads).

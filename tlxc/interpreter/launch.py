@@ -103,7 +103,8 @@ def interpret_arch(arch: str | None = None) -> str:
     """The architecture the interpreter emulates (which of Hopper's and Blackwell's
     ops a kernel may use): ``arch`` if given, else ``TLXC_INTERPRET_ARCH``, else sm_90a."""
     from ..arch import ArchError, resolve
-    arch = arch or os.environ.get("TLXC_INTERPRET_ARCH", "").strip() or "sm_90a"
+    from ..target import DEFAULT_ARCH
+    arch = arch or os.environ.get("TLXC_INTERPRET_ARCH", "").strip() or DEFAULT_ARCH
     try:
         return resolve(arch).arch          # sm_100 and cuda:100 name sm_100a (tlxc/arch.py)
     except ArchError as exc:

@@ -16,8 +16,7 @@ import numpy as np
 
 from .executor import run_block
 from .registry import impl
-
-WARP_SIZE = 32
+from .values import WARP_SIZE
 
 
 def _title(name: str, replica: int, names: list[str]) -> str:

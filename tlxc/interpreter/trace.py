@@ -31,9 +31,7 @@ from ..errors import DeadlockError, LaunchError, Location, TlxcError
 from .barrier import MBarrier
 from .executor import Plan, Plans
 from .scheduler import Blocked
-from .values import as_index
-
-WARP_SIZE = 32
+from .values import WARP_SIZE, as_index
 
 # What the renderer draws.  Intervals: run (a step the task executed), wait
 # (a blocked barrier wait; ``blocked`` False: it passed at once, a mark),

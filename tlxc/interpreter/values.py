@@ -26,6 +26,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.types import PointerType, ScalarType, TensorType, Type
+from ..target import DEFAULT_ARCH, get_target
+
+# The interpreter runs NVIDIA warps (every target it emulates, TLXC_INTERPRET_ARCH, has 32 lanes);
+# the one definition its files share.
+WARP_SIZE = get_target(DEFAULT_ARCH).warp_size
 
 _REGISTER = {
     "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,

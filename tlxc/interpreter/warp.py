@@ -27,8 +27,7 @@ from ..ir.core import Operation
 from ..ir.types import TensorType
 from ..passes.uniformity import Uniformity
 from .registry import impl, rule_for
-
-WARP_SIZE = 32
+from .values import WARP_SIZE
 
 
 def _kernel_of(op: Operation) -> Operation:

@@ -38,8 +38,9 @@ from __future__ import annotations
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Operation, Value, users_by_value
 from ..ir.types import TensorType
+from ..target import has_feature
 from .canonicalize import Canonicalize
-from .dot_wgmma import WGMMA_ARCHS, replace_uses
+from .dot_wgmma import replace_uses
 from .manager import Pass
 
 _VIEWS = ("tlx.local_view", "tlx.local_trans")
@@ -95,7 +96,7 @@ class HoistOperandStores(Pass):
     name = "hoist-operand-stores"
 
     def run(self, module: Module, options) -> Module:
-        if options.arch not in WGMMA_ARCHS:
+        if not has_feature(options.arch, "wgmma"):
             return module
         for kernel in module.kernels:
             changed = True
@@ -207,7 +208,7 @@ class DedupeOperandStores(Pass):
     name = "dedupe-operand-stores"
 
     def run(self, module: Module, options) -> Module:
-        if options.arch not in WGMMA_ARCHS:
+        if not has_feature(options.arch, "wgmma"):
             return module
         for kernel in module.kernels:
             _dedupe(kernel)
@@ -218,7 +219,7 @@ class ShareOperandBuffers(Pass):
     name = "share-operand-buffers"
 
     def run(self, module: Module, options) -> Module:
-        if options.arch not in WGMMA_ARCHS:
+        if not has_feature(options.arch, "wgmma"):
             return module
         for kernel in module.kernels:
             _reuse(kernel)

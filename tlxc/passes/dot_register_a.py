@@ -14,7 +14,7 @@ the wgmma's block.
 from __future__ import annotations
 
 from ..ir.core import Module, Operation, users_by_value
-from .dot_wgmma import WGMMA_ARCHS
+from ..target import has_feature
 from .manager import Pass
 
 
@@ -22,7 +22,7 @@ class RegisterAOperand(Pass):
     name = "register-a-operand"
 
     def run(self, module: Module, options) -> Module:
-        if options.arch not in WGMMA_ARCHS:
+        if not has_feature(options.arch, "wgmma"):
             return module
         for kernel in module.kernels:
             users = users_by_value(kernel)

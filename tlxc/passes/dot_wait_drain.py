@@ -50,7 +50,8 @@ loop is left alone.
 from __future__ import annotations
 
 from ..ir.core import BlockArgument, Module, Operation, Value
-from .dot_wgmma import WGMMA_ARCHS, replace_uses
+from ..target import has_feature
+from .dot_wgmma import replace_uses
 from .manager import Pass
 
 WGMMA_OPS = ("tlx.async_dot", "tlx.async_dot_wait")
@@ -60,7 +61,7 @@ class DrainDotWait(Pass):
     name = "drain-dot-wait"
 
     def run(self, module: Module, options) -> Module:
-        if options.arch not in WGMMA_ARCHS:
+        if not has_feature(options.arch, "wgmma"):
             return module
         for kernel in module.kernels:
             for loop in [op for op in kernel.walk() if op.name == "scf.for"]:      # program order

@@ -51,10 +51,10 @@ from ..ir.builder import Builder
 from ..ir.core import Module, Operation, Value
 from ..ir.ops.mma_async import shape_problem, transposable
 from ..ir.types import MemDescType, PointerType, TensorType, i32
+from ..target import has_feature
 from .axis_info import AxisAnalysis
 from .manager import Pass
 
-WGMMA_ARCHS = ("sm_90a",)
 WGMMA_INPUTS = ("f16", "bf16")
 
 
@@ -62,7 +62,7 @@ class LowerDotToWgmma(Pass):
     name = "lower-dot-to-wgmma"
 
     def run(self, module: Module, options) -> Module:
-        if options.arch not in WGMMA_ARCHS:
+        if not has_feature(options.arch, "wgmma"):
             return module
         for kernel in module.kernels:
             if any(op.name == "tlx.async_tasks" for op in kernel.walk()):

@@ -89,7 +89,6 @@ class _KernelRewriter:
     def __init__(self, kernel: Operation, options):
         self.kernel = kernel
         self.num_warps = kernel.attrs.get("num_warps", 4)
-        self.arch = getattr(options, "arch", "sm_90a")
         self.entries: dict[int, object] = {}
         self.scopes: list[dict] = []
         self.b = Builder()

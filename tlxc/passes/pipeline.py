@@ -50,7 +50,8 @@ from __future__ import annotations
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Operation, Value
 from ..ir.types import PointerType, ScalarType, TensorType, i1
-from .dot_wgmma import WGMMA_ARCHS, replace_uses
+from ..target import has_feature, target_of
+from .dot_wgmma import replace_uses
 from .manager import Pass
 
 DEFAULT_STAGES = 3
@@ -75,7 +76,7 @@ class PipelineLoads(Pass):
             rewritten: set[int] = set()
             for loop in [op for op in kernel.walk() if op.name == "scf.for"]:
                 stages = loop.attrs.get("num_stages", default)
-                if options.arch not in WGMMA_ARCHS or stages < 2:
+                if not has_feature(options.arch, "wgmma") or stages < 2:
                     continue
                 try:
                     plan = _Plan(kernel, loop)
@@ -85,7 +86,7 @@ class PipelineLoads(Pass):
                 if stages >= 2:
                     plan.rewrite(stages)
                     rewritten.add(id(loop))
-            if options.arch.startswith("sm_"):
+            if target_of(options).is_nvidia:
                 prefetch_loops(kernel, options.num_warps, rewritten)     # pipeline_prefetch.py
         return module
 

@@ -21,7 +21,7 @@ is refilled only after its last reader retired.
 from __future__ import annotations
 
 from ..ir.core import Module, Operation, users_by_value
-from .dot_wgmma import WGMMA_ARCHS
+from ..target import has_feature
 from .manager import Pass
 from .pipeline import DEFAULT_STAGES, NotPipelinable, _fitting_stages, _is_zero, _Operand, _Plan, _use_counts
 
@@ -30,7 +30,7 @@ class PipelineOperandLoads(Pass):
     name = "pipeline-operand-loads"
 
     def run(self, module: Module, options) -> Module:
-        if options.arch not in WGMMA_ARCHS:
+        if not has_feature(options.arch, "wgmma"):
             return module
         default = options.extra.get("num_stages")
         default = DEFAULT_STAGES if default is None else default

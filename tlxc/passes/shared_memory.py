@@ -17,11 +17,9 @@ import os
 from ..errors import CompilationError, ResourceError
 from ..ir.core import Module
 from ..ir.ops.tcgen05 import TMEM_COLUMNS, tmem_columns
+from ..target import get_target, target_of
 from .manager import Pass
 
-# Largest dynamic shared memory per block (opt-in), bytes.
-SHARED_LIMIT = {"sm_90a": 232448, "sm_100a": 232448, "sm_89": 101376, "sm_80": 166912,
-                "gfx942": 65536, "gfx950": 163840}
 BUFFER_ALIGN = 128
 SWIZZLED_BUFFER_ALIGN = 1024
 BARRIER_BYTES = 8
@@ -35,7 +33,7 @@ class AllocateShared(Pass):
     name = "allocate-shared"
 
     def run(self, module: Module, options) -> Module:
-        arch = getattr(options, "arch", "sm_90a")
+        arch = target_of(options).name
         for kernel in module.kernels:
             allocate_kernel(kernel, arch)
         return module
@@ -79,7 +77,7 @@ def allocate_kernel(kernel, arch: str) -> None:
         raise ResourceError(f"the kernel's tensor-memory buffers need {columns} columns, more than the "
                             f"{TMEM_COLUMNS} columns (128 lanes x 32 bits each) of tensor memory on {arch}:\n"
                             + "\n".join(_entry_lines(tmem_entries, "columns")), kernel.loc)
-    limit = SHARED_LIMIT.get(arch, 49152)
+    limit = get_target(arch).shared_limit      # the largest dynamic shared memory per block (opt-in)
     if offset > limit:
         raise ResourceError(f"the kernel's shared buffers and barriers need {offset} bytes, more than the "
                             f"{limit} bytes of shared memory a block may use on {arch}:\n"

@@ -24,8 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import LaunchError
-
-DEFAULT_ARCH = "sm_90a"
+from ..target import DEFAULT_ARCH
 
 
 class KernelMetadata:

@@ -1,0 +1,92 @@
+"""The targets: one frozen ``Target`` per GPU tlxc knows, in one registry.
+
+Every question the compiler asks about the GPU it compiles for -- which vendor,
+how wide a warp is, how much shared memory a block may use, whether wgmma or
+tcgen05 exist, which backend renders the code -- is a question to the
+``Target``, never a comparison of arch names.  ``tlxc/arch.py`` turns what a
+user writes (``sm_90``, ``cuda:90``, ``hip:gfx942``) into a key of ``TARGETS``.
+
+Adding a backend: write ``tlxc/codegen_<x>/`` with a module offering
+``compile_kernel_module(kernel, target, ...)`` (see ``codegen_nvptx/backend.py``),
+then register its targets here with ``backend="tlxc.codegen_<x>.backend"``
+(docs/architecture.md, "Adding a backend").
+
+This module sits at the bottom of the package's layers (next to ``errors``): it
+imports nothing of tlxc, so every layer may ask it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_ARCH = "sm_90a"
+
+# The features a target may have (``Target.has``):
+#   wgmma       Hopper's warpgroup MMA (tlx.async_dot with a register accumulator)
+#   setmaxnreg  per-task register budgets of warp-specialized kernels
+#   tcgen05     Blackwell's tensor-memory MMA and tensor memory
+#   fp8         f8e4m3 / f8e5m2 conversions (sm_89 and newer)
+#   gdc         grid dependency control, griddepcontrol (sm_90 and newer)
+FEATURES = ("wgmma", "setmaxnreg", "tcgen05", "fp8", "gdc")
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    vendor: str                          # "nvidia" or "amd"
+    capability: tuple[int, int] | None   # NVIDIA compute capability
+    gpus: str
+    arch_specific: str = ""              # instructions that only this exact target has ("" if none)
+    warp_size: int = 32
+    shared_limit: int = 49152            # largest dynamic shared memory per block (opt-in), bytes
+    features: frozenset[str] = frozenset()
+    backend: str | None = None           # the module that renders and builds code; None: not built yet
+
+    def has(self, feature: str) -> bool:
+        if feature not in FEATURES:
+            raise ValueError(f"unknown target feature '{feature}' (known: {', '.join(FEATURES)})")
+        return feature in self.features
+
+    @property
+    def is_nvidia(self) -> bool:
+        return self.vendor == "nvidia"
+
+
+_NVPTX = "tlxc.codegen_nvptx.backend"
+
+TARGETS: dict[str, Target] = {t.name: t for t in (
+    Target("sm_90a", "nvidia", (9, 0), "H100, H200", "wgmma and setmaxnreg", shared_limit=232448,
+           features=frozenset({"wgmma", "setmaxnreg", "fp8", "gdc"}), backend=_NVPTX),
+    Target("sm_100a", "nvidia", (10, 0), "B200, GB200", "tcgen05 and tensor memory", shared_limit=232448,
+           features=frozenset({"tcgen05", "fp8", "gdc"}), backend=_NVPTX),
+    Target("sm_80", "nvidia", (8, 0), "A100, A30", shared_limit=166912, backend=_NVPTX),
+    Target("sm_89", "nvidia", (8, 9), "L4, L40, RTX 40xx", shared_limit=101376, features=frozenset({"fp8"}),
+           backend=_NVPTX),
+    Target("gfx942", "amd", None, "MI300", warp_size=64, shared_limit=65536),
+    Target("gfx950", "amd", None, "MI350", warp_size=64, shared_limit=163840),
+)}
+
+
+def get_target(name: str) -> Target:
+    """The registered target called ``name`` (a key of ``TARGETS``; spellings: ``arch.resolve``)."""
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise KeyError(f"no tlxc target '{name}' (targets: {', '.join(TARGETS)})") from None
+
+
+def target_of(options) -> Target:
+    """The target of a compile's options (their ``arch``; the default target without one)."""
+    return get_target(getattr(options, "arch", None) or DEFAULT_ARCH)
+
+
+def has_feature(arch: str, feature: str) -> bool:
+    """Whether target ``arch`` has ``feature`` (False for a name that is no target)."""
+    target = TARGETS.get(arch)
+    return target is not None and target.has(feature)
+
+
+def targets_of(vendor: str) -> tuple[str, ...]:
+    return tuple(name for name, t in TARGETS.items() if t.vendor == vendor)
+
+
+__all__ = ["DEFAULT_ARCH", "FEATURES", "TARGETS", "Target", "get_target", "has_feature", "target_of", "targets_of"]
