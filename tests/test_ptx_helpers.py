@@ -499,6 +499,22 @@ CASES: dict[str, Case] = {
     "tlx_tcgen05_wait_ld": Case(
         "unsigned r[1]; tlx_tcgen05_ld_32x32b_x1(in[0], r); tlx_tcgen05_wait_ld<1>(r); out[threadIdx.x] = r[0];",
         ("tcgen05.wait::ld.sync.aligned",), archs=_SM100, also=("tlx_tcgen05_ld_32x32b_x1",)),
+    # cluster launch control (sm_100a, rules_clc.py): try_cancel into a 16-byte response, the query decodes it
+    "tlx_clc_try_cancel": Case(
+        "__shared__ __attribute__((aligned(16))) unsigned resp[4]; " + _BAR + "if (threadIdx.x == 0) "
+        "tlx_clc_try_cancel(resp, &bar); out[0] = resp[in[0] & 3];",
+        ("clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128",),
+        archs=_SM100),
+    "tlx_clc_try_cancel_multicast": Case(
+        "__shared__ __attribute__((aligned(16))) unsigned resp[4]; " + _BAR + "if (threadIdx.x == 0) "
+        "tlx_clc_try_cancel_multicast(resp, &bar); out[0] = resp[in[0] & 3];",
+        ("clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.multicast::cluster::all.b128",),
+        archs=_SM100),
+    "tlx_clc_query": Case(
+        "__shared__ __attribute__((aligned(16))) unsigned resp[4]; resp[threadIdx.x & 3] = in[threadIdx.x & 3]; "
+        "__syncthreads(); out[threadIdx.x] = (unsigned)tlx_clc_query(resp);",
+        ("clusterlaunchcontrol.query_cancel.is_canceled.pred.b128",
+         "clusterlaunchcontrol.query_cancel.get_first_ctaid::x.b32.b128"), archs=_SM100),
     "tlx_tcgen05_wait_st": Case(
         "unsigned r[1] = {in[1]}; tlx_tcgen05_st_32x32b_x1(in[0], r); tlx_tcgen05_wait_st(); out[0] = 1u;",
         ("tcgen05.wait::st.sync.aligned",), archs=_SM100, also=("tlx_tcgen05_st_32x32b_x1",)),

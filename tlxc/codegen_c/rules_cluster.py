@@ -92,3 +92,23 @@ def async_remote_shmem_copy(lw, op):
     remote_bar = lw.target.expr("tlx_mapa_shared", lw.name(bar), lw.name(rank))
     copy = lw.target.call("tlx_cp_async_bulk_cluster", remote_dst, lw.views[id(src)][0], f"{nbytes}u", remote_bar)
     lw.out.line(f"if ({lw.scope.tid_var} == 0) {copy}")
+
+
+# -- cluster launch control (ir/ops/clc.py) -------------------------------------------------------
+# One thread asks (with multicast: CTA 0's, for the whole cluster); every thread decodes the
+# answer after its wait on the full barrier.  The response buffer is 128-byte aligned
+# (passes/shared_memory.py), the instruction wants 16.
+@lowering("tlx.clc_try_cancel")
+def clc_try_cancel(lw, op):
+    response, bar = op.operands
+    multicast = op.attrs["multicast"]
+    helper = "tlx_clc_try_cancel_multicast" if multicast else "tlx_clc_try_cancel"
+    cond = f"{lw.scope.tid_var} == 0"
+    if multicast:
+        cond += f" && {lw.target.expr('tlx_cluster_ctarank')} == 0"
+    lw.out.line(f"if ({cond}) {lw.target.call(helper, lw.views[id(response)][0], lw.name(bar))}")
+
+
+@lowering("tlx.clc_query")
+def clc_query(lw, op):
+    lw.declare(op.results[0], init=lw.target.expr("tlx_clc_query", lw.views[id(op.operands[0])][0]))

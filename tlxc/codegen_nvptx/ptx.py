@@ -1330,3 +1330,41 @@ def definitions(names) -> str:
     for name in names:
         add(name)
     return "\n\n".join(HELPERS[n] for n in HELPERS if n in wanted)
+
+
+# -- cluster launch control (sm_100a) ----------------------------------------------------------------
+# try_cancel asks the hardware for a cluster of the grid that has not started yet; its 16-byte
+# answer lands in ``response`` (shared::cta, 16-byte aligned) and completes 16 bytes on ``bar``.
+# ``.multicast::cluster::all`` writes the answer (and completes the bytes) in every CTA of the
+# cluster at the same offsets.  The query decodes an answer: -1 when nothing was cancelled, else
+# the first CTA id (x) of the cancelled cluster.
+@helper("tlx_clc_try_cancel", "tlx_smem_addr")
+def clc_try_cancel():
+    return f"""
+{_INLINE} void tlx_clc_try_cancel(const void* response, const void* bar) {{
+  asm volatile("clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%0], [%1];"
+               :: "r"(tlx_smem_addr(response)), "r"(tlx_smem_addr(bar)) : "memory");
+}}"""
+
+
+@helper("tlx_clc_try_cancel_multicast", "tlx_smem_addr")
+def clc_try_cancel_multicast():
+    return f"""
+{_INLINE} void tlx_clc_try_cancel_multicast(const void* response, const void* bar) {{
+  asm volatile("clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes"
+               ".multicast::cluster::all.b128 [%0], [%1];" :: "r"(tlx_smem_addr(response)), "r"(tlx_smem_addr(bar)) : "memory");
+}}"""
+
+
+@helper("tlx_clc_query", "tlx_smem_addr")
+def clc_query():
+    return f"""
+{_INLINE} int tlx_clc_query(const void* response) {{
+  int x;
+  asm volatile("{{\\n .reg .b128 r;\\n .reg .pred p;\\n .reg .b64 lo, hi;\\n"
+               " ld.shared.v2.b64 {{lo, hi}}, [%1];\\n mov.b128 r, {{lo, hi}};\\n"
+               " clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 p, r;\\n"
+               " @p clusterlaunchcontrol.query_cancel.get_first_ctaid::x.b32.b128 %0, r;\\n"
+               " @!p mov.b32 %0, -1;\\n}}" : "=r"(x) : "r"(tlx_smem_addr(response)) : "memory");
+  return x;
+}}"""

@@ -1034,3 +1034,5 @@ def _async_dot_wait(ctx, pendings, inp):
 
 # DSM stores, warp votes and tl.inline_asm_elementwise (they use the helpers above)
 from . import cluster_rules  # noqa: E402,F401
+# cluster launch control (tlx.clc_*: composed of the barrier rules above)
+from . import clc_rules  # noqa: E402,F401

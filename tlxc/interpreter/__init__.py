@@ -18,6 +18,7 @@ from . import (  # noqa: F401  (rules)
     arith,
     barrier_ops,
     bulk,
+    clc,
     cluster,
     control,
     debug,

@@ -17,6 +17,7 @@ from ..ir.types import PointerType, ScalarType, TensorDescType
 # Launch options Triton accepts as keyword arguments next to the kernel's own.
 from ..runtime.launch import LAUNCH_OPTIONS, check_cluster_grid, check_num_warps, cluster_dims, grid_dims, launch_config
 from ..runtime.tma import TensorDescriptor
+from .clc import WorkQueue
 from .executor import KernelRunner
 from .memory import GlobalMemory, element_type_of, is_array_argument, is_torch_tensor
 from .values import register_dtype
@@ -176,7 +177,9 @@ def interpret_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
     if order == "shuffled":
         programs = list(programs)
         random.Random(seed).shuffle(programs)
-    for pid in programs:
+    queue = WorkQueue(programs)     # tlx.clc_try_cancel takes programs from it too (clc.py)
+    memory.clc_queue = queue
+    while (pid := queue.take()) is not None:
         if dims is None:
             runner.run_program(pid, grid3, memory, values, program_seed(seed, pid), out)
         else:                      # the CTAs of the cluster whose first CTA is pid, in rank order

@@ -3,6 +3,7 @@ from . import (  # noqa: F401,E501
     arith,
     barrier,
     bulk,
+    clc,
     cluster,
     cluster_mem,
     control,

@@ -314,6 +314,23 @@ def async_remote_shmem_store(dst, src, remote_cta_rank, barrier):
 
 
 @builtin
+def clc_create_context(num_consumers, num_stages=1):
+    """Cluster launch control (sm_100a): the barriers and 16-byte response slots of a work
+    queue fed by cancelling clusters that have not started; ``num_consumers`` counts every
+    task that calls ``clc_consumer``, in every CTA of the cluster."""
+
+
+@builtin
+def clc_producer(clc_pipe_ctx, p_producer, multi_ctas=True, k=0):
+    """Ask for the next cluster's work (``clusterlaunchcontrol.try_cancel``) into stage ``k``."""
+
+
+@builtin
+def clc_consumer(clc_pipe_ctx, p_consumer, multi_ctas=True, k=0, return_3d=False):
+    """Wait for stage ``k``'s answer and return the tile id it carries (-1: no work left)."""
+
+
+@builtin
 def async_remote_shmem_copy(dst, src, remote_cta_rank, barrier):
     """Bulk-copy the local buffer ``src`` into ``dst``'s place in CTA ``remote_cta_rank``,
     completing its bytes on ``barrier``'s place there."""
