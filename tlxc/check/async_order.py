@@ -21,8 +21,8 @@
 from __future__ import annotations
 
 from ..ir.core import Operation
+from ..ir.views import view_roots
 from .findings import INFO, Finding
-from .views import view_roots
 
 VIEW_OPS = frozenset({"tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret"})
 CARRIERS = frozenset({"scf.yield", "scf.for", "scf.while", "scf.condition", "scf.if"})

@@ -31,11 +31,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ..ir.core import BlockArgument, Operation
+from ..ir.views import view_roots
 from .describe import assignment_location, barrier_use, bindings, ordinal, phase_use, task_label, times, where
 from .findings import INFO, Finding
 from .simulate import Failure, Simulator
 from .trace import BarrierArray, Event, TaskTrace, clean_name
-from .views import view_roots
 
 # findings about how often tasks arrive and wait: the ones that unrelated pinned trip counts can fake
 COUNT_FINDINGS = ("barrier.missing-arrive", "barrier.extra-arrive", "barrier.arrive-count", "barrier.deadlock",

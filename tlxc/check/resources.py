@@ -27,26 +27,11 @@ import re
 
 from ..errors import Location
 from ..ir.core import Operation
-from ..ir.ops.task import warp_ranges
+from ..ir.ops.task import REGISTER_FILE, default_task_registers, launch_registers, warp_ranges  # noqa: F401
 from .findings import Finding
 
 MAX_TASKS = 6
 MAX_WARPS = 32
-REGISTER_FILE = 65536
-
-
-def launch_registers(total_threads: int) -> int:
-    """Registers per thread a one-block-per-SM kernel that uses setmaxnreg starts with."""
-    return min(255, REGISTER_FILE // total_threads) // 8 * 8
-
-
-def default_task_registers(tasks, pool: int) -> int:
-    """The budget of a default task given none: what the other tasks leave of
-    the pool, per thread, in steps of 8, at most 256 (TLX's donation model).
-    ``tasks`` are (name, warps, registers, replica), the default task first."""
-    used = sum(regs * warps * 32 for _, warps, regs, _ in tasks[1:])
-    left = (pool - used) // (tasks[0][1] * 32)
-    return min(256, left // 8 * 8)
 
 
 def task_locations(ws: Operation) -> list[Location | None]:

@@ -25,9 +25,8 @@ from __future__ import annotations
 
 from math import gcd
 
-from ..check.resources import default_task_registers, launch_registers
 from ..errors import CompilationError, ResourceError
-from ..ir.ops.task import warp_ranges
+from ..ir.ops.task import default_task_registers, launch_registers, warp_ranges
 from ..ir.types import BarrierType, MemDescType, TensorType
 from ..passes.shared_layouts import SWIZZLE_PERIOD, swizzle_expr
 from . import ctypes_ as C

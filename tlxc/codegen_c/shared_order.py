@@ -34,12 +34,12 @@ The result is two tables, ``before`` and ``after``: op id → list of "fence" / 
 """
 from __future__ import annotations
 
-from ..check.views import view_roots
 from ..ir.core import Operation
 from ..ir.types import MemDescType
+from ..ir.views import view_roots
 from ..passes.uniformity import Uniformity
+from ..target import has_feature
 
-PROXY_ARCHS = ("sm_90", "sm_100", "sm_103", "sm_120")
 BULK_STORES = ("tlx.async_descriptor_store", "tlx.async_bulk_store")   # one thread's copies out of a buffer
 ASYNC_PROXY_READERS = ("tlx.async_dot", *BULK_STORES, "tlx.tcgen05_mma")
 SHARED_WRITERS = ("tlx.local_store", "tlx.async_load", "tlx.async_descriptor_load", "tlx.async_bulk_load")
@@ -51,7 +51,7 @@ class SharedOrder:
         self.after: dict[int, list[str]] = {}
         self._drained: set[int] = set()
         ops = list(kernel.walk())
-        self.proxies = arch.startswith(PROXY_ARCHS) and any(op.name in ASYNC_PROXY_READERS for op in ops)
+        self.proxies = has_feature(arch, "async_proxy") and any(op.name in ASYNC_PROXY_READERS for op in ops)
         self.uniformity = Uniformity(kernel)
         self.aliases = _reuse_groups(ops)
         body = kernel.regions[0].block

@@ -7,7 +7,7 @@ loop's initial value and its yields, the branches' yields).
 """
 from __future__ import annotations
 
-from ..ir.core import Block, Operation, Value
+from .core import Block, Operation, Value
 
 VIEW_OPS = frozenset({"tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret",
                       "tlx.remote_view"})

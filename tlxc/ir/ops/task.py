@@ -18,6 +18,23 @@ from __future__ import annotations
 from ..core import Operation
 from ..types import i32, i64
 
+# The register budgets of setmaxnreg (one rule for the code generator and the checker).
+REGISTER_FILE = 65536
+
+
+def launch_registers(total_threads: int) -> int:
+    """Registers per thread a one-block-per-SM kernel that uses setmaxnreg starts with."""
+    return min(255, REGISTER_FILE // total_threads) // 8 * 8
+
+
+def default_task_registers(tasks, pool: int) -> int:
+    """The budget of a default task given none: what the other tasks leave of
+    the pool, per thread, in steps of 8, at most 256 (TLX's donation model).
+    ``tasks`` are (name, warps, registers, replica), the default task first."""
+    used = sum(regs * warps * 32 for _, warps, regs, _ in tasks[1:])
+    left = (pool - used) // (tasks[0][1] * 32)
+    return min(256, left // 8 * 8)
+
 
 class AsyncTasksOp(Operation):
     name = "tlx.async_tasks"
