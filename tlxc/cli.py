@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import ast
-import importlib.util
 import inspect
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,14 +25,19 @@ from typing import Any
 from . import __version__
 from . import language as tl
 from .arch import ArchError, accepted, arch_specific_use, local_arch, resolve
-from .cli_kernels import (
+from .cli_kernels import (  # the file loading and -D parsing live there (cli_trace.py uses them too)
     KernelSetupError,
+    UsageError,
     autotune_configs,
     chosen_configs,
     config_constexprs,
+    load_module,
+    module_kernels,
     module_level_kernels,
     nested_kernels,
     parse_config_choice,
+    parse_define,
+    parse_define_value,  # noqa: F401 (tlxc.cli.parse_define_value: tests, users)
     resolve_descriptor_boxes,
 )
 from .cli_trace import add_trace_parser, cmd_trace
@@ -45,7 +48,6 @@ from .frontend.specialize import (
     annotation_type,
     is_constexpr_annotation,
     parse_signature,
-    parse_type_spec,
     signature_hints,
     specialization_from_args,
     specialization_from_types,
@@ -55,10 +57,6 @@ from .target import DEFAULT_ARCH
 # The stages --emit accepts are the compiler's (``tlxc.compiler.STAGES``);
 # which of them a target produces is up to its backend (a missing one: exit 2).
 NUM_WARPS = (1, 2, 4, 8, 16, 32)
-
-
-class UsageError(Exception):
-    """The command line asks for something impossible: one line on stderr, exit code 2."""
 
 
 @dataclass
@@ -161,100 +159,6 @@ def _add_kernel_options(cmd: argparse.ArgumentParser) -> None:
                           "config ('all': DIR/<kernel>.config<N>.<stage>). The config's values are constexprs "
                           "(-D overrides them), its num_warps/ctas_per_cga the launch's, and its pre_hook "
                           "gives box-less descriptors (--signature 'a_desc=tensordesc<fp16>') their box")
-
-
-# -- -D values -------------------------------------------------------------------------
-def parse_define(text: str) -> tuple[str, Any]:
-    """``NAME=VALUE`` → (name, value): a Python literal or a dtype."""
-    name, sep, value_text = text.partition("=")
-    name = name.strip()
-    if not sep or not name.isidentifier():
-        raise UsageError(f"-D expects NAME=VALUE, got '{text}'")
-    return name, parse_define_value(value_text.strip(), name)
-
-
-def parse_define_value(text: str, name: str = "VALUE") -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        pass
-    dtype = _dtype_named(text)
-    if dtype is not None:
-        return dtype
-    raise UsageError(f"-D {name}={text}: expected a Python literal (128, 0.5, True, 'text') "
-                     f"or a dtype (bf16, fp32, tl.float16)")
-
-
-def _dtype_named(text: str):
-    for prefix in ("tlxc.language.", "tl.", "torch."):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-            break
-    value = getattr(tl, text, None)
-    if isinstance(value, tl.dtype):
-        return value
-    try:
-        value = parse_type_spec(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, tl.dtype) else None
-
-
-# -- loading the file --------------------------------------------------------------------
-def load_module(path: str):
-    """Import FILE under its own module name (its ``if __name__ == "__main__"`` block does not run)."""
-    file = Path(path)
-    if not file.is_file():
-        raise UsageError(f"no such file: {path}")
-    if file.suffix != ".py":
-        raise UsageError(f"{path} is not a Python file")
-    file = file.resolve()
-    name = _module_name(file)
-    spec = importlib.util.spec_from_file_location(name, file)
-    module = importlib.util.module_from_spec(spec)
-    previous = sys.modules.get(name)
-    sys.modules[name] = module              # dataclasses, pickling and inspect look modules up here
-    sys.path.insert(0, str(file.parent))   # so that FILE's own sibling imports resolve
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError:
-        _restore(name, previous)
-        raise
-    except Exception as exc:  # noqa: BLE001 (whatever the user's module raises is reported in one line)
-        _restore(name, previous)
-        where = _user_frame(exc, str(file))
-        raise UsageError(f"importing {path} failed{where}: {type(exc).__name__}: {exc}") from None
-    finally:
-        sys.path.remove(str(file.parent))
-    return module
-
-
-def _module_name(file: Path) -> str:
-    """FILE's own module name, unless that name is taken by another module
-    (a kernel file called ``types.py`` must not replace the standard library's)."""
-    name = file.stem if file.stem.isidentifier() else "tlxc_user_module"
-    taken = sys.modules.get(name)
-    if taken is not None and getattr(taken, "__file__", None) != str(file):
-        return f"tlxc_user_{name}"
-    return name
-
-
-def _restore(name: str, previous) -> None:
-    if previous is None:
-        sys.modules.pop(name, None)
-    else:
-        sys.modules[name] = previous
-
-
-def _user_frame(exc: BaseException, file: str) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == file]
-    return f" at line {frames[-1].lineno}" if frames else ""
-
-
-def module_kernels(module) -> list[tuple[str, Any]]:
-    """The ``@tlxc.kernel`` objects bound at module level (also under ``@tlxc.autotune`` /
-    ``@tlxc.heuristics``), each once, in definition order."""
-    return [(attr, kfn) for attr, kfn, _ in module_level_kernels(module)]
 
 
 # -- selecting kernels and specializing them ------------------------------------------------

@@ -26,10 +26,15 @@ needs a runtime argument must be given with ``-D``.
 from __future__ import annotations
 
 import ast
+import importlib.util
+import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
+from . import language as tl
 from .errors import LaunchError
+from .frontend.specialize import parse_type_spec
 from .runtime.autotune import Autotuner, Config, Heuristics, KernelWrapper
 
 _KERNEL_DECORATORS = {"jit", "kernel"}
@@ -200,3 +205,101 @@ def resolve_descriptor_boxes(name: str, config: Config | None, types: dict[str, 
 
 __all__ = ["KernelSetupError", "autotune_configs", "chosen_configs", "config_constexprs", "module_level_kernels",
            "nested_kernels", "parse_config_choice", "resolve_descriptor_boxes", "wrapper_chain"]
+
+
+class UsageError(Exception):
+    """The command line asks for something impossible: one line on stderr, exit code 2."""
+
+
+# -- -D values -------------------------------------------------------------------------
+def parse_define(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` → (name, value): a Python literal or a dtype."""
+    name, sep, value_text = text.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier():
+        raise UsageError(f"-D expects NAME=VALUE, got '{text}'")
+    return name, parse_define_value(value_text.strip(), name)
+
+
+def parse_define_value(text: str, name: str = "VALUE") -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        pass
+    dtype = _dtype_named(text)
+    if dtype is not None:
+        return dtype
+    raise UsageError(f"-D {name}={text}: expected a Python literal (128, 0.5, True, 'text') "
+                     f"or a dtype (bf16, fp32, tl.float16)")
+
+
+def _dtype_named(text: str):
+    for prefix in ("tlxc.language.", "tl.", "torch."):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+            break
+    value = getattr(tl, text, None)
+    if isinstance(value, tl.dtype):
+        return value
+    try:
+        value = parse_type_spec(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, tl.dtype) else None
+
+
+# -- loading the file --------------------------------------------------------------------
+def load_module(path: str):
+    """Import FILE under its own module name (its ``if __name__ == "__main__"`` block does not run)."""
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"no such file: {path}")
+    if file.suffix != ".py":
+        raise UsageError(f"{path} is not a Python file")
+    file = file.resolve()
+    name = _module_name(file)
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    previous = sys.modules.get(name)
+    sys.modules[name] = module              # dataclasses, pickling and inspect look modules up here
+    sys.path.insert(0, str(file.parent))   # so that FILE's own sibling imports resolve
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError:
+        _restore(name, previous)
+        raise
+    except Exception as exc:  # noqa: BLE001 (whatever the user's module raises is reported in one line)
+        _restore(name, previous)
+        where = _user_frame(exc, str(file))
+        raise UsageError(f"importing {path} failed{where}: {type(exc).__name__}: {exc}") from None
+    finally:
+        sys.path.remove(str(file.parent))
+    return module
+
+
+def _module_name(file: Path) -> str:
+    """FILE's own module name, unless that name is taken by another module
+    (a kernel file called ``types.py`` must not replace the standard library's)."""
+    name = file.stem if file.stem.isidentifier() else "tlxc_user_module"
+    taken = sys.modules.get(name)
+    if taken is not None and getattr(taken, "__file__", None) != str(file):
+        return f"tlxc_user_{name}"
+    return name
+
+
+def _restore(name: str, previous) -> None:
+    if previous is None:
+        sys.modules.pop(name, None)
+    else:
+        sys.modules[name] = previous
+
+
+def _user_frame(exc: BaseException, file: str) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == file]
+    return f" at line {frames[-1].lineno}" if frames else ""
+
+
+def module_kernels(module) -> list[tuple[str, Any]]:
+    """The ``@tlxc.kernel`` objects bound at module level (also under ``@tlxc.autotune`` /
+    ``@tlxc.heuristics``), each once, in definition order."""
+    return [(attr, kfn) for attr, kfn, _ in module_level_kernels(module)]

@@ -50,7 +50,7 @@ def add_trace_parser(commands) -> None:
 
 
 def cmd_trace(args) -> int:
-    from .cli import UsageError, load_module, parse_define
+    from .cli_kernels import UsageError, load_module, parse_define
     from .errors import LaunchError, TlxcError
     from .trace_render import trace, write_timeline
 
@@ -96,7 +96,7 @@ def program_text(pid) -> str:
 
 
 def _select_kernel(module, path: str, name: str | None, usage_error):
-    from .cli import module_kernels
+    from .cli_kernels import module_kernels
     kernels = module_kernels(module)
     if not kernels:
         raise usage_error(f"{path} defines no @tlxc.kernel function")
