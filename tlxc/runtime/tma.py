@@ -473,7 +473,7 @@ def _element_type_checked(tensor: Any) -> ScalarType:
     if not hasattr(tensor, "dtype") or not (hasattr(tensor, "data_ptr") or hasattr(tensor, "__array_interface__")):
         raise _fail("tensor", f"must be a torch tensor (or numpy array), got {type(tensor).__name__}")
     if hasattr(tensor, "data_ptr"):
-        from ..frontend.specialize import pointee_of_tensor
+        from ..ir.arg_types import pointee_of_tensor
         try:
             element = pointee_of_tensor(tensor)
         except LaunchError:
