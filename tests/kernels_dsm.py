@@ -166,3 +166,24 @@ def dsm_async_store_f16(x_ptr):
 def dsm_store_rank_17(x_ptr):
     buf = tlx.local_alloc((64,), tl.float32, 1)
     tlx.remote_shmem_store(buf[0], tl.load(x_ptr + tl.arange(0, 64)), 17)
+
+
+@tlxc.kernel
+def dsm_late_alloc_sums(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    """Clusters of 2: each CTA sums its BLOCK values and sends the sum into its peer's
+    'parts' buffer with st.async, where 'parts' is allocated after the cluster barrier (shared
+    memory is static: the peer's buffer exists before its local_alloc runs); both CTAs store
+    the cluster's total at their program id."""
+    got = tlx.alloc_barriers(num_barriers=1)
+    tlx.barrier_expect_bytes(got[0], 4)
+    tlx.cluster_barrier()
+    rank = tlx.cluster_cta_rank()
+    pid = tl.program_id(0)
+    parts = tlx.local_alloc((1,), tl.float32, 2)
+    x = tl.load(x_ptr + pid * BLOCK + tl.arange(0, BLOCK))
+    mine = tl.reshape(tl.sum(x, axis=0), (1,))
+    tlx.local_store(parts[rank], mine)
+    tlx.async_remote_shmem_store(dst=parts[rank], src=mine, remote_cta_rank=rank ^ 1, barrier=got[0])
+    tlx.barrier_wait(got[0], 0)
+    total = tlx.local_load(parts[0]) + tlx.local_load(parts[1])
+    tl.store(out_ptr + pid + tl.arange(0, 1), total)

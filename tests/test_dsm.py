@@ -136,3 +136,25 @@ def test_gpu_cluster_barrier_in_every_task():
     K.cluster_barrier_in_tasks[(8,)](x, y, 1000, BLOCK=128, SKIP_IDLE=False, ctas_per_cga=(2, 1, 1))
     assert torch.equal(y, x + 1)
 
+
+
+# -- st.async into a buffer the peer allocates later; the checker counts st.async bytes -------------
+def test_async_store_into_a_peer_buffer_allocated_later():
+    from tlxc.interpreter import interpret
+    x = torch.randn(4, 64)
+    out = torch.full((4,), float("nan"))
+    interpret(K.dsm_late_alloc_sums, (4,), (x, out), {"BLOCK": 64, "ctas_per_cga": (2, 1, 1)}, arch="sm_100a")
+    pair = x.double().sum(1).view(2, 2).sum(1)
+    torch.testing.assert_close(out.double(), pair.repeat_interleave(2), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_checker_counts_async_remote_store_bytes(arch):
+    from tlxc.check import ERROR, check_function
+    from tlxc.frontend.specialize import parse_signature, specialization_from_types
+    spec = specialization_from_types(K.dsm_late_alloc_sums, parse_signature("x_ptr=*fp32,out_ptr=*fp32"),
+                                     {"BLOCK": 64})
+    findings = check_function(K.dsm_late_alloc_sums, spec, arch=arch, cluster=(2, 1, 1))
+    assert not [f for f in findings if f.severity == ERROR], findings
+    compiled = compile_kernel(K.dsm_late_alloc_sums, spec, arch=arch, cluster=(2, 1, 1))
+    assert compiled.asm["cubin"][:4] == b"\x7fELF"

@@ -151,7 +151,9 @@ class TaskTrace:
 SYNC_OPS = frozenset({"tlx.barrier_wait", "tlx.barrier_arrive", "tlx.barrier_expect_bytes",
                       "tlx.named_barrier_wait", "tlx.named_barrier_arrive", "tlx.async_commit_group",
                       "tlx.async_wait_group", "tlx.async_tasks", "tlx.async_descriptor_load",
-                      "tlx.async_dot_wait", "tlx.tcgen05_mma", "tlx.tcgen05_commit", "tlx.async_bulk_load"})
+                      "tlx.async_dot_wait", "tlx.tcgen05_mma", "tlx.tcgen05_commit", "tlx.async_bulk_load",
+                      # they complete bytes on a barrier (a peer's, or the CLC answer's)
+                      "tlx.async_remote_shmem_store", "tlx.async_remote_shmem_copy", "tlx.clc_try_cancel"})
 DATA_OPS = frozenset({"tlx.async_load", "tlx.local_load", "tlx.local_store", "tlx.async_dot",
                       "tlx.async_descriptor_store", "tlx.fence", "tlx.async_bulk_store",
                       "tlx.async_descriptor_store_wait"})
@@ -572,6 +574,19 @@ class Tracer:
             self.record("tmawrite", op, array=ref.array, slot=ref.index, box=ref.box)
         self.record("tma", op, array=array, slot=slot, amount=nbytes)
 
+    def remote_async_store(self, op: Operation) -> None:
+        """``async_remote_shmem_store`` / ``_copy`` complete their bytes on the *peer's*
+        barrier.  The tracer follows one CTA of a symmetric cluster: what this CTA sends a
+        peer, a peer sends it, so the bytes land on its own barrier at the same place."""
+        array, slot = self.barrier(op, 3)
+        self.record("tma", op, array=array, slot=slot, amount=op.operands[0].type.buffer_bytes)
+
+    def clc_try_cancel(self, op: Operation) -> None:
+        """Cluster launch control: the 16-byte answer completes 16 bytes on the full barrier
+        (with multicast, CTA 0's request completes every CTA's: the same in a symmetric cluster)."""
+        array, slot = self.barrier(op, 1)
+        self.record("tma", op, array=array, slot=slot, amount=16)
+
     def fence(self, op: Operation) -> None:
         if op.attrs.get("scope") == "async_shared":
             self.record("fence", op)
@@ -846,6 +861,9 @@ _HANDLERS = {
     "tlx.async_bulk_store": Tracer.async_descriptor_store,
     "tlx.async_descriptor_store_wait": Tracer.store_wait,
     "tlx.fence": Tracer.fence,
+    "tlx.async_remote_shmem_store": Tracer.remote_async_store,
+    "tlx.async_remote_shmem_copy": Tracer.remote_async_store,
+    "tlx.clc_try_cancel": Tracer.clc_try_cancel,
     "tlx.async_dot": Tracer.async_dot,
     "tlx.async_dot_wait": Tracer.async_dot_wait,
     "tlx.tcgen05_mma": Tracer.tcgen05_mma,

@@ -78,12 +78,28 @@ def peer_barrier(ctx, op, bar: MBarrier, rank) -> MBarrier:
     return _allocated(ctx, op, program, "barriers", bar.origin, f"barrier {bar.label}")[bar.index]
 
 
+def _static_allocation(program, origin) -> None:
+    """Shared memory is allocated for the whole kernel (its layout is fixed at compile time),
+    so a peer's buffer exists before the peer's ``local_alloc`` runs (TLX's multi-CTA
+    layernorm sends into a buffer its peers allocate later in program order); the peer's
+    ``local_alloc`` then finds this one (``shared.local_alloc``), its bytes still unwritten
+    or holding what landed.  Aliased allocations (``reuse=``) are not created ahead."""
+    from .shared import SharedBuffer
+    t = origin.results[0].type
+    buffer = SharedBuffer(origin.results[0].name_hint or t.storage, t.shape, t.element, t.num, None)
+    buffer.storage, buffer.origin, buffer.cta = t.storage, origin, program.cta_rank
+    program.state.setdefault(t.storage, {})[origin] = buffer
+
+
 def peer_view(ctx, op, view: SharedView, rank) -> SharedView:
     """The same bytes as ``view`` in CTA ``rank``'s copy of the buffer."""
     program = peer(ctx, op, rank)
     if program is ctx.program:
         return view
-    buffer = _allocated(ctx, op, program, "smem", view.buffer.origin, f"buffer {view.label}")
+    origin = view.buffer.origin
+    if program.state.get("smem", {}).get(origin) is None and not origin.operands:
+        _static_allocation(program, origin)
+    buffer = _allocated(ctx, op, program, "smem", origin, f"buffer {view.label}")
     label = view.label.replace(f" of CTA {ctx.program.cta_rank}", f" of CTA {program.cta_rank}")
     return SharedView(buffer, view.slot, view.offset, view.shape, view.strides, view.element, label)
 
