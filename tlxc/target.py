@@ -6,10 +6,10 @@ tcgen05 exist, which backend renders the code -- is a question to the
 ``Target``, never a comparison of arch names.  ``tlxc/arch.py`` turns what a
 user writes (``sm_90``, ``cuda:90``, ``hip:gfx942``) into a key of ``TARGETS``.
 
-Adding a backend: write ``tlxc/codegen_<x>/`` with a module offering
-``compile_kernel_module(kernel, target, ...)`` (see ``codegen_nvptx/backend.py``),
-then register its targets here with ``backend="tlxc.codegen_<x>.backend"``
-(docs/architecture.md, "Adding a backend").
+Adding a backend: write ``tlxc/codegen_<x>/`` with a ``backend.py`` offering
+``build(module, target, *, stages, lineinfo, debug_barriers, options) -> (asm, metadata)``
+(see ``codegen_nvptx/backend.py``), then register its targets here with
+``backend="tlxc.codegen_<x>.backend"`` (docs/architecture.md, "Adding a backend").
 
 This module sits at the bottom of the package's layers (next to ``errors``): it
 imports nothing of tlxc, so every layer may ask it.

@@ -15,6 +15,7 @@ on the interpreter), ``findings`` (what is reported).
 from __future__ import annotations
 
 from ..ir.core import Operation
+from ..target import DEFAULT_ARCH
 from .async_order import check_async_order
 from .findings import ERROR, NOTE, WARNING, Finding
 from .named import check_named
@@ -35,7 +36,7 @@ def check_kernel(kernel: Operation) -> list[Finding]:
     return findings
 
 
-def check_function(kfn, spec, *, arch: str = "sm_90a", num_warps: int = 4, cluster=None) -> list[Finding]:
+def check_function(kfn, spec, *, arch: str = DEFAULT_ARCH, num_warps: int = 4, cluster=None) -> list[Finding]:
     """What ``tlxc check`` reports for one specialized ``@tlxc.kernel``: a
     frontend error, or the findings of ``check_kernel`` plus shared-memory
     capacity (``allocate-shared``), without generating code."""

@@ -33,7 +33,7 @@ from .barrier import MBarrier
 from .registry import impl
 from .scheduler import PREEMPT, Blocked
 from .shared import SharedView, read_written
-from .values import to_storage
+from .values import WARP_SIZE, to_storage
 
 
 class Cluster:
@@ -144,7 +144,7 @@ def cta_threads(op) -> int:
     for inner in kernel.walk():
         if inner.name == "tlx.async_tasks":
             warps = max(warps, sum(task[1] for task in inner.tasks))
-    return warps * 32
+    return warps * WARP_SIZE
 
 
 class _LoneCta:
@@ -161,7 +161,7 @@ def cluster_barrier(ctx, op):
     cluster = ctx.program.cluster or ctx.program.state.setdefault("lone_cluster", _LoneCta())
     expected = cluster.size * cta_threads(op)
     inside_task = ctx.task_name != "main" and not ctx.task_name.startswith("main ")
-    threads = ctx.warps * 32 if inside_task else cta_threads(op)
+    threads = ctx.warps * WARP_SIZE if inside_task else cta_threads(op)
     generation = cluster.generation
     cluster.arrived += threads
     if cluster.arrived > expected:

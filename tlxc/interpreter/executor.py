@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import InterpreterError, TlxcError
 from ..ir.core import Block, Module, Operation
+from ..target import DEFAULT_ARCH
 from .divergence import DivergenceModel
 from .mma_async import guard_pending, needs_guard
 from .races import RaceTracker
@@ -207,7 +208,7 @@ def check_rules(module: Module) -> None:
 class KernelRunner:
     """Executes one specialized kernel (a verified IR module) program by program."""
 
-    def __init__(self, module: Module, name: str | None = None, arch: str = "sm_90a"):
+    def __init__(self, module: Module, name: str | None = None, arch: str = DEFAULT_ARCH):
         self.module = module
         self.kernel = module.kernel(name) if name else module.kernels[0]
         check_rules(module)

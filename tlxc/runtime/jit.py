@@ -15,6 +15,7 @@ from .. import language as tl
 from ..errors import CompilationError
 from ..frontend.source import FunctionSource, get_source
 from ..frontend.specialize import is_constexpr_annotation
+from ..target import DEFAULT_ARCH
 from .launch import Launcher
 
 
@@ -103,7 +104,7 @@ class KernelFunction:
         return warmup(self, args, kwargs, grid, arch)
 
     def compile(self, signature=None, constexprs: dict[str, Any] | None = None, *,
-                arch: str = "sm_90a", num_warps: int = 4, **options):
+                arch: str = DEFAULT_ARCH, num_warps: int = 4, **options):
         """Compile ahead of time (no GPU needed) → ``CompiledKernel``."""
         from ..compiler import compile_kernel
         from ..frontend.specialize import parse_signature, signature_hints, specialization_from_types
