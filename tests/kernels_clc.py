@@ -74,3 +74,33 @@ def clc_affine_cluster(x_ptr, y_ptr, owner_ptr, n, BLOCK: tl.constexpr):
         tl.store(owner_ptr + tile, tl.program_id(0))
         tile = tlx.clc_consumer(ctx, p_get)
         p_get ^= 1
+
+
+@tlxc.kernel
+def clc_affine_ws_miscounted(x_ptr, y_ptr, owner_ptr, n, BLOCK: tl.constexpr):
+    """clc_affine_ws with num_consumers=1 although two tasks consume each answer (a misuse
+    tlxc check reports)."""
+    ctx = tlx.clc_create_context(1, 1)
+    HALF: tl.constexpr = BLOCK // 2
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            tile = tl.program_id(0)
+            p_ask = 1
+            p_get = 0
+            while tile != -1:
+                tlx.clc_producer(ctx, p_ask)
+                p_ask ^= 1
+                offs = tile * BLOCK + tl.arange(0, HALF)
+                x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+                tl.store(y_ptr + offs, x * 3.0 - 1.0, mask=offs < n)
+                tile = tlx.clc_consumer(ctx, p_get)
+                p_get ^= 1
+        with tlx.async_task(num_warps=4):
+            tile = tl.program_id(0)
+            p_get = 0
+            while tile != -1:
+                offs = tile * BLOCK + HALF + tl.arange(0, HALF)
+                x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+                tl.store(y_ptr + offs, x * 3.0 - 1.0, mask=offs < n)
+                tile = tlx.clc_consumer(ctx, p_get)
+                p_get ^= 1

@@ -66,3 +66,20 @@ def test_clc_is_blackwell_only():
     with pytest.raises(TlxcError, match=r"kernels_clc.py:\d+.*cluster launch control .* only available on "
                                         r"Blackwell"):
         compile_kernel(K.clc_affine, spec, arch="sm_90a")
+
+
+@pytest.mark.parametrize(("kernel", "cluster", "errors"), [
+    (K.clc_affine, None, 0),
+    (K.clc_affine_ws, None, 0),
+    (K.clc_affine_cluster, (2, 1, 1), 0),              # 1 task x 2 CTAs = num_consumers 2
+    (K.clc_affine_ws_miscounted, None, 1),             # 2 tasks, num_consumers=1
+])
+def test_checker_counts_clc_consumers(kernel, cluster, errors):
+    from tlxc.check import ERROR, check_function
+    consts = {"BLOCK": 64, **({"STAGES": 1} if kernel is K.clc_affine else {})}
+    spec = specialization_from_types(kernel, SIG, consts)
+    found = [f for f in check_function(kernel, spec, arch="sm_100a", cluster=cluster) if f.severity == ERROR]
+    assert len(found) == errors, found
+    if errors:
+        assert "(num_consumers=1) but 2 task(s) call clc_consumer" in found[0].message
+        assert found[0].loc.line > 0 and "kernels_clc.py" in found[0].loc.file

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..ir.core import Operation
 from ..target import DEFAULT_ARCH
 from .async_order import check_async_order
+from .clc import check_clc
 from .findings import ERROR, NOTE, WARNING, Finding
 from .named import check_named
 from .protocol import check_protocol
@@ -31,6 +32,7 @@ def check_kernel(kernel: Operation) -> list[Finding]:
     findings = check_tasks(kernel)
     findings += check_named(kernel)
     findings += check_async_order(kernel)
+    findings += check_clc(kernel)
     if not any(f.severity == ERROR for f in findings):
         findings += check_protocol(kernel)
     return findings

@@ -119,7 +119,9 @@ def _clc_consumer(ctx, clc_pipe_ctx, p_consumer, multi_ctas=True, k=0, return_3d
     b = ctx.b
     X._barrier_wait(ctx, X.local_view(ctx, c.full, k), p_consumer)
     response = X.local_view(ctx, c.responses, k)
-    tile = Tensor(b.value("tlx.clc_query", [response.value], T.i32))
+    # the checker (check/clc.py) compares the consumers it finds with num_consumers
+    tile = Tensor(b.value("tlx.clc_query", [response.value], T.i32, num_consumers=c.num_consumers, num_stages=c.num_stages,
+                          multi_ctas=multi))
     valid = S.compare(b, "ge", tile, 0)
     if multi:
         tile = S.where(b, valid, S.binary(b, "add", tile, X._cluster_cta_rank(ctx)), tile)
