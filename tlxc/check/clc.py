@@ -48,8 +48,8 @@ def check_clc(kernel: Operation) -> list[Finding]:
                       "try_cancel can overwrite it while a consumer still reads it")
             stages = first.attrs.get("num_stages")
             if stages == have:
-                effect += (f" (older TLX took clc_create_context(num_stages, num_consumers): these arguments "
-                           f"match that order; TLX's current order is (num_consumers, num_stages=1))")
+                effect += (" (older TLX took clc_create_context(num_stages, num_consumers): these arguments "
+                           "match that order; TLX's current order is (num_consumers, num_stages=1))")
             findings.append(Finding(
                 f"tlx.clc_create_context(num_consumers={wanted}) but {tasks} task(s) call clc_consumer on it"
                 f"{per} = {have} arrivals per answer: {effect}; pass num_consumers={have}",
