@@ -441,6 +441,8 @@ CASES: dict[str, Case] = {
         ("mbarrier.try_wait.parity.shared::cta.b64", "%globaltimer", "trap")),
     "tlx_mbarrier_arrive": Case(_BAR + "tlx_mbarrier_arrive(&bar, in[0]); out[0] = 1u;",
                                 ("mbarrier.arrive.release.cta.shared::cta.b64",)),
+    "tlx_mbarrier_complete_tx": Case(_BAR + "if (threadIdx.x == 0) tlx_mbarrier_complete_tx(&bar, in[0]); out[0] = 1u;",
+                                     ("mbarrier.complete_tx.relaxed.cta.shared::cta.b64",)),
     "tlx_mbarrier_arrive_expect_tx": Case(_BAR + "tlx_mbarrier_arrive_expect_tx(&bar, in[0]); out[0] = 1u;",
                                           ("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64",)),
     "tlx_bar_sync": Case("tlx_bar_sync(1, 128); out[threadIdx.x] = in[threadIdx.x];", ("bar.sync",)),

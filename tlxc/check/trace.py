@@ -153,7 +153,8 @@ SYNC_OPS = frozenset({"tlx.barrier_wait", "tlx.barrier_arrive", "tlx.barrier_exp
                       "tlx.async_wait_group", "tlx.async_tasks", "tlx.async_descriptor_load",
                       "tlx.async_dot_wait", "tlx.tcgen05_mma", "tlx.tcgen05_commit", "tlx.async_bulk_load",
                       # they complete bytes on a barrier (a peer's, or the CLC answer's)
-                      "tlx.async_remote_shmem_store", "tlx.async_remote_shmem_copy", "tlx.clc_try_cancel"})
+                      "tlx.async_remote_shmem_store", "tlx.async_remote_shmem_copy", "tlx.clc_try_cancel",
+                      "tlx.barrier_complete_tx"})
 DATA_OPS = frozenset({"tlx.async_load", "tlx.local_load", "tlx.local_store", "tlx.async_dot",
                       "tlx.async_descriptor_store", "tlx.fence", "tlx.async_bulk_store",
                       "tlx.async_descriptor_store_wait"})
@@ -581,6 +582,11 @@ class Tracer:
         array, slot = self.barrier(op, 3)
         self.record("tma", op, array=array, slot=slot, amount=op.operands[0].type.buffer_bytes)
 
+    def complete_tx(self, op: Operation) -> None:
+        """The bytes of a box the task stored itself (a TMA load from an in-kernel descriptor)."""
+        array, slot = self.barrier(op, 0)
+        self.record("tma", op, array=array, slot=slot, amount=op.attrs["bytes"])
+
     def clc_try_cancel(self, op: Operation) -> None:
         """Cluster launch control: the 16-byte answer completes 16 bytes on the full barrier
         (with multicast, CTA 0's request completes every CTA's: the same in a symmetric cluster)."""
@@ -864,6 +870,7 @@ _HANDLERS = {
     "tlx.async_remote_shmem_store": Tracer.remote_async_store,
     "tlx.async_remote_shmem_copy": Tracer.remote_async_store,
     "tlx.clc_try_cancel": Tracer.clc_try_cancel,
+    "tlx.barrier_complete_tx": Tracer.complete_tx,
     "tlx.async_dot": Tracer.async_dot,
     "tlx.async_dot_wait": Tracer.async_dot_wait,
     "tlx.tcgen05_mma": Tracer.tcgen05_mma,

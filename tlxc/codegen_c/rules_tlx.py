@@ -564,6 +564,14 @@ def barrier_expect_bytes(lw, op):
     lw.out.line(f"if ({cond}) {lw.target.mbarrier_expect_tx(lw.name(op.operands[0]), op.attrs['bytes'])}")
 
 
+@lowering("tlx.barrier_complete_tx")
+def barrier_complete_tx(lw, op):
+    # every thread of the task stored (and fenced) its part of the box before one completes the bytes
+    lw.out.line(lw.sync())
+    lw.out.line(f"if ({lw.scope.tid_var} == 0) "
+                f"{lw.target.call('tlx_mbarrier_complete_tx', lw.name(op.operands[0]), str(op.attrs['bytes']) + 'u')}")
+
+
 WATCHDOG_NS = 2_000_000_000      # TLXC_DEBUG_BARRIERS builds trap a wait stuck for 2 s
 
 

@@ -657,6 +657,17 @@ def user_inline_asm(asm: str, outputs: list[tuple[str, str]], inputs: list[tuple
     return f"{keyword}({_c_string(_cuda_operands(asm))}{clauses});"
 
 
+@helper("tlx_mbarrier_complete_tx", "tlx_smem_addr")
+def mbarrier_complete_tx():
+    # Completes ``bytes`` transaction bytes without an arrival: what a copy's landing does
+    # (tlx.barrier_complete_tx: the bytes of a box that threads stored themselves).
+    return f"""
+{_INLINE} void tlx_mbarrier_complete_tx(unsigned long long* bar, unsigned bytes) {{
+  asm volatile("mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [%0], %1;"
+               :: "r"(tlx_smem_addr(bar)), "r"(bytes) : "memory");
+}}"""
+
+
 @helper("tlx_mbarrier_arrive_expect_tx", "tlx_smem_addr")
 def mbarrier_arrive_expect_tx():
     return f"""

@@ -731,6 +731,10 @@ def _box_buffer(desc, buf, what: str) -> Tensor:
 def _async_descriptor_load(ctx, desc, result, offsets, barrier, pred=None, cache_modifier="", eviction_policy="",
                            multicast_targets=(), two_ctas=False):
     b = ctx.b
+    from .tensor_desc import is_device_descriptor
+    if is_device_descriptor(desc):
+        return _device_descriptor_load(ctx, desc, result, offsets, barrier, pred, cache_modifier, eviction_policy,
+                                       multicast_targets, two_ctas)
     desc = descriptor_arg(desc)
     dst = _box_buffer(desc, result, "result")
     bar = _barrier(barrier, "barrier")
@@ -743,6 +747,36 @@ def _async_descriptor_load(ctx, desc, result, offsets, barrier, pred=None, cache
     hints = H.attrs(_tma_cache_modifier(cache_modifier), H.eviction_policy(eviction_policy))
     b.create("tlx.async_descriptor_load", [desc.value, dst.value, bar.value] + offs + mask + preds, [],
              {"has_pred": bool(preds), "multicast": bool(mask), **hints})
+
+
+def _device_descriptor_load(ctx, desc, result, offsets, barrier, pred, cache_modifier, eviction_policy,
+                            multicast_targets, two_ctas):
+    """``async_descriptor_load`` from an in-kernel descriptor (``tl.make_tensor_descriptor``):
+    tlxc encodes no tensormap on the device (tensor_desc.py), so the task loads the box itself
+    (zero outside the tensor, as TMA fills it), stores it into ``result``, fences it for the
+    async proxy (a tcgen05/wgmma read) and completes the box's bytes on ``barrier``
+    (``mbarrier.complete_tx``), where the caller's ``barrier_expect_bytes`` posted them.  The
+    copy is synchronous in the issuing task: correct, not asynchronous."""
+    from .tensor_desc import load as device_load
+    for name, value, default in (("pred", pred, None), ("multicast_targets", multicast_targets, ()),
+                                 ("two_ctas", two_ctas, False), ("eviction_policy", eviction_policy, "")):
+        if (tuple(value) if isinstance(value, list) else value) != default:
+            raise SemanticError(f"'{name}' is not supported on an in-kernel descriptor's load yet (tlxc encodes "
+                                f"no tensormap on the device; the box is loaded by the task itself)", param=name)
+    _tma_cache_modifier(cache_modifier)
+    dst = _memdesc(result, "result", view=True)
+    box = tuple(desc.block_shape)
+    squeezed = tuple(d for i, d in enumerate(box) if d != 1 or i == len(box) - 1)
+    if tuple(dst.type.shape) not in (box, squeezed) or dst.type.element != desc.element:
+        raise SemanticError(f"'result' is a {list(dst.type.shape)} x {dst.type.element} buffer but the descriptor "
+                            f"moves boxes of {list(box)} x {desc.element}", param="result")
+    bar = _barrier(barrier, "barrier")
+    value = device_load(ctx, desc, offsets)
+    if tuple(value.shape) != tuple(dst.type.shape):
+        value = RULES["reshape"](ctx, value, list(dst.type.shape))
+    _local_store(ctx, dst, value)
+    _fence_async_shared(ctx)
+    ctx.b.create("tlx.barrier_complete_tx", [bar.value], [], {"bytes": dst.type.buffer_bytes})
 
 
 def _tma_cache_modifier(value) -> str:
@@ -775,6 +809,25 @@ def _cta_mask(b, targets):
 @rule("async_descriptor_store")
 def _async_descriptor_store(ctx, desc, source, offsets, eviction_policy="", store_reduce=""):
     b = ctx.b
+    from .tensor_desc import is_device_descriptor
+    from .tensor_desc import store as device_store
+    if is_device_descriptor(desc):
+        # no tensormap on the device (tensor_desc.py): the task reads the buffer and stores the box
+        # itself, synchronously (elements outside the tensor are not written, as TMA clips them)
+        for name, value in (("eviction_policy", eviction_policy), ("store_reduce", store_reduce)):
+            if value:
+                raise SemanticError(f"'{name}' is not supported on an in-kernel descriptor's store yet (tlxc "
+                                    f"encodes no tensormap on the device)", param=name)
+        src = _memdesc(source, "source", view=True)
+        if src.type.element != desc.element or tuple(d for d in src.type.shape) != tuple(
+                d for i, d in enumerate(desc.block_shape) if d != 1 or len(src.type.shape) == len(desc.block_shape)):
+            raise SemanticError(f"'source' is a {list(src.type.shape)} x {src.type.element} buffer but the "
+                                f"descriptor moves boxes of {list(desc.block_shape)} x {desc.element}", param="source")
+        value = _local_load(ctx, src)
+        if tuple(value.shape) != tuple(desc.block_shape):
+            value = RULES["reshape"](ctx, value, list(desc.block_shape))
+        device_store(ctx, desc, offsets, value)
+        return
     desc = descriptor_arg(desc)
     src = _box_buffer(desc, source, "source")
     kind = _store_reduce(desc, store_reduce)
@@ -1032,7 +1085,6 @@ def _async_dot_wait(ctx, pendings, inp):
     return Tensor(ctx.b.value("tlx.async_dot_wait", [inp.value], inp.type, pendings=pendings))
 
 
-# DSM stores, warp votes and tl.inline_asm_elementwise (they use the helpers above)
-from . import cluster_rules  # noqa: E402,F401
-# cluster launch control (tlx.clc_*: composed of the barrier rules above)
-from . import clc_rules  # noqa: E402,F401
+# cluster launch control (clc_rules: composed of the barrier rules above); DSM stores, warp
+# votes and tl.inline_asm_elementwise (cluster_rules): they use the helpers above
+from . import clc_rules, cluster_rules  # noqa: E402,F401

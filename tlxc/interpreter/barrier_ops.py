@@ -87,6 +87,12 @@ def barrier_expect_bytes(ctx, op, bar: MBarrier, *pred):
     yield PREEMPT
 
 
+@impl("tlx.barrier_complete_tx")
+def barrier_complete_tx(ctx, op, bar: MBarrier):
+    bar.complete_tx(op.attrs["bytes"])
+    yield PREEMPT
+
+
 def _satisfying_phase(bar: MBarrier, parity: int) -> int:
     """Absolute index of the completed phase a passing ``wait(bar, parity)``
     observes (-1: the barrier's initial state, for parity 1)."""

@@ -64,6 +64,22 @@ class BarrierExpectBytesOp(Operation):
             raise self.error(f"expected a non-negative byte count, got {self.attrs.get('bytes')!r}")
 
 
+class BarrierCompleteTxOp(Operation):
+    """Complete ``attrs.bytes`` transaction bytes on ``bar`` (no arrival), once the issuing
+    task's own stores of them are done: a TMA load from an in-kernel descriptor, which has
+    no tensormap, is a load, a store into the buffer and this (frontend/tlx_rules.py)."""
+
+    name = "tlx.barrier_complete_tx"
+
+    def verify(self):
+        if expect_barrier(self, _first_operand_type(self)).remote:
+            raise self.error("complete-tx on a remote barrier is not supported")
+        if len(self.operands) != 1:
+            raise self.error("expected one barrier operand")
+        if not isinstance(self.attrs.get("bytes"), int) or self.attrs["bytes"] <= 0:
+            raise self.error(f"expected a positive byte count, got {self.attrs.get('bytes')!r}")
+
+
 class BarrierWaitOp(Operation):
     """Block until the phase of parity ``phase`` (operand 1, i32) has completed."""
 
