@@ -21,7 +21,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 import torch
 
 import tlxc
