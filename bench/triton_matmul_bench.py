@@ -16,34 +16,21 @@ nn.Linear weight, stride_bk == 1); ``--a-mmajor`` by a column-major A (stride_am
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join(HERE, "grouped_matmul_kernel.py")
+sys.path.insert(0, HERE)
+from triton_source import event_ms, load_source  # noqa: E402
 
 
 def triton_kernel():
     """The same kernel source, compiled by Triton."""
-    with open(SOURCE) as f:
-        text = f.read()
-    text = text.replace("import tlxc.language as tl", "import triton.language as tl")
-    text = text.replace("import tlxc\n", "import triton\n").replace("@tlxc.jit", "@triton.jit")
-    folder = tempfile.mkdtemp(prefix="tlxc_bench_")
-    path = os.path.join(folder, "grouped_matmul_triton.py")
-    with open(path, "w") as f:
-        f.write(text)
-    spec = importlib.util.spec_from_file_location("grouped_matmul_triton", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.grouped_matmul
+    return load_source("grouped_matmul_kernel.py", triton=True).grouped_matmul
 
 
 def tlxc_kernel():
-    sys.path.insert(0, HERE)
     import grouped_matmul_kernel
     return grouped_matmul_kernel.grouped_matmul
 
@@ -58,16 +45,6 @@ def launcher(kernel, a, b, c, args):
                      BLOCK_M=args.bm, BLOCK_N=args.bn, BLOCK_K=args.bk, GROUP_M=8, num_warps=args.warps,
                      num_stages=args.stages)
     return run
-
-
-def event_ms(fn) -> float:
-    import torch
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
 
 
 def check(name, run, c, ref) -> None:

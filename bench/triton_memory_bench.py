@@ -12,42 +12,12 @@ time tlxc/Triton (> 1: tlxc slower) and tlxc bandwidth as a fraction of the copy
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
-import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join(HERE, "memory_kernels.py")
-
-
-def load_module(triton: bool):
-    with open(SOURCE) as f:
-        text = f.read()
-    if triton:
-        text = (text.replace("import tlxc.language as tl", "import triton.language as tl")
-                .replace("from tlxc.language.extra import libdevice", "from triton.language.extra import libdevice")
-                .replace("import tlxc\n", "import triton\n").replace("@tlxc.jit", "@triton.jit"))
-    folder = tempfile.mkdtemp(prefix="tlxc_bench_")
-    name = "memory_kernels_" + ("triton" if triton else "tlxc")
-    path = os.path.join(folder, name + ".py")
-    with open(path, "w") as f:
-        f.write(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def event_ms(fn) -> float:
-    import torch
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from triton_source import event_ms, load_source  # noqa: E402
 
 
 def paired(fns: dict, rounds: int) -> dict:
@@ -104,7 +74,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--only", default="")
     args = parser.parse_args()
-    ours, theirs = load_module(False), load_module(True)
+    ours, theirs = load_source("memory_kernels.py", False), load_source("memory_kernels.py", True)
     src = torch.empty(1 << 28, device="cuda", dtype=torch.float32)        # 1 GiB
     dst = torch.empty_like(src)
     copy_ms = paired({"copy": lambda: dst.copy_(src)}, args.rounds)["copy"]
