@@ -62,6 +62,11 @@ def store_own_slot(out_ptr):
 
 
 @tlxc.jit
+def count_own_bucket(out_ptr):
+    tl.atomic_add(out_ptr + tlx.thread_id(0) % 4, 1, sem="relaxed")
+
+
+@tlxc.jit
 def sum_under_branch(x_ptr, out_ptr, BLOCK: tl.constexpr):
     if tlx.thread_id(0) == 0:
         tl.store(out_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, BLOCK)), axis=0))
@@ -156,6 +161,14 @@ def test_scalar_store_to_a_thread_varying_address_runs_in_every_thread(num_warps
     assert out.tolist() == [3 * t for t in range(threads)] + [-1, -1, -1]
 
 
+@pytest.mark.parametrize("num_warps", [1, 4])
+def test_scalar_atomic_on_a_thread_varying_address_runs_in_every_thread(num_warps):
+    threads = 32 * num_warps
+    out = torch.zeros(4, dtype=torch.int32)
+    interpret(count_own_bucket, (1,), (out,), {}, num_warps=num_warps)
+    assert out.tolist() == [threads // 4] * 4
+
+
 def test_a_reduction_under_a_thread_branch_is_a_located_error():
     x, out = torch.ones(32), torch.zeros(1)
     with pytest.raises(InterpreterError) as info:
@@ -190,6 +203,10 @@ def _gpu_runs():
     return runs
 
 
+def _gpu_counting_runs():
+    return [(count_own_bucket, 1), (count_own_bucket, 4)]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("index", range(len(_gpu_runs())))
 def test_gpu_matches_the_interpreter_under_thread_branches(index):
@@ -203,3 +220,12 @@ def test_gpu_matches_the_interpreter_under_thread_branches(index):
     for cpu, gpu in zip(cpu_args, gpu_args):
         if isinstance(cpu, torch.Tensor):
             assert torch.equal(gpu.cpu(), cpu), (kernel.__name__, constexprs, num_warps)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel, num_warps", _gpu_counting_runs())
+def test_gpu_scalar_atomics_on_thread_varying_addresses_count_every_thread(kernel, num_warps):
+    threads = 32 * num_warps
+    out = torch.zeros(4, dtype=torch.int32, device="cuda")
+    kernel[(1,)](out, num_warps=num_warps)
+    assert out.cpu().tolist() == [threads // 4] * 4

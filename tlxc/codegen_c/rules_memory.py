@@ -100,7 +100,8 @@ def store(lw, op):
     # write, a replica that loads an address after another has stored to it (the read-modify-
     # write of Liger's cross-entropy, `x = tl.load(p); tl.store(p, x + d)`, or the in-place
     # tiles of its RoPE over a layout that repeats a tile across warps) would apply it twice.
-    # Under a branch on tlx.thread_id the user picked the threads: each stores.
+    # Under a branch on tlx.thread_id the user picked the threads, and an address or value
+    # derived from it differs between threads: then each thread stores.
     ptr, value = op.operands[:2]
     mask, _ = _operands(op)
     t = elem(value.type)
@@ -125,7 +126,7 @@ def store(lw, op):
 
 def _store_owner(lw, op, t) -> str | None:
     """The condition selecting the slots that write a store's elements (None: all of them)."""
-    if _uniformity(lw).divergent(op):
+    if _uniformity(lw).per_thread(op):
         return None
     try:
         return _owner(lw, t)
@@ -169,8 +170,10 @@ def _emit_atomic(lw, op, mask, call_of) -> None:
     name = lw.declare(result)
     # Under a branch on tlx.thread_id the threads that get here are the user's choice:
     # each performs its atomic, and no barrier may run (the others never arrive).
+    # An address or operand derived from tlx.thread_id differs between threads: each performs
+    # its own atomic and keeps its own result (no owner, nothing to publish).
     uniform = not _uniformity(lw).divergent(op)
-    owner = _owner(lw, result.type) if uniform else None
+    owner = _owner(lw, result.type) if not _uniformity(lw).per_thread(op) else None
     pred = " && ".join(p for p in (owner, lw.ref(mask) if mask is not None else None) if p) or "true"
     zero = C.constant_literal(0, t)
     sem = op.attrs["sem"] if uniform else "relaxed"

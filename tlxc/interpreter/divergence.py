@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InterpreterError
-from ..ir.core import Operation, Value
+from ..ir.core import Operation, Value, users_by_value
 from ..ir.types import PointerType, TensorType
 from ..passes.uniformity import Uniformity
 from .registry import rule_for
@@ -63,6 +63,7 @@ class DivergenceModel:
         self.layouts: dict[int, object] = {}        # id(value) -> its register layout on the GPU
         self._tables: dict[int, np.ndarray] = {}
         self.free: dict[int, list[Value]] = {}     # id(per-thread op) -> varying values it uses from before it
+        self.used: set[int] = set(users_by_value(kernel))   # ids of the values some op reads
         self._find_per_thread_ops(kernel)
         if self.per_thread:
             self._gpu_layouts(module, kernel, arch)
@@ -204,6 +205,8 @@ class DivergenceModel:
         result = op.results[index]
         if not isinstance(result.type, TensorType):
             first = per_thread[0]
+            if id(result) not in self.used:
+                return first            # nobody reads it (an atomic's old value, say): nothing to model
             for thread, value in enumerate(per_thread):
                 if not _same(value, first):
                     raise self._differ(ctx, op, result, f"it is {_show(first)} in thread 0 and {_show(value)} in "

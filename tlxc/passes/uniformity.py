@@ -12,6 +12,7 @@ are the ones the user chose.
 from __future__ import annotations
 
 from ..ir.core import Operation
+from ..ir.types import TensorType
 
 _SOURCES = ("tlx.thread_id",)
 
@@ -28,6 +29,18 @@ class Uniformity:
 
     def divergent(self, op: Operation) -> bool:
         return id(op) in self.divergent_ops
+
+    def per_thread(self, op: Operation) -> bool:
+        """True when each thread must perform memory op ``op`` itself: it runs under divergent
+        control, or an operand differs between threads.  A scalar store of a varying value to
+        one uniform address stays with one thread (the threads would race for it; the
+        interpreter models the first thread's store)."""
+        if self.divergent(op):
+            return True
+        if op.name == "tl.store" and not isinstance(op.operands[0].type, TensorType):
+            mask = op.operands[2:3] if op.attrs.get("has_mask") else []
+            return self._is_varying([op.operands[0], *mask])
+        return self._is_varying(op.operands)
 
     def _is_varying(self, values) -> bool:
         return any(id(v) in self.varying for v in values)
