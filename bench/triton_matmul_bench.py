@@ -7,11 +7,17 @@ results checked first (poisoned outputs, relative error against a float32 matmul
 paired medians of CUDA-event timings (tlxc, Triton and cuBLAS interleaved in each round), the
 ratios printed last (time ratio tlxc/Triton: > 1 means tlxc is slower).
 
-    python bench/triton_matmul_bench.py [--sizes 4096,8192] [--dtypes fp16,bf16]
+    python bench/triton_matmul_bench.py [--sizes 4096,8192] [--dtypes fp16,bf16,fp8,fp8e5]
         [--bm 128 --bn 256 --bk 64 --warps 8 --stages 3] [--rounds 30] [--b-kmajor] [--a-mmajor]
 
 ``--b-kmajor`` multiplies by ``b = w.t()`` (w a row-major [N, K] tensor: the layout of every
 nn.Linear weight, stride_bk == 1); ``--a-mmajor`` by a column-major A (stride_am == 1).
+
+``fp8`` (e4m3) and ``fp8e5`` (e5m2) run the fp8 case of Triton's matmul tutorial: A row-major and
+B = w.T of a row-major [N, K] w (K-major whatever the flags say: wgmma reads 8-bit operands
+K-major only), float32 accumulation, a float16 C, BLOCK_K 128 unless ``--bk`` is given; the
+reference is the float32 product of the fp8 values, the cuBLAS baseline ``torch._scaled_mm``
+with unit scales (e4m3 only; left out where torch lacks it).
 """
 from __future__ import annotations
 
@@ -47,6 +53,27 @@ def launcher(kernel, a, b, c, args):
     return run
 
 
+def cublas(a, b, fp8: bool):
+    """The cuBLAS call for the same product: torch.matmul, or for fp8 torch._scaled_mm (unit
+    scales, float16 out; B column-major, as b = w.T is), None where torch cannot run it."""
+    import torch
+    if not fp8:
+        return lambda: torch.matmul(a, b)
+    scaled_mm = getattr(torch, "_scaled_mm", None)
+    if scaled_mm is None:
+        return None
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+
+    def run():
+        return scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float16)
+    try:
+        run()
+    except (RuntimeError, TypeError) as exc:         # e.g. e5m2 x e5m2, which cuBLASLt lacks
+        print(f"no cuBLAS fp8 baseline for {a.dtype} x {b.dtype}: {str(exc).splitlines()[0]}")
+        return None
+    return run
+
+
 def check(name, run, c, ref) -> None:
     c.fill_(float("nan"))
     run()
@@ -64,7 +91,7 @@ def main() -> None:
     parser.add_argument("--dtypes", default="fp16,bf16")
     parser.add_argument("--bm", type=int, default=128)
     parser.add_argument("--bn", type=int, default=256)
-    parser.add_argument("--bk", type=int, default=64)
+    parser.add_argument("--bk", type=int, default=None, help="default 64, 128 for fp8")
     parser.add_argument("--warps", type=int, default=8)
     parser.add_argument("--stages", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=30)
@@ -72,24 +99,36 @@ def main() -> None:
     parser.add_argument("--a-mmajor", action="store_true", help="A column-major (stride_am == 1)")
     args = parser.parse_args()
     ours, theirs = tlxc_kernel(), triton_kernel()
-    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2}
     layout = f"A {'M' if args.a_mmajor else 'K'}-major, B {'K' if args.b_kmajor else 'N'}-major"
-    print(f"card: {torch.cuda.get_device_name()}, config {args.bm}x{args.bn}x{args.bk}, {args.warps} warps, "
-          f"{args.stages} stages, {layout}")
+    bk = args.bk
+    print(f"card: {torch.cuda.get_device_name()}, config {args.bm}x{args.bn}x{bk or '64/128 (fp8)'}, "
+          f"{args.warps} warps, {args.stages} stages, {layout} (fp8: A K-major, B K-major)")
     lines = []
     for size in (int(s) for s in args.sizes.split(",")):
         for dname in args.dtypes.split(","):
             dtype = dtypes[dname]
-            a = torch.randn(size, size, device="cuda", dtype=dtype)
-            b = torch.randn(size, size, device="cuda", dtype=dtype)
-            if args.a_mmajor:
-                a = a.t().contiguous().t()
-            if args.b_kmajor:
-                b = b.t().contiguous().t()             # b = w.t(), w row-major [N, K]
+            fp8 = dname.startswith("fp8")
+            args.bk = bk or (128 if fp8 else 64)
+            case_layout = "A K-major, B K-major" if fp8 else layout
+            if fp8:                                    # the tutorial's fp8 operands: a row-major, b = w.T
+                a = torch.randn(size, size, device="cuda").to(dtype)
+                b = torch.randn(size, size, device="cuda").to(dtype).t()
+                out_dtype = torch.float16
+            else:
+                a = torch.randn(size, size, device="cuda", dtype=dtype)
+                b = torch.randn(size, size, device="cuda", dtype=dtype)
+                if args.a_mmajor:
+                    a = a.t().contiguous().t()
+                if args.b_kmajor:
+                    b = b.t().contiguous().t()         # b = w.t(), w row-major [N, K]
+                out_dtype = dtype
             ref = a.float() @ b.float()
-            c_ours, c_theirs = (torch.empty(size, size, device="cuda", dtype=dtype) for _ in range(2))
+            c_ours, c_theirs = (torch.empty(size, size, device="cuda", dtype=out_dtype) for _ in range(2))
             runs = {"tlxc": launcher(ours, a, b, c_ours, args), "triton": launcher(theirs, a, b, c_theirs, args),
-                    "cublas": lambda a=a, b=b: torch.matmul(a, b)}
+                    "cublas": cublas(a, b, fp8)}
+            if runs["cublas"] is None:
+                del runs["cublas"]
             check("tlxc", runs["tlxc"], c_ours, ref)
             check("triton", runs["triton"], c_theirs, ref)
             del ref
@@ -104,9 +143,13 @@ def main() -> None:
             flops = 2 * size ** 3
             for name, ms in med.items():
                 print(f"{dname} {size}^3 {name:7s} {ms:8.3f} ms  {flops / ms / 1e9:7.1f} TFLOP/s")
-            lines.append(f"{dname} {size}^3 ({layout}): tlxc/Triton time {med['tlxc'] / med['triton']:.3f}, "
-                         f"tlxc speed vs cuBLAS {med['cublas'] / med['tlxc']:.3f}, "
+            line = f"{dname} {size}^3 ({case_layout}, BK {args.bk}): tlxc/Triton time {med['tlxc'] / med['triton']:.3f}"
+            if "cublas" in med:
+                line += (f", tlxc speed vs cuBLAS {med['cublas'] / med['tlxc']:.3f}, "
                          f"Triton speed vs cuBLAS {med['cublas'] / med['triton']:.3f}")
+            else:
+                line += ", no cuBLAS baseline"
+            lines.append(line)
     print("\n".join(["", "ratios:"] + lines))
 
 

@@ -4,9 +4,18 @@ One ``tlx.async_dot`` is one wgmma group of the issuing warps:
 ``wgmma.fence``, then per accumulator tile and per k step one
 ``wgmma.mma_async.m64nNkK`` with both operands in shared memory, then
 ``wgmma.commit_group``.  K is 32 bytes of input: k16 for bf16/f16, k32 for
-fp8 (e4m3, e5m2), k8 for tf32; only 16-bit inputs may be MN-major or come
-from registers (``_register_a_fragments``).  ``tlx.async_dot_wait`` is
-``wgmma.wait_group``.
+fp8 (e4m3, e5m2; A and B may be of different fp8 types), k8 for tf32; only
+16-bit inputs may be MN-major or come from registers (``_register_a_fragments``).
+``tlx.async_dot_wait`` is ``wgmma.wait_group``.
+
+*max_num_imprecise_acc* (fp8, ``attrs``): Hopper sums fp8 products in a
+reduced-precision accumulator.  With the attribute, each accumulator tile is
+computed in runs of ``max(1, ceil(limit / 32))`` k32 steps into a zeroed
+scratch tile (``wgmma.fence``, the run's MMAs, commit, ``wait_group 0``) that is
+then added to the result in float32 -- the incoming accumulator included -- as
+Triton's wgmma lowering does.  The op is then synchronous (every group of the
+warps retired when it ends; a later ``async_dot_wait`` finds nothing pending)
+and holds one more tile of registers.
 
 Accumulator registers (``ir/layouts.py``, ``mma_accumulator_layout(...,
 "wgmma")``): registers ``0 .. N_instr/2 - 1`` are the instruction's
@@ -154,6 +163,7 @@ def async_dot(lw, op):
     a, b, acc = op.operands[:3]
     result = op.results[0]
     element = b.type.element
+    a_element = a.type.element          # differs from B's for mixed fp8 (e4m3 x e5m2) only
     a_in_registers = not isinstance(a.type, MemDescType)
     if a_in_registers and not transposable(element):
         raise CompilationError(f"tlx.async_dot with {element} A in registers is not implemented yet (16-bit "
@@ -165,7 +175,7 @@ def async_dot(lw, op):
                                f"(f32 is)", op.loc)
     layout = result.type.layout
     plan_a = None if a_in_registers else operand_plan(a.type, lw.views[id(a)][1], lw.view_swizzle.get(id(a), 0),
-                                                      False, element, op.loc, lw.view_block.get(id(a)))
+                                                      False, a_element, op.loc, lw.view_block.get(id(a)))
     plan_b = operand_plan(b.type, lw.views[id(b)][1], lw.view_swizzle.get(id(b), 0), True, element, op.loc,
                           lw.view_block.get(id(b)))
     # the instruction's N: the fragment's register bases along N (after c0's (0,1) and (8,0))
@@ -196,14 +206,27 @@ def async_dot(lw, op):
     lw.out.line(f"// wgmma: {len(tiles)} tile(s) of m64n{instr_n}k{k_step} x {k_steps} k-steps per warpgroup; "
                 f"{a_kind}, B {'N' if plan_b['trans'] else 'K'}-major")
     lw.out.line(f"float {work}[{total}];")
-    lw.for_registers(total, f"{work}[i] = {lw.ref(acc)};")
     scale = lw.name(op.operands[3]) if op.attrs.get("has_use_acc") else "true"
-    helper = f"tlx_wgmma_m64n{instr_n}k{k_step}_f32_{element.name}" + ("_rs" if a_in_registers else "")
+    limit = op.attrs.get("max_num_imprecise_acc")
+    if limit is not None and (a_in_registers or not element.is_fp8):
+        raise InternalCompilerError(f"max_num_imprecise_acc on a wgmma of {a.type} x {b.type}: fp8 operands from "
+                                    f"shared memory only", op.loc)
+    if limit is not None and op.attrs.get("has_use_acc"):
+        lw.for_registers(total, f"{work}[i] = ({scale}) ? {lw.ref(acc)} : 0.0f;")
+    else:
+        lw.for_registers(total, f"{work}[i] = {lw.ref(acc)};")
+    mixed = f"_{element.name}" if a_element != element else ""
+    helper = f"tlx_wgmma_m64n{instr_n}k{k_step}_f32_{a_element.name}{mixed}" + ("_rs" if a_in_registers else "")
     for name in (helper, "tlx_wgmma_desc", "tlx_wgmma_fence", "tlx_wgmma_commit_group"):
         lw.target.use(name)
     a_bytes = None if a_in_registers else f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
     b_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(b)][0]})"
     a_regs = _register_a_fragments(lw, a, k_steps, {row for row, _ in tiles}) if a_in_registers else None
+    if limit is not None:
+        _split_accumulation(lw, helper, work, tiles, per_tile, k_steps, k_step, max(1, -(-limit // k_step)),
+                            (wg_row, wg_col), (a_bytes, plan_a), (b_bytes, plan_b))
+        lw.alias(result, work)
+        return
     if not a_in_registers:      # register A: a fence before each MMA, after its packed A (below)
         lw.out.line("tlx_wgmma_fence();")
     for t, (row, col) in enumerate(tiles):
@@ -227,6 +250,31 @@ def async_dot(lw, op):
         lw.out.close()
     lw.out.line("tlx_wgmma_commit_group();")
     lw.alias(result, work)
+
+
+def _split_accumulation(lw, helper, work, tiles, per_tile, k_steps, k_step, run, wg, a_operand, b_operand):
+    """fp8 with ``max_num_imprecise_acc``: per accumulator tile, runs of ``run`` k steps into a
+    zeroed scratch tile, each retired (``wait_group 0``) and added to ``work`` in float32."""
+    (a_bytes, plan_a), (b_bytes, plan_b) = a_operand, b_operand
+    part = lw.fresh("dpart")
+    lw.target.use("tlx_wgmma_wait_group")
+    lw.out.line(f"// max_num_imprecise_acc: runs of {run} k-step(s) of {k_step}, each added in float32")
+    lw.out.line(f"float {part}[{per_tile}];")
+    lw.for_registers(per_tile, f"{part}[i] = 0.0f;")
+    for t, (row, col) in enumerate(tiles):
+        m0 = f"{wg[0]} + {row}" if row else wg[0]
+        n0 = f"{wg[1]} + {col}" if col else wg[1]
+        for first in range(0, k_steps, run):
+            lw.out.line("tlx_wgmma_fence();")
+            lw.out.line("#pragma unroll")
+            lw.out.open(f"for (int kk = {first}; kk < {min(first + run, k_steps)}; ++kk)")
+            da = f"tlx_wgmma_desc({a_bytes}, {plan_a['offset'](m0, f'{k_step} * kk')}, {plan_a['fields']:#x}ull)"
+            db = f"tlx_wgmma_desc({b_bytes}, {plan_b['offset'](n0, f'{k_step} * kk')}, {plan_b['fields']:#x}ull)"
+            lw.out.line(f"{helper}(&{part}[0], {da}, {db}, kk == {first} ? 0 : 1);")
+            lw.out.close()
+            lw.out.line("tlx_wgmma_commit_group();")
+            lw.out.line(f"tlx_wgmma_wait_group<0, {per_tile}>({part});")
+            lw.for_registers(per_tile, f"{work}[{t * per_tile} + i] += {part}[i];")
 
 
 def _pinned(lw, packed: list[str]) -> list[str]:

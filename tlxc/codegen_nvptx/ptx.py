@@ -1122,22 +1122,30 @@ WGMMA_INPUTS = {"bf16": ("bf16", 16, True), "f16": ("f16", 16, True), "f8e4m3": 
                 "f8e5m2": ("e5m2", 32, False), "f32": ("tf32", 8, False)}
 
 
-def wgmma_name(n: int, dtype: str) -> str:
-    """The helper of ``m64n<n>k<K>`` on tlxc element type ``dtype`` (rules_mma_async.py spells it alike)."""
+# fp8 A and B may differ (wgmma's .atype / .btype): e4m3 x e5m2 and e5m2 x e4m3 have helpers too
+WGMMA_MIXED = (("f8e4m3", "f8e5m2"), ("f8e5m2", "f8e4m3"))
+
+
+def wgmma_name(n: int, dtype: str, b_dtype: str | None = None) -> str:
+    """The helper of ``m64n<n>k<K>`` on tlxc element type ``dtype`` (A and B), or A ``dtype`` and
+    B ``b_dtype`` when they differ (rules_mma_async.py spells it alike)."""
     _, k, _ = WGMMA_INPUTS[dtype]
-    return f"tlx_wgmma_m64n{n}k{k}_f32_{dtype}"
+    mixed = f"_{b_dtype}" if b_dtype not in (None, dtype) else ""
+    return f"tlx_wgmma_m64n{n}k{k}_f32_{dtype}{mixed}"
 
 
-def _wgmma_ss(n: int, dtype: str) -> str:
+def _wgmma_ss(n: int, dtype: str, b_dtype: str | None = None) -> str:
     """``wgmma.mma_async`` with A and B in shared memory (descriptors ``da``, ``db``),
     an f32 accumulator of n/2 registers, ``scale_d`` = 0 to ignore the accumulator's
     input (use_acc=False); TA / TB: 1 for an M-/N-major (transposed) operand, which only
-    16-bit inputs allow (the helper of the others takes no TA / TB)."""
+    16-bit inputs allow (the helper of the others takes no TA / TB); ``b_dtype``: B's type
+    when it differs from A's (fp8 only)."""
     ptx_type, k, transposable = WGMMA_INPUTS[dtype]
+    b_ptx_type = WGMMA_INPUTS[b_dtype or dtype][0]
     regs = n // 2
     d_list = ", ".join(f"%{i}" for i in range(regs))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    mnemonic = f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{ptx_type}"
+    mnemonic = f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{b_ptx_type}"
     trans = f", %{regs + 3}, %{regs + 4}" if transposable else ""
     asm = ("{\\n .reg .pred p;\\n setp.ne.b32 p, %" + str(regs + 2) + ", 0;\\n "
            + mnemonic + " {" + d_list + "}, %" + str(regs) + ", %" + str(regs + 1)
@@ -1145,7 +1153,7 @@ def _wgmma_ss(n: int, dtype: str) -> str:
     template = "template <int TA, int TB>\n" if transposable else ""
     trans_inputs = ', "n"(TA), "n"(TB)' if transposable else ""
     return f"""
-{template}{_INLINE} void {wgmma_name(n, dtype)}(float* d, unsigned long long da, unsigned long long db, int scale_d) {{
+{template}{_INLINE} void {wgmma_name(n, dtype, b_dtype)}(float* d, unsigned long long da, unsigned long long db, int scale_d) {{
   asm volatile("{asm}"
                : {outs}
                : "l"(da), "l"(db), "r"(scale_d){trans_inputs} : "memory");
@@ -1180,6 +1188,9 @@ for _dtype in WGMMA_INPUTS:
         define(wgmma_name(_n, _dtype), _wgmma_ss(_n, _dtype))
         if WGMMA_INPUTS[_dtype][2]:
             define(wgmma_name(_n, _dtype) + "_rs", _wgmma_rs(_n, _dtype))
+for _a, _b in WGMMA_MIXED:
+    for _n in WGMMA_N:
+        define(wgmma_name(_n, _a, _b), _wgmma_ss(_n, _a, _b))
 
 
 

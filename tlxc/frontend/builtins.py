@@ -597,7 +597,12 @@ _DOT_INPUTS = (T.f16, T.bf16, T.f32, T.f8e4m3, T.f8e5m2, T.i8)
 
 @rule("dot")
 def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,
-         max_num_imprecise_acc=None, out_dtype=T.f32):
+         max_num_imprecise_acc=None, out_dtype=None):
+    """``acc + input @ other``.  fp8 operands (e4m3 / e5m2, mixed allowed, as in Triton) take
+    ``out_dtype`` float32 or float16; ``max_num_imprecise_acc`` (fp8 only, <= K) bounds how many
+    products the tensor cores sum in their reduced-precision fp8 accumulator before a full float32
+    add (the attribute of the ``tl.dot``; Hopper's wgmma honours it, every other path sums in
+    float32 anyway); ``input_precision`` does not change fp8 products (exact in every mode)."""
     b = ctx.b
     a, c = tensor_arg(b, input, "input"), tensor_arg(b, other, "other")
     if len(a.shape) != 2 or len(c.shape) != 2:
@@ -611,11 +616,10 @@ def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,
     if a.dtype not in _DOT_INPUTS or c.dtype not in _DOT_INPUTS:
         raise SemanticError(f"operands of type {a.dtype} and {c.dtype} are not supported "
                             f"(expected f16, bf16, f32, fp8 or i8)")
-    if a.dtype != c.dtype:
-        if a.dtype.is_fp8 and c.dtype.is_fp8:
-            pass
-        else:
-            raise SemanticError(f"operands must have one type, got {a.dtype} and {c.dtype}")
+    fp8 = a.dtype.is_fp8 and c.dtype.is_fp8            # e4m3 x e5m2 is allowed, as in Triton
+    if a.dtype != c.dtype and not fp8:
+        raise SemanticError(f"operands must have one type, got {a.dtype} and {c.dtype} (only fp8 operands may "
+                            f"differ: e4m3 x e5m2)")
     precision = constexpr(input_precision, "input_precision")
     if allow_tf32 is not None and precision is None:
         precision = "tf32" if constexpr(allow_tf32, "allow_tf32") else "ieee"
@@ -623,13 +627,17 @@ def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,
     if precision not in ("tf32", "ieee", "tf32x3"):
         raise SemanticError(f"'input_precision' must be 'tf32', 'tf32x3' or 'ieee', got {precision!r}",
                             param="input_precision")
-    if a.dtype.is_fp8 and a.dtype != c.dtype:
-        raise SemanticError(f"mixed fp8 operands ({a.dtype}, {c.dtype}) are not supported")
-    out = const_dtype(out_dtype, "out_dtype")
+    if fp8:
+        precision = "ieee"          # products of fp8 values are exact in float32: every mode is the same
+    out = None if out_dtype is None else const_dtype(out_dtype, "out_dtype")
+    if fp8 and out not in (None, T.f32, T.f16):
+        raise SemanticError(f"'out_dtype' of an fp8 dot must be tl.float32 or tl.float16, got {out} (Triton "
+                            f"refuses bfloat16 too: accumulate in float32 and cast with .to())",
+                            param="out_dtype")
     if a.dtype == T.i8:
         out = T.i32
     if acc is None:
-        acc_t = S.constant(b, 0, TensorType((m, n), out))
+        acc_t = S.constant(b, 0, TensorType((m, n), out or T.f32))
     else:
         acc_t = tensor_arg(b, acc, "acc")
         if acc_t.shape != (m, n):
@@ -637,8 +645,24 @@ def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,
         if acc_t.dtype not in (T.f32, T.f16, T.bf16, T.i32):
             raise SemanticError(f"'acc' must be float32, float16, bfloat16 or int32, got {acc_t.dtype}",
                                 param="acc")
-    return Tensor(b.value("tl.dot", [a.value, c.value, acc_t.value], acc_t.type,
-                          input_precision=precision))
+        if out_dtype is not None and out != acc_t.dtype:
+            raise SemanticError(f"'out_dtype' ({out}) differs from the type of 'acc' ({acc_t.dtype}); the "
+                                f"result has acc's type: pass out_dtype={acc_t.dtype} or leave it out",
+                                param="out_dtype")
+        if fp8 and acc_t.dtype not in (T.f32, T.f16):
+            raise SemanticError(f"'acc' of an fp8 dot must be float32 or float16, got {acc_t.dtype}", param="acc")
+    attrs = {"input_precision": precision}
+    if max_num_imprecise_acc is not None:
+        limit = const_int(max_num_imprecise_acc, "max_num_imprecise_acc")
+        if limit < 0:
+            raise SemanticError(f"'max_num_imprecise_acc' must be >= 0, got {limit}", param="max_num_imprecise_acc")
+        if fp8:
+            if limit > k:
+                raise SemanticError(f"'max_num_imprecise_acc' ({limit}) must be <= K ({k})",
+                                    param="max_num_imprecise_acc")
+            attrs["max_num_imprecise_acc"] = limit
+        # other inputs: every product is summed in full float32 (int32), so any bound holds
+    return Tensor(b.value("tl.dot", [a.value, c.value, acc_t.value], acc_t.type, **attrs))
 
 
 # -- hints, static checks, debugging ------------------------------------------------

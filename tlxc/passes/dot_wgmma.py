@@ -35,14 +35,29 @@ stores and the wgmma, the barrier after the wait in a two-warpgroup kernel:
 ``codegen_c/shared_order.py``) and the interpreter apply unchanged.  The
 ``pipeline-loads`` pass then turns the stores of loaded tiles into cp.async rings.
 
+*fp8* (e4m3, e5m2, and e4m3 x e5m2 mixed: wgmma's ``.atype`` and ``.btype`` are
+independent) runs m64nNk32 from shared memory.  wgmma has no transpose bits for 8-bit
+inputs (PTX ISA: "imm-trans" exists for .f16/.bf16 only), so both operands are K-major
+buffers: A [M, K], B [N, K] behind a ``local_trans`` view.  Triton's matmul tutorial feeds
+fp8 as A row-major and ``b = w.T`` of a row-major [N, K] ``w``: both contiguous along K,
+read by 16-byte cp.async straight into those buffers.  An operand contiguous along M or N
+instead (A with ``stride_am == 1``, B row-major [K, N]) is still correct -- its store is the
+transposing copy through registers, element by element -- but slow; the wgmma's A never
+comes from registers for fp8 (``register-a-operand`` takes 16-bit values only: the k32
+fragment packs four 8-bit elements per register in another order).
+``max_num_imprecise_acc`` (an explicit value <= K, as Triton allows) goes on the
+``tlx.async_dot``: the codegen sums each run of that many K elements into a zeroed
+accumulator and adds it to the result in float32 (``rules_mma_async.py``); without it the
+tensor cores accumulate the whole K, as Triton's default on sm_90 (2**30) does.
+
 A dot is left to mma.sync (``rules_mma.py``) when wgmma cannot run it: inputs
-other than f16/bf16, an accumulator other than f32 (an f16 one is future work), a
+other than f16/bf16/fp8, an accumulator other than f32 (an f16 one, ``out_dtype=tl.float16``,
+is future work: it runs on the fallback, still honoured), a
 shape wgmma rejects (M a multiple of 64 per warpgroup, N a multiple of 8 up to
-256, K a multiple of 16), a kernel whose warps do not form whole warpgroups, or
+256, K a multiple of 16, 32 for fp8), a kernel whose warps do not form whole warpgroups, or
 a dot inside ``tlx.async_tasks`` (a warp-specialized kernel orchestrates its
-own MMAs).  ``input_precision`` does not change f16/bf16 code (Triton ignores
-it there too); ``out_dtype`` is the accumulator's type; ``max_num_imprecise_acc``
-is accepted by the frontend and changes nothing (it matters for fp8 only).
+own MMAs).  ``input_precision`` does not change f16/bf16/fp8 code (Triton ignores
+it there too: the products are exact); ``out_dtype`` is the accumulator's type.
 """
 from __future__ import annotations
 
@@ -55,7 +70,7 @@ from ..target import has_feature
 from .axis_info import AxisAnalysis
 from .manager import Pass
 
-WGMMA_INPUTS = ("f16", "bf16")
+WGMMA_INPUTS = ("f16", "bf16", "f8e4m3", "f8e5m2")
 
 
 class LowerDotToWgmma(Pass):
@@ -78,9 +93,9 @@ class LowerDotToWgmma(Pass):
 def wgmma_problem(dot: Operation, num_warps: int) -> str | None:
     """Why ``dot`` stays on mma.sync, or None when wgmma runs it."""
     a, b, acc = (v.type for v in dot.operands)
-    element = a.element.name
-    if element not in WGMMA_INPUTS:
-        return f"{element} inputs"
+    for element in {a.element.name, b.element.name}:
+        if element not in WGMMA_INPUTS:
+            return f"{element} inputs"
     if acc.element.name != "f32":       # the wgmma lowering holds f32 accumulators only (rules_mma_async)
         return f"a {acc.element} accumulator"
     m, k = a.shape
@@ -151,8 +166,10 @@ def _lower(kernel: Operation, dot: Operation, index: int, axis: AxisAnalysis) ->
             target = trans.result
         new_ops.append(_op("tlx.local_store", [target, operand], [], {}, dot.loc))
         views.append(target)
-    issue = _op("tlx.async_dot", [views[0], views[1], acc], [_plain(acc.type)],
-                {"has_use_acc": False, "input_precision": "ieee"}, dot.loc)
+    attrs = {"has_use_acc": False, "input_precision": "ieee"}
+    if dot.attrs.get("max_num_imprecise_acc") is not None:
+        attrs["max_num_imprecise_acc"] = dot.attrs["max_num_imprecise_acc"]
+    issue = _op("tlx.async_dot", [views[0], views[1], acc], [_plain(acc.type)], attrs, dot.loc)
     wait = _op("tlx.async_dot_wait", [issue.result], [_plain(acc.type)], {"pendings": 0}, dot.loc,
                [dot.result.name_hint])
     new_ops += [issue, wait]

@@ -45,7 +45,11 @@ class AsyncDotOp(Operation):
     (a shared buffer view, K x N; a ``local_trans`` view is stored N x K),
     ``acc`` (a register tensor M x N of f32, or f16 for f16 inputs), and an
     i1 ``use_acc`` when ``attrs.has_use_acc``.  Result: acc's type.
-    ``attrs.input_precision``: ``ieee`` or ``tf32`` (f32 inputs).
+    ``attrs.input_precision``: ``ieee`` or ``tf32`` (f32 inputs).  ``a`` and ``b`` have one
+    element type, except fp8: e4m3 x e5m2 in either order (wgmma's ``.atype`` / ``.btype``).
+    ``attrs.max_num_imprecise_acc`` (fp8, optional, <= K; from ``tl.dot``): each run of that many
+    K elements (at least one k32 step) is summed into a zeroed accumulator and then added to the
+    result in float32, as Triton's wgmma lowering does.
     """
 
     name = "tlx.async_dot"
@@ -73,7 +77,8 @@ class AsyncDotOp(Operation):
             raise self.error(f"expected a's K ({k}) to equal b's K ({k2})")
         if tuple(acc.shape) != (m, n):
             raise self.error(f"expected acc of shape {[m, n]}, got {list(acc.shape)}")
-        if a.element != b.element or a.element.name not in INPUT_TYPES:
+        mixed_fp8 = a.element != b.element and a.element.is_fp8 and b.element.is_fp8
+        if (a.element != b.element and not mixed_fp8) or a.element.name not in INPUT_TYPES:
             raise self.error(f"expected a and b of one type in {', '.join(INPUT_TYPES)}, got {a.element} and "
                              f"{b.element}")
         if acc.element.name != "f32" and not (acc.element.name == "f16" and a.element.name == "f16"):
@@ -84,6 +89,11 @@ class AsyncDotOp(Operation):
         precision = self.attrs.get("input_precision", "ieee")
         if precision not in ("ieee", "tf32") or (precision == "tf32" and a.element.name != "f32"):
             raise self.error(f"expected input_precision 'ieee' (or 'tf32' for f32 inputs), got {precision!r}")
+        limit = self.attrs.get("max_num_imprecise_acc")
+        if limit is not None and (not a.element.is_fp8 or isinstance(limit, bool) or not isinstance(limit, int)
+                                  or not 0 <= limit <= k):
+            raise self.error(f"expected max_num_imprecise_acc to be an integer in [0, K={k}] on fp8 inputs, "
+                             f"got {limit!r} on {a.element}")
         if expected == 4:
             expect_type(self, self.operands[3].type, i1, "use_acc")
         expect_type(self, self.result.type, acc, "result")
