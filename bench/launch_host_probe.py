@@ -1,69 +1,123 @@
-"""The Python part of a launch, without a GPU: the generated fast path of
-``bench/launch_kernels.py``'s ``empty4`` (3 tensors, 1 int) and ``empty16``
-(2 TMA descriptors, 6 tensors, 8 ints), with the driver call replaced by a
-no-op and the descriptors' maps by a fake encode.  What it measures is what
-``python -m bench.run --only launch`` reports as "tlxc's Python part" on a GPU
-machine, on whatever CPU runs it.
+"""The Python part of a launch, without a GPU.
 
-    python -m bench.launch_host_probe
+``bench/launch_kernels.py``'s ``empty4`` (3 tensors, 1 int) and ``empty16`` (2 TMA
+descriptors, 6 tensors, 8 ints) go through tlxc's real launch path: the first launch
+takes the slow path (specialize, compile with NVRTC for sm_90a or load from the disk
+cache, build the ``driver.Launcher`` and the generated fast path); every later launch
+runs everything tlxc does per launch -- ``kernel[grid]``, the key, the lookup, the grid,
+the stream lookup, the argument packing into the launcher's buffer, the launch-config
+packing -- up to the driver.  Only the driver is replaced:
+
+* ``cuLaunchKernelEx`` is a Python function returning 0 (a little dearer than nothing:
+  the bench's "floor" pays the real foreign call, which this leaves out);
+* module loading, function attributes and device properties answer from constants;
+* the stream getter (torch's ``_cuda_getCurrentRawStream`` on a GPU) returns 0;
+* ``cuTensorMapEncodeTiled`` returns 128 zero bytes (called once per address anyway).
+
+The first launch sees tensors that say ``is_cuda``; the timed launches pass plain CPU
+tensors of the same storage (same key: dtype, ``get_device()``, address mod 16), whose
+``data_ptr``/``dtype``/``get_device`` cost what a CUDA tensor's do, so the timing
+carries no Python-level stand-in on the hot path.
+
+    python -m bench.launch_host_probe [--launches 100000] [--profile]
 """
 from __future__ import annotations
 
+import argparse
+import cProfile
 import os
+import pstats
 import sys
-import timeit
+import time
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-class _FakeCudaTensor:
-    """A CPU tensor that claims to live on cuda:0: enough for a descriptor and its key."""
-
-    is_cuda = True
-
-    def __init__(self, tensor, address: int = 0x7F0000000000):
-        self.tensor, self.address, self.dtype, self.shape = tensor, address, tensor.dtype, tensor.shape
-
-    def data_ptr(self) -> int:
-        return self.address
-
-    def stride(self):
-        return self.tensor.stride()
-
-    def get_device(self) -> int:
-        return 0
-
-
-def _install_plan(kfn, bound: tuple) -> None:
-    """Make ``bound``'s specialization launchable with a no-op in place of the driver."""
-    from tlxc.runtime import launch as L
-    kfn._interpret = False
-    kfn._stream = lambda device: 0
-    key = L.launch_key(kfn, bound)
-    plan = L.LaunchPlan(lambda *args: None, list(range(len(bound))), [False] * len(bound), (128, 1, 1), 0, 0,
-                        "compiled")
-    kfn.cache[key] = plan
-    kfn.fast_cache[key] = (plan.launch, plan.block, plan.smem, plan.device, plan.pick, plan.compiled)
-    kfn._fast = L.build_fast_path(kfn, bound)
-
-
-def main() -> None:
-    import launch_kernels as lk
+def _install_fake_driver() -> None:
     import torch
 
-    from tlxc.runtime import tma
-    tma.encode_tiled = lambda *args: bytes(128)          # no driver: any 128 bytes do
+    from tlxc.runtime import driver, tma
+
+    class FakeFunction(driver.CudaFunction):
+        def attribute(self, attribute: int) -> int:
+            return 48 * 1024 if attribute == driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES else 0
+
+        def set_attribute(self, attribute: int, value: int) -> None:
+            pass
+
+    class FakeModule(driver.CudaModule):
+        @classmethod
+        def load(cls, cubin: bytes, device_index: int | None = None):
+            return cls(cubin)
+
+        def function(self, name: str, device_index: int | None = None):
+            return FakeFunction(self, name, 0x1000, device_index or 0)
+
+    def no_launch(config, function, params, extra):
+        return 0
+
+    driver._driver_lib = types.SimpleNamespace(cuLaunchKernelEx=no_launch, cuLaunchKernel=no_launch)
+    driver.CudaModule.load = FakeModule.load
+    driver.device_properties = lambda device: types.SimpleNamespace(max_shared_memory_per_block_optin=227 * 1024)
+    driver.stream_getter = lambda: (lambda device: 0)
+    torch.cuda.get_device_capability = lambda device=None: (9, 0)
+    torch.cuda.current_device = lambda: 0
+    tma.encode_tiled = lambda *args: bytes(128)
+
+
+def _arguments():
+    """(first-launch arguments, timed-launch arguments) of empty4 and empty16."""
+    import torch
+
+    from tlxc.runtime.tma import TensorDescriptor
+
+    class Cuda(torch.Tensor):           # says is_cuda for the slow path's checks only
+        is_cuda = True
+        __torch_function__ = torch._C._disabled_torch_function_impl
+
     x = torch.empty(16)
-    desc = tma.TensorDescriptor.from_tensor(_FakeCudaTensor(torch.empty(64, 64, dtype=torch.bfloat16)), [64, 64])
-    args4, args16 = (x, x, x, 16), (desc, desc, x, x, x, x, x, x) + (16,) * 8
-    _install_plan(lk.empty4, args4)
-    _install_plan(lk.empty16, args16)
-    n = 200_000
-    for name, kfn, args in (("4 args", lk.empty4, args4), ("16 args (2 descriptors)", lk.empty16, args16)):
-        if kfn[(1,)](*args) != "compiled":
-            raise AssertionError(f"{name}: the fast path did not take the installed plan")
-        us = min(timeit.repeat(lambda kfn=kfn, args=args: kfn[(1,)](*args), number=n, repeat=3)) / n * 1e6
-        print(f"  launch, Python part, {name:<24} {us:6.2f} us")
+    tile = torch.empty(64, 64, dtype=torch.bfloat16)
+    xc, tc = x.as_subclass(Cuda), tile.as_subclass(Cuda)
+    desc = TensorDescriptor.from_tensor(tc, [64, 64])
+    desc.encode()                       # the fake map, cached for this address
+    first4, first16 = (xc, xc, xc, 16), (desc, desc, xc, xc, xc, xc, xc, xc) + (16,) * 8
+    timed_desc = TensorDescriptor.from_tensor(tc, [64, 64])
+    timed_desc.encode()
+    timed_desc.__dict__["base"] = tile  # the same storage as a plain tensor: data_ptr() at C speed
+    return (first4, (x, x, x, 16)), (first16, (timed_desc, timed_desc, x, x, x, x, x, x) + (16,) * 8)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--launches", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--profile", action="store_true", help="cProfile 20,000 launches of each")
+    args = parser.parse_args(argv)
+    os.environ.pop("TLXC_NVTX", None)
+    import launch_kernels as lk
+    _install_fake_driver()
+    (first4, timed4), (first16, timed16) = _arguments()
+    for name, kfn, first, timed in (("4 args", lk.empty4, first4, timed4),
+                                    ("16 args (2 descriptors)", lk.empty16, first16, timed16)):
+        compiled = kfn[(1,)](*first)                     # slow path: compile, plan, fast path
+        if kfn[(1,)](*timed) is not compiled or len(kfn.fast_cache) != 1:
+            raise AssertionError(f"{name}: the timed arguments did not hit the first launch's plan")
+        best = float("inf")
+        for _ in range(args.repeat):
+            start = time.perf_counter_ns()
+            for _ in range(args.launches):
+                kfn[(1,)](*timed)
+            best = min(best, (time.perf_counter_ns() - start) / args.launches / 1000)
+        print(f"  launch, Python part, {name:<24} {best:6.2f} us  (min of {args.repeat} x {args.launches:,})",
+              flush=True)
+        if args.profile:
+            profile = cProfile.Profile()
+            profile.enable()
+            for _ in range(20_000):
+                kfn[(1,)](*timed)
+            profile.disable()
+            pstats.Stats(profile).sort_stats("tottime").print_stats(12)
 
 
 if __name__ == "__main__":

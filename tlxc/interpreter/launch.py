@@ -117,7 +117,7 @@ def _runner(kfn, spec: Specialization, num_warps: int, cluster=None, arch: str |
     from ..compiler import frontend
     arch = interpret_arch(arch)
     cache = _RUNNERS.setdefault(kfn, {})
-    key = (spec.key(), num_warps, cluster, arch)
+    key = (spec.key(), num_warps, cluster, arch, kfn.cache_key)   # (the key follows reassigned globals)
     runner = cache.get(key)
     if runner is None:
         module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
@@ -138,7 +138,7 @@ def _static_check(kfn, key: tuple, module, check_barriers: bool) -> None:
     from ..passes.canonicalize import Canonicalize
     from ..passes.check_barriers import CheckBarriers, barrier_mode
     from ..passes.manager import PassManager
-    _specialization, num_warps, cluster, arch = key
+    _specialization, num_warps, cluster, arch, _kernel_key = key
     options = Options(num_warps=num_warps, arch=arch, cluster=cluster,
                       extra={} if check_barriers else {"check_barriers": False})
     mode = barrier_mode(options)

@@ -96,10 +96,17 @@ class CUlaunchConfig(ctypes.Structure):
                 ("attrs", ctypes.POINTER(CUlaunchAttribute)), ("numAttrs", ctypes.c_uint)]
 
 
-# The launch-dependent head of CUlaunchConfig (grid, block, smem, stream),
-# written in one pack_into call per launch instead of eight field stores.
+# The launch-dependent head of CUlaunchConfig (grid, block, smem, stream): what a bad
+# launch shape is checked against.
 _CONFIG_HEAD = struct.Struct("<7I4xQ")
 assert CUlaunchConfig.hStream.offset == _CONFIG_HEAD.size - 8
+# The whole CUlaunchConfig (the head, the attributes pointer and count), as Launcher packs
+# it with the arguments, in the _CONFIG_SPAN bytes before them.
+_CONFIG = "7I4xQQI4x"
+_CONFIG_SIZE = struct.calcsize("<" + _CONFIG)
+_CONFIG_SPAN = 64
+assert _CONFIG_SIZE == ctypes.sizeof(CUlaunchConfig) <= _CONFIG_SPAN
+assert CUlaunchConfig.attrs.offset == 40 and CUlaunchConfig.numAttrs.offset == 48
 assert ctypes.sizeof(CUlaunchAttribute) == 72
 
 
@@ -449,13 +456,15 @@ class ArgumentBuffer:
     alignment, so that one ``struct.pack_into`` writes a whole launch's values.
     """
 
-    def __init__(self, param_kinds: Sequence[str]):
+    def __init__(self, param_kinds: Sequence[str], head: int = 0):
         unknown = [kind for kind in param_kinds if kind not in PARAM_KINDS]
         if unknown:
             raise LaunchError(f"Expected parameter kinds among {', '.join(PARAM_KINDS)}, "
                               f"got {', '.join(map(repr, unknown))}")
+        if head % 64:
+            raise ValueError(f"the head before the parameters must be a multiple of 64 bytes, got {head}")
         self.kinds = tuple(param_kinds)
-        format_parts, self.offsets = ["<"], []
+        format_parts, self.offsets = [], []
         size = 0
         for kind in self.kinds:
             code, width, align = PARAM_KINDS[kind]
@@ -466,10 +475,14 @@ class ArgumentBuffer:
             format_parts.append(code)
             size += padding + width
         self.size = size
-        self.packer = struct.Struct("".join(format_parts))
-        # Over-allocate so that the block can start on a 64-byte boundary.
-        self.storage = ctypes.create_string_buffer(max(size, 1) + 64)
-        self.base_offset = -ctypes.addressof(self.storage) % 64
+        self.format = "".join(format_parts)       # without the byte-order mark: Launcher appends it to its head
+        self.packer = struct.Struct("<" + self.format)
+        # Over-allocate so that the block can start on a 64-byte boundary.  ``head`` bytes
+        # before the parameters belong to the caller (Launcher keeps its CUlaunchConfig there,
+        # so that one pack_into writes a launch's shape and arguments together).
+        self.storage = ctypes.create_string_buffer(head + max(size, 1) + 64)
+        self.head_offset = -ctypes.addressof(self.storage) % 64
+        self.base_offset = self.head_offset + head
         base = ctypes.addressof(self.storage) + self.base_offset
         self.pointers = (ctypes.c_void_p * max(len(self.kinds), 1))(
             *[base + offset for offset in self.offsets])
@@ -516,8 +529,10 @@ class Launcher:
     Every launch goes through ``cuLaunchKernelEx``, with a cluster-dimension
     attribute only when ``cluster != (1, 1, 1)``: its four pointer arguments
     cost about 0.3 us to pass through ctypes, against about 1.1 us for the
-    eleven of ``cuLaunchKernel``, and grid, block, smem and stream go into the
-    pre-allocated ``CUlaunchConfig`` with one ``struct.pack_into``.
+    eleven of ``cuLaunchKernel``.  The ``CUlaunchConfig`` lives in the same
+    pre-allocated block as the parameters, just before them, so that one
+    ``struct.pack_into`` (``pack_all``) writes a launch's grid, block, shared
+    memory, stream and argument values together.
     ``classic=True`` uses ``cuLaunchKernel`` instead (for comparison only).
 
     Not thread-safe: the argument storage and launch config are shared by
@@ -529,7 +544,7 @@ class Launcher:
     def __init__(self, function: CudaFunction, param_kinds: Sequence[str],
                  cluster: tuple[int, int, int] = (1, 1, 1), *, classic: bool = False, pdl: bool = False):
         self.function = function
-        self.arguments = ArgumentBuffer(param_kinds)
+        self.arguments = ArgumentBuffer(param_kinds, head=_CONFIG_SPAN)
         self.cluster = tuple(cluster)
         self.pdl = pdl     # programmatic dependent launch (launch_pdl=True): may start before the previous kernel ends
         if classic and (self.cluster != (1, 1, 1) or pdl):
@@ -541,12 +556,15 @@ class Launcher:
         self._launch_kernel = lib.cuLaunchKernel
         self._launch_kernel_ex = lib.cuLaunchKernelEx
         self._attributes = (CUlaunchAttribute * 2)()  # referenced by the config: keep alive
-        self._config = self._launch_config()
+        self._config = CUlaunchConfig.from_buffer(self.arguments.storage, self.arguments.head_offset)
         self._config_address = ctypes.addressof(self._config)
+        self._attrs_address, self._num_attrs = self._set_attributes()
+        # grid xyz, block xyz, smem, stream, attrs, numAttrs, then the parameters
+        self.pack_all = struct.Struct(f"<{_CONFIG}{_CONFIG_SPAN - _CONFIG_SIZE}x{self.arguments.format}").pack_into
         self.launch = self._hot_path()
 
-    def _launch_config(self) -> CUlaunchConfig:
-        config = CUlaunchConfig()
+    def _set_attributes(self) -> tuple[int, int]:
+        """Fill the launch attributes; (their address, their count) as the config holds them."""
         count = 0
         if self.cluster != (1, 1, 1):
             if self.cluster[0] * self.cluster[1] * self.cluster[2] > 8:
@@ -562,10 +580,21 @@ class Launcher:
             self._attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
             self._attributes[count].value.programmaticStreamSerializationAllowed = 1
             count += 1
-        if count:
-            config.attrs = ctypes.cast(self._attributes, ctypes.POINTER(CUlaunchAttribute))
-            config.numAttrs = count
-        return config
+        return (ctypes.addressof(self._attributes) if count else 0), count
+
+    def direct(self) -> dict[str, Any]:
+        """What a caller needs to launch without ``launch``'s Python frame (the launch path's
+        per-specialization fast path, runtime/launch.py): ``pack_all(storage, offset, gx, gy, gz,
+        bx, by, bz, smem, stream, attrs, num_attrs, *values)``, then ``raw(config, function,
+        params, None)``, which returns the CUresult; ``failed(result, grid, block, smem, stream)``
+        retries or raises.  Only for cuLaunchKernelEx launchers; the dynamic shared memory must
+        already be allowed (``CudaFunction.set_dynamic_smem``)."""
+        if self.classic:
+            raise LaunchError("direct launches need cuLaunchKernelEx (classic=False)")
+        return {"pack_all": self.pack_all, "storage": self.arguments.storage,
+                "offset": self.arguments.head_offset, "attrs": self._attrs_address, "num_attrs": self._num_attrs,
+                "raw": self._launch_kernel_ex, "config": self._config_address, "function": self._handle,
+                "params": self._pointers_address, "failed": self._launch_failed}
 
     def __call__(self, grid: Sequence[int], block: Sequence[int], smem_bytes: int,
                  stream: int, args: Sequence[Any]) -> None:
@@ -579,29 +608,29 @@ class Launcher:
         saves about 0.3 us a launch over a method; callers on a hot path bind
         ``launcher.launch`` once and call it directly.
         """
-        pack_arguments = self.arguments.packer.pack_into
-        storage, base_offset = self.arguments.storage, self.arguments.base_offset
+        pack_all, storage, offset = self.pack_all, self.arguments.storage, self.arguments.head_offset
+        attrs, num_attrs = self._attrs_address, self._num_attrs
         explain, check_blobs = self.arguments.explain, self.arguments.check_blobs
         has_blobs = bool(self.arguments.blob_indices)
-        pack_shape, config = _CONFIG_HEAD.pack_into, self._config
         function, launch_failed, shape_error = self.function, self._launch_failed, self._shape_error
         launch_one = self._launch_one()
 
         def launch(grid: Sequence[int], block: Sequence[int], smem_bytes: int, stream: int,
                    args: Sequence[Any]) -> None:
             try:
-                pack_arguments(storage, base_offset, *args)
-            except (struct.error, TypeError) as exc:
+                pack_all(storage, offset, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem_bytes,
+                         stream or 0, attrs, num_attrs, *args)
+            except (struct.error, TypeError, IndexError) as exc:
+                try:                    # the shape, or the arguments?
+                    _CONFIG_HEAD.pack(grid[0], grid[1], grid[2], block[0], block[1], block[2], smem_bytes,
+                                      stream or 0)
+                except (struct.error, TypeError, IndexError) as shape_exc:
+                    raise shape_error(grid, block, smem_bytes, stream, shape_exc) from None
                 raise explain(args, exc) from None
             if has_blobs:
                 check_blobs(args)
             if smem_bytes > function.dynamic_smem_limit:
                 function.set_dynamic_smem(smem_bytes)
-            try:
-                pack_shape(config, 0, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                           smem_bytes, stream or 0)
-            except struct.error as exc:
-                raise shape_error(grid, block, smem_bytes, stream, exc) from None
             result = launch_one()
             if result != CUDA_SUCCESS:
                 launch_failed(result, grid, block, smem_bytes, stream)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import hashlib
 import inspect
@@ -9,7 +10,7 @@ import os
 import sysconfig
 import types
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import language as tl
 from ..errors import CompilationError
@@ -43,6 +44,10 @@ class KernelFunction:
         self.debug = debug
         self._source: FunctionSource | None = None
         self._cache_key: str | None = None
+        self._guards: tuple = ()    # where the cache key's inputs were read, and what was there (Guard)
+        self._env: tuple | None = None        # the compile environment the cached plans were built in
+        self._generic = None        # the generated kernel-level fast path (runtime/launch.py)
+        self._specialized: dict = {}          # launch key -> its generated per-specialization fast path
         self.cache: dict = {}       # launch key -> LaunchPlan, filled by runtime/launch.py
         self.fast_cache: dict = {}  # launch key -> the plan as a tuple, for the generated fast path
         self._constexpr_flags = tuple(name in self.constexpr_params for name in self.param_names)
@@ -68,13 +73,15 @@ class KernelFunction:
     @property
     def cache_key(self) -> str:
         """Hash of this kernel's source, every helper it calls and the
-        compile-time globals it reads."""
-        if self._cache_key is None:
+        compile-time globals it reads: recomputed when one of those globals was
+        reassigned since (``guards_hold``)."""
+        if self._cache_key is None or not guards_hold(self._guards):
+            guards: list[Guard] = []
             h = hashlib.sha256()
-            for part in _dependency_parts(self, set()):
+            for part in _dependency_parts(self, set(), guards):
                 h.update(part.encode())
                 h.update(b"\0")
-            self._cache_key = h.hexdigest()
+            self._cache_key, self._guards = h.hexdigest(), tuple(guards)
         return self._cache_key
 
     def __call__(self, *args, **kwargs):
@@ -83,9 +90,10 @@ class KernelFunction:
             f"or call it from inside another @tlxc.kernel")
 
     def __getitem__(self, grid):
-        if self._fast is not self._first_launch:
-            return partial(self._fast, grid)      # the hot path: no Python frame in between
-        return Launcher(self, grid)
+        fast = self._fast
+        if fast.__class__ is types.FunctionType:   # a generated fast path (runtime/launch.py)
+            return partial(fast, grid)            # the hot path: no Python frame in between
+        return Launcher(self, grid)               # (reads _fast at each call: the first launch makes one)
 
     def run(self, *args, grid, warmup: bool = False, **kwargs):
         """Triton's ``JITFunction.run``: launch on ``grid``, or with ``warmup=True`` only compile
@@ -126,11 +134,62 @@ class KernelFunction:
         return f"<tlxc kernel {self.__name__}>"
 
 
-def _dependency_parts(kfn: KernelFunction, seen: set[int]):
+class Guard(NamedTuple):
+    """One input of a kernel's cache key, where the compile read it: ``holder[name]`` of a
+    module's globals (``cell`` False) or the contents of a closure cell (``holder``, ``cell``
+    True), then the attributes ``attrs`` (``cfg.BLOCK``); ``value`` is what was there.  The
+    key is stale when any guard's place holds another object (``guards_hold``); the
+    generated launch paths check the same by identity (runtime/launch.py)."""
+
+    holder: Any
+    name: str
+    cell: bool
+    attrs: tuple[str, ...]
+    value: Any
+
+    def current(self) -> Any:
+        """What the place holds now (``_MISSING`` when it no longer resolves)."""
+        try:
+            value = self.holder.cell_contents if self.cell else self.holder[self.name]
+            for attr in self.attrs:
+                value = getattr(value, attr)
+        except Exception:  # noqa: BLE001 - a deleted global, an emptied cell, a failing property
+            return _MISSING
+        return value
+
+
+_MISSING = object()
+
+
+def guards_hold(guards) -> bool:
+    return all(g.current() is g.value for g in guards)
+
+
+def _resolve(fn, name: str) -> tuple[bool, Any, Guard | None]:
+    """``FunctionSource.lookup_global`` with where the value came from (a guard without
+    ``value``): closure cell, module global, else a builtin (no guard: builtins are not
+    cache-key inputs)."""
+    code = fn.__code__
+    if fn.__closure__:
+        for var, cell in zip(code.co_freevars, fn.__closure__):
+            if var == name:
+                try:
+                    return True, cell.cell_contents, Guard(cell, name, True, (), None)
+                except ValueError:
+                    return False, None, None
+    if name in fn.__globals__:
+        return True, fn.__globals__[name], Guard(fn.__globals__, name, False, (), None)
+    if hasattr(builtins, name):
+        return True, getattr(builtins, name), None
+    return False, None, None
+
+
+def _dependency_parts(kfn: KernelFunction, seen: set[int], guards: list[Guard]):
     """Everything the compile of ``kfn`` reads from outside its own text: the kernels it
     calls, the constant globals (numbers, strings, dtypes, tuples of them) and module or
     object attributes (``cfg.BLOCK``) it names, and the source of the plain Python helpers it
-    calls at compile time (with what they read in turn)."""
+    calls at compile time (with what they read in turn).  Each place one of them was read
+    from goes to ``guards``."""
     if id(kfn) in seen:
         return
     seen.add(id(kfn))
@@ -139,24 +198,39 @@ def _dependency_parts(kfn: KernelFunction, seen: set[int]):
     yield src.text
     names = sorted({n.id for n in ast.walk(src.tree) if isinstance(n, ast.Name)})
     for name in names:
-        found, value = src.lookup_global(name)
+        found, value, where = _resolve(kfn.fn, name)
         if found:
-            yield from _value_parts(name, value, seen)
+            _guard(guards, where, (), value)
+            yield from _value_parts(name, value, seen, guards)
     chains = sorted({chain for node in ast.walk(src.tree) if isinstance(node, ast.Attribute)
                      for chain in [_attribute_chain(node)] if chain})
     for chain in chains:
-        found, value = src.lookup_global(chain[0])
+        found, value, where = _resolve(kfn.fn, chain[0])
         if found and not _is_tlxc(value):
             found, value = _follow(value, chain[1:])
             if found:
-                yield from _value_parts(".".join(chain), value, seen)
+                _guard(guards, where, chain[1:], value)
+                yield from _value_parts(".".join(chain), value, seen, guards)
 
 
-def _value_parts(label: str, value, seen: set[int]):
+def _guard(guards: list[Guard], where: Guard | None, attrs: tuple[str, ...], value) -> None:
+    """Guard a place whose value is a cache-key input (whether or not an earlier reference
+    already yielded its parts)."""
+    if where is not None and _is_key_input(value):
+        guards.append(where._replace(attrs=attrs, value=value))
+
+
+def _is_key_input(value) -> bool:
+    plain = _plain(value)
+    return (getattr(plain, "__tlxc_kernel__", False) or _is_constant(plain)
+            or (isinstance(plain, types.FunctionType) and _is_user_function(plain)))
+
+
+def _value_parts(label: str, value, seen: set[int], guards: list[Guard]):
     if isinstance(value, tl.constexpr):
         value = value.value
     if getattr(value, "__tlxc_kernel__", False):
-        yield from _dependency_parts(value, seen)
+        yield from _dependency_parts(value, seen, guards)
     elif _is_constant(value):
         yield f"{label}={value!r}"
     elif isinstance(value, types.FunctionType) and _is_user_function(value) and id(value) not in seen:
@@ -164,7 +238,9 @@ def _value_parts(label: str, value, seen: set[int]):
         yield f"{label}=def {_function_text(value)}"
         for name in sorted(set(value.__code__.co_names)):
             if name in value.__globals__:
-                yield from _value_parts(f"{label}.{name}", value.__globals__[name], seen)
+                found = value.__globals__[name]
+                _guard(guards, Guard(value.__globals__, name, False, (), None), (), found)
+                yield from _value_parts(f"{label}.{name}", found, seen, guards)
 
 
 def _is_constant(value, depth: int = 0) -> bool:

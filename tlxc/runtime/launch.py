@@ -194,6 +194,10 @@ class LaunchPlan:
     device: int
     compiled: Any
     pick: Callable = None         # all argument values -> the runtime ones, in order
+    launcher: Any = None          # the driver.Launcher behind ``launch``
+    cluster: tuple[int, int, int] | None = None   # ctas_per_cga (``launch`` checks the grid against it)
+    direct: bool = False          # ``launch`` is ``launcher.launch`` (with the cluster check): the
+                                  # specialized fast path may pack and launch through the launcher itself
 
     def __post_init__(self):
         import operator
@@ -221,32 +225,95 @@ class Launcher:
 
 _MISSING = object()
 
+# The grid of a launch as g0, g1, g2: a tuple or list of 1 to 3 dimensions, an int, or a
+# callable of the arguments (``{meta}``) returning one; grid_dims explains (or accepts)
+# anything else.  Range checks are left to the packing and the driver, whose refusals are
+# explained by grid_dims.
+_GRID = """
+    if _tlx_grid.__class__ is not tuple:
+        if callable(_tlx_grid):
+            _tlx_grid = _tlx_grid({meta})
+        elif _tlx_grid.__class__ is not list:
+            _tlx_grid = (_tlx_grid,)
+    try:
+        _tlx_n = len(_tlx_grid)
+        if _tlx_n == 1:
+            g0 = _tlx_grid[0]
+            g1 = g2 = 1
+        elif _tlx_n == 3:
+            g0, g1, g2 = _tlx_grid
+        elif _tlx_n == 2:
+            g0, g1 = _tlx_grid
+            g2 = 1
+        else:
+            raise TypeError
+    except TypeError:
+        g0, g1, g2 = _tlx_grid_dims(_tlx_kfn.__name__, _tlx_grid)
+"""
+
 _FAST_TEMPLATE = """
 def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
     if {interpret_check}_tlx_unknown:
         return _tlx_slow(_tlx_grid, ({args}), dict(_tlx_unknown{option_kwargs}))
     try:
 {values}
-        _tlx_run, _tlx_block, _tlx_smem, _tlx_device, _tlx_pick, _tlx_compiled = \\
-            _tlx_cache[({num_warps}, {ctas}, {maxnreg}, ({num_ctas}, {num_stages}, {launch_pdl}), {key})]
+        _tlx_key = ({num_warps}, {ctas}, {maxnreg}, ({num_ctas}, {num_stages}, {launch_pdl}), {key})
+        _tlx_run, _tlx_block, _tlx_smem, _tlx_device, _tlx_pick, _tlx_compiled = _tlx_cache[_tlx_key]
+        _tlx_hit = {fresh}
     except Exception:   # a new specialization, or arguments only the slow path can explain
+        _tlx_hit = False
+    if not _tlx_hit:    # (called outside the handler: its errors carry no KeyError context)
         return _tlx_slow(_tlx_grid, ({args}), dict({option_kwargs_first}))
-    if _tlx_grid.__class__ is not tuple:
-        _tlx_grid = _tlx_grid(dict(zip(_tlx_names, ({args})){option_kwargs})) if callable(_tlx_grid) \\
-            else (_tlx_grid,)
-    _tlx_n = len(_tlx_grid)
-    if _tlx_n == 1:
-        _tlx_grid = (_tlx_grid[0], 1, 1)
-    elif _tlx_n == 2:
-        _tlx_grid = (_tlx_grid[0], _tlx_grid[1], 1)
-    if _tlx_grid[0] and _tlx_grid[1] and _tlx_grid[2]:
+    _tlx_specialized = _tlx_paths.get(_tlx_key, _tlx_MISSING)
+    if _tlx_specialized is _tlx_MISSING:
+        _tlx_specialized = _tlx_specialize(_tlx_kfn, _tlx_key)
+    if _tlx_specialized is not None:
+        _tlx_kfn._fast = _tlx_specialized       # the next kernel[grid] launches through it
+""" + _GRID.replace("{meta}", "dict(zip(_tlx_names, ({args})){option_kwargs})") + """
+    if g0 and g1 and g2:
         try:
-            _tlx_run(_tlx_grid, _tlx_block, _tlx_smem, _tlx_kfn._stream(_tlx_device), _tlx_pick(({values_tuple})))
+            _tlx_run((g0, g1, g2), _tlx_block, _tlx_smem, _tlx_kfn._stream(_tlx_device), _tlx_pick(({values_tuple})))
         except _tlx_TlxcError:    # costs nothing unless raised: name a bad grid dimension, if that was it
-            _tlx_grid_dims(_tlx_kfn.__name__, _tlx_grid)
+            _tlx_grid_dims(_tlx_kfn.__name__, (g0, g1, g2))
             raise
     return _tlx_compiled
 """
+
+# The fast path of one specialization (``build_specialized_path``): the key's entries
+# checked one by one against the plan's, no key tuple built or hashed; the plan's
+# constants in the function's globals; the arguments and the launch shape packed by one
+# pack_into into the driver launcher's buffer and one foreign call.
+_SPECIALIZED_TEMPLATE = """
+def _tlx_fast(_tlx_grid, {params}, **_tlx_kw):
+    try:
+{values}
+        _tlx_hit = not ({mismatch})
+    except Exception:   # another kind of argument: the kernel's generic fast path sorts it out
+        _tlx_hit = False
+    if not _tlx_hit:
+        return _tlx_generic(_tlx_grid, {args} **_tlx_kw)
+""" + _GRID.replace("{meta}", "{{**dict(zip(_tlx_names, ({args}))), **_tlx_meta_options, **_tlx_kw}}") + """
+    if g0 and g1 and g2:
+{launch}
+    return _tlx_compiled
+"""
+
+_DIRECT_LAUNCH = """\
+{cluster_check}        _tlx_s = _tlx_stream(_tlx_device)
+        try:
+            _tlx_pack(_tlx_storage, _tlx_offset, g0, g1, g2, {block}, {smem}, _tlx_s, {attrs}, {runtime})
+        except Exception as _tlx_exc:
+            _tlx_explain((g0, g1, g2), ({runtime}), _tlx_exc)
+        _tlx_result = _tlx_raw(_tlx_config, _tlx_function, _tlx_params, None)
+        if _tlx_result:
+            _tlx_failed(_tlx_result, (g0, g1, g2), _tlx_s)"""
+
+_PLAN_LAUNCH = """\
+        try:
+            _tlx_run((g0, g1, g2), _tlx_block, _tlx_smem, _tlx_kfn._stream(_tlx_device), ({runtime}))
+        except _tlx_TlxcError:
+            _tlx_grid_dims(_tlx_kfn.__name__, (g0, g1, g2))
+            raise"""
 
 # Launch options the fast path accepts as keywords (unless the kernel has a
 # parameter of that name, which then wins), with their defaults.  Those that
@@ -255,10 +322,85 @@ def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
 # to the slow path.  Every other option (LAUNCH_OPTIONS) goes to the slow path.
 _FAST_OPTIONS = (("num_warps", 4), ("num_stages", None), ("num_ctas", None), ("maxnreg", None),
                  ("ctas_per_cga", None), ("launch_pdl", None), ("interpret", None))
+_KEY_OPTIONS = ("num_warps", "ctas_per_cga", "maxnreg", ("num_ctas", "num_stages", "launch_pdl"))
 
 _NUMBERS = (int, float, bool)
 # Folded into the specialization as compile-time constants (frontend/specialize.py).
 _CONSTANTS = (str, tuple, tl.constexpr, ScalarType, PointerType)
+
+# -- what else a compile reads ------------------------------------------------------------------
+# The environment variables whose values change what a compile produces or whether it
+# succeeds (they are in the disk cache key, _compile_cached): a launch after one of them
+# changed recompiles (``_refresh``).  Read by the generated paths as os.environ's own entries,
+# compared by identity (os.environ[...] = ... stores a new object), about 30 ns each.
+COMPILE_ENV = ("TLXC_CHECK_BARRIERS", "TLXC_DEBUG_BARRIERS", "TLXC_SKIP_PASSES", "TLXC_OVERRIDE_DIR")
+
+
+def _environ_reader():
+    """(get, keys, by_identity): ``get(key)`` is os.environ's raw entry for each of
+    ``COMPILE_ENV``'s ``keys`` (None when unset): os.environ's dict where it has one, else
+    ``os.environ.get`` (whose values are compared by equality)."""
+    data, encode = getattr(os.environ, "_data", None), getattr(os.environ, "encodekey", None)
+    if isinstance(data, dict) and encode is not None:
+        return data.get, tuple(encode(name) for name in COMPILE_ENV), True
+    return os.environ.get, COMPILE_ENV, False
+
+
+def _environment() -> tuple[tuple, tuple]:
+    """(raw entries, values) of ``COMPILE_ENV`` now."""
+    get, keys, _ = _environ_reader()
+    return tuple(get(k) for k in keys), tuple(os.environ.get(name) for name in COMPILE_ENV)
+
+
+def _refresh(kfn) -> None:
+    """Before a launch served from ``kfn.cache``: forget the plans compiled for module
+    globals (``KernelFunction.cache_key``'s guards) or ``COMPILE_ENV`` values that changed
+    since, and the generated fast paths that check the old ones (they would send every
+    launch here)."""
+    from .jit import guards_hold
+    raw, values = _environment()
+    before = kfn._env
+    if before is None:
+        kfn._env = (raw, values)
+        return
+    regenerate = stale = False
+    if any(a is not b for a, b in zip(raw, before[0])):
+        regenerate, stale = True, values != before[1]
+        kfn._env = (raw, values)
+    if kfn._guards and not guards_hold(kfn._guards):
+        old = kfn._cache_key
+        stale |= kfn.cache_key != old            # (recomputes the key and its guards)
+        regenerate = True
+    if stale:
+        kfn.cache.clear()
+        kfn.fast_cache.clear()
+    if regenerate:
+        kfn._generic = None
+        kfn._specialized.clear()
+        kfn._fast = kfn._first_launch
+
+
+def _guard_checks(kfn, const) -> list[str]:
+    """The generated paths' freshness checks: each is true when its input changed."""
+    if kfn._env is None:
+        kfn._env = _environment()
+    get, keys, by_identity = _environ_reader()
+    env = const(get)
+    checks = [f"{env}({key!r}) {'is not' if by_identity else '!='} {const(value)}"
+              for key, value in zip(keys, kfn._env[0])]
+    for guard in kfn._guards:
+        place = f"{const(guard.holder)}.cell_contents" if guard.cell else f"{const(guard.holder)}[{guard.name!r}]"
+        checks.append(place + "".join(f".{attr}" for attr in guard.attrs) + f" is not {const(guard.value)}")
+    return checks
+
+
+class _Constants(dict):
+    """Values the generated code names ``_tlx_K<n>``."""
+
+    def __call__(self, value) -> str:
+        name = f"_tlx_K{len(self)}"
+        self[name] = value
+        return name
 
 
 def _kind(value) -> str:
@@ -277,7 +419,7 @@ def key_parts(kfn, bound: tuple) -> list:
     parts = []
     for name, value in zip(kfn.param_names, bound):
         if name in kfn.constexpr_params:
-            parts.append(value)
+            parts += [value.__class__, value]
         elif value.__class__ in _NUMBERS:
             parts += [value.__class__, value == 1, value % 16 == 0, -2147483648 <= value <= 2147483647]
         elif value is None:
@@ -285,7 +427,7 @@ def key_parts(kfn, bound: tuple) -> list:
         elif isinstance(value, TensorDescriptor):
             parts += [_descriptor_type_key(kfn, name, value), value.device_index]
         elif isinstance(value, _CONSTANTS):
-            parts.append(value)
+            parts += [value.__class__, value]
         elif _is_torch_tensor(value):
             parts += [value.dtype, value.get_device(), value.data_ptr() & 15]
         else:
@@ -345,24 +487,28 @@ def _descriptor_type_key(kfn, name: str, desc: TensorDescriptor) -> int:
 
 
 def build_fast_path(kfn, bound: tuple):
-    """Generate ``fast(grid, *params, num_warps=..., ...)`` for the argument kinds of ``bound``.
+    """Generate ``fast(grid, *params, num_warps=..., ...)`` for the argument kinds of ``bound``:
+    the kernel's generic fast path (``kfn._generic``).
 
     Python binds the arguments natively; each tensor contributes (dtype,
     device, 16-byte alignment) to a flat key and its data pointer to the
     values, each number (type, ==1, divisibility by 16, fits in i32), each
     TMA descriptor (its IR type, device) to the key and its encoded
     ``CUtensorMap`` (cached on the descriptor) to the values, each constexpr
-    its value.  Arguments of other kinds raise inside the ``try`` or
+    its type and value.  Arguments of other kinds raise inside the ``try`` or
     miss the cache and go to the slow path, which specializes, compiles,
-    checks and explains.
+    checks and explains; so do launches after a global the kernel reads or a
+    ``COMPILE_ENV`` variable changed (``_refresh``).  A hit makes the key's
+    specialized path (``build_specialized_path``) the kernel's ``_fast``.
     """
-    params, values, key, value_names = [], [], [], []
+    params, values, key, value_names, kinds = [], [], [], [], []
     for i, (name, param) in enumerate(kfn.signature.parameters.items()):
         default = "_tlx_MISSING" if param.default is param.empty else f"_tlx_defaults[{i}]"
         params.append(f"{name}={default}")
         kind = _kind(bound[i])
         if name in kfn.constexpr_params or kind == "constant":
-            key.append(name)
+            kind = "constant"
+            key += [f"{name}.__class__", name]
             value_names.append(name)
         elif kind == "tensor":
             values.append(f"        v{i} = {name}.data_ptr()")
@@ -379,8 +525,11 @@ def build_fast_path(kfn, bound: tuple):
         else:
             key.append(f"None if {name} is None else _tlx_MISSING")
             value_names.append(name)
+        kinds.append(kind)
     options = [(o, d) for o, d in _FAST_OPTIONS if o not in kfn.signature.parameters]
     option_names = [o for o, _ in options]
+    const = _Constants()
+    fresh = _guard_checks(kfn, const)
     source = _FAST_TEMPLATE.format(
         params=", ".join(params), args=", ".join(kfn.param_names) + ",",
         options="".join(f"{o}={d!r}, " for o, d in options),
@@ -394,13 +543,173 @@ def build_fast_path(kfn, bound: tuple):
         num_stages="num_stages" if "num_stages" in option_names else "None",
         launch_pdl="launch_pdl" if "launch_pdl" in option_names else "None",
         values="\n".join(values) or "        pass", key=", ".join(key),
+        fresh=f"not ({' or '.join(fresh)})" if fresh else "True",
         values_tuple=", ".join(value_names) + ",")
     defaults = [p.default for p in kfn.signature.parameters.values()]
     scope = {"_tlx_MISSING": _MISSING, "_tlx_defaults": defaults, "_tlx_kfn": kfn, "_tlx_cache": kfn.fast_cache,
              "_tlx_names": kfn.param_names, "_tlx_TlxcError": TlxcError, "_tlx_grid_dims": grid_dims,
-             "_tlx_slow": lambda grid, args, kwargs: launch(kfn, grid, args, kwargs)}
+             "_tlx_paths": kfn._specialized, "_tlx_specialize": _specialize,
+             "_tlx_slow": lambda grid, args, kwargs: launch(kfn, grid, args, kwargs), **const}
     exec(compile(source, f"<tlxc launcher of {kfn.__name__}>", "exec"), scope)  # noqa: S102 (our own template)
+    fast = scope["_tlx_fast"]
+    fast.kinds, fast.options = kinds, option_names
+    kfn._generic = fast
+    kfn._specialized.clear()        # (each names the generic path it falls back to)
+    return fast
+
+
+def _specialize(kfn, key: tuple):
+    """The specialized path of ``key`` (None unless ``kfn.cache`` holds the plan that
+    ``kfn.fast_cache`` launches), kept in ``kfn._specialized``: made the first time the
+    generic path serves ``key``."""
+    plan, entry = kfn.cache.get(key), kfn.fast_cache.get(key)
+    path = None
+    if isinstance(plan, LaunchPlan) and entry is not None and plan.launch is entry[0] and kfn._generic is not None:
+        path = build_specialized_path(kfn, key, plan)
+    kfn._specialized[key] = path
+    return path
+
+
+def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
+    """Generate the fast path of one specialization: ``fast(grid, *params, **options)``
+    launches ``plan`` when the arguments have ``key``, else hands them to the generic path.
+
+    Every entry of ``key`` is checked, in the order of the generic path's key, by a
+    comparison with the plan's value (``is`` for types and dtypes, ``==`` for ints, the
+    truth of the int and alignment tests) instead of a key tuple built, hashed and compared;
+    the launch options by ``_options_check`` when any is given; the globals the kernel
+    read and the ``COMPILE_ENV`` variables by identity; and the function must still be the
+    kernel's ``_fast`` (caches cleared or refreshed since: the generic path decides).  The
+    plan's launcher, shape and constants are the function's globals; a plan launched by a
+    ``driver.Launcher`` (not wrapped for NVTX) is packed and launched inline
+    (``Launcher.direct``).
+    """
+    generic = kfn._generic
+    kinds = generic.kinds
+    const = _Constants()
+    params, values, mismatch, names = [], [], [], []
+    aligned = []
+    position = 4
+    for i, ((name, param), kind) in enumerate(zip(kfn.signature.parameters.items(), kinds)):
+        default = "_tlx_MISSING" if param.default is param.empty else f"_tlx_defaults[{i}]"
+        params.append(f"{name}={default}")
+        if kind == "constant":
+            cls, value = key[position:position + 2]
+            position += 2
+            mismatch.append(f"{name}.__class__ is not {const(cls)} or {name} != {const(value)}")
+            names.append(name)
+        elif kind == "tensor":
+            dtype, device, alignment = key[position:position + 3]
+            position += 3
+            values.append(f"        v{i} = {name}.data_ptr()")
+            mismatch += [f"{name}.dtype is not {const(dtype)}", f"{name}.get_device() != {device!r}"]
+            if alignment == 0:
+                aligned.append(f"v{i}")
+            else:
+                mismatch.append(f"v{i} & 15 != {alignment!r}")
+            names.append(f"v{i}")
+        elif kind == "descriptor":
+            type_key, device = key[position:position + 2]
+            position += 2
+            values += [f"        v{i} = {name}.base.data_ptr()",
+                       f"        v{i} = {name}._last_blob if v{i} == {name}._last_address else {name}.encode()"]
+            mismatch += [f"{name}._type_key != {type_key!r}", f"{name}.device_index != {device!r}"]
+            names.append(f"v{i}")
+        elif kind == "number":
+            cls, one, by16, fits = key[position:position + 4]
+            position += 4
+            mismatch.append(f"{name}.__class__ is not {const(cls)}")
+            if not (cls is int and by16):          # (divisible by 16 implies not 1)
+                mismatch.append(f"{name} != 1" if one else f"{name} == 1")
+            mismatch.append(f"{name} % 16" if by16 else f"{name} % 16 == 0")
+            mismatch.append(f"not -2147483648 <= {name} <= 2147483647" if fits else
+                            f"-2147483648 <= {name} <= 2147483647")
+            names.append(name)
+        else:
+            position += 1
+            mismatch.append(f"{name} is not None")
+            names.append(name)
+    if aligned:
+        mismatch.append(f"({' | '.join(aligned)}) & 15")
+    options = [(o, d) for o, d in _FAST_OPTIONS if o not in kfn.signature.parameters]
+    expected = _option_values(key[:4], options)
+    defaults = all(expected[o] is d for o, d in options if o != "interpret")
+    check = const(_options_check(expected, options))
+    mismatch.insert(0, f"(_tlx_kw and not {check}(_tlx_kw))" if defaults else f"not {check}(_tlx_kw)")
+    mismatch.insert(0, "_tlx_kfn._fast is not _tlx_fast or not _tlx_cache")
+    mismatch += _guard_checks(kfn, const)
+    runtime = ", ".join(names[i] for i in plan.runtime_index) + ","
+    scope = {"_tlx_MISSING": _MISSING, "_tlx_defaults": [p.default for p in kfn.signature.parameters.values()],
+             "_tlx_kfn": kfn, "_tlx_cache": kfn.fast_cache, "_tlx_generic": generic, "_tlx_names": kfn.param_names,
+             "_tlx_meta_options": dict(options), "_tlx_TlxcError": TlxcError, "_tlx_grid_dims": grid_dims,
+             "_tlx_run": plan.launch, "_tlx_block": plan.block, "_tlx_smem": plan.smem, "_tlx_device": plan.device,
+             "_tlx_compiled": plan.compiled, **const}
+    if plan.direct:
+        launcher = plan.launcher
+        direct = launcher.direct()
+        scope.update({f"_tlx_{k}": v for k, v in direct.items() if k != "failed"})
+        scope.update(_tlx_pack=direct["pack_all"], _tlx_stream=kfn._stream,
+                     _tlx_explain=_explainer(kfn, launcher), _tlx_failed=_failure(kfn, plan, direct["failed"]))
+        cluster_check = ""
+        if plan.cluster is not None:
+            scope.update(_tlx_cluster=plan.cluster, _tlx_check_cluster=check_cluster_grid)
+            cx, cy, cz = plan.cluster
+            cluster_check = (f"        if g0 % {cx} or g1 % {cy} or g2 % {cz}:\n"
+                             f"            _tlx_check_cluster(_tlx_kfn.__name__, _tlx_cluster, (g0, g1, g2))\n")
+        body = _DIRECT_LAUNCH.format(cluster_check=cluster_check, block=", ".join(map(repr, plan.block)),
+                                     smem=plan.smem, attrs=f"{direct['attrs']}, {direct['num_attrs']}",
+                                     runtime=runtime)
+    else:
+        body = _PLAN_LAUNCH.format(runtime=runtime)
+    source = _SPECIALIZED_TEMPLATE.format(params=", ".join(params), args=", ".join(kfn.param_names) + ",",
+                                          values="\n".join(values) or "        pass",
+                                          mismatch="\n                or ".join(mismatch), launch=body)
+    exec(compile(source, f"<tlxc launcher of {kfn.__name__}, one specialization>", "exec"), scope)  # noqa: S102
     return scope["_tlx_fast"]
+
+
+def _option_values(head: tuple, options) -> dict:
+    """The launch options of a key's head, by name (the kernel's own parameters left out)."""
+    values = {"num_warps": head[0], "ctas_per_cga": head[1], "maxnreg": head[2], "num_ctas": head[3][0],
+              "num_stages": head[3][1], "launch_pdl": head[3][2]}
+    return {o: values.get(o) for o, _ in options}
+
+
+def _options_check(expected: dict, options) -> Callable[[dict], bool]:
+    """Whether launch options given as keywords have the values of a key: the same types and
+    values (``num_warps=8.0`` or ``launch_pdl=1`` is not ``8`` or ``True``: the slow path
+    refuses them), every option the key has at a non-default value given."""
+    accepted = {o: v for o, v in expected.items() if o != "interpret"}
+    required = [o for o, d in options if o != "interpret" and expected[o] is not d]
+
+    def check(kw: dict) -> bool:
+        for name, value in kw.items():
+            want = accepted.get(name, _MISSING)
+            if want is _MISSING or value.__class__ is not want.__class__ or value != want:
+                return False
+        return all(name in kw for name in required)
+    return check
+
+
+def _explainer(kfn, launcher):
+    """Raise the error of a direct launch whose packing failed: a bad grid dimension, else
+    the argument that does not fit (``ArgumentBuffer.explain``)."""
+    def explain(grid, values, exc):
+        grid_dims(kfn.__name__, grid)
+        raise launcher.arguments.explain(values, exc) from None
+    return explain
+
+
+def _failure(kfn, plan: LaunchPlan, failed):
+    """A direct launch's nonzero CUresult: retried or explained as ``Launcher.launch`` does,
+    a bad grid dimension named first."""
+    def failure(result, grid, stream):
+        try:
+            failed(result, grid, plan.block, plan.smem, stream)
+        except TlxcError:
+            grid_dims(kfn.__name__, grid)
+            raise
+    return failure
 
 
 def _torch():
@@ -429,16 +738,21 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
     config = launch_config(kfn.__name__, options)
     grid3 = grid_dims(kfn.__name__, grid, {**dict(zip(kfn.param_names, bound)), **options})
     key = launch_key(kfn, bound, config, options)
+    _refresh(kfn)             # a global the kernel reads or a COMPILE_ENV variable changed: recompile
     try:
         plan = kfn.cache.get(key)
     except TypeError:
         raise _unhashable(kfn, bound, options) from None
     if plan is None:
         plan = kfn.cache[key] = _plan(kfn, bound, config)
-        if not isinstance(key[1], _SlowOnly):
-            kfn.fast_cache[key] = (plan.launch, plan.block, plan.smem, plan.device, plan.pick, plan.compiled)
+        kfn._specialized.pop(key, None)
+    if not isinstance(key[1], _SlowOnly):
+        kfn.fast_cache.setdefault(key, (plan.launch, plan.block, plan.smem, plan.device, plan.pick,
+                                        plan.compiled))
+        if kfn._generic is None:
+            build_fast_path(kfn, bound)
         if kfn._fast == kfn._first_launch:
-            kfn._fast = build_fast_path(kfn, bound)
+            kfn._fast = kfn._generic
     if grid3[0] * grid3[1] * grid3[2] == 0:
         return None
     values = [bound[i].data_ptr() if p else _scalar_value(bound[i])
@@ -582,8 +896,7 @@ def _prepare(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG) -> Launc
     limit = driver.device_properties(device).max_shared_memory_per_block_optin
     if smem > limit:
         raise LaunchError(f"{kfn.__name__} needs {smem} bytes of shared memory; the device allows {limit}")
-    if smem > 48 * 1024:
-        function.set_dynamic_smem(smem)
+    function.set_dynamic_smem(smem)       # (when above the function's limit: the direct launches rely on it)
     launcher = function.make_launcher(compiled.metadata["params"], pdl=config.pdl)
     runtime_names = [n for n, _ in spec.runtime_params()]
     index = [kfn.param_names.index(n) for n in runtime_names]
@@ -598,8 +911,10 @@ def _prepare(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG) -> Launc
         def run(grid, block, smem, stream, values, _launch=launcher.launch):
             check_cluster_grid(kfn.__name__, cluster, grid)
             _launch(grid, block, smem, stream, values)
+    plain = run
     run = nvtx.wrap(run, compiled.metadata["name"])      # TLXC_NVTX=1: a named range per launch
-    return LaunchPlan(run, index, is_pointer, (threads, 1, 1), smem, device, compiled)
+    return LaunchPlan(run, index, is_pointer, (threads, 1, 1), smem, device, compiled, launcher=launcher,
+                      cluster=cluster, direct=run is plain)
 
 
 def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluster=None, options=None):

@@ -172,6 +172,8 @@ def _warm_key(kfn, args: tuple, kwargs: dict, grid, arch) -> tuple | None:
 
 def warmup(kfn, args: tuple, kwargs: dict, grid, arch: str | None = None) -> CompiledKernelHandle:
     """Compile ``kfn`` for these arguments without launching it (module docstring)."""
+    from .launch import _refresh
+    _refresh(kfn)             # compiled for globals or environment variables that changed since: forgotten
     key = _warm_key(kfn, args, kwargs, grid, arch)
     if key is not None:
         handle = kfn.cache.get(key)
