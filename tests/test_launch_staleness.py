@@ -218,6 +218,7 @@ def test_the_specialized_path_checks_each_key_entry(prepared):
         ((x, x, 17), {}),                                      # not divisible by 16
         ((x, x, 1), {}),                                       # == 1
         ((x, x, 2**31), {}),                                   # beyond i32
+        ((x, x, -2**31 - 15), {}),                             # below i32
         ((x, x, 16.0), {}),                                    # a float
         ((x, x, True), {}),                                    # a bool
         ((x, x, 16), {"BLOCK": 32}),                           # a constexpr
@@ -233,6 +234,13 @@ def test_the_specialized_path_checks_each_key_entry(prepared):
         scaled[(1,)](x, x, 16, BLOCK=16)     # back to the first: no new plan
         assert len(plans) == before + 1, (args, kwargs)
     assert launches[-1][0] is plans[0]
+    before = len(plans)
+    for n in (32, -16, 0, 2**31 - 16, -2**31):             # the first plan's: i32, divisible by 16
+        for _ in range(2):
+            assert scaled[(1,)](x, x, n, BLOCK=16) is plans[0]
+    for n in (-2**31 - 16, 2**32, 2**31):                   # divisible by 16, not i32: 2**31's plan
+        assert scaled[(1,)](x, x, n, BLOCK=16) is plans[5]
+    assert len(plans) == before
 
 
 def test_bad_arguments_after_the_fast_paths_are_still_explained(prepared):
@@ -247,5 +255,9 @@ def test_bad_arguments_after_the_fast_paths_are_still_explained(prepared):
         scaled[(1, 1, 1, 1)](x, x, 16, BLOCK=16)
     with pytest.raises(tlxc.LaunchError, match="missing a required argument: 'n'"):
         scaled[(1,)](x, x, BLOCK=16)
+    with pytest.raises(tlxc.LaunchError, match="too many positional arguments"):
+        scaled[(1,)](x, x, 16, 16, 5)
+    with pytest.raises(TypeError, match=r"^scaled\(\) got multiple values for argument 'n'"):
+        scaled[(1,)](x, x, 16, n=16, BLOCK=16)
     for grid in ([2], 3, lambda meta: (meta["n"] // meta["BLOCK"],), lambda meta: 2):   # accepted grids
         scaled[grid](x, x, 16, BLOCK=16)

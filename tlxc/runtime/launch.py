@@ -252,9 +252,9 @@ _GRID = """
 """
 
 _FAST_TEMPLATE = """
-def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
-    if {interpret_check}_tlx_unknown:
-        return _tlx_slow(_tlx_grid, ({args}), dict(_tlx_unknown{option_kwargs}))
+def _tlx_fast(_tlx_grid, {params}, *_tlx_extra, {options}**_tlx_unknown):
+    if {interpret_check}_tlx_unknown or _tlx_extra:
+        return _tlx_slow(_tlx_grid, ({args}) + _tlx_extra, dict(_tlx_unknown{option_kwargs}))
     try:
 {values}
         _tlx_key = ({num_warps}, {ctas}, {maxnreg}, ({num_ctas}, {num_stages}, {launch_pdl}), {key})
@@ -284,14 +284,14 @@ def _tlx_fast(_tlx_grid, {params}, *, {options}**_tlx_unknown):
 # constants in the function's globals; the arguments and the launch shape packed by one
 # pack_into into the driver launcher's buffer and one foreign call.
 _SPECIALIZED_TEMPLATE = """
-def _tlx_fast(_tlx_grid, {params}, **_tlx_kw):
+def _tlx_fast(_tlx_grid, {params}, *_tlx_extra, **_tlx_kw):
     try:
 {values}
         _tlx_hit = not ({mismatch})
     except Exception:   # another kind of argument: the kernel's generic fast path sorts it out
         _tlx_hit = False
     if not _tlx_hit:
-        return _tlx_generic(_tlx_grid, {args} **_tlx_kw)
+        return _tlx_generic(_tlx_grid, {args} *_tlx_extra, **_tlx_kw)
 """ + _GRID.replace("{meta}", "{{**dict(zip(_tlx_names, ({args}))), **_tlx_meta_options, **_tlx_kw}}") + """
     if g0 and g1 and g2:
 {launch}
@@ -348,8 +348,20 @@ def _environ_reader():
 
 def _environment() -> tuple[tuple, tuple]:
     """(raw entries, values) of ``COMPILE_ENV`` now."""
+    return _environment_raw(), tuple(os.environ.get(name) for name in COMPILE_ENV)
+
+
+def _environment_raw() -> tuple:
     get, keys, _ = _environ_reader()
-    return tuple(get(k) for k in keys), tuple(os.environ.get(name) for name in COMPILE_ENV)
+    return tuple(get(k) for k in keys)
+
+
+def _environment_changed(before: tuple) -> bool:
+    """Whether a ``COMPILE_ENV`` entry was set or unset since ``before`` (raw entries)."""
+    now = _environment_raw()
+    if _environ_reader()[2]:
+        return any(a is not b for a, b in zip(now, before))
+    return now != before
 
 
 def _refresh(kfn) -> None:
@@ -358,15 +370,14 @@ def _refresh(kfn) -> None:
     since, and the generated fast paths that check the old ones (they would send every
     launch here)."""
     from .jit import guards_hold
-    raw, values = _environment()
     before = kfn._env
     if before is None:
-        kfn._env = (raw, values)
+        kfn._env = _environment()
         return
     regenerate = stale = False
-    if any(a is not b for a, b in zip(raw, before[0])):
-        regenerate, stale = True, values != before[1]
-        kfn._env = (raw, values)
+    if _environment_changed(before[0]):
+        kfn._env = _environment()
+        regenerate, stale = True, kfn._env[1] != before[1]
     if kfn._guards and not guards_hold(kfn._guards):
         old = kfn._cache_key
         stale |= kfn.cache_key != old            # (recomputes the key and its guards)
@@ -385,9 +396,12 @@ def _guard_checks(kfn, const) -> list[str]:
     if kfn._env is None:
         kfn._env = _environment()
     get, keys, by_identity = _environ_reader()
-    env = const(get)
-    checks = [f"{env}({key!r}) {'is not' if by_identity else '!='} {const(value)}"
-              for key, value in zip(keys, kfn._env[0])]
+    if by_identity:     # os.environ's dict: an unset variable is checked by ``in``, a set one by identity
+        data = const(get.__self__)
+        checks = [f"{key!r} in {data}" if value is None else f"{data}[{key!r}] is not {const(value)}"
+                  for key, value in zip(keys, kfn._env[0])]
+    else:
+        checks = [f"{const(get)}({key!r}) != {const(value)}" for key, value in zip(keys, kfn._env[0])]
     for guard in kfn._guards:
         place = f"{const(guard.holder)}.cell_contents" if guard.cell else f"{const(guard.holder)}[{guard.name!r}]"
         checks.append(place + "".join(f".{attr}" for attr in guard.attrs) + f" is not {const(guard.value)}")
@@ -441,7 +455,8 @@ def launch_key(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG, option
     options as given (the fast path has no time to normalize them; every stored key was validated)."""
     options = options or {}
     ctas = options.get("ctas_per_cga")
-    ctas = ctas if isinstance(ctas, (tuple, type(None))) else repr(ctas)
+    if not isinstance(ctas, (tuple, type(None))):     # (a list, or an int: the fast paths never see these)
+        ctas = _SlowOnly(repr(ctas), ())
     if not config.fp_fusion:
         ctas = _SlowOnly(ctas, (("enable_fp_fusion", False),))
     return (options.get("num_warps", 4), ctas, options.get("maxnreg"),
@@ -552,6 +567,7 @@ def build_fast_path(kfn, bound: tuple):
              "_tlx_slow": lambda grid, args, kwargs: launch(kfn, grid, args, kwargs), **const}
     exec(compile(source, f"<tlxc launcher of {kfn.__name__}>", "exec"), scope)  # noqa: S102 (our own template)
     fast = scope["_tlx_fast"]
+    fast.__qualname__ = fast.__name__ = kfn.__name__     # Python's own binding errors name the kernel
     fast.kinds, fast.options = kinds, option_names
     kfn._generic = fast
     kfn._specialized.clear()        # (each names the generic path it falls back to)
@@ -588,7 +604,7 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
     kinds = generic.kinds
     const = _Constants()
     params, values, mismatch, names = [], [], [], []
-    aligned = []
+    aligned, usual = [], []
     position = 4
     for i, ((name, param), kind) in enumerate(zip(kfn.signature.parameters.items(), kinds)):
         default = "_tlx_MISSING" if param.default is param.empty else f"_tlx_defaults[{i}]"
@@ -619,11 +635,14 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
             cls, one, by16, fits = key[position:position + 4]
             position += 4
             mismatch.append(f"{name}.__class__ is not {const(cls)}")
-            if not (cls is int and by16):          # (divisible by 16 implies not 1)
-                mismatch.append(f"{name} != 1" if one else f"{name} == 1")
-            mismatch.append(f"{name} % 16" if by16 else f"{name} % 16 == 0")
-            mismatch.append(f"not -2147483648 <= {name} <= 2147483647" if fits else
-                            f"-2147483648 <= {name} <= 2147483647")
+            if cls is int and by16 and fits:
+                usual.append(name)                     # tested together below
+            else:
+                if not (cls is int and by16):          # (divisible by 16 implies not 1)
+                    mismatch.append(f"{name} != 1" if one else f"{name} == 1")
+                mismatch.append(f"{name} % 16" if by16 else f"{name} % 16 == 0")
+                mismatch.append(f"not -2147483648 <= {name} <= 2147483647" if fits else
+                                f"-2147483648 <= {name} <= 2147483647")
             names.append(name)
         else:
             position += 1
@@ -631,12 +650,17 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
             names.append(name)
     if aligned:
         mismatch.append(f"({' | '.join(aligned)}) & 15")
+    if usual:
+        # the usual ints (i32, divisible by 16): when all are non-negative, one test of their
+        # bitwise or against ~0x7FFFFFF0 (bits 0-3 and 31 up); else each in full
+        exact = " or ".join(f"{n} & 15 or not -2147483648 <= {n} <= 2147483647" for n in usual)
+        mismatch.append(f"({' | '.join(usual)}) & -2147483633 and ({exact})")
     options = [(o, d) for o, d in _FAST_OPTIONS if o not in kfn.signature.parameters]
     expected = _option_values(key[:4], options)
     defaults = all(expected[o] is d for o, d in options if o != "interpret")
     check = const(_options_check(expected, options))
     mismatch.insert(0, f"(_tlx_kw and not {check}(_tlx_kw))" if defaults else f"not {check}(_tlx_kw)")
-    mismatch.insert(0, "_tlx_kfn._fast is not _tlx_fast or not _tlx_cache")
+    mismatch.insert(0, "_tlx_extra or _tlx_kfn._fast is not _tlx_fast or not _tlx_cache")
     mismatch += _guard_checks(kfn, const)
     runtime = ", ".join(names[i] for i in plan.runtime_index) + ","
     scope = {"_tlx_MISSING": _MISSING, "_tlx_defaults": [p.default for p in kfn.signature.parameters.values()],
@@ -665,7 +689,9 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
                                           values="\n".join(values) or "        pass",
                                           mismatch="\n                or ".join(mismatch), launch=body)
     exec(compile(source, f"<tlxc launcher of {kfn.__name__}, one specialization>", "exec"), scope)  # noqa: S102
-    return scope["_tlx_fast"]
+    fast = scope["_tlx_fast"]
+    fast.__qualname__ = fast.__name__ = kfn.__name__
+    return fast
 
 
 def _option_values(head: tuple, options) -> dict:
@@ -913,6 +939,9 @@ def _prepare(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG) -> Launc
             _launch(grid, block, smem, stream, values)
     plain = run
     run = nvtx.wrap(run, compiled.metadata["name"])      # TLXC_NVTX=1: a named range per launch
+    if compiled.metadata.get("global_scratch_bytes"):     # in-kernel tensor maps (runtime/scratch.py)
+        from .scratch import with_global_scratch
+        run = with_global_scratch(run, kfn.__name__, compiled.metadata["global_scratch_bytes"], device)
     return LaunchPlan(run, index, is_pointer, (threads, 1, 1), smem, device, compiled, launcher=launcher,
                       cluster=cluster, direct=run is plain)
 
