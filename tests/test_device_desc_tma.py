@@ -1,6 +1,6 @@
-"""tlx.async_descriptor_load / _store on in-kernel descriptors (tl.make_tensor_descriptor):
-the task moves the box itself (zero outside the tensor on load, clipped on store) and
-completes the box's bytes on the barrier (mbarrier.complete_tx).  Interpreter vs torch,
+"""tlx.async_descriptor_load / _store on in-kernel descriptors (tl.make_tensor_descriptor): TMA
+through the tensor map the kernel encodes on sm_90a / sm_100a; without one (sm_80) the task
+moves the box itself and completes the box's bytes on the barrier (mbarrier.complete_tx).  Interpreter vs torch,
 the checker, sm_90a and sm_100a cubins; none of the sm_100a code has run on Blackwell."""
 from __future__ import annotations
 
@@ -33,8 +33,10 @@ def test_checker_and_cubin(arch):
     assert not [f for f in check_function(K.desc_copy_scaled, spec, arch=arch) if f.severity == ERROR]
     compiled = compile_kernel(K.desc_copy_scaled, spec, arch=arch, stages=("ir", "cuda", "ptx", "cubin"))
     assert compiled.asm["cubin"][:4] == b"\x7fELF"
-    assert "mbarrier.complete_tx" in compiled.asm["ptx"]
-    assert "cp.async.bulk.tensor" not in compiled.asm["ptx"]          # no tensormap on the device
+    # the tensor map is encoded in the kernel and the box is a TMA copy (codegen_c/rules_tensormap.py)
+    assert "tensormap.replace.tile.global_address" in compiled.asm["ptx"]
+    assert "cp.async.bulk.tensor" in compiled.asm["ptx"]
+    assert "mbarrier.complete_tx" not in compiled.asm["ptx"]
 
 
 def test_unsupported_arguments_are_located_errors():
@@ -51,6 +53,7 @@ def test_unsupported_arguments_are_located_errors():
         tlx.async_descriptor_load(d, buf[0], [0, 0], bar[0], eviction_policy="evict_first")
 
     spec = specialization_from_types(bad, parse_signature("x_ptr=*fp32,M=i32,N=i32"), {})
+    # sm_80 encodes no tensor map: the task copies the box itself, without TMA's options
     with pytest.raises(TlxcError, match=r"test_device_desc_tma.py:\d+.*'eviction_policy' is not supported on an "
-                                        r"in-kernel descriptor"):
-        compile_kernel(bad, spec, arch="sm_100a", stages=("ir",))
+                                        r"in-kernel descriptor without a tensor map"):
+        compile_kernel(bad, spec, arch="sm_80", stages=("ir",))

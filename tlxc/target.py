@@ -27,7 +27,8 @@ DEFAULT_ARCH = "sm_90a"
 #   fp8         f8e4m3 / f8e5m2 conversions (sm_89 and newer)
 #   gdc         grid dependency control, griddepcontrol (sm_90 and newer)
 #   async_proxy the async proxy (TMA, wgmma, tcgen05 read shared memory through it: fence.proxy.async)
-FEATURES = ("wgmma", "setmaxnreg", "tcgen05", "fp8", "gdc", "async_proxy")
+#   tensormap   TMA tensor maps encoded in a kernel (tensormap.replace: the arch-specific sm_90a/sm_100a)
+FEATURES = ("wgmma", "setmaxnreg", "tcgen05", "fp8", "gdc", "async_proxy", "tensormap")
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,9 @@ _NVPTX = "tlxc.codegen_nvptx.backend"
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("sm_90a", "nvidia", (9, 0), "H100, H200", "wgmma and setmaxnreg", shared_limit=232448,
-           features=frozenset({"wgmma", "setmaxnreg", "fp8", "gdc", "async_proxy"}), backend=_NVPTX),
+           features=frozenset({"wgmma", "setmaxnreg", "fp8", "gdc", "async_proxy", "tensormap"}), backend=_NVPTX),
     Target("sm_100a", "nvidia", (10, 0), "B200, GB200", "tcgen05 and tensor memory", shared_limit=232448,
-           features=frozenset({"tcgen05", "fp8", "gdc", "async_proxy"}), backend=_NVPTX),
+           features=frozenset({"tcgen05", "fp8", "gdc", "async_proxy", "tensormap"}), backend=_NVPTX),
     Target("sm_80", "nvidia", (8, 0), "A100, A30", shared_limit=166912, backend=_NVPTX),
     Target("sm_89", "nvidia", (8, 9), "L4, L40, RTX 40xx", shared_limit=101376, features=frozenset({"fp8"}),
            backend=_NVPTX),

@@ -12,7 +12,7 @@ import struct
 
 import numpy as np
 
-from ..ir.types import PointerType, ScalarType
+from ..ir.types import PointerType, ScalarType, TensorDescType
 
 _STORAGE = {
     "i1": "bool", "i8": "signed char", "i16": "short", "i32": "int", "i64": "long long",
@@ -27,6 +27,8 @@ SMALL_FLOATS = ("f16", "bf16", "f8e4m3", "f8e5m2")
 def storage_type(t) -> str:
     if isinstance(t, PointerType):
         return storage_type(t.pointee) + "*"
+    if isinstance(t, TensorDescType):       # an in-kernel tensor map (codegen_c/rules_tensormap.py)
+        return "const tlx_tensormap*"
     return _STORAGE[t.name]
 
 

@@ -32,6 +32,7 @@ from ..passes.shared_layouts import SWIZZLE_PERIOD, swizzle_expr
 from . import ctypes_ as C
 from . import rules_tcgen05 as tcgen05
 from .lower import Scope, elem, lowering, registers
+from .rules_tensormap import tensormap_address
 
 MAX_TASK_BARRIERS = 6          # named barrier ids 1..6 for task-local syncs
 
@@ -430,7 +431,7 @@ def async_descriptor_load(lw, op):
     multicast = op.attrs.get("multicast")
     helper = _tma_helper(lw, op, "tlx_tma_load_multicast" if multicast else "tlx_tma_load", rank)
     mask = f"(unsigned short){lw.name(op.cta_mask)}, " if multicast else ""
-    calls = [f"{helper}({ptr}, &{lw.name(desc)}, {lw.name(bar)}, {mask}{coords});" for ptr, coords in pieces]
+    calls = [f"{helper}({ptr}, {tensormap_address(lw, desc)}, {lw.name(bar)}, {mask}{coords});" for ptr, coords in pieces]
     _issue(lw, cond, calls)
 
 
@@ -465,7 +466,7 @@ def async_descriptor_prefetch_tensor(lw, op):
     coords = _tma_coords(lw, offsets)
     copy_cols, box_cols = desc.type.copy_box[-1], desc.type.block_shape[-1]
     # the map's box is the sub-box of a split box: prefetch each one
-    calls = [f"{helper}(&{lw.name(desc)}, {_shifted(coords, j * copy_cols)});" for j in range(box_cols // copy_cols)]
+    calls = [f"{helper}({tensormap_address(lw, desc)}, {_shifted(coords, j * copy_cols)});" for j in range(box_cols // copy_cols)]
     _issue(lw, cond, calls)
 
 
@@ -483,7 +484,7 @@ def async_descriptor_store(lw, op):
     else:
         helper = _tma_helper(lw, op, f"tlx_tma_reduce_{kind}" if kind else "tlx_tma_store", rank)
     lw.target.use("tlx_bulk_commit_group")
-    stores = " ".join(f"{helper}(&{lw.name(desc)}, {ptr}, {coords});" for ptr, coords in pieces)
+    stores = " ".join(f"{helper}({tensormap_address(lw, desc)}, {ptr}, {coords});" for ptr, coords in pieces)
     # Every thread's shared-memory writes (fenced by the user's fence("async_shared")) must be
     # done before the one thread issues the copy; bulk groups belong to the issuing thread, so
     # the store, its commit and its waits stay on thread 0; the copies of a split box are one
@@ -549,7 +550,7 @@ def prefetch(lw, op):
 @lowering("tlx.prefetch_tensormap")
 def prefetch_tensormap(lw, op):
     lw.target.use("tlx_prefetch_tensormap")
-    lw.out.line(f"if ({lw.scope.tid_var} == 0) tlx_prefetch_tensormap(&{lw.name(op.operands[0])});")
+    lw.out.line(f"if ({lw.scope.tid_var} == 0) tlx_prefetch_tensormap({tensormap_address(lw, op.operands[0])});")
 
 
 # -- barriers ------------------------------------------------------------------------------
@@ -695,7 +696,9 @@ def async_tasks(lw, op):
 # -- warp specialization -------------------------------------------------------------------
 _UNIFORM = ("arith.", "math.", "tl.program_id", "tl.num_programs", "tl.addptr", "tlx.local_alloc", "tlx.alloc_barriers",
             "tlx.cluster_", "tlx.fence_mbarrier_init_cluster", "tlx.remote_view",
-            "tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret", "tlx.thread_id")
+            "tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret", "tlx.thread_id",
+            # in-kernel tensor maps: every warp takes part in the encode's CTA barrier (rules_tensormap.py)
+            "tlx.make_tensor_descriptor", "tlx.allocate_tensor_descriptor", "tlx.reinterpret_tensor_descriptor")
 
 
 def _is_uniform(op) -> bool:

@@ -1390,3 +1390,57 @@ def clc_query():
                " @!p mov.b32 %0, -1;\\n}}" : "=r"(x) : "r"(tlx_smem_addr(response)) : "memory");
   return x;
 }}"""
+
+
+# -- tensor maps encoded in the kernel (in-kernel descriptors: codegen_c/rules_tensormap.py) --------
+# ``tensormap.replace`` edits one field of a 128-byte tensor map in global memory (a weak write
+# of the generic proxy, sm_90a / sm_100a); ordinals count dimensions innermost first.  The
+# writer then releases the map to the tensormap proxy and each user acquires it before a TMA
+# copy reads it (PTX ISA: tensormap.replace, fence.proxy.tensormap::generic).
+def _tensormap_replace(field: str, width: int, ordinal: bool) -> str:
+    ctype = "unsigned long long" if width == 64 else "unsigned"
+    constraint = "l" if width == 64 else "r"
+    template = "template <int ORD>\nstatic __device__ __forceinline__" if ordinal else _INLINE
+    ordinal_operand = "%1, %2" if ordinal else "%1"
+    operands = f'"n"(ORD), "{constraint}"(value)' if ordinal else f'"{constraint}"(value)'
+    return f"""
+{template} void tlx_tensormap_replace_{field}(void* tensormap, {ctype} value) {{
+  asm volatile("tensormap.replace.tile.{field}.global.b1024.b{width} [%0], {ordinal_operand};"
+               :: "l"(__cvta_generic_to_global(tensormap)), {operands} : "memory");
+}}"""
+
+
+def _tensormap_replace_constant(field: str) -> str:
+    # the element type, layout, swizzle and fill take an immediate (PTX: .b32 new_val is a constant)
+    return f"""
+template <int VALUE>
+static __device__ __forceinline__ void tlx_tensormap_replace_{field}(void* tensormap) {{
+  asm volatile("tensormap.replace.tile.{field}.global.b1024.b32 [%0], %1;"
+               :: "l"(__cvta_generic_to_global(tensormap)), "n"(VALUE) : "memory");
+}}"""
+
+
+for _field, _width, _ordinal in (("global_address", 64, False), ("rank", 32, False), ("box_dim", 32, True),
+                                 ("global_dim", 32, True), ("global_stride", 64, True),
+                                 ("element_stride", 32, True)):
+    define(f"tlx_tensormap_replace_{_field}", _tensormap_replace(_field, _width, _ordinal))
+for _field in ("elemtype", "interleave_layout", "swizzle_mode", "fill_mode"):
+    define(f"tlx_tensormap_replace_{_field}", _tensormap_replace_constant(_field))
+
+
+@helper("tlx_fence_tensormap_release")
+def fence_tensormap_release():
+    # the writer's edits of tensor maps (generic proxy) before the tensormap proxy reads them
+    return f"""
+{_INLINE} void tlx_fence_tensormap_release() {{
+  asm volatile("fence.proxy.tensormap::generic.release.gpu;" ::: "memory");
+}}"""
+
+
+@helper("tlx_fence_tensormap_acquire")
+def fence_tensormap_acquire():
+    # before this thread's first TMA copy through the map at ``tensormap`` (a generic address)
+    return f"""
+{_INLINE} void tlx_fence_tensormap_acquire(const void* tensormap) {{
+  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" :: "l"(tensormap) : "memory");
+}}"""

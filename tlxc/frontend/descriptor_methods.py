@@ -115,8 +115,10 @@ def _tlx(ctx, name: str, *args):
 
 
 def _load(ctx, desc, offsets):
-    if tensor_desc.is_device_descriptor(desc):     # built in the kernel: no TMA (tensor_desc.py)
-        return tensor_desc.load(ctx, desc, offsets)
+    if tensor_desc.is_device_descriptor(desc):     # built in the kernel: its tensor map, if it has one
+        if desc.tma is None:
+            return tensor_desc.load(ctx, desc, offsets)
+        desc = desc.tma
     desc = X.descriptor_arg(desc)
     offsets = _offsets(desc, offsets)          # checked before anything is emitted
     buf, bar = _staging(ctx, desc, with_barrier=True)
@@ -130,8 +132,10 @@ def _load(ctx, desc, offsets):
 
 
 def _store(ctx, desc, offsets, value):
-    if tensor_desc.is_device_descriptor(desc):     # built in the kernel: no TMA (tensor_desc.py)
-        return tensor_desc.store(ctx, desc, offsets, value)
+    if tensor_desc.is_device_descriptor(desc):     # built in the kernel: its tensor map, if it has one
+        if desc.tma is None:
+            return tensor_desc.store(ctx, desc, offsets, value)
+        desc = desc.tma
     desc = X.descriptor_arg(desc)
     offsets = _offsets(desc, offsets)
     value = _store_value(ctx, desc, value)

@@ -3,16 +3,25 @@ strides, block_shape, padding_option='zero')`` with ``desc.load(offsets)``,
 ``desc.store(offsets, value)``, ``desc.block_shape`` / ``dtype`` / ``shape`` / ``strides``, and
 the other spellings Triton code uses for the same calls: ``tl.load_tensor_descriptor``,
 ``tl.store_tensor_descriptor``, ``tl._experimental_make_tensor_descriptor`` (Triton 3.3) and
-``tl._experimental_descriptor_load`` / ``_experimental_descriptor_store`` (Triton 3.1/3.2).
+``tl._experimental_descriptor_load`` / ``_experimental_descriptor_store`` (Triton 3.1/3.2);
+and TLX's ``tlx.allocate_tensor_descriptor(num)``, ``tlx.make_tensor_descriptor(desc_ptr, ...)``
+and ``tlx.reinterpret_tensor_descriptor(desc_ptr, block_shape, dtype)``.
 
 A descriptor built in the kernel is a compile-time structure (``DeviceDescriptor``) of frontend
 values: the base pointer, the tensor's shape (i32 as Triton makes it) and strides (numbers or
-integer scalars), the compile-time ``block_shape`` and padding.  It never becomes an IR value and
-it does not use TMA: a load or a store is the block pointer at ``offsets`` (frontend/block_ptr.py)
-loaded or stored with ``boundary_check`` on every dimension, so elements outside the tensor read
-as the padding (zero or NaN) and are not written, exactly the box semantics of a TMA descriptor.
-Encoding a tensormap on the device (global scratch from ``tlxc.set_allocator`` and
-``tensormap.replace``) is future work; until then ``set_allocator`` is accepted and never called.
+integer scalars), the compile-time ``block_shape`` and padding, and, on a target that encodes
+tensor maps on the device (feature ``tensormap``: sm_90a, sm_100a), ``tma``: the result of a
+``tlx.make_tensor_descriptor`` op, a descriptor value of the same IR type a host
+``tlxc.TensorDescriptor`` argument has (``tensordesc<...>``, its swizzle chosen from the box as the
+host chooses it).  Every use then takes the host descriptors' TMA path
+(``desc.load`` / ``desc.store`` through frontend/descriptor_methods.py, ``tlx.async_descriptor_*``,
+``tlx.prefetch(desc, tensormap=True)``); the backend encodes the map into the kernel's global
+scratch (``tlxc.set_allocator``) with ``tensormap.replace`` (codegen_c/rules_tensormap.py).
+
+Without ``tma`` (an older target, or a box TMA cannot copy: ``ir/tensormap.py: box_error``) a
+load or a store is the block pointer at ``offsets`` (frontend/block_ptr.py) loaded or stored with
+``boundary_check`` on every dimension, so elements outside the tensor read as the padding (zero or
+NaN) and are not written, exactly the box semantics of a TMA descriptor.
 
 Host descriptors (``tlxc.TensorDescriptor`` kernel arguments) keep their TMA path
 (frontend/descriptor_methods.py); the spellings here dispatch on the descriptor's kind.
@@ -20,7 +29,9 @@ Host descriptors (``tlxc.TensorDescriptor`` kernel arguments) keep their TMA pat
 from __future__ import annotations
 
 from ..ir import types as T
+from ..ir.tensormap import box_error, box_swizzle
 from ..ir.types import PointerType, ScalarType, TensorDescType
+from ..target import has_feature
 from . import semantic as S
 from .block_ptr import Aggregate, BlockPointer
 from .builtins import RULES, constexpr, rule
@@ -34,9 +45,12 @@ _PADDINGS = ("zero", "nan")
 class DeviceDescriptor(Aggregate):
     kind = "tensor descriptor"
 
-    def __init__(self, base: Tensor, shape: tuple, strides: tuple, block_shape: tuple[int, ...], padding: str):
+    def __init__(self, base: Tensor, shape: tuple, strides: tuple, block_shape: tuple[int, ...], padding: str,
+                 tma: Tensor | None = None, no_tma: str = ""):
         self.base, self.shape, self.strides = base, shape, strides
         self.block_shape, self.padding = block_shape, padding
+        self.tma = tma            # the encoded tensor map (a tensordesc value), or None
+        self.no_tma = no_tma      # why there is none
 
     @property
     def rank(self) -> int:
@@ -48,17 +62,20 @@ class DeviceDescriptor(Aggregate):
 
     def fields(self) -> tuple[str, ...]:
         dims = range(self.rank)
-        return ("base", *(f"shape{i}" for i in dims), *(f"stride{i}" for i in dims))
+        return ("base", *(f"shape{i}" for i in dims), *(f"stride{i}" for i in dims),
+                *(("tensormap",) if self.tma is not None else ()))
 
     def leaves(self) -> tuple:
-        return (self.base, *self.shape, *self.strides)
+        return (self.base, *self.shape, *self.strides, *((self.tma,) if self.tma is not None else ()))
 
     def replace(self, leaves) -> DeviceDescriptor:
         leaves, n = tuple(leaves), self.rank
-        return DeviceDescriptor(leaves[0], leaves[1:1 + n], leaves[1 + n:], self.block_shape, self.padding)
+        tma = leaves[1 + 2 * n] if self.tma is not None else None
+        return DeviceDescriptor(leaves[0], leaves[1:1 + n], leaves[1 + n:1 + 2 * n], self.block_shape, self.padding,
+                                tma, self.no_tma)
 
     def static_key(self) -> tuple:
-        return ("tensor_desc", self.block_shape, self.padding)
+        return ("tensor_desc", self.block_shape, self.padding, self.tma is not None)
 
     def methods(self) -> dict:
         from .descriptor_methods import METHODS  # the same signatures as a host descriptor's
@@ -170,6 +187,12 @@ def _padding(value, elem: ScalarType) -> str:
 
 @rule("make_tensor_descriptor")
 def _make_tensor_descriptor(ctx, base, shape, strides, block_shape, padding_option="zero"):
+    return make(ctx, base, shape, strides, block_shape, padding_option)
+
+
+def make(ctx, base, shape, strides, block_shape, padding_option="zero", desc_ptr=None) -> DeviceDescriptor:
+    """The descriptor (``tl.make_tensor_descriptor``; TLX's with ``desc_ptr``, the slot its tensor
+    map is encoded into): checked, and encoded as a tensor map where the target can (``tma``)."""
     b = ctx.b
     base = _base(b, base)
     shape, strides = _int_list(shape), _int_list(strides)
@@ -179,7 +202,49 @@ def _make_tensor_descriptor(ctx, base, shape, strides, block_shape, padding_opti
     block_shape = _block_shape(block_list, elem)
     shape = tuple(_shape_entry(b, v, i) for i, v in enumerate(shape))
     strides = tuple(_stride_entry(v, i, i == rank - 1) for i, v in enumerate(strides))
-    return DeviceDescriptor(base, shape, strides, block_shape, _padding(padding_option, elem))
+    padding = _padding(padding_option, elem)
+    if desc_ptr is not None:
+        desc_ptr = _slot_pointer(desc_ptr)
+    no_tma = _no_tma(ctx, block_shape, elem)
+    if no_tma:
+        if desc_ptr is not None:
+            raise SemanticError(f"this descriptor cannot be encoded as a tensor map: {no_tma}", param="desc_ptr")
+        return DeviceDescriptor(base, shape, strides, block_shape, padding, None, no_tma)
+    operands = [base.value]
+    operands += [S.constant(b, v, T.i32).value if isinstance(v, int) else v.value for v in shape]
+    operands += [S.constant(b, v, T.i64).value if isinstance(v, int) else
+                 (v if v.dtype == T.i64 else S.cast(b, v, T.i64)).value for v in strides]
+    if desc_ptr is not None:
+        operands.append(desc_ptr.value)
+    desc_type = TensorDescType(elem, block_shape, box_swizzle(block_shape, elem.bytes))
+    op = b.create("tlx.make_tensor_descriptor", operands, [desc_type],
+                  {"padding": padding, "has_desc_ptr": desc_ptr is not None}, result_names=["desc"])
+    tma = Tensor(op.results[0])
+    if desc_ptr is not None:
+        ctx.staging.setdefault("tensormaps", {})[id(desc_ptr.value)] = desc_type
+    return DeviceDescriptor(base, shape, strides, block_shape, padding, tma)
+
+
+def _no_tma(ctx, block_shape, elem) -> str:
+    """Why this descriptor gets no tensor map ("" when it does)."""
+    if not has_feature(ctx.options.arch, "tensormap"):
+        return f"{ctx.options.arch} does not encode tensor maps in a kernel (sm_90a and sm_100a do)"
+    return box_error(block_shape, elem) or ""
+
+
+def tensormap_of(desc, what: str = "desc"):
+    """The descriptor value TMA ops take: a host descriptor as it is, an in-kernel one's tensor
+    map; None for an in-kernel descriptor without one (the caller falls back or explains)."""
+    if is_device_descriptor(desc):
+        return desc.tma
+    return desc
+
+
+def _slot_pointer(value) -> Tensor:
+    if not isinstance(value, Tensor) or value.is_block or not isinstance(value.dtype, PointerType):
+        raise SemanticError(f"'desc_ptr' must be a descriptor slot (tlx.allocate_tensor_descriptor(n)[i]), got "
+                            f"{S.describe(value)}", param="desc_ptr")
+    return value
 
 
 RULES["_experimental_make_tensor_descriptor"] = _make_tensor_descriptor
@@ -306,4 +371,101 @@ def _experimental_descriptor_store(ctx, desc_pointer, value, offsets):
     return RULES["tensor_descriptor.store"](ctx, desc, offsets, value)
 
 
-__all__ = ["DeviceDescriptor", "is_device_descriptor", "load", "store"]
+# -- TLX: descriptor slots in global memory ------------------------------------------------------
+class DescriptorSlots(Aggregate):
+    """``tlx.allocate_tensor_descriptor(num)``: ``num`` 128-byte tensor-map slots of the program's
+    global scratch; ``slots[i]`` (a compile-time ``i``) is the pointer to slot ``i``."""
+
+    kind = "tensor descriptor slots"
+
+    def __init__(self, pointers: tuple):
+        self.pointers = pointers
+
+    def fields(self) -> tuple[str, ...]:
+        return tuple(f"slot{i}" for i in range(len(self.pointers)))
+
+    def leaves(self) -> tuple:
+        return self.pointers
+
+    def replace(self, leaves) -> DescriptorSlots:
+        return DescriptorSlots(tuple(leaves))
+
+    def static_key(self) -> tuple:
+        return ("tensor_desc_slots", len(self.pointers))
+
+    def __getitem__(self, index):
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"descriptor slots take a compile-time integer index, got {S.describe(index)}")
+        if not -len(self.pointers) <= index < len(self.pointers):
+            raise IndexError(f"slot {index} of {len(self.pointers)} (tlx.allocate_tensor_descriptor(num="
+                             f"{len(self.pointers)}))")
+        return self.pointers[index]
+
+    def __len__(self) -> int:
+        return len(self.pointers)
+
+    def tlxc_describe(self) -> str:
+        return f"{len(self.pointers)} tensor descriptor slots (tlx.allocate_tensor_descriptor)"
+
+
+def _tlx_rule(name: str):
+    def register(fn):
+        RULES["tlx." + name] = fn
+        return fn
+    return register
+
+
+def _require_tensormaps(ctx, what: str) -> None:
+    if not has_feature(ctx.options.arch, "tensormap"):
+        raise SemanticError(f"tlx.{what} needs a target that encodes tensor maps in a kernel (sm_90a, sm_100a); "
+                            f"this compile is for {ctx.options.arch}")
+
+
+@_tlx_rule("allocate_tensor_descriptor")
+def _allocate_tensor_descriptor(ctx, num):
+    num = constexpr(num, "num")
+    if isinstance(num, bool) or not isinstance(num, int) or num < 1:
+        raise SemanticError(f"'num' must be a positive compile-time integer, got {S.describe(num)}", param="num")
+    _require_tensormaps(ctx, "allocate_tensor_descriptor")
+    b = ctx.b
+    base = Tensor(b.create("tlx.allocate_tensor_descriptor", [], [PointerType(T.i8)], {"num": num},
+                           result_names=["desc_slots"]).results[0])
+    slots = tuple(base if i == 0 else S.binary(b, "add", base, S.constant(b, i * 128, T.i32)) for i in range(num))
+    return DescriptorSlots(slots)
+
+
+@_tlx_rule("make_tensor_descriptor")
+def _tlx_make_tensor_descriptor(ctx, desc_ptr, base, shape, strides, block_shape, padding_option="zero"):
+    """TLX's spelling: ``desc_ptr`` is a slot of ``allocate_tensor_descriptor`` (or None: the
+    compiler's own scratch, as ``tl.make_tensor_descriptor``)."""
+    if desc_ptr is not None:
+        _require_tensormaps(ctx, "make_tensor_descriptor(desc_ptr=...)")
+    return make(ctx, base, shape, strides, block_shape, padding_option, desc_ptr)
+
+
+@_tlx_rule("reinterpret_tensor_descriptor")
+def _reinterpret_tensor_descriptor(ctx, desc_ptr, block_shape, dtype):
+    """The tensor map a ``tlx.make_tensor_descriptor(desc_ptr=...)`` encoded at ``desc_ptr``, as a
+    descriptor of ``block_shape`` x ``dtype`` (they must be the encoded ones: checked here where
+    the slot is known at compile time, and by the interpreter)."""
+    _require_tensormaps(ctx, "reinterpret_tensor_descriptor")
+    ptr = _slot_pointer(desc_ptr)
+    elem = constexpr(dtype, "dtype")
+    if isinstance(elem, PointerType):
+        elem = elem.pointee
+    if not isinstance(elem, ScalarType) or elem.is_bool:
+        raise SemanticError(f"'dtype' must be a numeric dtype such as tl.float16, got {S.describe(elem)}",
+                            param="dtype")
+    block = _block_shape(_int_list(constexpr(block_shape, "block_shape")), elem)
+    why = box_error(block, elem)
+    if why:
+        raise SemanticError(why, param="block_shape")
+    desc_type = TensorDescType(elem, block, box_swizzle(block, elem.bytes))
+    encoded = ctx.staging.get("tensormaps", {}).get(id(ptr.value))
+    if encoded is not None and encoded != desc_type:
+        raise SemanticError(f"the tensor map at this slot was encoded for boxes of {list(encoded.block_shape)} x "
+                            f"{encoded.element}, not {list(block)} x {elem}", param="block_shape")
+    return Tensor(ctx.b.value("tlx.reinterpret_tensor_descriptor", [ptr.value], desc_type))
+
+
+__all__ = ["DescriptorSlots", "DeviceDescriptor", "is_device_descriptor", "load", "make", "store", "tensormap_of"]

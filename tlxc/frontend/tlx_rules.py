@@ -732,10 +732,10 @@ def _async_descriptor_load(ctx, desc, result, offsets, barrier, pred=None, cache
                            multicast_targets=(), two_ctas=False):
     b = ctx.b
     from .tensor_desc import is_device_descriptor
-    if is_device_descriptor(desc):
+    if is_device_descriptor(desc) and desc.tma is None:
         return _device_descriptor_load(ctx, desc, result, offsets, barrier, pred, cache_modifier, eviction_policy,
                                        multicast_targets, two_ctas)
-    desc = descriptor_arg(desc)
+    desc = descriptor_arg(desc.tma if is_device_descriptor(desc) else desc)
     dst = _box_buffer(desc, result, "result")
     bar = _barrier(barrier, "barrier")
     if two_ctas:
@@ -751,8 +751,8 @@ def _async_descriptor_load(ctx, desc, result, offsets, barrier, pred=None, cache
 
 def _device_descriptor_load(ctx, desc, result, offsets, barrier, pred, cache_modifier, eviction_policy,
                             multicast_targets, two_ctas):
-    """``async_descriptor_load`` from an in-kernel descriptor (``tl.make_tensor_descriptor``):
-    tlxc encodes no tensormap on the device (tensor_desc.py), so the task loads the box itself
+    """``async_descriptor_load`` from an in-kernel descriptor (``tl.make_tensor_descriptor``)
+    without a tensor map (``desc.no_tma`` says why: tensor_desc.py), so the task loads the box itself
     (zero outside the tensor, as TMA fills it), stores it into ``result``, fences it for the
     async proxy (a tcgen05/wgmma read) and completes the box's bytes on ``barrier``
     (``mbarrier.complete_tx``), where the caller's ``barrier_expect_bytes`` posted them.  The
@@ -761,8 +761,8 @@ def _device_descriptor_load(ctx, desc, result, offsets, barrier, pred, cache_mod
     for name, value, default in (("pred", pred, None), ("multicast_targets", multicast_targets, ()),
                                  ("two_ctas", two_ctas, False), ("eviction_policy", eviction_policy, "")):
         if (tuple(value) if isinstance(value, list) else value) != default:
-            raise SemanticError(f"'{name}' is not supported on an in-kernel descriptor's load yet (tlxc encodes "
-                                f"no tensormap on the device; the box is loaded by the task itself)", param=name)
+            raise SemanticError(f"'{name}' is not supported on an in-kernel descriptor without a tensor map "
+                                f"({desc.no_tma}; the box is loaded by the task itself)", param=name)
     _tma_cache_modifier(cache_modifier)
     dst = _memdesc(result, "result", view=True)
     box = tuple(desc.block_shape)
@@ -811,13 +811,15 @@ def _async_descriptor_store(ctx, desc, source, offsets, eviction_policy="", stor
     b = ctx.b
     from .tensor_desc import is_device_descriptor
     from .tensor_desc import store as device_store
+    if is_device_descriptor(desc) and desc.tma is not None:
+        desc = desc.tma                 # its tensor map: the TMA store below
     if is_device_descriptor(desc):
-        # no tensormap on the device (tensor_desc.py): the task reads the buffer and stores the box
+        # no tensor map (desc.no_tma, tensor_desc.py): the task reads the buffer and stores the box
         # itself, synchronously (elements outside the tensor are not written, as TMA clips them)
         for name, value in (("eviction_policy", eviction_policy), ("store_reduce", store_reduce)):
             if value:
-                raise SemanticError(f"'{name}' is not supported on an in-kernel descriptor's store yet (tlxc "
-                                    f"encodes no tensormap on the device)", param=name)
+                raise SemanticError(f"'{name}' is not supported on an in-kernel descriptor without a tensor map "
+                                    f"({desc.no_tma})", param=name)
         src = _memdesc(source, "source", view=True)
         if src.type.element != desc.element or tuple(d for d in src.type.shape) != tuple(
                 d for i, d in enumerate(desc.block_shape) if d != 1 or len(src.type.shape) == len(desc.block_shape)):
@@ -855,6 +857,13 @@ def _store_reduce(desc, store_reduce) -> str:
 @rule("async_descriptor_prefetch_tensor")
 def _async_descriptor_prefetch_tensor(ctx, desc, offsets, pred=None, eviction_policy=""):
     b = ctx.b
+    from .tensor_desc import is_device_descriptor
+    if is_device_descriptor(desc):
+        if desc.tma is None:      # no tensor map to prefetch through (a hint: nothing to do)
+            H.eviction_policy(eviction_policy)
+            _pred(b, pred)
+            return
+        desc = desc.tma
     desc = descriptor_arg(desc)
     hints = H.attrs(eviction=H.eviction_policy(eviction_policy))
     offs = _box_offsets(b, desc, offsets)
@@ -895,7 +904,9 @@ def _prefetch(ctx, pointer, level="L2", mask=None, tensormap=False):
                                 param="mask")
         from .tensor_desc import is_device_descriptor
         if is_device_descriptor(pointer):
-            return       # built in the kernel, it is no tensormap (frontend/tensor_desc.py): nothing to warm up
+            if pointer.tma is None:
+                return   # built in the kernel without a tensor map (frontend/tensor_desc.py): nothing to warm up
+            pointer = pointer.tma
         desc = descriptor_arg(pointer)
         b.create("tlx.prefetch_tensormap", [desc.value])
         return

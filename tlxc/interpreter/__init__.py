@@ -30,6 +30,7 @@ from . import (  # noqa: F401  (rules)
     task,
     tcgen05,
     tensor,
+    tensormap,
     tma,
     warp,
 )

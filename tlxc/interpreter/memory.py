@@ -162,6 +162,7 @@ class GlobalMemory:
         self._starts = np.zeros(0, dtype=np.int64)
         self._next_base = ALLOCATION_SPACING
         self._live: list[tuple[int, int, Any]] | None = None   # (low, high, tensor): see _live_storages
+        self.tensormaps: dict[int, Any] = {}     # address -> the in-kernel descriptor encoded there
 
     def add_argument(self, name: str, obj: Any) -> None:
         """Map the storage of ``obj``, merging it with any overlapping one.
@@ -187,6 +188,15 @@ class GlobalMemory:
         self.allocations.append(alloc)
         self.allocations.sort(key=lambda a: a.host)
         self._renumber()
+
+    def add_scratch(self, name: str, nbytes: int, align: int) -> int:
+        """A zeroed global allocation of ``nbytes`` made during the launch (the kernel's own
+        scratch: ``tlx.allocate_tensor_descriptor``), aligned to ``align``; its address."""
+        raw = np.zeros(nbytes + align, dtype=np.uint8)
+        skip = -raw.ctypes.data % align
+        alloc = Allocation([name], 0, nbytes, raw.ctypes.data + skip, True, keepalive=[raw])
+        self._append(alloc)
+        return alloc.base          # aligned as the host address is (mappings keep its low 12 bits)
 
     def _renumber(self) -> None:
         base = ALLOCATION_SPACING

@@ -34,11 +34,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CudaError, LaunchError
-from ..ir.types import ScalarType, TensorDescType
 
-MAX_RANK = 5
-MAX_BOX_DIM = 256
-ALIGNMENT = 16          # bytes: base address, row strides, inner box width
+# the box rules the device encoder (in-kernel descriptors) shares: ir/tensormap.py
+from ..ir.tensormap import ALIGNMENT, MAX_BOX_DIM, MAX_RANK, box_swizzle, choose_swizzle, splits_into_spans  # noqa: F401
+from ..ir.types import ScalarType, TensorDescType
 
 # IR element type -> CUtensorMapDataType enumerator name.  TMA copies bits, so
 # types without an enumerator of their own travel as unsigned ints of their
@@ -67,31 +66,6 @@ SWIZZLE_ENUMS = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 32: "CU_TENSOR_MAP_SWIZZLE_32B
 # zeros (FILL_NONE), "nan" with NaN (floats only).
 PADDING_ENUMS = {"zero": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE",
                  "nan": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA"}
-
-
-def choose_swizzle(inner_box_bytes: int) -> int:
-    """The shared-memory swizzle (bytes) of a box whose innermost dimension is
-    ``inner_box_bytes`` wide (the rule in this module's docstring)."""
-    return inner_box_bytes if inner_box_bytes in (32, 64, 128) else 0
-
-
-def splits_into_spans(block_shape: Sequence[int], element_bytes: int) -> bool:
-    """Whether a box wider than 128 bytes is copied as 128-byte-wide, 128B-swizzled sub-boxes:
-    its inner bytes a multiple of 128 and its rows (the other dimensions) a multiple of 8, so
-    that every sub-box starts in phase with the swizzle pattern (1024 bytes)."""
-    inner = block_shape[-1] * element_bytes
-    rows = 1
-    for d in block_shape[:-1]:
-        rows *= d
-    return inner > 128 and inner % 128 == 0 and rows % 8 == 0
-
-
-def box_swizzle(block_shape: Sequence[int], element_bytes: int) -> int:
-    """The default swizzle of a box: ``choose_swizzle`` of its inner bytes, or 128 for a wide
-    box that ``splits_into_spans``."""
-    if splits_into_spans(block_shape, element_bytes):
-        return 128
-    return choose_swizzle(block_shape[-1] * element_bytes)
 
 
 def _fail(argument: str, message: str) -> LaunchError:

@@ -17,5 +17,6 @@ from . import (  # noqa: F401,E501
     task,
     tcgen05,
     tensor,
+    tensormap,
     warp,
 )

@@ -443,6 +443,23 @@ def async_dot_wait(pendings, inp):
 
 
 
+@builtin
+def allocate_tensor_descriptor(num):
+    """``num`` 128-byte tensor-map slots in the program's global scratch (``tlxc.set_allocator``);
+    ``slots[i]`` (compile-time ``i``) is the pointer to slot ``i``."""
+
+
+@builtin
+def make_tensor_descriptor(desc_ptr, base, shape, strides, block_shape, padding_option="zero"):
+    """``tl.make_tensor_descriptor`` whose tensor map is encoded into ``desc_ptr`` (a slot of
+    ``allocate_tensor_descriptor``; None: the compiler's own scratch); returns the descriptor."""
+
+
+@builtin
+def reinterpret_tensor_descriptor(desc_ptr, block_shape, dtype):
+    """The tensor map encoded at ``desc_ptr`` as a descriptor of ``block_shape`` x ``dtype``."""
+
+
 def tensor_descriptor_type(dtype, block_shape, swizzle: int = 0):
     """The type of a TMA descriptor parameter, for annotations (so that
     ``tlxc compile``/``tlxc check`` can type it without a launch):

@@ -1,0 +1,175 @@
+"""TMA descriptors encoded in the kernel (tl.make_tensor_descriptor, tlx.allocate_tensor_descriptor /
+make_tensor_descriptor(desc_ptr=) / reinterpret_tensor_descriptor): one kernel per feature
+(tests/kernels_tensormap_device.py).  CPU: the interpreter against torch (fresh random data,
+NaN-poisoned outputs, shapes that are not box multiples), the checker, sm_90a and sm_100a cubins
+whose PTX encodes the map (tensormap.replace) and copies by TMA, located errors.  gpu: the GPU
+against torch and against the interpreter (TLXC_DEBUG_BARRIERS=1 recommended)."""
+from __future__ import annotations
+
+import kernels_tensormap_device as K
+import pytest
+import torch
+
+from tlxc.check import ERROR, check_function
+from tlxc.compiler import compile_kernel
+from tlxc.errors import TlxcError
+from tlxc.frontend.specialize import parse_signature, specialization_from_types
+from tlxc.interpreter import interpret
+
+M, N = 70, 72                  # not multiples of the [32, 64] box; rows of 288 bytes (16-byte multiples)
+BOX = {"BM": 32, "BN": 64}
+GRID = (3, 2)
+
+
+def _seeded() -> torch.Generator:
+    return torch.Generator().manual_seed(torch.seed() % 2**31)
+
+
+def _cases(device: str):
+    """(kernel, grid, args, constexprs, outputs, expected) per feature, on ``device``."""
+    g = _seeded()
+    x = torch.randn(M, N, generator=g).to(device)
+    xh = torch.randn(M, 80, generator=g).half().to(device)
+    x1 = torch.randn(200, generator=g).to(device)
+    nan = float("nan")
+    y = [torch.full((M, N), nan, device=device) for _ in range(3)]
+    yh = torch.full((M, 80), nan, device=device).half()
+    y1 = torch.full((200,), nan, device=device)
+    iota = torch.arange(M * N, dtype=torch.float32, device=device).view(M, N)
+    scaled = yh.clone()
+    scaled[:, :75] = (xh[:, :75].double() * 3 + 1).half()
+    return {
+        "desc_load_store": (K.tm_scale_rows, GRID, (xh, yh, M, 75, 80), BOX, yh, scaled),
+        "async_load_mbarrier": (K.tm_async_pair, GRID, (x, y[0], M, N), BOX, y[0], -x),
+        "async_store": (K.tm_store_iota, GRID, (y[1], M, N), BOX, y[1], iota),
+        "prefetch": (K.tm_prefetched_copy, GRID, (x, y[2], M, N), BOX, y[2], x),
+        "tlx_slots": (K.tm_slots_copy, (4,), (x1, y1, 200), {"B": 64}, y1, x1 + 0.5),
+    }
+
+
+SIGNATURES = {
+    "desc_load_store": (K.tm_scale_rows, "x_ptr=*fp16,y_ptr=*fp16,M=i32,N=i32,ld=i32", BOX),
+    "async_load_mbarrier": (K.tm_async_pair, "x_ptr=*fp32,y_ptr=*fp32,M=i32,N=i32", BOX),
+    "async_store": (K.tm_store_iota, "y_ptr=*fp32,M=i32,N=i32", BOX),
+    "prefetch": (K.tm_prefetched_copy, "x_ptr=*fp32,y_ptr=*fp32,M=i32,N=i32", BOX),
+    "tlx_slots": (K.tm_slots_copy, "x_ptr=*fp32,y_ptr=*fp32,n=i32", {"B": 64}),
+}
+
+
+def _equal_with_nan(out: torch.Tensor, ref: torch.Tensor) -> bool:
+    out, ref = out.double().cpu(), ref.double().cpu()
+    return torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.nan_to_num(7.5), ref.nan_to_num(7.5))
+
+
+@pytest.mark.parametrize("feature", sorted(SIGNATURES))
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_interpreter_matches_torch(feature, arch):
+    kernel, grid, args, constexprs, out, expected = _cases("cpu")[feature]
+    interpret(kernel, grid, args, constexprs, arch=arch)
+    assert _equal_with_nan(out, expected), feature
+
+
+@pytest.mark.parametrize("feature", sorted(SIGNATURES))
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_cubin_encodes_the_map_and_copies_by_tma(feature, arch):
+    kernel, signature, constexprs = SIGNATURES[feature]
+    spec = specialization_from_types(kernel, parse_signature(signature), constexprs)
+    assert not [f for f in check_function(kernel, spec, arch=arch) if f.severity == ERROR]
+    compiled = compile_kernel(kernel, spec, arch=arch, stages=("ir", "cuda", "ptx", "cubin"))
+    assert compiled.asm["cubin"][:4] == b"\x7fELF"
+    ptx = compiled.asm["ptx"]
+    for instruction in ("tensormap.replace.tile.global_address.global.b1024.b64",
+                        "tensormap.replace.tile.swizzle_mode", "fence.proxy.tensormap::generic.release.gpu",
+                        "fence.proxy.tensormap::generic.acquire.gpu", "cp.async.bulk.tensor"):
+        assert instruction in ptx, (feature, instruction)
+    assert "mbarrier.complete_tx" not in ptx           # the box is a TMA copy, not the task's own
+    per_program = compiled.metadata.get("global_scratch_bytes")
+    assert per_program == (128 if feature == "async_store" else 256), per_program    # 128 bytes per map
+    assert compiled.metadata["params"][-1] == "u64"     # the scratch: a hidden last parameter
+
+
+def test_sm80_keeps_the_element_copy():
+    kernel, signature, constexprs = SIGNATURES["desc_load_store"]
+    spec = specialization_from_types(kernel, parse_signature(signature), constexprs)
+    ir = compile_kernel(kernel, spec, arch="sm_80", stages=("ir",)).asm["ir"]
+    assert "tlx.make_tensor_descriptor" not in ir and "tl.load" in ir
+
+
+def test_misaligned_row_stride_is_a_located_error_on_the_interpreter():
+    x = torch.randn(40, 70).half()
+    y = torch.zeros(40, 70).half()
+    with pytest.raises(TlxcError, match=r"kernels_tensormap_device.py:\d+.*strides\[0\] is 70 elements of f16 = "
+                                        r"140 bytes; TMA needs a positive multiple of 16 bytes"):
+        interpret(K.tm_scale_rows, (2, 2), (x, y, 40, 70, 70), BOX)
+
+
+def test_misaligned_stride_traps_with_its_location_on_the_gpu():
+    """The encoder checks the base and row strides at run time: a located printf, then __trap()."""
+    kernel, signature, constexprs = SIGNATURES["desc_load_store"]
+    spec = specialization_from_types(kernel, parse_signature(signature), constexprs)
+    cuda = compile_kernel(kernel, spec, arch="sm_90a", stages=("ir", "cuda")).asm["cuda"]
+    assert "kernels_tensormap_device.py:" in cuda and "is not 16-byte aligned" in cuda and "__trap()" in cuda
+    assert "TMA needs a positive multiple of 16 bytes below 2**40" in cuda
+
+
+def test_reinterpret_with_another_box_is_a_located_error():
+    import tlxc
+    import tlxc.language as tl
+    from tlxc.language import tlx
+
+    @tlxc.jit
+    def wrong_box(x_ptr, n):
+        slots = tlx.allocate_tensor_descriptor(num=1)
+        tlx.make_tensor_descriptor(desc_ptr=slots[0], base=x_ptr, shape=[n], strides=[1], block_shape=[64])
+        d = tlx.reinterpret_tensor_descriptor(desc_ptr=slots[0], block_shape=[32], dtype=tl.float32)
+        d.store([0], d.load([0]))
+
+    spec = specialization_from_types(wrong_box, parse_signature("x_ptr=*fp32,n=i32"), {})
+    with pytest.raises(TlxcError, match=r"test_tensormap_device.py:\d+.*encoded for boxes of \[64\] x f32, not "
+                                        r"\[32\] x f32"):
+        compile_kernel(wrong_box, spec, arch="sm_90a", stages=("ir",))
+
+
+def test_box_wider_than_tma_allows_falls_back_to_element_copies():
+    """A box TMA cannot copy (a dimension above 256) gets no tensor map: desc.load/store are
+    masked loads and stores, as on targets without TMA."""
+    import tlxc
+    import tlxc.language as tl
+
+    @tlxc.jit
+    def wide(x_ptr, y_ptr, n, B: tl.constexpr):
+        src = tl.make_tensor_descriptor(x_ptr, shape=[n], strides=[1], block_shape=[B])
+        dst = tl.make_tensor_descriptor(y_ptr, shape=[n], strides=[1], block_shape=[B])
+        dst.store([tl.program_id(0) * B], src.load([tl.program_id(0) * B]))
+
+    x, y = torch.randn(1000), torch.full((1000,), float("nan"))
+    interpret(wide, (2,), (x, y, 1000), {"B": 512})
+    assert torch.equal(x, y)
+    spec = specialization_from_types(wide, parse_signature("x_ptr=*fp32,y_ptr=*fp32,n=i32"), {"B": 512})
+    assert "tlx.make_tensor_descriptor" not in compile_kernel(wide, spec, arch="sm_90a", stages=("ir",)).asm["ir"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("feature", sorted(SIGNATURES))
+def test_gpu_matches_torch_and_the_interpreter(feature):
+    import tlxc
+    kernel, grid, args, constexprs, out, expected = _cases("cuda")[feature]
+    calls = []
+
+    def allocator(size, align, stream):
+        calls.append((size, align))
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    tlxc.set_allocator(allocator)
+    try:
+        kernel[grid](*args, **constexprs)
+        torch.cuda.synchronize()
+    finally:
+        tlxc.set_allocator(None)
+    assert calls and calls[0][1] == 128
+    assert _equal_with_nan(out, expected), feature
+    cpu_args = tuple(a.cpu() if isinstance(a, torch.Tensor) else a for a in args)
+    cpu_out = next(a for a, g in zip(cpu_args, args) if g is out)
+    cpu_out.fill_(float("nan"))
+    interpret(kernel, grid, cpu_args, constexprs)
+    assert _equal_with_nan(out, cpu_out), feature

@@ -1,0 +1,122 @@
+"""In-kernel tensor maps (``tlx.make_tensor_descriptor`` and TLX's descriptor slots) on the
+interpreter.
+
+A tensor map encoded in the kernel becomes an ``EncodedDescriptor``: the fields the TMA rules
+(``tma.py``) read from a host ``tlxc.TensorDescriptor`` -- ``base`` (a numpy view of the global
+memory the map describes, writes going through), ``shape``, ``strides``, ``block_shape``,
+``padding`` -- so every TMA op runs on it exactly as on a host descriptor.  The encode checks
+what the GPU's encoder traps on (``codegen_c/rules_tensormap.py``): a 16-byte aligned base, row
+strides that are positive multiples of 16 bytes below 2**40; and, which the GPU cannot see, that
+every element the shape and strides describe lies in one allocation.  That and a size below 1
+are refused when a copy uses the map (``check_usable``): Triton code builds such maps past a loop's last
+iteration and never uses them; the GPU does not check it.
+
+``tlx.allocate_tensor_descriptor(num)`` maps ``num`` zeroed 128-byte slots for the program;
+``make_tensor_descriptor(desc_ptr=slot)`` records its map at the slot and
+``reinterpret_tensor_descriptor(slot, block_shape, dtype)`` finds it there, refusing a slot
+nothing was encoded at and a box or dtype other than the encoded one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.tensormap import ALIGNMENT, MAX_STRIDE_BYTES, TENSORMAP_BYTES
+from .registry import impl
+from .values import storage_dtype
+
+
+@dataclass
+class EncodedDescriptor:
+    base: np.ndarray            # the described memory from its first element, as storage elements
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    block_shape: tuple[int, ...]
+    padding: str
+    element: object
+    address: int                # virtual address of the first element (messages)
+    error: str = ""             # why a copy through this map is refused (found when encoded)
+    loc: object = None          # where it was encoded
+
+
+def check_usable(ctx, op, desc) -> None:
+    """A TMA copy through an in-kernel map that was encoded with a size below 1 is an error here."""
+    error = getattr(desc, "error", "")
+    if error:
+        raise ctx.error(op, f"a TMA copy in {ctx.label} uses a tensor map encoded at line "
+                            f"{desc.loc.line if desc.loc else '?'}: {error}")
+
+
+@impl("tlx.make_tensor_descriptor")
+def make_tensor_descriptor(ctx, op, base, *rest):
+    t = op.results[0].type
+    rank = len(t.block_shape)
+    shape = tuple(int(v) for v in rest[:rank])
+    strides = tuple(int(v) for v in rest[rank:2 * rank])
+    desc = _encode(ctx, op, int(base), shape, strides, t)
+    if op.attrs.get("has_desc_ptr"):
+        slot = int(rest[2 * rank])
+        if slot % TENSORMAP_BYTES:
+            raise ctx.error(op, f"desc_ptr in {ctx.label} is not {TENSORMAP_BYTES}-byte aligned: a tensor map slot "
+                                f"comes from tlx.allocate_tensor_descriptor(n)[i]")
+        ctx.memory.tensormaps[slot] = desc
+    return desc
+
+
+def _encode(ctx, op, address: int, shape, strides, t) -> EncodedDescriptor:
+    element = t.element
+    size = element.bytes
+    where = f"tl.make_tensor_descriptor in {ctx.label}"
+    error = ""
+    for dim, extent in enumerate(shape):
+        if extent < 1:      # refused when a copy uses the map (Triton code builds such maps and never uses them)
+            error = f"{where}: shape[{dim}] is {extent}; a tensor map's dimensions hold at least 1 element"
+    for dim, stride in enumerate(strides[:-1]):
+        nbytes = stride * size
+        if stride <= 0 or nbytes % ALIGNMENT or nbytes >= MAX_STRIDE_BYTES:
+            raise ctx.error(op, f"{where}: strides[{dim}] is {stride} elements of {element} = {nbytes} bytes; TMA "
+                                f"needs a positive multiple of {ALIGNMENT} bytes below 2**40 for every dimension "
+                                f"but the last")
+    memory = ctx.memory
+    index, inside = memory.locate(np.array([address], dtype=np.int64), size)
+    if not inside[0]:
+        raise ctx.error(op, f"{where}: base is {memory.describe_address(address, element)}, which is no tensor")
+    alloc = memory.allocations[int(index[0])]
+    offset = address - alloc.base
+    if (alloc.host + offset) % ALIGNMENT:
+        raise ctx.error(op, f"{where}: base is {memory.describe_address(address, element)}, {(alloc.host + offset) % ALIGNMENT} "
+                            f"bytes past a {ALIGNMENT}-byte boundary; TMA needs a {ALIGNMENT}-byte aligned base")
+    last = sum((max(extent, 1) - 1) * stride for extent, stride in zip(shape, strides))
+    end = offset + (last + 1) * size
+    if end > alloc.nbytes:    # refused when a copy uses the map, as a size below 1
+        error = error or (f"{where}: shape {list(shape)} with strides {list(strides)} from "
+                          f"{memory.describe_address(address, element)} reaches element {last}, past the end of its "
+                          f"allocation ({alloc.nbytes - offset} bytes from the base): the map would read and write "
+                          f"foreign memory on the GPU")
+        end = offset + (alloc.nbytes - offset) // size * size
+    base = alloc.bytes()[offset:end].view(storage_dtype(element))
+    return EncodedDescriptor(base, shape, strides, tuple(t.block_shape), op.attrs.get("padding", "zero"), element,
+                             address, error, op.loc)
+
+
+@impl("tlx.allocate_tensor_descriptor")
+def allocate_tensor_descriptor(ctx, op):
+    num = op.attrs["num"]
+    return np.int64(ctx.memory.add_scratch(f"tensor descriptor slots of {ctx.label}", num * TENSORMAP_BYTES,
+                                           TENSORMAP_BYTES))
+
+
+@impl("tlx.reinterpret_tensor_descriptor")
+def reinterpret_tensor_descriptor(ctx, op, desc_ptr):
+    slot = int(desc_ptr)
+    desc = ctx.memory.tensormaps.get(slot)
+    t = op.results[0].type
+    if desc is None:
+        raise ctx.error(op, f"tlx.reinterpret_tensor_descriptor in {ctx.label}: no tensor map was encoded at this "
+                            f"desc_ptr (tlx.make_tensor_descriptor(desc_ptr=...) must run first)")
+    if tuple(t.block_shape) != desc.block_shape or t.element != desc.element:
+        raise ctx.error(op, f"tlx.reinterpret_tensor_descriptor in {ctx.label}: the tensor map at this desc_ptr was "
+                            f"encoded for boxes of {list(desc.block_shape)} x {desc.element}, not "
+                            f"{list(t.block_shape)} x {t.element}")
+    return desc

@@ -1,0 +1,72 @@
+"""The rules of a TMA tensor map that both the host (``runtime/tma.py``: ``cuTensorMapEncodeTiled``)
+and the device (in-kernel descriptors, ``tlx.make_tensor_descriptor``: ``tensormap.replace``) follow,
+kept below both so that they agree: the box limits, the 16-byte alignments, the default swizzle of
+a box, and the numbers PTX's ``tensormap.replace`` writes for the element type, swizzle and
+out-of-bounds fill (the same numbering as the driver's ``CUtensorMapDataType``,
+``CUtensorMapSwizzle`` and ``CUtensorMapFloatOOBfill`` enums).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+MAX_RANK = 5
+MAX_BOX_DIM = 256
+ALIGNMENT = 16          # bytes: base address, row strides, inner box width
+TENSORMAP_BYTES = 128   # one CUtensorMap, aligned to 128 bytes in global memory
+MAX_STRIDE_BYTES = 2**40
+
+# IR element type -> the tensor map's element type (CUtensorMapDataType's numbering, which
+# tensormap.replace.tile.elemtype takes).  TMA copies bits, so types without an entry of their
+# own travel as unsigned ints of their width (fp8 and int8 as u8, int16 as u16), as Triton does.
+ELEMTYPE_CODES: dict[str, int] = {
+    "u8": 0, "i8": 0, "f8e4m3": 0, "f8e5m2": 0,
+    "u16": 1, "i16": 1,
+    "u32": 2, "i32": 3,
+    "u64": 4, "i64": 5,
+    "f16": 6, "f32": 7, "f64": 9, "bf16": 10,
+}
+SWIZZLE_CODES = {0: 0, 32: 1, 64: 2, 128: 3}
+FILL_CODES = {"zero": 0, "nan": 1}       # NaN fill: CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+
+
+def choose_swizzle(inner_box_bytes: int) -> int:
+    """The shared-memory swizzle (bytes) of a box whose innermost dimension is
+    ``inner_box_bytes`` wide: that width when it is 32, 64 or 128, else none."""
+    return inner_box_bytes if inner_box_bytes in (32, 64, 128) else 0
+
+
+def splits_into_spans(block_shape: Sequence[int], element_bytes: int) -> bool:
+    """Whether a box wider than 128 bytes is copied as 128-byte-wide, 128B-swizzled sub-boxes:
+    its inner bytes a multiple of 128 and its rows (the other dimensions) a multiple of 8, so
+    that every sub-box starts in phase with the swizzle pattern (1024 bytes)."""
+    inner = block_shape[-1] * element_bytes
+    rows = 1
+    for d in block_shape[:-1]:
+        rows *= d
+    return inner > 128 and inner % 128 == 0 and rows % 8 == 0
+
+
+def box_swizzle(block_shape: Sequence[int], element_bytes: int) -> int:
+    """The default swizzle of a box: ``choose_swizzle`` of its inner bytes, or 128 for a wide
+    box that ``splits_into_spans``."""
+    if splits_into_spans(block_shape, element_bytes):
+        return 128
+    return choose_swizzle(block_shape[-1] * element_bytes)
+
+
+def box_error(block_shape: Sequence[int], element) -> str | None:
+    """Why a box of ``block_shape`` x ``element`` cannot be a tensor map's, or None."""
+    if str(element) not in ELEMTYPE_CODES:
+        return f"TMA does not copy {element} elements"
+    for dim, box in enumerate(block_shape):
+        if not 1 <= box <= MAX_BOX_DIM:
+            return f"block_shape[{dim}] is {box}; TMA boxes have 1 to {MAX_BOX_DIM} elements per dimension"
+    inner = block_shape[-1] * element.bytes
+    if inner < ALIGNMENT or inner % ALIGNMENT:
+        return (f"the box's inner dimension is {block_shape[-1]} x {element} = {inner} bytes; TMA needs at "
+                f"least {ALIGNMENT} bytes and a multiple of {ALIGNMENT}")
+    return None
+
+
+__all__ = ["ALIGNMENT", "ELEMTYPE_CODES", "FILL_CODES", "MAX_BOX_DIM", "MAX_RANK", "MAX_STRIDE_BYTES",
+           "SWIZZLE_CODES", "TENSORMAP_BYTES", "box_error", "box_swizzle", "choose_swizzle", "splits_into_spans"]
