@@ -19,6 +19,8 @@ from ..frontend.specialize import is_constexpr_annotation
 from ..target import DEFAULT_ARCH
 from .launch import Launcher
 
+_FUNCTION = types.FunctionType
+
 
 class KernelFunction:
     """A Python function compiled by tlxc.
@@ -91,7 +93,7 @@ class KernelFunction:
 
     def __getitem__(self, grid):
         fast = self._fast
-        if fast.__class__ is types.FunctionType:   # a generated fast path (runtime/launch.py)
+        if fast.__class__ is _FUNCTION:           # a generated fast path (runtime/launch.py)
             return partial(fast, grid)            # the hot path: no Python frame in between
         return Launcher(self, grid)               # (reads _fast at each call: the first launch makes one)
 

@@ -1,11 +1,18 @@
 """``kernel[grid](*args, **kwargs)``: bind, specialize, compile once, launch.
 
-The hot path of a launch with a seen specialization is: build a key from the
-arguments (dtype, device and 16-byte alignment of each tensor; int-ness, ==1
-and divisibility by 16 of each int; constexpr values), one dict lookup, the
-grid, the stream, and a ctypes ``cuLaunchKernelEx``.  Everything else
+The hot path of a launch with a seen specialization is the specialization's
+generated fast path (``build_specialized_path``): the arguments compared in
+place with the key it was made for (dtype, device and 16-byte alignment of
+each tensor; type, ==1, divisibility by 16 and 32-bit range of each number;
+constexpr types and values; the launch options), the globals the kernel read
+and the ``COMPILE_ENV`` variables checked by identity, the grid, the stream,
+one ``struct.pack_into`` of the launch shape and the arguments, and a ctypes
+``cuLaunchKernelEx``.  A launch it does not match goes to the kernel's generic
+fast path (``build_fast_path``: a key tuple and a dict lookup), and what that
+cannot serve to the slow path (``launch``), where everything else happens
 (specialization, compilation, cache files, module loading, argument checks
-with their error messages) happens on the first launch of a key.
+with their error messages, forgetting plans compiled for globals or
+environment variables that changed: ``_refresh``).
 """
 from __future__ import annotations
 
@@ -322,7 +329,6 @@ _PLAN_LAUNCH = """\
 # to the slow path.  Every other option (LAUNCH_OPTIONS) goes to the slow path.
 _FAST_OPTIONS = (("num_warps", 4), ("num_stages", None), ("num_ctas", None), ("maxnreg", None),
                  ("ctas_per_cga", None), ("launch_pdl", None), ("interpret", None))
-_KEY_OPTIONS = ("num_warps", "ctas_per_cga", "maxnreg", ("num_ctas", "num_stages", "launch_pdl"))
 
 _NUMBERS = (int, float, bool)
 # Folded into the specialization as compile-time constants (frontend/specialize.py).
@@ -331,8 +337,9 @@ _CONSTANTS = (str, tuple, tl.constexpr, ScalarType, PointerType)
 # -- what else a compile reads ------------------------------------------------------------------
 # The environment variables whose values change what a compile produces or whether it
 # succeeds (they are in the disk cache key, _compile_cached): a launch after one of them
-# changed recompiles (``_refresh``).  Read by the generated paths as os.environ's own entries,
-# compared by identity (os.environ[...] = ... stores a new object), about 30 ns each.
+# changed recompiles (``_refresh``).  Read by the generated paths in os.environ's own dict:
+# ``in`` for an unset one, identity for a set one (os.environ[...] = ... stores a new
+# object), about 20 ns each.
 COMPILE_ENV = ("TLXC_CHECK_BARRIERS", "TLXC_DEBUG_BARRIERS", "TLXC_SKIP_PASSES", "TLXC_OVERRIDE_DIR")
 
 
