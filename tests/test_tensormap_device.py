@@ -83,8 +83,9 @@ def test_cubin_encodes_the_map_and_copies_by_tma(feature, arch):
                         "fence.proxy.tensormap::generic.acquire.gpu", "cp.async.bulk.tensor"):
         assert instruction in ptx, (feature, instruction)
     assert "mbarrier.complete_tx" not in ptx           # the box is a TMA copy, not the task's own
+    # 128 bytes per map a TMA op uses (desc.load is an element load: tensor_desc.DESC_LOAD_BY_TMA)
     per_program = compiled.metadata.get("global_scratch_bytes")
-    assert per_program == (128 if feature == "async_store" else 256), per_program    # 128 bytes per map
+    assert per_program == (128 if feature in ("async_store", "desc_load_store") else 256), per_program
     assert compiled.metadata["params"][-1] == "u64"     # the scratch: a hidden last parameter
 
 
@@ -96,20 +97,40 @@ def test_sm80_keeps_the_element_copy():
 
 
 def test_misaligned_row_stride_is_a_located_error_on_the_interpreter():
+    """Refused where a TMA copy uses the map (the store), naming the line that built it."""
     x = torch.randn(40, 70).half()
     y = torch.zeros(40, 70).half()
-    with pytest.raises(TlxcError, match=r"kernels_tensormap_device.py:\d+.*strides\[0\] is 70 elements of f16 = "
-                                        r"140 bytes; TMA needs a positive multiple of 16 bytes"):
+    with pytest.raises(TlxcError, match=r"kernels_tensormap_device.py:\d+.*uses the tensor map built at line \d+: "
+                                        r".*strides\[0\] is 70 elements of f16 = 140 bytes; TMA needs a positive "
+                                        r"multiple of 16 bytes"):
         interpret(K.tm_scale_rows, (2, 2), (x, y, 40, 70, 70), BOX)
 
 
-def test_misaligned_stride_traps_with_its_location_on_the_gpu():
-    """The encoder checks the base and row strides at run time: a located printf, then __trap()."""
+def test_desc_load_is_the_pipelinable_element_load_and_unused_maps_go():
+    """desc.load of an in-kernel descriptor stays an element load (tensor_desc.DESC_LOAD_BY_TMA:
+    staged TMA loads are not pipelined yet); the source's map, which no TMA op uses, is removed."""
+    from tlxc.frontend import tensor_desc
+    assert tensor_desc.DESC_LOAD_BY_TMA is False
     kernel, signature, constexprs = SIGNATURES["desc_load_store"]
     spec = specialization_from_types(kernel, parse_signature(signature), constexprs)
-    cuda = compile_kernel(kernel, spec, arch="sm_90a", stages=("ir", "cuda")).asm["cuda"]
-    assert "kernels_tensormap_device.py:" in cuda and "is not 16-byte aligned" in cuda and "__trap()" in cuda
-    assert "TMA needs a positive multiple of 16 bytes below 2**40" in cuda
+    compiled = compile_kernel(kernel, spec, arch="sm_90a", stages=("ir", "ir.opt"))
+    assert compiled.asm["ir"].count("tlx.make_tensor_descriptor") == 2
+    assert compiled.asm["ir.opt"].count("tlx.make_tensor_descriptor") == 1
+    assert "tlx.async_descriptor_load" not in compiled.asm["ir"] and "tlx.async_descriptor_store" in compiled.asm["ir"]
+
+
+def test_misaligned_stride_traps_on_the_gpu_located_with_debug_barriers():
+    """The encoder checks the base and row strides at run time and traps; the located message is
+    printed first only with TLXC_DEBUG_BARRIERS=1: a printf is a call, and a call anywhere in the
+    kernel makes ptxas serialize its wgmma (C7510)."""
+    kernel, signature, constexprs = SIGNATURES["desc_load_store"]
+    spec = specialization_from_types(kernel, parse_signature(signature), constexprs)
+    plain = compile_kernel(kernel, spec, arch="sm_90a", stages=("ir", "cuda", "ptx"))
+    assert plain.asm["cuda"].count("__trap();") == 2 and "printf(" not in plain.asm["cuda"]   # dst's map
+    assert "vprintf" not in plain.asm["ptx"]
+    debug = compile_kernel(kernel, spec, arch="sm_90a", stages=("ir", "cuda"), debug_barriers=True).asm["cuda"]
+    assert "kernels_tensormap_device.py:" in debug and "is not 16-byte aligned" in debug
+    assert "TMA needs a positive multiple of 16 bytes below 2**40" in debug and "printf(" in debug
 
 
 def test_reinterpret_with_another_box_is_a_located_error():

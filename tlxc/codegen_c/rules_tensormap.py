@@ -10,14 +10,15 @@ order (``_slots``).  A map is rewritten each time its op runs (a make inside a l
 slot), so a copy still in flight through the old map must have been waited for: ``desc.load`` /
 ``desc.store`` always are; TLX code pipelining copies through re-made maps uses several slots.
 
-How it is encoded (by the scope's thread 0, every thread of the scope running the op):
-the run-time legality checks the host makes at encode time (``runtime/tma.py``: a 16-byte
-aligned base, row strides positive multiples of 16 bytes below 2**40), each a located message
-and ``__trap()`` as ``tl.device_assert`` (sizes below 1 are not checked: Triton code builds such
-maps past a loop's last iteration without using them; the interpreter refuses a copy through one); the 128 bytes zeroed with
-generic stores; every field written with ``tensormap.replace`` (address, rank, per dimension
-innermost first: box size -- the copy box, the swizzle span of a split box as on the host --,
-size, byte stride, element stride 1; element type, no interleave, the swizzle, the fill);
+How it is encoded (by the scope's thread 0, every thread of the scope running the op): the
+run-time legality checks the host makes at encode time (``runtime/tma.py``: a 16-byte aligned
+base, row strides positive multiples of 16 bytes below 2**40), each a ``__trap()`` (after a
+located printf as ``tl.device_assert``'s with TLXC_DEBUG_BARRIERS=1: ``_trap``); sizes below 1
+are not checked (Triton code builds such maps past a loop's last iteration without using them;
+the interpreter refuses a copy through one); the 128 bytes zeroed with generic stores; every
+field written with ``tensormap.replace`` (address, rank, per dimension innermost first: box
+size -- the copy box, the swizzle span of a split box as on the host --, size, byte stride,
+element stride 1; element type, no interleave, the swizzle, the fill);
 ``fence.proxy.tensormap::generic.release.gpu``.  Then the scope synchronizes and every thread
 acquires the map (``fence.proxy.tensormap::generic.acquire.gpu [map], 128``) before any of
 them issues a TMA copy through it.  ``tlx.reinterpret_tensor_descriptor`` only acquires.
@@ -82,11 +83,18 @@ def _slot_address(lw, op) -> str:
 
 
 def _trap(lw, op, cond: str, message: str, *args: str) -> None:
-    """``if (cond) { printf(located message); __trap(); }`` (as tl.device_assert reports)."""
+    """``if (cond) __trap();``, the located message in a comment beside it; with
+    TLXC_DEBUG_BARRIERS=1 (``debug_barriers``) also printed first, as tl.device_assert reports.
+    Not printed by default: a printf is a call, and ptxas serializes every wgmma of a function
+    that makes one (C7510), which would cost a GEMM that builds its descriptors in the kernel
+    most of its tensor-core throughput."""
     where = f"{op.loc.file}:{op.loc.line}" if op.loc is not None else "?"
     text = json.dumps(f"{where}: tl.make_tensor_descriptor in pid (%d, %d, %d): {message}\n")
-    extra = "".join(f", {a}" for a in args)
-    lw.out.line(f"if ({cond}) {{ printf({text}, blockIdx.x, blockIdx.y, blockIdx.z{extra}); __trap(); }}")
+    if lw.kernel.attrs.get("debug_barriers"):
+        extra = "".join(f", {a}" for a in args)
+        lw.out.line(f"if ({cond}) {{ printf({text}, blockIdx.x, blockIdx.y, blockIdx.z{extra}); __trap(); }}")
+    else:
+        lw.out.line(f"if ({cond}) __trap();  // {text[1:-3].replace('*/', '* /')}")
 
 
 @lowering("tlx.make_tensor_descriptor")

@@ -115,8 +115,8 @@ def _tlx(ctx, name: str, *args):
 
 
 def _load(ctx, desc, offsets):
-    if tensor_desc.is_device_descriptor(desc):     # built in the kernel: its tensor map, if it has one
-        if desc.tma is None:
+    if tensor_desc.is_device_descriptor(desc):     # built in the kernel: element loads, for speed
+        if desc.tma is None or not tensor_desc.DESC_LOAD_BY_TMA:     # (tensor_desc.DESC_LOAD_BY_TMA)
             return tensor_desc.load(ctx, desc, offsets)
         desc = desc.tma
     desc = X.descriptor_arg(desc)

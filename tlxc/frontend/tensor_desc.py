@@ -18,6 +18,12 @@ host chooses it).  Every use then takes the host descriptors' TMA path
 ``tlx.prefetch(desc, tensormap=True)``); the backend encodes the map into the kernel's global
 scratch (``tlxc.set_allocator``) with ``tensormap.replace`` (codegen_c/rules_tensormap.py).
 
+``desc.load`` is the exception, for speed (``DESC_LOAD_BY_TMA``): a TMA box staged through a
+buffer is synchronous today (load, wait, read, per call), while the element load below is what
+the ``pipeline`` pass turns into a cp.async ring.  H200, Triton tutorial 09 (8192x8192x512 fp16):
+the host-descriptor kernel (TMA ``desc.load``) at 7.2x torch's time, the in-kernel one (element
+loads) at 2.8x (docs/ports.md, 2026-12-03).  A map no TMA op uses is removed by ``canonicalize``.
+
 Without ``tma`` (an older target, or a box TMA cannot copy: ``ir/tensormap.py: box_error``) a
 load or a store is the block pointer at ``offsets`` (frontend/block_ptr.py) loaded or stored with
 ``boundary_check`` on every dimension, so elements outside the tensor read as the padding (zero or
@@ -90,6 +96,12 @@ class DeviceDescriptor(Aggregate):
 
     def __repr__(self) -> str:
         return f"DeviceDescriptor({self.element}, block_shape={list(self.block_shape)})"
+
+
+# Whether desc.load of an in-kernel descriptor with a tensor map is a staged TMA copy (as a host
+# descriptor's) rather than the pipelinable element load: off until staged TMA loads are
+# pipelined (module docstring); tlx.async_descriptor_load always copies by TMA.
+DESC_LOAD_BY_TMA = False
 
 
 def is_device_descriptor(value) -> bool:

@@ -28,6 +28,7 @@ from .memory_ops import _check
 from .registry import impl
 from .scheduler import PREEMPT
 from .shared import SharedView, read_written
+from .tensormap import check_usable
 from .tma import _stores_in_flight
 
 BYTES = np.dtype(np.uint8)
@@ -88,4 +89,6 @@ def prefetch(ctx, op, *operands):
 
 @impl("tlx.prefetch_tensormap")
 def prefetch_tensormap(ctx, op, desc):
-    """A cache hint: no value changes."""
+    """A cache hint: no value changes (an in-kernel map that breaks TMA's rules is refused, as
+    for a copy: interpreter/tensormap.py)."""
+    check_usable(ctx, op, desc)

@@ -4,12 +4,13 @@ interpreter.
 A tensor map encoded in the kernel becomes an ``EncodedDescriptor``: the fields the TMA rules
 (``tma.py``) read from a host ``tlxc.TensorDescriptor`` -- ``base`` (a numpy view of the global
 memory the map describes, writes going through), ``shape``, ``strides``, ``block_shape``,
-``padding`` -- so every TMA op runs on it exactly as on a host descriptor.  The encode checks
-what the GPU's encoder traps on (``codegen_c/rules_tensormap.py``): a 16-byte aligned base, row
-strides that are positive multiples of 16 bytes below 2**40; and, which the GPU cannot see, that
-every element the shape and strides describe lies in one allocation.  That and a size below 1
-are refused when a copy uses the map (``check_usable``): Triton code builds such maps past a loop's last
-iteration and never uses them; the GPU does not check it.
+``padding`` -- so every TMA op runs on it exactly as on a host descriptor.  What the GPU's
+encoder traps on (``codegen_c/rules_tensormap.py``: a 16-byte aligned base, row strides that are
+positive multiples of 16 bytes below 2**40), a size below 1, and, which the GPU cannot see, a
+shape and strides reaching past the base's allocation are refused when a copy uses the map
+(``check_usable``), located at the copy: the GPU encodes only the maps a TMA op uses
+(``canonicalize`` removes the others), and Triton code builds maps past a loop's last iteration
+that nothing uses.
 
 ``tlx.allocate_tensor_descriptor(num)`` maps ``num`` zeroed 128-byte slots for the program;
 ``make_tensor_descriptor(desc_ptr=slot)`` records its map at the slot and
@@ -41,10 +42,11 @@ class EncodedDescriptor:
 
 
 def check_usable(ctx, op, desc) -> None:
-    """A TMA copy through an in-kernel map that was encoded with a size below 1 is an error here."""
+    """A TMA copy through an in-kernel map that breaks TMA's rules is an error, located at the
+    copy and naming the line that built the map."""
     error = getattr(desc, "error", "")
     if error:
-        raise ctx.error(op, f"a TMA copy in {ctx.label} uses a tensor map encoded at line "
+        raise ctx.error(op, f"a TMA copy in {ctx.label} uses the tensor map built at line "
                             f"{desc.loc.line if desc.loc else '?'}: {error}")
 
 
@@ -65,37 +67,44 @@ def make_tensor_descriptor(ctx, op, base, *rest):
 
 
 def _encode(ctx, op, address: int, shape, strides, t) -> EncodedDescriptor:
+    """The map, or one that remembers why no copy may use it (``check_usable``): the GPU checks
+    only the maps a TMA op uses (``canonicalize`` removes the others), so the interpreter refuses
+    a map when a copy uses it, not when it is built."""
     element = t.element
     size = element.bytes
     where = f"tl.make_tensor_descriptor in {ctx.label}"
-    error = ""
-    for dim, extent in enumerate(shape):
-        if extent < 1:      # refused when a copy uses the map (Triton code builds such maps and never uses them)
-            error = f"{where}: shape[{dim}] is {extent}; a tensor map's dimensions hold at least 1 element"
+    problems = []
     for dim, stride in enumerate(strides[:-1]):
         nbytes = stride * size
         if stride <= 0 or nbytes % ALIGNMENT or nbytes >= MAX_STRIDE_BYTES:
-            raise ctx.error(op, f"{where}: strides[{dim}] is {stride} elements of {element} = {nbytes} bytes; TMA "
-                                f"needs a positive multiple of {ALIGNMENT} bytes below 2**40 for every dimension "
-                                f"but the last")
+            problems.append(f"strides[{dim}] is {stride} elements of {element} = {nbytes} bytes; TMA needs a "
+                            f"positive multiple of {ALIGNMENT} bytes below 2**40 for every dimension but the last")
+    for dim, extent in enumerate(shape):
+        if extent < 1:      # Triton code builds such maps past a loop's last iteration and never uses them
+            problems.append(f"shape[{dim}] is {extent}; a tensor map's dimensions hold at least 1 element")
     memory = ctx.memory
     index, inside = memory.locate(np.array([address], dtype=np.int64), size)
     if not inside[0]:
-        raise ctx.error(op, f"{where}: base is {memory.describe_address(address, element)}, which is no tensor")
+        problems.append(f"base is {memory.describe_address(address, element)}, which is no tensor")
+        return EncodedDescriptor(np.zeros(0, storage_dtype(element)), shape, strides, tuple(t.block_shape),
+                                 op.attrs.get("padding", "zero"), element, address,
+                                 f"{where}: {problems[0]}", op.loc)
     alloc = memory.allocations[int(index[0])]
     offset = address - alloc.base
-    if (alloc.host + offset) % ALIGNMENT:
-        raise ctx.error(op, f"{where}: base is {memory.describe_address(address, element)}, {(alloc.host + offset) % ALIGNMENT} "
-                            f"bytes past a {ALIGNMENT}-byte boundary; TMA needs a {ALIGNMENT}-byte aligned base")
-    last = sum((max(extent, 1) - 1) * stride for extent, stride in zip(shape, strides))
+    misaligned = (alloc.host + offset) % ALIGNMENT
+    if misaligned:
+        problems.insert(0, f"base is {memory.describe_address(address, element)}, {misaligned} bytes past a "
+                           f"{ALIGNMENT}-byte boundary; TMA needs a {ALIGNMENT}-byte aligned base")
+    last = sum((max(extent, 1) - 1) * max(stride, 0) for extent, stride in zip(shape, strides))
     end = offset + (last + 1) * size
-    if end > alloc.nbytes:    # refused when a copy uses the map, as a size below 1
-        error = error or (f"{where}: shape {list(shape)} with strides {list(strides)} from "
-                          f"{memory.describe_address(address, element)} reaches element {last}, past the end of its "
-                          f"allocation ({alloc.nbytes - offset} bytes from the base): the map would read and write "
-                          f"foreign memory on the GPU")
+    if end > alloc.nbytes:
+        problems.append(f"shape {list(shape)} with strides {list(strides)} from "
+                        f"{memory.describe_address(address, element)} reaches element {last}, past the end of its "
+                        f"allocation ({alloc.nbytes - offset} bytes from the base): the map would read and write "
+                        f"foreign memory on the GPU")
         end = offset + (alloc.nbytes - offset) // size * size
     base = alloc.bytes()[offset:end].view(storage_dtype(element))
+    error = f"{where}: {problems[0]}" if problems else ""
     return EncodedDescriptor(base, shape, strides, tuple(t.block_shape), op.attrs.get("padding", "zero"), element,
                              address, error, op.loc)
 

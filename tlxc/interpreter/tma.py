@@ -180,4 +180,6 @@ def async_descriptor_store_wait(ctx, op):
 
 @impl("tlx.async_descriptor_prefetch_tensor")
 def async_descriptor_prefetch_tensor(ctx, op, desc, *rest):
-    """An L2 prefetch changes no value: nothing to do (out-of-bounds boxes are fine on the GPU too)."""
+    """An L2 prefetch changes no value: nothing to do (out-of-bounds boxes are fine on the GPU too),
+    but an in-kernel map that breaks TMA's rules traps on the GPU (interpreter/tensormap.py)."""
+    check_usable(ctx, op, desc)

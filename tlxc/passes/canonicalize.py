@@ -1,7 +1,8 @@
 """canonicalize: fold what the frontend left foldable and drop dead ops.
 
 Pure ops whose results nobody uses are removed (loads included: a load
-without a use has no observable effect in this memory model), except ``tl.hint``:
+without a use has no observable effect in this memory model; and an in-kernel tensor map
+nothing copies through, which writes only its own scratch slot), except ``tl.hint``:
 a hint describes the hinted value too (``axis_info.py``), so Triton's
 ``tl.multiple_of(a_ptrs, [16, 16])`` written as a statement keeps its meaning.
 """
@@ -15,6 +16,8 @@ _SIDE_EFFECTS = {"tl.store", "tl.atomic_rmw", "tl.atomic_cas", "tl.debug_barrier
 
 
 def has_side_effects(op) -> bool:
+    if op.name == "tlx.make_tensor_descriptor" and not op.attrs.get("has_desc_ptr"):
+        return False        # writes only its own scratch slot: unused, nothing reads it
     if op.name in _SIDE_EFFECTS or op.name.startswith("tlx."):
         return True
     if op.name == "tl.inline_asm_elementwise" and not op.attrs.get("pure"):   # is_pure=False: keep it
