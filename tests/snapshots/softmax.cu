@@ -26,7 +26,7 @@ extern "C" __global__ void __launch_bounds__(256) softmax_kernel_BLOCK8192(unsig
   extern __shared__ __attribute__((aligned(128))) unsigned char tlx_smem[];
   const int tid = threadIdx.x;
   const int lane = tid & 31;
-  const int warp = tid >> 5;
+  const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
   unsigned char* tlx_scratch_cta = tlx_smem + 0;
   const int tc0 = ((((lane) >> 0) & 1) * 8) + ((((lane) >> 1) & 1) * 16) + ((((lane) >> 2) & 1) * 32) + ((((lane) >> 3) & 1) * 64) + ((((lane) >> 4) & 1) * 128) + ((((warp) >> 0) & 1) * 256) + ((((warp) >> 1) & 1) * 512) + ((((warp) >> 2) & 1) * 1024);
   // softmax.py:24

@@ -15,7 +15,7 @@ static __device__ __forceinline__ void tlx_st_global_b128(void* p, bool pred, un
 extern "C" __global__ void __launch_bounds__(128) add_kernel_BLOCK4096(float* x_ptr, float* y_ptr, float* out_ptr, int n_elements) {
   const int tid = threadIdx.x;
   const int lane = tid & 31;
-  const int warp = tid >> 5;
+  const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
   const int tc0 = ((((lane) >> 0) & 1) * 4) + ((((lane) >> 1) & 1) * 8) + ((((lane) >> 2) & 1) * 16) + ((((lane) >> 3) & 1) * 32) + ((((lane) >> 4) & 1) * 64) + ((((warp) >> 0) & 1) * 128) + ((((warp) >> 1) & 1) * 256);
   // vector_add.py:18
   int pid = (int)blockIdx.x;

@@ -123,6 +123,7 @@ class KernelLowering:
         self.view_block: dict[int, tuple[int, int]] = {}           # column-blocked view -> (cols, block elems)
         self.tmem_views: dict[int, str] = {}                       # tensor-memory view -> its TMEM address
         self.reserved: dict[str, int] = {}                         # dedicated shared areas -> bytes
+        self.overlay_bytes = 0                                     # scratch over dead buffers (from 0)
         self.epilogue: list[str] = []                              # lines every thread runs at the end
         self.rule_state: dict[str, object] = {}                    # per-kernel state of a rules_* module
         self.axis = AxisAnalysis(kernel)
@@ -242,6 +243,29 @@ class KernelLowering:
         """The current scope's scratch area (conversions, reductions), at least ``nbytes``."""
         self.scope.scratch_bytes = max(self.scope.scratch_bytes, nbytes)
         return f"tlx_scratch_{self.scope.key}"
+
+    def need_scratch_over_dead_buffers(self, op: Operation, nbytes: int) -> str:
+        """Scratch for ``op`` at the start of shared memory, over the kernel's buffers, when
+        they are all the compiler's own ``tl.dot`` operand buffers and every op that touches
+        shared memory asynchronously or through a buffer (any ``tlx.*`` op) comes before
+        ``op`` at the kernel's top level: a matmul's epilogue conversion then reuses the
+        operand ring instead of adding its size.  The caller syncs before writing (every
+        warp is past its wgmma and cp.async drains by then).  The ordinary scratch when not."""
+        if self.scope is not self.scopes[0] or not self._buffers_dead_before(op):
+            return self.need_scratch(nbytes)
+        self.overlay_bytes = max(self.overlay_bytes, nbytes)
+        return "tlx_smem"
+
+    def _buffers_dead_before(self, op: Operation) -> bool:
+        top = self.kernel.regions[0].ops
+        position = next((i for i, o in enumerate(top) if o is op), None)
+        if position is None:
+            return False
+        allocs = [o for o in self.kernel.walk() if o.name in ("tlx.local_alloc", "tlx.alloc_barriers")]
+        if not allocs or any(o.name != "tlx.local_alloc" or "dot_operand" not in o.attrs for o in allocs):
+            return False
+        last = max(i for i, o in enumerate(top) if any(inner.name.startswith("tlx.") for inner in o.walk()))
+        return position > last
 
     def reserve_shared(self, name: str, nbytes: int) -> str:
         """A shared-memory area of the kernel's own (``unsigned char* name``, 16-byte aligned,

@@ -131,15 +131,19 @@ def convert_layout(lw, op):
         table = const_table(lw, mapping, "map")
         lw.assign_elementwise(dst, lambda i: f"{lw.name(src)}[{table}[{i}]]")
         return
-    convert_through_shared(lw, src, dst)
+    convert_through_shared(lw, src, dst, op)
 
 
-def convert_through_shared(lw, src, dst) -> None:
+def convert_through_shared(lw, src, dst, op=None) -> None:
     """Every thread writes its elements to shared memory at their flat index,
     then reads the ones its new layout holds."""
     t = dst.type
     ctype = C.storage_type(t.element)
     size = t.numel * max(1, t.element.bytes)
+    plan = _vector_plan(lw, src.type, t)
+    if plan is not None:
+        _convert_vectorized(lw, op, src, dst, size, *plan)
+        return
     smem = lw.need_scratch(size)
     buf = lw.fresh("cvt")
     lw.out.line(f"{ctype}* {buf} = reinterpret_cast<{ctype}*>({smem});")
@@ -149,6 +153,71 @@ def convert_through_shared(lw, src, dst) -> None:
     lw.out.line(lw.sync())
     dst_flat = lw.flat_expr(t.layout)
     lw.assign_elementwise(dst, lambda i: f"{buf}[{dst_flat.replace('(i)', f'({i})')}]")
+
+
+def _vector_plan(lw, src_t: TensorType, dst_t: TensorType):
+    """(write width, read width, swizzle shift) of a conversion through shared memory that
+    moves whole 4-16-byte vectors, or None (the element-wise path).
+
+    Elements sit at their row-major flat byte address ``a``, with the 16-byte chunk inside
+    each 128-byte segment XOR-ed by the row (``a ^ (((a >> shift) & 7) << 4)``, ``shift`` =
+    log2 of the row's bytes, or 7 when rows are short or not a power of two): the eight rows
+    an MMA accumulator's warp writes at one column land in eight different chunks (no bank
+    conflicts), and a 16-byte vector never crosses a chunk, so it stays contiguous."""
+    element = dst_t.element
+    bits = 8 if element.is_bool else element.bits
+    if bits not in (8, 16, 32, 64) or not hasattr(lw.target, "store_shared_vector"):
+        return None
+    last = dst_t.rank - 1
+    ebytes = bits // 8
+    total = dst_t.numel * ebytes
+    if total % 128:
+        return None
+
+    def width(layout):
+        w = min(layout.contiguous_elements_per_thread(last), 16 // ebytes)
+        # a lane or warp that moves inside a vector would break its alignment
+        if any(basis[last] % w for name in ("lane", "warp") for basis in layout.bases(name)):
+            return 1
+        return w if w * ebytes >= 4 else 1
+    write, read = width(src_t.layout), width(dst_t.layout)
+    if write == 1 and read == 1:
+        return None
+    row_bytes = dst_t.shape[last] * ebytes
+    shift = row_bytes.bit_length() - 1 if row_bytes >= 128 and row_bytes & (row_bytes - 1) == 0 else 7
+    return write, read, shift
+
+
+def _convert_vectorized(lw, op, src, dst, size: int, write: int, read: int, shift: int) -> None:
+    t = dst.type
+    element = t.element
+    ebytes = 1 if element.is_bool else element.bits // 8
+    ctype = C.storage_type(element)
+    base = lw.fresh("cvt")
+    smem = lw.need_scratch(size) if op is None else lw.need_scratch_over_dead_buffers(op, size)
+    lw.out.line(f"unsigned char* {base} = {smem};")
+    lw.out.line(lw.sync())
+
+    def address(layout) -> str:
+        a = f"({lw.flat_expr(layout)} * {ebytes})"
+        return f"({base} + ({a} ^ ((({a} >> {shift}) & 7) << 4)))"
+
+    def loop(count: int, step: int, body: str) -> None:
+        lw.out.line("#pragma unroll")
+        lw.out.line(f"for (int i = 0; i < {count}; i += {step}) {body}")
+
+    at = address(src.type.layout)
+    if write > 1:
+        loop(registers(src.type), write, lw.target.store_shared_vector(lw.name(src), at, element, write))
+    else:
+        loop(registers(src.type), 1, f"*reinterpret_cast<{ctype}*>{at} = {lw.name(src)}[i];")
+    lw.out.line(lw.sync())
+    name = lw.declare(dst)
+    at = address(t.layout)
+    if read > 1:
+        loop(registers(t), read, lw.target.load_shared_vector(name, at, element, read))
+    else:
+        loop(registers(t), 1, f"{name}[i] = *reinterpret_cast<const {ctype}*>{at};")
 
 
 # -- reductions ------------------------------------------------------------------------------

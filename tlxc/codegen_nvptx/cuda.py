@@ -80,18 +80,22 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
                  f'{name}({", ".join(params)}) {{')
     lines += ["", signature]
     user_bytes = kernel.attrs.get("shared_bytes", 0)
-    if lw.scratch_bytes or user_bytes:
+    if lw.scratch_bytes or user_bytes or lw.overlay_bytes:
         # Swizzled buffers (allocate-shared puts them at multiples of 1024 bytes) need the block's base
         # aligned to the swizzle period too: the TMA unit and the tensor cores swizzle by address bits.
         align = 1024 if any(op.attrs.get("swizzle") for op in kernel.walk() if op.name == "tlx.local_alloc") else 128
         lines.append(f"  extern __shared__ __attribute__((aligned({align}))) unsigned char tlx_smem[];")
-    lines += ["  const int tid = threadIdx.x;", "  const int lane = tid & 31;", "  const int warp = tid >> 5;"]
+    # ``warp`` through a shuffle from lane 0: ptxas then knows it is the same in every lane and
+    # keeps what derives from it (a warpgroup's wgmma descriptors, TMA coordinates) in uniform
+    # registers, instead of moving it there (R2UR) before every wgmma.
+    lines += ["  const int tid = threadIdx.x;", "  const int lane = tid & 31;",
+              "  const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0);"]
     lines += ["  " + p for p in narrow + lw.scratch_definitions(user_bytes) + lw.prologue]
     lines += lw.out.lines
     lines += ["  " + e for e in lw.epilogue]
     lines.append("}")
     user = (user_bytes + SCRATCH_ALIGN - 1) // SCRATCH_ALIGN * SCRATCH_ALIGN
-    info = {"name": name, "threads": threads, "scratch_bytes": user + lw.scratch_bytes, "params": kinds,
+    info = {"name": name, "threads": threads, "scratch_bytes": max(user + lw.scratch_bytes, lw.overlay_bytes), "params": kinds,
             "maxnreg": kernel.attrs.get("maxnreg"),
             "user_shared_bytes": user_bytes}
     if scratch:

@@ -798,7 +798,8 @@ class FunctionCodegen(ast.NodeVisitor):
                 after = S.constant(self.b, after, before.type)
             if after.type != before.type:
                 raise self.error(f"loop-carried {kind} '{name}': its {field_name} has type {before.type} before "
-                                 f"the loop but {after.type} at the end of its body", where, notes)
+                                 f"the loop but {after.type} at the end of its body. Please make sure that the "
+                                 f"type stays consistent across iterations", where, notes)
             yields.append(after)
         return yields
 
@@ -865,10 +866,13 @@ class FunctionCodegen(ast.NodeVisitor):
                                          f"before the loop", where, notes)
                     v = S.constant(self.b, v, init.type)
                 if v.type != init.type:
+                    hint = ("keep the buffers in their own variable and give the view another name"
+                            if isinstance(init.type, T.MemDescType) else
+                            "give it its final type before the loop (e.g. tl.zeros(..., dtype=...) or an "
+                            "explicit .to(...))")
                     raise self.error(f"loop-carried variable '{name}' has type {init.type} before the loop "
-                                     f"but {v.type} at the end of its body; give it its final type before "
-                                     f"the loop (e.g. tl.zeros(..., dtype=...) or an explicit .to(...))",
-                                     where, notes)
+                                     f"but {v.type} at the end of its body. Please make sure that the type "
+                                     f"stays consistent across iterations: {hint}", where, notes)
                 yields.append(v)
             loop_blocks = [before, body_block] if cond_node is not None else [body_block]
             dropped = self.drop_invariant_fields(fields, inits, yields, loop_blocks)

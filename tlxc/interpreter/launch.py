@@ -164,8 +164,10 @@ def _scalar_argument(name: str, value, t: ScalarType):
 
 def interpret_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
                      num_warps: int | None = None, seed: int | None = None, order: str = "sequential",
-                     out: TextIO | None = None, arch: str | None = None, check_barriers: bool = True) -> None:
-    """Run ``kfn[grid](*args, **kwargs)`` on the CPU interpreter."""
+                     out: TextIO | None = None, arch: str | None = None,
+                     check_barriers: bool = True) -> InterpretedLaunch:
+    """Run ``kfn[grid](*args, **kwargs)`` on the CPU interpreter; returns what a GPU launch
+    returns in Triton, the compiled kernel's ``.metadata`` (``InterpretedLaunch``)."""
     if order not in ("sequential", "shuffled"):
         raise LaunchError(f"order must be 'sequential' or 'shuffled', got {order!r}")
     runner, grid3, memory, values = prepare_launch(kfn, grid, args, kwargs, num_warps=num_warps, arch=arch,
@@ -186,6 +188,25 @@ def interpret_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
             members = [(pid[0] + x, pid[1] + y, pid[2] + z) for z, y, x in
                        itertools.product(range(dims[2]), range(dims[1]), range(dims[0]))]
             runner.run_cluster(members, dims, grid3, memory, values, program_seed(seed, pid), out)
+    return InterpretedLaunch(kfn.__name__, runner.kernel.attrs.get("num_warps", 4), dims,
+                             (kwargs or {}).get("num_stages"))
+
+
+class InterpretedLaunch:
+    """What an interpreted launch returns, as a GPU launch returns its compiled kernel:
+    ``.metadata`` with Triton's fields (``num_warps``, ``num_stages``, ``num_ctas``,
+    ``cluster_dims``, ``ctas_per_cga``, ``name``, ``shared`` = 0: nothing is compiled)."""
+
+    def __init__(self, name: str, num_warps: int, cluster: tuple[int, int, int] | None,
+                 num_stages: int | None):
+        from ..runtime.warmup import KernelMetadata
+        self.name = name
+        self.metadata = KernelMetadata({"name": name, "num_warps": num_warps,
+                                        "cluster": list(cluster) if cluster else None}, num_stages)
+        self.asm: dict = {}
+
+    def __repr__(self) -> str:
+        return f"<interpreted launch of {self.name}: {self.metadata!r}>"
 
 
 def program_seed(seed: int | None, pid: tuple[int, int, int]) -> int | None:
@@ -286,17 +307,16 @@ def should_interpret(args: tuple, kwargs: dict) -> bool:
     return bool(arrays) and all(isinstance(a, np.ndarray) or a.device.type == "cpu" for a in arrays)
 
 
-def maybe_interpret(kfn, grid, args: tuple, kwargs: dict) -> bool:
-    """Called by the launch path: run on the interpreter and return True when
-    ``should_interpret``; return False (nothing done) otherwise.  Consumes the
+def maybe_interpret(kfn, grid, args: tuple, kwargs: dict):
+    """Called by the launch path: run on the interpreter and return its ``InterpretedLaunch``
+    when ``should_interpret``; return False (nothing done) otherwise.  Consumes the
     ``interpret=`` keyword."""
     kwargs = dict(kwargs)
     decide = should_interpret(tuple(args), kwargs)
     kwargs.pop("interpret", None)
     if not decide:
         return False
-    interpret_launch(kfn, grid, tuple(args), kwargs)
-    return True
+    return interpret_launch(kfn, grid, tuple(args), kwargs)
 
 
 class InterpretedKernel:

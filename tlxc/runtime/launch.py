@@ -855,9 +855,11 @@ def _require_given(kfn, value, name):
 
 def _interpret(kfn, grid, args, kwargs):
     from ..interpreter import maybe_interpret
-    if not maybe_interpret(kfn, grid, args, kwargs):
+    launched = maybe_interpret(kfn, grid, args, kwargs)
+    if not launched:
         raise LaunchError(f"cannot launch {kfn.__name__}: no CUDA tensor among its arguments and the "
                           f"interpreter was not asked for (TLXC_INTERPRET=1 or interpret=True)")
+    return launched
 
 
 def _has_cuda_tensor(args, kwargs) -> bool:

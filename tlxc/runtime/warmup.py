@@ -29,7 +29,7 @@ from ..target import DEFAULT_ARCH
 
 class KernelMetadata:
     """Triton's ``CompiledKernel.metadata`` fields as attributes (``.shared``, ``.num_warps``,
-    ``.num_stages``, ``.name``, ``.num_ctas``, ``.cluster_dims``); tlxc's own metadata keys
+    ``.num_stages``, ``.name``, ``.num_ctas``, ``.cluster_dims`` and TLX's ``.ctas_per_cga``); tlxc's own metadata keys
     (``registers``, ``spills_bytes``, ``threads``...) as attributes and items too."""
 
     def __init__(self, raw: dict, num_stages: int | None):
@@ -37,7 +37,8 @@ class KernelMetadata:
         cluster = raw.get("cluster") or [1, 1, 1]
         self._triton = {"shared": raw.get("shared_bytes", raw.get("scratch_bytes", 0)) or 0,
                         "num_warps": raw.get("num_warps"), "num_stages": num_stages if num_stages is not None else 3,
-                        "name": raw.get("name"), "num_ctas": 1, "cluster_dims": tuple(cluster)}
+                        "name": raw.get("name"), "num_ctas": 1, "cluster_dims": tuple(cluster),
+                        "ctas_per_cga": tuple(cluster)}
 
     def __getattr__(self, name: str):
         for table in (self.__dict__.get("_triton", {}), self.__dict__.get("_raw", {})):

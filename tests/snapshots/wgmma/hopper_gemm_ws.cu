@@ -116,7 +116,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
   extern __shared__ __attribute__((aligned(1024))) unsigned char tlx_smem[];
   const int tid = threadIdx.x;
   const int lane = tid & 31;
-  const int warp = tid >> 5;
+  const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
   // hopper_gemm_ws.py:107
   unsigned short* a_smem = reinterpret_cast<unsigned short*>(tlx_smem + 0);  // 8 x [64, 64]
   // a_smem: 128-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))
