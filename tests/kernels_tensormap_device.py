@@ -22,10 +22,10 @@ def tm_async_pair(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
     an async TMA store from a second buffer waited for with store_wait."""
     src = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
     dst = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
-    bufs = tlx.local_alloc((BM, BN), tlx.dtype_of(x_ptr), 2)
+    bufs = tlx.local_alloc((BM, BN), tlx.dtype_of(src), 2)
     bar = tlx.alloc_barriers(num_barriers=1)
     offs = [tl.program_id(0) * BM, tl.program_id(1) * BN]
-    tlx.barrier_expect_bytes(bar[0], BM * BN * tlx.size_of(tlx.dtype_of(x_ptr)))
+    tlx.barrier_expect_bytes(bar[0], BM * BN * tlx.size_of(tlx.dtype_of(src)))
     tlx.async_descriptor_load(src, bufs[0], offs, bar[0])
     tlx.barrier_wait(bar[0], 0)
     tile = tlx.local_load(bufs[0])
@@ -71,3 +71,22 @@ def tm_slots_copy(x_ptr, y_ptr, n, B: tl.constexpr):
     dst = tlx.reinterpret_tensor_descriptor(desc_ptr=slots[1], block_shape=[B], dtype=tlx.dtype_of(y_ptr))
     off = tl.program_id(0) * B
     dst.store([off], src.load([off]) + 0.5)
+
+
+@tlxc.jit
+def tm_ws_copy(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    """Warp-specialized: the maps built before the tasks (every warp takes part in the encode), a
+    one-warp producer loading by TMA, the default task waiting, doubling and storing by TMA."""
+    src = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    dst = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    bufs = tlx.local_alloc((BM, BN), tl.float32, 2)
+    full = tlx.alloc_barriers(num_barriers=1)
+    offs = [tl.program_id(0) * BM, tl.program_id(1) * BN]
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            tlx.barrier_wait(full[0], 0)
+            tile = tlx.local_load(bufs[0])
+            dst.store(offs, tile * 2.0)
+        with tlx.async_task(num_warps=1):
+            tlx.barrier_expect_bytes(full[0], BM * BN * 4)
+            tlx.async_descriptor_load(src, bufs[0], offs, full[0])

@@ -32,7 +32,7 @@ def _cases(device: str):
     xh = torch.randn(M, 80, generator=g).half().to(device)
     x1 = torch.randn(200, generator=g).to(device)
     nan = float("nan")
-    y = [torch.full((M, N), nan, device=device) for _ in range(3)]
+    y = [torch.full((M, N), nan, device=device) for _ in range(4)]
     yh = torch.full((M, 80), nan, device=device).half()
     y1 = torch.full((200,), nan, device=device)
     iota = torch.arange(M * N, dtype=torch.float32, device=device).view(M, N)
@@ -44,6 +44,7 @@ def _cases(device: str):
         "async_store": (K.tm_store_iota, GRID, (y[1], M, N), BOX, y[1], iota),
         "prefetch": (K.tm_prefetched_copy, GRID, (x, y[2], M, N), BOX, y[2], x),
         "tlx_slots": (K.tm_slots_copy, (4,), (x1, y1, 200), {"B": 64}, y1, x1 + 0.5),
+        "warp_specialized": (K.tm_ws_copy, GRID, (x, y[3], M, N), BOX, y[3], 2 * x),
     }
 
 
@@ -53,6 +54,7 @@ SIGNATURES = {
     "async_store": (K.tm_store_iota, "y_ptr=*fp32,M=i32,N=i32", BOX),
     "prefetch": (K.tm_prefetched_copy, "x_ptr=*fp32,y_ptr=*fp32,M=i32,N=i32", BOX),
     "tlx_slots": (K.tm_slots_copy, "x_ptr=*fp32,y_ptr=*fp32,n=i32", {"B": 64}),
+    "warp_specialized": (K.tm_ws_copy, "x_ptr=*fp32,y_ptr=*fp32,M=i32,N=i32", BOX),
 }
 
 
@@ -87,6 +89,27 @@ def test_cubin_encodes_the_map_and_copies_by_tma(feature, arch):
     per_program = compiled.metadata.get("global_scratch_bytes")
     assert per_program == (128 if feature in ("async_store", "desc_load_store") else 256), per_program
     assert compiled.metadata["params"][-1] == "u64"     # the scratch: a hidden last parameter
+
+
+def test_checker_counts_the_box_bytes_of_an_in_kernel_map():
+    """tlxc check sees the map's box like a host descriptor's: expecting fewer bytes than the TMA
+    load completes is an error."""
+    import tlxc
+    import tlxc.language as tl
+    from tlxc.language import tlx
+
+    @tlxc.jit
+    def short_expect(x_ptr, M, N):
+        d = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[32, 32])
+        buf = tlx.local_alloc((32, 32), tl.float32, 1)
+        bar = tlx.alloc_barriers(num_barriers=1)
+        tlx.barrier_expect_bytes(bar[0], 2048)           # the box is 4096 bytes
+        tlx.async_descriptor_load(d, buf[0], [0, 0], bar[0])
+        tlx.barrier_wait(bar[0], 0)
+
+    spec = specialization_from_types(short_expect, parse_signature("x_ptr=*fp32,M=i32,N=i32"), {})
+    errors = [f for f in check_function(short_expect, spec, arch="sm_90a") if f.severity == ERROR]
+    assert any("TMA loads deliver 4096 bytes" in f.message and "announced 2048" in f.message for f in errors), errors
 
 
 def test_sm80_keeps_the_element_copy():

@@ -671,6 +671,9 @@ def _size_of(ctx, dtype):
 def _dtype_of(ctx, value):
     """The element dtype of a tensor (a pointer's pointee), a buffer or a tensor descriptor."""
     from ..ir.types import TensorDescType
+    from .tensor_desc import is_device_descriptor
+    if is_device_descriptor(value):         # built in the kernel (tl.make_tensor_descriptor)
+        return value.element
     if isinstance(value, Tensor):
         t = value.type
         if isinstance(t, (MemDescType, TensorDescType)):
