@@ -31,6 +31,10 @@ def _cases(device: str):
     x = torch.randn(M, N, generator=g).to(device)
     xh = torch.randn(M, 80, generator=g).half().to(device)
     x1 = torch.randn(200, generator=g).to(device)
+    xb = torch.randn(M, N, generator=g).bfloat16().to(device)
+    xi = torch.randint(-100, 100, (M, 80), generator=g, dtype=torch.int8).to(device)
+    yb = torch.full((M, N), float("nan"), device=device).bfloat16()
+    yi = torch.full((M, 80), 77, dtype=torch.int8, device=device)
     nan = float("nan")
     y = [torch.full((M, N), nan, device=device) for _ in range(4)]
     yh = torch.full((M, 80), nan, device=device).half()
@@ -45,6 +49,9 @@ def _cases(device: str):
         "prefetch": (K.tm_prefetched_copy, GRID, (x, y[2], M, N), BOX, y[2], x),
         "tlx_slots": (K.tm_slots_copy, (4,), (x1, y1, 200), {"B": 64}, y1, x1 + 0.5),
         "warp_specialized": (K.tm_ws_copy, GRID, (x, y[3], M, N), BOX, y[3], 2 * x),
+        # other element types: bf16 (elemtype 10, 128-byte swizzle) and int8 (elemtype 0, 64-byte swizzle)
+        "async_load_bf16": (K.tm_async_pair, GRID, (xb, yb, M, N), BOX, yb, -xb),
+        "async_load_int8": (K.tm_async_pair, (3, 2), (xi, yi, M, 80), BOX, yi, -xi),
     }
 
 
@@ -55,6 +62,8 @@ SIGNATURES = {
     "prefetch": (K.tm_prefetched_copy, "x_ptr=*fp32,y_ptr=*fp32,M=i32,N=i32", BOX),
     "tlx_slots": (K.tm_slots_copy, "x_ptr=*fp32,y_ptr=*fp32,n=i32", {"B": 64}),
     "warp_specialized": (K.tm_ws_copy, "x_ptr=*fp32,y_ptr=*fp32,M=i32,N=i32", BOX),
+    "async_load_bf16": (K.tm_async_pair, "x_ptr=*bf16,y_ptr=*bf16,M=i32,N=i32", BOX),
+    "async_load_int8": (K.tm_async_pair, "x_ptr=*i8,y_ptr=*i8,M=i32,N=i32", BOX),
 }
 
 
@@ -88,6 +97,11 @@ def test_cubin_encodes_the_map_and_copies_by_tma(feature, arch):
     # 128 bytes per map a TMA op uses (desc.load is an element load: tensor_desc.DESC_LOAD_BY_TMA)
     per_program = compiled.metadata.get("global_scratch_bytes")
     assert per_program == (128 if feature in ("async_store", "desc_load_store") else 256), per_program
+    codes = {"async_load_bf16": ("replace_elemtype<10>", "replace_swizzle_mode<3>"),
+             "async_load_int8": ("replace_elemtype<0>", "replace_swizzle_mode<2>"),
+             "async_load_mbarrier": ("replace_elemtype<7>", "replace_swizzle_mode<3>")}
+    for text in codes.get(feature, ()):
+        assert text in compiled.asm["cuda"], (feature, text)
     assert compiled.metadata["params"][-1] == "u64"     # the scratch: a hidden last parameter
 
 
