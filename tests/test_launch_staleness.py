@@ -67,7 +67,7 @@ def _fresh(monkeypatch):
         k._interpret = None
         k.cache.clear()
         k.fast_cache.clear()
-        k._fast = k._first_launch
+        k._fast = k._other = k._first_launch
         k._generic = None
         k._specialized.clear()
         k._env = None
@@ -261,3 +261,19 @@ def test_bad_arguments_after_the_fast_paths_are_still_explained(prepared):
         scaled[(1,)](x, x, 16, n=16, BLOCK=16)
     for grid in ([2], 3, lambda meta: (meta["n"] // meta["BLOCK"],), lambda meta: 2):   # accepted grids
         scaled[grid](x, x, 16, BLOCK=16)
+
+
+def test_two_specializations_in_turn_stay_on_their_paths(prepared):
+    plans, launches = prepared
+    x = FakeCudaTensor()
+    for _ in range(3):
+        for n in (16, 17):
+            scaled[(1,)](x, x, n, BLOCK=16)
+    paths = {scaled._fast, scaled._other}
+    assert paths == set(scaled._specialized.values()) and len(paths) == 2
+    for _ in range(4):
+        for n in (16, 17):
+            assert scaled[(1,)](x, x, n, BLOCK=16) is plans[0 if n == 16 else 1]
+            assert launches[-1][0] is plans[0 if n == 16 else 1]
+    assert {scaled._fast, scaled._other} == paths        # no switching back and forth
+    assert len(plans) == 2

@@ -56,6 +56,7 @@ class KernelFunction:
         self._interpret: bool | None = None   # TLXC_INTERPRET=1, read at the first launch (runtime/launch.py)
         self._stream = None
         self._fast = self._first_launch   # replaced by the generated fast path
+        self._other = self._first_launch  # the previous specialized path, tried when _fast does not match
 
     def _first_launch(self, grid, *args, **kwargs):
         """Until the first GPU launch builds the generated fast path (runtime/launch.py)."""

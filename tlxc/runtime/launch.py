@@ -274,9 +274,10 @@ def _tlx_fast(_tlx_grid, {params}, *_tlx_extra, {options}**_tlx_unknown):
     _tlx_specialized = _tlx_paths.get(_tlx_key, _tlx_MISSING)
     if _tlx_specialized is _tlx_MISSING:
         _tlx_specialized = _tlx_specialize(_tlx_kfn, _tlx_key)
-    if _tlx_specialized is not None:
+    if _tlx_specialized is not None and _tlx_kfn._fast is not _tlx_specialized:
+        _tlx_kfn._other = _tlx_kfn._fast        # two specializations in turn: each is tried
         _tlx_kfn._fast = _tlx_specialized       # the next kernel[grid] launches through it
-""" + _GRID.replace("{meta}", "dict(zip(_tlx_names, ({args})){option_kwargs})") + """
+""" + _GRID.replace("{meta}", "{{{meta}}}") + """
     if g0 and g1 and g2:
         try:
             _tlx_run((g0, g1, g2), _tlx_block, _tlx_smem, _tlx_kfn._stream(_tlx_device), _tlx_pick(({values_tuple})))
@@ -287,19 +288,25 @@ def _tlx_fast(_tlx_grid, {params}, *_tlx_extra, {options}**_tlx_unknown):
 """
 
 # The fast path of one specialization (``build_specialized_path``): the key's entries
-# checked one by one against the plan's, no key tuple built or hashed; the plan's
+# checked one by one against the plan's, no key tuple built or hashed (first the options
+# and the scalars, which differ first between two specializations used in turn, then the
+# tensors and what makes caches stale); the plan's
 # constants in the function's globals; the arguments and the launch shape packed by one
 # pack_into into the driver launcher's buffer and one foreign call.
 _SPECIALIZED_TEMPLATE = """
 def _tlx_fast(_tlx_grid, {params}, *_tlx_extra, **_tlx_kw):
     try:
+        _tlx_hit = not ({scalar_mismatch})
+        if _tlx_hit:
 {values}
-        _tlx_hit = not ({mismatch})
+            _tlx_hit = not ({mismatch})
     except Exception:   # another kind of argument: the kernel's generic fast path sorts it out
         _tlx_hit = False
-    if not _tlx_hit:
+    if not _tlx_hit:    # the kernel's other specialized path, if this is the first; else the generic one
+        if _tlx_kfn._fast is _tlx_fast:
+            return _tlx_kfn._other(_tlx_grid, {args} *_tlx_extra, **_tlx_kw)
         return _tlx_generic(_tlx_grid, {args} *_tlx_extra, **_tlx_kw)
-""" + _GRID.replace("{meta}", "{{**dict(zip(_tlx_names, ({args}))), **_tlx_meta_options, **_tlx_kw}}") + """
+""" + _GRID.replace("{meta}", "{{{meta}, **_tlx_kw}}") + """
     if g0 and g1 and g2:
 {launch}
     return _tlx_compiled
@@ -395,7 +402,7 @@ def _refresh(kfn) -> None:
     if regenerate:
         kfn._generic = None
         kfn._specialized.clear()
-        kfn._fast = kfn._first_launch
+        kfn._fast = kfn._other = kfn._first_launch
 
 
 def _guard_checks(kfn, const) -> list[str]:
@@ -566,6 +573,7 @@ def build_fast_path(kfn, bound: tuple):
         launch_pdl="launch_pdl" if "launch_pdl" in option_names else "None",
         values="\n".join(values) or "        pass", key=", ".join(key),
         fresh=f"not ({' or '.join(fresh)})" if fresh else "True",
+        meta=", ".join([f"{n!r}: {n}" for n in kfn.param_names] + [f"{o!r}: {o}" for o in option_names]),
         values_tuple=", ".join(value_names) + ",")
     defaults = [p.default for p in kfn.signature.parameters.values()]
     scope = {"_tlx_MISSING": _MISSING, "_tlx_defaults": defaults, "_tlx_kfn": kfn, "_tlx_cache": kfn.fast_cache,
@@ -576,7 +584,7 @@ def build_fast_path(kfn, bound: tuple):
     fast = scope["_tlx_fast"]
     fast.__qualname__ = fast.__name__ = kfn.__name__     # Python's own binding errors name the kernel
     fast.kinds, fast.options = kinds, option_names
-    kfn._generic = fast
+    kfn._generic = kfn._other = fast
     kfn._specialized.clear()        # (each names the generic path it falls back to)
     return fast
 
@@ -602,7 +610,9 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
     truth of the int and alignment tests) instead of a key tuple built, hashed and compared;
     the launch options by ``_options_check`` when any is given; the globals the kernel
     read and the ``COMPILE_ENV`` variables by identity; and the function must still be the
-    kernel's ``_fast`` (caches cleared or refreshed since: the generic path decides).  The
+    kernel's ``_fast`` or ``_other`` (caches cleared or refreshed since: the generic path
+    decides).  A launch that does not match the kernel's ``_fast`` tries its ``_other`` (the
+    previous ``_fast``), so two specializations launched in turn both stay fast.  The
     plan's launcher, shape and constants are the function's globals; a plan launched by a
     ``driver.Launcher`` (not wrapped for NVTX) is packed and launched inline
     (``Launcher.direct``).
@@ -610,7 +620,7 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
     generic = kfn._generic
     kinds = generic.kinds
     const = _Constants()
-    params, values, mismatch, names = [], [], [], []
+    params, values, mismatch, scalar, names = [], [], [], [], []
     aligned, usual = [], []
     position = 4
     for i, ((name, param), kind) in enumerate(zip(kfn.signature.parameters.items(), kinds)):
@@ -619,12 +629,12 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
         if kind == "constant":
             cls, value = key[position:position + 2]
             position += 2
-            mismatch.append(f"{name}.__class__ is not {const(cls)} or {name} != {const(value)}")
+            scalar.append(f"{name}.__class__ is not {const(cls)} or {name} != {const(value)}")
             names.append(name)
         elif kind == "tensor":
             dtype, device, alignment = key[position:position + 3]
             position += 3
-            values.append(f"        v{i} = {name}.data_ptr()")
+            values.append(f"            v{i} = {name}.data_ptr()")
             mismatch += [f"{name}.dtype is not {const(dtype)}", f"{name}.get_device() != {device!r}"]
             if alignment == 0:
                 aligned.append(f"v{i}")
@@ -634,26 +644,26 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
         elif kind == "descriptor":
             type_key, device = key[position:position + 2]
             position += 2
-            values += [f"        v{i} = {name}.base.data_ptr()",
-                       f"        v{i} = {name}._last_blob if v{i} == {name}._last_address else {name}.encode()"]
+            values += [f"            v{i} = {name}.base.data_ptr()",
+                       f"            v{i} = {name}._last_blob if v{i} == {name}._last_address else {name}.encode()"]
             mismatch += [f"{name}._type_key != {type_key!r}", f"{name}.device_index != {device!r}"]
             names.append(f"v{i}")
         elif kind == "number":
             cls, one, by16, fits = key[position:position + 4]
             position += 4
-            mismatch.append(f"{name}.__class__ is not {const(cls)}")
+            scalar.append(f"{name}.__class__ is not {const(cls)}")
             if cls is int and by16 and fits:
                 usual.append(name)                     # tested together below
             else:
                 if not (cls is int and by16):          # (divisible by 16 implies not 1)
-                    mismatch.append(f"{name} != 1" if one else f"{name} == 1")
-                mismatch.append(f"{name} % 16" if by16 else f"{name} % 16 == 0")
-                mismatch.append(f"not -2147483648 <= {name} <= 2147483647" if fits else
-                                f"-2147483648 <= {name} <= 2147483647")
+                    scalar.append(f"{name} != 1" if one else f"{name} == 1")
+                scalar.append(f"{name} % 16" if by16 else f"{name} % 16 == 0")
+                scalar.append(f"not -2147483648 <= {name} <= 2147483647" if fits else
+                              f"-2147483648 <= {name} <= 2147483647")
             names.append(name)
         else:
             position += 1
-            mismatch.append(f"{name} is not None")
+            scalar.append(f"{name} is not None")
             names.append(name)
     if aligned:
         mismatch.append(f"({' | '.join(aligned)}) & 15")
@@ -661,18 +671,22 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
         # the usual ints (i32, divisible by 16): when all are non-negative, one test of their
         # bitwise or against ~0x7FFFFFF0 (bits 0-3 and 31 up); else each in full
         exact = " or ".join(f"{n} & 15 or not -2147483648 <= {n} <= 2147483647" for n in usual)
-        mismatch.append(f"({' | '.join(usual)}) & -2147483633 and ({exact})")
+        scalar.append(f"({' | '.join(usual)}) & -2147483633 and ({exact})")
     options = [(o, d) for o, d in _FAST_OPTIONS if o not in kfn.signature.parameters]
     expected = _option_values(key[:4], options)
-    defaults = all(expected[o] is d for o, d in options if o != "interpret")
+    given = {o: v for o, v in expected.items() if o != "interpret" and v is not dict(options)[o]}
     check = const(_options_check(expected, options))
-    mismatch.insert(0, f"(_tlx_kw and not {check}(_tlx_kw))" if defaults else f"not {check}(_tlx_kw)")
-    mismatch.insert(0, "_tlx_extra or _tlx_kfn._fast is not _tlx_fast or not _tlx_cache")
+    if given:       # usually given as exactly these keywords: one dict comparison, then their types
+        types_differ = " or ".join(f"_tlx_kw[{o!r}].__class__ is not {const(v.__class__)}" for o, v in given.items())
+        scalar.insert(0, f"(_tlx_kw != {const(given)} or {types_differ}) and not {check}(_tlx_kw)")
+    else:
+        scalar.insert(0, f"_tlx_kw and not {check}(_tlx_kw)")
+    scalar.insert(0, "_tlx_extra or not _tlx_cache or _tlx_kfn._fast is not _tlx_fast and _tlx_kfn._other is not _tlx_fast")
     mismatch += _guard_checks(kfn, const)
     runtime = ", ".join(names[i] for i in plan.runtime_index) + ","
     scope = {"_tlx_MISSING": _MISSING, "_tlx_defaults": [p.default for p in kfn.signature.parameters.values()],
              "_tlx_kfn": kfn, "_tlx_cache": kfn.fast_cache, "_tlx_generic": generic, "_tlx_names": kfn.param_names,
-             "_tlx_meta_options": dict(options), "_tlx_TlxcError": TlxcError, "_tlx_grid_dims": grid_dims,
+             "_tlx_TlxcError": TlxcError, "_tlx_grid_dims": grid_dims,
              "_tlx_run": plan.launch, "_tlx_block": plan.block, "_tlx_smem": plan.smem, "_tlx_device": plan.device,
              "_tlx_compiled": plan.compiled, **const}
     if plan.direct:
@@ -693,8 +707,12 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
     else:
         body = _PLAN_LAUNCH.format(runtime=runtime)
     source = _SPECIALIZED_TEMPLATE.format(params=", ".join(params), args=", ".join(kfn.param_names) + ",",
-                                          values="\n".join(values) or "        pass",
-                                          mismatch="\n                or ".join(mismatch), launch=body)
+                                          values="\n".join(values) or "            pass",
+                                          meta=", ".join([f"{n!r}: {n}" for n in kfn.param_names]
+                                                         + [f"{o!r}: {d!r}" for o, d in options]),
+                                          scalar_mismatch="\n                or ".join(scalar),
+                                          mismatch="\n                    or ".join(mismatch or ["False"]),
+                                          launch=body)
     exec(compile(source, f"<tlxc launcher of {kfn.__name__}, one specialization>", "exec"), scope)  # noqa: S102
     fast = scope["_tlx_fast"]
     fast.__qualname__ = fast.__name__ = kfn.__name__
@@ -720,7 +738,10 @@ def _options_check(expected: dict, options) -> Callable[[dict], bool]:
             want = accepted.get(name, _MISSING)
             if want is _MISSING or value.__class__ is not want.__class__ or value != want:
                 return False
-        return all(name in kw for name in required)
+        for name in required:
+            if name not in kw:
+                return False
+        return True
     return check
 
 
