@@ -228,7 +228,7 @@ FLOAT_UNARY = {
     "exp10": Fn("wide", lambda x: np.power(10.0, x), 2, 1), "expm1": Fn("wide", _t(torch.expm1), 1, 1),
     "log": Fn("positive", _t(torch.log), 1, 1), "log2": Fn("positive", _t(torch.log2), 1, 1),
     "log10": Fn("positive", _t(torch.log10), 2, 1), "log1p": Fn("positive", _t(torch.log1p), 1, 1),
-    "sqrt": Fn("positive", np.sqrt, 0, 0), "sqrt_rn": Fn("positive", np.sqrt, 0, 0),   # numpy: IEEE
+    "sqrt": Fn("positive", np.sqrt, 1, 0), "sqrt_rn": Fn("positive", np.sqrt, 0, 0),   # f32 sqrt.approx
     "rsqrt": Fn("positive", _t(torch.rsqrt), 2, 1), "rsqrt_rn": Fn("positive", _t(torch.rsqrt), 1, 0, f32_only=True),
     "rcp_rn": Fn("wide", np.reciprocal, 0, 0),
     "cbrt": Fn("wide", _elementwise(math.cbrt), 1, 1),

@@ -340,6 +340,11 @@ CASES: dict[str, Case] = {
                                  ("cvt.rna.tf32.f32",)),
     "tlx_ex2_approx_ftz_f32": Case("out[0] = __float_as_uint(tlx_ex2_approx_ftz_f32(__uint_as_float(in[0])));",
                                    ("ex2.approx.ftz.f32",)),
+    # no slow-path subroutine: that call is what the approximations avoid
+    "tlx_div_full_f32": Case("out[0] = __float_as_uint(tlx_div_full_f32(__uint_as_float(in[0]), __uint_as_float(in[1])));",
+                             ("div.full.f32",), absent=("call", "div.rn")),
+    "tlx_sqrt_approx_f32": Case("out[0] = __float_as_uint(tlx_sqrt_approx_f32(__uint_as_float(in[0])));",
+                                ("sqrt.approx.f32",), absent=("call", "sqrt.rn", ".ftz")),
     # no instruction of its own: the memcpy must fold to a register move
     "tlx_bitcast": Case("out[0] = tlx_bitcast<unsigned>(__uint_as_float(in[0]) * 2.0f);",
                         ("add.f32",), absent=(".local", "call")),

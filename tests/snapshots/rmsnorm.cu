@@ -12,6 +12,12 @@ static __device__ __forceinline__ unsigned short tlx_cvt_rn_bf16_f32(float x) {
   return r;
 }
 
+static __device__ __forceinline__ float tlx_div_full_f32(float x, float y) {
+  float r;
+  asm("div.full.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y));
+  return r;
+}
+
 static __device__ __forceinline__ void tlx_ld_global_b128(const void* p, bool pred, unsigned& w0, unsigned& w1, unsigned& w2, unsigned& w3) {
   asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p ld.global.v4.b32 {%0, %1, %2, %3}, [%4];\n}"
                : "+r"(w0), "+r"(w1), "+r"(w2), "+r"(w3) : "l"(p), "r"((int)pred));
@@ -45,41 +51,40 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_kernel_BLOCK8192(unsig
   #pragma unroll
   for (int i = 0; i < 32; ++i) cols[i] = (tc0 + ((((i) >> 0 & 1) * 1) + (((i) >> 1 & 1) * 2) + (((i) >> 2 & 1) * 4) + (((i) >> 3 & 1) * 2048) + (((i) >> 4 & 1) * 4096)));
   // rmsnorm.py:24
-  unsigned short* t_1[32];
-  #pragma unroll
-  for (int i = 0; i < 32; ++i) t_1[i] = (t[i] + cols[i]);
+  (void)t[0]; (void)cols[0];
   // rmsnorm.py:23
-  int t_2[32];
+  int t_1[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_2[i] = n_cols;
+  for (int i = 0; i < 32; ++i) t_1[i] = n_cols;
   bool mask[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) mask[i] = (cols[i] < t_2[i]);
+  for (int i = 0; i < 32; ++i) mask[i] = (cols[i] < t_1[i]);
   // rmsnorm.py:24
-  unsigned short t_3[32];
+  unsigned short t_2[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_3[i] = s_2;
-  unsigned short t_4[32];
+  for (int i = 0; i < 32; ++i) t_2[i] = s_2;
+  unsigned short t_3[32];
+  unsigned short* row_1 = s_1 + (0 + tc0);
   #pragma unroll
   for (int i = 0; i < 32; i += 8) {
-    { unsigned w0 = ((((unsigned)(t_3[i]) & 65535u) << 0) | (((unsigned)(t_3[i + 1]) & 65535u) << 16)), w1 = ((((unsigned)(t_3[i + 2]) & 65535u) << 0) | (((unsigned)(t_3[i + 3]) & 65535u) << 16)), w2 = ((((unsigned)(t_3[i + 4]) & 65535u) << 0) | (((unsigned)(t_3[i + 5]) & 65535u) << 16)), w3 = ((((unsigned)(t_3[i + 6]) & 65535u) << 0) | (((unsigned)(t_3[i + 7]) & 65535u) << 16)); tlx_ld_global_b128(t_1[i], mask[i], w0, w1, w2, w3); t_4[i + 0] = (unsigned short)((w0 >> 0) & 65535u); t_4[i + 1] = (unsigned short)((w0 >> 16) & 65535u); t_4[i + 2] = (unsigned short)((w1 >> 0) & 65535u); t_4[i + 3] = (unsigned short)((w1 >> 16) & 65535u); t_4[i + 4] = (unsigned short)((w2 >> 0) & 65535u); t_4[i + 5] = (unsigned short)((w2 >> 16) & 65535u); t_4[i + 6] = (unsigned short)((w3 >> 0) & 65535u); t_4[i + 7] = (unsigned short)((w3 >> 16) & 65535u); }
+    { unsigned w0 = ((((unsigned)(t_2[i]) & 65535u) << 0) | (((unsigned)(t_2[i + 1]) & 65535u) << 16)), w1 = ((((unsigned)(t_2[i + 2]) & 65535u) << 0) | (((unsigned)(t_2[i + 3]) & 65535u) << 16)), w2 = ((((unsigned)(t_2[i + 4]) & 65535u) << 0) | (((unsigned)(t_2[i + 5]) & 65535u) << 16)), w3 = ((((unsigned)(t_2[i + 6]) & 65535u) << 0) | (((unsigned)(t_2[i + 7]) & 65535u) << 16)); tlx_ld_global_b128((row_1 + ((((i) >> 0 & 1) * 1) + (((i) >> 1 & 1) * 2) + (((i) >> 2 & 1) * 4) + (((i) >> 3 & 1) * 2048) + (((i) >> 4 & 1) * 4096))), mask[i], w0, w1, w2, w3); t_3[i + 0] = (unsigned short)((w0 >> 0) & 65535u); t_3[i + 1] = (unsigned short)((w0 >> 16) & 65535u); t_3[i + 2] = (unsigned short)((w1 >> 0) & 65535u); t_3[i + 3] = (unsigned short)((w1 >> 16) & 65535u); t_3[i + 4] = (unsigned short)((w2 >> 0) & 65535u); t_3[i + 5] = (unsigned short)((w2 >> 16) & 65535u); t_3[i + 6] = (unsigned short)((w3 >> 0) & 65535u); t_3[i + 7] = (unsigned short)((w3 >> 16) & 65535u); }
   }
   float x[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) x[i] = (float)((float)(tlx_bf16_to_f32(t_4[i])));
+  for (int i = 0; i < 32; ++i) x[i] = (float)((float)(tlx_bf16_to_f32(t_3[i])));
   // rmsnorm.py:25
-  float t_5[32];
+  float t_4[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_5[i] = (float)((x[i] * x[i]));
+  for (int i = 0; i < 32; ++i) t_4[i] = (float)((x[i] * x[i]));
   float red[1];
   const int rgrp[1][32] = {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31}};
   #pragma unroll
   for (int j = 0; j < 1; ++j) {
-    red[j] = t_5[rgrp[j][0]];
+    red[j] = t_4[rgrp[j][0]];
     #pragma unroll
     for (int g = 1; g < 32; ++g) {
       const int r = rgrp[j][g];
-      red[j] = (red[j] + t_5[r]);
+      red[j] = (red[j] + t_4[r]);
     }
   }
   #pragma unroll
@@ -111,17 +116,25 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_kernel_BLOCK8192(unsig
   __syncthreads();
   #pragma unroll
   for (int j = 0; j < 1; ++j) {
-    red[j] = wred[0];
-    #pragma unroll
-    for (int p = 1; p < 8; ++p) {
-      red[j] = (red[j] + wred[p * 1 + 0]);
-    }
+    red[j] = wred[(lane & 7) * 1 + 0];
+  }
+  #pragma unroll
+  for (int j = 0; j < 1; ++j) {
+    red[j] = (red[j] + __shfl_xor_sync(0xffffffffu, red[j], 4));
+  }
+  #pragma unroll
+  for (int j = 0; j < 1; ++j) {
+    red[j] = (red[j] + __shfl_xor_sync(0xffffffffu, red[j], 2));
+  }
+  #pragma unroll
+  for (int j = 0; j < 1; ++j) {
+    red[j] = (red[j] + __shfl_xor_sync(0xffffffffu, red[j], 1));
   }
   float s_3 = (float)(red[0]);
   float s_4;
   s_4 = (float)((float)(n_cols));
   float mean_square;
-  mean_square = (float)((s_3 / s_4));
+  mean_square = (float)(tlx_div_full_f32(s_3, s_4));
   // rmsnorm.py:26
   float s_5;
   s_5 = (float)((mean_square + eps));
@@ -129,49 +142,47 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_kernel_BLOCK8192(unsig
   rstd = (float)(rsqrtf(s_5));
   // rmsnorm.py:27
   unsigned short s_6 = (unsigned short)0x0;
-  unsigned short* t_6[32];
+  unsigned short* t_5[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_6[i] = weight_ptr;
-  unsigned short* t_7[32];
+  for (int i = 0; i < 32; ++i) t_5[i] = weight_ptr;
+  (void)t_5[0]; (void)cols[0];
+  unsigned short t_6[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_7[i] = (t_6[i] + cols[i]);
-  unsigned short t_8[32];
-  #pragma unroll
-  for (int i = 0; i < 32; ++i) t_8[i] = s_6;
-  unsigned short t_9[32];
+  for (int i = 0; i < 32; ++i) t_6[i] = s_6;
+  unsigned short t_7[32];
+  unsigned short* row_2 = weight_ptr + (0 + tc0);
   #pragma unroll
   for (int i = 0; i < 32; i += 8) {
-    { unsigned w0 = ((((unsigned)(t_8[i]) & 65535u) << 0) | (((unsigned)(t_8[i + 1]) & 65535u) << 16)), w1 = ((((unsigned)(t_8[i + 2]) & 65535u) << 0) | (((unsigned)(t_8[i + 3]) & 65535u) << 16)), w2 = ((((unsigned)(t_8[i + 4]) & 65535u) << 0) | (((unsigned)(t_8[i + 5]) & 65535u) << 16)), w3 = ((((unsigned)(t_8[i + 6]) & 65535u) << 0) | (((unsigned)(t_8[i + 7]) & 65535u) << 16)); tlx_ld_global_b128(t_7[i], mask[i], w0, w1, w2, w3); t_9[i + 0] = (unsigned short)((w0 >> 0) & 65535u); t_9[i + 1] = (unsigned short)((w0 >> 16) & 65535u); t_9[i + 2] = (unsigned short)((w1 >> 0) & 65535u); t_9[i + 3] = (unsigned short)((w1 >> 16) & 65535u); t_9[i + 4] = (unsigned short)((w2 >> 0) & 65535u); t_9[i + 5] = (unsigned short)((w2 >> 16) & 65535u); t_9[i + 6] = (unsigned short)((w3 >> 0) & 65535u); t_9[i + 7] = (unsigned short)((w3 >> 16) & 65535u); }
+    { unsigned w0 = ((((unsigned)(t_6[i]) & 65535u) << 0) | (((unsigned)(t_6[i + 1]) & 65535u) << 16)), w1 = ((((unsigned)(t_6[i + 2]) & 65535u) << 0) | (((unsigned)(t_6[i + 3]) & 65535u) << 16)), w2 = ((((unsigned)(t_6[i + 4]) & 65535u) << 0) | (((unsigned)(t_6[i + 5]) & 65535u) << 16)), w3 = ((((unsigned)(t_6[i + 6]) & 65535u) << 0) | (((unsigned)(t_6[i + 7]) & 65535u) << 16)); tlx_ld_global_b128((row_2 + ((((i) >> 0 & 1) * 1) + (((i) >> 1 & 1) * 2) + (((i) >> 2 & 1) * 4) + (((i) >> 3 & 1) * 2048) + (((i) >> 4 & 1) * 4096))), mask[i], w0, w1, w2, w3); t_7[i + 0] = (unsigned short)((w0 >> 0) & 65535u); t_7[i + 1] = (unsigned short)((w0 >> 16) & 65535u); t_7[i + 2] = (unsigned short)((w1 >> 0) & 65535u); t_7[i + 3] = (unsigned short)((w1 >> 16) & 65535u); t_7[i + 4] = (unsigned short)((w2 >> 0) & 65535u); t_7[i + 5] = (unsigned short)((w2 >> 16) & 65535u); t_7[i + 6] = (unsigned short)((w3 >> 0) & 65535u); t_7[i + 7] = (unsigned short)((w3 >> 16) & 65535u); }
   }
   float weight[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) weight[i] = (float)((float)(tlx_bf16_to_f32(t_9[i])));
+  for (int i = 0; i < 32; ++i) weight[i] = (float)((float)(tlx_bf16_to_f32(t_7[i])));
   // rmsnorm.py:28
-  float t_10[32];
+  float t_8[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_10[i] = rstd;
-  float t_11[32];
+  for (int i = 0; i < 32; ++i) t_8[i] = rstd;
+  float t_9[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_11[i] = (float)((x[i] * t_10[i]));
+  for (int i = 0; i < 32; ++i) t_9[i] = (float)((x[i] * t_8[i]));
   float y[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) y[i] = (float)((t_11[i] * weight[i]));
+  for (int i = 0; i < 32; ++i) y[i] = (float)((t_9[i] * weight[i]));
   // rmsnorm.py:29
   int s_7;
   s_7 = (int)((row * out_row_stride));
   unsigned short* s_8;
   s_8 = (out_ptr + s_7);
-  unsigned short t_12[32];
+  unsigned short t_10[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_12[i] = tlx_cvt_rn_bf16_f32((float)(y[i]));
-  unsigned short* t_13[32];
+  for (int i = 0; i < 32; ++i) t_10[i] = tlx_cvt_rn_bf16_f32((float)(y[i]));
+  unsigned short* t_11[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_13[i] = s_8;
-  unsigned short* t_14[32];
-  #pragma unroll
-  for (int i = 0; i < 32; ++i) t_14[i] = (t_13[i] + cols[i]);
+  for (int i = 0; i < 32; ++i) t_11[i] = s_8;
+  (void)t_11[0]; (void)cols[0];
+  unsigned short* row_3 = s_8 + (0 + tc0);
   #pragma unroll
   for (int i = 0; i < 32; i += 8) {
-    tlx_st_global_b128(t_14[i], mask[i], ((((unsigned)(t_12[i + 0]) & 65535u) << 0) | (((unsigned)(t_12[i + 1]) & 65535u) << 16)), ((((unsigned)(t_12[i + 2]) & 65535u) << 0) | (((unsigned)(t_12[i + 3]) & 65535u) << 16)), ((((unsigned)(t_12[i + 4]) & 65535u) << 0) | (((unsigned)(t_12[i + 5]) & 65535u) << 16)), ((((unsigned)(t_12[i + 6]) & 65535u) << 0) | (((unsigned)(t_12[i + 7]) & 65535u) << 16)));
+    tlx_st_global_b128((row_3 + ((((i) >> 0 & 1) * 1) + (((i) >> 1 & 1) * 2) + (((i) >> 2 & 1) * 4) + (((i) >> 3 & 1) * 2048) + (((i) >> 4 & 1) * 4096))), mask[i], ((((unsigned)(t_10[i + 0]) & 65535u) << 0) | (((unsigned)(t_10[i + 1]) & 65535u) << 16)), ((((unsigned)(t_10[i + 2]) & 65535u) << 0) | (((unsigned)(t_10[i + 3]) & 65535u) << 16)), ((((unsigned)(t_10[i + 4]) & 65535u) << 0) | (((unsigned)(t_10[i + 5]) & 65535u) << 16)), ((((unsigned)(t_10[i + 6]) & 65535u) << 0) | (((unsigned)(t_10[i + 7]) & 65535u) << 16)));
   }
 }

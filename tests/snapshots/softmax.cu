@@ -12,6 +12,12 @@ static __device__ __forceinline__ unsigned short tlx_cvt_rn_bf16_f32(float x) {
   return r;
 }
 
+static __device__ __forceinline__ float tlx_div_full_f32(float x, float y) {
+  float r;
+  asm("div.full.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y));
+  return r;
+}
+
 static __device__ __forceinline__ void tlx_ld_global_b128(const void* p, bool pred, unsigned& w0, unsigned& w1, unsigned& w2, unsigned& w3) {
   asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p ld.global.v4.b32 {%0, %1, %2, %3}, [%4];\n}"
                : "+r"(w0), "+r"(w1), "+r"(w2), "+r"(w3) : "l"(p), "r"((int)pred));
@@ -45,28 +51,27 @@ extern "C" __global__ void __launch_bounds__(256) softmax_kernel_BLOCK8192(unsig
   #pragma unroll
   for (int i = 0; i < 32; ++i) cols[i] = (tc0 + ((((i) >> 0 & 1) * 1) + (((i) >> 1 & 1) * 2) + (((i) >> 2 & 1) * 4) + (((i) >> 3 & 1) * 2048) + (((i) >> 4 & 1) * 4096)));
   // softmax.py:27
-  unsigned short* t_1[32];
-  #pragma unroll
-  for (int i = 0; i < 32; ++i) t_1[i] = (t[i] + cols[i]);
+  (void)t[0]; (void)cols[0];
   // softmax.py:26
-  int t_2[32];
+  int t_1[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_2[i] = n_cols;
+  for (int i = 0; i < 32; ++i) t_1[i] = n_cols;
   bool mask[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) mask[i] = (cols[i] < t_2[i]);
+  for (int i = 0; i < 32; ++i) mask[i] = (cols[i] < t_1[i]);
   // softmax.py:27
-  unsigned short t_3[32];
+  unsigned short t_2[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_3[i] = s_2;
-  unsigned short t_4[32];
+  for (int i = 0; i < 32; ++i) t_2[i] = s_2;
+  unsigned short t_3[32];
+  unsigned short* row_1 = s_1 + (0 + tc0);
   #pragma unroll
   for (int i = 0; i < 32; i += 8) {
-    { unsigned w0 = ((((unsigned)(t_3[i]) & 65535u) << 0) | (((unsigned)(t_3[i + 1]) & 65535u) << 16)), w1 = ((((unsigned)(t_3[i + 2]) & 65535u) << 0) | (((unsigned)(t_3[i + 3]) & 65535u) << 16)), w2 = ((((unsigned)(t_3[i + 4]) & 65535u) << 0) | (((unsigned)(t_3[i + 5]) & 65535u) << 16)), w3 = ((((unsigned)(t_3[i + 6]) & 65535u) << 0) | (((unsigned)(t_3[i + 7]) & 65535u) << 16)); tlx_ld_global_b128(t_1[i], mask[i], w0, w1, w2, w3); t_4[i + 0] = (unsigned short)((w0 >> 0) & 65535u); t_4[i + 1] = (unsigned short)((w0 >> 16) & 65535u); t_4[i + 2] = (unsigned short)((w1 >> 0) & 65535u); t_4[i + 3] = (unsigned short)((w1 >> 16) & 65535u); t_4[i + 4] = (unsigned short)((w2 >> 0) & 65535u); t_4[i + 5] = (unsigned short)((w2 >> 16) & 65535u); t_4[i + 6] = (unsigned short)((w3 >> 0) & 65535u); t_4[i + 7] = (unsigned short)((w3 >> 16) & 65535u); }
+    { unsigned w0 = ((((unsigned)(t_2[i]) & 65535u) << 0) | (((unsigned)(t_2[i + 1]) & 65535u) << 16)), w1 = ((((unsigned)(t_2[i + 2]) & 65535u) << 0) | (((unsigned)(t_2[i + 3]) & 65535u) << 16)), w2 = ((((unsigned)(t_2[i + 4]) & 65535u) << 0) | (((unsigned)(t_2[i + 5]) & 65535u) << 16)), w3 = ((((unsigned)(t_2[i + 6]) & 65535u) << 0) | (((unsigned)(t_2[i + 7]) & 65535u) << 16)); tlx_ld_global_b128((row_1 + ((((i) >> 0 & 1) * 1) + (((i) >> 1 & 1) * 2) + (((i) >> 2 & 1) * 4) + (((i) >> 3 & 1) * 2048) + (((i) >> 4 & 1) * 4096))), mask[i], w0, w1, w2, w3); t_3[i + 0] = (unsigned short)((w0 >> 0) & 65535u); t_3[i + 1] = (unsigned short)((w0 >> 16) & 65535u); t_3[i + 2] = (unsigned short)((w1 >> 0) & 65535u); t_3[i + 3] = (unsigned short)((w1 >> 16) & 65535u); t_3[i + 4] = (unsigned short)((w2 >> 0) & 65535u); t_3[i + 5] = (unsigned short)((w2 >> 16) & 65535u); t_3[i + 6] = (unsigned short)((w3 >> 0) & 65535u); t_3[i + 7] = (unsigned short)((w3 >> 16) & 65535u); }
   }
   float x[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) x[i] = (float)((float)(tlx_bf16_to_f32(t_4[i])));
+  for (int i = 0; i < 32; ++i) x[i] = (float)((float)(tlx_bf16_to_f32(t_3[i])));
   // softmax.py:28
   float red[1];
   const int rgrp[1][32] = {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31}};
@@ -108,23 +113,31 @@ extern "C" __global__ void __launch_bounds__(256) softmax_kernel_BLOCK8192(unsig
   __syncthreads();
   #pragma unroll
   for (int j = 0; j < 1; ++j) {
-    red[j] = wred[0];
-    #pragma unroll
-    for (int p = 1; p < 8; ++p) {
-      red[j] = fmaxf(red[j], wred[p * 1 + 0]);
-    }
+    red[j] = wred[(lane & 7) * 1 + 0];
+  }
+  #pragma unroll
+  for (int j = 0; j < 1; ++j) {
+    red[j] = fmaxf(red[j], __shfl_xor_sync(0xffffffffu, red[j], 4));
+  }
+  #pragma unroll
+  for (int j = 0; j < 1; ++j) {
+    red[j] = fmaxf(red[j], __shfl_xor_sync(0xffffffffu, red[j], 2));
+  }
+  #pragma unroll
+  for (int j = 0; j < 1; ++j) {
+    red[j] = fmaxf(red[j], __shfl_xor_sync(0xffffffffu, red[j], 1));
   }
   float x_max = (float)(red[0]);
   // softmax.py:29
+  float t_4[32];
+  #pragma unroll
+  for (int i = 0; i < 32; ++i) t_4[i] = x_max;
   float t_5[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_5[i] = x_max;
-  float t_6[32];
-  #pragma unroll
-  for (int i = 0; i < 32; ++i) t_6[i] = (float)((x[i] - t_5[i]));
+  for (int i = 0; i < 32; ++i) t_5[i] = (float)((x[i] - t_4[i]));
   float numerator[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) numerator[i] = (float)(expf(t_6[i]));
+  for (int i = 0; i < 32; ++i) numerator[i] = (float)(expf(t_5[i]));
   // softmax.py:30
   float red_1[1];
   const int rgrp_1[1][32] = {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31}};
@@ -166,36 +179,43 @@ extern "C" __global__ void __launch_bounds__(256) softmax_kernel_BLOCK8192(unsig
   __syncthreads();
   #pragma unroll
   for (int j = 0; j < 1; ++j) {
-    red_1[j] = wred_1[0];
-    #pragma unroll
-    for (int p = 1; p < 8; ++p) {
-      red_1[j] = (red_1[j] + wred_1[p * 1 + 0]);
-    }
+    red_1[j] = wred_1[(lane & 7) * 1 + 0];
+  }
+  #pragma unroll
+  for (int j = 0; j < 1; ++j) {
+    red_1[j] = (red_1[j] + __shfl_xor_sync(0xffffffffu, red_1[j], 4));
+  }
+  #pragma unroll
+  for (int j = 0; j < 1; ++j) {
+    red_1[j] = (red_1[j] + __shfl_xor_sync(0xffffffffu, red_1[j], 2));
+  }
+  #pragma unroll
+  for (int j = 0; j < 1; ++j) {
+    red_1[j] = (red_1[j] + __shfl_xor_sync(0xffffffffu, red_1[j], 1));
   }
   float denominator = (float)(red_1[0]);
   // softmax.py:31
-  float t_7[32];
+  float t_6[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_7[i] = denominator;
+  for (int i = 0; i < 32; ++i) t_6[i] = denominator;
   float y[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) y[i] = (float)((numerator[i] / t_7[i]));
+  for (int i = 0; i < 32; ++i) y[i] = (float)(tlx_div_full_f32(numerator[i], t_6[i]));
   // softmax.py:32
   int s_3;
   s_3 = (int)((row * out_row_stride));
   unsigned short* s_4;
   s_4 = (out_ptr + s_3);
-  unsigned short t_8[32];
+  unsigned short t_7[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_8[i] = tlx_cvt_rn_bf16_f32((float)(y[i]));
-  unsigned short* t_9[32];
+  for (int i = 0; i < 32; ++i) t_7[i] = tlx_cvt_rn_bf16_f32((float)(y[i]));
+  unsigned short* t_8[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_9[i] = s_4;
-  unsigned short* t_10[32];
-  #pragma unroll
-  for (int i = 0; i < 32; ++i) t_10[i] = (t_9[i] + cols[i]);
+  for (int i = 0; i < 32; ++i) t_8[i] = s_4;
+  (void)t_8[0]; (void)cols[0];
+  unsigned short* row_2 = s_4 + (0 + tc0);
   #pragma unroll
   for (int i = 0; i < 32; i += 8) {
-    tlx_st_global_b128(t_10[i], mask[i], ((((unsigned)(t_8[i + 0]) & 65535u) << 0) | (((unsigned)(t_8[i + 1]) & 65535u) << 16)), ((((unsigned)(t_8[i + 2]) & 65535u) << 0) | (((unsigned)(t_8[i + 3]) & 65535u) << 16)), ((((unsigned)(t_8[i + 4]) & 65535u) << 0) | (((unsigned)(t_8[i + 5]) & 65535u) << 16)), ((((unsigned)(t_8[i + 6]) & 65535u) << 0) | (((unsigned)(t_8[i + 7]) & 65535u) << 16)));
+    tlx_st_global_b128((row_2 + ((((i) >> 0 & 1) * 1) + (((i) >> 1 & 1) * 2) + (((i) >> 2 & 1) * 4) + (((i) >> 3 & 1) * 2048) + (((i) >> 4 & 1) * 4096))), mask[i], ((((unsigned)(t_7[i + 0]) & 65535u) << 0) | (((unsigned)(t_7[i + 1]) & 65535u) << 16)), ((((unsigned)(t_7[i + 2]) & 65535u) << 0) | (((unsigned)(t_7[i + 3]) & 65535u) << 16)), ((((unsigned)(t_7[i + 4]) & 65535u) << 0) | (((unsigned)(t_7[i + 5]) & 65535u) << 16)), ((((unsigned)(t_7[i + 6]) & 65535u) << 0) | (((unsigned)(t_7[i + 7]) & 65535u) << 16)));
   }
 }

@@ -38,46 +38,43 @@ extern "C" __global__ void __launch_bounds__(128) add_kernel_BLOCK4096(float* x_
   #pragma unroll
   for (int i = 0; i < 32; ++i) offsets[i] = (int)((t_1[i] + t_2[i]));
   // vector_add.py:21
-  float* t_3[32];
-  #pragma unroll
-  for (int i = 0; i < 32; ++i) t_3[i] = (t[i] + offsets[i]);
+  (void)t[0]; (void)offsets[0];
   // vector_add.py:20
-  int t_4[32];
+  int t_3[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_4[i] = n_elements;
+  for (int i = 0; i < 32; ++i) t_3[i] = n_elements;
   bool mask[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) mask[i] = (offsets[i] < t_4[i]);
+  for (int i = 0; i < 32; ++i) mask[i] = (offsets[i] < t_3[i]);
   // vector_add.py:21
   float x[32];
+  float* row = x_ptr + (s_1 + (0 + tc0));
   #pragma unroll
   for (int i = 0; i < 32; i += 4) {
-    { unsigned w0 = __float_as_uint(0.0f), w1 = __float_as_uint(0.0f), w2 = __float_as_uint(0.0f), w3 = __float_as_uint(0.0f); tlx_ld_global_b128(t_3[i], mask[i], w0, w1, w2, w3); x[i + 0] = __uint_as_float(w0); x[i + 1] = __uint_as_float(w1); x[i + 2] = __uint_as_float(w2); x[i + 3] = __uint_as_float(w3); }
+    { unsigned w0 = __float_as_uint(0.0f), w1 = __float_as_uint(0.0f), w2 = __float_as_uint(0.0f), w3 = __float_as_uint(0.0f); tlx_ld_global_b128((row + ((((i) >> 0 & 1) * 1) + (((i) >> 1 & 1) * 2) + (((i) >> 2 & 1) * 512) + (((i) >> 3 & 1) * 1024) + (((i) >> 4 & 1) * 2048))), mask[i], w0, w1, w2, w3); x[i + 0] = __uint_as_float(w0); x[i + 1] = __uint_as_float(w1); x[i + 2] = __uint_as_float(w2); x[i + 3] = __uint_as_float(w3); }
   }
   // vector_add.py:22
-  float* t_5[32];
+  float* t_4[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_5[i] = y_ptr;
-  float* t_6[32];
-  #pragma unroll
-  for (int i = 0; i < 32; ++i) t_6[i] = (t_5[i] + offsets[i]);
+  for (int i = 0; i < 32; ++i) t_4[i] = y_ptr;
+  (void)t_4[0]; (void)offsets[0];
   float y[32];
+  float* row_1 = y_ptr + (s_1 + (0 + tc0));
   #pragma unroll
   for (int i = 0; i < 32; i += 4) {
-    { unsigned w0 = __float_as_uint(0.0f), w1 = __float_as_uint(0.0f), w2 = __float_as_uint(0.0f), w3 = __float_as_uint(0.0f); tlx_ld_global_b128(t_6[i], mask[i], w0, w1, w2, w3); y[i + 0] = __uint_as_float(w0); y[i + 1] = __uint_as_float(w1); y[i + 2] = __uint_as_float(w2); y[i + 3] = __uint_as_float(w3); }
+    { unsigned w0 = __float_as_uint(0.0f), w1 = __float_as_uint(0.0f), w2 = __float_as_uint(0.0f), w3 = __float_as_uint(0.0f); tlx_ld_global_b128((row_1 + ((((i) >> 0 & 1) * 1) + (((i) >> 1 & 1) * 2) + (((i) >> 2 & 1) * 512) + (((i) >> 3 & 1) * 1024) + (((i) >> 4 & 1) * 2048))), mask[i], w0, w1, w2, w3); y[i + 0] = __uint_as_float(w0); y[i + 1] = __uint_as_float(w1); y[i + 2] = __uint_as_float(w2); y[i + 3] = __uint_as_float(w3); }
   }
   // vector_add.py:23
-  float t_7[32];
+  float t_5[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_7[i] = (float)((x[i] + y[i]));
-  float* t_8[32];
+  for (int i = 0; i < 32; ++i) t_5[i] = (float)((x[i] + y[i]));
+  float* t_6[32];
   #pragma unroll
-  for (int i = 0; i < 32; ++i) t_8[i] = out_ptr;
-  float* t_9[32];
-  #pragma unroll
-  for (int i = 0; i < 32; ++i) t_9[i] = (t_8[i] + offsets[i]);
+  for (int i = 0; i < 32; ++i) t_6[i] = out_ptr;
+  (void)t_6[0]; (void)offsets[0];
+  float* row_2 = out_ptr + (s_1 + (0 + tc0));
   #pragma unroll
   for (int i = 0; i < 32; i += 4) {
-    tlx_st_global_b128(t_9[i], mask[i], __float_as_uint(t_7[i + 0]), __float_as_uint(t_7[i + 1]), __float_as_uint(t_7[i + 2]), __float_as_uint(t_7[i + 3]));
+    tlx_st_global_b128((row_2 + ((((i) >> 0 & 1) * 1) + (((i) >> 1 & 1) * 2) + (((i) >> 2 & 1) * 512) + (((i) >> 3 & 1) * 1024) + (((i) >> 4 & 1) * 2048))), mask[i], __float_as_uint(t_5[i + 0]), __float_as_uint(t_5[i + 1]), __float_as_uint(t_5[i + 2]), __float_as_uint(t_5[i + 3]));
   }
 }

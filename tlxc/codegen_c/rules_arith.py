@@ -48,7 +48,14 @@ def infix(lw, op):
 
 @lowering("arith.div")
 def div(lw, op):
+    """Integer division truncates (C's ``/``); f64 is IEEE; f32 (and f16/bf16, computed in
+    f32) is the target's approximate full-range division, as Triton's ``/`` (``tl.math.div_rn``
+    and ``tl.math.fdiv(..., ieee_rounding=True)`` are the correctly rounded ones)."""
     a, b = op.operands
+    t = elem(a.type)
+    if t.is_float and t.name != "f64":
+        _result(lw, op, lambda i: lw.target.div_f32(lw.cref(a, i), lw.cref(b, i)))
+        return
     _result(lw, op, lambda i: f"({lw.cref(a, i)} / {lw.cref(b, i)})")
 
 
@@ -188,6 +195,17 @@ def _math_call(name: str):
 
 for _name in _CUDA_MATH:
     lowering(f"math.{_name}")(_math_call(_name))
+
+
+@lowering("math.sqrt")
+def sqrt(lw, op):
+    """``tl.sqrt``: f64 correctly rounded, f32 the target's approximation as Triton's
+    (``tl.sqrt_rn`` is the correctly rounded one)."""
+    (a,) = op.operands
+    if elem(a.type).name == "f64":
+        _result(lw, op, lambda i: f"sqrt({lw.cref(a, i)})")
+    else:
+        _result(lw, op, lambda i: lw.target.sqrt_f32(lw.cref(a, i)))
 
 
 @lowering("math.exp2")

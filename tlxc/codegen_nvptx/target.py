@@ -68,6 +68,14 @@ class CudaTarget:
         """``tl.exp2`` of an f32 (or narrower) value: ``ex2.approx.ftz.f32``, as Triton."""
         return self.expr("tlx_ex2_approx_ftz_f32", expr)
 
+    def div_f32(self, x: str, y: str) -> str:
+        """``x / y`` on f32 (or narrower) values: ``div.full.f32``, as Triton."""
+        return self.expr("tlx_div_full_f32", x, y)
+
+    def sqrt_f32(self, expr: str) -> str:
+        """``tl.sqrt`` of an f32 (or narrower) value: ``sqrt.approx.f32``, as Triton."""
+        return self.expr("tlx_sqrt_approx_f32", expr)
+
     def round_tf32(self, expr: str) -> str:
         return self.expr("tlx_cvt_rna_tf32_f32", expr)
 

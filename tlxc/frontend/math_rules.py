@@ -99,9 +99,14 @@ def _ldexp(ctx, x, n):
 
 
 def _fdiv(ctx, x, y, ieee_rounding=False):
-    """Triton's ``tl.math.fdiv``: float division (IEEE on tlxc whatever ``ieee_rounding``)."""
-    constexpr(ieee_rounding, "ieee_rounding")
+    """Triton's ``tl.math.fdiv``: ``x / y`` (approximate on f32), or with ``ieee_rounding``
+    the correctly rounded ``div_rn``."""
+    ieee = constexpr(ieee_rounding, "ieee_rounding")
+    if not isinstance(ieee, (bool, int)):
+        raise SemanticError(f"'ieee_rounding' must be True or False, got {ieee!r}", param="ieee_rounding")
     x, y = _common_float(ctx.b, x, y)
+    if ieee:
+        return _create(ctx.b, "math.div_rn", [x, y], x.type)
     return S.binary(ctx.b, "truediv", x, y)
 
 

@@ -45,6 +45,15 @@ def is_elementwise(name: str) -> bool:
     return name.startswith(_ELEMENTWISE_PREFIXES) and name != "arith.constant" or name in _ELEMENTWISE
 
 
+def _owns_layout(op: Operation) -> bool:
+    """Whether ``op`` makes a tensor whose layout is its own choice rather than a global
+    access's (tl.load), an operand's (elementwise, tl.reduce) or free (flexible sources)."""
+    if not any(isinstance(r.type, TensorType) for r in op.results):
+        return False
+    return not (op.name in _FLEXIBLE_SOURCES or is_elementwise(op.name)
+                or op.name in ("tl.load", "tl.reduce") or op.name.startswith("scf."))
+
+
 def element_bits(t) -> int:
     """Bits of one element as the memory access will see it: for a tensor of
     pointers, its pointees (so the blocked layout of a loop-carried pointer
@@ -119,9 +128,57 @@ class _KernelRewriter:
 
     def default_layout(self, t: TensorType, old: Value | None = None):
         """The default blocked layout of ``t``; for ``old`` a tensor of pointers, ordered by
-        its contiguity (``memory_order``)."""
+        its contiguity (``memory_order``), each thread holding as many consecutive elements
+        as the kernel's accesses of that shape can move at once (``access_elements``)."""
         order = self.memory_order(old) if old is not None else None
-        return L.default_blocked(t.shape, self.num_warps, element_bits(t), order=order)
+        bits = element_bits(t)
+        vector_bytes = 16
+        if old is not None and isinstance(old.type, TensorType) and isinstance(old.type.element, PointerType):
+            vector_bytes = min(16, self.access_elements().get(tuple(t.shape), 16) * (bits // 8))
+        return L.default_blocked(t.shape, self.num_warps, bits, vector_bytes=vector_bytes, order=order)
+
+    def access_elements(self) -> dict[tuple[int, ...], int]:
+        """For each shape of a tensor of pointers that tl.load / tl.store access, the most
+        consecutive elements one of those accesses can move as one vector: the pointers'
+        contiguity and alignment and the mask's constancy along the fastest dim, at most 16
+        bytes (Triton's coalescing takes the same maximum over the accesses of a shape).
+        Where none can be vectorized (rows at an unknown stride, a mask against an unknown
+        length), each thread holds one element per 32 lanes' run, so every warp-wide access
+        covers consecutive addresses instead of one element of every 16-byte chunk."""
+        found = getattr(self, "_access_elements", None)
+        if found is not None:
+            return found
+        found = self._access_elements = {}
+        ops = list(self.kernel.walk())
+        # Only where global accesses, elementwise ops and reductions make every tensor: a
+        # tensor laid out by anything else (shared memory, a dot, a reshape) would meet the
+        # narrower layout through a conversion, which costs more than the wider one's accesses.
+        if any(_owns_layout(op) for op in ops):
+            return found
+        for op in ops:
+            if op.name not in ("tl.load", "tl.store") or not isinstance(op.operands[0].type, TensorType):
+                continue
+            ptr = op.operands[0]
+            if not isinstance(ptr.type.element, PointerType):
+                continue
+            ebytes = element_bits(ptr.type) // 8
+            order = self.memory_order(ptr)
+            dim = order[0] if order else ptr.type.rank - 1
+            info = self.axis.info(ptr)
+            if len(info.contiguity) != ptr.type.rank:
+                continue
+            width = min(info.contiguity[dim], max(1, info.divisibility[dim] // ebytes), max(1, 16 // ebytes))
+            if op.attrs.get("has_mask"):
+                mask = op.operands[1 if op.name == "tl.load" else 2]
+                constancy = self.axis.info(mask).constancy
+                if len(constancy) == ptr.type.rank:
+                    width = min(width, constancy[dim])
+            elements = 1
+            while elements * 2 <= width:
+                elements *= 2
+            shape = tuple(ptr.type.shape)
+            found[shape] = max(found.get(shape, 1), elements)
+        return found
 
     def memory_order(self, old: Value):
         """The dims of pointer tensor ``old`` fastest first when a dim other than the last is
