@@ -19,7 +19,7 @@ tensors of the same storage (same key: dtype, ``get_device()``, address mod 16),
 ``data_ptr``/``dtype``/``get_device`` cost what a CUDA tensor's do, so the timing
 carries no Python-level stand-in on the hot path.
 
-    python -m bench.launch_host_probe [--launches 100000] [--profile]
+    python -m bench.launch_host_probe [--launches 100000] [--repeat 5] [--more] [--profile]
 """
 from __future__ import annotations
 
@@ -93,6 +93,8 @@ def main(argv=None) -> None:
     parser.add_argument("--launches", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="cProfile 20,000 launches of each")
+    parser.add_argument("--more", action="store_true",
+                        help="also: options as keywords, a grid callable, two specializations in turn")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time with the thread's CPU time (on a shared machine: leaves out preemption)")
     args = parser.parse_args(argv)
@@ -101,27 +103,39 @@ def main(argv=None) -> None:
     import launch_kernels as lk
     _install_fake_driver()
     (first4, timed4), (first16, timed16) = _arguments()
-    for name, kfn, first, timed in (("4 args", lk.empty4, first4, timed4),
-                                    ("16 args (2 descriptors)", lk.empty16, first16, timed16)):
-        compiled = kfn[(1,)](*first)                     # slow path: compile, plan, fast path
-        if kfn[(1,)](*timed) is not compiled or len(kfn.fast_cache) != 1:
+    grid = lambda meta: (1,)                             # noqa: E731
+    timed4b = timed4[:3] + (17,)                        # another specialization (17 % 16 != 0)
+    cases = [("4 args", lk.empty4, lambda: lk.empty4[(1,)](*first4), lambda: lk.empty4[(1,)](*timed4)),
+             ("16 args (2 descriptors)", lk.empty16, lambda: lk.empty16[(1,)](*first16),
+              lambda: lk.empty16[(1,)](*timed16))]
+    if args.more:
+        def alternate():
+            lk.empty4[(1,)](*timed4)
+            lk.empty4[(1,)](*timed4b)
+        cases += [("4 args, num_warps=8", lk.empty4, lambda: lk.empty4[(1,)](*first4, num_warps=8),
+                   lambda: lk.empty4[(1,)](*timed4, num_warps=8)),
+                  ("4 args, grid callable", lk.empty4, lambda: lk.empty4[grid](*first4), lambda: lk.empty4[grid](*timed4)),
+                  ("4 args, 2 keys in turn", lk.empty4, lambda: lk.empty4[(1,)](*first4[:3], 17), alternate)]
+    for name, kfn, first, timed in cases:
+        compiled = first()                               # slow path: compile, plan, fast path
+        if timed() is not compiled and name != "4 args, 2 keys in turn":
             raise AssertionError(f"{name}: the timed arguments did not hit the first launch's plan")
+        per_call = 2 if name == "4 args, 2 keys in turn" else 1
         best = float("inf")
         for _ in range(args.repeat):
             start = clock()
             for _ in range(args.launches):
-                kfn[(1,)](*timed)
-            best = min(best, (clock() - start) / args.launches / 1000)
+                timed()
+            best = min(best, (clock() - start) / args.launches / per_call / 1000)
         print(f"  launch, Python part, {name:<24} {best:6.2f} us  (min of {args.repeat} x {args.launches:,}"
               f"{', CPU time' if args.cpu_time else ''})", flush=True)
         if args.profile:
             profile = cProfile.Profile()
             profile.enable()
             for _ in range(20_000):
-                kfn[(1,)](*timed)
+                timed()
             profile.disable()
             pstats.Stats(profile).sort_stats("tottime").print_stats(12)
-
 
 if __name__ == "__main__":
     main()
