@@ -37,6 +37,16 @@ increments, and the body has no other TLX op.  Otherwise the loop is left alone.
 The accumulator waits with one wgmma in flight (``pendings = 1``) only when it is
 the loop's carried value and nothing else in the body reads it.
 
+Run-ahead state (a persistent kernel's flattened tile x K loop, Triton's tutorial 09): when
+a pointer or mask depends on carried values that are not advanced by invariant increments
+(``ki = tl.where(ki == last, 0, ki + 1)``, offsets recomputed under ``if ki == 0:``), the
+pass finds the *state*: the carried values the addresses depend on, closed under their own
+updates, every op of which is pure (``scf.if`` included when its regions are).  The ring's
+copies then read a second copy of that state, ``S - 1`` iterations ahead: the prologue steps
+it from the initial values (issuing tiles 0 .. S-2 on the way), the body issues tile
+``j + S - 1`` from it and steps it once more, as new carried values.  The loop's own state
+and its other uses (the epilogue under ``if ki == last:``) are untouched.
+
 ``num_stages`` is the loop's ``tl.range(num_stages=)`` or the compile's
 ``num_stages`` option (Triton's default 3); below 2 nothing is pipelined, and it
 is lowered (down to 2) until the rings fit the shared memory.
@@ -48,7 +58,7 @@ iteration) are loaded ``S - 1`` iterations ahead into registers.
 from __future__ import annotations
 
 from ..ir.builder import Builder
-from ..ir.core import Block, Module, Operation, Value
+from ..ir.core import Block, Module, Operation, OpResult, Region, Value
 from ..ir.types import PointerType, ScalarType, TensorType, i1
 from ..target import has_feature, target_of
 from .dot_wgmma import replace_uses
@@ -113,6 +123,9 @@ class _Operand:
 class _Plan:
     """What the rewrite of one loop needs; raises NotPipelinable when it does not apply."""
 
+    state: list[int] | None = None         # carried indices stepped ahead (run-ahead mode)
+    lead_inits: dict | None = None         # their values S - 1 iterations on, before the loop
+
     def __init__(self, kernel: Operation, loop: Operation):
         self.kernel, self.loop = kernel, loop
         self.body: Block = loop.regions[0].block
@@ -126,8 +139,11 @@ class _Plan:
         self.operands = [self._operand(dot, i) for dot in self.dots for i in (0, 1)]
         self.allocs = [o.alloc for o in self.operands]
         self.variant = self._variant_values()
-        for o in self.operands:
-            self._check_load(o.load)
+        try:
+            for o in self.operands:
+                self._check_load(o.load)
+        except NotPipelinable:
+            self.state = self._run_ahead_state()
 
     # -- analysis -----------------------------------------------------------------------------
     def _check_body_ops(self) -> None:
@@ -227,14 +243,68 @@ class _Plan:
         for v in op.operands:
             self._check_invariant_pure(v)
 
+    def _run_ahead_state(self) -> list[int]:
+        """The carried indices the loads' pointers and masks depend on, closed under the
+        values that update them; NotPipelinable unless every op on the way is pure."""
+        state: set[int] = set()
+        seen: set[int] = set()
+        work = [v for o in self.operands for v in o.load.operands[:1 + bool(o.load.attrs.get("has_mask"))]]
+        while work:
+            value = work.pop()
+            if id(value) in seen or value is self.iv or not self._in_body(value):
+                continue
+            seen.add(id(value))
+            if value in self.args:
+                index = self.args.index(value)
+                state.add(index)
+                work.append(self.yielded[index])
+                continue
+            op = self._top_level_owner(value)
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            self._check_pure(op)
+            work.extend(self._free_operands(op))
+        if not state:
+            raise NotPipelinable()
+        return sorted(state)
+
+    def _top_level_owner(self, value: Value) -> Operation:
+        op = value.owner
+        while isinstance(op, Operation) and op.parent is not self.body:
+            op = op.parent.parent.parent if isinstance(op.parent, Block) and op.parent.parent is not None \
+                else None
+        if not isinstance(op, Operation):
+            raise NotPipelinable()
+        return op
+
+    def _check_pure(self, op: Operation) -> None:
+        for inner in op.walk():
+            if inner.name in ("scf.if", "scf.yield") or inner.name in PURE or _is_arith(inner.name):
+                continue
+            raise NotPipelinable()
+
+    def _free_operands(self, op: Operation) -> list[Value]:
+        """The values ``op`` (its regions included) reads that are defined outside it."""
+        inside = {id(r) for inner in op.walk() for r in inner.results}
+        inside |= {id(a) for inner in op.walk() for region in inner.regions for a in region.block.args}
+        return [v for inner in op.walk() for v in inner.operands if id(v) not in inside]
+
     # -- rewrite ------------------------------------------------------------------------------
     def rewrite(self, stages: int) -> None:
         rings = {id(o.alloc): self._ring(o.alloc, stages) for o in self.operands}
         parent = self.loop.parent
         at = parent.ops.index(self.loop)
         prologue = _Emitter(self.loop.loc)
+        ahead = None
+        if self.state is not None:       # tiles 0 .. S-2 from the stepped state, then the lead copy
+            ahead = {id(self.args[i]): self.loop.inits[i] for i in self.state}
         for s in range(stages - 1):
-            self._issue(prologue, stages, rings, s, None)
+            subst, memo = self._issue(prologue, stages, rings, s, None, ahead)
+            if ahead is not None:
+                ahead = {id(self.args[i]): self._shifted(prologue, self.yielded[i], s, subst, memo, False)
+                         for i in self.state}
+        self.lead_inits = ahead
         parent.ops[at:at] = prologue.ops
         for op in prologue.ops:
             op.parent = parent
@@ -251,15 +321,18 @@ class _Plan:
         replace_uses(self.kernel, alloc.result, ring.result)
         return ring.result
 
-    def _issue(self, em: _Emitter, stages: int, rings: dict, ahead: int, stage: Value | None) -> None:
+    def _issue(self, em: _Emitter, stages: int, rings: dict, ahead: int, stage: Value | None,
+               state: dict | None = None) -> tuple[dict, dict]:
         """Issue the copies of one tile: in the prologue (``stage`` None) tile ``ahead``
-        into stage ``ahead``; in the body, the tile ``ahead`` iterations on into ``stage``."""
+        into stage ``ahead``; in the body, the tile ``ahead`` iterations on into ``stage``.
+        ``state`` (run-ahead mode) maps the state's carried values to theirs at that tile.
+        Returns the substitution and memo of that tile's values."""
         lb, ub, step = self.loop.operands[:3]
         in_body = stage is not None
         base = self.iv if in_body else lb
         index = em.add(base, em.mul(step, em.const(ahead, lb.type))) if ahead else base
         live = em.cmp(index, ub, "lt")
-        subst = {id(self.iv): index}
+        subst = {id(self.iv): index, **(state or {})}
         if stage is None:
             stage = em.const(ahead, lb.type)
         memo: dict[int, Value] = {}
@@ -276,6 +349,7 @@ class _Plan:
                 view = em.emit("tlx.local_trans", [view], o.trans.result.type, dict(o.trans.attrs))
             em.effect("tlx.async_load", [ptrs, view, guard], {"has_mask": True, **_copy_hints(load)}, load.loc)
         em.effect("tlx.async_commit_group", [], {}, self.loop.loc)
+        return subst, memo
 
     def _shifted(self, em: _Emitter, value: Value, ahead: int, subst: dict, memo: dict, in_body: bool) -> Value:
         """``value`` as the body computes it ``ahead`` iterations on (in the prologue: at
@@ -288,12 +362,45 @@ class _Plan:
             return value
         if value in self.args:
             result = self._shifted_arg(em, value, ahead, memo, in_body)
+        elif value.owner.regions:                  # an scf.if of the run-ahead state
+            op = value.owner
+            copy = self._clone_with_regions(em, op, ahead, subst, memo, in_body)
+            for old_result, new_result in zip(op.results, copy.results):
+                memo[id(old_result)] = new_result
+            return memo[id(value)]
         else:
             op = value.owner
             operands = [self._shifted(em, v, ahead, subst, memo, in_body) for v in op.operands]
             result = em.emit(op.name, operands, value.type, dict(op.attrs), op.loc, value.name_hint)
         memo[id(value)] = result
         return result
+
+    def _clone_with_regions(self, em: _Emitter, op: Operation, ahead: int, subst: dict, memo: dict,
+                            in_body: bool) -> Operation:
+        """A copy of pure region op ``op`` (an ``scf.if``) into ``em``: the values it reads from
+        outside are shifted first; its regions' own ops are copied as they are."""
+        outside = {id(v): self._shifted(em, v, ahead, subst, memo, in_body) for v in self._free_operands(op)}
+
+        def copy(inner: Operation) -> Operation:
+            regions = []
+            for region in inner.regions:
+                block = Block([a.type for a in region.block.args], [a.name_hint for a in region.block.args])
+                for old_arg, new_arg in zip(region.block.args, block.args):
+                    outside[id(old_arg)] = new_arg
+                for nested in region.block.ops:
+                    block.append(copy(nested))
+                regions.append(Region(block))
+            new = _op(inner.name, [outside.get(id(v), v) for v in inner.operands], [r.type for r in inner.results],
+                      dict(inner.attrs), inner.loc, [r.name_hint for r in inner.results])
+            new.regions = regions
+            for region in regions:
+                region.parent = new
+            for old_result, new_result in zip(inner.results, new.results):
+                outside[id(old_result)] = new_result
+            return new
+        cloned = copy(op)
+        em.ops.append(cloned)
+        return cloned
 
     def _shifted_arg(self, em: _Emitter, arg: Value, ahead: int, memo: dict, in_body: bool) -> Value:
         start = arg if in_body else self.loop.inits[self.args.index(arg)]
@@ -335,7 +442,17 @@ class _Plan:
         tail = _Emitter(self.loop.loc)
         refill = tail.emit("arith.rem", [tail.add(j, tail.const(stages - 1, lb.type)), tail.const(stages, lb.type)],
                            lb.type)
-        self._issue(tail, stages, rings, stages - 1, refill)
+        if self.state is None:
+            self._issue(tail, stages, rings, stages - 1, refill)
+        else:
+            leads = [self.body.add_arg(self.args[i].type, self.args[i].name_hint) for i in self.state]
+            subst, memo = self._issue(tail, stages, rings, stages - 1, refill,
+                                      {id(self.args[i]): lead for i, lead in zip(self.state, leads)})
+            stepped = [self._shifted(tail, self.yielded[i], stages - 1, subst, memo, True) for i in self.state]
+            self.body.terminator.operands.extend(stepped)
+            self.loop.operands.extend(self.lead_inits[id(self.args[i])] for i in self.state)
+            for i, lead in zip(self.state, leads):
+                self.loop.results.append(OpResult(lead.type, self.loop, len(self.loop.results), None))
         self.body.ops[-1:-1] = tail.ops
         for op in self.body.ops:
             op.parent = self.body
