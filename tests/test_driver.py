@@ -227,6 +227,24 @@ def test_cluster_launch_uses_launch_kernel_ex(fake_driver) -> None:
     assert function.attributes_set == []  # 2 CTAs per cluster is portable
 
 
+def test_direct_launch_packs_what_launch_packs(fake_driver) -> None:
+    """The parts the specialized launch path uses (one pack_all of shape and arguments into
+    the buffer that holds the config, then the raw call) launch exactly what launch does,
+    cluster attribute included."""
+    kinds = ["u64", "bytes128", "i32", "f64"]
+    fake = fake_driver(kinds)
+    launcher = Launcher(_FakeFunction(), kinds, cluster=(2, 1, 1))
+    values = [0xBEEF0, TENSOR_MAP, -7, 2.5]
+    launcher((6, 2, 1), (256, 1, 1), 1024, 0x99, values)
+    d = launcher.direct()
+    d["pack_all"](d["storage"], d["offset"], 6, 2, 1, 256, 1, 1, 1024, 0x99, d["attrs"], d["num_attrs"], *values)
+    assert d["raw"](d["config"], d["function"], d["params"], None) == 0
+    assert len(fake.calls) == 2 and fake.calls[0] == fake.calls[1]
+    assert fake.calls[1]["attributes"] == [(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, (2, 1, 1))]
+    with pytest.raises(LaunchError, match="classic"):
+        Launcher(_FakeFunction(), kinds, classic=True).direct()
+
+
 def test_large_clusters_opt_into_non_portable_sizes(fake_driver) -> None:
     fake_driver([])
     function = _FakeFunction()
