@@ -277,3 +277,30 @@ def test_two_specializations_in_turn_stay_on_their_paths(prepared):
             assert launches[-1][0] is plans[0 if n == 16 else 1]
     assert {scaled._fast, scaled._other} == paths        # no switching back and forth
     assert len(plans) == 2
+
+
+@tlxc.kernel
+def named_like_locals(v0, g0, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(v0 + offs, mask=mask) + g0, mask=mask)
+
+
+def test_parameters_named_like_the_generated_code_s_locals(monkeypatch):
+    """A kernel whose parameters are called v0 and g0 gets its own values on every path."""
+    launches = []
+    monkeypatch.setattr(L, "_prepare", lambda kfn, bound, config: L.LaunchPlan(
+        lambda *a: launches.append(a), [0, 1, 2, 3], [True, False, True, False], (128, 1, 1), 0, 0, "k"))
+    named_like_locals._stream = lambda device: 0
+    x, out = FakeCudaTensor(address=1 << 20), FakeCudaTensor(address=2 << 20)
+    try:
+        for g in (3.5, 4.5, 5.5):
+            named_like_locals[(2,)](x, g, out, 16, BLOCK=16)
+            assert launches[-1][0] == (2, 1, 1) and tuple(launches[-1][4]) == (1 << 20, g, 2 << 20, 16)
+    finally:
+        named_like_locals.cache.clear()
+        named_like_locals.fast_cache.clear()
+        named_like_locals._fast = named_like_locals._other = named_like_locals._first_launch
+        named_like_locals._generic = None
+        named_like_locals._specialized.clear()
+        named_like_locals._interpret = None

@@ -232,10 +232,11 @@ class Launcher:
 
 _MISSING = object()
 
-# The grid of a launch as g0, g1, g2: a tuple or list of 1 to 3 dimensions, an int, or a
-# callable of the arguments (``{meta}``) returning one; grid_dims explains (or accepts)
-# anything else.  Range checks are left to the packing and the driver, whose refusals are
-# explained by grid_dims.
+# The grid of a launch as _tlx_g0, _tlx_g1, _tlx_g2 (every name the generated code binds
+# starts with _tlx_: a kernel parameter may be called anything else): a tuple or list of 1
+# to 3 dimensions, an int, or a callable of the arguments (``{meta}``) returning one;
+# grid_dims explains (or accepts) anything else.  Range checks are left to the packing and
+# the driver, whose refusals are explained by grid_dims.
 _GRID = """
     if _tlx_grid.__class__ is not tuple:
         if callable(_tlx_grid):
@@ -245,17 +246,17 @@ _GRID = """
     try:
         _tlx_n = len(_tlx_grid)
         if _tlx_n == 1:
-            g0 = _tlx_grid[0]
-            g1 = g2 = 1
+            _tlx_g0 = _tlx_grid[0]
+            _tlx_g1 = _tlx_g2 = 1
         elif _tlx_n == 3:
-            g0, g1, g2 = _tlx_grid
+            _tlx_g0, _tlx_g1, _tlx_g2 = _tlx_grid
         elif _tlx_n == 2:
-            g0, g1 = _tlx_grid
-            g2 = 1
+            _tlx_g0, _tlx_g1 = _tlx_grid
+            _tlx_g2 = 1
         else:
             raise TypeError
     except TypeError:
-        g0, g1, g2 = _tlx_grid_dims(_tlx_kfn.__name__, _tlx_grid)
+        _tlx_g0, _tlx_g1, _tlx_g2 = _tlx_grid_dims(_tlx_kfn.__name__, _tlx_grid)
 """
 
 _FAST_TEMPLATE = """
@@ -278,11 +279,11 @@ def _tlx_fast(_tlx_grid, {params}, *_tlx_extra, {options}**_tlx_unknown):
         _tlx_kfn._other = _tlx_kfn._fast        # two specializations in turn: each is tried
         _tlx_kfn._fast = _tlx_specialized       # the next kernel[grid] launches through it
 """ + _GRID.replace("{meta}", "{{{meta}}}") + """
-    if g0 and g1 and g2:
+    if _tlx_g0 and _tlx_g1 and _tlx_g2:
         try:
-            _tlx_run((g0, g1, g2), _tlx_block, _tlx_smem, _tlx_kfn._stream(_tlx_device), _tlx_pick(({values_tuple})))
+            _tlx_run((_tlx_g0, _tlx_g1, _tlx_g2), _tlx_block, _tlx_smem, _tlx_kfn._stream(_tlx_device), _tlx_pick(({values_tuple})))
         except _tlx_TlxcError:    # costs nothing unless raised: name a bad grid dimension, if that was it
-            _tlx_grid_dims(_tlx_kfn.__name__, (g0, g1, g2))
+            _tlx_grid_dims(_tlx_kfn.__name__, (_tlx_g0, _tlx_g1, _tlx_g2))
             raise
     return _tlx_compiled
 """
@@ -307,7 +308,7 @@ def _tlx_fast(_tlx_grid, {params}, *_tlx_extra, **_tlx_kw):
             return _tlx_kfn._other(_tlx_grid, {args} *_tlx_extra, **_tlx_kw)
         return _tlx_generic(_tlx_grid, {args} *_tlx_extra, **_tlx_kw)
 """ + _GRID.replace("{meta}", "{{{meta}, **_tlx_kw}}") + """
-    if g0 and g1 and g2:
+    if _tlx_g0 and _tlx_g1 and _tlx_g2:
 {launch}
     return _tlx_compiled
 """
@@ -315,18 +316,18 @@ def _tlx_fast(_tlx_grid, {params}, *_tlx_extra, **_tlx_kw):
 _DIRECT_LAUNCH = """\
 {cluster_check}        _tlx_s = _tlx_stream(_tlx_device)
         try:
-            _tlx_pack(_tlx_storage, _tlx_offset, g0, g1, g2, {block}, {smem}, _tlx_s, {attrs}, {runtime})
+            _tlx_pack(_tlx_storage, _tlx_offset, _tlx_g0, _tlx_g1, _tlx_g2, {block}, {smem}, _tlx_s, {attrs}, {runtime})
         except Exception as _tlx_exc:
-            _tlx_explain((g0, g1, g2), ({runtime}), _tlx_exc)
+            _tlx_explain((_tlx_g0, _tlx_g1, _tlx_g2), ({runtime}), _tlx_exc)
         _tlx_result = _tlx_raw(_tlx_config, _tlx_function, _tlx_params, None)
         if _tlx_result:
-            _tlx_failed(_tlx_result, (g0, g1, g2), _tlx_s)"""
+            _tlx_failed(_tlx_result, (_tlx_g0, _tlx_g1, _tlx_g2), _tlx_s)"""
 
 _PLAN_LAUNCH = """\
         try:
-            _tlx_run((g0, g1, g2), _tlx_block, _tlx_smem, _tlx_kfn._stream(_tlx_device), ({runtime}))
+            _tlx_run((_tlx_g0, _tlx_g1, _tlx_g2), _tlx_block, _tlx_smem, _tlx_kfn._stream(_tlx_device), ({runtime}))
         except _tlx_TlxcError:
-            _tlx_grid_dims(_tlx_kfn.__name__, (g0, g1, g2))
+            _tlx_grid_dims(_tlx_kfn.__name__, (_tlx_g0, _tlx_g1, _tlx_g2))
             raise"""
 
 # Launch options the fast path accepts as keywords (unless the kernel has a
@@ -540,13 +541,13 @@ def build_fast_path(kfn, bound: tuple):
             key += [f"{name}.__class__", name]
             value_names.append(name)
         elif kind == "tensor":
-            values.append(f"        v{i} = {name}.data_ptr()")
-            key += [f"{name}.dtype", f"{name}.get_device()", f"v{i} & 15"]
-            value_names.append(f"v{i}")
+            values.append(f"        _tlx_v{i} = {name}.data_ptr()")
+            key += [f"{name}.dtype", f"{name}.get_device()", f"_tlx_v{i} & 15"]
+            value_names.append(f"_tlx_v{i}")
         elif kind == "descriptor":
-            values.append(f"        v{i} = {name}.encode()")
+            values.append(f"        _tlx_v{i} = {name}.encode()")
             key += [f"{name}._type_key", f"{name}.device_index"]
-            value_names.append(f"v{i}")
+            value_names.append(f"_tlx_v{i}")
         elif kind == "number":
             key += [f"{name}.__class__", f"{name} == 1", f"{name} % 16 == 0",
                     f"-2147483648 <= {name} <= 2147483647"]
@@ -634,20 +635,20 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
         elif kind == "tensor":
             dtype, device, alignment = key[position:position + 3]
             position += 3
-            values.append(f"            v{i} = {name}.data_ptr()")
+            values.append(f"            _tlx_v{i} = {name}.data_ptr()")
             mismatch += [f"{name}.dtype is not {const(dtype)}", f"{name}.get_device() != {device!r}"]
             if alignment == 0:
-                aligned.append(f"v{i}")
+                aligned.append(f"_tlx_v{i}")
             else:
-                mismatch.append(f"v{i} & 15 != {alignment!r}")
-            names.append(f"v{i}")
+                mismatch.append(f"_tlx_v{i} & 15 != {alignment!r}")
+            names.append(f"_tlx_v{i}")
         elif kind == "descriptor":
             type_key, device = key[position:position + 2]
             position += 2
-            values += [f"            v{i} = {name}.base.data_ptr()",
-                       f"            v{i} = {name}._last_blob if v{i} == {name}._last_address else {name}.encode()"]
+            values += [f"            _tlx_v{i} = {name}.base.data_ptr()",
+                       f"            _tlx_v{i} = {name}._last_blob if _tlx_v{i} == {name}._last_address else {name}.encode()"]
             mismatch += [f"{name}._type_key != {type_key!r}", f"{name}.device_index != {device!r}"]
-            names.append(f"v{i}")
+            names.append(f"_tlx_v{i}")
         elif kind == "number":
             cls, one, by16, fits = key[position:position + 4]
             position += 4
@@ -699,8 +700,8 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
         if plan.cluster is not None:
             scope.update(_tlx_cluster=plan.cluster, _tlx_check_cluster=check_cluster_grid)
             cx, cy, cz = plan.cluster
-            cluster_check = (f"        if g0 % {cx} or g1 % {cy} or g2 % {cz}:\n"
-                             f"            _tlx_check_cluster(_tlx_kfn.__name__, _tlx_cluster, (g0, g1, g2))\n")
+            cluster_check = (f"        if _tlx_g0 % {cx} or _tlx_g1 % {cy} or _tlx_g2 % {cz}:\n"
+                             f"            _tlx_check_cluster(_tlx_kfn.__name__, _tlx_cluster, (_tlx_g0, _tlx_g1, _tlx_g2))\n")
         body = _DIRECT_LAUNCH.format(cluster_check=cluster_check, block=", ".join(map(repr, plan.block)),
                                      smem=plan.smem, attrs=f"{direct['attrs']}, {direct['num_attrs']}",
                                      runtime=runtime)
