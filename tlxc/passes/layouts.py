@@ -315,18 +315,22 @@ class _KernelRewriter:
         ptr, value = op.operands[:2]
         if not isinstance(ptr.type, TensorType):
             return self.copy(op, [self.get(v) for v in op.operands])
-        layout = self.natural(ptr) or self.coalesced_store_layout(ptr, value) or self.natural(value) \
+        layout = self.natural(ptr) or self.coalesced_store_layout(op, ptr, value) or self.natural(value) \
             or self.default_layout(ptr.type, ptr)
         self.copy(op, [self.get(v, layout) for v in op.operands])
 
-    def coalesced_store_layout(self, ptr: Value, value: Value):
+    def coalesced_store_layout(self, op: Operation, ptr: Value, value: Value):
         """The default blocked layout for a store whose value comes in a layout that writes
         4 or fewer contiguous bytes per thread (an MMA accumulator cast to 16 bits) while the
         blocked one writes 16: one conversion through shared memory (which the epilogue of a
         matmul takes over its dead operand ring, codegen_c/lower.py) buys 16-byte stores, as
         Triton's epilogues do; measured on the H200, 128x256 fp16 tiles at 4096^3, 5-9% of the
         kernel (docs/performance.md).  An fp32 accumulator (8 contiguous bytes) is stored as
-        it is.  Only for tiles of at least 4096 elements; None otherwise."""
+        it is.  Only for tiles of at least 4096 elements, and not inside a warp-specialized
+        task (its scratch cannot take over dead buffers and its registers are budgeted: the
+        attention consumer spilled); None otherwise."""
+        if _inside_async_task(op):
+            return None
         have = self.natural(value)
         if have is None or value.type.rank != 2 or value.type.numel < 4096:
             return None
@@ -618,6 +622,16 @@ class _KernelRewriter:
 
 
 # -- dot layouts ---------------------------------------------------------------------------
+
+def _inside_async_task(op: Operation) -> bool:
+    block = op.parent
+    while block is not None and block.parent is not None and block.parent.parent is not None:
+        owner = block.parent.parent
+        if owner.name in ("tlx.async_task", "tlx.async_tasks"):
+            return True
+        block = owner.parent
+    return False
+
 
 def _uses_mma(a_type: TensorType) -> bool:
     return a_type.element.name in ("f16", "bf16")
