@@ -280,14 +280,14 @@ def test_two_specializations_in_turn_stay_on_their_paths(prepared):
 
 
 @tlxc.kernel
-def named_like_locals(v0, g0, out_ptr, n, BLOCK: tl.constexpr):
+def named_like_locals(v0, g0, out_ptr, len, BLOCK: tl.constexpr):     # noqa: A002 (the point)
     offs = tl.arange(0, BLOCK)
-    mask = offs < n
+    mask = offs < len
     tl.store(out_ptr + offs, tl.load(v0 + offs, mask=mask) + g0, mask=mask)
 
 
 def test_parameters_named_like_the_generated_code_s_locals(monkeypatch):
-    """A kernel whose parameters are called v0 and g0 gets its own values on every path."""
+    """A kernel whose parameters are called v0, g0 and len gets its own values on every path."""
     launches = []
     monkeypatch.setattr(L, "_prepare", lambda kfn, bound, config: L.LaunchPlan(
         lambda *a: launches.append(a), [0, 1, 2, 3], [True, False, True, False], (128, 1, 1), 0, 0, "k"))
@@ -296,6 +296,7 @@ def test_parameters_named_like_the_generated_code_s_locals(monkeypatch):
     try:
         for g in (3.5, 4.5, 5.5):
             named_like_locals[(2,)](x, g, out, 16, BLOCK=16)
+            named_like_locals[lambda meta: (2,)](x, g, out, 16, BLOCK=16)
             assert launches[-1][0] == (2, 1, 1) and tuple(launches[-1][4]) == (1 << 20, g, 2 << 20, 16)
     finally:
         named_like_locals.cache.clear()

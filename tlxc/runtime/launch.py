@@ -239,12 +239,12 @@ _MISSING = object()
 # the driver, whose refusals are explained by grid_dims.
 _GRID = """
     if _tlx_grid.__class__ is not tuple:
-        if callable(_tlx_grid):
+        if _tlx_callable(_tlx_grid):
             _tlx_grid = _tlx_grid({meta})
         elif _tlx_grid.__class__ is not list:
             _tlx_grid = (_tlx_grid,)
     try:
-        _tlx_n = len(_tlx_grid)
+        _tlx_n = _tlx_len(_tlx_grid)
         if _tlx_n == 1:
             _tlx_g0 = _tlx_grid[0]
             _tlx_g1 = _tlx_g2 = 1
@@ -262,7 +262,7 @@ _GRID = """
 _FAST_TEMPLATE = """
 def _tlx_fast(_tlx_grid, {params}, *_tlx_extra, {options}**_tlx_unknown):
     if {interpret_check}_tlx_unknown or _tlx_extra:
-        return _tlx_slow(_tlx_grid, ({args}) + _tlx_extra, dict(_tlx_unknown{option_kwargs}))
+        return _tlx_slow(_tlx_grid, ({args}) + _tlx_extra, _tlx_dict(_tlx_unknown{option_kwargs}))
     try:
 {values}
         _tlx_key = ({num_warps}, {ctas}, {maxnreg}, ({num_ctas}, {num_stages}, {launch_pdl}), {key})
@@ -271,7 +271,7 @@ def _tlx_fast(_tlx_grid, {params}, *_tlx_extra, {options}**_tlx_unknown):
     except Exception:   # a new specialization, or arguments only the slow path can explain
         _tlx_hit = False
     if not _tlx_hit:    # (called outside the handler: its errors carry no KeyError context)
-        return _tlx_slow(_tlx_grid, ({args}), dict({option_kwargs_first}))
+        return _tlx_slow(_tlx_grid, ({args}), _tlx_dict({option_kwargs_first}))
     _tlx_specialized = _tlx_paths.get(_tlx_key, _tlx_MISSING)
     if _tlx_specialized is _tlx_MISSING:
         _tlx_specialized = _tlx_specialize(_tlx_kfn, _tlx_key)
@@ -421,6 +421,10 @@ def _guard_checks(kfn, const) -> list[str]:
         place = f"{const(guard.holder)}.cell_contents" if guard.cell else f"{const(guard.holder)}[{guard.name!r}]"
         checks.append(place + "".join(f".{attr}" for attr in guard.attrs) + f" is not {const(guard.value)}")
     return checks
+
+
+# The builtins the generated paths call, under names no kernel parameter shadows.
+_BUILTINS = {"_tlx_callable": callable, "_tlx_len": len, "_tlx_dict": dict}
 
 
 class _Constants(dict):
@@ -578,7 +582,7 @@ def build_fast_path(kfn, bound: tuple):
         values_tuple=", ".join(value_names) + ",")
     defaults = [p.default for p in kfn.signature.parameters.values()]
     scope = {"_tlx_MISSING": _MISSING, "_tlx_defaults": defaults, "_tlx_kfn": kfn, "_tlx_cache": kfn.fast_cache,
-             "_tlx_names": kfn.param_names, "_tlx_TlxcError": TlxcError, "_tlx_grid_dims": grid_dims,
+             "_tlx_names": kfn.param_names, "_tlx_TlxcError": TlxcError, "_tlx_grid_dims": grid_dims, **_BUILTINS,
              "_tlx_paths": kfn._specialized, "_tlx_specialize": _specialize,
              "_tlx_slow": lambda grid, args, kwargs: launch(kfn, grid, args, kwargs), **const}
     exec(compile(source, f"<tlxc launcher of {kfn.__name__}>", "exec"), scope)  # noqa: S102 (our own template)
@@ -687,7 +691,7 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
     runtime = ", ".join(names[i] for i in plan.runtime_index) + ","
     scope = {"_tlx_MISSING": _MISSING, "_tlx_defaults": [p.default for p in kfn.signature.parameters.values()],
              "_tlx_kfn": kfn, "_tlx_cache": kfn.fast_cache, "_tlx_generic": generic, "_tlx_names": kfn.param_names,
-             "_tlx_TlxcError": TlxcError, "_tlx_grid_dims": grid_dims,
+             "_tlx_TlxcError": TlxcError, "_tlx_grid_dims": grid_dims, **_BUILTINS,
              "_tlx_run": plan.launch, "_tlx_block": plan.block, "_tlx_smem": plan.smem, "_tlx_device": plan.device,
              "_tlx_compiled": plan.compiled, **const}
     if plan.direct:
