@@ -77,11 +77,12 @@ def test_a_reassigned_global_is_compiled_in():
 def test_tma_descriptor_of_a_changing_tensor():
     import kernels_tma as K
     BM, BN = 32, 64
-    for _ in range(4):                                        # new tensors: new addresses, new maps
-        a = torch.randn(96, 128, device="cuda")
+    for rows, cols in ((96, 128), (100, 132), (7, 200), (96, 128)):   # new tensors: new maps, one key
+        a = torch.randn(rows, cols, device="cuda")
         out = torch.full_like(a, float("nan"))
-        K.tma_add_one[(96 // BM, 128 // BN)](tlxc.TensorDescriptor.from_tensor(a, [BM, BN]),
-                                             tlxc.TensorDescriptor.from_tensor(out, [BM, BN]), BM=BM, BN=BN)
+        K.tma_add_one[(tlxc.cdiv(rows, BM), tlxc.cdiv(cols, BN))](
+            tlxc.TensorDescriptor.from_tensor(a, [BM, BN]), tlxc.TensorDescriptor.from_tensor(out, [BM, BN]),
+            BM=BM, BN=BN)
         torch.cuda.synchronize()
         torch.testing.assert_close(out, a + 1.0)
 
