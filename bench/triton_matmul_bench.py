@@ -68,7 +68,7 @@ def cublas(a, b, fp8: bool):
         return scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float16)
     try:
         run()
-    except (RuntimeError, TypeError) as exc:         # e.g. e5m2 x e5m2, which cuBLASLt lacks
+    except (RuntimeError, TypeError, ValueError) as exc:     # e.g. e5m2 x e5m2, which cuBLASLt lacks
         print(f"no cuBLAS fp8 baseline for {a.dtype} x {b.dtype}: {str(exc).splitlines()[0]}")
         return None
     return run

@@ -40,6 +40,7 @@ def _check(c, a, b, imprecise: float, rel_bound: float):
     """Per element, the fp16 rounding of the output plus ``imprecise`` x (|A| @ |B|): Hopper sums
     fp8 products in a reduced-precision accumulator (about 13 mantissa bits); and a norm-wise
     relative error below ``rel_bound``, which a wrong tile or K slice (an O(1) error) cannot pass."""
+    c = c.cpu()
     assert not c.isnan().any(), "poisoned elements left"
     ref = a.double() @ b.double()
     magnitude = a.double().abs() @ b.double().abs()

@@ -386,7 +386,7 @@ def test_enable_fp_fusion_false_compiles_without_fma():
 
 @pytest.mark.gpu
 def test_gpu_maxnreg_bounds_the_registers():
-    n, block, cap = 10000, 4096, 40           # 32 elements per thread of x and acc: well over 40 registers
+    n, block, cap = 10000, 4096, 32           # 32 elements per thread of x and acc: 40 registers uncapped (H200)
     x = torch.rand(n, device="cuda")
     out = torch.full((n,), float("nan"), device="cuda")
     free = many_accumulators[(tlxc.cdiv(n, block),)](x, out, n, BLOCK=block)

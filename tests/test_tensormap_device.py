@@ -12,9 +12,15 @@ import torch
 
 from tlxc.check import ERROR, check_function
 from tlxc.compiler import compile_kernel
-from tlxc.errors import TlxcError
+from tlxc.errors import CompilationError, TlxcError
 from tlxc.frontend.specialize import parse_signature, specialization_from_types
 from tlxc.interpreter import interpret
+
+
+@pytest.fixture(autouse=True)
+def _device_tensormaps(monkeypatch):
+    """The encoding is off by default until the GPU verifies it (tensor_desc.device_tensormaps)."""
+    monkeypatch.setenv("TLXC_DEVICE_TENSORMAPS", "1")
 
 M, N = 70, 72                  # not multiples of the [32, 64] box; rows of 288 bytes (16-byte multiples)
 BOX = {"BM": 32, "BN": 64}
@@ -207,8 +213,14 @@ def test_box_wider_than_tma_allows_falls_back_to_element_copies():
     assert "tlx.make_tensor_descriptor" not in compile_kernel(wide, spec, arch="sm_90a", stages=("ir",)).asm["ir"]
 
 
+_GPU_KNOWN_WRONG = {   # H200, 2026-12-03: the reason the encoding is opt-in (tensor_desc.device_tensormaps)
+    "desc_load_store": "a TMA store through a device-encoded map wrote past the clipped edge of its box",
+}
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("feature", sorted(SIGNATURES))
+@pytest.mark.parametrize("feature", [pytest.param(f, marks=pytest.mark.xfail(reason=_GPU_KNOWN_WRONG[f], strict=False))
+                                     if f in _GPU_KNOWN_WRONG else f for f in sorted(SIGNATURES)])
 def test_gpu_matches_torch_and_the_interpreter(feature):
     import tlxc
     kernel, grid, args, constexprs, out, expected = _cases("cuda")[feature]
@@ -228,6 +240,19 @@ def test_gpu_matches_torch_and_the_interpreter(feature):
     assert _equal_with_nan(out, expected), feature
     cpu_args = tuple(a.cpu() if isinstance(a, torch.Tensor) else a for a in args)
     cpu_out = next(a for a, g in zip(cpu_args, args) if g is out)
-    cpu_out.fill_(float("nan"))
+    cpu_out.fill_(float("nan") if cpu_out.is_floating_point() else 77)
     interpret(kernel, grid, cpu_args, constexprs)
     assert _equal_with_nan(out, cpu_out), feature
+
+
+def test_off_by_default_descriptors_take_the_element_path_and_slots_are_refused(monkeypatch):
+    """Until the encoding is verified on a GPU it is opt-in: without TLXC_DEVICE_TENSORMAPS=1 a
+    tl.make_tensor_descriptor store is the element store (no tensormap.replace), and TLX's
+    descriptor slots are a located error that names the variable."""
+    monkeypatch.delenv("TLXC_DEVICE_TENSORMAPS", raising=False)
+    kernel, sig, meta = SIGNATURES["desc_load_store"]
+    cuda = kernel.compile(sig, meta, arch="sm_90a", stages=("cuda",)).asm["cuda"]
+    assert "tensormap.replace" not in cuda and "cp.async.bulk.tensor" not in cuda
+    kernel, sig, meta = SIGNATURES["tlx_slots"]
+    with pytest.raises(CompilationError, match="TLXC_DEVICE_TENSORMAPS=1"):
+        kernel.compile(sig, meta, arch="sm_90a", stages=("ir",))

@@ -348,7 +348,8 @@ _CONSTANTS = (str, tuple, tl.constexpr, ScalarType, PointerType)
 # changed recompiles (``_refresh``).  Read by the generated paths in os.environ's own dict:
 # ``in`` for an unset one, identity for a set one (os.environ[...] = ... stores a new
 # object), about 20 ns each.
-COMPILE_ENV = ("TLXC_CHECK_BARRIERS", "TLXC_DEBUG_BARRIERS", "TLXC_SKIP_PASSES", "TLXC_OVERRIDE_DIR")
+COMPILE_ENV = ("TLXC_CHECK_BARRIERS", "TLXC_DEBUG_BARRIERS", "TLXC_SKIP_PASSES", "TLXC_OVERRIDE_DIR",
+               "TLXC_DEVICE_TENSORMAPS")
 
 
 def _environ_reader():
@@ -995,7 +996,8 @@ def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluste
     for part in (__version__, compiler_fingerprint(), toolchain_fingerprint(), kfn.cache_key, repr(spec.key()),
                  arch, str(num_warps), str(debug_barriers), str(cluster), repr(sorted(options.items())),
                  "check_barriers=" + os.environ.get("TLXC_CHECK_BARRIERS", "").strip().lower(),
-                 "skip_passes=" + ",".join(sorted(skipped_passes()))):
+                 "skip_passes=" + ",".join(sorted(skipped_passes())),
+                 "device_tensormaps=" + os.environ.get("TLXC_DEVICE_TENSORMAPS", "").strip()):
         h.update(part.encode())
         h.update(b"\0")
     key = h.hexdigest()
