@@ -251,7 +251,9 @@ class KernelLowering:
         ``op`` at the kernel's top level: a matmul's epilogue conversion then reuses the
         operand ring instead of adding its size.  The caller syncs before writing (every
         warp is past its wgmma and cp.async drains by then).  The ordinary scratch when not."""
-        if self.scope is not self.scopes[0] or not self._buffers_dead_before(op):
+        # (an area larger than the dead buffers would reach the codegen's own reserved areas)
+        if self.scope is not self.scopes[0] or nbytes > self.kernel.attrs.get("shared_bytes", 0) \
+                or not self._buffers_dead_before(op):
             return self.need_scratch(nbytes)
         self.overlay_bytes = max(self.overlay_bytes, nbytes)
         return "tlx_smem"
