@@ -41,9 +41,6 @@ LEVEL = {name: i for i, names in enumerate(LEVELS) for name in names}
 
 # Known exceptions at module level: (importing module, imported module).  Only shrinks.
 MODULE_LEVEL_EXCEPTIONS = {
-    # the checker's simulation shares the interpreter's mbarrier semantics; issue 20 item 4 moves
-    # them into one neutral module both use
-    ("tlxc.check.simulate", "tlxc.interpreter.barrier"),
     # the check-barriers pass runs the checker inside the pipeline (issue 20 item 4)
     ("tlxc.passes.check_barriers", "tlxc.check"),
     ("tlxc.passes.check_barriers", "tlxc.check.resources"),

@@ -40,7 +40,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from ..interpreter.barrier import MBarrier
+from ..ir.mbarrier import MBarrier
 from .trace import Event, TaskTrace, TooLong
 
 READS = ("read", "mma", "tcread", "tmaread")          # accesses that only read the slot

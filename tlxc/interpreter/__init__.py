@@ -8,12 +8,14 @@ See ``docs/interpreter.md``.  Rules live in one module per IR domain
 (``arith``, ``tensor``, ``memory_ops``, ``mma``, ``control``, ``debug``,
 ``shared`` (buffers, cp.async), ``tma``, ``mma_async`` (wgmma), ``barrier_ops``,
 ``task``); ``scheduler``,
-``barrier`` and ``races`` are the machinery warp-group tasks build on.
+``races`` and the mbarrier model (``ir/mbarrier.py``, shared with the checker) are the
+machinery warp-group tasks build on.
 """
 from __future__ import annotations
 
 from typing import TextIO
 
+from ..ir.mbarrier import MBarrier, alloc_barriers
 from . import (  # noqa: F401  (rules)
     arith,
     barrier_ops,
@@ -34,7 +36,6 @@ from . import (  # noqa: F401  (rules)
     tma,
     warp,
 )
-from .barrier import MBarrier, alloc_barriers
 from .executor import KernelRunner, Program, TaskContext, run_block
 from .launch import InterpretedKernel, interpret_launch, maybe_interpret, normalize_grid, should_interpret, specialize
 from .memory import GlobalMemory

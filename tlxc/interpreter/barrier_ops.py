@@ -24,7 +24,7 @@ arrived the barrier completes, its waiters continue and it resets.
 from __future__ import annotations
 
 from ..errors import BarrierError
-from .barrier import MBarrier, alloc_barriers
+from ..ir.mbarrier import MBarrier, alloc_barriers
 from .cluster import RemoteBarrier
 from .registry import impl
 from .scheduler import PREEMPT, Blocked

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .barrier import MBarrier
+from ..ir.mbarrier import MBarrier
 from .cluster import _land_remote, peer_barrier, peer_view
 from .registry import impl
 from .scheduler import PREEMPT

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .barrier import MBarrier
+from ..ir.mbarrier import MBarrier
 from .registry import impl
 from .scheduler import PREEMPT, Blocked
 from .shared import SharedView, read_written

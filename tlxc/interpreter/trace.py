@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..errors import DeadlockError, LaunchError, Location, TlxcError
-from .barrier import MBarrier
+from ..ir.mbarrier import MBarrier
 from .executor import Plan, Plans
 from .scheduler import Blocked
 from .values import WARP_SIZE, as_index

@@ -1,4 +1,5 @@
-"""The mbarrier state machine, with TLX's phase semantics.
+"""The mbarrier state machine, with TLX's phase semantics: one model shared by the interpreter
+(``interpreter/barrier_ops.py``) and the checker's simulation (``check/simulate.py``).
 
 An mbarrier counts down *pending arrivals* (reset to ``arrive_count`` at the
 start of each phase) and *transaction bytes* (raised by ``expect_tx``, lowered
