@@ -10,7 +10,8 @@ import torch
 
 import tlxc
 import tlxc.language as tl
-from tlxc.check import ERROR, check_function
+from tlxc.check import ERROR
+from tlxc.compiler import check_function
 from tlxc.errors import CompilationError, InterpreterError, RaceError
 from tlxc.frontend.specialize import parse_signature, specialization_from_args, specialization_from_types
 from tlxc.language import tlx

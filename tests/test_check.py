@@ -21,8 +21,9 @@ import kernels_ws as K
 
 import tlxc
 import tlxc.language as tl
-from tlxc.check import ERROR, NOTE, check_function
+from tlxc.check import ERROR, NOTE
 from tlxc.cli import main
+from tlxc.compiler import check_function
 from tlxc.errors import BarrierError, CompilationError, ResourceError
 from tlxc.frontend.specialize import parse_signature, specialization_from_types
 from tlxc.language import tlx

@@ -75,7 +75,8 @@ def test_clc_is_blackwell_only():
     (K.clc_affine_ws_miscounted, None, 1),             # 2 tasks, num_consumers=1
 ])
 def test_checker_counts_clc_consumers(kernel, cluster, errors):
-    from tlxc.check import ERROR, check_function
+    from tlxc.check import ERROR
+    from tlxc.compiler import check_function
     consts = {"BLOCK": 64, **({"STAGES": 1} if kernel is K.clc_affine else {})}
     spec = specialization_from_types(kernel, SIG, consts)
     found = [f for f in check_function(kernel, spec, arch="sm_100a", cluster=cluster) if f.severity == ERROR]

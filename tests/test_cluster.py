@@ -101,7 +101,7 @@ def test_gpu_multicast_and_remote_arrive():
 
 
 def _static_findings(kernel):
-    from tlxc.check import check_function
+    from tlxc.compiler import check_function
     desc = tlxc.TensorDescriptor.from_tensor(torch.randn(4 * BM, BN), [BM, BN])
     spec = specialization_from_args(kernel, {"in_desc": desc, "out_ptr": torch.empty(1), "BM": BM, "BN": BN})
     return check_function(kernel, spec, cluster=(2, 1, 1))
@@ -117,7 +117,7 @@ def test_static_check_counts_multicast_bytes_and_remote_arrives():
 
 
 def test_a_peer_signal_needs_a_cluster_launch():
-    from tlxc.check import check_function
+    from tlxc.compiler import check_function
     desc = tlxc.TensorDescriptor.from_tensor(torch.randn(4 * BM, BN), [BM, BN])
     spec = specialization_from_args(K.multicast_exchange, {"in_desc": desc, "out_ptr": torch.empty(1), "BM": BM,
                                                            "BN": BN})

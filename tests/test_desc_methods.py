@@ -14,8 +14,8 @@ import torch
 
 import tlxc
 import tlxc.language as tl
-from tlxc.check import ERROR, check_function
-from tlxc.compiler import compile_kernel, frontend
+from tlxc.check import ERROR
+from tlxc.compiler import check_function, compile_kernel, frontend
 from tlxc.frontend.specialize import specialization_from_args
 from tlxc.language import tlx
 

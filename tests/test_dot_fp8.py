@@ -18,8 +18,8 @@ torch = pytest.importorskip("torch")
 import kernels_dot_fp8 as K
 
 import tlxc.language as tl
-from tlxc.check import check_function
 from tlxc.check.findings import FAILING
+from tlxc.compiler import check_function
 from tlxc.errors import CompilationError
 from tlxc.frontend.codegen import Options
 from tlxc.frontend.specialize import parse_signature, specialization_from_types

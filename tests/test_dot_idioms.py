@@ -201,7 +201,8 @@ def test_k_loop_in_a_while_interpreter_same_before_and_after(m, n, k, programs):
 
 
 def test_checker_is_clean_on_the_drained_while_k_loop():
-    from tlxc.check import ERROR, check_function
+    from tlxc.check import ERROR
+    from tlxc.compiler import check_function
     from tlxc.frontend.specialize import parse_signature, specialization_from_types
     spec = specialization_from_types(K.tiles_in_while, parse_signature(WHILE_SIG), {"BM": 64, "BN": 64, "BK": 16})
     assert [f.render() for f in check_function(K.tiles_in_while, spec, num_warps=4) if f.severity == ERROR] == []

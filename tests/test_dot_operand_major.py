@@ -16,8 +16,8 @@ torch = pytest.importorskip("torch")
 import kernels_dot_major as KM
 import kernels_dot_wgmma as K
 
-from tlxc.check import check_function
 from tlxc.check.findings import FAILING
+from tlxc.compiler import check_function
 from tlxc.frontend.codegen import Options
 from tlxc.frontend.specialize import parse_signature, specialization_from_types
 from tlxc.interpreter.executor import KernelRunner

@@ -16,9 +16,9 @@ import kernels_dot_drain as D
 import kernels_dot_wgmma as K
 import kernels_pipelined as P
 
-from tlxc.check import ERROR, check_function
+from tlxc.check import ERROR
 from tlxc.codegen_nvptx.toolchain import parse_ptxas_resources
-from tlxc.compiler import format_stats, perf_warnings
+from tlxc.compiler import check_function, format_stats, perf_warnings
 from tlxc.frontend.codegen import Options
 from tlxc.frontend.specialize import parse_signature, specialization_from_types
 from tlxc.interpreter.executor import KernelRunner

@@ -8,8 +8,8 @@ torch = pytest.importorskip("torch")
 import kernels_dot_wgmma as K
 
 import tlxc
-from tlxc.check import check_function
 from tlxc.check.findings import FAILING
+from tlxc.compiler import check_function
 from tlxc.frontend.specialize import parse_signature, specialization_from_types
 
 SIG = ("a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp16,M=i32:16,N=i32:16,K=i32:16,stride_am=i32:16,stride_ak=i32:1,"

@@ -150,7 +150,8 @@ def test_async_store_into_a_peer_buffer_allocated_later():
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
 def test_checker_counts_async_remote_store_bytes(arch):
-    from tlxc.check import ERROR, check_function
+    from tlxc.check import ERROR
+    from tlxc.compiler import check_function
     from tlxc.frontend.specialize import parse_signature, specialization_from_types
     spec = specialization_from_types(K.dsm_late_alloc_sums, parse_signature("x_ptr=*fp32,out_ptr=*fp32"),
                                      {"BLOCK": 64})

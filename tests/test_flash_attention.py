@@ -44,7 +44,7 @@ def test_two_and_three_consumers(block_m, causal):
     assert (lse.double() - ref_lse).abs().max().item() < 1e-4
     spec = _spec(64, causal, S=200)
     spec.params.update(BLOCK_M=("constexpr", block_m), REGISTERS=("constexpr", 240 if block_m == 128 else 160))
-    from tlxc.check import check_function
+    from tlxc.compiler import check_function
     assert check_function(F.attn_fwd_kernel, spec) == []
 
 

@@ -51,9 +51,6 @@ MODULE_LEVEL_EXCEPTIONS = {
 
 # Known exceptions inside functions (deferred imports).  Only shrinks.
 DEFERRED_EXCEPTIONS = {
-    # check/__init__.py is a compile driver (frontend + passes through compiler.frontend/optimize);
-    # issue 20 item 4 moves the driver into compiler
-    ("tlxc.check", "tlxc.compiler"),
     # tlxc check --run runs the file's inputs on the interpreter
     ("tlxc.check.run", "tlxc.interpreter"),
     # the reproducer directory lives in the runtime's cache directory

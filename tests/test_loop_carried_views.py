@@ -9,8 +9,8 @@ torch = pytest.importorskip("torch")
 import kernels_pipelined as K
 
 import tlxc
-from tlxc.check import check_function
 from tlxc.check.findings import FAILING
+from tlxc.compiler import check_function
 from tlxc.errors import CompilationError
 from tlxc.frontend.specialize import parse_signature, specialization_from_types
 

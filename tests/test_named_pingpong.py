@@ -13,9 +13,9 @@ import torch
 
 import tlxc
 import tlxc.language as tl
-from tlxc.check import check_function
 from tlxc.check.findings import INFO
 from tlxc.cli import main
+from tlxc.compiler import check_function
 from tlxc.frontend.specialize import specialization_from_types
 from tlxc.language import tlx
 

@@ -11,7 +11,8 @@ import torch
 
 import tlxc
 import tlxc.language as tl
-from tlxc.check import ERROR, check_function
+from tlxc.check import ERROR
+from tlxc.compiler import check_function
 from tlxc.frontend.specialize import specialization_from_types
 from tlxc.ir.ops.task import warp_ranges
 from tlxc.language import tlx

@@ -12,8 +12,8 @@ torch = pytest.importorskip("torch")
 import kernels_pipelined as K
 
 import tlxc
-from tlxc.check import check_function
 from tlxc.check.findings import FAILING, INFO
+from tlxc.compiler import check_function
 from tlxc.frontend.specialize import parse_signature, specialization_from_types
 
 FENCE = "tlx_fence_proxy_async_shared_cta();"

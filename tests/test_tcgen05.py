@@ -20,7 +20,8 @@ import kernels_tcgen05 as K
 
 import tlxc
 import tlxc.language as tl
-from tlxc.check import ERROR, check_function
+from tlxc.check import ERROR
+from tlxc.compiler import check_function
 from tlxc.errors import DeadlockError, RaceError, TlxcError
 from tlxc.frontend.specialize import specialization_from_types
 from tlxc.interpreter import interpret

@@ -10,8 +10,8 @@ import kernels_tensormap_device as K
 import pytest
 import torch
 
-from tlxc.check import ERROR, check_function
-from tlxc.compiler import compile_kernel
+from tlxc.check import ERROR
+from tlxc.compiler import check_function, compile_kernel
 from tlxc.errors import CompilationError, TlxcError
 from tlxc.frontend.specialize import parse_signature, specialization_from_types
 from tlxc.interpreter import interpret

@@ -522,8 +522,8 @@ def cmd_check(args) -> int:
 
 
 def check_job(job: Job, arch: str, num_warps: int, cluster=None) -> list:
-    """Every finding of one kernel (``tlxc.check.check_function``)."""
-    from .check import check_function
+    """Every finding of one kernel (``tlxc.compiler.check_function``)."""
+    from .compiler import check_function
     return check_function(job.kfn, job.spec, arch=arch, num_warps=num_warps, cluster=cluster)
 
 

@@ -16,6 +16,8 @@ from typing import Any
 # the targets and their spellings live in tlxc/arch.py (one table); re-exported here
 from .arch import AMD_ARCHS, ARCHS, NVIDIA_ARCHS, ArchError  # noqa: F401
 from .arch import resolve as resolve_arch
+from .check import check_kernel
+from .check.findings import Finding
 from .errors import CompilationError
 from .frontend.codegen import Options, build_kernel_ir
 from .frontend.specialize import Specialization
@@ -170,3 +172,36 @@ def kernel_symbol_of(compiled: CompiledKernel) -> str:
     if kernels:
         return kernels[0].attrs.get("symbol", kernels[0].attrs.get("sym_name", compiled.name))
     return compiled.metadata.get("name", compiled.name)
+
+
+def check_function(kfn, spec, *, arch: str = DEFAULT_ARCH, num_warps: int = 4, cluster=None) -> list[Finding]:
+    """What ``tlxc check`` reports for one specialized ``@tlxc.kernel``: a
+    frontend error, or the findings of ``check_kernel`` plus shared-memory
+    capacity (``allocate-shared``), without generating code."""
+    from .errors import TlxcError
+    from .frontend.codegen import Options
+    from .passes.canonicalize import Canonicalize
+    from .passes.dot_wait_drain import DrainDotWait
+    from .passes.dot_wgmma import LowerDotToWgmma
+    from .passes.layouts import InferLayouts
+    from .passes.pipeline import PipelineLoads
+    from .passes.shared_memory import allocate_kernel
+    try:
+        module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
+        options = Options(num_warps=num_warps, arch=arch, cluster=cluster)
+        module = Canonicalize().run(copy_module(module), options)
+        module = PipelineLoads().run(LowerDotToWgmma().run(module, options), options)   # what sm_90a compiles
+        module = DrainDotWait().run(module, options)
+        module = InferLayouts().run(Canonicalize().run(module, options), options)
+    except TlxcError as exc:
+        return [Finding(exc.message, exc.loc, list(exc.notes), check="frontend")]
+    findings = []
+    for kernel in module.kernels:
+        findings += check_kernel(kernel)
+        try:
+            allocate_kernel(kernel, arch)
+        except TlxcError as exc:
+            memory = "tensor-memory" if "tensor-memory" in exc.message else "shared-memory"
+            findings.append(Finding(exc.message, exc.loc, list(exc.notes), check=f"resource.{memory}",
+                                    kind="resource"))
+    return findings
