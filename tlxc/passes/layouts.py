@@ -621,17 +621,14 @@ class _KernelRewriter:
             self.entries[id(old_r)] = Anchor(new_r) if isinstance(new_r.type, TensorType) else Scalar(new_r)
 
 
-# -- dot layouts ---------------------------------------------------------------------------
-
 def _inside_async_task(op: Operation) -> bool:
-    block = op.parent
-    while block is not None and block.parent is not None and block.parent.parent is not None:
-        owner = block.parent.parent
-        if owner.name in ("tlx.async_task", "tlx.async_tasks"):
-            return True
-        block = owner.parent
-    return False
+    owner = op.parent_op()
+    while owner is not None and owner.name not in ("tlx.async_task", "tlx.async_tasks"):
+        owner = owner.parent_op()
+    return owner is not None
 
+
+# -- dot layouts ---------------------------------------------------------------------------
 
 def _uses_mma(a_type: TensorType) -> bool:
     return a_type.element.name in ("f16", "bf16")

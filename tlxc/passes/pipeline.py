@@ -272,8 +272,7 @@ class _Plan:
     def _top_level_owner(self, value: Value) -> Operation:
         op = value.owner
         while isinstance(op, Operation) and op.parent is not self.body:
-            op = op.parent.parent.parent if isinstance(op.parent, Block) and op.parent.parent is not None \
-                else None
+            op = op.parent_op()
         if not isinstance(op, Operation):
             raise NotPipelinable()
         return op
