@@ -156,7 +156,7 @@ def convert_through_shared(lw, src, dst, op=None) -> None:
 
 
 def _vector_plan(lw, src_t: TensorType, dst_t: TensorType):
-    """(write width, read width, swizzle shift) of a conversion through shared memory that
+    """(element bytes, write width, read width, swizzle shift) of a conversion through shared memory that
     moves whole 4-16-byte vectors, or None (the element-wise path).
 
     Elements sit at their row-major flat byte address ``a``, with the 16-byte chunk inside
@@ -185,13 +185,12 @@ def _vector_plan(lw, src_t: TensorType, dst_t: TensorType):
         return None
     row_bytes = dst_t.shape[last] * ebytes
     shift = row_bytes.bit_length() - 1 if row_bytes >= 128 and row_bytes & (row_bytes - 1) == 0 else 7
-    return write, read, shift
+    return ebytes, write, read, shift
 
 
-def _convert_vectorized(lw, op, src, dst, size: int, write: int, read: int, shift: int) -> None:
+def _convert_vectorized(lw, op, src, dst, size: int, ebytes: int, write: int, read: int, shift: int) -> None:
     t = dst.type
     element = t.element
-    ebytes = 1 if element.is_bool else element.bits // 8
     ctype = C.storage_type(element)
     base = lw.fresh("cvt")
     smem = lw.need_scratch(size) if op is None else lw.need_scratch_over_dead_buffers(op, size)
