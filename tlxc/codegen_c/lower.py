@@ -3,8 +3,22 @@
 Every register tensor becomes a per-thread array ``T name[R]`` (R = the
 layout's registers per thread); loops over registers are fully unrolled by
 the device compiler, so the arrays live in registers.  Scalars are plain C
-variables.  ``RULES`` maps each op name to one rendering function
+variables.  ``RULES`` maps each (op name, vendor) to one rendering function
 (``rules_*.py``); a missing rule is a clear error naming the op and line.
+
+Lowering rules (one per op and vendor)
+--------------------------------------
+``@lowering("op.name", ...)`` registers the shared rule of those ops: the one
+every vendor uses unless it registers its own.  ``@lowering("op.name",
+vendor="nvidia")`` registers a vendor's rule (in its backend's package,
+``codegen_nvptx/`` or ``codegen_amdgcn/``), which takes the place of the
+shared one for kernels lowered for that vendor.  The vendor of a lowering is
+its target table's ``vendor`` (``CudaTarget.vendor == "nvidia"``), the same
+word as ``tlxc.target.Target.vendor``.  A rule is registered when its module
+is imported: a backend's renderer imports ``codegen_c.rules`` (the shared
+rules) and its own rule modules.  Registering one (op, vendor) twice is an
+error: a backend changes an op's lowering by registering its own rule, never
+by replacing another's.
 """
 from __future__ import annotations
 
@@ -20,15 +34,34 @@ from ..passes.axis_info import AxisAnalysis
 from . import ctypes_ as C
 from .shared_order import SharedOrder
 
-RULES: dict[str, Callable[[KernelLowering, Operation], None]] = {}
+Rule = Callable[["KernelLowering", Operation], None]
+
+# (op name, vendor) -> rule; vendor None: the shared rule, for every vendor without its own
+RULES: dict[tuple[str, str | None], Rule] = {}
+VENDORS = ("nvidia", "amd")     # the vendors of tlxc.target.Target
 
 
-def lowering(*names: str):
-    def register(fn):
+def lowering(*names: str, vendor: str | None = None):
+    """Decorator: the rule that lowers the ops ``names``, shared (``vendor=None``) or
+    ``vendor``'s own ("nvidia", "amd"), which wins over the shared one for that vendor."""
+    if vendor is not None and vendor not in VENDORS:
+        raise ValueError(f"unknown vendor '{vendor}' (known: {', '.join(VENDORS)})")
+
+    def register(fn: Rule) -> Rule:
         for name in names:
-            RULES[name] = fn
+            key = (name, vendor)
+            if key in RULES and RULES[key] is not fn:
+                old = RULES[key]
+                raise ValueError(f"two {vendor or 'shared'} lowering rules for {name}: "
+                                 f"{old.__module__}.{old.__qualname__} and {fn.__module__}.{fn.__qualname__}")
+            RULES[key] = fn
         return fn
     return register
+
+
+def rule_for(name: str, vendor: str) -> Rule | None:
+    """The rule lowering op ``name`` for ``vendor``: its own, else the shared one, else None."""
+    return RULES.get((name, vendor)) or RULES.get((name, None))
 
 
 _C_RESERVED = set(keyword.kwlist) | {
@@ -317,7 +350,7 @@ class KernelLowering:
         return CompilationError(f"{what} is not supported on {self.target.arch}", op.loc)
 
     def lower_op(self, op: Operation) -> None:
-        rule = RULES.get(op.name)
+        rule = rule_for(op.name, self.target.vendor)
         if rule is None:
             where = f" ({op.loc})" if op.loc else ""
             raise InternalCompilerError(f"no {self.target.name} lowering for {op.name}{where}", op.loc)
@@ -421,4 +454,4 @@ def is_identity(mapping: list[int]) -> bool:
     return mapping == list(range(len(mapping)))
 
 
-__all__ = ["RULES", "KernelLowering", "PointerType", "ScalarType", "lowering"]
+__all__ = ["RULES", "VENDORS", "KernelLowering", "PointerType", "ScalarType", "lowering", "rule_for"]

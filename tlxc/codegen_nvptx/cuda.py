@@ -5,21 +5,10 @@ import os
 
 from .. import __version__
 from ..codegen_c import ctypes_ as C
-from ..codegen_c import (  # noqa: F401
-    rules_arith,
-    rules_cluster,
-    rules_control,
-    rules_debug,
-    rules_gdc,
-    rules_memory,
-    rules_mma,
-    rules_mma_async,
-    rules_scan,
-    rules_tcgen05,
-    rules_tensor,
+from ..codegen_c import (
+    rules,  # noqa: F401  (registers the shared lowering rules)
     rules_tensormap,
     rules_tlx,
-    rules_warp,
 )
 from ..codegen_c.lower import KernelLowering
 from ..ir.core import Operation

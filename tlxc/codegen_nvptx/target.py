@@ -20,6 +20,7 @@ _FROM_F32 = {"f16": "tlx_cvt_rn_f16_f32", "bf16": "tlx_cvt_rn_bf16_f32",
 
 class CudaTarget:
     name = "nvptx"
+    vendor = "nvidia"     # picks the lowering rules (codegen_c/lower.py: rule_for)
 
     def __init__(self, arch: str):
         self.arch = arch
