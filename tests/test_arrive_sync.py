@@ -1,5 +1,5 @@
 """A warp group's barrier arrive is one arrival by its leader after the group syncs
-(codegen_c/rules_tlx.barrier_arrive).  Arrives back to back (TLX's GEMM releases a
+(codegen_nvptx/rules_tlx.barrier_arrive).  Arrives back to back (TLX's GEMM releases a
 stage's A and B barriers one after the other) share that sync: nothing ran in between.
 Any work between two arrives keeps the second sync."""
 from __future__ import annotations

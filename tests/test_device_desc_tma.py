@@ -34,7 +34,7 @@ def test_checker_and_cubin(arch, monkeypatch):
     assert not [f for f in check_function(K.desc_copy_scaled, spec, arch=arch) if f.severity == ERROR]
     compiled = compile_kernel(K.desc_copy_scaled, spec, arch=arch, stages=("ir", "cuda", "ptx", "cubin"))
     assert compiled.asm["cubin"][:4] == b"\x7fELF"
-    # the tensor map is encoded in the kernel and the box is a TMA copy (codegen_c/rules_tensormap.py)
+    # the tensor map is encoded in the kernel and the box is a TMA copy (codegen_nvptx/rules_tensormap.py)
     assert "tensormap.replace.tile.global_address" in compiled.asm["ptx"]
     assert "cp.async.bulk.tensor" in compiled.asm["ptx"]
     assert "mbarrier.complete_tx" not in compiled.asm["ptx"]

@@ -163,5 +163,5 @@ def test_the_scan_sees_upward_and_sideways_imports():
     found = _imports(source, "tlxc.ir.probe")
     assert found == [("tlxc.compiler", 1, True), ("tlxc.ir.core", 2, True), ("tlxc.runtime", 4, False)]
     assert _goes_up("tlxc.ir.probe", "tlxc.compiler") and not _goes_up("tlxc.ir.probe", "tlxc.ir.core")
-    assert _goes_up("tlxc.codegen_c.rules_tlx", "tlxc.check.resources")        # siblings
-    assert not _goes_up("tlxc.codegen_c.rules_tlx", "tlxc.passes.uniformity")  # down
+    assert _goes_up("tlxc.codegen_c.rules_memory", "tlxc.check.resources")     # siblings
+    assert not _goes_up("tlxc.codegen_c.rules_memory", "tlxc.passes.uniformity")  # down

@@ -68,3 +68,20 @@ def test_the_cuda_renderer_dispatches_on_its_vendor(rules):
     L.lowering("tl.program_id", vendor="nvidia")(marked)
     after = _cuda_of(_store_pid)
     assert "// nvidia's own program_id" in after and after.replace("  // nvidia's own program_id\n", "") == before
+
+
+BACKEND_OF_VENDOR = {None: "tlxc.codegen_c.", "nvidia": "tlxc.codegen_nvptx.", "amd": "tlxc.codegen_amdgcn."}
+
+
+def test_rules_live_with_their_vendor():
+    """Shared rules come from codegen_c/, a vendor's from its backend's package: the CUDA-only
+    lowerings (wgmma, tcgen05, TMA, mbarriers, clusters) are NVIDIA's, so an AMD kernel using
+    them gets a located 'no lowering' error instead of PTX."""
+    assert L.RULES
+    misplaced = sorted(f"{name} ({vendor}): {fn.__module__}" for (name, vendor), fn in L.RULES.items()
+                       if not fn.__module__.startswith(BACKEND_OF_VENDOR[vendor]))
+    assert not misplaced, misplaced
+    for op in ("tlx.async_dot", "tlx.tcgen05_mma", "tlx.async_descriptor_load", "tlx.barrier_wait",
+               "tlx.cluster_cta_rank", "tlx.gdc_wait"):
+        assert L.rule_for(op, "nvidia") is not None and L.rule_for(op, "amd") is None, op
+    assert L.rule_for("tl.load", "amd") is L.rule_for("tl.load", "nvidia") is not None

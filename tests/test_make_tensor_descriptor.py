@@ -334,7 +334,7 @@ _PERSISTENT_META = {"NUM_PROGRAMS": 132, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_
 
 def test_in_kernel_descriptors_store_by_tma_on_sm90a_and_load_by_masked_loads(monkeypatch):
     """sm_90a encodes each descriptor's tensor map in the kernel and stores its boxes by TMA
-    (interpreter/tensormap.py, codegen_c/rules_tensormap.py); desc.load stays a masked load, which
+    (interpreter/tensormap.py, codegen_nvptx/rules_tensormap.py); desc.load stays a masked load, which
     the pipeline pass rings (tensor_desc.DESC_LOAD_BY_TMA); sm_80 has no TMA: masked stores too."""
     monkeypatch.setenv("TLXC_DEVICE_TENSORMAPS", "1")     # (off by default until GPU-verified)
     ir = td_persistent_matmul.compile(signature=_PERSISTENT_SIG, constexprs={**_PERSISTENT_META, "SUBTILE": False},

@@ -14,7 +14,7 @@ import pytest
 
 import tlxc
 import tlxc.language as tl
-from tlxc.codegen_c.rules_tcgen05 import _chunks, descriptor_fields, instruction_descriptor
+from tlxc.codegen_nvptx.rules_tcgen05 import _chunks, descriptor_fields, instruction_descriptor
 from tlxc.compiler import compile_kernel, frontend, optimize
 from tlxc.errors import CompilationError, TlxcError
 from tlxc.frontend.specialize import specialization_from_types

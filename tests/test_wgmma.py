@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import tlxc
-from tlxc.codegen_c.rules_mma_async import descriptor, descriptor_fields
+from tlxc.codegen_nvptx.rules_mma_async import descriptor, descriptor_fields
 from tlxc.compiler import compile_kernel
 from tlxc.errors import CompilationError, LayoutError
 from tlxc.frontend.specialize import specialization_from_args

@@ -5,7 +5,7 @@ kernels (its note C7519, "program dependence on compiler-inserted WG.AR in diver
   (codegen_c/rules_control.py ``_issues_wgmma``): a persistent tile loop whose back edge
   carries single-thread arrives, TMA stores and barrier try-wait loops was serialized;
 - an MMA with A in registers packs and pins its four A registers before a ``wgmma.fence`` of
-  its own (codegen_c/rules_mma_async.py ``_pinned``), not after one fence for all k steps.
+  its own (codegen_nvptx/rules_mma_async.py ``_pinned``), not after one fence for all k steps.
 
 Kernels: tests/kernels_wgmma_convergence.py (the shapes of TLX's cooperative persistent GEMM
 and of its two-group attention). The interpreter runs them against torch; the GPU test runs the

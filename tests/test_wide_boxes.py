@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import kernels_wide_boxes as W
 
 import tlxc
-from tlxc.codegen_c.rules_mma_async import descriptor_fields
+from tlxc.codegen_nvptx.rules_mma_async import descriptor_fields
 from tlxc.compiler import compile_kernel
 from tlxc.errors import LayoutError
 from tlxc.frontend.specialize import specialization_from_args

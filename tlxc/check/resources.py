@@ -1,7 +1,7 @@
 """Resource checks of warp-specialized kernels: how many tasks, warps and
 registers (``setmaxnreg`` budgets) the tasks of a ``tlx.async_tasks`` ask for.
 
-The rules are codegen's (``codegen_c/rules_tlx.py: register_budgets``),
+The rules are codegen's (``codegen_nvptx/rules_tlx.py: register_budgets``),
 checked here so that ``tlxc check`` reports them without generating code:
 
 * at most ``MAX_TASKS`` tasks, replicas included (codegen gives each its own

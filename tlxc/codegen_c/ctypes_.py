@@ -27,7 +27,7 @@ SMALL_FLOATS = ("f16", "bf16", "f8e4m3", "f8e5m2")
 def storage_type(t) -> str:
     if isinstance(t, PointerType):
         return storage_type(t.pointee) + "*"
-    if isinstance(t, TensorDescType):       # an in-kernel tensor map (codegen_c/rules_tensormap.py)
+    if isinstance(t, TensorDescType):       # an in-kernel tensor map (codegen_nvptx/rules_tensormap.py)
         return "const tlx_tensormap*"
     return _STORAGE[t.name]
 

@@ -5,17 +5,11 @@ from __future__ import annotations
 
 from . import (  # noqa: F401
     rules_arith,
-    rules_cluster,
     rules_control,
     rules_debug,
-    rules_gdc,
     rules_memory,
     rules_mma,
-    rules_mma_async,
     rules_scan,
-    rules_tcgen05,
     rules_tensor,
-    rules_tensormap,
-    rules_tlx,
     rules_warp,
 )

@@ -210,11 +210,10 @@ def _drain_dot_wait(lw, op, iv: str, carried: list[str]) -> None:
     the ``if`` around the loop): ptxas then keeps the loop's wgmmas in flight.  A wait
     after the loop, one that rejoins the back edge, or a second exit (the ``for``'s own
     condition) makes it serialize them or insert a wait on every iteration."""
-    from .rules_mma_async import wgmma_wait_line
     index = op.attrs["dot_drain"]
     ub, step = op.operands[1:3]
     lw.out.open(f"if ({iv} + {lw.name(step)} >= {lw.name(ub)})")
-    lw.out.line(wgmma_wait_line(lw, 0, op.results[index], carried[index]) + "  // the last iteration drains")
+    lw.out.line(lw.target.dot_wait_line(lw, 0, op.results[index], carried[index]) + "  // the last iteration drains")
     if lw.shared_order.drain_syncs(op):
         lw.out.line(f"{lw.sync()}  // sync: every warpgroup's retired wgmma reads, before shared memory is refilled")
     lw.out.line("break;")

@@ -5,13 +5,17 @@ import os
 
 from .. import __version__
 from ..codegen_c import ctypes_ as C
-from ..codegen_c import (
-    rules,  # noqa: F401  (registers the shared lowering rules)
+from ..codegen_c import rules  # noqa: F401  (registers the shared lowering rules)
+from ..codegen_c.lower import KernelLowering
+from ..ir.core import Operation
+from . import (  # noqa: F401  (register NVIDIA's own rules)
+    rules_cluster,
+    rules_gdc,
+    rules_mma_async,
+    rules_tcgen05,
     rules_tensormap,
     rules_tlx,
 )
-from ..codegen_c.lower import KernelLowering
-from ..ir.core import Operation
 from .target import CudaTarget
 
 SCRATCH_ALIGN = 16

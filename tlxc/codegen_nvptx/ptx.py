@@ -1096,7 +1096,7 @@ static __device__ __forceinline__ void tlx_setmaxnreg_dec() {
 
 # -- wgmma (sm_90a) ---------------------------------------------------------------------------
 # A warpgroup (4 aligned warps) issues wgmma.mma_async together; the operands come from shared
-# memory through 64-bit matrix descriptors (codegen_c/rules_mma_async.py builds them).  The
+# memory through 64-bit matrix descriptors (codegen_nvptx/rules_mma_async.py builds them).  The
 # instructions are asynchronous: fence before the first one that reads registers written by other
 # instructions, commit them as a group, wait for the group before reading the accumulator.
 @helper("tlx_wgmma_fence")
@@ -1418,7 +1418,7 @@ def clc_query():
 }}"""
 
 
-# -- tensor maps encoded in the kernel (in-kernel descriptors: codegen_c/rules_tensormap.py) --------
+# -- tensor maps encoded in the kernel (in-kernel descriptors: codegen_nvptx/rules_tensormap.py) --------
 # ``tensormap.replace`` edits one field of a 128-byte tensor map in global memory (a weak write
 # of the generic proxy, sm_90a / sm_100a); ordinals count dimensions innermost first.  The
 # writer then releases the map to the tensormap proxy and each user acquires it before a TMA

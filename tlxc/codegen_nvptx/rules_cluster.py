@@ -11,30 +11,30 @@ runs both.
 """
 from __future__ import annotations
 
-from .lower import lowering
+from ..codegen_c.lower import lowering
 
 
-@lowering("tlx.cluster_cta_rank")
+@lowering("tlx.cluster_cta_rank", vendor="nvidia")
 def cluster_cta_rank(lw, op):
     lw.declare(op.results[0], init=lw.target.expr("tlx_cluster_ctarank"))
 
 
-@lowering("tlx.cluster_size")
+@lowering("tlx.cluster_size", vendor="nvidia")
 def cluster_size(lw, op):
     lw.declare(op.results[0], init=lw.target.expr("tlx_cluster_nctarank"))
 
 
-@lowering("tlx.cluster_barrier")
+@lowering("tlx.cluster_barrier", vendor="nvidia")
 def cluster_barrier(lw, op):
     lw.out.line(f"{lw.target.call('tlx_cluster_arrive')} {lw.target.call('tlx_cluster_wait')}")
 
 
-@lowering("tlx.fence_mbarrier_init_cluster")
+@lowering("tlx.fence_mbarrier_init_cluster", vendor="nvidia")
 def fence_mbarrier_init_cluster(lw, op):
     lw.out.line(lw.target.call("tlx_fence_mbarrier_init_cluster"))
 
 
-@lowering("tlx.remote_view")
+@lowering("tlx.remote_view", vendor="nvidia")
 def remote_view(lw, op):
     bar, rank = op.operands
     r = op.results[0]
@@ -52,7 +52,7 @@ _UNSIGNED = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "unsigne
 
 def _element_stores(lw, op, store_of) -> None:
     """``if (owner) store_of(remote address, bits)`` for every register of the stored value."""
-    from .rules_memory import _owner
+    from ..codegen_c.rules_memory import _owner
     from .rules_tlx import _offset_expr, shared_address
     view, value, rank = op.operands[:3]
     t = value.type.element
@@ -66,13 +66,13 @@ def _element_stores(lw, op, store_of) -> None:
     lw.for_registers(value, f"if {owner} {store}" if owner else store)
 
 
-@lowering("tlx.remote_shmem_store")
+@lowering("tlx.remote_shmem_store", vendor="nvidia")
 def remote_shmem_store(lw, op):
     helper = f"tlx_st_shared_cluster_b{op.operands[1].type.element.bits}"
     _element_stores(lw, op, lambda addr, bits: lw.target.call(helper, addr, bits))
 
 
-@lowering("tlx.async_remote_shmem_store")
+@lowering("tlx.async_remote_shmem_store", vendor="nvidia")
 def async_remote_shmem_store(lw, op):
     bar, rank = op.operands[3], op.operands[2]
     remote_bar = lw.fresh("remote_bar")
@@ -81,7 +81,7 @@ def async_remote_shmem_store(lw, op):
     _element_stores(lw, op, lambda addr, bits: lw.target.call(helper, addr, bits, remote_bar))
 
 
-@lowering("tlx.async_remote_shmem_copy")
+@lowering("tlx.async_remote_shmem_copy", vendor="nvidia")
 def async_remote_shmem_copy(lw, op):
     dst, src, rank, bar = op.operands
     nbytes = src.type.buffer_bytes
@@ -98,7 +98,7 @@ def async_remote_shmem_copy(lw, op):
 # One thread asks (with multicast: CTA 0's, for the whole cluster); every thread decodes the
 # answer after its wait on the full barrier.  The response buffer is 128-byte aligned
 # (passes/shared_memory.py), the instruction wants 16.
-@lowering("tlx.clc_try_cancel")
+@lowering("tlx.clc_try_cancel", vendor="nvidia")
 def clc_try_cancel(lw, op):
     response, bar = op.operands
     multicast = op.attrs["multicast"]
@@ -109,6 +109,6 @@ def clc_try_cancel(lw, op):
     lw.out.line(f"if ({cond}) {lw.target.call(helper, lw.views[id(response)][0], lw.name(bar))}")
 
 
-@lowering("tlx.clc_query")
+@lowering("tlx.clc_query", vendor="nvidia")
 def clc_query(lw, op):
     lw.declare(op.results[0], init=lw.target.expr("tlx_clc_query", lw.views[id(op.operands[0])][0]))

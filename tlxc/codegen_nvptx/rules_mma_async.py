@@ -77,11 +77,11 @@ so the swizzle pattern is in phase at every start address: **base offset 0**.
 """
 from __future__ import annotations
 
+from ..codegen_c.lower import lowering, registers
 from ..errors import CompilationError, InternalCompilerError
 from ..ir.ops.mma_async import k_multiple, transposable
 from ..ir.types import MemDescType, TensorType
 from ..target import has_feature
-from .lower import lowering, registers
 
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
@@ -152,7 +152,7 @@ def _warpgroup_offsets(lw, layout) -> tuple[str, str]:
     return tuple(" + ".join(t) if t else "0" for t in terms)
 
 
-@lowering("tlx.async_dot")
+@lowering("tlx.async_dot", vendor="nvidia")
 def async_dot(lw, op):
     arch = lw.target.arch
     if has_feature(arch, "tcgen05"):
@@ -322,7 +322,7 @@ def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
     return fragments
 
 
-@lowering("tlx.async_dot_wait")
+@lowering("tlx.async_dot_wait", vendor="nvidia")
 def async_dot_wait(lw, op):
     src, result = op.operands[0], op.results[0]
     lw.out.line(wgmma_wait_line(lw, op.attrs["pendings"], src))

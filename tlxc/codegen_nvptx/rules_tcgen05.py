@@ -67,13 +67,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..codegen_c import ctypes_ as C
+from ..codegen_c.lower import lowering, registers
 from ..errors import CompilationError, InternalCompilerError
 from ..ir import layouts as L
 from ..ir.ops.tcgen05 import TMEM_COLUMNS, k_step, tmem_columns
 from ..ir.types import MemDescType
 from ..target import has_feature
-from . import ctypes_ as C
-from .lower import lowering, registers
 from .rules_mma_async import operand_plan
 
 AREA = "tlx_tcgen05_area"           # reserved shared memory: the TMEM base word, then the sync barriers
@@ -361,7 +361,7 @@ def _operand(lw, op, view, is_b: bool, element) -> dict:
     return plan
 
 
-@lowering("tlx.tcgen05_mma")
+@lowering("tlx.tcgen05_mma", vendor="nvidia")
 def tcgen05_mma(lw, op):
     require_tcgen05(lw, op)
     a, b, acc, use_acc = op.operands[:4]
@@ -415,7 +415,7 @@ def tcgen05_mma(lw, op):
         out.line(target.call("tlx_tcgen05_fence_after_thread_sync"))
 
 
-@lowering("tlx.tcgen05_commit")
+@lowering("tlx.tcgen05_commit", vendor="nvidia")
 def tcgen05_commit(lw, op):
     require_tcgen05(lw, op)
     # thread 0 issued the task's MMAs, and a commit tracks the issuing thread's tcgen05 ops

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import json
 
+from ..codegen_c import ctypes_ as C
+from ..codegen_c.lower import lowering
 from ..ir.tensormap import ELEMTYPE_CODES, FILL_CODES, MAX_STRIDE_BYTES, SWIZZLE_CODES, TENSORMAP_BYTES
-from . import ctypes_ as C
-from .lower import lowering
 
 SCRATCH_PARAM = "tlx_global_scratch"
 _SLOTS = "tlx_tensormaps"          # this program's slots (a prologue pointer)
@@ -97,7 +97,7 @@ def _trap(lw, op, cond: str, message: str, *args: str) -> None:
         lw.out.line(f"if ({cond}) __trap();  // {text[1:-3].replace('*/', '* /')}")
 
 
-@lowering("tlx.make_tensor_descriptor")
+@lowering("tlx.make_tensor_descriptor", vendor="nvidia")
 def make_tensor_descriptor(lw, op):
     t = op.results[0].type
     rank = len(t.block_shape)
@@ -151,13 +151,13 @@ def make_tensor_descriptor(lw, op):
     lw.out.line(f"tlx_fence_tensormap_acquire({name});")
 
 
-@lowering("tlx.allocate_tensor_descriptor")
+@lowering("tlx.allocate_tensor_descriptor", vendor="nvidia")
 def allocate_tensor_descriptor(lw, op):
     result = op.results[0]
     lw.declare(result, "desc_slots", init=f"({C.storage_type(result.type)})({_slot_address(lw, op)})")
 
 
-@lowering("tlx.reinterpret_tensor_descriptor")
+@lowering("tlx.reinterpret_tensor_descriptor", vendor="nvidia")
 def reinterpret_tensor_descriptor(lw, op):
     _slots(lw)
     name = lw.define(op.results[0], "tmap")

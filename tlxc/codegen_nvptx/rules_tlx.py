@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from math import gcd
 
+from ..codegen_c import ctypes_ as C
+from ..codegen_c.lower import Scope, elem, lowering, registers
 from ..errors import CompilationError, ResourceError
 from ..ir.ops.task import default_task_registers, launch_registers, warp_ranges
 from ..ir.types import BarrierType, MemDescType, TensorType
 from ..passes.shared_layouts import SWIZZLE_PERIOD, swizzle_expr
-from . import ctypes_ as C
 from . import rules_tcgen05 as tcgen05
-from .lower import Scope, elem, lowering, registers
 from .rules_tensormap import tensormap_address
 
 MAX_TASK_BARRIERS = 6          # named barrier ids 1..6 for task-local syncs
@@ -58,7 +58,7 @@ def _offset_expr(lw, layout, strides, reg: str = "i", block=None) -> str:
 
 
 # -- allocations and views ----------------------------------------------------------------
-@lowering("tlx.local_alloc")
+@lowering("tlx.local_alloc", vendor="nvidia")
 def local_alloc(lw, op):
     r = op.results[0]
     t = r.type
@@ -83,7 +83,7 @@ def local_alloc(lw, op):
                     if swizzle == 128 else f"// {name}: {swizzle}-byte swizzle")
 
 
-@lowering("tlx.alloc_barriers")
+@lowering("tlx.alloc_barriers", vendor="nvidia")
 def alloc_barriers(lw, op):
     r = op.results[0]
     name = lw.define(r)
@@ -98,7 +98,7 @@ def alloc_barriers(lw, op):
     lw.out.line(lw.sync())
 
 
-@lowering("tlx.local_view")
+@lowering("tlx.local_view", vendor="nvidia")
 def local_view(lw, op):
     src, idx = op.operands
     r = op.results[0]
@@ -120,7 +120,7 @@ def local_view(lw, op):
     lw.view_align[id(r)] = gcd(lw.view_align.get(id(src), 1), step)
 
 
-@lowering("tlx.local_slice")
+@lowering("tlx.local_slice", vendor="nvidia")
 def local_slice(lw, op):
     src = op.operands[0]
     if src.type.storage == "tmem":
@@ -164,7 +164,7 @@ def _blocked_slice(lw, op):
     lw.view_align[id(r)] = gcd(align, lw.axis.info(col_off).divisibility[0] // cols * size * nbytes)
 
 
-@lowering("tlx.local_trans")
+@lowering("tlx.local_trans", vendor="nvidia")
 def local_trans(lw, op):
     src = op.operands[0]
     if src.type.storage == "tmem":
@@ -178,7 +178,7 @@ def local_trans(lw, op):
     lw.view_swizzle[id(op.results[0])] = lw.view_swizzle.get(id(src), 0)
 
 
-@lowering("tlx.local_reinterpret")
+@lowering("tlx.local_reinterpret", vendor="nvidia")
 def local_reinterpret(lw, op):
     src = op.operands[0]
     if src.type.storage == "tmem":
@@ -238,7 +238,7 @@ def shared_vector_width(lw, view, layout, element) -> int:
     """Elements per shared-memory access: runs of registers consecutive along the
     layout's fastest dim (``vector_dim``: the last dim, or dim 0 of a transposed
     tile), over unit stride, with every run start aligned (up to 16 bytes)."""
-    from .rules_memory import vector_dim
+    from ..codegen_c.rules_memory import vector_dim
     strides = lw.views[id(view)][1]
     dim = vector_dim(layout)
     if strides[dim] != 1 or element.bits < 8:
@@ -253,7 +253,7 @@ def shared_vector_width(lw, view, layout, element) -> int:
     return width
 
 
-@lowering("tlx.local_load")
+@lowering("tlx.local_load", vendor="nvidia")
 def local_load(lw, op):
     view = op.operands[0]
     if view.type.storage == "tmem":
@@ -273,7 +273,7 @@ def local_load(lw, op):
     lw.out.close()
 
 
-@lowering("tlx.local_store")
+@lowering("tlx.local_store", vendor="nvidia")
 def local_store(lw, op):
     view, value = op.operands
     if view.type.storage == "tmem":
@@ -304,7 +304,7 @@ def _indexed_offset(lw, layout, strides, axis: int, index: str, block=None) -> s
     return " + ".join(terms) or "0"
 
 
-@lowering("tlx.local_gather")
+@lowering("tlx.local_gather", vendor="nvidia")
 def local_gather(lw, op):
     """Each thread reads, per register, the element its index register names (ld.shared)."""
     view, indices = op.operands
@@ -315,7 +315,7 @@ def local_gather(lw, op):
     lw.assign_elementwise(r, lambda i: f"*({shared_address(lw, view, offset, t)})")
 
 
-@lowering("tlx.local_scatter")
+@lowering("tlx.local_scatter", vendor="nvidia")
 def local_scatter(lw, op):
     """Each thread writes, per register, its value to the element its index register names."""
     view, value, indices = op.operands
@@ -325,13 +325,13 @@ def local_scatter(lw, op):
     lw.for_registers(value, f"*({shared_address(lw, view, offset, t)}) = {lw.name(value)}[i];")
 
 
-@lowering("tlx.async_load")
+@lowering("tlx.async_load", vendor="nvidia")
 def async_load(lw, op):
     ptrs, view = op.operands[:2]
     mask = op.operands[2] if op.attrs.get("has_mask") else None
     strides = lw.views[id(view)][1]
     t = ptrs.type.element.pointee
-    from .rules_memory import vector_dim, vector_width
+    from ..codegen_c.rules_memory import vector_dim, vector_width
     width = vector_width(lw, ptrs, mask, t.bytes) if strides[vector_dim(ptrs.type.layout)] == 1 else 1
     width = min(width, shared_vector_width(lw, view, ptrs.type.layout, t)) if width > 1 else 1
     while width * t.bytes > 16:
@@ -367,12 +367,12 @@ def _check_cp_async_cache(op, nbytes: int) -> None:
                                f"layout); use '.ca' or ''", op.loc)
 
 
-@lowering("tlx.async_commit_group")
+@lowering("tlx.async_commit_group", vendor="nvidia")
 def async_commit_group(lw, op):
     lw.out.line(lw.target.cp_async_commit())
 
 
-@lowering("tlx.async_wait_group")
+@lowering("tlx.async_wait_group", vendor="nvidia")
 def async_wait_group(lw, op):
     lw.out.line(lw.target.cp_async_wait(op.attrs["pendings"]))
 
@@ -420,7 +420,7 @@ def _shifted(coords: list[str], shift: int) -> str:
     return ", ".join([f"{coords[0]} + {shift}" if shift else coords[0], *coords[1:]])
 
 
-@lowering("tlx.async_descriptor_load")
+@lowering("tlx.async_descriptor_load", vendor="nvidia")
 def async_descriptor_load(lw, op):
     desc, dst, bar = op.operands[:3]
     has_pred = op.attrs.get("has_pred")
@@ -457,7 +457,7 @@ def _issue(lw, cond: str, calls: list[str]) -> None:
     lw.out.close()
 
 
-@lowering("tlx.async_descriptor_prefetch_tensor")
+@lowering("tlx.async_descriptor_prefetch_tensor", vendor="nvidia")
 def async_descriptor_prefetch_tensor(lw, op):
     desc = op.operands[0]
     offsets = op.offsets
@@ -470,7 +470,7 @@ def async_descriptor_prefetch_tensor(lw, op):
     _issue(lw, cond, calls)
 
 
-@lowering("tlx.async_descriptor_store")
+@lowering("tlx.async_descriptor_store", vendor="nvidia")
 def async_descriptor_store(lw, op):
     desc, src = op.operands[:2]
     offsets = op.operands[2:]
@@ -493,7 +493,7 @@ def async_descriptor_store(lw, op):
     lw.out.line(f"if ({lw.scope.tid_var} == 0) {{ {stores} tlx_bulk_commit_group(); }}")
 
 
-@lowering("tlx.async_descriptor_store_wait")
+@lowering("tlx.async_descriptor_store_wait", vendor="nvidia")
 def async_descriptor_store_wait(lw, op):
     # Only thread 0 has bulk groups to wait for; the others must not write the buffer the
     # store is still reading, so the whole task waits for thread 0 at a barrier.
@@ -515,7 +515,7 @@ def _bulk_buffer(lw, op, view) -> str:
     return lw.views[id(view)][0]
 
 
-@lowering("tlx.async_bulk_load")
+@lowering("tlx.async_bulk_load", vendor="nvidia")
 def async_bulk_load(lw, op):
     ptr, dst, bar, size = op.operands
     eviction = lw.target.eviction_index(op.attrs)
@@ -526,7 +526,7 @@ def async_bulk_load(lw, op):
                 f"(unsigned){lw.name(size)}, {lw.name(bar)});")
 
 
-@lowering("tlx.async_bulk_store")
+@lowering("tlx.async_bulk_store", vendor="nvidia")
 def async_bulk_store(lw, op):
     ptr, src, size = op.operands
     lw.target.use("tlx_bulk_store")
@@ -538,7 +538,7 @@ def async_bulk_store(lw, op):
                 f"(unsigned){lw.name(size)}); tlx_bulk_commit_group(); }}")
 
 
-@lowering("tlx.prefetch")
+@lowering("tlx.prefetch", vendor="nvidia")
 def prefetch(lw, op):
     ptrs = op.operands[0]
     helper = f"tlx_prefetch_global_{op.attrs['level']}"
@@ -547,7 +547,7 @@ def prefetch(lw, op):
     lw.for_registers(ptrs, f"{guard}{helper}({lw.ref(ptrs)});")
 
 
-@lowering("tlx.prefetch_tensormap")
+@lowering("tlx.prefetch_tensormap", vendor="nvidia")
 def prefetch_tensormap(lw, op):
     lw.target.use("tlx_prefetch_tensormap")
     lw.out.line(f"if ({lw.scope.tid_var} == 0) tlx_prefetch_tensormap({tensormap_address(lw, op.operands[0])});")
@@ -558,14 +558,14 @@ def _guard(lw, op, first_optional: int) -> str:
     return lw.name(op.operands[first_optional]) if op.attrs.get("has_pred") else ""
 
 
-@lowering("tlx.barrier_expect_bytes")
+@lowering("tlx.barrier_expect_bytes", vendor="nvidia")
 def barrier_expect_bytes(lw, op):
     pred = _guard(lw, op, 1)
     cond = f"{lw.scope.tid_var} == 0" + (f" && {pred}" if pred else "")
     lw.out.line(f"if ({cond}) {lw.target.mbarrier_expect_tx(lw.name(op.operands[0]), op.attrs['bytes'])}")
 
 
-@lowering("tlx.barrier_complete_tx")
+@lowering("tlx.barrier_complete_tx", vendor="nvidia")
 def barrier_complete_tx(lw, op):
     # every thread of the task stored (and fenced) its part of the box before one completes the bytes
     lw.out.line(lw.sync())
@@ -585,7 +585,7 @@ def suspend_ns(kernel) -> int | None:
     return min(hints) if hints and min(hints) > 0 else None
 
 
-@lowering("tlx.barrier_wait")
+@lowering("tlx.barrier_wait", vendor="nvidia")
 def barrier_wait(lw, op):
     import os
     pred = _guard(lw, op, 2)
@@ -602,7 +602,7 @@ def barrier_wait(lw, op):
         lw.out.line(line)
 
 
-@lowering("tlx.barrier_arrive")
+@lowering("tlx.barrier_arrive", vendor="nvidia")
 def barrier_arrive(lw, op):
     bar = op.operands[0]
     pred = _guard(lw, op, 1)
@@ -656,7 +656,7 @@ def _still_synced(lw, op, sync: str) -> bool:
     return False
 
 
-@lowering("tlx.named_barrier_wait")
+@lowering("tlx.named_barrier_wait", vendor="nvidia")
 def named_barrier_wait(lw, op):
     for line in tcgen05.fence_before_arrive(lw):
         lw.out.line(line)
@@ -665,29 +665,29 @@ def named_barrier_wait(lw, op):
         lw.out.line(line)
 
 
-@lowering("tlx.named_barrier_arrive")
+@lowering("tlx.named_barrier_arrive", vendor="nvidia")
 def named_barrier_arrive(lw, op):
     for line in tcgen05.fence_before_arrive(lw):
         lw.out.line(line)
     lw.out.line(lw.target.named_arrive(*(lw.name(v) for v in op.operands)))
 
 
-@lowering("tlx.fence")
+@lowering("tlx.fence", vendor="nvidia")
 def fence(lw, op):
     lw.out.line(lw.target.fence(op.attrs["scope"]))
 
 
-@lowering("tlx.thread_id")
+@lowering("tlx.thread_id", vendor="nvidia")
 def thread_id(lw, op):
     lw.declare(op.results[0], init=f"(int)threadIdx.{'xyz'[op.attrs['axis']]}")
 
 
-@lowering("tlx.clock64")
+@lowering("tlx.clock64", vendor="nvidia")
 def clock64(lw, op):
     lw.declare(op.results[0], init="(long long)clock64()")
 
 
-@lowering("tlx.async_tasks")
+@lowering("tlx.async_tasks", vendor="nvidia")
 def async_tasks(lw, op):
     raise CompilationError("tlx.async_tasks must be at the top level of the kernel (not inside a loop or "
                            "branch)", op.loc)

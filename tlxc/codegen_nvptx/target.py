@@ -11,6 +11,7 @@ from ..errors import CompilationError, InternalCompilerError
 from ..ir.types import PointerType, ScalarType
 from ..target import has_feature
 from . import ptx
+from .rules_mma_async import wgmma_wait_line
 
 _TO_F32 = {"f16": "tlx_cvt_f32_f16", "bf16": "tlx_bf16_to_f32", "f8e4m3": "tlx_e4m3_to_f32",
            "f8e5m2": "tlx_e5m2_to_f32"}
@@ -33,6 +34,11 @@ class CudaTarget:
 
     def helper_definitions(self) -> str:
         return ptx.definitions(self.helpers)
+
+    def dot_wait_line(self, lw, pendings: int, acc, name: str | None = None) -> str:
+        """The wait for the kernel's async dots, leaving ``pendings`` groups in flight
+        (wgmma.wait_group; the shared ``scf.for`` rule drains a ``dot_drain`` loop with it)."""
+        return wgmma_wait_line(lw, pendings, acc, name)
 
     # -- scalars -------------------------------------------------------------------------
     def _fp8_check(self, t) -> None:

@@ -16,7 +16,7 @@ tensor maps on the device (feature ``tensormap``: sm_90a, sm_100a), ``tma``: the
 host chooses it).  Every use then takes the host descriptors' TMA path
 (``desc.load`` / ``desc.store`` through frontend/descriptor_methods.py, ``tlx.async_descriptor_*``,
 ``tlx.prefetch(desc, tensormap=True)``); the backend encodes the map into the kernel's global
-scratch (``tlxc.set_allocator``) with ``tensormap.replace`` (codegen_c/rules_tensormap.py).
+scratch (``tlxc.set_allocator``) with ``tensormap.replace`` (codegen_nvptx/rules_tensormap.py).
 
 ``desc.load`` is the exception, for speed (``DESC_LOAD_BY_TMA``): a TMA box staged through a
 buffer is synchronous today (load, wait, read, per call), while the element load below is what

@@ -5,7 +5,7 @@ A tensor map encoded in the kernel becomes an ``EncodedDescriptor``: the fields 
 (``tma.py``) read from a host ``tlxc.TensorDescriptor`` -- ``base`` (a numpy view of the global
 memory the map describes, writes going through), ``shape``, ``strides``, ``block_shape``,
 ``padding`` -- so every TMA op runs on it exactly as on a host descriptor.  What the GPU's
-encoder traps on (``codegen_c/rules_tensormap.py``: a 16-byte aligned base, row strides that are
+encoder traps on (``codegen_nvptx/rules_tensormap.py``: a 16-byte aligned base, row strides that are
 positive multiples of 16 bytes below 2**40), a size below 1, and, which the GPU cannot see, a
 shape and strides reaching past the base's allocation are refused when a copy uses the map
 (``check_usable``), located at the copy: the GPU encodes only the maps a TMA op uses

@@ -24,7 +24,7 @@ and the store and the wgmma go through ``tlx.local_trans`` of its view::
 
 The wgmma reads such a buffer directly: a transposed A is MN-major (imm-trans-a
 = 1), a transposed B K-major (imm-trans-b = 0), the descriptors following from
-the view's strides (``codegen_c/rules_mma_async.py``).  MN-major operands exist
+the view's strides (``codegen_nvptx/rules_mma_async.py``).  MN-major operands exist
 for 16-bit inputs only; an fp8/tf32 operand (when wgmma runs them) is always
 stored K-major -- A as [M, K], B as [N, K] -- its store then being the
 transposing copy.

@@ -9,7 +9,7 @@ Every ``tlx.local_alloc`` gets ``attrs.swizzle`` (bytes: 0, 32, 64 or 128):
   demands the swizzle whose span equals the buffer's physical row (its
   innermost dimension) in bytes, when that row is 32, 64 or 128 bytes: those
   are the canonical layouts (the same for wgmma and tcgen05) tlxc builds
-  descriptors for (``codegen_c/rules_mma_async.py``, ``rules_tcgen05.py``).
+  descriptors for (``codegen_nvptx/rules_mma_async.py``, ``rules_tcgen05.py``).
 
 Two consumers wanting different swizzles is a ``LayoutError`` naming both.
 
@@ -30,12 +30,12 @@ bytes).  Element ``(r, c)`` of a 16-bit ``[R, C]`` buffer sits at byte
 distance is a multiple of 1024, so swizzling the whole offset is the same).
 A column slice at a multiple of 64 that is at most 64 wide is then a plain
 128-byte-row tile (a TMA box target); wgmma reads several blocks through the
-descriptor's leading byte offset (``codegen_c/rules_mma_async.py``).
+descriptor's leading byte offset (``codegen_nvptx/rules_mma_async.py``).
 
 *Boxes wider than the span.*  A TMA descriptor whose box is wider than its
 128-byte swizzle (``TensorDescType.copy_box`` narrower than ``block_shape``:
 the host encodes the span-wide sub-box) fills or reads a block-stacked buffer
-as wide as the box, one copy per block (``codegen_c/rules_tlx.py``); a buffer
+as wide as the box, one copy per block (``codegen_nvptx/rules_tlx.py``); a buffer
 that cannot be block-stacked is a ``LayoutError`` at the copy.
 
 The swizzle is a function of the byte address, as the TMA unit and the

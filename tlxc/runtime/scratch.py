@@ -1,5 +1,5 @@
 """The global scratch of a launch: kernels with in-kernel tensor maps (``tl.make_tensor_descriptor``,
-``tlx.allocate_tensor_descriptor``; codegen_c/rules_tensormap.py) take a hidden last parameter,
+``tlx.allocate_tensor_descriptor``; codegen_nvptx/rules_tensormap.py) take a hidden last parameter,
 ``global_scratch_bytes`` (metadata) per program, program ``p`` owning the ``p``-th stretch.
 
 As Triton does, each launch asks the allocator ``tlxc.set_allocator`` / ``triton.set_allocator``

@@ -13,7 +13,7 @@
   ``make_tensor_descriptor`` encoded) as a descriptor of the result type.
 
 The encoding and its legality at run time (16-byte aligned base and row strides) are the
-backend's (codegen_c/rules_tensormap.py) and the interpreter's (interpreter/tensormap.py);
+backend's (codegen_nvptx/rules_tensormap.py) and the interpreter's (interpreter/tensormap.py);
 the box is checked here (``ir/tensormap.py: box_error``).
 """
 from __future__ import annotations
