@@ -306,11 +306,47 @@ def test_traceback_hides_compiler_internals():
     stderr = _run_failing_compile(debug=False)
     assert re.search(r"error_kernels\.py:\d+:\d+: error: shape mismatch", stderr), stderr
     assert "During handling of the above exception" not in stderr
-    assert "The above exception was the direct cause" not in stderr
+    # The rule's own error is chained as __cause__ (Triton does so, and its tests read
+    # err.__cause__), but printed as its one line: no frames of tlxc's above the separator.
+    cause, separator, _ = stderr.partition("The above exception was the direct cause")
+    assert separator and 'File "' not in cause and "shape mismatch" in cause, stderr
     frames = re.findall(r'File "([^"]+)"', stderr)
     assert not any(f.endswith(("semantic.py", "builtins.py")) for f in frames), stderr
     assert sum(f.endswith("codegen.py") for f in frames) <= 1, stderr
     assert len(frames) <= 8, stderr
+
+
+def _pick_format(dtype):
+    if dtype == tl.float16:
+        raise ValueError("only the 8-bit formats have a name here")
+    return "fp8"
+
+
+@tlxc.kernel
+def _rule_error(x: corpus.f32p):
+    tl.store(x + tl.arange(0, 8), tl.zeros((4,), tl.float32))
+
+
+@tlxc.kernel
+def _compile_time_call_error(x: corpus.f32p, D: tl.constexpr):
+    name: tl.constexpr = _pick_format(D)
+    tl.store(x, 1.0)
+
+
+def test_the_underlying_error_is_chained_as_cause():
+    """As in Triton, ``CompilationError.__cause__`` is the error the typing rule or the user's
+    compile-time function raised, carrying its message; it has no traceback, so it adds no frames
+    to the report (test above)."""
+    with pytest.raises(CompilationError) as info:
+        _rule_error.compile()
+    cause = info.value.__cause__
+    assert cause is not None and "[8]" in str(cause) and cause.__traceback__ is None
+    assert "error_kernels" not in str(cause)                       # the bare message; the location is ours
+    with pytest.raises(CompilationError, match="failed at compile time") as info:
+        _compile_time_call_error.compile(constexprs={"D": tl.float16})
+    cause = info.value.__cause__
+    assert isinstance(cause, ValueError) and "only the 8-bit formats" in str(cause)
+    assert cause.__traceback__ is None and cause.__context__ is None
 
 
 def test_tlxc_debug_keeps_the_full_traceback():

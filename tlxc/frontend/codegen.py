@@ -173,7 +173,7 @@ class FunctionCodegen(ast.NodeVisitor):
             try:
                 return super().visit(node)
             except SemanticError as exc:
-                raise self.error(str(exc), node) from None
+                raise self.error(str(exc), node) from _cause(exc)
             except TlxcError as exc:
                 if exc.loc is None:     # raised without a location: it happened here
                     exc.loc = self.src.loc(node)
@@ -1029,7 +1029,7 @@ class FunctionCodegen(ast.NodeVisitor):
                 return {ast.USub: lambda v: -v, ast.UAdd: lambda v: +v, ast.Not: lambda v: not v,
                         ast.Invert: lambda v: ~v}[op](operand)
             except TypeError as exc:
-                raise self.error(f"invalid operand for unary operator: {exc}", node) from None
+                raise self.error(f"invalid operand for unary operator: {exc}", node) from _cause(exc)
         if op is ast.USub:
             return S.negate(self.b, operand)
         if op is ast.UAdd:
@@ -1054,7 +1054,7 @@ class FunctionCodegen(ast.NodeVisitor):
             try:
                 return S.fold_python(op, lhs, rhs)
             except Exception as exc:  # noqa: BLE001 (any failure of the user's constant expression)
-                raise self.error(f"invalid compile-time operation: {exc}", node) from None
+                raise self.error(f"invalid compile-time operation: {exc}", node) from _cause(exc)
         if op == "pow":
             raise self.error("'**' is not supported on runtime values (use tl.exp2/tl.log2 or repeated "
                              "multiplication)", node)
@@ -1115,7 +1115,7 @@ class FunctionCodegen(ast.NodeVisitor):
             try:
                 return _PY_CMP[pred](left, right)
             except TypeError as exc:
-                raise self.error(f"invalid compile-time comparison: {exc}", node) from None
+                raise self.error(f"invalid compile-time comparison: {exc}", node) from _cause(exc)
         for v in (left, right):
             if v is None:
                 raise self.error("cannot compare a runtime value with None (use 'is None' to test a "
@@ -1137,14 +1137,14 @@ class FunctionCodegen(ast.NodeVisitor):
             try:
                 return tlx_rules.local_view(self.ctx, base, index)
             except SemanticError as exc:
-                raise self.error(str(exc), node.slice) from None
+                raise self.error(str(exc), node.slice) from _cause(exc)
         if isinstance(base, Tensor) and isinstance(base.type, T.MemDescType) and \
                 not isinstance(node.slice, (ast.Slice, ast.Tuple)):
             index = unwrap(self.visit(node.slice))      # view[i]: one element (1-D) or row of a buffer
             try:
                 return tlx_rules.element_view(self.ctx, base, index)
             except SemanticError as exc:
-                raise self.error(str(exc), node.slice) from None
+                raise self.error(str(exc), node.slice) from _cause(exc)
         if isinstance(base, Tensor):
             return self.tensor_subscript(base, node.slice, node)
         index = unwrap(self.visit(node.slice))
@@ -1153,7 +1153,7 @@ class FunctionCodegen(ast.NodeVisitor):
         try:
             return base[index]
         except (IndexError, KeyError, TypeError) as exc:
-            raise self.error(f"invalid subscript: {exc}", node) from None
+            raise self.error(f"invalid subscript: {exc}", node) from _cause(exc)
 
     def tensor_subscript(self, t: Tensor, slice_node, node):
         elements = slice_node.elts if isinstance(slice_node, ast.Tuple) else [slice_node]
@@ -1238,7 +1238,7 @@ class FunctionCodegen(ast.NodeVisitor):
             try:
                 return B.call_dtype(self.ctx, fn, unwrap(args[0]))
             except SemanticError as exc:
-                raise self.error(str(exc), node) from None
+                raise self.error(str(exc), node) from _cause(exc)
         if callable(fn):
             values = [unwrap(a) for a in args] + [unwrap(v) for v in kwargs.values()]
             runtime = [v for v in values if isinstance(v, Tensor)]
@@ -1256,7 +1256,7 @@ class FunctionCodegen(ast.NodeVisitor):
                 raise
             except Exception as exc:  # noqa: BLE001 (the user's own Python function failed)
                 raise self.error(f"call to '{name}' failed at compile time: {type(exc).__name__}: {exc}",
-                                 node) from None
+                                 node) from _cause(exc)
         raise self.error(f"'{S.describe(fn)}' is not callable", node)
 
     def runtime_min_max(self, fn, args, kwargs, node):
@@ -1278,7 +1278,7 @@ class FunctionCodegen(ast.NodeVisitor):
             try:
                 result = rule(self.ctx, result, value)
             except SemanticError as exc:
-                raise self.error(f"{name}(): {exc}", node) from None
+                raise self.error(f"{name}(): {exc}", node) from _cause(exc)
         return result
 
     def bind_arguments(self, display: str, signature: inspect.Signature, args, kwargs, node,
@@ -1307,7 +1307,7 @@ class FunctionCodegen(ast.NodeVisitor):
                            f"({', '.join(shown)}) but {given} {'were' if given != 1 else 'was'} given")
                 if len(arg_nodes.positional) > len(positional):
                     where = arg_nodes.positional[len(positional)]
-            raise self.error(f"{display}(): {message}", where) from None
+            raise self.error(f"{display}(): {message}", where) from _cause(exc)
 
     def call_builtin(self, fn, args, kwargs, node, arg_nodes: _ArgNodes):
         name = fn.__tlxc_builtin__
@@ -1326,7 +1326,7 @@ class FunctionCodegen(ast.NodeVisitor):
             if not message.startswith(("tl.", "tlx.")):
                 message = f"{display}: {message}"
             where = arg_nodes.node_of(signature, exc.param) if exc.param else node
-            raise self.error(message, where) from None
+            raise self.error(message, where) from _cause(exc)
 
     def inline(self, kfn, args, kwargs, node, arg_nodes: _ArgNodes):
         src = kfn.source
@@ -1451,6 +1451,15 @@ class _IfResult:
 _MISSING = _Missing()
 
 
+def _cause(exc: BaseException) -> BaseException:
+    """``exc`` as the ``__cause__`` of the located ``CompilationError`` raised for it, as Triton
+    chains the error a builtin or a compile-time expression raised (tests read
+    ``err.__cause__``): without its traceback or its own context, so the printed report gains
+    the one line of the underlying error and no compiler frames."""
+    exc.__cause__, exc.__context__, exc.__suppress_context__ = None, None, True
+    return exc.with_traceback(None)
+
+
 def _did_you_mean(name: str, candidates) -> str:
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return f"; did you mean '{close[0]}'?" if close else ""
@@ -1505,7 +1514,7 @@ def build_kernel_ir(kfn, spec, options: Options) -> Module:
     except TlxcError as exc:
         if os.environ.get("TLXC_DEBUG") == "1":
             raise
-        raise exc.with_traceback(None) from None
+        raise exc.with_traceback(None) from exc.__cause__
 
 
 def _build_kernel_ir(kfn, spec, options: Options) -> Module:
