@@ -20,14 +20,13 @@ from tlxc.ir.layouts import (
     conversion_kind,
     default_blocked,
     expand_dims,
-    mma_accumulator_layout,
-    mma_operand_layout,
     parse_layout,
     parse_layout_at,
     reshape,
     slice_layout,
     transpose,
 )
+from tlxc.ir.layouts_nvidia import mma_accumulator_layout, mma_operand_layout
 
 # ---------------------------------------------------------------------------
 # References

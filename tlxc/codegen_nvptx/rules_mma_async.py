@@ -17,7 +17,7 @@ Triton's wgmma lowering does.  The op is then synchronous (every group of the
 warps retired when it ends; a later ``async_dot_wait`` finds nothing pending)
 and holds one more tile of registers.
 
-Accumulator registers (``ir/layouts.py``, ``mma_accumulator_layout(...,
+Accumulator registers (``ir/layouts_nvidia.py``, ``mma_accumulator_layout(...,
 "wgmma")``): registers ``0 .. N_instr/2 - 1`` are the instruction's
 ``d0 .. d(N/2-1)``, then repetitions along N, then along M.  Warps 0-3 of a
 warpgroup are the instruction's own (rows 16w); warp bits above those move

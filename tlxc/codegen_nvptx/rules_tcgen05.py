@@ -22,7 +22,7 @@ column``: buffer ``j`` of an allocation is ``base + attrs.column + j * N``; a
 4-warp task reaches lanes ``32 * (w % 4) ..`` (the hardware fixes this by the
 warp's id modulo 4, so the task must start at a warp that is a multiple of
 4), each thread one lane (= one row) and ``.xN`` consecutive columns, which
-is ``ir/layouts.py:tmem_layout``.  Loads are ``tcgen05.ld`` chunks of at most
+is ``ir/layouts_nvidia.py:tmem_layout``.  Loads are ``tcgen05.ld`` chunks of at most
 128 columns then ``tcgen05.wait::ld`` (whose helper pins the registers after
 the wait); stores are ``tcgen05.st`` then ``tcgen05.wait::st``.
 
@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 from ..codegen_c import ctypes_ as C
 from ..codegen_c.lower import lowering, registers
 from ..errors import CompilationError, InternalCompilerError
-from ..ir import layouts as L
+from ..ir import layouts_nvidia as N
 from ..ir.ops.tcgen05 import TMEM_COLUMNS, k_step, tmem_columns
 from ..ir.types import MemDescType
 from ..target import has_feature
@@ -294,7 +294,7 @@ def _warp_address(lw, op, view_type: MemDescType, register_type) -> str:
         raise CompilationError(f"{op.name} of tensor memory needs a task of 4 warps starting at a multiple of "
                                f"4 (warp w reaches lanes 32 * (w % 4) .. + 31); this one has {warps} warps "
                                f"starting at warp {scope.warp_start}", op.loc)
-    expected = L.tmem_layout(view_type.shape, 4)
+    expected = N.tmem_layout(view_type.shape, 4)
     if register_type.layout != expected:
         raise InternalCompilerError(f"{op.name} of tensor memory with layout {register_type.layout} (a tlxc bug: "
                                     f"infer-layouts gives it the 32x32b layout {expected})", op.loc)

@@ -61,7 +61,7 @@ it there too: the products are exact); ``out_dtype`` is the accumulator's type.
 """
 from __future__ import annotations
 
-from ..ir import layouts as L
+from ..ir import layouts_nvidia as N
 from ..ir.builder import Builder
 from ..ir.core import Module, Operation, Value
 from ..ir.ops.mma_async import shape_problem, transposable
@@ -104,7 +104,7 @@ def wgmma_problem(dot: Operation, num_warps: int) -> str | None:
     if problem:
         return problem
     try:
-        L.mma_accumulator_layout((m, n), num_warps, "wgmma")
+        N.mma_accumulator_layout((m, n), num_warps, "wgmma")
     except ValueError as exc:
         return str(exc)
     return None

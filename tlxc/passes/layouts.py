@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from ..errors import LayoutError
 from ..ir import layouts as L
+from ..ir import layouts_nvidia as N
 from ..ir.builder import Builder
 from ..ir.core import OP_REGISTRY, Block, BlockArgument, Module, Operation, Region, Value
 from ..ir.types import PointerType, ScalarType, TensorType
@@ -459,7 +460,7 @@ class _KernelRewriter:
         if getattr(view.type, "storage", "smem") != "tmem":
             return None
         try:
-            return L.tmem_layout(view.type.shape, self.num_warps)
+            return N.tmem_layout(view.type.shape, self.num_warps)
         except ValueError as exc:
             raise LayoutError(f"{op.name} of tensor memory in a task of {self.num_warps} warps: {exc}",
                               op.loc) from None
@@ -481,10 +482,10 @@ class _KernelRewriter:
         task's warps (whole warpgroups); a register A in the matching operand layout."""
         a, b, acc = op.operands[:3]
         try:
-            acc_layout = L.mma_accumulator_layout(acc.type.shape, self.num_warps, "wgmma")
+            acc_layout = N.mma_accumulator_layout(acc.type.shape, self.num_warps, "wgmma")
             a_layout = None
             if isinstance(a.type, TensorType):
-                a_layout = L.mma_operand_layout(a.type.shape, 0, acc_layout, a.type.element.bits)
+                a_layout = N.mma_operand_layout(a.type.shape, 0, acc_layout, a.type.element.bits)
         except ValueError as exc:
             raise LayoutError(f"tlx.async_dot of a {list(acc.type.shape)} accumulator with {self.num_warps} "
                               f"warps: {exc} (wgmma runs on whole warpgroups of 4 warps, 64 rows each)",
@@ -643,9 +644,9 @@ def dot_layouts(a: TensorType, b: TensorType, acc: TensorType, num_warps: int):
     """
     m, n = acc.shape
     if _uses_mma(a) and m >= 16 and n >= 8:
-        acc_layout = L.mma_accumulator_layout(acc.shape, num_warps, "mma_v2")
-        a_layout = L.mma_operand_layout(a.shape, 0, acc_layout, 16)
-        b_layout = L.mma_operand_layout(b.shape, 1, acc_layout, 16)
+        acc_layout = N.mma_accumulator_layout(acc.shape, num_warps, "mma_v2")
+        a_layout = N.mma_operand_layout(a.shape, 0, acc_layout, 16)
+        b_layout = N.mma_operand_layout(b.shape, 1, acc_layout, 16)
         return acc_layout, a_layout, b_layout
     acc_layout = L.default_blocked(acc.shape, num_warps, 32, vector_bytes=16)
     return acc_layout, fma_operand_layout(acc_layout, a.shape, 0), fma_operand_layout(acc_layout, b.shape, 1)

@@ -1,0 +1,172 @@
+"""NVIDIA's register fragments as linear layouts (``ir/layouts.py``): the accumulators
+of ``mma.sync m16n8`` and ``wgmma m64nN``, the A/B operands of ``mma.sync m16n8k16``
+(and wgmma's A from registers), and the registers of a ``tcgen05.ld/st`` 32x32b
+tensor-memory access, per the PTX ISA.  The layout core (``Layout``, ``blocked``,
+conversions) is vendor-neutral; another vendor's fragments (AMD's MFMA) go in a
+module of their own beside this one.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .layouts import (
+    Coords,
+    Layout,
+    _axis_bases,
+    _check_per_dim,
+    _check_shape,
+    _fit_to_shape,
+    _is_pow2,
+    _unit,
+    blocked,
+)
+
+# Fragment of one mma.m16n8 instruction inside a warp, per the PTX ISA
+# (groupID = lane >> 2, threadID_in_group = lane % 4).  Coordinates (row, col).
+# Accumulator c0..c3: row = groupID + 8*(i >= 2), col = 2*tig + (i & 1).
+_ACC_REGISTER = ((0, 1), (8, 0))
+_ACC_LANE = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))
+# A (16x16, f16/bf16) a0..a7: row = groupID + 8*((i >> 1) & 1),
+# col = 2*tig + (i & 1) + 8*(i >= 4).
+_A_REGISTER = ((0, 1), (8, 0), (0, 8))
+_A_LANE = _ACC_LANE
+# B (16x8, f16/bf16) b0..b3: row = 2*tig + (i & 1) + 8*(i >= 2), col = groupID.
+_B_REGISTER = ((1, 0), (8, 0))
+_B_LANE = ((2, 0), (4, 0), (0, 1), (0, 2), (0, 4))
+
+
+def mma_accumulator_layout(shape: Sequence[int], num_warps: int, version: str,
+                           warps_per_cta: Sequence[int] | None = None) -> Layout:
+    """Accumulator of ``mma.sync m16n8`` (``"mma_v2"``) or ``wgmma m64nN`` (``"wgmma"``).
+
+    ``warps_per_cta`` = (warps along M, warps along N); by default warps go
+    along M as far as M allows.  For wgmma, each group of 4 consecutive warps
+    is a warpgroup covering 64 rows (warp w of the group: rows 16w..16w+15),
+    and one instruction spans the warpgroup's whole N (up to 256).
+    """
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != 2:
+        raise ValueError(f"Expected a rank-2 accumulator, got shape {list(shape)}")
+    _check_shape(shape)
+    if not _is_pow2(num_warps):
+        raise ValueError(f"Expected a power-of-two num_warps, got {num_warps}")
+    if version == "mma_v2":
+        return _mma_v2_accumulator(shape, num_warps, warps_per_cta)
+    if version == "wgmma":
+        return _wgmma_accumulator(shape, num_warps, warps_per_cta)
+    raise ValueError(f"Expected version 'mma_v2' or 'wgmma', got {version!r}")
+
+
+def _warp_split(num_warps: int, warps_per_cta: Sequence[int] | None,
+                default_m: int) -> tuple[int, int]:
+    if warps_per_cta is None:
+        return default_m, num_warps // default_m
+    wm, wn = _check_per_dim("warps_per_cta", warps_per_cta, 2)
+    if wm * wn != num_warps:
+        raise ValueError(f"Expected warps_per_cta to multiply to {num_warps}, "
+                         f"got {list(warps_per_cta)}")
+    return wm, wn
+
+
+def _mma_v2_accumulator(shape: Coords, num_warps: int,
+                        warps_per_cta: Sequence[int] | None) -> Layout:
+    m, n = shape
+    if m < 16 or n < 8:
+        raise ValueError(f"Expected an mma_v2 accumulator of at least 16x8, got {list(shape)}")
+    wm, wn = _warp_split(num_warps, warps_per_cta, min(num_warps, m // 16))
+    warp = _axis_bases(2, 0, 16, wm) + _axis_bases(2, 1, 8, wn)
+    return _fit_to_shape(shape, list(_ACC_REGISTER), list(_ACC_LANE), warp, (1, 0))
+
+
+def _wgmma_accumulator(shape: Coords, num_warps: int,
+                       warps_per_cta: Sequence[int] | None) -> Layout:
+    m, n = shape
+    if num_warps % 4:
+        raise ValueError(f"Expected a multiple of 4 warps for wgmma, got {num_warps}")
+    if m < 64:
+        raise ValueError(f"Expected a wgmma accumulator with at least 64 rows, got {list(shape)}")
+    groups = num_warps // 4
+    wm, wn = _warp_split(num_warps, warps_per_cta, 4 * min(groups, m // 64))
+    if wm % 4:
+        raise ValueError(f"Expected warps along M to be a multiple of 4 (whole "
+                         f"warpgroups), got warps_per_cta={[wm, wn]}")
+    n_per_group = n // wn
+    if n_per_group < 8:
+        raise ValueError(f"Expected at least 8 columns per warpgroup, got N={n} over {wn} "
+                         f"warpgroups along N")
+    instr_n = min(n_per_group, 256)
+    register = list(_ACC_REGISTER) + _axis_bases(2, 1, 8, instr_n // 8)
+    warp = (_axis_bases(2, 0, 16, 4) + _axis_bases(2, 0, 64, wm // 4)
+            + _axis_bases(2, 1, n_per_group, wn))
+    return _fit_to_shape(shape, register, list(_ACC_LANE), warp, (1, 0))
+
+
+def tmem_layout(shape: Sequence[int], num_warps: int) -> Layout:
+    """Registers of a tcgen05.ld / tcgen05.st of the 32x32b shape: row r of a
+    [128, N] tensor-memory tile in thread r of the warp group (lane r % 32 of
+    warp r // 32, the lanes that warp may access), its N columns in that
+    thread's registers."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != 2 or shape[0] != 128:
+        raise ValueError(f"expected a [128, N] tensor-memory tile, got {list(shape)}")
+    if num_warps != 4:
+        raise ValueError(f"tensor memory moves to and from the registers of one warp group (4 warps, one row "
+                         f"per thread), not {num_warps} warps")
+    return blocked(shape, [1, shape[1]], [32, 1], [4, 1], [1, 0])
+
+
+def mma_operand_layout(shape: Sequence[int], op_idx: int, parent_acc_layout: Layout,
+                       elem_bits: int) -> Layout:
+    """Register layout of the A (``op_idx=0``, [M, K]) or B (``op_idx=1``, [K, N])
+    operand of ``mma.sync m16n8k16`` feeding ``parent_acc_layout``.
+
+    Each warp holds the A rows / B columns of its own accumulator tile and
+    copies of the rest (warps along the other dim broadcast).  Because wgmma's
+    register A fragment is the same per-warp pattern, this also gives the
+    wgmma A-from-registers layout when the parent is a wgmma accumulator
+    (wgmma's B always comes from shared memory).
+    """
+    shape = tuple(int(s) for s in shape)
+    _check_shape(shape)
+    if elem_bits != 16:
+        raise ValueError(f"Expected 16-bit (f16/bf16) operands of m16n8k16, got "
+                         f"elem_bits={elem_bits}")
+    if len(shape) != 2 or parent_acc_layout.ndim != 2:
+        raise ValueError(f"Expected rank-2 operand and accumulator, got {list(shape)} "
+                         f"and {list(parent_acc_layout.shape)}")
+    if op_idx == 0:
+        return _operand_a(shape, parent_acc_layout)
+    if op_idx == 1:
+        return _operand_b(shape, parent_acc_layout)
+    raise ValueError(f"Expected op_idx 0 (A) or 1 (B), got {op_idx}")
+
+
+def _warp_bases_along(parent: Layout, acc_dim: int, operand_dim: int) -> list[Coords]:
+    """The parent's warp bases along ``acc_dim``, moved to ``operand_dim``;
+    warps along the other accumulator dim broadcast."""
+    out = []
+    for bit, basis in enumerate(parent.warp):
+        if basis[1 - acc_dim] and basis[acc_dim]:
+            raise ValueError(f"Expected accumulator warp bases along one dim, got warp "
+                             f"bit {bit} = {list(basis)}")
+        out.append(_unit(2, operand_dim, basis[acc_dim]))
+    return out
+
+
+def _operand_a(shape: Coords, parent: Layout) -> Layout:
+    m, k = shape
+    if m != parent.shape[0] or m < 16 or k < 16:
+        raise ValueError(f"Expected A of shape [M={parent.shape[0]}, K>=16], got {list(shape)}")
+    warp = _warp_bases_along(parent, acc_dim=0, operand_dim=0)
+    return _fit_to_shape(shape, list(_A_REGISTER), list(_A_LANE), warp, (1, 0))
+
+
+def _operand_b(shape: Coords, parent: Layout) -> Layout:
+    k, n = shape
+    if n != parent.shape[1] or k < 16 or n < 8:
+        raise ValueError(f"Expected B of shape [K>=16, N={parent.shape[1]}], got {list(shape)}")
+    warp = _warp_bases_along(parent, acc_dim=1, operand_dim=1)
+    return _fit_to_shape(shape, list(_B_REGISTER), list(_B_LANE), warp, (0, 1))
+
+
+__all__ = ["mma_accumulator_layout", "mma_operand_layout", "tmem_layout"]
