@@ -85,3 +85,6 @@ def test_rules_live_with_their_vendor():
                "tlx.cluster_cta_rank", "tlx.gdc_wait"):
         assert L.rule_for(op, "nvidia") is not None and L.rule_for(op, "amd") is None, op
     assert L.rule_for("tl.load", "amd") is L.rule_for("tl.load", "nvidia") is not None
+    # shared-memory buffers are shared; NVIDIA's own rule adds tensor memory and hands the rest over
+    assert L.rule_for("tlx.local_load", "amd").__module__ == "tlxc.codegen_c.rules_buffers"
+    assert L.rule_for("tlx.local_load", "nvidia").__module__ == "tlxc.codegen_nvptx.rules_tlx"

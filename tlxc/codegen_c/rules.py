@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import (  # noqa: F401
     rules_arith,
+    rules_buffers,
     rules_control,
     rules_debug,
     rules_memory,

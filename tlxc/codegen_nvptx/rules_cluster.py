@@ -52,8 +52,8 @@ _UNSIGNED = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "unsigne
 
 def _element_stores(lw, op, store_of) -> None:
     """``if (owner) store_of(remote address, bits)`` for every register of the stored value."""
+    from ..codegen_c.rules_buffers import _offset_expr, shared_address
     from ..codegen_c.rules_memory import _owner
-    from .rules_tlx import _offset_expr, shared_address
     view, value, rank = op.operands[:3]
     t = value.type.element
     strides = lw.views[id(view)][1]
