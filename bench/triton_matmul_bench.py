@@ -9,6 +9,12 @@ ratios printed last (time ratio tlxc/Triton: > 1 means tlxc is slower).
 
     python bench/triton_matmul_bench.py [--sizes 4096,8192] [--dtypes fp16,bf16,fp8,fp8e5]
         [--bm 128 --bn 256 --bk 64 --warps 8 --stages 3] [--rounds 30] [--b-kmajor] [--a-mmajor]
+        [--timing kernel,call]
+
+Two timings (both by default): ``kernel``, the events bracket the kernel alone (a GPU spin is
+queued first, so the host's launch work overlaps it), and ``call``, from an idle GPU, so the
+host's launch work is included (Triton's launcher takes ~20 µs longer than tlxc's: ~10 % of a
+0.2 ms kernel, which flatters tlxc at 4096^3).
 
 ``--b-kmajor`` multiplies by ``b = w.t()`` (w a row-major [N, K] tensor: the layout of every
 nn.Linear weight, stride_bk == 1); ``--a-mmajor`` by a column-major A (stride_am == 1).
@@ -28,7 +34,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from triton_source import event_ms, load_source  # noqa: E402
+from triton_source import TIMINGS, load_source, paired_times  # noqa: E402
 
 
 def triton_kernel():
@@ -97,7 +103,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--b-kmajor", action="store_true", help="B = w.t() of a row-major [N, K] w")
     parser.add_argument("--a-mmajor", action="store_true", help="A column-major (stride_am == 1)")
+    parser.add_argument("--timing", default="kernel,call",
+                        help="kernel: the host's launch work hidden behind a GPU spin; call: from an idle GPU, "
+                             "launch work included (the measurements before 2026-12-03 session 10)")
     args = parser.parse_args()
+    if not set(args.timing.split(",")) <= set(TIMINGS):
+        parser.error(f"--timing: {args.timing!r}; the timings are {', '.join(TIMINGS)}")
     ours, theirs = tlxc_kernel(), triton_kernel()
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2}
     layout = f"A {'M' if args.a_mmajor else 'K'}-major, B {'K' if args.b_kmajor else 'N'}-major"
@@ -135,21 +146,20 @@ def main() -> None:
             for fn in runs.values():                   # warm-up
                 for _ in range(5):
                     fn()
-            times = {name: [] for name in runs}
-            for _ in range(args.rounds):               # paired: each round times all three back to back
-                for name, fn in runs.items():
-                    times[name].append(event_ms(fn))
-            med = {name: statistics.median(t) for name, t in times.items()}
             flops = 2 * size ** 3
-            for name, ms in med.items():
-                print(f"{dname} {size}^3 {name:7s} {ms:8.3f} ms  {flops / ms / 1e9:7.1f} TFLOP/s")
-            line = f"{dname} {size}^3 ({case_layout}, BK {args.bk}): tlxc/Triton time {med['tlxc'] / med['triton']:.3f}"
-            if "cublas" in med:
-                line += (f", tlxc speed vs cuBLAS {med['cublas'] / med['tlxc']:.3f}, "
-                         f"Triton speed vs cuBLAS {med['cublas'] / med['triton']:.3f}")
-            else:
-                line += ", no cuBLAS baseline"
-            lines.append(line)
+            for timing in args.timing.split(","):
+                times = paired_times(runs, args.rounds, hide_launch=timing == "kernel")
+                med = {name: statistics.median(t) for name, t in times.items()}
+                for name, ms in med.items():
+                    print(f"{dname} {size}^3 {timing:6s} {name:7s} {ms:8.3f} ms  {flops / ms / 1e9:7.1f} TFLOP/s")
+                line = (f"{dname} {size}^3 ({case_layout}, BK {args.bk}, {args.stages} stages, {timing} time): "
+                        f"tlxc/Triton time {med['tlxc'] / med['triton']:.3f}")
+                if "cublas" in med:
+                    line += (f", tlxc speed vs cuBLAS {med['cublas'] / med['tlxc']:.3f}, "
+                             f"Triton speed vs cuBLAS {med['cublas'] / med['triton']:.3f}")
+                else:
+                    line += ", no cuBLAS baseline"
+                lines.append(line)
     print("\n".join(["", "ratios:"] + lines))
 
 

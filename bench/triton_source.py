@@ -1,5 +1,6 @@
 """One kernel source, two compilers: load a plain-Triton file of this folder as written (tlxc)
-or with its import lines swapped to Triton's, and time a launch with CUDA events.  Shared by
+or with its import lines swapped to Triton's, and time a launch with CUDA events (call time, or
+kernel time with the host's launch work hidden).  Shared by
 bench/triton_matmul_bench.py and bench/triton_memory_bench.py."""
 from __future__ import annotations
 
@@ -32,12 +33,33 @@ def load_source(filename: str, triton: bool):
     return module
 
 
-def event_ms(fn) -> float:
-    """One call of ``fn`` timed with CUDA events (milliseconds)."""
+def event_ms(fn, hide_launch: bool = False) -> float:
+    """One call of ``fn`` timed with CUDA events (milliseconds).
+
+    By default the GPU is idle when ``fn`` is called, so the time includes the host's launch
+    work between the start event and the kernel's start (Triton 3.6's launcher spends ~20-35 µs
+    there with a dozen arguments, tlxc's ~10 µs): the "call" time.  ``hide_launch`` first queues
+    a ~0.5 ms spin on the GPU, so the host's launch work overlaps it and the events bracket the
+    kernel alone: the "kernel" time."""
     import torch
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if hide_launch:
+        torch.cuda._sleep(_SPIN_CYCLES)
     start.record()
     fn()
     end.record()
     end.synchronize()
     return start.elapsed_time(end)
+
+
+TIMINGS = ("kernel", "call")    # event_ms(hide_launch=True), event_ms(hide_launch=False)
+_SPIN_CYCLES = 1_000_000        # 0.5-1 ms at 1-2 GHz: longer than any launcher's host work
+
+
+def paired_times(fns: dict, rounds: int, hide_launch: bool) -> dict:
+    """{name: [ms per round]}: each round times every fn once, back to back (paired samples)."""
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(event_ms(fn, hide_launch))
+    return times
