@@ -48,13 +48,15 @@ def check_arch(arch: str) -> str:
 
 def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: int = 4,
              cluster: tuple[int, int, int] | None = None):
-    """The kernel's IR for one specialization; ``cluster`` (``ctas_per_cga``) adds the
+    """The kernel's IR for one specialization, allocations in branches hoisted
+    (``passes.hoist_allocations``); ``cluster`` (``ctas_per_cga``) adds the
     cluster barriers of ``passes.cluster_syncs``."""
     from .passes.cluster_syncs import insert_cluster_syncs
+    from .passes.hoist_allocations import hoist_allocations
     if num_warps not in (1, 2, 4, 8, 16, 32):
         raise CompilationError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
-    module = insert_cluster_syncs(build_kernel_ir(kfn, spec, Options(num_warps=num_warps, arch=arch,
-                                                                     cluster=cluster)))
+    module = insert_cluster_syncs(hoist_allocations(build_kernel_ir(kfn, spec, Options(
+        num_warps=num_warps, arch=arch, cluster=cluster))))
     verify_module(module)
     return module
 
