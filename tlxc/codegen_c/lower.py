@@ -147,7 +147,8 @@ class KernelLowering:
         self.out = Emitter()
         self.names: dict[int, str] = {}
         self.used_names: set[str] = set()
-        self.scope = Scope("cta", 32 * self.num_warps, None)
+        self.warp_size = target.warp_size
+        self.scope = Scope("cta", self.warp_size * self.num_warps, None)
         self.scopes: list[Scope] = [self.scope]
         self.views: dict[int, tuple[str, tuple[int, ...]]] = {}   # memdesc value -> (pointer, strides)
         self.barrier_names: dict[int, tuple[str, str]] = {}        # barrier view -> (array name, index expr)
@@ -160,7 +161,7 @@ class KernelLowering:
         self.epilogue: list[str] = []                              # lines every thread runs at the end
         self.rule_state: dict[str, object] = {}                    # per-kernel state of a rules_* module
         self.axis = AxisAnalysis(kernel)
-        self.shared_order = SharedOrder(kernel, getattr(target, "arch", ""))
+        self.shared_order = SharedOrder(kernel, getattr(target, "arch", ""), self.warp_size)
         self.counter = 0
         self.term_counter = 0
 

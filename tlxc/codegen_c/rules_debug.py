@@ -44,7 +44,7 @@ def device_assert(lw, op):
     (cond,) = op.operands
     where = f"{os.path.basename(op.loc.file)}:{op.loc.line}" if op.loc else "?"
     msg = json.dumps(f"{where}: device_assert failed in pid (%d, %d, %d): {op.attrs.get('message', '')}\n")
-    body = f"if (!{lw.ref(cond)}) {{ printf({msg}, blockIdx.x, blockIdx.y, blockIdx.z); __trap(); }}"
+    body = f"if (!{lw.ref(cond)}) {{ printf({msg}, blockIdx.x, blockIdx.y, blockIdx.z); {lw.target.trap()}; }}"
     if isinstance(cond.type, TensorType):
         lw.for_registers(registers(cond.type), body)
     else:

@@ -46,7 +46,7 @@ SHARED_WRITERS = ("tlx.local_store", "tlx.async_load", "tlx.async_descriptor_loa
 
 
 class SharedOrder:
-    def __init__(self, kernel: Operation, arch: str):
+    def __init__(self, kernel: Operation, arch: str, warp_size: int = 32):
         self.before: dict[int, list[str]] = {}
         self.after: dict[int, list[str]] = {}
         self._drained: set[int] = set()
@@ -57,14 +57,14 @@ class SharedOrder:
         body = kernel.regions[0].block
         warps = kernel.attrs.get("num_warps", 4)
         tasks = next((op for op in body.ops if op.name == "tlx.async_tasks"), None)
-        outer_threads = 32 * (tasks.attrs["tasks"][0][1] if tasks is not None else warps)
+        outer_threads = warp_size * (tasks.attrs["tasks"][0][1] if tasks is not None else warps)
         scopes = [(_default_task_ops(body, tasks), outer_threads)]
         self._scope(body, outer_threads)
         if tasks is not None:
             for region, (_, task_warps, _, _) in zip(tasks.regions, tasks.attrs["tasks"]):
-                self._scope(region.block, 32 * task_warps)
+                self._scope(region.block, warp_size * task_warps)
                 if region is not tasks.regions[0]:
-                    scopes.append((list(region.block.ops), 32 * task_warps))
+                    scopes.append((list(region.block.ops), warp_size * task_warps))
         self._fences(body, set())
         for scope_ops, threads in scopes:
             _Membar(self, kernel, threads, scope_ops)

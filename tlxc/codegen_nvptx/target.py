@@ -22,6 +22,7 @@ _FROM_F32 = {"f16": "tlx_cvt_rn_f16_f32", "bf16": "tlx_cvt_rn_bf16_f32",
 class CudaTarget:
     name = "nvptx"
     vendor = "nvidia"     # picks the lowering rules (codegen_c/lower.py: rule_for)
+    warp_size = 32        # threads per warp (the shared lowering asks the table, never assumes)
 
     def __init__(self, arch: str):
         self.arch = arch
@@ -138,6 +139,10 @@ class CudaTarget:
 
     def named_arrive(self, bar_id: str, threads: str) -> str:
         return self.call("tlx_bar_arrive", bar_id, threads)
+
+    def trap(self) -> str:
+        """A C expression that aborts the kernel (``tl.device_assert``)."""
+        return "__trap()"
 
     def fence(self, scope: str) -> str:
         helper = {"async_shared": "tlx_fence_proxy_async_shared_cta", "gpu": "tlx_fence_acq_rel_gpu",
