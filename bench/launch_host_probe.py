@@ -70,7 +70,7 @@ def _arguments():
     """(first-launch arguments, timed-launch arguments) of empty4 and empty16."""
     import torch
 
-    from tlxc.runtime.tma import TensorDescriptor
+    from tlxc.descriptors import TensorDescriptor
 
     class Cuda(torch.Tensor):           # says is_cuda for the slow path's checks only
         is_cuda = True

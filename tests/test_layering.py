@@ -15,6 +15,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tlxc"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 
 # lowest first; the names on one level are siblings
 LEVELS: list[set[str]] = [
@@ -22,6 +23,7 @@ LEVELS: list[set[str]] = [
     {"target"},                                       # the target registry (Target, TARGETS)
     {"arch"},                                         # the spellings of targets a user may write
     {"ir"},                                           # types, ops, layouts, verifier, text form
+    {"descriptors"},                                  # host TMA descriptors (TensorDescriptor): launch-argument types
     {"language"},                                     # tl.* / tlx.* as the user writes them
     {"frontend"},                                     # Python AST -> IR
     {"passes"},                                       # IR -> IR
@@ -55,11 +57,6 @@ DEFERRED_EXCEPTIONS = {
     ("tlxc.check.run", "tlxc.interpreter"),
     # the reproducer directory lives in the runtime's cache directory
     ("tlxc.codegen_nvptx.reproducer", "tlxc.runtime.cache"),
-    # launch-argument types: numpy element types (interpreter/memory.py) and the descriptor
-    # classes (runtime/tma.py); issue 20 item 4: one neutral module of launch-argument types
-    ("tlxc.frontend.specialize", "tlxc.interpreter.memory"),
-    ("tlxc.frontend.specialize", "tlxc.runtime.tma"),
-    ("tlxc.runtime.tma", "tlxc.interpreter.memory"),
     # the Triton-compatible driver object hands out tlxc.testing.do_bench
     ("tlxc.runtime.driver_api", "tlxc.testing"),
     # TLXC_INTERPRET=1: a launch runs on the interpreter instead
@@ -165,3 +162,21 @@ def test_the_scan_sees_upward_and_sideways_imports():
     assert _goes_up("tlxc.ir.probe", "tlxc.compiler") and not _goes_up("tlxc.ir.probe", "tlxc.ir.core")
     assert _goes_up("tlxc.codegen_c.rules_memory", "tlxc.check.resources")     # siblings
     assert not _goes_up("tlxc.codegen_c.rules_memory", "tlxc.passes.uniformity")  # down
+
+
+def _picture_levels() -> list[set[str]]:
+    """The levels of docs/architecture.md's picture (section Layers), lowest first: one line per
+    level, siblings split by '│', 'a ▸ b' for a above b."""
+    text = ARCHITECTURE.read_text().split("## Layers", 1)[1].split("```", 2)[1]
+    levels = []
+    for line in text.strip("\n").splitlines():
+        names = line.strip().split("  ")[0]             # the packages, before the description
+        for part in names.split("▸"):
+            levels.append({n.strip().replace("tlxc/", "") for chunk in part.split("│") for n in chunk.split(",")})
+    return levels[::-1]
+
+
+def test_the_architecture_picture_shows_these_levels():
+    """docs/architecture.md's package graph is this file's LEVELS (the private modules aside)."""
+    private = {"__version__", "_internal_testing"}
+    assert _picture_levels() == [names - private for names in LEVELS]

@@ -1,4 +1,4 @@
-"""TensorDescriptor's per-geometry caches (runtime/tma.py): TLX's wrappers build three
+"""TensorDescriptor's per-geometry caches (descriptors.py): TLX's wrappers build three
 placeholder descriptors ([1, 1] boxes) on every call and an autotune pre_hook then assigns
 their boxes. The placeholder's legality checks run once per geometry (``_PLACEHOLDERS``) and a
 box assignment to an already-checked geometry only swaps the box-derived fields
@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tlxc
+from tlxc import descriptors as tma
 from tlxc.errors import LaunchError
-from tlxc.runtime import tma
 
 TD = tlxc.TensorDescriptor
 

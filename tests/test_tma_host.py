@@ -9,13 +9,13 @@ import torch
 
 import tlxc
 import tlxc.language as tl
+from tlxc import descriptors as tma
+from tlxc.descriptors import TensorDescriptor, choose_swizzle
 from tlxc.errors import CudaError
 from tlxc.frontend.specialize import specialization_from_args
 from tlxc.ir import types as T
 from tlxc.ir.types import TensorDescType
 from tlxc.runtime import launch as L
-from tlxc.runtime import tma
-from tlxc.runtime.tma import TensorDescriptor, choose_swizzle
 
 
 @tlxc.kernel

@@ -19,12 +19,12 @@ import kernels_wide_boxes as W
 import tlxc
 from tlxc.codegen_nvptx.rules_mma_async import descriptor_fields
 from tlxc.compiler import compile_kernel
+from tlxc.descriptors import tma_arguments
 from tlxc.errors import LayoutError
 from tlxc.frontend.specialize import specialization_from_args
 from tlxc.ir.types import TensorDescType
 from tlxc.ir.types import f16 as F16
 from tlxc.passes.shared_layouts import swizzle_offset
-from tlxc.runtime.tma import tma_arguments
 
 STAGES = ("ir", "ir.opt", "cuda", "ptx", "cubin")
 TD = tlxc.TensorDescriptor.from_tensor

@@ -4,6 +4,7 @@ from __future__ import annotations
 # runtime, testing and tools are attributes of the package as Triton code reaches them
 # (``triton.runtime.driver.active``, ``triton.testing.do_bench``, ``triton.tools.tensor_descriptor``)
 from . import language, runtime, testing, tools
+from .descriptors import TensorDescriptor
 from .errors import (
     BarrierError,
     CompilationError,
@@ -18,7 +19,6 @@ from .interpreter import interpret
 from .runtime import driver as _driver  # noqa: F401  (makes tlxc.runtime.driver an attribute)
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics
 from .runtime.jit import KernelFunction, jit, kernel
-from .runtime.tma import TensorDescriptor
 from .tools import tensor_descriptor as _tensor_descriptor  # noqa: F401
 from .torch_ops import register_custom_op
 from .trace_render import trace

@@ -178,8 +178,8 @@ def resolve_descriptor_boxes(name: str, config: Config | None, types: dict[str, 
                              constexprs: dict[str, Any]) -> dict[str, Any]:
     """``types`` with each box-less descriptor (``tensordesc<fp16>``) replaced by the type
     the config's ``pre_hook`` gives it, run on placeholder descriptors as at a launch."""
+    from .descriptors import DescriptorPlaceholder
     from .frontend.specialize import DescriptorElement
-    from .runtime.tma import DescriptorPlaceholder
     open_boxes = {param: t for param, t in types.items() if isinstance(t, DescriptorElement)}
     if not open_boxes or config is None or config.pre_hook is None:
         return types

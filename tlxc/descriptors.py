@@ -33,11 +33,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import CudaError, LaunchError
+from .errors import CudaError, LaunchError
 
 # the box rules the device encoder (in-kernel descriptors) shares: ir/tensormap.py
-from ..ir.tensormap import ALIGNMENT, MAX_BOX_DIM, MAX_RANK, box_swizzle, choose_swizzle, splits_into_spans  # noqa: F401
-from ..ir.types import ScalarType, TensorDescType
+from .ir.tensormap import ALIGNMENT, MAX_BOX_DIM, MAX_RANK, box_swizzle, choose_swizzle, splits_into_spans  # noqa: F401
+from .ir.types import ScalarType, TensorDescType
 
 # IR element type -> CUtensorMapDataType enumerator name.  TMA copies bits, so
 # types without an enumerator of their own travel as unsigned ints of their
@@ -447,15 +447,15 @@ def _element_type_checked(tensor: Any) -> ScalarType:
     if not hasattr(tensor, "dtype") or not (hasattr(tensor, "data_ptr") or hasattr(tensor, "__array_interface__")):
         raise _fail("tensor", f"must be a torch tensor (or numpy array), got {type(tensor).__name__}")
     if hasattr(tensor, "data_ptr"):
-        from ..ir.arg_types import pointee_of_tensor
+        from .ir.arg_types import pointee_of_tensor
         try:
             element = pointee_of_tensor(tensor)
         except LaunchError:
             element = None
     else:
-        from ..interpreter.memory import element_type_of
+        from .ir.arg_types import pointee_of_array
         try:
-            element = element_type_of(tensor)
+            element = pointee_of_array(tensor)
         except LaunchError:
             element = None
     if element is None or element.name not in TMA_DATA_TYPES:

@@ -115,7 +115,7 @@ def _register_bounds(kernel, threads: int, min_blocks: str, ws_ops) -> str:
 
 
 # A TMA descriptor parameter: the 128-byte CUtensorMap the host encoded
-# (runtime/tma.py), passed by value; __grid_constant__ keeps it in the
+# (descriptors.py), passed by value; __grid_constant__ keeps it in the
 # parameter space, where cp.async.bulk.tensor can address it.
 TENSORMAP_STRUCT = "struct __attribute__((aligned(64))) tlx_tensormap { unsigned long long words[16]; };"
 

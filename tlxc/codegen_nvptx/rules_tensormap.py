@@ -11,7 +11,7 @@ slot), so a copy still in flight through the old map must have been waited for: 
 ``desc.store`` always are; TLX code pipelining copies through re-made maps uses several slots.
 
 How it is encoded (by the scope's thread 0, every thread of the scope running the op): the
-run-time legality checks the host makes at encode time (``runtime/tma.py``: a 16-byte aligned
+run-time legality checks the host makes at encode time (``descriptors.py``: a 16-byte aligned
 base, row strides positive multiples of 16 bytes below 2**40), each a ``__trap()`` (after a
 located printf as ``tl.device_assert``'s with TLXC_DEBUG_BARRIERS=1: ``_trap``); sizes below 1
 are not checked (Triton code builds such maps past a loop's last iteration without using them;

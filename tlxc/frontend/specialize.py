@@ -16,7 +16,7 @@ from typing import Any
 from .. import language as tl
 from ..errors import CompilationError, LaunchError
 from ..ir import types as T
-from ..ir.arg_types import pointee_of_tensor
+from ..ir.arg_types import pointee_of_array, pointee_of_tensor
 from ..ir.types import PointerType, ScalarType, Type
 
 
@@ -115,7 +115,7 @@ def _parse_descriptor_spec(text: str) -> Type:
     if match.group(2) is None:
         return DescriptorElement(element)
     box = tuple(int(d) for d in match.group(2).split(",") if d.strip())
-    from ..runtime.tma import DescriptorPlaceholder
+    from ..descriptors import DescriptorPlaceholder
     try:
         return DescriptorPlaceholder(element, box).ir_type()
     except LaunchError as exc:
@@ -239,7 +239,7 @@ def specialization_from_args(kfn, arguments: dict[str, Any]) -> Specialization:
     interpreter's (``interpreter/launch.py``)."""
     import numpy as np
 
-    from ..runtime.tma import TensorDescriptor
+    from ..descriptors import TensorDescriptor
     spec = Specialization()
     for name in kfn.param_names:
         if name not in arguments:
@@ -274,8 +274,7 @@ def specialization_from_args(kfn, arguments: dict[str, Any]) -> Specialization:
         elif isinstance(plain, float):
             spec.params[name] = ("runtime", annotated if isinstance(annotated, ScalarType) else T.f32)
         elif isinstance(plain, np.ndarray):
-            from ..interpreter.memory import element_type_of
-            spec.params[name] = ("runtime", PointerType(element_type_of(plain)))
+            spec.params[name] = ("runtime", PointerType(pointee_of_array(plain)))
             if not frozen and plain.__array_interface__["data"][0] % 16 == 0:
                 spec.divisibility[name] = 16
         elif hasattr(plain, "data_ptr") and hasattr(plain, "dtype"):

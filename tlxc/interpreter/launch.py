@@ -10,13 +10,13 @@ from typing import Any, TextIO
 import numpy as np
 
 from .. import language as tl
+from ..descriptors import TensorDescriptor
 from ..errors import LaunchError
 from ..frontend.specialize import Specialization, specialization_from_args
 from ..ir.types import PointerType, ScalarType, TensorDescType
 
 # Launch options Triton accepts as keyword arguments next to the kernel's own.
 from ..runtime.launch import LAUNCH_OPTIONS, check_cluster_grid, check_num_warps, cluster_dims, grid_dims, launch_config
-from ..runtime.tma import TensorDescriptor
 from .clc import WorkQueue
 from .executor import KernelRunner
 from .memory import GlobalMemory, element_type_of, is_array_argument, is_torch_tensor

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import LaunchError
 from ..ir import types as T
+from ..ir.arg_types import pointee_of_array
 from ..ir.types import ScalarType
 
 ALLOCATION_SPACING = 1 << 40
@@ -51,14 +52,6 @@ try:  # numpy >= 2
     from numpy.lib.array_utils import byte_bounds as _byte_bounds
 except ImportError:  # pragma: no cover - numpy 1.x
     _byte_bounds = np.byte_bounds
-
-_NUMPY_TYPES = {
-    np.dtype(np.bool_): T.i1, np.dtype(np.int8): T.i8, np.dtype(np.int16): T.i16,
-    np.dtype(np.int32): T.i32, np.dtype(np.int64): T.i64, np.dtype(np.uint8): T.u8,
-    np.dtype(np.uint16): T.u16, np.dtype(np.uint32): T.u32, np.dtype(np.uint64): T.u64,
-    np.dtype(np.float16): T.f16, np.dtype(np.float32): T.f32, np.dtype(np.float64): T.f64,
-}
-
 
 def _torch_types() -> dict:
     import torch
@@ -85,10 +78,7 @@ def is_array_argument(obj: Any) -> bool:
 def element_type_of(obj: Any) -> ScalarType:
     """The IR element type of a torch tensor or numpy array argument."""
     if isinstance(obj, np.ndarray):
-        t = _NUMPY_TYPES.get(obj.dtype)
-        if t is None:
-            raise LaunchError(f"numpy arrays of dtype {obj.dtype} cannot be passed to a kernel")
-        return t
+        return pointee_of_array(obj)
     t = _torch_types().get(obj.dtype)
     if t is None:
         raise LaunchError(f"torch tensors of dtype {obj.dtype} cannot be passed to a kernel")

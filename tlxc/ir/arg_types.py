@@ -1,8 +1,11 @@
-"""The IR element types of host arguments: what a torch tensor passed to a kernel
-points to.  Shared by the specialization (``frontend/specialize.py``) and the
-descriptors (``runtime/tma.py``), below both, so that neither imports the other
-for it (issue 20: the tma <-> specialize cycle)."""
+"""The IR element types of host arguments: what a torch tensor or numpy array passed
+to a kernel points to.  Shared by the specialization (``frontend/specialize.py``),
+the descriptors (``descriptors.py``) and the interpreter's memory, below all of
+them, so that none imports another for it (issue 20: the tma <-> specialize cycle,
+the specialization's and descriptors' imports of the interpreter)."""
 from __future__ import annotations
+
+import numpy as np
 
 from ..errors import LaunchError
 from . import types as T
@@ -22,3 +25,19 @@ def pointee_of_tensor(value) -> ScalarType:
     if name not in _TORCH_DTYPES:
         raise LaunchError(f"tensors of dtype {value.dtype} cannot be passed to a kernel")
     return _TORCH_DTYPES[name]
+
+
+_NUMPY_TYPES = {
+    np.dtype(np.bool_): T.i1, np.dtype(np.int8): T.i8, np.dtype(np.int16): T.i16,
+    np.dtype(np.int32): T.i32, np.dtype(np.int64): T.i64, np.dtype(np.uint8): T.u8,
+    np.dtype(np.uint16): T.u16, np.dtype(np.uint32): T.u32, np.dtype(np.uint64): T.u64,
+    np.dtype(np.float16): T.f16, np.dtype(np.float32): T.f32, np.dtype(np.float64): T.f64,
+}
+
+
+def pointee_of_array(array: np.ndarray) -> ScalarType:
+    """The element type of a numpy array argument (the interpreter runs kernels on them)."""
+    t = _NUMPY_TYPES.get(array.dtype)
+    if t is None:
+        raise LaunchError(f"numpy arrays of dtype {array.dtype} cannot be passed to a kernel")
+    return t

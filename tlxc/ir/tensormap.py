@@ -1,4 +1,4 @@
-"""The rules of a TMA tensor map that both the host (``runtime/tma.py``: ``cuTensorMapEncodeTiled``)
+"""The rules of a TMA tensor map that both the host (``descriptors.py``: ``cuTensorMapEncodeTiled``)
 and the device (in-kernel descriptors, ``tlx.make_tensor_descriptor``: ``tensormap.replace``) follow,
 kept below both so that they agree: the box limits, the 16-byte alignments, the default swizzle of
 a box, and the numbers PTX's ``tensormap.replace`` writes for the element type, swizzle and

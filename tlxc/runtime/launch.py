@@ -25,10 +25,10 @@ from typing import Any
 
 from .. import language as tl
 from ..arch import ArchError, arch_for_capability
+from ..descriptors import TensorDescriptor
 from ..errors import LaunchError, TlxcError
 from ..ir.types import PointerType, ScalarType
 from . import nvtx
-from .tma import TensorDescriptor
 from .tma_legacy import is_legacy, resolve
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",

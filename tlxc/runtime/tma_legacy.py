@@ -38,8 +38,8 @@ import gc
 import weakref
 from typing import Any
 
+from ..descriptors import TensorDescriptor
 from ..errors import LaunchError
-from .tma import TensorDescriptor
 
 MAP_BYTES = 128
 _MARKER = b"tlxc host-filled TMA descriptor of a CPU tensor (interpreter)\0"
