@@ -101,3 +101,53 @@ def test_gpu_flat_persistent_matmul_matches_torch(m, n, k, programs):
     expected = a.double() @ b.double()
     err = (c.double() - expected).abs().max().item() / expected.abs().max().item()
     assert err < 2e-3, err
+
+
+def _loop_body_ops(text: str) -> list[str]:
+    """The ir.opt lines of the flat loop's body, top level only (4 spaces of indent)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "scf.for" in line)
+    body = []
+    for line in lines[start + 2:]:
+        if line.startswith("  }"):
+            break
+        body.append(line)
+    return body
+
+
+def test_the_epilogue_if_waits_and_the_loop_keeps_one_wgmma_in_flight(monkeypatch):
+    """The store under `if kk == last:` reads the accumulator: the loop's wait keeps one wgmma
+    in flight (pendings 1), the if starts with the wait for all of them, and the next tile's
+    copies are issued before that if; TLXC_EPILOGUE_OVERLAP=0 waits for every wgmma at once."""
+    meta = {"BM": 64, "BN": 64, "BK": 32, "PROGRAMS": 4}
+    for overlap in ("1", "0"):
+        monkeypatch.setenv("TLXC_EPILOGUE_OVERLAP", overlap)
+        text = K.flat_persistent_matmul.compile(SIG, meta, num_warps=4, stages=("ir.opt",)).asm["ir.opt"]
+        body = _loop_body_ops(text)
+        top = [line for line in body if line.startswith("    ") and not line.startswith("     ")]
+        waits = [line for line in top if "tlx.async_dot_wait" in line]
+        assert len(waits) == 1, waits
+        epilogue = next(i for i, line in enumerate(body) if "scf.if" in line and "tensor<64x64xf32" in line)
+        if overlap == "1":
+            assert "pendings = 1" in waits[0]
+            assert "tlx.async_dot_wait" in body[epilogue + 1] and "epilogue" in body[epilogue + 1]
+            assert "pendings = 0" in body[epilogue + 1]
+            assert any("tlx.async_load" in line for line in body[:epilogue])
+            assert not any("tlx.async_load" in line for line in body[epilogue:])
+        else:
+            assert "pendings = 0" in waits[0] and "epilogue" not in text
+
+
+def test_the_epilogue_wait_is_not_serialized_by_ptxas():
+    """sm_90a, 128x256x64 / 8 warps (Triton's tutorial 09 config): the epilogue's wait stays the
+    first arithmetic of its block (the thread coordinates re-bound after it), so ptxas keeps the
+    wgmmas asynchronous (no C7514 note) and nothing spills (sizes divisible by 16, as Triton
+    specializes them)."""
+    sig = "a_ptr=*fp16:16,b_ptr=*fp16:16,c_ptr=*fp16:16,M=i32:16,N=i32:16,K=i32:16,s_am=i32:16,s_bk=i32:16,s_cm=i32:16"
+    compiled = K.flat_persistent_matmul.compile(sig, {"BM": 128, "BN": 256, "BK": 64, "PROGRAMS": 132},
+                                                num_warps=8, num_stages=3)
+    meta = compiled.metadata if isinstance(compiled.metadata, dict) else vars(compiled.metadata)
+    assert "__pin" in compiled.asm["cuda"]
+    assert "tlx_wgmma_wait_group<1, 128>" in compiled.asm["cuda"]
+    assert not meta["perf_notes"], meta["perf_notes"]
+    assert meta["spills_bytes"] == 0

@@ -81,10 +81,13 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
     # ``warp`` through a shuffle from lane 0: ptxas then knows it is the same in every lane and
     # keeps what derives from it (a warpgroup's wgmma descriptors, TMA coordinates) in uniform
     # registers, instead of moving it there (R2UR) before every wgmma.
-    lines += ["  const int tid = threadIdx.x;", "  const int lane = tid & 31;",
+    body, pinned = rules_mma_async.pin_thread_values(lw, lw.out.lines)
+    # (an epilogue's wgmma wait re-binds the coordinates; tid opaque: no ``mov %tid.x`` above it)
+    tid = 'int tid = threadIdx.x; asm volatile("" : "+r"(tid));' if pinned else "const int tid = threadIdx.x;"
+    lines += ["  " + tid, "  const int lane = tid & 31;",
               "  const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0);"]
     lines += ["  " + p for p in narrow + lw.scratch_definitions(user_bytes) + lw.prologue]
-    lines += lw.out.lines
+    lines += body
     lines += ["  " + e for e in lw.epilogue]
     lines.append("}")
     user = (user_bytes + SCRATCH_ALIGN - 1) // SCRATCH_ALIGN * SCRATCH_ALIGN

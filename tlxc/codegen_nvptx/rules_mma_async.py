@@ -77,6 +77,8 @@ so the swizzle pattern is in phase at every start address: **base offset 0**.
 """
 from __future__ import annotations
 
+import re
+
 from ..codegen_c.lower import lowering, registers
 from ..errors import CompilationError, InternalCompilerError
 from ..ir.ops.mma_async import k_multiple, transposable
@@ -326,7 +328,40 @@ def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
 def async_dot_wait(lw, op):
     src, result = op.operands[0], op.results[0]
     lw.out.line(wgmma_wait_line(lw, op.attrs["pendings"], src))
+    if op.attrs.get("epilogue"):
+        lw.out.line(PIN_MARK)
     lw.alias(result, lw.name(src))
+
+
+# An epilogue's wait (``pipeline-loads``: ``async_dot_wait {pendings = 0, epilogue}`` at the top of
+# the ``if`` that reads an accumulator whose wgmma is still in flight) must stay the first
+# arithmetic of its basic block: ptxas 13.x serializes every wgmma of the kernel (C7514) when
+# any ALU instruction precedes it there, and LLVM sinks the address arithmetic of the block's
+# shared/global accesses that derives from the kernel's thread coordinates (``tid``, ``lane``,
+# ``warp``, ``tcN``/``tfN``: loop-invariant, used only in the block) to the block's top.  So the
+# coordinates the rest of the block reads are re-bound after the wait through an empty asm (an
+# opaque copy the arithmetic must follow), and ``tid`` is made opaque where it is read, so that
+# ``mov %tid.x`` is not rematerialized there either (``pin_thread_values``).
+PIN_MARK = "// tlxc: thread coordinates re-bound here (an epilogue's wgmma wait)"
+_COORDINATE = re.compile(r"\b(tid|lane|warp|t[cf]\d+)\b")
+
+
+def pin_thread_values(lw, lines: list[str]) -> tuple[list[str], bool]:
+    """``lines`` with each ``PIN_MARK`` replaced by the re-binding of the thread coordinates the
+    rest of its block reads; True when there was one (the kernel then pins ``tid``)."""
+    if not any(line.strip() == PIN_MARK for line in lines):
+        return lines, False
+    known = {"tid", "lane", "warp"} | {name for scope in lw.scopes for name in scope.thread_terms.values()}
+    out = list(lines)
+    for at in reversed([i for i, line in enumerate(out) if line.strip() == PIN_MARK]):
+        indent = out[at][:len(out[at]) - len(out[at].lstrip())]
+        end = at + 1
+        while end < len(out) and (not out[end].strip() or out[end].startswith(indent)):
+            end += 1
+        names = sorted({m for line in out[at + 1:end] for m in _COORDINATE.findall(line)} & known)
+        out[at:at + 1] = [f'{indent}int {n}__pin = {n}; asm volatile("" : "+r"({n}__pin)); const int {n} = {n}__pin;'
+                          for n in names]
+    return out, True
 
 
 def wgmma_wait_line(lw, pendings: int, acc, name: str | None = None) -> str:
@@ -338,4 +373,4 @@ def wgmma_wait_line(lw, pendings: int, acc, name: str | None = None) -> str:
     return f"tlx_wgmma_wait_group<{pendings}, 0>(nullptr);"
 
 
-__all__ = ["descriptor", "descriptor_fields", "operand_plan", "wgmma_wait_line"]
+__all__ = ["PIN_MARK", "descriptor", "descriptor_fields", "operand_plan", "pin_thread_values", "wgmma_wait_line"]

@@ -14,7 +14,9 @@ loops of the same pattern, e.g. TLX's hopper_gemm_pipelined tutorial)::
     ...                                                    # no async_dot / async_dot_wait
     %out = tlx.async_dot_wait %r {pendings = 0}
 
-loses the wait after the loop (uses of ``%out`` use ``%r``) and gets the loop
+(or the value carried is the result of a top-level ``scf.if`` whose else branch yields ``%w``
+and whose regions hold no wgmma op but ``async_dot_wait {pendings = 0}``: a persistent
+kernel's epilogue, ``pipeline-loads``) loses the wait after the loop (uses of ``%out`` use ``%r``) and gets the loop
 attribute ``dot_drain = i``: after the yield of its last iteration the loop waits
 for every wgmma group of the task, as ``async_dot_wait(%r, 0)`` would.  The
 interpreter (``interpreter/control.py``) and the static checker (``check/trace.py``)
@@ -79,14 +81,18 @@ def _match(loop: Operation):
     parent = loop.parent
     after = parent.ops[parent.ops.index(loop) + 1:]
     for index, result in enumerate(loop.results):
-        inner = yielded[index].owner
+        inner, epilogue = yielded[index].owner, None
+        if getattr(inner, "name", None) == "scf.if" and inner.parent is body:
+            epilogue, inner = inner, _else_yielded(inner, yielded[index])
         if not _is_plain_wait(inner) or inner.attrs["pendings"] < 1 or inner.parent is not body:
             continue
         dot = inner.operands[0].owner
         if getattr(dot, "name", None) != "tlx.async_dot" or dot.parent is not body:
             continue
         tail = body.ops[body.ops.index(inner) + 1:]
-        if any(_has_wgmma(op) for op in tail):
+        if any(_has_wgmma(op) for op in tail if op is not epilogue):
+            continue
+        if epilogue is not None and not _only_drains(epilogue):
             continue
         final = next((op for op in after if _is_plain_wait(op) and op.operands[0] is result), None)
         if final is None or final.attrs["pendings"] != 0:
@@ -97,6 +103,19 @@ def _match(loop: Operation):
             continue
         return index, final
     return None
+
+
+def _else_yielded(branch: Operation, result: Value):
+    """What the else region of ``scf.if`` ``branch`` yields for its result ``result``."""
+    if len(branch.regions) != 2 or branch.regions[1].block.terminator is None:
+        return None
+    return getattr(branch.regions[1].block.terminator.operands[branch.results.index(result)], "owner", None)
+
+
+def _only_drains(op: Operation) -> bool:
+    """Whether the wgmma ops inside ``op`` are only waits for every group (pendings 0)."""
+    return all(inner.name != "tlx.async_dot" and (not _is_plain_wait(inner) or inner.attrs["pendings"] == 0)
+               for inner in op.walk())
 
 
 def _rewrite(kernel: Operation, loop: Operation, index: int, final: Operation) -> None:

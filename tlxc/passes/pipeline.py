@@ -35,7 +35,10 @@ is zero, its pointer and mask are pure functions of the loop variable, of values
 defined before the loop and of loop-carried values advanced by invariant
 increments, and the body has no other TLX op.  Otherwise the loop is left alone.
 The accumulator waits with one wgmma in flight (``pendings = 1``) only when it is
-the loop's carried value and nothing else in the body reads it.
+the loop's carried value and nothing else in the body reads it, or when only an ``if`` reads
+it (a persistent kernel's epilogue): that ``if`` then starts with ``async_dot_wait {pendings =
+0, epilogue}`` and the next tile's copies are issued before it (``TLXC_EPILOGUE_OVERLAP=0``
+keeps the wait for every wgmma there instead, for A/B measurements).
 
 Run-ahead state (a persistent kernel's flattened tile x K loop, Triton's tutorial 09): when
 a pointer or mask depends on carried values that are not advanced by invariant increments
@@ -56,6 +59,8 @@ Part two (``pipeline_prefetch.py``, every sm_* target): the plain loads of a loo
 iteration) are loaded ``S - 1`` iterations ahead into registers.
 """
 from __future__ import annotations
+
+import os
 
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Operation, OpResult, Region, Value
@@ -452,27 +457,81 @@ class _Plan:
             self.loop.operands.extend(self.lead_inits[id(self.args[i])] for i in self.state)
             for i, lead in zip(self.state, leads):
                 self.loop.results.append(OpResult(lead.type, self.loop, len(self.loop.results), None))
-        self.body.ops[-1:-1] = tail.ops
+        at = len(self.body.ops) - 1
+        if self.epilogue is not None and self._defined_before(tail.ops, self.epilogue):
+            at = self.body.ops.index(self.epilogue)     # the next tile's copies fly during the epilogue
+        self.body.ops[at:at] = tail.ops
         for op in self.body.ops:
             op.parent = self.body
 
+    def _defined_before(self, ops: list[Operation], point: Operation) -> bool:
+        """Whether every value ``ops`` read from the body is defined above ``point``."""
+        later = {id(r) for op in self.body.ops[self.body.ops.index(point):] for inner in op.walk()
+                 for r in inner.results}
+        return not any(id(v) in later for op in ops for v in op.operands)
+
+    epilogue: Operation | None = None      # the scf.if that reads the accumulator (_overlap_one_mma)
+
     def _overlap_one_mma(self):
         """Let one wgmma stay in flight across iterations (wait pendings = 1) when the loop
-        has one dot whose accumulator is only carried from one iteration to the next; the
-        index of that carried value, or None."""
+        has one dot whose accumulator is only carried from one iteration to the next, or is
+        read only by a top-level ``scf.if`` (a persistent kernel's epilogue under ``if ki ==
+        last:``) whose else branch yields it as it is: that branch's wait moves into the
+        then branch (``pendings = 0`` at its top), as Triton's pipeliner does.  The index
+        of the carried value, or None."""
         if len(self.dots) != 1:
             return None
         dot = self.dots[0]
         wait = next((op for op in self.body.ops if op.name == "tlx.async_dot_wait" and
                      op.operands[0] is dot.result), None)
         acc = dot.operands[2]
-        if wait is None or acc not in self.args or self.uses[id(dot.result)] != 1:
+        if wait is None or acc not in self.args or self.uses[id(dot.result)] != 1 or self.uses[id(acc)] != 1:
             return None
         index = self.args.index(acc)
-        if self.yielded[index] is not wait.result or self.uses[id(wait.result)] != 1 or self.uses[id(acc)] != 1:
+        if self.yielded[index] is wait.result and self.uses[id(wait.result)] == 1:
+            wait.attrs["pendings"] = 1
+            return index
+        epilogue = self._epilogue_if(wait, index)
+        if epilogue is None or os.environ.get("TLXC_EPILOGUE_OVERLAP", "1") == "0":
             return None
+        then = epilogue.regions[0].block
+        drained = _op("tlx.async_dot_wait", [wait.result], [wait.result.type], {"pendings": 0, "epilogue": True},
+                      wait.loc, [wait.result.name_hint])
+        for op in epilogue.regions[0].ops:
+            for inner in op.walk():
+                inner.operands = [drained.result if v is wait.result else v for v in inner.operands]
+        then.ops.insert(0, drained)
+        drained.parent = then
         wait.attrs["pendings"] = 1
+        self.epilogue = epilogue
         return index
+
+    def _epilogue_if(self, wait: Operation, index: int) -> Operation | None:
+        """The top-level ``scf.if`` of the body that holds every use of ``wait``'s result, reads
+        it in its then branch and only yields it (at one position r) in its else branch,
+        whose result r the loop yields as the accumulator and nothing else reads."""
+        result = wait.result
+        users = [op for op in self.body.ops if any(result in inner.operands for inner in op.walk())]
+        if len(users) != 1 or users[0].name != "scf.if" or len(users[0].regions) != 2:
+            return None
+        epilogue = users[0]
+        if self.body.ops.index(epilogue) < self.body.ops.index(wait):
+            return None
+        then, other = (region.block for region in epilogue.regions)
+        else_yield = other.terminator
+        if else_yield is None or else_yield.operands.count(result) != 1:
+            return None
+        r = else_yield.operands.index(result)
+        in_else = sum(inner.operands.count(result) for op in other.ops for inner in op.walk())
+        in_then = sum(inner.operands.count(result) for op in then.ops for inner in op.walk())
+        if in_else != 1 or in_else + in_then != self.uses[id(result)]:
+            return None
+        if then.terminator is not None and then.terminator.operands[r] is result:
+            return None
+        out = epilogue.results[r]
+        if self.yielded[index] is not out or self.uses[id(out)] != 1:
+            return None
+        return epilogue
 
     def _after_loop(self, stages: int) -> None:
         parent = self.loop.parent
