@@ -1,5 +1,6 @@
 """TLX's layout helpers: ``swizzled_shared_layout_encoding`` / ``swizzled_layout`` (honoured when they
-put the elements where a layout tlxc addresses does: row-major or an NVMMA swizzle), the padded
+put the elements where a layout tlxc addresses does: row-major, an NVMMA swizzle, or another XOR
+swizzle, tests/test_shared_xor_swizzle.py), the padded
 layout and explicit register layouts (``nv_mma_layout``, ``tlx.zeros(layout=)``: located errors),
 ``make_shared_linear`` (the tiled atom) and ``dump_layout`` (printed at compile time)."""
 from __future__ import annotations
@@ -71,8 +72,8 @@ def refused(out_ptr: F32, WHAT: tl.constexpr, LAYOUT: tl.constexpr = None):
 
 
 @pytest.mark.parametrize("what, layout, message", [
-    ("element_swizzle", tlx.swizzled_layout(3, 0, 6, order=[1, 0]),
-     "#swizzle<B=3, M=0, S=6> places the elements of a [64, 64] f16 buffer at bytes tlxc's code does not address"),
+    ("element_swizzle", tlx.swizzled_layout(3, 0, 8, order=[1, 0]),          # repeats every 4096 bytes
+     "#swizzle<B=3, M=0, S=8> places the elements of a [64, 64] f16 buffer at bytes tlxc's code does not address"),
     ("padded", tlx.padded_shared_layout_encoding.with_identity_for([(64, 8)], [64, 64], [1, 0]),
      "padded shared layouts (#padded_shared<"),
     ("register_layout", "some layout", "an explicit register layout (str 'some layout') is not supported"),

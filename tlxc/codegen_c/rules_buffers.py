@@ -3,9 +3,10 @@
 
 A buffer value is a C pointer into ``tlx_smem`` plus static element strides
 (``lw.views``); slices move the pointer, transposes permute the strides.
-A swizzled buffer (``attrs.swizzle`` of its allocation, ``lw.view_swizzle``
-of its views) is addressed through ``shared_address``: the element's byte
-offset goes through the XOR of ``passes/shared_layouts.py:swizzle_offset``.
+A swizzled buffer (``attrs.swizzle`` or ``attrs.xor_swizzle`` of its allocation,
+``lw.view_swizzle`` of its views) is addressed through ``shared_address``: the
+element's byte offset goes through the XOR of ``passes/shared_layouts.py:swizzle_offset``,
+in accesses no wider than the runs the swizzle keeps contiguous (``swizzle_chunk``).
 A column-blocked buffer (``attrs.column_block``; ``lw.view_block`` of its
 views: (columns per block, elements per block)) has row stride ``cols`` and
 its contiguous coordinate ``c`` is addressed as ``(c / cols) * block + c % cols``;
@@ -20,7 +21,8 @@ from __future__ import annotations
 from math import gcd
 
 from ..errors import CompilationError
-from ..passes.shared_layouts import SWIZZLE_PERIOD, swizzle_expr
+from ..ir.shared_layout import XorSwizzle
+from ..passes.shared_layouts import allocation_swizzle, swizzle_chunk, swizzle_expr, swizzle_period
 from . import ctypes_ as C
 from .lower import lowering, registers
 
@@ -61,10 +63,12 @@ def local_alloc(lw, op):
         lw.view_block[id(r)] = (cols, t.shape[0] * cols)
         lw.out.line(f"// {name}: {t.shape[1] // cols} column blocks of [{t.shape[0]}, {cols}] "
                     f"({t.shape[0] * cols * t.element.bytes} bytes apart)")
-    swizzle = op.attrs.get("swizzle", 0)
+    swizzle = allocation_swizzle(op)
     lw.view_swizzle[id(r)] = swizzle
     lw.view_align[id(r)] = 1024 if swizzle else 128
-    if swizzle:
+    if isinstance(swizzle, XorSwizzle):
+        lw.out.line(f"// {name}: swizzled by {swizzle}, from {t.layout}")
+    elif swizzle:
         lw.out.line(f"// {name}: {swizzle}-byte swizzle (16-byte chunk c of 128-byte line l sits at chunk c ^ (l % 8))"
                     if swizzle == 128 else f"// {name}: {swizzle}-byte swizzle")
 
@@ -189,7 +193,7 @@ def shared_address(lw, view, offset: str, element) -> str:
         return f"{base} + {offset}"
     ctype = C.storage_type(element)
     byte_offset = f"({offset}) * {element.bytes}" if element.bytes > 1 else f"({offset})"
-    if lw.view_align.get(id(view), 1) % SWIZZLE_PERIOD[swizzle] == 0:
+    if lw.view_align.get(id(view), 1) % swizzle_period(swizzle) == 0:
         anchor = f"reinterpret_cast<unsigned char*>({base})"
     else:
         anchor = "tlx_smem"
@@ -206,7 +210,8 @@ def shared_vector_width(lw, view, layout, element) -> int:
     dim = vector_dim(layout)
     if strides[dim] != 1 or element.bits < 8:
         return 1
-    width = min(layout.contiguous_elements_per_thread(dim), 16 // element.bytes)
+    chunk = swizzle_chunk(lw.view_swizzle.get(id(view), 0))       # bytes the swizzle keeps together
+    width = max(1, min(layout.contiguous_elements_per_thread(dim), 16 // element.bytes, chunk // element.bytes))
     align = lw.view_align.get(id(view), 1)
     for d, stride in enumerate(strides):
         if d != dim:

@@ -63,7 +63,8 @@ def dump_layout(lw, op):
     else:
         swizzle = lw.view_swizzle.get(id(value), 0)
         blocked = f", column blocks of {lw.view_block[id(value)][0]} elements" if id(value) in lw.view_block else ""
-        text = (f"shared {t}: {'row-major' if not swizzle else f'{swizzle}-byte swizzle'}{blocked}, element strides "
+        kind = "row-major" if not swizzle else f"{swizzle}-byte swizzle" if isinstance(swizzle, int) else f"swizzled by {swizzle}"
+        text = (f"shared {t}: {kind}{blocked}, element strides "
                 f"{list(lw.views[id(value)][1])}")
     print(f"tlx.dump_layout {where}: {name}: {text}", file=sys.stderr)
     lw.out.line(f"// tlx.dump_layout {name}: {text}")

@@ -176,6 +176,33 @@ class SwizzledSharedLayout:
                 f"order={list(self.order)}>")
 
 
+@dataclass(frozen=True)
+class XorSwizzle:
+    """A swizzle of byte offsets that is not an NVMMA one: byte ``o`` of the buffer lives at
+    ``o ^ (((o >> (base + shift)) & (2**bits - 1)) << base)`` (CuTe's ``Swizzle<bits, base,
+    shift>`` on bytes; the NVMMA swizzles are ``Swizzle<1..3, 4, 3>``).  Runs of ``chunk`` =
+    2**base bytes stay contiguous, and the pattern repeats every ``period`` bytes."""
+
+    bits: int
+    base: int
+    shift: int
+
+    @property
+    def chunk(self) -> int:
+        return 1 << self.base
+
+    @property
+    def period(self) -> int:
+        return 1 << (self.base + self.shift + self.bits)
+
+    def apply(self, offsets):
+        """The swizzled byte offset(s) (an int or a numpy array)."""
+        return offsets ^ (((offsets >> (self.base + self.shift)) & ((1 << self.bits) - 1)) << self.base)
+
+    def __str__(self) -> str:
+        return f"xor<B={self.bits}, M={self.base}, S={self.shift}> (bytes)"
+
+
 def swizzled_shared_layout(vec, per_phase, max_phase, order, ctas_per_cga=None, cta_split_num=None,
                            cta_order=None) -> SwizzledSharedLayout:
     """Build and check a swizzled_shared layout (``tlx.swizzled_shared_layout_encoding``)."""
@@ -224,9 +251,13 @@ def _swizzled_shared_offsets(layout: SwizzledSharedLayout, shape: tuple[int, ...
     return (row * cols + swizzled_col) * element.bytes
 
 
-def resolve_swizzled(layout: SwizzledSharedLayout, shape: tuple[int, ...], element: ScalarType) -> NVMMASharedLayout:
+def resolve_swizzled(layout: SwizzledSharedLayout, shape: tuple[int, ...],
+                     element: ScalarType) -> NVMMASharedLayout | SwizzledSharedLayout:
     """The NVMMA layout (unswizzled or swizzled) that puts every element of a ``shape`` ``element``
-    buffer where ``layout`` does: tlxc addresses those.  A ``SharedLayoutError`` otherwise."""
+    buffer where ``layout`` does: tlxc addresses those.  Else ``layout`` itself when it is an
+    ``XorSwizzle`` of the row-major bytes (``xor_swizzle_of``): the buffer is then stored so,
+    for register loads and stores (``shared-layouts`` refuses TMA and MMA consumers of it).
+    A ``SharedLayoutError`` otherwise."""
     wanted = _swizzled_shared_offsets(layout, tuple(shape), element)
     rank = len(shape)
     row_major, ones = tuple(range(rank - 1, -1, -1)), (1,) * rank
@@ -238,11 +269,43 @@ def resolve_swizzled(layout: SwizzledSharedLayout, shape: tuple[int, ...], eleme
             continue
         if np.array_equal(wanted, stored):
             return candidate
+    xor = xor_swizzle_of(layout, tuple(shape), element)
+    if xor is not None and np.array_equal(wanted, xor.apply(nvmma_offsets(0, tuple(shape), element))):
+        return layout
     raise SharedLayoutError(f"{layout} places the elements of a {list(shape)} {element} buffer at bytes tlxc's code "
-                            f"does not address: it stores shared buffers row-major or with NVMMA swizzles, which "
-                            f"permute whole 16-byte chunks of 128-byte lines (a swizzled layout with vec * "
-                            f"{element.bytes} bytes = 16 and rows of the swizzle span, or the trivial layout, match "
-                            f"those)")
+                            f"does not address: it stores shared buffers row-major, with NVMMA swizzles (whole "
+                            f"16-byte chunks of 128-byte lines), or with an XOR swizzle of the row-major byte "
+                            f"offset that keeps each element whole and repeats within {MAX_XOR_PERIOD} bytes "
+                            f"(power-of-two vec, perPhase, maxPhase and row length, vec * maxPhase <= the row)")
+
+
+MAX_XOR_PERIOD = 1024        # allocate-shared aligns swizzled buffers to 1024 bytes
+
+
+def xor_swizzle_of(layout: SwizzledSharedLayout, shape: tuple[int, ...], element: ScalarType) -> XorSwizzle | None:
+    """``layout`` over a row-major ``shape`` buffer as an ``XorSwizzle`` of its byte offsets, when
+    it is one that keeps every element in one piece and repeats within ``MAX_XOR_PERIOD``
+    bytes; None otherwise.  CuTe's ``Swizzle<B, M, S>`` acts on element offsets (``M`` grows by
+    log2 of the element size in bytes); Triton's (vec, perPhase, maxPhase) XORs the row's phase
+    ``(row // perPhase) % maxPhase`` into the column's vec-group index, which is
+    ``Swizzle<log2 maxPhase, log2 vec, log2(cols * perPhase / vec)>`` on element offsets."""
+    def log2(n: int) -> int | None:
+        return n.bit_length() - 1 if n > 0 and n & (n - 1) == 0 else None
+
+    if tuple(layout.order) != tuple(range(len(shape) - 1, -1, -1)) or element.bits < 8:
+        return None
+    if layout.cute is not None:
+        bits, base, shift = layout.cute
+    else:
+        cols = shape[-1]
+        logs = [log2(v) for v in (layout.vec, layout.per_phase, layout.max_phase, cols)]
+        if None in logs or layout.vec * layout.max_phase > cols:
+            return None
+        bits, base, shift = logs[2], logs[0], logs[3] + logs[1] - logs[0]
+    xor = XorSwizzle(bits, base + log2(element.bytes), shift)
+    if not bits or xor.period > MAX_XOR_PERIOD:
+        return None
+    return xor
 
 
 @dataclass(frozen=True)
@@ -323,6 +386,8 @@ def byte_offsets(layout, shape: tuple[int, ...], element: ScalarType) -> np.ndar
         if shape != layout.shape:
             raise SharedLayoutError(f"the layout tiles {list(layout.shape)}, but the buffer is {list(shape)}")
         return _tiled_offsets(layout, element)
+    if isinstance(layout, SwizzledSharedLayout):
+        return _swizzled_shared_offsets(layout, shape, element)
     raise SharedLayoutError(f"no byte mapping for layout {layout!r}")
 
 
@@ -366,5 +431,5 @@ def same_bytes(first, second, shape: tuple[int, ...], element: ScalarType) -> bo
 
 
 __all__ = ["NVMMASharedLayout", "PaddedSharedLayout", "SharedLayoutError", "SwizzledSharedLayout", "TiledSharedLayout",
-           "byte_offsets", "cute_swizzle_layout", "nv_mma_shared_layout", "nvmma_offsets", "resolve_swizzled",
-           "same_bytes", "storable_as", "swizzled_shared_layout"]
+           "XorSwizzle", "byte_offsets", "cute_swizzle_layout", "nv_mma_shared_layout", "nvmma_offsets",
+           "resolve_swizzled", "same_bytes", "storable_as", "swizzled_shared_layout", "xor_swizzle_of"]

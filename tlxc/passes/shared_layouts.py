@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from ..errors import LayoutError
 from ..ir.core import Module
+from ..ir.shared_layout import SwizzledSharedLayout, XorSwizzle, xor_swizzle_of
 from ..ir.types import MemDescType
 from .manager import Pass
 
@@ -61,17 +62,41 @@ _VIEW_OPS = ("tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_
 MMA_OPS = {"tlx.async_dot": "wgmma", "tlx.tcgen05_mma": "tcgen05"}     # op -> the unit reading A and B
 
 
-def swizzle_offset(byte_offset: int, swizzle: int) -> int:
-    """Where byte ``byte_offset`` of a buffer (aligned to its period) lives."""
+def swizzle_offset(byte_offset: int, swizzle) -> int:
+    """Where byte ``byte_offset`` of a buffer (aligned to its period) lives; ``swizzle`` is a
+    span in bytes (NVMMA) or an ``XorSwizzle``."""
+    if isinstance(swizzle, XorSwizzle):
+        return swizzle.apply(byte_offset)
     mask = SWIZZLE_MASK[swizzle]
     return byte_offset ^ (((byte_offset >> 7) & mask) << 4)
 
 
-def swizzle_expr(byte_offset: str, swizzle: int) -> str:
+def swizzle_expr(byte_offset: str, swizzle) -> str:
     """C text of ``swizzle_offset`` (``byte_offset`` an int expression)."""
     if not swizzle:
         return byte_offset
+    if isinstance(swizzle, XorSwizzle):
+        return (f"(({byte_offset}) ^ (((({byte_offset}) >> {swizzle.base + swizzle.shift}) & "
+                f"{(1 << swizzle.bits) - 1}) << {swizzle.base}))")
     return f"(({byte_offset}) ^ (((({byte_offset}) >> 7) & {SWIZZLE_MASK[swizzle]}) << 4))"
+
+
+def swizzle_period(swizzle) -> int:
+    """Bytes after which the pattern repeats (a view aligned to it starts in phase)."""
+    return swizzle.period if isinstance(swizzle, XorSwizzle) else SWIZZLE_PERIOD[swizzle]
+
+
+def swizzle_chunk(swizzle) -> int:
+    """Bytes the swizzle keeps contiguous (the widest shared access through it)."""
+    return swizzle.chunk if isinstance(swizzle, XorSwizzle) else 16
+
+
+def allocation_swizzle(alloc):
+    """The swizzle an allocation is stored with: ``attrs.swizzle`` (an NVMMA span, 0: none), or the
+    ``XorSwizzle`` of ``attrs.xor_swizzle`` ([bits, base, shift]; an explicit swizzled_shared
+    layout that is no NVMMA one)."""
+    xor = alloc.attrs.get("xor_swizzle")
+    return XorSwizzle(*xor) if xor else alloc.attrs.get("swizzle", 0)
 
 
 def physical_row_bytes(t: MemDescType) -> int:
@@ -124,6 +149,10 @@ def choose_swizzles(kernel) -> None:
                     _demand(demands, alloc, 128, op, f"{unit} operand {'AB'[index]} with {row}-byte rows "
                                                      f"(stored as 128-byte column blocks)")
     for alloc, swizzle, _, _ in _alias_groups(kernel, demands):
+        if isinstance(swizzle, XorSwizzle):
+            _check_xor_alone(kernel, alloc)
+            alloc.attrs["swizzle"], alloc.attrs["xor_swizzle"] = 0, [swizzle.bits, swizzle.base, swizzle.shift]
+            continue
         alloc.attrs["swizzle"] = swizzle
         t = alloc.results[0].type
         if swizzle == 128 and physical_row_bytes(t) > 128 and _blockable(t):
@@ -186,12 +215,17 @@ def _demand_layout(demands, alloc, op, view_type: MemDescType, why: str) -> None
     """An explicit layout (of the allocation, or of a reinterpreting view of it) fixes the
     buffer's storage: its swizzle, and column blocks when its rows are wider than the span.
     The frontend checked that tlxc can store the layout so (``shared_layout.storable_as``);
-    a consumer wanting another swizzle then conflicts with it (``_demand``)."""
+    a consumer wanting another swizzle then conflicts with it (``_demand``).  A swizzled_shared
+    layout that is no NVMMA one demands its ``XorSwizzle`` (``shared_layout.resolve_swizzled``),
+    which no TMA or MMA consumer wants: only register loads and stores (and cp.async) use it."""
     layout = view_type.layout
     t = alloc.results[0].type
     if view_type.shape != t.shape or view_type.element != t.element:
         raise LayoutError(f"a layout-carrying view must cover its whole buffer ({list(t.shape)} {t.element}), "
                           f"got {list(view_type.shape)} {view_type.element}", op.loc)
+    if isinstance(layout, SwizzledSharedLayout):
+        _demand(demands, alloc, xor_swizzle_of(layout, tuple(t.shape), t.element), op, f"{why} {layout}")
+        return
     if layout.swizzle and physical_row_bytes(t) > layout.swizzle and not _blockable(t):
         raise LayoutError(f"layout {layout} stores '{alloc.results[0].name_hint or 'the buffer'}' as column "
                           f"blocks, which needs a 2-D buffer with rows a multiple of 8", op.loc)
@@ -216,7 +250,22 @@ def _unsplittable(alloc, op) -> None:
                       f"buffer, or a descriptor with swizzle=0", op.loc)
 
 
-def _demand(demands, alloc, swizzle: int, op, why: str) -> None:
+def _check_xor_alone(kernel, alloc) -> None:
+    """An ``XorSwizzle`` is stored for one buffer's own shape and element size: no aliases."""
+    first = alloc.operands[0].owner if alloc.operands else alloc
+    for op in kernel.walk():
+        if op.name == "tlx.local_alloc" and op is not alloc and (op is first or (op.operands and op.operands[0].owner is first)):
+            name = alloc.results[0].name_hint or "a shared buffer"
+            raise LayoutError(f"shared buffer '{name}' has an explicit swizzled layout that is no NVMMA one; it "
+                              f"cannot share its bytes with another allocation (reuse=): use an NVMMA layout or "
+                              f"no reuse", alloc.loc)
+
+
+def _swizzle_text(swizzle) -> str:
+    return str(swizzle) if isinstance(swizzle, XorSwizzle) else f"{swizzle} bytes"
+
+
+def _demand(demands, alloc, swizzle, op, why: str) -> None:
     previous = demands.get(id(alloc))
     if previous is None:
         demands[id(alloc)] = (alloc, swizzle, op, why)
@@ -225,9 +274,10 @@ def _demand(demands, alloc, swizzle: int, op, why: str) -> None:
     if other_swizzle != swizzle:
         name = alloc.results[0].name_hint or "a shared buffer"
         where = f" ({other_op.loc.file.rsplit('/', 1)[-1]}:{other_op.loc.line})" if other_op.loc else ""
-        raise LayoutError(f"shared buffer '{name}' is wanted with two swizzles: {swizzle} bytes by {op.name} "
-                          f"({why}) and {other_swizzle} bytes by {other_op.name}{where} ({other_why}); "
+        raise LayoutError(f"shared buffer '{name}' is wanted with two swizzles: {_swizzle_text(swizzle)} by "
+                          f"{op.name} ({why}) and {_swizzle_text(other_swizzle)} by {other_op.name}{where} "
+                          f"({other_why}); "
                           f"make them agree (TensorDescriptor(..., swizzle=...) sets a descriptor's)", op.loc)
 
 
-__all__ = ["SharedLayouts", "swizzle_expr", "swizzle_offset"]
+__all__ = ["SharedLayouts", "allocation_swizzle", "swizzle_chunk", "swizzle_expr", "swizzle_offset", "swizzle_period"]

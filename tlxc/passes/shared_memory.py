@@ -2,7 +2,7 @@
 dynamic shared-memory block, and check the total against the target.
 
 Buffers are 128-byte aligned (enough for vector access and unswizzled async
-copies), swizzled ones (``attrs.swizzle`` from ``shared-layouts``) 1024-byte
+copies), swizzled ones (``attrs.swizzle`` or ``attrs.xor_swizzle`` from ``shared-layouts``) 1024-byte
 aligned so that the address-based swizzle pattern starts at the buffer;
 barriers are 8-byte aligned.  An allocation with ``reuse=`` (an operand)
 gets the offset of the allocation it reuses, whose region is sized for the
@@ -102,7 +102,8 @@ def _alias_group_footprint(first, others: list) -> tuple[int, int, str]:
     for op in [first, *others]:
         t = op.results[0].type
         size = max(size, t.num * t.buffer_bytes)
-        align = max(align, SWIZZLED_BUFFER_ALIGN if op.attrs.get("swizzle") else BUFFER_ALIGN)
+        swizzled = op.attrs.get("swizzle") or op.attrs.get("xor_swizzle")
+        align = max(align, SWIZZLED_BUFFER_ALIGN if swizzled else BUFFER_ALIGN)
         names.append(op.results[0].name_hint or "?")
     size = max(size, first.attrs.get("min_bytes", 0))      # a sized tlx.storage_alias_spec
     t = first.results[0].type

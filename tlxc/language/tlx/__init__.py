@@ -125,7 +125,8 @@ class swizzled_shared_layout_encoding:
     numCTASplit, numCTAOrder)``, a compile-time value for ``local_alloc(..., layout=)``.  tlxc
     honours it when it places the buffer's elements exactly as a layout tlxc addresses does
     (the trivial one, ``make_default``, is row-major; ``vec`` x element = 16 bytes over
-    swizzle-span rows is an NVMMA swizzle), and refuses it otherwise (``ir/shared_layout.py``)."""
+    swizzle-span rows is an NVMMA swizzle; other power-of-two XOR swizzles are stored as such,
+    for register loads/stores and cp.async only), and refuses it otherwise (``ir/shared_layout.py``)."""
 
     def __new__(cls, vectorSize, perPhase, maxPhase, order, numCTAsPerCGA=None, numCTASplit=None,
                 numCTAOrder=None):
