@@ -8,8 +8,9 @@ runs everything tlxc does per launch -- ``kernel[grid]``, the key, the lookup, t
 the stream lookup, the argument packing into the launcher's buffer, the launch-config
 packing -- up to the driver.  Only the driver is replaced:
 
-* ``cuLaunchKernelEx`` is a Python function returning 0 (a little dearer than nothing:
-  the bench's "floor" pays the real foreign call, which this leaves out);
+* ``cuLaunchKernelEx`` is a C function returning 0 (``c_launcher.fake_launch_address``),
+  reached through ctypes by the Python path as the real one is; the C launcher
+  (``TLXC_C_LAUNCHER=0`` switches it off, to time the Python path) calls it directly;
 * module loading, function attributes and device properties answer from constants;
 * the stream getter (torch's ``_cuda_getCurrentRawStream`` on a GPU) returns 0;
 * ``cuTensorMapEncodeTiled`` returns 128 zero bytes (called once per address anyway).
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import ctypes
 import os
 import pstats
 import sys
@@ -57,6 +59,13 @@ def _install_fake_driver() -> None:
     def no_launch(config, function, params, extra):
         return 0
 
+    from tlxc.runtime import c_launcher
+    module = c_launcher.module() if c_launcher.enabled() else c_launcher.load(c_launcher.build())
+    if module is not None:
+        # a C function that returns 0, as a ctypes foreign function: the Python path pays a
+        # foreign call as it does on a GPU, and the C launcher (TLXC_C_LAUNCHER) calls it directly
+        prototype = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+        no_launch = prototype(module.fake_launch_address())
     driver._driver_lib = types.SimpleNamespace(cuLaunchKernelEx=no_launch, cuLaunchKernel=no_launch)
     driver.CudaModule.load = FakeModule.load
     driver.device_properties = lambda device: types.SimpleNamespace(max_shared_memory_per_block_optin=227 * 1024)

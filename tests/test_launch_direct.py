@@ -51,8 +51,14 @@ class RecordingDriver:
         return 1                            # unknown: the message shows the number
 
 
-@pytest.fixture
-def fake_gpu(monkeypatch):
+_LAUNCH_EX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+@pytest.fixture(params=["python", "c"])
+def fake_gpu(monkeypatch, request):
+    """The stand-in driver; "c": its cuLaunchKernelEx as a foreign function, so the
+    specialized launches go through the C launcher (runtime/c_launcher.py), which calls it
+    directly; "python": a Python method, so they stay on the generated Python path."""
     class Function(driver.CudaFunction):
         def attribute(self, attribute):
             return 48 * 1024 if attribute == driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES else 0
@@ -62,6 +68,12 @@ def fake_gpu(monkeypatch):
             return Function(self, name, 0xF00D, 0)
 
     recorder = RecordingDriver(["u64", "u64", "f32", "i32"])
+    if request.param == "c":
+        from tlxc.runtime import c_launcher
+        if c_launcher.module() is None:
+            pytest.skip("no C compiler or Python headers: the C launcher cannot be built")
+        recorder.cuLaunchKernelEx = _LAUNCH_EX(recorder.cuLaunchKernelEx)
+    recorder.mode = request.param
     monkeypatch.setattr(driver, "_driver_lib", recorder)
     monkeypatch.setattr(driver.CudaModule, "load", classmethod(lambda cls, cubin, device=None: Module(cubin)))
     monkeypatch.setattr(driver, "device_properties",
@@ -94,6 +106,7 @@ def test_every_path_launches_the_same(fake_gpu):
         assert attrs == 0 and smem == compiled.metadata.get("scratch_bytes", 0)
         assert args == [x.data_ptr(), out.data_ptr(), 0.5 + i, n]
     assert add_scaled._fast is not add_scaled._generic and len(fake_gpu.calls) == 4
+    assert (type(add_scaled._fast).__name__ == "CLaunch") == (fake_gpu.mode == "c")
 
 
 def test_specialized_path_explains_what_does_not_fit(fake_gpu):

@@ -493,7 +493,7 @@ class ArgumentBuffer:
         """Write ``values`` into the storage; LaunchError if one does not fit."""
         try:
             self.packer.pack_into(self.storage, self.base_offset, *values)
-        except (struct.error, TypeError) as exc:
+        except (struct.error, TypeError, OverflowError) as exc:
             raise self.explain(values, exc) from None
         if self.blob_indices:
             self.check_blobs(values)
@@ -515,7 +515,7 @@ class ArgumentBuffer:
         for i, (kind, value) in enumerate(zip(self.kinds, values)):
             try:
                 struct.pack("<" + PARAM_KINDS[kind][0], value)
-            except (struct.error, TypeError) as arg_exc:
+            except (struct.error, TypeError, OverflowError) as arg_exc:
                 return LaunchError(f"argument {i} ({value!r}) does not fit C kind {kind}: {arg_exc}")
         return LaunchError(f"cannot pack the kernel arguments: {exc}")
 
@@ -620,11 +620,11 @@ class Launcher:
             try:
                 pack_all(storage, offset, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem_bytes,
                          stream or 0, attrs, num_attrs, *args)
-            except (struct.error, TypeError, IndexError) as exc:
+            except (struct.error, TypeError, IndexError, OverflowError) as exc:
                 try:                    # the shape, or the arguments?
                     _CONFIG_HEAD.pack(grid[0], grid[1], grid[2], block[0], block[1], block[2], smem_bytes,
                                       stream or 0)
-                except (struct.error, TypeError, IndexError) as shape_exc:
+                except (struct.error, TypeError, IndexError, OverflowError) as shape_exc:
                     raise shape_error(grid, block, smem_bytes, stream, shape_exc) from None
                 raise explain(args, exc) from None
             if has_blobs:

@@ -17,9 +17,7 @@ from ..errors import CompilationError
 from ..frontend.source import FunctionSource, get_source
 from ..frontend.specialize import is_constexpr_annotation
 from ..target import DEFAULT_ARCH
-from .launch import Launcher
-
-_FUNCTION = types.FunctionType
+from .launch import CALLED_DIRECTLY, Launcher
 
 
 class KernelFunction:
@@ -94,7 +92,7 @@ class KernelFunction:
 
     def __getitem__(self, grid):
         fast = self._fast
-        if fast.__class__ is _FUNCTION:           # a generated fast path (runtime/launch.py)
+        if fast.__class__ in CALLED_DIRECTLY:     # a generated fast path or a C launcher (runtime/launch.py)
             return partial(fast, grid)            # the hot path: no Python frame in between
         return Launcher(self, grid)               # (reads _fast at each call: the first launch makes one)
 

@@ -16,9 +16,11 @@ environment variables that changed: ``_refresh``).
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -232,6 +234,10 @@ class Launcher:
 
 _MISSING = object()
 
+# The classes of kfn._fast that ``kernel[grid]`` binds the grid to with a partial (no Python
+# frame in between): generated functions, and the C launcher's once it is loaded.
+CALLED_DIRECTLY = {type(lambda: None)}
+
 # The grid of a launch as _tlx_g0, _tlx_g1, _tlx_g2 (every name the generated code binds
 # starts with _tlx_: a kernel parameter may be called anything else): a tuple or list of 1
 # to 3 dimensions, an int, or a callable of the arguments (``{meta}``) returning one;
@@ -304,7 +310,7 @@ def _tlx_fast(_tlx_grid, {params}, *_tlx_extra, **_tlx_kw):
     except Exception:   # another kind of argument: the kernel's generic fast path sorts it out
         _tlx_hit = False
     if not _tlx_hit:    # the kernel's other specialized path, if this is the first; else the generic one
-        if _tlx_kfn._fast is _tlx_fast:
+        if _tlx_kfn._fast is _tlx_self:
             return _tlx_kfn._other(_tlx_grid, {args} *_tlx_extra, **_tlx_kw)
         return _tlx_generic(_tlx_grid, {args} *_tlx_extra, **_tlx_kw)
 """ + _GRID.replace("{meta}", "{{{meta}, **_tlx_kw}}") + """
@@ -687,7 +693,7 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
         scalar.insert(0, f"(_tlx_kw != {const(given)} or {types_differ}) and not {check}(_tlx_kw)")
     else:
         scalar.insert(0, f"_tlx_kw and not {check}(_tlx_kw)")
-    scalar.insert(0, "_tlx_extra or not _tlx_cache or _tlx_kfn._fast is not _tlx_fast and _tlx_kfn._other is not _tlx_fast")
+    scalar.insert(0, "_tlx_extra or not _tlx_cache or _tlx_kfn._fast is not _tlx_self and _tlx_kfn._other is not _tlx_self")
     mismatch += _guard_checks(kfn, const)
     runtime = ", ".join(names[i] for i in plan.runtime_index) + ","
     scope = {"_tlx_MISSING": _MISSING, "_tlx_defaults": [p.default for p in kfn.signature.parameters.values()],
@@ -722,7 +728,74 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
     exec(compile(source, f"<tlxc launcher of {kfn.__name__}, one specialization>", "exec"), scope)  # noqa: S102
     fast = scope["_tlx_fast"]
     fast.__qualname__ = fast.__name__ = kfn.__name__
+    scope["_tlx_self"] = fast       # the object the kernel launches through: this function, or
+    if plan.direct and not given:   # the C launcher that falls back to it (runtime/c_launcher.py)
+        c_path = _c_launch(kfn, key, plan, kinds, fast, scope)
+        if c_path is not None:
+            scope["_tlx_self"] = c_path
+            return c_path
     return fast
+
+
+def _c_launch(kfn, key: tuple, plan: LaunchPlan, kinds: list, fallback, scope: dict):
+    """The C launcher of one specialization (runtime/c_launcher.py), which launches what
+    ``fallback`` (the generated path) would and hands it every other launch; None when the C
+    module is off or not buildable, or the plan's launch is not a foreign function."""
+    from . import c_launcher as C
+    from .jit import Guard
+    raw_address = C.function_address(scope["_tlx_raw"])
+    get, _, by_identity = _environ_reader()
+    if raw_address is None or not by_identity:
+        return None
+    module = C.module()
+    if module is None:
+        return None
+    launcher = plan.launcher
+    buffer = launcher.arguments
+    base = ctypes.addressof(buffer.storage) + buffer.base_offset
+    slots = {param: j for j, param in enumerate(plan.runtime_index)}
+    specs, position = [], 4
+    for i, kind in enumerate(kinds):
+        slot = slots.get(i)
+        slot_kind, dest = (-1, 0) if slot is None else (C.SLOT_KINDS[buffer.kinds[slot]], base + buffer.offsets[slot])
+        if kind == "constant":
+            cls, value = key[position:position + 2]
+            position += 2
+            spec = (C.ARG_CONSTANT, cls, value, 0, 0, 0, 0, 0)
+        elif kind == "tensor":
+            dtype, device, alignment = key[position:position + 3]
+            position += 3
+            spec = (C.ARG_TENSOR, dtype, None, device, alignment, 0, 0, 0)
+        elif kind == "descriptor":
+            type_key, device = key[position:position + 2]
+            position += 2
+            spec = (C.ARG_DESCRIPTOR, type_key, None, device, 0, 0, 0, 0)
+        elif kind == "number":
+            cls, one, by16, fits = key[position:position + 4]
+            position += 4
+            if cls not in _NUMBERS:
+                return None
+            spec = (C.ARG_NUMBER, cls, None, 0, 0, int(bool(one)), int(bool(by16)), int(bool(fits)))
+        else:
+            position += 1
+            spec = (C.ARG_NONE, None, None, 0, 0, 0, 0, 0)
+        if slot is not None and kind in ("constant", "none"):
+            return None                 # (never a runtime argument)
+        specs.append(spec + (slot_kind, dest))
+    env = tuple((get.__self__, k, v) for k, v in zip(_environ_reader()[1], kfn._env[0]))
+    guards = tuple((g.holder, g.name, g.cell, tuple(g.attrs), g.value) for g in kfn._guards
+                   if isinstance(g, Guard))
+    if len(guards) != len(kfn._guards):
+        return None
+    cluster = plan.cluster or (0, 0, 0)
+    CALLED_DIRECTLY.add(module.CLaunch)
+    return module.CLaunch(
+        fallback, kfn, kfn.fast_cache, tuple(specs), env, guards, kfn._stream, plan.device, plan.compiled,
+        scope["_tlx_failed"], (launcher, buffer.storage),
+        (scope["_tlx_config"], scope["_tlx_function"], scope["_tlx_params"], raw_address, scope["_tlx_attrs"]),
+        (*plan.block, plan.smem, scope["_tlx_num_attrs"], *cluster),
+        tuple(sys.intern(n) for n in kfn.param_names),
+        tuple(... if p.default is p.empty else p.default for p in kfn.signature.parameters.values()))
 
 
 def _option_values(head: tuple, options) -> dict:

@@ -1,0 +1,240 @@
+"""The C launcher (runtime/c_launcher.py) without a GPU: a kernel compiled by NVRTC, its plan
+built around a real ``driver.Launcher``, and the module's own fake ``cuLaunchKernelEx``.  The
+C path must write the same config and argument bytes as the Python path it falls back to,
+serve the common launch without running any Python, and hand every launch it cannot serve
+to the Python path, which explains it with the same errors (issue 21, launch overhead)."""
+from __future__ import annotations
+
+import ctypes
+import struct
+import sys
+import types
+import warnings
+
+import pytest
+import torch
+
+import tlxc
+import tlxc.language as tl
+from tlxc.errors import CudaError
+from tlxc.runtime import c_launcher, driver, tma
+from tlxc.runtime import launch as L
+
+OFFSET = 0.0        # a global the kernel reads: reassigning it must recompile
+
+_LAUNCH_EX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+@tlxc.kernel
+def mixed(x_ptr, desc, a, n, big, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = (offs < n) & (offs < big)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * a + OFFSET, mask=mask)
+
+
+class Cuda(torch.Tensor):
+    """A CPU tensor that says it is on a GPU (the slow path's checks); get_device() is -1."""
+
+    is_cuda = True
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+
+@pytest.fixture
+def module():
+    m = c_launcher.module()
+    if m is None:
+        pytest.skip("no C compiler or Python headers: the C launcher cannot be built")
+    return m
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch, module):
+    class Function(driver.CudaFunction):
+        def attribute(self, attribute):
+            return 48 * 1024 if attribute == driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES else 0
+
+    class Module(driver.CudaModule):
+        def function(self, name, device_index=None):
+            return Function(self, name, 0xF00D, 0)
+
+    lib = types.SimpleNamespace(cuLaunchKernelEx=_LAUNCH_EX(module.fake_launch_address()), cuLaunchKernel=None,
+                                cuGetErrorName=lambda result, out: 1)
+    monkeypatch.setattr(driver, "_driver_lib", lib)
+    monkeypatch.setattr(driver.CudaModule, "load", classmethod(lambda cls, cubin, device=None: Module(cubin)))
+    monkeypatch.setattr(driver, "device_properties",
+                        lambda device: types.SimpleNamespace(max_shared_memory_per_block_optin=227 * 1024))
+    monkeypatch.setattr(driver, "stream_getter", lambda: (lambda device: 0x5000 + device))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(tma, "encode_tiled", lambda *args: bytes(range(128)))
+    monkeypatch.delenv("TLXC_INTERPRET", raising=False)
+    module.set_fake_result(0)
+    yield module
+    module.set_fake_result(0)
+    mixed.cache.clear()
+    mixed.fast_cache.clear()
+    mixed._fast = mixed._other = mixed._first_launch
+    mixed._generic = None
+    mixed._specialized.clear()
+    mixed._interpret = None
+    mixed._env = None
+
+
+def _arguments():
+    x = torch.zeros(256).as_subclass(Cuda)
+    tile = torch.zeros(64, 64).as_subclass(Cuda)
+    return x, tlxc.TensorDescriptor.from_tensor(tile, [32, 32])
+
+
+def _plan():
+    plans = {id(p): p for p in mixed.cache.values() if isinstance(p, L.LaunchPlan)}
+    assert len(plans) == 1
+    return next(iter(plans.values()))
+
+
+def _python_frames(fn, seen):
+    """Run ``fn`` and return its result; the names of the Python functions it entered go to ``seen``."""
+    sys.setprofile(lambda frame, event, arg: seen.append(frame.f_code.co_name) if event == "call" else None)
+    try:
+        return fn()
+    finally:
+        sys.setprofile(None)
+
+
+def test_c_path_packs_what_the_python_path_packs(fake_gpu):
+    x, desc = _arguments()
+    big = 2**40 + 16                                        # an i64 argument
+    args = (x, desc, 0.75, 200, big)
+    compiled = mixed[(3, 2)](*args, BLOCK=64)               # slow path
+    assert mixed[(3, 2)](*args, BLOCK=64) is compiled       # generic path: makes the specialized one
+    launch = mixed._fast
+    assert type(launch) is fake_gpu.CLaunch
+    buffer = _plan().launcher.arguments
+    assert list(buffer.kinds) == ["u64", "bytes128", "f32", "i32", "i64"]
+    start = buffer.head_offset
+
+    def bytes_of(call):
+        ctypes.memset(ctypes.addressof(buffer.storage) + start, 0xAB, 56)      # the config
+        ctypes.memset(ctypes.addressof(buffer.storage) + buffer.base_offset, 0xCD, buffer.size)
+        calls = fake_gpu.fake_state()[0]
+        assert call() is compiled
+        state = fake_gpu.fake_state()
+        assert state[0] == calls + 1
+        config, packed = state[1], buffer.packed_bytes()   # (padding left out: no one reads it)
+        values = [packed[o:o + driver.PARAM_KINDS[k][1]] for o, k in zip(buffer.offsets, buffer.kinds)]
+        return config[:28] + config[32:52], values, state[2:]
+
+    python = bytes_of(lambda: launch.fallback((3, 2), *args, BLOCK=64))
+    frames = []
+    c = bytes_of(lambda: _python_frames(lambda: mixed[(3, 2)](*args, BLOCK=64), frames))
+    assert c == python
+    assert [f for f in frames if f != "<lambda>"] == []      # no Python ran: not even __getitem__
+    config, values, (function, pointers) = c
+    u32 = [int.from_bytes(config[i:i + 4], "little") for i in range(0, 28, 4)]
+    assert u32 == [3, 2, 1, _plan().block[0], 1, 1, _plan().smem]
+    assert int.from_bytes(config[28:36], "little") == 0x5000 - 1        # the stream of device -1
+    assert int.from_bytes(config[36:44], "little") == 0 and int.from_bytes(config[44:48], "little") == 0
+    assert function == 0xF00D and pointers == buffer.pointers_address
+    assert values == [x.data_ptr().to_bytes(8, "little"), bytes(range(128)), struct.pack("<f", 0.75),
+                      (200).to_bytes(4, "little"), big.to_bytes(8, "little")]
+
+
+def test_launches_it_cannot_serve_go_to_the_python_path(fake_gpu):
+    x, desc = _arguments()
+    for _ in range(2):
+        mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64)
+    assert type(mixed._fast) is fake_gpu.CLaunch
+    calls = fake_gpu.fake_state()[0]
+    frames = []
+    _python_frames(lambda: mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64), frames)
+    assert "_tlx_fast" not in frames and fake_gpu.fake_state()[0] == calls + 1
+    for grid, error in (((-1,), "x = -1"), ((1, 70000), "y = 70000"), ((2.0,), "x = 2.0")):
+        if grid == (1, 70000):
+            fake_gpu.set_fake_result(1)           # the driver refuses it; the Python path names the axis
+        with pytest.raises(tlxc.LaunchError, match=error):
+            mixed[grid](x, desc, 0.5, 64, 64, BLOCK=64)
+        fake_gpu.set_fake_result(0)
+    with pytest.raises(tlxc.LaunchError, match="does not fit C kind f32"):
+        mixed[(1,)](x, desc, 1e300, 64, 64, BLOCK=64)            # struct's "f" refuses it: so does C
+    fake_gpu.set_fake_result(1)
+    with pytest.raises(CudaError, match=r"cuLaunchKernelEx\(mixed_BLOCK64, grid=\(1, 1, 1\).*stream=0x4fff\) failed: CUresult 1"):
+        mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64)              # a failed launch: the same callback
+    fake_gpu.set_fake_result(0)
+    with pytest.raises(tlxc.LaunchError, match="unexpected keyword argument 'stream'"):
+        mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64, stream=0)
+    with pytest.raises(tlxc.LaunchError, match="missing a required argument: 'BLOCK'"):
+        mixed[(1,)](x, desc, 0.5, 64, 64)
+    mixed[(0,)](x, desc, 0.5, 64, 64, BLOCK=64)                  # an empty grid launches nothing
+    mixed[lambda meta: (1,)](x, desc, 0.5, 64, 64, BLOCK=64)     # a grid callable: the Python path
+    mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64, num_warps=4)     # a launch option: the Python path
+    assert fake_gpu.fake_state()[0] == calls + 5
+    mixed[(1,)](x[1:].as_subclass(Cuda), desc, 0.5, 64, 64, BLOCK=64)             # misaligned: another key, compiled
+    mixed[(1,)](x, desc, 0.5, 17, 64, BLOCK=64)                   # n % 16 != 0: another key
+    mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=32)                   # another constexpr
+    assert len({id(p) for p in mixed.cache.values()}) == 5      # (1e300 was one too)
+
+
+def test_a_reassigned_global_or_environment_recompiles(fake_gpu, monkeypatch):
+    x, desc = _arguments()
+    for _ in range(3):
+        first = mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64)
+    assert type(mixed._fast) is fake_gpu.CLaunch
+    monkeypatch.setattr(sys.modules[__name__], "OFFSET", 1.0)
+    second = mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64)
+    assert second is not first and second.asm["cuda"] != first.asm["cuda"]
+    for _ in range(2):
+        assert mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64) is second
+    assert type(mixed._fast) is fake_gpu.CLaunch
+    monkeypatch.setenv("TLXC_CHECK_BARRIERS", "warn")
+    third = mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64)
+    assert third is not second
+
+
+def test_held_launcher_after_the_kernel_moved_on(fake_gpu):
+    x, desc = _arguments()
+    held = mixed[(1,)]
+    for _ in range(2):
+        held(x, desc, 0.5, 64, 64, BLOCK=64)
+    launch = mixed[(1,)]
+    assert type(launch) is fake_gpu.Bound
+    mixed.cache.clear()
+    mixed.fast_cache.clear()                 # as a refresh does: the C path must not launch the old plan
+    calls = fake_gpu.fake_state()[0]
+    launch(x, desc, 0.5, 64, 64, BLOCK=64)
+    assert fake_gpu.fake_state()[0] == calls + 1 and len(mixed.cache) >= 1
+
+
+def test_no_compiler_is_one_warning_then_the_python_path(monkeypatch, tmp_path):
+    monkeypatch.setattr(c_launcher, "_state", {})
+    monkeypatch.setattr(c_launcher, "compiler", lambda: None)
+    with pytest.warns(c_launcher.CLauncherWarning, match="no C compiler found"):
+        assert c_launcher.module() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert c_launcher.module() is None
+    monkeypatch.setattr(c_launcher, "_state", {})
+    monkeypatch.setenv("TLXC_C_LAUNCHER", "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert c_launcher.module() is None
+
+
+def test_build_key_covers_source_compiler_and_python(monkeypatch, module):
+    cc = c_launcher.compiler()
+    key = c_launcher.build_key(cc)
+    assert c_launcher.build_key(cc) == key
+    monkeypatch.setattr(c_launcher, "SOURCE", c_launcher.SOURCE + "\n")
+    assert c_launcher.build_key(cc) != key
+    monkeypatch.undo()
+    monkeypatch.setattr(c_launcher, "_FLAGS", c_launcher._FLAGS + ("-g",))
+    assert c_launcher.build_key(cc) != key
+    monkeypatch.undo()
+    monkeypatch.setattr(sys, "version", sys.version + " other")
+    assert c_launcher.build_key(cc) != key
+
+
+def test_a_fresh_build_loads(tmp_path, module):
+    path = c_launcher.build(tmp_path)
+    assert path.parent.parent == tmp_path and path.exists()
+    assert c_launcher.build(tmp_path) == path                # the second call finds it
+    assert hasattr(c_launcher.load(path), "CLaunch")
