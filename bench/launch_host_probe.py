@@ -39,7 +39,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 def _install_fake_driver() -> None:
     import torch
 
-    from tlxc.runtime import driver, tma
+    from tlxc import descriptors as tma
+    from tlxc.runtime import driver
 
     class FakeFunction(driver.CudaFunction):
         def attribute(self, attribute: int) -> int:

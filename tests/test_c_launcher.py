@@ -16,8 +16,9 @@ import torch
 
 import tlxc
 import tlxc.language as tl
+from tlxc import descriptors
 from tlxc.errors import CudaError
-from tlxc.runtime import c_launcher, driver, tma
+from tlxc.runtime import c_launcher, driver
 from tlxc.runtime import launch as L
 
 OFFSET = 0.0        # a global the kernel reads: reassigning it must recompile
@@ -66,7 +67,7 @@ def fake_gpu(monkeypatch, module):
     monkeypatch.setattr(driver, "stream_getter", lambda: (lambda device: 0x5000 + device))
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(tma, "encode_tiled", lambda *args: bytes(range(128)))
+    monkeypatch.setattr(descriptors, "encode_tiled", lambda *args: bytes(range(128)))
     monkeypatch.delenv("TLXC_INTERPRET", raising=False)
     module.set_fake_result(0)
     yield module
