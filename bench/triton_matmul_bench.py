@@ -36,26 +36,35 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from triton_source import TIMINGS, load_source, paired_times  # noqa: E402
 
+KERNELS = {"grouped": ("grouped_matmul_kernel.py", "grouped_matmul"),
+           "persistent": ("persistent_matmul_kernel.py", "persistent_matmul")}
 
-def triton_kernel():
+
+def triton_kernel(which: str = "grouped"):
     """The same kernel source, compiled by Triton."""
-    return load_source("grouped_matmul_kernel.py", triton=True).grouped_matmul
+    filename, name = KERNELS[which]
+    return getattr(load_source(filename, triton=True), name)
 
 
-def tlxc_kernel():
-    import grouped_matmul_kernel
-    return grouped_matmul_kernel.grouped_matmul
+def tlxc_kernel(which: str = "grouped"):
+    filename, name = KERNELS[which]
+    return getattr(load_source(filename, triton=False), name)
 
 
 def launcher(kernel, a, b, c, args):
     m, k = a.shape
     n = b.shape[1]
-    grid = (((m + args.bm - 1) // args.bm) * ((n + args.bn - 1) // args.bn),)
+    tiles = ((m + args.bm - 1) // args.bm) * ((n + args.bn - 1) // args.bn)
+    extra = {}
+    if args.kernel == "persistent":
+        import torch
+        extra["PROGRAMS"] = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
+    grid = (extra.get("PROGRAMS", tiles),)
 
     def run():
         kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
                      BLOCK_M=args.bm, BLOCK_N=args.bn, BLOCK_K=args.bk, GROUP_M=8, num_warps=args.warps,
-                     num_stages=args.stages)
+                     num_stages=args.stages, **extra)
     return run
 
 
@@ -103,13 +112,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--b-kmajor", action="store_true", help="B = w.t() of a row-major [N, K] w")
     parser.add_argument("--a-mmajor", action="store_true", help="A column-major (stride_am == 1)")
+    parser.add_argument("--kernel", choices=sorted(KERNELS), default="grouped",
+                        help="grouped: tutorial 03's one tile per program; persistent: tutorial 09's flat loop, "
+                             "one program per SM (TLXC_EPILOGUE_OVERLAP=0 for tlxc's earlier epilogue wait)")
+    parser.add_argument("--k", type=int, default=None, help="K (default: the size; tutorial 09 validates K=512)")
     parser.add_argument("--timing", default="kernel,call",
                         help="kernel: the host's launch work hidden behind a GPU spin; call: from an idle GPU, "
                              "launch work included (the measurements before 2026-12-03 session 10)")
     args = parser.parse_args()
     if not set(args.timing.split(",")) <= set(TIMINGS):
         parser.error(f"--timing: {args.timing!r}; the timings are {', '.join(TIMINGS)}")
-    ours, theirs = tlxc_kernel(), triton_kernel()
+    ours, theirs = tlxc_kernel(args.kernel), triton_kernel(args.kernel)
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2}
     layout = f"A {'M' if args.a_mmajor else 'K'}-major, B {'K' if args.b_kmajor else 'N'}-major"
     bk = args.bk
@@ -117,18 +130,20 @@ def main() -> None:
           f"{args.warps} warps, {args.stages} stages, {layout} (fp8: A K-major, B K-major)")
     lines = []
     for size in (int(s) for s in args.sizes.split(",")):
+        kdim = args.k or size
+        shape = f"{size}^3" if kdim == size else f"{size}x{size}x{kdim}"
         for dname in args.dtypes.split(","):
             dtype = dtypes[dname]
             fp8 = dname.startswith("fp8")
             args.bk = bk or (128 if fp8 else 64)
             case_layout = "A K-major, B K-major" if fp8 else layout
             if fp8:                                    # the tutorial's fp8 operands: a row-major, b = w.T
-                a = torch.randn(size, size, device="cuda").to(dtype)
-                b = torch.randn(size, size, device="cuda").to(dtype).t()
+                a = torch.randn(size, kdim, device="cuda").to(dtype)
+                b = torch.randn(size, kdim, device="cuda").to(dtype).t()
                 out_dtype = torch.float16
             else:
-                a = torch.randn(size, size, device="cuda", dtype=dtype)
-                b = torch.randn(size, size, device="cuda", dtype=dtype)
+                a = torch.randn(size, kdim, device="cuda", dtype=dtype)
+                b = torch.randn(kdim, size, device="cuda", dtype=dtype)
                 if args.a_mmajor:
                     a = a.t().contiguous().t()
                 if args.b_kmajor:
@@ -146,13 +161,13 @@ def main() -> None:
             for fn in runs.values():                   # warm-up
                 for _ in range(5):
                     fn()
-            flops = 2 * size ** 3
+            flops = 2 * size * size * kdim
             for timing in args.timing.split(","):
                 times = paired_times(runs, args.rounds, hide_launch=timing == "kernel")
                 med = {name: statistics.median(t) for name, t in times.items()}
                 for name, ms in med.items():
-                    print(f"{dname} {size}^3 {timing:6s} {name:7s} {ms:8.3f} ms  {flops / ms / 1e9:7.1f} TFLOP/s")
-                line = (f"{dname} {size}^3 ({case_layout}, BK {args.bk}, {args.stages} stages, {timing} time): "
+                    print(f"{dname} {shape} {timing:6s} {name:7s} {ms:8.3f} ms  {flops / ms / 1e9:7.1f} TFLOP/s")
+                line = (f"{dname} {shape} {args.kernel} ({case_layout}, BK {args.bk}, {args.stages} stages, {timing} time): "
                         f"tlxc/Triton time {med['tlxc'] / med['triton']:.3f}")
                 if "cublas" in med:
                     line += (f", tlxc speed vs cuBLAS {med['cublas'] / med['tlxc']:.3f}, "
