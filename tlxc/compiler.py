@@ -25,7 +25,9 @@ from .ir.printer import print_module
 from .ir.verifier import verify_module
 from .target import DEFAULT_ARCH, get_target
 
-STAGES = ("ir", "ir.opt", "cuda", "ptx", "cubin", "stats")
+STAGES = ("ir", "ir.opt", "cuda", "ptx", "cubin", "stats", "hip", "hsaco", "amdgcn")
+BACKEND_STAGES = ("cuda", "ptx", "cubin", "stats", "hip", "hsaco", "amdgcn")     # what a target's backend makes
+VENDOR_STAGES = {"nvidia": ("cuda", "ptx", "cubin"), "amd": ("hip", "hsaco", "amdgcn")}
 
 
 @dataclass
@@ -76,6 +78,11 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_w
     unknown = set(stages) - set(STAGES)
     if unknown:
         raise CompilationError(f"unknown stage(s) {', '.join(sorted(unknown))} (expected {', '.join(STAGES)})")
+    vendor = get_target(arch).vendor
+    foreign = [s for s in stages if s in BACKEND_STAGES and s != "stats" and s not in VENDOR_STAGES[vendor]]
+    if foreign:
+        raise CompilationError(f"stage(s) {', '.join(foreign)} are not made for {arch} (an {vendor.upper()} target; "
+                               f"its code stages are {', '.join(VENDOR_STAGES[vendor])})")
     start = time.perf_counter()
     module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
     compiled = CompiledKernel(kfn.__name__, arch, spec, module)
@@ -83,7 +90,7 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_w
     compiled.metadata["num_warps"] = num_warps
     compiled.metadata["cluster"] = list(cluster) if cluster else None
     compiled.metadata["frontend_seconds"] = time.perf_counter() - start
-    wants_backend = any(s in stages for s in ("cuda", "ptx", "cubin", "stats"))
+    wants_backend = any(s in stages for s in BACKEND_STAGES)
     if "ir.opt" in stages or wants_backend:
         module = optimize(copy_module(module), arch, num_warps, debug_barriers=debug_barriers,
                           check_barriers=options.get("check_barriers", True),
@@ -107,7 +114,7 @@ def backend_of(target, stages=()):
     """The backend module of ``target`` (``Target.backend``, tlxc/target.py): it offers
     ``build(module, target, *, stages, lineinfo, debug_barriers, options) -> (asm, metadata)``."""
     if target.backend is None:
-        wanted = ", ".join(s for s in stages if s in ("cuda", "ptx", "cubin", "stats"))
+        wanted = ", ".join(s for s in stages if s in BACKEND_STAGES)
         raise CompilationError(f"the {target.vendor.upper()} backend (HIP for {target.name}) is not built yet: "
                                f"--arch {target.name} gives the ir and ir.opt stages and 'tlxc check', not {wanted}")
     return importlib.import_module(target.backend)
@@ -161,7 +168,7 @@ def dump(compiled: CompiledKernel, root: str) -> None:
     kernels = getattr(compiled.module, "kernels", None)
     name = artifact_name(kernels[0], compiled.arch) if kernels else kernel_symbol_of(compiled)
     suffix = {"cuda": "cu", "cubin": "cubin", "ptx": "ptx", "ir": "ir", "ir.opt": "opt.ir", "stats": "txt",
-              "hip": "hip", "hsaco": "hsaco"}
+              "hip": "hip", "hsaco": "hsaco", "amdgcn": "s"}
     for stage, text in compiled.asm.items():
         mode = "wb" if isinstance(text, bytes) else "w"
         with open(os.path.join(root, f"{name}.{suffix.get(stage, stage)}"), mode) as f:

@@ -54,6 +54,7 @@ class Target:
 
 
 _NVPTX = "tlxc.codegen_nvptx.backend"
+_AMDGCN = "tlxc.codegen_amdgcn.backend"
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("sm_90a", "nvidia", (9, 0), "H100, H200", "wgmma and setmaxnreg", shared_limit=232448,
@@ -63,8 +64,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("sm_80", "nvidia", (8, 0), "A100, A30", shared_limit=166912, backend=_NVPTX),
     Target("sm_89", "nvidia", (8, 9), "L4, L40, RTX 40xx", shared_limit=101376, features=frozenset({"fp8"}),
            backend=_NVPTX),
-    Target("gfx942", "amd", None, "MI300", warp_size=64, shared_limit=65536),
-    Target("gfx950", "amd", None, "MI350", warp_size=64, shared_limit=163840),
+    Target("gfx942", "amd", None, "MI300", warp_size=64, shared_limit=65536, backend=_AMDGCN),
+    Target("gfx950", "amd", None, "MI350", warp_size=64, shared_limit=163840, backend=_AMDGCN),
 )}
 
 

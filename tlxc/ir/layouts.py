@@ -622,7 +622,8 @@ def blocked(shape: Sequence[int], size_per_thread: Sequence[int],
 
 
 def default_blocked(shape: Sequence[int], num_warps: int, elem_bits: int,
-                    vector_bytes: int = 16, order: Sequence[int] | None = None) -> Layout:
+                    vector_bytes: int = 16, order: Sequence[int] | None = None,
+                    lanes: int = LANES_PER_WARP) -> Layout:
     """A coalesced blocked layout: ``vector_bytes`` vectors along the fastest dim.
 
     ``order`` lists the dims fastest first (default: the last dim first, row-major);
@@ -630,6 +631,7 @@ def default_blocked(shape: Sequence[int], num_warps: int, elem_bits: int,
     column-major tile (``b = w.t()``) is read in 16-byte runs along its dim 0.
     Lanes, then warps, are spread fastest dim first as far as the tensor
     allows; whatever does not fit lands on the slowest dim and broadcasts.
+    ``lanes`` is the target's warp width (64: an AMD wave64).
     """
     shape = tuple(int(s) for s in shape)
     _check_shape(shape)
@@ -642,7 +644,9 @@ def default_blocked(shape: Sequence[int], num_warps: int, elem_bits: int,
         raise ValueError(f"Expected order to be a permutation of 0..{rank - 1}, got {list(order)}")
     spt = [1] * rank
     spt[order[0]] = min(max(1, vector_bytes * 8 // elem_bits), shape[order[0]])
-    tpw = _spread(LANES_PER_WARP, [shape[d] // spt[d] for d in range(rank)], order)
+    if not _is_pow2(lanes):
+        raise ValueError(f"Expected a power-of-two warp width, got {lanes}")
+    tpw = _spread(lanes, [shape[d] // spt[d] for d in range(rank)], order)
     wpc = _spread(num_warps, [max(1, shape[d] // (spt[d] * tpw[d])) for d in range(rank)],
                   order)
     return blocked(shape, spt, tpw, wpc, order)

@@ -34,6 +34,7 @@ from ..ir import layouts_nvidia as N
 from ..ir.builder import Builder
 from ..ir.core import OP_REGISTRY, Block, BlockArgument, Module, Operation, Region, Value
 from ..ir.types import PointerType, ScalarType, TensorType
+from ..target import target_of
 from .axis_info import AxisAnalysis
 from .manager import Pass
 
@@ -99,6 +100,7 @@ class _KernelRewriter:
     def __init__(self, kernel: Operation, options):
         self.kernel = kernel
         self.num_warps = kernel.attrs.get("num_warps", 4)
+        self.lanes = target_of(options).warp_size     # 32, or 64 on AMD (wave64)
         self.entries: dict[int, object] = {}
         self.scopes: list[dict] = []
         self.b = Builder()
@@ -136,7 +138,8 @@ class _KernelRewriter:
         vector_bytes = 16
         if old is not None and isinstance(old.type, TensorType) and isinstance(old.type.element, PointerType):
             vector_bytes = min(16, self.access_elements().get(tuple(t.shape), 16) * (bits // 8))
-        return L.default_blocked(t.shape, self.num_warps, bits, vector_bytes=vector_bytes, order=order)
+        return L.default_blocked(t.shape, self.num_warps, bits, vector_bytes=vector_bytes, order=order,
+                                 lanes=self.lanes)
 
     def access_elements(self) -> dict[tuple[int, ...], int]:
         """For each shape of a tensor of pointers that tl.load / tl.store access, the most

@@ -1,0 +1,280 @@
+"""AMDGCN helpers: every AMDGCN builtin (and inline asm, where a builtin is missing) the generated
+HIP uses lives in exactly one device function here, as ``codegen_nvptx/ptx.py`` does for PTX.
+Nobody writes ``__builtin_amdgcn_*`` or ``asm`` elsewhere.
+
+``HELPERS[name]`` is the C++ definition; ``DEPENDS[name]`` the helpers it calls.  The HIP target
+emits only the helpers a kernel uses, dependencies first, in the order of this file.
+
+Two kinds of helper:
+
+* builtin wrappers (``BUILTINS`` lists the builtins each one calls): one AMDGCN builtin each.
+  The CPU emulation (``emu/tlx_hip_emu.h``) implements these builtins, written from AMD's ISA
+  documents, so the same HIP text runs on the host;
+* plain C++ (conversions, vector memory access, shuffles composed of the wrappers): no builtin,
+  so the emulation runs exactly the code the GPU runs.
+"""
+from __future__ import annotations
+
+HELPERS: dict[str, str] = {}
+DEPENDS: dict[str, tuple[str, ...]] = {}
+BUILTINS: dict[str, tuple[str, ...]] = {}     # helper -> the __builtin_amdgcn_* it calls
+
+_INLINE = "static __device__ __forceinline__"
+
+
+def define(name: str, text: str, *depends: str, builtins: tuple[str, ...] = ()) -> None:
+    """Register helper ``name`` with its C++ ``text``, the helpers it calls and its builtins."""
+    if name in HELPERS:
+        raise ValueError(f"AMDGCN helper {name} defined twice")
+    HELPERS[name] = text.strip("\n")
+    DEPENDS[name] = depends
+    BUILTINS[name] = builtins
+
+
+def helper(name: str, *depends: str, builtins: tuple[str, ...] = ()):
+    def register(fn):
+        define(name, fn(), *depends, builtins=builtins)
+        return fn
+    return register
+
+
+def definitions(names) -> str:
+    """The definitions of ``names`` and their dependencies, dependencies first, in file order."""
+    wanted: set[str] = set()
+
+    def add(name):
+        if name in wanted:
+            return
+        if name not in HELPERS:
+            raise KeyError(name)
+        wanted.add(name)
+        for dep in DEPENDS[name]:
+            add(dep)
+    for name in names:
+        add(name)
+    return "\n\n".join(HELPERS[n] for n in HELPERS if n in wanted)
+
+
+# -- work-item and work-group ids ----------------------------------------------------------------
+@helper("tlx_workitem_id_x", builtins=("__builtin_amdgcn_workitem_id_x",))
+def workitem_id_x():
+    return f"""
+{_INLINE} int tlx_workitem_id_x() {{ return (int)__builtin_amdgcn_workitem_id_x(); }}"""
+
+
+for _axis in "xyz":
+    define(f"tlx_workgroup_id_{_axis}", f"""
+{_INLINE} int tlx_workgroup_id_{_axis}() {{ return (int)__builtin_amdgcn_workgroup_id_{_axis}(); }}""",
+           builtins=(f"__builtin_amdgcn_workgroup_id_{_axis}",))
+
+
+@helper("tlx_num_workgroups", builtins=("__builtin_amdgcn_dispatch_ptr",))
+def num_workgroups():
+    # The HSA kernel dispatch packet: workgroup_size_{x,y,z} (u16) at bytes 4, 6, 8 and
+    # grid_size_{x,y,z} (u32, in work-items) at bytes 12, 16, 20 (HSA runtime spec, 2.9).
+    return f"""
+{_INLINE} int tlx_num_workgroups(int axis) {{
+  const unsigned char* p = (const unsigned char*)__builtin_amdgcn_dispatch_ptr();
+  unsigned grid = *(const unsigned*)(p + 12 + 4 * axis);
+  unsigned group = *(const unsigned short*)(p + 4 + 2 * axis);
+  return (int)((grid + group - 1) / group);
+}}"""
+
+
+# -- barriers and scheduling --------------------------------------------------------------------
+@helper("tlx_s_barrier", builtins=("__builtin_amdgcn_s_barrier",))
+def s_barrier():
+    # s_barrier alone: every wave of the work-group reaches it (no memory ordering).
+    return f"""
+{_INLINE} void tlx_s_barrier() {{ __builtin_amdgcn_s_barrier(); }}"""
+
+
+@helper("tlx_fence_workgroup", builtins=("__builtin_amdgcn_fence",))
+def fence_workgroup():
+    return f"""
+{_INLINE} void tlx_fence_release_workgroup() {{ __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup"); }}
+{_INLINE} void tlx_fence_acquire_workgroup() {{ __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup"); }}"""
+
+
+@helper("tlx_syncthreads", "tlx_s_barrier", "tlx_fence_workgroup")
+def syncthreads():
+    # __syncthreads as HIP defines it: LDS and global writes before are visible to the
+    # work-group after (release fence, s_barrier, acquire fence; the fences add the s_waitcnt).
+    return f"""
+{_INLINE} void tlx_syncthreads() {{
+  tlx_fence_release_workgroup();
+  tlx_s_barrier();
+  tlx_fence_acquire_workgroup();
+}}"""
+
+
+@helper("tlx_s_setprio", builtins=("__builtin_amdgcn_s_setprio",))
+def s_setprio():
+    # the wave's issue priority 0..3 (warp-pipeline / ping-pong stages)
+    return f"""
+template <int P> {_INLINE} void tlx_s_setprio() {{
+  static_assert(P >= 0 && P <= 3, "s_setprio takes 0..3");
+  __builtin_amdgcn_s_setprio(P);
+}}"""
+
+
+@helper("tlx_sched_barrier", builtins=("__builtin_amdgcn_sched_barrier",))
+def sched_barrier():
+    # a compiler scheduling fence (mask 0: nothing crosses it); no instruction
+    return f"""
+template <int MASK> {_INLINE} void tlx_sched_barrier() {{ __builtin_amdgcn_sched_barrier(MASK); }}"""
+
+
+# -- wave-level data movement ---------------------------------------------------------------------
+@helper("tlx_readfirstlane", builtins=("__builtin_amdgcn_readfirstlane",))
+def readfirstlane():
+    # the value of the first active lane, in a scalar register (uniform from then on)
+    return f"""
+{_INLINE} int tlx_readfirstlane(int x) {{ return __builtin_amdgcn_readfirstlane(x); }}"""
+
+
+@helper("tlx_readlane", builtins=("__builtin_amdgcn_readlane",))
+def readlane():
+    return f"""
+{_INLINE} int tlx_readlane(int x, int lane) {{ return __builtin_amdgcn_readlane(x, lane); }}"""
+
+
+@helper("tlx_ballot", builtins=("__builtin_amdgcn_ballot_w64",))
+def ballot():
+    # bit l set where lane l is active and ``pred`` holds (wave64)
+    return f"""
+{_INLINE} unsigned long long tlx_ballot(bool pred) {{ return __builtin_amdgcn_ballot_w64(pred); }}"""
+
+
+@helper("tlx_ds_bpermute", builtins=("__builtin_amdgcn_ds_bpermute",))
+def ds_bpermute():
+    # lane l gets ``x`` of lane ``src_lane`` (any lane of the wave; through the LDS crossbar,
+    # no LDS allocated)
+    return f"""
+{_INLINE} unsigned tlx_ds_bpermute(int src_lane, unsigned x) {{
+  return (unsigned)__builtin_amdgcn_ds_bpermute(src_lane << 2, (int)x);
+}}"""
+
+
+@helper("tlx_ds_swizzle", builtins=("__builtin_amdgcn_ds_swizzle",))
+def ds_swizzle():
+    # ds_swizzle_b32 with a constant pattern; bit-mask mode (bit 15 clear) within each 32 lanes:
+    # source lane = ((lane & and_mask) | or_mask) ^ xor_mask, masks 5 bits at 0, 5, 10
+    return f"""
+template <int PATTERN> {_INLINE} unsigned tlx_ds_swizzle(unsigned x) {{
+  return (unsigned)__builtin_amdgcn_ds_swizzle((int)x, PATTERN);
+}}"""
+
+
+@helper("tlx_dpp", builtins=("__builtin_amdgcn_update_dpp",))
+def dpp():
+    # v_mov_b32_dpp with a constant control, all rows and banks enabled; DPP_QUAD_PERM (0x00-0xff):
+    # lane 4q+i reads lane 4q+sel_i; DPP_ROW_ROR (0x121-0x12f): lane r*16+i reads r*16+(i+n)%16
+    return f"""
+template <int CTRL> {_INLINE} unsigned tlx_dpp(unsigned x) {{
+  return (unsigned)__builtin_amdgcn_update_dpp(0, (int)x, CTRL, 0xf, 0xf, false);
+}}"""
+
+
+DPP_QUAD_XOR1 = 0xB1       # quad_perm [1, 0, 3, 2]
+DPP_QUAD_XOR2 = 0x4E       # quad_perm [2, 3, 0, 1]
+DPP_ROW_ROR8 = 0x128       # row_ror:8 (== xor 8 within a row of 16)
+
+
+def swizzle_xor(mask: int) -> int:
+    """The ds_swizzle bit-mask pattern of ``lane ^ mask`` (mask < 32)."""
+    if not 0 < mask < 32:
+        raise ValueError(f"ds_swizzle xors within 32 lanes, not {mask}")
+    return (mask << 10) | 0x1F
+
+
+@helper("tlx_shfl_xor", "tlx_dpp", "tlx_ds_swizzle", "tlx_ds_bpermute", "tlx_workitem_id_x")
+def shfl_xor():
+    # ``x`` of lane ^ MASK, by the cheapest route for the mask: DPP (xor 1, 2, 8), ds_swizzle
+    # (xor 4, 16, and any other mask < 32), ds_bpermute (xor 32 and up: across the 32-lane halves)
+    return f"""
+template <int MASK> {_INLINE} unsigned tlx_shfl_xor_b32(unsigned x) {{
+  static_assert(MASK > 0 && MASK < 64, "a wave64 xor mask");
+  if constexpr (MASK == 1) return tlx_dpp<{DPP_QUAD_XOR1:#x}>(x);
+  else if constexpr (MASK == 2) return tlx_dpp<{DPP_QUAD_XOR2:#x}>(x);
+  else if constexpr (MASK == 8) return tlx_dpp<{DPP_ROW_ROR8:#x}>(x);
+  else if constexpr (MASK < 32) return tlx_ds_swizzle<(MASK << 10) | 0x1f>(x);
+  else return tlx_ds_bpermute((tlx_workitem_id_x() & 63) ^ MASK, x);
+}}
+template <int MASK> {_INLINE} float tlx_shfl_xor(float x) {{
+  return __builtin_bit_cast(float, tlx_shfl_xor_b32<MASK>(__builtin_bit_cast(unsigned, x)));
+}}
+template <int MASK> {_INLINE} int tlx_shfl_xor(int x) {{ return (int)tlx_shfl_xor_b32<MASK>((unsigned)x); }}
+template <int MASK> {_INLINE} unsigned tlx_shfl_xor(unsigned x) {{ return tlx_shfl_xor_b32<MASK>(x); }}
+template <int MASK> {_INLINE} double tlx_shfl_xor(double x) {{
+  unsigned long long b = __builtin_bit_cast(unsigned long long, x);
+  unsigned lo = tlx_shfl_xor_b32<MASK>((unsigned)b), hi = tlx_shfl_xor_b32<MASK>((unsigned)(b >> 32));
+  return __builtin_bit_cast(double, ((unsigned long long)hi << 32) | lo);
+}}
+template <int MASK> {_INLINE} long long tlx_shfl_xor(long long x) {{
+  unsigned lo = tlx_shfl_xor_b32<MASK>((unsigned)x), hi = tlx_shfl_xor_b32<MASK>((unsigned)((unsigned long long)x >> 32));
+  return (long long)(((unsigned long long)hi << 32) | lo);
+}}
+template <int MASK> {_INLINE} unsigned long long tlx_shfl_xor(unsigned long long x) {{
+  return (unsigned long long)tlx_shfl_xor<MASK>((long long)x);
+}}"""
+
+
+# -- conversions (plain C++: the emulation runs these as written) ---------------------------------
+@helper("tlx_f16_to_f32")
+def f16_to_f32():
+    return f"""
+{_INLINE} float tlx_f16_to_f32(unsigned short x) {{ return (float)__builtin_bit_cast(_Float16, x); }}"""
+
+
+@helper("tlx_f32_to_f16")
+def f32_to_f16():
+    # round to nearest even (v_cvt_f16_f32)
+    return f"""
+{_INLINE} unsigned short tlx_f32_to_f16(float x) {{ return __builtin_bit_cast(unsigned short, (_Float16)x); }}"""
+
+
+@helper("tlx_bf16_to_f32")
+def bf16_to_f32():
+    return f"""
+{_INLINE} float tlx_bf16_to_f32(unsigned short x) {{ return __builtin_bit_cast(float, ((unsigned)x) << 16); }}"""
+
+
+@helper("tlx_f32_to_bf16")
+def f32_to_bf16():
+    # round to nearest even; NaN stays a (quiet) NaN
+    return f"""
+{_INLINE} unsigned short tlx_f32_to_bf16(float x) {{
+  unsigned u = __builtin_bit_cast(unsigned, x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}}"""
+
+
+# -- global memory: vector accesses (plain C++; the compiler picks global_load/store_dwordxN) -----
+def _vector_access(bits: int) -> None:
+    words = bits // 32
+    vtype = f"tlx_u32x{words}"
+    typedef = f"typedef unsigned {vtype} __attribute__((vector_size({4 * words})));" if words > 1 else ""
+    outs = ", ".join(f"unsigned& w{k}" for k in range(words))
+    ins = ", ".join(f"unsigned w{k}" for k in range(words))
+    if words == 1:
+        load = "if (pred) w0 = *(const unsigned*)ptr;"
+        store = "if (pred) *(unsigned*)ptr = w0;"
+    else:
+        load = (f"if (pred) {{ {vtype} v = *(const {vtype}*)ptr; "
+                + " ".join(f"w{k} = v[{k}];" for k in range(words)) + " }")
+        store = (f"if (pred) {{ {vtype} v; " + " ".join(f"v[{k}] = w{k};" for k in range(words))
+                 + f" *({vtype}*)ptr = v; }}")
+    define(f"tlx_ld_global_b{bits}", f"""
+{typedef}
+{_INLINE} void tlx_ld_global_b{bits}(const void* ptr, bool pred, {outs}) {{ {load} }}""")
+    define(f"tlx_st_global_b{bits}", f"""
+{_INLINE} void tlx_st_global_b{bits}(void* ptr, bool pred, {ins}) {{ {store} }}""", f"tlx_ld_global_b{bits}")
+
+
+for _bits in (32, 64, 128):
+    _vector_access(_bits)
+
+
+__all__ = ["BUILTINS", "DEPENDS", "HELPERS", "define", "definitions", "helper", "swizzle_xor"]

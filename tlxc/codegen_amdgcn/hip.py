@@ -1,0 +1,279 @@
+"""Render one kernel (IR after the pass pipeline) as self-contained HIP C++ for gfx942 / gfx950.
+
+The text includes no HIP header, so the same source compiles under hipRTC (which predefines the
+HIP keywords: the prelude's guards skip) and under the offline clang with ``-nogpuinc``
+(``toolchain.py``), and runs on the host CPU against ``emu/tlx_hip_emu.h``.  Register tensors
+are per-thread arrays laid out by the shared linear layouts with 64 lanes per wave; the shared
+C-style lowering (``codegen_c``) renders the ops, ``HipTarget`` answers its target questions
+through the AMDGCN helpers (``amdgcn.py``), and ``rules_hip.py`` holds the ops whose HIP
+lowering differs from the shared one.
+"""
+from __future__ import annotations
+
+import os
+
+from .. import __version__
+from ..codegen_c import ctypes_ as C
+from ..codegen_c import rules  # noqa: F401  (registers the shared lowering rules)
+from ..codegen_c.lower import KernelLowering
+from ..errors import CompilationError, InternalCompilerError
+from ..ir.core import Operation
+from ..ir.types import PointerType, ScalarType
+from . import (
+    amdgcn,
+    rules_hip,  # noqa: F401  (registers the AMD lowering rules)
+)
+from .prelude import PRELUDE
+
+WAVE = 64
+MAX_WORKGROUP = 1024
+
+_TO_F32 = {"f16": "tlx_f16_to_f32", "bf16": "tlx_bf16_to_f32"}
+_FROM_F32 = {"f16": "tlx_f32_to_f16", "bf16": "tlx_f32_to_bf16"}
+
+
+class HipTarget:
+    """The HIP target table of the shared C-style lowering (the counterpart of ``CudaTarget``)."""
+
+    name = "hip"
+    vendor = "amd"
+    warp_size = WAVE
+
+    def __init__(self, arch: str):
+        self.arch = arch
+        self.helpers: list[str] = []
+
+    def use(self, helper: str) -> None:
+        if helper not in amdgcn.HELPERS:
+            # a shared rule asked for a CUDA-only helper: that op has no HIP lowering yet
+            raise CompilationError(f"{helper.removeprefix('tlx_')} has no HIP lowering for {self.arch} yet "
+                                   f"(tlxc's AMD backend covers blocked tl.* kernels)")
+        if helper not in self.helpers:
+            self.helpers.append(helper)
+
+    def helper_definitions(self) -> str:
+        return amdgcn.definitions(self.helpers)
+
+    def expr(self, helper: str, *args) -> str:
+        self.use(helper)
+        return f"{helper}({', '.join(map(str, args))})"
+
+    def call(self, helper: str, *args) -> str:
+        return self.expr(helper, *args) + ";"
+
+    def _unsupported(self, what: str):
+        return CompilationError(f"{what} is not supported on {self.arch} (AMD) yet")
+
+    # -- scalars -------------------------------------------------------------------------------
+    def to_compute(self, expr: str, t) -> str:
+        if isinstance(t, ScalarType) and t.is_fp8:
+            raise self._unsupported(f"{t}")
+        if isinstance(t, ScalarType) and t.name in _TO_F32:
+            return self.expr(_TO_F32[t.name], expr)
+        return expr
+
+    def from_compute(self, expr: str, t) -> str:
+        if isinstance(t, ScalarType) and t.is_fp8:
+            raise self._unsupported(f"{t}")
+        if isinstance(t, ScalarType) and t.name in _FROM_F32:
+            return self.expr(_FROM_F32[t.name], expr)
+        if isinstance(t, ScalarType) and t.is_bool:
+            return f"(bool)({expr})"
+        return f"({C.storage_type(t)})({expr})" if not isinstance(t, PointerType) else expr
+
+    def convert(self, expr: str, src, dst) -> str:
+        if src == dst:
+            return expr
+        value = self.to_compute(expr, src)
+        if dst.is_bool:
+            return f"({value} != 0)"
+        return self.from_compute(f"({C.compute_type(dst)})({value})", dst)
+
+    def exp2_f32(self, expr: str) -> str:
+        return f"exp2f({expr})"          # v_exp_f32 (with the compiler's denormal scaling)
+
+    def div_f32(self, x: str, y: str) -> str:
+        return f"(({x}) / ({y}))"         # IEEE division (v_div_scale / v_div_fmas / v_div_fixup)
+
+    def sqrt_f32(self, expr: str) -> str:
+        return f"sqrtf({expr})"
+
+    def round_tf32(self, expr: str) -> str:
+        raise self._unsupported("tf32 rounding")
+
+    # -- threads and barriers --------------------------------------------------------------------
+    def group_sync(self, scope) -> str:
+        if scope.bar_id is not None:
+            raise self._unsupported("a barrier over part of the work-group (named barriers are NVIDIA-only)")
+        return self.call("tlx_syncthreads")
+
+    def shfl_xor(self, expr: str, mask: int, ctype: str) -> str:
+        self.use("tlx_shfl_xor")
+        if ctype in ("bool", "signed char", "unsigned char", "short", "unsigned short"):
+            return f"({ctype})tlx_shfl_xor<{mask}>((int)({expr}))"
+        return f"tlx_shfl_xor<{mask}>({expr})"
+
+    def fence(self, scope: str) -> str:
+        raise self._unsupported(f"the {scope} fence")
+
+    # NVIDIA-only machinery (or not lowered for AMD yet): a clear error, never CUDA text
+    def _refuse(what):
+        def method(self, *args, **kwargs):
+            raise self._unsupported(what)
+        return method
+
+    mbarrier_init = mbarrier_wait = mbarrier_arrive = mbarrier_expect_tx = _refuse(
+        "mbarriers (TLX's LDS software barriers on AMD are not lowered yet)")
+    mbarrier_arrive_remote = _refuse("a remote (cluster) mbarrier arrive")
+    named_sync = named_arrive = _refuse("named barriers (NVIDIA-only)")
+    cp_async = cp_async_commit = cp_async_wait = _refuse("cp.async (async_load to LDS is not lowered yet)")
+    setmaxnreg = _refuse("setmaxnreg (NVIDIA-only)")
+    atomic = _refuse("atomics")
+    load_hinted = store_hinted = eviction_index = _refuse("cache modifiers / eviction policies / volatile")
+    tma_reduce_index = _refuse("TMA (NVIDIA-only)")
+    mma_m16n8k16 = _refuse("tl.dot (MFMA is not lowered yet)")
+    user_inline_asm = _refuse("tl.inline_asm_elementwise (its text is PTX-specific)")
+    del _refuse
+
+    # -- memory --------------------------------------------------------------------------------
+    def load_vector(self, dst: str, ptr: str, pred: str, fill: str, t, width: int, attrs) -> str:
+        _no_hints(attrs, self.arch)
+        bits = width * _bits(t)
+        at = lambda expr, j: expr.replace("[i]", f"[i + {j}]") if j else expr
+        if bits < 32:
+            return f"{dst}[i] = ({pred}) ? *{ptr} : {fill};"
+        words = bits // 32
+        helper = f"tlx_ld_global_b{bits}"
+        self.use(helper)
+        packed = _pack([at(fill, j) for j in range(width)], t, words)
+        decl = "unsigned " + ", ".join(f"w{k} = {packed[k]}" for k in range(words)) + ";"
+        call = f"{helper}({ptr}, {pred}, {', '.join(f'w{k}' for k in range(words))});"
+        unpacked = _unpack([f"w{k}" for k in range(words)], t, width)
+        assigns = " ".join(f"{dst}[i + {j}] = {unpacked[j]};" for j in range(width))
+        return f"{{ {decl} {call} {assigns} }}"
+
+    def store_vector(self, src: str, ptr: str, pred: str, t, width: int, attrs) -> str:
+        _no_hints(attrs, self.arch)
+        bits = width * _bits(t)
+        if bits < 32:
+            return f"if ({pred}) *{ptr} = {src}[i];"
+        helper = f"tlx_st_global_b{bits}"
+        self.use(helper)
+        packed = _pack([f"{src}[i + {j}]" for j in range(width)], t, bits // 32)
+        return f"{helper}({ptr}, {pred}, {', '.join(packed)});"
+
+
+def _no_hints(attrs, arch: str) -> None:
+    if attrs and any(attrs.get(k) for k in ("cache", "eviction", "volatile")):
+        raise CompilationError(f"cache modifiers / eviction policies / volatile are not supported on {arch} yet")
+
+
+def _bits(t) -> int:
+    if isinstance(t, PointerType):
+        return 64
+    return 8 if t.is_bool else t.bits
+
+
+def _pack(elems: list[str], t, words: int) -> list[str]:
+    """Storage elements -> 32-bit words."""
+    bits = _bits(t)
+    if bits == 32:
+        return [f"__float_as_uint({e})" if t.name == "f32" else f"(unsigned)({e})" for e in elems]
+    if bits == 64:
+        out = []
+        for e in elems:
+            u64 = f"(unsigned long long)__double_as_longlong({e})" if t.name == "f64" else f"(unsigned long long)({e})"
+            out += [f"(unsigned)({u64})", f"(unsigned)(({u64}) >> 32)"]
+        return out
+    per_word, mask = 32 // bits, (1 << bits) - 1
+    return ["(" + " | ".join(f"(((unsigned)({elems[w * per_word + k]}) & {mask}u) << {k * bits})"
+                             for k in range(per_word)) + ")" for w in range(words)]
+
+
+def _unpack(words: list[str], t, width: int) -> list[str]:
+    """32-bit words -> storage elements."""
+    bits, ctype = _bits(t), C.storage_type(t)
+    if bits == 32:
+        return [f"__uint_as_float({w})" if t.name == "f32" else f"({ctype})({w})" for w in words]
+    if bits == 64:
+        out = []
+        for j in range(width):
+            u64 = f"(((unsigned long long){words[2 * j + 1]} << 32) | {words[2 * j]})"
+            out.append(f"__longlong_as_double((long long){u64})" if t.name == "f64" else f"({ctype}){u64}")
+        return out
+    per_word, mask = 32 // bits, (1 << bits) - 1
+    return [f"({ctype})(({words[j // per_word]} >> {(j % per_word) * bits}) & {mask}u)" for j in range(width)]
+
+
+def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
+    """(source, info): info has ``name``, ``threads``, ``lds_bytes`` and ``params`` (C-ABI kinds)."""
+    target = HipTarget(arch)
+    target.use("tlx_workitem_id_x")     # tid and warp, below
+    target.use("tlx_readfirstlane")
+    lw = KernelLowering(kernel, target)
+    body = kernel.regions[0].block
+    for op in body.ops:
+        if op.name == "tlx.async_tasks":
+            raise CompilationError("warp specialization (tlx.async_tasks) is not supported on AMD yet: "
+                                   "AMD kernels overlap work with ping-pong / warp-pipeline schedules", op.loc)
+    if kernel.attrs.get("cluster_dims"):
+        raise CompilationError("thread-block clusters do not exist on AMD GPUs", kernel.loc)
+    params, kinds, narrow = [], [], []
+    for arg in body.args:
+        name = lw.define(arg)
+        kind = param_kind(arg.type, kernel.loc)
+        kinds.append(kind)
+        if getattr(arg.type, "bits", 32) < 32 and not isinstance(arg.type, PointerType):
+            params.append(f"{'unsigned' if kind == 'u32' else 'int'} {name}_arg")
+            narrow.append(f"const {C.storage_type(arg.type)} {name} = ({C.storage_type(arg.type)}){name}_arg;")
+        else:
+            params.append(f"{C.storage_type(arg.type)} {name}")
+    lw.out.depth = 1
+    lw.lower_block(body)
+    threads = WAVE * lw.num_warps
+    if threads > MAX_WORKGROUP:
+        raise CompilationError(f"num_warps={lw.num_warps} makes {threads} work-items; an AMD work-group has at "
+                               f"most {MAX_WORKGROUP} (16 waves of 64)", kernel.loc)
+    name = kernel.attrs.get("symbol", kernel.attrs["sym_name"])
+    source_file = os.path.basename(kernel.loc.file) if kernel.loc else "?"
+    lines = [f"// Generated by tlxc {__version__} for {arch} (HIP, wave64) from {source_file}; do not edit.",
+             "// Register tensors are per-thread arrays; 16-bit floats are stored as bits",
+             "// and computed on in float32.  No HIP header needed.", "", PRELUDE]
+    helpers = target.helper_definitions()
+    if helpers:
+        lines += ["", helpers]
+    lines += ["", f'extern "C" __global__ void __attribute__((amdgpu_flat_work_group_size(1, {threads})))',
+              f"{name}({', '.join(params)}) {{"]
+    user_bytes = kernel.attrs.get("shared_bytes", 0)
+    lds = max(_align16(user_bytes) + lw.scratch_bytes, lw.overlay_bytes)
+    if lds:
+        lines.append(f"  __shared__ __attribute__((aligned(16))) unsigned char tlx_smem[{lds}];")
+    lines += ["  const int tid = tlx_workitem_id_x();", "  const int lane = tid & 63;",
+              "  const int warp = tlx_readfirstlane(tid >> 6);"]
+    lines += ["  " + p for p in narrow + lw.scratch_definitions(user_bytes) + lw.prologue]
+    lines += lw.out.lines
+    lines += ["  " + e for e in lw.epilogue]
+    lines.append("}")
+    info = {"name": name, "threads": threads, "lds_bytes": lds, "params": kinds, "scratch_bytes": 0}
+    return "\n".join(lines) + "\n", info
+
+
+def _align16(n: int) -> int:
+    return (n + 15) // 16 * 16
+
+
+def param_kind(t, loc=None) -> str:
+    """The launcher's C-ABI kind of a kernel parameter (runtime/hip.py packs by it)."""
+    from ..ir.types import TensorDescType
+    if isinstance(t, PointerType):
+        return "u64"
+    if isinstance(t, TensorDescType):
+        raise CompilationError("tensor descriptors (TMA) do not exist on AMD GPUs: pass pointers and strides", loc)
+    kinds = {"i1": "i32", "i8": "i32", "i16": "i32", "i32": "i32", "i64": "i64", "u8": "u32", "u16": "u32",
+             "u32": "u32", "u64": "u64", "f32": "f32", "f64": "f64"}
+    if t.name not in kinds:
+        raise InternalCompilerError(f"no HIP parameter kind for {t}")
+    return kinds[t.name]
+
+
+__all__ = ["PRELUDE", "HipTarget", "param_kind", "render_kernel"]
