@@ -63,6 +63,7 @@ def test_the_cuda_renderer_dispatches_on_its_vendor(rules):
         lw.out.line("// nvidia's own program_id")
         shared(lw, op)
 
+    rules.pop(("tl.program_id", "amd"), None)       # the HIP backend's own (codegen_amdgcn/rules_hip.py)
     L.lowering("tl.program_id", vendor="amd")(marked)
     assert _cuda_of(_store_pid) == before           # another vendor's rule changes nothing here
     L.lowering("tl.program_id", vendor="nvidia")(marked)
