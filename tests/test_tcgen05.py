@@ -209,7 +209,8 @@ def _mma_kernel():
 @pytest.mark.parametrize("mode, arch, text", [
     ("register_a", "sm_100a", "register operand is not supported on Blackwell: 'A' must be a shared buffer"),
     ("register_acc", "sm_100a", "on Blackwell (sm_100a) async_dot accumulates in tensor memory"),
-    ("two_ctas", "sm_100a", "2-CTA tcgen05 MMA (two_ctas=True) is not supported yet"),
+    ("two_ctas", "sm_100a", "with two_ctas=True runs on a CTA pair (cta_group::2): launch clusters of an even "
+                            "number of CTAs"),
     ("ok", "sm_90a", "tensor memory (storage=tlx.storage_kind.tmem) is only available on Blackwell"),
 ])
 def test_async_dot_rules_on_blackwell(mode, arch, text):

@@ -1225,31 +1225,39 @@ for _a, _b in WGMMA_MIXED:
 # and freed by one whole warp (.sync.aligned); an MMA and its commit have single-thread
 # semantics; tcgen05.ld / tcgen05.st are warp-collective and asynchronous until
 # tcgen05.wait::ld / wait::st.  A TMEM address is (lane << 16) | column.  PTX requires every
-# tcgen05 instruction of a kernel to name the same .cta_group: tlxc uses cta_group::1 only.
-@helper("tlx_tcgen05_alloc", "tlx_smem_addr")
-def tcgen05_alloc():
+# tcgen05 instruction of a kernel to name the same .cta_group: the ``_cg2`` helpers are the
+# cta_group::2 forms, used by kernels whose MMAs are 2-CTA (``two_ctas=True``); there one warp
+# of each CTA of the pair runs the alloc/dealloc.
+def _tcgen05_alloc(group: int) -> str:
     # writes the allocation's TMEM address to the shared-memory word ``slot``
+    suffix = "" if group == 1 else "_cg2"
     return f"""
-{_INLINE} void tlx_tcgen05_alloc(unsigned* slot, unsigned columns) {{
-  asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], %1;"
+{_INLINE} void tlx_tcgen05_alloc{suffix}(unsigned* slot, unsigned columns) {{
+  asm volatile("tcgen05.alloc.cta_group::{group}.sync.aligned.shared::cta.b32 [%0], %1;"
                :: "r"(tlx_smem_addr(slot)), "r"(columns) : "memory");
 }}"""
 
 
-@helper("tlx_tcgen05_relinquish_alloc_permit")
-def tcgen05_relinquish_alloc_permit():
+def _tcgen05_relinquish_alloc_permit(group: int) -> str:
+    suffix = "" if group == 1 else "_cg2"
     return f"""
-{_INLINE} void tlx_tcgen05_relinquish_alloc_permit() {{
-  asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory");
+{_INLINE} void tlx_tcgen05_relinquish_alloc_permit{suffix}() {{
+  asm volatile("tcgen05.relinquish_alloc_permit.cta_group::{group}.sync.aligned;" ::: "memory");
 }}"""
 
 
-@helper("tlx_tcgen05_dealloc")
-def tcgen05_dealloc():
+def _tcgen05_dealloc(group: int) -> str:
+    suffix = "" if group == 1 else "_cg2"
     return f"""
-{_INLINE} void tlx_tcgen05_dealloc(unsigned taddr, unsigned columns) {{
-  asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;" :: "r"(taddr), "r"(columns) : "memory");
+{_INLINE} void tlx_tcgen05_dealloc{suffix}(unsigned taddr, unsigned columns) {{
+  asm volatile("tcgen05.dealloc.cta_group::{group}.sync.aligned.b32 %0, %1;" :: "r"(taddr), "r"(columns) : "memory");
 }}"""
+
+
+for _group, _suffix in ((1, ""), (2, "_cg2")):
+    define(f"tlx_tcgen05_alloc{_suffix}", _tcgen05_alloc(_group), "tlx_smem_addr")
+    define(f"tlx_tcgen05_relinquish_alloc_permit{_suffix}", _tcgen05_relinquish_alloc_permit(_group))
+    define(f"tlx_tcgen05_dealloc{_suffix}", _tcgen05_dealloc(_group))
 
 
 @helper("tlx_tcgen05_fence_before_thread_sync")
@@ -1274,20 +1282,24 @@ TCGEN05_INPUTS = {"bf16": ("f16", 16), "f16": ("f16", 16), "f32": ("tf32", 8), "
 TCGEN05_KINDS = ("f16", "tf32", "f8f6f4")
 
 
-def _tcgen05_mma(kind: str) -> str:
+def _tcgen05_mma(kind: str, group: int = 1) -> str:
     """One ``tcgen05.mma`` with A and B in shared memory (descriptors ``da``, ``db``) into the
     TMEM accumulator at ``d_tmem``; ``idesc`` holds the types, shape and major-ness;
-    ``enable_input_d`` = 0 ignores the accumulator's old value."""
+    ``enable_input_d`` = 0 ignores the accumulator's old value.  ``group`` 2: the CTA pair's
+    MMA (issued by the even CTA; the descriptors and ``d_tmem`` name the same places in both
+    CTAs' shared and tensor memory)."""
+    name = f"tlx_tcgen05_mma_{kind}" if group == 1 else f"tlx_tcgen05_mma_cg2_{kind}"
     return f"""
-{_INLINE} void tlx_tcgen05_mma_{kind}(unsigned d_tmem, unsigned long long da, unsigned long long db,
+{_INLINE} void {name}(unsigned d_tmem, unsigned long long da, unsigned long long db,
     unsigned idesc, int enable_input_d) {{
-  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %4, 0;\\n tcgen05.mma.cta_group::1.kind::{kind} [%0], %1, %2, %3, p;\\n}}"
+  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %4, 0;\\n tcgen05.mma.cta_group::{group}.kind::{kind} [%0], %1, %2, %3, p;\\n}}"
                :: "r"(d_tmem), "l"(da), "l"(db), "r"(idesc), "r"(enable_input_d) : "memory");
 }}"""
 
 
 for _kind in TCGEN05_KINDS:
     define(f"tlx_tcgen05_mma_{_kind}", _tcgen05_mma(_kind))
+    define(f"tlx_tcgen05_mma_cg2_{_kind}", _tcgen05_mma(_kind, 2))
 
 
 @helper("tlx_tcgen05_commit", "tlx_smem_addr")
@@ -1298,6 +1310,17 @@ def tcgen05_commit():
 {_INLINE} void tlx_tcgen05_commit(unsigned long long* bar) {{
   asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];"
                :: "r"(tlx_smem_addr(bar)) : "memory");
+}}"""
+
+
+@helper("tlx_tcgen05_commit_cg2", "tlx_smem_addr")
+def tcgen05_commit_cg2():
+    # The CTA pair's commit: one arrival on the barrier at ``bar``'s place in each CTA of
+    # ``cta_mask`` (the pair's two bits) once every earlier tcgen05 op of this thread is done.
+    return f"""
+{_INLINE} void tlx_tcgen05_commit_cg2(unsigned long long* bar, unsigned short cta_mask) {{
+  asm volatile("tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%0], %1;"
+               :: "r"(tlx_smem_addr(bar)), "h"(cta_mask) : "memory");
 }}"""
 
 

@@ -40,6 +40,15 @@ reserved area, thread 0 waits for it (a phase bit in a local variable), then
 the task syncs and fences ``after_thread_sync``: only the issuing thread ever
 waits on that barrier, so no phase can be missed.
 
+2-CTA MMAs (``attrs.two_ctas``, ``cta_group::2``): the kernel's every tcgen05
+instruction names ``cta_group::2`` (``cta_group``; alloc and dealloc by warp 0 of
+each CTA); the even CTA of each pair issues one MMA of M = 256 and N = twice its
+B buffer's columns with its own descriptors and accumulator address (the
+hardware reads the odd CTA's A rows and B columns, and writes its accumulator
+rows, at the same places there); the odd CTA issues nothing.  Each completion
+barrier gets ``tcgen05.commit.cta_group::2 ... multicast::cluster`` with the
+pair's CTA mask, as does ``tcgen05_commit(..., two_ctas=True)``.
+
 Shared matrix descriptors (PTX ISA 9.7.16.4.1): start address >> 4 (bits
 0-13), LBO >> 4 (16-29), SBO >> 4 (32-45), the fixed 0b001 (46-48), base offset
 (49-51, 0: tiles start in phase with the swizzle), LBO mode 0 (52, relative),
@@ -94,6 +103,7 @@ D_TYPE_F32 = 1
 class Tcgen05State:
     """What the rules of one kernel share: the sync-MMA barriers and each scope's tcgen05 use."""
     allocated: bool = False
+    group: int | None = None                                        # the kernel's .cta_group (1 or 2)
     sync_barriers: dict[int, int] = field(default_factory=dict)     # id(sync tcgen05_mma) -> barrier index
     scope_uses: dict[str, set[str]] = field(default_factory=dict)   # scope key -> uses (see _uses_of)
 
@@ -107,6 +117,21 @@ def require_tcgen05(lw, op) -> None:
     if not has_feature(arch, "tcgen05"):
         raise CompilationError(f"{op.name} needs Blackwell's tensor memory and tcgen05 instructions (sm_100a); "
                                f"they do not exist on {arch}", op.loc)
+
+
+def cta_group(lw) -> int:
+    """The kernel's ``.cta_group``: 2 when its tcgen05 MMAs are the CTA pair's
+    (``two_ctas=True``; the frontend keeps a kernel to one kind), else 1."""
+    state = _state(lw)
+    if state.group is None:
+        state.group = 2 if any(o.attrs.get("two_ctas") for o in lw.kernel.walk()
+                               if o.name in ("tlx.tcgen05_mma", "tlx.tcgen05_commit")) else 1
+    return state.group
+
+
+def _pair_mask(lw) -> str:
+    """The CTA mask of this CTA's pair (ranks 2i, 2i + 1 of the cluster)."""
+    return f"(unsigned short)(3u << ({lw.target.expr('tlx_cluster_ctarank')} & ~1))"
 
 
 # -- encodings -----------------------------------------------------------------------------
@@ -206,11 +231,12 @@ def allocate_tensor_memory(lw, op) -> None:
     state.sync_barriers = {id(o): i for i, o in enumerate(sync_mmas)}
     lw.reserve_shared(AREA, SYNC_BARRIER_OFFSET + 8 * len(sync_mmas))
     target, out = lw.target, lw.out
+    cg = "" if cta_group(lw) == 1 else "_cg2"
     out.line(f"// tensor memory: {columns} of {TMEM_COLUMNS} columns, allocated by warp 0 (tcgen05.alloc writes "
-             f"the base address to shared memory)")
+             f"the base address to shared memory)" + ("; cta_group::2: warp 0 of each CTA of the pair" if cg else ""))
     out.line(f"unsigned* tlx_tmem_slot = reinterpret_cast<unsigned*>({AREA});")
-    out.line(f"if (warp == 0) {{ {target.call('tlx_tcgen05_alloc', 'tlx_tmem_slot', f'{columns}u')} "
-             f"{target.call('tlx_tcgen05_relinquish_alloc_permit')} }}")
+    out.line(f"if (warp == 0) {{ {target.call('tlx_tcgen05_alloc' + cg, 'tlx_tmem_slot', f'{columns}u')} "
+             f"{target.call('tlx_tcgen05_relinquish_alloc_permit' + cg)} }}")
     if sync_mmas:
         out.line(f"// completion barriers of the synchronous MMAs ({len(sync_mmas)}), each waited for by its "
                  f"issuing thread only")
@@ -231,7 +257,7 @@ def allocate_tensor_memory(lw, op) -> None:
         target.call("tlx_tcgen05_fence_before_thread_sync"),
         "__syncthreads();",
         (f"if (warp == 0) {{ {target.call('tlx_tcgen05_fence_after_thread_sync')} "
-         f"{target.call('tlx_tcgen05_dealloc', BASE, f'{columns}u')} }}"),
+         f"{target.call('tlx_tcgen05_dealloc' + cg, BASE, f'{columns}u')} }}"),
     ]
     state.allocated = True
 
@@ -371,6 +397,9 @@ def tcgen05_mma(lw, op):
     plan_a = _operand(lw, op, a, False, element)
     plan_b = _operand(lw, op, b, True, element)
     (m, k), n = a.type.shape, b.type.shape[1]
+    pair = bool(op.attrs.get("two_ctas"))
+    if pair:
+        m, n = 2 * m, 2 * n          # the pair's MMA: A's rows of both CTAs, B's columns of both
     step = k_step(element)
     idesc = instruction_descriptor(element, m, n, plan_a["trans"], plan_b["trans"])
     sync_index = _state(lw).sync_barriers.get(id(op)) if op.attrs.get("sync") else None
@@ -386,12 +415,14 @@ def tcgen05_mma(lw, op):
         out.line(lw.sync())
         if "tmem" in uses:
             out.line(target.call("tlx_tcgen05_fence_after_thread_sync"))
-    out.line(f"// tcgen05.mma.cta_group::1.kind::{kind}: {m}x{n}x{step} x {k // step} k-steps by thread 0 of the "
-             f"task; A {'M' if plan_a['trans'] else 'K'}-major, B {'N' if plan_b['trans'] else 'K'}-major, "
-             f"idesc {idesc:#010x}")
+    out.line(f"// tcgen05.mma.cta_group::{2 if pair else 1}.kind::{kind}: {m}x{n}x{step} x {k // step} k-steps by "
+             f"thread 0 of the task{' of the even CTA of the pair' if pair else ''}; A "
+             f"{'M' if plan_a['trans'] else 'K'}-major, B {'N' if plan_b['trans'] else 'K'}-major, idesc {idesc:#010x}")
     cond = f"{tid} == 0" + (f" && {lw.name(pred)}" if pred is not None else "")
+    if pair:
+        cond += f" && ({target.expr('tlx_cluster_ctarank')} & 1) == 0"
     out.open(f"if ({cond})")
-    helper = f"tlx_tcgen05_mma_{kind}"
+    helper = f"tlx_tcgen05_mma_cg2_{kind}" if pair else f"tlx_tcgen05_mma_{kind}"
     target.use(helper)
     target.use("tlx_wgmma_desc")          # the start-address encoding is wgmma's (matrix-descriptor-encode)
     a_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
@@ -404,7 +435,10 @@ def tcgen05_mma(lw, op):
              f": 1);")
     out.close()
     for bar in op.barriers:
-        out.line(target.call("tlx_tcgen05_commit", lw.name(bar)))
+        if pair:            # the completion arrives on this barrier's place in both CTAs
+            out.line(target.call("tlx_tcgen05_commit_cg2", lw.name(bar), _pair_mask(lw)))
+        else:
+            out.line(target.call("tlx_tcgen05_commit", lw.name(bar)))
     if sync_index is not None:
         phase = f"tlx_mma_sync_phase{sync_index}"
         out.line(target.call("tlx_tcgen05_commit", f"{SYNC_BARRIERS} + {sync_index}"))
@@ -419,6 +453,11 @@ def tcgen05_mma(lw, op):
 def tcgen05_commit(lw, op):
     require_tcgen05(lw, op)
     # thread 0 issued the task's MMAs, and a commit tracks the issuing thread's tcgen05 ops
+    if op.attrs.get("two_ctas"):
+        # the even CTA issued the pair's MMAs: it commits, arriving on the barrier in both CTAs
+        lw.out.line(f"if ({lw.scope.tid_var} == 0 && ({lw.target.expr('tlx_cluster_ctarank')} & 1) == 0) "
+                    f"{lw.target.call('tlx_tcgen05_commit_cg2', lw.name(op.operands[0]), _pair_mask(lw))}")
+        return
     lw.out.line(f"if ({lw.scope.tid_var} == 0) {lw.target.call('tlx_tcgen05_commit', lw.name(op.operands[0]))}")
 
 

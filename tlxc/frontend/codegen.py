@@ -97,6 +97,7 @@ class Context:
     staging: dict = field(default_factory=dict)   # descriptor_methods' buffers, per (task, box)
     staging_allocs: int = 0                # how many of them lead the entry block
     alias_peers: dict = field(default_factory=dict)   # id(alloc value) -> storage_alias.Peer
+    cta_group: dict = field(default_factory=dict)     # tcgen05's .cta_group for the kernel: {"group", "loc"}
 
 
 def is_kernel_function(obj) -> bool:

@@ -958,9 +958,10 @@ def _operand_info(t) -> tuple[tuple[int, ...], ScalarType]:
     return tuple(t.shape), t.element
 
 
-def _mma_problem(a_type, b_type, unit: str, input_types, shape_problem) -> tuple:
+def _mma_problem(a_type, b_type, unit: str, input_types, shape_problem, pair: bool = False) -> tuple:
     """(M, N, element) of A [M, K] @ B [K, N] for ``unit`` (wgmma, tcgen05), after
-    checking the ranks, the inner dimension, the element type and the shape rules."""
+    checking the ranks, the inner dimension, the element type and the shape rules
+    (``pair``: a 2-CTA tcgen05 MMA, B is this CTA's half of the pair's N columns)."""
     a_shape, a_elem = _operand_info(a_type)
     b_shape, b_elem = _operand_info(b_type)
     if len(a_shape) != 2 or len(b_shape) != 2:
@@ -974,7 +975,7 @@ def _mma_problem(a_type, b_type, unit: str, input_types, shape_problem) -> tuple
     if a_elem.name not in input_types:
         raise SemanticError(f"{unit} inputs must be float16, bfloat16, float8e4nv, float8e5 or float32 (tf32), got "
                             f"{a_elem}", param="A")
-    problem = shape_problem(m, n, k, a_elem)
+    problem = shape_problem(m, 2 * n, k, a_elem, pair=True) if pair else shape_problem(m, n, k, a_elem)
     if problem:
         raise SemanticError(f"not a {unit} shape: {problem}")
     return m, n, a_elem
@@ -1042,13 +1043,41 @@ def _async_dot(ctx, A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_c
                           input_precision=precision))
 
 
+def _cta_group(ctx, two_ctas, what: str) -> bool:
+    """``two_ctas`` as a bool, after checking the launch (clusters of an even number of CTAs)
+    and that every tcgen05 MMA and commit of the kernel names the same ``.cta_group`` (PTX
+    requires one per kernel; TLX: "all dot ops 2cta together or 1cta together")."""
+    pair = constexpr(two_ctas, "two_ctas")
+    if not isinstance(pair, bool):
+        raise SemanticError(f"'two_ctas' must be a compile-time bool, got {S.describe(pair)}", param="two_ctas")
+    if pair:
+        dims = ctx.options.cluster
+        size = 1 if dims is None else dims[0] * dims[1] * dims[2]
+        if size < 2 or size % 2:
+            raise SemanticError(f"{what} with two_ctas=True runs on a CTA pair (cta_group::2): launch clusters of "
+                                f"an even number of CTAs (ctas_per_cga=(2, 1, 1)); this launch has "
+                                f"{'no clusters' if dims is None else f'clusters of {size} CTA(s)'}",
+                                param="two_ctas")
+    group = 2 if pair else 1
+    first = ctx.cta_group.setdefault("group", group)
+    if first != group:
+        raise SemanticError(f"{what} with two_ctas={pair} in a kernel whose earlier tcgen05 op "
+                            f"({ctx.cta_group.get('what')}) used two_ctas={first == 2}: every tcgen05 MMA and commit "
+                            f"of a kernel runs on one CTA or on the CTA pair (PTX allows one .cta_group per kernel)",
+                            param="two_ctas")
+    ctx.cta_group.setdefault("what", what)
+    return pair
+
+
 def _tcgen05_mma(ctx, A, B, acc, use_acc, pred, mBarriers, two_ctas, force_async, input_precision, out_dtype):
-    """Blackwell's async_dot: ``acc`` (tensor memory) += A @ B, completion through ``mBarriers``."""
+    """Blackwell's async_dot: ``acc`` (tensor memory) += A @ B, completion through ``mBarriers``.
+    With ``two_ctas`` the MMA is the CTA pair's (``cta_group::2``): each CTA holds its own A
+    rows, half of B's columns and its accumulator rows; the even CTA issues for both and the
+    completion arrives on the barrier at the same place in both CTAs."""
     from ..ir.ops.tcgen05 import INPUT_TYPES, shape_problem
     b = ctx.b
     _require_blackwell(ctx, "tcgen05 async_dot (an accumulator in tensor memory)", "acc")
-    if two_ctas:
-        raise SemanticError("2-CTA tcgen05 MMA (two_ctas=True) is not supported yet", param="two_ctas")
+    pair = _cta_group(ctx, two_ctas, "tlx.async_dot")
     acc = _memdesc(acc, "acc", view=True)
     if isinstance(A, Tensor) and not isinstance(A.type, MemDescType):
         raise SemanticError(f"register operand is not supported on Blackwell: 'A' must be a shared buffer, got "
@@ -1059,9 +1088,12 @@ def _tcgen05_mma(ctx, A, B, acc, use_acc, pred, mBarriers, two_ctas, force_async
         if t.type.storage != "smem":
             raise SemanticError(f"'{what}' must be a shared-memory buffer (tensor-memory A operands are not "
                                 f"supported yet), got a {t.type.storage} buffer", param=what)
-    m, n, element = _mma_problem(a.type, bm.type, "tcgen05", INPUT_TYPES, shape_problem)
+    m, n, element = _mma_problem(a.type, bm.type, "tcgen05", INPUT_TYPES, shape_problem, pair)
+    if pair:
+        n *= 2                  # each CTA holds half of B's columns; the accumulator has all of them
     if tuple(acc.type.shape) != (m, n):
-        raise SemanticError(f"'acc' is {list(acc.type.shape)}, expected {[m, n]} (M x N)", param="acc")
+        half = " (two_ctas: B is this CTA's half, N/2 columns, of the pair's B)" if pair else ""
+        raise SemanticError(f"'acc' is {list(acc.type.shape)}, expected {[m, n]} (M x N){half}", param="acc")
     if acc.type.element != T.f32 or const_dtype(out_dtype, "out_dtype") != T.f32:
         raise SemanticError(f"tcgen05 accumulates in float32: 'acc' holds {acc.type.element}", param="acc")
     precision = _mma_precision(element, input_precision, "tcgen05")
@@ -1076,16 +1108,24 @@ def _tcgen05_mma(ctx, A, B, acc, use_acc, pred, mBarriers, two_ctas, force_async
     flag = _pred(b, True if use_acc is None else use_acc)
     preds = _pred(b, pred)
     sync = not bars and not constexpr(force_async, "force_async")
-    b.create("tlx.tcgen05_mma", [a.value, bm.value, acc.value] + flag + preds + bars, [],
-             {"has_pred": bool(preds), "num_barriers": len(bars), "sync": sync, "input_precision": precision})
+    if pair and sync:
+        raise SemanticError("a 2-CTA async_dot (two_ctas=True) completes through mBarriers: the even CTA issues "
+                            "it for the pair, so the odd CTA can only learn of its completion from a barrier; "
+                            "pass mBarriers=[...] (or force_async=True and a tlx.tcgen05_commit(..., "
+                            "two_ctas=True))", param="mBarriers")
+    attrs = {"has_pred": bool(preds), "num_barriers": len(bars), "sync": sync, "input_precision": precision}
+    if pair:
+        attrs["two_ctas"] = True
+    b.create("tlx.tcgen05_mma", [a.value, bm.value, acc.value] + flag + preds + bars, [], attrs)
 
 
 @rule("tcgen05_commit")
 def _tcgen05_commit(ctx, mBarrier, two_ctas=False):
+    """With ``two_ctas`` the even CTA of the pair commits and the arrival lands on the
+    barrier at the same place in both CTAs (TLX predicates it on the even rank)."""
     _require_blackwell(ctx, "tcgen05_commit", "mBarrier")
-    if two_ctas:
-        raise SemanticError("2-CTA tcgen05 (two_ctas=True) is not supported yet", param="two_ctas")
-    ctx.b.create("tlx.tcgen05_commit", [_barrier(mBarrier, "mBarrier").value])
+    pair = _cta_group(ctx, two_ctas, "tlx.tcgen05_commit")
+    ctx.b.create("tlx.tcgen05_commit", [_barrier(mBarrier, "mBarrier").value], [], {"two_ctas": True} if pair else {})
 
 
 @rule("async_dot_wait")

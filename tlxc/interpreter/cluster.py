@@ -96,10 +96,10 @@ def peer_view(ctx, op, view: SharedView, rank) -> SharedView:
     program = peer(ctx, op, rank)
     if program is ctx.program:
         return view
-    origin = view.buffer.origin
-    if program.state.get("smem", {}).get(origin) is None and not origin.operands:
+    origin, storage = view.buffer.origin, view.buffer.storage
+    if program.state.get(storage, {}).get(origin) is None and not origin.operands:
         _static_allocation(program, origin)
-    buffer = _allocated(ctx, op, program, "smem", origin, f"buffer {view.label}")
+    buffer = _allocated(ctx, op, program, storage, origin, f"buffer {view.label}")
     label = view.label.replace(f" of CTA {ctx.program.cta_rank}", f" of CTA {program.cta_rank}")
     return SharedView(buffer, view.slot, view.offset, view.shape, view.strides, view.element, label)
 

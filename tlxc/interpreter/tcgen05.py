@@ -23,6 +23,15 @@ synchronous MMA (no barriers) completes before the task goes on; its
 accesses are then the task's own, released by its next barrier arrive like a
 retired cp.async copy.  MMAs of one task on one accumulator never race each
 other (``AsyncAccess.queue``).
+
+A 2-CTA MMA (``attrs.two_ctas``) is issued by the even CTA of the pair for both:
+at issue it reads A and B in both CTAs (B is the two CTAs' halves side by side,
+the even CTA's first), at completion it writes each CTA's accumulator rows
+(its A rows times the whole B) and arrives on each barrier operand in both
+CTAs.  The odd CTA's op does nothing, as does its ``tcgen05_commit(...,
+two_ctas=True)``; the even CTA's commit arrives in both CTAs.  A read of the odd
+CTA's operands before they landed, or without a barrier ordering its load
+before the issue, is the usual uninitialized-read or race error.
 """
 from __future__ import annotations
 
@@ -31,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import Location
+from .cluster import peer_barrier, peer_view
 from .mma_async import read_operand
 from .registry import impl
 from .scheduler import PREEMPT
@@ -73,39 +83,63 @@ def _arrive(ctx, queue: Tcgen05Queue, barriers) -> None:
         bar.arrive(1)
 
 
+def _pair(ctx, op) -> int | None:
+    """The odd CTA of this CTA's pair, or None when this CTA is the odd one (it issues nothing)."""
+    rank = ctx.program.cta_rank
+    cluster = ctx.program.cluster
+    if cluster is None or cluster.size % 2:
+        raise ctx.error(op, f"a 2-CTA tcgen05 op (two_ctas=True) in {ctx.label}, which does not run in a cluster "
+                            f"of an even number of CTAs")
+    return None if rank % 2 else rank + 1
+
+
 @impl("tlx.tcgen05_mma")
 def tcgen05_mma(ctx, op, a: SharedView, b: SharedView, acc: SharedView, use_acc, *rest):
     yield PREEMPT                    # another task may act between a wait and this issue
     has_pred = bool(op.attrs.get("has_pred"))
     if has_pred and not bool(rest[0]):
         return                       # predicated off: no MMA, no arrivals
-    barriers = rest[1:] if has_pred else rest
+    barriers = list(rest[1:] if has_pred else rest)
+    ctas = [(a, b, acc)]
+    if op.attrs.get("two_ctas"):
+        odd = _pair(ctx, op)
+        if odd is None:
+            return                   # the even CTA issues the pair's MMA
+        ctas.append(tuple(peer_view(ctx, op, v, odd) for v in (a, b, acc)))
+        barriers += [peer_barrier(ctx, op, bar, odd) for bar in barriers]
     queue = _queue(ctx)
     accumulate = bool(use_acc)
-    if accumulate and acc.unwritten_index() is not None and not queue.writes.get(acc.key):
-        read_written(ctx, op, acc, f"async_dot in task '{ctx.task_name}' accumulates (use_acc) into "
-                                   f"{acc.label}", "accumulate onto garbage")
-    accesses = [ctx.races.begin_async_read(v.key, v.label, "tcgen05 MMA operand read", op.loc, ctx.task_name,
-                                           v.region(), queue=queue) for v in (a, b)]
-    write = ctx.races.begin_async_write(acc.key, acc.label, "tcgen05 MMA accumulator write", op.loc,
-                                        ctx.task_name, acc.region(), queue=queue)
-    accesses.append(write)
-    a32 = np.asarray(read_operand(ctx, op, a, "A"), dtype=np.float32)
-    b32 = np.asarray(read_operand(ctx, op, b, "B"), dtype=np.float32)
-    if op.attrs.get("input_precision") == "tf32":
-        a32, b32 = round_tf32(a32), round_tf32(b32)
-    product = np.matmul(a32, b32)
-    queue.writes[acc.key] = queue.writes.get(acc.key, 0) + 1
+    accesses, operands = [], []
+    for a_v, b_v, acc_v in ctas:
+        if accumulate and acc_v.unwritten_index() is not None and not queue.writes.get(acc_v.key):
+            read_written(ctx, op, acc_v, f"async_dot in task '{ctx.task_name}' accumulates (use_acc) into "
+                                         f"{acc_v.label}", "accumulate onto garbage")
+        accesses += [ctx.races.begin_async_read(v.key, v.label, "tcgen05 MMA operand read", op.loc, ctx.task_name,
+                                                v.region(), queue=queue) for v in (a_v, b_v)]
+        accesses.append(ctx.races.begin_async_write(acc_v.key, acc_v.label, "tcgen05 MMA accumulator write",
+                                                    op.loc, ctx.task_name, acc_v.region(), queue=queue))
+        operands.append((np.asarray(read_operand(ctx, op, a_v, "A"), dtype=np.float32),
+                         np.asarray(read_operand(ctx, op, b_v, "B"), dtype=np.float32)))
+    # B of the pair: the CTAs' halves side by side (the even CTA's columns first)
+    b32 = np.concatenate([b_part for _, b_part in operands], axis=1)
+    products = []
+    for (a32, _), (_, _, acc_v) in zip(operands, ctas):
+        b_used = b32
+        if op.attrs.get("input_precision") == "tf32":
+            a32, b_used = round_tf32(a32), round_tf32(b32)
+        products.append(np.matmul(a32, b_used))
+        queue.writes[acc_v.key] = queue.writes.get(acc_v.key, 0) + 1
     sync = bool(op.attrs.get("sync"))
 
     def complete():
-        result = product
-        if accumulate:
-            result = product + read_written(ctx, op, acc, f"async_dot in task '{ctx.task_name}' accumulates "
-                                                          f"into {acc.label}", "accumulate onto garbage")
-        acc.array()[...] = to_storage(result.astype(np.float32), acc.element)
-        acc.mark_written()
-        queue.writes[acc.key] -= 1
+        for product, (_, _, acc_v) in zip(products, ctas):
+            result = product
+            if accumulate:
+                result = product + read_written(ctx, op, acc_v, f"async_dot in task '{ctx.task_name}' accumulates "
+                                                                f"into {acc_v.label}", "accumulate onto garbage")
+            acc_v.array()[...] = to_storage(result.astype(np.float32), acc_v.element)
+            acc_v.mark_written()
+            queue.writes[acc_v.key] -= 1
         queue.completed.extend(accesses)
         if sync:
             for access in accesses:          # the issuing task waited: its own, released by its next arrive
@@ -127,5 +161,12 @@ def _drain(ctx, queue: Tcgen05Queue, last) -> None:
 @impl("tlx.tcgen05_commit")
 def tcgen05_commit(ctx, op, bar):
     queue = _queue(ctx)
-    _post(ctx, queue, f"tcgen05_commit to {bar.label}", lambda: _arrive(ctx, queue, [bar]), op.loc)
+    bars = [bar]
+    if op.attrs.get("two_ctas"):
+        odd = _pair(ctx, op)
+        if odd is None:
+            yield PREEMPT
+            return                   # the even CTA commits for the pair
+        bars.append(peer_barrier(ctx, op, bar, odd))
+    _post(ctx, queue, f"tcgen05_commit to {bar.label}", lambda: _arrive(ctx, queue, bars), op.loc)
     yield PREEMPT

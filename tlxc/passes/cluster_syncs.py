@@ -3,8 +3,9 @@
 Run on the frontend's module (the interpreter sees them too) when the kernel
 is compiled for clusters (``ctas_per_cga`` with more than one CTA):
 
-* if the kernel signals peer CTAs (a ``tlx.remote_view`` or a multicast TMA
-  load), ``fence_mbarrier_init_cluster`` + ``cluster_barrier`` after the last
+* if the kernel signals peer CTAs (a ``tlx.remote_view``, a multicast TMA
+  load, or a 2-CTA tcgen05 MMA / commit, whose completion arrives on the odd
+  CTA's barrier), ``fence_mbarrier_init_cluster`` + ``cluster_barrier`` after the last
   barrier allocation of the kernel's entry block: no CTA arrives on, or
   multicasts into, a peer's barrier before the peer initialized it;
 * a ``cluster_barrier`` before the kernel returns, so that no CTA exits (and
@@ -31,7 +32,8 @@ def _created(block, index: int, name: str, loc):
 
 def _peer_signal(kernel):
     return next((op for op in kernel.walk() if op.name in SIGNALS_PEERS or
-                 (op.name == "tlx.async_descriptor_load" and op.attrs.get("multicast"))), None)
+                 (op.name == "tlx.async_descriptor_load" and op.attrs.get("multicast")) or
+                 (op.name in ("tlx.tcgen05_mma", "tlx.tcgen05_commit") and op.attrs.get("two_ctas"))), None)
 
 
 def insert_cluster_syncs(module: Module) -> Module:
@@ -40,7 +42,9 @@ def insert_cluster_syncs(module: Module) -> Module:
         if not dims or dims[0] * dims[1] * dims[2] == 1:
             op = _peer_signal(kernel)
             if op is not None:
-                what = "arrives on a peer CTA's barrier" if op.name in SIGNALS_PEERS else "multicasts a TMA load"
+                what = ("arrives on a peer CTA's barrier" if op.name in SIGNALS_PEERS else
+                        "multicasts a TMA load" if op.name == "tlx.async_descriptor_load" else
+                        "runs a 2-CTA tcgen05 MMA (two_ctas=True)")
                 raise CompilationError(f"this kernel {what}, which needs a cluster launch: ctas_per_cga=(x, y, z) "
                                        f"with more than one CTA (tlxc compile/check: --ctas-per-cga)", op.loc)
             continue

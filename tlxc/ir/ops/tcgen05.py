@@ -16,6 +16,14 @@ one arrival when this MMA and every earlier tcgen05 op of the task are done
 (the ``mBarriers=`` of ``tlx.async_dot``), as does ``tlx.tcgen05_commit``'s.
 A synchronous ``async_dot`` (no barriers) is the MMA followed by a wait for
 its completion: ``attrs.sync``.
+
+``attrs.two_ctas`` (``async_dot(..., two_ctas=True)``, PTX ``cta_group::2``): the
+MMA of a CTA pair (ranks 2i and 2i + 1 of a cluster).  Each CTA holds its own 128
+rows of A and of the accumulator and half of B's N columns (the even CTA the first
+half), all at the same shared/tensor-memory places; the even CTA issues one MMA of
+M = 256 for both and the odd CTA's op issues nothing.  Its completion arrives on
+the barrier at the same place in both CTAs.  PTX allows one ``.cta_group`` per
+kernel, so every tcgen05 MMA and commit of a kernel is 2-CTA or none is.
 """
 from __future__ import annotations
 
@@ -53,10 +61,15 @@ def tmem_problem(shape, element: ScalarType) -> str | None:
     return None
 
 
-def shape_problem(m: int, n: int, k: int, element: ScalarType) -> str | None:
-    """Why (M, N, K) is not a single-CTA tcgen05 shape for ``element`` inputs, or None."""
+def shape_problem(m: int, n: int, k: int, element: ScalarType, pair: bool = False) -> str | None:
+    """Why (M, N, K) is not a tcgen05 shape for ``element`` inputs, or None.  ``m`` is one
+    CTA's rows; with ``pair`` (``cta_group::2``, M = 256 for the pair) ``n`` is the pair's
+    N, of which each CTA holds half of B's columns."""
     if m != TMEM_LANES:
         return f"M must be {TMEM_LANES} (one accumulator row per tensor-memory lane), got M={m}"
+    if pair and (not 32 <= n <= 256 or n % 32):
+        return (f"a 2-CTA MMA (M = 256 for the pair) has N a multiple of 32 between 32 and 256, each CTA "
+                f"holding N/2 columns of B; got N={n} (B's {n // 2} columns in this CTA)")
     if not 16 <= n <= 256 or n % 16:
         return f"N must be a multiple of 16 between 16 and 256 for M = 128, got N={n}"
     step = k_step(element)
@@ -95,14 +108,18 @@ class TcGen05MmaOp(Operation):
             if not isinstance(t, MemDescType) or t.num or t.storage != storage:
                 raise self.error(f"expected {what} to be one {storage} buffer, got {t}")
         (m, k), (k2, n) = a.shape, b.shape
+        pair = bool(self.attrs.get("two_ctas"))
+        if pair:
+            n *= 2                       # B is this CTA's half of the pair's columns
         if k != k2 or tuple(acc.shape) != (m, n):
-            raise self.error(f"expected a [M, K] @ b [K, N] into acc [M, N], got {a}, {b}, {acc}")
+            raise self.error(f"expected a [M, K] @ b [K, N{'/2' if pair else ''}] into acc [M, N], got {a}, {b}, "
+                             f"{acc}")
         if a.element != b.element or a.element.name not in INPUT_TYPES:
             raise self.error(f"expected a and b of one type in {', '.join(INPUT_TYPES)}, got {a.element} and "
                              f"{b.element}")
         if acc.element.name != "f32":
             raise self.error(f"expected an f32 accumulator, got {acc.element}")
-        problem = shape_problem(m, n, k, a.element)
+        problem = shape_problem(m, n, k, a.element, pair)
         if problem:
             raise self.error(f"expected a tcgen05 shape: {problem}")
         precision = self.attrs.get("input_precision", "ieee")
@@ -116,6 +133,8 @@ class TcGen05MmaOp(Operation):
                 raise self.error(f"expected local mbarrier views, got {v.type}")
         if self.attrs.get("sync") and num_barriers:
             raise self.error("a synchronous tcgen05 MMA has no completion barriers")
+        if pair and self.attrs.get("sync"):
+            raise self.error("a 2-CTA tcgen05 MMA is asynchronous (the odd CTA learns of it from a barrier)")
 
     @property
     def barriers(self):
@@ -124,7 +143,8 @@ class TcGen05MmaOp(Operation):
 
 class TcGen05CommitOp(Operation):
     """One arrival on the barrier operand once every tcgen05 op the task issued
-    before it is done."""
+    before it is done.  ``attrs.two_ctas``: the even CTA of the pair commits, and the
+    arrival lands on the barrier at the same place in both CTAs."""
 
     name = "tlx.tcgen05_commit"
 
