@@ -6,6 +6,8 @@ whose PTX encodes the map (tensormap.replace) and copies by TMA, located errors.
 against torch and against the interpreter (TLXC_DEBUG_BARRIERS=1 recommended)."""
 from __future__ import annotations
 
+import re
+
 import kernels_tensormap_device as K
 import pytest
 import torch
@@ -109,6 +111,10 @@ def test_cubin_encodes_the_map_and_copies_by_tma(feature, arch):
     for text in codes.get(feature, ()):
         assert text in compiled.asm["cuda"], (feature, text)
     assert compiled.metadata["params"][-1] == "u64"     # the scratch: a hidden last parameter
+    # each acquire is followed by an empty bulk group waited for, as Triton's (a ptxas that
+    # drops the acquire's ordering otherwise lets a copy read the slot's previous map)
+    assert re.search(r"fence\.proxy\.tensormap::generic\.acquire\.gpu \[%rd\d+\], 128;\s*"
+                     r"cp\.async\.bulk\.commit_group;\s*cp\.async\.bulk\.wait_group\.read 0;", ptx), feature
 
 
 def test_checker_counts_the_box_bytes_of_an_in_kernel_map():

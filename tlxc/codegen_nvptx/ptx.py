@@ -1488,8 +1488,13 @@ def fence_tensormap_release():
 
 @helper("tlx_fence_tensormap_acquire")
 def fence_tensormap_acquire():
-    # before this thread's first TMA copy through the map at ``tensormap`` (a generic address)
+    # before this thread's first TMA copy through the map at ``tensormap`` (a generic address).
+    # The empty bulk group committed and waited for after the fence is Triton's workaround for a
+    # ptxas that drops the ordering of the acquire (TMAToLLVM.cpp: "a ptxas bug missing a fence
+    # after generic.acquire.gpu"): without it a copy may still read the slot's previous map.
     return f"""
 {_INLINE} void tlx_fence_tensormap_acquire(const void* tensormap) {{
-  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" :: "l"(tensormap) : "memory");
+  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\\n\\t"
+               "cp.async.bulk.commit_group;\\n\\t"
+               "cp.async.bulk.wait_group.read 0;" :: "l"(tensormap) : "memory");
 }}"""
