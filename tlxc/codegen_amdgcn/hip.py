@@ -62,7 +62,7 @@ class HipTarget:
         return self.expr(helper, *args) + ";"
 
     def _unsupported(self, what: str):
-        return CompilationError(f"{what} is not supported on {self.arch} (AMD) yet")
+        return CompilationError(f"{what} is not supported on {self.arch} (AMD)")
 
     # -- scalars -------------------------------------------------------------------------------
     def to_compute(self, expr: str, t) -> str:
@@ -131,7 +131,7 @@ class HipTarget:
     atomic = _refuse("atomics")
     load_hinted = store_hinted = eviction_index = _refuse("cache modifiers / eviction policies / volatile")
     tma_reduce_index = _refuse("TMA (NVIDIA-only)")
-    mma_m16n8k16 = _refuse("tl.dot (MFMA is not lowered yet)")
+    mma_m16n8k16 = _refuse("mma.sync (NVIDIA-only; tl.dot on AMD is MFMA)")
     user_inline_asm = _refuse("tl.inline_asm_elementwise (its text is PTX-specific)")
     del _refuse
 

@@ -51,3 +51,8 @@ def _checked_math(name: str):
 
 for _name in _CUDA_MATH:
     lowering(f"math.{_name}", vendor="amd")(_checked_math(_name))
+
+
+@lowering("tl.dot", vendor="amd")
+def dot(lw, op):
+    raise lw.error_unsupported(op, "tl.dot (MFMA lowering is not written yet)")
