@@ -43,9 +43,6 @@ LEVEL = {name: i for i, names in enumerate(LEVELS) for name in names}
 
 # Known exceptions at module level: (importing module, imported module).  Only shrinks.
 MODULE_LEVEL_EXCEPTIONS = {
-    # the check-barriers pass runs the checker inside the pipeline (issue 20 item 4)
-    ("tlxc.passes.check_barriers", "tlxc.check"),
-    ("tlxc.passes.check_barriers", "tlxc.check.resources"),
     # tl.* builtins defined with the runtime's @jit (helpers called from kernels)
     ("tlxc.language.random", "tlxc.runtime.jit"),
     ("tlxc.language.tlx.warp_spec", "tlxc.runtime.jit"),

@@ -23,7 +23,8 @@ from .frontend.codegen import Options, build_kernel_ir
 from .frontend.specialize import Specialization
 from .ir.printer import print_module
 from .ir.verifier import verify_module
-from .target import DEFAULT_ARCH, get_target
+from .passes.manager import PassManager
+from .target import DEFAULT_ARCH, Target, get_target
 
 STAGES = ("ir", "ir.opt", "cuda", "ptx", "cubin", "stats", "hip", "hsaco", "amdgcn")
 BACKEND_STAGES = ("cuda", "ptx", "cubin", "stats", "hip", "hsaco", "amdgcn")     # what a target's backend makes
@@ -63,11 +64,45 @@ def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: 
     return module
 
 
+def default_pipeline(target: Target) -> PassManager:
+    """The passes of a compile for ``target``: the wgmma rewrites only where it has wgmma.
+
+    lower-dot-to-wgmma and pipeline-loads rewrite tl.dot into TLX ops on sm_90a; drain-dot-wait
+    moves the wgmma drain after such a loop (and after a hand-written TLX loop of that shape)
+    into its last iteration; the second canonicalize drops the address arithmetic they leave dead.
+    fold-dot-add gives `acc += tl.dot(a, b)` its accumulator; hoist-operand-stores copies a
+    loop-invariant operand to shared memory once, dedupe-operand-stores stores equal bytes once,
+    pipeline-operand-loads rings the loaded operands of loops pipeline-loads leaves alone
+    (attention), share-operand-buffers lets operand buffers of disjoint lifetimes share bytes
+    (passes/dot_operands.py, passes/pipeline_operands.py); after infer-layouts,
+    hoist-conversions and load-in-use-layout keep layout conversions out of loops; check-barriers
+    (check/check_barriers.py) runs the static checker on every compile."""
+    from .check.check_barriers import CheckBarriers
+    from .passes.canonicalize import Canonicalize
+    from .passes.dot_operands import DedupeOperandStores, FoldDotAdd, HoistOperandStores, ShareOperandBuffers
+    from .passes.dot_register_a import RegisterAOperand
+    from .passes.dot_wait_drain import DrainDotWait
+    from .passes.dot_wgmma import LowerDotToWgmma
+    from .passes.hoist_conversions import HoistConversions
+    from .passes.layouts import InferLayouts
+    from .passes.load_in_layout import LoadInUseLayout
+    from .passes.pipeline import PipelineLoads
+    from .passes.pipeline_operands import PipelineOperandLoads
+    from .passes.shared_layouts import SharedLayouts
+    from .passes.shared_memory import AllocateShared
+    wgmma = target.has("wgmma")
+    return PassManager([
+        Canonicalize(), FoldDotAdd(), *([LowerDotToWgmma()] if wgmma else []), PipelineLoads(),
+        *([DrainDotWait(), HoistOperandStores(), DedupeOperandStores(), PipelineOperandLoads(),
+           RegisterAOperand(), ShareOperandBuffers()] if wgmma else []),
+        Canonicalize(), InferLayouts(), HoistConversions(), LoadInUseLayout(), CheckBarriers(), SharedLayouts(),
+        AllocateShared()])
+
+
 def optimize(module, arch: str, num_warps: int, **extra):
     """Run the pass pipeline; ``extra`` (e.g. ``check_barriers=False``, ``debug_barriers=True``)
     reaches the passes as ``options.extra``."""
-    from .passes import default_pipeline
-    return default_pipeline(arch).run(module, Options(num_warps=num_warps, arch=arch, extra=extra))
+    return default_pipeline(get_target(arch)).run(module, Options(num_warps=num_warps, arch=arch, extra=extra))
 
 
 def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: int = 4,

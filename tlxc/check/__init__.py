@@ -1,7 +1,7 @@
 """Static checks of barriers and resources (``docs/checking.md``).
 
 ``check_kernel(kernel)`` runs every check on one IR kernel and returns its
-findings; the ``check-barriers`` pass (``passes/check_barriers.py``) raises
+findings; the ``check-barriers`` pass (``check/check_barriers.py``) raises
 the first error on every compile, and ``tlxc check`` prints them all.
 
 One concept per module: ``trace`` (abstract evaluation of each task into a
@@ -10,7 +10,8 @@ protocol trace), ``simulate`` (replaying traces under several schedules),
 (async_dot results and TMA-store fences in program order), ``protocol`` (the
 scenarios), ``named`` (named barriers), ``resources`` (tasks, warps,
 registers), ``describe`` (words for messages), ``run`` (``tlxc check --run``
-on the interpreter), ``findings`` (what is reported).
+on the interpreter), ``findings`` (what is reported), ``check_barriers``
+(the pass the compile driver puts in every pipeline).
 """
 from __future__ import annotations
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import os
 import sys
 
-from ..check import ERROR, check_kernel
-from ..check.resources import check_tasks
 from ..ir.core import Module
-from .manager import Pass
+from ..passes.manager import Pass
+from . import check_kernel
+from .findings import ERROR
+from .resources import check_tasks
 
 
 def barrier_mode(options) -> str:

@@ -133,10 +133,10 @@ def _static_check(kfn, key: tuple, module, check_barriers: bool) -> None:
     they relax a compile; ``check_barriers=False`` (``tlxc.interpret(..., check_barriers=False)``,
     ``tlxc check --run``, ``tlxc trace``) skips the barrier findings.  Resource errors always
     stop the launch, as they stop a compile.  Done once per specialization and mode."""
+    from ..check.check_barriers import CheckBarriers, barrier_mode
     from ..compiler import copy_module
     from ..frontend.codegen import Options
     from ..passes.canonicalize import Canonicalize
-    from ..passes.check_barriers import CheckBarriers, barrier_mode
     from ..passes.manager import PassManager
     _specialization, num_warps, cluster, arch, _kernel_key = key
     options = Options(num_warps=num_warps, arch=arch, cluster=cluster,

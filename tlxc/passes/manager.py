@@ -72,34 +72,3 @@ class PassManager:
             if p.name in print_after or "all" in print_after:
                 sys.stderr.write(f"// ----- IR after {p.name} -----\n{print_module(module)}")
         return module
-
-
-def default_pipeline(target: str) -> PassManager:
-    from .canonicalize import Canonicalize
-    from .check_barriers import CheckBarriers
-    from .dot_operands import DedupeOperandStores, FoldDotAdd, HoistOperandStores, ShareOperandBuffers
-    from .dot_register_a import RegisterAOperand
-    from .dot_wait_drain import DrainDotWait
-    from .dot_wgmma import LowerDotToWgmma
-    from .hoist_conversions import HoistConversions
-    from .layouts import InferLayouts
-    from .load_in_layout import LoadInUseLayout
-    from .pipeline import PipelineLoads
-    from .pipeline_operands import PipelineOperandLoads
-    from .shared_layouts import SharedLayouts
-    from .shared_memory import AllocateShared
-    # lower-dot-to-wgmma and pipeline-loads rewrite tl.dot into TLX ops on sm_90a (each does
-    # nothing elsewhere); drain-dot-wait moves the wgmma drain after such a loop (and after a
-    # hand-written TLX loop of that shape) into its last iteration; the second canonicalize drops
-    # the address arithmetic they leave dead.
-    # fold-dot-add gives `acc += tl.dot(a, b)` its accumulator; hoist-operand-stores copies a
-    # loop-invariant operand to shared memory once, dedupe-operand-stores stores equal bytes once,
-    # pipeline-operand-loads rings the loaded operands of loops pipeline-loads leaves alone
-    # (attention), share-operand-buffers lets operand buffers of disjoint lifetimes share bytes
-    # (passes/dot_operands.py, passes/pipeline_operands.py); after infer-layouts,
-    # hoist-conversions and load-in-use-layout keep layout conversions out of loops.
-    return PassManager([Canonicalize(), FoldDotAdd(), LowerDotToWgmma(), PipelineLoads(), DrainDotWait(),
-                        HoistOperandStores(), DedupeOperandStores(), PipelineOperandLoads(),
-                        RegisterAOperand(), ShareOperandBuffers(), Canonicalize(),
-                        InferLayouts(), HoistConversions(), LoadInUseLayout(), CheckBarriers(), SharedLayouts(),
-                        AllocateShared()])
