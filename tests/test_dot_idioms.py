@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 import kernels_dot_idioms as K
 
 import tlxc.interpreter.launch as IL
+from tlxc.compiler import default_pipeline
 from tlxc.errors import LaunchError
 from tlxc.frontend.codegen import Options
 from tlxc.interpreter.executor import KernelRunner
@@ -21,7 +22,7 @@ from tlxc.passes.axis_info import AxisAnalysis
 from tlxc.passes.canonicalize import Canonicalize
 from tlxc.passes.dot_operands import FoldDotAdd
 from tlxc.passes.dot_wgmma import LowerDotToWgmma
-from tlxc.passes.manager import PassManager, default_pipeline
+from tlxc.passes.manager import PassManager
 from tlxc.passes.pipeline import PipelineLoads
 
 TABLE_SIG = "addr_table=*i64,dims=*i32,c_ptr=*fp16,M=i32,N=i32,K=i32:16,stride_cm=i32"

@@ -176,7 +176,7 @@ def test_partial_ring_keeps_every_mma_waited_in_its_iteration():
 
 def _full_pipeline_interpret(kfn, grid, args, meta, num_warps=4):
     """The whole default pipeline (layouts included) on the interpreter."""
-    from tlxc.passes.manager import default_pipeline
+    from tlxc.compiler import default_pipeline
     runner, grid3, memory, values = prepare_launch(kfn, grid, args, meta, num_warps=num_warps)
     module = default_pipeline("sm_90a").run(copy.deepcopy(runner.module),
                                            Options(num_warps=num_warps, arch="sm_90a", extra={}))

@@ -34,7 +34,7 @@ def test_unknown_or_required_pass_is_an_error(monkeypatch, value):
 
 
 def test_every_optional_pass_exists_in_the_pipeline():
-    from tlxc.passes.manager import default_pipeline
+    from tlxc.compiler import default_pipeline
     names = {p.name for p in default_pipeline("sm_90a").passes}
     assert set(OPTIONAL_PASSES) <= names
 

@@ -64,8 +64,9 @@ def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: 
     return module
 
 
-def default_pipeline(target: Target) -> PassManager:
-    """The passes of a compile for ``target``: the wgmma rewrites only where it has wgmma.
+def default_pipeline(target: Target | str) -> PassManager:
+    """The passes of a compile for ``target`` (or its name): the wgmma rewrites only where it
+    has wgmma.
 
     lower-dot-to-wgmma and pipeline-loads rewrite tl.dot into TLX ops on sm_90a; drain-dot-wait
     moves the wgmma drain after such a loop (and after a hand-written TLX loop of that shape)
@@ -90,7 +91,7 @@ def default_pipeline(target: Target) -> PassManager:
     from .passes.pipeline_operands import PipelineOperandLoads
     from .passes.shared_layouts import SharedLayouts
     from .passes.shared_memory import AllocateShared
-    wgmma = target.has("wgmma")
+    wgmma = (get_target(target) if isinstance(target, str) else target).has("wgmma")
     return PassManager([
         Canonicalize(), FoldDotAdd(), *([LowerDotToWgmma()] if wgmma else []), PipelineLoads(),
         *([DrainDotWait(), HoistOperandStores(), DedupeOperandStores(), PipelineOperandLoads(),
