@@ -121,10 +121,47 @@ static PyObject *fallback(CLaunch *self, PyObject *const *args, size_t nargsf, P
     return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
 }
 
-static int call_long(PyObject *obj, PyObject *method, long long *out)
+/* torch.Tensor and the C functions behind its data_ptr(), get_device() and .dtype
+   (set_tensor_type); NULL until then */
+static PyTypeObject *tensor_type;
+static PyCFunction tensor_data_ptr, tensor_get_device;
+static getter tensor_dtype;
+static void *tensor_dtype_closure;
+
+static int no_instance_dict(PyObject *a)
 {
-    PyObject *a[1] = {obj};
-    PyObject *r = PyObject_VectorcallMethod(method, a, 1, NULL);
+    PyObject **dict = _PyObject_GetDictPtr(a);
+    return dict == NULL || *dict == NULL || PyDict_GET_SIZE(*dict) == 0;
+}
+
+static PyCFunction noargs_function(PyObject *descr)
+{
+    if (!PyObject_TypeCheck(descr, &PyMethodDescr_Type))
+        return NULL;
+    PyMethodDef *def = ((PyMethodDescrObject *)descr)->d_method;
+    return (def->ml_flags & ~METH_COEXIST) == METH_NOARGS ? def->ml_meth : NULL;
+}
+
+static PyObject *set_tensor_type(PyObject *m, PyObject *args)
+{
+    PyObject *type, *data_ptr, *get_device, *dtype;
+    if (!PyArg_ParseTuple(args, "O!OOO", &PyType_Type, &type, &data_ptr, &get_device, &dtype))
+        return NULL;
+    PyCFunction d = noargs_function(data_ptr), g = noargs_function(get_device);
+    if (d == NULL || g == NULL || !PyObject_TypeCheck(dtype, &PyGetSetDescr_Type)
+            || ((PyGetSetDescrObject *)dtype)->d_getset->get == NULL)
+        Py_RETURN_FALSE;           /* another torch: the attribute lookups serve */
+    Py_INCREF(type); Py_INCREF(data_ptr); Py_INCREF(get_device); Py_INCREF(dtype);   /* kept for good */
+    tensor_data_ptr = d;
+    tensor_get_device = g;
+    tensor_dtype = ((PyGetSetDescrObject *)dtype)->d_getset->get;
+    tensor_dtype_closure = ((PyGetSetDescrObject *)dtype)->d_getset->closure;
+    tensor_type = (PyTypeObject *)type;
+    Py_RETURN_TRUE;
+}
+
+static int to_long(PyObject *r, long long *out)
+{
     if (r == NULL)
         return -1;
     int overflow = 0;
@@ -134,16 +171,33 @@ static int call_long(PyObject *obj, PyObject *method, long long *out)
     return bad ? -1 : 0;
 }
 
-static int attr_long(PyObject *obj, PyObject *name, long long *out)
+static int call_long(PyObject *obj, PyObject *method, long long *out)
 {
-    PyObject *r = PyObject_GetAttr(obj, name);
-    if (r == NULL)
-        return -1;
-    int overflow = 0;
-    *out = PyLong_Check(r) ? PyLong_AsLongLongAndOverflow(r, &overflow) : -1;
-    int bad = !PyLong_Check(r) || overflow || (*out == -1 && PyErr_Occurred());
-    Py_DECREF(r);
-    return bad ? -1 : 0;
+    PyObject *a[1] = {obj};
+    return to_long(PyObject_VectorcallMethod(method, a, 1, NULL), out);
+}
+
+/* torch.Tensor's data_ptr(), by its C function for a plain tensor */
+static int tensor_ptr(PyObject *a, long long *ptr)
+{
+    if (Py_TYPE(a) == tensor_type && no_instance_dict(a))
+        return to_long(tensor_data_ptr(a, NULL), ptr);
+    return call_long(a, s_data_ptr, ptr);
+}
+
+/* obj.name (a new reference), from ``dict`` when given and holding it */
+static PyObject *field(PyObject *obj, PyObject *dict, PyObject *name)
+{
+    if (dict != NULL) {
+        PyObject *v = PyDict_GetItemWithError(dict, name);
+        if (v != NULL) {
+            Py_INCREF(v);
+            return v;
+        }
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    return PyObject_GetAttr(obj, name);
 }
 
 /* 1: the argument has the spec's key entry and its value is packed; 0: not */
@@ -164,14 +218,22 @@ static int check_and_pack(ArgSpec *s, PyObject *a)
     }
     case ARG_TENSOR: {
         long long ptr, device;
-        if (call_long(a, s_data_ptr, &ptr) < 0)
-            return 0;
-        PyObject *dtype = PyObject_GetAttr(a, s_dtype);
-        if (dtype == NULL)
-            return 0;
-        Py_DECREF(dtype);                  /* (compared by identity, as the Python path does) */
-        if (dtype != s->cls || call_long(a, s_get_device, &device) < 0 || device != s->device
-                || (ptr & 15) != s->alignment || ptr < 0)
+        PyObject *dtype;
+        if (Py_TYPE(a) == tensor_type && no_instance_dict(a)) {
+            /* torch.Tensor itself: its own C functions, as the attribute lookups would find them */
+            if (to_long(tensor_data_ptr(a, NULL), &ptr) < 0 || (dtype = tensor_dtype(a, tensor_dtype_closure)) == NULL)
+                return 0;
+            Py_DECREF(dtype);
+            if (dtype != s->cls || to_long(tensor_get_device(a, NULL), &device) < 0)
+                return 0;
+        } else {
+            if (call_long(a, s_data_ptr, &ptr) < 0 || (dtype = PyObject_GetAttr(a, s_dtype)) == NULL)
+                return 0;
+            Py_DECREF(dtype);              /* (compared by identity, as the Python path does) */
+            if (dtype != s->cls || call_long(a, s_get_device, &device) < 0)
+                return 0;
+        }
+        if (device != s->device || (ptr & 15) != s->alignment || ptr < 0)
             return 0;
         if (s->slot_kind == K_U64) {
             uint64_t v = (uint64_t)ptr;
@@ -182,42 +244,33 @@ static int check_and_pack(ArgSpec *s, PyObject *a)
     }
     case ARG_DESCRIPTOR: {
         long long device, address, last;
-        PyObject *type_key = PyObject_GetAttr(a, s_type_key);
-        if (type_key == NULL)
+        /* a descriptor of exactly the class checked at build time keeps these fields in its
+           __dict__ (no class attribute of those names): read there, else looked up */
+        PyObject *dict = (PyObject *)Py_TYPE(a) == s->value ? PyObject_GenericGetDict(a, NULL) : NULL;
+        if (dict == NULL && PyErr_Occurred())
             return 0;
-        int same = PyObject_RichCompareBool(type_key, s->cls, Py_EQ);
-        Py_DECREF(type_key);
-        if (same != 1 || attr_long(a, s_device_index, &device) < 0 || device != s->device)
-            return 0;
-        PyObject *base = PyObject_GetAttr(a, s_base);
-        if (base == NULL)
-            return 0;
-        int failed = call_long(base, s_data_ptr, &address);
-        Py_DECREF(base);
-        if (failed < 0)
-            return 0;
-        PyObject *blob;
-        PyObject *last_obj = PyObject_GetAttr(a, s_last_address);
-        if (last_obj == NULL)
-            return 0;
+        int ok = 0;
+        PyObject *type_key = field(a, dict, s_type_key), *base = NULL, *last_obj = NULL, *blob = NULL;
+        if (type_key == NULL || PyObject_RichCompareBool(type_key, s->cls, Py_EQ) != 1
+                || to_long(field(a, dict, s_device_index), &device) < 0 || device != s->device
+                || (base = field(a, dict, s_base)) == NULL || tensor_ptr(base, &address) < 0
+                || (last_obj = field(a, dict, s_last_address)) == NULL)
+            goto done;
         int overflow = 0;
         last = PyLong_Check(last_obj) ? PyLong_AsLongLongAndOverflow(last_obj, &overflow) : 0;
-        int cached = PyLong_Check(last_obj) && !overflow && last == address;
-        Py_DECREF(last_obj);
         if (PyErr_Occurred())
-            return 0;
-        if (cached) {
-            blob = PyObject_GetAttr(a, s_last_blob);
+            goto done;
+        if (PyLong_Check(last_obj) && !overflow && last == address) {
+            blob = field(a, dict, s_last_blob);
         } else {
             PyObject *args[1] = {a};
             blob = PyObject_VectorcallMethod(s_encode, args, 1, NULL);
         }
-        if (blob == NULL)
-            return 0;
-        int ok = PyBytes_CheckExact(blob) && PyBytes_GET_SIZE(blob) == 128 && s->slot_kind == K_B128;
+        ok = blob != NULL && PyBytes_CheckExact(blob) && PyBytes_GET_SIZE(blob) == 128 && s->slot_kind == K_B128;
         if (ok)
             memcpy(s->dest, PyBytes_AS_STRING(blob), 128);
-        Py_DECREF(blob);
+    done:
+        Py_XDECREF(dict); Py_XDECREF(type_key); Py_XDECREF(base); Py_XDECREF(last_obj); Py_XDECREF(blob);
         return ok;
     }
     case ARG_NUMBER: {
@@ -825,6 +878,9 @@ static PyMethodDef module_methods[] = {
     {"fake_launch_address", fake_launch_address, METH_NOARGS, "address of a cuLaunchKernelEx stand-in"},
     {"fake_state", fake_state, METH_NOARGS, "(calls, config bytes, function, params) of the stand-in"},
     {"set_fake_result", set_fake_result, METH_O, "the CUresult the stand-in returns"},
+    {"set_tensor_type", set_tensor_type, METH_VARARGS,
+     "set_tensor_type(torch.Tensor, Tensor.data_ptr, Tensor.get_device, Tensor.dtype): call their C functions "
+     "for tensors of exactly that type; False (and nothing set) when they are not plain C methods"},
     {NULL}
 };
 
@@ -951,7 +1007,7 @@ def module():
         if "module" not in _state:
             try:
                 _state["module"] = load(build())
-                _install_subscript(_state["module"])
+                _install(_state["module"])
             except Exception as exc:  # noqa: BLE001 - any failure: warn once, launch from Python
                 _state["module"] = None
                 warnings.warn(f"tlxc: the C launcher could not be built ({exc}); launches take the Python "
@@ -960,13 +1016,19 @@ def module():
     return _state["module"]
 
 
-def _install_subscript(module) -> None:
-    """``kernel[grid]`` through the module's ``Subscript``: a ``Bound`` launcher for a kernel
-    whose fast path is a ``CLaunch``, else the Python ``__getitem__``."""
+def _install(module) -> None:
+    """``kernel[grid]`` through the module's ``Subscript`` (a ``Bound`` launcher for a kernel
+    whose fast path is a ``CLaunch``, else the Python ``__getitem__``); torch's tensor type
+    for the direct calls of ``data_ptr``/``get_device``/``dtype``."""
     from .jit import KernelFunction
     current = KernelFunction.__dict__["__getitem__"]
     if not isinstance(current, module.Subscript):
         KernelFunction.__getitem__ = module.Subscript(current)
+    try:
+        import torch
+    except ImportError:
+        return
+    module.set_tensor_type(torch.Tensor, torch.Tensor.data_ptr, torch.Tensor.get_device, torch.Tensor.dtype)
 
 
 def function_address(fn) -> int | None:

@@ -737,6 +737,13 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
     return fast
 
 
+def _descriptor_class_of_fields():
+    """``TensorDescriptor`` when none of the fields the C launcher reads is a class attribute
+    (then a descriptor of exactly that class holds them in its ``__dict__``), else None."""
+    fields = ("_type_key", "device_index", "base", "_last_address", "_last_blob")
+    return None if any(hasattr(TensorDescriptor, f) for f in fields) else TensorDescriptor
+
+
 def _c_launch(kfn, key: tuple, plan: LaunchPlan, kinds: list, fallback, scope: dict):
     """The C launcher of one specialization (runtime/c_launcher.py), which launches what
     ``fallback`` (the generated path) would and hands it every other launch; None when the C
@@ -769,7 +776,7 @@ def _c_launch(kfn, key: tuple, plan: LaunchPlan, kinds: list, fallback, scope: d
         elif kind == "descriptor":
             type_key, device = key[position:position + 2]
             position += 2
-            spec = (C.ARG_DESCRIPTOR, type_key, None, device, 0, 0, 0, 0)
+            spec = (C.ARG_DESCRIPTOR, type_key, _descriptor_class_of_fields(), device, 0, 0, 0, 0)
         elif kind == "number":
             cls, one, by16, fits = key[position:position + 4]
             position += 4
