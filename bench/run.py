@@ -285,6 +285,20 @@ def bench_launch(quick: bool) -> None:
     args4, args16 = (x, x, x, 16), (d, d, x, x, x, x, x, x) + (16,) * 8
     paths = {"tlxc 4": lambda: lk.empty4[(1,)](*args4), "floor 4": _launch_floor(lk.empty4, args4),
              "tlxc 16": lambda: lk.empty16[(1,)](*args16), "floor 16": _launch_floor(lk.empty16, args16)}
+    # the same kernels launched through the generated Python path (no C launcher), for comparison
+    py4, py16 = tlxc.kernel(lk.empty4.fn), tlxc.kernel(lk.empty16.fn)
+    before = os.environ.get("TLXC_C_LAUNCHER")
+    os.environ["TLXC_C_LAUNCHER"] = "0"
+    try:
+        for _ in range(3):
+            py4[(1,)](*args4)
+            py16[(1,)](*args16)
+    finally:
+        if before is None:
+            del os.environ["TLXC_C_LAUNCHER"]
+        else:
+            os.environ["TLXC_C_LAUNCHER"] = before
+    paths.update({"python 4": lambda: py4[(1,)](*args4), "python 16": lambda: py16[(1,)](*args16)})
     try:
         import triton_launch_kernels as tk
         tk.empty4[(1,)](*args4)
@@ -317,6 +331,8 @@ def bench_launch(quick: bool) -> None:
         for name, fn in paths.items():
             times[name].append(host_us(fn))
     us = {name: statistics.median(values) for name, values in times.items()}
+    print(f"  tlxc launches through: {type(lk.empty4._fast).__name__} (4 args), {type(lk.empty16._fast).__name__} "
+          f"(16 args); 'python': the generated Python path (TLXC_C_LAUNCHER=0)")
     for name, values in times.items():
         print(f"  {name:<10} {us[name]:6.2f} us per launch (rounds {min(values):.2f}-{max(values):.2f})", flush=True)
     nan = float("nan")

@@ -98,3 +98,47 @@ def test_cluster_launches_check_the_grid():
         assert out.tolist() == [2, 102] * 4
     with pytest.raises(tlxc.LaunchError, match="multiple of ctas_per_cga"):
         K.cluster_ids[(7,)](out, ctas_per_cga=(2, 1, 1))
+
+
+def _c_launcher_or_skip():
+    from tlxc.runtime import c_launcher
+    if c_launcher.module() is None:
+        pytest.skip("the C launcher cannot be built here (no C compiler or Python headers)")
+
+
+def test_the_c_launcher_serves_repeated_launches_on_any_stream():
+    _c_launcher_or_skip()
+    for _ in range(3):
+        x = torch.randn(3000, device="cuda")
+        out = _run(x, 0.25, 3000)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, 0.25 * x * SCALE)
+    assert type(axpb._fast).__name__ == "CLaunch"
+    side = torch.cuda.Stream()
+    x = torch.randn(3000, device="cuda")
+    out = torch.full((3000,), float("nan"), device="cuda")
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(10_000_000)                          # the launch must queue behind this
+        axpb[(tlxc.cdiv(3000, 128),)](x, out, -1.0, 3000, BLOCK=128)
+    side.synchronize()
+    torch.testing.assert_close(out, -x * SCALE)
+
+
+def test_cuda_graph_capture_through_the_c_launcher():
+    _c_launcher_or_skip()
+    x = torch.randn(4096, device="cuda")
+    out = torch.full((4096,), float("nan"), device="cuda")
+    for _ in range(3):
+        axpb[(32,)](x, out, 2.0, 4096, BLOCK=128)
+    assert type(axpb._fast).__name__ == "CLaunch"
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        axpb[(32,)](x, out, 2.0, 4096, BLOCK=128)
+    for _ in range(2):
+        x.copy_(torch.randn(4096, device="cuda"))              # new data, same addresses
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, 2.0 * x * SCALE)

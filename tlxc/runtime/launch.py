@@ -7,7 +7,9 @@ each tensor; type, ==1, divisibility by 16 and 32-bit range of each number;
 constexpr types and values; the launch options), the globals the kernel read
 and the ``COMPILE_ENV`` variables checked by identity, the grid, the stream,
 one ``struct.pack_into`` of the launch shape and the arguments, and a ctypes
-``cuLaunchKernelEx``.  A launch it does not match goes to the kernel's generic
+``cuLaunchKernelEx``; where a C compiler exists, a C launcher does all of that in one call
+and hands it every launch it cannot serve (``_c_launch``, runtime/c_launcher.py).  A launch
+the specialized path does not match goes to the kernel's generic
 fast path (``build_fast_path``: a key tuple and a dict lookup), and what that
 cannot serve to the slow path (``launch``), where everything else happens
 (specialization, compilation, cache files, module loading, argument checks
