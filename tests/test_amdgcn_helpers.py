@@ -206,7 +206,8 @@ TESTED = {"tlx_workitem_id_x", "tlx_workgroup_id_x", "tlx_workgroup_id_y", "tlx_
           "tlx_s_barrier", "tlx_fence_workgroup", "tlx_syncthreads", "tlx_s_setprio", "tlx_sched_barrier",
           "tlx_readfirstlane", "tlx_readlane", "tlx_ballot", "tlx_ds_bpermute", "tlx_ds_swizzle", "tlx_dpp",
           "tlx_shfl_xor", "tlx_f16_to_f32", "tlx_f32_to_f16", "tlx_bf16_to_f32", "tlx_f32_to_bf16",
-          *(f"tlx_{op}_global_b{b}" for op in ("ld", "st") for b in (32, 64, 128))}
+          *(f"tlx_{op}_global_b{b}" for op in ("ld", "st") for b in (32, 64, 128)),
+          "tlx_mfma_types", *amdgcn.MFMA}
 
 
 def test_every_helper_is_tested_here():
@@ -240,3 +241,58 @@ def test_helpers_compile_to_their_instructions(arch):
         "v_readlane_b32", "v_readfirstlane_b32", "ds_bpermute_b32", "ds_swizzle_b32", r"v_\w+_dpp", "s_barrier",
         "s_setprio", "global_load_dwordx4", "global_store_dwordx4", "global_store_dwordx2", r"v_cvt_f32_f16\w*",
         r"v_cvt_f16_f32\w*", r"s_load_dword\w*"])
+
+
+def _mfma_kernel(name):
+    _builtin, ab, acc, m, n, k, _archs = amdgcn.MFMA[name]
+    per_lane, regs = k * m // 64, m * n // 64
+    row = "8 * (r / 4) + 4 * (l / 32) + r % 4" if m == 32 else "4 * (l / 16) + r"
+    return f"""
+extern "C" __global__ void k_{name}(float* d, const unsigned short* a, const unsigned short* b, const float* c) {{
+  const int l = tlx_workitem_id_x() & 63;
+  {ab} av, bv;
+  {acc} cv;
+  for (int e = 0; e < {per_lane}; ++e) {{
+    unsigned short abits = a[(l % {m}) * {k} + {per_lane} * (l / {m}) + e];
+    unsigned short bbits = b[({per_lane} * (l / {n}) + e) * {n} + l % {n}];
+    {"av[e] = (short)abits; bv[e] = (short)bbits;" if "bf16" in name else
+     "av[e] = __builtin_bit_cast(_Float16, abits); bv[e] = __builtin_bit_cast(_Float16, bbits);"}
+  }}
+  for (int r = 0; r < {regs}; ++r) cv[r] = c[({row}) * {n} + l % {n}];
+  {acc} dv = {name}(av, bv, cv);
+  for (int r = 0; r < {regs}; ++r) d[({row}) * {n} + l % {n}] = dv[r];
+}}"""
+
+
+def mfma_source(names):
+    return PRELUDE + "\n" + amdgcn.definitions(["tlx_workitem_id_x", *names]) + "".join(map(_mfma_kernel, names))
+
+
+@functools.cache
+def mfma_module():
+    return emu.build(mfma_source(list(amdgcn.MFMA)), [f"k_{n}" for n in amdgcn.MFMA])
+
+
+@pytest.mark.parametrize("name", amdgcn.MFMA)
+def test_mfma_on_the_emulation(name):
+    """D = A @ B + C for one wave, operands placed as the ISA lays them out."""
+    *_, m, n, k, _archs = amdgcn.MFMA[name]
+    dtype = torch.bfloat16 if "bf16" in name else torch.float16
+    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+    c = torch.randn(m, n)
+    d = torch.full((m, n), float("nan"))
+    bits = lambda t: t.contiguous().view(torch.int16).numpy().view(np.uint16)
+    mfma_module().run(f"k_{name}", [d, bits(a), bits(b), c], grid=(1,), threads=64)
+    ref = a.double() @ b.double() + c.double()
+    assert torch.allclose(d.double(), ref, rtol=1e-6, atol=1e-5), (d - ref).abs().max()
+
+
+@pytest.mark.skipif(not toolchain.available(), reason="the offline AMD toolchain (ziglang) is not installed")
+@pytest.mark.parametrize("arch", toolchain.AMD_ARCHS)
+def test_mfma_helpers_compile_where_the_arch_has_them(arch):
+    names = [n for n, spec in amdgcn.MFMA.items() if arch in spec[-1]]
+    compiled = toolchain.compile_hip(mfma_source(names), arch, [f"k_{n}" for n in names])
+    toolchain.check_code_object(compiled, expect=[n.replace("tlx_", "v_") for n in names])
+    for name in set(amdgcn.MFMA) - set(names):          # a gfx950 MFMA on gfx942: refused
+        with pytest.raises(toolchain.InternalCompilerError, match="gfx950-insts"):
+            toolchain.compile_hip(mfma_source([name]), arch, [f"k_{name}"])

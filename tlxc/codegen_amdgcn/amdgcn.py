@@ -220,6 +220,39 @@ template <int MASK> {_INLINE} unsigned long long tlx_shfl_xor(unsigned long long
 }}"""
 
 
+# -- MFMA (matrix fused multiply-add, one wave) --------------------------------------------------
+# Operands are GCC vector types (``vector_size``: clang's builtins take them, and g++ compiles the
+# emulation).  A lane holds K/(64/M) consecutive k of one row of A (lane i + M*(k / per_lane)) and
+# of one column of B; the accumulator layout is the instruction's (CDNA3/CDNA4 ISA, "Matrix
+# fused multiply-add").  The target chooses the instruction: gfx950 adds 16x16x32 / 32x32x16.
+@helper("tlx_mfma_types")
+def mfma_types():
+    return """
+typedef _Float16 tlx_f16x4 __attribute__((vector_size(8)));
+typedef _Float16 tlx_f16x8 __attribute__((vector_size(16)));
+typedef short tlx_bf16x4 __attribute__((vector_size(8)));
+typedef float tlx_f32x4 __attribute__((vector_size(16)));
+typedef float tlx_f32x16 __attribute__((vector_size(64)));"""
+
+
+MFMA = {   # helper -> (builtin, A/B type, accumulator type, M, N, K, archs)
+    "tlx_mfma_f32_32x32x8_f16": ("__builtin_amdgcn_mfma_f32_32x32x8f16", "tlx_f16x4", "tlx_f32x16", 32, 32, 8,
+                                 ("gfx942", "gfx950")),
+    "tlx_mfma_f32_16x16x16_f16": ("__builtin_amdgcn_mfma_f32_16x16x16f16", "tlx_f16x4", "tlx_f32x4", 16, 16, 16,
+                                  ("gfx942", "gfx950")),
+    "tlx_mfma_f32_16x16x16_bf16": ("__builtin_amdgcn_mfma_f32_16x16x16bf16_1k", "tlx_bf16x4", "tlx_f32x4", 16, 16, 16,
+                                   ("gfx942", "gfx950")),
+    "tlx_mfma_f32_16x16x32_f16": ("__builtin_amdgcn_mfma_f32_16x16x32_f16", "tlx_f16x8", "tlx_f32x4", 16, 16, 32,
+                                  ("gfx950",)),
+    "tlx_mfma_f32_32x32x16_f16": ("__builtin_amdgcn_mfma_f32_32x32x16_f16", "tlx_f16x8", "tlx_f32x16", 32, 32, 16,
+                                  ("gfx950",)),
+}
+for _name, (_builtin, _ab, _acc, *_shape) in MFMA.items():
+    define(_name, f"""
+{_INLINE} {_acc} {_name}({_ab} a, {_ab} b, {_acc} c) {{ return {_builtin}(a, b, c, 0, 0, 0); }}""",
+           "tlx_mfma_types", builtins=(_builtin,))
+
+
 # -- conversions (plain C++: the emulation runs these as written) ---------------------------------
 @helper("tlx_f16_to_f32")
 def f16_to_f32():

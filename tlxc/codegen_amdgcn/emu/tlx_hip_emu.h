@@ -72,6 +72,7 @@ struct Emu {
   std::vector<uint64_t> bank;          // [wave][2][64] operands of the current wave operation
   std::vector<uint64_t> bank_b, bank_c;  // second/third operands (MFMA)
   std::vector<uint64_t> active;        // [wave][2] lanes that took part
+  std::vector<unsigned char> blob;     // [wave][2][64][64]: MFMA A and B fragments (32 bytes each)
   std::string error;
 };
 
@@ -193,6 +194,7 @@ inline int launch_group_grid(unsigned gx, unsigned gy, unsigned gz, unsigned thr
   e.bank_b.assign((size_t)waves * 2 * WAVE, 0);
   e.bank_c.assign((size_t)waves * 2 * WAVE, 0);
   e.active.assign((size_t)waves * 2, 0);
+  e.blob.assign((size_t)waves * 2 * WAVE * 64, 0);
   e.packet = DispatchPacket{};
   e.packet.workgroup_size[0] = (uint16_t)threads;
   e.packet.workgroup_size[1] = e.packet.workgroup_size[2] = 1;
@@ -294,6 +296,55 @@ inline int update_dpp(int old, int src, int ctrl, int row_mask, int bank_mask, b
   return (int)(uint32_t)lane_value(s, from);
 }
 
+// MFMA, one block, no broadcast (cbsz = abid = blgp = 0), as the CDNA3/CDNA4 ISA lays it out:
+//   A (M x K): element (i, k) in lane i + M * (k / P), vector element k % P (P = K * M / 64 per lane)
+//   B (K x N): element (k, j) in lane j + N * (k / P), vector element k % P
+//   D (M x N), register r of lane l:  32x32: i = 8 * (r / 4) + 4 * (l / 32) + r % 4, j = l % 32
+//                                     16x16: i = 4 * (l / 16) + r,                   j = l % 16
+// Products are exact in double; the sum is rounded to f32 once (the hardware rounds per step).
+inline float bf16_bits_to_float(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+template <int M, int N, int K, bool BF16, class VAB, class VC>
+VC mfma(VAB a, VAB b, VC c) {
+  static_assert(M == N && (M == 16 || M == 32), "square 16 or 32 MFMA blocks");
+  constexpr int P = K * M / WAVE;                 // k values per lane
+  static_assert(sizeof(VAB) == 2 * P, "operand vector size");
+  constexpr int R = M * N / WAVE;                 // accumulator registers per lane
+  static_assert(sizeof(VC) == 4 * R, "accumulator vector size");
+  Emu& e = E();
+  Item& me = e.items[e.current];
+  size_t slot = (size_t)wave_id() * 2 + (me.gen & 1);
+  unsigned char* mine = &e.blob[(slot * WAVE + lane_id()) * 64];
+  memcpy(mine, &a, sizeof a);
+  memcpy(mine + 32, &b, sizeof b);
+  wave_exchange(0);
+  if (__builtin_popcountll(e.active[slot]) != WAVE) fail("MFMA with inactive lanes in the wave");
+  auto operand = [&](int lane, int which, int idx) -> double {
+    const unsigned char* p = &e.blob[(slot * WAVE + lane) * 64 + 32 * which + 2 * idx];
+    uint16_t bits;
+    memcpy(&bits, p, 2);
+    if (BF16) return bf16_bits_to_float(bits);
+    _Float16 h;
+    memcpy(&h, &bits, 2);
+    return (double)(float)h;
+  };
+  int l = lane_id();
+  VC d;
+  for (int r = 0; r < R; ++r) {
+    int i = M == 32 ? 8 * (r / 4) + 4 * (l / 32) + r % 4 : 4 * (l / 16) + r;
+    int j = l % N;
+    double sum = c[r];
+    for (int k = 0; k < K; ++k) sum += operand(i + M * (k / P), 0, k % P) * operand(j + N * (k / P), 1, k % P);
+    d[r] = (float)sum;
+  }
+  return d;
+}
+
 }  // namespace tlx_emu
 
 // The AMDGCN builtins, as the generated text calls them (clang's names and argument orders).
@@ -313,6 +364,12 @@ inline int update_dpp(int old, int src, int ctrl, int row_mask, int bank_mask, b
 #define __builtin_amdgcn_ds_swizzle(x, pattern) tlx_emu::ds_swizzle((x), (pattern))
 #define __builtin_amdgcn_update_dpp(old, x, ctrl, rows, banks, bound) \
   tlx_emu::update_dpp((old), (x), (ctrl), (rows), (banks), (bound))
+
+#define __builtin_amdgcn_mfma_f32_32x32x8f16(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<32, 32, 8, false>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_16x16x16f16(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<16, 16, 16, false>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<16, 16, 16, true>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_16x16x32_f16(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<16, 16, 32, false>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_32x32x16_f16(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<32, 32, 16, false>(a, b, c)
 
 // One entry per kernel, appended after the generated text by the runner (emu/run.py).
 #define TLX_EMU_ENTRY(K)                                                                                  \
