@@ -90,14 +90,17 @@ def test_a_state_update_with_a_side_effect_is_left_alone():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m, n, k, programs", [(1000, 520, 200, 7), (4096, 4096, 512, 132)])
-def test_gpu_flat_persistent_matmul_matches_torch(m, n, k, programs):
+@pytest.mark.parametrize("overlap", ["1", "0"])
+@pytest.mark.parametrize("m, n, k, programs, bn", [(1000, 520, 200, 7, 128), (4096, 4096, 512, 132, 128),
+                                                   (1000, 1048, 328, 5, 256), (2048, 2048, 512, 132, 256)])
+def test_gpu_flat_persistent_matmul_matches_torch(m, n, k, programs, bn, overlap, monkeypatch):
+    monkeypatch.setenv("TLXC_EPILOGUE_OVERLAP", overlap)       # the epilogue's wgmma wait, both ways
     gen = torch.Generator().manual_seed(m + k)
     a = torch.randn(m, k, generator=gen).half().cuda()
     b = torch.randn(k, n, generator=gen).half().cuda()
     c = torch.full((m, n), float("nan"), dtype=torch.float16, device="cuda")
     K.flat_persistent_matmul[(programs,)](a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0),
-                                          BM=128, BN=128, BK=64, PROGRAMS=programs, num_warps=8, num_stages=3)
+                                          BM=128, BN=bn, BK=64, PROGRAMS=programs, num_warps=8, num_stages=3)
     expected = a.double() @ b.double()
     err = (c.double() - expected).abs().max().item() / expected.abs().max().item()
     assert err < 2e-3, err
