@@ -54,8 +54,10 @@ def _tile_matmul_both(m, n, k, bm, bn, bk, dtype=torch.float16, **meta):
     return a, b, outs, module
 
 
+@pytest.mark.parametrize("from_start", ["", "1"])
 @pytest.mark.parametrize("m,n,k,stages", [(100, 72, 75, None), (64, 40, 16, None), (70, 64, 130, 4), (64, 32, 40, 2)])
-def test_interpreter_same_result_before_and_after(m, n, k, stages):
+def test_interpreter_same_result_before_and_after(m, n, k, stages, from_start, monkeypatch):
+    monkeypatch.setenv("TLXC_RING_FROM_START", from_start)    # the body's copies from the loop's start
     a, b, (before, after), module = _tile_matmul_both(m, n, k, 64, 32, 16, STAGES=stages)
     text = str(module)
     assert "tl.dot" not in text and "tlx.async_load" in text      # the rewritten IR ran
@@ -64,7 +66,9 @@ def test_interpreter_same_result_before_and_after(m, n, k, stages):
     assert ((after.double() - ref).norm() / ref.norm()).item() < 2e-3
 
 
-def test_bf16_and_block_pointers_same_result():
+@pytest.mark.parametrize("from_start", ["", "1"])
+def test_bf16_and_block_pointers_same_result(from_start, monkeypatch):
+    monkeypatch.setenv("TLXC_RING_FROM_START", from_start)
     m, n, k = 70, 40, 50
     a = torch.randn(m, k).to(torch.bfloat16)
     b = torch.randn(k, n).to(torch.bfloat16)
@@ -135,3 +139,14 @@ def test_pipelined_loop_cuda_snapshot():
         SNAPSHOT.write_text(loop)
     assert loop == SNAPSHOT.read_text(), ("the pipelined loop changed; review and regenerate with "
                                           "TLXC_UPDATE_SNAPSHOTS=1 python -m pytest tests/test_pipeline_pass.py -k snapshot")
+
+
+def test_ring_from_start_addresses_the_body_copies_from_the_loop_inputs(monkeypatch):
+    """TLXC_RING_FROM_START=1: the body's copies address tile j + S - 1 as the pointer before
+    the loop plus (j + S - 1) increments in 64 bits, not the carried pointer plus S - 1."""
+    monkeypatch.setenv("TLXC_RING_FROM_START", "1")
+    text = _ir()
+    body = text[text.index("scf.for"):]
+    assert "tensor<128x64xi64" in body and "tensor<64x128xi64" in body
+    monkeypatch.setenv("TLXC_RING_FROM_START", "")
+    assert "xi64>" not in _ir()[_ir().index("scf.for"):]

@@ -64,7 +64,7 @@ import os
 
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Operation, OpResult, Region, Value
-from ..ir.types import PointerType, ScalarType, TensorType, i1
+from ..ir.types import PointerType, ScalarType, TensorType, i1, i64
 from ..target import has_feature, target_of
 from .dot_wgmma import replace_uses
 from .manager import Pass
@@ -296,6 +296,7 @@ class _Plan:
 
     # -- rewrite ------------------------------------------------------------------------------
     def rewrite(self, stages: int) -> None:
+        self.from_start = os.environ.get("TLXC_RING_FROM_START") == "1"
         rings = {id(o.alloc): self._ring(o.alloc, stages) for o in self.operands}
         parent = self.loop.parent
         at = parent.ops.index(self.loop)
@@ -337,6 +338,8 @@ class _Plan:
         index = em.add(base, em.mul(step, em.const(ahead, lb.type))) if ahead else base
         live = em.cmp(index, ub, "lt")
         subst = {id(self.iv): index, **(state or {})}
+        if in_body:
+            self.tile_index = index
         if stage is None:
             stage = em.const(ahead, lb.type)
         memo: dict[int, Value] = {}
@@ -411,12 +414,38 @@ class _Plan:
         inc = self.increment(arg)
         if inc is None or ahead == 0:
             return self._hinted_like(em, arg, start)
+        if in_body and self.from_start and isinstance(_element(arg.type), PointerType) and \
+                self.yielded[self.args.index(arg)].owner.name == "tl.addptr":
+            return self._hinted_like(em, arg, self._from_start(em, arg, inc))
         if not in_body:
             inc = self._shifted(em, inc, 0, {}, memo, False)
         scaled = em.mul(inc, em.const(ahead, inc.type))
         if isinstance(_element(arg.type), PointerType):
             return self._hinted_like(em, arg, em.emit("tl.addptr", [start, scaled], arg.type, {}, None, arg.name_hint))
         return self._hinted_like(em, arg, em.emit("arith.add", [start, scaled], arg.type, {}, None, arg.name_hint))
+
+    from_start = False           # TLXC_RING_FROM_START=1: _from_start for the body's copies
+    tile_index: Value | None = None
+
+    def _from_start(self, em: _Emitter, arg: Value, inc: Value) -> Value:
+        """Pointer ``arg`` at the tile the body copies, as its value before the loop plus n
+        increments (n: that tile's iteration number, 64-bit products): no carried pointer and
+        no moves of its halves into an aligned register pair before each cp.async, the way
+        Triton's pipelined loads address their tiles."""
+        lb, _, step = self.loop.operands[:3]
+        n = self.tile_index
+        if _constant(lb) != 0:
+            n = em.emit("arith.sub", [n, lb], lb.type)
+        if _constant(step) != 1:
+            n = em.emit("arith.div", [n, step], lb.type)
+        n64 = em.emit("arith.cast", [n], i64)
+        if isinstance(inc.type, TensorType):
+            wide = TensorType(inc.type.shape, i64)
+            offsets = em.mul(em.emit("arith.cast", [inc], wide), em.splat(n64, wide))
+        else:
+            offsets = em.mul(em.emit("arith.cast", [inc], i64), n64)
+        init = self.loop.inits[self.args.index(arg)]
+        return em.emit("tl.addptr", [init, offsets], arg.type, {}, None, arg.name_hint)
 
     def _hinted_like(self, em: _Emitter, arg: Value, value: Value) -> Value:
         """``value`` (carried ``arg`` some iterations on) under the hints the body gives ``arg``
