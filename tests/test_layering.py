@@ -34,6 +34,7 @@ LEVELS: list[set[str]] = [
     {"interpreter"},                                  # the CPU executor (binds arguments as the runtime does)
     {"host", "torch_ops", "trace_render", "testing", "_internal_testing", "tools"},
     {"compat"},                                       # Triton-compatible names over the modules above
+    {"ops"},                                          # ready-made operators (tlxc.ops.matmul): kernels + host code
     {"cli_kernels"},
     {"cli_trace"},
     {"cli"},

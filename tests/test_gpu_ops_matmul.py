@@ -1,0 +1,84 @@
+"""tlxc.ops.matmul on the GPU: every configuration against a float32 product at a shape
+it can run (poisoned outputs), both B layouts, the heuristic's choice on a few shapes of
+the issue-22 sweep, the fused epilogue, fp8 with row-wise scales."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tlxc.ops import CONFIGS, matmul
+from tlxc.ops import matmul_configs as cfgs
+
+pytestmark = pytest.mark.gpu
+
+
+def _rel(out, ref):
+    assert torch.isfinite(out).all(), "poison left in the output"
+    return ((out.float() - ref).norm() / ref.norm()).item()
+
+
+def _bf16(M, N, K, b_kmajor, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
+    if b_kmajor:
+        b = torch.randn(N, K, device="cuda", generator=g).to(torch.bfloat16).t()
+    else:
+        b = torch.randn(K, N, device="cuda", generator=g).to(torch.bfloat16)
+    return a, b
+
+
+@pytest.mark.parametrize("b_kmajor", [False, True])
+@pytest.mark.parametrize("name", sorted(n for n, c in CONFIGS.items() if not c.fp8))
+def test_every_16bit_config(name, b_kmajor):
+    c = CONFIGS[name]
+    M, N, K = (13, 1000, 2056) if c.swap else (1000, 1240, 2056)
+    a, b = _bf16(M, N, K, b_kmajor, seed=1)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    matmul(a, b, out, config=name)
+    assert _rel(out, a.float() @ b.float()) < 1e-2
+
+
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (16, 14336, 4096), (64, 4096, 14336), (128, 8192, 8192),
+                                   (512, 512, 512), (1000, 1000, 1000), (4095, 4097, 4093), (4096, 4096, 4096),
+                                   (2048, 128256, 4096)])
+@pytest.mark.parametrize("b_kmajor", [False, True])
+def test_heuristic_choice(shape, b_kmajor):
+    M, N, K = shape
+    a, b = _bf16(M, N, K, b_kmajor, seed=2)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    matmul(a, b, out)
+    assert _rel(out, a.float() @ b.float()) < 1e-2
+
+
+@pytest.mark.parametrize("name", ["ws_128x256x64_s4", "dot_128x128x64_s3_w4", "dot_64x128x64_s4_w4_k4",
+                                  "swap_64x16x128_s4_w4_k4"])
+def test_fused_epilogue(name):
+    c = CONFIGS[name]
+    M, N, K = (7, 1536, 2048) if c.swap else (1000, 1536, 2048)
+    a, b = _bf16(M, N, K, True, seed=3)
+    bias = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+    res = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
+    out = matmul(a, b, bias=bias, activation="gelu", residual=res, out_dtype=torch.float32, config=name)
+    ref = torch.nn.functional.gelu(a.float() @ b.float() + bias.float()) + res.float()
+    assert _rel(out, ref) < 1e-4
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in CONFIGS.items() if c.fp8) + [None])
+def test_fp8_row_wise_scales(name):
+    M, N, K = 1000, 1280, 1024
+    a = (torch.randn(M, K, device="cuda") * 8).to(torch.float8_e4m3fn)
+    w = (torch.randn(N, K, device="cuda") * 8).to(torch.float8_e4m3fn)
+    sa = torch.rand(M, device="cuda") + 0.5
+    sb = torch.rand(N, device="cuda") * 0.01
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    matmul(a, w.t(), out, scale_a=sa, scale_b=sb, config=name)
+    assert _rel(out, (a.float() @ w.float().t()) * sa[:, None] * sb) < 1e-2
+
+
+def test_autotune_on_the_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("TLXC_CACHE_DIR", str(tmp_path))
+    a, b = _bf16(256, 512, 1024, True, seed=4)
+    out = matmul(a, b, config="autotune")
+    assert _rel(out, a.float() @ b.float()) < 1e-2
+    assert (tmp_path / "ops" / "matmul.json").exists()
+    assert cfgs.CONFIGS

@@ -1,0 +1,215 @@
+"""tlxc.ops.matmul on the CPU: interpreter correctness of every kernel family on odd shapes
+and transposed operands (float32 reference, NaN-poisoned outputs), the fused epilogue, the
+configuration choice, argument errors, and every configuration compiling for sm_90a."""
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+import torch
+
+from tlxc.ops import CONFIGS, matmul
+from tlxc.ops import matmul_configs as cfgs
+from tlxc.ops.matmul import autotune_config, chosen_config, compile_config
+
+BF16_TOL = 8e-3        # normwise relative error of a bf16 result: rounding alone gives ~2e-3
+
+
+def _operands(M, N, K, *, a_mmajor=False, b_kmajor=False, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(M, K, generator=g).to(dtype)
+    if a_mmajor:
+        a = a.t().contiguous().t()
+    b = torch.randn(K, N, generator=g).to(dtype)
+    if b_kmajor:
+        b = b.t().contiguous().t()            # w.t() of a row-major [N, K] w: an nn.Linear weight
+    return a, b
+
+
+def _rel(out, ref):
+    assert torch.isfinite(out).all(), "poison left in the output"
+    return ((out.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30)).item()
+
+
+LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
+
+
+@pytest.mark.parametrize("config", ["dot_64x128x64_s4_w4", "dot_64x128x64_s4_w4_k4", "swap_64x16x128_s4_w4",
+                                    "swap_128x64x64_s4_w4_k4"])
+@pytest.mark.parametrize("a_mmajor,b_kmajor", LAYOUTS)
+def test_pointer_kernels_on_odd_shapes(config, a_mmajor, b_kmajor):
+    M, N, K = (37, 70, 555) if not CONFIGS[config].swap else (5, 70, 555)
+    a, b = _operands(M, N, K, a_mmajor=a_mmajor, b_kmajor=b_kmajor)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    assert matmul(a, b, out, config=config) is out
+    assert _rel(out, a.float() @ b.float()) < BF16_TOL
+
+
+@pytest.mark.parametrize("M", [1, 3])
+def test_decode_rows_with_a_linear_weight(M):
+    """M = 1 / 3 against an nn.Linear weight (b = w.t()), the heuristic's choice."""
+    a, b = _operands(M, 72, 200, b_kmajor=True, seed=M)
+    out = torch.full((M, 72), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out)
+    assert _rel(out, a.float() @ b.float()) < BF16_TOL
+
+
+@pytest.mark.parametrize("a_mmajor,b_kmajor", LAYOUTS)
+def test_ws_kernel_reads_either_major_ness_with_the_epilogue(a_mmajor, b_kmajor):
+    """The TMA kernel: M-major A and K-major B through local_trans, ragged edge tiles
+    (200 x 264), bias + SiLU + residual fused."""
+    M, N, K = 200, 264, 136
+    a, b = _operands(M, N, K, a_mmajor=a_mmajor, b_kmajor=b_kmajor, seed=3)
+    bias = torch.randn(N).to(torch.bfloat16)
+    residual = torch.randn(M, N).to(torch.bfloat16).t().contiguous().t()        # any strides
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="silu", residual=residual, config="ws_128x128x64_s5")
+    ref = torch.nn.functional.silu(a.float() @ b.float() + bias.float()) + residual.float()
+    assert _rel(out, ref) < BF16_TOL
+
+
+def test_ws_cluster_pair_and_float32_output():
+    a, b = _operands(300, 264, 136, b_kmajor=True, seed=4)
+    out = torch.full((300, 264), float("nan"))
+    matmul(a, b, out, config="ws_128x128x64_s5_c2", out_dtype=torch.float32)
+    assert _rel(out, a.float() @ b.float()) < 1e-5
+
+
+@pytest.mark.parametrize("config", ["ws8_128x128x128_s4", "dot_64x128x64_s4_w4"])
+def test_fp8_with_row_wise_and_tensor_scales(config):
+    M, N, K = 200, 264, 272
+    g = torch.Generator().manual_seed(5)
+    a = (torch.randn(M, K, generator=g) * 8).to(torch.float8_e4m3fn)
+    w = (torch.randn(N, K, generator=g) * 8).to(torch.float8_e4m3fn)
+    scale_a = torch.rand(M, generator=g) + 0.5
+    scale_b = torch.tensor([0.01])
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, w.t(), out, scale_a=scale_a, scale_b=scale_b, config=config)
+    ref = (a.float() @ w.float().t()) * scale_a[:, None] * scale_b
+    assert _rel(out, ref) < BF16_TOL
+
+
+@pytest.mark.parametrize("activation,fn", [("relu", torch.relu), ("gelu", torch.nn.functional.gelu),
+                                           ("gelu_tanh", lambda x: torch.nn.functional.gelu(x, approximate="tanh")),
+                                           ("silu", torch.nn.functional.silu)])
+def test_each_activation_and_bias(activation, fn):
+    a, b = _operands(40, 48, 96, seed=6)
+    bias = torch.randn(48)
+    out = matmul(a, b, bias=bias, activation=activation, out_dtype=torch.float32)
+    ref = fn(a.float() @ b.float() + bias)
+    assert out.dtype == torch.float32 and _rel(out, ref) < 1e-5
+
+
+def test_split_k_applies_the_epilogue_once_after_the_sum():
+    a, b = _operands(20, 40, 1024, seed=7)
+    bias, res = torch.randn(40), torch.randn(20, 40)
+    out = matmul(a, b, bias=bias, activation="relu", residual=res, out_dtype=torch.float32,
+                 config="dot_64x128x64_s4_w4_k8")
+    assert _rel(out, torch.relu(a.float() @ b.float() + bias) + res) < 1e-5
+
+
+def test_batched_input_and_k_zero():
+    a, b = _operands(6, 24, 40, seed=8)
+    out = matmul(a.view(2, 3, 40), b)
+    assert out.shape == (2, 3, 24) and _rel(out.view(6, 24), a.float() @ b.float()) < BF16_TOL
+    bias = torch.randn(24).to(torch.bfloat16)
+    empty = matmul(torch.empty(6, 0, dtype=torch.bfloat16), torch.empty(0, 24, dtype=torch.bfloat16), bias=bias)
+    assert torch.equal(empty, bias.expand(6, 24))
+
+
+def test_errors_name_the_argument():
+    a, b = _operands(8, 8, 16)
+    with pytest.raises(ValueError, match=r"\[\.\.\., K\] @ \[K, N\]"):
+        matmul(a, b.t()[:, :4].t())
+    with pytest.raises(ValueError, match="same 16-bit dtype"):
+        matmul(a, b.half())
+    with pytest.raises(ValueError, match="activation must be one of"):
+        matmul(a, b, activation="tanh")
+    with pytest.raises(ValueError, match="'bias' must have 8 elements"):
+        matmul(a, b, bias=torch.zeros(9))
+    with pytest.raises(ValueError, match="unknown config"):
+        matmul(a, b, config="nope")
+    with pytest.raises(ValueError, match="cannot run .*: an operand or the output is not TMA-describable"):
+        matmul(a[:, 1:], b[1:], config="ws_128x128x64_s5")       # base not 16-byte aligned
+    with pytest.raises(ValueError, match="'scale_a' must be a float32 tensor"):
+        matmul(a, b, scale_a=torch.ones(1, dtype=torch.float16))
+
+
+SWEEP = ([(s, s, s) for s in (256, 512, 1024, 2048, 3072, 4096, 8192, 16384)]
+         + [(m, n, k) for m in (1, 16, 64, 128, 512, 2048, 8192)
+            for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))]
+         + [(5000, 3000, 2000), (1000, 1000, 1000), (4095, 4097, 4093), (128, 8192, 8192)])
+
+
+def _meta(M, N, K, b_kmajor=False, dtype=torch.bfloat16):
+    a = torch.empty(M, K, device="meta", dtype=dtype)
+    b = torch.empty(N, K, device="meta", dtype=dtype).t() if b_kmajor else torch.empty(K, N, device="meta",
+                                                                                           dtype=dtype)
+    return a, b
+
+
+@pytest.mark.parametrize("b_kmajor", [False, True])
+def test_the_heuristic_picks_a_valid_config_for_every_sweep_shape(b_kmajor):
+    for M, N, K in SWEEP:
+        a, b = _meta(M, N, K, b_kmajor)
+        c = chosen_config(a, b)
+        p = cfgs.Problem(M, N, K, b_kmajor=b_kmajor, tma_a=K % 8 == 0, tma_b=(K if b_kmajor else N) % 8 == 0,
+                         tma_c=N % 8 == 0)
+        assert cfgs.supports(c, p) is None, (M, N, K, c.name)
+        if M <= 16:
+            assert c.swap, (M, N, K, c.name)       # decode shapes take the swapped kernel
+
+
+def test_measured_table_names_existing_configs_and_is_used():
+    for row in cfgs.MEASURED:
+        assert row[4] in CONFIGS, row
+    p = cfgs.Problem(4096, 4096, 4096)
+    table = [(4096, 4096, 4096, "16_bn", "ws_128x128x64_s4_np", "test")]
+    assert cfgs.choose_config(p, table).name == "ws_128x128x64_s4_np"
+    assert cfgs.choose_config(cfgs.Problem(4096, 4096, 4096, tma_c=False), table).kernel == "dot"
+
+
+def test_autotune_times_candidates_and_persists(tmp_path, monkeypatch):
+    monkeypatch.setenv("TLXC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TLXC_CACHE_DISABLE", raising=False)
+    m = importlib.import_module("tlxc.ops.matmul")      # the module (the package exports the function)
+    monkeypatch.setattr(m, "_TUNED", {})
+    p = cfgs.Problem(512, 512, 4096)
+    order = [c.name for c in cfgs.candidates(p)]
+    fastest = order[len(order) // 2]
+    ran = []
+    best = autotune_config(p, "key1", lambda c: ran.append(c.name), time_fn=lambda fn: (fn(), 1.0 if ran[-1] ==
+                                                                                          fastest else 2.0)[1])
+    assert best.name == fastest and ran == order
+    assert json.loads((tmp_path / "ops" / "matmul.json").read_text()) == {"key1": fastest}
+    monkeypatch.setattr(m, "_TUNED", {})                  # a new process reads the file, times nothing
+    assert autotune_config(p, "key1", lambda c: pytest.fail("timed again"), time_fn=None).name == fastest
+
+
+def _compile_operands(c):
+    M, N, K = (16, 1024, 1024) if c.swap else (1024, 1024, 1024)
+    if c.fp8:
+        return torch.empty(M, K).to(torch.float8_e4m3fn), torch.empty(N, K).to(torch.float8_e4m3fn).t()
+    return torch.empty(M, K, dtype=torch.bfloat16), torch.empty(K, N, dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_every_config_compiles_for_sm90a(name):
+    c = CONFIGS[name]
+    a, b = _compile_operands(c)
+    handles = compile_config(name, a, b, bias=torch.empty(b.shape[1], dtype=torch.bfloat16), activation="gelu")
+    assert len(handles) == (2 if c.split_k > 1 else 1)
+    for h in handles:
+        assert h.n_spills == 0, (name, h.n_spills)
+        ptx = h.asm.get("ptx") or h.asm["cuda"]
+        if c.kernel == "ws" or h.metadata.shared > 16384:
+            assert "wgmma.mma_async" in ptx, name
+
+
+@pytest.mark.parametrize("name", ["ws_128x256x64_s4", "ws_128x128x64_s5_c2"])
+def test_ws_transposed_operands_compile_with_the_transpose_bit(name):
+    a = torch.empty(1024, 1024, dtype=torch.bfloat16).t()          # M-major A
+    b = torch.empty(1024, 1024, dtype=torch.bfloat16).t()          # K-major B
+    (h,) = compile_config(name, a, b)
+    assert h.n_spills == 0 and "wgmma.mma_async" in (h.asm.get("ptx") or h.asm["cuda"])

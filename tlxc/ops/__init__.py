@@ -1,0 +1,12 @@
+"""``tlxc.ops``: ready-made GPU operators built from tlxc kernels.
+
+- ``matmul(a, b, out=None, *, bias, activation, out_dtype, residual, scale_a, scale_b, config)``:
+  GEMM with a fused epilogue and a shape-aware choice of kernel (docs/ops.md);
+- ``grouped_matmul(a, b_experts, group_sizes)``: the MoE grouped GEMM.
+
+Import ``tlxc.ops`` explicitly (``tlxc`` does not import it: it needs torch).
+"""
+from .matmul import matmul
+from .matmul_configs import CONFIGS, GemmConfig, choose_config
+
+__all__ = ["CONFIGS", "GemmConfig", "choose_config", "matmul"]

@@ -1,0 +1,10 @@
+"""The kernels behind ``tlxc.ops``: one file per kernel family.
+
+- ``epilogue.py``: the fused epilogue (scales, bias, activation, residual), one helper
+  every GEMM kernel calls on its float32 accumulator before the store;
+- ``gemm_dot.py``: the pointer GEMM on ``tl.dot`` (any strides and sizes, split-K into a
+  float32 workspace, small-M by operand swap) and the split-K reduction;
+- ``gemm_ws.py``: the warp-specialized persistent TMA GEMM (TMA producer, two wgmma
+  consumer warp groups), operands K- or M/N-major;
+- ``grouped_gemm.py``: the grouped (MoE) GEMM.
+"""

@@ -1,0 +1,92 @@
+"""The pointer GEMM on ``tl.dot``: any strides, any sizes, split-K, fused epilogue.
+
+``C = A @ B`` tile by tile (``BLOCK_M x BLOCK_N`` per program, grouped order), A and B
+read through pointers with any strides (the compiler picks the vector axis from the
+strides and rings the loads with cp.async; a K-major operand is stored transposed for
+wgmma, docs/performance.md), so this kernel takes what TMA cannot describe: rows not
+16-byte aligned, odd K, a strided view.  Loads wrap their row and column indices
+(``% M``, ``% N``) so that only K needs a mask; the store is masked.
+
+``SPLIT_K > 1`` splits the K tiles over ``program_id(1)``: each split writes its float32
+partial tile to ``ws[split]`` (a contiguous ``[SPLIT_K, M, N]`` workspace) and
+``splitk_reduce_kernel`` sums the splits, applies the epilogue and stores C.  Small-M
+problems run this kernel on the swapped product ``C^T = B^T @ A^T`` (strides exchanged by
+the host), so that the large N fills the 64-row MMA and the small M is the tile's N.
+"""
+from ... import language as tl
+from ...runtime.jit import jit
+from .epilogue import apply_epilogue
+
+
+@jit
+def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                    stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                    SPLIT_K: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
+                    ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * tiles_n
+    first_m = (pid // per_group) * GROUP_M
+    rows_in_group = min(tiles_m - first_m, GROUP_M)
+    tile_m = first_m + (pid % per_group) % rows_in_group
+    tile_n = (pid % per_group) // rows_in_group
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    k_lo = 0
+    k_hi = k_tiles
+    if SPLIT_K > 1:
+        per_split = tl.cdiv(k_tiles, SPLIT_K)
+        k_lo = tl.program_id(1) * per_split
+        k_hi = min(k_lo + per_split, k_tiles)
+
+    rows = (tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M          # wrapped: loads stay in bounds
+    cols = (tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    ks = tl.arange(0, BLOCK_K)
+    a_tile = a_ptr + rows[:, None] * stride_am + (k_lo * BLOCK_K + ks)[None, :] * stride_ak
+    b_tile = b_ptr + (k_lo * BLOCK_K + ks)[:, None] * stride_bk + cols[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(k_lo, k_hi):
+        left = K - k * BLOCK_K
+        a = tl.load(a_tile, mask=ks[None, :] < left, other=0.0)
+        b = tl.load(b_tile, mask=ks[:, None] < left, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_tile += BLOCK_K * stride_ak
+        b_tile += BLOCK_K * stride_bk
+
+    offs_m = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    mask = mask_m[:, None] & mask_n[None, :]
+    if SPLIT_K > 1:
+        ws_tile = ws_ptr + tl.program_id(1) * M * N + offs_m[:, None] * N + offs_n[None, :]
+        tl.store(ws_tile, acc, mask=mask)
+    else:
+        acc = apply_epilogue(acc, offs_m, offs_n, mask_m, mask_n, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                             stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+        c_tile = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        tl.store(c_tile, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@jit
+def splitk_reduce_kernel(ws_ptr, c_ptr, M, N, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                         stride_r0, stride_r1, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr,
+                         SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
+                         ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
+    """C = epilogue(sum of the ``SPLIT_K`` float32 partials in ``ws``), in a fixed order
+    (deterministic)."""
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    offs_m = (pid // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = (pid % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    mask = mask_m[:, None] & mask_n[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):
+        acc += tl.load(ws_ptr + s * M * N + offs_m[:, None] * N + offs_n[None, :], mask=mask, other=0.0)
+    acc = apply_epilogue(acc, offs_m, offs_n, mask_m, mask_n, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                         stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
+             mask=mask)

@@ -1,0 +1,173 @@
+"""The warp-specialized persistent TMA GEMM (Hopper): one TMA producer, two wgmma consumers.
+
+The structure of ``examples/hopper_gemm_ws.py`` (read its docstring for why each piece is
+there), generalized for ``tlxc.ops.matmul``:
+
+* operands in either major-ness: A K-major (row-major ``[M, K]``) or M-major (``a.t()``
+  of a row-major ``[K, M]``), B N-major (row-major ``[K, N]``) or K-major (``w.t()`` of a
+  row-major ``[N, K]``, every ``nn.Linear`` weight).  An M-major A tile is loaded as a
+  ``[BK, BM/2]`` box and a K-major B tile as ``[BN, BK]`` rows; both reach wgmma through
+  ``tlx.local_trans`` (the descriptor's transpose bit), never a copy.  fp8 takes K-major
+  operands only (wgmma has no transpose for 8-bit types);
+* ``num_progs`` programs (a runtime argument: the SM count for the persistent walk, the
+  tile count for one tile per program) walk the output tiles in grouped order;
+* pairs of CTAs (``CLUSTER_M = 2``) share B tiles by TMA multicast;
+* the epilogue applies ``epilogue.apply_epilogue`` (scales, bias, activation, residual)
+  to each consumer's accumulator, casts to the output dtype and TMA-stores it through a
+  128B-swizzled shared tile, ``EPILOGUE_SUBTILE`` column slices at a time.
+
+The host (``tlxc/ops/matmul.py``) builds the descriptors: boxes ``[BM/2, BK]`` or
+``[BK, BM/2]`` for A, ``[BK, 128 bytes]`` or ``[BN / CLUSTER_M, BK]`` for B, and
+``[BM/2, 128 bytes]`` for C.
+"""
+from ... import language as tl
+from ...language import tlx
+from ...runtime.jit import jit
+from .epilogue import apply_epilogue
+
+
+@jit
+def grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of output tile ``tile`` in grouped order (``GROUP_M`` tile-rows at a time)."""
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = tile // num_pid_in_group * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    return first_pid_m + (tile % num_pid_in_group) % group_size_m, (tile % num_pid_in_group) // group_size_m
+
+
+@jit
+def store_tile(c_desc, c_buf, acc, row, col, M, N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
+               ROWS: tl.constexpr, COLS: tl.constexpr, C_BOX_N: tl.constexpr, OUT_DTYPE: tl.constexpr,
+               SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
+               HAS_RESIDUAL: tl.constexpr):
+    """The epilogue of one consumer's ``ROWS x COLS`` slice at (row, col): the fused
+    epilogue, then wait until the previous TMA store has read ``c_buf``, store, fence the
+    generic->async proxy and TMA-store 128-byte-wide boxes."""
+    if SCALE0 + SCALE1 + BIAS_DIM + 1 + ACTIVATION + HAS_RESIDUAL > 0:
+        offs0 = row + tl.arange(0, ROWS)
+        offs1 = col + tl.arange(0, COLS)
+        acc = apply_epilogue(acc, offs0, offs1, offs0 < M, offs1 < N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                             stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+    tlx.async_descriptor_store_wait(0)
+    tlx.local_store(c_buf, acc.to(OUT_DTYPE))
+    tlx.fence("async_shared")
+    for j in tl.static_range(COLS // C_BOX_N):
+        c_box = tlx.local_slice(c_buf, [0, j * C_BOX_N], [ROWS, C_BOX_N])
+        tlx.async_descriptor_store(c_desc, c_box, [row, col + j * C_BOX_N])
+
+
+@jit
+def release(empty_bar, rank, CLUSTER_M: tl.constexpr):
+    """A consumer is done with a stage: tell this CTA's producer and, in a pair, the peer's."""
+    tlx.barrier_arrive(empty_bar)
+    if CLUSTER_M > 1:
+        tlx.barrier_arrive(empty_bar, 1, remote_cta_rank=rank ^ 1)
+
+
+@jit
+def gemm_ws_kernel(a_desc, b_desc, c_desc, M, N, K, num_progs, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                   stride_r0, stride_r1,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                   NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, OUT_DTYPE: tl.constexpr,
+                   A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr, C_BOX_N: tl.constexpr,
+                   EPILOGUE_SUBTILE: tl.constexpr, CLUSTER_M: tl.constexpr,
+                   SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
+                   HAS_RESIDUAL: tl.constexpr):
+    HALF_M: tl.constexpr = BM // 2
+    ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
+    if A_KMAJOR:
+        a_smem = tlx.local_alloc((HALF_M, BK), DTYPE, NUM_STAGES * 2)     # [2 * stage + consumer]
+    else:
+        a_smem = tlx.local_alloc((BK, HALF_M), DTYPE, NUM_STAGES * 2)     # M-major: read transposed
+    if B_KMAJOR:
+        b_smem = tlx.local_alloc((BN, BK), DTYPE, NUM_STAGES)             # K-major rows of B
+    else:
+        b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
+    c_smem = tlx.local_alloc((HALF_M, BN // EPILOGUE_SUBTILE), OUT_DTYPE, 2)  # [consumer]
+    full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2 * CLUSTER_M)
+
+    start = tl.program_id(0) // CLUSTER_M
+    rank = 0
+    if CLUSTER_M > 1:
+        rank = tlx.cluster_cta_rank()
+    num_pid_m = tl.cdiv(M, BM * CLUSTER_M)
+    num_pid_n = tl.cdiv(N, BN)
+    num_tiles = num_pid_m * num_pid_n
+    k_tiles = tl.cdiv(K, BK)
+    step = num_progs // CLUSTER_M
+
+    with tlx.async_tasks():
+        with tlx.async_task("default"):                                     # the TMA producer
+            count = 0
+            for tile in range(start, num_tiles, step):
+                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
+                row = (pid_m * CLUSTER_M + rank) * BM
+                for k in range(k_tiles):
+                    slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+                    tlx.barrier_wait(empty[slot], phase ^ 1)
+                    tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * ELT)
+                    if A_KMAJOR:
+                        tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [row, k * BK], full[slot])
+                        tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [row + HALF_M, k * BK], full[slot])
+                    else:
+                        tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [k * BK, row], full[slot])
+                        tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [k * BK, row + HALF_M], full[slot])
+                    if B_KMAJOR:
+                        if CLUSTER_M == 1:
+                            tlx.async_descriptor_load(b_desc, b_smem[slot], [pid_n * BN, k * BK], full[slot])
+                        else:                             # the pair shares B: each CTA loads half, for both
+                            for j in tl.static_range(2):
+                                b_rows = tlx.local_slice(b_smem[slot], [j * (BN // 2), 0], [BN // 2, BK])
+                                tlx.async_descriptor_load(b_desc, b_rows, [pid_n * BN + j * (BN // 2), k * BK],
+                                                          full[slot], pred=rank == j, multicast_targets=[0, 1])
+                    else:
+                        for j in tl.static_range(BN // B_BOX_N):
+                            b_box = tlx.local_slice(b_smem[slot], [0, j * B_BOX_N], [BK, B_BOX_N])
+                            if CLUSTER_M == 1:
+                                tlx.async_descriptor_load(b_desc, b_box, [k * BK, pid_n * BN + j * B_BOX_N],
+                                                          full[slot])
+                            else:
+                                tlx.async_descriptor_load(b_desc, b_box, [k * BK, pid_n * BN + j * B_BOX_N],
+                                                          full[slot], pred=rank == j % 2, multicast_targets=[0, 1])
+                    count += 1
+        with tlx.async_task(num_warps=4, registers=232, replicate=2):    # the wgmma consumers
+            cid = tlx.async_task_replica_id()
+            if cid == 1:
+                tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
+            count = 0
+            for tile in range(start, num_tiles, step):
+                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
+                acc = tl.zeros((HALF_M, BN), dtype=tl.float32)
+                for k in range(k_tiles):
+                    slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+                    tlx.barrier_wait(full[slot], phase)
+                    tlx.named_barrier_wait(9 + cid, 256)          # the consumers take turns issuing
+                    if A_KMAJOR:
+                        a_op = a_smem[2 * slot + cid]
+                    else:
+                        a_op = tlx.local_trans(a_smem[2 * slot + cid])
+                    if B_KMAJOR:
+                        acc = tlx.async_dot(a_op, tlx.local_trans(b_smem[slot]), acc)
+                    else:
+                        acc = tlx.async_dot(a_op, b_smem[slot], acc)
+                    tlx.named_barrier_arrive(10 - cid, 256)
+                    acc = tlx.async_dot_wait(0, acc)              # this step's MMA is done: release its stage
+                    release(empty[slot], rank, CLUSTER_M)
+                    count += 1
+                row = (pid_m * CLUSTER_M + rank) * BM + cid * HALF_M
+                if EPILOGUE_SUBTILE == 1:
+                    store_tile(c_desc, c_smem[cid], acc, row, pid_n * BN, M, N, scale0_ptr, scale1_ptr, bias_ptr,
+                               res_ptr, stride_r0, stride_r1, HALF_M, BN, C_BOX_N, OUT_DTYPE,
+                               SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+                else:                                         # two halves through one half-size C tile
+                    lo, hi = tl.split(tl.permute(tl.reshape(acc, (HALF_M, 2, BN // 2)), (0, 2, 1)))
+                    store_tile(c_desc, c_smem[cid], lo, row, pid_n * BN, M, N, scale0_ptr, scale1_ptr, bias_ptr,
+                               res_ptr, stride_r0, stride_r1, HALF_M, BN // 2, C_BOX_N, OUT_DTYPE,
+                               SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+                    store_tile(c_desc, c_smem[cid], hi, row, pid_n * BN + BN // 2, M, N, scale0_ptr, scale1_ptr,
+                               bias_ptr, res_ptr, stride_r0, stride_r1, HALF_M, BN // 2, C_BOX_N, OUT_DTYPE,
+                               SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+            if cid == 0:
+                tlx.named_barrier_wait(9, 256)                   # absorb consumer 1's last turn
+            tlx.async_descriptor_store_wait(0)                # before the CTA's shared memory goes away

@@ -1,0 +1,362 @@
+"""``tlxc.ops.matmul``: ``a @ b`` with a fused epilogue, a kernel chosen per shape.
+
+    out = activation(((a @ b) * scale_a * scale_b) + bias) + residual,  cast to out_dtype
+
+``a`` is ``[M, K]`` (or ``[..., K]``: leading dimensions are flattened), ``b`` is
+``[K, N]``; any strides: a transposed operand (``w.t()`` of an ``nn.Linear`` weight, a
+column-major A) is read in place (a K-major descriptor or a transposed shared tile that
+wgmma reads through its transpose bit), never copied.  bfloat16/float16 operands (both the
+same), or fp8 (e4m3/e5m2, K-major: ``a`` row-major and ``b = w.t()``) with per-tensor or
+row-wise float32 scales.  Any M, N >= 0 and K >= 0 (K = 0 gives the epilogue of zeros).
+
+The kernel and its configuration come from ``matmul_configs.choose_config`` (a table of
+measured shapes, then rules; docs/ops.md); ``config="<name>"`` forces one,
+``config="autotune"`` (or ``TLXC_OPS_AUTOTUNE=1``) times every valid configuration once per
+problem key on the GPU and keeps the fastest in ``cache_dir()/ops/matmul.json``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+
+import torch
+
+from .. import language as tl
+from ..errors import TlxcError
+from ..runtime.cache import cache_dir, cache_disabled, write_atomically
+from ..runtime.tma import TensorDescriptor
+from . import matmul_configs as cfgs
+from .kernels.epilogue import ACTIVATIONS, SCALE_NONE, SCALE_TENSOR, SCALE_VECTOR
+from .kernels.gemm_dot import gemm_dot_kernel, splitk_reduce_kernel
+from .kernels.gemm_ws import gemm_ws_kernel
+
+TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32,
+             torch.float8_e4m3fn: tl.float8e4nv, torch.float8_e5m2: tl.float8e5}
+OPERAND_DTYPES = (torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2)
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+REDUCE_BLOCK = (64, 64)          # tile of the split-K reduction
+
+
+class _Epilogue:
+    """The epilogue's operands as the kernels take them (codes of kernels/epilogue.py)."""
+
+    def __init__(self, scale_a, scale_b, bias, activation, residual):
+        self.scale_a, self.scale_b, self.bias, self.residual = scale_a, scale_b, bias, residual
+        self.activation = ACTIVATIONS[activation]
+
+    @staticmethod
+    def scale_code(s):
+        if s is None:
+            return SCALE_NONE
+        return SCALE_TENSOR if s.numel() == 1 else SCALE_VECTOR
+
+    def flags(self) -> tuple:
+        return (self.scale_code(self.scale_a), self.scale_code(self.scale_b), self.bias is not None,
+                self.activation, self.residual is not None)
+
+    def kernel_args(self, swap: bool) -> tuple:
+        """(scale0, scale1, bias, residual, stride_r0, stride_r1) and the constexprs
+        (SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL) for a kernel whose tile rows
+        are the problem's rows (``swap=False``) or its columns."""
+        s0, s1 = (self.scale_b, self.scale_a) if swap else (self.scale_a, self.scale_b)
+        r = self.residual
+        r0, r1 = (0, 0) if r is None else ((r.stride(1), r.stride(0)) if swap else (r.stride(0), r.stride(1)))
+        bias_dim = -1 if self.bias is None else (0 if swap else 1)
+        return ((s0, s1, self.bias, r, r0, r1),
+                {"SCALE0": self.scale_code(s0), "SCALE1": self.scale_code(s1), "BIAS_DIM": bias_dim,
+                 "ACTIVATION": self.activation, "HAS_RESIDUAL": r is not None})
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+def _tma_rows(t: torch.Tensor) -> bool:
+    """``t`` (2-D) can be a TMA descriptor: unit last stride, rows of at least 16 bytes,
+    16-byte aligned base and row stride."""
+    elt = t.element_size()
+    return (t.stride(1) == 1 and t.shape[1] * elt >= 16 and t.data_ptr() % 16 == 0
+            and (t.shape[0] == 1 or ((t.stride(0) * elt) % 16 == 0 and t.stride(0) >= t.shape[1])))
+
+
+def _problem(a, b, out) -> cfgs.Problem:
+    M, K = a.shape
+    N = b.shape[1]
+    a_kmajor = not (a.stride(0) == 1 and a.stride(1) != 1 and M > 1)     # M-major only when clearly so
+    b_kmajor = (b.stride(0) == 1 and b.stride(1) != 1) or N == 1
+    tma_a = _tma_rows(a) if a_kmajor else _tma_rows(a.t())
+    tma_b = _tma_rows(b.t()) if b_kmajor else _tma_rows(b)
+    return cfgs.Problem(M, N, K, elt=a.element_size(), out_elt=out.element_size(), a_kmajor=a_kmajor,
+                        b_kmajor=b_kmajor, tma_a=tma_a, tma_b=tma_b, tma_c=_tma_rows(out),
+                        fp8=a.dtype in FP8_DTYPES, sms=_num_sms(a.device))
+
+
+# -- launching one configuration -------------------------------------------------------------------
+
+_COMPILE_ONLY = threading.local()      # .handles: a list while compile_config runs
+
+
+def _launch(kernel, grid, *args, **meta) -> None:
+    """Launch ``kernel[grid](*args, **meta)``, or under ``compile_config`` compile it for
+    sm_90a without launching (CPU tensors: no GPU needed)."""
+    handles = getattr(_COMPILE_ONLY, "handles", None)
+    if handles is None:
+        kernel[grid](*args, **meta)
+    else:
+        handles.append(kernel.warmup(*args, grid=grid, **meta))
+
+def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) -> None:
+    half_m = c.bm // 2
+    box_cols = 128 // p.elt                       # one 128-byte swizzle span of operand elements
+    if p.a_kmajor:
+        a_desc = TensorDescriptor.from_tensor(a, [half_m, c.bk], swizzle=128)
+    else:
+        a_desc = TensorDescriptor.from_tensor(a.t(), [c.bk, half_m], swizzle=128)
+    if p.b_kmajor:
+        b_desc = TensorDescriptor.from_tensor(b.t(), [c.bn // c.cluster_m, c.bk], swizzle=128)
+    else:
+        b_desc = TensorDescriptor.from_tensor(b, [c.bk, box_cols], swizzle=128)
+    c_box_n = 128 // p.out_elt
+    c_desc = TensorDescriptor.from_tensor(out, [half_m, c_box_n], swizzle=128)
+    tiles = -(-p.M // (c.bm * c.cluster_m)) * -(-p.N // c.bn)
+    clusters = min(p.sms // c.cluster_m, tiles) if c.persistent else tiles
+    progs = clusters * c.cluster_m
+    (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=False)
+    _launch(gemm_ws_kernel, (progs,), a_desc, b_desc, c_desc, p.M, p.N, p.K, progs, s0, s1, bias, res, r0, r1,
+                             BM=c.bm, BN=c.bn, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
+                             NUM_STAGES=c.stages, DTYPE=TL_DTYPES[a.dtype], OUT_DTYPE=TL_DTYPES[out.dtype],
+                             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
+                             EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, num_warps=4,
+                             ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, **flags)
+
+
+def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) -> None:
+    if c.swap:          # C^T [N, M] = B^T [N, K] @ A^T [K, M]: the strides exchanged
+        M, N = p.N, p.M
+        x, sxm, sxk = b, b.stride(1), b.stride(0)
+        y, syk, syn = a, a.stride(1), a.stride(0)
+        scm, scn = out.stride(1), out.stride(0)
+    else:
+        M, N = p.M, p.N
+        x, sxm, sxk = a, a.stride(0), a.stride(1)
+        y, syk, syn = b, b.stride(0), b.stride(1)
+        scm, scn = out.stride(0), out.stride(1)
+    (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=c.swap)
+    tiles = -(-M // c.bm) * -(-N // c.bn)
+    meta = {"BLOCK_M": c.bm, "BLOCK_N": c.bn, "BLOCK_K": c.bk, "GROUP_M": c.group_m, "SPLIT_K": c.split_k,
+            "num_warps": c.warps, "num_stages": c.stages}
+    if c.split_k == 1:
+        _launch(gemm_dot_kernel, (tiles,), x, y, out, None, M, N, p.K, sxm, sxk, syk, syn, scm, scn, s0, s1, bias, res,
+                                  r0, r1, **meta, **flags)
+        return
+    ws = torch.empty((c.split_k, M, N), device=a.device, dtype=torch.float32)
+    no_epilogue = {"SCALE0": 0, "SCALE1": 0, "BIAS_DIM": -1, "ACTIVATION": 0, "HAS_RESIDUAL": False}
+    _launch(gemm_dot_kernel, (tiles, c.split_k), x, y, out, ws, M, N, p.K, sxm, sxk, syk, syn, scm, scn, None, None, None,
+                                        None, 0, 0, **meta, **no_epilogue)
+    rbm, rbn = REDUCE_BLOCK
+    grid = (-(-M // rbm) * -(-N // rbn),)
+    _launch(splitk_reduce_kernel, grid, ws, out, M, N, scm, scn, s0, s1, bias, res, r0, r1, BLOCK_M=rbm, BLOCK_N=rbn,
+                               SPLIT_K=c.split_k, num_warps=4, **flags)
+
+
+def run_config(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) -> None:
+    why = cfgs.supports(c, p)
+    if why is not None:
+        raise ValueError(f"tlxc.ops.matmul: configuration {c.name!r} cannot run {p.M}x{p.N}x{p.K}: {why}")
+    (_launch_ws if c.kernel == "ws" else _launch_dot)(c, p, a, b, out, epi)
+
+
+def compile_config(config: str, a, b, **kwargs) -> list:
+    """Compile (for sm_90a, without launching) the kernels ``matmul(a, b, config=config,
+    **kwargs)`` would launch; returns their compiled-kernel handles (``.n_regs``,
+    ``.n_spills``, ``.metadata.shared``, ``.asm``).  CPU tensors."""
+    _COMPILE_ONLY.handles = []
+    try:
+        matmul(a, b, config=config, **kwargs)
+        return _COMPILE_ONLY.handles
+    finally:
+        _COMPILE_ONLY.handles = None
+
+
+# -- autotuning --------------------------------------------------------------------------------------
+
+_TUNED: dict[str, str] = {}
+_TUNED_LOCK = threading.Lock()
+
+
+def _tuning_file():
+    return cache_dir() / "ops" / "matmul.json"
+
+
+def _tuning_key(p: cfgs.Problem, a, out, epi) -> str:
+    return (f"{torch.cuda.get_device_name(a.device) if a.device.type == 'cuda' else 'cpu'}|{p.M}x{p.N}x{p.K}|"
+            f"{a.dtype}|{out.dtype}|{int(p.a_kmajor)}{int(p.b_kmajor)}|{int(p.tma_a)}{int(p.tma_b)}{int(p.tma_c)}|"
+            f"{epi.flags()}")
+
+
+def _load_tuned() -> dict:
+    if cache_disabled():
+        return {}
+    try:
+        return json.loads(_tuning_file().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _time_config(fn, reps: int = 10) -> float:
+    for _ in range(2):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def autotune_config(p: cfgs.Problem, key: str, run, time_fn=_time_config) -> cfgs.GemmConfig:
+    """The fastest valid configuration for ``p`` by ``time_fn(lambda: run(config))`` (a config
+    that fails is skipped), remembered under ``key`` in memory and on disk."""
+    with _TUNED_LOCK:
+        if not _TUNED:
+            _TUNED.update(_load_tuned())
+        name = _TUNED.get(key)
+    if name in cfgs.CONFIGS and cfgs.supports(cfgs.CONFIGS[name], p) is None:
+        return cfgs.CONFIGS[name]
+    best, best_ms = None, float("inf")
+    for c in cfgs.candidates(p):
+        try:
+            ms = time_fn(lambda c=c: run(c))
+        except TlxcError:
+            continue
+        if ms < best_ms:
+            best, best_ms = c, ms
+    if best is None:
+        raise RuntimeError(f"tlxc.ops.matmul: no configuration ran {p.M}x{p.N}x{p.K}")
+    with _TUNED_LOCK:
+        _TUNED[key] = best.name
+        if not cache_disabled():
+            path = _tuning_file()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            merged = _load_tuned()
+            merged[key] = best.name
+            write_atomically(path, json.dumps(merged, indent=1, sort_keys=True))
+    return best
+
+
+# -- the entry point ---------------------------------------------------------------------------------
+
+def _check_vector(name: str, t, length: int, device) -> torch.Tensor:
+    if t.dim() == 2 and 1 in t.shape:
+        t = t.reshape(-1)
+    if t.dim() != 1 or t.shape[0] != length:
+        raise ValueError(f"tlxc.ops.matmul: '{name}' must have {length} elements along one dimension, "
+                         f"got shape {tuple(t.shape)}")
+    if t.device != device:
+        raise ValueError(f"tlxc.ops.matmul: '{name}' is on {t.device}, the operands on {device}")
+    return t.contiguous()
+
+
+def _check_scale(name: str, s, length: int, device):
+    if s is None:
+        return None
+    if not isinstance(s, torch.Tensor) or s.dtype != torch.float32:
+        raise ValueError(f"tlxc.ops.matmul: '{name}' must be a float32 tensor (one element, or one per "
+                         f"{'row' if name == 'scale_a' else 'column'}), got {getattr(s, 'dtype', type(s))}")
+    if s.numel() == 1:
+        if s.device != device:
+            raise ValueError(f"tlxc.ops.matmul: '{name}' is on {s.device}, the operands on {device}")
+        return s.reshape(1)
+    return _check_vector(name, s, length, device)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, bias: torch.Tensor | None = None,
+           activation: str | None = None, out_dtype: torch.dtype | None = None,
+           residual: torch.Tensor | None = None, scale_a: torch.Tensor | None = None,
+           scale_b: torch.Tensor | None = None, config: str | None = None) -> torch.Tensor:
+    """``activation(a @ b * scale_a * scale_b + bias) + residual`` in ``out_dtype``.
+
+    ``a``: ``[..., K]``, ``b``: ``[K, N]``, both bfloat16, both float16, or fp8 (e4m3/e5m2;
+    mixed allowed) with ``a`` row-major and ``b`` K-major (``w.t()``).  ``bias``: ``[N]``;
+    ``activation``: ``None``, ``"relu"``, ``"gelu"``, ``"gelu_tanh"``, ``"silu"``;
+    ``residual``: ``[..., N]`` (any strides); ``scale_a``: float32, one element or ``[M]``
+    (row-wise); ``scale_b``: one element or ``[N]``.  ``out_dtype``: bfloat16, float16 or
+    float32 (default: the operands' dtype, bfloat16 for fp8).  ``out``: written in place
+    (any strides).  ``config``: a name of ``matmul_configs.CONFIGS``, ``"autotune"``, or
+    None for the heuristic (``TLXC_OPS_AUTOTUNE=1`` makes None mean ``"autotune"``).
+    """
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        raise TypeError(f"tlxc.ops.matmul expects tensors, got {type(a).__name__} and {type(b).__name__}")
+    if a.dim() < 2 or b.dim() != 2 or a.shape[-1] != b.shape[0]:
+        raise ValueError(f"tlxc.ops.matmul expects [..., K] @ [K, N], got {tuple(a.shape)} @ {tuple(b.shape)}")
+    if a.dtype not in OPERAND_DTYPES or b.dtype not in OPERAND_DTYPES:
+        raise ValueError(f"tlxc.ops.matmul: operands must be bfloat16, float16 or fp8 (e4m3/e5m2), "
+                         f"got {a.dtype} and {b.dtype}")
+    fp8 = a.dtype in FP8_DTYPES
+    if (b.dtype in FP8_DTYPES) != fp8 or (not fp8 and a.dtype != b.dtype):
+        raise ValueError(f"tlxc.ops.matmul: both operands must have the same 16-bit dtype, or both be fp8; "
+                         f"got {a.dtype} and {b.dtype}")
+    if a.device != b.device:
+        raise ValueError(f"tlxc.ops.matmul: operands on {a.device} and {b.device}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"tlxc.ops.matmul: activation must be one of {sorted(k for k in ACTIVATIONS if k)} or "
+                         f"None, got {activation!r}")
+    lead = tuple(a.shape[:-1])
+    a2 = a.reshape(-1, a.shape[-1]) if a.dim() > 2 else a
+    M, K = a2.shape
+    N = b.shape[1]
+    if out_dtype is None:
+        out_dtype = out.dtype if out is not None else (torch.bfloat16 if fp8 else a.dtype)
+    if out_dtype not in OUT_DTYPES:
+        raise ValueError(f"tlxc.ops.matmul: out_dtype must be one of {OUT_DTYPES}, got {out_dtype}")
+    if out is None:
+        out2 = torch.empty((M, N), device=a.device, dtype=out_dtype)
+        out = out2.view(*lead, N)
+    else:
+        if tuple(out.shape) != lead + (N,) or out.dtype != out_dtype or out.device != a.device:
+            raise ValueError(f"tlxc.ops.matmul: 'out' must be a {lead + (N,)} {out_dtype} tensor on {a.device}, "
+                             f"got {tuple(out.shape)} {out.dtype} on {out.device}")
+        out2 = out.view(M, N) if out.dim() > 2 else out
+    if bias is not None:
+        bias = _check_vector("bias", bias, N, a.device)
+    if residual is not None:
+        if tuple(residual.shape) != lead + (N,) or residual.device != a.device:
+            raise ValueError(f"tlxc.ops.matmul: 'residual' must be a {lead + (N,)} tensor on {a.device}, "
+                             f"got {tuple(residual.shape)} on {residual.device}")
+        residual = residual.reshape(M, N)
+    scale_a = _check_scale("scale_a", scale_a, M, a.device)
+    scale_b = _check_scale("scale_b", scale_b, N, a.device)
+    if M == 0 or N == 0:
+        return out
+    epi = _Epilogue(scale_a, scale_b, bias, activation, residual)
+    p = _problem(a2, b, out2)
+    if config is None and os.environ.get("TLXC_OPS_AUTOTUNE", "") not in ("", "0"):
+        config = "autotune"
+    if config is None:
+        c = cfgs.choose_config(p) if K > 0 else cfgs.CONFIGS["dot_64x128x64_s4_w4"]
+    elif config == "autotune":
+        if a.device.type != "cuda":
+            raise ValueError("tlxc.ops.matmul: config='autotune' times configurations on the GPU; "
+                             "the operands are on the CPU")
+        c = autotune_config(p, _tuning_key(p, a2, out2, epi), lambda c: run_config(c, p, a2, b, out2, epi))
+    else:
+        if config not in cfgs.CONFIGS:
+            raise ValueError(f"tlxc.ops.matmul: unknown config {config!r} (see tlxc.ops.matmul_configs.CONFIGS)")
+        c = cfgs.CONFIGS[config]
+    run_config(c, p, a2, b, out2, epi)
+    return out
+
+
+def chosen_config(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None) -> cfgs.GemmConfig:
+    """The configuration the heuristic picks for ``a @ b`` (for inspection and the bench)."""
+    out = torch.empty((a.shape[0], b.shape[1]), device="meta", dtype=out_dtype or
+                      (torch.bfloat16 if a.dtype in FP8_DTYPES else a.dtype))
+    return cfgs.choose_config(_problem(a, b, out))

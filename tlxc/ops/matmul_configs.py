@@ -1,0 +1,261 @@
+"""The configurations of ``tlxc.ops.matmul`` and the shape-aware choice among them.
+
+Everything the choice depends on is data in this file:
+
+- ``CONFIGS``: every configuration by name (kernel family, tile, stages, persistence,
+  cluster, split-K, operand swap);
+- ``MEASURED``: the best configuration per measured shape, as printed by
+  ``python bench/ops_matmul_bench.py --table`` on the H200 (paste its output over the
+  list); the rows shipped first are **predictions** (``"source": "predicted"``), to be
+  replaced by measurements;
+- ``choose_config``: the heuristic (docs/ops.md).  A problem takes the configuration of the
+  nearest measured shape of its kind (distance in log2 of M, N and K) when that
+  configuration can run it (layout, alignment, dtype); otherwise the rules of
+  ``rule_based`` decide.
+
+A configuration is valid for a problem when ``supports(config, problem)`` says so (the WS
+kernel needs TMA-describable operands and output, fp8 needs K-major operands, ...);
+``candidates(problem)`` lists the valid ones, the set the bench and the autotuner time.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """One configuration.  ``kernel``: ``"ws"`` (kernels/gemm_ws.py, warp-specialized TMA)
+    or ``"dot"`` (kernels/gemm_dot.py, pointer loads and ``tl.dot``)."""
+    name: str
+    kernel: str
+    bm: int
+    bn: int
+    bk: int
+    stages: int
+    group_m: int = 8
+    persistent: bool = True       # ws: one program per SM walking tiles; else one per tile
+    cluster_m: int = 1            # ws: CTA pairs sharing B by multicast
+    subtile: int = 2              # ws: epilogue column slices
+    warps: int = 4                # dot: warps per program
+    split_k: int = 1              # dot: K split over program_id(1), partials reduced after
+    swap: bool = False            # dot: compute C^T = B^T A^T (small M becomes the tile's N)
+    fp8: bool = False             # ws: a configuration of the fp8 kernel (BK 128 bytes wide)
+
+    def describe(self) -> str:
+        what = f"{self.kernel} {self.bm}x{self.bn}x{self.bk} {self.stages} stages"
+        if self.kernel == "ws":
+            what += f", {'persistent' if self.persistent else 'one tile per program'}"
+            what += f", cluster {self.cluster_m}, subtile {self.subtile}"
+        else:
+            what += f", {self.warps} warps, split-K {self.split_k}" + (", swapped (C^T)" if self.swap else "")
+        return what
+
+
+def _ws(bm, bn, stages, **kw):
+    fp8 = kw.get("fp8", False)
+    bk = 128 if fp8 else 64
+    parts = [f"ws{'8' if fp8 else ''}_{bm}x{bn}x{bk}_s{stages}"]
+    if not kw.get("persistent", True):
+        parts.append("np")
+    if kw.get("cluster_m", 1) > 1:
+        parts.append(f"c{kw['cluster_m']}")
+    if kw.get("subtile", 2) != 2:
+        parts.append(f"sub{kw['subtile']}")
+    return GemmConfig("_".join(parts), "ws", bm, bn, bk, stages, **kw)
+
+
+def _dot(bm, bn, bk, stages, warps, split_k=1, swap=False):
+    name = f"{'swap' if swap else 'dot'}_{bm}x{bn}x{bk}_s{stages}_w{warps}" + (f"_k{split_k}" if split_k > 1 else "")
+    return GemmConfig(name, "dot", bm, bn, bk, stages, warps=warps, split_k=split_k, swap=swap)
+
+
+_ALL = [
+    # warp-specialized TMA kernel (bf16/fp16): the big-shape workhorses
+    _ws(128, 256, 4),                              # examples/hopper_gemm_ws.py's measured best
+    _ws(128, 256, 3, subtile=1),
+    _ws(128, 256, 4, cluster_m=2),
+    _ws(128, 128, 5),
+    _ws(128, 128, 4, persistent=False),
+    _ws(128, 128, 5, cluster_m=2),
+    _ws(128, 256, 4, persistent=False),
+    # fp8 (e4m3/e5m2, K-major operands, BK = 128)
+    _ws(128, 256, 3, fp8=True),
+    _ws(128, 128, 4, fp8=True),
+    _ws(128, 128, 4, fp8=True, persistent=False),
+    # pointer kernel on tl.dot: anything TMA cannot describe, and mid sizes
+    _dot(128, 256, 64, 3, 8),
+    _dot(128, 128, 64, 3, 4),
+    _dot(64, 128, 64, 4, 4),
+    # split-K (small M*N, large K)
+    _dot(128, 128, 64, 3, 4, split_k=2),
+    _dot(128, 128, 64, 3, 4, split_k=4),
+    _dot(64, 128, 64, 4, 4, split_k=4),
+    _dot(64, 128, 64, 4, 4, split_k=8),
+    # small M (decode): C^T = B^T A^T, the tile's N covers M
+    _dot(64, 16, 128, 4, 4, swap=True),
+    _dot(64, 16, 128, 4, 4, split_k=4, swap=True),
+    _dot(128, 16, 128, 4, 4, split_k=2, swap=True),
+    _dot(128, 32, 64, 4, 4, swap=True),
+    _dot(128, 64, 64, 4, 4, swap=True),
+    _dot(128, 64, 64, 4, 4, split_k=4, swap=True),
+]
+CONFIGS: dict[str, GemmConfig] = {c.name: c for c in _ALL}
+assert len(CONFIGS) == len(_ALL), "configuration names must be unique"
+
+SHARED_LIMIT = 232448          # bytes of dynamic shared memory per block on sm_90
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What the choice depends on.  ``a_kmajor``: A's K stride is 1 (else its M stride is);
+    ``b_kmajor``: B's K stride is 1 (``w.t()``); ``tma_a``/``tma_b``/``tma_c``: the operand
+    (in its major-ness) and the output can be TMA descriptors; ``elt``/``out_elt``: bytes
+    per element of the operands and the output; ``fp8``: 8-bit operands."""
+    M: int
+    N: int
+    K: int
+    elt: int = 2
+    out_elt: int = 2
+    a_kmajor: bool = True
+    b_kmajor: bool = False
+    tma_a: bool = True
+    tma_b: bool = True
+    tma_c: bool = True
+    fp8: bool = False
+    sms: int = 132
+    epilogue: tuple = field(default=(), compare=False)
+
+    @property
+    def kind(self) -> str:
+        """The measured table's key besides the shape."""
+        return ("fp8" if self.fp8 else "16") + ("_bk" if self.b_kmajor else "_bn")
+
+
+def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int) -> int:
+    stage = (c.bm * c.bk + c.bk * c.bn) * elt
+    return c.stages * stage + 2 * (c.bm // 2) * (c.bn // c.subtile) * out_elt + 2 * 8 * c.stages + 1024
+
+
+def supports(c: GemmConfig, p: Problem) -> str | None:
+    """None when ``c`` can run ``p``, else why not (one line)."""
+    if c.kernel == "ws":
+        if c.fp8 != p.fp8:
+            return "fp8 configurations run fp8 operands only, and the others 16-bit ones"
+        if p.fp8 and not (p.a_kmajor and p.b_kmajor):
+            return "wgmma reads 8-bit operands K-major only"
+        if not (p.tma_a and p.tma_b and p.tma_c):
+            return "an operand or the output is not TMA-describable (unit stride, 16-byte aligned rows)"
+        if p.K * p.elt < 16:
+            return "K is below one 16-byte TMA row"
+        if ws_shared_bytes(c, p.elt, p.out_elt) > SHARED_LIMIT:
+            return "shared memory (output dtype too wide for this tile)"
+        if c.cluster_m > 1 and p.M <= c.bm:
+            return "a cluster pair needs two tile rows"
+        return None
+    if p.fp8 and not (p.a_kmajor and p.b_kmajor):
+        return "fp8 operands must be K-major (the wgmma/cp.async path copies others element by element)"
+    M = p.N if c.swap else p.M
+    if c.swap and p.M > 64:
+        return "the operand swap is for small M (<= 64)"
+    if c.split_k > 1:
+        k_tiles = -(-p.K // c.bk)
+        if k_tiles < 2 * c.split_k:
+            return "too few K tiles to split"
+        if c.split_k * p.M * p.N >= 2 ** 31:
+            return "the split-K workspace would need 64-bit offsets"
+    if M * max(p.K, 1) >= 2 ** 31 or p.N * max(p.K, 1) >= 2 ** 31 or p.M * p.N >= 2 ** 31:
+        return "32-bit offsets"
+    return None
+
+
+def candidates(p: Problem) -> list[GemmConfig]:
+    return [c for c in CONFIGS.values() if supports(c, p) is None]
+
+
+# -- the measured table ----------------------------------------------------------------------------
+# (M, N, K, kind, config name, source).  "predicted" rows are guesses from the kernels' known
+# behaviour (docs/performance.md) until bench/ops_matmul_bench.py --table replaces them with
+# "H200 <date>" rows.
+MEASURED: list[tuple[int, int, int, str, str, str]] = [
+    (8192, 8192, 8192, "16_bn", "ws_128x256x64_s4", "predicted"),
+    (4096, 4096, 4096, "16_bn", "ws_128x256x64_s4", "predicted"),
+    (2048, 2048, 2048, "16_bn", "ws_128x128x64_s5", "predicted"),
+    (1024, 1024, 1024, "16_bn", "dot_128x128x64_s3_w4", "predicted"),
+    (512, 512, 512, "16_bn", "dot_64x128x64_s4_w4", "predicted"),
+    (256, 256, 256, "16_bn", "dot_64x128x64_s4_w4", "predicted"),
+    (128, 8192, 8192, "16_bn", "dot_64x128x64_s4_w4_k4", "predicted"),
+    (64, 8192, 8192, "16_bn", "swap_128x64x64_s4_w4_k4", "predicted"),
+    (1, 4096, 4096, "16_bk", "swap_64x16x128_s4_w4_k4", "predicted"),
+    (16, 4096, 4096, "16_bk", "swap_64x16x128_s4_w4_k4", "predicted"),
+    (64, 4096, 4096, "16_bk", "swap_128x64x64_s4_w4_k4", "predicted"),
+    (512, 4096, 4096, "16_bk", "dot_128x128x64_s3_w4", "predicted"),
+    (8192, 4096, 4096, "16_bk", "ws_128x256x64_s4", "predicted"),
+    (8192, 8192, 8192, "fp8_bk", "ws8_128x256x128_s3", "predicted"),
+    (4096, 4096, 4096, "fp8_bk", "ws8_128x128x128_s4", "predicted"),
+]
+
+
+def _distance(p: Problem, row) -> float:
+    M, N, K = row[:3]
+    return sum(abs(math.log2(max(x, 1)) - math.log2(max(y, 1))) for x, y in ((p.M, M), (p.N, N), (p.K, K)))
+
+
+def rule_based(p: Problem) -> GemmConfig:
+    """The fallback rules (docs/ops.md): small M -> the swapped pointer kernel (split over K
+    when the N tiles cannot fill the SMs); few output tiles and long K -> split-K; big
+    TMA-describable problems -> the warp-specialized kernel, wide tiles when every SM gets
+    several; the rest -> the pointer kernel."""
+    def pick(*names):
+        for name in names:
+            c = CONFIGS[name]
+            if supports(c, p) is None:
+                return c
+        return None
+
+    if p.M <= 64 and not p.fp8:
+        tiles = -(-p.N // 64)
+        if p.M <= 16:
+            first = "swap_64x16x128_s4_w4_k4" if tiles < p.sms else "swap_64x16x128_s4_w4"
+        else:
+            first = "swap_128x64x64_s4_w4_k4" if -(-p.N // 128) < p.sms else "swap_128x64x64_s4_w4"
+        c = pick(first, "swap_128x64x64_s4_w4", "swap_64x16x128_s4_w4", "dot_64x128x64_s4_w4")
+        if c is not None:
+            return c
+    if p.fp8:
+        wide = -(-p.M // 128) * -(-p.N // 256)
+        c = pick("ws8_128x256x128_s3" if wide >= 8 * p.sms else "ws8_128x128x128_s4", "ws8_128x128x128_s4")
+        if c is not None:
+            return c
+        return pick("dot_128x128x64_s3_w4", "dot_64x128x64_s4_w4") or CONFIGS["dot_64x128x64_s4_w4"]
+    tiles128 = -(-p.M // 128) * -(-p.N // 128)
+    if tiles128 < p.sms // 2 and p.K >= 4 * max(p.M, p.N):
+        c = pick("dot_64x128x64_s4_w4_k8" if tiles128 * 4 < p.sms // 2 else "dot_64x128x64_s4_w4_k4",
+                 "dot_128x128x64_s3_w4_k2")
+        if c is not None:
+            return c
+    wide = -(-p.M // 128) * -(-p.N // 256)
+    if wide >= 2 * p.sms:
+        c = pick("ws_128x256x64_s4", "ws_128x128x64_s5")
+        if c is not None:
+            return c
+    if tiles128 >= p.sms:
+        c = pick("ws_128x128x64_s5", "dot_128x128x64_s3_w4")
+        if c is not None:
+            return c
+    return pick("dot_128x128x64_s3_w4", "dot_64x128x64_s4_w4") or CONFIGS["dot_64x128x64_s4_w4"]
+
+
+def choose_config(p: Problem, table=None) -> GemmConfig:
+    """The configuration for ``p``: the nearest measured shape of its kind (within a factor
+    of 2 on each of M, N and K together: log2 distance <= 1.5) whose configuration can run
+    ``p``, else ``rule_based``."""
+    rows = [r for r in (MEASURED if table is None else table) if r[3] == p.kind]
+    rows.sort(key=lambda r: _distance(p, r))
+    for row in rows:
+        if _distance(p, row) > 1.5:
+            break
+        c = CONFIGS.get(row[4])
+        if c is not None and supports(c, p) is None:
+            return c
+    return rule_based(p)
