@@ -24,9 +24,9 @@ import threading
 import torch
 
 from .. import language as tl
+from ..descriptors import TensorDescriptor
 from ..errors import TlxcError
 from ..runtime.cache import cache_dir, cache_disabled, write_atomically
-from ..runtime.tma import TensorDescriptor
 from . import matmul_configs as cfgs
 from .kernels.epilogue import ACTIVATIONS, SCALE_NONE, SCALE_TENSOR, SCALE_VECTOR
 from .kernels.gemm_dot import gemm_dot_kernel, splitk_reduce_kernel
