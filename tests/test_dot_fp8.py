@@ -21,10 +21,10 @@ import tlxc.language as tl
 from tlxc.check.findings import FAILING
 from tlxc.compiler import check_function
 from tlxc.errors import CompilationError
-from tlxc.frontend.codegen import Options
 from tlxc.frontend.specialize import parse_signature, specialization_from_types
 from tlxc.interpreter.executor import KernelRunner
 from tlxc.interpreter.launch import _program_ids, prepare_launch
+from tlxc.options import CompileOptions
 from tlxc.passes.canonicalize import Canonicalize
 from tlxc.passes.dot_wgmma import LowerDotToWgmma
 from tlxc.passes.manager import PassManager
@@ -167,7 +167,7 @@ def _interpret(kfn, grid, args, meta, *, rewrite: bool, num_warps=4):
     if rewrite:
         passes = PassManager([Canonicalize(), LowerDotToWgmma(), PipelineLoads(), Canonicalize()])
         runner = KernelRunner(passes.run(copy.deepcopy(runner.module),
-                                         Options(num_warps=num_warps, arch="sm_90a", extra={"num_stages": None})))
+                                         CompileOptions(num_warps=num_warps, arch="sm_90a", num_stages=None)))
     for pid in _program_ids(grid3, (1, 1, 1)):
         runner.run_program(pid, grid3, memory, values, None, None)
     return str(runner.module)

@@ -15,9 +15,9 @@ import kernels_dot_idioms as K
 import tlxc.interpreter.launch as IL
 from tlxc.compiler import default_pipeline
 from tlxc.errors import LaunchError
-from tlxc.frontend.codegen import Options
 from tlxc.interpreter.executor import KernelRunner
 from tlxc.interpreter.launch import _program_ids, prepare_launch
+from tlxc.options import CompileOptions
 from tlxc.passes.axis_info import AxisAnalysis
 from tlxc.passes.canonicalize import Canonicalize
 from tlxc.passes.dot_operands import FoldDotAdd
@@ -48,7 +48,7 @@ def _run_table(m, n, k, bm, bn, bk, hint, fold, rewrite, seed=0):
     if rewrite:
         passes = PassManager([Canonicalize(), FoldDotAdd(), LowerDotToWgmma(), PipelineLoads(), Canonicalize()])
         runner = KernelRunner(passes.run(copy.deepcopy(runner.module),
-                                         Options(num_warps=4, arch="sm_90a", extra={"num_stages": 3})))
+                                         CompileOptions(num_warps=4, arch="sm_90a", num_stages=3)))
     for pid in _program_ids(grid3, (1, 1, 1)):
         runner.run_program(pid, grid3, memory, values, None, None)
     del keep
@@ -58,7 +58,7 @@ def _run_table(m, n, k, bm, bn, bk, hint, fold, rewrite, seed=0):
 def _canonical(kfn, args, meta):
     runner, *_ = prepare_launch(kfn, (1, 1), args, meta, num_warps=4)
     module = copy.deepcopy(runner.module)
-    Canonicalize().run(module, Options(num_warps=4, arch="sm_90a"))
+    Canonicalize().run(module, CompileOptions(num_warps=4, arch="sm_90a"))
     return module
 
 
@@ -189,7 +189,7 @@ def test_k_loop_in_a_while_interpreter_same_before_and_after(m, n, k, programs):
                                                        {"BM": bm, "BN": bn, "BK": bk}, num_warps=4)
         if rewrite:
             module = default_pipeline("sm_90a").run(copy.deepcopy(runner.module),
-                                                    Options(num_warps=4, arch="sm_90a", extra={}))
+                                                    CompileOptions(num_warps=4, arch="sm_90a"))
             assert "dot_drain = 0" in str(module)
             runner = KernelRunner(module)
         for pid in _program_ids(grid3, (1, 1, 1)):

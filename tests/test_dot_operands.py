@@ -12,9 +12,9 @@ import pytest
 torch = pytest.importorskip("torch")
 import kernels_dot_operands as K
 
-from tlxc.frontend.codegen import Options
 from tlxc.interpreter.executor import KernelRunner
 from tlxc.interpreter.launch import _program_ids, prepare_launch
+from tlxc.options import CompileOptions
 from tlxc.passes.canonicalize import Canonicalize
 from tlxc.passes.dot_operands import DedupeOperandStores, FoldDotAdd, HoistOperandStores, ShareOperandBuffers
 from tlxc.passes.dot_register_a import RegisterAOperand
@@ -32,8 +32,7 @@ def _rewritten(module, num_warps, num_stages=None):
     passes = [Canonicalize(), FoldDotAdd(), LowerDotToWgmma(), PipelineLoads(), DrainDotWait(),
               HoistOperandStores(), DedupeOperandStores(), PipelineOperandLoads(), RegisterAOperand(),
               ShareOperandBuffers(), Canonicalize()]
-    return PassManager(passes).run(copy.deepcopy(module), Options(num_warps=num_warps, arch="sm_90a",
-                                                                  extra={"num_stages": num_stages}))
+    return PassManager(passes).run(copy.deepcopy(module), CompileOptions(num_warps=num_warps, arch="sm_90a", num_stages=num_stages))
 
 
 def _interpret(kfn, grid, args, meta, rewrite, num_warps=4, num_stages=None):
@@ -179,7 +178,7 @@ def _full_pipeline_interpret(kfn, grid, args, meta, num_warps=4):
     from tlxc.compiler import default_pipeline
     runner, grid3, memory, values = prepare_launch(kfn, grid, args, meta, num_warps=num_warps)
     module = default_pipeline("sm_90a").run(copy.deepcopy(runner.module),
-                                           Options(num_warps=num_warps, arch="sm_90a", extra={}))
+                                           CompileOptions(num_warps=num_warps, arch="sm_90a"))
     runner = KernelRunner(module)
     for pid in _program_ids(grid3, (1, 1, 1)):
         runner.run_program(pid, grid3, memory, values, None, None)

@@ -19,10 +19,10 @@ import kernels_pipelined as P
 from tlxc.check import ERROR
 from tlxc.codegen_nvptx.toolchain import parse_ptxas_resources
 from tlxc.compiler import check_function, format_stats, perf_warnings
-from tlxc.frontend.codegen import Options
 from tlxc.frontend.specialize import parse_signature, specialization_from_types
 from tlxc.interpreter.executor import KernelRunner
 from tlxc.interpreter.launch import _program_ids, prepare_launch
+from tlxc.options import CompileOptions
 from tlxc.passes.canonicalize import Canonicalize
 from tlxc.passes.dot_wait_drain import DrainDotWait
 from tlxc.passes.dot_wgmma import LowerDotToWgmma
@@ -138,7 +138,7 @@ def test_generated_loop_leaves_only_by_the_drain():
 # -- the interpreter and the checker agree -----------------------------------------------------
 def _rewritten(module, num_warps: int):
     passes = PassManager([Canonicalize(), LowerDotToWgmma(), PipelineLoads(), DrainDotWait(), Canonicalize()])
-    return passes.run(copy.deepcopy(module), Options(num_warps=num_warps, arch="sm_90a", extra={}))
+    return passes.run(copy.deepcopy(module), CompileOptions(num_warps=num_warps, arch="sm_90a"))
 
 
 def _interpret(kfn, grid, args, kwargs, *, rewrite: bool, num_warps: int = 4):

@@ -22,6 +22,7 @@ LEVELS: list[set[str]] = [
     {"errors", "__version__"},                        # diagnostics: no tlxc imports
     {"target"},                                       # the target registry (Target, TARGETS)
     {"arch"},                                         # the spellings of targets a user may write
+    {"options"},                                      # CompileOptions: what one compile depends on
     {"ir"},                                           # types, ops, layouts, verifier, text form
     {"descriptors"},                                  # host TMA descriptors (TensorDescriptor): launch-argument types
     {"language"},                                     # tl.* / tlx.* as the user writes them

@@ -11,9 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 import kernels_dot_wgmma as K
 
-from tlxc.frontend.codegen import Options
 from tlxc.interpreter.executor import KernelRunner
 from tlxc.interpreter.launch import _program_ids, prepare_launch
+from tlxc.options import CompileOptions
 from tlxc.passes.canonicalize import Canonicalize
 from tlxc.passes.dot_wgmma import LowerDotToWgmma
 from tlxc.passes.manager import PassManager
@@ -27,8 +27,7 @@ UPDATE = os.environ.get("TLXC_UPDATE_SNAPSHOTS") == "1"
 
 def _rewritten(module, num_warps: int, num_stages=None):
     passes = PassManager([Canonicalize(), LowerDotToWgmma(), PipelineLoads(), Canonicalize()])
-    return passes.run(copy.deepcopy(module), Options(num_warps=num_warps, arch="sm_90a",
-                                                     extra={"num_stages": num_stages}))
+    return passes.run(copy.deepcopy(module), CompileOptions(num_warps=num_warps, arch="sm_90a", num_stages=num_stages))
 
 
 def _interpret(kfn, grid, args, kwargs, *, rewrite: bool, num_warps: int = 4, num_stages=None):

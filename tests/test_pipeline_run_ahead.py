@@ -13,9 +13,9 @@ import kernels_flat_persistent as K
 
 import tlxc
 import tlxc.language as tl
-from tlxc.frontend.codegen import Options
 from tlxc.interpreter.executor import KernelRunner
 from tlxc.interpreter.launch import _program_ids, prepare_launch
+from tlxc.options import CompileOptions
 from tlxc.passes.canonicalize import Canonicalize
 from tlxc.passes.dot_wgmma import LowerDotToWgmma
 from tlxc.passes.manager import PassManager
@@ -38,8 +38,7 @@ def _run(args, meta, *, rewrite: bool, stages: int = 3):
     module = runner.module
     if rewrite:
         passes = PassManager([Canonicalize(), LowerDotToWgmma(), PipelineLoads(), Canonicalize()])
-        module = passes.run(copy.deepcopy(module), Options(num_warps=4, arch="sm_90a",
-                                                           extra={"num_stages": stages}))
+        module = passes.run(copy.deepcopy(module), CompileOptions(num_warps=4, arch="sm_90a", num_stages=stages))
         runner = KernelRunner(module)
     for pid in _program_ids(grid3, (1, 1, 1)):
         runner.run_program(pid, grid3, memory, values, None, None)

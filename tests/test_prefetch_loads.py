@@ -13,10 +13,10 @@ import pytest
 torch = pytest.importorskip("torch")
 import kernels_dot_idioms as K
 
-from tlxc.frontend.codegen import Options
 from tlxc.interpreter.executor import KernelRunner
 from tlxc.interpreter.launch import _program_ids, prepare_launch
 from tlxc.ir.printer import print_module
+from tlxc.options import CompileOptions
 from tlxc.passes.canonicalize import Canonicalize
 from tlxc.passes.manager import PassManager
 from tlxc.passes.pipeline import PipelineLoads
@@ -27,7 +27,7 @@ UPDATE = os.environ.get("TLXC_UPDATE_SNAPSHOTS") == "1"
 
 def _rewritten(module, num_warps, arch="sm_90a"):
     passes = PassManager([Canonicalize(), PipelineLoads(), Canonicalize()])
-    return passes.run(copy.deepcopy(module), Options(num_warps=num_warps, arch=arch, extra={}))
+    return passes.run(copy.deepcopy(module), CompileOptions(num_warps=num_warps, arch=arch))
 
 
 def _run(kfn, grid, args, meta, *, rewrite, num_warps=4, arch="sm_90a"):

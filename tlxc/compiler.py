@@ -19,10 +19,11 @@ from .arch import resolve as resolve_arch
 from .check import check_kernel
 from .check.findings import Finding
 from .errors import CompilationError
-from .frontend.codegen import Options, build_kernel_ir
+from .frontend.codegen import build_kernel_ir
 from .frontend.specialize import Specialization
 from .ir.printer import print_module
 from .ir.verifier import verify_module
+from .options import CompileOptions
 from .passes.manager import PassManager
 from .target import DEFAULT_ARCH, Target, get_target
 
@@ -58,7 +59,7 @@ def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: 
     from .passes.hoist_allocations import hoist_allocations
     if num_warps not in (1, 2, 4, 8, 16, 32):
         raise CompilationError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
-    module = insert_cluster_syncs(hoist_allocations(build_kernel_ir(kfn, spec, Options(
+    module = insert_cluster_syncs(hoist_allocations(build_kernel_ir(kfn, spec, CompileOptions(
         num_warps=num_warps, arch=arch, cluster=cluster))))
     verify_module(module)
     return module
@@ -100,10 +101,10 @@ def default_pipeline(target: Target | str) -> PassManager:
         AllocateShared()])
 
 
-def optimize(module, arch: str, num_warps: int, **extra):
-    """Run the pass pipeline; ``extra`` (e.g. ``check_barriers=False``, ``debug_barriers=True``)
-    reaches the passes as ``options.extra``."""
-    return default_pipeline(get_target(arch)).run(module, Options(num_warps=num_warps, arch=arch, extra=extra))
+def optimize(module, arch: str, num_warps: int, **options):
+    """Run the pass pipeline; ``options`` are the other fields of ``CompileOptions`` (e.g.
+    ``check_barriers=False``, ``debug_barriers=True``, ``num_stages=3``)."""
+    return default_pipeline(get_target(arch)).run(module, CompileOptions(num_warps=num_warps, arch=arch, **options))
 
 
 def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: int = 4,
@@ -224,7 +225,6 @@ def check_function(kfn, spec, *, arch: str = DEFAULT_ARCH, num_warps: int = 4, c
     frontend error, or the findings of ``check_kernel`` plus shared-memory
     capacity (``allocate-shared``), without generating code."""
     from .errors import TlxcError
-    from .frontend.codegen import Options
     from .passes.canonicalize import Canonicalize
     from .passes.dot_wait_drain import DrainDotWait
     from .passes.dot_wgmma import LowerDotToWgmma
@@ -233,7 +233,7 @@ def check_function(kfn, spec, *, arch: str = DEFAULT_ARCH, num_warps: int = 4, c
     from .passes.shared_memory import allocate_kernel
     try:
         module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
-        options = Options(num_warps=num_warps, arch=arch, cluster=cluster)
+        options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster)
         module = Canonicalize().run(copy_module(module), options)
         module = PipelineLoads().run(LowerDotToWgmma().run(module, options), options)   # what sm_90a compiles
         module = DrainDotWait().run(module, options)

@@ -25,11 +25,10 @@ from .resources import check_tasks
 
 def barrier_mode(options) -> str:
     """``error``, ``warn`` or ``off`` for barrier findings."""
-    extra = getattr(options, "extra", None) or {}
     env = os.environ.get("TLXC_CHECK_BARRIERS", "").strip().lower()
-    if env in ("0", "off", "false", "no") or extra.get("check_barriers") is False:
+    if env in ("0", "off", "false", "no") or options.check_barriers is False:
         return "off"
-    if env == "warn" or extra.get("debug_barriers") or os.environ.get("TLXC_DEBUG_BARRIERS") == "1":
+    if env == "warn" or options.debug_barriers or os.environ.get("TLXC_DEBUG_BARRIERS") == "1":
         return "warn"
     return "error"
 

@@ -22,7 +22,7 @@ from ..ir import types as T
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Region
 from ..ir.types import PointerType, ScalarType, TensorType
-from ..target import DEFAULT_ARCH
+from ..options import CompileOptions
 from . import atomic_rules, descriptor_methods, gdc_rules, math_rules, scan_rules, storage_alias, tlx_rules  # noqa: F401,E501  (they register rules)
 from . import builtins as B
 from . import semantic as S
@@ -77,17 +77,9 @@ class _Undefined:
 
 
 @dataclass
-class Options:
-    num_warps: int = 4
-    arch: str = DEFAULT_ARCH
-    cluster: tuple[int, int, int] | None = None     # ctas_per_cga (None: no clusters)
-    extra: dict = field(default_factory=dict)
-
-
-@dataclass
 class Context:
     b: Builder
-    options: Options
+    options: CompileOptions
     depth: int = 0
     helpers: list = field(default_factory=list)
     replica_id: int | None = None          # inside a replicated async task
@@ -1499,7 +1491,7 @@ def _resolve_annotation(src: FunctionSource, annotation):
     return annotation
 
 
-def build_kernel_ir(kfn, spec, options: Options) -> Module:
+def build_kernel_ir(kfn, spec, options: CompileOptions) -> Module:
     """Trace ``kfn`` under one specialization into a one-kernel module.
 
     ``spec`` maps every parameter to either ``("constexpr", value)`` or
@@ -1518,7 +1510,7 @@ def build_kernel_ir(kfn, spec, options: Options) -> Module:
         raise exc.with_traceback(None) from exc.__cause__
 
 
-def _build_kernel_ir(kfn, spec, options: Options) -> Module:
+def _build_kernel_ir(kfn, spec, options: CompileOptions) -> Module:
     src = kfn.source
     runtime = [(name, t) for name, (kind, t) in spec.params.items() if kind == "runtime"]
     body = Block([t for _, t in runtime], [name for name, _ in runtime])
@@ -1554,4 +1546,4 @@ def _find_value_return(tree):
     return None
 
 
-__all__ = ["FunctionCodegen", "Options", "TensorType", "build_kernel_ir", "get_source"]
+__all__ = ["FunctionCodegen", "TensorType", "build_kernel_ir", "get_source"]

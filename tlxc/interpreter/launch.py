@@ -135,12 +135,11 @@ def _static_check(kfn, key: tuple, module, check_barriers: bool) -> None:
     stop the launch, as they stop a compile.  Done once per specialization and mode."""
     from ..check.check_barriers import CheckBarriers, barrier_mode
     from ..compiler import copy_module
-    from ..frontend.codegen import Options
+    from ..options import CompileOptions
     from ..passes.canonicalize import Canonicalize
     from ..passes.manager import PassManager
     _specialization, num_warps, cluster, arch, _kernel_key = key
-    options = Options(num_warps=num_warps, arch=arch, cluster=cluster,
-                      extra={} if check_barriers else {"check_barriers": False})
+    options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster, check_barriers=check_barriers)
     mode = barrier_mode(options)
     done = _CHECKED.setdefault(kfn, set())
     if (key, mode) in done:

@@ -85,7 +85,7 @@ class PipelineLoads(Pass):
 
     def run(self, module: Module, options) -> Module:
         from .pipeline_prefetch import prefetch_loops
-        default = options.extra.get("num_stages")
+        default = options.num_stages
         default = DEFAULT_STAGES if default is None else default
         for kernel in module.kernels:
             rewritten: set[int] = set()

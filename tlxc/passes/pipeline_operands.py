@@ -32,7 +32,7 @@ class PipelineOperandLoads(Pass):
     def run(self, module: Module, options) -> Module:
         if not has_feature(options.arch, "wgmma"):
             return module
-        default = options.extra.get("num_stages")
+        default = options.num_stages
         default = DEFAULT_STAGES if default is None else default
         for kernel in module.kernels:
             if any(op.name == "tlx.async_tasks" for op in kernel.walk()):

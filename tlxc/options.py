@@ -1,0 +1,34 @@
+"""``CompileOptions``: what one compile depends on besides the kernel and its specialization.
+
+One frozen, typed object that the frontend (``ctx.options``), every pass (the
+``options`` of ``Pass.run``) and the checker read; a field that does not exist
+is a ``TypeError`` at construction, never an option silently ignored.  The
+launch options a backend alone reads (``maxnreg``, ``enable_fp_fusion``) travel
+to ``target.backend.build`` as they are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .target import DEFAULT_ARCH, Target, get_target
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    arch: str = DEFAULT_ARCH                          # a key of tlxc.target.TARGETS
+    num_warps: int = 4
+    cluster: tuple[int, int, int] | None = None       # ctas_per_cga; None: no clusters
+    num_stages: int | None = None                     # pipeline-loads' default depth (the launch's num_stages)
+    check_barriers: bool = True                       # False: skip the barrier-protocol findings
+    debug_barriers: bool = False                      # a TLXC_DEBUG_BARRIERS build: barrier findings warn
+
+    def __post_init__(self) -> None:
+        if self.cluster is not None:
+            object.__setattr__(self, "cluster", tuple(self.cluster))
+
+    @property
+    def target(self) -> Target:
+        return get_target(self.arch)
+
+
+__all__ = ["CompileOptions"]
