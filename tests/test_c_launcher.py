@@ -6,6 +6,7 @@ to the Python path, which explains it with the same errors (issue 21, launch ove
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 import sys
 import types
@@ -40,11 +41,16 @@ class Cuda(torch.Tensor):
     __torch_function__ = torch._C._disabled_torch_function_impl
 
 
+def _buildable() -> bool:
+    return c_launcher.compiler() is not None and os.path.exists(os.path.join(c_launcher.python_include(), "Python.h"))
+
+
 @pytest.fixture
 def module():
-    m = c_launcher.module()
-    if m is None:
+    if not _buildable():
         pytest.skip("no C compiler or Python headers: the C launcher cannot be built")
+    m = c_launcher.module()
+    assert m is not None, "a C compiler and Python's headers exist, yet the C launcher did not build"
     return m
 
 
@@ -166,13 +172,64 @@ def test_launches_it_cannot_serve_go_to_the_python_path(fake_gpu):
     with pytest.raises(tlxc.LaunchError, match="missing a required argument: 'BLOCK'"):
         mixed[(1,)](x, desc, 0.5, 64, 64)
     mixed[(0,)](x, desc, 0.5, 64, 64, BLOCK=64)                  # an empty grid launches nothing
-    mixed[lambda meta: (1,)](x, desc, 0.5, 64, 64, BLOCK=64)     # a grid callable: the Python path
-    mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64, num_warps=4)     # a launch option: the Python path
+    mixed[lambda meta: (1,)](x, desc, 0.5, 64, 64, BLOCK=64)     # a grid callable
+    mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64, num_warps=4)     # the key's own option value: C
     assert fake_gpu.fake_state()[0] == calls + 5
     mixed[(1,)](x[1:].as_subclass(Cuda), desc, 0.5, 64, 64, BLOCK=64)             # misaligned: another key, compiled
     mixed[(1,)](x, desc, 0.5, 17, 64, BLOCK=64)                   # n % 16 != 0: another key
     mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=32)                   # another constexpr
     assert len({id(p) for p in mixed.cache.values()}) == 5      # (1e300 was one too)
+
+
+def test_launch_options_as_keywords(fake_gpu):
+    x, desc = _arguments()
+    for _ in range(3):                       # a key with num_warps=8 and one without, in turn
+        eight = mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64, num_warps=8, num_ctas=1)
+        four = mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64)
+    assert eight is not four and eight.metadata["num_warps"] == 8
+    assert {type(mixed._fast), type(mixed._other)} == {fake_gpu.CLaunch}
+    for kwargs, compiled in (({"num_warps": 8, "num_ctas": 1}, eight), ({}, four), ({"num_warps": 4}, four)):
+        frames, calls = [], fake_gpu.fake_state()[0]
+        assert _python_frames(lambda kw=kwargs: mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64, **kw), frames) is compiled
+        assert fake_gpu.fake_state()[0] == calls + 1
+        assert "_tlx_fast" not in frames, (kwargs, frames)     # a miss tries the kernel's other key in C
+    with pytest.raises(tlxc.LaunchError, match="num_warps must be a power of two"):
+        mixed[(1,)](x, desc, 0.5, 64, 64, BLOCK=64, num_warps=8.0)   # not the key's class: explained
+
+
+def test_grid_callables(fake_gpu):
+    x, desc = _arguments()
+    metas = []
+
+    def grid(meta):
+        metas.append(dict(meta))
+        return (meta["n"] // meta["BLOCK"], 2)
+
+    for _ in range(2):
+        mixed[grid](x, desc, 0.5, 128, 64, BLOCK=64)
+    python_meta = metas[-1]
+    launch = mixed._fast
+    assert type(launch) is fake_gpu.CLaunch
+    frames = []
+    _python_frames(lambda: mixed[grid](x, desc, 0.5, 128, 64, BLOCK=64), frames)
+    assert [f for f in frames if f != "<lambda>"] == ["grid"] and len(metas) == 3    # once, from C
+    assert metas[-1] == python_meta and list(metas[-1]) == list(python_meta)
+    assert metas[-1]["num_warps"] == 4 and metas[-1]["x_ptr"] is x
+    assert fake_gpu.fake_state()[1][:8] == (2).to_bytes(4, "little") + (2).to_bytes(4, "little")
+    mixed[grid](x, desc, 0.5, 128, 64, BLOCK=64, num_warps=4)
+    assert metas[-1]["num_warps"] == 4 and len(metas) == 4
+    for bad, error in ((lambda meta: "a", "x = 'a'"), (lambda meta: (1, -2), "y = -2"), (lambda meta: (0,), None)):
+        count = fake_gpu.fake_state()[0]
+        if error is None:
+            assert mixed[bad](x, desc, 0.5, 128, 64, BLOCK=64) is launch.fallback.__globals__["_tlx_compiled"]
+        else:
+            with pytest.raises(tlxc.LaunchError, match=error):
+                mixed[bad](x, desc, 0.5, 128, 64, BLOCK=64)
+        assert fake_gpu.fake_state()[0] == count             # nothing launched
+    calls = []
+    with pytest.raises(ZeroDivisionError):
+        mixed[lambda meta: calls.append(1) or 1 // 0](x, desc, 0.5, 128, 64, BLOCK=64)
+    assert calls == [1]                                      # its own error, called once
 
 
 def test_a_reassigned_global_or_environment_recompiles(fake_gpu, monkeypatch):

@@ -97,7 +97,10 @@ typedef struct {
     vectorcallfunc vectorcall;
     Py_ssize_t nparams;
     ArgSpec *args;
-    PyObject *names, *defaults;       /* the parameters' names; their defaults (missing: NULL item) */
+    PyObject *names, *defaults;       /* the parameters' names; their defaults (Ellipsis: none) */
+    PyObject *meta_options;           /* ((launch option, its default), ...) for a grid callable's meta */
+    PyObject *options, *required;     /* launch options a keyword may give: name -> the key's value;
+                                         the names a launch must give (the key's non-default ones) */
     Py_ssize_t nenv;
     PyObject **env_dict, **env_key, **env_value;   /* env_value NULL: must be unset */
     Py_ssize_t nguards;
@@ -418,6 +421,7 @@ static int grid_dim(PyObject *g, unsigned int *out)
 static int bind(CLaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **values)
 {
     Py_ssize_t given = nargs - 1, nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    unsigned int seen = 0;
     if (given > self->nparams)
         return 0;
     for (Py_ssize_t i = 0; i < self->nparams; i++)
@@ -432,61 +436,156 @@ static int bind(CLaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject
             for (i = given; i < self->nparams; i++)
                 if (PyUnicode_Compare(PyTuple_GET_ITEM(self->names, i), name) == 0)
                     break;
-        if (PyErr_Occurred() || i == self->nparams || values[i] != NULL)
+        if (PyErr_Occurred() || (i < self->nparams && values[i] != NULL))
             return 0;
-        values[i] = args[nargs + k];
+        if (i < self->nparams) {
+            values[i] = args[nargs + k];
+            continue;
+        }
+        /* a launch option: the key's value, of the key's class (as _options_check) */
+        PyObject *want = PyDict_GetItemWithError(self->options, name), *value = args[nargs + k];
+        if (want == NULL || Py_TYPE(value) != Py_TYPE(want))
+            return 0;
+        PyObject *ne = PyObject_RichCompare(value, want, Py_NE);
+        int differs = ne == NULL ? -1 : PyObject_IsTrue(ne);
+        Py_XDECREF(ne);
+        if (differs != 0)
+            return 0;
+        for (Py_ssize_t r = 0; r < PyTuple_GET_SIZE(self->required); r++)
+            if (PyUnicode_Compare(PyTuple_GET_ITEM(self->required, r), name) == 0)
+                seen |= 1u << r;
     }
+    if (seen != (1u << PyTuple_GET_SIZE(self->required)) - 1)
+        return 0;
     for (Py_ssize_t i = given; i < self->nparams; i++)
         if (values[i] == NULL && (values[i] = PyTuple_GET_ITEM(self->defaults, i)) == Py_Ellipsis)
             return 0;
     return 1;
 }
 
+static PyObject *launch_impl(CLaunch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+static PyTypeObject CLaunchType;
+
+/* The arguments do not have this launcher's key: as the generated path does, the kernel's
+   other specialized path is tried when this one is the kernel's _fast (in C when it is a
+   CLaunch), else the generated path decides (the generic path, the slow path, an error). */
+static PyObject *mismatch(CLaunch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    PyObject *fast = PyObject_GetAttr(self->kfn, s_fast), *other = NULL;
+    if (fast != NULL && fast == (PyObject *)self)
+        other = PyObject_GetAttr(self->kfn, s_other);
+    Py_XDECREF(fast);
+    if (other != NULL && Py_TYPE(other) == &CLaunchType && other != (PyObject *)self) {
+        PyObject *result = launch_impl((CLaunch *)other, args, nargsf, kwnames);
+        Py_DECREF(other);
+        return result;
+    }
+    Py_XDECREF(other);
+    return fallback(self, args, nargsf, kwnames);
+}
+
+/* grid (a tuple or list of 1 to 3 ints, or an int) as three uint32; 0 when it is not one */
+static int grid_dims(PyObject *grid, unsigned int *g)
+{
+    g[0] = g[1] = g[2] = 1;
+    if (PyTuple_CheckExact(grid) || PyList_CheckExact(grid)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(grid);
+        if (n < 1 || n > 3)
+            return 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!grid_dim(PySequence_Fast_GET_ITEM(grid, i), &g[i]))
+                return 0;
+        return 1;
+    }
+    return grid_dim(grid, &g[0]);
+}
+
+/* the generated path with ``grid`` in place of the grid callable it was returned by */
+static PyObject *fallback_with_grid(CLaunch *self, PyObject *grid, PyObject *const *args, size_t nargsf,
+                                    PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf) + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject **copy = PyMem_Malloc(n * sizeof(PyObject *));
+    if (copy == NULL)
+        return PyErr_NoMemory();
+    memcpy(copy, args, n * sizeof(PyObject *));
+    copy[0] = grid;
+    PyObject *result = fallback(self, copy, PyVectorcall_NARGS(nargsf), kwnames);
+    PyMem_Free(copy);
+    return result;
+}
+
 static PyObject *launch_impl(CLaunch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *values[MAX_PARAMS];
-    if (nargs < 1 || !bind(self, args, nargs, kwnames, values)
-            || PyDict_GET_SIZE(self->cache) == 0 || !is_current(self))
+    if (nargs < 1 || PyDict_GET_SIZE(self->cache) == 0 || !is_current(self))
         return fallback(self, args, nargsf, kwnames);
+    if (!bind(self, args, nargs, kwnames, values))
+        return mismatch(self, args, nargsf, kwnames);
     for (Py_ssize_t i = 0; i < self->nparams; i++)
         if (!check_and_pack(&self->args[i], values[i]))
-            return fallback(self, args, nargsf, kwnames);
+            return mismatch(self, args, nargsf, kwnames);
     if (!guards_hold(self))
         return fallback(self, args, nargsf, kwnames);
-    unsigned int g[3] = {1, 1, 1};
-    PyObject *grid = args[0];
-    if (PyTuple_CheckExact(grid)) {
-        Py_ssize_t n = PyTuple_GET_SIZE(grid);
-        if (n < 1 || n > 3)
+    unsigned int g[3];
+    PyObject *grid = args[0], *returned = NULL;      /* returned: by the grid callable */
+    if (!grid_dims(grid, g)) {
+        if (PyTuple_CheckExact(grid) || PyList_CheckExact(grid) || !PyCallable_Check(grid))
             return fallback(self, args, nargsf, kwnames);
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (!grid_dim(PyTuple_GET_ITEM(grid, i), &g[i]))
-                return fallback(self, args, nargsf, kwnames);
-    } else if (!grid_dim(grid, &g[0])) {
-        return fallback(self, args, nargsf, kwnames);
+        /* grid(meta): meta holds every argument by name, the launch options' defaults and
+           the options given, as the generated path builds it */
+        PyObject *meta = PyDict_New();
+        int failed = meta == NULL;
+        for (Py_ssize_t i = 0; !failed && i < self->nparams; i++)
+            failed = PyDict_SetItem(meta, PyTuple_GET_ITEM(self->names, i), values[i]) < 0;
+        for (Py_ssize_t i = 0; !failed && i < PyTuple_GET_SIZE(self->meta_options); i++) {
+            PyObject *pair = PyTuple_GET_ITEM(self->meta_options, i);
+            failed = PyDict_SetItem(meta, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0;
+        }
+        for (Py_ssize_t k = 0; !failed && kwnames && k < PyTuple_GET_SIZE(kwnames); k++)
+            failed = PyDict_SetItem(meta, PyTuple_GET_ITEM(kwnames, k), args[nargs + k]) < 0;
+        if (failed) {
+            Py_XDECREF(meta);
+            return NULL;
+        }
+        returned = PyObject_CallOneArg(grid, meta);
+        Py_DECREF(meta);
+        if (returned == NULL)
+            return NULL;                 /* the grid callable's own error, as from the generated path */
+        if (!grid_dims(returned, g) || PyCallable_Check(returned))
+            goto give_up;
     }
     if (g[0] == 0 || g[1] == 0 || g[2] == 0) {
+        Py_XDECREF(returned);
         Py_INCREF(self->compiled);
         return self->compiled;
     }
     if (self->cx && (g[0] % self->cx || g[1] % self->cy || g[2] % self->cz))
-        return fallback(self, args, nargsf, kwnames);
+        goto give_up;
     PyObject *device[1] = {self->device};
     PyObject *stream = PyObject_Vectorcall(self->stream_getter, device, 1, NULL);
-    if (stream == NULL)
+    if (stream == NULL) {
+        Py_XDECREF(returned);
         return NULL;
+    }
     unsigned long long handle = PyLong_Check(stream) ? PyLong_AsUnsignedLongLong(stream) : 0;
     if (!PyLong_Check(stream) || PyErr_Occurred()) {
         Py_DECREF(stream);
-        return fallback(self, args, nargsf, kwnames);
+        goto give_up;
     }
+    Py_XDECREF(returned);
     LaunchConfig *c = self->config;
     c->gx = g[0]; c->gy = g[1]; c->gz = g[2];
     c->bx = self->bx; c->by = self->by; c->bz = self->bz; c->smem = self->smem;
     c->stream = (void *)(uintptr_t)handle;
     c->attrs = self->attrs; c->num_attrs = self->num_attrs;
-    int result = self->launch(c, self->function, self->params, NULL);
+    int result;
+    Py_BEGIN_ALLOW_THREADS        /* as ctypes does: a launch may wait for room in the queue */
+    result = self->launch(c, self->function, self->params, NULL);
+    Py_END_ALLOW_THREADS
     if (result != 0) {
         PyObject *shape = Py_BuildValue("(III)", g[0], g[1], g[2]);
         PyObject *r = shape ? PyObject_CallFunction(self->failed, "iOO", result, shape, stream) : NULL;
@@ -500,6 +599,13 @@ static PyObject *launch_impl(CLaunch *self, PyObject *const *args, size_t nargsf
     }
     Py_INCREF(self->compiled);
     return self->compiled;
+
+give_up:    /* the generated path explains it (with the grid callable's result, not calling it again) */
+    if (returned == NULL)
+        return fallback(self, args, nargsf, kwnames);
+    PyObject *explained = fallback_with_grid(self, returned, args, nargsf, kwnames);
+    Py_DECREF(returned);
+    return explained;
 }
 
 static PyObject *launch_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -513,21 +619,33 @@ static void *address_of(PyObject *tuple, Py_ssize_t i)
 }
 
 /* CLaunch(fallback, kfn, cache, args, env, guards, stream_getter, device, compiled, failed, keep,
-           addresses, shape, names, defaults):
+           addresses, shape, names, defaults, options, required, meta_options):
    args: per parameter (kind, cls, value, device, alignment, one, by16, fits, slot_kind, dest address);
    env: (dict, key, value or None); guards: (holder, name, cell, attrs, value);
    addresses: (config, function, params, launch function, attrs); shape: (bx, by, bz, smem, num_attrs,
    cx, cy, cz), cx = 0 without clusters; names: the parameters' (interned); defaults: each parameter's
-   default, Ellipsis for none */
+   default, Ellipsis for none; options: {launch option: the key's value} a keyword may give;
+   required: the options a launch must give; meta_options: ((option, default), ...) that a grid
+   callable's dict holds */
 static PyObject *launch_new(PyTypeObject *type, PyObject *a, PyObject *kw)
 {
     PyObject *fb, *kfn, *cache, *args, *env, *guards, *sg, *device, *compiled, *failed, *keep, *addr, *shape;
-    PyObject *names, *defaults;
-    if (!PyArg_ParseTuple(a, "OOO!O!O!O!OOOOOO!O!O!O!:CLaunch", &fb, &kfn, &PyDict_Type, &cache, &PyTuple_Type,
-                          &args, &PyTuple_Type, &env, &PyTuple_Type, &guards, &sg, &device, &compiled, &failed,
-                          &keep, &PyTuple_Type, &addr, &PyTuple_Type, &shape, &PyTuple_Type, &names,
-                          &PyTuple_Type, &defaults))
+    PyObject *names, *defaults, *options, *required, *meta_options;
+    if (!PyArg_ParseTuple(a, "OOO!O!O!O!OOOOOO!O!O!O!O!O!O!:CLaunch", &fb, &kfn, &PyDict_Type, &cache,
+                          &PyTuple_Type, &args, &PyTuple_Type, &env, &PyTuple_Type, &guards, &sg, &device, &compiled,
+                          &failed, &keep, &PyTuple_Type, &addr, &PyTuple_Type, &shape, &PyTuple_Type, &names,
+                          &PyTuple_Type, &defaults, &PyDict_Type, &options, &PyTuple_Type, &required,
+                          &PyTuple_Type, &meta_options))
         return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(meta_options); i++)
+        if (!PyTuple_Check(PyTuple_GET_ITEM(meta_options, i)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(meta_options, i)) != 2) {
+            PyErr_SetString(PyExc_ValueError, "CLaunch: meta options are (name, default) pairs");
+            return NULL;
+        }
+    if (PyTuple_GET_SIZE(required) > 16) {
+        PyErr_SetString(PyExc_ValueError, "CLaunch: at most 16 required options");
+        return NULL;
+    }
     if (PyTuple_GET_SIZE(addr) != 5 || PyTuple_GET_SIZE(shape) != 8 || PyTuple_GET_SIZE(args) > MAX_PARAMS
             || PyTuple_GET_SIZE(names) != PyTuple_GET_SIZE(args)
             || PyTuple_GET_SIZE(defaults) != PyTuple_GET_SIZE(args)) {
@@ -549,6 +667,9 @@ static PyObject *launch_new(PyTypeObject *type, PyObject *a, PyObject *kw)
     Py_INCREF(keep); self->keep = keep;
     Py_INCREF(names); self->names = names;
     Py_INCREF(defaults); self->defaults = defaults;
+    Py_INCREF(options); self->options = options;
+    Py_INCREF(required); self->required = required;
+    Py_INCREF(meta_options); self->meta_options = meta_options;
     self->nparams = PyTuple_GET_SIZE(args);
     self->args = PyMem_Calloc(self->nparams ? self->nparams : 1, sizeof(ArgSpec));
     self->nenv = PyTuple_GET_SIZE(env);
@@ -624,7 +745,8 @@ static int launch_traverse(CLaunch *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->fallback); Py_VISIT(self->kfn); Py_VISIT(self->cache); Py_VISIT(self->stream_getter);
     Py_VISIT(self->device); Py_VISIT(self->compiled); Py_VISIT(self->failed); Py_VISIT(self->keep);
-    Py_VISIT(self->names); Py_VISIT(self->defaults);
+    Py_VISIT(self->names); Py_VISIT(self->defaults); Py_VISIT(self->options); Py_VISIT(self->required);
+    Py_VISIT(self->meta_options);
     if (self->args)
         for (Py_ssize_t i = 0; i < self->nparams; i++) {
             Py_VISIT(self->args[i].cls);
@@ -646,7 +768,8 @@ static int launch_clear(CLaunch *self)
 {
     Py_CLEAR(self->fallback); Py_CLEAR(self->kfn); Py_CLEAR(self->cache); Py_CLEAR(self->stream_getter);
     Py_CLEAR(self->device); Py_CLEAR(self->compiled); Py_CLEAR(self->failed); Py_CLEAR(self->keep);
-    Py_CLEAR(self->names); Py_CLEAR(self->defaults);
+    Py_CLEAR(self->names); Py_CLEAR(self->defaults); Py_CLEAR(self->options); Py_CLEAR(self->required);
+    Py_CLEAR(self->meta_options);
     if (self->args)
         for (Py_ssize_t i = 0; i < self->nparams; i++) {
             Py_CLEAR(self->args[i].cls);

@@ -731,8 +731,9 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
     fast = scope["_tlx_fast"]
     fast.__qualname__ = fast.__name__ = kfn.__name__
     scope["_tlx_self"] = fast       # the object the kernel launches through: this function, or
-    if plan.direct and not given:   # the C launcher that falls back to it (runtime/c_launcher.py)
-        c_path = _c_launch(kfn, key, plan, kinds, fast, scope)
+    if plan.direct:                 # the C launcher that falls back to it (runtime/c_launcher.py)
+        accepted = {o: v for o, v in expected.items() if o != "interpret"}
+        c_path = _c_launch(kfn, key, plan, kinds, fast, scope, accepted, tuple(given), options)
         if c_path is not None:
             scope["_tlx_self"] = c_path
             return c_path
@@ -746,10 +747,14 @@ def _descriptor_class_of_fields():
     return None if any(hasattr(TensorDescriptor, f) for f in fields) else TensorDescriptor
 
 
-def _c_launch(kfn, key: tuple, plan: LaunchPlan, kinds: list, fallback, scope: dict):
+def _c_launch(kfn, key: tuple, plan: LaunchPlan, kinds: list, fallback, scope: dict, options: dict,
+              required: tuple, meta_options: list):
     """The C launcher of one specialization (runtime/c_launcher.py), which launches what
     ``fallback`` (the generated path) would and hands it every other launch; None when the C
-    module is off or not buildable, or the plan's launch is not a foreign function."""
+    module is off or not buildable, or the plan's launch is not a foreign function.
+    ``options``: the launch options a keyword may give, with the key's values; ``required``:
+    those a launch must give (``_options_check``); ``meta_options``: the (option, default)
+    pairs a grid callable's dict holds."""
     from . import c_launcher as C
     from .jit import Guard
     raw_address = C.function_address(scope["_tlx_raw"])
@@ -804,7 +809,9 @@ def _c_launch(kfn, key: tuple, plan: LaunchPlan, kinds: list, fallback, scope: d
         (scope["_tlx_config"], scope["_tlx_function"], scope["_tlx_params"], raw_address, scope["_tlx_attrs"]),
         (*plan.block, plan.smem, scope["_tlx_num_attrs"], *cluster),
         tuple(sys.intern(n) for n in kfn.param_names),
-        tuple(... if p.default is p.empty else p.default for p in kfn.signature.parameters.values()))
+        tuple(... if p.default is p.empty else p.default for p in kfn.signature.parameters.values()),
+        {sys.intern(o): v for o, v in options.items()}, tuple(sys.intern(o) for o in required),
+        tuple((sys.intern(o), d) for o, d in meta_options))
 
 
 def _option_values(head: tuple, options) -> dict:
