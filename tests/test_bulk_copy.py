@@ -173,9 +173,17 @@ def test_check_catches_an_overwrite_during_the_bulk_store():
     assert "tl.zeros((BLOCK,), tl.float32))     # the overwrite" in found[0].render()
 
 
-def test_check_wants_a_store_wait_before_exit():
-    found = [f.check for f in _findings(bulk_no_store_wait, BLOCK=BLOCK)]
-    assert "tma.store-in-flight-at-exit" in found
+def test_check_notes_the_store_wait_tlxc_adds_before_exit():
+    from tlxc.check.findings import INFO
+    found = [(f.check, f.severity) for f in _findings(bulk_no_store_wait, BLOCK=BLOCK)]
+    assert ("tma.store-in-flight-at-exit", INFO) in found
+
+
+def test_kernel_with_a_bulk_store_waits_for_it_before_exit():
+    src = bulk_no_store_wait.compile("src=*fp32,dst=*fp32", constexprs={"BLOCK": BLOCK}, arch="sm_90a",
+                                     stages=("ir", "cuda")).asm["cuda"]
+    body = src[src.index("tlx_bulk_commit_group(); }"):]
+    assert "tlx_bulk_wait_group_read<0>();" in body            # after the last store, at the kernel's end
 
 
 # -- frontend errors ---------------------------------------------------------------------------------

@@ -159,7 +159,9 @@ def test_store_wait_holds_every_thread_of_the_task():
     spec = specialization_from_args(K.tma_store_reuse, {"out_desc": desc, "BM": BM, "BN": BN, "ROUNDS": 8})
     cuda = compile_kernel(K.tma_store_reuse, spec, arch="sm_90a", num_warps=4).asm["cuda"]
     lines = [line.strip() for line in cuda.splitlines()]
-    waits = [i for i, line in enumerate(lines) if "tlx_bulk_wait_group_read<0>()" in line]
+    # (the last line of the kernel's, every thread's, wait before exit: rules_tlx.wait_stores_at_exit)
+    assert lines[-2:] == ["tlx_bulk_wait_group_read<0>();", "}"]
+    waits = [i for i, line in enumerate(lines[:-2]) if "tlx_bulk_wait_group_read<0>()" in line]
     assert len(waits) == 9
     assert all(lines[i + 1].startswith("__syncthreads()") or "bar_sync" in lines[i + 1] for i in waits), \
         [lines[i + 1] for i in waits]

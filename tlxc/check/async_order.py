@@ -11,12 +11,15 @@
   in between.  The TMA engine (async proxy) would not see the generic-proxy
   stores; as Triton does for TLX, the codegen inserts the fence there
   (``codegen_c/shared_order.py``), so the note only says where it went;
-* ``tma.store-in-flight-at-exit``: a task (or the kernel) can end with an
-  ``async_descriptor_store`` whose read of shared memory no
-  ``async_descriptor_store_wait(0)`` has waited for: the CTA's shared memory
-  is released at exit, possibly to the next CTA, while the TMA engine still
-  reads it.  A may-analysis over the structured control flow: a loop may run
-  zero or more times, either branch of an ``if`` may run.
+* ``tma.store-in-flight-at-exit`` (info, shown by ``tlxc check --verbose``): a
+  task (or the kernel) can end with an ``async_descriptor_store`` whose read of
+  shared memory no ``async_descriptor_store_wait(0)`` has waited for.  The CTA's
+  shared memory is released at exit (possibly to the next CTA), and PTX does not
+  promise that exit waits for bulk async-groups; TLX's tutorials rely on ending
+  without the wait, so the codegen waits at the kernel's end
+  (``codegen_nvptx/rules_tlx.py: wait_stores_at_exit``) and the note says so.  A
+  may-analysis over the structured control flow: a loop may run zero or more
+  times, either branch of an ``if`` may run.
 """
 from __future__ import annotations
 
@@ -53,10 +56,10 @@ def _report_in_flight(store, findings: list) -> None:
     if store is None or any(f.check == "tma.store-in-flight-at-exit" and f.loc == store.loc for f in findings):
         return                          # (replicated tasks share their source: one finding)
     findings.append(Finding(
-        "a TMA store may still be reading shared memory when its task ends: the CTA's shared memory is "
-        "released at exit (and may be given to the next CTA) while the copy reads it; add "
-        "tlx.async_descriptor_store_wait(0) after the last async_descriptor_store", store.loc,
-        [], "tma.store-in-flight-at-exit"))
+        "a TMA store may still be reading shared memory when its task ends; the CTA's shared memory is "
+        "released at exit, so tlxc waits for the store's reads at the kernel's end "
+        "(cp.async.bulk.wait_group.read 0, as for a tlx.async_descriptor_store_wait(0) after the last "
+        "async_descriptor_store)", store.loc, [], "tma.store-in-flight-at-exit", severity=INFO))
 
 
 def _store_state(block, pending):

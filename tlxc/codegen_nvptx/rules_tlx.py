@@ -251,6 +251,23 @@ def async_descriptor_store(lw, op):
     # bulk group, so store waits count boxes.
     lw.out.line(lw.sync())
     lw.out.line(f"if ({lw.scope.tid_var} == 0) {{ {stores} tlx_bulk_commit_group(); }}")
+    wait_stores_at_exit(lw)
+
+
+def wait_stores_at_exit(lw) -> None:
+    """A kernel with bulk (TMA) stores waits for their reads of shared memory before it exits:
+    PTX does not promise that a CTA's exit waits for its bulk async-groups, and the shared
+    memory they read is released (and may go to the next CTA).  TLX's tutorials end with an
+    ``async_descriptor_store`` and no ``async_descriptor_store_wait(0)`` (Triton's own
+    descriptor stores always wait), so, as for the proxy fences, tlxc inserts it: every thread
+    runs ``cp.async.bulk.wait_group.read 0`` at the kernel's end (after every task joined),
+    which is immediate for threads without groups in flight.  ``tlxc check`` notes where."""
+    if "bulk_wait_at_exit" in lw.rule_state:
+        return
+    lw.rule_state["bulk_wait_at_exit"] = True
+    lw.target.use("tlx_bulk_wait_group_read")
+    lw.epilogue += ["// bulk (TMA) stores still reading shared memory: wait before the CTA exits",
+                    "tlx_bulk_wait_group_read<0>();"]
 
 
 @lowering("tlx.async_descriptor_store_wait", vendor="nvidia")
@@ -296,6 +313,7 @@ def async_bulk_store(lw, op):
     lw.out.line(lw.sync())
     lw.out.line(f"if ({lw.scope.tid_var} == 0) {{ tlx_bulk_store({lw.name(ptr)}, {_bulk_buffer(lw, op, src)}, "
                 f"(unsigned){lw.name(size)}); tlx_bulk_commit_group(); }}")
+    wait_stores_at_exit(lw)
 
 
 @lowering("tlx.prefetch", vendor="nvidia")

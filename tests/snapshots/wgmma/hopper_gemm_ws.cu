@@ -815,4 +815,6 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_ws_kernel_BM128_BN25
     if (task_tid == 0) tlx_bulk_wait_group_read<0>();
     tlx_bar_sync(3, 128);
   }
+  // bulk (TMA) stores still reading shared memory: wait before the CTA exits
+  tlx_bulk_wait_group_read<0>();
 }
