@@ -473,8 +473,8 @@ ASYNC_BROKEN = [
 def test_store_in_flight_at_exit_is_a_note_where_tlxc_waits():
     # PTX does not promise that a CTA's exit waits for its bulk stores; TLX's tutorials end without the
     # wait, so tlxc waits at the kernel's end (rules_tlx.wait_stores_at_exit) and the check only notes it
-    from tlxc.check.findings import INFO
     from tlxc.check.async_order import check_async_order
+    from tlxc.check.findings import INFO
     from tlxc.compiler import frontend
     from tlxc.frontend.specialize import specialization_from_args
     assert _wgmma_ring_findings(BUG="store_in_flight") == []          # no error
