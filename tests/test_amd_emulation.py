@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import tlxc
+import tlxc.language as tl
 from tlxc.codegen_amdgcn import toolchain
 from tlxc.codegen_amdgcn.emu import run as emu
 from tlxc.compiler import compile_kernel
@@ -128,5 +130,48 @@ def test_every_arch_neutral_example_compiles_to_hip():
             except CompilationError as exc:
                 assert exc.loc is not None or "AMD" in str(exc), exc
                 refused.append(name)
-    assert {"vector_add", "softmax", "rmsnorm", "layernorm"} <= set(made), (made, refused)
-    assert {"matmul", "ws_vector_add"} <= set(refused), (made, refused)
+    assert {"vector_add", "softmax", "rmsnorm", "layernorm", "matmul"} <= set(made), (made, refused)
+    assert {"ws_vector_add"} <= set(refused), (made, refused)
+
+
+@pytest.mark.parametrize("arch, block, warps", [("gfx942", (64, 64, 32), 4), ("gfx950", (32, 64, 32), 2),
+                                                 ("gfx942", (16, 32, 16), 1)])
+def test_matmul_on_mfma(arch, block, warps):
+    """The matmul example (bf16, f32 accumulate): M, N, K not multiples of the tile; MFMA 32x32x8
+    or 16x16x16 bf16 by the tile."""
+    mod = example("matmul")
+    m, n, k = 70, 90, 80
+    a, b = torch.randn(m, k, dtype=torch.bfloat16), torch.randn(k, n, dtype=torch.bfloat16)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+    bm, bn, bk = block
+    grid = (((m + bm - 1) // bm) * ((n + bn - 1) // bn),)
+    compiled = emulate(mod.matmul_kernel, grid, a, b, out, m, n, k, a.stride(0), a.stride(1), b.stride(0),
+                       b.stride(1), out.stride(0), out.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=2,
+                       arch=arch, num_warps=warps)
+    assert "tlx_mfma_f32_" in compiled.asm["hip"]
+    close(out, a.double() @ b.double(), torch.finfo(torch.bfloat16).eps)
+
+
+@tlxc.kernel
+def f16_dot_tile(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+    c = tl.load(c_ptr + rm[:, None] * BN + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], tl.dot(a, b, c))
+
+
+@pytest.mark.parametrize("arch, shape, warps, instruction", [
+    ("gfx942", (32, 64, 16), 2, "32x32x8_f16"), ("gfx942", (16, 16, 32), 1, "16x16x16_f16"),
+    ("gfx950", (64, 32, 32), 4, "32x32x16_f16"), ("gfx950", (16, 32, 64), 2, "16x16x32_f16")])
+def test_f16_dot_picks_the_archs_mfma(arch, shape, warps, instruction):
+    bm, bn, bk = shape
+    a, b = torch.randn(bm, bk, dtype=torch.float16), torch.randn(bk, bn, dtype=torch.float16)
+    c = torch.randn(bm, bn)
+    ref = a.double() @ b.double() + c.double()
+    compiled = emulate(f16_dot_tile, (1,), a, b, c, BM=bm, BN=bn, BK=bk, arch=arch, num_warps=warps,
+                       code_object=toolchain.available())
+    assert f"tlx_mfma_f32_{instruction}(" in compiled.asm["hip"]
+    assert torch.allclose(c.double(), ref, rtol=1e-5, atol=1e-4), (c.double() - ref).abs().max()
+    if toolchain.available():
+        assert f"v_mfma_f32_{instruction}" in compiled.asm["amdgcn"]

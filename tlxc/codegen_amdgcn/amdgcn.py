@@ -240,6 +240,8 @@ MFMA = {   # helper -> (builtin, A/B type, accumulator type, M, N, K, archs)
                                  ("gfx942", "gfx950")),
     "tlx_mfma_f32_16x16x16_f16": ("__builtin_amdgcn_mfma_f32_16x16x16f16", "tlx_f16x4", "tlx_f32x4", 16, 16, 16,
                                   ("gfx942", "gfx950")),
+    "tlx_mfma_f32_32x32x8_bf16": ("__builtin_amdgcn_mfma_f32_32x32x8bf16_1k", "tlx_bf16x4", "tlx_f32x16", 32, 32, 8,
+                                  ("gfx942", "gfx950")),
     "tlx_mfma_f32_16x16x16_bf16": ("__builtin_amdgcn_mfma_f32_16x16x16bf16_1k", "tlx_bf16x4", "tlx_f32x4", 16, 16, 16,
                                    ("gfx942", "gfx950")),
     "tlx_mfma_f32_16x16x32_f16": ("__builtin_amdgcn_mfma_f32_16x16x32_f16", "tlx_f16x8", "tlx_f32x4", 16, 16, 32,
@@ -310,4 +312,12 @@ for _bits in (32, 64, 128):
     _vector_access(_bits)
 
 
-__all__ = ["BUILTINS", "DEPENDS", "HELPERS", "define", "definitions", "helper", "swizzle_xor"]
+def mfma_helper(block: int, k: int, element: str) -> str:
+    """The helper of the MFMA ``block x block x k`` on ``element`` ("f16", "bf16") inputs."""
+    name = f"tlx_mfma_f32_{block}x{block}x{k}_{element}"
+    if name not in MFMA:
+        raise KeyError(name)
+    return name
+
+
+__all__ = ["BUILTINS", "DEPENDS", "HELPERS", "MFMA", "define", "definitions", "helper", "mfma_helper", "swizzle_xor"]

@@ -3,8 +3,10 @@
 """
 from __future__ import annotations
 
-from ..codegen_c.lower import RULES, elem, lowering
+from ..codegen_c.lower import RULES, elem, lowering, registers
 from ..codegen_c.rules_arith import _CUDA_MATH
+from ..errors import InternalCompilerError
+from . import amdgcn
 from .prelude import MATH_F32, MATH_F64
 
 _AXES = "xyz"
@@ -55,4 +57,49 @@ for _name in _CUDA_MATH:
 
 @lowering("tl.dot", vendor="amd")
 def dot(lw, op):
-    raise lw.error_unsupported(op, "tl.dot (MFMA lowering is not written yet)")
+    """``tl.dot`` on MFMA: per (M block, N block, K step) of this wave, one instruction on the
+    fragments ``ir/layouts_amd.py`` placed in registers (A: P values, then K steps, then M blocks;
+    B: P, K steps, N blocks; the accumulator: the block's registers, N blocks, M blocks)."""
+    if op.attrs.get("algorithm") != "mfma":
+        return RULES[("tl.dot", None)](lw, op)       # the FMA fallback (no MFMA tiles the shapes)
+    a, b, acc = op.operands
+    result = op.results[0]
+    block, k_ins = op.attrs["mfma_block"], op.attrs["mfma_k"]
+    element = a.type.element.name
+    try:
+        helper = amdgcn.mfma_helper(block, k_ins, element)
+    except KeyError:
+        raise lw.error_unsupported(op, f"an MFMA {block}x{block}x{k_ins} on {element}") from None
+    per_lane, regs = k_ins * block // 64, block * block // 64
+    kt = a.type.shape[1] // k_ins
+    ra, rb, rc = registers(a.type), registers(b.type), registers(acc.type)
+    mt, nt = ra // (per_lane * kt), rb // (per_lane * kt)
+    if mt * nt * regs != rc:
+        raise InternalCompilerError(f"MFMA fragment counts do not match (A {ra}, B {rb}, C {rc}, K steps {kt}): "
+                                    f"a tlxc layout bug", op.loc)
+    _, ab_type, acc_type, *_ = amdgcn.MFMA[helper]
+    lw.target.use(helper)
+    work = lw.fresh("dacc")
+    lw.out.line(f"float {work}[{rc}];")
+    lw.for_registers(rc, f"{work}[i] = {lw.target.to_compute(lw.ref(acc), acc.type.element)};")
+    as_operand = "__builtin_bit_cast(_Float16, {})" if element == "f16" else "(short)({})"
+    av, bv, cv = lw.fresh("mfa"), lw.fresh("mfb"), lw.fresh("mfc")
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int mi = 0; mi < {mt}; ++mi)")
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int ni = 0; ni < {nt}; ++ni)")
+    lw.out.line(f"{acc_type} {cv};")
+    lw.out.line(f"for (int r = 0; r < {regs}; ++r) {cv}[r] = {work}[{regs} * (ni + {nt} * mi) + r];")
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int ki = 0; ki < {kt}; ++ki)")
+    lw.out.line(f"{ab_type} {av}, {bv};")
+    lw.out.line(f"for (int e = 0; e < {per_lane}; ++e) {{ "
+                f"{av}[e] = {as_operand.format(f'{lw.name(a)}[{per_lane} * (ki + {kt} * mi) + e]')}; "
+                f"{bv}[e] = {as_operand.format(f'{lw.name(b)}[{per_lane} * (ki + {kt} * ni) + e]')}; }}")
+    lw.out.line(f"{cv} = {helper}({av}, {bv}, {cv});")
+    lw.out.close()
+    lw.out.line(f"for (int r = 0; r < {regs}; ++r) {work}[{regs} * (ni + {nt} * mi) + r] = {cv}[r];")
+    lw.out.close()
+    lw.out.close()
+    t = result.type.element
+    lw.assign_elementwise(result, lambda i: lw.target.from_compute(f"{work}[{i}]", t))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from ..errors import LayoutError
 from ..ir import layouts as L
+from ..ir import layouts_amd as A
 from ..ir import layouts_nvidia as N
 from ..ir.builder import Builder
 from ..ir.core import OP_REGISTRY, Block, BlockArgument, Module, Operation, Region, Value
@@ -100,7 +101,8 @@ class _KernelRewriter:
     def __init__(self, kernel: Operation, options):
         self.kernel = kernel
         self.num_warps = kernel.attrs.get("num_warps", 4)
-        self.lanes = target_of(options).warp_size     # 32, or 64 on AMD (wave64)
+        self.target = target_of(options)
+        self.lanes = self.target.warp_size            # 32, or 64 on AMD (wave64)
         self.entries: dict[int, object] = {}
         self.scopes: list[dict] = []
         self.b = Builder()
@@ -418,10 +420,14 @@ class _KernelRewriter:
 
     def rule_tl_dot(self, op):
         a, b, acc = op.operands
-        acc_layout, a_layout, b_layout = dot_layouts(a.type, b.type, acc.type, self.num_warps)
+        acc_layout, a_layout, b_layout = dot_layouts(a.type, b.type, acc.type, self.num_warps, self.target)
         operands = [self.get(a, a_layout), self.get(b, b_layout), self.get(acc, acc_layout)]
         new = self.copy(op, operands, [acc.type.with_layout(acc_layout)])
-        new.attrs["algorithm"] = "mma_v2" if _uses_mma(a.type) else "fma"
+        mfma = _mfma_of(a.type, acc.type, self.target)
+        if mfma is not None:
+            new.attrs.update(algorithm="mfma", mfma_block=mfma.block, mfma_k=mfma.k)
+        else:
+            new.attrs["algorithm"] = "mma_v2" if _uses_mma(a.type) and self.target.is_nvidia else "fma"
 
     def rule_tlx_local_gather(self, op):
         """The result takes the indices' layout (each thread reads the elements its indices name)."""
@@ -638,20 +644,34 @@ def _uses_mma(a_type: TensorType) -> bool:
     return a_type.element.name in ("f16", "bf16")
 
 
-def dot_layouts(a: TensorType, b: TensorType, acc: TensorType, num_warps: int):
+def _mfma_of(a: TensorType, acc: TensorType, target) -> A.MfmaShape | None:
+    """The MFMA instruction of an AMD dot (None: not AMD, or no instruction tiles it: FMA)."""
+    if target is None or target.is_nvidia or acc.element.name != "f32":
+        return None
+    m, n = acc.shape
+    return A.mfma_shape(a.element.name, m, n, a.shape[1], target.has("mfma_cdna4"))
+
+
+def dot_layouts(a: TensorType, b: TensorType, acc: TensorType, num_warps: int, target=None):
     """(acc, a, b) layouts of a tile-level dot.
 
-    f16/bf16 use ``mma.sync m16n8k16`` fragments; other input types use an
-    FMA layout where each thread holds whole K-rows of A and K-columns of B
-    for the accumulator elements it owns.
+    f16/bf16 use ``mma.sync m16n8k16`` fragments on NVIDIA and MFMA fragments on AMD
+    (``ir/layouts_amd.py``); other input types use an FMA layout where each thread holds
+    whole K-rows of A and K-columns of B for the accumulator elements it owns.
     """
     m, n = acc.shape
-    if _uses_mma(a) and m >= 16 and n >= 8:
+    lanes = target.warp_size if target is not None else L.LANES_PER_WARP
+    mfma = _mfma_of(a, acc, target)
+    if mfma is not None:
+        return (A.mfma_accumulator_layout(acc.shape, num_warps, mfma),
+                A.mfma_operand_layout(a.shape, 0, acc.shape, num_warps, mfma),
+                A.mfma_operand_layout(b.shape, 1, acc.shape, num_warps, mfma))
+    if _uses_mma(a) and m >= 16 and n >= 8 and (target is None or target.is_nvidia):
         acc_layout = N.mma_accumulator_layout(acc.shape, num_warps, "mma_v2")
         a_layout = N.mma_operand_layout(a.shape, 0, acc_layout, 16)
         b_layout = N.mma_operand_layout(b.shape, 1, acc_layout, 16)
         return acc_layout, a_layout, b_layout
-    acc_layout = L.default_blocked(acc.shape, num_warps, 32, vector_bytes=16)
+    acc_layout = L.default_blocked(acc.shape, num_warps, 32, vector_bytes=16, lanes=lanes)
     return acc_layout, fma_operand_layout(acc_layout, a.shape, 0), fma_operand_layout(acc_layout, b.shape, 1)
 
 
