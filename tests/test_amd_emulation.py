@@ -13,6 +13,7 @@ import torch
 
 import tlxc
 import tlxc.language as tl
+import tlxc.language.tlx as tlx
 from tlxc.codegen_amdgcn import toolchain
 from tlxc.codegen_amdgcn.emu import run as emu
 from tlxc.compiler import compile_kernel
@@ -175,3 +176,43 @@ def test_f16_dot_picks_the_archs_mfma(arch, shape, warps, instruction):
     assert torch.allclose(c.double(), ref, rtol=1e-5, atol=1e-4), (c.double() - ref).abs().max()
     if toolchain.available():
         assert f"v_mfma_f32_{instruction}" in compiled.asm["amdgcn"]
+
+
+@tlxc.kernel
+def lds_ring_gemm(a_ptr, b_ptr, c_ptr, M: tl.int32, N: tl.int32, K: tl.int32, BM: tl.constexpr, BN: tl.constexpr,
+                  BK: tl.constexpr, NUM_BUFFERS: tl.constexpr):
+    """A GEMM whose operands pass through a ring of LDS buffers (tlx.local_alloc / local_store /
+    local_load) before the MFMA dot: the barriers between the waves' writes and reads are the codegen's."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_buf = tlx.local_alloc((BM, BK), tl.float16, NUM_BUFFERS)
+    b_buf = tlx.local_alloc((BK, BN), tl.float16, NUM_BUFFERS)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(tl.cdiv(K, BK)):
+        s = k % NUM_BUFFERS
+        kk = k * BK + rk
+        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        tlx.local_store(tlx.local_view(a_buf, s), a)
+        tlx.local_store(tlx.local_view(b_buf, s), b)
+        acc = tl.dot(tlx.local_load(tlx.local_view(a_buf, s)), tlx.local_load(tlx.local_view(b_buf, s)), acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_lds_ring_gemm(arch):
+    m, n, k = 80, 70, 100
+    a, b = torch.randn(m, k, dtype=torch.float16), torch.randn(k, n, dtype=torch.float16)
+    c = torch.full((m, n), float("nan"))
+    compiled = emulate(lds_ring_gemm, (2, 2), a, b, c, m, n, k, BM=64, BN=64, BK=32, NUM_BUFFERS=2, arch=arch,
+                       code_object=toolchain.available())
+    ref = a.double() @ b.double()
+    assert torch.allclose(c.double(), ref, rtol=1e-5, atol=1e-3), (c.double() - ref).abs().max()
+    if toolchain.available():
+        summary = toolchain.check_code_object(toolchain.CompiledHip(
+            compiled.asm["hsaco"], compiled.asm["amdgcn"], "", arch, 0.0,
+            toolchain.parse_resources(compiled.asm["amdgcn"])),
+            expect=[r"v_mfma_f32_32x32x(8|16)_f16", r"ds_write_b\d+|ds_write2\w*", r"ds_read_b\d+|ds_read2\w*",
+                    "s_barrier"])
+        assert summary["resources"][compiled.metadata["name"]]["lds_bytes"] >= 2 * 2 * 64 * 32 * 2

@@ -202,11 +202,38 @@ def test_global_vector_access(bits):
     assert (out == want).all()
 
 
+
+def _lds_body(bits):
+    words = bits // 32
+    names = ", ".join(f"w{k}" for k in range(words))
+    return (f"  __shared__ __attribute__((aligned(16))) unsigned lds{bits}[128];\n"
+            f"  const int base = (t / {words}) * {words};\n"
+            f"  unsigned {', '.join(f'w{k} = in[base + {k}]' for k in range(words))};\n"
+            f"  if (t % {words} == 0) tlx_st_lds_b{bits}(lds{bits} + base, {names});\n"
+            f"  tlx_syncthreads();\n"
+            f"  const int other = 127 - t;\n"
+            f"  if (t % {words} == 0) {{ tlx_ld_lds_b{bits}(lds{bits} + (128 - {words} - base), {names});\n"
+            f"    {' '.join(f'out[base + {k}] = w{k};' for k in range(words))} }}\n  (void)other;")
+
+
+LDS = {bits: probe(_lds_body(bits)) for bits in (32, 64, 128)}
+
+
+@pytest.mark.parametrize("bits", LDS)
+def test_lds_vector_access(bits):
+    """Each group of ``bits`` stores to LDS, then reads the group mirrored across the work-group."""
+    out, x = run(LDS[bits])
+    words = bits // 32
+    groups = x.reshape(-1, words)[::-1].reshape(-1)
+    assert (out == groups).all()
+
+
 TESTED = {"tlx_workitem_id_x", "tlx_workgroup_id_x", "tlx_workgroup_id_y", "tlx_workgroup_id_z", "tlx_num_workgroups",
           "tlx_s_barrier", "tlx_fence_workgroup", "tlx_syncthreads", "tlx_s_setprio", "tlx_sched_barrier",
           "tlx_readfirstlane", "tlx_readlane", "tlx_ballot", "tlx_ds_bpermute", "tlx_ds_swizzle", "tlx_dpp",
           "tlx_shfl_xor", "tlx_f16_to_f32", "tlx_f32_to_f16", "tlx_bf16_to_f32", "tlx_f32_to_bf16",
           *(f"tlx_{op}_global_b{b}" for op in ("ld", "st") for b in (32, 64, 128)),
+          *(f"tlx_{op}_lds_b{b}" for op in ("ld", "st") for b in (32, 64, 128)),
           "tlx_mfma_types", *amdgcn.MFMA}
 
 
@@ -230,7 +257,13 @@ DEVICE_BODY = """
   tlx_st_global_b64(out + 2 * t, v & 1, v, a);
   unsigned e;
   tlx_ld_global_b32(in + t, true, e); tlx_ld_global_b64(in + t, true, a, b);
-  tlx_st_global_b32(out + t, true, e + a + b);"""
+  tlx_st_global_b32(out + t, true, e + a + b);
+  __shared__ __attribute__((aligned(16))) unsigned vbuf[1024];
+  tlx_st_lds_b128(vbuf + 4 * t, v, a, b, c); tlx_st_lds_b64(vbuf + 2 * t, a, b); tlx_st_lds_b32(vbuf + t, e);
+  tlx_syncthreads();
+  tlx_ld_lds_b128(vbuf + 4 * (255 - t), v, a, b, c); tlx_ld_lds_b64(vbuf + 2 * (255 - t), e, b);
+  tlx_ld_lds_b32(vbuf + (t ^ 1), d);
+  tlx_st_global_b128(out + 4 * t + 1024, true, v + d, a, b, c + e);"""
 
 
 @pytest.mark.skipif(not toolchain.available(), reason="the offline AMD toolchain (ziglang) is not installed")
@@ -240,7 +273,7 @@ def test_helpers_compile_to_their_instructions(arch):
     toolchain.check_code_object(compiled, expect=[
         "v_readlane_b32", "v_readfirstlane_b32", "ds_bpermute_b32", "ds_swizzle_b32", r"v_\w+_dpp", "s_barrier",
         "s_setprio", "global_load_dwordx4", "global_store_dwordx4", "global_store_dwordx2", r"v_cvt_f32_f16\w*",
-        r"v_cvt_f16_f32\w*", r"s_load_dword\w*"])
+        r"v_cvt_f16_f32\w*", r"s_load_dword\w*", "ds_write_b128", "ds_read_b128", r"ds_read_b64|ds_read2_b32"])
 
 
 def _mfma_kernel(name):

@@ -312,6 +312,28 @@ for _bits in (32, 64, 128):
     _vector_access(_bits)
 
 
+# -- LDS: vector accesses (plain C++ on pointers into the kernel's __shared__ array: ds_read/write_bN)
+def _lds_access(bits: int) -> None:
+    words = bits // 32
+    vtype = "unsigned" if words == 1 else f"tlx_u32x{words}"
+    outs = ", ".join(f"unsigned& w{k}" for k in range(words))
+    ins = ", ".join(f"unsigned w{k}" for k in range(words))
+    if words == 1:
+        load, store = "w0 = *(const unsigned*)p;", "*(unsigned*)p = w0;"
+    else:
+        load = f"{vtype} v = *(const {vtype}*)p; " + " ".join(f"w{k} = v[{k}];" for k in range(words))
+        store = f"{vtype} v; " + " ".join(f"v[{k}] = w{k};" for k in range(words)) + f" *({vtype}*)p = v;"
+    depends = (f"tlx_ld_global_b{bits}",) if words > 1 else ()     # the vector typedef
+    define(f"tlx_ld_lds_b{bits}", f"""
+{_INLINE} void tlx_ld_lds_b{bits}(const void* p, {outs}) {{ {load} }}""", *depends)
+    define(f"tlx_st_lds_b{bits}", f"""
+{_INLINE} void tlx_st_lds_b{bits}(void* p, {ins}) {{ {store} }}""", *depends)
+
+
+for _bits in (32, 64, 128):
+    _lds_access(_bits)
+
+
 def mfma_helper(block: int, k: int, element: str) -> str:
     """The helper of the MFMA ``block x block x k`` on ``element`` ("f16", "bf16") inputs."""
     name = f"tlx_mfma_f32_{block}x{block}x{k}_{element}"

@@ -162,6 +162,24 @@ class HipTarget:
         packed = _pack([f"{src}[i + {j}]" for j in range(width)], t, bits // 32)
         return f"{helper}({ptr}, {pred}, {', '.join(packed)});"
 
+    def load_shared_vector(self, dst: str, ptr: str, t, width: int) -> str:
+        """``dst[i..i+width)`` from LDS at ``ptr`` (32 to 128 bits, aligned)."""
+        bits = width * _bits(t)
+        words = bits // 32
+        helper = f"tlx_ld_lds_b{bits}"
+        self.use(helper)
+        unpacked = _unpack([f"w{k}" for k in range(words)], t, width)
+        assigns = " ".join(f"{dst}[i + {j}] = {unpacked[j]};" for j in range(width))
+        return (f"{{ unsigned {', '.join(f'w{k}' for k in range(words))}; "
+                f"{helper}({ptr}, {', '.join(f'w{k}' for k in range(words))}); {assigns} }}")
+
+    def store_shared_vector(self, src: str, ptr: str, t, width: int) -> str:
+        bits = width * _bits(t)
+        helper = f"tlx_st_lds_b{bits}"
+        self.use(helper)
+        packed = _pack([f"{src}[i + {j}]" for j in range(width)], t, bits // 32)
+        return f"{helper}({ptr}, {', '.join(packed)});"
+
 
 def _no_hints(attrs, arch: str) -> None:
     if attrs and any(attrs.get(k) for k in ("cache", "eviction", "volatile")):
