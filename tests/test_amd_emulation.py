@@ -216,3 +216,47 @@ def test_lds_ring_gemm(arch):
             expect=[r"v_mfma_f32_32x32x(8|16)_f16", r"ds_write_b\d+|ds_write2\w*", r"ds_read_b\d+|ds_read2\w*",
                     "s_barrier"])
         assert summary["resources"][compiled.metadata["name"]]["lds_bytes"] >= 2 * 2 * 64 * 32 * 2
+
+
+@tlxc.kernel
+def async_pipelined_gemm(a_ptr, b_ptr, c_ptr, M: tl.int32, N: tl.int32, K: tl.int32, BM: tl.constexpr,
+                         BN: tl.constexpr, BK: tl.constexpr):
+    """A two-stage LDS pipeline: tlx.async_load of step k+1 is issued before the MFMA dot of step k."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_buf = tlx.local_alloc((BM, BK), tl.float16, 2)
+    b_buf = tlx.local_alloc((BK, BN), tl.float16, 2)
+    steps = tl.cdiv(K, BK)
+    tlx.async_load(a_ptr + rm[:, None] * K + rk[None, :], tlx.local_view(a_buf, 0),
+                   mask=(rm[:, None] < M) & (rk[None, :] < K))
+    tlx.async_load(b_ptr + rk[:, None] * N + rn[None, :], tlx.local_view(b_buf, 0),
+                   mask=(rk[:, None] < K) & (rn[None, :] < N))
+    tlx.async_load_commit_group()
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(steps):
+        nk = (k + 1) * BK + rk
+        nxt = (k + 1) % 2
+        live = k + 1 < steps
+        tlx.async_load(a_ptr + rm[:, None] * K + nk[None, :], tlx.local_view(a_buf, nxt),
+                       mask=(rm[:, None] < M) & (nk[None, :] < K) & live)
+        tlx.async_load(b_ptr + nk[:, None] * N + rn[None, :], tlx.local_view(b_buf, nxt),
+                       mask=(nk[:, None] < K) & (rn[None, :] < N) & live)
+        tlx.async_load_commit_group()
+        tlx.async_load_wait_group(1)
+        cur = k % 2
+        acc = tl.dot(tlx.local_load(tlx.local_view(a_buf, cur)), tlx.local_load(tlx.local_view(b_buf, cur)), acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_async_pipelined_gemm(arch):
+    m, n, k = 70, 90, 130
+    a, b = torch.randn(m, k, dtype=torch.float16), torch.randn(k, n, dtype=torch.float16)
+    c = torch.full((m, n), float("nan"))
+    compiled = emulate(async_pipelined_gemm, (2, 2), a, b, c, m, n, k, BM=64, BN=64, BK=32, arch=arch,
+                       code_object=toolchain.available())
+    ref = a.double() @ b.double()
+    assert torch.allclose(c.double(), ref, rtol=1e-5, atol=1e-3), (c.double() - ref).abs().max()
+    if toolchain.available():
+        assert "v_mfma_f32_32x32x" in compiled.asm["amdgcn"] and "ds_write" in compiled.asm["amdgcn"]
