@@ -1,8 +1,8 @@
 """Resource checks of warp-specialized kernels: how many tasks, warps and
 registers (``setmaxnreg`` budgets) the tasks of a ``tlx.async_tasks`` ask for.
 
-The rules are codegen's (``codegen_nvptx/rules_tlx.py: register_budgets``),
-checked here so that ``tlxc check`` reports them without generating code:
+The rules are codegen's (the budgets: ``ir/ops/task.py: register_budgets``, which both
+apply), checked here so that ``tlxc check`` reports them without generating code:
 
 * at most ``MAX_TASKS`` tasks, replicas included (codegen gives each its own
   named barrier, ids 1..6);
@@ -23,45 +23,27 @@ Shared memory is checked by ``allocate-shared`` (``passes/shared_memory.py``).
 from __future__ import annotations
 
 import linecache
-import re
 
 from ..errors import Location
 from ..ir.core import Operation
-from ..ir.ops.task import REGISTER_FILE, default_task_registers, launch_registers, warp_ranges  # noqa: F401
+from ..ir.ops.task import MAX_TASKS, REGISTER_FILE, register_budgets, warp_ranges  # noqa: F401
 from .findings import Finding
 
-MAX_TASKS = 6
 MAX_WARPS = 32
 
 
 def task_locations(ws: Operation) -> list[Location | None]:
-    """The ``with tlx.async_task(...)`` line of each region (replicas share it)."""
-    locs = []
-    for name, *_ in ws.attrs.get("tasks", ()):
-        match = re.fullmatch(r"task(\d+)(\.\d+)?", name)
-        if match and ws.loc is not None:
-            locs.append(_with_location(ws.loc.file, int(match.group(1))))
-        else:
-            locs.append(_default_location(ws))
-    return locs
+    """The ``with tlx.async_task(...)`` line of each region (replicas share it; the frontend
+    records them in ``attrs.task_lines``), or the ``tlx.async_tasks`` op's own location."""
+    if ws.loc is None:
+        return [None] * len(ws.attrs.get("tasks", ()))
+    return [_with_location(ws.loc.file, t.line) if t.line is not None else ws.loc for t in ws.task_infos]
 
 
 def _with_location(file: str, line: int) -> Location:
     text = linecache.getline(file, line)
     col = text.find("with") if "with" in text else 0
     return Location(file, line, max(col, 0))
-
-
-def _default_location(ws: Operation) -> Location | None:
-    if ws.loc is None:
-        return None
-    for line in range(ws.loc.line + 1, ws.loc.line + 200):
-        text = linecache.getline(ws.loc.file, line)
-        if not text:
-            break
-        if "async_task(" in text and "default" in text:
-            return _with_location(ws.loc.file, line)
-    return ws.loc
 
 
 def check_tasks(kernel: Operation) -> list[Finding]:
@@ -104,33 +86,12 @@ def _check(ws: Operation) -> list[Finding]:
                                 check="resource.registers", kind="resource"))
     if findings or not given:
         return findings
-    return _budgets(ws, tasks, locs)
+    return _budgets(ws)
 
 
-def _budgets(ws: Operation, tasks: list[tuple], locs: list) -> list[Finding]:
-    # every task sits on whole warp groups (warp_ranges pads it), which hold registers too
-    spans = [span for _, span in warp_ranges(tasks)]
-    threads = 32 * sum(spans)
-    per_thread = launch_registers(threads)
-    pool = per_thread * threads
-    padded = [(name, span, regs, replica) for (name, _, regs, replica), span in zip(tasks, spans)]
-    used = sum(regs * span * 32 for _, span, regs, _ in padded[1:])
-    _, warps, regs, _ = padded[0]
-    budgets = [t[2] for t in tasks]
-    tasks = padded
-    if not regs:
-        left = (pool - used) // (warps * 32)
-        budgets[0] = default_task_registers(tasks, pool)
-        if budgets[0] < 24:
-            detail = ", ".join(f"'{n}': {w * 32} threads x {r}" for n, w, r, _ in tasks[1:])
-            return [Finding(f"the non-default tasks' register budgets ({detail}) use {used} of the {pool} registers "
-                            f"the block starts with ({threads} threads x {per_thread}), leaving the default task "
-                            f"{max(left, 0)} per thread, fewer than the 24 setmaxnreg allows", ws.loc,
-                            check="resource.register-pool", kind="resource")]
-    total = sum(b * t[1] * 32 for b, t in zip(budgets, tasks))
-    if total > pool:
-        detail = ", ".join(f"'{t[0]}': {t[1] * 32} threads x {b}" for b, t in zip(budgets, tasks))
-        return [Finding(f"the tasks' register budgets add up to {total} registers, more than the {pool} the block "
-                        f"starts with ({threads} threads x {per_thread}); setmaxnreg can only redistribute those "
-                        f"({detail})", ws.loc, check="resource.register-pool", kind="resource")]
-    return []
+def _budgets(ws: Operation) -> list[Finding]:
+    _, problem = register_budgets(ws.task_infos)      # the rule the code generator applies (ir/ops/task.py)
+    if problem is None:
+        return []
+    check, message = problem
+    return [Finding(message, ws.loc, check=check, kind="resource")]

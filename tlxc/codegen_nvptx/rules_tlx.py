@@ -20,12 +20,10 @@ from ..codegen_c import rules_buffers as buffers
 from ..codegen_c.lower import Scope, elem, lowering, registers
 from ..codegen_c.rules_buffers import _offset_expr, shared_address, shared_vector_width
 from ..errors import CompilationError, ResourceError
-from ..ir.ops.task import default_task_registers, launch_registers, warp_ranges
+from ..ir.ops.task import MAX_TASKS, launch_registers, register_budgets
 from ..ir.types import BarrierType, MemDescType, TensorType
 from . import rules_tcgen05 as tcgen05
 from .rules_tensormap import tensormap_address
-
-MAX_TASK_BARRIERS = 6          # named barrier ids 1..6 for task-local syncs
 
 
 # -- buffers: tensor memory and barrier arrays here, shared memory in codegen_c/rules_buffers.py --
@@ -497,47 +495,6 @@ def _used_values(op):
             yield from _used_values(inner)
 
 
-def task_plan(kernel_warps: int, tasks) -> list[dict]:
-    """Warp ranges, barrier ids and register budgets of the tasks.  ``span`` is the warps a
-    task occupies: its own, or whole warp groups with register budgets (ir/ops/task.py)."""
-    plan = []
-    for index, ((name, warps, regs, replica), (start, span)) in enumerate(zip(tasks, warp_ranges(tasks))):
-        plan.append({"name": name, "warps": warps, "regs": regs, "start": start, "span": span, "index": index})
-    if len(plan) > MAX_TASK_BARRIERS:
-        raise ResourceError(f"at most {MAX_TASK_BARRIERS} async tasks (replicas included) are supported, "
-                            f"got {len(plan)}")
-    return plan
-
-
-def register_budgets(plan: list[dict], total_threads: int, loc) -> dict[int, int]:
-    """setmaxnreg values per task index (0: none), after checking TLX's rules.
-    A task that asks for more than the pool holds would block forever in
-    ``setmaxnreg.inc``, so the total is checked against the pool, not the SM."""
-    if not any(t["regs"] for t in plan[1:]):
-        return {}
-    pool = launch_registers(total_threads) * total_threads
-    default = plan[0]
-    if not default["regs"]:
-        default["regs"] = default_task_registers(
-            [(t["name"], t["span"], t["regs"], 0) for t in plan], pool)
-    total = sum(t["regs"] * t["span"] * 32 for t in plan)       # padding warps hold registers too
-    for t in plan:
-        if t["span"] % 4 or t["start"] % 4:
-            raise ResourceError(f"task '{t['name']}' has {t['span']} warps starting at warp {t['start']}: "
-                                f"register reallocation (setmaxnreg) works on whole warp groups of 4 warps",
-                                loc)
-        if not 24 <= t["regs"] <= 256 or t["regs"] % 8:
-            raise ResourceError(f"task '{t['name']}' asks for {t['regs']} registers per thread; budgets "
-                                f"are multiples of 8 from 24 to 256", loc)
-    if total > pool:
-        detail = ", ".join(f"{t['name']}: {t['span'] * 32} threads x {t['regs']}" for t in plan)
-        raise ResourceError(f"the tasks' register budgets add up to {total} registers, more than the "
-                            f"{pool} the block starts with ({total_threads} threads x "
-                            f"{launch_registers(total_threads)}); setmaxnreg can only redistribute those "
-                            f"({detail})", loc)
-    return {t["index"]: t["regs"] for t in plan}
-
-
 def lower_warp_specialized(lw, block, ws_op) -> int:
     """Lower a kernel body containing one top-level ``tlx.async_tasks``;
     returns the total number of threads."""
@@ -548,9 +505,14 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
     while end > index + 1 and ops[end - 1].name in ("tlx.cluster_barrier", "tl.return"):
         end -= 1
     ops, closing = ops[:end], ops[end:]
-    plan = task_plan(lw.num_warps, ws_op.attrs["tasks"])
-    total_threads = 32 * sum(t["span"] for t in plan)
-    budgets = register_budgets(plan, total_threads, ws_op.loc)
+    plan = ws_op.task_infos
+    if len(plan) > MAX_TASKS:
+        raise ResourceError(f"at most {MAX_TASKS} async tasks (replicas included) are supported, "
+                            f"got {len(plan)}")
+    total_threads = 32 * sum(t.span for t in plan)
+    budgets, problem = register_budgets(plan)      # (the check-barriers pass reported a problem first)
+    if problem is not None:
+        raise ResourceError(problem[1], ws_op.loc)
     base_regs = launch_registers(total_threads)
     uniform = _uniform_slice(ops[:index], ws_op)
     lw.scope.threads = total_threads
@@ -559,28 +521,28 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
             lw.lower_op(op)
     lw.out.line("__syncthreads();  // barriers initialized; tasks may start")
     for task in plan:
-        region = ws_op.regions[task["index"]]
-        first, last = task["start"], task["start"] + task["warps"]
-        padded = task["span"] > task["warps"]
-        lw.out.open(f"if (warp >= {first} && warp < {first + task['span']})")
-        lw.out.line(f"// task '{task['name']}': warps {first}..{last - 1}"
-                    + (f" (warps {last}..{first + task['span'] - 1} pad its warp group)" if padded else ""))
-        scope = Scope(f"t{task['index']}", task["warps"] * 32, 1 + task["index"], "task_warp", "task_tid", first)
-        scope.task_name = task["name"]
+        region = ws_op.regions[task.index]
+        first, last = task.start, task.start + task.warps
+        padded = task.span > task.warps
+        lw.out.open(f"if (warp >= {first} && warp < {first + task.span})")
+        lw.out.line(f"// task '{task.name}': warps {first}..{last - 1}"
+                    + (f" (warps {last}..{first + task.span - 1} pad its warp group)" if padded else ""))
+        scope = Scope(f"t{task.index}", task.warps * 32, 1 + task.index, "task_warp", "task_tid", first)
+        scope.task_name = task.name
         lw.out.line(f"const int task_warp = warp - {first};")
         lw.out.line(f"const int task_tid = tid - {first * 32};")
-        if task["index"] in budgets:
-            regs = budgets[task["index"]]
+        if task.index in budgets:
+            regs = budgets[task.index]
             lw.out.line(lw.target.setmaxnreg(regs, regs > base_regs))
         if padded:                          # the padding warps only took part in setmaxnreg
-            lw.out.open(f"if (task_warp < {task['warps']})")
+            lw.out.open(f"if (task_warp < {task.warps})")
         token = lw.enter_scope(scope)
-        if task["index"] == 0:
+        if task.index == 0:
             for op in ops[:index]:
                 if id(op) not in uniform:
                     lw.lower_op(op)
         lw.lower_block(region.block)
-        if task["index"] == 0:
+        if task.index == 0:
             for op in ops[index + 1:]:
                 lw.lower_op(op)
         lw.exit_scope(token)
@@ -589,7 +551,7 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
         lw.out.close()
     for op in closing:
         lw.lower_op(op)
-    lw.metadata_extra = {"tasks": [{"name": t["name"], "warps": t["warps"], "registers": t["regs"]}
+    lw.metadata_extra = {"tasks": [{"name": t.name, "warps": t.warps, "registers": budgets.get(t.index, t.registers)}
                                    for t in plan], "base_registers": base_regs}
     return total_threads
 

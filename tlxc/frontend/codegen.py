@@ -442,7 +442,7 @@ class FunctionCodegen(ast.NodeVisitor):
         if not non_default and ordered[0]["replicate"] == 1:
             self.run_task_body(ordered[0], None)       # only the default task: no warp specialization
             return
-        regions, descriptions = [], []
+        regions, descriptions, lines = [], [], []
         for task in ordered:
             for replica in range(task["replicate"]):
                 block = Block()
@@ -451,7 +451,8 @@ class FunctionCodegen(ast.NodeVisitor):
                 regions.append(Region(block))
                 name = task["name"] if task["replicate"] == 1 else f"{task['name']}.{replica}"
                 descriptions.append((name, task["warps"], task["regs"], replica))
-        attrs = {"tasks": tuple(descriptions)}
+                lines.append(self.src.loc(task["node"]).line)
+        attrs = {"tasks": tuple(descriptions), "task_lines": tuple(lines)}
         if suspend_ns is not None:
             attrs["suspend_ns"] = suspend_ns
         self.b.create("tlx.async_tasks", [], [], attrs, regions)

@@ -27,16 +27,15 @@ def _title(name: str, replica: int, names: list[str]) -> str:
 
 @impl("tlx.async_tasks")
 def async_tasks(ctx, op):
-    descriptions = op.tasks
-    names = [name for name, _, _, _ in descriptions]
+    infos = op.task_infos
+    names = [info.name for info in infos]
     tasks = []
     where = "" if ctx.program.cluster is None else f" of CTA {ctx.program.cta_rank}"
-    for (name, warps, _registers, replica), region, (first_warp, _span) in zip(descriptions, op.regions,
-                                                                               op.warp_ranges):
+    for info, region in zip(infos, op.regions):
         # padding warps of a task with a register budget run nothing (ir/ops/task.py: warp_ranges)
-        child = ctx.fork(name, warps=warps, first_thread=ctx.first_thread + first_warp * WARP_SIZE)
+        child = ctx.fork(info.name, warps=info.warps, first_thread=ctx.first_thread + info.start * WARP_SIZE)
         tasks.append(ctx.scheduler.spawn(child.task_name, run_block(child, region.block), op.loc,
-                                         _title(name, replica, names) + where))
+                                         _title(info.name, info.replica, names) + where))
     yield ctx.scheduler.join(tasks, op.loc)
     ctx.races.order_tasks([ctx.program.task_name(name) for name in names])
 

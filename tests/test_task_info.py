@@ -1,0 +1,46 @@
+"""TaskInfo (ir/ops/task.py): one typed description per region of a tlx.async_tasks -- warps,
+budget, place and the line of its ``with`` -- that the code generator, the checker and the
+interpreter read, and ``register_budgets``, the one rule for setmaxnreg budgets (issue 20 item 3)."""
+from __future__ import annotations
+
+import inspect
+
+from test_padded_budgets import small_tasks
+
+from tlxc.compiler import frontend
+from tlxc.frontend.specialize import specialization_from_types
+from tlxc.ir.ops.task import TaskInfo, register_budgets
+
+
+def _async_tasks(kfn):
+    module = frontend(kfn, specialization_from_types(kfn, {}, {"BLOCK": 128}))
+    return next(op for op in module.kernels[0].walk() if op.name == "tlx.async_tasks")
+
+
+def test_task_infos_carry_place_budget_and_line():
+    infos = _async_tasks(small_tasks).task_infos
+    lines, first = inspect.getsourcelines(small_tasks.fn)
+    with_lines = [first + i for i, text in enumerate(lines) if "with tlx.async_task(" in text]
+    assert [t.line for t in infos] == with_lines
+    assert [(t.index, t.warps, t.registers, t.start, t.span) for t in infos] == \
+        [(0, 4, 0, 0, 4), (1, 1, 56, 4, 4), (2, 2, 56, 8, 4)]
+    assert infos[0].name == "default"
+
+
+def _task(index, warps, registers, start, span):
+    return TaskInfo(index, "default" if index == 0 else f"t{index}", warps, registers, 0, start, span, None)
+
+
+def test_register_budgets_fill_the_default_task_and_refuse_an_overfull_pool():
+    # 384 threads start with 168 registers each: 64512 in all
+    tasks = [_task(0, 4, 0, 0, 4), _task(1, 4, 240, 4, 4), _task(2, 4, 240, 8, 4)]
+    budgets, problem = register_budgets(tasks)
+    assert problem is None and budgets == {0: 24, 1: 240, 2: 240}
+    assert register_budgets([_task(0, 4, 0, 0, 4), _task(1, 4, 0, 4, 4)]) == ({}, None)
+    tasks = [_task(0, 4, 256, 0, 4), _task(1, 4, 256, 4, 4), _task(2, 4, 256, 8, 4)]
+    budgets, (check, message) = register_budgets(tasks)
+    assert budgets == {} and check == "resource.register-pool" and "add up to 98304 registers" in message
+    tasks = [_task(0, 4, 0, 0, 4), _task(1, 4, 248, 4, 4), _task(2, 4, 248, 8, 4)]
+    _, (check, message) = register_budgets(tasks)
+    assert check == "resource.register-pool" and "fewer than the 24 setmaxnreg allows" in message
+
