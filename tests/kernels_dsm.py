@@ -187,3 +187,16 @@ def dsm_late_alloc_sums(x_ptr, out_ptr, BLOCK: tl.constexpr):
     tlx.barrier_wait(got[0], 0)
     total = tlx.local_load(parts[0]) + tlx.local_load(parts[1])
     tl.store(out_ptr + pid + tl.arange(0, 1), total)
+
+
+@tlxc.kernel
+def asm_moves(x_ptr, bits_ptr, y_ptr, BLOCK: tl.constexpr):
+    """PTX the interpreter models: a sleep, an input copied bit for bit (f32 -> i32), a float
+    immediate and a hex integer immediate."""
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    bits, half, mask = tl.inline_asm_elementwise(
+        "nanosleep.u32 20; mov.b32 $0, $3; mov.f32 $1, 0f3F000000; // a comment\n mov.u32 $2, 0x7f;",
+        "=r,=f,=r,f", [x], dtype=(tl.int32, tl.float32, tl.int32), is_pure=False, pack=1)
+    tl.store(bits_ptr + offs, bits & mask)
+    tl.store(y_ptr + offs, x * half)

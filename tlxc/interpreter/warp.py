@@ -16,8 +16,9 @@ lanes holding its register: that depends on the layout the GPU pipeline picks,
 which tile-level IR does not have, so it is refused (a located error), as is a
 thread-varying scalar computed by anything but scalar arithmetic.
 
-``tl.inline_asm_elementwise`` is PTX: the interpreter cannot run it and says so
-at the user's line.
+``tl.inline_asm_elementwise`` is PTX: the interpreter runs it only when it is made
+of the statements ``inline_ptx.py`` models exactly (``nanosleep``, ``mov``), and
+otherwise says so at the user's line.
 """
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ import numpy as np
 from ..ir.core import Operation
 from ..ir.types import TensorType
 from ..passes.uniformity import Uniformity
+from .inline_ptx import UnsupportedPtx, run_inline_ptx
 from .registry import impl, rule_for
-from .values import WARP_SIZE
+from .values import WARP_SIZE, register_dtype, scalar_of
 
 
 def _kernel_of(op: Operation) -> Operation:
@@ -107,5 +109,13 @@ def vote_ballot_sync(ctx, op, pred):
 
 @impl("tl.inline_asm_elementwise")
 def inline_asm_elementwise(ctx, op, *args):
-    raise ctx.error(op, f"tl.inline_asm_elementwise in {ctx.label}: inline PTX cannot run on the interpreter; "
-                        f"run this kernel on the GPU (or give the interpreter a tl.* equivalent of the asm)")
+    """Only asm made of the statements ``inline_ptx.py`` models exactly (``nanosleep``, ``mov``)."""
+    types = [scalar_of(r.type) for r in op.results]
+    shape = tuple(op.results[0].type.shape) if isinstance(op.results[0].type, TensorType) else ()
+    try:
+        out = run_inline_ptx(op.attrs["asm"], types, list(args), shape, register_dtype, len(op.results))
+    except UnsupportedPtx as exc:
+        raise ctx.error(op, f"tl.inline_asm_elementwise in {ctx.label}: inline PTX cannot run on the interpreter "
+                            f"(it runs only nanosleep and mov; here: '{exc}'); run this kernel on the GPU (or "
+                            f"give the interpreter a tl.* equivalent of the asm)") from None
+    return out[0] if len(out) == 1 else tuple(out)
