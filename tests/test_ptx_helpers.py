@@ -140,11 +140,19 @@ _WGMMA_HELPERS = ("tlx_wgmma_desc", "tlx_wgmma_fence", "tlx_wgmma_commit_group",
 _SM100 = ("sm_100a",)
 
 
-def _tcgen05_mma(kind: str) -> Case:
+def _tcgen05_mma(kind: str, group: int = 1) -> Case:
+    name = f"tlx_tcgen05_mma_{kind}" if group == 1 else f"tlx_tcgen05_mma_cg2_{kind}"
     body = ("const unsigned long long da = ((unsigned long long)in[1] << 32) | in[2], "
             "db = ((unsigned long long)in[3] << 32) | in[4];\n"
-            f"  if (threadIdx.x == 0) tlx_tcgen05_mma_{kind}(in[0], da, db, in[5], (int)in[6]);\n  out[0] = 1u;")
-    return Case(body, (f"tcgen05.mma.cta_group::1.kind::{kind}",), archs=_SM100)
+            f"  if (threadIdx.x == 0) {name}(in[0], da, db, in[5], (int)in[6]);\n  out[0] = 1u;")
+    return Case(body, (f"tcgen05.mma.cta_group::{group}.kind::{kind}",), archs=_SM100,
+                bounds="" if group == 1 else _PAIR)
+
+
+_PAIR = "__cluster_dims__(2, 1, 1) "      # the cta_group::2 forms run on a CTA pair
+_TMEM_ALLOC_CG2 = ("__shared__ unsigned slot;\n"
+                   "  if (threadIdx.x < 32) { tlx_tcgen05_alloc_cg2(&slot, 32u); "
+                   "tlx_tcgen05_relinquish_alloc_permit_cg2(); }\n  __syncthreads(); out[0] = slot;")
 
 
 def _tcgen05_ld(num: int) -> Case:
@@ -526,6 +534,18 @@ CASES: dict[str, Case] = {
         "out[0] = in[0]; tlx_tcgen05_fence_after_thread_sync(); out[1] = in[1];",
         ("tcgen05.fence::after_thread_sync",), archs=_SM100),
     **{f"tlx_tcgen05_mma_{kind}": _tcgen05_mma(kind) for kind in ptx.TCGEN05_KINDS},
+    **{f"tlx_tcgen05_mma_cg2_{kind}": _tcgen05_mma(kind, 2) for kind in ptx.TCGEN05_KINDS},
+    "tlx_tcgen05_alloc_cg2": Case(_TMEM_ALLOC_CG2, ("tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32",),
+                                  archs=_SM100, also=("tlx_tcgen05_relinquish_alloc_permit_cg2",), bounds=_PAIR),
+    "tlx_tcgen05_relinquish_alloc_permit_cg2": Case(
+        _TMEM_ALLOC_CG2, ("tcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned",), archs=_SM100,
+        also=("tlx_tcgen05_alloc_cg2",), bounds=_PAIR),
+    "tlx_tcgen05_dealloc_cg2": Case("if (threadIdx.x < 32) tlx_tcgen05_dealloc_cg2(in[0], 32u); out[0] = 1u;",
+                                    ("tcgen05.dealloc.cta_group::2.sync.aligned.b32",), archs=_SM100, bounds=_PAIR),
+    "tlx_tcgen05_commit_cg2": Case(
+        _BAR + "if (threadIdx.x == 0) tlx_tcgen05_commit_cg2(&bar, (unsigned short)in[0]); out[0] = 1u;",
+        ("tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64",),
+        archs=_SM100, bounds=_PAIR),
     "tlx_tcgen05_commit": Case(_BAR + "if (threadIdx.x == 0) tlx_tcgen05_commit(&bar); out[0] = 1u;",
                                ("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",),
                                archs=_SM100),
