@@ -93,6 +93,21 @@ def swizzled_alias(x_ptr: F16):
     tl.store(x_ptr + offs, tlx.local_load(b[0]))
 
 
+@tlxc.kernel
+def swizzled_wider_view(x_ptr: F16, y_ptr: F32):
+    offs = tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
+    a = tlx.local_alloc((64, 64), tl.float16, 1, layout=tlx.swizzled_layout(3, 0, 6, order=[1, 0]))
+    tlx.local_store(a[0], tl.load(x_ptr + offs))
+    words = tlx.local_reinterpret(a[0], tl.float32, [64, 32])  # <- 4-byte elements over 2-byte runs
+    tl.store(y_ptr + tl.arange(0, 64)[:, None] * 32 + tl.arange(0, 32)[None, :], tlx.local_load(words))
+
+
+def test_a_view_with_wider_elements_is_refused():
+    with pytest.raises(LayoutError, match="keeps only 2-byte runs together") as info:
+        swizzled_wider_view.compile(arch="sm_90a", stages=("ir", "ir.opt"))
+    assert info.value.loc.line == swizzled_wider_view.fn.__code__.co_firstlineno + 5
+
+
 def test_an_mma_consumer_conflicts_with_the_layout():
     with pytest.raises(LayoutError, match=r"wanted with two swizzles: 128 bytes by tlx.async_dot .* xor<B=3, M=1, S=6>"):
         swizzled_wgmma_operand.compile(arch="sm_90a", stages=("ir", "ir.opt"))

@@ -158,6 +158,7 @@ def choose_swizzles(kernel) -> None:
         if swizzle == 128 and physical_row_bytes(t) > 128 and _blockable(t):
             alloc.attrs["column_block"] = 128 // t.element.bytes
     _check_alias_blocks(kernel)
+    _check_xor_views(kernel, root)
     for alloc, op in split:
         if "column_block" not in alloc.attrs:
             _unsplittable(alloc, op)
@@ -259,6 +260,21 @@ def _check_xor_alone(kernel, alloc) -> None:
             raise LayoutError(f"shared buffer '{name}' has an explicit swizzled layout that is no NVMMA one; it "
                               f"cannot share its bytes with another allocation (reuse=): use an NVMMA layout or "
                               f"no reuse", alloc.loc)
+
+
+def _check_xor_views(kernel, root: dict) -> None:
+    """A view of an ``XorSwizzle``d buffer with elements wider than the runs the swizzle keeps
+    together (``local_reinterpret`` to a wider dtype) would have its elements split apart."""
+    for op in kernel.walk():
+        if op.name not in _VIEW_OPS or id(op.results[0]) not in root:
+            continue
+        xor = root[id(op.results[0])].attrs.get("xor_swizzle")
+        element = op.results[0].type.element
+        if xor and element.bytes > XorSwizzle(*xor).chunk:
+            raise LayoutError(f"this {element} view reads a buffer stored with {XorSwizzle(*xor)}, which keeps only "
+                              f"{XorSwizzle(*xor).chunk}-byte runs together: its {element.bytes}-byte elements "
+                              f"would be split; view it with elements of at most {XorSwizzle(*xor).chunk} bytes",
+                              op.loc)
 
 
 def _swizzle_text(swizzle) -> str:
