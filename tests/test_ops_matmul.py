@@ -69,6 +69,15 @@ def test_ws_kernel_reads_either_major_ness_with_the_epilogue(a_mmajor, b_kmajor)
     assert _rel(out, ref) < BF16_TOL
 
 
+def test_ws_persistent_walk_over_several_tiles(monkeypatch):
+    """Two programs walk 3 x 3 tiles (the ring's phases wrap across tiles)."""
+    monkeypatch.setattr(importlib.import_module("tlxc.ops.matmul"), "CPU_SMS", 2)
+    a, b = _operands(320, 328, 200, b_kmajor=True, seed=9)
+    out = torch.full((320, 328), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, config="ws_128x128x64_s5")
+    assert _rel(out, a.float() @ b.float()) < BF16_TOL
+
+
 def test_ws_cluster_pair_and_float32_output():
     a, b = _operands(300, 264, 136, b_kmajor=True, seed=4)
     out = torch.full((300, 264), float("nan"))

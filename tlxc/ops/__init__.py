@@ -2,11 +2,14 @@
 
 - ``matmul(a, b, out=None, *, bias, activation, out_dtype, residual, scale_a, scale_b, config)``:
   GEMM with a fused epilogue and a shape-aware choice of kernel (docs/ops.md);
+- ``matmul_op``: the same as the custom op ``torch.ops.tlxc.matmul`` (fake implementation for
+  ``torch.compile(fullgraph=True)``, autograd: the backward is two matmuls);
 - ``grouped_matmul(a, b_experts, group_sizes)``: the MoE grouped GEMM.
 
 Import ``tlxc.ops`` explicitly (``tlxc`` does not import it: it needs torch).
 """
+from .custom_ops import matmul_op
 from .matmul import matmul
 from .matmul_configs import CONFIGS, GemmConfig, choose_config
 
-__all__ = ["CONFIGS", "GemmConfig", "choose_config", "matmul"]
+__all__ = ["CONFIGS", "GemmConfig", "choose_config", "matmul", "matmul_op"]

@@ -70,10 +70,13 @@ class _Epilogue:
                  "ACTIVATION": self.activation, "HAS_RESIDUAL": r is not None})
 
 
+CPU_SMS = 132          # on the CPU (interpreter, compile_config) the choice models an H200
+
+
 def _num_sms(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4
+    return CPU_SMS
 
 
 def _tma_rows(t: torch.Tensor) -> bool:

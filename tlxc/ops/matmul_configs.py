@@ -19,6 +19,7 @@ kernel needs TMA-describable operands and output, fp8 needs K-major operands, ..
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -162,8 +163,10 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
         k_tiles = -(-p.K // c.bk)
         if k_tiles < 2 * c.split_k:
             return "too few K tiles to split"
-        if c.split_k * p.M * p.N >= 2 ** 31:
-            return "the split-K workspace would need 64-bit offsets"
+        if c.split_k * p.M * p.N * 4 > 2 ** 29:
+            return "the split-K workspace would exceed 512 MB"
+        if -(-M // c.bm) * -(-(p.M if c.swap else p.N) // c.bn) >= 2 * p.sms:
+            return "split-K is for problems with fewer output tiles than two per SM"
     if M * max(p.K, 1) >= 2 ** 31 or p.N * max(p.K, 1) >= 2 ** 31 or p.M * p.N >= 2 ** 31:
         return "32-bit offsets"
     return None
@@ -246,11 +249,18 @@ def rule_based(p: Problem) -> GemmConfig:
     return pick("dot_128x128x64_s3_w4", "dot_64x128x64_s4_w4") or CONFIGS["dot_64x128x64_s4_w4"]
 
 
+@functools.lru_cache(maxsize=4096)
+def _choose_cached(p: Problem) -> GemmConfig:
+    return choose_config(p, MEASURED)
+
+
 def choose_config(p: Problem, table=None) -> GemmConfig:
     """The configuration for ``p``: the nearest measured shape of its kind (within a factor
     of 2 on each of M, N and K together: log2 distance <= 1.5) whose configuration can run
     ``p``, else ``rule_based``."""
-    rows = [r for r in (MEASURED if table is None else table) if r[3] == p.kind]
+    if table is None:
+        return _choose_cached(p)
+    rows = [r for r in table if r[3] == p.kind]
     rows.sort(key=lambda r: _distance(p, r))
     for row in rows:
         if _distance(p, row) > 1.5:

@@ -1,0 +1,81 @@
+"""``torch.ops.tlxc.matmul``: ``tlxc.ops.matmul`` as a ``torch.library`` custom op.
+
+``torch.compile(fullgraph=True)`` sees one opaque op (shapes from the fake implementation,
+the real launch at run time), and autograd differentiates it: the backward is two matmuls
+(``grad_a = g @ b^T``, ``grad_b = a^T @ g``, both by this op, so they trace too; transposed
+operands read in place) after the epilogue's own backward (``g`` is the output gradient
+through the activation at the recomputed pre-activation; ``grad_bias = sum(g)``;
+``grad_residual`` is the output gradient).  The fp8 scales are not differentiated (a
+gradient that reaches them is an error).
+
+    from tlxc.ops import matmul_op
+    y = matmul_op(x, w.t(), bias=b, activation="gelu")        # torch.ops.tlxc.matmul
+"""
+from __future__ import annotations
+
+import torch
+
+from ..torch_ops import register_custom_op
+from .matmul import FP8_DTYPES, matmul
+
+# d activation(z) / dz applied to g, by aten's backward ops (traceable, so the backward
+# compiles too)
+_ACTIVATION_BACKWARD = {
+    "relu": lambda g, z: torch.ops.aten.threshold_backward(g, z, 0),
+    "gelu": lambda g, z: torch.ops.aten.gelu_backward(g, z, approximate="none"),
+    "gelu_tanh": lambda g, z: torch.ops.aten.gelu_backward(g, z, approximate="tanh"),
+    "silu": lambda g, z: torch.ops.aten.silu_backward(g, z),
+}
+
+
+def _matmul_impl(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, activation: str | None = None,
+                 out_dtype: torch.dtype | None = None, residual: torch.Tensor | None = None,
+                 scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> torch.Tensor:
+    return matmul(a, b, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual, scale_a=scale_a,
+                  scale_b=scale_b)
+
+
+def _matmul_fake(a, b, bias=None, activation=None, out_dtype=None, residual=None, scale_a=None, scale_b=None):
+    if a.dim() < 2 or b.dim() != 2 or a.shape[-1] != b.shape[0]:
+        raise ValueError(f"tlxc::matmul expects [..., K] @ [K, N], got {tuple(a.shape)} @ {tuple(b.shape)}")
+    dtype = out_dtype or (torch.bfloat16 if a.dtype in FP8_DTYPES else a.dtype)
+    return a.new_empty(tuple(a.shape[:-1]) + (b.shape[1],), dtype=dtype)     # fresh and contiguous, as matmul's
+
+
+matmul_op = register_custom_op("tlxc::matmul", _matmul_impl, fake=_matmul_fake)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    a, b, bias, activation, out_dtype, residual, scale_a, scale_b = inputs
+    ctx.save_for_backward(a, b, bias, scale_a, scale_b)
+    ctx.activation = activation
+    ctx.has_residual = residual is not None
+    ctx.residual_dtype = residual.dtype if residual is not None else None
+
+
+def _backward(ctx, grad):
+    a, b, bias, scale_a, scale_b = ctx.saved_tensors
+    if (scale_a is not None and ctx.needs_input_grad[6]) or (scale_b is not None and ctx.needs_input_grad[7]):
+        raise RuntimeError("tlxc::matmul: the fp8 scales are not differentiable")
+    if a.dtype in FP8_DTYPES and (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+        raise RuntimeError("tlxc::matmul: fp8 operands are not differentiable")
+    lead = grad.shape[:-1]
+    g = grad.reshape(-1, grad.shape[-1]).float()
+    a2 = a.reshape(-1, a.shape[-1])
+    if ctx.activation is not None:              # through the activation at the recomputed pre-activation
+        z = matmul_op(a2, b, bias=bias, out_dtype=torch.float32, scale_a=scale_a, scale_b=scale_b)
+        g = _ACTIVATION_BACKWARD[ctx.activation](g, z)
+    gz = g.to(a.dtype)
+    grad_a = grad_b = grad_bias = grad_res = None
+    if ctx.needs_input_grad[0]:
+        grad_a = matmul_op(gz, b.t()).reshape(a.shape)
+    if ctx.needs_input_grad[1]:
+        grad_b = matmul_op(a2.t(), gz)
+    if bias is not None and ctx.needs_input_grad[2]:
+        grad_bias = g.sum(0).to(bias.dtype)
+    if ctx.has_residual and ctx.needs_input_grad[5]:
+        grad_res = grad.reshape(*lead, grad.shape[-1]).to(ctx.residual_dtype)
+    return grad_a, grad_b, grad_bias, None, None, grad_res, None, None
+
+
+matmul_op.register_autograd(_backward, setup_context=_setup_context)
