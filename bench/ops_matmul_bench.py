@@ -105,7 +105,7 @@ def main() -> None:
     import torch
 
     from bench.triton_source import event_ms
-    from tlxc.ops import CONFIGS, matmul
+    from tlxc.ops import matmul
     from tlxc.ops import matmul_configs as cfgs
     from tlxc.ops.matmul import _problem
 
@@ -162,7 +162,7 @@ def main() -> None:
             if not rel < 1e-2:
                 failed.append(f"{name} (wrong: rel. error {rel:.2e})")
                 continue
-            fns[name] = (lambda name=name: matmul(a, b, out, config=name, **kw))
+            fns[name] = (lambda name=name, a=a, b=b, out=out, kw=kw: matmul(a, b, out, config=name, **kw))
         del ref
         one_ms = event_ms(cublas, hide)
         rounds = int(max(3, min(25, per_shape_s * 1e3 / (max(one_ms, 0.02) * 1.5 * len(fns) + 1.2 * len(fns)))))
@@ -188,7 +188,7 @@ def main() -> None:
               f"[{rounds} rounds, {len(fns) - 1} configs]", flush=True)
         for f in failed:
             print(f"    FAILED {f}", flush=True)
-        del a, b, out
+        del a, b, out, fns
         torch.cuda.empty_cache()
 
     def geomean(xs):

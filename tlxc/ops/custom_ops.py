@@ -46,7 +46,7 @@ matmul_op = register_custom_op("tlxc::matmul", _matmul_impl, fake=_matmul_fake)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    a, b, bias, activation, out_dtype, residual, scale_a, scale_b = inputs
+    a, b, bias, activation, _out_dtype, residual, scale_a, scale_b = inputs
     ctx.save_for_backward(a, b, bias, scale_a, scale_b)
     ctx.activation = activation
     ctx.has_residual = residual is not None
