@@ -27,7 +27,6 @@ from ..ir.core import Operation
 from ..ir.views import view_roots
 from .findings import INFO, Finding
 
-VIEW_OPS = frozenset({"tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret"})
 CARRIERS = frozenset({"scf.yield", "scf.for", "scf.while", "scf.condition", "scf.if"})
 
 

@@ -96,6 +96,7 @@ class Operation:
 
     name: ClassVar[str] = ""
     is_terminator: ClassVar[bool] = False
+    traits: ClassVar[frozenset[str]] = frozenset()      # ir/traits.py: VIEW, ALLOCATION, SIDE_EFFECT, ...
     num_regions: ClassVar[int] = 0
 
     def __init_subclass__(cls, **kwargs):

@@ -8,10 +8,7 @@ loop's initial value and its yields, the branches' yields).
 from __future__ import annotations
 
 from .core import Block, Operation, Value
-
-VIEW_OPS = frozenset({"tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret",
-                      "tlx.remote_view"})
-ALLOC_OPS = frozenset({"tlx.local_alloc", "tlx.alloc_barriers"})
+from .traits import ALLOCATION, REMOTE_VIEW, VIEW, has_trait
 
 
 def view_roots(value: Value | None) -> list[Operation]:
@@ -25,10 +22,10 @@ def view_roots(value: Value | None) -> list[Operation]:
         seen.add(id(v))
         owner = getattr(v, "owner", None)
         if isinstance(owner, Operation):
-            if owner.name in ALLOC_OPS:
+            if has_trait(owner, ALLOCATION):
                 if owner not in roots:
                     roots.append(owner)
-            elif owner.name in VIEW_OPS:
+            elif has_trait(owner, VIEW) or has_trait(owner, REMOTE_VIEW):
                 stack.append(owner.operands[0])
             elif owner.name in ("scf.for", "scf.while", "scf.if"):
                 stack.extend(_merged_into_result(owner, v.index))

@@ -9,16 +9,14 @@ a hint describes the hinted value too (``axis_info.py``), so Triton's
 from __future__ import annotations
 
 from ..ir.core import Module, Region
+from ..ir.traits import SIDE_EFFECT, has_trait
 from .manager import Pass
-
-_SIDE_EFFECTS = {"tl.store", "tl.atomic_rmw", "tl.atomic_cas", "tl.debug_barrier", "tl.print", "tl.assert",
-                 "scf.yield", "scf.condition", "tl.return"}
 
 
 def has_side_effects(op) -> bool:
     if op.name == "tlx.make_tensor_descriptor" and not op.attrs.get("has_desc_ptr"):
         return False        # writes only its own scratch slot: unused, nothing reads it
-    if op.name in _SIDE_EFFECTS or op.name.startswith("tlx."):
+    if has_trait(op, SIDE_EFFECT) or op.name.startswith("tlx."):       # (tlx.* ops: buffers, barriers, tasks)
         return True
     if op.name == "tl.inline_asm_elementwise" and not op.attrs.get("pure"):   # is_pure=False: keep it
         return True

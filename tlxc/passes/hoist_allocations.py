@@ -21,15 +21,14 @@ follows the one it reuses.
 from __future__ import annotations
 
 from ..ir.core import Module
-
-ALLOCATIONS = ("tlx.local_alloc", "tlx.alloc_barriers")
+from ..ir.traits import ALLOCATION, has_trait
 
 
 def _allocations_in_branches(op, found: list) -> None:
     """The allocations nested in ``op``'s regions through ``scf.if`` regions only, in order."""
     for region in op.regions:
         for inner in region.ops:
-            if inner.name in ALLOCATIONS:
+            if has_trait(inner, ALLOCATION):
                 found.append(inner)
             elif inner.name == "scf.if":
                 _allocations_in_branches(inner, found)

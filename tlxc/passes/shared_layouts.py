@@ -51,6 +51,7 @@ from __future__ import annotations
 from ..errors import LayoutError
 from ..ir.core import Module
 from ..ir.shared_layout import SwizzledSharedLayout, XorSwizzle, xor_swizzle_of
+from ..ir.traits import VIEW, has_trait
 from ..ir.types import MemDescType
 from .manager import Pass
 
@@ -58,7 +59,6 @@ SWIZZLE_MASK = {0: 0, 32: 1, 64: 3, 128: 7}
 # Bytes after which the pattern repeats: address bits 7.. (7 + log2(mask + 1)) select the XOR.
 SWIZZLE_PERIOD = {0: 16, 32: 256, 64: 512, 128: 1024}
 SWIZZLED_ALIGN = 1024
-_VIEW_OPS = ("tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret")
 MMA_OPS = {"tlx.async_dot": "wgmma", "tlx.tcgen05_mma": "tcgen05"}     # op -> the unit reading A and B
 
 
@@ -123,7 +123,7 @@ def choose_swizzles(kernel) -> None:
             op.attrs.setdefault("swizzle", 0)
             if op.results[0].type.layout is not None:
                 _demand_layout(demands, op, op, op.results[0].type, "its explicit layout=")
-        elif op.name in _VIEW_OPS and id(op.operands[0]) in root:
+        elif has_trait(op, VIEW) and id(op.operands[0]) in root:
             root[id(op.results[0])] = root[id(op.operands[0])]
             if op.name == "tlx.local_reinterpret" and op.results[0].type.layout is not None:
                 _demand_layout(demands, root[id(op.results[0])], op, op.results[0].type,

@@ -12,6 +12,7 @@ thread for ``per_thread`` (warp) barriers.  Optional ``pred`` operands come last
 from __future__ import annotations
 
 from ..core import Operation
+from ..traits import ALLOCATION
 from ..types import BarrierType, ScalarType, i1
 from ._rules import expect_results
 
@@ -42,6 +43,7 @@ class AllocBarriersOp(Operation):
     """``num`` mbarriers, each initialized with ``attrs.arrive_count``."""
 
     name = "tlx.alloc_barriers"
+    traits = frozenset({ALLOCATION})
 
     def verify(self):
         expect_results(self, 1)
@@ -107,16 +109,46 @@ class BarrierArriveOp(Operation):
             raise self.error(f"expected a positive arrive count, got {self.attrs.get('count')!r}")
 
 
+NAMED_BARRIER_IDS = 16          # bar.sync / bar.arrive ids 0..15
+
+
+def _verify_named(op) -> None:
+    """Two i32 scalars, the barrier id and the thread count; where they are constants, an id in
+    0..15 and a count that is a positive multiple of 32 (bar.sync counts whole warps)."""
+    if len(op.operands) != 2 or op.results:
+        raise op.error(f"expected 2 operands (id, threads) and no results, got {len(op.operands)} and "
+                       f"{len(op.results)}")
+    for value, what in zip(op.operands, ("id", "thread count")):
+        if not isinstance(value.type, ScalarType) or value.type.name != "i32":
+            raise op.error(f"expected an i32 {what}, got {value.type}")
+    bar, threads = (_constant(v) for v in op.operands)
+    if bar is not None and not 0 <= bar < NAMED_BARRIER_IDS:
+        raise op.error(f"expected a named barrier id in 0..{NAMED_BARRIER_IDS - 1}, got {bar}")
+    if threads is not None and (threads <= 0 or threads % 32):
+        raise op.error(f"expected a thread count that is a positive multiple of 32, got {threads}")
+
+
+def _constant(value):
+    owner = getattr(value, "owner", None)
+    return owner.attrs.get("value") if owner is not None and owner.name == "arith.constant" else None
+
+
 class NamedBarrierWaitOp(Operation):
     """``bar.sync id, threads`` (operands: id, threads)."""
 
     name = "tlx.named_barrier_wait"
+
+    def verify(self):
+        _verify_named(self)
 
 
 class NamedBarrierArriveOp(Operation):
     """``bar.arrive id, threads`` (operands: id, threads)."""
 
     name = "tlx.named_barrier_arrive"
+
+    def verify(self):
+        _verify_named(self)
 
 
 class FenceOp(Operation):

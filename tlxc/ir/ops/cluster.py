@@ -16,6 +16,7 @@ cluster barrier at its end, so no CTA exits while a peer still signals it
 from __future__ import annotations
 
 from ..core import Operation
+from ..traits import REMOTE_VIEW
 from ..types import BarrierType, ScalarType, i32
 from ._rules import expect_results
 
@@ -48,6 +49,7 @@ class RemoteViewOp(Operation):
     """Operands: one local barrier, the peer's rank (i32)."""
 
     name = "tlx.remote_view"
+    traits = frozenset({REMOTE_VIEW})
 
     def verify(self):
         expect_results(self, 1)

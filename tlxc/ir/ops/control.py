@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from ..core import Operation
+from ..traits import SIDE_EFFECT
 from ..types import ScalarType, i1
 from ._rules import expect_type
 
@@ -55,11 +56,13 @@ class KernelOp(Operation):
 
 class ReturnOp(Operation):
     name = "tl.return"
+    traits = frozenset({SIDE_EFFECT})
     is_terminator = True
 
 
 class YieldOp(Operation):
     name = "scf.yield"
+    traits = frozenset({SIDE_EFFECT})
     is_terminator = True
 
 
@@ -67,6 +70,7 @@ class ConditionOp(Operation):
     """Ends a while's "before" region: continue while operand 0 is true."""
 
     name = "scf.condition"
+    traits = frozenset({SIDE_EFFECT})
     is_terminator = True
 
     def verify(self):

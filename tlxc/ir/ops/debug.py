@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..core import Operation
+from ..traits import SIDE_EFFECT
 from ..types import element_type, i1
 
 
@@ -9,6 +10,7 @@ class PrintOp(Operation):
     """``tl.device_print(prefix, *values)``: every element of every operand."""
 
     name = "tl.print"
+    traits = frozenset({SIDE_EFFECT})
 
     def verify(self):
         if not isinstance(self.attrs.get("prefix", ""), str):
@@ -19,6 +21,7 @@ class AssertOp(Operation):
     """``tl.device_assert(cond, msg)``: fails the launch where cond is false."""
 
     name = "tl.assert"
+    traits = frozenset({SIDE_EFFECT})
 
     def verify(self):
         if len(self.operands) != 1 or element_type(self.operands[0].type) != i1:

@@ -6,6 +6,7 @@ Optional operands (``mask``, ``other``) follow the required ones; the
 from __future__ import annotations
 
 from ..core import Operation
+from ..traits import SIDE_EFFECT
 from ..types import PointerType, ScalarType, i1, shape_of, with_element
 from ._rules import expect_operands, expect_pointer, expect_scalar_kind, expect_type, same_shape
 
@@ -69,6 +70,7 @@ class StoreOp(Operation):
     """Store ``value`` through a pointer (tensor) where ``mask`` is true."""
 
     name = "tl.store"
+    traits = frozenset({SIDE_EFFECT})
 
     def verify(self):
         if len(self.operands) < 2:
@@ -123,6 +125,7 @@ class AtomicRMWOp(Operation):
     with memory semantics ``attrs.sem`` and scope ``attrs.scope``; yields the old values."""
 
     name = "tl.atomic_rmw"
+    traits = frozenset({SIDE_EFFECT})
     KINDS = ("add", "max", "min", "and", "or", "xor", "xchg")
 
     def verify(self):
@@ -150,6 +153,7 @@ class AtomicCASOp(Operation):
     yields the old values.  No mask (as in Triton)."""
 
     name = "tl.atomic_cas"
+    traits = frozenset({SIDE_EFFECT})
 
     def verify(self):
         expect_operands(self, 3)
@@ -170,6 +174,7 @@ class DebugBarrierOp(Operation):
     to each other after it (``bar.sync``)."""
 
     name = "tl.debug_barrier"
+    traits = frozenset({SIDE_EFFECT})
 
     def verify(self):
         expect_operands(self, 0)

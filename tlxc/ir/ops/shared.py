@@ -10,6 +10,7 @@ copies global memory into a buffer asynchronously (cp.async), completed by
 from __future__ import annotations
 
 from ..core import Operation
+from ..traits import ALLOCATION, VIEW
 from ..types import BarrierType, MemDescType, ScalarType, TensorType, i1, with_element
 from ._rules import expect_operands, expect_pointer, expect_results, expect_type
 
@@ -38,6 +39,7 @@ class LocalAllocOp(Operation):
     region as large as the largest of them."""
 
     name = "tlx.local_alloc"
+    traits = frozenset({ALLOCATION})
 
     @property
     def reused(self):
@@ -69,6 +71,7 @@ class LocalViewOp(Operation):
     """Buffer (or barrier) ``idx`` of an array; ``idx`` is a runtime i32."""
 
     name = "tlx.local_view"
+    traits = frozenset({VIEW})
 
     def verify(self):
         expect_operands(self, 2)
@@ -90,6 +93,7 @@ class LocalSliceOp(Operation):
     """A same-rank sub-buffer at runtime ``offsets`` (operands 1..rank) of ``attrs.shape``."""
 
     name = "tlx.local_slice"
+    traits = frozenset({VIEW})
 
     def verify(self):
         src = expect_memdesc(self, operand_type(self, 0, "source"), "source", view=True)
@@ -102,6 +106,7 @@ class LocalTransOp(Operation):
     """A permuted view (no data movement)."""
 
     name = "tlx.local_trans"
+    traits = frozenset({VIEW})
 
     def verify(self):
         expect_operands(self, 1)
@@ -116,6 +121,7 @@ class LocalReinterpretOp(Operation):
     a whole shared ``tlx.local_alloc`` (its buffers' bytes back to back, TLX allows it)."""
 
     name = "tlx.local_reinterpret"
+    traits = frozenset({VIEW})
 
     def verify(self):
         expect_operands(self, 1)
