@@ -266,7 +266,7 @@ def _check_xor_views(kernel, root: dict) -> None:
     """A view of an ``XorSwizzle``d buffer with elements wider than the runs the swizzle keeps
     together (``local_reinterpret`` to a wider dtype) would have its elements split apart."""
     for op in kernel.walk():
-        if op.name not in _VIEW_OPS or id(op.results[0]) not in root:
+        if not has_trait(op, VIEW) or id(op.results[0]) not in root:
             continue
         xor = root[id(op.results[0])].attrs.get("xor_swizzle")
         element = op.results[0].type.element
