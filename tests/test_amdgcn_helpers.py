@@ -228,13 +228,33 @@ def test_lds_vector_access(bits):
     assert (out == groups).all()
 
 
+
+LDS_DMA = probe("  __shared__ __attribute__((aligned(16))) unsigned dma[512];\n"
+                "  const int w = t >> 6;\n"
+                "  tlx_global_load_lds_b128((lane & 1) ? (const void*)(in + 4 * (t & 31)) : (const void*)tlx_zero16,\n"
+                "                           (unsigned char*)dma + 1024 * w);\n"
+                "  tlx_s_waitcnt_vmcnt0();\n  tlx_syncthreads();\n"
+                "  for (int j = 0; j < 4; ++j) out[4 * t + j] = dma[4 * t + j];")
+LDS_DMA_SKEWED = probe("  __shared__ __attribute__((aligned(16))) unsigned dma2[512];\n"
+                       "  tlx_global_load_lds_b128(in, (unsigned char*)dma2 + 16 * lane);")
+
+
+def test_global_load_lds_lands_at_the_waves_base_plus_16_per_lane():
+    out, x = run(LDS_DMA, n_out=4 * THREADS)
+    lanes = np.arange(THREADS) % 64
+    want = np.where((lanes % 2 == 1)[:, None], x[(4 * (np.arange(THREADS) % 32))[:, None] + np.arange(4)], 0)
+    assert (out.reshape(THREADS, 4) == want).all()
+    with pytest.raises(emu.EmulationError, match="must be wave-uniform"):
+        run(LDS_DMA_SKEWED)
+
+
 TESTED = {"tlx_workitem_id_x", "tlx_workgroup_id_x", "tlx_workgroup_id_y", "tlx_workgroup_id_z", "tlx_num_workgroups",
           "tlx_s_barrier", "tlx_fence_workgroup", "tlx_syncthreads", "tlx_s_setprio", "tlx_sched_barrier",
           "tlx_readfirstlane", "tlx_readlane", "tlx_ballot", "tlx_ds_bpermute", "tlx_ds_swizzle", "tlx_dpp",
           "tlx_shfl_xor", "tlx_f16_to_f32", "tlx_f32_to_f16", "tlx_bf16_to_f32", "tlx_f32_to_bf16",
           *(f"tlx_{op}_global_b{b}" for op in ("ld", "st") for b in (32, 64, 128)),
           *(f"tlx_{op}_lds_b{b}" for op in ("ld", "st") for b in (32, 64, 128)),
-          "tlx_mfma_types", *amdgcn.MFMA}
+          "tlx_mfma_types", *amdgcn.MFMA, "tlx_global_load_lds_b128", "tlx_zero16", "tlx_s_waitcnt_vmcnt0"}
 
 
 def test_every_helper_is_tested_here():
@@ -269,7 +289,7 @@ DEVICE_BODY = """
 @pytest.mark.skipif(not toolchain.available(), reason="the offline AMD toolchain (ziglang) is not installed")
 @pytest.mark.parametrize("arch", toolchain.AMD_ARCHS)
 def test_helpers_compile_to_their_instructions(arch):
-    compiled = toolchain.compile_hip(source({"probe": DEVICE_BODY}, list(amdgcn.HELPERS)), arch, ["probe"])
+    compiled = toolchain.compile_hip(source({"probe": DEVICE_BODY}, amdgcn.available_on(arch)), arch, ["probe"])
     toolchain.check_code_object(compiled, expect=[
         "v_readlane_b32", "v_readfirstlane_b32", "ds_bpermute_b32", "ds_swizzle_b32", r"v_\w+_dpp", "s_barrier",
         "s_setprio", "global_load_dwordx4", "global_store_dwordx4", "global_store_dwordx2", r"v_cvt_f32_f16\w*",
@@ -329,3 +349,13 @@ def test_mfma_helpers_compile_where_the_arch_has_them(arch):
     for name in set(amdgcn.MFMA) - set(names):          # a gfx950 MFMA on gfx942: refused
         with pytest.raises(toolchain.InternalCompilerError, match="gfx950-insts"):
             toolchain.compile_hip(mfma_source([name]), arch, [f"k_{name}"])
+
+
+@pytest.mark.skipif(not toolchain.available(), reason="the offline AMD toolchain (ziglang) is not installed")
+def test_direct_to_lds_is_gfx950_only():
+    body = {"probe": _BODIES[LDS_DMA]}
+    compiled = toolchain.compile_hip(source(body, amdgcn.available_on("gfx950")), "gfx950", ["probe"])
+    toolchain.check_code_object(compiled, expect=["global_load_lds_dwordx4", "s_waitcnt"])
+    assert "tlx_global_load_lds_b128" not in amdgcn.available_on("gfx942")
+    with pytest.raises(toolchain.InternalCompilerError, match="(?s)invalid size"):
+        toolchain.compile_hip(source(body, list(amdgcn.HELPERS)), "gfx942", ["probe"])

@@ -29,7 +29,8 @@ DEFAULT_ARCH = "sm_90a"
 #   async_proxy the async proxy (TMA, wgmma, tcgen05 read shared memory through it: fence.proxy.async)
 #   tensormap   TMA tensor maps encoded in a kernel (tensormap.replace: the arch-specific sm_90a/sm_100a)
 #   mfma_cdna4  gfx950's MFMA additions (f16/bf16 16x16x32 and 32x32x16)
-FEATURES = ("wgmma", "setmaxnreg", "tcgen05", "fp8", "gdc", "async_proxy", "tensormap", "mfma_cdna4")
+#   lds_dma16   16-byte direct-to-LDS loads (gfx950's global_load_lds_dwordx4)
+FEATURES = ("wgmma", "setmaxnreg", "tcgen05", "fp8", "gdc", "async_proxy", "tensormap", "mfma_cdna4", "lds_dma16")
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("sm_89", "nvidia", (8, 9), "L4, L40, RTX 40xx", shared_limit=101376, features=frozenset({"fp8"}),
            backend=_NVPTX),
     Target("gfx942", "amd", None, "MI300", warp_size=64, shared_limit=65536, backend=_AMDGCN),
-    Target("gfx950", "amd", None, "MI350", warp_size=64, shared_limit=163840, features=frozenset({"mfma_cdna4"}),
+    Target("gfx950", "amd", None, "MI350", warp_size=64, shared_limit=163840,
+           features=frozenset({"mfma_cdna4", "lds_dma16"}),
            backend=_AMDGCN),
 )}
 

@@ -220,6 +220,34 @@ template <int MASK> {_INLINE} unsigned long long tlx_shfl_xor(unsigned long long
 }}"""
 
 
+# -- direct-to-LDS loads (gfx950) -----------------------------------------------------------------
+@helper("tlx_global_load_lds_b128", builtins=("__builtin_amdgcn_global_load_lds",))
+def global_load_lds_b128():
+    # global_load_lds_dwordx4: lane l's 16 bytes at ``src`` land in LDS at ``wave_base`` + 16 l
+    # (wave_base must be the same in every lane: it goes to M0).  gfx950 only (gfx942: 4 bytes).
+    return f"""
+{_INLINE} void tlx_global_load_lds_b128(const void* src, void* wave_base) {{
+  __builtin_amdgcn_global_load_lds((__attribute__((address_space(1))) void*)src,
+                                   (__attribute__((address_space(3))) void*)wave_base, 16, 0, 0);
+}}"""
+
+
+@helper("tlx_zero16")
+def zero16():
+    # 16 zero bytes in global memory: a masked-off lane's source for a direct-to-LDS load, so that
+    # every lane of the wave takes part in the one instruction and its LDS slot gets zeros
+    return """
+__device__ __attribute__((aligned(16))) const unsigned tlx_zero16[4] = {0u, 0u, 0u, 0u};"""
+
+
+@helper("tlx_s_waitcnt_vmcnt0", builtins=("__builtin_amdgcn_s_waitcnt",))
+def s_waitcnt_vmcnt0():
+    # s_waitcnt vmcnt(0): every vector memory load of the wave has completed (gfx9 encoding:
+    # vmcnt in bits 3:0 and 15:14 = 0, expcnt 6:4 = 7 and lgkmcnt 11:8 = 15 left alone)
+    return f"""
+{_INLINE} void tlx_s_waitcnt_vmcnt0() {{ __builtin_amdgcn_s_waitcnt(0x0f70); }}"""
+
+
 # -- MFMA (matrix fused multiply-add, one wave) --------------------------------------------------
 # Operands are GCC vector types (``vector_size``: clang's builtins take them, and g++ compiles the
 # emulation).  A lane holds K/(64/M) consecutive k of one row of A (lane i + M*(k / per_lane)) and
@@ -334,6 +362,16 @@ for _bits in (32, 64, 128):
     _lds_access(_bits)
 
 
+# Helpers that only some archs have (the others refuse their instruction): helper -> archs
+ONLY_ON: dict[str, tuple[str, ...]] = {"tlx_global_load_lds_b128": ("gfx950",),
+                                       **{name: spec[-1] for name, spec in MFMA.items() if spec[-1] != ("gfx942", "gfx950")}}
+
+
+def available_on(arch: str) -> list[str]:
+    """The helpers ``arch`` has, in file order."""
+    return [name for name in HELPERS if arch in ONLY_ON.get(name, (arch,))]
+
+
 def mfma_helper(block: int, k: int, element: str) -> str:
     """The helper of the MFMA ``block x block x k`` on ``element`` ("f16", "bf16") inputs."""
     name = f"tlx_mfma_f32_{block}x{block}x{k}_{element}"
@@ -342,4 +380,4 @@ def mfma_helper(block: int, k: int, element: str) -> str:
     return name
 
 
-__all__ = ["BUILTINS", "DEPENDS", "HELPERS", "MFMA", "define", "definitions", "helper", "mfma_helper", "swizzle_xor"]
+__all__ = ["BUILTINS", "DEPENDS", "HELPERS", "MFMA", "ONLY_ON", "available_on", "define", "definitions", "helper", "mfma_helper", "swizzle_xor"]

@@ -19,6 +19,7 @@ from ..codegen_c.lower import KernelLowering
 from ..errors import CompilationError, InternalCompilerError
 from ..ir.core import Operation
 from ..ir.types import PointerType, ScalarType
+from ..target import get_target
 from . import (
     amdgcn,
     rules_hip,  # noqa: F401  (registers the AMD lowering rules)
@@ -43,11 +44,18 @@ class HipTarget:
         self.arch = arch
         self.helpers: list[str] = []
 
+    def has(self, feature: str) -> bool:
+        """Whether the arch has ``feature`` (tlxc/target.py)."""
+        return get_target(self.arch).has(feature)
+
     def use(self, helper: str) -> None:
         if helper not in amdgcn.HELPERS:
             # a shared rule asked for a CUDA-only helper: that op has no HIP lowering yet
             raise CompilationError(f"{helper.removeprefix('tlx_')} has no HIP lowering for {self.arch} yet "
                                    f"(tlxc's AMD backend covers blocked tl.* kernels)")
+        if self.arch not in amdgcn.ONLY_ON.get(helper, (self.arch,)):
+            raise InternalCompilerError(f"{helper} needs {' or '.join(amdgcn.ONLY_ON[helper])}, not {self.arch} "
+                                        f"(a tlxc bug: the lowering must ask the target)")
         if helper not in self.helpers:
             self.helpers.append(helper)
 

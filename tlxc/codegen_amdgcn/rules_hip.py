@@ -106,12 +106,14 @@ def dot(lw, op):
 
 
 # -- TLX async copies to LDS --------------------------------------------------------------------
-# Register-staged on both archs for now: each work-item loads its pieces from global memory into
-# registers and writes them to LDS at once (TLX measured this the fastest route on gfx942, and
-# it is a valid early completion of the async copy, so commit/wait have nothing to wait for;
-# shared_order still puts the work-group barrier after the wait, which orders the LDS writes
-# before other waves read them).  gfx950's direct-to-LDS loads (global_load_lds_dwordx4) need
-# the destination to be the wave's base + 16 x lane: not lowered yet.
+# gfx950 (``lds_dma16``): direct-to-LDS when the copy's layout puts lane l's 16 bytes at the
+# wave's base + 16 l in the buffer (global_load_lds_dwordx4 writes there; masked-off lanes load
+# 16 zero bytes from a global constant, so the whole wave issues the one load); async_load_wait_group then waits with s_waitcnt vmcnt(0) (all of the wave's
+# loads: a conservative wait for any count).  Otherwise register-staged: each work-item loads its
+# pieces into registers and writes them to LDS at once (TLX measured this the fastest route on
+# gfx942), a valid early completion, so commit/wait have nothing to wait for.  In both cases
+# shared_order puts the work-group barrier after the wait, which orders the LDS writes before
+# other waves read them.
 @lowering("tlx.async_load", vendor="amd")
 def async_load(lw, op):
     from ..codegen_c import ctypes_ as C
@@ -131,6 +133,18 @@ def async_load(lw, op):
         width = 1
     offset = _offset_expr(lw, ptrs.type.layout, strides, block=lw.view_block.get(id(view)))
     pred = lw.ref(mask) if mask is not None else "true"
+    if (lw.target.has("lds_dma16") and width * t.bytes == 16 and not lw.view_swizzle.get(id(view))
+            and id(view) not in lw.view_block and _wave_contiguous(ptrs.type.layout, strides, width, t.bytes)):
+        lw.out.line("#pragma unroll")
+        lw.out.open(f"for (int i = 0; i < {registers(ptrs.type)}; i += {width})")
+        dst = shared_address(lw, view, offset, t)
+        src = lw.ref(ptrs)
+        if mask is not None:       # masked-off lanes read 16 zero bytes: no divergence around the wave's load
+            lw.target.use("tlx_zero16")
+            src = f"({pred}) ? (const void*)({src}) : (const void*)tlx_zero16"
+        lw.out.line(lw.target.call("tlx_global_load_lds_b128", src, f"(unsigned char*)({dst}) - 16 * lane"))
+        lw.out.close()
+        return
     staged = lw.fresh("stage")
     lw.out.line(f"{C.storage_type(t)} {staged}[{width}];")
     lw.out.line("#pragma unroll")
@@ -155,4 +169,21 @@ def async_commit_group(lw, op):
 
 @lowering("tlx.async_wait_group", vendor="amd")
 def async_wait_group(lw, op):
+    if lw.target.has("lds_dma16"):      # any async_load of the kernel may be direct-to-LDS (decided per copy)
+        lw.out.line(f"{lw.target.call('tlx_s_waitcnt_vmcnt0')}  // async_load_wait_group({op.attrs['pendings']}): "
+                    f"direct-to-LDS loads have landed")
+        return
     lw.out.line(f"// async_load_wait_group({op.attrs['pendings']}): nothing in flight (register-staged copies)")
+
+
+def _wave_contiguous(layout, strides, width: int, elem_bytes: int) -> bool:
+    """Whether, for every wave and every ``width``-element piece of the layout, lane l's piece sits
+    at the wave's first lane's + 16 l bytes of the buffer (element ``strides``)."""
+    import numpy as np
+    table = layout.coords_table()                        # [warps, lanes, registers, rank]
+    if table.shape[1] != 64:
+        return False
+    offsets = (table * np.asarray(strides, dtype=np.int64)).sum(axis=-1) * elem_bytes
+    pieces = offsets[:, :, ::width]                      # [warps, lanes, pieces]
+    want = 16 * np.arange(64, dtype=np.int64)[None, :, None]
+    return bool(((pieces - pieces[:, :1, :]) == want).all())

@@ -206,6 +206,7 @@ inline int launch_group_grid(unsigned gx, unsigned gy, unsigned gz, unsigned thr
       for (unsigned x = 0; x < gx; ++x) {
         e.group[0] = x, e.group[1] = y, e.group[2] = z;
         if (!run_group()) return 2;
+        if (!e.error.empty()) return 3;       // a builtin used outside what the hardware allows
       }
   return 0;
 }
@@ -345,6 +346,16 @@ VC mfma(VAB a, VAB b, VC c) {
   return d;
 }
 
+// global_load_lds (gfx950: 16 bytes): lane l writes its `size` bytes from `src` to LDS at
+// M0 + offset + size * l; M0 comes from `dst`, which every lane must give the same.
+inline void global_load_lds(const void* src, void* dst, unsigned size, int offset) {
+  size_t s = wave_exchange((uint64_t)(uintptr_t)dst);
+  int first = __builtin_ctzll(E().active[s]);
+  if ((uint64_t)(uintptr_t)dst != lane_value(s, first))
+    fail("global_load_lds: the LDS destination differs between lanes (it must be wave-uniform: it goes to M0)");
+  memcpy((char*)dst + offset + (size_t)size * lane_id(), src, size);
+}
+
 }  // namespace tlx_emu
 
 // The AMDGCN builtins, as the generated text calls them (clang's names and argument orders).
@@ -371,6 +382,10 @@ VC mfma(VAB a, VAB b, VC c) {
 #define __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<16, 16, 16, true>(a, b, c)
 #define __builtin_amdgcn_mfma_f32_16x16x32_f16(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<16, 16, 32, false>(a, b, c)
 #define __builtin_amdgcn_mfma_f32_32x32x16_f16(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<32, 32, 16, false>(a, b, c)
+
+#define __builtin_amdgcn_global_load_lds(src, dst, size, offset, aux) \
+  tlx_emu::global_load_lds((const void*)(src), (void*)(dst), (size), (offset))
+#define __builtin_amdgcn_s_waitcnt(imm) ((void)(imm))
 
 // One entry per kernel, appended after the generated text by the runner (emu/run.py).
 #define TLX_EMU_ENTRY(K)                                                                                  \
