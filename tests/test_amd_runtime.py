@@ -114,3 +114,24 @@ def test_without_hip_python_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "hip", None)
     with pytest.raises(LaunchError, match="hip-python"):
         H.hip_modules()
+
+
+def test_launch_binds_specializes_compiles_once_and_launches(monkeypatch):
+    calls = []
+    monkeypatch.setitem(sys.modules, "hip", fake_hip(calls))
+    monkeypatch.setattr(H, "_KERNELS", {})
+    mod = example("vector_add")
+    x, y, out = torch.randn(3000), torch.randn(3000), torch.empty(3000)
+    for _ in range(2):
+        packed = H.launch(mod.add_kernel, (3,), x, y, out, 3000, BLOCK=1024, arch="gfx950", stream=7)
+    names = [c[0] for c in calls]
+    assert names.count("hiprtcCompileProgram") == 1 and names.count("hipModuleLaunchKernel") == 2
+    assert b"--offload-arch=gfx950" in calls[names.index("hiprtcCompileProgram")][1][2]
+    launch_args = calls[-1][1]
+    assert launch_args[1:4] == (3, 1, 1) and launch_args[4] == 256 and launch_args[8] == 7
+    assert (packed.a0, packed.a1, packed.a2, packed.a3) == (x.data_ptr(), y.data_ptr(), out.data_ptr(), 3000)
+
+
+def test_launch_without_a_rocm_device_says_so():
+    with pytest.raises(LaunchError, match="torch-on-ROCm"):
+        H.device_arch()

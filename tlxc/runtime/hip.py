@@ -149,5 +149,49 @@ class HipKernel:
         return packed
 
 
-__all__ = ["KIND_CTYPES", "HipKernel", "argument_struct", "compile_hiprtc", "hip_modules", "layout_of",
-           "pack_arguments"]
+def device_arch(device: int | None = None) -> str:
+    """The tlxc target of the current torch-on-ROCm device (its ``gcnArchName``, features dropped)."""
+    import torch
+
+    from ..arch import ArchError, resolve
+    if getattr(torch.version, "hip", None) is None or not torch.cuda.is_available():
+        raise LaunchError("no torch-on-ROCm device: the HIP launch path needs a ROCm build of torch and an AMD GPU")
+    props = torch.cuda.get_device_properties(torch.cuda.current_device() if device is None else device)
+    name = str(getattr(props, "gcnArchName", "")).split(":")[0]
+    try:
+        return resolve(name).arch
+    except ArchError as exc:
+        raise LaunchError(f"this AMD GPU ({name or 'unknown arch'}) is not a tlxc target: {exc}") from None
+
+
+_KERNELS: dict[tuple, HipKernel] = {}        # (kernel source key, specialization, arch, num_warps) -> loaded
+
+
+def launch(kfn, grid: Sequence[int], *args, num_warps: int = 4, stream: int | None = None, arch: str | None = None,
+           **kwargs) -> ctypes.Structure:
+    """``kfn[grid](*args, **kwargs)`` on an AMD GPU: the arguments bound and specialized as the CUDA
+    launch path does (``specialization_from_args``), the kernel compiled once per specialization
+    (HIP text -> hipRTC on this machine's ROCm), then launched on the current torch stream."""
+    from ..compiler import compile_kernel
+    from ..frontend.specialize import specialization_from_args
+    try:
+        bound = kfn.signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise LaunchError(f"cannot launch {kfn.__name__}: {exc}") from None
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    spec = specialization_from_args(kfn, arguments)
+    arch = arch or device_arch()
+    key = (kfn.cache_key, spec.key(), arch, num_warps)
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        compiled = compile_kernel(kfn, spec, arch=arch, num_warps=num_warps, stages=("hip",))
+        kernel = _KERNELS[key] = HipKernel.from_compiled(compiled, use_hiprtc=True)
+    if stream is None:
+        import torch
+        stream = torch.cuda.current_stream().cuda_stream
+    return kernel.launch(grid, *(arguments[name] for name, _ in spec.runtime_params()), stream=stream)
+
+
+__all__ = ["KIND_CTYPES", "HipKernel", "argument_struct", "compile_hiprtc", "device_arch", "hip_modules", "launch",
+           "layout_of", "pack_arguments"]
