@@ -83,3 +83,12 @@ def get_source(fn) -> FunctionSource:
     if not isinstance(fdef, ast.FunctionDef):
         raise CompilationError(f"{fn.__name__} is not a plain function definition")
     return FunctionSource(fn, file, first_line, indent, dedented, fdef, lines)
+
+
+def first_node(stmts, node_types) -> ast.AST | None:
+    """The first node of one of ``node_types`` inside the statements ``stmts`` (walk order)."""
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, node_types):
+                return node
+    return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..ir.core import Value
 from ..ir.types import PointerType, ScalarType, TensorType, Type
+from ..language.core import constexpr
 
 
 class SemanticError(Exception):
@@ -58,3 +59,8 @@ class Tensor:
 
 def is_constexpr(v) -> bool:
     return not isinstance(v, Tensor)
+
+
+def unwrap(value):
+    """The Python value of a ``tl.constexpr`` (anything else as it is)."""
+    return value.value if isinstance(value, constexpr) else value
