@@ -82,3 +82,25 @@ def test_autotune_on_the_gpu(tmp_path, monkeypatch):
     assert _rel(out, a.float() @ b.float()) < 1e-2
     assert (tmp_path / "ops" / "matmul.json").exists()
     assert cfgs.CONFIGS
+
+
+@pytest.mark.parametrize("E", [8, 64])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_grouped_matmul_uneven_groups(E, transposed):
+    from tlxc.ops import grouped_matmul
+    g = torch.Generator(device="cuda").manual_seed(E)
+    K, N, M = 1024, 1408, 4096
+    sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.1).sample().to(torch.int32)
+    sizes[E // 2] = 0                                          # an empty expert
+    sizes[0] += M - int(sizes.sum())
+    sizes = sizes.cuda()
+    a = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
+    if transposed:
+        b = torch.randn(E, N, K, device="cuda", generator=g).to(torch.bfloat16).transpose(1, 2)
+    else:
+        b = torch.randn(E, K, N, device="cuda", generator=g).to(torch.bfloat16)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    grouped_matmul(a, b, sizes, out)
+    offs = [0] + sizes.cumsum(0).tolist()
+    ref = torch.cat([a[offs[i]:offs[i + 1]].float() @ b[i].float() for i in range(E)])
+    assert _rel(out, ref) < 1e-2

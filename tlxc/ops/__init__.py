@@ -9,7 +9,8 @@
 Import ``tlxc.ops`` explicitly (``tlxc`` does not import it: it needs torch).
 """
 from .custom_ops import matmul_op
+from .grouped import grouped_matmul
 from .matmul import matmul
 from .matmul_configs import CONFIGS, GemmConfig, choose_config
 
-__all__ = ["CONFIGS", "GemmConfig", "choose_config", "matmul", "matmul_op"]
+__all__ = ["CONFIGS", "GemmConfig", "choose_config", "grouped_matmul", "matmul", "matmul_op"]

@@ -1,0 +1,117 @@
+"""tlxc.ops.grouped_matmul against a loop of cuBLAS calls and torch._grouped_mm (when torch
+has it), MoE shapes with uneven group sizes, paired medians (kernel time) in one process.
+
+    python bench/ops_grouped_bench.py [--rounds 15] [--timing kernel|call]
+
+Expert weights are stored ``[E, N, K]`` (as ``nn.Linear``) and multiplied as
+``w.transpose(1, 2)``; group sizes are a seeded multinomial draw with one empty expert.  The
+cuBLAS loop gets the sizes on the host beforehand (its real cost would include that sync);
+``torch._grouped_mm`` gets the int32 end offsets.  Ratios: baseline time / tlxc time.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+CASES = [  # (experts, total rows, K, N)
+    (8, 16384, 4096, 14336),
+    (8, 4096, 4096, 14336),
+    (32, 16384, 2048, 1408),
+    (64, 16384, 2048, 1408),
+    (128, 32768, 2048, 768),
+    (128, 8192, 2048, 768),
+]
+
+
+def run_case(E, M, K, N, rounds, hide, ratios) -> None:
+    import torch
+
+    from bench.triton_source import event_ms
+    from tlxc.ops import grouped_matmul
+
+    torch.manual_seed(E * 1000 + M)
+    sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.05).sample().to(torch.int32)
+    sizes[E // 2] = 0
+    sizes[0] += M - int(sizes.sum())
+    host_sizes = sizes.tolist()
+    sizes = sizes.cuda()
+    offs = sizes.cumsum(0).to(torch.int32)
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(E, N, K, device="cuda", dtype=torch.bfloat16) * 0.05
+    b = w.transpose(1, 2)
+    out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    loop_out = torch.empty_like(out)
+    starts = [0]
+    for s in host_sizes:
+        starts.append(starts[-1] + s)
+
+    def loop():
+        for g in range(E):
+            if host_sizes[g]:
+                torch.matmul(a[starts[g]:starts[g + 1]], b[g], out=loop_out[starts[g]:starts[g + 1]])
+
+    fns = {"tlxc": lambda: grouped_matmul(a, b, sizes, out), "loop": loop}
+    grouped_mm = getattr(torch, "_grouped_mm", None)
+    gm = None
+    if grouped_mm is not None:
+        try:
+            gm = grouped_mm(a, b, offs=offs, out_dtype=torch.bfloat16)
+            fns["grouped_mm"] = lambda: grouped_mm(a, b, offs=offs, out_dtype=torch.bfloat16)
+        except (RuntimeError, TypeError, ValueError) as exc:
+            print(f"  torch._grouped_mm refused: {str(exc).splitlines()[0][:150]}")
+            gm = None
+    out.fill_(float("nan"))
+    fns["tlxc"]()
+    loop()
+    torch.cuda.synchronize()
+    rel = ((out.float() - loop_out.float()).norm() / loop_out.float().norm()).item()
+    if not rel < 1e-2:
+        raise SystemExit(f"E={E} M={M}: tlxc grouped_matmul wrong (rel. error {rel:.2e} against the cuBLAS loop)")
+    if gm is not None:
+        rel_gm = ((gm.float() - loop_out.float()).norm() / loop_out.float().norm()).item()
+        if not rel_gm < 1e-2:
+            print(f"  torch._grouped_mm disagrees with the loop (rel. error {rel_gm:.2e}): not used")
+            del fns["grouped_mm"]
+    for fn in fns.values():
+        fn()
+    times = {n: [] for n in fns}
+    for _ in range(rounds):
+        for n, fn in fns.items():
+            times[n].append(event_ms(fn, hide))
+    med = {n: statistics.median(t) for n, t in times.items()}
+    flops = 2 * M * K * N
+    line = (f"E={E:3d} M={M:5d} K={K:5d} N={N:5d} (sizes {min(host_sizes)}..{max(host_sizes)}): "
+            f"tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s)")
+    for base in ("loop", "grouped_mm"):
+        if base in med:
+            ratios[base].append(med[base] / med["tlxc"])
+            line += f", {base} {med[base]:.4f} ms -> {med[base] / med['tlxc']:.3f}x"
+    print(line, flush=True)
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--timing", choices=("kernel", "call"), default="kernel")
+    args = parser.parse_args()
+    hide = args.timing == "kernel"
+    print(f"card: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, {args.timing} time", flush=True)
+    ratios = {"loop": [], "grouped_mm": []}
+    for E, M, K, N in CASES:
+        run_case(E, M, K, N, args.rounds, hide, ratios)
+    for base, rs in ratios.items():
+        if rs:
+            geo = math.exp(sum(math.log(r) for r in rs) / len(rs))
+            print(f"vs {base}: geomean {geo:.3f}x, min {min(rs):.3f}x over {len(rs)} cases")
+
+
+if __name__ == "__main__":
+    main()

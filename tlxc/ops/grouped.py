@@ -1,0 +1,66 @@
+"""``tlxc.ops.grouped_matmul``: the MoE grouped GEMM (kernels/grouped_gemm.py).
+
+    out = grouped_matmul(a, b_experts, group_sizes)
+    # out[offs[g]:offs[g+1]] = a[offs[g]:offs[g+1]] @ b_experts[g],  offs = cumsum(group_sizes)
+
+``a``: ``[total_M, K]`` (rows grouped by expert, in expert order), ``b_experts``: ``[E, K, N]``
+(any strides: ``w.transpose(1, 2)`` of ``[E, N, K]`` weights is read in place),
+``group_sizes``: ``[E]`` integers on the device (no host sync: the kernel finds each
+program's group itself; their sum must be ``total_M``, which is not checked on the device).
+bf16 or fp16; the output has the operands' dtype (or ``out_dtype``).
+"""
+from __future__ import annotations
+
+import torch
+
+from .kernels.grouped_gemm import grouped_gemm_kernel
+
+GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages)
+    "g_128x128x64": (128, 128, 64, 4, 3),
+    "g_64x128x64": (64, 128, 64, 4, 4),
+    "g_128x256x64": (128, 256, 64, 8, 3),
+}
+
+
+def choose_grouped_config(total_m: int, n_groups: int, n: int) -> str:
+    """64-row tiles when the mean group is under 256 rows (less padding in each group's last
+    tile), 128 otherwise; 256 columns when N is large enough to fill the SMs anyway."""
+    if total_m < 256 * n_groups:
+        return "g_64x128x64"
+    return "g_128x256x64" if n >= 4096 else "g_128x128x64"
+
+
+def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.Tensor, out: torch.Tensor | None = None,
+                   *, out_dtype: torch.dtype | None = None, config: str | None = None) -> torch.Tensor:
+    if a.dim() != 2 or b_experts.dim() != 3 or a.shape[1] != b_experts.shape[1]:
+        raise ValueError(f"tlxc.ops.grouped_matmul expects a [total_M, K] and b_experts [E, K, N], got "
+                         f"{tuple(a.shape)} and {tuple(b_experts.shape)}")
+    if a.dtype not in (torch.bfloat16, torch.float16) or b_experts.dtype != a.dtype:
+        raise ValueError(f"tlxc.ops.grouped_matmul: operands must be both bfloat16 or both float16, got {a.dtype} "
+                         f"and {b_experts.dtype}")
+    E, K, N = b_experts.shape
+    if group_sizes.dim() != 1 or group_sizes.shape[0] != E or group_sizes.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"tlxc.ops.grouped_matmul: 'group_sizes' must be an int32/int64 vector of {E} elements, got "
+                         f"{group_sizes.dtype} of shape {tuple(group_sizes.shape)}")
+    if a.device != b_experts.device or group_sizes.device != a.device:
+        raise ValueError(f"tlxc.ops.grouped_matmul: tensors on {a.device}, {b_experts.device} and "
+                         f"{group_sizes.device}")
+    M = a.shape[0]
+    out_dtype = out_dtype or (out.dtype if out is not None else a.dtype)
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=out_dtype)
+    elif tuple(out.shape) != (M, N) or out.dtype != out_dtype or out.device != a.device:
+        raise ValueError(f"tlxc.ops.grouped_matmul: 'out' must be a ({M}, {N}) {out_dtype} tensor on {a.device}, got "
+                         f"{tuple(out.shape)} {out.dtype} on {out.device}")
+    if M == 0 or N == 0:
+        return out
+    if config is None:
+        config = choose_grouped_config(M, E, N)
+    if config not in GROUPED_CONFIGS:
+        raise ValueError(f"tlxc.ops.grouped_matmul: unknown config {config!r} (one of {sorted(GROUPED_CONFIGS)})")
+    bm, bn, bk, warps, stages = GROUPED_CONFIGS[config]
+    grid = (-(-M // bm) + E, -(-N // bn))
+    grouped_gemm_kernel[grid](a, b_experts, out, group_sizes, E, N, K, a.stride(0), a.stride(1), b_experts.stride(0),
+                              b_experts.stride(1), b_experts.stride(2), out.stride(0), out.stride(1),
+                              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=stages)
+    return out
