@@ -16,7 +16,7 @@ tlxc time, > 1 means faster than cuBLAS), their geometric means, and with ``--ta
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache), so the timed
 process loads cubins.  Rounds per shape shrink with the shape's cost so that the whole run
-stays near ``--budget-s`` (default 330 s on an H200).  Results also go to
+stays near ``--budget-s`` (default 270 s on an H200).  Results also go to
 ``$OUT/ops_matmul_bench.json`` when ``OUT`` is set.
 """
 from __future__ import annotations
@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--fp8", action="store_true", help="fp8 e4m3 against torch._scaled_mm instead")
     parser.add_argument("--only-heuristic", action="store_true", help="time only the heuristic's choice")
     parser.add_argument("--timing", choices=("kernel", "call"), default="kernel")
-    parser.add_argument("--budget-s", type=float, default=330.0)
+    parser.add_argument("--budget-s", type=float, default=270.0)
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     args = parser.parse_args()
     shapes = sweep(args.quick, args.fp8)
@@ -127,10 +127,10 @@ def main() -> None:
     card = torch.cuda.get_device_name()
     print(f"card: {card}, torch {torch.__version__}, {'fp8 e4m3 vs torch._scaled_mm' if args.fp8 else 'bf16 vs torch.matmul'}, "
           f"{len(shapes)} shapes, {args.timing} time", flush=True)
-    # rounds: spend about the budget left over the shapes, in proportion to nothing but a floor
-    per_shape_s = max(2.0, (args.budget_s - (time.time() - t0)) / len(shapes))
     results = []
-    for M, N, K, bk in shapes:
+    for index, (M, N, K, bk) in enumerate(shapes):
+        # rounds: the budget left, shared by the shapes left (checks and first calls count too)
+        per_shape_s = max(1.0, (args.budget_s - (time.time() - t0)) / (len(shapes) - index))
         torch.manual_seed(M * 7 + N * 3 + K)
         a, b = _operands(M, N, K, bk, dtype, "cuda")
         if args.fp8:
@@ -144,6 +144,7 @@ def main() -> None:
             def cublas(a=a, b=b):
                 return torch.matmul(a, b)
             kw = {}
+        shape_t0 = time.time()
         ref = cublas().float()
         out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
         p = _problem(a, b, out)
@@ -165,7 +166,8 @@ def main() -> None:
             fns[name] = (lambda name=name, a=a, b=b, out=out, kw=kw: matmul(a, b, out, config=name, **kw))
         del ref
         one_ms = event_ms(cublas, hide)
-        rounds = int(max(3, min(25, per_shape_s * 1e3 / (max(one_ms, 0.02) * 1.5 * len(fns) + 1.2 * len(fns)))))
+        spent_s = time.time() - shape_t0
+        rounds = int(max(3, min(25, (per_shape_s - spent_s) * 1e3 / ((max(one_ms, 0.02) * 1.5 + 1.0) * len(fns)))))
         for fn in fns.values():
             fn()
         times = {n: [] for n in fns}

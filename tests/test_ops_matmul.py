@@ -222,3 +222,21 @@ def test_ws_transposed_operands_compile_with_the_transpose_bit(name):
     b = torch.empty(1024, 1024, dtype=torch.bfloat16).t()          # K-major B
     (h,) = compile_config(name, a, b)
     assert h.n_spills == 0 and "wgmma.mma_async" in (h.asm.get("ptx") or h.asm["cuda"])
+
+
+def test_the_bench_sweep_covers_the_issue():
+    """bench/ops_matmul_bench.py: >= 30 shapes, squares 256-16384, the 28 Llama shapes with
+    B = w.t(), odd sizes, transposed B on squares."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import ops_matmul_bench
+    shapes = ops_matmul_bench.sweep()
+    assert len(shapes) >= 30
+    squares = {m for m, n, k, _ in shapes if m == n == k}
+    assert {256, 16384} <= squares
+    llama = {(m, n, k) for m, n, k, bk in shapes if bk}
+    assert all((m, n, k) in llama for m in (1, 16, 64, 128, 512, 2048, 8192)
+               for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)))
+    assert any(m % 16 and n % 16 and k % 16 for m, n, k, _ in shapes)
+    assert any(bk and m == n == k for m, n, k, bk in shapes)

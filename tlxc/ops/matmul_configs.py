@@ -232,9 +232,13 @@ def rule_based(p: Problem) -> GemmConfig:
             return c
         return pick("dot_128x128x64_s3_w4", "dot_64x128x64_s4_w4") or CONFIGS["dot_64x128x64_s4_w4"]
     tiles128 = -(-p.M // 128) * -(-p.N // 128)
-    if tiles128 < p.sms // 2 and p.K >= 4 * max(p.M, p.N):
-        c = pick("dot_64x128x64_s4_w4_k8" if tiles128 * 4 < p.sms // 2 else "dot_64x128x64_s4_w4_k4",
-                 "dot_128x128x64_s3_w4_k2")
+    if tiles128 < p.sms // 2 and p.K >= 1024:
+        # fill the SMs: 128x128 tiles split 4 ways, or 64x128 split 4 or 8 when even fewer
+        if tiles128 * 4 >= p.sms // 2:
+            first = "dot_128x128x64_s3_w4_k4"
+        else:
+            first = "dot_64x128x64_s4_w4_k8" if tiles128 * 8 < p.sms // 2 else "dot_64x128x64_s4_w4_k4"
+        c = pick(first, "dot_64x128x64_s4_w4_k4", "dot_128x128x64_s3_w4_k2")
         if c is not None:
             return c
     wide = -(-p.M // 128) * -(-p.N // 256)
