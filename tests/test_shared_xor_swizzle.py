@@ -108,6 +108,23 @@ def test_a_view_with_wider_elements_is_refused():
     assert info.value.loc.line == swizzled_wider_view.fn.__code__.co_firstlineno + 5
 
 
+@tlxc.kernel
+def swizzled_bulk_store(x_ptr: F16, y_ptr: F16):
+    offs = tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
+    a = tlx.local_alloc((64, 64), tl.float16, 1, layout=tlx.swizzled_layout(3, 0, 6, order=[1, 0]))
+    tlx.local_store(a[0], tl.load(x_ptr + offs))
+    tlx.fence_async_shared()
+    flat = tlx.local_reinterpret(a[0], tl.float16, [64 * 64])
+    tlx.async_store(y_ptr, flat, 64 * 64 * 2)  # <- raw bytes of a permuted buffer
+    tlx.async_descriptor_store_wait(0)
+
+
+def test_a_bulk_copy_of_the_buffer_is_refused():
+    with pytest.raises(CompilationError, match="a bulk copy moves its bytes unswizzled") as info:
+        swizzled_bulk_store.compile(arch="sm_90a", stages=("ir", "ir.opt", "cuda"))
+    assert info.value.loc.line == swizzled_bulk_store.fn.__code__.co_firstlineno + 7
+
+
 def test_an_mma_consumer_conflicts_with_the_layout():
     with pytest.raises(LayoutError, match=r"wanted with two swizzles: 128 bytes by tlx.async_dot .* xor<B=3, M=1, S=6>"):
         swizzled_wgmma_operand.compile(arch="sm_90a", stages=("ir", "ir.opt"))

@@ -282,8 +282,15 @@ def _bulk_buffer(lw, op, view) -> str:
     """The shared pointer of a bulk copy's buffer, which cp.async.bulk wants 16-byte aligned."""
     from ..ir.ops.bulk import BULK_ALIGN
     align = lw.view_align.get(id(view), BULK_ALIGN)
+    what = "tlx.async_load(bulk=True)" if op.name == "tlx.async_bulk_load" else "tlx.async_store"
+    swizzle = lw.view_swizzle.get(id(view), 0)
+    if swizzle:
+        # a bulk copy moves the bytes as they lie; the buffer's elements do not lie in order
+        shown = f"{swizzle}-byte swizzle" if isinstance(swizzle, int) else str(swizzle)
+        raise CompilationError(f"{what}: the buffer is stored swizzled ({shown}, for its other users or its "
+                               f"explicit layout), and a bulk copy moves its bytes unswizzled; copy it through "
+                               f"a TMA descriptor, or use a separate unswizzled buffer for the bulk copy", op.loc)
     if align % BULK_ALIGN:
-        what = "tlx.async_load(bulk=True)" if op.name == "tlx.async_bulk_load" else "tlx.async_store"
         raise CompilationError(f"{what}: the buffer is only known to start on a {align}-byte boundary; "
                                f"cp.async.bulk needs 16-byte aligned shared addresses (make each buffer of the "
                                f"array a multiple of 16 bytes)", op.loc)
