@@ -64,3 +64,13 @@ def is_constexpr(v) -> bool:
 def unwrap(value):
     """The Python value of a ``tl.constexpr`` (anything else as it is)."""
     return value.value if isinstance(value, constexpr) else value
+
+
+RETURN = "__return__"      # the variable under which the frontend tracks a function's return value
+
+
+class Undefined:
+    """Marks a name that is not defined on every path reaching this point."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
