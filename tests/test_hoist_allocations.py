@@ -91,3 +91,13 @@ def test_an_allocation_in_a_loop_is_still_an_error():
     with pytest.raises(CompilationError, match="must be at the top level") as info:
         compile_kernel(buffer_in_loop, _spec(buffer_in_loop, {"y_ptr": torch.empty(32)}), arch="sm_90a")
     assert info.value.loc.line == buffer_in_loop.fn.__code__.co_firstlineno + 3
+
+
+@pytest.mark.gpu
+def test_gpu_runs_it():
+    n = 300
+    x = torch.randn(n, device="cuda")
+    y = torch.full((n,), float("nan"), device="cuda")
+    doubled_after_early_exit[(5,)](x, y, n, BLOCK=128)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, x * 2.0)
