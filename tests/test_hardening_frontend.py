@@ -4,6 +4,7 @@ tl.pointer_type of a non-dtype, tensors beyond 2**20 elements; NaN in min/max an
 argmax follows Triton on the interpreter; an endless while loop stops with a message."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -86,6 +87,28 @@ def bad_propagate_nan(x: f32p):
     tl.store(x, tl.maximum(tl.load(x), 1.0, propagate_nan=3))
 
 
+@tlxc.kernel
+def nan_into_an_int(x: i32p):
+    tl.store(x, float("nan"))
+
+
+@tlxc.kernel
+def inf_fills_an_int_tensor(x: i32p):
+    tl.store(x + tl.arange(0, 16), tl.full((16,), float("inf"), tl.int32))
+
+
+@tlxc.kernel
+def cdiv_of_a_tuple(x: i32p, BN: tl.constexpr = 16):
+    tl.store(x, tl.cdiv([64], BN))
+
+
+@tlxc.kernel
+def matmul_assign(x: i32p):
+    count = 3
+    count @= 1
+    tl.store(x, count)
+
+
 CASES = [
     (buffer_plus_offsets, "bufs + tl.arange", "'+' needs numbers, tensors or pointers, got a buffer array"),
     (if_barrier, "bar", "a condition needs numbers, tensors or pointers, got an mbarrier array"),
@@ -98,6 +121,11 @@ CASES = [
     (pointer_of_int_in_kernel, "tl.pointer_type(5)", "tl.pointer_type expects a dtype such as tl.float32"),
     (broadcast_too_big, "a[:, None] * 4096", "makes a tensor of shape [4096, 4096] (16777216 elements)"),
     (bad_propagate_nan, "3", "'propagate_nan' must be tl.PropagateNan.NONE or tl.PropagateNan.ALL"),
+    # found by tests/test_fuzz.py
+    (nan_into_an_int, "tl.store", "cannot use the number nan as an i32 value"),
+    (inf_fills_an_int_tensor, "tl.full", "cannot use the number inf as an i32 value"),
+    (cdiv_of_a_tuple, "[64]", "tl.cdiv: 'x' must be a tensor or a number, got"),
+    (matmul_assign, "count @= 1", "'@=' is not supported in a kernel; use tl.dot(a, b)"),
 ]
 
 
@@ -130,6 +158,66 @@ def test_big_arange_compiles_quickly():
     source, _ = render_kernel(compiled.module.kernels[0], "sm_90a")
     assert "#pragma unroll 8\n" in source
     assert "for (int i = 0; i < 2048; ++i)" in source
+
+
+def test_a_postponed_annotation_that_does_not_evaluate_is_a_located_error(tmp_path):
+    """With ``from __future__ import annotations`` a typo in a tl.* annotation used to leave the
+    parameter silently untyped (its type then came from the launch argument)."""
+    import importlib.util
+    path = tmp_path / "postponed.py"
+    path.write_text("from __future__ import annotations\n"
+                    "import tlxc\nimport tlxc.language as tl\n\n\n"
+                    "@tlxc.kernel\n"
+                    "def typo(x: tl.pointer_type(tl.flaot32), note: SomethingUnknown):\n"
+                    "    tl.store(x, 1.0)\n")
+    spec = importlib.util.spec_from_file_location("postponed", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(CompilationError, match="annotation of parameter 'x' of typo does not evaluate") as info:
+        module.typo.compile(stages=("ir",))
+    assert "flaot32" in info.value.message and info.value.loc.line == 7
+    assert info.value.loc.source_line().find("tl.pointer_type(tl.flaot32)") == info.value.loc.col
+    with pytest.raises(CompilationError, match="flaot32"):
+        module.typo[(1,)](torch.zeros(4), 1, interpret=True)
+
+
+def test_dot_tiles_beyond_the_register_file_unroll_only_the_k_loop():
+    """A 512x512 tl.dot fully unrolled was 16384 inlined MMAs (NVRTC > 250 s); the fragments live in
+    local memory anyway, so the M and N loops stay loops (NVRTC ~10 s).  Register-sized tiles keep
+    their full unrolling."""
+    from tlxc.codegen_nvptx.backend import render_kernel
+
+    @tlxc.kernel
+    def square(x: f32p, N: tl.constexpr):
+        a = tl.load(x + tl.arange(0, N)[:, None] * N + tl.arange(0, N)[None, :]).to(tl.float16)
+        c = tl.dot(a, a)
+        tl.store(x + tl.arange(0, N)[:, None] * N + tl.arange(0, N)[None, :], c)
+
+    def loops(n, arch):
+        compiled = square.compile(constexprs={"N": n}, stages=("ir", "ir.opt"), arch=arch)
+        lines = render_kernel(compiled.module.kernels[0], arch)[0].splitlines()
+        return {line.strip().split()[2]: prev.strip() for prev, line in itertools.pairwise(lines)
+                if line.strip().startswith("for (int ") and line.strip().split()[2] in ("mi", "ni", "ki")}
+    assert loops(512, "sm_80") == {"mi": "#pragma unroll 1", "ni": "#pragma unroll 1", "ki": "#pragma unroll"}
+    assert loops(64, "sm_80") == {"mi": "#pragma unroll", "ni": "#pragma unroll", "ki": "#pragma unroll"}
+
+
+def test_fma_dot_beyond_the_register_file_unrolls_the_k_loop_by_8():
+    from tlxc.codegen_nvptx.backend import render_kernel
+
+    @tlxc.kernel
+    def fma_dot(x: f32p, N: tl.constexpr, K: tl.constexpr):
+        a = tl.load(x + tl.arange(0, N)[:, None] * K + tl.arange(0, K)[None, :])
+        b = tl.load(x + tl.arange(0, K)[:, None] * N + tl.arange(0, N)[None, :])
+        tl.store(x + tl.arange(0, N)[:, None] * N + tl.arange(0, N)[None, :], tl.dot(a, b, input_precision="ieee"))
+
+    def pragmas(n, k):
+        compiled = fma_dot.compile(constexprs={"N": n, "K": k}, stages=("ir", "ir.opt"), arch="sm_90a")
+        lines = render_kernel(compiled.module.kernels[0], "sm_90a")[0].splitlines()
+        at = next(i for i, line in enumerate(lines) if "for (int kk = 0;" in line)
+        return lines[at - 3].strip(), lines[at - 1].strip()
+    assert pragmas(512, 256) == ("#pragma unroll 1", "#pragma unroll 8")
+    assert pragmas(64, 64) == ("#pragma unroll", "#pragma unroll")
 
 
 # -- NaN: Triton's semantics, the interpreter and the GPU agree ---------------------------------
@@ -220,3 +308,23 @@ def test_endless_while_loop_stops_with_its_line(monkeypatch):
     with pytest.raises(InterpreterError, match="this while loop ran 200 iterations") as info:
         spin_forever[(1,)](torch.zeros(4), 5, interpret=True)
     assert "while i < n" in info.value.loc.source_line()
+
+
+def test_nested_unrolled_loops_stay_within_the_nest_bound():
+    """Full unrolling multiplies through a loop nest: the product of the unroll factors is capped
+    (NEST_UNROLL_LIMIT), so generated code never grows with the product of trip counts."""
+    from tlxc.codegen_c.lower import NEST_UNROLL_LIMIT, Emitter
+    out = Emitter()
+    for name in ("a", "b", "c"):
+        out.line("#pragma unroll")
+        out.open(f"for (int {name} = 0; {name} < 64; ++{name})")
+    out.line("#pragma unroll")
+    out.line("for (int d = 0; d < 64; ++d) x += d;")
+    for _ in range(3):
+        out.close()
+    pragmas = [line.strip() for line in out.lines if line.strip().startswith("#pragma")]
+    assert pragmas == ["#pragma unroll", "#pragma unroll", "#pragma unroll 1", "#pragma unroll 1"]
+    assert 64 * 64 <= NEST_UNROLL_LIMIT < 64 * 64 * 64
+    out.line("#pragma unroll")                    # after the nest closes, a loop unrolls fully again
+    out.line("for (int e = 0; e < 64; ++e) y += e;")
+    assert out.lines[-2].strip() == "#pragma unroll"

@@ -79,6 +79,11 @@ _C_RESERVED = set(keyword.kwlist) | {
 # fully unrolled, 0.2 s unrolled by 8).
 FULL_UNROLL_LIMIT = 256
 PARTIAL_UNROLL = 8
+# Nested loops multiply: the copies of a loop body that unrolling makes (the product of the
+# unroll factors of the loops around it) stay within this bound, so the source NVRTC sees grows
+# linearly with tensor size (a 512x512 tl.dot on mma.sync: 16384 inlined MMAs fully unrolled,
+# NVRTC > 250 s).  Real tiles stay far below it.
+NEST_UNROLL_LIMIT = 4096
 _COUNTED_FOR = re.compile(r"for \(int \w+ = 0; \w+ < (\d+);")
 
 
@@ -89,16 +94,36 @@ class Emitter:
         self.lines: list[str] = []
         self.depth = 0
         self.last_marker = None
+        self.unrolled: list[tuple[int, int]] = []     # (depth, unroll factor) of the open loops
 
     def line(self, text: str = "") -> None:
-        if text.startswith("for (") and self.lines and self.lines[-1].strip() == "#pragma unroll":
-            self._bound_unroll(text)
+        if text.startswith("for ("):
+            factor = self._bound_unroll(text)
+            if text.endswith("{"):
+                self.unrolled.append((self.depth, factor))
         self.lines.append("  " * self.depth + text if text else "")
 
-    def _bound_unroll(self, header: str) -> None:
+    def _bound_unroll(self, header: str) -> int:
+        """Bound the ``#pragma unroll`` before the loop ``header`` (by its trip count and by the
+        loops around it); the copies of its body one iteration of the enclosing loop makes."""
+        pragma = self.lines[-1].strip() if self.lines else ""
+        if not pragma.startswith("#pragma unroll"):
+            return 1
         match = _COUNTED_FOR.match(header)
-        if match and int(match.group(1)) > FULL_UNROLL_LIMIT:
-            self.lines[-1] = self.lines[-1].replace("#pragma unroll", f"#pragma unroll {PARTIAL_UNROLL}")
+        if match is None:
+            return 1
+        trip = int(match.group(1))
+        factor = trip if pragma == "#pragma unroll" else min(trip, int(pragma.split()[2]))
+        if pragma == "#pragma unroll" and trip > FULL_UNROLL_LIMIT:
+            factor = PARTIAL_UNROLL
+        outer = 1
+        for depth, f in self.unrolled:
+            if depth < self.depth:
+                outer *= f
+        factor = max(1, min(factor, NEST_UNROLL_LIMIT // outer))
+        if factor < trip:
+            self.lines[-1] = self.lines[-1].replace(pragma, f"#pragma unroll {factor}")
+        return factor
 
     def open(self, text: str) -> None:
         self.line(text + " {")
@@ -106,6 +131,7 @@ class Emitter:
 
     def close(self, suffix: str = "") -> None:
         self.depth -= 1
+        self.unrolled = [(d, f) for d, f in self.unrolled if d < self.depth]
         self.line("}" + suffix)
 
     def marker(self, loc) -> None:

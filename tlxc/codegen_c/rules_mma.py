@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import InternalCompilerError
 from . import ctypes_ as C
-from .lower import const_table, lowering, registers
+from .lower import FULL_UNROLL_LIMIT, PARTIAL_UNROLL, const_table, lowering, registers
 
 
 @lowering("tl.dot")
@@ -40,9 +40,13 @@ def _dot_mma(lw, op, a, b, acc, result):
                                     f"K tiles {kt}): a tlxc layout bug", op.loc)
     work = _accumulate_copy(lw, acc, result)
     fn = lw.target.mma_m16n8k16(a.type.element)
-    lw.out.line("#pragma unroll")
+    # Fragments beyond the register file live in local memory whatever the unrolling: then only
+    # the K loop unrolls, which keeps NVRTC's time linear in the tile (a 512x512 tile: 10 s, not
+    # minutes).
+    outer = "#pragma unroll" if max(ra, rb, rc) <= FULL_UNROLL_LIMIT else "#pragma unroll 1"
+    lw.out.line(outer)
     lw.out.open(f"for (int mi = 0; mi < {mt}; ++mi)")
-    lw.out.line("#pragma unroll")
+    lw.out.line(outer)
     lw.out.open(f"for (int ni = 0; ni < {nt}; ++ni)")
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int ki = 0; ki < {kt}; ++ki)")
@@ -76,9 +80,10 @@ def _dot_fma(lw, op, a, b, acc, result):
     bv = lw.target.to_compute(f"{lw.name(b)}[{cols}[i] * {k} + kk]", tb)
     if a.type.element.name == "f32" and op.attrs.get("input_precision") == "tf32":
         av, bv = lw.target.round_tf32(av), lw.target.round_tf32(bv)
-    lw.out.line("#pragma unroll")
+    big = registers(acc.type) > FULL_UNROLL_LIMIT       # in local memory: unroll only the K loop, by 8
+    lw.out.line("#pragma unroll 1" if big else "#pragma unroll")
     lw.out.open(f"for (int i = 0; i < {registers(acc.type)}; ++i)")
-    lw.out.line("#pragma unroll")
+    lw.out.line(f"#pragma unroll {PARTIAL_UNROLL}" if big else "#pragma unroll")
     lw.out.line(f"for (int kk = 0; kk < {k}; ++kk) {target}[i] += ({prod_t})({av}) * ({prod_t})({bv});")
     lw.out.close()
     t = result.type.element

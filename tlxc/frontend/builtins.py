@@ -161,6 +161,9 @@ def call_dtype(ctx, dtype: ScalarType, value):
 
 @rule("cdiv")
 def _cdiv(ctx, x, div):
+    for name, value in (("x", x), ("div", div)):
+        if not isinstance(value, (Tensor, int, float)):
+            raise SemanticError(f"tl.cdiv: '{name}' must be a tensor or a number, got {S.describe(value)}")
     if not isinstance(x, Tensor) and not isinstance(div, Tensor):
         return (x + div - 1) // div
     return S.binary(ctx.b, "floordiv", S.binary(ctx.b, "sub", S.binary(ctx.b, "add", x, div), 1), div)

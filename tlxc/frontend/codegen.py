@@ -199,7 +199,12 @@ class FunctionCodegen(TaskStatements, ControlFlow, ast.NodeVisitor):
         if not isinstance(target, ast.Name):
             self.assign(target, None, node)    # raises the message of that kind of target
         current = self.load_name(target.id, target)
-        value = self.binop(_BINOPS[type(node.op)], current, self.visit(node.value), node)
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            if isinstance(node.op, ast.MatMult):
+                raise self.error("'@=' is not supported in a kernel; use tl.dot(a, b)", node)
+            raise self.error(f"unsupported operator {type(node.op).__name__}", node)
+        value = self.binop(op, current, self.visit(node.value), node)
         self.assign(target, value, node)
 
     def assign(self, target: ast.AST, value, stmt: ast.AST | None = None) -> None:
@@ -813,20 +818,6 @@ def _did_you_mean(name: str, candidates) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-
-
-def _resolve_annotation(src: FunctionSource, annotation):
-    if annotation is inspect.Parameter.empty:
-        return None
-    if isinstance(annotation, str):   # from __future__ import annotations
-        text = annotation
-        if text in ("tl.constexpr", "constexpr", "tlxc.language.constexpr", "tl.core.constexpr"):
-            return tl.constexpr
-        try:
-            return eval(text, dict(src.fn.__globals__))
-        except Exception:  # noqa: BLE001 (an annotation tlxc cannot evaluate is no annotation)
-            return None
-    return annotation
 
 
 def build_kernel_ir(kfn, spec, options: CompileOptions) -> Module:

@@ -65,6 +65,9 @@ def constant(b: Builder, value, type: Type) -> Tensor:
     elif isinstance(scalar, ScalarType) and scalar.is_bool:
         value = bool(value)
     elif isinstance(scalar, ScalarType):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SemanticError(f"cannot use the number {value!r} as an {scalar} value (integers have no "
+                                f"NaN or infinity)")
         value = int(value)
         lo, hi = int_range(scalar)
         if not lo <= value <= hi:

@@ -58,11 +58,41 @@ def annotation_type(annotation, fn) -> Type | None:
     if isinstance(annotation, str):
         try:
             annotation = eval(annotation, dict(fn.__globals__))
-        except Exception:  # noqa: BLE001 (an annotation tlxc cannot evaluate gives no type)
+        except Exception as exc:  # noqa: BLE001 (an annotation tlxc cannot evaluate gives no type)
+            if _names_the_language(annotation, fn):
+                raise _annotation_error(annotation, fn, exc) from None
             return None
     if isinstance(annotation, (ScalarType, PointerType, T.TensorDescType)):
         return annotation
     return None
+
+
+def _names_the_language(text: str, fn) -> bool:
+    """Whether a (postponed, ``from __future__ import annotations``) annotation starts with a
+    name bound to tlxc's language modules: the user meant a tlxc type, and a mistake in it must
+    not silently leave the parameter untyped."""
+    head = re.match(r"\s*([A-Za-z_]\w*)", text)
+    module = fn.__globals__.get(head.group(1)) if head else None
+    return getattr(module, "__name__", "").split(".")[0] == "tlxc" and inspect.ismodule(module)
+
+
+def _annotation_error(text: str, fn, exc: Exception) -> CompilationError:
+    """A located error for an annotation of ``fn`` that does not evaluate."""
+    import ast
+
+    from .source import get_source
+    reason = exc.message if isinstance(exc, CompilationError) else f"{type(exc).__name__}: {exc}"
+    message = f"the annotation '{text}' of a parameter of {fn.__name__} does not evaluate ({reason})"
+    try:
+        src = get_source(fn)
+    except CompilationError:
+        return CompilationError(message)
+    args = src.tree.args
+    for arg in args.posonlyargs + args.args + args.kwonlyargs:
+        if arg.annotation is not None and ast.unparse(arg.annotation) == text:
+            return src.error(f"the annotation of parameter '{arg.arg}' of {fn.__name__} does not evaluate "
+                             f"({reason})", arg.annotation)
+    return src.error(message, src.tree)
 
 
 _SIG_SCALARS = {
