@@ -146,6 +146,19 @@ def test_a_kernel_without_types_or_inputs_is_still_explained(tmp_path, capsys):
     assert code == 2 and "or define check_inputs() in the file" in err
 
 
+@pytest.mark.parametrize(("hook", "words"), [
+    ("    return (torch.ones(40), 40), {'BLOCK': 64}\n", "passes arguments that do not fit scale"),   # no grid
+    ("    raise RuntimeError('no data here')\n", "check_inputs() failed: RuntimeError: no data here"),
+])
+def test_a_check_inputs_that_gives_no_types_says_why(tmp_path, capsys, hook, words):
+    """It used to be dropped silently: 'no kernel to compile (every kernel was skipped as a helper)'."""
+    body = GENERIC.split("def check_inputs")[0] + "def check_inputs():\n" + hook
+    path = write(tmp_path, "wrong_hook.py", body)
+    for argv in (("check", path), ("compile", path, "--arch", "sm_90a"), ("check", path, "--kernel", "scale")):
+        code, _out, err = run(capsys, *argv)
+        assert code == 2 and words in err, (argv, err)
+
+
 # -- docs, license, version ---------------------------------------------------------------------------
 def test_docs_tlx_lists_every_supported_name():
     from tlxc.frontend.builtins import RULES

@@ -337,6 +337,25 @@ def test_disk_key_covers_check_barriers_mode_and_options(tmp_path, monkeypatch):
     assert len(compiles) == 3 and compiles[2]["maxnreg"] == 64
 
 
+def test_disk_key_covers_the_nvrtc_and_cuda_bindings_versions(tmp_path, monkeypatch):
+    """A new NVRTC or cuda-bindings never gets a cubin the old one built."""
+    from tlxc.runtime import cache as disk
+    monkeypatch.setenv("TLXC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TLXC_CACHE_DISABLE", raising=False)
+    compiles = []
+
+    def fake_compile(kfn, spec, **options):
+        compiles.append(options)
+        return types.SimpleNamespace(metadata={"name": "k"}, asm={"cubin": b"\x7fELF", "cuda": "//"})
+    spec = types.SimpleNamespace(key=lambda: ("spec",))
+    assert "nvrtc=" in disk.toolchain_fingerprint()
+    for toolchain in ("nvrtc=13.0,cuda-bindings=13.0.1", "nvrtc=13.0,cuda-bindings=13.0.1",
+                      "nvrtc=13.1,cuda-bindings=13.0.1", "nvrtc=13.1,cuda-bindings=13.1.0"):
+        monkeypatch.setattr(disk, "toolchain_fingerprint", lambda toolchain=toolchain: toolchain)
+        L._compile_cached(axpy, spec, "sm_90a", 4, fake_compile, None, {})
+    assert len(compiles) == 3                      # the repeated toolchain is a hit, each new one a miss
+
+
 def test_killed_writers_temporaries_are_cleaned(tmp_path):
     from tlxc.runtime.cache import DiskCache
     cache = DiskCache(tmp_path)

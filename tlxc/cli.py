@@ -214,7 +214,7 @@ def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict 
     with neither an annotation nor a ``--signature`` type take the type of the argument
     the file's ``check_inputs()`` passes (a dtype-generic kernel's pointers, say), and
     constexprs without a default or ``-D`` value the value it passes."""
-    inferred = _from_check_inputs(module, jobs, types, constexprs)
+    inferred, problems = _from_check_inputs(module, jobs, types, constexprs)
     for job in jobs:
         params = job.kfn.param_names
         found_types, found_constexprs = inferred.get(job.name, ({}, {}))
@@ -229,12 +229,14 @@ def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict 
             raise UsageError(str(exc)) from None
         untyped = _untyped_params(job.kfn, job_types, job_constexprs)
         if untyped:
+            problem = problems.get(job.name)
             if job.explicit:
                 listed = ", ".join(untyped)
+                hook = f"; the file's {problem}" if problem else ", or define check_inputs() in the file"
                 raise UsageError(f"kernel '{job.name}' has no type for parameter(s) {listed}: annotate them "
                                  f"(e.g. x_ptr: tl.pointer_type(tl.float32)), pass "
-                                 f"--signature \"{untyped[0]}=*fp32,...\", or define check_inputs() in the file")
-            job.skip_reason = "no signature"
+                                 f"--signature \"{untyped[0]}=*fp32,...\"{hook}")
+            job.skip_reason = problem or "no signature"
             continue
         if not job.explicit and _returns_value(job.kfn):
             job.skip_reason = "it returns a value (helpers are inlined into their callers)"
@@ -255,20 +257,22 @@ def specialize_jobs(jobs: list[Job], types: dict, constexprs: dict, hints: dict 
                              f"being compiled ({compiled})")
 
 
-def _from_check_inputs(module, jobs: list[Job], types: dict, constexprs: dict) -> dict[str, tuple[dict, dict]]:
-    """{job name: ({parameter: type}, {constexpr: value})} for the untyped parameters and the
-    valueless constexprs of kernels that the file's ``check_inputs()`` launches; empty when
-    there is no such function (or it fails: ``--run`` reports that)."""
+def _from_check_inputs(module, jobs: list[Job], types: dict,
+                       constexprs: dict) -> tuple[dict[str, tuple[dict, dict]], dict[str, str]]:
+    """({job name: ({parameter: type}, {constexpr: value})}, {job name: problem}): the types of
+    the untyped parameters and the values of the valueless constexprs of kernels that the file's
+    ``check_inputs()`` launches, and why it gave none for a kernel (it failed, returned something
+    of another shape, or arguments that do not fit the kernel).  Empty without such a function."""
     from .check.run import RunSetupError, inputs_hook, launches
     wanting = [job for job in jobs if (_untyped_params(job.kfn, types, constexprs) or _valueless(job.kfn, constexprs))
                and (job.explicit or not _is_helper(job, jobs))]
     if module is None or not wanting or inputs_hook(module) is None:
-        return {}
+        return {}, {}
     try:
         found = launches(module, [job.name for job in wanting])
-    except RunSetupError:
-        return {}
-    inferred = {}
+    except RunSetupError as exc:
+        return {}, {job.name: str(exc) for job in wanting}
+    inferred, problems = {}, {}
     for job in wanting:
         launch = found.get(job.name) or found.get(job.attr)
         if launch is None:
@@ -279,7 +283,10 @@ def _from_check_inputs(module, jobs: list[Job], types: dict, constexprs: dict) -
             bound = inspect.signature(job.kfn.fn).bind(*args, **kwargs)
             bound.apply_defaults()
             spec = specialization_from_args(job.kfn, dict(bound.arguments))
-        except (TypeError, TlxcError):
+        except (TypeError, TlxcError) as exc:
+            reason = exc.message if isinstance(exc, TlxcError) else str(exc)
+            problems[job.name] = (f"check_inputs() passes arguments that do not fit {job.name}: {reason} "
+                                  f"(it returns (grid, args[, kwargs]); see docs/checking.md)")
             continue
         untyped = _untyped_params(job.kfn, types, constexprs)
         found_types = {name: value for name, (kind, value) in spec.params.items()
@@ -289,7 +296,7 @@ def _from_check_inputs(module, jobs: list[Job], types: dict, constexprs: dict) -
         found_constexprs = {name: value for name, (kind, value) in spec.params.items()
                             if kind == "constexpr" and name in job.kfn.constexpr_params and name not in constexprs}
         inferred[job.name] = (found_types, found_constexprs)
-    return inferred
+    return inferred, problems
 
 
 def _lacks_value(kfn, name: str) -> bool:
@@ -362,10 +369,13 @@ def _prepare(args, *, quiet: bool = False) -> tuple[list[Job], str, Any]:
     for job in jobs:      # helpers are inlined into kernels: skipped silently
         if job.skip_reason and not quiet and not _is_helper(job, jobs):
             print(f"tlxc: skipping helper {job.name}: {job.skip_reason}", file=sys.stderr)
+    skipped = [job for job in jobs if job.spec is None]
     jobs = [job for job in jobs if job.spec is not None]
     if not jobs:
+        hook = sorted({job.skip_reason for job in skipped if "check_inputs()" in (job.skip_reason or "")})
+        why = f"; {hook[0]}" if hook else ""
         raise UsageError(f"{args.file}: no kernel to compile (every kernel was skipped as a helper; "
-                         f"name one with --kernel and give its types)")
+                         f"name one with --kernel and give its types){why}")
     return jobs, arch, module
 
 
