@@ -48,7 +48,8 @@ def _axis(axis, rank: int) -> int:
 
 def _trace_combine(ctx, fn, elems: list[ScalarType]) -> Region:
     """The combine function traced on 2n scalar block arguments, ending in scf.yield."""
-    from .codegen import RETURN, FunctionCodegen, is_kernel_function  # codegen imports this module
+    from .calls import is_kernel_function
+    from .codegen import RETURN, FunctionCodegen  # codegen imports this module
     if not is_kernel_function(fn):
         raise SemanticError(f"'combine_fn' must be a @tlxc.jit function, got {S.describe(fn)}",
                             param="combine_fn")
