@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import inspect
 import os
 import types as pytypes
 from dataclasses import dataclass, field
