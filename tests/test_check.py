@@ -166,7 +166,8 @@ BROKEN = [
     ("budgets", {"BUG": "over_256"}, "frontend",
      "a task's register budget must be a multiple of 8 from 24 to 256, got 264", "# BUG over_256"),
     ("budgets", {"BUG": "pool"}, "resource.register-pool",
-     ("the non-default tasks' register budgets ('task<# BUG pool>.0': 128 threads x 256, 'task<# BUG pool>.1': 128 "
+     ("the non-default tasks' register budgets (warps 4..7 ('task<# BUG pool>.0'): 128 threads x 256, warps 8..11 "
+      "('task<# BUG pool>.1'): 128 "
      "threads x 256) use 65536 of the 64512 registers the block starts with (384 threads x 168), leaving the "
      "default task 0 per thread"), "# the register budgets"),
     ("budgets", {"BUG": "all_or_none"}, "frontend",

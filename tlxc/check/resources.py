@@ -9,10 +9,10 @@ apply), checked here so that ``tlxc check`` reports them without generating code
 * at most 32 warps (1024 threads) per block;
 * a register budget is a multiple of 8 from 24 to 256, given for every
   non-default task or for none;
-* with budgets, every task occupies whole warp groups (4 warps) starting at a
-  multiple of 4 (setmaxnreg works per warp group): a smaller task is padded to a
-  warp group of its own, as TLX does (``ir/ops/task.py: warp_ranges``); the
-  padding warps hold registers too;
+* with budgets, setmaxnreg works per warp group (4 warps): the default task
+  takes whole warp groups, smaller tasks share one whose budget is their largest
+  request (as Triton's AllocateWarpGroups; ``ir/ops/task.py: register_budgets``),
+  and the warps padding the last warp group hold registers too;
 * the budgets fit the registers the block starts with: ptxas gives a kernel
   that uses setmaxnreg ``min(255, 65536 / threads)`` registers per thread
   (rounded down to 8), and setmaxnreg can only redistribute that pool; a

@@ -533,12 +533,14 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
         padded = task.span > task.warps
         lw.out.open(f"if (warp >= {first} && warp < {first + task.span})")
         lw.out.line(f"// task '{task.name}': warps {first}..{last - 1}"
-                    + (f" (warps {last}..{first + task.span - 1} pad its warp group)" if padded else ""))
+                    + (f" (warps {last}..{first + task.span - 1} pad the warp group)" if padded else ""))
         scope = Scope(f"t{task.index}", task.warps * 32, 1 + task.index, "task_warp", "task_tid", first)
         scope.task_name = task.name
         lw.out.line(f"const int task_warp = warp - {first};")
         lw.out.line(f"const int task_tid = tid - {first * 32};")
         if task.index in budgets:
+            # its warp group's budget (tasks sharing a warp group run the same value, as Triton's
+            # partitions do; the padding warps of the last group run the last task's)
             regs = budgets[task.index]
             lw.out.line(lw.target.setmaxnreg(regs, regs > base_regs))
         if padded:                          # the padding warps only took part in setmaxnreg

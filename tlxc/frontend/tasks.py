@@ -113,9 +113,14 @@ class TaskStatements:
         follow the default task in source order; with it (given for all of them, or
         none, as TLX requires) the ranges ``[start, start + num_warps * replicate)``
         must not overlap each other or the default task's ``[0, num_warps)``, and
-        must leave no unused warps between them (tlxc packs the tasks)."""
+        must leave no unused warps between them (tlxc packs the tasks).  With register
+        budgets and no placement, the largest tasks come first, so that 4-warp tasks stay
+        aligned to warp groups and small ones share one (ir/ops/task.py, as Triton's
+        AllocateWarpGroups)."""
         given = [t for t in others if t["start"] is not None]
         if not given:
+            if any(t["regs"] for t in others):
+                return sorted(others, key=lambda t: -t["warps"])
             return others
         if len(given) != len(others):
             missing = next(t for t in others if t["start"] is None)
@@ -127,7 +132,7 @@ class TaskStatements:
 
         def span(t):
             first = 0 if t["default"] else t["start"]
-            warps = -(-t["warps"] // 4) * 4 if budgets else t["warps"]
+            warps = -(-t["warps"] // 4) * 4 if budgets and t["default"] else t["warps"]
             return first, first + warps * t["replicate"]
 
         placed = [default]

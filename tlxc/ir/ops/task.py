@@ -11,11 +11,16 @@ default task, which runs on the kernel's ``num_warps``.  Regions read values
 defined before the op (scalars, pointers, buffers, barriers; never register
 tensors) and end without a terminator.
 
-Warps are laid out in region order (``warp_ranges``).  With register budgets
-(``setmaxnreg``, which works on whole warp groups of 4 warps), every task starts
-at a warp group and occupies whole warp groups, as TLX pads them: a 1-warp task
-with ``registers=N`` gets a warp group of its own, whose 3 padding warps only take
-part in the register reallocation.
+Warps are laid out in region order (``warp_ranges``), packed.  With register
+budgets (``setmaxnreg``, which works on whole warp groups of 4 warps) the default
+task occupies whole warp groups, the frontend puts the other tasks largest first
+(so 4-warp tasks stay aligned to warp groups) and small tasks share warp groups,
+as Triton's ``AllocateWarpGroups`` packs TLX's partitions: a warp group's budget
+is the largest request of the tasks in it (``register_budgets``), and the last
+task's span covers the warps that pad the last warp group, which only take part
+in the register reallocation.  (Each small task padded to a warp group of its
+own held 4x its registers: TLX's Blackwell GEMMs ask 232 for two 1-warp tasks,
+which left their epilogue 40 and ptxas failed with C7600.)
 """
 from __future__ import annotations
 
@@ -38,22 +43,14 @@ class TaskInfo:
     registers: int           # the setmaxnreg budget it asks for (0: none)
     replica: int
     start: int               # its first warp
-    span: int                # the warps it occupies: whole warp groups with register budgets
+    span: int                # the warps it occupies: its own, the default task's rounded up to whole warp groups
+    #                          with register budgets, the last task's up to the end of the last warp group
     line: int | None         # the line of its ``with tlx.async_task(...)`` (None: not recorded)
 
 
 def launch_registers(total_threads: int) -> int:
     """Registers per thread a one-block-per-SM kernel that uses setmaxnreg starts with."""
     return min(255, REGISTER_FILE // total_threads) // 8 * 8
-
-
-def default_task_registers(tasks, pool: int) -> int:
-    """The budget of a default task given none: what the other tasks leave of
-    the pool, per thread, in steps of 8, at most 256 (TLX's donation model).
-    ``tasks`` are (name, warps, registers, replica), the default task first."""
-    used = sum(regs * warps * 32 for _, warps, regs, _ in tasks[1:])
-    left = (pool - used) // (tasks[0][1] * 32)
-    return min(256, left // 8 * 8)
 
 
 class AsyncTasksOp(Operation):
@@ -115,20 +112,35 @@ WARP_GROUP = 4
 
 
 def warp_ranges(tasks) -> list[tuple[int, int]]:
-    """(first warp, warps occupied) of each task of an ``attrs.tasks`` list: packed in order,
-    and with register budgets (any non-default task has one) padded to whole warp groups."""
-    budgets = any(t[2] for t in list(tasks)[1:])
+    """(first warp, warps occupied) of each task of an ``attrs.tasks`` list: packed in order;
+    with register budgets (any non-default task has one) the default task and the block end
+    on whole warp groups (the last task's span takes the padding warps)."""
+    tasks = list(tasks)
+    budgets = any(t[2] for t in tasks[1:])
     ranges, start = [], 0
-    for _name, warps, _registers, _replica in tasks:
-        span = -(-warps // WARP_GROUP) * WARP_GROUP if budgets else warps
+    for index, (_name, warps, _registers, _replica) in enumerate(tasks):
+        last = index == len(tasks) - 1
+        span = -(-(start + warps) // WARP_GROUP) * WARP_GROUP - start if budgets and (index == 0 or last) else warps
         ranges.append((start, span))
         start += span
     return ranges
 
 
+def warp_groups(tasks: list[TaskInfo]) -> list[list[int]]:
+    """The indices of the tasks whose warps are in each warp group [4g, 4g + 4)."""
+    end = max(t.start + t.span for t in tasks)
+    groups: list[list[int]] = [[] for _ in range(-(-end // WARP_GROUP))]
+    for t in tasks:
+        for g in range(t.start // WARP_GROUP, (t.start + t.warps - 1) // WARP_GROUP + 1):
+            groups[g].append(t.index)
+    return groups
+
+
 def register_budgets(tasks: list[TaskInfo]) -> tuple[dict[int, int], tuple[str, str] | None]:
     """The setmaxnreg budget of every task (region index -> registers per thread; empty when no
-    task asks for one), or the rule the budgets break, as (check name, message).
+    task asks for one), or the rule the budgets break, as (check name, message).  The budget
+    of a task is its warp group's: the largest request of the tasks sharing the group (Triton's
+    ``AllocateWarpGroups``); ``group_budgets`` gives them per warp group.
 
     The budgets must fit the pool the block starts with: ptxas gives a kernel that uses
     setmaxnreg ``launch_registers(threads)`` per thread, and setmaxnreg only redistributes
@@ -136,27 +148,57 @@ def register_budgets(tasks: list[TaskInfo]) -> tuple[dict[int, int], tuple[str, 
     registers too.  A default task without a budget gets what the others leave, at most 256,
     and at least the 24 setmaxnreg allows.  (Each budget's own range, multiples of 8 from 24
     to 256, is checked where it is written: the frontend and ``check/resources.py``.)"""
+    groups, problem = group_budgets(tasks)
+    if problem is not None or not groups:
+        return {}, problem
+    return {t.index: groups[t.start // WARP_GROUP] for t in tasks}, None
+
+
+def group_budgets(tasks: list[TaskInfo]) -> tuple[list[int], tuple[str, str] | None]:
+    """setmaxnreg value per warp group (empty when no task asks for a budget), or the rule
+    the budgets break (see ``register_budgets``)."""
     if not any(t.registers for t in tasks[1:]):
-        return {}, None
-    threads = 32 * sum(t.span for t in tasks)
+        return [], None
+    default = tasks[0]
+    if default.warps % WARP_GROUP:
+        return [], ("resource.registers",
+                    f"the default task has {default.warps} warps: register reallocation (setmaxnreg) works on "
+                    f"whole warp groups of 4 warps, so with register budgets it needs a multiple of 4")
+    groups = warp_groups(tasks)
+    for t in tasks[1:]:
+        touched = range(t.start // WARP_GROUP, (t.start + t.warps - 1) // WARP_GROUP + 1)
+        if len(touched) > 1 and any(len(groups[g]) > 1 for g in touched):
+            return [], ("resource.registers",
+                        f"task '{t.name}' ({t.warps} warps from warp {t.start}) shares a warp group with another "
+                        f"task and reaches into the next one, so its warps would get two register budgets "
+                        f"(setmaxnreg works per warp group)")
+    threads = 32 * WARP_GROUP * len(groups)
     per_thread = launch_registers(threads)
     pool = per_thread * threads
-    used = sum(t.registers * t.span * 32 for t in tasks[1:])
-    budgets = [t.registers for t in tasks]
-    if not budgets[0]:
-        left = (pool - used) // (tasks[0].span * 32)
-        budgets[0] = default_task_registers([(t.name, t.span, t.registers, t.replica) for t in tasks], pool)
-        if budgets[0] < 24:
-            detail = ", ".join(f"'{t.name}': {t.span * 32} threads x {t.registers}" for t in tasks[1:])
-            return {}, ("resource.register-pool",
-                        f"the non-default tasks' register budgets ({detail}) use {used} of the {pool} registers "
-                        f"the block starts with ({threads} threads x {per_thread}), leaving the default task "
-                        f"{max(left, 0)} per thread, fewer than the 24 setmaxnreg allows")
-    total = sum(b * t.span * 32 for b, t in zip(budgets, tasks))
+    requests = [max(tasks[i].registers for i in members) if members else 0 for members in groups]
+    ours = [g for g, members in enumerate(groups) if 0 in members]
+
+    def describe(budgets, skip_default):
+        return ", ".join(f"warps {WARP_GROUP * g}..{WARP_GROUP * g + 3} "
+                         f"({', '.join(repr(tasks[i].name) for i in groups[g]) or 'padding'}): "
+                         f"{WARP_GROUP * 32} threads x {b}"
+                         for g, b in enumerate(budgets) if not (skip_default and g in ours))
+
+    used = sum(b * WARP_GROUP * 32 for g, b in enumerate(requests) if g not in ours)
+    default_regs = default.registers
+    if not default_regs:
+        left = (pool - used) // (len(ours) * WARP_GROUP * 32)
+        default_regs = min(256, left // 8 * 8)
+        if default_regs < 24:
+            return [], ("resource.register-pool",
+                        f"the non-default tasks' register budgets ({describe(requests, True)}) use {used} of the "
+                        f"{pool} registers the block starts with ({threads} threads x {per_thread}), leaving the "
+                        f"default task {max(left, 0)} per thread, fewer than the 24 setmaxnreg allows")
+    budgets = [default_regs if g in ours else b for g, b in enumerate(requests)]
+    total = sum(b * WARP_GROUP * 32 for b in budgets)
     if total > pool:
-        detail = ", ".join(f"'{t.name}': {t.span * 32} threads x {b}" for b, t in zip(budgets, tasks))
-        return {}, ("resource.register-pool",
+        return [], ("resource.register-pool",
                     f"the tasks' register budgets add up to {total} registers, more than the {pool} the block "
                     f"starts with ({threads} threads x {per_thread}); setmaxnreg can only redistribute those "
-                    f"({detail})")
-    return {t.index: b for t, b in zip(tasks, budgets)}, None
+                    f"({describe(budgets, False)})")
+    return budgets, None
