@@ -128,7 +128,7 @@ class TaskStatements:
                              f"'{missing['name']}' has none but task '{given[0]['name']}' starts at warp "
                              f"{given[0]['start']}", missing["node"])
 
-        budgets = any(t["regs"] for t in others)      # tasks then take whole warp groups (ir/ops/task.py)
+        budgets = any(t["regs"] for t in others)      # the default task then takes whole warp groups (ir/ops/task.py)
 
         def span(t):
             first = 0 if t["default"] else t["start"]
