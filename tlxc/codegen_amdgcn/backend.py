@@ -24,7 +24,7 @@ def build(module, target, *, stages, lineinfo: bool = False, debug_barriers: boo
     asm = {"hip": source}
     if any(s in stages for s in CODE_STAGES):
         compiled = toolchain.compile_hip(source, target.name, [info["name"]], name=info["name"])
-        summary = toolchain.check_code_object(compiled)
+        summary = toolchain.check_code_object(compiled, expect=expected_instructions(kernel, source, info["threads"]))
         resources = compiled.resources[info["name"]]
         asm["hsaco"] = compiled.code_object
         asm["amdgcn"] = compiled.asm
@@ -39,3 +39,18 @@ def build(module, target, *, stages, lineinfo: bool = False, debug_barriers: boo
             "toolchain": toolchain.clang_version(),
         })
     return asm, metadata
+
+
+def expected_instructions(kernel, source: str, threads: int) -> list[str]:
+    """The instruction classes the code object must contain, from what the kernel lowered to:
+    an MFMA per MFMA dot, direct-to-LDS loads where the HIP issues them, ``s_barrier`` where it
+    syncs more than one wave (LLVM drops the barrier of a one-wave work-group)."""
+    expect = []
+    if any(op.name == "tl.dot" and op.attrs.get("algorithm") == "mfma" for op in kernel.walk()):
+        expect.append(r"v_mfma_f32_\w+")
+    body = source.split('extern "C"', 1)[-1]
+    if "tlx_global_load_lds_b128(" in body:
+        expect.append("global_load_lds_dwordx4")
+    if "tlx_syncthreads()" in body and threads > 64:
+        expect.append("s_barrier")
+    return expect
