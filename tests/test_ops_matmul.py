@@ -211,6 +211,7 @@ def test_every_config_compiles_for_sm90a(name):
     assert len(handles) == (2 if c.split_k > 1 else 1)
     for h in handles:
         assert h.n_spills == 0, (name, h.n_spills)
+        assert h.metadata.shared <= cfgs.SHARED_LIMIT, (name, h.metadata.shared)
         ptx = h.asm.get("ptx") or h.asm["cuda"]
         if c.kernel == "ws" or h.metadata.shared > 16384:
             assert "wgmma.mma_async" in ptx, name
@@ -240,3 +241,18 @@ def test_the_bench_sweep_covers_the_issue():
                for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)))
     assert any(m % 16 and n % 16 and k % 16 for m, n, k, _ in shapes)
     assert any(bk and m == n == k for m, n, k, bk in shapes)
+
+
+def test_a_residual_keeps_the_ws_kernel_within_shared_memory():
+    """The residual's layout conversion costs a float32 scratch per consumer: 128x256 tiles
+    no longer fit, the choice falls back to 128x128 (and what it compiles fits)."""
+    a = torch.empty(4096, 4096, dtype=torch.bfloat16)
+    b = torch.empty(4096, 4096, dtype=torch.bfloat16).t()
+    res = torch.empty(4096, 4096, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="exceed 227 KB"):
+        compile_config("ws_128x256x64_s4", a, b, residual=res)
+    p = cfgs.Problem(4096, 4096, 4096, b_kmajor=True, residual=True)
+    c = cfgs.choose_config(p)
+    assert c.kernel == "ws" and c.bn == 128
+    (h,) = compile_config(c.name, a, b, residual=res, bias=torch.empty(4096))
+    assert h.metadata.shared <= cfgs.SHARED_LIMIT and h.n_spills == 0

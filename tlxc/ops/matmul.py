@@ -87,7 +87,7 @@ def _tma_rows(t: torch.Tensor) -> bool:
             and (t.shape[0] == 1 or ((t.stride(0) * elt) % 16 == 0 and t.stride(0) >= t.shape[1])))
 
 
-def _problem(a, b, out) -> cfgs.Problem:
+def _problem(a, b, out, residual: bool = False) -> cfgs.Problem:
     M, K = a.shape
     N = b.shape[1]
     a_kmajor = not (a.stride(0) == 1 and a.stride(1) != 1 and M > 1)     # M-major only when clearly so
@@ -96,7 +96,7 @@ def _problem(a, b, out) -> cfgs.Problem:
     tma_b = _tma_rows(b.t()) if b_kmajor else _tma_rows(b)
     return cfgs.Problem(M, N, K, elt=a.element_size(), out_elt=out.element_size(), a_kmajor=a_kmajor,
                         b_kmajor=b_kmajor, tma_a=tma_a, tma_b=tma_b, tma_c=_tma_rows(out),
-                        fp8=a.dtype in FP8_DTYPES, sms=_num_sms(a.device))
+                        fp8=a.dtype in FP8_DTYPES, sms=_num_sms(a.device), residual=residual)
 
 
 # -- launching one configuration -------------------------------------------------------------------
@@ -340,7 +340,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
     if M == 0 or N == 0:
         return out
     epi = _Epilogue(scale_a, scale_b, bias, activation, residual)
-    p = _problem(a2, b, out2)
+    p = _problem(a2, b, out2, residual is not None)
     if config is None and os.environ.get("TLXC_OPS_AUTOTUNE", "") not in ("", "0"):
         config = "autotune"
     if config is None:

@@ -125,6 +125,7 @@ class Problem:
     tma_c: bool = True
     fp8: bool = False
     sms: int = 132
+    residual: bool = False        # the epilogue adds a residual tile (costs shared memory in the WS kernel)
     epilogue: tuple = field(default=(), compare=False)
 
     @property
@@ -133,9 +134,15 @@ class Problem:
         return ("fp8" if self.fp8 else "16") + ("_bk" if self.b_kmajor else "_bn")
 
 
-def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int) -> int:
+def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int, residual: bool = False) -> int:
+    """Shared memory of the WS kernel: the stages, the two consumers' C tiles, barriers and
+    the epilogue's vectors; a residual tile is loaded in its own layout and converted to the
+    accumulator's through a float32 scratch per consumer (measured with compile_config:
+    ws_128x256x64_s4 229440 bytes, 230464 with a bias, 294976 with a residual)."""
     stage = (c.bm * c.bk + c.bk * c.bn) * elt
-    return c.stages * stage + 2 * (c.bm // 2) * (c.bn // c.subtile) * out_elt + 2 * 8 * c.stages + 1024
+    half_tile = (c.bm // 2) * (c.bn // c.subtile)
+    scratch = 2 * half_tile * 4 if residual else 0
+    return c.stages * stage + 2 * half_tile * out_elt + 2 * 8 * c.stages + 1024 + scratch
 
 
 def supports(c: GemmConfig, p: Problem) -> str | None:
@@ -149,8 +156,8 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
             return "an operand or the output is not TMA-describable (unit stride, 16-byte aligned rows)"
         if p.K * p.elt < 16:
             return "K is below one 16-byte TMA row"
-        if ws_shared_bytes(c, p.elt, p.out_elt) > SHARED_LIMIT:
-            return "shared memory (output dtype too wide for this tile)"
+        if ws_shared_bytes(c, p.elt, p.out_elt, p.residual) > SHARED_LIMIT:
+            return "shared memory: the stages, the C tiles and the epilogue's residual exceed 227 KB"
         if c.cluster_m > 1 and p.M <= c.bm:
             return "a cluster pair needs two tile rows"
         return None
