@@ -256,3 +256,10 @@ def test_a_residual_keeps_the_ws_kernel_within_shared_memory():
     assert c.kernel == "ws" and c.bn == 128
     (h,) = compile_config(c.name, a, b, residual=res, bias=torch.empty(4096))
     assert h.metadata.shared <= cfgs.SHARED_LIMIT and h.n_spills == 0
+
+
+def test_tlxc_ops_is_an_attribute_of_the_package():
+    import tlxc
+    assert tlxc.ops.matmul is matmul
+    with pytest.raises(AttributeError, match="no attribute 'opz'"):
+        tlxc.opz  # noqa: B018

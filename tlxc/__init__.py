@@ -54,3 +54,11 @@ __all__ = [
     "tools",
     "trace",
 ]
+
+
+def __getattr__(name: str):
+    """``tlxc.ops`` is imported on first use (it needs torch; ``import tlxc`` does not)."""
+    if name == "ops":          # (importlib: `from . import ops` would ask this hook for 'ops' again)
+        import importlib
+        return importlib.import_module(".ops", __name__)
+    raise AttributeError(f"module 'tlxc' has no attribute {name!r}")
