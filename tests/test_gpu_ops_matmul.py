@@ -17,9 +17,11 @@ def _rel(out, ref):
     return ((out.float() - ref).norm() / ref.norm()).item()
 
 
-def _bf16(M, N, K, b_kmajor, seed=0):
+def _bf16(M, N, K, b_kmajor, seed=0, a_mmajor=False):
     g = torch.Generator(device="cuda").manual_seed(seed)
     a = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
+    if a_mmajor:
+        a = a.t().contiguous().t()
     if b_kmajor:
         b = torch.randn(N, K, device="cuda", generator=g).to(torch.bfloat16).t()
     else:
@@ -33,6 +35,17 @@ def test_every_16bit_config(name, b_kmajor):
     c = CONFIGS[name]
     M, N, K = (13, 1000, 2056) if c.swap else (1000, 1240, 2056)
     a, b = _bf16(M, N, K, b_kmajor, seed=1)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    matmul(a, b, out, config=name)
+    assert _rel(out, a.float() @ b.float()) < 1e-2
+
+
+@pytest.mark.parametrize("b_kmajor", [False, True])
+@pytest.mark.parametrize("name", sorted(n for n, c in CONFIGS.items() if c.kernel == "ws" and not c.fp8))
+def test_ws_configs_with_a_column_major_a(name, b_kmajor):
+    """A M-major (a.t() of a row-major [K, M]): the [BK, BM/2] boxes read through the transpose bit."""
+    M, N, K = 1000, 1240, 2056
+    a, b = _bf16(M, N, K, b_kmajor, seed=6, a_mmajor=True)
     out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
     matmul(a, b, out, config=name)
     assert _rel(out, a.float() @ b.float()) < 1e-2
