@@ -17,13 +17,13 @@ from tlxc.interpreter import interpret
 SIG = parse_signature("a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp32,M=i32")
 
 
-def _run(kernel, M, K_, N, seed=None, **consts):
+def _run(kernel, M, K_, N, seed=None, check_barriers=True, **consts):
     a = torch.randn(M, K_, dtype=torch.float16)
     b = torch.randn(K_, N, dtype=torch.float16)
     c = torch.full((M, N), float("nan"))
     programs = 2 * -(-M // 256)                      # whole pairs
     interpret(kernel, (programs,), (a, b, c, M), {"K": K_, "N": N, "ctas_per_cga": (2, 1, 1), **consts}, seed=seed,
-              arch="sm_100a")
+              arch="sm_100a", check_barriers=check_barriers)
     ref = a.double() @ b.double()
     return (c.double() - ref).abs().max().item() / ref.abs().max().item()
 
@@ -39,12 +39,15 @@ def test_pair_commit_covers_both_mmas():
 
 
 def test_leader_that_does_not_wait_for_its_peer_is_caught():
-    # an interleaving where CTA 0 issues before CTA 1 stored its half of B (the interpreter does
-    # not track plain shared stores as races, so only such an interleaving shows it)
+    # the static check reports it first (test_checker_reports_...); without it, an interleaving where
+    # CTA 0 issues before CTA 1 stored its half of B (the interpreter does not track plain shared
+    # stores as races, so only such an interleaving shows it)
+    with pytest.raises(TlxcError, match="pair.unordered-peer-operands|reads the odd CTA's operands"):
+        _run(K.pair_gemm, 256, 32, 64, BUG="leader_does_not_wait")
     errors = []
     for seed in range(12):
         try:
-            _run(K.pair_gemm, 256, 32, 64, seed=seed, BUG="leader_does_not_wait")
+            _run(K.pair_gemm, 256, 32, 64, seed=seed, check_barriers=False, BUG="leader_does_not_wait")
         except TlxcError as exc:
             errors.append(str(exc))
     assert errors and all("reads operand B from 'b'[0] of CTA 1" in e and "multiply garbage" in e for e in errors)
@@ -82,3 +85,21 @@ def test_refusals_are_located(kernel, consts, cluster, text):
     with pytest.raises(TlxcError, match=r"kernels_tcgen05_pair.py:\d+") as info:
         compile_kernel(kernel, spec, arch="sm_100a", cluster=cluster, stages=("ir",))
     assert text in info.value.message
+
+
+def _check(kernel, **consts):
+    from tlxc.compiler import check_function
+    spec = specialization_from_types(kernel, SIG, consts)
+    return [f for f in check_function(kernel, spec, arch="sm_100a", cluster=(2, 1, 1)) if f.severity == "error"]
+
+
+def test_checker_accepts_the_pair_kernels():
+    assert _check(K.pair_gemm, K=32, N=64) == []
+    assert _check(K.pair_commit, K=32, N=64) == []
+
+
+def test_checker_reports_a_leader_that_does_not_wait_for_its_peer():
+    found = _check(K.pair_gemm, K=32, N=64, BUG="leader_does_not_wait")
+    assert [f.check for f in found] == ["pair.unordered-peer-operands"]
+    assert "async_dot(a[0], b[0], acc[0]" in found[0].render()           # located at the pair's MMA
+    assert "reads the odd CTA's operands" in found[0].message

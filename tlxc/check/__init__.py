@@ -20,6 +20,7 @@ from .async_order import check_async_order
 from .clc import check_clc
 from .findings import ERROR, NOTE, WARNING, Finding
 from .named import check_named
+from .pair import check_pairs
 from .protocol import check_protocol
 from .resources import check_tasks
 
@@ -33,6 +34,7 @@ def check_kernel(kernel: Operation) -> list[Finding]:
     findings += check_named(kernel)
     findings += check_async_order(kernel)
     findings += check_clc(kernel)
+    findings += check_pairs(kernel)
     if not any(f.severity == ERROR for f in findings):
         findings += check_protocol(kernel)
     return findings
