@@ -248,13 +248,28 @@ def test_global_load_lds_lands_at_the_waves_base_plus_16_per_lane():
         run(LDS_DMA_SKEWED)
 
 
+
+BARRIER_WAIT = probe("  __shared__ unsigned bar[2], slot[1];\n"
+                     "  if (t == 0) tlx_lds_barrier_init(bar, 2u);\n  tlx_syncthreads();\n"
+                     "  if (t == 127) { slot[0] = in[5]; tlx_lds_barrier_arrive(bar, 1u); }\n"
+                     "  if (t == 64) tlx_lds_barrier_arrive(bar, 1u);\n"
+                     "  tlx_lds_barrier_wait(bar, 0u);       // phase 0 completes with both arrivals\n"
+                     "  out[t] = slot[0] + (bar[0] >> 31);")
+
+
+def test_lds_barrier_waits_for_every_arrival():
+    out, x = run(BARRIER_WAIT)
+    assert (out == x[5] + 1).all()      # every work-item saw the value and the flipped parity
+
+
 TESTED = {"tlx_workitem_id_x", "tlx_workgroup_id_x", "tlx_workgroup_id_y", "tlx_workgroup_id_z", "tlx_num_workgroups",
           "tlx_s_barrier", "tlx_fence_workgroup", "tlx_syncthreads", "tlx_s_setprio", "tlx_sched_barrier",
           "tlx_readfirstlane", "tlx_readlane", "tlx_ballot", "tlx_ds_bpermute", "tlx_ds_swizzle", "tlx_dpp",
           "tlx_shfl_xor", "tlx_f16_to_f32", "tlx_f32_to_f16", "tlx_bf16_to_f32", "tlx_f32_to_bf16",
           *(f"tlx_{op}_global_b{b}" for op in ("ld", "st") for b in (32, 64, 128)),
           *(f"tlx_{op}_lds_b{b}" for op in ("ld", "st") for b in (32, 64, 128)),
-          "tlx_mfma_types", *amdgcn.MFMA, "tlx_global_load_lds_b128", "tlx_zero16", "tlx_s_waitcnt_vmcnt0"}
+          "tlx_mfma_types", *amdgcn.MFMA, "tlx_global_load_lds_b128", "tlx_zero16", "tlx_s_waitcnt_vmcnt0",
+          "tlx_s_sleep", "tlx_lds_barrier"}
 
 
 def test_every_helper_is_tested_here():
@@ -273,6 +288,11 @@ DEVICE_BODY = """
   v += tlx_ds_bpermute(lane ^ 7, v) + tlx_ds_swizzle<0x8000 | 0x1b>(v) + tlx_dpp<0x140>(v) + tlx_shfl_xor<16>(v);
   v += tlx_f32_to_bf16(tlx_f16_to_f32((unsigned short)v)) + tlx_f32_to_f16(tlx_bf16_to_f32((unsigned short)a));
   tlx_s_barrier();
+  __shared__ unsigned lbar[2];
+  if (t == 0) tlx_lds_barrier_init(lbar, 1u);
+  tlx_syncthreads();
+  if (t == 0) tlx_lds_barrier_arrive(lbar, 1u);
+  tlx_lds_barrier_wait(lbar, 0u);
   tlx_st_global_b128(out + 4 * t, true, v, a, b, c);
   tlx_st_global_b64(out + 2 * t, v & 1, v, a);
   unsigned e;
@@ -293,7 +313,8 @@ def test_helpers_compile_to_their_instructions(arch):
     toolchain.check_code_object(compiled, expect=[
         "v_readlane_b32", "v_readfirstlane_b32", "ds_bpermute_b32", "ds_swizzle_b32", r"v_\w+_dpp", "s_barrier",
         "s_setprio", "global_load_dwordx4", "global_store_dwordx4", "global_store_dwordx2", r"v_cvt_f32_f16\w*",
-        r"v_cvt_f16_f32\w*", r"s_load_dword\w*", "ds_write_b128", "ds_read_b128", r"ds_read_b64|ds_read2_b32"])
+        r"v_cvt_f16_f32\w*", r"s_load_dword\w*", "ds_write_b128", "ds_read_b128", r"ds_read_b64|ds_read2_b32",
+        "s_sleep", r"ds_add_rtn_u32|ds_add_u32|flat_atomic_add\w*"])
 
 
 def _mfma_kernel(name):

@@ -125,6 +125,30 @@ def sched_barrier():
 template <int MASK> {_INLINE} void tlx_sched_barrier() {{ __builtin_amdgcn_sched_barrier(MASK); }}"""
 
 
+@helper("tlx_s_sleep", builtins=("__builtin_amdgcn_s_sleep",))
+def s_sleep():
+    # s_sleep 1: the wave yields its issue slots for ~64 cycles (a polite spin-wait)
+    return f"""
+{_INLINE} void tlx_s_sleep() {{ __builtin_amdgcn_s_sleep(1); }}"""
+
+
+# TLX's mbarriers on AMD, in LDS software (AMD has no hardware async barrier): two 32-bit words,
+# [0] = pending arrivals (bits 30:0) and the phase parity (bit 31), [1] = the arrivals a phase
+# needs.  The arrival that completes a phase resets the count and flips the parity; a wait for
+# parity P returns once the current parity differs from P (mbarrier.try_wait.parity's rule).
+@helper("tlx_lds_barrier", "tlx_s_sleep")
+def lds_barrier():
+    return f"""
+{_INLINE} void tlx_lds_barrier_init(unsigned* bar, unsigned expected) {{ bar[0] = 0u; bar[1] = expected; }}
+{_INLINE} void tlx_lds_barrier_arrive(unsigned* bar, unsigned count) {{
+  const unsigned old = __atomic_fetch_add(bar, count, __ATOMIC_ACQ_REL);
+  if ((old & 0x7fffffffu) + count >= bar[1]) __atomic_store_n(bar, (old & 0x80000000u) ^ 0x80000000u, __ATOMIC_RELEASE);
+}}
+{_INLINE} void tlx_lds_barrier_wait(unsigned* bar, unsigned parity) {{
+  while ((__atomic_load_n(bar, __ATOMIC_ACQUIRE) >> 31) == (parity & 1u)) tlx_s_sleep();
+}}"""
+
+
 # -- wave-level data movement ---------------------------------------------------------------------
 @helper("tlx_readfirstlane", builtins=("__builtin_amdgcn_readfirstlane",))
 def readfirstlane():

@@ -187,3 +187,60 @@ def _wave_contiguous(layout, strides, width: int, elem_bytes: int) -> bool:
     pieces = offsets[:, :, ::width]                      # [warps, lanes, pieces]
     want = 16 * np.arange(64, dtype=np.int64)[None, :, None]
     return bool(((pieces - pieces[:, :1, :]) == want).all())
+
+
+# -- TLX barriers in LDS software (amdgcn.py: tlx_lds_barrier) ----------------------------------
+# A kernel without warp specialization arrives as one group (TLX: one arrival per arriving warp
+# group): the work-group syncs, then work-item 0 adds the arrival.  Every work-item waits.
+@lowering("tlx.alloc_barriers", vendor="amd")
+def alloc_barriers(lw, op):
+    r = op.results[0]
+    if r.type.per_thread:
+        raise lw.error_unsupported(op, "tlx.alloc_warp_barrier (per-thread arrivals)")
+    name = lw.define(r)
+    lw.out.line(f"unsigned* {name} = reinterpret_cast<unsigned*>(tlx_smem + {op.attrs['offset']});")
+    lw.target.use("tlx_lds_barrier")
+    lw.out.line(f"if (tid == 0) for (int i = 0; i < {r.type.num}; ++i) "
+                f"tlx_lds_barrier_init({name} + 2 * i, {op.attrs['arrive_count']}u);")
+    lw.out.line(lw.sync())
+
+
+@lowering("tlx.local_view", vendor="amd")
+def local_view(lw, op):
+    from ..codegen_c import rules_buffers as buffers
+    from ..ir.types import BarrierType
+    src, idx = op.operands
+    if isinstance(src.type, BarrierType):
+        r = op.results[0]
+        lw.out.line(f"unsigned* {lw.define(r)} = {lw.name(src)} + 2 * ({lw.name(idx)});")
+        return
+    return buffers.local_view(lw, op)
+
+
+def _pred(lw, op, first_optional: int) -> str:
+    return lw.name(op.operands[first_optional]) if op.attrs.get("has_pred") else ""
+
+
+@lowering("tlx.barrier_arrive", vendor="amd")
+def barrier_arrive(lw, op):
+    bar = op.operands[0]
+    if bar.type.per_thread or bar.type.remote:
+        raise lw.error_unsupported(op, "a per-thread or remote barrier arrive")
+    pred = _pred(lw, op, 1)
+    lw.out.line(lw.sync())          # the group's work before the arrival
+    cond = "tid == 0" + (f" && {pred}" if pred else "")
+    lw.target.use("tlx_lds_barrier")
+    lw.out.line(f"if ({cond}) tlx_lds_barrier_arrive({lw.name(bar)}, {op.attrs['count']}u);")
+
+
+@lowering("tlx.barrier_wait", vendor="amd")
+def barrier_wait(lw, op):
+    pred = _pred(lw, op, 2)
+    lw.target.use("tlx_lds_barrier")
+    stmt = f"tlx_lds_barrier_wait({lw.name(op.operands[0])}, (unsigned)({lw.name(op.operands[1])}));"
+    lw.out.line(f"if ({pred}) {stmt}" if pred else stmt)
+
+
+@lowering("tlx.barrier_expect_bytes", vendor="amd")
+def barrier_expect_bytes(lw, op):
+    raise lw.error_unsupported(op, "tlx.barrier_expect_bytes (a transaction count: TMA has no AMD equivalent)")

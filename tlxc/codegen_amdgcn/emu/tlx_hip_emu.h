@@ -74,6 +74,7 @@ struct Emu {
   std::vector<uint64_t> active;        // [wave][2] lanes that took part
   std::vector<unsigned char> blob;     // [wave][2][64][64]: MFMA A and B fragments (32 bytes each)
   std::string error;
+  long long sleeps = 0;                // s_sleep yields of the current work-group (a spin-wait's budget)
 };
 
 inline Emu& E() {
@@ -133,13 +134,17 @@ inline bool run_group() {
     it.state = READY;
     it.gen = 0;
   }
+  e.sleeps = 0;
   for (;;) {
+    bool slept = false;
     for (int i = 0; i < n; ++i) {
       if (e.items[i].state == READY) {
         e.current = i;
         swapcontext(&e.sched, &e.items[i].ctx);
+        if (e.items[i].state == READY) slept = true;      // it yielded from s_sleep
       }
     }
+    if (!e.error.empty()) return false;
     bool released = false, all_done = true, all_barrier = true;
     for (int w = 0; w < waves; ++w) {
       int lo = w * WAVE, hi = lo + WAVE < n ? lo + WAVE : n, at_wave = 0, live = 0;
@@ -161,7 +166,7 @@ inline bool run_group() {
       if (e.items[i].state != DONE && e.items[i].state != AT_BARRIER) all_barrier = false;
     }
     if (all_done) return true;
-    if (released) continue;
+    if (released || slept) continue;
     if (all_barrier) {
       for (int i = 0; i < n; ++i)
         if (e.items[i].state == AT_BARRIER) e.items[i].state = READY;
@@ -205,7 +210,7 @@ inline int launch_group_grid(unsigned gx, unsigned gy, unsigned gz, unsigned thr
     for (unsigned y = 0; y < gy; ++y)
       for (unsigned x = 0; x < gx; ++x) {
         e.group[0] = x, e.group[1] = y, e.group[2] = z;
-        if (!run_group()) return 2;
+        if (!run_group()) return e.error.rfind("deadlock", 0) == 0 ? 2 : 3;
         if (!e.error.empty()) return 3;       // a builtin used outside what the hardware allows
       }
   return 0;
@@ -228,6 +233,13 @@ inline unsigned workgroup_id(int axis) { return E().group[axis]; }
 inline const void* dispatch_ptr() { return &E().packet; }
 
 inline void s_barrier() { yield(AT_BARRIER); }
+
+// s_sleep in a spin-wait: let the other work-items run; a wait that spins this long never ends
+constexpr long long SLEEP_BUDGET = 200000;      // sleeps per work-group (small shapes need far fewer)
+inline void s_sleep() {
+  if (++E().sleeps > SLEEP_BUDGET) fail("a spin-wait (s_sleep loop) never ended: a barrier wait no arrival completes");
+  yield(READY);
+}
 
 inline int readfirstlane(int x) {
   size_t s = wave_exchange((uint32_t)x);
@@ -365,6 +377,7 @@ inline void global_load_lds(const void* src, void* dst, unsigned size, int offse
 #define __builtin_amdgcn_workgroup_id_z() tlx_emu::workgroup_id(2)
 #define __builtin_amdgcn_dispatch_ptr() tlx_emu::dispatch_ptr()
 #define __builtin_amdgcn_s_barrier() tlx_emu::s_barrier()
+#define __builtin_amdgcn_s_sleep(n) ((void)(n), tlx_emu::s_sleep())
 #define __builtin_amdgcn_fence(order, scope) ((void)(order), (void)(scope))
 #define __builtin_amdgcn_s_setprio(p) ((void)(p))
 #define __builtin_amdgcn_sched_barrier(mask) ((void)(mask))
