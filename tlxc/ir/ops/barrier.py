@@ -11,7 +11,7 @@ thread for ``per_thread`` (warp) barriers.  Optional ``pred`` operands come last
 """
 from __future__ import annotations
 
-from ..core import Operation
+from ..core import Operation, OpResult
 from ..traits import ALLOCATION
 from ..types import BarrierType, ScalarType, i1
 from ._rules import expect_results
@@ -129,8 +129,12 @@ def _verify_named(op) -> None:
 
 
 def _constant(value):
-    owner = getattr(value, "owner", None)
-    return owner.attrs.get("value") if owner is not None and owner.name == "arith.constant" else None
+    """The int value of an ``arith.constant`` result, else None."""
+    owner = value.owner if isinstance(value, OpResult) else None
+    if owner is None or owner.name != "arith.constant":
+        return None
+    constant = owner.attrs.get("value")
+    return constant if isinstance(constant, int) and not isinstance(constant, bool) else None
 
 
 class NamedBarrierWaitOp(Operation):
