@@ -33,7 +33,7 @@ from ..ir import layouts as L
 from ..ir import layouts_amd as A
 from ..ir import layouts_nvidia as N
 from ..ir.builder import Builder
-from ..ir.core import OP_REGISTRY, Block, BlockArgument, Module, Operation, Region, Value
+from ..ir.core import OP_REGISTRY, Block, BlockArgument, Module, Operation, Region, Value, users_by_value
 from ..ir.types import PointerType, ScalarType, TensorType
 from ..target import target_of
 from .axis_info import AxisAnalysis
@@ -103,6 +103,7 @@ class _KernelRewriter:
         self.num_warps = kernel.attrs.get("num_warps", 4)
         self.target = target_of(options)
         self.lanes = self.target.warp_size            # 32, or 64 on AMD (wave64)
+        self._users = None                            # users_by_value of the kernel, on demand
         self.entries: dict[int, object] = {}
         self.scopes: list[dict] = []
         self.b = Builder()
@@ -442,8 +443,25 @@ class _KernelRewriter:
 
     def rule_tlx_local_load(self, op):
         rtype = op.results[0].type
-        layout = self.tmem_layout(op, op.operands[0]) or self.default_layout(rtype)
+        layout = (self.tmem_layout(op, op.operands[0]) or self.mfma_operand_of(op.results[0])
+                  or self.default_layout(rtype))
         self.copy(op, [self.get(op.operands[0])], [rtype.with_layout(layout)])
+
+    def mfma_operand_of(self, value: Value):
+        """On AMD, the MFMA operand layout of a buffer load whose one use is an MFMA dot: the load
+        reads LDS straight into the fragments (no conversion through scratch).  None otherwise."""
+        if self.target.is_nvidia:
+            return None
+        if self._users is None:
+            self._users = users_by_value(self.kernel)
+        users = self._users.get(id(value), [])
+        if len(users) != 1 or users[0].name != "tl.dot":
+            return None
+        a, b, acc = users[0].operands
+        if (value is a) == (value is b) or _mfma_of(a.type, acc.type, self.target) is None:
+            return None
+        _, a_layout, b_layout = dot_layouts(a.type, b.type, acc.type, self.num_warps, self.target)
+        return a_layout if value is a else b_layout
 
     def rule_tlx_local_store(self, op):
         view, value = op.operands
