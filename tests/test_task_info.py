@@ -21,9 +21,10 @@ def test_task_infos_carry_place_budget_and_line():
     infos = _async_tasks(small_tasks).task_infos
     lines, first = inspect.getsourcelines(small_tasks.fn)
     with_lines = [first + i for i, text in enumerate(lines) if "with tlx.async_task(" in text]
-    assert [t.line for t in infos] == with_lines
+    # with budgets the larger task comes first (small tasks share a warp group: ir/ops/task.py)
+    assert [t.line for t in infos] == [with_lines[0], with_lines[2], with_lines[1]]
     assert [(t.index, t.warps, t.registers, t.start, t.span) for t in infos] == \
-        [(0, 4, 0, 0, 4), (1, 1, 56, 4, 4), (2, 2, 56, 8, 4)]
+        [(0, 4, 0, 0, 4), (1, 2, 56, 4, 2), (2, 1, 56, 6, 2)]
     assert infos[0].name == "default"
 
 
