@@ -14,7 +14,7 @@ location, or a compile over ``CASE_SECONDS``.
 The suite runs a fixed seed for at most ``TLXC_FUZZ_SECONDS`` (default 30 s).
 For a longer local hunt: ``python tests/test_fuzz.py --seeds 0:2000`` prints
 every failing seed with its mutation and the error (``--keep DIR`` saves the
-mutated files).
+mutated files; ``--mutations 3`` applies three mutations to each case).
 """
 from __future__ import annotations
 
@@ -379,19 +379,23 @@ def fuzzed_sources() -> list[Path]:
     return [p for p in SOURCES if compiled_kernels(p)]
 
 
-def run_case(seed: int, workdir: Path, keep: Path | None = None) -> tuple[str | None, str | None]:
-    """(what was mutated, failure or None) for the case of ``seed``."""
+def run_case(seed: int, workdir: Path, keep: Path | None = None,
+             mutations: int = 1) -> tuple[str | None, str | None]:
+    """(what was mutated, failure or None) for the case of ``seed`` (``mutations`` in a row)."""
     rng = random.Random(seed)
     sources = fuzzed_sources()
     source = sources[rng.randrange(len(sources))]
     tree = ast.parse(source.read_text())
-    what = None
-    for _ in range(8):                  # a mutation that found nothing to change: try another
-        what = mutate(tree, rng, compiled_kernels(source))
-        if what:
-            break
-    if what is None:
+    done = []
+    for _ in range(mutations):
+        for _ in range(8):              # a mutation that found nothing to change: try another
+            what = mutate(tree, rng, compiled_kernels(source))
+            if what:
+                done.append(what)
+                break
+    if not done:
         return None, None
+    what = "; ".join(done)
     ast.fix_missing_locations(tree)
     text = ast.unparse(tree)
     target = workdir / f"fuzz{seed}_{source.name}"
@@ -459,13 +463,14 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="run many fuzz seeds and print the failing ones")
     parser.add_argument("--seeds", default="0:200", help="START:STOP")
     parser.add_argument("--keep", type=Path, default=None, help="save failing mutated files here")
+    parser.add_argument("--mutations", type=int, default=1, help="mutations applied to each case")
     args = parser.parse_args(argv)
     start, stop = (int(x) for x in args.seeds.split(":"))
     _prepare_path()
     failed = 0
     with tempfile.TemporaryDirectory() as workdir:
         for seed in range(start, stop):
-            what, failure = run_case(seed, Path(workdir), args.keep)
+            what, failure = run_case(seed, Path(workdir), args.keep, args.mutations)
             if failure:
                 failed += 1
                 print(f"seed {seed}: {what}\n  {failure}\n", flush=True)

@@ -328,3 +328,24 @@ def test_nested_unrolled_loops_stay_within_the_nest_bound():
     out.line("#pragma unroll")                    # after the nest closes, a loop unrolls fully again
     out.line("for (int e = 0; e < 64; ++e) y += e;")
     assert out.lines[-2].strip() == "#pragma unroll"
+
+
+@tlxc.kernel
+def long_for(x: f32p, n: tl.int32):
+    total = 0.0
+    for i in range(0, n):
+        total += 1.0
+    tl.store(x, total)
+
+
+def test_a_for_loop_beyond_the_iteration_bound_is_refused_up_front(monkeypatch):
+    """range(0, 2**31 - 1) would interpret for hours: refused at once, naming the loop."""
+    out = torch.zeros(4)
+    with pytest.raises(InterpreterError, match="this for loop has 2147483647 iterations") as info:
+        long_for[(1,)](out, 2**31 - 1, interpret=True)
+    assert "for i in range(0, n)" in info.value.loc.source_line()
+    monkeypatch.setenv("TLXC_INTERPRET_MAX_ITERATIONS", "100")
+    long_for[(1,)](out, 100, interpret=True)                    # at the bound: runs
+    assert out[0] == 100.0
+    with pytest.raises(InterpreterError, match="has 101 iterations"):
+        long_for[(1,)](out, 101, interpret=True)

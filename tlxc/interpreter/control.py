@@ -25,6 +25,11 @@ def for_(ctx, op, lb, ub, step, *inits):
         raise ctx.error(op, f"scf.for step must be positive, got {stride} in {ctx.label}")
     carried = list(inits)
     trips = range(lower, upper, stride)
+    limit = while_iteration_limit()
+    if len(trips) > limit:          # hours of interpreting: refused up front, as an endless while loop is
+        raise ctx.error(op, f"this for loop has {len(trips)} iterations in {ctx.label}, more than the "
+                            f"interpreter runs in one loop ({limit}; TLXC_INTERPRET_MAX_ITERATIONS raises the "
+                            f"bound)")
     for iv in trips:
         carried = yield from run_block(ctx, body, [iv_type(iv)] + carried)
     drain = op.attrs.get("dot_drain")

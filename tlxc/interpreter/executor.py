@@ -112,7 +112,7 @@ class TaskContext:
         return cls(message, op.loc, notes)
 
 
-# Iterations one interpreted ``while`` loop may run (TLXC_INTERPRET_MAX_ITERATIONS raises it): a
+# Iterations one interpreted ``while`` or ``for`` loop may run (TLXC_INTERPRET_MAX_ITERATIONS raises it): a
 # loop whose condition never turns false would otherwise hang the interpreter without a word,
 # and a loop that does not wait on anything never returns to the scheduler's step bound.
 MAX_WHILE_ITERATIONS = 1 << 20
