@@ -392,6 +392,7 @@ def run_case(seed: int, workdir: Path, keep: Path | None = None,
             what = mutate(tree, rng, compiled_kernels(source))
             if what:
                 done.append(what)
+                ast.fix_missing_locations(tree)     # the next mutation reads line numbers
                 break
     if not done:
         return None, None
