@@ -14,7 +14,8 @@ location, or a compile over ``CASE_SECONDS``.
 The suite runs a fixed seed for at most ``TLXC_FUZZ_SECONDS`` (default 30 s).
 For a longer local hunt: ``python tests/test_fuzz.py --seeds 0:2000`` prints
 every failing seed with its mutation and the error (``--keep DIR`` saves the
-mutated files; ``--mutations 3`` applies three mutations to each case).
+mutated files; ``--mutations 3`` applies three mutations to each case; ``--run``
+also interprets the launches of the files' ``check_inputs()``).
 """
 from __future__ import annotations
 
@@ -320,8 +321,10 @@ def verdict(exc: BaseException) -> str | None:
     return f"Python traceback ({type(exc).__name__}: {exc})\n" + "".join(traceback.format_tb(exc.__traceback__)[-4:])
 
 
-def compile_file(path: Path, arch: str, module_name: str) -> None:
-    """Compile every kernel the file defines as ``tlxc compile`` would, through CUDA rendering."""
+def compile_file(path: Path, arch: str, module_name: str, run: bool = False) -> None:
+    """Compile every kernel the file defines as ``tlxc compile`` would, through CUDA rendering;
+    with ``run``, then interpret the launches of the file's ``check_inputs()`` (one schedule), as
+    ``tlxc check --run`` does."""
     from tlxc.cli import UsageError, select_jobs, specialize_jobs
     from tlxc.codegen_nvptx.backend import render_kernel
     from tlxc.compiler import compile_kernel
@@ -343,6 +346,26 @@ def compile_file(path: Path, arch: str, module_name: str) -> None:
             continue
         compiled = compile_kernel(job.kfn, job.spec, arch=arch, stages=("ir", "ir.opt"))
         render_kernel(compiled.module.kernels[0], arch)
+    if run:
+        _interpret_inputs(module, [job for job in jobs if job.spec is not None], arch)
+
+
+def _interpret_inputs(module, jobs, arch: str) -> None:
+    """Run the jobs' ``check_inputs()`` launches on the interpreter; a diagnosis is raised."""
+    from tlxc.check.run import RunSetupError, inputs_hook, launches, run_kernel
+    if inputs_hook(module) is None or not jobs:
+        return
+    try:
+        found = launches(module, [job.name for job in jobs])
+    except RunSetupError:
+        return
+    for job in jobs:
+        launch = found.get(job.name) or found.get(job.attr)
+        if launch is not None:
+            grid, args, kwargs = launch
+            diagnosis = run_kernel(job.kfn, grid, args, kwargs, seeds=(None,), arch=arch)
+            if diagnosis is not None:
+                raise diagnosis
 
 
 _COMPILED: dict[Path, frozenset[str]] = {}
@@ -380,10 +403,12 @@ def fuzzed_sources() -> list[Path]:
 
 
 def run_case(seed: int, workdir: Path, keep: Path | None = None,
-             mutations: int = 1) -> tuple[str | None, str | None]:
+             mutations: int = 1, run: bool = False) -> tuple[str | None, str | None]:
     """(what was mutated, failure or None) for the case of ``seed`` (``mutations`` in a row)."""
     rng = random.Random(seed)
     sources = fuzzed_sources()
+    if run:                             # the files whose launches can be interpreted
+        sources = [p for p in sources if "def check_inputs(" in p.read_text()]
     source = sources[rng.randrange(len(sources))]
     tree = ast.parse(source.read_text())
     done = []
@@ -406,7 +431,7 @@ def run_case(seed: int, workdir: Path, keep: Path | None = None,
     try:
         with time_limit(CASE_SECONDS), warnings.catch_warnings():
             warnings.simplefilter("ignore")     # SyntaxWarnings of the mutated source
-            compile_file(target, _arch_for(source), f"tlxc_fuzz_{seed}")
+            compile_file(target, _arch_for(source), f"tlxc_fuzz_{seed}", run)
     except RecursionError:
         pass            # the mutated module recursed in Python itself
     except BaseException as exc:  # noqa: BLE001 (judging every outcome is the point)
@@ -465,13 +490,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seeds", default="0:200", help="START:STOP")
     parser.add_argument("--keep", type=Path, default=None, help="save failing mutated files here")
     parser.add_argument("--mutations", type=int, default=1, help="mutations applied to each case")
+    parser.add_argument("--run", action="store_true",
+                        help="also interpret the check_inputs() launches of files that have them")
     args = parser.parse_args(argv)
     start, stop = (int(x) for x in args.seeds.split(":"))
     _prepare_path()
     failed = 0
     with tempfile.TemporaryDirectory() as workdir:
         for seed in range(start, stop):
-            what, failure = run_case(seed, Path(workdir), args.keep, args.mutations)
+            what, failure = run_case(seed, Path(workdir), args.keep, args.mutations, args.run)
             if failure:
                 failed += 1
                 print(f"seed {seed}: {what}\n  {failure}\n", flush=True)
