@@ -273,6 +273,12 @@ def test_a_descriptor_larger_than_its_storage_is_refused_when_built():
     assert desc.shape == (32, 64)                                    # the refused assignment is undone
 
 
+@pytest.mark.parametrize("value", [[1.0, 2.0, 3.0], None, 3, "tensor"])
+def test_a_descriptor_of_something_that_is_no_tensor_is_refused(value):
+    message = _error(lambda: tlxc.TensorDescriptor.from_tensor(value, [2]))
+    assert "'tensor' must be a torch tensor (or numpy array)" in message and type(value).__name__ in message
+
+
 def test_a_descriptor_shape_of_floats_is_refused_not_truncated():
     x = torch.randn(64, 64)
     assert "expected a sequence of ints, got [64.5, 64]" in _error(

@@ -138,6 +138,7 @@ class TensorDescriptor:
                     swizzle: int | None = None) -> TensorDescriptor:
         """A descriptor of the whole of ``tensor`` (its shape and element strides);
         ``swizzle=None`` picks it from the box (``box_swizzle``), 0 turns it off."""
+        _element_type(tensor)               # not a tensor: refused before its shape is read
         return cls(tensor, tuple(tensor.shape), _element_strides(tensor), block_shape, padding, swizzle)
 
     def ir_type(self) -> TensorDescType:
