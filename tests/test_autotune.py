@@ -257,6 +257,14 @@ def test_conflicting_meta_parameters_are_refused():
         kernel[grid](x, y, out, 100, BLOCK=16)
 
 
+def test_a_single_config_does_not_silently_override_a_passed_value():
+    """With one config nothing is benchmarked; the config's BLOCK used to win over the launch's."""
+    kernel = tuned(FakeTimer({64: 1.0}), configs=[Config({"BLOCK": 64})])
+    x, y, out = vectors()
+    with pytest.raises(ValueError, match="conflicting meta-parameters: BLOCK"):
+        kernel[grid](x, y, out, 100, BLOCK=16)
+
+
 def test_bad_decorator_arguments_are_refused():
     with pytest.raises(ValueError, match="no argument named 'size'"):     # (an unknown key= name only warns:
         tlxc.autotune(configs=CONFIGS, key=["n"], reset_to_zero=["size"])(add_kernel)   # test_host_api.py)

@@ -276,6 +276,7 @@ class Autotuner(KernelWrapper):
         return tuple(parts)
 
     def _first_launch_of_key(self, args: tuple, kwargs: dict, grid) -> tuple[Config, dict[str, Any]]:
+        self._refuse_conflicts(kwargs)      # also with one config, which would silently win
         if len(self.configs) == 1:
             config = self.configs[0]
         else:
@@ -320,6 +321,14 @@ class Autotuner(KernelWrapper):
                 configs = sorted(configs, key=estimates.__getitem__)[:top_k]
         return configs
 
+    def _refuse_conflicts(self, kwargs: dict) -> None:
+        for config in self.configs:
+            conflicts = sorted(set(kwargs) & set(config.kwargs))
+            if conflicts:
+                raise ValueError(f"conflicting meta-parameters: {', '.join(conflicts)} are set both by the "
+                                 f"launch and by autotune configs of {self.__name__}; don't pass auto-tuned "
+                                 f"values yourself")
+
     # -- choosing a config --------------------------------------------------------------------------
     def _choose(self, key: tuple, args: tuple, kwargs: dict, grid, nargs: dict) -> Config:
         store = self._store_path(key, nargs) if self.cache_results and not cache_disabled() else None
@@ -328,12 +337,6 @@ class Autotuner(KernelWrapper):
             if stored is not None:
                 self._report(key, stored, f"read from {store}")
                 return stored
-        for config in self.configs:
-            conflicts = sorted(set(kwargs) & set(config.kwargs))
-            if conflicts:
-                raise ValueError(f"conflicting meta-parameters: {', '.join(conflicts)} are set both by the "
-                                 f"launch and by autotune configs of {self.__name__}; don't pass auto-tuned "
-                                 f"values yourself")
         configs = self.prune_configs(nargs, kwargs)
         start = time.perf_counter()
         timings, failures = self._benchmark_all(configs, args, kwargs, grid, nargs)
