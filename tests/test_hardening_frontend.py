@@ -109,6 +109,24 @@ def matmul_assign(x: i32p):
     tl.store(x, count)
 
 
+@tlxc.kernel
+def trans_by_an_int(x: f32p):
+    b = tlx.local_alloc((16, 16), tl.float16, 1)
+    tlx.local_trans(b[0], 2 ** 40)
+
+
+@tlxc.kernel
+def reinterpret_as_an_int_shape(x: f32p):
+    b = tlx.local_alloc((16, 16), tl.float16, 1)
+    tlx.local_reinterpret(b[0], tl.float32, 8)
+
+
+@tlxc.kernel
+def reinterpret_with_a_zero_dimension(x: f32p):
+    b = tlx.local_alloc((16, 16), tl.float16, 1)
+    tlx.local_reinterpret(b[0], tl.float32, (0, 8))
+
+
 CASES = [
     (buffer_plus_offsets, "bufs + tl.arange", "'+' needs numbers, tensors or pointers, got a buffer array"),
     (if_barrier, "bar", "a condition needs numbers, tensors or pointers, got an mbarrier array"),
@@ -126,6 +144,9 @@ CASES = [
     (inf_fills_an_int_tensor, "tl.full", "cannot use the number inf as an i32 value"),
     (cdiv_of_a_tuple, "[64]", "tl.cdiv: 'x' must be a tensor or a number, got"),
     (matmul_assign, "count @= 1", "'@=' is not supported in a kernel; use tl.dot(a, b)"),
+    (trans_by_an_int, "2 ** 40", "tlx.local_trans: 'dims' must be a tuple of compile-time integers, got int"),
+    (reinterpret_as_an_int_shape, "8", "tlx.local_reinterpret: 'shape' must be a tuple of compile-time integers"),
+    (reinterpret_with_a_zero_dimension, "(0, 8)", "'shape' must have dimensions of at least 1, got [0, 8]"),
 ]
 
 

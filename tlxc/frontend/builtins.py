@@ -42,6 +42,17 @@ def const_int(value, what: str) -> int:
     return value
 
 
+def const_ints(value, what: str, positive: bool = False) -> tuple[int, ...]:
+    """A compile-time tuple (or list) of integers, each >= 1 when ``positive`` (a shape)."""
+    value = constexpr(value, what)
+    if not isinstance(value, (tuple, list)) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+        raise SemanticError(f"'{what}' must be a tuple of compile-time integers, got {S.describe(value)}",
+                            param=what)
+    if positive and any(v < 1 for v in value):
+        raise SemanticError(f"'{what}' must have dimensions of at least 1, got {list(value)}", param=what)
+    return tuple(value)
+
+
 def const_dtype(value, what: str) -> ScalarType:
     value = constexpr(value, what)
     if not isinstance(value, ScalarType):

@@ -14,7 +14,7 @@ from ..target import DEFAULT_ARCH, has_feature
 from . import cache_hints as H
 from . import semantic as S
 from . import storage_alias
-from .builtins import RULES, const_dtype, const_int, constexpr, grid_axis, tensor_arg
+from .builtins import RULES, const_dtype, const_int, const_ints, constexpr, grid_axis, tensor_arg
 from .values import SemanticError, Tensor
 
 NAMED_BARRIER_RESERVED = range(7)   # ids tlxc uses itself (TLX reserves 0..6 too)
@@ -250,7 +250,7 @@ def _subslice(ctx, tmem_buf, offset, size):
 @rule("local_trans")
 def _local_trans(ctx, buf, dims=(1, 0)):
     buf = _memdesc(buf, "buf", view=True)
-    dims = tuple(constexpr(dims, "dims"))
+    dims = const_ints(dims, "dims")
     rank = len(buf.type.shape)
     if sorted(dims) != list(range(rank)):
         raise SemanticError(f"'dims' must be a permutation of {list(range(rank))}, got {list(dims)}", param="dims")
@@ -274,7 +274,7 @@ def _local_reinterpret(ctx, buf, dtype, shape=None, layout=None, pin=True):
         if buf.type.buffer_bytes % dtype.bytes:
             raise SemanticError(f"{buf.type.buffer_bytes} bytes do not hold a whole number of {dtype}", param="dtype")
         shape = buf.type.shape[:-1] + (buf.type.shape[-1] * buf.type.element.bytes // dtype.bytes,)
-    t = MemDescType(tuple(constexpr(shape, "shape")), dtype, 0, buf.type.storage)
+    t = MemDescType(const_ints(shape, "shape", positive=True), dtype, 0, buf.type.storage)
     if t.buffer_bytes > buf.type.buffer_bytes:
         raise SemanticError(f"the view needs {t.buffer_bytes} bytes but the buffer has {buf.type.buffer_bytes}",
                             param="shape")
@@ -294,7 +294,7 @@ def _reinterpret_allocation(ctx, buf: Tensor, dtype, shape) -> Tensor:
         if total % dtype.bytes:
             raise SemanticError(f"{total} bytes do not hold a whole number of {dtype}", param="dtype")
         shape = (total // dtype.bytes,)
-    t = MemDescType(tuple(constexpr(shape, "shape")), dtype, 0, "smem")
+    t = MemDescType(const_ints(shape, "shape", positive=True), dtype, 0, "smem")
     if t.buffer_bytes > total:
         raise SemanticError(f"the view needs {t.buffer_bytes} bytes but the {buf.type.num} buffers of the allocation "
                             f"hold {total}", param="shape")
@@ -309,7 +309,7 @@ def _reinterpret_through(ctx, buf: Tensor, dtype, shape, layout) -> Tensor:
     layout is explicit, and by ``shared-layouts`` (which then stores it so) when inferred.
     ``pin`` only steers Triton's layout propagation; here the view always constrains."""
     from ..ir import shared_layout as SL
-    shape = buf.type.shape if shape is None else tuple(constexpr(shape, "shape"))
+    shape = buf.type.shape if shape is None else const_ints(shape, "shape", positive=True)
     if buf.type.storage != "smem":
         raise SemanticError("local_reinterpret with an explicit 'layout' only supports shared memory",
                             param="layout")
