@@ -33,6 +33,8 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from tlxc.errors import InternalCompilerError, TlxcError, VerificationError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -481,6 +483,24 @@ def test_verdict_rejects_tracebacks_and_unlocated_errors():
     assert verdict(InternalCompilerError("bug", Location("k.py", 3, 1))) is not None
     assert verdict(KeyError("x")) is not None
     assert verdict(CaseTimeout("slow")) is not None
+
+
+@pytest.mark.parametrize("fault", ["traceback", "hang"])
+def test_the_harness_reports_an_injected_fault(tmp_path, monkeypatch, fault):
+    """End to end, not only verdict(): a compile that raises inside tlxc, or takes longer than
+    CASE_SECONDS, fails its case."""
+    import tlxc.compiler
+
+    def broken(*args, **kwargs):
+        if fault == "hang":
+            time.sleep(5)
+        raise KeyError("injected")
+    monkeypatch.setattr(tlxc.compiler, "compile_kernel", broken)
+    monkeypatch.setattr(sys.modules[__name__], "CASE_SECONDS", 0.5)
+    _prepare_path()
+    failures = [run_case(seed, tmp_path)[1] for seed in range(6)]
+    words = "KeyError: 'injected'" if fault == "traceback" else "a compile took more than 0.5 s"
+    assert any(f and words in f for f in failures), failures
 
 
 def main(argv: list[str]) -> int:
