@@ -103,3 +103,18 @@ def test_checker_reports_a_leader_that_does_not_wait_for_its_peer():
     assert [f.check for f in found] == ["pair.unordered-peer-operands"]
     assert "async_dot(a[0], b[0], acc[0]" in found[0].render()           # located at the pair's MMA
     assert "reads the odd CTA's operands" in found[0].message
+
+
+@pytest.mark.gpu
+def test_gpu_pair_gemm():
+    from tlxc._internal_testing import is_blackwell
+    if not is_blackwell():
+        pytest.skip("2-CTA tcgen05 needs a Blackwell (sm_100a) GPU; none has run this yet")
+    M, K_, N = 300, 64, 128
+    a = torch.randn(M, K_, dtype=torch.float16, device="cuda")
+    b = torch.randn(K_, N, dtype=torch.float16, device="cuda")
+    c = torch.full((M, N), float("nan"), device="cuda")
+    K.pair_gemm[(2 * -(-M // 256),)](a, b, c, M, K=K_, N=N, ctas_per_cga=(2, 1, 1))
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    assert (c.double() - ref).abs().max().item() / ref.abs().max().item() < 1e-5
