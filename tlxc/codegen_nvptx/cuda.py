@@ -9,6 +9,7 @@ from ..codegen_c import rules  # noqa: F401  (registers the shared lowering rule
 from ..codegen_c.lower import KernelLowering
 from ..ir.core import Operation
 from . import (  # noqa: F401  (register NVIDIA's own rules)
+    ptx,
     rules_cluster,
     rules_gdc,
     rules_mma_async,
@@ -83,7 +84,7 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
     # registers, instead of moving it there (R2UR) before every wgmma.
     body, pinned = rules_mma_async.pin_thread_values(lw, lw.out.lines)
     # (an epilogue's wgmma wait re-binds the coordinates; tid opaque: no ``mov %tid.x`` above it)
-    tid = 'int tid = threadIdx.x; asm volatile("" : "+r"(tid));' if pinned else "const int tid = threadIdx.x;"
+    tid = f"int tid = threadIdx.x; {ptx.opaque_int('tid')}" if pinned else "const int tid = threadIdx.x;"
     lines += ["  " + tid, "  const int lane = tid & 31;",
               "  const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0);"]
     lines += ["  " + p for p in narrow + lw.scratch_definitions(user_bytes) + lw.prologue]

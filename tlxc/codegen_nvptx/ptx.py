@@ -1353,6 +1353,13 @@ for _num in TCGEN05_LDST_NUMS:
     define(f"tlx_tcgen05_st_32x32b_x{_num}", _tcgen05_st(_num))
 
 
+def opaque_int(name: str) -> str:
+    """An empty asm statement that "rewrites" the int variable ``name``: the device compiler can
+    no longer see where its value comes from (nor rematerialize it), so the arithmetic on it
+    stays after this point (an epilogue's re-bound thread coordinates, rules_mma_async.py)."""
+    return f'asm volatile("" : "+r"({name}));'
+
+
 @helper("tlx_pin_registers")
 def pin_registers():
     # Empty asm statements that "rewrite" R registers: every instruction that writes them

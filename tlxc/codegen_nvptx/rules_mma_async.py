@@ -84,6 +84,7 @@ from ..errors import CompilationError, InternalCompilerError
 from ..ir.ops.mma_async import k_multiple, transposable
 from ..ir.types import MemDescType, TensorType
 from ..target import has_feature
+from . import ptx
 
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
@@ -339,8 +340,8 @@ def async_dot_wait(lw, op):
 # any ALU instruction precedes it there, and LLVM sinks the address arithmetic of the block's
 # shared/global accesses that derives from the kernel's thread coordinates (``tid``, ``lane``,
 # ``warp``, ``tcN``/``tfN``: loop-invariant, used only in the block) to the block's top.  So the
-# coordinates the rest of the block reads are re-bound after the wait through an empty asm (an
-# opaque copy the arithmetic must follow), and ``tid`` is made opaque where it is read, so that
+# coordinates the rest of the block reads are re-bound after the wait through an opaque copy
+# the arithmetic must follow (``ptx.opaque_int``), and ``tid`` is made opaque where it is read, so that
 # ``mov %tid.x`` is not rematerialized there either (``pin_thread_values``).
 PIN_MARK = "// tlxc: thread coordinates re-bound here (an epilogue's wgmma wait)"
 _COORDINATE = re.compile(r"\b(tid|lane|warp|t[cf]\d+)\b")
@@ -359,7 +360,7 @@ def pin_thread_values(lw, lines: list[str]) -> tuple[list[str], bool]:
         while end < len(out) and (not out[end].strip() or out[end].startswith(indent)):
             end += 1
         names = sorted({m for line in out[at + 1:end] for m in _COORDINATE.findall(line)} & known)
-        out[at:at + 1] = [f'{indent}int {n}__pin = {n}; asm volatile("" : "+r"({n}__pin)); const int {n} = {n}__pin;'
+        out[at:at + 1] = [f"{indent}int {n}__pin = {n}; {ptx.opaque_int(n + '__pin')} const int {n} = {n}__pin;"
                           for n in names]
     return out, True
 
