@@ -7,7 +7,7 @@ import pytest
 from tlxc.errors import VerificationError
 from tlxc.ir import ops  # noqa: F401  (registers every op)
 from tlxc.ir.core import OP_REGISTRY
-from tlxc.ir.traits import ALLOCATION, REMOTE_VIEW, SIDE_EFFECT, VIEW, has_trait
+from tlxc.ir.traits import ALLOCATION, ELEMENTWISE, REMOTE_VIEW, SIDE_EFFECT, VIEW, has_trait
 from tlxc.ir.types import i1, i32
 
 
@@ -21,6 +21,8 @@ def test_the_traits_name_the_ops_the_lists_named():
     assert _with(ALLOCATION) == {"tlx.local_alloc", "tlx.alloc_barriers"}
     assert _with(SIDE_EFFECT) == {"tl.store", "tl.atomic_rmw", "tl.atomic_cas", "tl.debug_barrier", "tl.print",
                                   "tl.assert", "scf.yield", "scf.condition", "tl.return"}
+    assert _with(ELEMENTWISE) == {name for name in OP_REGISTRY if name.startswith(("arith.", "math.")) and
+                                  name != "arith.constant"} | {"tl.addptr", "tl.hint"}
     assert has_trait("tlx.local_view", VIEW) and not has_trait("tl.load", SIDE_EFFECT)
     assert not has_trait("no.such_op", VIEW)
 

@@ -10,6 +10,7 @@ from .core import OP_REGISTRY, Operation
 VIEW = "view"                 # a view of a shared-memory (or tensor-memory) buffer or barrier array of this CTA
 REMOTE_VIEW = "remote_view"   # a view of a peer CTA's buffer or barrier (clusters)
 ALLOCATION = "allocation"     # allocates shared memory: buffers, barriers
+ELEMENTWISE = "elementwise"   # each result element from the same-position operand elements (a layout passes through)
 SIDE_EFFECT = "side_effect"   # writes memory, prints, traps, syncs or ends a region: kept when its results are unused
 
 
@@ -20,4 +21,4 @@ def has_trait(op: Operation | str, trait: str) -> bool:
     return trait in op.traits
 
 
-__all__ = ["ALLOCATION", "REMOTE_VIEW", "SIDE_EFFECT", "VIEW", "has_trait"]
+__all__ = ["ALLOCATION", "ELEMENTWISE", "REMOTE_VIEW", "SIDE_EFFECT", "VIEW", "has_trait"]

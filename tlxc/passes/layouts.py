@@ -34,18 +34,17 @@ from ..ir import layouts_amd as A
 from ..ir import layouts_nvidia as N
 from ..ir.builder import Builder
 from ..ir.core import OP_REGISTRY, Block, BlockArgument, Module, Operation, Region, Value, users_by_value
+from ..ir.traits import ELEMENTWISE, has_trait
 from ..ir.types import PointerType, ScalarType, TensorType
 from ..target import target_of
 from .axis_info import AxisAnalysis
 from .manager import Pass
 
 _FLEXIBLE_SOURCES = {"arith.constant", "tl.arange", "tl.splat", "tl.expand_dims", "tl.broadcast"}
-_ELEMENTWISE_PREFIXES = ("arith.", "math.")
-_ELEMENTWISE = {"tl.addptr", "tl.hint"}
 
 
 def is_elementwise(name: str) -> bool:
-    return name.startswith(_ELEMENTWISE_PREFIXES) and name != "arith.constant" or name in _ELEMENTWISE
+    return has_trait(name, ELEMENTWISE)       # arith.* but constant, math.*, tl.addptr, tl.hint
 
 
 def _owns_layout(op: Operation) -> bool:

@@ -6,6 +6,7 @@ broadcasts first); ``arith.cmp`` yields ``i1`` of the same shape.
 from __future__ import annotations
 
 from ..core import Operation
+from ..traits import ELEMENTWISE
 from ..types import ScalarType, i1, i32, with_element
 from ._rules import expect_operands, expect_results, expect_scalar_kind, expect_type, same_shape
 
@@ -37,6 +38,7 @@ def _is_float(t: ScalarType) -> bool:
 
 class BinaryOp(Operation):
     """``result = lhs <op> rhs`` with lhs, rhs and result of one type."""
+    traits = frozenset({ELEMENTWISE})
 
     element_rule = staticmethod(_is_number)
     element_description = "numeric"
@@ -120,6 +122,7 @@ class CmpOp(Operation):
     """``attrs.predicate`` in eq/ne/lt/le/gt/ge; signedness from the type."""
 
     name = "arith.cmp"
+    traits = frozenset({ELEMENTWISE})
     PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 
     def verify(self):
@@ -136,6 +139,7 @@ class SelectOp(Operation):
     """``cond ? a : b`` elementwise; cond is i1 of the same shape."""
 
     name = "arith.select"
+    traits = frozenset({ELEMENTWISE})
 
     def verify(self):
         expect_operands(self, 3)
@@ -146,6 +150,7 @@ class SelectOp(Operation):
 
 
 class UnaryOp(Operation):
+    traits = frozenset({ELEMENTWISE})
     element_rule = staticmethod(_is_number)
     element_description = "numeric"
 
@@ -182,6 +187,7 @@ class FmaOp(Operation):
     """``a * b + c`` with one rounding."""
 
     name = "math.fma"
+    traits = frozenset({ELEMENTWISE})
 
     def verify(self):
         expect_operands(self, 3)
@@ -256,6 +262,7 @@ def _make_math_binary_op(function: str) -> type[BinaryOp]:
 
 class FloatIntOp(Operation):
     """``f(x, n)`` with a float ``x``, an i32 ``n`` of the same shape and a result of x's type."""
+    traits = frozenset({ELEMENTWISE})
 
     def verify(self):
         expect_operands(self, 2)
@@ -268,6 +275,7 @@ class FloatIntOp(Operation):
 
 class PredicateOp(Operation):
     """A test of each float element, giving i1 of the same shape."""
+    traits = frozenset({ELEMENTWISE})
 
     def verify(self):
         expect_operands(self, 1)
@@ -279,6 +287,7 @@ class PredicateOp(Operation):
 
 class BitCountOp(Operation):
     """A count over the bits of each 32/64-bit integer, giving i32 of the same shape."""
+    traits = frozenset({ELEMENTWISE})
 
     def verify(self):
         expect_operands(self, 1)
@@ -327,6 +336,7 @@ class CastOp(Operation):
     """
 
     name = "arith.cast"
+    traits = frozenset({ELEMENTWISE})
 
     def verify(self):
         expect_operands(self, 1)
@@ -340,6 +350,7 @@ class BitcastOp(Operation):
     """Reinterpret the bits of each element as another type of equal width."""
 
     name = "arith.bitcast"
+    traits = frozenset({ELEMENTWISE})
 
     def verify(self):
         expect_operands(self, 1)

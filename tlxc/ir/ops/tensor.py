@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..core import Operation
+from ..traits import ELEMENTWISE
 from ..types import TensorType, element_type, i32, shape_of
 from ._rules import expect_operands, expect_tensor, expect_type
 
@@ -194,6 +195,7 @@ class HintOp(Operation):
     """Pass-through carrying ``multiple_of`` / ``max_contiguous`` facts."""
 
     name = "tl.hint"
+    traits = frozenset({ELEMENTWISE})
 
     def verify(self):
         expect_operands(self, 1)
