@@ -127,6 +127,18 @@ def reinterpret_with_a_zero_dimension(x: f32p):
     tlx.local_reinterpret(b[0], tl.float32, (0, 8))
 
 
+@tlxc.kernel
+def static_range_beyond_a_machine_word(x: f32p):
+    for i in tl.static_range(2 ** 70):
+        tl.store(x, 1.0)
+
+
+@tlxc.kernel
+def static_range_of_step_zero(x: f32p):
+    for i in tl.static_range(0, 4, 0):
+        tl.store(x, 1.0)
+
+
 CASES = [
     (buffer_plus_offsets, "bufs + tl.arange", "'+' needs numbers, tensors or pointers, got a buffer array"),
     (if_barrier, "bar", "a condition needs numbers, tensors or pointers, got an mbarrier array"),
@@ -147,6 +159,9 @@ CASES = [
     (trans_by_an_int, "2 ** 40", "tlx.local_trans: 'dims' must be a tuple of compile-time integers, got int"),
     (reinterpret_as_an_int_shape, "8", "tlx.local_reinterpret: 'shape' must be a tuple of compile-time integers"),
     (reinterpret_with_a_zero_dimension, "(0, 8)", "'shape' must have dimensions of at least 1, got [0, 8]"),
+    (static_range_beyond_a_machine_word, "tl.static_range(2 ** 70)",
+     "tl.static_range unrolls 1180591620717411303424 iterations; at most 4096"),
+    (static_range_of_step_zero, "0", "tl.static_range's step must not be zero"),
 ]
 
 

@@ -272,9 +272,14 @@ class ControlFlow:
                 raise self.error(f"tl.static_range bounds must be integers, got {S.describe(a)}", a_node)
         if not 1 <= len(args) <= 3:
             raise self.error(f"tl.static_range expects 1 to 3 arguments, got {len(args)}", node.iter)
+        if len(args) == 3 and args[2] == 0:
+            raise self.error("tl.static_range's step must not be zero", node.iter.args[2])
         values = range(*args)
-        if len(values) > 4096:
-            raise self.error(f"tl.static_range unrolls {len(values)} iterations; at most 4096 are allowed",
+        step = values.step
+        count = max(0, (values.stop - values.start + step - 1) // step if step > 0 else
+                    (values.start - values.stop - step - 1) // -step)      # len() overflows past 2**63
+        if count > 4096:
+            raise self.error(f"tl.static_range unrolls {count} iterations; at most 4096 are allowed",
                              node.iter)
         for value in values:
             self.assign(node.target, value)
