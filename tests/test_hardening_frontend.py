@@ -139,6 +139,11 @@ def static_range_of_step_zero(x: f32p):
         tl.store(x, 1.0)
 
 
+@tlxc.kernel
+def alloc_of_a_float_shape(x: f32p):
+    tlx.local_alloc(0.5, tl.float32, 2)
+
+
 CASES = [
     (buffer_plus_offsets, "bufs + tl.arange", "'+' needs numbers, tensors or pointers, got a buffer array"),
     (if_barrier, "bar", "a condition needs numbers, tensors or pointers, got an mbarrier array"),
@@ -162,6 +167,8 @@ CASES = [
     (static_range_beyond_a_machine_word, "tl.static_range(2 ** 70)",
      "tl.static_range unrolls 1180591620717411303424 iterations; at most 4096"),
     (static_range_of_step_zero, "0", "tl.static_range's step must not be zero"),
+    (alloc_of_a_float_shape, "0.5", "tlx.local_alloc: 'shape' must be a tuple of positive compile-time integers, "
+                                    "got float 0.5"),
 ]
 
 

@@ -85,7 +85,12 @@ def _replica_id(ctx):
 @rule("local_alloc")
 def _local_alloc(ctx, shape, dtype, num, storage=tlx.storage_kind.smem, reuse=None, layout=None):
     shape = constexpr(shape, "shape")
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if isinstance(shape, int) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise SemanticError(f"'shape' must be a tuple of positive compile-time integers, got {S.describe(shape)}",
+                            param="shape")
+    shape = tuple(shape)
     for d in shape:
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise SemanticError(f"'shape' must be positive compile-time integers, got {list(shape)}", param="shape")
