@@ -144,6 +144,12 @@ def alloc_of_a_float_shape(x: f32p):
     tlx.local_alloc(0.5, tl.float32, 2)
 
 
+@tlxc.kernel
+def expect_a_huge_byte_count(x: f32p, BM: tl.constexpr = 128, BK: tl.constexpr = 64):
+    bar = tlx.alloc_barriers(1)
+    tlx.barrier_expect_bytes(bar[0], BM * BK << BM * BK)
+
+
 CASES = [
     (buffer_plus_offsets, "bufs + tl.arange", "'+' needs numbers, tensors or pointers, got a buffer array"),
     (if_barrier, "bar", "a condition needs numbers, tensors or pointers, got an mbarrier array"),
@@ -167,6 +173,8 @@ CASES = [
     (static_range_beyond_a_machine_word, "tl.static_range(2 ** 70)",
      "tl.static_range unrolls 1180591620717411303424 iterations; at most 4096"),
     (static_range_of_step_zero, "0", "tl.static_range's step must not be zero"),
+    (expect_a_huge_byte_count, "BM * BK << BM * BK",
+     "'size' must be from 0 to 1048575 (an mbarrier's transaction count has 20 bits), got an integer of 8206 bits"),
     (alloc_of_a_float_shape, "0.5", "tlx.local_alloc: 'shape' must be a tuple of positive compile-time integers, "
                                     "got float 0.5"),
 ]

@@ -549,8 +549,10 @@ def _alloc_warp_barrier(ctx, num_barriers, num_warps=1, num_arrivals=1):
 def _expect_bytes(ctx, bar, size, pred=None):
     bar = _barrier(bar)
     size = const_int(size, "size")
-    if size < 0:
-        raise SemanticError(f"'size' must be >= 0, got {size}", param="size")
+    if not 0 <= size < 2**20:
+        shown = size if size.bit_length() < 64 else f"an integer of {size.bit_length()} bits"
+        raise SemanticError(f"'size' must be from 0 to {2**20 - 1} (an mbarrier's transaction count has 20 "
+                            f"bits), got {shown}", param="size")
     preds = _pred(ctx.b, pred)
     ctx.b.create("tlx.barrier_expect_bytes", [bar.value] + preds, [], {"bytes": size, "has_pred": bool(preds)})
 
