@@ -53,10 +53,11 @@ def _tile_matmul_both(m, n, k, bm, bn, bk, dtype=torch.float16, **meta):
     return a, b, outs, module
 
 
-@pytest.mark.parametrize("from_start", ["", "1"])
+@pytest.mark.parametrize("from_start,counter", [("", ""), ("1", ""), ("", "1")])
 @pytest.mark.parametrize("m,n,k,stages", [(100, 72, 75, None), (64, 40, 16, None), (70, 64, 130, 4), (64, 32, 40, 2)])
-def test_interpreter_same_result_before_and_after(m, n, k, stages, from_start, monkeypatch):
+def test_interpreter_same_result_before_and_after(m, n, k, stages, from_start, counter, monkeypatch):
     monkeypatch.setenv("TLXC_RING_FROM_START", from_start)    # the body's copies from the loop's start
+    monkeypatch.setenv("TLXC_RING_COUNTER", counter)          # the stage index as a wrapping carried counter
     a, b, (before, after), module = _tile_matmul_both(m, n, k, 64, 32, 16, STAGES=stages)
     text = str(module)
     assert "tl.dot" not in text and "tlx.async_load" in text      # the rewritten IR ran
@@ -65,9 +66,10 @@ def test_interpreter_same_result_before_and_after(m, n, k, stages, from_start, m
     assert ((after.double() - ref).norm() / ref.norm()).item() < 2e-3
 
 
-@pytest.mark.parametrize("from_start", ["", "1"])
-def test_bf16_and_block_pointers_same_result(from_start, monkeypatch):
+@pytest.mark.parametrize("from_start,counter", [("", ""), ("1", ""), ("", "1")])
+def test_bf16_and_block_pointers_same_result(from_start, counter, monkeypatch):
     monkeypatch.setenv("TLXC_RING_FROM_START", from_start)
+    monkeypatch.setenv("TLXC_RING_COUNTER", counter)
     m, n, k = 70, 40, 50
     a = torch.randn(m, k).to(torch.bfloat16)
     b = torch.randn(k, n).to(torch.bfloat16)
@@ -149,3 +151,19 @@ def test_ring_from_start_addresses_the_body_copies_from_the_loop_inputs(monkeypa
     assert "tensor<128x64xi64" in body and "tensor<64x128xi64" in body
     monkeypatch.setenv("TLXC_RING_FROM_START", "")
     assert "xi64>" not in _ir()[_ir().index("scf.for"):]
+
+
+def test_ring_counter_carries_the_stage_and_wraps_it_with_a_select(monkeypatch):
+    """TLXC_RING_COUNTER=1: the loop carries the stage it reads (from 0, wrapping at S by a
+    select) instead of computing k % S for the read and (k + S - 1) % S for the refill."""
+    def loop_of(text):
+        body = text[text.index("scf.for"):]
+        return body[:body.index("scf.yield")]
+    monkeypatch.setenv("TLXC_RING_COUNTER", "")
+    plain = loop_of(_ir(STAGES=4))
+    assert plain.count("arith.rem") == 2 and "arith.select" not in plain
+    monkeypatch.setenv("TLXC_RING_COUNTER", "1")
+    text = _ir(STAGES=4)
+    body = loop_of(text)
+    assert "arith.rem" not in body and body.count("arith.select") == 2
+    assert "%stage" in body and "value = 4" in body and "value = 3" in body    # wraps at S, refill S - 1

@@ -21,6 +21,10 @@ hopper_gemm_pipelined tutorial does by hand (S = num_stages)::
         async_load(tile j + S - 1 into stage (j + S - 1) % S, masked by k + (S-1)*step < ub); commit
     async_load_wait_group(0); acc = async_dot_wait(acc, 0)
 
+``TLXC_RING_COUNTER=1`` (opt-in, for A/B measurements) carries the stage the body reads as a
+loop value that wraps at S (``_stage_counter``) instead of computing ``j % S`` and
+``(j + S - 1) % S`` in every iteration.
+
 Tile ``j + d``'s pointers and mask are the loop body's own computation with the
 loop variable advanced by ``d`` steps and each pointer (or offset) the loop
 advances by a loop-invariant increment (``a_ptrs += BLOCK_K``, block pointers'
@@ -64,7 +68,7 @@ import os
 
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Operation, OpResult, Region, Value
-from ..ir.types import PointerType, ScalarType, TensorType, i1, i64
+from ..ir.types import PointerType, ScalarType, TensorType, i1, i32, i64
 from ..target import has_feature, target_of
 from .dot_wgmma import replace_uses
 from .manager import Pass
@@ -465,7 +469,11 @@ class _Plan:
         j = self.iv
         if not (_constant(lb) == 0 and _constant(step) == 1):
             j = head.emit("arith.div", [head.emit("arith.sub", [self.iv, lb], lb.type), step], lb.type)
-        stage = head.emit("arith.rem", [j, head.const(stages, lb.type)], lb.type)
+        counter = os.environ.get("TLXC_RING_COUNTER") == "1"
+        if counter:
+            stage = self._stage_counter(head, stages)
+        else:
+            stage = head.emit("arith.rem", [j, head.const(stages, lb.type)], lb.type)
         for o in self.operands:
             o.view.operands[1] = head.index(stage)
         dead = {id(o.load) for o in self.operands} | {id(o.store) for o in self.operands}
@@ -473,8 +481,12 @@ class _Plan:
         self.body.ops[0:0] = head.ops
         self.overlap = self._overlap_one_mma()
         tail = _Emitter(self.loop.loc)
-        refill = tail.emit("arith.rem", [tail.add(j, tail.const(stages - 1, lb.type)), tail.const(stages, lb.type)],
-                           lb.type)
+        if counter:             # (stage + S - 1) % S: the stage read one iteration before
+            refill = tail.emit("arith.select", [tail.cmp(stage, tail.const(0, i32), "eq"),
+                                                tail.const(stages - 1, i32), tail.sub(stage, tail.const(1, i32))], i32)
+        else:
+            refill = tail.emit("arith.rem", [tail.add(j, tail.const(stages - 1, lb.type)),
+                                             tail.const(stages, lb.type)], lb.type)
         if self.state is None:
             self._issue(tail, stages, rings, stages - 1, refill)
         else:
@@ -492,6 +504,24 @@ class _Plan:
         self.body.ops[at:at] = tail.ops
         for op in self.body.ops:
             op.parent = self.body
+
+    def _stage_counter(self, head: _Emitter, stages: int) -> Value:
+        """``TLXC_RING_COUNTER=1``: the ring stage the body reads as a carried i32 that wraps
+        with a select (0, 1, .., S-1, 0, ..), as Triton's pipeliner carries it, instead of
+        ``j % S`` by a multiply-high in every iteration.  Added to the loop (init 0, the
+        next value computed at the top of the body) and returned."""
+        parent = self.loop.parent
+        init = _op("arith.constant", [], [i32], {"value": 0}, self.loop.loc, ["stage"])
+        parent.ops.insert(parent.ops.index(self.loop), init)
+        init.parent = parent
+        stage = self.body.add_arg(i32, "stage")
+        bumped = head.add(stage, head.const(1, i32))
+        wrapped = head.emit("arith.select", [head.cmp(bumped, head.const(stages, i32), "eq"),
+                                             head.const(0, i32), bumped], i32, hint="stage")
+        self.body.terminator.operands.append(wrapped)
+        self.loop.operands.append(init.result)
+        self.loop.results.append(OpResult(i32, self.loop, len(self.loop.results), None))
+        return stage
 
     def _defined_before(self, ops: list[Operation], point: Operation) -> bool:
         """Whether every value ``ops`` read from the body is defined above ``point``."""
@@ -601,6 +631,9 @@ class _Emitter:
     def add(self, x: Value, y: Value) -> Value:
         return self.emit("arith.add", [x, y], x.type)
 
+    def sub(self, x: Value, y: Value) -> Value:
+        return self.emit("arith.sub", [x, y], x.type)
+
     def mul(self, x: Value, y: Value) -> Value:
         return self.emit("arith.mul", [x, y], x.type)
 
@@ -615,7 +648,6 @@ class _Emitter:
         if value.type.name == "i32":
             return value
         if id(value) not in self._indices:
-            from ..ir.types import i32
             self._indices[id(value)] = self.emit("arith.cast", [value], i32)
         return self._indices[id(value)]
 

@@ -357,7 +357,8 @@ _CONSTANTS = (str, tuple, tl.constexpr, ScalarType, PointerType)
 # ``in`` for an unset one, identity for a set one (os.environ[...] = ... stores a new
 # object), about 20 ns each.
 COMPILE_ENV = ("TLXC_CHECK_BARRIERS", "TLXC_DEBUG_BARRIERS", "TLXC_SKIP_PASSES", "TLXC_OVERRIDE_DIR",
-               "TLXC_DEVICE_TENSORMAPS", "TLXC_EPILOGUE_OVERLAP", "TLXC_RING_FROM_START")
+               "TLXC_DEVICE_TENSORMAPS", "TLXC_EPILOGUE_OVERLAP", "TLXC_RING_FROM_START",
+               "TLXC_RING_COUNTER")
 
 
 def _environ_reader():
@@ -1088,7 +1089,8 @@ def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluste
                  "skip_passes=" + ",".join(sorted(skipped_passes())),
                  "device_tensormaps=" + os.environ.get("TLXC_DEVICE_TENSORMAPS", "").strip(),
                  "epilogue_overlap=" + os.environ.get("TLXC_EPILOGUE_OVERLAP", "1"),
-                 "ring_from_start=" + os.environ.get("TLXC_RING_FROM_START", "")):
+                 "ring_from_start=" + os.environ.get("TLXC_RING_FROM_START", ""),
+                 "ring_counter=" + os.environ.get("TLXC_RING_COUNTER", "")):
         h.update(part.encode())
         h.update(b"\0")
     key = h.hexdigest()
