@@ -465,7 +465,9 @@ def test_gpu_persistent_matmul_matches_torch(M, N, K, subtile):
 
 @pytest.mark.gpu
 def test_gpu_grouped_matmul_matches_torch():
-    problems = [(300, 200, 128), (129, 64, 256), (64, 513, 72)]
+    # every n a 16-byte multiple of f16 (520, not 513): with TLXC_DEVICE_TENSORMAPS=1 c's desc.store is a
+    # TMA store, which a map of another inner size may not take (ir/tensormap.py: store_width_message)
+    problems = [(300, 200, 128), (129, 64, 256), (64, 520, 72)]
     a_parts, b_parts, starts, lds, sizes, c_views = [], [], [], [], [], []
     a_len = b_len = c_len = 0
     for m, n, k in problems:
@@ -495,7 +497,10 @@ def test_gpu_grouped_matmul_matches_torch():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("padding", ["zero", "nan"])
-def test_gpu_padding_and_guarded_store(padding):
+def test_gpu_padding_and_guarded_store(padding, monkeypatch):
+    # the element path: 45 and 91 f32 columns are no 16-byte multiples, which TMA stores overrun (an
+    # in-kernel map stored through would trap: TLXC_DEVICE_TENSORMAPS=1 is not for these shapes)
+    monkeypatch.delenv("TLXC_DEVICE_TENSORMAPS", raising=False)
     rows, cols, ld = 27, 45, 48
     x = torch.randn(rows, ld, device="cuda")
     out = torch.full((32, 64), -7.0, device="cuda")

@@ -49,9 +49,9 @@ def _cases(device: str):
     y1 = torch.full((200,), nan, device=device)
     iota = torch.arange(M * N, dtype=torch.float32, device=device).view(M, N)
     scaled = yh.clone()
-    scaled[:, :75] = (xh[:, :75].double() * 3 + 1).half()
+    scaled[:, :72] = (xh[:, :72].double() * 3 + 1).half()   # 72 f16 = 144 bytes: a TMA store ends exactly there
     return {
-        "desc_load_store": (K.tm_scale_rows, GRID, (xh, yh, M, 75, 80), BOX, yh, scaled),
+        "desc_load_store": (K.tm_scale_rows, GRID, (xh, yh, M, 72, 80), BOX, yh, scaled),
         "async_load_mbarrier": (K.tm_async_pair, GRID, (x, y[0], M, N), BOX, y[0], -x),
         "async_store": (K.tm_store_iota, GRID, (y[1], M, N), BOX, y[1], iota),
         "prefetch": (K.tm_prefetched_copy, GRID, (x, y[2], M, N), BOX, y[2], x),
@@ -175,11 +175,26 @@ def test_misaligned_stride_traps_on_the_gpu_located_with_debug_barriers():
     kernel, signature, constexprs = SIGNATURES["desc_load_store"]
     spec = specialization_from_types(kernel, parse_signature(signature), constexprs)
     plain = compile_kernel(kernel, spec, arch="sm_90a", stages=("ir", "cuda", "ptx"))
-    assert plain.asm["cuda"].count("__trap();") == 2 and "printf(" not in plain.asm["cuda"]   # dst's map
+    # dst's map (stored through): base, row stride, inner size (16-byte multiple for TMA stores)
+    assert plain.asm["cuda"].count("__trap();") == 3 and "printf(" not in plain.asm["cuda"]
     assert "vprintf" not in plain.asm["ptx"]
     debug = compile_kernel(kernel, spec, arch="sm_90a", stages=("ir", "cuda"), debug_barriers=True).asm["cuda"]
     assert "kernels_tensormap_device.py:" in debug and "is not 16-byte aligned" in debug
     assert "TMA needs a positive multiple of 16 bytes below 2**40" in debug and "printf(" in debug
+    assert "shape[1] is %lld elements of f16, not a multiple of 16 bytes: TMA stores write whole" in debug
+
+
+def test_store_through_a_map_of_unaligned_inner_size_is_refused_by_the_interpreter():
+    """A TMA store writes whole 16-byte chunks of the innermost dimension (H200, 2026-12-03), so
+    a map whose inner size (75 x f16 = 150 bytes) is not a 16-byte multiple may not be stored
+    through: the GPU's encode traps, the interpreter refuses the store with the same rule."""
+    g = _seeded()
+    x = torch.randn(M, 80, generator=g).half()
+    y = torch.zeros(M, 80).half()
+    with pytest.raises(TlxcError, match=r"kernels_tensormap_device.py:16.*shape\[1\] is 75 elements of f16, not a "
+                                        r"multiple of 16 bytes: TMA stores write whole 16-byte chunks"):
+        interpret(K.tm_scale_rows, GRID, (x, y, M, 75, 80), BOX)
+    assert not y.any()      # refused before anything was written
 
 
 def test_reinterpret_with_another_box_is_a_located_error():
@@ -219,9 +234,8 @@ def test_box_wider_than_tma_allows_falls_back_to_element_copies():
     assert "tlx.make_tensor_descriptor" not in compile_kernel(wide, spec, arch="sm_90a", stages=("ir",)).asm["ir"]
 
 
-_GPU_KNOWN_WRONG = {   # H200, 2026-12-03: the reason the encoding is opt-in (tensor_desc.device_tensormaps)
-    "desc_load_store": "a TMA store through a device-encoded map wrote past the clipped edge of its box",
-}
+_GPU_KNOWN_WRONG: dict = {}   # (desc_load_store's overrun, H200 2026-12-03: TMA stores write whole 16-byte
+# chunks; a map of such an inner size is now refused, and the case uses 72 columns)
 
 
 @pytest.mark.gpu

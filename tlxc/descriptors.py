@@ -36,7 +36,16 @@ from typing import Any
 from .errors import CudaError, LaunchError
 
 # the box rules the device encoder (in-kernel descriptors) shares: ir/tensormap.py
-from .ir.tensormap import ALIGNMENT, MAX_BOX_DIM, MAX_RANK, box_swizzle, choose_swizzle, splits_into_spans  # noqa: F401
+from .ir.tensormap import (  # noqa: F401
+    ALIGNMENT,
+    MAX_BOX_DIM,
+    MAX_RANK,
+    box_swizzle,
+    choose_swizzle,
+    narrow_for_stores,
+    splits_into_spans,
+    store_width_message,
+)
 from .ir.types import ScalarType, TensorDescType
 
 # IR element type -> CUtensorMapDataType enumerator name.  TMA copies bits, so
@@ -216,7 +225,11 @@ class TensorDescriptor:
                               f"({inner}) when that is 32, 64 or 128, or 128 for a wider box of 128-byte "
                               f"multiples over a multiple of 8 rows; got {swizzle}")
         ir_type = TensorDescType(self.dtype, self.block_shape, swizzle)
-        checked = (swizzle, ir_type, _TYPE_KEYS.setdefault(ir_type, len(_TYPE_KEYS)))
+        # a shape TMA stores overrun (store_rule_error) keys launches apart: the first launch of
+        # a kernel with such a descriptor takes the slow path, which refuses it if the kernel
+        # stores through it; the fast paths see only keys that passed
+        narrow = bool(self.shape) and narrow_for_stores(self.shape[-1], self.dtype.bytes)
+        checked = (swizzle, ir_type, _TYPE_KEYS.setdefault((ir_type, narrow), len(_TYPE_KEYS)))
         if len(_CHECKED) >= _ENCODED_MAX:
             _CHECKED.clear()
         _CHECKED[self._geometry()] = checked
@@ -359,7 +372,17 @@ _ENCODED: dict[tuple, bytes] = {}
 _ENCODED_MAX = 4096
 _CHECKED: dict[tuple, tuple] = {}       # geometry that passed every rule -> (swizzle, IR type, type key)
 _PLACEHOLDERS: set[tuple] = set()       # geometries with a placeholder box that passed every other rule
-_TYPE_KEYS: dict[TensorDescType, int] = {}   # never emptied: a launch key must not change meaning
+_TYPE_KEYS: dict[tuple, int] = {}   # (IR type, narrow for stores) -> key; never emptied: a key keeps its meaning
+
+
+def store_rule_error(kernel_name: str, name: str, desc: TensorDescriptor) -> LaunchError | None:
+    """The error of a launch of ``kernel_name`` whose TMA stores write through descriptor
+    argument ``name`` = ``desc``, when the shape's inner size is not a 16-byte multiple (TMA
+    stores would overwrite elements past it: ``ir/tensormap.py: store_width_message``)."""
+    if not desc.shape or not narrow_for_stores(desc.shape[-1], desc.dtype.bytes):
+        return None
+    return LaunchError(f"argument '{name}' of {kernel_name}: TensorDescriptor "
+                       f"{store_width_message(len(desc.shape) - 1, str(desc.shape[-1]), desc.dtype)}")
 
 
 def tma_arguments(dtype: ScalarType, address: int, shape: Sequence[int], strides: Sequence[int],

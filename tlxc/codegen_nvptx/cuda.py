@@ -8,6 +8,7 @@ from ..codegen_c import ctypes_ as C
 from ..codegen_c import rules  # noqa: F401  (registers the shared lowering rules)
 from ..codegen_c.lower import KernelLowering
 from ..ir.core import Operation
+from ..ir.tensormap import tma_store_targets
 from . import (  # noqa: F401  (register NVIDIA's own rules)
     ptx,
     rules_cluster,
@@ -97,6 +98,9 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
             "user_shared_bytes": user_bytes}
     if scratch:
         info["global_scratch_bytes"] = scratch          # per program (runtime/scratch.py)
+    stored, _ = tma_store_targets(kernel)
+    if stored:      # the descriptor arguments a TMA store writes through: the launch checks their shape
+        info["tma_store_args"] = [i for i, arg in enumerate(kernel.regions[0].block.args) if id(arg) in stored]
     info.update(getattr(lw, "metadata_extra", {}))
     return "\n".join(lines) + "\n", info
 

@@ -33,7 +33,15 @@ import json
 
 from ..codegen_c import ctypes_ as C
 from ..codegen_c.lower import lowering
-from ..ir.tensormap import ELEMTYPE_CODES, FILL_CODES, MAX_STRIDE_BYTES, SWIZZLE_CODES, TENSORMAP_BYTES
+from ..ir.tensormap import (
+    ELEMTYPE_CODES,
+    FILL_CODES,
+    MAX_STRIDE_BYTES,
+    SWIZZLE_CODES,
+    TENSORMAP_BYTES,
+    store_width_message,
+    tma_store_targets,
+)
 
 SCRATCH_PARAM = "tlx_global_scratch"
 _SLOTS = "tlx_tensormaps"          # this program's slots (a prologue pointer)
@@ -97,6 +105,18 @@ def _trap(lw, op, cond: str, message: str, *args: str) -> None:
         lw.out.line(f"if ({cond}) __trap();  // {text[1:-3].replace('*/', '* /')}")
 
 
+def _stored_through(lw, op) -> bool:
+    """Whether a TMA store may write through the map ``op`` encodes: its result is stored through,
+    or (its slot given, or some store's map of unknown origin) the kernel stores through a map
+    that is no argument."""
+    state = lw.rule_state.get("tensormap_stores")
+    if state is None:
+        state = lw.rule_state["tensormap_stores"] = tma_store_targets(lw.kernel)
+    stored, unknown = state
+    return id(op.results[0]) in stored or unknown or (
+        bool(op.attrs.get("has_desc_ptr")) and bool(stored - {id(a) for a in lw.kernel.regions[0].block.args}))
+
+
 @lowering("tlx.make_tensor_descriptor", vendor="nvidia")
 def make_tensor_descriptor(lw, op):
     t = op.results[0].type
@@ -115,6 +135,10 @@ def make_tensor_descriptor(lw, op):
         _trap(lw, op, f"{lw.name(stride)} <= 0 || ({nbytes}) % 16 != 0 || ({nbytes}) >= {MAX_STRIDE_BYTES}ll",
               f"strides[{dim}] is %lld elements of {t.element}; TMA needs a positive multiple of 16 bytes below 2**40 "
               f"for every dimension but the last", f"(long long){lw.name(stride)}")
+    if _stored_through(lw, op):     # TMA stores write whole 16-byte chunks of the inner dimension
+        inner = lw.name(op.shape[-1])
+        _trap(lw, op, f"((long long)({inner}) * {size}ll) % 16ll != 0ll",
+              store_width_message(rank - 1, "%lld", t.element), f"(long long)({inner})")
     w = f"{name}_w"
     lw.out.line(f"tlx_tensormap* {w} = (tlx_tensormap*){name};")
     lw.out.line(f"for (int q = 0; q < 16; ++q) {w}->words[q] = 0ull;")

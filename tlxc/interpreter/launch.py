@@ -10,9 +10,10 @@ from typing import Any, TextIO
 import numpy as np
 
 from .. import language as tl
-from ..descriptors import TensorDescriptor
+from ..descriptors import TensorDescriptor, store_rule_error
 from ..errors import LaunchError
 from ..frontend.specialize import Specialization, specialization_from_args
+from ..ir.tensormap import tma_store_targets
 from ..ir.types import PointerType, ScalarType, TensorDescType
 
 # Launch options Triton accepts as keyword arguments next to the kernel's own.
@@ -237,6 +238,12 @@ def prepare_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
         elif isinstance(t, TensorDescType):
             _check_device(name, bound[name].base)
             _check_descriptor_storage(kfn, name, bound[name])
+    stored, _ = tma_store_targets(runner.kernel)     # the GPU launch's check (runtime/launch.py)
+    for (name, t), arg in zip(runtime, runner.kernel.regions[0].block.args):
+        if isinstance(t, TensorDescType) and id(arg) in stored:
+            error = store_rule_error(kfn.__name__, name, bound[name])
+            if error is not None:
+                raise error
     values = [_runtime_value(memory, name, bound[name], t) for name, t in runtime]
     return runner, grid3, memory, values
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.tensormap import ALIGNMENT, MAX_STRIDE_BYTES, TENSORMAP_BYTES
+from ..ir.tensormap import ALIGNMENT, MAX_STRIDE_BYTES, TENSORMAP_BYTES, narrow_for_stores, store_width_message
 from .registry import impl
 from .values import storage_dtype
 
@@ -48,6 +48,16 @@ def check_usable(ctx, op, desc) -> None:
     if error:
         raise ctx.error(op, f"a TMA copy in {ctx.label} uses the tensor map built at line "
                             f"{desc.loc.line if desc.loc else '?'}: {error}")
+
+
+def check_storable(ctx, op, desc) -> None:
+    """A TMA store through an in-kernel map whose inner size is not a 16-byte multiple is an
+    error (the GPU's encode traps: ``ir/tensormap.py: store_width_message``)."""
+    if isinstance(desc, EncodedDescriptor) and desc.shape and \
+            narrow_for_stores(desc.shape[-1], desc.element.bytes):
+        message = store_width_message(len(desc.shape) - 1, str(desc.shape[-1]), desc.element)
+        raise ctx.error(op, f"a TMA store in {ctx.label} uses the tensor map built at line "
+                            f"{desc.loc.line if desc.loc else '?'}: tl.make_tensor_descriptor: {message}")
 
 
 @impl("tlx.make_tensor_descriptor")

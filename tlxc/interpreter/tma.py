@@ -34,7 +34,7 @@ import numpy as np
 from .cluster import peer_barrier, peer_view
 from .registry import impl
 from .scheduler import PREEMPT
-from .tensormap import check_usable
+from .tensormap import check_storable, check_usable
 from .values import from_storage, round_to, storage_dtype, to_storage
 
 
@@ -128,6 +128,7 @@ def _stores_in_flight(ctx) -> list:
 @impl("tlx.async_descriptor_store")
 def async_descriptor_store(ctx, op, desc, view, *offsets):
     check_usable(ctx, op, desc)
+    check_storable(ctx, op, desc)
     access = ctx.races.begin_async_read(view.key, view.label, "TMA store", op.loc, ctx.task_name, view.region())
     access.retired = False
     access.wait_hint = ("the store still reads the buffer until tlx.async_descriptor_store_wait(n) leaves at most "

@@ -68,5 +68,35 @@ def box_error(block_shape: Sequence[int], element) -> str | None:
     return None
 
 
+# A TMA store writes whole 16-byte chunks of the innermost dimension: past a shape whose inner
+# size is not a 16-byte multiple it overwrites the rest of the last chunk (measured on an H200,
+# 2026-12-03, through host maps, tlxc's device maps and Triton's alike; docs/runtime.md).  A
+# store through such a map is refused: by the launch for a descriptor argument, by a trap in
+# the encode for an in-kernel map, by the interpreter for both, with this text.
+def store_width_message(dim: int, extent: str, element) -> str:
+    """Why a TMA store may not go through a map whose ``shape[dim]`` (the innermost, ``extent``
+    elements of ``element``) is not a 16-byte multiple."""
+    return (f"shape[{dim}] is {extent} elements of {element}, not a multiple of {ALIGNMENT} bytes: TMA stores "
+            f"write whole {ALIGNMENT}-byte chunks of the innermost dimension, so a store through this descriptor "
+            f"would overwrite elements past its shape; use a shape whose innermost size is a multiple of "
+            f"{ALIGNMENT} bytes, or a pointer store")
+
+
+def narrow_for_stores(inner_extent: int, element_bytes: int) -> bool:
+    """Whether a TMA store through a map of this innermost size would write past it."""
+    return inner_extent * element_bytes % ALIGNMENT != 0
+
+
+def tma_store_targets(kernel) -> tuple[set, bool]:
+    """(ids of the values a ``tlx.async_descriptor_store`` of ``kernel`` writes through, whether
+    one writes through a map that is neither a kernel argument nor a ``tlx.make_tensor_descriptor``
+    result: a slot re-read by ``tlx.reinterpret_tensor_descriptor`` or a loop-carried value)."""
+    stored = {id(op.operands[0]) for op in kernel.walk() if op.name == "tlx.async_descriptor_store"}
+    known = {id(a) for a in kernel.regions[0].block.args}
+    known |= {id(op.results[0]) for op in kernel.walk() if op.name == "tlx.make_tensor_descriptor"}
+    return stored, bool(stored - known)
+
+
 __all__ = ["ALIGNMENT", "ELEMTYPE_CODES", "FILL_CODES", "MAX_BOX_DIM", "MAX_RANK", "MAX_STRIDE_BYTES",
-           "SWIZZLE_CODES", "TENSORMAP_BYTES", "box_error", "box_swizzle", "choose_swizzle", "splits_into_spans"]
+           "SWIZZLE_CODES", "TENSORMAP_BYTES", "box_error", "box_swizzle", "choose_swizzle", "narrow_for_stores", "splits_into_spans",
+           "store_width_message", "tma_store_targets"]

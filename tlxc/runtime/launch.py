@@ -29,7 +29,7 @@ from typing import Any
 
 from .. import language as tl
 from ..arch import ArchError, arch_for_capability
-from ..descriptors import TensorDescriptor
+from ..descriptors import TensorDescriptor, store_rule_error
 from ..errors import LaunchError, TlxcError
 from ..ir.types import PointerType, ScalarType
 from . import nvtx
@@ -894,7 +894,9 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
     except TypeError:
         raise _unhashable(kfn, bound, options) from None
     if plan is None:
-        plan = kfn.cache[key] = _plan(kfn, bound, config)
+        plan = _plan(kfn, bound, config)
+        _check_tma_stores(kfn, bound, plan)     # before the key is kept: a refused launch stays slow
+        kfn.cache[key] = plan
         kfn._specialized.pop(key, None)
     if not isinstance(key[1], _SlowOnly):
         kfn.fast_cache.setdefault(key, (plan.launch, plan.block, plan.smem, plan.device, plan.pick,
@@ -919,6 +921,17 @@ def _plan(kfn, bound: tuple, config: LaunchConfig) -> LaunchPlan:
     if plan is None:
         plan = kfn.cache[compile_key] = _prepare(kfn, bound, config)
     return plan
+
+
+def _check_tma_stores(kfn, bound: tuple, plan: LaunchPlan) -> None:
+    """Refuse a descriptor argument the kernel TMA-stores through whose inner size is not a
+    16-byte multiple (``descriptors.store_rule_error``).  Such descriptors have launch keys of
+    their own (``TensorDescriptor._fix_box``), so this runs on the first launch of each key."""
+    for position in plan.compiled.metadata.get("tma_store_args", ()):
+        index = plan.runtime_index[position]
+        error = store_rule_error(kfn.__name__, kfn.param_names[index], bound[index])
+        if error is not None:
+            raise error
 
 
 _COMPILE_KEY = object()       # marks the normalized keys of kfn.cache (no launch key starts with it)
