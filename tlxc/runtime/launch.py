@@ -894,9 +894,7 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
     except TypeError:
         raise _unhashable(kfn, bound, options) from None
     if plan is None:
-        plan = _plan(kfn, bound, config)
-        _check_tma_stores(kfn, bound, plan)     # before the key is kept: a refused launch stays slow
-        kfn.cache[key] = plan
+        plan = kfn.cache[key] = _plan(kfn, bound, config)
         kfn._specialized.pop(key, None)
     if not isinstance(key[1], _SlowOnly):
         kfn.fast_cache.setdefault(key, (plan.launch, plan.block, plan.smem, plan.device, plan.pick,
@@ -920,6 +918,7 @@ def _plan(kfn, bound: tuple, config: LaunchConfig) -> LaunchPlan:
     plan = kfn.cache.get(compile_key)
     if plan is None:
         plan = kfn.cache[compile_key] = _prepare(kfn, bound, config)
+    _check_tma_stores(kfn, bound, plan)     # before the launch key is kept: a refused launch stays slow
     return plan
 
 
@@ -927,7 +926,8 @@ def _check_tma_stores(kfn, bound: tuple, plan: LaunchPlan) -> None:
     """Refuse a descriptor argument the kernel TMA-stores through whose inner size is not a
     16-byte multiple (``descriptors.store_rule_error``).  Such descriptors have launch keys of
     their own (``TensorDescriptor._fix_box``), so this runs on the first launch of each key."""
-    for position in plan.compiled.metadata.get("tma_store_args", ()):
+    metadata = getattr(plan.compiled, "metadata", None) or {}      # (tests' stand-in plans have none)
+    for position in metadata.get("tma_store_args", ()):
         index = plan.runtime_index[position]
         error = store_rule_error(kfn.__name__, kfn.param_names[index], bound[index])
         if error is not None:
