@@ -105,3 +105,13 @@ def test_gpu_refuses_a_narrow_store_and_writes_exactly_a_16_byte_multiple():
     torch.cuda.synchronize()
     assert torch.equal(y[:32, 64:72], x[:32, 64:72])
     assert not y[:, 72:].any() and not y[32:].any() and not y[:, :64].any()
+
+
+def test_ops_matmul_stores_a_narrow_output_view_by_pointer():
+    """ops.matmul's output takes the TMA-store kernel only when its rows are 16-byte multiples:
+    a view of 75 f16 columns of rows of 80 goes to a pointer-store kernel instead of a refusal."""
+    import importlib
+    mm = importlib.import_module("tlxc.ops.matmul")
+    a, b = torch.randn(64, 32).half(), torch.randn(32, 75).half()
+    assert not mm._problem(a, b, torch.zeros(64, 80).half()[:, :75]).tma_c
+    assert mm._problem(a, b[:, :72], torch.zeros(64, 80).half()[:, :72]).tma_c

@@ -87,6 +87,13 @@ def _tma_rows(t: torch.Tensor) -> bool:
             and (t.shape[0] == 1 or ((t.stride(0) * elt) % 16 == 0 and t.stride(0) >= t.shape[1])))
 
 
+def _tma_stores(t: torch.Tensor) -> bool:
+    """``t`` can be stored through by TMA: ``_tma_rows``, and rows of a 16-byte multiple (TMA
+    stores write whole 16-byte chunks of a row: a view narrower than its row stride, N = 75 of
+    f16, would be overwritten past N; descriptors.store_rule_error refuses it)."""
+    return _tma_rows(t) and t.shape[1] * t.element_size() % 16 == 0
+
+
 def _problem(a, b, out, residual: bool = False) -> cfgs.Problem:
     M, K = a.shape
     N = b.shape[1]
@@ -95,7 +102,7 @@ def _problem(a, b, out, residual: bool = False) -> cfgs.Problem:
     tma_a = _tma_rows(a) if a_kmajor else _tma_rows(a.t())
     tma_b = _tma_rows(b.t()) if b_kmajor else _tma_rows(b)
     return cfgs.Problem(M, N, K, elt=a.element_size(), out_elt=out.element_size(), a_kmajor=a_kmajor,
-                        b_kmajor=b_kmajor, tma_a=tma_a, tma_b=tma_b, tma_c=_tma_rows(out),
+                        b_kmajor=b_kmajor, tma_a=tma_a, tma_b=tma_b, tma_c=_tma_stores(out),
                         fp8=a.dtype in FP8_DTYPES, sms=_num_sms(a.device), residual=residual)
 
 
