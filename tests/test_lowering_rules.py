@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import tlxc.codegen_amdgcn.rules_hip  # noqa: F401  (the AMD rules registered whatever else this worker ran)
 import tlxc.language as tl
 from tlxc.codegen_c import lower as L
 from tlxc.codegen_nvptx.cuda import render_kernel
@@ -82,9 +83,12 @@ def test_rules_live_with_their_vendor():
     misplaced = sorted(f"{name} ({vendor}): {fn.__module__}" for (name, vendor), fn in L.RULES.items()
                        if not fn.__module__.startswith(BACKEND_OF_VENDOR[vendor]))
     assert not misplaced, misplaced
-    for op in ("tlx.async_dot", "tlx.tcgen05_mma", "tlx.async_descriptor_load", "tlx.barrier_wait",
+    for op in ("tlx.async_dot", "tlx.tcgen05_mma", "tlx.async_descriptor_load",
                "tlx.cluster_cta_rank", "tlx.gdc_wait"):
         assert L.rule_for(op, "nvidia") is not None and L.rule_for(op, "amd") is None, op
+    # mbarriers: NVIDIA's in PTX, AMD's as LDS software barriers (codegen_amdgcn/rules_hip.py)
+    assert L.rule_for("tlx.barrier_wait", "nvidia").__module__.startswith("tlxc.codegen_nvptx.")
+    assert L.rule_for("tlx.barrier_wait", "amd").__module__ == "tlxc.codegen_amdgcn.rules_hip"
     assert L.rule_for("tl.load", "amd") is L.rule_for("tl.load", "nvidia") is not None
     # shared-memory buffers are shared; NVIDIA's own rule adds tensor memory and hands the rest over
     assert L.rule_for("tlx.local_load", "amd").__module__ == "tlxc.codegen_c.rules_buffers"
