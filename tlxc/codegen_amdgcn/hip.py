@@ -16,6 +16,7 @@ from .. import __version__
 from ..codegen_c import ctypes_ as C
 from ..codegen_c import rules  # noqa: F401  (registers the shared lowering rules)
 from ..codegen_c.lower import KernelLowering
+from ..codegen_c.words import element_bits, pack_words, unpack_words, vector_load_call, vector_store_call
 from ..errors import CompilationError, InternalCompilerError
 from ..ir.core import Operation
 from ..ir.types import PointerType, ScalarType
@@ -146,47 +147,40 @@ class HipTarget:
     # -- memory --------------------------------------------------------------------------------
     def load_vector(self, dst: str, ptr: str, pred: str, fill: str, t, width: int, attrs) -> str:
         _no_hints(attrs, self.arch)
-        bits = width * _bits(t)
+        bits = width * element_bits(t)
         at = lambda expr, j: expr.replace("[i]", f"[i + {j}]") if j else expr
         if bits < 32:
             return f"{dst}[i] = ({pred}) ? *{ptr} : {fill};"
         words = bits // 32
         helper = f"tlx_ld_global_b{bits}"
         self.use(helper)
-        packed = _pack([at(fill, j) for j in range(width)], t, words)
+        packed = pack_words([at(fill, j) for j in range(width)], t, words)
         decl = "unsigned " + ", ".join(f"w{k} = {packed[k]}" for k in range(words)) + ";"
         call = f"{helper}({ptr}, {pred}, {', '.join(f'w{k}' for k in range(words))});"
-        unpacked = _unpack([f"w{k}" for k in range(words)], t, width)
+        unpacked = unpack_words([f"w{k}" for k in range(words)], t, width)
         assigns = " ".join(f"{dst}[i + {j}] = {unpacked[j]};" for j in range(width))
         return f"{{ {decl} {call} {assigns} }}"
 
     def store_vector(self, src: str, ptr: str, pred: str, t, width: int, attrs) -> str:
         _no_hints(attrs, self.arch)
-        bits = width * _bits(t)
+        bits = width * element_bits(t)
         if bits < 32:
             return f"if ({pred}) *{ptr} = {src}[i];"
         helper = f"tlx_st_global_b{bits}"
         self.use(helper)
-        packed = _pack([f"{src}[i + {j}]" for j in range(width)], t, bits // 32)
+        packed = pack_words([f"{src}[i + {j}]" for j in range(width)], t, bits // 32)
         return f"{helper}({ptr}, {pred}, {', '.join(packed)});"
 
     def load_shared_vector(self, dst: str, ptr: str, t, width: int) -> str:
         """``dst[i..i+width)`` from LDS at ``ptr`` (32 to 128 bits, aligned)."""
-        bits = width * _bits(t)
-        words = bits // 32
-        helper = f"tlx_ld_lds_b{bits}"
+        helper = f"tlx_ld_lds_b{element_bits(t) * width}"
         self.use(helper)
-        unpacked = _unpack([f"w{k}" for k in range(words)], t, width)
-        assigns = " ".join(f"{dst}[i + {j}] = {unpacked[j]};" for j in range(width))
-        return (f"{{ unsigned {', '.join(f'w{k}' for k in range(words))}; "
-                f"{helper}({ptr}, {', '.join(f'w{k}' for k in range(words))}); {assigns} }}")
+        return vector_load_call(helper, dst, ptr, t, width)
 
     def store_shared_vector(self, src: str, ptr: str, t, width: int) -> str:
-        bits = width * _bits(t)
-        helper = f"tlx_st_lds_b{bits}"
+        helper = f"tlx_st_lds_b{element_bits(t) * width}"
         self.use(helper)
-        packed = _pack([f"{src}[i + {j}]" for j in range(width)], t, bits // 32)
-        return f"{helper}({ptr}, {', '.join(packed)});"
+        return vector_store_call(helper, src, ptr, t, width)
 
 
 def _no_hints(attrs, arch: str) -> None:
@@ -194,41 +188,10 @@ def _no_hints(attrs, arch: str) -> None:
         raise CompilationError(f"cache modifiers / eviction policies / volatile are not supported on {arch} yet")
 
 
-def _bits(t) -> int:
-    if isinstance(t, PointerType):
-        return 64
-    return 8 if t.is_bool else t.bits
 
 
-def _pack(elems: list[str], t, words: int) -> list[str]:
-    """Storage elements -> 32-bit words."""
-    bits = _bits(t)
-    if bits == 32:
-        return [f"__float_as_uint({e})" if t.name == "f32" else f"(unsigned)({e})" for e in elems]
-    if bits == 64:
-        out = []
-        for e in elems:
-            u64 = f"(unsigned long long)__double_as_longlong({e})" if t.name == "f64" else f"(unsigned long long)({e})"
-            out += [f"(unsigned)({u64})", f"(unsigned)(({u64}) >> 32)"]
-        return out
-    per_word, mask = 32 // bits, (1 << bits) - 1
-    return ["(" + " | ".join(f"(((unsigned)({elems[w * per_word + k]}) & {mask}u) << {k * bits})"
-                             for k in range(per_word)) + ")" for w in range(words)]
 
 
-def _unpack(words: list[str], t, width: int) -> list[str]:
-    """32-bit words -> storage elements."""
-    bits, ctype = _bits(t), C.storage_type(t)
-    if bits == 32:
-        return [f"__uint_as_float({w})" if t.name == "f32" else f"({ctype})({w})" for w in words]
-    if bits == 64:
-        out = []
-        for j in range(width):
-            u64 = f"(((unsigned long long){words[2 * j + 1]} << 32) | {words[2 * j]})"
-            out.append(f"__longlong_as_double((long long){u64})" if t.name == "f64" else f"({ctype}){u64}")
-        return out
-    per_word, mask = 32 // bits, (1 << bits) - 1
-    return [f"({ctype})(({words[j // per_word]} >> {(j % per_word) * bits}) & {mask}u)" for j in range(width)]
 
 
 def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:

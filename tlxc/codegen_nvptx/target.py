@@ -7,6 +7,7 @@ loads/stores, warp shuffles, barriers, atomics and the mma instruction.
 from __future__ import annotations
 
 from ..codegen_c import ctypes_ as C
+from ..codegen_c.words import element_bits, pack_words, unpack_words, vector_load_call, vector_store_call
 from ..errors import CompilationError, InternalCompilerError
 from ..ir.types import PointerType, ScalarType
 from ..target import has_feature
@@ -186,7 +187,7 @@ class CudaTarget:
     # -- memory -------------------------------------------------------------------------
     def load_vector(self, dst: str, ptr: str, pred: str, fill: str, t, width: int, attrs) -> str:
         """Statement loading elements i..i+width-1 of ``dst`` (inside the register loop)."""
-        bits = width * _bits(t)
+        bits = width * element_bits(t)
         at = lambda expr, j: expr.replace("[i]", f"[i + {j}]") if j else expr
         if has_cache_hints(attrs):
             return self.load_hinted([f"{dst}[i + {j}]" for j in range(width)], ptr, pred,
@@ -197,15 +198,15 @@ class CudaTarget:
         words = bits // 32
         helper = f"tlx_ld_global_b{bits}"
         self.use(helper)
-        packed = _pack([at(fill, j) for j in range(width)], t, words)
+        packed = pack_words([at(fill, j) for j in range(width)], t, words)
         decl = "unsigned " + ", ".join(f"w{k} = {packed[k]}" for k in range(words)) + ";"
         call = f"{helper}({ptr}, {pred}, {', '.join(f'w{k}' for k in range(words))});"
-        unpacked = _unpack([f"w{k}" for k in range(words)], t, width)
+        unpacked = unpack_words([f"w{k}" for k in range(words)], t, width)
         assigns = " ".join(f"{dst}[i + {j}] = {unpacked[j]};" for j in range(width))
         return f"{{ {decl} {call} {assigns} }}"
 
     def store_vector(self, src: str, ptr: str, pred: str, t, width: int, attrs) -> str:
-        bits = width * _bits(t)
+        bits = width * element_bits(t)
         if has_cache_hints(attrs):
             return self.store_hinted([f"{src}[i + {j}]" for j in range(width)], ptr, pred, t, attrs)
         if bits < 32:
@@ -214,13 +215,13 @@ class CudaTarget:
         words = bits // 32
         helper = f"tlx_st_global_b{bits}"
         self.use(helper)
-        packed = _pack([f"{src}[i + {j}]" for j in range(width)], t, words)
+        packed = pack_words([f"{src}[i + {j}]" for j in range(width)], t, words)
         return f"{helper}({ptr}, {pred}, {', '.join(packed)});"
 
     def load_hinted(self, dsts: list[str], ptr: str, pred: str, fills: list[str], t, attrs) -> str:
         """Load ``len(dsts)`` consecutive elements (8 to 128 bits, aligned) with the op's cache
         hints (tl.load's cache_modifier / eviction_policy / volatile); ``fills`` where not ``pred``."""
-        bits = len(dsts) * _bits(t)
+        bits = len(dsts) * element_bits(t)
         words, word_type = _hint_words(bits)
         if attrs.get("volatile"):
             helper = f"tlx_ld_volatile_global_b{bits}"
@@ -233,38 +234,31 @@ class CudaTarget:
         if bits < 32:
             packed, unpacked = [f"({word_type})({fills[0]})"], [f"({C.storage_type(t)})(w0)"]
         else:
-            packed, unpacked = _pack(fills, t, words), _unpack(names, t, len(dsts))
+            packed, unpacked = pack_words(fills, t, words), unpack_words(names, t, len(dsts))
         decl = f"{word_type} " + ", ".join(f"{n} = {v}" for n, v in zip(names, packed)) + ";"
         assigns = " ".join(f"{d} = {u};" for d, u in zip(dsts, unpacked))
         return f"{{ {decl} {call}({ptr}, {pred}, {', '.join(names)}); {assigns} }}"
 
     def store_hinted(self, srcs: list[str], ptr: str, pred: str, t, attrs) -> str:
         """Store ``len(srcs)`` consecutive elements with tl.store's cache_modifier / eviction_policy."""
-        bits = len(srcs) * _bits(t)
+        bits = len(srcs) * element_bits(t)
         words, word_type = _hint_words(bits)
         helper = f"tlx_st_global_hint_b{bits}"
         self.use(helper)
         cache = ptx.ST_CACHE_OPS.index(_cache_op(attrs))
-        packed = [f"({word_type})({srcs[0]})"] if bits < 32 else _pack(srcs, t, words)
+        packed = [f"({word_type})({srcs[0]})"] if bits < 32 else pack_words(srcs, t, words)
         return f"{helper}<{cache}, {self.eviction_index(attrs)}>({ptr}, {pred}, {', '.join(packed)});"
 
     def load_shared_vector(self, dst: str, ptr: str, t, width: int) -> str:
         """``dst[i..i+width)`` from shared memory at ``ptr`` (32 to 128 bits, aligned)."""
-        bits = width * _bits(t)
-        words = bits // 32
-        helper = f"tlx_ld_shared_b{bits}"
+        helper = f"tlx_ld_shared_b{element_bits(t) * width}"
         self.use(helper)
-        unpacked = _unpack([f"w{k}" for k in range(words)], t, width)
-        assigns = " ".join(f"{dst}[i + {j}] = {unpacked[j]};" for j in range(width))
-        return (f"{{ unsigned {', '.join(f'w{k}' for k in range(words))}; "
-                f"{helper}({ptr}, {', '.join(f'w{k}' for k in range(words))}); {assigns} }}")
+        return vector_load_call(helper, dst, ptr, t, width)
 
     def store_shared_vector(self, src: str, ptr: str, t, width: int) -> str:
-        bits = width * _bits(t)
-        helper = f"tlx_st_shared_b{bits}"
+        helper = f"tlx_st_shared_b{element_bits(t) * width}"
         self.use(helper)
-        packed = _pack([f"{src}[i + {j}]" for j in range(width)], t, bits // 32)
-        return f"{helper}({ptr}, {', '.join(packed)});"
+        return vector_store_call(helper, src, ptr, t, width)
 
     def atomic(self, kind: str, t, sem: str, scope: str) -> str:
         """A C expression template with ``{p}`` and ``{v}`` (and ``{c}``, the compare
@@ -333,48 +327,10 @@ def _check_scalar(width: int) -> None:
                                     f"vector_width must return 1 for it)")
 
 
-def _bits(t) -> int:
-    if isinstance(t, PointerType):
-        return 64
-    return 8 if t.is_bool else t.bits
 
 
-def _pack(elems: list[str], t, words: int) -> list[str]:
-    """Storage elements → 32-bit words."""
-    bits = _bits(t)
-    if bits == 32:
-        return [f"__float_as_uint({e})" if t.name == "f32" else f"(unsigned)({e})" for e in elems]
-    if bits == 64:
-        out = []
-        for e in elems:
-            as_u64 = f"(unsigned long long)__double_as_longlong({e})" if t.name == "f64" \
-                else f"(unsigned long long)({e})"
-            out += [f"(unsigned)({as_u64})", f"(unsigned)(({as_u64}) >> 32)"]
-        return out
-    per_word = 32 // bits
-    mask = (1 << bits) - 1
-    out = []
-    for w in range(words):
-        parts = [f"(((unsigned)({elems[w * per_word + k]}) & {mask}u) << {k * bits})" for k in range(per_word)]
-        out.append("(" + " | ".join(parts) + ")")
-    return out
 
 
-def _unpack(words: list[str], t, width: int) -> list[str]:
-    """32-bit words → storage elements."""
-    bits = _bits(t)
-    ctype = C.storage_type(t)
-    if bits == 32:
-        return [f"__uint_as_float({w})" if t.name == "f32" else f"({ctype})({w})" for w in words]
-    if bits == 64:
-        out = []
-        for j in range(width):
-            u64 = f"(((unsigned long long){words[2 * j + 1]} << 32) | {words[2 * j]})"
-            out.append(f"__longlong_as_double((long long){u64})" if t.name == "f64" else f"({ctype}){u64}")
-        return out
-    per_word = 32 // bits
-    mask = (1 << bits) - 1
-    return [f"({ctype})(({words[j // per_word]} >> {(j % per_word) * bits}) & {mask}u)" for j in range(width)]
 
 
 def _atom_type(op: str, t) -> str:
