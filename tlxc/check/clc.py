@@ -7,23 +7,9 @@ answer, so the next ``try_cancel`` can overwrite it while a consumer still reads
 from __future__ import annotations
 
 from ..ir.core import Operation
+from ..ir.ops.task import task_region
 from ..ir.views import view_roots
 from .findings import Finding
-
-
-def _task_region(op: Operation):
-    """The ``tlx.async_tasks`` region ``op`` sits in (None outside warp specialization)."""
-    node = op
-    while node is not None:
-        block = node.parent
-        region = getattr(block, "parent", None) if block is not None else None
-        owner = getattr(region, "parent", None) if region is not None else None
-        if owner is None:
-            return None
-        if owner.name == "tlx.async_tasks":
-            return id(region)
-        node = owner
-    return None
 
 
 def check_clc(kernel: Operation) -> list[Finding]:
@@ -39,7 +25,7 @@ def check_clc(kernel: Operation) -> list[Finding]:
         first = queries[0]
         wanted = first.attrs["num_consumers"]
         ctas = dims[0] * dims[1] * dims[2] if first.attrs.get("multi_ctas") else 1
-        tasks = len({_task_region(q) for q in queries})
+        tasks = len({id(task_region(q)) for q in queries})
         have = tasks * ctas
         if have != wanted:
             per = f" x {ctas} CTAs of the cluster" if ctas > 1 else ""

@@ -15,23 +15,9 @@ orders no operand, so it does not count."""
 from __future__ import annotations
 
 from ..ir.core import Operation
+from ..ir.ops.task import task_region
 from ..ir.views import view_roots
 from .findings import Finding
-
-
-def _enclosing_task(op: Operation):
-    """The ``tlx.async_tasks`` region ``op`` sits in, or the kernel's body (None)."""
-    node = op
-    while node is not None:
-        block = node.parent
-        region = getattr(block, "parent", None) if block is not None else None
-        owner = getattr(region, "parent", None) if region is not None else None
-        if owner is None:
-            return None
-        if owner.name == "tlx.async_tasks":
-            return region
-        node = owner
-    return None
 
 
 def _remotely_arrived(kernel: Operation) -> set[int]:
@@ -67,7 +53,7 @@ def check_pairs(kernel: Operation) -> list[Finding]:
     remote = _remotely_arrived(kernel)
     findings, seen = [], set()
     for mma in mmas:
-        region = _enclosing_task(mma)
+        region = task_region(mma)
         key = id(region)
         if key in seen:
             continue
@@ -75,7 +61,7 @@ def check_pairs(kernel: Operation) -> list[Finding]:
         if region is not None:
             ops = [inner for op in region.ops for inner in op.walk()]
         else:
-            ops = [o for o in kernel.walk() if o is not kernel and _enclosing_task(o) is None]
+            ops = [o for o in kernel.walk() if o is not kernel and task_region(o) is None]
         ops = ops[:next(i for i, o in enumerate(ops) if o is mma)]      # what runs before it (the closing
         if not _orders_peer(ops, remote):                                # cluster barrier orders nothing here)
             findings.append(Finding(

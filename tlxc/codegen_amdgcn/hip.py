@@ -16,7 +16,13 @@ from .. import __version__
 from ..codegen_c import ctypes_ as C
 from ..codegen_c import rules  # noqa: F401  (registers the shared lowering rules)
 from ..codegen_c.lower import KernelLowering
-from ..codegen_c.words import element_bits, pack_words, unpack_words, vector_load_call, vector_store_call
+from ..codegen_c.words import (
+    element_bits,
+    pack_words,
+    predicated_vector_load_call,
+    vector_load_call,
+    vector_store_call,
+)
 from ..errors import CompilationError, InternalCompilerError
 from ..ir.core import Operation
 from ..ir.types import PointerType, ScalarType
@@ -148,18 +154,11 @@ class HipTarget:
     def load_vector(self, dst: str, ptr: str, pred: str, fill: str, t, width: int, attrs) -> str:
         _no_hints(attrs, self.arch)
         bits = width * element_bits(t)
-        at = lambda expr, j: expr.replace("[i]", f"[i + {j}]") if j else expr
         if bits < 32:
             return f"{dst}[i] = ({pred}) ? *{ptr} : {fill};"
-        words = bits // 32
         helper = f"tlx_ld_global_b{bits}"
         self.use(helper)
-        packed = pack_words([at(fill, j) for j in range(width)], t, words)
-        decl = "unsigned " + ", ".join(f"w{k} = {packed[k]}" for k in range(words)) + ";"
-        call = f"{helper}({ptr}, {pred}, {', '.join(f'w{k}' for k in range(words))});"
-        unpacked = unpack_words([f"w{k}" for k in range(words)], t, width)
-        assigns = " ".join(f"{dst}[i + {j}] = {unpacked[j]};" for j in range(width))
-        return f"{{ {decl} {call} {assigns} }}"
+        return predicated_vector_load_call(helper, dst, ptr, pred, fill, t, width)
 
     def store_vector(self, src: str, ptr: str, pred: str, t, width: int, attrs) -> str:
         _no_hints(attrs, self.arch)

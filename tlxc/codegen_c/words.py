@@ -65,3 +65,16 @@ def vector_store_call(helper: str, src: str, ptr: str, t, width: int) -> str:
     """``src[i..i+width)`` stored by ``helper(ptr, w0, ...)``."""
     packed = pack_words([f"{src}[i + {j}]" for j in range(width)], t, element_bits(t) * width // 32)
     return f"{helper}({ptr}, {', '.join(packed)});"
+
+
+def predicated_vector_load_call(helper: str, dst: str, ptr: str, pred: str, fill: str, t, width: int) -> str:
+    """``dst[i..i+width)`` loaded by ``helper(ptr, pred, w0, ...)``: the words start as ``fill``'s
+    (``fill`` indexed like ``dst``: ``[i]`` becomes ``[i + j]``) and keep it where ``pred`` is false."""
+    words = element_bits(t) * width // 32
+    fills = [fill.replace("[i]", f"[i + {j}]") if j else fill for j in range(width)]
+    packed = pack_words(fills, t, words)
+    decl = "unsigned " + ", ".join(f"w{k} = {packed[k]}" for k in range(words)) + ";"
+    call = f"{helper}({ptr}, {pred}, {', '.join(f'w{k}' for k in range(words))});"
+    unpacked = unpack_words([f"w{k}" for k in range(words)], t, width)
+    assigns = " ".join(f"{dst}[i + {j}] = {unpacked[j]};" for j in range(width))
+    return f"{{ {decl} {call} {assigns} }}"

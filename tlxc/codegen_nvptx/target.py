@@ -7,7 +7,14 @@ loads/stores, warp shuffles, barriers, atomics and the mma instruction.
 from __future__ import annotations
 
 from ..codegen_c import ctypes_ as C
-from ..codegen_c.words import element_bits, pack_words, unpack_words, vector_load_call, vector_store_call
+from ..codegen_c.words import (
+    element_bits,
+    pack_words,
+    predicated_vector_load_call,
+    unpack_words,
+    vector_load_call,
+    vector_store_call,
+)
 from ..errors import CompilationError, InternalCompilerError
 from ..ir.types import PointerType, ScalarType
 from ..target import has_feature
@@ -195,15 +202,9 @@ class CudaTarget:
         if bits < 32:
             _check_scalar(width)
             return f"{dst}[i] = ({pred}) ? *{ptr} : {fill};"
-        words = bits // 32
         helper = f"tlx_ld_global_b{bits}"
         self.use(helper)
-        packed = pack_words([at(fill, j) for j in range(width)], t, words)
-        decl = "unsigned " + ", ".join(f"w{k} = {packed[k]}" for k in range(words)) + ";"
-        call = f"{helper}({ptr}, {pred}, {', '.join(f'w{k}' for k in range(words))});"
-        unpacked = unpack_words([f"w{k}" for k in range(words)], t, width)
-        assigns = " ".join(f"{dst}[i + {j}] = {unpacked[j]};" for j in range(width))
-        return f"{{ {decl} {call} {assigns} }}"
+        return predicated_vector_load_call(helper, dst, ptr, pred, fill, t, width)
 
     def store_vector(self, src: str, ptr: str, pred: str, t, width: int, attrs) -> str:
         bits = width * element_bits(t)

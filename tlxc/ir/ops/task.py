@@ -48,6 +48,22 @@ class TaskInfo:
     line: int | None         # the line of its ``with tlx.async_task(...)`` (None: not recorded)
 
 
+def task_region(op: Operation):
+    """The ``tlx.async_tasks`` region (one task's body) that ``op`` sits in, or None outside warp
+    specialization (the kernel's own body)."""
+    node = op
+    while node is not None:
+        block = node.parent
+        region = getattr(block, "parent", None) if block is not None else None
+        owner = getattr(region, "parent", None) if region is not None else None
+        if owner is None:
+            return None
+        if owner.name == "tlx.async_tasks":
+            return region
+        node = owner
+    return None
+
+
 def launch_registers(total_threads: int) -> int:
     """Registers per thread a one-block-per-SM kernel that uses setmaxnreg starts with."""
     return min(255, REGISTER_FILE // total_threads) // 8 * 8
