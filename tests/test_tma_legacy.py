@@ -136,6 +136,23 @@ def test_fill_of_memory_no_tensor_holds_is_refused():
         active.utils.fill_2d_tma_descriptor(x.data_ptr(), 64, 16, 16, 16, 2, buf.tma_desc_cpu_ptr())
 
 
+def test_the_holder_scan_skips_tensors_without_storage():
+    """The fill finds its tensor among live objects; fake tensors left alive by torch.compile
+    tracing (they have no data pointer) are skipped, not a RuntimeError from tlxc."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        fake = torch.empty(64, 64)          # noqa: F841  (alive during the scan)
+    meta = torch.empty(64, 64, device="meta")   # noqa: F841
+    from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+    with FunctionalTensorMode():
+        functional = FunctionalTensor.to_functional(torch.zeros(4))    # noqa: F841  (data_ptr() raises)
+    x = torch.randn(16, 16).half()
+    buf = Buffer()
+    with pytest.raises(LaunchError, match=r"no live torch tensor holds"):
+        active.utils.fill_2d_tma_descriptor(x.data_ptr(), 64, 16, 16, 16, 2, buf.tma_desc_cpu_ptr())
+    active.utils.fill_2d_tma_descriptor(x.data_ptr(), 16, 16, 16, 16, 2, buf.tma_desc_cpu_ptr())
+
+
 def test_fill_with_an_illegal_box_is_refused_at_the_fill():
     x = torch.randn(16, 16).half()
     buf = Buffer()

@@ -55,12 +55,22 @@ def _fail(call: str, message: str) -> LaunchError:
 
 
 def _covers(t, address: int, nbytes: int) -> bool:
+    """Whether ``t``'s storage holds the bytes; tensors without real storage (torch.compile's
+    fake and functional tensors, which the scan of live objects meets) hold none."""
+    if _is_traced(t):
+        return False
     try:
         storage = t.untyped_storage()
+        low = storage.data_ptr()
     except (RuntimeError, NotImplementedError):
         return False
-    low = storage.data_ptr()
     return low <= address and address + nbytes <= low + storage.nbytes()
+
+
+def _is_traced(t) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+    return isinstance(t, (FakeTensor, FunctionalTensor)) or t.device.type == "meta"
 
 
 def _holder(call: str, address: int, nbytes: int, element_size: int):
