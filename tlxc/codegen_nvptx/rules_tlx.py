@@ -62,25 +62,20 @@ def local_view(lw, op):
     return buffers.local_view(lw, op)
 
 
-@lowering("tlx.local_slice", vendor="nvidia")
-def local_slice(lw, op):
-    if op.operands[0].type.storage == "tmem":
-        return tcgen05.tmem_slice(lw, op)
-    return buffers.local_slice(lw, op)
+def _tmem_or_shared(name: str, tmem_rule, shared_rule) -> None:
+    """NVIDIA's rule for a buffer op: tensor memory (tcgen05) is NVIDIA's own, shared memory
+    goes to the shared rule every backend uses."""
+    def rule(lw, op):
+        if op.operands[0].type.storage == "tmem":
+            return tmem_rule(lw, op)
+        return shared_rule(lw, op)
+    rule.__name__ = name.split(".")[-1]
+    lowering(name, vendor="nvidia")(rule)
 
 
-@lowering("tlx.local_load", vendor="nvidia")
-def local_load(lw, op):
-    if op.operands[0].type.storage == "tmem":
-        return tcgen05.tmem_load(lw, op)
-    return buffers.local_load(lw, op)
-
-
-@lowering("tlx.local_store", vendor="nvidia")
-def local_store(lw, op):
-    if op.operands[0].type.storage == "tmem":
-        return tcgen05.tmem_store(lw, op)
-    return buffers.local_store(lw, op)
+_tmem_or_shared("tlx.local_slice", tcgen05.tmem_slice, buffers.local_slice)
+_tmem_or_shared("tlx.local_load", tcgen05.tmem_load, buffers.local_load)
+_tmem_or_shared("tlx.local_store", tcgen05.tmem_store, buffers.local_store)
 
 
 @lowering("tlx.async_load", vendor="nvidia")
