@@ -19,7 +19,7 @@ from .arch import resolve as resolve_arch
 from .check import check_kernel
 from .check.findings import Finding
 from .errors import CompilationError
-from .frontend.codegen import build_kernel_ir
+from .frontend.build_ir import build_kernel_ir
 from .frontend.specialize import Specialization
 from .ir.printer import print_module
 from .ir.verifier import verify_module

@@ -304,7 +304,7 @@ def _value_of(b, value, elem, what: str) -> Tensor:
     return S.constant(b, value, elem)
 
 
-# The atomics' rules live in atomic_rules.py (imported by frontend/codegen.py).
+# The atomics' rules live in atomic_rules.py (imported by frontend/build_ir.py).
 
 
 # -- elementwise ----------------------------------------------------------------

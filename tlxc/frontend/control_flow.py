@@ -1,7 +1,7 @@
 """Control flow in a kernel body: ``if`` (compile-time, or ``scf.if`` with its results merged
 value by value, structures field by field), ``for`` (``static_range`` unrolled, or ``scf.for``
 with its loop-carried values) and ``while`` (``scf.while``).  ``ControlFlow`` is the part of
-``FunctionCodegen`` (frontend/codegen.py) that handles them: a mixin, its methods use the
+``FunctionBuilder`` (frontend/build_ir.py) that handles them: a mixin, its methods use the
 visitor's ``visit``, ``error``, ``vars``, ``ctx`` and ``b``."""
 from __future__ import annotations
 

@@ -48,8 +48,8 @@ def _axis(axis, rank: int) -> int:
 
 def _trace_combine(ctx, fn, elems: list[ScalarType]) -> Region:
     """The combine function traced on 2n scalar block arguments, ending in scf.yield."""
+    from .build_ir import RETURN, FunctionBuilder  # build_ir imports this module
     from .calls import is_kernel_function
-    from .codegen import RETURN, FunctionCodegen  # codegen imports this module
     if not is_kernel_function(fn):
         raise SemanticError(f"'combine_fn' must be a @tlxc.jit function, got {S.describe(fn)}",
                             param="combine_fn")
@@ -64,7 +64,7 @@ def _trace_combine(ctx, fn, elems: list[ScalarType]) -> Region:
         vars[RETURN] = None
         ctx.depth += 1
         try:
-            inner = FunctionCodegen(ctx, fn.source, vars)
+            inner = FunctionBuilder(ctx, fn.source, vars)
             inner.visit_stmts(fn.source.tree.body)
         finally:
             ctx.depth -= 1

@@ -3,7 +3,7 @@
 Buffers and barriers are runtime values (``Tensor`` wrappers of ``memdesc`` /
 ``mbarrier`` IR values); everything shaped (shapes, counts, byte sizes,
 scopes) must be compile-time.  ``with tlx.async_tasks()`` itself is handled by
-the code generator (``codegen.py``), which calls ``async_tasks_op`` here.
+the IR builder (``build_ir.py``), which calls ``async_tasks_op`` here.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Python AST → tlxc IR.
 
-One ``FunctionCodegen`` per traced function (the kernel, and each inlined
+One ``FunctionBuilder`` per traced function (the kernel, and each inlined
 helper).  Compile-time values (numbers, dtypes, tuples, ``tl.constexpr``
 parameters) are folded while tracing; runtime values become IR.  Python
 control flow on runtime values becomes ``scf.for`` / ``scf.while`` /
@@ -89,7 +89,7 @@ def _ends_with_return(stmts: list[ast.stmt]) -> bool:
 
 
 
-class FunctionCodegen(TaskStatements, ControlFlow, Calls, ast.NodeVisitor):
+class FunctionBuilder(TaskStatements, ControlFlow, Calls, ast.NodeVisitor):
     def __init__(self, ctx: Context, src: FunctionSource, vars: dict[str, Any]):
         self.ctx = ctx
         self.src = src
@@ -620,9 +620,9 @@ def _build_kernel_ir(kfn, spec, options: CompileOptions) -> Module:
     args = iter(body.args)
     for name, (kind, value) in spec.params.items():
         vars[name] = Tensor(next(args)) if kind == "runtime" else value
-    codegen = FunctionCodegen(ctx, src, vars)
-    codegen.visit_stmts(src.tree.body)
-    if codegen.vars.get(RETURN) is not None:
+    builder = FunctionBuilder(ctx, src, vars)
+    builder.visit_stmts(src.tree.body)
+    if builder.vars.get(RETURN) is not None:
         raise src.error("a kernel cannot return a value (store results through a pointer)",
                         _find_value_return(src.tree) or src.tree)
     with ctx.b.location(kernel_loc):
@@ -637,4 +637,4 @@ def _find_value_return(tree):
     return None
 
 
-__all__ = ["FunctionCodegen", "TensorType", "build_kernel_ir", "get_source"]
+__all__ = ["FunctionBuilder", "TensorType", "build_kernel_ir", "get_source"]
