@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from .. import __version__
-from ..codegen_c import ctypes_ as C
+from ..codegen_c import c_types as C
 from ..codegen_c import rules  # noqa: F401  (registers the shared lowering rules)
 from ..codegen_c.lower import KernelLowering
 from ..codegen_c.words import (

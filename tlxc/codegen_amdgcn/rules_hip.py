@@ -116,7 +116,7 @@ def dot(lw, op):
 # other waves read them.
 @lowering("tlx.async_load", vendor="amd")
 def async_load(lw, op):
-    from ..codegen_c import ctypes_ as C
+    from ..codegen_c import c_types as C
     from ..codegen_c.rules_buffers import _offset_expr, shared_address, shared_vector_width
     from ..codegen_c.rules_memory import vector_dim, vector_width
     if op.attrs.get("eviction") or op.attrs.get("cache") or op.attrs.get("volatile"):

@@ -31,7 +31,7 @@ from ..ir import layouts as L
 from ..ir.core import Operation, Value
 from ..ir.types import PointerType, ScalarType, TensorType
 from ..passes.axis_info import AxisAnalysis
-from . import ctypes_ as C
+from . import c_types as C
 from .shared_order import SharedOrder
 
 Rule = Callable[["KernelLowering", Operation], None]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..ir.types import PointerType, TensorType
-from . import ctypes_ as C
+from . import c_types as C
 from .lower import elem, lowering
 
 _INFIX = {"arith.add": "+", "arith.sub": "-", "arith.mul": "*", "arith.and": "&", "arith.or": "|",

@@ -23,7 +23,7 @@ from math import gcd
 from ..errors import CompilationError
 from ..ir.shared_layout import XorSwizzle
 from ..passes.shared_layouts import allocation_swizzle, swizzle_chunk, swizzle_expr, swizzle_period
-from . import ctypes_ as C
+from . import c_types as C
 from .lower import lowering, registers
 
 

@@ -17,7 +17,7 @@ from ..errors import CompilationError
 from ..ir.core import Operation
 from ..ir.types import BarrierType, MemDescType, TensorType
 from ..target import has_feature
-from . import ctypes_ as C
+from . import c_types as C
 from .lower import lowering, registers
 
 

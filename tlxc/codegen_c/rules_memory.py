@@ -14,7 +14,7 @@ from ..errors import InternalCompilerError
 from ..ir.core import OpResult
 from ..ir.types import PointerType, TensorType
 from ..passes.uniformity import Uniformity
-from . import ctypes_ as C
+from . import c_types as C
 from .lower import elem, lowering, register_part, registers
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InternalCompilerError
-from . import ctypes_ as C
+from . import c_types as C
 from .lower import FULL_UNROLL_LIMIT, PARTIAL_UNROLL, const_table, lowering, registers
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from . import ctypes_ as C
+from . import c_types as C
 from .lower import elem, lowering
 
 _ALIGN = 16

@@ -7,7 +7,7 @@ import numpy as np
 from ..errors import InternalCompilerError
 from ..ir import layouts as L
 from ..ir.types import TensorType
-from . import ctypes_ as C
+from . import c_types as C
 from .lower import const_table, is_identity, lowering, registers, same_thread_map
 
 

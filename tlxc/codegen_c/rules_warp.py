@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..ir.types import TensorType
 from ..passes.uniformity import Uniformity
-from . import ctypes_ as C
+from . import c_types as C
 from .lower import lowering, registers
 
 # the C type a constraint letter binds (the frontend admits these letters only)

@@ -4,7 +4,7 @@ packed into words before a store and unpacked after a load (C expressions, as te
 from __future__ import annotations
 
 from ..ir.types import PointerType
-from . import ctypes_ as C
+from . import c_types as C
 
 
 def element_bits(t) -> int:

@@ -76,7 +76,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..codegen_c import ctypes_ as C
+from ..codegen_c import c_types as C
 from ..codegen_c.lower import lowering, registers
 from ..errors import CompilationError, InternalCompilerError
 from ..ir import layouts_nvidia as N

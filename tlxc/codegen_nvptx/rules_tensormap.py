@@ -23,7 +23,7 @@ element stride 1; element type, no interleave, the swizzle, the fill);
 acquires the map (``fence.proxy.tensormap::generic.acquire.gpu [map], 128``) before any of
 them issues a TMA copy through it.  ``tlx.reinterpret_tensor_descriptor`` only acquires.
 
-A descriptor value is a ``const tlx_tensormap*`` in C (``ctypes_.storage_type``);
+A descriptor value is a ``const tlx_tensormap*`` in C (``c_types.storage_type``);
 ``tensormap_address`` gives the pointer TMA helpers take for it or for a host descriptor
 parameter (a ``__grid_constant__`` struct, whose address is taken).
 """
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 
-from ..codegen_c import ctypes_ as C
+from ..codegen_c import c_types as C
 from ..codegen_c.lower import lowering
 from ..ir.tensormap import (
     ELEMTYPE_CODES,

@@ -15,7 +15,7 @@ Warp specialization (``lower_warp_specialized``) splits the kernel body:
 """
 from __future__ import annotations
 
-from ..codegen_c import ctypes_ as C
+from ..codegen_c import c_types as C
 from ..codegen_c import rules_buffers as buffers
 from ..codegen_c.lower import Scope, elem, lowering, registers
 from ..codegen_c.rules_buffers import _offset_expr, shared_address, shared_vector_width

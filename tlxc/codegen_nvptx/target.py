@@ -6,7 +6,7 @@ loads/stores, warp shuffles, barriers, atomics and the mma instruction.
 """
 from __future__ import annotations
 
-from ..codegen_c import ctypes_ as C
+from ..codegen_c import c_types as C
 from ..codegen_c.words import (
     element_bits,
     pack_words,
