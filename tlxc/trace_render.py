@@ -26,7 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from .interpreter.trace import TaskInfo, Trace, TraceEvent, trace_launch
+from .interpreter.trace import Trace, TraceEvent, TraceTask, trace_launch
 
 # Geometry (pixels).
 LEFT = 200            # task and barrier labels
@@ -340,7 +340,7 @@ class _Drawing:
             y += height
         return y
 
-    def _task_label(self, task: TaskInfo, y: float) -> None:
+    def _task_label(self, task: TraceTask, y: float) -> None:
         details = []
         if task.name == "main":
             details.append("kernel body")
@@ -360,7 +360,7 @@ class _Drawing:
                           "x2": _num(self.x(self.steps + 1)), "y2": _num(y + MARK_LANE + BAR / 2),
                           "stroke": "#d0d0d0", "stroke_width": 1})
 
-    def _runs(self, task: TaskInfo, runs: list[TraceEvent], y: float) -> None:
+    def _runs(self, task: TraceTask, runs: list[TraceEvent], y: float) -> None:
         """Consecutive steps of a task are drawn as one bar."""
         spans: list[list[TraceEvent]] = []
         for run in runs:

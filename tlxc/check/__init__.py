@@ -4,8 +4,8 @@
 findings; the ``check-barriers`` pass (``check/check_barriers.py``) raises
 the first error on every compile, and ``tlxc check`` prints them all.
 
-One concept per module: ``trace`` (abstract evaluation of each task into a
-protocol trace), ``simulate`` (replaying traces under several schedules),
+One concept per module: ``events`` (abstract evaluation of each task into its
+protocol events), ``simulate`` (replaying them under several schedules),
 ``explain`` (turning a failure into a precise finding), ``async_order``
 (async_dot results and TMA-store fences in program order), ``protocol`` (the
 scenarios), ``named`` (named barriers), ``resources`` (tasks, warps,

@@ -9,7 +9,7 @@ import re
 
 from ..errors import Location
 from ..ir.core import BlockArgument, Operation, Value
-from .trace import Event, TaskTrace, clean_name
+from .events import Event, TaskEvents, clean_name
 
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "//", "rem": "%", "and": "&", "or": "|", "xor": "^",
             "shl": "<<", "shr": ">>"}
@@ -29,7 +29,7 @@ def times(n: int) -> str:
     return "once" if n == 1 else "twice" if n == 2 else f"{n} times"
 
 
-def task_label(task: TaskTrace) -> str:
+def task_label(task: TaskEvents) -> str:
     return f"task '{task.name}'"
 
 

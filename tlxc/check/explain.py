@@ -2,7 +2,7 @@
 
 The simulator says *that* the protocol breaks (a deadlock, an arrival
 overflow, a named-barrier mismatch, a race) under some schedule; the
-explainers here say *why*, by reading the traces, which do not depend on the
+explainers here say *why*, by reading the tasks' events, which do not depend on the
 schedule.  They are tried from the most specific to the most general:
 
 1. transaction bytes nothing delivers (``barrier.tx-bytes``);
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from ..ir.core import BlockArgument, Operation
 from ..ir.views import view_roots
 from .describe import assignment_location, barrier_use, bindings, ordinal, phase_use, task_label, times, where
+from .events import BarrierArray, Event, TaskEvents, clean_name
 from .findings import INFO, Finding
 from .simulate import Failure, Simulator
-from .trace import BarrierArray, Event, TaskTrace, clean_name
 
 # findings about how often tasks arrive and wait: the ones that unrelated pinned trip counts can fake
 COUNT_FINDINGS = ("barrier.missing-arrive", "barrier.extra-arrive", "barrier.arrive-count", "barrier.deadlock",
@@ -47,13 +47,13 @@ WRITES = ("copy", "write", "tmawrite")
 @dataclass
 class Context:
     kernel: Operation
-    tasks: list[TaskTrace]
+    tasks: list[TaskEvents]
     sim: Simulator
     trips: int
     pinned: bool
     pins: int = 0               # distinct runtime trip counts pinned (more than one: they may be related)
 
-    def task(self, index: int) -> TaskTrace:
+    def task(self, index: int) -> TaskEvents:
         return self.tasks[index]
 
     def events(self, kinds, array=None):
@@ -136,7 +136,7 @@ def _protocol(ctx: Context, first: list, anchor) -> Finding | None:
     return None
 
 
-def _at(task: TaskTrace, e: Event) -> str:
+def _at(task: TaskEvents, e: Event) -> str:
     return f"{task_label(task)} ({where(e.loc)})"
 
 
@@ -316,7 +316,7 @@ def _too_many(ctx, array, arrivals, uses, waiter, alloc) -> Finding:
                    "barrier.arrive-count")
 
 
-def _first_wait(ctx: Context, array, task: TaskTrace) -> Event:
+def _first_wait(ctx: Context, array, task: TaskEvents) -> Event:
     return next(e for e in task.events if e.kind == "wait" and e.array is array)
 
 
@@ -384,7 +384,7 @@ def phase_progression(ctx: Context, array: BarrierArray) -> Finding | None:
     return None
 
 
-def _stale_phase(task: TaskTrace, array, before: Event, e: Event, use: int) -> Finding:
+def _stale_phase(task: TaskEvents, array, before: Event, e: Event, use: int) -> Finding:
     flips = e.flips - before.flips
     context = ""
     a, b = bindings(before), bindings(e)
@@ -502,7 +502,7 @@ def _state_completed(ctx: Context, key) -> int:
     return state.bar.completed_phases if state is not None else 0
 
 
-def _fills_after(task: TaskTrace, pos: int) -> bool:
+def _fills_after(task: TaskEvents, pos: int) -> bool:
     """Whether the task writes shared memory after ``pos`` before it next arrives."""
     for x in task.events[pos + 1:]:
         if x.kind in WRITES:
@@ -629,7 +629,7 @@ def consumer_free_pass(ctx: Context) -> Finding | None:
     return None
 
 
-def _reads_after(task: TaskTrace, pos: int) -> bool:
+def _reads_after(task: TaskEvents, pos: int) -> bool:
     """Whether the task reads shared memory after ``pos``, writing none, before it next arrives."""
     reads = False
     for x in task.events[pos + 1:]:
@@ -703,7 +703,7 @@ def expect_too_small(ctx: Context, failure: Failure) -> Finding:
                    "barrier.expect-bytes")
 
 
-def _mma_race(ctx: Context, e: Event, other, task: TaskTrace, owner: TaskTrace, slot: str) -> Finding:
+def _mma_race(ctx: Context, e: Event, other, task: TaskEvents, owner: TaskEvents, slot: str) -> Finding:
     notes = [("the async_dot reads the slot here", other.event.loc)]
     doing = "overwrites" if e.kind in WRITES else "reads"
     if other.task == e.task:
@@ -725,7 +725,7 @@ def _mma_race(ctx: Context, e: Event, other, task: TaskTrace, owner: TaskTrace, 
                    "race.async-dot")
 
 
-def _tcgen05_race(ctx: Context, e: Event, other, task: TaskTrace, owner: TaskTrace, slot: str) -> Finding:
+def _tcgen05_race(ctx: Context, e: Event, other, task: TaskEvents, owner: TaskEvents, slot: str) -> Finding:
     """An access that conflicts with a tcgen05 MMA still in flight: only a wait on a
     barrier its completion arrives on (mBarriers=, tcgen05_commit) orders it."""
     what = "reads" if other.kind == "tcread" else "writes its accumulator in"
@@ -804,7 +804,7 @@ def race(ctx: Context, failure: Failure) -> Finding:
                    e.loc, [(f"{task_label(owner)} accesses the slot here", other.event.loc)], "race.shared")
 
 
-def _store_race(ctx: Context, e: Event, other, task: TaskTrace, owner: TaskTrace, slot: str) -> Finding:
+def _store_race(ctx: Context, e: Event, other, task: TaskEvents, owner: TaskEvents, slot: str) -> Finding:
     """A slot rewritten while a TMA (or bulk) store may still read it: only the issuing
     task's ``async_descriptor_store_wait`` retires that read (then a barrier, for others)."""
     store = "TMA store" if other.event.op is None or other.event.op.name == "tlx.async_descriptor_store" \
@@ -833,7 +833,7 @@ def _store_race(ctx: Context, e: Event, other, task: TaskTrace, owner: TaskTrace
                    "race.tma-store")
 
 
-def _last_wait_group(task: TaskTrace, e: Event, kind: str = "waitgroup") -> Event | None:
+def _last_wait_group(task: TaskEvents, e: Event, kind: str = "waitgroup") -> Event | None:
     found = None
     for x in task.events:
         if x is e:

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..ir.core import Operation
+from .events import UNKNOWN, _binary, _wrap
 from .findings import Finding
-from .trace import UNKNOWN, _binary, _wrap
 
 RESERVED = range(7)
 NAMED = ("tlx.named_barrier_wait", "tlx.named_barrier_arrive")

@@ -5,7 +5,7 @@ Scenarios: loops with compile-time bounds run their real trip count; loops
 whose bounds are runtime values run 1, N, N+1 and 2N+1 times for every ring
 size N of the kernel (the sizes of its barrier and buffer arrays) -- the
 counts where ring protocols typically break: the first use, a full ring, the
-first wrap, a second wrap.  Each scenario's traces are replayed under several
+first wrap, a second wrap.  Each scenario's events are replayed under several
 schedules (``simulate.py``); the first failure is explained (``explain.py``)
 and reported.  A kernel whose protocol depends on runtime values gets a note
 instead (``tlxc check --run`` decides it on the interpreter).
@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 
 from ..ir.core import Operation
+from .events import EventCollector, TooLong, Undecidable, kernel_uses_protocol
 from .explain import Context, explain
 from .findings import NOTE, Finding
 from .simulate import simulate
-from .trace import TooLong, Tracer, Undecidable, kernel_uses_protocol
 
 MAX_SCENARIOS = 6
 
@@ -37,15 +37,15 @@ def trip_counts(kernel: Operation) -> list[int]:
     return ordered
 
 
-def trace_scenario(kernel: Operation, trips: int, pins: dict, memo: dict):
-    """Traces with every unknown loop bound pinned; re-traced until the pins
+def collect_scenario(kernel: Operation, trips: int, pins: dict, memo: dict):
+    """Events with every unknown loop bound pinned; collected again until the pins
     settle (a bound pinned in a later task may be read by an earlier one)."""
     tasks, pinned = None, False
     for _ in range(3):
         before = dict(pins)
-        tracer = Tracer(kernel, trips, pins, memo)
-        tasks = tracer.trace()
-        pinned = pinned or tracer.pinned
+        collector = EventCollector(kernel, trips, pins, memo)
+        tasks = collector.collect()
+        pinned = pinned or collector.pinned
         if pins == before:
             break
     return tasks, pinned
@@ -69,7 +69,7 @@ def _check(kernel: Operation) -> list[Finding]:
     for trips in trip_counts(kernel):
         pins: dict = {}
         try:
-            tasks, pinned = trace_scenario(kernel, trips, pins, memo)
+            tasks, pinned = collect_scenario(kernel, trips, pins, memo)
             failure, sim = simulate(tasks)
         except (Undecidable, TooLong) as exc:
             return [Finding(f"the barrier protocol cannot be checked statically: {exc.message}; "

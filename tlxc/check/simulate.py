@@ -1,4 +1,4 @@
-"""Replaying the traces of one scenario under one schedule.
+"""Replaying the protocol events of one scenario under one schedule.
 
 Only the protocol runs: mbarriers are the interpreter's ``MBarrier`` state
 machine (pending arrivals, transaction bytes, phase parity), named barriers
@@ -41,7 +41,7 @@ import random
 from dataclasses import dataclass, field
 
 from ..ir.mbarrier import MBarrier
-from .trace import Event, TaskTrace, TooLong
+from .events import Event, TaskEvents, TooLong
 
 READS = ("read", "mma", "tcread", "tmaread")          # accesses that only read the slot
 ASYNC = ("copy", "mma", "tcread", "tcacc", "tmaread")  # accesses in flight until something retires them
@@ -125,7 +125,7 @@ class Access:
 
 
 class Simulator:
-    def __init__(self, tasks: list[TaskTrace], schedule: str = "in-order"):
+    def __init__(self, tasks: list[TaskEvents], schedule: str = "in-order"):
         self.tasks = tasks
         self.schedule = schedule
         n = len(tasks)
@@ -514,7 +514,7 @@ def _dominated(old: Access, new: Access) -> bool:
     return old.kind == new.kind
 
 
-def simulate(tasks: list[TaskTrace], schedules=SCHEDULES) -> tuple[Failure | None, Simulator]:
+def simulate(tasks: list[TaskEvents], schedules=SCHEDULES) -> tuple[Failure | None, Simulator]:
     """The first failure over ``schedules`` (and the simulator that found
     it); an ``open-round`` only when no schedule fails otherwise."""
     sim, open_round = None, None

@@ -1,8 +1,8 @@
 """Python AST → tlxc IR.
 
-One ``FunctionBuilder`` per traced function (the kernel, and each inlined
+One ``FunctionBuilder`` per function whose IR it builds (the kernel, and each inlined
 helper).  Compile-time values (numbers, dtypes, tuples, ``tl.constexpr``
-parameters) are folded while tracing; runtime values become IR.  Python
+parameters) are folded while building; runtime values become IR.  Python
 control flow on runtime values becomes ``scf.for`` / ``scf.while`` /
 ``scf.if`` with explicit loop-carried and yielded values.
 """
@@ -77,7 +77,7 @@ class Context:
     replica_id: int | None = None          # inside a replicated async task
     captured: frozenset = frozenset()      # ids of register tensors defined outside the current task
     entry: Block | None = None             # the kernel's top-level block (its uniform prologue)
-    task: tuple | None = None              # (the task's with-node, replica) being traced; None outside
+    task: tuple | None = None              # (the task's with-node, replica) being built; None outside
     staging: dict = field(default_factory=dict)   # descriptor_methods' buffers, per (task, box)
     staging_allocs: int = 0                # how many of them lead the entry block
     alias_peers: dict = field(default_factory=dict)   # id(alloc value) -> storage_alias.Peer
@@ -583,7 +583,7 @@ def _did_you_mean(name: str, candidates) -> str:
 
 
 def build_kernel_ir(kfn, spec, options: CompileOptions) -> Module:
-    """Trace ``kfn`` under one specialization into a one-kernel module.
+    """Build the IR of ``kfn`` under one specialization into a one-kernel module.
 
     ``spec`` maps every parameter to either ``("constexpr", value)`` or
     ``("runtime", ir_type)``; runtime parameters become the kernel's arguments.

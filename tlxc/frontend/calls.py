@@ -1,6 +1,6 @@
 """Calls in a kernel body: builtins (``tl.*``, ``tlx.*``, tensor methods: their semantic rules,
 with the arguments bound to the builtin's signature for located errors), ``min``/``max`` of
-runtime values, and ``@tlxc.kernel`` helpers, inlined by tracing their body with a
+runtime values, and ``@tlxc.kernel`` helpers, inlined by building their body with a
 ``FunctionBuilder`` of their own.  ``Calls`` is the part of ``FunctionBuilder``
 (frontend/build_ir.py) that handles them: a mixin, its methods use the visitor's ``visit``,
 ``error``, ``vars`` and ``ctx``."""

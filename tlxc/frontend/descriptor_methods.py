@@ -99,7 +99,7 @@ def _staging(ctx, desc: Tensor, with_barrier: bool) -> tuple[Tensor, Tensor | No
 
 def _allocate(ctx, name: str, result_type, attrs: dict, hint: str):
     """An allocation at the top of the kernel (the uniform prologue every task runs), in the
-    order the calls that need them were traced."""
+    order the calls that need them were built."""
     detached = Builder()
     with detached.location(ctx.b.loc):
         op = detached.create(name, [], [result_type], attrs, result_names=[hint])

@@ -3,7 +3,7 @@
 (``core.py`` / ``standard.py``).
 
 A combine function is a ``@tlxc.jit`` function of 2n scalars (the left operands,
-then the right ones) returning n scalars of the operands' dtypes; it is traced
+then the right ones) returning n scalars of the operands' dtypes; its IR is built
 once, on scalar arguments, into the op's region.  Triton assumes it associative;
 so does tlxc (the GPU applies it in a tree order, the interpreter left to right).
 """
@@ -46,8 +46,8 @@ def _axis(axis, rank: int) -> int:
     return axis % rank
 
 
-def _trace_combine(ctx, fn, elems: list[ScalarType]) -> Region:
-    """The combine function traced on 2n scalar block arguments, ending in scf.yield."""
+def _build_combine(ctx, fn, elems: list[ScalarType]) -> Region:
+    """The combine function built on 2n scalar block arguments, ending in scf.yield."""
     from .build_ir import RETURN, FunctionBuilder  # build_ir imports this module
     from .calls import is_kernel_function
     if not is_kernel_function(fn):
@@ -87,7 +87,7 @@ def _trace_combine(ctx, fn, elems: list[ScalarType]) -> Region:
 
 def scan(ctx, values: list[Tensor], axis: int, combine, reverse: bool) -> list[Tensor]:
     elems = [v.dtype for v in values]
-    region = _trace_combine(ctx, combine, elems) if not isinstance(combine, Region) else combine
+    region = _build_combine(ctx, combine, elems) if not isinstance(combine, Region) else combine
     op = ctx.b.create("tl.scan", [v.value for v in values], [v.type for v in values],
                       {"axis": axis, "reverse": reverse}, [region])
     return [Tensor(r) for r in op.results]
@@ -152,7 +152,7 @@ def _reduce(ctx, input, axis, combine_fn, keep_dims=False):
     else:
         axis = _axis(axis, len(original))
         kept = original[:axis] + (1,) + original[axis + 1:]
-    region = _trace_combine(ctx, constexpr(combine_fn, "combine_fn"), [v.dtype for v in values])
+    region = _build_combine(ctx, constexpr(combine_fn, "combine_fn"), [v.dtype for v in values])
     shape = values[0].shape[:axis] + values[0].shape[axis + 1:]
     types = [TensorType(shape, v.dtype) if shape else v.dtype for v in values]
     op = b.create("tl.reduce_combine", [v.value for v in values], types, {"axis": axis}, [region])

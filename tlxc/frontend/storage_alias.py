@@ -16,7 +16,7 @@ TLX's model, which tlxc follows:
 
 In tlxc the first peer is a plain ``tlx.local_alloc`` and the others alias it (``reuse=``,
 ``ir/ops/shared.py``), so ``allocate-shared`` sizes the region as its largest peer; the index
-rewrite happens here, where ``buf[i]`` / ``tlx.local_view`` is traced, which is why the overlap must
+rewrite happens here, where ``buf[i]`` / ``tlx.local_view`` is built, which is why the overlap must
 be declared before any peer is indexed.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``with tlx.async_tasks():`` in a kernel body: the ``with tlx.async_task(...)`` blocks, their
-warps, register budgets and places (``warp_group_start_id``), and the tracing of each task's body
+warps, register budgets and places (``warp_group_start_id``), and the building of each task's body
 into its region of ``tlx.async_tasks`` (ir/ops/task.py).  ``TaskStatements`` is the part of
 ``FunctionBuilder`` (frontend/build_ir.py) that handles them: a mixin, its methods use the
 visitor's ``visit``, ``error``, ``vars`` and ``ctx``."""

@@ -1,4 +1,4 @@
-"""Frontend values: what a kernel's Python variables hold while tracing.
+"""Frontend values: what a kernel's Python variables hold while their IR is built.
 
 A variable holds either a compile-time Python value (int, float, bool, None,
 str, dtype, tuple, function, module: "constexpr") or a ``Tensor``: a runtime

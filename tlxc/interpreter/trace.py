@@ -75,7 +75,7 @@ class TraceEvent:
 
 
 @dataclass
-class TaskInfo:
+class TraceTask:
     """A task of the traced program, in spawn order (``main`` first)."""
 
     name: str
@@ -106,7 +106,7 @@ class Trace:
     program: tuple[int, int, int]
     grid: tuple[int, int, int]
     seed: int | None
-    tasks: list[TaskInfo]
+    tasks: list[TraceTask]
     barriers: list[BarrierInfo]
     events: list[TraceEvent]
     steps: int
@@ -126,7 +126,7 @@ class Tracer:
     def __init__(self, max_steps: int | None = None):
         self.max_steps = max_steps                   # bounds the traced program's scheduling steps
         self.events: list[TraceEvent] = []
-        self.tasks: dict[str, TaskInfo] = {}
+        self.tasks: dict[str, TraceTask] = {}
         self.barriers: dict[str, BarrierInfo] = {}
         self.program = None
         self.scheduler = None
@@ -164,7 +164,7 @@ class Tracer:
     # -- scheduler hooks ----------------------------------------------------------------
     def spawned(self, task) -> None:
         warps, registers, replica = self._task_meta.get(task.name, (None, None, None))
-        self.tasks[task.name] = TaskInfo(task.name, task.title, task.loc, warps, registers, replica, self.now)
+        self.tasks[task.name] = TraceTask(task.name, task.title, task.loc, warps, registers, replica, self.now)
 
     def resumed(self, task) -> None:
         self.running = task

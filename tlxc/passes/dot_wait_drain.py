@@ -19,7 +19,7 @@ and whose regions hold no wgmma op but ``async_dot_wait {pendings = 0}``: a pers
 kernel's epilogue, ``pipeline-loads``) loses the wait after the loop (uses of ``%out`` use ``%r``) and gets the loop
 attribute ``dot_drain = i``: after the yield of its last iteration the loop waits
 for every wgmma group of the task, as ``async_dot_wait(%r, 0)`` would.  The
-interpreter (``interpreter/control.py``) and the static checker (``check/trace.py``)
+interpreter (``interpreter/control.py``) and the static checker (``check/events.py``)
 retire the groups there; the codegen (``codegen_c/rules_control.py``) ends the body
 with ``if (k + step >= ub) { wgmma.wait_group 0; [barrier]; break; }``, the
 barrier being the one ``codegen_c/shared_order.py`` puts after an async_dot_wait.

@@ -4,7 +4,7 @@ Shared buffers and mbarriers are static: ``allocate-shared`` gives each one a
 fixed place in the kernel's shared memory, and codegen initializes a
 barrier where its ``tlx.alloc_barriers`` stands.  A kernel may still write
 an allocation inside an ``if`` -- most often without meaning to: code after
-an early ``return`` (``if pid >= n: return``) is traced into the ``else``
+an early ``return`` (``if pid >= n: return``) is built into the ``else``
 branch of that ``if`` (``frontend/build_ir.py:visit_stmts``).  Such an
 allocation runs at most once per program, so it means the same at the top
 level, just before the outermost ``scf.if`` holding it: the buffer exists

@@ -1,4 +1,4 @@
-"""Protocol traces: each task's barrier, named-barrier and shared-memory
+"""Protocol events: each task's barrier, named-barrier and shared-memory
 operations in program order, with their slot indices and phases evaluated.
 
 The kernel is evaluated abstractly: integer scalars are computed exactly (C
@@ -10,12 +10,12 @@ a constant (``lb`` 0, ``step`` 1, ``ub = lb + trips * step``), recorded in
 ``pins`` so that every task that loops over the same bound values runs the
 same number of iterations.
 
-A task's trace does not depend on how tasks interleave (a barrier wait
-returns no value), so traces are computed once per scenario and the
+A task's events do not depend on how tasks interleave (a barrier wait
+returns no value), so they are computed once per scenario and the
 simulator (``simulate.py``) replays them under several schedules.
 
 When the protocol depends on something unknown -- a slot index, a phase, a
-predicate, or a branch around a barrier operation -- the tracer raises
+predicate, or a branch around a barrier operation -- the collector raises
 ``Undecidable`` naming the line; ``tlxc check --run`` decides such kernels
 on the interpreter.
 """
@@ -60,7 +60,7 @@ class TooLong(Exception):
         self.loc = loc
 
 
-# -- what the trace talks about ------------------------------------------------------------------
+# -- what the events talk about -----------------------------------------------------------------
 @dataclass(eq=False)
 class BarrierArray:
     op: Operation
@@ -129,7 +129,7 @@ class Event:
 
 
 @dataclass(eq=False)
-class TaskTrace:
+class TaskEvents:
     index: int
     name: str
     warps: int
@@ -236,11 +236,11 @@ def _is_int_scalar(t) -> bool:
     return isinstance(t, ScalarType) and t.is_int
 
 
-# -- the tracer ---------------------------------------------------------------------------------
-class Tracer:
-    """Traces of one kernel for one scenario (``trips``: iterations of every loop
+# -- the collector -------------------------------------------------------------------
+class EventCollector:
+    """The protocol events of one kernel for one scenario (``trips``: iterations of every loop
     whose bounds are unknown).  ``pins`` is shared across calls so that a bound
-    pinned while tracing one task holds for the others."""
+    pinned while evaluating one task holds for the others."""
 
     def __init__(self, kernel: Operation, trips: int, pins: dict[int, int], memo: dict | None = None):
         self.kernel = kernel
@@ -250,8 +250,8 @@ class Tracer:
         self.env: dict[int, object] = {}
         self.flips: dict[int, int] = {}
         self.arrays: dict[int, object] = {}
-        self.tasks: list[TaskTrace] = []
-        self.current: TaskTrace | None = None
+        self.tasks: list[TaskEvents] = []
+        self.current: TaskEvents | None = None
         self.iterations: list[int] = []
         self.recording = True
         self.pinned = False            # whether a loop bound had to be pinned
@@ -264,8 +264,8 @@ class Tracer:
         self.addresses: dict[int, tuple] = {}     # scalar pointer -> (base key, constant offset, other terms)
 
     # -- driver ----------------------------------------------------------------------------------
-    def trace(self) -> list[TaskTrace]:
-        main = TaskTrace(0, "main", self.kernel.attrs.get("num_warps", 4))
+    def collect(self) -> list[TaskEvents]:
+        main = TaskEvents(0, "main", self.kernel.attrs.get("num_warps", 4))
         self.tasks.append(main)
         self.current = main
         body = self.kernel.regions[0].block
@@ -502,9 +502,9 @@ class Tracer:
                                                if _is_view(op.operands[0]) else [op.operands[1]]))
 
     def remote_view(self, op: Operation) -> None:
-        """Clusters are traced as symmetric: every CTA runs the same code, so the arrive a
+        """Clusters are evaluated as symmetric: every CTA runs the same code, so the arrive a
         peer makes on this CTA's barrier is the one this CTA makes on the peer's: a
-        remote view traces as the local barrier."""
+        remote view evaluates as the local barrier."""
         self.set(op.results[0], self.value(op.operands[0]))
 
     def barrier_arrive(self, op: Operation) -> None:
@@ -577,7 +577,7 @@ class Tracer:
 
     def remote_async_store(self, op: Operation) -> None:
         """``async_remote_shmem_store`` / ``_copy`` complete their bytes on the *peer's*
-        barrier.  The tracer follows one CTA of a symmetric cluster: what this CTA sends a
+        barrier.  The collector follows one CTA of a symmetric cluster: what this CTA sends a
         peer, a peer sends it, so the bytes land on its own barrier at the same place."""
         array, slot = self.barrier(op, 3)
         self.record("tma", op, array=array, slot=slot, amount=op.operands[0].type.buffer_bytes)
@@ -648,7 +648,7 @@ class Tracer:
         spawn = self.record("spawn", op)
         started = []
         for region, (name, warps, _regs, replica) in zip(op.regions, op.attrs.get("tasks", ())):
-            task = TaskTrace(len(self.tasks), name, warps, replica if "." in name else None, parent.index,
+            task = TaskEvents(len(self.tasks), name, warps, replica if "." in name else None, parent.index,
                              region=region)
             self.tasks.append(task)
             started.append(task.index)
@@ -789,16 +789,16 @@ def _is_view(v: Value) -> bool:
     return isinstance(owner, Operation) and owner.name == "tlx.local_view"
 
 
-def _leaves(v: Value, tracer: Tracer, found: dict, depth: int) -> None:
+def _leaves(v: Value, collector: EventCollector, found: dict, depth: int) -> None:
     """Named leaves (loop variables, carried values) of an index/phase expression."""
     owner = getattr(v, "owner", None)
     is_op = isinstance(owner, Operation)
     if is_op and depth > 0 and owner.name.startswith("arith.") and owner.name != "arith.constant":
         for operand in owner.operands:
-            _leaves(operand, tracer, found, depth - 1)
+            _leaves(operand, collector, found, depth - 1)
         return
     if v.name_hint and not (is_op and owner.name == "arith.constant"):
-        value = tracer.value(v)
+        value = collector.value(v)
         if value is not UNKNOWN:
             found.setdefault(clean_name(v.name_hint), value)
 
@@ -831,7 +831,7 @@ def _pointer_root(v: Value):
 
 def _written_roots(kernel: Operation):
     """ids of the kernel parameters written through (stores, atomics, TMA stores), or None
-    if some write's target cannot be traced to a parameter."""
+    if some write's target cannot be followed back to a parameter."""
     roots = set()
     for op in kernel.walk():
         if op.name in ("tl.store", "tlx.async_descriptor_store", "tlx.async_bulk_store") or \
@@ -848,39 +848,39 @@ def _op_label(op: Operation) -> str:
 
 
 _HANDLERS = {
-    "tlx.alloc_barriers": Tracer.alloc_barriers,
-    "tlx.local_alloc": Tracer.local_alloc,
-    "tlx.local_view": Tracer.local_view,
-    "tlx.local_slice": Tracer.local_slice,
-    "tlx.local_trans": Tracer.whole_view,
-    "tlx.local_reinterpret": Tracer.whole_view,
-    "tlx.barrier_wait": Tracer.barrier_wait,
-    "tlx.barrier_arrive": Tracer.barrier_arrive,
-    "tlx.remote_view": Tracer.remote_view,
-    "tlx.barrier_expect_bytes": Tracer.barrier_expect_bytes,
-    "tlx.named_barrier_wait": Tracer.named_barrier,
-    "tlx.named_barrier_arrive": Tracer.named_barrier,
-    "tlx.async_load": Tracer.async_load,
-    "tlx.async_descriptor_load": Tracer.async_descriptor_load,
-    "tlx.async_descriptor_store": Tracer.async_descriptor_store,
-    "tlx.async_bulk_load": Tracer.async_bulk_load,
-    "tlx.async_bulk_store": Tracer.async_descriptor_store,
-    "tlx.async_descriptor_store_wait": Tracer.store_wait,
-    "tlx.fence": Tracer.fence,
-    "tlx.async_remote_shmem_store": Tracer.remote_async_store,
-    "tlx.async_remote_shmem_copy": Tracer.remote_async_store,
-    "tlx.clc_try_cancel": Tracer.clc_try_cancel,
-    "tlx.barrier_complete_tx": Tracer.complete_tx,
-    "tlx.async_dot": Tracer.async_dot,
-    "tlx.async_dot_wait": Tracer.async_dot_wait,
-    "tlx.tcgen05_mma": Tracer.tcgen05_mma,
-    "tlx.tcgen05_commit": Tracer.tcgen05_commit,
-    "tlx.async_commit_group": Tracer.commit,
-    "tlx.async_wait_group": Tracer.wait_group,
+    "tlx.alloc_barriers": EventCollector.alloc_barriers,
+    "tlx.local_alloc": EventCollector.local_alloc,
+    "tlx.local_view": EventCollector.local_view,
+    "tlx.local_slice": EventCollector.local_slice,
+    "tlx.local_trans": EventCollector.whole_view,
+    "tlx.local_reinterpret": EventCollector.whole_view,
+    "tlx.barrier_wait": EventCollector.barrier_wait,
+    "tlx.barrier_arrive": EventCollector.barrier_arrive,
+    "tlx.remote_view": EventCollector.remote_view,
+    "tlx.barrier_expect_bytes": EventCollector.barrier_expect_bytes,
+    "tlx.named_barrier_wait": EventCollector.named_barrier,
+    "tlx.named_barrier_arrive": EventCollector.named_barrier,
+    "tlx.async_load": EventCollector.async_load,
+    "tlx.async_descriptor_load": EventCollector.async_descriptor_load,
+    "tlx.async_descriptor_store": EventCollector.async_descriptor_store,
+    "tlx.async_bulk_load": EventCollector.async_bulk_load,
+    "tlx.async_bulk_store": EventCollector.async_descriptor_store,
+    "tlx.async_descriptor_store_wait": EventCollector.store_wait,
+    "tlx.fence": EventCollector.fence,
+    "tlx.async_remote_shmem_store": EventCollector.remote_async_store,
+    "tlx.async_remote_shmem_copy": EventCollector.remote_async_store,
+    "tlx.clc_try_cancel": EventCollector.clc_try_cancel,
+    "tlx.barrier_complete_tx": EventCollector.complete_tx,
+    "tlx.async_dot": EventCollector.async_dot,
+    "tlx.async_dot_wait": EventCollector.async_dot_wait,
+    "tlx.tcgen05_mma": EventCollector.tcgen05_mma,
+    "tlx.tcgen05_commit": EventCollector.tcgen05_commit,
+    "tlx.async_commit_group": EventCollector.commit,
+    "tlx.async_wait_group": EventCollector.wait_group,
     "tlx.local_load": lambda self, op: self.access(op, "read", 0),
     "tlx.local_store": lambda self, op: self.access(op, "write", 0),
-    "tlx.async_tasks": Tracer.async_tasks,
-    "scf.for": Tracer.scf_for,
-    "scf.if": Tracer.scf_if,
-    "scf.while": Tracer.scf_while,
+    "tlx.async_tasks": EventCollector.async_tasks,
+    "scf.for": EventCollector.scf_for,
+    "scf.if": EventCollector.scf_if,
+    "scf.while": EventCollector.scf_while,
 }
