@@ -50,6 +50,18 @@ def tm_store_iota(y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
 
 
 @tlxc.jit
+def tm_store_ones(y_ptr, M, N, ld, BM: tl.constexpr, BN: tl.constexpr):
+    """An explicit TLX TMA store of a box of ones through a map of row stride ld: no runtime
+    fallback, so a map whose inner size is not a 16-byte multiple is refused."""
+    dst = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[ld, 1], block_shape=[BM, BN])
+    buf = tlx.local_alloc((BM, BN), tl.float16, 1)
+    tlx.local_store(buf[0], tl.full((BM, BN), 1.0, tl.float16))
+    tlx.fence_async_shared()
+    tlx.async_descriptor_store(dst, buf[0], [tl.program_id(0) * BM, tl.program_id(1) * BN])
+    tlx.async_descriptor_store_wait(0)
+
+
+@tlxc.jit
 def tm_prefetched_copy(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
     """The map prefetched (prefetch.tensormap) and the box prefetched into L2 before it is loaded."""
     src = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])

@@ -29,7 +29,7 @@ def test_box_round_trip_on_the_interpreter(m, n, arch):
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
 def test_checker_and_cubin(arch, monkeypatch):
-    monkeypatch.setenv("TLXC_DEVICE_TENSORMAPS", "1")     # (off by default until GPU-verified)
+    monkeypatch.delenv("TLXC_DEVICE_TENSORMAPS", raising=False)     # (the default: device maps)
     spec = specialization_from_types(K.desc_copy_scaled, SIG, {"BM": 32, "BN": 32})
     assert not [f for f in check_function(K.desc_copy_scaled, spec, arch=arch) if f.severity == ERROR]
     compiled = compile_kernel(K.desc_copy_scaled, spec, arch=arch, stages=("ir", "cuda", "ptx", "cubin"))

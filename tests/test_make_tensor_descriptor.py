@@ -336,7 +336,7 @@ def test_in_kernel_descriptors_store_by_tma_on_sm90a_and_load_by_masked_loads(mo
     """sm_90a encodes each descriptor's tensor map in the kernel and stores its boxes by TMA
     (interpreter/tensormap.py, codegen_nvptx/rules_tensormap.py); desc.load stays a masked load, which
     the pipeline pass rings (tensor_desc.DESC_LOAD_BY_TMA); sm_80 has no TMA: masked stores too."""
-    monkeypatch.setenv("TLXC_DEVICE_TENSORMAPS", "1")     # (off by default until GPU-verified)
+    monkeypatch.delenv("TLXC_DEVICE_TENSORMAPS", raising=False)     # (the default: device maps)
     ir = td_persistent_matmul.compile(signature=_PERSISTENT_SIG, constexprs={**_PERSISTENT_META, "SUBTILE": False},
                                       arch="sm_90a", stages=("ir",)).asm["ir"]
     assert ir.count("tlx.make_tensor_descriptor") == 3 and "tlx.async_descriptor_load" not in ir
@@ -465,7 +465,7 @@ def test_gpu_persistent_matmul_matches_torch(M, N, K, subtile):
 
 @pytest.mark.gpu
 def test_gpu_grouped_matmul_matches_torch():
-    # every n a 16-byte multiple of f16 (520, not 513): with TLXC_DEVICE_TENSORMAPS=1 c's desc.store is a
+    # every n a 16-byte multiple of f16 (520, not 513): c's desc.store is a
     # TMA store, which a map of another inner size may not take (ir/tensormap.py: store_width_message)
     problems = [(300, 200, 128), (129, 64, 256), (64, 520, 72)]
     a_parts, b_parts, starts, lds, sizes, c_views = [], [], [], [], [], []
@@ -499,8 +499,8 @@ def test_gpu_grouped_matmul_matches_torch():
 @pytest.mark.parametrize("padding", ["zero", "nan"])
 def test_gpu_padding_and_guarded_store(padding, monkeypatch):
     # the element path: 45 and 91 f32 columns are no 16-byte multiples, which TMA stores overrun (an
-    # in-kernel map stored through would trap: TLXC_DEVICE_TENSORMAPS=1 is not for these shapes)
-    monkeypatch.delenv("TLXC_DEVICE_TENSORMAPS", raising=False)
+    # in-kernel map stored through would trap, so this test opts out of device maps)
+    monkeypatch.setenv("TLXC_DEVICE_TENSORMAPS", "0")
     rows, cols, ld = 27, 45, 48
     x = torch.randn(rows, ld, device="cuda")
     out = torch.full((32, 64), -7.0, device="cuda")

@@ -21,8 +21,8 @@ from tlxc.interpreter import interpret
 
 @pytest.fixture(autouse=True)
 def _device_tensormaps(monkeypatch):
-    """The encoding is off by default until the GPU verifies it (tensor_desc.device_tensormaps)."""
-    monkeypatch.setenv("TLXC_DEVICE_TENSORMAPS", "1")
+    """The encoding is the default (tensor_desc.device_tensormaps): run without the opt-out."""
+    monkeypatch.delenv("TLXC_DEVICE_TENSORMAPS", raising=False)
 
 M, N = 70, 72                  # not multiples of the [32, 64] box; rows of 288 bytes (16-byte multiples)
 BOX = {"BM": 32, "BN": 64}
@@ -50,8 +50,12 @@ def _cases(device: str):
     iota = torch.arange(M * N, dtype=torch.float32, device=device).view(M, N)
     scaled = yh.clone()
     scaled[:, :72] = (xh[:, :72].double() * 3 + 1).half()   # 72 f16 = 144 bytes: a TMA store ends exactly there
+    yn = torch.full((M, 80), nan, device=device).half()
+    narrow = yn.clone()
+    narrow[:, :75] = (xh[:, :75].double() * 3 + 1).half()   # 75 f16 = 150 bytes: desc.store's element branch
     return {
         "desc_load_store": (K.tm_scale_rows, GRID, (xh, yh, M, 72, 80), BOX, yh, scaled),
+        "desc_store_narrow": (K.tm_scale_rows, GRID, (xh, yn, M, 75, 80), BOX, yn, narrow),
         "async_load_mbarrier": (K.tm_async_pair, GRID, (x, y[0], M, N), BOX, y[0], -x),
         "async_store": (K.tm_store_iota, GRID, (y[1], M, N), BOX, y[1], iota),
         "prefetch": (K.tm_prefetched_copy, GRID, (x, y[2], M, N), BOX, y[2], x),
@@ -65,6 +69,7 @@ def _cases(device: str):
 
 SIGNATURES = {
     "desc_load_store": (K.tm_scale_rows, "x_ptr=*fp16,y_ptr=*fp16,M=i32,N=i32,ld=i32", BOX),
+    "desc_store_narrow": (K.tm_scale_rows, "x_ptr=*fp16,y_ptr=*fp16,M=i32,N=i32,ld=i32", BOX),
     "async_load_mbarrier": (K.tm_async_pair, "x_ptr=*fp32,y_ptr=*fp32,M=i32,N=i32", BOX),
     "async_store": (K.tm_store_iota, "y_ptr=*fp32,M=i32,N=i32", BOX),
     "prefetch": (K.tm_prefetched_copy, "x_ptr=*fp32,y_ptr=*fp32,M=i32,N=i32", BOX),
@@ -104,7 +109,7 @@ def test_cubin_encodes_the_map_and_copies_by_tma(feature, arch):
     assert "mbarrier.complete_tx" not in ptx           # the box is a TMA copy, not the task's own
     # 128 bytes per map a TMA op uses (desc.load is an element load: tensor_desc.DESC_LOAD_BY_TMA)
     per_program = compiled.metadata.get("global_scratch_bytes")
-    assert per_program == (128 if feature in ("async_store", "desc_load_store") else 256), per_program
+    assert per_program == (128 if feature in ("async_store", "desc_load_store", "desc_store_narrow") else 256), per_program
     codes = {"async_load_bf16": ("replace_elemtype<10>", "replace_swizzle_mode<3>"),
              "async_load_int8": ("replace_elemtype<0>", "replace_swizzle_mode<2>"),
              "async_load_mbarrier": ("replace_elemtype<7>", "replace_swizzle_mode<3>")}
@@ -146,13 +151,14 @@ def test_sm80_keeps_the_element_copy():
 
 
 def test_misaligned_row_stride_is_a_located_error_on_the_interpreter():
-    """Refused where a TMA copy uses the map (the store), naming the line that built it."""
+    """Refused where a TMA copy uses the map (the store), naming the line that built it (64 f16
+    columns: a 16-byte multiple, so desc.store takes its TMA branch)."""
     x = torch.randn(40, 70).half()
     y = torch.zeros(40, 70).half()
     with pytest.raises(TlxcError, match=r"kernels_tensormap_device.py:\d+.*uses the tensor map built at line \d+: "
                                         r".*strides\[0\] is 70 elements of f16 = 140 bytes; TMA needs a positive "
                                         r"multiple of 16 bytes"):
-        interpret(K.tm_scale_rows, (2, 2), (x, y, 40, 70, 70), BOX)
+        interpret(K.tm_scale_rows, (2, 1), (x, y, 40, 64, 70), BOX)
 
 
 def test_desc_load_is_the_pipelinable_element_load_and_unused_maps_go():
@@ -175,25 +181,45 @@ def test_misaligned_stride_traps_on_the_gpu_located_with_debug_barriers():
     kernel, signature, constexprs = SIGNATURES["desc_load_store"]
     spec = specialization_from_types(kernel, parse_signature(signature), constexprs)
     plain = compile_kernel(kernel, spec, arch="sm_90a", stages=("ir", "cuda", "ptx"))
-    # dst's map (stored through): base, row stride, inner size (16-byte multiple for TMA stores)
-    assert plain.asm["cuda"].count("__trap();") == 3 and "printf(" not in plain.asm["cuda"]
+    # dst's map: base and row stride; its desc.store tests the inner size itself (no trap for it)
+    assert plain.asm["cuda"].count("__trap();") == 2 and "printf(" not in plain.asm["cuda"]
     assert "vprintf" not in plain.asm["ptx"]
     debug = compile_kernel(kernel, spec, arch="sm_90a", stages=("ir", "cuda"), debug_barriers=True).asm["cuda"]
     assert "kernels_tensormap_device.py:" in debug and "is not 16-byte aligned" in debug
     assert "TMA needs a positive multiple of 16 bytes below 2**40" in debug and "printf(" in debug
+    assert "not a multiple of 16 bytes: TMA stores write whole" not in debug
+    # an explicit TLX store has no fallback: its map's encode also traps on the inner size
+    spec = specialization_from_types(K.tm_store_ones, parse_signature("y_ptr=*fp16,M=i32,N=i32,ld=i32"), BOX)
+    plain = compile_kernel(K.tm_store_ones, spec, arch="sm_90a", stages=("ir", "cuda")).asm["cuda"]
+    assert plain.count("__trap();") == 3
+    debug = compile_kernel(K.tm_store_ones, spec, arch="sm_90a", stages=("ir", "cuda"), debug_barriers=True).asm["cuda"]
     assert "shape[1] is %lld elements of f16, not a multiple of 16 bytes: TMA stores write whole" in debug
+
+
+def test_desc_store_through_a_narrow_map_branches_to_the_element_store():
+    """desc.store of an in-kernel descriptor tests the map's inner size at run time: a 16-byte
+    multiple stores the box by TMA, anything else by the element store (a TMA store would write
+    past the shape); that TMA store is marked so the encode does not trap on the narrow shape."""
+    kernel, signature, constexprs = SIGNATURES["desc_store_narrow"]
+    spec = specialization_from_types(kernel, parse_signature(signature), constexprs)
+    ir = compile_kernel(kernel, spec, arch="sm_90a", stages=("ir",)).asm["ir"]
+    assert "scf.if" in ir and "width_guarded" in ir and "tl.store" in ir
+    g = _seeded()
+    x = torch.randn(M, 80, generator=g).half()
+    y = torch.full((M, 80), float("nan")).half()
+    interpret(kernel, GRID, (x, y, M, 75, 80), BOX)
+    assert torch.equal(y[:, :75], (x[:, :75].double() * 3 + 1).half())
+    assert y[:, 75:].isnan().all()      # nothing written past the shape
 
 
 def test_store_through_a_map_of_unaligned_inner_size_is_refused_by_the_interpreter():
     """A TMA store writes whole 16-byte chunks of the innermost dimension (H200, 2026-12-03), so
-    a map whose inner size (75 x f16 = 150 bytes) is not a 16-byte multiple may not be stored
-    through: the GPU's encode traps, the interpreter refuses the store with the same rule."""
-    g = _seeded()
-    x = torch.randn(M, 80, generator=g).half()
+    an explicit TLX store through a map whose inner size (75 x f16 = 150 bytes) is not a 16-byte
+    multiple is refused: the GPU's encode traps, the interpreter refuses the store with the same rule."""
     y = torch.zeros(M, 80).half()
-    with pytest.raises(TlxcError, match=r"kernels_tensormap_device.py:16.*shape\[1\] is 75 elements of f16, not a "
+    with pytest.raises(TlxcError, match=r"kernels_tensormap_device.py:\d+.*shape\[1\] is 75 elements of f16, not a "
                                         r"multiple of 16 bytes: TMA stores write whole 16-byte chunks"):
-        interpret(K.tm_scale_rows, GRID, (x, y, M, 75, 80), BOX)
+        interpret(K.tm_store_ones, GRID, (y, M, 75, 80), BOX)
     assert not y.any()      # refused before anything was written
 
 
@@ -265,14 +291,16 @@ def test_gpu_matches_torch_and_the_interpreter(feature):
     assert _equal_with_nan(out, cpu_out), feature
 
 
-def test_off_by_default_descriptors_take_the_element_path_and_slots_are_refused(monkeypatch):
-    """Until the encoding is verified on a GPU it is opt-in: without TLXC_DEVICE_TENSORMAPS=1 a
-    tl.make_tensor_descriptor store is the element store (no tensormap.replace), and TLX's
-    descriptor slots are a located error that names the variable."""
-    monkeypatch.delenv("TLXC_DEVICE_TENSORMAPS", raising=False)
+def test_device_maps_are_the_default_and_zero_opts_out(monkeypatch):
+    """Unset, the kernel encodes its map (tensormap.replace) and stores by TMA; with
+    TLXC_DEVICE_TENSORMAPS=0 the same store is the element store, and TLX's descriptor slots are
+    a located error naming the opt-out."""
     kernel, sig, meta = SIGNATURES["desc_load_store"]
+    cuda = kernel.compile(sig, meta, arch="sm_90a", stages=("cuda",)).asm["cuda"]
+    assert "tensormap.replace" in cuda and "cp.async.bulk.tensor" in cuda
+    monkeypatch.setenv("TLXC_DEVICE_TENSORMAPS", "0")
     cuda = kernel.compile(sig, meta, arch="sm_90a", stages=("cuda",)).asm["cuda"]
     assert "tensormap.replace" not in cuda and "cp.async.bulk.tensor" not in cuda
     kernel, sig, meta = SIGNATURES["tlx_slots"]
-    with pytest.raises(CompilationError, match="TLXC_DEVICE_TENSORMAPS=1"):
+    with pytest.raises(CompilationError, match="TLXC_DEVICE_TENSORMAPS=0"):
         kernel.compile(sig, meta, arch="sm_90a", stages=("ir",))

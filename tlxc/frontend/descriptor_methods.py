@@ -21,7 +21,10 @@ its own.
 """
 from __future__ import annotations
 
+from ..ir import types as T
 from ..ir.builder import Builder
+from ..ir.core import Block, Region
+from ..ir.tensormap import ALIGNMENT, narrow_for_stores
 from ..ir.types import BarrierType, MemDescType, TensorDescType
 from ..language.core import outside_kernel_error
 from . import semantic as S
@@ -135,7 +138,39 @@ def _store(ctx, desc, offsets, value):
     if tensor_desc.is_device_descriptor(desc):     # built in the kernel: its tensor map, if it has one
         if desc.tma is None:
             return tensor_desc.store(ctx, desc, offsets, value)
-        desc = desc.tma
+        return _store_by_width(ctx, desc, offsets, value)
+    _store_by_tma(ctx, desc, offsets, value)
+
+
+def _store_by_width(ctx, desc, offsets, value) -> None:
+    """An in-kernel descriptor's store: by TMA where its inner size is a 16-byte multiple, else
+    the element store (exact for any shape; a TMA store would write the innermost dimension up to
+    its next 16-byte boundary: ir/tensormap.py ``store_width_message``).  A compile-time shape
+    picks one; a runtime one branches, and the TMA store in the branch is marked
+    ``width_guarded`` so the map's encode does not trap on the narrow shapes it never sees."""
+    inner, size = desc.shape[-1], desc.element.bytes
+    if not isinstance(inner, Tensor):
+        if narrow_for_stores(inner, size):
+            return tensor_desc.store(ctx, desc, offsets, value)
+        return _store_by_tma(ctx, desc.tma, offsets, value)
+    b = ctx.b
+    nbytes = S.binary(b, "mul", S.cast(b, inner, T.i64), S.constant(b, size, T.i64))
+    wide = S.compare(b, "eq", S.binary(b, "mod", nbytes, S.constant(b, ALIGNMENT, T.i64)),
+                     S.constant(b, 0, T.i64))
+    then_block, else_block = Block(), Block()
+    with b.at(then_block):
+        _store_by_tma(ctx, desc.tma, offsets, value)
+        b.create("scf.yield", [])
+    with b.at(else_block):
+        tensor_desc.store(ctx, desc, offsets, value)
+        b.create("scf.yield", [])
+    for op in then_block.ops:
+        if op.name == "tlx.async_descriptor_store":
+            op.attrs["width_guarded"] = True
+    b.create("scf.if", [wide.value], [], {}, [Region(then_block), Region(else_block)])
+
+
+def _store_by_tma(ctx, desc, offsets, value) -> None:
     desc = X.descriptor_arg(desc)
     offsets = _offsets(desc, offsets)
     value = _store_value(ctx, desc, value)

@@ -240,19 +240,20 @@ def make(ctx, base, shape, strides, block_shape, padding_option="zero", desc_ptr
 
 
 def device_tensormaps() -> bool:
-    """Whether in-kernel descriptors are encoded as tensor maps on the device
-    (``TLXC_DEVICE_TENSORMAPS=1``).  Off by default: the encoding compiles and runs on the
-    interpreter, but its first H200 run (2026-12-03) wrote past the clipped edge of some
-    boxes (tests/test_tensormap_device.py, tests/test_make_tensor_descriptor.py); until that is
-    fixed and verified, descriptors take the element path the GPU has verified."""
-    return os.environ.get("TLXC_DEVICE_TENSORMAPS", "").strip() == "1"
+    """Whether in-kernel descriptors are encoded as tensor maps on the device: the default;
+    ``TLXC_DEVICE_TENSORMAPS=0`` opts out (descriptors then take the element path, and TLX's
+    descriptor slots are refused).  Verified on the H200 (2026-12-03, session 10: the 15 GPU
+    tests of tests/test_tensormap_device.py, test_make_tensor_descriptor.py and
+    test_device_desc_tma.py).  A TMA store writes the innermost dimension up to its next 16-byte
+    boundary, so an encode whose map is stored through traps on a shape that is not a 16-byte
+    multiple (``ir/tensormap.py: store_width_message``); the element path has no such limit."""
+    return os.environ.get("TLXC_DEVICE_TENSORMAPS", "").strip() != "0"
 
 
 def _no_tma(ctx, block_shape, elem) -> str:
     """Why this descriptor gets no tensor map ("" when it does)."""
     if not device_tensormaps():
-        return ("in-kernel tensor maps are off until verified on a GPU (set TLXC_DEVICE_TENSORMAPS=1 to "
-                "encode them)")
+        return "in-kernel tensor maps are off (TLXC_DEVICE_TENSORMAPS=0; unset it to encode them)"
     if not has_feature(ctx.options.arch, "tensormap"):
         return f"{ctx.options.arch} does not encode tensor maps in a kernel (sm_90a and sm_100a do)"
     return box_error(block_shape, elem) or ""
@@ -443,8 +444,8 @@ def _tlx_rule(name: str):
 
 def _require_tensormaps(ctx, what: str) -> None:
     if not device_tensormaps():
-        raise SemanticError(f"tlx.{what} needs in-kernel tensor maps, which are off until verified on a GPU "
-                            f"(set TLXC_DEVICE_TENSORMAPS=1 to encode them)")
+        raise SemanticError(f"tlx.{what} needs in-kernel tensor maps, which are off "
+                            f"(TLXC_DEVICE_TENSORMAPS=0; unset it to encode them)")
     if not has_feature(ctx.options.arch, "tensormap"):
         raise SemanticError(f"tlx.{what} needs a target that encodes tensor maps in a kernel (sm_90a, sm_100a); "
                             f"this compile is for {ctx.options.arch}")

@@ -1100,7 +1100,7 @@ def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluste
                  arch, str(num_warps), str(debug_barriers), str(cluster), repr(sorted(options.items())),
                  "check_barriers=" + os.environ.get("TLXC_CHECK_BARRIERS", "").strip().lower(),
                  "skip_passes=" + ",".join(sorted(skipped_passes())),
-                 "device_tensormaps=" + os.environ.get("TLXC_DEVICE_TENSORMAPS", "").strip(),
+                 "device_tensormaps=" + str(os.environ.get("TLXC_DEVICE_TENSORMAPS", "").strip() != "0"),
                  "epilogue_overlap=" + os.environ.get("TLXC_EPILOGUE_OVERLAP", "1"),
                  "ring_from_start=" + os.environ.get("TLXC_RING_FROM_START", ""),
                  "ring_counter=" + os.environ.get("TLXC_RING_COUNTER", "")):
