@@ -1,0 +1,166 @@
+"""The attention backward (tlxc/ops/attention_bwd.py) on the CPU: the interpreter against float64
+autograd at shapes that are not block multiples (dense with GQA 4:1 and Sq != Sk, packed with
+uneven lengths including 1 and 0), every head dim class, both dtypes, causal or not; outputs
+poisoned; argument errors; every configuration compiled for sm_90a without spills."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+from attention_bwd_ref import (TOL, default_scale, dense_inputs, dense_reference, packed_inputs, packed_reference,
+                               rel_err)
+
+from tlxc.ops.attention_bwd import attention_bwd, compile_kernels
+
+host = importlib.import_module("tlxc.ops.attention_bwd")
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Outputs start as NaN (torch.empty_like / zeros_like in the host code): a row the kernels
+    forget to write fails the finiteness check."""
+    monkeypatch.setattr(host.torch, "empty_like", lambda t: torch.full_like(t, float("nan")))
+
+
+def _check(got, ref, dtype):
+    for name, g, r in zip(("dq", "dk", "dv"), got, ref):
+        err = rel_err(g, r)
+        assert err < TOL[dtype], f"{name}: relative error {err:.2e} >= {TOL[dtype]:.0e}"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 96, 128, 256])
+def test_dense_gqa_odd_lengths(D, causal, poisoned):
+    """GQA 4:1, Sq = 70 and Sk = 133: neither a block multiple, Sq < Sk (causal: the keys past
+    the last query get zero gradients)."""
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(1, 4, 1, 70, 133, D, dtype, seed=D)
+    scale = default_scale(D)
+    o, lse, *ref = dense_reference(q, k, v, do, causal, scale)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=scale)
+    assert all(g.dtype == dtype for g in got)
+    assert got[0].shape == q.shape and got[1].shape == k.shape and got[2].shape == v.shape
+    _check(got, ref, dtype)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_dense_more_queries_than_keys_fp16(causal, poisoned):
+    """Sq = 150 > Sk = 45, two batches, MHA, fp16, a non-default scale."""
+    dtype = torch.float16
+    q, k, v, do = dense_inputs(2, 2, 2, 150, 45, 64, dtype, seed=3)
+    o, lse, *ref = dense_reference(q, k, v, do, causal, 0.3)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=0.3)
+    _check(got, ref, dtype)
+
+
+def test_dense_bshd_views_in_place(poisoned):
+    """q/k/v/do as transpose(1, 2) views of [B, S, H, D] tensors: read through their strides."""
+    dtype = torch.bfloat16
+    q, k, v, do = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in dense_inputs(1, 2, 2, 65, 65, 64, dtype))
+    o, lse, *ref = dense_reference(q, k, v, do, True, 0.125)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.125)
+    _check(got, ref, dtype)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+def test_packed_uneven_lengths(D, causal, poisoned):
+    """Packed sequences of lengths (q, k): (1, 1), (67, 130), (130, 67), (5, 0), (0, 9), GQA 2:1."""
+    dtype = torch.bfloat16
+    lens_q, lens_k = [1, 67, 130, 5, 0], [1, 130, 67, 0, 9]
+    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 4, 2, D, dtype, seed=D + causal)
+    scale = default_scale(D)
+    o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, causal, scale)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=scale, cu_seqlens_q=cu_q,
+                        cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
+    _check(got, ref, dtype)
+
+
+def test_packed_max_seqlen_from_cu_seqlens():
+    dtype = torch.float16
+    q, k, v, do, cu_q, cu_k = packed_inputs([3, 40], [3, 40], 2, 1, 64, dtype)
+    o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, True, 0.125)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.125, cu_seqlens_q=cu_q,
+                        cu_seqlens_k=cu_k)
+    _check(got, ref, dtype)
+
+
+def test_no_keys_and_no_queries():
+    q, k, v, do = dense_inputs(1, 2, 1, 5, 0, 64, torch.bfloat16)
+    lse = torch.full((1, 2, 5), float("-inf"))
+    dq, dk, dv = attention_bwd(do, q, k, v, torch.zeros_like(q), lse, causal=False, sm_scale=0.1)
+    assert torch.equal(dq, torch.zeros_like(q)) and dk.numel() == 0
+    q, k, v, do = dense_inputs(1, 2, 1, 0, 7, 64, torch.bfloat16)
+    dq, dk, dv = attention_bwd(do, q, k, v, q, torch.zeros(1, 2, 0), causal=True, sm_scale=0.1)
+    assert dq.numel() == 0 and torch.equal(dk, torch.zeros_like(k)) and torch.equal(dv, torch.zeros_like(v))
+
+
+def _args(**over):
+    q, k, v, do = dense_inputs(1, 4, 2, 8, 8, 64, torch.bfloat16)
+    args = {"do": do, "q": q, "k": k, "v": v, "o": q.clone(), "lse": torch.zeros(1, 4, 8)}
+    args.update(over)
+    return args
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"k": torch.zeros(1, 3, 8, 64, dtype=torch.bfloat16), "v": torch.zeros(1, 3, 8, 64, dtype=torch.bfloat16)},
+     "multiple of the key/value heads"),
+    ({"v": torch.zeros(1, 2, 8, 64, dtype=torch.float16)}, "float16 or all bfloat16"),
+    ({"lse": torch.zeros(1, 4, 8, dtype=torch.float16)}, "lse must be float32"),
+    ({"lse": torch.zeros(4, 8)}, "lse must have shape"),
+    ({"v": torch.zeros(1, 2, 8, 32, dtype=torch.bfloat16)}, "v must have k's shape"),
+    ({"o": torch.zeros(1, 4, 9, 64, dtype=torch.bfloat16)}, "o and do must have q's shape"),
+    ({"q": torch.zeros(1, 4, 8, 300, dtype=torch.bfloat16)}, "o and do must have q's shape"),
+])
+def test_argument_errors(over, match):
+    a = _args(**over)
+    with pytest.raises(ValueError, match=match):
+        attention_bwd(a["do"], a["q"], a["k"], a["v"], a["o"], a["lse"], causal=False, sm_scale=0.1)
+
+
+def test_argument_errors_packed():
+    q, k, v, do, cu_q, cu_k = packed_inputs([3, 4], [3, 4], 2, 1, 64, torch.bfloat16)
+    lse = torch.zeros(2, 7)
+    with pytest.raises(ValueError, match="go together"):
+        attention_bwd(do, q, k, v, q, lse, causal=False, sm_scale=0.1, cu_seqlens_q=cu_q)
+    with pytest.raises(ValueError, match="1-D int32"):
+        attention_bwd(do, q, k, v, q, lse, causal=False, sm_scale=0.1, cu_seqlens_q=cu_q.long(), cu_seqlens_k=cu_k)
+    with pytest.raises(ValueError, match="belong to the packed layout"):
+        a = _args()
+        attention_bwd(a["do"], a["q"], a["k"], a["v"], a["o"], a["lse"], causal=False, sm_scale=0.1,
+                      max_seqlen_q=8)
+    with pytest.raises(ValueError, match="head dims 1..256"):
+        q2 = torch.zeros(7, 2, 320, dtype=torch.bfloat16)
+        k2 = torch.zeros(7, 1, 320, dtype=torch.bfloat16)
+        attention_bwd(q2, q2, k2, k2, q2, lse, causal=False, sm_scale=0.1, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 96, 128, 256])
+def test_every_configuration_compiles_for_sm90a(D, causal, packed):
+    """The three kernels at a realistic size (GQA 4:1), sm_90a, no spills, shared memory within
+    the H200's 227 KB, and the MMAs on wgmma."""
+    dtype = torch.bfloat16
+    if packed:
+        q, k, v, do, cu_q, cu_k = packed_inputs([1000, 24], [1000, 24], 8, 2, D, dtype)
+        lse = torch.zeros(8, 1024)
+        kw = {"cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "max_seqlen_q": 1000, "max_seqlen_k": 1000}
+    else:
+        q, k, v, do = dense_inputs(2, 8, 2, 1024, 1024, D, dtype)
+        lse = torch.zeros(2, 8, 1024)
+        kw = {}
+    handles = compile_kernels(do, q, k, v, q, lse, causal=causal, sm_scale=0.1, **kw)
+    assert len(handles) == 3
+    for h in handles:
+        assert h.n_spills == 0, h.n_spills
+        assert h.metadata.shared <= 227 * 1024
+    for h in handles[1:]:
+        assert "wgmma" in h.asm["cuda"]
+
+
+def test_fp16_compiles_for_sm90a():
+    q, k, v, do = dense_inputs(1, 4, 4, 512, 512, 128, torch.float16)
+    handles = compile_kernels(do, q, k, v, q, torch.zeros(1, 4, 512), causal=True, sm_scale=0.1)
+    assert [h.n_spills for h in handles] == [0, 0, 0]

@@ -1,0 +1,205 @@
+"""The attention backward's host side: checks, layouts, block sizes, launches.
+
+``attention_bwd(do, q, k, v, o, lse, *, causal, sm_scale, cu_seqlens_q=None, cu_seqlens_k=None,
+max_seqlen_q=None, max_seqlen_k=None) -> (dq, dk, dv)`` is what ``tlxc.ops.attention``'s
+autograd calls with the forward's ``o`` and ``lse`` (float32, natural log, of the scaled and
+masked scores).  The kernels are in ``kernels/attention_bwd.py``.
+
+* dense: ``q``, ``o``, ``do`` ``[B, H, Sq, D]``, ``k``, ``v`` ``[B, Hkv, Sk, D]``, ``lse``
+  ``[B, H, Sq]``; any strides with a unit stride along D (a BSHD tensor seen as BHSD through
+  ``transpose(1, 2)`` is read in place);
+* packed variable length (flash-attn's varlen convention): ``q``, ``o``, ``do``
+  ``[total_q, H, D]``, ``k``, ``v`` ``[total_k, Hkv, D]``, ``cu_seqlens_q`` / ``cu_seqlens_k``
+  int32 ``[B + 1]`` on the device, ``lse`` ``[H, total_q]``; ``max_seqlen_q`` / ``_k`` the
+  longest sequences (computed from ``cu_seqlens``, with a host sync, when left None);
+* GQA / MQA: ``H % Hkv == 0``, query head ``h`` reads kv head ``h // (H // Hkv)``; dk and dv
+  are summed over the query heads of a group;
+* fp16 / bf16, head dims up to 256 (a dim that is not a power of two, 96 or 192, runs in the
+  next power-of-two tile with the extra columns masked); outputs in the input dtype.
+* ``causal``: torch's ``is_causal`` (top-left aligned: query ``i`` sees keys ``j <= i``), per
+  sequence in the packed layout.
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+import torch
+
+from .kernels.attention_bwd import bwd_dkdv_kernel, bwd_dq_kernel, bwd_preprocess_kernel
+
+DTYPES = (torch.float16, torch.bfloat16)
+LOG2E = 1.4426950408889634
+
+# padded head dim -> ((dkdv BLOCK_N, BLOCK_M, warps, stages), (dq BLOCK_M, BLOCK_N, warps, stages))
+BLOCKS = {
+    64: ((128, 64, 8, 3), (128, 64, 8, 3)),
+    128: ((128, 64, 8, 3), (128, 64, 8, 3)),
+    256: ((64, 64, 8, 2), (128, 32, 8, 2)),
+}
+PRE_BLOCK = 64                     # rows per program of the preprocess kernel
+
+_COMPILE_ONLY = threading.local()   # .handles: a list while compile_kernels runs
+
+
+def _launch(kernel, grid, *args, **meta) -> None:
+    """Launch, or under ``compile_kernels`` compile for sm_90a without launching."""
+    handles = getattr(_COMPILE_ONLY, "handles", None)
+    if handles is None:
+        kernel[grid](*args, **meta)
+    else:
+        handles.append(kernel.warmup(*args, grid=grid, **meta))
+
+
+def compile_kernels(*args, **kwargs) -> list:
+    """Compile (for sm_90a, no launch) the three kernels ``attention_bwd(*args, **kwargs)``
+    would launch; CPU tensors.  Returns the compiled-kernel handles (``.n_regs``,
+    ``.n_spills``, ``.metadata.shared``, ``.asm``)."""
+    _COMPILE_ONLY.handles = []
+    try:
+        attention_bwd(*args, **kwargs)
+        return _COMPILE_ONLY.handles
+    finally:
+        _COMPILE_ONLY.handles = None
+
+
+def _padded_dim(d: int) -> int:
+    return max(16, 1 << (d - 1).bit_length())
+
+
+def _blocks(head_dim: int):
+    return BLOCKS[64 if head_dim <= 64 else head_dim]
+
+
+def _unit_last(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
+
+
+def _fail(msg: str):
+    raise ValueError(f"tlxc.ops.attention backward: {msg}")
+
+
+def _check_cu(name: str, cu, device) -> torch.Tensor:
+    if not isinstance(cu, torch.Tensor) or cu.dtype != torch.int32 or cu.dim() != 1 or cu.shape[0] < 1:
+        _fail(f"'{name}' must be a 1-D int32 tensor of batch + 1 offsets, got "
+              f"{getattr(cu, 'dtype', type(cu).__name__)} of shape {tuple(getattr(cu, 'shape', ()))}")
+    if cu.device != device:
+        _fail(f"'{name}' is on {cu.device}, q on {device}")
+    return cu.contiguous()
+
+
+def _max_len(cu: torch.Tensor, given, name: str) -> int:
+    if given is None:
+        return int((cu[1:] - cu[:-1]).max().item()) if cu.shape[0] > 1 else 0
+    if not isinstance(given, int) or given < 0:
+        _fail(f"'{name}' must be a non-negative int, got {given!r}")
+    return given
+
+
+def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                  lse: torch.Tensor, *, causal: bool, sm_scale: float, cu_seqlens_q: torch.Tensor | None = None,
+                  cu_seqlens_k: torch.Tensor | None = None, max_seqlen_q: int | None = None,
+                  max_seqlen_k: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) of ``o = softmax(sm_scale * q k^T, masked) v`` given ``do``, the forward's
+    ``o`` and its ``lse``.  See the module docstring for layouts."""
+    for name, t in (("do", do), ("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"tlxc.ops.attention backward: '{name}' must be a tensor, got {type(t).__name__}")
+    if q.dtype not in DTYPES or any(t.dtype != q.dtype for t in (k, v, o, do)):
+        _fail(f"q, k, v, o, do must all be float16 or all bfloat16, got {q.dtype}, {k.dtype}, {v.dtype}, "
+              f"{o.dtype}, {do.dtype}")
+    if lse.dtype != torch.float32:
+        _fail(f"lse must be float32, got {lse.dtype}")
+    if any(t.device != q.device for t in (k, v, o, do, lse)):
+        _fail("all tensors must be on one device")
+    if not isinstance(causal, bool):
+        _fail(f"causal must be a bool, got {causal!r}")
+    sm_scale = float(sm_scale)
+    if not math.isfinite(sm_scale):
+        _fail(f"sm_scale must be finite, got {sm_scale}")
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if varlen:
+        if cu_seqlens_q is None or cu_seqlens_k is None:
+            _fail("cu_seqlens_q and cu_seqlens_k go together (packed layout), got only one")
+        if q.dim() != 3 or k.dim() != 3:
+            _fail(f"the packed layout takes q [total_q, H, D] and k, v [total_k, Hkv, D], got {tuple(q.shape)} "
+                  f"and {tuple(k.shape)}")
+        cu_q = _check_cu("cu_seqlens_q", cu_seqlens_q, q.device)
+        cu_k = _check_cu("cu_seqlens_k", cu_seqlens_k, q.device)
+        if cu_q.shape != cu_k.shape:
+            _fail(f"cu_seqlens_q and cu_seqlens_k must have one length, got {cu_q.shape[0]} and {cu_k.shape[0]}")
+        B = cu_q.shape[0] - 1
+        total_q, H, D = q.shape
+        total_k, H_kv, Dk = k.shape
+        Sq = _max_len(cu_q, max_seqlen_q, "max_seqlen_q")
+        Sk = _max_len(cu_k, max_seqlen_k, "max_seqlen_k")
+        lse_shape = (H, total_q)
+    else:
+        if max_seqlen_q is not None or max_seqlen_k is not None:
+            _fail("max_seqlen_q / max_seqlen_k belong to the packed layout (with cu_seqlens)")
+        if q.dim() != 4 or k.dim() != 4:
+            _fail(f"expected q [B, H, Sq, D] and k, v [B, Hkv, Sk, D], got {tuple(q.shape)} and {tuple(k.shape)}")
+        B, H, Sq, D = q.shape
+        _, H_kv, Sk, Dk = k.shape
+        if k.shape[0] != B:
+            _fail(f"q and k have different batch sizes: {tuple(q.shape)} and {tuple(k.shape)}")
+        lse_shape = (B, H, Sq)
+    if tuple(v.shape) != tuple(k.shape):
+        _fail(f"v must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
+    if tuple(o.shape) != tuple(q.shape) or tuple(do.shape) != tuple(q.shape):
+        _fail(f"o and do must have q's shape {tuple(q.shape)}, got {tuple(o.shape)} and {tuple(do.shape)}")
+    if Dk != D:
+        _fail(f"q and k must have one head dim, got {D} and {Dk}")
+    if not 1 <= D <= 256:
+        _fail(f"head dims 1..256 are supported, got {D}")
+    if H_kv < 1 or H % H_kv:
+        _fail(f"the query heads ({H}) must be a multiple of the key/value heads ({H_kv})")
+    if tuple(lse.shape) != lse_shape:
+        _fail(f"lse must have shape {lse_shape}, got {tuple(lse.shape)}")
+
+    q, k, v, o, do, lse = (_unit_last(t) for t in (q, k, v, o, do, lse))
+    alloc = torch.zeros_like if varlen else torch.empty_like    # packed: rows outside every sequence get 0
+    dq, dk, dv = alloc(q), alloc(k), alloc(v)
+    dq, dk, dv = (_unit_last(t) for t in (dq, dk, dv))
+    if B == 0 or H == 0 or q.numel() == 0 and k.numel() == 0:
+        return dq, dk, dv
+    if q.numel() == 0 or Sq == 0:        # no query: nothing flows back to the keys
+        dk.zero_()
+        dv.zero_()
+        return dq, dk, dv
+
+    if varlen:       # [total, H, D] as (batch, head, row) strides: batch 0, the rows start at cu_seqlens[b]
+        def strides(t):
+            return 0, t.stride(1), t.stride(0)
+        cu_q_arg, cu_k_arg = cu_q, cu_k
+    else:
+        def strides(t):
+            return t.stride(0), t.stride(1), t.stride(2)
+        cu_q_arg = cu_k_arg = None
+    delta = torch.empty(lse_shape, device=q.device, dtype=torch.float32)
+    lse2 = torch.empty_like(delta)
+    stat_strides = (0, delta.stride(0)) if varlen else (delta.stride(0), delta.stride(1))
+    lse_strides = (0, lse.stride(0)) if varlen else (lse.stride(0), lse.stride(1))
+    HD = _padded_dim(D)
+    (kn, km, kw, ks), (qm, qn, qw, qs) = _blocks(HD)
+    group = H // H_kv
+
+    # preprocess: over every row of every (batch, head); packed: all total_q rows of a head
+    pre_rows, pre_bh = (total_q, H) if varlen else (Sq, B * H)
+    if pre_rows:
+        _launch(bwd_preprocess_kernel, (-(-pre_rows // PRE_BLOCK), pre_bh), o, do, lse, delta, lse2, pre_rows, H,
+                *strides(o), *strides(do), *lse_strides, *stat_strides, D=D, HEAD_DIM=HD, BLOCK=PRE_BLOCK,
+                num_warps=4)
+    common = (*strides(q), *strides(k), *strides(v), *strides(do), *stat_strides)
+    qk_scale = sm_scale * LOG2E
+    if Sk > 0:
+        _launch(bwd_dkdv_kernel, (-(-Sk // kn) * B * H_kv,), q, k, v, do, lse2, delta, dk, dv, cu_q_arg, cu_k_arg,
+                Sq, Sk, H_kv, *common, *strides(dk), *strides(dv), qk_scale, sm_scale, D=D, HEAD_DIM=HD,
+                BLOCK_M=km, BLOCK_N=kn, GROUP=group, CAUSAL=causal, VARLEN=varlen, num_warps=kw, num_stages=ks)
+    else:
+        dq.zero_()
+        return dq, dk, dv
+    _launch(bwd_dq_kernel, (-(-Sq // qm) * B * H,), q, k, v, do, lse2, delta, dq, cu_q_arg, cu_k_arg, Sq, Sk, H,
+            *common, *strides(dq), qk_scale, sm_scale, D=D, HEAD_DIM=HD, BLOCK_M=qm, BLOCK_N=qn, GROUP=group,
+            CAUSAL=causal, VARLEN=varlen, num_warps=qw, num_stages=qs)
+    return dq, dk, dv

@@ -1,0 +1,219 @@
+"""The attention backward on ``tl.dot``: dQ, dK, dV from the forward's O and LSE.
+
+With ``P = exp(sm_scale * Q K^T - lse)`` (masked entries 0), the gradients are
+
+    dV = P^T dO,   dP = dO V^T,   dS = P * (dP - delta),   delta = rowsum(dO * O),
+    dK = sm_scale * dS^T Q,        dQ = sm_scale * dS K.
+
+Three kernels, none with atomics (the result does not depend on the order programs run in):
+
+* ``bwd_preprocess_kernel``: per query row, ``delta`` (float32) and the LSE in log2 units
+  (``lse * log2 e``; a row whose LSE is -inf, which sees no key, gets +inf so that its P is
+  0 rather than NaN).  Rows past the sequence are never read by the main kernels' results.
+* ``bwd_dkdv_kernel``: one program per (block of ``BLOCK_N`` keys, batch, kv head).  K and V
+  of the block stay in shared memory; the program walks the query blocks of every query head
+  of its GQA group in one flat loop (so the operand ring runs on across heads), recomputing
+  ``P^T = exp2(K Q^T * qk_scale - lse2)`` as a ``[BLOCK_N, BLOCK_M]`` tile: in that
+  orientation ``P^T`` and ``dS^T`` are the A operands of ``dV += P^T dO`` and
+  ``dK += dS^T Q`` straight from the registers of the MMA that produced them.  Q is read
+  transposed (``Q^T`` tile through transposed pointers, used again as ``tl.trans``).  Under a
+  causal mask the walk starts at the first query block that sees the key block.
+* ``bwd_dq_kernel``: one program per (block of ``BLOCK_M`` queries, batch, head): Q, dO,
+  lse2 and delta of the block stay put, the key blocks stream by (``K^T`` and ``V^T``
+  tiles), ``S``, ``P``, ``dP`` and ``dS`` are recomputed and ``dQ += dS K`` accumulated.
+  Under a causal mask the walk stops at the diagonal.
+
+Recomputing S and dP in the dQ kernel costs 14 instead of 10 units of ``S^2 D`` MMA work
+(the price of determinism; FlashAttention-2 adds dQ with float32 atomics instead).
+
+Layouts: every tensor is addressed by (batch, head, row) strides with a unit stride along
+the head dim; the packed variable-length layout ``[total, H, D]`` is batch stride 0 plus the
+sequence's first row ``cu_seqlens[b]`` (``VARLEN``).  Rows and keys past a sequence are
+masked: their loads read zeros, their P is 0 (LSE +inf, or the key mask), their stores are
+dropped.  ``HEAD_DIM`` is the padded (power-of-two) width of a tile, ``D`` the real one.
+The causal mask is top-left aligned, as torch's ``is_causal``: query ``i`` sees keys
+``j <= i`` of its own sequence.
+"""
+from ... import language as tl
+from ...runtime.jit import jit
+
+LOG2E = 1.4426950408889634
+
+
+@jit
+def bwd_preprocess_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, n_rows, H,
+                          so_b, so_h, so_r, sdo_b, sdo_h, sdo_r, sl_b, sl_h, sd_b, sd_h,
+                          D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """``delta[b, h, r] = sum_d o * do`` (float32) and ``lse2 = lse * log2 e`` (+inf where
+    lse is -inf) for ``BLOCK`` rows of one (batch, head); ``n_rows`` rows per (b, h)."""
+    pid_bh = tl.program_id(1)
+    b = (pid_bh // H).to(tl.int64)
+    h = (pid_bh % H).to(tl.int64)
+    start = tl.program_id(0) * BLOCK
+    rows = tl.arange(0, BLOCK)
+    cols = tl.arange(0, HEAD_DIM)
+    keep = rows < n_rows - start
+    tile_mask = keep[:, None] & (cols[None, :] < D)
+    o_base = o_ptr + b * so_b + h * so_h + start.to(tl.int64) * so_r
+    do_base = do_ptr + b * sdo_b + h * sdo_h + start.to(tl.int64) * sdo_r
+    o = tl.load(o_base + rows[:, None] * so_r + cols[None, :], mask=tile_mask, other=0.0)
+    do = tl.load(do_base + rows[:, None] * sdo_r + cols[None, :], mask=tile_mask, other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    lse = tl.load(lse_ptr + b * sl_b + h * sl_h + start + rows, mask=keep, other=0.0)
+    lse2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
+    out = b * sd_b + h * sd_h + start + rows
+    tl.store(delta_ptr + out, delta, mask=keep)
+    tl.store(lse2_ptr + out, lse2, mask=keep)
+
+
+@jit
+def _sequence(cu_ptr, b, seqlen, VARLEN: tl.constexpr):
+    """(first row, length) of sequence ``b``: from ``cu_seqlens`` (packed), else (0, seqlen)."""
+    if VARLEN:
+        first = tl.load(cu_ptr + b)
+        length = tl.load(cu_ptr + b + 1) - first
+    else:
+        first = b * 0
+        length = seqlen
+    return first, length
+
+
+@jit
+def bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr,
+                    seqlen_q, seqlen_k, H_KV,
+                    sq_b, sq_h, sq_r, sk_b, sk_h, sk_r, sv_b, sv_h, sv_r, sdo_b, sdo_h, sdo_r, sd_b, sd_h,
+                    sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale,
+                    D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
+    pid = tl.program_id(0)
+    n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
+    pid_bh = pid // n_blocks
+    b = pid_bh // H_KV
+    hk = pid_bh % H_KV
+    q_first, len_q = _sequence(cu_q_ptr, b, seqlen_q, VARLEN)
+    k_first, len_k = _sequence(cu_k_ptr, b, seqlen_k, VARLEN)
+    if VARLEN:
+        b = b * 0                                      # packed: the batch is the row range
+    b64 = b.to(tl.int64)
+    start_n = (pid - pid_bh * n_blocks) * BLOCK_N        # causal: the longest walks first
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    key_ok = offs_n < len_k
+    d_ok = offs_d < D
+    k_base = k_ptr + b64 * sk_b + hk.to(tl.int64) * sk_h + k_first.to(tl.int64) * sk_r
+    v_base = v_ptr + b64 * sv_b + hk.to(tl.int64) * sv_h + k_first.to(tl.int64) * sv_r
+    kv_mask = key_ok[:, None] & d_ok[None, :]
+    k = tl.load(k_base + offs_n[:, None] * sk_r + offs_d[None, :], mask=kv_mask, other=0.0)
+    v = tl.load(v_base + offs_n[:, None] * sv_r + offs_d[None, :], mask=kv_mask, other=0.0)
+    dk = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    dv = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+
+    if CAUSAL:
+        first_m = start_n // BLOCK_M                   # earlier queries see none of these keys
+    else:
+        first_m = start_n * 0
+    per_head = tl.maximum(tl.cdiv(len_q, BLOCK_M) - first_m, 0)
+    q_row0 = q_first.to(tl.int64)
+    for t in range(0, GROUP * per_head):               # (query head of the group, query block), flat
+        if GROUP == 1:
+            g = t * 0
+            mb = first_m + t
+        else:
+            g = t // per_head
+            mb = first_m + t - g * per_head
+        h = (hk * GROUP + g).to(tl.int64)
+        offs_m = mb * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_ok = offs_m < len_q
+        q_base = q_ptr + b64 * sq_b + h * sq_h + q_row0 * sq_r
+        do_base = do_ptr + b64 * sdo_b + h * sdo_h + q_row0 * sdo_r
+        qT = tl.load(q_base + offs_m[None, :] * sq_r + offs_d[:, None], mask=row_ok[None, :] & d_ok[:, None],
+                     other=0.0)
+        do = tl.load(do_base + offs_m[:, None] * sdo_r + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :],
+                     other=0.0)
+        row_stat = b64 * sd_b + h * sd_h + q_row0 + offs_m
+        lse2 = tl.load(lse2_ptr + row_stat, mask=row_ok, other=float("inf"))
+        delta = tl.load(delta_ptr + row_stat, mask=row_ok, other=0.0)
+        sT = tl.dot(k, qT)                                          # [BLOCK_N, BLOCK_M] = (Q K^T)^T
+        pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
+        if CAUSAL:
+            pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
+        dv += tl.dot(pT.to(q_ptr.dtype.element_ty), do)
+        dpT = tl.dot(v, tl.trans(do))                               # (dO V^T)^T
+        dsT = pT * (dpT - delta[None, :])
+        dk += tl.dot(dsT.to(q_ptr.dtype.element_ty), tl.trans(qT))
+
+    dk = dk * sm_scale
+    dk_base = dk_ptr + b64 * sdk_b + hk.to(tl.int64) * sdk_h + k_first.to(tl.int64) * sdk_r
+    dv_base = dv_ptr + b64 * sdv_b + hk.to(tl.int64) * sdv_h + k_first.to(tl.int64) * sdv_r
+    tl.store(dk_base + offs_n[:, None] * sdk_r + offs_d[None, :], dk.to(dk_ptr.dtype.element_ty), mask=kv_mask)
+    tl.store(dv_base + offs_n[:, None] * sdv_r + offs_d[None, :], dv.to(dv_ptr.dtype.element_ty), mask=kv_mask)
+
+
+@jit
+def bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dq_ptr, cu_q_ptr, cu_k_ptr,
+                  seqlen_q, seqlen_k, H,
+                  sq_b, sq_h, sq_r, sk_b, sk_h, sk_r, sv_b, sv_h, sv_r, sdo_b, sdo_h, sdo_r, sd_b, sd_h,
+                  sdq_b, sdq_h, sdq_r, qk_scale, sm_scale,
+                  D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
+    pid = tl.program_id(0)
+    n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
+    pid_bh = pid // n_blocks
+    b = pid_bh // H
+    h = pid_bh % H
+    q_first, len_q = _sequence(cu_q_ptr, b, seqlen_q, VARLEN)
+    k_first, len_k = _sequence(cu_k_ptr, b, seqlen_k, VARLEN)
+    if VARLEN:
+        b = b * 0
+    b64 = b.to(tl.int64)
+    h64 = h.to(tl.int64)
+    hk64 = (h // GROUP).to(tl.int64)
+    start_m = (n_blocks - 1 - (pid - pid_bh * n_blocks)) * BLOCK_M     # causal: the longest walks first
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < len_q
+    d_ok = offs_d < D
+    q_row0 = q_first.to(tl.int64)
+    tile_mask = row_ok[:, None] & d_ok[None, :]
+    q = tl.load(q_ptr + b64 * sq_b + h64 * sq_h + q_row0 * sq_r + offs_m[:, None] * sq_r + offs_d[None, :],
+                mask=tile_mask, other=0.0)
+    do = tl.load(do_ptr + b64 * sdo_b + h64 * sdo_h + q_row0 * sdo_r + offs_m[:, None] * sdo_r + offs_d[None, :],
+                 mask=tile_mask, other=0.0)
+    row_stat = b64 * sd_b + h64 * sd_h + q_row0 + offs_m
+    lse2 = tl.load(lse2_ptr + row_stat, mask=row_ok, other=float("inf"))
+    delta = tl.load(delta_ptr + row_stat, mask=row_ok, other=0.0)
+    dq = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+
+    if CAUSAL:
+        end_n = tl.minimum(len_k, start_m + BLOCK_M)    # later keys are above the diagonal
+    else:
+        end_n = len_k
+    k_base = k_ptr + b64 * sk_b + hk64 * sk_h + k_first.to(tl.int64) * sk_r
+    v_base = v_ptr + b64 * sv_b + hk64 * sv_h + k_first.to(tl.int64) * sv_r
+    for start_n in range(0, end_n, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        key_ok = offs_n < len_k
+        kT = tl.load(k_base + offs_n[None, :] * sk_r + offs_d[:, None], mask=key_ok[None, :] & d_ok[:, None],
+                     other=0.0)
+        vT = tl.load(v_base + offs_n[None, :] * sv_r + offs_d[:, None], mask=key_ok[None, :] & d_ok[:, None],
+                     other=0.0)
+        s = tl.dot(q, kT)
+        p = tl.math.exp2(s * qk_scale - lse2[:, None])
+        keep = key_ok[None, :]
+        if CAUSAL:
+            keep = keep & (offs_n[None, :] <= offs_m[:, None])
+        p = tl.where(keep, p, 0.0)
+        dp = tl.dot(do, vT)
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(q_ptr.dtype.element_ty), tl.trans(kT))
+
+    dq = dq * sm_scale
+    dq_base = dq_ptr + b64 * sdq_b + h64 * sdq_h + q_row0 * sdq_r
+    tl.store(dq_base + offs_m[:, None] * sdq_r + offs_d[None, :], dq.to(dq_ptr.dtype.element_ty), mask=tile_mask)
+
+
+def attention_bwd(*args, **kwargs):
+    """The host entry point, ``tlxc.ops.attention_bwd.attention_bwd`` (imported on call: the
+    kernels do not import torch)."""
+    from ..attention_bwd import attention_bwd as host
+    return host(*args, **kwargs)
