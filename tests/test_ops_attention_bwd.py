@@ -8,8 +8,15 @@ import importlib
 
 import pytest
 import torch
-from attention_bwd_ref import (TOL, default_scale, dense_inputs, dense_reference, packed_inputs, packed_reference,
-                               rel_err)
+from attention_bwd_ref import (
+    TOL,
+    default_scale,
+    dense_inputs,
+    dense_reference,
+    packed_inputs,
+    packed_reference,
+    rel_err,
+)
 
 from tlxc.ops.attention_bwd import attention_bwd, compile_kernels
 

@@ -130,7 +130,7 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
             _fail(f"cu_seqlens_q and cu_seqlens_k must have one length, got {cu_q.shape[0]} and {cu_k.shape[0]}")
         B = cu_q.shape[0] - 1
         total_q, H, D = q.shape
-        total_k, H_kv, Dk = k.shape
+        _, H_kv, Dk = k.shape
         Sq = _max_len(cu_q, max_seqlen_q, "max_seqlen_q")
         Sk = _max_len(cu_k, max_seqlen_k, "max_seqlen_k")
         lse_shape = (H, total_q)

@@ -1,0 +1,166 @@
+"""The attention backward (tlxc.ops.attention_bwd) against cuDNN's and the flash backend's SDPA
+backward, paired per round on fresh inputs, in one process.
+
+    python bench/attention_bwd_bench.py [--rounds 8] [--s 1024,4096] [--d 64,128] [--dtype bf16]
+
+Cases: B=4, H=32, S in --s, D in --d, causal or not, MHA (Hkv=32) and GQA 4:1 (Hkv=8).  Each
+round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc backward reads,
+builds cuDNN's and flash's forward graphs, then times (CUDA events) one backward of each in a
+rotating order: tlxc's three kernels called directly, ``torch.autograd.grad`` on the kept SDPA
+graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
+checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
+(backward = 2.5x the forward's 4*B*H*S*S*D, halved when causal); the ratios (baseline time /
+tlxc time, medians of the per-round ratios) come last, with their geomeans.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+
+def _event_ms(fn) -> float:
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def _rel(a, b) -> float:
+    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+
+def _forward(q, k, v, causal, scale):
+    """(o, lse) of the flash backend (lse float32, natural log, [B, H, S]); float32 math one
+    batch at a time where it refuses."""
+    import torch
+    try:
+        o, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)[:2]
+        if tuple(lse.shape) == tuple(q.shape[:3]):
+            return o, lse
+    except RuntimeError:
+        pass
+    outs, lses = [], []
+    for b in range(q.shape[0]):
+        s = (q[b].float() @ k[b].float().transpose(-1, -2)) * scale
+        if causal:
+            s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+        lses.append(torch.logsumexp(s, -1))
+        outs.append((torch.softmax(s, -1) @ v[b].float()).to(q.dtype))
+    return torch.stack(outs), torch.stack(lses)
+
+
+def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, D) -> dict:
+    """name -> a function running that backward once (SDPA graphs built here, kept alive)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from tlxc.ops.attention_bwd import attention_bwd
+
+    fns = {"tlxc": lambda: attention_bwd(do, q, k, v, o, lse, causal=causal, sm_scale=scale)}
+    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+        if name in refused:
+            continue
+        leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        try:
+            with sdpa_kernel(backend):
+                out = F.scaled_dot_product_attention(*leaves, is_causal=causal, scale=scale, enable_gqa=gqa)
+        except RuntimeError as exc:
+            print(f"  {name} refused B{B} H{H}/{Hkv} S{S} D{D}: {str(exc).splitlines()[0][:120]}")
+            refused.add(name)
+            continue
+        fns[name] = lambda out=out, leaves=leaves: torch.autograd.grad(out, leaves, do, retain_graph=True)
+    return fns
+
+
+def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
+    import torch
+
+    scale = D ** -0.5
+    gqa = Hkv != H
+    times = {"tlxc": [], "cudnn": [], "flash": []}
+    ratios = {"cudnn": [], "flash": []}
+    refused = set()
+    for r in range(rounds):
+        g = torch.Generator(device="cuda").manual_seed(1000 * r + S + D + causal + 7 * gqa)
+        q = torch.randn(B, H, S, D, device="cuda", dtype=dtype, generator=g)
+        k = torch.randn(B, Hkv, S, D, device="cuda", dtype=dtype, generator=g)
+        v = torch.randn(B, Hkv, S, D, device="cuda", dtype=dtype, generator=g)
+        do = torch.randn(B, H, S, D, device="cuda", dtype=dtype, generator=g)
+        group = H // Hkv
+        kr, vr = (k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)) if gqa else (k, v)
+        o, lse = _forward(q, kr, vr, causal, scale)
+        fns = _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, D)
+        if r == 0:
+            for name in list(fns):               # warm every contender; drop a backend whose backward refuses
+                try:
+                    fns[name]()
+                except RuntimeError as exc:
+                    if name == "tlxc":
+                        raise
+                    print(f"  {name} backward refused: {str(exc).splitlines()[0][:120]}")
+                    refused.add(name)
+                    del fns[name]
+            ref_name = next((n for n in ("cudnn", "flash") if n in fns), None)
+            if ref_name is not None:
+                errs = [_rel(x, y) for x, y in zip(fns["tlxc"](), fns[ref_name]())]
+                print(f"  check vs {ref_name}: dq {errs[0]:.1e} dk {errs[1]:.1e} dv {errs[2]:.1e}", flush=True)
+                if not max(errs) < 3e-2:
+                    raise SystemExit(f"tlxc attention backward disagrees with {ref_name}: {errs}")
+            torch.cuda.synchronize()
+        names = list(fns)
+        names = names[r % len(names):] + names[:r % len(names)]
+        got = {name: _event_ms(fns[name]) for name in names}
+        for name, ms in got.items():
+            times[name].append(ms)
+        for name in ratios:
+            if name in got:
+                ratios[name].append(got[name] / got["tlxc"])
+    return ({n: statistics.median(t) for n, t in times.items() if t},
+            {n: statistics.median(x) for n, x in ratios.items() if x})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--s", default="1024,4096")
+    parser.add_argument("--d", default="64,128")
+    parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    parser.add_argument("--b", type=int, default=4)
+    parser.add_argument("--h", type=int, default=32)
+    args = parser.parse_args()
+    import torch
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, {args.rounds} rounds")
+    rows = []
+    for S in (int(x) for x in args.s.split(",")):
+        for D in (int(x) for x in args.d.split(",")):
+            for hkv in (args.h, args.h // 4):
+                for causal in (False, True):
+                    name = f"B{args.b} H{args.h}/{hkv} S{S} D{D}{' causal' if causal else ''}"
+                    print(name, flush=True)
+                    t, ratio = run_case(args.b, args.h, hkv, S, D, causal, dtype, args.rounds)
+                    flops = 2.5 * 4 * args.b * args.h * S * S * D / (2 if causal else 1)
+                    print("  " + "  ".join(f"{n} {ms:.3f} ms ({flops / ms / 1e9:.0f} TFLOP/s)"
+                                           for n, ms in t.items()), flush=True)
+                    rows.append((name, ratio))
+    print("\nratios (baseline time / tlxc time; > 1: tlxc faster), medians of paired rounds")
+    for name, ratio in rows:
+        print(f"  {name:<32} " + "  ".join(f"vs {n} {x:.3f}" for n, x in ratio.items()))
+    for n in ("cudnn", "flash"):
+        xs = [r[n] for _, r in rows if n in r]
+        if xs:
+            print(f"geomean vs {n}: {math.exp(sum(math.log(x) for x in xs) / len(xs)):.3f} over {len(xs)} cases")
+
+
+if __name__ == "__main__":
+    main()
