@@ -325,6 +325,20 @@ def mask_shape_mismatch(x: f32p):
 
 
 @tlxc.kernel
+def integer_mask(x: f32p, n: i32):
+    offs = tl.arange(0, 16)
+    v = tl.load(x + offs, mask=offs)  # <-
+    tl.store(x + offs, v, mask=offs < n)
+
+
+@tlxc.kernel
+def float_mask_store(x: f32p):
+    offs = tl.arange(0, 16)
+    v = tl.load(x + offs)
+    tl.store(x + offs, v, mask=v)  # <-
+
+
+@tlxc.kernel
 def where_pointer_mix(x: f32p, n: i32):
     p = tl.where(n > 0, x, n)  # <-
 

@@ -75,6 +75,9 @@ CASES = [
     Case("dot_acc_shape", "acc)", "tl.dot: 'acc' has shape [16, 16], expected [32, 32]"),
     Case("reshape_numel", "tl.reshape", "cannot reshape [64] (64 elements) to [4, 8] (32 elements)"),
     Case("store_shape_mismatch", "v)", "tl.store: 'value' of shape [32] does not match the pointer shape [16]"),
+    Case("integer_mask", "offs)", "tl.load: 'mask' must be a boolean tensor (a comparison such as offs < n), "
+                                  "got a tensor of type tensor<16xi32>"),
+    Case("float_mask_store", "v)", "tl.store: 'mask' must be a boolean tensor"),
     Case("mask_shape_mismatch", "mask)", "tl.load: 'mask' of shape [32] does not match the pointer shape [16]"),
     Case("reduce_axis_out_of_range", "1)", "tl.sum: axis 1 is out of range for a tensor of rank 1"),
     # compile-time constants required

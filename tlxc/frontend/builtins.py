@@ -200,10 +200,7 @@ def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
 def _mask(b, mask, shape) -> Tensor | None:
     if mask is None:
         return None
-    mask = tensor_arg(b, mask, "mask")
-    if isinstance(mask.dtype, PointerType):
-        raise SemanticError(f"'mask' must be a boolean tensor, got {S.describe(mask)}", param="mask")
-    mask = S.to_bool(b, mask)
+    mask = S.require_mask(tensor_arg(b, mask, "mask"))
     if not _broadcasts_to(mask.shape, shape):
         raise SemanticError(f"'mask' of shape {list(mask.shape)} does not match the pointer shape "
                             f"{list(shape)}", param="mask")

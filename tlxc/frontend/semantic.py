@@ -369,6 +369,16 @@ def to_bool(b: Builder, x: Tensor) -> Tensor:
     return compare(b, "ne", x, 0.0 if x.dtype.is_float else 0)
 
 
+def require_mask(x: Tensor, param: str = "mask") -> Tensor:
+    """A load/store/copy mask must already be boolean, as in Triton ("Mask must have boolean scalar
+    type"): an integer or float tensor is not read as "non-zero", which would hide a missing
+    comparison (``mask=offs`` instead of ``mask=offs < n``)."""
+    if x.dtype != T.i1:
+        raise SemanticError(f"'{param}' must be a boolean tensor (a comparison such as offs < n), "
+                            f"got {describe(x)}", param=param)
+    return x
+
+
 def where(b: Builder, cond, x, y) -> Tensor:
     cond = to_bool(b, to_tensor(b, cond))
     xt, xw = _scalar_of(x, "tl.where")

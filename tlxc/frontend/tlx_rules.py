@@ -449,7 +449,7 @@ def _async_load(ctx, src, result, mask=None, other=None, cache_modifier="", evic
                             param="src")
     operands = [src.value, dst.value]
     if mask is not None:
-        m = S.to_bool(b, tensor_arg(b, mask, "mask"))
+        m = S.require_mask(tensor_arg(b, mask, "mask"))
         operands.append(S.broadcast_to(b, m, src.shape).value)
     b.create("tlx.async_load", operands, [],
              {"has_mask": mask is not None, **_cp_async_hints(cache_modifier, eviction_policy, is_volatile)})
@@ -929,7 +929,7 @@ def _prefetch(ctx, pointer, level="L2", mask=None, tensormap=False):
                             f"tensormap=True), got {S.describe(pointer)}", param="pointer")
     operands = [pointer.value]
     if mask is not None:
-        m = S.to_bool(b, tensor_arg(b, mask, "mask"))
+        m = S.require_mask(tensor_arg(b, mask, "mask"))
         if m.is_block and not pointer.is_block:
             raise SemanticError("'mask' is a tensor but 'pointer' is one pointer", param="mask")
         operands.append((S.broadcast_to(b, m, pointer.shape) if pointer.is_block else m).value)
