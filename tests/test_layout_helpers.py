@@ -67,17 +67,17 @@ def refused(out_ptr: F32, WHAT: tl.constexpr, LAYOUT: tl.constexpr = None):
         acc = tlx.zeros((64, 64), tl.float32, layout=LAYOUT)  # WHAT register_layout
         tl.store(out_ptr + tl.arange(0, 64), tl.sum(acc, axis=1))
     elif WHAT == "nv_mma_layout":
-        tlx.nv_mma_layout(warps_per_cta=(4, 1), instr_shape=(16, 64, 16))  # WHAT nv_mma_layout
+        tlx.nv_mma_layout(warps_per_cta=(4, 1), instr_shape=(16, 48, 16))  # WHAT nv_mma_layout
     tl.store(out_ptr, 0.0)
 
 
 @pytest.mark.parametrize("what, layout, message", [
     ("element_swizzle", tlx.swizzled_layout(3, 0, 8, order=[1, 0]),          # repeats every 4096 bytes
      "#swizzle<B=3, M=0, S=8> places the elements of a [64, 64] f16 buffer at bytes tlxc's code does not address"),
-    ("padded", tlx.padded_shared_layout_encoding.with_identity_for([(64, 8)], [64, 64], [1, 0]),
-     "padded shared layouts (#padded_shared<"),
-    ("register_layout", "some layout", "an explicit register layout (str 'some layout') is not supported"),
-    ("nv_mma_layout", None, "tlx.nv_mma_layout (an explicit register layout) is not supported"),
+    ("padded", tlx.padded_shared_layout_encoding.with_identity_for([(128, 8)], [32, 128], [1, 0]),
+     "is built for [32, 128] but the buffer is [64, 64]"),
+    ("register_layout", "some layout", "'layout' must be a register layout (tlx.nv_mma_layout(...)), got str"),
+    ("nv_mma_layout", None, "'instr_shape' of a version-3 (wgmma) layout is [16, N, K] with N a power of two"),
 ])
 def test_layouts_tlxc_cannot_honour_are_located_errors(what, layout, message):
     with pytest.raises(CompilationError) as info:

@@ -77,11 +77,18 @@ def test_span_wide_atoms_tile_to_the_block_stacked_nvmma_bytes():
     assert sorted(offsets.ravel().tolist()) == list(range(0, 128 * 128 * 2, 2))
 
 
-def test_narrow_atoms_are_a_layout_tlxc_cannot_store():
+def test_narrow_atoms_are_stored_as_column_blocks_of_their_span():
+    """Atoms one 64-byte (or 32-byte) swizzle span wide tile a wider buffer as column blocks of
+    that span; a 4-row atom does not start each tile in phase with the swizzle: refused."""
     tiled = _atom((64, 32)).tile_to_shape((64, 128))           # four 64B-swizzled [64, 32] tiles
     assert not SL.same_bytes(tiled, _atom((64, 64)), (64, 128), F16)
-    with pytest.raises(SL.SharedLayoutError, match="64-byte swizzled column blocks"):
-        SL.storable_as(tiled, (64, 128), F16)
+    assert SL.storable_as(tiled, (64, 128), F16) == (64, True)
+    offsets = SL.byte_offsets(tiled, (64, 128), F16)
+    for r, c in [(0, 0), (9, 33), (63, 127), (17, 70)]:        # block c // 32, rows of 64 bytes
+        assert offsets[r, c] == swizzle_offset((c // 32) * 64 * 64 + r * 64 + (c % 32) * 2, 64)
+    assert SL.storable_as(_atom((64, 16)).tile_to_shape((64, 64)), (64, 64), F16) == (32, True)
+    with pytest.raises(SL.SharedLayoutError, match="a multiple of 8 rows"):
+        SL.storable_as(_atom((4, 64)).tile_to_shape((64, 128)), (64, 128), F16)
 
 
 # -- compiled for sm_90a -----------------------------------------------------------------------------
@@ -191,7 +198,7 @@ def _bad_reinterpret(out_ptr, CASE: tl.constexpr):
         other = tlx.local_alloc((64, 128), tl.float16, 1, layout=(64, 64))
         view = other[0]
     elif CASE == 5:
-        narrow: tl.constexpr = tlx.nv_mma_shared_layout_encoding((64, 32), [1, 0], tl.float16, [1, 1], [1, 1],
+        narrow: tl.constexpr = tlx.nv_mma_shared_layout_encoding((4, 64), [1, 0], tl.float16, [1, 1], [1, 1],
                                                                  [1, 0], False, True)
         other = tlx.local_alloc((64, 128), tl.float16, 1, layout=narrow.tile_to_shape((64, 128)))
         view = other[0]
@@ -204,7 +211,7 @@ def _bad_reinterpret(out_ptr, CASE: tl.constexpr):
 @pytest.mark.parametrize("case, match", [
     (0, "other bytes than its own layout"), (1, "keep the shape and dtype"), (2, "needs a whole buffer"),
     (3, "'pin' must be a compile-time bool"), (4, "nv_mma_shared_layout_encoding"),
-    (5, "64-byte swizzled column blocks"), (6, "built for f16")])
+    (5, "a multiple of 8 rows"), (6, "built for f16")])
 def test_bad_layouts_are_located_errors(case, match):
     with pytest.raises(CompilationError, match=match) as info:
         _compile(_bad_reinterpret, {"out_ptr": torch.zeros(1), "CASE": case}, stages=("ir",))

@@ -21,7 +21,7 @@ from __future__ import annotations
 from math import gcd
 
 from ..errors import CompilationError
-from ..ir.shared_layout import XorSwizzle
+from ..ir.shared_layout import PaddedSharedLayout, XorSwizzle
 from ..passes.shared_layouts import allocation_swizzle, swizzle_chunk, swizzle_expr, swizzle_period
 from . import c_types as C
 from .lower import lowering, registers
@@ -57,6 +57,9 @@ def local_alloc(lw, op):
     lw.out.line(f"{ctype}* {name} = reinterpret_cast<{ctype}*>(tlx_smem + {op.attrs['offset']});  "
                 f"// {t.num} x {list(t.shape)}")
     lw.views[id(r)] = (name, _row_major(t.shape))
+    if isinstance(t.layout, PaddedSharedLayout):          # rows row_pitch elements apart
+        lw.views[id(r)] = (name, t.layout.strides())
+        lw.out.line(f"// {name}: rows of {t.shape[-1]} elements padded to {t.layout.row_pitch} ({t.layout})")
     cols = op.attrs.get("column_block", 0)
     if cols:
         lw.views[id(r)] = (name, (cols, 1))

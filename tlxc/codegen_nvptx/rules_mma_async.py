@@ -54,8 +54,9 @@ units T, the PTX canonical layouts for a swizzle of S bytes are
   MN block is ever addressed and LBO (set to the size of a [K, S-byte] column
   block) is never used.  The k-th k16 step starts 16 rows = 16·S bytes on.
 
-*Block-stacked (column-blocked) buffers* (``attrs.column_block``, 128B swizzle
-only): a 16-bit [R, C] buffer with C·2 > 128 is stored as C/64 blocks of
+*Block-stacked (column-blocked) buffers* (``attrs.column_block``; 128B swizzle,
+or 64B/32B when an explicit layout's atom is that narrow: the same with S-byte blocks,
+LBO = R·S, SBO = 8·S): a 16-bit [R, C] buffer with C·2 > 128 is stored as C/64 blocks of
 [R, 64], block j (columns 64j..64j+63) at byte j·R·128, each a 128B-swizzled
 tile with 128-byte rows.  As an MN-major B ([K, N], N > 64) this is exactly the
 canonical ``((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO))`` (T = 8 elements =

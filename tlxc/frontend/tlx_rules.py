@@ -128,8 +128,13 @@ def _explicit_layout(layout, shape: tuple[int, ...], dtype, param: str = "layout
     swizzled_shared / CuTe swizzle layout becomes the NVMMA layout with the same bytes."""
     from ..ir import shared_layout as SL
     if isinstance(layout, SL.PaddedSharedLayout):
-        raise SemanticError(f"padded shared layouts ({layout}) are not supported: tlxc stores shared buffers "
-                            f"unpadded (row-major or NVMMA-swizzled)", param=param)
+        if tuple(layout.shape) != tuple(shape):
+            raise SemanticError(f"the layout {layout} is built for {list(layout.shape)} but the buffer is "
+                                f"{list(shape)}", param=param)
+        if dtype.bits < 8:
+            raise SemanticError(f"padded shared layouts of {dtype} (sub-byte elements) are not supported",
+                                param=param)
+        return layout
     if isinstance(layout, SL.SwizzledSharedLayout):
         try:
             return SL.resolve_swizzled(layout, tuple(shape), dtype)
@@ -338,11 +343,19 @@ def _reinterpret_through(ctx, buf: Tensor, dtype, shape, layout) -> Tensor:
 
 @rule("zeros")
 def _zeros(ctx, shape, dtype, layout=None):
-    if layout is not None:
-        raise SemanticError(f"an explicit register layout ({S.describe(layout)}) is not supported: tlxc chooses "
-                            f"register layouts itself (an async_dot accumulator is laid out as wgmma writes it); "
-                            f"drop layout=", param="layout")
-    return RULES["zeros"](ctx, shape, dtype)
+    from ..ir.layouts_nvidia import NvMmaLayout
+    layout = constexpr(layout, "layout")
+    if layout is not None and not isinstance(layout, NvMmaLayout):
+        raise SemanticError(f"'layout' must be a register layout (tlx.nv_mma_layout(...)), got "
+                            f"{S.describe(layout)}", param="layout")
+    zeros = RULES["zeros"](ctx, shape, dtype)
+    if layout is None:
+        return zeros
+    if len(zeros.shape) != 2:
+        raise SemanticError(f"an NVMMA layout lays out rank-2 tensors, got shape {list(zeros.shape)}",
+                            param="layout")
+    # pinned: infer-layouts gives the result this layout (and converts it where a consumer wants another)
+    return Tensor(ctx.b.value("tl.convert_layout", [zeros.value], zeros.type, **layout.attrs()))
 
 
 @rule("dump_layout")

@@ -8,6 +8,7 @@ module of their own beside this one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .layouts import (
     Coords,
@@ -169,4 +170,81 @@ def _operand_b(shape: Coords, parent: Layout) -> Layout:
     return _fit_to_shape(shape, list(_B_REGISTER), list(_B_LANE), warp, (0, 1))
 
 
-__all__ = ["mma_accumulator_layout", "mma_operand_layout", "tmem_layout"]
+# -- explicit NVMMA register layouts (TLX's ``tlx.nv_mma_layout``) ------------------------------
+@dataclass(frozen=True)
+class NvMmaLayout:
+    """An MMA accumulator register layout a kernel asks for by name (TLX's
+    ``tlx.nv_mma_layout(warps_per_cta, instr_shape)``): Triton's ``#nvidia_mma`` encoding.
+    ``version`` 3 is Hopper's wgmma fragment (each warp 16 rows x ``instr_shape[1]`` columns),
+    2 the ``mma.sync m16n8`` one; warps step along M by 16 rows, then along N by the instruction's
+    width, and the tile repeats over (or is broadcast onto) the tensor's shape.  Unlike the
+    layout tlxc gives a wgmma accumulator, the warps need not form whole warpgroups: a value in
+    such a layout is converted where an MMA consumes it, as TLX does."""
+
+    warps_per_cta: tuple[int, int]
+    instr_shape: tuple[int, ...]
+    version: tuple[int, int] = (3, 0)
+
+    def __str__(self) -> str:
+        return (f"#nvidia_mma<version={list(self.version)}, warpsPerCTA={list(self.warps_per_cta)}, "
+                f"instrShape={list(self.instr_shape)}>")
+
+    def attrs(self) -> dict:
+        """The layout as IR attributes (lists of ints: printable and parsable)."""
+        return {"mma_version": list(self.version), "warps_per_cta": list(self.warps_per_cta),
+                "instr_shape": list(self.instr_shape)}
+
+    @classmethod
+    def from_attrs(cls, attrs: dict) -> NvMmaLayout:
+        return cls(tuple(attrs["warps_per_cta"]), tuple(attrs["instr_shape"]), tuple(attrs["mma_version"]))
+
+
+def nv_mma_layout(warps_per_cta, instr_shape, version=(3, 0)) -> NvMmaLayout:
+    """Build and check an ``NvMmaLayout`` (``ValueError`` naming the bad argument)."""
+    def ints(value, what: str, least: int = 1) -> tuple[int, ...]:
+        try:
+            items = tuple(value)
+        except TypeError:
+            raise ValueError(f"'{what}' must be a list of integers, got {value!r}") from None
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= least for v in items):
+            raise ValueError(f"'{what}' must be integers of at least {least}, got {list(items)}")
+        return items
+
+    version = ints((version,) if isinstance(version, int) else version, "version", 0)
+    version = (version + (0,))[:2] if len(version) == 1 else version
+    if len(version) != 2 or version[0] not in (2, 3):
+        raise ValueError(f"'version' must be 2 (mma.sync) or 3 (Hopper's wgmma), got {list(version)}")
+    warps = ints(warps_per_cta, "warps_per_cta")
+    if len(warps) != 2 or not all(_is_pow2(w) for w in warps):
+        raise ValueError(f"'warps_per_cta' must be two powers of two (warps along M, N), got {list(warps)}")
+    instr = ints(instr_shape, "instr_shape")
+    if version[0] == 3:
+        if len(instr) != 3 or instr[0] != 16 or instr[1] % 8 or not 8 <= instr[1] <= 256 or not _is_pow2(instr[1]):
+            raise ValueError(f"'instr_shape' of a version-3 (wgmma) layout is [16, N, K] with N a power of two "
+                             f"from 8 to 256 (per warp: 16 rows of the m64nNkK instruction), got {list(instr)}")
+    elif instr[:2] != (16, 8) or len(instr) not in (2, 3):
+        raise ValueError(f"'instr_shape' of a version-2 (mma.sync) layout is [16, 8] or [16, 8, K], got "
+                         f"{list(instr)}")
+    return NvMmaLayout(warps, instr, version)
+
+
+def nv_mma_register_layout(spec: NvMmaLayout, shape: Sequence[int], num_warps: int) -> Layout:
+    """The register layout of a ``shape`` tensor in ``spec`` for ``num_warps`` warps."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != 2:
+        raise ValueError(f"an NVMMA layout lays out rank-2 tensors, got shape {list(shape)}")
+    _check_shape(shape)
+    wm, wn = spec.warps_per_cta
+    if wm * wn != num_warps:
+        raise ValueError(f"warps_per_cta={list(spec.warps_per_cta)} is {wm * wn} warps, but the code runs on "
+                         f"{num_warps}")
+    if spec.version[0] == 2:
+        return mma_accumulator_layout(shape, num_warps, "mma_v2", (wm, wn))
+    instr_n = spec.instr_shape[1]
+    register = list(_ACC_REGISTER) + _axis_bases(2, 1, 8, instr_n // 8)
+    warp = _axis_bases(2, 0, 16, wm) + _axis_bases(2, 1, instr_n, wn)
+    return _fit_to_shape(shape, register, list(_ACC_LANE), warp, (1, 0))
+
+
+__all__ = ["NvMmaLayout", "mma_accumulator_layout", "mma_operand_layout", "nv_mma_layout", "nv_mma_register_layout",
+           "tmem_layout"]

@@ -34,7 +34,7 @@ read per-group row slices of it (wgmma) -- the TLX attention backward does.
 within its buffer; the frontend, the ``shared-layouts`` pass and the
 interpreter compare those to decide whether two views of one buffer see the
 same bytes.  tlxc stores a buffer only in the layouts its codegen addresses
-(row-major, swizzled, 128-byte column blocks), so a layout whose mapping is
+(row-major, swizzled, column blocks one swizzle span wide), so a layout whose mapping is
 none of those is a ``LayoutError`` naming it.
 """
 from __future__ import annotations
@@ -310,13 +310,71 @@ def xor_swizzle_of(layout: SwizzledSharedLayout, shape: tuple[int, ...], element
 
 @dataclass(frozen=True)
 class PaddedSharedLayout:
-    """TLX's ``padded_shared_layout_encoding`` (AMD LDS padding): accepted as a value so that the
-    frontend can say where it is used; tlxc stores shared buffers unpadded."""
+    """TLX's ``padded_shared_layout_encoding.with_identity_for(pairs, shape, order)``: the
+    buffer's row-major element offsets with ``pad`` elements inserted after every ``interval``
+    elements, for each ``(interval, pad)`` pair (Triton's ``#ttg.padded_shared``; padding moves
+    each row's start off the previous row's banks).  tlxc stores the form whose padding ends
+    rows: one pair whose interval is the row length (``shape[-1]``), i.e. rows ``shape[-1] + pad``
+    elements apart (``row_pitch``); register loads and stores and cp.async address it, TMA and
+    MMA units read dense boxes and refuse it (``passes/shared_layouts.py``)."""
 
-    description: str
+    pairs: tuple[tuple[int, int], ...]
+    shape: tuple[int, ...]
+    order: tuple[int, ...]
+
+    @property
+    def row_pitch(self) -> int:
+        """Elements from one row's start to the next."""
+        (_, pad), = self.pairs
+        return self.shape[-1] + pad
+
+    @property
+    def numel(self) -> int:
+        """Elements one buffer occupies, padding included (the last row's too)."""
+        rows = 1
+        for d in self.shape[:-1]:
+            rows *= d
+        return rows * self.row_pitch
+
+    def strides(self) -> tuple[int, ...]:
+        """Element strides of the buffer's dims."""
+        strides, step = [1], self.row_pitch
+        for d in reversed(self.shape[:-1]):
+            strides.append(step)
+            step *= d
+        return tuple(reversed(strides))
 
     def __str__(self) -> str:
-        return f"#padded_shared<{self.description}>"
+        pairs = ", ".join(f"({i}, {p})" for i, p in self.pairs)
+        return f"#padded_shared<[{pairs}], shape={list(self.shape)}, order={list(self.order)}>"
+
+
+def padded_shared_layout(pairs, shape, order) -> PaddedSharedLayout:
+    """Build and check a ``PaddedSharedLayout`` (``with_identity_for``): powers of two as Triton
+    requires, and the one form tlxc stores (a single pair padding each row's end)."""
+    try:
+        pairs = tuple(tuple(pair) for pair in pairs)
+    except TypeError:
+        raise SharedLayoutError(f"'interval_padding_pairs' must be a list of (interval, padding) pairs, got "
+                                f"{pairs!r}") from None
+    shape, order = _ints(shape, "shape"), _ints(order, "order")
+    if not pairs or any(len(p) != 2 for p in pairs):
+        raise SharedLayoutError(f"'interval_padding_pairs' must be a non-empty list of (interval, padding) pairs, "
+                                f"got {list(pairs)}")
+    for value in [v for pair in pairs for v in pair] + list(shape):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value & (value - 1):
+            raise SharedLayoutError(f"padded shared layouts take powers of two for intervals, paddings and the "
+                                    f"shape, got pairs {list(pairs)} and shape {list(shape)}")
+    if len(order) != len(shape) or sorted(order) != list(range(len(shape))):
+        raise SharedLayoutError(f"'order' must be a permutation of {list(range(len(shape)))}, got {list(order)}")
+    if tuple(order) != tuple(range(len(shape) - 1, -1, -1)):
+        raise SharedLayoutError(f"order {list(order)}: tlxc stores padded shared buffers row-major (order "
+                                f"{list(range(len(shape) - 1, -1, -1))}) only")
+    if len(pairs) != 1 or pairs[0][0] != shape[-1]:
+        raise SharedLayoutError(f"padding {[list(p) for p in pairs]} over rows of {shape[-1]} elements: tlxc stores "
+                                f"padded rows only (one (interval, padding) pair whose interval is the row length, "
+                                f"here ({shape[-1]}, pad))")
+    return PaddedSharedLayout(pairs, shape, order)
 
 
 def nv_mma_shared_layout(shape, order, element, ctas_per_cga, cta_split_num, cta_order, fp4_padded=False,
@@ -388,6 +446,9 @@ def byte_offsets(layout, shape: tuple[int, ...], element: ScalarType) -> np.ndar
         return _tiled_offsets(layout, element)
     if isinstance(layout, SwizzledSharedLayout):
         return _swizzled_shared_offsets(layout, shape, element)
+    if isinstance(layout, PaddedSharedLayout):
+        index = np.indices(shape, dtype=np.int64)
+        return sum(i * s for i, s in zip(index, layout.strides())) * element.bytes
     raise SharedLayoutError(f"no byte mapping for layout {layout!r}")
 
 
@@ -415,13 +476,11 @@ def storable_as(layout, shape: tuple[int, ...], element: ScalarType) -> tuple[in
     swizzle = layout.swizzle
     stored = nvmma_offsets(swizzle, shape, element)
     blocked = bool(swizzle) and shape[-1] * element.bytes > swizzle
-    if blocked and swizzle != 128:
-        raise SharedLayoutError(f"rows of {shape[-1] * element.bytes} bytes in {swizzle}-byte swizzled column "
-                                f"blocks are not supported (tlxc column-blocks 128-byte swizzles only)")
     if not np.array_equal(wanted, stored):
         raise SharedLayoutError(f"layout {layout} orders the bytes of a {list(shape)} {element} buffer in a way "
-                                f"tlxc cannot store (it stores row-major, swizzled, or 128-byte column blocks "
-                                f"of all rows); use an atom as wide as its swizzle span")
+                                f"tlxc cannot store (it stores row-major, swizzled, or as column blocks "
+                                f"one swizzle span wide holding all rows); use an atom one swizzle span "
+                                f"wide (or as wide as the buffer) of a multiple of 8 rows")
     return swizzle, blocked
 
 
@@ -431,5 +490,5 @@ def same_bytes(first, second, shape: tuple[int, ...], element: ScalarType) -> bo
 
 
 __all__ = ["NVMMASharedLayout", "PaddedSharedLayout", "SharedLayoutError", "SwizzledSharedLayout", "TiledSharedLayout",
-           "XorSwizzle", "byte_offsets", "cute_swizzle_layout", "nv_mma_shared_layout", "nvmma_offsets",
+           "XorSwizzle", "byte_offsets", "cute_swizzle_layout", "nv_mma_shared_layout", "nvmma_offsets", "padded_shared_layout",
            "resolve_swizzled", "same_bytes", "storable_as", "swizzled_shared_layout", "xor_swizzle_of"]

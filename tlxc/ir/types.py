@@ -240,6 +240,10 @@ class MemDescType(Type):
 
     @property
     def buffer_numel(self) -> int:
+        """Elements one buffer occupies: its shape's, or a padded layout's (padding included)."""
+        padded = getattr(self.layout, "numel", None)
+        if padded is not None:
+            return padded
         n = 1
         for d in self.shape:
             n *= d

@@ -416,7 +416,17 @@ class _KernelRewriter:
                   [rtype.with_layout(L.transpose(layout, op.attrs["perm"]))])
 
     def rule_tl_convert_layout(self, op):
-        self.copy(op, [self.get(op.operands[0])])
+        """A conversion the frontend asked for (``tlx.zeros(..., layout=tlx.nv_mma_layout(...))``
+        carries the layout in its attrs) makes its result an anchor in that layout."""
+        if "warps_per_cta" not in op.attrs:
+            self.copy(op, [self.get(op.operands[0])])
+            return
+        rtype = op.results[0].type
+        try:
+            layout = N.nv_mma_register_layout(N.NvMmaLayout.from_attrs(op.attrs), rtype.shape, self.num_warps)
+        except ValueError as exc:
+            raise LayoutError(f"{N.NvMmaLayout.from_attrs(op.attrs)}: {exc}", op.loc) from None
+        self.copy(op, [self.get(op.operands[0], layout)], [rtype.with_layout(layout)])
 
     def rule_tl_dot(self, op):
         a, b, acc = op.operands

@@ -30,7 +30,13 @@ bytes).  Element ``(r, c)`` of a 16-bit ``[R, C]`` buffer sits at byte
 distance is a multiple of 1024, so swizzling the whole offset is the same).
 A column slice at a multiple of 64 that is at most 64 wide is then a plain
 128-byte-row tile (a TMA box target); wgmma reads several blocks through the
-descriptor's leading byte offset (``codegen_nvptx/rules_mma_async.py``).
+descriptor's leading byte offset (``codegen_nvptx/rules_mma_async.py``).  An explicit
+layout tiled from an atom one 64- or 32-byte span wide (``explicit_block_span``) is stored
+the same way with blocks of that span (``column_block = span // element bytes``), and an MMA
+consumer then reads it as such (it asks for that span, not the row's).
+
+*Padded rows* (an explicit ``PaddedSharedLayout``) change no swizzle: the codegen addresses
+the buffer through its row pitch; TMA and MMA consumers and aliases of it are ``LayoutError``s.
 
 *Boxes wider than the span.*  A TMA descriptor whose box is wider than its
 128-byte swizzle (``TensorDescType.copy_box`` narrower than ``block_shape``:
@@ -50,7 +56,7 @@ from __future__ import annotations
 
 from ..errors import LayoutError
 from ..ir.core import Module
-from ..ir.shared_layout import SwizzledSharedLayout, XorSwizzle, xor_swizzle_of
+from ..ir.shared_layout import PaddedSharedLayout, SwizzledSharedLayout, XorSwizzle, xor_swizzle_of
 from ..ir.traits import VIEW, has_trait
 from ..ir.types import MemDescType
 from .manager import Pass
@@ -143,12 +149,20 @@ def choose_swizzles(kernel) -> None:
                     continue
                 t = alloc.results[0].type
                 row = physical_row_bytes(t)
-                if row in (32, 64, 128):
+                narrow = explicit_block_span(t)
+                if narrow:          # an explicit layout's column blocks of a narrower swizzle
+                    _demand(demands, alloc, narrow, op, f"{unit} operand {'AB'[index]} read as {narrow}-byte "
+                                                        f"column blocks (its explicit layout)")
+                elif row in (32, 64, 128):
                     _demand(demands, alloc, row, op, f"{unit} operand {'AB'[index]} with {row}-byte rows")
                 elif _blockable(t):
                     _demand(demands, alloc, 128, op, f"{unit} operand {'AB'[index]} with {row}-byte rows "
                                                      f"(stored as 128-byte column blocks)")
     for alloc, swizzle, _, _ in _alias_groups(kernel, demands):
+        if isinstance(swizzle, PaddedSharedLayout):       # padded rows: strides only (codegen_c/rules_buffers.py)
+            _check_xor_alone(kernel, alloc, "a padded layout")
+            alloc.attrs["swizzle"] = 0
+            continue
         if isinstance(swizzle, XorSwizzle):
             _check_xor_alone(kernel, alloc)
             alloc.attrs["swizzle"], alloc.attrs["xor_swizzle"] = 0, [swizzle.bits, swizzle.base, swizzle.shift]
@@ -157,6 +171,8 @@ def choose_swizzles(kernel) -> None:
         t = alloc.results[0].type
         if swizzle == 128 and physical_row_bytes(t) > 128 and _blockable(t):
             alloc.attrs["column_block"] = 128 // t.element.bytes
+        elif swizzle and swizzle == explicit_block_span(t):
+            alloc.attrs["column_block"] = swizzle // t.element.bytes
     _check_alias_blocks(kernel)
     _check_xor_views(kernel, root)
     for alloc, op in split:
@@ -227,17 +243,35 @@ def _demand_layout(demands, alloc, op, view_type: MemDescType, why: str) -> None
     if isinstance(layout, SwizzledSharedLayout):
         _demand(demands, alloc, xor_swizzle_of(layout, tuple(t.shape), t.element), op, f"{why} {layout}")
         return
-    if layout.swizzle and physical_row_bytes(t) > layout.swizzle and not _blockable(t):
+    if isinstance(layout, PaddedSharedLayout):
+        if op is not alloc:
+            raise LayoutError(f"local_reinterpret(..., layout={layout}): a padded layout is an allocation's own "
+                              f"(local_alloc(..., layout=)), not a view of another buffer", op.loc)
+        _demand(demands, alloc, layout, op, f"{why} {layout}")
+        return
+    if layout.swizzle and physical_row_bytes(t) > layout.swizzle and not _blockable(t, layout.swizzle):
         raise LayoutError(f"layout {layout} stores '{alloc.results[0].name_hint or 'the buffer'}' as column "
                           f"blocks, which needs a 2-D buffer with rows a multiple of 8", op.loc)
     _demand(demands, alloc, layout.swizzle, op, f"{why} {layout}")
 
 
-def _blockable(t: MemDescType) -> bool:
-    """Can this buffer be stored as 128-byte-wide, 128B-swizzled column blocks?  Each block
-    must start in phase with the swizzle pattern (a multiple of 1024 bytes: rows % 8 == 0)."""
-    return (len(t.shape) == 2 and t.element.bits >= 8 and physical_row_bytes(t) % 128 == 0
+def _blockable(t: MemDescType, span: int = 128) -> bool:
+    """Can this buffer be stored as ``span``-byte-wide, ``span``-swizzled column blocks?  Each
+    block must start in phase with the swizzle pattern (a multiple of 8 rows x span bytes)."""
+    return (len(t.shape) == 2 and t.element.bits >= 8 and physical_row_bytes(t) % span == 0
             and t.shape[0] % 8 == 0)
+
+
+def explicit_block_span(t: MemDescType) -> int:
+    """The swizzle span of the column blocks an explicit layout narrower than 128 bytes stores
+    ``t`` as (a ``[32, 64]`` f16 buffer made of 64-byte swizzled ``[32, 32]`` atoms:
+    ``atom.tile_to_shape`` / ``make_shared_linear``); 0 when it has none.  Wider rows under a
+    128-byte swizzle are column-blocked whatever asked for the swizzle (``choose_swizzles``)."""
+    layout = t.layout
+    span = getattr(layout, "swizzle", 0) if layout is not None else 0
+    if isinstance(span, int) and span in (32, 64) and physical_row_bytes(t) > span and _blockable(t, span):
+        return span
+    return 0
 
 
 def _unsplittable(alloc, op) -> None:
@@ -251,15 +285,15 @@ def _unsplittable(alloc, op) -> None:
                       f"buffer, or a descriptor with swizzle=0", op.loc)
 
 
-def _check_xor_alone(kernel, alloc) -> None:
-    """An ``XorSwizzle`` is stored for one buffer's own shape and element size: no aliases."""
+def _check_xor_alone(kernel, alloc, what: str = "an explicit swizzled layout that is no NVMMA one") -> None:
+    """An ``XorSwizzle`` (or padded rows) is stored for one buffer's own shape and element size:
+    no aliases."""
     first = alloc.operands[0].owner if alloc.operands else alloc
     for op in kernel.walk():
         if op.name == "tlx.local_alloc" and op is not alloc and (op is first or (op.operands and op.operands[0].owner is first)):
             name = alloc.results[0].name_hint or "a shared buffer"
-            raise LayoutError(f"shared buffer '{name}' has an explicit swizzled layout that is no NVMMA one; it "
-                              f"cannot share its bytes with another allocation (reuse=): use an NVMMA layout or "
-                              f"no reuse", alloc.loc)
+            raise LayoutError(f"shared buffer '{name}' has {what}; it cannot share its bytes with another "
+                              f"allocation (reuse=): use an NVMMA layout or no reuse", alloc.loc)
 
 
 def _check_xor_views(kernel, root: dict) -> None:
@@ -278,7 +312,7 @@ def _check_xor_views(kernel, root: dict) -> None:
 
 
 def _swizzle_text(swizzle) -> str:
-    return str(swizzle) if isinstance(swizzle, XorSwizzle) else f"{swizzle} bytes"
+    return str(swizzle) if isinstance(swizzle, (XorSwizzle, PaddedSharedLayout)) else f"{swizzle} bytes"
 
 
 def _demand(demands, alloc, swizzle, op, why: str) -> None:
@@ -287,6 +321,13 @@ def _demand(demands, alloc, swizzle, op, why: str) -> None:
         demands[id(alloc)] = (alloc, swizzle, op, why)
         return
     _, other_swizzle, other_op, other_why = previous
+    padded = next((v for v in (swizzle, other_swizzle) if isinstance(v, PaddedSharedLayout)), None)
+    if padded is not None and other_swizzle != swizzle:
+        name = alloc.results[0].name_hint or "a shared buffer"
+        user, user_why = (other_op, other_why) if isinstance(swizzle, PaddedSharedLayout) else (op, why)
+        raise LayoutError(f"shared buffer '{name}' has the padded layout {padded}, but {user.name} ({user_why}) "
+                          f"reads or writes dense boxes (TMA and the MMA units do not skip padding); give it an "
+                          f"NVMMA layout, or use register loads and stores / cp.async with it", user.loc)
     if other_swizzle != swizzle:
         name = alloc.results[0].name_hint or "a shared buffer"
         where = f" ({other_op.loc.file.rsplit('/', 1)[-1]}:{other_op.loc.line})" if other_op.loc else ""

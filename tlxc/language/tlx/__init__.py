@@ -155,31 +155,35 @@ class swizzled_layout:
 
 
 class padded_shared_layout_encoding:
-    """TLX's padded shared layout (AMD LDS padding).  tlxc stores shared buffers unpadded: a
-    buffer allocated with one is a located error."""
+    """TLX's padded shared layout, a compile-time value for ``local_alloc(..., layout=)``: rows
+    padded at their end (``with_identity_for([(row_length, pad)], shape, order)``) are stored so
+    (``ir/shared_layout.py: PaddedSharedLayout``); other paddings and ``with_bases`` are refused."""
 
     @staticmethod
-    def with_identity_for(interval_paddings, shape, order):
-        from ...ir.shared_layout import PaddedSharedLayout
-        return PaddedSharedLayout(f"{list(interval_paddings)}, shape={list(shape)}, order={list(order)}")
+    def with_identity_for(interval_padding_pairs, shape, order):
+        from ...ir.shared_layout import padded_shared_layout
+        return padded_shared_layout(interval_padding_pairs, shape, order)
 
     @staticmethod
     def with_bases(*args, **kwargs):
-        from ...ir.shared_layout import PaddedSharedLayout
-        return PaddedSharedLayout("bases")
+        from ...ir.shared_layout import SharedLayoutError
+        raise SharedLayoutError("padded_shared_layout_encoding.with_bases (a padded layout over a permuted "
+                                "element order) is not supported: tlxc stores padded layouts over row-major "
+                                "rows (with_identity_for([(row_length, pad)], shape, order))")
 
 
-def nv_mma_layout(*args, **kwargs):
-    """TLX's explicit NVMMA register layout.  tlxc chooses register layouts itself (a wgmma
-    accumulator is laid out as the instruction writes it), so it refuses this one."""
-    raise NotImplementedError("tlx.nv_mma_layout (an explicit register layout) is not supported: tlxc chooses "
-                              "register layouts itself (an async_dot accumulator is laid out as wgmma writes it); "
-                              "drop the layout (tlx.zeros(shape, dtype) / tl.zeros)")
+def nv_mma_layout(warps_per_cta, instr_shape, version=(3, 0)):
+    """TLX's explicit NVMMA register layout (Triton's ``#nvidia_mma``), a compile-time value for
+    ``tlx.zeros(shape, dtype, layout=)``: the tensor is built in that layout and converted where an
+    MMA consumes it (``ir/layouts_nvidia.py: NvMmaLayout``)."""
+    from ...ir.layouts_nvidia import nv_mma_layout as build
+    return build(warps_per_cta, instr_shape, version)
 
 
 @builtin
 def zeros(shape, dtype, layout=None):
-    """``tl.zeros(shape, dtype)``; an explicit register ``layout`` is refused (``nv_mma_layout``)."""
+    """``tl.zeros(shape, dtype)``, in the register ``layout`` given (a ``tlx.nv_mma_layout``), else
+    in the layout its uses choose."""
 
 
 @builtin
