@@ -278,6 +278,7 @@ def test_load_chunks_are_powers_of_two_up_to_128_columns():
     assert _chunks(256) == [(0, 128), (128, 128)]
     assert _chunks(48) == [(0, 32), (32, 16)]
     assert _chunks(1) == [(0, 1)]
+    assert _chunks(128, 64) == [(0, 64), (64, 64)]      # kernels of more than 384 threads
 
 
 # -- NVRTC compiles (ptxas checks every tcgen05 instruction) ----------------------------------------

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from ..errors import Location
 from ..ir.core import Operation, Value
+from ..ir.ops.tcgen05 import place_tensor_memory, tmem_columns, tmem_groups
 from ..ir.types import ScalarType, TensorType
 
 MAX_TRIPS = 1024              # iterations of one loop execution
@@ -94,11 +95,35 @@ class BarrierRef:
     index: object
 
 
+@dataclass(eq=False)
+class TmemGroupArray(BufferArray):
+    """The tensor memory of an alias group as one buffer of 128 lanes x its 32-bit columns;
+    accesses carry the band of columns they touch as their box."""
+
+    aliases: tuple[str, ...] = ()
+
+    def label(self, slot: int | None = None) -> str:
+        return f"'{self.name}' (tensor memory shared with {', '.join(self.aliases)})"
+
+
+@dataclass(eq=False)
+class TmemAlias:
+    """A tensor-memory allocation of an alias group (``reuse=``, a tmem storage_alias_spec):
+    its buffers are bands of ``words`` 32-bit columns of the group's one array (``group``,
+    128 lanes x the group's columns), ``per`` elements to a column, so accesses through
+    different members meet where their columns do."""
+    group: BufferArray
+    words: int
+    per: int
+    num: int
+
+
 @dataclass(frozen=True)
 class BufferRef:
     array: BufferArray
     index: object
     box: tuple | None        # ((start, size), ...) inside the slot; None: all of it
+    per: int = 1             # elements per unit of the box's last axis (a tensor-memory alias: per column)
 
 
 @dataclass(eq=False)
@@ -249,7 +274,7 @@ class EventCollector:
         self.memo = memo if memo is not None else {}
         self.env: dict[int, object] = {}
         self.flips: dict[int, int] = {}
-        self.arrays: dict[int, object] = {}
+        self.arrays: dict = {}     # id(allocation op) -> its array; tensor-memory alias groups (tmem_alias)
         self.tasks: list[TaskEvents] = []
         self.current: TaskEvents | None = None
         self.iterations: list[int] = []
@@ -432,9 +457,32 @@ class EventCollector:
         t = op.results[0].type
         array = self.arrays.get(id(op))
         if array is None:
-            array = self.arrays[id(op)] = BufferArray(op, op.results[0].name_hint or "buffer", t.num,
-                                                      tuple(t.shape))
+            array = self.arrays[id(op)] = self.tmem_alias(op) or BufferArray(
+                op, op.results[0].name_hint or "buffer", t.num, tuple(t.shape))
         self.set(op.results[0], array)
+
+    def tmem_alias(self, op: Operation) -> TmemAlias | None:
+        """A member of a tensor-memory alias group, or None (an allocation of its own)."""
+        t = op.results[0].type
+        if t.storage != "tmem":
+            return None
+        base = op.operands[0].owner if op.operands else op
+        kernel = base.parent_op()
+        if kernel is None:
+            return None
+        groups = self.arrays.setdefault("tmem groups", {})
+        if id(kernel) not in groups:
+            _columns, widths, _total = place_tensor_memory(kernel)
+            groups[id(kernel)] = (widths, tmem_groups(kernel))
+        widths, members = groups[id(kernel)]
+        if id(base) not in members or id(base) not in widths:
+            return None
+        group = self.arrays.get(("tmem group", id(base)))
+        if group is None:
+            names = [m.results[0].name_hint or "?" for m in [base, *members[id(base)]]]
+            group = self.arrays[("tmem group", id(base))] = TmemGroupArray(
+                base, names[0], 1, (t.shape[0], widths[id(base)]), tuple(names[1:]))
+        return TmemAlias(group, tmem_columns(t), 4 // t.element.bytes, t.num)
 
     def local_view(self, op: Operation) -> None:
         src, index = self.value(op.operands[0]), self.value(op.operands[1])
@@ -442,6 +490,12 @@ class EventCollector:
             self.set(op.results[0], BarrierRef(src, index))
         elif isinstance(src, BufferArray):
             self.set(op.results[0], BufferRef(src, index, None))
+        elif isinstance(src, TmemAlias):
+            if index is UNKNOWN or not isinstance(index, int) or not 0 <= index < src.num:
+                self.set(op.results[0], BufferRef(src.group, UNKNOWN, None, src.per))
+                return
+            lanes = src.group.shape[0]
+            self.set(op.results[0], BufferRef(src.group, 0, ((0, lanes), (index * src.words, src.words)), src.per))
         else:
             self.set(op.results[0], UNKNOWN)
 
@@ -451,19 +505,30 @@ class EventCollector:
             self.set(op.results[0], UNKNOWN)
             return
         offsets = [self.value(v) for v in op.operands[1:]]
-        shape = op.results[0].type.shape
+        shape = list(op.results[0].type.shape)
         if any(o is UNKNOWN for o in offsets):
-            self.set(op.results[0], BufferRef(src.array, src.index, None))
+            self.set(op.results[0], BufferRef(src.array, src.index, src.box if src.per > 1 else None, src.per))
             return
         base = src.box or tuple((0, d) for d in src.array.shape)
         if len(base) != len(offsets):
             self.set(op.results[0], BufferRef(src.array, src.index, None))
             return
+        if src.per > 1:         # a packed tensor-memory alias: the box counts 32-bit columns
+            if offsets[-1] % src.per or shape[-1] % src.per:
+                self.set(op.results[0], BufferRef(src.array, src.index, src.box, src.per))
+                return
+            offsets[-1] //= src.per
+            shape[-1] //= src.per
         box = tuple((start + o, size) for (start, _), o, size in zip(base, offsets, shape))
-        self.set(op.results[0], BufferRef(src.array, src.index, box))
+        self.set(op.results[0], BufferRef(src.array, src.index, box, src.per))
 
     def whole_view(self, op: Operation) -> None:
         src = self.value(op.operands[0])
+        if isinstance(src, BufferRef) and isinstance(src.array, TmemGroupArray):
+            # a view of a tensor-memory alias keeps its band of columns (a reinterpretation
+            # moves no bits)
+            self.set(op.results[0], BufferRef(src.array, src.index, src.box, src.per))
+            return
         self.set(op.results[0], BufferRef(src.array, src.index, None) if isinstance(src, BufferRef) else UNKNOWN)
 
     # -- barriers --------------------------------------------------------------------------------

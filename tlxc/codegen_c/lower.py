@@ -170,6 +170,7 @@ class KernelLowering:
         self.kernel = kernel
         self.target = target
         self.num_warps = kernel.attrs.get("num_warps", 4)
+        self.launch_threads = 32 * self.num_warps     # a warp-specialized kernel: all its tasks' (rules_tlx)
         self.out = Emitter()
         self.names: dict[int, str] = {}
         self.used_names: set[str] = set()

@@ -1297,9 +1297,22 @@ def _tcgen05_mma(kind: str, group: int = 1) -> str:
 }}"""
 
 
+def _tcgen05_mma_tmem_a(kind: str) -> str:
+    """One ``tcgen05.mma`` with A in tensor memory (``a_tmem``: M lanes, K packed along the
+    columns, K-major) and B in shared memory (descriptor ``db``) into the accumulator at
+    ``d_tmem``; the rest as ``_tcgen05_mma``."""
+    return f"""
+{_INLINE} void tlx_tcgen05_mma_tmem_a_{kind}(unsigned d_tmem, unsigned a_tmem, unsigned long long db,
+    unsigned idesc, int enable_input_d) {{
+  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %4, 0;\\n tcgen05.mma.cta_group::1.kind::{kind} [%0], [%1], %2, %3, p;\\n}}"
+               :: "r"(d_tmem), "r"(a_tmem), "l"(db), "r"(idesc), "r"(enable_input_d) : "memory");
+}}"""
+
+
 for _kind in TCGEN05_KINDS:
     define(f"tlx_tcgen05_mma_{_kind}", _tcgen05_mma(_kind))
     define(f"tlx_tcgen05_mma_cg2_{_kind}", _tcgen05_mma(_kind, 2))
+    define(f"tlx_tcgen05_mma_tmem_a_{_kind}", _tcgen05_mma_tmem_a(_kind))
 
 
 @helper("tlx_tcgen05_commit", "tlx_smem_addr")

@@ -291,19 +291,27 @@ def tmem_slice(lw, op) -> None:
     src, row, col = op.operands
     if lw.axis.info(row).value != 0:
         raise CompilationError("a tensor-memory slice keeps every row (offset [0, column])", op.loc)
-    words = src.type.element.bytes // 4
+    per = 4 // src.type.element.bytes           # elements per 32-bit column (packed 16/8-bit)
     name = lw.define(op.results[0])
     lw.out.line(f"const unsigned {name} = {lw.tmem_views[id(src)]} + (unsigned)({lw.name(col)})"
-                + (f" * {words}u;" if words != 1 else ";"))
+                + (f" / {per}u;" if per != 1 else ";"))
     lw.tmem_views[id(op.results[0])] = name
 
 
 # -- tcgen05.ld / tcgen05.st ----------------------------------------------------------------
-def _chunks(columns: int) -> list[tuple[int, int]]:
-    """(first column, .xN) of the accesses covering ``columns``: at most 128 wide, powers of two."""
+def _widest(lw) -> int:
+    """The widest tcgen05.ld/st access: 128 columns, or 64 when the kernel's threads leave
+    fewer than 160 registers each (ptxas needs an .x128 access's 128 destination registers
+    at once: C7602 under a 128-register cap, as for TLX's 14-warp attention kernels)."""
+    return MAX_LDST_COLUMNS if 65536 // lw.launch_threads >= 160 else MAX_LDST_COLUMNS // 2
+
+
+def _chunks(columns: int, widest: int = MAX_LDST_COLUMNS) -> list[tuple[int, int]]:
+    """(first column, .xN) of the accesses covering ``columns``: powers of two, at most
+    ``widest`` wide."""
     chunks, start = [], 0
     while start < columns:
-        width = MAX_LDST_COLUMNS
+        width = widest
         while width > columns - start:
             width //= 2
         chunks.append((start, width))
@@ -335,23 +343,49 @@ def _from_word(expr: str, element) -> str:
     return f"__uint_as_float({expr})" if element.name == "f32" else f"({C.storage_type(element)})({expr})"
 
 
+def _unpack_words(lw, r, words: str) -> None:
+    """Registers of ``r`` from its row's 32-bit TMEM words: one element per word, or 16-bit
+    (8-bit) elements packed two (four) to a word, the lowest bits first (TLX's colStride=1)."""
+    element = r.type.element
+    name = lw.declare(r)
+    if element.bytes == 4:
+        lw.for_registers(r, f"{name}[i] = {_from_word(f'{words}[i]', element)};")
+        return
+    per, bits = 4 // element.bytes, 8 * element.bytes
+    lw.for_registers(r, f"{name}[i] = ({C.storage_type(element)})(({words}[i / {per}] >> ({bits} * (i % {per}))) & "
+                        f"{(1 << bits) - 1:#x}u);")
+
+
+def _pack_words(lw, value, words: str, count: int) -> None:
+    """The 32-bit TMEM words of this thread's row from the registers of ``value`` (see
+    ``_unpack_words``)."""
+    element = value.type.element
+    if element.bytes == 4:
+        lw.for_registers(value, f"{words}[i] = {_to_word(lw.ref(value), element)};")
+        return
+    per, bits = 4 // element.bytes, 8 * element.bytes
+    name = lw.name(value)
+    parts = " | ".join(f"((unsigned)({name}[{per} * i + {q}]) & {(1 << bits) - 1:#x}u)" + (f" << {bits * q}" if q else "")
+                       for q in range(per))
+    lw.for_registers(count, f"{words}[i] = {parts};")
+
+
 def tmem_load(lw, op) -> None:
     """``tlx.local_load`` of tensor memory: this thread's row, every column, into registers."""
     require_tcgen05(lw, op)
     view, r = op.operands[0], op.results[0]
     lane_part = _warp_address(lw, op, view.type, r.type)
-    columns = registers(r.type)
+    columns = registers(r.type) * r.type.element.bytes // 4
     words, taddr = lw.fresh("tm_words"), lw.fresh("tm_addr")
     lw.out.line(f"// tcgen05.ld: row 32 * {lw.scope.warp_var} + lane, {columns} columns")
     lw.out.line(f"const unsigned {taddr} = {lw.tmem_views[id(view)]} + {lane_part};")
     lw.out.line(f"unsigned {words}[{columns}];")
-    for start, width in _chunks(columns):
+    for start, width in _chunks(columns, _widest(lw)):
         lw.out.line(lw.target.call(f"tlx_tcgen05_ld_32x32b_x{width}", f"{taddr} + {start}u" if start else taddr,
                                    f"&{words}[{start}]"))
     lw.target.use("tlx_tcgen05_wait_ld")
     lw.out.line(f"tlx_tcgen05_wait_ld<{columns}>({words});")
-    name = lw.declare(r)
-    lw.for_registers(r, f"{name}[i] = {_from_word(f'{words}[i]', r.type.element)};")
+    _unpack_words(lw, r, words)
 
 
 def tmem_store(lw, op) -> None:
@@ -359,13 +393,13 @@ def tmem_store(lw, op) -> None:
     require_tcgen05(lw, op)
     view, value = op.operands
     lane_part = _warp_address(lw, op, view.type, value.type)
-    columns = registers(value.type)
+    columns = registers(value.type) * value.type.element.bytes // 4
     words, taddr = lw.fresh("tm_words"), lw.fresh("tm_addr")
     lw.out.line(f"// tcgen05.st: row 32 * {lw.scope.warp_var} + lane, {columns} columns")
     lw.out.line(f"const unsigned {taddr} = {lw.tmem_views[id(view)]} + {lane_part};")
     lw.out.line(f"unsigned {words}[{columns}];")
-    lw.for_registers(value, f"{words}[i] = {_to_word(lw.ref(value), value.type.element)};")
-    for start, width in _chunks(columns):
+    _pack_words(lw, value, words, columns)
+    for start, width in _chunks(columns, _widest(lw)):
         lw.out.line(lw.target.call(f"tlx_tcgen05_st_32x32b_x{width}", f"{taddr} + {start}u" if start else taddr,
                                    f"&{words}[{start}]"))
     lw.out.line(lw.target.call("tlx_tcgen05_wait_st"))
@@ -394,7 +428,8 @@ def tcgen05_mma(lw, op):
     pred = op.operands[4] if op.attrs.get("has_pred") else None
     element = a.type.element
     kind, _ = INPUTS[element.name]
-    plan_a = _operand(lw, op, a, False, element)
+    tmem_a = a.type.storage == "tmem"
+    plan_a = {"trans": False} if tmem_a else _operand(lw, op, a, False, element)
     plan_b = _operand(lw, op, b, True, element)
     (m, k), n = a.type.shape, b.type.shape[1]
     pair = bool(op.attrs.get("two_ctas"))
@@ -415,21 +450,28 @@ def tcgen05_mma(lw, op):
         out.line(lw.sync())
         if "tmem" in uses:
             out.line(target.call("tlx_tcgen05_fence_after_thread_sync"))
+    a_where = "in tensor memory, K-major" if tmem_a else f"{'M' if plan_a['trans'] else 'K'}-major"
     out.line(f"// tcgen05.mma.cta_group::{2 if pair else 1}.kind::{kind}: {m}x{n}x{step} x {k // step} k-steps by "
              f"thread 0 of the task{' of the even CTA of the pair' if pair else ''}; A "
-             f"{'M' if plan_a['trans'] else 'K'}-major, B {'N' if plan_b['trans'] else 'K'}-major, idesc {idesc:#010x}")
+             f"{a_where}, B {'N' if plan_b['trans'] else 'K'}-major, idesc {idesc:#010x}")
     cond = f"{tid} == 0" + (f" && {lw.name(pred)}" if pred is not None else "")
     if pair:
         cond += f" && ({target.expr('tlx_cluster_ctarank')} & 1) == 0"
     out.open(f"if ({cond})")
     helper = f"tlx_tcgen05_mma_cg2_{kind}" if pair else f"tlx_tcgen05_mma_{kind}"
+    if tmem_a:
+        helper = f"tlx_tcgen05_mma_tmem_a_{kind}"
     target.use(helper)
     target.use("tlx_wgmma_desc")          # the start-address encoding is wgmma's (matrix-descriptor-encode)
-    a_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
     b_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(b)][0]})"
     out.line("#pragma unroll")
     out.open(f"for (int kk = 0; kk < {k // step}; ++kk)")
-    da = f"tlx_wgmma_desc({a_bytes}, {plan_a['offset']('0', f'{step} * kk')}, {plan_a['fields']:#x}ull)"
+    if tmem_a:
+        # A's k-th step is the next K / (32 / element bits) columns of its lanes
+        da = f"{lw.tmem_views[id(a)]} + (unsigned)({step * element.bytes // 4} * kk)"
+    else:
+        a_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
+        da = f"tlx_wgmma_desc({a_bytes}, {plan_a['offset']('0', f'{step} * kk')}, {plan_a['fields']:#x}ull)"
     db = f"tlx_wgmma_desc({b_bytes}, {plan_b['offset']('0', f'{step} * kk')}, {plan_b['fields']:#x}ull)"
     out.line(f"{helper}({lw.tmem_views[id(acc)]}, {da}, {db}, {idesc:#010x}u, kk == 0 ? (int)({lw.name(use_acc)}) "
              f": 1);")

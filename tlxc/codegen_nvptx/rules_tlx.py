@@ -517,7 +517,7 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
         raise ResourceError(problem[1], ws_op.loc)
     base_regs = launch_registers(total_threads)
     uniform = _uniform_slice(ops[:index], ws_op)
-    lw.scope.threads = total_threads
+    lw.scope.threads = lw.launch_threads = total_threads
     for op in ops[:index]:
         if id(op) in uniform:
             lw.lower_op(op)

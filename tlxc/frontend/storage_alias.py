@@ -1,5 +1,6 @@
-"""``tlx.storage_alias_spec`` / ``tlx.reuse_group`` / ``set_buffer_overlap``: several shared-memory
-allocations placed in one region by a declared overlap scheme (shared/reference/tlx_api.md §1.3).
+"""``tlx.storage_alias_spec`` / ``tlx.reuse_group`` / ``set_buffer_overlap``: several shared- or
+tensor-memory allocations placed in one region by a declared overlap scheme (shared/reference/tlx_api.md
+§1.3).
 
 TLX's model, which tlxc follows:
 - ``spec = tlx.storage_alias_spec()`` names a region; every ``local_alloc(..., reuse=spec)`` is a
@@ -13,6 +14,10 @@ TLX's model, which tlxc follows:
   ``scale = stride / buffer bytes`` and ``offset = its byte offset / buffer bytes``; its array is
   extended so that the last such index exists.  Both must divide evenly (else a located error,
   as TLX's lowering gives).
+
+Tensor memory is measured in the same bytes, as TLX does: a buffer of 128 rows is 512 bytes per
+32-bit column (so a [128, N] fp16 buffer, packed two to a column, is half of a [128, N] fp32 one),
+and distinct peers start at whole columns.
 
 In tlxc the first peer is a plain ``tlx.local_alloc`` and the others alias it (``reuse=``,
 ``ir/ops/shared.py``), so ``allocate-shared`` sizes the region as its largest peer; the index
@@ -29,6 +34,7 @@ from .builtins import RULES, const_int
 from .values import SemanticError, Tensor
 
 BUFFER_ALIGN = 128      # offsets of distinct peers inside the region (allocate-shared's buffer alignment)
+TMEM_COLUMN_BYTES = 128 * 4     # one tensor-memory column: 128 lanes x 32 bits
 
 
 def rule(name: str):
@@ -43,8 +49,9 @@ class StorageAliasSpec(Aggregate):
 
     kind = "storage_alias_spec"
 
-    def __init__(self, size: int | None):
+    def __init__(self, size: int | None, storage: str = "smem"):
         self.size = size
+        self.storage = storage          # "smem" or "tmem"
         self.peers: list[Tensor] = []
         self.overlap_set = False
 
@@ -96,17 +103,18 @@ class Peer:
 def _storage_alias_spec(ctx, storage=tlx.storage_kind.smem, buffer_size_bytes=None):
     if storage is tlx.storage_kind.smemCluster:
         raise SemanticError("smemCluster storage is not supported for storage_alias_spec", param="storage")
-    if storage is tlx.storage_kind.tmem:
-        raise SemanticError("a storage_alias_spec of tensor memory is not supported yet: tlxc aliases "
-                            "shared-memory allocations only", param="storage")
-    if storage is not tlx.storage_kind.smem:
+    if storage not in (tlx.storage_kind.smem, tlx.storage_kind.tmem):
         raise SemanticError(f"'storage' must be a tlx.storage_kind, got {S.describe(storage)}", param="storage")
+    kind = "tmem" if storage is tlx.storage_kind.tmem else "smem"
     size = None
     if buffer_size_bytes is not None:
         size = const_int(buffer_size_bytes, "buffer_size_bytes")
         if size < 1:
             raise SemanticError(f"'buffer_size_bytes' must be positive, got {size}", param="buffer_size_bytes")
-    return StorageAliasSpec(size)
+        if kind == "tmem" and size % TMEM_COLUMN_BYTES:
+            raise SemanticError(f"a tensor-memory region is whole columns of {TMEM_COLUMN_BYTES} bytes (128 lanes "
+                                f"x 32 bits); buffer_size_bytes={size} is not a multiple", param="buffer_size_bytes")
+    return StorageAliasSpec(size, kind)
 
 
 @rule("reuse_group")
@@ -157,9 +165,10 @@ def _set_buffer_overlap(ctx, spec, overlap):
             raise SemanticError(f"'{_name(t)}' was already indexed (line {peer.indexed_at}) before the overlap was "
                                 f"set; call set_buffer_overlap(...) right after the allocations that use the spec, "
                                 f"before any of them is indexed")
-    stride = _align(_size(ctx, overlap), BUFFER_ALIGN)
+    align = _unit(spec)
+    stride = _align(_size(ctx, overlap, align), align)
     placements: dict[int, tuple[int, int, int]] = {}
-    _place(ctx, overlap, 0, stride, 1, placements)
+    _place(ctx, overlap, 0, stride, 1, placements, align)
     for leaf in leaves:
         offset, between, group = placements[id(leaf.value)]
         buffer = leaf.type.buffer_bytes
@@ -189,13 +198,21 @@ def alloc_peer(ctx, spec: StorageAliasSpec, t: MemDescType) -> Tensor:
     if spec.overlap_set:
         raise SemanticError("allocate every buffer of a storage_alias_spec before its set_buffer_overlap(...)",
                             param="reuse")
+    if t.storage != spec.storage:
+        names = {"smem": "shared memory (tlx.storage_kind.smem)", "tmem": "tensor memory (tlx.storage_kind.tmem)"}
+        raise SemanticError(f"the storage_alias_spec is for {names[spec.storage]} but this allocation is in "
+                            f"{names[t.storage]}: they must match", param="reuse")
     operands = [spec.peers[0].value] if spec.peers else []
     value = ctx.b.value("tlx.local_alloc", operands, t)
     if spec.size is not None:
         if t.num * t.buffer_bytes > spec.size:
             raise SemanticError(f"{t.num} x {t.buffer_bytes} bytes do not fit the storage_alias_spec's "
                                 f"buffer_size_bytes={spec.size}", param="reuse")
-        (spec.peers[0].value if spec.peers else value).owner.attrs["min_bytes"] = spec.size
+        first = (spec.peers[0].value if spec.peers else value).owner
+        if spec.storage == "tmem":
+            first.attrs["min_columns"] = spec.size // TMEM_COLUMN_BYTES
+        else:
+            first.attrs["min_bytes"] = spec.size
     result = Tensor(value)
     spec.peers.append(result)
     ctx.alias_peers[id(value)] = Peer(spec, t.num)
@@ -234,32 +251,38 @@ def _leaves(node):
         yield node
 
 
-def _size(ctx, node) -> int:
+def _unit(spec: StorageAliasSpec) -> int:
+    """Where distinct peers may start: a 128-byte boundary of shared memory, a whole
+    column of tensor memory."""
+    return TMEM_COLUMN_BYTES if spec.storage == "tmem" else BUFFER_ALIGN
+
+
+def _size(ctx, node, align: int = BUFFER_ALIGN) -> int:
     """Bytes one buffer index of ``node`` takes: an allocation's buffer; a shared group's
     largest child times group_size; a distinct group's children one after another."""
     if not isinstance(node, ReuseGroup):
         return node.type.buffer_bytes
     if node.shared:
-        return max(_size(ctx, e) for e in node.elements) * node.group_size
+        return max(_size(ctx, e, align) for e in node.elements) * node.group_size
     total = 0
     for e in node.elements:
-        total = _align(total, BUFFER_ALIGN) + _size(ctx, e)
+        total = _align(total, align) + _size(ctx, e, align)
     return total
 
 
-def _place(ctx, node, offset: int, between: int, group: int, out: dict) -> None:
+def _place(ctx, node, offset: int, between: int, group: int, out: dict, align: int = BUFFER_ALIGN) -> None:
     if not isinstance(node, ReuseGroup):
         out[id(node.value)] = (offset, between, group)
         return
     if node.shared:
         for e in node.elements:
-            _place(ctx, e, offset, between // node.group_size, group * node.group_size, out)
+            _place(ctx, e, offset, between // node.group_size, group * node.group_size, out, align)
         return
     running = offset
     for e in node.elements:
-        running = _align(running, BUFFER_ALIGN)
-        _place(ctx, e, running, between, group, out)
-        running += _size(ctx, e)
+        running = _align(running, align)
+        _place(ctx, e, running, between, group, out, align)
+        running += _size(ctx, e, align)
     if running - offset > between:
         raise SemanticError(f"not enough space for distinct allocations: need {running - offset} bytes, have "
                             f"{between} bytes")

@@ -108,17 +108,15 @@ def _local_alloc(ctx, shape, dtype, num, storage=tlx.storage_kind.smem, reuse=No
         problem = tmem_problem(shape, dtype)
         if problem:
             raise SemanticError(problem, param="shape")
-        if reuse is not None:
-            raise SemanticError("reuse= of tensor memory is not supported yet: tlxc aliases shared-memory "
-                                "allocations only", param="reuse")
-        return Tensor(ctx.b.value("tlx.local_alloc", [], MemDescType(shape, dtype, num, "tmem")))
-    if storage is not tlx.storage_kind.smem:
+        t = MemDescType(shape, dtype, num, "tmem")
+    elif storage is tlx.storage_kind.smem:
+        t = MemDescType(shape, dtype, num, layout=layout)
+    else:
         raise SemanticError(f"storage={storage} is not a local_alloc storage (tlx.storage_kind.smem or .tmem; "
                             f"smemCluster names remote views)", param="storage")
-    t = MemDescType(shape, dtype, num, layout=layout)
     if isinstance(reuse, storage_alias.StorageAliasSpec):
         return storage_alias.alloc_peer(ctx, reuse, t)
-    aliased = [] if reuse is None else [_reused_allocation(reuse).value]
+    aliased = [] if reuse is None else [_reused_allocation(reuse, t.storage).value]
     return Tensor(ctx.b.value("tlx.local_alloc", aliased, t))
 
 
@@ -157,7 +155,7 @@ def _explicit_layout(layout, shape: tuple[int, ...], dtype, param: str = "layout
     return layout
 
 
-def _reused_allocation(reuse) -> Tensor:
+def _reused_allocation(reuse, storage: str = "smem") -> Tensor:
     """The allocation whose bytes ``reuse=`` shares: a whole ``local_alloc``
     result (an alias of an alias resolves to the first one, as in TLX)."""
     owner = getattr(getattr(reuse, "value", None), "owner", None)
@@ -167,9 +165,10 @@ def _reused_allocation(reuse) -> Tensor:
     if getattr(owner, "name", None) != "tlx.local_alloc":
         raise SemanticError("'reuse' must be a whole allocation (the result of tlx.local_alloc), not a view of "
                             "one: the new buffers share all of its bytes", param="reuse")
-    if reuse.type.storage != "smem":
-        raise SemanticError(f"'reuse' is a {reuse.type.storage} allocation, but the new buffers are in shared "
-                            f"memory: both must use the same storage", param="reuse")
+    if reuse.type.storage != storage:
+        where = {"smem": "shared memory", "tmem": "tensor memory"}
+        raise SemanticError(f"'reuse' is a {reuse.type.storage} allocation, but the new buffers are in "
+                            f"{where.get(storage, storage)}: both must use the same storage", param="reuse")
     return Tensor(owner.operands[0]) if owner.operands else reuse
 
 
@@ -1104,10 +1103,20 @@ def _tcgen05_mma(ctx, A, B, acc, use_acc, pred, mBarriers, two_ctas, force_async
                             f"{S.describe(A)}", param="A")
     a = _memdesc(A, "A", view=True)
     bm = _memdesc(B, "B", view=True)
-    for t, what in ((a, "A"), (bm, "B")):
-        if t.type.storage != "smem":
-            raise SemanticError(f"'{what}' must be a shared-memory buffer (tensor-memory A operands are not "
-                                f"supported yet), got a {t.type.storage} buffer", param=what)
+    if bm.type.storage != "smem":
+        raise SemanticError(f"'B' must be a shared-memory buffer (tcgen05 reads B through a shared-memory "
+                            f"descriptor), got a {bm.type.storage} buffer", param="B")
+    if a.type.storage not in ("smem", "tmem"):
+        raise SemanticError(f"'A' must be a shared- or tensor-memory buffer, got a {a.type.storage} buffer",
+                            param="A")
+    if a.type.storage == "tmem":
+        # tcgen05.mma [d], [a_tmem], b_desc: A's rows are the lanes, K packed along the columns
+        if a.type.perm:
+            raise SemanticError("a tensor-memory A operand is read K-major (its rows are the lanes): it cannot "
+                                "be a local_trans view", param="A")
+        if pair:
+            raise SemanticError("a tensor-memory A operand with two_ctas=True is not supported yet: pass A in "
+                                "shared memory for the CTA pair's MMA", param="A")
     m, n, element = _mma_problem(a.type, bm.type, "tcgen05", INPUT_TYPES, shape_problem, pair)
     if pair:
         n *= 2                  # each CTA holds half of B's columns; the accumulator has all of them

@@ -31,7 +31,9 @@ import math
 
 import numpy as np
 
+from ..ir.ops.tcgen05 import place_tensor_memory, tmem_columns
 from ..ir.types import BarrierType, MemDescType, ScalarType
+from .divergence import poison_value
 from .memory_ops import _active, _check
 from .registry import impl
 from .scheduler import PREEMPT
@@ -61,12 +63,17 @@ class SharedBuffer:
     in ``memory`` (its own, or those of the allocation it reuses)."""
 
     def __init__(self, name: str, shape: tuple[int, ...], element: ScalarType, num: int,
-                 memory: SharedBytes | None = None):
+                 memory: SharedBytes | None = None, pitch: int | None = None):
         self.name = name
         self.shape = tuple(shape)
         self.element = element
         self.num = num
         self.buffer_bytes = math.prod(self.shape) * element.bytes
+        # tensor memory (``pitch``: bytes per lane of the allocation group): lane-major, each
+        # buffer a band of 32-bit columns, so aliases of other shapes and types meet the same
+        # bits the hardware would show them (``tmem_buffer``)
+        self.pitch = pitch
+        self.slot_bytes = self.buffer_bytes if pitch is None else self.buffer_bytes // self.shape[0]
         self.memory = memory or SharedBytes(num * self.buffer_bytes)
         self.memory.grow(num * self.buffer_bytes)
         self.cta: int | None = None     # its CTA's rank, when the kernel runs in clusters
@@ -88,9 +95,11 @@ class SharedBuffer:
 
     def view(self, slot: int) -> SharedView:
         strides = _row_major(self.shape, self.element.bytes)
+        if self.pitch is not None:
+            strides = (self.pitch,) + strides[1:]
         where = " (tensor memory)" if self.storage == "tmem" else ""
         where += "" if self.cta is None else f" of CTA {self.cta}"
-        return SharedView(self, slot, slot * self.buffer_bytes, self.shape, strides, self.element,
+        return SharedView(self, slot, slot * self.slot_bytes, self.shape, strides, self.element,
                           f"'{self.name}'[{slot}]{where}")
 
     def __repr__(self) -> str:
@@ -108,7 +117,7 @@ def _row_major(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 class ByteRegion:
     """The bytes of a slot a view covers, for race checks (``overlaps``)."""
 
-    __slots__ = ("_bytes", "dense", "hi", "lo", "view")
+    __slots__ = ("_bytes", "box", "dense", "hi", "lo", "view")
 
     def __init__(self, view: SharedView):
         self.view = view
@@ -116,6 +125,12 @@ class ByteRegion:
         self.hi = view.offset + view.span
         self.dense = view.dense
         self._bytes = None
+        self.box = _box(view)
+
+    def _boxes(self, other: ByteRegion):
+        if self.box is not None and other.box is not None and self.box[0] == other.box[0]:
+            return self.box[1:], other.box[1:]
+        return None
 
     def bytes(self) -> np.ndarray:
         if self._bytes is None:
@@ -126,6 +141,10 @@ class ByteRegion:
         """Whether every byte of ``other`` is one of this region's."""
         if self.dense:
             return self.lo <= other.lo and other.hi <= self.hi
+        boxes = self._boxes(other)
+        if boxes is not None:
+            (r0, r1, c0, c1), (s0, s1, d0, d1) = boxes
+            return r0 <= s0 and s1 <= r1 and c0 <= d0 and d1 <= c1
         return bool(np.isin(other.bytes(), self.bytes(), assume_unique=True).all())
 
     def overlaps(self, other: ByteRegion) -> bool:
@@ -133,7 +152,28 @@ class ByteRegion:
             return False
         if self.dense and other.dense:
             return True
+        boxes = self._boxes(other)
+        if boxes is not None:
+            (r0, r1, c0, c1), (s0, s1, d0, d1) = boxes
+            return r0 < s1 and s0 < r1 and c0 < d1 and d0 < c1
         return bool(np.intersect1d(self.bytes(), other.bytes(), assume_unique=True).size)
+
+
+def _box(view: SharedView):
+    """(pitch, first row, end row, first byte, end byte) of a 2-D view whose rows are
+    contiguous runs of one ``pitch``-byte line each (a tensor-memory band of columns, a
+    slice of a row-major buffer), or None: two such regions overlap where their row and
+    byte ranges both do, no byte lists needed."""
+    if len(view.shape) != 2 or view.strides[1] != view.element.bytes:
+        return None
+    pitch, width = view.strides[0], view.shape[1] * view.element.bytes
+    if pitch < width or pitch <= 0:
+        return None
+    first = view.offset % pitch
+    if first + width > pitch:
+        return None
+    row = view.offset // pitch
+    return pitch, row, row + view.shape[0], first, first + width
 
 
 class SharedView:
@@ -244,12 +284,29 @@ def local_alloc(ctx, op, reused=None):
     if buffer is None:
         name = op.results[0].name_hint or t.storage
         memory = _reused_memory(ctx, reused)
-        buffer = buffers[op] = SharedBuffer(name, t.shape, t.element, t.num, memory)
+        pitch = _tmem_pitch(ctx, op) if t.storage == "tmem" else None
+        if pitch is not None and memory is None:
+            memory = SharedBytes(t.shape[0] * pitch)
+        buffer = buffers[op] = SharedBuffer(name, t.shape, t.element, t.num, memory, pitch)
         buffer.storage = t.storage
         buffer.origin = op
         if ctx.program.cluster is not None:
             buffer.cta = ctx.program.cta_rank
     return buffer
+
+
+def _tmem_pitch(ctx, op) -> int:
+    """Bytes per lane of the tensor-memory group ``op`` belongs to: the columns that
+    ``place_tensor_memory`` gives it (the widest member's), 4 bytes each."""
+    base = op.operands[0].owner if op.operands else op
+    kernel = base.parent_op()
+    cache = ctx.program.state.setdefault("tmem_widths", {})
+    if id(kernel) not in cache:
+        cache[id(kernel)] = place_tensor_memory(kernel)[1] if kernel is not None else {}
+    width = cache[id(kernel)].get(id(base))
+    if width is None:               # not a top-level allocation: its own columns
+        width = base.results[0].type.num * tmem_columns(base.results[0].type)
+    return 4 * width
 
 
 @impl("tlx.local_view")
@@ -315,7 +372,25 @@ def local_reinterpret(ctx, op, view: SharedView):
 def local_load(ctx, op, view: SharedView):
     yield PREEMPT                    # another task may act between a wait and this read
     ctx.races.read(view.key, view.label, "read", op.loc, ctx.task_name, view.region())
+    if view.buffer.storage == "tmem":
+        return read_poisoned(view)
     return read_written(ctx, op, view, f"task '{ctx.task_name}' reads {view.label}", "return garbage")
+
+
+def read_poisoned(view: SharedView) -> np.ndarray:
+    """A tensor-memory tile whose never-written elements read as poison (NaN, the most
+    negative integer): what TMEM holds before its first write is garbage, and TLX's kernels
+    load it on purpose where the value is then discarded (the attention correction step of
+    the first iteration scales the accumulator by alpha = 0 before the first P @ V MMA
+    overwrites it, use_acc=False).  A result that depends on such a value comes out NaN.
+    Shared memory stays strict (``read_written``)."""
+    values = from_storage(np.array(view.array()), view.element)
+    if view.unwritten_index() is None:
+        return values
+    complete = view.buffer.written[view.byte_offsets()].all(axis=-1)
+    values = np.array(values, copy=True)
+    values[~complete] = poison_value(view.element)
+    return values
 
 
 def read_written(ctx, op, view: SharedView, reader: str, consequence: str) -> np.ndarray:

@@ -6,7 +6,9 @@ copies), swizzled ones (``attrs.swizzle`` or ``attrs.xor_swizzle`` from ``shared
 aligned so that the address-based swizzle pattern starts at the buffer;
 barriers are 8-byte aligned.  An allocation with ``reuse=`` (an operand)
 gets the offset of the allocation it reuses, whose region is sized for the
-largest member of the group.  ``attrs.offset`` of each allocation and
+largest member of the group.  Tensor-memory allocations get columns instead
+(``attrs.column``, ``ir/ops/tcgen05.py: place_tensor_memory``), aliases the
+column of the allocation they reuse.  ``attrs.offset`` of each allocation and
 ``kernel.attrs.shared_bytes`` record the result; codegen puts its own scratch
 space (layout conversions, reductions) after it.
 """
@@ -16,7 +18,7 @@ import os
 
 from ..errors import CompilationError, ResourceError
 from ..ir.core import Module
-from ..ir.ops.tcgen05 import TMEM_COLUMNS, tmem_columns
+from ..ir.ops.tcgen05 import TMEM_COLUMNS, place_tensor_memory, tmem_groups
 from ..target import get_target, target_of
 from .manager import Pass
 
@@ -42,7 +44,9 @@ class AllocateShared(Pass):
 def allocate_kernel(kernel, arch: str) -> None:
     top_level = {id(op) for op in kernel.regions[0].ops}
     offset, entries = 0, []
-    columns, tmem_entries = 0, []
+    tmem_entries = []
+    tmem_placement, tmem_widths, columns = place_tensor_memory(kernel)
+    tmem_aliases = tmem_groups(kernel)
     aliases = _aliases(kernel)
     for op in kernel.walk():
         if op.name not in ("tlx.local_alloc", "tlx.alloc_barriers"):
@@ -52,11 +56,14 @@ def allocate_kernel(kernel, arch: str) -> None:
                                    f"not inside a loop, branch or async task (allocations are static)", op.loc)
         t = op.results[0].type
         if op.name == "tlx.local_alloc" and t.storage == "tmem":
-            op.attrs["column"] = columns
-            size = t.num * tmem_columns(t)
+            op.attrs["column"] = tmem_placement[id(op)]
+            if op.operands:
+                continue                # reuse=: the group's columns
             what = f"{t.num} x {'x'.join(map(str, t.shape))} {t.element}"
-            tmem_entries.append((op.results[0].name_hint or "?", what, size, op.loc))
-            columns += size
+            members = tmem_aliases.get(id(op), [])
+            if members:
+                what += f", shared with {', '.join(m.results[0].name_hint or '?' for m in members)} (reuse=)"
+            tmem_entries.append((op.results[0].name_hint or "?", what, tmem_widths[id(op)], op.loc))
             continue
         if op.name == "tlx.local_alloc" and op.operands:
             op.attrs["offset"] = op.operands[0].owner.attrs["offset"]     # reuse=: the group's bytes

@@ -36,7 +36,8 @@ class LocalAllocOp(Operation):
     With one operand (TLX's ``reuse=``) the buffers alias that allocation: the
     operand is another ``tlx.local_alloc`` without an operand (the group's
     first), and every allocation of the group starts at the same offset of a
-    region as large as the largest of them."""
+    region as large as the largest of them (bytes of shared memory, columns of
+    tensor memory)."""
 
     name = "tlx.local_alloc"
     traits = frozenset({ALLOCATION})
@@ -62,9 +63,9 @@ class LocalAllocOp(Operation):
         if getattr(owner, "name", None) != "tlx.local_alloc" or owner.operands:
             raise self.error("expected the reused buffers to be a tlx.local_alloc that reuses nothing itself "
                              "(an alias names the group's first allocation)")
-        if base.type.storage != "smem" or t.storage != "smem":
-            raise self.error(f"expected shared-memory allocations to alias, got {base.type.storage} and "
-                             f"{t.storage}: tensor-memory reuse is not supported")
+        if base.type.storage != t.storage or t.storage not in ("smem", "tmem"):
+            raise self.error(f"expected allocations of one storage (shared or tensor memory) to alias, got "
+                             f"{base.type.storage} and {t.storage}")
 
 
 class LocalViewOp(Operation):

@@ -42,7 +42,9 @@ def k_step(element: ScalarType) -> int:
 
 
 def tmem_columns(t: MemDescType) -> int:
-    """Tensor-memory columns one buffer of ``t`` takes: one per 32-bit element of a row."""
+    """Tensor-memory columns one buffer of ``t`` takes: 32 bits of a row per column, so
+    16-bit elements are packed two to a column (TLX's default ``colStride=1``) and 8-bit
+    ones four."""
     return t.shape[-1] * t.element.bytes // 4
 
 
@@ -53,12 +55,48 @@ def tmem_problem(shape, element: ScalarType) -> str | None:
     if shape[0] != TMEM_LANES:
         return (f"tensor-memory buffers have {TMEM_LANES} rows (one per lane), got {shape[0]} (M = 64 "
                 f"accumulators are not supported yet)")
-    if element.bytes != 4:
-        return (f"tensor-memory buffers hold 32-bit elements (accumulators: float32 or int32), got {element} "
-                f"(16-bit operands in tensor memory are not supported yet)")
-    if shape[1] < 1 or shape[1] > TMEM_COLUMNS:
-        return f"a tensor-memory buffer has 1 to {TMEM_COLUMNS} columns, got {shape[1]}"
+    if element.bytes not in (1, 2, 4):
+        return f"tensor memory holds 8-, 16- or 32-bit elements, got {element}"
+    per_column = 4 // element.bytes
+    if shape[1] < 1 or shape[1] % per_column:
+        return (f"{element} elements are packed {per_column} to a 32-bit tensor-memory column, so a buffer's "
+                f"columns must be a multiple of {per_column}; got {shape[1]}")
+    if shape[1] // per_column > TMEM_COLUMNS:
+        return (f"a tensor-memory buffer has at most {TMEM_COLUMNS} 32-bit columns, got {shape[1]} {element} "
+                f"elements = {shape[1] // per_column} columns")
     return None
+
+
+def tmem_groups(kernel) -> dict[int, list]:
+    """id(first allocation) -> the tensor-memory allocations that alias it (``reuse=``)."""
+    groups: dict[int, list] = {}
+    for op in kernel.regions[0].ops:
+        if op.name == "tlx.local_alloc" and op.operands and op.results[0].type.storage == "tmem":
+            groups.setdefault(id(op.operands[0].owner), []).append(op)
+    return groups
+
+
+def place_tensor_memory(kernel) -> tuple[dict[int, int], dict[int, int], int]:
+    """The column of every top-level tensor-memory allocation, one after another in program
+    order; an allocation with ``reuse=`` starts at the column of the one it names, whose
+    region is as wide as the widest member of the group.  Returns (id(op) -> first column,
+    id(first op) -> the group's columns, total columns).  ``allocate-shared`` and the
+    interpreter share it, so both place the bytes alike."""
+    groups = tmem_groups(kernel)
+    columns: dict[int, int] = {}
+    widths: dict[int, int] = {}
+    total = 0
+    for op in kernel.regions[0].ops:
+        if op.name != "tlx.local_alloc" or op.results[0].type.storage != "tmem" or op.operands:
+            continue
+        members = [op, *groups.get(id(op), [])]
+        width = max(m.results[0].type.num * tmem_columns(m.results[0].type) for m in members)
+        width = max(width, op.attrs.get("min_columns", 0))     # a sized tlx.storage_alias_spec
+        for m in members:
+            columns[id(m)] = total
+        widths[id(op)] = width
+        total += width
+    return columns, widths, total
 
 
 def shape_problem(m: int, n: int, k: int, element: ScalarType, pair: bool = False) -> str | None:
@@ -85,7 +123,8 @@ def _is_barrier_view(t) -> bool:
 class TcGen05MmaOp(Operation):
     """``acc = (use_acc ? acc : 0) + a @ b`` on tcgen05, asynchronously.
 
-    Operands: ``a`` (shared, M x K), ``b`` (shared, K x N; a ``local_trans``
+    Operands: ``a`` (shared, or tensor memory: M lanes, K packed along the columns, M x K),
+    ``b`` (shared, K x N; a ``local_trans``
     view is stored N x K), ``acc`` (tensor memory, M x N f32), ``use_acc``
     (i1), ``pred`` (i1) when ``attrs.has_pred``, then ``attrs.num_barriers``
     mbarrier views that the completion arrives on.  ``attrs.sync``: wait for
@@ -104,9 +143,11 @@ class TcGen05MmaOp(Operation):
             raise self.error(f"expected {expected} operands (a, b, acc, use_acc{', pred' if has_pred else ''}, "
                              f"{num_barriers} barriers), got {len(self.operands)}")
         a, b, acc = (v.type for v in self.operands[:3])
-        for t, what, storage in ((a, "a", "smem"), (b, "b", "smem"), (acc, "acc", "tmem")):
-            if not isinstance(t, MemDescType) or t.num or t.storage != storage:
-                raise self.error(f"expected {what} to be one {storage} buffer, got {t}")
+        for t, what, storages in ((a, "a", ("smem", "tmem")), (b, "b", ("smem",)), (acc, "acc", ("tmem",))):
+            if not isinstance(t, MemDescType) or t.num or t.storage not in storages:
+                raise self.error(f"expected {what} to be one {' or '.join(storages)} buffer, got {t}")
+        if a.storage == "tmem" and (a.perm or self.attrs.get("two_ctas")):
+            raise self.error("expected a tensor-memory A operand K-major (no perm) and a 1-CTA MMA")
         (m, k), (k2, n) = a.shape, b.shape
         pair = bool(self.attrs.get("two_ctas"))
         if pair:
