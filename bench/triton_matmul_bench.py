@@ -34,7 +34,21 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from triton_source import TIMINGS, load_source, paired_times  # noqa: E402
+from triton_source import TIMINGS, load_source, paired_times, pinned_launch  # noqa: E402
+
+# tlxc compile switches measured against each other in one process (``--variants``; docs/performance.md,
+# "Matmul: the loop Triton's way", session 11): each variant is the kernel compiled with these set.
+VARIANTS = {
+    "default": {},
+    "counter": {"TLXC_RING_COUNTER": "1"},
+    "base": {"TLXC_RING_BASE": "1"},
+    "imm": {"TLXC_SHARED_IMM": "1"},
+    "base+imm": {"TLXC_RING_BASE": "1", "TLXC_SHARED_IMM": "1"},
+    "all": {"TLXC_RING_COUNTER": "1", "TLXC_RING_BASE": "1", "TLXC_SHARED_IMM": "1"},
+    "all-nofence": {"TLXC_RING_COUNTER": "1", "TLXC_RING_BASE": "1", "TLXC_SHARED_IMM": "1",
+                    "TLXC_CPASYNC_FENCE": "0"},
+    "nofence": {"TLXC_CPASYNC_FENCE": "0"},
+}
 
 KERNELS = {"grouped": ("grouped_matmul_kernel.py", "grouped_matmul"),
            "persistent": ("persistent_matmul_kernel.py", "persistent_matmul")}
@@ -51,7 +65,7 @@ def tlxc_kernel(which: str = "grouped"):
     return getattr(load_source(filename, triton=False), name)
 
 
-def launcher(kernel, a, b, c, args):
+def launcher(kernel, a, b, c, args, env=None):
     m, k = a.shape
     n = b.shape[1]
     tiles = ((m + args.bm - 1) // args.bm) * ((n + args.bn - 1) // args.bn)
@@ -61,10 +75,14 @@ def launcher(kernel, a, b, c, args):
         extra["PROGRAMS"] = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
     grid = (extra.get("PROGRAMS", tiles),)
 
+    call = ((a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)),
+            dict(BLOCK_M=args.bm, BLOCK_N=args.bn, BLOCK_K=args.bk, GROUP_M=8, num_warps=args.warps,
+                 num_stages=args.stages, **extra))
+    if env is not None:              # a tlxc variant (--variants): its compile, launched directly
+        return pinned_launch(kernel, env, grid, *call[0], **call[1])
+
     def run():
-        kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                     BLOCK_M=args.bm, BLOCK_N=args.bn, BLOCK_K=args.bk, GROUP_M=8, num_warps=args.warps,
-                     num_stages=args.stages, **extra)
+        kernel[grid](*call[0], **call[1])
     return run
 
 
@@ -119,7 +137,14 @@ def main() -> None:
     parser.add_argument("--timing", default="kernel,call",
                         help="kernel: the host's launch work hidden behind a GPU spin; call: from an idle GPU, "
                              "launch work included (the measurements before 2026-12-03 session 10)")
+    parser.add_argument("--variants", default=None,
+                        help="comma-separated tlxc compile variants timed side by side in one process, each "
+                             f"against the same Triton and cuBLAS runs ({', '.join(VARIANTS)}); default: "
+                             "the tlxc kernel as the environment compiles it")
     args = parser.parse_args()
+    variants = args.variants.split(",") if args.variants else None
+    if variants and not set(variants) <= set(VARIANTS):
+        parser.error(f"--variants: {args.variants!r}; the variants are {', '.join(VARIANTS)}")
     if not set(args.timing.split(",")) <= set(TIMINGS):
         parser.error(f"--timing: {args.timing!r}; the timings are {', '.join(TIMINGS)}")
     ours, theirs = tlxc_kernel(args.kernel), triton_kernel(args.kernel)
@@ -151,11 +176,17 @@ def main() -> None:
                 out_dtype = dtype
             ref = a.float() @ b.float()
             c_ours, c_theirs = (torch.empty(size, size, device="cuda", dtype=out_dtype) for _ in range(2))
-            runs = {"tlxc": launcher(ours, a, b, c_ours, args), "triton": launcher(theirs, a, b, c_theirs, args),
-                    "cublas": cublas(a, b, fp8)}
+            if variants:       # one fresh kernel object per variant: each keeps its own compile
+                runs = {f"tlxc:{v}": launcher(tlxc_kernel(args.kernel), a, b, c_ours, args, VARIANTS[v])
+                        for v in variants}
+            else:
+                runs = {"tlxc": launcher(ours, a, b, c_ours, args)}
+            runs.update({"triton": launcher(theirs, a, b, c_theirs, args), "cublas": cublas(a, b, fp8)})
             if runs["cublas"] is None:
                 del runs["cublas"]
-            check("tlxc", runs["tlxc"], c_ours, ref)
+            for name in runs:
+                if name.startswith("tlxc"):
+                    check(name, runs[name], c_ours, ref)
             check("triton", runs["triton"], c_theirs, ref)
             del ref
             for fn in runs.values():                   # warm-up
@@ -167,14 +198,15 @@ def main() -> None:
                 med = {name: statistics.median(t) for name, t in times.items()}
                 for name, ms in med.items():
                     print(f"{dname} {shape} {timing:6s} {name:7s} {ms:8.3f} ms  {flops / ms / 1e9:7.1f} TFLOP/s")
-                line = (f"{dname} {shape} {args.kernel} ({case_layout}, BK {args.bk}, {args.stages} stages, {timing} time): "
-                        f"tlxc/Triton time {med['tlxc'] / med['triton']:.3f}")
-                if "cublas" in med:
-                    line += (f", tlxc speed vs cuBLAS {med['cublas'] / med['tlxc']:.3f}, "
-                             f"Triton speed vs cuBLAS {med['cublas'] / med['triton']:.3f}")
-                else:
-                    line += ", no cuBLAS baseline"
-                lines.append(line)
+                for name in (n for n in med if n.startswith("tlxc")):
+                    line = (f"{dname} {shape} {args.kernel} ({case_layout}, BK {args.bk}, {args.stages} stages, "
+                            f"{timing} time): {name}/Triton time {med[name] / med['triton']:.3f}")
+                    if "cublas" in med:
+                        line += (f", tlxc speed vs cuBLAS {med['cublas'] / med[name]:.3f}, "
+                                 f"Triton speed vs cuBLAS {med['cublas'] / med['triton']:.3f}")
+                    else:
+                        line += ", no cuBLAS baseline"
+                    lines.append(line)
     print("\n".join(["", "ratios:"] + lines))
 
 

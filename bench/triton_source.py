@@ -33,6 +33,37 @@ def load_source(filename: str, triton: bool):
     return module
 
 
+def pinned_launch(kfn, env: dict, grid, *args, **kwargs):
+    """A function launching tlxc kernel ``kfn`` compiled with the environment variables
+    ``env`` set (compile switches such as TLXC_RING_BASE=1), whatever the environment when it
+    is called: it launches the compiled kernel's plan directly, so several variants of one
+    kernel can be timed in turn in one process.  Use a fresh ``kfn`` per variant (load_source
+    again): its caches hold the variant's compile."""
+    from tlxc.runtime import launch as L
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        compiled = kfn[grid](*args, **kwargs)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    plan = next(p for p in kfn.cache.values() if isinstance(p, L.LaunchPlan) and p.compiled is compiled)
+    bound = kfn.signature.bind(*args, **{k: v for k, v in kwargs.items() if k in kfn.param_names})
+    bound.apply_defaults()
+    values = tuple(bound.arguments[n] for n in kfn.param_names)
+    runtime = [values[i].data_ptr() if p else L._scalar_value(values[i])
+               for i, p in zip(plan.runtime_index, plan.is_pointer)]
+    grid3 = tuple(grid) + (1,) * (3 - len(grid))
+    stream = kfn._stream
+
+    def run():
+        plan.launch(grid3, plan.block, plan.smem, stream(plan.device), runtime)
+    return run
+
+
 def event_ms(fn, hide_launch: bool = False) -> float:
     """One call of ``fn`` timed with CUDA events (milliseconds).
 

@@ -53,11 +53,12 @@ def _tile_matmul_both(m, n, k, bm, bn, bk, dtype=torch.float16, **meta):
     return a, b, outs, module
 
 
-@pytest.mark.parametrize("from_start,counter", [("", ""), ("1", ""), ("", "1")])
+@pytest.mark.parametrize("from_start,counter,base", [("", "", ""), ("1", "", ""), ("", "1", ""), ("", "1", "1")])
 @pytest.mark.parametrize("m,n,k,stages", [(100, 72, 75, None), (64, 40, 16, None), (70, 64, 130, 4), (64, 32, 40, 2)])
-def test_interpreter_same_result_before_and_after(m, n, k, stages, from_start, counter, monkeypatch):
+def test_interpreter_same_result_before_and_after(m, n, k, stages, from_start, counter, base, monkeypatch):
     monkeypatch.setenv("TLXC_RING_FROM_START", from_start)    # the body's copies from the loop's start
     monkeypatch.setenv("TLXC_RING_COUNTER", counter)          # the stage index as a wrapping carried counter
+    monkeypatch.setenv("TLXC_RING_BASE", base)                # from the start, over an opaque base pointer
     a, b, (before, after), module = _tile_matmul_both(m, n, k, 64, 32, 16, STAGES=stages)
     text = str(module)
     assert "tl.dot" not in text and "tlx.async_load" in text      # the rewritten IR ran
@@ -66,10 +67,11 @@ def test_interpreter_same_result_before_and_after(m, n, k, stages, from_start, c
     assert ((after.double() - ref).norm() / ref.norm()).item() < 2e-3
 
 
-@pytest.mark.parametrize("from_start,counter", [("", ""), ("1", ""), ("", "1")])
-def test_bf16_and_block_pointers_same_result(from_start, counter, monkeypatch):
+@pytest.mark.parametrize("from_start,counter,base", [("", "", ""), ("1", "", ""), ("", "1", ""), ("", "", "1")])
+def test_bf16_and_block_pointers_same_result(from_start, counter, base, monkeypatch):
     monkeypatch.setenv("TLXC_RING_FROM_START", from_start)
     monkeypatch.setenv("TLXC_RING_COUNTER", counter)
+    monkeypatch.setenv("TLXC_RING_BASE", base)
     m, n, k = 70, 40, 50
     a = torch.randn(m, k).to(torch.bfloat16)
     b = torch.randn(k, n).to(torch.bfloat16)
@@ -167,3 +169,23 @@ def test_ring_counter_carries_the_stage_and_wraps_it_with_a_select(monkeypatch):
     body = loop_of(text)
     assert "arith.rem" not in body and body.count("arith.select") == 2
     assert "%stage" in body and "value = 4" in body and "value = 3" in body    # wraps at S, refill S - 1
+
+
+def test_ring_base_adds_the_tile_offset_to_an_opaque_initial_pointer(monkeypatch):
+    """TLXC_RING_BASE=1: the body's copies address tile j + S - 1 from the pointer before the
+    loop (as TLXC_RING_FROM_START=1), through tlx_opaque_pointer in the generated CUDA (so
+    that NVVM adds the 64-bit offset to it instead of re-deriving it); off: neither."""
+    sig = SIG.replace("K=i32", "K=i32:16")
+
+    def compiled():
+        c = K.tile_matmul.compile(sig, {"BM": 128, "BN": 128, "BK": 64}, stages=("ir.opt", "cuda"))
+        return c.asm["ir.opt"], c.asm["cuda"]
+    monkeypatch.setenv("TLXC_RING_BASE", "")
+    ir, cuda = compiled()
+    assert "opaque_base" not in ir and "tlx_opaque_pointer(" not in cuda
+    monkeypatch.setenv("TLXC_RING_BASE", "1")
+    ir, cuda = compiled()
+    body = ir[ir.index("scf.for"):]
+    assert body.count("opaque_base") == 2 and "tensor<128x64xi64" in body     # A's and B's copies
+    loop = cuda[cuda.index("for (int k"):]
+    assert loop.count("tlx_opaque_pointer(") == 2

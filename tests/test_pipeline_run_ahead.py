@@ -45,10 +45,13 @@ def _run(args, meta, *, rewrite: bool, stages: int = 3):
     return module
 
 
-@pytest.mark.parametrize("counter", ["", "1"])     # TLXC_RING_COUNTER: a carried stage index beside the state
+# TLXC_RING_COUNTER: a carried stage index beside the state; TLXC_RING_BASE: the switch that
+# addresses the body's copies from the loop's start (the state's pointers are not such copies)
+@pytest.mark.parametrize("counter,base", [("", ""), ("1", ""), ("1", "1")])
 @pytest.mark.parametrize("m, n, k, programs, stages", [(150, 72, 100, 3, 3), (64, 96, 40, 2, 4), (100, 40, 16, 4, 2)])
-def test_rewritten_loop_gives_the_same_numbers(m, n, k, programs, stages, counter, monkeypatch):
+def test_rewritten_loop_gives_the_same_numbers(m, n, k, programs, stages, counter, base, monkeypatch):
     monkeypatch.setenv("TLXC_RING_COUNTER", counter)
+    monkeypatch.setenv("TLXC_RING_BASE", base)
     meta = {"BM": 64, "BN": 32, "BK": 16, "PROGRAMS": programs}
     results = []
     for rewrite in (False, True):

@@ -122,6 +122,10 @@ class HipTarget:
             raise self._unsupported("a barrier over part of the work-group (named barriers are NVIDIA-only)")
         return self.call("tlx_syncthreads")
 
+    def opaque_pointer(self, expr: str) -> str:
+        """The pointer as it is (the pipelined ring's addressing is NVIDIA's)."""
+        return expr
+
     def shfl_xor(self, expr: str, mask: int, ctype: str) -> str:
         self.use("tlx_shfl_xor")
         if ctype in ("bool", "signed char", "unsigned char", "short", "unsigned short"):

@@ -22,7 +22,7 @@ from math import gcd
 
 from ..errors import CompilationError
 from ..ir.shared_layout import PaddedSharedLayout, XorSwizzle
-from ..passes.shared_layouts import allocation_swizzle, swizzle_chunk, swizzle_expr, swizzle_period
+from ..passes.shared_layouts import allocation_swizzle, swizzle_chunk, swizzle_expr, swizzle_offset, swizzle_period
 from . import c_types as C
 from .lower import lowering, registers
 
@@ -202,6 +202,42 @@ def shared_address(lw, view, offset: str, element) -> str:
         anchor = "tlx_smem"
         byte_offset = f"(int)(reinterpret_cast<unsigned char*>({base}) - tlx_smem) + {byte_offset}"
     return f"reinterpret_cast<{ctype}*>({anchor} + {swizzle_expr(byte_offset, swizzle)})"
+
+
+def register_offsets(lw, view, layout, strides, element, width: int, block=None) -> list[int] | None:
+    """Split a swizzled view's addresses into a thread part and a register part: the offsets
+    (elements) of register runs 0, width, 2*width.. from run 0 of the same thread, when that
+    offset is the same for every thread (checked on every lane and warp of ``layout``), else
+    None.  Then ``shared_address`` of run 0 plus a constant addresses every run, which the
+    device compiler folds into the instruction's immediate: one address register per buffer
+    instead of one per run (the XOR of the swizzle hides that from it).  None too when the
+    view is not swizzled or its swizzle's phase is not the view's own."""
+    swizzle = lw.view_swizzle.get(id(view), 0)
+    if not swizzle or lw.view_align.get(id(view), 1) % swizzle_period(swizzle):
+        return None
+
+    def byte_offset(coords) -> int:
+        total = 0
+        for d, stride in enumerate(strides):
+            if block and stride == 1:
+                cols, size = block
+                total += (coords[d] // cols) * size + coords[d] % cols
+            else:
+                total += coords[d] * stride
+        return swizzle_offset(total * element.bytes, swizzle)
+
+    threads = [(lane, warp) for warp in range(layout.num_warps) for lane in range(layout.num_lanes)]
+    first = [byte_offset(layout.apply(0, lane, warp)) for lane, warp in threads]
+    offsets = []
+    for run in range(0, layout.num_registers, width):
+        deltas = {byte_offset(layout.apply(run, lane, warp)) - f for (lane, warp), f in zip(threads, first)}
+        if len(deltas) != 1:
+            return None
+        delta = deltas.pop()
+        if delta % element.bytes:
+            return None
+        offsets.append(delta // element.bytes)
+    return offsets
 
 
 def shared_vector_width(lw, view, layout, element) -> int:

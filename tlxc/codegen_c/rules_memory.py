@@ -28,6 +28,12 @@ def addptr(lw, op):
         # (_pointer): no per-register pointers; the operands count as used
         lw.out.line(f"(void){lw.ref(p, '0')}; (void){lw.ref(off, '0')};")
         return
+    if op.attrs.get("opaque_base"):
+        # (passes/pipeline.py, TLXC_RING_BASE) the base through the target's opaque copy: the
+        # device compiler adds the offset to it instead of re-deriving it from its parts
+        lw.assign_elementwise(op.results[0],
+                              lambda i: f"({lw.target.opaque_pointer(lw.ref(p, i))} + {lw.ref(off, i)})")
+        return
     lw.assign_elementwise(op.results[0], lambda i: f"({lw.ref(p, i)} + {lw.ref(off, i)})")
 
 

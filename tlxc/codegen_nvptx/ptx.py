@@ -1373,6 +1373,20 @@ def opaque_int(name: str) -> str:
     return f'asm volatile("" : "+r"({name}));'
 
 
+@helper("tlx_opaque_pointer")
+def opaque_pointer():
+    # The pointer through an empty asm: the device compiler no longer sees how it was computed,
+    # so it adds an offset to it as one 64-bit value instead of re-deriving it from its parts
+    # (TLXC_RING_BASE, passes/pipeline.py).  Not volatile: it may be hoisted or removed.
+    return """
+template <typename T>
+static __device__ __forceinline__ T* tlx_opaque_pointer(T* p) {
+  unsigned long long v = reinterpret_cast<unsigned long long>(p);
+  asm("" : "+l"(v));
+  return reinterpret_cast<T*>(v);
+}"""
+
+
 @helper("tlx_pin_registers")
 def pin_registers():
     # Empty asm statements that "rewrite" R registers: every instruction that writes them

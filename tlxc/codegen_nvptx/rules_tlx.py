@@ -15,10 +15,12 @@ Warp specialization (``lower_warp_specialized``) splits the kernel body:
 """
 from __future__ import annotations
 
+import os
+
 from ..codegen_c import c_types as C
 from ..codegen_c import rules_buffers as buffers
-from ..codegen_c.lower import Scope, elem, lowering, registers
-from ..codegen_c.rules_buffers import _offset_expr, shared_address, shared_vector_width
+from ..codegen_c.lower import Scope, const_table, elem, lowering, registers
+from ..codegen_c.rules_buffers import _offset_expr, register_offsets, shared_address, shared_vector_width
 from ..errors import CompilationError, ResourceError
 from ..ir.ops.task import MAX_TASKS, launch_registers, register_budgets
 from ..ir.types import BarrierType, MemDescType, TensorType
@@ -90,12 +92,21 @@ def async_load(lw, op):
     while width * t.bytes > 16:
         width //= 2
     nbytes = width * t.bytes
-    offset = _offset_expr(lw, ptrs.type.layout, strides, block=lw.view_block.get(id(view)))
+    block = lw.view_block.get(id(view))
+    offset = _offset_expr(lw, ptrs.type.layout, strides, block=block)
     pred = lw.ref(mask) if mask is not None else "true"
     _check_cp_async_cache(op, nbytes)
+    runs = None
+    if os.environ.get("TLXC_SHARED_IMM") == "1":     # opt-in, for A/B measurements (docs/performance.md)
+        runs = register_offsets(lw, view, ptrs.type.layout, strides, t, width, block)
+    table = const_table(lw, runs, "run") if runs and len(runs) > 1 else None
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int i = 0; i < {registers(ptrs.type)}; i += {width})")
-    dst = shared_address(lw, view, offset, t)
+    if table is not None:        # run 0's address plus a constant per run (register_offsets)
+        offset0 = _offset_expr(lw, ptrs.type.layout, strides, reg="0", block=block)
+        dst = f"({shared_address(lw, view, offset0, t)} + {table}[(i) / {width}])"
+    else:
+        dst = shared_address(lw, view, offset, t)
     zero = C.constant_literal(0, t)
     if nbytes in (4, 8, 16):
         lw.out.line(lw.target.cp_async(dst, lw.ref(ptrs), pred, nbytes, op.attrs))

@@ -148,6 +148,10 @@ class CudaTarget:
     def named_arrive(self, bar_id: str, threads: str) -> str:
         return self.call("tlx_bar_arrive", bar_id, threads)
 
+    def opaque_pointer(self, expr: str) -> str:
+        """``expr`` (a pointer) through an empty asm (``tlx_opaque_pointer``)."""
+        return self.expr("tlx_opaque_pointer", expr)
+
     def trap(self) -> str:
         """A C expression that aborts the kernel (``tl.device_assert``)."""
         return "__trap()"

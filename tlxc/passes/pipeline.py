@@ -23,7 +23,12 @@ hopper_gemm_pipelined tutorial does by hand (S = num_stages)::
 
 ``TLXC_RING_COUNTER=1`` (opt-in, for A/B measurements) carries the stage the body reads as a
 loop value that wraps at S (``_stage_counter``) instead of computing ``j % S`` and
-``(j + S - 1) % S`` in every iteration.
+``(j + S - 1) % S`` in every iteration.  ``TLXC_RING_BASE=1`` (opt-in, likewise) addresses
+the body's copies of tile ``j + S - 1`` as Triton's loop does: the pointer before the loop
+plus ``(j + S - 1)`` increments (``_from_start``), that pointer opaque to the device compiler
+(``tl.addptr {opaque_base}``), so that each copy's address is one 64-bit add into a fresh
+register pair (no carried pointers, no moves into aligned pairs; NVVM would otherwise
+re-derive the pointer from its 32-bit offsets and sign-extend and scale it every iteration).
 
 Tile ``j + d``'s pointers and mask are the loop body's own computation with the
 loop variable advanced by ``d`` steps and each pointer (or offset) the loop
@@ -301,6 +306,7 @@ class _Plan:
     # -- rewrite ------------------------------------------------------------------------------
     def rewrite(self, stages: int) -> None:
         self.from_start = os.environ.get("TLXC_RING_FROM_START") == "1"
+        self.ring_base = os.environ.get("TLXC_RING_BASE") == "1"
         rings = {id(o.alloc): self._ring(o.alloc, stages) for o in self.operands}
         parent = self.loop.parent
         at = parent.ops.index(self.loop)
@@ -418,7 +424,7 @@ class _Plan:
         inc = self.increment(arg)
         if inc is None or ahead == 0:
             return self._hinted_like(em, arg, start)
-        if in_body and self.from_start and isinstance(_element(arg.type), PointerType) and \
+        if in_body and (self.from_start or self.ring_base) and isinstance(_element(arg.type), PointerType) and \
                 self.yielded[self.args.index(arg)].owner.name == "tl.addptr":
             return self._hinted_like(em, arg, self._from_start(em, arg, inc))
         if not in_body:
@@ -429,6 +435,7 @@ class _Plan:
         return self._hinted_like(em, arg, em.emit("arith.add", [start, scaled], arg.type, {}, None, arg.name_hint))
 
     from_start = False           # TLXC_RING_FROM_START=1: _from_start for the body's copies
+    ring_base = False            # TLXC_RING_BASE=1: _from_start over an opaque initial pointer
     tile_index: Value | None = None
 
     def _from_start(self, em: _Emitter, arg: Value, inc: Value) -> Value:
@@ -449,7 +456,8 @@ class _Plan:
         else:
             offsets = em.mul(em.emit("arith.cast", [inc], i64), n64)
         init = self.loop.inits[self.args.index(arg)]
-        return em.emit("tl.addptr", [init, offsets], arg.type, {}, None, arg.name_hint)
+        attrs = {"opaque_base": True} if self.ring_base else {}
+        return em.emit("tl.addptr", [init, offsets], arg.type, attrs, None, arg.name_hint)
 
     def _hinted_like(self, em: _Emitter, arg: Value, value: Value) -> Value:
         """``value`` (carried ``arg`` some iterations on) under the hints the body gives ``arg``

@@ -358,7 +358,7 @@ _CONSTANTS = (str, tuple, tl.constexpr, ScalarType, PointerType)
 # object), about 20 ns each.
 COMPILE_ENV = ("TLXC_CHECK_BARRIERS", "TLXC_DEBUG_BARRIERS", "TLXC_SKIP_PASSES", "TLXC_OVERRIDE_DIR",
                "TLXC_DEVICE_TENSORMAPS", "TLXC_EPILOGUE_OVERLAP", "TLXC_RING_FROM_START",
-               "TLXC_RING_COUNTER")
+               "TLXC_RING_COUNTER", "TLXC_RING_BASE", "TLXC_SHARED_IMM", "TLXC_CPASYNC_FENCE")
 
 
 def _environ_reader():
@@ -1103,7 +1103,10 @@ def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluste
                  "device_tensormaps=" + str(os.environ.get("TLXC_DEVICE_TENSORMAPS", "").strip() != "0"),
                  "epilogue_overlap=" + os.environ.get("TLXC_EPILOGUE_OVERLAP", "1"),
                  "ring_from_start=" + os.environ.get("TLXC_RING_FROM_START", ""),
-                 "ring_counter=" + os.environ.get("TLXC_RING_COUNTER", "")):
+                 "ring_counter=" + os.environ.get("TLXC_RING_COUNTER", ""),
+                 "ring_base=" + os.environ.get("TLXC_RING_BASE", ""),
+                 "shared_imm=" + os.environ.get("TLXC_SHARED_IMM", ""),
+                 "cpasync_fence=" + os.environ.get("TLXC_CPASYNC_FENCE", "")):
         h.update(part.encode())
         h.update(b"\0")
     key = h.hexdigest()
