@@ -315,7 +315,7 @@ def test_traceback_hides_compiler_internals():
     assert separator and 'File "' not in cause and "shape mismatch" in cause, stderr
     frames = re.findall(r'File "([^"]+)"', stderr)
     assert not any(f.endswith(("semantic.py", "builtins.py")) for f in frames), stderr
-    assert sum(f.endswith("codegen.py") for f in frames) <= 1, stderr
+    assert sum(f.endswith("build_ir.py") for f in frames) <= 1, stderr
     assert len(frames) <= 8, stderr
 
 
@@ -355,7 +355,7 @@ def test_the_underlying_error_is_chained_as_cause():
 def test_tlxc_debug_keeps_the_full_traceback():
     stderr = _run_failing_compile(debug=True)
     frames = re.findall(r'File "([^"]+)"', stderr)
-    assert sum(f.endswith("codegen.py") for f in frames) > 3, stderr
+    assert sum(f.endswith("build_ir.py") for f in frames) > 3, stderr
 
 
 def test_internal_errors_are_reported_as_tlxc_bugs(monkeypatch):
