@@ -49,10 +49,10 @@ def errors(kernel, signature: str | None = None, **constexprs):
 
 
 # -- the corpus: (kernel, constexprs, check, message, marker of the reported line) ------------------------
-# In messages, <marker> stands for the line of check_kernels.py holding the marker (task names are
-# 'task<line of their with statement>'), so that the expectations survive edits of the corpus.
+# In messages, <marker> stands for the line of check_kernels.py holding the marker (tasks are shown as
+# 'task@<line of their with statement>'), so that the expectations survive edits of the corpus.
 C_ = "check_kernels.py"
-CONSUMERS = "task<# the consumers>"
+CONSUMERS = "task@<# the consumers>"
 BROKEN = [
     ("ring_rowsum", {"BUG": "producer_phase"}, "ring.producer-phase",
      ("producer task 'default' waits empty[slot] (slot = t % 3 = 0) with phase = 0, the phase a consumer waits for, "
@@ -72,7 +72,7 @@ BROKEN = [
      ("task 'default' waits for phase 0 of empty[slot] (slot = t % 3 = 0), but no task ever arrives on 'empty' "
      "(no tlx.barrier_arrive, tlx.barrier_expect_bytes, tlx.tcgen05_commit or async_dot mBarriers= names it anywhere in the kernel)"), "# the producer's wait"),
     ("delayed_release", {"BUG": "no_tail"}, "barrier.missing-arrive",
-     (f"task 'task<# the delayed consumer task>' waits on 'full' once, but none of the arrives on it "
+     (f"task 'task@<# the delayed consumer task>' waits on 'full' once, but none of the arrives on it "
      f"({C_}:<# the delayed arrive>) runs in this execution"), "# the delayed consumer's wait"),
     ("ring_rowsum", {"BUG": "extra_arrive"}, "barrier.extra-arrive",
      (f"task 'default' arrives on 'full' twice ({C_}:<# the producer's arrive> and {C_}:<# BUG extra_arrive>) "
@@ -87,7 +87,7 @@ BROKEN = [
      "'empty' counts 3 arrivals per phase (arrive_count=3), but at most 2 arrive per use of a slot",
      "# BUG count_3"),
     ("warp_barrier", {"WARPS": 1}, "barrier.arrive-count",
-     ("warp barrier 'bar' counts 32 thread arrivals per phase, but task 'task<# the warp-barrier worker>' arrives "
+     ("warp barrier 'bar' counts 32 thread arrivals per phase, but task 'task@<# the warp-barrier worker>' arrives "
      f"with all its 128 threads (4 warps x 32) at {C_}:<# the warp-barrier arrive>"), "# the warp barrier"),
     ("ring_incremental", {"BUG": "no_flip"}, "ring.phase-not-flipped",
      ("task 'default' (check_kernels.py:<# the incremental producer's wait>) waits empty[buf] (= 'empty'[0]) with "
@@ -111,14 +111,14 @@ BROKEN = [
      "completed 2 phases: task 'default' arrived on it twice"), "# the consumer's wait"),
     ("signal_cycle", {"BUG": "both_wait"}, "barrier.wait-cycle",
      (f"cycle of waits between tasks: task 'default' waits for phase 0 of pong[0] ({C_}:<# BUG both_wait>), which "
-     f"only task 'task<# the signal worker>' can complete, at {C_}:<# the worker's signal> after its own wait; "
-     f"task 'task<# the signal worker>' waits for phase 0 of ping[0] ({C_}:<# the worker's wait>), which only "
+     f"only task 'task@<# the signal worker>' can complete, at {C_}:<# the worker's signal> after its own wait; "
+     f"task 'task@<# the signal worker>' waits for phase 0 of ping[0] ({C_}:<# the worker's wait>), which only "
      f"task 'default' can complete, at {C_}:<# the default's signal> after its own wait"), "# BUG both_wait"),
     ("delayed_release", {"NUM_STAGES": 1}, "barrier.wait-cycle",
      (f"cycle of waits between tasks: task 'default' waits for phase 0 of empty[slot] (slot = count % 1 = 0) "
      f"({C_}:<# the delayed producer's wait>)"), "# the delayed producer's wait"),
     ("pingpong", {"BUG": "no_pre_arrive"}, "barrier.wait-cycle",
-     "task 'task<# the pingpong consumers>.0' waits for named barrier 9 (256 threads, bar.sync)", "# my turn"),
+     "task 'task@<# the pingpong consumers>.0' waits for named barrier 9 (256 threads, bar.sync)", "# my turn"),
     ("ring_rowsum", {"BUG": "expect_bytes"}, "barrier.tx-bytes",
      (f"task '{CONSUMERS}.0' waits for phase 0 of full[slot] (slot = t % 3 = 0), which also waits for 2048 "
      "transaction bytes that no copy delivers"), "# the consumer's wait"),
@@ -139,11 +139,11 @@ BROKEN = [
       f"'bufs'[0] ({C_}:<# the consumer's read>): once released, the producer may refill the slot while this read "
       "is in progress"), "# BUG early_release"),
     ("shared_handoff", {"BUG": "no_barrier"}, "race.shared",
-     (f"race: task 'task<# the reading task>' reads 'buf'[0] ({C_}:<# the handoff read>) while task 'default' "
+     (f"race: task 'task@<# the reading task>' reads 'buf'[0] ({C_}:<# the handoff read>) while task 'default' "
       f"writes it ({C_}:<# the handoff write>) with nothing ordering the two accesses"), "# the handoff read"),
     ("pingpong", {"THREADS": 384}, "named.count",
-     ("named barrier 9 counts 384 threads, but only task 'task<# the pingpong consumers>.0' (128 threads) and task "
-     "'task<# the pingpong consumers>.1' (128 threads) use it: at most 256 threads can arrive in a round"),
+     ("named barrier 9 counts 384 threads, but only task 'task@<# the pingpong consumers>.0' (128 threads) and task "
+     "'task@<# the pingpong consumers>.1' (128 threads) use it: at most 256 threads can arrive in a round"),
      "# my turn"),
     # a 128-thread task on a 64-count bar.sync fills two rounds by itself (legal, as in TLX); the bug
     # is that the other uses of barrier 9 count 256
@@ -153,7 +153,7 @@ BROKEN = [
     ("pingpong", {"BUG": "count_64"}, "named.count-mismatch",
      "named barrier 9 counts 64 threads here (bar.sync in task", "# BUG count_64"),
     ("pingpong", {"BUG": "mismatch"}, "named.count-mismatch",
-     ("named barrier 9 counts 128 threads here (bar.arrive in task 'task<# the pingpong consumers>.1'), but 256 at "
+     ("named barrier 9 counts 128 threads here (bar.arrive in task 'task@<# the pingpong consumers>.1'), but 256 at "
      f"{C_}:<# my turn> (bar.sync): every use of one named barrier must count the same threads"), "# BUG mismatch"),
     ("pingpong", {"BUG": "reserved_id"}, "frontend",
      "named barrier ids 0..6 are reserved for tlxc itself; use 7..15, got 3", "# BUG reserved_id"),
@@ -166,8 +166,8 @@ BROKEN = [
     ("budgets", {"BUG": "over_256"}, "frontend",
      "a task's register budget must be a multiple of 8 from 24 to 256, got 264", "# BUG over_256"),
     ("budgets", {"BUG": "pool"}, "resource.register-pool",
-     ("the non-default tasks' register budgets (warps 4..7 ('task<# BUG pool>.0'): 128 threads x 256, warps 8..11 "
-      "('task<# BUG pool>.1'): 128 "
+     ("the non-default tasks' register budgets (warps 4..7 ('task@<# BUG pool>.0'): 128 threads x 256, warps 8..11 "
+      "('task@<# BUG pool>.1'): 128 "
      "threads x 256) use 65536 of the 64512 registers the block starts with (384 threads x 168), leaving the "
      "default task 0 per thread"), "# the register budgets"),
     ("budgets", {"BUG": "all_or_none"}, "frontend",
@@ -175,13 +175,13 @@ BROKEN = [
     ("many_tasks", {"REPLICAS": 6}, "resource.tasks",
      "the kernel has 7 async tasks (replicas included); tlxc supports at most 6", "# the tasks"),
     ("warp_ranges", {"BUG": "overlap"}, "frontend",
-     "overlapping warp ranges: task 'task<# BUG overlap>' uses warps [2, 6) and task 'default' uses warps [0, 4)",
+     "overlapping warp ranges: task 'task@<# BUG overlap>' uses warps [2, 6) and task 'default' uses warps [0, 4)",
      "# BUG overlap"),
     ("warp_ranges", {"BUG": "gap"}, "frontend",
-     ("task 'task<# BUG gap>' starts at warp 12, leaving warps [8, 12) to no task; tlxc packs the tasks without "
+     ("task 'task@<# BUG gap>' starts at warp 12, leaving warps [8, 12) to no task; tlxc packs the tasks without "
       "gaps (warp_group_start_id=8)"), "# BUG gap"),
     ("warp_ranges", {"BUG": "partial"}, "frontend",
-     ("warp_group_start_id must be set for every non-default task or for none; task 'task<# BUG partial>' has "
+     ("warp_group_start_id must be set for every non-default task or for none; task 'task@<# BUG partial>' has "
       "none"), "# BUG partial"),
     ("peer_done", {"BUG": "remote_wait"}, "frontend",
      ("'bar' is a remote view (a barrier of another CTA of the cluster); only barrier_arrive can use it: arrive "
@@ -232,7 +232,7 @@ def test_every_compile_raises_it(case):
 def test_findings_point_at_the_other_side():
     first = errors(C.ring_rowsum, BUG="slot_producer")[0]
     assert [(text, loc.line) for text, loc in first.notes if loc] == [
-        ("task 'task59.0' waits here", _line("# the consumer's wait"))]
+        (f"task '{fill(CONSUMERS)}.0' waits here", _line("# the consumer's wait"))]
     start = errors(C.ring_incremental, BUG="start_1")[0]
     assert ("the phase starts here", _line("# BUG start_1")) in [(t, loc.line) for t, loc in start.notes if loc]
     race = errors(C.ring_rowsum, BUG="early_arrive")[0]
@@ -374,8 +374,8 @@ def test_check_prints_each_finding_with_notes_and_exits_1(capsys):
     assert err[0].startswith(f"{CORPUS}:{line}:20: error: task 'default' (check_kernels.py:{line}) makes its 1st "
                              f"arrival on 'full'")
     assert err[1].strip() == "tlx.barrier_arrive(full[(t + 1) % NUM_STAGES])  # BUG slot_producer"
-    assert err[3].startswith(f"{CORPUS}:{_line('# the consumer' + chr(39) + 's wait')}:20: note: task 'task59.0' "
-                             f"waits here")
+    assert err[3].startswith(f"{CORPUS}:{_line('# the consumer' + chr(39) + 's wait')}:20: note: task "
+                             f"'{fill(CONSUMERS)}.0' waits here")
     assert err[-1] == "note: found by running every loop whose trip count is a runtime value once (schedule: in-order)"
 
 
@@ -390,7 +390,7 @@ def test_an_unconsumed_named_arrival_is_an_info_remark(capsys):
     assert [(f.check, f.severity, f.loc.line) for f in found] == [("named.open-round", "info",
                                                                    _line("# the other's turn"))]
     assert found[0].message.startswith("named barrier 9 still has a round open when every task has finished: task "
-                                       f"'task{_line('# the pingpong consumers')}.1' brought 128 of the 256 threads")
+                                       f"'task@{_line('# the pingpong consumers')}.1' brought 128 of the 256 threads")
     C.pingpong.compile(constexprs={"BUG": "no_absorb"}, stages=("ir.opt",))     # nor does it stop a compile
     assert main(["check", str(CORPUS), "--kernel", "pingpong", "-D", "BUG='no_absorb'"]) == 0   # TLX's idiom
     assert capsys.readouterr().err == ""
@@ -512,9 +512,10 @@ def test_warp_group_start_id_places_the_tasks():
 
     from tlxc.interpreter import interpret
     assert findings(C.warp_ranges, "out_ptr=*fp32") == []
-    text = C.warp_ranges.compile("out_ptr=*fp32", stages=("ir",)).asm["ir"]
-    first, second = f"task{_line('# the first placed task')}", f"task{_line('# the second placed task')}"
-    assert text.index(f'"{first}.0"') < text.index(f'"{first}.1"') < text.index(f'"{second}"')
+    module = C.warp_ranges.compile("out_ptr=*fp32", stages=("ir",)).module
+    tasks = next(op for op in module.kernels[0].walk() if op.name == "tlx.async_tasks").task_infos
+    first, second = _line("# the first placed task"), _line("# the second placed task")
+    assert [(t.line, t.replica) for t in tasks[1:]] == [(first, 0), (first, 1), (second, None)]
     out = np.full(4, np.nan, dtype=np.float32)
     interpret(C.warp_ranges, (1,), (out,))
     assert out.tolist() == [0.0, 1.0, 2.0, 2.0]

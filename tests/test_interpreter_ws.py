@@ -165,7 +165,7 @@ def test_cp_async_then_wait_then_store_is_ordered(gen):
 PRODUCER_WAIT = _line("tlx.barrier_wait(empty[slot], phase ^ 1)")
 CONSUMER_WAIT = _line("tlx.barrier_wait(full[slot], phase)")
 ASYNC_TASKS = _line("with tlx.async_tasks():  # rowsum")
-CONSUMER = f"task{_line('with tlx.async_task(num_warps=4, registers=232, replicate=2):')}"
+CONSUMER = f"task@{_line('with tlx.async_task(num_warps=4, registers=232, replicate=2):')}"
 MAIN_WAITS = f"{ASYNC_TASKS}: note: task 'main' waits for task(s) 'default', '{CONSUMER}.0', '{CONSUMER}.1' to finish"
 
 
@@ -244,7 +244,7 @@ def test_read_before_the_copy_was_waited_is_a_race_with_both_lines():
 @pytest.mark.usefixtures("interpreter_diagnosis")
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
 def test_the_race_is_found_under_every_interleaving(seed):
-    with pytest.raises(RaceError, match=r"read of 'bufs'\[\d\]\[\d+:\d+, 0:32\] in task 'task\d+\.\d' is not "
+    with pytest.raises(RaceError, match=r"read of 'bufs'\[\d\]\[\d+:\d+, 0:32\] in task 'task@\d+\.\d' is not "
                                         r"ordered after the asynchronous cp.async copy issued by task 'default'"):
         _rowsum(bug=4, seed=seed)
 
@@ -255,7 +255,7 @@ def test_phase_not_flipped_on_wrap_deadlocks_with_a_hint_at_the_producer():
     with pytest.raises(DeadlockError) as info:
         interpret(K.ring_incremental, (2,), (x, out, 64), {"BLOCK": 16, "NUM_STAGES": 2, "FLIP": False})
     tasks, consumer_wait = _line("with tlx.async_tasks():  # incremental"), _line("# the consumer's wait")
-    producer_wait, consumer = _line("# the producer's wait"), f"task{_line('# incremental consumer')}"
+    producer_wait, consumer = _line("# the producer's wait"), f"task@{_line('# incremental consumer')}"
     hint = ("note: task 'default' passed this wait for phase 1 of barrier 'empty'[{}] again on the same "
             "completed phase as its previous wait on that barrier (no new phase of parity 1 completed in "
             "between): a ring index that wrapped without flipping its phase?")
@@ -273,7 +273,7 @@ def test_phase_not_flipped_on_wrap_deadlocks_with_a_hint_at_the_producer():
 def test_named_barrier_count_too_high_deadlocks_both_groups():
     with pytest.raises(DeadlockError) as info:
         _pingpong(4, None, None, WAIT_THREADS=384, ARRIVE_THREADS=384)
-    task = f"task{_line('with tlx.async_task(num_warps=4, replicate=2):  # pingpong')}"
+    task = f"task@{_line('with tlx.async_task(num_warps=4, replicate=2):  # pingpong')}"
     wait = _line("# my turn")
     assert _diagnostic(info.value)[2:] == [
         (f"{wait}: note: task '{task}.0' (replica 0) waits at named barrier 9 (bar.sync, 384 threads); the "
@@ -287,7 +287,7 @@ def test_named_barrier_count_too_high_deadlocks_both_groups():
 def test_named_barrier_counts_must_agree():
     with pytest.raises(BarrierError) as info:
         _pingpong(4, None, None, WAIT_THREADS=384)
-    task = f"task{_line('with tlx.async_task(num_warps=4, replicate=2):  # pingpong')}"
+    task = f"task@{_line('with tlx.async_task(num_warps=4, replicate=2):  # pingpong')}"
     assert _diagnostic(info.value) == [
         (f"{_line('tlx.named_barrier_arrive(9, ARRIVE_THREADS)')}: error: mismatched thread counts on named "
          f"barrier 9 in program (0, 0, 0): task '{task}.1' uses 256 (bar.arrive) but task '{task}.0' arrived "
@@ -298,7 +298,7 @@ def test_named_barrier_counts_must_agree():
 def test_warp_barrier_arrivals_beyond_its_count_are_an_error():
     with pytest.raises(BarrierError) as info:
         interpret(K.warp_barrier_kernel, (1,), (torch.zeros(1),), {"WARPS": 1})
-    task = f"task{_line('with tlx.async_task(num_warps=4):  # warp barrier')}"
+    task = f"task@{_line('with tlx.async_task(num_warps=4):  # warp barrier')}"
     assert _diagnostic(info.value) == [
         (f"{_line('# the warp barrier arrive')}: error: too many arrivals on barrier 'bar'[0] in phase 0 in "
          f"program (0, 0, 0): task '{task}' arrives 128 time(s) but only 32 of 32 arrivals are pending (a warp "

@@ -71,8 +71,8 @@ def test_the_code_gives_a_shared_warp_group_one_budget():
 
 def test_a_shared_warp_group_takes_the_largest_request():
     from tlxc.ir.ops.task import TaskInfo, group_budgets, register_budgets
-    infos = [TaskInfo(0, "default", 4, 0, 0, 0, 4, None), TaskInfo(1, "mma", 1, 232, 0, 4, 1, None),
-             TaskInfo(2, "load", 1, 40, 0, 5, 3, None)]
+    infos = [TaskInfo(0, "default", 4, 0, None, 0, 4, 0, None), TaskInfo(1, "mma", 1, 232, None, 4, 1, 0, None),
+             TaskInfo(2, "load", 1, 40, None, 5, 3, 0, None)]
     assert group_budgets(infos) == ([256, 232], None)
     assert register_budgets(infos) == ({0: 256, 1: 232, 2: 232}, None)
 

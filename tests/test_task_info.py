@@ -28,8 +28,47 @@ def test_task_infos_carry_place_budget_and_line():
     assert infos[0].name == "default"
 
 
+def test_place_tasks_writes_places_budgets_and_locations_names_hold_no_line():
+    op = _async_tasks(small_tasks)
+    lines, first = inspect.getsourcelines(small_tasks.fn)
+    two_warps = first + next(i for i, text in enumerate(lines) if "num_warps=2" in text)
+    # the frontend records requests and locations; place-tasks (passes/place_tasks.py) the places
+    assert [t[0] for t in op.attrs["tasks"]] == ["default", None, None]
+    assert op.attrs["task_places"] == ((0, 4, 256), (4, 2, 56), (6, 2, 56))
+    assert "budget_problem" not in op.attrs
+    task = op.task_infos[1]
+    assert task.name is None and task.replica is None and task.budget == 56
+    assert (task.loc.line, task.loc.file) == (two_warps, inspect.getsourcefile(small_tasks.fn))
+    assert lines[two_warps - first][task.loc.col:].startswith("with tlx.async_task(")
+    # a line is shown, never parsed: task@LINE in messages, task<LINE> in generated code
+    assert (task.label, task.code_name) == (f"task@{two_warps}", f"task{two_warps}")
+    replica = TaskInfo(2, None, 4, 0, 1, 8, 4, 0, task.loc)
+    assert (replica.label, replica.base_label, replica.code_name) == \
+        (f"task@{two_warps}.1", f"task@{two_warps}", f"task{two_warps}.1")
+
+
+def test_place_tasks_records_a_budget_problem_for_the_checker_and_codegen():
+    from tlxc.passes.place_tasks import place
+    op = _async_tasks(small_tasks)
+    op.attrs["tasks"] = tuple((name, warps, 256, replica) for name, warps, _, replica in op.attrs["tasks"])
+    place(op)
+    check, message = op.budget_problem      # 2 warp groups x 128 threads x 256 > 256 threads x 248
+    assert check == "resource.register-pool" and f"'{op.task_infos[1].label}'" in message
+    assert all(t.budget == 0 for t in op.task_infos)
+
+
+def test_task_infos_need_place_tasks():
+    import pytest
+
+    from tlxc.errors import TlxcError
+    op = _async_tasks(small_tasks)
+    del op.attrs["task_places"]
+    with pytest.raises(TlxcError, match="place-tasks"):
+        _ = op.task_infos
+
+
 def _task(index, warps, registers, start, span):
-    return TaskInfo(index, "default" if index == 0 else f"t{index}", warps, registers, 0, start, span, None)
+    return TaskInfo(index, "default" if index == 0 else f"t{index}", warps, registers, None, start, span, 0, None)
 
 
 def test_register_budgets_fill_the_default_task_and_refuse_an_overfull_pool():

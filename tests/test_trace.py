@@ -65,7 +65,7 @@ def test_rmsnorm_rows_are_the_tasks(rmsnorm_svg):
     rows = [g.get("data-task") for g in find(rmsnorm_svg, "task-row")]
     assert rows[:2] == ["main", "default"]
     consumers = rows[2:]
-    assert len(consumers) == 2 and re.fullmatch(r"task\d+\.0", consumers[0]), rows
+    assert len(consumers) == 2 and re.fullmatch(r"task@\d+\.0", consumers[0]), rows
     assert consumers[1] == consumers[0][:-1] + "1"          # the two replicas of one task
     assert [b.get("data-barrier") for b in find(rmsnorm_svg, "barrier-row")] == \
         ["'full'[0]", "'full'[1]", "'empty'[0]", "'empty'[1]"]

@@ -54,13 +54,16 @@ def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: 
              cluster: tuple[int, int, int] | None = None):
     """The kernel's IR for one specialization, allocations in branches hoisted
     (``passes.hoist_allocations``); ``cluster`` (``ctas_per_cga``) adds the
-    cluster barriers of ``passes.cluster_syncs``."""
+    cluster barriers of ``passes.cluster_syncs``; ``place-tasks`` gives every
+    async task its warps and register budget (``passes.place_tasks``)."""
     from .passes.cluster_syncs import insert_cluster_syncs
     from .passes.hoist_allocations import hoist_allocations
+    from .passes.place_tasks import PlaceTasks
     if num_warps not in (1, 2, 4, 8, 16, 32):
         raise CompilationError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
-    module = insert_cluster_syncs(hoist_allocations(build_kernel_ir(kfn, spec, CompileOptions(
-        num_warps=num_warps, arch=arch, cluster=cluster))))
+    options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster)
+    module = insert_cluster_syncs(hoist_allocations(build_kernel_ir(kfn, spec, options)))
+    module = PlaceTasks().run(module, options)
     verify_module(module)
     return module
 

@@ -162,6 +162,7 @@ class TaskEvents:
     parent: int | None = None
     events: list = field(default_factory=list)
     region: object = None
+    base: str | None = None        # the label of the task it is a replica of (TaskInfo.base_label)
 
     @property
     def threads(self) -> int:
@@ -712,9 +713,9 @@ class EventCollector:
         parent = self.current
         spawn = self.record("spawn", op)
         started = []
-        for region, (name, warps, _regs, replica) in zip(op.regions, op.attrs.get("tasks", ())):
-            task = TaskEvents(len(self.tasks), name, warps, replica if "." in name else None, parent.index,
-                             region=region)
+        for region, info in zip(op.regions, op.task_infos):
+            task = TaskEvents(len(self.tasks), info.label, info.warps, info.replica, parent.index,
+                              region=region, base=info.base_label)
             self.tasks.append(task)
             started.append(task.index)
             self.current = task

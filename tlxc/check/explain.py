@@ -203,8 +203,9 @@ def _view_owner(bar):
 
 
 # -- 3: arrival accounting ---------------------------------------------------------------------------
-def _base(name: str) -> str:
-    return name.rsplit(".", 1)[0] if "." in name else name
+def _base(task: TaskEvents) -> str:
+    """The task ``task`` is a replica of (itself when not replicated)."""
+    return task.base or task.name
 
 
 def _ops(events: list[Event]) -> list[Event]:
@@ -255,8 +256,8 @@ def _too_few(ctx, array, arrivals, total, uses, waiter, alloc, anchor) -> Findin
     count = array.arrive_count
     arriving = {ctx.task(t).name for t in arrivals}
     for t in arrivals:                                # replicas of an arriving task that never arrive
-        base = _base(ctx.task(t).name)
-        silent = [task for task in ctx.tasks if task.replica is not None and _base(task.name) == base
+        base = _base(ctx.task(t))
+        silent = [task for task in ctx.tasks if task.replica is not None and _base(task) == base
                   and task.name not in arriving]
         if silent and count > 1:
             e = arrivals[t][0]

@@ -56,9 +56,9 @@ def _uses(kernel: Operation) -> list[tuple[Operation, str, int]]:
         if op.name in NAMED:
             found.append((op, name, threads))
         if op.name == "tlx.async_tasks":
-            for region, (task, warps, *_rest) in zip(op.regions, op.attrs.get("tasks", ())):
+            for region, task in zip(op.regions, op.task_infos):
                 for inner in region.ops:
-                    visit(inner, task, warps * 32)
+                    visit(inner, task.label, task.warps * 32)
             return
         for region in op.regions:
             for inner in region.ops:
@@ -81,7 +81,7 @@ def _where(loc) -> str:
 def block_threads(kernel: Operation) -> int:
     for op in kernel.walk():
         if op.name == "tlx.async_tasks":
-            return 32 * sum(span for _, span in op.warp_ranges)
+            return 32 * sum(task.span for task in op.task_infos)
     return 32 * kernel.attrs.get("num_warps", 4)
 
 

@@ -59,11 +59,12 @@ class SharedOrder:
         body = kernel.regions[0].block
         warps = kernel.attrs.get("num_warps", 4)
         tasks = next((op for op in body.ops if op.name == "tlx.async_tasks"), None)
-        outer_threads = warp_size * (tasks.attrs["tasks"][0][1] if tasks is not None else warps)
+        infos = tasks.task_infos if tasks is not None else []
+        outer_threads = warp_size * (infos[0].warps if tasks is not None else warps)
         scopes = [(_default_task_ops(body, tasks), outer_threads)]
         self._scope(body, outer_threads)
         if tasks is not None:
-            for region, (_, task_warps, _, _) in zip(tasks.regions, tasks.attrs["tasks"]):
+            for region, task_warps in zip(tasks.regions, (t.warps for t in infos)):
                 self._scope(region.block, warp_size * task_warps)
                 if region is not tasks.regions[0]:
                     scopes.append((list(region.block.ops), warp_size * task_warps))

@@ -22,7 +22,7 @@ from ..codegen_c import rules_buffers as buffers
 from ..codegen_c.lower import Scope, const_table, elem, lowering, registers
 from ..codegen_c.rules_buffers import _offset_expr, register_offsets, shared_address, shared_vector_width
 from ..errors import CompilationError, ResourceError
-from ..ir.ops.task import MAX_TASKS, launch_registers, register_budgets
+from ..ir.ops.task import MAX_TASKS, launch_registers
 from ..ir.types import BarrierType, MemDescType, TensorType
 from . import rules_tcgen05 as tcgen05
 from .rules_tensormap import tensormap_address
@@ -523,7 +523,7 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
         raise ResourceError(f"at most {MAX_TASKS} async tasks (replicas included) are supported, "
                             f"got {len(plan)}")
     total_threads = 32 * sum(t.span for t in plan)
-    budgets, problem = register_budgets(plan)      # (the check-barriers pass reported a problem first)
+    problem = ws_op.budget_problem      # place-tasks' verdict (the check-barriers pass reported it first)
     if problem is not None:
         raise ResourceError(problem[1], ws_op.loc)
     base_regs = launch_registers(total_threads)
@@ -538,17 +538,16 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
         first, last = task.start, task.start + task.warps
         padded = task.span > task.warps
         lw.out.open(f"if (warp >= {first} && warp < {first + task.span})")
-        lw.out.line(f"// task '{task.name}': warps {first}..{last - 1}"
+        lw.out.line(f"// task '{task.code_name}': warps {first}..{last - 1}"
                     + (f" (warps {last}..{first + task.span - 1} pad the warp group)" if padded else ""))
         scope = Scope(f"t{task.index}", task.warps * 32, 1 + task.index, "task_warp", "task_tid", first)
-        scope.task_name = task.name
+        scope.task_name = task.code_name
         lw.out.line(f"const int task_warp = warp - {first};")
         lw.out.line(f"const int task_tid = tid - {first * 32};")
-        if task.index in budgets:
-            # its warp group's budget (tasks sharing a warp group run the same value, as Triton's
-            # partitions do; the padding warps of the last group run the last task's)
-            regs = budgets[task.index]
-            lw.out.line(lw.target.setmaxnreg(regs, regs > base_regs))
+        if task.budget:
+            # its warp group's budget (place-tasks: tasks sharing a warp group run the same value, as
+            # Triton's partitions do; the padding warps of the last group run the last task's)
+            lw.out.line(lw.target.setmaxnreg(task.budget, task.budget > base_regs))
         if padded:                          # the padding warps only took part in setmaxnreg
             lw.out.open(f"if (task_warp < {task.warps})")
         token = lw.enter_scope(scope)
@@ -566,7 +565,7 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
         lw.out.close()
     for op in closing:
         lw.lower_op(op)
-    lw.metadata_extra = {"tasks": [{"name": t.name, "warps": t.warps, "registers": budgets.get(t.index, t.registers)}
+    lw.metadata_extra = {"tasks": [{"name": t.label, "warps": t.warps, "registers": t.budget or t.registers}
                                    for t in plan], "base_registers": base_regs}
     return total_threads
 

@@ -1,6 +1,7 @@
 """``with tlx.async_tasks():`` in a kernel body: the ``with tlx.async_task(...)`` blocks, their
-warps, register budgets and places (``warp_group_start_id``), and the building of each task's body
-into its region of ``tlx.async_tasks`` (ir/ops/task.py).  ``TaskStatements`` is the part of
+warps, register budgets and order (``warp_group_start_id``), and the building of each task's body
+into its region of ``tlx.async_tasks`` (ir/ops/task.py), in warp order.  Where each task then runs
+(first warp, warps occupied, setmaxnreg budget) is the ``place-tasks`` pass's (passes/place_tasks.py).  ``TaskStatements`` is the part of
 ``FunctionBuilder`` (frontend/build_ir.py) that handles them: a mixin, its methods use the
 visitor's ``visit``, ``error``, ``vars`` and ``ctx``."""
 from __future__ import annotations
@@ -104,11 +105,12 @@ class TaskStatements:
         if start is not None and (isinstance(start, bool) or not isinstance(start, int) or start < 0):
             raise self.error(f"warp_group_start_id must be a non-negative integer (the task's first warp), got "
                              f"{start!r}", call)
-        name = "default" if default else f"task{self.src.loc(stmt).line}"   # its line in the file
-        return {"name": name, "default": default, "warps": warps, "regs": regs or 0, "replicate": replicate,
+        # TLX tasks have no names: messages call one by its line (its location keeps it)
+        label = "default" if default else f"task@{self.src.loc(stmt).line}"
+        return {"label": label, "default": default, "warps": warps, "regs": regs or 0, "replicate": replicate,
                 "body": stmt.body, "node": stmt, "start": start}
 
-    def place_tasks(self, default: dict, others: list[dict], node) -> list[dict]:
+    def order_tasks(self, default: dict, others: list[dict], node) -> list[dict]:
         """The non-default tasks in warp order.  Without ``warp_group_start_id`` they
         follow the default task in source order; with it (given for all of them, or
         none, as TLX requires) the ranges ``[start, start + num_warps * replicate)``
@@ -125,7 +127,7 @@ class TaskStatements:
         if len(given) != len(others):
             missing = next(t for t in others if t["start"] is None)
             raise self.error(f"warp_group_start_id must be set for every non-default task or for none; task "
-                             f"'{missing['name']}' has none but task '{given[0]['name']}' starts at warp "
+                             f"'{missing['label']}' has none but task '{given[0]['label']}' starts at warp "
                              f"{given[0]['start']}", missing["node"])
 
         budgets = any(t["regs"] for t in others)      # the default task then takes whole warp groups (ir/ops/task.py)
@@ -141,11 +143,11 @@ class TaskStatements:
             for other in placed:
                 olo, ohi = span(other)
                 if lo < ohi and olo < hi:
-                    raise self.error(f"overlapping warp ranges: task '{task['name']}' uses warps [{lo}, {hi}) and "
-                                     f"task '{other['name']}' uses warps [{olo}, {ohi})", task["node"])
+                    raise self.error(f"overlapping warp ranges: task '{task['label']}' uses warps [{lo}, {hi}) and "
+                                     f"task '{other['label']}' uses warps [{olo}, {ohi})", task["node"])
             end = span(placed[-1])[1]
             if lo != end:
-                raise self.error(f"task '{task['name']}' starts at warp {lo}, leaving warps [{end}, {lo}) to no task; "
+                raise self.error(f"task '{task['label']}' starts at warp {lo}, leaving warps [{end}, {lo}) to no task; "
                                  f"tlxc packs the tasks without gaps (warp_group_start_id={end})", task["node"])
             placed.append(task)
         return placed[1:]
@@ -156,7 +158,7 @@ class TaskStatements:
         defaults = [t for t in tasks if t["default"]]
         if len(defaults) != 1:
             raise self.error(f"tlx.async_tasks needs exactly one 'default' task, found {len(defaults)}", node)
-        non_default = self.place_tasks(defaults[0], [t for t in tasks if not t["default"]], node)
+        non_default = self.order_tasks(defaults[0], [t for t in tasks if not t["default"]], node)
         regs_given = [t["regs"] > 0 for t in non_default]
         if any(regs_given) and not all(regs_given):
             raise self.error("give every non-default task a register budget, or none of them", node)
@@ -164,17 +166,19 @@ class TaskStatements:
         if not non_default and ordered[0]["replicate"] == 1:
             self.run_task_body(ordered[0], None)       # only the default task: no warp specialization
             return
-        regions, descriptions, lines = [], [], []
+        regions, descriptions, locs = [], [], []
         for task in ordered:
             for replica in range(task["replicate"]):
                 block = Block()
                 with self.b.at(block):
                     self.run_task_body(task, replica if task["replicate"] > 1 else None)
                 regions.append(Region(block))
-                name = task["name"] if task["replicate"] == 1 else f"{task['name']}.{replica}"
-                descriptions.append((name, task["warps"], task["regs"], replica))
-                lines.append(self.src.loc(task["node"]).line)
-        attrs = {"tasks": tuple(descriptions), "task_lines": tuple(lines)}
+                descriptions.append(("default" if task["default"] else None, task["warps"], task["regs"],
+                                     replica if task["replicate"] > 1 else None))
+                loc = self.src.loc(task["node"])
+                locs.append((loc.line, loc.col))
+        # what each task asks for; the place-tasks pass (passes/place_tasks.py) adds where it runs
+        attrs = {"tasks": tuple(descriptions), "task_locs": tuple(locs)}
         if suspend_ns is not None:
             attrs["suspend_ns"] = suspend_ns
         self.b.create("tlx.async_tasks", [], [], attrs, regions)

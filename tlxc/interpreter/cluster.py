@@ -143,7 +143,7 @@ def cta_threads(op) -> int:
     warps = int(kernel.attrs.get("num_warps", 4))
     for inner in kernel.walk():
         if inner.name == "tlx.async_tasks":
-            warps = max(warps, sum(task[1] for task in inner.tasks))
+            warps = max(warps, sum(task.warps for task in inner.task_infos))
     return warps * WARP_SIZE
 
 

@@ -7,8 +7,8 @@ out in region order, the default task first).  The task executing the op
 waits until every task has finished, then continues after it; the join
 orders the cp.async copies the tasks retired.
 
-Diagnostics name a task by its IR name and, when replicated, its replica:
-``task 'task48.1' (replica 1)``.
+Diagnostics name a task by its label (``TaskInfo.label``) and, when replicated, its
+replica: ``task 'task@48.1' (replica 1)``.
 """
 from __future__ import annotations
 
@@ -19,23 +19,21 @@ from .registry import impl
 from .values import WARP_SIZE
 
 
-def _title(name: str, replica: int, names: list[str]) -> str:
-    base = name[:-len(f".{replica}")] if name.endswith(f".{replica}") else None
-    replicated = base is not None and any(other != name and other.startswith(base + ".") for other in names)
-    return f"task '{name}' (replica {replica})" if replicated else f"task '{name}'"
+def _title(task) -> str:
+    return f"task '{task.label}'" + (f" (replica {task.replica})" if task.replica is not None else "")
 
 
 @impl("tlx.async_tasks")
 def async_tasks(ctx, op):
     infos = op.task_infos
-    names = [info.name for info in infos]
+    names = [info.label for info in infos]
     tasks = []
     where = "" if ctx.program.cluster is None else f" of CTA {ctx.program.cta_rank}"
     for info, region in zip(infos, op.regions):
         # padding warps of a task with a register budget run nothing (ir/ops/task.py: warp_ranges)
-        child = ctx.fork(info.name, warps=info.warps, first_thread=ctx.first_thread + info.start * WARP_SIZE)
+        child = ctx.fork(info.label, warps=info.warps, first_thread=ctx.first_thread + info.start * WARP_SIZE)
         tasks.append(ctx.scheduler.spawn(child.task_name, run_block(child, region.block), op.loc,
-                                         _title(info.name, info.replica, names) + where))
+                                         _title(info) + where))
     yield ctx.scheduler.join(tasks, op.loc)
     ctx.races.order_tasks([ctx.program.task_name(name) for name in names])
 

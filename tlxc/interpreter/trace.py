@@ -381,8 +381,8 @@ def _note_named_arrive(tracer: Tracer, ctx, op, values) -> None:
 
 
 def _note_tasks(tracer: Tracer, ctx, op, values) -> None:
-    for name, warps, registers, replica in op.tasks:
-        tracer._task_meta[name] = (warps, registers, replica)
+    for task in op.task_infos:
+        tracer._task_meta[task.label] = (task.warps, task.registers, task.replica)
 
 
 _NOTERS = {

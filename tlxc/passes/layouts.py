@@ -540,8 +540,8 @@ class _KernelRewriter:
         regions = []
         saved = self.num_warps
         try:
-            for region, (name, warps, registers, replica) in zip(op.regions, op.attrs["tasks"]):
-                self.num_warps = warps
+            for region, task in zip(op.regions, op.task_infos):
+                self.num_warps = task.warps
                 new = Block()
                 self.rewrite_ops(region.block, new)
                 regions.append(Region(new))

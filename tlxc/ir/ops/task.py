@@ -1,12 +1,21 @@
 """Warp-group tasks.
 
 ``tlx.async_tasks`` has one region per task (replicas expanded), in warp
-order; ``attrs.tasks`` lists per region ``[name, num_warps, registers,
-replica]`` (registers 0 = no ``setmaxnreg``), and ``attrs.task_lines`` the line
-of each region's ``with tlx.async_task(...)`` (a name is for display only).
-``AsyncTasksOp.task_infos`` gives one typed ``TaskInfo`` per region (its warps,
-budget and place), which the code generator, the checker and the interpreter
-read; ``register_budgets`` is the one rule for setmaxnreg budgets.  The first region is the
+order.  The frontend records what each task asks for: ``attrs.tasks`` lists per
+region ``[name, num_warps, registers, replica]`` (``name`` is ``"default"`` for
+the default task and ``none`` for the others, which TLX does not name;
+``registers`` 0 = no ``setmaxnreg``; ``replica`` ``none`` unless the task is
+replicated), and ``attrs.task_locs`` the ``[line, column]`` of each region's
+``with tlx.async_task(...)`` (in the file of the op's own location).  The
+``place-tasks`` pass (``passes/place_tasks.py``) then writes where each task
+runs: ``attrs.task_places``, per region ``[first warp, warps occupied, register
+budget]``, and ``attrs.budget_problem`` (``[check, message]``) when the budgets
+break a rule.  ``AsyncTasksOp.task_infos`` gives one typed ``TaskInfo`` per region
+(its warps, place, budget and location), which the code generator, the checker
+and the interpreter read; ``register_budgets`` is the one rule for setmaxnreg
+budgets, applied by ``place-tasks`` only.  A task is shown as ``default``,
+``task@LINE`` or ``task@LINE.REPLICA`` (``TaskInfo.label``); its line lives in
+its location, never in a name.  The first region is the
 default task, which runs on the kernel's ``num_warps``.  Regions read values
 defined before the op (scalars, pointers, buffers, barriers; never register
 tensors) and end without a terminator.
@@ -26,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...errors import Location
 from ..core import Operation
 from ..types import i32, i64
 
@@ -36,16 +46,42 @@ MAX_TASKS = 6            # replicas included: the code generator gives each task
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """One region of a ``tlx.async_tasks``: what it asks for and where it runs."""
+    """One region of a ``tlx.async_tasks``: what it asks for, where it runs and where it is written."""
     index: int               # the region's index (the default task is 0)
-    name: str                # for display: "default", "task<line>", "task<line>.<replica>"
+    name: str | None         # the task's own name: "default" for the default task, None for the others
     warps: int               # the warps it runs on
     registers: int           # the setmaxnreg budget it asks for (0: none)
-    replica: int
+    replica: int | None      # its replica index when the task is replicated, else None
     start: int               # its first warp
     span: int                # the warps it occupies: its own, the default task's rounded up to whole warp groups
     #                          with register budgets, the last task's up to the end of the last warp group
-    line: int | None         # the line of its ``with tlx.async_task(...)`` (None: not recorded)
+    budget: int              # the setmaxnreg value its warps run (its warp group's, ``register_budgets``; 0: none)
+    loc: Location | None     # its ``with tlx.async_task(...)`` (None: not recorded)
+
+    @property
+    def line(self) -> int | None:
+        return self.loc.line if self.loc is not None else None
+
+    @property
+    def base_label(self) -> str:
+        """How messages name the task, replicas together: ``default`` or ``task@LINE``."""
+        if self.name is not None:
+            return self.name
+        return f"task@{self.line}" if self.line is not None else f"task#{self.index}"
+
+    @property
+    def label(self) -> str:
+        """How messages name this region: ``default``, ``task@LINE``, ``task@LINE.REPLICA``."""
+        return self.base_label if self.replica is None else f"{self.base_label}.{self.replica}"
+
+    @property
+    def code_name(self) -> str:
+        """The task's name in generated code (comments, debug-build trap messages): ``default``,
+        ``task<LINE>`` or ``task<LINE>.<REPLICA>``, the spelling generated code has always carried
+        (generated code stays byte-identical; messages use ``label``)."""
+        base = self.name if self.name is not None else \
+            f"task{self.line}" if self.line is not None else f"task_{self.index}"
+        return base if self.replica is None else f"{base}.{self.replica}"
 
 
 def task_region(op: Operation):
@@ -74,31 +110,57 @@ class AsyncTasksOp(Operation):
     num_regions = None
 
     @property
-    def tasks(self) -> list[tuple[str, int, int, int]]:
+    def tasks(self) -> list[tuple[str | None, int, int, int | None]]:
+        """What each region asks for: (name, warps, registers, replica), as the frontend wrote it."""
         return [tuple(t) for t in self.attrs.get("tasks", ())]
 
     @property
-    def warp_ranges(self) -> list[tuple[int, int]]:
-        return warp_ranges(self.tasks)
+    def task_locs(self) -> list[Location | None]:
+        """The ``with tlx.async_task(...)`` of each region (None where not recorded)."""
+        locs = self.attrs.get("task_locs")
+        if not locs or self.loc is None:
+            return [None] * len(self.tasks)
+        return [Location(self.loc.file, line, col) for line, col in locs]
 
     @property
     def task_infos(self) -> list[TaskInfo]:
-        lines = list(self.attrs.get("task_lines", ())) or [None] * len(self.tasks)
-        return [TaskInfo(index, name, warps, registers, replica, start, span, line)
-                for index, ((name, warps, registers, replica), (start, span), line)
-                in enumerate(zip(self.tasks, self.warp_ranges, lines))]
+        """One ``TaskInfo`` per region; the ``place-tasks`` pass must have run."""
+        places = self.attrs.get("task_places")
+        if places is None:
+            raise self.error("the tasks have no places yet: the place-tasks pass (passes/place_tasks.py) "
+                             "writes them after the frontend")
+        return [TaskInfo(index, name, warps, registers, replica, start, span, budget, loc)
+                for index, ((name, warps, registers, replica), (start, span, budget), loc)
+                in enumerate(zip(self.tasks, places, self.task_locs))]
+
+    @property
+    def budget_problem(self) -> tuple[str, str] | None:
+        """The rule the tasks' register budgets break, as (check name, message), written by
+        ``place-tasks`` (``register_budgets``); None when they fit."""
+        problem = self.attrs.get("budget_problem")
+        return tuple(problem) if problem is not None else None
 
     def verify(self):
         tasks = self.tasks
         if len(tasks) != len(self.regions) or not tasks:
             raise self.error(f"expected one task description per region, got {len(tasks)} for "
                              f"{len(self.regions)} regions")
-        for name, warps, registers, replica in tasks:
+        for index, (name, warps, registers, replica) in enumerate(tasks):
             if warps < 1:
-                raise self.error(f"task '{name}' has {warps} warps")
-        lines = self.attrs.get("task_lines")
-        if lines is not None and (len(lines) != len(tasks) or not all(isinstance(n, int) for n in lines)):
-            raise self.error(f"expected one line number per task in 'task_lines', got {lines!r}")
+                raise self.error(f"task {index} has {warps} warps")
+            if index == 0 and name != "default" or not (name is None or isinstance(name, str)):
+                raise self.error(f"task {index}: expected the name 'default' (first region), a string or none, "
+                                 f"got {name!r}")
+            if replica is not None and (not isinstance(replica, int) or replica < 0):
+                raise self.error(f"task {index}: expected a replica index or none, got {replica!r}")
+        for key, width in (("task_locs", 2), ("task_places", 3)):
+            rows = self.attrs.get(key)
+            if rows is not None and (len(rows) != len(tasks) or
+                                     not all(len(r) == width and all(isinstance(n, int) for n in r) for r in rows)):
+                raise self.error(f"expected one [{', '.join(['int'] * width)}] per task in '{key}', got {rows!r}")
+        problem = self.attrs.get("budget_problem")
+        if problem is not None and (len(problem) != 2 or not all(isinstance(p, str) for p in problem)):
+            raise self.error(f"expected 'budget_problem' = [check, message], got {problem!r}")
         suspend = self.attrs.get("suspend_ns")
         if suspend is not None and (not isinstance(suspend, int) or suspend < 0):
             raise self.error(f"expected a non-negative 'suspend_ns', got {suspend!r}")
@@ -185,7 +247,7 @@ def group_budgets(tasks: list[TaskInfo]) -> tuple[list[int], tuple[str, str] | N
         touched = range(t.start // WARP_GROUP, (t.start + t.warps - 1) // WARP_GROUP + 1)
         if len(touched) > 1 and any(len(groups[g]) > 1 for g in touched):
             return [], ("resource.registers",
-                        f"task '{t.name}' ({t.warps} warps from warp {t.start}) shares a warp group with another "
+                        f"task '{t.label}' ({t.warps} warps from warp {t.start}) shares a warp group with another "
                         f"task and reaches into the next one, so its warps would get two register budgets "
                         f"(setmaxnreg works per warp group)")
     threads = 32 * WARP_GROUP * len(groups)
@@ -196,7 +258,7 @@ def group_budgets(tasks: list[TaskInfo]) -> tuple[list[int], tuple[str, str] | N
 
     def describe(budgets, skip_default):
         return ", ".join(f"warps {WARP_GROUP * g}..{WARP_GROUP * g + 3} "
-                         f"({', '.join(repr(tasks[i].name) for i in groups[g]) or 'padding'}): "
+                         f"({', '.join(repr(tasks[i].label) for i in groups[g]) or 'padding'}): "
                          f"{WARP_GROUP * 32} threads x {b}"
                          for g, b in enumerate(budgets) if not (skip_default and g in ours))
 
