@@ -78,3 +78,57 @@ def test_matmul_cuda_with_the_switch(monkeypatch):
     assert "const int run" not in plain
     copies = [line for line in split.splitlines() if "tlx_cp_async_16(" in line and "static" not in line]
     assert copies and all("run" in line and "[(i) / 8]" in line for line in copies)
+
+
+def _copy_addresses(cuda: str) -> list[list[int]]:
+    """Every cp.async's shared byte offset (from its buffer view) for every thread and register
+    run, evaluated from the generated CUDA's own expressions (its thread terms, its tables)."""
+    import re
+    lines = cuda.splitlines()
+    terms = {m.group(1): m.group(2) for m in (re.match(r"\s*const int (t[cf]\d+) = (.*);$", s) for s in lines) if m}
+    tables = {m.group(1): [int(v) for v in m.group(2).split(",")]
+              for m in (re.match(r"\s*const int (run\w*)\[\d+\] = \{(.*)\};$", s) for s in lines) if m}
+
+    def python(expr: str) -> str:
+        expr = re.sub(r"\(reinterpret_cast<unsigned short\*>\((.*)\) \+ (run\w*)\[\(i\) / (\d+)\]\)",
+                      r"((\1) + 2 * \2[(i) // \3])", expr)
+        expr = re.sub(r"reinterpret_cast<unsigned char\*>\(\w+\)", "0", expr)
+        expr = expr.replace("reinterpret_cast<unsigned short*>", "")
+        return re.sub(r"(?<![/])/(?![/])", "//", expr)
+    found = []
+    for at, line in enumerate(lines):
+        if "tlx_cp_async_16(" not in line or "static" in line:
+            continue
+        loop = re.match(r"\s*for \(int i = 0; i < (\d+); i \+= (\d+)\)", lines[at - 1])
+        dst = line.strip()[len("tlx_cp_async_16("):].rsplit(", ", 2)[0]
+        code = compile(python(dst), "<dst>", "eval")
+        out = []
+        for warp in range(8):
+            for lane in range(32):
+                env = {"lane": lane, "warp": warp, **tables}
+                for name, text in terms.items():
+                    env[name] = eval(python(text), {}, env)
+                out += [eval(code, {}, {**env, "i": i}) for i in range(0, int(loop.group(1)), int(loop.group(2)))]
+        found.append(out)
+    return found
+
+
+@pytest.mark.parametrize("bn,num_warps", [(128, 4), (256, 8)])
+def test_split_addresses_equal_the_plain_ones_thread_by_thread(bn, num_warps, monkeypatch):
+    """End to end: with TLXC_SHARED_IMM=1 every cp.async of the pipelined matmul writes the same
+    shared byte, for every thread and register run, as without it (the generated expressions
+    evaluated, not register_offsets' own model)."""
+    import kernels_dot_wgmma as K
+    sig = ("a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp16,M=i32:16,N=i32:16,K=i32:16,stride_am=i32:16,stride_ak=i32:1,"
+           "stride_bk=i32:16,stride_bn=i32:1,stride_cm=i32:16")
+
+    def cuda():
+        return K.tile_matmul.compile(sig, {"BM": 128, "BN": bn, "BK": 64}, num_warps=num_warps,
+                                     stages=("cuda",)).asm["cuda"]
+    monkeypatch.setenv("TLXC_SHARED_IMM", "")
+    plain = _copy_addresses(cuda())
+    monkeypatch.setenv("TLXC_SHARED_IMM", "1")
+    text = cuda()
+    split = _copy_addresses(text)
+    assert "const int run" in text and len(plain) == len(split) >= 6
+    assert plain == split
