@@ -9,12 +9,15 @@ ratios printed last (time ratio tlxc/Triton: > 1 means tlxc is slower).
 
     python bench/triton_matmul_bench.py [--sizes 4096,8192] [--dtypes fp16,bf16,fp8,fp8e5]
         [--bm 128 --bn 256 --bk 64 --warps 8 --stages 3] [--rounds 30] [--b-kmajor] [--a-mmajor]
-        [--timing kernel,call]
+        [--timing kernel,call] [--variants default,base,imm,all,...]
 
 Two timings (both by default): ``kernel``, the events bracket the kernel alone (a GPU spin is
 queued first, so the host's launch work overlaps it), and ``call``, from an idle GPU, so the
 host's launch work is included (Triton's launcher takes ~20 µs longer than tlxc's: ~10 % of a
 0.2 ms kernel, which flatters tlxc at 4096^3).
+
+``--variants`` times several tlxc compiles of the kernel (``VARIANTS``: compile switches such as
+TLXC_RING_BASE=1) side by side, each checked first, against the same Triton and cuBLAS runs.
 
 ``--b-kmajor`` multiplies by ``b = w.t()`` (w a row-major [N, K] tensor: the layout of every
 nn.Linear weight, stride_bk == 1); ``--a-mmajor`` by a column-major A (stride_am == 1).
