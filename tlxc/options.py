@@ -8,9 +8,26 @@ to ``target.backend.build`` as they are.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from .target import DEFAULT_ARCH, Target, get_target
+
+# Compile switches kept for A/B measurements of the tl.dot K loop (docs/performance.md, "Matmul:
+# the K loop Triton's way"), name -> default.  Unset (or empty): the default; "0": off; any other
+# value: on.  Each is in the compile key (runtime/launch.py:COMPILE_ENV).
+PERF_SWITCHES = {
+    "TLXC_RING_COUNTER": False,    # passes/pipeline.py: the ring stage as a carried, wrapping counter
+    "TLXC_RING_BASE": False,       # passes/pipeline.py: copies from an opaque initial pointer + offset
+    "TLXC_SHARED_IMM": False,      # codegen_nvptx/rules_tlx.py: cp.async shared addresses as base + constants
+    "TLXC_CPASYNC_FENCE": True,    # codegen_c/shared_order.py: the proxy fence after a cp.async wait
+}
+
+
+def perf_switch(name: str) -> bool:
+    """Whether compile switch ``name`` (a key of ``PERF_SWITCHES``) is on."""
+    value = os.environ.get(name, "")
+    return PERF_SWITCHES[name] if value == "" else value != "0"
 
 
 @dataclass(frozen=True)
@@ -31,4 +48,4 @@ class CompileOptions:
         return get_target(self.arch)
 
 
-__all__ = ["CompileOptions"]
+__all__ = ["PERF_SWITCHES", "CompileOptions", "perf_switch"]

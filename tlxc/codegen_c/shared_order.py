@@ -34,11 +34,10 @@ The result is two tables, ``before`` and ``after``: op id → list of "fence" / 
 """
 from __future__ import annotations
 
-import os
-
 from ..ir.core import Operation
 from ..ir.types import MemDescType
 from ..ir.views import view_roots
+from ..options import perf_switch
 from ..passes.uniformity import Uniformity
 from ..target import has_feature
 
@@ -90,7 +89,7 @@ class SharedOrder:
         writes_shared = any(_writes_shared(op) for op in ops)
         for op in ops:
             if op.name == "tlx.async_wait_group":
-                if self.proxies and os.environ.get("TLXC_CPASYNC_FENCE") != "0":
+                if self.proxies and perf_switch("TLXC_CPASYNC_FENCE"):
                     # (TLXC_CPASYNC_FENCE=0 leaves it out, as Triton 3.6 does: for A/B measurements only)
                     self._add(self.after, op, "fence")
                 if not _next_syncs(op):

@@ -15,8 +15,6 @@ Warp specialization (``lower_warp_specialized``) splits the kernel body:
 """
 from __future__ import annotations
 
-import os
-
 from ..codegen_c import c_types as C
 from ..codegen_c import rules_buffers as buffers
 from ..codegen_c.lower import Scope, const_table, elem, lowering, registers
@@ -24,6 +22,7 @@ from ..codegen_c.rules_buffers import _offset_expr, register_offsets, shared_add
 from ..errors import CompilationError, ResourceError
 from ..ir.ops.task import MAX_TASKS, launch_registers
 from ..ir.types import BarrierType, MemDescType, TensorType
+from ..options import perf_switch
 from . import rules_tcgen05 as tcgen05
 from .rules_tensormap import tensormap_address
 
@@ -97,7 +96,7 @@ def async_load(lw, op):
     pred = lw.ref(mask) if mask is not None else "true"
     _check_cp_async_cache(op, nbytes)
     runs = None
-    if os.environ.get("TLXC_SHARED_IMM") == "1":     # opt-in, for A/B measurements (docs/performance.md)
+    if perf_switch("TLXC_SHARED_IMM"):     # (tlxc/options.py: PERF_SWITCHES)
         runs = register_offsets(lw, view, ptrs.type.layout, strides, t, width, block)
     table = const_table(lw, runs, "run") if runs and len(runs) > 1 else None
     lw.out.line("#pragma unroll")

@@ -74,6 +74,7 @@ import os
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Operation, OpResult, Region, Value
 from ..ir.types import PointerType, ScalarType, TensorType, i1, i32, i64
+from ..options import perf_switch
 from ..target import has_feature, target_of
 from .dot_wgmma import replace_uses
 from .manager import Pass
@@ -306,7 +307,7 @@ class _Plan:
     # -- rewrite ------------------------------------------------------------------------------
     def rewrite(self, stages: int) -> None:
         self.from_start = os.environ.get("TLXC_RING_FROM_START") == "1"
-        self.ring_base = os.environ.get("TLXC_RING_BASE") == "1"
+        self.ring_base = perf_switch("TLXC_RING_BASE")
         rings = {id(o.alloc): self._ring(o.alloc, stages) for o in self.operands}
         parent = self.loop.parent
         at = parent.ops.index(self.loop)
@@ -477,7 +478,7 @@ class _Plan:
         j = self.iv
         if not (_constant(lb) == 0 and _constant(step) == 1):
             j = head.emit("arith.div", [head.emit("arith.sub", [self.iv, lb], lb.type), step], lb.type)
-        counter = os.environ.get("TLXC_RING_COUNTER") == "1"
+        counter = perf_switch("TLXC_RING_COUNTER")
         if counter:
             stage = self._stage_counter(head, stages)
         else:
