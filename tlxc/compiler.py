@@ -61,6 +61,10 @@ def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: 
     from .passes.place_tasks import PlaceTasks
     if num_warps not in (1, 2, 4, 8, 16, 32):
         raise CompilationError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
+    lanes = get_target(arch).warp_size
+    if num_warps * lanes > 1024:
+        raise CompilationError(f"num_warps={num_warps} on {arch} is {num_warps * lanes} work-items; a work-group holds "
+                               f"at most 1024 ({1024 // lanes} waves of {lanes})")
     options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster)
     module = insert_cluster_syncs(hoist_allocations(build_kernel_ir(kfn, spec, options)))
     module = PlaceTasks().run(module, options)

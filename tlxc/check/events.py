@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from ..errors import Location
 from ..ir.core import Operation, Value
+from ..ir.ops.task import warp_size
 from ..ir.ops.tcgen05 import place_tensor_memory, tmem_columns, tmem_groups
 from ..ir.types import ScalarType, TensorType
 
@@ -163,10 +164,11 @@ class TaskEvents:
     events: list = field(default_factory=list)
     region: object = None
     base: str | None = None        # the label of the task it is a replica of (TaskInfo.base_label)
+    lanes: int = 32                # threads per warp: 64 on AMD (ir/ops/task.py: warp_size)
 
     @property
     def threads(self) -> int:
-        return self.warps * 32
+        return self.warps * self.lanes
 
     @property
     def label(self) -> str:
@@ -291,7 +293,7 @@ class EventCollector:
 
     # -- driver ----------------------------------------------------------------------------------
     def collect(self) -> list[TaskEvents]:
-        main = TaskEvents(0, "main", self.kernel.attrs.get("num_warps", 4))
+        main = TaskEvents(0, "main", self.kernel.attrs.get("num_warps", 4), lanes=warp_size(self.kernel))
         self.tasks.append(main)
         self.current = main
         body = self.kernel.regions[0].block
@@ -715,7 +717,7 @@ class EventCollector:
         started = []
         for region, info in zip(op.regions, op.task_infos):
             task = TaskEvents(len(self.tasks), info.label, info.warps, info.replica, parent.index,
-                              region=region, base=info.base_label)
+                              region=region, base=info.base_label, lanes=parent.lanes)
             self.tasks.append(task)
             started.append(task.index)
             self.current = task

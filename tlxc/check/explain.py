@@ -302,7 +302,7 @@ def _too_many(ctx, array, arrivals, uses, waiter, alloc) -> Finding:
         task = ctx.task(first.task)
         return Finding(f"warp barrier {array.label()} counts {count} thread arrivals per phase, but "
                        f"{task_label(task)} arrives with all its {task.threads} threads ({task.warps} warp"
-                       f"{'s' if task.warps > 1 else ''} x 32{f' x {first.amount}' if first.amount > 1 else ''}) "
+                       f"{'s' if task.warps > 1 else ''} x {task.lanes}{f' x {first.amount}' if first.amount > 1 else ''}) "
                        f"at {where(first.loc)}: a warp barrier counts every thread of the arriving task, so "
                        f"alloc_warp_barrier needs num_warps={task.warps}", array.loc,
                        [(f"{task_label(task)} arrives here", first.loc)], "barrier.arrive-count")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..ir.core import Operation
+from ..ir.ops.task import warp_size
 from .events import UNKNOWN, _binary, _wrap
 from .findings import Finding
 
@@ -50,7 +51,8 @@ def fold(value, depth: int = 8):
 def _uses(kernel: Operation) -> list[tuple[Operation, str, int]]:
     """(op, task name, task threads) of every named-barrier op."""
     found = []
-    kernel_threads = 32 * kernel.attrs.get("num_warps", 4)
+    lanes = warp_size(kernel)
+    kernel_threads = lanes * kernel.attrs.get("num_warps", 4)
 
     def visit(op, name, threads):
         if op.name in NAMED:
@@ -58,7 +60,7 @@ def _uses(kernel: Operation) -> list[tuple[Operation, str, int]]:
         if op.name == "tlx.async_tasks":
             for region, task in zip(op.regions, op.task_infos):
                 for inner in region.ops:
-                    visit(inner, task.label, task.warps * 32)
+                    visit(inner, task.label, task.warps * lanes)
             return
         for region in op.regions:
             for inner in region.ops:
@@ -81,8 +83,8 @@ def _where(loc) -> str:
 def block_threads(kernel: Operation) -> int:
     for op in kernel.walk():
         if op.name == "tlx.async_tasks":
-            return 32 * sum(task.span for task in op.task_infos)
-    return 32 * kernel.attrs.get("num_warps", 4)
+            return warp_size(kernel) * sum(task.span for task in op.task_infos)
+    return warp_size(kernel) * kernel.attrs.get("num_warps", 4)
 
 
 def check_named(kernel: Operation) -> list[Finding]:

@@ -22,6 +22,7 @@ from ..ir.builder import Builder
 from ..ir.core import Block, Module, Region
 from ..ir.types import PointerType, ScalarType, TensorType
 from ..options import CompileOptions
+from ..target import get_target
 from . import atomic_rules, descriptor_methods, gdc_rules, math_rules, scan_rules, storage_alias, tlx_rules  # noqa: F401,E501  (they register rules)
 from . import builtins as B
 from . import semantic as S
@@ -610,6 +611,9 @@ def _build_kernel_ir(kfn, spec, options: CompileOptions) -> Module:
              "arg_divisibility": tuple(spec.divisibility.get(name, 1) for name, _ in runtime)}
     if options.cluster is not None:
         attrs["cluster_dims"] = tuple(options.cluster)
+    lanes = get_target(options.arch).warp_size
+    if lanes != 32:
+        attrs["warp_size"] = lanes       # AMD's wave64 (ir/ops/task.py: warp_size); NVIDIA's 32 is implied
     symbol = kernel_symbol(src.name, spec, getattr(kfn, "constexpr_params", ()))
     if symbol != src.name:
         attrs["symbol"] = symbol     # the readable CUDA symbol (frontend/naming.py)

@@ -28,7 +28,7 @@ from ..ir.mbarrier import MBarrier, alloc_barriers
 from .cluster import RemoteBarrier
 from .registry import impl
 from .scheduler import PREEMPT, Blocked
-from .values import WARP_SIZE, as_index
+from .values import as_index
 
 
 def _predicate(op, values) -> bool:
@@ -60,7 +60,7 @@ def _arrive(ctx, op, bar: MBarrier, count: int) -> None:
 
 def _arrival_hint(ctx, bar: MBarrier, count: int) -> str:
     if bar.per_thread:
-        return (f" (a warp barrier counts every thread: this task's {ctx.warps} warp(s) x 32 threads; "
+        return (f" (a warp barrier counts every thread: this task's {ctx.warps} warp(s) x {ctx.warp_size} threads; "
                 f"alloc_warp_barrier's num_warps must match the arriving task)")
     return ""
 
@@ -73,7 +73,7 @@ def barrier_arrive(ctx, op, bar, *pred):
         bar = bar.target
     count = op.attrs["count"]
     if bar.per_thread:
-        count *= ctx.warps * WARP_SIZE
+        count *= ctx.warps * ctx.warp_size
     _arrive(ctx, op, bar, count)
     yield PREEMPT
 
@@ -154,8 +154,8 @@ def _named(ctx, op, ident, threads) -> tuple[NamedBarrier, int, int]:
     ident, threads = as_index(ident), as_index(threads)
     if not 0 <= ident <= 15:
         raise ctx.error(op, f"named barrier ids are 0..15, got {ident} in {ctx.label}")
-    if threads <= 0 or threads % WARP_SIZE:
-        raise ctx.error(op, f"a named barrier's thread count must be a positive multiple of 32, got {threads} "
+    if threads <= 0 or threads % ctx.warp_size:
+        raise ctx.error(op, f"a named barrier's thread count must be a positive multiple of {ctx.warp_size}, got {threads} "
                             f"in {ctx.label}")
     table = ctx.program.state.setdefault("named_barriers", {})
     barrier = table.get(ident)
@@ -167,7 +167,7 @@ def _named(ctx, op, ident, threads) -> tuple[NamedBarrier, int, int]:
 def _join_named(ctx, op, barrier: NamedBarrier, threads: int, how: str) -> int:
     """Add this task's threads; complete the round when all have arrived.
     Returns the generation the caller belongs to."""
-    mine = ctx.warps * WARP_SIZE
+    mine = ctx.warps * ctx.warp_size
     if barrier.expected is None:
         barrier.expected = threads
     elif barrier.expected != threads:

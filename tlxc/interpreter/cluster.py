@@ -33,7 +33,7 @@ from ..ir.mbarrier import MBarrier
 from .registry import impl
 from .scheduler import PREEMPT, Blocked
 from .shared import SharedView, read_written
-from .values import WARP_SIZE, to_storage
+from .values import to_storage
 
 
 class Cluster:
@@ -134,7 +134,7 @@ def fence_mbarrier_init_cluster(ctx, op):
     return None
 
 
-def cta_threads(op) -> int:
+def cta_threads(op, warp_size: int) -> int:
     """Threads of one CTA of ``op``'s kernel: its ``num_warps``, or the warps of all the
     tasks of its ``tlx.async_tasks`` (the default task has ``num_warps`` of them)."""
     kernel = op
@@ -144,7 +144,7 @@ def cta_threads(op) -> int:
     for inner in kernel.walk():
         if inner.name == "tlx.async_tasks":
             warps = max(warps, sum(task.warps for task in inner.task_infos))
-    return warps * WARP_SIZE
+    return warps * warp_size
 
 
 class _LoneCta:
@@ -159,9 +159,9 @@ class _LoneCta:
 @impl("tlx.cluster_barrier")
 def cluster_barrier(ctx, op):
     cluster = ctx.program.cluster or ctx.program.state.setdefault("lone_cluster", _LoneCta())
-    expected = cluster.size * cta_threads(op)
+    expected = cluster.size * cta_threads(op, ctx.warp_size)
     inside_task = ctx.task_name != "main" and not ctx.task_name.startswith("main ")
-    threads = ctx.warps * WARP_SIZE if inside_task else cta_threads(op)
+    threads = ctx.warps * ctx.warp_size if inside_task else cta_threads(op, ctx.warp_size)
     generation = cluster.generation
     cluster.arrived += threads
     if cluster.arrived > expected:

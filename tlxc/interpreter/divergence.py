@@ -31,8 +31,9 @@ from ..errors import InterpreterError
 from ..ir.core import Operation, Value, users_by_value
 from ..ir.types import PointerType, TensorType
 from ..passes.uniformity import Uniformity
+from ..target import get_target
 from .registry import rule_for
-from .values import WARP_SIZE, register_dtype
+from .values import register_dtype
 
 MEMORY_OPS = ("tl.load", "tl.store", "tl.atomic_rmw", "tl.atomic_cas")
 # Ops whose effect, thread by thread, is the tile-level rule's on the thread's own elements
@@ -59,6 +60,7 @@ class DivergenceModel:
 
     def __init__(self, module, kernel: Operation, arch: str):
         self.uniformity = Uniformity(kernel)
+        self.warp_size = get_target(arch).warp_size     # lanes per warp: the layouts' (64 on AMD)
         self.per_thread: set[int] = set()
         self.layouts: dict[int, object] = {}        # id(value) -> its register layout on the GPU
         self._tables: dict[int, np.ndarray] = {}
@@ -164,8 +166,8 @@ class DivergenceModel:
                 raise InterpreterError(f"the interpreter cannot model {op.name} under a branch on tlx.thread_id: "
                                        f"the register layout of its tile is unknown", op.loc)
             table = self._tables[id(value)] = layout.flat_table()
-        warp, lane = divmod(thread, WARP_SIZE)
-        if table.shape[0] != warps or table.shape[1] != WARP_SIZE:
+        warp, lane = divmod(thread, self.warp_size)
+        if table.shape[0] != warps or table.shape[1] != self.warp_size:
             raise InterpreterError(f"the interpreter cannot model {op.name} under a branch on tlx.thread_id: its "
                                    f"layout spans {table.shape[0]} warps, the task runs on {warps}", op.loc)
         mask = np.zeros(int(np.prod(value.type.shape)), dtype=bool)
@@ -176,7 +178,7 @@ class DivergenceModel:
     def run(self, ctx, fn, is_generator: bool, op: Operation, values: list):
         """Run ``op`` once per thread of the task; return its merged results."""
         outputs = []
-        threads = range(ctx.warps * WARP_SIZE)
+        threads = range(ctx.warps * ctx.warp_size)
         for thread in threads:
             tctx = ctx.for_thread(thread)
             state = _Thread(self, tctx)

@@ -15,12 +15,13 @@ import numpy as np
 
 from ..errors import InterpreterError, TlxcError
 from ..ir.core import Block, Module, Operation
-from ..target import DEFAULT_ARCH
+from ..target import DEFAULT_ARCH, get_target
 from .divergence import DivergenceModel
 from .mma_async import guard_pending, needs_guard
 from .races import RaceTracker
 from .registry import rule_for
 from .scheduler import Scheduler
+from .values import WARP_SIZE
 
 
 class Program:
@@ -41,6 +42,7 @@ class Program:
         self.cta_rank = cta_rank
         self.state: dict = {}       # per-program objects of op families (barriers, shared buffers...)
         self.divergence = None      # the kernel's divergence.DivergenceModel, when it has thread-varying code
+        self.warp_size = WARP_SIZE  # lanes per warp (wave) of the target: KernelRunner sets it from the arch
 
     def task_name(self, name: str) -> str:
         """How a task is named: in a cluster, with its CTA (the scheduler and the race tracker are shared)."""
@@ -86,6 +88,10 @@ class TaskContext:
     @property
     def races(self) -> RaceTracker:
         return self.program.races
+
+    @property
+    def warp_size(self) -> int:
+        return self.program.warp_size
 
     def task_state(self, kind: str, factory):
         """This task's record of ``kind`` (its wgmma groups, its TMA stores in flight, ...):
@@ -215,6 +221,7 @@ class KernelRunner:
         self.plans = Plans()
         divergence = DivergenceModel(module, self.kernel, arch)
         self.divergence = divergence if divergence.per_thread else None
+        self.warp_size = get_target(arch).warp_size     # 64 on gfx942 / gfx950 (waves)
 
     @property
     def arg_types(self) -> list:
@@ -227,6 +234,7 @@ class KernelRunner:
         it hooks the program's scheduler and runs it on traced plans."""
         program = Program(pid, grid, memory, seed, out if out is not None else sys.stdout)
         program.divergence = self.divergence
+        program.warp_size = self.warp_size
         plans = self.plans if tracer is None else tracer.attach(program)
         ctx = TaskContext(program, {}, "main", plans, int(self.kernel.attrs.get("num_warps", 4)))
         body = run_block(ctx, self.kernel.regions[0].block, args)
@@ -251,6 +259,7 @@ class KernelRunner:
             program = Program(pid, grid, memory, seed, out if out is not None else sys.stdout, cluster, rank,
                               scheduler, races)
             program.divergence = self.divergence
+            program.warp_size = self.warp_size
             cluster.programs.append(program)
             if tracer is not None and rank == 0:
                 plans = tracer.attach(program)

@@ -16,7 +16,6 @@ import numpy as np
 
 from .executor import run_block
 from .registry import impl
-from .values import WARP_SIZE
 
 
 def _title(task) -> str:
@@ -31,7 +30,7 @@ def async_tasks(ctx, op):
     where = "" if ctx.program.cluster is None else f" of CTA {ctx.program.cta_rank}"
     for info, region in zip(infos, op.regions):
         # padding warps of a task with a register budget run nothing (ir/ops/task.py: warp_ranges)
-        child = ctx.fork(info.label, warps=info.warps, first_thread=ctx.first_thread + info.start * WARP_SIZE)
+        child = ctx.fork(info.label, warps=info.warps, first_thread=ctx.first_thread + info.start * ctx.warp_size)
         tasks.append(ctx.scheduler.spawn(child.task_name, run_block(child, region.block), op.loc,
                                          _title(info) + where))
     yield ctx.scheduler.join(tasks, op.loc)

@@ -31,7 +31,7 @@ from ..errors import DeadlockError, LaunchError, Location, TlxcError
 from ..ir.mbarrier import MBarrier
 from .executor import Plan, Plans
 from .scheduler import Blocked
-from .values import WARP_SIZE, as_index
+from .values import as_index
 
 # What the renderer draws.  Intervals: run (a step the task executed), wait
 # (a blocked barrier wait; ``blocked`` False: it passed at once, a mark),
@@ -324,7 +324,7 @@ def _note_arrive(tracer: Tracer, ctx, op, values) -> None:
         return
     remote = getattr(bar, "target", None)        # a RemoteBarrier: the arrival lands in a peer CTA
     bar = remote if remote is not None else bar
-    count = op.attrs["count"] * (ctx.warps * WARP_SIZE if bar.per_thread else 1)     # as barrier_ops.barrier_arrive
+    count = op.attrs["count"] * (ctx.warps * ctx.warp_size if bar.per_thread else 1)     # as barrier_ops.barrier_arrive
     left = bar.pending - count
     tracer._event("arrive", ctx.task_name, loc=op.loc, barrier=bar.label, phase=bar.completed_phases,
                   text=f"task '{ctx.task_name}' arrives on barrier {bar.label} ({count} arrival(s)) in its phase "

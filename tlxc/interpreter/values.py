@@ -28,8 +28,8 @@ import numpy as np
 from ..ir.types import PointerType, ScalarType, TensorType, Type
 from ..target import DEFAULT_ARCH, get_target
 
-# The interpreter runs NVIDIA warps (every target it emulates, TLXC_INTERPRET_ARCH, has 32 lanes);
-# the one definition its files share.
+# A program's warp size is its target's (``Program.warp_size``: 32 lanes on NVIDIA, 64 on AMD's
+# gfx942 / gfx950); this is the default target's, for programs made without one.
 WARP_SIZE = get_target(DEFAULT_ARCH).warp_size
 
 _REGISTER = {

@@ -29,7 +29,7 @@ from ..ir.types import TensorType
 from ..passes.uniformity import Uniformity
 from .inline_ptx import UnsupportedPtx, run_inline_ptx
 from .registry import impl, rule_for
-from .values import WARP_SIZE, register_dtype, scalar_of
+from .values import register_dtype, scalar_of
 
 
 def _kernel_of(op: Operation) -> Operation:
@@ -69,7 +69,7 @@ class _Lanes:
         if isinstance(owner, Operation) and owner.name == "tlx.thread_id":
             if owner.attrs["axis"] != 0:
                 return np.int32(0)
-            return np.arange(WARP_SIZE, dtype=np.int32) + np.int32(self.first)
+            return np.arange(self.ctx.warp_size, dtype=np.int32) + np.int32(self.first)
         if not (isinstance(owner, Operation) and owner.name.startswith("arith.") and not owner.regions
                 and not isinstance(v.type, TensorType)):
             what = owner.name if isinstance(owner, Operation) else "a block argument"
@@ -101,9 +101,11 @@ def vote_ballot_sync(ctx, op, pred):
         return _as_i32(mask if bool(pred) else 0)
     thread = getattr(ctx, "thread", None)
     leader = ctx.first_thread + (thread or 0)
-    warp_first = leader - leader % WARP_SIZE
-    lanes = np.broadcast_to(np.asarray(_Lanes(ctx, op, warp_first).value(op.operands[0]), dtype=bool), (WARP_SIZE,))
-    bits = sum(1 << lane for lane in range(WARP_SIZE) if lanes[lane] and mask >> lane & 1)
+    lanes_per_warp = ctx.warp_size
+    warp_first = leader - leader % lanes_per_warp
+    lanes = np.broadcast_to(np.asarray(_Lanes(ctx, op, warp_first).value(op.operands[0]), dtype=bool),
+                            (lanes_per_warp,))
+    bits = sum(1 << lane for lane in range(lanes_per_warp) if lanes[lane] and mask >> lane & 1)
     return _as_i32(bits)
 
 

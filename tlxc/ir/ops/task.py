@@ -84,6 +84,12 @@ class TaskInfo:
         return base if self.replica is None else f"{base}.{self.replica}"
 
 
+def warp_size(kernel: Operation) -> int:
+    """Lanes per warp of the kernel's target: 32 on NVIDIA, 64 on AMD (a wave), recorded by the
+    frontend as the kernel's ``warp_size`` attribute where it is not 32."""
+    return int(kernel.attrs.get("warp_size", 32))
+
+
 def task_region(op: Operation):
     """The ``tlx.async_tasks`` region (one task's body) that ``op`` sits in, or None outside warp
     specialization (the kernel's own body)."""
