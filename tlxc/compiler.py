@@ -59,6 +59,7 @@ def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: 
     from .passes.cluster_syncs import insert_cluster_syncs
     from .passes.hoist_allocations import hoist_allocations
     from .passes.place_tasks import PlaceTasks
+    from .passes.warp_pipeline import insert_warp_pipeline_bounds
     if num_warps not in (1, 2, 4, 8, 16, 32):
         raise CompilationError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
     lanes = get_target(arch).warp_size
@@ -68,6 +69,7 @@ def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: 
     options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster)
     module = insert_cluster_syncs(hoist_allocations(build_kernel_ir(kfn, spec, options)))
     module = PlaceTasks().run(module, options)
+    module = insert_warp_pipeline_bounds(module)
     verify_module(module)
     return module
 

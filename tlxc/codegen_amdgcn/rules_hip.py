@@ -244,3 +244,62 @@ def barrier_wait(lw, op):
 @lowering("tlx.barrier_expect_bytes", vendor="amd")
 def barrier_expect_bytes(lw, op):
     raise lw.error_unsupported(op, "tlx.barrier_expect_bytes (a transaction count: TMA has no AMD equivalent)")
+
+
+# -- warp-pipeline ("ping-pong") stages (ir/ops/warp_pipeline.py) ------------------------------
+# The work-group's waves run as two groups: waves [0, W/2) and [W/2, W).  Before the loop the upper
+# group takes one extra barrier, so from then on it meets the lower group's barrier k at its own
+# barrier k - 1: while the lower group runs stage s, the upper one runs stage s - 1.  Each stage
+# opens with its s_setprio (when given) and a scheduling fence (sched_barrier 0: the compiler moves
+# nothing across a stage boundary) and ends with a fence and a work-group barrier (LDS fences
+# included: HIP's __syncthreads); after the loop the lower group takes the extra barrier that
+# aligns the groups again, and the priority returns to 0.  Each group still runs every barrier the
+# same number of times, so the phase shift cannot deadlock; which LDS accesses the stages order is
+# the kernel's design (docs/codegen.md, "Warp-pipeline stages").
+def _half(lw) -> int:
+    return int(lw.kernel.attrs.get("num_warps", 4)) // 2
+
+
+@lowering("tlx.warp_pipeline_begin", vendor="amd")
+def warp_pipeline_begin(lw, op):
+    priority = op.attrs.get("priority")
+    label = op.attrs.get("label") or f"stage {op.attrs.get('stage', '?')}"
+    lw.out.line(f"// warp-pipeline stage '{label}'")
+    if priority is not None:
+        lw.target.use("tlx_s_setprio")
+        lw.out.line(f"tlx_s_setprio<{priority}>();")
+    lw.target.use("tlx_sched_barrier")
+    lw.out.line("tlx_sched_barrier<0>();")
+
+
+@lowering("tlx.warp_pipeline_end", vendor="amd")
+def warp_pipeline_end(lw, op):
+    lw.target.use("tlx_sched_barrier")
+    lw.out.line("tlx_sched_barrier<0>();")
+    lw.out.line(lw.sync() + f"  // end of stage '{op.attrs.get('label') or op.attrs.get('stage', '?')}'")
+
+
+@lowering("tlx.amd_sched_barrier", vendor="amd")
+def amd_sched_barrier(lw, op):
+    lw.target.use("tlx_sched_barrier")
+    lw.out.line(f"tlx_sched_barrier<{op.attrs['mask']}>();")
+
+
+@lowering("tlx.warp_pipeline_enter", vendor="amd")
+def warp_pipeline_enter(lw, op):
+    half = _half(lw)
+    if half == 0:
+        lw.out.line("// warp pipeline on one wave: no second group to shift")
+        return
+    lw.out.line(lw.sync() + "  // warp pipeline: what the loop reads is written")
+    lw.out.line(f"if (warp >= {half}) {lw.sync()}  // phase shift: the upper waves run one stage behind")
+
+
+@lowering("tlx.warp_pipeline_exit", vendor="amd")
+def warp_pipeline_exit(lw, op):
+    half = _half(lw)
+    if half == 0:
+        return
+    lw.out.line(f"if (warp < {half}) {lw.sync()}  // warp pipeline: the groups aligned again")
+    lw.target.use("tlx_s_setprio")
+    lw.out.line("tlx_s_setprio<0>();")

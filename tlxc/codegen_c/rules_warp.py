@@ -74,3 +74,15 @@ def inline_asm_elementwise(lw, op):
         lw.out.close()
     else:
         lw.out.line(stmt)
+
+
+@lowering("tlx.warp_pipeline_begin", "tlx.warp_pipeline_end", "tlx.warp_pipeline_enter", "tlx.warp_pipeline_exit")
+def warp_pipeline_stage(lw, op):
+    """Warp-pipeline stages schedule AMD waves (``s_setprio``, ``s_barrier``); the AMD rules lower
+    them (codegen_amdgcn/rules_hip.py).  TLX raises on other targets; so does tlxc."""
+    raise lw.error_unsupported(op, "tlx.warp_pipeline_stage (AMD warp pipelines: gfx942 / gfx950 only)")
+
+
+@lowering("tlx.amd_sched_barrier")
+def amd_sched_barrier(lw, op):
+    raise lw.error_unsupported(op, "tlx.amd_sched_barrier (an AMD scheduling fence: gfx942 / gfx950 only)")

@@ -34,7 +34,9 @@ The result is two tables, ``before`` and ``after``: op id → list of "fence" / 
 """
 from __future__ import annotations
 
+from ..errors import CompilationError
 from ..ir.core import Operation
+from ..ir.ops.warp_pipeline import END, ENTER, EXIT, pipelined_loop
 from ..ir.types import MemDescType
 from ..ir.views import view_roots
 from ..options import perf_switch
@@ -43,6 +45,7 @@ from ..target import has_feature
 
 BULK_STORES = ("tlx.async_descriptor_store", "tlx.async_bulk_store")   # one thread's copies out of a buffer
 ASYNC_PROXY_READERS = ("tlx.async_dot", *BULK_STORES, "tlx.tcgen05_mma")
+WARP_PIPELINE_SYNCS = (END, ENTER, EXIT)      # each lowers to work-group barriers (rules_hip)
 SHARED_WRITERS = ("tlx.local_store", "tlx.async_load", "tlx.async_descriptor_load", "tlx.async_bulk_load")
 
 
@@ -70,6 +73,20 @@ class SharedOrder:
         self._fences(body, set())
         for scope_ops, threads in scopes:
             _Membar(self, kernel, threads, scope_ops)
+        self._no_barrier_inside_warp_pipelines(ops)
+
+    def _no_barrier_inside_warp_pipelines(self, ops) -> None:
+        """A warp-pipelined loop's only barriers are its stage ends: one more inside the loop would
+        pair the two wave groups' accesses differently from what the stages say."""
+        for op in ops:
+            if "sync" not in (*self.before.get(id(op), ()), *self.after.get(id(op), ())):
+                continue
+            loop = pipelined_loop(op)
+            if loop is not None:
+                raise CompilationError(
+                    f"{op.name} needs a work-group barrier here (a shared-memory access that conflicts with "
+                    f"another of the same warp-pipeline stage), and a warp-pipelined loop may only "
+                    f"synchronize at its stage ends: put the conflicting accesses in different stages", op.loc)
 
     def drain_syncs(self, loop: Operation) -> bool:
         """Whether the wgmma drain at the end of ``dot_drain`` loop's last iteration needs a
@@ -92,6 +109,8 @@ class SharedOrder:
                 if self.proxies and perf_switch("TLXC_CPASYNC_FENCE"):
                     # (TLXC_CPASYNC_FENCE=0 leaves it out, as Triton 3.6 does: for A/B measurements only)
                     self._add(self.after, op, "fence")
+                if pipelined_loop(op) is not None:
+                    continue                     # the stage ends order it (rules_hip: warp pipelines)
                 if not _next_syncs(op):
                     self._add(self.after, op, "sync")
             elif op.name == "tlx.async_dot_wait" and threads > 128 and writes_shared:
@@ -279,7 +298,8 @@ class _Membar:
         if op.name == "tlx.named_barrier_wait":             # bar.sync of at least the task's threads
             count = _constant(op.operands[1])
             return isinstance(count, int) and count >= self.threads
-        return op.name in ("tlx.async_descriptor_store_wait", "tlx.alloc_barriers", "tl.debug_barrier")
+        return op.name in ("tlx.async_descriptor_store_wait", "tlx.alloc_barriers", "tl.debug_barrier",
+                           *WARP_PIPELINE_SYNCS)
 
     def effects(self, op):
         """(slots ``op`` reads, slots it writes, what stays pending after it).  An access by an

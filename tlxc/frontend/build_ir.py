@@ -34,6 +34,7 @@ from .semantic import SemanticError
 from .source import FunctionSource, get_source
 from .tasks import TaskStatements
 from .values import RETURN, Tensor, Undefined, unwrap
+from .warp_pipeline import WarpPipelineStatements
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
            ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.BitAnd: "and", ast.BitOr: "or",
@@ -90,7 +91,7 @@ def _ends_with_return(stmts: list[ast.stmt]) -> bool:
 
 
 
-class FunctionBuilder(TaskStatements, ControlFlow, Calls, ast.NodeVisitor):
+class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls, ast.NodeVisitor):
     def __init__(self, ctx: Context, src: FunctionSource, vars: dict[str, Any]):
         self.ctx = ctx
         self.src = src

@@ -17,16 +17,18 @@ from .values import Tensor, unwrap
 class TaskStatements:
     def visit_With(self, node):
         from ..language import tlx
+        only = ("the only 'with' blocks a kernel may contain are 'with tlx.async_tasks():' (and, inside it, "
+                "'with tlx.async_task(...):') and 'with tlx.warp_pipeline_stage(...):'")
         if len(node.items) != 1 or not isinstance(node.items[0].context_expr, ast.Call):
-            raise self.error("the only 'with' blocks a kernel may contain are 'with tlx.async_tasks():' "
-                             "and, inside it, 'with tlx.async_task(...):'", node)
+            raise self.error(only, node)
         call = node.items[0].context_expr
         fn = unwrap(self.visit(call.func))
         if fn is tlx.async_task:
             raise self.error("tlx.async_task must appear directly inside 'with tlx.async_tasks():'", call)
+        if fn is tlx.warp_pipeline_stage:
+            return self.warp_pipeline_stage(node, call)
         if fn is not tlx.async_tasks:
-            raise self.error("the only 'with' blocks a kernel may contain are 'with tlx.async_tasks():' "
-                             "and, inside it, 'with tlx.async_task(...):'", node)
+            raise self.error(only, node)
         if call.args:
             raise self.error("tlx.async_tasks() takes only keyword arguments", call.args[0])
         for kw in call.keywords:

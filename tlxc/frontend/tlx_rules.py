@@ -8,6 +8,7 @@ the IR builder (``build_ir.py``), which calls ``async_tasks_op`` here.
 from __future__ import annotations
 
 from ..ir import types as T
+from ..ir.ops.warp_pipeline import SCHED_BARRIER
 from ..ir.types import BarrierType, MemDescType, PointerType, ScalarType, TensorType
 from ..language import tlx
 from ..target import DEFAULT_ARCH, has_feature
@@ -622,6 +623,14 @@ def _fence(ctx, scope):
     if scope not in ("async_shared", "gpu", "sys"):
         raise SemanticError(f"scope must be 'async_shared', 'gpu' or 'sys', got {scope!r}", param="scope")
     ctx.b.create("tlx.fence", [], [], {"scope": scope})
+
+
+@rule("amd_sched_barrier")
+def _amd_sched_barrier(ctx, mask=0):
+    mask = const_int(mask, "mask")
+    if not 0 <= mask < 1 << 11:
+        raise SemanticError(f"mask must be a compile-time integer of bits 0..10, got {mask}", param="mask")
+    ctx.b.create(SCHED_BARRIER, [], [], {"mask": mask})
 
 
 @rule("fence_async_shared")

@@ -121,3 +121,11 @@ def inline_asm_elementwise(ctx, op, *args):
                             f"(it runs only nanosleep and mov; here: '{exc}'); run this kernel on the GPU (or "
                             f"give the interpreter a tl.* equivalent of the asm)") from None
     return out[0] if len(out) == 1 else tuple(out)
+
+
+@impl("tlx.warp_pipeline_begin", "tlx.warp_pipeline_end", "tlx.warp_pipeline_enter", "tlx.warp_pipeline_exit",
+      "tlx.amd_sched_barrier")
+def warp_pipeline_marker(ctx, op):
+    """Warp-pipeline stages schedule AMD waves; the interpreter runs a program as one sequence of
+    tiles, in which every stage of every wave group has already happened in program order."""
+    return None

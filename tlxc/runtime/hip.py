@@ -193,5 +193,30 @@ def launch(kfn, grid: Sequence[int], *args, num_warps: int = 4, stream: int | No
     return kernel.launch(grid, *(arguments[name] for name, _ in spec.runtime_params()), stream=stream)
 
 
-__all__ = ["KIND_CTYPES", "HipKernel", "argument_struct", "compile_hiprtc", "device_arch", "hip_modules", "launch",
-           "layout_of", "pack_arguments"]
+def emulate(kfn, grid: Sequence[int], *args, arch: str = "gfx942", num_warps: int = 4, code_object: bool = False,
+            check_barriers: bool = True, **kwargs):
+    """``kfn[grid](*args, **kwargs)`` on the CPU emulation of the generated HIP (codegen_amdgcn/emu; torch
+    CPU tensors): the arguments bound and specialized as ``launch`` does, the same HIP text compiled by
+    the host C++ compiler against the emulation header.  ``code_object=True`` also builds the offline
+    code object (``compiled.asm["hsaco"]`` / ``["amdgcn"]``).  Returns the compiled kernel."""
+    from ..codegen_amdgcn.emu import run as emu
+    from ..compiler import compile_kernel
+    from ..frontend.specialize import specialization_from_args
+    try:
+        bound = kfn.signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise LaunchError(f"cannot launch {kfn.__name__}: {exc}") from None
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    spec = specialization_from_args(kfn, arguments)
+    stages = ("hip", "hsaco") if code_object else ("hip",)
+    compiled = compile_kernel(kfn, spec, arch=arch, num_warps=num_warps, stages=stages, check_barriers=check_barriers)
+    info = compiled.metadata
+    module = emu.build(compiled.asm["hip"], [info["name"]])
+    module.run(info["name"], [arguments[name] for name, _ in spec.runtime_params()], grid=grid,
+               threads=info["threads"], kinds=info["params"])
+    return compiled
+
+
+__all__ = ["KIND_CTYPES", "HipKernel", "argument_struct", "compile_hiprtc", "device_arch", "emulate", "hip_modules",
+           "launch", "layout_of", "pack_arguments"]

@@ -54,11 +54,19 @@ struct DispatchPacket {
 };
 static_assert(offsetof(DispatchPacket, grid_size) == 12, "dispatch packet layout");
 
+// A direct-to-LDS copy in flight: its bytes (read from global memory at issue) and where they land.
+struct LdsCopy {
+  void* dst;
+  unsigned char bytes[16];
+  unsigned size;
+};
+
 struct Item {
   ucontext_t ctx;
   State state = DONE;
   unsigned gen = 0;          // wave operations this lane has entered (selects the exchange bank)
   char* stack = nullptr;
+  std::vector<LdsCopy> in_flight;   // this lane's global_load_lds copies not waited for yet
 };
 
 struct Emu {
@@ -133,6 +141,7 @@ inline bool run_group() {
     makecontext(&it.ctx, (void (*)())fiber_main, 0);
     it.state = READY;
     it.gen = 0;
+    it.in_flight.clear();
   }
   e.sleeps = 0;
   for (;;) {
@@ -359,13 +368,33 @@ VC mfma(VAB a, VAB b, VC c) {
 }
 
 // global_load_lds (gfx950: 16 bytes): lane l writes its `size` bytes from `src` to LDS at
-// M0 + offset + size * l; M0 comes from `dst`, which every lane must give the same.
+// M0 + offset + size * l; M0 comes from `dst`, which every lane must give the same.  The copy is
+// asynchronous (counted by vmcnt): the emulation fills the destination with 0xff bytes (NaN in
+// every float format) at issue and writes the data only at the wave's next s_waitcnt vmcnt(0),
+// the latest moment the hardware may, so a read before the wait, or by another wave before the
+// barrier that follows it, sees NaN instead of the data.
 inline void global_load_lds(const void* src, void* dst, unsigned size, int offset) {
   size_t s = wave_exchange((uint64_t)(uintptr_t)dst);
   int first = __builtin_ctzll(E().active[s]);
   if ((uint64_t)(uintptr_t)dst != lane_value(s, first))
     fail("global_load_lds: the LDS destination differs between lanes (it must be wave-uniform: it goes to M0)");
-  memcpy((char*)dst + offset + (size_t)size * lane_id(), src, size);
+  if (size > 16) fail("global_load_lds: more than 16 bytes per lane");
+  LdsCopy copy{(char*)dst + offset + (size_t)size * lane_id(), {}, size};
+  memcpy(copy.bytes, src, size);
+  memset(copy.dst, 0xff, size);
+  E().items[E().current].in_flight.push_back(copy);
+}
+
+// s_waitcnt: with vmcnt(0) (bits 3:0 and 15:14 clear) every vector memory load of the wave has
+// landed: each lane writes its direct-to-LDS copies, then the wave meets, so no lane goes on
+// before every lane's copies are in LDS.  Other counters (lgkmcnt, expcnt) order nothing here:
+// LDS and scalar accesses take effect at once in the emulation.
+inline void s_waitcnt(int imm) {
+  if ((imm & 0xf) != 0 || ((imm >> 14) & 3) != 0) return;
+  Item& me = E().items[E().current];
+  for (const LdsCopy& c : me.in_flight) memcpy(c.dst, c.bytes, c.size);
+  me.in_flight.clear();
+  wave_exchange(0);
 }
 
 }  // namespace tlx_emu
@@ -398,7 +427,7 @@ inline void global_load_lds(const void* src, void* dst, unsigned size, int offse
 
 #define __builtin_amdgcn_global_load_lds(src, dst, size, offset, aux) \
   tlx_emu::global_load_lds((const void*)(src), (void*)(dst), (size), (offset))
-#define __builtin_amdgcn_s_waitcnt(imm) ((void)(imm))
+#define __builtin_amdgcn_s_waitcnt(imm) tlx_emu::s_waitcnt(imm)
 
 // One entry per kernel, appended after the generated text by the runner (emu/run.py).
 #define TLX_EMU_ENTRY(K)                                                                                  \

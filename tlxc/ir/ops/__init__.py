@@ -19,4 +19,5 @@ from . import (  # noqa: F401,E501
     tensor,
     tensormap,
     warp,
+    warp_pipeline,
 )

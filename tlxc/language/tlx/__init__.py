@@ -51,6 +51,26 @@ class async_task:
         raise outside_kernel_error("tlx.async_task")
 
 
+class warp_pipeline_stage:
+    """``with tlx.warp_pipeline_stage("label", priority=P):`` inside a loop body marks one stage
+    of an AMD warp pipeline ("ping-pong"): the work-group's waves run as two groups one stage
+    apart, meeting at a barrier after every stage; ``priority`` 0..3 is the stage's ``s_setprio``.
+    AMD targets only (an error elsewhere, as in TLX).  The stages do not order shared memory by
+    themselves: a value one group writes is safe to read in the other group two stages later
+    (docs/codegen.md, "Warp-pipeline stages")."""
+
+    def __init__(self, label=None, *, priority=None):
+        raise outside_kernel_error("tlx.warp_pipeline_stage")
+
+
+@builtin
+def amd_sched_barrier(mask=0):
+    """An AMD scheduling fence (``sched_barrier``): the compiler moves no instruction of a class
+    whose bit of ``mask`` is clear across it (0: none; bits 0..10 as LLVM's
+    ``llvm.amdgcn.sched.barrier``).  Not a barrier of work-items and not a memory fence; no
+    instruction.  AMD targets only."""
+
+
 @builtin
 def async_task_replica_id():
     """The replica index (compile-time) inside a replicated task."""
