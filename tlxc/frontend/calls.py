@@ -200,7 +200,7 @@ class Calls:
 
     def call_builtin(self, fn, args, kwargs, node, arg_nodes: ArgNodes):
         name = fn.__tlxc_builtin__
-        display = arg_nodes.display(name if name.startswith("tlx.") else f"tl.{name}")
+        display = arg_nodes.display(name if name.startswith(("tlx.", "proton.")) else f"tl.{name}")
         signature = inspect.signature(fn.__tlxc_signature__)
         bound = self.bind_arguments(display, signature, args, kwargs, node, arg_nodes)
         values = [unwrap(v) for v in bound.args]
