@@ -1,0 +1,365 @@
+"""tlxc.ops.attention against SDPA's cuDNN and flash backends: forward (and backward once
+``tlxc/ops/kernels/attention_bwd.py`` exists), dense and varlen, paired medians.
+
+One process, one GPU, bf16.  Dense sweep (issue 23): S in {256, 512, 1024, 2048, 4096, 8192}
+x D in {64, 128, 256} x causal/full x MHA/GQA-4, with B*S = 16384 tokens and H*D = 2048
+(H = 32, 16, 8).  Varlen: packed batches of mixed lengths (64..4096, 16k tokens), D = 128,
+MHA and GQA-4, against flash's varlen kernel (``aten._flash_attention_forward`` with
+cu_seqlens), cuDNN's (``aten._cudnn_attention_forward`` with cu_seqlens, when this torch
+has it) and cuDNN on the zero-padded dense batch.  Every case gets fresh inputs, is checked
+against cuDNN's (or flash's) output first (relative error < 1e-2; a wrong result is reported,
+not timed), then timed in paired rounds (each round times every implementation back to back,
+kernel time: a GPU spin hides the host's launch work).  GQA baselines get ``enable_gqa=True``
+when the backend takes it, else k/v expanded to H heads (marked ``x``).  ``--configs`` also
+times alternative launch configurations at S <= 512 (the small-S schedule question).
+The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
+
+    python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--budget-s 180] [--jobs 8]
+
+Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
+also go to ``$OUT/ops_attention_bench.json`` when ``OUT`` is set.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+TOKENS, WIDTH = 16384, 2048          # B * S and H * D of a dense case
+SMALL_CONFIGS = [  # (head_dim, block_m, block_n, stages, q_bufs) tried at S <= 512 with --configs
+    (64, 128, 128, 2, 2), (64, 192, 128, 2, 2), (64, 128, 64, 4, 2), (64, 128, 128, 4, 2), (64, 192, 64, 4, 2),
+    (128, 128, 64, 4, 2), (128, 128, 128, 3, 1), (128, 128, 64, 2, 2),
+]
+
+
+def dense_cases(quick: bool) -> list[tuple]:
+    """(B, H, Hkv, S, D, causal)."""
+    seqs = (512, 4096) if quick else (256, 512, 1024, 2048, 4096, 8192)
+    cases = []
+    for D in (64, 128, 256):
+        H = WIDTH // D
+        for S in seqs:
+            for causal in (False, True):
+                for group in (1, 4):
+                    cases.append((TOKENS // S, H, H // group, S, D, causal))
+    return cases
+
+
+def varlen_lengths(seed: int, total: int = TOKENS) -> list[int]:
+    import random
+    rng = random.Random(seed)
+    lens = []
+    while sum(lens) < total:
+        lens.append(min(total - sum(lens), int(math.exp(rng.uniform(math.log(64), math.log(4096))))))
+    return lens
+
+
+def _compile_worker(job):
+    """Compile (sm_90a, CPU tensors) one case's kernel into the disk cache."""
+    import torch
+
+    from tlxc.ops.attention import AttnConfig, compile_config
+    D, causal, varlen, config = job
+    try:
+        if varlen:
+            q = torch.empty(300, 4, D, dtype=torch.bfloat16)
+            cu = torch.tensor([0, 300], dtype=torch.int32)
+            compile_config(q, q, q, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu)
+        else:
+            q = torch.empty(1, 4, 300, D, dtype=torch.bfloat16)
+            compile_config(q, q, q, causal=causal, config=AttnConfig(*config) if config else None)
+        return job, "ok"
+    except Exception as exc:                  # reported again by the timed run
+        return job, f"compile failed: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def precompile(jobs_list, jobs: int) -> None:
+    import multiprocessing as mp
+    start = time.time()
+    with mp.get_context("spawn").Pool(jobs) as pool:
+        for job, status in pool.imap_unordered(_compile_worker, jobs_list):
+            if status != "ok":
+                print(f"  precompile {job}: {status}", flush=True)
+    print(f"precompiled {len(jobs_list)} kernels in {jobs} processes: {time.time() - start:.1f} s", flush=True)
+
+
+def main() -> None:
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from bench.triton_source import event_ms
+    from tlxc.ops import attention, attention_forward
+    from tlxc.ops.attention import AttnConfig, choose_config
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="S in {512, 4096} only")
+    parser.add_argument("--configs", action="store_true", help="also time other configurations at S <= 512")
+    parser.add_argument("--no-bwd", action="store_true", help="skip the backward even if attention_bwd exists")
+    parser.add_argument("--budget-s", type=float, default=180.0)
+    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
+    args = parser.parse_args()
+    t0 = time.time()
+    has_bwd = not args.no_bwd and importlib.util.find_spec("tlxc.ops.kernels.attention_bwd") is not None
+    cases = dense_cases(args.quick)
+    jobs = sorted({(D, causal, False, dataclasses.astuple(choose_config(D, causal, S)))
+                   for _, _, _, S, D, causal in cases} | {(128, c, True, None) for c in (False, True)},
+                  key=str)
+    if args.configs:
+        jobs += [(c[0], causal, False, c) for c in SMALL_CONFIGS for causal in (False, True)]
+    if args.jobs > 1:
+        precompile(jobs, args.jobs)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    card = torch.cuda.get_device_name()
+    print(f"card: {card}, torch {torch.__version__}, bf16, kernel time, paired medians; "
+          f"backward {'on' if has_bwd else 'off (no attention_bwd)'}", flush=True)
+
+    def backend_fn(backend, q, k, v, causal):
+        """SDPA on one backend, GQA native when it takes it, else k/v expanded; None if it cannot run."""
+        group = q.shape[1] // k.shape[1]
+        for native in ((True, False) if group > 1 else (False,)):
+            kk, vv = (k, v) if native or group == 1 else (k.repeat_interleave(group, 1), v.repeat_interleave(group, 1))
+            extra = {"enable_gqa": True} if native else {}
+
+            def fn(kk=kk, vv=vv, extra=extra):
+                with sdpa_kernel(backend):
+                    return sdpa(q, kk, vv, is_causal=causal, **extra)
+            try:
+                fn()
+                torch.cuda.synchronize()
+                return fn, ("" if native or group == 1 else "x")
+            except RuntimeError:
+                continue
+        return None, ""
+
+    results = []
+    n_cases = len(cases) + 4
+
+    def timed(fns: dict, per_case_s: float) -> dict:
+        for fn in fns.values():
+            fn()
+        one = max(event_ms(next(iter(fns.values())), True), 0.01)
+        rounds = int(max(3, min(25, per_case_s * 1e3 / ((one * 1.5 + 1.2) * len(fns)))))
+        times = {n: [] for n in fns}
+        for _ in range(rounds):
+            for n, fn in fns.items():
+                times[n].append(event_ms(fn, True))
+        return {n: statistics.median(t) for n, t in times.items()}, rounds
+
+    def budget_left(index):
+        return max(0.5, (args.budget_s - (time.time() - t0)) / max(1, n_cases - index))
+
+    for index, (B, H, Hkv, S, D, causal) in enumerate(cases):
+        torch.manual_seed(index)
+        q = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(B, Hkv, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        label = f"B{B} H{H}/{Hkv} S{S} D{D}{' causal' if causal else ''}"
+        row = {"case": label, "kind": "fwd", "B": B, "H": H, "Hkv": Hkv, "S": S, "D": D, "causal": causal}
+        fns, marks = {}, {}
+        for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+            fn, mark = backend_fn(backend, q, k, v, causal)
+            if fn is not None:
+                fns[name], marks[name] = fn, mark
+        ref = next(iter(fns.values()))().float() if fns else None
+        try:
+            o, _ = attention_forward(q, k, v, causal=causal)
+            err = ((o.float() - ref).norm() / ref.norm()).item() if ref is not None else float("nan")
+            row["err"] = err
+            if ref is not None and not err < 1e-2:
+                raise AssertionError(f"relative error {err:.2e} against {next(iter(fns))}")
+            fns["tlxc"] = lambda q=q, k=k, v=v, causal=causal: attention_forward(q, k, v, causal=causal)
+        except Exception as exc:
+            row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        if args.configs and S <= 512 and "tlxc" in fns:
+            for cfg in SMALL_CONFIGS:
+                c = AttnConfig(*cfg)
+                if c.head_dim != choose_config(D, causal, S).head_dim or c == choose_config(D, causal, S):
+                    continue
+                name = f"cfg_{c.block_m}_{c.block_n}_{c.stages}_{c.q_bufs}"
+                try:
+                    o2, _ = attention_forward(q, k, v, causal=causal, config=c)
+                    if ((o2.float() - ref).norm() / ref.norm()).item() < 1e-2:
+                        fns[name] = lambda q=q, k=k, v=v, c=c, causal=causal: attention_forward(q, k, v, causal=causal,
+                                                                                            config=c)
+                except Exception as exc:
+                    print(f"    {name}: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
+        del ref
+        if "tlxc" in fns:
+            med, rounds = timed(fns, budget_left(index) * (0.5 if has_bwd else 1.0))
+            flops = 4 * B * H * S * S * D // (2 if causal else 1)
+            t = med["tlxc"]
+            row.update(tlxc_ms=t, rounds=rounds, tflops=flops / t / 1e9,
+                       ratios={n: med[n] / t for n in med if n != "tlxc"}, marks=marks)
+            cells = "  ".join(f"{n}{marks.get(n, '')} {flops / med[n] / 1e9:6.1f}" for n in med if n != "tlxc")
+            print(f"fwd {label:28s} tlxc {flops / t / 1e9:6.1f} TFLOP/s  {cells}  [{rounds} rounds]", flush=True)
+        else:
+            print(f"fwd {label:28s} FAILED {row.get('failed')}", flush=True)
+        results.append(row)
+        if has_bwd and "tlxc" in fns and D <= 128:
+            results.append(bench_backward(q, k, v, causal, label, backend_fn, timed, budget_left(index) * 0.5,
+                                          attention, SDPBackend))
+        del q, k, v, fns
+    for index, (group, causal) in enumerate(((1, False), (1, True), (4, False), (4, True))):
+        results.append(bench_varlen(len(cases) + index, group, causal, timed, budget_left(len(cases) + index),
+                                    attention_forward, sdpa, sdpa_kernel, SDPBackend))
+    summarize(results, card, t0)
+
+
+def bench_backward(q, k, v, causal, label, backend_fn, timed, per_case_s, attention, SDPBackend) -> dict:
+    """Backward alone: autograd.grad on a kept graph, tlxc against cuDNN and flash (paired)."""
+    import torch
+    leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+    do = torch.randn_like(q)
+    row = {"case": label, "kind": "bwd", "S": q.shape[2], "D": q.shape[3], "causal": causal}
+    fns = {}
+    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+        fn, _ = backend_fn(backend, *leaves, causal)
+        if fn is None:
+            continue
+        try:
+            with torch.enable_grad():
+                out = fn()
+            torch.autograd.grad(out, leaves, do, retain_graph=True)
+            fns[name] = lambda out=out: torch.autograd.grad(out, leaves, do, retain_graph=True)
+        except RuntimeError:
+            continue
+    try:
+        out = attention(*leaves, causal=causal)
+        mine = torch.autograd.grad(out, leaves, do, retain_graph=True)
+        if fns:
+            theirs = next(iter(fns.values()))()
+            errs = [((a.float() - b.float()).norm() / b.float().norm()).item() for a, b in zip(mine, theirs)]
+            row["err"] = max(errs)
+            if not max(errs) < 2e-2:
+                raise AssertionError(f"gradient relative errors {errs}")
+        fns["tlxc"] = lambda out=out: torch.autograd.grad(out, leaves, do, retain_graph=True)
+    except Exception as exc:
+        row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        print(f"bwd {label:28s} FAILED {row['failed']}", flush=True)
+        return row
+    med, rounds = timed(fns, per_case_s)
+    B, H, S, D = q.shape
+    flops = 10 * B * H * S * S * D // (2 if causal else 1)        # 2.5x the forward's
+    t = med["tlxc"]
+    row.update(tlxc_ms=t, rounds=rounds, tflops=flops / t / 1e9, ratios={n: med[n] / t for n in med if n != "tlxc"})
+    cells = "  ".join(f"{n} {flops / med[n] / 1e9:6.1f}" for n in med if n != "tlxc")
+    print(f"bwd {label:28s} tlxc {flops / t / 1e9:6.1f} TFLOP/s  {cells}  [{rounds} rounds]", flush=True)
+    return row
+
+
+def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa, sdpa_kernel, SDPBackend) -> dict:
+    """A packed batch of mixed lengths (same lengths for q and k), D = 128, H = 16."""
+    import torch
+    lens = varlen_lengths(seed)
+    H, D = 16, 128
+    Hkv = H // group
+    total, B, longest = sum(lens), len(lens), max(lens)
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    torch.manual_seed(seed)
+    q = torch.randn(total, H, D, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(total, Hkv, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    label = f"varlen {B} seqs {total} tok H{H}/{Hkv} D{D}{' causal' if causal else ''}"
+    row = {"case": label, "kind": "varlen", "causal": causal, "lens": lens}
+    ke, ve = (k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)) if group > 1 else (k, v)
+    fns = {}
+
+    def flash():
+        return torch.ops.aten._flash_attention_forward(q, ke, ve, cu, cu, longest, longest, 0.0, causal, False)[0]
+
+    def cudnn():
+        return torch.ops.aten._cudnn_attention_forward(q, ke, ve, None, cu, cu, longest, longest, False, 0.0,
+                                                       causal, False)[0]
+    padded = torch.zeros(B, longest, 3, H, D, device="cuda", dtype=torch.bfloat16)
+    for b, n in enumerate(lens):
+        start = int(cu[b])
+        padded[b, :n, 0] = q[start:start + n]
+        padded[b, :n, 1] = ke[start:start + n]
+        padded[b, :n, 2] = ve[start:start + n]
+    pq, pk, pv = (padded[:, :, i].transpose(1, 2) for i in range(3))
+
+    def cudnn_padded():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return sdpa(pq, pk, pv, is_causal=causal)
+    ref = None
+    for name, fn in (("flash", flash), ("cudnn", cudnn), ("cudnn_padded", cudnn_padded)):
+        try:
+            out = fn()
+            torch.cuda.synchronize()
+            if name != "cudnn_padded":
+                if ref is None:
+                    ref = out.float()
+                elif not ((out.float() - ref).norm() / ref.norm()).item() < 1e-2:
+                    print(f"    varlen baseline {name} disagrees with flash; not timed", flush=True)
+                    continue
+            fns[name] = fn
+        except (RuntimeError, TypeError) as exc:
+            print(f"    varlen baseline {name}: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}", flush=True)
+    try:
+        o, _ = attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest,
+                                 max_seqlen_k=longest)
+        if ref is not None:
+            err = ((o.float() - ref).norm() / ref.norm()).item()
+            row["err"] = err
+            if not err < 1e-2:
+                raise AssertionError(f"relative error {err:.2e} against flash varlen")
+        fns["tlxc"] = lambda: attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                                max_seqlen_q=longest, max_seqlen_k=longest)
+    except Exception as exc:
+        row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        print(f"{label:40s} FAILED {row['failed']}", flush=True)
+        return row
+    med, rounds = timed(fns, per_case_s)
+    flops = sum(4 * H * n * n * D // (2 if causal else 1) for n in lens)
+    t = med["tlxc"]
+    row.update(tlxc_ms=t, rounds=rounds, tflops=flops / t / 1e9, ratios={n: med[n] / t for n in med if n != "tlxc"})
+    cells = "  ".join(f"{n} {flops / med[n] / 1e9:6.1f}" for n in med if n != "tlxc")
+    print(f"{label:40s} tlxc {flops / t / 1e9:6.1f} TFLOP/s  {cells}  [{rounds} rounds]", flush=True)
+    return row
+
+
+def summarize(results, card, t0) -> None:
+    def geomean(xs):
+        xs = [x for x in xs if x]
+        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+    print("\nratios (baseline time / tlxc time; > 1: tlxc faster):")
+    for r in results:
+        if "ratios" in r:
+            cells = "  ".join(f"{n} {x:.3f}" for n, x in sorted(r["ratios"].items()))
+            print(f"  {r['kind']:6s} {r['case']:44s} {cells}")
+        else:
+            print(f"  {r['kind']:6s} {r['case']:44s} FAILED {r.get('failed')}")
+    for kind in ("fwd", "bwd", "varlen"):
+        rows = [r for r in results if r["kind"] == kind and "ratios" in r]
+        if not rows:
+            continue
+        for base in ("cudnn", "flash"):
+            xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
+            if xs:
+                print(f"{kind} vs {base}: geomean {geomean(xs):.3f}, min {min(xs):.3f}, {len(xs)} cases")
+        small = [r["ratios"]["cudnn"] for r in rows if r.get("S", 10**9) <= 512 and "cudnn" in r["ratios"]]
+        if small:
+            print(f"{kind} vs cudnn at S <= 512: geomean {geomean(small):.3f}, min {min(small):.3f}")
+        cfgs = sorted({n for r in rows for n in r["ratios"] if n.startswith("cfg_")})
+        for n in cfgs:
+            xs = [r["ratios"][n] for r in rows if n in r["ratios"]]
+            print(f"  {n}: config time / default time, geomean {geomean(xs):.3f} over {len(xs)} cases "
+                  f"(< 1: the config is faster than the default)")
+    failed = [r for r in results if "failed" in r]
+    print(f"{len(results)} cases, {len(failed)} failed, {time.time() - t0:.0f} s")
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "ops_attention_bench.json"), "w") as f:
+            json.dump({"card": card, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""tlxc.ops.attention on the GPU (marked gpu): the forward against float64 math for every head
+dim, GQA, causal (top-left, Sq != Sk), BSHD strides and varlen; the custom op under
+torch.compile; the backward against float64 gradients once tlxc/ops/kernels/attention_bwd.py
+exists (skipped before)."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+import tlxc.ops
+from tlxc.ops.attention import attention_forward, reference
+
+pytestmark = pytest.mark.gpu
+
+TOL = {torch.bfloat16: 2e-2, torch.float16: 4e-3}     # max |o - ref|
+
+
+def _poison_empty(monkeypatch):
+    """Fresh float tensors start as NaN, so a row the kernel does not write shows up."""
+    empty, new_empty = torch.empty, torch.Tensor.new_empty
+
+    def fill(t):
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: fill(empty(*a, **k)))
+    monkeypatch.setattr(torch.Tensor, "new_empty", lambda self, *a, **k: fill(new_empty(self, *a, **k)))
+
+
+def _check(o, lse, ref_o, ref_lse, dtype):
+    finite = torch.isfinite(ref_lse)
+    assert torch.isfinite(o).all(), "an output row was not written (NaN poison left)"
+    assert (o.double() - ref_o).abs().max().item() < TOL[dtype]
+    assert (lse[finite].double() - ref_lse[finite]).abs().max().item() < 1e-3
+    assert (lse[~finite] == float("-inf")).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("D", [64, 96, 128, 192, 256])
+@pytest.mark.parametrize("B,H,Hkv,Sq,Sk", [(2, 8, 2, 1000, 1000), (1, 8, 1, 257, 513), (3, 4, 4, 513, 129),
+                                           (1, 2, 1, 1, 1)])
+def test_dense_matches_float64(B, H, Hkv, Sq, Sk, D, causal, dtype, monkeypatch):
+    _poison_empty(monkeypatch)
+    q = torch.randn(B, H, Sq, D, device="cuda", dtype=dtype)
+    k = torch.randn(B, Hkv, Sk, D, device="cuda", dtype=dtype)
+    v = torch.randn(B, Hkv, Sk, D, device="cuda", dtype=dtype)
+    o, lse = attention_forward(q, k, v, causal=causal)
+    _check(o, lse, *reference(q, k, v, causal=causal), dtype)
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_bshd_layout_in_place(D):
+    q = torch.randn(2, 300, 8, D, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    kv = torch.randn(2, 300, 2, 2, D, device="cuda", dtype=torch.bfloat16)          # packed k, v
+    k, v = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
+    o, lse = attention_forward(q, k, v, causal=True)
+    assert o.transpose(1, 2).is_contiguous()
+    _check(o, lse, *reference(q, k, v, causal=True), torch.bfloat16)
+
+
+@pytest.mark.parametrize("Sq,Sk", [(100, 1000), (1000, 100)])
+def test_causal_top_left_as_sdpa(Sq, Sk):
+    q = torch.randn(1, 4, Sq, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(1, 4, Sk, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    o, _ = attention_forward(q, k, v, causal=True)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
+    assert (o.double() - ref).abs().max().item() < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("given_max", [True, False], ids=["max_given", "max_computed"])
+def test_varlen_matches_float64(D, causal, given_max, monkeypatch):
+    _poison_empty(monkeypatch)
+    lens_q = [1, 0, 700, 129, 64, 2048, 3]
+    lens_k = [5, 9, 700, 0, 300, 2048, 1]
+    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    q = torch.randn(sum(lens_q), 8, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(sum(lens_k), 2, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(sum(lens_k), 2, D, device="cuda", dtype=torch.bfloat16)
+    extra = {"max_seqlen_q": max(lens_q), "max_seqlen_k": max(lens_k)} if given_max else {}
+    o, lse = attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, **extra)
+    ref = reference(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    _check(o, lse, *ref, torch.bfloat16)
+
+
+def test_neighbouring_heads_and_sequences_do_not_leak():
+    """Keys of a sequence's neighbours (varlen: the next rows) and of other heads never reach it."""
+    q = torch.randn(1, 4, 200, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(1, 4, 200, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    big = torch.full((1, 4, 56, 128), 1e4, device="cuda", dtype=torch.bfloat16)
+    o1, _ = attention_forward(q, k, v)
+    o2, _ = attention_forward(q, torch.cat([k, big], 2)[:, :, :200], torch.cat([v, big], 2)[:, :, :200])
+    assert torch.equal(o1, o2)
+    cu = torch.tensor([0, 200, 256], dtype=torch.int32, device="cuda")
+    qv = torch.cat([q[0].transpose(0, 1), q[0, :, :56].transpose(0, 1)])
+    kv = torch.cat([k[0].transpose(0, 1), big[0].transpose(0, 1)])
+    vv = torch.cat([v[0].transpose(0, 1), big[0].transpose(0, 1)])
+    o3, _ = attention_forward(qv, kv, vv, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=200, max_seqlen_k=200)
+    assert torch.equal(o3[:200], o1[0].transpose(0, 1))
+
+
+def test_torch_compile_fullgraph():
+    q = torch.randn(2, 8, 512, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 512, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+
+    def f(q, k, v):
+        return tlxc.ops.attention(q, k, v, causal=True).sum(1)
+
+    got = torch.compile(f, fullgraph=True)(q, k, v)
+    ref = reference(q, k, v, causal=True)[0].sum(1)
+    assert (got.double() - ref).abs().max().item() < 8 * TOL[torch.bfloat16]
+
+
+def test_cuda_graph_capture_after_a_warm_up_call():
+    q, k, v = (torch.randn(1, 4, 777, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = tlxc.ops.attention(q, k, v, causal=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o2 = tlxc.ops.attention(q, k, v, causal=True)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(o, o2)
+
+
+HAS_BWD = importlib.util.find_spec("tlxc.ops.kernels.attention_bwd") is not None
+
+
+@pytest.mark.skipif(not HAS_BWD, reason="tlxc/ops/kernels/attention_bwd.py is not there yet")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+def test_backward_matches_float64(D, causal, varlen):
+    B, H, Hkv, S = 2, 8, 2, 300
+    leaves = [torch.randn(B, h, S, D, device="cuda", dtype=torch.bfloat16).requires_grad_(True)
+              for h in (H, Hkv, Hkv)]
+    do = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16)
+    if varlen:
+        cu = torch.tensor([0, S, 2 * S], dtype=torch.int32, device="cuda")
+        packed = [t.transpose(1, 2).reshape(B * S, t.shape[1], D) for t in leaves]
+        o = tlxc.ops.attention(*packed, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=S,
+                               max_seqlen_k=S)
+        o.backward(do.transpose(1, 2).reshape(B * S, H, D))
+    else:
+        tlxc.ops.attention(*leaves, causal=causal).backward(do)
+    ref_leaves = [t.detach().double().requires_grad_(True) for t in leaves]
+    ref, _ = reference(*ref_leaves, causal=causal)
+    ref.backward(do.double())
+    for mine, theirs in zip(leaves, ref_leaves):
+        err = ((mine.grad.double() - theirs.grad).norm() / theirs.grad.norm()).item()
+        assert err < 2e-2, err

@@ -1,0 +1,301 @@
+"""tlxc.ops.attention on the CPU: the forward on the interpreter against float64 math (every
+head dim, GQA 4:1 and 8:1, S not a multiple of the tiles, Sq != Sk with SDPA's top-left causal
+mask, BSHD strides, varlen with lengths 0 and 1), outputs poisoned with NaN, the schedules,
+argument errors, the custom op (fake, torch.compile, the autograd hand-off to attention_bwd),
+and every configuration compiling for sm_90a."""
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+import types
+
+import pytest
+import torch
+
+import tlxc.ops
+from tlxc.ops.attention import attention_forward, compile_config, reference, snake_schedule
+
+A = importlib.import_module("tlxc.ops.attention")       # the module (tlxc.ops.attention is the function)
+TOL = {torch.bfloat16: 2e-2, torch.float16: 4e-3}     # max |o - ref|: o is an average of N(0, 1) rows
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Fresh float tensors start as NaN (torch.empty and Tensor.new_empty): a row the kernel
+    does not write shows up."""
+    empty, new_empty = torch.empty, torch.Tensor.new_empty
+
+    def fill(t):
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: fill(empty(*a, **k)))
+    monkeypatch.setattr(torch.Tensor, "new_empty", lambda self, *a, **k: fill(new_empty(self, *a, **k)))
+
+
+def _randn(*shape, seed, dtype=torch.bfloat16):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def _check(o, lse, ref_o, ref_lse, dtype):
+    finite = torch.isfinite(ref_lse)
+    assert torch.isfinite(o).all(), "an output row was not written (NaN poison left)"
+    assert (o.double() - ref_o).abs().max().item() < TOL[dtype]
+    assert (lse[finite].double() - ref_lse[finite]).abs().max().item() < 1e-4
+    assert (lse[~finite] == float("-inf")).all() and (ref_lse[~finite] == float("-inf")).all()
+
+
+DENSE = [  # B, H, Hkv, Sq, Sk, D, dtype
+    (2, 4, 1, 130, 130, 64, torch.bfloat16),      # GQA 4:1, S past one tile
+    (1, 2, 2, 70, 200, 96, torch.bfloat16),       # padded head dim, Sq < Sk
+    (1, 8, 1, 65, 65, 128, torch.float16),        # GQA 8:1 (MQA-like)
+    (1, 2, 1, 130, 90, 192, torch.float16),       # Sq > Sk
+    (1, 2, 1, 65, 129, 256, torch.bfloat16),
+]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("B,H,Hkv,Sq,Sk,D,dtype", DENSE, ids=lambda x: str(x).replace("torch.", ""))
+def test_dense_matches_float64(B, H, Hkv, Sq, Sk, D, dtype, causal, poisoned):
+    q = _randn(B, H, Sq, D, seed=1, dtype=dtype)
+    k = _randn(B, Hkv, Sk, D, seed=2, dtype=dtype)
+    v = _randn(B, Hkv, Sk, D, seed=3, dtype=dtype)
+    o, lse = attention_forward(q, k, v, causal=causal)
+    assert o.shape == q.shape and o.dtype == dtype and lse.shape == (B, H, Sq) and lse.dtype == torch.float32
+    _check(o, lse, *reference(q, k, v, causal=causal), dtype)
+
+
+@pytest.mark.parametrize("Sq,Sk", [(50, 130), (130, 50)])
+def test_causal_is_top_left_as_sdpa(Sq, Sk):
+    """Sq != Sk: the mask of SDPA's is_causal (query i sees keys j <= i), checked against torch."""
+    q, k, v = (_randn(1, 2, S, 64, seed=s) for s, S in ((4, Sq), (5, Sk), (6, Sk)))
+    o, _ = attention_forward(q, k, v, causal=True, sm_scale=0.3)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True,
+                                                           scale=0.3)
+    assert (o.double() - ref).abs().max().item() < TOL[torch.bfloat16]
+
+
+def test_bshd_strides_read_in_place_and_kept():
+    """[B, S, H, D] tensors seen as [B, H, S, D] (transpose(1, 2)): no copy, o in the same layout;
+    a last dimension with stride 2 is copied."""
+    q = _randn(2, 77, 4, 64, seed=7).transpose(1, 2)
+    k = _randn(2, 50, 2, 64, seed=8).transpose(1, 2)
+    v = _randn(2, 50, 2, 128, seed=9)[..., ::2].transpose(1, 2)          # last stride 2
+    assert A._tma_ready(q) is q and A._tma_ready(v) is not v
+    o, lse = attention_forward(q, k, v, causal=True)
+    assert o.transpose(1, 2).is_contiguous()
+    _check(o, lse, *reference(q, k, v, causal=True), torch.bfloat16)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_varlen_uneven_lengths(causal, poisoned):
+    """Packed sequences of lengths 1, 0, 130, 64, 7 (queries) and 3, 5, 0, 200, 7 (keys): a query
+    sequence with no keys gets o = 0 and lse = -inf; GQA 4:1; D = 128."""
+    lens_q, lens_k = [1, 0, 130, 64, 7], [3, 5, 0, 200, 7]
+    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32)
+    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32)
+    q = _randn(sum(lens_q), 4, 128, seed=10)
+    k = _randn(sum(lens_k), 1, 128, seed=11)
+    v = _randn(sum(lens_k), 1, 128, seed=12)
+    o, lse = attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=130,
+                               max_seqlen_k=200)
+    assert o.shape == q.shape and lse.shape == (4, sum(lens_q))
+    ref_o, ref_lse = reference(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    _check(o, lse, ref_o, ref_lse, torch.bfloat16)
+    assert (o[1:131] == 0).all()                   # the sequence with no keys
+
+
+def test_varlen_head_dim_64_and_256_one_program():
+    """One persistent program walks every item (Q buffers and the K/V ring wrap)."""
+    cu = torch.tensor([0, 65, 66, 200], dtype=torch.int32)
+    for D in (64, 256):
+        q, k, v = (_randn(200, 2, D, seed=13 + i) for i in range(3))
+        o, lse = attention_forward(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu, programs=1)
+        _check(o, lse, *reference(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu), torch.bfloat16)
+
+
+@pytest.mark.parametrize("num_m,BH,causal,programs", [(3, 5, True, 4), (1, 1, False, 132), (7, 33, False, 132),
+                                                      (33, 8, True, 7)])
+def test_snake_schedule_covers_every_item_once(num_m, BH, causal, programs):
+    table = snake_schedule(num_m, BH, causal, programs, 16)
+    items = [x for row in table.tolist() for x in row[1:1 + row[0]]]
+    assert sorted(items) == list(range(num_m * BH))
+    counts = table[:, 0]
+    assert counts.max() - counts.min() <= 1
+
+
+@pytest.mark.parametrize("Sq,Sk,causal", [(4096, 4096, True), (300, 1000, False), (1000, 300, True)])
+def test_dense_schedule_covers_every_item_once(Sq, Sk, causal):
+    table = A.schedule(Sq, Sk, 40, 128, 128, causal, 132, 16)
+    items = [x for row in table.tolist() for x in row[1:1 + row[0]]]
+    assert sorted(items) == list(range(-(-Sq // 128) * 40))
+
+
+def test_three_consumers_only_where_the_padding_is_small():
+    picks = {S: A.choose_config(64, False, S).block_m for S in (256, 512, 1000, 1024, 2048, 4096, 8192)}
+    assert picks == {256: 128, 512: 128, 1000: 128, 1024: 128, 2048: 192, 4096: 192, 8192: 192}
+    assert A.choose_config(64, True, 4096).block_m == 128 and A.choose_config(64, False, 4096, True).block_m == 128
+    assert A.choose_config(256, False, 4096) == A.AttnConfig(256, 128, 64, 2, 1)
+
+
+def test_errors_name_the_argument():
+    q = torch.zeros(1, 4, 8, 64, dtype=torch.bfloat16)
+    cases = [
+        ({"q": q.float()}, "'q' must be bfloat16 or float16"),
+        ({"k": q.half()}, "'k' must have q's dtype"),
+        ({"q": torch.zeros(1, 4, 8, 80, dtype=torch.bfloat16)}, "'q' has head dim 80"),
+        ({"v": torch.zeros(1, 4, 8, 128, dtype=torch.bfloat16)}, "'v' has head dim 128"),
+        ({"k": torch.zeros(1, 3, 8, 64, dtype=torch.bfloat16), "v": torch.zeros(1, 3, 8, 64, dtype=torch.bfloat16)},
+         "must divide q's 4 heads"),
+        ({"k": torch.zeros(2, 4, 8, 64, dtype=torch.bfloat16), "v": torch.zeros(2, 4, 8, 64, dtype=torch.bfloat16)},
+         "batch 2"),
+        ({"v": torch.zeros(1, 4, 9, 64, dtype=torch.bfloat16)}, "must have one shape"),
+        ({"q": q[0]}, "'q' must be [B, heads, S, D]"),
+        ({"sm_scale": -1.0}, "'sm_scale' must be a positive"),
+        ({"max_seqlen_q": 8}, "'max_seqlen_q'/'max_seqlen_k' belong to the varlen layout"),
+        ({"cu_seqlens_q": torch.tensor([0, 8], dtype=torch.int32)}, "'cu_seqlens_k' is missing"),
+    ]
+    for overrides, message in cases:
+        args = {"q": q, "k": q, "v": q}
+        args.update(overrides)
+        with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+            attention_forward(**args)
+
+
+def test_varlen_errors_name_the_argument():
+    q = torch.zeros(10, 2, 64, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+    with pytest.raises(ValueError, match="'cu_seqlens_q' must be a 1-D int32"):
+        attention_forward(q, q, q, cu_seqlens_q=cu.long(), cu_seqlens_k=cu)
+    with pytest.raises(ValueError, match="'cu_seqlens_k' has 2 entries"):
+        attention_forward(q, q, q, cu_seqlens_q=cu, cu_seqlens_k=cu[:2])
+    with pytest.raises(ValueError, match="'max_seqlen_q' is 5 but a sequence"):
+        attention_forward(q, q, q, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=5)
+    with pytest.raises(ValueError, match="'cu_seqlens_k' must be non-decreasing offsets in 0..10"):
+        attention_forward(q, q, q, cu_seqlens_q=cu, cu_seqlens_k=torch.tensor([0, 6, 11], dtype=torch.int32))
+    with pytest.raises(ValueError, match="with cu_seqlens, 'k' must be"):
+        attention_forward(q, q[None], q, cu_seqlens_q=cu, cu_seqlens_k=cu)
+
+
+def test_empty_inputs():
+    q = torch.zeros(1, 2, 0, 64, dtype=torch.bfloat16)
+    o, lse = attention_forward(q, q, q)
+    assert o.shape == q.shape and lse.shape == (1, 2, 0)
+    k = torch.zeros(1, 2, 0, 64, dtype=torch.bfloat16)
+    o, lse = attention_forward(torch.ones(1, 2, 3, 64, dtype=torch.bfloat16), k, k)
+    assert (o == 0).all() and (lse == float("-inf")).all()
+
+
+# -- the custom op ------------------------------------------------------------------------------------
+
+def test_fake_gives_shapes_and_strides():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        q = torch.empty(2, 9, 4, 64, dtype=torch.bfloat16).transpose(1, 2)           # BSHD
+        k = torch.empty(2, 9, 2, 64, dtype=torch.bfloat16).transpose(1, 2)
+        o, lse = torch.ops.tlxc.attention(q, k, k, True)
+        assert o.shape == (2, 4, 9, 64) and o.stride() == (9 * 4 * 64, 64, 4 * 64, 1)
+        assert lse.shape == (2, 4, 9) and lse.dtype == torch.float32
+        qv = torch.empty(30, 4, 96, dtype=torch.float16)
+        cu = torch.empty(3, dtype=torch.int32)
+        o, lse = torch.ops.tlxc.attention(qv, qv[:, :2], qv[:, :2], False, None, cu, cu, 20, 20)
+        assert o.shape == (30, 4, 96) and lse.shape == (4, 30)
+
+
+def test_real_and_fake_strides_agree():
+    q = _randn(1, 9, 2, 64, seed=20).transpose(1, 2)
+    o = tlxc.ops.attention(q, q, q)
+    assert o.stride() == A._out_like(q).stride()
+
+
+def test_torch_compile_fullgraph_on_the_cpu():
+    q, k, v = (_randn(1, 4, 70, 64, seed=21 + i) for i in range(3))
+
+    def f(q, k, v):
+        return tlxc.ops.attention(q, k[:, :2], v[:, :2], causal=True) * 2
+
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v)
+    ref, _ = reference(q, k[:, :2], v[:, :2], causal=True)
+    assert (got.double() - 2 * ref).abs().max().item() < 2 * TOL[torch.bfloat16]
+
+
+def test_backward_hands_off_to_attention_bwd(monkeypatch):
+    """The autograd formula calls attention_bwd(do, q, k, v, o, lse, causal=, sm_scale=, ...) of
+    tlxc/ops/kernels/attention_bwd.py (a stand-in here, float64 math) and returns its gradients."""
+    calls = []
+
+    def attention_bwd(do, q, k, v, o, lse, *, causal, sm_scale, cu_seqlens_q=None, cu_seqlens_k=None,
+                      max_seqlen_q=None, max_seqlen_k=None):
+        calls.append((o, lse, causal, sm_scale))
+        # float64 gradients by hand (a custom op's implementation runs below autograd)
+        group = q.shape[1] // k.shape[1]
+        qd, kd, vd, dod = (t.double() for t in (q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), do))
+        s = qd @ kd.transpose(-1, -2) * sm_scale
+        if causal:
+            s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+        p = torch.softmax(s, -1)
+        dv = p.transpose(-1, -2) @ dod
+        dp = dod @ vd.transpose(-1, -2)
+        ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+        dq, dk = ds @ kd * sm_scale, ds.transpose(-1, -2) @ qd * sm_scale
+        fold = lambda g: g.unflatten(1, (k.shape[1], group)).sum(2)          # noqa: E731
+        return dq.to(q.dtype), fold(dk).to(k.dtype), fold(dv).to(v.dtype)
+
+    monkeypatch.setitem(sys.modules, "tlxc.ops.kernels.attention_bwd",
+                        types.SimpleNamespace(attention_bwd=attention_bwd))
+    q = _randn(1, 4, 40, 64, seed=30).requires_grad_(True)
+    k = _randn(1, 2, 40, 64, seed=31).requires_grad_(True)
+    v = _randn(1, 2, 40, 64, seed=32).requires_grad_(True)
+    o = tlxc.ops.attention(q, k, v, causal=True, sm_scale=0.2)
+    do = _randn(*o.shape, seed=33)
+    o.backward(do)
+    (got_o, got_lse, causal, scale), = calls
+    assert causal is True and scale == 0.2 and got_lse.shape == (1, 4, 40) and got_o.shape == o.shape
+    leaves = [t.detach().double().requires_grad_(True) for t in (q, k, v)]
+    ref, _ = reference(*leaves, causal=True, sm_scale=0.2)
+    for mine, theirs in zip((q, k, v), torch.autograd.grad(ref, leaves, do.double())):
+        assert ((mine.grad.double() - theirs).norm() / theirs.norm()).item() < 1e-2
+
+
+def test_backward_without_the_kernel_says_so(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tlxc.ops.kernels.attention_bwd", None)     # import fails
+    q = _randn(1, 2, 16, 64, seed=40).requires_grad_(True)
+    o = tlxc.ops.attention(q, q, q)
+    with pytest.raises((NotImplementedError, ImportError)):
+        o.sum().backward()
+
+
+def test_lse_is_not_differentiable():
+    q = _randn(1, 2, 16, 64, seed=41).requires_grad_(True)
+    o, lse = tlxc.ops.attention(q, q, q, return_lse=True)
+    assert not lse.requires_grad and o.requires_grad
+
+
+# -- sm_90a ---------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("D", [64, 96, 128, 192, 256])
+def test_every_configuration_compiles_for_sm90a(D, causal, varlen):
+    if varlen:
+        q, k = _randn(300, 4, D, seed=50), _randn(300, 1, D, seed=51)
+        cu = torch.tensor([0, 100, 300], dtype=torch.int32)
+        handles = compile_config(q, k, k, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu)
+    else:
+        q, k = _randn(1, 4, 300, D, seed=50), _randn(1, 1, 300, D, seed=51)
+        handles = compile_config(q, k, k, causal=causal)
+    (h,) = handles
+    c = A.choose_config(D, causal, 300, varlen)
+    assert h.metadata.shared <= 232448 and h.metadata.shared >= c.shared_bytes()
+    # three consumers (D = 64, no mask) run at 160 registers and spill a few bytes, as the
+    # example does; the 256-wide tiles (a 128-register accumulator) spill up to 11 bytes at 240
+    assert h.n_spills <= (16 if c.block_m == 192 or c.head_dim == 256 else 0), h.n_spills
+    assert math.isfinite(h.n_regs)
+
+
+def test_size_one_dimensions_with_odd_strides():
+    """torch leaves the stride of a size-1 dimension arbitrary (here 1): still read in place."""
+    base = _randn(1, 3, 40, 64, seed=60)
+    q = base.as_strided((1, 3, 40, 64), (1, 40 * 64, 64, 1))
+    o, lse = attention_forward(q, q, q, causal=True)
+    _check(o, lse, *reference(q, q, q, causal=True), torch.bfloat16)

@@ -1,0 +1,447 @@
+"""``tlxc.ops.attention``: softmax attention, forward on the warp-specialized Hopper kernel.
+
+    o = softmax(q kᵀ · sm_scale [+ causal mask]) v
+
+Dense layout (``torch.nn.functional.scaled_dot_product_attention``'s): ``q`` is
+``[B, H, Sq, D]``, ``k`` and ``v`` are ``[B, Hkv, Sk, D]`` with ``H % Hkv == 0`` (GQA/MQA:
+query head ``h`` attends with key/value head ``h // (H // Hkv)``).  Any strides with a unit
+last stride are read in place (BSHD tensors seen as ``x.transpose(1, 2)`` included); other
+strides are copied.  Varlen layout (flash-attn's ``flash_attn_varlen_func``): ``q`` is
+``[total_q, H, D]``, ``k``/``v`` ``[total_k, Hkv, D]``, sequence ``b`` being rows
+``cu_seqlens_q[b]:cu_seqlens_q[b+1]`` (int32 ``[B + 1]``, on the device).
+
+``causal=True`` is top-left aligned, as SDPA's ``is_causal``: query ``i`` sees keys
+``j <= i``, also when ``Sq != Sk`` (flash-attn aligns bottom-right instead).
+
+The forward (``attention_forward``) returns ``o`` (``q``'s dtype; the layout of ``q``:
+BSHD-strided ``q`` gives BSHD-strided ``o``) and ``lse``, float32, the natural-log
+log-sum-exp of each query row's scaled scores, ``[B, H, Sq]`` dense and ``[H, total_q]``
+varlen; a query row with no keys (a varlen sequence of ``k`` length 0, or ``Sk = 0``) gets
+``o = 0`` and ``lse = -inf``.  The backward (``kernels/attention_bwd.py``) takes them back.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from .. import language as tl
+from ..descriptors import TensorDescriptor
+from .kernels.attention_fwd import D_BOX, LOG2E, attn_fwd_kernel
+
+DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
+HEAD_DIMS = (64, 96, 128, 192, 256)
+CPU_PROGRAMS = 3          # persistent programs on the interpreter
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class AttnConfig:
+    """One launch configuration of ``attn_fwd_kernel``."""
+    head_dim: int         # tile width: D rounded up to 64, 128 or 256
+    block_m: int          # query rows per work item (64 per consumer warp group)
+    block_n: int          # keys per block
+    stages: int           # K/V ring slots
+    q_bufs: int           # Q tiles in flight (2: the next item's Q loads while this one runs)
+
+    @property
+    def registers(self) -> int:
+        return 240 if self.block_m == 128 else 160
+
+    def shared_bytes(self) -> int:
+        return 2 * self.head_dim * (self.q_bufs * self.block_m + 2 * self.stages * self.block_n)
+
+
+def tile_dim(D: int) -> int:
+    return 64 if D <= 64 else 128 if D <= 128 else 256
+
+
+def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = False) -> AttnConfig:
+    """The configuration for head dim ``D`` and ``S`` query rows (the longest sequence):
+
+    * D <= 64 without a mask: three consumers (192 rows per item, measured 3-8% faster than
+      two at S = 4096, docs/performance.md) when the rows padded to 192 are within 4% of those
+      padded to 128 (S = 2048, 4096, 8192: yes; S = 256, 512, 1024: 50%, 12.5%, 12.5% more
+      rows, so two consumers); varlen batches take 128 (each sequence pads its last block);
+      under a causal mask 128 (the diagonal blocks of 192 rows cost more than the third
+      consumer gains);
+    * D <= 128: 128 rows, 128-key blocks, two stages, two Q buffers (192 KB of shared memory);
+    * D > 128 (256-wide tiles): 64-key blocks and one Q buffer (64 KB of Q + 2 x 64 KB of K/V).
+    """
+    hd = tile_dim(D)
+    if hd == 64:
+        three = not causal and not varlen and S is not None and \
+            -(-S // 192) * 192 <= 1.04 * (-(-S // 128) * 128)
+        return AttnConfig(64, 192 if three else 128, 128, 2, 2)
+    if hd == 128:
+        return AttnConfig(128, 128, 128, 2, 2)
+    return AttnConfig(256, 128, 64, 2, 1)
+
+
+# -- the work schedule -------------------------------------------------------------------------------
+
+def schedule(Sq: int, Sk: int, BH: int, block_m: int, block_n: int, causal: bool, programs: int,
+             group_h: int) -> torch.Tensor:
+    """Dense shapes: the work items of each of ``programs`` persistent programs, as a CPU int32
+    table whose row p is ``[count, item, item, ...]`` (item = bh * query blocks + query block).
+    Longest processing time first: items ordered ``group_h`` heads at a time (programs running
+    together share K/V in L2), within a group by decreasing length (key blocks, plus one for
+    the item's own prologue and epilogue), each given to the least-loaded program so far."""
+    num_m = -(-Sq // block_m)
+
+    def length(m):
+        end = min(Sk, (m + 1) * block_m) if causal else Sk
+        return -(-end // block_n)
+    order = []
+    for g in range(0, BH, group_h):
+        heads = range(g, min(BH, g + group_h))
+        order += sorted(((length(m), bh * num_m + m) for bh in heads for m in range(num_m)),
+                        key=lambda x: (-x[0], x[1]))
+    programs = max(1, min(programs, len(order)))
+    loads = [(0, p) for p in range(programs)]
+    heapq.heapify(loads)
+    rows = [[] for _ in range(programs)]
+    for n, item in order:
+        load, p = heapq.heappop(loads)
+        rows[p].append(item)
+        heapq.heappush(loads, (load + n + 1, p))
+    width = 1 + max(len(r) for r in rows)
+    table = torch.zeros((programs, width), dtype=torch.int32)
+    for p, r in enumerate(rows):
+        table[p, 0] = len(r)
+        table[p, 1:1 + len(r)] = torch.tensor(r, dtype=torch.int32)
+    return table
+
+
+def snake_schedule(num_m: int, BH: int, causal: bool, programs: int, group_h: int) -> torch.Tensor:
+    """Varlen shapes (the lengths stay on the device): items ``group_h`` heads at a time,
+    within a group by decreasing query block when causal (later blocks see more keys),
+    dealt to the programs in a snake order (0 .. P-1, P-1 .. 0, ...).  Built with tensor
+    operations: it changes with every batch's ``max_seqlen_q``."""
+    n = num_m * BH
+    bh = torch.arange(BH).repeat_interleave(num_m)
+    m = torch.arange(num_m).repeat(BH)
+    items = bh * num_m + m
+    key = (bh // group_h) * (2 * num_m * BH) + ((num_m - 1 - m) if causal else m) * BH + bh
+    items = items[torch.argsort(key)]
+    programs = max(1, min(programs, n))
+    rounds = -(-n // programs)
+    padded = torch.full((rounds * programs,), -1, dtype=torch.int64)
+    padded[:n] = items
+    grid = padded.view(rounds, programs)
+    grid[1::2] = grid[1::2].flip(1)
+    grid = grid.t()              # [programs, rounds]; only the last round has -1s, so they end the rows
+    table = torch.zeros((programs, rounds + 1), dtype=torch.int32)
+    table[:, 0] = (grid >= 0).sum(1).to(torch.int32)
+    table[:, 1:] = grid.clamp_min(0).to(torch.int32)
+    return table
+
+
+_TABLES: dict[tuple, torch.Tensor] = {}      # (schedule arguments, device) -> the table on that device
+_TABLES_LOCK = threading.Lock()
+
+
+def _table_on(device: torch.device, build, *args) -> torch.Tensor:
+    """``build(*args)`` on ``device``, built once per shape.  Building it copies a table from
+    the host, which a CUDA graph capture does not allow: the first call for a shape must come
+    before the capture."""
+    key = (build.__name__, *args, str(device))
+    table = _TABLES.get(key)
+    if table is None:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("tlxc.ops.attention: the first call for these shapes builds the work schedule on "
+                               "the host and copies it to the GPU, which a CUDA graph capture does not allow; "
+                               "call attention once with these shapes before capturing")
+        table = build(*args).to(device)
+        with _TABLES_LOCK:
+            if len(_TABLES) >= 256:
+                _TABLES.clear()
+            _TABLES[key] = table
+    return table
+
+
+# -- argument checks ---------------------------------------------------------------------------------
+
+def _fail(message: str) -> ValueError:
+    return ValueError(f"tlxc.ops.attention: {message}")
+
+
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself when TMA can read it (unit last stride, 16-byte aligned base and strides),
+    else a contiguous copy."""
+    e = t.element_size()
+    if t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all(
+            (s * e) % 16 == 0 for d, s in enumerate(t.stride()[:-1]) if t.shape[d] > 1):
+        return t
+    return t.contiguous()
+
+
+def _out_like(q: torch.Tensor) -> torch.Tensor:
+    """The output of a dense ``[B, H, S, D]`` ``q``: BSHD memory (``[B, S, H, D]``
+    transposed) when ``q``'s head stride is below its sequence stride, else BHSD.  The fake
+    implementation of the custom op calls this too, so the strides agree."""
+    B, H, S, D = q.shape
+    if q.dim() == 4 and q.stride(1) < q.stride(2) and H > 1 and S > 1:
+        return q.new_empty((B, S, H, D)).transpose(1, 2)
+    return q.new_empty((B, H, S, D))
+
+
+def _check_common(q, k, v) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"tlxc.ops.attention: '{name}' must be a tensor, got {type(t).__name__}")
+    if q.dtype not in DTYPES:
+        raise _fail(f"'q' must be bfloat16 or float16, got {q.dtype}")
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise _fail(f"'{name}' must have q's dtype {q.dtype}, got {t.dtype}")
+        if t.device != q.device:
+            raise _fail(f"'{name}' is on {t.device}, 'q' on {q.device}")
+    D = q.shape[-1]
+    if D not in HEAD_DIMS:
+        raise _fail(f"'q' has head dim {D}; supported: {', '.join(map(str, HEAD_DIMS))}")
+    for name, t in (("k", k), ("v", v)):
+        if t.shape[-1] != D:
+            raise _fail(f"'{name}' has head dim {t.shape[-1]}, 'q' has {D} (one head dim for q, k and v)")
+
+
+def _check_heads(H: int, Hkv: int) -> None:
+    if Hkv == 0 or H % Hkv:
+        raise _fail(f"'k'/'v' have {Hkv} heads, which must divide q's {H} heads (GQA/MQA)")
+
+
+def _check_cu(name: str, cu, B1: int | None, device) -> None:
+    if not isinstance(cu, torch.Tensor):
+        raise TypeError(f"tlxc.ops.attention: '{name}' must be an int32 tensor, got {type(cu).__name__}")
+    if cu.dtype != torch.int32 or cu.dim() != 1 or cu.shape[0] < 1:
+        raise _fail(f"'{name}' must be a 1-D int32 tensor of batch + 1 offsets, got {cu.dtype} "
+                    f"{tuple(cu.shape)}")
+    if B1 is not None and cu.shape[0] != B1:
+        raise _fail(f"'{name}' has {cu.shape[0]} entries, 'cu_seqlens_q' {B1} (one batch for both)")
+    if cu.device != device:
+        raise _fail(f"'{name}' is on {cu.device}, 'q' on {device}")
+
+
+def _check_lengths_now(name: str, cu: torch.Tensor, total: int, max_name: str, max_len: int | None) -> int:
+    """Reads ``cu`` (a host sync on the GPU): offsets from 0..total, non-decreasing; returns
+    the longest sequence, checked against ``max_len`` when given."""
+    offs = cu.tolist()
+    lens = [b - a for a, b in itertools.pairwise(offs)]
+    if offs[0] < 0 or any(n < 0 for n in lens) or offs[-1] > total:
+        raise _fail(f"'{name}' must be non-decreasing offsets in 0..{total} (the rows of the packed tensor), "
+                    f"got {offs[:8]}{' ...' if len(offs) > 8 else ''}")
+    longest = max(lens, default=0)
+    if max_len is not None and max_len < longest:
+        raise _fail(f"'{max_name}' is {max_len} but a sequence in '{name}' has {longest} rows")
+    return longest
+
+
+def _assert_lengths_async(cu: torch.Tensor, total: int, max_len: int | None) -> None:
+    """The checks of ``_check_lengths_now`` as a device-side assertion (no host sync)."""
+    lens = cu[1:] - cu[:-1]
+    ok = (cu[0] >= 0) & (cu[-1] <= total)
+    if lens.numel():
+        ok = ok & (lens.min() >= 0)
+        if max_len is not None:
+            ok = ok & (lens.max() <= max_len)
+    torch._assert_async(ok, "tlxc.ops.attention: cu_seqlens must be non-decreasing offsets into the packed "
+                            "rows, every length at most max_seqlen_q")
+
+
+# -- launching ---------------------------------------------------------------------------------------
+
+_COMPILE_ONLY = threading.local()      # .handles: a list while compile_config runs
+
+
+def _launch(grid, *args, **meta) -> None:
+    handles = getattr(_COMPILE_ONLY, "handles", None)
+    if handles is None:
+        attn_fwd_kernel[grid](*args, **meta)
+    else:
+        handles.append(attn_fwd_kernel.warmup(*args, grid=grid, **meta))
+
+
+def _descriptor(t4: torch.Tensor, rows: int) -> TensorDescriptor:
+    """A 4-D descriptor of ``t4`` with boxes of ``rows`` x 64 columns.  A dimension of size 1
+    never moves the address, so its stride (which torch leaves arbitrary) is replaced by an
+    aligned one, as TMA requires of every stride."""
+    strides = tuple(t4.stride())
+    per16 = 16 // t4.element_size()
+    aligned = -(-max(strides[:-1]) // per16) * per16
+    strides = tuple(aligned if n == 1 and d < 3 else s for d, (n, s) in enumerate(zip(t4.shape, strides)))
+    return TensorDescriptor(t4, tuple(t4.shape), strides, [1, 1, rows, D_BOX], swizzle=128)
+
+
+def _programs(device: torch.device, programs: int | None) -> int:
+    if programs is not None:
+        if programs < 1:
+            raise _fail(f"'programs' must be at least 1, got {programs}")
+        return programs
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return CPU_PROGRAMS
+
+
+def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
+                      sm_scale: float | None = None, cu_seqlens_q: torch.Tensor | None = None,
+                      cu_seqlens_k: torch.Tensor | None = None, max_seqlen_q: int | None = None,
+                      max_seqlen_k: int | None = None, config: AttnConfig | None = None,
+                      programs: int | None = None, group_h: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(o, lse)`` of softmax attention (module docstring for layouts and semantics).
+
+    ``sm_scale``: the scores' scale (default ``1/sqrt(D)``; positive).  Varlen:
+    ``cu_seqlens_q``/``cu_seqlens_k`` both given; ``max_seqlen_q`` (at least every query
+    length) and ``max_seqlen_k`` spare a host sync when given (on the GPU they are then
+    checked by a device-side assertion).  ``config``/``programs``/``group_h`` override the
+    launch configuration, the number of persistent programs (default one per SM; 3 on the
+    interpreter) and the heads whose items run together (for benchmarks and tests).
+    """
+    _check_common(q, k, v)
+    if not isinstance(causal, bool):
+        raise TypeError(f"tlxc.ops.attention: 'causal' must be a bool, got {type(causal).__name__}")
+    D = q.shape[-1]
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(D)
+    elif not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) or sm_scale <= 0:
+        raise _fail(f"'sm_scale' must be a positive finite number, got {sm_scale!r}")
+    if group_h < 1:
+        raise _fail(f"'group_h' must be at least 1, got {group_h}")
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if varlen:
+        if cu_seqlens_q is None or cu_seqlens_k is None:
+            raise _fail(f"'{'cu_seqlens_q' if cu_seqlens_q is None else 'cu_seqlens_k'}' is missing: the varlen "
+                        f"layout takes both")
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if t.dim() != 3:
+                raise _fail(f"with cu_seqlens, '{name}' must be [total, heads, D], got {tuple(t.shape)}")
+        if k.shape != v.shape:
+            raise _fail(f"'k' {tuple(k.shape)} and 'v' {tuple(v.shape)} must have one shape")
+        _check_cu("cu_seqlens_q", cu_seqlens_q, None, q.device)
+        _check_cu("cu_seqlens_k", cu_seqlens_k, cu_seqlens_q.shape[0], q.device)
+        B = cu_seqlens_q.shape[0] - 1
+        total_q, H, _ = q.shape
+        total_k, Hkv, _ = k.shape
+    else:
+        if max_seqlen_q is not None or max_seqlen_k is not None:
+            raise _fail("'max_seqlen_q'/'max_seqlen_k' belong to the varlen layout (with cu_seqlens_q/k)")
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if t.dim() != 4:
+                raise _fail(f"'{name}' must be [B, heads, S, D] (or [total, heads, D] with cu_seqlens), "
+                            f"got {tuple(t.shape)}")
+        if k.shape != v.shape:
+            raise _fail(f"'k' {tuple(k.shape)} and 'v' {tuple(v.shape)} must have one shape")
+        B, H, Sq, _ = q.shape
+        if k.shape[0] != B:
+            raise _fail(f"'k'/'v' have batch {k.shape[0]}, 'q' has {B}")
+        Hkv, Sk = k.shape[1], k.shape[2]
+    _check_heads(H, Hkv)
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if value is not None and (not isinstance(value, int) or value < 0):
+            raise _fail(f"'{name}' must be a non-negative int, got {value!r}")
+
+    if varlen:
+        o = q.new_empty(q.shape)
+        lse = torch.empty((H, total_q), device=q.device, dtype=torch.float32)
+        if q.device.type != "cuda" or max_seqlen_q is None:
+            max_seqlen_q = _check_lengths_now("cu_seqlens_q", cu_seqlens_q, total_q, "max_seqlen_q", max_seqlen_q)
+        elif getattr(_COMPILE_ONLY, "handles", None) is None:
+            _assert_lengths_async(cu_seqlens_q, total_q, max_seqlen_q)
+        if q.device.type != "cuda" or max_seqlen_k is None:
+            max_seqlen_k = _check_lengths_now("cu_seqlens_k", cu_seqlens_k, total_k, "max_seqlen_k", max_seqlen_k)
+        elif getattr(_COMPILE_ONLY, "handles", None) is None:
+            _assert_lengths_async(cu_seqlens_k, total_k, None)
+        Sq, Sk = max_seqlen_q, max_seqlen_k
+        if total_q == 0 or H == 0 or B == 0 or Sq == 0:
+            return o, lse
+        if total_k == 0:               # every sequence has no keys; TMA cannot describe an empty tensor
+            o.zero_()
+            lse.fill_(float("-inf"))
+            return o, lse
+    else:
+        o = _out_like(q)
+        lse = torch.empty((B, H, Sq), device=q.device, dtype=torch.float32)
+        if o.numel() == 0:
+            return o, lse
+        if Sk == 0:
+            o.zero_()
+            lse.fill_(float("-inf"))
+            return o, lse
+    c = config or choose_config(D, causal, Sq, varlen)
+    if c.head_dim < D:
+        raise _fail(f"config tile width {c.head_dim} is below the head dim {D}")
+
+    q, k, v = (_tma_ready(t) for t in (q, k, v))
+    if varlen:       # [total, H, D] seen as (1, H, total, D): a sequence is a row range of batch 0
+        q4, k4, v4 = (t.permute(1, 0, 2).unsqueeze(0) for t in (q, k, v))
+        o4 = o.permute(1, 0, 2).unsqueeze(0)
+        stride_lb, stride_lh = 0, lse.stride(0)
+        cu_q, cu_k = cu_seqlens_q, cu_seqlens_k
+    else:
+        q4, k4, v4, o4 = q, k, v, o
+        stride_lb, stride_lh = lse.stride(0), lse.stride(1)
+        cu_q = cu_k = None
+    if (Sq + c.block_m) * o4.stride(2) + D > _INT32_MAX:
+        raise _fail(f"a sequence of {Sq} rows with a row stride of {o4.stride(2)} elements overflows the kernel's "
+                    f"32-bit row offsets")
+    descs = [_descriptor(q4, 64), _descriptor(k4, c.block_n), _descriptor(v4, c.block_n)]
+    num_m = -(-Sq // c.block_m)
+    n_programs = _programs(q.device, programs)
+    if varlen:
+        sched = _table_on(q.device, snake_schedule, num_m, B * H, causal, n_programs, group_h)
+    else:
+        sched = _table_on(q.device, schedule, Sq, Sk, B * H, c.block_m, c.block_n, causal, n_programs, group_h)
+    _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
+            o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
+            D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
+            Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE=DTYPES[q.dtype], REGISTERS=c.registers,
+            num_warps=4)
+    return o, lse
+
+
+def compile_config(q, k, v, **kwargs) -> list:
+    """Compile (for sm_90a, without launching) the kernel ``attention_forward(q, k, v,
+    **kwargs)`` would launch; returns the compiled-kernel handles (``.n_regs``,
+    ``.n_spills``, ``.metadata.shared``).  CPU tensors."""
+    _COMPILE_ONLY.handles = []
+    try:
+        attention_forward(q, k, v, **kwargs)
+        return _COMPILE_ONLY.handles
+    finally:
+        _COMPILE_ONLY.handles = None
+
+
+def reference(q, k, v, *, causal=False, sm_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, dtype=torch.float64):
+    """``(o, lse)`` in ``dtype`` (float64 by default) by plain tensor math, same layouts and
+    semantics (top-left causal, GQA, varlen; rows without keys: o = 0, lse = -inf)."""
+    D = q.shape[-1]
+    sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
+
+    def dense(q, k, v):          # [B, H, Sq, D], [B, Hkv, Sk, D]
+        group = q.shape[1] // k.shape[1]
+        k = k.to(dtype).repeat_interleave(group, 1)
+        v = v.to(dtype).repeat_interleave(group, 1)
+        s = (q.to(dtype) @ k.transpose(-1, -2)) * sm_scale
+        if causal:
+            Sq, Sk = s.shape[-2:]
+            s = s.masked_fill(torch.ones(Sq, Sk, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        lse = torch.logsumexp(s, dim=-1)
+        p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
+        return p @ v, lse
+
+    if cu_seqlens_q is None:
+        return dense(q, k, v)
+    cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    o = torch.zeros(q.shape, dtype=dtype, device=q.device)
+    lse = torch.full((q.shape[1], q.shape[0]), float("-inf"), dtype=dtype, device=q.device)
+    for b in range(len(cq) - 1):
+        if cq[b + 1] == cq[b]:
+            continue
+        ob, lb = dense(*(t[lo:hi].transpose(0, 1)[None] for t, lo, hi in
+                         ((q, cq[b], cq[b + 1]), (k, ck[b], ck[b + 1]), (v, ck[b], ck[b + 1]))))
+        o[cq[b]:cq[b + 1]] = ob[0].transpose(0, 1)
+        lse[:, cq[b]:cq[b + 1]] = lb[0]
+    return o, lse

@@ -1,0 +1,121 @@
+"""``tlxc.ops.attention``: the public entry, as the custom op ``torch.ops.tlxc.attention``.
+
+``torch.compile(fullgraph=True)`` sees one opaque op (shapes and strides from the fake
+implementation, the launch at run time) and autograd differentiates it: the backward is
+``torch.ops.tlxc.attention_backward``, a custom op too (so AOT autograd traces it), which
+calls ``attention_bwd(do, q, k, v, o, lse, *, causal, sm_scale, cu_seqlens_q, cu_seqlens_k,
+max_seqlen_q, max_seqlen_k) -> (dq, dk, dv)`` of ``tlxc/ops/kernels/attention_bwd.py``
+(``dk``/``dv`` summed over the query heads of each GQA group; host code in
+``tlxc/ops/attention_bwd.py``); without that module the backward raises ``NotImplementedError``.
+
+    import tlxc.ops
+    o = tlxc.ops.attention(q, k, v, causal=True)                  # [B, H, S, D], GQA allowed
+    o = tlxc.ops.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=m, max_seqlen_k=m)
+"""
+from __future__ import annotations
+
+import importlib
+import math
+
+import torch
+
+from ..torch_ops import register_custom_op
+from .attention import _out_like, attention_forward
+
+BACKWARD_MODULE = "tlxc.ops.kernels.attention_bwd"
+
+
+def _attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                    sm_scale: float | None = None, cu_seqlens_q: torch.Tensor | None = None,
+                    cu_seqlens_k: torch.Tensor | None = None, max_seqlen_q: int | None = None,
+                    max_seqlen_k: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    return attention_forward(q, k, v, causal=causal, sm_scale=sm_scale, cu_seqlens_q=cu_seqlens_q,
+                             cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+
+
+def _attention_fake(q, k, v, causal=False, sm_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
+                    max_seqlen_k=None):
+    if cu_seqlens_q is not None:                        # [total, H, D] -> o like q, lse [H, total]
+        if q.dim() != 3:
+            raise ValueError(f"tlxc::attention: with cu_seqlens, 'q' must be [total, heads, D], got {tuple(q.shape)}")
+        return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+    if q.dim() != 4:
+        raise ValueError(f"tlxc::attention: 'q' must be [B, heads, S, D], got {tuple(q.shape)}")
+    B, H, S, _ = q.shape
+    return _out_like(q), q.new_empty((B, H, S), dtype=torch.float32)
+
+
+attention_op = register_custom_op("tlxc::attention", _attention_impl, fake=_attention_fake)
+
+
+def _backward_impl(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                   lse: torch.Tensor, causal: bool, sm_scale: float, cu_seqlens_q: torch.Tensor | None = None,
+                   cu_seqlens_k: torch.Tensor | None = None, max_seqlen_q: int | None = None,
+                   max_seqlen_k: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    try:
+        module = importlib.import_module(BACKWARD_MODULE)
+    except ModuleNotFoundError as error:
+        if error.name != BACKWARD_MODULE:
+            raise
+        raise NotImplementedError("tlxc.ops.attention: the backward kernel (tlxc/ops/kernels/attention_bwd.py) "
+                                  "is not there yet; the forward works, gradients do not") from None
+    grads = module.attention_bwd(do, q, k, v, o, lse, causal=causal, sm_scale=sm_scale, cu_seqlens_q=cu_seqlens_q,
+                                 cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+    out = []
+    for g, x in zip(grads, (q, k, v)):        # the fake's layout (empty_like); a copy only if the kernel differs
+        if g.shape != x.shape or g.dtype != x.dtype:
+            raise RuntimeError(f"tlxc.ops.attention: attention_bwd returned a {tuple(g.shape)} {g.dtype} gradient "
+                               f"for a {tuple(x.shape)} {x.dtype} input")
+        like = torch.empty_like(x)
+        out.append(g if g.stride() == like.stride() and not _aliases(g, (q, k, v, o, do)) else like.copy_(g))
+    return tuple(out)
+
+
+def _aliases(g: torch.Tensor, inputs) -> bool:
+    return any(x.untyped_storage().data_ptr() == g.untyped_storage().data_ptr() for x in inputs if x.numel())
+
+
+def _backward_fake(do, q, k, v, o, lse, causal, sm_scale, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
+                   max_seqlen_k=None):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+attention_backward_op = register_custom_op("tlxc::attention_backward", _backward_impl, fake=_backward_fake)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v, causal, sm_scale, cu_q, cu_k, max_q, max_k = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+    ctx.causal = causal
+    ctx.sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
+    ctx.max_seqlen = (max_q, max_k)
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, do, _dlse):
+    q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+    if not any(ctx.needs_input_grad[:3]):
+        return (None,) * 9
+    dq, dk, dv = attention_backward_op(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, cu_q, cu_k, *ctx.max_seqlen)
+    return (dq if ctx.needs_input_grad[0] else None, dk if ctx.needs_input_grad[1] else None,
+            dv if ctx.needs_input_grad[2] else None, None, None, None, None, None, None)
+
+
+attention_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
+              sm_scale: float | None = None, cu_seqlens_q: torch.Tensor | None = None,
+              cu_seqlens_k: torch.Tensor | None = None, max_seqlen_q: int | None = None,
+              max_seqlen_k: int | None = None, return_lse: bool = False):
+    """Softmax attention ``softmax(q kᵀ · sm_scale) v`` (``tlxc/ops/attention.py`` for the
+    layouts: dense ``[B, H, S, D]`` with GQA k/v ``[B, Hkv, S, D]``, or varlen
+    ``[total, H, D]`` with int32 ``cu_seqlens_q/k``; ``causal`` top-left aligned as SDPA's;
+    ``sm_scale`` default ``1/sqrt(D)``; head dims 64, 96, 128, 192, 256; bf16/fp16).
+    Returns ``o``, or ``(o, lse)`` with ``return_lse=True`` (lse is not differentiable).
+    Differentiable in q, k, v through ``torch.ops.tlxc.attention_backward``."""
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"tlxc.ops.attention: 'return_lse' must be a bool, got {type(return_lse).__name__}")
+    o, lse = attention_op(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    return (o, lse) if return_lse else o

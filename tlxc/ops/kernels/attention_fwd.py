@@ -1,0 +1,227 @@
+"""The attention forward for Hopper behind ``tlxc.ops.attention``: a TMA producer and two
+(or three) wgmma consumer warp groups, persistent programs walking a host-built schedule.
+
+``examples/flash_attention_fwd.py`` (read its docstring for why each piece is there),
+generalized:
+
+* 4-D descriptors ``(B, H, S, D)`` with the tensors' own strides, so BHSD and BSHD
+  layouts (``x.transpose(1, 2)`` of a ``[B, S, H, D]`` tensor) are read in place.  The
+  varlen layout ``[total, H, D]`` is described as ``(1, H, total, D)``: a sequence is a
+  row range ``cu_seqlens[b] ..`` of batch 0;
+* GQA/MQA: query head ``h`` reads key/value head ``h // GROUP`` (``GROUP = H / Hkv``);
+* head dims 64, 96, 128, 192, 256: the tiles are ``HEAD_DIM`` (64, 128 or 256) wide and
+  loaded as 64-column TMA boxes; the columns past ``D_REAL`` (96 -> 128, 192 -> 256) are
+  outside the descriptor, so TMA fills them with zeros (they add nothing to ``Q Kᵀ`` and
+  give zero columns of ``O``, which are not stored).  D >= 192 takes 64-key blocks and one
+  Q buffer (shared memory);
+* variable length (``VARLEN``): a work item is ``(batch, head, query block)`` over
+  ``cdiv(max_seqlen_q, BLOCK_M)`` blocks; the item reads its sequence's offsets and
+  lengths from ``cu_seqlens_q/k`` on the device (no host sync); an item past its
+  sequence's end does nothing, one whose sequence has no keys stores ``O = 0`` and
+  ``lse = -inf``.  Keys past a sequence's end (the next sequence's rows) are masked;
+* causal masking is top-left aligned, as ``torch.nn.functional.scaled_dot_product_attention``'s
+  ``is_causal``: query ``i`` sees keys ``j <= i`` (when ``Sq != Sk`` too);
+* ``lse`` (float32, natural log of ``sum_j exp(scale * q_i . k_j)``) is stored with the
+  caller's strides: ``[B, H, Sq]`` dense, ``[H, total_q]`` varlen.
+
+Work item ``t = (b * H + h) * NUM_M + m``; program ``p`` walks row ``p`` of the int32
+schedule ``[count, item, item, ...]`` (``tlxc/ops/attention.py`` builds it).
+"""
+from ... import language as tl
+from ...language import tlx
+from ...runtime.jit import jit
+
+D_BOX = 64            # head-dim columns of one TMA box: 64 x 2 bytes = the 128-byte swizzle's span
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+@jit
+def masked_scores(s, j, row0, seq_k, BLOCK_N: tl.constexpr, HALF_M: tl.constexpr, CAUSAL: tl.constexpr):
+    """Scores ``s`` of key block ``j`` for query rows ``row0 ..`` (relative to the sequence),
+    with the keys at or past ``seq_k`` and (causal) the keys after each query at -inf.  Only
+    the blocks that reach past ``seq_k`` or cross the diagonal pay for the mask."""
+    if (CAUSAL and j * BLOCK_N + BLOCK_N > row0 + 1) or j * BLOCK_N + BLOCK_N > seq_k:
+        offs_n = j * BLOCK_N + tl.arange(0, BLOCK_N)
+        keep = offs_n[None, :] < seq_k
+        if CAUSAL:
+            keep = keep & (offs_n[None, :] <= row0 + tl.arange(0, HALF_M)[:, None])
+        s = tl.where(keep, s, float("-inf"))
+    return s
+
+
+@jit
+def attn_item(t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
+    """Work item ``t``: (first query row in the sequence, batch coordinate of the
+    descriptors, query head, key/value head, first query row and first key row in the
+    descriptors' row axis, query and key lengths, key blocks to visit; 0 when the item
+    has no query rows)."""
+    bh = t // NUM_M
+    start_m = (t - bh * NUM_M) * BLOCK_M
+    b = bh // H
+    h = bh - b * H
+    if VARLEN:
+        q_row = tl.load(cu_q_ptr + b)
+        seq_q = tl.load(cu_q_ptr + b + 1) - q_row
+        k_row = tl.load(cu_k_ptr + b)
+        seq_k = tl.load(cu_k_ptr + b + 1) - k_row
+        bz = b * 0
+    else:
+        q_row = b * 0
+        k_row = b * 0
+        bz = b
+    if CAUSAL:
+        kv_end = tl.minimum(seq_k, start_m + BLOCK_M)                    # blocks above the diagonal: skipped
+    else:
+        kv_end = seq_k
+    n_blocks = tl.where(start_m < seq_q, tl.cdiv(kv_end, BLOCK_N), 0)
+    return start_m, bz, h, h // GROUP, q_row, k_row, seq_q, seq_k, n_blocks
+
+
+@jit
+def store_rows(o_ptr, lse_ptr, o, lse, bz, h, q_row, row0, sq, stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
+               D_REAL: tl.constexpr, HEAD_DIM: tl.constexpr, HALF_M: tl.constexpr):
+    """Store one consumer's ``HALF_M`` rows of ``o`` (its first ``D_REAL`` columns) and
+    ``lse``: rows ``row0 ..`` of the sequence, those below its length ``sq``."""
+    offs_m = row0 + tl.arange(0, HALF_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    o_base = o_ptr + bz.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh + q_row.to(tl.int64) * stride_os
+    if D_REAL == HEAD_DIM:
+        mask = offs_m[:, None] < sq
+    else:
+        mask = (offs_m[:, None] < sq) & (offs_d[None, :] < D_REAL)
+    tl.store(o_base + offs_m[:, None] * stride_os + offs_d[None, :], o, mask=mask)
+    lse_base = lse_ptr + bz.to(tl.int64) * stride_lb + h.to(tl.int64) * stride_lh + q_row
+    tl.store(lse_base + offs_m, lse, mask=offs_m < sq)
+
+
+@jit
+def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
+                    seq_q, seq_k, H, GROUP, NUM_M, qk_scale: tl.float32,
+                    stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
+                    sched_ptr, sched_stride,
+                    D_REAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    NUM_STAGES: tl.constexpr, Q_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
+                    VARLEN: tl.constexpr, DTYPE: tl.constexpr, REGISTERS: tl.constexpr):
+    HALF_M: tl.constexpr = 64                                               # query rows of one consumer
+    CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
+    BOXES: tl.constexpr = HEAD_DIM // D_BOX
+    q_smem = tlx.local_alloc((HALF_M, HEAD_DIM), DTYPE, Q_BUFS * CONSUMERS)  # [CONSUMERS * q buffer + consumer]
+    k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
+    v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
+    q_full = tlx.alloc_barriers(Q_BUFS, arrive_count=1)
+    q_empty = tlx.alloc_barriers(Q_BUFS, arrive_count=CONSUMERS)            # every consumer is done with a Q
+    k_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
+    v_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
+    k_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)        # every consumer releases a K slot...
+    v_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)        # ...and, later, the V slot
+
+    my_row = tl.program_id(0) * sched_stride                               # this program's [count, items...]
+
+    with tlx.async_tasks():
+        with tlx.async_task("default"):                                     # the TMA producer
+            kv = 0                                                          # K/V blocks streamed so far
+            qi = 0                                                          # Q tiles loaded so far
+            for rnd in range(tl.load(sched_ptr + my_row)):                 # this program's items
+                t = tl.load(sched_ptr + my_row + 1 + rnd)
+                start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks = attn_item(
+                    t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
+                if n_blocks > 0:
+                    qb, q_phase = tlx.get_bufidx_phase(qi, Q_BUFS)          # this item's Q buffer
+                    tlx.barrier_wait(q_empty[qb], q_phase ^ 1)
+                    tlx.barrier_expect_bytes(q_full[qb], BLOCK_M * HEAD_DIM * 2)
+                    for c in tl.static_range(CONSUMERS):
+                        for d in tl.static_range(BOXES):
+                            q_box = tlx.local_slice(q_smem[qb * CONSUMERS + c], [0, d * D_BOX], [HALF_M, D_BOX])
+                            tlx.async_descriptor_load(q_desc, q_box, [bz, h, q_row + start_m + c * HALF_M, d * D_BOX],
+                                                      q_full[qb])
+                    for j in range(n_blocks):
+                        slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
+                        tlx.barrier_wait(k_empty[slot], phase ^ 1)
+                        tlx.barrier_expect_bytes(k_full[slot], BLOCK_N * HEAD_DIM * 2)
+                        for d in tl.static_range(BOXES):
+                            k_box = tlx.local_slice(k_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
+                            tlx.async_descriptor_load(k_desc, k_box, [bz, hk, k_row + j * BLOCK_N, d * D_BOX],
+                                                      k_full[slot])
+                        tlx.barrier_wait(v_empty[slot], phase ^ 1)
+                        tlx.barrier_expect_bytes(v_full[slot], BLOCK_N * HEAD_DIM * 2)
+                        for d in tl.static_range(BOXES):
+                            v_box = tlx.local_slice(v_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
+                            tlx.async_descriptor_load(v_desc, v_box, [bz, hk, k_row + j * BLOCK_N, d * D_BOX],
+                                                      v_full[slot])
+                    kv += n_blocks
+                    qi += 1
+        with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=CONSUMERS):  # softmax/wgmma consumers
+            cid = tlx.async_task_replica_id()
+            turn = 9 + cid                                                 # named barrier: my turn to issue
+            next_turn = 9 + (cid + 1) % CONSUMERS                          # the next consumer's
+            zeros = tl.zeros((HALF_M, BLOCK_N), dtype=tl.float32)
+            if cid == CONSUMERS - 1:
+                tlx.named_barrier_arrive(9, 256)                           # consumer 0 issues first
+            kv = 0                                                          # K/V blocks consumed so far
+            qi = 0                                                          # Q tiles consumed so far
+            for rnd in range(tl.load(sched_ptr + my_row)):                 # this program's items
+                t = tl.load(sched_ptr + my_row + 1 + rnd)
+                start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks = attn_item(
+                    t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
+                row0 = start_m + cid * HALF_M                               # my first row in the sequence
+                if n_blocks > 0:
+                    qb, q_phase = tlx.get_bufidx_phase(qi, Q_BUFS)
+                    q = q_smem[qb * CONSUMERS + cid]
+                    tlx.barrier_wait(q_full[qb], q_phase)
+                    # key block 0: S = Q K^T and its softmax (m, l in log2 units of the scaled scores)
+                    slot, phase = tlx.get_bufidx_phase(kv, NUM_STAGES)
+                    tlx.barrier_wait(k_full[slot], phase)
+                    tlx.named_barrier_wait(turn, 256)                      # my turn on the tensor cores
+                    s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
+                    tlx.named_barrier_arrive(next_turn, 256)               # the next consumer's turn
+                    s = tlx.async_dot_wait(0, s)
+                    tlx.barrier_arrive(k_empty[slot])
+                    s = masked_scores(s, 0, row0, sk, BLOCK_N, HALF_M, CAUSAL)
+                    m_i = tl.max(s, 1) * qk_scale
+                    p = tl.exp2(s * qk_scale - m_i[:, None])
+                    l_i = tl.sum(p, 1)
+                    acc = tl.zeros((HALF_M, HEAD_DIM), dtype=tl.float32)
+                    # block j: issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}; the softmax of S_j runs
+                    # while the tensor cores do the P V product
+                    for j in range(1, n_blocks):
+                        slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
+                        prev, prev_phase = tlx.get_bufidx_phase(kv + j - 1, NUM_STAGES)
+                        tlx.barrier_wait(k_full[slot], phase)
+                        tlx.barrier_wait(v_full[prev], prev_phase)
+                        tlx.named_barrier_wait(turn, 256)
+                        s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
+                        acc = tlx.async_dot(p.to(DTYPE), v_smem[prev], acc)
+                        tlx.named_barrier_arrive(next_turn, 256)
+                        s = tlx.async_dot_wait(1, s)                        # S_j is done, P V may run on
+                        tlx.barrier_arrive(k_empty[slot])
+                        s = masked_scores(s, j, row0, sk, BLOCK_N, HALF_M, CAUSAL)
+                        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+                        alpha = tl.exp2(m_i - m_new)
+                        p = tl.exp2(s * qk_scale - m_new[:, None])
+                        l_i = l_i * alpha + tl.sum(p, 1)
+                        m_i = m_new
+                        acc = tlx.async_dot_wait(0, acc)
+                        tlx.barrier_arrive(v_empty[prev])
+                        acc = acc * alpha[:, None]
+                    tlx.barrier_arrive(q_empty[qb])                         # every S of this item is done
+                    last, last_phase = tlx.get_bufidx_phase(kv + n_blocks - 1, NUM_STAGES)
+                    tlx.barrier_wait(v_full[last], last_phase)
+                    tlx.named_barrier_wait(turn, 256)
+                    acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
+                    tlx.named_barrier_arrive(next_turn, 256)
+                    acc = tlx.async_dot_wait(0, acc)
+                    tlx.barrier_arrive(v_empty[last])
+                    store_rows(o_ptr, lse_ptr, (acc * (1.0 / l_i)[:, None]).to(DTYPE), (m_i + tl.log2(l_i)) * LN2,
+                               bz, h, q_row, row0, sq, stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
+                               D_REAL, HEAD_DIM, HALF_M)
+                    kv += n_blocks
+                    qi += 1
+                elif VARLEN:
+                    if start_m < sq:                                        # rows, but no keys: O = 0, lse = -inf
+                        store_rows(o_ptr, lse_ptr, tl.zeros((HALF_M, HEAD_DIM), dtype=DTYPE),
+                                   tl.full((HALF_M,), float("-inf"), tl.float32), bz, h, q_row, row0, sq,
+                                   stride_ob, stride_oh, stride_os, stride_lb, stride_lh, D_REAL, HEAD_DIM, HALF_M)
+            if cid == 0:
+                tlx.named_barrier_wait(9, 256)                             # absorb the last consumer's last pass
