@@ -272,8 +272,11 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
     ke, ve = (k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)) if group > 1 else (k, v)
     fns = {}
 
-    def flash():
-        return torch.ops.aten._flash_attention_forward(q, ke, ve, cu, cu, longest, longest, 0.0, causal, False)[0]
+    def flash(kk=k, vv=v):          # GQA native (flash takes fewer k/v heads)
+        return torch.ops.aten._flash_attention_forward(q, kk, vv, cu, cu, longest, longest, 0.0, causal, False)[0]
+
+    def flash_x():
+        return flash(ke, ve)
 
     def cudnn():
         return torch.ops.aten._cudnn_attention_forward(q, ke, ve, None, cu, cu, longest, longest, False, 0.0,
@@ -284,13 +287,16 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
         padded[b, :n, 0] = q[start:start + n]
         padded[b, :n, 1] = ke[start:start + n]
         padded[b, :n, 2] = ve[start:start + n]
-    pq, pk, pv = (padded[:, :, i].transpose(1, 2) for i in range(3))
+    pq, pk, pv = (padded[:, :, i].transpose(1, 2).contiguous() for i in range(3))
+    del padded
 
     def cudnn_padded():
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             return sdpa(pq, pk, pv, is_causal=causal)
     ref = None
-    for name, fn in (("flash", flash), ("cudnn", cudnn), ("cudnn_padded", cudnn_padded)):
+    for name, fn in (("flash", flash), ("flash", flash_x), ("cudnn", cudnn), ("cudnn_padded", cudnn_padded)):
+        if name in fns:
+            continue
         try:
             out = fn()
             torch.cuda.synchronize()
