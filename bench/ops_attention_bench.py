@@ -22,7 +22,6 @@ also go to ``$OUT/ops_attention_bench.json`` when ``OUT`` is set.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import json
 import math
@@ -40,6 +39,15 @@ SMALL_CONFIGS = [  # (head_dim, block_m, block_n, stages, q_bufs) tried at S <= 
     (64, 128, 128, 2, 2), (64, 192, 128, 2, 2), (64, 128, 64, 4, 2), (64, 128, 128, 4, 2), (64, 192, 64, 4, 2),
     (128, 128, 64, 4, 2), (128, 128, 128, 3, 1), (128, 128, 64, 2, 2),
 ]
+
+
+VARLEN_CASES = ((1, False), (1, True), (4, False), (4, True))     # (GQA group, causal)
+
+
+def wants_bwd(case, every_s: bool) -> bool:
+    """The backward is timed at D <= 128, at S = 1024 and 4096 unless ``every_s``."""
+    _, _, _, S, D, _ = case
+    return D <= 128 and (every_s or S in (1024, 4096))
 
 
 def dense_cases(quick: bool) -> list[tuple]:
@@ -65,19 +73,32 @@ def varlen_lengths(seed: int, total: int = TOKENS) -> list[int]:
 
 
 def _compile_worker(job):
-    """Compile (sm_90a, CPU tensors) one case's kernel into the disk cache."""
+    """Compile (sm_90a, CPU tensors of the case's shapes: integer arguments specialize the
+    kernels) one case's kernels into the disk cache: ("fwd"|"bwd", B, H, Hkv, S, D, causal,
+    config) or ("varlen", seed, group, causal)."""
     import torch
 
     from tlxc.ops.attention import AttnConfig, compile_config
-    D, causal, varlen, config = job
+    kind = job[0]
     try:
-        if varlen:
-            q = torch.empty(300, 4, D, dtype=torch.bfloat16)
-            cu = torch.tensor([0, 300], dtype=torch.int32)
-            compile_config(q, q, q, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu)
+        if kind == "varlen":
+            _, seed, group, causal = job
+            lens = varlen_lengths(seed)
+            cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+            q = torch.empty(sum(lens), 16, 128, dtype=torch.bfloat16)
+            k = torch.empty(sum(lens), 16 // group, 128, dtype=torch.bfloat16)
+            compile_config(q, k, k, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lens),
+                           max_seqlen_k=max(lens))
+            return job, "ok"
+        _, B, H, Hkv, S, D, causal, config = job
+        q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
+        k = torch.empty(B, Hkv, S, D, dtype=torch.bfloat16)
+        if kind == "fwd":
+            compile_config(q, k, k, causal=causal, config=AttnConfig(*config) if config else None)
         else:
-            q = torch.empty(1, 4, 300, D, dtype=torch.bfloat16)
-            compile_config(q, q, q, causal=causal, config=AttnConfig(*config) if config else None)
+            from tlxc.ops.attention_bwd import compile_kernels
+            lse = torch.empty(B, H, S, dtype=torch.float32)
+            compile_kernels(q, q, k, k, q, lse, causal=causal, sm_scale=D ** -0.5)
         return job, "ok"
     except Exception as exc:                  # reported again by the timed run
         return job, f"compile failed: {type(exc).__name__}: {str(exc)[:200]}"
@@ -90,7 +111,7 @@ def precompile(jobs_list, jobs: int) -> None:
         for job, status in pool.imap_unordered(_compile_worker, jobs_list):
             if status != "ok":
                 print(f"  precompile {job}: {status}", flush=True)
-    print(f"precompiled {len(jobs_list)} kernels in {jobs} processes: {time.time() - start:.1f} s", flush=True)
+    print(f"precompiled {len(jobs_list)} cases in {jobs} processes: {time.time() - start:.1f} s", flush=True)
 
 
 def main() -> None:
@@ -105,17 +126,21 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="S in {512, 4096} only")
     parser.add_argument("--configs", action="store_true", help="also time other configurations at S <= 512")
     parser.add_argument("--no-bwd", action="store_true", help="skip the backward even if attention_bwd exists")
+    parser.add_argument("--bwd-all", action="store_true", help="backward at every S (default: S = 1024, 4096)")
     parser.add_argument("--budget-s", type=float, default=180.0)
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     args = parser.parse_args()
     t0 = time.time()
     has_bwd = not args.no_bwd and importlib.util.find_spec("tlxc.ops.kernels.attention_bwd") is not None
     cases = dense_cases(args.quick)
-    jobs = sorted({(D, causal, False, dataclasses.astuple(choose_config(D, causal, S)))
-                   for _, _, _, S, D, causal in cases} | {(128, c, True, None) for c in (False, True)},
-                  key=str)
+    jobs = [("fwd", *case, None) for case in cases]
+    jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
+    jobs += [("varlen", len(cases) + i, group, causal) for i, (group, causal) in enumerate(VARLEN_CASES)]
     if args.configs:
-        jobs += [(c[0], causal, False, c) for c in SMALL_CONFIGS for causal in (False, True)]
+        for B, H, Hkv, S, D, causal in cases:
+            default = choose_config(D, causal, S)
+            jobs += [("fwd", B, H, Hkv, S, D, causal, c) for c in SMALL_CONFIGS
+                     if S <= 512 and c[0] == default.head_dim and AttnConfig(*c) != default]
     if args.jobs > 1:
         precompile(jobs, args.jobs)
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -194,7 +219,8 @@ def main() -> None:
                     print(f"    {name}: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
         del ref
         if "tlxc" in fns:
-            med, rounds = timed(fns, budget_left(index) * (0.5 if has_bwd else 1.0))
+            med, rounds = timed(fns, budget_left(index) * (0.5 if has_bwd and wants_bwd((B, H, Hkv, S, D, causal), args.bwd_all)
+                                                            else 1.0))
             flops = 4 * B * H * S * S * D // (2 if causal else 1)
             t = med["tlxc"]
             row.update(tlxc_ms=t, rounds=rounds, tflops=flops / t / 1e9,
@@ -204,11 +230,11 @@ def main() -> None:
         else:
             print(f"fwd {label:28s} FAILED {row.get('failed')}", flush=True)
         results.append(row)
-        if has_bwd and "tlxc" in fns and D <= 128:
+        if has_bwd and "tlxc" in fns and wants_bwd((B, H, Hkv, S, D, causal), args.bwd_all):
             results.append(bench_backward(q, k, v, causal, label, backend_fn, timed, budget_left(index) * 0.5,
                                           attention, SDPBackend))
         del q, k, v, fns
-    for index, (group, causal) in enumerate(((1, False), (1, True), (4, False), (4, True))):
+    for index, (group, causal) in enumerate(VARLEN_CASES):
         results.append(bench_varlen(len(cases) + index, group, causal, timed, budget_left(len(cases) + index),
                                     attention_forward, sdpa, sdpa_kernel, SDPBackend))
     summarize(results, card, t0)

@@ -36,6 +36,7 @@ from .kernels.attention_fwd import D_BOX, LOG2E, attn_fwd_kernel
 DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 HEAD_DIMS = (64, 96, 128, 192, 256)
 CPU_PROGRAMS = 3          # persistent programs on the interpreter
+H200_SMS = 132            # compile_config's programs: the launch on an H200
 _INT32_MAX = 2**31 - 1
 
 
@@ -404,8 +405,11 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
 
 def compile_config(q, k, v, **kwargs) -> list:
     """Compile (for sm_90a, without launching) the kernel ``attention_forward(q, k, v,
-    **kwargs)`` would launch; returns the compiled-kernel handles (``.n_regs``,
-    ``.n_spills``, ``.metadata.shared``).  CPU tensors."""
+    **kwargs)`` would launch on an H200 (``programs`` defaults to its 132 SMs: the schedule's
+    width is an argument that specializes the kernel); returns the compiled-kernel handles
+    (``.n_regs``, ``.n_spills``, ``.metadata.shared``).  CPU tensors of the real shapes fill
+    the disk cache for the GPU launch."""
+    kwargs.setdefault("programs", H200_SMS)
     _COMPILE_ONLY.handles = []
     try:
         attention_forward(q, k, v, **kwargs)
