@@ -9,7 +9,8 @@ cu_seqlens), cuDNN's (``aten._cudnn_attention_forward`` with cu_seqlens, when th
 has it) and cuDNN on the zero-padded dense batch.  Every case gets fresh inputs, is checked
 against cuDNN's (or flash's) output first (relative error < 1e-2; a wrong result is reported,
 not timed), then timed in paired rounds (each round times every implementation back to back,
-kernel time: a GPU spin hides the host's launch work).  GQA baselines get ``enable_gqa=True``
+kernel time: a GPU spin hides the host's launch work).  At S = 1024 and 4096 (MHA, D = 64/128)
+``examples/flash_attention_fwd.py`` runs too (``example``: what generalizing it cost).  GQA baselines get ``enable_gqa=True``
 when the backend takes it, else k/v expanded to H heads (marked ``x``).  ``--configs`` also
 times alternative launch configurations at S <= 512 (the small-S schedule question).
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
@@ -81,6 +82,11 @@ def _compile_worker(job):
     from tlxc.ops.attention import AttnConfig, compile_config
     kind = job[0]
     try:
+        if kind == "example":
+            _, B, H, S, D, causal = job
+            q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
+            example_launch(q, q, q, causal, compile_only=True)
+            return job, "ok"
         if kind == "varlen":
             _, seed, group, causal = job
             lens = varlen_lengths(seed)
@@ -102,6 +108,35 @@ def _compile_worker(job):
         return job, "ok"
     except Exception as exc:                  # reported again by the timed run
         return job, f"compile failed: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def wants_example(case) -> bool:
+    """examples/flash_attention_fwd.py (MHA, D = 64/128) is timed too at S = 1024 and 4096: what
+    the generalization costs."""
+    _, H, Hkv, S, D, _ = case
+    return H == Hkv and D in (64, 128) and S in (1024, 4096)
+
+
+def example_launch(q, k, v, causal, compile_only=False):
+    """The example's forward (its own host code), or with ``compile_only`` its kernel compiled
+    for the launch an H200 would make (132 programs), from CPU tensors."""
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+    import flash_attention_fwd as F
+    if not compile_only:
+        return F.attention(q, k, v, causal)
+    import torch
+
+    import tlxc
+    B, H, S, D = q.shape
+    block_m = 192 if D == 64 and not causal else 128
+    descs = [tlxc.TensorDescriptor.from_tensor(q.view(B * H, S, D), [1, rows, F.D_BOX], swizzle=128)
+             for rows in (64, 128, 128)]
+    lse = torch.empty((B, H, S), dtype=torch.float32)
+    sched = F.schedule(S, B * H, block_m, 128, causal, 132, 16)
+    F.attn_fwd_kernel.warmup(*descs, q, lse, S, 0.1, sched, sched.shape[1], HEAD_DIM=D, BLOCK_M=block_m,
+                             BLOCK_N=128, NUM_STAGES=2, CAUSAL=causal, DTYPE=F.DTYPES[q.dtype],
+                             REGISTERS=240 if block_m == 128 else 160, num_warps=4, grid=(sched.shape[0],))
+    return None
 
 
 def precompile(jobs_list, jobs: int) -> None:
@@ -135,6 +170,8 @@ def main() -> None:
     cases = dense_cases(args.quick)
     jobs = [("fwd", *case, None) for case in cases]
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
+    jobs += [("example", B, H, S, D, causal) for B, H, Hkv, S, D, causal in cases
+             if wants_example((B, H, Hkv, S, D, causal))]
     jobs += [("varlen", len(cases) + i, group, causal) for i, (group, causal) in enumerate(VARLEN_CASES)]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
@@ -204,6 +241,12 @@ def main() -> None:
             fns["tlxc"] = lambda q=q, k=k, v=v, causal=causal: attention_forward(q, k, v, causal=causal)
         except Exception as exc:
             row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        if "tlxc" in fns and wants_example((B, H, Hkv, S, D, causal)):
+            try:
+                example_launch(q, k, v, causal)
+                fns["example"] = lambda q=q, k=k, v=v, causal=causal: example_launch(q, k, v, causal)
+            except Exception as exc:
+                print(f"    example: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)
