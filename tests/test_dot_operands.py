@@ -217,3 +217,14 @@ def test_row_vectors_reach_the_loop_without_conversions():
     s = k.double() @ q.double().T
     ref = sum(torch.exp2(s[:, j:j + 32] - m.double()[j:j + 32][None, :] + r.double()[:, None]) for j in range(0, n, 32))
     assert ((outs[1].double() - ref).norm() / ref.norm()).item() < 1e-3
+
+
+def test_two_warpgroups_one_barrier_after_a_run_of_dot_waits():
+    """kv_grad on 8 warps (two warpgroups): each loop waits its four MMAs in turn with no
+    shared-memory write between the waits, so only the last wait of the run gets the barrier
+    that orders the warpgroups' retired reads before the ring's refill (was one per wait)."""
+    cuda = K.kv_grad.compile(KV_SIG, KV_META, num_warps=8, stages=("cuda",)).asm["cuda"]
+    after_wait = re.findall(r"wgmma_wait_group<[^;]*;\n\s*__syncthreads\(\);", cuda)
+    waits = re.findall(r"wgmma_wait_group<", cuda)
+    assert len(waits) >= 8
+    assert len(after_wait) == 2, cuda       # one per loop

@@ -16,7 +16,8 @@ them, so tlxc adds the same orderings here, decided once per kernel before lower
   shared memory: a barrier.  The wait retires this warpgroup's wgmma groups only;
   another warpgroup's wgmma may still read the stage this one is about to refill
   (the write-after-read hazard Triton's Membar closes with a barrier before the
-  refill).  The drain of a ``dot_drain`` loop (passes/dot_wait_drain.py) is such a
+  refill).  Of a run of waits with no shared-memory write between them, only the last
+  gets it (``_later_dot_wait``).  The drain of a ``dot_drain`` loop (passes/dot_wait_drain.py) is such a
   wait and gets the same barrier (``drain_syncs``).
 * **before** a wgmma (``async_dot``) or a TMA store whose shared operand a
   ``local_store`` of the same task may have written since the last proxy fence:
@@ -113,7 +114,7 @@ class SharedOrder:
                     continue                     # the stage ends order it (rules_hip: warp pipelines)
                 if not _next_syncs(op):
                     self._add(self.after, op, "sync")
-            elif op.name == "tlx.async_dot_wait" and threads > 128 and writes_shared:
+            elif op.name == "tlx.async_dot_wait" and threads > 128 and writes_shared and not _later_dot_wait(op):
                 self._add(self.after, op, "sync")
             elif op.name == "scf.for" and "dot_drain" in op.attrs and threads > 128 and writes_shared:
                 self._drained.add(id(op))        # the same barrier after the drain of its last iteration
@@ -189,6 +190,21 @@ def _read_roots(op) -> set:
     else:
         operands = [v for v in op.operands[:2] if isinstance(v.type, MemDescType)]
     return {id(root) for v in operands for root in view_roots(v)}
+
+
+def _later_dot_wait(op) -> bool:
+    """Whether another ``async_dot_wait`` follows ``op`` in its block with no shared-memory
+    write and no nested region in between: that wait's barrier (every warpgroup has passed
+    both waits when it lifts) orders this wait's retired reads before any refill, so one
+    barrier after the last of a run of waits serves them all (an attention loop waits each of
+    its four MMAs in turn)."""
+    ops = op.parent.ops
+    for following in ops[ops.index(op) + 1:]:
+        if following.regions or _writes_shared(following):
+            return False
+        if following.name == "tlx.async_dot_wait":
+            return True
+    return False
 
 
 def _next_syncs(op) -> bool:
