@@ -6,11 +6,13 @@ backward, paired per round on fresh inputs, in one process.
 Cases: B=4, H=32, S in --s, D in --d, causal or not, MHA (Hkv=32) and GQA 4:1 (Hkv=8).  Each
 round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc backward reads,
 builds cuDNN's and flash's forward graphs, then times (CUDA events) one backward of each in a
-rotating order: tlxc's three kernels called directly, ``torch.autograd.grad`` on the kept SDPA
+rotating order: tlxc's three tl.dot kernels called directly (``tlxc``), the warp-specialized
+kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws), ``torch.autograd.grad`` on the kept SDPA
 graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
 checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
 (backward = 2.5x the forward's 4*B*H*S*S*D, halved when causal); the ratios (baseline time /
-tlxc time, medians of the per-round ratios) come last, with their geomeans.
+tlxc time, medians of the per-round ratios; "cudnn/ws": cuDNN against tlxc_ws) come last,
+with their geomeans.
 """
 from __future__ import annotations
 
@@ -66,7 +68,16 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
 
     from tlxc.ops.attention_bwd import attention_bwd
 
-    fns = {"tlxc": lambda: attention_bwd(do, q, k, v, o, lse, causal=causal, sm_scale=scale)}
+    def tlxc_with(kernels):
+        def run():
+            os.environ["TLXC_ATTN_BWD"] = kernels
+            try:
+                return attention_bwd(do, q, k, v, o, lse, causal=causal, sm_scale=scale)
+            finally:
+                os.environ.pop("TLXC_ATTN_BWD", None)
+        return run
+
+    fns = {"tlxc": tlxc_with("dot"), "tlxc_ws": tlxc_with("ws")}
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
         if name in refused:
             continue
@@ -87,8 +98,8 @@ def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
 
     scale = D ** -0.5
     gqa = Hkv != H
-    times = {"tlxc": [], "cudnn": [], "flash": []}
-    ratios = {"cudnn": [], "flash": []}
+    times = {"tlxc": [], "tlxc_ws": [], "cudnn": [], "flash": []}
+    ratios = {"cudnn": [], "flash": [], "cudnn/ws": [], "flash/ws": []}
     refused = set()
     for r in range(rounds):
         g = torch.Generator(device="cuda").manual_seed(1000 * r + S + D + causal + 7 * gqa)
@@ -105,17 +116,20 @@ def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
                 try:
                     fns[name]()
                 except RuntimeError as exc:
-                    if name == "tlxc":
+                    if name.startswith("tlxc"):
                         raise
                     print(f"  {name} backward refused: {str(exc).splitlines()[0][:120]}")
                     refused.add(name)
                     del fns[name]
             ref_name = next((n for n in ("cudnn", "flash") if n in fns), None)
             if ref_name is not None:
-                errs = [_rel(x, y) for x, y in zip(fns["tlxc"](), fns[ref_name]())]
-                print(f"  check vs {ref_name}: dq {errs[0]:.1e} dk {errs[1]:.1e} dv {errs[2]:.1e}", flush=True)
-                if not max(errs) < 3e-2:
-                    raise SystemExit(f"tlxc attention backward disagrees with {ref_name}: {errs}")
+                ref = fns[ref_name]()
+                for mine in ("tlxc", "tlxc_ws"):
+                    errs = [_rel(x, y) for x, y in zip(fns[mine](), ref)]
+                    print(f"  check {mine} vs {ref_name}: dq {errs[0]:.1e} dk {errs[1]:.1e} dv {errs[2]:.1e}",
+                          flush=True)
+                    if not max(errs) < 3e-2:
+                        raise SystemExit(f"{mine} attention backward disagrees with {ref_name}: {errs}")
             torch.cuda.synchronize()
         names = list(fns)
         names = names[r % len(names):] + names[:r % len(names)]
@@ -123,8 +137,10 @@ def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
         for name, ms in got.items():
             times[name].append(ms)
         for name in ratios:
-            if name in got:
-                ratios[name].append(got[name] / got["tlxc"])
+            base, _, mine = name.partition("/")
+            mine = "tlxc_ws" if mine else "tlxc"
+            if base in got and mine in got:
+                ratios[name].append(got[base] / got[mine])
     return ({n: statistics.median(t) for n, t in times.items() if t},
             {n: statistics.median(x) for n, x in ratios.items() if x})
 
@@ -152,11 +168,12 @@ def main() -> None:
                     flops = 2.5 * 4 * args.b * args.h * S * S * D / (2 if causal else 1)
                     print("  " + "  ".join(f"{n} {ms:.3f} ms ({flops / ms / 1e9:.0f} TFLOP/s)"
                                            for n, ms in t.items()), flush=True)
+                    print("  ratios " + "  ".join(f"{n} {x:.3f}" for n, x in ratio.items()), flush=True)
                     rows.append((name, ratio))
     print("\nratios (baseline time / tlxc time; > 1: tlxc faster), medians of paired rounds")
     for name, ratio in rows:
         print(f"  {name:<32} " + "  ".join(f"vs {n} {x:.3f}" for n, x in ratio.items()))
-    for n in ("cudnn", "flash"):
+    for n in ("cudnn", "flash", "cudnn/ws", "flash/ws"):
         xs = [r[n] for _, r in rows if n in r]
         if xs:
             print(f"geomean vs {n}: {math.exp(sum(math.log(x) for x in xs) / len(xs)):.3f} over {len(xs)} cases")

@@ -86,3 +86,36 @@ def test_deterministic():
     a = attention_bwd(do, q, k, v, o.bfloat16(), lse, causal=True, sm_scale=0.088)
     b = attention_bwd(do, q, k, v, o.bfloat16(), lse, causal=True, sm_scale=0.088)
     assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("H, Hkv", [(8, 8), (8, 2)])
+def test_ws_dense(H, Hkv, D, causal, poisoned, monkeypatch):
+    """The warp-specialized kernel (TLXC_ATTN_BWD=ws): B=2, S=1000, bf16."""
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(2, H, Hkv, 1000, 1000, D, dtype, device="cuda", seed=D + 1)
+    scale = D ** -0.5
+    o, lse, *ref = _sdpa_fp32(q, k, v, do, causal, scale)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse, causal=causal, sm_scale=scale)
+    torch.cuda.synchronize()
+    _check(got, ref, dtype, f"ws D={D} causal={causal} {H}:{Hkv}")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_ws_packed_and_bshd(causal, poisoned, monkeypatch):
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    lens_q = [1, 777, 2048, 130, 0, 513]
+    lens_k = [1, 777, 2048, 70, 9, 1000]
+    dtype = torch.bfloat16
+    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 8, 2, 128, dtype, device="cuda", seed=3)
+    o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, causal, 0.088)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=0.088,
+                        cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
+    _check(got, ref, dtype, "ws packed")
+    q, k, v, do = (t.transpose(1, 2).contiguous().transpose(1, 2)
+                   for t in dense_inputs(2, 8, 2, 1500, 1500, 64, dtype, device="cuda", seed=4))
+    o, lse, *ref = _sdpa_fp32(q, k, v, do, causal, 0.125)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse, causal=causal, sm_scale=0.125)
+    _check(got, ref, dtype, "ws bshd")

@@ -171,3 +171,94 @@ def test_fp16_compiles_for_sm90a():
     q, k, v, do = dense_inputs(1, 4, 4, 512, 512, 128, torch.float16)
     handles = compile_kernels(do, q, k, v, q, torch.zeros(1, 4, 512), causal=True, sm_scale=0.1)
     assert [h.n_spills for h in handles] == [0, 0, 0]
+
+
+# -- the warp-specialized kernel (TLXC_ATTN_BWD=ws) ---------------------------------------------------
+
+@pytest.fixture
+def ws_kernel(monkeypatch):
+    """Select the warp-specialized kernel and record which kernels launch."""
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    launched = []
+    real = host._launch
+
+    def spy(kernel, grid, *args, **meta):
+        launched.append(kernel.__name__)
+        return real(kernel, grid, *args, **meta)
+
+    monkeypatch.setattr(host, "_launch", spy)
+    return launched
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("sq, sk", [(70, 150), (200, 90)])
+def test_ws_dense_gqa(sq, sk, D, causal, ws_kernel, poisoned):
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(2, 4, 2, sq, sk, D, dtype, seed=sq + D)
+    scale = default_scale(D)
+    o, lse, *ref = dense_reference(q, k, v, do, causal, scale)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=scale)
+    assert ws_kernel == ["bwd_preprocess_kernel", "bwd_ws_kernel"]
+    _check(got, ref, dtype)
+
+
+def test_ws_bshd_views_fp16(ws_kernel, poisoned):
+    """[B, S, H, D] tensors seen as BHSD: rows of a head at stride H*D, the head's columns at h*D."""
+    dtype = torch.float16
+    q, k, v, do = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in dense_inputs(2, 4, 1, 130, 77, 64, dtype))
+    o, lse, *ref = dense_reference(q, k, v, do, True, 0.125)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.125)
+    assert ws_kernel[-1] == "bwd_ws_kernel"
+    _check(got, ref, dtype)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_ws_packed_uneven_lengths(causal, ws_kernel, poisoned):
+    dtype = torch.bfloat16
+    lens_q, lens_k = [1, 67, 130, 5, 0], [1, 130, 67, 0, 9]
+    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 4, 2, 128, dtype, seed=7 + causal)
+    o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, causal, 0.09)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=0.09, cu_seqlens_q=cu_q,
+                        cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
+    assert ws_kernel[-1] == "bwd_ws_kernel"
+    _check(got, ref, dtype)
+
+
+def test_ws_falls_back_where_it_does_not_apply(ws_kernel):
+    """Head dim 96 (not whole 64-column boxes) runs the tl.dot kernels."""
+    q, k, v, do = dense_inputs(1, 2, 2, 40, 40, 96, torch.bfloat16)
+    o, lse, *ref = dense_reference(q, k, v, do, False, 0.1)
+    got = attention_bwd(do, q, k, v, o.to(torch.bfloat16), lse.float(), causal=False, sm_scale=0.1)
+    assert ws_kernel == ["bwd_preprocess_kernel", "bwd_dkdv_kernel", "bwd_dq_kernel"]
+    _check(got, ref, torch.bfloat16)
+
+
+def test_ws_unknown_choice(monkeypatch):
+    monkeypatch.setenv("TLXC_ATTN_BWD", "fast")
+    a = _args()
+    with pytest.raises(ValueError, match="TLXC_ATTN_BWD must be"):
+        attention_bwd(a["do"], a["q"], a["k"], a["v"], a["o"], a["lse"], causal=False, sm_scale=0.1)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+def test_ws_compiles_for_sm90a(D, causal, packed, monkeypatch):
+    """sm_90a: shared memory within 227 KB, at most 32 bytes spilled (a few scalars of the
+    consumers at 240 registers: dK, dV and the dQ half take 160), no wgmma serialization."""
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    dtype = torch.bfloat16
+    if packed:
+        q, k, v, do, cu_q, cu_k = packed_inputs([1000, 24], [1000, 24], 8, 2, D, dtype)
+        lse = torch.zeros(8, 1024)
+        kw = {"cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "max_seqlen_q": 1000, "max_seqlen_k": 1000}
+    else:
+        q, k, v, do = dense_inputs(2, 8, 2, 1024, 1024, D, dtype)
+        lse = torch.zeros(2, 8, 1024)
+        kw = {}
+    handles = compile_kernels(do, q, k, v, q, lse, causal=causal, sm_scale=0.1, **kw)
+    ws = handles[-1]
+    assert "bwd_ws_kernel" in ws.asm["cuda"]
+    assert ws.n_spills <= 32 and ws.metadata.shared <= 227 * 1024
+    assert not [w for w in ws.perf_warnings if "serializ" in w]

@@ -22,11 +22,15 @@ masked scores).  The kernels are in ``kernels/attention_bwd.py``.
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import torch
 
+from .. import language as tl
+from ..descriptors import TensorDescriptor
 from .kernels.attention_bwd import bwd_dkdv_kernel, bwd_dq_kernel, bwd_preprocess_kernel
+from .kernels.attention_bwd_ws import D_BOX, bwd_ws_kernel
 
 DTYPES = (torch.float16, torch.bfloat16)
 LOG2E = 1.4426950408889634
@@ -38,6 +42,10 @@ BLOCKS = {
     256: ((64, 64, 8, 2), (128, 32, 8, 2)),
 }
 PRE_BLOCK = 64                     # rows per program of the preprocess kernel
+WS_BLOCK_M = 64                    # query rows per tile of the warp-specialized kernel
+WS_BLOCK_N = 128                   # its keys per program (64 per consumer warp group)
+WS_STAGES = 2                      # its Q / dO ring
+TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 
 _COMPILE_ONLY = threading.local()   # .handles: a list while compile_kernels runs
 
@@ -61,6 +69,38 @@ def compile_kernels(*args, **kwargs) -> list:
         return _COMPILE_ONLY.handles
     finally:
         _COMPILE_ONLY.handles = None
+
+
+def _kernel_choice() -> str:
+    """``TLXC_ATTN_BWD``: ``dot`` (the default: three tl.dot kernels, deterministic) or ``ws``
+    (the warp-specialized kernel where it applies: head dim 64 or 128, TMA-describable rows;
+    dQ by float32 TMA reduce-adds, not bit-reproducible)."""
+    choice = os.environ.get("TLXC_ATTN_BWD", "dot") or "dot"
+    if choice not in ("dot", "ws"):
+        _fail(f"TLXC_ATTN_BWD must be 'dot' or 'ws', got {choice!r}")
+    return choice
+
+
+def _rows_view(t: torch.Tensor, strides, n_batch: int, n_heads: int, n_rows: int, box_rows: int):
+    """A 2-D TMA view of ``t``'s rows: (descriptor over ``[R, row stride]`` with a box of
+    ``box_rows`` x 64, r_b, r_h, c_h) such that row ``m`` of (batch b, head h) is descriptor row
+    ``b * r_b + h * r_h + m`` at column ``h * c_h``; None when the strides do not allow it."""
+    sb, sh, sr = strides
+    D = t.shape[-1]
+    if t.stride(-1) != 1 or sr < D or (sr * t.element_size()) % 16 or t.data_ptr() % 16:
+        return None
+    if sh % sr == 0:
+        r_h, c_h = sh // sr, 0
+    elif sh < sr and (n_heads - 1) * sh + D <= sr:
+        r_h, c_h = 0, sh
+    else:
+        return None
+    if sb % sr:
+        return None
+    r_b = sb // sr
+    rows = (n_batch - 1) * r_b + (n_heads - 1) * r_h + n_rows
+    desc = TensorDescriptor(t, [rows, sr], [sr, 1], [box_rows, D_BOX], swizzle=128)
+    return desc, r_b, r_h, c_h, rows
 
 
 def _padded_dim(d: int) -> int:
@@ -130,7 +170,7 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
             _fail(f"cu_seqlens_q and cu_seqlens_k must have one length, got {cu_q.shape[0]} and {cu_k.shape[0]}")
         B = cu_q.shape[0] - 1
         total_q, H, D = q.shape
-        _, H_kv, Dk = k.shape
+        total_k, H_kv, Dk = k.shape
         Sq = _max_len(cu_q, max_seqlen_q, "max_seqlen_q")
         Sk = _max_len(cu_k, max_seqlen_k, "max_seqlen_k")
         lse_shape = (H, total_q)
@@ -192,6 +232,12 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
                 num_warps=4)
     common = (*strides(q), *strides(k), *strides(v), *strides(do), *stat_strides)
     qk_scale = sm_scale * LOG2E
+    if Sk > 0 and _kernel_choice() == "ws" and D in (64, 128):
+        done = _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q_arg, cu_k_arg, B, H, H_kv, Sq, Sk,
+                          total_q if varlen else Sq, total_k if varlen else Sk, varlen, strides, stat_strides,
+                          qk_scale, sm_scale, causal)
+        if done is not None:
+            return done
     if Sk > 0:
         _launch(bwd_dkdv_kernel, (-(-Sk // kn) * B * H_kv,), q, k, v, do, lse2, delta, dk, dv, cu_q_arg, cu_k_arg,
                 Sq, Sk, H_kv, *common, *strides(dk), *strides(dv), qk_scale, sm_scale, D=D, HEAD_DIM=HD,
@@ -202,4 +248,30 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     _launch(bwd_dq_kernel, (-(-Sq // qm) * B * H,), q, k, v, do, lse2, delta, dq, cu_q_arg, cu_k_arg, Sq, Sk, H,
             *common, *strides(dq), qk_scale, sm_scale, D=D, HEAD_DIM=HD, BLOCK_M=qm, BLOCK_N=qn, GROUP=group,
             CAUSAL=causal, VARLEN=varlen, num_warps=qw, num_stages=qs)
+    return dq, dk, dv
+
+
+def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk, rows_q, rows_k, varlen,
+               strides, stat_strides, qk_scale, sm_scale, causal):
+    """The warp-specialized kernel (kernels/attention_bwd_ws.py), or None when a tensor's rows
+    cannot be described by TMA (the caller then runs the tl.dot kernels)."""
+    nb = 1 if varlen else B
+    views = [_rows_view(t, strides(t), nb, heads, rows, box)
+             for t, heads, rows, box in ((q, H, rows_q, WS_BLOCK_M), (do, H, rows_q, WS_BLOCK_M),
+                                         (k, H_kv, rows_k, WS_BLOCK_N), (v, H_kv, rows_k, WS_BLOCK_N))]
+    if any(view is None for view in views):
+        return None
+    (q_desc, qr_b, qr_h, qc_h, q_rows), (do_desc, *do_geom), (k_desc, kr_b, kr_h, kc_h, _), (v_desc, *v_geom) = views
+    if tuple(do_geom[:3]) != (qr_b, qr_h, qc_h) or tuple(v_geom[:3]) != (kr_b, kr_h, kc_h):
+        return None                                   # do / v laid out unlike q / k
+    D = q.shape[-1]
+    row_stride = strides(q)[2]
+    dq_acc = torch.zeros((q_rows, row_stride), device=q.device, dtype=torch.float32)
+    dq_desc = TensorDescriptor(dq_acc, [q_rows, row_stride], [row_stride, 1], [WS_BLOCK_M, D_BOX], swizzle=0)
+    grid = (-(-Sk // WS_BLOCK_N) * B * H_kv,)
+    _launch(bwd_ws_kernel, grid, q_desc, k_desc, v_desc, do_desc, dq_desc, lse2, delta, dk, dv, cu_q, cu_k, Sq, Sk,
+            H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv), qk_scale, sm_scale,
+            HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES,
+            DTYPE=TL_DTYPES[q.dtype], num_warps=4)
+    dq.copy_(dq_acc.view(-1).as_strided(q.shape, q.stride()))
     return dq, dk, dv

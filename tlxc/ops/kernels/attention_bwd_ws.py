@@ -1,0 +1,191 @@
+"""The attention backward, warp-specialized for Hopper: one kernel for dK, dV and dQ.
+
+Same math as ``attention_bwd.py`` (whose preprocess kernel gives ``delta`` and the LSE in
+log2 units), organized as FlashAttention-3 does on sm_90, in this project's words:
+
+* one program per (block of ``BLOCK_N`` = 128 keys, batch, kv head); the default task (4 warps)
+  is the TMA producer: it loads the block's K and V once, then streams the ``BLOCK_M``-row tiles
+  of Q and dO of every query block of every query head of the GQA group through a ring of
+  ``NUM_BUF`` slots (``q_full`` / ``do_full`` with expected bytes, ``q_empty`` / ``do_empty``
+  released by both consumers);
+* two consumer warp groups (``replicate=2``) own 64 keys each.  Per query tile:
+  ``S^T = K_c Q^T`` (wgmma from shared memory), ``P^T = exp2(S^T * qk_scale - lse2)``
+  (masked), ``dV += P^T dO`` (P^T from registers), ``dP^T = V_c dO^T``,
+  ``dS^T = P^T (dP^T - delta)``, ``dK += dS^T Q`` (registers), then dS^T goes to shared memory
+  and ``dQ_c = dS K_c`` (A = dS^T read transposed; 64 columns at a time, to keep the consumer
+  within its 240 registers) is scaled by ``sm_scale`` and added into a float32 ``dq_acc`` by a
+  TMA reduce-add (the order of the two consumers' and the other key
+  blocks' additions is not fixed: dQ's float32 sum is not bit-reproducible);
+* the tiles are addressed through 2-D descriptors over each tensor's rows (``[rows, row
+  stride]``: (batch, head, row) -> row ``b * r_b + h * r_h + first + m``, column ``h * c_h``),
+  so dense BHSD, BSHD and packed layouts share the kernel.  A tile that runs past its sequence
+  reads the next head's or sequence's rows: they are masked out of every product (LSE +inf
+  for queries, P = 0 for keys), so dQ adds zeros there; dK and dV leave by masked stores.
+
+Head dims 64 and 128 (whole 64-column boxes); the host falls back to the ``tl.dot`` kernels
+otherwise.
+"""
+from ... import language as tl
+from ...language import tlx
+from ...runtime.jit import jit
+
+D_BOX = 64            # columns of one TMA box: 64 x 2 bytes, the 128-byte swizzle's span
+
+
+@jit
+def _tile_rows(b, h, first, r_b, r_h):
+    """First descriptor row of (batch ``b``, head ``h``) whose sequence starts at ``first``."""
+    return b * r_b + h * r_h + first
+
+
+@jit
+def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+          GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
+    """This program's (batch, kv head, first key, first query row and length of its sequence,
+    first key row and length, first query block, query blocks per head, steps).  Each task
+    computes it (a task cannot read registers loaded before ``async_tasks``)."""
+    pid = tl.program_id(0)
+    n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
+    pid_bh = pid // n_blocks
+    b = pid_bh // H_KV
+    hk = pid_bh % H_KV
+    start_n = (pid - pid_bh * n_blocks) * BLOCK_N
+    if VARLEN:
+        q_first = tl.load(cu_q_ptr + b)
+        len_q = tl.load(cu_q_ptr + b + 1) - q_first
+        k_first = tl.load(cu_k_ptr + b)
+        len_k = tl.load(cu_k_ptr + b + 1) - k_first
+        b = b * 0
+    else:
+        q_first = b * 0
+        len_q = seqlen_q
+        k_first = b * 0
+        len_k = seqlen_k
+    if CAUSAL:
+        first_m = start_n // BLOCK_M                    # earlier queries see none of these keys
+    else:
+        first_m = start_n * 0
+    per_head = tl.maximum(tl.cdiv(len_q, BLOCK_M) - first_m, 0)
+    steps = GROUP * per_head
+    if start_n >= len_k:
+        steps = steps * 0                               # a key block past its sequence: nothing to do
+    return b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps
+
+
+@jit
+def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr, dk_ptr, dv_ptr,
+                  cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV,
+                  qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, sd_b, sd_h,
+                  sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
+                  VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, DTYPE: tl.constexpr,
+                  REGISTERS: tl.constexpr = 240):
+    BLOCK_N: tl.constexpr = 128
+    HALF_N: tl.constexpr = 64                                   # keys of one consumer
+    N_BOX: tl.constexpr = HEAD_DIM // D_BOX
+    k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, 1)
+    v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, 1)
+    q_smem = tlx.local_alloc((BLOCK_M, HEAD_DIM), DTYPE, NUM_BUF)
+    do_smem = tlx.local_alloc((BLOCK_M, HEAD_DIM), DTYPE, NUM_BUF)
+    ds_smem = tlx.local_alloc((HALF_N, BLOCK_M), DTYPE, 2)                  # one per consumer
+    dq_smem = tlx.local_alloc((BLOCK_M, D_BOX), tl.float32, 2)              # one per consumer
+    kv_full = tlx.alloc_barriers(1, arrive_count=1)
+    q_full = tlx.alloc_barriers(NUM_BUF, arrive_count=1)
+    do_full = tlx.alloc_barriers(NUM_BUF, arrive_count=1)
+    q_empty = tlx.alloc_barriers(NUM_BUF, arrive_count=2)
+    do_empty = tlx.alloc_barriers(NUM_BUF, arrive_count=2)
+
+    with tlx.async_tasks():
+        with tlx.async_task("default"):                 # the TMA producer
+            b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
+                cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
+            if steps > 0:
+                k_row = _tile_rows(b, hk, k_first, kr_b, kr_h) + start_n
+                tlx.barrier_expect_bytes(kv_full[0], 2 * BLOCK_N * HEAD_DIM * 2)
+                for d in tl.static_range(N_BOX):
+                    k_box = tlx.local_slice(k_smem[0], [0, d * D_BOX], [BLOCK_N, D_BOX])
+                    tlx.async_descriptor_load(k_desc, k_box, [k_row, hk * kc_h + d * D_BOX], kv_full[0])
+                    v_box = tlx.local_slice(v_smem[0], [0, d * D_BOX], [BLOCK_N, D_BOX])
+                    tlx.async_descriptor_load(v_desc, v_box, [k_row, hk * kc_h + d * D_BOX], kv_full[0])
+            for t in range(steps):
+                g = t // per_head
+                h = hk * GROUP + g
+                m0 = (first_m + t - g * per_head) * BLOCK_M
+                q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
+                buf, phase = tlx.get_bufidx_phase(t, NUM_BUF)
+                tlx.barrier_wait(q_empty[buf], phase ^ 1)
+                tlx.barrier_expect_bytes(q_full[buf], BLOCK_M * HEAD_DIM * 2)
+                for d in tl.static_range(N_BOX):
+                    q_box = tlx.local_slice(q_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
+                    tlx.async_descriptor_load(q_desc, q_box, [q_row, h * qc_h + d * D_BOX], q_full[buf])
+                tlx.barrier_wait(do_empty[buf], phase ^ 1)
+                tlx.barrier_expect_bytes(do_full[buf], BLOCK_M * HEAD_DIM * 2)
+                for d in tl.static_range(N_BOX):
+                    do_box = tlx.local_slice(do_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
+                    tlx.async_descriptor_load(do_desc, do_box, [q_row, h * qc_h + d * D_BOX], do_full[buf])
+        with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=2):   # the two consumers
+            cid = tlx.async_task_replica_id()
+            b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
+                cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
+            k_c = tlx.local_slice(k_smem[0], [cid * HALF_N, 0], [HALF_N, HEAD_DIM])
+            v_c = tlx.local_slice(v_smem[0], [cid * HALF_N, 0], [HALF_N, HEAD_DIM])
+            offs_n = start_n + cid * HALF_N + tl.arange(0, HALF_N)
+            key_ok = offs_n < len_k
+            dk = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
+            dv = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
+            if steps > 0:
+                tlx.barrier_wait(kv_full[0], 0)
+            for t in range(steps):
+                g = t // per_head
+                h = hk * GROUP + g
+                m0 = (first_m + t - g * per_head) * BLOCK_M
+                buf, phase = tlx.get_bufidx_phase(t, NUM_BUF)
+                offs_m = m0 + tl.arange(0, BLOCK_M)
+                row_ok = offs_m < len_q
+                stat = b.to(tl.int64) * sd_b + h.to(tl.int64) * sd_h + q_first + offs_m
+                tlx.barrier_wait(q_full[buf], phase)
+                sT = tlx.async_dot(k_c, tlx.local_trans(q_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
+                                   use_acc=False)
+                lse2 = tl.load(lse2_ptr + stat, mask=row_ok, other=float("inf"))
+                delta = tl.load(delta_ptr + stat, mask=row_ok, other=0.0)
+                sT = tlx.async_dot_wait(0, sT)
+                pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
+                if CAUSAL:
+                    if m0 < start_n + BLOCK_N:                          # a block on the diagonal
+                        pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
+                if start_n + BLOCK_N > len_k:                           # keys past the sequence
+                    pT = tl.where(key_ok[:, None], pT, 0.0)
+                tlx.barrier_wait(do_full[buf], phase)
+                dv = tlx.async_dot(pT.to(DTYPE), do_smem[buf], dv)
+                dpT = tlx.async_dot(v_c, tlx.local_trans(do_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
+                                    use_acc=False)
+                dpT = tlx.async_dot_wait(0, dpT)
+                dv = tlx.async_dot_wait(0, dv)
+                tlx.barrier_arrive(do_empty[buf])
+                dsT = (pT * (dpT - delta[None, :])).to(DTYPE)
+                dk = tlx.async_dot(dsT, q_smem[buf], dk)
+                tlx.local_store(ds_smem[cid], dsT)
+                tlx.fence("async_shared")
+                q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
+                for d in tl.static_range(N_BOX):                        # dQ 64 columns at a time
+                    k_cd = tlx.local_slice(k_smem[0], [cid * HALF_N, d * D_BOX], [HALF_N, D_BOX])
+                    dq = tlx.async_dot(tlx.local_trans(ds_smem[cid]), k_cd,
+                                       tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
+                    if d == 0:
+                        dk = tlx.async_dot_wait(1, dk)
+                        tlx.barrier_arrive(q_empty[buf])
+                    dq = tlx.async_dot_wait(0, dq)
+                    tlx.async_descriptor_store_wait(0)                   # the last add has read dq_smem
+                    tlx.local_store(dq_smem[cid], dq * sm_scale)
+                    tlx.fence("async_shared")
+                    tlx.async_descriptor_store(dq_desc, dq_smem[cid], [q_row, h * qc_h + d * D_BOX],
+                                               store_reduce="add")
+            tlx.async_descriptor_store_wait(0)
+            offs_d = tl.arange(0, HEAD_DIM)
+            dk = dk * sm_scale
+            k_first64 = k_first.to(tl.int64)
+            dk_base = dk_ptr + b.to(tl.int64) * sdk_b + hk.to(tl.int64) * sdk_h + k_first64 * sdk_r
+            dv_base = dv_ptr + b.to(tl.int64) * sdv_b + hk.to(tl.int64) * sdv_h + k_first64 * sdv_r
+            keep = key_ok[:, None]
+            tl.store(dk_base + offs_n[:, None] * sdk_r + offs_d[None, :], dk.to(DTYPE), mask=keep)
+            tl.store(dv_base + offs_n[:, None] * sdv_r + offs_d[None, :], dv.to(DTYPE), mask=keep)
