@@ -7,7 +7,21 @@ import pytest
 from tlxc.errors import VerificationError
 from tlxc.ir import ops  # noqa: F401  (registers every op)
 from tlxc.ir.core import OP_REGISTRY
-from tlxc.ir.traits import ALLOCATION, ELEMENTWISE, REMOTE_VIEW, SIDE_EFFECT, VIEW, has_trait
+from tlxc.ir.traits import (
+    ALLOCATION,
+    ASYNC_DOT,
+    BULK_STORE,
+    CONTROL_FLOW,
+    ELEMENTWISE,
+    NAMED_BARRIER,
+    PURE,
+    REMOTE_VIEW,
+    SIDE_EFFECT,
+    TCGEN05_MMA,
+    TERMINATOR,
+    VIEW,
+    has_trait,
+)
 from tlxc.ir.types import i1, i32
 
 
@@ -24,6 +38,18 @@ def test_the_traits_name_the_ops_the_lists_named():
     assert _with(ELEMENTWISE) == {name for name in OP_REGISTRY if name.startswith(("arith.", "math.")) and
                                   name != "arith.constant"} | {"tl.addptr", "tl.hint"}
     assert has_trait("tlx.local_view", VIEW) and not has_trait("tl.load", SIDE_EFFECT)
+    # the lists the passes, checker, interpreter and codegen restated (pipeline.PURE + arith/math, ...)
+    assert _with(PURE) == {name for name in OP_REGISTRY if name.startswith(("arith.", "math."))} | {
+        "tl.program_id", "tl.num_programs", "tl.arange", "tl.splat", "tl.broadcast", "tl.expand_dims", "tl.reshape",
+        "tl.trans", "tl.hint", "tl.addptr"}
+    assert _with(CONTROL_FLOW) == {"scf.for", "scf.while", "scf.if"}
+    assert _with(TERMINATOR) == {"scf.yield", "scf.condition", "tl.return"}
+    assert _with(NAMED_BARRIER) == {"tlx.named_barrier_wait", "tlx.named_barrier_arrive"}
+    assert _with(BULK_STORE) == {"tlx.async_descriptor_store", "tlx.async_bulk_store"}
+    assert _with(ASYNC_DOT) == {"tlx.async_dot", "tlx.async_dot_wait"}
+    assert _with(TCGEN05_MMA) == {"tlx.tcgen05_mma", "tlx.tcgen05_commit"}
+    # a pure op neither writes memory nor syncs
+    assert not _with(PURE) & _with(SIDE_EFFECT)
     assert not has_trait("no.such_op", VIEW)
 
 

@@ -24,14 +24,12 @@
 from __future__ import annotations
 
 from ..ir.core import Operation
+from ..ir.traits import BULK_STORE, CONTROL_FLOW, TERMINATOR, has_trait
 from ..ir.views import view_roots
 from .findings import INFO, Finding
 
-CARRIERS = frozenset({"scf.yield", "scf.for", "scf.while", "scf.condition", "scf.if"})
-
-
-BULK_STORES = {"tlx.async_descriptor_store": "async_descriptor_store",   # one thread's copies out of shared
-               "tlx.async_bulk_store": "async_store"}                    # memory, through the async proxy
+# the TLX spelling of each bulk store (one thread's copies out of shared memory, through the async proxy)
+SPELLING = {"tlx.async_descriptor_store": "async_descriptor_store", "tlx.async_bulk_store": "async_store"}
 
 
 def check_async_order(kernel: Operation) -> list[Finding]:
@@ -67,7 +65,7 @@ def _store_state(block, pending):
     for op in block.ops:
         if op.name == "tlx.async_tasks":
             continue
-        if op.name in BULK_STORES:
+        if has_trait(op, BULK_STORE):
             pending = op
         elif op.name == "tlx.async_descriptor_store_wait":
             if op.attrs.get("pendings", 0) == 0:
@@ -87,7 +85,7 @@ def _store_state(block, pending):
 def _early_results(kernel: Operation) -> list[Finding]:
     findings = []
     for op in kernel.walk():
-        if op.name in CARRIERS or op.name == "tlx.async_dot_wait":
+        if has_trait(op, CONTROL_FLOW) or has_trait(op, TERMINATOR) or op.name == "tlx.async_dot_wait":
             continue
         for index, operand in enumerate(op.operands):
             owner = getattr(operand, "owner", None)
@@ -128,12 +126,12 @@ def _missing_fences(block, stored: dict, findings: list) -> None:
             root = _root(op.operands[0])
             if root is not None:
                 stored[root] = op
-        elif op.name in BULK_STORES:
+        elif has_trait(op, BULK_STORE):
             store = stored.get(_root(op.operands[1]))
             if store is not None:
                 name = store.operands[0].name_hint or "the buffer"
                 findings.append(Finding(
-                    f"{BULK_STORES[op.name]} reads a buffer that local_store wrote (line "
+                    f"{SPELLING[op.name]} reads a buffer that local_store wrote (line "
                     f"{store.loc.line if store.loc else '?'}) with no tlx.fence(\"async_shared\") in between: the TMA "
                     f"engine reads shared memory through the async proxy, so tlxc inserts the proxy fence right "
                     f"before this store (as Triton does for TLX); write tlx.fence(\"async_shared\") after the last "

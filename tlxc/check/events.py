@@ -27,6 +27,7 @@ from ..errors import Location
 from ..ir.core import Operation, Value
 from ..ir.ops.task import warp_size
 from ..ir.ops.tcgen05 import place_tensor_memory, tmem_columns, tmem_groups
+from ..ir.traits import BULK_STORE, CONTROL_FLOW, TERMINATOR, has_trait
 from ..ir.types import ScalarType, TensorType
 
 MAX_TRIPS = 1024              # iterations of one loop execution
@@ -187,13 +188,12 @@ DATA_OPS = frozenset({"tlx.async_load", "tlx.local_load", "tlx.local_store", "tl
                       "tlx.async_descriptor_store", "tlx.fence", "tlx.async_bulk_store",
                       "tlx.async_descriptor_store_wait"})
 PROTOCOL_OPS = SYNC_OPS | DATA_OPS
-CONTROL_OPS = frozenset({"scf.for", "scf.if", "scf.while"})
 
 
 def contains(op: Operation, names: frozenset, memo: dict) -> bool:
     key = (id(op), names)
     if key not in memo:
-        memo[key] = op.name in names or (op.name in CONTROL_OPS or op.name == "tlx.async_tasks") and any(
+        memo[key] = op.name in names or (has_trait(op, CONTROL_FLOW) or op.name == "tlx.async_tasks") and any(
             contains(inner, names, memo) for region in op.regions for inner in region.ops)
     return memo[key]
 
@@ -342,7 +342,7 @@ class EventCollector:
     def run_block(self, block) -> list | None:
         """Run a block's ops; returns the values its terminator yields."""
         for op in block.ops:
-            if op.name in ("scf.yield", "scf.condition"):
+            if has_trait(op, TERMINATOR) and op.name != "tl.return":
                 return [self.value(v) for v in op.operands]
             if op.name == "tl.return":
                 return None
@@ -902,7 +902,7 @@ def _written_roots(kernel: Operation):
     if some write's target cannot be followed back to a parameter."""
     roots = set()
     for op in kernel.walk():
-        if op.name in ("tl.store", "tlx.async_descriptor_store", "tlx.async_bulk_store") or \
+        if op.name == "tl.store" or has_trait(op, BULK_STORE) or \
                 op.name.startswith("tl.atomic"):
             root = _pointer_root(op.operands[0])
             if root is None:

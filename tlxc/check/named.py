@@ -22,11 +22,11 @@ from collections import defaultdict
 
 from ..ir.core import Operation
 from ..ir.ops.task import warp_size
+from ..ir.traits import NAMED_BARRIER, has_trait
 from .events import UNKNOWN, _binary, _wrap
 from .findings import Finding
 
 RESERVED = range(7)
-NAMED = ("tlx.named_barrier_wait", "tlx.named_barrier_arrive")
 
 
 def fold(value, depth: int = 8):
@@ -55,7 +55,7 @@ def _uses(kernel: Operation) -> list[tuple[Operation, str, int]]:
     kernel_threads = lanes * kernel.attrs.get("num_warps", 4)
 
     def visit(op, name, threads):
-        if op.name in NAMED:
+        if has_trait(op, NAMED_BARRIER):
             found.append((op, name, threads))
         if op.name == "tlx.async_tasks":
             for region, task in zip(op.regions, op.task_infos):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 from ..ir.core import Operation
+from ..ir.traits import ALLOCATION, has_trait
 from .events import EventCollector, TooLong, Undecidable, kernel_uses_protocol
 from .explain import Context, explain
 from .findings import NOTE, Finding
@@ -26,7 +27,7 @@ MAX_SCENARIOS = 6
 def trip_counts(kernel: Operation) -> list[int]:
     sizes = set()
     for op in kernel.walk():
-        if op.name in ("tlx.alloc_barriers", "tlx.local_alloc"):
+        if has_trait(op, ALLOCATION):
             sizes.add(op.results[0].type.num)
     counts = {1}
     for n in sizes:

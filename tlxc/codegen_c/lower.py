@@ -29,6 +29,7 @@ from collections.abc import Callable
 from ..errors import InternalCompilerError
 from ..ir import layouts as L
 from ..ir.core import Operation, Value
+from ..ir.traits import ALLOCATION, TERMINATOR, has_trait
 from ..ir.types import PointerType, ScalarType, TensorType
 from ..passes.axis_info import AxisAnalysis
 from . import c_types as C
@@ -324,7 +325,7 @@ class KernelLowering:
         position = next((i for i, o in enumerate(top) if o is op), None)
         if position is None:
             return False
-        allocs = [o for o in self.kernel.walk() if o.name in ("tlx.local_alloc", "tlx.alloc_barriers")]
+        allocs = [o for o in self.kernel.walk() if has_trait(o, ALLOCATION)]
         if not allocs or any(o.name != "tlx.local_alloc" or "dot_operand" not in o.attrs for o in allocs):
             return False
         last = max(i for i, o in enumerate(top) if any(inner.name.startswith("tlx.") for inner in o.walk()))
@@ -382,7 +383,7 @@ class KernelLowering:
         if rule is None:
             where = f" ({op.loc})" if op.loc else ""
             raise InternalCompilerError(f"no {self.target.name} lowering for {op.name}{where}", op.loc)
-        if op.name not in ("scf.yield", "scf.condition", "tl.return"):
+        if not has_trait(op, TERMINATOR):
             self.out.marker(op.loc)
         self.emit_orderings(self.shared_order.before.get(id(op), ()), op)
         rule(self, op)

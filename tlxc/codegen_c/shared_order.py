@@ -38,16 +38,20 @@ from __future__ import annotations
 from ..errors import CompilationError
 from ..ir.core import Operation
 from ..ir.ops.warp_pipeline import END, ENTER, EXIT, pipelined_loop
+from ..ir.traits import BULK_STORE, CONTROL_FLOW, has_trait
 from ..ir.types import MemDescType
 from ..ir.views import view_roots
 from ..options import perf_switch
 from ..passes.uniformity import Uniformity
 from ..target import has_feature
 
-BULK_STORES = ("tlx.async_descriptor_store", "tlx.async_bulk_store")   # one thread's copies out of a buffer
-ASYNC_PROXY_READERS = ("tlx.async_dot", *BULK_STORES, "tlx.tcgen05_mma")
 WARP_PIPELINE_SYNCS = (END, ENTER, EXIT)      # each lowers to work-group barriers (rules_hip)
 SHARED_WRITERS = ("tlx.local_store", "tlx.async_load", "tlx.async_descriptor_load", "tlx.async_bulk_load")
+
+
+def _async_proxy_reader(op) -> bool:
+    """Whether ``op`` reads shared memory through the async proxy: wgmma, tcgen05 MMAs, bulk stores."""
+    return op.name in ("tlx.async_dot", "tlx.tcgen05_mma") or has_trait(op, BULK_STORE)
 
 
 class SharedOrder:
@@ -56,7 +60,7 @@ class SharedOrder:
         self.after: dict[int, list[str]] = {}
         self._drained: set[int] = set()
         ops = list(kernel.walk())
-        self.proxies = has_feature(arch, "async_proxy") and any(op.name in ASYNC_PROXY_READERS for op in ops)
+        self.proxies = has_feature(arch, "async_proxy") and any(_async_proxy_reader(op) for op in ops)
         self.uniformity = Uniformity(kernel)
         self.aliases = _reuse_groups(ops)
         body = kernel.regions[0].block
@@ -141,7 +145,7 @@ class SharedOrder:
                 unfenced = set()
             elif op.name in ("tlx.local_store", "tlx.local_scatter") and op.operands[0].type.storage == "smem":
                 unfenced |= {id(root) for root in view_roots(op.operands[0])}
-            elif op.name in ("tlx.async_dot", *BULK_STORES) and self.proxies \
+            elif (op.name == "tlx.async_dot" or has_trait(op, BULK_STORE)) and self.proxies \
                     and unfenced & _read_roots(op):
                 self._add(self.before, op, "fence")
                 if op.name == "tlx.async_dot":   # (the TMA store's lowering syncs after the fence)
@@ -185,7 +189,7 @@ def _writes_shared(op) -> bool:
 
 def _read_roots(op) -> set:
     """Allocations an async-proxy reader reads (wgmma: A in shared memory and B; TMA store: its source)."""
-    if op.name in BULK_STORES:
+    if has_trait(op, BULK_STORE):
         operands = [op.operands[1]]
     else:
         operands = [v for v in op.operands[:2] if isinstance(v.type, MemDescType)]
@@ -263,7 +267,7 @@ class _Membar:
     def step(self, op: Operation, state: _Pending) -> _Pending:
         if not op.regions:
             return self.access(op, state, *self.effects(op))
-        if self._controls_divergence(op) or op.name not in ("scf.if", "scf.for", "scf.while"):
+        if self._controls_divergence(op) or not has_trait(op, CONTROL_FLOW):
             return self.access(op, state, *self.summary(op))     # (also a reduction's combine region)
         if op.name == "scf.if":
             then, other = (self.walk(region.block.ops, state) for region in op.regions)
@@ -306,7 +310,7 @@ class _Membar:
             return not op.operands[0].type.per_thread      # (rules_tlx: the group syncs, then arrives)
         if op.name == "tlx.tcgen05_mma":
             return self.tcgen05_syncs                      # (rules_tcgen05)
-        return op.name in BULK_STORES                      # (rules_tlx)
+        return has_trait(op, BULK_STORE)                   # (rules_tlx)
 
     def syncs_after(self, op) -> bool:
         if "sync" in self.order.after.get(id(op), ()):
@@ -342,7 +346,7 @@ class _Membar:
         if op.name in ("tlx.async_dot", "tlx.tcgen05_mma"):
             reads = frozenset().union(*(self.slots(v) for v in op.operands[:2] if _smem(v)))
             return reads, _NONE, _CLEAR
-        if op.name in BULK_STORES:
+        if has_trait(op, BULK_STORE):
             return self.slots(op.operands[1]), _NONE, _CLEAR
         return _NONE, _NONE, _CLEAR
 

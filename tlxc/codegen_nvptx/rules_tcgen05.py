@@ -81,6 +81,7 @@ from ..codegen_c.lower import lowering, registers
 from ..errors import CompilationError, InternalCompilerError
 from ..ir import layouts_nvidia as N
 from ..ir.ops.tcgen05 import TMEM_COLUMNS, k_step, tmem_columns
+from ..ir.traits import TCGEN05_MMA, has_trait
 from ..ir.types import MemDescType
 from ..target import has_feature
 from .rules_mma_async import operand_plan
@@ -125,7 +126,7 @@ def cta_group(lw) -> int:
     state = _state(lw)
     if state.group is None:
         state.group = 2 if any(o.attrs.get("two_ctas") for o in lw.kernel.walk()
-                               if o.name in ("tlx.tcgen05_mma", "tlx.tcgen05_commit")) else 1
+                               if has_trait(o, TCGEN05_MMA)) else 1
     return state.group
 
 
@@ -177,7 +178,7 @@ def _scope_ops(lw):
 
 
 def _uses_of(op) -> set[str]:
-    if op.name in ("tlx.tcgen05_mma", "tlx.tcgen05_commit"):
+    if has_trait(op, TCGEN05_MMA):
         return {"mma"}
     if op.name in ("tlx.local_load", "tlx.local_store"):
         storage = getattr(op.operands[0].type, "storage", "smem")

@@ -21,6 +21,7 @@ from ..codegen_c.lower import Scope, const_table, elem, lowering, registers
 from ..codegen_c.rules_buffers import _offset_expr, register_offsets, shared_address, shared_vector_width
 from ..errors import CompilationError, ResourceError
 from ..ir.ops.task import MAX_TASKS, launch_registers
+from ..ir.traits import ALLOCATION, has_trait
 from ..ir.types import BarrierType, MemDescType, TensorType
 from ..options import perf_switch
 from . import rules_tcgen05 as tcgen05
@@ -575,8 +576,8 @@ def _uniform_slice(pre_ops, ws_op) -> set[int]:
     defined_by = {id(r): op for op in pre_ops for r in op.results}
     wanted: set[int] = set()
     # every thread of the CTA takes part in a cluster barrier (and the fence before it)
-    stack = [op for op in pre_ops if op.name in ("tlx.local_alloc", "tlx.alloc_barriers", "tlx.cluster_barrier",
-                                                 "tlx.fence_mbarrier_init_cluster")]
+    stack = [op for op in pre_ops if has_trait(op, ALLOCATION) or
+             op.name in ("tlx.cluster_barrier", "tlx.fence_mbarrier_init_cluster")]
     for region in ws_op.regions[1:]:
         for inner in region.ops:
             for nested in inner.walk():

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import Location, RaceError
 from ..ir.core import BlockArgument
+from ..ir.traits import ASYNC_DOT, CONTROL_FLOW, has_trait
 from ..ir.types import TensorType
 from .registry import impl
 from .scheduler import PREEMPT
@@ -33,8 +34,6 @@ from .shared import SharedView, read_written
 from .values import round_tf32, round_to, scalar_of
 
 # Ops that may hold a pending accumulator without reading it.
-PASS_THROUGH = frozenset({"tlx.async_dot", "tlx.async_dot_wait", "scf.for", "scf.while", "scf.if"})
-_PRODUCERS = frozenset({"tlx.async_dot", "tlx.async_dot_wait"})
 
 
 @dataclass(eq=False)
@@ -136,11 +135,12 @@ def may_be_pending(v) -> bool:
     if isinstance(v, BlockArgument):
         return True
     name = getattr(v.owner, "name", "")
-    return name in _PRODUCERS or name.startswith("scf.")
+    return has_trait(name, ASYNC_DOT) or name.startswith("scf.")
 
 
 def needs_guard(op) -> bool:
-    return op.name not in PASS_THROUGH and any(may_be_pending(v) for v in op.operands)
+    passes_through = has_trait(op, ASYNC_DOT) or has_trait(op, CONTROL_FLOW)
+    return not passes_through and any(may_be_pending(v) for v in op.operands)
 
 
 def guard_pending(fn, is_generator: bool):

@@ -8,7 +8,7 @@ loop's initial value and its yields, the branches' yields).
 from __future__ import annotations
 
 from .core import Block, Operation, Value
-from .traits import ALLOCATION, REMOTE_VIEW, VIEW, has_trait
+from .traits import ALLOCATION, CONTROL_FLOW, REMOTE_VIEW, VIEW, has_trait
 
 
 def view_roots(value: Value | None) -> list[Operation]:
@@ -27,7 +27,7 @@ def view_roots(value: Value | None) -> list[Operation]:
                     roots.append(owner)
             elif has_trait(owner, VIEW) or has_trait(owner, REMOTE_VIEW):
                 stack.append(owner.operands[0])
-            elif owner.name in ("scf.for", "scf.while", "scf.if"):
+            elif has_trait(owner, CONTROL_FLOW):
                 stack.extend(_merged_into_result(owner, v.index))
         elif isinstance(owner, Block):
             stack.extend(_merged_into_argument(owner, v.index))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..errors import CompilationError
 from ..ir.builder import Builder
 from ..ir.core import Module
+from ..ir.traits import TCGEN05_MMA, has_trait
 
 SIGNALS_PEERS = ("tlx.remote_view",)
 # Writes into a peer's shared memory (and barrier): they need the fence + barrier after the
@@ -33,7 +34,7 @@ def _created(block, index: int, name: str, loc):
 def _peer_signal(kernel):
     return next((op for op in kernel.walk() if op.name in SIGNALS_PEERS or
                  (op.name == "tlx.async_descriptor_load" and op.attrs.get("multicast")) or
-                 (op.name in ("tlx.tcgen05_mma", "tlx.tcgen05_commit") and op.attrs.get("two_ctas"))), None)
+                 (has_trait(op, TCGEN05_MMA) and op.attrs.get("two_ctas"))), None)
 
 
 def insert_cluster_syncs(module: Module) -> Module:

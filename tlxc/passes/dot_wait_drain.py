@@ -52,11 +52,10 @@ loop is left alone.
 from __future__ import annotations
 
 from ..ir.core import BlockArgument, Module, Operation, Value
+from ..ir.traits import ASYNC_DOT, has_trait
 from ..target import has_feature
 from .dot_wgmma import replace_uses
 from .manager import Pass
-
-WGMMA_OPS = ("tlx.async_dot", "tlx.async_dot_wait")
 
 
 class DrainDotWait(Pass):
@@ -129,7 +128,7 @@ def _is_plain_wait(op) -> bool:
 
 
 def _has_wgmma(op: Operation) -> bool:
-    return any(inner.name in WGMMA_OPS for inner in op.walk())
+    return any(has_trait(inner, ASYNC_DOT) for inner in op.walk())
 
 
 def _may_be_pending(value: Value) -> bool:

@@ -73,6 +73,7 @@ import os
 
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Operation, OpResult, Region, Value
+from ..ir.traits import PURE, has_trait
 from ..ir.types import PointerType, ScalarType, TensorType, i1, i32, i64
 from ..options import perf_switch
 from ..target import has_feature, target_of
@@ -81,8 +82,6 @@ from .manager import Pass
 
 DEFAULT_STAGES = 3
 SHARED_CAPACITY = 232448             # bytes of shared memory a Hopper CTA may use (227 KB)
-PURE = ("tl.program_id", "tl.num_programs", "tl.arange", "tl.splat", "tl.broadcast", "tl.expand_dims",
-        "tl.reshape", "tl.trans", "tl.hint", "tl.addptr")
 DOT_OPS = ("tlx.local_view", "tlx.local_trans", "tlx.local_store", "tlx.async_dot", "tlx.async_dot_wait")
 
 
@@ -196,7 +195,7 @@ class _Plan:
         """Values of the body that change from one iteration to the next."""
         variant = {id(self.iv)} | {id(a) for a in self.args}
         for op in self.body.ops:
-            if op.regions or op.name not in PURE and not _is_arith(op.name) or \
+            if op.regions or not has_trait(op, PURE) or \
                     any(id(v) in variant for v in op.operands):
                 variant |= {id(r) for r in op.results}
         return variant
@@ -213,7 +212,7 @@ class _Plan:
             self.increment(value)
             return
         op = value.owner
-        if op.regions or not (op.name in PURE or _is_arith(op.name)):
+        if op.regions or not has_trait(op, PURE):
             raise NotPipelinable()
         for v in op.operands:
             self._check_shiftable(v, seen)
@@ -253,7 +252,7 @@ class _Plan:
         if not self._in_body(value):
             return
         op = value.owner
-        if not isinstance(op, Operation) or op.regions or not (op.name in PURE or _is_arith(op.name)):
+        if not isinstance(op, Operation) or op.regions or not has_trait(op, PURE):
             raise NotPipelinable()
         for v in op.operands:
             self._check_invariant_pure(v)
@@ -294,7 +293,7 @@ class _Plan:
 
     def _check_pure(self, op: Operation) -> None:
         for inner in op.walk():
-            if inner.name in ("scf.if", "scf.yield") or inner.name in PURE or _is_arith(inner.name):
+            if inner.name in ("scf.if", "scf.yield") or has_trait(inner, PURE):
                 continue
             raise NotPipelinable()
 
@@ -674,10 +673,6 @@ def _op(name: str, operands, result_types, attrs, loc, names=None) -> Operation:
     op = Builder(None).create(name, operands, result_types, attrs, result_names=names)
     op.loc = loc
     return op
-
-
-def _is_arith(name: str) -> bool:
-    return name.startswith(("arith.", "math."))
 
 
 def _element(t):

@@ -19,6 +19,7 @@ import os
 from ..errors import CompilationError, ResourceError
 from ..ir.core import Module
 from ..ir.ops.tcgen05 import TMEM_COLUMNS, place_tensor_memory, tmem_groups
+from ..ir.traits import ALLOCATION, has_trait
 from ..target import get_target, target_of
 from .manager import Pass
 
@@ -49,7 +50,7 @@ def allocate_kernel(kernel, arch: str) -> None:
     tmem_aliases = tmem_groups(kernel)
     aliases = _aliases(kernel)
     for op in kernel.walk():
-        if op.name not in ("tlx.local_alloc", "tlx.alloc_barriers"):
+        if not has_trait(op, ALLOCATION):
             continue
         if id(op) not in top_level:
             raise CompilationError(f"{op.name.replace('tlx.', 'tlx.')} must be at the top level of the kernel, "

@@ -5,8 +5,8 @@ broadcasts first); ``arith.cmp`` yields ``i1`` of the same shape.
 """
 from __future__ import annotations
 
-from ..core import Operation
-from ..traits import ELEMENTWISE
+from ..core import OP_REGISTRY, Operation
+from ..traits import ELEMENTWISE, PURE
 from ..types import ScalarType, i1, i32, with_element
 from ._rules import expect_operands, expect_results, expect_scalar_kind, expect_type, same_shape
 
@@ -366,3 +366,9 @@ class BitcastOp(Operation):
 
 BINARY_OPS = {cls.name.split(".")[1]: cls for cls in (
     AddOp, SubOp, MulOp, DivOp, RemOp, MinOp, MaxOp, AndOp, OrOp, XorOp, ShlOp, ShrOp, UMulHiOp)}
+
+
+# every arith.* and math.* op (all defined here) is pure (ir/traits.py: PURE)
+for _name, _cls in OP_REGISTRY.items():
+    if _name.startswith(("arith.", "math.")):
+        _cls.traits = _cls.traits | {PURE}

@@ -12,7 +12,7 @@ thread for ``per_thread`` (warp) barriers.  Optional ``pred`` operands come last
 from __future__ import annotations
 
 from ..core import Operation, OpResult
-from ..traits import ALLOCATION
+from ..traits import ALLOCATION, NAMED_BARRIER
 from ..types import BarrierType, ScalarType, i1
 from ._rules import expect_results
 
@@ -141,6 +141,7 @@ class NamedBarrierWaitOp(Operation):
     """``bar.sync id, threads`` (operands: id, threads)."""
 
     name = "tlx.named_barrier_wait"
+    traits = frozenset({NAMED_BARRIER})
 
     def verify(self):
         _verify_named(self)
@@ -150,6 +151,7 @@ class NamedBarrierArriveOp(Operation):
     """``bar.arrive id, threads`` (operands: id, threads)."""
 
     name = "tlx.named_barrier_arrive"
+    traits = frozenset({NAMED_BARRIER})
 
     def verify(self):
         _verify_named(self)

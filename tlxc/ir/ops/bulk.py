@@ -17,6 +17,7 @@ addresses and a size that is a multiple of 16 (PTX ISA, cp.async.bulk).
 from __future__ import annotations
 
 from ..core import Operation
+from ..traits import BULK_STORE
 from ..types import BarrierType, PointerType, ScalarType, TensorDescType, TensorType, i1, with_element
 from ._rules import expect_operands, expect_pointer, expect_type
 from .shared import expect_memdesc
@@ -62,6 +63,7 @@ class AsyncBulkStoreOp(Operation):
     Operands: ptr, src, size."""
 
     name = "tlx.async_bulk_store"
+    traits = frozenset({BULK_STORE})
 
     def verify(self):
         expect_operands(self, 3)

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from ..core import Operation
-from ..traits import SIDE_EFFECT
+from ..traits import CONTROL_FLOW, SIDE_EFFECT, TERMINATOR
 from ..types import ScalarType, i1
 from ._rules import expect_type
 
@@ -56,13 +56,13 @@ class KernelOp(Operation):
 
 class ReturnOp(Operation):
     name = "tl.return"
-    traits = frozenset({SIDE_EFFECT})
+    traits = frozenset({SIDE_EFFECT, TERMINATOR})
     is_terminator = True
 
 
 class YieldOp(Operation):
     name = "scf.yield"
-    traits = frozenset({SIDE_EFFECT})
+    traits = frozenset({SIDE_EFFECT, TERMINATOR})
     is_terminator = True
 
 
@@ -70,7 +70,7 @@ class ConditionOp(Operation):
     """Ends a while's "before" region: continue while operand 0 is true."""
 
     name = "scf.condition"
-    traits = frozenset({SIDE_EFFECT})
+    traits = frozenset({SIDE_EFFECT, TERMINATOR})
     is_terminator = True
 
     def verify(self):
@@ -80,6 +80,7 @@ class ConditionOp(Operation):
 
 class ForOp(Operation):
     name = "scf.for"
+    traits = frozenset({CONTROL_FLOW})
     num_regions = 1
 
     @property
@@ -110,6 +111,7 @@ class ForOp(Operation):
 
 class WhileOp(Operation):
     name = "scf.while"
+    traits = frozenset({CONTROL_FLOW})
     num_regions = 2
 
     def verify(self):
@@ -130,6 +132,7 @@ class WhileOp(Operation):
 
 class IfOp(Operation):
     name = "scf.if"
+    traits = frozenset({CONTROL_FLOW})
     num_regions = 2
 
     @property

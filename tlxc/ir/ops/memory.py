@@ -6,7 +6,7 @@ Optional operands (``mask``, ``other``) follow the required ones; the
 from __future__ import annotations
 
 from ..core import Operation
-from ..traits import ELEMENTWISE, SIDE_EFFECT
+from ..traits import ELEMENTWISE, PURE, SIDE_EFFECT
 from ..types import PointerType, ScalarType, i1, shape_of, with_element
 from ._rules import expect_operands, expect_pointer, expect_scalar_kind, expect_type, same_shape
 
@@ -15,7 +15,7 @@ class AddPtrOp(Operation):
     """``ptr + offset`` in elements of the pointee type."""
 
     name = "tl.addptr"
-    traits = frozenset({ELEMENTWISE})
+    traits = frozenset({ELEMENTWISE, PURE})
 
     def verify(self):
         expect_operands(self, 2)

@@ -9,6 +9,7 @@ then.  Each ``async_dot`` is one wgmma group of the issuing task.
 from __future__ import annotations
 
 from ..core import Operation
+from ..traits import ASYNC_DOT
 from ..types import MemDescType, ScalarType, TensorType, i1
 from ._rules import expect_results, expect_type
 
@@ -53,6 +54,7 @@ class AsyncDotOp(Operation):
     """
 
     name = "tlx.async_dot"
+    traits = frozenset({ASYNC_DOT})
 
     def verify(self):
         expected = 3 + bool(self.attrs.get("has_use_acc"))
@@ -104,6 +106,7 @@ class AsyncDotWaitOp(Operation):
     in flight; returns its operand (the accumulator), now readable if retired."""
 
     name = "tlx.async_dot_wait"
+    traits = frozenset({ASYNC_DOT})
 
     def verify(self):
         if len(self.operands) != 1:

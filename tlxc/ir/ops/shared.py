@@ -10,7 +10,7 @@ copies global memory into a buffer asynchronously (cp.async), completed by
 from __future__ import annotations
 
 from ..core import Operation
-from ..traits import ALLOCATION, VIEW
+from ..traits import ALLOCATION, BULK_STORE, VIEW
 from ..types import BarrierType, MemDescType, ScalarType, TensorType, i1, with_element
 from ._rules import expect_operands, expect_pointer, expect_results, expect_type
 
@@ -321,6 +321,7 @@ class AsyncDescriptorStoreOp(Operation):
     global memory instead of overwriting it (a TMA reduce-store)."""
 
     name = "tlx.async_descriptor_store"
+    traits = frozenset({BULK_STORE})
 
     def verify(self):
         if len(self.operands) < 2:

@@ -28,6 +28,7 @@ kernel, so every tcgen05 MMA and commit of a kernel is 2-CTA or none is.
 from __future__ import annotations
 
 from ..core import Operation
+from ..traits import TCGEN05_MMA
 from ..types import BarrierType, MemDescType, ScalarType, i1
 from ._rules import expect_results, expect_type
 
@@ -133,6 +134,7 @@ class TcGen05MmaOp(Operation):
     """
 
     name = "tlx.tcgen05_mma"
+    traits = frozenset({TCGEN05_MMA})
 
     def verify(self):
         expect_results(self, 0)
@@ -188,6 +190,7 @@ class TcGen05CommitOp(Operation):
     arrival lands on the barrier at the same place in both CTAs."""
 
     name = "tlx.tcgen05_commit"
+    traits = frozenset({TCGEN05_MMA})
 
     def verify(self):
         expect_results(self, 0)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..core import Operation
-from ..traits import ELEMENTWISE
+from ..traits import ELEMENTWISE, PURE
 from ..types import TensorType, element_type, i32, shape_of
 from ._rules import expect_operands, expect_tensor, expect_type
 
@@ -11,6 +11,7 @@ class ProgramIdOp(Operation):
     """``tl.program_id(axis)``: this program's index along grid ``axis``."""
 
     name = "tl.program_id"
+    traits = frozenset({PURE})
 
     def verify(self):
         expect_operands(self, 0)
@@ -23,12 +24,14 @@ class NumProgramsOp(ProgramIdOp):
     """``tl.num_programs(axis)``: the grid's size along ``axis``."""
 
     name = "tl.num_programs"
+    traits = frozenset({PURE})
 
 
 class ArangeOp(Operation):
     """``tl.arange(start, end)``: ``[start, end)`` as an i32 tensor."""
 
     name = "tl.arange"
+    traits = frozenset({PURE})
 
     def verify(self):
         expect_operands(self, 0)
@@ -44,6 +47,7 @@ class SplatOp(Operation):
     """A scalar broadcast to every element of a tensor."""
 
     name = "tl.splat"
+    traits = frozenset({PURE})
 
     def verify(self):
         expect_operands(self, 1)
@@ -55,6 +59,7 @@ class BroadcastOp(Operation):
     """Expand size-1 dims of a tensor to the result's (same-rank) shape."""
 
     name = "tl.broadcast"
+    traits = frozenset({PURE})
 
     def verify(self):
         expect_operands(self, 1)
@@ -71,6 +76,7 @@ class ExpandDimsOp(Operation):
     """Insert a size-1 dim at ``attrs.axis``."""
 
     name = "tl.expand_dims"
+    traits = frozenset({PURE})
 
     def verify(self):
         expect_operands(self, 1)
@@ -89,6 +95,7 @@ class ReshapeOp(Operation):
     """Row-major reshape to a shape with the same number of elements."""
 
     name = "tl.reshape"
+    traits = frozenset({PURE})
 
     def verify(self):
         expect_operands(self, 1)
@@ -139,6 +146,7 @@ class TransOp(Operation):
     """Permute dims by ``attrs.perm``."""
 
     name = "tl.trans"
+    traits = frozenset({PURE})
 
     def verify(self):
         expect_operands(self, 1)
@@ -195,7 +203,7 @@ class HintOp(Operation):
     """Pass-through carrying ``multiple_of`` / ``max_contiguous`` facts."""
 
     name = "tl.hint"
-    traits = frozenset({ELEMENTWISE})
+    traits = frozenset({ELEMENTWISE, PURE})
 
     def verify(self):
         expect_operands(self, 1)
