@@ -34,7 +34,10 @@ def test_the_traits_name_the_ops_the_lists_named():
     assert _with(REMOTE_VIEW) == {"tlx.remote_view"}
     assert _with(ALLOCATION) == {"tlx.local_alloc", "tlx.alloc_barriers"}
     assert _with(SIDE_EFFECT) == {"tl.store", "tl.atomic_rmw", "tl.atomic_cas", "tl.debug_barrier", "tl.print",
-                                  "tl.assert", "scf.yield", "scf.condition", "tl.return"}
+                                  "tl.assert", "scf.yield", "scf.condition", "tl.return",
+                                  # AMD's warp-pipeline markers and scheduling barrier (ir/ops/warp_pipeline.py)
+                                  "tlx.warp_pipeline_begin", "tlx.warp_pipeline_enter", "tlx.warp_pipeline_exit",
+                                  "tlx.warp_pipeline_end", "tlx.amd_sched_barrier"}
     assert _with(ELEMENTWISE) == {name for name in OP_REGISTRY if name.startswith(("arith.", "math.")) and
                                   name != "arith.constant"} | {"tl.addptr", "tl.hint"}
     assert has_trait("tlx.local_view", VIEW) and not has_trait("tl.load", SIDE_EFFECT)
