@@ -336,3 +336,28 @@ def test_torch_compile_forward_and_backward_on_the_cpu():
     out.backward(do)
     errs = _grads_vs_float64(leaves, do * 1.5, causal=True)
     assert max(errs) < 1e-2, errs
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("D", [64, 96, 128, 192, 256])
+def test_tlxc_check_is_clean(D, causal, varlen, monkeypatch):
+    """``tlxc check`` of the launch the host would make on an H200: no finding above a note (the
+    barrier protocol under ``if n_blocks > 0`` is left to the interpreter runs above)."""
+    from tlxc.compiler import check_function
+    from tlxc.frontend.specialize import specialization_from_args
+    from tlxc.ops.kernels.attention_fwd import attn_fwd_kernel
+    launches = []
+    monkeypatch.setattr(A, "_launch", lambda grid, *args, **meta: launches.append((args, meta)))
+    if varlen:
+        q = torch.zeros(300, 4, D, dtype=torch.bfloat16)
+        cu = torch.tensor([0, 100, 300], dtype=torch.int32)
+        attention_forward(q, q[:, :2], q[:, :2], causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, programs=132)
+    else:
+        q = torch.zeros(2, 4, 2048, D, dtype=torch.bfloat16)
+        attention_forward(q, q[:, :2], q[:, :2], causal=causal, programs=132)
+    (args, meta), = launches
+    num_warps = meta.pop("num_warps")
+    params = dict(zip(attn_fwd_kernel.param_names, args), **meta)
+    findings = check_function(attn_fwd_kernel, specialization_from_args(attn_fwd_kernel, params), num_warps=num_warps)
+    assert [f for f in findings if f.severity != "note"] == []
