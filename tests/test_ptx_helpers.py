@@ -149,6 +149,13 @@ def _tcgen05_mma(kind: str, group: int = 1) -> Case:
                 bounds="" if group == 1 else _PAIR)
 
 
+def _tcgen05_mma_tmem_a(kind: str) -> Case:
+    body = ("const unsigned long long db = ((unsigned long long)in[3] << 32) | in[4];\n"
+            f"  if (threadIdx.x == 0) tlx_tcgen05_mma_tmem_a_{kind}(in[0], in[1], db, in[5], (int)in[6]);\n"
+            "  out[0] = 1u;")
+    return Case(body, (f"tcgen05.mma.cta_group::1.kind::{kind}",), archs=_SM100)
+
+
 _PAIR = "__cluster_dims__(2, 1, 1) "      # the cta_group::2 forms run on a CTA pair
 _TMEM_ALLOC_CG2 = ("__shared__ unsigned slot;\n"
                    "  if (threadIdx.x < 32) { tlx_tcgen05_alloc_cg2(&slot, 32u); "
@@ -535,6 +542,7 @@ CASES: dict[str, Case] = {
         ("tcgen05.fence::after_thread_sync",), archs=_SM100),
     **{f"tlx_tcgen05_mma_{kind}": _tcgen05_mma(kind) for kind in ptx.TCGEN05_KINDS},
     **{f"tlx_tcgen05_mma_cg2_{kind}": _tcgen05_mma(kind, 2) for kind in ptx.TCGEN05_KINDS},
+    **{f"tlx_tcgen05_mma_tmem_a_{kind}": _tcgen05_mma_tmem_a(kind) for kind in ptx.TCGEN05_KINDS},
     "tlx_tcgen05_alloc_cg2": Case(_TMEM_ALLOC_CG2, ("tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32",),
                                   archs=_SM100, also=("tlx_tcgen05_relinquish_alloc_permit_cg2",), bounds=_PAIR),
     "tlx_tcgen05_relinquish_alloc_permit_cg2": Case(

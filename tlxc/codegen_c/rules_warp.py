@@ -9,6 +9,7 @@ frontend checked the widths).
 """
 from __future__ import annotations
 
+from ..errors import CompilationError
 from ..ir.types import TensorType
 from ..passes.uniformity import Uniformity
 from . import c_types as C
@@ -55,21 +56,35 @@ def inline_asm_elementwise(lw, op):
         raise lw.error_unsupported(op, "tl.inline_asm_elementwise (inline PTX)")
     letters = [c.strip().lstrip("=") for c in op.attrs["constraints"].split(",")]
     results = op.results
+    pack = op.attrs.get("pack", 1)
     for r in results:
         lw.declare(r)
-    index = "i" if isinstance(results[0].type, TensorType) else "0"
+    tensor = isinstance(results[0].type, TensorType)
+    if tensor and registers(results[0].type) % pack:
+        raise CompilationError(f"tl.inline_asm_elementwise with pack={pack}: each thread holds "
+                               f"{registers(results[0].type)} elements of the result, not a multiple of {pack}; "
+                               f"use a larger tensor or pack=1", op.loc)
 
-    def ref(v):
-        return lw.ref(v, index) if isinstance(v.type, TensorType) else lw.name(v)
+    def ref(v, j):
+        if not isinstance(v.type, TensorType):
+            return lw.name(v)
+        return lw.ref(v, "i" if j == 0 else f"i + {j}") if tensor else lw.ref(v, "0")
 
-    outputs = [(f"={c}", _bind(c, ref(r), r.type.element if isinstance(r.type, TensorType) else r.type, True))
-               for c, r in zip(letters, results)]
-    inputs = [(c, _bind(c, ref(v), v.type.element if isinstance(v.type, TensorType) else v.type, False))
-              for c, v in zip(letters[len(results):], op.operands)]
+    def element(v):
+        return v.type.element if isinstance(v.type, TensorType) else v.type
+
+    # operand r * pack + j: element j of the run of ``pack`` registers of this thread (an
+    # elementwise asm sees the same elements whatever registers a run groups)
+    outputs = [(f"={letters[r * pack + j]}", _bind(letters[r * pack + j], ref(res, j), element(res), True))
+               for r, res in enumerate(results) for j in range(pack)]
+    base = len(results) * pack
+    inputs = [(letters[base + a * pack + j], _bind(letters[base + a * pack + j], ref(v, j), element(v), False))
+              for a, v in enumerate(op.operands) for j in range(pack)]
     stmt = lw.target.user_inline_asm(op.attrs["asm"], outputs, inputs, volatile=not op.attrs["pure"])
-    if isinstance(results[0].type, TensorType):     # (not for_registers: it rewrites "[i]" in the text)
+    if tensor:     # (not for_registers: it rewrites "[i]" in the text)
         lw.out.line("#pragma unroll")
-        lw.out.open(f"for (int i = 0; i < {registers(results[0].type)}; ++i)")
+        step = "++i" if pack == 1 else f"i += {pack}"
+        lw.out.open(f"for (int i = 0; i < {registers(results[0].type)}; {step})")
         lw.out.line(stmt)
         lw.out.close()
     else:

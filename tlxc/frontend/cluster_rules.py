@@ -6,6 +6,8 @@ signatures.  Registered from ``tlx_rules.py``.
 """
 from __future__ import annotations
 
+import math
+
 from ..ir import types as T
 from ..ir.types import ScalarType, TensorType
 from . import semantic as S
@@ -115,7 +117,7 @@ def _constraints(text: str, outputs: int, inputs: int) -> list[str]:
 def _check_width(letter: str, dtype, what: str) -> None:
     if dtype.is_bool or dtype.bits != CONSTRAINT_BITS[letter]:
         raise SemanticError(f"{what} is {dtype} ({dtype.bits} bits) but its constraint '{letter}' is a "
-                            f"{CONSTRAINT_BITS[letter]}-bit register (with pack=1 each element is one register)",
+                            f"{CONSTRAINT_BITS[letter]}-bit register (each element is one register)",
                             param="constraints")
 
 
@@ -138,23 +140,30 @@ def _inline_asm_elementwise(ctx, asm, constraints, args, dtype, is_pure, pack):
     if not isinstance(asm, str) or not isinstance(constraints, str):
         raise SemanticError("'asm' and 'constraints' must be compile-time strings", param="asm")
     pack = const_int(pack, "pack")
-    if pack != 1:
-        raise SemanticError(f"pack={pack} is not supported yet: tlxc runs the asm once per element (pack=1)",
-                            param="pack")
+    if pack not in (1, 2, 4):
+        raise SemanticError(f"'pack' must be 1, 2 or 4 (elements per run of the asm), got {pack}", param="pack")
     is_pure = constexpr(is_pure, "is_pure")
     if not isinstance(is_pure, bool):
         raise SemanticError(f"'is_pure' must be a compile-time bool, got {S.describe(is_pure)}", param="is_pure")
     dtype = constexpr(dtype, "dtype")
     dtypes = [const_dtype(d, "dtype") for d in (dtype if isinstance(dtype, (list, tuple)) else [dtype])]
     values = _inline_asm_args(b, args)
-    letters = _constraints(constraints, len(dtypes), len(values))
-    for i, (letter, d) in enumerate(zip(letters, dtypes)):
-        _check_width(letter, d, f"result {i}")
-    for i, (letter, v) in enumerate(zip(letters[len(dtypes):], values)):
+    # with pack=p each result and each argument has p operands ($r*p + j: element j of a run)
+    letters = _constraints(constraints, len(dtypes) * pack, len(values) * pack)
+    for i, d in enumerate(dtypes):
+        for letter in letters[i * pack:(i + 1) * pack]:
+            _check_width(letter, d, f"result {i}")
+    inputs = letters[len(dtypes) * pack:]
+    for i, v in enumerate(values):
         if not isinstance(v.dtype, ScalarType):
             raise SemanticError(f"argument {i} is {S.describe(v)}; inline asm takes numbers", param="args")
-        _check_width(letter, v.dtype, f"argument {i}")
+        for letter in inputs[i * pack:(i + 1) * pack]:
+            _check_width(letter, v.dtype, f"argument {i}")
     shape = next((v.shape for v in values if v.is_block), None)
+    if pack > 1 and (shape is None or math.prod(shape) % pack):
+        raise SemanticError(f"pack={pack} runs the asm on {pack} elements at a time: the arguments must be tensors "
+                            f"whose size is a multiple of {pack}, got "
+                            f"{'scalars' if shape is None else list(shape)}", param="pack")
     types = [TensorType(shape, d) if shape else d for d in dtypes]
     op = b.create("tl.inline_asm_elementwise", [v.value for v in values], types,
                   {"asm": asm, "constraints": constraints, "pure": is_pure, "pack": pack})

@@ -14,6 +14,17 @@ it cannot run).  Modelled:
 
 Every output must be written by exactly one ``mov``: an output the asm leaves
 unwritten holds garbage on the GPU, which the interpreter does not invent.
+
+Arithmetic on 32-bit registers (``_Machine``: the packed-f32 helpers of TLX's Blackwell
+kernels, ``pack=2``): a ``{ ... }`` block, ``.reg .b32`` / ``.reg .b64`` declarations,
+``mov.b64 r, {$a, $b}`` / ``mov.b64 {$a, $b}, r`` (two 32-bit words into / out of a 64-bit
+register, the first the low word) and ``mov.b32``; ``add``, ``sub``, ``mul`` (``.f32``,
+``.f32x2``, rounding ``.rn`` or none), ``fma.rn`` (``.f32``, ``.f32x2``; computed in float64
+and rounded once more to float32, which can differ from the hardware's single rounding in
+the last bit), ``tanh.approx.f32`` and ``ex2.approx[.ftz].f32`` (computed exactly in
+float32: the hardware's approximations are within about 2^-11 relative of that).  With
+``pack=p`` operand ``$k*p + j`` is element ``j`` of a run of ``p`` consecutive elements
+(row-major), which an elementwise asm cannot tell from the GPU's register runs.
 """
 from __future__ import annotations
 
@@ -80,12 +91,197 @@ def _plan(asm: str, outputs: int) -> list[_Mov]:
     return movs
 
 
+# -- 32-bit register arithmetic (f32 / f32x2) ---------------------------------------------------------
+_REG_DECL = re.compile(r"\.reg\s+\.(b32|b64|f32|u32|s32)\s+(.+)$", re.S)
+_ARITH = {"add": 2, "sub": 2, "mul": 2, "fma": 3, "tanh": 1, "ex2": 1}
+
+
+def _operands(text: str) -> list[str]:
+    """Comma-separated operands, a ``{a, b}`` vector kept whole."""
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+class _Machine:
+    """Runs a block of 32-bit register PTX on numpy vectors: every register holds a list of
+    uint32 word arrays (one for .b32, two for .b64, low word first)."""
+
+    def __init__(self, inputs: dict[int, np.ndarray], outputs: int, size: int):
+        self.inputs, self.outputs, self.size = inputs, outputs, size
+        self.regs: dict[str, list | None] = {}
+        self.widths: dict[str, int] = {}
+        self.written: dict[int, np.ndarray] = {}
+
+    def run(self, asm: str) -> None:
+        for statement in _statements(asm):
+            text = statement.strip()
+            while text[:1] in ("{", "}"):
+                text = text[1:].strip()
+            if not text:
+                continue
+            declared = _REG_DECL.match(text)
+            if declared:
+                for name in _operands(declared.group(2)):
+                    self.regs[name] = None
+                    self.widths[name] = int(declared.group(1)[1:])
+                continue
+            parts = text.split(None, 1)
+            opcode, operands = parts[0], _operands(parts[1] if len(parts) > 1 else "")
+            self.execute(opcode, operands, text)
+
+    def execute(self, opcode: str, operands: list[str], statement: str) -> None:
+        kind = opcode.split(".")
+        if kind[0] == "nanosleep":
+            return
+        if kind[0] == "mov" and len(kind) == 2 and kind[1] in ("b32", "b64", "f32", "u32", "s32") and \
+                len(operands) == 2:
+            self.assign(operands[0], self.words(operands[1], statement), statement)
+            return
+        if kind[0] not in _ARITH or kind[-1] not in ("f32", "f32x2"):
+            raise UnsupportedPtx(statement)
+        modifiers = set(kind[1:-1])
+        allowed = {"tanh": {"approx"}, "ex2": {"approx", "ftz"}, "fma": {"rn"}}.get(kind[0], {"rn"})
+        if not modifiers <= allowed or (kind[0] in ("tanh", "ex2") and "approx" not in modifiers) or \
+                (kind[0] == "fma" and "rn" not in modifiers) or \
+                (kind[0] in ("tanh", "ex2") and kind[-1] != "f32") or len(operands) != 1 + _ARITH[kind[0]]:
+            raise UnsupportedPtx(statement)
+        lanes = 2 if kind[-1] == "f32x2" else 1
+        sources = [self.words(o, statement) for o in operands[1:]]
+        if any(len(w) != lanes for w in sources):
+            raise UnsupportedPtx(statement)
+        result = []
+        with np.errstate(all="ignore"):
+            for lane in range(lanes):
+                x = [w[lane].view(np.float32) for w in sources]
+                if kind[0] == "add":
+                    y = x[0] + x[1]
+                elif kind[0] == "sub":
+                    y = x[0] - x[1]
+                elif kind[0] == "mul":
+                    y = x[0] * x[1]
+                elif kind[0] == "fma":
+                    y = (x[0].astype(np.float64) * x[1] + x[2]).astype(np.float32)
+                elif kind[0] == "tanh":
+                    y = np.tanh(x[0])
+                else:
+                    src = np.where(np.abs(x[0]) < np.finfo(np.float32).tiny, np.float32(0), x[0]) \
+                        if "ftz" in modifiers else x[0]
+                    y = np.exp2(src).astype(np.float32)
+                    if "ftz" in modifiers:
+                        y = np.where(np.abs(y) < np.finfo(np.float32).tiny, np.float32(0), y)
+                result.append(np.asarray(y, dtype=np.float32).view(np.uint32))
+        self.assign(operands[0], result, statement)
+
+    def words(self, text: str, statement: str) -> list[np.ndarray]:
+        text = text.strip()
+        if text.startswith("{") and text.endswith("}"):
+            words = []
+            for part in _operands(text[1:-1]):
+                words += self.words(part, statement)
+            return words
+        operand = _OPERAND.match(text)
+        if operand:
+            n = int(operand.group(1))
+            if n not in self.inputs:
+                raise UnsupportedPtx(f"{statement} (reads ${n}, which is no 32-bit input operand)")
+            return [self.inputs[n]]
+        if text in self.regs:
+            if self.regs[text] is None:
+                raise UnsupportedPtx(f"{statement} (reads {text} before it is written)")
+            return self.regs[text]
+        try:
+            bits = _immediate(text, 32)
+        except ValueError:
+            raise UnsupportedPtx(statement) from None
+        return [np.full(self.size, bits, dtype=np.uint32)]
+
+    def assign(self, text: str, words: list[np.ndarray], statement: str) -> None:
+        text = text.strip()
+        if text.startswith("{") and text.endswith("}"):
+            targets = _operands(text[1:-1])
+            if len(targets) != len(words):
+                raise UnsupportedPtx(statement)
+            for target, word in zip(targets, words):
+                self.assign(target, [word], statement)
+            return
+        operand = _OPERAND.match(text)
+        if operand:
+            n = int(operand.group(1))
+            if n >= self.outputs or n in self.written or len(words) != 1:
+                raise UnsupportedPtx(f"{statement} (each 32-bit output operand is written exactly once)")
+            self.written[n] = words[0]
+            return
+        if text not in self.regs or self.widths[text] != 32 * len(words):
+            raise UnsupportedPtx(statement)
+        self.regs[text] = [np.array(w, dtype=np.uint32) for w in words]
+
+
+def _run_machine(asm: str, result_types, inputs: list, shape: tuple[int, ...], outputs_count: int,
+                 pack: int) -> list:
+    size = max(1, int(np.prod(shape))) if shape else 1
+    if size % pack:
+        raise UnsupportedPtx(f"pack={pack} over {size} elements")
+    words: dict[int, np.ndarray] = {}
+    base = outputs_count * pack
+    for a, value in enumerate(inputs):
+        flat = np.ascontiguousarray(np.broadcast_to(np.asarray(value), shape or ())).reshape(-1)
+        if flat.dtype.itemsize != 4:
+            raise UnsupportedPtx(f"a {flat.dtype.itemsize * 8}-bit input (arithmetic runs on 32-bit registers)")
+        flat = flat.view(np.uint32)
+        for j in range(pack):
+            words[base + a * pack + j] = flat[j::pack]
+    machine = _Machine(words, outputs_count * pack, size // pack)
+    machine.run(asm)
+    missing = [n for n in range(outputs_count * pack) if n not in machine.written]
+    if missing:
+        raise UnsupportedPtx(f"the asm leaves outputs {missing} unwritten")
+    results = []
+    for r, t in enumerate(result_types):
+        if t.bits != 32:
+            raise UnsupportedPtx(f"a {t} output (arithmetic runs on 32-bit registers)")
+        flat = np.empty(size, dtype=np.uint32)
+        for j in range(pack):
+            flat[j::pack] = machine.written[r * pack + j]
+        value = flat.view(np.float32 if t.name == "f32" else np.dtype(f"{'u' if t.name.startswith('u') else 'i'}4"))
+        results.append(value.reshape(shape) if shape else value[0])
+    return results
+
+
 def run_inline_ptx(asm: str, result_types: list[ScalarType], inputs: list, shape: tuple[int, ...],
-                   register_dtype, outputs_count: int) -> list:
+                   register_dtype, outputs_count: int, pack: int = 1) -> list:
     """The outputs of ``asm`` (numpy values of ``shape``, or scalars for ``shape == ()``), or
     ``UnsupportedPtx``.  ``inputs`` are the operand values in order (after the outputs)."""
+    try:
+        if pack != 1:
+            raise UnsupportedPtx("pack")
+        plan = _plan(asm, outputs_count)
+    except UnsupportedPtx as first:
+        try:
+            return _run_machine(asm, result_types, inputs, shape, outputs_count, pack)
+        except UnsupportedPtx as exc:
+            raise (first if pack == 1 and str(first) != "pack" and _only_movs(asm) else exc) from None
+    return _run_plan(plan, result_types, inputs, shape, register_dtype, outputs_count)
+
+
+def _only_movs(asm: str) -> bool:
+    return all(s.split(None, 1)[0].startswith(("mov.", "nanosleep")) for s in _statements(asm))
+
+
+def _run_plan(plan, result_types, inputs, shape, register_dtype, outputs_count) -> list:
     results: list = [None] * outputs_count
-    for mov in _plan(asm, outputs_count):
+    for mov in plan:
         t = result_types[mov.out]
         dtype = register_dtype(t)
         if dtype.itemsize * 8 != t.bits:            # f16/bf16 registers hold wider floats here

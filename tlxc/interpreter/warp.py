@@ -111,15 +111,17 @@ def vote_ballot_sync(ctx, op, pred):
 
 @impl("tl.inline_asm_elementwise")
 def inline_asm_elementwise(ctx, op, *args):
-    """Only asm made of the statements ``inline_ptx.py`` models exactly (``nanosleep``, ``mov``)."""
+    """Only asm made of the statements ``inline_ptx.py`` models (``nanosleep``, ``mov``, f32 arithmetic)."""
     types = [scalar_of(r.type) for r in op.results]
     shape = tuple(op.results[0].type.shape) if isinstance(op.results[0].type, TensorType) else ()
     try:
-        out = run_inline_ptx(op.attrs["asm"], types, list(args), shape, register_dtype, len(op.results))
+        out = run_inline_ptx(op.attrs["asm"], types, list(args), shape, register_dtype, len(op.results),
+                             op.attrs.get("pack", 1))
     except UnsupportedPtx as exc:
         raise ctx.error(op, f"tl.inline_asm_elementwise in {ctx.label}: inline PTX cannot run on the interpreter "
-                            f"(it runs only nanosleep and mov; here: '{exc}'); run this kernel on the GPU (or "
-                            f"give the interpreter a tl.* equivalent of the asm)") from None
+                            f"(it runs nanosleep, mov and f32/f32x2 add, sub, mul, fma.rn, tanh.approx, "
+                            f"ex2.approx (interpreter/inline_ptx.py); here: '{exc}'); run this kernel on the GPU "
+                            f"(or give the interpreter a tl.* equivalent of the asm)") from None
     return out[0] if len(out) == 1 else tuple(out)
 
 
