@@ -53,7 +53,7 @@ def _tile_matmul_both(m, n, k, bm, bn, bk, dtype=torch.float16, **meta):
     return a, b, outs, module
 
 
-@pytest.mark.parametrize("from_start,counter,base", [("", "", ""), ("1", "", ""), ("", "1", ""), ("", "1", "1")])
+@pytest.mark.parametrize("from_start,counter,base", [("", "0", "0"), ("1", "0", "0"), ("", "1", "0"), ("", "1", "1")])
 @pytest.mark.parametrize("m,n,k,stages", [(100, 72, 75, None), (64, 40, 16, None), (70, 64, 130, 4), (64, 32, 40, 2)])
 def test_interpreter_same_result_before_and_after(m, n, k, stages, from_start, counter, base, monkeypatch):
     monkeypatch.setenv("TLXC_RING_FROM_START", from_start)    # the body's copies from the loop's start
@@ -67,7 +67,7 @@ def test_interpreter_same_result_before_and_after(m, n, k, stages, from_start, c
     assert ((after.double() - ref).norm() / ref.norm()).item() < 2e-3
 
 
-@pytest.mark.parametrize("from_start,counter,base", [("", "", ""), ("1", "", ""), ("", "1", ""), ("", "", "1")])
+@pytest.mark.parametrize("from_start,counter,base", [("", "0", "0"), ("1", "0", "0"), ("", "1", "0"), ("", "0", "1")])
 def test_bf16_and_block_pointers_same_result(from_start, counter, base, monkeypatch):
     monkeypatch.setenv("TLXC_RING_FROM_START", from_start)
     monkeypatch.setenv("TLXC_RING_COUNTER", counter)
@@ -148,6 +148,7 @@ def test_ring_from_start_addresses_the_body_copies_from_the_loop_inputs(monkeypa
     """TLXC_RING_FROM_START=1: the body's copies address tile j + S - 1 as the pointer before
     the loop plus (j + S - 1) increments in 64 bits, not the carried pointer plus S - 1."""
     monkeypatch.setenv("TLXC_RING_FROM_START", "1")
+    monkeypatch.setenv("TLXC_RING_BASE", "0")
     text = _ir()
     body = text[text.index("scf.for"):]
     assert "tensor<128x64xi64" in body and "tensor<64x128xi64" in body
@@ -161,7 +162,7 @@ def test_ring_counter_carries_the_stage_and_wraps_it_with_a_select(monkeypatch):
     def loop_of(text):
         body = text[text.index("scf.for"):]
         return body[:body.index("scf.yield")]
-    monkeypatch.setenv("TLXC_RING_COUNTER", "")
+    monkeypatch.setenv("TLXC_RING_COUNTER", "0")
     plain = loop_of(_ir(STAGES=4))
     assert plain.count("arith.rem") == 2 and "arith.select" not in plain
     monkeypatch.setenv("TLXC_RING_COUNTER", "1")
@@ -180,7 +181,7 @@ def test_ring_base_adds_the_tile_offset_to_an_opaque_initial_pointer(monkeypatch
     def compiled():
         c = K.tile_matmul.compile(sig, {"BM": 128, "BN": 128, "BK": 64}, stages=("ir.opt", "cuda"))
         return c.asm["ir.opt"], c.asm["cuda"]
-    monkeypatch.setenv("TLXC_RING_BASE", "")
+    monkeypatch.setenv("TLXC_RING_BASE", "0")
     ir, cuda = compiled()
     assert "opaque_base" not in ir and "tlx_opaque_pointer(" not in cuda
     monkeypatch.setenv("TLXC_RING_BASE", "1")

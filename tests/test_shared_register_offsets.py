@@ -71,7 +71,7 @@ def test_matmul_cuda_with_the_switch(monkeypatch):
 
     def cuda():
         return K.tile_matmul.compile(sig, {"BM": 128, "BN": 128, "BK": 64}, stages=("cuda",)).asm["cuda"]
-    monkeypatch.setenv("TLXC_SHARED_IMM", "")
+    monkeypatch.setenv("TLXC_SHARED_IMM", "0")
     plain = cuda()
     monkeypatch.setenv("TLXC_SHARED_IMM", "1")
     split = cuda()
@@ -125,7 +125,7 @@ def test_split_addresses_equal_the_plain_ones_thread_by_thread(bn, num_warps, mo
     def cuda():
         return K.tile_matmul.compile(sig, {"BM": 128, "BN": bn, "BK": 64}, num_warps=num_warps,
                                      stages=("cuda",)).asm["cuda"]
-    monkeypatch.setenv("TLXC_SHARED_IMM", "")
+    monkeypatch.setenv("TLXC_SHARED_IMM", "0")
     plain = _copy_addresses(cuda())
     monkeypatch.setenv("TLXC_SHARED_IMM", "1")
     text = cuda()

@@ -17,9 +17,9 @@ from .target import DEFAULT_ARCH, Target, get_target
 # the K loop Triton's way"), name -> default.  Unset (or empty): the default; "0": off; any other
 # value: on.  Each is in the compile key (runtime/launch.py:COMPILE_ENV).
 PERF_SWITCHES = {
-    "TLXC_RING_COUNTER": False,    # passes/pipeline.py: the ring stage as a carried, wrapping counter
-    "TLXC_RING_BASE": False,       # passes/pipeline.py: copies from an opaque initial pointer + offset
-    "TLXC_SHARED_IMM": False,      # codegen_nvptx/rules_tlx.py: cp.async shared addresses as base + constants
+    "TLXC_RING_COUNTER": True,     # passes/pipeline.py: the ring stage as a carried, wrapping counter
+    "TLXC_RING_BASE": True,        # passes/pipeline.py: copies from an opaque initial pointer + offset
+    "TLXC_SHARED_IMM": True,       # codegen_nvptx/rules_tlx.py: cp.async shared addresses as base + constants
     "TLXC_CPASYNC_FENCE": True,    # codegen_c/shared_order.py: the proxy fence after a cp.async wait
 }
 
