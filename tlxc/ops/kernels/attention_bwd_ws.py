@@ -88,7 +88,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
     q_smem = tlx.local_alloc((BLOCK_M, HEAD_DIM), DTYPE, NUM_BUF)
     do_smem = tlx.local_alloc((BLOCK_M, HEAD_DIM), DTYPE, NUM_BUF)
     ds_smem = tlx.local_alloc((HALF_N, BLOCK_M), DTYPE, 2)                  # one per consumer
-    dq_smem = tlx.local_alloc((BLOCK_M, D_BOX), tl.float32, 2)              # one per consumer
+    dq_smem = tlx.local_alloc((BLOCK_M, D_BOX), tl.float32, 4)              # two per consumer
     kv_full = tlx.alloc_barriers(1, arrive_count=1)
     q_full = tlx.alloc_barriers(NUM_BUF, arrive_count=1)
     do_full = tlx.alloc_barriers(NUM_BUF, arrive_count=1)
@@ -175,10 +175,11 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                         dk = tlx.async_dot_wait(1, dk)
                         tlx.barrier_arrive(q_empty[buf])
                     dq = tlx.async_dot_wait(0, dq)
-                    tlx.async_descriptor_store_wait(0)                   # the last add has read dq_smem
-                    tlx.local_store(dq_smem[cid], dq * sm_scale)
+                    slot = cid * 2 + (t * N_BOX + d) % 2                 # two staging tiles per consumer, in turn
+                    tlx.async_descriptor_store_wait(1)                   # the add before last has read this one
+                    tlx.local_store(dq_smem[slot], dq * sm_scale)
                     tlx.fence("async_shared")
-                    tlx.async_descriptor_store(dq_desc, dq_smem[cid], [q_row, h * qc_h + d * D_BOX],
+                    tlx.async_descriptor_store(dq_desc, dq_smem[slot], [q_row, h * qc_h + d * D_BOX],
                                                store_reduce="add")
             tlx.async_descriptor_store_wait(0)
             offs_d = tl.arange(0, HEAD_DIM)
