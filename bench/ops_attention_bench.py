@@ -36,9 +36,10 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 TOKENS, WIDTH = 16384, 2048          # B * S and H * D of a dense case
-SMALL_CONFIGS = [  # (head_dim, block_m, block_n, stages, q_bufs) tried at S <= 512 with --configs
-    (64, 128, 128, 2, 2), (64, 192, 128, 2, 2), (64, 128, 64, 4, 2), (64, 128, 128, 4, 2), (64, 192, 64, 4, 2),
-    (128, 128, 64, 4, 2), (128, 128, 128, 3, 1), (128, 128, 64, 2, 2),
+SMALL_CONFIGS = [  # (head_dim, block_m, block_n, stages, q_bufs, overlap) tried at S <= 512 with --configs
+    (64, 128, 128, 2, 2, False), (64, 192, 128, 2, 2, False), (64, 128, 64, 4, 2, False), (64, 128, 128, 4, 2, False),
+    (64, 128, 128, 2, 2, True), (64, 128, 64, 4, 2, True),
+    (128, 128, 64, 4, 2, False), (128, 128, 128, 3, 1, False), (128, 128, 128, 2, 2, True), (128, 128, 64, 4, 2, True),
 ]
 
 
@@ -252,7 +253,7 @@ def main() -> None:
                 c = AttnConfig(*cfg)
                 if c.head_dim != choose_config(D, causal, S).head_dim or c == choose_config(D, causal, S):
                     continue
-                name = f"cfg_{c.block_m}_{c.block_n}_{c.stages}_{c.q_bufs}"
+                name = f"cfg_{c.block_m}_{c.block_n}_{c.stages}_{c.q_bufs}{'_ov' if c.overlap else ''}"
                 try:
                     o2, _ = attention_forward(q, k, v, causal=causal, config=c)
                     if ((o2.float() - ref).norm() / ref.norm()).item() < 1e-2:

@@ -102,6 +102,30 @@ def test_neighbouring_heads_and_sequences_do_not_leak():
     assert torch.equal(o3[:200], o1[0].transpose(0, 1))
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("cfg", [(64, 128, 128, 2, 2, True), (128, 128, 128, 2, 2, True), (128, 128, 64, 4, 2, True),
+                                 (256, 128, 64, 2, 1, True), (128, 128, 128, 3, 1, False), (64, 128, 64, 4, 2, False)],
+                         ids=lambda c: "_".join(map(str, c)))
+def test_other_configurations(cfg, causal, monkeypatch):
+    """The configurations bench/ops_attention_bench.py --configs times (overlap: an item's last
+    P V issued with the next item's first Q K^T), dense S = 256 / 1000 and varlen."""
+    from tlxc.ops.attention import AttnConfig
+    _poison_empty(monkeypatch)
+    c = AttnConfig(*cfg)
+    D = {64: 64, 128: 128, 256: 256}[c.head_dim]
+    for S in (256, 1000):
+        q = torch.randn(4, 8, S, D, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(4, 2, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        o, lse = attention_forward(q, k, v, causal=causal, config=c)
+        _check(o, lse, *reference(q, k, v, causal=causal), torch.bfloat16)
+    lens = [300, 0, 1, 777, 64]
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    q = torch.randn(sum(lens), 8, D, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(sum(lens), 2, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    o, lse = attention_forward(q, k, v, causal=causal, config=c, cu_seqlens_q=cu, cu_seqlens_k=cu)
+    _check(o, lse, *reference(q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu), torch.bfloat16)
+
+
 def test_torch_compile_fullgraph():
     q = torch.randn(2, 8, 512, 128, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(2, 2, 512, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))

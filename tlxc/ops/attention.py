@@ -48,6 +48,7 @@ class AttnConfig:
     block_n: int          # keys per block
     stages: int           # K/V ring slots
     q_bufs: int           # Q tiles in flight (2: the next item's Q loads while this one runs)
+    overlap: bool = False  # an item's last P V issued with the next item's first Q K^T
 
     @property
     def registers(self) -> int:
@@ -399,7 +400,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
             Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE=DTYPES[q.dtype], REGISTERS=c.registers,
-            num_warps=4)
+            OVERLAP=c.overlap, num_warps=4)
     return o, lse
 
 

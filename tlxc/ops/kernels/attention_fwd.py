@@ -80,10 +80,10 @@ def attn_item(t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M: tl.
 
 
 @jit
-def store_rows(o_ptr, lse_ptr, o, lse, bz, h, q_row, row0, sq, stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
-               D_REAL: tl.constexpr, HEAD_DIM: tl.constexpr, HALF_M: tl.constexpr):
-    """Store one consumer's ``HALF_M`` rows of ``o`` (its first ``D_REAL`` columns) and
-    ``lse``: rows ``row0 ..`` of the sequence, those below its length ``sq``."""
+def store_o(o_ptr, o, bz, h, q_row, row0, sq, stride_ob, stride_oh, stride_os,
+            D_REAL: tl.constexpr, HEAD_DIM: tl.constexpr, HALF_M: tl.constexpr):
+    """Store one consumer's ``HALF_M`` rows of ``o`` (its first ``D_REAL`` columns): rows
+    ``row0 ..`` of the sequence, those below its length ``sq``."""
     offs_m = row0 + tl.arange(0, HALF_M)
     offs_d = tl.arange(0, HEAD_DIM)
     o_base = o_ptr + bz.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh + q_row.to(tl.int64) * stride_os
@@ -92,6 +92,12 @@ def store_rows(o_ptr, lse_ptr, o, lse, bz, h, q_row, row0, sq, stride_ob, stride
     else:
         mask = (offs_m[:, None] < sq) & (offs_d[None, :] < D_REAL)
     tl.store(o_base + offs_m[:, None] * stride_os + offs_d[None, :], o, mask=mask)
+
+
+@jit
+def store_lse(lse_ptr, lse, bz, h, q_row, row0, sq, stride_lb, stride_lh, HALF_M: tl.constexpr):
+    """Store the log-sum-exp of the same rows."""
+    offs_m = row0 + tl.arange(0, HALF_M)
     lse_base = lse_ptr + bz.to(tl.int64) * stride_lb + h.to(tl.int64) * stride_lh + q_row
     tl.store(lse_base + offs_m, lse, mask=offs_m < sq)
 
@@ -103,7 +109,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
                     sched_ptr, sched_stride,
                     D_REAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     NUM_STAGES: tl.constexpr, Q_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
-                    VARLEN: tl.constexpr, DTYPE: tl.constexpr, REGISTERS: tl.constexpr):
+                    VARLEN: tl.constexpr, DTYPE: tl.constexpr, REGISTERS: tl.constexpr,
+                    OVERLAP: tl.constexpr = False):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
     BOXES: tl.constexpr = HEAD_DIM // D_BOX
@@ -161,6 +168,18 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
                 tlx.named_barrier_arrive(9, 256)                           # consumer 0 issues first
             kv = 0                                                          # K/V blocks consumed so far
             qi = 0                                                          # Q tiles consumed so far
+            if OVERLAP:     # the previous item's last P V, issued with this item's first S = Q K^T
+                pending = 0                                                 # 1: there is one
+                acc_prev = tl.zeros((HALF_M, HEAD_DIM), dtype=tl.float32)
+                p_prev = tl.zeros((HALF_M, BLOCK_N), dtype=DTYPE)
+                inv_l_prev = tl.zeros((HALF_M,), dtype=tl.float32)
+                pv_slot = 0
+                pv_phase = 0
+                bz_p = 0
+                h_p = 0
+                q_row_p = 0
+                row0_p = 0
+                sq_p = 0
             for rnd in range(tl.load(sched_ptr + my_row)):                 # this program's items
                 t = tl.load(sched_ptr + my_row + 1 + rnd)
                 start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks = attn_item(
@@ -173,15 +192,28 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
                     # key block 0: S = Q K^T and its softmax (m, l in log2 units of the scaled scores)
                     slot, phase = tlx.get_bufidx_phase(kv, NUM_STAGES)
                     tlx.barrier_wait(k_full[slot], phase)
+                    if OVERLAP:     # (on a program's first item: this item's first V, slot 0, phase 0)
+                        tlx.barrier_wait(v_full[pv_slot], pv_phase)
                     tlx.named_barrier_wait(turn, 256)                      # my turn on the tensor cores
                     s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
+                    if OVERLAP:     # (on a program's first item a product of zeros, never stored)
+                        acc_prev = tlx.async_dot(p_prev, v_smem[pv_slot], acc_prev)
                     tlx.named_barrier_arrive(next_turn, 256)               # the next consumer's turn
-                    s = tlx.async_dot_wait(0, s)
+                    if OVERLAP:
+                        s = tlx.async_dot_wait(1, s)                        # the previous P V may run on
+                    else:
+                        s = tlx.async_dot_wait(0, s)
                     tlx.barrier_arrive(k_empty[slot])
                     s = masked_scores(s, 0, row0, sk, BLOCK_N, HALF_M, CAUSAL)
                     m_i = tl.max(s, 1) * qk_scale
                     p = tl.exp2(s * qk_scale - m_i[:, None])
                     l_i = tl.sum(p, 1)
+                    if OVERLAP:
+                        acc_prev = tlx.async_dot_wait(0, acc_prev)
+                        if pending:
+                            tlx.barrier_arrive(v_empty[pv_slot])
+                            store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p, q_row_p, row0_p,
+                                    sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
                     acc = tl.zeros((HALF_M, HEAD_DIM), dtype=tl.float32)
                     # block j: issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}; the softmax of S_j runs
                     # while the tensor cores do the P V product
@@ -207,21 +239,48 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
                         acc = acc * alpha[:, None]
                     tlx.barrier_arrive(q_empty[qb])                         # every S of this item is done
                     last, last_phase = tlx.get_bufidx_phase(kv + n_blocks - 1, NUM_STAGES)
-                    tlx.barrier_wait(v_full[last], last_phase)
-                    tlx.named_barrier_wait(turn, 256)
-                    acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
-                    tlx.named_barrier_arrive(next_turn, 256)
-                    acc = tlx.async_dot_wait(0, acc)
-                    tlx.barrier_arrive(v_empty[last])
-                    store_rows(o_ptr, lse_ptr, (acc * (1.0 / l_i)[:, None]).to(DTYPE), (m_i + tl.log2(l_i)) * LN2,
-                               bz, h, q_row, row0, sq, stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
-                               D_REAL, HEAD_DIM, HALF_M)
+                    if OVERLAP:     # the last P V waits for the next item's first S
+                        store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
+                                  stride_lh, HALF_M)
+                        acc_prev = acc
+                        p_prev = p.to(DTYPE)
+                        inv_l_prev = 1.0 / l_i
+                        pv_slot = last
+                        pv_phase = last_phase
+                        bz_p = bz
+                        h_p = h
+                        q_row_p = q_row
+                        row0_p = row0
+                        sq_p = sq
+                        pending = 1
+                    else:
+                        tlx.barrier_wait(v_full[last], last_phase)
+                        tlx.named_barrier_wait(turn, 256)
+                        acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
+                        tlx.named_barrier_arrive(next_turn, 256)
+                        acc = tlx.async_dot_wait(0, acc)
+                        tlx.barrier_arrive(v_empty[last])
+                        store_o(o_ptr, (acc * (1.0 / l_i)[:, None]).to(DTYPE), bz, h, q_row, row0, sq, stride_ob,
+                                stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
+                        store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
+                                  stride_lh, HALF_M)
                     kv += n_blocks
                     qi += 1
                 elif VARLEN:
                     if start_m < sq:                                        # rows, but no keys: O = 0, lse = -inf
-                        store_rows(o_ptr, lse_ptr, tl.zeros((HALF_M, HEAD_DIM), dtype=DTYPE),
-                                   tl.full((HALF_M,), float("-inf"), tl.float32), bz, h, q_row, row0, sq,
-                                   stride_ob, stride_oh, stride_os, stride_lb, stride_lh, D_REAL, HEAD_DIM, HALF_M)
+                        store_o(o_ptr, tl.zeros((HALF_M, HEAD_DIM), dtype=DTYPE), bz, h, q_row, row0, sq, stride_ob,
+                                stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
+                        store_lse(lse_ptr, tl.full((HALF_M,), float("-inf"), tl.float32), bz, h, q_row, row0, sq,
+                                  stride_lb, stride_lh, HALF_M)
+            if OVERLAP:
+                if pending:                                                 # the last item's last P V
+                    tlx.barrier_wait(v_full[pv_slot], pv_phase)
+                    tlx.named_barrier_wait(turn, 256)
+                    acc_prev = tlx.async_dot(p_prev, v_smem[pv_slot], acc_prev)
+                    tlx.named_barrier_arrive(next_turn, 256)
+                    acc_prev = tlx.async_dot_wait(0, acc_prev)
+                    tlx.barrier_arrive(v_empty[pv_slot])
+                    store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p, q_row_p, row0_p, sq_p,
+                            stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                             # absorb the last consumer's last pass
