@@ -204,11 +204,21 @@ def _later_dot_wait(op) -> bool:
     its four MMAs in turn)."""
     ops = op.parent.ops
     for following in ops[ops.index(op) + 1:]:
-        if following.regions or _writes_shared(following):
-            return False
         if following.name == "tlx.async_dot_wait":
             return True
+        if following.regions or _writes_shared(following) or not _between_dot_waits(following.name):
+            return False
     return False
+
+
+_VIEWS_AND_MMAS = ("tlx.async_dot", "tlx.local_view", "tlx.local_trans", "tlx.local_slice", "tlx.local_load")
+
+
+def _between_dot_waits(name: str) -> bool:
+    """An op that may sit between two waits sharing one barrier: thread arithmetic and tile
+    ops, wgmma issues, shared-memory views and reads; not an mbarrier arrive or anything else
+    that could hand a buffer to another task."""
+    return name.startswith(("arith.", "math.")) or name.startswith("tl.") or name in _VIEWS_AND_MMAS
 
 
 def _next_syncs(op) -> bool:
