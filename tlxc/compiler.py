@@ -56,10 +56,6 @@ def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: 
     (``passes.hoist_allocations``); ``cluster`` (``ctas_per_cga``) adds the
     cluster barriers of ``passes.cluster_syncs``; ``place-tasks`` gives every
     async task its warps and register budget (``passes.place_tasks``)."""
-    from .passes.cluster_syncs import insert_cluster_syncs
-    from .passes.hoist_allocations import hoist_allocations
-    from .passes.place_tasks import PlaceTasks
-    from .passes.warp_pipeline import insert_warp_pipeline_bounds
     if num_warps not in (1, 2, 4, 8, 16, 32):
         raise CompilationError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
     lanes = get_target(arch).warp_size
@@ -67,16 +63,28 @@ def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: 
         raise CompilationError(f"num_warps={num_warps} on {arch} is {num_warps * lanes} work-items; a work-group holds "
                                f"at most 1024 ({1024 // lanes} waves of {lanes})")
     options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster)
-    module = insert_cluster_syncs(hoist_allocations(build_kernel_ir(kfn, spec, options)))
-    module = PlaceTasks().run(module, options)
-    module = insert_warp_pipeline_bounds(module)
+    module = build_kernel_ir(kfn, spec, options)
+    for p in frontend_passes(get_target(arch)):     # (not through PassManager: their errors are the user's)
+        module = p.run(module, options)
     verify_module(module)
     return module
 
 
-def default_pipeline(target: Target | str) -> PassManager:
-    """The passes of a compile for ``target`` (or its name): the wgmma rewrites only where it
-    has wgmma.
+def frontend_passes(target: Target | str) -> list:
+    """The passes every user of the frontend's IR needs (the interpreter, ``tlxc check`` and the
+    compile): hoist-allocations, cluster-syncs, place-tasks (each task's warps and register budget)
+    and warp-pipeline-bounds (AMD's warp-pipelined loops)."""
+    from .passes.cluster_syncs import InsertClusterSyncs
+    from .passes.hoist_allocations import HoistAllocations
+    from .passes.place_tasks import PlaceTasks
+    from .passes.warp_pipeline import WarpPipelineBounds
+    return [HoistAllocations(), InsertClusterSyncs(), PlaceTasks(), WarpPipelineBounds()]
+
+
+def default_pipeline(target: Target | str, options: CompileOptions | None = None) -> PassManager:
+    """The passes of a compile for ``target`` (or its name), each built with its own options
+    from ``options`` (pipeline-loads' and pipeline-operand-loads' ``num_stages``, check-barriers'
+    ``mode``; the ring switches from the environment): the wgmma rewrites only where it has wgmma.
 
     lower-dot-to-wgmma and pipeline-loads rewrite tl.dot into TLX ops on sm_90a; drain-dot-wait
     moves the wgmma drain after such a loop (and after a hand-written TLX loop of that shape)
@@ -88,7 +96,7 @@ def default_pipeline(target: Target | str) -> PassManager:
     (passes/dot_operands.py, passes/pipeline_operands.py); after infer-layouts,
     hoist-conversions and load-in-use-layout keep layout conversions out of loops; check-barriers
     (check/check_barriers.py) runs the static checker on every compile."""
-    from .check.check_barriers import CheckBarriers
+    from .check.check_barriers import CheckBarriers, barrier_mode
     from .passes.canonicalize import Canonicalize
     from .passes.dot_operands import DedupeOperandStores, FoldDotAdd, HoistOperandStores, ShareOperandBuffers
     from .passes.dot_register_a import RegisterAOperand
@@ -101,19 +109,35 @@ def default_pipeline(target: Target | str) -> PassManager:
     from .passes.pipeline_operands import PipelineOperandLoads
     from .passes.shared_layouts import SharedLayouts
     from .passes.shared_memory import AllocateShared
-    wgmma = (get_target(target) if isinstance(target, str) else target).has("wgmma")
+    target = get_target(target) if isinstance(target, str) else target
+    options = options if options is not None else CompileOptions(arch=target.name)
+    wgmma = target.has("wgmma")
     return PassManager([
-        Canonicalize(), FoldDotAdd(), *([LowerDotToWgmma()] if wgmma else []), PipelineLoads(),
-        *([DrainDotWait(), HoistOperandStores(), DedupeOperandStores(), PipelineOperandLoads(),
-           RegisterAOperand(), ShareOperandBuffers()] if wgmma else []),
-        Canonicalize(), InferLayouts(), HoistConversions(), LoadInUseLayout(), CheckBarriers(), SharedLayouts(),
-        AllocateShared()])
+        Canonicalize(), FoldDotAdd(), *([LowerDotToWgmma()] if wgmma else []),
+        PipelineLoads(num_stages=options.num_stages),
+        *([DrainDotWait(), HoistOperandStores(), DedupeOperandStores(),
+           PipelineOperandLoads(num_stages=options.num_stages), RegisterAOperand(), ShareOperandBuffers()]
+          if wgmma else []),
+        Canonicalize(), InferLayouts(), HoistConversions(), LoadInUseLayout(), CheckBarriers(mode=barrier_mode(options)),
+        SharedLayouts(), AllocateShared()])
+
+
+def check_passes(target: Target | str) -> list:
+    """What ``check_function`` runs before the checks: the rewrites whose result the checker
+    reads (the wgmma ones gate themselves on the target) and infer-layouts."""
+    from .passes.canonicalize import Canonicalize
+    from .passes.dot_wait_drain import DrainDotWait
+    from .passes.dot_wgmma import LowerDotToWgmma
+    from .passes.layouts import InferLayouts
+    from .passes.pipeline import PipelineLoads
+    return [Canonicalize(), LowerDotToWgmma(), PipelineLoads(), DrainDotWait(), Canonicalize(), InferLayouts()]
 
 
 def optimize(module, arch: str, num_warps: int, **options):
     """Run the pass pipeline; ``options`` are the other fields of ``CompileOptions`` (e.g.
     ``check_barriers=False``, ``debug_barriers=True``, ``num_stages=3``)."""
-    return default_pipeline(get_target(arch)).run(module, CompileOptions(num_warps=num_warps, arch=arch, **options))
+    compile_options = CompileOptions(num_warps=num_warps, arch=arch, **options)
+    return default_pipeline(get_target(arch), compile_options).run(module, compile_options)
 
 
 def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: int = 4,
@@ -234,19 +258,13 @@ def check_function(kfn, spec, *, arch: str = DEFAULT_ARCH, num_warps: int = 4, c
     frontend error, or the findings of ``check_kernel`` plus shared-memory
     capacity (``allocate-shared``), without generating code."""
     from .errors import TlxcError
-    from .passes.canonicalize import Canonicalize
-    from .passes.dot_wait_drain import DrainDotWait
-    from .passes.dot_wgmma import LowerDotToWgmma
-    from .passes.layouts import InferLayouts
-    from .passes.pipeline import PipelineLoads
     from .passes.shared_memory import allocate_kernel
     try:
         module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
         options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster)
-        module = Canonicalize().run(copy_module(module), options)
-        module = PipelineLoads().run(LowerDotToWgmma().run(module, options), options)   # what sm_90a compiles
-        module = DrainDotWait().run(module, options)
-        module = InferLayouts().run(Canonicalize().run(module, options), options)
+        module = copy_module(module)
+        for p in check_passes(arch):
+            module = p.run(module, options)
     except TlxcError as exc:
         return [Finding(exc.message, exc.loc, list(exc.notes), check="frontend")]
     findings = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 
 from ..ir.core import Module
 from ..passes.manager import Pass
@@ -33,11 +34,19 @@ def barrier_mode(options) -> str:
     return "error"
 
 
+@dataclass(frozen=True)
 class CheckBarriers(Pass):
+    """Its option: ``mode`` for barrier findings, ``error``, ``warn`` or ``off`` (None: from the
+    compile options and the environment, ``barrier_mode``)."""
     name = "check-barriers"
+    mode: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in (None, "error", "warn", "off"):
+            raise ValueError(f"check-barriers mode must be 'error', 'warn' or 'off', got {self.mode!r}")
 
     def run(self, module: Module, options) -> Module:
-        mode = barrier_mode(options)
+        mode = self.mode if self.mode is not None else barrier_mode(options)
         for kernel in module.kernels:
             findings = check_kernel(kernel) if mode != "off" else check_tasks(kernel)
             for finding in findings:

@@ -8,6 +8,8 @@ a hint describes the hinted value too (``axis_info.py``), so Triton's
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.core import Module, Region
 from ..ir.traits import SIDE_EFFECT, has_trait
 from .manager import Pass
@@ -23,6 +25,7 @@ def has_side_effects(op) -> bool:
     return any(has_side_effects(inner) for region in op.regions for inner in region.ops)
 
 
+@dataclass(frozen=True)
 class Canonicalize(Pass):
     name = "canonicalize"
 

@@ -13,10 +13,13 @@ is compiled for clusters (``ctas_per_cga`` with more than one CTA):
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import CompilationError
 from ..ir.builder import Builder
 from ..ir.core import Module
 from ..ir.traits import TCGEN05_MMA, has_trait
+from .manager import Pass
 
 SIGNALS_PEERS = ("tlx.remote_view",)
 # Writes into a peer's shared memory (and barrier): they need the fence + barrier after the
@@ -59,3 +62,12 @@ def insert_cluster_syncs(module: Module) -> Module:
         end = block.terminator
         _created(block, len(block.ops) - (end is not None), "tlx.cluster_barrier", end.loc if end else kernel.loc)
     return module
+
+
+@dataclass(frozen=True)
+class InsertClusterSyncs(Pass):
+    """The cluster barriers a cluster kernel needs.  Run with the frontend (``compiler.frontend_passes``)."""
+    name = "cluster-syncs"
+
+    def run(self, module: Module, options=None) -> Module:
+        return insert_cluster_syncs(module)

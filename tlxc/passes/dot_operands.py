@@ -35,6 +35,8 @@ pipelined ring or a hand-written TLX buffer is left alone.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Operation, Value, users_by_value
 from ..ir.types import TensorType
@@ -46,6 +48,7 @@ from .manager import Pass
 _VIEWS = ("tlx.local_view", "tlx.local_trans")
 
 
+@dataclass(frozen=True)
 class FoldDotAdd(Pass):
     name = "fold-dot-add"
 
@@ -92,6 +95,7 @@ def _negative_zero(v) -> bool:
 
 # -- hoisting ------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
 class HoistOperandStores(Pass):
     name = "hoist-operand-stores"
 
@@ -204,6 +208,7 @@ def _defined_inside(value: Value, loop: Operation) -> bool:
 
 # -- sharing -------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
 class DedupeOperandStores(Pass):
     name = "dedupe-operand-stores"
 
@@ -215,6 +220,7 @@ class DedupeOperandStores(Pass):
         return Canonicalize().run(module, options)       # the tl.trans a dropped store read is dead
 
 
+@dataclass(frozen=True)
 class ShareOperandBuffers(Pass):
     name = "share-operand-buffers"
 

@@ -13,11 +13,14 @@ the wgmma's block.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.core import Module, Operation, users_by_value
 from ..target import has_feature
 from .manager import Pass
 
 
+@dataclass(frozen=True)
 class RegisterAOperand(Pass):
     name = "register-a-operand"
 

@@ -51,6 +51,8 @@ loop is left alone.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.core import BlockArgument, Module, Operation, Value
 from ..ir.traits import ASYNC_DOT, has_trait
 from ..target import has_feature
@@ -58,6 +60,7 @@ from .dot_wgmma import replace_uses
 from .manager import Pass
 
 
+@dataclass(frozen=True)
 class DrainDotWait(Pass):
     name = "drain-dot-wait"
 

@@ -61,6 +61,8 @@ it there too: the products are exact); ``out_dtype`` is the accumulator's type.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir import layouts_nvidia as N
 from ..ir.builder import Builder
 from ..ir.core import Module, Operation, Value
@@ -73,6 +75,7 @@ from .manager import Pass
 WGMMA_INPUTS = ("f16", "bf16", "f8e4m3", "f8e5m2")
 
 
+@dataclass(frozen=True)
 class LowerDotToWgmma(Pass):
     name = "lower-dot-to-wgmma"
 

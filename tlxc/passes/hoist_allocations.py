@@ -20,8 +20,11 @@ follows the one it reuses.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.core import Module
 from ..ir.traits import ALLOCATION, has_trait
+from .manager import Pass
 
 
 def _allocations_in_branches(op, found: list) -> None:
@@ -63,4 +66,14 @@ def hoist_allocations(module: Module) -> Module:
     return module
 
 
-__all__ = ["hoist_allocations"]
+
+@dataclass(frozen=True)
+class HoistAllocations(Pass):
+    """Allocations in branches hoisted to the kernel's top level.  Run with the frontend (``compiler.frontend_passes``)."""
+    name = "hoist-allocations"
+
+    def run(self, module: Module, options=None) -> Module:
+        return hoist_allocations(module)
+
+
+__all__ = ["HoistAllocations", "hoist_allocations"]

@@ -9,10 +9,13 @@ in (a loop that runs zero times then converts once for nothing).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.core import Block, Module, Operation, Value
 from .manager import Pass
 
 
+@dataclass(frozen=True)
 class HoistConversions(Pass):
     name = "hoist-conversions"
 

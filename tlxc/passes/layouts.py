@@ -87,6 +87,7 @@ class Scalar:
     value: Value
 
 
+@dataclass(frozen=True)
 class InferLayouts(Pass):
     name = "infer-layouts"
 

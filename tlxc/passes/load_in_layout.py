@@ -15,6 +15,8 @@ load, which, with the conversion, goes away.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.builder import Builder
 from ..ir.core import Module, Operation, Value, users_by_value
 from ..ir.types import TensorType
@@ -24,6 +26,7 @@ _SHAPE_FREE = ("tl.splat", "tl.arange", "tl.addptr")
 MAX_ELEMENTS = 512          # a row of per-row statistics; a 2-D tile keeps its coalesced load
 
 
+@dataclass(frozen=True)
 class LoadInUseLayout(Pass):
     name = "load-in-use-layout"
 

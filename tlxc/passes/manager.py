@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
+from typing import ClassVar
 
 from ..errors import InternalCompilerError, TlxcError
 from ..ir.core import Module
@@ -36,8 +38,13 @@ def skipped_passes() -> frozenset[str]:
     return names
 
 
+@dataclass(frozen=True)
 class Pass:
-    name = "unnamed"
+    """A named IR → IR rewrite.  Each pass is a frozen dataclass whose fields are its own
+    options (``PipelineLoads(num_stages=3)``), set by the pipeline that builds it
+    (``compiler.default_pipeline(target, options)``); the facts every pass shares (the
+    target, ``num_warps``, the cluster) come from the ``CompileOptions`` handed to ``run``."""
+    name: ClassVar[str] = "unnamed"
 
     def run(self, module: Module, options) -> Module:
         raise NotImplementedError

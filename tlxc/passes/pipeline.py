@@ -70,6 +70,7 @@ iteration) are loaded ``S - 1`` iterations ahead into registers.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 from ..ir.builder import Builder
 from ..ir.core import Block, Module, Operation, OpResult, Region, Value
@@ -89,12 +90,33 @@ class NotPipelinable(Exception):
     """The loop does not have the shape this pass rewrites (it is left alone)."""
 
 
+@dataclass(frozen=True)
+class RingOptions:
+    """How pipeline-loads writes a ring's loop (opt-in variants for A/B measurements,
+    docs/performance.md); ``from_environment`` reads the switches a compile was started with."""
+    from_start: bool = False          # TLXC_RING_FROM_START=1: the body's copies addressed from the loop's start
+    base: bool = False                # TLXC_RING_BASE: from an opaque initial pointer plus the tile's offset
+    counter: bool = False             # TLXC_RING_COUNTER: the stage as a carried, wrapping counter
+    epilogue_overlap: bool = True     # TLXC_EPILOGUE_OVERLAP=0: no overlap of the last MMA with the epilogue
+
+    @classmethod
+    def from_environment(cls) -> RingOptions:
+        return cls(from_start=os.environ.get("TLXC_RING_FROM_START") == "1", base=perf_switch("TLXC_RING_BASE"),
+                   counter=perf_switch("TLXC_RING_COUNTER"),
+                   epilogue_overlap=os.environ.get("TLXC_EPILOGUE_OVERLAP", "1") != "0")
+
+
+@dataclass(frozen=True)
 class PipelineLoads(Pass):
+    """Its options: ``num_stages``, the ring depth of loops without their own (None: the
+    compile's ``num_stages``, else ``DEFAULT_STAGES``), and ``ring`` (``RingOptions``)."""
     name = "pipeline-loads"
+    num_stages: int | None = None
+    ring: RingOptions = field(default_factory=RingOptions.from_environment)
 
     def run(self, module: Module, options) -> Module:
         from .pipeline_prefetch import prefetch_loops
-        default = options.num_stages
+        default = self.num_stages if self.num_stages is not None else options.num_stages
         default = DEFAULT_STAGES if default is None else default
         for kernel in module.kernels:
             rewritten: set[int] = set()
@@ -108,7 +130,7 @@ class PipelineLoads(Pass):
                     continue
                 stages = _fitting_stages(kernel, plan, stages)
                 if stages >= 2:
-                    plan.rewrite(stages)
+                    plan.rewrite(stages, self.ring)
                     rewritten.add(id(loop))
             if target_of(options).is_nvidia:
                 prefetch_loops(kernel, options.num_warps, rewritten)     # pipeline_prefetch.py
@@ -304,9 +326,10 @@ class _Plan:
         return [v for inner in op.walk() for v in inner.operands if id(v) not in inside]
 
     # -- rewrite ------------------------------------------------------------------------------
-    def rewrite(self, stages: int) -> None:
-        self.from_start = os.environ.get("TLXC_RING_FROM_START") == "1"
-        self.ring_base = perf_switch("TLXC_RING_BASE")
+    def rewrite(self, stages: int, ring: RingOptions | None = None) -> None:
+        self.ring = ring if ring is not None else RingOptions.from_environment()
+        self.from_start = self.ring.from_start
+        self.ring_base = self.ring.base
         rings = {id(o.alloc): self._ring(o.alloc, stages) for o in self.operands}
         parent = self.loop.parent
         at = parent.ops.index(self.loop)
@@ -477,7 +500,7 @@ class _Plan:
         j = self.iv
         if not (_constant(lb) == 0 and _constant(step) == 1):
             j = head.emit("arith.div", [head.emit("arith.sub", [self.iv, lb], lb.type), step], lb.type)
-        counter = perf_switch("TLXC_RING_COUNTER")
+        counter = self.ring.counter
         if counter:
             stage = self._stage_counter(head, stages)
         else:
@@ -559,7 +582,7 @@ class _Plan:
             wait.attrs["pendings"] = 1
             return index
         epilogue = self._epilogue_if(wait, index)
-        if epilogue is None or os.environ.get("TLXC_EPILOGUE_OVERLAP", "1") == "0":
+        if epilogue is None or not self.ring.epilogue_overlap:
             return None
         then = epilogue.regions[0].block
         drained = _op("tlx.async_dot_wait", [wait.result], [wait.result.type], {"pendings": 0, "epilogue": True},

@@ -20,19 +20,34 @@ is refilled only after its last reader retired.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..ir.core import Module, Operation, users_by_value
 from ..target import has_feature
 from .manager import Pass
-from .pipeline import DEFAULT_STAGES, NotPipelinable, _fitting_stages, _is_zero, _Operand, _Plan, _use_counts
+from .pipeline import (
+    DEFAULT_STAGES,
+    NotPipelinable,
+    RingOptions,
+    _fitting_stages,
+    _is_zero,
+    _Operand,
+    _Plan,
+    _use_counts,
+)
 
 
+@dataclass(frozen=True)
 class PipelineOperandLoads(Pass):
+    """Its options are pipeline-loads': ``num_stages`` (None: the compile's) and ``ring``."""
     name = "pipeline-operand-loads"
+    num_stages: int | None = None
+    ring: RingOptions = field(default_factory=RingOptions.from_environment)
 
     def run(self, module: Module, options) -> Module:
         if not has_feature(options.arch, "wgmma"):
             return module
-        default = options.num_stages
+        default = self.num_stages if self.num_stages is not None else options.num_stages
         default = DEFAULT_STAGES if default is None else default
         for kernel in module.kernels:
             if any(op.name == "tlx.async_tasks" for op in kernel.walk()):
@@ -47,7 +62,7 @@ class PipelineOperandLoads(Pass):
                     continue
                 stages = _fitting_stages(kernel, plan, stages)
                 if stages >= 2:
-                    plan.rewrite(stages)
+                    plan.rewrite(stages, self.ring)
                     plan.index_other_views()
         return module
 

@@ -54,6 +54,8 @@ buffers to 1024 bytes (the 128-byte pattern's period; enough for all three).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import LayoutError
 from ..ir.core import Module
 from ..ir.shared_layout import PaddedSharedLayout, SwizzledSharedLayout, XorSwizzle, xor_swizzle_of
@@ -110,6 +112,7 @@ def physical_row_bytes(t: MemDescType) -> int:
     return t.shape[-1] * t.element.bytes
 
 
+@dataclass(frozen=True)
 class SharedLayouts(Pass):
     name = "shared-layouts"
 

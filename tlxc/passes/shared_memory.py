@@ -15,6 +15,7 @@ space (layout conversions, reductions) after it.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from ..errors import CompilationError, ResourceError
 from ..ir.core import Module
@@ -32,6 +33,7 @@ def _align(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
 
+@dataclass(frozen=True)
 class AllocateShared(Pass):
     name = "allocate-shared"
 

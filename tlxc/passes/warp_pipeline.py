@@ -10,10 +10,13 @@ on) and the lower half one after it (aligned again).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import CompilationError
 from ..ir.builder import Builder
 from ..ir.core import Module
 from ..ir.ops.warp_pipeline import BEGIN, END, ENTER, EXIT
+from .manager import Pass
 
 
 def _created(block, index: int, name: str, attrs: dict, loc):
@@ -55,3 +58,12 @@ def insert_warp_pipeline_bounds(module: Module) -> Module:
             _created(block, index + 1, EXIT, {"stages": stage}, loop.loc)
             _created(block, index, ENTER, {"stages": stage}, loop.loc)
     return module
+
+
+@dataclass(frozen=True)
+class WarpPipelineBounds(Pass):
+    """The phase shift around an AMD warp-pipelined loop.  Run with the frontend (``compiler.frontend_passes``)."""
+    name = "warp-pipeline-bounds"
+
+    def run(self, module: Module, options=None) -> Module:
+        return insert_warp_pipeline_bounds(module)
