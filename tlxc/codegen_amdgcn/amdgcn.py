@@ -284,7 +284,8 @@ typedef _Float16 tlx_f16x4 __attribute__((vector_size(8)));
 typedef _Float16 tlx_f16x8 __attribute__((vector_size(16)));
 typedef short tlx_bf16x4 __attribute__((vector_size(8)));
 typedef float tlx_f32x4 __attribute__((vector_size(16)));
-typedef float tlx_f32x16 __attribute__((vector_size(64)));"""
+typedef float tlx_f32x16 __attribute__((vector_size(64)));
+typedef unsigned char tlx_u8x8 __attribute__((vector_size(8)));"""
 
 
 MFMA = {   # helper -> (builtin, A/B type, accumulator type, M, N, K, archs)
@@ -305,6 +306,46 @@ for _name, (_builtin, _ab, _acc, *_shape) in MFMA.items():
     define(_name, f"""
 {_INLINE} {_acc} {_name}({_ab} a, {_ab} b, {_acc} c) {{ return {_builtin}(a, b, c, 0, 0, 0); }}""",
            "tlx_mfma_types", builtins=(_builtin,))
+
+
+# fp8 MFMA (tlxc's fp8 types are OCP: float8e4nv = E4M3, float8e5 = E5M2).  The instructions are the
+# same on both archs; what their bytes mean is not: gfx950 (CDNA4) reads OCP E4M3 / E5M2, gfx942 (CDNA3)
+# reads FNUZ (E4M3 bias 8, E5M2 bias 16, no infinities, 0x80 = NaN).  On gfx942 an OCP byte read as
+# FNUZ is its value / 2 (the bias is one larger, the fields the same), so the gfx942 helpers feed the
+# OCP bytes (with the codes whose meanings differ remapped: -0 -> +0, NaN / E5M2 inf -> 0x80) to the
+# FNUZ instruction with the accumulator divided by 4 and multiply the result by 4: the products are
+# a b / 4 exactly and powers of two commute with the rounding, so the result is the OCP product's.
+# Operands: 8 bytes per lane (k = 8 (lane / M) .. + 7 of row lane % M of A, column of B).
+@helper("tlx_fp8_ocp_as_fnuz", "tlx_mfma_types")
+def fp8_ocp_as_fnuz():
+    return f"""
+{_INLINE} long tlx_fp8_ocp_as_fnuz(tlx_u8x8 v, bool e5m2) {{
+  for (int i = 0; i < 8; ++i) {{
+    const unsigned char b = v[i];
+    v[i] = b == 0x80 ? (unsigned char)0 : (b & 0x7f) >= (e5m2 ? 0x7c : 0x7f) ? (unsigned char)0x80 : b;
+  }}
+  return __builtin_bit_cast(long, v);
+}}"""
+
+
+FP8_MFMA: dict[str, tuple] = {}    # helper -> (builtin, accumulator type, block, K, A format, B format, archs)
+for _block, _k in ((32, 16), (16, 32)):
+    _acc = "tlx_f32x16" if _block == 32 else "tlx_f32x4"
+    for _fa in ("fp8", "bf8"):
+        for _fb in ("fp8", "bf8"):
+            _builtin = f"__builtin_amdgcn_mfma_f32_{_block}x{_block}x{_k}_{_fa}_{_fb}"
+            _name = f"tlx_mfma_f32_{_block}x{_block}x{_k}_{_fa}_{_fb}"
+            FP8_MFMA[_name] = (_builtin, _acc, _block, _k, _fa, _fb, ("gfx950",))
+            define(_name, f"""
+{_INLINE} {_acc} {_name}(tlx_u8x8 a, tlx_u8x8 b, {_acc} c) {{
+  return {_builtin}(__builtin_bit_cast(long, a), __builtin_bit_cast(long, b), c, 0, 0, 0);
+}}""", "tlx_mfma_types", builtins=(_builtin,))
+            FP8_MFMA[_name + "_fnuz"] = (_builtin, _acc, _block, _k, _fa, _fb, ("gfx942",))
+            define(_name + "_fnuz", f"""
+{_INLINE} {_acc} {_name}_fnuz(tlx_u8x8 a, tlx_u8x8 b, {_acc} c) {{
+  return {_builtin}(tlx_fp8_ocp_as_fnuz(a, {str(_fa == "bf8").lower()}), tlx_fp8_ocp_as_fnuz(b, {str(_fb == "bf8").lower()}),
+                    c * 0.25f, 0, 0, 0) * 4.0f;
+}}""", "tlx_mfma_types", "tlx_fp8_ocp_as_fnuz", builtins=(_builtin,))
 
 
 # -- conversions (plain C++: the emulation runs these as written) ---------------------------------
@@ -336,6 +377,51 @@ def f32_to_bf16():
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
 }}"""
+
+
+# OCP fp8 <-> f32: E4M3 (bias 7, S.1111.111 = NaN, no infinity, max 448) and E5M2 (bias 15, IEEE
+# infinities and NaNs, max 57344).  To fp8: round to nearest even, saturating to the largest finite
+# value (also infinities: cvt.rn.satfinite, as the CUDA backend and the interpreter), NaN stays NaN.
+@helper("tlx_f8e4m3_to_f32")
+def f8e4m3_to_f32():
+    return f"""
+{_INLINE} float tlx_f8e4m3_to_f32(unsigned char b) {{
+  const unsigned s = (unsigned)(b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
+  if ((b & 0x7fu) == 0x7fu) return __builtin_bit_cast(float, s | 0x7fc00000u);
+  if (e == 0) return __builtin_bit_cast(float, s | __builtin_bit_cast(unsigned, (float)m * 0x1p-9f));
+  return __builtin_bit_cast(float, s | ((e + 120u) << 23) | (m << 20));
+}}"""
+
+
+@helper("tlx_f8e5m2_to_f32")
+def f8e5m2_to_f32():
+    return f"""
+{_INLINE} float tlx_f8e5m2_to_f32(unsigned char b) {{
+  const unsigned s = (unsigned)(b & 0x80u) << 24, e = (b >> 2) & 31u, m = b & 3u;
+  if (e == 31u) return __builtin_bit_cast(float, s | 0x7f800000u | (m << 21));
+  if (e == 0) return __builtin_bit_cast(float, s | __builtin_bit_cast(unsigned, (float)m * 0x1p-16f));
+  return __builtin_bit_cast(float, s | ((e + 112u) << 23) | (m << 21));
+}}"""
+
+
+@helper("tlx_f32_to_f8")
+def f32_to_f8():
+    # q: |x| in units of the fp8 quantum at its exponent (clamped to the smallest normal one), rounded
+    # to even; the code ((e + bias) << mbits) + q - 2^mbits then also covers subnormals (e + bias = 1)
+    # and a carry into the next exponent (q = 2^(mbits + 1)).
+    return f"""
+{_INLINE} unsigned char tlx_f32_to_f8(float x, int mbits, int bias, float maxv, unsigned maxcode) {{
+  const unsigned u = __builtin_bit_cast(unsigned, x), s = (u >> 24) & 0x80u;
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned char)(s | 0x7fu);
+  const float a = __builtin_fabsf(x);
+  if (a >= maxv) return (unsigned char)(s | maxcode);
+  int e = (int)((__builtin_bit_cast(unsigned, a) >> 23) & 0xffu) - 127;
+  if (e < 1 - bias) e = 1 - bias;
+  const unsigned q = (unsigned)__builtin_rintf(__builtin_ldexpf(a, mbits - e));
+  return (unsigned char)(s | ((((unsigned)(e + bias)) << mbits) + q - (1u << mbits)));
+}}
+{_INLINE} unsigned char tlx_f32_to_f8e4m3(float x) {{ return tlx_f32_to_f8(x, 3, 7, 448.0f, 0x7eu); }}
+{_INLINE} unsigned char tlx_f32_to_f8e5m2(float x) {{ return tlx_f32_to_f8(x, 2, 15, 57344.0f, 0x7bu); }}"""
 
 
 # -- global memory: vector accesses (plain C++; the compiler picks global_load/store_dwordxN) -----
@@ -388,7 +474,8 @@ for _bits in (32, 64, 128):
 
 # Helpers that only some archs have (the others refuse their instruction): helper -> archs
 ONLY_ON: dict[str, tuple[str, ...]] = {"tlx_global_load_lds_b128": ("gfx950",),
-                                       **{name: spec[-1] for name, spec in MFMA.items() if spec[-1] != ("gfx942", "gfx950")}}
+                                       **{name: spec[-1] for name, spec in MFMA.items() if spec[-1] != ("gfx942", "gfx950")},
+                                       **{name: spec[-1] for name, spec in FP8_MFMA.items()}}
 
 
 def available_on(arch: str) -> list[str]:
@@ -396,12 +483,32 @@ def available_on(arch: str) -> list[str]:
     return [name for name in HELPERS if arch in ONLY_ON.get(name, (arch,))]
 
 
-def mfma_helper(block: int, k: int, element: str) -> str:
-    """The helper of the MFMA ``block x block x k`` on ``element`` ("f16", "bf16") inputs."""
-    name = f"tlx_mfma_f32_{block}x{block}x{k}_{element}"
-    if name not in MFMA:
+_FP8_FORMAT = {"f8e4m3": "fp8", "f8e5m2": "bf8"}
+
+
+def mfma_helper(block: int, k: int, a_element: str, b_element: str | None = None, arch: str = "gfx950") -> str:
+    """The helper of the MFMA ``block x block x k`` on ``a_element`` x ``b_element`` inputs ("f16",
+    "bf16": both the same; "f8e4m3" / "f8e5m2" in any pair) for ``arch`` (fp8: OCP on gfx950, the FNUZ
+    instruction behind the OCP bridge on gfx942)."""
+    b_element = b_element or a_element
+    if a_element in _FP8_FORMAT and b_element in _FP8_FORMAT:
+        name = f"tlx_mfma_f32_{block}x{block}x{k}_{_FP8_FORMAT[a_element]}_{_FP8_FORMAT[b_element]}"
+        name += "" if arch == "gfx950" else "_fnuz"
+        if name not in FP8_MFMA:
+            raise KeyError(name)
+        return name
+    name = f"tlx_mfma_f32_{block}x{block}x{k}_{a_element}"
+    if name not in MFMA or a_element != b_element:
         raise KeyError(name)
     return name
 
 
-__all__ = ["BUILTINS", "DEPENDS", "HELPERS", "MFMA", "ONLY_ON", "available_on", "define", "definitions", "helper", "mfma_helper", "swizzle_xor"]
+def mfma_vector_types(helper: str) -> tuple[str, str]:
+    """(operand vector type, accumulator vector type) of an MFMA helper."""
+    if helper in FP8_MFMA:
+        return "tlx_u8x8", FP8_MFMA[helper][1]
+    return MFMA[helper][1], MFMA[helper][2]
+
+
+__all__ = ["BUILTINS", "DEPENDS", "FP8_MFMA", "HELPERS", "MFMA", "ONLY_ON", "available_on", "define", "definitions", "helper",
+           "mfma_helper", "mfma_vector_types", "swizzle_xor"]

@@ -36,8 +36,11 @@ from .prelude import PRELUDE
 WAVE = 64
 MAX_WORKGROUP = 1024
 
-_TO_F32 = {"f16": "tlx_f16_to_f32", "bf16": "tlx_bf16_to_f32"}
-_FROM_F32 = {"f16": "tlx_f32_to_f16", "bf16": "tlx_f32_to_bf16"}
+_TO_F32 = {"f16": "tlx_f16_to_f32", "bf16": "tlx_bf16_to_f32", "f8e4m3": "tlx_f8e4m3_to_f32",
+           "f8e5m2": "tlx_f8e5m2_to_f32"}
+_FROM_F32 = {"f16": "tlx_f32_to_f16", "bf16": "tlx_f32_to_bf16", "f8e4m3": "tlx_f32_to_f8e4m3",
+             "f8e5m2": "tlx_f32_to_f8e5m2"}
+_FP8_FROM_F32 = "tlx_f32_to_f8"          # the helper that defines both tlx_f32_to_f8e4m3 and ..._f8e5m2
 
 
 class HipTarget:
@@ -81,15 +84,14 @@ class HipTarget:
 
     # -- scalars -------------------------------------------------------------------------------
     def to_compute(self, expr: str, t) -> str:
-        if isinstance(t, ScalarType) and t.is_fp8:
-            raise self._unsupported(f"{t}")
         if isinstance(t, ScalarType) and t.name in _TO_F32:
             return self.expr(_TO_F32[t.name], expr)
         return expr
 
     def from_compute(self, expr: str, t) -> str:
         if isinstance(t, ScalarType) and t.is_fp8:
-            raise self._unsupported(f"{t}")
+            self.use(_FP8_FROM_F32)
+            return f"{_FROM_F32[t.name]}({expr})"
         if isinstance(t, ScalarType) and t.name in _FROM_F32:
             return self.expr(_FROM_F32[t.name], expr)
         if isinstance(t, ScalarType) and t.is_bool:

@@ -65,11 +65,11 @@ def dot(lw, op):
     a, b, acc = op.operands
     result = op.results[0]
     block, k_ins = op.attrs["mfma_block"], op.attrs["mfma_k"]
-    element = a.type.element.name
+    element, b_element = a.type.element.name, b.type.element.name
     try:
-        helper = amdgcn.mfma_helper(block, k_ins, element)
+        helper = amdgcn.mfma_helper(block, k_ins, element, b_element, lw.target.arch)
     except KeyError:
-        raise lw.error_unsupported(op, f"an MFMA {block}x{block}x{k_ins} on {element}") from None
+        raise lw.error_unsupported(op, f"an MFMA {block}x{block}x{k_ins} on {element} x {b_element}") from None
     per_lane, regs = k_ins * block // 64, block * block // 64
     kt = a.type.shape[1] // k_ins
     ra, rb, rc = registers(a.type), registers(b.type), registers(acc.type)
@@ -77,12 +77,12 @@ def dot(lw, op):
     if mt * nt * regs != rc:
         raise InternalCompilerError(f"MFMA fragment counts do not match (A {ra}, B {rb}, C {rc}, K steps {kt}): "
                                     f"a tlxc layout bug", op.loc)
-    _, ab_type, acc_type, *_ = amdgcn.MFMA[helper]
+    ab_type, acc_type = amdgcn.mfma_vector_types(helper)
     lw.target.use(helper)
     work = lw.fresh("dacc")
     lw.out.line(f"float {work}[{rc}];")
     lw.for_registers(rc, f"{work}[i] = {lw.target.to_compute(lw.ref(acc), acc.type.element)};")
-    as_operand = "__builtin_bit_cast(_Float16, {})" if element == "f16" else "(short)({})"
+    as_operand = {"f16": "__builtin_bit_cast(_Float16, {})", "bf16": "(short)({})"}.get(element, "(unsigned char)({})")
     av, bv, cv = lw.fresh("mfa"), lw.fresh("mfb"), lw.fresh("mfc")
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int mi = 0; mi < {mt}; ++mi)")

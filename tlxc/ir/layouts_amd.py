@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from .layouts import Layout
 
 WAVE = 64
@@ -43,6 +45,8 @@ class MfmaShape:
 _CANDIDATES = {
     "f16": ((32, 16, True), (16, 32, True), (32, 8, False), (16, 16, False)),
     "bf16": ((32, 8, False), (16, 16, False)),
+    "f8e4m3": ((32, 16, False), (16, 32, False)),     # fp8: OCP on gfx950, FNUZ on gfx942 (amdgcn.py)
+    "f8e5m2": ((32, 16, False), (16, 32, False)),
 }
 
 
@@ -113,4 +117,84 @@ def mfma_operand_layout(shape: Sequence[int], op_idx: int, acc_shape: Sequence[i
     return Layout((rows, cols), tuple(registers), tuple(lanes), tuple(warps))
 
 
-__all__ = ["MfmaShape", "mfma_accumulator_layout", "mfma_operand_layout", "mfma_shape", "warp_split"]
+# -- LDS bank conflicts ---------------------------------------------------------------------------
+# The LDS of CDNA3 / CDNA4 (ISA, "Local data share"): 32 banks of 4 bytes; one ds_read / ds_write of
+# ``v`` bytes per lane serves 128 bytes per cycle, so the wave's lanes go in groups of 128 / v (b32: 32
+# lanes, b64: 16, b128: 8); within a group, distinct 4-byte words in one bank take a cycle each (the
+# same word is broadcast).  The cost of an access is the cycles summed over its groups; a
+# conflict-free access takes one cycle per group.
+LDS_BANKS = 32
+LDS_GROUP_BYTES = 128
+
+
+def lds_vector_bytes(layout: Layout, elem_bytes: int, chunk: int = 16) -> int:
+    """Bytes one lane moves per LDS instruction for a row-major buffer read or written in ``layout``
+    (the codegen's rule: registers consecutive along the last dim, at most 16 bytes and at most the
+    swizzle's contiguous ``chunk``)."""
+    width = max(1, min(layout.contiguous_elements_per_thread(layout.ndim - 1), 16 // elem_bytes,
+                       max(1, chunk // elem_bytes)))
+    return width * elem_bytes
+
+
+def lds_access_cycles(layout: Layout, elem_bytes: int, swizzle=None) -> tuple[int, int]:
+    """(cycles, conflict-free cycles) of reading or writing a row-major LDS tile of ``layout``'s shape
+    in ``layout`` (every warp, every register vector), with byte offsets mapped by ``swizzle`` (an
+    ``XorSwizzle`` or None)."""
+    chunk = swizzle.chunk if swizzle is not None else 16
+    vec = lds_vector_bytes(layout, elem_bytes, chunk)
+    width = vec // elem_bytes
+    offsets = layout.flat_table().astype(np.int64) * elem_bytes         # [warps, lanes, registers]
+    if swizzle is not None:
+        offsets = swizzle.apply(offsets)
+    words = max(1, vec // 4)
+    group = max(1, min(WAVE, LDS_GROUP_BYTES // max(vec, 4)))
+    cycles = ideal = 0
+    warps, lanes, regs = offsets.shape
+    for w in range(warps):
+        for g in range(0, regs, width):
+            first = offsets[w, :, g] // 4                              # each lane's first word
+            touched = (first[:, None] + np.arange(words)[None, :])     # [lanes, words]
+            for start in range(0, lanes, group):
+                unique = np.unique(touched[start:start + group])
+                cycles += int(np.bincount(unique % LDS_BANKS, minlength=LDS_BANKS).max())
+                ideal += 1
+    return cycles, ideal
+
+
+def lds_swizzle_candidates(row_bytes: int):
+    """XOR swizzles of a buffer with ``row_bytes``-byte rows: the chunk index within a row (chunks of
+    4, 8 or 16 bytes) xored with the low bits of the row index (or of the row pair index)."""
+    from .shared_layout import XorSwizzle
+    if row_bytes & (row_bytes - 1) or row_bytes < 8:
+        return []
+    row_bits = row_bytes.bit_length() - 1
+    out = []
+    for base in (2, 3, 4):
+        for shift in (row_bits - base, row_bits - base + 1):
+            for bits in range(1, min(4, row_bits - base) + 1):
+                if shift >= bits:
+                    out.append(XorSwizzle(bits, base, shift))
+    return out
+
+
+def choose_lds_swizzle(readers, writers, row_bytes: int, elem_bytes: int):
+    """The XOR swizzle (or None) that makes the LDS accesses of a buffer cheapest: ``readers`` /
+    ``writers`` are the register layouts it is read / written in.  Only swizzles that keep the
+    readers' vectors whole are candidates (a split vector is more instructions); readers weigh as
+    much as writers; a swizzle is taken only when it costs strictly fewer cycles than none (ties:
+    the first candidate, fewer bits)."""
+    def cost(swizzle):
+        return sum(lds_access_cycles(layout, elem_bytes, swizzle)[0] for layout in (*readers, *writers))
+    widest = max((lds_vector_bytes(layout, elem_bytes) for layout in readers), default=4)
+    best, best_cost = None, cost(None)
+    for candidate in lds_swizzle_candidates(row_bytes):
+        if candidate.chunk < widest:
+            continue
+        c = cost(candidate)
+        if c < best_cost:
+            best, best_cost = candidate, c
+    return best
+
+
+__all__ = ["LDS_BANKS", "MfmaShape", "choose_lds_swizzle", "lds_access_cycles", "lds_swizzle_candidates",
+           "lds_vector_bytes", "mfma_accumulator_layout", "mfma_operand_layout", "mfma_shape", "warp_split"]

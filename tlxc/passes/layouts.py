@@ -434,7 +434,7 @@ class _KernelRewriter:
         acc_layout, a_layout, b_layout = dot_layouts(a.type, b.type, acc.type, self.num_warps, self.target)
         operands = [self.get(a, a_layout), self.get(b, b_layout), self.get(acc, acc_layout)]
         new = self.copy(op, operands, [acc.type.with_layout(acc_layout)])
-        mfma = _mfma_of(a.type, acc.type, self.target)
+        mfma = _mfma_of(a.type, acc.type, self.target, b.type)
         if mfma is not None:
             new.attrs.update(algorithm="mfma", mfma_block=mfma.block, mfma_k=mfma.k)
         else:
@@ -468,7 +468,7 @@ class _KernelRewriter:
         if len(users) != 1 or users[0].name != "tl.dot":
             return None
         a, b, acc = users[0].operands
-        if (value is a) == (value is b) or _mfma_of(a.type, acc.type, self.target) is None:
+        if (value is a) == (value is b) or _mfma_of(a.type, acc.type, self.target, b.type) is None:
             return None
         _, a_layout, b_layout = dot_layouts(a.type, b.type, acc.type, self.num_warps, self.target)
         return a_layout if value is a else b_layout
@@ -672,9 +672,12 @@ def _uses_mma(a_type: TensorType) -> bool:
     return a_type.element.name in ("f16", "bf16")
 
 
-def _mfma_of(a: TensorType, acc: TensorType, target) -> A.MfmaShape | None:
-    """The MFMA instruction of an AMD dot (None: not AMD, or no instruction tiles it: FMA)."""
+def _mfma_of(a: TensorType, acc: TensorType, target, b: TensorType | None = None) -> A.MfmaShape | None:
+    """The MFMA instruction of an AMD dot (None: not AMD, or no instruction tiles it: FMA).  A and B
+    have one type, except that fp8 MFMAs take E4M3 and E5M2 in any pair."""
     if target is None or target.is_nvidia or acc.element.name != "f32":
+        return None
+    if b is not None and b.element.name != a.element.name and not (a.element.is_fp8 and b.element.is_fp8):
         return None
     m, n = acc.shape
     return A.mfma_shape(a.element.name, m, n, a.shape[1], target.has("mfma_cdna4"))
@@ -689,7 +692,7 @@ def dot_layouts(a: TensorType, b: TensorType, acc: TensorType, num_warps: int, t
     """
     m, n = acc.shape
     lanes = target.warp_size if target is not None else L.LANES_PER_WARP
-    mfma = _mfma_of(a, acc, target)
+    mfma = _mfma_of(a, acc, target, b)
     if mfma is not None:
         return (A.mfma_accumulator_layout(acc.shape, num_warps, mfma),
                 A.mfma_operand_layout(a.shape, 0, acc.shape, num_warps, mfma),

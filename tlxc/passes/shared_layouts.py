@@ -117,9 +117,73 @@ class SharedLayouts(Pass):
     name = "shared-layouts"
 
     def run(self, module: Module, options) -> Module:
+        from ..target import get_target
+        target = get_target(options.arch) if options is not None and getattr(options, "arch", None) else None
         for kernel in module.kernels:
             choose_swizzles(kernel)
+            if target is not None and not target.is_nvidia:
+                choose_lds_swizzles(kernel, target)
         return module
+
+
+# -- AMD: LDS swizzles chosen from the MFMA readers ----------------------------------------------
+def choose_lds_swizzles(kernel, target) -> None:
+    """On AMD, a buffer nothing else constrains (no explicit layout, no alias, only whole-tile
+    ``local_load`` / ``local_store`` / register-staged ``async_load`` views) and that is read
+    straight into MFMA operand fragments gets the XOR swizzle that makes its LDS accesses cheapest
+    under the LDS bank model (``ir/layouts_amd.py: choose_lds_swizzle``): the readers' and writers'
+    register layouts decide.  gfx950's direct-to-LDS copies write lane by lane in order (no
+    swizzle), so there a buffer ``async_load`` fills keeps none."""
+    from ..ir.layouts_amd import choose_lds_swizzle
+    root: dict[int, object] = {}
+    uses: dict[int, list] = {}
+    for op in kernel.walk():
+        if op.name == "tlx.local_alloc":
+            root[id(op.results[0])] = op
+            uses[id(op)] = []
+        elif has_trait(op, VIEW) and op.operands and id(op.operands[0]) in root:
+            root[id(op.results[0])] = root[id(op.operands[0])]
+            uses[id(root[id(op.results[0])])].append(op)
+        else:
+            for value in op.operands:
+                if id(value) in root:
+                    uses[id(root[id(value)])].append(op)
+    users: dict[int, list] = {}
+    for op in kernel.walk():
+        for value in op.operands:
+            users.setdefault(id(value), []).append(op)
+    aliased = {id(op.operands[0].owner) for op in kernel.walk() if op.name == "tlx.local_alloc" and op.operands}
+    for op in kernel.walk():
+        if op.name != "tlx.local_alloc" or op.operands or id(op) in aliased:
+            continue
+        t = op.results[0].type
+        if (t.storage != "smem" or t.layout is not None or op.attrs.get("swizzle") or op.attrs.get("xor_swizzle")
+                or op.attrs.get("column_block") or len(t.shape) < 2):
+            continue
+        tile = tuple(t.shape[-2:])
+        readers, writers, mfma_read = [], [], False
+        for use in uses[id(op)]:
+            if has_trait(use, VIEW):
+                if use.name != "tlx.local_view" or tuple(use.results[0].type.shape) != tile:
+                    break
+                continue
+            if use.name == "tlx.local_load":
+                readers.append(use.results[0].type.layout)
+                dots = users.get(id(use.results[0]), [])
+                mfma_read |= len(dots) == 1 and dots[0].attrs.get("algorithm") == "mfma"
+            elif use.name == "tlx.local_store":
+                writers.append(use.operands[1].type.layout)
+            elif use.name == "tlx.async_load" and not target.has("lds_dma16"):
+                writers.append(use.operands[0].type.layout)
+            else:
+                break
+        else:
+            tile_bytes = tile[0] * tile[1] * t.element.bytes
+            if not mfma_read or any(layout is None for layout in (*readers, *writers)):
+                continue
+            swizzle = choose_lds_swizzle(readers, writers, tile[1] * t.element.bytes, t.element.bytes)
+            if swizzle is not None and tile_bytes % swizzle.period == 0:
+                op.attrs["xor_swizzle"] = [swizzle.bits, swizzle.base, swizzle.shift]
 
 
 def choose_swizzles(kernel) -> None:

@@ -212,7 +212,7 @@ def emulate(kfn, grid: Sequence[int], *args, arch: str = "gfx942", num_warps: in
     stages = ("hip", "hsaco") if code_object else ("hip",)
     compiled = compile_kernel(kfn, spec, arch=arch, num_warps=num_warps, stages=stages, check_barriers=check_barriers)
     info = compiled.metadata
-    module = emu.build(compiled.asm["hip"], [info["name"]])
+    module = emu.build(compiled.asm["hip"], [info["name"]], arch=arch)
     module.run(info["name"], [arguments[name] for name, _ in spec.runtime_params()], grid=grid,
                threads=info["threads"], kinds=info["params"])
     return compiled

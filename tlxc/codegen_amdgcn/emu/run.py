@@ -84,8 +84,13 @@ def _ctype_of(value, kind: str | None):
     return ctypes.c_int32(value) if isinstance(value, int) else ctypes.c_float(value)
 
 
-def build(source: str, kernel_names: Sequence[str], *, flags: Sequence[str] = ()) -> EmulatedModule:
-    """Compile ``source`` (generated HIP, unchanged) against the emulation header; cached by content."""
+def build(source: str, kernel_names: Sequence[str], *, arch: str | None = None,
+          flags: Sequence[str] = ()) -> EmulatedModule:
+    """Compile ``source`` (generated HIP, unchanged) against the emulation header; cached by content.
+    ``arch`` defines ``__gfx942__`` / ``__gfx950__`` as the device compiler does (the header's fp8
+    MFMA formats differ by arch)."""
+    if arch is not None:
+        flags = (f"-D__{arch}__=1", *flags)
     text = source + "\n" + "".join(f"TLX_EMU_ENTRY({k})\n" for k in kernel_names)
     header = HEADER.read_text()
     digest = hashlib.sha256((header + "\0" + text + "\0" + " ".join(flags)).encode()).hexdigest()[:24]

@@ -367,6 +367,62 @@ VC mfma(VAB a, VAB b, VC c) {
   return d;
 }
 
+// The fp8 MFMA operand formats (one byte each; s sign, e exponent field, m mantissa field):
+//   gfx942 (CDNA3 ISA, "FP8 and BF8"): FNUZ.  FP8 = E4M3 bias 8, BF8 = E5M2 bias 16; no infinities and
+//     no negative zero: 0x80 is the one NaN, every other code is finite;
+//   gfx950 (CDNA4 ISA): OCP.  FP8 = E4M3 bias 7 (S.1111.111 is NaN, no infinities), BF8 = E5M2 bias 15
+//     (exponent 11111: infinity when m = 0, else NaN).
+// A normal code is (1 + m / 2^M) 2^(e - bias), a subnormal one (e = 0) m / 2^M 2^(1 - bias).  The arch
+// comes from the build (emu/run.py defines __gfx942__ or __gfx950__ as the device compiler does).
+inline double fp8_value(uint8_t code, bool bf8) {
+  const int ebits = bf8 ? 5 : 4, mbits = bf8 ? 2 : 3;
+  const int e = (code >> mbits) & ((1 << ebits) - 1), m = code & ((1 << mbits) - 1);
+  const double sign = (code & 0x80) ? -1.0 : 1.0;
+#if defined(__gfx950__)
+  const int bias = bf8 ? 15 : 7;
+  if (!bf8 && (code & 0x7f) == 0x7f) return NAN;
+  if (bf8 && e == 31) return m ? NAN : sign * INFINITY;
+#elif defined(__gfx942__)
+  const int bias = bf8 ? 16 : 8;
+  if (code == 0x80) return NAN;
+#else
+  const int bias = 0;
+  fail("an fp8 MFMA on the emulation needs its target (emu.build(..., arch=...))");
+#endif
+  if (e == 0) return sign * std::ldexp((double)m, 1 - bias - mbits);
+  return sign * std::ldexp((double)((1 << mbits) + m), e - bias - mbits);
+}
+
+// fp8 MFMA: 8 operand bytes per lane, A (M x K) element (i, k) in byte k % 8 of lane i + M (k / 8),
+// B (K x N) element (k, j) in byte k % 8 of lane j + N (k / 8); the accumulator as for f16 above.
+template <int M, int N, int K, bool A_BF8, bool B_BF8, class VC>
+VC mfma8(long a, long b, VC c) {
+  static_assert(M == N && (M == 16 || M == 32) && K * M / WAVE == 8, "fp8 MFMA: 8 bytes per lane");
+  constexpr int R = M * N / WAVE;
+  static_assert(sizeof(VC) == 4 * R, "accumulator vector size");
+  Emu& e = E();
+  Item& me = e.items[e.current];
+  size_t slot = (size_t)wave_id() * 2 + (me.gen & 1);
+  unsigned char* mine = &e.blob[(slot * WAVE + lane_id()) * 64];
+  memcpy(mine, &a, 8);
+  memcpy(mine + 32, &b, 8);
+  wave_exchange(0);
+  if (__builtin_popcountll(e.active[slot]) != WAVE) fail("MFMA with inactive lanes in the wave");
+  auto operand = [&](int lane, int which, int idx) -> double {
+    return fp8_value(e.blob[(slot * WAVE + lane) * 64 + 32 * which + idx], which ? B_BF8 : A_BF8);
+  };
+  int l = lane_id();
+  VC d;
+  for (int r = 0; r < R; ++r) {
+    int i = M == 32 ? 8 * (r / 4) + 4 * (l / 32) + r % 4 : 4 * (l / 16) + r;
+    int j = l % N;
+    double sum = c[r];
+    for (int k = 0; k < K; ++k) sum += operand(i + M * (k / 8), 0, k % 8) * operand(j + N * (k / 8), 1, k % 8);
+    d[r] = (float)sum;
+  }
+  return d;
+}
+
 // global_load_lds (gfx950: 16 bytes): lane l writes its `size` bytes from `src` to LDS at
 // M0 + offset + size * l; M0 comes from `dst`, which every lane must give the same.  The copy is
 // asynchronous (counted by vmcnt): the emulation fills the destination with 0xff bytes (NaN in
@@ -424,6 +480,15 @@ inline void s_waitcnt(int imm) {
 #define __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<16, 16, 16, true>(a, b, c)
 #define __builtin_amdgcn_mfma_f32_16x16x32_f16(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<16, 16, 32, false>(a, b, c)
 #define __builtin_amdgcn_mfma_f32_32x32x16_f16(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<32, 32, 16, false>(a, b, c)
+
+#define __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8(a, b, c, cbsz, abid, blgp) tlx_emu::mfma8<32, 32, 16, false, false>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_32x32x16_fp8_bf8(a, b, c, cbsz, abid, blgp) tlx_emu::mfma8<32, 32, 16, false, true>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_32x32x16_bf8_fp8(a, b, c, cbsz, abid, blgp) tlx_emu::mfma8<32, 32, 16, true, false>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_32x32x16_bf8_bf8(a, b, c, cbsz, abid, blgp) tlx_emu::mfma8<32, 32, 16, true, true>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8(a, b, c, cbsz, abid, blgp) tlx_emu::mfma8<16, 16, 32, false, false>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_16x16x32_fp8_bf8(a, b, c, cbsz, abid, blgp) tlx_emu::mfma8<16, 16, 32, false, true>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_16x16x32_bf8_fp8(a, b, c, cbsz, abid, blgp) tlx_emu::mfma8<16, 16, 32, true, false>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_16x16x32_bf8_bf8(a, b, c, cbsz, abid, blgp) tlx_emu::mfma8<16, 16, 32, true, true>(a, b, c)
 
 #define __builtin_amdgcn_global_load_lds(src, dst, size, offset, aux) \
   tlx_emu::global_load_lds((const void*)(src), (void*)(dst), (size), (offset))
