@@ -44,7 +44,7 @@ BLOCKS = {
 PRE_BLOCK = 64                     # rows per program of the preprocess kernel
 WS_BLOCK_M = 64                    # query rows per tile of the warp-specialized kernel
 WS_BLOCK_N = 128                   # its keys per program (64 per consumer warp group)
-WS_STAGES = 2                      # its Q / dO ring
+WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 176 / 213 KB)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 
 _COMPILE_ONLY = threading.local()   # .handles: a list while compile_kernels runs
@@ -271,7 +271,7 @@ def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq,
     grid = (-(-Sk // WS_BLOCK_N) * B * H_kv,)
     _launch(bwd_ws_kernel, grid, q_desc, k_desc, v_desc, do_desc, dq_desc, lse2, delta, dk, dv, cu_q, cu_k, Sq, Sk,
             H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv), qk_scale, sm_scale,
-            HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES,
+            HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES[D],
             DTYPE=TL_DTYPES[q.dtype], num_warps=4)
     dq.copy_(dq_acc.view(-1).as_strided(q.shape, q.stride()))
     return dq, dk, dv
