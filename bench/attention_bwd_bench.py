@@ -1,7 +1,7 @@
 """The attention backward (tlxc.ops.attention_bwd) against cuDNN's and the flash backend's SDPA
 backward, paired per round on fresh inputs, in one process.
 
-    python bench/attention_bwd_bench.py [--rounds 8] [--s 1024,4096] [--d 64,128] [--dtype bf16]
+    python bench/attention_bwd_bench.py [--rounds 8] [--s 1024,4096] [--d 64,128] [--dtype bf16] [--no-ws]
 
 Cases: B=4, H=32, S in --s, D in --d, causal or not, MHA (Hkv=32) and GQA 4:1 (Hkv=8).  Each
 round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc backward reads,
@@ -24,6 +24,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+
+
+WITH_WS = True          # --no-ws: time the tl.dot kernels only
 
 
 def _event_ms(fn) -> float:
@@ -77,7 +80,9 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
                 os.environ.pop("TLXC_ATTN_BWD", None)
         return run
 
-    fns = {"tlxc": tlxc_with("dot"), "tlxc_ws": tlxc_with("ws")}
+    fns = {"tlxc": tlxc_with("dot")}
+    if WITH_WS:
+        fns["tlxc_ws"] = tlxc_with("ws")
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
         if name in refused:
             continue
@@ -124,7 +129,7 @@ def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
             ref_name = next((n for n in ("cudnn", "flash") if n in fns), None)
             if ref_name is not None:
                 ref = fns[ref_name]()
-                for mine in ("tlxc", "tlxc_ws"):
+                for mine in [n for n in fns if n.startswith("tlxc")]:
                     errs = [_rel(x, y) for x, y in zip(fns[mine](), ref)]
                     print(f"  check {mine} vs {ref_name}: dq {errs[0]:.1e} dk {errs[1]:.1e} dv {errs[2]:.1e}",
                           flush=True)
@@ -153,7 +158,10 @@ def main() -> None:
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     parser.add_argument("--b", type=int, default=4)
     parser.add_argument("--h", type=int, default=32)
+    parser.add_argument("--no-ws", action="store_true", help="leave out the warp-specialized kernel")
     args = parser.parse_args()
+    global WITH_WS
+    WITH_WS = not args.no_ws
     import torch
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, {args.rounds} rounds")
