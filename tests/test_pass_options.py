@@ -63,9 +63,10 @@ def test_a_pass_option_wins_over_the_compile_options():
 
 
 def test_ring_options_come_from_the_environment_when_the_pass_is_built(monkeypatch):
-    monkeypatch.setenv("TLXC_RING_COUNTER", "1")
-    monkeypatch.setenv("TLXC_EPILOGUE_OVERLAP", "0")
+    for name, value in (("TLXC_RING_FROM_START", "1"), ("TLXC_RING_BASE", "0"), ("TLXC_RING_COUNTER", "1"),
+                        ("TLXC_EPILOGUE_OVERLAP", "0")):
+        monkeypatch.setenv(name, value)
     built = PipelineLoads()
     monkeypatch.setenv("TLXC_RING_COUNTER", "0")
-    assert built.ring == RingOptions(counter=True, epilogue_overlap=False)
+    assert built.ring == RingOptions(from_start=True, base=False, counter=True, epilogue_overlap=False)
     assert PipelineLoads().ring.counter is False
