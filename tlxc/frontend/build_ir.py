@@ -51,7 +51,8 @@ _TENSOR_METHODS = {"to": "cast", "reshape": "reshape", "view": "view", "trans": 
                    "permute": "permute", "expand_dims": "expand_dims", "broadcast_to": "broadcast_to",
                    "sum": "sum", "max": "max", "min": "min", "argmax": "argmax", "argmin": "argmin",
                    "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt",
-                   "abs": "abs", "sigmoid": "sigmoid", "xor_sum": "xor_sum", "cast": "cast"}
+                   "abs": "abs", "sigmoid": "sigmoid", "xor_sum": "xor_sum", "cast": "cast", "split": "split",
+                   "reduce": "reduce"}
 
 
 # Python syntax a kernel cannot contain, by AST node: what to call it in a message.
@@ -510,6 +511,16 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
                 raise self.error(str(exc), node.slice) from error_cause(exc)
         if isinstance(base, Tensor):
             return self.tensor_subscript(base, node.slice, node)
+        if isinstance(node.slice, ast.Slice) and isinstance(base, (tuple, list, str)):
+            # xs[a:b:c] of a compile-time tuple (TLX's recursive _join_n halves one)
+            bounds = []
+            for part in (node.slice.lower, node.slice.upper, node.slice.step):
+                value = None if part is None else unwrap(self.visit(part))
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                    raise self.error(f"a slice of a compile-time {type(base).__name__} needs compile-time integer "
+                                     f"bounds, got {S.describe(value)}", part)
+                bounds.append(value)
+            return base[slice(*bounds)]
         index = unwrap(self.visit(node.slice))
         if isinstance(index, Tensor):
             raise self.error("cannot index a compile-time value with a runtime value", node.slice)
