@@ -2,6 +2,7 @@
 backward, paired per round on fresh inputs, in one process.
 
     python bench/attention_bwd_bench.py [--rounds 8] [--s 1024,4096] [--d 64,128] [--dtype bf16] [--no-ws]
+    python bench/attention_bwd_bench.py --sweep --s 4096      # tiles of the tl.dot kernels
 
 Cases: B=4, H=32, S in --s, D in --d, causal or not, MHA (Hkv=32) and GQA 4:1 (Hkv=8).  Each
 round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc backward reads,
@@ -150,6 +151,52 @@ def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
             {n: statistics.median(x) for n, x in ratios.items() if x})
 
 
+SWEEP = {   # head dim -> candidate tiles: ("dkdv" | "dq", (block a, block b, warps, stages))
+    64: [("dkdv", (128, 32, 4, 3)), ("dkdv", (64, 64, 4, 3)), ("dkdv", (128, 64, 8, 4)),
+         ("dq", (128, 32, 4, 3)), ("dq", (64, 64, 4, 3)), ("dq", (128, 128, 8, 2))],
+    128: [("dkdv", (128, 32, 8, 3)), ("dkdv", (64, 64, 4, 2)), ("dkdv", (128, 64, 8, 2)),
+          ("dq", (128, 32, 8, 3)), ("dq", (64, 64, 4, 3)), ("dq", (128, 128, 8, 2))],
+}
+
+
+def sweep(rounds: int, S: int, causal: bool) -> None:
+    """Time the tl.dot backward with one kernel's tiles replaced by each candidate of ``SWEEP``
+    (B=4, H=32, the shipped tiles first), paired against the shipped tiles on the same inputs."""
+    import importlib
+
+    import torch
+    host = importlib.import_module("tlxc.ops.attention_bwd")
+    shipped = dict(host.BLOCKS)
+    for D, candidates in SWEEP.items():
+        q, k, v, do = (torch.randn(4, 32, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+        o, lse = _forward(q, k, v, causal, D ** -0.5)
+
+        def run(q=q, k=k, v=v, do=do, o=o, lse=lse, scale=D ** -0.5):
+            return host.attention_bwd(do, q, k, v, o, lse, causal=causal, sm_scale=scale)
+        base = run()
+        for which, tiles in candidates:
+            dkdv, dq = shipped[D]
+            host.BLOCKS[D] = (tiles, dq) if which == "dkdv" else (dkdv, tiles)
+            try:
+                got = run()
+                errs = [_rel(x, y) for x, y in zip(got, base)]
+                pairs = []
+                for _ in range(rounds):
+                    host.BLOCKS[D] = shipped[D]
+                    t0 = _event_ms(run)
+                    host.BLOCKS[D] = (tiles, dq) if which == "dkdv" else (dkdv, tiles)
+                    pairs.append((t0, _event_ms(run)))
+                t0 = statistics.median(p[0] for p in pairs)
+                t1 = statistics.median(p[1] for p in pairs)
+                ratio = statistics.median(p[0] / p[1] for p in pairs)
+                print(f"  D{D} S{S}{' causal' if causal else ''} {which} {tiles}: {t1:.3f} ms vs shipped {t0:.3f} ms, "
+                      f"shipped/candidate {ratio:.3f}, max rel. diff {max(errs):.1e}", flush=True)
+            except Exception as exc:         # a candidate that does not compile (registers, shared memory)
+                print(f"  D{D} {which} {tiles}: failed: {str(exc).splitlines()[0][:150]}", flush=True)
+            finally:
+                host.BLOCKS[D] = shipped[D]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=8)
@@ -159,7 +206,16 @@ def main() -> None:
     parser.add_argument("--b", type=int, default=4)
     parser.add_argument("--h", type=int, default=32)
     parser.add_argument("--no-ws", action="store_true", help="leave out the warp-specialized kernel")
+    parser.add_argument("--sweep", action="store_true",
+                        help="instead: time candidate tiles of the tl.dot kernels against the shipped ones")
     args = parser.parse_args()
+    if args.sweep:
+        import torch
+        print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, B=4 H=32, tile sweep")
+        for S in (int(x) for x in args.s.split(",")):
+            for causal in (False, True):
+                sweep(args.rounds, S, causal)
+        return
     global WITH_WS
     WITH_WS = not args.no_ws
     import torch
