@@ -70,3 +70,27 @@ def test_ring_options_come_from_the_environment_when_the_pass_is_built(monkeypat
     monkeypatch.setenv("TLXC_RING_COUNTER", "0")
     assert built.ring == RingOptions(from_start=True, base=False, counter=True, epilogue_overlap=False)
     assert PipelineLoads().ring.counter is False
+
+
+def test_a_registered_target_brings_its_vendor_and_stages(monkeypatch):
+    """Adding a backend = add codegen_<x>/, register a target (docs/architecture.md): the vendor
+    and the code stages come from the registry, no shared file lists them."""
+    import tlxc.compiler as compiler
+    from tlxc.codegen_c.lower import RULES, lowering
+    from tlxc.target import STAGE_SUFFIXES, TARGETS, Target, vendor_stages, vendors
+    assert compiler.CODE_STAGES == ("cuda", "ptx", "cubin", "hip", "hsaco", "amdgcn")
+    assert set(compiler.CODE_STAGES) <= set(STAGE_SUFFIXES)
+    assert vendor_stages("amd") == ("hip", "hsaco", "amdgcn") and vendors() == ("nvidia", "amd")
+    with pytest.raises(ValueError, match="unknown vendor 'acme'"):
+        lowering("tl.store", vendor="acme")
+    monkeypatch.setitem(TARGETS, "acme1", Target("acme1", "acme", None, "Acme 1", backend="tlxc.codegen_acme.backend",
+                                                 stages=("acmebin",)))
+    assert "acme" in vendors() and vendor_stages("acme") == ("acmebin",)
+
+    def rule(lw, op):
+        pass
+    try:
+        lowering("tl.store", vendor="acme")(rule)
+        assert RULES[("tl.store", "acme")] is rule
+    finally:
+        RULES.pop(("tl.store", "acme"), None)

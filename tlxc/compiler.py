@@ -25,11 +25,13 @@ from .ir.printer import print_module
 from .ir.verifier import verify_module
 from .options import CompileOptions
 from .passes.manager import PassManager
-from .target import DEFAULT_ARCH, Target, get_target
+from .target import DEFAULT_ARCH, STAGE_SUFFIXES, TARGETS, Target, get_target, vendor_stages
 
-STAGES = ("ir", "ir.opt", "cuda", "ptx", "cubin", "stats", "hip", "hsaco", "amdgcn")
-BACKEND_STAGES = ("cuda", "ptx", "cubin", "stats", "hip", "hsaco", "amdgcn")     # what a target's backend makes
-VENDOR_STAGES = {"nvidia": ("cuda", "ptx", "cubin"), "amd": ("hip", "hsaco", "amdgcn")}
+# The stages: the frontend's and the passes' IR, the code stages the registered targets' backends make
+# (``Target.stages``: a backend registers its own with its targets), and ``stats``.
+CODE_STAGES = tuple(dict.fromkeys(s for t in TARGETS.values() for s in t.stages))
+STAGES = ("ir", "ir.opt", *CODE_STAGES, "stats")
+BACKEND_STAGES = (*CODE_STAGES, "stats")      # what a target's backend makes
 
 
 @dataclass
@@ -149,10 +151,11 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_w
     if unknown:
         raise CompilationError(f"unknown stage(s) {', '.join(sorted(unknown))} (expected {', '.join(STAGES)})")
     vendor = get_target(arch).vendor
-    foreign = [s for s in stages if s in BACKEND_STAGES and s != "stats" and s not in VENDOR_STAGES[vendor]]
+    own = vendor_stages(vendor)
+    foreign = [s for s in stages if s in CODE_STAGES and s not in own]
     if foreign:
         raise CompilationError(f"stage(s) {', '.join(foreign)} are not made for {arch} (an {vendor.upper()} target; "
-                               f"its code stages are {', '.join(VENDOR_STAGES[vendor])})")
+                               f"its code stages are {', '.join(own)})")
     start = time.perf_counter()
     module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
     compiled = CompiledKernel(kfn.__name__, arch, spec, module)
@@ -237,8 +240,7 @@ def dump(compiled: CompiledKernel, root: str) -> None:
     os.makedirs(root, exist_ok=True)
     kernels = getattr(compiled.module, "kernels", None)
     name = artifact_name(kernels[0], compiled.arch) if kernels else kernel_symbol_of(compiled)
-    suffix = {"cuda": "cu", "cubin": "cubin", "ptx": "ptx", "ir": "ir", "ir.opt": "opt.ir", "stats": "txt",
-              "hip": "hip", "hsaco": "hsaco", "amdgcn": "s"}
+    suffix = {"ir": "ir", "ir.opt": "opt.ir", "stats": "txt", **STAGE_SUFFIXES}
     for stage, text in compiled.asm.items():
         mode = "wb" if isinstance(text, bytes) else "w"
         with open(os.path.join(root, f"{name}.{suffix.get(stage, stage)}"), mode) as f:

@@ -44,6 +44,7 @@ class Target:
     shared_limit: int = 49152            # largest dynamic shared memory per block (opt-in), bytes
     features: frozenset[str] = frozenset()
     backend: str | None = None           # the module that renders and builds code; None: not built yet
+    stages: tuple[str, ...] = ()         # the code stages its backend makes (keys of STAGE_SUFFIXES), in order
 
     def has(self, feature: str) -> bool:
         if feature not in FEATURES:
@@ -55,21 +56,29 @@ class Target:
         return self.vendor == "nvidia"
 
 
+# The code stages backends make (``Target.stages``; ``compile_kernel(stages=...)``, ``tlxc compile
+# --emit``) and the file suffix each is written with (``TLXC_DUMP_DIR``).
+STAGE_SUFFIXES = {"cuda": "cu", "ptx": "ptx", "cubin": "cubin", "hip": "hip", "hsaco": "hsaco", "amdgcn": "s"}
+
 _NVPTX = "tlxc.codegen_nvptx.backend"
 _AMDGCN = "tlxc.codegen_amdgcn.backend"
+_NV_STAGES = ("cuda", "ptx", "cubin")
+_AMD_STAGES = ("hip", "hsaco", "amdgcn")
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("sm_90a", "nvidia", (9, 0), "H100, H200", "wgmma and setmaxnreg", shared_limit=232448,
-           features=frozenset({"wgmma", "setmaxnreg", "fp8", "gdc", "async_proxy", "tensormap"}), backend=_NVPTX),
+           features=frozenset({"wgmma", "setmaxnreg", "fp8", "gdc", "async_proxy", "tensormap"}), backend=_NVPTX,
+           stages=_NV_STAGES),
     Target("sm_100a", "nvidia", (10, 0), "B200, GB200", "tcgen05 and tensor memory", shared_limit=232448,
-           features=frozenset({"tcgen05", "fp8", "gdc", "async_proxy", "tensormap"}), backend=_NVPTX),
-    Target("sm_80", "nvidia", (8, 0), "A100, A30", shared_limit=166912, backend=_NVPTX),
+           features=frozenset({"tcgen05", "fp8", "gdc", "async_proxy", "tensormap"}), backend=_NVPTX,
+           stages=_NV_STAGES),
+    Target("sm_80", "nvidia", (8, 0), "A100, A30", shared_limit=166912, backend=_NVPTX, stages=_NV_STAGES),
     Target("sm_89", "nvidia", (8, 9), "L4, L40, RTX 40xx", shared_limit=101376, features=frozenset({"fp8"}),
-           backend=_NVPTX),
-    Target("gfx942", "amd", None, "MI300", warp_size=64, shared_limit=65536, backend=_AMDGCN),
+           backend=_NVPTX, stages=_NV_STAGES),
+    Target("gfx942", "amd", None, "MI300", warp_size=64, shared_limit=65536, backend=_AMDGCN, stages=_AMD_STAGES),
     Target("gfx950", "amd", None, "MI350", warp_size=64, shared_limit=163840,
            features=frozenset({"mfma_cdna4", "lds_dma16"}),
-           backend=_AMDGCN),
+           backend=_AMDGCN, stages=_AMD_STAGES),
 )}
 
 
@@ -92,8 +101,19 @@ def has_feature(arch: str, feature: str) -> bool:
     return target is not None and target.has(feature)
 
 
+def vendors() -> tuple[str, ...]:
+    """The vendors of the registered targets, in registration order (lowering rules key on them)."""
+    return tuple(dict.fromkeys(t.vendor for t in TARGETS.values()))
+
+
+def vendor_stages(vendor: str) -> tuple[str, ...]:
+    """The code stages ``vendor``'s targets make."""
+    return tuple(dict.fromkeys(s for t in TARGETS.values() if t.vendor == vendor for s in t.stages))
+
+
 def targets_of(vendor: str) -> tuple[str, ...]:
     return tuple(name for name, t in TARGETS.items() if t.vendor == vendor)
 
 
-__all__ = ["DEFAULT_ARCH", "FEATURES", "TARGETS", "Target", "get_target", "has_feature", "target_of", "targets_of"]
+__all__ = ["DEFAULT_ARCH", "FEATURES", "STAGE_SUFFIXES", "TARGETS", "Target", "get_target", "has_feature", "target_of",
+           "targets_of", "vendor_stages", "vendors"]

@@ -32,6 +32,7 @@ from ..ir.core import Operation, Value
 from ..ir.traits import ALLOCATION, TERMINATOR, has_trait
 from ..ir.types import PointerType, ScalarType, TensorType
 from ..passes.axis_info import AxisAnalysis
+from ..target import vendors
 from . import c_types as C
 from .shared_order import SharedOrder
 
@@ -39,14 +40,13 @@ Rule = Callable[["KernelLowering", Operation], None]
 
 # (op name, vendor) -> rule; vendor None: the shared rule, for every vendor without its own
 RULES: dict[tuple[str, str | None], Rule] = {}
-VENDORS = ("nvidia", "amd")     # the vendors of tlxc.target.Target
 
 
 def lowering(*names: str, vendor: str | None = None):
     """Decorator: the rule that lowers the ops ``names``, shared (``vendor=None``) or
     ``vendor``'s own ("nvidia", "amd"), which wins over the shared one for that vendor."""
-    if vendor is not None and vendor not in VENDORS:
-        raise ValueError(f"unknown vendor '{vendor}' (known: {', '.join(VENDORS)})")
+    if vendor is not None and vendor not in vendors():
+        raise ValueError(f"unknown vendor '{vendor}' (known: {', '.join(vendors())})")
 
     def register(fn: Rule) -> Rule:
         for name in names:
@@ -483,4 +483,4 @@ def is_identity(mapping: list[int]) -> bool:
     return mapping == list(range(len(mapping)))
 
 
-__all__ = ["RULES", "VENDORS", "KernelLowering", "PointerType", "ScalarType", "lowering", "rule_for"]
+__all__ = ["RULES", "KernelLowering", "PointerType", "ScalarType", "lowering", "rule_for"]
