@@ -11,11 +11,11 @@ log2 units), organized as FlashAttention-3 does on sm_90, in this project's word
 * two consumer warp groups (``replicate=2``) own 64 keys each.  Per query tile:
   ``S^T = K_c Q^T`` (wgmma from shared memory), ``P^T = exp2(S^T * qk_scale - lse2)``
   (masked), ``dV += P^T dO`` (P^T from registers), ``dP^T = V_c dO^T``,
-  ``dS^T = P^T (dP^T - delta)``, ``dK += dS^T Q`` (registers), then dS^T goes to shared memory
-  and ``dQ_c = dS K_c`` (A = dS^T read transposed; 64 columns at a time, to keep the consumer
-  within its 240 registers) is scaled by ``sm_scale`` and added into a float32 ``dq_acc`` by a
-  TMA reduce-add (the order of the two consumers' and the other key
-  blocks' additions is not fixed: dQ's float32 sum is not bit-reproducible);
+  ``dS^T = P^T (dP^T - delta) * sm_scale`` (the factor of both dK and dQ, applied once),
+  ``dK += dS^T Q`` (registers), then dS^T goes to shared memory and ``dQ_c = dS K_c`` (A = dS^T
+  read transposed; 64 columns at a time, to keep the consumer within its 240 registers) is added
+  into a float32 ``dq_acc`` by a TMA reduce-add (the order of the two consumers' and the other
+  key blocks' additions is not fixed: dQ's float32 sum is not bit-reproducible);
 * the tiles are addressed through 2-D descriptors over each tensor's rows (``[rows, row
   stride]``: (batch, head, row) -> row ``b * r_b + h * r_h + first + m``, column ``h * c_h``),
   so dense BHSD, BSHD and packed layouts share the kernel.  A tile that runs past its sequence
@@ -162,7 +162,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 dpT = tlx.async_dot_wait(0, dpT)
                 dv = tlx.async_dot_wait(0, dv)
                 tlx.barrier_arrive(do_empty[buf])
-                dsT = (pT * (dpT - delta[None, :])).to(DTYPE)
+                dsT = (pT * (dpT - delta[None, :]) * sm_scale).to(DTYPE)   # sm_scale of dK and dQ, once
                 dk = tlx.async_dot(dsT, q_smem[buf], dk)
                 tlx.local_store(ds_smem[cid], dsT)
                 tlx.fence("async_shared")
@@ -177,13 +177,12 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                     dq = tlx.async_dot_wait(0, dq)
                     slot = cid * 2 + (t * N_BOX + d) % 2                 # two staging tiles per consumer, in turn
                     tlx.async_descriptor_store_wait(1)                   # the add before last has read this one
-                    tlx.local_store(dq_smem[slot], dq * sm_scale)
+                    tlx.local_store(dq_smem[slot], dq)
                     tlx.fence("async_shared")
                     tlx.async_descriptor_store(dq_desc, dq_smem[slot], [q_row, h * qc_h + d * D_BOX],
                                                store_reduce="add")
             tlx.async_descriptor_store_wait(0)
             offs_d = tl.arange(0, HEAD_DIM)
-            dk = dk * sm_scale
             k_first64 = k_first.to(tl.int64)
             dk_base = dk_ptr + b.to(tl.int64) * sdk_b + hk.to(tl.int64) * sdk_h + k_first64 * sdk_r
             dv_base = dv_ptr + b.to(tl.int64) * sdv_b + hk.to(tl.int64) * sdv_h + k_first64 * sdv_r
