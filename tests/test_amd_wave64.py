@@ -13,7 +13,7 @@ from tlxc.errors import CompilationError
 from tlxc.frontend.specialize import specialization_from_types
 from tlxc.interpreter import interpret
 from tlxc.ir.ops.task import warp_size
-from tlxc.ir.types import PointerType, i32
+from tlxc.ir.types import PointerType, f32, i32
 
 
 @tlxc.kernel
@@ -57,3 +57,53 @@ def test_the_kernel_records_its_warp_size():
     assert warp_size(frontend(ballot_below, spec, arch="sm_90a").kernels[0]) == 32
     with pytest.raises(CompilationError, match="at most 1024"):
         frontend(ballot_below, spec, arch="gfx942", num_warps=32)
+
+
+# -- 'tlxc check' on AMD targets ---------------------------------------------------------------
+@tlxc.kernel
+def lds_barrier_short(out_ptr, BLOCK: tl.constexpr):
+    bars = tlx.alloc_barriers(1, arrive_count=2)
+    tlx.barrier_arrive(tlx.local_view(bars, 0))
+    tlx.barrier_wait(tlx.local_view(bars, 0), 0)        # the second arrival never comes
+    tl.store(out_ptr + tl.arange(0, BLOCK), tl.zeros((BLOCK,), tl.float32))
+
+
+@tlxc.kernel
+def named_sync(out_ptr, BLOCK: tl.constexpr):
+    tlx.named_barrier_wait(9, 128)
+    tl.store(out_ptr + tl.arange(0, BLOCK), tl.zeros((BLOCK,), tl.float32))
+
+
+@tlxc.kernel
+def two_tasks(out_ptr, BLOCK: tl.constexpr):
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            tl.store(out_ptr + tl.arange(0, BLOCK), tl.zeros((BLOCK,), tl.float32))
+        with tlx.async_task(num_warps=1):
+            tl.store(out_ptr + BLOCK + tl.arange(0, BLOCK), tl.zeros((BLOCK,), tl.float32))
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+@pytest.mark.parametrize("kfn, message", [
+    (lds_barrier_short, "counts 2 arrivals per phase"),    # the LDS mbarrier protocol, as on NVIDIA
+    (named_sync, "named barriers .* are NVIDIA-only"),
+    (two_tasks, r"warp specialization \(tlx.async_tasks\) is not supported on AMD"),
+])
+def test_check_findings_on_amd(arch, kfn, message):
+    import re
+
+    from tlxc.compiler import check_function
+    spec = specialization_from_types(kfn, {"out_ptr": PointerType(f32)}, {"BLOCK": 64})
+    findings = check_function(kfn, spec, arch=arch)
+    assert findings and re.search(message, findings[0].message), [f.message for f in findings]
+    assert findings[0].loc is not None
+
+
+def test_check_passes_the_amd_examples_and_runs_them_on_wave64():
+    from pathlib import Path
+
+    from tlxc.cli import main
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    for name in ("amd_gemm_pingpong", "amd_gemm_pipelined"):
+        for arch in ("gfx942", "gfx950"):
+            assert main(["check", str(examples / f"{name}.py"), "--arch", arch, "--run", "--seeds", "1"]) == 0, (name, arch)

@@ -91,7 +91,12 @@ def check_named(kernel: Operation) -> list[Finding]:
     findings = []
     total = block_threads(kernel)
     by_id = defaultdict(list)
-    for op, task, threads in _uses(kernel):
+    uses = _uses(kernel)
+    if uses and warp_size(kernel) != 32:
+        # AMD (wave64) has one barrier of the whole work-group (s_barrier) and no numbered ones
+        return [Finding(f"named barriers ({_how(uses[0][0])}) are NVIDIA-only: an AMD work-group has one barrier "
+                        f"(s_barrier, tl.debug_barrier) and TLX's LDS mbarriers", uses[0][0].loc, check="named.target")]
+    for op, task, threads in uses:
         ident, count = fold(op.operands[0]), fold(op.operands[1])
         if ident is not None and not 0 <= ident <= 15:
             findings.append(Finding(f"named barrier id {ident} is out of range: the hardware has ids 0..15, and "

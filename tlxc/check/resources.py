@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..errors import Location
 from ..ir.core import Operation
-from ..ir.ops.task import MAX_TASKS
+from ..ir.ops.task import MAX_TASKS, warp_size
 from .findings import Finding
 
 MAX_WARPS = 32
@@ -43,6 +43,10 @@ def check_tasks(kernel: Operation) -> list[Finding]:
     findings = []
     for op in kernel.walk():
         if op.name == "tlx.async_tasks":
+            if warp_size(kernel) != 32:      # AMD (wave64): TLX warp-specializes only gfx1250
+                return [Finding("warp specialization (tlx.async_tasks) is not supported on AMD gfx942 / gfx950: "
+                                "AMD kernels overlap work with warp-pipeline stages (tlx.warp_pipeline_stage)",
+                                op.loc, check="resource.tasks", kind="resource")]
             findings += _check(op)
     return findings
 
