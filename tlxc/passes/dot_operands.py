@@ -44,8 +44,7 @@ from ..target import has_feature
 from .canonicalize import Canonicalize
 from .dot_wgmma import replace_uses
 from .manager import Pass
-
-_VIEWS = ("tlx.local_view", "tlx.local_trans")
+from .pipeline import OPERAND_VIEWS
 
 
 @dataclass(frozen=True)
@@ -121,7 +120,7 @@ def _operand_chain(store: Operation, uses: dict):
     chain = []
     target = store.operands[0]
     op = getattr(target, "owner", None)
-    while getattr(op, "name", None) in _VIEWS:
+    while getattr(op, "name", None) in OPERAND_VIEWS:
         chain.insert(0, op)
         op = getattr(op.operands[0], "owner", None)
     if getattr(op, "name", None) != "tlx.local_alloc" or "dot_operand" not in op.attrs or op.operands:
@@ -135,7 +134,7 @@ def _operand_chain(store: Operation, uses: dict):
         if view.parent is not store.parent:
             return None
         for user in uses.get(id(view.result), ()):
-            if user is store or user.name in _VIEWS and user in chain:
+            if user is store or user.name in OPERAND_VIEWS and user in chain:
                 continue
             if user.name != "tlx.async_dot" or not _waited_at_once(user, uses):
                 return None
@@ -331,7 +330,7 @@ def _live_span(alloc: Operation, uses: dict, top: dict):
     while work:
         value = work.pop()
         for user in uses.get(id(value), ()):
-            if user.name in _VIEWS:
+            if user.name in OPERAND_VIEWS:
                 work.append(user.result)
             elif user.name == "tlx.local_store" and user.operands[0] is value:
                 pass

@@ -83,7 +83,8 @@ from .manager import Pass
 
 DEFAULT_STAGES = 3
 SHARED_CAPACITY = 232448             # bytes of shared memory a Hopper CTA may use (227 KB)
-DOT_OPS = ("tlx.local_view", "tlx.local_trans", "tlx.local_store", "tlx.async_dot", "tlx.async_dot_wait")
+OPERAND_VIEWS = ("tlx.local_view", "tlx.local_trans")     # the views a dot operand's buffer is read through
+DOT_OPS = (*OPERAND_VIEWS, "tlx.local_store", "tlx.async_dot", "tlx.async_dot_wait")
 
 
 class NotPipelinable(Exception):

@@ -27,6 +27,7 @@ from ..target import has_feature
 from .manager import Pass
 from .pipeline import (
     DEFAULT_STAGES,
+    OPERAND_VIEWS,
     NotPipelinable,
     RingOptions,
     _fitting_stages,
@@ -112,7 +113,7 @@ class _PartialPlan(_Plan):
         """(_Operand, every local_view of its buffer) when ``operand`` is read from a
         dedicated one-slot buffer whose only writer stores a single-use load of the body."""
         op = operand.owner
-        while getattr(op, "name", None) in ("tlx.local_view", "tlx.local_trans"):
+        while getattr(op, "name", None) in OPERAND_VIEWS:
             op = op.operands[0].owner
         alloc = op
         if getattr(alloc, "name", None) != "tlx.local_alloc" or "dot_operand" not in alloc.attrs or alloc.operands:
@@ -165,7 +166,7 @@ class _PartialPlan(_Plan):
 def _reads(dot: Operation, alloc: Operation, users) -> bool:
     for operand in dot.operands[:2]:
         op = operand.owner
-        while getattr(op, "name", None) in ("tlx.local_view", "tlx.local_trans"):
+        while getattr(op, "name", None) in OPERAND_VIEWS:
             op = op.operands[0].owner
         if op is alloc:
             return True
