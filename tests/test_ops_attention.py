@@ -197,6 +197,13 @@ def test_varlen_errors_name_the_argument():
         attention_forward(q, q[None], q, cu_seqlens_q=cu, cu_seqlens_k=cu)
 
 
+def test_varlen_without_sequences_gives_zeros():
+    q = torch.ones(5, 2, 64, dtype=torch.bfloat16)
+    cu = torch.tensor([0], dtype=torch.int32)
+    o, lse = attention_forward(q, q, q, cu_seqlens_q=cu, cu_seqlens_k=cu)
+    assert (o == 0).all() and (lse == float("-inf")).all()
+
+
 def test_empty_inputs():
     q = torch.zeros(1, 2, 0, 64, dtype=torch.bfloat16)
     o, lse = attention_forward(q, q, q)
@@ -220,6 +227,15 @@ def test_fake_gives_shapes_and_strides():
         cu = torch.empty(3, dtype=torch.int32)
         o, lse = torch.ops.tlxc.attention(qv, qv[:, :2], qv[:, :2], False, None, cu, cu, 20, 20)
         assert o.shape == (30, 4, 96) and lse.shape == (4, 30)
+
+
+def test_fake_checks_the_arguments():
+    """Under torch.compile a bad argument fails while tracing, with the same message."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        q = torch.empty(1, 4, 8, 64, dtype=torch.bfloat16)
+        with pytest.raises(ValueError, match="must divide q's 4 heads"):
+            torch.ops.tlxc.attention(q, q[:, :3], q[:, :3])
 
 
 def test_real_and_fake_strides_agree():

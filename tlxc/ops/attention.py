@@ -288,6 +288,50 @@ def _programs(device: torch.device, programs: int | None) -> int:
     return CPU_PROGRAMS
 
 
+def check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> float:
+    """Every rule on the arguments that does not read a tensor's values (the fake
+    implementation of the custom op runs it too); returns the scale."""
+    _check_common(q, k, v)
+    if not isinstance(causal, bool):
+        raise TypeError(f"tlxc.ops.attention: 'causal' must be a bool, got {type(causal).__name__}")
+    D = q.shape[-1]
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(D)
+    elif not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) or sm_scale <= 0:
+        raise _fail(f"'sm_scale' must be a positive finite number, got {sm_scale!r}")
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if varlen:
+        if cu_seqlens_q is None or cu_seqlens_k is None:
+            raise _fail(f"'{'cu_seqlens_q' if cu_seqlens_q is None else 'cu_seqlens_k'}' is missing: the varlen "
+                        f"layout takes both")
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if t.dim() != 3:
+                raise _fail(f"with cu_seqlens, '{name}' must be [total, heads, D], got {tuple(t.shape)}")
+        if k.shape != v.shape:
+            raise _fail(f"'k' {tuple(k.shape)} and 'v' {tuple(v.shape)} must have one shape")
+        _check_cu("cu_seqlens_q", cu_seqlens_q, None, q.device)
+        _check_cu("cu_seqlens_k", cu_seqlens_k, cu_seqlens_q.shape[0], q.device)
+        H, Hkv = q.shape[1], k.shape[1]
+    else:
+        if max_seqlen_q is not None or max_seqlen_k is not None:
+            raise _fail("'max_seqlen_q'/'max_seqlen_k' belong to the varlen layout (with cu_seqlens_q/k)")
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if t.dim() != 4:
+                raise _fail(f"'{name}' must be [B, heads, S, D] (or [total, heads, D] with cu_seqlens), "
+                            f"got {tuple(t.shape)}")
+        if k.shape != v.shape:
+            raise _fail(f"'k' {tuple(k.shape)} and 'v' {tuple(v.shape)} must have one shape")
+        B, H, _, _ = q.shape
+        if k.shape[0] != B:
+            raise _fail(f"'k'/'v' have batch {k.shape[0]}, 'q' has {B}")
+        Hkv = k.shape[1]
+    _check_heads(H, Hkv)
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if value is not None and (not isinstance(value, (int, torch.SymInt)) or value < 0):
+            raise _fail(f"'{name}' must be a non-negative int, got {value!r}")
+    return sm_scale
+
+
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
                       sm_scale: float | None = None, cu_seqlens_q: torch.Tensor | None = None,
                       cu_seqlens_k: torch.Tensor | None = None, max_seqlen_q: int | None = None,
@@ -302,48 +346,18 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     launch configuration, the number of persistent programs (default one per SM; 3 on the
     interpreter) and the heads whose items run together (for benchmarks and tests).
     """
-    _check_common(q, k, v)
-    if not isinstance(causal, bool):
-        raise TypeError(f"tlxc.ops.attention: 'causal' must be a bool, got {type(causal).__name__}")
-    D = q.shape[-1]
-    if sm_scale is None:
-        sm_scale = 1.0 / math.sqrt(D)
-    elif not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) or sm_scale <= 0:
-        raise _fail(f"'sm_scale' must be a positive finite number, got {sm_scale!r}")
+    sm_scale = check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     if group_h < 1:
         raise _fail(f"'group_h' must be at least 1, got {group_h}")
-    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    varlen = cu_seqlens_q is not None
+    D = q.shape[-1]
     if varlen:
-        if cu_seqlens_q is None or cu_seqlens_k is None:
-            raise _fail(f"'{'cu_seqlens_q' if cu_seqlens_q is None else 'cu_seqlens_k'}' is missing: the varlen "
-                        f"layout takes both")
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            if t.dim() != 3:
-                raise _fail(f"with cu_seqlens, '{name}' must be [total, heads, D], got {tuple(t.shape)}")
-        if k.shape != v.shape:
-            raise _fail(f"'k' {tuple(k.shape)} and 'v' {tuple(v.shape)} must have one shape")
-        _check_cu("cu_seqlens_q", cu_seqlens_q, None, q.device)
-        _check_cu("cu_seqlens_k", cu_seqlens_k, cu_seqlens_q.shape[0], q.device)
         B = cu_seqlens_q.shape[0] - 1
         total_q, H, _ = q.shape
         total_k, Hkv, _ = k.shape
     else:
-        if max_seqlen_q is not None or max_seqlen_k is not None:
-            raise _fail("'max_seqlen_q'/'max_seqlen_k' belong to the varlen layout (with cu_seqlens_q/k)")
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            if t.dim() != 4:
-                raise _fail(f"'{name}' must be [B, heads, S, D] (or [total, heads, D] with cu_seqlens), "
-                            f"got {tuple(t.shape)}")
-        if k.shape != v.shape:
-            raise _fail(f"'k' {tuple(k.shape)} and 'v' {tuple(v.shape)} must have one shape")
         B, H, Sq, _ = q.shape
-        if k.shape[0] != B:
-            raise _fail(f"'k'/'v' have batch {k.shape[0]}, 'q' has {B}")
         Hkv, Sk = k.shape[1], k.shape[2]
-    _check_heads(H, Hkv)
-    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
-        if value is not None and (not isinstance(value, int) or value < 0):
-            raise _fail(f"'{name}' must be a non-negative int, got {value!r}")
 
     if varlen:
         o = q.new_empty(q.shape)
@@ -357,9 +371,10 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
         elif getattr(_COMPILE_ONLY, "handles", None) is None:
             _assert_lengths_async(cu_seqlens_k, total_k, None)
         Sq, Sk = max_seqlen_q, max_seqlen_k
-        if total_q == 0 or H == 0 or B == 0 or Sq == 0:
+        if total_q == 0 or H == 0:
             return o, lse
-        if total_k == 0:               # every sequence has no keys; TMA cannot describe an empty tensor
+        if total_k == 0 or B == 0 or Sq == 0:    # no keys, or no query rows in a sequence: TMA cannot
+            o.zero_()                           # describe an empty tensor; rows in no sequence get 0, -inf
             o.zero_()
             lse.fill_(float("-inf"))
             return o, lse

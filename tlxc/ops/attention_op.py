@@ -20,7 +20,7 @@ import math
 import torch
 
 from ..torch_ops import register_custom_op
-from .attention import _out_like, attention_forward
+from .attention import _out_like, attention_forward, check_args
 
 BACKWARD_MODULE = "tlxc.ops.kernels.attention_bwd"
 
@@ -35,12 +35,9 @@ def _attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
 
 def _attention_fake(q, k, v, causal=False, sm_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
                     max_seqlen_k=None):
+    check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     if cu_seqlens_q is not None:                        # [total, H, D] -> o like q, lse [H, total]
-        if q.dim() != 3:
-            raise ValueError(f"tlxc::attention: with cu_seqlens, 'q' must be [total, heads, D], got {tuple(q.shape)}")
         return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
-    if q.dim() != 4:
-        raise ValueError(f"tlxc::attention: 'q' must be [B, heads, S, D], got {tuple(q.shape)}")
     B, H, S, _ = q.shape
     return _out_like(q), q.new_empty((B, H, S), dtype=torch.float32)
 
