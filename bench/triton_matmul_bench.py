@@ -51,6 +51,9 @@ VARIANTS = {
     "all-nofence": {"TLXC_RING_COUNTER": "1", "TLXC_RING_BASE": "1", "TLXC_SHARED_IMM": "1",
                     "TLXC_CPASYNC_FENCE": "0"},
     "nofence": {"TLXC_CPASYNC_FENCE": "0"},
+    "no-hoist": {"TLXC_SKIP_PASSES": "hoist-conversions"},     # before carry-converted (session 11)
+    "all-no-hoist": {"TLXC_RING_COUNTER": "1", "TLXC_RING_BASE": "1", "TLXC_SHARED_IMM": "1",
+                     "TLXC_SKIP_PASSES": "hoist-conversions"},
 }
 
 KERNELS = {"grouped": ("grouped_matmul_kernel.py", "grouped_matmul"),
