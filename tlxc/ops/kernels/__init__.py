@@ -6,5 +6,8 @@
   float32 workspace, small-M by operand swap) and the split-K reduction;
 - ``gemm_ws.py``: the warp-specialized persistent TMA GEMM (TMA producer, two wgmma
   consumer warp groups), operands K- or M/N-major;
-- ``grouped_gemm.py``: the grouped (MoE) GEMM.
+- ``grouped_gemm.py``: the grouped (MoE) GEMM;
+- ``attention_fwd.py``: the attention forward (TMA producer, two or three wgmma consumer
+  warp groups taking turns, persistent schedule; GQA, head dims 64-256, varlen, the lse);
+- ``attention_bwd.py``: the attention backward (preprocess, dK/dV, dQ).
 """

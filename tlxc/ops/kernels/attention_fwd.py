@@ -22,7 +22,10 @@ generalized:
 * causal masking is top-left aligned, as ``torch.nn.functional.scaled_dot_product_attention``'s
   ``is_causal``: query ``i`` sees keys ``j <= i`` (when ``Sq != Sk`` too);
 * ``lse`` (float32, natural log of ``sum_j exp(scale * q_i . k_j)``) is stored with the
-  caller's strides: ``[B, H, Sq]`` dense, ``[H, total_q]`` varlen.
+  caller's strides: ``[B, H, Sq]`` dense, ``[H, total_q]`` varlen;
+* ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
+  with the next item's first ``S = Q Kᵀ``; its output is stored after that item's first
+  softmax, the program's last one after its loop (one issue round fewer per item).
 
 Work item ``t = (b * H + h) * NUM_M + m``; program ``p`` walks row ``p`` of the int32
 schedule ``[count, item, item, ...]`` (``tlxc/ops/attention.py`` builds it).
