@@ -303,3 +303,63 @@ def test_lds_software_barriers(arch):
     # tlxc check refuses this kernel; past the checker, the emulation reports the endless wait
     with pytest.raises(emu.EmulationError, match="spin-wait"):
         emulate(barrier_never_completes, (1,), torch.empty(64), BLOCK=64, arch=arch, check_barriers=False)
+
+
+@tlxc.kernel
+def async_dot_gemm(a_ptr, b_ptr, c_ptr, M: tl.int32, N: tl.int32, K: tl.int32, BM: tl.constexpr, BN: tl.constexpr,
+                   BK: tl.constexpr, A_IN_REGISTERS: tl.constexpr):
+    """TLX's Hopper-style loop (local_store, async_dot, async_dot_wait(1)); on AMD the dot is a
+    synchronous MFMA (passes/dot_mfma.py), A from LDS or from registers."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_buf = tlx.local_alloc((BM, BK), tl.float16, 2)
+    b_buf = tlx.local_alloc((BK, BN), tl.float16, 2)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(tl.cdiv(K, BK)):
+        s = k % 2
+        kk = k * BK + rk
+        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        tlx.local_store(tlx.local_view(a_buf, s), a)
+        tlx.local_store(tlx.local_view(b_buf, s), tl.load(b_ptr + kk[:, None] * N + rn[None, :],
+                                                           mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0))
+        if A_IN_REGISTERS:
+            acc = tlx.async_dot(a, tlx.local_view(b_buf, s), acc)
+        else:
+            acc = tlx.async_dot(tlx.local_view(a_buf, s), tlx.local_view(b_buf, s), acc)
+        acc = tlx.async_dot_wait(1, acc)
+    acc = tlx.async_dot_wait(0, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("a_in_registers", [False, True])
+def test_tlx_async_dot_on_mfma(arch, a_in_registers):
+    m, n, k = 70, 64, 96
+    a, b = torch.randn(m, k, dtype=torch.float16), torch.randn(k, n, dtype=torch.float16)
+    c = torch.full((m, n), float("nan"))
+    compiled = emulate(async_dot_gemm, (2, 1), a, b, c, m, n, k, BM=64, BN=64, BK=32, A_IN_REGISTERS=a_in_registers,
+                       arch=arch, code_object=toolchain.available())
+    ref = a.double() @ b.double()
+    assert torch.allclose(c.double(), ref, rtol=1e-5, atol=1e-3), (c.double() - ref).abs().max()
+    assert "tlx_mfma_f32_32x32x" in compiled.asm["hip"]
+    if toolchain.available():
+        assert "v_mfma_f32_32x32x" in compiled.asm["amdgcn"]
+
+
+@tlxc.kernel
+def async_dot_use_acc(a_ptr, c_ptr, BM: tl.constexpr):
+    buf = tlx.local_alloc((BM, BM), tl.float16, 1)
+    r = tl.arange(0, BM)
+    tlx.local_store(tlx.local_view(buf, 0), tl.load(a_ptr + r[:, None] * BM + r[None, :]))
+    acc = tlx.async_dot(tlx.local_view(buf, 0), tlx.local_view(buf, 0), tl.zeros((BM, BM), tl.float32),
+                        use_acc=False)
+    tl.store(c_ptr + r[:, None] * BM + r[None, :], tlx.async_dot_wait(0, acc))
+
+
+def test_async_dot_use_acc_is_refused_on_amd():
+    from tlxc.errors import CompilationError
+    with pytest.raises(CompilationError, match=r"use_acc=.*not supported on gfx950") as info:
+        emulate(async_dot_use_acc, (1,), torch.randn(64, 64, dtype=torch.float16), torch.empty(64, 64), BM=64,
+                arch="gfx950")
+    assert info.value.loc is not None

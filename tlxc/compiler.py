@@ -91,6 +91,7 @@ def default_pipeline(target: Target | str, options: CompileOptions | None = None
     lower-dot-to-wgmma and pipeline-loads rewrite tl.dot into TLX ops on sm_90a; drain-dot-wait
     moves the wgmma drain after such a loop (and after a hand-written TLX loop of that shape)
     into its last iteration; the second canonicalize drops the address arithmetic they leave dead.
+    async-dot-on-mfma turns TLX's async_dot into local_loads and a tl.dot on AMD (MFMA is synchronous);
     fold-dot-add gives `acc += tl.dot(a, b)` its accumulator; hoist-operand-stores copies a
     loop-invariant operand to shared memory once, dedupe-operand-stores stores equal bytes once,
     pipeline-operand-loads rings the loaded operands of loops pipeline-loads leaves alone
@@ -100,6 +101,7 @@ def default_pipeline(target: Target | str, options: CompileOptions | None = None
     (check/check_barriers.py) runs the static checker on every compile."""
     from .check.check_barriers import CheckBarriers, barrier_mode
     from .passes.canonicalize import Canonicalize
+    from .passes.dot_mfma import AsyncDotOnMfma
     from .passes.dot_operands import DedupeOperandStores, FoldDotAdd, HoistOperandStores, ShareOperandBuffers
     from .passes.dot_register_a import RegisterAOperand
     from .passes.dot_wait_drain import DrainDotWait
@@ -116,6 +118,7 @@ def default_pipeline(target: Target | str, options: CompileOptions | None = None
     wgmma = target.has("wgmma")
     return PassManager([
         Canonicalize(), FoldDotAdd(), *([LowerDotToWgmma()] if wgmma else []),
+        *([AsyncDotOnMfma()] if not target.is_nvidia else []),
         PipelineLoads(num_stages=options.num_stages),
         *([DrainDotWait(), HoistOperandStores(), DedupeOperandStores(),
            PipelineOperandLoads(num_stages=options.num_stages), RegisterAOperand(), ShareOperandBuffers()]
