@@ -219,6 +219,15 @@ def test_bad_launch_options_are_refused(options, words, gpu):
     assert words in _error(lambda: axpy[(2,)](*args, 1.0, 40, BLOCK=BLOCK, **options))
 
 
+def test_num_ctas_refusal_says_what_triton_means_and_the_alternative():
+    """num_ctas=N is Triton's program-on-a-cluster (tensors split over N CTAs): refused with the
+    reason and the cluster launch tlxc has instead (ctas_per_cga)."""
+    message = _error(lambda: axpy[(2,)](*_data(40), 1.0, 40, BLOCK=BLOCK, num_ctas=2))
+    for words in ("num_ctas=2 is not supported", "cluster of 2 CTAs that split its tensors",
+                  "pass num_ctas=1", "ctas_per_cga=(n, 1, 1)"):
+        assert words in message
+
+
 def test_no_op_hints_are_accepted_on_the_interpreter():
     x, y, out = _data(40)
     axpy[(2,)](x, y, out, 1.0, 40, BLOCK=BLOCK, num_stages=3, num_ctas=1, maxnreg=64, launch_pdl=True,

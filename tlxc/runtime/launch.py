@@ -132,9 +132,11 @@ def launch_config(name: str, options: dict) -> LaunchConfig:
         raise LaunchError(f"cannot launch {name}: num_stages must be a non-negative int, got {_describe(stages)}")
     ctas = options.get("num_ctas")
     if ctas is not None and _int_value(ctas) != 1:
-        raise LaunchError(f"cannot launch {name}: num_ctas={ctas!r} is not supported (Triton's multi-CTA "
-                          f"layouts); tlxc runs one CTA per program: pass num_ctas=1, or launch clusters of "
-                          f"CTAs with ctas_per_cga=(n, 1, 1) and the tlx.cluster_* ops")
+        raise LaunchError(f"cannot launch {name}: num_ctas={ctas!r} is not supported: Triton runs each program "
+                          f"on a cluster of {ctas!r} CTAs that split its tensors between them (multi-CTA "
+                          f"layouts, {ctas!r} x the grid's CTAs), and tlxc's layouts place a tensor within one "
+                          f"CTA; tlxc runs one CTA per program: pass num_ctas=1, or launch clusters of CTAs "
+                          f"with ctas_per_cga=(n, 1, 1) and the tlx.cluster_* ops (docs/runtime.md)")
     maxnreg = options.get("maxnreg")
     if maxnreg is not None:
         low, high = MAXNREG_RANGE
