@@ -169,6 +169,25 @@ def test_scalar_atomic_on_a_thread_varying_address_runs_in_every_thread(num_warp
     assert out.tolist() == [threads // 4] * 4
 
 
+@tlxc.jit
+def fill_from_one_thread(out_ptr, value, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if tlx.thread_id(0) == 0:
+        tl.store(out_ptr + offs, value, mask=offs < n)
+
+
+@pytest.mark.parametrize("num_warps, block, mine", [
+    (1, 32, [0]), (4, 32, [0]), (4, 256, [0, 1]),
+    (1, 256, [0, 1, 2, 3, 128, 129, 130, 131])])     # 16-byte vectors, the warp's run repeated
+def test_small_tiles_spread_over_every_thread_as_in_triton(num_warps, block, mine):
+    """Triton's coalescing gives each thread at most numel / threads elements before it widens
+    its vectors, so thread 0 alone stores the elements `mine` of the tile (one for 32 elements
+    on a warp), here and on the GPU; tlxc used to give 8 threads four each."""
+    out = torch.zeros(block, dtype=torch.int32)
+    interpret(fill_from_one_thread, (1,), (out, 42, block), {"BLOCK": block}, num_warps=num_warps)
+    assert out.nonzero().flatten().tolist() == mine and set(out[mine].tolist()) == {42}
+
+
 def test_a_reduction_under_a_thread_branch_is_a_located_error():
     x, out = torch.ones(32), torch.zeros(1)
     with pytest.raises(InterpreterError) as info:
@@ -200,6 +219,9 @@ def _gpu_runs():
         runs.append((atomic_below, lambda g: (torch.zeros(60, dtype=torch.int32), 60),
                      {"LIMIT": limit, "BLOCK": 64}, num_warps))
     runs.append((store_own_slot, lambda g: (torch.full((131,), -1, dtype=torch.int32),), {}, 4))
+    for num_warps, block in [(1, 32), (4, 256), (1, 256)]:
+        runs.append((fill_from_one_thread, lambda g, block=block: (torch.zeros(block, dtype=torch.int32), 42, block),
+                     {"BLOCK": block}, num_warps))
     return runs
 
 

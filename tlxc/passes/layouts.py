@@ -140,7 +140,18 @@ class _KernelRewriter:
         bits = element_bits(t)
         vector_bytes = 16
         if old is not None and isinstance(old.type, TensorType) and isinstance(old.type.element, PointerType):
-            vector_bytes = min(16, self.access_elements().get(tuple(t.shape), 16) * (bits // 8))
+            found = self.access_elements()
+            elements = found.get(tuple(t.shape), 16)
+            if found:
+                # Triton's coalescing spreads a small tile over all the threads (of this task)
+                # before it vectorizes: at most numel / threads elements each (1 for a 32-element
+                # tile on one warp), so a thread-divergent access (`if tlx.thread_id(0) == 0:
+                # tl.store(...)`) touches the elements it does in Triton.
+                numel = 1
+                for extent in t.shape:
+                    numel *= extent
+                elements = min(elements, max(1, numel // (self.num_warps * self.lanes)))
+            vector_bytes = min(16, elements * (bits // 8))
         return L.default_blocked(t.shape, self.num_warps, bits, vector_bytes=vector_bytes, order=order,
                                  lanes=self.lanes)
 
