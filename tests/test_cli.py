@@ -102,7 +102,9 @@ def test_signature_hints_specialize_as_a_launch_would(tmp_path, capsys):
     import numpy as np
 
     from tlxc.frontend.specialize import specialization_from_args
-    path = write(tmp_path, "add_hints.py", ADD)
+    # 512 elements: 4 per thread of 4 warps, room for 16-byte vectors (a 128-element tile spreads
+    # one element over each thread first, as Triton's coalescing does)
+    path = write(tmp_path, "add_hints.py", ADD.replace("BLOCK: tl.constexpr = 128", "BLOCK: tl.constexpr = 512"))
 
     def cuda(hint: str) -> str:
         out = tmp_path / f"out{hint.replace(':', '_')}"

@@ -6,6 +6,7 @@ import builtins
 import hashlib
 import inspect
 import textwrap
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,12 @@ class FunctionSource:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
+# CPython 3.11's ast.parse keeps its recursion depth in interpreter-wide state: kernels compiled
+# from several threads at once (TLX's test_async_tasks_thread_safety) could fail with
+# "SystemError: AST constructor recursion depth mismatch".  Parsing is cheap; one at a time.
+_PARSE_LOCK = threading.Lock()
+
+
 def get_source(fn) -> FunctionSource:
     try:
         lines, first_line = inspect.getsourcelines(fn)
@@ -78,7 +85,8 @@ def get_source(fn) -> FunctionSource:
     indent = len(first) - len(first.lstrip())
     if dedented.lstrip().startswith("@") or dedented.startswith("def"):
         pass
-    tree = ast.parse(dedented)
+    with _PARSE_LOCK:
+        tree = ast.parse(dedented)
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
         raise CompilationError(f"{fn.__name__} is not a plain function definition")
