@@ -8,6 +8,7 @@ import kernels_flat_persistent as K
 
 import tlxc
 import tlxc.language as tl
+import tlxc.language.tlx as tlx
 
 SIG = "a_ptr=*fp16,b_ptr=*fp16,c_ptr=*fp16,M=i32,N=i32,K=i32,s_am=i32:16,s_bk=i32:16,s_cm=i32:16"
 
@@ -68,4 +69,25 @@ def _carried_and_stored(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 def test_a_carried_value_with_another_use_keeps_its_layout():
     text = _ir(_carried_and_stored, "x_ptr=*fp16,y_ptr=*i32,n=i32", {"BLOCK": 64})
     base = _ir(_carried_and_stored, "x_ptr=*fp16,y_ptr=*i32,n=i32", {"BLOCK": 64}, skip="hoist-conversions")
+    assert re.sub(r"#L\d+", "", text) == re.sub(r"#L\d+", "", base)
+
+
+@tlxc.jit
+def _recomputed_by_some_threads(x_ptr, n, BLOCK: tl.constexpr):
+    rows = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK, BLOCK), tl.float32)
+    for i in range(n):
+        if tlx.thread_id(0) < 32:                                  # a branch some threads take
+            rows = tl.arange(0, BLOCK) + i
+        acc += tl.load(x_ptr + rows[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]).to(tl.float32)
+    tl.store(x_ptr + tl.arange(0, BLOCK)[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :], acc.to(tl.float16))
+
+
+def test_sources_under_a_thread_dependent_branch_are_not_converted_there():
+    """A conversion syncs the threads, so it cannot move under ``if tlx.thread_id(0) < 32``:
+    the per-iteration conversion stays."""
+    sig, meta = "x_ptr=*fp16,n=i32", {"BLOCK": 64}
+    text = _ir(_recomputed_by_some_threads, sig, meta)
+    assert any("tl.convert_layout" in line for line in _loop_top_level(text))
+    base = _ir(_recomputed_by_some_threads, sig, meta, skip="hoist-conversions")
     assert re.sub(r"#L\d+", "", text) == re.sub(r"#L\d+", "", base)

@@ -24,6 +24,7 @@ from ..ir.builder import Builder
 from ..ir.core import Block, BlockArgument, Module, Operation, OpResult, Value, users_by_value
 from ..ir.types import TensorType
 from .manager import Pass
+from .uniformity import Uniformity
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class HoistConversions(Pass):
 def _carry_converted(kernel: Operation) -> bool:
     """One web carried in its conversions' layout (module docstring); whether one was."""
     users = users_by_value(kernel)
+    uniformity = None
     for op in kernel.walk():
         if op.name != "tl.convert_layout" or not isinstance(op.operands[0].type, TensorType):
             continue
@@ -63,6 +65,9 @@ def _carry_converted(kernel: Operation) -> bool:
         members, sources, conversions = web
         if any(_hot(source, loop) for source, _ in sources):
             continue
+        uniformity = uniformity or Uniformity(kernel)
+        if any(uniformity.divergent(source.owner) for source, _ in sources):
+            continue            # (a conversion syncs the threads: not under a branch on tlx.thread_id)
         _rewrite_web(members, sources, conversions, op.result.type.layout, users)
         return True
     return False
