@@ -285,7 +285,13 @@ typedef _Float16 tlx_f16x8 __attribute__((vector_size(16)));
 typedef short tlx_bf16x4 __attribute__((vector_size(8)));
 typedef float tlx_f32x4 __attribute__((vector_size(16)));
 typedef float tlx_f32x16 __attribute__((vector_size(64)));
-typedef unsigned char tlx_u8x8 __attribute__((vector_size(8)));"""
+typedef unsigned char tlx_u8x8 __attribute__((vector_size(8)));
+typedef short tlx_bf16x8 __attribute__((vector_size(16)));
+#ifdef TLX_HIP_EMU
+typedef short tlx_bf16x8_native __attribute__((vector_size(16)));   /* the host g++ has no __bf16 */
+#else
+typedef __bf16 tlx_bf16x8_native __attribute__((vector_size(16)));  /* gfx950's bf16 MFMAs take __bf16 */
+#endif"""
 
 
 MFMA = {   # helper -> (builtin, A/B type, accumulator type, M, N, K, archs)
@@ -301,11 +307,17 @@ MFMA = {   # helper -> (builtin, A/B type, accumulator type, M, N, K, archs)
                                   ("gfx950",)),
     "tlx_mfma_f32_32x32x16_f16": ("__builtin_amdgcn_mfma_f32_32x32x16_f16", "tlx_f16x8", "tlx_f32x16", 32, 32, 16,
                                   ("gfx950",)),
+    "tlx_mfma_f32_16x16x32_bf16": ("__builtin_amdgcn_mfma_f32_16x16x32_bf16", "tlx_bf16x8", "tlx_f32x4", 16, 16, 32,
+                                   ("gfx950",)),
+    "tlx_mfma_f32_32x32x16_bf16": ("__builtin_amdgcn_mfma_f32_32x32x16_bf16", "tlx_bf16x8", "tlx_f32x16", 32, 32, 16,
+                                   ("gfx950",)),
 }
 for _name, (_builtin, _ab, _acc, *_shape) in MFMA.items():
+    _cast = "__builtin_bit_cast(tlx_bf16x8_native, {})" if _ab == "tlx_bf16x8" else "{}"
     define(_name, f"""
-{_INLINE} {_acc} {_name}({_ab} a, {_ab} b, {_acc} c) {{ return {_builtin}(a, b, c, 0, 0, 0); }}""",
-           "tlx_mfma_types", builtins=(_builtin,))
+{_INLINE} {_acc} {_name}({_ab} a, {_ab} b, {_acc} c) {{
+  return {_builtin}({_cast.format("a")}, {_cast.format("b")}, c, 0, 0, 0);
+}}""", "tlx_mfma_types", builtins=(_builtin,))
 
 
 # fp8 MFMA (tlxc's fp8 types are OCP: float8e4nv = E4M3, float8e5 = E5M2).  The instructions are the

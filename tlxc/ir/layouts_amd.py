@@ -44,7 +44,7 @@ class MfmaShape:
 # Per element type, the instructions in order of preference: (block, k, needs the gfx950 set)
 _CANDIDATES = {
     "f16": ((32, 16, True), (16, 32, True), (32, 8, False), (16, 16, False)),
-    "bf16": ((32, 8, False), (16, 16, False)),
+    "bf16": ((32, 16, True), (16, 32, True), (32, 8, False), (16, 16, False)),
     "f8e4m3": ((32, 16, False), (16, 32, False)),     # fp8: OCP on gfx950, FNUZ on gfx942 (amdgcn.py)
     "f8e5m2": ((32, 16, False), (16, 32, False)),
 }

@@ -480,6 +480,8 @@ inline void s_waitcnt(int imm) {
 #define __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<16, 16, 16, true>(a, b, c)
 #define __builtin_amdgcn_mfma_f32_16x16x32_f16(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<16, 16, 32, false>(a, b, c)
 #define __builtin_amdgcn_mfma_f32_32x32x16_f16(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<32, 32, 16, false>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_16x16x32_bf16(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<16, 16, 32, true>(a, b, c)
+#define __builtin_amdgcn_mfma_f32_32x32x16_bf16(a, b, c, cbsz, abid, blgp) tlx_emu::mfma<32, 32, 16, true>(a, b, c)
 
 #define __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8(a, b, c, cbsz, abid, blgp) tlx_emu::mfma8<32, 32, 16, false, false>(a, b, c)
 #define __builtin_amdgcn_mfma_f32_32x32x16_fp8_bf8(a, b, c, cbsz, abid, blgp) tlx_emu::mfma8<32, 32, 16, false, true>(a, b, c)
