@@ -79,3 +79,31 @@ def test_tuple_slices_need_compile_time_bounds():
 
     with pytest.raises(TlxcError, match="a slice of a compile-time tuple needs compile-time integer bounds"):
         compile_kernel(bad, specialization_from_types(bad, {}, {}), stages=("ir",))
+
+
+@tlxc.kernel
+def any_above(x_ptr: tl.pointer_type(tl.float32), o_ptr: tl.pointer_type(tl.int32), T: tl.constexpr,
+              GATE: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, 16))[:, None]             # [16, 1]
+    hit = tl.reduce(x > T, axis=0, combine_fn=_or)              # [1]
+    flag = tl.reshape(hit, ())                                  # a scalar condition (Triton's 0-d tensor)
+    tl.store(o_ptr, 0)
+    if not GATE or (GATE and flag):     # TLX's persistent FA (RESCALE_OPT): 'and' with a constexpr
+        tl.store(o_ptr, 1)
+
+
+@pytest.mark.parametrize("threshold, gate, expected", [(0.5, True, 1), (10.0, True, 0), (10.0, False, 1)])
+def test_reshape_to_a_scalar_gives_a_condition(threshold, gate, expected):
+    x = torch.linspace(-1.0, 1.0, 16)
+    o = torch.full((1,), -1, dtype=torch.int32)
+    interpret(any_above, (1,), (x, o), {"T": threshold, "GATE": gate})
+    assert int(o[0]) == expected
+
+
+def test_reshape_of_several_elements_to_a_scalar_is_refused():
+    @tlxc.kernel
+    def bad(x_ptr: tl.pointer_type(tl.float32)):
+        tl.store(x_ptr, tl.reshape(tl.load(x_ptr + tl.arange(0, 2)), ()))
+
+    with pytest.raises(TlxcError, match=r"cannot reshape \[2\] \(2 elements\) to a scalar"):
+        compile_kernel(bad, specialization_from_types(bad, {}, {}), stages=("ir",))

@@ -451,12 +451,17 @@ def _expand_dims(ctx, input, axis):
 
 
 def reshape(b, x: Tensor, shape: tuple[int, ...]) -> Tensor:
-    shape = S.check_shape(shape, "shape")
+    import math
+    shape = S.check_shape(shape, "shape") if shape else ()
+    if not shape and x.is_block:
+        # reshape to (): the one element as a scalar (Triton's 0-d tensor, e.g. a condition)
+        if math.prod(x.shape) != 1:
+            raise SemanticError(f"cannot reshape {list(x.shape)} ({math.prod(x.shape)} elements) to a scalar")
+        return reduce(b, x, None, "or" if x.dtype.is_bool else "max", False)
     if not x.is_block:
-        return S.broadcast_to(b, x, shape)
+        return S.broadcast_to(b, x, shape) if shape else x
     if x.shape == shape:
         return x
-    import math
     if math.prod(shape) != math.prod(x.shape):
         raise SemanticError(f"cannot reshape {list(x.shape)} ({math.prod(x.shape)} elements) "
                             f"to {list(shape)} ({math.prod(shape)} elements)")
