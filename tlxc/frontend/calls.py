@@ -111,6 +111,8 @@ class Calls:
             args = [fn.receiver] + list(args)
             arg_nodes = arg_nodes.with_receiver()
             fn = fn.function
+        if getattr(fn, "__tlxc_builtin__", None) == "map_elementwise":
+            return self.map_elementwise(args, kwargs, node, arg_nodes)
         if hasattr(fn, "__tlxc_builtin__"):
             return self.call_builtin(fn, args, kwargs, node, arg_nodes)
         if is_kernel_function(fn):
@@ -216,6 +218,33 @@ class Calls:
                 message = f"{display}: {message}"
             where = arg_nodes.node_of(signature, exc.param) if exc.param else node
             raise self.error(message, where) from error_cause(exc)
+
+    def map_elementwise(self, args, kwargs, node, arg_nodes: ArgNodes):
+        """``tl.map_elementwise(scalar_fn, *args, pack=1)``: the helper inlined once on the
+        arguments broadcast to one shape (its elementwise ops then act on every element, as
+        Triton's per-element calls do)."""
+        pack = unwrap(kwargs.pop("pack", 1))
+        if kwargs:
+            raise self.error(f"tl.map_elementwise() got unexpected keyword argument(s) {', '.join(kwargs)}", node)
+        if not args or not is_kernel_function(unwrap(args[0])):
+            raise self.error("tl.map_elementwise(scalar_fn, *args): scalar_fn must be a @jit function", node)
+        if pack != 1:
+            raise self.error(f"tl.map_elementwise with pack={pack} is not supported (pack=1 calls scalar_fn "
+                             f"once per element)", arg_nodes.keywords.get("pack", node))
+        fn, values = unwrap(args[0]), [unwrap(a) for a in args[1:]]
+        shape = ()
+        for v in values:
+            if isinstance(v, Tensor) and v.is_block:
+                try:
+                    shape = S.broadcast_shapes(shape, v.shape) if shape else v.shape
+                except SemanticError as exc:
+                    raise self.error(f"tl.map_elementwise: {exc}", node) from error_cause(exc)
+        if shape:
+            values = [S.broadcast_to(self.b, v, shape) if isinstance(v, Tensor) and v.shape != shape else v
+                      for v in values]
+        inner = ArgNodes(node)
+        inner.positional = list(arg_nodes.positional[1:])
+        return self.inline(fn, values, {}, node, inner)
 
     def inline(self, kfn, args, kwargs, node, arg_nodes: ArgNodes):
         src = kfn.source

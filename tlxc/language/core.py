@@ -376,6 +376,13 @@ def fma(x, y, z):
 
 
 @builtin
+def map_elementwise(scalar_fn, *args, pack=1):
+    """``scalar_fn`` (a ``@jit`` function of scalars) applied to every element of the broadcast
+    ``args``.  tlxc runs it once on the whole tensors, which elementwise operations make the
+    same: its body may not branch on its arguments (an ``if`` on a tensor is an error there)."""
+
+
+@builtin
 def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
     """Run the PTX ``asm`` on every ``pack`` elements of the broadcast ``args`` (``$0..`` the
     results, one per ``dtype``, then the operands; ``constraints`` as in CUDA's asm, e.g.
