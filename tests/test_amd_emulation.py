@@ -367,3 +367,35 @@ def test_async_dot_use_acc_is_refused_on_amd():
         emulate(async_dot_use_acc, (1,), torch.randn(64, 64, dtype=torch.float16), torch.empty(64, 64), BM=64,
                 arch="gfx950")
     assert info.value.loc is not None
+
+
+@tlxc.kernel
+def tma_copy(desc, out_ptr):
+    buf = tlx.local_alloc((64, 64), tl.float16, 1)
+    bars = tlx.alloc_barriers(1)
+    tlx.barrier_expect_bytes(tlx.local_view(bars, 0), 8192)
+    tlx.async_descriptor_load(desc, tlx.local_view(buf, 0), [0, 0], tlx.local_view(bars, 0))
+    tlx.barrier_wait(tlx.local_view(bars, 0), 0)
+    r = tl.arange(0, 64)
+    tl.store(out_ptr + r[:, None] * 64 + r[None, :], tlx.local_load(tlx.local_view(buf, 0)))
+
+
+@tlxc.kernel
+def cluster_sync(out_ptr):
+    tlx.cluster_barrier()
+    tl.store(out_ptr + tl.arange(0, 64), tl.zeros((64,), tl.float32))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_nvidia_only_hardware_is_refused_at_the_users_line(arch):
+    from tlxc.descriptors import TensorDescriptor
+    from tlxc.errors import CompilationError
+    x = torch.randn(64, 64, dtype=torch.float16)
+    cases = [(tma_copy, (TensorDescriptor.from_tensor(x, [64, 64]), torch.empty(64, 64, dtype=torch.float16)),
+              "TMA"), (cluster_sync, (torch.empty(64),), "tlx.cluster_barrier is not supported on gfx9")]
+    for kfn, args, message in cases:
+        bound = kfn.signature.bind(*args)
+        bound.apply_defaults()
+        with pytest.raises(CompilationError, match=message) as info:
+            compile_kernel(kfn, specialization_from_args(kfn, dict(bound.arguments)), arch=arch, stages=("hip",))
+        assert info.value.loc is not None and info.value.loc.line > 0

@@ -82,6 +82,13 @@ class HipTarget:
     def _unsupported(self, what: str):
         return CompilationError(f"{what} is not supported on {self.arch} (AMD)")
 
+    def no_rule_error(self, op: Operation) -> CompilationError:
+        """An op with no HIP lowering, at the user's line: NVIDIA-only hardware (clusters, TMA, tensor
+        memory, ...) or not lowered for AMD yet."""
+        return CompilationError(f"{op.name} is not supported on {self.arch} (AMD): NVIDIA-only hardware (clusters, "
+                                f"TMA, wgmma, tcgen05 / tensor memory, named barriers, ...) or not lowered for AMD yet",
+                                op.loc)
+
     # -- scalars -------------------------------------------------------------------------------
     def to_compute(self, expr: str, t) -> str:
         if isinstance(t, ScalarType) and t.name in _TO_F32:

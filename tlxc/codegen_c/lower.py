@@ -381,6 +381,9 @@ class KernelLowering:
     def lower_op(self, op: Operation) -> None:
         rule = rule_for(op.name, self.target.vendor)
         if rule is None:
+            no_rule = getattr(self.target, "no_rule_error", None)      # a target that says why (HipTarget)
+            if no_rule is not None:
+                raise no_rule(op)
             where = f" ({op.loc})" if op.loc else ""
             raise InternalCompilerError(f"no {self.target.name} lowering for {op.name}{where}", op.loc)
         if not has_trait(op, TERMINATOR):
