@@ -132,3 +132,18 @@ def test_attention_example_on_the_emulation(arch):
     ref = mod.reference(q, k, v)
     err = ((o.double() - ref).norm() / ref.norm()).item()
     assert torch.isfinite(o).all() and err < 4 * torch.finfo(torch.float16).eps, err
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_the_examples_on_nvidia(arch):
+    """attention_fwd and amd_gemm_pipelined are arch-neutral: CUDA and a cubin; amd_gemm_pingpong's
+    warp-pipeline stages are AMD-only: a located error."""
+    from tlxc.errors import CompilationError
+    for name in ("attention_fwd", "amd_gemm_pipelined"):
+        for job in _jobs(ROOT / "examples" / f"{name}.py"):
+            compiled = compile_kernel(job.kfn, job.spec, arch=arch, num_warps=job.num_warps, stages=("cuda", "cubin"))
+            assert compiled.asm["cubin"][:4] == b"\x7fELF"
+    (job,) = _jobs(ROOT / "examples" / "amd_gemm_pingpong.py")
+    with pytest.raises(CompilationError, match="warp_pipeline_stage .*gfx942 / gfx950 only") as info:
+        compile_kernel(job.kfn, job.spec, arch=arch, num_warps=job.num_warps, stages=("cuda",))
+    assert info.value.loc is not None

@@ -364,6 +364,7 @@ def test_every_example_kernel_is_compiled_by_a_test():
     covered |= {"hopper_gemm_fp8"}     # compiled (descriptor arguments) in tests/test_hopper_gemm_fp8.py
     covered |= {"flash_attention_fwd"}     # compiled (descriptor arguments) in tests/test_flash_attention.py
     covered |= {"blackwell_gemm_ws"}       # compiled for sm_100a in tests/test_tcgen05_codegen.py
+    covered |= {"attention_fwd", "amd_gemm_pipelined", "amd_gemm_pingpong"}   # tests/test_amd_examples.py (NVIDIA too)
     stems = {p.stem for p in (ROOT / "examples").glob("*.py") if not p.stem.startswith("_")}
     assert stems <= covered, f"add {sorted(stems - covered)} to EXAMPLES or WS_EXAMPLES"
 

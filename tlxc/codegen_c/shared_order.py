@@ -43,7 +43,7 @@ from ..ir.types import MemDescType
 from ..ir.views import view_roots
 from ..options import perf_switch
 from ..passes.uniformity import Uniformity
-from ..target import has_feature
+from ..target import get_target, has_feature
 
 WARP_PIPELINE_SYNCS = (END, ENTER, EXIT)      # each lowers to work-group barriers (rules_hip)
 SHARED_WRITERS = ("tlx.local_store", "tlx.async_load", "tlx.async_descriptor_load", "tlx.async_bulk_load")
@@ -78,7 +78,8 @@ class SharedOrder:
         self._fences(body, set())
         for scope_ops, threads in scopes:
             _Membar(self, kernel, threads, scope_ops)
-        self._no_barrier_inside_warp_pipelines(ops)
+        if arch and not get_target(arch).is_nvidia:     # (NVIDIA refuses the stages themselves: rules_warp)
+            self._no_barrier_inside_warp_pipelines(ops)
 
     def _no_barrier_inside_warp_pipelines(self, ops) -> None:
         """A warp-pipelined loop's only barriers are its stage ends: one more inside the loop would
