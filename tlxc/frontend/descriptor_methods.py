@@ -21,10 +21,8 @@ its own.
 """
 from __future__ import annotations
 
-from ..ir import types as T
 from ..ir.builder import Builder
-from ..ir.core import Block, Region
-from ..ir.tensormap import ALIGNMENT, narrow_for_stores
+from ..ir.tensormap import narrow_for_stores
 from ..ir.types import BarrierType, MemDescType, TensorDescType
 from ..language.core import outside_kernel_error
 from . import semantic as S
@@ -143,31 +141,32 @@ def _store(ctx, desc, offsets, value):
 
 
 def _store_by_width(ctx, desc, offsets, value) -> None:
-    """An in-kernel descriptor's store: by TMA where its inner size is a 16-byte multiple, else
-    the element store (exact for any shape; a TMA store would write the innermost dimension up to
-    its next 16-byte boundary: ir/tensormap.py ``store_width_message``).  A compile-time shape
-    picks one; a runtime one branches, and the TMA store in the branch is marked
-    ``width_guarded`` so the map's encode does not trap on the narrow shapes it never sees."""
+    """An in-kernel descriptor's store: by TMA where the map's inner size is known to be a
+    16-byte multiple (a constant, or a kernel argument specialized as divisible by 16, as a
+    launch with such a size is), else the element store, exact for any shape (a TMA store
+    would write the innermost dimension up to its next 16-byte boundary: ir/tensormap.py
+    ``store_width_message``).  No run-time branch between the two: keeping both stores in
+    the kernel costs registers (a persistent GEMM epilogue spilled)."""
     inner, size = desc.shape[-1], desc.element.bytes
-    if not isinstance(inner, Tensor):
-        if narrow_for_stores(inner, size):
-            return tensor_desc.store(ctx, desc, offsets, value)
-        return _store_by_tma(ctx, desc.tma, offsets, value)
-    b = ctx.b
-    nbytes = S.binary(b, "mul", S.cast(b, inner, T.i64), S.constant(b, size, T.i64))
-    wide = S.compare(b, "eq", S.binary(b, "mod", nbytes, S.constant(b, ALIGNMENT, T.i64)),
-                     S.constant(b, 0, T.i64))
-    then_block, else_block = Block(), Block()
-    with b.at(then_block):
-        _store_by_tma(ctx, desc.tma, offsets, value)
-        b.create("scf.yield", [])
-    with b.at(else_block):
-        tensor_desc.store(ctx, desc, offsets, value)
-        b.create("scf.yield", [])
-    for op in then_block.ops:
-        if op.name == "tlx.async_descriptor_store":
-            op.attrs["width_guarded"] = True
-    b.create("scf.if", [wide.value], [], {}, [Region(then_block), Region(else_block)])
+    extent = inner if not isinstance(inner, Tensor) else _known_divisor(ctx, inner)
+    if narrow_for_stores(extent, size):
+        return tensor_desc.store(ctx, desc, offsets, value)
+    return _store_by_tma(ctx, desc.tma, offsets, value)
+
+
+def _known_divisor(ctx, value: Tensor) -> int:
+    """A number ``value`` is known to be a multiple of: a constant's value, the specialized
+    divisibility of a kernel argument, else 1."""
+    owner = getattr(value.value, "owner", None)
+    if getattr(owner, "name", None) == "arith.constant" and isinstance(owner.attrs.get("value"), int):
+        return abs(owner.attrs["value"]) or 1
+    args = ctx.entry.args
+    for index, arg in enumerate(args):
+        if arg is value.value:
+            kernel = ctx.entry.parent.parent if ctx.entry.parent is not None else None
+            divisibility = kernel.attrs.get("arg_divisibility", ()) if kernel is not None else ()
+            return divisibility[index] if index < len(divisibility) else 1
+    return 1
 
 
 def _store_by_tma(ctx, desc, offsets, value) -> None:

@@ -90,11 +90,8 @@ def narrow_for_stores(inner_extent: int, element_bytes: int) -> bool:
 def tma_store_targets(kernel) -> tuple[set, bool]:
     """(ids of the values a ``tlx.async_descriptor_store`` of ``kernel`` writes through, whether
     one writes through a map that is neither a kernel argument nor a ``tlx.make_tensor_descriptor``
-    result: a slot re-read by ``tlx.reinterpret_tensor_descriptor`` or a loop-carried value).  A
-    store marked ``width_guarded`` (``desc.store`` behind a runtime test of the map's inner size,
-    frontend/descriptor_methods.py) runs only on shapes TMA stores exactly, so it is not counted."""
-    stored = {id(op.operands[0]) for op in kernel.walk()
-              if op.name == "tlx.async_descriptor_store" and not op.attrs.get("width_guarded")}
+    result: a slot re-read by ``tlx.reinterpret_tensor_descriptor`` or a loop-carried value)."""
+    stored = {id(op.operands[0]) for op in kernel.walk() if op.name == "tlx.async_descriptor_store"}
     known = {id(a) for a in kernel.regions[0].block.args}
     known |= {id(op.results[0]) for op in kernel.walk() if op.name == "tlx.make_tensor_descriptor"}
     return stored, bool(stored - known)
