@@ -152,3 +152,53 @@ def test_mov_only_asm_keeps_its_bit_exact_path():
     o = torch.zeros(64, dtype=torch.int32)
     interpret(bits, (1,), (x, o))
     assert torch.equal(o, x)
+
+
+@tlxc.jit
+def _add_pairs(a, b):
+    # pack=2 with sm_90-valid instructions: each output of a run from the same element of each input
+    return tl.inline_asm_elementwise("{ add.f32 $0, $2, $4; sub.f32 $1, $5, $3; }", "=r,=r,r,r,r,r", [a, b],
+                                     dtype=tl.float32, is_pure=True, pack=2)
+
+
+@tlxc.kernel
+def pairs(x_ptr: tl.pointer_type(tl.float32), y_ptr: tl.pointer_type(tl.float32),
+          o_ptr: tl.pointer_type(tl.float32), N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(o_ptr + offs, _add_pairs(tl.load(x_ptr + offs), tl.load(y_ptr + offs)))
+
+
+def _pairs_reference(x, y):
+    out = x + y                      # element 0 of each run: x + y
+    out[1::2] = (y - x)[1::2]        # element 1: y - x
+    return out
+
+
+def test_pack_2_operand_numbering_on_the_interpreter():
+    x, y = torch.randn(256), torch.randn(256)
+    o = torch.full((256,), float("nan"))
+    interpret(pairs, (1,), (x, y, o), {"N": 256})
+    assert torch.equal(o, _pairs_reference(x, y))
+
+
+@tlxc.jit
+def _add_x2(a, b):
+    return tl.inline_asm_elementwise("{ add.f32 $0, $2, $4; add.f32 $1, $3, $5; }", "=r,=r,r,r,r,r", [a, b],
+                                     dtype=tl.float32, is_pure=True, pack=2)
+
+
+@tlxc.kernel
+def add_x2(x_ptr: tl.pointer_type(tl.float32), y_ptr: tl.pointer_type(tl.float32),
+           o_ptr: tl.pointer_type(tl.float32), N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(o_ptr + offs, _add_x2(tl.load(x_ptr + offs), tl.load(y_ptr + offs)))
+
+
+@pytest.mark.gpu
+def test_gpu_pack_2_operand_numbering():
+    """On the H200 (sm_90a): output j of a run takes element j of each input's run (an
+    elementwise asm gives x + y whatever registers a run groups)."""
+    x, y = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+    o = torch.full((4096,), float("nan"), device="cuda")
+    add_x2[(1,)](x, y, o, N=4096)
+    assert torch.equal(o, x + y)
