@@ -67,8 +67,9 @@ def _operands(M, N, K, b_kmajor, dtype, device):
 
 
 def _compile_worker(job):
-    """Compile (sm_90a, CPU tensors) config ``name`` for every shape: fills the disk cache."""
-    name, shapes, fp8 = job
+    """Compile (sm_90a, CPU tensors) config ``name`` for every shape: fills the disk cache
+    (with ``only_picks``, only on the shapes whose heuristic picks it)."""
+    name, shapes, fp8, only_picks = job
     import torch
 
     from tlxc.ops import matmul_configs as cfgs
@@ -78,7 +79,10 @@ def _compile_worker(job):
     for M, N, K, bk in shapes:
         a, b = _operands(M, N, K, bk, dtype, "cpu")
         out = torch.empty(M, N, dtype=torch.bfloat16)
-        if cfgs.supports(cfgs.CONFIGS[name], _problem(a, b, out)) is not None:
+        p = _problem(a, b, out)
+        if cfgs.supports(cfgs.CONFIGS[name], p) is not None:
+            continue
+        if only_picks and cfgs.choose_config(p).name != name:
             continue
         try:
             compile_config(name, a, b)
@@ -88,14 +92,14 @@ def _compile_worker(job):
     return name, f"{done} compiled"
 
 
-def precompile(shapes, fp8: bool, jobs: int) -> None:
+def precompile(shapes, fp8: bool, jobs: int, only_picks: bool = False) -> None:
     import multiprocessing as mp
 
     from tlxc.ops import CONFIGS
     names = [n for n, c in CONFIGS.items() if c.fp8 == fp8 or c.kernel == "dot"]
     start = time.time()
     with mp.get_context("spawn").Pool(jobs) as pool:
-        for name, status in pool.imap_unordered(_compile_worker, [(n, shapes, fp8) for n in names]):
+        for name, status in pool.imap_unordered(_compile_worker, [(n, shapes, fp8, only_picks) for n in names]):
             if "failed" in status:
                 print(f"  precompile {name}: {status}", flush=True)
     print(f"precompiled {len(names)} configurations in {jobs} processes: {time.time() - start:.1f} s", flush=True)
@@ -121,7 +125,7 @@ def main() -> None:
     shapes = sweep(args.quick, args.fp8)
     t0 = time.time()
     if args.jobs > 1:
-        precompile(shapes, args.fp8, args.jobs)
+        precompile(shapes, args.fp8, args.jobs, args.only_heuristic)
     hide = args.timing == "kernel"
     dtype = torch.float8_e4m3fn if args.fp8 else torch.bfloat16
     card = torch.cuda.get_device_name()
@@ -164,6 +168,14 @@ def main() -> None:
                 failed.append(f"{name} (wrong: rel. error {rel:.2e})")
                 continue
             fns[name] = (lambda name=name, a=a, b=b, out=out, kw=kw: matmul(a, b, out, config=name, **kw))
+        if pick.split_k > 1 and pick.name in fns:     # the same config with the separate reduction kernel
+            def two_kernels(name=pick.name, a=a, b=b, out=out, kw=kw):
+                os.environ["TLXC_OPS_SPLITK_REDUCE"] = "1"
+                try:
+                    matmul(a, b, out, config=name, **kw)
+                finally:
+                    del os.environ["TLXC_OPS_SPLITK_REDUCE"]
+            fns[pick.name + "+reduce_kernel"] = two_kernels
         del ref
         one_ms = event_ms(cublas, hide)
         spent_s = time.time() - shape_t0
@@ -176,7 +188,7 @@ def main() -> None:
                 times[n].append(event_ms(fn, hide))
         med = {n: statistics.median(t) for n, t in times.items()}
         base = med.pop("cublas")
-        best = min(med, key=med.get) if med else None
+        best = min((n for n in med if "+" not in n), key=med.get, default=None)
         flops = 2 * M * N * K
         row = {"shape": [M, N, K], "b_kmajor": bk, "kind": p.kind, "cublas_ms": base, "rounds": rounds,
                "configs": {n: base / ms for n, ms in med.items()}, "pick": pick.name,

@@ -69,6 +69,47 @@ def test_ws_kernel_reads_either_major_ness_with_the_epilogue(a_mmajor, b_kmajor)
     assert _rel(out, ref) < BF16_TOL
 
 
+@pytest.mark.parametrize("a_mmajor,b_kmajor", LAYOUTS)
+def test_ws_kernel_stages_unaligned_operands_and_stores_through_pointers(a_mmajor, b_kmajor):
+    """Odd K, M and N: no operand row and no output row is 16-byte aligned.  The host copies
+    A and B into aligned buffers (TMA reads those), the kernel stores C through pointers
+    (masked), with the epilogue fused; an offset view of A (a[:, 1:]) is staged too."""
+    M, N, K = 131, 77, 93
+    a, b = _operands(M, N, K + 1, a_mmajor=a_mmajor, b_kmajor=b_kmajor, seed=11)
+    a, b = a[:, 1:], b[1:]                        # base 2 bytes past the allocation's start
+    bias = torch.randn(N).to(torch.bfloat16)
+    residual = torch.randn(M, N).to(torch.bfloat16)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    p = importlib.import_module("tlxc.ops.matmul")._problem(a, b, out, True)
+    assert not (p.tma_a or p.tma_b or p.tma_c) and p.stage_bytes == (M * K + K * N) * 2
+    matmul(a, b, out, bias=bias, activation="gelu", residual=residual, config="ws_128x128x64_s5")
+    ref = torch.nn.functional.gelu(a.float() @ b.float() + bias.float()) + residual.float()
+    assert _rel(out, ref) < BF16_TOL
+
+
+def test_staging_is_chosen_where_the_copies_pay():
+    """The 4095x4097x4093 shape of the sweep takes the WS kernel on staged copies; a small
+    odd shape keeps the pointer kernel (the copies' launches would cost more than they save)."""
+    big = cfgs.Problem(4095, 4097, 4093, tma_a=False, tma_b=False, tma_c=False)
+    assert cfgs.staging_pays(big) and cfgs.choose_config(big).kernel == "ws"
+    small = cfgs.Problem(301, 299, 303, tma_a=False, tma_b=False, tma_c=False)
+    assert not cfgs.staging_pays(small) and cfgs.choose_config(small).kernel == "dot"
+    aligned_out_only = cfgs.Problem(4096, 4097, 4096, tma_c=False)
+    assert aligned_out_only.stage_bytes == 0 and cfgs.choose_config(aligned_out_only).kernel == "ws"
+
+
+def test_ws_with_pointer_stores_compiles_without_the_c_tile():
+    """sm_90a: an output TMA cannot store (odd row) is stored with st.global from the
+    accumulator's registers; the shared C tile shrinks to a stub, no spills."""
+    a = torch.empty(4095, 4093, dtype=torch.bfloat16)
+    b = torch.empty(4093, 4097, dtype=torch.bfloat16)
+    (h,) = compile_config("ws_128x256x64_s4", a, b, activation="relu")
+    assert h.n_spills == 0
+    c = CONFIGS["ws_128x256x64_s4"]
+    assert h.metadata.shared <= cfgs.ws_shared_bytes(c, 2, 2, c_tma=False) < cfgs.ws_shared_bytes(c, 2, 2)
+    assert "cp.async.bulk.tensor" in h.asm["cuda"] and "bulk_group" not in h.asm["cuda"]
+
+
 def test_ws_persistent_walk_over_several_tiles(monkeypatch):
     """Two programs walk 3 x 3 tiles (the ring's phases wrap across tiles)."""
     monkeypatch.setattr(importlib.import_module("tlxc.ops.matmul"), "CPU_SMS", 2)
@@ -110,6 +151,26 @@ def test_each_activation_and_bias(activation, fn):
     assert out.dtype == torch.float32 and _rel(out, ref) < 1e-5
 
 
+@pytest.mark.parametrize("reduce_kernel", [False, True])
+def test_split_k_last_split_sums_in_a_fixed_order(reduce_kernel, monkeypatch):
+    """The last split of each tile sums the partials in split order: bit-identical to the
+    two-kernel path (TLXC_OPS_SPLITK_REDUCE=1), and the arrival counters are zero again
+    afterwards (a second call with other data is right too)."""
+    m = importlib.import_module("tlxc.ops.matmul")
+    a, b = _operands(70, 130, 1000, b_kmajor=True, seed=12)
+    outs = []
+    for env in ("0", "1"):
+        monkeypatch.setenv("TLXC_OPS_SPLITK_REDUCE", env)
+        outs.append(matmul(a, b, config="dot_64x128x64_s4_w4_k4", out_dtype=torch.float32))
+    assert torch.equal(outs[0], outs[1])
+    assert _rel(outs[0], a.float() @ b.float()) < 1e-5
+    monkeypatch.setenv("TLXC_OPS_SPLITK_REDUCE", "1" if reduce_kernel else "0")
+    a2, b2 = _operands(70, 130, 1000, b_kmajor=True, seed=13)
+    out = matmul(a2, b2, config="dot_64x128x64_s4_w4_k4", out_dtype=torch.float32)
+    assert _rel(out, a2.float() @ b2.float()) < 1e-5
+    assert all(int(t.abs().sum()) == 0 for t in m._COUNTERS.values())
+
+
 def test_split_k_applies_the_epilogue_once_after_the_sum():
     a, b = _operands(20, 40, 1024, seed=7)
     bias, res = torch.randn(40), torch.randn(20, 40)
@@ -139,8 +200,8 @@ def test_errors_name_the_argument():
         matmul(a, b, bias=torch.zeros(9))
     with pytest.raises(ValueError, match="unknown config"):
         matmul(a, b, config="nope")
-    with pytest.raises(ValueError, match="cannot run .*: an operand or the output is not TMA-describable"):
-        matmul(a[:, 1:], b[1:], config="ws_128x128x64_s5")       # base not 16-byte aligned
+    with pytest.raises(ValueError, match="cannot run .*: K is below one 16-byte TMA row"):
+        matmul(a[:, :4], b[:4], config="ws_128x128x64_s5")
     with pytest.raises(ValueError, match="'scale_a' must be a float32 tensor"):
         matmul(a, b, scale_a=torch.ones(1, dtype=torch.float16))
 
@@ -176,7 +237,12 @@ def test_measured_table_names_existing_configs_and_is_used():
     p = cfgs.Problem(4096, 4096, 4096)
     table = [(4096, 4096, 4096, "16_bn", "ws_128x128x64_s4_np", "test")]
     assert cfgs.choose_config(p, table).name == "ws_128x128x64_s4_np"
-    assert cfgs.choose_config(cfgs.Problem(4096, 4096, 4096, tma_c=False), table).kernel == "dot"
+    # an output TMA cannot store through: the WS kernel stores through pointers
+    assert cfgs.choose_config(cfgs.Problem(4096, 4096, 4096, tma_c=False), table).name == "ws_128x128x64_s4_np"
+    # operands TMA cannot read: staged copies pay at 4096^3, not at 256^3
+    assert cfgs.choose_config(cfgs.Problem(4096, 4096, 4096, tma_a=False, tma_b=False), table).kernel == "ws"
+    small = cfgs.Problem(256, 256, 256, tma_a=False, tma_b=False)
+    assert cfgs.choose_config(small, [(256, 256, 256, "16_bn", "ws_128x128x64_s4_np", "t")]).kernel == "dot"
 
 
 def test_autotune_times_candidates_and_persists(tmp_path, monkeypatch):
@@ -208,7 +274,7 @@ def test_every_config_compiles_for_sm90a(name):
     c = CONFIGS[name]
     a, b = _compile_operands(c)
     handles = compile_config(name, a, b, bias=torch.empty(b.shape[1], dtype=torch.bfloat16), activation="gelu")
-    assert len(handles) == (2 if c.split_k > 1 else 1)
+    assert len(handles) == 1              # split-K: the tile's last split sums, no second kernel
     for h in handles:
         assert h.n_spills == 0, (name, h.n_spills)
         assert h.metadata.shared <= cfgs.SHARED_LIMIT, (name, h.metadata.shared)

@@ -120,32 +120,75 @@ def _launch(kernel, grid, *args, **meta) -> None:
     else:
         handles.append(kernel.warmup(*args, grid=grid, **meta))
 
-def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) -> None:
+def _stage(x: torch.Tensor) -> torch.Tensor:
+    """A copy of the 2-D ``x`` (rows along dim 0) whose rows start 16 bytes apart in a
+    16-byte-aligned buffer: ``x`` as a TMA descriptor can read it.  The buffer is padded to
+    a 16-byte row and viewed back to ``x``'s shape (TMA zero-fills past the shape, so the
+    padding is never read)."""
+    rows, cols = x.shape
+    per_16 = 16 // x.element_size()
+    buf = torch.empty((rows, -(-cols // per_16) * per_16), device=x.device, dtype=x.dtype)
+    view = buf[:, :cols]
+    view.copy_(x)
+    return view
+
+
+def _descriptor(descs: dict | None, role: str, t: torch.Tensor, box: list) -> TensorDescriptor:
+    """The TMA descriptor of ``t`` for ``role`` ("a", "b", "c"): built (and checked) once per
+    plan, then pointed at this call's tensor.  A plan's key holds the shape, strides, dtype,
+    device and 16-byte alignment of every tensor, so the geometry the descriptor checked is
+    this tensor's too; its encoded map is reused while the address stays the same."""
+    if descs is None:
+        return TensorDescriptor.from_tensor(t, box, swizzle=128)
+    d = descs.get(role)
+    if d is None:
+        d = descs[role] = TensorDescriptor.from_tensor(t, box, swizzle=128)
+    else:
+        d.__dict__["base"] = t        # same geometry (the plan's key): no re-check
+    return d
+
+
+def _release(descs: dict | None) -> None:
+    """After the launch: the plan's descriptors forget their tensors (a plan must not keep
+    a caller's activations alive)."""
+    if descs:
+        for d in descs.values():
+            d.__dict__["base"] = None
+
+
+def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, descs: dict | None = None) -> None:
     half_m = c.bm // 2
     box_cols = 128 // p.elt                       # one 128-byte swizzle span of operand elements
+    if not p.tma_a:                               # staging: aligned copies TMA can read
+        a = _stage(a) if p.a_kmajor else _stage(a.t()).t()
+    if not p.tma_b:
+        b = _stage(b.t()).t() if p.b_kmajor else _stage(b)
     if p.a_kmajor:
-        a_desc = TensorDescriptor.from_tensor(a, [half_m, c.bk], swizzle=128)
+        a_desc = _descriptor(descs, "a", a, [half_m, c.bk])
     else:
-        a_desc = TensorDescriptor.from_tensor(a.t(), [c.bk, half_m], swizzle=128)
+        a_desc = _descriptor(descs, "a", a.t(), [c.bk, half_m])
     if p.b_kmajor:
-        b_desc = TensorDescriptor.from_tensor(b.t(), [c.bn // c.cluster_m, c.bk], swizzle=128)
+        b_desc = _descriptor(descs, "b", b.t(), [c.bn // c.cluster_m, c.bk])
     else:
-        b_desc = TensorDescriptor.from_tensor(b, [c.bk, box_cols], swizzle=128)
+        b_desc = _descriptor(descs, "b", b, [c.bk, box_cols])
     c_box_n = 128 // p.out_elt
-    c_desc = TensorDescriptor.from_tensor(out, [half_m, c_box_n], swizzle=128)
+    # the output: a TMA descriptor, or the tensor itself (stored through pointers)
+    c_arg = _descriptor(descs, "c", out, [half_m, c_box_n]) if p.tma_c else out
     tiles = -(-p.M // (c.bm * c.cluster_m)) * -(-p.N // c.bn)
     clusters = min(p.sms // c.cluster_m, tiles) if c.persistent else tiles
     progs = clusters * c.cluster_m
     (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=False)
-    _launch(gemm_ws_kernel, (progs,), a_desc, b_desc, c_desc, p.M, p.N, p.K, progs, s0, s1, bias, res, r0, r1,
-                             BM=c.bm, BN=c.bn, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
-                             NUM_STAGES=c.stages, DTYPE=TL_DTYPES[a.dtype], OUT_DTYPE=TL_DTYPES[out.dtype],
-                             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
-                             EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, num_warps=4,
-                             ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, **flags)
+    _launch(gemm_ws_kernel, (progs,), a_desc, b_desc, c_arg, p.M, p.N, p.K, progs, out.stride(0), out.stride(1),
+            s0, s1, bias, res, r0, r1,
+            BM=c.bm, BN=c.bn, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
+            NUM_STAGES=c.stages, DTYPE=TL_DTYPES[a.dtype], OUT_DTYPE=TL_DTYPES[out.dtype],
+            A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
+            EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, num_warps=4,
+            ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, **flags)
+    _release(descs)
 
 
-def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) -> None:
+def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, descs: dict | None = None) -> None:
     if c.swap:          # C^T [N, M] = B^T [N, K] @ A^T [K, M]: the strides exchanged
         M, N = p.N, p.M
         x, sxm, sxk = b, b.stride(1), b.stride(0)
@@ -159,26 +202,72 @@ def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) 
     (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=c.swap)
     tiles = -(-M // c.bm) * -(-N // c.bn)
     meta = {"BLOCK_M": c.bm, "BLOCK_N": c.bn, "BLOCK_K": c.bk, "GROUP_M": c.group_m, "SPLIT_K": c.split_k,
-            "num_warps": c.warps, "num_stages": c.stages}
+            "FIX_M": c.bm, "num_warps": c.warps, "num_stages": c.stages}
     if c.split_k == 1:
-        _launch(gemm_dot_kernel, (tiles,), x, y, out, None, M, N, p.K, sxm, sxk, syk, syn, scm, scn, s0, s1, bias, res,
-                                  r0, r1, **meta, **flags)
+        _launch(gemm_dot_kernel, (tiles,), x, y, out, None, None, M, N, p.K, sxm, sxk, syk, syn, scm, scn, s0, s1, bias,
+                res, r0, r1, FIXUP=False, **meta, **flags)
         return
     ws = torch.empty((c.split_k, M, N), device=a.device, dtype=torch.float32)
+    # the last split of each tile sums (FIX_M rows at a time: 32 float32 per thread), unless
+    # TLXC_OPS_SPLITK_REDUCE=1 asks for the separate reduction kernel
+    meta["FIX_M"] = min(c.bm, 32 * 32 * c.warps // c.bn)
+    if os.environ.get("TLXC_OPS_SPLITK_REDUCE", "") in ("", "0"):
+        _launch(gemm_dot_kernel, (tiles, c.split_k), x, y, out, ws, _split_counters(a.device, tiles), M, N, p.K,
+                sxm, sxk, syk, syn, scm, scn, s0, s1, bias, res, r0, r1, FIXUP=True, **meta, **flags)
+        return
     no_epilogue = {"SCALE0": 0, "SCALE1": 0, "BIAS_DIM": -1, "ACTIVATION": 0, "HAS_RESIDUAL": False}
-    _launch(gemm_dot_kernel, (tiles, c.split_k), x, y, out, ws, M, N, p.K, sxm, sxk, syk, syn, scm, scn, None, None, None,
-                                        None, 0, 0, **meta, **no_epilogue)
+    _launch(gemm_dot_kernel, (tiles, c.split_k), x, y, out, ws, None, M, N, p.K, sxm, sxk, syk, syn, scm, scn, None,
+            None, None, None, 0, 0, FIXUP=False, **meta, **no_epilogue)
     rbm, rbn = REDUCE_BLOCK
     grid = (-(-M // rbm) * -(-N // rbn),)
     _launch(splitk_reduce_kernel, grid, ws, out, M, N, scm, scn, s0, s1, bias, res, r0, r1, BLOCK_M=rbm, BLOCK_N=rbn,
-                               SPLIT_K=c.split_k, num_warps=4, **flags)
+            SPLIT_K=c.split_k, num_warps=4, **flags)
 
 
-def run_config(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) -> None:
+# Split-K arrival counters, one int32 per output tile, zero between launches (the last split
+# of a tile resets its own), one buffer per (device, stream): launches on one stream run in
+# order, so they can share it; another stream gets its own.
+_COUNTERS: dict[tuple, torch.Tensor] = {}
+
+
+def _split_counters(device: torch.device, tiles: int) -> torch.Tensor:
+    stream = torch._C._cuda_getCurrentRawStream(device.index) if device.type == "cuda" else 0
+    key = (device, stream)
+    buf = _COUNTERS.get(key)
+    if buf is None or buf.numel() < tiles:
+        buf = _COUNTERS[key] = torch.zeros(max(tiles, 4096), device=device, dtype=torch.int32)
+    return buf
+
+
+def run_config(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, descs: dict | None = None) -> None:
     why = cfgs.supports(c, p)
     if why is not None:
         raise ValueError(f"tlxc.ops.matmul: configuration {c.name!r} cannot run {p.M}x{p.N}x{p.K}: {why}")
-    (_launch_ws if c.kernel == "ws" else _launch_dot)(c, p, a, b, out, epi)
+    (_launch_ws if c.kernel == "ws" else _launch_dot)(c, p, a, b, out, epi, descs)
+
+
+# -- plans: what a call derives from its arguments' geometry, kept per geometry ----------------------
+
+class _Plan:
+    """The problem, the configuration and the TMA descriptors of one call geometry."""
+    __slots__ = ("c", "descs", "p")
+
+    def __init__(self, p: cfgs.Problem, c: cfgs.GemmConfig):
+        self.p, self.c, self.descs = p, c, {}
+
+
+_PLANS: dict[tuple, _Plan] = {}
+_PLANS_MAX = 1024
+
+
+def _geometry(t: torch.Tensor | None) -> tuple | None:
+    """What a plan depends on in a tensor: shape, strides, dtype and 16-byte alignment."""
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.data_ptr() % 16)
+
+
+def _plan_key(config, a, b, out, epi: _Epilogue) -> tuple:
+    dev = a.get_device()
+    return (config, dev, CPU_SMS if dev < 0 else 0, _geometry(a), _geometry(b), _geometry(out), epi.flags())
 
 
 def compile_config(config: str, a, b, **kwargs) -> list:
@@ -347,9 +436,15 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
     if M == 0 or N == 0:
         return out
     epi = _Epilogue(scale_a, scale_b, bias, activation, residual)
-    p = _problem(a2, b, out2, residual is not None)
     if config is None and os.environ.get("TLXC_OPS_AUTOTUNE", "") not in ("", "0"):
         config = "autotune"
+    compiling = getattr(_COMPILE_ONLY, "handles", None) is not None
+    key = None if compiling else _plan_key(config, a2, b, out2, epi)
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is not None:
+        run_config(plan.c, plan.p, a2, b, out2, epi, plan.descs)
+        return out
+    p = _problem(a2, b, out2, residual is not None)
     if config is None:
         c = cfgs.choose_config(p) if K > 0 else cfgs.CONFIGS["dot_64x128x64_s4_w4"]
     elif config == "autotune":
@@ -361,7 +456,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
         if config not in cfgs.CONFIGS:
             raise ValueError(f"tlxc.ops.matmul: unknown config {config!r} (see tlxc.ops.matmul_configs.CONFIGS)")
         c = cfgs.CONFIGS[config]
-    run_config(c, p, a2, b, out2, epi)
+    if key is None:
+        run_config(c, p, a2, b, out2, epi)
+        return out
+    if len(_PLANS) >= _PLANS_MAX:
+        _PLANS.clear()
+    plan = _PLANS[key] = _Plan(p, c)
+    run_config(c, p, a2, b, out2, epi, plan.descs)
     return out
 
 

@@ -8,8 +8,13 @@ wgmma, docs/performance.md), so this kernel takes what TMA cannot describe: rows
 (``% M``, ``% N``) so that only K needs a mask; the store is masked.
 
 ``SPLIT_K > 1`` splits the K tiles over ``program_id(1)``: each split writes its float32
-partial tile to ``ws[split]`` (a contiguous ``[SPLIT_K, M, N]`` workspace) and
-``splitk_reduce_kernel`` sums the splits, applies the epilogue and stores C.  Small-M
+partial tile to ``ws[split]`` (a contiguous ``[SPLIT_K, M, N]`` workspace), then counts
+itself in ``locks[tile]`` (an acq_rel atomic: the partial is visible before the count);
+the split that arrives last sums the ``SPLIT_K`` partials in split order (deterministic),
+applies the epilogue, stores C and resets the count to 0 for the next launch (``FIXUP``;
+without it ``splitk_reduce_kernel``, a second launch, does the sum).  The sum goes
+``FIX_M`` rows at a time (the accumulator is dead by then; a whole tile's sum next to a
+loaded partial would spill).  Small-M
 problems run this kernel on the swapped product ``C^T = B^T @ A^T`` (strides exchanged by
 the host), so that the large N fills the 64-row MMA and the small M is the tile's N.
 """
@@ -19,10 +24,10 @@ from .epilogue import apply_epilogue
 
 
 @jit
-def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
                     stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                    SPLIT_K: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
+                    SPLIT_K: tl.constexpr, FIXUP: tl.constexpr, FIX_M: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
                     ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
@@ -62,6 +67,23 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, M, N, K, stride_am, stride_ak, 
     if SPLIT_K > 1:
         ws_tile = ws_ptr + tl.program_id(1) * M * N + offs_m[:, None] * N + offs_n[None, :]
         tl.store(ws_tile, acc, mask=mask)
+        if FIXUP:
+            arrived = tl.atomic_add(locks_ptr + pid, 1, sem="acq_rel")
+            if arrived == SPLIT_K - 1:          # the tile's last split: the others' partials are visible
+                tl.store(locks_ptr + pid, 0)    # zero again for the next launch
+                for h in tl.static_range(BLOCK_M // FIX_M):     # FIX_M rows at a time: no spills
+                    rows_h = tile_m * BLOCK_M + h * FIX_M + tl.arange(0, FIX_M)
+                    mask_h = rows_h < M
+                    mask_hn = mask_h[:, None] & mask_n[None, :]
+                    total = tl.zeros((FIX_M, BLOCK_N), dtype=tl.float32)
+                    for s in range(SPLIT_K):
+                        total += tl.load(ws_ptr + s * M * N + rows_h[:, None] * N + offs_n[None, :], mask=mask_hn,
+                                         other=0.0, cache_modifier=".cg")
+                    total = apply_epilogue(total, rows_h, offs_n, mask_h, mask_n, scale0_ptr, scale1_ptr, bias_ptr,
+                                           res_ptr, stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION,
+                                           HAS_RESIDUAL)
+                    c_tile = c_ptr + rows_h[:, None] * stride_cm + offs_n[None, :] * stride_cn
+                    tl.store(c_tile, total.to(c_ptr.dtype.element_ty), mask=mask_hn)
     else:
         acc = apply_epilogue(acc, offs_m, offs_n, mask_m, mask_n, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
                              stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)

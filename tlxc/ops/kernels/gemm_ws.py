@@ -14,7 +14,10 @@ there), generalized for ``tlxc.ops.matmul``:
 * pairs of CTAs (``CLUSTER_M = 2``) share B tiles by TMA multicast;
 * the epilogue applies ``epilogue.apply_epilogue`` (scales, bias, activation, residual)
   to each consumer's accumulator, casts to the output dtype and TMA-stores it through a
-  128B-swizzled shared tile, ``EPILOGUE_SUBTILE`` column slices at a time.
+  128B-swizzled shared tile, ``EPILOGUE_SUBTILE`` column slices at a time; or, with
+  ``C_TMA = False`` (an output TMA cannot describe: odd row stride, N not a 16-byte
+  multiple), stores it from registers through pointers (``c`` is then the output tensor,
+  ``stride_cm``/``stride_cn`` its strides), masked at the edges.
 
 The host (``tlxc/ops/matmul.py``) builds the descriptors: boxes ``[BM/2, BK]`` or
 ``[BK, BM/2]`` for A, ``[BK, 128 bytes]`` or ``[BN / CLUSTER_M, BK]`` for B, and
@@ -57,6 +60,23 @@ def store_tile(c_desc, c_buf, acc, row, col, M, N, scale0_ptr, scale1_ptr, bias_
 
 
 @jit
+def store_tile_pointers(c_ptr, acc, row, col, M, N, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                        stride_r0, stride_r1, ROWS: tl.constexpr, COLS: tl.constexpr, OUT_DTYPE: tl.constexpr,
+                        SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
+                        ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
+    """The epilogue of one consumer's ``ROWS x COLS`` tile at (row, col) stored from
+    registers through pointers (an output TMA cannot describe), masked at the edges."""
+    offs0 = row + tl.arange(0, ROWS)
+    offs1 = col + tl.arange(0, COLS)
+    mask0 = offs0 < M
+    mask1 = offs1 < N
+    acc = apply_epilogue(acc, offs0, offs1, mask0, mask1, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                         stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+    tl.store(c_ptr + offs0.to(tl.int64)[:, None] * stride_cm + offs1[None, :] * stride_cn, acc.to(OUT_DTYPE),
+             mask=mask0[:, None] & mask1[None, :])
+
+
+@jit
 def release(empty_bar, rank, CLUSTER_M: tl.constexpr):
     """A consumer is done with a stage: tell this CTA's producer and, in a pair, the peer's."""
     tlx.barrier_arrive(empty_bar)
@@ -65,12 +85,12 @@ def release(empty_bar, rank, CLUSTER_M: tl.constexpr):
 
 
 @jit
-def gemm_ws_kernel(a_desc, b_desc, c_desc, M, N, K, num_progs, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
-                   stride_r0, stride_r1,
+def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr,
+                   res_ptr, stride_r0, stride_r1,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                    NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, OUT_DTYPE: tl.constexpr,
                    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr, C_BOX_N: tl.constexpr,
-                   EPILOGUE_SUBTILE: tl.constexpr, CLUSTER_M: tl.constexpr,
+                   EPILOGUE_SUBTILE: tl.constexpr, CLUSTER_M: tl.constexpr, C_TMA: tl.constexpr,
                    SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
                    HAS_RESIDUAL: tl.constexpr):
     HALF_M: tl.constexpr = BM // 2
@@ -83,7 +103,7 @@ def gemm_ws_kernel(a_desc, b_desc, c_desc, M, N, K, num_progs, scale0_ptr, scale
         b_smem = tlx.local_alloc((BN, BK), DTYPE, NUM_STAGES)             # K-major rows of B
     else:
         b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
-    c_smem = tlx.local_alloc((HALF_M, BN // EPILOGUE_SUBTILE), OUT_DTYPE, 2)  # [consumer]
+    c_smem = tlx.local_alloc((HALF_M, BN // EPILOGUE_SUBTILE if C_TMA else 8), OUT_DTYPE, 2)  # [consumer]
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2 * CLUSTER_M)
 
@@ -156,16 +176,20 @@ def gemm_ws_kernel(a_desc, b_desc, c_desc, M, N, K, num_progs, scale0_ptr, scale
                     release(empty[slot], rank, CLUSTER_M)
                     count += 1
                 row = (pid_m * CLUSTER_M + rank) * BM + cid * HALF_M
-                if EPILOGUE_SUBTILE == 1:
-                    store_tile(c_desc, c_smem[cid], acc, row, pid_n * BN, M, N, scale0_ptr, scale1_ptr, bias_ptr,
+                if not C_TMA:
+                    store_tile_pointers(c, acc, row, pid_n * BN, M, N, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
+                                        bias_ptr, res_ptr, stride_r0, stride_r1, HALF_M, BN, OUT_DTYPE,
+                                        SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+                elif EPILOGUE_SUBTILE == 1:
+                    store_tile(c, c_smem[cid], acc, row, pid_n * BN, M, N, scale0_ptr, scale1_ptr, bias_ptr,
                                res_ptr, stride_r0, stride_r1, HALF_M, BN, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
                 else:                                         # two halves through one half-size C tile
                     lo, hi = tl.split(tl.permute(tl.reshape(acc, (HALF_M, 2, BN // 2)), (0, 2, 1)))
-                    store_tile(c_desc, c_smem[cid], lo, row, pid_n * BN, M, N, scale0_ptr, scale1_ptr, bias_ptr,
+                    store_tile(c, c_smem[cid], lo, row, pid_n * BN, M, N, scale0_ptr, scale1_ptr, bias_ptr,
                                res_ptr, stride_r0, stride_r1, HALF_M, BN // 2, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
-                    store_tile(c_desc, c_smem[cid], hi, row, pid_n * BN + BN // 2, M, N, scale0_ptr, scale1_ptr,
+                    store_tile(c, c_smem[cid], hi, row, pid_n * BN + BN // 2, M, N, scale0_ptr, scale1_ptr,
                                bias_ptr, res_ptr, stride_r0, stride_r1, HALF_M, BN // 2, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
             if cid == 0:
