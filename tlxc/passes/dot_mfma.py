@@ -16,6 +16,9 @@ The interpreter and ``tlxc check`` run the TLX ops themselves.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from ..errors import CompilationError
 from ..ir.builder import Builder
 from ..ir.core import Module, Operation
@@ -35,8 +38,9 @@ def _replace_uses(root: Operation, old, new) -> None:
         op.operands = [new if v is old else v for v in op.operands]
 
 
+@dataclass(frozen=True)
 class AsyncDotOnMfma(Pass):
-    name = "async-dot-on-mfma"
+    name: ClassVar[str] = "async-dot-on-mfma"
 
     def run(self, module: Module, options) -> Module:
         if get_target(options.arch).is_nvidia:
