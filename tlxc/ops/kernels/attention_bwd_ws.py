@@ -12,10 +12,13 @@ log2 units), organized as FlashAttention-3 does on sm_90, in this project's word
   ``S^T = K_c Q^T`` (wgmma from shared memory), ``P^T = exp2(S^T * qk_scale - lse2)``
   (masked), ``dV += P^T dO`` (P^T from registers), ``dP^T = V_c dO^T``,
   ``dS^T = P^T (dP^T - delta) * sm_scale`` (the factor of both dK and dQ, applied once),
-  ``dK += dS^T Q`` (registers), then dS^T goes to shared memory and ``dQ_c = dS K_c`` (A = dS^T
-  read transposed; 64 columns at a time, to keep the consumer within its 240 registers) is added
-  into a float32 ``dq_acc`` by a TMA reduce-add (the order of the two consumers' and the other
-  key blocks' additions is not fixed: dQ's float32 sum is not bit-reproducible);
+  ``dK += dS^T Q`` (registers), then dS^T goes to shared memory and dQ is added into a float32
+  ``dq_acc`` by TMA reduce-adds (the order of the additions is not fixed: dQ's float32 sum is not
+  bit-reproducible).  D = 128: both consumers' dS^T halves form one [128, BLOCK_M] tile (two such
+  tiles in turn, a named barrier of the 256 consumer threads between the stores and the reads),
+  and consumer c computes dQ's 64 columns c*64.. from all 128 keys (``dS K[:, cols]``), so each
+  query tile costs one 32 KB reduce-add per program.  D = 64: each consumer adds
+  ``dQ_c = dS_c K_c`` from its own 64 keys;
 * the tiles are addressed through 2-D descriptors over each tensor's rows (``[rows, row
   stride]``: (batch, head, row) -> row ``b * r_b + h * r_h + first + m``, column ``h * c_h``),
   so dense BHSD, BSHD and packed layouts share the kernel.  A tile that runs past its sequence
@@ -87,7 +90,11 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
     v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, 1)
     q_smem = tlx.local_alloc((BLOCK_M, HEAD_DIM), DTYPE, NUM_BUF)
     do_smem = tlx.local_alloc((BLOCK_M, HEAD_DIM), DTYPE, NUM_BUF)
-    ds_smem = tlx.local_alloc((HALF_N, BLOCK_M), DTYPE, 2)                  # one per consumer
+    SHARED_DS: tl.constexpr = HEAD_DIM == 2 * D_BOX    # dQ from both consumers' dS, 64 columns each
+    if SHARED_DS:
+        ds_smem = tlx.local_alloc((BLOCK_N, BLOCK_M), DTYPE, 2)            # both halves, two in turn
+    else:
+        ds_smem = tlx.local_alloc((HALF_N, BLOCK_M), DTYPE, 2)             # one per consumer
     dq_smem = tlx.local_alloc((BLOCK_M, D_BOX), tl.float32, 4)              # two per consumer
     kv_full = tlx.alloc_barriers(1, arrive_count=1)
     q_full = tlx.alloc_barriers(NUM_BUF, arrive_count=1)
@@ -164,23 +171,41 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 tlx.barrier_arrive(do_empty[buf])
                 dsT = (pT * (dpT - delta[None, :]) * sm_scale).to(DTYPE)   # sm_scale of dK and dQ, once
                 dk = tlx.async_dot(dsT, q_smem[buf], dk)
-                tlx.local_store(ds_smem[cid], dsT)
-                tlx.fence("async_shared")
                 q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
-                for d in tl.static_range(N_BOX):                        # dQ 64 columns at a time
-                    k_cd = tlx.local_slice(k_smem[0], [cid * HALF_N, d * D_BOX], [HALF_N, D_BOX])
-                    dq = tlx.async_dot(tlx.local_trans(ds_smem[cid]), k_cd,
+                if SHARED_DS:
+                    # both consumers' dS^T halves in one [128, BLOCK_M] tile; each consumer then
+                    # computes 64 of dQ's columns from all 128 keys: one reduce-add of its tile
+                    # per query tile instead of two partial sums of every column
+                    ds_tile = ds_smem[t % 2]
+                    tlx.local_store(tlx.local_slice(ds_tile, [cid * HALF_N, 0], [HALF_N, BLOCK_M]), dsT)
+                    tlx.fence("async_shared")
+                    tlx.named_barrier_wait(7, 256)                      # both halves are stored
+                    k_cols = tlx.local_slice(k_smem[0], [0, cid * D_BOX], [BLOCK_N, D_BOX])
+                    dq = tlx.async_dot(tlx.local_trans(ds_tile), k_cols,
                                        tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
-                    if d == 0:
-                        dk = tlx.async_dot_wait(1, dk)
-                        tlx.barrier_arrive(q_empty[buf])
+                    dk = tlx.async_dot_wait(1, dk)
+                    tlx.barrier_arrive(q_empty[buf])
                     dq = tlx.async_dot_wait(0, dq)
-                    slot = cid * 2 + (t * N_BOX + d) % 2                 # two staging tiles per consumer, in turn
+                    slot = cid * 2 + t % 2                               # two staging tiles per consumer, in turn
                     tlx.async_descriptor_store_wait(1)                   # the add before last has read this one
                     tlx.local_store(dq_smem[slot], dq)
                     tlx.fence("async_shared")
-                    tlx.async_descriptor_store(dq_desc, dq_smem[slot], [q_row, h * qc_h + d * D_BOX],
+                    tlx.async_descriptor_store(dq_desc, dq_smem[slot], [q_row, h * qc_h + cid * D_BOX],
                                                store_reduce="add")
+                else:
+                    tlx.local_store(ds_smem[cid], dsT)
+                    tlx.fence("async_shared")
+                    k_cd = tlx.local_slice(k_smem[0], [cid * HALF_N, 0], [HALF_N, D_BOX])
+                    dq = tlx.async_dot(tlx.local_trans(ds_smem[cid]), k_cd,
+                                       tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
+                    dk = tlx.async_dot_wait(1, dk)
+                    tlx.barrier_arrive(q_empty[buf])
+                    dq = tlx.async_dot_wait(0, dq)
+                    slot = cid * 2 + t % 2
+                    tlx.async_descriptor_store_wait(1)
+                    tlx.local_store(dq_smem[slot], dq)
+                    tlx.fence("async_shared")
+                    tlx.async_descriptor_store(dq_desc, dq_smem[slot], [q_row, h * qc_h], store_reduce="add")
             tlx.async_descriptor_store_wait(0)
             offs_d = tl.arange(0, HEAD_DIM)
             k_first64 = k_first.to(tl.int64)
