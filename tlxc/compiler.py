@@ -105,7 +105,7 @@ def default_pipeline(target: Target | str, options: CompileOptions | None = None
     from .passes.dot_operands import DedupeOperandStores, FoldDotAdd, HoistOperandStores, ShareOperandBuffers
     from .passes.dot_register_a import RegisterAOperand
     from .passes.dot_wait_drain import DrainDotWait
-    from .passes.dot_wgmma import LowerDotToWgmma
+    from .passes.dot_wgmma import LowerDotToWgmma, mma_sync_ring_target
     from .passes.hoist_conversions import HoistConversions
     from .passes.layouts import InferLayouts
     from .passes.load_in_layout import LoadInUseLayout
@@ -117,9 +117,10 @@ def default_pipeline(target: Target | str, options: CompileOptions | None = None
     options = options if options is not None else CompileOptions(arch=target.name)
     wgmma = target.has("wgmma")
     return PassManager([
-        Canonicalize(), FoldDotAdd(), *([LowerDotToWgmma()] if wgmma else []),
+        Canonicalize(), FoldDotAdd(), *([LowerDotToWgmma()] if wgmma or mma_sync_ring_target(target.name) else []),
         *([AsyncDotOnMfma()] if not target.is_nvidia else []),
         PipelineLoads(num_stages=options.num_stages),
+        *([AsyncDotOnMfma()] if mma_sync_ring_target(target.name) else []),
         *([DrainDotWait(), HoistOperandStores(), DedupeOperandStores(),
            PipelineOperandLoads(num_stages=options.num_stages), RegisterAOperand(), ShareOperandBuffers()]
           if wgmma else []),

@@ -835,6 +835,22 @@ for _bits in (32, 64, 128):
     define(f"tlx_st_shared_b{_bits}", _st_shared(_bits), "tlx_smem_addr")
 
 
+def _ldmatrix(trans: bool):
+    suffix = ".trans" if trans else ""
+    return f"""
+{_INLINE} void tlx_ldmatrix_x4{suffix.replace('.', '_')}(const void* p, unsigned& w0, unsigned& w1, unsigned& w2,
+                                                         unsigned& w3) {{
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4{suffix}.shared.b16 {{%0, %1, %2, %3}}, [%4];"
+               : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3) : "r"(tlx_smem_addr(p)) : "memory");
+}}"""
+
+
+# ldmatrix (sm_75+): four 8x8 b16 matrices, lanes 8j..8j+7 giving the 16-byte rows of matrix j;
+# word j of lane t holds row t/4, columns 2(t%4), 2(t%4)+1 of matrix j (.trans: column t/4, rows).
+define("tlx_ldmatrix_x4", _ldmatrix(False), "tlx_smem_addr")
+define("tlx_ldmatrix_x4_trans", _ldmatrix(True), "tlx_smem_addr")
+
+
 @helper("tlx_cp_async_commit_group")
 def cp_async_commit():
     return f"""

@@ -25,6 +25,7 @@ from ..ir.traits import ALLOCATION, has_trait
 from ..ir.types import BarrierType, MemDescType, TensorType
 from ..options import perf_switch
 from . import rules_tcgen05 as tcgen05
+from .rules_ldmatrix import ldmatrix_load
 from .rules_tensormap import tensormap_address
 
 
@@ -76,7 +77,8 @@ def _tmem_or_shared(name: str, tmem_rule, shared_rule) -> None:
 
 
 _tmem_or_shared("tlx.local_slice", tcgen05.tmem_slice, buffers.local_slice)
-_tmem_or_shared("tlx.local_load", tcgen05.tmem_load, buffers.local_load)
+_tmem_or_shared("tlx.local_load", tcgen05.tmem_load,
+                lambda lw, op: ldmatrix_load(lw, op) or buffers.local_load(lw, op))
 _tmem_or_shared("tlx.local_store", tcgen05.tmem_store, buffers.local_store)
 
 

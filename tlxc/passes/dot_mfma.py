@@ -43,10 +43,14 @@ class AsyncDotOnMfma(Pass):
     name: ClassVar[str] = "async-dot-on-mfma"
 
     def run(self, module: Module, options) -> Module:
-        if get_target(options.arch).is_nvidia:
-            return module
+        nvidia = get_target(options.arch).is_nvidia
         for kernel in module.kernels:
-            for op in [op for op in kernel.walk() if op.name in ("tlx.async_dot", "tlx.async_dot_wait")]:
+            ops = [op for op in kernel.walk() if op.name in ("tlx.async_dot", "tlx.async_dot_wait")]
+            if nvidia and any(op.name == "tlx.async_dot" and not op.attrs.get("mma_sync") for op in ops):
+                ops = _mma_sync_dots(ops)       # a hand-written async_dot stays (and is refused on sm_80)
+            elif nvidia and not any(op.attrs.get("mma_sync") for op in ops):
+                continue
+            for op in ops:
                 block = op.parent
                 at = block.ops.index(op)
                 if op.name == "tlx.async_dot_wait":
@@ -74,3 +78,17 @@ class AsyncDotOnMfma(Pass):
                     block.insert(at + offset, new)
                 _replace_uses(kernel, op.results[0], dot.results[0])
         return module
+
+
+def _mma_sync_dots(ops: list[Operation]) -> list[Operation]:
+    """The ``tlx.async_dot`` ops marked ``mma_sync`` and the waits on them (through other waits)."""
+    chosen: list[Operation] = []
+    marked: set[int] = set()
+    for op in ops:
+        if op.name == "tlx.async_dot" and op.attrs.get("mma_sync"):
+            chosen.append(op)
+            marked.add(id(op.results[0]))
+        elif op.name == "tlx.async_dot_wait" and id(op.operands[0]) in marked:
+            chosen.append(op)
+            marked.add(id(op.results[0]))
+    return chosen

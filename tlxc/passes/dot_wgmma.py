@@ -68,7 +68,7 @@ from ..ir.builder import Builder
 from ..ir.core import Module, Operation, Value
 from ..ir.ops.mma_async import shape_problem, transposable
 from ..ir.types import MemDescType, PointerType, TensorType, i32
-from ..target import has_feature
+from ..target import get_target, has_feature
 from .axis_info import AxisAnalysis
 from .manager import Pass
 
@@ -80,17 +80,42 @@ class LowerDotToWgmma(Pass):
     name = "lower-dot-to-wgmma"
 
     def run(self, module: Module, options) -> Module:
-        if not has_feature(options.arch, "wgmma"):
+        wgmma = has_feature(options.arch, "wgmma")
+        if not wgmma and not mma_sync_ring_target(options.arch):
             return module
+        problem = wgmma_problem if wgmma else mma_sync_problem
         for kernel in module.kernels:
             if any(op.name == "tlx.async_tasks" for op in kernel.walk()):
                 continue
             dots = [op for op in kernel.walk() if op.name == "tl.dot"]
             axis = AxisAnalysis(kernel) if dots else None
             for index, dot in enumerate(dots):
-                if wgmma_problem(dot, options.num_warps) is None:
-                    _lower(kernel, dot, index, axis)
+                if problem(dot, options.num_warps) is None:
+                    _lower(kernel, dot, index, axis, mma_sync=not wgmma)
         return module
+
+
+def mma_sync_ring_target(arch: str) -> bool:
+    """Whether ``arch`` runs tl.dot on mma.sync through shared operand buffers read by ldmatrix
+    (sm_80, sm_89: NVIDIA, cp.async, neither wgmma nor tcgen05)."""
+    target = get_target(arch)
+    return target.is_nvidia and not target.has("wgmma") and not target.has("tcgen05")
+
+
+def mma_sync_problem(dot: Operation, num_warps: int) -> str | None:
+    """Why ``dot`` keeps its register operands on sm_80/sm_89 (converted through scratch),
+    or None when it goes through shared operand buffers and ldmatrix: f16/bf16 inputs, an f32
+    accumulator, M a multiple of 16 and N of 8 per the mma_v2 tiling, K a multiple of 16."""
+    a, b, acc = (v.type for v in dot.operands)
+    if a.element.name not in ("f16", "bf16") or b.element != a.element:
+        return f"{a.element} x {b.element} inputs"
+    if acc.element.name != "f32":
+        return f"a {acc.element} accumulator"
+    m, k = a.shape
+    n = b.shape[1]
+    if m % 16 or n % 8 or k % 16:
+        return f"a {m}x{n}x{k} product (mma.sync m16n8k16 tiles)"
+    return None
 
 
 def wgmma_problem(dot: Operation, num_warps: int) -> str | None:
@@ -140,7 +165,7 @@ def _memory_contiguity(value: Value, axis: AxisAnalysis):
     return axis.info(ptrs).contiguity
 
 
-def _lower(kernel: Operation, dot: Operation, index: int, axis: AxisAnalysis) -> None:
+def _lower(kernel: Operation, dot: Operation, index: int, axis: AxisAnalysis, mma_sync: bool = False) -> None:
     a, b, acc = dot.operands
     entry = kernel.regions[0].block
     buffers = []
@@ -170,6 +195,8 @@ def _lower(kernel: Operation, dot: Operation, index: int, axis: AxisAnalysis) ->
         new_ops.append(_op("tlx.local_store", [target, operand], [], {}, dot.loc))
         views.append(target)
     attrs = {"has_use_acc": False, "input_precision": "ieee"}
+    if mma_sync:            # async-dot-on-mfma makes it local_loads (ldmatrix) and a tl.dot (mma.sync)
+        attrs["mma_sync"] = True
     if dot.attrs.get("max_num_imprecise_acc") is not None:
         attrs["max_num_imprecise_acc"] = dot.attrs["max_num_imprecise_acc"]
     issue = _op("tlx.async_dot", [views[0], views[1], acc], [_plain(acc.type)], attrs, dot.loc)
@@ -198,4 +225,5 @@ def replace_uses(root: Operation, old: Value, new: Value) -> None:
         op.operands = [new if v is old else v for v in op.operands]
 
 
-__all__ = ["LowerDotToWgmma", "replace_uses", "stored_transposed", "wgmma_problem"]
+__all__ = ["LowerDotToWgmma", "mma_sync_problem", "mma_sync_ring_target", "replace_uses", "stored_transposed",
+           "wgmma_problem"]

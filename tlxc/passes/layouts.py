@@ -469,17 +469,21 @@ class _KernelRewriter:
         self.copy(op, [self.get(op.operands[0])], [rtype.with_layout(layout)])
 
     def mfma_operand_of(self, value: Value):
-        """On AMD, the MFMA operand layout of a buffer load whose one use is an MFMA dot: the load
-        reads LDS straight into the fragments (no conversion through scratch).  None otherwise."""
-        if self.target.is_nvidia:
-            return None
+        """The MFMA (AMD) or mma.sync (NVIDIA, read by ldmatrix) operand layout of a buffer load
+        whose one use is such a dot: the load reads shared memory straight into the fragments (no
+        conversion through scratch).  None otherwise."""
         if self._users is None:
             self._users = users_by_value(self.kernel)
         users = self._users.get(id(value), [])
         if len(users) != 1 or users[0].name != "tl.dot":
             return None
         a, b, acc = users[0].operands
-        if (value is a) == (value is b) or _mfma_of(a.type, acc.type, self.target, b.type) is None:
+        if (value is a) == (value is b):
+            return None
+        if self.target.is_nvidia:
+            if users[0].attrs.get("algorithm", "mma_v2") != "mma_v2" or not _uses_mma(a.type):
+                return None
+        elif _mfma_of(a.type, acc.type, self.target, b.type) is None:
             return None
         _, a_layout, b_layout = dot_layouts(a.type, b.type, acc.type, self.num_warps, self.target)
         return a_layout if value is a else b_layout

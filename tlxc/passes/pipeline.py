@@ -78,7 +78,7 @@ from ..ir.traits import PURE, has_trait
 from ..ir.types import PointerType, ScalarType, TensorType, i1, i32, i64
 from ..options import perf_switch
 from ..target import has_feature, target_of
-from .dot_wgmma import replace_uses
+from .dot_wgmma import mma_sync_ring_target, replace_uses
 from .manager import Pass
 
 DEFAULT_STAGES = 3
@@ -123,13 +123,13 @@ class PipelineLoads(Pass):
             rewritten: set[int] = set()
             for loop in [op for op in kernel.walk() if op.name == "scf.for"]:
                 stages = loop.attrs.get("num_stages", default)
-                if not has_feature(options.arch, "wgmma") or stages < 2:
+                if not (has_feature(options.arch, "wgmma") or mma_sync_ring_target(options.arch)) or stages < 2:
                     continue
                 try:
                     plan = _Plan(kernel, loop)
                 except NotPipelinable:
                     continue
-                stages = _fitting_stages(kernel, plan, stages)
+                stages = _fitting_stages(kernel, plan, stages, min(SHARED_CAPACITY, target_of(options).shared_limit))
                 if stages >= 2:
                     plan.rewrite(stages, self.ring)
                     rewritten.add(id(loop))
@@ -138,12 +138,13 @@ class PipelineLoads(Pass):
         return module
 
 
-def _fitting_stages(kernel: Operation, plan: _Plan, stages: int) -> int:
-    """The deepest ring (at most ``stages``) that fits beside the kernel's other buffers."""
+def _fitting_stages(kernel: Operation, plan: _Plan, stages: int, capacity: int = SHARED_CAPACITY) -> int:
+    """The deepest ring (at most ``stages``) that fits beside the kernel's other buffers in
+    ``capacity`` bytes (the target's shared memory per CTA)."""
     others = sum(op.result.type.buffer_bytes * op.result.type.num for op in kernel.walk()
                  if op.name == "tlx.local_alloc" and not op.operands and op not in plan.allocs)
     per_stage = sum(op.result.type.buffer_bytes for op in plan.allocs)
-    while stages > 2 and others + stages * per_stage > SHARED_CAPACITY:
+    while stages > 2 and others + stages * per_stage > capacity:
         stages -= 1
     return stages
 

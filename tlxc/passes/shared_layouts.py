@@ -208,12 +208,14 @@ def choose_swizzles(kernel) -> None:
                 _demand(demands, alloc, desc.type.swizzle, op, f"its TMA descriptor {desc.type}")
                 if desc.type.copy_box != desc.type.block_shape:
                     split.append((alloc, op))
-        elif op.name in MMA_OPS:
-            unit = MMA_OPS[op.name]
-            for index, view in enumerate(op.operands[:2]):
+        elif op.name in MMA_OPS or (op.name == "tlx.local_load" and _ldmatrix_operand(root, op)):
+            unit = MMA_OPS.get(op.name, "ldmatrix")
+            for index, view in enumerate(op.operands[:2] if op.name in MMA_OPS else op.operands[:1]):
                 alloc = root.get(id(view)) if isinstance(view.type, MemDescType) else None
                 if alloc is None:
                     continue
+                if op.name == "tlx.local_load":
+                    index = "ab".index(alloc.attrs["dot_operand"])
                 t = alloc.results[0].type
                 row = physical_row_bytes(t)
                 narrow = explicit_block_span(t)
@@ -245,6 +247,18 @@ def choose_swizzles(kernel) -> None:
     for alloc, op in split:
         if "column_block" not in alloc.attrs:
             _unsplittable(alloc, op)
+
+
+def _ldmatrix_operand(root: dict, op) -> bool:
+    """Whether ``op`` (a ``tlx.local_load``) reads a tl.dot operand buffer of mma.sync
+    (``lower-dot-to-wgmma``'s ``dot_operand`` allocation, 16-bit elements) for ldmatrix: the
+    buffer then takes the wgmma operands' swizzle (span = its row), under which the eight
+    16-byte rows of each ldmatrix matrix sit in eight different bank groups."""
+    alloc = root.get(id(op.operands[0]))
+    if alloc is None or "dot_operand" not in alloc.attrs:
+        return False
+    t = alloc.results[0].type
+    return t.storage == "smem" and len(t.shape) == 2 and t.element.bits == 16
 
 
 def _alias_groups(kernel, demands: dict) -> list[tuple]:
