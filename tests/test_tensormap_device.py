@@ -288,7 +288,10 @@ def test_gpu_matches_torch_and_the_interpreter(feature):
         torch.cuda.synchronize()
     finally:
         tlxc.set_allocator(None)
-    assert calls and calls[0][1] == 128
+    if feature == "desc_store_narrow":      # N = 75: element stores, no map left, no scratch asked for
+        assert not calls
+    else:
+        assert calls and calls[0][1] == 128
     assert _equal_with_nan(out, expected), feature
     cpu_args = tuple(a.cpu() if isinstance(a, torch.Tensor) else a for a in args)
     cpu_out = next(a for a, g in zip(cpu_args, args) if g is out)
