@@ -83,7 +83,8 @@ class LowerDotToWgmma(Pass):
         wgmma = has_feature(options.arch, "wgmma")
         if not wgmma and not mma_sync_ring_target(options.arch):
             return module
-        problem = wgmma_problem if wgmma else mma_sync_problem
+        limit = get_target(options.arch).shared_limit
+        problem = wgmma_problem if wgmma else (lambda dot, warps: mma_sync_problem(dot, warps, limit))
         for kernel in module.kernels:
             if any(op.name == "tlx.async_tasks" for op in kernel.walk()):
                 continue
@@ -102,10 +103,11 @@ def mma_sync_ring_target(arch: str) -> bool:
     return target.is_nvidia and not target.has("wgmma") and not target.has("tcgen05")
 
 
-def mma_sync_problem(dot: Operation, num_warps: int) -> str | None:
+def mma_sync_problem(dot: Operation, num_warps: int, shared_limit: int = 49152) -> str | None:
     """Why ``dot`` keeps its register operands on sm_80/sm_89 (converted through scratch),
     or None when it goes through shared operand buffers and ldmatrix: f16/bf16 inputs, an f32
-    accumulator, M a multiple of 16 and N of 8 per the mma_v2 tiling, K a multiple of 16."""
+    accumulator, M a multiple of 16 and N of 8 per the mma_v2 tiling, K a multiple of 16, and
+    both operands together within half the block's shared memory (``shared_limit`` bytes)."""
     a, b, acc = (v.type for v in dot.operands)
     if a.element.name not in ("f16", "bf16") or b.element != a.element:
         return f"{a.element} x {b.element} inputs"
@@ -115,6 +117,8 @@ def mma_sync_problem(dot: Operation, num_warps: int) -> str | None:
     n = b.shape[1]
     if m % 16 or n % 8 or k % 16:
         return f"a {m}x{n}x{k} product (mma.sync m16n8k16 tiles)"
+    if (m * k + k * n) * a.element.bytes * 2 > shared_limit:
+        return f"{m}x{k} and {k}x{n} operands larger than half the shared memory"
     return None
 
 
