@@ -191,3 +191,18 @@ def test_a_plan_serves_new_tensors_of_the_same_geometry():
         assert _rel(out, a.float() @ b.float()) < 1e-2
         outs.append(out)
     assert not torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("name", ["ws_128x256x64_s4", "ws_128x128x64_s5_c2", "dot_64x128x64_s4_w4_k4",
+                                  "swap_64x16x128_s4_w4_k4", None])
+@pytest.mark.parametrize("activation", ["swiglu", "geglu"])
+def test_glu_epilogue(name, activation):
+    """GLU pairs (gate 2j, up 2j + 1) of a [M, 2N] product with a bias, the [M, N] output."""
+    c = CONFIGS.get(name)
+    M, N2, K = (7, 2816, 2048) if c is not None and c.swap else (1000, 2816, 2048)
+    a, b = _bf16(M, N2, K, True, seed=12)
+    bias = torch.randn(N2, device="cuda", dtype=torch.bfloat16)
+    out = matmul(a, b, bias=bias, activation=activation, out_dtype=torch.float32, config=name)
+    z = a.float() @ b.float() + bias.float()
+    gate = torch.nn.functional.silu if activation == "swiglu" else torch.nn.functional.gelu
+    assert out.shape == (M, N2 // 2) and _rel(out, gate(z[:, 0::2]) * z[:, 1::2]) < 1e-4

@@ -329,3 +329,45 @@ def test_tlxc_ops_is_an_attribute_of_the_package():
     assert tlxc.ops.matmul is matmul
     with pytest.raises(AttributeError, match="no attribute 'opz'"):
         tlxc.opz  # noqa: B018
+
+
+def _glu_ref(a, b, bias, residual, activation):
+    z = a.float() @ b.float() + bias.float()
+    gate = torch.nn.functional.silu if activation == "swiglu" else torch.nn.functional.gelu
+    return gate(z[:, 0::2]) * z[:, 1::2] + residual.float()
+
+
+@pytest.mark.parametrize("config", ["dot_64x128x64_s4_w4", "swap_64x16x128_s4_w4", "dot_64x128x64_s4_w4_k4",
+                                    "swap_128x64x64_s4_w4_k4", "ws_128x128x64_s5"])
+@pytest.mark.parametrize("activation", ["swiglu", "geglu"])
+def test_glu_pairs_columns_in_every_kernel_family(config, activation):
+    """activation="swiglu"/"geglu" on a [M, 2N] product: out[:, j] = act(y[:, 2j]) * y[:, 2j+1]
+    (y after the bias), then the [M, N] residual; odd N, ragged tiles, poisoned output."""
+    M = 5 if CONFIGS[config].swap else 37
+    g = torch.Generator().manual_seed(14)
+    a = torch.randn(M, 600, generator=g).to(torch.bfloat16)
+    b = torch.randn(154, 600, generator=g).to(torch.bfloat16).t()
+    bias = torch.randn(154, generator=g).to(torch.bfloat16)
+    residual = torch.randn(M, 77, generator=g).to(torch.bfloat16)
+    out = torch.full((M, 77), float("nan"))
+    matmul(a, b, out, bias=bias, residual=residual, activation=activation, config=config, out_dtype=torch.float32)
+    assert _rel(out, _glu_ref(a, b, bias, residual, activation)) < 1e-5
+
+
+def test_glu_needs_an_even_product_and_a_half_width_output():
+    a, b = _operands(8, 9, 16)
+    with pytest.raises(ValueError, match="even number of columns, got 9"):
+        matmul(a, b, activation="swiglu")
+    a, b = _operands(8, 10, 16)
+    with pytest.raises(ValueError, match=r"'out' must be a \(8, 5\)"):
+        matmul(a, b, torch.empty(8, 10, dtype=torch.bfloat16), activation="geglu")
+    assert matmul(a, b, activation="geglu").shape == (8, 5)
+
+
+@pytest.mark.parametrize("name", ["ws_128x256x64_s4", "dot_128x256x64_s3_w8", "swap_64x16x128_s4_w4_k4",
+                                  "dot_128x128x64_s3_w4_k4"])
+def test_glu_compiles_for_sm90a(name):
+    c = CONFIGS[name]
+    a, b = _compile_operands(c)
+    (h,) = compile_config(name, a, b, bias=torch.empty(b.shape[1], dtype=torch.bfloat16), activation="swiglu")
+    assert h.n_spills == 0 and h.metadata.shared <= cfgs.SHARED_LIMIT, (name, h.n_spills)

@@ -26,6 +26,16 @@ _ACTIVATION_BACKWARD = {
     "gelu_tanh": lambda g, z: torch.ops.aten.gelu_backward(g, z, approximate="tanh"),
     "silu": lambda g, z: torch.ops.aten.silu_backward(g, z),
 }
+# GLU pairs (gate 2j, up 2j + 1): the gate's activation, forward and backward
+_GLU_GATE = {"swiglu": (torch.nn.functional.silu, _ACTIVATION_BACKWARD["silu"]),
+             "geglu": (torch.nn.functional.gelu, _ACTIVATION_BACKWARD["gelu"])}
+
+
+def _glu_backward(g: torch.Tensor, z: torch.Tensor, activation: str) -> torch.Tensor:
+    """The gradient at the pre-activation ``z`` ([M, 2N]) of ``act(z[:, 0::2]) * z[:, 1::2]``."""
+    forward, backward = _GLU_GATE[activation]
+    gate, up = z[:, 0::2], z[:, 1::2]
+    return torch.stack([backward(g * up, gate), g * forward(gate)], dim=-1).reshape(z.shape)
 
 
 def _matmul_impl(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, activation: str | None = None,
@@ -39,7 +49,8 @@ def _matmul_fake(a, b, bias=None, activation=None, out_dtype=None, residual=None
     if a.dim() < 2 or b.dim() != 2 or a.shape[-1] != b.shape[0]:
         raise ValueError(f"tlxc::matmul expects [..., K] @ [K, N], got {tuple(a.shape)} @ {tuple(b.shape)}")
     dtype = out_dtype or (torch.bfloat16 if a.dtype in FP8_DTYPES else a.dtype)
-    return a.new_empty(tuple(a.shape[:-1]) + (b.shape[1],), dtype=dtype)     # fresh and contiguous, as matmul's
+    n = b.shape[1] // 2 if activation in _GLU_GATE else b.shape[1]            # GLU: pairs of columns
+    return a.new_empty(tuple(a.shape[:-1]) + (n,), dtype=dtype)     # fresh and contiguous, as matmul's
 
 
 matmul_op = register_custom_op("tlxc::matmul", _matmul_impl, fake=_matmul_fake)
@@ -64,7 +75,10 @@ def _backward(ctx, grad):
     a2 = a.reshape(-1, a.shape[-1])
     if ctx.activation is not None:              # through the activation at the recomputed pre-activation
         z = matmul_op(a2, b, bias=bias, out_dtype=torch.float32, scale_a=scale_a, scale_b=scale_b)
-        g = _ACTIVATION_BACKWARD[ctx.activation](g, z)
+        if ctx.activation in _GLU_GATE:
+            g = _glu_backward(g, z, ctx.activation)
+        else:
+            g = _ACTIVATION_BACKWARD[ctx.activation](g, z)
     gz = g.to(a.dtype)
     grad_a = grad_b = grad_bias = grad_res = None
     if ctx.needs_input_grad[0]:

@@ -28,7 +28,7 @@ from ..descriptors import TensorDescriptor
 from ..errors import TlxcError
 from ..runtime.cache import cache_dir, cache_disabled, write_atomically
 from . import matmul_configs as cfgs
-from .kernels.epilogue import ACTIVATIONS, SCALE_NONE, SCALE_TENSOR, SCALE_VECTOR
+from .kernels.epilogue import ACTIVATIONS, GLU_FIRST, SCALE_NONE, SCALE_TENSOR, SCALE_VECTOR
 from .kernels.gemm_dot import gemm_dot_kernel, splitk_reduce_kernel
 from .kernels.gemm_ws import gemm_ws_kernel
 
@@ -94,7 +94,7 @@ def _tma_stores(t: torch.Tensor) -> bool:
     return _tma_rows(t) and t.shape[1] * t.element_size() % 16 == 0
 
 
-def _problem(a, b, out, residual: bool = False) -> cfgs.Problem:
+def _problem(a, b, out, residual: bool = False, glu: bool = False) -> cfgs.Problem:
     M, K = a.shape
     N = b.shape[1]
     a_kmajor = not (a.stride(0) == 1 and a.stride(1) != 1 and M > 1)     # M-major only when clearly so
@@ -102,7 +102,7 @@ def _problem(a, b, out, residual: bool = False) -> cfgs.Problem:
     tma_a = _tma_rows(a) if a_kmajor else _tma_rows(a.t())
     tma_b = _tma_rows(b.t()) if b_kmajor else _tma_rows(b)
     return cfgs.Problem(M, N, K, elt=a.element_size(), out_elt=out.element_size(), a_kmajor=a_kmajor,
-                        b_kmajor=b_kmajor, tma_a=tma_a, tma_b=tma_b, tma_c=_tma_stores(out),
+                        b_kmajor=b_kmajor, tma_a=tma_a, tma_b=tma_b, tma_c=_tma_stores(out) and not glu,
                         fp8=a.dtype in FP8_DTYPES, sms=_num_sms(a.device), residual=residual)
 
 
@@ -202,7 +202,7 @@ def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, 
     (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=c.swap)
     tiles = -(-M // c.bm) * -(-N // c.bn)
     meta = {"BLOCK_M": c.bm, "BLOCK_N": c.bn, "BLOCK_K": c.bk, "GROUP_M": c.group_m, "SPLIT_K": c.split_k,
-            "FIX_M": c.bm, "num_warps": c.warps, "num_stages": c.stages}
+            "FIX_M": c.bm, "GLU_AXIS": 0 if c.swap else 1, "num_warps": c.warps, "num_stages": c.stages}
     if c.split_k == 1:
         _launch(gemm_dot_kernel, (tiles,), x, y, out, None, None, M, N, p.K, sxm, sxk, syk, syn, scm, scn, s0, s1, bias,
                 res, r0, r1, FIXUP=False, **meta, **flags)
@@ -221,7 +221,7 @@ def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, 
     rbm, rbn = REDUCE_BLOCK
     grid = (-(-M // rbm) * -(-N // rbn),)
     _launch(splitk_reduce_kernel, grid, ws, out, M, N, scm, scn, s0, s1, bias, res, r0, r1, BLOCK_M=rbm, BLOCK_N=rbn,
-            SPLIT_K=c.split_k, num_warps=4, **flags)
+            SPLIT_K=c.split_k, GLU_AXIS=meta["GLU_AXIS"], num_warps=4, **flags)
 
 
 # Split-K arrival counters, one int32 per output tile, zero between launches (the last split
@@ -385,7 +385,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
 
     ``a``: ``[..., K]``, ``b``: ``[K, N]``, both bfloat16, both float16, or fp8 (e4m3/e5m2;
     mixed allowed) with ``a`` row-major and ``b`` K-major (``w.t()``).  ``bias``: ``[N]``;
-    ``activation``: ``None``, ``"relu"``, ``"gelu"``, ``"gelu_tanh"``, ``"silu"``;
+    ``activation``: ``None``, ``"relu"``, ``"gelu"``, ``"gelu_tanh"``, ``"silu"``, or the GLU
+    pairs ``"swiglu"``/``"geglu"`` (b ``[K, 2N]``, gate column 2j, up 2j + 1; the output,
+    the residual and ``out`` are ``[..., N]``, bias and scale_b ``[2N]``);
     ``residual``: ``[..., N]`` (any strides); ``scale_a``: float32, one element or ``[M]``
     (row-wise); ``scale_b``: one element or ``[N]``.  ``out_dtype``: bfloat16, float16 or
     float32 (default: the operands' dtype, bfloat16 for fp8).  ``out``: written in place
@@ -412,25 +414,30 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
     a2 = a.reshape(-1, a.shape[-1]) if a.dim() > 2 else a
     M, K = a2.shape
     N = b.shape[1]
+    glu = ACTIVATIONS[activation] >= GLU_FIRST
+    if glu and N % 2:
+        raise ValueError(f"tlxc.ops.matmul: activation={activation!r} pairs the product's columns (gate 2j, up "
+                         f"2j + 1): b needs an even number of columns, got {N}")
+    n_out = N // 2 if glu else N                      # the output's columns
     if out_dtype is None:
         out_dtype = out.dtype if out is not None else (torch.bfloat16 if fp8 else a.dtype)
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"tlxc.ops.matmul: out_dtype must be one of {OUT_DTYPES}, got {out_dtype}")
     if out is None:
-        out2 = torch.empty((M, N), device=a.device, dtype=out_dtype)
-        out = out2.view(*lead, N)
+        out2 = torch.empty((M, n_out), device=a.device, dtype=out_dtype)
+        out = out2.view(*lead, n_out)
     else:
-        if tuple(out.shape) != lead + (N,) or out.dtype != out_dtype or out.device != a.device:
-            raise ValueError(f"tlxc.ops.matmul: 'out' must be a {lead + (N,)} {out_dtype} tensor on {a.device}, "
+        if tuple(out.shape) != lead + (n_out,) or out.dtype != out_dtype or out.device != a.device:
+            raise ValueError(f"tlxc.ops.matmul: 'out' must be a {lead + (n_out,)} {out_dtype} tensor on {a.device}, "
                              f"got {tuple(out.shape)} {out.dtype} on {out.device}")
-        out2 = out.view(M, N) if out.dim() > 2 else out
+        out2 = out.view(M, n_out) if out.dim() > 2 else out
     if bias is not None:
         bias = _check_vector("bias", bias, N, a.device)
     if residual is not None:
-        if tuple(residual.shape) != lead + (N,) or residual.device != a.device:
-            raise ValueError(f"tlxc.ops.matmul: 'residual' must be a {lead + (N,)} tensor on {a.device}, "
+        if tuple(residual.shape) != lead + (n_out,) or residual.device != a.device:
+            raise ValueError(f"tlxc.ops.matmul: 'residual' must be a {lead + (n_out,)} tensor on {a.device}, "
                              f"got {tuple(residual.shape)} on {residual.device}")
-        residual = residual.reshape(M, N)
+        residual = residual.reshape(M, n_out)
     scale_a = _check_scale("scale_a", scale_a, M, a.device)
     scale_b = _check_scale("scale_b", scale_b, N, a.device)
     if M == 0 or N == 0:
@@ -444,7 +451,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
     if plan is not None:
         run_config(plan.c, plan.p, a2, b, out2, epi, plan.descs)
         return out
-    p = _problem(a2, b, out2, residual is not None)
+    p = _problem(a2, b, out2, residual is not None, glu)
     if config is None:
         c = cfgs.choose_config(p) if K > 0 else cfgs.CONFIGS["dot_64x128x64_s4_w4"]
     elif config == "autotune":

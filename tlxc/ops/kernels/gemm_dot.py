@@ -20,7 +20,7 @@ the host), so that the large N fills the 64-row MMA and the small M is the tile'
 """
 from ... import language as tl
 from ...runtime.jit import jit
-from .epilogue import apply_epilogue
+from .epilogue import apply_epilogue, store_tile_pointers
 
 
 @jit
@@ -28,7 +28,7 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, 
                     stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                     SPLIT_K: tl.constexpr, FIXUP: tl.constexpr, FIX_M: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
-                    ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
+                    ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr, GLU_AXIS: tl.constexpr):
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -79,11 +79,21 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, 
                     for s in range(SPLIT_K):
                         total += tl.load(ws_ptr + s * M * N + rows_h[:, None] * N + offs_n[None, :], mask=mask_hn,
                                          other=0.0, cache_modifier=".cg")
-                    total = apply_epilogue(total, rows_h, offs_n, mask_h, mask_n, scale0_ptr, scale1_ptr, bias_ptr,
-                                           res_ptr, stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION,
-                                           HAS_RESIDUAL)
-                    c_tile = c_ptr + rows_h[:, None] * stride_cm + offs_n[None, :] * stride_cn
-                    tl.store(c_tile, total.to(c_ptr.dtype.element_ty), mask=mask_hn)
+                    if ACTIVATION >= 5:
+                        store_tile_pointers(total, tile_m * BLOCK_M + h * FIX_M, tile_n * BLOCK_N, M, N, c_ptr,
+                                            stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0,
+                                            stride_r1, FIX_M, BLOCK_N, SCALE0, SCALE1, BIAS_DIM, ACTIVATION,
+                                            HAS_RESIDUAL, GLU_AXIS)
+                    else:
+                        total = apply_epilogue(total, rows_h, offs_n, mask_h, mask_n, scale0_ptr, scale1_ptr, bias_ptr,
+                                               res_ptr, stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION,
+                                               HAS_RESIDUAL)
+                        c_tile = c_ptr + rows_h[:, None] * stride_cm + offs_n[None, :] * stride_cn
+                        tl.store(c_tile, total.to(c_ptr.dtype.element_ty), mask=mask_hn)
+    elif ACTIVATION >= 5:                        # GLU pairs: half the tile along GLU_AXIS
+        store_tile_pointers(acc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, c_ptr, stride_cm, stride_cn, scale0_ptr,
+                            scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, BLOCK_M, BLOCK_N, SCALE0, SCALE1,
+                            BIAS_DIM, ACTIVATION, HAS_RESIDUAL, GLU_AXIS)
     else:
         acc = apply_epilogue(acc, offs_m, offs_n, mask_m, mask_n, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
                              stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
@@ -95,7 +105,7 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, 
 def splitk_reduce_kernel(ws_ptr, c_ptr, M, N, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
                          stride_r0, stride_r1, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr,
                          SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
-                         ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
+                         ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr, GLU_AXIS: tl.constexpr):
     """C = epilogue(sum of the ``SPLIT_K`` float32 partials in ``ws``), in a fixed order
     (deterministic)."""
     pid = tl.program_id(0)
@@ -108,7 +118,12 @@ def splitk_reduce_kernel(ws_ptr, c_ptr, M, N, stride_cm, stride_cn, scale0_ptr, 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for s in tl.static_range(SPLIT_K):
         acc += tl.load(ws_ptr + s * M * N + offs_m[:, None] * N + offs_n[None, :], mask=mask, other=0.0)
-    acc = apply_epilogue(acc, offs_m, offs_n, mask_m, mask_n, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
-                         stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
-    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
-             mask=mask)
+    if ACTIVATION >= 5:
+        store_tile_pointers(acc, (pid // tiles_n) * BLOCK_M, (pid % tiles_n) * BLOCK_N, M, N, c_ptr, stride_cm,
+                            stride_cn, scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, BLOCK_M,
+                            BLOCK_N, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, GLU_AXIS)
+    else:
+        acc = apply_epilogue(acc, offs_m, offs_n, mask_m, mask_n, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                             stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+        tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
+                 mask=mask)

@@ -16,8 +16,8 @@ there), generalized for ``tlxc.ops.matmul``:
   to each consumer's accumulator, casts to the output dtype and TMA-stores it through a
   128B-swizzled shared tile, ``EPILOGUE_SUBTILE`` column slices at a time; or, with
   ``C_TMA = False`` (an output TMA cannot describe: odd row stride, N not a 16-byte
-  multiple), stores it from registers through pointers (``c`` is then the output tensor,
-  ``stride_cm``/``stride_cn`` its strides), masked at the edges.
+  multiple; and every GLU activation), stores it from registers through pointers (``c`` is
+  then the output tensor, ``stride_cm``/``stride_cn`` its strides), masked at the edges.
 
 The host (``tlxc/ops/matmul.py``) builds the descriptors: boxes ``[BM/2, BK]`` or
 ``[BK, BM/2]`` for A, ``[BK, 128 bytes]`` or ``[BN / CLUSTER_M, BK]`` for B, and
@@ -26,7 +26,7 @@ The host (``tlxc/ops/matmul.py``) builds the descriptors: boxes ``[BM/2, BK]`` o
 from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
-from .epilogue import apply_epilogue
+from .epilogue import apply_epilogue, store_tile_pointers
 
 
 @jit
@@ -57,23 +57,6 @@ def store_tile(c_desc, c_buf, acc, row, col, M, N, scale0_ptr, scale1_ptr, bias_
     for j in tl.static_range(COLS // C_BOX_N):
         c_box = tlx.local_slice(c_buf, [0, j * C_BOX_N], [ROWS, C_BOX_N])
         tlx.async_descriptor_store(c_desc, c_box, [row, col + j * C_BOX_N])
-
-
-@jit
-def store_tile_pointers(c_ptr, acc, row, col, M, N, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
-                        stride_r0, stride_r1, ROWS: tl.constexpr, COLS: tl.constexpr, OUT_DTYPE: tl.constexpr,
-                        SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
-                        ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
-    """The epilogue of one consumer's ``ROWS x COLS`` tile at (row, col) stored from
-    registers through pointers (an output TMA cannot describe), masked at the edges."""
-    offs0 = row + tl.arange(0, ROWS)
-    offs1 = col + tl.arange(0, COLS)
-    mask0 = offs0 < M
-    mask1 = offs1 < N
-    acc = apply_epilogue(acc, offs0, offs1, mask0, mask1, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
-                         stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
-    tl.store(c_ptr + offs0.to(tl.int64)[:, None] * stride_cm + offs1[None, :] * stride_cn, acc.to(OUT_DTYPE),
-             mask=mask0[:, None] & mask1[None, :])
 
 
 @jit
@@ -176,10 +159,10 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                     release(empty[slot], rank, CLUSTER_M)
                     count += 1
                 row = (pid_m * CLUSTER_M + rank) * BM + cid * HALF_M
-                if not C_TMA:
-                    store_tile_pointers(c, acc, row, pid_n * BN, M, N, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
-                                        bias_ptr, res_ptr, stride_r0, stride_r1, HALF_M, BN, OUT_DTYPE,
-                                        SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+                if not C_TMA:                                 # (GLU activations store this way)
+                    store_tile_pointers(acc, row, pid_n * BN, M, N, c, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
+                                        bias_ptr, res_ptr, stride_r0, stride_r1, HALF_M, BN,
+                                        SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, 1)
                 elif EPILOGUE_SUBTILE == 1:
                     store_tile(c, c_smem[cid], acc, row, pid_n * BN, M, N, scale0_ptr, scale1_ptr, bias_ptr,
                                res_ptr, stride_r0, stride_r1, HALF_M, BN, C_BOX_N, OUT_DTYPE,
