@@ -20,7 +20,8 @@ runs the leading group's stage first after each barrier and lands direct-to-LDS 
 wait, so a schedule that broke this rule would read stale or NaN data there.
 
     python examples/amd_gemm_pingpong.py          # CPU: the interpreter and the HIP emulation; AMD GPU: launch
-    tlxc compile examples/amd_gemm_pingpong.py --arch gfx950 --emit hip,hsaco,amdgcn -o out/
+    tlxc compile examples/amd_gemm_pingpong.py --arch gfx950 --emit hip,hsaco,amdgcn \\
+        --signature 'N=i32:16,K=i32:16' -o out/      # (16-byte rows: direct-to-LDS)
 """
 import torch
 
