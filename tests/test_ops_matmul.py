@@ -371,3 +371,20 @@ def test_glu_compiles_for_sm90a(name):
     a, b = _compile_operands(c)
     (h,) = compile_config(name, a, b, bias=torch.empty(b.shape[1], dtype=torch.bfloat16), activation="swiglu")
     assert h.n_spills == 0 and h.metadata.shared <= cfgs.SHARED_LIMIT, (name, h.n_spills)
+
+
+def test_a_plan_is_reused_for_new_tensors_and_keeps_none_alive():
+    """Two calls of one geometry share a plan (problem, config, descriptors); the second
+    call's descriptors point at its own tensors, and after each call they hold none."""
+    m = importlib.import_module("tlxc.ops.matmul")
+    results = []
+    for seed in (15, 16):
+        a, b = _operands(130, 136, 72, b_kmajor=True, seed=seed)
+        out = torch.full((130, 136), float("nan"), dtype=torch.bfloat16)
+        matmul(a, b, out, config="ws_128x128x64_s5")
+        assert _rel(out, a.float() @ b.float()) < BF16_TOL
+        results.append(out)
+    plans = [p for k, p in m._PLANS.items() if k[0] == "ws_128x128x64_s5" and k[3][0] == (130, 72)]
+    assert len(plans) == 1 and set(plans[0].descs) == {"a", "b", "c"}
+    assert all(d.base is None for d in plans[0].descs.values())
+    assert not torch.equal(results[0], results[1])

@@ -185,10 +185,9 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
             EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, num_warps=4,
             ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, **flags)
-    _release(descs)
 
 
-def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, descs: dict | None = None) -> None:
+def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) -> None:
     if c.swap:          # C^T [N, M] = B^T [N, K] @ A^T [K, M]: the strides exchanged
         M, N = p.N, p.M
         x, sxm, sxk = b, b.stride(1), b.stride(0)
@@ -243,7 +242,14 @@ def run_config(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
     why = cfgs.supports(c, p)
     if why is not None:
         raise ValueError(f"tlxc.ops.matmul: configuration {c.name!r} cannot run {p.M}x{p.N}x{p.K}: {why}")
-    (_launch_ws if c.kernel == "ws" else _launch_dot)(c, p, a, b, out, epi, descs)
+    if descs is None or c.kernel != "ws":
+        (_launch_ws if c.kernel == "ws" else _launch_dot)(c, p, a, b, out, epi)
+        return
+    with _PLAN_LOCK:        # a plan's descriptors hold one call's tensors from rebase to launch
+        try:
+            _launch_ws(c, p, a, b, out, epi, descs)
+        finally:
+            _release(descs)
 
 
 # -- plans: what a call derives from its arguments' geometry, kept per geometry ----------------------
@@ -258,6 +264,7 @@ class _Plan:
 
 _PLANS: dict[tuple, _Plan] = {}
 _PLANS_MAX = 1024
+_PLAN_LOCK = threading.RLock()
 
 
 def _geometry(t: torch.Tensor | None) -> tuple | None:
