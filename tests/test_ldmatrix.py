@@ -140,3 +140,52 @@ def test_sm80_cubin_matches_float64_on_gpu(a_major, b_major, dtype):
         k * 2.0 ** -24 * (a.double().abs() @ b.double().abs())
     assert not c.isnan().any()
     assert ((c.double() - expected).abs() <= bound).all()
+
+
+# -- one barrier per ring iteration (codegen_c/shared_order.py: ring indices) ----------------------
+import tlxc  # noqa: E402
+import tlxc.language as tl  # noqa: E402
+from tlxc.language import tlx  # noqa: E402
+
+
+@tlxc.kernel
+def ring_walk(x_ptr: tl.pointer_type(tl.float32), y_ptr: tl.pointer_type(tl.float32), iters: tl.int32,
+              B: tl.constexpr, SAME: tl.constexpr):
+    """Each iteration reads buffer s transposed (other threads' elements) and then writes the
+    buffer before s (``SAME``: s itself), as a ring's refill does."""
+    buf = tlx.local_alloc((B, B), tl.float32, 3)
+    offs = tl.arange(0, B)[:, None] * B + tl.arange(0, B)[None, :]
+    acc = tl.zeros((B, B), dtype=tl.float32)
+    s = 0
+    for i in range(iters):
+        acc += tlx.local_load(tlx.local_trans(buf[s]))
+        prev = tl.where(s == 0, 2, s - 1)
+        tlx.local_store(buf[s if SAME else prev], tl.load(x_ptr + offs) + i)
+        s = tl.where(s == 2, 0, s + 1)
+    tl.store(y_ptr + offs, acc)
+
+
+def _loop_barriers(same: bool) -> int:
+    cuda = ring_walk.compile(constexprs={"B": 32, "SAME": same}, num_warps=4, stages=("cuda",)).asm["cuda"]
+    start = cuda.index("for (int ")
+    while "iters" not in cuda[start:cuda.index("\n", start)]:
+        start = cuda.index("for (int ", start + 1)
+    depth, i = 0, cuda.index("{", start)
+    for i in range(cuda.index("{", start), len(cuda)):
+        depth += {"{": 1, "}": -1}.get(cuda[i], 0)
+        if depth == 0:
+            break
+    return cuda[start:i].count("__syncthreads()")
+
+
+def test_a_refill_of_the_previous_stage_needs_no_barrier_after_the_read():
+    # the back edge still gets its barrier (the next read may be of the stage just written:
+    # a ring index names a value of its own iteration only)
+    assert _loop_barriers(same=False) == 1
+    assert _loop_barriers(same=True) == 2
+
+
+def test_sm80_ring_loop_has_one_barrier():
+    cuda = _compile("sm_80", stages=("cuda",), STAGES=3).asm["cuda"]
+    body = cuda[cuda.index("for (int k_"):cuda.index("tlx_cp_async_wait_group<0>")]
+    assert body.count("__syncthreads()") == 1

@@ -294,7 +294,7 @@ class _Membar:
             out = entry
             for region in op.regions:              # while: before, then body; for: body
                 out = self.walk(region.block.ops, out)
-            joined = entry | out
+            joined = entry | _forget_ring_indices(out)
             if joined == entry:
                 return joined
             entry = joined
@@ -400,6 +400,8 @@ def _overlap(a, b) -> bool:
     if alloc_a != alloc_b:
         return True
     if index_a is not None and index_b is not None and index_a != index_b:
+        if isinstance(index_a, tuple) or isinstance(index_b, tuple):
+            return not _ring_distinct(index_a, index_b)
         return False
     if box_a is None or box_b is None:
         return True
@@ -426,7 +428,47 @@ def _constant_part(view):
     if not isinstance(alloc, Operation) or alloc.name != "tlx.local_alloc":
         return None
     index = _constant(owner.operands[1])
-    return id(alloc), index if isinstance(index, int) else None, box
+    if not isinstance(index, int):
+        index = _ring_index(owner.operands[1])
+    return id(alloc), index, box
+
+
+# -- ring stages (passes/pipeline.py's carried stage counter) ------------------------------------
+def _ring_index(value):
+    """A buffer index relative to a value of this iteration: ``("ring", id(x), 0)`` for ``x``
+    itself, ``("ring", id(x), -1)`` for ``select(x == 0, c, x - 1)`` with a constant ``c != 0``
+    (the stage a ring refills: the one before ``x``); None otherwise.  Both name different
+    buffers for every integer ``x`` (``x == 0`` gives ``c``, else ``x - 1``)."""
+    owner = getattr(value, "owner", None)
+    if isinstance(owner, Operation) and owner.name == "arith.select" and len(owner.operands) == 3:
+        cond, wrapped, minus = owner.operands
+        cmp, sub = getattr(cond, "owner", None), getattr(minus, "owner", None)
+        if isinstance(cmp, Operation) and cmp.name == "arith.cmp" and cmp.attrs.get("predicate") == "eq" \
+                and _constant(cmp.operands[1]) == 0 and isinstance(sub, Operation) and sub.name == "arith.sub" \
+                and _constant(sub.operands[1]) == 1 and sub.operands[0] is cmp.operands[0] \
+                and isinstance(_constant(wrapped), int) and _constant(wrapped) != 0:
+            return "ring", id(cmp.operands[0]), -1
+    if value is None or _constant(value) is not None:
+        return None
+    return "ring", id(value), 0
+
+
+def _ring_distinct(a, b) -> bool:
+    """Whether ring indices ``a`` and ``b`` (of one iteration) name different buffers."""
+    return isinstance(a, tuple) and isinstance(b, tuple) and a[1] == b[1] and a[2] != b[2]
+
+
+def _forget_ring_indices(state: _Pending) -> _Pending:
+    """The pending accesses as the next iteration sees them: a ring index names a value of the
+    iteration that made it, so across the back edge it becomes unknown (any buffer)."""
+    def forget(slots):
+        out = set()
+        for base, part, thread_map in slots:
+            if isinstance(part[1], tuple):
+                part = (part[0], None, part[2])
+            out.add((base, part, thread_map))
+        return frozenset(out)
+    return _Pending(forget(state.reads), forget(state.writes))
 
 
 def _thread_map(view, layout):
