@@ -332,6 +332,7 @@ CASES: dict[str, Case] = {
     # an empty asm emits no instruction: the case checks that it compiles and keeps the value
     "tlx_pin_registers": Case("unsigned r[2] = {in[0], in[1]}; tlx_pin_registers<2>(r); out[0] = r[0] + r[1];",
                               ()),
+    "tlx_opaque_pointer": Case("const unsigned* p = tlx_opaque_pointer(in); out[0] = p[1];", ()),
     "tlx_cvt_f32_f16": Case("out[0] = __float_as_uint(tlx_cvt_f32_f16((unsigned short)in[0]));",
                             ("cvt.f32.f16",)),
     "tlx_cvt_rn_f16_f32": Case("out[0] = tlx_cvt_rn_f16_f32(__uint_as_float(in[0]));", ("cvt.rn.f16.f32",)),

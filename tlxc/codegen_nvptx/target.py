@@ -149,7 +149,7 @@ class CudaTarget:
         return self.call("tlx_bar_arrive", bar_id, threads)
 
     def opaque_pointer(self, expr: str) -> str:
-        """``expr`` (a pointer) through an empty asm (``tlx_opaque_pointer``)."""
+        """``expr`` (a pointer) through ptx.py's ``tlx_opaque_pointer`` (an empty asm statement)."""
         return self.expr("tlx_opaque_pointer", expr)
 
     def trap(self) -> str:
