@@ -67,9 +67,11 @@ def test_plan_refuses_other_layouts():
     assert ldmatrix_plan(blocked, 1) is None
 
 
-def _compile(arch: str, a_major: str = "K", b_major: str = "N", dtype: str = "bf16", stages=("ptx",), **meta):
+def _compile(arch: str, a_major: str = "K", b_major: str = "N", dtype: str = "bf16", stages=("ptx",),
+             num_warps: int = 8, **meta):
     meta = {"BM": 128, "BN": 128, "BK": 64, **meta}
-    return K.tile_matmul.compile(_signature(dtype, a_major, b_major), meta, arch=arch, num_warps=8, stages=stages)
+    return K.tile_matmul.compile(_signature(dtype, a_major, b_major), meta, arch=arch, num_warps=num_warps,
+                                 stages=stages)
 
 
 @pytest.mark.parametrize("a_major, b_major, plain, trans", [("K", "N", True, True), ("K", "K", True, False),
@@ -106,9 +108,10 @@ def test_sm89_ring_fits_its_shared_memory():
 
 # -- GPU: the sm_80 cubin on whatever NVIDIA GPU is here (compute capability >= 8.0 runs it) ----
 @pytest.mark.gpu
-@pytest.mark.parametrize("a_major, b_major", [("K", "N"), ("M", "K")])
+@pytest.mark.parametrize("a_major, b_major", [("K", "N"), ("K", "K"), ("M", "N"), ("M", "K")])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_sm80_cubin_matches_float64_on_gpu(a_major, b_major, dtype):
+@pytest.mark.parametrize("num_warps", [4, 8])
+def test_sm80_cubin_matches_float64_on_gpu(a_major, b_major, dtype, num_warps):
     from tlxc.runtime import driver
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
@@ -121,7 +124,8 @@ def test_sm80_cubin_matches_float64_on_gpu(a_major, b_major, dtype):
         a = a.t().contiguous().t()
     if b_major == "K":
         b = b.t().contiguous().t()
-    compiled = _compile("sm_80", a_major, b_major, dtype, stages=("cuda", "cubin"), STAGES=3)
+    compiled = _compile("sm_80", a_major, b_major, dtype, stages=("cuda", "cubin"), num_warps=num_warps, STAGES=3)
+    assert "ldmatrix" in compiled.asm["cuda"]
     meta = compiled.metadata
     signature = re.search(r'__global__[^(]*\(([^)]*)\)', compiled.asm["cuda"]).group(1)
     names = [p.split()[-1].lstrip("*") for p in signature.split(",")]       # the parameters not specialized away
