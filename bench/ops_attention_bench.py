@@ -4,7 +4,9 @@
 One process, one GPU, bf16.  Dense sweep (issue 23): S in {256, 512, 1024, 2048, 4096, 8192}
 x D in {64, 128, 256} x causal/full x MHA/GQA-4, with B*S = 16384 tokens and H*D = 2048
 (H = 32, 16, 8).  Varlen: packed batches of mixed lengths (64..4096, 16k tokens), D = 128,
-MHA and GQA-4, against flash's varlen kernel (``aten._flash_attention_forward`` with
+MHA and GQA-4 (tlxc's device-built ``sorted`` schedule, and the first ``snake`` one as
+``tlxc_snake``: a ratio > 1 there is the new schedule's gain), against flash's varlen kernel
+(``aten._flash_attention_forward`` with
 cu_seqlens), cuDNN's (``aten._cudnn_attention_forward`` with cu_seqlens, when this torch
 has it) and cuDNN on the zero-padded dense batch.  Every case gets fresh inputs, is checked
 against cuDNN's (or flash's) output first (relative error < 1e-2; a wrong result is reported,
@@ -15,7 +17,8 @@ when the backend takes it, else k/v expanded to H heads (marked ``x``).  ``--con
 times alternative launch configurations at S <= 512 (the small-S schedule question).
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
 
-    python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--budget-s 180] [--jobs 8]
+    python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--budget-s 180]
+                                        [--jobs 8]
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
 also go to ``$OUT/ops_attention_bench.json`` when ``OUT`` is set.
@@ -43,7 +46,10 @@ SMALL_CONFIGS = [  # (head_dim, block_m, block_n, stages, q_bufs, overlap) tried
 ]
 
 
-VARLEN_CASES = ((1, False), (1, True), (4, False), (4, True))     # (GQA group, causal)
+VARLEN_CASES = ((1, False), (1, True), (4, False), (4, True), (1, False))     # (GQA group, causal)
+VARLEN_SEED = 72            # the first varlen case's lengths (the seed the 72-case sweep gave them)
+EQUAL_SEED = VARLEN_SEED + 4   # the last case: 4 sequences of 4096, the dense B4 S4096 D128 case's work
+#                                packed: what the varlen layout and item decode cost, schedules aside
 
 
 def wants_bwd(case, every_s: bool) -> bool:
@@ -68,6 +74,8 @@ def dense_cases(quick: bool) -> list[tuple]:
 def varlen_lengths(seed: int, total: int = TOKENS) -> list[int]:
     import random
     rng = random.Random(seed)
+    if seed == EQUAL_SEED:
+        return [total // 4] * 4
     lens = []
     while sum(lens) < total:
         lens.append(min(total - sum(lens), int(math.exp(rng.uniform(math.log(64), math.log(4096))))))
@@ -163,17 +171,18 @@ def main() -> None:
     parser.add_argument("--configs", action="store_true", help="also time other configurations at S <= 512")
     parser.add_argument("--no-bwd", action="store_true", help="skip the backward even if attention_bwd exists")
     parser.add_argument("--bwd-all", action="store_true", help="backward at every S (default: S = 1024, 4096)")
+    parser.add_argument("--varlen-only", action="store_true", help="only the varlen cases (schedules: sorted, snake)")
     parser.add_argument("--budget-s", type=float, default=180.0)
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     args = parser.parse_args()
     t0 = time.time()
     has_bwd = not args.no_bwd and importlib.util.find_spec("tlxc.ops.kernels.attention_bwd") is not None
-    cases = dense_cases(args.quick)
+    cases = [] if args.varlen_only else dense_cases(args.quick)
     jobs = [("fwd", *case, None) for case in cases]
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
     jobs += [("example", B, H, S, D, causal) for B, H, Hkv, S, D, causal in cases
              if wants_example((B, H, Hkv, S, D, causal))]
-    jobs += [("varlen", len(cases) + i, group, causal) for i, (group, causal) in enumerate(VARLEN_CASES)]
+    jobs += [("varlen", VARLEN_SEED + i, group, causal) for i, (group, causal) in enumerate(VARLEN_CASES)]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -205,7 +214,7 @@ def main() -> None:
         return None, ""
 
     results = []
-    n_cases = len(cases) + 4
+    n_cases = len(cases) + len(VARLEN_CASES)
 
     def timed(fns: dict, per_case_s: float) -> dict:
         for fn in fns.values():
@@ -279,7 +288,7 @@ def main() -> None:
                                           attention, SDPBackend))
         del q, k, v, fns
     for index, (group, causal) in enumerate(VARLEN_CASES):
-        results.append(bench_varlen(len(cases) + index, group, causal, timed, budget_left(len(cases) + index),
+        results.append(bench_varlen(VARLEN_SEED + index, group, causal, timed, budget_left(len(cases) + index),
                                     attention_forward, sdpa, sdpa_kernel, SDPBackend))
     summarize(results, card, t0)
 
@@ -388,7 +397,16 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
             if not err < 1e-2:
                 raise AssertionError(f"relative error {err:.2e} against flash varlen")
         fns["tlxc"] = lambda: attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu,
-                                                max_seqlen_q=longest, max_seqlen_k=longest)
+                                                max_seqlen_q=longest, max_seqlen_k=longest, varlen_order="sorted")
+        for order in ("snake",):       # the first schedule (every item up to max_seqlen_q), same rounds
+            o2, _ = attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest,
+                                      max_seqlen_k=longest, varlen_order=order)
+            if ref is None or ((o2.float() - ref).norm() / ref.norm()).item() < 1e-2:
+                fns[f"tlxc_{order}"] = lambda order=order: attention_forward(
+                    q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest,
+                    max_seqlen_k=longest, varlen_order=order)
+            else:
+                print(f"    varlen tlxc_{order} disagrees with flash; not timed", flush=True)
     except Exception as exc:
         row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         print(f"{label:40s} FAILED {row['failed']}", flush=True)
@@ -418,7 +436,7 @@ def summarize(results, card, t0) -> None:
         rows = [r for r in results if r["kind"] == kind and "ratios" in r]
         if not rows:
             continue
-        for base in ("cudnn", "flash"):
+        for base in ("cudnn", "flash", "tlxc_snake"):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:
                 print(f"{kind} vs {base}: geomean {geomean(xs):.3f}, min {min(xs):.3f}, {len(xs)} cases")

@@ -71,7 +71,8 @@ def test_causal_top_left_as_sdpa(Sq, Sk):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("D", [64, 128, 256])
 @pytest.mark.parametrize("given_max", [True, False], ids=["max_given", "max_computed"])
-def test_varlen_matches_float64(D, causal, given_max, monkeypatch):
+@pytest.mark.parametrize("order", ["sorted", "snake"])
+def test_varlen_matches_float64(D, causal, given_max, order, monkeypatch):
     _poison_empty(monkeypatch)
     lens_q = [1, 0, 700, 129, 64, 2048, 3]
     lens_k = [5, 9, 700, 0, 300, 2048, 1]
@@ -81,7 +82,8 @@ def test_varlen_matches_float64(D, causal, given_max, monkeypatch):
     k = torch.randn(sum(lens_k), 2, D, device="cuda", dtype=torch.bfloat16)
     v = torch.randn(sum(lens_k), 2, D, device="cuda", dtype=torch.bfloat16)
     extra = {"max_seqlen_q": max(lens_q), "max_seqlen_k": max(lens_k)} if given_max else {}
-    o, lse = attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, **extra)
+    o, lse = attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, varlen_order=order,
+                               **extra)
     ref = reference(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
     _check(o, lse, *ref, torch.bfloat16)
 
@@ -147,6 +149,24 @@ def test_cuda_graph_capture_after_a_warm_up_call():
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(o, o2)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_varlen_graph_replay_with_new_lengths(causal):
+    """The sorted varlen schedule is built on the device from cu_seqlens: a captured graph
+    replayed with other lengths (same batch, total and max_seqlen) is still right."""
+    cu = torch.tensor([0, 300, 301, 301, 1000], dtype=torch.int32, device="cuda")
+    q, k, v = (torch.randn(1000, 4, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    args = {"causal": causal, "cu_seqlens_q": cu, "cu_seqlens_k": cu, "max_seqlen_q": 900, "max_seqlen_k": 900}
+    tlxc.ops.attention(q, k, v, **args)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o = tlxc.ops.attention(q, k, v, **args)
+    cu.copy_(torch.tensor([0, 1, 100, 100, 1000], dtype=torch.int32))    # lengths 1, 99, 0, 900
+    graph.replay()
+    torch.cuda.synchronize()
+    ref, _ = reference(q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu)
+    assert (o.double() - ref).abs().max().item() < TOL[torch.bfloat16]
 
 
 HAS_BWD = importlib.util.find_spec("tlxc.ops.kernels.attention_bwd") is not None

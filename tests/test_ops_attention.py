@@ -86,8 +86,9 @@ def test_bshd_strides_read_in_place_and_kept():
     _check(o, lse, *reference(q, k, v, causal=True), torch.bfloat16)
 
 
+@pytest.mark.parametrize("order", A.VARLEN_ORDERS)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_varlen_uneven_lengths(causal, poisoned):
+def test_varlen_uneven_lengths(causal, order, poisoned):
     """Packed sequences of lengths 1, 0, 130, 64, 7 (queries) and 3, 5, 0, 200, 7 (keys): a query
     sequence with no keys gets o = 0 and lse = -inf; GQA 4:1; D = 128."""
     lens_q, lens_k = [1, 0, 130, 64, 7], [3, 5, 0, 200, 7]
@@ -97,7 +98,7 @@ def test_varlen_uneven_lengths(causal, poisoned):
     k = _randn(sum(lens_k), 1, 128, seed=11)
     v = _randn(sum(lens_k), 1, 128, seed=12)
     o, lse = attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=130,
-                               max_seqlen_k=200)
+                               max_seqlen_k=200, varlen_order=order)
     assert o.shape == q.shape and lse.shape == (4, sum(lens_q))
     ref_o, ref_lse = reference(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
     _check(o, lse, ref_o, ref_lse, torch.bfloat16)
@@ -142,6 +143,50 @@ def test_snake_schedule_covers_every_item_once(num_m, BH, causal, programs):
     assert sorted(items) == list(range(num_m * BH))
     counts = table[:, 0]
     assert counts.max() - counts.min() <= 1
+
+
+def _real_items(lens_q, H, num_m, block_m):
+    return sorted((b * H + h) * num_m + m for b, n in enumerate(lens_q) for h in range(H)
+                  for m in range(num_m) if m * block_m < n)
+
+
+@pytest.mark.parametrize("lens_q,lens_k,H,causal,programs,group_h", [
+    ([1, 0, 130, 64, 7], [3, 5, 0, 200, 7], 4, False, 3, 16),
+    ([1, 0, 130, 64, 7], [3, 5, 0, 200, 7], 4, True, 3, 2),
+    ([300, 1, 0, 1000, 129, 128], None, 5, True, 7, 2),       # H not a multiple of group_h
+    ([300, 1, 0, 1000, 129, 128], None, 3, False, 132, 16),   # more programs than items
+    ([0, 0], None, 2, True, 4, 16),                           # no real item
+])
+def test_sorted_varlen_schedule_lists_the_real_items_once(lens_q, lens_k, H, causal, programs, group_h):
+    """The device-built varlen table holds each item inside its sequence once, no item past
+    a sequence's end; sequences by decreasing key length (ties: batch order); counts differ
+    by at most one; causal: within a sequence a head group's blocks from the last down."""
+    lens_k = lens_k or lens_q
+    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32)
+    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32)
+    num_m = max(1, -(-max(lens_q) // 128))
+    table = A.sorted_varlen_schedule(cu_q, cu_k, sum(lens_q), num_m, H, 128, causal, programs, group_h)
+    rows = [row[1:1 + row[0]] for row in table.tolist()]
+    assert sorted(x for r in rows for x in r) == _real_items(lens_q, H, num_m, 128)
+    counts = [len(r) for r in rows]
+    assert max(counts) - min(counts) <= 1
+    first_round = [r[0] for r in rows if r]            # the snake's first round: the list's head, in order
+    seq_of = [t // num_m // H for t in first_round]
+    keys = [(-lens_k[b], b) for b in seq_of]
+    assert keys == sorted(keys)
+    if causal and rows[0]:
+        b, h = seq_of[0], first_round[0] // num_m % H
+        assert first_round[0] % num_m == -(-lens_q[b] // 128) - 1 and h == 0   # the longest's last block first
+
+
+def test_varlen_order_is_checked():
+    q = _randn(1, 2, 8, 64, seed=1)
+    with pytest.raises(ValueError, match="'varlen_order' belongs to the varlen layout"):
+        attention_forward(q, q, q, varlen_order="snake")
+    cu = torch.tensor([0, 8], dtype=torch.int32)
+    qv = _randn(8, 2, 64, seed=2)
+    with pytest.raises(ValueError, match="must be one of sorted, snake .*got 'lpt'"):
+        attention_forward(qv, qv, qv, cu_seqlens_q=cu, cu_seqlens_k=cu, varlen_order="lpt")
 
 
 @pytest.mark.parametrize("Sq,Sk,causal", [(4096, 4096, True), (300, 1000, False), (1000, 300, True)])

@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import os
 import threading
 from dataclasses import dataclass
 
@@ -140,6 +141,76 @@ def snake_schedule(num_m: int, BH: int, causal: bool, programs: int, group_h: in
     table = torch.zeros((programs, rounds + 1), dtype=torch.int32)
     table[:, 0] = (grid >= 0).sum(1).to(torch.int32)
     table[:, 1:] = grid.clamp_min(0).to(torch.int32)
+    return table
+
+
+VARLEN_ORDERS = ("sorted", "snake")
+
+
+def _varlen_order_of(order: str | None) -> str:
+    """The varlen schedule: ``order`` if given, else ``$TLXC_ATTN_VARLEN`` (default ``sorted``)."""
+    order = order or os.environ.get("TLXC_ATTN_VARLEN") or "sorted"
+    if order not in VARLEN_ORDERS:
+        raise _fail(f"the varlen schedule must be one of {', '.join(VARLEN_ORDERS)} (argument 'varlen_order' or "
+                    f"$TLXC_ATTN_VARLEN), got {order!r}")
+    return order
+
+
+def varlen_items(B: int, H: int, num_m: int, block_m: int, causal: bool, group_h: int) -> torch.Tensor:
+    """The fixed part of ``sorted_varlen_schedule`` for a shape, int64 ``[4, B * H * num_m]``:
+    each candidate item ``t`` (the kernel's ``(b * H + h) * NUM_M + m``), its order among
+    the items of its sequence (``b`` first, then ``group_h`` heads at a time, then causal:
+    the query block from the last down, head; else head, block), its sequence ``b`` and its
+    first query row ``m * block_m``."""
+    b = torch.arange(B).view(B, 1, 1)
+    h = torch.arange(H).view(1, H, 1)
+    m = torch.arange(num_m).view(1, 1, num_m)
+    item = (b * H + h) * num_m + m
+    stride = -(-H // group_h) * group_h * num_m        # heads padded to whole groups
+    if causal:
+        within = (h // group_h) * (group_h * num_m) + (num_m - 1 - m) * group_h + h % group_h
+    else:
+        within = h * num_m + m
+    return torch.stack([x.expand(B, H, num_m).flatten() for x in (item, b * stride + within, b, m * block_m)])
+
+
+def varlen_slots(n: int, programs: int, rounds: int) -> torch.Tensor:
+    """Where the snake deal puts list position ``i < n`` (rounds of ``programs``, every other
+    one reversed): int64 ``[2, programs, rounds]``, the position at (program, round), and the
+    same clamped below ``n`` (a position past the list reads some item, never counted)."""
+    pos = torch.arange(rounds * programs).view(rounds, programs)
+    pos[1::2] = pos[1::2].flip(1)
+    pos = pos.t().contiguous()
+    return torch.stack([pos, pos.clamp_max(n - 1)])
+
+
+def sorted_varlen_schedule(cu_q: torch.Tensor, cu_k: torch.Tensor, total_q: int, num_m: int, H: int,
+                           block_m: int, causal: bool, programs: int, group_h: int) -> torch.Tensor:
+    """Varlen shapes: the table of ``schedule`` built on the device from ``cu_seqlens_q/k``
+    with tensor operations (no host sync; the fixed parts per shape are copied once, as
+    the dense tables).  Only real items (query blocks inside their sequence) are listed:
+    sequences by decreasing key length (ties: batch order), within a sequence ``group_h``
+    heads at a time, each head's blocks together (causal: the group's blocks by decreasing
+    query block, then head, as the dense schedule); dealt to the programs in a snake order.
+    Non-causal, the list is then sorted by decreasing item length, so the snake deal is
+    nearly longest-first; the items running at once share a few heads' K/V in L2."""
+    dev = cu_q.device
+    B = cu_q.shape[0] - 1
+    n = B * H * num_m
+    cap = H * min(B * num_m, (total_q + B * (block_m - 1)) // block_m)   # real items are at most this many
+    programs = max(1, min(programs, cap))
+    rounds = -(-cap // programs)
+    item, within, b, row = _table_on(dev, varlen_items, B, H, num_m, block_m, causal, group_h)
+    pos, pos_in = _table_on(dev, varlen_slots, n, programs, rounds)
+    lens = torch.stack((cu_q, cu_k)).diff()                              # [2, B]: query and key lengths
+    seq_key = lens[1].max() - lens[1]                                   # longest keys first
+    real = row < lens[0][b]
+    span = B * (-(-H // group_h) * group_h * num_m)                     # within < span
+    key = torch.where(real, torch.add(within, seq_key[b], alpha=span), within + (2**62 - span))
+    items = item[torch.argsort(key)]
+    table = torch.empty((programs, rounds + 1), dtype=torch.int32, device=dev)
+    table[:, 0] = (pos < real.sum()).sum(1)
+    table[:, 1:] = items[pos_in]
     return table
 
 
@@ -336,7 +407,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
                       sm_scale: float | None = None, cu_seqlens_q: torch.Tensor | None = None,
                       cu_seqlens_k: torch.Tensor | None = None, max_seqlen_q: int | None = None,
                       max_seqlen_k: int | None = None, config: AttnConfig | None = None,
-                      programs: int | None = None, group_h: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+                      programs: int | None = None, group_h: int = 16,
+                      varlen_order: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of softmax attention (module docstring for layouts and semantics).
 
     ``sm_scale``: the scores' scale (default ``1/sqrt(D)``; positive).  Varlen:
@@ -344,12 +416,18 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     length) and ``max_seqlen_k`` spare a host sync when given (on the GPU they are then
     checked by a device-side assertion).  ``config``/``programs``/``group_h`` override the
     launch configuration, the number of persistent programs (default one per SM; 3 on the
-    interpreter) and the heads whose items run together (for benchmarks and tests).
+    interpreter) and the heads whose items run together (for benchmarks and tests);
+    ``varlen_order`` the varlen schedule (``sorted``: the real items, built on the device,
+    the default; ``snake``: every ``(sequence, head, block < max_seqlen_q)`` item, the first
+    version; default ``$TLXC_ATTN_VARLEN``).
     """
     sm_scale = check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     if group_h < 1:
         raise _fail(f"'group_h' must be at least 1, got {group_h}")
     varlen = cu_seqlens_q is not None
+    if varlen_order is not None and not varlen:
+        raise _fail("'varlen_order' belongs to the varlen layout (with cu_seqlens_q/k)")
+    order = _varlen_order_of(varlen_order) if varlen else None
     D = q.shape[-1]
     if varlen:
         B = cu_seqlens_q.shape[0] - 1
@@ -407,7 +485,9 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     descs = [_descriptor(q4, 64), _descriptor(k4, c.block_n), _descriptor(v4, c.block_n)]
     num_m = -(-Sq // c.block_m)
     n_programs = _programs(q.device, programs)
-    if varlen:
+    if varlen and order == "sorted":
+        sched = sorted_varlen_schedule(cu_q, cu_k, total_q, num_m, H, c.block_m, causal, n_programs, group_h)
+    elif varlen:
         sched = _table_on(q.device, snake_schedule, num_m, B * H, causal, n_programs, group_h)
     else:
         sched = _table_on(q.device, schedule, Sq, Sk, B * H, c.block_m, c.block_n, causal, n_programs, group_h)
