@@ -160,7 +160,8 @@ def _real_items(lens_q, H, num_m, block_m):
 def test_sorted_varlen_schedule_lists_the_real_items_once(lens_q, lens_k, H, causal, programs, group_h):
     """The device-built varlen table holds each item inside its sequence once, no item past
     a sequence's end; sequences by decreasing key length (ties: batch order); counts differ
-    by at most one; causal: within a sequence a head group's blocks from the last down."""
+    by at most one (causal: two, the deal is in pairs); causal: the longest sequence's last
+    block first, each program's items in pairs (block m, then block n - 1 - m of one head)."""
     lens_k = lens_k or lens_q
     cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32)
     cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32)
@@ -169,7 +170,7 @@ def test_sorted_varlen_schedule_lists_the_real_items_once(lens_q, lens_k, H, cau
     rows = [row[1:1 + row[0]] for row in table.tolist()]
     assert sorted(x for r in rows for x in r) == _real_items(lens_q, H, num_m, 128)
     counts = [len(r) for r in rows]
-    assert max(counts) - min(counts) <= 1
+    assert max(counts) - min(counts) <= (2 if causal else 1)          # causal: pairs of items are dealt
     first_round = [r[0] for r in rows if r]            # the snake's first round: the list's head, in order
     seq_of = [t // num_m // H for t in first_round]
     keys = [(-lens_k[b], b) for b in seq_of]
@@ -177,6 +178,13 @@ def test_sorted_varlen_schedule_lists_the_real_items_once(lens_q, lens_k, H, cau
     if causal and rows[0]:
         b, h = seq_of[0], first_round[0] // num_m % H
         assert first_round[0] % num_m == -(-lens_q[b] // 128) - 1 and h == 0   # the longest's last block first
+        for r in rows:
+            for long, short in zip(r[0::2], r[1::2]):
+                nb = -(-lens_q[long // num_m // H] // 128)
+                if long // num_m == short // num_m and long % num_m != short % num_m:
+                    assert long % num_m + short % num_m == nb - 1                 # a pair: m and n - 1 - m
+        pairs = sum(1 for r in rows for a, c in zip(r[0::2], r[1::2]) if a // num_m == c // num_m)
+        assert pairs >= sum(len(r) // 2 for r in rows) - len(lens_q) * H                   # nearly all
 
 
 def test_varlen_order_is_checked():

@@ -157,30 +157,36 @@ def _varlen_order_of(order: str | None) -> str:
 
 
 def varlen_items(B: int, H: int, num_m: int, block_m: int, causal: bool, group_h: int) -> torch.Tensor:
-    """The fixed part of ``sorted_varlen_schedule`` for a shape, int64 ``[4, B * H * num_m]``:
-    each candidate item ``t`` (the kernel's ``(b * H + h) * NUM_M + m``), its order among
-    the items of its sequence (``b`` first, then ``group_h`` heads at a time, then causal:
-    the query block from the last down, head; else head, block), its sequence ``b`` and its
-    first query row ``m * block_m``."""
+    """The fixed part of ``sorted_varlen_schedule`` for a shape, int64 ``[5, B * H * num_m]``:
+    each candidate item ``t`` (the kernel's ``(b * H + h) * NUM_M + m``), its order within
+    the items of its sequence (non-causal: ``b``, head, block; causal: the base of its
+    sequence's head group, the lengths decide the rest), its sequence ``b``, its first query
+    row ``m * block_m`` and ``m``."""
     b = torch.arange(B).view(B, 1, 1)
     h = torch.arange(H).view(1, H, 1)
     m = torch.arange(num_m).view(1, 1, num_m)
     item = (b * H + h) * num_m + m
-    stride = -(-H // group_h) * group_h * num_m        # heads padded to whole groups
-    if causal:
-        within = (h // group_h) * (group_h * num_m) + (num_m - 1 - m) * group_h + h % group_h
+    if causal:      # b, head group, then (per call) pair, head in the group, long or short
+        within = b * _causal_span(H, num_m, group_h) + (h // group_h) * (group_h * (num_m + 1)) + 2 * (h % group_h)
     else:
-        within = h * num_m + m
-    return torch.stack([x.expand(B, H, num_m).flatten() for x in (item, b * stride + within, b, m * block_m)])
+        within = b * (H * num_m) + h * num_m + m
+    return torch.stack([x.expand(B, H, num_m).flatten() for x in (item, within, b, m * block_m, m)])
 
 
-def varlen_slots(n: int, programs: int, rounds: int) -> torch.Tensor:
-    """Where the snake deal puts list position ``i < n`` (rounds of ``programs``, every other
-    one reversed): int64 ``[2, programs, rounds]``, the position at (program, round), and the
-    same clamped below ``n`` (a position past the list reads some item, never counted)."""
-    pos = torch.arange(rounds * programs).view(rounds, programs)
-    pos[1::2] = pos[1::2].flip(1)
-    pos = pos.t().contiguous()
+def _causal_span(H: int, num_m: int, group_h: int) -> int:
+    return -(-H // group_h) * group_h * (num_m + 1)
+
+
+def varlen_slots(n: int, programs: int, rounds: int, per: int) -> torch.Tensor:
+    """Where the snake deal puts list position ``i < n``: units of ``per`` consecutive
+    positions dealt in rounds of ``programs`` units, every other round reversed.  int64
+    ``[2, programs, rounds * per]``: the position at each (program, slot), and the same
+    clamped below ``n`` (a slot past the list reads some item, never counted: a row's
+    positions increase, so the first ``count`` of them are the listed ones)."""
+    unit = torch.arange(rounds * programs).view(rounds, programs)
+    unit[1::2] = unit[1::2].flip(1)
+    unit = unit.t()                                           # [programs, rounds]
+    pos = (unit[:, :, None] * per + torch.arange(per)).reshape(programs, rounds * per)
     return torch.stack([pos, pos.clamp_max(n - 1)])
 
 
@@ -190,25 +196,34 @@ def sorted_varlen_schedule(cu_q: torch.Tensor, cu_k: torch.Tensor, total_q: int,
     with tensor operations (no host sync; the fixed parts per shape are copied once, as
     the dense tables).  Only real items (query blocks inside their sequence) are listed:
     sequences by decreasing key length (ties: batch order), within a sequence ``group_h``
-    heads at a time, each head's blocks together (causal: the group's blocks by decreasing
-    query block, then head, as the dense schedule); dealt to the programs in a snake order.
-    Non-causal, the list is then sorted by decreasing item length, so the snake deal is
-    nearly longest-first; the items running at once share a few heads' K/V in L2."""
+    heads at a time; non-causal each head's blocks together: the list is sorted by item
+    length, so the snake deal over the programs is nearly longest-first, and the items
+    running at once share a few heads' K/V in L2.  Causal: block ``m`` of a head goes with
+    block ``n - 1 - m`` (``n`` the sequence's blocks; a long and a short item, together one
+    sequence's worth of keys), the pairs from the outside in, the group's heads in turn; the
+    snake deals pairs, so each program gets both items of a pair and the pairs' lengths fall
+    along the list."""
     dev = cu_q.device
     B = cu_q.shape[0] - 1
     n = B * H * num_m
+    per = 2 if causal else 1
     cap = H * min(B * num_m, (total_q + B * (block_m - 1)) // block_m)   # real items are at most this many
-    programs = max(1, min(programs, cap))
-    rounds = -(-cap // programs)
-    item, within, b, row = _table_on(dev, varlen_items, B, H, num_m, block_m, causal, group_h)
-    pos, pos_in = _table_on(dev, varlen_slots, n, programs, rounds)
+    programs = max(1, min(programs, -(-cap // per)))
+    rounds = -(-cap // (per * programs))
+    item, within, b, row, m = _table_on(dev, varlen_items, B, H, num_m, block_m, causal, group_h)
+    pos, pos_in = _table_on(dev, varlen_slots, n, programs, rounds, per)
     lens = torch.stack((cu_q, cu_k)).diff()                              # [2, B]: query and key lengths
     seq_key = lens[1].max() - lens[1]                                   # longest keys first
+    if causal:
+        span = B * _causal_span(H, num_m, group_h)
+        mirror = ((lens[0] + (block_m - 1)) // block_m)[b] - 1 - m      # n - 1 - m
+        within = within + (2 * group_h) * torch.minimum(m, mirror) + (m < mirror)
+    else:
+        span = n
     real = row < lens[0][b]
-    span = B * (-(-H // group_h) * group_h * num_m)                     # within < span
     key = torch.where(real, torch.add(within, seq_key[b], alpha=span), within + (2**62 - span))
     items = item[torch.argsort(key)]
-    table = torch.empty((programs, rounds + 1), dtype=torch.int32, device=dev)
+    table = torch.empty((programs, rounds * per + 1), dtype=torch.int32, device=dev)
     table[:, 0] = (pos < real.sum()).sum(1)
     table[:, 1:] = items[pos_in]
     return table
