@@ -85,7 +85,7 @@ def varlen_lengths(seed: int, total: int = TOKENS) -> list[int]:
 def _compile_worker(job):
     """Compile (sm_90a, CPU tensors of the case's shapes: integer arguments specialize the
     kernels) one case's kernels into the disk cache: ("fwd"|"bwd", B, H, Hkv, S, D, causal,
-    config) or ("varlen", seed, group, causal)."""
+    config) or ("varlen", seed, group, causal, varlen order)."""
     import torch
 
     from tlxc.ops.attention import AttnConfig, compile_config
@@ -97,13 +97,13 @@ def _compile_worker(job):
             example_launch(q, q, q, causal, compile_only=True)
             return job, "ok"
         if kind == "varlen":
-            _, seed, group, causal = job
+            _, seed, group, causal, order = job
             lens = varlen_lengths(seed)
             cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
             q = torch.empty(sum(lens), 16, 128, dtype=torch.bfloat16)
             k = torch.empty(sum(lens), 16 // group, 128, dtype=torch.bfloat16)
             compile_config(q, k, k, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lens),
-                           max_seqlen_k=max(lens))
+                           max_seqlen_k=max(lens), varlen_order=order)
             return job, "ok"
         _, B, H, Hkv, S, D, causal, config = job
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
@@ -182,7 +182,8 @@ def main() -> None:
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
     jobs += [("example", B, H, S, D, causal) for B, H, Hkv, S, D, causal in cases
              if wants_example((B, H, Hkv, S, D, causal))]
-    jobs += [("varlen", VARLEN_SEED + i, group, causal) for i, (group, causal) in enumerate(VARLEN_CASES)]
+    jobs += [("varlen", VARLEN_SEED + i, group, causal, order) for i, (group, causal) in enumerate(VARLEN_CASES)
+             for order in ("sorted", "snake")]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)

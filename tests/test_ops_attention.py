@@ -465,3 +465,20 @@ def test_tlxc_check_is_clean(D, causal, varlen, monkeypatch):
     params = dict(zip(attn_fwd_kernel.param_names, args), **meta)
     findings = check_function(attn_fwd_kernel, specialization_from_args(attn_fwd_kernel, params), num_warps=num_warps)
     assert [f for f in findings if f.severity != "note"] == []
+
+
+def test_async_length_assertion_catches_each_bad_offset():
+    """The device-side check the GPU path runs when max_seqlen_q/k are given (on CPU tensors
+    torch._assert_async raises at once): every rule of _check_lengths_now, q and k together."""
+    def cu(*offs):
+        return torch.tensor(offs, dtype=torch.int32)
+    A._assert_lengths_async((cu(0, 5, 5, 9), 9, 5), (cu(0, 3, 4, 4), 6, None))           # fine
+    A._assert_lengths_async((cu(0), 0, 0), (cu(0), 0, None))                              # no sequence
+    for bad in [((cu(0, 5, 4, 9), 9, 5), (cu(0, 3, 4, 4), 6, None)),    # a negative q length
+                ((cu(0, 5, 5, 9), 8, 5), (cu(0, 3, 4, 4), 6, None)),    # past total_q
+                ((cu(0, 5, 5, 9), 9, 4), (cu(0, 3, 4, 4), 6, None)),    # a q length above max_seqlen_q
+                ((cu(-1, 5, 5, 9), 9, 6), (cu(0, 3, 4, 4), 6, None)),   # a negative first offset
+                ((cu(0, 5, 5, 9), 9, 5), (cu(0, 3, 2, 4), 6, None)),    # a negative k length
+                ((cu(0, 5, 5, 9), 9, 5), (cu(0, 3, 4, 7), 6, None))]:   # past total_k
+        with pytest.raises(RuntimeError, match="cu_seqlens must be non-decreasing"):
+            A._assert_lengths_async(*bad)

@@ -328,14 +328,16 @@ def _check_lengths_now(name: str, cu: torch.Tensor, total: int, max_name: str, m
     return longest
 
 
-def _assert_lengths_async(cu: torch.Tensor, total: int, max_len: int | None) -> None:
-    """The checks of ``_check_lengths_now`` as a device-side assertion (no host sync)."""
-    lens = cu[1:] - cu[:-1]
-    ok = (cu[0] >= 0) & (cu[-1] <= total)
-    if lens.numel():
-        ok = ok & (lens.min() >= 0)
-        if max_len is not None:
-            ok = ok & (lens.max() <= max_len)
+def _assert_lengths_async(*checks: tuple[torch.Tensor, int, int | None]) -> None:
+    """The checks of ``_check_lengths_now`` for each ``(cu, total, max_len)`` as one
+    device-side assertion (no host sync; a handful of small kernels for all of them)."""
+    parts = []
+    for cu, total, max_len in checks:
+        lens = cu.diff()
+        parts += [cu[:1], total - cu[-1:], lens]
+        if max_len is not None and lens.numel():
+            parts.append(max_len - lens)
+    ok = torch.cat(parts).min() >= 0
     torch._assert_async(ok, "tlxc.ops.attention: cu_seqlens must be non-decreasing offsets into the packed "
                             "rows, every length at most max_seqlen_q")
 
@@ -455,14 +457,17 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     if varlen:
         o = q.new_empty(q.shape)
         lse = torch.empty((H, total_q), device=q.device, dtype=torch.float32)
+        checks = []
         if q.device.type != "cuda" or max_seqlen_q is None:
             max_seqlen_q = _check_lengths_now("cu_seqlens_q", cu_seqlens_q, total_q, "max_seqlen_q", max_seqlen_q)
         elif getattr(_COMPILE_ONLY, "handles", None) is None:
-            _assert_lengths_async(cu_seqlens_q, total_q, max_seqlen_q)
+            checks.append((cu_seqlens_q, total_q, max_seqlen_q))
         if q.device.type != "cuda" or max_seqlen_k is None:
             max_seqlen_k = _check_lengths_now("cu_seqlens_k", cu_seqlens_k, total_k, "max_seqlen_k", max_seqlen_k)
         elif getattr(_COMPILE_ONLY, "handles", None) is None:
-            _assert_lengths_async(cu_seqlens_k, total_k, None)
+            checks.append((cu_seqlens_k, total_k, None))
+        if checks:
+            _assert_lengths_async(*checks)
         Sq, Sk = max_seqlen_q, max_seqlen_k
         if total_q == 0 or H == 0:
             return o, lse
