@@ -333,6 +333,12 @@ CASES: dict[str, Case] = {
     "tlx_pin_registers": Case("unsigned r[2] = {in[0], in[1]}; tlx_pin_registers<2>(r); out[0] = r[0] + r[1];",
                               ()),
     "tlx_opaque_pointer": Case("const unsigned* p = tlx_opaque_pointer(in); out[0] = p[1];", ()),
+    **{name: Case("__shared__ __align__(16) unsigned buf[4 * 64]; buf[threadIdx.x & 255] = in[threadIdx.x];\n"
+                  "  __syncthreads(); unsigned w0, w1, w2, w3;\n"
+                  f"  {name}(buf + 4 * (threadIdx.x & 31), w0, w1, w2, w3); out[threadIdx.x] = w0 ^ w1 ^ w2 ^ w3;",
+                  (mnemonic,), archs=("sm_80", "sm_90a", "sm_100a"), also=("tlx_smem_addr",))
+      for name, mnemonic in (("tlx_ldmatrix_x4", "ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+                             ("tlx_ldmatrix_x4_trans", "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"))},
     "tlx_cvt_f32_f16": Case("out[0] = __float_as_uint(tlx_cvt_f32_f16((unsigned short)in[0]));",
                             ("cvt.f32.f16",)),
     "tlx_cvt_rn_f16_f32": Case("out[0] = tlx_cvt_rn_f16_f32(__uint_as_float(in[0]));", ("cvt.rn.f16.f32",)),
