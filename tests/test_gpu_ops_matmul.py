@@ -177,7 +177,8 @@ def test_split_k_last_split_sums(name, monkeypatch):
         out = matmul(a, b, bias=bias, residual=bias.expand(M, N), out_dtype=torch.float32, config=name)
         outs.append(out)
         assert _rel(out, a.float() @ b.float() + 2 * bias.float()) < 1e-4
-    assert all(torch.equal(outs[0], o) for o in outs[1:])
+    diffs = [(i, float((outs[0] - o).abs().max())) for i, o in enumerate(outs[1:], 1) if not torch.equal(outs[0], o)]
+    assert not diffs, f"runs differing from the separate reduction (run, max abs difference): {diffs}"
     assert all(int(t.abs().sum()) == 0 for t in importlib.import_module("tlxc.ops.matmul")._COUNTERS.values())
 
 
@@ -199,7 +200,9 @@ def test_a_plan_serves_new_tensors_of_the_same_geometry():
 def test_glu_epilogue(name, activation):
     """GLU pairs (gate 2j, up 2j + 1) of a [M, 2N] product with a bias, the [M, N] output."""
     c = CONFIGS.get(name)
-    M, N2, K = (7, 2816, 2048) if c is not None and c.swap else (1000, 2816, 2048)
+    # split-K configurations run only problems with few output tiles (fewer than two per SM)
+    M, N2, K = (7, 2816, 2048) if c is not None and c.swap else (200, 1024, 4096) if c is not None and c.split_k > 1 \
+        else (1000, 2816, 2048)
     a, b = _bf16(M, N2, K, True, seed=12)
     bias = torch.randn(N2, device="cuda", dtype=torch.bfloat16)
     out = matmul(a, b, bias=bias, activation=activation, out_dtype=torch.float32, config=name)
