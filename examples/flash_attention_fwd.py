@@ -46,7 +46,6 @@ log-sum-exp ``lse`` (float32, natural log, shape (B, H, S)).  A work item is
     TLXC_INTERPRET=1 python examples/flash_attention_fwd.py
     tlxc check examples/flash_attention_fwd.py
 """
-import heapq
 import math
 
 import torch
@@ -207,33 +206,11 @@ def attn_fwd_kernel(q_desc: tlx.tensor_descriptor_type(tl.bfloat16, [1, 64, 64],
 def schedule(S: int, BH: int, block_m: int, block_n: int, causal: bool, programs: int,
              group_h: int) -> torch.Tensor:
     """The work items of each of ``programs`` persistent programs, as a CPU int32 table
-    whose row p is ``[count, item, item, ...]`` (item = bh * query blocks + query block).  Longest processing time first: items ordered ``group_h`` heads at a
-    time (programs running together share K/V in L2), within a group by decreasing
-    length (key blocks, plus one for the item's own prologue and epilogue), each given
-    to the least-loaded program so far."""
-    num_m = (S + block_m - 1) // block_m
-    def length(m):
-        end = min(S, (m + 1) * block_m) if causal else S
-        return (end + block_n - 1) // block_n
-    order = []
-    for g in range(0, BH, group_h):
-        heads = range(g, min(BH, g + group_h))
-        order += sorted(((length(m), bh * num_m + m) for bh in heads for m in range(num_m)),
-                        key=lambda x: (-x[0], x[1]))
-    programs = min(programs, len(order))
-    loads = [(0, p) for p in range(programs)]
-    heapq.heapify(loads)
-    rows = [[] for _ in range(programs)]
-    for n, item in order:
-        load, p = heapq.heappop(loads)
-        rows[p].append(item)
-        heapq.heappush(loads, (load + n + 1, p))
-    width = 1 + max(len(r) for r in rows)
-    table = torch.zeros((programs, width), dtype=torch.int32)
-    for p, r in enumerate(rows):
-        table[p, 0] = len(r)
-        table[p, 1:1 + len(r)] = torch.tensor(r, dtype=torch.int32)
-    return table
+    whose row p is ``[count, item, item, ...]`` (item = bh * query blocks + query block):
+    ``tlxc.ops``' longest-processing-time-first schedule (``tlxc/ops/attention.py``) with
+    as many keys as queries."""
+    from tlxc.ops.attention import schedule as ops_schedule
+    return ops_schedule(S, S, BH, block_m, block_n, causal, programs, group_h)
 
 
 _TABLES: dict[tuple, torch.Tensor] = {}      # (schedule arguments, device) -> the table on that device
