@@ -127,7 +127,7 @@ def test_sm80_cubin_matches_float64_on_gpu(a_major, b_major, dtype, num_warps):
     compiled = _compile("sm_80", a_major, b_major, dtype, stages=("cuda", "cubin"), num_warps=num_warps, STAGES=3)
     assert "ldmatrix" in compiled.asm["cuda"]
     meta = compiled.metadata
-    signature = re.search(r'__global__[^(]*\(([^)]*)\)', compiled.asm["cuda"]).group(1)
+    signature = re.search(r'__global__ void (?:__launch_bounds__\(\d+\) )?\w+\(([^)]*)\)', compiled.asm["cuda"]).group(1)
     names = [p.split()[-1].lstrip("*") for p in signature.split(",")]       # the parameters not specialized away
     c = torch.full((m, n), float("nan"), dtype=tdtype, device="cuda")
     values = {"a_ptr": a.data_ptr(), "b_ptr": b.data_ptr(), "c_ptr": c.data_ptr(), "M": m, "N": n, "K": k,
