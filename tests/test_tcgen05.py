@@ -178,7 +178,7 @@ def test_tmem_needs_sm_100a():
 
 
 @pytest.mark.parametrize("shape, dtype, text", [
-    ((64, 64), tl.float32, "tensor-memory buffers have 128 rows"),
+    ((32, 64), tl.float32, "tensor-memory buffers have 128 rows .one per lane. or 64"),
     ((128, 63), tl.bfloat16, "packed 2 to a 32-bit tensor-memory column"),
     ((128, 1024), tl.float32, "at most 512 32-bit columns"),
     ((128, 2048), tl.float16, "got 2048 f16 elements = 1024 columns"),

@@ -1377,9 +1377,36 @@ def _tcgen05_st(num: int) -> str:
 }}"""
 
 
+def _tcgen05_ld_16x32bx2(num: int) -> str:
+    """The M = 64 access: lanes 0-15 of the warp read ``num`` consecutive columns of lane
+    (address lane + laneid) at ``taddr``, lanes 16-31 the same lanes ``HALF`` columns further
+    (the immediate ``immHalfSplitoff``), into ``r[0..num)``."""
+    regs = ", ".join(f"%{i}" for i in range(num))
+    outs = ", ".join(f'"=r"(r[{i}])' for i in range(num))
+    return f"""
+template <int HALF>
+static __device__ __forceinline__ void tlx_tcgen05_ld_16x32bx2_x{num}(unsigned taddr, unsigned* r) {{
+  asm volatile("tcgen05.ld.sync.aligned.16x32bx2.x{num}.b32 {{{regs}}}, [%{num}], %{num + 1};"
+               : {outs} : "r"(taddr), "n"(HALF) : "memory");
+}}"""
+
+
+def _tcgen05_st_16x32bx2(num: int) -> str:
+    regs = ", ".join(f"%{i + 2}" for i in range(num))
+    ins = ", ".join(f'"r"(r[{i}])' for i in range(num))
+    return f"""
+template <int HALF>
+static __device__ __forceinline__ void tlx_tcgen05_st_16x32bx2_x{num}(unsigned taddr, const unsigned* r) {{
+  asm volatile("tcgen05.st.sync.aligned.16x32bx2.x{num}.b32 [%0], %1, {{{regs}}};"
+               :: "r"(taddr), "n"(HALF), {ins} : "memory");
+}}"""
+
+
 for _num in TCGEN05_LDST_NUMS:
     define(f"tlx_tcgen05_ld_32x32b_x{_num}", _tcgen05_ld(_num))
     define(f"tlx_tcgen05_st_32x32b_x{_num}", _tcgen05_st(_num))
+    define(f"tlx_tcgen05_ld_16x32bx2_x{_num}", _tcgen05_ld_16x32bx2(_num))
+    define(f"tlx_tcgen05_st_16x32bx2_x{_num}", _tcgen05_st_16x32bx2(_num))
 
 
 def opaque_int(name: str) -> str:

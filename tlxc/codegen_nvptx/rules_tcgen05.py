@@ -22,13 +22,17 @@ column``: buffer ``j`` of an allocation is ``base + attrs.column + j * N``; a
 4-warp task reaches lanes ``32 * (w % 4) ..`` (the hardware fixes this by the
 warp's id modulo 4, so the task must start at a warp that is a multiple of
 4), each thread one lane (= one row) and ``.xN`` consecutive columns, which
-is ``ir/layouts_nvidia.py:tmem_layout``.  Loads are ``tcgen05.ld`` chunks of at most
+is ``ir/layouts_nvidia.py:tmem_layout``.  A 64-row buffer (an M = 64
+accumulator: PTX's data-path layout F, row ``16 * w + i`` at lane ``32 * w + i``,
+``i < 16``) uses ``16x32bx2``: lanes 0-15 of warp ``w`` read their row's first
+half of the columns, lanes 16-31 the same rows ``immHalfSplitoff`` = half the
+columns further (lanes 16-31 of each warp's 32 stay unused by such a buffer).  Loads are ``tcgen05.ld`` chunks of at most
 128 columns then ``tcgen05.wait::ld`` (whose helper pins the registers after
 the wait); stores are ``tcgen05.st`` then ``tcgen05.wait::st``.
 
 MMA
 ---
-``tlx.tcgen05_mma`` (``M = 128``, ``cta_group::1``) is issued by one thread,
+``tlx.tcgen05_mma`` (``M = 128`` or 64, ``cta_group::1``) is issued by one thread,
 the task's thread 0 (``tlx.tcgen05_commit`` uses the same one: a commit
 tracks the MMAs of the thread that issues it): K / k instructions
 (k = 16 bf16/f16 ``kind::f16``, 8 tf32 ``kind::tf32``, 32 fp8
@@ -378,12 +382,22 @@ def tmem_load(lw, op) -> None:
     lane_part = _warp_address(lw, op, view.type, r.type)
     columns = registers(r.type) * r.type.element.bytes // 4
     words, taddr = lw.fresh("tm_words"), lw.fresh("tm_addr")
-    lw.out.line(f"// tcgen05.ld: row 32 * {lw.scope.warp_var} + lane, {columns} columns")
+    half = view.type.shape[0] == 64
+    if half:
+        lw.out.line(f"// tcgen05.ld .16x32bx2 (M = 64): row 16 * {lw.scope.warp_var} + lane % 16 at lane 32 * "
+                    f"{lw.scope.warp_var} + lane % 16, {columns} of its {2 * columns} columns (lanes 16-31: the "
+                    f"second half)")
+    else:
+        lw.out.line(f"// tcgen05.ld: row 32 * {lw.scope.warp_var} + lane, {columns} columns")
     lw.out.line(f"const unsigned {taddr} = {lw.tmem_views[id(view)]} + {lane_part};")
     lw.out.line(f"unsigned {words}[{columns}];")
     for start, width in _chunks(columns, _widest(lw)):
-        lw.out.line(lw.target.call(f"tlx_tcgen05_ld_32x32b_x{width}", f"{taddr} + {start}u" if start else taddr,
-                                   f"&{words}[{start}]"))
+        address = f"{taddr} + {start}u" if start else taddr
+        if half:
+            lw.target.use(f"tlx_tcgen05_ld_16x32bx2_x{width}")
+            lw.out.line(f"tlx_tcgen05_ld_16x32bx2_x{width}<{columns}>({address}, &{words}[{start}]);")
+        else:
+            lw.out.line(lw.target.call(f"tlx_tcgen05_ld_32x32b_x{width}", address, f"&{words}[{start}]"))
     lw.target.use("tlx_tcgen05_wait_ld")
     lw.out.line(f"tlx_tcgen05_wait_ld<{columns}>({words});")
     _unpack_words(lw, r, words)
@@ -396,13 +410,22 @@ def tmem_store(lw, op) -> None:
     lane_part = _warp_address(lw, op, view.type, value.type)
     columns = registers(value.type) * value.type.element.bytes // 4
     words, taddr = lw.fresh("tm_words"), lw.fresh("tm_addr")
-    lw.out.line(f"// tcgen05.st: row 32 * {lw.scope.warp_var} + lane, {columns} columns")
+    half = view.type.shape[0] == 64
+    if half:
+        lw.out.line(f"// tcgen05.st .16x32bx2 (M = 64): row 16 * {lw.scope.warp_var} + lane % 16, {columns} of "
+                    f"its {2 * columns} columns (lanes 16-31: the second half)")
+    else:
+        lw.out.line(f"// tcgen05.st: row 32 * {lw.scope.warp_var} + lane, {columns} columns")
     lw.out.line(f"const unsigned {taddr} = {lw.tmem_views[id(view)]} + {lane_part};")
     lw.out.line(f"unsigned {words}[{columns}];")
     _pack_words(lw, value, words, columns)
     for start, width in _chunks(columns, _widest(lw)):
-        lw.out.line(lw.target.call(f"tlx_tcgen05_st_32x32b_x{width}", f"{taddr} + {start}u" if start else taddr,
-                                   f"&{words}[{start}]"))
+        address = f"{taddr} + {start}u" if start else taddr
+        if half:
+            lw.target.use(f"tlx_tcgen05_st_16x32bx2_x{width}")
+            lw.out.line(f"tlx_tcgen05_st_16x32bx2_x{width}<{columns}>({address}, &{words}[{start}]);")
+        else:
+            lw.out.line(lw.target.call(f"tlx_tcgen05_st_32x32b_x{width}", address, f"&{words}[{start}]"))
     lw.out.line(lw.target.call("tlx_tcgen05_wait_st"))
 
 

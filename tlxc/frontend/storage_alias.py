@@ -17,7 +17,9 @@ TLX's model, which tlxc follows:
 
 Tensor memory is measured in the same bytes, as TLX does: a buffer of 128 rows is 512 bytes per
 32-bit column (so a [128, N] fp16 buffer, packed two to a column, is half of a [128, N] fp32 one),
-and distinct peers start at whole columns.
+and distinct peers start at whole columns.  A 64-row buffer (M = 64) takes whole columns too (its
+rows are half of each column's lanes), so it is measured as 512 bytes per column as well; aliases
+have one row count (``check_tmem_rows``).
 
 In tlxc the first peer is a plain ``tlx.local_alloc`` and the others alias it (``reuse=``,
 ``ir/ops/shared.py``), so ``allocate-shared`` sizes the region as its largest peer; the index
@@ -26,6 +28,7 @@ be declared before any peer is indexed.
 """
 from __future__ import annotations
 
+from ..ir.ops.tcgen05 import tmem_columns
 from ..ir.types import MemDescType
 from ..language import tlx
 from . import semantic as S
@@ -171,7 +174,7 @@ def _set_buffer_overlap(ctx, spec, overlap):
     _place(ctx, overlap, 0, stride, 1, placements, align)
     for leaf in leaves:
         offset, between, group = placements[id(leaf.value)]
-        buffer = leaf.type.buffer_bytes
+        buffer = region_bytes(leaf.type)
         if between % buffer:
             raise SemanticError(f"units_between_buffer_groups ({between}) must be a multiple of the original buffer "
                                 f"size ({buffer}) of '{_name(leaf)}'")
@@ -184,7 +187,7 @@ def _set_buffer_overlap(ctx, spec, overlap):
             last = peer.num - 1
             _retype(leaf, peer.scale * last + peer.offset + last % peer.group + 1)
     if spec.size is not None:
-        need = max(t.type.num * t.type.buffer_bytes for t in spec.peers)
+        need = max(t.type.num * region_bytes(t.type) for t in spec.peers)
         if need > spec.size:
             raise SemanticError(f"the overlap scheme needs {need} bytes but the storage_alias_spec was declared with "
                                 f"buffer_size_bytes={spec.size}")
@@ -192,6 +195,23 @@ def _set_buffer_overlap(ctx, spec, overlap):
 
 
 # -- local_alloc(reuse=spec) and buf[i] ---------------------------------------------------------
+def region_bytes(t: MemDescType) -> int:
+    """Bytes of the region one buffer of ``t`` takes: its bytes in shared memory; whole
+    columns of 128 lanes in tensor memory (a 64-row buffer uses half the lanes of its
+    columns, ``ir/ops/tcgen05.py``)."""
+    return tmem_columns(t) * TMEM_COLUMN_BYTES if t.storage == "tmem" else t.buffer_bytes
+
+
+def check_tmem_rows(first: MemDescType, t: MemDescType) -> None:
+    """Aliases in tensor memory have one row count: a 64-row buffer's rows are lanes 0-15 of
+    each warp's 32 (the M = 64 data path), a 128-row buffer's are all lanes, so a mixed group
+    would see the other's rows in a different order."""
+    if t.storage == "tmem" and first.storage == "tmem" and first.shape[0] != t.shape[0]:
+        raise SemanticError(f"this tensor-memory buffer of {t.shape[0]} rows aliases one of {first.shape[0]} "
+                            f"rows: aliases in tensor memory must have the same number of rows (64-row buffers "
+                            f"use lanes 0-15 of each warp's 32, 128-row buffers all lanes)", param="reuse")
+
+
 def alloc_peer(ctx, spec: StorageAliasSpec, t: MemDescType) -> Tensor:
     """``local_alloc(..., reuse=spec)``: the spec's first allocation owns the region, later ones
     alias it (``ir/ops/shared.py``)."""
@@ -203,10 +223,12 @@ def alloc_peer(ctx, spec: StorageAliasSpec, t: MemDescType) -> Tensor:
         raise SemanticError(f"the storage_alias_spec is for {names[spec.storage]} but this allocation is in "
                             f"{names[t.storage]}: they must match", param="reuse")
     operands = [spec.peers[0].value] if spec.peers else []
+    if operands:
+        check_tmem_rows(operands[0].type, t)
     value = ctx.b.value("tlx.local_alloc", operands, t)
     if spec.size is not None:
-        if t.num * t.buffer_bytes > spec.size:
-            raise SemanticError(f"{t.num} x {t.buffer_bytes} bytes do not fit the storage_alias_spec's "
+        if t.num * region_bytes(t) > spec.size:
+            raise SemanticError(f"{t.num} x {region_bytes(t)} bytes do not fit the storage_alias_spec's "
                                 f"buffer_size_bytes={spec.size}", param="reuse")
         first = (spec.peers[0].value if spec.peers else value).owner
         if spec.storage == "tmem":
@@ -261,7 +283,7 @@ def _size(ctx, node, align: int = BUFFER_ALIGN) -> int:
     """Bytes one buffer index of ``node`` takes: an allocation's buffer; a shared group's
     largest child times group_size; a distinct group's children one after another."""
     if not isinstance(node, ReuseGroup):
-        return node.type.buffer_bytes
+        return region_bytes(node.type)
     if node.shared:
         return max(_size(ctx, e, align) for e in node.elements) * node.group_size
     total = 0

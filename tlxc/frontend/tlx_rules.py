@@ -118,6 +118,8 @@ def _local_alloc(ctx, shape, dtype, num, storage=tlx.storage_kind.smem, reuse=No
     if isinstance(reuse, storage_alias.StorageAliasSpec):
         return storage_alias.alloc_peer(ctx, reuse, t)
     aliased = [] if reuse is None else [_reused_allocation(reuse, t.storage).value]
+    if aliased:
+        storage_alias.check_tmem_rows(aliased[0].type, t)
     return Tensor(ctx.b.value("tlx.local_alloc", aliased, t))
 
 

@@ -103,16 +103,24 @@ def _wgmma_accumulator(shape: Coords, num_warps: int,
 
 
 def tmem_layout(shape: Sequence[int], num_warps: int) -> Layout:
-    """Registers of a tcgen05.ld / tcgen05.st of the 32x32b shape: row r of a
-    [128, N] tensor-memory tile in thread r of the warp group (lane r % 32 of
+    """Registers of a tcgen05.ld / tcgen05.st of a tensor-memory tile.
+
+    [128, N] (shape 32x32b): row r in thread r of the warp group (lane r % 32 of
     warp r // 32, the lanes that warp may access), its N columns in that
-    thread's registers."""
+    thread's registers.  [64, N] (an M = 64 accumulator, rows at lanes 0-15 of
+    each warp's 32; shape 16x32bx2): row 16 * w + (l % 16) in lane l of warp w,
+    lanes 0-15 holding its first N / 2 columns and lanes 16-31 the other half."""
     shape = tuple(int(s) for s in shape)
-    if len(shape) != 2 or shape[0] != 128:
-        raise ValueError(f"expected a [128, N] tensor-memory tile, got {list(shape)}")
+    if len(shape) != 2 or shape[0] not in (128, 64):
+        raise ValueError(f"expected a [128, N] or [64, N] tensor-memory tile, got {list(shape)}")
     if num_warps != 4:
         raise ValueError(f"tensor memory moves to and from the registers of one warp group (4 warps, one row "
                          f"per thread), not {num_warps} warps")
+    if shape[0] == 64:
+        if shape[1] % 2:
+            raise ValueError(f"a [64, N] tensor-memory tile splits each row's N columns over two threads; N must "
+                             f"be even, got {shape[1]}")
+        return blocked(shape, [1, shape[1] // 2], [16, 2], [4, 1], [0, 1])
     return blocked(shape, [1, shape[1]], [32, 1], [4, 1], [1, 0])
 
 

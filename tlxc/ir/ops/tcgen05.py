@@ -34,6 +34,7 @@ from ._rules import expect_results, expect_type
 
 INPUT_TYPES = ("f16", "bf16", "f8e4m3", "f8e5m2", "f32")
 TMEM_LANES = 128
+TMEM_ROWS = (128, 64)       # a buffer's rows: one per lane, or M = 64 (lanes 0-15 of each warp's 32)
 TMEM_COLUMNS = 512          # 32-bit columns per SM (and per CTA: one CTA per SM when it uses them all)
 
 
@@ -53,15 +54,20 @@ def tmem_problem(shape, element: ScalarType) -> str | None:
     """Why a tensor-memory buffer of ``shape`` x ``element`` is not supported, or None."""
     if len(shape) != 2:
         return f"tensor-memory buffers are 2-D [rows, columns], got shape {list(shape)}"
-    if shape[0] != TMEM_LANES:
-        return (f"tensor-memory buffers have {TMEM_LANES} rows (one per lane), got {shape[0]} (M = 64 "
-                f"accumulators are not supported yet)")
+    if shape[0] not in TMEM_ROWS:
+        return (f"tensor-memory buffers have {TMEM_LANES} rows (one per lane) or 64 (an M = 64 accumulator: "
+                f"lanes 0-15 of each warp's 32), got {shape[0]}")
     if element.bytes not in (1, 2, 4):
         return f"tensor memory holds 8-, 16- or 32-bit elements, got {element}"
     per_column = 4 // element.bytes
     if shape[1] < 1 or shape[1] % per_column:
         return (f"{element} elements are packed {per_column} to a 32-bit tensor-memory column, so a buffer's "
                 f"columns must be a multiple of {per_column}; got {shape[1]}")
+    if shape[0] == 64 and (shape[1] // per_column) % 2:
+        return (f"a 64-row tensor-memory buffer moves to and from registers in two halves of its 32-bit "
+                f"columns (tcgen05.ld/st .16x32bx2: a warp's threads 16-31 take the second half of the rows "
+                f"of threads 0-15), so it has an even number of 32-bit columns; got {shape[1]} {element} = "
+                f"{shape[1] // per_column} (TLX pads such a buffer to 2 columns too)")
     if shape[1] // per_column > TMEM_COLUMNS:
         return (f"a tensor-memory buffer has at most {TMEM_COLUMNS} 32-bit columns, got {shape[1]} {element} "
                 f"elements = {shape[1] // per_column} columns")
@@ -104,13 +110,16 @@ def shape_problem(m: int, n: int, k: int, element: ScalarType, pair: bool = Fals
     """Why (M, N, K) is not a tcgen05 shape for ``element`` inputs, or None.  ``m`` is one
     CTA's rows; with ``pair`` (``cta_group::2``, M = 256 for the pair) ``n`` is the pair's
     N, of which each CTA holds half of B's columns."""
-    if m != TMEM_LANES:
-        return f"M must be {TMEM_LANES} (one accumulator row per tensor-memory lane), got M={m}"
+    if m not in TMEM_ROWS:
+        return f"M must be 128 (one accumulator row per tensor-memory lane) or 64, got M={m}"
+    if pair and m != TMEM_LANES:
+        return f"a 2-CTA MMA has M = 128 rows in each CTA (M = 256 for the pair), got M={m} (not supported yet)"
     if pair and (not 32 <= n <= 256 or n % 32):
         return (f"a 2-CTA MMA (M = 256 for the pair) has N a multiple of 32 between 32 and 256, each CTA "
                 f"holding N/2 columns of B; got N={n} (B's {n // 2} columns in this CTA)")
-    if not 16 <= n <= 256 or n % 16:
-        return f"N must be a multiple of 16 between 16 and 256 for M = 128, got N={n}"
+    step_n = 16 if m == 128 else 8
+    if not step_n <= n <= 256 or n % step_n:
+        return f"N must be a multiple of {step_n} between {step_n} and 256 for M = {m}, got N={n}"
     step = k_step(element)
     if k % step:
         return f"K must be a multiple of {step} for {element} inputs, got K={k}"
