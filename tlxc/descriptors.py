@@ -31,6 +31,7 @@ descriptors of CPU tensors work on the interpreter, which reads the tensor itsel
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import index as _index
 from typing import Any
 
 from .errors import CudaError, LaunchError
@@ -113,9 +114,23 @@ class TensorDescriptor:
     def __init__(self, base: Any, shape: Sequence[int], strides: Sequence[int],
                  block_shape: Sequence[int], padding: str = "zero", swizzle: int | None = None):
         fields = self.__dict__          # (set directly: __setattr__ re-describes on every geometry change)
-        fields.update(base=base, shape=_ints(shape), strides=_ints(strides), block_shape=_ints(block_shape),
-                      padding=padding, _requested_swizzle=swizzle)
-        self._describe()
+        shape, strides, block_shape = _ints(shape), _ints(strides), _ints(block_shape)
+        fields.update(base=base, shape=shape, strides=strides, block_shape=block_shape, padding=padding,
+                      _requested_swizzle=swizzle)
+        try:        # the usual case, on every call of a wrapper: a torch tensor and a geometry seen before
+            dtype = _TORCH_ELEMENTS[base.dtype]
+            head = (dtype.name, shape, strides, padding, swizzle, base.data_ptr() % ALIGNMENT)
+            checked, last = _KNOWN[head, block_shape]
+            storage = base.untyped_storage()
+            fast = last < (storage.data_ptr() + storage.nbytes() - base.data_ptr()) // base.element_size()
+        except Exception:        # (anything else, or a refusal: the full path explains it)
+            fast = False
+        if not fast:
+            self._describe()
+            return
+        fields.update(dtype=dtype, device_index=base.get_device(), _head=head, _last_address=None, _last_blob=b"")
+        if checked is not None:
+            fields["swizzle"], fields["_ir_type"], fields["_type_key"] = checked
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _BOX_DERIVED or name in ("dtype", "device_index"):
@@ -124,8 +139,17 @@ class TensorDescriptor:
         if name not in _GEOMETRY:
             object.__setattr__(self, name, value)
             return
-        if name == "block_shape" and self._rebox_checked(_ints(value)):
-            return
+        if name == "block_shape":
+            box = _ints(value)
+            known = _KNOWN.get((self._head, box))
+            if known is not None and known[0] is not None:
+                # an autotune pre_hook's assignment (on every call) to a geometry that passed every
+                # rule before: only the box-derived fields change (the tensor, shape and strides
+                # were checked when they were set, and the storage holds the same elements)
+                fields = self.__dict__
+                fields["swizzle"], fields["_ir_type"], fields["_type_key"] = known[0]
+                fields.update(block_shape=box, _last_address=None, _last_blob=b"")
+                return
         previous = self.__dict__[name]
         self.__dict__[name] = _ints(value) if name in ("shape", "strides", "block_shape") else value
         try:
@@ -163,54 +187,39 @@ class TensorDescriptor:
     def _describe(self) -> None:
         """Check what does not depend on the box's final value and forget everything derived."""
         fields = self.__dict__
-        get_device = getattr(self.base, "get_device", None)
-        fields.update(dtype=_element_type(self.base),
-                      device_index=get_device() if get_device is not None else -1,
+        base = fields["base"]
+        dtype = _element_type(base)
+        get_device = getattr(base, "get_device", None)
+        # Every rule depends only on this geometry (the box, and ``_head``: the element type,
+        # shape, strides, padding, requested swizzle and the address modulo 16) and on the
+        # storage's size: a wrapper that builds the same descriptor on every call checks it once.
+        head = (dtype.name, fields["shape"], fields["strides"], fields["padding"], fields["_requested_swizzle"],
+                _address(base) % ALIGNMENT)
+        fields.update(dtype=dtype, device_index=get_device() if get_device is not None else -1, _head=head,
                       _last_address=None, _last_blob=b"")
         for name in _BOX_DERIVED:
             fields.pop(name, None)
-        # Every rule depends only on this geometry (and the address modulo 16): a wrapper
-        # that builds the same descriptor on every call checks it once.
-        checked = _CHECKED.get(self._geometry())
-        if checked is not None:
-            fields["swizzle"], fields["_ir_type"], fields["_type_key"] = checked
-            self._check_storage()       # (the geometry key does not hold the storage's size)
-            return
-        geometry = self._geometry()
-        if geometry in _PLACEHOLDERS:   # a placeholder box that passed every other rule before
-            self._check_storage()
+        known = _KNOWN.get((head, fields["block_shape"]))
+        if known is not None:           # checked before: a usable box, or a placeholder (None)
+            checked, last = known
+            self._check_storage(last)   # (the geometry does not hold the storage's size)
+            if checked is not None:
+                fields["swizzle"], fields["_ir_type"], fields["_type_key"] = checked
             return
         self._check()
-        self._check_storage()
+        last = _last_element(self.shape, self.strides)
+        self._check_storage(last)
         try:
             self._check_box_width()
         except LaunchError:
             # a placeholder box (e.g. [1, 1]): checked when a launch uses it. TLX's wrappers
             # build three on every call, so the rules above run once per geometry
-            if len(_PLACEHOLDERS) >= _ENCODED_MAX:
-                _PLACEHOLDERS.clear()
-            _PLACEHOLDERS.add(geometry)
+            _remember(self._geometry(), None, last)
             return
         self._fix_box()     # a usable box: its swizzle is checked (and the geometry cached) now
 
-    def _rebox_checked(self, block_shape: tuple) -> bool:
-        """``desc.block_shape = ...`` (an autotune pre_hook's, on every call) when the new
-        geometry passed every rule before: only the box-derived fields change (the tensor,
-        shape and strides were checked when they were set). False: the caller re-describes."""
-        fields = self.__dict__
-        previous = fields["block_shape"]
-        fields["block_shape"] = block_shape
-        checked = _CHECKED.get(self._geometry())
-        if checked is None:
-            fields["block_shape"] = previous
-            return False
-        fields.update(_last_address=None, _last_blob=b"")
-        fields["swizzle"], fields["_ir_type"], fields["_type_key"] = checked
-        return True
-
     def _geometry(self) -> tuple:
-        return (self.dtype.name, self.shape, self.strides, self.block_shape, self.padding,
-                self._requested_swizzle, _address(self.base) % ALIGNMENT)
+        return (self._head, self.block_shape)
 
     def _fix_box(self) -> None:
         """The box is final (a launch uses it): check it, choose the swizzle, derive the IR type."""
@@ -230,9 +239,7 @@ class TensorDescriptor:
         # stores through it; the fast paths see only keys that passed
         narrow = bool(self.shape) and narrow_for_stores(self.shape[-1], self.dtype.bytes)
         checked = (swizzle, ir_type, _TYPE_KEYS.setdefault((ir_type, narrow), len(_TYPE_KEYS)))
-        if len(_CHECKED) >= _ENCODED_MAX:
-            _CHECKED.clear()
-        _CHECKED[self._geometry()] = checked
+        _remember(self._geometry(), checked, _last_element(self.shape, self.strides))
         self.__dict__["swizzle"], self.__dict__["_ir_type"], self.__dict__["_type_key"] = checked
 
     # -- legality --------------------------------------------------------------------
@@ -283,17 +290,16 @@ class TensorDescriptor:
                 raise _fail("strides", f"stride {stride} of dim {dim} is {stride * size} bytes; TMA requires "
                                        f"less than 2**40")
 
-    def _check_storage(self) -> None:
-        """Every element the shape and strides describe lies in the tensor's storage: TMA
-        reads and writes through them, so a larger descriptor would touch foreign memory."""
+    def _check_storage(self, last: int) -> None:
+        """Every element the shape and strides describe (the ``last``-th element from the
+        tensor's start is the furthest) lies in the tensor's storage: TMA reads and writes
+        through them, so a larger descriptor would touch foreign memory."""
         available = _elements_in_storage(self.base)
-        if available is None:
+        if available is None or last < available:
             return
-        last = sum((size - 1) * stride for size, stride in zip(self.shape, self.strides))
-        if last >= available:
-            raise _fail("shape", f"{list(self.shape)} with strides {list(self.strides)} reaches element {last} of "
-                                 f"the tensor, whose storage holds {available} elements from the tensor's start: "
-                                 f"describe at most the tensor (TensorDescriptor.from_tensor(t, block_shape))")
+        raise _fail("shape", f"{list(self.shape)} with strides {list(self.strides)} reaches element {last} of "
+                             f"the tensor, whose storage holds {available} elements from the tensor's start: "
+                             f"describe at most the tensor (TensorDescriptor.from_tensor(t, block_shape))")
 
     def _check_box_dims(self) -> None:
         for dim, box in enumerate(self.block_shape):
@@ -321,15 +327,15 @@ class TensorDescriptor:
         if not getattr(self.base, "is_cuda", False):
             raise _fail("tensor", "is not on a CUDA device; a descriptor of a CPU tensor runs only "
                                   "on the interpreter (TLXC_INTERPRET=1)")
-        key = (self.dtype.name, self.device_index, address, self.shape, self.strides, self.block_shape,
-               self.swizzle, self.padding)
+        key = (self._head, self.block_shape, address, self.device_index)   # (the swizzle follows from these)
         blob = _ENCODED.get(key)
         if blob is None:
             if len(_ENCODED) >= _ENCODED_MAX:
                 _ENCODED.clear()
             blob = _ENCODED[key] = encode_tiled(self.dtype, address, self.shape, self.strides,
                                                 self.block_shape, self.swizzle, self.padding)
-        self._last_address, self._last_blob = address, blob
+        fields = self.__dict__      # (not through __setattr__: these follow from the geometry)
+        fields["_last_address"], fields["_last_blob"] = address, blob
         return blob
 
 
@@ -346,13 +352,11 @@ class DescriptorPlaceholder(TensorDescriptor):
         self._describe()
 
     def _describe(self) -> None:
-        self.__dict__.update(dtype=self._element, device_index=-1, _last_address=None, _last_blob=b"")
+        self.__dict__.update(dtype=self._element, device_index=-1, _head=("placeholder", self._element.name),
+                             _last_address=None, _last_blob=b"")
         for name in _BOX_DERIVED:
             self.__dict__.pop(name, None)
         self._check_box_dims()
-
-    def _geometry(self) -> tuple:
-        return ("placeholder", self.dtype.name, self.block_shape)
 
     def _fix_box(self) -> None:
         if not self.block_shape:
@@ -370,8 +374,21 @@ class DescriptorPlaceholder(TensorDescriptor):
 # The maps are 128 bytes; the cache is emptied when it reaches _ENCODED_MAX entries.
 _ENCODED: dict[tuple, bytes] = {}
 _ENCODED_MAX = 4096
-_CHECKED: dict[tuple, tuple] = {}       # geometry that passed every rule -> (swizzle, IR type, type key)
-_PLACEHOLDERS: set[tuple] = set()       # geometries with a placeholder box that passed every other rule
+# Geometries (``_geometry()``: the head and the box) that passed every rule but the storage's
+# size -> ((swizzle, IR type, type key), or None for a placeholder box that passed every other
+# rule; the index of the last element the shape and strides reach, checked against each tensor).
+_KNOWN: dict[tuple, tuple] = {}
+
+
+def _remember(geometry: tuple, checked: tuple | None, last: int) -> None:
+    if len(_KNOWN) >= _ENCODED_MAX:
+        _KNOWN.clear()
+    _KNOWN[geometry] = (checked, last)
+
+
+def _last_element(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """The offset in elements of the furthest element that ``shape``/``strides`` reach."""
+    return sum((size - 1) * stride for size, stride in zip(shape, strides))
 _TYPE_KEYS: dict[tuple, int] = {}   # (IR type, narrow for stores) -> key; never emptied: a key keeps its meaning
 
 
@@ -497,11 +514,8 @@ def _address(tensor: Any) -> int:
 def _ints(values: Sequence[int]) -> tuple[int, ...]:
     """Shapes, strides and boxes as tuples of Python ints (lists, torch.Size and numpy ints
     alike); a float (64.5, or 64.0) is refused, not truncated."""
-    if values.__class__ in (tuple, list) and all(v.__class__ is int for v in values):
-        return tuple(values)        # the usual case, on every wrapper call: nothing to convert
-    import operator
     try:
-        return tuple(operator.index(v) for v in values)
+        return tuple(map(_index, values))
     except TypeError:
         raise LaunchError(f"TensorDescriptor: expected a sequence of ints, got {values!r}") from None
 

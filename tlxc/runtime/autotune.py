@@ -258,10 +258,17 @@ class Autotuner(KernelWrapper):
             config, launch_kwargs = self._first_launch_of_key(args, kwargs, grid)
         self.best_config = config
         if config.pre_hook is not None:      # Triton's nargs: the arguments, the config's values and options
-            config.pre_hook({**self.named_arguments(args, kwargs), **config.all_kwargs()})
+            nargs = dict(zip(self.arg_names, args))
+            if kwargs:
+                nargs.update(self.named_arguments((), kwargs))
+            nargs.update(launch_kwargs)
+            config.pre_hook(nargs)
         if kwargs:
             launch_kwargs = {**kwargs, **launch_kwargs}
-        return self.fn.run(*args, grid=grid, **launch_kwargs)
+            if "warmup" in kwargs:
+                return self.fn.run(*args, grid=grid, **launch_kwargs)
+        # (the wrapped kernel's kernel[grid]: its generated fast path, without run()'s frame)
+        return self.fn[grid](*args, **launch_kwargs)
 
     def _launch_key(self, args: tuple, kwargs: dict) -> tuple:
         """Cheap stand-in for ``tuning_key`` (same information, no strings, no dicts): the
