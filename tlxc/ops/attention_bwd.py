@@ -267,7 +267,7 @@ def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq,
     D = q.shape[-1]
     row_stride = strides(q)[2]
     dq_acc = torch.zeros((q_rows, row_stride), device=q.device, dtype=torch.float32)
-    dq_desc = TensorDescriptor(dq_acc, [q_rows, row_stride], [row_stride, 1], [WS_BLOCK_M, D_BOX], swizzle=0)
+    dq_desc = TensorDescriptor(dq_acc, [q_rows, row_stride], [row_stride, 1], [WS_BLOCK_M, D_BOX], swizzle=128)
     grid = (-(-Sk // WS_BLOCK_N) * B * H_kv,)
     _launch(bwd_ws_kernel, grid, q_desc, k_desc, v_desc, do_desc, dq_desc, lse2, delta, dk, dv, cu_q, cu_k, Sq, Sk,
             H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv), qk_scale, sm_scale,

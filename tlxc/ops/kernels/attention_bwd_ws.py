@@ -150,27 +150,29 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 offs_m = m0 + tl.arange(0, BLOCK_M)
                 row_ok = offs_m < len_q
                 stat = b.to(tl.int64) * sd_b + h.to(tl.int64) * sd_h + q_first + offs_m
+                lse2 = tl.load(lse2_ptr + stat, mask=row_ok, other=float("inf"))    # in flight over the waits
+                delta = tl.load(delta_ptr + stat, mask=row_ok, other=0.0)
+                # S^T and dP^T are independent: both are issued before either is waited, so the
+                # exponentials run while dP^T is on the tensor cores and dS^T while dV is
                 tlx.barrier_wait(q_full[buf], phase)
                 sT = tlx.async_dot(k_c, tlx.local_trans(q_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
                                    use_acc=False)
-                lse2 = tl.load(lse2_ptr + stat, mask=row_ok, other=float("inf"))
-                delta = tl.load(delta_ptr + stat, mask=row_ok, other=0.0)
-                sT = tlx.async_dot_wait(0, sT)
+                tlx.barrier_wait(do_full[buf], phase)
+                dpT = tlx.async_dot(v_c, tlx.local_trans(do_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
+                                    use_acc=False)
+                sT = tlx.async_dot_wait(1, sT)                              # S^T done, dP^T running
                 pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
                 if CAUSAL:
                     if m0 < start_n + BLOCK_N:                          # a block on the diagonal
                         pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
                 if start_n + BLOCK_N > len_k:                           # keys past the sequence
                     pT = tl.where(key_ok[:, None], pT, 0.0)
-                tlx.barrier_wait(do_full[buf], phase)
                 dv = tlx.async_dot(pT.to(DTYPE), do_smem[buf], dv)
-                dpT = tlx.async_dot(v_c, tlx.local_trans(do_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
-                                    use_acc=False)
-                dpT = tlx.async_dot_wait(0, dpT)
-                dv = tlx.async_dot_wait(0, dv)
-                tlx.barrier_arrive(do_empty[buf])
+                dpT = tlx.async_dot_wait(1, dpT)                            # dP^T done, dV running
                 dsT = (pT * (dpT - delta[None, :]) * sm_scale).to(DTYPE)   # sm_scale of dK and dQ, once
                 dk = tlx.async_dot(dsT, q_smem[buf], dk)
+                dv = tlx.async_dot_wait(1, dv)                              # dV done (dO read), dK running
+                tlx.barrier_arrive(do_empty[buf])
                 q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
                 if SHARED_DS:
                     # both consumers' dS^T halves in one [128, BLOCK_M] tile; each consumer then
