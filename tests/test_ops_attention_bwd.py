@@ -262,3 +262,20 @@ def test_ws_compiles_for_sm90a(D, causal, packed, monkeypatch):
     assert "bwd_ws_kernel" in ws.asm["cuda"]
     assert ws.n_spills <= 32 and ws.metadata.shared <= 227 * 1024
     assert not [w for w in ws.perf_warnings if "serializ" in w]
+
+
+def test_ws_consumer_schedule_and_swizzled_dq_staging(monkeypatch):
+    """The generated CUDA of the ws kernel (D = 128): each consumer commits S^T and dP^T before
+    its first wgmma wait, and that wait leaves one group in flight (the exponentials run under
+    dP^T); the float32 dQ staging tile is 128-byte swizzled, so its 64 columns leave as two
+    32-column reduce-adds per consumer (an unswizzled tile is one)."""
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    q, k, v, do = dense_inputs(1, 2, 2, 1024, 1024, 128, torch.bfloat16)
+    cuda = compile_kernels(do, q, k, v, q, torch.zeros(1, 2, 1024), causal=False, sm_scale=0.1)[-1].asm["cuda"]
+    consumers = cuda.split("// task 'task")[1:]          # [0]: up to the first consumer
+    assert len(consumers) == 2
+    for body in consumers:
+        first_wait = body.index("tlx_wgmma_wait_group<")
+        assert body.count("tlx_wgmma_commit_group()", 0, first_wait) == 2
+        assert body[first_wait:].startswith("tlx_wgmma_wait_group<1,")
+        assert body.count("tlx_tma_reduce_add_2d(") == 2
