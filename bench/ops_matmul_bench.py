@@ -13,6 +13,11 @@ tlxc time, > 1 means faster than cuBLAS), their geometric means, and with ``--ta
 
     python bench/ops_matmul_bench.py [--table] [--quick] [--only-heuristic] [--fp8]
         [--timing kernel|call] [--budget-s 330] [--jobs 8]
+        [--shapes 512,1024,3072,5000x3000x2000,1000x1240x776T] [--configs NAME,NAME,...]
+
+``--shapes``: only these shapes (``S`` is S^3, ``MxNxK`` with B N-major, a trailing ``T`` for
+B = w.t(), K-major); ``--configs``: time only these configurations (those that can run the
+shape) besides the heuristic's pick, which is always timed.
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache), so the timed
 process loads cubins.  Rounds per shape shrink with the shape's cost so that the whole run
@@ -53,6 +58,38 @@ def sweep(quick: bool = False, fp8: bool = False) -> list[tuple[int, int, int, b
     return shapes
 
 
+def parse_shapes(text: str) -> list[tuple[int, int, int, bool]]:
+    """``--shapes``: comma-separated ``S`` (S x S x S) or ``MxNxK``, a trailing ``T`` for a
+    K-major B (``w.t()``)."""
+    shapes = []
+    for item in text.split(","):
+        item = item.strip()
+        b_kmajor = item.upper().endswith("T")
+        dims = item[:-1] if b_kmajor else item
+        try:
+            sizes = [int(x) for x in dims.lower().split("x")]
+        except ValueError:
+            raise SystemExit(f"--shapes: {item!r} is not S or MxNxK (optionally followed by T)") from None
+        if len(sizes) == 1:
+            sizes *= 3
+        if len(sizes) != 3 or min(sizes) < 1:
+            raise SystemExit(f"--shapes: {item!r} is not S or MxNxK with sizes >= 1")
+        shapes.append((*sizes, b_kmajor))
+    return shapes
+
+
+def parse_configs(text: str | None, fp8: bool) -> list[str] | None:
+    """``--configs``: names of ``matmul_configs.CONFIGS`` (None: every candidate)."""
+    if text is None:
+        return None
+    from tlxc.ops import CONFIGS
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        raise SystemExit(f"--configs: unknown configuration(s) {unknown}; see tlxc/ops/matmul_configs.py")
+    return names
+
+
 def _operands(M, N, K, b_kmajor, dtype, device):
     import torch
     if dtype.is_floating_point and dtype.itemsize == 1:
@@ -69,7 +106,7 @@ def _operands(M, N, K, b_kmajor, dtype, device):
 def _compile_worker(job):
     """Compile (sm_90a, CPU tensors) config ``name`` for every shape: fills the disk cache
     (with ``only_picks``, only on the shapes whose heuristic picks it)."""
-    name, shapes, fp8, only_picks = job
+    name, shapes, fp8, only_picks = job      # only_picks: compile ``name`` only where it is the pick
     import torch
 
     from tlxc.ops import matmul_configs as cfgs
@@ -92,14 +129,16 @@ def _compile_worker(job):
     return name, f"{done} compiled"
 
 
-def precompile(shapes, fp8: bool, jobs: int, only_picks: bool = False) -> None:
+def precompile(shapes, fp8: bool, jobs: int, only_picks: bool = False, configs: list[str] | None = None) -> None:
     import multiprocessing as mp
 
     from tlxc.ops import CONFIGS
     names = [n for n, c in CONFIGS.items() if c.fp8 == fp8 or c.kernel == "dot"]
+    # with --configs: those on every shape, every other configuration only where it is the pick
+    work = [(n, shapes, fp8, only_picks or (configs is not None and n not in configs)) for n in names]
     start = time.time()
     with mp.get_context("spawn").Pool(jobs) as pool:
-        for name, status in pool.imap_unordered(_compile_worker, [(n, shapes, fp8, only_picks) for n in names]):
+        for name, status in pool.imap_unordered(_compile_worker, work):
             if "failed" in status:
                 print(f"  precompile {name}: {status}", flush=True)
     print(f"precompiled {len(names)} configurations in {jobs} processes: {time.time() - start:.1f} s", flush=True)
@@ -121,11 +160,14 @@ def main() -> None:
     parser.add_argument("--timing", choices=("kernel", "call"), default="kernel")
     parser.add_argument("--budget-s", type=float, default=270.0)
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
+    parser.add_argument("--shapes", help="only these shapes: S or MxNxK, trailing T = B K-major (e.g. 512,1000x1240x776T)")
+    parser.add_argument("--configs", help="time only these configurations (comma-separated) and the heuristic's pick")
     args = parser.parse_args()
-    shapes = sweep(args.quick, args.fp8)
+    shapes = parse_shapes(args.shapes) if args.shapes else sweep(args.quick, args.fp8)
+    only = parse_configs(args.configs, args.fp8)
     t0 = time.time()
     if args.jobs > 1:
-        precompile(shapes, args.fp8, args.jobs, args.only_heuristic)
+        precompile(shapes, args.fp8, args.jobs, args.only_heuristic, only)
     hide = args.timing == "kernel"
     dtype = torch.float8_e4m3fn if args.fp8 else torch.bfloat16
     card = torch.cuda.get_device_name()
@@ -154,6 +196,8 @@ def main() -> None:
         p = _problem(a, b, out)
         pick = cfgs.choose_config(p)
         names = [pick.name] if args.only_heuristic else [c.name for c in cfgs.candidates(p)]
+        if only is not None:
+            names = [pick.name] + [n for n in names if n in only and n != pick.name]
         fns, failed = {"cublas": cublas}, []
         for name in names:
             out.fill_(float("nan"))

@@ -157,7 +157,7 @@ def _release(descs: dict | None) -> None:
 
 
 def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, descs: dict | None = None) -> None:
-    half_m = c.bm // 2
+    half_m = c.bm // c.consumers                  # each consumer's rows
     box_cols = 128 // p.elt                       # one 128-byte swizzle span of operand elements
     if not p.tma_a:                               # staging: aligned copies TMA can read
         a = _stage(a) if p.a_kmajor else _stage(a.t()).t()
@@ -183,7 +183,8 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             BM=c.bm, BN=c.bn, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
             NUM_STAGES=c.stages, DTYPE=TL_DTYPES[a.dtype], OUT_DTYPE=TL_DTYPES[out.dtype],
             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
-            EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, num_warps=4,
+            EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, NUM_CONSUMERS=c.consumers,
+            CONSUMER_REGS=cfgs.consumer_registers(c.consumers), num_warps=4,
             ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, **flags)
 
 

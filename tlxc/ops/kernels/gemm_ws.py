@@ -1,4 +1,4 @@
-"""The warp-specialized persistent TMA GEMM (Hopper): one TMA producer, two wgmma consumers.
+"""The warp-specialized persistent TMA GEMM (Hopper): one TMA producer, two or three wgmma consumers.
 
 The structure of ``examples/hopper_gemm_ws.py`` (read its docstring for why each piece is
 there), generalized for ``tlxc.ops.matmul``:
@@ -12,6 +12,12 @@ there), generalized for ``tlxc.ops.matmul``:
 * ``num_progs`` programs (a runtime argument: the SM count for the persistent walk, the
   tile count for one tile per program) walk the output tiles in grouped order;
 * pairs of CTAs (``CLUSTER_M = 2``) share B tiles by TMA multicast;
+* ``NUM_CONSUMERS`` consumer warp groups (2, or 3 for 192-row tiles: a tile size between
+  128x128 and 128x256 whose count fills the SMs' waves better, e.g. 3072^3: 384 tiles = 2.91
+  waves of 132 where 128x128 gives 4.36 and 128x256 2.18; block shapes must be powers of two,
+  so the third consumer is how a 192-wide tile exists) each own ``BM / NUM_CONSUMERS = 64``
+  or 128 rows and take turns issuing their wgmmas (a ring of named barriers 9, 10, ...);
+  ``CONSUMER_REGS`` is their setmaxnreg budget (232 for two, 160 for three);
 * the epilogue applies ``epilogue.apply_epilogue`` (scales, bias, activation, residual)
   to each consumer's accumulator, casts to the output dtype and TMA-stores it through a
   128B-swizzled shared tile, ``EPILOGUE_SUBTILE`` column slices at a time; or, with
@@ -19,9 +25,9 @@ there), generalized for ``tlxc.ops.matmul``:
   multiple; and every GLU activation), stores it from registers through pointers (``c`` is
   then the output tensor, ``stride_cm``/``stride_cn`` its strides), masked at the edges.
 
-The host (``tlxc/ops/matmul.py``) builds the descriptors: boxes ``[BM/2, BK]`` or
-``[BK, BM/2]`` for A, ``[BK, 128 bytes]`` or ``[BN / CLUSTER_M, BK]`` for B, and
-``[BM/2, 128 bytes]`` for C.
+The host (``tlxc/ops/matmul.py``) builds the descriptors: boxes ``[SUB_M, BK]`` or
+``[BK, SUB_M]`` for A (``SUB_M = BM / NUM_CONSUMERS``), ``[BK, 128 bytes]`` or
+``[BN / CLUSTER_M, BK]`` for B, and ``[SUB_M, 128 bytes]`` for C.
 """
 from ... import language as tl
 from ...language import tlx
@@ -74,21 +80,21 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                    NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, OUT_DTYPE: tl.constexpr,
                    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr, C_BOX_N: tl.constexpr,
                    EPILOGUE_SUBTILE: tl.constexpr, CLUSTER_M: tl.constexpr, C_TMA: tl.constexpr,
-                   SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
+                   NUM_CONSUMERS: tl.constexpr, CONSUMER_REGS: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
                    HAS_RESIDUAL: tl.constexpr):
-    HALF_M: tl.constexpr = BM // 2
+    SUB_M: tl.constexpr = BM // NUM_CONSUMERS                             # each consumer's rows
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
     if A_KMAJOR:
-        a_smem = tlx.local_alloc((HALF_M, BK), DTYPE, NUM_STAGES * 2)     # [2 * stage + consumer]
+        a_smem = tlx.local_alloc((SUB_M, BK), DTYPE, NUM_STAGES * NUM_CONSUMERS)  # [NC * stage + consumer]
     else:
-        a_smem = tlx.local_alloc((BK, HALF_M), DTYPE, NUM_STAGES * 2)     # M-major: read transposed
+        a_smem = tlx.local_alloc((BK, SUB_M), DTYPE, NUM_STAGES * NUM_CONSUMERS)  # M-major: read transposed
     if B_KMAJOR:
         b_smem = tlx.local_alloc((BN, BK), DTYPE, NUM_STAGES)             # K-major rows of B
     else:
         b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
-    c_smem = tlx.local_alloc((HALF_M, BN // EPILOGUE_SUBTILE if C_TMA else 8), OUT_DTYPE, 2)  # [consumer]
+    c_smem = tlx.local_alloc((SUB_M, BN // EPILOGUE_SUBTILE if C_TMA else 8), OUT_DTYPE, NUM_CONSUMERS)
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
-    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2 * CLUSTER_M)
+    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=NUM_CONSUMERS * CLUSTER_M)
 
     start = tl.program_id(0) // CLUSTER_M
     rank = 0
@@ -110,12 +116,13 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(empty[slot], phase ^ 1)
                     tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * ELT)
-                    if A_KMAJOR:
-                        tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [row, k * BK], full[slot])
-                        tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [row + HALF_M, k * BK], full[slot])
-                    else:
-                        tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [k * BK, row], full[slot])
-                        tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [k * BK, row + HALF_M], full[slot])
+                    for h in tl.static_range(NUM_CONSUMERS):      # one box per consumer's rows
+                        if A_KMAJOR:
+                            tlx.async_descriptor_load(a_desc, a_smem[NUM_CONSUMERS * slot + h], [row + h * SUB_M, k * BK],
+                                                      full[slot])
+                        else:
+                            tlx.async_descriptor_load(a_desc, a_smem[NUM_CONSUMERS * slot + h], [k * BK, row + h * SUB_M],
+                                                      full[slot])
                     if B_KMAJOR:
                         if CLUSTER_M == 1:
                             tlx.async_descriptor_load(b_desc, b_smem[slot], [pid_n * BN, k * BK], full[slot])
@@ -134,47 +141,47 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                                 tlx.async_descriptor_load(b_desc, b_box, [k * BK, pid_n * BN + j * B_BOX_N],
                                                           full[slot], pred=rank == j % 2, multicast_targets=[0, 1])
                     count += 1
-        with tlx.async_task(num_warps=4, registers=232, replicate=2):    # the wgmma consumers
+        with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_CONSUMERS):  # the wgmma consumers
             cid = tlx.async_task_replica_id()
-            if cid == 1:
+            if cid == NUM_CONSUMERS - 1:
                 tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
             count = 0
             for tile in range(start, num_tiles, step):
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
-                acc = tl.zeros((HALF_M, BN), dtype=tl.float32)
+                acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
                 for k in range(k_tiles):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(full[slot], phase)
-                    tlx.named_barrier_wait(9 + cid, 256)          # the consumers take turns issuing
+                    tlx.named_barrier_wait(9 + cid, 256)          # the consumers take turns issuing (a ring)
                     if A_KMAJOR:
-                        a_op = a_smem[2 * slot + cid]
+                        a_op = a_smem[NUM_CONSUMERS * slot + cid]
                     else:
-                        a_op = tlx.local_trans(a_smem[2 * slot + cid])
+                        a_op = tlx.local_trans(a_smem[NUM_CONSUMERS * slot + cid])
                     if B_KMAJOR:
                         acc = tlx.async_dot(a_op, tlx.local_trans(b_smem[slot]), acc)
                     else:
                         acc = tlx.async_dot(a_op, b_smem[slot], acc)
-                    tlx.named_barrier_arrive(10 - cid, 256)
+                    tlx.named_barrier_arrive(9 + (cid + 1) % NUM_CONSUMERS, 256)
                     acc = tlx.async_dot_wait(0, acc)              # this step's MMA is done: release its stage
                     release(empty[slot], rank, CLUSTER_M)
                     count += 1
-                row = (pid_m * CLUSTER_M + rank) * BM + cid * HALF_M
+                row = (pid_m * CLUSTER_M + rank) * BM + cid * SUB_M
                 if not C_TMA:                                 # (GLU activations store this way)
                     store_tile_pointers(acc, row, pid_n * BN, M, N, c, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
-                                        bias_ptr, res_ptr, stride_r0, stride_r1, HALF_M, BN,
+                                        bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN,
                                         SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, 1)
                 elif EPILOGUE_SUBTILE == 1:
                     store_tile(c, c_smem[cid], acc, row, pid_n * BN, M, N, scale0_ptr, scale1_ptr, bias_ptr,
-                               res_ptr, stride_r0, stride_r1, HALF_M, BN, C_BOX_N, OUT_DTYPE,
+                               res_ptr, stride_r0, stride_r1, SUB_M, BN, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
                 else:                                         # two halves through one half-size C tile
-                    lo, hi = tl.split(tl.permute(tl.reshape(acc, (HALF_M, 2, BN // 2)), (0, 2, 1)))
+                    lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
                     store_tile(c, c_smem[cid], lo, row, pid_n * BN, M, N, scale0_ptr, scale1_ptr, bias_ptr,
-                               res_ptr, stride_r0, stride_r1, HALF_M, BN // 2, C_BOX_N, OUT_DTYPE,
+                               res_ptr, stride_r0, stride_r1, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
                     store_tile(c, c_smem[cid], hi, row, pid_n * BN + BN // 2, M, N, scale0_ptr, scale1_ptr,
-                               bias_ptr, res_ptr, stride_r0, stride_r1, HALF_M, BN // 2, C_BOX_N, OUT_DTYPE,
+                               bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
             if cid == 0:
-                tlx.named_barrier_wait(9, 256)                   # absorb consumer 1's last turn
+                tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             tlx.async_descriptor_store_wait(0)                # before the CTA's shared memory goes away

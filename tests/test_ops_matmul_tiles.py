@@ -1,0 +1,125 @@
+"""tlxc.ops.matmul's tile shapes for the square / medium / odd shapes of issue 22 (CPU):
+192x128 tiles on three consumer warp groups and 128x64 tiles, on the interpreter (odd
+shapes, both operand major-nesses, NaN-poisoned outputs, float32 reference), what they
+compile to for sm_90a, the wave arithmetic that picks them, and the bench's shape and
+configuration options."""
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tlxc.ops import CONFIGS, matmul
+from tlxc.ops import matmul_configs as cfgs
+from tlxc.ops.matmul import compile_config
+
+BF16_TOL = 8e-3
+NEW_TILES = ["ws_192x128x64_s5", "ws_192x128x64_s5_c2", "ws_128x64x64_s4_np_sub1"]
+
+
+def _operands(M, N, K, a_mmajor, b_kmajor, seed):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    b = torch.randn(K, N, generator=g).to(torch.bfloat16)
+    if a_mmajor:
+        a = a.t().contiguous().t()
+    if b_kmajor:
+        b = b.t().contiguous().t()
+    return a, b
+
+
+@pytest.mark.parametrize("config,shape", [("ws_192x128x64_s5", (400, 264, 136)),
+                                          ("ws_192x128x64_s5_c2", (500, 200, 72)),
+                                          ("ws_128x64x64_s4_np_sub1", (200, 136, 200))])
+@pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, False), (True, True)])
+def test_new_tiles_on_odd_shapes_with_the_epilogue(config, shape, a_mmajor, b_kmajor, monkeypatch):
+    """Ragged edge tiles in M and N, K not a multiple of 64; two programs walk the tiles
+    (persistent configurations), so the ring's phases wrap across tiles; bias + ReLU."""
+    monkeypatch.setattr(importlib.import_module("tlxc.ops.matmul"), "CPU_SMS", 2)
+    M, N, K = shape
+    a, b = _operands(M, N, K, a_mmajor, b_kmajor, seed=M + N)
+    bias = torch.randn(N).to(torch.bfloat16)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="relu", config=config)
+    ref = torch.relu(a.float() @ b.float() + bias.float())
+    assert torch.isfinite(out).all(), "poison left in the output"
+    assert ((out.double() - ref.double()).norm() / ref.double().norm()).item() < BF16_TOL
+
+
+def test_three_consumers_float32_output_through_pointer_stores():
+    """N = 75: the output cannot be a TMA store target; the three consumers store their
+    64-row slices through pointers, float32."""
+    a, b = _operands(260, 75, 130, False, True, seed=7)
+    out = torch.full((260, 75), float("nan"))
+    matmul(a, b, out, config="ws_192x128x64_s5")
+    assert ((out.double() - (a.double() @ b.double())).norm() / out.double().norm()).item() < 1e-5
+
+
+@pytest.mark.parametrize("name", NEW_TILES)
+def test_new_tiles_compile_for_sm90a(name):
+    """No spills; a 192-row tile runs 16 warps (producer + three consumer warp groups) at
+    160 registers per consumer thread (the register file's 65536 / 512 threads on average);
+    shared memory as ``ws_shared_bytes`` models it, within the limit."""
+    c = CONFIGS[name]
+    a = torch.empty(1024, 1024, dtype=torch.bfloat16)
+    b = torch.empty(1024, 1024, dtype=torch.bfloat16).t()
+    (h,) = compile_config(name, a, b, bias=torch.empty(1024, dtype=torch.bfloat16), activation="gelu")
+    assert h.n_spills == 0
+    assert h.metadata.shared <= cfgs.ws_shared_bytes(c, 2, 2) <= cfgs.SHARED_LIMIT
+    cuda = h.asm["cuda"]
+    threads = 128 * (c.consumers + 1)
+    assert f"__launch_bounds__({threads}, 1)" in cuda
+    assert f"tlx_setmaxnreg_inc<{cfgs.consumer_registers(c.consumers)}>" in cuda
+    assert cuda.count(f"m64n{c.bn}k16") >= c.consumers
+
+
+def test_consumer_register_budgets_fill_the_register_file():
+    assert cfgs.consumer_registers(2) == 232
+    assert cfgs.consumer_registers(3) == 160
+    for n in (2, 3):
+        assert 128 * n * cfgs.consumer_registers(n) + 128 * 24 <= 65536
+
+
+def _waves(M, N, bm, bn, sms=132):
+    tiles = math.ceil(M / bm) * math.ceil(N / bn)
+    return M * N / (math.ceil(tiles / sms) * sms * bm * bn)
+
+
+def test_192_row_tiles_fill_the_waves_where_they_are_picked():
+    """3072^3 and 5000x3000x2000 take 192x128 tiles: the last wave is fuller than with
+    128x128 or 128x256 (useful fraction of the SM-rounds 0.97 / 0.92 against <= 0.87)."""
+    for M, N, K in ((3072, 3072, 3072), (5000, 3000, 2000)):
+        c = cfgs.choose_config(cfgs.Problem(M, N, K))
+        assert (c.bm, c.bn) == (192, 128), (M, N, K, c.name)
+        assert _waves(M, N, 192, 128) > max(_waves(M, N, 128, 128), _waves(M, N, 128, 256)) + 0.04
+
+
+def test_192_row_tiles_refuse_a_residual_they_cannot_hold():
+    """The residual's float32 scratch (three 64x64 slices) does not fit next to 5 stages."""
+    p = cfgs.Problem(3072, 3072, 3072, residual=True)
+    assert "shared memory" in cfgs.supports(CONFIGS["ws_192x128x64_s5"], p)
+    assert cfgs.choose_config(p).bm != 192
+
+
+def _bench():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    return importlib.import_module("ops_matmul_bench")
+
+
+def test_bench_shapes_and_configs_options():
+    bench = _bench()
+    assert bench.parse_shapes("512, 1000x1240x776T,5000x3000x2000") == [
+        (512, 512, 512, False), (1000, 1240, 776, True), (5000, 3000, 2000, False)]
+    with pytest.raises(SystemExit, match="not S or MxNxK"):
+        bench.parse_shapes("12x")
+    with pytest.raises(SystemExit, match="sizes >= 1"):
+        bench.parse_shapes("3x0x4")
+    assert bench.parse_configs(None, False) is None
+    assert bench.parse_configs("ws_192x128x64_s5,dot_64x128x64_s4_w4", False) == [
+        "ws_192x128x64_s5", "dot_64x128x64_s4_w4"]
+    with pytest.raises(SystemExit, match="unknown configuration"):
+        bench.parse_configs("ws_999x1x1", False)
