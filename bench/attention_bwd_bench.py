@@ -3,6 +3,7 @@ backward, paired per round on fresh inputs, in one process.
 
     python bench/attention_bwd_bench.py [--rounds 8] [--s 1024,4096] [--d 64,128] [--dtype bf16] [--no-ws]
     python bench/attention_bwd_bench.py --sweep --s 4096      # tiles of the tl.dot kernels
+    python bench/attention_bwd_bench.py --kernels-only        # the per-kernel times alone
 
 Cases: B=4, H=32, S in --s, D in --d, causal or not, MHA (Hkv=32) and GQA 4:1 (Hkv=8).  Each
 round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc backward reads,
@@ -13,7 +14,9 @@ graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  
 checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
 (backward = 2.5x the forward's 4*B*H*S*S*D, halved when causal); the ratios (baseline time /
 tlxc time, medians of the per-round ratios; "cudnn/ws": cuDNN against tlxc_ws) come last,
-with their geomeans.
+with their geomeans.  Then (``--no-kernels`` leaves it out) the device time of each kernel
+of one backward (torch.profiler, MHA non-causal at the largest S, per head dim, median of 3
+calls): the tl.dot kernels, the ws kernel and its zero-fill and conversion, cuDNN's.
 """
 from __future__ import annotations
 
@@ -197,6 +200,34 @@ def sweep(rounds: int, S: int, causal: bool) -> None:
                 host.BLOCKS[D] = shipped[D]
 
 
+def kernel_breakdown(B, H, S, D, dtype, calls: int = 3) -> None:
+    """Per-kernel device times (ms per backward) of tlxc (dot), tlxc_ws and cuDNN, one case."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    scale = D ** -0.5
+    q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=dtype) for _ in range(4))
+    o, lse = _forward(q, k, v, False, scale)
+    fns = _contenders(q, k, v, do, o, lse, False, scale, False, set(), B, H, H, S, D)
+    for name in [n for n in ("tlxc", "tlxc_ws", "cudnn") if n in fns]:
+        fns[name]()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fns[name]()
+            torch.cuda.synchronize()
+        rows = []
+        for evt in prof.key_averages():
+            us = getattr(evt, "device_time_total", None)
+            if us is None:
+                us = getattr(evt, "cuda_time_total", 0)
+            if us > 0:
+                rows.append((us / 1000 / calls, evt.key))
+        rows.sort(reverse=True)
+        total = sum(ms for ms, _ in rows)
+        print(f"  kernels B{B} H{H} S{S} D{D} {name}: total {total:.3f} ms = "
+              + "  ".join(f"{key[:48]} {ms:.3f}" for ms, key in rows[:6]), flush=True)
+
+
 def _compile_worker(job):
     """Compile (CPU tensors, sm_90a, into the disk cache) what one case launches."""
     S, D, B, H, hkv, causal, kernels = job
@@ -235,6 +266,8 @@ def main() -> None:
     parser.add_argument("--no-ws", action="store_true", help="leave out the warp-specialized kernel")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                         help="processes compiling every case's kernels before the timed runs (1: none)")
+    parser.add_argument("--no-kernels", action="store_true", help="leave out the per-kernel breakdown")
+    parser.add_argument("--kernels-only", action="store_true", help="only the per-kernel breakdown")
     parser.add_argument("--sweep", action="store_true",
                         help="instead: time candidate tiles of the tl.dot kernels against the shipped ones")
     args = parser.parse_args()
@@ -256,6 +289,11 @@ def main() -> None:
                 for kernels in (("dot", "ws") if WITH_WS else ("dot",))]
         precompile(jobs, args.jobs)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, {args.rounds} rounds")
+    s_max = max(int(x) for x in args.s.split(","))
+    if args.kernels_only:
+        for D in (int(x) for x in args.d.split(",")):
+            kernel_breakdown(args.b, args.h, s_max, D, dtype)
+        return
     rows = []
     for S in (int(x) for x in args.s.split(",")):
         for D in (int(x) for x in args.d.split(",")):
@@ -276,6 +314,10 @@ def main() -> None:
         xs = [r[n] for _, r in rows if n in r]
         if xs:
             print(f"geomean vs {n}: {math.exp(sum(math.log(x) for x in xs) / len(xs)):.3f} over {len(xs)} cases")
+    if not args.no_kernels:
+        print("per-kernel device time of one backward (torch.profiler; ms):")
+        for D in (int(x) for x in args.d.split(",")):
+            kernel_breakdown(args.b, args.h, s_max, D, dtype)
 
 
 if __name__ == "__main__":
