@@ -4,8 +4,8 @@
 One process, one GPU, bf16.  Dense sweep (issue 23): S in {256, 512, 1024, 2048, 4096, 8192}
 x D in {64, 128, 256} x causal/full x MHA/GQA-4, with B*S = 16384 tokens and H*D = 2048
 (H = 32, 16, 8).  Varlen: packed batches of mixed lengths (64..4096, 16k tokens), D = 128,
-MHA and GQA-4 (tlxc's device-built ``sorted`` schedule, and the first ``snake`` one as
-``tlxc_snake``: a ratio > 1 there is the new schedule's gain), against flash's varlen kernel
+MHA and GQA-4 (tlxc's default ``snake`` schedule, and the device-built ``sorted`` one as
+``tlxc_sorted``: a ratio > 1 there is the sorted schedule's gain), against flash's varlen kernel
 (``aten._flash_attention_forward`` with
 cu_seqlens), cuDNN's (``aten._cudnn_attention_forward`` with cu_seqlens, when this torch
 has it) and cuDNN on the zero-padded dense batch.  Every case gets fresh inputs, is checked
@@ -15,10 +15,16 @@ kernel time: a GPU spin hides the host's launch work).  At S = 1024 and 4096 (MH
 ``examples/flash_attention_fwd.py`` runs too (``example``: what generalizing it cost).  GQA baselines get ``enable_gqa=True``
 when the backend takes it, else k/v expanded to H heads (marked ``x``).  ``--configs`` also
 times alternative launch configurations at S <= 512 (the small-S schedule question).
+Decode (``tlxc.ops.attention_decode``: one query token per sequence, paged KV cache of 16-row
+pages in shuffled order, D = 128, GQA 4:1 / 8:1 and MHA): against every SDPA backend (flash,
+efficient, cudnn, math) on the same keys gathered into a contiguous ``[B, Hkv, L, D]`` cache
+(the gather not timed; ``best_sdpa`` = the fastest of them in each round), and, for a batch of
+mixed cache lengths, flash's varlen kernel with one query per sequence; ``tlxc_contig`` is
+tlxc on the contiguous cache.  GB/s = K/V bytes read / time.
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
 
-    python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--budget-s 180]
-                                        [--jobs 8]
+    python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
+                                        [--budget-s 180] [--jobs 8]
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
 also go to ``$OUT/ops_attention_bench.json`` when ``OUT`` is set.
@@ -50,6 +56,43 @@ VARLEN_CASES = ((1, False), (1, True), (4, False), (4, True), (1, False))     # 
 VARLEN_SEED = 72            # the first varlen case's lengths (the seed the 72-case sweep gave them)
 EQUAL_SEED = VARLEN_SEED + 4   # the last case: 4 sequences of 4096, the dense B4 S4096 D128 case's work
 #                                packed: what the varlen layout and item decode cost, schedules aside
+
+
+DECODE_CASES = (  # (B, H, Hkv, cache length or None: mixed lengths 512..16384)
+    (1, 32, 8, 32768), (8, 32, 8, 8192), (64, 32, 8, 2048), (32, 32, 32, 4096), (16, 64, 8, 4096), (16, 32, 8, None),
+)
+DECODE_PAGE = 16
+DECODE_SEED = 90
+
+
+def decode_lengths(B: int, L: int | None) -> list[int]:
+    if L is not None:
+        return [L] * B
+    import random
+    rng = random.Random(DECODE_SEED)
+    return [int(math.exp(rng.uniform(math.log(512), math.log(16384)))) for _ in range(B)]
+
+
+def decode_tensors(B, H, Hkv, L, device, empty=False):
+    """q [B, H, D], a paged cache of ``DECODE_PAGE``-row pages in shuffled order, its block
+    table and the int32 lengths (CPU tensors of the same shapes for the precompile)."""
+    import torch
+    D = 128
+    lens = decode_lengths(B, L)
+    per = [-(-n // DECODE_PAGE) for n in lens]
+    width = max(per)
+    pages = sum(per)
+    make = torch.empty if empty else torch.randn
+    q = make(B, H, D, device=device, dtype=torch.bfloat16)
+    k_cache = make(pages, DECODE_PAGE, Hkv, D, device=device, dtype=torch.bfloat16)
+    v_cache = make(pages, DECODE_PAGE, Hkv, D, device=device, dtype=torch.bfloat16)
+    order = torch.randperm(pages, generator=torch.Generator().manual_seed(DECODE_SEED)).to(torch.int32)
+    table = torch.zeros(B, width, dtype=torch.int32)
+    used = 0
+    for b, n in enumerate(per):
+        table[b, :n] = order[used:used + n]
+        used += n
+    return q, k_cache, v_cache, table.to(device), torch.tensor(lens, dtype=torch.int32, device=device), lens
 
 
 def wants_bwd(case, every_s: bool) -> bool:
@@ -91,6 +134,15 @@ def _compile_worker(job):
     from tlxc.ops.attention import AttnConfig, compile_config
     kind = job[0]
     try:
+        if kind == "decode":
+            from tlxc.ops.attention_decode import compile_decode
+            _, B, H, Hkv, L = job
+            q, kc, vc, table, seqlens, lens = decode_tensors(B, H, Hkv, L, "cpu", empty=True)
+            compile_decode(q, kc, vc, seqlens, block_table=table)
+            if L is not None:
+                contig = torch.empty(B, L, Hkv, q.shape[-1], dtype=q.dtype)
+                compile_decode(q, contig, contig, seqlens)
+            return job, "ok"
         if kind == "example":
             _, B, H, S, D, causal = job
             q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
@@ -172,18 +224,23 @@ def main() -> None:
     parser.add_argument("--no-bwd", action="store_true", help="skip the backward even if attention_bwd exists")
     parser.add_argument("--bwd-all", action="store_true", help="backward at every S (default: S = 1024, 4096)")
     parser.add_argument("--varlen-only", action="store_true", help="only the varlen cases (schedules: sorted, snake)")
+    parser.add_argument("--decode-only", action="store_true", help="only the decode cases (paged KV, S_q = 1)")
     parser.add_argument("--budget-s", type=float, default=180.0)
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     args = parser.parse_args()
     t0 = time.time()
     has_bwd = not args.no_bwd and importlib.util.find_spec("tlxc.ops.kernels.attention_bwd") is not None
-    cases = [] if args.varlen_only else dense_cases(args.quick)
+    only = args.varlen_only or args.decode_only
+    cases = [] if only else dense_cases(args.quick)
+    varlen_cases = VARLEN_CASES if not args.decode_only else ()
+    decode_cases = DECODE_CASES if not args.varlen_only else ()
     jobs = [("fwd", *case, None) for case in cases]
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
     jobs += [("example", B, H, S, D, causal) for B, H, Hkv, S, D, causal in cases
              if wants_example((B, H, Hkv, S, D, causal))]
-    jobs += [("varlen", VARLEN_SEED + i, group, causal, order) for i, (group, causal) in enumerate(VARLEN_CASES)
+    jobs += [("varlen", VARLEN_SEED + i, group, causal, order) for i, (group, causal) in enumerate(varlen_cases)
              for order in ("sorted", "snake")]
+    jobs += [("decode", *case) for case in decode_cases]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -215,7 +272,7 @@ def main() -> None:
         return None, ""
 
     results = []
-    n_cases = len(cases) + len(VARLEN_CASES)
+    n_cases = len(cases) + len(varlen_cases) + len(decode_cases)
 
     def timed(fns: dict, per_case_s: float) -> dict:
         for fn in fns.values():
@@ -288,9 +345,12 @@ def main() -> None:
             results.append(bench_backward(q, k, v, causal, label, backend_fn, timed, budget_left(index) * 0.5,
                                           attention, SDPBackend))
         del q, k, v, fns
-    for index, (group, causal) in enumerate(VARLEN_CASES):
+    for index, (group, causal) in enumerate(varlen_cases):
         results.append(bench_varlen(VARLEN_SEED + index, group, causal, timed, budget_left(len(cases) + index),
                                     attention_forward, sdpa, sdpa_kernel, SDPBackend))
+    for index, case in enumerate(decode_cases):
+        results.append(bench_decode(*case, timed, budget_left(len(cases) + len(varlen_cases) + index), sdpa,
+                                    sdpa_kernel, SDPBackend))
     summarize(results, card, t0)
 
 
@@ -398,12 +458,12 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
             if not err < 1e-2:
                 raise AssertionError(f"relative error {err:.2e} against flash varlen")
         fns["tlxc"] = lambda: attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu,
-                                                max_seqlen_q=longest, max_seqlen_k=longest, varlen_order="sorted")
+                                                max_seqlen_q=longest, max_seqlen_k=longest)
     except Exception as exc:
         row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         print(f"{label:40s} FAILED {row['failed']}", flush=True)
         return row
-    for order in ("snake",):           # the first schedule (every item up to max_seqlen_q), same rounds
+    for order in ("sorted",):          # the device-built table of the real items, same rounds
         try:
             o2, _ = attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest,
                                       max_seqlen_k=longest, varlen_order=order)
@@ -424,6 +484,91 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
     return row
 
 
+def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend, device="cuda") -> dict:
+    """One decode step: tlxc on the paged cache against SDPA's backends on the gathered
+    contiguous cache (equal lengths) or flash varlen with one query per sequence (mixed)."""
+    import torch
+
+    from tlxc.ops import attention_decode
+    q, k_cache, v_cache, table, seqlens, lens = decode_tensors(B, H, Hkv, L, device)
+    D = q.shape[-1]
+    group = H // Hkv
+    label = f"decode B{B} H{H}/{Hkv} L{L if L is not None else 'mixed'} D{D} page{DECODE_PAGE}"
+    row = {"case": label, "kind": "decode", "B": B, "H": H, "Hkv": Hkv, "L": L, "lens": lens}
+    rows = torch.cat([torch.arange(n, device=device) for n in lens])
+    owner = torch.cat([torch.full((n,), b, device=device) for b, n in enumerate(lens)])
+    pages = table.long()[owner, rows // DECODE_PAGE]
+    k_packed = k_cache[pages, rows % DECODE_PAGE]                      # [total, Hkv, D]
+    v_packed = v_cache[pages, rows % DECODE_PAGE]
+    fns = {}
+    if L is not None:
+        kd = k_packed.view(B, L, Hkv, D).transpose(1, 2).contiguous()    # [B, Hkv, L, D]
+        vd = v_packed.view(B, L, Hkv, D).transpose(1, 2).contiguous()
+        q4 = q.unsqueeze(2)                                                 # [B, H, 1, D]
+        for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+                              ("cudnn", SDPBackend.CUDNN_ATTENTION), ("math", SDPBackend.MATH)):
+            for native in ((True, False) if group > 1 else (False,)):
+                kk, vv = (kd, vd) if native or group == 1 else (kd.repeat_interleave(group, 1),
+                                                                vd.repeat_interleave(group, 1))
+                extra = {"enable_gqa": True} if native else {}
+
+                def fn(kk=kk, vv=vv, extra=extra, backend=backend):
+                    with sdpa_kernel(backend):
+                        return sdpa(q4, kk, vv, **extra)[:, :, 0]
+                try:
+                    fn()
+                    if device == "cuda":
+                        torch.cuda.synchronize()
+                    fns[name if native or group == 1 else name + "x"] = fn
+                    break
+                except RuntimeError:
+                    continue
+        contig_k = k_packed.view(B, L, Hkv, D)
+        contig_v = v_packed.view(B, L, Hkv, D)
+        fns["tlxc_contig"] = lambda: attention_decode(q, contig_k, contig_v, seqlens)[0]
+    cu_k = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device)
+    cu_q = torch.arange(B + 1, dtype=torch.int32, device=device)
+
+    def flash_varlen():
+        return torch.ops.aten._flash_attention_forward(q, k_packed, v_packed, cu_q, cu_k, 1, max(lens), 0.0, False,
+                                                       False)[0]
+    try:
+        flash_varlen()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        fns["flash_varlen"] = flash_varlen
+    except (RuntimeError, TypeError) as exc:
+        print(f"    decode baseline flash_varlen: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}", flush=True)
+    from tlxc.ops.attention_decode import reference
+    ref, _ = reference(q, k_cache, v_cache, seqlens, block_table=table, dtype=torch.float32)
+    for name in list(fns):
+        err = ((fns[name]().float() - ref).norm() / ref.norm()).item()
+        if not err < 1e-2:
+            print(f"    decode {name} disagrees with float32 math ({err:.2e}); not timed", flush=True)
+            del fns[name]
+    try:
+        o, _ = attention_decode(q, k_cache, v_cache, seqlens, block_table=table)
+        err = ((o.float() - ref).norm() / ref.norm()).item()
+        row["err"] = err
+        if not err < 1e-2:
+            raise AssertionError(f"relative error {err:.2e} against float32 math")
+        fns["tlxc"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table)[0]
+    except Exception as exc:
+        row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        print(f"{label:40s} FAILED {row['failed']}", flush=True)
+        return row
+    med, rounds = timed(fns, per_case_s)
+    sdpa_names = [n for n in med if n.rstrip("x") in ("flash", "efficient", "cudnn", "math")]
+    if sdpa_names:
+        med["best_sdpa"] = min(med[n] for n in sdpa_names)
+    gbytes = 2 * sum(lens) * Hkv * D * 2 / 1e9
+    t = med["tlxc"]
+    row.update(tlxc_ms=t, rounds=rounds, gbps=gbytes / t * 1e3, ratios={n: med[n] / t for n in med if n != "tlxc"})
+    cells = "  ".join(f"{n} {gbytes / med[n] * 1e3:6.0f}" for n in med if n != "tlxc")
+    print(f"{label:40s} tlxc {gbytes / t * 1e3:6.0f} GB/s ({t * 1e3:.1f} us)  {cells}  [{rounds} rounds]", flush=True)
+    return row
+
+
 def summarize(results, card, t0) -> None:
     def geomean(xs):
         xs = [x for x in xs if x]
@@ -436,11 +581,11 @@ def summarize(results, card, t0) -> None:
             print(f"  {r['kind']:6s} {r['case']:44s} {cells}")
         else:
             print(f"  {r['kind']:6s} {r['case']:44s} FAILED {r.get('failed')}")
-    for kind in ("fwd", "bwd", "varlen"):
+    for kind in ("fwd", "bwd", "varlen", "decode"):
         rows = [r for r in results if r["kind"] == kind and "ratios" in r]
         if not rows:
             continue
-        for base in ("cudnn", "flash", "tlxc_snake"):
+        for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "cudnn_padded", "best_sdpa", "flash_varlen"):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:
                 print(f"{kind} vs {base}: geomean {geomean(xs):.3f}, min {min(xs):.3f}, {len(xs)} cases")

@@ -151,10 +151,13 @@ def test_cuda_graph_capture_after_a_warm_up_call():
     assert torch.equal(o, o2)
 
 
+@pytest.mark.parametrize("order", ["snake", "sorted"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_varlen_graph_replay_with_new_lengths(causal):
-    """The sorted varlen schedule is built on the device from cu_seqlens: a captured graph
-    replayed with other lengths (same batch, total and max_seqlen) is still right."""
+def test_varlen_graph_replay_with_new_lengths(causal, order, monkeypatch):
+    """The varlen schedules read no lengths on the host (snake: from the shapes; sorted: built
+    on the device from cu_seqlens): a captured graph replayed with other lengths (same batch,
+    total and max_seqlen) is still right."""
+    monkeypatch.setenv("TLXC_ATTN_VARLEN", order)
     cu = torch.tensor([0, 300, 301, 301, 1000], dtype=torch.int32, device="cuda")
     q, k, v = (torch.randn(1000, 4, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     args = {"causal": causal, "cu_seqlens_q": cu, "cu_seqlens_k": cu, "max_seqlen_q": 900, "max_seqlen_k": 900}

@@ -7,15 +7,19 @@
 - ``grouped_matmul(a, b_experts, group_sizes)``: the MoE grouped GEMM;
 - ``attention(q, k, v, *, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
   max_seqlen_k)``: softmax attention (GQA, head dims 64-256, varlen), the custom op
-  ``torch.ops.tlxc.attention`` with autograd; ``attention_forward`` returns ``(o, lse)``.
+  ``torch.ops.tlxc.attention`` with autograd; ``attention_forward`` returns ``(o, lse)``;
+- ``attention_decode(q, k_cache, v_cache, cache_seqlens, *, block_table, sm_scale)``: one query
+  token per sequence against a (paged) KV cache, split over the cache (``(o, lse)``; the custom
+  op ``torch.ops.tlxc.attention_decode``).
 
 Import ``tlxc.ops`` explicitly (``tlxc`` does not import it: it needs torch).
 """
 from .attention import attention_forward
+from .attention_decode import attention_decode, attention_decode_op
 from .attention_op import attention, attention_op
 from .custom_ops import matmul_op
 from .grouped import grouped_matmul
 from .matmul import matmul
 from .matmul_configs import CONFIGS, GemmConfig, choose_config
 
-__all__ = ["CONFIGS", "GemmConfig", "attention", "attention_forward", "attention_op", "choose_config", "grouped_matmul", "matmul", "matmul_op"]
+__all__ = ["CONFIGS", "GemmConfig", "attention", "attention_decode", "attention_decode_op", "attention_forward", "attention_op", "choose_config", "grouped_matmul", "matmul", "matmul_op"]

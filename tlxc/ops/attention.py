@@ -148,8 +148,10 @@ VARLEN_ORDERS = ("sorted", "snake")
 
 
 def _varlen_order_of(order: str | None) -> str:
-    """The varlen schedule: ``order`` if given, else ``$TLXC_ATTN_VARLEN`` (default ``sorted``)."""
-    order = order or os.environ.get("TLXC_ATTN_VARLEN") or "sorted"
+    """The varlen schedule: ``order`` if given, else ``$TLXC_ATTN_VARLEN`` (default ``snake``:
+    on the H200 the device-built ``sorted`` table, ~20 small torch operations per call, made
+    the call 0.6-0.7 ms longer than ``snake``'s cached table, docs/performance.md)."""
+    order = order or os.environ.get("TLXC_ATTN_VARLEN") or "snake"
     if order not in VARLEN_ORDERS:
         raise _fail(f"the varlen schedule must be one of {', '.join(VARLEN_ORDERS)} (argument 'varlen_order' or "
                     f"$TLXC_ATTN_VARLEN), got {order!r}")
@@ -434,9 +436,10 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     checked by a device-side assertion).  ``config``/``programs``/``group_h`` override the
     launch configuration, the number of persistent programs (default one per SM; 3 on the
     interpreter) and the heads whose items run together (for benchmarks and tests);
-    ``varlen_order`` the varlen schedule (``sorted``: the real items, built on the device,
-    the default; ``snake``: every ``(sequence, head, block < max_seqlen_q)`` item, the first
-    version; default ``$TLXC_ATTN_VARLEN``).
+    ``varlen_order`` the varlen schedule (``snake``: every ``(sequence, head, block <
+    max_seqlen_q)`` item, a table cached per shape, the default; ``sorted``: only the real
+    items, longest first, built on the device from ``cu_seqlens``; default
+    ``$TLXC_ATTN_VARLEN``).
     """
     sm_scale = check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     if group_h < 1:

@@ -1,0 +1,201 @@
+"""tlxc.ops.attention_decode on the CPU: the split-KV decode kernel on the interpreter against
+float64 math (paged caches with shuffled block tables and page sizes that do and do not divide
+the key block, contiguous caches, GQA / MQA / MHA, lengths 0, 1 and past one split, odd head
+dims, one split and several), outputs poisoned with NaN, the device-side checks of the lengths
+and the block table, argument errors, the custom op, and sm_90a compiles with `tlxc check`."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+import tlxc.ops
+from tlxc.errors import InterpreterError
+from tlxc.ops import attention_decode
+
+M = importlib.import_module("tlxc.ops.attention_decode")   # the module (tlxc.ops.attention_decode is the function)
+TOL = {torch.bfloat16: 2e-2, torch.float16: 4e-3}
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Fresh float tensors start as NaN: an output row (or a split's partial) the kernels do not
+    write shows up."""
+    empty, new_empty = torch.empty, torch.Tensor.new_empty
+
+    def fill(t):
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: fill(empty(*a, **k)))
+    monkeypatch.setattr(torch.Tensor, "new_empty", lambda self, *a, **k: fill(new_empty(self, *a, **k)))
+
+
+def _randn(*shape, seed, dtype=torch.bfloat16):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def _paged(lens, page, Hkv, D, dtype, seed, spare=3):
+    """A paged cache holding the sequences' keys in shuffled pages (plus ``spare`` pages no
+    sequence owns) and its block table; table entries past a sequence's pages are -1 (never read)."""
+    gen = torch.Generator().manual_seed(seed)
+    need = [-(-n // page) for n in lens]
+    width = max(1, max(need) + 1)
+    num_pages = sum(need) + spare
+    order = torch.randperm(num_pages, generator=gen)
+    table = torch.full((len(lens), width), -1, dtype=torch.int32)
+    used = 0
+    for b, n in enumerate(need):
+        table[b, :n] = order[used:used + n].to(torch.int32)
+        used += n
+    k = _randn(num_pages, page, Hkv, D, seed=seed + 1, dtype=dtype)
+    v = _randn(num_pages, page, Hkv, D, seed=seed + 2, dtype=dtype)
+    return k, v, table
+
+
+def _check(o, lse, ref_o, ref_lse, dtype):
+    finite = torch.isfinite(ref_lse)
+    assert torch.isfinite(o).all(), "an output row was not written (NaN poison left)"
+    assert (o.double() - ref_o).abs().max().item() < TOL[dtype]
+    assert (lse[finite].double() - ref_lse[finite]).abs().max().item() < 1e-4
+    assert (lse[~finite] == float("-inf")).all()
+    assert (o.reshape(lse.shape + o.shape[-1:])[~finite].double() == 0).all()
+
+
+PAGED = [  # lens, H, Hkv, D, page, num_splits, dtype
+    ([0, 1, 37, 200], 4, 2, 64, 16, None, torch.bfloat16),     # empty, one key, pages smaller than a block
+    ([130, 5], 8, 1, 128, 64, 3, torch.float16),               # MQA 8:1, three splits (one of them empty for b=1)
+    ([70, 129, 1], 2, 2, 96, 8, 2, torch.bfloat16),            # MHA, padded head dim, tiny pages
+    ([33, 96], 4, 1, 256, 32, 2, torch.bfloat16),              # 32-key blocks at D = 256
+    ([300], 2, 1, 64, 128, 5, torch.bfloat16),                 # pages larger than a block, many splits
+]
+
+
+@pytest.mark.parametrize("lens,H,Hkv,D,page,splits,dtype", PAGED, ids=lambda x: str(x).replace("torch.", ""))
+def test_paged_matches_float64(lens, H, Hkv, D, page, splits, dtype, poisoned):
+    k, v, table = _paged(lens, page, Hkv, D, dtype, seed=len(lens) + D)
+    q = _randn(len(lens), H, D, seed=7, dtype=dtype)
+    seqlens = torch.tensor(lens, dtype=torch.int32)
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, num_splits=splits)
+    assert o.shape == q.shape and o.dtype == dtype and lse.shape == (len(lens), H)
+    _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), dtype)
+
+
+def test_contiguous_cache_and_flash_layout(poisoned):
+    """No block table: the cache is [B, S_cache, Hkv, D] (a strided view of a bigger buffer
+    here); q as flash-attn's [B, 1, H, D] gives o of that shape; a custom scale."""
+    big = _randn(3, 90, 4, 64, seed=3)
+    k, v = big[:, :, :2], big[:, :, 2:]
+    q = _randn(3, 1, 6, 64, seed=4)
+    seqlens = torch.tensor([90, 0, 41], dtype=torch.int32)
+    o, lse = attention_decode(q, k, v, seqlens, sm_scale=0.3, num_splits=2)
+    assert o.shape == (3, 1, 6, 64)
+    _check(o, lse, *M.reference(q, k, v, seqlens, sm_scale=0.3), torch.bfloat16)
+
+
+def test_default_split_count_runs_the_combine(poisoned):
+    """The default split count on the interpreter (2 "SMs"): several splits of 256 keys."""
+    lens = [700, 3]
+    k, v, table = _paged(lens, 16, 1, 64, torch.bfloat16, seed=11)
+    q = _randn(2, 4, 64, seed=12)
+    seqlens = torch.tensor(lens, dtype=torch.int32)
+    splits, split_len = M.num_splits_for(table.shape[1] * 16, 2, 1, 1, 64, M.CPU_SMS)
+    assert splits > 1 and split_len % 64 == 0 and split_len >= M.MIN_SPLIT
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table)
+    _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+
+
+def test_group_larger_than_a_tile(poisoned):
+    """80 query heads on one kv head: two 64-row tiles, the second one 16 heads."""
+    lens = [20]
+    k, v, table = _paged(lens, 16, 1, 64, torch.bfloat16, seed=21)
+    q = _randn(1, 80, 64, seed=22)
+    seqlens = torch.tensor(lens, dtype=torch.int32)
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table)
+    _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+
+
+def test_split_rule():
+    """Enough programs for the SMs, no split under MIN_SPLIT keys, whole key blocks, and every
+    key covered by exactly one split."""
+    for capacity, B, Hkv in ((32768, 1, 8), (4096, 64, 8), (100, 4, 2), (1, 1, 1), (8192, 8, 1)):
+        splits, split_len = M.num_splits_for(capacity, B, Hkv, 1, 64, 132)
+        assert split_len % 64 == 0 and (splits - 1) * split_len < capacity <= splits * split_len
+        assert splits == 1 or split_len >= M.MIN_SPLIT
+    assert M.num_splits_for(32768, 1, 8, 1, 64, 132) == (64, 512)    # 528 programs wanted: 66 splits, whole blocks: 64
+    assert M.num_splits_for(4096, 64, 8, 1, 64, 132)[0] == 2
+
+
+def test_bad_lengths_and_pages_are_device_errors():
+    """A length past the cache's capacity and a block-table entry in use outside the cache stop
+    the kernel with a located device assertion (the GPU traps the same way); entries past a
+    sequence's pages may hold anything (-1 here)."""
+    k, v, table = _paged([40], 16, 1, 64, torch.bfloat16, seed=31)
+    q = _randn(1, 2, 64, seed=32)
+    with pytest.raises(InterpreterError, match="cache_seqlens"):
+        attention_decode(q, k, v, torch.tensor([table.shape[1] * 16 + 1], dtype=torch.int32), block_table=table)
+    bad = table.clone()
+    bad[0, 1] = k.shape[0]
+    with pytest.raises(InterpreterError, match="block_table"):
+        attention_decode(q, k, v, torch.tensor([40], dtype=torch.int32), block_table=bad)
+
+
+def test_argument_errors():
+    q = torch.zeros(2, 4, 64, dtype=torch.bfloat16)
+    k = torch.zeros(5, 16, 2, 64, dtype=torch.bfloat16)
+    table = torch.zeros(2, 3, dtype=torch.int32)
+    lens = torch.zeros(2, dtype=torch.int32)
+    cases = [
+        ((q.float(), k, k, lens), {"block_table": table}, "bfloat16 or float16"),
+        ((q, k, k.half(), lens), {"block_table": table}, "'v_cache' must have q's dtype"),
+        ((q, k[:, :, :1].expand(5, 16, 3, 64), k[:, :, :1].expand(5, 16, 3, 64), lens), {"block_table": table},
+         "must divide q's 4 heads"),
+        ((q, k, k, lens.long()), {"block_table": table}, "'cache_seqlens' must be an int32"),
+        ((q, k, k, lens), {"block_table": table.long()}, "'block_table' must be an int32"),
+        ((q, k, k, lens), {}, "without block_table the cache is \\[B, S_cache"),
+        ((q[:, None].expand(2, 2, 4, 64), k, k, lens), {"block_table": table}, "\\[B, 1, H, D\\]"),
+        ((q, k, k, lens), {"block_table": table, "sm_scale": -1.0}, "'sm_scale' must be a positive"),
+        ((q, k, k, lens), {"block_table": table, "num_splits": 0}, "'num_splits' must be a positive"),
+    ]
+    for args, kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            attention_decode(*args, **kwargs)
+
+
+def test_custom_op_and_empty_cache():
+    """torch.ops.tlxc.attention_decode (fake: shapes only) and a cache of capacity 0."""
+    q = _randn(2, 4, 64, seed=41)
+    k = torch.zeros(2, 0, 1, 64, dtype=torch.bfloat16)
+    o, lse = torch.ops.tlxc.attention_decode(q, k, k, torch.zeros(2, dtype=torch.int32), None, None)
+    assert (o == 0).all() and (lse == float("-inf")).all()
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        fq = torch.empty(3, 8, 128, dtype=torch.float16)
+        fk = torch.empty(10, 16, 2, 128, dtype=torch.float16)
+        fo, flse = M._decode_fake(fq, fk, fk, torch.empty(3, dtype=torch.int32), torch.empty(3, 4, dtype=torch.int32))
+        assert fo.shape == (3, 8, 128) and flse.shape == (3, 8) and flse.dtype == torch.float32
+    assert tlxc.ops.attention_decode is attention_decode
+
+
+@pytest.mark.parametrize("D,page,Hkv", [(64, 16, 8), (128, 16, 8), (128, 64, 32), (256, 32, 2)])
+def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
+    """The H200 launch compiles for sm_90a without spills and in shared memory two programs per
+    SM share at D <= 128; ``tlxc check`` of it has no finding above a note."""
+    from tlxc.compiler import check_function
+    from tlxc.frontend.specialize import specialization_from_args
+    from tlxc.ops.kernels.attention_decode import decode_split_kernel
+    q = torch.zeros(8, 32, D, dtype=torch.bfloat16)
+    k = torch.zeros(64, page, Hkv, D, dtype=torch.bfloat16)
+    table = torch.zeros(8, 4096 // page, dtype=torch.int32)
+    lens = torch.zeros(8, dtype=torch.int32)
+    split, combine = M.compile_decode(q, k, k, lens, block_table=table)
+    assert split.n_spills == 0 and combine.n_spills == 0
+    if D <= 128:
+        assert 2 * (split.metadata.shared + 1024) <= 232448
+    launches = []
+    monkeypatch.setattr(M, "_launch", lambda kernel, grid, *args, **meta: launches.append((kernel, args, meta)))
+    attention_decode(q, k, k, lens, block_table=table, _sms=132)
+    kernel, args, meta = launches[0]
+    assert kernel is decode_split_kernel
+    num_warps = meta.pop("num_warps")
+    params = dict(zip(kernel.param_names, args), **meta)
+    findings = check_function(kernel, specialization_from_args(kernel, params), num_warps=num_warps)
+    assert [f for f in findings if f.severity != "note"] == []

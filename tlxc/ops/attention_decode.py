@@ -1,0 +1,244 @@
+"""``tlxc.ops.attention_decode``: one new query token per sequence against a KV cache,
+paged (``block_table``) or not, split over the cache length (flash-decoding).
+
+    o, lse = attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, sm_scale=None)
+
+* ``q``: ``[B, H, D]`` (or flash-attn's ``[B, 1, H, D]``; ``o`` takes ``q``'s shape);
+* paged cache (``block_table`` given, vLLM / flash-attn's ``flash_attn_with_kvcache``
+  layout): ``k_cache``/``v_cache`` ``[num_pages, page_size, Hkv, D]``, ``block_table`` int32
+  ``[B, max_pages]``: key ``n`` of sequence ``b`` is row ``n % page_size`` of page
+  ``block_table[b, n // page_size]`` (any page size, pages in any order; entries past a
+  sequence's length are never read);
+* contiguous cache (no ``block_table``): ``k_cache``/``v_cache`` ``[B, S_cache, Hkv, D]``;
+* ``cache_seqlens``: int32 ``[B]`` on ``q``'s device, the keys of each sequence (0 allowed:
+  ``o = 0``, ``lse = -inf``), at most the cache's capacity (``max_pages * page_size`` or
+  ``S_cache``) -- checked on the device (a located device assertion), never by a host sync;
+  block-table entries in use are checked against ``num_pages`` the same way;
+* GQA/MQA: ``H % Hkv == 0``; the query heads of one kv head are the rows of one MMA tile, so
+  the cache is read once per kv head;
+* ``lse``: float32 ``[B, H]``, natural log (as ``attention_forward``'s).
+
+No causal mask (one query at the end of its sequence sees every cached key, as flash-attn's
+bottom-right alignment gives).  Kernels: ``kernels/attention_decode.py``.  The number of
+splits follows from the shapes alone (the cache's capacity, ``B * Hkv`` and the SM count),
+so the launch never reads ``cache_seqlens`` on the host: CUDA-graph friendly.
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+import torch
+
+from .. import language as tl
+from ..torch_ops import register_custom_op
+from .kernels.attention_decode import LOG2E, decode_combine_kernel, decode_split_kernel
+
+DTYPES = (torch.float16, torch.bfloat16)
+TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
+MIN_SPLIT = 256            # keys per split at least: below that the combine's traffic is not paid back
+PROGRAMS_PER_SM = 4        # split programs wanted per SM (memory-level parallelism of the cache reads)
+CPU_SMS = 2                # the "SM count" on the interpreter (small splits exercise the combine)
+
+_COMPILE_ONLY = threading.local()      # .handles: a list while compile_decode runs
+
+
+def _fail(message: str) -> ValueError:
+    return ValueError(f"tlxc.ops.attention_decode: {message}")
+
+
+def _launch(kernel, grid, *args, **meta) -> None:
+    handles = getattr(_COMPILE_ONLY, "handles", None)
+    if handles is None:
+        kernel[grid](*args, **meta)
+    else:
+        handles.append(kernel.warmup(*args, grid=grid, **meta))
+
+
+def compile_decode(*args, sms: int = 132, **kwargs) -> list:
+    """Compile (sm_90a, no launch) the kernels ``attention_decode(*args, **kwargs)`` would
+    launch on a GPU of ``sms`` SMs (an H200 by default), from CPU tensors; the handles."""
+    _COMPILE_ONLY.handles = []
+    try:
+        attention_decode(*args, _sms=sms, **kwargs)
+        return _COMPILE_ONLY.handles
+    finally:
+        _COMPILE_ONLY.handles = None
+
+
+def block_sizes(D: int) -> tuple[int, int, int, int]:
+    """(padded head dim, query rows per tile, keys per block, ring stages): 64 query rows
+    (the wgmma's M: a GQA group of up to 64 heads, zero rows past it), 64-key blocks (32 at
+    head dims above 128); the K/V ring sized so that two programs fit an SM at D <= 128."""
+    head_dim = max(64, 1 << (D - 1).bit_length())
+    block_n = 64 if head_dim <= 128 else 32
+    stages = 4 if head_dim <= 64 else 3
+    return head_dim, 64, block_n, stages
+
+
+def num_splits_for(capacity: int, B: int, Hkv: int, g_chunks: int, block_n: int, sms: int) -> tuple[int, int]:
+    """(splits, keys per split): enough programs for ``PROGRAMS_PER_SM`` per SM, no split
+    under ``MIN_SPLIT`` keys, a split a whole number of key blocks."""
+    programs = max(1, B * Hkv * g_chunks)
+    splits = max(1, min(-(-capacity // MIN_SPLIT), -(-PROGRAMS_PER_SM * sms // programs)))
+    split_len = -(-max(1, -(-capacity // splits)) // block_n) * block_n
+    return max(1, -(-capacity // split_len)), split_len
+
+
+def _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale):
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("cache_seqlens", cache_seqlens)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"tlxc.ops.attention_decode: '{name}' must be a tensor, got {type(t).__name__}")
+    if q.dtype not in DTYPES:
+        raise _fail(f"'q' must be bfloat16 or float16, got {q.dtype}")
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if t.dtype != q.dtype:
+            raise _fail(f"'{name}' must have q's dtype {q.dtype}, got {t.dtype}")
+        if t.device != q.device:
+            raise _fail(f"'{name}' is on {t.device}, 'q' on {q.device}")
+        if t.dim() != 4:
+            raise _fail(f"'{name}' must be [num_pages, page_size, Hkv, D] (with block_table) or [B, S_cache, Hkv, D], "
+                        f"got {tuple(t.shape)}")
+    if k_cache.shape != v_cache.shape:
+        raise _fail(f"'k_cache' {tuple(k_cache.shape)} and 'v_cache' {tuple(v_cache.shape)} must have one shape")
+    if q.dim() == 4 and q.shape[1] != 1:
+        raise _fail(f"a 4-D 'q' must be [B, 1, H, D] (one new token per sequence), got {tuple(q.shape)}")
+    if q.dim() not in (3, 4):
+        raise _fail(f"'q' must be [B, H, D] or [B, 1, H, D], got {tuple(q.shape)}")
+    B, H, D = q.shape[0], q.shape[-2], q.shape[-1]
+    Hkv = k_cache.shape[2]
+    if k_cache.shape[3] != D:
+        raise _fail(f"'k_cache' has head dim {k_cache.shape[3]}, 'q' has {D} (one head dim for q, k and v)")
+    if not 1 <= D <= 256:
+        raise _fail(f"head dims 1..256 are supported, got {D}")
+    if Hkv == 0 or H % Hkv:
+        raise _fail(f"'k_cache'/'v_cache' have {Hkv} heads, which must divide q's {H} heads (GQA/MQA)")
+    if cache_seqlens.dtype != torch.int32 or cache_seqlens.shape != (B,):
+        raise _fail(f"'cache_seqlens' must be an int32 tensor of shape ({B},), got {cache_seqlens.dtype} "
+                    f"{tuple(cache_seqlens.shape)}")
+    if cache_seqlens.device != q.device:
+        raise _fail(f"'cache_seqlens' is on {cache_seqlens.device}, 'q' on {q.device}")
+    if block_table is not None:
+        if not isinstance(block_table, torch.Tensor):
+            raise TypeError(f"tlxc.ops.attention_decode: 'block_table' must be a tensor, got "
+                            f"{type(block_table).__name__}")
+        if block_table.dtype != torch.int32 or block_table.dim() != 2 or block_table.shape[0] != B:
+            raise _fail(f"'block_table' must be an int32 tensor [B={B}, max_pages], got {block_table.dtype} "
+                        f"{tuple(block_table.shape)}")
+        if block_table.device != q.device:
+            raise _fail(f"'block_table' is on {block_table.device}, 'q' on {q.device}")
+    elif k_cache.shape[0] != B:
+        raise _fail(f"without block_table the cache is [B, S_cache, Hkv, D]: 'k_cache' has batch {k_cache.shape[0]}, "
+                    f"'q' has {B}")
+    if sm_scale is None:
+        return 1.0 / math.sqrt(D)
+    if not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) or sm_scale <= 0:
+        raise _fail(f"'sm_scale' must be a positive finite number, got {sm_scale!r}")
+    return float(sm_scale)
+
+
+def _unit_last(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor, *,
+                     block_table: torch.Tensor | None = None, sm_scale: float | None = None,
+                     num_splits: int | None = None, _sms: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(o, lse)`` of one query token per sequence against its cached keys (module
+    docstring).  ``num_splits`` overrides the split count (tests, benchmarks)."""
+    sm_scale = _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale)
+    if num_splits is not None and (not isinstance(num_splits, int) or num_splits < 1):
+        raise _fail(f"'num_splits' must be a positive int, got {num_splits!r}")
+    B, H, D = q.shape[0], q.shape[-2], q.shape[-1]
+    Hkv = k_cache.shape[2]
+    q3 = _unit_last(q.reshape(B, H, D) if q.dim() == 4 else q)
+    k_cache, v_cache = _unit_last(k_cache), _unit_last(v_cache)
+    o = q.new_empty((B, H, D))
+    lse = torch.empty((B, H), device=q.device, dtype=torch.float32)
+    out = o.view(q.shape) if q.dim() == 4 else o
+    paged = block_table is not None
+    page = k_cache.shape[1] if paged else 1
+    capacity = block_table.shape[1] * page if paged else k_cache.shape[1]
+    if B == 0 or H == 0:
+        return out, lse
+    if capacity == 0:
+        o.zero_()
+        lse.fill_(float("-inf"))
+        return out, lse
+    group = H // Hkv
+    head_dim, block_g, block_n, stages = block_sizes(D)
+    g_chunks = -(-group // block_g)
+    sms = _sms or (torch.cuda.get_device_properties(q.device).multi_processor_count if q.device.type == "cuda"
+                   else CPU_SMS)
+    if num_splits is None:
+        splits, split_len = num_splits_for(capacity, B, Hkv, g_chunks, block_n, sms)
+    else:
+        per_split = -(-capacity // num_splits)
+        split_len = -(-per_split // block_n) * block_n
+        splits = -(-capacity // split_len)
+    one = splits == 1
+    if one:
+        o_part, lse_part = o, lse
+        so, sl = (o.stride(0), o.stride(1), 0), (lse.stride(0), lse.stride(1))
+    else:
+        o_part = torch.empty((B, H, splits, D), device=q.device, dtype=torch.float32)
+        lse_part = torch.empty((B, H, splits), device=q.device, dtype=torch.float32)
+        so, sl = (o_part.stride(0), o_part.stride(1), o_part.stride(2)), (lse_part.stride(0), lse_part.stride(1))
+    if paged:
+        bt, stride_bt, num_pages = block_table, block_table.stride(0), k_cache.shape[0]
+        sk = (k_cache.stride(0), k_cache.stride(1), k_cache.stride(2))
+        sv = (v_cache.stride(0), v_cache.stride(1), v_cache.stride(2))
+    else:
+        bt, stride_bt, num_pages = cache_seqlens, 0, 1          # (never read without pages)
+        sk = (k_cache.stride(0), k_cache.stride(1), k_cache.stride(2))
+        sv = (v_cache.stride(0), v_cache.stride(1), v_cache.stride(2))
+    _launch(decode_split_kernel, (splits, B * Hkv * g_chunks), q3, k_cache, v_cache, bt, cache_seqlens, o_part,
+            lse_part, Hkv, split_len, capacity, num_pages, sm_scale * LOG2E, q3.stride(0), q3.stride(1), *sk, *sv,
+            stride_bt, *so, *sl, D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page,
+            STAGES=stages, PAGED=paged, ONE_SPLIT=one, DTYPE=TL_DTYPES[q.dtype], num_warps=4)
+    if not one:
+        _launch(decode_combine_kernel, (B * H,), o_part, lse_part, o, lse, H, splits, *o_part.stride()[:3],
+                lse_part.stride(0), lse_part.stride(1), o.stride(0), o.stride(1), lse.stride(0), lse.stride(1),
+                D=D, HEAD_DIM=head_dim, BLOCK_S=max(2, 1 << (splits - 1).bit_length()), num_warps=4)
+    return out, lse
+
+
+def reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, sm_scale=None, dtype=torch.float64):
+    """``(o, lse)`` in ``dtype`` by plain tensor math (the pages gathered on the host)."""
+    B, H, D = q.shape[0], q.shape[-2], q.shape[-1]
+    sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
+    lens = cache_seqlens.tolist()
+    o = torch.zeros((B, H, D), dtype=dtype, device=q.device)
+    lse = torch.full((B, H), float("-inf"), dtype=dtype, device=q.device)
+    qq = q.reshape(B, H, D).to(dtype)
+    for b, n in enumerate(lens):
+        if n == 0:
+            continue
+        if block_table is None:
+            k, v = k_cache[b, :n], v_cache[b, :n]
+        else:
+            page = k_cache.shape[1]
+            rows = torch.arange(n)
+            pages = block_table[b].cpu()[rows // page]
+            k, v = k_cache[pages, rows % page], v_cache[pages, rows % page]       # [n, Hkv, D]
+        group = H // k.shape[1]
+        k = k.to(dtype).repeat_interleave(group, 1)
+        v = v.to(dtype).repeat_interleave(group, 1)
+        s = torch.einsum("hd,nhd->hn", qq[b], k) * sm_scale
+        lse[b] = torch.logsumexp(s, -1)
+        o[b] = torch.einsum("hn,nhd->hd", torch.softmax(s, -1), v)
+    return (o.view(q.shape) if q.dim() == 4 else o), lse
+
+
+def _decode_impl(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor,
+                 block_table: torch.Tensor | None = None,
+                 sm_scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    return attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=block_table, sm_scale=sm_scale)
+
+
+def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table=None, sm_scale=None):
+    _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale)
+    return q.new_empty(q.shape), q.new_empty((q.shape[0], q.shape[-2]), dtype=torch.float32)
+
+
+attention_decode_op = register_custom_op("tlxc::attention_decode", _decode_impl, fake=_decode_fake)
