@@ -59,7 +59,7 @@ EQUAL_SEED = VARLEN_SEED + 4   # the last case: 4 sequences of 4096, the dense B
 
 
 DECODE_CASES = (  # (B, H, Hkv, cache length or None: mixed lengths 512..16384)
-    (1, 32, 8, 32768), (8, 32, 8, 8192), (64, 32, 8, 2048), (32, 32, 32, 4096), (16, 64, 8, 4096), (16, 32, 8, None),
+    (1, 32, 8, 32768), (8, 32, 8, 8192), (64, 32, 8, 2048), (16, 32, 32, 4096), (16, 64, 8, 4096), (16, 32, 8, None),
 )
 DECODE_PAGE = 16
 DECODE_SEED = 90

@@ -1,0 +1,95 @@
+"""tlxc.ops.attention_decode on the GPU (marked gpu): paged and contiguous caches against float64
+math (GQA / MQA / MHA, head dims 64-256, page sizes below, at and above the key block, lengths
+0 and 1, default and forced split counts), a CUDA graph replayed with new lengths, and the
+device-side block-table check."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tlxc.ops import attention_decode
+from tlxc.ops.attention_decode import reference
+
+pytestmark = pytest.mark.gpu
+
+TOL = {torch.bfloat16: 2e-2, torch.float16: 4e-3}
+
+
+def _paged(lens, page, Hkv, D, dtype, seed):
+    gen = torch.Generator().manual_seed(seed)
+    need = [-(-n // page) for n in lens]
+    num_pages = sum(need) + 2
+    order = torch.randperm(num_pages, generator=gen)
+    table = torch.full((len(lens), max(1, max(need))), -1, dtype=torch.int32)
+    used = 0
+    for b, n in enumerate(need):
+        table[b, :n] = order[used:used + n].to(torch.int32)
+        used += n
+    k = torch.randn(num_pages, page, Hkv, D, generator=gen).to(dtype).cuda()
+    v = torch.randn(num_pages, page, Hkv, D, generator=gen).to(dtype).cuda()
+    return k, v, table.cuda()
+
+
+def _check(o, lse, ref_o, ref_lse, dtype):
+    finite = torch.isfinite(ref_lse)
+    assert torch.isfinite(o).all()
+    assert (o.double() - ref_o).abs().max().item() < TOL[dtype]
+    assert (lse[finite].double() - ref_lse[finite]).abs().max().item() < 1e-3
+    assert (lse[~finite] == float("-inf")).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("D", [64, 96, 128, 256])
+@pytest.mark.parametrize("H,Hkv,page,splits", [(32, 8, 16, None), (8, 1, 64, 3), (4, 4, 256, None), (80, 1, 8, 2)])
+def test_paged_matches_float64(D, H, Hkv, page, splits, dtype):
+    lens = [0, 1, 700, 5000, 129]
+    k, v, table = _paged(lens, page, Hkv, D, dtype, seed=D + H)
+    q = torch.randn(len(lens), H, D, device="cuda", dtype=dtype)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, num_splits=splits)
+    _check(o, lse, *reference(q, k, v, seqlens, block_table=table), dtype)
+
+
+def test_contiguous_cache():
+    k = torch.randn(4, 3000, 2, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    q = torch.randn(4, 1, 16, 128, device="cuda", dtype=torch.bfloat16)
+    seqlens = torch.tensor([3000, 17, 0, 2048], dtype=torch.int32, device="cuda")
+    o, lse = attention_decode(q, k, v, seqlens)
+    _check(o, lse, *reference(q, k, v, seqlens), torch.bfloat16)
+
+
+def test_graph_replay_with_new_lengths():
+    """The split count comes from the shapes: a captured decode step replays with new lengths and
+    a new block table."""
+    k, v, table = _paged([2000, 2000, 2000], 16, 8, 128, torch.bfloat16, seed=5)     # room for 2000 keys each
+    q = torch.randn(3, 32, 128, device="cuda", dtype=torch.bfloat16)
+    seqlens = torch.tensor([900, 40, 2000], dtype=torch.int32, device="cuda")
+    attention_decode(q, k, v, seqlens, block_table=table)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o, lse = attention_decode(q, k, v, seqlens, block_table=table)
+    seqlens.copy_(torch.tensor([1, 2000, 333], dtype=torch.int32))
+    table.copy_(table.flip(0))              # the same pages, dealt to other sequences
+    graph.replay()
+    torch.cuda.synchronize()
+    _check(o, lse, *reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+
+
+def test_bad_block_table_entry_traps():
+    """A block-table entry in use past the cache stops the kernel (a child process: the trap
+    poisons the CUDA context)."""
+    code = (
+        "import torch\n"
+        "from tlxc.ops import attention_decode\n"
+        "k = torch.zeros(4, 16, 1, 64, device='cuda', dtype=torch.bfloat16)\n"
+        "table = torch.tensor([[0, 9]], dtype=torch.int32, device='cuda')\n"
+        "q = torch.zeros(1, 2, 64, device='cuda', dtype=torch.bfloat16)\n"
+        "attention_decode(q, k, k, torch.tensor([20], dtype=torch.int32, device='cuda'), block_table=table)\n"
+        "torch.cuda.synchronize()\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0
+    assert "block_table entry in use is outside" in run.stdout + run.stderr
