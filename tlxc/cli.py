@@ -75,6 +75,7 @@ class Job:
     stem: str = ""            # DIR/<stem>.<stage>
     num_warps: int = 4
     cluster: Any = None
+    num_ctas: int = 1           # an autotune config's num_ctas (Triton's CTAs per program)
 
     @property
     def name(self) -> str:
@@ -419,6 +420,7 @@ def _launch_options(job: Job, args) -> None:
         raise UsageError(f"{job.name}: config {job.config_index} has num_warps={job.num_warps}; tlxc takes "
                          f"{', '.join(map(str, NUM_WARPS))}")
     job.cluster = cluster_option(args)
+    job.num_ctas = config.num_ctas if config is not None else 1
     if job.cluster is None and config is not None and config.ctas_per_cga is not None:
         from .errors import LaunchError
         from .runtime.launch import cluster_dims
@@ -458,7 +460,7 @@ def cmd_compile(args) -> int:
     for job in jobs:
         try:
             compiled = compile_kernel(job.kfn, job.spec, arch=arch, num_warps=job.num_warps, stages=stages,
-                                      cluster=job.cluster)
+                                      cluster=job.cluster, num_ctas=job.num_ctas)
         except TlxcError as exc:
             print(exc.render(), file=sys.stderr)
             failed = True
@@ -534,7 +536,7 @@ def cmd_check(args) -> int:
 def check_job(job: Job, arch: str, num_warps: int, cluster=None) -> list:
     """Every finding of one kernel (``tlxc.compiler.check_function``)."""
     from .compiler import check_function
-    return check_function(job.kfn, job.spec, arch=arch, num_warps=num_warps, cluster=cluster)
+    return check_function(job.kfn, job.spec, arch=arch, num_warps=num_warps, cluster=cluster, num_ctas=job.num_ctas)
 
 
 def _run_inputs(module, jobs: list[Job]) -> dict:

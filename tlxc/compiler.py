@@ -53,10 +53,11 @@ def check_arch(arch: str) -> str:
 
 
 def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: int = 4,
-             cluster: tuple[int, int, int] | None = None):
+             cluster: tuple[int, int, int] | None = None, num_ctas: int = 1):
     """The kernel's IR for one specialization, allocations in branches hoisted
     (``passes.hoist_allocations``); ``cluster`` (``ctas_per_cga``) adds the
-    cluster barriers of ``passes.cluster_syncs``; ``place-tasks`` gives every
+    cluster barriers of ``passes.cluster_syncs``; ``num_ctas`` (Triton's CTAs per program:
+    runtime/launch.py, "num_ctas") is checked there too; ``place-tasks`` gives every
     async task its warps and register budget (``passes.place_tasks``)."""
     if num_warps not in (1, 2, 4, 8, 16, 32):
         raise CompilationError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
@@ -64,12 +65,28 @@ def frontend(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: 
     if num_warps * lanes > 1024:
         raise CompilationError(f"num_warps={num_warps} on {arch} is {num_warps * lanes} work-items; a work-group holds "
                                f"at most 1024 ({1024 // lanes} waves of {lanes})")
-    options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster)
+    if num_ctas != 1:
+        _check_num_ctas(num_ctas, cluster, arch)
+    options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster, num_ctas=num_ctas)
     module = build_kernel_ir(kfn, spec, options)
     for p in frontend_passes(get_target(arch)):     # (not through PassManager: their errors are the user's)
         module = p.run(module, options)
     verify_module(module)
     return module
+
+
+def _check_num_ctas(num_ctas, cluster, arch: str) -> None:
+    if not isinstance(num_ctas, int) or isinstance(num_ctas, bool) or not 1 <= num_ctas <= 8:
+        raise CompilationError(f"num_ctas must be an int from 1 to 8 (CTAs per program, in one cluster), "
+                               f"got {num_ctas!r}")
+    target = get_target(arch)
+    if not target.is_nvidia or target.capability < (9, 0):
+        raise CompilationError(f"num_ctas={num_ctas} runs each program on a cluster of CTAs, which needs "
+                               f"sm_90 or newer; {arch} has no clusters: use num_ctas=1")
+    if cluster is not None:
+        raise CompilationError(f"num_ctas={num_ctas} and ctas_per_cga={tuple(cluster)} both set the cluster: "
+                               f"num_ctas makes each program a cluster of num_ctas CTAs (the grid multiplied), "
+                               f"ctas_per_cga groups the grid's CTAs into clusters; pass one of them")
 
 
 def frontend_passes(target: Target | str) -> list:
@@ -161,11 +178,14 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_w
         raise CompilationError(f"stage(s) {', '.join(foreign)} are not made for {arch} (an {vendor.upper()} target; "
                                f"its code stages are {', '.join(own)})")
     start = time.perf_counter()
-    module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
+    num_ctas = options.get("num_ctas", 1)
+    module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster, num_ctas=num_ctas)
     compiled = CompiledKernel(kfn.__name__, arch, spec, module)
     compiled.asm["ir"] = print_module(module)
     compiled.metadata["num_warps"] = num_warps
     compiled.metadata["cluster"] = list(cluster) if cluster else None
+    if num_ctas != 1:
+        compiled.metadata["num_ctas"] = num_ctas
     compiled.metadata["frontend_seconds"] = time.perf_counter() - start
     wants_backend = any(s in stages for s in BACKEND_STAGES)
     if "ir.opt" in stages or wants_backend:
@@ -259,15 +279,16 @@ def kernel_symbol_of(compiled: CompiledKernel) -> str:
     return compiled.metadata.get("name", compiled.name)
 
 
-def check_function(kfn, spec, *, arch: str = DEFAULT_ARCH, num_warps: int = 4, cluster=None) -> list[Finding]:
+def check_function(kfn, spec, *, arch: str = DEFAULT_ARCH, num_warps: int = 4, cluster=None,
+                   num_ctas: int = 1) -> list[Finding]:
     """What ``tlxc check`` reports for one specialized ``@tlxc.kernel``: a
     frontend error, or the findings of ``check_kernel`` plus shared-memory
     capacity (``allocate-shared``), without generating code."""
     from .errors import TlxcError
     from .passes.shared_memory import allocate_kernel
     try:
-        module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
-        options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster)
+        module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster, num_ctas=num_ctas)
+        options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster, num_ctas=num_ctas)
         module = copy_module(module)
         for p in check_passes(arch):
             module = p.run(module, options)

@@ -35,6 +35,7 @@ class CompileOptions:
     arch: str = DEFAULT_ARCH                          # a key of tlxc.target.TARGETS
     num_warps: int = 4
     cluster: tuple[int, int, int] | None = None       # ctas_per_cga; None: no clusters
+    num_ctas: int = 1                                 # Triton's num_ctas: CTAs per program (launch.py)
     num_stages: int | None = None                     # pipeline-loads' default depth (the launch's num_stages)
     check_barriers: bool = True                       # False: skip the barrier-protocol findings
     debug_barriers: bool = False                      # a TLXC_DEBUG_BARRIERS build: barrier findings warn

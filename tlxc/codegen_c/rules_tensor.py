@@ -13,13 +13,22 @@ from .lower import const_table, is_identity, lowering, registers, same_thread_ma
 
 @lowering("tl.program_id")
 def program_id(lw, op):
+    axis = op.attrs["axis"]
     lw.declare(op.results[0], "pid" if not op.results[0].name_hint else None,
-               init=f"(int)blockIdx.{'xyz'[op.attrs['axis']]}")
+               init=f"(int){_per_program(lw, axis, f'blockIdx.{chr(120 + axis)}')}")
 
 
 @lowering("tl.num_programs")
 def num_programs(lw, op):
-    lw.declare(op.results[0], init=f"(int)gridDim.{'xyz'[op.attrs['axis']]}")
+    axis = op.attrs["axis"]
+    lw.declare(op.results[0], init=f"(int){_per_program(lw, axis, f'gridDim.{chr(120 + axis)}')}")
+
+
+def _per_program(lw, axis: int, index: str) -> str:
+    """A CTA index or count in programs: under Triton's ``num_ctas`` (kernel attribute) a
+    program is a cluster of that many CTAs along x."""
+    num_ctas = lw.kernel.attrs.get("num_ctas", 1)
+    return f"({index} / {num_ctas}u)" if axis == 0 and num_ctas > 1 else index
 
 
 @lowering("tl.arange")

@@ -68,7 +68,8 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
         lines += ["", helpers]
     if "bytes128" in kinds or rules_tensormap.uses_tensormaps(lw):
         lines += ["", TENSORMAP_STRUCT]
-    dims = kernel.attrs.get("cluster_dims")
+    num_ctas = kernel.attrs.get("num_ctas", 1)
+    dims = kernel.attrs.get("cluster_dims") or ((num_ctas, 1, 1) if num_ctas > 1 else None)
     cluster = f" __cluster_dims__({dims[0]}, {dims[1]}, {dims[2]})" if dims else ""
     bounds = _register_bounds(kernel, threads, min_blocks, ws_ops)
     signature = (f'extern "C" __global__ void {bounds}{cluster} '
@@ -86,6 +87,11 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
     body, pinned = rules_mma_async.pin_thread_values(lw, lw.out.lines)
     # (an epilogue's wgmma wait re-binds the coordinates; tid opaque: no ``mov %tid.x`` above it)
     tid = f"int tid = threadIdx.x; {ptx.opaque_int('tid')}" if pinned else "const int tid = threadIdx.x;"
+    if num_ctas > 1:
+        # Triton's num_ctas: program p is the cluster of CTAs num_ctas * p .. num_ctas * p + num_ctas - 1
+        # along x (tl.program_id(0) divides: rules_tensor.py); tlxc places the whole program on the
+        # cluster's first CTA (its tensors are not split over the cluster), the others leave at once
+        lines.append(f"  if (blockIdx.x % {num_ctas}u) return;   // num_ctas={num_ctas}: the program runs on CTA 0")
     lines += ["  " + tid, "  const int lane = tid & 31;",
               "  const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0);"]
     lines += ["  " + p for p in narrow + lw.scratch_definitions(user_bytes) + lw.prologue]

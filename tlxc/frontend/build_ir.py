@@ -623,6 +623,8 @@ def _build_kernel_ir(kfn, spec, options: CompileOptions) -> Module:
              "arg_divisibility": tuple(spec.divisibility.get(name, 1) for name, _ in runtime)}
     if options.cluster is not None:
         attrs["cluster_dims"] = tuple(options.cluster)
+    if options.num_ctas > 1:
+        attrs["num_ctas"] = options.num_ctas     # one program per cluster of num_ctas CTAs (codegen_nvptx/cuda.py)
     lanes = get_target(options.arch).warp_size
     if lanes != 32:
         attrs["warp_size"] = lanes       # AMD's wave64 (ir/ops/task.py: warp_size); NVIDIA's 32 is implied

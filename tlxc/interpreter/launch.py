@@ -114,14 +114,14 @@ def interpret_arch(arch: str | None = None) -> str:
 
 
 def _runner(kfn, spec: Specialization, num_warps: int, cluster=None, arch: str | None = None,
-            check_barriers: bool = True) -> KernelRunner:
+            check_barriers: bool = True, num_ctas: int = 1) -> KernelRunner:
     from ..compiler import frontend
     arch = interpret_arch(arch)
     cache = _RUNNERS.setdefault(kfn, {})
-    key = (spec.key(), num_warps, cluster, arch, kfn.cache_key)   # (the key follows reassigned globals)
+    key = (spec.key(), num_warps, cluster, arch, kfn.cache_key, num_ctas)   # (the key follows reassigned globals)
     runner = cache.get(key)
     if runner is None:
-        module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster)
+        module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster, num_ctas=num_ctas)
         runner = cache[key] = KernelRunner(module, arch=arch)
     _static_check(kfn, key, runner.module, check_barriers)
     return runner
@@ -139,8 +139,9 @@ def _static_check(kfn, key: tuple, module, check_barriers: bool) -> None:
     from ..options import CompileOptions
     from ..passes.canonicalize import Canonicalize
     from ..passes.manager import PassManager
-    _specialization, num_warps, cluster, arch, _kernel_key = key
-    options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster, check_barriers=check_barriers)
+    _specialization, num_warps, cluster, arch, _kernel_key, num_ctas = key
+    options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster, check_barriers=check_barriers,
+                             num_ctas=num_ctas)
     mode = barrier_mode(options)
     done = _CHECKED.setdefault(kfn, set())
     if (key, mode) in done:
@@ -188,8 +189,9 @@ def interpret_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
             members = [(pid[0] + x, pid[1] + y, pid[2] + z) for z, y, x in
                        itertools.product(range(dims[2]), range(dims[1]), range(dims[0]))]
             runner.run_cluster(members, dims, grid3, memory, values, program_seed(seed, pid), out)
+    # (num_ctas: each program runs on the first CTA of its cluster, as compiled: the same programs)
     return InterpretedLaunch(kfn.__name__, runner.kernel.attrs.get("num_warps", 4), dims,
-                             (kwargs or {}).get("num_stages"))
+                             (kwargs or {}).get("num_stages"), (kwargs or {}).get("num_ctas") or 1)
 
 
 class InterpretedLaunch:
@@ -198,10 +200,10 @@ class InterpretedLaunch:
     ``cluster_dims``, ``ctas_per_cga``, ``name``, ``shared`` = 0: nothing is compiled)."""
 
     def __init__(self, name: str, num_warps: int, cluster: tuple[int, int, int] | None,
-                 num_stages: int | None):
+                 num_stages: int | None, num_ctas: int = 1):
         from ..runtime.warmup import KernelMetadata
         self.name = name
-        self.metadata = KernelMetadata({"name": name, "num_warps": num_warps,
+        self.metadata = KernelMetadata({"name": name, "num_warps": num_warps, "num_ctas": int(num_ctas),
                                         "cluster": list(cluster) if cluster else None}, num_stages)
         self.asm: dict = {}
 
@@ -228,7 +230,7 @@ def prepare_launch(kfn, grid, args: tuple = (), kwargs: dict | None = None, *,
     _check_constants(kfn, spec)
     grid3 = normalize_grid(grid, {**bound, **options}, kfn.__name__)
     _check_program_count(kfn.__name__, grid3)
-    runner = _runner(kfn, spec, warps, config.cluster, arch, check_barriers)
+    runner = _runner(kfn, spec, warps, config.cluster, arch, check_barriers, config.num_ctas)
     memory = GlobalMemory()
     runtime = spec.runtime_params()
     for name, t in runtime:

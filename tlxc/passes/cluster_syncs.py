@@ -10,6 +10,11 @@ is compiled for clusters (``ctas_per_cga`` with more than one CTA):
   multicasts into, a peer's barrier before the peer initialized it;
 * a ``cluster_barrier`` before the kernel returns, so that no CTA exits (and
   its shared memory goes away) while a peer still signals it.
+
+A kernel compiled for Triton's ``num_ctas`` (one program per cluster of that many CTAs,
+the program on the cluster's first CTA: runtime/launch.py, "num_ctas") may not use the
+cluster ops: there the cluster is the program's, not the kernel's (a located error names
+``ctas_per_cga``, tlxc's clusters for them).
 """
 from __future__ import annotations
 
@@ -40,8 +45,25 @@ def _peer_signal(kernel):
                  (has_trait(op, TCGEN05_MMA) and op.attrs.get("two_ctas"))), None)
 
 
+CLUSTER_OP_PREFIXES = ("tlx.cluster_", "tlx.remote_", "tlx.async_remote_", "tlx.clc_",
+                       "tlx.fence_mbarrier_init_cluster")
+
+
+def _refuse_cluster_ops(kernel) -> None:
+    peer = _peer_signal(kernel)         # (a multicast load, a 2-CTA MMA: no name of their own)
+    for op in kernel.walk():
+        if op.name.startswith(CLUSTER_OP_PREFIXES) or op is peer:
+            raise CompilationError(f"{op.name} needs the kernel's own clusters, and this launch has "
+                                   f"num_ctas={kernel.attrs['num_ctas']} (each program runs on its own cluster "
+                                   f"of that many CTAs): launch with ctas_per_cga=(x, y, z) and num_ctas=1",
+                                   op.loc)
+
+
 def insert_cluster_syncs(module: Module) -> Module:
     for kernel in module.kernels:
+        if kernel.attrs.get("num_ctas", 1) > 1:
+            _refuse_cluster_ops(kernel)
+            continue
         dims = kernel.attrs.get("cluster_dims")
         if not dims or dims[0] * dims[1] * dims[2] == 1:
             op = _peer_signal(kernel)

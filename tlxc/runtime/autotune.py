@@ -56,12 +56,6 @@ class AutotuneWarning(UserWarning):
     autotune argument tlxc cannot honour was given (an unknown ``key`` name, say)."""
 
 
-# Triton's Config fields that tlxc accepts and cannot honour yet (a warning names them).
-_UNSUPPORTED_OPTIONS = {
-    "num_ctas": "tlxc launches clusters with the ctas_per_cga= launch option (Config(..., ctas_per_cga=(2, 1, 1)))",
-}
-
-
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -85,11 +79,6 @@ class Config:
         if ir_override is not None:
             raise TypeError("tlxc.Config(ir_override=...): tlxc compiles from the Python source and cannot "
                             "take a Triton IR file; use TLXC_OVERRIDE_DIR to replace the generated CUDA")
-        for name, value, meaning in (("num_ctas", num_ctas, 1),):      # maxnreg: honoured at the launch
-            if value != meaning:
-                warnings.warn(f"tlxc.Config({name}={value}) is not supported (its launches are refused, so "
-                              f"the config is skipped): {_UNSUPPORTED_OPTIONS[name]}",
-                              AutotuneWarning, stacklevel=2)
         self.kwargs = dict(kwargs)
         self.num_warps = num_warps
         self.num_stages = num_stages

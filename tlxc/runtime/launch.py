@@ -102,6 +102,7 @@ class LaunchConfig:
     fp_fusion: bool = True
     num_stages: int | None = None       # pipeline-loads' depth (passes/pipeline.py); None: Triton's 3
     pdl: bool = False                   # launch_pdl=True: programmatic dependent launch (driver.Launcher)
+    num_ctas: int = 1                   # Triton's CTAs per program (a cluster each): see launch_config
 
     def compile_options(self) -> dict:
         """Extra ``compile_kernel`` options (only the non-default ones, so keys stay stable)."""
@@ -112,6 +113,8 @@ class LaunchConfig:
             options["enable_fp_fusion"] = False
         if self.num_stages is not None:
             options["num_stages"] = self.num_stages
+        if self.num_ctas != 1:
+            options["num_ctas"] = self.num_ctas
         return options
 
 
@@ -131,12 +134,15 @@ def launch_config(name: str, options: dict) -> LaunchConfig:
     if stages is not None and (_int_value(stages) is None or _int_value(stages) < 0):
         raise LaunchError(f"cannot launch {name}: num_stages must be a non-negative int, got {_describe(stages)}")
     ctas = options.get("num_ctas")
-    if ctas is not None and _int_value(ctas) != 1:
-        raise LaunchError(f"cannot launch {name}: num_ctas={ctas!r} is not supported: Triton runs each program "
-                          f"on a cluster of {ctas!r} CTAs that split its tensors between them (multi-CTA "
-                          f"layouts, {ctas!r} x the grid's CTAs), and tlxc's layouts place a tensor within one "
-                          f"CTA; tlxc runs one CTA per program: pass num_ctas=1, or launch clusters of CTAs "
-                          f"with ctas_per_cga=(n, 1, 1) and the tlx.cluster_* ops (docs/runtime.md)")
+    num_ctas = 1 if ctas is None else _int_value(ctas)
+    if num_ctas is None or not 1 <= num_ctas <= MAX_CLUSTER:
+        raise LaunchError(f"cannot launch {name}: num_ctas must be an int from 1 to {MAX_CLUSTER} (CTAs per "
+                          f"program, in one cluster), got {_describe(ctas)}")
+    if num_ctas > 1 and cluster_dims(options.get("ctas_per_cga")) is not None:
+        raise LaunchError(f"cannot launch {name}: num_ctas={num_ctas} and ctas_per_cga="
+                          f"{options.get('ctas_per_cga')!r} both set the cluster: num_ctas makes each program "
+                          f"a cluster of num_ctas CTAs (the grid multiplied), ctas_per_cga groups the grid's "
+                          f"CTAs into clusters; pass one of them")
     maxnreg = options.get("maxnreg")
     if maxnreg is not None:
         low, high = MAXNREG_RANGE
@@ -152,7 +158,7 @@ def launch_config(name: str, options: dict) -> LaunchConfig:
         raise LaunchError(f"cannot launch {name}: launch_cooperative_grid=True is not supported (tlxc has no "
                           f"grid-wide synchronization)")
     return LaunchConfig(warps, cluster_dims(options.get("ctas_per_cga")), maxnreg, fusion is not False,
-                        None if stages is None else _int_value(stages), pdl)
+                        None if stages is None else _int_value(stages), pdl, num_ctas)
 
 
 _DEFAULT_CONFIG = LaunchConfig()
@@ -1083,8 +1089,22 @@ def _prepare(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG) -> Launc
     if compiled.metadata.get("global_scratch_bytes"):     # in-kernel tensor maps (runtime/scratch.py)
         from .scratch import with_global_scratch
         run = with_global_scratch(run, kfn.__name__, compiled.metadata["global_scratch_bytes"], device)
+    if config.num_ctas > 1:     # Triton's num_ctas: each program is a cluster of num_ctas CTAs along x
+        run = with_ctas_per_program(run, kfn.__name__, config.num_ctas)
     return LaunchPlan(run, index, is_pointer, (threads, 1, 1), smem, device, compiled, launcher=launcher,
                       cluster=cluster, direct=run is plain)
+
+
+def with_ctas_per_program(run: Callable, name: str, num_ctas: int) -> Callable:
+    """``run`` for Triton's ``num_ctas``: the grid counts programs, the launch has ``num_ctas`` CTAs
+    per program along x (the kernel's ``__cluster_dims__(num_ctas, 1, 1)`` groups them)."""
+    def launch_clusters(grid, block, smem, stream, values):
+        x = grid[0] * num_ctas
+        if x > GRID_LIMITS[0]:
+            raise LaunchError(f"cannot launch {name}: grid x {grid[0]} with num_ctas={num_ctas} is {x} CTAs; "
+                              f"CUDA allows at most {GRID_LIMITS[0]}")
+        run((x, grid[1], grid[2]), block, smem, stream, values)
+    return launch_clusters
 
 
 def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluster=None, options=None):

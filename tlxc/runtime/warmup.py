@@ -37,7 +37,7 @@ class KernelMetadata:
         cluster = raw.get("cluster") or [1, 1, 1]
         self._triton = {"shared": raw.get("shared_bytes", raw.get("scratch_bytes", 0)) or 0,
                         "num_warps": raw.get("num_warps"), "num_stages": num_stages if num_stages is not None else 3,
-                        "name": raw.get("name"), "num_ctas": 1, "cluster_dims": tuple(cluster),
+                        "name": raw.get("name"), "num_ctas": raw.get("num_ctas", 1), "cluster_dims": tuple(cluster),
                         "ctas_per_cga": tuple(cluster)}
 
     def __getattr__(self, name: str):
