@@ -685,12 +685,13 @@ class EventCollector:
                 raise Undecidable(f"the predicate of {_op_label(op)} depends on runtime values", op.loc)
             if not pred:
                 return
-        for operand, kind in zip(op.operands[:3], ("tcread", "tcread", "tcacc")):
+        operands = [*op.operands[:3], *op.scales]         # block-scaled: its scale buffers are read too
+        for operand, kind in zip(operands, ("tcread", "tcread", "tcacc", "tcread", "tcread")):
             ref = self.value(operand)
             if isinstance(ref, BufferRef) and ref.index is not UNKNOWN:
                 self.record(kind, op, array=ref.array, slot=ref.index, box=ref.box)
         first = 4 + bool(op.attrs.get("has_pred"))
-        for i in range(first, len(op.operands)):
+        for i in range(first, first + len(op.barriers)):
             array, slot = self.barrier(op, i)
             self.record("tcdone", op, array=array, slot=slot, amount=1)
         if op.attrs.get("sync"):

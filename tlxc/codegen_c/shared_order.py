@@ -355,7 +355,8 @@ class _Membar:
         if op.name in ("tlx.async_descriptor_load", "tlx.async_bulk_load"):   # issued by one thread
             return _NONE, self.slots(op.operands[1]), _CLEAR
         if op.name in ("tlx.async_dot", "tlx.tcgen05_mma"):
-            reads = frozenset().union(*(self.slots(v) for v in op.operands[:2] if _smem(v)))
+            operands = [*op.operands[:2], *(op.scales if op.name == "tlx.tcgen05_mma" else ())]
+            reads = frozenset().union(*(self.slots(v) for v in operands if _smem(v)))
             return reads, _NONE, _CLEAR
         if has_trait(op, BULK_STORE):
             return self.slots(op.operands[1]), _NONE, _CLEAR

@@ -1325,6 +1325,30 @@ def _tcgen05_mma_tmem_a(kind: str) -> str:
 }}"""
 
 
+@helper("tlx_tcgen05_mma_mxf8f6f4_block_scale")
+def tcgen05_mma_mxf8f6f4_block_scale():
+    # Block-scaled fp8 MMA (mxfp8): A and B in shared memory (descriptors), their ue8m0 scales
+    # in tensor memory at ``sfa`` / ``sfb`` (one byte per row per 32 K elements; which byte of
+    # each 32-bit column is the instruction descriptor's scale-factor IDs, bits 29-30 and 4-5).
+    return f"""
+{_INLINE} void tlx_tcgen05_mma_mxf8f6f4_block_scale(unsigned d_tmem, unsigned long long da, unsigned long long db,
+    unsigned idesc, unsigned sfa, unsigned sfb, int enable_input_d) {{
+  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %6, 0;\\n tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X [%0], %1, %2, %3, [%4], [%5], p;\\n}}"
+               :: "r"(d_tmem), "l"(da), "l"(db), "r"(idesc), "r"(sfa), "r"(sfb), "r"(enable_input_d) : "memory");
+}}"""
+
+
+@helper("tlx_tcgen05_cp_32x128b_warpx4")
+def tcgen05_cp_32x128b_warpx4():
+    # Shared -> tensor memory: 32 rows of 16 bytes (the descriptor ``src``) into lanes 0-31,
+    # 4 columns from ``taddr``, repeated in the lanes of every warp's 32 (``.warpx4``).  Runs
+    # asynchronously, in order with the issuing thread's tcgen05.mma (a later MMA sees it).
+    return f"""
+{_INLINE} void tlx_tcgen05_cp_32x128b_warpx4(unsigned taddr, unsigned long long src) {{
+  asm volatile("tcgen05.cp.cta_group::1.32x128b.warpx4 [%0], %1;" :: "r"(taddr), "l"(src) : "memory");
+}}"""
+
+
 for _kind in TCGEN05_KINDS:
     define(f"tlx_tcgen05_mma_{_kind}", _tcgen05_mma(_kind))
     define(f"tlx_tcgen05_mma_cg2_{_kind}", _tcgen05_mma(_kind, 2))

@@ -44,6 +44,12 @@ reserved area, thread 0 waits for it (a phase bit in a local variable), then
 the task syncs and fences ``after_thread_sync``: only the issuing thread ever
 waits on that barrier, so no phase can be missed.
 
+Block-scaled MMAs (``attrs.scale_formats``, ``tlx.async_dot_scaled``, mxfp8): the issuing
+thread copies the scales from shared memory to the op's tensor-memory columns
+(``attrs.scale_column``, ``_copy_scales``: ``tcgen05.cp .32x128b.warpx4``) and issues one
+``kind::mxf8f6f4.block_scale.scale_vec::1X`` MMA per K step of 32 with that step's scale
+columns and byte (the scale-factor IDs of ``scaled_instruction_descriptor``).
+
 2-CTA MMAs (``attrs.two_ctas``, ``cta_group::2``): the kernel's every tcgen05
 instruction names ``cta_group::2`` (``cta_group``; alloc and dealloc by warp 0 of
 each CTA); the even CTA of each pair issues one MMA of M = 256 and N = twice its
@@ -160,6 +166,39 @@ def instruction_descriptor(element, m: int, n: int, a_mn_major: int, b_mn_major:
     _, code = INPUTS[element.name]
     return ((D_TYPE_F32 << 4) | (code << 7) | (code << 10) | (a_mn_major << 15) | (b_mn_major << 16)
             | ((n >> 3) << 17) | ((m >> 4) << 24))
+
+
+def scaled_instruction_descriptor(a_element, b_element, m: int, n: int, a_mn_major: int, b_mn_major: int) -> int:
+    """The 32-bit instruction descriptor of ``kind::mxf8f6f4`` (block-scaled fp8, ue8m0 scales):
+    A type (7-9) and B type (10-12) (e4m3 0, e5m2 1), transpose A (15) and B (16), N >> 3
+    (17-22), the scale type UE8M0 (23 = 1), M >> 7 (27-28); the scale-factor IDs (A's bits
+    29-30, B's 4-5: which byte of each scale column) are 0 here and set per K step."""
+    return ((INPUTS[a_element.name][1] << 7) | (INPUTS[b_element.name][1] << 10) | (a_mn_major << 15)
+            | (b_mn_major << 16) | ((n >> 3) << 17) | (1 << 23) | ((m >> 7) << 27))
+
+
+def _copy_scales(lw, op, out) -> tuple[str, str, int]:
+    """A block-scaled MMA's scale copies (``tcgen05.cp .32x128b.warpx4``, issued by the MMA's
+    thread before its MMAs): A's chunks at ``attrs.scale_column`` + 4 * kc, B's row block rb
+    of chunk kc at + 4 * rep_k + 4 * (kc * rep_n + rb), each 512-byte chunk 32 rows of 16
+    bytes (no swizzle: SBO 128 between 8-row core matrices).  Returns the TMEM address
+    expressions of A's and B's scales for K chunk 0 and B's columns per K chunk."""
+    a_scale, b_scale = op.scales
+    rep_k, rep_n = a_scale.type.shape[2], b_scale.type.shape[1]
+    first = op.attrs["scale_column"]
+    fields = (0 << 16) | ((128 >> 4) << 32) | DESCRIPTOR_VERSION       # no swizzle, SBO 128 bytes
+    lw.target.use("tlx_wgmma_desc")
+    helper = "tlx_tcgen05_cp_32x128b_warpx4"
+    out.line(f"// the scales to tensor memory (columns {first}..{first + 4 * rep_k * (1 + rep_n) - 1}): "
+             f"tcgen05.cp, in order with the MMAs below")
+    for which, view, blocks, column in (("A", a_scale, 1, first), ("B", b_scale, rep_n, first + 4 * rep_k)):
+        src = f"reinterpret_cast<unsigned char*>({lw.views[id(view)][0]})"
+        for kc in range(rep_k):
+            for rb in range(blocks):
+                chunk = (rb * rep_k + kc) * 512
+                out.line(lw.target.call(helper, f"{BASE} + {column + 4 * (kc * blocks + rb)}u",
+                                        f"tlx_wgmma_desc({src}, {chunk}u, {fields:#x}ull)"))
+    return f"{BASE} + {first}u", f"{BASE} + {first + 4 * rep_k}u", 4 * rep_n
 
 
 # -- which scopes use tcgen05 -----------------------------------------------------------------
@@ -452,6 +491,9 @@ def tcgen05_mma(lw, op):
     pred = op.operands[4] if op.attrs.get("has_pred") else None
     element = a.type.element
     kind, _ = INPUTS[element.name]
+    scaled = bool(op.attrs.get("scale_formats"))
+    if scaled:
+        kind = "mxf8f6f4.block_scale"
     tmem_a = a.type.storage == "tmem"
     plan_a = {"trans": False} if tmem_a else _operand(lw, op, a, False, element)
     plan_b = _operand(lw, op, b, True, element)
@@ -460,7 +502,10 @@ def tcgen05_mma(lw, op):
     if pair:
         m, n = 2 * m, 2 * n          # the pair's MMA: A's rows of both CTAs, B's columns of both
     step = k_step(element)
-    idesc = instruction_descriptor(element, m, n, plan_a["trans"], plan_b["trans"])
+    if scaled:
+        idesc = scaled_instruction_descriptor(element, b.type.element, m, n, plan_a["trans"], plan_b["trans"])
+    else:
+        idesc = instruction_descriptor(element, m, n, plan_a["trans"], plan_b["trans"])
     sync_index = _state(lw).sync_barriers.get(id(op)) if op.attrs.get("sync") else None
     if op.attrs.get("sync") and sync_index is None:
         raise InternalCompilerError("a synchronous tcgen05 MMA without its completion barrier (a tlxc bug)",
@@ -485,6 +530,9 @@ def tcgen05_mma(lw, op):
     helper = f"tlx_tcgen05_mma_cg2_{kind}" if pair else f"tlx_tcgen05_mma_{kind}"
     if tmem_a:
         helper = f"tlx_tcgen05_mma_tmem_a_{kind}"
+    if scaled:
+        helper = "tlx_tcgen05_mma_mxf8f6f4_block_scale"
+        sfa, sfb, sfb_per_chunk = _copy_scales(lw, op, out)
     target.use(helper)
     target.use("tlx_wgmma_desc")          # the start-address encoding is wgmma's (matrix-descriptor-encode)
     b_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(b)][0]})"
@@ -497,8 +545,14 @@ def tcgen05_mma(lw, op):
         a_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
         da = f"tlx_wgmma_desc({a_bytes}, {plan_a['offset']('0', f'{step} * kk')}, {plan_a['fields']:#x}ull)"
     db = f"tlx_wgmma_desc({b_bytes}, {plan_b['offset']('0', f'{step} * kk')}, {plan_b['fields']:#x}ull)"
-    out.line(f"{helper}({lw.tmem_views[id(acc)]}, {da}, {db}, {idesc:#010x}u, kk == 0 ? (int)({lw.name(use_acc)}) "
-             f": 1);")
+    enable = f"kk == 0 ? (int)({lw.name(use_acc)}) : 1"
+    if scaled:
+        # k step kk: K chunk kk / 4 of the scales, byte kk % 4 of each column (the scale-factor IDs)
+        out.line(f"{helper}({lw.tmem_views[id(acc)]}, {da}, {db}, {idesc:#010x}u | ((unsigned)(kk % 4) << 29) | "
+                 f"((unsigned)(kk % 4) << 4), {sfa} + (unsigned)(4 * (kk / 4)), {sfb} + (unsigned)({sfb_per_chunk} * "
+                 f"(kk / 4)), {enable});")
+    else:
+        out.line(f"{helper}({lw.tmem_views[id(acc)]}, {da}, {db}, {idesc:#010x}u, {enable});")
     out.close()
     for bar in op.barriers:
         if pair:            # the completion arrives on this barrier's place in both CTAs

@@ -1159,6 +1159,80 @@ def _tcgen05_mma(ctx, A, B, acc, use_acc, pred, mBarriers, two_ctas, force_async
     b.create("tlx.tcgen05_mma", [a.value, bm.value, acc.value] + flag + preds + bars, [], attrs)
 
 
+@rule("async_dot_scaled")
+def _async_dot_scaled(ctx, A, B, acc, A_scale, A_format, B_scale, B_format, use_acc=None, pred=None,
+                      mBarriers=(), two_ctas=False, force_async=False, out_dtype=T.f32):
+    """Blackwell's block-scaled async_dot (mxfp8: ``kind::mxf8f6f4.block_scale``): ``acc`` +=
+    (A * 2^(A_scale - 127)) @ (B * 2^(B_scale - 127)), one ue8m0 scale per 32 K elements of a
+    row of A / a column of B, the scales in shared memory in the cuBLAS layout TLX loads
+    (``ir/ops/tcgen05.py: scale_shape``)."""
+    from ..ir.ops.tcgen05 import FORMATS, scale_shape, shape_problem
+    b = ctx.b
+    _require_blackwell(ctx, "async_dot_scaled (a block-scaled tcgen05 MMA)", "acc")
+    if constexpr(two_ctas, "two_ctas"):
+        raise SemanticError("async_dot_scaled with two_ctas=True is not supported yet", param="two_ctas")
+    acc = _memdesc(acc, "acc", view=True)
+    if acc.type.storage != "tmem" or acc.type.element != T.f32 or const_dtype(out_dtype, "out_dtype") != T.f32:
+        raise SemanticError(f"'acc' must be a float32 tensor-memory buffer, got {S.describe(acc)}", param="acc")
+    a = _memdesc(A, "A", view=True)
+    bm = _memdesc(B, "B", view=True)
+    for what, buf in (("A", a), ("B", bm)):
+        if buf.type.storage != "smem":
+            raise SemanticError(f"'{what}' of async_dot_scaled must be a shared-memory buffer (a tensor-memory A "
+                                f"is not supported yet), got a {buf.type.storage} buffer", param=what)
+    formats = []
+    for what, fmt, buf in (("A_format", A_format, a), ("B_format", B_format, bm)):
+        fmt = constexpr(fmt, what)
+        if fmt == "e2m1":
+            raise SemanticError(f"{what}='e2m1' (packed fp4, kind::mxf4) is not supported yet; 'e4m3' and 'e5m2' "
+                                f"are", param=what)
+        if fmt not in ("e4m3", "e5m2"):
+            raise SemanticError(f"{what} must be 'e4m3' or 'e5m2' (or TLX's 'e2m1'), got {fmt!r}", param=what)
+        if FORMATS.get(buf.type.element.name) != fmt:
+            raise SemanticError(f"{what}={fmt!r} but the buffer holds {buf.type.element}: an '{fmt}' operand is a "
+                                f"{'float8e4nv' if fmt == 'e4m3' else 'float8e5'} buffer", param=what)
+        formats.append(fmt)
+    (m, k), (k2, n) = a.type.shape, bm.type.shape
+    if k != k2:
+        raise SemanticError(f"inner dimensions differ: A is {m}x{k} but B is {k2}x{n}", param="B")
+    if m != 128:
+        raise SemanticError(f"M must be 128 for the scaled MMA, got {m}", param="A")
+    problem = shape_problem(m, n, k, a.type.element)
+    if problem:
+        raise SemanticError(f"not a tcgen05 shape: {problem}")
+    if k % 128:
+        raise SemanticError(f"K must be a multiple of 128 for async_dot_scaled (its scales come in chunks of 4 "
+                            f"blocks of 32), got K={k}", param="A")
+    if tuple(acc.type.shape) != (m, n):
+        raise SemanticError(f"'acc' is {list(acc.type.shape)}, expected {[m, n]} (M x N)", param="acc")
+    scales = []
+    for what, scale, rows in (("A_scale", A_scale, m), ("B_scale", B_scale, n)):
+        sv = _memdesc(scale, what, view=True)
+        want = scale_shape(rows, k)
+        if sv.type.storage != "smem":
+            raise SemanticError(f"'{what}' in tensor memory (tlx.tmem_copy) is not supported yet: pass the shared "
+                                f"buffer the scales were loaded into", param=what)
+        if sv.type.element != T.u8 or tuple(sv.type.shape) != want:
+            raise SemanticError(f"'{what}' must be a uint8 shared buffer of shape {list(want)} (ue8m0 scales in "
+                                f"the cuBLAS block-scaling layout: 128 rows x 4 blocks of 32 per 512 bytes), got "
+                                f"{S.describe(sv)}", param=what)
+        scales.append(sv.value)
+    if isinstance(mBarriers, Tensor):
+        mBarriers = [mBarriers]
+    if not isinstance(mBarriers, (list, tuple)):
+        raise SemanticError(f"'mBarriers' must be a list of mbarriers, got {S.describe(mBarriers)}",
+                            param="mBarriers")
+    bars = [_barrier(bar, "mBarriers").value for bar in mBarriers]
+    if isinstance(use_acc, Tensor) and use_acc.is_block:
+        raise SemanticError(f"'use_acc' must be a scalar boolean, got {S.describe(use_acc)}", param="use_acc")
+    flag = _pred(b, True if use_acc is None else use_acc)
+    preds = _pred(b, pred)
+    sync = not bars and not constexpr(force_async, "force_async")
+    attrs = {"has_pred": bool(preds), "num_barriers": len(bars), "sync": sync, "input_precision": "ieee",
+             "scale_formats": formats}
+    b.create("tlx.tcgen05_mma", [a.value, bm.value, acc.value] + flag + preds + bars + scales, [], attrs)
+
+
 @rule("tcgen05_commit")
 def _tcgen05_commit(ctx, mBarrier, two_ctas=False):
     """With ``two_ctas`` the even CTA of the pair commits and the arrival lands on the

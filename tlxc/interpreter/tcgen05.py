@@ -24,6 +24,11 @@ accesses are then the task's own, released by its next barrier arrive like a
 retired cp.async copy.  MMAs of one task on one accumulator never race each
 other (``AsyncAccess.queue``).
 
+A block-scaled MMA (``attrs.scale_formats``, ``tlx.async_dot_scaled``) reads its two scale
+buffers at issue as well (asynchronous reads, like the operands) and multiplies each
+32-element K block of a row of A / a column of B by 2^(scale - 127) before the product (a
+power of two: exact in float32 unless it overflows, as on the hardware's wide product).
+
 A 2-CTA MMA (``attrs.two_ctas``) is issued by the even CTA of the pair for both:
 at issue it reads A and B in both CTAs (B is the two CTAs' halves side by side,
 the even CTA's first), at completion it writes each CTA's accumulator rows
@@ -40,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import Location
+from ..ir.ops.tcgen05 import SCALE_BLOCK, scale_offset
 from .cluster import peer_barrier, peer_view
 from .mma_async import read_operand
 from .registry import impl
@@ -93,13 +99,29 @@ def _pair(ctx, op) -> int | None:
     return None if rank % 2 else rank + 1
 
 
+def _scale_factors(ctx, op, view: SharedView, rows: int, k: int, what: str) -> np.ndarray:
+    """[rows, k] float32 factors 2^(s - 127) of the ue8m0 scales in ``view`` (the cuBLAS
+    layout, ``ir/ops/tcgen05.py: scale_offset``), each repeated over its 32 K elements; a
+    scale of 255 is NaN (e8m0 has no other special value)."""
+    data = np.asarray(read_written(ctx, op, view, f"async_dot_scaled in task '{ctx.task_name}' reads {what} from "
+                                                  f"{view.label}", "scale by garbage")).reshape(-1)
+    r = np.arange(rows)[:, None]
+    kb = np.arange(k // SCALE_BLOCK)[None, :]
+    codes = data[scale_offset(r, kb, view.shape[2])].astype(np.int32)
+    factors = np.ldexp(np.float32(1), codes - 127).astype(np.float32)
+    factors[codes == 255] = np.nan
+    return np.repeat(factors, SCALE_BLOCK, axis=1)
+
+
 @impl("tlx.tcgen05_mma")
 def tcgen05_mma(ctx, op, a: SharedView, b: SharedView, acc: SharedView, use_acc, *rest):
     yield PREEMPT                    # another task may act between a wait and this issue
     has_pred = bool(op.attrs.get("has_pred"))
     if has_pred and not bool(rest[0]):
         return                       # predicated off: no MMA, no arrivals
-    barriers = list(rest[1:] if has_pred else rest)
+    rest = rest[has_pred:]
+    scales = rest[len(rest) - 2:] if op.attrs.get("scale_formats") else ()
+    barriers = list(rest[:op.attrs.get("num_barriers", 0)])
     ctas = [(a, b, acc)]
     if op.attrs.get("two_ctas"):
         odd = _pair(ctx, op)
@@ -118,8 +140,15 @@ def tcgen05_mma(ctx, op, a: SharedView, b: SharedView, acc: SharedView, use_acc,
                                                 v.region(), queue=queue) for v in (a_v, b_v)]
         accesses.append(ctx.races.begin_async_write(acc_v.key, acc_v.label, "tcgen05 MMA accumulator write",
                                                     op.loc, ctx.task_name, acc_v.region(), queue=queue))
-        operands.append((np.asarray(read_operand(ctx, op, a_v, "A"), dtype=np.float32),
-                         np.asarray(read_operand(ctx, op, b_v, "B"), dtype=np.float32)))
+        a32 = np.asarray(read_operand(ctx, op, a_v, "A"), dtype=np.float32)
+        b32 = np.asarray(read_operand(ctx, op, b_v, "B"), dtype=np.float32)
+        if scales:                   # block-scaled: each 32-element K block of a row / column times 2^(s - 127)
+            accesses += [ctx.races.begin_async_read(v.key, v.label, "tcgen05 MMA scale read", op.loc,
+                                                    ctx.task_name, v.region(), queue=queue) for v in scales]
+            (m, k), n = a32.shape, b32.shape[1]
+            a32 = a32 * _scale_factors(ctx, op, scales[0], m, k, "A_scale")
+            b32 = b32 * _scale_factors(ctx, op, scales[1], n, k, "B_scale").T
+        operands.append((a32, b32))
     # B of the pair: the CTAs' halves side by side (the even CTA's columns first)
     b32 = np.concatenate([b_part for _, b_part in operands], axis=1)
     products = []

@@ -8,7 +8,8 @@ barriers are 8-byte aligned.  An allocation with ``reuse=`` (an operand)
 gets the offset of the allocation it reuses, whose region is sized for the
 largest member of the group.  Tensor-memory allocations get columns instead
 (``attrs.column``, ``ir/ops/tcgen05.py: place_tensor_memory``), aliases the
-column of the allocation they reuse.  ``attrs.offset`` of each allocation and
+column of the allocation they reuse; a block-scaled MMA (``tlx.async_dot_scaled``) gets the
+columns its scales are copied to after them (``attrs.scale_column``).  ``attrs.offset`` of each allocation and
 ``kernel.attrs.shared_bytes`` record the result; codegen puts its own scratch
 space (layout conversions, reductions) after it.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 from ..errors import CompilationError, ResourceError
 from ..ir.core import Module
-from ..ir.ops.tcgen05 import TMEM_COLUMNS, place_tensor_memory, tmem_groups
+from ..ir.ops.tcgen05 import TMEM_COLUMNS, place_tensor_memory, scale_columns, tmem_groups
 from ..ir.traits import ALLOCATION, has_trait
 from ..target import get_target, target_of
 from .manager import Pass
@@ -81,6 +82,15 @@ def allocate_kernel(kernel, arch: str) -> None:
         entries.append((op.results[0].name_hint or "?", what, size, op.loc))
         offset += size
     kernel.attrs["shared_bytes"] = offset
+    for op in kernel.walk():
+        if op.name == "tlx.tcgen05_mma" and op.attrs.get("scale_formats"):
+            # block-scaled: the tcgen05.cp copies of its scales, a region per MMA op (one task's
+            # copies and MMAs run in issue order, so the next copy waits for the MMA that reads it)
+            op.attrs["scale_column"] = columns
+            width = scale_columns(op)
+            tmem_entries.append(("scales", f"ue8m0 scales of the async_dot_scaled at line "
+                                           f"{op.loc.line if op.loc else '?'}", width, op.loc))
+            columns += width
     if tmem_entries:
         kernel.attrs["tmem_columns"] = tmem_allocation(columns)
     if columns > TMEM_COLUMNS:

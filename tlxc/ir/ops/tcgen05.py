@@ -38,6 +38,32 @@ TMEM_ROWS = (128, 64)       # a buffer's rows: one per lane, or M = 64 (lanes 0-
 TMEM_COLUMNS = 512          # 32-bit columns per SM (and per CTA: one CTA per SM when it uses them all)
 
 
+FORMATS = {"f8e4m3": "e4m3", "f8e5m2": "e5m2"}   # block-scaled input element -> TLX's format name
+SCALE_BLOCK = 32            # K elements one ue8m0 scale covers (mxfp8: scale_vec::1X)
+SCALE_CHUNK = 512           # bytes of one cuBLAS scale chunk: 128 rows x 4 scales, [32][4][4]
+
+
+def scale_shape(rows: int, k: int) -> tuple[int, ...]:
+    """The shared buffer of the ue8m0 scales of ``rows`` rows (A) or columns (B) and ``k``
+    K elements, in the cuBLAS block-scaling layout TLX loads by TMA: chunk [r // 128, kb // 4]
+    holds scale (r, kb) at byte (r % 32) * 16 + (r % 128) // 32 * 4 + kb % 4."""
+    return (1, -(-rows // 128), k // (4 * SCALE_BLOCK), 2, SCALE_CHUNK // 2)
+
+
+def scale_offset(r, kb, rep_k: int):
+    """The byte of scale (row ``r``, K block ``kb``) in a ``scale_shape`` buffer of ``rep_k``
+    chunks along K (``r``, ``kb`` ints or numpy arrays)."""
+    return ((r // 128) * rep_k + kb // 4) * SCALE_CHUNK + (r % 32) * 16 + (r % 128) // 32 * 4 + kb % 4
+
+
+def scale_columns(op) -> int:
+    """Tensor-memory columns a block-scaled MMA copies its scales to (``tcgen05.cp
+    .32x128b.warpx4``: a 512-byte chunk into 4 columns of lanes 0-31, repeated in each
+    warp's 32 lanes): A's K / 128 chunks, then B's for each of its ceil(N / 128) row blocks."""
+    a_scale, b_scale = (v.type.shape for v in op.scales)
+    return 4 * a_scale[2] * (a_scale[1] + b_scale[1])
+
+
 def k_step(element: ScalarType) -> int:
     """K of one tcgen05.mma instruction: 16 for 16-bit inputs, 32 for fp8, 8 for tf32."""
     return {1: 32, 2: 16, 4: 8}[element.bytes]
@@ -140,6 +166,13 @@ class TcGen05MmaOp(Operation):
     mbarrier views that the completion arrives on.  ``attrs.sync``: wait for
     completion before going on.  ``attrs.input_precision``: ``ieee`` or
     ``tf32`` (f32 inputs).  No results.
+
+    Block-scaled (``tlx.async_dot_scaled``, ``attrs.scale_formats`` = [A's, B's] of
+    ``e4m3``/``e5m2``; PTX ``kind::mxf8f6f4.block_scale``): two more operands after the
+    barriers, A's and B's ue8m0 scales (``u8`` shared buffers in the cuBLAS block-scaling
+    layout ``SCALE_CHUNK``: [1, ceil(rows / 128), K / 128, 2, 256], one 512-byte chunk per
+    128 rows x 4 scales); the product is ``(A * 2^(sa - 127)) @ (B * 2^(sb - 127))``, each
+    scale covering 32 consecutive K elements of its row of A (column of B).
     """
 
     name = "tlx.tcgen05_mma"
@@ -149,10 +182,12 @@ class TcGen05MmaOp(Operation):
         expect_results(self, 0)
         has_pred = bool(self.attrs.get("has_pred"))
         num_barriers = self.attrs.get("num_barriers", 0)
-        expected = 4 + has_pred + num_barriers
+        formats = self.attrs.get("scale_formats")
+        expected = 4 + has_pred + num_barriers + 2 * bool(formats)
         if len(self.operands) != expected:
             raise self.error(f"expected {expected} operands (a, b, acc, use_acc{', pred' if has_pred else ''}, "
-                             f"{num_barriers} barriers), got {len(self.operands)}")
+                             f"{num_barriers} barriers{', a_scale, b_scale' if formats else ''}), got "
+                             f"{len(self.operands)}")
         a, b, acc = (v.type for v in self.operands[:3])
         for t, what, storages in ((a, "a", ("smem", "tmem")), (b, "b", ("smem",)), (acc, "acc", ("tmem",))):
             if not isinstance(t, MemDescType) or t.num or t.storage not in storages:
@@ -166,7 +201,8 @@ class TcGen05MmaOp(Operation):
         if k != k2 or tuple(acc.shape) != (m, n):
             raise self.error(f"expected a [M, K] @ b [K, N{'/2' if pair else ''}] into acc [M, N], got {a}, {b}, "
                              f"{acc}")
-        if a.element != b.element or a.element.name not in INPUT_TYPES:
+        formats = self.attrs.get("scale_formats")
+        if (a.element != b.element and not formats) or a.element.name not in INPUT_TYPES:
             raise self.error(f"expected a and b of one type in {', '.join(INPUT_TYPES)}, got {a.element} and "
                              f"{b.element}")
         if acc.element.name != "f32":
@@ -180,17 +216,37 @@ class TcGen05MmaOp(Operation):
                              f"{precision!r}")
         for v in self.operands[3:4 + has_pred]:
             expect_type(self, v.type, i1, "use_acc/pred")
-        for v in self.operands[4 + has_pred:]:
+        for v in self.barriers:
             if not _is_barrier_view(v.type):
                 raise self.error(f"expected local mbarrier views, got {v.type}")
+        if formats:
+            self._verify_scales(formats, m, n, k)
         if self.attrs.get("sync") and num_barriers:
             raise self.error("a synchronous tcgen05 MMA has no completion barriers")
         if pair and self.attrs.get("sync"):
             raise self.error("a 2-CTA tcgen05 MMA is asynchronous (the odd CTA learns of it from a barrier)")
 
+    def _verify_scales(self, formats, m: int, n: int, k: int) -> None:
+        a = self.operands[0].type
+        if (list(formats) != [FORMATS.get(a.element.name), FORMATS.get(self.operands[1].type.element.name)]
+                or self.attrs.get("two_ctas") or a.storage != "smem"):
+            raise self.error(f"expected block-scaled fp8 operands in shared memory matching their formats "
+                             f"{formats}, 1-CTA, got {a} and {self.operands[1].type}")
+        for v, rows in zip(self.scales, (m, n)):
+            t = v.type
+            if (not isinstance(t, MemDescType) or t.storage != "smem" or t.num or t.element.name != "u8"
+                    or tuple(t.shape) != scale_shape(rows, k)):
+                raise self.error(f"expected a u8 shared scale buffer {list(scale_shape(rows, k))}, got {t}")
+
     @property
     def barriers(self):
-        return self.operands[4 + bool(self.attrs.get("has_pred")):]
+        first = 4 + bool(self.attrs.get("has_pred"))
+        return self.operands[first:first + self.attrs.get("num_barriers", 0)]
+
+    @property
+    def scales(self):
+        """(A's scales, B's scales) of a block-scaled MMA, else ()."""
+        return tuple(self.operands[-2:]) if self.attrs.get("scale_formats") else ()
 
 
 class TcGen05CommitOp(Operation):

@@ -451,6 +451,15 @@ def async_dot(A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_ctas=Fa
 
 
 @builtin
+def async_dot_scaled(A, B, acc, A_scale, A_format, B_scale, B_format, use_acc=None, pred=None, mBarriers=(),
+                     two_ctas=False, force_async=False, out_dtype=float32):
+    """Block-scaled ``acc (+)= (A * 2^(A_scale - 127)) @ (B * 2^(B_scale - 127))`` on tcgen05
+    (Blackwell, mxfp8: ``A_format`` / ``B_format`` ``"e4m3"`` or ``"e5m2"``): one ue8m0 scale
+    per 32 K elements of a row of A / a column of B, in uint8 shared buffers of shape
+    [1, ceil(M / 128), K / 128, 2, 256] (the cuBLAS block-scaling layout TLX loads by TMA)."""
+
+
+@builtin
 def tcgen05_commit(mBarrier, two_ctas=False):
     """Arrive once on ``mBarrier`` when every tcgen05 MMA this task issued so far is
     done (Blackwell)."""
