@@ -18,7 +18,9 @@ from tlxc.ops import matmul_configs as cfgs
 from tlxc.ops.matmul import compile_config
 
 BF16_TOL = 8e-3
-NEW_TILES = ["ws_192x128x64_s5", "ws_192x128x64_s5_c2", "ws_128x64x64_s4_np_sub1"]
+NEW_TILES = ["ws_192x128x64_s5", "ws_192x128x64_s5_c2", "ws_128x64x64_s4_np_sub1", "ws_128x64x64_s8_np_sub1",
+             "ws_128x128x64_s6_np"]
+SMALL_DOT = ["dot_64x128x64_s6_w4", "dot_64x128x128_s3_w4", "dot_64x64x64_s4_w4"]
 
 
 def _operands(M, N, K, a_mmajor, b_kmajor, seed):
@@ -48,6 +50,19 @@ def test_new_tiles_on_odd_shapes_with_the_epilogue(config, shape, a_mmajor, b_km
     ref = torch.relu(a.float() @ b.float() + bias.float())
     assert torch.isfinite(out).all(), "poison left in the output"
     assert ((out.double() - ref.double()).norm() / ref.double().norm()).item() < BF16_TOL
+
+
+@pytest.mark.parametrize("config", SMALL_DOT)
+@pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, False), (True, True)])
+def test_small_square_pointer_tiles_on_odd_shapes(config, a_mmajor, b_kmajor):
+    """The small-square probes of the pointer kernel (deeper ring, BK = 128, 64x64 tiles):
+    K = 555 leaves a partial last k-step (masked), M and N ragged."""
+    a, b = _operands(70, 90, 555, a_mmajor, b_kmajor, seed=5)
+    out = torch.full((70, 90), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, config=config)
+    ref = a.double() @ b.double()
+    assert torch.isfinite(out).all(), "poison left in the output"
+    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
 
 
 def test_three_consumers_float32_output_through_pointer_stores():

@@ -98,6 +98,10 @@ _ALL = [
     _ws(192, 128, 5, cluster_m=2),
     # 128x64 tiles, one per program: twice the CTAs of 128x128 on small squares (1024^3: 128)
     _ws(128, 64, 4, persistent=False, subtile=1),
+    # small problems, one tile per SM: every k-step's load latency is exposed unless the ring
+    # holds more of K (Little's law: 64x128 steps at the MMA rate need ~100 KB in flight)
+    _ws(128, 64, 8, persistent=False, subtile=1),
+    _ws(128, 128, 6, persistent=False),
     # fp8 (e4m3/e5m2, K-major operands, BK = 128)
     _ws(128, 256, 3, fp8=True),
     _ws(128, 128, 4, fp8=True),
@@ -106,6 +110,9 @@ _ALL = [
     _dot(128, 256, 64, 3, 8),
     _dot(128, 128, 64, 3, 4),
     _dot(64, 128, 64, 4, 4),
+    _dot(64, 128, 64, 6, 4),         # small squares: deeper ring (more of K in flight)
+    _dot(64, 128, 128, 3, 4),        # small squares: half the k-steps (fewer waits per tile)
+    _dot(64, 64, 64, 4, 4),          # small squares: twice the programs of 64x128
     # split-K (small M*N, large K)
     _dot(128, 128, 64, 3, 4, split_k=2),
     _dot(128, 128, 64, 3, 4, split_k=4),
