@@ -24,7 +24,12 @@ tlxc on the contiguous cache.  GB/s = K/V bytes read / time.
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
 
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
-                                        [--budget-s 180] [--jobs 8]
+                                        [--budget-s 180] [--jobs 8] [--s 256,512] [--d 64,128] [--groups 1]
+                                        [--no-varlen] [--no-decode] [--no-ab]
+
+``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
+``--no-ab``, each dense case whose default configuration differs from session 11's also times that
+one (column ``s11``: its time / the default's, > 1: session 12's prefetch/stages are faster).
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
 also go to ``$OUT/ops_attention_bench.json`` when ``OUT`` is set.
@@ -32,6 +37,7 @@ also go to ``$OUT/ops_attention_bench.json`` when ``OUT`` is set.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import math
@@ -45,11 +51,20 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 TOKENS, WIDTH = 16384, 2048          # B * S and H * D of a dense case
-SMALL_CONFIGS = [  # (head_dim, block_m, block_n, stages, q_bufs, overlap) tried at S <= 512 with --configs
-    (64, 128, 128, 2, 2, False), (64, 192, 128, 2, 2, False), (64, 128, 64, 4, 2, False), (64, 128, 128, 4, 2, False),
-    (64, 128, 128, 2, 2, True), (64, 128, 64, 4, 2, True),
-    (128, 128, 64, 4, 2, False), (128, 128, 128, 3, 1, False), (128, 128, 128, 2, 2, True), (128, 128, 64, 4, 2, True),
+SMALL_CONFIGS = [  # (head_dim, block_m, block_n, stages, q_bufs, overlap, prefetch) tried at S <= 512 with --configs
+    (64, 128, 128, 4, 2, False, 0), (64, 128, 64, 6, 2, False, 8), (64, 128, 128, 4, 2, True, 4),
+    (64, 128, 128, 6, 2, False, 4),
+    (128, 128, 64, 4, 2, False, 8), (128, 128, 128, 3, 1, False, 4), (128, 128, 128, 2, 2, True, 4),
+    (128, 128, 64, 4, 2, True, 8),
+    (256, 128, 64, 2, 1, True, 8),
 ]
+
+
+def s11_config(AttnConfig, choose_config, D, causal, S):
+    """Session 11's default (no L2 prefetch, two K/V stages): the ``s11`` column, the A/B of
+    session 12's small-S defaults in the same rounds (> 1: the new default is faster)."""
+    c = choose_config(D, causal, S)
+    return AttnConfig(c.head_dim, c.block_m, c.block_n, 2, c.q_bufs, c.overlap)
 
 
 VARLEN_CASES = ((1, False), (1, True), (4, False), (4, True), (1, False))     # (GQA group, causal)
@@ -101,15 +116,19 @@ def wants_bwd(case, every_s: bool) -> bool:
     return D <= 128 and (every_s or S in (1024, 4096))
 
 
-def dense_cases(quick: bool) -> list[tuple]:
+def dense_cases(quick: bool, only_s=None, only_d=None, groups=(1, 4)) -> list[tuple]:
     """(B, H, Hkv, S, D, causal)."""
     seqs = (512, 4096) if quick else (256, 512, 1024, 2048, 4096, 8192)
     cases = []
     for D in (64, 128, 256):
+        if only_d and D not in only_d:
+            continue
         H = WIDTH // D
         for S in seqs:
+            if only_s and S not in only_s:
+                continue
             for causal in (False, True):
-                for group in (1, 4):
+                for group in groups:
                     cases.append((TOKENS // S, H, H // group, S, D, causal))
     return cases
 
@@ -227,13 +246,25 @@ def main() -> None:
     parser.add_argument("--decode-only", action="store_true", help="only the decode cases (paged KV, S_q = 1)")
     parser.add_argument("--budget-s", type=float, default=180.0)
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
+    parser.add_argument("--s", help="dense sequence lengths only these (comma-separated, e.g. 256,512)")
+    parser.add_argument("--d", help="dense head dims only these (comma-separated)")
+    parser.add_argument("--groups", default="1,4", help="dense GQA groups (default 1,4: MHA and GQA-4)")
+    parser.add_argument("--no-varlen", action="store_true", help="skip the varlen cases")
+    parser.add_argument("--no-decode", action="store_true", help="skip the decode cases")
+    parser.add_argument("--no-ab", action="store_true", help="do not time session 11's configuration (column s11)")
     args = parser.parse_args()
     t0 = time.time()
+    ints = lambda text: tuple(int(x) for x in text.split(",")) if text else None  # noqa: E731
     has_bwd = not args.no_bwd and importlib.util.find_spec("tlxc.ops.kernels.attention_bwd") is not None
     only = args.varlen_only or args.decode_only
-    cases = [] if only else dense_cases(args.quick)
-    varlen_cases = VARLEN_CASES if not args.decode_only else ()
-    decode_cases = DECODE_CASES if not args.varlen_only else ()
+    cases = [] if only else dense_cases(args.quick, ints(args.s), ints(args.d), ints(args.groups))
+    varlen_cases = VARLEN_CASES if not (args.decode_only or args.no_varlen) else ()
+    decode_cases = DECODE_CASES if not (args.varlen_only or args.no_decode) else ()
+
+    def ab_config(D, causal, S):
+        """Session 11's configuration when it differs from the default, else None."""
+        old = s11_config(AttnConfig, choose_config, D, causal, S)
+        return None if args.no_ab or old == choose_config(D, causal, S) else old
     jobs = [("fwd", *case, None) for case in cases]
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
     jobs += [("example", B, H, S, D, causal) for B, H, Hkv, S, D, causal in cases
@@ -241,6 +272,8 @@ def main() -> None:
     jobs += [("varlen", VARLEN_SEED + i, group, causal, order) for i, (group, causal) in enumerate(varlen_cases)
              for order in ("sorted", "snake")]
     jobs += [("decode", *case) for case in decode_cases]
+    jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(ab_config(D, causal, S)))
+             for B, H, Hkv, S, D, causal in cases if ab_config(D, causal, S)]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -315,19 +348,26 @@ def main() -> None:
                 fns["example"] = lambda q=q, k=k, v=v, causal=causal: example_launch(q, k, v, causal)
             except Exception as exc:
                 print(f"    example: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
+        alternatives = []
+        if "tlxc" in fns and ab_config(D, causal, S):
+            alternatives.append(("s11", ab_config(D, causal, S)))
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)
                 if c.head_dim != choose_config(D, causal, S).head_dim or c == choose_config(D, causal, S):
                     continue
-                name = f"cfg_{c.block_m}_{c.block_n}_{c.stages}_{c.q_bufs}{'_ov' if c.overlap else ''}"
-                try:
-                    o2, _ = attention_forward(q, k, v, causal=causal, config=c)
-                    if ((o2.float() - ref).norm() / ref.norm()).item() < 1e-2:
-                        fns[name] = lambda q=q, k=k, v=v, c=c, causal=causal: attention_forward(q, k, v, causal=causal,
-                                                                                            config=c)
-                except Exception as exc:
-                    print(f"    {name}: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
+                alternatives.append((f"cfg_{c.block_m}_{c.block_n}_{c.stages}_{c.q_bufs}{'_ov' if c.overlap else ''}"
+                                     f"_p{c.prefetch}", c))
+        for name, c in alternatives:
+            try:
+                o2, _ = attention_forward(q, k, v, causal=causal, config=c)
+                if ((o2.float() - ref).norm() / ref.norm()).item() < 1e-2:
+                    fns[name] = lambda q=q, k=k, v=v, c=c, causal=causal: attention_forward(q, k, v, causal=causal,
+                                                                                        config=c)
+                else:
+                    print(f"    {name}: wrong result, not timed", flush=True)
+            except Exception as exc:
+                print(f"    {name}: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
         del ref
         if "tlxc" in fns:
             med, rounds = timed(fns, budget_left(index) * (0.5 if has_bwd and wants_bwd((B, H, Hkv, S, D, causal), args.bwd_all)
@@ -592,6 +632,10 @@ def summarize(results, card, t0) -> None:
         small = [r["ratios"]["cudnn"] for r in rows if r.get("S", 10**9) <= 512 and "cudnn" in r["ratios"]]
         if small:
             print(f"{kind} vs cudnn at S <= 512: geomean {geomean(small):.3f}, min {min(small):.3f}")
+        ab = [r["ratios"]["s11"] for r in rows if "s11" in r["ratios"]]
+        if ab:
+            print(f"  s11: session 11's config time / default time, geomean {geomean(ab):.3f}, min {min(ab):.3f} "
+                  f"over {len(ab)} cases (> 1: session 12's default is faster)")
         cfgs = sorted({n for r in rows for n in r["ratios"] if n.startswith("cfg_")})
         for n in cfgs:
             xs = [r["ratios"][n] for r in rows if n in r["ratios"]]

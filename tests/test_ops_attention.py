@@ -208,7 +208,39 @@ def test_three_consumers_only_where_the_padding_is_small():
     picks = {S: A.choose_config(64, False, S).block_m for S in (256, 512, 1000, 1024, 2048, 4096, 8192)}
     assert picks == {256: 128, 512: 128, 1000: 128, 1024: 128, 2048: 192, 4096: 192, 8192: 192}
     assert A.choose_config(64, True, 4096).block_m == 128 and A.choose_config(64, False, 4096, True).block_m == 128
-    assert A.choose_config(256, False, 4096) == A.AttnConfig(256, 128, 64, 2, 1)
+    assert A.choose_config(256, False, 4096) == A.AttnConfig(256, 128, 64, 2, 1, prefetch=8)
+
+
+def test_small_s_configurations():
+    """Dense shapes prefetch the next item's first 512 keys (and Q); D = 64 at S <= 1024 with
+    128-row items takes four K/V stages; varlen keeps session 11's configurations."""
+    assert A.choose_config(64, True, 256) == A.AttnConfig(64, 128, 128, 4, 2, prefetch=4)
+    assert A.choose_config(64, False, 1024) == A.AttnConfig(64, 128, 128, 4, 2, prefetch=4)
+    assert A.choose_config(64, False, 4096) == A.AttnConfig(64, 192, 128, 2, 2, prefetch=4)
+    assert A.choose_config(64, True, 2048) == A.AttnConfig(64, 128, 128, 2, 2, prefetch=4)
+    assert A.choose_config(128, True, 256) == A.AttnConfig(128, 128, 128, 2, 2, prefetch=4)
+    assert A.choose_config(64, True, 256, True) == A.AttnConfig(64, 128, 128, 2, 2)
+    assert A.choose_config(256, False, 256, True) == A.AttnConfig(256, 128, 64, 2, 1)
+    for shared in (A.choose_config(D, c, S).shared_bytes() for D in (64, 128, 256) for c in (False, True)
+                   for S in (256, 1024, 4096)):
+        assert shared <= 227 * 1024
+
+
+PREFETCH_CONFIGS = [A.AttnConfig(64, 128, 128, 4, 2, prefetch=1), A.AttnConfig(64, 192, 128, 2, 2, prefetch=4),
+                    A.AttnConfig(128, 128, 64, 4, 2, prefetch=2), A.AttnConfig(256, 128, 64, 2, 1, prefetch=8)]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("config", PREFETCH_CONFIGS, ids=lambda c: f"{c.head_dim}x{c.block_m}x{c.block_n}p{c.prefetch}")
+def test_prefetching_configurations(config, causal, poisoned):
+    """prefetch > 0: the producer prefetches the next item's Q and K/V into L2 (a hint: the
+    interpreter checks every box's coordinates against the tensor map); the results stay
+    those of float64 math, with several items per program (the last item has none to
+    prefetch) and an item whose keys are fewer than ``prefetch`` blocks."""
+    D = {64: 64, 128: 96, 256: 192}[config.head_dim]
+    q, k, v = _randn(1, 4, 131, D, seed=96), _randn(1, 2, 131, D, seed=97), _randn(1, 2, 131, D, seed=98)
+    o, lse = attention_forward(q, k, v, causal=causal, config=config, programs=2)
+    _check(o, lse, *reference(q, k, v, causal=causal), torch.bfloat16)
 
 
 def test_errors_name_the_argument():
@@ -395,6 +427,22 @@ def _check_compiled(h, c):
     limit = 16 if c.block_m == 192 or c.head_dim == 256 else 0
     assert h.n_spills <= (max(limit, 8) + 16 if c.overlap else limit), h.n_spills
     assert math.isfinite(h.n_regs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_small_s_configurations_compile_for_sm90a(D, causal):
+    """The S = 256 defaults (four stages at D = 64, prefetches): no more spills than the
+    configurations without them, and the prefetches are in the CUDA (absent without them)."""
+    q = _randn(8, 2, 256, D, seed=53)
+    c = A.choose_config(D, causal, 256)
+    assert c.prefetch > 0
+    (h,) = compile_config(q, q, q, causal=causal)
+    _check_compiled(h, c)
+    (base,) = compile_config(q, q, q, causal=causal, config=A.AttnConfig(c.head_dim, c.block_m, c.block_n, 2, c.q_bufs))
+    assert h.n_spills <= base.n_spills
+    assert "tlx_tma_prefetch" in h.asm["cuda"] and "tlx_tma_prefetch" not in base.asm["cuda"]
 
 
 def test_size_one_dimensions_with_odd_strides():

@@ -26,7 +26,7 @@ import itertools
 import math
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -50,6 +50,7 @@ class AttnConfig:
     stages: int           # K/V ring slots
     q_bufs: int           # Q tiles in flight (2: the next item's Q loads while this one runs)
     overlap: bool = False  # an item's last P V issued with the next item's first Q K^T
+    prefetch: int = 0     # L2 prefetches of the next item's Q and first `prefetch` K/V blocks (0: none)
 
     @property
     def registers(self) -> int:
@@ -74,15 +75,23 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
       consumer gains);
     * D <= 128: 128 rows, 128-key blocks, two stages, two Q buffers (192 KB of shared memory);
     * D > 128 (256-wide tiles): 64-key blocks and one Q buffer (64 KB of Q + 2 x 64 KB of K/V).
+
+    Dense shapes (session 12, docs/performance.md "small S"): the producer prefetches the next
+    item's Q and first 512 keys of K/V into L2 (``prefetch``); D <= 64 with 128-row items
+    and S <= 1024 takes four K/V stages (160 KB): the ring then holds two items' K/V at S = 256
+    instead of one.  Varlen keeps the session 11 configurations.
     """
     hd = tile_dim(D)
+    small = S is not None and S <= 1024 and not varlen
     if hd == 64:
         three = not causal and not varlen and S is not None and \
             -(-S // 192) * 192 <= 1.04 * (-(-S // 128) * 128)
-        return AttnConfig(64, 192 if three else 128, 128, 2, 2)
-    if hd == 128:
-        return AttnConfig(128, 128, 128, 2, 2)
-    return AttnConfig(256, 128, 64, 2, 1)
+        c = AttnConfig(64, 192 if three else 128, 128, 4 if small and not three else 2, 2)
+    elif hd == 128:
+        c = AttnConfig(128, 128, 128, 2, 2)
+    else:
+        c = AttnConfig(256, 128, 64, 2, 1)
+    return c if varlen else replace(c, prefetch=512 // c.block_n)
 
 
 # -- the work schedule -------------------------------------------------------------------------------
@@ -491,6 +500,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     c = config or choose_config(D, causal, Sq, varlen)
     if c.head_dim < D:
         raise _fail(f"config tile width {c.head_dim} is below the head dim {D}")
+    if not isinstance(c.prefetch, int) or c.prefetch < 0:
+        raise _fail(f"config prefetch must be a non-negative int (K/V blocks), got {c.prefetch!r}")
 
     q, k, v = (_tma_ready(t) for t in (q, k, v))
     if varlen:       # [total, H, D] seen as (1, H, total, D): a sequence is a row range of batch 0
@@ -518,7 +529,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
             Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE=DTYPES[q.dtype], REGISTERS=c.registers,
-            OVERLAP=c.overlap, num_warps=4)
+            OVERLAP=c.overlap, PREFETCH=c.prefetch, num_warps=4)
     return o, lse
 
 

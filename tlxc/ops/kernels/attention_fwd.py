@@ -23,6 +23,11 @@ generalized:
   ``is_causal``: query ``i`` sees keys ``j <= i`` (when ``Sq != Sk`` too);
 * ``lse`` (float32, natural log of ``sum_j exp(scale * q_i . k_j)``) is stored with the
   caller's strides: ``[B, H, Sq]`` dense, ``[H, total_q]`` varlen;
+* ``PREFETCH`` (dense default, ``AttnConfig.prefetch``): when the producer starts an item it
+  issues L2 prefetches of the next item's Q and first ``PREFETCH`` K/V blocks (TMA
+  ``cp.async.bulk.prefetch``: no shared memory, no barrier), so that item's loads, issued
+  when ring slots free up, hit L2; at S <= 512 a ring of two 128-key stages is one item's
+  K/V and the loads were issued only half an item ahead of their use;
 * ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
   with the next item's first ``S = Q Kᵀ``; its output is stored after that item's first
   softmax, the program's last one after its loop (one issue round fewer per item).
@@ -83,6 +88,25 @@ def attn_item(t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M: tl.
 
 
 @jit
+def prefetch_item(q_desc, k_desc, v_desc, t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, CONSUMERS: tl.constexpr,
+                  BOXES: tl.constexpr, PREFETCH: tl.constexpr):
+    """L2 prefetches (no shared memory, no barrier) of work item ``t``'s Q tile and its
+    first ``PREFETCH`` K and V blocks: the producer issues them an item ahead of its own
+    loads, so those hit L2 instead of waiting for HBM."""
+    start_m, bz, h, hk, q_row, k_row, _sq, _sk, n_blocks = attn_item(
+        t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
+    if n_blocks > 0:
+        for c in tl.static_range(CONSUMERS):
+            for d in tl.static_range(BOXES):
+                tlx.async_descriptor_prefetch_tensor(q_desc, [bz, h, q_row + start_m + c * 64, d * D_BOX])
+        for j in range(tl.minimum(n_blocks, PREFETCH)):
+            for d in tl.static_range(BOXES):
+                tlx.async_descriptor_prefetch_tensor(k_desc, [bz, hk, k_row + j * BLOCK_N, d * D_BOX])
+                tlx.async_descriptor_prefetch_tensor(v_desc, [bz, hk, k_row + j * BLOCK_N, d * D_BOX])
+
+
+@jit
 def store_o(o_ptr, o, bz, h, q_row, row0, sq, stride_ob, stride_oh, stride_os,
             D_REAL: tl.constexpr, HEAD_DIM: tl.constexpr, HALF_M: tl.constexpr):
     """Store one consumer's ``HALF_M`` rows of ``o`` (its first ``D_REAL`` columns): rows
@@ -113,7 +137,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
                     D_REAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     NUM_STAGES: tl.constexpr, Q_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                     VARLEN: tl.constexpr, DTYPE: tl.constexpr, REGISTERS: tl.constexpr,
-                    OVERLAP: tl.constexpr = False):
+                    OVERLAP: tl.constexpr = False, PREFETCH: tl.constexpr = 0):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
     BOXES: tl.constexpr = HEAD_DIM // D_BOX
@@ -133,10 +157,16 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
         with tlx.async_task("default"):                                     # the TMA producer
             kv = 0                                                          # K/V blocks streamed so far
             qi = 0                                                          # Q tiles loaded so far
-            for rnd in range(tl.load(sched_ptr + my_row)):                 # this program's items
+            count = tl.load(sched_ptr + my_row)
+            for rnd in range(count):                                        # this program's items
                 t = tl.load(sched_ptr + my_row + 1 + rnd)
                 start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks = attn_item(
                     t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
+                if PREFETCH > 0:
+                    if rnd + 1 < count:
+                        prefetch_item(q_desc, k_desc, v_desc, tl.load(sched_ptr + my_row + 2 + rnd), NUM_M, H, GROUP,
+                                      seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN, CONSUMERS,
+                                      BOXES, PREFETCH)
                 if n_blocks > 0:
                     qb, q_phase = tlx.get_bufidx_phase(qi, Q_BUFS)          # this item's Q buffer
                     tlx.barrier_wait(q_empty[qb], q_phase ^ 1)
