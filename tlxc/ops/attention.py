@@ -33,6 +33,7 @@ import torch
 from .. import language as tl
 from ..descriptors import TensorDescriptor
 from .kernels.attention_fwd import D_BOX, LOG2E, attn_fwd_kernel
+from .kernels.attention_schedule import varlen_rank_kernel, varlen_table_kernel
 
 DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 HEAD_DIMS = (64, 96, 128, 192, 256)
@@ -213,14 +214,12 @@ def sorted_varlen_schedule(cu_q: torch.Tensor, cu_k: torch.Tensor, total_q: int,
     block ``n - 1 - m`` (``n`` the sequence's blocks; a long and a short item, together one
     sequence's worth of keys), the pairs from the outside in, the group's heads in turn; the
     snake deals pairs, so each program gets both items of a pair and the pairs' lengths fall
-    along the list."""
+    along the list.  ``device_sorted_schedule`` builds the same table in two kernel launches
+    (what ``attention_forward`` runs); this one is its reference in the tests."""
     dev = cu_q.device
     B = cu_q.shape[0] - 1
     n = B * H * num_m
-    per = 2 if causal else 1
-    cap = H * min(B * num_m, (total_q + B * (block_m - 1)) // block_m)   # real items are at most this many
-    programs = max(1, min(programs, -(-cap // per)))
-    rounds = -(-cap // (per * programs))
+    per, programs, rounds = _sorted_shape(B, H, num_m, total_q, block_m, causal, programs)
     item, within, b, row, m = _table_on(dev, varlen_items, B, H, num_m, block_m, causal, group_h)
     pos, pos_in = _table_on(dev, varlen_slots, n, programs, rounds, per)
     lens = torch.stack((cu_q, cu_k)).diff()                              # [2, B]: query and key lengths
@@ -237,6 +236,44 @@ def sorted_varlen_schedule(cu_q: torch.Tensor, cu_k: torch.Tensor, total_q: int,
     table = torch.empty((programs, rounds * per + 1), dtype=torch.int32, device=dev)
     table[:, 0] = (pos < real.sum()).sum(1)
     table[:, 1:] = items[pos_in]
+    return table
+
+
+RANK_BLOCK = 64          # sequences per program of varlen_rank_kernel (and per compared chunk)
+
+
+def _sorted_shape(B: int, H: int, num_m: int, total_q: int, block_m: int, causal: bool,
+                  programs: int) -> tuple[int, int, int]:
+    """(positions per unit, programs, rounds) of the sorted varlen table: at most ``cap`` real
+    items (every sequence's blocks, bounded by the packed rows), dealt ``per`` at a time."""
+    per = 2 if causal else 1
+    cap = H * min(B * num_m, (total_q + B * (block_m - 1)) // block_m)
+    programs = max(1, min(programs, -(-cap // per)))
+    return per, programs, -(-cap // (per * programs))
+
+
+def device_sorted_schedule(cu_q: torch.Tensor, cu_k: torch.Tensor, total_q: int, total_k: int, max_q: int,
+                           num_m: int, H: int, block_m: int, causal: bool, programs: int,
+                           group_h: int) -> torch.Tensor:
+    """``sorted_varlen_schedule``'s table from two small kernels (``kernels/attention_schedule.py``)
+    instead of ~20 torch operations (whose host work cost 0.6-0.7 ms per call on the H200): one
+    ranks the sequences (and checks ``cu_seqlens``: non-decreasing offsets into the packed rows,
+    query lengths at most ``max_q``, as a device assertion), one fills each program's row.  No
+    host sync, nothing cached: a CUDA graph replays it with new lengths.  Under
+    ``compile_config`` (no launch) the table is left unfilled: only its shape specializes the
+    attention kernel."""
+    B = cu_q.shape[0] - 1
+    per, programs, rounds = _sorted_shape(B, H, num_m, total_q, block_m, causal, programs)
+    table = torch.empty((programs, rounds * per + 1), dtype=torch.int32, device=cu_q.device)
+    if getattr(_COMPILE_ONLY, "handles", None) is not None:
+        return table
+    scratch = torch.empty((2, B + 1), dtype=torch.int32, device=cu_q.device)     # start by rank, b by rank
+    varlen_rank_kernel[(-(-B // RANK_BLOCK),)](cu_q, cu_k, scratch[0], scratch[1], B, H, total_q, total_k, max_q,
+                                              BLOCK_M=block_m, BLOCK_B=RANK_BLOCK, CHUNK=RANK_BLOCK, num_warps=4)
+    slots = max(2, 1 << (rounds * per - 1).bit_length())
+    varlen_table_kernel[(programs,)](cu_q, scratch[0], scratch[1], table, B, H, num_m, programs, rounds,
+                                     table.stride(0), group_h, BLOCK_M=block_m, SLOTS=slots, PER=per, CAUSAL=causal,
+                                     SEARCH_STEPS=max(1, B.bit_length()), num_warps=4)
     return table
 
 
@@ -478,7 +515,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
             max_seqlen_k = _check_lengths_now("cu_seqlens_k", cu_seqlens_k, total_k, "max_seqlen_k", max_seqlen_k)
         elif getattr(_COMPILE_ONLY, "handles", None) is None:
             checks.append((cu_seqlens_k, total_k, None))
-        if checks:
+        if checks and order != "sorted":        # the sorted table's rank kernel checks them on the device
             _assert_lengths_async(*checks)
         Sq, Sk = max_seqlen_q, max_seqlen_k
         if total_q == 0 or H == 0:
@@ -520,7 +557,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     num_m = -(-Sq // c.block_m)
     n_programs = _programs(q.device, programs)
     if varlen and order == "sorted":
-        sched = sorted_varlen_schedule(cu_q, cu_k, total_q, num_m, H, c.block_m, causal, n_programs, group_h)
+        sched = device_sorted_schedule(cu_q, cu_k, total_q, total_k, Sq, num_m, H, c.block_m, causal, n_programs,
+                                       group_h)
     elif varlen:
         sched = _table_on(q.device, snake_schedule, num_m, B * H, causal, n_programs, group_h)
     else:
