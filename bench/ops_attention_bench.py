@@ -29,7 +29,9 @@ The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come
 
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
 ``--no-ab``, each dense case whose default configuration differs from session 11's also times that
-one (column ``s11``: its time / the default's, > 1: session 12's prefetch/stages are faster).
+one (column ``s11``: its time / the default's, > 1: session 12's prefetch/stages are faster), and
+at S <= 512 the default with ``overlap=True`` (column ``ov``: < 1: overlapping an item's last P V
+with the next item's first Q K^T is faster).
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
 also go to ``$OUT/ops_attention_bench.json`` when ``OUT`` is set.
@@ -251,7 +253,8 @@ def main() -> None:
     parser.add_argument("--groups", default="1,4", help="dense GQA groups (default 1,4: MHA and GQA-4)")
     parser.add_argument("--no-varlen", action="store_true", help="skip the varlen cases")
     parser.add_argument("--no-decode", action="store_true", help="skip the decode cases")
-    parser.add_argument("--no-ab", action="store_true", help="do not time session 11's configuration (column s11)")
+    parser.add_argument("--no-ab", action="store_true",
+                        help="do not time session 11's configuration (column s11) nor overlap (column ov)")
     args = parser.parse_args()
     t0 = time.time()
     ints = lambda text: tuple(int(x) for x in text.split(",")) if text else None  # noqa: E731
@@ -261,10 +264,17 @@ def main() -> None:
     varlen_cases = VARLEN_CASES if not (args.decode_only or args.no_varlen) else ()
     decode_cases = DECODE_CASES if not (args.varlen_only or args.no_decode) else ()
 
-    def ab_config(D, causal, S):
-        """Session 11's configuration when it differs from the default, else None."""
+    def ab_configs(D, causal, S):
+        """[(column, configuration)] timed next to the default: session 11's where it differs,
+        the default with overlap at S <= 512."""
+        if args.no_ab:
+            return []
+        default = choose_config(D, causal, S)
         old = s11_config(AttnConfig, choose_config, D, causal, S)
-        return None if args.no_ab or old == choose_config(D, causal, S) else old
+        out = [("s11", old)] if old != default else []
+        if S <= 512 and not default.overlap:
+            out.append(("ov", dataclasses.replace(default, overlap=True)))
+        return out
     jobs = [("fwd", *case, None) for case in cases]
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
     jobs += [("example", B, H, S, D, causal) for B, H, Hkv, S, D, causal in cases
@@ -272,8 +282,8 @@ def main() -> None:
     jobs += [("varlen", VARLEN_SEED + i, group, causal, order) for i, (group, causal) in enumerate(varlen_cases)
              for order in ("sorted", "snake")]
     jobs += [("decode", *case) for case in decode_cases]
-    jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(ab_config(D, causal, S)))
-             for B, H, Hkv, S, D, causal in cases if ab_config(D, causal, S)]
+    jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
+             for B, H, Hkv, S, D, causal in cases for _, c in ab_configs(D, causal, S)]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -349,8 +359,8 @@ def main() -> None:
             except Exception as exc:
                 print(f"    example: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
         alternatives = []
-        if "tlxc" in fns and ab_config(D, causal, S):
-            alternatives.append(("s11", ab_config(D, causal, S)))
+        if "tlxc" in fns:
+            alternatives += ab_configs(D, causal, S)
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)
@@ -632,10 +642,12 @@ def summarize(results, card, t0) -> None:
         small = [r["ratios"]["cudnn"] for r in rows if r.get("S", 10**9) <= 512 and "cudnn" in r["ratios"]]
         if small:
             print(f"{kind} vs cudnn at S <= 512: geomean {geomean(small):.3f}, min {min(small):.3f}")
-        ab = [r["ratios"]["s11"] for r in rows if "s11" in r["ratios"]]
-        if ab:
-            print(f"  s11: session 11's config time / default time, geomean {geomean(ab):.3f}, min {min(ab):.3f} "
-                  f"over {len(ab)} cases (> 1: session 12's default is faster)")
+        for col, what in (("s11", "session 11's config time / default time"),
+                          ("ov", "the default with overlap=True, time / default time")):
+            ab = [r["ratios"][col] for r in rows if col in r["ratios"]]
+            if ab:
+                print(f"  {col}: {what}, geomean {geomean(ab):.3f}, min {min(ab):.3f}, max {max(ab):.3f} "
+                      f"over {len(ab)} cases (> 1: the default is faster)")
         cfgs = sorted({n for r in rows for n in r["ratios"] if n.startswith("cfg_")})
         for n in cfgs:
             xs = [r["ratios"][n] for r in rows if n in r["ratios"]]

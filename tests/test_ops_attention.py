@@ -227,11 +227,12 @@ def test_small_s_configurations():
 
 
 PREFETCH_CONFIGS = [A.AttnConfig(64, 128, 128, 4, 2, prefetch=1), A.AttnConfig(64, 192, 128, 2, 2, prefetch=4),
-                    A.AttnConfig(128, 128, 64, 4, 2, prefetch=2), A.AttnConfig(256, 128, 64, 2, 1, prefetch=8)]
+                    A.AttnConfig(128, 128, 64, 4, 2, prefetch=2), A.AttnConfig(256, 128, 64, 2, 1, prefetch=8),
+                    A.AttnConfig(64, 128, 128, 4, 2, True, prefetch=4)]        # the bench's `ov` column at D = 64
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("config", PREFETCH_CONFIGS, ids=lambda c: f"{c.head_dim}x{c.block_m}x{c.block_n}p{c.prefetch}")
+@pytest.mark.parametrize("config", PREFETCH_CONFIGS, ids=lambda c: f"{c.head_dim}x{c.block_m}x{c.block_n}p{c.prefetch}{'ov' if c.overlap else ''}")
 def test_prefetching_configurations(config, causal, poisoned):
     """prefetch > 0: the producer prefetches the next item's Q and K/V into L2 (a hint: the
     interpreter checks every box's coordinates against the tensor map); the results stay
