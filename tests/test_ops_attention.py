@@ -516,18 +516,21 @@ def test_tlxc_check_is_clean(D, causal, varlen, monkeypatch):
     assert [f for f in findings if f.severity != "note"] == []
 
 
-def test_async_length_assertion_catches_each_bad_offset():
-    """The device-side check the GPU path runs when max_seqlen_q/k are given (on CPU tensors
-    torch._assert_async raises at once): every rule of _check_lengths_now, q and k together."""
+def test_device_length_check_catches_each_bad_offset():
+    """The device-side check the GPU path runs when max_seqlen_q/k are given (one launch of
+    kernels/attention_schedule.py: varlen_check_kernel; on CPU tensors the interpreter raises
+    the device assertion): every rule of _check_lengths_now, q and k together."""
+    from tlxc.errors import InterpreterError
+
     def cu(*offs):
         return torch.tensor(offs, dtype=torch.int32)
-    A._assert_lengths_async((cu(0, 5, 5, 9), 9, 5), (cu(0, 3, 4, 4), 6, None))           # fine
-    A._assert_lengths_async((cu(0), 0, 0), (cu(0), 0, None))                              # no sequence
-    for bad in [((cu(0, 5, 4, 9), 9, 5), (cu(0, 3, 4, 4), 6, None)),    # a negative q length
-                ((cu(0, 5, 5, 9), 8, 5), (cu(0, 3, 4, 4), 6, None)),    # past total_q
-                ((cu(0, 5, 5, 9), 9, 4), (cu(0, 3, 4, 4), 6, None)),    # a q length above max_seqlen_q
-                ((cu(-1, 5, 5, 9), 9, 6), (cu(0, 3, 4, 4), 6, None)),   # a negative first offset
-                ((cu(0, 5, 5, 9), 9, 5), (cu(0, 3, 2, 4), 6, None)),    # a negative k length
-                ((cu(0, 5, 5, 9), 9, 5), (cu(0, 3, 4, 7), 6, None))]:   # past total_k
-        with pytest.raises(RuntimeError, match="cu_seqlens must be non-decreasing"):
-            A._assert_lengths_async(*bad)
+    A._check_lengths_on_device(cu(0, 5, 5, 9), cu(0, 3, 4, 4), 9, 6, 5)           # fine
+    A._check_lengths_on_device(cu(0), cu(0), 0, 0, 0)                             # no sequence
+    for bad in [(cu(0, 5, 4, 9), cu(0, 3, 4, 4), 9, 6, 5),     # a negative q length
+                (cu(0, 5, 5, 9), cu(0, 3, 4, 4), 8, 6, 5),     # past total_q
+                (cu(0, 5, 5, 9), cu(0, 3, 4, 4), 9, 6, 4),     # a q length above max_seqlen_q
+                (cu(-1, 5, 5, 9), cu(0, 3, 4, 4), 9, 6, 6),    # a negative first offset
+                (cu(0, 5, 5, 9), cu(0, 3, 2, 4), 9, 6, 5),     # a negative k length
+                (cu(0, 5, 5, 9), cu(0, 3, 4, 7), 9, 6, 5)]:    # past total_k
+        with pytest.raises(InterpreterError, match="cu_seqlens must be"):
+            A._check_lengths_on_device(*bad)

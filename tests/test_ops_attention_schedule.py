@@ -88,7 +88,7 @@ def test_rank_kernel_checks_the_lengths(cu_q, cu_k, max_q, message):
 def test_sm90a_compiles_and_check_is_clean(causal):
     from tlxc.compiler import check_function
     from tlxc.frontend.specialize import specialization_from_args
-    from tlxc.ops.kernels.attention_schedule import varlen_rank_kernel, varlen_table_kernel
+    from tlxc.ops.kernels.attention_schedule import varlen_check_kernel, varlen_rank_kernel, varlen_table_kernel
     cu = _cu([300, 1, 0, 1000])
     scratch = torch.zeros(2, 5, dtype=torch.int32)
     table = torch.zeros(132, 21, dtype=torch.int32)
@@ -97,6 +97,7 @@ def test_sm90a_compiles_and_check_is_clean(causal):
          {"BLOCK_M": 128, "BLOCK_B": A.RANK_BLOCK, "CHUNK": A.RANK_BLOCK}),
         (varlen_table_kernel, (132,), (cu, scratch[0], scratch[1], table, 4, 16, 8, 132, 10, 21, 16),
          {"BLOCK_M": 128, "SLOTS": 32, "PER": 2 if causal else 1, "CAUSAL": causal, "SEARCH_STEPS": 3}),
+        (varlen_check_kernel, (1,), (cu, cu, 4, 1301, 1301, 1000), {"BLOCK": A.CHECK_BLOCK}),
     ]
     for kernel, grid, args, meta in launches:
         handle = kernel.warmup(*args, grid=grid, num_warps=4, **meta)

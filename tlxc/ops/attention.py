@@ -33,7 +33,7 @@ import torch
 from .. import language as tl
 from ..descriptors import TensorDescriptor
 from .kernels.attention_fwd import D_BOX, LOG2E, attn_fwd_kernel
-from .kernels.attention_schedule import varlen_rank_kernel, varlen_table_kernel
+from .kernels.attention_schedule import varlen_check_kernel, varlen_rank_kernel, varlen_table_kernel
 
 DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 HEAD_DIMS = (64, 96, 128, 192, 256)
@@ -240,6 +240,7 @@ def sorted_varlen_schedule(cu_q: torch.Tensor, cu_k: torch.Tensor, total_q: int,
 
 
 RANK_BLOCK = 64          # sequences per program of varlen_rank_kernel (and per compared chunk)
+CHECK_BLOCK = 1024       # sequences per program of varlen_check_kernel
 
 
 def _sorted_shape(B: int, H: int, num_m: int, total_q: int, block_m: int, causal: bool,
@@ -376,18 +377,13 @@ def _check_lengths_now(name: str, cu: torch.Tensor, total: int, max_name: str, m
     return longest
 
 
-def _assert_lengths_async(*checks: tuple[torch.Tensor, int, int | None]) -> None:
-    """The checks of ``_check_lengths_now`` for each ``(cu, total, max_len)`` as one
-    device-side assertion (no host sync; a handful of small kernels for all of them)."""
-    parts = []
-    for cu, total, max_len in checks:
-        lens = cu.diff()
-        parts += [cu[:1], total - cu[-1:], lens]
-        if max_len is not None and lens.numel():
-            parts.append(max_len - lens)
-    ok = torch.cat(parts).min() >= 0
-    torch._assert_async(ok, "tlxc.ops.attention: cu_seqlens must be non-decreasing offsets into the packed "
-                            "rows, every length at most max_seqlen_q")
+def _check_lengths_on_device(cu_q: torch.Tensor, cu_k: torch.Tensor, total_q: int, total_k: int, max_q: int) -> None:
+    """The checks of ``_check_lengths_now`` for ``cu_seqlens_q`` (with ``max_q``) and
+    ``cu_seqlens_k`` as one device assertion (``kernels/attention_schedule.py:
+    varlen_check_kernel``; no host sync, one launch)."""
+    B = cu_q.shape[0] - 1
+    varlen_check_kernel[(-(-max(B, 1) // CHECK_BLOCK),)](cu_q, cu_k, B, total_q, total_k, max_q, BLOCK=CHECK_BLOCK,
+                                                        num_warps=4)
 
 
 # -- launching ---------------------------------------------------------------------------------------
@@ -506,18 +502,19 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     if varlen:
         o = q.new_empty(q.shape)
         lse = torch.empty((H, total_q), device=q.device, dtype=torch.float32)
-        checks = []
+        on_device = False                       # a length left to the device-side check
         if q.device.type != "cuda" or max_seqlen_q is None:
             max_seqlen_q = _check_lengths_now("cu_seqlens_q", cu_seqlens_q, total_q, "max_seqlen_q", max_seqlen_q)
-        elif getattr(_COMPILE_ONLY, "handles", None) is None:
-            checks.append((cu_seqlens_q, total_q, max_seqlen_q))
+        else:
+            on_device = getattr(_COMPILE_ONLY, "handles", None) is None
         if q.device.type != "cuda" or max_seqlen_k is None:
             max_seqlen_k = _check_lengths_now("cu_seqlens_k", cu_seqlens_k, total_k, "max_seqlen_k", max_seqlen_k)
-        elif getattr(_COMPILE_ONLY, "handles", None) is None:
-            checks.append((cu_seqlens_k, total_k, None))
-        if checks and order != "sorted":        # the sorted table's rank kernel checks them on the device
-            _assert_lengths_async(*checks)
+        else:
+            on_device = on_device or getattr(_COMPILE_ONLY, "handles", None) is None
         Sq, Sk = max_seqlen_q, max_seqlen_k
+        early = total_q == 0 or H == 0 or total_k == 0 or B == 0 or Sq == 0
+        if on_device and (order != "sorted" or early):     # else the sorted table's rank kernel checks them
+            _check_lengths_on_device(cu_seqlens_q, cu_seqlens_k, total_q, total_k, Sq)
         if total_q == 0 or H == 0:
             return o, lse
         if total_k == 0 or B == 0 or Sq == 0:    # no keys, or no query rows in a sequence: TMA cannot

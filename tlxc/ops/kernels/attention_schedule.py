@@ -120,3 +120,19 @@ def varlen_table_kernel(cu_q_ptr, start_ptr, by_rank_ptr, table_ptr, B, H, NUM_M
     row = table_ptr + p * stride_t
     tl.store(row + 1 + s, item, mask=used)
     tl.store(row, tl.sum(real.to(tl.int32), 0))
+
+
+@jit
+def varlen_check_kernel(cu_q_ptr, cu_k_ptr, B, TOTAL_Q, TOTAL_K, MAX_Q, BLOCK: tl.constexpr):
+    """The ``snake`` schedule's check of ``cu_seqlens_q/k`` (the sorted one's rank kernel makes
+    the same): offsets from 0 to the packed rows' count, non-decreasing, query lengths at most
+    ``MAX_Q``; one launch instead of ~9 torch operations."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    seq = i < B
+    lq = tl.load(cu_q_ptr + i + 1, mask=seq, other=0) - tl.load(cu_q_ptr + i, mask=seq, other=0)
+    lk = tl.load(cu_k_ptr + i + 1, mask=seq, other=0) - tl.load(cu_k_ptr + i, mask=seq, other=0)
+    tl.device_assert((lq >= 0) & (lq <= MAX_Q) & (lk >= 0),
+                     "cu_seqlens must be non-decreasing offsets, every query length at most max_seqlen_q")
+    if tl.program_id(0) == 0:
+        tl.device_assert((tl.load(cu_q_ptr) >= 0) & (tl.load(cu_k_ptr) >= 0) & (tl.load(cu_q_ptr + B) <= TOTAL_Q)
+                         & (tl.load(cu_k_ptr + B) <= TOTAL_K), "cu_seqlens must be offsets into the packed rows (0 .. total)")
