@@ -279,3 +279,20 @@ def test_ws_consumer_schedule_and_swizzled_dq_staging(monkeypatch):
         assert body.count("tlx_wgmma_commit_group()", 0, first_wait) == 2
         assert body[first_wait:].startswith("tlx_wgmma_wait_group<1,")
         assert body.count("tlx_tma_reduce_add_2d(") == 2
+
+
+def test_ws_head_dim_64_register_kv_and_alternating_dq(monkeypatch):
+    """D = 64: K_c and V_c are loaded into registers once (S^T and dP^T are wgmmas with register A,
+    the ``_rs`` form), and one consumer per
+    query tile computes dQ from the shared dS^T tile (a branch on ``t % 2`` after the dS^T
+    barrier), so each consumer's code has one reduce-add (two 32-column copies)."""
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    q, k, v, do = dense_inputs(1, 2, 2, 1024, 1024, 64, torch.bfloat16)
+    cuda = compile_kernels(do, q, k, v, q, torch.zeros(1, 2, 1024), causal=False, sm_scale=0.1)[-1].asm["cuda"]
+    for body in cuda.split("// task 'task")[1:]:
+        loop = body.index("for (int t")
+        first_wgmma = body.index("tlx_wgmma_m64n64k16", loop)
+        assert body.startswith("tlx_wgmma_m64n64k16_f32_bf16_rs<", first_wgmma)        # S^T: register A
+        assert body.count("tlx_tma_reduce_add_2d(") == 2          # one box of 64 float32 columns = 2 copies
+        dq_mma = body.index("tlx_wgmma_m64n64k16_f32_bf16<1, 1>", loop)              # dQ = dS K (A transposed)
+        assert "if (" in body[body.rindex("tlx_bar_sync(", 0, dq_mma):dq_mma]       # after the dS barrier

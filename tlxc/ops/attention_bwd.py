@@ -44,7 +44,7 @@ BLOCKS = {
 PRE_BLOCK = 64                     # rows per program of the preprocess kernel
 WS_BLOCK_M = 64                    # query rows per tile of the warp-specialized kernel
 WS_BLOCK_N = 128                   # its keys per program (64 per consumer warp group)
-WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 176 / 213 KB)
+WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 208 / 224 KB)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 
 _COMPILE_ONLY = threading.local()   # .handles: a list while compile_kernels runs

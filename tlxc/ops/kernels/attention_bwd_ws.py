@@ -9,16 +9,19 @@ log2 units), organized as FlashAttention-3 does on sm_90, in this project's word
   ``NUM_BUF`` slots (``q_full`` / ``do_full`` with expected bytes, ``q_empty`` / ``do_empty``
   released by both consumers);
 * two consumer warp groups (``replicate=2``) own 64 keys each.  Per query tile:
-  ``S^T = K_c Q^T`` (wgmma from shared memory), ``P^T = exp2(S^T * qk_scale - lse2)``
-  (masked), ``dV += P^T dO`` (P^T from registers), ``dP^T = V_c dO^T``,
-  ``dS^T = P^T (dP^T - delta) * sm_scale`` (the factor of both dK and dQ, applied once),
-  ``dK += dS^T Q`` (registers), then dS^T goes to shared memory and dQ is added into a float32
-  ``dq_acc`` by TMA reduce-adds (the order of the additions is not fixed: dQ's float32 sum is not
-  bit-reproducible).  D = 128: both consumers' dS^T halves form one [128, BLOCK_M] tile (two such
-  tiles in turn, a named barrier of the 256 consumer threads between the stores and the reads),
-  and consumer c computes dQ's 64 columns c*64.. from all 128 keys (``dS K[:, cols]``), so each
-  query tile costs one 32 KB reduce-add per program.  D = 64: each consumer adds
-  ``dQ_c = dS_c K_c`` from its own 64 keys;
+  ``S^T = K_c Q^T`` and ``dP^T = V_c dO^T`` are issued together (wgmma; K_c and V_c from
+  registers at D = 64, loaded once, so that the tensor cores read only Q^T and dO^T from shared
+  memory), ``P^T = exp2(S^T * qk_scale - lse2)`` (masked) is computed while dP^T runs,
+  ``dV += P^T dO`` (P^T from registers) is issued, ``dS^T = P^T (dP^T - delta) * sm_scale`` (the
+  factor of both dK and dQ, applied once) is computed while dV runs, ``dK += dS^T Q``
+  (registers), then both consumers' dS^T halves go to one [128, BLOCK_M] shared tile (two such
+  tiles in turn, a named barrier of the 256 consumer threads between the stores and the reads)
+  and dQ = dS K over all 128 keys is added into a float32 ``dq_acc`` by TMA reduce-adds (the order
+  of the additions is not fixed: dQ's float32 sum is not bit-reproducible) from a 128-byte
+  swizzled staging tile (conflict-free stores; a 64-column float32 box leaves as two 32-column
+  copies).  D = 128: consumer c computes dQ's 64 columns c*64..; D = 64: consumer ``t % 2``
+  computes all of query tile t's dQ.  Either way one reduce-add of 16 KB per consumer and two
+  tiles (D = 64) or per tile (D = 128), instead of one partial sum per consumer;
 * the tiles are addressed through 2-D descriptors over each tensor's rows (``[rows, row
   stride]``: (batch, head, row) -> row ``b * r_b + h * r_h + first + m``, column ``h * c_h``),
   so dense BHSD, BSHD and packed layouts share the kernel.  A tile that runs past its sequence
@@ -76,6 +79,17 @@ def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, BLOCK_M: tl.constexpr, B
 
 
 @jit
+def _load_kv(k_desc, v_desc, k_smem, v_smem, bar, row, col, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """TMA loads of the program's K and V blocks (64-column boxes), completing on ``bar``."""
+    tlx.barrier_expect_bytes(bar, 2 * BLOCK_N * HEAD_DIM * 2)
+    for d in tl.static_range(HEAD_DIM // D_BOX):
+        k_box = tlx.local_slice(k_smem[0], [0, d * D_BOX], [BLOCK_N, D_BOX])
+        tlx.async_descriptor_load(k_desc, k_box, [row, col + d * D_BOX], bar)
+        v_box = tlx.local_slice(v_smem[0], [0, d * D_BOX], [BLOCK_N, D_BOX])
+        tlx.async_descriptor_load(v_desc, v_box, [row, col + d * D_BOX], bar)
+
+
+@jit
 def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr, dk_ptr, dv_ptr,
                   cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV,
                   qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, sd_b, sd_h,
@@ -90,11 +104,12 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
     v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, 1)
     q_smem = tlx.local_alloc((BLOCK_M, HEAD_DIM), DTYPE, NUM_BUF)
     do_smem = tlx.local_alloc((BLOCK_M, HEAD_DIM), DTYPE, NUM_BUF)
-    SHARED_DS: tl.constexpr = HEAD_DIM == 2 * D_BOX    # dQ from both consumers' dS, 64 columns each
-    if SHARED_DS:
-        ds_smem = tlx.local_alloc((BLOCK_N, BLOCK_M), DTYPE, 2)            # both halves, two in turn
-    else:
-        ds_smem = tlx.local_alloc((HALF_N, BLOCK_M), DTYPE, 2)             # one per consumer
+    # dQ = dS K from all 128 keys: both consumers' dS^T halves go into one [128, BLOCK_M] tile (two
+    # in turn); D = 128: consumer c computes dQ's 64 columns c*64..; D = 64: consumer t % 2 computes
+    # all of query tile t's dQ (one reduce-add per tile either way, not one per consumer)
+    SPLIT_COLS: tl.constexpr = HEAD_DIM == 2 * D_BOX
+    KV_IN_REGS: tl.constexpr = HEAD_DIM == D_BOX       # K_c, V_c as register A (16 registers each)
+    ds_smem = tlx.local_alloc((BLOCK_N, BLOCK_M), DTYPE, 2)
     dq_smem = tlx.local_alloc((BLOCK_M, D_BOX), tl.float32, 4)              # two per consumer
     kv_full = tlx.alloc_barriers(1, arrive_count=1)
     q_full = tlx.alloc_barriers(NUM_BUF, arrive_count=1)
@@ -106,14 +121,11 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
         with tlx.async_task("default"):                 # the TMA producer
             b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
                 cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
-            if steps > 0:
-                k_row = _tile_rows(b, hk, k_first, kr_b, kr_h) + start_n
-                tlx.barrier_expect_bytes(kv_full[0], 2 * BLOCK_N * HEAD_DIM * 2)
-                for d in tl.static_range(N_BOX):
-                    k_box = tlx.local_slice(k_smem[0], [0, d * D_BOX], [BLOCK_N, D_BOX])
-                    tlx.async_descriptor_load(k_desc, k_box, [k_row, hk * kc_h + d * D_BOX], kv_full[0])
-                    v_box = tlx.local_slice(v_smem[0], [0, d * D_BOX], [BLOCK_N, D_BOX])
-                    tlx.async_descriptor_load(v_desc, v_box, [k_row, hk * kc_h + d * D_BOX], kv_full[0])
+            k_row = _tile_rows(b, hk, k_first, kr_b, kr_h) + start_n
+            if KV_IN_REGS:            # always: the consumers load K and V into registers before their loop
+                _load_kv(k_desc, v_desc, k_smem, v_smem, kv_full[0], k_row, hk * kc_h, BLOCK_N, HEAD_DIM)
+            elif steps > 0:
+                _load_kv(k_desc, v_desc, k_smem, v_smem, kv_full[0], k_row, hk * kc_h, BLOCK_N, HEAD_DIM)
             for t in range(steps):
                 g = t // per_head
                 h = hk * GROUP + g
@@ -140,7 +152,15 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
             key_ok = offs_n < len_k
             dk = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
             dv = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
-            if steps > 0:
+            if SPLIT_COLS:
+                dq_col0 = cid * D_BOX
+            else:
+                dq_col0 = cid * 0
+            if KV_IN_REGS:
+                tlx.barrier_wait(kv_full[0], 0)
+                k_a = tlx.local_load(k_c)              # wgmma's register A for S^T and dP^T: the
+                v_a = tlx.local_load(v_c)              # tensor cores read only Q^T / dO^T from shared
+            elif steps > 0:
                 tlx.barrier_wait(kv_full[0], 0)
             for t in range(steps):
                 g = t // per_head
@@ -155,10 +175,10 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 # S^T and dP^T are independent: both are issued before either is waited, so the
                 # exponentials run while dP^T is on the tensor cores and dS^T while dV is
                 tlx.barrier_wait(q_full[buf], phase)
-                sT = tlx.async_dot(k_c, tlx.local_trans(q_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
+                sT = tlx.async_dot(k_a if KV_IN_REGS else k_c, tlx.local_trans(q_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
                                    use_acc=False)
                 tlx.barrier_wait(do_full[buf], phase)
-                dpT = tlx.async_dot(v_c, tlx.local_trans(do_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
+                dpT = tlx.async_dot(v_a if KV_IN_REGS else v_c, tlx.local_trans(do_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
                                     use_acc=False)
                 sT = tlx.async_dot_wait(1, sT)                              # S^T done, dP^T running
                 pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
@@ -174,40 +194,29 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 dv = tlx.async_dot_wait(1, dv)                              # dV done (dO read), dK running
                 tlx.barrier_arrive(do_empty[buf])
                 q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
-                if SHARED_DS:
-                    # both consumers' dS^T halves in one [128, BLOCK_M] tile; each consumer then
-                    # computes 64 of dQ's columns from all 128 keys: one reduce-add of its tile
-                    # per query tile instead of two partial sums of every column
-                    ds_tile = ds_smem[t % 2]
-                    tlx.local_store(tlx.local_slice(ds_tile, [cid * HALF_N, 0], [HALF_N, BLOCK_M]), dsT)
-                    tlx.fence("async_shared")
-                    tlx.named_barrier_wait(7, 256)                      # both halves are stored
-                    k_cols = tlx.local_slice(k_smem[0], [0, cid * D_BOX], [BLOCK_N, D_BOX])
+                ds_tile = ds_smem[t % 2]
+                tlx.local_store(tlx.local_slice(ds_tile, [cid * HALF_N, 0], [HALF_N, BLOCK_M]), dsT)
+                tlx.fence("async_shared")
+                tlx.named_barrier_wait(7, 256)                          # both halves are stored
+                if SPLIT_COLS or t % 2 == cid:
+                    k_cols = tlx.local_slice(k_smem[0], [0, dq_col0], [BLOCK_N, D_BOX])
                     dq = tlx.async_dot(tlx.local_trans(ds_tile), k_cols,
                                        tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
                     dk = tlx.async_dot_wait(1, dk)
                     tlx.barrier_arrive(q_empty[buf])
                     dq = tlx.async_dot_wait(0, dq)
-                    slot = cid * 2 + t % 2                               # two staging tiles per consumer, in turn
+                    if SPLIT_COLS:
+                        slot = cid * 2 + t % 2                           # two staging tiles per consumer, in turn
+                    else:
+                        slot = cid * 2 + (t // 2) % 2
                     tlx.async_descriptor_store_wait(1)                   # the add before last has read this one
                     tlx.local_store(dq_smem[slot], dq)
                     tlx.fence("async_shared")
-                    tlx.async_descriptor_store(dq_desc, dq_smem[slot], [q_row, h * qc_h + cid * D_BOX],
+                    tlx.async_descriptor_store(dq_desc, dq_smem[slot], [q_row, h * qc_h + dq_col0],
                                                store_reduce="add")
                 else:
-                    tlx.local_store(ds_smem[cid], dsT)
-                    tlx.fence("async_shared")
-                    k_cd = tlx.local_slice(k_smem[0], [cid * HALF_N, 0], [HALF_N, D_BOX])
-                    dq = tlx.async_dot(tlx.local_trans(ds_smem[cid]), k_cd,
-                                       tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
-                    dk = tlx.async_dot_wait(1, dk)
+                    dk = tlx.async_dot_wait(0, dk)
                     tlx.barrier_arrive(q_empty[buf])
-                    dq = tlx.async_dot_wait(0, dq)
-                    slot = cid * 2 + t % 2
-                    tlx.async_descriptor_store_wait(1)
-                    tlx.local_store(dq_smem[slot], dq)
-                    tlx.fence("async_shared")
-                    tlx.async_descriptor_store(dq_desc, dq_smem[slot], [q_row, h * qc_h], store_reduce="add")
             tlx.async_descriptor_store_wait(0)
             offs_d = tl.arange(0, HEAD_DIM)
             k_first64 = k_first.to(tl.int64)
