@@ -30,7 +30,7 @@ The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
 ``--no-ab``, each dense case whose default configuration differs from session 11's also times that
 one (column ``s11``: its time / the default's, > 1: session 12's prefetch/stages are faster), and
-at S <= 512 the default with ``overlap=True`` (column ``ov``: < 1: overlapping an item's last P V
+at S <= 1024 the default with ``overlap=True`` (column ``ov``: < 1: overlapping an item's last P V
 with the next item's first Q K^T is faster).
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
@@ -58,7 +58,7 @@ SMALL_CONFIGS = [  # (head_dim, block_m, block_n, stages, q_bufs, overlap, prefe
     (64, 128, 128, 6, 2, False, 4),
     (128, 128, 64, 4, 2, False, 8), (128, 128, 128, 3, 1, False, 4), (128, 128, 128, 2, 2, True, 4),
     (128, 128, 64, 4, 2, True, 8),
-    (256, 128, 64, 2, 1, True, 8),
+    (256, 128, 64, 2, 1, True, 8), (256, 128, 32, 2, 2, False, 16),
 ]
 
 
@@ -266,13 +266,13 @@ def main() -> None:
 
     def ab_configs(D, causal, S):
         """[(column, configuration)] timed next to the default: session 11's where it differs,
-        the default with overlap at S <= 512."""
+        the default with overlap at S <= 1024."""
         if args.no_ab:
             return []
         default = choose_config(D, causal, S)
         old = s11_config(AttnConfig, choose_config, D, causal, S)
         out = [("s11", old)] if old != default else []
-        if S <= 512 and not default.overlap:
+        if S <= 1024 and not default.overlap:
             out.append(("ov", dataclasses.replace(default, overlap=True)))
         return out
     jobs = [("fwd", *case, None) for case in cases]
