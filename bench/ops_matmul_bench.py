@@ -18,6 +18,8 @@ tlxc time, > 1 means faster than cuBLAS), their geometric means, and with ``--ta
 ``--shapes``: only these shapes (``S`` is S^3, ``MxNxK`` with B N-major, a trailing ``T`` for
 B = w.t(), K-major); ``--configs``: time only these configurations (those that can run the
 shape) besides the heuristic's pick, which is always timed.
+Lines with M <= 128 also give the rate at which cuBLAS and the best configuration read B
+(N x K x bytes per element over the time): the bar of the memory-bound decode shapes.
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache), so the timed
 process loads cubins.  Rounds per shape shrink with the shape's cost so that the whole run
@@ -234,6 +236,8 @@ def main() -> None:
         base = med.pop("cublas")
         best = min((n for n in med if "+" not in n), key=med.get, default=None)
         flops = 2 * M * N * K
+        b_tbs = N * K * b.element_size() / 1e9          # B's bytes / ms / 1e9 = TB/s
+        bw = f"B at {b_tbs / base:.2f}" + (f"/{b_tbs / med[best]:.2f}" if best else "") + " TB/s "
         row = {"shape": [M, N, K], "b_kmajor": bk, "kind": p.kind, "cublas_ms": base, "rounds": rounds,
                "configs": {n: base / ms for n, ms in med.items()}, "pick": pick.name,
                "pick_ratio": base / med[pick.name] if pick.name in med else None,
@@ -242,7 +246,7 @@ def main() -> None:
         pr = f"{row['pick_ratio']:.3f}" if row["pick_ratio"] else "FAILED"
         br = f"{row['best_ratio']:.3f}" if best else "-"
         print(f"{M:6d}x{N:6d}x{K:6d} B {'K' if bk else 'N'}-major  cuBLAS {base:8.4f} ms "
-              f"({flops / base / 1e9:6.1f} TFLOP/s)  pick {pick.name:26s} {pr}  best {best} {br}  "
+              f"({flops / base / 1e9:6.1f} TFLOP/s) {bw if M <= 128 else ''} pick {pick.name:26s} {pr}  best {best} {br}  "
               f"[{rounds} rounds, {len(fns) - 1} configs]", flush=True)
         for f in failed:
             print(f"    FAILED {f}", flush=True)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tlxc.ops import grouped_matmul
-from tlxc.ops.grouped import GROUPED_CONFIGS
+from tlxc.ops.grouped import GROUP_M, GROUPED_CONFIGS
 from tlxc.ops.kernels.grouped_gemm import grouped_gemm_kernel
 
 
@@ -44,10 +44,29 @@ def test_grouped_configs_compile_for_sm90a(config):
     out = torch.empty(M, N, dtype=torch.bfloat16)
     sizes = torch.empty(E, dtype=torch.int32)
     h = grouped_gemm_kernel.warmup(a, b, out, sizes, E, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                   b.stride(2), out.stride(0), out.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                                   num_warps=warps, num_stages=stages, grid=(1, 1))
+                                   b.stride(2), out.stride(0), out.stride(1), M // bm + E, BLOCK_M=bm, BLOCK_N=bn,
+                                   BLOCK_K=bk, GROUP_M=GROUP_M, E_PAD=E, num_warps=warps, num_stages=stages,
+                                   grid=(1,))
     code = h.asm.get("ptx") or h.asm["cuda"]
     assert h.n_spills == 0 and "wgmma.mma_async" in code and "cp.async" in code
+
+
+def test_many_groups_in_grouped_tile_order():
+    """E = 37 (padded to 64 for the vector lookup), a third of them empty, int64 sizes, more
+    row tiles than GROUP_M so that the grouped order wraps, and a last super-row narrower than
+    GROUP_M: every row is written once with its own expert's product."""
+    g = torch.Generator().manual_seed(2)
+    E, K, N = 37, 40, 136
+    sizes = torch.randint(0, 40, (E,), generator=g, dtype=torch.int64)
+    sizes[::3] = 0
+    M = int(sizes.sum())
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    b = torch.randn(E, N, K, generator=g).to(torch.bfloat16).transpose(1, 2)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    grouped_matmul(a, b, sizes, out, config="g_64x128x64")
+    ref = _reference(a, b, sizes)
+    assert torch.isfinite(out).all()
+    assert ((out.float() - ref).norm() / ref.norm()).item() < 8e-3
 
 
 def test_errors():

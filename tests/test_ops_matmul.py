@@ -55,6 +55,52 @@ def test_decode_rows_with_a_linear_weight(M):
     assert _rel(out, a.float() @ b.float()) < BF16_TOL
 
 
+GEMV = sorted(n for n, c in CONFIGS.items() if c.kernel == "gemv")
+
+
+@pytest.mark.parametrize("config", GEMV)
+@pytest.mark.parametrize("N,K", [(70, 555), (300, 1030), (8, 512)])
+def test_single_row_kernel_on_odd_shapes(config, N, K):
+    """M = 1 against an nn.Linear weight: N not a multiple of the program's columns (wrapped
+    loads, masked store), K not a multiple of the step (the masked last step; K = 512 has
+    none), bias + GELU + residual + both scales, float32 output."""
+    g = torch.Generator().manual_seed(N + K)
+    a = torch.randn(1, K, generator=g).to(torch.bfloat16)
+    w = torch.randn(N, K, generator=g).to(torch.bfloat16)
+    bias, res = torch.randn(N, generator=g), torch.randn(1, N, generator=g)
+    sa, sb = torch.tensor([0.5]), torch.rand(N, generator=g) + 0.5
+    out = torch.full((1, N), float("nan"))
+    matmul(a, w.t(), out, bias=bias, activation="gelu", residual=res, scale_a=sa, scale_b=sb, config=config)
+    ref = torch.nn.functional.gelu((a.float() @ w.float().t()) * 0.5 * sb + bias) + res
+    assert _rel(out, ref) < 1e-5
+
+
+def test_single_row_kernel_reads_a_strided_row_and_stores_a_strided_output():
+    a = torch.randn(3, 2 * 700).to(torch.bfloat16)[1:2, ::2]          # K stride 2, offset base
+    w = torch.randn(90, 700).to(torch.bfloat16)
+    out = torch.full((90, 2), float("nan"), dtype=torch.bfloat16).t()[:1]     # N stride 2
+    matmul(a, w.t(), out, config="gemv_8x512_s1_w4_u2")
+    assert _rel(out, a.float() @ w.float().t()) < BF16_TOL
+
+
+def test_fp8_configurations_take_fp8_operands_only():
+    assert "fp8 operands only" in cfgs.supports(CONFIGS["dot8_64x128x128_s4_w4_k4"], cfgs.Problem(128, 4096, 4096))
+    fp8 = cfgs.Problem(128, 4096, 4096, elt=1, b_kmajor=True, fp8=True)
+    assert cfgs.choose_config(fp8).name == "dot8_64x128x128_s4_w4_k4"        # 64 tiles of 64x128: split K
+
+
+def test_single_row_kernel_is_for_one_row_of_16_bit_operands_against_a_linear_weight():
+    c = CONFIGS["gemv_8x512_s1_w4_u2"]
+    assert cfgs.supports(c, cfgs.Problem(1, 4096, 4096, b_kmajor=True)) is None
+    assert "M = 1" in cfgs.supports(c, cfgs.Problem(2, 4096, 4096, b_kmajor=True))
+    assert "K-major" in cfgs.supports(c, cfgs.Problem(1, 4096, 4096, b_kmajor=False))
+    assert "16-bit" in cfgs.supports(c, cfgs.Problem(1, 4096, 4096, elt=1, b_kmajor=True, fp8=True))
+    assert cfgs.rule_based(cfgs.Problem(1, 5000, 3000, b_kmajor=True)).kernel == "gemv"
+    a, b = _operands(1, 64, 64, b_kmajor=False)
+    with pytest.raises(ValueError, match="K-major"):
+        matmul(a, b, config="gemv_8x512_s1_w4_u2")
+
+
 @pytest.mark.parametrize("a_mmajor,b_kmajor", LAYOUTS)
 def test_ws_kernel_reads_either_major_ness_with_the_epilogue(a_mmajor, b_kmajor):
     """The TMA kernel: M-major A and K-major B through local_trans, ragged edge tiles
@@ -126,9 +172,10 @@ def test_ws_cluster_pair_and_float32_output():
     assert _rel(out, a.float() @ b.float()) < 1e-5
 
 
-@pytest.mark.parametrize("config", ["ws8_128x128x128_s4", "dot_64x128x64_s4_w4"])
+@pytest.mark.parametrize("config", ["ws8_128x128x128_s4", "dot_64x128x64_s4_w4", "dot8_64x128x128_s4_w4",
+                                    "dot8_64x128x128_s4_w4_k4"])
 def test_fp8_with_row_wise_and_tensor_scales(config):
-    M, N, K = 200, 264, 272
+    M, N, K = (200, 264, 272) if CONFIGS[config].split_k == 1 else (70, 136, 1100)     # split-K: 9 K steps
     g = torch.Generator().manual_seed(5)
     a = (torch.randn(M, K, generator=g) * 8).to(torch.float8_e4m3fn)
     w = (torch.randn(N, K, generator=g) * 8).to(torch.float8_e4m3fn)
@@ -227,7 +274,9 @@ def test_the_heuristic_picks_a_valid_config_for_every_sweep_shape(b_kmajor):
         p = cfgs.Problem(M, N, K, b_kmajor=b_kmajor, tma_a=K % 8 == 0, tma_b=(K if b_kmajor else N) % 8 == 0,
                          tma_c=N % 8 == 0)
         assert cfgs.supports(c, p) is None, (M, N, K, c.name)
-        if M <= 16:
+        if M == 1 and b_kmajor and N <= 16384:
+            assert c.kernel == "gemv", (M, N, K, c.name)     # one row against a weight: CUDA cores
+        elif M <= 16:
             assert c.swap, (M, N, K, c.name)       # decode shapes take the swapped kernel
 
 
@@ -263,6 +312,8 @@ def test_autotune_times_candidates_and_persists(tmp_path, monkeypatch):
 
 
 def _compile_operands(c):
+    if c.kernel == "gemv":
+        return torch.empty(1, 4096, dtype=torch.bfloat16), torch.empty(4096, 4096, dtype=torch.bfloat16).t()
     M, N, K = (16, 1024, 1024) if c.swap else (1024, 1024, 1024)
     if c.fp8:
         return torch.empty(M, K).to(torch.float8_e4m3fn), torch.empty(N, K).to(torch.float8_e4m3fn).t()
@@ -338,12 +389,12 @@ def _glu_ref(a, b, bias, residual, activation):
 
 
 @pytest.mark.parametrize("config", ["dot_64x128x64_s4_w4", "swap_64x16x128_s4_w4", "dot_64x128x64_s4_w4_k4",
-                                    "swap_128x64x64_s4_w4_k4", "ws_128x128x64_s5"])
+                                    "swap_128x64x64_s4_w4_k4", "ws_128x128x64_s5", "gemv_8x512_s1_w4_u2"])
 @pytest.mark.parametrize("activation", ["swiglu", "geglu"])
 def test_glu_pairs_columns_in_every_kernel_family(config, activation):
     """activation="swiglu"/"geglu" on a [M, 2N] product: out[:, j] = act(y[:, 2j]) * y[:, 2j+1]
     (y after the bias), then the [M, N] residual; odd N, ragged tiles, poisoned output."""
-    M = 5 if CONFIGS[config].swap else 37
+    M = 1 if CONFIGS[config].kernel == "gemv" else 5 if CONFIGS[config].swap else 37
     g = torch.Generator().manual_seed(14)
     a = torch.randn(M, 600, generator=g).to(torch.bfloat16)
     b = torch.randn(154, 600, generator=g).to(torch.bfloat16).t()
@@ -365,7 +416,7 @@ def test_glu_needs_an_even_product_and_a_half_width_output():
 
 
 @pytest.mark.parametrize("name", ["ws_128x256x64_s4", "dot_128x256x64_s3_w8", "swap_64x16x128_s4_w4_k4",
-                                  "dot_128x128x64_s3_w4_k4"])
+                                  "dot_128x128x64_s3_w4_k4", "gemv_8x512_s1_w4_u2"])
 def test_glu_compiles_for_sm90a(name):
     c = CONFIGS[name]
     a, b = _compile_operands(c)

@@ -59,8 +59,17 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
     if config not in GROUPED_CONFIGS:
         raise ValueError(f"tlxc.ops.grouped_matmul: unknown config {config!r} (one of {sorted(GROUPED_CONFIGS)})")
     bm, bn, bk, warps, stages = GROUPED_CONFIGS[config]
-    grid = (-(-M // bm) + E, -(-N // bn))
+    row_tiles = -(-M // bm) + E                 # each group's last row tile may be partial
+    grid = (row_tiles * -(-N // bn),)
     grouped_gemm_kernel[grid](a, b_experts, out, group_sizes, E, N, K, a.stride(0), a.stride(1), b_experts.stride(0),
-                              b_experts.stride(1), b_experts.stride(2), out.stride(0), out.stride(1),
-                              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=stages)
+                              b_experts.stride(1), b_experts.stride(2), out.stride(0), out.stride(1), row_tiles,
+                              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M, E_PAD=_pow2(E),
+                              num_warps=warps, num_stages=stages)
     return out
+
+
+GROUP_M = 8          # row tiles that walk the column tiles together (L2 reuse of a and b)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())

@@ -31,6 +31,7 @@ from . import matmul_configs as cfgs
 from .kernels.epilogue import ACTIVATIONS, GLU_FIRST, SCALE_NONE, SCALE_TENSOR, SCALE_VECTOR
 from .kernels.gemm_dot import gemm_dot_kernel, splitk_reduce_kernel
 from .kernels.gemm_ws import gemm_ws_kernel
+from .kernels.gemv import gemv_kernel
 
 TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32,
              torch.float8_e4m3fn: tl.float8e4nv, torch.float8_e5m2: tl.float8e5}
@@ -224,6 +225,16 @@ def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) 
             SPLIT_K=c.split_k, GLU_AXIS=meta["GLU_AXIS"], num_warps=4, **flags)
 
 
+def _launch_gemv(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) -> None:
+    (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=False)
+    _launch(gemv_kernel, (-(-p.N // c.bn),), a, b, out, p.N, p.K, a.stride(1), b.stride(0), b.stride(1),
+            out.stride(0), out.stride(1), s0, s1, bias, res, r0, r1, BLOCK_N=c.bn, BLOCK_K=c.bk,
+            STAGES=c.stages, UNROLL=c.unroll, num_warps=c.warps, **flags)
+
+
+_LAUNCHERS = {"ws": _launch_ws, "dot": _launch_dot, "gemv": _launch_gemv}
+
+
 # Split-K arrival counters, one int32 per output tile, zero between launches (the last split
 # of a tile resets its own), one buffer per (device, stream): launches on one stream run in
 # order, so they can share it; another stream gets its own.
@@ -244,7 +255,7 @@ def run_config(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
     if why is not None:
         raise ValueError(f"tlxc.ops.matmul: configuration {c.name!r} cannot run {p.M}x{p.N}x{p.K}: {why}")
     if descs is None or c.kernel != "ws":
-        (_launch_ws if c.kernel == "ws" else _launch_dot)(c, p, a, b, out, epi)
+        _LAUNCHERS[c.kernel](c, p, a, b, out, epi)
         return
     with _PLAN_LOCK:        # a plan's descriptors hold one call's tensors from rebase to launch
         try:

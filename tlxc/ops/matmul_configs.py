@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class GemmConfig:
-    """One configuration.  ``kernel``: ``"ws"`` (kernels/gemm_ws.py, warp-specialized TMA)
-    or ``"dot"`` (kernels/gemm_dot.py, pointer loads and ``tl.dot``)."""
+    """One configuration.  ``kernel``: ``"ws"`` (kernels/gemm_ws.py, warp-specialized TMA),
+    ``"dot"`` (kernels/gemm_dot.py, pointer loads and ``tl.dot``) or ``"gemv"``
+    (kernels/gemv.py, M = 1 on CUDA cores: ``bn`` columns per program, ``bk`` per step)."""
     name: str
     kernel: str
     bm: int
@@ -43,14 +44,17 @@ class GemmConfig:
     warps: int = 4                # dot: warps per program
     split_k: int = 1              # dot: K split over program_id(1), partials reduced after
     swap: bool = False            # dot: compute C^T = B^T A^T (small M becomes the tile's N)
-    fp8: bool = False             # ws: a configuration of the fp8 kernel (BK 128 bytes wide)
+    fp8: bool = False             # ws: the fp8 kernel (BK 128 bytes wide); dot: fp8 operands only (others run fp8 too)
     consumers: int = 2            # ws: consumer warp groups, BM / consumers rows each (3 for BM = 192)
+    unroll: int = 1               # gemv: K steps unrolled (their loads issued together)
 
     def describe(self) -> str:
         what = f"{self.kernel} {self.bm}x{self.bn}x{self.bk} {self.stages} stages"
         if self.kernel == "ws":
             what += f", {'persistent' if self.persistent else 'one tile per program'}"
             what += f", cluster {self.cluster_m}, subtile {self.subtile}, {self.consumers} consumers"
+        elif self.kernel == "gemv":
+            what += f", {self.warps} warps, one row of A, no tensor cores"
         else:
             what += f", {self.warps} warps, split-K {self.split_k}" + (", swapped (C^T)" if self.swap else "")
         return what
@@ -78,9 +82,15 @@ def consumer_registers(consumers: int) -> int:
     return min(232, (65536 - 128 * 24) // (128 * consumers) // 8 * 8)
 
 
-def _dot(bm, bn, bk, stages, warps, split_k=1, swap=False):
-    name = f"{'swap' if swap else 'dot'}_{bm}x{bn}x{bk}_s{stages}_w{warps}" + (f"_k{split_k}" if split_k > 1 else "")
-    return GemmConfig(name, "dot", bm, bn, bk, stages, warps=warps, split_k=split_k, swap=swap)
+def _dot(bm, bn, bk, stages, warps, split_k=1, swap=False, fp8=False):
+    name = f"{'swap' if swap else 'dot'}{'8' if fp8 else ''}_{bm}x{bn}x{bk}_s{stages}_w{warps}" + \
+        (f"_k{split_k}" if split_k > 1 else "")
+    return GemmConfig(name, "dot", bm, bn, bk, stages, warps=warps, split_k=split_k, swap=swap, fp8=fp8)
+
+
+def _gemv(bn, bk, stages, warps, unroll=1):
+    name = f"gemv_{bn}x{bk}_s{stages}_w{warps}" + (f"_u{unroll}" if unroll > 1 else "")
+    return GemmConfig(name, "gemv", 1, bn, bk, stages, warps=warps, unroll=unroll)
 
 
 _ALL = [
@@ -106,6 +116,10 @@ _ALL = [
     _ws(128, 256, 3, fp8=True),
     _ws(128, 128, 4, fp8=True),
     _ws(128, 128, 4, fp8=True, persistent=False),
+    # fp8, few tiles (M = 128, 1024^3): 64-row pointer tiles, 128 bytes of K a step, split-K
+    _dot(64, 128, 128, 4, 4, fp8=True),
+    _dot(64, 128, 128, 4, 4, split_k=2, fp8=True),
+    _dot(64, 128, 128, 4, 4, split_k=4, fp8=True),
     # pointer kernel on tl.dot: anything TMA cannot describe, and mid sizes
     _dot(128, 256, 64, 3, 8),
     _dot(128, 128, 64, 3, 4),
@@ -118,6 +132,10 @@ _ALL = [
     _dot(128, 128, 64, 3, 4, split_k=4),
     _dot(64, 128, 64, 4, 4, split_k=4),
     _dot(64, 128, 64, 4, 4, split_k=8),
+    # M = 64-128 with K >= 4096: 256 programs (two per SM) reading B once
+    _dot(128, 64, 64, 4, 4, split_k=2),
+    _dot(128, 64, 64, 4, 4, split_k=4),
+    _dot(64, 64, 64, 4, 4, split_k=4),
     # small M (decode): C^T = B^T A^T, the tile's N covers M
     _dot(64, 16, 128, 4, 4, swap=True),
     _dot(64, 16, 128, 4, 4, split_k=4, swap=True),
@@ -125,6 +143,13 @@ _ALL = [
     _dot(128, 32, 64, 4, 4, swap=True),
     _dot(128, 64, 64, 4, 4, swap=True),
     _dot(128, 64, 64, 4, 4, split_k=4, swap=True),
+    _dot(64, 64, 64, 4, 4, split_k=4, swap=True),
+    # M = 1 (decode): no tensor cores, no split-K; [bn, bk] slices of B straight into registers
+    _gemv(8, 512, 1, 4),          # 8 rows of w x 1 KB per step, 64 bytes a thread, no prefetch
+    _gemv(8, 512, 1, 4, unroll=2),
+    _gemv(8, 512, 1, 4, unroll=4),
+    _gemv(16, 512, 1, 4),
+    _gemv(8, 512, 2, 8),          # 8 warps: 32 bytes a thread, the next step's loads in flight
 ]
 CONFIGS: dict[str, GemmConfig] = {c.name: c for c in _ALL}
 assert len(CONFIGS) == len(_ALL), "configuration names must be unique"
@@ -208,6 +233,16 @@ def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int, residual: bool = Fals
 
 def supports(c: GemmConfig, p: Problem) -> str | None:
     """None when ``c`` can run ``p``, else why not (one line)."""
+    if c.kernel == "gemv":
+        if p.M != 1:
+            return "the single-row kernel runs M = 1 only"
+        if p.fp8:
+            return "the single-row kernel runs 16-bit operands only"
+        if not p.b_kmajor:
+            return "the single-row kernel reads B K-major (w.t()) only"
+        if p.N * max(p.K, 1) >= 2 ** 31:
+            return "32-bit offsets"
+        return None
     if c.kernel == "ws":
         if c.fp8 != p.fp8:
             return "fp8 configurations run fp8 operands only, and the others 16-bit ones"
@@ -224,6 +259,8 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
         if c.cluster_m > 1 and p.M <= c.bm:
             return "a cluster pair needs two tile rows"
         return None
+    if c.fp8 and not p.fp8:
+        return "fp8 configurations run fp8 operands only"
     if p.fp8 and not (p.a_kmajor and p.b_kmajor):
         return "fp8 operands must be K-major (the wgmma/cp.async path copies others element by element)"
     M = p.N if c.swap else p.M
@@ -266,15 +303,15 @@ MEASURED: list[tuple[int, int, int, str, str, str]] = [   # bench/ops_matmul_ben
     (6144, 6144, 6144, '16_bn', 'ws_128x256x64_s3_sub1', "H200 2026-12-03 1.01x"),
     (8192, 8192, 8192, '16_bn', 'ws_128x256x64_s3_sub1', "H200 2026-12-03 1.02x"),
     (16384, 16384, 16384, '16_bn', 'ws_128x128x64_s5', "H200 2026-12-03 1.06x"),
-    (1, 4096, 4096, '16_bk', 'swap_64x16x128_s4_w4_k4', "H200 2026-12-03 0.79x"),
-    (1, 14336, 4096, '16_bk', 'swap_64x16x128_s4_w4', "H200 2026-12-03 0.91x"),
-    (1, 4096, 14336, '16_bk', 'swap_64x16x128_s4_w4_k4', "H200 2026-12-03 0.92x"),
+    (1, 4096, 4096, '16_bk', 'gemv_8x512_s1_w4_u2', "predicted 0.95-1.05x (swap_64x16x128_s4_w4_k4 0.79-0.875x)"),
+    (1, 14336, 4096, '16_bk', 'gemv_8x512_s1_w4_u2', "predicted 0.93-1.03x (swap_64x16x128_s4_w4 0.89-0.91x)"),
+    (1, 4096, 14336, '16_bk', 'gemv_8x512_s1_w4_u2', "predicted 0.95-1.05x (swap_64x16x128_s4_w4_k4 0.92-0.98x)"),
     (1, 128256, 4096, '16_bk', 'swap_64x16x128_s4_w4', "H200 2026-12-03 0.99x"),
     (16, 4096, 4096, '16_bk', 'swap_64x16x128_s4_w4', "H200 2026-12-03 0.92x"),
     (16, 14336, 4096, '16_bk', 'swap_64x16x128_s4_w4', "H200 2026-12-03 1.05x"),
     (16, 4096, 14336, '16_bk', 'swap_64x16x128_s4_w4_k4', "H200 2026-12-03 0.92x"),
     (16, 128256, 4096, '16_bk', 'swap_64x16x128_s4_w4', "H200 2026-12-03 1.04x"),
-    (64, 4096, 4096, '16_bk', 'dot_64x128x64_s4_w4_k4', "H200 2026-12-03 0.77x"),
+    (64, 4096, 4096, '16_bk', 'dot_64x64x64_s4_w4_k4', "predicted 0.90-0.98x (dot_64x128x64_s4_w4_k4 0.77-0.87x)"),
     (64, 14336, 4096, '16_bk', 'dot_64x128x64_s4_w4', "H200 2026-12-03 1.03x"),
     (64, 4096, 14336, '16_bk', 'swap_128x64x64_s4_w4_k4', "H200 2026-12-03 0.94x"),
     (64, 128256, 4096, '16_bk', 'dot_64x128x64_s4_w4', "H200 2026-12-03 1.08x"),
@@ -297,11 +334,15 @@ MEASURED: list[tuple[int, int, int, str, str, str]] = [   # bench/ops_matmul_ben
     (5000, 3000, 2000, '16_bn', 'ws_192x128x64_s5', "predicted 0.93-0.99x (ws_128x256x64_s4_c2 measured 0.92x)"),
     (4095, 4097, 4093, '16_bn', 'ws_128x256x64_s4', "predicted (staged operands): 0.65-0.85x"),
     (1000, 1240, 776, '16_bk', 'ws_128x128x64_s4_np', "H200 2026-12-03 0.93x"),
-    (128, 8192, 8192, '16_bn', 'ws_128x128x64_s5', "H200 2026-12-03 0.86x"),
+    (128, 8192, 8192, '16_bn', 'dot_128x64x64_s4_w4_k2', "predicted 0.88-0.98x (ws_128x128x64_s5 0.81-0.86x)"),
     (64, 8192, 8192, '16_bn', 'swap_128x64x64_s4_w4_k4', "H200 2026-12-03 0.89x"),
     (1024, 1024, 1024, '16_bk', 'dot_64x128x64_s4_w4', "H200 2026-12-03 0.95x"),
     (4096, 4096, 4096, '16_bk', 'ws_128x256x64_s4', "H200 2026-12-03 1.00x"),
     (8192, 8192, 8192, '16_bk', 'ws_128x256x64_s4_c2', "H200 2026-12-03 1.02x"),
+    # fp8 (bench/ops_matmul_bench.py --fp8, H200 2026-12-03 16:21, only the heuristic timed)
+    (1024, 1024, 1024, 'fp8_bk', 'ws8_128x128x128_s4', "H200 2026-12-03 0.91x"),
+    (2048, 2048, 2048, 'fp8_bk', 'ws8_128x128x128_s4', "H200 2026-12-03 1.04x"),
+    (128, 4096, 4096, 'fp8_bk', 'dot8_64x128x128_s4_w4_k4', "predicted 0.85-0.98x (ws8_128x128x128_s4 0.66x)"),
 ]
 
 
@@ -311,7 +352,8 @@ def _distance(p: Problem, row) -> float:
 
 
 def rule_based(p: Problem) -> GemmConfig:
-    """The fallback rules (docs/ops.md): small M -> the swapped pointer kernel (split over K
+    """The fallback rules (docs/ops.md): one row against an ``nn.Linear`` weight -> the
+    single-row kernel; small M -> the swapped pointer kernel (split over K
     when the N tiles cannot fill the SMs); few output tiles and long K -> split-K; big
     TMA-describable problems -> the warp-specialized kernel, wide tiles when every SM gets
     several; the rest -> the pointer kernel."""
@@ -322,6 +364,10 @@ def rule_based(p: Problem) -> GemmConfig:
                 return c
         return None
 
+    if p.M == 1 and p.b_kmajor and not p.fp8:
+        c = pick("gemv_8x512_s1_w4_u2")
+        if c is not None:
+            return c
     if p.M <= 64 and not p.fp8:
         tiles = -(-p.N // 64)
         if p.M <= 16:
@@ -332,6 +378,11 @@ def rule_based(p: Problem) -> GemmConfig:
         if c is not None:
             return c
     if p.fp8:
+        tiles64 = -(-p.M // 64) * -(-p.N // 128)
+        if tiles64 < p.sms and p.K >= 1024:       # few tiles: split K over 64x128 pointer tiles
+            c = pick("dot8_64x128x128_s4_w4_k4" if tiles64 * 2 < p.sms else "dot8_64x128x128_s4_w4_k2")
+            if c is not None:
+                return c
         wide = -(-p.M // 128) * -(-p.N // 256)
         c = pick("ws8_128x256x128_s3" if wide >= 8 * p.sms else "ws8_128x128x128_s4", "ws8_128x128x128_s4")
         if c is not None:

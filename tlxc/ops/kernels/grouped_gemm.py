@@ -2,12 +2,21 @@
 
 ``a`` holds the rows of every group back to back (``group_sizes[g]`` rows for expert ``g``,
 in order), ``b`` is ``[E, K, N]`` with any strides (``w.transpose(1, 2)`` of ``[E, N, K]``
-expert weights too).  The grid is an upper bound on the row tiles that needs no host sync
-(``cdiv(total_M, BLOCK_M) + E`` rows of programs x ``cdiv(N, BLOCK_N)``): each program finds
-its group by walking ``group_sizes`` on the device (E scalar loads, accumulated with
-``tl.where``), and a program past the last tile does no K steps and stores nothing.  The main
-loop is ``gemm_dot.py``'s (pointer loads ringed by cp.async, wgmma); rows past the group's
-end are masked.
+expert weights too).  The grid is one dimension over an upper bound on the tiles that needs
+no host sync: ``ROW_TILES = cdiv(total_M, BLOCK_M) + E`` row tiles (each group's last tile may
+be partial) x ``cdiv(N, BLOCK_N)`` column tiles, in grouped order: ``GROUP_M`` row tiles walk
+every column tile together, so that those rows of ``a`` stay in L2 while the columns pass
+and each column tile of ``b`` serves ``GROUP_M`` row tiles (with the row tile fastest, every
+column re-read the whole of ``a``: 56 times at E = 8, N = 14336).
+
+Each program finds its group in one step: the group sizes are loaded as one vector
+(``E_PAD`` = E rounded up to a power of two), their row-tile counts summed by ``tl.cumsum``,
+the group is the number of groups whose tiles all come before the program's row tile, and
+its first tile and rows are picked out of the sums by ``tl.where`` + ``tl.sum`` (a walk of E
+scalar loads cost E / 4 dependent L2 round trips per program: ~10 us at E = 128, as long as a
+tile's K loop).  A row tile past the last group's does no K steps and stores nothing.  The
+main loop is ``gemm_dot.py``'s (pointer loads ringed by cp.async, wgmma); rows past the
+group's end are masked.
 """
 from ... import language as tl
 from ...runtime.jit import jit
@@ -15,25 +24,29 @@ from ...runtime.jit import jit
 
 @jit
 def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, E, N, K, stride_am, stride_ak, stride_be, stride_bk, stride_bn,
-                        stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    tile_start = 0
-    row_off = 0
-    group = 0
-    row0 = 0
-    row_end = 0
-    found = 0
-    for g in range(E):                         # which group's row tile is program pid_m?
-        size = tl.load(sizes_ptr + g).to(tl.int32)
-        tiles = (size + BLOCK_M - 1) // BLOCK_M
-        hit = (pid_m >= tile_start) & (pid_m < tile_start + tiles)
-        group = tl.where(hit, g, group)
-        row0 = tl.where(hit, row_off + (pid_m - tile_start) * BLOCK_M, row0)
-        row_end = tl.where(hit, row_off + size, row_end)
-        found = tl.where(hit, 1, found)
-        tile_start += tiles
-        row_off += size
+                        stride_cm, stride_cn, ROW_TILES, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, E_PAD: tl.constexpr):
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * tiles_n
+    first_m = (pid // per_group) * GROUP_M
+    rows_in_group = min(ROW_TILES - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % rows_in_group
+    pid_n = (pid % per_group) // rows_in_group
+
+    gs = tl.arange(0, E_PAD)                   # which group's row tile is pid_m?
+    sizes = tl.load(sizes_ptr + gs, mask=gs < E, other=0).to(tl.int32)
+    tiles = (sizes + BLOCK_M - 1) // BLOCK_M
+    tiles_end = tl.cumsum(tiles, axis=0)       # inclusive: the first row tile after group g
+    rows_end = tl.cumsum(sizes, axis=0)
+    group = tl.sum((tiles_end <= pid_m).to(tl.int32), axis=0)
+    found = (group < E).to(tl.int32)
+    mine = gs == group
+    tile_start = tl.sum(tl.where(mine, tiles_end - tiles, 0), axis=0)
+    row_end = tl.sum(tl.where(mine, rows_end, 0), axis=0)
+    row0 = row_end - tl.sum(tl.where(mine, sizes, 0), axis=0) + (pid_m - tile_start) * BLOCK_M
+    group = tl.where(found > 0, group, 0)
+
     rows = row0 + tl.arange(0, BLOCK_M)
     mask_m = rows < row_end
     rows_in = tl.where(mask_m, rows, row0)                       # loads stay inside the group's rows
