@@ -103,19 +103,22 @@ def test_ws_dense(H, Hkv, D, causal, poisoned, monkeypatch):
     _check(got, ref, dtype, f"ws D={D} causal={causal} {H}:{Hkv}")
 
 
+@pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-def test_ws_packed_and_bshd(causal, poisoned, monkeypatch):
+def test_ws_packed_and_bshd(causal, D, poisoned, monkeypatch):
+    """Packed sequences with empty ones (programs with no query tile: at D = 64 they still load
+    K and V), and BSHD views."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
     lens_q = [1, 777, 2048, 130, 0, 513]
     lens_k = [1, 777, 2048, 70, 9, 1000]
     dtype = torch.bfloat16
-    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 8, 2, 128, dtype, device="cuda", seed=3)
+    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 8, 2, D, dtype, device="cuda", seed=3)
     o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, causal, 0.088)
     got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=0.088,
                         cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
-    _check(got, ref, dtype, "ws packed")
+    _check(got, ref, dtype, f"ws packed D={D}")
     q, k, v, do = (t.transpose(1, 2).contiguous().transpose(1, 2)
-                   for t in dense_inputs(2, 8, 2, 1500, 1500, 64, dtype, device="cuda", seed=4))
+                   for t in dense_inputs(2, 8, 2, 1500, 1500, D, dtype, device="cuda", seed=4))
     o, lse, *ref = _sdpa_fp32(q, k, v, do, causal, 0.125)
     got = attention_bwd(do, q, k, v, o.to(dtype), lse, causal=causal, sm_scale=0.125)
-    _check(got, ref, dtype, "ws bshd")
+    _check(got, ref, dtype, f"ws bshd D={D}")
