@@ -106,11 +106,14 @@ def test_neighbouring_heads_and_sequences_do_not_leak():
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("cfg", [(64, 128, 128, 2, 2, True), (128, 128, 128, 2, 2, True), (128, 128, 64, 4, 2, True),
-                                 (256, 128, 64, 2, 1, True), (128, 128, 128, 3, 1, False), (64, 128, 64, 4, 2, False)],
+                                 (256, 128, 64, 2, 1, True), (128, 128, 128, 3, 1, False), (64, 128, 64, 4, 2, False),
+                                 (64, 128, 128, 4, 2, True, 4), (128, 128, 64, 4, 2, False, 8),
+                                 (256, 128, 32, 2, 2, False, 16), (256, 128, 64, 2, 1, True, 8)],
                          ids=lambda c: "_".join(map(str, c)))
 def test_other_configurations(cfg, causal, monkeypatch):
-    """The configurations bench/ops_attention_bench.py --configs times (overlap: an item's last
-    P V issued with the next item's first Q K^T), dense S = 256 / 1000 and varlen."""
+    """The configurations bench/ops_attention_bench.py --configs and its `ov` column time
+    (overlap: an item's last P V issued with the next item's first Q K^T; a seventh field:
+    L2 prefetches of the next item), dense S = 256 / 1000 and varlen."""
     from tlxc.ops.attention import AttnConfig
     _poison_empty(monkeypatch)
     c = AttnConfig(*cfg)

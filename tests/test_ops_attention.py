@@ -243,6 +243,12 @@ def test_prefetching_configurations(config, causal, poisoned):
     q, k, v = _randn(1, 4, 131, D, seed=96), _randn(1, 2, 131, D, seed=97), _randn(1, 2, 131, D, seed=98)
     o, lse = attention_forward(q, k, v, causal=causal, config=config, programs=2)
     _check(o, lse, *reference(q, k, v, causal=causal), torch.bfloat16)
+    if config.head_dim == 64:       # varlen too (the default there has no prefetch): an empty sequence between
+        cu = torch.tensor([0, 70, 70, 131], dtype=torch.int32)
+        qv, kv, vv = (t[0].transpose(0, 1).contiguous() for t in (q, k, v))
+        o, lse = attention_forward(qv, kv, vv, causal=causal, config=config, programs=2, cu_seqlens_q=cu,
+                                   cu_seqlens_k=cu)
+        _check(o, lse, *reference(qv, kv, vv, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu), torch.bfloat16)
 
 
 def test_errors_name_the_argument():
