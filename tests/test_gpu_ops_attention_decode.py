@@ -41,16 +41,25 @@ def _check(o, lse, ref_o, ref_lse, dtype):
     assert (lse[~finite] == float("-inf")).all()
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-@pytest.mark.parametrize("D", [64, 96, 128, 256])
-@pytest.mark.parametrize("H,Hkv,page,splits", [(32, 8, 16, None), (8, 1, 64, 3), (4, 4, 256, None), (80, 1, 8, 2)])
-def test_paged_matches_float64(D, H, Hkv, page, splits, dtype):
+CASES = [  # D, H, Hkv, page, splits, dtype, combine
+    (128, 32, 8, 16, None, torch.bfloat16, "inline"),      # the bench's layout, default splits
+    (128, 32, 8, 16, None, torch.float16, "kernel"),
+    (64, 8, 1, 64, 3, torch.bfloat16, "inline"),           # MQA, pages of a whole block
+    (96, 4, 4, 256, None, torch.float16, "inline"),        # MHA, padded head dim, big pages
+    (256, 80, 1, 8, 2, torch.bfloat16, "inline"),          # two head tiles per kv head, tiny pages
+    (256, 16, 2, 32, 5, torch.bfloat16, "kernel"),
+]
+
+
+@pytest.mark.parametrize("D,H,Hkv,page,splits,dtype,combine", CASES, ids=lambda x: str(x).replace("torch.", ""))
+def test_paged_matches_float64(D, H, Hkv, page, splits, dtype, combine):
     lens = [0, 1, 700, 5000, 129]
     k, v, table = _paged(lens, page, Hkv, D, dtype, seed=D + H)
     q = torch.randn(len(lens), H, D, device="cuda", dtype=dtype)
     seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
-    o, lse = attention_decode(q, k, v, seqlens, block_table=table, num_splits=splits)
-    _check(o, lse, *reference(q, k, v, seqlens, block_table=table), dtype)
+    for _ in range(2):                      # the inline combine's counters are zero again for the second call
+        o, lse = attention_decode(q, k, v, seqlens, block_table=table, num_splits=splits, combine=combine)
+        _check(o, lse, *reference(q, k, v, seqlens, block_table=table), dtype)
 
 
 def test_contiguous_cache():

@@ -92,6 +92,21 @@ def test_contiguous_cache_and_flash_layout(poisoned):
     _check(o, lse, *M.reference(q, k, v, seqlens, sm_scale=0.3), torch.bfloat16)
 
 
+@pytest.mark.parametrize("combine", M.COMBINES)
+def test_combines_agree_and_counters_reset(combine, poisoned):
+    """Both ways of merging the splits (the last split of each kv head inline, counted by an
+    atomic; a second kernel) give the float64 result; the inline counters are zero again after
+    a call, so a second call with other lengths is right too."""
+    k, v, table = _paged([300, 129, 64], 16, 2, 64, torch.bfloat16, seed=51)
+    q = _randn(3, 8, 64, seed=52)
+    for lens in ([300, 0, 64], [1, 129, 17]):
+        seqlens = torch.tensor(lens, dtype=torch.int32)
+        o, lse = attention_decode(q, k, v, seqlens, block_table=table, num_splits=4, combine=combine)
+        _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+        if combine == "inline":
+            assert (M._split_counters(q.device, 6)[:6] == 0).all()
+
+
 def test_default_split_count_runs_the_combine(poisoned):
     """The default split count on the interpreter (2 "SMs"): several splits of 256 keys."""
     lens = [700, 3]
@@ -155,6 +170,7 @@ def test_argument_errors():
         ((q[:, None].expand(2, 2, 4, 64), k, k, lens), {"block_table": table}, "\\[B, 1, H, D\\]"),
         ((q, k, k, lens), {"block_table": table, "sm_scale": -1.0}, "'sm_scale' must be a positive"),
         ((q, k, k, lens), {"block_table": table, "num_splits": 0}, "'num_splits' must be a positive"),
+        ((q, k, k, lens), {"block_table": table, "combine": "tree"}, "'combine' must be one of inline, kernel"),
     ]
     for args, kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -186,10 +202,11 @@ def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
     k = torch.zeros(64, page, Hkv, D, dtype=torch.bfloat16)
     table = torch.zeros(8, 4096 // page, dtype=torch.int32)
     lens = torch.zeros(8, dtype=torch.int32)
-    split, combine = M.compile_decode(q, k, k, lens, block_table=table)
+    split, = M.compile_decode(q, k, k, lens, block_table=table)              # the combine inline
+    _, combine = M.compile_decode(q, k, k, lens, block_table=table, combine="kernel")
     assert split.n_spills == 0 and combine.n_spills == 0
     if D <= 128:
-        assert 2 * (split.metadata.shared + 1024) <= 232448
+        assert 2 * (split.metadata.shared + 1024) <= 232448                   # two programs per SM
     launches = []
     monkeypatch.setattr(M, "_launch", lambda kernel, grid, *args, **meta: launches.append((kernel, args, meta)))
     attention_decode(q, k, k, lens, block_table=table, _sms=132)

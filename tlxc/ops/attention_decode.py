@@ -141,14 +141,42 @@ def _unit_last(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
+COMBINES = ("inline", "kernel")
+
+
+def _split_counters(device: torch.device, n: int) -> torch.Tensor:
+    """Arrival counters of the inline combine, one int32 per (sequence, kv head, head tile),
+    zero between launches (the last split resets its own); one buffer per (device, stream):
+    launches on one stream run in order.  Allocated (zeroed) on the first call for a size, so
+    that call must come before a CUDA graph capture."""
+    stream = torch._C._cuda_getCurrentRawStream(device.index) if device.type == "cuda" else 0
+    key = (device, stream)
+    buf = _COUNTERS.get(key)
+    if buf is None or buf.numel() < n:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("tlxc.ops.attention_decode: the first call with this many (sequence, kv head) pairs "
+                               "allocates the split counters, which a CUDA graph capture does not allow; call it "
+                               "once before capturing")
+        buf = _COUNTERS[key] = torch.zeros(max(n, 4096), device=device, dtype=torch.int32)
+    return buf
+
+
+_COUNTERS: dict[tuple, torch.Tensor] = {}
+
+
 def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor, *,
                      block_table: torch.Tensor | None = None, sm_scale: float | None = None,
-                     num_splits: int | None = None, _sms: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                     num_splits: int | None = None, combine: str = "inline",
+                     _sms: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of one query token per sequence against its cached keys (module
-    docstring).  ``num_splits`` overrides the split count (tests, benchmarks)."""
+    docstring).  ``num_splits`` overrides the split count, ``combine`` how several splits are
+    merged: ``inline`` (the last split of each (sequence, kv head) to finish, counted by an
+    atomic) or ``kernel`` (a second launch); for tests and benchmarks."""
     sm_scale = _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale)
     if num_splits is not None and (not isinstance(num_splits, int) or num_splits < 1):
         raise _fail(f"'num_splits' must be a positive int, got {num_splits!r}")
+    if combine not in COMBINES:
+        raise _fail(f"'combine' must be one of {', '.join(COMBINES)}, got {combine!r}")
     B, H, D = q.shape[0], q.shape[-2], q.shape[-1]
     Hkv = k_cache.shape[2]
     q3 = _unit_last(q.reshape(B, H, D) if q.dim() == 4 else q)
@@ -192,11 +220,15 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         bt, stride_bt, num_pages = cache_seqlens, 0, 1          # (never read without pages)
         sk = (k_cache.stride(0), k_cache.stride(1), k_cache.stride(2))
         sv = (v_cache.stride(0), v_cache.stride(1), v_cache.stride(2))
-    _launch(decode_split_kernel, (splits, B * Hkv * g_chunks), q3, k_cache, v_cache, bt, cache_seqlens, o_part,
-            lse_part, Hkv, split_len, capacity, num_pages, sm_scale * LOG2E, q3.stride(0), q3.stride(1), *sk, *sv,
-            stride_bt, *so, *sl, D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page,
-            STAGES=stages, PAGED=paged, ONE_SPLIT=one, DTYPE=TL_DTYPES[q.dtype], num_warps=4)
-    if not one:
+    fixup = not one and combine == "inline"
+    rows = B * Hkv * g_chunks
+    locks = _split_counters(q.device, rows) if fixup else cache_seqlens        # (never touched without FIXUP)
+    _launch(decode_split_kernel, (splits, rows), q3, k_cache, v_cache, bt, cache_seqlens, o_part, lse_part, o, lse,
+            locks, Hkv, split_len, capacity, num_pages, sm_scale * LOG2E, q3.stride(0), q3.stride(1), *sk, *sv,
+            stride_bt, *so, *sl, o.stride(0), o.stride(1), lse.stride(0), lse.stride(1), D=D, HEAD_DIM=head_dim,
+            BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page, STAGES=stages, PAGED=paged, ONE_SPLIT=one,
+            FIXUP=fixup, DTYPE=TL_DTYPES[q.dtype], num_warps=4)
+    if not one and not fixup:
         _launch(decode_combine_kernel, (B * H,), o_part, lse_part, o, lse, H, splits, *o_part.stride()[:3],
                 lse_part.stride(0), lse_part.stride(1), o.stride(0), o.stride(1), lse.stride(0), lse.stride(1),
                 D=D, HEAD_DIM=head_dim, BLOCK_S=max(2, 1 << (splits - 1).bit_length()), num_warps=4)

@@ -13,10 +13,13 @@ key block costs two MMAs ``S = Q K^T``, ``O += P V`` and an online softmax over 
 * ``decode_split_kernel`` writes each split's normalized partial output (float32
   ``[B, H, n_splits, D]``) and its log-sum-exp in log2 units (``-inf`` for a split with no
   keys); with ``ONE_SPLIT`` (a single split covers every sequence) it writes ``o`` and the
-  natural-log ``lse`` directly instead and no combine runs.
-* ``decode_combine_kernel``: per ``(b, h)``, ``o = sum_s 2^(lse_s - M) o_s / sum_s
-  2^(lse_s - M)`` over the splits, the lse their log-sum-exp (a sequence with no keys:
-  ``o = 0``, ``lse = -inf``).
+  natural-log ``lse`` directly instead and no combine runs.  With ``FIXUP`` each split then
+  counts itself in ``locks[program]`` (an acq_rel atomic, as the split-K GEMM's in-kernel
+  sum), and the last one to arrive combines the splits (``_combine_splits``) and resets the
+  count: no second launch.
+* ``decode_combine_kernel`` (without ``FIXUP``): per ``(b, h)``, ``o = sum_s 2^(lse_s - M)
+  o_s / sum_s 2^(lse_s - M)`` over the splits, the lse their log-sum-exp (a sequence with no
+  keys: ``o = 0``, ``lse = -inf``).
 
 Paged cache (``PAGED``): ``k``/``v`` are ``[num_pages, PAGE, H_KV, D]`` and key ``n`` of
 sequence ``b`` lives in page ``block_table[b, n // PAGE]``, row ``n % PAGE``: each key
@@ -75,12 +78,12 @@ def _pages_of(b64, n0, end, bt_ptr, stride_bt, BLOCK_N: tl.constexpr, PAGE: tl.c
 
 
 @jit
-def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, H_KV, SPLIT_LEN, CAPACITY,
-                        NUM_PAGES, qk_scale, sq_b, sq_h, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, stride_bt,
-                        so_b, so_h, so_s, sl_b, sl_h,
+def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, fo_ptr, flse_ptr, locks_ptr, H_KV,
+                        SPLIT_LEN, CAPACITY, NUM_PAGES, qk_scale, sq_b, sq_h, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h,
+                        stride_bt, so_b, so_h, so_s, sl_b, sl_h, sfo_b, sfo_h, sfl_b, sfl_h,
                         D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
                         BLOCK_N: tl.constexpr, STAGES: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr,
-                        ONE_SPLIT: tl.constexpr, DTYPE: tl.constexpr):
+                        ONE_SPLIT: tl.constexpr, FIXUP: tl.constexpr, DTYPE: tl.constexpr):
     G_CHUNKS: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G     # query-head tiles per kv head
     split = tl.program_id(0)
     pid = tl.program_id(1)
@@ -151,6 +154,42 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, H
     else:
         tl.store(o_at, out, mask=g_ok[:, None] & d_ok[None, :])
         tl.store(lse_at, lse2, mask=g_ok)
+        if FIXUP:       # the last split of this (sequence, kv head, head tile) to arrive combines them
+            arrived = tl.atomic_add(locks_ptr + pid, 1, sem="acq_rel")   # the partials are visible before the count
+            if arrived == tl.num_programs(0) - 1:
+                tl.store(locks_ptr + pid, 0)                            # zero again for the next launch
+                _combine_splits(o_ptr, lse_ptr, fo_ptr, flse_ptr, b64, heads, g_ok, offs_d, d_ok, tl.num_programs(0),
+                                so_b, so_h, so_s, sl_b, sl_h, sfo_b, sfo_h, sfl_b, sfl_h, BLOCK_G, HEAD_DIM)
+
+
+@jit
+def _combine_splits(o_ptr, lse_ptr, fo_ptr, flse_ptr, b64, heads, g_ok, offs_d, d_ok, n_splits,
+                    so_b, so_h, so_s, sl_b, sl_h, sfo_b, sfo_h, sfl_b, sfl_h, BLOCK_G: tl.constexpr,
+                    HEAD_DIM: tl.constexpr):
+    """``o = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M)`` for the rows ``heads`` of sequence
+    ``b``, split by split (an online merge: one partial tile in registers at a time), and the
+    natural-log lse; a row whose splits all had no keys gets ``o = 0``, ``lse = -inf``.  The
+    partials are read past L1 (``.cg``: other programs wrote them)."""
+    top = tl.full((BLOCK_G,), float("-inf"), tl.float32)
+    weight = tl.zeros((BLOCK_G,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_G, HEAD_DIM), dtype=tl.float32)
+    mask = g_ok[:, None] & d_ok[None, :]
+    for s in range(n_splits):
+        lse_s = tl.load(lse_ptr + b64 * sl_b + heads * sl_h + s, mask=g_ok, other=float("-inf"), cache_modifier=".cg")
+        new_top = tl.maximum(top, lse_s)
+        base = tl.where(new_top > float("-inf"), new_top, 0.0)
+        scale = tl.math.exp2(top - base)                                 # 0 while top is -inf
+        w = tl.math.exp2(lse_s - base)                                   # 0 for a split without keys
+        part = tl.load(o_ptr + b64 * so_b + heads[:, None] * so_h + s * so_s + offs_d[None, :],
+                       mask=mask & (lse_s > float("-inf"))[:, None], other=0.0, cache_modifier=".cg")
+        acc = acc * scale[:, None] + part * w[:, None]
+        weight = weight * scale + w
+        top = new_top
+    some = weight > 0.0
+    o = acc / tl.where(some, weight, 1.0)[:, None]
+    tl.store(fo_ptr + b64 * sfo_b + heads[:, None] * sfo_h + offs_d[None, :], o.to(fo_ptr.dtype.element_ty), mask=mask)
+    tl.store(flse_ptr + b64 * sfl_b + heads * sfl_h, tl.where(some, (top + tl.math.log2(tl.where(some, weight, 1.0)))
+                                                               * LN2, float("-inf")), mask=g_ok)
 
 
 @jit
