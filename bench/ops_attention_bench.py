@@ -245,8 +245,10 @@ def main() -> None:
     parser.add_argument("--configs", action="store_true", help="also time other configurations at S <= 512")
     parser.add_argument("--no-bwd", action="store_true", help="skip the backward even if attention_bwd exists")
     parser.add_argument("--bwd-all", action="store_true", help="backward at every S (default: S = 1024, 4096)")
-    parser.add_argument("--varlen-only", action="store_true", help="only the varlen cases (schedules: sorted, snake)")
-    parser.add_argument("--decode-only", action="store_true", help="only the decode cases (paged KV, S_q = 1)")
+    parser.add_argument("--varlen-only", action="store_true",
+                        help="only the varlen cases (schedules: snake, sorted); with --decode-only: both kinds")
+    parser.add_argument("--decode-only", action="store_true",
+                        help="only the decode cases (paged KV, S_q = 1); with --varlen-only: both kinds")
     parser.add_argument("--budget-s", type=float, default=180.0)
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     parser.add_argument("--s", help="dense sequence lengths only these (comma-separated, e.g. 256,512)")
@@ -262,8 +264,9 @@ def main() -> None:
     has_bwd = not args.no_bwd and importlib.util.find_spec("tlxc.ops.kernels.attention_bwd") is not None
     only = args.varlen_only or args.decode_only
     cases = [] if only else dense_cases(args.quick, ints(args.s), ints(args.d), ints(args.groups))
-    varlen_cases = VARLEN_CASES if not (args.decode_only or args.no_varlen) else ()
-    decode_cases = DECODE_CASES if not (args.varlen_only or args.no_decode) else ()
+    # --varlen-only / --decode-only select those kinds (both flags: both, no dense cases)
+    varlen_cases = VARLEN_CASES if (args.varlen_only or not only) and not args.no_varlen else ()
+    decode_cases = DECODE_CASES if (args.decode_only or not only) and not args.no_decode else ()
 
     def ab_configs(D, causal, S):
         """[(column, configuration)] timed next to the default: session 11's where it differs,
