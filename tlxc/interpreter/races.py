@@ -21,7 +21,9 @@ Joining tasks, and completing a named barrier, order the retired copies of
 the tasks involved.
 
 A read of a slot with an unordered async write is a ``RaceError`` naming both
-lines; so is a write to a slot an unordered async access still uses.  Slots are
+lines; so is a write to a slot an unordered async access still uses, and a write
+(a tcgen05 MMA, a store) to tensor memory another task read without a barrier
+ordering that read before it (``read_held``: write after read).  Slots are
 any hashable key; ``label`` is how messages name them (``'a_smem'[1]``).  An
 access may cover only part of its slot (``region``: any object with an
 ``overlaps(other)`` and a ``covers(other)`` method; None is the whole slot).
@@ -49,6 +51,7 @@ class AsyncAccess:
     early_arrival: tuple | None = None   # cp.async: (barrier label, loc) of an arrive before it was retired
     queue: object = None           # accesses of one in-order queue (a task's tcgen05 MMAs) never race each other
     wait_hint: str | None = None   # what the issuing task must wait with before reusing the slot
+    held: bool = False             # a synchronous read held until a barrier orders it (``read_held``)
 
     @property
     def barrier(self):
@@ -141,6 +144,23 @@ class RaceTracker:
     def read(self, slot, label: str, what: str, loc: Location | None, task: str, region=None) -> None:
         self._check_read(slot, label, what, loc, task, region)
 
+    def read_held(self, slot, label: str, what: str, loc: Location | None, task: str, region=None) -> None:
+        """A synchronous read that later asynchronous writes must be ordered after (tensor
+        memory, which the tcgen05 MMAs of other tasks write): recorded like a retired copy,
+        its task's next arrive releases it into that barrier's phase and a wait that sees the
+        phase orders it.  An MMA issued into the bytes before that is a write-after-read
+        race naming both lines (``_check_write``); the task's own later accesses see it.  A
+        newer read of the same bytes by the task replaces its older ones (ordering the newer
+        orders them, program order)."""
+        self._check_read(slot, label, what, loc, task, region)
+        records = self.pending.get(slot)
+        if records:
+            records[:] = [a for a in records if not (a.kind == "read" and a.held and a.task == task
+                                                     and _covers(region, a.region))]
+        access = self._record(AsyncAccess("read", slot, label, what, loc, task, region))
+        access.retired = True
+        access.held = True
+
     def write(self, slot, label: str, what: str, loc: Location | None, task: str, region=None) -> None:
         self._check_write(slot, label, what, loc, task, region)
 
@@ -178,6 +198,14 @@ class RaceTracker:
 
     def _check_write(self, slot, label, what, loc, task, region=None, queue=None) -> None:
         for access in self._conflicts(slot, task, region, queue):
+            if access.held:
+                raise RaceError(
+                    f"race in {self.program}: {what} of {label} in task '{task}' is not ordered after the "
+                    f"{access.what} of it by task '{access.task}': that read may see this write, or miss "
+                    f"it (no barrier that task arrived on after the read was waited for before this "
+                    f"{what}; a read of a tcgen05 accumulator must wait for the barrier its last MMA "
+                    f"arrives on)", loc, [(f"the {access.what} of {access.label} by task '{access.task}' was "
+                                           f"here", access.loc)])
             verb = "reading" if access.kind == "read" else "writing"
             remedy = access.wait_hint if access.wait_hint and access.task == task else \
                 f"no wait orders that {access.kind} before this write"

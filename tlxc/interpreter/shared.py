@@ -371,9 +371,12 @@ def local_reinterpret(ctx, op, view: SharedView):
 @impl("tlx.local_load")
 def local_load(ctx, op, view: SharedView):
     yield PREEMPT                    # another task may act between a wait and this read
-    ctx.races.read(view.key, view.label, "read", op.loc, ctx.task_name, view.region())
     if view.buffer.storage == "tmem":
+        # held until a barrier orders it: an MMA of another task writing these bytes before
+        # that is a write-after-read race (a read that did not wait for the MMA it meant to see)
+        ctx.races.read_held(view.key, view.label, "tensor-memory read", op.loc, ctx.task_name, view.region())
         return read_poisoned(view)
+    ctx.races.read(view.key, view.label, "read", op.loc, ctx.task_name, view.region())
     return read_written(ctx, op, view, f"task '{ctx.task_name}' reads {view.label}", "return garbage")
 
 
