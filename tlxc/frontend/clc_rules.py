@@ -20,8 +20,23 @@ the consumer are composed of ordinary barrier ops around the two IR ops of
 ``num_consumers`` must count every task that calls ``clc_consumer``, in every CTA of
 the cluster (``tlxc check`` reports a count that cannot match).  Registered from
 ``tlx_rules.py``.
+
+Older TLX spelling (a ``DeprecationWarning`` naming the current calls): TLX's
+``clc_create_scheduler(num_stages)`` allocated one barrier and one response per stage,
+and ``clc_fetch_next_worker(scheduler, phase)`` posted 16 bytes on barrier 0, issued
+``try_cancel`` into response 0 from the calling CTA, waited for barrier 0 at ``phase``
+and decoded response 0.  That is ``clc_create_context(1, num_stages)`` and
+``clc_producer(ctx, phase ^ 1, multi_ctas=False)`` + ``clc_consumer(ctx, phase,
+multi_ctas=False)`` in one task: the current pair adds an *empty* barrier that the
+consumer's arrival completes before the next fetch's producer waits on it (so it never
+blocks a task that fetches one tile at a time), and the same answers come out in the
+same order.  The older ``clc_producer_wait`` and the older argument orders of
+``clc_producer`` / ``clc_consumer`` / ``clc_create_context`` cannot be accepted: the
+calls of both orders take the same positional integers (docs/ports.md).
 """
 from __future__ import annotations
+
+import warnings
 
 from ..ir import types as T
 from ..ir.types import MemDescType
@@ -128,3 +143,32 @@ def _clc_consumer(ctx, clc_pipe_ctx, p_consumer, multi_ctas=True, k=0, return_3d
     X._fence_async_shared(ctx)
     X._barrier_arrive(ctx, X.local_view(ctx, c.empty, k), 1, remote_cta_rank=0 if multi else None, pred=valid)
     return tile
+
+
+def _deprecated(ctx, old: str, current: str) -> None:
+    loc = ctx.b.loc
+    warnings.warn_explicit(f"tlx.{old} is an older TLX spelling; tlxc runs it as {current} (TLX's current "
+                           f"cluster launch control API)", DeprecationWarning,
+                           loc.file if loc else "<kernel>", loc.line if loc else 0)
+
+
+@X.rule("clc_create_scheduler")
+def _clc_create_scheduler(ctx, num_stages=1):
+    """Older TLX: ``clc_create_context(1, num_stages)`` (one consumer: the fetching task)."""
+    _deprecated(ctx, "clc_create_scheduler(num_stages)", "tlx.clc_create_context(1, num_stages)")
+    return _clc_create_context(ctx, 1, num_stages)
+
+
+@X.rule("clc_fetch_next_worker")
+def _clc_fetch_next_worker(ctx, scheduler, phase):
+    """Older TLX: ask for the next tile and wait for the answer, in the calling task."""
+    c = _context(scheduler)
+    if c.num_consumers != 1:
+        raise SemanticError(f"clc_fetch_next_worker takes the context of clc_create_scheduler (one consumer); this "
+                            f"one has num_consumers={c.num_consumers}: call clc_producer / clc_consumer",
+                            param="scheduler")
+    _deprecated(ctx, "clc_fetch_next_worker(scheduler, phase)",
+                "tlx.clc_producer(ctx, phase ^ 1, multi_ctas=False) + tlx.clc_consumer(ctx, phase, multi_ctas=False)")
+    flipped = phase ^ 1 if isinstance(phase, int) else S.binary(ctx.b, "xor", phase, 1)
+    _clc_producer(ctx, c, flipped, multi_ctas=False)
+    return _clc_consumer(ctx, c, phase, multi_ctas=False)

@@ -14,7 +14,8 @@ task, in thread order, with:
   layout the GPU pipeline (``infer-layouts``) gives them (``owned``); a load leaves the
   other elements poisoned (NaN, or the type's most negative integer): on the GPU the
   thread does not hold them, and a value computed from them is undefined;
-* scalar memory ops done by every thread that reaches them, as the GPU code does.
+* scalar memory ops done by every thread that reaches them, as the GPU code does, and
+  ``tl.device_print`` of scalars printed by each such thread (a tile print is refused).
 
 After the op the threads' results are merged: a scalar must be the same in every
 thread, and every element of a tile must be the same in every thread that holds it.
@@ -47,6 +48,8 @@ _LOCAL_CONVERSIONS = ("identity", "register_permute")
 
 
 def _allowed(op: Operation) -> bool:
+    if op.name == "tl.print":       # scalars only: each thread that runs it prints its own line, as on the GPU
+        return not any(isinstance(v.type, TensorType) for v in op.operands)
     return op.name.startswith(_PER_THREAD_PREFIXES) or op.name in _PER_THREAD_OPS
 
 

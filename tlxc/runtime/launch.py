@@ -36,7 +36,7 @@ from . import nvtx
 from .tma_legacy import is_legacy, resolve
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
-                  "launch_cooperative_grid", "launch_pdl", "interpret", "ctas_per_cga")
+                  "launch_cooperative_grid", "launch_pdl", "interpret", "ctas_per_cga", "launch_cluster")
 
 MAX_CLUSTER = 8             # CTAs per cluster: the portable limit (Hopper allows 16 "non-portable")
 GRID_LIMITS = (2**31 - 1, 65535, 65535)   # CUDA's largest gridDim.x, .y, .z
@@ -153,6 +153,9 @@ def launch_config(name: str, options: dict) -> LaunchConfig:
         maxnreg = value
     fusion = _flag(name, "enable_fp_fusion", options.get("enable_fp_fusion"))
     _flag(name, "debug", options.get("debug"))                 # no-op: device_assert is always compiled in
+    # no-op: TLX's older CLC tutorials ask for a cluster launch; every sm_90+ launch runs in clusters
+    # (of one CTA without ctas_per_cga), which is all clusterlaunchcontrol.try_cancel needs
+    _flag(name, "launch_cluster", options.get("launch_cluster"))
     pdl = _flag(name, "launch_pdl", options.get("launch_pdl")) is True
     if _flag(name, "launch_cooperative_grid", options.get("launch_cooperative_grid")):
         raise LaunchError(f"cannot launch {name}: launch_cooperative_grid=True is not supported (tlxc has no "

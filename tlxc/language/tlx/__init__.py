@@ -356,6 +356,17 @@ def clc_consumer(clc_pipe_ctx, p_consumer, multi_ctas=True, k=0, return_3d=False
 
 
 @builtin
+def clc_create_scheduler(num_stages=1):
+    """Older TLX spelling of ``clc_create_context(1, num_stages)`` (a DeprecationWarning)."""
+
+
+@builtin
+def clc_fetch_next_worker(scheduler, phase):
+    """Older TLX spelling: ``clc_producer(ctx, phase ^ 1, multi_ctas=False)`` then
+    ``clc_consumer(ctx, phase, multi_ctas=False)``, returning the next tile id (-1: none)."""
+
+
+@builtin
 def async_remote_shmem_copy(dst, src, remote_cta_rank, barrier):
     """Bulk-copy the local buffer ``src`` into ``dst``'s place in CTA ``remote_cta_rank``,
     completing its bytes on ``barrier``'s place there."""
