@@ -68,7 +68,9 @@ def test_dense_sq_ne_sk_float64(causal, poisoned):
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D", [64, 128])
-def test_packed(D, causal, poisoned):
+def test_packed(D, causal, poisoned, monkeypatch):
+    """The tl.dot kernels on packed sequences (auto would take the ws kernel at 2048 keys)."""
+    monkeypatch.setenv("TLXC_ATTN_BWD", "dot")
     lens_q = [1, 777, 2048, 130, 0, 513]
     lens_k = [1, 777, 2048, 70, 9, 1000]
     dtype = torch.bfloat16
@@ -79,8 +81,9 @@ def test_packed(D, causal, poisoned):
     _check(got, ref, dtype, "packed")
 
 
-def test_deterministic():
-    """No atomics: two runs give bit-identical gradients."""
+def test_deterministic(monkeypatch):
+    """The tl.dot kernels (TLXC_ATTN_BWD=dot) have no atomics: two runs give bit-identical gradients."""
+    monkeypatch.setenv("TLXC_ATTN_BWD", "dot")
     q, k, v, do = dense_inputs(2, 8, 2, 2048, 2048, 128, torch.bfloat16, device="cuda")
     o, lse, *_ = _sdpa_fp32(q, k, v, do, True, 0.088)
     a = attention_bwd(do, q, k, v, o.bfloat16(), lse, causal=True, sm_scale=0.088)

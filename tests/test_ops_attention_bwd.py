@@ -234,6 +234,27 @@ def test_ws_falls_back_where_it_does_not_apply(ws_kernel):
     _check(got, ref, torch.bfloat16)
 
 
+def test_auto_choice(monkeypatch):
+    """TLXC_ATTN_BWD unset (auto): the ws kernel from WS_MIN_KEYS keys up at head dims 64 / 128,
+    the tl.dot kernels below that, at other head dims, and under torch's deterministic mode."""
+    monkeypatch.delenv("TLXC_ATTN_BWD", raising=False)
+
+    def last_kernel(D, S):
+        q, k, v, do = dense_inputs(1, 2, 2, S, S, D, torch.bfloat16)
+        return compile_kernels(do, q, k, v, q, torch.zeros(1, 2, S), causal=True, sm_scale=0.1)[-1].name
+
+    n = host.WS_MIN_KEYS[64]
+    assert last_kernel(64, n).startswith("bwd_ws_kernel")
+    assert last_kernel(64, n - 1).startswith("bwd_dq_kernel")
+    assert last_kernel(96, max(host.WS_MIN_KEYS.values())).startswith("bwd_dq_kernel")
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert last_kernel(64, n).startswith("bwd_dq_kernel")
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
 def test_ws_unknown_choice(monkeypatch):
     monkeypatch.setenv("TLXC_ATTN_BWD", "fast")
     a = _args()

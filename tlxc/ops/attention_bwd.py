@@ -44,6 +44,7 @@ BLOCKS = {
 PRE_BLOCK = 64                     # rows per program of the preprocess kernel
 WS_BLOCK_M = 64                    # query rows per tile of the warp-specialized kernel
 WS_BLOCK_N = 128                   # its keys per program (64 per consumer warp group)
+WS_MIN_KEYS = {64: 2048, 128: 2048}   # TLXC_ATTN_BWD=auto: the ws kernel from this many keys up
 WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 208 / 224 KB)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 
@@ -71,13 +72,18 @@ def compile_kernels(*args, **kwargs) -> list:
         _COMPILE_ONLY.handles = None
 
 
-def _kernel_choice() -> str:
-    """``TLXC_ATTN_BWD``: ``dot`` (the default: three tl.dot kernels, deterministic) or ``ws``
-    (the warp-specialized kernel where it applies: head dim 64 or 128, TMA-describable rows;
-    dQ by float32 TMA reduce-adds, not bit-reproducible)."""
-    choice = os.environ.get("TLXC_ATTN_BWD", "dot") or "dot"
-    if choice not in ("dot", "ws"):
-        _fail(f"TLXC_ATTN_BWD must be 'dot' or 'ws', got {choice!r}")
+def _kernel_choice(head_dim: int, max_keys: int) -> str:
+    """``dot`` or ``ws``, from ``TLXC_ATTN_BWD``: ``dot`` (three tl.dot kernels, deterministic),
+    ``ws`` (the warp-specialized kernel where it applies: head dim 64 or 128, TMA-describable
+    rows; dQ by float32 TMA reduce-adds, not bit-reproducible) or ``auto`` (the default): ``ws``
+    from ``WS_MIN_KEYS[head_dim]`` keys per sequence up, unless torch's deterministic mode is on."""
+    choice = os.environ.get("TLXC_ATTN_BWD", "auto") or "auto"
+    if choice not in ("auto", "dot", "ws"):
+        _fail(f"TLXC_ATTN_BWD must be 'auto', 'dot' or 'ws', got {choice!r}")
+    if choice == "auto":
+        ws = (head_dim in WS_MIN_KEYS and max_keys >= WS_MIN_KEYS[head_dim]
+              and not torch.are_deterministic_algorithms_enabled())
+        choice = "ws" if ws else "dot"
     return choice
 
 
@@ -232,7 +238,7 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
                 num_warps=4)
     common = (*strides(q), *strides(k), *strides(v), *strides(do), *stat_strides)
     qk_scale = sm_scale * LOG2E
-    if Sk > 0 and _kernel_choice() == "ws" and D in (64, 128):
+    if Sk > 0 and _kernel_choice(D, Sk) == "ws" and D in (64, 128):
         done = _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q_arg, cu_k_arg, B, H, H_kv, Sq, Sk,
                           total_q if varlen else Sq, total_k if varlen else Sk, varlen, strides, stat_strides,
                           qk_scale, sm_scale, causal)
