@@ -169,6 +169,7 @@ def sweep(rounds: int, S: int, causal: bool) -> None:
 
     import torch
     host = importlib.import_module("tlxc.ops.attention_bwd")
+    os.environ["TLXC_ATTN_BWD"] = "dot"          # the tiles are the tl.dot kernels' (auto: ws at S >= 2048)
     shipped = dict(host.BLOCKS)
     for D, candidates in SWEEP.items():
         q, k, v, do = (torch.randn(4, 32, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(4))
