@@ -6,7 +6,9 @@ has it), MoE shapes with uneven group sizes, paired medians (kernel time) in one
 Expert weights are stored ``[E, N, K]`` (as ``nn.Linear``) and multiplied as
 ``w.transpose(1, 2)``; group sizes are a seeded multinomial draw with one empty expert.  The
 cuBLAS loop gets the sizes on the host beforehand (its real cost would include that sync);
-``torch._grouped_mm`` gets the int32 end offsets.  Ratios: baseline time / tlxc time.
+``torch._grouped_mm`` gets the int32 end offsets.  Ratios: baseline time / tlxc time (the
+heuristic's pick, named on the line; where that is the warp-specialized kernel, the pointer
+kernel's choice is timed beside it).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ def run_case(E, M, K, N, rounds, hide, ratios) -> None:
 
     from bench.triton_source import event_ms
     from tlxc.ops import grouped_matmul
+    from tlxc.ops.grouped import GROUPED_WS_CONFIGS, _ws_layout, choose_grouped_config
 
     torch.manual_seed(E * 1000 + M)
     sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.05).sample().to(torch.int32)
@@ -57,6 +60,10 @@ def run_case(E, M, K, N, rounds, hide, ratios) -> None:
                 torch.matmul(a[starts[g]:starts[g + 1]], b[g], out=loop_out[starts[g]:starts[g + 1]])
 
     fns = {"tlxc": lambda: grouped_matmul(a, b, sizes, out), "loop": loop}
+    pick = choose_grouped_config(M, E, N, _ws_layout(a, b))
+    if pick in GROUPED_WS_CONFIGS:      # the pointer kernel's choice too, for comparison
+        other = choose_grouped_config(M, E, N, None)
+        fns[other] = lambda: grouped_matmul(a, b, sizes, out, config=other)
     grouped_mm = getattr(torch, "_grouped_mm", None)
     gm = None
     if grouped_mm is not None:
@@ -66,13 +73,15 @@ def run_case(E, M, K, N, rounds, hide, ratios) -> None:
         except (RuntimeError, TypeError, ValueError) as exc:
             print(f"  torch._grouped_mm refused: {str(exc).splitlines()[0][:150]}")
             gm = None
-    out.fill_(float("nan"))
-    fns["tlxc"]()
     loop()
-    torch.cuda.synchronize()
-    rel = ((out.float() - loop_out.float()).norm() / loop_out.float().norm()).item()
-    if not rel < 1e-2:
-        raise SystemExit(f"E={E} M={M}: tlxc grouped_matmul wrong (rel. error {rel:.2e} against the cuBLAS loop)")
+    for name in [n for n in fns if n not in ("loop", "grouped_mm")]:
+        out.fill_(float("nan"))
+        fns[name]()
+        torch.cuda.synchronize()
+        rel = ((out.float() - loop_out.float()).norm() / loop_out.float().norm()).item()
+        if not rel < 1e-2:
+            raise SystemExit(f"E={E} M={M}: tlxc grouped_matmul ({name}) wrong (rel. error {rel:.2e} against the "
+                             f"cuBLAS loop)")
     if gm is not None:
         rel_gm = ((gm.float() - loop_out.float()).norm() / loop_out.float().norm()).item()
         if not rel_gm < 1e-2:
@@ -87,7 +96,9 @@ def run_case(E, M, K, N, rounds, hide, ratios) -> None:
     med = {n: statistics.median(t) for n, t in times.items()}
     flops = 2 * M * K * N
     line = (f"E={E:3d} M={M:5d} K={K:5d} N={N:5d} (sizes {min(host_sizes)}..{max(host_sizes)}): "
-            f"tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s)")
+            f"tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s, {pick})")
+    for name in [n for n in med if n not in ("tlxc", "loop", "grouped_mm")]:
+        line += f", {name} {med[name]:.4f} ms ({flops / med[name] / 1e9:.0f} TFLOP/s)"
     for base in ("loop", "grouped_mm"):
         if base in med:
             ratios[base].append(med[base] / med["tlxc"])

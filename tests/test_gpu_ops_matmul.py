@@ -140,6 +140,28 @@ def test_grouped_matmul_uneven_groups(E, transposed):
     assert _rel(out, ref) < 1e-2
 
 
+@pytest.mark.parametrize("config", ["gws_128x256x64_s4", "gws_128x128x64_s5", "g_128x256x64"])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_grouped_matmul_ws_kernel(config, transposed):
+    """Few large groups (the warp-specialized TMA kernel's case) and the pointer kernel on the
+    same problem: groups ending inside row tiles, an empty one, N not a tile multiple."""
+    from tlxc.ops import grouped_matmul
+    g = torch.Generator(device="cuda").manual_seed(7)
+    E, K, N = 8, 2048, 4160
+    sizes = torch.tensor([700, 0, 1290, 333, 2048, 5, 901, 1000], dtype=torch.int32)
+    M = int(sizes.sum())
+    a = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
+    if transposed:
+        b = torch.randn(E, N, K, device="cuda", generator=g).to(torch.bfloat16).transpose(1, 2)
+    else:
+        b = torch.randn(E, K, N, device="cuda", generator=g).to(torch.bfloat16)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    grouped_matmul(a, b, sizes.cuda(), out, config=config)
+    offs = [0] + sizes.cumsum(0).tolist()
+    ref = torch.cat([a[offs[i]:offs[i + 1]].float() @ b[i].float() for i in range(E)])
+    assert _rel(out, ref) < 1e-2
+
+
 def test_custom_op_under_torch_compile_with_backward():
     """torch.ops.tlxc.matmul inside torch.compile(fullgraph=True) (Inductor when Triton is
     installed, else aot_eager), forward and backward against torch on a Linear + GELU."""

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+import tlxc.ops.grouped as grouped_module
 from tlxc.ops import grouped_matmul
-from tlxc.ops.grouped import GROUP_M, GROUPED_CONFIGS
+from tlxc.ops.grouped import GROUP_M, GROUPED_CONFIGS, GROUPED_WS_CONFIGS, choose_grouped_config
 from tlxc.ops.kernels.grouped_gemm import grouped_gemm_kernel
 
 
@@ -78,3 +79,65 @@ def test_errors():
         grouped_matmul(a, b[0], torch.tensor([5, 5]))
     with pytest.raises(ValueError, match="unknown config"):
         grouped_matmul(a, b, torch.tensor([5, 5]), config="x")
+
+
+@pytest.mark.parametrize("config", sorted(GROUPED_WS_CONFIGS))
+@pytest.mark.parametrize("transposed,K", [(True, 136), (False, 128)])
+def test_ws_kernel_walks_tiles_of_uneven_groups(config, transposed, K, monkeypatch):
+    """The warp-specialized kernel: 3 persistent programs walk every tile (ring phases wrap
+    across tiles and skipped row tiles), groups that end inside a row tile (stores masked to
+    the group's rows), an empty group, N not a multiple of the tile, K-major weights with a K
+    tail (TMA zero-fill), N-major weights (K a multiple of 64)."""
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 3)
+    g = torch.Generator().manual_seed(K)
+    E, N = 4, 200
+    sizes = torch.tensor([130, 0, 70, 300], dtype=torch.int32)
+    M = int(sizes.sum())
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    if transposed:
+        b = torch.randn(E, N, K, generator=g).to(torch.bfloat16).transpose(1, 2)
+    else:
+        b = torch.randn(E, K, N, generator=g).to(torch.bfloat16)
+    out = torch.full((M, N), float("nan"))
+    grouped_matmul(a, b, sizes, out, config=config)
+    ref = _reference(a, b, sizes)
+    assert torch.isfinite(out).all()
+    assert ((out - ref).norm() / ref.norm()).item() < 1e-5
+
+
+def test_ws_kernel_is_chosen_for_few_large_groups_it_can_read():
+    a = torch.empty(16384, 4096, dtype=torch.bfloat16)
+    kmajor = torch.empty(8, 14336, 4096, dtype=torch.bfloat16).transpose(1, 2)
+    layout = grouped_module._ws_layout(a, kmajor)
+    assert layout == "kmajor" and choose_grouped_config(16384, 8, 14336, layout) == "gws_128x256x64_s4"
+    assert grouped_module._ws_layout(a, torch.empty(8, 4096, 14336, dtype=torch.bfloat16)) == "nmajor"
+    assert grouped_module._ws_layout(a[:, :100], kmajor[:, :100]) is None           # rows of 200 bytes: not TMA
+    assert choose_grouped_config(16384, 64, 1408, "kmajor") == "g_128x128x64"          # more groups than 16
+    assert choose_grouped_config(8192, 64, 1408, "kmajor") == "g_64x128x64"            # small groups
+    assert choose_grouped_config(16384, 8, 14336, None) == "g_128x256x64"
+    with pytest.raises(ValueError, match="reads the operands by TMA"):
+        b = torch.empty(2, 100, 24, dtype=torch.bfloat16)                                # N-major, K % 64 != 0
+        grouped_matmul(torch.empty(10, 100, dtype=torch.bfloat16), b, torch.tensor([5, 5]), config="gws_128x128x64_s5")
+
+
+@pytest.mark.parametrize("config", sorted(GROUPED_WS_CONFIGS))
+@pytest.mark.parametrize("transposed", [False, True])
+def test_ws_configs_compile_for_sm90a(config, transposed):
+    from tlxc import language as tl
+    from tlxc.descriptors import TensorDescriptor
+    from tlxc.ops.kernels.grouped_gemm_ws import grouped_gemm_ws_kernel
+    bm, bn, bk, stages = GROUPED_WS_CONFIGS[config]
+    E, M, K, N = 8, 8192, 4096, 4096
+    a = torch.empty(M, K, dtype=torch.bfloat16)
+    if transposed:
+        b_desc = TensorDescriptor.from_tensor(torch.empty(E * N, K, dtype=torch.bfloat16), [bn, bk], swizzle=128)
+    else:
+        b_desc = TensorDescriptor.from_tensor(torch.empty(E * K, N, dtype=torch.bfloat16), [bk, 64], swizzle=128)
+    h = grouped_gemm_ws_kernel.warmup(TensorDescriptor.from_tensor(a, [bm // 2, bk], swizzle=128), b_desc,
+                                      torch.empty(M, N, dtype=torch.bfloat16), torch.empty(E, dtype=torch.int32), E, N,
+                                      K, M // bm + E, 132, N, 1, BM=bm, BN=bn, BK=bk, GROUP_M=GROUP_M,
+                                      NUM_STAGES=stages, DTYPE=tl.bfloat16, B_KMAJOR=transposed, B_BOX_N=64,
+                                      num_warps=4, grid=(132,))
+    code = h.asm["cuda"]
+    assert h.n_spills == 0 and h.metadata.shared <= 232448
+    assert "wgmma.mma_async" in code and "cp.async.bulk.tensor" in code

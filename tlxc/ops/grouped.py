@@ -13,20 +13,51 @@ from __future__ import annotations
 
 import torch
 
+from .. import language as tl
+from ..descriptors import TensorDescriptor
 from .kernels.grouped_gemm import grouped_gemm_kernel
+from .kernels.grouped_gemm_ws import grouped_gemm_ws_kernel
 
-GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages)
+GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the pointer kernel
     "g_128x128x64": (128, 128, 64, 4, 3),
     "g_64x128x64": (64, 128, 64, 4, 4),
     "g_128x256x64": (128, 256, 64, 8, 3),
 }
+GROUPED_WS_CONFIGS = {       # name: (BM, BN, BK, stages): the warp-specialized TMA kernel
+    "gws_128x256x64_s4": (128, 256, 64, 4),
+    "gws_128x128x64_s5": (128, 128, 64, 5),
+}
+_TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
+WS_MAX_GROUPS = 16           # the WS kernel walks the group sizes per tile: few groups only
+CPU_SMS = 132                # on the CPU (interpreter) the persistent grid models an H200
 
 
-def choose_grouped_config(total_m: int, n_groups: int, n: int) -> str:
-    """64-row tiles when the mean group is under 256 rows (less padding in each group's last
+def _ws_layout(a: torch.Tensor, b_experts: torch.Tensor) -> str | None:
+    """How the WS kernel's descriptors can read the operands: "kmajor" (``b_experts`` is
+    ``w.transpose(1, 2)`` of a contiguous ``[E, N, K]``), "nmajor" (a contiguous ``[E, K, N]``
+    with K a multiple of 64), or None (the pointer kernel then)."""
+    _, K, N = b_experts.shape
+    elt = a.element_size()
+    a_ok = (a.stride(1) == 1 and (a.stride(0) * elt) % 16 == 0 and (K * elt) % 16 == 0
+            and a.data_ptr() % 16 == 0)
+    if not a_ok or b_experts.data_ptr() % 16:
+        return None
+    if b_experts.transpose(1, 2).is_contiguous():
+        return "kmajor"
+    if b_experts.is_contiguous() and K % 64 == 0 and (N * elt) % 16 == 0:
+        return "nmajor"
+    return None
+
+
+def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | None = None) -> str:
+    """Few large groups (at most 16, 256 rows each on average) whose operands TMA can read:
+    the warp-specialized kernel, 128x256 tiles when N >= 4096.  Otherwise the pointer kernel:
+    64-row tiles when the mean group is under 256 rows (less padding in each group's last
     tile), 128 otherwise; 256 columns when N is large enough to fill the SMs anyway."""
     if total_m < 256 * n_groups:
         return "g_64x128x64"
+    if ws_layout is not None and n_groups <= WS_MAX_GROUPS:
+        return "gws_128x256x64_s4" if n >= 4096 else "gws_128x128x64_s5"
     return "g_128x256x64" if n >= 4096 else "g_128x128x64"
 
 
@@ -54,10 +85,19 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
                          f"{tuple(out.shape)} {out.dtype} on {out.device}")
     if M == 0 or N == 0:
         return out
+    layout = _ws_layout(a, b_experts)
     if config is None:
-        config = choose_grouped_config(M, E, N)
+        config = choose_grouped_config(M, E, N, layout)
+    if config in GROUPED_WS_CONFIGS:
+        if layout is None:
+            raise ValueError(f"tlxc.ops.grouped_matmul: config {config!r} reads the operands by TMA: 'a' needs unit "
+                             f"column stride and 16-byte aligned rows, 'b_experts' must be w.transpose(1, 2) of a "
+                             f"contiguous [E, N, K] or a contiguous [E, K, N] with K a multiple of 64")
+        _launch_ws(config, a, b_experts, group_sizes, out, layout == "kmajor")
+        return out
     if config not in GROUPED_CONFIGS:
-        raise ValueError(f"tlxc.ops.grouped_matmul: unknown config {config!r} (one of {sorted(GROUPED_CONFIGS)})")
+        raise ValueError(f"tlxc.ops.grouped_matmul: unknown config {config!r} (one of "
+                         f"{sorted(GROUPED_CONFIGS) + sorted(GROUPED_WS_CONFIGS)})")
     bm, bn, bk, warps, stages = GROUPED_CONFIGS[config]
     row_tiles = -(-M // bm) + E                 # each group's last row tile may be partial
     grid = (row_tiles * -(-N // bn),)
@@ -73,3 +113,22 @@ GROUP_M = 8          # row tiles that walk the column tiles together (L2 reuse o
 
 def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
+
+
+def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool) -> None:
+    bm, bn, bk, stages = GROUPED_WS_CONFIGS[config]
+    E, K, N = b_experts.shape
+    M = a.shape[0]
+    box_cols = 128 // a.element_size()                 # one 128-byte swizzle span
+    a_desc = TensorDescriptor.from_tensor(a, [bm // 2, bk], swizzle=128)
+    if b_kmajor:                                       # [E * N, K]: expert g's rows from g * N
+        b_desc = TensorDescriptor.from_tensor(b_experts.transpose(1, 2).reshape(E * N, K), [bn, bk], swizzle=128)
+    else:                                              # [E * K, N]: expert g's rows from g * K
+        b_desc = TensorDescriptor.from_tensor(b_experts.reshape(E * K, N), [bk, box_cols], swizzle=128)
+    row_tiles = -(-M // bm) + E
+    tiles = row_tiles * -(-N // bn)
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.device.type == "cuda" else CPU_SMS
+    progs = min(sms, tiles)
+    grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, group_sizes, E, N, K, row_tiles, progs, out.stride(0),
+                                     out.stride(1), BM=bm, BN=bn, BK=bk, GROUP_M=GROUP_M, NUM_STAGES=stages,
+                                     DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor, B_BOX_N=box_cols, num_warps=4)

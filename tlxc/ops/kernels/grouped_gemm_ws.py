@@ -1,0 +1,126 @@
+"""The grouped (MoE) GEMM on the warp-specialized TMA pipeline, for few large groups.
+
+``out[rows of group g] = a[rows of group g] @ b[g]`` as ``grouped_gemm.py`` computes it, but
+with ``gemm_ws.py``'s structure: persistent programs, one TMA producer warp group, two wgmma
+consumer warp groups of ``BM / 2`` rows that take turns on the tensor cores, a
+``NUM_STAGES`` ring of shared buffers released as soon as their MMA is done.  The pointer
+kernel's cp.async ring (issued by the MMA warps themselves) reaches ~0.9x cuBLAS on big
+tiles; this is the kernel the dense GEMM reaches 1.0x with.
+
+The tile space is ``ROW_TILES x cdiv(N, BN)`` (``ROW_TILES = cdiv(total_M, BM) + E``: an
+upper bound, each group's last row tile may be partial), walked in grouped order.  Producer
+and consumers each find a tile's group by walking ``group_sizes`` (E scalar loads, cached
+after the first tile: this kernel is for E <= 16); a row tile past the last group's is
+skipped by both, so their ring counters stay in step.
+
+Descriptors (host, ``tlxc/ops/grouped.py``): ``a`` as ``[total_M, K]`` with ``[BM / 2, BK]``
+boxes (rows past the group's end belong to the next group or lie past ``total_M``: loaded,
+multiplied, never stored); the experts' weights as one 2-D tensor: K-major (``w`` of
+``[E, N, K]``, read through ``w.transpose(1, 2)``) as ``[E * N, K]`` with ``[BN, BK]`` boxes at
+row ``g * N + n`` (columns past N read the next expert's rows: never stored; TMA zero-fills
+past K), or N-major (``[E, K, N]``) as ``[E * K, N]`` with ``[BK, 128 bytes]`` boxes at row
+``g * K + k`` (K must then be a multiple of BK, else the last step would read the next
+expert's rows: the host checks).  The output is stored from the registers through pointers,
+masked to the group's rows (a TMA store of a whole tile would write the next group's rows).
+"""
+from ... import language as tl
+from ...language import tlx
+from ...runtime.jit import jit
+from .epilogue import store_tile_pointers
+from .gemm_ws import grouped_tile
+
+
+@jit
+def find_group(sizes_ptr, E, pid_m, BM: tl.constexpr):
+    """(group, first row, end row, found) of row tile ``pid_m``: the groups' row tiles
+    back to back in group order."""
+    tile_start = 0
+    row_off = 0
+    group = 0
+    row0 = 0
+    row_end = 0
+    found = 0
+    for g in range(E):
+        size = tl.load(sizes_ptr + g).to(tl.int32)
+        tiles = (size + BM - 1) // BM
+        hit = (pid_m >= tile_start) & (pid_m < tile_start + tiles)
+        group = tl.where(hit, g, group)
+        row0 = tl.where(hit, row_off + (pid_m - tile_start) * BM, row0)
+        row_end = tl.where(hit, row_off + size, row_end)
+        found = tl.where(hit, 1, found)
+        tile_start += tiles
+        row_off += size
+    return group, row0, row_end, found
+
+
+@jit
+def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, sizes_ptr, E, N, K, ROW_TILES, num_progs, stride_cm, stride_cn,
+                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                           NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, B_KMAJOR: tl.constexpr,
+                           B_BOX_N: tl.constexpr):
+    SUB_M: tl.constexpr = BM // 2
+    ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
+    a_smem = tlx.local_alloc((SUB_M, BK), DTYPE, NUM_STAGES * 2)             # [2 * stage + consumer]
+    if B_KMAJOR:
+        b_smem = tlx.local_alloc((BN, BK), DTYPE, NUM_STAGES)
+    else:
+        b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
+    full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)
+
+    num_pid_n = tl.cdiv(N, BN)
+    num_tiles = ROW_TILES * num_pid_n
+    k_tiles = tl.cdiv(K, BK)
+
+    with tlx.async_tasks():
+        with tlx.async_task("default"):                                     # the TMA producer
+            count = 0
+            for tile in range(tl.program_id(0), num_tiles, num_progs):
+                pid_m, pid_n = grouped_tile(tile, ROW_TILES, num_pid_n, GROUP_M)
+                group, row0, row_end, found = find_group(sizes_ptr, E, pid_m, BM)
+                if found > 0:
+                    for k in range(k_tiles):
+                        slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+                        tlx.barrier_wait(empty[slot], phase ^ 1)
+                        tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * ELT)
+                        for h in tl.static_range(2):
+                            tlx.async_descriptor_load(a_desc, a_smem[2 * slot + h], [row0 + h * SUB_M, k * BK],
+                                                      full[slot])
+                        if B_KMAJOR:
+                            tlx.async_descriptor_load(b_desc, b_smem[slot], [group * N + pid_n * BN, k * BK],
+                                                      full[slot])
+                        else:
+                            for j in tl.static_range(BN // B_BOX_N):
+                                b_box = tlx.local_slice(b_smem[slot], [0, j * B_BOX_N], [BK, B_BOX_N])
+                                tlx.async_descriptor_load(b_desc, b_box, [group * K + k * BK,
+                                                                          pid_n * BN + j * B_BOX_N], full[slot])
+                        count += 1
+        with tlx.async_task(num_warps=4, registers=232, replicate=2):        # the wgmma consumers
+            cid = tlx.async_task_replica_id()
+            if cid == 1:
+                tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
+            count = 0
+            for tile in range(tl.program_id(0), num_tiles, num_progs):
+                pid_m, pid_n = grouped_tile(tile, ROW_TILES, num_pid_n, GROUP_M)
+                group, row0, row_end, found = find_group(sizes_ptr, E, pid_m, BM)
+                if found > 0:
+                    acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
+                    for k in range(k_tiles):
+                        slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+                        tlx.barrier_wait(full[slot], phase)
+                        tlx.named_barrier_wait(9 + cid, 256)      # the consumers take turns issuing
+                        if B_KMAJOR:
+                            acc = tlx.async_dot(a_smem[2 * slot + cid], tlx.local_trans(b_smem[slot]), acc)
+                        else:
+                            acc = tlx.async_dot(a_smem[2 * slot + cid], b_smem[slot], acc)
+                        tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
+                        acc = tlx.async_dot_wait(0, acc)          # this step's MMA is done: release its stage
+                        tlx.barrier_arrive(empty[slot])
+                        count += 1
+                    lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))   # in halves
+                    store_tile_pointers(lo, row0 + cid * SUB_M, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn,
+                                        None, None, None, None, 0, 0, SUB_M, BN // 2, 0, 0, -1, 0, False, 1)
+                    store_tile_pointers(hi, row0 + cid * SUB_M, pid_n * BN + BN // 2, row_end, N, c_ptr, stride_cm,
+                                        stride_cn, None, None, None, None, 0, 0, SUB_M, BN // 2, 0, 0, -1, 0, False, 1)
+            if cid == 0:
+                tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
