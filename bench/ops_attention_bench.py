@@ -136,6 +136,14 @@ def dense_cases(quick: bool, only_s=None, only_d=None, groups=(1, 4)) -> list[tu
     return cases
 
 
+def varlen_prefetch_config(causal: bool, longest: int):
+    """The varlen configuration with the dense default's L2 prefetch of the next item (Q and
+    the first 512 keys): the ``tlxc_sorted_prefetch`` column."""
+    from tlxc.ops.attention import choose_config
+    c = choose_config(128, causal, longest, varlen=True)
+    return dataclasses.replace(c, prefetch=512 // c.block_n)
+
+
 def varlen_lengths(seed: int, total: int = TOKENS) -> list[int]:
     import random
     rng = random.Random(seed)
@@ -150,7 +158,7 @@ def varlen_lengths(seed: int, total: int = TOKENS) -> list[int]:
 def _compile_worker(job):
     """Compile (sm_90a, CPU tensors of the case's shapes: integer arguments specialize the
     kernels) one case's kernels into the disk cache: ("fwd"|"bwd", B, H, Hkv, S, D, causal,
-    config) or ("varlen", seed, group, causal, varlen order)."""
+    config) or ("varlen", seed, group, causal, varlen order, prefetch)."""
     import torch
 
     from tlxc.ops.attention import AttnConfig, compile_config
@@ -171,13 +179,14 @@ def _compile_worker(job):
             example_launch(q, q, q, causal, compile_only=True)
             return job, "ok"
         if kind == "varlen":
-            _, seed, group, causal, order = job
+            _, seed, group, causal, order, prefetch = job
             lens = varlen_lengths(seed)
             cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
             q = torch.empty(sum(lens), 16, 128, dtype=torch.bfloat16)
             k = torch.empty(sum(lens), 16 // group, 128, dtype=torch.bfloat16)
             compile_config(q, k, k, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lens),
-                           max_seqlen_k=max(lens), varlen_order=order)
+                           max_seqlen_k=max(lens), varlen_order=order,
+                           config=varlen_prefetch_config(causal, max(lens)) if prefetch else None)
             return job, "ok"
         _, B, H, Hkv, S, D, causal, config = job
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
@@ -283,8 +292,8 @@ def main() -> None:
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
     jobs += [("example", B, H, S, D, causal) for B, H, Hkv, S, D, causal in cases
              if wants_example((B, H, Hkv, S, D, causal))]
-    jobs += [("varlen", VARLEN_SEED + i, group, causal, order) for i, (group, causal) in enumerate(varlen_cases)
-             for order in ("sorted", "snake")]
+    jobs += [("varlen", VARLEN_SEED + i, group, causal, order, prefetch) for i, (group, causal) in enumerate(varlen_cases)
+             for order, prefetch in (("sorted", False), ("snake", False), ("sorted", True))]
     jobs += [("decode", *case) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
              for B, H, Hkv, S, D, causal in cases for _, c in ab_configs(D, causal, S)]
@@ -517,17 +526,19 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
         row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         print(f"{label:40s} FAILED {row['failed']}", flush=True)
         return row
-    for order in ("sorted",):          # the device-built table of the real items, same rounds
+    # the device-built table of the real items; and with the next item's L2 prefetch, same rounds
+    for name, order, config in (("sorted", "sorted", None),
+                                ("sorted_prefetch", "sorted", varlen_prefetch_config(causal, longest))):
         try:
             o2, _ = attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest,
-                                      max_seqlen_k=longest, varlen_order=order)
+                                      max_seqlen_k=longest, varlen_order=order, config=config)
             if ref is not None and not ((o2.float() - ref).norm() / ref.norm()).item() < 1e-2:
                 raise AssertionError("disagrees with flash varlen")
-            fns[f"tlxc_{order}"] = lambda order=order: attention_forward(
+            fns[f"tlxc_{name}"] = lambda order=order, config=config: attention_forward(
                 q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest,
-                max_seqlen_k=longest, varlen_order=order)
+                max_seqlen_k=longest, varlen_order=order, config=config)
         except Exception as exc:
-            print(f"    varlen tlxc_{order}: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}; not timed",
+            print(f"    varlen tlxc_{name}: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}; not timed",
                   flush=True)
     med, rounds = timed(fns, per_case_s)
     flops = sum(4 * H * n * n * D // (2 if causal else 1) for n in lens)
@@ -641,7 +652,8 @@ def summarize(results, card, t0) -> None:
         rows = [r for r in results if r["kind"] == kind and "ratios" in r]
         if not rows:
             continue
-        for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "cudnn_padded", "best_sdpa", "flash_varlen"):
+        for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_sorted_prefetch", "cudnn_padded", "best_sdpa",
+                     "flash_varlen", "tlxc_combine_kernel"):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:
                 print(f"{kind} vs {base}: geomean {geomean(xs):.3f}, min {min(xs):.3f}, {len(xs)} cases")

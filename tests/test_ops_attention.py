@@ -5,6 +5,7 @@ argument errors, the custom op (fake, torch.compile, the autograd hand-off to at
 and every configuration compiling for sm_90a."""
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import sys
@@ -541,3 +542,19 @@ def test_device_length_check_catches_each_bad_offset():
                 (cu(0, 5, 5, 9), cu(0, 3, 4, 7), 9, 6, 5)]:    # past total_k
         with pytest.raises(InterpreterError, match="cu_seqlens must be"):
             A._check_lengths_on_device(*bad)
+
+
+@pytest.mark.parametrize("order", A.VARLEN_ORDERS)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_varlen_with_next_item_prefetch(causal, order, poisoned):
+    """The dense default's L2 prefetch of the next item (AttnConfig.prefetch), asked for on a
+    varlen batch (the bench's tlxc_sorted_prefetch column): sequences of 0 and 1 rows, GQA 4:1,
+    two programs, so that prefetches cross sequences."""
+    lens_q, lens_k = [1, 0, 130, 64, 7, 300], [3, 5, 0, 200, 7, 300]
+    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32)
+    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32)
+    q, k, v = _randn(sum(lens_q), 4, 128, seed=60), _randn(sum(lens_k), 1, 128, seed=61), _randn(sum(lens_k), 1, 128, seed=62)
+    config = dataclasses.replace(A.choose_config(128, causal, 300, varlen=True), prefetch=4)
+    o, lse = attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, config=config,
+                               varlen_order=order, programs=2)
+    _check(o, lse, *reference(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k), torch.bfloat16)
