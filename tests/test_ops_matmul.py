@@ -173,7 +173,7 @@ def test_ws_cluster_pair_and_float32_output():
 
 
 @pytest.mark.parametrize("config", ["ws8_128x128x128_s4", "dot_64x128x64_s4_w4", "dot8_64x128x128_s4_w4",
-                                    "dot8_64x128x128_s4_w4_k4"])
+                                    "dot8_64x128x128_s4_w4_k4", "ws8_128x64x128_s6_np_sub1"])
 def test_fp8_with_row_wise_and_tensor_scales(config):
     M, N, K = (200, 264, 272) if CONFIGS[config].split_k == 1 else (70, 136, 1100)     # split-K: 9 K steps
     g = torch.Generator().manual_seed(5)

@@ -116,6 +116,7 @@ _ALL = [
     _ws(128, 256, 3, fp8=True),
     _ws(128, 128, 4, fp8=True),
     _ws(128, 128, 4, fp8=True, persistent=False),
+    _ws(128, 64, 6, fp8=True, persistent=False, subtile=1),     # fp8 with few tiles (1024^3: 128 of them)
     # fp8, few tiles (M = 128, 1024^3): 64-row pointer tiles, 128 bytes of K a step, split-K
     _dot(64, 128, 128, 4, 4, fp8=True),
     _dot(64, 128, 128, 4, 4, split_k=2, fp8=True),
