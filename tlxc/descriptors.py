@@ -30,6 +30,7 @@ descriptors of CPU tensors work on the interpreter, which reads the tensor itsel
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from operator import index as _index
 from typing import Any
@@ -83,7 +84,7 @@ def _fail(argument: str, message: str) -> LaunchError:
 
 
 # Attributes a launch derives from the box, computed when the box is first used (see __getattr__).
-_BOX_DERIVED = ("swizzle", "_ir_type", "_type_key")
+_BOX_DERIVED = ("swizzle", "_ir_type", "_type_key", "_gid")
 # Attributes users may assign (Triton's TensorDescriptor is a plain dataclass of these).
 _GEOMETRY = ("base", "shape", "strides", "block_shape", "padding")
 
@@ -130,7 +131,7 @@ class TensorDescriptor:
             return
         fields.update(dtype=dtype, device_index=base.get_device(), _head=head, _last_address=None, _last_blob=b"")
         if checked is not None:
-            fields["swizzle"], fields["_ir_type"], fields["_type_key"] = checked
+            fields["swizzle"], fields["_ir_type"], fields["_type_key"], fields["_gid"] = checked
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _BOX_DERIVED or name in ("dtype", "device_index"):
@@ -141,13 +142,15 @@ class TensorDescriptor:
             return
         if name == "block_shape":
             box = _ints(value)
+            if box == self.__dict__["block_shape"] and "_gid" in self.__dict__:
+                return          # the box it has (a pre_hook on descriptors built once): the map stays
             known = _KNOWN.get((self._head, box))
             if known is not None and known[0] is not None:
                 # an autotune pre_hook's assignment (on every call) to a geometry that passed every
                 # rule before: only the box-derived fields change (the tensor, shape and strides
                 # were checked when they were set, and the storage holds the same elements)
                 fields = self.__dict__
-                fields["swizzle"], fields["_ir_type"], fields["_type_key"] = known[0]
+                fields["swizzle"], fields["_ir_type"], fields["_type_key"], fields["_gid"] = known[0]
                 fields.update(block_shape=box, _last_address=None, _last_blob=b"")
                 return
         previous = self.__dict__[name]
@@ -204,7 +207,7 @@ class TensorDescriptor:
             checked, last = known
             self._check_storage(last)   # (the geometry does not hold the storage's size)
             if checked is not None:
-                fields["swizzle"], fields["_ir_type"], fields["_type_key"] = checked
+                fields["swizzle"], fields["_ir_type"], fields["_type_key"], fields["_gid"] = checked
             return
         self._check()
         last = _last_element(self.shape, self.strides)
@@ -238,9 +241,10 @@ class TensorDescriptor:
         # a kernel with such a descriptor takes the slow path, which refuses it if the kernel
         # stores through it; the fast paths see only keys that passed
         narrow = bool(self.shape) and narrow_for_stores(self.shape[-1], self.dtype.bytes)
-        checked = (swizzle, ir_type, _TYPE_KEYS.setdefault((ir_type, narrow), len(_TYPE_KEYS)))
+        # (the last entry numbers the geometry: encode() keys its maps on it, never reused)
+        checked = (swizzle, ir_type, _TYPE_KEYS.setdefault((ir_type, narrow), len(_TYPE_KEYS)), next(_GEOMETRY_IDS))
         _remember(self._geometry(), checked, _last_element(self.shape, self.strides))
-        self.__dict__["swizzle"], self.__dict__["_ir_type"], self.__dict__["_type_key"] = checked
+        self.__dict__["swizzle"], self.__dict__["_ir_type"], self.__dict__["_type_key"], self.__dict__["_gid"] = checked
 
     # -- legality --------------------------------------------------------------------
     def _check(self) -> None:
@@ -327,7 +331,7 @@ class TensorDescriptor:
         if not getattr(self.base, "is_cuda", False):
             raise _fail("tensor", "is not on a CUDA device; a descriptor of a CPU tensor runs only "
                                   "on the interpreter (TLXC_INTERPRET=1)")
-        key = (self._head, self.block_shape, address, self.device_index)   # (the swizzle follows from these)
+        key = (self._gid, address, self.device_index)     # (the geometry's number: shape, strides, box...)
         blob = _ENCODED.get(key)
         if blob is None:
             if len(_ENCODED) >= _ENCODED_MAX:
@@ -375,7 +379,7 @@ class DescriptorPlaceholder(TensorDescriptor):
 _ENCODED: dict[tuple, bytes] = {}
 _ENCODED_MAX = 4096
 # Geometries (``_geometry()``: the head and the box) that passed every rule but the storage's
-# size -> ((swizzle, IR type, type key), or None for a placeholder box that passed every other
+# size -> ((swizzle, IR type, type key, geometry number), or None for a placeholder box that passed every other
 # rule; the index of the last element the shape and strides reach, checked against each tensor).
 _KNOWN: dict[tuple, tuple] = {}
 
@@ -389,6 +393,7 @@ def _remember(geometry: tuple, checked: tuple | None, last: int) -> None:
 def _last_element(shape: Sequence[int], strides: Sequence[int]) -> int:
     """The offset in elements of the furthest element that ``shape``/``strides`` reach."""
     return sum((size - 1) * stride for size, stride in zip(shape, strides))
+_GEOMETRY_IDS = itertools.count()   # a checked geometry's number (encode()'s key), never reused
 _TYPE_KEYS: dict[tuple, int] = {}   # (IR type, narrow for stores) -> key; never emptied: a key keeps its meaning
 
 
