@@ -19,7 +19,7 @@ from tlxc.ops.matmul import compile_config
 
 BF16_TOL = 8e-3
 NEW_TILES = ["ws_192x128x64_s5", "ws_192x128x64_s5_c2", "ws_128x64x64_s4_np_sub1", "ws_128x64x64_s8_np_sub1",
-             "ws_128x128x64_s6_np"]
+             "ws_128x128x64_s6_np", "ws_128x128x64_s4_sk"]
 SMALL_DOT = ["dot_64x128x64_s6_w4", "dot_64x128x128_s3_w4", "dot_64x64x64_s4_w4"]
 
 
@@ -63,6 +63,56 @@ def test_small_square_pointer_tiles_on_odd_shapes(config, a_mmajor, b_kmajor):
     ref = a.double() @ b.double()
     assert torch.isfinite(out).all(), "poison left in the output"
     assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+
+
+@pytest.mark.parametrize("sms,shape", [(5, (200, 128, 520)),     # 2 tiles x 9 k-steps: up to 3 programs a tile
+                                       (4, (300, 264, 200)),     # 9 tiles x 4 k-steps: tiles over program ends
+                                       (3, (130, 75, 72))])      # N = 75: pointer stores; 2 k-steps
+@pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, False), (True, True)])
+def test_stream_k_sums_split_tiles(sms, shape, a_mmajor, b_kmajor, monkeypatch):
+    """Stream-K on ``sms`` programs: each takes an equal share of all tiles' k-steps; a tile
+    begun by earlier programs is summed (with the epilogue) by the one with its last k-step.
+    Every flag is lowered again afterwards (the next launch starts from zero), and a second
+    run gives the same bits (partials summed in program order)."""
+    m = importlib.import_module("tlxc.ops.matmul")
+    monkeypatch.setattr(m, "CPU_SMS", sms)
+    monkeypatch.setattr(m, "_STREAM_K", {})
+    M, N, K = shape
+    a, b = _operands(M, N, K, a_mmajor, b_kmajor, seed=M * sms)
+    bias = torch.randn(N).to(torch.bfloat16)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="silu", config="ws_128x128x64_s4_sk")
+    ref = torch.nn.functional.silu(a.double() @ b.double() + bias.double())
+    assert torch.isfinite(out).all(), "poison left in the output"
+    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+    (_, flags), = m._STREAM_K.values()
+    assert not flags.any(), flags
+    again = torch.full_like(out, float("nan"))
+    matmul(a, b, again, bias=bias, activation="silu", config="ws_128x128x64_s4_sk")
+    assert torch.equal(again, out)
+
+
+def test_stream_k_gives_every_program_a_share():
+    """The k-step shares: contiguous, covering every tile's k-steps once, and no program's
+    share longer than the average rounded up (80 tiles x 13 k-steps on 132 SMs: 7-8 each
+    where one tile per program gives 13)."""
+    tiles, k_tiles, progs = 80, 13, 132
+    total = tiles * k_tiles
+    shares = [((p * total) // progs, ((p + 1) * total) // progs) for p in range(progs)]
+    assert shares[0][0] == 0 and shares[-1][1] == total
+    assert all(shares[i][1] == shares[i + 1][0] for i in range(progs - 1))
+    assert max(hi - lo for lo, hi in shares) == math.ceil(total / progs) == 8
+    for tile in range(tiles):                    # the first program of a tile, as the kernel computes it
+        first = -(-((tile * k_tiles + 1) * progs) // total) - 1
+        lo, hi = shares[first]
+        assert lo <= tile * k_tiles < hi
+
+
+def test_stream_k_is_picked_where_tiles_leave_sms_idle():
+    """1000x1240x776 (B = w.t()): 80 tiles of 128x128 for 132 SMs take stream-K."""
+    assert cfgs.choose_config(cfgs.Problem(1000, 1240, 776, b_kmajor=True)).name == "ws_128x128x64_s4_sk"
+    huge = cfgs.Problem(65536, 65536, 16384)         # 2^18 tiles x 256 k-steps x 132 SMs
+    assert "2^31" in cfgs.supports(CONFIGS["ws_128x128x64_s4_sk"], huge)
 
 
 def test_three_consumers_float32_output_through_pointer_stores():

@@ -177,10 +177,14 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
     c_arg = _descriptor(descs, "c", out, [half_m, c_box_n]) if p.tma_c else out
     tiles = -(-p.M // (c.bm * c.cluster_m)) * -(-p.N // c.bn)
     clusters = min(p.sms // c.cluster_m, tiles) if c.persistent else tiles
+    ws = sk_flags = None
+    if c.stream_k:                                # every SM takes a share of the k-steps
+        clusters = min(p.sms, tiles * -(-p.K // c.bk))
+        ws, sk_flags = _stream_k_buffers(a.device, clusters, c.bm * c.bn, c.consumers)
     progs = clusters * c.cluster_m
     (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=False)
     _launch(gemm_ws_kernel, (progs,), a_desc, b_desc, c_arg, p.M, p.N, p.K, progs, out.stride(0), out.stride(1),
-            s0, s1, bias, res, r0, r1,
+            s0, s1, bias, res, r0, r1, ws, sk_flags, STREAM_K=c.stream_k,
             BM=c.bm, BN=c.bn, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
             NUM_STAGES=c.stages, DTYPE=TL_DTYPES[a.dtype], OUT_DTYPE=TL_DTYPES[out.dtype],
             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
@@ -239,6 +243,22 @@ _LAUNCHERS = {"ws": _launch_ws, "dot": _launch_dot, "gemv": _launch_gemv}
 # of a tile resets its own), one buffer per (device, stream): launches on one stream run in
 # order, so they can share it; another stream gets its own.
 _COUNTERS: dict[tuple, torch.Tensor] = {}
+
+
+def _stream_k_buffers(device: torch.device, progs: int, tile_elems: int, consumers: int) -> tuple:
+    """Stream-K's float32 partial slot per program and its consumers' flags (zero between
+    launches: the owner that reads a partial lowers its flag), per (device, stream) as the
+    split-K counters."""
+    stream = torch._C._cuda_getCurrentRawStream(device.index) if device.type == "cuda" else 0
+    key = (device, stream)
+    bufs = _STREAM_K.get(key)
+    if bufs is None or bufs[0].numel() < progs * tile_elems or bufs[1].numel() < progs * consumers:
+        bufs = _STREAM_K[key] = (torch.empty(progs * tile_elems, device=device, dtype=torch.float32),
+                                 torch.zeros(progs * consumers, device=device, dtype=torch.int32))
+    return bufs
+
+
+_STREAM_K: dict[tuple, tuple] = {}
 
 
 def _split_counters(device: torch.device, tiles: int) -> torch.Tensor:

@@ -74,14 +74,67 @@ def release(empty_bar, rank, CLUSTER_M: tl.constexpr):
 
 
 @jit
+def stream_k_range(num_tiles, k_tiles, num_progs):
+    """Stream-K: this program's share ``[it_lo, it_hi)`` of the ``num_tiles * k_tiles``
+    k-steps (equal shares, in tile order) and the tiles it touches ``[tile_lo, tile_hi)``."""
+    total = num_tiles * k_tiles
+    it_lo = tl.program_id(0) * total // num_progs
+    it_hi = (tl.program_id(0) + 1) * total // num_progs
+    return it_lo, it_hi, it_lo // k_tiles, tl.cdiv(it_hi, k_tiles)
+
+
+@jit
+def stream_k_segment(walk, tile_hi, it_lo, it_hi, k_tiles):
+    """The ``walk``-th tile of this program's stream-K walk, last tile first, and its k-steps
+    ``[k0, k1)`` here.  Backwards, so that the partial of the last tile (its first k-steps,
+    given to the next program) is published first and the first tile (its last k-steps, whose
+    owner waits for the programs before) is summed last, when they are likely done."""
+    tile = tile_hi - 1 - walk
+    k0 = tl.maximum(it_lo - tile * k_tiles, 0)
+    k1 = tl.minimum(it_hi - tile * k_tiles, k_tiles)
+    return tile, k0, k1
+
+
+@jit
+def stream_k_publish(acc, ws_ptr, flags_ptr, cid, BM: tl.constexpr, BN: tl.constexpr, SUB_M: tl.constexpr,
+                     NUM_CONSUMERS: tl.constexpr):
+    """A tile this program does not finish: its float32 partial (this consumer's rows) goes to
+    the program's workspace slot, then the consumer's flag is raised (release: the partial is
+    visible first).  A program publishes at most one partial (its walk's last tile)."""
+    rows = cid * SUB_M + tl.arange(0, SUB_M)
+    cols = tl.arange(0, BN)
+    slot = ws_ptr + tl.program_id(0) * (BM * BN)
+    tl.store(slot + rows[:, None] * BN + cols[None, :], acc)
+    tl.atomic_xchg(flags_ptr + tl.program_id(0) * NUM_CONSUMERS + cid, 1, sem="release")
+
+
+@jit
+def stream_k_collect(acc, ws_ptr, flags_ptr, cid, tile, k_tiles, total, num_progs, BM: tl.constexpr,
+                     BN: tl.constexpr, SUB_M: tl.constexpr, NUM_CONSUMERS: tl.constexpr):
+    """The owner of a tile others began (the program with its last k-step) adds their partials,
+    in program order (deterministic): the programs from the one holding the tile's first
+    k-step up to this one, each waited for by its flag, which the wait lowers again (zero for
+    the next launch).  They come before this program, so the wait never runs backwards."""
+    rows = cid * SUB_M + tl.arange(0, SUB_M)
+    cols = tl.arange(0, BN)
+    first = tl.cdiv((tile * k_tiles + 1) * num_progs, total) - 1
+    for q in range(first, tl.program_id(0)):
+        seen = 0
+        while seen == 0:
+            seen = tl.atomic_cas(flags_ptr + q * NUM_CONSUMERS + cid, 1, 0, sem="acquire")
+        acc += tl.load(ws_ptr + q * (BM * BN) + rows[:, None] * BN + cols[None, :], cache_modifier=".cg")
+    return acc
+
+
+@jit
 def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr,
-                   res_ptr, stride_r0, stride_r1,
+                   res_ptr, stride_r0, stride_r1, ws_ptr, flags_ptr,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                    NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, OUT_DTYPE: tl.constexpr,
                    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr, C_BOX_N: tl.constexpr,
                    EPILOGUE_SUBTILE: tl.constexpr, CLUSTER_M: tl.constexpr, C_TMA: tl.constexpr,
                    NUM_CONSUMERS: tl.constexpr, CONSUMER_REGS: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
-                   HAS_RESIDUAL: tl.constexpr):
+                   HAS_RESIDUAL: tl.constexpr, STREAM_K: tl.constexpr):
     SUB_M: tl.constexpr = BM // NUM_CONSUMERS                             # each consumer's rows
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
     if A_KMAJOR:
@@ -105,14 +158,24 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BK)
     step = num_progs // CLUSTER_M
+    if STREAM_K:                     # equal shares of the k-steps, walked last tile first
+        it_lo, it_hi, tile_lo, tile_hi = stream_k_range(num_tiles, k_tiles, num_progs)
+        walk_lo, walk_hi, walk_step = 0, tile_hi - tile_lo, 1
+    else:                            # whole tiles, every num_progs-th
+        walk_lo, walk_hi, walk_step = start, num_tiles, step
 
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
             count = 0
-            for tile in range(start, num_tiles, step):
+            for walk in range(walk_lo, walk_hi, walk_step):
+                tile = walk
+                k0 = 0
+                k1 = k_tiles
+                if STREAM_K:
+                    tile, k0, k1 = stream_k_segment(walk, tile_hi, it_lo, it_hi, k_tiles)
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 row = (pid_m * CLUSTER_M + rank) * BM
-                for k in range(k_tiles):
+                for k in range(k0, k1):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(empty[slot], phase ^ 1)
                     tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * ELT)
@@ -146,10 +209,15 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
             if cid == NUM_CONSUMERS - 1:
                 tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
             count = 0
-            for tile in range(start, num_tiles, step):
+            for walk in range(walk_lo, walk_hi, walk_step):
+                tile = walk
+                k0 = 0
+                k1 = k_tiles
+                if STREAM_K:
+                    tile, k0, k1 = stream_k_segment(walk, tile_hi, it_lo, it_hi, k_tiles)
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
-                for k in range(k_tiles):
+                for k in range(k0, k1):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(full[slot], phase)
                     tlx.named_barrier_wait(9 + cid, 256)          # the consumers take turns issuing (a ring)
@@ -166,7 +234,17 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                     release(empty[slot], rank, CLUSTER_M)
                     count += 1
                 row = (pid_m * CLUSTER_M + rank) * BM + cid * SUB_M
-                if not C_TMA:                                 # (GLU activations store this way)
+                finish = True
+                if STREAM_K:
+                    if k1 < k_tiles:                          # the next program finishes this tile
+                        stream_k_publish(acc, ws_ptr, flags_ptr, cid, BM, BN, SUB_M, NUM_CONSUMERS)
+                    elif k0 > 0:                              # earlier programs began it
+                        acc = stream_k_collect(acc, ws_ptr, flags_ptr, cid, tile, k_tiles, num_tiles * k_tiles,
+                                               num_progs, BM, BN, SUB_M, NUM_CONSUMERS)
+                    finish = k1 == k_tiles
+                if not finish:
+                    pass
+                elif not C_TMA:                                 # (GLU activations store this way)
                     store_tile_pointers(acc, row, pid_n * BN, M, N, c, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
                                         bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN,
                                         SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, 1)
