@@ -227,7 +227,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
             locks, Hkv, split_len, capacity, num_pages, sm_scale * LOG2E, q3.stride(0), q3.stride(1), *sk, *sv,
             stride_bt, *so, *sl, o.stride(0), o.stride(1), lse.stride(0), lse.stride(1), D=D, HEAD_DIM=head_dim,
             BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page, STAGES=stages, PAGED=paged, ONE_SPLIT=one,
-            FIXUP=fixup, DTYPE=TL_DTYPES[q.dtype], num_warps=4)
+            FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], num_warps=4)
     if not one and not fixup:
         _launch(decode_combine_kernel, (B * H,), o_part, lse_part, o, lse, H, splits, *o_part.stride()[:3],
                 lse_part.stride(0), lse_part.stride(1), o.stride(0), o.stride(1), lse.stride(0), lse.stride(1),

@@ -52,18 +52,23 @@ def _rows(b64, hk64, page, offs_n, s_page, s_row, s_h, PAGE: tl.constexpr, PAGED
 
 @jit
 def _issue(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h,
-           NUM_PAGES, BLOCK_N: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr):
+           NUM_PAGES, BLOCK_N: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr, SAME_KV: tl.constexpr):
     """cp.async of the K and V rows ``n0 .. n0 + BLOCK_N`` (those below ``end``; the rest
     zero-filled) into ``k_buf``/``v_buf``, as one commit group; ``pages`` (loaded a block
-    earlier) are checked against the cache's ``NUM_PAGES`` here, where they are used."""
+    earlier) are checked against the cache's ``NUM_PAGES`` here, where they are used.
+    ``SAME_KV``: K and V have one set of strides, so the V copies reuse the K offsets (one
+    row-offset layout conversion per block instead of two)."""
     offs_n = n0 + tl.arange(0, BLOCK_N)
     if PAGED:
         tl.device_assert((pages >= 0) & (pages < NUM_PAGES), "a block_table entry in use is outside 0 .. num_pages - 1")
     mask = (offs_n < end)[:, None] & d_ok[None, :]
-    k_rows = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED)
-    v_rows = _rows(b64, hk64, pages, offs_n, sv_p, sv_r, sv_h, PAGE, PAGED)
-    tlx.async_load(k_ptr + k_rows[:, None] + offs_d[None, :], k_buf, mask=mask)
-    tlx.async_load(v_ptr + v_rows[:, None] + offs_d[None, :], v_buf, mask=mask)
+    k_offs = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED)[:, None] + offs_d[None, :]
+    if SAME_KV:
+        v_offs = k_offs
+    else:
+        v_offs = _rows(b64, hk64, pages, offs_n, sv_p, sv_r, sv_h, PAGE, PAGED)[:, None] + offs_d[None, :]
+    tlx.async_load(k_ptr + k_offs, k_buf, mask=mask)
+    tlx.async_load(v_ptr + v_offs, v_buf, mask=mask)
     tlx.async_load_commit_group()
 
 
@@ -83,7 +88,7 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
                         stride_bt, so_b, so_h, so_s, sl_b, sl_h, sfo_b, sfo_h, sfl_b, sfl_h,
                         D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
                         BLOCK_N: tl.constexpr, STAGES: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr,
-                        ONE_SPLIT: tl.constexpr, FIXUP: tl.constexpr, DTYPE: tl.constexpr):
+                        ONE_SPLIT: tl.constexpr, FIXUP: tl.constexpr, SAME_KV: tl.constexpr, DTYPE: tl.constexpr):
     G_CHUNKS: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G     # query-head tiles per kv head
     split = tl.program_id(0)
     pid = tl.program_id(1)
@@ -114,7 +119,7 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
     for i in tl.static_range(STAGES - 1):
         n0 = start + i * BLOCK_N
         _issue(k_ptr, v_ptr, k_smem[i], v_smem[i], b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h,
-               sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED)
+               sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
         pages = _pages_of(b64, n0 + BLOCK_N, end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
     q = tl.load(q_ptr + b64 * sq_b + heads[:, None] * sq_h + offs_d[None, :], mask=g_ok[:, None] & d_ok[None, :],
                 other=0.0)
@@ -126,7 +131,7 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
     for j in range(n_blocks):
         ahead = start + (j + STAGES - 1) * BLOCK_N
         _issue(k_ptr, v_ptr, k_smem[(j + STAGES - 1) % STAGES], v_smem[(j + STAGES - 1) % STAGES], b64, hk64, ahead,
-               end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED)
+               end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
         pages = _pages_of(b64, ahead + BLOCK_N, end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
         tlx.async_load_wait_group(STAGES - 1)                        # block j has landed
         slot = j % STAGES
