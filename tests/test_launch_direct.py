@@ -121,3 +121,15 @@ def test_specialized_path_explains_what_does_not_fit(fake_gpu):
         add_scaled[(2.0,)](x, x, 1.0, 64, BLOCK=64)
     add_scaled[(0,)](x, x, 1.0, 64, BLOCK=64)          # an empty grid launches nothing
     assert len(fake_gpu.calls) == 3
+
+
+def test_num_ctas_multiplies_the_grid_on_every_path(fake_gpu):
+    """Triton's num_ctas=N: each program is a cluster of N CTAs along x, on the slow path, the
+    generic fast path and the specialized one (tests/test_num_ctas.py has the rest)."""
+    x = torch.empty(1000).as_subclass(Cuda)
+    for i in range(4):
+        compiled = add_scaled[(4, 3)](x, x, 1.0, 1000, BLOCK=256, num_ctas=2)
+        assert fake_gpu.calls[-1][0] == (8, 3, 1) and compiled.metadata["num_ctas"] == 2
+    add_scaled[(4, 3)](x, x, 1.0, 1000, BLOCK=256)                # the same kernel without: its own compile
+    assert fake_gpu.calls[-1][0] == (4, 3, 1) and len(add_scaled.compiled_kernels()) == 2
+    assert "__cluster_dims__(2, 1, 1)" in compiled.asm["cuda"]
