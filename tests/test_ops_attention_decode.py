@@ -107,6 +107,18 @@ def test_combines_agree_and_counters_reset(combine, poisoned):
             assert (M._split_counters(q.device, 6)[:6] == 0).all()
 
 
+def test_k_and_v_of_different_strides(poisoned):
+    """V laid out [num_pages, Hkv, page, D] (seen through a transpose) while K is
+    [num_pages, page, Hkv, D]: the copies' offsets are computed for each."""
+    k, v, table = _paged([90, 33], 16, 2, 64, torch.bfloat16, seed=61)
+    v_other = v.transpose(1, 2).contiguous().transpose(1, 2)                 # same values, other strides
+    assert v_other.stride() != k.stride()
+    q = _randn(2, 4, 64, seed=62)
+    seqlens = torch.tensor([90, 33], dtype=torch.int32)
+    o, lse = attention_decode(q, k, v_other, seqlens, block_table=table, num_splits=2)
+    _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+
+
 def test_default_split_count_runs_the_combine(poisoned):
     """The default split count on the interpreter (2 "SMs"): several splits of 256 keys."""
     lens = [700, 3]
