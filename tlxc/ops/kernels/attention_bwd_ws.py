@@ -158,10 +158,13 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 dq_col0 = cid * 0
             if KV_IN_REGS:
                 tlx.barrier_wait(kv_full[0], 0)
-                k_a = tlx.local_load(k_c)              # wgmma's register A for S^T and dP^T: the
-                v_a = tlx.local_load(v_c)              # tensor cores read only Q^T / dO^T from shared
-            elif steps > 0:
-                tlx.barrier_wait(kv_full[0], 0)
+                k_op = tlx.local_load(k_c)             # wgmma's register A for S^T and dP^T: the
+                v_op = tlx.local_load(v_c)             # tensor cores read only Q^T / dO^T from shared
+            else:
+                k_op = k_c
+                v_op = v_c
+                if steps > 0:
+                    tlx.barrier_wait(kv_full[0], 0)
             for t in range(steps):
                 g = t // per_head
                 h = hk * GROUP + g
@@ -175,10 +178,10 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 # S^T and dP^T are independent: both are issued before either is waited, so the
                 # exponentials run while dP^T is on the tensor cores and dS^T while dV is
                 tlx.barrier_wait(q_full[buf], phase)
-                sT = tlx.async_dot(k_a if KV_IN_REGS else k_c, tlx.local_trans(q_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
+                sT = tlx.async_dot(k_op, tlx.local_trans(q_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
                                    use_acc=False)
                 tlx.barrier_wait(do_full[buf], phase)
-                dpT = tlx.async_dot(v_a if KV_IN_REGS else v_c, tlx.local_trans(do_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
+                dpT = tlx.async_dot(v_op, tlx.local_trans(do_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
                                     use_acc=False)
                 sT = tlx.async_dot_wait(1, sT)                              # S^T done, dP^T running
                 pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
