@@ -4,6 +4,7 @@ math (GQA / MQA / MHA, head dims 64-256, page sizes below, at and above the key 
 device-side block-table check."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -99,6 +100,8 @@ def test_bad_block_table_entry_traps():
         "q = torch.zeros(1, 2, 64, device='cuda', dtype=torch.bfloat16)\n"
         "attention_decode(q, k, k, torch.tensor([20], dtype=torch.int32, device='cuda'), block_table=table)\n"
         "torch.cuda.synchronize()\n")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode != 0
     assert "block_table entry in use is outside" in run.stdout + run.stderr
