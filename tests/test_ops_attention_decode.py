@@ -119,6 +119,18 @@ def test_k_and_v_of_different_strides(poisoned):
     _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
 
 
+def test_strided_block_table_and_lengths(poisoned):
+    """A block table whose columns are not adjacent (a transposed copy) and lengths taken every
+    other element of a longer tensor: read as the values they show."""
+    k, v, table = _paged([70, 200, 5], 16, 1, 64, torch.bfloat16, seed=71)
+    table_t = table.t().contiguous().t()
+    assert table_t.stride(1) != 1
+    seqlens = torch.tensor([70, -5, 200, -5, 5], dtype=torch.int32)[::2]
+    q = _randn(3, 2, 64, seed=72)
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table_t, num_splits=2)
+    _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+
+
 def test_default_split_count_runs_the_combine(poisoned):
     """The default split count on the interpreter (2 "SMs"): several splits of 256 keys."""
     lens = [700, 3]

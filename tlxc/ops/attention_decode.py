@@ -181,6 +181,9 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     Hkv = k_cache.shape[2]
     q3 = _unit_last(q.reshape(B, H, D) if q.dim() == 4 else q)
     k_cache, v_cache = _unit_last(k_cache), _unit_last(v_cache)
+    cache_seqlens = _unit_last(cache_seqlens)                   # the kernels index them with unit strides
+    if block_table is not None:
+        block_table = _unit_last(block_table)
     o = q.new_empty((B, H, D))
     lse = torch.empty((B, H), device=q.device, dtype=torch.float32)
     out = o.view(q.shape) if q.dim() == 4 else o
