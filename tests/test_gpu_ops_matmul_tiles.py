@@ -1,0 +1,60 @@
+"""tlxc.ops.matmul's wave-filling tiles and stream-K on the GPU: the three-consumer 192x128
+kernel walking several tiles per SM, stream-K on few tiles (one to three programs per tile)
+and on many (whole tiles plus split ones per program), deterministic and leaving its flags
+at zero (float32 reference, NaN-poisoned outputs)."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+from tlxc.ops import matmul
+
+pytestmark = pytest.mark.gpu
+
+
+def _case(M, N, K, b_kmajor, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
+    if b_kmajor:
+        b = torch.randn(N, K, device="cuda", generator=g).to(torch.bfloat16).t()
+    else:
+        b = torch.randn(K, N, device="cuda", generator=g).to(torch.bfloat16)
+    bias = torch.randn(N, device="cuda", generator=g).to(torch.bfloat16)
+    return a, b, bias
+
+
+def _rel(out, ref):
+    assert torch.isfinite(out).all(), "poison left in the output"
+    return ((out.float() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("name", ["ws_192x128x64_s5", "ws_192x128x64_s5_c2"])
+@pytest.mark.parametrize("shape", [(3072, 3072, 3072), (5000, 3000, 2000)])
+def test_three_consumers_over_several_waves(name, shape):
+    M, N, K = shape
+    a, b, bias = _case(M, N, K, False, seed=M)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="gelu", config=name)
+    ref = torch.nn.functional.gelu(a.float() @ b.float() + bias.float())
+    assert _rel(out, ref) < 1e-2
+
+
+@pytest.mark.parametrize("shape,b_kmajor", [((1000, 1240, 776), True), ((200, 256, 4096), False),
+                                            ((3072, 3072, 3072), False), ((513, 1000, 520), True)])
+def test_stream_k_is_right_deterministic_and_leaves_its_flags_at_zero(shape, b_kmajor):
+    M, N, K = shape
+    m = importlib.import_module("tlxc.ops.matmul")
+    a, b, bias = _case(M, N, K, b_kmajor, seed=N)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="silu", config="ws_128x128x64_s4_sk")
+    ref = torch.nn.functional.silu(a.float() @ b.float() + bias.float())
+    assert _rel(out, ref) < 1e-2
+    for _ in range(3):
+        again = torch.full_like(out, float("nan"))
+        matmul(a, b, again, bias=bias, activation="silu", config="ws_128x128x64_s4_sk")
+        assert torch.equal(again, out)
+    torch.cuda.synchronize()
+    for ws, flags in m._STREAM_K.values():
+        assert not flags.any(), flags
