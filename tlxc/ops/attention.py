@@ -493,6 +493,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     D = q.shape[-1]
     if varlen:
         B = cu_seqlens_q.shape[0] - 1
+        cu_seqlens_q, cu_seqlens_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()   # kernels: unit stride
         total_q, H, _ = q.shape
         total_k, Hkv, _ = k.shape
     else:
