@@ -32,7 +32,8 @@ The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come
 ``--no-ab``, each dense case whose default configuration differs from session 11's also times that
 one (column ``s11``: its time / the default's, > 1: session 12's prefetch/stages are faster), and
 at S <= 1024 the default with ``overlap=True`` (column ``ov``: < 1: overlapping an item's last P V
-with the next item's first Q K^T is faster).
+with the next item's first Q K^T is faster) and, at D <= 128, with ``tma_store=True`` (column
+``tma``: < 1: staging O in shared memory for TMA stores is faster).
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
 also go to ``$OUT/ops_attention_bench.json`` when ``OUT`` is set.
@@ -266,7 +267,7 @@ def main() -> None:
     parser.add_argument("--no-varlen", action="store_true", help="skip the varlen cases")
     parser.add_argument("--no-decode", action="store_true", help="skip the decode cases")
     parser.add_argument("--no-ab", action="store_true",
-                        help="do not time session 11's configuration (column s11) nor overlap (column ov)")
+                        help="do not time session 11's configuration (s11), overlap (ov) nor TMA stores (tma)")
     args = parser.parse_args()
     t0 = time.time()
     ints = lambda text: tuple(int(x) for x in text.split(",")) if text else None  # noqa: E731
@@ -279,7 +280,7 @@ def main() -> None:
 
     def ab_configs(D, causal, S):
         """[(column, configuration)] timed next to the default: session 11's where it differs,
-        the default with overlap at S <= 1024."""
+        the default with overlap, and with TMA stores of O (D <= 128), at S <= 1024."""
         if args.no_ab:
             return []
         default = choose_config(D, causal, S)
@@ -287,6 +288,8 @@ def main() -> None:
         out = [("s11", old)] if old != default else []
         if S <= 1024 and not default.overlap:
             out.append(("ov", dataclasses.replace(default, overlap=True)))
+        if S <= 1024 and default.head_dim <= 128 and not default.tma_store:
+            out.append(("tma", dataclasses.replace(default, tma_store=True)))
         return out
     jobs = [("fwd", *case, None) for case in cases]
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
@@ -661,7 +664,8 @@ def summarize(results, card, t0) -> None:
         if small:
             print(f"{kind} vs cudnn at S <= 512: geomean {geomean(small):.3f}, min {min(small):.3f}")
         for col, what in (("s11", "session 11's config time / default time"),
-                          ("ov", "the default with overlap=True, time / default time")):
+                          ("ov", "the default with overlap=True, time / default time"),
+                          ("tma", "the default with tma_store=True, time / default time")):
             ab = [r["ratios"][col] for r in rows if col in r["ratios"]]
             if ab:
                 print(f"  {col}: {what}, geomean {geomean(ab):.3f}, min {min(ab):.3f}, max {max(ab):.3f} "

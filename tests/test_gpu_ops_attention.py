@@ -108,7 +108,8 @@ def test_neighbouring_heads_and_sequences_do_not_leak():
 @pytest.mark.parametrize("cfg", [(64, 128, 128, 2, 2, True), (128, 128, 128, 2, 2, True), (128, 128, 64, 4, 2, True),
                                  (256, 128, 64, 2, 1, True), (128, 128, 128, 3, 1, False), (64, 128, 64, 4, 2, False),
                                  (64, 128, 128, 4, 2, True, 4), (128, 128, 64, 4, 2, False, 8),
-                                 (256, 128, 32, 2, 2, False, 16), (256, 128, 64, 2, 1, True, 8)],
+                                 (256, 128, 32, 2, 2, False, 16), (256, 128, 64, 2, 1, True, 8),
+                                 (64, 128, 128, 4, 2, False, 4, True), (128, 128, 128, 2, 2, True, 4, True)],
                          ids=lambda c: "_".join(map(str, c)))
 def test_other_configurations(cfg, causal, monkeypatch):
     """The configurations bench/ops_attention_bench.py --configs and its `ov` column time
@@ -123,6 +124,12 @@ def test_other_configurations(cfg, causal, monkeypatch):
         k, v = (torch.randn(4, 2, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         o, lse = attention_forward(q, k, v, causal=causal, config=c)
         _check(o, lse, *reference(q, k, v, causal=causal), torch.bfloat16)
+    if c.tma_store:     # dense only (the eighth field): a BSHD output stored in place instead of varlen
+        q = torch.randn(4, 1000, 8, D, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        o, lse = attention_forward(q, k, v, causal=causal, config=c)
+        assert o.stride(1) < o.stride(2)
+        _check(o, lse, *reference(q, k, v, causal=causal), torch.bfloat16)
+        return
     lens = [300, 0, 1, 777, 64]
     cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
     q = torch.randn(sum(lens), 8, D, device="cuda", dtype=torch.bfloat16)

@@ -233,6 +233,43 @@ PREFETCH_CONFIGS = [A.AttnConfig(64, 128, 128, 4, 2, prefetch=1), A.AttnConfig(6
                     A.AttnConfig(256, 128, 32, 2, 2, prefetch=16)]             # --configs: two Q buffers at D = 256
 
 
+TMA_STORE_CONFIGS = [A.AttnConfig(64, 128, 128, 4, 2, prefetch=4, tma_store=True),
+                     A.AttnConfig(128, 128, 128, 2, 2, True, 4, True), A.AttnConfig(64, 192, 128, 2, 2, tma_store=True)]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("config", TMA_STORE_CONFIGS, ids=lambda c: f"{c.head_dim}x{c.block_m}{'ov' if c.overlap else ''}")
+def test_tma_store_epilogue(config, causal, poisoned):
+    """tma_store=True: each consumer stages O in shared memory and TMA-stores it; rows past S
+    (131 is no tile multiple) and columns past D = 96 are clipped by the descriptor, a BSHD
+    q gives a BSHD output written in place, several items per program reuse the buffer."""
+    D = 96 if config.head_dim == 128 else 64
+    q = _randn(1, 131, 4, D, seed=100).transpose(1, 2)            # BSHD memory
+    k, v = _randn(1, 2, 131, D, seed=101), _randn(1, 2, 131, D, seed=102)
+    o, lse = attention_forward(q, k, v, causal=causal, config=config, programs=2)
+    assert o.stride(1) < o.stride(2)
+    _check(o, lse, *reference(q, k, v, causal=causal), torch.bfloat16)
+
+
+def test_tma_store_is_refused_for_varlen():
+    q = _randn(10, 2, 64, seed=103)
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+    with pytest.raises(ValueError, match="tma_store is for dense shapes only"):
+        attention_forward(q, q, q, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                          config=A.AttnConfig(64, 128, 128, 2, 2, tma_store=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", TMA_STORE_CONFIGS, ids=lambda c: f"{c.head_dim}x{c.block_m}{'ov' if c.overlap else ''}")
+def test_tma_store_configurations_compile_for_sm90a(config):
+    """The staging tiles fit (D = 128: 224 KB), no spills beyond the base configuration's, and
+    the stores are TMA stores."""
+    q = _randn(4, 4, 512, config.head_dim, seed=104)
+    (h,) = compile_config(q, q, q, causal=False, config=config)
+    _check_compiled(h, config)
+    assert "tlx_tma_store" in h.asm["cuda"]
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("config", PREFETCH_CONFIGS, ids=lambda c: f"{c.head_dim}x{c.block_m}x{c.block_n}p{c.prefetch}{'ov' if c.overlap else ''}")
 def test_prefetching_configurations(config, causal, poisoned):

@@ -52,13 +52,15 @@ class AttnConfig:
     q_bufs: int           # Q tiles in flight (2: the next item's Q loads while this one runs)
     overlap: bool = False  # an item's last P V issued with the next item's first Q K^T
     prefetch: int = 0     # L2 prefetches of the next item's Q and first `prefetch` K/V blocks (0: none)
+    tma_store: bool = False  # O staged in shared memory and TMA-stored (dense only)
 
     @property
     def registers(self) -> int:
         return 240 if self.block_m == 128 else 160
 
     def shared_bytes(self) -> int:
-        return 2 * self.head_dim * (self.q_bufs * self.block_m + 2 * self.stages * self.block_n)
+        o_rows = self.block_m if self.tma_store else 0
+        return 2 * self.head_dim * (self.q_bufs * self.block_m + 2 * self.stages * self.block_n + o_rows)
 
 
 def tile_dim(D: int) -> int:
@@ -537,6 +539,9 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
         raise _fail(f"config tile width {c.head_dim} is below the head dim {D}")
     if not isinstance(c.prefetch, int) or c.prefetch < 0:
         raise _fail(f"config prefetch must be a non-negative int (K/V blocks), got {c.prefetch!r}")
+    if c.tma_store and varlen:
+        raise _fail("config tma_store is for dense shapes only (a TMA store would write past a varlen sequence "
+                    "into the next one)")
 
     q, k, v = (_tma_ready(t) for t in (q, k, v))
     if varlen:       # [total, H, D] seen as (1, H, total, D): a sequence is a row range of batch 0
@@ -551,7 +556,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     if (Sq + c.block_m) * o4.stride(2) + D > _INT32_MAX:
         raise _fail(f"a sequence of {Sq} rows with a row stride of {o4.stride(2)} elements overflows the kernel's "
                     f"32-bit row offsets")
-    descs = [_descriptor(q4, 64), _descriptor(k4, c.block_n), _descriptor(v4, c.block_n)]
+    descs = [_descriptor(q4, 64), _descriptor(k4, c.block_n), _descriptor(v4, c.block_n),
+             _descriptor(o4, 64) if c.tma_store else None]
     num_m = -(-Sq // c.block_m)
     n_programs = _programs(q.device, programs)
     if varlen and order == "sorted":
@@ -565,7 +571,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
             Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE=DTYPES[q.dtype], REGISTERS=c.registers,
-            OVERLAP=c.overlap, PREFETCH=c.prefetch, num_warps=4)
+            OVERLAP=c.overlap, PREFETCH=c.prefetch, O_TMA=c.tma_store, num_warps=4)
     return o, lse
 
 

@@ -28,6 +28,9 @@ generalized:
   ``cp.async.bulk.prefetch``: no shared memory, no barrier), so that item's loads, issued
   when ring slots free up, hit L2; at S <= 512 a ring of two 128-key stages is one item's
   K/V and the loads were issued only half an item ahead of their use;
+* ``O_TMA`` (opt-in, dense only: TMA stores clip at the tensor's end, not a sequence's): each
+  consumer stages its O tile in its own shared buffer and TMA-stores it (full 128-byte lines,
+  one thread issuing) instead of 32-bit stores from the accumulator's registers;
 * ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
   with the next item's first ``S = Q Kᵀ``; its output is stored after that item's first
   softmax, the program's last one after its loop (one issue round fewer per item).
@@ -122,6 +125,18 @@ def store_o(o_ptr, o, bz, h, q_row, row0, sq, stride_ob, stride_oh, stride_os,
 
 
 @jit
+def store_o_tma(o_desc, o_buf, o, bz, h, row, HEAD_DIM: tl.constexpr, HALF_M: tl.constexpr):
+    """``O_TMA``: one consumer's rows of ``o`` through its shared buffer and TMA stores of
+    64-column boxes at descriptor row ``row`` (TMA clips the rows past the tensor's end and the
+    columns past ``D_REAL``).  The previous item's store must have read the buffer first."""
+    tlx.async_descriptor_store_wait(0)
+    tlx.local_store(o_buf, o)
+    tlx.fence("async_shared")
+    for d in tl.static_range(HEAD_DIM // D_BOX):
+        tlx.async_descriptor_store(o_desc, tlx.local_slice(o_buf, [0, d * D_BOX], [HALF_M, D_BOX]), [bz, h, row, d * D_BOX])
+
+
+@jit
 def store_lse(lse_ptr, lse, bz, h, q_row, row0, sq, stride_lb, stride_lh, HALF_M: tl.constexpr):
     """Store the log-sum-exp of the same rows."""
     offs_m = row0 + tl.arange(0, HALF_M)
@@ -130,20 +145,22 @@ def store_lse(lse_ptr, lse, bz, h, q_row, row0, sq, stride_lb, stride_lh, HALF_M
 
 
 @jit
-def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
+def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
                     seq_q, seq_k, H, GROUP, NUM_M, qk_scale: tl.float32,
                     stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
                     sched_ptr, sched_stride,
                     D_REAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     NUM_STAGES: tl.constexpr, Q_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                     VARLEN: tl.constexpr, DTYPE: tl.constexpr, REGISTERS: tl.constexpr,
-                    OVERLAP: tl.constexpr = False, PREFETCH: tl.constexpr = 0):
+                    OVERLAP: tl.constexpr = False, PREFETCH: tl.constexpr = 0, O_TMA: tl.constexpr = False):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
     BOXES: tl.constexpr = HEAD_DIM // D_BOX
     q_smem = tlx.local_alloc((HALF_M, HEAD_DIM), DTYPE, Q_BUFS * CONSUMERS)  # [CONSUMERS * q buffer + consumer]
     k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
+    if O_TMA:
+        o_smem = tlx.local_alloc((HALF_M, HEAD_DIM), DTYPE, CONSUMERS)      # each consumer's O staging tile
     q_full = tlx.alloc_barriers(Q_BUFS, arrive_count=1)
     q_empty = tlx.alloc_barriers(Q_BUFS, arrive_count=CONSUMERS)            # every consumer is done with a Q
     k_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
@@ -245,8 +262,12 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
                         acc_prev = tlx.async_dot_wait(0, acc_prev)
                         if pending:
                             tlx.barrier_arrive(v_empty[pv_slot])
-                            store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p, q_row_p, row0_p,
-                                    sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
+                            if O_TMA:
+                                store_o_tma(o_desc, o_smem[cid], (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p,
+                                            h_p, q_row_p + row0_p, HEAD_DIM, HALF_M)
+                            else:
+                                store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p, q_row_p,
+                                        row0_p, sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
                     acc = tl.zeros((HALF_M, HEAD_DIM), dtype=tl.float32)
                     # block j: issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}; the softmax of S_j runs
                     # while the tensor cores do the P V product
@@ -293,8 +314,12 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
                         tlx.named_barrier_arrive(next_turn, 256)
                         acc = tlx.async_dot_wait(0, acc)
                         tlx.barrier_arrive(v_empty[last])
-                        store_o(o_ptr, (acc * (1.0 / l_i)[:, None]).to(DTYPE), bz, h, q_row, row0, sq, stride_ob,
-                                stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
+                        if O_TMA:
+                            store_o_tma(o_desc, o_smem[cid], (acc * (1.0 / l_i)[:, None]).to(DTYPE), bz, h,
+                                        q_row + row0, HEAD_DIM, HALF_M)
+                        else:
+                            store_o(o_ptr, (acc * (1.0 / l_i)[:, None]).to(DTYPE), bz, h, q_row, row0, sq,
+                                    stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
                         store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
                                   stride_lh, HALF_M)
                     kv += n_blocks
@@ -313,7 +338,13 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
                     tlx.named_barrier_arrive(next_turn, 256)
                     acc_prev = tlx.async_dot_wait(0, acc_prev)
                     tlx.barrier_arrive(v_empty[pv_slot])
-                    store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p, q_row_p, row0_p, sq_p,
-                            stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
+                    if O_TMA:
+                        store_o_tma(o_desc, o_smem[cid], (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p,
+                                    q_row_p + row0_p, HEAD_DIM, HALF_M)
+                    else:
+                        store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p, q_row_p, row0_p,
+                                sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
+            if O_TMA:
+                tlx.async_descriptor_store_wait(0)                          # before shared memory goes away
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                             # absorb the last consumer's last pass
