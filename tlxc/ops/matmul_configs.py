@@ -117,6 +117,7 @@ _ALL = [
     # small problems, one tile per SM: every k-step's load latency is exposed unless the ring
     # holds more of K (Little's law: 64x128 steps at the MMA rate need ~100 KB in flight)
     _ws(128, 64, 8, persistent=False, subtile=1),
+    _ws(128, 64, 4, persistent=False, cluster_m=2, subtile=1),   # pairs share B: 20 KB from L2 per step, not 24
     _ws(128, 128, 6, persistent=False),
     # stream-K: fewer tiles than SMs (1000x1240x776: 80 tiles of 128x128 for 132 SMs) -- every
     # SM gets 1/132 of all k-steps; a tile split between programs is summed by its last one
