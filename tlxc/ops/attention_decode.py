@@ -208,32 +208,29 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         split_len = -(-per_split // block_n) * block_n
         splits = -(-capacity // split_len)
     one = splits == 1
+    so_final, sl_final = (H * D, D), (H, 1)                     # o [B, H, D] and lse [B, H], contiguous
     if one:
         o_part, lse_part = o, lse
-        so, sl = (o.stride(0), o.stride(1), 0), (lse.stride(0), lse.stride(1))
+        so, sl = (*so_final, 0), sl_final
     else:
         o_part = torch.empty((B, H, splits, D), device=q.device, dtype=torch.float32)
         lse_part = torch.empty((B, H, splits), device=q.device, dtype=torch.float32)
-        so, sl = (o_part.stride(0), o_part.stride(1), o_part.stride(2)), (lse_part.stride(0), lse_part.stride(1))
+        so, sl = (H * splits * D, splits * D, D), (H * splits, splits)
+    sk, sv = k_cache.stride()[:3], v_cache.stride()[:3]
     if paged:
         bt, stride_bt, num_pages = block_table, block_table.stride(0), k_cache.shape[0]
-        sk = (k_cache.stride(0), k_cache.stride(1), k_cache.stride(2))
-        sv = (v_cache.stride(0), v_cache.stride(1), v_cache.stride(2))
     else:
         bt, stride_bt, num_pages = cache_seqlens, 0, 1          # (never read without pages)
-        sk = (k_cache.stride(0), k_cache.stride(1), k_cache.stride(2))
-        sv = (v_cache.stride(0), v_cache.stride(1), v_cache.stride(2))
     fixup = not one and combine == "inline"
     rows = B * Hkv * g_chunks
     locks = _split_counters(q.device, rows) if fixup else cache_seqlens        # (never touched without FIXUP)
     _launch(decode_split_kernel, (splits, rows), q3, k_cache, v_cache, bt, cache_seqlens, o_part, lse_part, o, lse,
-            locks, Hkv, split_len, capacity, num_pages, sm_scale * LOG2E, q3.stride(0), q3.stride(1), *sk, *sv,
-            stride_bt, *so, *sl, o.stride(0), o.stride(1), lse.stride(0), lse.stride(1), D=D, HEAD_DIM=head_dim,
+            locks, Hkv, split_len, capacity, num_pages, sm_scale * LOG2E, *q3.stride()[:2], *sk, *sv,
+            stride_bt, *so, *sl, *so_final, *sl_final, D=D, HEAD_DIM=head_dim,
             BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page, STAGES=stages, PAGED=paged, ONE_SPLIT=one,
             FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], num_warps=4)
     if not one and not fixup:
-        _launch(decode_combine_kernel, (B * H,), o_part, lse_part, o, lse, H, splits, *o_part.stride()[:3],
-                lse_part.stride(0), lse_part.stride(1), o.stride(0), o.stride(1), lse.stride(0), lse.stride(1),
+        _launch(decode_combine_kernel, (B * H,), o_part, lse_part, o, lse, H, splits, *so, *sl, *so_final, *sl_final,
                 D=D, HEAD_DIM=head_dim, BLOCK_S=max(2, 1 << (splits - 1).bit_length()), num_warps=4)
     return out, lse
 
