@@ -561,6 +561,27 @@ def test_tlxc_check_is_clean(D, causal, varlen, monkeypatch):
     assert [f for f in findings if f.severity != "note"] == []
 
 
+@pytest.mark.parametrize("config", [None, A.AttnConfig(128, 128, 128, 2, 2, True, 4, True),
+                                    A.AttnConfig(64, 128, 128, 4, 2, False, 4, True)],
+                         ids=["s256_default", "tma_overlap", "tma"])
+def test_tlxc_check_is_clean_for_the_session_12_configurations(config, monkeypatch):
+    """``tlxc check`` of the S = 256 default (D = 64: four stages and prefetches) and of the
+    TMA-store epilogue (the staging buffer's store-wait / write / fence / store order)."""
+    from tlxc.compiler import check_function
+    from tlxc.frontend.specialize import specialization_from_args
+    from tlxc.ops.kernels.attention_fwd import attn_fwd_kernel
+    launches = []
+    monkeypatch.setattr(A, "_launch", lambda grid, *args, **meta: launches.append((args, meta)))
+    D = config.head_dim if config else 64
+    q = torch.zeros(2, 4, 256, D, dtype=torch.bfloat16)
+    attention_forward(q, q[:, :2], q[:, :2], causal=True, programs=132, config=config)
+    (args, meta), = launches
+    num_warps = meta.pop("num_warps")
+    params = dict(zip(attn_fwd_kernel.param_names, args), **meta)
+    findings = check_function(attn_fwd_kernel, specialization_from_args(attn_fwd_kernel, params), num_warps=num_warps)
+    assert [f for f in findings if f.severity != "note"] == []
+
+
 def test_device_length_check_catches_each_bad_offset():
     """The device-side check the GPU path runs when max_seqlen_q/k are given (one launch of
     kernels/attention_schedule.py: varlen_check_kernel; on CPU tensors the interpreter raises
