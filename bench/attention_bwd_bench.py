@@ -9,7 +9,8 @@ Cases: B=4, H=32, S in --s, D in --d, causal or not, MHA (Hkv=32) and GQA 4:1 (H
 round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc backward reads,
 builds cuDNN's and flash's forward graphs, then times (CUDA events) one backward of each in a
 rotating order: tlxc's three tl.dot kernels called directly (``tlxc``), the warp-specialized
-kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws), ``torch.autograd.grad`` on the kept SDPA
+kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_pf``: the same with ``WS_PREFETCH_STATS``,
+lse2 and delta loaded one tile ahead), ``torch.autograd.grad`` on the kept SDPA
 graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
 checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
 (backward = 2.5x the forward's 4*B*H*S*S*D, halved when causal); the ratios (baseline time /
@@ -87,6 +88,16 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
     fns = {"tlxc": tlxc_with("dot")}
     if WITH_WS:
         fns["tlxc_ws"] = tlxc_with("ws")
+        ws_plain = tlxc_with("ws")
+
+        def ws_prefetch():                  # the ws kernel loading lse2 / delta one tile ahead
+            import tlxc.ops.attention_bwd as host
+            host.WS_PREFETCH_STATS = True
+            try:
+                return ws_plain()
+            finally:
+                host.WS_PREFETCH_STATS = False
+        fns["tlxc_ws_pf"] = ws_prefetch
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
         if name in refused:
             continue
@@ -107,7 +118,7 @@ def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
 
     scale = D ** -0.5
     gqa = Hkv != H
-    times = {"tlxc": [], "tlxc_ws": [], "cudnn": [], "flash": []}
+    times = {"tlxc": [], "tlxc_ws": [], "tlxc_ws_pf": [], "cudnn": [], "flash": []}
     ratios = {"cudnn": [], "flash": [], "cudnn/ws": [], "flash/ws": []}
     refused = set()
     for r in range(rounds):
@@ -235,8 +246,10 @@ def _compile_worker(job):
     try:
         import torch
 
+        import tlxc.ops.attention_bwd as host
         from tlxc.ops.attention_bwd import compile_kernels
-        os.environ["TLXC_ATTN_BWD"] = kernels
+        os.environ["TLXC_ATTN_BWD"] = "ws" if kernels == "ws_pf" else kernels
+        host.WS_PREFETCH_STATS = kernels == "ws_pf"
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
         k = torch.empty(B, hkv, S, D, dtype=torch.bfloat16)
         compile_kernels(q, q, k, k, q, torch.empty(B, H, S), causal=causal, sm_scale=D ** -0.5)
@@ -287,7 +300,7 @@ def main() -> None:
         jobs = [(S, D, args.b, args.h, hkv, causal, kernels)
                 for S in (int(x) for x in args.s.split(",")) for D in (int(x) for x in args.d.split(","))
                 for hkv in (args.h, args.h // 4) for causal in (False, True)
-                for kernels in (("dot", "ws") if WITH_WS else ("dot",))]
+                for kernels in (("dot", "ws", "ws_pf") if WITH_WS else ("dot",))]
         precompile(jobs, args.jobs)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, {args.rounds} rounds")
     s_max = max(int(x) for x in args.s.split(","))

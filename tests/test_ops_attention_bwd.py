@@ -203,6 +203,24 @@ def test_ws_dense_gqa(sq, sk, D, causal, ws_kernel, poisoned):
     _check(got, ref, dtype)
 
 
+@pytest.mark.parametrize("D", [64, 128])
+def test_ws_prefetched_row_stats(D, ws_kernel, poisoned, monkeypatch):
+    """WS_PREFETCH_STATS (lse2 / delta of a tile loaded during the previous one): dense GQA causal
+    and packed uneven lengths (steps of zero, one and many tiles) against float64."""
+    monkeypatch.setattr(host, "WS_PREFETCH_STATS", True)
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(2, 4, 2, 200, 90, D, dtype, seed=D + 11)
+    o, lse, *ref = dense_reference(q, k, v, do, True, 0.1)
+    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.1), ref, dtype)
+    lens_q, lens_k = [1, 67, 130, 5, 0], [1, 130, 67, 0, 9]
+    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 4, 2, D, dtype, seed=D + 12)
+    o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, False, 0.09)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=False, sm_scale=0.09, cu_seqlens_q=cu_q,
+                        cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
+    assert ws_kernel[-1] == "bwd_ws_kernel"
+    _check(got, ref, dtype)
+
+
 def test_ws_bshd_views_fp16(ws_kernel, poisoned):
     """[B, S, H, D] tensors seen as BHSD: rows of a head at stride H*D, the head's columns at h*D."""
     dtype = torch.float16

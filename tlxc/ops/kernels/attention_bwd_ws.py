@@ -79,6 +79,21 @@ def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, BLOCK_M: tl.constexpr, B
 
 
 @jit
+def _row_stats(lse2_ptr, delta_ptr, t, steps, per_head, hk, first_m, b, q_first, len_q, sd_b, sd_h,
+               BLOCK_M: tl.constexpr, GROUP: tl.constexpr):
+    """lse2 and delta of step ``t``'s query rows (+inf and 0 past the sequence, or when
+    ``t == steps``: nothing is read)."""
+    g = t // tl.maximum(per_head, 1)                    # per_head = 0: no steps, nothing read
+    h = hk * GROUP + g
+    offs_m = (first_m + t - g * per_head) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = (offs_m < len_q) & (t < steps)
+    stat = b.to(tl.int64) * sd_b + h.to(tl.int64) * sd_h + q_first + offs_m
+    lse2 = tl.load(lse2_ptr + stat, mask=row_ok, other=float("inf"))
+    delta = tl.load(delta_ptr + stat, mask=row_ok, other=0.0)
+    return lse2, delta
+
+
+@jit
 def _load_kv(k_desc, v_desc, k_smem, v_smem, bar, row, col, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
     """TMA loads of the program's K and V blocks (64-column boxes), completing on ``bar``."""
     tlx.barrier_expect_bytes(bar, 2 * BLOCK_N * HEAD_DIM * 2)
@@ -96,7 +111,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                   sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
                   VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, DTYPE: tl.constexpr,
-                  REGISTERS: tl.constexpr = 240):
+                  PREFETCH_STATS: tl.constexpr = False, REGISTERS: tl.constexpr = 240):
     BLOCK_N: tl.constexpr = 128
     HALF_N: tl.constexpr = 64                                   # keys of one consumer
     N_BOX: tl.constexpr = HEAD_DIM // D_BOX
@@ -165,16 +180,18 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 v_op = v_c
                 if steps > 0:
                     tlx.barrier_wait(kv_full[0], 0)
+            if PREFETCH_STATS:     # a tile's row statistics are loaded during the previous tile
+                lse2, delta = _row_stats(lse2_ptr, delta_ptr, 0, steps, per_head, hk, first_m, b, q_first, len_q,
+                                         sd_b, sd_h, BLOCK_M, GROUP)
             for t in range(steps):
                 g = t // per_head
                 h = hk * GROUP + g
                 m0 = (first_m + t - g * per_head) * BLOCK_M
                 buf, phase = tlx.get_bufidx_phase(t, NUM_BUF)
                 offs_m = m0 + tl.arange(0, BLOCK_M)
-                row_ok = offs_m < len_q
-                stat = b.to(tl.int64) * sd_b + h.to(tl.int64) * sd_h + q_first + offs_m
-                lse2 = tl.load(lse2_ptr + stat, mask=row_ok, other=float("inf"))    # in flight over the waits
-                delta = tl.load(delta_ptr + stat, mask=row_ok, other=0.0)
+                if not PREFETCH_STATS:  # issued here, in flight over the waits below
+                    lse2, delta = _row_stats(lse2_ptr, delta_ptr, t, steps, per_head, hk, first_m, b, q_first,
+                                             len_q, sd_b, sd_h, BLOCK_M, GROUP)
                 # S^T and dP^T are independent: both are issued before either is waited, so the
                 # exponentials run while dP^T is on the tensor cores and dS^T while dV is
                 tlx.barrier_wait(q_full[buf], phase)
@@ -220,6 +237,9 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 else:
                     dk = tlx.async_dot_wait(0, dk)
                     tlx.barrier_arrive(q_empty[buf])
+                if PREFETCH_STATS:
+                    lse2, delta = _row_stats(lse2_ptr, delta_ptr, t + 1, steps, per_head, hk, first_m, b, q_first,
+                                             len_q, sd_b, sd_h, BLOCK_M, GROUP)
             tlx.async_descriptor_store_wait(0)
             offs_d = tl.arange(0, HEAD_DIM)
             k_first64 = k_first.to(tl.int64)
