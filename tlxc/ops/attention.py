@@ -79,10 +79,12 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
     * D <= 128: 128 rows, 128-key blocks, two stages, two Q buffers (192 KB of shared memory);
     * D > 128 (256-wide tiles): 64-key blocks and one Q buffer (64 KB of Q + 2 x 64 KB of K/V).
 
-    Dense shapes (session 12, docs/performance.md "small S"): the producer prefetches the next
-    item's Q and first 512 keys of K/V into L2 (``prefetch``); D <= 64 with 128-row items
-    and S <= 1024 takes four K/V stages (160 KB): the ring then holds two items' K/V at S = 256
-    instead of one.  Varlen keeps the session 11 configurations.
+    Dense shapes with S <= 1024 (session 12, docs/performance.md "small S"): the producer
+    prefetches the next item's Q and first 512 keys of K/V into L2 (``prefetch``; at larger S
+    an item's K/V was read by its head's other items moments before, and L2 prefetches in the
+    GEMM's steady state cost more requests than they hid, 2026-11-30); D <= 64 with 128-row
+    items takes four K/V stages (160 KB): the ring then holds two items' K/V at S = 256 instead
+    of one.  Varlen keeps the session 11 configurations.
     """
     hd = tile_dim(D)
     small = S is not None and S <= 1024 and not varlen
@@ -94,7 +96,7 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
         c = AttnConfig(128, 128, 128, 2, 2)
     else:
         c = AttnConfig(256, 128, 64, 2, 1)
-    return c if varlen else replace(c, prefetch=512 // c.block_n)
+    return replace(c, prefetch=512 // c.block_n) if small else c
 
 
 # -- the work schedule -------------------------------------------------------------------------------
