@@ -36,7 +36,8 @@ LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
 
 
 @pytest.mark.parametrize("config", ["dot_64x128x64_s4_w4", "dot_64x128x64_s4_w4_k4", "swap_64x16x128_s4_w4",
-                                    "swap_128x64x64_s4_w4_k4"])
+                                    "swap_128x64x64_s4_w4_k4", "dot_64x64x64_s4_w4_k4", "dot_128x64x64_s4_w4_k2",
+                                    "dot_128x64x64_s4_w4_k4", "swap_64x64x64_s4_w4_k4"])
 @pytest.mark.parametrize("a_mmajor,b_kmajor", LAYOUTS)
 def test_pointer_kernels_on_odd_shapes(config, a_mmajor, b_kmajor):
     M, N, K = (37, 70, 555) if not CONFIGS[config].swap else (5, 70, 555)
