@@ -129,3 +129,16 @@ def test_scalar_print_under_a_thread_branch_prints_once_per_thread_that_runs_it(
     interpret(print_by_thread_0, (3,), (torch.zeros(1), 5))
     lines = [ln for ln in capfd.readouterr().out.splitlines() if "tile" in ln]
     assert [ln.split("tile")[-1].strip(": ") for ln in lines] == ["5", "15", "25"], lines
+
+
+@tlxc.kernel
+def older_producer_wait(x_ptr, y_ptr, owner_ptr, n, BLOCK: tl.constexpr):
+    ctx = tlx.clc_create_context(1, 1)
+    tlx.clc_producer_wait(ctx, 0, 1, True)  # producer_wait
+
+
+def test_older_calls_without_an_exact_mapping_say_why_at_their_line():
+    with pytest.raises(TlxcError) as info:
+        _ir(older_producer_wait)
+    assert "tlx.clc_producer_wait is not supported: an older TLX cluster-launch-control call" in str(info.value)
+    assert "older argument orders" in str(info.value) and info.value.loc.line == _line("# producer_wait")

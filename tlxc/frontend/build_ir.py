@@ -349,6 +349,9 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
                 known = [n for n in dir(base) if not n.startswith("_")]
             else:
                 owner, known = S.describe(base), [n for n in dir(base) if not n.startswith("_")]
+            removed = getattr(base, "__tlxc_removed__", {}).get(attr)  # an older spelling: say why not
+            if removed:
+                raise self.error(f"{ast.unparse(node.value)}.{attr} is not supported: {removed}", node) from None
             listing = getattr(base, "__tlxc_namespace__", None)   # tl.math, libdevice: say what exists
             listed = f" (it has: {', '.join(listing)})" if listing else ""
             raise self.error(f"{owner} has no attribute '{attr}'{_did_you_mean(attr, known)}{listed}",

@@ -512,6 +512,20 @@ def tensor_descriptor_type(dtype, block_shape, swizzle: int = 0):
     from ...ir.types import TensorDescType
     return TensorDescType(dtype, tuple(int(d) for d in block_shape), int(swizzle))
 
+_OLDER_CLC = ("an older TLX cluster-launch-control call; TLX's current API is clc_create_context(num_consumers, "
+              "num_stages) / clc_producer(ctx, phase, multi_ctas, k) / clc_consumer(ctx, phase, multi_ctas, k)")
+# Older TLX names tlxc does not map (docs/ports.md, "TLX Blackwell tutorials"): why, at the call.
+__tlxc_removed__ = {
+    "clc_producer_wait": _OLDER_CLC + " (the files that call clc_producer_wait pass clc_producer / "
+                         "clc_consumer / clc_create_context their older argument orders, which take the same "
+                         "positional integers as the current ones, so tlxc cannot tell which a call means)",
+    "alloc_clc_responses": _OLDER_CLC + " (alloc_clc_responses / clc_issue / clc_query are the pieces of "
+                           "clc_producer / clc_consumer without their barriers: no current public call matches)",
+    "clc_issue": _OLDER_CLC + " (clc_issue is the try_cancel of clc_producer without its barriers)",
+    "clc_query": _OLDER_CLC + " (clc_query is the decode of clc_consumer without its wait and arrival)",
+}
+
+
 def __getattr__(name):
     # get_bufidx_phase is a @kernel helper (warp_spec.py, as in TLX); imported lazily because the
     # kernel decorator imports the runtime, which imports the language.
