@@ -33,7 +33,9 @@ The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come
 one (column ``s11``: its time / the default's, > 1: session 12's prefetch/stages are faster), and
 at S <= 1024 the default with ``overlap=True`` (column ``ov``: < 1: overlapping an item's last P V
 with the next item's first Q K^T is faster) and, at D <= 128, with ``tma_store=True`` (column
-``tma``: < 1: staging O in shared memory for TMA stores is faster).
+``tma``: < 1: staging O in shared memory for TMA stores is faster), and at S <= 512 ``ALT_CONFIGS``
+(column ``alt``: six 128-key stages at D = 64, four 64-key stages at D = 128, 32-key blocks with two
+Q buffers at D = 256).
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
 also go to ``$OUT/ops_attention_bench.json`` when ``OUT`` is set.
@@ -62,6 +64,13 @@ SMALL_CONFIGS = [  # (head_dim, block_m, block_n, stages, q_bufs, overlap, prefe
     (128, 128, 64, 4, 2, True, 8),
     (256, 128, 64, 2, 1, True, 8), (256, 128, 32, 2, 2, False, 16),
 ]
+
+
+ALT_CONFIGS = {  # head_dim -> the `alt` column's configuration at S <= 512 (a deeper or finer K/V ring,
+    64: (64, 128, 128, 6, 2, False, 4),    # or two Q buffers at D = 256), with the default's prefetch
+    128: (128, 128, 64, 4, 2, False, 8),
+    256: (256, 128, 32, 2, 2, False, 16),
+}
 
 
 def s11_config(AttnConfig, choose_config, D, causal, S):
@@ -280,7 +289,7 @@ def main() -> None:
 
     def ab_configs(D, causal, S):
         """[(column, configuration)] timed next to the default: session 11's where it differs,
-        the default with overlap, and with TMA stores of O (D <= 128), at S <= 1024."""
+        the default with overlap, and with TMA stores of O (D <= 128), at S <= 1024; ALT_CONFIGS at S <= 512."""
         if args.no_ab:
             return []
         default = choose_config(D, causal, S)
@@ -290,6 +299,8 @@ def main() -> None:
             out.append(("ov", dataclasses.replace(default, overlap=True)))
         if S <= 1024 and default.head_dim <= 128 and not default.tma_store:
             out.append(("tma", dataclasses.replace(default, tma_store=True)))
+        if S <= 512 and default.block_m == 128 and AttnConfig(*ALT_CONFIGS[default.head_dim]) != default:
+            out.append(("alt", AttnConfig(*ALT_CONFIGS[default.head_dim])))
         return out
     jobs = [("fwd", *case, None) for case in cases]
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
@@ -665,7 +676,8 @@ def summarize(results, card, t0) -> None:
             print(f"{kind} vs cudnn at S <= 512: geomean {geomean(small):.3f}, min {min(small):.3f}")
         for col, what in (("s11", "session 11's config time / default time"),
                           ("ov", "the default with overlap=True, time / default time"),
-                          ("tma", "the default with tma_store=True, time / default time")):
+                          ("tma", "the default with tma_store=True, time / default time"),
+                          ("alt", "ALT_CONFIGS (deeper/finer ring, D=256 two Q buffers), time / default time")):
             ab = [r["ratios"][col] for r in rows if col in r["ratios"]]
             if ab:
                 print(f"  {col}: {what}, geomean {geomean(ab):.3f}, min {min(ab):.3f}, max {max(ab):.3f} "

@@ -231,7 +231,8 @@ def test_small_s_configurations():
 PREFETCH_CONFIGS = [A.AttnConfig(64, 128, 128, 4, 2, prefetch=1), A.AttnConfig(64, 192, 128, 2, 2, prefetch=4),
                     A.AttnConfig(128, 128, 64, 4, 2, prefetch=2), A.AttnConfig(256, 128, 64, 2, 1, prefetch=8),
                     A.AttnConfig(64, 128, 128, 4, 2, True, prefetch=4),        # the bench's `ov` column at D = 64
-                    A.AttnConfig(256, 128, 32, 2, 2, prefetch=16)]             # --configs: two Q buffers at D = 256
+                    A.AttnConfig(256, 128, 32, 2, 2, prefetch=16),             # the bench's `alt`: two Q buffers at D = 256
+                    A.AttnConfig(64, 128, 128, 6, 2, prefetch=4)]              # `alt` at D = 64: six stages (not 2^k)
 
 
 TMA_STORE_CONFIGS = [A.AttnConfig(64, 128, 128, 4, 2, prefetch=4, tma_store=True),
