@@ -68,11 +68,13 @@ def test_small_square_pointer_tiles_on_odd_shapes(config, a_mmajor, b_kmajor):
 
 @pytest.mark.parametrize("sms,shape", [(5, (200, 128, 520)),     # 2 tiles x 9 k-steps: up to 3 programs a tile
                                        (4, (300, 264, 200)),     # 9 tiles x 4 k-steps: tiles over program ends
-                                       (3, (130, 75, 72))])      # N = 75: pointer stores; 2 k-steps
+                                       (3, (130, 75, 72)),       # N = 75: pointer stores; 2 k-steps
+                                       (2, (520, 264, 200))])    # 15 tiles: 6 rounds whole, 3 tiles shared
 @pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, False), (True, True)])
 def test_stream_k_sums_split_tiles(sms, shape, a_mmajor, b_kmajor, monkeypatch):
-    """Stream-K on ``sms`` programs: each takes an equal share of all tiles' k-steps; a tile
-    begun by earlier programs is summed (with the epilogue) by the one with its last k-step.
+    """Stream-K on ``sms`` programs: whole tiles for all but the last one or two rounds, then
+    each program takes an equal share of the remaining tiles' k-steps; a tile begun by earlier
+    programs is summed (with the epilogue) by the one with its last k-step.
     Every flag is lowered again afterwards (the next launch starts from zero), and a second
     run gives the same bits (partials summed in program order)."""
     m = importlib.import_module("tlxc.ops.matmul")

@@ -75,23 +75,35 @@ def release(empty_bar, rank, CLUSTER_M: tl.constexpr):
 
 @jit
 def stream_k_range(num_tiles, k_tiles, num_progs):
-    """Stream-K: this program's share ``[it_lo, it_hi)`` of the ``num_tiles * k_tiles``
-    k-steps (equal shares, in tile order) and the tiles it touches ``[tile_lo, tile_hi)``."""
-    total = num_tiles * k_tiles
+    """Stream-K after whole-tile rounds: the first ``dp_tiles`` tiles (all but the last one
+    or two rounds' worth) are walked whole, every ``num_progs``-th, as the persistent kernel
+    does (its L2 locality); the k-steps of the rest are shared equally in tile order.  Returns
+    ``dp_tiles``, this program's whole tiles ``n_dp``, its share ``[it_lo, it_hi)`` of the
+    rest's k-steps (counted from tile ``dp_tiles``), its last tile + 1 there (``tile_hi``)
+    and the walk's length."""
+    rounds = num_tiles // num_progs
+    dp_tiles = tl.maximum(rounds - 1, 0) * num_progs
+    n_dp = tl.maximum(rounds - 1, 0)
+    total = (num_tiles - dp_tiles) * k_tiles
     it_lo = tl.program_id(0) * total // num_progs
     it_hi = (tl.program_id(0) + 1) * total // num_progs
-    return it_lo, it_hi, it_lo // k_tiles, tl.cdiv(it_hi, k_tiles)
+    tile_hi = tl.cdiv(it_hi, k_tiles)
+    return dp_tiles, n_dp, it_lo, it_hi, tile_hi, n_dp + tile_hi - it_lo // k_tiles
 
 
 @jit
-def stream_k_segment(walk, tile_hi, it_lo, it_hi, k_tiles):
-    """The ``walk``-th tile of this program's stream-K walk, last tile first, and its k-steps
-    ``[k0, k1)`` here.  Backwards, so that the partial of the last tile (its first k-steps,
-    given to the next program) is published first and the first tile (its last k-steps, whose
-    owner waits for the programs before) is summed last, when they are likely done."""
-    tile = tile_hi - 1 - walk
-    k0 = tl.maximum(it_lo - tile * k_tiles, 0)
-    k1 = tl.minimum(it_hi - tile * k_tiles, k_tiles)
+def stream_k_segment(walk, dp_tiles, n_dp, tile_hi, it_lo, it_hi, k_tiles, num_progs):
+    """The ``walk``-th step of this program's walk: a whole tile of the first rounds, or a
+    tile of the shared rest (last tile first) and its k-steps ``[k0, k1)`` here.  Backwards,
+    so that the partial of the last tile (its first k-steps, given to the next program) is
+    published first and the first tile (its last k-steps, whose owner waits for the
+    programs before) is summed last, when they are likely done.  Tiles are numbered in the
+    whole problem (``dp_tiles`` + the rest's index)."""
+    whole = walk < n_dp
+    rest = tile_hi - 1 - (walk - n_dp)
+    tile = tl.where(whole, tl.program_id(0) + walk * num_progs, dp_tiles + rest)
+    k0 = tl.where(whole, 0, tl.maximum(it_lo - rest * k_tiles, 0))
+    k1 = tl.where(whole, k_tiles, tl.minimum(it_hi - rest * k_tiles, k_tiles))
     return tile, k0, k1
 
 
@@ -114,7 +126,8 @@ def stream_k_collect(acc, ws_ptr, flags_ptr, cid, tile, k_tiles, total, num_prog
     """The owner of a tile others began (the program with its last k-step) adds their partials,
     in program order (deterministic): the programs from the one holding the tile's first
     k-step up to this one, each waited for by its flag, which the wait lowers again (zero for
-    the next launch).  They come before this program, so the wait never runs backwards."""
+    the next launch).  They come before this program, so the wait never runs backwards.
+    ``tile`` counts from the first shared tile, ``total`` is the shared tiles' k-steps."""
     rows = cid * SUB_M + tl.arange(0, SUB_M)
     cols = tl.arange(0, BN)
     first = tl.cdiv((tile * k_tiles + 1) * num_progs, total) - 1
@@ -158,9 +171,9 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BK)
     step = num_progs // CLUSTER_M
-    if STREAM_K:                     # equal shares of the k-steps, walked last tile first
-        it_lo, it_hi, tile_lo, tile_hi = stream_k_range(num_tiles, k_tiles, num_progs)
-        walk_lo, walk_hi, walk_step = 0, tile_hi - tile_lo, 1
+    if STREAM_K:                     # whole-tile rounds, then equal shares of the rest's k-steps
+        dp_tiles, n_dp, it_lo, it_hi, tile_hi, walk_hi = stream_k_range(num_tiles, k_tiles, num_progs)
+        walk_lo, walk_step = 0, 1
     else:                            # whole tiles, every num_progs-th
         walk_lo, walk_hi, walk_step = start, num_tiles, step
 
@@ -172,7 +185,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                 k0 = 0
                 k1 = k_tiles
                 if STREAM_K:
-                    tile, k0, k1 = stream_k_segment(walk, tile_hi, it_lo, it_hi, k_tiles)
+                    tile, k0, k1 = stream_k_segment(walk, dp_tiles, n_dp, tile_hi, it_lo, it_hi, k_tiles, num_progs)
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 row = (pid_m * CLUSTER_M + rank) * BM
                 for k in range(k0, k1):
@@ -214,7 +227,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                 k0 = 0
                 k1 = k_tiles
                 if STREAM_K:
-                    tile, k0, k1 = stream_k_segment(walk, tile_hi, it_lo, it_hi, k_tiles)
+                    tile, k0, k1 = stream_k_segment(walk, dp_tiles, n_dp, tile_hi, it_lo, it_hi, k_tiles, num_progs)
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
                 for k in range(k0, k1):
@@ -239,8 +252,9 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                     if k1 < k_tiles:                          # the next program finishes this tile
                         stream_k_publish(acc, ws_ptr, flags_ptr, cid, BM, BN, SUB_M, NUM_CONSUMERS)
                     elif k0 > 0:                              # earlier programs began it
-                        acc = stream_k_collect(acc, ws_ptr, flags_ptr, cid, tile, k_tiles, num_tiles * k_tiles,
-                                               num_progs, BM, BN, SUB_M, NUM_CONSUMERS)
+                        acc = stream_k_collect(acc, ws_ptr, flags_ptr, cid, tile - dp_tiles, k_tiles,
+                                               (num_tiles - dp_tiles) * k_tiles, num_progs, BM, BN, SUB_M,
+                                               NUM_CONSUMERS)
                     finish = k1 == k_tiles
                 if not finish:
                     pass
