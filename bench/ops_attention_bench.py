@@ -29,7 +29,7 @@ The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come
                                         [--no-varlen] [--no-decode] [--no-ab]
 
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
-``--no-ab``, each dense case whose default configuration differs from session 11's also times that
+``--no-ab``, each dense MHA case whose default configuration differs from session 11's also times that
 one (column ``s11``: its time / the default's, > 1: session 12's prefetch/stages are faster), and
 at S <= 1024 the default with ``overlap=True`` (column ``ov``: < 1: overlapping an item's last P V
 with the next item's first Q K^T is faster) and, at D <= 128, with ``tma_store=True`` (column
@@ -310,7 +310,7 @@ def main() -> None:
              for order, prefetch in (("sorted", False), ("snake", False), ("sorted", True))]
     jobs += [("decode", *case) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
-             for B, H, Hkv, S, D, causal in cases for _, c in ab_configs(D, causal, S)]
+             for B, H, Hkv, S, D, causal in cases if H == Hkv for _, c in ab_configs(D, causal, S)]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -387,7 +387,7 @@ def main() -> None:
                 print(f"    example: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
         alternatives = []
         if "tlxc" in fns:
-            alternatives += ab_configs(D, causal, S)
+            alternatives += ab_configs(D, causal, S) if H == Hkv else []     # MHA cases: compile time
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)
