@@ -132,12 +132,12 @@ def test_strided_block_table_and_lengths(poisoned):
 
 
 def test_default_split_count_runs_the_combine(poisoned):
-    """The default split count on the interpreter (2 "SMs"): several splits of 256 keys."""
-    lens = [700, 3]
+    """The default split count on the interpreter (2 "SMs"): two splits of 512 keys."""
+    lens = [1100, 3]
     k, v, table = _paged(lens, 16, 1, 64, torch.bfloat16, seed=11)
     q = _randn(2, 4, 64, seed=12)
     seqlens = torch.tensor(lens, dtype=torch.int32)
-    splits, split_len = M.num_splits_for(table.shape[1] * 16, 2, 1, 1, 64, M.CPU_SMS)
+    splits, split_len = M.num_splits_for(table.shape[1] * 16, 2, 1, 1, 64, M.CPU_SMS, 64)
     assert splits > 1 and split_len % 64 == 0 and split_len >= M.MIN_SPLIT
     o, lse = attention_decode(q, k, v, seqlens, block_table=table)
     _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
@@ -160,8 +160,10 @@ def test_split_rule():
         splits, split_len = M.num_splits_for(capacity, B, Hkv, 1, 64, 132)
         assert split_len % 64 == 0 and (splits - 1) * split_len < capacity <= splits * split_len
         assert splits == 1 or split_len >= M.MIN_SPLIT
-    assert M.num_splits_for(32768, 1, 8, 1, 64, 132) == (64, 512)    # 528 programs wanted: 66 splits, whole blocks: 64
-    assert M.num_splits_for(4096, 64, 8, 1, 64, 132)[0] == 2
+    assert M.num_splits_for(32768, 1, 8, 1, 64, 132) == (64, 512)      # 2112 programs wanted: 264 splits, 64 at most
+    assert M.num_splits_for(32768, 1, 8, 1, 32, 132, 256) == (32, 1024)  # D = 256: 32 at most
+    assert M.num_splits_for(4096, 64, 8, 1, 64, 132) == (5, 832)        # 2112 wanted / 512 rows
+    assert M.num_splits_for(1000, 64, 8, 1, 64, 132) == (1, 1024)       # splits of 512 keys at least
 
 
 def test_bad_lengths_and_pages_are_device_errors():
@@ -194,6 +196,7 @@ def test_argument_errors():
         ((q[:, None].expand(2, 2, 4, 64), k, k, lens), {"block_table": table}, "\\[B, 1, H, D\\]"),
         ((q, k, k, lens), {"block_table": table, "sm_scale": -1.0}, "'sm_scale' must be a positive"),
         ((q, k, k, lens), {"block_table": table, "num_splits": 0}, "'num_splits' must be a positive"),
+        ((q, k, k, lens), {"block_table": table, "num_splits": 129}, "takes at most 128 splits"),
         ((q, k, k, lens), {"block_table": table, "combine": "tree"}, "'combine' must be one of inline, kernel"),
     ]
     for args, kwargs, message in cases:

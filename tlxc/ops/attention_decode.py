@@ -36,8 +36,10 @@ from .kernels.attention_decode import LOG2E, decode_combine_kernel, decode_split
 
 DTYPES = (torch.float16, torch.bfloat16)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
-MIN_SPLIT = 256            # keys per split at least: below that the combine's traffic is not paid back
-PROGRAMS_PER_SM = 4        # split programs wanted per SM (memory-level parallelism of the cache reads)
+MIN_SPLIT = 512            # keys per split at least: each program fills its ring once (~1.5 us)
+PROGRAMS_PER_SM = 16       # split programs wanted per SM: short programs balance mixed lengths (the
+#                            split count comes from the capacity, not the lengths, which stay on the device)
+COMBINE_TILE = 8192        # splits x padded head dim at most: the merge's [splits, D] float32 tile
 CPU_SMS = 2                # the "SM count" on the interpreter (small splits exercise the combine)
 
 _COMPILE_ONLY = threading.local()      # .handles: a list while compile_decode runs
@@ -76,11 +78,15 @@ def block_sizes(D: int) -> tuple[int, int, int, int]:
     return head_dim, 64, block_n, stages
 
 
-def num_splits_for(capacity: int, B: int, Hkv: int, g_chunks: int, block_n: int, sms: int) -> tuple[int, int]:
+def num_splits_for(capacity: int, B: int, Hkv: int, g_chunks: int, block_n: int, sms: int,
+                   head_dim: int = 128) -> tuple[int, int]:
     """(splits, keys per split): enough programs for ``PROGRAMS_PER_SM`` per SM, no split
-    under ``MIN_SPLIT`` keys, a split a whole number of key blocks."""
+    under ``MIN_SPLIT`` keys, at most ``COMBINE_TILE // head_dim`` splits, a split a whole
+    number of key blocks.  A model of the H200 (264 resident programs taking programs in
+    launch order, docs/performance.md) put this rule at 0.87-0.90 of the bandwidth bound on
+    equal lengths (4-16 per SM and 256-key splits: 0.74-0.94) and 0.53-0.78 on mixed ones."""
     programs = max(1, B * Hkv * g_chunks)
-    splits = max(1, min(-(-capacity // MIN_SPLIT), -(-PROGRAMS_PER_SM * sms // programs)))
+    splits = max(1, min(capacity // MIN_SPLIT, -(-PROGRAMS_PER_SM * sms // programs), COMBINE_TILE // head_dim))
     split_len = -(-max(1, -(-capacity // splits)) // block_n) * block_n
     return max(1, -(-capacity // split_len)), split_len
 
@@ -202,8 +208,11 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     sms = _sms or (torch.cuda.get_device_properties(q.device).multi_processor_count if q.device.type == "cuda"
                    else CPU_SMS)
     if num_splits is None:
-        splits, split_len = num_splits_for(capacity, B, Hkv, g_chunks, block_n, sms)
+        splits, split_len = num_splits_for(capacity, B, Hkv, g_chunks, block_n, sms, head_dim)
     else:
+        if num_splits > COMBINE_TILE // head_dim:
+            raise _fail(f"'num_splits' is {num_splits}; at head dim {D} the merge takes at most "
+                        f"{COMBINE_TILE // head_dim} splits")
         per_split = -(-capacity // num_splits)
         split_len = -(-per_split // block_n) * block_n
         splits = -(-capacity // split_len)
@@ -228,7 +237,8 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
             locks, Hkv, split_len, capacity, num_pages, sm_scale * LOG2E, *q3.stride()[:2], *sk, *sv,
             stride_bt, *so, *sl, *so_final, *sl_final, D=D, HEAD_DIM=head_dim,
             BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page, STAGES=stages, PAGED=paged, ONE_SPLIT=one,
-            FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], num_warps=4)
+            FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], BLOCK_S=max(2, 1 << (splits - 1).bit_length()),
+            num_warps=4)
     if not one and not fixup:
         _launch(decode_combine_kernel, (B * H,), o_part, lse_part, o, lse, H, splits, *so, *sl, *so_final, *sl_final,
                 D=D, HEAD_DIM=head_dim, BLOCK_S=max(2, 1 << (splits - 1).bit_length()), num_warps=4)

@@ -88,7 +88,8 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
                         stride_bt, so_b, so_h, so_s, sl_b, sl_h, sfo_b, sfo_h, sfl_b, sfl_h,
                         D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
                         BLOCK_N: tl.constexpr, STAGES: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr,
-                        ONE_SPLIT: tl.constexpr, FIXUP: tl.constexpr, SAME_KV: tl.constexpr, DTYPE: tl.constexpr):
+                        ONE_SPLIT: tl.constexpr, FIXUP: tl.constexpr, SAME_KV: tl.constexpr, DTYPE: tl.constexpr,
+                        BLOCK_S: tl.constexpr = 2):
     G_CHUNKS: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G     # query-head tiles per kv head
     split = tl.program_id(0)
     pid = tl.program_id(1)
@@ -104,7 +105,6 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
     end = tl.minimum(seq_len, start + SPLIT_LEN)
     n_blocks = tl.maximum(tl.cdiv(end - start, BLOCK_N), 0)
 
-    q_smem = tlx.local_alloc((BLOCK_G, HEAD_DIM), DTYPE, 1)
     k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, STAGES)
     v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, STAGES)
     offs_g = g0 + tl.arange(0, BLOCK_G)
@@ -123,7 +123,6 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
         pages = _pages_of(b64, n0 + BLOCK_N, end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
     q = tl.load(q_ptr + b64 * sq_b + heads[:, None] * sq_h + offs_d[None, :], mask=g_ok[:, None] & d_ok[None, :],
                 other=0.0)
-    tlx.local_store(q_smem[0], q)
     zeros = tl.zeros((BLOCK_G, BLOCK_N), dtype=tl.float32)
     m_i = tl.full((BLOCK_G,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_G,), dtype=tl.float32)
@@ -135,7 +134,7 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
         pages = _pages_of(b64, ahead + BLOCK_N, end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
         tlx.async_load_wait_group(STAGES - 1)                        # block j has landed
         slot = j % STAGES
-        s = tlx.async_dot(q_smem[0], tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
+        s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)    # Q from registers
         s = tlx.async_dot_wait(0, s)
         offs_n = start + j * BLOCK_N + tl.arange(0, BLOCK_N)
         s = tl.where((offs_n < end)[None, :], s * qk_scale, float("-inf"))
@@ -163,38 +162,37 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
             arrived = tl.atomic_add(locks_ptr + pid, 1, sem="acq_rel")   # the partials are visible before the count
             if arrived == tl.num_programs(0) - 1:
                 tl.store(locks_ptr + pid, 0)                            # zero again for the next launch
-                _combine_splits(o_ptr, lse_ptr, fo_ptr, flse_ptr, b64, heads, g_ok, offs_d, d_ok, tl.num_programs(0),
-                                so_b, so_h, so_s, sl_b, sl_h, sfo_b, sfo_h, sfl_b, sfl_h, BLOCK_G, HEAD_DIM)
+                _combine_splits(o_ptr, lse_ptr, fo_ptr, flse_ptr, b64, (hk * GROUP + g0).to(tl.int64),
+                                tl.minimum(BLOCK_G, GROUP - g0), offs_d, d_ok, tl.num_programs(0), so_b, so_h, so_s,
+                                sl_b, sl_h, sfo_b, sfo_h, sfl_b, sfl_h, HEAD_DIM, BLOCK_S)
 
 
 @jit
-def _combine_splits(o_ptr, lse_ptr, fo_ptr, flse_ptr, b64, heads, g_ok, offs_d, d_ok, n_splits,
-                    so_b, so_h, so_s, sl_b, sl_h, sfo_b, sfo_h, sfl_b, sfl_h, BLOCK_G: tl.constexpr,
-                    HEAD_DIM: tl.constexpr):
-    """``o = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M)`` for the rows ``heads`` of sequence
-    ``b``, split by split (an online merge: one partial tile in registers at a time), and the
-    natural-log lse; a row whose splits all had no keys gets ``o = 0``, ``lse = -inf``.  The
+def _combine_splits(o_ptr, lse_ptr, fo_ptr, flse_ptr, b64, h0, n_heads, offs_d, d_ok, n_splits,
+                    so_b, so_h, so_s, sl_b, sl_h, sfo_b, sfo_h, sfl_b, sfl_h, HEAD_DIM: tl.constexpr,
+                    BLOCK_S: tl.constexpr):
+    """For each of the ``n_heads`` heads from ``h0`` of sequence ``b``: ``o = sum_s 2^(lse_s -
+    M) o_s / sum_s 2^(lse_s - M)`` over the ``n_splits`` partials, loaded as one ``[BLOCK_S,
+    HEAD_DIM]`` tile per head (one memory latency a head, not one a split), and the
+    natural-log lse; a head whose splits all had no keys gets ``o = 0``, ``lse = -inf``.  The
     partials are read past L1 (``.cg``: other programs wrote them)."""
-    top = tl.full((BLOCK_G,), float("-inf"), tl.float32)
-    weight = tl.zeros((BLOCK_G,), dtype=tl.float32)
-    acc = tl.zeros((BLOCK_G, HEAD_DIM), dtype=tl.float32)
-    mask = g_ok[:, None] & d_ok[None, :]
-    for s in range(n_splits):
-        lse_s = tl.load(lse_ptr + b64 * sl_b + heads * sl_h + s, mask=g_ok, other=float("-inf"), cache_modifier=".cg")
-        new_top = tl.maximum(top, lse_s)
-        base = tl.where(new_top > float("-inf"), new_top, 0.0)
-        scale = tl.math.exp2(top - base)                                 # 0 while top is -inf
-        w = tl.math.exp2(lse_s - base)                                   # 0 for a split without keys
-        part = tl.load(o_ptr + b64 * so_b + heads[:, None] * so_h + s * so_s + offs_d[None, :],
-                       mask=mask & (lse_s > float("-inf"))[:, None], other=0.0, cache_modifier=".cg")
-        acc = acc * scale[:, None] + part * w[:, None]
-        weight = weight * scale + w
-        top = new_top
-    some = weight > 0.0
-    o = acc / tl.where(some, weight, 1.0)[:, None]
-    tl.store(fo_ptr + b64 * sfo_b + heads[:, None] * sfo_h + offs_d[None, :], o.to(fo_ptr.dtype.element_ty), mask=mask)
-    tl.store(flse_ptr + b64 * sfl_b + heads * sfl_h, tl.where(some, (top + tl.math.log2(tl.where(some, weight, 1.0)))
-                                                               * LN2, float("-inf")), mask=g_ok)
+    offs_s = tl.arange(0, BLOCK_S)
+    s_ok = offs_s < n_splits
+    for i in range(n_heads):
+        h = h0 + i
+        lse_s = tl.load(lse_ptr + b64 * sl_b + h * sl_h + offs_s, mask=s_ok, other=float("-inf"),
+                        cache_modifier=".cg")
+        parts = tl.load(o_ptr + b64 * so_b + h * so_h + offs_s[:, None] * so_s + offs_d[None, :],
+                        mask=(s_ok & (lse_s > float("-inf")))[:, None] & d_ok[None, :], other=0.0,
+                        cache_modifier=".cg")
+        top = tl.max(lse_s, 0)
+        some = top > float("-inf")
+        w = tl.where(lse_s > float("-inf"), tl.math.exp2(lse_s - tl.where(some, top, 0.0)), 0.0)
+        total = tl.sum(w, 0)
+        o = tl.sum(parts * w[:, None], 0) / tl.where(some, total, 1.0)
+        tl.store(fo_ptr + b64 * sfo_b + h * sfo_h + offs_d, o.to(fo_ptr.dtype.element_ty), mask=d_ok)
+        tl.store(flse_ptr + b64 * sfl_b + h * sfl_h,
+                 tl.where(some, (top + tl.math.log2(tl.where(some, total, 1.0))) * LN2, float("-inf")))
 
 
 @jit
