@@ -178,6 +178,8 @@ def test_bad_lengths_and_pages_are_device_errors():
     bad[0, 1] = k.shape[0]
     with pytest.raises(InterpreterError, match="block_table"):
         attention_decode(q, k, v, torch.tensor([40], dtype=torch.int32), block_table=bad)
+    o, _ = attention_decode(q, k, v, torch.tensor([40], dtype=torch.int32), block_table=bad, check=False)
+    assert o.shape == q.shape                  # check=False: the caller vouches; the bad page is not read
 
 
 def test_argument_errors():
@@ -224,22 +226,24 @@ def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
     SM share at D <= 128; ``tlxc check`` of it has no finding above a note."""
     from tlxc.compiler import check_function
     from tlxc.frontend.specialize import specialization_from_args
-    from tlxc.ops.kernels.attention_decode import decode_split_kernel
+    from tlxc.ops.kernels.attention_decode import decode_check_kernel, decode_split_kernel
     q = torch.zeros(8, 32, D, dtype=torch.bfloat16)
     k = torch.zeros(64, page, Hkv, D, dtype=torch.bfloat16)
     table = torch.zeros(8, 4096 // page, dtype=torch.int32)
     lens = torch.zeros(8, dtype=torch.int32)
-    split, = M.compile_decode(q, k, k, lens, block_table=table)              # the combine inline
-    _, combine = M.compile_decode(q, k, k, lens, block_table=table, combine="kernel")
+    check, split = M.compile_decode(q, k, k, lens, block_table=table)       # the combine inline
+    _, _, combine = M.compile_decode(q, k, k, lens, block_table=table, combine="kernel")
+    assert check.kfn is decode_check_kernel and split.kfn is decode_split_kernel
     assert split.n_spills == 0 and combine.n_spills == 0
+    assert split.perf_warnings == []           # no wgmma serialization (a printf call in the kernel causes it)
     if D <= 128:
         assert 2 * (split.metadata.shared + 1024) <= 232448                   # two programs per SM
     launches = []
     monkeypatch.setattr(M, "_launch", lambda kernel, grid, *args, **meta: launches.append((kernel, args, meta)))
     attention_decode(q, k, k, lens, block_table=table, _sms=132)
-    kernel, args, meta = launches[0]
-    assert kernel is decode_split_kernel
-    num_warps = meta.pop("num_warps")
-    params = dict(zip(kernel.param_names, args), **meta)
-    findings = check_function(kernel, specialization_from_args(kernel, params), num_warps=num_warps)
-    assert [f for f in findings if f.severity != "note"] == []
+    assert [kernel for kernel, _, _ in launches] == [decode_check_kernel, decode_split_kernel]
+    for kernel, args, meta in launches:
+        num_warps = meta.pop("num_warps")
+        params = dict(zip(kernel.param_names, args), **meta)
+        findings = check_function(kernel, specialization_from_args(kernel, params), num_warps=num_warps)
+        assert [f for f in findings if f.severity != "note"] == []

@@ -32,7 +32,7 @@ import torch
 
 from .. import language as tl
 from ..torch_ops import register_custom_op
-from .kernels.attention_decode import LOG2E, decode_combine_kernel, decode_split_kernel
+from .kernels.attention_decode import LOG2E, decode_check_kernel, decode_combine_kernel, decode_split_kernel
 
 DTYPES = (torch.float16, torch.bfloat16)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
@@ -172,12 +172,17 @@ _COUNTERS: dict[tuple, torch.Tensor] = {}
 
 def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor, *,
                      block_table: torch.Tensor | None = None, sm_scale: float | None = None,
-                     num_splits: int | None = None, combine: str = "inline",
+                     num_splits: int | None = None, combine: str = "inline", check: bool = True,
                      _sms: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of one query token per sequence against its cached keys (module
     docstring).  ``num_splits`` overrides the split count, ``combine`` how several splits are
     merged: ``inline`` (the last split of each (sequence, kv head) to finish, counted by an
-    atomic) or ``kernel`` (a second launch); for tests and benchmarks."""
+    atomic) or ``kernel`` (a second launch); for tests and benchmarks.  ``check=False`` skips
+    the device-side check of ``cache_seqlens`` and ``block_table`` (one small launch): the
+    caller vouches for them (a length is then clamped to the capacity and a row of a page
+    outside the cache is not read, so a bad value gives a wrong result, not a fault)."""
+    if not isinstance(check, bool):
+        raise TypeError(f"tlxc.ops.attention_decode: 'check' must be a bool, got {type(check).__name__}")
     sm_scale = _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale)
     if num_splits is not None and (not isinstance(num_splits, int) or num_splits < 1):
         raise _fail(f"'num_splits' must be a positive int, got {num_splits!r}")
@@ -230,6 +235,9 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         bt, stride_bt, num_pages = block_table, block_table.stride(0), k_cache.shape[0]
     else:
         bt, stride_bt, num_pages = cache_seqlens, 0, 1          # (never read without pages)
+    if check:
+        _launch(decode_check_kernel, (B,), cache_seqlens, bt, B, capacity, num_pages, stride_bt, PAGE=page,
+                PAGED=paged, BLOCK=1024, num_warps=4)
     fixup = not one and combine == "inline"
     rows = B * Hkv * g_chunks
     locks = _split_counters(q.device, rows) if fixup else cache_seqlens        # (never touched without FIXUP)

@@ -54,14 +54,17 @@ def _rows(b64, hk64, page, offs_n, s_page, s_row, s_h, PAGE: tl.constexpr, PAGED
 def _issue(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h,
            NUM_PAGES, BLOCK_N: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr, SAME_KV: tl.constexpr):
     """cp.async of the K and V rows ``n0 .. n0 + BLOCK_N`` (those below ``end``; the rest
-    zero-filled) into ``k_buf``/``v_buf``, as one commit group; ``pages`` (loaded a block
-    earlier) are checked against the cache's ``NUM_PAGES`` here, where they are used.
+    zero-filled) into ``k_buf``/``v_buf``, as one commit group; ``pages`` were loaded a
+    block earlier.  A row whose page is outside the cache is not read (``decode_check_kernel``
+    has stopped the stream with a located assertion before this kernel ran; no assertion
+    here: its ``printf`` call would make ptxas serialize every wgmma of the kernel, C7510).
     ``SAME_KV``: K and V have one set of strides, so the V copies reuse the K offsets (one
     row-offset layout conversion per block instead of two)."""
     offs_n = n0 + tl.arange(0, BLOCK_N)
+    keep = offs_n < end
     if PAGED:
-        tl.device_assert((pages >= 0) & (pages < NUM_PAGES), "a block_table entry in use is outside 0 .. num_pages - 1")
-    mask = (offs_n < end)[:, None] & d_ok[None, :]
+        keep = keep & (pages >= 0) & (pages < NUM_PAGES)
+    mask = keep[:, None] & d_ok[None, :]
     k_offs = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED)[:, None] + offs_d[None, :]
     if SAME_KV:
         v_offs = k_offs
@@ -99,8 +102,7 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
     hk = pid_bh - b * H_KV
     b64 = b.to(tl.int64)
     hk64 = hk.to(tl.int64)
-    seq_len = tl.load(lens_ptr + b)
-    tl.device_assert((seq_len >= 0) & (seq_len <= CAPACITY), "cache_seqlens[b] is outside 0 .. the cache's capacity")
+    seq_len = tl.minimum(tl.maximum(tl.load(lens_ptr + b), 0), CAPACITY)     # checked by decode_check_kernel
     start = split * SPLIT_LEN
     end = tl.minimum(seq_len, start + SPLIT_LEN)
     n_blocks = tl.maximum(tl.cdiv(end - start, BLOCK_N), 0)
@@ -118,8 +120,8 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
     pages = _pages_of(b64, start, end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
     for i in tl.static_range(STAGES - 1):
         n0 = start + i * BLOCK_N
-        _issue(k_ptr, v_ptr, k_smem[i], v_smem[i], b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h,
-               sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
+        _issue(k_ptr, v_ptr, k_smem[i], v_smem[i], b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r,
+                            sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
         pages = _pages_of(b64, n0 + BLOCK_N, end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
     q = tl.load(q_ptr + b64 * sq_b + heads[:, None] * sq_h + offs_d[None, :], mask=g_ok[:, None] & d_ok[None, :],
                 other=0.0)
@@ -129,8 +131,9 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
     acc = tl.zeros((BLOCK_G, HEAD_DIM), dtype=tl.float32)
     for j in range(n_blocks):
         ahead = start + (j + STAGES - 1) * BLOCK_N
-        _issue(k_ptr, v_ptr, k_smem[(j + STAGES - 1) % STAGES], v_smem[(j + STAGES - 1) % STAGES], b64, hk64, ahead,
-               end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
+        _issue(k_ptr, v_ptr, k_smem[(j + STAGES - 1) % STAGES], v_smem[(j + STAGES - 1) % STAGES], b64,
+                            hk64, ahead, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N,
+                            PAGE, PAGED, SAME_KV)
         pages = _pages_of(b64, ahead + BLOCK_N, end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
         tlx.async_load_wait_group(STAGES - 1)                        # block j has landed
         slot = j % STAGES
@@ -217,3 +220,22 @@ def decode_combine_kernel(op_ptr, lp_ptr, o_ptr, lse_ptr, H, n_splits,
     tl.store(o_ptr + b * so_b + h * so_h + offs_d, o.to(o_ptr.dtype.element_ty), mask=d_ok)
     tl.store(lse_ptr + b * sl_b + h * sl_h, tl.where(top_ok, (top + tl.math.log2(tl.where(top_ok, total, 1.0))) * LN2,
                                                      float("-inf")))
+
+
+@jit
+def decode_check_kernel(lens_ptr, bt_ptr, B, CAPACITY, NUM_PAGES, stride_bt, PAGE: tl.constexpr,
+                        PAGED: tl.constexpr, BLOCK: tl.constexpr):
+    """The checks of ``attention_decode``'s inputs that read their values, as located device
+    assertions (one small launch before the split kernel, which carries none: a ``printf``
+    call in it makes ptxas serialize its wgmmas): sequence ``b = program_id(0)`` has a length
+    in ``0 .. CAPACITY`` and, paged, the block-table entries of its pages are in ``0 ..
+    NUM_PAGES - 1``."""
+    b = tl.program_id(0)
+    seq_len = tl.load(lens_ptr + b)
+    tl.device_assert((seq_len >= 0) & (seq_len <= CAPACITY), "cache_seqlens[b] is outside 0 .. the cache's capacity")
+    if PAGED:
+        used = (tl.minimum(tl.maximum(seq_len, 0), CAPACITY) + (PAGE - 1)) // PAGE
+        for p0 in range(0, used, BLOCK):
+            offs = p0 + tl.arange(0, BLOCK)
+            page = tl.load(bt_ptr + b.to(tl.int64) * stride_bt + offs, mask=offs < used, other=0)
+            tl.device_assert((page >= 0) & (page < NUM_PAGES), "a block_table entry in use is outside 0 .. num_pages - 1")
