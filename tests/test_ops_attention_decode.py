@@ -67,6 +67,8 @@ PAGED = [  # lens, H, Hkv, D, page, num_splits, dtype
     ([70, 129, 1], 2, 2, 96, 8, 2, torch.bfloat16),            # MHA, padded head dim, tiny pages
     ([33, 96], 4, 1, 256, 32, 2, torch.bfloat16),              # 32-key blocks at D = 256
     ([300], 2, 1, 64, 128, 5, torch.bfloat16),                 # pages larger than a block, many splits
+    ([75, 2], 4, 2, 64, 1, 2, torch.bfloat16),                 # one key per page (token-level paging)
+    ([100, 0, 37], 4, 4, 64, 12, None, torch.float16),         # a page size that is not a power of two
 ]
 
 
