@@ -1,8 +1,8 @@
 """TensorDescriptor's per-geometry caches (descriptors.py): TLX's wrappers build three
 placeholder descriptors ([1, 1] boxes) on every call and an autotune pre_hook then assigns
-their boxes. The placeholder's legality checks run once per geometry (``_PLACEHOLDERS``) and a
+their boxes. The placeholder's legality checks run once per geometry (``_KNOWN``) and a
 box assignment to an already-checked geometry only swaps the box-derived fields
-(``_rebox_checked``). Every refusal of the uncached path must stay."""
+(``TensorDescriptor.__setattr__``). Every refusal of the uncached path must stay."""
 from __future__ import annotations
 
 import pytest
