@@ -142,3 +142,17 @@ def test_older_calls_without_an_exact_mapping_say_why_at_their_line():
         _ir(older_producer_wait)
     assert "tlx.clc_producer_wait is not supported: an older TLX cluster-launch-control call" in str(info.value)
     assert "older argument orders" in str(info.value) and info.value.loc.line == _line("# producer_wait")
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_launch_cluster_is_an_accepted_no_op_launch_option(monkeypatch):
+    """The stored tutorial launches with launch_cluster=True (every sm_90+ launch runs in clusters)."""
+    monkeypatch.setenv("TLXC_INTERPRET_ARCH", "sm_100a")
+    n = 200
+    x = torch.randn(n)
+    y = torch.full((n,), float("nan"))
+    owner = torch.full((4,), -7, dtype=torch.int32)
+    tlxc.interpret(older)[(4,)](x, y, owner, n, BLOCK=64, launch_cluster=True)
+    torch.testing.assert_close(y.double(), 2 * x.double() + 1, rtol=1e-6, atol=1e-6)
+    with pytest.raises(TlxcError, match="launch_cluster"):
+        tlxc.interpret(older)[(4,)](x, y, owner, n, BLOCK=64, launch_cluster="yes")
