@@ -176,6 +176,21 @@ def _tcgen05_st(num: int) -> Case:
                 archs=_SM100, also=("tlx_tcgen05_wait_st",))
 
 
+def _tcgen05_ld_half(num: int) -> Case:
+    # the M = 64 shape: lanes 16-31 read ``num`` columns further (the immediate)
+    body = (f"unsigned r[{num}]; tlx_tcgen05_ld_16x32bx2_x{num}<{num}>(in[0], r); tlx_tcgen05_wait_ld<{num}>(r);\n"
+            f"  for (int k = 0; k < {num}; ++k) out[{num} * threadIdx.x + k] = r[k];")
+    return Case(body, (f"tcgen05.ld.sync.aligned.16x32bx2.x{num}.b32", "tcgen05.wait::ld.sync.aligned"),
+                archs=_SM100, also=("tlx_tcgen05_wait_ld",))
+
+
+def _tcgen05_st_half(num: int) -> Case:
+    body = (f"unsigned r[{num}];\n  for (int k = 0; k < {num}; ++k) r[k] = in[k + threadIdx.x];\n"
+            f"  tlx_tcgen05_st_16x32bx2_x{num}<{num}>(in[0], r); tlx_tcgen05_wait_st(); out[0] = 1u;")
+    return Case(body, (f"tcgen05.st.sync.aligned.16x32bx2.x{num}.b32", "tcgen05.wait::st.sync.aligned"),
+                archs=_SM100, also=("tlx_tcgen05_wait_st",))
+
+
 _TMEM_ALLOC = ("__shared__ unsigned slot;\n"
                "  if (threadIdx.x < 32) { tlx_tcgen05_alloc(&slot, 32u); tlx_tcgen05_relinquish_alloc_permit(); }\n"
                "  __syncthreads(); out[0] = slot;")
@@ -565,6 +580,18 @@ CASES: dict[str, Case] = {
                                ("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",),
                                archs=_SM100),
     **{f"tlx_tcgen05_ld_32x32b_x{n}": _tcgen05_ld(n) for n in ptx.TCGEN05_LDST_NUMS},
+    **{f"tlx_tcgen05_ld_16x32bx2_x{n}": _tcgen05_ld_half(n) for n in ptx.TCGEN05_LDST_NUMS},
+    **{f"tlx_tcgen05_st_16x32bx2_x{n}": _tcgen05_st_half(n) for n in ptx.TCGEN05_LDST_NUMS},
+    "tlx_tcgen05_mma_mxf8f6f4_block_scale": Case(
+        "const unsigned long long da = ((unsigned long long)in[1] << 32) | in[2], "
+        "db = ((unsigned long long)in[3] << 32) | in[4];\n"
+        "  if (threadIdx.x == 0) tlx_tcgen05_mma_mxf8f6f4_block_scale(in[0], da, db, in[5], in[7], in[8], (int)in[6]);\n"
+        "  out[0] = 1u;",
+        ("tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X",), archs=_SM100),
+    "tlx_tcgen05_cp_32x128b_warpx4": Case(
+        "const unsigned long long src = ((unsigned long long)in[1] << 32) | in[2];\n"
+        "  if (threadIdx.x == 0) tlx_tcgen05_cp_32x128b_warpx4(in[0], src); out[0] = 1u;",
+        ("tcgen05.cp.cta_group::1.32x128b.warpx4",), archs=_SM100),
     **{f"tlx_tcgen05_st_32x32b_x{n}": _tcgen05_st(n) for n in ptx.TCGEN05_LDST_NUMS},
     "tlx_tcgen05_wait_ld": Case(
         "unsigned r[1]; tlx_tcgen05_ld_32x32b_x1(in[0], r); tlx_tcgen05_wait_ld<1>(r); out[threadIdx.x] = r[0];",
