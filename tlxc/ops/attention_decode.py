@@ -241,7 +241,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     fixup = not one and combine == "inline"
     rows = B * Hkv * g_chunks
     locks = _split_counters(q.device, rows) if fixup else cache_seqlens        # (never touched without FIXUP)
-    _launch(decode_split_kernel, (splits, rows), q3, k_cache, v_cache, bt, cache_seqlens, o_part, lse_part, o, lse,
+    _launch(decode_split_kernel, (rows, splits), q3, k_cache, v_cache, bt, cache_seqlens, o_part, lse_part, o, lse,
             locks, Hkv, split_len, capacity, num_pages, sm_scale * LOG2E, *q3.stride()[:2], *sk, *sv,
             stride_bt, *so, *sl, *so_final, *sl_final, D=D, HEAD_DIM=head_dim,
             BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page, STAGES=stages, PAGED=paged, ONE_SPLIT=one,

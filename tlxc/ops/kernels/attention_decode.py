@@ -2,7 +2,7 @@
 
     o[b, h] = softmax(q[b, h] . k[b, :len_b, h // GROUP]^T * sm_scale) v[b, :len_b, h // GROUP]
 
-Split-KV ("flash-decoding"): program ``(s, b * H_KV + hk)`` takes keys
+Split-KV ("flash-decoding"): program ``(b * H_KV + hk, s)`` takes keys
 ``s * SPLIT_LEN .. (s + 1) * SPLIT_LEN`` (below ``len_b = cache_seqlens[b]``) of sequence
 ``b`` and the ``GROUP`` query heads that share kv head ``hk``.  Those heads are the rows of
 one ``[BLOCK_G, HEAD_DIM]`` query tile (GQA packed into the MMA's M dimension: the keys
@@ -94,8 +94,8 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
                         ONE_SPLIT: tl.constexpr, FIXUP: tl.constexpr, SAME_KV: tl.constexpr, DTYPE: tl.constexpr,
                         BLOCK_S: tl.constexpr = 2):
     G_CHUNKS: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G     # query-head tiles per kv head
-    split = tl.program_id(0)
-    pid = tl.program_id(1)
+    pid = tl.program_id(0)                      # (sequence, kv head, head tile): up to 2^31 - 1 of them
+    split = tl.program_id(1)
     pid_bh = pid // G_CHUNKS
     g0 = (pid - pid_bh * G_CHUNKS) * BLOCK_G
     b = pid_bh // H_KV
@@ -163,10 +163,10 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
         tl.store(lse_at, lse2, mask=g_ok)
         if FIXUP:       # the last split of this (sequence, kv head, head tile) to arrive combines them
             arrived = tl.atomic_add(locks_ptr + pid, 1, sem="acq_rel")   # the partials are visible before the count
-            if arrived == tl.num_programs(0) - 1:
+            if arrived == tl.num_programs(1) - 1:
                 tl.store(locks_ptr + pid, 0)                            # zero again for the next launch
                 _combine_splits(o_ptr, lse_ptr, fo_ptr, flse_ptr, b64, (hk * GROUP + g0).to(tl.int64),
-                                tl.minimum(BLOCK_G, GROUP - g0), offs_d, d_ok, tl.num_programs(0), so_b, so_h, so_s,
+                                tl.minimum(BLOCK_G, GROUP - g0), offs_d, d_ok, tl.num_programs(1), so_b, so_h, so_s,
                                 sl_b, sl_h, sfo_b, sfo_h, sfl_b, sfl_h, HEAD_DIM, BLOCK_S)
 
 
