@@ -681,6 +681,68 @@ def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,
     return Tensor(b.value("tl.dot", [a.value, c.value, acc_t.value], acc_t.type, **attrs))
 
 
+_SCALED_FORMATS = {"e4m3": T.f8e4m3, "e5m2": T.f8e5m2, "bf16": T.bf16, "fp16": T.f16}
+
+
+def _scaled_operand(b, x, scale, fmt, what: str, k_axis: int) -> Tensor:
+    """``x`` (fp8 / bf16 / fp16 as ``fmt`` says) times 2^(scale - 127) per 32 elements along K,
+    as bfloat16: exact for fp8 (3 or 2 mantissa bits; bf16 has float32's exponent range).
+    ``scale``: uint8 ue8m0 codes [rows, K // 32] (rows: M for lhs, N for rhs) or None."""
+    x = tensor_arg(b, x, what)
+    fmt = constexpr(fmt, f"{what}_format")
+    if fmt == "e2m1":
+        raise SemanticError(f"{what}_format='e2m1' (packed fp4) is not supported yet by tl.dot_scaled; 'e4m3', "
+                            f"'e5m2', 'bf16' and 'fp16' are", param=f"{what}_format")
+    if fmt not in _SCALED_FORMATS:
+        raise SemanticError(f"{what}_format must be 'e4m3', 'e5m2', 'bf16' or 'fp16' (or Triton's 'e2m1'), got "
+                            f"{fmt!r}", param=f"{what}_format")
+    if x.dtype != _SCALED_FORMATS[fmt] or len(x.shape) != 2:
+        raise SemanticError(f"{what} must be a 2-D {_SCALED_FORMATS[fmt]} tensor for {what}_format={fmt!r}, got "
+                            f"{S.describe(x)}", param=what)
+    values = S.cast(b, x, T.f32)
+    if scale is not None:
+        sc = tensor_arg(b, scale, f"{what}_scale")
+        rows, k = x.shape[1 - k_axis], x.shape[k_axis]
+        if k % 32 or sc.dtype != T.u8 or tuple(sc.shape) != (rows, k // 32):
+            raise SemanticError(f"{what}_scale must be a uint8 tensor of ue8m0 scales of shape {[rows, k // 32]} "
+                                f"(one per 32 elements along K), got {S.describe(sc)}", param=f"{what}_scale")
+        code = S.cast(b, sc, T.i32)
+        factor = S.cast(b, S.binary(b, "shl", code, 23), T.f32, bitcast=True)          # 2^(s - 127)
+        factor = S.where(b, S.compare(b, "eq", code, 0), S.constant(b, 2.0 ** -127, T.f32), factor)
+        factor = S.where(b, S.compare(b, "eq", code, 255), S.constant(b, float("nan"), T.f32), factor)
+        factor = reshape(b, S.broadcast_to(b, expand_dims(b, factor, 2), (rows, k // 32, 32)), (rows, k))
+        if k_axis == 0:
+            factor = permute(b, factor, (1, 0))
+        values = S.binary(b, "mul", values, factor)
+    return S.cast(b, values, T.bf16)
+
+
+@rule("dot_scaled")
+def _dot_scaled(ctx, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None, fast_math=False,
+                lhs_k_pack=True, rhs_k_pack=True, out_dtype=T.f32):
+    """``acc + (lhs * 2^(lhs_scale - 127)) @ (rhs * 2^(rhs_scale - 127))`` with ue8m0 scales per 32
+    elements along K (lhs_scale [M, K // 32], rhs_scale [N, K // 32], or None): each operand is
+    scaled and rounded to bfloat16 (exact for fp8 inputs) and multiplied by ``tl.dot`` with a
+    float32 accumulator, as Triton decomposes it where the tensor cores have no block scaling.
+    ``fast_math`` may only drop NaN handling in Triton; here the exact result is kept either way.
+    The k_pack flags concern packed fp4, which is refused."""
+    b = ctx.b
+    constexpr(fast_math, "fast_math")
+    if const_dtype(out_dtype, "out_dtype") != T.f32:
+        raise SemanticError("tl.dot_scaled accumulates in float32: out_dtype must be tl.float32",
+                            param="out_dtype")
+    for flag, name in ((lhs_k_pack, "lhs_k_pack"), (rhs_k_pack, "rhs_k_pack")):
+        if constexpr(flag, name) is not True:
+            raise SemanticError(f"{name}=False (fp4 packed along M/N) is not supported: fp4 operands are not",
+                                param=name)
+    a = _scaled_operand(b, lhs, lhs_scale, lhs_format, "lhs", 1)
+    c = _scaled_operand(b, rhs, rhs_scale, rhs_format, "rhs", 0)
+    if a.shape[1] != c.shape[0]:
+        raise SemanticError(f"inner dimensions differ: lhs is {a.shape[0]}x{a.shape[1]} but rhs is "
+                            f"{c.shape[0]}x{c.shape[1]}", param="rhs")
+    return _dot(ctx, a, c, acc, out_dtype=T.f32)
+
+
 # -- hints, static checks, debugging ------------------------------------------------
 def _hint(kind):
     def impl(ctx, input, values):

@@ -522,6 +522,14 @@ def dot(input, other, acc=None, input_precision=None, allow_tf32=None,
     """Tile-level matrix product ``acc + input @ other`` (M, N, K ≥ 16)."""
 
 
+@builtin
+def dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None, fast_math=False,
+               lhs_k_pack=True, rhs_k_pack=True, out_dtype=float32):
+    """``acc + (lhs * 2^(lhs_scale - 127)) @ (rhs * 2^(rhs_scale - 127))``: microscaled (mx)
+    operands, formats ``"e4m3"``, ``"e5m2"``, ``"bf16"``, ``"fp16"``, uint8 ue8m0 scales per 32
+    elements along K ([M, K // 32] and [N, K // 32], or None)."""
+
+
 # -- hints, static checks, debugging -----------------------------------------
 @builtin
 def multiple_of(input, values):
