@@ -91,3 +91,16 @@ def test_refusals(fmt, text):
     c = torch.zeros(64, 64)
     with pytest.raises(TlxcError, match=text.replace("(", r"\(").replace(")", r"\)")):
         interpret(scaled_dot, (1,), (a, sa, b, sb, c, 64), {"FA": fmt})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fa, fb", [("e4m3", "e4m3"), ("e5m2", "e4m3")])
+def test_gpu_matches_float64(fa, fb):
+    """The decomposition on the device (sm_90a: bf16 wgmma after the scaling)."""
+    M, N, K = 100, 64, 128
+    a, sa, b, sb = _case(fa, fb, M, N, K, seed=4)
+    c = torch.full((M, N), float("nan"), device="cuda")
+    scaled_dot[(2,)](a.cuda(), sa.cuda(), b.cuda(), sb.cuda(), c, M, FA=fa, FB=fb)
+    ref = (1.0 + (a.double() * torch.pow(2.0, sa.double() - 127).repeat_interleave(32, dim=1))
+           @ (b.double() * torch.pow(2.0, sb.double() - 127).repeat_interleave(32, dim=1).T))
+    assert ((c.cpu().double() - ref).abs().max() / ref.abs().max()).item() < 1e-5
