@@ -9,9 +9,9 @@ Cases: B=4, H=32, S in --s, D in --d, causal or not, MHA (Hkv=32) and GQA 4:1 (H
 round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc backward reads,
 builds cuDNN's and flash's forward graphs, then times (CUDA events) one backward of each in a
 rotating order: tlxc's three tl.dot kernels called directly (``tlxc``), the warp-specialized
-kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_pf``: the same with ``WS_PREFETCH_STATS``,
-lse2 and delta loaded one tile ahead), ``torch.autograd.grad`` on the kept SDPA
-graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
+kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``: the same with the other choice of
+``WS_PREFETCH_STATS`` per head dim, lse2 and delta loaded one tile ahead or not),
+``torch.autograd.grad`` on the kept SDPA graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
 checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
 (backward = 2.5x the forward's 4*B*H*S*S*D, halved when causal); the ratios (baseline time /
 tlxc time, medians of the per-round ratios; "cudnn/ws": cuDNN against tlxc_ws) come last,
@@ -90,14 +90,15 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
         fns["tlxc_ws"] = tlxc_with("ws")
         ws_plain = tlxc_with("ws")
 
-        def ws_prefetch():                  # the ws kernel loading lse2 / delta one tile ahead
+        def ws_alt():                       # the ws kernel with the other lse2 / delta load placement
             import tlxc.ops.attention_bwd as host
-            host.WS_PREFETCH_STATS = True
+            shipped = dict(host.WS_PREFETCH_STATS)
+            host.WS_PREFETCH_STATS = {d: not pf for d, pf in shipped.items()}
             try:
                 return ws_plain()
             finally:
-                host.WS_PREFETCH_STATS = False
-        fns["tlxc_ws_pf"] = ws_prefetch
+                host.WS_PREFETCH_STATS = shipped
+        fns["tlxc_ws_alt"] = ws_alt
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
         if name in refused:
             continue
@@ -118,7 +119,7 @@ def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
 
     scale = D ** -0.5
     gqa = Hkv != H
-    times = {"tlxc": [], "tlxc_ws": [], "tlxc_ws_pf": [], "cudnn": [], "flash": []}
+    times = {"tlxc": [], "tlxc_ws": [], "tlxc_ws_alt": [], "cudnn": [], "flash": []}
     ratios = {"cudnn": [], "flash": [], "cudnn/ws": [], "flash/ws": []}
     refused = set()
     for r in range(rounds):
@@ -248,8 +249,9 @@ def _compile_worker(job):
 
         import tlxc.ops.attention_bwd as host
         from tlxc.ops.attention_bwd import compile_kernels
-        os.environ["TLXC_ATTN_BWD"] = "ws" if kernels == "ws_pf" else kernels
-        host.WS_PREFETCH_STATS = kernels == "ws_pf"
+        os.environ["TLXC_ATTN_BWD"] = "ws" if kernels == "ws_alt" else kernels
+        if kernels == "ws_alt":
+            host.WS_PREFETCH_STATS = {d: not pf for d, pf in host.WS_PREFETCH_STATS.items()}
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
         k = torch.empty(B, hkv, S, D, dtype=torch.bfloat16)
         compile_kernels(q, q, k, k, q, torch.empty(B, H, S), causal=causal, sm_scale=D ** -0.5)
@@ -300,7 +302,7 @@ def main() -> None:
         jobs = [(S, D, args.b, args.h, hkv, causal, kernels)
                 for S in (int(x) for x in args.s.split(",")) for D in (int(x) for x in args.d.split(","))
                 for hkv in (args.h, args.h // 4) for causal in (False, True)
-                for kernels in (("dot", "ws", "ws_pf") if WITH_WS else ("dot",))]
+                for kernels in (("dot", "ws", "ws_alt") if WITH_WS else ("dot",))]
         precompile(jobs, args.jobs)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, {args.rounds} rounds")
     s_max = max(int(x) for x in args.s.split(","))
