@@ -162,10 +162,10 @@ VARLEN_ORDERS = ("sorted", "snake")
 
 
 def _varlen_order_of(order: str | None) -> str:
-    """The varlen schedule: ``order`` if given, else ``$TLXC_ATTN_VARLEN`` (default ``snake``:
-    on the H200 the device-built ``sorted`` table, ~20 small torch operations per call, made
-    the call 0.6-0.7 ms longer than ``snake``'s cached table, docs/performance.md)."""
-    order = order or os.environ.get("TLXC_ATTN_VARLEN") or "snake"
+    """The varlen schedule: ``order`` if given, else ``$TLXC_ATTN_VARLEN`` (default ``sorted``:
+    built by two small kernels it ran 0.84-0.97 of ``snake``'s time on the H200, session 12 run
+    2; built by ~20 torch operations it had cost 0.6-0.7 ms per call, docs/performance.md)."""
+    order = order or os.environ.get("TLXC_ATTN_VARLEN") or "sorted"
     if order not in VARLEN_ORDERS:
         raise _fail(f"the varlen schedule must be one of {', '.join(VARLEN_ORDERS)} (argument 'varlen_order' or "
                     f"$TLXC_ATTN_VARLEN), got {order!r}")
@@ -482,9 +482,9 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     checked by a device-side assertion).  ``config``/``programs``/``group_h`` override the
     launch configuration, the number of persistent programs (default one per SM; 3 on the
     interpreter) and the heads whose items run together (for benchmarks and tests);
-    ``varlen_order`` the varlen schedule (``snake``: every ``(sequence, head, block <
-    max_seqlen_q)`` item, a table cached per shape, the default; ``sorted``: only the real
-    items, longest first, built on the device from ``cu_seqlens``; default
+    ``varlen_order`` the varlen schedule (``sorted``: only the real items, longest first,
+    built on the device from ``cu_seqlens`` by two small kernels, the default; ``snake``:
+    every ``(sequence, head, block < max_seqlen_q)`` item, a table cached per shape; default
     ``$TLXC_ATTN_VARLEN``).
     """
     sm_scale = check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
