@@ -206,9 +206,10 @@ def test_ws_dense_gqa(sq, sk, D, causal, ws_kernel, poisoned):
 @pytest.mark.parametrize("D", [64, 128])
 def test_ws_prefetched_row_stats(D, ws_kernel, poisoned, monkeypatch):
     """WS_PREFETCH_STATS on at both head dims (lse2 / delta of a tile loaded during the previous
-    one; the other tests run the shipped choice, off at D = 64): dense GQA causal
+    one; the other tests run the shipped choice, off at D = 64) and WS_DEFER_DQ off: dense GQA causal
     and packed uneven lengths (steps of zero, one and many tiles) against float64."""
     monkeypatch.setattr(host, "WS_PREFETCH_STATS", {64: True, 128: True})
+    monkeypatch.setattr(host, "WS_DEFER_DQ", {64: False, 128: False})       # the other tests: on at 128
     dtype = torch.bfloat16
     q, k, v, do = dense_inputs(2, 4, 2, 200, 90, D, dtype, seed=D + 11)
     o, lse, *ref = dense_reference(q, k, v, do, True, 0.1)
@@ -308,7 +309,8 @@ def test_ws_consumer_schedule_and_swizzled_dq_staging(monkeypatch):
     """The generated CUDA of the ws kernel (D = 128): each consumer commits S^T and dP^T before
     its first wgmma wait, and that wait leaves one group in flight (the exponentials run under
     dP^T); the float32 dQ staging tile is 128-byte swizzled, so its 64 columns leave as two
-    32-column reduce-adds per consumer (an unswizzled tile is one)."""
+    32-column reduce-adds (an unswizzled tile is one), and the previous tile's dQ leaves while
+    S^T runs."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
     q, k, v, do = dense_inputs(1, 2, 2, 1024, 1024, 128, torch.bfloat16)
     cuda = compile_kernels(do, q, k, v, q, torch.zeros(1, 2, 1024), causal=False, sm_scale=0.1)[-1].asm["cuda"]
@@ -318,7 +320,11 @@ def test_ws_consumer_schedule_and_swizzled_dq_staging(monkeypatch):
         first_wait = body.index("tlx_wgmma_wait_group<")
         assert body.count("tlx_wgmma_commit_group()", 0, first_wait) == 2
         assert body[first_wait:].startswith("tlx_wgmma_wait_group<1,")
-        assert body.count("tlx_tma_reduce_add_2d(") == 2
+        # WS_DEFER_DQ: the previous tile's dQ leaves between S^T's and dP^T's commits, the last
+        # tile's after the loop: two sites of two 32-column copies
+        s_commit = body.index("tlx_wgmma_commit_group()")
+        assert s_commit < body.index("tlx_tma_reduce_add_2d(") < body.index("tlx_wgmma_commit_group()", s_commit + 1)
+        assert body.count("tlx_tma_reduce_add_2d(") == 4
 
 
 def test_ws_head_dim_64_register_kv_and_alternating_dq(monkeypatch):

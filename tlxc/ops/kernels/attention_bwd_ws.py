@@ -94,6 +94,16 @@ def _row_stats(lse2_ptr, delta_ptr, t, steps, per_head, hk, first_m, b, q_first,
 
 
 @jit
+def _add_dq(dq_desc, dq_smem, dq, slot, row, col):
+    """Add the float32 tile ``dq`` into ``dq_acc`` at (row, col) by a TMA reduce-add from staging
+    tile ``slot`` (two per consumer, used in turn: the add before last has read this one)."""
+    tlx.async_descriptor_store_wait(1)
+    tlx.local_store(dq_smem[slot], dq)
+    tlx.fence("async_shared")
+    tlx.async_descriptor_store(dq_desc, dq_smem[slot], [row, col], store_reduce="add")
+
+
+@jit
 def _load_kv(k_desc, v_desc, k_smem, v_smem, bar, row, col, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
     """TMA loads of the program's K and V blocks (64-column boxes), completing on ``bar``."""
     tlx.barrier_expect_bytes(bar, 2 * BLOCK_N * HEAD_DIM * 2)
@@ -111,7 +121,8 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                   sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
                   VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, DTYPE: tl.constexpr,
-                  PREFETCH_STATS: tl.constexpr = False, REGISTERS: tl.constexpr = 240):
+                  PREFETCH_STATS: tl.constexpr = False, DEFER_DQ: tl.constexpr = False,
+                  REGISTERS: tl.constexpr = 240):
     BLOCK_N: tl.constexpr = 128
     HALF_N: tl.constexpr = 64                                   # keys of one consumer
     N_BOX: tl.constexpr = HEAD_DIM // D_BOX
@@ -183,6 +194,11 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
             if PREFETCH_STATS:     # a tile's row statistics are loaded during the previous tile
                 lse2, delta = _row_stats(lse2_ptr, delta_ptr, 0, steps, per_head, hk, first_m, b, q_first, len_q,
                                          sd_b, sd_h, BLOCK_M, GROUP)
+            tl.static_assert(SPLIT_COLS or not DEFER_DQ, "DEFER_DQ needs head dim 128 (every consumer adds each tile)")
+            if DEFER_DQ:           # the previous tile's dQ, added while this tile's S^T runs
+                dq = tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32)
+                dq_row = start_n * 0
+                dq_col = start_n * 0
             for t in range(steps):
                 g = t // per_head
                 h = hk * GROUP + g
@@ -197,6 +213,9 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 tlx.barrier_wait(q_full[buf], phase)
                 sT = tlx.async_dot(k_op, tlx.local_trans(q_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
                                    use_acc=False)
+                if DEFER_DQ:
+                    if t > 0:
+                        _add_dq(dq_desc, dq_smem, dq, cid * 2 + (t - 1) % 2, dq_row, dq_col)
                 tlx.barrier_wait(do_full[buf], phase)
                 dpT = tlx.async_dot(v_op, tlx.local_trans(do_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
                                     use_acc=False)
@@ -225,21 +244,24 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                     dk = tlx.async_dot_wait(1, dk)
                     tlx.barrier_arrive(q_empty[buf])
                     dq = tlx.async_dot_wait(0, dq)
-                    if SPLIT_COLS:
-                        slot = cid * 2 + t % 2                           # two staging tiles per consumer, in turn
+                    if DEFER_DQ:
+                        dq_row = q_row
+                        dq_col = h * qc_h + dq_col0
                     else:
-                        slot = cid * 2 + (t // 2) % 2
-                    tlx.async_descriptor_store_wait(1)                   # the add before last has read this one
-                    tlx.local_store(dq_smem[slot], dq)
-                    tlx.fence("async_shared")
-                    tlx.async_descriptor_store(dq_desc, dq_smem[slot], [q_row, h * qc_h + dq_col0],
-                                               store_reduce="add")
+                        if SPLIT_COLS:
+                            slot = cid * 2 + t % 2                       # two staging tiles per consumer, in turn
+                        else:
+                            slot = cid * 2 + (t // 2) % 2
+                        _add_dq(dq_desc, dq_smem, dq, slot, q_row, h * qc_h + dq_col0)
                 else:
                     dk = tlx.async_dot_wait(0, dk)
                     tlx.barrier_arrive(q_empty[buf])
                 if PREFETCH_STATS:
                     lse2, delta = _row_stats(lse2_ptr, delta_ptr, t + 1, steps, per_head, hk, first_m, b, q_first,
                                              len_q, sd_b, sd_h, BLOCK_M, GROUP)
+            if DEFER_DQ:
+                if steps > 0:
+                    _add_dq(dq_desc, dq_smem, dq, cid * 2 + (steps - 1) % 2, dq_row, dq_col)
             tlx.async_descriptor_store_wait(0)
             offs_d = tl.arange(0, HEAD_DIM)
             k_first64 = k_first.to(tl.int64)
