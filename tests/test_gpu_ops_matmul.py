@@ -162,6 +162,27 @@ def test_grouped_matmul_ws_kernel(config, transposed):
     assert _rel(out, ref) < 1e-2
 
 
+@pytest.mark.parametrize("E,M", [(64, 16384), (128, 32768)])
+def test_grouped_matmul_many_groups_on_the_ws_kernel(E, M):
+    """64 / 128 experts of 256 rows on average (uneven, one empty): the heuristic takes the WS
+    kernel (device table + binary search per tile)."""
+    from tlxc.ops import grouped_matmul
+    from tlxc.ops.grouped import _ws_layout, choose_grouped_config
+    g = torch.Generator(device="cuda").manual_seed(E)
+    K, N = 512, 768
+    sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.1).sample().to(torch.int32)
+    sizes[E // 2] = 0
+    sizes[0] += M - int(sizes.sum())
+    a = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(E, N, K, device="cuda", generator=g).to(torch.bfloat16).transpose(1, 2)
+    assert choose_grouped_config(M, E, N, _ws_layout(a, b)).startswith("gws")
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    grouped_matmul(a, b, sizes.cuda(), out)
+    offs = [0] + sizes.cumsum(0).tolist()
+    ref = torch.cat([a[offs[i]:offs[i + 1]].float() @ b[i].float() for i in range(E)])
+    assert _rel(out, ref) < 1e-2
+
+
 def test_custom_op_under_torch_compile_with_backward():
     """torch.ops.tlxc.matmul inside torch.compile(fullgraph=True) (Inductor when Triton is
     installed, else aot_eager), forward and backward against torch on a Linear + GELU."""

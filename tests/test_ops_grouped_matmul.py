@@ -105,14 +105,37 @@ def test_ws_kernel_walks_tiles_of_uneven_groups(config, transposed, K, monkeypat
     assert ((out - ref).norm() / ref.norm()).item() < 1e-5
 
 
-def test_ws_kernel_is_chosen_for_few_large_groups_it_can_read():
+@pytest.mark.parametrize("E", [1, 5, 37])
+def test_ws_kernel_finds_every_group_by_binary_search(E, monkeypatch):
+    """E = 1, 5, 37 groups (a power of two plus one, a third of them empty, int64 sizes,
+    groups shorter than a row tile): the device table + binary search gives every row tile
+    its group, 4 persistent programs."""
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 4)
+    g = torch.Generator().manual_seed(E)
+    K, N = 64, 72
+    sizes = torch.randint(0, 300, (E,), generator=g, dtype=torch.int64)
+    sizes[1::3] = 0
+    sizes[0] = max(int(sizes[0]), 1)
+    M = int(sizes.sum())
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    b = torch.randn(E, N, K, generator=g).to(torch.bfloat16).transpose(1, 2)
+    out = torch.full((M, N), float("nan"))
+    grouped_matmul(a, b, sizes, out, config="gws_128x128x64_s5")
+    ref = _reference(a, b, sizes)
+    assert torch.isfinite(out).all()
+    assert ((out - ref).norm() / ref.norm()).item() < 1e-5
+
+
+def test_ws_kernel_is_chosen_for_large_groups_it_can_read():
     a = torch.empty(16384, 4096, dtype=torch.bfloat16)
     kmajor = torch.empty(8, 14336, 4096, dtype=torch.bfloat16).transpose(1, 2)
     layout = grouped_module._ws_layout(a, kmajor)
     assert layout == "kmajor" and choose_grouped_config(16384, 8, 14336, layout) == "gws_128x256x64_s4"
     assert grouped_module._ws_layout(a, torch.empty(8, 4096, 14336, dtype=torch.bfloat16)) == "nmajor"
     assert grouped_module._ws_layout(a[:, :100], kmajor[:, :100]) is None           # rows of 200 bytes: not TMA
-    assert choose_grouped_config(16384, 64, 1408, "kmajor") == "g_128x128x64"          # more groups than 16
+    assert choose_grouped_config(16384, 64, 1408, "kmajor") == "gws_128x128x64_s5"     # 256 rows a group
+    assert choose_grouped_config(16384, 200, 1408, "kmajor") == "g_64x128x64"          # more groups than 128
+    assert choose_grouped_config(65536, 200, 1408, "kmajor") == "g_128x128x64"
     assert choose_grouped_config(8192, 64, 1408, "kmajor") == "g_64x128x64"            # small groups
     assert choose_grouped_config(16384, 8, 14336, None) == "g_128x256x64"
     with pytest.raises(ValueError, match="reads the operands by TMA"):
@@ -125,7 +148,7 @@ def test_ws_kernel_is_chosen_for_few_large_groups_it_can_read():
 def test_ws_configs_compile_for_sm90a(config, transposed):
     from tlxc import language as tl
     from tlxc.descriptors import TensorDescriptor
-    from tlxc.ops.kernels.grouped_gemm_ws import grouped_gemm_ws_kernel
+    from tlxc.ops.kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
     bm, bn, bk, stages = GROUPED_WS_CONFIGS[config]
     E, M, K, N = 8, 8192, 4096, 4096
     a = torch.empty(M, K, dtype=torch.bfloat16)
@@ -134,10 +157,13 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
     else:
         b_desc = TensorDescriptor.from_tensor(torch.empty(E * K, N, dtype=torch.bfloat16), [bk, 64], swizzle=128)
     h = grouped_gemm_ws_kernel.warmup(TensorDescriptor.from_tensor(a, [bm // 2, bk], swizzle=128), b_desc,
-                                      torch.empty(M, N, dtype=torch.bfloat16), torch.empty(E, dtype=torch.int32), E, N,
-                                      K, M // bm + E, 132, N, 1, BM=bm, BN=bn, BK=bk, GROUP_M=GROUP_M,
+                                      torch.empty(M, N, dtype=torch.bfloat16), torch.empty(2 * E, dtype=torch.int32), E,
+                                      N, K, M // bm + E, 132, N, 1, BM=bm, BN=bn, BK=bk, GROUP_M=GROUP_M,
                                       NUM_STAGES=stages, DTYPE=tl.bfloat16, B_KMAJOR=transposed, B_BOX_N=64,
-                                      num_warps=4, grid=(132,))
+                                      E_PAD=E, SEARCH_STEPS=E.bit_length(), num_warps=4, grid=(132,))
     code = h.asm["cuda"]
     assert h.n_spills == 0 and h.metadata.shared <= 232448
     assert "wgmma.mma_async" in code and "cp.async.bulk.tensor" in code
+    t = group_table_kernel.warmup(torch.empty(E, dtype=torch.int32), torch.empty(2 * E, dtype=torch.int32), E, BM=bm,
+                                  E_PAD=E, num_warps=4, grid=(1,))
+    assert t.n_spills == 0

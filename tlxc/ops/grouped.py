@@ -16,7 +16,7 @@ import torch
 from .. import language as tl
 from ..descriptors import TensorDescriptor
 from .kernels.grouped_gemm import grouped_gemm_kernel
-from .kernels.grouped_gemm_ws import grouped_gemm_ws_kernel
+from .kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
 
 GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the pointer kernel
     "g_128x128x64": (128, 128, 64, 4, 3),
@@ -28,7 +28,7 @@ GROUPED_WS_CONFIGS = {       # name: (BM, BN, BK, stages): the warp-specialized 
     "gws_128x128x64_s5": (128, 128, 64, 5),
 }
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
-WS_MAX_GROUPS = 16           # the WS kernel walks the group sizes per tile: few groups only
+WS_MAX_GROUPS = 128          # the WS kernel's tile -> group search: a device table, log2(E) loads
 CPU_SMS = 132                # on the CPU (interpreter) the persistent grid models an H200
 
 
@@ -50,7 +50,7 @@ def _ws_layout(a: torch.Tensor, b_experts: torch.Tensor) -> str | None:
 
 
 def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | None = None) -> str:
-    """Few large groups (at most 16, 256 rows each on average) whose operands TMA can read:
+    """Groups of 256 rows or more on average (at most 128 groups) whose operands TMA can read:
     the warp-specialized kernel, 128x256 tiles when N >= 4096.  Otherwise the pointer kernel:
     64-row tiles when the mean group is under 256 rows (less padding in each group's last
     tile), 128 otherwise; 256 columns when N is large enough to fill the SMs anyway."""
@@ -129,6 +129,10 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool) -> N
     tiles = row_tiles * -(-N // bn)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.device.type == "cuda" else CPU_SMS
     progs = min(sms, tiles)
-    grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, group_sizes, E, N, K, row_tiles, progs, out.stride(0),
+    e_pad = _pow2(E)
+    table = torch.empty(2 * e_pad, device=a.device, dtype=torch.int32)
+    group_table_kernel[(1,)](group_sizes, table, E, BM=bm, E_PAD=e_pad, num_warps=4)
+    grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, table, E, N, K, row_tiles, progs, out.stride(0),
                                      out.stride(1), BM=bm, BN=bn, BK=bk, GROUP_M=GROUP_M, NUM_STAGES=stages,
-                                     DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor, B_BOX_N=box_cols, num_warps=4)
+                                     DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor, B_BOX_N=box_cols, E_PAD=e_pad,
+                                     SEARCH_STEPS=E.bit_length(), num_warps=4)

@@ -8,9 +8,10 @@ kernel's cp.async ring (issued by the MMA warps themselves) reaches ~0.9x cuBLAS
 tiles; this is the kernel the dense GEMM reaches 1.0x with.
 
 The tile space is ``ROW_TILES x cdiv(N, BN)`` (``ROW_TILES = cdiv(total_M, BM) + E``: an
-upper bound, each group's last row tile may be partial), walked in grouped order.  Producer
-and consumers each find a tile's group by walking ``group_sizes`` (E scalar loads, cached
-after the first tile: this kernel is for E <= 16); a row tile past the last group's is
+upper bound, each group's last row tile may be partial), walked in grouped order.  A
+one-program kernel first writes the inclusive sums of the groups' row-tile counts and sizes
+(``group_table_kernel``, no host sync); producer and consumers each find a tile's group by a
+binary search of it (ceil(log2(E + 1)) scalar loads); a row tile past the last group's is
 skipped by both, so their ring counters stay in step.
 
 Descriptors (host, ``tlxc/ops/grouped.py``): ``a`` as ``[total_M, K]`` with ``[BM / 2, BK]``
@@ -31,33 +32,42 @@ from .gemm_ws import grouped_tile
 
 
 @jit
-def find_group(sizes_ptr, E, pid_m, BM: tl.constexpr):
-    """(group, first row, end row, found) of row tile ``pid_m``: the groups' row tiles
-    back to back in group order."""
-    tile_start = 0
-    row_off = 0
-    group = 0
-    row0 = 0
-    row_end = 0
-    found = 0
-    for g in range(E):
-        size = tl.load(sizes_ptr + g).to(tl.int32)
-        tiles = (size + BM - 1) // BM
-        hit = (pid_m >= tile_start) & (pid_m < tile_start + tiles)
-        group = tl.where(hit, g, group)
-        row0 = tl.where(hit, row_off + (pid_m - tile_start) * BM, row0)
-        row_end = tl.where(hit, row_off + size, row_end)
-        found = tl.where(hit, 1, found)
-        tile_start += tiles
-        row_off += size
-    return group, row0, row_end, found
+def group_table_kernel(sizes_ptr, table_ptr, E, BM: tl.constexpr, E_PAD: tl.constexpr):
+    """One program: ``table[g]`` = the first row tile after group g (inclusive sum of the
+    groups' row-tile counts), ``table[E_PAD + g]`` = the first row after group g (inclusive
+    sum of the sizes)."""
+    gs = tl.arange(0, E_PAD)
+    sizes = tl.load(sizes_ptr + gs, mask=gs < E, other=0).to(tl.int32)
+    tl.store(table_ptr + gs, tl.cumsum((sizes + BM - 1) // BM, axis=0), mask=gs < E)
+    tl.store(table_ptr + E_PAD + gs, tl.cumsum(sizes, axis=0), mask=gs < E)
 
 
 @jit
-def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, sizes_ptr, E, N, K, ROW_TILES, num_progs, stride_cm, stride_cn,
+def find_group(table_ptr, E, pid_m, BM: tl.constexpr, E_PAD: tl.constexpr, SEARCH_STEPS: tl.constexpr):
+    """(group, first row, end row, found) of row tile ``pid_m`` by a binary search of
+    ``group_table_kernel``'s table: the group is the first whose tiles end after ``pid_m``
+    (``SEARCH_STEPS`` = ceil(log2(E + 1)) scalar loads, cached after the first tile)."""
+    lo = 0
+    hi = E
+    for _ in tl.static_range(SEARCH_STEPS):
+        mid = (lo + hi) // 2
+        ends = tl.load(table_ptr + tl.minimum(mid, E - 1))
+        right = (ends <= pid_m) & (mid < E)
+        lo = tl.where(right, mid + 1, lo)
+        hi = tl.where(right, hi, mid)
+    group = tl.minimum(lo, E - 1)
+    found = (lo < E).to(tl.int32)
+    tile_start = tl.where(group > 0, tl.load(table_ptr + tl.maximum(group - 1, 0)), 0)
+    row_start = tl.where(group > 0, tl.load(table_ptr + E_PAD + tl.maximum(group - 1, 0)), 0)
+    row_end = tl.load(table_ptr + E_PAD + group)
+    return group, row_start + (pid_m - tile_start) * BM, row_end, found
+
+
+@jit
+def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, table_ptr, E, N, K, ROW_TILES, num_progs, stride_cm, stride_cn,
                            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                            NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, B_KMAJOR: tl.constexpr,
-                           B_BOX_N: tl.constexpr):
+                           B_BOX_N: tl.constexpr, E_PAD: tl.constexpr, SEARCH_STEPS: tl.constexpr):
     SUB_M: tl.constexpr = BM // 2
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
     a_smem = tlx.local_alloc((SUB_M, BK), DTYPE, NUM_STAGES * 2)             # [2 * stage + consumer]
@@ -77,7 +87,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, sizes_ptr, E, N, K, ROW_TILES,
             count = 0
             for tile in range(tl.program_id(0), num_tiles, num_progs):
                 pid_m, pid_n = grouped_tile(tile, ROW_TILES, num_pid_n, GROUP_M)
-                group, row0, row_end, found = find_group(sizes_ptr, E, pid_m, BM)
+                group, row0, row_end, found = find_group(table_ptr, E, pid_m, BM, E_PAD, SEARCH_STEPS)
                 if found > 0:
                     for k in range(k_tiles):
                         slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
@@ -102,7 +112,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, sizes_ptr, E, N, K, ROW_TILES,
             count = 0
             for tile in range(tl.program_id(0), num_tiles, num_progs):
                 pid_m, pid_n = grouped_tile(tile, ROW_TILES, num_pid_n, GROUP_M)
-                group, row0, row_end, found = find_group(sizes_ptr, E, pid_m, BM)
+                group, row0, row_end, found = find_group(table_ptr, E, pid_m, BM, E_PAD, SEARCH_STEPS)
                 if found > 0:
                     acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
                     for k in range(k_tiles):
