@@ -20,9 +20,9 @@ pages in shuffled order, D = 128, GQA 4:1 / 8:1 and MHA): against every SDPA bac
 efficient, cudnn, math) on the same keys gathered into a contiguous ``[B, Hkv, L, D]`` cache
 (the gather not timed; ``best_sdpa`` = the fastest of them in each round), and, for a batch of
 mixed cache lengths, flash's varlen kernel with one query per sequence; ``tlxc_contig`` is
-tlxc on the contiguous cache, ``tlxc_combine_kernel`` tlxc merging the splits in a second launch
-instead of inline, ``tlxc_nocheck`` without the device check of the lengths and block table (one
-small launch).  GB/s = K/V bytes read / time.
+tlxc on the contiguous cache, ``tlxc_combine_inline`` tlxc merging the splits at the end of the
+split kernel instead of in a second launch, ``tlxc_nocheck`` without the device check of the
+lengths and block table.  GB/s = K/V bytes read / time.
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
 
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
@@ -633,8 +633,8 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
         if not err < 1e-2:
             raise AssertionError(f"relative error {err:.2e} against float32 math")
         fns["tlxc"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table)[0]
-        fns["tlxc_combine_kernel"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
-                                                              combine="kernel")[0]
+        fns["tlxc_combine_inline"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
+                                                              combine="inline")[0]
         fns["tlxc_nocheck"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table, check=False)[0]
     except Exception as exc:
         row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
@@ -669,7 +669,7 @@ def summarize(results, card, t0) -> None:
         if not rows:
             continue
         for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_sorted_prefetch", "cudnn_padded", "best_sdpa",
-                     "flash_varlen", "tlxc_combine_kernel", "tlxc_nocheck"):
+                     "flash_varlen", "tlxc_combine_inline", "tlxc_nocheck"):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:
                 print(f"{kind} vs {base}: geomean {geomean(xs):.3f}, min {min(xs):.3f}, {len(xs)} cases")

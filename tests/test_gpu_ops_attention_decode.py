@@ -83,7 +83,7 @@ def test_graph_replay_with_new_lengths():
     with torch.cuda.graph(graph):
         o, lse = attention_decode(q, k, v, seqlens, block_table=table)
     seqlens.copy_(torch.tensor([1, 2000, 333], dtype=torch.int32))
-    table.copy_(table.flip(0))              # the same pages, dealt to other sequences
+    table.copy_(table.flip(0).clone())      # the same pages, dealt to other sequences
     graph.replay()
     torch.cuda.synchronize()
     _check(o, lse, *reference(q, k, v, seqlens, block_table=table), torch.bfloat16)

@@ -134,8 +134,8 @@ def test_strided_block_table_and_lengths(poisoned):
 
 
 def test_default_split_count_runs_the_combine(poisoned):
-    """The default split count on the interpreter (2 "SMs"): two splits of 512 keys."""
-    lens = [1100, 3]
+    """The default split count on the interpreter (2 "SMs"): two splits of 1024 keys or more."""
+    lens = [2200, 3]
     k, v, table = _paged(lens, 16, 1, 64, torch.bfloat16, seed=11)
     q = _randn(2, 4, 64, seed=12)
     seqlens = torch.tensor(lens, dtype=torch.int32)
@@ -162,10 +162,10 @@ def test_split_rule():
         splits, split_len = M.num_splits_for(capacity, B, Hkv, 1, 64, 132)
         assert split_len % 64 == 0 and (splits - 1) * split_len < capacity <= splits * split_len
         assert splits == 1 or split_len >= M.MIN_SPLIT
-    assert M.num_splits_for(32768, 1, 8, 1, 64, 132) == (64, 512)      # 2112 programs wanted: 264 splits, 64 at most
-    assert M.num_splits_for(32768, 1, 8, 1, 32, 132, 256) == (32, 1024)  # D = 256: 32 at most
-    assert M.num_splits_for(4096, 64, 8, 1, 64, 132) == (5, 832)        # 2112 wanted / 512 rows
-    assert M.num_splits_for(1000, 64, 8, 1, 64, 132) == (1, 1024)       # splits of 512 keys at least
+    assert M.num_splits_for(32768, 1, 8, 1, 64, 132) == (32, 1024)     # 1056 programs wanted: 132 splits; 1024 keys
+    assert M.num_splits_for(65536, 1, 8, 1, 32, 132, 256) == (32, 2048)  # D = 256: 32 splits at most
+    assert M.num_splits_for(8192, 64, 8, 1, 64, 132) == (3, 2752)       # 1056 wanted / 512 rows
+    assert M.num_splits_for(2000, 64, 8, 1, 64, 132) == (1, 2048)       # splits of 1024 keys at least
 
 
 def test_bad_lengths_and_pages_are_device_errors():
@@ -182,6 +182,13 @@ def test_bad_lengths_and_pages_are_device_errors():
         attention_decode(q, k, v, torch.tensor([40], dtype=torch.int32), block_table=bad)
     o, _ = attention_decode(q, k, v, torch.tensor([40], dtype=torch.int32), block_table=bad, check=False)
     assert o.shape == q.shape                  # check=False: the caller vouches; the bad page is not read
+    k, v, table = _paged([300], 16, 1, 64, torch.bfloat16, seed=33)      # two splits: the combine kernel checks
+    bad = table.clone()
+    bad[0, 7] = -2
+    for combine in M.COMBINES:
+        with pytest.raises(InterpreterError, match="block_table"):
+            attention_decode(q, k, v, torch.tensor([300], dtype=torch.int32), block_table=bad, num_splits=2,
+                             combine=combine)
 
 
 def test_argument_errors():
@@ -201,7 +208,7 @@ def test_argument_errors():
         ((q, k, k, lens), {"block_table": table, "sm_scale": -1.0}, "'sm_scale' must be a positive"),
         ((q, k, k, lens), {"block_table": table, "num_splits": 0}, "'num_splits' must be a positive"),
         ((q, k, k, lens), {"block_table": table, "num_splits": 129}, "takes at most 128 splits"),
-        ((q, k, k, lens), {"block_table": table, "combine": "tree"}, "'combine' must be one of inline, kernel"),
+        ((q, k, k, lens), {"block_table": table, "combine": "tree"}, "'combine' must be one of kernel, inline"),
     ]
     for args, kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -228,22 +235,25 @@ def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
     SM share at D <= 128; ``tlxc check`` of it has no finding above a note."""
     from tlxc.compiler import check_function
     from tlxc.frontend.specialize import specialization_from_args
-    from tlxc.ops.kernels.attention_decode import decode_check_kernel, decode_split_kernel
+    from tlxc.ops.kernels.attention_decode import decode_check_kernel, decode_combine_kernel, decode_split_kernel
     q = torch.zeros(8, 32, D, dtype=torch.bfloat16)
     k = torch.zeros(64, page, Hkv, D, dtype=torch.bfloat16)
     table = torch.zeros(8, 4096 // page, dtype=torch.int32)
     lens = torch.zeros(8, dtype=torch.int32)
-    check, split = M.compile_decode(q, k, k, lens, block_table=table)       # the combine inline
-    _, _, combine = M.compile_decode(q, k, k, lens, block_table=table, combine="kernel")
-    assert check.kfn is decode_check_kernel and split.kfn is decode_split_kernel
-    assert split.n_spills == 0 and combine.n_spills == 0
-    assert split.perf_warnings == []           # no wgmma serialization (a printf call in the kernel causes it)
+    split, combine = M.compile_decode(q, k, k, lens, block_table=table)     # the combine kernel checks the inputs
+    check, inline = M.compile_decode(q, k, k, lens, block_table=table, combine="inline")
+    assert (split.kfn, combine.kfn, check.kfn, inline.kfn) == (decode_split_kernel, decode_combine_kernel,
+                                                               decode_check_kernel, decode_split_kernel)
+    for h in (split, combine, check, inline):
+        assert h.n_spills == 0
+        assert h.perf_warnings == []           # no wgmma serialization (a printf call in the kernel causes it)
     if D <= 128:
-        assert 2 * (split.metadata.shared + 1024) <= 232448                   # two programs per SM
+        for h in (split, inline):
+            assert 2 * (h.metadata.shared + 1024) <= 232448                   # two programs per SM
     launches = []
     monkeypatch.setattr(M, "_launch", lambda kernel, grid, *args, **meta: launches.append((kernel, args, meta)))
     attention_decode(q, k, k, lens, block_table=table, _sms=132)
-    assert [kernel for kernel, _, _ in launches] == [decode_check_kernel, decode_split_kernel]
+    assert [kernel for kernel, _, _ in launches] == [decode_split_kernel, decode_combine_kernel]
     for kernel, args, meta in launches:
         num_warps = meta.pop("num_warps")
         params = dict(zip(kernel.param_names, args), **meta)

@@ -36,9 +36,9 @@ from .kernels.attention_decode import LOG2E, decode_check_kernel, decode_combine
 
 DTYPES = (torch.float16, torch.bfloat16)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
-MIN_SPLIT = 512            # keys per split at least: each program fills its ring once (~1.5 us)
-PROGRAMS_PER_SM = 16       # split programs wanted per SM: short programs balance mixed lengths (the
-#                            split count comes from the capacity, not the lengths, which stay on the device)
+MIN_SPLIT = 1024           # keys per split at least: each program fills its ring once (a few us)
+PROGRAMS_PER_SM = 8        # split programs wanted per SM (the split count comes from the capacity,
+#                            not the lengths, which stay on the device)
 COMBINE_TILE = 8192        # splits x padded head dim at most: the merge's [splits, D] float32 tile
 CPU_SMS = 2                # the "SM count" on the interpreter (small splits exercise the combine)
 
@@ -82,9 +82,9 @@ def num_splits_for(capacity: int, B: int, Hkv: int, g_chunks: int, block_n: int,
                    head_dim: int = 128) -> tuple[int, int]:
     """(splits, keys per split): enough programs for ``PROGRAMS_PER_SM`` per SM, no split
     under ``MIN_SPLIT`` keys, at most ``COMBINE_TILE // head_dim`` splits, a split a whole
-    number of key blocks.  A model of the H200 (264 resident programs taking programs in
-    launch order, docs/performance.md) put this rule at 0.87-0.90 of the bandwidth bound on
-    equal lengths (4-16 per SM and 256-key splits: 0.74-0.94) and 0.53-0.78 on mixed ones."""
+    number of key blocks.  On the H200 (session 12 run 2) 512-key splits, 16 per SM ran 0.73-0.81
+    of cuDNN where programs had 8 key blocks and 0.89 where they had 13 (the ring's fill is
+    paid per program): hence 1024 keys and 8 per SM (docs/performance.md)."""
     programs = max(1, B * Hkv * g_chunks)
     splits = max(1, min(capacity // MIN_SPLIT, -(-PROGRAMS_PER_SM * sms // programs), COMBINE_TILE // head_dim))
     split_len = -(-max(1, -(-capacity // splits)) // block_n) * block_n
@@ -147,7 +147,7 @@ def _unit_last(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
-COMBINES = ("inline", "kernel")
+COMBINES = ("kernel", "inline")
 
 
 def _split_counters(device: torch.device, n: int) -> torch.Tensor:
@@ -172,12 +172,14 @@ _COUNTERS: dict[tuple, torch.Tensor] = {}
 
 def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor, *,
                      block_table: torch.Tensor | None = None, sm_scale: float | None = None,
-                     num_splits: int | None = None, combine: str = "inline", check: bool = True,
+                     num_splits: int | None = None, combine: str = "kernel", check: bool = True,
                      _sms: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of one query token per sequence against its cached keys (module
     docstring).  ``num_splits`` overrides the split count, ``combine`` how several splits are
-    merged: ``inline`` (the last split of each (sequence, kv head) to finish, counted by an
-    atomic) or ``kernel`` (a second launch); for tests and benchmarks.  ``check=False`` skips
+    merged: ``kernel`` (a second launch, which also checks the inputs; the default: 4-10%
+    faster on the H200) or ``inline`` (the last split of each (sequence, kv head) to finish,
+    counted by an atomic, merges them at the end of the split kernel); for tests and
+    benchmarks.  ``check=False`` skips
     the device-side check of ``cache_seqlens`` and ``block_table`` (one small launch): the
     caller vouches for them (a length is then clamped to the capacity and a row of a page
     outside the cache is not read, so a bad value gives a wrong result, not a fault)."""
@@ -235,10 +237,10 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         bt, stride_bt, num_pages = block_table, block_table.stride(0), k_cache.shape[0]
     else:
         bt, stride_bt, num_pages = cache_seqlens, 0, 1          # (never read without pages)
-    if check:
+    fixup = not one and combine == "inline"
+    if check and (one or fixup):       # else the combine kernel checks (a launch fewer)
         _launch(decode_check_kernel, (B,), cache_seqlens, bt, B, capacity, num_pages, stride_bt, PAGE=page,
                 PAGED=paged, BLOCK=1024, num_warps=4)
-    fixup = not one and combine == "inline"
     rows = B * Hkv * g_chunks
     locks = _split_counters(q.device, rows) if fixup else cache_seqlens        # (never touched without FIXUP)
     _launch(decode_split_kernel, (rows, splits), q3, k_cache, v_cache, bt, cache_seqlens, o_part, lse_part, o, lse,
@@ -248,8 +250,9 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
             FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], BLOCK_S=max(2, 1 << (splits - 1).bit_length()),
             num_warps=4)
     if not one and not fixup:
-        _launch(decode_combine_kernel, (B * H,), o_part, lse_part, o, lse, H, splits, *so, *sl, *so_final, *sl_final,
-                D=D, HEAD_DIM=head_dim, BLOCK_S=max(2, 1 << (splits - 1).bit_length()), num_warps=4)
+        _launch(decode_combine_kernel, (B * H,), o_part, lse_part, o, lse, cache_seqlens, bt, H, splits, capacity,
+                num_pages, stride_bt, *so, *sl, *so_final, *sl_final, D=D, HEAD_DIM=head_dim,
+                BLOCK_S=max(2, 1 << (splits - 1).bit_length()), CHECK=check, PAGE=page, PAGED=paged, num_warps=4)
     return out, lse
 
 

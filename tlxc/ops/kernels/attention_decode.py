@@ -17,9 +17,12 @@ key block costs two MMAs ``S = Q K^T``, ``O += P V`` and an online softmax over 
   counts itself in ``locks[program]`` (an acq_rel atomic, as the split-K GEMM's in-kernel
   sum), and the last one to arrive combines the splits (``_combine_splits``) and resets the
   count: no second launch.
-* ``decode_combine_kernel`` (without ``FIXUP``): per ``(b, h)``, ``o = sum_s 2^(lse_s - M)
-  o_s / sum_s 2^(lse_s - M)`` over the splits, the lse their log-sum-exp (a sequence with no
-  keys: ``o = 0``, ``lse = -inf``).
+* ``decode_combine_kernel`` (without ``FIXUP``; the default, measured faster on the H200):
+  per ``(b, h)``, ``o = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M)`` over the splits, the
+  lse their log-sum-exp (a sequence with no keys: ``o = 0``, ``lse = -inf``); it also checks
+  the inputs (``CHECK``), so a call with several splits is two launches.
+* ``decode_check_kernel``: the input checks alone, launched first when there is no combine
+  launch (one split, or the inline merge).
 
 Paged cache (``PAGED``): ``k``/``v`` are ``[num_pages, PAGE, H_KV, D]`` and key ``n`` of
 sequence ``b`` lives in page ``block_table[b, n // PAGE]``, row ``n % PAGE``: each key
@@ -199,12 +202,19 @@ def _combine_splits(o_ptr, lse_ptr, fo_ptr, flse_ptr, b64, h0, n_heads, offs_d, 
 
 
 @jit
-def decode_combine_kernel(op_ptr, lp_ptr, o_ptr, lse_ptr, H, n_splits,
+def decode_combine_kernel(op_ptr, lp_ptr, o_ptr, lse_ptr, lens_ptr, bt_ptr, H, n_splits, CAPACITY, NUM_PAGES, stride_bt,
                           sp_b, sp_h, sp_s, slp_b, slp_h, so_b, so_h, sl_b, sl_h,
-                          D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr):
+                          D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, CHECK: tl.constexpr,
+                          PAGE: tl.constexpr, PAGED: tl.constexpr):
+    """The merge of the splits (module docstring); with ``CHECK`` the first head's program of
+    each sequence also makes ``decode_check_kernel``'s checks (after the split kernel, which
+    clamps lengths and reads no row of a page outside the cache: one launch fewer)."""
     pid = tl.program_id(0)
     b = (pid // H).to(tl.int64)
     h = (pid % H).to(tl.int64)
+    if CHECK:
+        if h == 0:
+            _check_sequence(lens_ptr, bt_ptr, b, CAPACITY, NUM_PAGES, stride_bt, PAGE, PAGED, 1024)
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, HEAD_DIM)
     s_ok = offs_s < n_splits
@@ -230,12 +240,20 @@ def decode_check_kernel(lens_ptr, bt_ptr, B, CAPACITY, NUM_PAGES, stride_bt, PAG
     call in it makes ptxas serialize its wgmmas): sequence ``b = program_id(0)`` has a length
     in ``0 .. CAPACITY`` and, paged, the block-table entries of its pages are in ``0 ..
     NUM_PAGES - 1``."""
-    b = tl.program_id(0)
+    _check_sequence(lens_ptr, bt_ptr, tl.program_id(0).to(tl.int64), CAPACITY, NUM_PAGES, stride_bt, PAGE, PAGED,
+                    BLOCK)
+
+
+@jit
+def _check_sequence(lens_ptr, bt_ptr, b, CAPACITY, NUM_PAGES, stride_bt, PAGE: tl.constexpr, PAGED: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    """Sequence ``b``'s length in ``0 .. CAPACITY`` and (paged) its pages' block-table entries
+    in ``0 .. NUM_PAGES - 1``, as located device assertions."""
     seq_len = tl.load(lens_ptr + b)
     tl.device_assert((seq_len >= 0) & (seq_len <= CAPACITY), "cache_seqlens[b] is outside 0 .. the cache's capacity")
     if PAGED:
         used = (tl.minimum(tl.maximum(seq_len, 0), CAPACITY) + (PAGE - 1)) // PAGE
         for p0 in range(0, used, BLOCK):
             offs = p0 + tl.arange(0, BLOCK)
-            page = tl.load(bt_ptr + b.to(tl.int64) * stride_bt + offs, mask=offs < used, other=0)
+            page = tl.load(bt_ptr + b * stride_bt + offs, mask=offs < used, other=0)
             tl.device_assert((page >= 0) & (page < NUM_PAGES), "a block_table entry in use is outside 0 .. num_pages - 1")
