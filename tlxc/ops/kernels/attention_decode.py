@@ -58,9 +58,9 @@ def _issue(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok, 
            NUM_PAGES, BLOCK_N: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr, SAME_KV: tl.constexpr):
     """cp.async of the K and V rows ``n0 .. n0 + BLOCK_N`` (those below ``end``; the rest
     zero-filled) into ``k_buf``/``v_buf``, as one commit group; ``pages`` were loaded a
-    block earlier.  A row whose page is outside the cache is not read (``decode_check_kernel``
-    has stopped the stream with a located assertion before this kernel ran; no assertion
-    here: its ``printf`` call would make ptxas serialize every wgmma of the kernel, C7510).
+    block earlier.  A row whose page is outside the cache is not read (the combine kernel, or
+    ``decode_check_kernel``, stops the stream with a located assertion; no assertion here: its
+    ``printf`` call would make ptxas serialize every wgmma of the kernel, C7510).
     ``SAME_KV``: K and V have one set of strides, so the V copies reuse the K offsets (one
     row-offset layout conversion per block instead of two)."""
     offs_n = n0 + tl.arange(0, BLOCK_N)
@@ -81,7 +81,8 @@ def _issue(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok, 
 @jit
 def _pages_of(b64, n0, end, bt_ptr, stride_bt, BLOCK_N: tl.constexpr, PAGE: tl.constexpr,
               PAGED: tl.constexpr):
-    """The pages of rows ``n0 .. n0 + BLOCK_N`` (paged), else the batch index."""
+    """The pages of rows ``n0 .. n0 + BLOCK_N`` below ``end`` (paged; entries past a sequence's
+    length may hold anything and are never used), else the batch index."""
     if PAGED:
         offs_n = n0 + tl.arange(0, BLOCK_N)
         return _pages(b64, offs_n, offs_n < end, bt_ptr, stride_bt, PAGE)
@@ -105,8 +106,9 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
     hk = pid_bh - b * H_KV
     b64 = b.to(tl.int64)
     hk64 = hk.to(tl.int64)
-    seq_len = tl.minimum(tl.maximum(tl.load(lens_ptr + b), 0), CAPACITY)     # checked by decode_check_kernel
+    seq_len = tl.minimum(tl.maximum(tl.load(lens_ptr + b), 0), CAPACITY)     # checked by the combine or check kernel
     start = split * SPLIT_LEN
+    table_end = tl.minimum(CAPACITY, start + SPLIT_LEN)     # block-table entries read: not waiting for seq_len
     end = tl.minimum(seq_len, start + SPLIT_LEN)
     n_blocks = tl.maximum(tl.cdiv(end - start, BLOCK_N), 0)
 
@@ -119,15 +121,18 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
     heads = (hk * GROUP + offs_g).to(tl.int64)
 
     # the ring: blocks 0 .. STAGES - 2 in flight before the loop, block j + STAGES - 1 issued at
-    # the top of iteration j (into the slot block j - 1 used), the pages one block further ahead
-    pages = _pages_of(b64, start, end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
-    for i in tl.static_range(STAGES - 1):
-        n0 = start + i * BLOCK_N
-        _issue(k_ptr, v_ptr, k_smem[i], v_smem[i], b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r,
-                            sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
-        pages = _pages_of(b64, n0 + BLOCK_N, end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
+    # the top of iteration j (into the slot block j - 1 used), the pages one block further ahead.
+    # The prologue's loads (q, the first blocks' pages) go out together: they need no length, so
+    # the fill waits for one memory latency before its first copies, not one per block
     q = tl.load(q_ptr + b64 * sq_b + heads[:, None] * sq_h + offs_d[None, :], mask=g_ok[:, None] & d_ok[None, :],
                 other=0.0)
+    pages = _pages_of(b64, start, table_end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
+    for i in tl.static_range(STAGES - 1):
+        n0 = start + i * BLOCK_N
+        later = _pages_of(b64, n0 + BLOCK_N, table_end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
+        _issue(k_ptr, v_ptr, k_smem[i], v_smem[i], b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r,
+               sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
+        pages = later
     zeros = tl.zeros((BLOCK_G, BLOCK_N), dtype=tl.float32)
     m_i = tl.full((BLOCK_G,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_G,), dtype=tl.float32)
@@ -137,7 +142,7 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
         _issue(k_ptr, v_ptr, k_smem[(j + STAGES - 1) % STAGES], v_smem[(j + STAGES - 1) % STAGES], b64,
                             hk64, ahead, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N,
                             PAGE, PAGED, SAME_KV)
-        pages = _pages_of(b64, ahead + BLOCK_N, end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
+        pages = _pages_of(b64, ahead + BLOCK_N, table_end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
         tlx.async_load_wait_group(STAGES - 1)                        # block j has landed
         slot = j % STAGES
         s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)    # Q from registers
