@@ -9,9 +9,9 @@ Cases: B=4, H=32, S in --s, D in --d, causal or not, MHA (Hkv=32) and GQA 4:1 (H
 round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc backward reads,
 builds cuDNN's and flash's forward graphs, then times (CUDA events) one backward of each in a
 rotating order: tlxc's three tl.dot kernels called directly (``tlxc``), the warp-specialized
-kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``: the same without ``WS_DEFER_DQ``, a
-tile's dQ added at its end instead of during the next tile's S^T), ``torch.autograd.grad`` on the
-kept SDPA graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
+kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``: the same without ``WS_DEFER_DQ`` (a
+tile's dQ added at its end instead of during the next tile's S^T, D = 128) and ``WS_DRIFT`` (the
+consumers meet every tile, D = 64)), ``torch.autograd.grad`` on the kept SDPA graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
 checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
 (backward = 2.5x the forward's 4*B*H*S*S*D, halved when causal); the ratios (baseline time /
 tlxc time, medians of the per-round ratios; "cudnn/ws": cuDNN against tlxc_ws) come last,
@@ -90,14 +90,14 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
         fns["tlxc_ws"] = tlxc_with("ws")
         ws_plain = tlxc_with("ws")
 
-        def ws_alt():                       # the ws kernel without the deferred dQ add
+        def ws_alt():                       # the ws kernel without the deferred dQ add and the drift
             import tlxc.ops.attention_bwd as host
-            shipped = dict(host.WS_DEFER_DQ)
-            host.WS_DEFER_DQ = dict.fromkeys(shipped, False)
+            shipped = dict(host.WS_DEFER_DQ), dict(host.WS_DRIFT)
+            host.WS_DEFER_DQ, host.WS_DRIFT = dict.fromkeys(shipped[0], False), dict.fromkeys(shipped[1], False)
             try:
                 return ws_plain()
             finally:
-                host.WS_DEFER_DQ = shipped
+                host.WS_DEFER_DQ, host.WS_DRIFT = shipped
         fns["tlxc_ws_alt"] = ws_alt
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
         if name in refused:
@@ -252,6 +252,7 @@ def _compile_worker(job):
         os.environ["TLXC_ATTN_BWD"] = "ws" if kernels == "ws_alt" else kernels
         if kernels == "ws_alt":
             host.WS_DEFER_DQ = dict.fromkeys(host.WS_DEFER_DQ, False)
+            host.WS_DRIFT = dict.fromkeys(host.WS_DRIFT, False)
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
         k = torch.empty(B, hkv, S, D, dtype=torch.bfloat16)
         compile_kernels(q, q, k, k, q, torch.empty(B, H, S), causal=causal, sm_scale=D ** -0.5)

@@ -206,10 +206,12 @@ def test_ws_dense_gqa(sq, sk, D, causal, ws_kernel, poisoned):
 @pytest.mark.parametrize("D", [64, 128])
 def test_ws_prefetched_row_stats(D, ws_kernel, poisoned, monkeypatch):
     """WS_PREFETCH_STATS on at both head dims (lse2 / delta of a tile loaded during the previous
-    one; the other tests run the shipped choice, off at D = 64) and WS_DEFER_DQ off: dense GQA causal
+    one; the other tests run the shipped choice, off at D = 64), WS_DEFER_DQ and WS_DRIFT off: dense
+    GQA causal
     and packed uneven lengths (steps of zero, one and many tiles) against float64."""
     monkeypatch.setattr(host, "WS_PREFETCH_STATS", {64: True, 128: True})
     monkeypatch.setattr(host, "WS_DEFER_DQ", {64: False, 128: False})       # the other tests: on at 128
+    monkeypatch.setattr(host, "WS_DRIFT", {64: False, 128: False})          # the other tests: on at 64
     dtype = torch.bfloat16
     q, k, v, do = dense_inputs(2, 4, 2, 200, 90, D, dtype, seed=D + 11)
     o, lse, *ref = dense_reference(q, k, v, do, True, 0.1)
@@ -330,8 +332,9 @@ def test_ws_consumer_schedule_and_swizzled_dq_staging(monkeypatch):
 def test_ws_head_dim_64_register_kv_and_alternating_dq(monkeypatch):
     """D = 64: K_c and V_c are loaded into registers once (S^T and dP^T are wgmmas with register A,
     the ``_rs`` form), and one consumer per
-    query tile computes dQ from the shared dS^T tile (a branch on ``t % 2`` after the dS^T
-    barrier), so each consumer's code has one reduce-add (two 32-column copies)."""
+    query tile computes dQ from the shared dS^T tile (a branch on ``t % 2``: that consumer waits
+    at a named barrier, the other only arrives), so each consumer's code has one reduce-add (two
+    32-column copies)."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
     q, k, v, do = dense_inputs(1, 2, 2, 1024, 1024, 64, torch.bfloat16)
     cuda = compile_kernels(do, q, k, v, q, torch.zeros(1, 2, 1024), causal=False, sm_scale=0.1)[-1].asm["cuda"]
@@ -341,4 +344,5 @@ def test_ws_head_dim_64_register_kv_and_alternating_dq(monkeypatch):
         assert body.startswith("tlx_wgmma_m64n64k16_f32_bf16_rs<", first_wgmma)        # S^T: register A
         assert body.count("tlx_tma_reduce_add_2d(") == 2          # one box of 64 float32 columns = 2 copies
         dq_mma = body.index("tlx_wgmma_m64n64k16_f32_bf16<1, 1>", loop)              # dQ = dS K (A transposed)
-        assert "if (" in body[body.rindex("tlx_bar_sync(", 0, dq_mma):dq_mma]       # after the dS barrier
+        arrive = body.index("tlx_bar_arrive(", loop)       # the tile's other consumer only signals its dS^T half
+        assert "if (" in body[body.rindex("tlx_bar_sync(", 0, arrive):dq_mma]

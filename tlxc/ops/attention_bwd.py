@@ -49,8 +49,11 @@ WS_MIN_KEYS = {64: 2048, 128: 2048}   # TLXC_ATTN_BWD=auto: the ws kernel from t
 # D = 128, even at D = 64)
 WS_PREFETCH_STATS = {64: False, 128: True}
 # head dim -> a tile's dQ is added into dq_acc during the next tile's S^T (D = 128 only: at 64 one
-# consumer of two adds each tile's dQ); the bench times the ws kernel without it as tlxc_ws_alt
+# consumer of two adds each tile's dQ)
 WS_DEFER_DQ = {64: False, 128: True}
+# head dim -> (64 only) the consumer that does not compute a tile's dQ signals its dS^T half without
+# waiting, so the two consumers can drift apart by up to a tile instead of meeting every tile
+WS_DRIFT = {64: True, 128: False}
 WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 208 / 224 KB)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 
@@ -285,6 +288,6 @@ def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq,
             H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv), qk_scale, sm_scale,
             HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES[D],
             DTYPE=TL_DTYPES[q.dtype], PREFETCH_STATS=WS_PREFETCH_STATS[D], DEFER_DQ=WS_DEFER_DQ[D],
-            num_warps=4)
+            DRIFT=WS_DRIFT[D], num_warps=4)
     dq.copy_(dq_acc.view(-1).as_strided(q.shape, q.stride()))
     return dq, dk, dv

@@ -122,7 +122,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
                   VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, DTYPE: tl.constexpr,
                   PREFETCH_STATS: tl.constexpr = False, DEFER_DQ: tl.constexpr = False,
-                  REGISTERS: tl.constexpr = 240):
+                  DRIFT: tl.constexpr = False, REGISTERS: tl.constexpr = 240):
     BLOCK_N: tl.constexpr = 128
     HALF_N: tl.constexpr = 64                                   # keys of one consumer
     N_BOX: tl.constexpr = HEAD_DIM // D_BOX
@@ -236,7 +236,12 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 ds_tile = ds_smem[t % 2]
                 tlx.local_store(tlx.local_slice(ds_tile, [cid * HALF_N, 0], [HALF_N, BLOCK_M]), dsT)
                 tlx.fence("async_shared")
-                tlx.named_barrier_wait(7, 256)                          # both halves are stored
+                if SPLIT_COLS or not DRIFT:
+                    tlx.named_barrier_wait(7, 256)                      # both halves are stored
+                elif t % 2 == cid:
+                    tlx.named_barrier_wait(7 + cid, 256)                # D = 64: the reader waits for both,
+                else:                                                   # the other consumer only signals (and
+                    tlx.named_barrier_arrive(8 - cid, 256)              # can run up to a tile ahead)
                 if SPLIT_COLS or t % 2 == cid:
                     k_cols = tlx.local_slice(k_smem[0], [0, dq_col0], [BLOCK_N, D_BOX])
                     dq = tlx.async_dot(tlx.local_trans(ds_tile), k_cols,
