@@ -31,12 +31,11 @@ The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come
 
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
 ``--no-ab``, each dense MHA case whose default configuration differs from session 11's also times that
-one (column ``s11``: its time / the default's, > 1: session 12's prefetch/stages are faster), and
-at S <= 1024 the default with ``overlap=True`` (column ``ov``: < 1: overlapping an item's last P V
-with the next item's first Q K^T is faster) and, at D <= 128, with ``tma_store=True`` (column
-``tma``: < 1: staging O in shared memory for TMA stores is faster), and at S <= 512 ``ALT_CONFIGS``
-(column ``alt``: six 128-key stages at D = 64, four 64-key stages at D = 128, 32-key blocks with two
-Q buffers at D = 256).
+one (column ``s11``: its time / the default's, > 1: session 12's default is faster; at S >= 512 and
+D <= 128 it is the A/B of the TMA-store epilogue), and at S <= 1024 / D <= 128 where the default
+stores O through pointers, the default with ``tma_store=True`` (column ``tma``, < 1: TMA stores
+faster).  (The run of 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
+docs/performance.md; ``--configs`` still has them.)
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
 also go to ``$OUT/ops_attention_bench.json`` when ``OUT`` is set.
@@ -67,16 +66,9 @@ SMALL_CONFIGS = [  # (head_dim, block_m, block_n, stages, q_bufs, overlap, prefe
 ]
 
 
-ALT_CONFIGS = {  # head_dim -> the `alt` column's configuration at S <= 512 (a deeper or finer K/V ring,
-    64: (64, 128, 128, 6, 2, False, 4),    # or two Q buffers at D = 256), with the default's prefetch
-    128: (128, 128, 64, 4, 2, False, 8),
-    256: (256, 128, 32, 2, 2, False, 16),
-}
-
-
 def s11_config(AttnConfig, choose_config, D, causal, S):
-    """Session 11's default (no L2 prefetch, two K/V stages): the ``s11`` column, the A/B of
-    session 12's small-S defaults in the same rounds (> 1: the new default is faster)."""
+    """Session 11's default (pointer stores of O, no L2 prefetch, two K/V stages): the ``s11``
+    column, the A/B of session 12's defaults in the same rounds (> 1: the new default is faster)."""
     c = choose_config(D, causal, S)
     return AttnConfig(c.head_dim, c.block_m, c.block_n, 2, c.q_bufs, c.overlap)
 
@@ -277,7 +269,7 @@ def main() -> None:
     parser.add_argument("--no-varlen", action="store_true", help="skip the varlen cases")
     parser.add_argument("--no-decode", action="store_true", help="skip the decode cases")
     parser.add_argument("--no-ab", action="store_true",
-                        help="do not time session 11's configuration (s11), overlap (ov) nor TMA stores (tma)")
+                        help="do not time session 11's configuration (s11) nor TMA stores (tma)")
     args = parser.parse_args()
     t0 = time.time()
     ints = lambda text: tuple(int(x) for x in text.split(",")) if text else None  # noqa: E731
@@ -290,18 +282,14 @@ def main() -> None:
 
     def ab_configs(D, causal, S):
         """[(column, configuration)] timed next to the default: session 11's where it differs,
-        the default with overlap, and with TMA stores of O (D <= 128), at S <= 1024; ALT_CONFIGS at S <= 512."""
+        the default with TMA stores of O where it has pointer stores (S <= 1024, D <= 128)."""
         if args.no_ab:
             return []
         default = choose_config(D, causal, S)
         old = s11_config(AttnConfig, choose_config, D, causal, S)
         out = [("s11", old)] if old != default else []
-        if S <= 1024 and not default.overlap:
-            out.append(("ov", dataclasses.replace(default, overlap=True)))
         if S <= 1024 and default.head_dim <= 128 and not default.tma_store:
             out.append(("tma", dataclasses.replace(default, tma_store=True)))
-        if S <= 512 and default.block_m == 128 and AttnConfig(*ALT_CONFIGS[default.head_dim]) != default:
-            out.append(("alt", AttnConfig(*ALT_CONFIGS[default.head_dim])))
         return out
     jobs = [("fwd", *case, None) for case in cases]
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
@@ -677,9 +665,7 @@ def summarize(results, card, t0) -> None:
         if small:
             print(f"{kind} vs cudnn at S <= 512: geomean {geomean(small):.3f}, min {min(small):.3f}")
         for col, what in (("s11", "session 11's config time / default time"),
-                          ("ov", "the default with overlap=True, time / default time"),
-                          ("tma", "the default with tma_store=True, time / default time"),
-                          ("alt", "ALT_CONFIGS (deeper/finer ring, D=256 two Q buffers), time / default time")):
+                          ("tma", "the default with tma_store=True, time / default time")):
             ab = [r["ratios"][col] for r in rows if col in r["ratios"]]
             if ab:
                 print(f"  {col}: {what}, geomean {geomean(ab):.3f}, min {min(ab):.3f}, max {max(ab):.3f} "

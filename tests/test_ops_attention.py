@@ -210,18 +210,22 @@ def test_three_consumers_only_where_the_padding_is_small():
     assert picks == {256: 128, 512: 128, 1000: 128, 1024: 128, 2048: 192, 4096: 192, 8192: 192}
     assert A.choose_config(64, True, 4096).block_m == 128 and A.choose_config(64, False, 4096, True).block_m == 128
     assert A.choose_config(256, False, 4096) == A.AttnConfig(256, 128, 64, 2, 1)
+    assert A.choose_config(128, False, 4096).prefetch == 0
 
 
-def test_small_s_configurations():
-    """Dense shapes with S <= 1024 prefetch the next item's first 512 keys (and Q); D = 64 there
-    with 128-row items takes four K/V stages; larger S and varlen keep session 11's configurations."""
-    assert A.choose_config(64, True, 256) == A.AttnConfig(64, 128, 128, 4, 2, prefetch=4)
-    assert A.choose_config(64, False, 1024) == A.AttnConfig(64, 128, 128, 4, 2, prefetch=4)
+def test_session_12_configurations():
+    """Dense shapes with S >= 512, tiles up to 128 wide and 128-row items store O by TMA;
+    S = 256, 192-row items, 256-wide tiles and varlen keep session 11's pointer stores; nothing
+    prefetches by default."""
+    assert A.choose_config(64, True, 256) == A.AttnConfig(64, 128, 128, 2, 2)
+    assert A.choose_config(128, False, 256) == A.AttnConfig(128, 128, 128, 2, 2)
+    assert A.choose_config(64, True, 512) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
+    assert A.choose_config(64, False, 1024) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(64, False, 4096) == A.AttnConfig(64, 192, 128, 2, 2)
-    assert A.choose_config(64, True, 2048) == A.AttnConfig(64, 128, 128, 2, 2)
-    assert A.choose_config(256, True, 1024) == A.AttnConfig(256, 128, 64, 2, 1, prefetch=8)
-    assert A.choose_config(128, True, 256) == A.AttnConfig(128, 128, 128, 2, 2, prefetch=4)
-    assert A.choose_config(64, True, 256, True) == A.AttnConfig(64, 128, 128, 2, 2)
+    assert A.choose_config(64, True, 4096) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
+    assert A.choose_config(96, True, 2048) == A.AttnConfig(128, 128, 128, 2, 2, tma_store=True)
+    assert A.choose_config(256, True, 1024) == A.AttnConfig(256, 128, 64, 2, 1)
+    assert A.choose_config(64, True, 1024, True) == A.AttnConfig(64, 128, 128, 2, 2)
     assert A.choose_config(256, False, 256, True) == A.AttnConfig(256, 128, 64, 2, 1)
     for shared in (A.choose_config(D, c, S).shared_bytes() for D in (64, 128, 256) for c in (False, True)
                    for S in (256, 1024, 4096)):
@@ -230,9 +234,9 @@ def test_small_s_configurations():
 
 PREFETCH_CONFIGS = [A.AttnConfig(64, 128, 128, 4, 2, prefetch=1), A.AttnConfig(64, 192, 128, 2, 2, prefetch=4),
                     A.AttnConfig(128, 128, 64, 4, 2, prefetch=2), A.AttnConfig(256, 128, 64, 2, 1, prefetch=8),
-                    A.AttnConfig(64, 128, 128, 4, 2, True, prefetch=4),        # the bench's `ov` column at D = 64
-                    A.AttnConfig(256, 128, 32, 2, 2, prefetch=16),             # the bench's `alt`: two Q buffers at D = 256
-                    A.AttnConfig(64, 128, 128, 6, 2, prefetch=4)]              # `alt` at D = 64: six stages (not 2^k)
+                    A.AttnConfig(64, 128, 128, 4, 2, True, prefetch=4),        # overlap with prefetch at D = 64
+                    A.AttnConfig(256, 128, 32, 2, 2, prefetch=16),             # --configs: two Q buffers at D = 256
+                    A.AttnConfig(64, 128, 128, 6, 2, prefetch=4)]              # six stages (not 2^k)
 
 
 TMA_STORE_CONFIGS = [A.AttnConfig(64, 128, 128, 4, 2, prefetch=4, tma_store=True),
@@ -480,17 +484,17 @@ def _check_compiled(h, c):
 @pytest.mark.slow
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("D", [64, 128, 256])
-def test_small_s_configurations_compile_for_sm90a(D, causal):
-    """The S = 256 defaults (four stages at D = 64, prefetches): no more spills than the
-    configurations without them, and the prefetches are in the CUDA (absent without them)."""
-    q = _randn(8, 2, 256, D, seed=53)
-    c = A.choose_config(D, causal, 256)
-    assert c.prefetch > 0
+def test_tma_store_defaults_compile_for_sm90a(D, causal):
+    """The S = 512 defaults (TMA stores of O at D <= 128): no more spills than the pointer
+    stores, and the stores are TMA stores (the CUDA names the helper; absent at D = 256)."""
+    q = _randn(8, 2, 512, D, seed=53)
+    c = A.choose_config(D, causal, 512)
+    assert c.tma_store == (D <= 128)
     (h,) = compile_config(q, q, q, causal=causal)
     _check_compiled(h, c)
     (base,) = compile_config(q, q, q, causal=causal, config=A.AttnConfig(c.head_dim, c.block_m, c.block_n, 2, c.q_bufs))
     assert h.n_spills <= base.n_spills
-    assert "tlx_tma_prefetch" in h.asm["cuda"] and "tlx_tma_prefetch" not in base.asm["cuda"]
+    assert ("tlx_tma_store" in h.asm["cuda"]) == c.tma_store and "tlx_tma_store" not in base.asm["cuda"]
 
 
 def test_size_one_dimensions_with_odd_strides():
@@ -565,17 +569,18 @@ def test_tlxc_check_is_clean(D, causal, varlen, monkeypatch):
 
 @pytest.mark.parametrize("config", [None, A.AttnConfig(128, 128, 128, 2, 2, True, 4, True),
                                     A.AttnConfig(64, 128, 128, 4, 2, False, 4, True)],
-                         ids=["s256_default", "tma_overlap", "tma"])
+                         ids=["s512_default", "tma_overlap_prefetch", "tma_prefetch"])
 def test_tlxc_check_is_clean_for_the_session_12_configurations(config, monkeypatch):
-    """``tlxc check`` of the S = 256 default (D = 64: four stages and prefetches) and of the
-    TMA-store epilogue (the staging buffer's store-wait / write / fence / store order)."""
+    """``tlxc check`` of the S = 512 default (D = 64: TMA stores of O) and of the TMA-store
+    epilogue with overlap and prefetches (the staging buffer's store-wait / write / fence /
+    store order)."""
     from tlxc.compiler import check_function
     from tlxc.frontend.specialize import specialization_from_args
     from tlxc.ops.kernels.attention_fwd import attn_fwd_kernel
     launches = []
     monkeypatch.setattr(A, "_launch", lambda grid, *args, **meta: launches.append((args, meta)))
     D = config.head_dim if config else 64
-    q = torch.zeros(2, 4, 256, D, dtype=torch.bfloat16)
+    q = torch.zeros(2, 4, 512, D, dtype=torch.bfloat16)
     attention_forward(q, q[:, :2], q[:, :2], causal=True, programs=132, config=config)
     (args, meta), = launches
     num_warps = meta.pop("num_warps")

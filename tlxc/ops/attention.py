@@ -52,7 +52,7 @@ class AttnConfig:
     q_bufs: int           # Q tiles in flight (2: the next item's Q loads while this one runs)
     overlap: bool = False  # an item's last P V issued with the next item's first Q K^T
     prefetch: int = 0     # L2 prefetches of the next item's Q and first `prefetch` K/V blocks (0: none)
-    tma_store: bool = False  # O staged in shared memory and TMA-stored (dense only)
+    tma_store: bool = False  # O staged in shared memory and TMA-stored (dense only; default at S >= 512)
 
     @property
     def registers(self) -> int:
@@ -79,24 +79,22 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
     * D <= 128: 128 rows, 128-key blocks, two stages, two Q buffers (192 KB of shared memory);
     * D > 128 (256-wide tiles): 64-key blocks and one Q buffer (64 KB of Q + 2 x 64 KB of K/V).
 
-    Dense shapes with S <= 1024 (session 12, docs/performance.md "small S"): the producer
-    prefetches the next item's Q and first 512 keys of K/V into L2 (``prefetch``; at larger S
-    an item's K/V was read by its head's other items moments before, and L2 prefetches in the
-    GEMM's steady state cost more requests than they hid, 2026-11-30); D <= 64 with 128-row
-    items takes four K/V stages (160 KB): the ring then holds two items' K/V at S = 256 instead
-    of one.  Varlen keeps the session 11 configurations.
+    Dense shapes with S >= 512, tiles up to 128 wide and 128-row items stage O in shared memory
+    for TMA stores (``tma_store``; H200, session 12: 4-9% faster than the 32-bit pointer stores
+    at S = 512 / 1024 even with a prefetch that cost 7-11%, slower at S = 256, where the TMA
+    unit is busy with the loads; not the 192-row items, whose consumers spill 8 bytes more).  The L2 prefetch of the next item (``prefetch``) and deeper rings
+    were slower everywhere on the H200 and stay opt-in (docs/performance.md "small S").
     """
     hd = tile_dim(D)
-    small = S is not None and S <= 1024 and not varlen
     if hd == 64:
         three = not causal and not varlen and S is not None and \
             -(-S // 192) * 192 <= 1.04 * (-(-S // 128) * 128)
-        c = AttnConfig(64, 192 if three else 128, 128, 4 if small and not three else 2, 2)
+        c = AttnConfig(64, 192 if three else 128, 128, 2, 2)
     elif hd == 128:
         c = AttnConfig(128, 128, 128, 2, 2)
     else:
-        c = AttnConfig(256, 128, 64, 2, 1)
-    return replace(c, prefetch=512 // c.block_n) if small else c
+        return AttnConfig(256, 128, 64, 2, 1)
+    return replace(c, tma_store=True) if not varlen and S is not None and S >= 512 and c.block_m == 128 else c
 
 
 # -- the work schedule -------------------------------------------------------------------------------
