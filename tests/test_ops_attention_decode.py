@@ -161,11 +161,12 @@ def test_split_rule():
     for capacity, B, Hkv in ((32768, 1, 8), (4096, 64, 8), (100, 4, 2), (1, 1, 1), (8192, 8, 1)):
         splits, split_len = M.num_splits_for(capacity, B, Hkv, 1, 64, 132)
         assert split_len % 64 == 0 and (splits - 1) * split_len < capacity <= splits * split_len
-        assert splits == 1 or split_len >= M.MIN_SPLIT
+        assert splits == 1 or split_len >= M.FILL_SPLIT
     assert M.num_splits_for(32768, 1, 8, 1, 64, 132) == (32, 1024)     # 1056 programs wanted: 132 splits; 1024 keys
     assert M.num_splits_for(65536, 1, 8, 1, 32, 132, 256) == (32, 2048)  # D = 256: 32 splits at most
     assert M.num_splits_for(8192, 64, 8, 1, 64, 132) == (3, 2752)       # 1056 wanted / 512 rows
     assert M.num_splits_for(2000, 64, 8, 1, 64, 132) == (1, 2048)       # splits of 1024 keys at least
+    assert M.num_splits_for(8192, 1, 8, 1, 64, 132) == (32, 256)        # ... unless SMs would idle: 264 programs
 
 
 def test_bad_lengths_and_pages_are_device_errors():

@@ -40,6 +40,7 @@ MIN_SPLIT = 1024           # keys per split at least: each program fills its rin
 PROGRAMS_PER_SM = 8        # split programs wanted per SM (the split count comes from the capacity,
 #                            not the lengths, which stay on the device)
 COMBINE_TILE = 8192        # splits x padded head dim at most: the merge's [splits, D] float32 tile
+FILL_SPLIT = 256           # shorter splits only to give every SM two programs
 CPU_SMS = 2                # the "SM count" on the interpreter (small splits exercise the combine)
 
 _COMPILE_ONLY = threading.local()      # .handles: a list while compile_decode runs
@@ -81,12 +82,14 @@ def block_sizes(D: int) -> tuple[int, int, int, int]:
 def num_splits_for(capacity: int, B: int, Hkv: int, g_chunks: int, block_n: int, sms: int,
                    head_dim: int = 128) -> tuple[int, int]:
     """(splits, keys per split): enough programs for ``PROGRAMS_PER_SM`` per SM, no split
-    under ``MIN_SPLIT`` keys, at most ``COMBINE_TILE // head_dim`` splits, a split a whole
-    number of key blocks.  On the H200 (session 12 run 2) 512-key splits, 16 per SM ran 0.73-0.81
-    of cuDNN where programs had 8 key blocks and 0.89 where they had 13 (the ring's fill is
-    paid per program): hence 1024 keys and 8 per SM (docs/performance.md)."""
-    programs = max(1, B * Hkv * g_chunks)
-    splits = max(1, min(capacity // MIN_SPLIT, -(-PROGRAMS_PER_SM * sms // programs), COMBINE_TILE // head_dim))
+    under ``MIN_SPLIT`` keys (but down to ``FILL_SPLIT`` where fewer programs would leave SMs
+    idle: one sequence of a few thousand keys), at most ``COMBINE_TILE // head_dim`` splits, a
+    split a whole number of key blocks.  On the H200 (session 12 run 2) 512-key splits, 16 per
+    SM ran 0.73-0.81 of cuDNN where programs had 8 key blocks and 0.89 where they had 13 (the
+    ring's fill is paid per program): hence 1024 keys and 8 per SM (docs/performance.md)."""
+    rows = max(1, B * Hkv * g_chunks)
+    fill = min(-(-2 * sms // rows), capacity // FILL_SPLIT)     # two programs per SM, if splits of 256 keys allow
+    splits = max(1, min(max(capacity // MIN_SPLIT, fill), -(-PROGRAMS_PER_SM * sms // rows), COMBINE_TILE // head_dim))
     split_len = -(-max(1, -(-capacity // splits)) // block_n) * block_n
     return max(1, -(-capacity // split_len)), split_len
 
