@@ -72,6 +72,23 @@ def _pred(b, pred) -> list:
     return [S.to_bool(b, p).value]
 
 
+def _mma_operands(b, mBarriers, use_acc, pred, force_async) -> tuple[list, list, list, bool]:
+    """A tcgen05 MMA's completion and predicate operands: the barriers it arrives on, the
+    use-accumulator flag, the issue predicate, and whether it is synchronous (no barriers and
+    not ``force_async``)."""
+    if isinstance(mBarriers, Tensor):
+        mBarriers = [mBarriers]
+    if not isinstance(mBarriers, (list, tuple)):
+        raise SemanticError(f"'mBarriers' must be a list of mbarriers, got {S.describe(mBarriers)}",
+                            param="mBarriers")
+    bars = [_barrier(bar, "mBarriers").value for bar in mBarriers]
+    if isinstance(use_acc, Tensor) and use_acc.is_block:
+        raise SemanticError(f"'use_acc' must be a scalar boolean, got {S.describe(use_acc)}", param="use_acc")
+    flag = _pred(b, True if use_acc is None else use_acc)
+    preds = _pred(b, pred)
+    return bars, flag, preds, not bars and not constexpr(force_async, "force_async")
+
+
 # -- tasks ----------------------------------------------------------------------------
 @rule("async_task_replica_id")
 def _replica_id(ctx):
@@ -1137,17 +1154,7 @@ def _tcgen05_mma(ctx, A, B, acc, use_acc, pred, mBarriers, two_ctas, force_async
     if acc.type.element != T.f32 or const_dtype(out_dtype, "out_dtype") != T.f32:
         raise SemanticError(f"tcgen05 accumulates in float32: 'acc' holds {acc.type.element}", param="acc")
     precision = _mma_precision(element, input_precision, "tcgen05")
-    if isinstance(mBarriers, Tensor):
-        mBarriers = [mBarriers]
-    if not isinstance(mBarriers, (list, tuple)):
-        raise SemanticError(f"'mBarriers' must be a list of mbarriers, got {S.describe(mBarriers)}",
-                            param="mBarriers")
-    bars = [_barrier(bar, "mBarriers").value for bar in mBarriers]
-    if isinstance(use_acc, Tensor) and use_acc.is_block:
-        raise SemanticError(f"'use_acc' must be a scalar boolean, got {S.describe(use_acc)}", param="use_acc")
-    flag = _pred(b, True if use_acc is None else use_acc)
-    preds = _pred(b, pred)
-    sync = not bars and not constexpr(force_async, "force_async")
+    bars, flag, preds, sync = _mma_operands(b, mBarriers, use_acc, pred, force_async)
     if pair and sync:
         raise SemanticError("a 2-CTA async_dot (two_ctas=True) completes through mBarriers: the even CTA issues "
                             "it for the pair, so the odd CTA can only learn of its completion from a barrier; "
@@ -1217,17 +1224,7 @@ def _async_dot_scaled(ctx, A, B, acc, A_scale, A_format, B_scale, B_format, use_
                                 f"the cuBLAS block-scaling layout: 128 rows x 4 blocks of 32 per 512 bytes), got "
                                 f"{S.describe(sv)}", param=what)
         scales.append(sv.value)
-    if isinstance(mBarriers, Tensor):
-        mBarriers = [mBarriers]
-    if not isinstance(mBarriers, (list, tuple)):
-        raise SemanticError(f"'mBarriers' must be a list of mbarriers, got {S.describe(mBarriers)}",
-                            param="mBarriers")
-    bars = [_barrier(bar, "mBarriers").value for bar in mBarriers]
-    if isinstance(use_acc, Tensor) and use_acc.is_block:
-        raise SemanticError(f"'use_acc' must be a scalar boolean, got {S.describe(use_acc)}", param="use_acc")
-    flag = _pred(b, True if use_acc is None else use_acc)
-    preds = _pred(b, pred)
-    sync = not bars and not constexpr(force_async, "force_async")
+    bars, flag, preds, sync = _mma_operands(b, mBarriers, use_acc, pred, force_async)
     attrs = {"has_pred": bool(preds), "num_barriers": len(bars), "sync": sync, "input_precision": "ieee",
              "scale_formats": formats}
     b.create("tlx.tcgen05_mma", [a.value, bm.value, acc.value] + flag + preds + bars + scales, [], attrs)
