@@ -206,9 +206,8 @@ def test_ws_dense_gqa(sq, sk, D, causal, ws_kernel, poisoned):
 @pytest.mark.parametrize("D", [64, 128])
 def test_ws_prefetched_row_stats(D, ws_kernel, poisoned, monkeypatch):
     """WS_PREFETCH_STATS on at both head dims (lse2 / delta of a tile loaded during the previous
-    one; the other tests run the shipped choice, off at D = 64), WS_DEFER_DQ and WS_DRIFT off: dense
-    GQA causal
-    and packed uneven lengths (steps of zero, one and many tiles) against float64."""
+    one; the other tests run the shipped choice, off at D = 64), WS_DEFER_DQ and WS_DRIFT off:
+    dense GQA causal and packed uneven lengths (steps of zero, one and many tiles) against float64."""
     monkeypatch.setattr(host, "WS_PREFETCH_STATS", {64: True, 128: True})
     monkeypatch.setattr(host, "WS_DEFER_DQ", {64: False, 128: False})       # the other tests: on at 128
     monkeypatch.setattr(host, "WS_DRIFT", {64: False, 128: False})          # the other tests: on at 64
