@@ -32,6 +32,7 @@ import torch
 
 from .. import language as tl
 from ..descriptors import TensorDescriptor
+from .compile_only import CompileOnly
 from .kernels.attention_fwd import D_BOX, LOG2E, attn_fwd_kernel
 from .kernels.attention_schedule import varlen_check_kernel, varlen_rank_kernel, varlen_table_kernel
 
@@ -268,7 +269,7 @@ def device_sorted_schedule(cu_q: torch.Tensor, cu_k: torch.Tensor, total_q: int,
     B = cu_q.shape[0] - 1
     per, programs, rounds = _sorted_shape(B, H, num_m, total_q, block_m, causal, programs)
     table = torch.empty((programs, rounds * per + 1), dtype=torch.int32, device=cu_q.device)
-    if getattr(_COMPILE_ONLY, "handles", None) is not None:
+    if _COMPILE_ONLY.active:
         return table
     scratch = torch.empty((2, B + 1), dtype=torch.int32, device=cu_q.device)     # start by rank, b by rank
     varlen_rank_kernel[(-(-B // RANK_BLOCK),)](cu_q, cu_k, scratch[0], scratch[1], B, H, total_q, total_k, max_q,
@@ -390,15 +391,11 @@ def _check_lengths_on_device(cu_q: torch.Tensor, cu_k: torch.Tensor, total_q: in
 
 # -- launching ---------------------------------------------------------------------------------------
 
-_COMPILE_ONLY = threading.local()      # .handles: a list while compile_config runs
+_COMPILE_ONLY = CompileOnly()          # compile_config: launches compile for sm_90a instead
 
 
 def _launch(grid, *args, **meta) -> None:
-    handles = getattr(_COMPILE_ONLY, "handles", None)
-    if handles is None:
-        attn_fwd_kernel[grid](*args, **meta)
-    else:
-        handles.append(attn_fwd_kernel.warmup(*args, grid=grid, **meta))
+    _COMPILE_ONLY.launch(attn_fwd_kernel, grid, *args, **meta)
 
 
 def _descriptor(t4: torch.Tensor, rows: int) -> TensorDescriptor:
@@ -509,11 +506,11 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
         if q.device.type != "cuda" or max_seqlen_q is None:
             max_seqlen_q = _check_lengths_now("cu_seqlens_q", cu_seqlens_q, total_q, "max_seqlen_q", max_seqlen_q)
         else:
-            on_device = getattr(_COMPILE_ONLY, "handles", None) is None
+            on_device = not _COMPILE_ONLY.active
         if q.device.type != "cuda" or max_seqlen_k is None:
             max_seqlen_k = _check_lengths_now("cu_seqlens_k", cu_seqlens_k, total_k, "max_seqlen_k", max_seqlen_k)
         else:
-            on_device = on_device or getattr(_COMPILE_ONLY, "handles", None) is None
+            on_device = on_device or not _COMPILE_ONLY.active
         Sq, Sk = max_seqlen_q, max_seqlen_k
         early = total_q == 0 or H == 0 or total_k == 0 or B == 0 or Sq == 0
         if on_device and (order != "sorted" or early):     # else the sorted table's rank kernel checks them
@@ -582,12 +579,7 @@ def compile_config(q, k, v, **kwargs) -> list:
     (``.n_regs``, ``.n_spills``, ``.metadata.shared``).  CPU tensors of the real shapes fill
     the disk cache for the GPU launch."""
     kwargs.setdefault("programs", H200_SMS)
-    _COMPILE_ONLY.handles = []
-    try:
-        attention_forward(q, k, v, **kwargs)
-        return _COMPILE_ONLY.handles
-    finally:
-        _COMPILE_ONLY.handles = None
+    return _COMPILE_ONLY.collect(attention_forward, q, k, v, **kwargs)
 
 
 def reference(q, k, v, *, causal=False, sm_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, dtype=torch.float64):

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 
 import torch
 
 from .. import language as tl
 from ..descriptors import TensorDescriptor
+from .compile_only import CompileOnly
 from .kernels.attention_bwd import bwd_dkdv_kernel, bwd_dq_kernel, bwd_preprocess_kernel
 from .kernels.attention_bwd_ws import D_BOX, bwd_ws_kernel
 
@@ -57,28 +57,15 @@ WS_DRIFT = {64: True, 128: False}
 WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 208 / 224 KB)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 
-_COMPILE_ONLY = threading.local()   # .handles: a list while compile_kernels runs
-
-
-def _launch(kernel, grid, *args, **meta) -> None:
-    """Launch, or under ``compile_kernels`` compile for sm_90a without launching."""
-    handles = getattr(_COMPILE_ONLY, "handles", None)
-    if handles is None:
-        kernel[grid](*args, **meta)
-    else:
-        handles.append(kernel.warmup(*args, grid=grid, **meta))
+_COMPILE_ONLY = CompileOnly()       # compile_kernels: launches compile for sm_90a instead
+_launch = _COMPILE_ONLY.launch
 
 
 def compile_kernels(*args, **kwargs) -> list:
     """Compile (for sm_90a, no launch) the three kernels ``attention_bwd(*args, **kwargs)``
     would launch; CPU tensors.  Returns the compiled-kernel handles (``.n_regs``,
     ``.n_spills``, ``.metadata.shared``, ``.asm``)."""
-    _COMPILE_ONLY.handles = []
-    try:
-        attention_bwd(*args, **kwargs)
-        return _COMPILE_ONLY.handles
-    finally:
-        _COMPILE_ONLY.handles = None
+    return _COMPILE_ONLY.collect(attention_bwd, *args, **kwargs)
 
 
 def _kernel_choice(head_dim: int, max_keys: int) -> str:

@@ -26,12 +26,12 @@ so the launch never reads ``cache_seqlens`` on the host: CUDA-graph friendly.
 from __future__ import annotations
 
 import math
-import threading
 
 import torch
 
 from .. import language as tl
 from ..torch_ops import register_custom_op
+from .compile_only import CompileOnly
 from .kernels.attention_decode import LOG2E, decode_check_kernel, decode_combine_kernel, decode_split_kernel
 
 DTYPES = (torch.float16, torch.bfloat16)
@@ -43,30 +43,18 @@ COMBINE_TILE = 8192        # splits x padded head dim at most: the merge's [spli
 FILL_SPLIT = 256           # shorter splits only to give every SM two programs
 CPU_SMS = 2                # the "SM count" on the interpreter (small splits exercise the combine)
 
-_COMPILE_ONLY = threading.local()      # .handles: a list while compile_decode runs
+_COMPILE_ONLY = CompileOnly()          # compile_decode: launches compile for sm_90a instead
+_launch = _COMPILE_ONLY.launch
 
 
 def _fail(message: str) -> ValueError:
     return ValueError(f"tlxc.ops.attention_decode: {message}")
 
 
-def _launch(kernel, grid, *args, **meta) -> None:
-    handles = getattr(_COMPILE_ONLY, "handles", None)
-    if handles is None:
-        kernel[grid](*args, **meta)
-    else:
-        handles.append(kernel.warmup(*args, grid=grid, **meta))
-
-
 def compile_decode(*args, sms: int = 132, **kwargs) -> list:
     """Compile (sm_90a, no launch) the kernels ``attention_decode(*args, **kwargs)`` would
     launch on a GPU of ``sms`` SMs (an H200 by default), from CPU tensors; the handles."""
-    _COMPILE_ONLY.handles = []
-    try:
-        attention_decode(*args, _sms=sms, **kwargs)
-        return _COMPILE_ONLY.handles
-    finally:
-        _COMPILE_ONLY.handles = None
+    return _COMPILE_ONLY.collect(attention_decode, *args, _sms=sms, **kwargs)
 
 
 def block_sizes(D: int) -> tuple[int, int, int, int]:

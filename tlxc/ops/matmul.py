@@ -28,6 +28,7 @@ from ..descriptors import TensorDescriptor
 from ..errors import TlxcError
 from ..runtime.cache import cache_dir, cache_disabled, write_atomically
 from . import matmul_configs as cfgs
+from .compile_only import CompileOnly
 from .kernels.epilogue import ACTIVATIONS, GLU_FIRST, SCALE_NONE, SCALE_TENSOR, SCALE_VECTOR
 from .kernels.gemm_dot import gemm_dot_kernel, splitk_reduce_kernel
 from .kernels.gemm_ws import gemm_ws_kernel
@@ -109,17 +110,8 @@ def _problem(a, b, out, residual: bool = False, glu: bool = False) -> cfgs.Probl
 
 # -- launching one configuration -------------------------------------------------------------------
 
-_COMPILE_ONLY = threading.local()      # .handles: a list while compile_config runs
-
-
-def _launch(kernel, grid, *args, **meta) -> None:
-    """Launch ``kernel[grid](*args, **meta)``, or under ``compile_config`` compile it for
-    sm_90a without launching (CPU tensors: no GPU needed)."""
-    handles = getattr(_COMPILE_ONLY, "handles", None)
-    if handles is None:
-        kernel[grid](*args, **meta)
-    else:
-        handles.append(kernel.warmup(*args, grid=grid, **meta))
+_COMPILE_ONLY = CompileOnly()          # compile_config: launches compile for sm_90a instead
+_launch = _COMPILE_ONLY.launch
 
 def _stage(x: torch.Tensor) -> torch.Tensor:
     """A copy of the 2-D ``x`` (rows along dim 0) whose rows start 16 bytes apart in a
@@ -313,12 +305,7 @@ def compile_config(config: str, a, b, **kwargs) -> list:
     """Compile (for sm_90a, without launching) the kernels ``matmul(a, b, config=config,
     **kwargs)`` would launch; returns their compiled-kernel handles (``.n_regs``,
     ``.n_spills``, ``.metadata.shared``, ``.asm``).  CPU tensors."""
-    _COMPILE_ONLY.handles = []
-    try:
-        matmul(a, b, config=config, **kwargs)
-        return _COMPILE_ONLY.handles
-    finally:
-        _COMPILE_ONLY.handles = None
+    return _COMPILE_ONLY.collect(matmul, a, b, config=config, **kwargs)
 
 
 # -- autotuning --------------------------------------------------------------------------------------
@@ -484,7 +471,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
     epi = _Epilogue(scale_a, scale_b, bias, activation, residual)
     if config is None and os.environ.get("TLXC_OPS_AUTOTUNE", "") not in ("", "0"):
         config = "autotune"
-    compiling = getattr(_COMPILE_ONLY, "handles", None) is not None
+    compiling = _COMPILE_ONLY.active
     key = None if compiling else _plan_key(config, a2, b, out2, epi)
     plan = _PLANS.get(key) if key is not None else None
     if plan is not None:
