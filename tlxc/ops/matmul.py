@@ -185,6 +185,26 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, **flags)
 
 
+def _align(value: int, needed: bool) -> int:
+    """The divisibility fact (a power of two, 1 = none) ``gemm_dot_kernel`` takes for ``value``
+    in its ``ALIGNS``: given only where ``needed`` and the launch does not know it already
+    (a value of 1 is the constant 1, one divisible by 16 is specialized so), at most 8."""
+    if not needed or value == 1 or value % 16 == 0:
+        return 1
+    return min(abs(value) & -abs(value), 8)
+
+
+def dot_aligns(M: int, N: int, K: int, strides: tuple, split_k: int) -> tuple:
+    """``ALIGNS`` of ``gemm_dot_kernel`` (kernels/gemm_dot.py) for its ``strides``
+    ``(am, ak, bk, bn, cm, cn)``: the divisibility of each stride, and of M, N, K where a
+    vector runs along them (a unit stride along M or N: its wrap and mask; along K: the
+    mask; N also for split-K's partials, rows of N floats).  M and N change per call (token
+    counts): where no vector runs along them, no fact, so no recompile per value."""
+    am, ak, bk, bn, cm, cn = strides
+    return (*(_align(s, True) for s in strides), _align(M, am == 1 or cm == 1),
+            _align(N, bn == 1 or cn == 1 or split_k > 1), _align(K, ak == 1 or bk == 1))
+
+
 def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) -> None:
     if c.swap:          # C^T [N, M] = B^T [N, K] @ A^T [K, M]: the strides exchanged
         M, N = p.N, p.M
@@ -199,7 +219,8 @@ def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) 
     (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=c.swap)
     tiles = -(-M // c.bm) * -(-N // c.bn)
     meta = {"BLOCK_M": c.bm, "BLOCK_N": c.bn, "BLOCK_K": c.bk, "GROUP_M": c.group_m, "SPLIT_K": c.split_k,
-            "FIX_M": c.bm, "GLU_AXIS": 0 if c.swap else 1, "num_warps": c.warps, "num_stages": c.stages}
+            "FIX_M": c.bm, "GLU_AXIS": 0 if c.swap else 1, "num_warps": c.warps, "num_stages": c.stages,
+            "ALIGNS": dot_aligns(M, N, p.K, (sxm, sxk, syk, syn, scm, scn), c.split_k)}
     if c.split_k == 1:
         _launch(gemm_dot_kernel, (tiles,), x, y, out, None, None, M, N, p.K, sxm, sxk, syk, syn, scm, scn, s0, s1, bias,
                 res, r0, r1, FIXUP=False, **meta, **flags)

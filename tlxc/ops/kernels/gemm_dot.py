@@ -17,6 +17,16 @@ without it ``splitk_reduce_kernel``, a second launch, does the sum).  The sum go
 loaded partial would spill).  Small-M
 problems run this kernel on the swapped product ``C^T = B^T @ A^T`` (strides exchanged by
 the host), so that the large N fills the 64-row MMA and the small M is the tile's N.
+
+``ALIGNS`` are the host's divisibility facts of ``(stride_am, stride_ak, stride_bk,
+stride_bn, stride_cm, stride_cn, M, N, K)`` (a power of two each, 1: none) that the launch's
+specialization, which knows only "divisible by 16", misses: a row of 3000 or 776 bf16 is
+16 bytes aligned (8 elements) but not 16 elements, and without the fact every operand load
+is a 2-byte load (64 live pointers a thread: 255 registers, spills), and so is every store
+of C and of a split-K partial.  Each fact becomes a ``tl.multiple_of`` of its value: the
+strides align the rows, M and N the wrapped indices and the masks along a unit stride, K
+the mask ``k < left`` of a K-contiguous operand (constant over 8 elements only when K is a
+multiple of 8); the loads are 16-byte cp.async again.
 """
 from ... import language as tl
 from ...runtime.jit import jit
@@ -28,7 +38,27 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, 
                     stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                     SPLIT_K: tl.constexpr, FIXUP: tl.constexpr, FIX_M: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
-                    ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr, GLU_AXIS: tl.constexpr):
+                    ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr, GLU_AXIS: tl.constexpr,
+                    ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1)):
+    # the host's divisibility facts (module docstring)
+    if ALIGNS[0] > 1:
+        stride_am = tl.multiple_of(stride_am, ALIGNS[0])
+    if ALIGNS[1] > 1:
+        stride_ak = tl.multiple_of(stride_ak, ALIGNS[1])
+    if ALIGNS[2] > 1:
+        stride_bk = tl.multiple_of(stride_bk, ALIGNS[2])
+    if ALIGNS[3] > 1:
+        stride_bn = tl.multiple_of(stride_bn, ALIGNS[3])
+    if ALIGNS[4] > 1:
+        stride_cm = tl.multiple_of(stride_cm, ALIGNS[4])
+    if ALIGNS[5] > 1:
+        stride_cn = tl.multiple_of(stride_cn, ALIGNS[5])
+    if ALIGNS[6] > 1:
+        M = tl.multiple_of(M, ALIGNS[6])
+    if ALIGNS[7] > 1:
+        N = tl.multiple_of(N, ALIGNS[7])
+    if ALIGNS[8] > 1:
+        K = tl.multiple_of(K, ALIGNS[8])
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
