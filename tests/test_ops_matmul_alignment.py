@@ -2,7 +2,8 @@
 elements (N = 3000, K = 776 of bf16): the host's divisibility facts (``ALIGNS``,
 ``matmul.dot_aligns``) give 16-byte cp.async loads and vector stores where the launch's
 "divisible by 16" specialization alone gave 2-byte loads, 255 registers and spills; and the
-kernel stays correct in the interpreter on such sizes (and on 4- and 2-element ones)."""
+kernel stays correct in the interpreter on such sizes (and on 4- and 2-element ones); the
+same for the single-row kernel (kernels/gemv.py) against a weight of K = 776."""
 from __future__ import annotations
 
 import re
@@ -79,5 +80,33 @@ def test_interpreter_is_exact_on_sizes_of_8_4_2_elements(config, a_mmajor, b_kma
     bias = torch.randn(N).to(torch.bfloat16)
     matmul(a, b, out, bias=bias, config=config)
     ref = a.double() @ b.double() + bias.double()
+    assert torch.isfinite(out).all()
+    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+
+
+def _element_loads(src: str) -> int:
+    return len(re.findall(r"[=?] \*\w+\[i\]", src))
+
+
+def test_single_row_kernel_reads_a_weight_of_8_element_rows_with_16_byte_loads():
+    a = torch.empty(1, 776, dtype=torch.bfloat16)
+    (h,) = compile_config("gemv_8x512_s1_w4", a, torch.empty(3000, 776, dtype=torch.bfloat16).t())
+    (ref,) = compile_config("gemv_8x512_s1_w4", torch.empty(1, 784, dtype=torch.bfloat16),
+                            torch.empty(3000, 784, dtype=torch.bfloat16).t())
+    src = h.asm["cuda"]
+    assert _element_loads(src) == 0, _element_loads(src)
+    assert src.count("tlx_ld_global_b128(") == ref.asm["cuda"].count("tlx_ld_global_b128(")
+    assert h.n_regs <= ref.n_regs + 8, (h.n_regs, ref.n_regs)
+
+
+@pytest.mark.parametrize("unit", [8, 4, 2])
+def test_single_row_kernel_is_exact_on_sizes_of_8_4_2_elements(unit):
+    N, K = 25 * unit, unit * (450 // unit | 1)
+    g = torch.Generator().manual_seed(unit)
+    a = torch.randn(1, K, generator=g).to(torch.bfloat16)
+    b = torch.randn(N, K, generator=g).to(torch.bfloat16).t()
+    out = torch.full((1, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, config="gemv_8x512_s1_w4")
+    ref = a.double() @ b.double()
     assert torch.isfinite(out).all()
     assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL

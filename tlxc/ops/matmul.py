@@ -246,7 +246,8 @@ def _launch_gemv(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue)
     (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=False)
     _launch(gemv_kernel, (-(-p.N // c.bn),), a, b, out, p.N, p.K, a.stride(1), b.stride(0), b.stride(1),
             out.stride(0), out.stride(1), s0, s1, bias, res, r0, r1, BLOCK_N=c.bn, BLOCK_K=c.bk,
-            STAGES=c.stages, UNROLL=c.unroll, num_warps=c.warps, **flags)
+            STAGES=c.stages, UNROLL=c.unroll, num_warps=c.warps,
+            ALIGNS=(_align(b.stride(1), True), _align(p.K, b.stride(0) == 1)), **flags)
 
 
 _LAUNCHERS = {"ws": _launch_ws, "dot": _launch_dot, "gemv": _launch_gemv}

@@ -18,6 +18,10 @@ once, the rows fold) instead of a one-dimensional layout converted through share
 in every step.  The K loop runs over whole ``BLOCK_K`` steps unmasked and finishes with one
 masked step for the tail; columns past N wrap (``% N``) for the loads and are masked at the
 store.  The epilogue (``epilogue.store_tile_pointers``) sees a ``1 x BLOCK_N`` tile.
+
+``ALIGNS`` are the host's divisibility facts of ``(stride_bn, K)`` (a power of two, 1: none)
+that the launch's "divisible by 16" misses, as in ``gemm_dot_kernel``: a weight of K = 776
+bf16 has 16-byte aligned rows, and the tail's mask is constant over 8 elements.
 """
 from ... import language as tl
 from ...runtime.jit import jit
@@ -29,7 +33,11 @@ def gemv_kernel(a_ptr, b_ptr, c_ptr, N, K, stride_ak, stride_bk, stride_bn, stri
                 scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr, UNROLL: tl.constexpr,
                 SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
-                HAS_RESIDUAL: tl.constexpr):
+                HAS_RESIDUAL: tl.constexpr, ALIGNS: tl.constexpr = (1, 1)):
+    if ALIGNS[0] > 1:
+        stride_bn = tl.multiple_of(stride_bn, ALIGNS[0])
+    if ALIGNS[1] > 1:
+        K = tl.multiple_of(K, ALIGNS[1])
     pid = tl.program_id(0)
     cols = (pid * BLOCK_N + tl.arange(0, BLOCK_N)) % N          # wrapped: loads stay in bounds
     ks = tl.arange(0, BLOCK_K)
