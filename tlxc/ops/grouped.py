@@ -17,6 +17,7 @@ from .. import language as tl
 from ..descriptors import TensorDescriptor
 from .kernels.grouped_gemm import grouped_gemm_kernel
 from .kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
+from .matmul import align_fact, dot_aligns
 
 GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the pointer kernel
     "g_128x128x64": (128, 128, 64, 4, 3),
@@ -104,8 +105,17 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
     grouped_gemm_kernel[grid](a, b_experts, out, group_sizes, E, N, K, a.stride(0), a.stride(1), b_experts.stride(0),
                               b_experts.stride(1), b_experts.stride(2), out.stride(0), out.stride(1), row_tiles,
                               BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M, E_PAD=_pow2(E),
-                              num_warps=warps, num_stages=stages)
+                              ALIGNS=grouped_aligns(N, K, a, b_experts, out), num_warps=warps, num_stages=stages)
     return out
+
+
+def grouped_aligns(N: int, K: int, a, b_experts, out) -> tuple:
+    """``ALIGNS`` of ``grouped_gemm_kernel``: ``matmul.dot_aligns``'s facts of the strides
+    ``(am, ak, bk, bn, cm, cn)``, N and K (none of M: the groups' rows end anywhere), then the
+    expert stride's."""
+    facts = dot_aligns(1, N, K, (a.stride(0), a.stride(1), b_experts.stride(1), b_experts.stride(2),
+                                 out.stride(0), out.stride(1)), 1)
+    return (*facts[:6], facts[7], facts[8], align_fact(b_experts.stride(0)))
 
 
 GROUP_M = 8          # row tiles that walk the column tiles together (L2 reuse of a and b)

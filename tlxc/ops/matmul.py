@@ -185,9 +185,10 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, **flags)
 
 
-def _align(value: int, needed: bool) -> int:
-    """The divisibility fact (a power of two, 1 = none) ``gemm_dot_kernel`` takes for ``value``
-    in its ``ALIGNS``: given only where ``needed`` and the launch does not know it already
+def align_fact(value: int, needed: bool = True) -> int:
+    """The divisibility fact (a power of two, 1 = none) a pointer kernel (``gemm_dot_kernel``,
+    ``gemv_kernel``, ``splitk_reduce_kernel``, ``grouped_gemm_kernel``) takes for ``value`` in
+    its ``ALIGNS``: given only where ``needed`` and the launch does not know it already
     (a value of 1 is the constant 1, one divisible by 16 is specialized so), at most 8."""
     if not needed or value == 1 or value % 16 == 0:
         return 1
@@ -201,8 +202,8 @@ def dot_aligns(M: int, N: int, K: int, strides: tuple, split_k: int) -> tuple:
     mask; N also for split-K's partials, rows of N floats).  M and N change per call (token
     counts): where no vector runs along them, no fact, so no recompile per value."""
     am, ak, bk, bn, cm, cn = strides
-    return (*(_align(s, True) for s in strides), _align(M, am == 1 or cm == 1),
-            _align(N, bn == 1 or cn == 1 or split_k > 1), _align(K, ak == 1 or bk == 1))
+    return (*(align_fact(s, True) for s in strides), align_fact(M, am == 1 or cm == 1),
+            align_fact(N, bn == 1 or cn == 1 or split_k > 1), align_fact(K, ak == 1 or bk == 1))
 
 
 def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) -> None:
@@ -238,8 +239,10 @@ def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) 
             None, None, None, 0, 0, FIXUP=False, **meta, **no_epilogue)
     rbm, rbn = REDUCE_BLOCK
     grid = (-(-M // rbm) * -(-N // rbn),)
+    aligns = meta["ALIGNS"]             # (stride_cm, stride_cn, N): C's rows and the partials' rows of N floats
     _launch(splitk_reduce_kernel, grid, ws, out, M, N, scm, scn, s0, s1, bias, res, r0, r1, BLOCK_M=rbm, BLOCK_N=rbn,
-            SPLIT_K=c.split_k, GLU_AXIS=meta["GLU_AXIS"], num_warps=4, **flags)
+            SPLIT_K=c.split_k, GLU_AXIS=meta["GLU_AXIS"], num_warps=4, ALIGNS=(aligns[4], aligns[5], aligns[7]),
+            **flags)
 
 
 def _launch_gemv(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) -> None:
@@ -247,7 +250,7 @@ def _launch_gemv(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue)
     _launch(gemv_kernel, (-(-p.N // c.bn),), a, b, out, p.N, p.K, a.stride(1), b.stride(0), b.stride(1),
             out.stride(0), out.stride(1), s0, s1, bias, res, r0, r1, BLOCK_N=c.bn, BLOCK_K=c.bk,
             STAGES=c.stages, UNROLL=c.unroll, num_warps=c.warps,
-            ALIGNS=(_align(b.stride(1), True), _align(p.K, b.stride(0) == 1)), **flags)
+            ALIGNS=(align_fact(b.stride(1), True), align_fact(p.K, b.stride(0) == 1)), **flags)
 
 
 _LAUNCHERS = {"ws": _launch_ws, "dot": _launch_dot, "gemv": _launch_gemv}

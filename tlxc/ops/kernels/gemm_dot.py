@@ -135,9 +135,17 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, 
 def splitk_reduce_kernel(ws_ptr, c_ptr, M, N, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
                          stride_r0, stride_r1, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr,
                          SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
-                         ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr, GLU_AXIS: tl.constexpr):
+                         ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr, GLU_AXIS: tl.constexpr,
+                         ALIGNS: tl.constexpr = (1, 1, 1)):
     """C = epilogue(sum of the ``SPLIT_K`` float32 partials in ``ws``), in a fixed order
-    (deterministic)."""
+    (deterministic).  ``ALIGNS``: the host's divisibility facts of ``(stride_cm, stride_cn, N)``
+    as in ``gemm_dot_kernel``: the partials are rows of N floats, C rows of ``stride_cm``."""
+    if ALIGNS[0] > 1:
+        stride_cm = tl.multiple_of(stride_cm, ALIGNS[0])
+    if ALIGNS[1] > 1:
+        stride_cn = tl.multiple_of(stride_cn, ALIGNS[1])
+    if ALIGNS[2] > 1:
+        N = tl.multiple_of(N, ALIGNS[2])
     pid = tl.program_id(0)
     tiles_n = tl.cdiv(N, BLOCK_N)
     offs_m = (pid // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)

@@ -17,6 +17,13 @@ scalar loads cost E / 4 dependent L2 round trips per program: ~10 us at E = 128,
 tile's K loop).  A row tile past the last group's does no K steps and stores nothing.  The
 main loop is ``gemm_dot.py``'s (pointer loads ringed by cp.async, wgmma); rows past the
 group's end are masked.
+
+``ALIGNS`` are the host's divisibility facts of ``(stride_am, stride_ak, stride_bk, stride_bn,
+stride_cm, stride_cn, N, K, stride_be)`` (a power of two each, 1: none; ``ops.grouped``
+computes them with ``matmul.dot_aligns``) that the launch's "divisible by 16" misses, as in
+``gemm_dot_kernel``: on rows of 3000 or 776 bf16 (8 elements, not 16) the loads are 16-byte
+cp.async only with them (N: the ``% N`` wrap and the store's mask, K: the mask ``k < left``).
+The groups' rows end anywhere, so there is no fact along M.
 """
 from ... import language as tl
 from ...runtime.jit import jit
@@ -25,7 +32,27 @@ from ...runtime.jit import jit
 @jit
 def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, E, N, K, stride_am, stride_ak, stride_be, stride_bk, stride_bn,
                         stride_cm, stride_cn, ROW_TILES, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, E_PAD: tl.constexpr):
+                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, E_PAD: tl.constexpr,
+                        ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1)):
+    # the host's divisibility facts (module docstring)
+    if ALIGNS[0] > 1:
+        stride_am = tl.multiple_of(stride_am, ALIGNS[0])
+    if ALIGNS[1] > 1:
+        stride_ak = tl.multiple_of(stride_ak, ALIGNS[1])
+    if ALIGNS[2] > 1:
+        stride_bk = tl.multiple_of(stride_bk, ALIGNS[2])
+    if ALIGNS[3] > 1:
+        stride_bn = tl.multiple_of(stride_bn, ALIGNS[3])
+    if ALIGNS[4] > 1:
+        stride_cm = tl.multiple_of(stride_cm, ALIGNS[4])
+    if ALIGNS[5] > 1:
+        stride_cn = tl.multiple_of(stride_cn, ALIGNS[5])
+    if ALIGNS[6] > 1:
+        N = tl.multiple_of(N, ALIGNS[6])
+    if ALIGNS[7] > 1:
+        K = tl.multiple_of(K, ALIGNS[7])
+    if ALIGNS[8] > 1:
+        stride_be = tl.multiple_of(stride_be, ALIGNS[8])
     pid = tl.program_id(0)
     tiles_n = tl.cdiv(N, BLOCK_N)
     per_group = GROUP_M * tiles_n
