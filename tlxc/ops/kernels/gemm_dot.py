@@ -30,6 +30,7 @@ multiple of 8); the loads are 16-byte cp.async again.
 """
 from ... import language as tl
 from ...runtime.jit import jit
+from .aligns import aligned
 from .epilogue import apply_epilogue, store_tile_pointers
 
 
@@ -41,24 +42,15 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, 
                     ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr, GLU_AXIS: tl.constexpr,
                     ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1)):
     # the host's divisibility facts (module docstring)
-    if ALIGNS[0] > 1:
-        stride_am = tl.multiple_of(stride_am, ALIGNS[0])
-    if ALIGNS[1] > 1:
-        stride_ak = tl.multiple_of(stride_ak, ALIGNS[1])
-    if ALIGNS[2] > 1:
-        stride_bk = tl.multiple_of(stride_bk, ALIGNS[2])
-    if ALIGNS[3] > 1:
-        stride_bn = tl.multiple_of(stride_bn, ALIGNS[3])
-    if ALIGNS[4] > 1:
-        stride_cm = tl.multiple_of(stride_cm, ALIGNS[4])
-    if ALIGNS[5] > 1:
-        stride_cn = tl.multiple_of(stride_cn, ALIGNS[5])
-    if ALIGNS[6] > 1:
-        M = tl.multiple_of(M, ALIGNS[6])
-    if ALIGNS[7] > 1:
-        N = tl.multiple_of(N, ALIGNS[7])
-    if ALIGNS[8] > 1:
-        K = tl.multiple_of(K, ALIGNS[8])
+    stride_am = aligned(stride_am, ALIGNS[0])
+    stride_ak = aligned(stride_ak, ALIGNS[1])
+    stride_bk = aligned(stride_bk, ALIGNS[2])
+    stride_bn = aligned(stride_bn, ALIGNS[3])
+    stride_cm = aligned(stride_cm, ALIGNS[4])
+    stride_cn = aligned(stride_cn, ALIGNS[5])
+    M = aligned(M, ALIGNS[6])
+    N = aligned(N, ALIGNS[7])
+    K = aligned(K, ALIGNS[8])
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -140,12 +132,9 @@ def splitk_reduce_kernel(ws_ptr, c_ptr, M, N, stride_cm, stride_cn, scale0_ptr, 
     """C = epilogue(sum of the ``SPLIT_K`` float32 partials in ``ws``), in a fixed order
     (deterministic).  ``ALIGNS``: the host's divisibility facts of ``(stride_cm, stride_cn, N)``
     as in ``gemm_dot_kernel``: the partials are rows of N floats, C rows of ``stride_cm``."""
-    if ALIGNS[0] > 1:
-        stride_cm = tl.multiple_of(stride_cm, ALIGNS[0])
-    if ALIGNS[1] > 1:
-        stride_cn = tl.multiple_of(stride_cn, ALIGNS[1])
-    if ALIGNS[2] > 1:
-        N = tl.multiple_of(N, ALIGNS[2])
+    stride_cm = aligned(stride_cm, ALIGNS[0])
+    stride_cn = aligned(stride_cn, ALIGNS[1])
+    N = aligned(N, ALIGNS[2])
     pid = tl.program_id(0)
     tiles_n = tl.cdiv(N, BLOCK_N)
     offs_m = (pid // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)

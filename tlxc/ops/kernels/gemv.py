@@ -25,6 +25,7 @@ bf16 has 16-byte aligned rows, and the tail's mask is constant over 8 elements.
 """
 from ... import language as tl
 from ...runtime.jit import jit
+from .aligns import aligned
 from .epilogue import store_tile_pointers
 
 
@@ -34,10 +35,8 @@ def gemv_kernel(a_ptr, b_ptr, c_ptr, N, K, stride_ak, stride_bk, stride_bn, stri
                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr, UNROLL: tl.constexpr,
                 SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
                 HAS_RESIDUAL: tl.constexpr, ALIGNS: tl.constexpr = (1, 1)):
-    if ALIGNS[0] > 1:
-        stride_bn = tl.multiple_of(stride_bn, ALIGNS[0])
-    if ALIGNS[1] > 1:
-        K = tl.multiple_of(K, ALIGNS[1])
+    stride_bn = aligned(stride_bn, ALIGNS[0])
+    K = aligned(K, ALIGNS[1])
     pid = tl.program_id(0)
     cols = (pid * BLOCK_N + tl.arange(0, BLOCK_N)) % N          # wrapped: loads stay in bounds
     ks = tl.arange(0, BLOCK_K)

@@ -27,6 +27,7 @@ The groups' rows end anywhere, so there is no fact along M.
 """
 from ... import language as tl
 from ...runtime.jit import jit
+from .aligns import aligned
 
 
 @jit
@@ -35,24 +36,15 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, E, N, K, stride_am, stri
                         BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, E_PAD: tl.constexpr,
                         ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1)):
     # the host's divisibility facts (module docstring)
-    if ALIGNS[0] > 1:
-        stride_am = tl.multiple_of(stride_am, ALIGNS[0])
-    if ALIGNS[1] > 1:
-        stride_ak = tl.multiple_of(stride_ak, ALIGNS[1])
-    if ALIGNS[2] > 1:
-        stride_bk = tl.multiple_of(stride_bk, ALIGNS[2])
-    if ALIGNS[3] > 1:
-        stride_bn = tl.multiple_of(stride_bn, ALIGNS[3])
-    if ALIGNS[4] > 1:
-        stride_cm = tl.multiple_of(stride_cm, ALIGNS[4])
-    if ALIGNS[5] > 1:
-        stride_cn = tl.multiple_of(stride_cn, ALIGNS[5])
-    if ALIGNS[6] > 1:
-        N = tl.multiple_of(N, ALIGNS[6])
-    if ALIGNS[7] > 1:
-        K = tl.multiple_of(K, ALIGNS[7])
-    if ALIGNS[8] > 1:
-        stride_be = tl.multiple_of(stride_be, ALIGNS[8])
+    stride_am = aligned(stride_am, ALIGNS[0])
+    stride_ak = aligned(stride_ak, ALIGNS[1])
+    stride_bk = aligned(stride_bk, ALIGNS[2])
+    stride_bn = aligned(stride_bn, ALIGNS[3])
+    stride_cm = aligned(stride_cm, ALIGNS[4])
+    stride_cn = aligned(stride_cn, ALIGNS[5])
+    N = aligned(N, ALIGNS[6])
+    K = aligned(K, ALIGNS[7])
+    stride_be = aligned(stride_be, ALIGNS[8])
     pid = tl.program_id(0)
     tiles_n = tl.cdiv(N, BLOCK_N)
     per_group = GROUP_M * tiles_n
