@@ -1,7 +1,7 @@
 """tlxc.ops.attention against SDPA's cuDNN and flash backends: forward (and backward once
 ``tlxc/ops/kernels/attention_bwd.py`` exists), dense and varlen, paired medians.
 
-One process, one GPU, bf16.  Dense sweep (issue 23): S in {256, 512, 1024, 2048, 4096, 8192}
+One process, one GPU, bf16.  Dense sweep (issue 23): S in {256, 512, 1024, 2048, 4096, 8192, 16384}
 x D in {64, 128, 256} x causal/full x MHA/GQA-4, with B*S = 16384 tokens and H*D = 2048
 (H = 32, 16, 8).  Varlen: packed batches of mixed lengths (64..4096, 16k tokens), D = 128,
 MHA and GQA-4 (tlxc's default ``sorted`` schedule, and the ``snake`` one as ``tlxc_snake``: a
@@ -124,7 +124,7 @@ def wants_bwd(case, every_s: bool) -> bool:
 
 def dense_cases(quick: bool, only_s=None, only_d=None, groups=(1, 4)) -> list[tuple]:
     """(B, H, Hkv, S, D, causal)."""
-    seqs = (512, 4096) if quick else (256, 512, 1024, 2048, 4096, 8192)
+    seqs = (512, 4096) if quick else (256, 512, 1024, 2048, 4096, 8192, 16384)
     cases = []
     for D in (64, 128, 256):
         if only_d and D not in only_d:
