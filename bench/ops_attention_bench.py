@@ -20,9 +20,9 @@ pages in shuffled order, D = 128, GQA 4:1 / 8:1 and MHA): against every SDPA bac
 efficient, cudnn, math) on the same keys gathered into a contiguous ``[B, Hkv, L, D]`` cache
 (the gather not timed; ``best_sdpa`` = the fastest of them in each round), and, for a batch of
 mixed cache lengths, flash's varlen kernel with one query per sequence; ``tlxc_contig`` is
-tlxc on the contiguous cache, ``tlxc_combine_inline`` tlxc merging the splits at the end of the
-split kernel instead of in a second launch, ``tlxc_nocheck`` without the device check of the
-lengths and block table.  GB/s = K/V bytes read / time.
+tlxc on the contiguous cache, ``tlxc_split`` tlxc's session 12 schedule (one program per
+(sequence, kv head, split), ~4 waves; the default is the persistent ``stream`` schedule),
+``tlxc_nocheck`` without the device check of the lengths and block table.  GB/s = K/V bytes read / time.
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
 
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
@@ -172,6 +172,7 @@ def _compile_worker(job):
             _, B, H, Hkv, L = job
             q, kc, vc, table, seqlens, lens = decode_tensors(B, H, Hkv, L, "cpu", empty=True)
             compile_decode(q, kc, vc, seqlens, block_table=table)
+            compile_decode(q, kc, vc, seqlens, block_table=table, schedule="split")
             if L is not None:
                 contig = torch.empty(B, L, Hkv, q.shape[-1], dtype=q.dtype)
                 compile_decode(q, contig, contig, seqlens)
@@ -621,8 +622,8 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
         if not err < 1e-2:
             raise AssertionError(f"relative error {err:.2e} against float32 math")
         fns["tlxc"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table)[0]
-        fns["tlxc_combine_inline"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
-                                                              combine="inline")[0]
+        fns["tlxc_split"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
+                                                     schedule="split")[0]
         fns["tlxc_nocheck"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table, check=False)[0]
     except Exception as exc:
         row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"

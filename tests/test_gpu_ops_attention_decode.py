@@ -63,6 +63,25 @@ def test_paged_matches_float64(D, H, Hkv, page, splits, dtype, combine):
         _check(o, lse, *reference(q, k, v, seqlens, block_table=table), dtype)
 
 
+STREAM = [  # D, H, Hkv, page, lens: the persistent schedule (rows cut by 264 programs' boundaries)
+    (128, 32, 8, 16, [0, 1, 700, 5000, 129]),
+    (128, 64, 8, 16, [32768]),                 # one sequence: each row over ~33 programs
+    (64, 8, 1, 64, [3, 0, 17, 9000, 1, 64]),
+    (128, 32, 32, 16, [4096] * 16),            # MHA, equal lengths (the bench's case)
+    (96, 80, 1, 8, [1000, 77]),                # two head tiles per kv head, padded head dim, tiny pages
+    (128, 4, 2, 12, [5] * 300),                # many short sequences: rows of one block, 300 > 264 programs
+]
+
+
+@pytest.mark.parametrize("D,H,Hkv,page,lens", STREAM, ids=str)
+def test_stream_schedule_matches_float64(D, H, Hkv, page, lens):
+    k, v, table = _paged(lens, page, Hkv, D, torch.bfloat16, seed=D + H + len(lens))
+    q = torch.randn(len(lens), H, D, device="cuda", dtype=torch.bfloat16)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, schedule="stream")
+    _check(o, lse, *reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+
+
 def test_contiguous_cache():
     k = torch.randn(4, 3000, 2, 128, device="cuda", dtype=torch.bfloat16)
     v = torch.randn_like(k)
@@ -73,8 +92,8 @@ def test_contiguous_cache():
 
 
 def test_graph_replay_with_new_lengths():
-    """The split count comes from the shapes: a captured decode step replays with new lengths and
-    a new block table."""
+    """The grids come from the shapes (the default stream schedule counts the blocks on the
+    device): a captured decode step replays with new lengths and a new block table."""
     k, v, table = _paged([2000, 2000, 2000], 16, 8, 128, torch.bfloat16, seed=5)     # room for 2000 keys each
     q = torch.randn(3, 32, 128, device="cuda", dtype=torch.bfloat16)
     seqlens = torch.tensor([900, 40, 2000], dtype=torch.int32, device="cuda")

@@ -19,9 +19,13 @@ paged (``block_table``) or not, split over the cache length (flash-decoding).
 * ``lse``: float32 ``[B, H]``, natural log (as ``attention_forward``'s).
 
 No causal mask (one query at the end of its sequence sees every cached key, as flash-attn's
-bottom-right alignment gives).  Kernels: ``kernels/attention_decode.py``.  The number of
-splits follows from the shapes alone (the cache's capacity, ``B * Hkv`` and the SM count),
-so the launch never reads ``cache_seqlens`` on the host: CUDA-graph friendly.
+bottom-right alignment gives).  Kernels: ``kernels/attention_decode.py``.  Two schedules:
+``stream`` (the default at head dims up to 128): a persistent grid of two programs per SM
+that share every (sequence, kv head)'s key blocks evenly (counted on the device from the
+lengths) through one cp.async ring running across rows, and a merge of the rows cut by
+program boundaries; ``split``: one program per (sequence, kv head, split of the capacity).
+Neither reads ``cache_seqlens`` on the host (the grids follow from the shapes): CUDA-graph
+friendly.
 """
 from __future__ import annotations
 
@@ -32,7 +36,14 @@ import torch
 from .. import language as tl
 from ..torch_ops import register_custom_op
 from .compile_only import CompileOnly
-from .kernels.attention_decode import LOG2E, decode_check_kernel, decode_combine_kernel, decode_split_kernel
+from .kernels.attention_decode import (
+    LOG2E,
+    decode_check_kernel,
+    decode_combine_kernel,
+    decode_split_kernel,
+    decode_stream_combine_kernel,
+    decode_stream_kernel,
+)
 
 DTYPES = (torch.float16, torch.bfloat16)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
@@ -139,6 +150,16 @@ def _unit_last(t: torch.Tensor) -> torch.Tensor:
 
 
 COMBINES = ("kernel", "inline")
+SCHEDULES = ("stream", "split")
+STREAM_CHUNK = 1024        # sequences per step of the stream kernels' scans over the lengths
+STREAM_MERGE = 16          # partials per step of the stream combine's merge
+
+
+def stream_programs(B: int, rows_per_seq: int, capacity: int, block_n: int, head_dim: int, sms: int) -> int:
+    """The stream schedule's grid: two programs per SM where their shared memory fits (head
+    dims up to 128), one above; never more than the key blocks the cache can hold."""
+    per_sm = 2 if head_dim <= 128 else 1
+    return max(1, min(per_sm * sms, B * rows_per_seq * -(-capacity // block_n)))
 
 
 def _split_counters(device: torch.device, n: int) -> torch.Tensor:
@@ -163,8 +184,8 @@ _COUNTERS: dict[tuple, torch.Tensor] = {}
 
 def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor, *,
                      block_table: torch.Tensor | None = None, sm_scale: float | None = None,
-                     num_splits: int | None = None, combine: str = "kernel", check: bool = True,
-                     _sms: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                     num_splits: int | None = None, combine: str = "kernel", schedule: str | None = None,
+                     check: bool = True, _sms: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of one query token per sequence against its cached keys (module
     docstring).  ``num_splits`` overrides the split count, ``combine`` how several splits are
     merged: ``kernel`` (a second launch, which also checks the inputs; the default: 4-10%
@@ -173,7 +194,11 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     benchmarks.  ``check=False`` skips
     the device-side check of ``cache_seqlens`` and ``block_table`` (one small launch): the
     caller vouches for them (a length is then clamped to the capacity and a row of a page
-    outside the cache is not read, so a bad value gives a wrong result, not a fault)."""
+    outside the cache is not read, so a bad value gives a wrong result, not a fault).
+    ``schedule``: ``stream`` (the default at head dims up to 128 without ``num_splits``/``combine``: a persistent grid
+    sharing the key blocks evenly, one cp.async ring across its rows, a merge kernel for the
+    rows cut by program boundaries) or ``split`` (one program per (sequence, kv head, split);
+    the default when ``num_splits`` or ``combine`` is given)."""
     if not isinstance(check, bool):
         raise TypeError(f"tlxc.ops.attention_decode: 'check' must be a bool, got {type(check).__name__}")
     sm_scale = _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale)
@@ -181,6 +206,13 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         raise _fail(f"'num_splits' must be a positive int, got {num_splits!r}")
     if combine not in COMBINES:
         raise _fail(f"'combine' must be one of {', '.join(COMBINES)}, got {combine!r}")
+    if schedule is None:        # stream at D <= 128 (at D = 256 its loop-carried state spills: 1.4 KB)
+        schedule = "split" if num_splits is not None or combine != "kernel" or q.shape[-1] > 128 else "stream"
+    if schedule not in SCHEDULES:
+        raise _fail(f"'schedule' must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
+    if schedule == "stream" and (num_splits is not None or combine != "kernel"):
+        raise _fail("'num_splits' and 'combine' belong to schedule='split' (the stream schedule splits by key "
+                    "blocks on the device)")
     B, H, D = q.shape[0], q.shape[-2], q.shape[-1]
     Hkv = k_cache.shape[2]
     q3 = _unit_last(q.reshape(B, H, D) if q.dim() == 4 else q)
@@ -205,6 +237,30 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     g_chunks = -(-group // block_g)
     sms = _sms or (torch.cuda.get_device_properties(q.device).multi_processor_count if q.device.type == "cuda"
                    else CPU_SMS)
+    sk, sv = k_cache.stride()[:3], v_cache.stride()[:3]
+    if paged:
+        bt, stride_bt, num_pages = block_table, block_table.stride(0), k_cache.shape[0]
+    else:
+        bt, stride_bt, num_pages = cache_seqlens, 0, 1          # (never read without pages)
+    if schedule == "stream":
+        rows_per_seq = Hkv * g_chunks
+        if B * rows_per_seq * -(-capacity // block_n) >= 2 ** 31:
+            raise _fail(f"{B} sequences x {rows_per_seq} kv rows x {capacity} keys is too many key blocks "
+                        f"for the stream schedule's int32 counts; use schedule='split'")
+        programs = stream_programs(B, rows_per_seq, capacity, block_n, head_dim, sms)
+        tile = min(group, block_g)
+        o_part = torch.empty((programs, 2, tile, D), device=q.device, dtype=torch.float32)
+        lse_part = torch.empty((programs, 2, tile), device=q.device, dtype=torch.float32)
+        chunk = min(STREAM_CHUNK, max(2, 1 << (B - 1).bit_length()))
+        _launch(decode_stream_kernel, (programs,), q3, k_cache, v_cache, bt, cache_seqlens, o, lse, o_part, lse_part,
+                B, Hkv, capacity, num_pages, sm_scale * LOG2E, *q3.stride()[:2], *sk, *sv, stride_bt, H * D, D, H, 1,
+                D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, TILE=tile, BLOCK_N=block_n, STAGES=stages,
+                PAGE=page, PAGED=paged, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], CHUNK=chunk, num_warps=4)
+        _launch(decode_stream_combine_kernel, (B * H,), o_part, lse_part, o, lse, cache_seqlens, bt, B, H, Hkv,
+                programs, capacity, num_pages, stride_bt, H * D, D, H, 1, D=D, HEAD_DIM=head_dim, BLOCK_G=block_g,
+                GROUP=group, TILE=tile, BLOCK_N=block_n, BLOCK_S=STREAM_MERGE, CHUNK=chunk, CHECK=check, PAGE=page,
+                PAGED=paged, num_warps=4)
+        return out, lse
     if num_splits is None:
         splits, split_len = num_splits_for(capacity, B, Hkv, g_chunks, block_n, sms, head_dim)
     else:
@@ -223,11 +279,6 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         o_part = torch.empty((B, H, splits, D), device=q.device, dtype=torch.float32)
         lse_part = torch.empty((B, H, splits), device=q.device, dtype=torch.float32)
         so, sl = (H * splits * D, splits * D, D), (H * splits, splits)
-    sk, sv = k_cache.stride()[:3], v_cache.stride()[:3]
-    if paged:
-        bt, stride_bt, num_pages = block_table, block_table.stride(0), k_cache.shape[0]
-    else:
-        bt, stride_bt, num_pages = cache_seqlens, 0, 1          # (never read without pages)
     fixup = not one and combine == "inline"
     if check and (one or fixup):       # else the combine kernel checks (a launch fewer)
         _launch(decode_check_kernel, (B,), cache_seqlens, bt, B, capacity, num_pages, stride_bt, PAGE=page,

@@ -262,3 +262,246 @@ def _check_sequence(lens_ptr, bt_ptr, b, CAPACITY, NUM_PAGES, stride_bt, PAGE: t
             offs = p0 + tl.arange(0, BLOCK)
             page = tl.load(bt_ptr + b * stride_bt + offs, mask=offs < used, other=0)
             tl.device_assert((page >= 0) & (page < NUM_PAGES), "a block_table entry in use is outside 0 .. num_pages - 1")
+
+
+# -- the persistent (stream-K) schedule -----------------------------------------------------------
+#
+# ``decode_stream_kernel``: a grid of ``P`` programs (two per SM at D <= 128) that share the work
+# evenly by key blocks, not by (sequence, kv head, split) items.  The work is the list of every
+# row's key blocks, row ``r = b * HG + k`` (``HG = H_KV * G_CHUNKS`` rows of sequence ``b``: kv head
+# ``k // G_CHUNKS``, head tile ``k % G_CHUNKS``) holding ``nb_b = cdiv(len_b, BLOCK_N)`` blocks, rows
+# in order: ``TB`` blocks in all (from the lengths, on the device).  Program ``p`` takes the blocks
+# ``lo(p) .. hi(p)`` of that list (``TB // P`` each, the first ``TB % P`` programs one more), whatever
+# rows they fall in, through one cp.async ring that runs across its rows: the next row's first
+# blocks are in flight while this row's last ones are computed (no ring fill per item, no waves).
+# A row that lies wholly inside one program is finished there (``o``, natural-log ``lse``); a row
+# cut by a program boundary leaves a float32 partial in slot ``0`` (the row began before ``lo(p)``,
+# or at it) or ``1`` (it began after ``lo(p)``: the program's last row) of ``[P, 2, TILE, D]``, its
+# log2-sum-exp in ``[P, 2, TILE]``, and ``decode_stream_combine_kernel`` merges them.
+
+@jit
+def _blocks_of(lens_ptr, b, CAPACITY, BLOCK_N: tl.constexpr):
+    """(key blocks, clamped length) of sequence ``b``."""
+    n = tl.minimum(tl.maximum(tl.load(lens_ptr + b), 0), CAPACITY)
+    return tl.cdiv(n, BLOCK_N), n
+
+
+@jit
+def _total_blocks(lens_ptr, B, upto, CAPACITY, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr):
+    """Key blocks of the sequences ``0 .. upto - 1`` (one row's worth each)."""
+    total = 0
+    for c0 in range(0, upto, CHUNK):
+        bs = c0 + tl.arange(0, CHUNK)
+        n = tl.minimum(tl.maximum(tl.load(lens_ptr + bs, mask=bs < upto, other=0), 0), CAPACITY)
+        total += tl.sum(tl.cdiv(n, BLOCK_N), 0)
+    return total
+
+
+@jit
+def _locate(lens_ptr, B, f, HG, CAPACITY, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr):
+    """The block ``f`` of the list (``f`` < the list's length): ``(b, k, j, nb, len)``: sequence,
+    row inside it, block inside the row, the row's blocks and the sequence's clamped length."""
+    base = 0                                  # blocks of the sequences before the chunk, all rows
+    b = 0
+    first = 0
+    for c0 in range(0, B, CHUNK):
+        bs = c0 + tl.arange(0, CHUNK)
+        n = tl.minimum(tl.maximum(tl.load(lens_ptr + bs, mask=bs < B, other=0), 0), CAPACITY)
+        rows = tl.cdiv(n, BLOCK_N) * HG
+        ends = base + tl.cumsum(rows, 0)
+        hit = (ends - rows <= f) & (f < ends)       # one sequence holds f (none in other chunks)
+        b += tl.sum(tl.where(hit, bs, 0), 0)
+        first += tl.sum(tl.where(hit, ends - rows, 0), 0)
+        base += tl.sum(rows, 0)
+    nb, n = _blocks_of(lens_ptr, b, CAPACITY, BLOCK_N)
+    k = (f - first) // nb
+    return b, k, f - first - k * nb, nb, n
+
+
+@jit
+def _next_block(lens_ptr, b, k, j, nb, n, HG, CAPACITY, BLOCK_N: tl.constexpr):
+    """The block after ``(b, k, j)`` in the list (one must exist): the next block of the row, the
+    next row of the sequence, or the first row of the next sequence with keys."""
+    j += 1
+    if j == nb:
+        j = 0
+        k += 1
+        if k == HG:
+            k = 0
+            b += 1
+            nb, n = _blocks_of(lens_ptr, b, CAPACITY, BLOCK_N)
+            while nb == 0:
+                b += 1
+                nb, n = _blocks_of(lens_ptr, b, CAPACITY, BLOCK_N)
+    return b, k, j, nb, n
+
+
+@jit
+def _program_start(p, TB, P):
+    """``lo(p)``: the first block of program ``p`` (``TB // P`` blocks each, the first ``TB % P``
+    programs one more)."""
+    return p * (TB // P) + tl.minimum(p, TB % P)
+
+
+@jit
+def _program_of(f, TB, P):
+    """The program whose blocks hold block ``f`` (inverse of ``_program_start``)."""
+    per = TB // P
+    big = (TB % P) * (per + 1)
+    return tl.where(f < big, f // (per + 1), TB % P + (f - big) // tl.maximum(per, 1))
+
+
+@jit
+def decode_stream_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, po_ptr, pl_ptr, B, H_KV,
+                         CAPACITY, NUM_PAGES, qk_scale, sq_b, sq_h, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, stride_bt,
+                         so_b, so_h, sl_b, sl_h,
+                         D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
+                         TILE: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr, PAGE: tl.constexpr,
+                         PAGED: tl.constexpr, SAME_KV: tl.constexpr, DTYPE: tl.constexpr, CHUNK: tl.constexpr):
+    G_CHUNKS: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G
+    HG = H_KV * G_CHUNKS
+    p = tl.program_id(0)
+    P = tl.num_programs(0)
+    TB = _total_blocks(lens_ptr, B, B, CAPACITY, BLOCK_N, CHUNK) * HG
+    lo = _program_start(p, TB, P)
+    hi = _program_start(p + 1, TB, P)
+    steps = hi - lo
+
+    k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, STAGES)
+    v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, STAGES)
+    offs_d = tl.arange(0, HEAD_DIM)
+    d_ok = offs_d < D
+    arange_g = tl.arange(0, BLOCK_G)
+    arange_n = tl.arange(0, BLOCK_N)
+
+    # the producer's cursor (the next block to copy) and the consumer's (the next block to use)
+    # start at lo; the producer runs STAGES - 1 blocks ahead.  Past hi (or with no blocks at all)
+    # a cursor stays put and its copies are masked off (empty commit groups keep the count)
+    zero = lo * 0
+    pb, pk, pj, pnb, pn = zero, zero, zero, zero + 1, zero
+    if steps > 0:
+        pb, pk, pj, pnb, pn = _locate(lens_ptr, B, lo, HG, CAPACITY, BLOCK_N, CHUNK)
+    cb, ck, cj, cnb, cn = pb, pk, pj, pnb, pn
+    pf = lo
+    pages = _pages_of(pb.to(tl.int64), pj * BLOCK_N, tl.where(pf < hi, pn, 0), bt_ptr, stride_bt, BLOCK_N, PAGE,
+                      PAGED)
+    for i in tl.static_range(STAGES - 1):
+        _issue(k_ptr, v_ptr, k_smem[i], v_smem[i], pb.to(tl.int64), (pk // G_CHUNKS).to(tl.int64), pj * BLOCK_N,
+               tl.where(pf < hi, pn, 0), pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N,
+               PAGE, PAGED, SAME_KV)
+        if pf + 1 < hi:
+            pb, pk, pj, pnb, pn = _next_block(lens_ptr, pb, pk, pj, pnb, pn, HG, CAPACITY, BLOCK_N)
+        pf += 1
+        pages = _pages_of(pb.to(tl.int64), pj * BLOCK_N, tl.where(pf < hi, pn, 0), bt_ptr, stride_bt, BLOCK_N,
+                          PAGE, PAGED)
+
+    zeros = tl.zeros((BLOCK_G, BLOCK_N), dtype=tl.float32)
+    m_i = tl.full((BLOCK_G,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_G,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_G, HEAD_DIM), dtype=tl.float32)
+    q = tl.zeros((BLOCK_G, HEAD_DIM), dtype=DTYPE)
+    for t in range(steps):
+        ahead = t + STAGES - 1
+        _issue(k_ptr, v_ptr, k_smem[ahead % STAGES], v_smem[ahead % STAGES], pb.to(tl.int64),
+               (pk // G_CHUNKS).to(tl.int64), pj * BLOCK_N, tl.where(pf < hi, pn, 0), pages, offs_d, d_ok, sk_p,
+               sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
+        if pf + 1 < hi:
+            pb, pk, pj, pnb, pn = _next_block(lens_ptr, pb, pk, pj, pnb, pn, HG, CAPACITY, BLOCK_N)
+        pf += 1
+        pages = _pages_of(pb.to(tl.int64), pj * BLOCK_N, tl.where(pf < hi, pn, 0), bt_ptr, stride_bt, BLOCK_N,
+                          PAGE, PAGED)
+
+        hk = ck // G_CHUNKS
+        g0 = (ck - hk * G_CHUNKS) * BLOCK_G
+        offs_g = g0 + arange_g
+        g_ok = offs_g < GROUP
+        heads = (hk * GROUP + offs_g).to(tl.int64)
+        if (cj == 0) | (t == 0):              # a row starts here: its query heads
+            q = tl.load(q_ptr + cb.to(tl.int64) * sq_b + heads[:, None] * sq_h + offs_d[None, :],
+                        mask=g_ok[:, None] & d_ok[None, :], other=0.0)
+        tlx.async_load_wait_group(STAGES - 1)                        # block t has landed
+        slot = t % STAGES
+        s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
+        s = tlx.async_dot_wait(0, s)
+        s = tl.where((cj * BLOCK_N + arange_n < cn)[None, :], s * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.math.exp2(m_i - m_new)
+        pr = tl.math.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(pr, 1)
+        acc = tlx.async_dot(pr.to(DTYPE), v_smem[slot], acc * alpha[:, None])
+        acc = tlx.async_dot_wait(0, acc)
+        row_end = (cj == cnb - 1) | (t == steps - 1)
+        if row_end:                           # the row's last block here: finish it, or leave a partial
+            out = acc / l_i[:, None]
+            lse2 = m_new + tl.math.log2(l_i)
+            first = lo + t - cj               # the row's first block in the list
+            if (first >= lo) & (cj == cnb - 1):
+                tl.store(o_ptr + cb.to(tl.int64) * so_b + heads[:, None] * so_h + offs_d[None, :], out.to(DTYPE),
+                         mask=g_ok[:, None] & d_ok[None, :])
+                tl.store(lse_ptr + cb.to(tl.int64) * sl_b + heads * sl_h, lse2 * LN2, mask=g_ok)
+            else:
+                part = (p * 2 + (first > lo).to(tl.int32)).to(tl.int64) * TILE + arange_g
+                tl.store(po_ptr + part[:, None] * D + offs_d[None, :], out, mask=(arange_g < TILE)[:, None]
+                         & g_ok[:, None] & d_ok[None, :])
+                tl.store(pl_ptr + part, lse2, mask=(arange_g < TILE) & g_ok)
+        m_i = tl.where(row_end, float("-inf"), m_new)           # the next row starts afresh (alpha = 0)
+        if t + 1 < steps:
+            cb, ck, cj, cnb, cn = _next_block(lens_ptr, cb, ck, cj, cnb, cn, HG, CAPACITY, BLOCK_N)
+    tlx.async_load_wait_group(0)
+
+
+@jit
+def decode_stream_combine_kernel(po_ptr, pl_ptr, o_ptr, lse_ptr, lens_ptr, bt_ptr, B, H, H_KV, P, CAPACITY,
+                                 NUM_PAGES, stride_bt, so_b, so_h, sl_b, sl_h,
+                                 D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
+                                 TILE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr,
+                                 CHUNK: tl.constexpr, CHECK: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr):
+    """Head ``h`` of sequence ``b`` (program ``b * H + h``) after ``decode_stream_kernel``: a row
+    cut by program boundaries gets the merge of its programs' partials, a sequence with no keys
+    ``o = 0``, ``lse = -inf``; a row finished in one program is left as it is.  With ``CHECK``
+    head 0's program checks the sequence's length and block-table entries."""
+    G_CHUNKS: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G
+    HG = H_KV * G_CHUNKS
+    pid = tl.program_id(0)
+    b = pid // H
+    h = pid - b * H
+    b64 = b.to(tl.int64)
+    h64 = h.to(tl.int64)
+    if CHECK:
+        if h == 0:
+            _check_sequence(lens_ptr, bt_ptr, b64, CAPACITY, NUM_PAGES, stride_bt, PAGE, PAGED, 1024)
+    offs_d = tl.arange(0, HEAD_DIM)
+    d_ok = offs_d < D
+    nb, _ = _blocks_of(lens_ptr, b, CAPACITY, BLOCK_N)
+    if nb == 0:
+        tl.store(o_ptr + b64 * so_b + h64 * so_h + offs_d, tl.zeros((HEAD_DIM,), tl.float32).to(o_ptr.dtype.element_ty),
+                 mask=d_ok)
+        tl.store(lse_ptr + b64 * sl_b + h64 * sl_h, float("-inf"))
+    else:
+        TB = _total_blocks(lens_ptr, B, B, CAPACITY, BLOCK_N, CHUNK) * HG
+        hk = h // GROUP
+        g = h - hk * GROUP
+        row0 = _total_blocks(lens_ptr, B, b, CAPACITY, BLOCK_N, CHUNK) * HG + (hk * G_CHUNKS + g // BLOCK_G) * nb
+        p_a = _program_of(row0, TB, P)
+        p_b = _program_of(row0 + nb - 1, TB, P)
+        if p_a != p_b:
+            offs_s = tl.arange(0, BLOCK_S)
+            m = tl.full((HEAD_DIM,), float("-inf"), tl.float32)      # (replicated along D)
+            total = tl.zeros((HEAD_DIM,), tl.float32)
+            acc = tl.zeros((HEAD_DIM,), tl.float32)
+            for s0 in range(p_a, p_b + 1, BLOCK_S):
+                ps = s0 + offs_s
+                s_ok = ps <= p_b
+                slot = (_program_start(ps, TB, P) < row0).to(tl.int32)
+                part = (ps * 2 + slot).to(tl.int64) * TILE + g % BLOCK_G
+                lse_s = tl.load(pl_ptr + part, mask=s_ok, other=float("-inf"))
+                parts = tl.load(po_ptr + part[:, None] * D + offs_d[None, :], mask=s_ok[:, None] & d_ok[None, :],
+                                other=0.0)
+                m_new = tl.maximum(m, tl.max(lse_s, 0))
+                scale = tl.math.exp2(m - m_new)
+                w = tl.where(s_ok[:, None], tl.math.exp2(lse_s[:, None] - m_new[None, :]), 0.0)
+                total = total * scale + tl.sum(w, 0)
+                acc = acc * scale + tl.sum(parts * w, 0)
+                m = m_new
+            tl.store(o_ptr + b64 * so_b + h64 * so_h + offs_d, (acc / total).to(o_ptr.dtype.element_ty), mask=d_ok)
+            tl.store(lse_ptr + b64 * sl_b + h64 * sl_h, tl.max((m + tl.math.log2(total)) * LN2, 0))
