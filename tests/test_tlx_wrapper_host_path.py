@@ -80,3 +80,142 @@ def test_the_wrapper_pattern_relaunches_with_fresh_placeholders(monkeypatch):
         assert da.block_shape == (32, 32) and dc.swizzle == 64
     # every launch: the positional arguments, the keyword and the config's values and options
     assert SEEN == [["BK", "BM", "BN", "M", "SCALE", "num_ctas", "num_stages", "num_warps"]] * 3
+
+
+# -- what a wrapper call redoes (issue 17: the host path of TLX's GEMM wrappers) ---------------------
+
+def test_a_descriptor_built_again_copies_what_the_rules_found_and_still_refuses():
+    t = torch.zeros(80, 64, dtype=torch.float16)
+    slow = TD(t, shape=[80, 64], strides=[64, 1], block_shape=[16, 32])      # the rules run (or ran before)
+    fast = TD(t, shape=(80, 64), strides=torch.Size([64, 1]), block_shape=[16, 32])
+    assert {k: v for k, v in vars(fast).items() if k != "_last_blob"} == {
+        k: v for k, v in vars(slow).items() if k != "_last_blob"}
+    assert fast.shape == (80, 64) and type(fast.shape[0]) is int and fast.swizzle == 64
+    # a key seen before does not let anything through that the rules refuse
+    with pytest.raises(LaunchError, match="expected a sequence of ints"):
+        TD(t, shape=[80.0, 64], strides=[64, 1], block_shape=[16, 32])      # equal to a known key, still a float
+    with pytest.raises(LaunchError, match="storage holds"):
+        TD(t[1:], shape=[80, 64], strides=[64, 1], block_shape=[16, 32])    # same geometry, less storage behind
+    with pytest.raises(LaunchError, match="16-byte aligned"):
+        TD(t.view(-1)[1:], shape=[79, 64], strides=[64, 1], block_shape=[16, 32])
+    with pytest.raises(LaunchError, match="must end in 1"):
+        TD(t, shape=[80, 64], strides=[64, 2], block_shape=[16, 32])
+    other = TD(t.view(torch.bfloat16), shape=[80, 64], strides=[64, 1], block_shape=[16, 32])
+    assert other.dtype.name == "bf16"                                        # the dtype is in the key
+
+
+class _Cuda(torch.Tensor):
+    """A CPU tensor that says it is on GPU 0 (the fake driver below launches nothing)."""
+
+    is_cuda = True
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def get_device(self):
+        return 0
+
+
+def _set_boxes(nargs):
+    nargs["a_desc"].block_shape = [nargs["BM"], nargs["BK"]]
+    nargs["c_desc"].block_shape = [nargs["BM"], nargs["BK"]]
+
+
+@tlxc.autotune(configs=[tlxc.Config({"BM": 64, "BK": 64}, num_warps=4, pre_hook=_set_boxes)], key=["M"])
+@tlxc.jit
+def copy_rows(a_desc, c_desc, M, NUM_SMS: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid < NUM_SMS:
+        c_desc.store([pid * BM, 0], a_desc.load([pid * BM, 0]))
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """The driver replaced (as in bench/launch_host_probe.py): compiles for sm_90a with NVRTC,
+    launches nothing; ``encode_tiled`` counts its calls and returns bytes naming the address."""
+    import types
+
+    from tlxc.runtime import driver
+
+    pytest.importorskip("cuda.bindings")
+
+    class Function(driver.CudaFunction):
+        def attribute(self, attribute):
+            return 48 * 1024 if attribute == driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES else 0
+
+        def set_attribute(self, attribute, value):
+            pass
+
+    class Module(driver.CudaModule):
+        def function(self, name, device_index=None):
+            return Function(self, name, 0xF00D, 0)
+
+    launches = []
+    monkeypatch.setattr(driver, "_driver_lib", types.SimpleNamespace(
+        cuLaunchKernelEx=lambda *args: launches.append(1) or 0, cuLaunchKernel=None))
+    monkeypatch.setattr(driver.CudaModule, "load", classmethod(lambda cls, cubin, device=None: Module(cubin)))
+    monkeypatch.setattr(driver, "device_properties",
+                        lambda device: types.SimpleNamespace(max_shared_memory_per_block_optin=227 * 1024))
+    monkeypatch.setattr(driver, "stream_getter", lambda: (lambda device: 0))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(tma, "_ENCODED", {})
+    encodes = []
+    monkeypatch.setattr(tma, "encode_tiled", lambda dtype, address, *rest: encodes.append(address) or
+                        address.to_bytes(8, "little") * 16)
+    monkeypatch.setenv("TLXC_C_LAUNCHER", "0")     # the Python fast path: every frame it runs is visible
+    monkeypatch.delenv("TLXC_INTERPRET", raising=False)
+    kfn = copy_rows.kernel
+    yield types.SimpleNamespace(encodes=encodes, launches=launches)
+    kfn.cache.clear()
+    kfn.fast_cache.clear()
+    kfn._fast = kfn._other = kfn._first_launch
+    kfn._generic = None
+    kfn._specialized.clear()
+    kfn._interpret = None
+    kfn._env = None
+    copy_rows._single.clear()
+
+
+# What a wrapper call may run once its geometry, config and maps are known: its own frames,
+# the descriptors' construction and box assignment, the autotuner's dispatch, the launch path.
+_REDONE = {"_describe", "_check", "_fix_box", "_check_storage", "_remember", "_remember_built", "encode",
+           "encode_tiled", "tma_arguments", "_single_entry", "_first_launch_of_key", "_launch_key",
+           "tuning_key", "_refuse_conflicts", "launch", "all_kwargs", "named_arguments", "_element_type_checked"}
+
+
+def test_a_wrapper_call_redoes_no_check_encode_or_dispatch_it_did_before(fake_gpu):
+    import sys
+
+    a = torch.zeros(256, 64, dtype=torch.float16).as_subclass(_Cuda)
+    outputs = [torch.zeros(256, 64, dtype=torch.float16).as_subclass(_Cuda) for _ in range(2)]
+
+    def wrapper(c):
+        """TLX's GEMM wrappers: fresh placeholder descriptors, a config pre_hook sets the boxes."""
+        da = TD(a, shape=[256, 64], strides=[64, 1], block_shape=[1, 1])
+        dc = TD(c, shape=[256, 64], strides=[64, 1], block_shape=[1, 1])
+        copy_rows[lambda meta: (tlxc.cdiv(256, meta["BM"]),)](da, dc, 256, NUM_SMS=4)
+        return da, dc
+
+    wrapper(outputs[0])                                  # compiles; encodes the two maps
+    assert len(fake_gpu.encodes) == 2 and len(fake_gpu.launches) == 1
+    wrapper(outputs[0])                                  # the generic path makes the specialized one
+    frames = []
+    sys.setprofile(lambda frame, event, arg: frames.append(frame.f_code.co_name) if event == "call" else None)
+    try:
+        for _ in range(3):
+            _, dc = wrapper(outputs[0])
+    finally:
+        sys.setprofile(None)
+    assert len(fake_gpu.launches) == 5
+    assert sorted(set(frames) & _REDONE) == [], "per-call work that should have been cached"
+    assert fake_gpu.encodes == [a.data_ptr(), outputs[0].data_ptr()]       # one map per tensor and box
+    assert dc._last_address == outputs[0].data_ptr()                       # the map of this call's tensor
+    assert dc._last_blob == outputs[0].data_ptr().to_bytes(8, "little") * 16
+    # another output tensor: its map is encoded (once), the input's is not
+    _, dc = wrapper(outputs[1])
+    _, dc = wrapper(outputs[1])
+    assert fake_gpu.encodes == [a.data_ptr(), outputs[0].data_ptr(), outputs[1].data_ptr()]
+    assert dc._last_blob == outputs[1].data_ptr().to_bytes(8, "little") * 16
+    # the box still decides: a descriptor with the placeholder box cannot launch
+    bad = TD(a, shape=[256, 64], strides=[64, 1], block_shape=[1, 1])
+    with pytest.raises(LaunchError, match="placeholder box"):
+        copy_rows.kernel[(1,)](bad, bad, 256, NUM_SMS=4, BM=64, BK=64)

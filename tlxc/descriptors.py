@@ -114,45 +114,67 @@ class TensorDescriptor:
 
     def __init__(self, base: Any, shape: Sequence[int], strides: Sequence[int],
                  block_shape: Sequence[int], padding: str = "zero", swizzle: int | None = None):
+        try:        # the usual case, on every call of a wrapper: a torch tensor and a geometry seen before
+            address = base.data_ptr()
+            template, last = _BUILT[base.dtype, padding, swizzle, address % ALIGNMENT, len(shape), len(strides),
+                                   tuple(map(_index, (*shape, *strides, *block_shape)))]    # (floats refused)
+            storage = base.untyped_storage()
+            if last < (storage.data_ptr() + storage.nbytes() - address) // base.element_size():
+                # every rule held for this geometry before; what it does not hold is read from this
+                # tensor: its dtype, address mod 16 (both in the key), storage size, device
+                fields = self.__dict__
+                fields.update(template)
+                fields["base"], fields["device_index"] = base, base.get_device()
+                if "_gid" in template:          # a final box (not a placeholder)
+                    self._reuse_map(template["_gid"])
+                return
+        except Exception:        # (anything else, or a refusal: the full path explains it)
+            pass
         fields = self.__dict__          # (set directly: __setattr__ re-describes on every geometry change)
         shape, strides, block_shape = _ints(shape), _ints(strides), _ints(block_shape)
         fields.update(base=base, shape=shape, strides=strides, block_shape=block_shape, padding=padding,
                       _requested_swizzle=swizzle)
-        try:        # the usual case, on every call of a wrapper: a torch tensor and a geometry seen before
-            dtype = _TORCH_ELEMENTS[base.dtype]
-            head = (dtype.name, shape, strides, padding, swizzle, base.data_ptr() % ALIGNMENT)
-            checked, last = _KNOWN[head, block_shape]
-            storage = base.untyped_storage()
-            fast = last < (storage.data_ptr() + storage.nbytes() - base.data_ptr()) // base.element_size()
-        except Exception:        # (anything else, or a refusal: the full path explains it)
-            fast = False
-        if not fast:
-            self._describe()
+        self._describe()
+        self._remember_built(len(shape), len(strides))
+
+    def _remember_built(self, rank: int, strides: int) -> None:
+        """After a construction that passed every rule: the fields a later construction of the
+        same geometry over a torch tensor copies (``_BUILT``), keyed as ``__init__`` looks them up."""
+        fields = self.__dict__
+        base = fields["base"]
+        if not hasattr(base, "untyped_storage") or base.dtype not in _TORCH_ELEMENTS:
             return
-        fields.update(dtype=dtype, device_index=base.get_device(), _head=head, _last_address=None, _last_blob=b"")
-        if checked is not None:
-            fields["swizzle"], fields["_ir_type"], fields["_type_key"], fields["_gid"] = checked
+        known = _KNOWN.get(self._geometry())
+        if known is None:
+            return
+        template = {name: value for name, value in fields.items() if name not in ("base", "device_index")}
+        if len(_BUILT) >= _ENCODED_MAX:
+            _BUILT.clear()
+        _BUILT[base.dtype, fields["padding"], fields["_requested_swizzle"], fields["_head"][-1], rank, strides,
+               (*fields["shape"], *fields["strides"], *fields["block_shape"])] = (template, known[1])
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _BOX_DERIVED or name in ("dtype", "device_index"):
-            raise AttributeError(f"TensorDescriptor.{name} follows from the tensor and the box; set "
-                                 f"'base' or 'block_shape' instead")
-        if name not in _GEOMETRY:
-            object.__setattr__(self, name, value)
-            return
-        if name == "block_shape":
+        if name == "block_shape":       # (first: an autotune pre_hook assigns it on every launch)
+            fields = self.__dict__
             box = _ints(value)
-            if box == self.__dict__["block_shape"] and "_gid" in self.__dict__:
+            if box == fields["block_shape"] and "_gid" in fields:
                 return          # the box it has (a pre_hook on descriptors built once): the map stays
-            known = _KNOWN.get((self._head, box))
+            known = _KNOWN.get((fields["_head"], box))
             if known is not None and known[0] is not None:
                 # an autotune pre_hook's assignment (on every call) to a geometry that passed every
                 # rule before: only the box-derived fields change (the tensor, shape and strides
                 # were checked when they were set, and the storage holds the same elements)
-                fields = self.__dict__
-                fields["swizzle"], fields["_ir_type"], fields["_type_key"], fields["_gid"] = known[0]
-                fields.update(block_shape=box, _last_address=None, _last_blob=b"")
+                checked = known[0]
+                fields["swizzle"], fields["_ir_type"], fields["_type_key"], fields["_gid"] = checked
+                fields["block_shape"] = box
+                self._reuse_map(checked[3])
                 return
+        elif name in _BOX_DERIVED or name in ("dtype", "device_index"):
+            raise AttributeError(f"TensorDescriptor.{name} follows from the tensor and the box; set "
+                                 f"'base' or 'block_shape' instead")
+        elif name not in _GEOMETRY:
+            object.__setattr__(self, name, value)
+            return
         previous = self.__dict__[name]
         self.__dict__[name] = _ints(value) if name in ("shape", "strides", "block_shape") else value
         try:
@@ -320,6 +342,20 @@ class TensorDescriptor:
                                        f"e.g. by an autotune pre_hook: desc.block_shape = [BM, BK])")
 
     # -- encoding ----------------------------------------------------------------------
+    def _reuse_map(self, gid: int) -> None:
+        """The map a launch encoded before for geometry ``gid`` at this tensor's address (a
+        wrapper's fresh descriptor of the same tensor), as if ``encode()`` had run: the launch
+        then packs it without calling ``encode()``.  None cached: ``encode()`` runs at the launch."""
+        fields = self.__dict__
+        base, device = fields["base"], fields["device_index"]
+        if device >= 0 and getattr(base, "is_cuda", False):       # (encode() refuses the others)
+            address = base.data_ptr()
+            blob = _ENCODED.get((gid, address, device))
+            if blob is not None:
+                fields["_last_address"], fields["_last_blob"] = address, blob
+                return
+        fields["_last_address"], fields["_last_blob"] = None, b""
+
     def encode(self) -> bytes:
         """The 128-byte ``CUtensorMap`` (encoded once per address/shape/strides/box/swizzle)."""
         try:
@@ -382,6 +418,12 @@ _ENCODED_MAX = 4096
 # size -> ((swizzle, IR type, type key, geometry number), or None for a placeholder box that passed every other
 # rule; the index of the last element the shape and strides reach, checked against each tensor).
 _KNOWN: dict[tuple, tuple] = {}
+# Constructions that passed every rule, over torch tensors: (torch dtype, padding, requested
+# swizzle, address mod 16, rank, number of strides, the shape's, strides' and box's ints) ->
+# (the descriptor's fields but its tensor and device, the last element the shape reaches).
+# ``TensorDescriptor(t, shape, strides, block_shape)`` on a key seen before copies the fields
+# and reads only ``t``'s storage size and device: a wrapper builds three on every call.
+_BUILT: dict[tuple, tuple] = {}
 
 
 def _remember(geometry: tuple, checked: tuple | None, last: int) -> None:

@@ -220,6 +220,7 @@ class Autotuner(KernelWrapper):
         self.cache_results = cache_results
         self.cache: dict[tuple, Config] = {}      # tuning key -> the chosen config
         self._launches: dict[tuple, tuple[Config, dict[str, Any]]] = {}   # _launch_key -> (config, launch kwargs)
+        self._single: dict[tuple, tuple[Config, dict[str, Any], bool]] = {}   # one config: _single_entry
         self._key_positions = [(self.arg_names.index(name), name) for name in self.keys]
         self.best_config: Config | None = None
         self.configs_timings: dict[Config, float] = {}
@@ -241,15 +242,23 @@ class Autotuner(KernelWrapper):
 
     # -- the launch ---------------------------------------------------------------------------------
     def run(self, *args, grid, **kwargs):
-        try:
-            config, launch_kwargs = self._launches[self._launch_key(args, kwargs)]
-        except KeyError:
-            config, launch_kwargs = self._first_launch_of_key(args, kwargs, grid)
+        configs = self.configs
+        if len(configs) == 1:       # one config: nothing to tune, no tuning key (the usual tutorial)
+            entry = self._single.get(tuple(kwargs))
+            if entry is None or entry[0] is not configs[0]:
+                entry = self._single_entry(kwargs)
+            config, launch_kwargs, params_only = entry
+        else:
+            try:
+                config, launch_kwargs = self._launches[self._launch_key(args, kwargs)]
+            except KeyError:
+                config, launch_kwargs = self._first_launch_of_key(args, kwargs, grid)
+            params_only = False
         self.best_config = config
         if config.pre_hook is not None:      # Triton's nargs: the arguments, the config's values and options
             nargs = dict(zip(self.arg_names, args))
             if kwargs:
-                nargs.update(self.named_arguments((), kwargs))
+                nargs.update(kwargs if params_only else self.named_arguments((), kwargs))
             nargs.update(launch_kwargs)
             config.pre_hook(nargs)
         if kwargs:
@@ -258,6 +267,16 @@ class Autotuner(KernelWrapper):
                 return self.fn.run(*args, grid=grid, **launch_kwargs)
         # (the wrapped kernel's kernel[grid]: its generated fast path, without run()'s frame)
         return self.fn[grid](*args, **launch_kwargs)
+
+    def _single_entry(self, kwargs: dict) -> tuple[Config, dict[str, Any], bool]:
+        """A launch of a one-config autotuner with these keyword names: (the config, its launch
+        keywords, whether every keyword is a kernel parameter), kept by ``run`` per keyword names
+        until ``configs`` changes."""
+        self._refuse_conflicts(kwargs)      # also with one config, which would silently win
+        config = self.configs[0]
+        parameters = self.kernel.signature.parameters
+        entry = self._single[tuple(kwargs)] = (config, config.all_kwargs(), all(k in parameters for k in kwargs))
+        return entry
 
     def _launch_key(self, args: tuple, kwargs: dict) -> tuple:
         """Cheap stand-in for ``tuning_key`` (same information, no strings, no dicts): the
