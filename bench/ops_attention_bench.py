@@ -57,13 +57,18 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 TOKENS, WIDTH = 16384, 2048          # B * S and H * D of a dense case
-SMALL_CONFIGS = [  # (head_dim, block_m, block_n, stages, q_bufs, overlap, prefetch) tried at S <= 512 with --configs
-    (64, 128, 128, 4, 2, False, 0), (64, 128, 64, 6, 2, False, 8), (64, 128, 128, 4, 2, True, 4),
-    (64, 128, 128, 6, 2, False, 4),
-    (128, 128, 64, 4, 2, False, 8), (128, 128, 128, 3, 1, False, 4), (128, 128, 128, 2, 2, True, 4),
-    (128, 128, 64, 4, 2, True, 8),
-    (256, 128, 64, 2, 1, True, 8), (256, 128, 32, 2, 2, False, 16),
+SMALL_CONFIGS = [  # AttnConfig fields (head_dim, block_m, block_n, stages, q_bufs, overlap, prefetch, tma_store),
+    #                 timed at S <= 512 with --configs (session 13: the TMA-store default's A/Bs, no prefetch)
+    (64, 128, 128, 2, 2, False, 0, False), (64, 128, 128, 2, 2, True, 0, True), (64, 128, 128, 4, 2, False, 0, True),
+    (128, 128, 128, 2, 2, False, 0, False), (128, 128, 128, 2, 2, True, 0, True), (128, 128, 64, 4, 2, False, 0, True),
+    (256, 128, 64, 2, 1, False, 0, False), (256, 128, 64, 2, 1, True, 0, False),
 ]
+
+
+def config_name(c) -> str:
+    """A ``--configs`` column: ``cfg_<block_m>_<block_n>_<stages>_<q_bufs>[_ov]_p<prefetch>[_tma]``."""
+    return (f"cfg_{c.block_m}_{c.block_n}_{c.stages}_{c.q_bufs}{'_ov' if c.overlap else ''}_p{c.prefetch}"
+            f"{'_tma' if c.tma_store else ''}")
 
 
 def s11_config(AttnConfig, choose_config, D, causal, S):
@@ -383,8 +388,7 @@ def main() -> None:
                 c = AttnConfig(*cfg)
                 if c.head_dim != choose_config(D, causal, S).head_dim or c == choose_config(D, causal, S):
                     continue
-                alternatives.append((f"cfg_{c.block_m}_{c.block_n}_{c.stages}_{c.q_bufs}{'_ov' if c.overlap else ''}"
-                                     f"_p{c.prefetch}", c))
+                alternatives.append((config_name(c), c))
         for name, c in alternatives:
             try:
                 o2, _ = attention_forward(q, k, v, causal=causal, config=c)

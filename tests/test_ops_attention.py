@@ -213,20 +213,22 @@ def test_three_consumers_only_where_the_padding_is_small():
     assert A.choose_config(128, False, 4096).prefetch == 0
 
 
-def test_session_12_configurations():
-    """Dense shapes with S >= 512, tiles up to 128 wide and 128-row items store O by TMA;
-    S = 256, 192-row items, 256-wide tiles and varlen keep session 11's pointer stores; nothing
-    prefetches by default."""
-    assert A.choose_config(64, True, 256) == A.AttnConfig(64, 128, 128, 2, 2)
-    assert A.choose_config(128, False, 256) == A.AttnConfig(128, 128, 128, 2, 2)
+def test_default_configurations():
+    """Dense shapes with 128-row items store O by TMA at every S (session 13: S = 256 and the
+    256-wide tiles too, those as two 128-column halves); 192-row items and varlen keep the
+    pointer stores; nothing prefetches by default; every default fits in shared memory."""
+    assert A.choose_config(64, True, 256) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
+    assert A.choose_config(128, False, 256) == A.AttnConfig(128, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(64, True, 512) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(64, False, 1024) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(64, False, 4096) == A.AttnConfig(64, 192, 128, 2, 2)
     assert A.choose_config(64, True, 4096) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(96, True, 2048) == A.AttnConfig(128, 128, 128, 2, 2, tma_store=True)
-    assert A.choose_config(256, True, 1024) == A.AttnConfig(256, 128, 64, 2, 1)
+    assert A.choose_config(256, True, 1024) == A.AttnConfig(256, 128, 64, 2, 1, tma_store=True)
+    assert A.choose_config(192, False, 256).o_parts == 2
     assert A.choose_config(64, True, 1024, True) == A.AttnConfig(64, 128, 128, 2, 2)
     assert A.choose_config(256, False, 256, True) == A.AttnConfig(256, 128, 64, 2, 1)
+    assert A.choose_config(256, False, 256, True).o_parts == 1
     for shared in (A.choose_config(D, c, S).shared_bytes() for D in (64, 128, 256) for c in (False, True)
                    for S in (256, 1024, 4096)):
         assert shared <= 227 * 1024
@@ -240,7 +242,8 @@ PREFETCH_CONFIGS = [A.AttnConfig(64, 128, 128, 4, 2, prefetch=1), A.AttnConfig(6
 
 
 TMA_STORE_CONFIGS = [A.AttnConfig(64, 128, 128, 4, 2, prefetch=4, tma_store=True),
-                     A.AttnConfig(128, 128, 128, 2, 2, True, 4, True), A.AttnConfig(64, 192, 128, 2, 2, tma_store=True)]
+                     A.AttnConfig(128, 128, 128, 2, 2, True, 4, True), A.AttnConfig(64, 192, 128, 2, 2, tma_store=True),
+                     A.AttnConfig(256, 128, 64, 2, 1, tma_store=True)]
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -249,12 +252,30 @@ def test_tma_store_epilogue(config, causal, poisoned):
     """tma_store=True: each consumer stages O in shared memory and TMA-stores it; rows past S
     (131 is no tile multiple) and columns past D = 96 are clipped by the descriptor, a BSHD
     q gives a BSHD output written in place, several items per program reuse the buffer."""
-    D = 96 if config.head_dim == 128 else 64
+    D = {64: 64, 128: 96, 256: 192}[config.head_dim]
     q = _randn(1, 131, 4, D, seed=100).transpose(1, 2)            # BSHD memory
     k, v = _randn(1, 2, 131, D, seed=101), _randn(1, 2, 131, D, seed=102)
     o, lse = attention_forward(q, k, v, causal=causal, config=config, programs=2)
     assert o.stride(1) < o.stride(2)
     _check(o, lse, *reference(q, k, v, causal=causal), torch.bfloat16)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_tma_store_of_256_wide_tiles_in_two_halves(causal, poisoned):
+    """D = 256 with tma_store: two 128-column accumulators per consumer (P V as two products),
+    each half staged through one 128-column buffer, the second after the first's stores read
+    it; GQA 4:1, S = 200 (no tile multiple), one program walking several items."""
+    q, k, v = _randn(2, 4, 200, 256, seed=105), _randn(2, 1, 200, 256, seed=106), _randn(2, 1, 200, 256, seed=107)
+    c = A.AttnConfig(256, 128, 64, 2, 1, tma_store=True)
+    assert c.o_parts == 2 and c.shared_bytes() == 224 * 1024
+    o, lse = attention_forward(q, k, v, causal=causal, config=c, programs=1)
+    _check(o, lse, *reference(q, k, v, causal=causal), torch.bfloat16)
+
+
+def test_tma_store_halves_refuse_overlap():
+    q = _randn(1, 2, 64, 256, seed=108)
+    with pytest.raises(ValueError, match="overlap with tma_store at 256-wide tiles"):
+        attention_forward(q, q, q, config=A.AttnConfig(256, 128, 64, 2, 1, True, tma_store=True))
 
 
 def test_tma_store_is_refused_for_varlen():
@@ -485,11 +506,11 @@ def _check_compiled(h, c):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_tma_store_defaults_compile_for_sm90a(D, causal):
-    """The S = 512 defaults (TMA stores of O at D <= 128): no more spills than the pointer
-    stores, and the stores are TMA stores (the CUDA names the helper; absent at D = 256)."""
+    """The S = 512 defaults (TMA stores of O; D = 256 in two halves): no more spills than the
+    pointer stores, and the stores are TMA stores (the CUDA names the helper)."""
     q = _randn(8, 2, 512, D, seed=53)
     c = A.choose_config(D, causal, 512)
-    assert c.tma_store == (D <= 128)
+    assert c.tma_store
     (h,) = compile_config(q, q, q, causal=causal)
     _check_compiled(h, c)
     (base,) = compile_config(q, q, q, causal=causal, config=A.AttnConfig(c.head_dim, c.block_m, c.block_n, 2, c.q_bufs))

@@ -59,8 +59,14 @@ class AttnConfig:
     def registers(self) -> int:
         return 240 if self.block_m == 128 else 160
 
+    @property
+    def o_parts(self) -> int:
+        """O accumulators per consumer: 2 (128 columns each) for TMA stores of 256-wide tiles, so
+        each half is staged through one 128-column buffer (a whole 256-wide one does not fit)."""
+        return 2 if self.tma_store and self.head_dim == 256 else 1
+
     def shared_bytes(self) -> int:
-        o_rows = self.block_m if self.tma_store else 0
+        o_rows = self.block_m // self.o_parts if self.tma_store else 0
         return 2 * self.head_dim * (self.q_bufs * self.block_m + 2 * self.stages * self.block_n + o_rows)
 
 
@@ -80,11 +86,15 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
     * D <= 128: 128 rows, 128-key blocks, two stages, two Q buffers (192 KB of shared memory);
     * D > 128 (256-wide tiles): 64-key blocks and one Q buffer (64 KB of Q + 2 x 64 KB of K/V).
 
-    Dense shapes with S >= 512, tiles up to 128 wide and 128-row items stage O in shared memory
-    for TMA stores (``tma_store``; H200, session 12: 4-9% faster than the 32-bit pointer stores
-    at S = 512 / 1024 even with a prefetch that cost 7-11%, slower at S = 256, where the TMA
-    unit is busy with the loads; not the 192-row items, whose consumers spill 8 bytes more).  The L2 prefetch of the next item (``prefetch``) and deeper rings
-    were slower everywhere on the H200 and stay opt-in (docs/performance.md "small S").
+    Dense shapes with 128-row items stage O in shared memory for TMA stores (``tma_store``),
+    at every S and tile width: 256-wide tiles as two 128-column halves (``AttnConfig.o_parts``;
+    224 KB of shared memory with the staging tiles).  H200: 11-21% faster than the 32-bit pointer
+    stores at S = 512 / 1024 (D <= 128, session 12 run 3), 7-21% at S = 256 (session 13 run 1;
+    session 12's "slower at S = 256" was measured on top of the L2 prefetch); not the 192-row
+    items (their consumers spill 8 bytes more; the best case already).  Varlen keeps pointer
+    stores (a TMA store would write past a sequence's end).  The L2 prefetch of the next item
+    (``prefetch``) and deeper rings were slower everywhere on the H200 and stay opt-in
+    (docs/performance.md "small S").
     """
     hd = tile_dim(D)
     if hd == 64:
@@ -94,8 +104,8 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
     elif hd == 128:
         c = AttnConfig(128, 128, 128, 2, 2)
     else:
-        return AttnConfig(256, 128, 64, 2, 1)
-    return replace(c, tma_store=True) if not varlen and S is not None and S >= 512 and c.block_m == 128 else c
+        c = AttnConfig(256, 128, 64, 2, 1)
+    return replace(c, tma_store=True) if not varlen and S is not None and c.block_m == 128 else c
 
 
 # -- the work schedule -------------------------------------------------------------------------------
@@ -536,6 +546,9 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
         raise _fail(f"config tile width {c.head_dim} is below the head dim {D}")
     if not isinstance(c.prefetch, int) or c.prefetch < 0:
         raise _fail(f"config prefetch must be a non-negative int (K/V blocks), got {c.prefetch!r}")
+    if c.o_parts == 2 and c.overlap:
+        raise _fail("config overlap with tma_store at 256-wide tiles is not supported (the overlapped product "
+                    "keeps one 256-column accumulator; the staged store needs two halves)")
     if c.tma_store and varlen:
         raise _fail("config tma_store is for dense shapes only (a TMA store would write past a varlen sequence "
                     "into the next one)")
@@ -568,7 +581,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
             Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE=DTYPES[q.dtype], REGISTERS=c.registers,
-            OVERLAP=c.overlap, PREFETCH=c.prefetch, O_TMA=c.tma_store, num_warps=4)
+            OVERLAP=c.overlap, PREFETCH=c.prefetch, O_TMA=c.tma_store, O_PARTS=c.o_parts, num_warps=4)
     return o, lse
 
 

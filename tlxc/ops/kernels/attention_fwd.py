@@ -125,15 +125,28 @@ def store_o(o_ptr, o, bz, h, q_row, row0, sq, stride_ob, stride_oh, stride_os,
 
 
 @jit
-def store_o_tma(o_desc, o_buf, o, bz, h, row, HEAD_DIM: tl.constexpr, HALF_M: tl.constexpr):
-    """``O_TMA``: one consumer's rows of ``o`` through its shared buffer and TMA stores of
-    64-column boxes at descriptor row ``row`` (TMA clips the rows past the tensor's end and the
-    columns past ``D_REAL``).  The previous item's store must have read the buffer first."""
+def store_o_tma(o_desc, o_buf, o, bz, h, row, COL0: tl.constexpr, O_COLS: tl.constexpr, D_REAL: tl.constexpr,
+                HALF_M: tl.constexpr):
+    """``O_TMA``: ``O_COLS`` columns (from ``COL0``) of one consumer's rows of ``o`` through its
+    shared buffer and TMA stores of the 64-column boxes that start below ``D_REAL``, at descriptor
+    row ``row`` (TMA clips the rows past the tensor's end and the columns past ``D_REAL``).  The
+    buffer's previous store must have read it first."""
     tlx.async_descriptor_store_wait(0)
     tlx.local_store(o_buf, o)
     tlx.fence("async_shared")
-    for d in tl.static_range(HEAD_DIM // D_BOX):
-        tlx.async_descriptor_store(o_desc, tlx.local_slice(o_buf, [0, d * D_BOX], [HALF_M, D_BOX]), [bz, h, row, d * D_BOX])
+    for d in tl.static_range(O_COLS // D_BOX):
+        if COL0 + d * D_BOX < D_REAL:
+            tlx.async_descriptor_store(o_desc, tlx.local_slice(o_buf, [0, d * D_BOX], [HALF_M, D_BOX]),
+                                       [bz, h, row, COL0 + d * D_BOX])
+
+
+@jit
+def pv_halves(p, v_buf, acc, acc_hi, BLOCK_N: tl.constexpr, O_COLS: tl.constexpr):
+    """``O_PARTS == 2``: issue ``O += P V`` as two wgmma groups, one per ``O_COLS``-column half
+    of ``V``, each into its own accumulator (``acc``: columns ``0 ..``, ``acc_hi``: the rest)."""
+    acc = tlx.async_dot(p, tlx.local_slice(v_buf, [0, 0], [BLOCK_N, O_COLS]), acc)
+    acc_hi = tlx.async_dot(p, tlx.local_slice(v_buf, [0, O_COLS], [BLOCK_N, O_COLS]), acc_hi)
+    return acc, acc_hi
 
 
 @jit
@@ -152,15 +165,19 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     D_REAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     NUM_STAGES: tl.constexpr, Q_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                     VARLEN: tl.constexpr, DTYPE: tl.constexpr, REGISTERS: tl.constexpr,
-                    OVERLAP: tl.constexpr = False, PREFETCH: tl.constexpr = 0, O_TMA: tl.constexpr = False):
+                    OVERLAP: tl.constexpr = False, PREFETCH: tl.constexpr = 0, O_TMA: tl.constexpr = False,
+                    O_PARTS: tl.constexpr = 1):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
+    O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
+    tl.static_assert(O_PARTS == 1 or (O_PARTS == 2 and O_TMA and not OVERLAP),
+                     "O_PARTS = 2 (two O accumulators) is for the TMA-stored epilogue without OVERLAP")
     CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
     BOXES: tl.constexpr = HEAD_DIM // D_BOX
     q_smem = tlx.local_alloc((HALF_M, HEAD_DIM), DTYPE, Q_BUFS * CONSUMERS)  # [CONSUMERS * q buffer + consumer]
     k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     if O_TMA:
-        o_smem = tlx.local_alloc((HALF_M, HEAD_DIM), DTYPE, CONSUMERS)      # each consumer's O staging tile
+        o_smem = tlx.local_alloc((HALF_M, O_COLS), DTYPE, CONSUMERS)        # each consumer's O staging tile
     q_full = tlx.alloc_barriers(Q_BUFS, arrive_count=1)
     q_empty = tlx.alloc_barriers(Q_BUFS, arrive_count=CONSUMERS)            # every consumer is done with a Q
     k_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
@@ -264,11 +281,13 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                             tlx.barrier_arrive(v_empty[pv_slot])
                             if O_TMA:
                                 store_o_tma(o_desc, o_smem[cid], (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p,
-                                            h_p, q_row_p + row0_p, HEAD_DIM, HALF_M)
+                                            h_p, q_row_p + row0_p, 0, O_COLS, D_REAL, HALF_M)
                             else:
                                 store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p, q_row_p,
                                         row0_p, sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
-                    acc = tl.zeros((HALF_M, HEAD_DIM), dtype=tl.float32)
+                    acc = tl.zeros((HALF_M, O_COLS), dtype=tl.float32)
+                    if O_PARTS == 2:
+                        acc_hi = tl.zeros((HALF_M, O_COLS), dtype=tl.float32)
                     # block j: issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}; the softmax of S_j runs
                     # while the tensor cores do the P V product
                     for j in range(1, n_blocks):
@@ -278,9 +297,12 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         tlx.barrier_wait(v_full[prev], prev_phase)
                         tlx.named_barrier_wait(turn, 256)
                         s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
-                        acc = tlx.async_dot(p.to(DTYPE), v_smem[prev], acc)
+                        if O_PARTS == 2:
+                            acc, acc_hi = pv_halves(p.to(DTYPE), v_smem[prev], acc, acc_hi, BLOCK_N, O_COLS)
+                        else:
+                            acc = tlx.async_dot(p.to(DTYPE), v_smem[prev], acc)
                         tlx.named_barrier_arrive(next_turn, 256)
-                        s = tlx.async_dot_wait(1, s)                        # S_j is done, P V may run on
+                        s = tlx.async_dot_wait(O_PARTS, s)                  # S_j is done, P V may run on
                         tlx.barrier_arrive(k_empty[slot])
                         s = masked_scores(s, j, row0, sk, BLOCK_N, HALF_M, CAUSAL)
                         m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
@@ -289,6 +311,9 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         l_i = l_i * alpha + tl.sum(p, 1)
                         m_i = m_new
                         acc = tlx.async_dot_wait(0, acc)
+                        if O_PARTS == 2:
+                            acc_hi = tlx.async_dot_wait(0, acc_hi)
+                            acc_hi = acc_hi * alpha[:, None]
                         tlx.barrier_arrive(v_empty[prev])
                         acc = acc * alpha[:, None]
                     tlx.barrier_arrive(q_empty[qb])                         # every S of this item is done
@@ -310,13 +335,22 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     else:
                         tlx.barrier_wait(v_full[last], last_phase)
                         tlx.named_barrier_wait(turn, 256)
-                        acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
+                        if O_PARTS == 2:
+                            acc, acc_hi = pv_halves(p.to(DTYPE), v_smem[last], acc, acc_hi, BLOCK_N, O_COLS)
+                        else:
+                            acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
                         tlx.named_barrier_arrive(next_turn, 256)
                         acc = tlx.async_dot_wait(0, acc)
+                        if O_PARTS == 2:
+                            acc_hi = tlx.async_dot_wait(0, acc_hi)
                         tlx.barrier_arrive(v_empty[last])
                         if O_TMA:
-                            store_o_tma(o_desc, o_smem[cid], (acc * (1.0 / l_i)[:, None]).to(DTYPE), bz, h,
-                                        q_row + row0, HEAD_DIM, HALF_M)
+                            inv_l = 1.0 / l_i
+                            store_o_tma(o_desc, o_smem[cid], (acc * inv_l[:, None]).to(DTYPE), bz, h, q_row + row0, 0,
+                                        O_COLS, D_REAL, HALF_M)
+                            if O_PARTS == 2:          # the buffer again, once the first half's stores read it
+                                store_o_tma(o_desc, o_smem[cid], (acc_hi * inv_l[:, None]).to(DTYPE), bz, h,
+                                            q_row + row0, O_COLS, O_COLS, D_REAL, HALF_M)
                         else:
                             store_o(o_ptr, (acc * (1.0 / l_i)[:, None]).to(DTYPE), bz, h, q_row, row0, sq,
                                     stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
@@ -340,7 +374,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     tlx.barrier_arrive(v_empty[pv_slot])
                     if O_TMA:
                         store_o_tma(o_desc, o_smem[cid], (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p,
-                                    q_row_p + row0_p, HEAD_DIM, HALF_M)
+                                    q_row_p + row0_p, 0, O_COLS, D_REAL, HALF_M)
                     else:
                         store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p, q_row_p, row0_p,
                                 sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
