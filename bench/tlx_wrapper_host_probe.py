@@ -34,7 +34,8 @@ plus the tutorial's whole host function (``torch.zeros`` of C and
 CPU time back to back (min of rounds) and as the harness's ``host_us`` (wall time of one call
 issued on an idle GPU, median; /work/ports/tlx/harness.py).  It also counts
 ``cuTensorMapEncodeTiled`` calls during the timed wrapper calls (0 expected: a map is
-encoded once per tensor address and geometry).
+encoded once per tensor address and geometry), and gives the GPU window of the tutorials'
+``torch.zeros`` of C at the harness's 8192x8192 (events around it on an idle GPU).
 
     python bench/tlx_wrapper_host_probe.py [--gpu] [--calls 500] [--repeat 20] [--profile]
 """
@@ -197,8 +198,23 @@ def main(argv=None) -> None:
         cost = best["subclass"] - best["plain"]
         print(f"  {'subclass cost':<36} {cost:7.2f} us per tensor (data_ptr, dtype, get_device, shape, stride, "
               f"storage)", flush=True)
-    print(f"  cuTensorMapEncodeTiled calls during the timed rows: {len(encodes)} (0 expected: every map "
-          f"was encoded by the first calls)", flush=True)
+    print(f"  cuTensorMapEncodeTiled calls during the timed rows: {len(encodes)} (a few at most: a new "
+          f"output address; one per call would be a cache miss per call)", flush=True)
+    if args.gpu:        # what the tutorials' torch.zeros of C costs the GPU at the harness's 8192^2
+        big = [torch.zeros((8192, 8192), dtype=torch.float16, device="cuda") for _ in range(2)]
+        del big
+        times = []
+        for _ in range(20):
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            begin.record()
+            out = torch.zeros((8192, 8192), dtype=torch.float16, device="cuda")
+            end.record()
+            end.synchronize()
+            times.append(begin.elapsed_time(end) * 1000)
+            del out
+        print(f"  torch.zeros((8192, 8192), fp16) GPU window (events, idle GPU): {statistics.median(times):.1f} us "
+              f"median ({min(times):.1f} min; 128 MiB)", flush=True)
     if args.profile:
         profile = cProfile.Profile()
         profile.enable()

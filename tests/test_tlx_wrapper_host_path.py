@@ -127,8 +127,8 @@ def copy_rows(a_desc, c_desc, M, NUM_SMS: tl.constexpr, BM: tl.constexpr, BK: tl
         c_desc.store([pid * BM, 0], a_desc.load([pid * BM, 0]))
 
 
-@pytest.fixture
-def fake_gpu(monkeypatch):
+@pytest.fixture(params=["python", "c"])
+def fake_gpu(monkeypatch, request):
     """The driver replaced (as in bench/launch_host_probe.py): compiles for sm_90a with NVRTC,
     launches nothing; ``encode_tiled`` counts its calls and returns bytes naming the address."""
     import types
@@ -148,9 +148,22 @@ def fake_gpu(monkeypatch):
         def function(self, name, device_index=None):
             return Function(self, name, 0xF00D, 0)
 
-    launches = []
-    monkeypatch.setattr(driver, "_driver_lib", types.SimpleNamespace(
-        cuLaunchKernelEx=lambda *args: launches.append(1) or 0, cuLaunchKernel=None))
+    if request.param == "c":        # the C launcher calls a C function: the module's fake one, which counts
+        import ctypes
+
+        from tlxc.runtime import c_launcher
+        module = c_launcher.module() if c_launcher.compiler() else None
+        if module is None:
+            pytest.skip("no C compiler or Python headers: the C launcher cannot be built")
+        module.set_fake_result(0)
+        start = module.fake_state()[0]
+        launch = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 4)(module.fake_launch_address())
+        count = lambda: module.fake_state()[0] - start       # noqa: E731
+    else:
+        calls = []
+        launch = lambda *args: calls.append(1) or 0          # noqa: E731
+        count = calls.__len__
+    monkeypatch.setattr(driver, "_driver_lib", types.SimpleNamespace(cuLaunchKernelEx=launch, cuLaunchKernel=None))
     monkeypatch.setattr(driver.CudaModule, "load", classmethod(lambda cls, cubin, device=None: Module(cubin)))
     monkeypatch.setattr(driver, "device_properties",
                         lambda device: types.SimpleNamespace(max_shared_memory_per_block_optin=227 * 1024))
@@ -161,10 +174,11 @@ def fake_gpu(monkeypatch):
     encodes = []
     monkeypatch.setattr(tma, "encode_tiled", lambda dtype, address, *rest: encodes.append(address) or
                         address.to_bytes(8, "little") * 16)
-    monkeypatch.setenv("TLXC_C_LAUNCHER", "0")     # the Python fast path: every frame it runs is visible
+    # the launch's generated Python path, or the C launcher (which calls encode() through Python)
+    monkeypatch.setenv("TLXC_C_LAUNCHER", "0" if request.param == "python" else "1")
     monkeypatch.delenv("TLXC_INTERPRET", raising=False)
     kfn = copy_rows.kernel
-    yield types.SimpleNamespace(encodes=encodes, launches=launches)
+    yield types.SimpleNamespace(encodes=encodes, launches=count, path=request.param)
     kfn.cache.clear()
     kfn.fast_cache.clear()
     kfn._fast = kfn._other = kfn._first_launch
@@ -196,7 +210,7 @@ def test_a_wrapper_call_redoes_no_check_encode_or_dispatch_it_did_before(fake_gp
         return da, dc
 
     wrapper(outputs[0])                                  # compiles; encodes the two maps
-    assert len(fake_gpu.encodes) == 2 and len(fake_gpu.launches) == 1
+    assert len(fake_gpu.encodes) == 2 and fake_gpu.launches() == 1
     wrapper(outputs[0])                                  # the generic path makes the specialized one
     frames = []
     sys.setprofile(lambda frame, event, arg: frames.append(frame.f_code.co_name) if event == "call" else None)
@@ -205,7 +219,10 @@ def test_a_wrapper_call_redoes_no_check_encode_or_dispatch_it_did_before(fake_gp
             _, dc = wrapper(outputs[0])
     finally:
         sys.setprofile(None)
-    assert len(fake_gpu.launches) == 5
+    assert fake_gpu.launches() == 5
+    if fake_gpu.path == "c":
+        from tlxc.runtime import c_launcher
+        assert type(copy_rows.kernel._fast) is c_launcher.module().CLaunch
     assert sorted(set(frames) & _REDONE) == [], "per-call work that should have been cached"
     assert fake_gpu.encodes == [a.data_ptr(), outputs[0].data_ptr()]       # one map per tensor and box
     assert dc._last_address == outputs[0].data_ptr()                       # the map of this call's tensor
@@ -219,3 +236,22 @@ def test_a_wrapper_call_redoes_no_check_encode_or_dispatch_it_did_before(fake_gp
     bad = TD(a, shape=[256, 64], strides=[64, 1], block_shape=[1, 1])
     with pytest.raises(LaunchError, match="placeholder box"):
         copy_rows.kernel[(1,)](bad, bad, 256, NUM_SMS=4, BM=64, BK=64)
+
+
+@pytest.mark.gpu
+def test_gpu_the_wrapper_pattern_packs_each_calls_own_maps():
+    """On a GPU: fresh placeholder descriptors per call, whose maps come from the cache of maps a
+    launch encoded (``_reuse_map``) -- each launch must still read and write this call's tensors:
+    outputs poisoned, two output buffers and two sizes in turn, inputs fresh each call."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    outputs = {M: [torch.empty(M, 32, device="cuda", dtype=torch.float16) for _ in range(2)] for M in (64, 96)}
+    for call in range(8):
+        M = (64, 96)[call % 2]
+        a = torch.randn(M, 32, device="cuda", dtype=torch.float16)
+        c = outputs[M][(call // 2) % 2].fill_(float("nan"))
+        da = TD(a, shape=[M, 32], strides=[32, 1], block_shape=[1, 1])
+        dc = TD(c, shape=[M, 32], strides=[32, 1], block_shape=[1, 1])
+        double_tiles[lambda meta, M=M: (tlxc.cdiv(M, meta["BM"]),)](da, dc, M, SCALE=2.0)
+        torch.testing.assert_close(c.float(), a.float() * 2.0, rtol=1e-3, atol=1e-3)
+        assert dc._last_address == c.data_ptr()
