@@ -9,13 +9,14 @@ Cases: B=4, H=32, S in --s, D in --d, causal or not, MHA (Hkv=32) and GQA 4:1 (H
 round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc backward reads,
 builds cuDNN's and flash's forward graphs, then times (CUDA events) one backward of each in a
 rotating order: tlxc's three tl.dot kernels called directly (``tlxc``), the warp-specialized
-kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``: the same without ``WS_DEFER_DQ`` (a
-tile's dQ added at its end instead of during the next tile's S^T, D = 128) and ``WS_DRIFT`` (the
-consumers meet every tile, D = 64)), ``torch.autograd.grad`` on the kept SDPA graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
+kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``, D = 64: the same without ``WS_DRIFT``,
+the consumers meet every tile), causal: both again with their programs in the plain order
+(``tlxc_plain``, ``tlxc_ws_plain``: ``SECTIONS`` off), ``torch.autograd.grad`` on the kept SDPA
+graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
 checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
 (backward = 2.5x the forward's 4*B*H*S*S*D, halved when causal); the ratios (baseline time /
-tlxc time, medians of the per-round ratios; "cudnn/ws": cuDNN against tlxc_ws) come last,
-with their geomeans.  Then (``--no-kernels`` leaves it out) the device time of each kernel
+tlxc time, medians of the per-round ratios; "cudnn/ws": cuDNN against tlxc_ws; "plain/ws":
+tlxc_ws_plain against tlxc_ws) come last, with their geomeans.  Then (``--no-kernels`` leaves it out) the device time of each kernel
 of one backward (torch.profiler, MHA non-causal at the largest S, per head dim, median of 3
 calls): the tl.dot kernels, the ws kernel and its zero-fill and conversion, cuDNN's.
 """
@@ -74,6 +75,7 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    import tlxc.ops.attention_bwd as host
     from tlxc.ops.attention_bwd import attention_bwd
 
     def tlxc_with(kernels):
@@ -85,20 +87,33 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
                 os.environ.pop("TLXC_ATTN_BWD", None)
         return run
 
-    fns = {"tlxc": tlxc_with("dot")}
-    if WITH_WS:
-        fns["tlxc_ws"] = tlxc_with("ws")
-        ws_plain = tlxc_with("ws")
-
-        def ws_alt():                       # the ws kernel without the deferred dQ add and the drift
-            import tlxc.ops.attention_bwd as host
-            shipped = dict(host.WS_DEFER_DQ), dict(host.WS_DRIFT)
-            host.WS_DEFER_DQ, host.WS_DRIFT = dict.fromkeys(shipped[0], False), dict.fromkeys(shipped[1], False)
+    def in_plain_order(run):                # causal: the programs in the plain order, not in sections
+        def plain():
+            host.SECTIONS = False
             try:
-                return ws_plain()
+                return run()
             finally:
-                host.WS_DEFER_DQ, host.WS_DRIFT = shipped
-        fns["tlxc_ws_alt"] = ws_alt
+                host.SECTIONS = True
+        return plain
+
+    fns = {"tlxc": tlxc_with("dot")}
+    if causal:
+        fns["tlxc_plain"] = in_plain_order(tlxc_with("dot"))
+    if WITH_WS:
+        ws_run = tlxc_with("ws")
+        fns["tlxc_ws"] = ws_run
+        if causal:
+            fns["tlxc_ws_plain"] = in_plain_order(ws_run)
+
+        def ws_alt():                       # the ws kernel without the drift (D = 64)
+            shipped = dict(host.WS_DRIFT)
+            host.WS_DRIFT = dict.fromkeys(shipped, False)
+            try:
+                return ws_run()
+            finally:
+                host.WS_DRIFT = shipped
+        if D == 64:
+            fns["tlxc_ws_alt"] = ws_alt
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
         if name in refused:
             continue
@@ -114,13 +129,18 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
     return fns
 
 
+# ratio name -> (baseline, tlxc contender): baseline time / contender time
+RATIOS = {"cudnn": ("cudnn", "tlxc"), "flash": ("flash", "tlxc"), "cudnn/ws": ("cudnn", "tlxc_ws"),
+          "flash/ws": ("flash", "tlxc_ws"), "plain/dot": ("tlxc_plain", "tlxc"), "plain/ws": ("tlxc_ws_plain", "tlxc_ws")}
+
+
 def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
     import torch
 
     scale = D ** -0.5
     gqa = Hkv != H
-    times = {"tlxc": [], "tlxc_ws": [], "tlxc_ws_alt": [], "cudnn": [], "flash": []}
-    ratios = {"cudnn": [], "flash": [], "cudnn/ws": [], "flash/ws": []}
+    times = {n: [] for n in ("tlxc", "tlxc_plain", "tlxc_ws", "tlxc_ws_plain", "tlxc_ws_alt", "cudnn", "flash")}
+    ratios = {name: [] for name in RATIOS}
     refused = set()
     for r in range(rounds):
         g = torch.Generator(device="cuda").manual_seed(1000 * r + S + D + causal + 7 * gqa)
@@ -157,9 +177,7 @@ def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
         got = {name: _event_ms(fns[name]) for name in names}
         for name, ms in got.items():
             times[name].append(ms)
-        for name in ratios:
-            base, _, mine = name.partition("/")
-            mine = "tlxc_ws" if mine else "tlxc"
+        for name, (base, mine) in RATIOS.items():
             if base in got and mine in got:
                 ratios[name].append(got[base] / got[mine])
     return ({n: statistics.median(t) for n, t in times.items() if t},
@@ -249,10 +267,11 @@ def _compile_worker(job):
 
         import tlxc.ops.attention_bwd as host
         from tlxc.ops.attention_bwd import compile_kernels
-        os.environ["TLXC_ATTN_BWD"] = "ws" if kernels == "ws_alt" else kernels
+        os.environ["TLXC_ATTN_BWD"] = kernels.split("_")[0]
         if kernels == "ws_alt":
-            host.WS_DEFER_DQ = dict.fromkeys(host.WS_DEFER_DQ, False)
             host.WS_DRIFT = dict.fromkeys(host.WS_DRIFT, False)
+        if kernels.endswith("_plain"):
+            host.SECTIONS = False
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
         k = torch.empty(B, hkv, S, D, dtype=torch.bfloat16)
         compile_kernels(q, q, k, k, q, torch.empty(B, H, S), causal=causal, sm_scale=D ** -0.5)
@@ -303,7 +322,9 @@ def main() -> None:
         jobs = [(S, D, args.b, args.h, hkv, causal, kernels)
                 for S in (int(x) for x in args.s.split(",")) for D in (int(x) for x in args.d.split(","))
                 for hkv in (args.h, args.h // 4) for causal in (False, True)
-                for kernels in (("dot", "ws", "ws_alt") if WITH_WS else ("dot",))]
+                for kernels in (("dot", "ws") if WITH_WS else ("dot",))
+                + (("dot_plain",) + (("ws_plain",) if WITH_WS else ()) if causal else ())
+                + (("ws_alt",) if WITH_WS and D == 64 else ())]
         precompile(jobs, args.jobs)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, {args.rounds} rounds")
     s_max = max(int(x) for x in args.s.split(","))
@@ -327,7 +348,7 @@ def main() -> None:
     print("\nratios (baseline time / tlxc time; > 1: tlxc faster), medians of paired rounds")
     for name, ratio in rows:
         print(f"  {name:<32} " + "  ".join(f"vs {n} {x:.3f}" for n, x in ratio.items()))
-    for n in ("cudnn", "flash", "cudnn/ws", "flash/ws"):
+    for n in RATIOS:
         xs = [r[n] for _, r in rows if n in r]
         if xs:
             print(f"geomean vs {n}: {math.exp(sum(math.log(x) for x in xs) / len(xs)):.3f} over {len(xs)} cases")

@@ -18,7 +18,11 @@ from attention_bwd_ref import (
     rel_err,
 )
 
+import tlxc
+import tlxc.language as tl
+from tlxc.interpreter import interpret
 from tlxc.ops.attention_bwd import attention_bwd, compile_kernels
+from tlxc.ops.kernels.attention_bwd import section_tile
 
 host = importlib.import_module("tlxc.ops.attention_bwd")
 
@@ -91,6 +95,41 @@ def test_packed_max_seqlen_from_cu_seqlens():
     got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.125, cu_seqlens_q=cu_q,
                         cu_seqlens_k=cu_k)
     _check(got, ref, dtype)
+
+
+@tlxc.jit
+def _section_order(out_ptr, n_blocks, heads_per_section):
+    pid_bh, block = section_tile(tl.program_id(0), n_blocks, heads_per_section)
+    tl.store(out_ptr + 2 * tl.program_id(0), pid_bh)
+    tl.store(out_ptr + 2 * tl.program_id(0) + 1, block)
+
+
+@pytest.mark.parametrize("n_bh, n_blocks, heads", [(5, 3, 2), (8, 4, 4), (3, 5, 1), (2, 3, 8)])
+def test_section_order(n_bh, n_blocks, heads):
+    """Programs in sections of ``heads`` (batch, head) pairs, block-major inside a section (the
+    last section holds the rest): every (pair, block) once, in that order."""
+    out = torch.full((n_bh * n_blocks, 2), -1, dtype=torch.int32)
+    interpret(_section_order, (n_bh * n_blocks,), (out, n_blocks, heads), {})
+    want = [(bh, blk) for s0 in range(0, n_bh, heads) for blk in range(n_blocks)
+            for bh in range(s0, min(n_bh, s0 + heads))]
+    assert [tuple(r) for r in out.tolist()] == want
+
+
+@pytest.mark.parametrize("kernels", ["dot", "ws"])
+@pytest.mark.parametrize("D", [64, 128])
+def test_causal_sections_with_a_partial_last_one(kernels, D, poisoned, monkeypatch):
+    """Causal programs go in sections of (batch, head) pairs sized from the SM count: with 16 SMs,
+    4 pairs a section for the 3 key blocks of 128 (ws, dot's dK/dV: 6 pairs, B = 3, Hkv = 2) and 8
+    for the 2 query blocks of dot's dQ (12 pairs; D = 64: 16, two programs per SM), so the last
+    section is partial; the gradients against float64."""
+    monkeypatch.setattr(host, "CPU_SMS", 16)
+    monkeypatch.setenv("TLXC_ATTN_BWD", kernels)
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(3, 4, 2, 150, 300, D, dtype, seed=D + 3)
+    assert [host._heads_per_section(n, True, False, q.device) for n in (3, 2)] == [4, 8]
+    assert host._heads_per_section(3, False, False, q.device) == host._heads_per_section(3, True, True, q.device) == 1
+    o, lse, *ref = dense_reference(q, k, v, do, True, 0.11)
+    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.11), ref, dtype)
 
 
 def test_no_keys_and_no_queries():

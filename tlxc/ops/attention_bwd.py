@@ -41,6 +41,9 @@ BLOCKS = {
     128: ((128, 64, 8, 3), (128, 64, 8, 3)),
     256: ((64, 64, 8, 2), (128, 32, 8, 2)),
 }
+# padded head dim -> programs of the dQ kernel per SM (sm_90a: 124 registers x 256 threads and 80 KB of
+# shared memory at 64; one elsewhere, and one for the dK/dV kernel): sizes its causal sections
+DQ_PER_SM = {64: 2}
 PRE_BLOCK = 64                     # rows per program of the preprocess kernel
 WS_BLOCK_M = 64                    # query rows per tile of the warp-specialized kernel
 WS_BLOCK_N = 128                   # its keys per program (64 per consumer warp group)
@@ -56,6 +59,8 @@ WS_DEFER_DQ = {64: False, 128: True}
 WS_DRIFT = {64: True, 128: False}
 WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 208 / 224 KB)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
+CPU_SMS = 132                      # on the CPU (interpreter, compile_kernels) the section size models an H200
+SECTIONS = True                    # causal programs in sections, longest first (False: the plain order; A/B)
 
 _COMPILE_ONLY = CompileOnly()       # compile_kernels: launches compile for sm_90a instead
 _launch = _COMPILE_ONLY.launch
@@ -81,6 +86,23 @@ def _kernel_choice(head_dim: int, max_keys: int) -> str:
               and not torch.are_deterministic_algorithms_enabled())
         choice = "ws" if ws else "dot"
     return choice
+
+
+def _heads_per_section(n_blocks: int, causal: bool, varlen: bool, device: torch.device, per_sm: int = 1) -> int:
+    """The programs' order (``kernels/attention_bwd.py: section_tile``): under a dense causal
+    mask the blocks of a head walk different lengths (block 0 the longest), so the (batch, head)
+    pairs go in sections of about as many as fill the SMs with one program each (a power of two,
+    at least 1; ``per_sm`` programs of the kernel fit on an SM), block-major inside a section: the
+    long walks start first and the short ones fill the tail, while the pairs in flight at one
+    time are as many as in the plain order (their Q, dO and dQ rows stay in L2).  Otherwise 1,
+    the plain order: equal walks (non-causal) or per-sequence lengths (packed)."""
+    if not causal or varlen or not SECTIONS:
+        return 1
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else CPU_SMS
+    heads = 1
+    while heads * 2 * n_blocks <= sms * per_sm:
+        heads *= 2
+    return heads
 
 
 def _rows_view(t: torch.Tensor, strides, n_batch: int, n_heads: int, n_rows: int, box_rows: int):
@@ -242,14 +264,16 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
             return done
     if Sk > 0:
         _launch(bwd_dkdv_kernel, (-(-Sk // kn) * B * H_kv,), q, k, v, do, lse2, delta, dk, dv, cu_q_arg, cu_k_arg,
-                Sq, Sk, H_kv, *common, *strides(dk), *strides(dv), qk_scale, sm_scale, D=D, HEAD_DIM=HD,
+                Sq, Sk, H_kv, *common, *strides(dk), *strides(dv), qk_scale, sm_scale,
+                _heads_per_section(-(-Sk // kn), causal, varlen, q.device), D=D, HEAD_DIM=HD,
                 BLOCK_M=km, BLOCK_N=kn, GROUP=group, CAUSAL=causal, VARLEN=varlen, num_warps=kw, num_stages=ks)
     else:
         dq.zero_()
         return dq, dk, dv
     _launch(bwd_dq_kernel, (-(-Sq // qm) * B * H,), q, k, v, do, lse2, delta, dq, cu_q_arg, cu_k_arg, Sq, Sk, H,
-            *common, *strides(dq), qk_scale, sm_scale, D=D, HEAD_DIM=HD, BLOCK_M=qm, BLOCK_N=qn, GROUP=group,
-            CAUSAL=causal, VARLEN=varlen, num_warps=qw, num_stages=qs)
+            *common, *strides(dq), qk_scale, sm_scale,
+            _heads_per_section(-(-Sq // qm), causal, varlen, q.device, DQ_PER_SM.get(HD, 1)), D=D, HEAD_DIM=HD,
+            BLOCK_M=qm, BLOCK_N=qn, GROUP=group, CAUSAL=causal, VARLEN=varlen, num_warps=qw, num_stages=qs)
     return dq, dk, dv
 
 
@@ -270,9 +294,10 @@ def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq,
     row_stride = strides(q)[2]
     dq_acc = torch.zeros((q_rows, row_stride), device=q.device, dtype=torch.float32)
     dq_desc = TensorDescriptor(dq_acc, [q_rows, row_stride], [row_stride, 1], [WS_BLOCK_M, D_BOX], swizzle=128)
-    grid = (-(-Sk // WS_BLOCK_N) * B * H_kv,)
-    _launch(bwd_ws_kernel, grid, q_desc, k_desc, v_desc, do_desc, dq_desc, lse2, delta, dk, dv, cu_q, cu_k, Sq, Sk,
-            H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv), qk_scale, sm_scale,
+    n_blocks = -(-Sk // WS_BLOCK_N)
+    _launch(bwd_ws_kernel, (n_blocks * B * H_kv,), q_desc, k_desc, v_desc, do_desc, dq_desc, lse2, delta, dk, dv,
+            cu_q, cu_k, Sq, Sk, H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv),
+            qk_scale, sm_scale, _heads_per_section(n_blocks, causal, varlen, q.device),
             HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES[D],
             DTYPE=TL_DTYPES[q.dtype], PREFETCH_STATS=WS_PREFETCH_STATS[D], DEFER_DQ=WS_DEFER_DQ[D],
             DRIFT=WS_DRIFT[D], num_warps=4)

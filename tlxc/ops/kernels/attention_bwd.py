@@ -23,6 +23,10 @@ Three kernels, none with atomics (the result does not depend on the order progra
   tiles), ``S``, ``P``, ``dP`` and ``dS`` are recomputed and ``dQ += dS K`` accumulated.
   Under a causal mask the walk stops at the diagonal.
 
+Both main kernels (and the warp-specialized one) order their programs by ``section_tile``: the
+plain order (a head's blocks one after another), or, under a dense causal mask, where a head's
+blocks walk different lengths, sections of heads with the longest blocks first in each.
+
 Recomputing S and dP in the dQ kernel costs 14 instead of 10 units of ``S^2 D`` MMA work
 (the price of determinism; FlashAttention-2 adds dQ with float32 atomics instead).
 
@@ -67,6 +71,24 @@ def bwd_preprocess_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, n_rows, H
 
 
 @jit
+def section_tile(pid, n_blocks, heads_per_section):
+    """(batch-head index, block index) of program ``pid`` in a grid of ``n_blocks`` blocks for
+    each of ``tl.num_programs(0) // n_blocks`` (batch, head) pairs, ordered by sections of
+    ``heads_per_section`` pairs: inside a section block 0 of every pair, then block 1, ...
+    (the last section may hold fewer pairs).  Block 0 is the longest walk under a causal mask,
+    so the programs start longest first within a section and the short ones fill the tail, while
+    the pairs that run at one time stay those of about one section (their rows stay in L2).
+    ``heads_per_section = 1`` is the plain order, a pair's blocks one after another."""
+    n_bh = tl.num_programs(0) // n_blocks
+    per_section = heads_per_section * n_blocks
+    section = pid // per_section
+    r = pid - section * per_section
+    here = tl.minimum(heads_per_section, n_bh - section * heads_per_section)
+    block = r // here
+    return section * heads_per_section + r - block * here, block
+
+
+@jit
 def _sequence(cu_ptr, b, seqlen, VARLEN: tl.constexpr):
     """(first row, length) of sequence ``b``: from ``cu_seqlens`` (packed), else (0, seqlen)."""
     if VARLEN:
@@ -82,12 +104,11 @@ def _sequence(cu_ptr, b, seqlen, VARLEN: tl.constexpr):
 def bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr,
                     seqlen_q, seqlen_k, H_KV,
                     sq_b, sq_h, sq_r, sk_b, sk_h, sk_r, sv_b, sv_h, sv_r, sdo_b, sdo_h, sdo_r, sd_b, sd_h,
-                    sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale,
+                    sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, heads_per_section,
                     D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
-    pid = tl.program_id(0)
     n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
-    pid_bh = pid // n_blocks
+    pid_bh, block = section_tile(tl.program_id(0), n_blocks, heads_per_section)
     b = pid_bh // H_KV
     hk = pid_bh % H_KV
     q_first, len_q = _sequence(cu_q_ptr, b, seqlen_q, VARLEN)
@@ -95,7 +116,7 @@ def bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv
     if VARLEN:
         b = b * 0                                      # packed: the batch is the row range
     b64 = b.to(tl.int64)
-    start_n = (pid - pid_bh * n_blocks) * BLOCK_N        # causal: the longest walks first
+    start_n = block * BLOCK_N                            # causal: the longest walks first
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     key_ok = offs_n < len_k
@@ -153,12 +174,11 @@ def bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv
 def bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dq_ptr, cu_q_ptr, cu_k_ptr,
                   seqlen_q, seqlen_k, H,
                   sq_b, sq_h, sq_r, sk_b, sk_h, sk_r, sv_b, sv_h, sv_r, sdo_b, sdo_h, sdo_r, sd_b, sd_h,
-                  sdq_b, sdq_h, sdq_r, qk_scale, sm_scale,
+                  sdq_b, sdq_h, sdq_r, qk_scale, sm_scale, heads_per_section,
                   D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
-    pid = tl.program_id(0)
     n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
-    pid_bh = pid // n_blocks
+    pid_bh, block = section_tile(tl.program_id(0), n_blocks, heads_per_section)
     b = pid_bh // H
     h = pid_bh % H
     q_first, len_q = _sequence(cu_q_ptr, b, seqlen_q, VARLEN)
@@ -168,7 +188,7 @@ def bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dq_ptr, cu_q
     b64 = b.to(tl.int64)
     h64 = h.to(tl.int64)
     hk64 = (h // GROUP).to(tl.int64)
-    start_m = (n_blocks - 1 - (pid - pid_bh * n_blocks)) * BLOCK_M     # causal: the longest walks first
+    start_m = (n_blocks - 1 - block) * BLOCK_M          # causal: the longest walks first
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < len_q

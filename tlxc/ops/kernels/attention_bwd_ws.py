@@ -3,7 +3,8 @@
 Same math as ``attention_bwd.py`` (whose preprocess kernel gives ``delta`` and the LSE in
 log2 units), organized as FlashAttention-3 does on sm_90, in this project's words:
 
-* one program per (block of ``BLOCK_N`` = 128 keys, batch, kv head); the default task (4 warps)
+* one program per (block of ``BLOCK_N`` = 128 keys, batch, kv head), in ``section_tile``'s order
+  (causal: the longest walks first within sections of heads); the default task (4 warps)
   is the TMA producer: it loads the block's K and V once, then streams the ``BLOCK_M``-row tiles
   of Q and dO of every query block of every query head of the GQA group through a ring of
   ``NUM_BUF`` slots (``q_full`` / ``do_full`` with expected bytes, ``q_empty`` / ``do_empty``
@@ -34,6 +35,7 @@ otherwise.
 from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
+from .attention_bwd import section_tile
 
 D_BOX = 64            # columns of one TMA box: 64 x 2 bytes, the 128-byte swizzle's span
 
@@ -45,17 +47,17 @@ def _tile_rows(b, h, first, r_b, r_h):
 
 
 @jit
-def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-          GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
+def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, heads_per_section, BLOCK_M: tl.constexpr,
+          BLOCK_N: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
     """This program's (batch, kv head, first key, first query row and length of its sequence,
-    first key row and length, first query block, query blocks per head, steps).  Each task
+    first key row and length, first query block, query blocks per head, steps); the programs in
+    sections of ``heads_per_section`` (batch, kv head) pairs (``section_tile``).  Each task
     computes it (a task cannot read registers loaded before ``async_tasks``)."""
-    pid = tl.program_id(0)
     n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
-    pid_bh = pid // n_blocks
+    pid_bh, block = section_tile(tl.program_id(0), n_blocks, heads_per_section)
     b = pid_bh // H_KV
     hk = pid_bh % H_KV
-    start_n = (pid - pid_bh * n_blocks) * BLOCK_N
+    start_n = block * BLOCK_N
     if VARLEN:
         q_first = tl.load(cu_q_ptr + b)
         len_q = tl.load(cu_q_ptr + b + 1) - q_first
@@ -118,7 +120,7 @@ def _load_kv(k_desc, v_desc, k_smem, v_smem, bar, row, col, BLOCK_N: tl.constexp
 def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr, dk_ptr, dv_ptr,
                   cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV,
                   qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, sd_b, sd_h,
-                  sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale,
+                  sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, heads_per_section,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
                   VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, DTYPE: tl.constexpr,
                   PREFETCH_STATS: tl.constexpr = False, DEFER_DQ: tl.constexpr = False,
@@ -146,7 +148,8 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
     with tlx.async_tasks():
         with tlx.async_task("default"):                 # the TMA producer
             b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
-                cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
+                cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, heads_per_section, BLOCK_M, BLOCK_N, GROUP, CAUSAL,
+                VARLEN)
             k_row = _tile_rows(b, hk, k_first, kr_b, kr_h) + start_n
             if KV_IN_REGS:            # always: the consumers load K and V into registers before their loop
                 _load_kv(k_desc, v_desc, k_smem, v_smem, kv_full[0], k_row, hk * kc_h, BLOCK_N, HEAD_DIM)
@@ -171,7 +174,8 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
         with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=2):   # the two consumers
             cid = tlx.async_task_replica_id()
             b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
-                cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
+                cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, heads_per_section, BLOCK_M, BLOCK_N, GROUP, CAUSAL,
+                VARLEN)
             k_c = tlx.local_slice(k_smem[0], [cid * HALF_N, 0], [HALF_N, HEAD_DIM])
             v_c = tlx.local_slice(v_smem[0], [cid * HALF_N, 0], [HALF_N, HEAD_DIM])
             offs_n = start_n + cid * HALF_N + tl.arange(0, HALF_N)
