@@ -254,6 +254,9 @@ def test_argument_errors():
         ((q, k, k, lens), {"block_table": table, "num_splits": 0}, "'num_splits' must be a positive"),
         ((q, k, k, lens), {"block_table": table, "num_splits": 129}, "takes at most 128 splits"),
         ((q, k, k, lens), {"block_table": table, "combine": "tree"}, "'combine' must be one of kernel, inline"),
+        ((q, k[..., :32], k[..., :32], lens), {"block_table": table}, "'k_cache' has head dim 32, 'q' has 64"),
+        ((torch.zeros(2, 4, 300, dtype=torch.bfloat16), k, k, lens), {"block_table": table},
+         "head dim 300; supported: 1..256"),
         ((q, k, k, lens), {"block_table": table, "schedule": "waves"}, "'schedule' must be one of stream, split"),
         ((q, k, k, lens), {"block_table": table, "schedule": "stream", "num_splits": 2}, "belong to schedule='split'"),
     ]

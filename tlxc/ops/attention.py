@@ -340,23 +340,29 @@ def _out_like(q: torch.Tensor) -> torch.Tensor:
     return q.new_empty((B, H, S, D))
 
 
-def _check_common(q, k, v) -> None:
-    for name, t in (("q", q), ("k", k), ("v", v)):
+def _check_common(q, k, v, *, op: str = "tlxc.ops.attention", names: tuple[str, str] = ("k", "v"),
+                  head_dims=HEAD_DIMS) -> None:
+    """The checks every attention op makes of its q, k and v: tensors, one 16-bit float dtype,
+    one device, one head dim among ``head_dims`` (a tuple, or a range); ``op`` and ``names``
+    name them in the errors (``attention_decode`` passes its own: ``k_cache``, ``v_cache``)."""
+    for name, t in (("q", q), *zip(names, (k, v))):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"tlxc.ops.attention: '{name}' must be a tensor, got {type(t).__name__}")
+            raise TypeError(f"{op}: '{name}' must be a tensor, got {type(t).__name__}")
     if q.dtype not in DTYPES:
-        raise _fail(f"'q' must be bfloat16 or float16, got {q.dtype}")
-    for name, t in (("k", k), ("v", v)):
+        raise ValueError(f"{op}: 'q' must be bfloat16 or float16, got {q.dtype}")
+    for name, t in zip(names, (k, v)):
         if t.dtype != q.dtype:
-            raise _fail(f"'{name}' must have q's dtype {q.dtype}, got {t.dtype}")
+            raise ValueError(f"{op}: '{name}' must have q's dtype {q.dtype}, got {t.dtype}")
         if t.device != q.device:
-            raise _fail(f"'{name}' is on {t.device}, 'q' on {q.device}")
+            raise ValueError(f"{op}: '{name}' is on {t.device}, 'q' on {q.device}")
     D = q.shape[-1]
-    if D not in HEAD_DIMS:
-        raise _fail(f"'q' has head dim {D}; supported: {', '.join(map(str, HEAD_DIMS))}")
-    for name, t in (("k", k), ("v", v)):
+    if D not in head_dims:
+        supported = (f"{head_dims.start}..{head_dims.stop - 1}" if isinstance(head_dims, range)
+                     else ", ".join(map(str, head_dims)))
+        raise ValueError(f"{op}: 'q' has head dim {D}; supported: {supported}")
+    for name, t in zip(names, (k, v)):
         if t.shape[-1] != D:
-            raise _fail(f"'{name}' has head dim {t.shape[-1]}, 'q' has {D} (one head dim for q, k and v)")
+            raise ValueError(f"{op}: '{name}' has head dim {t.shape[-1]}, 'q' has {D} (one head dim for q, k and v)")
 
 
 def _check_heads(H: int, Hkv: int) -> None:

@@ -35,6 +35,7 @@ import torch
 
 from .. import language as tl
 from ..torch_ops import register_custom_op
+from .attention import _check_common
 from .compile_only import CompileOnly
 from .kernels.attention_decode import (
     LOG2E,
@@ -45,7 +46,7 @@ from .kernels.attention_decode import (
     decode_stream_kernel,
 )
 
-DTYPES = (torch.float16, torch.bfloat16)
+HEAD_DIMS = range(1, 257)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 MIN_SPLIT = 1024           # keys per split at least: each program fills its ring once (a few us)
 PROGRAMS_PER_SM = 8        # split programs wanted per SM (the split count comes from the capacity,
@@ -94,16 +95,12 @@ def num_splits_for(capacity: int, B: int, Hkv: int, g_chunks: int, block_n: int,
 
 
 def _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale):
-    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("cache_seqlens", cache_seqlens)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"tlxc.ops.attention_decode: '{name}' must be a tensor, got {type(t).__name__}")
-    if q.dtype not in DTYPES:
-        raise _fail(f"'q' must be bfloat16 or float16, got {q.dtype}")
+    _check_common(q, k_cache, v_cache, op="tlxc.ops.attention_decode", names=("k_cache", "v_cache"),
+                  head_dims=HEAD_DIMS)
+    if not isinstance(cache_seqlens, torch.Tensor):
+        raise TypeError(f"tlxc.ops.attention_decode: 'cache_seqlens' must be a tensor, got "
+                        f"{type(cache_seqlens).__name__}")
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
-        if t.dtype != q.dtype:
-            raise _fail(f"'{name}' must have q's dtype {q.dtype}, got {t.dtype}")
-        if t.device != q.device:
-            raise _fail(f"'{name}' is on {t.device}, 'q' on {q.device}")
         if t.dim() != 4:
             raise _fail(f"'{name}' must be [num_pages, page_size, Hkv, D] (with block_table) or [B, S_cache, Hkv, D], "
                         f"got {tuple(t.shape)}")
@@ -115,10 +112,6 @@ def _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale):
         raise _fail(f"'q' must be [B, H, D] or [B, 1, H, D], got {tuple(q.shape)}")
     B, H, D = q.shape[0], q.shape[-2], q.shape[-1]
     Hkv = k_cache.shape[2]
-    if k_cache.shape[3] != D:
-        raise _fail(f"'k_cache' has head dim {k_cache.shape[3]}, 'q' has {D} (one head dim for q, k and v)")
-    if not 1 <= D <= 256:
-        raise _fail(f"head dims 1..256 are supported, got {D}")
     if Hkv == 0 or H % Hkv:
         raise _fail(f"'k_cache'/'v_cache' have {Hkv} heads, which must divide q's {H} heads (GQA/MQA)")
     if cache_seqlens.dtype != torch.int32 or cache_seqlens.shape != (B,):
