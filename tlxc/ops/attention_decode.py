@@ -252,7 +252,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         _launch(decode_stream_combine_kernel, (B * H,), o_part, lse_part, o, lse, cache_seqlens, bt, B, H, Hkv,
                 programs, capacity, num_pages, stride_bt, H * D, D, H, 1, D=D, HEAD_DIM=head_dim, BLOCK_G=block_g,
                 GROUP=group, TILE=tile, BLOCK_N=block_n, BLOCK_S=STREAM_MERGE, CHUNK=chunk, CHECK=check, PAGE=page,
-                PAGED=paged, num_warps=4)
+                PAGED=paged, num_warps=4, launch_pdl=True)
         return out, lse
     if num_splits is None:
         splits, split_len = num_splits_for(capacity, B, Hkv, g_chunks, block_n, sms, head_dim)

@@ -362,6 +362,10 @@ def decode_stream_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, 
     HG = H_KV * G_CHUNKS
     p = tl.program_id(0)
     P = tl.num_programs(0)
+    # the merge kernel (launched with launch_pdl=True) may be scheduled now: its programs take an
+    # SM's room as this grid's programs leave it, make the input checks and wait (gdc_wait) for
+    # this grid's partials there instead of after a launch gap
+    tl.extra.cuda.gdc_launch_dependents()
     TB = _total_blocks(lens_ptr, B, B, CAPACITY, BLOCK_N, CHUNK) * HG
     lo = _program_start(p, TB, P)
     hi = _program_start(p + 1, TB, P)
@@ -473,35 +477,35 @@ def decode_stream_combine_kernel(po_ptr, pl_ptr, o_ptr, lse_ptr, lens_ptr, bt_pt
     offs_d = tl.arange(0, HEAD_DIM)
     d_ok = offs_d < D
     nb, _ = _blocks_of(lens_ptr, b, CAPACITY, BLOCK_N)
+    TB = _total_blocks(lens_ptr, B, B, CAPACITY, BLOCK_N, CHUNK) * HG
+    hk = h // GROUP
+    g = h - hk * GROUP
+    row0 = _total_blocks(lens_ptr, B, b, CAPACITY, BLOCK_N, CHUNK) * HG + (hk * G_CHUNKS + g // BLOCK_G) * nb
+    p_a = _program_of(row0, TB, P)
+    p_b = _program_of(row0 + nb - 1, TB, P)
+    tl.extra.cuda.gdc_wait()       # the stream kernel's partials and outputs (launch_pdl=True) from here on
     if nb == 0:
         tl.store(o_ptr + b64 * so_b + h64 * so_h + offs_d, tl.zeros((HEAD_DIM,), tl.float32).to(o_ptr.dtype.element_ty),
                  mask=d_ok)
         tl.store(lse_ptr + b64 * sl_b + h64 * sl_h, float("-inf"))
-    else:
-        TB = _total_blocks(lens_ptr, B, B, CAPACITY, BLOCK_N, CHUNK) * HG
-        hk = h // GROUP
-        g = h - hk * GROUP
-        row0 = _total_blocks(lens_ptr, B, b, CAPACITY, BLOCK_N, CHUNK) * HG + (hk * G_CHUNKS + g // BLOCK_G) * nb
-        p_a = _program_of(row0, TB, P)
-        p_b = _program_of(row0 + nb - 1, TB, P)
-        if p_a != p_b:
-            offs_s = tl.arange(0, BLOCK_S)
-            m = tl.full((HEAD_DIM,), float("-inf"), tl.float32)      # (replicated along D)
-            total = tl.zeros((HEAD_DIM,), tl.float32)
-            acc = tl.zeros((HEAD_DIM,), tl.float32)
-            for s0 in range(p_a, p_b + 1, BLOCK_S):
-                ps = s0 + offs_s
-                s_ok = ps <= p_b
-                slot = (_program_start(ps, TB, P) < row0).to(tl.int32)
-                part = (ps * 2 + slot).to(tl.int64) * TILE + g % BLOCK_G
-                lse_s = tl.load(pl_ptr + part, mask=s_ok, other=float("-inf"))
-                parts = tl.load(po_ptr + part[:, None] * D + offs_d[None, :], mask=s_ok[:, None] & d_ok[None, :],
-                                other=0.0)
-                m_new = tl.maximum(m, tl.max(lse_s, 0))
-                scale = tl.math.exp2(m - m_new)
-                w = tl.where(s_ok[:, None], tl.math.exp2(lse_s[:, None] - m_new[None, :]), 0.0)
-                total = total * scale + tl.sum(w, 0)
-                acc = acc * scale + tl.sum(parts * w, 0)
-                m = m_new
-            tl.store(o_ptr + b64 * so_b + h64 * so_h + offs_d, (acc / total).to(o_ptr.dtype.element_ty), mask=d_ok)
-            tl.store(lse_ptr + b64 * sl_b + h64 * sl_h, tl.max((m + tl.math.log2(total)) * LN2, 0))
+    elif p_a != p_b:
+        offs_s = tl.arange(0, BLOCK_S)
+        m = tl.full((HEAD_DIM,), float("-inf"), tl.float32)      # (replicated along D)
+        total = tl.zeros((HEAD_DIM,), tl.float32)
+        acc = tl.zeros((HEAD_DIM,), tl.float32)
+        for s0 in range(p_a, p_b + 1, BLOCK_S):
+            ps = s0 + offs_s
+            s_ok = ps <= p_b
+            slot = (_program_start(ps, TB, P) < row0).to(tl.int32)
+            part = (ps * 2 + slot).to(tl.int64) * TILE + g % BLOCK_G
+            lse_s = tl.load(pl_ptr + part, mask=s_ok, other=float("-inf"))
+            parts = tl.load(po_ptr + part[:, None] * D + offs_d[None, :], mask=s_ok[:, None] & d_ok[None, :],
+                            other=0.0)
+            m_new = tl.maximum(m, tl.max(lse_s, 0))
+            scale = tl.math.exp2(m - m_new)
+            w = tl.where(s_ok[:, None], tl.math.exp2(lse_s[:, None] - m_new[None, :]), 0.0)
+            total = total * scale + tl.sum(w, 0)
+            acc = acc * scale + tl.sum(parts * w, 0)
+            m = m_new
+        tl.store(o_ptr + b64 * so_b + h64 * so_h + offs_d, (acc / total).to(o_ptr.dtype.element_ty), mask=d_ok)
+        tl.store(lse_ptr + b64 * sl_b + h64 * sl_h, tl.max((m + tl.math.log2(total)) * LN2, 0))
