@@ -1,14 +1,17 @@
 """tlxc.ops.grouped_matmul against a loop of cuBLAS calls and torch._grouped_mm (when torch
 has it), MoE shapes with uneven group sizes, paired medians (kernel time) in one process.
 
-    python bench/ops_grouped_bench.py [--rounds 15] [--timing kernel|call]
+    python bench/ops_grouped_bench.py [--rounds 15] [--timing kernel|call] [--experts 8,32]
+                                      [--configs gws_128x128x64_s5,...]
 
 Expert weights are stored ``[E, N, K]`` (as ``nn.Linear``) and multiplied as
 ``w.transpose(1, 2)``; group sizes are a seeded multinomial draw with one empty expert.  The
 cuBLAS loop gets the sizes on the host beforehand (its real cost would include that sync);
 ``torch._grouped_mm`` gets the int32 end offsets.  Ratios: baseline time / tlxc time (the
 heuristic's pick, named on the line; where that is the warp-specialized kernel, the pointer
-kernel's choice is timed beside it).
+kernel's choice is timed beside it, and so is the pick with pointer stores only,
+``<pick>+ptr_stores``, the WS kernel's output path before its TMA stores); ``--configs``
+times more configurations beside the pick.
 """
 from __future__ import annotations
 
@@ -31,9 +34,10 @@ CASES = [  # (experts, total rows, K, N)
 ]
 
 
-def run_case(E, M, K, N, rounds, hide, ratios) -> None:
+def run_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
     import torch
 
+    import tlxc.ops.grouped as grouped_module
     from bench.triton_source import event_ms
     from tlxc.ops import grouped_matmul
     from tlxc.ops.grouped import GROUPED_WS_CONFIGS, _ws_layout, choose_grouped_config
@@ -64,6 +68,18 @@ def run_case(E, M, K, N, rounds, hide, ratios) -> None:
     if pick in GROUPED_WS_CONFIGS:      # the pointer kernel's choice too, for comparison
         other = choose_grouped_config(M, E, N, None)
         fns[other] = lambda: grouped_matmul(a, b, sizes, out, config=other)
+
+        def pointer_stores():
+            keep = grouped_module.ws_stores_by_tma
+            grouped_module.ws_stores_by_tma = lambda *args: False
+            try:
+                grouped_matmul(a, b, sizes, out, config=pick)
+            finally:
+                grouped_module.ws_stores_by_tma = keep
+        fns[pick + "+ptr_stores"] = pointer_stores
+    for name in extra:
+        if name != pick and name not in fns:
+            fns[name] = lambda name=name: grouped_matmul(a, b, sizes, out, config=name)
     grouped_mm = getattr(torch, "_grouped_mm", None)
     gm = None
     if grouped_mm is not None:
@@ -112,12 +128,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--timing", choices=("kernel", "call"), default="kernel")
+    parser.add_argument("--experts", help="only the cases with these expert counts (comma-separated)")
+    parser.add_argument("--configs", help="more grouped configurations to time beside the pick (comma-separated)")
     args = parser.parse_args()
+    experts = {int(e) for e in args.experts.split(",")} if args.experts else None
+    extra = args.configs.split(",") if args.configs else ()
     hide = args.timing == "kernel"
     print(f"card: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, {args.timing} time", flush=True)
     ratios = {"loop": [], "grouped_mm": []}
     for E, M, K, N in CASES:
-        run_case(E, M, K, N, args.rounds, hide, ratios)
+        if experts is None or E in experts:
+            run_case(E, M, K, N, args.rounds, hide, ratios, extra)
     for base, rs in ratios.items():
         if rs:
             geo = math.exp(sum(math.log(r) for r in rs) / len(rs))

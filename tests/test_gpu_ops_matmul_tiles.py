@@ -58,3 +58,18 @@ def test_stream_k_is_right_deterministic_and_leaves_its_flags_at_zero(shape, b_k
     torch.cuda.synchronize()
     for ws, flags in m._STREAM_K.values():
         assert not flags.any(), flags
+
+
+@pytest.mark.parametrize("name", ["dot_64x64x128_s3_w4", "dot_64x64x128_s4_w4", "dot_64x64x128_s5_w4",
+                                  "dot_64x64x128_s6_w4", "dot_128x64x128_s4_w4", "dot_64x64x64_s6_w4_k4",
+                                  "dot_128x128x128_s3_w8_k4"])
+@pytest.mark.parametrize("shape,b_kmajor", [((128, 4096, 4096), True), ((70, 1000, 1100), False)])
+def test_skinny_no_split_tiles(name, shape, b_kmajor):
+    """The M = 64-128 tiles of 128 elements of K a step on the skinny bench shape and on a
+    ragged one (M = 70, K = 1100: a partial last step), bias + GELU."""
+    M, N, K = shape
+    a, b, bias = _case(M, N, K, b_kmajor, seed=K)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="gelu", config=name)
+    ref = torch.nn.functional.gelu(a.float() @ b.float() + bias.float())
+    assert _rel(out, ref) < 1e-2

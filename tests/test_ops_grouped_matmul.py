@@ -105,6 +105,40 @@ def test_ws_kernel_walks_tiles_of_uneven_groups(config, transposed, K, monkeypat
     assert ((out - ref).norm() / ref.norm()).item() < 1e-5
 
 
+@pytest.mark.parametrize("config", sorted(GROUPED_WS_CONFIGS))
+@pytest.mark.parametrize("strided_out", [False, True])
+def test_ws_kernel_tma_stores_the_row_blocks_inside_a_group(config, strided_out, monkeypatch):
+    """A bf16 output: a consumer's 64 rows inside their group go out by TMA store, a group's
+    last rows through masked pointer stores (groups ending 2 rows into a block, one starting
+    mid-block with a whole block after it, one of exactly 128 rows, an empty one); an output
+    view of odd row stride takes pointer stores only.  Every element is written once: the
+    poisoned output has no NaN left and matches the float32 product."""
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 3)
+    g = torch.Generator().manual_seed(7)
+    E, K, N = 5, 64, 136
+    sizes = torch.tensor([130, 0, 200, 128, 61], dtype=torch.int32)
+    M = int(sizes.sum())
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    b = torch.randn(E, N, K, generator=g).to(torch.bfloat16).transpose(1, 2)
+    if strided_out:
+        out = torch.full((M, N + 3), float("nan"), dtype=torch.bfloat16)[:, :N]
+    else:
+        out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    assert grouped_module.ws_stores_by_tma(config, a, out) == (not strided_out)
+    grouped_matmul(a, b, sizes, out, config=config)
+    ref = _reference(a, b, sizes)
+    assert torch.isfinite(out).all()
+    assert ((out.float() - ref).norm() / ref.norm()).item() < 8e-3
+
+
+def test_ws_kernel_stores_by_pointers_where_the_c_tile_does_not_fit():
+    """A float32 output of 128x256 tiles: the C tile (64 KB) does not fit beside the ring."""
+    a = torch.empty(256, 64, dtype=torch.bfloat16)
+    assert not grouped_module.ws_stores_by_tma("gws_128x256x64_s4", a, torch.empty(256, 256))
+    assert grouped_module.ws_stores_by_tma("gws_128x256x64_s4", a, torch.empty(256, 256, dtype=torch.bfloat16))
+    assert grouped_module.ws_stores_by_tma("gws_128x128x64_s5", a, torch.empty(256, 256))
+
+
 @pytest.mark.parametrize("E", [1, 5, 37])
 def test_ws_kernel_finds_every_group_by_binary_search(E, monkeypatch):
     """E = 1, 5, 37 groups (a power of two plus one, a third of them empty, int64 sizes,
@@ -156,14 +190,21 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
         b_desc = TensorDescriptor.from_tensor(torch.empty(E * N, K, dtype=torch.bfloat16), [bn, bk], swizzle=128)
     else:
         b_desc = TensorDescriptor.from_tensor(torch.empty(E * K, N, dtype=torch.bfloat16), [bk, 64], swizzle=128)
-    h = grouped_gemm_ws_kernel.warmup(TensorDescriptor.from_tensor(a, [bm // 2, bk], swizzle=128), b_desc,
-                                      torch.empty(M, N, dtype=torch.bfloat16), torch.empty(2 * E, dtype=torch.int32), E,
-                                      N, K, M // bm + E, 132, N, 1, BM=bm, BN=bn, BK=bk, GROUP_M=GROUP_M,
-                                      NUM_STAGES=stages, DTYPE=tl.bfloat16, B_KMAJOR=transposed, B_BOX_N=64,
-                                      E_PAD=E, SEARCH_STEPS=E.bit_length(), num_warps=4, grid=(132,))
-    code = h.asm["cuda"]
-    assert h.n_spills == 0 and h.metadata.shared <= 232448
-    assert "wgmma.mma_async" in code and "cp.async.bulk.tensor" in code
+    out = torch.empty(M, N, dtype=torch.bfloat16)
+    for c_tma in (False, True):          # pointer stores only; TMA stores of the row blocks inside a group
+        h = grouped_gemm_ws_kernel.warmup(TensorDescriptor.from_tensor(a, [bm // 2, bk], swizzle=128), b_desc, out,
+                                          TensorDescriptor.from_tensor(out, [bm // 2, 64], swizzle=128) if c_tma
+                                          else None, torch.empty(2 * E, dtype=torch.int32), E, N, K, M // bm + E, 132,
+                                          N, 1, BM=bm, BN=bn, BK=bk, GROUP_M=GROUP_M, NUM_STAGES=stages,
+                                          DTYPE=tl.bfloat16, B_KMAJOR=transposed, B_BOX_N=64, E_PAD=E,
+                                          SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
+                                          OUT_DTYPE=tl.bfloat16 if c_tma else None, C_BOX_N=64, num_warps=4,
+                                          grid=(132,))
+        code = h.asm["cuda"]
+        assert h.n_spills == 0 and h.metadata.shared <= 232448
+        assert h.metadata.shared == grouped_module.ws_shared_bytes(config, 2, 2, c_tma)
+        assert "wgmma.mma_async" in code and "cp.async.bulk.tensor" in code
+        assert ("cp.async.bulk.tensor.2d.global.shared" in code) == c_tma      # the TMA store
     t = group_table_kernel.warmup(torch.empty(E, dtype=torch.int32), torch.empty(2 * E, dtype=torch.int32), E, BM=bm,
                                   E_PAD=E, num_warps=4, grid=(1,))
     assert t.n_spills == 0

@@ -66,6 +66,44 @@ def test_small_square_pointer_tiles_on_odd_shapes(config, a_mmajor, b_kmajor):
     assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
 
 
+SKINNY = ["dot_64x64x128_s3_w4", "dot_64x64x128_s4_w4", "dot_64x64x128_s5_w4", "dot_64x64x128_s6_w4",
+          "dot_128x64x128_s4_w4", "dot_64x64x64_s6_w4_k4", "dot_128x128x128_s3_w8_k4"]
+
+
+@pytest.mark.parametrize("config", SKINNY)
+@pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, False), (False, True), (True, True)])
+def test_skinny_no_split_tiles_on_odd_shapes(config, a_mmajor, b_kmajor):
+    """The M = 64-128 tiles with 128 elements of K a step (and the deeper k4 ring): M = 70
+    (a ragged second row tile), N = 90, K = 555 (a masked partial last step; 1099 for the
+    128-wide split), bias + GELU in the epilogue, against a float64 product."""
+    c = CONFIGS[config]
+    K = max(555, 2 * c.split_k * c.bk + 75)         # split-K: two steps a split at least, a partial last one
+    a, b = _operands(70, 90, K, a_mmajor, b_kmajor, seed=9)
+    bias = torch.randn(90).to(torch.bfloat16)
+    out = torch.full((70, 90), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="gelu", config=config)
+    ref = torch.nn.functional.gelu(a.double() @ b.double() + bias.double())
+    assert torch.isfinite(out).all(), "poison left in the output"
+    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+
+
+@pytest.mark.parametrize("config", ["dot8_64x64x128_s6_w4", "dot8_64x64x256_s4_w4"])
+def test_fp8_skinny_tiles_with_scales(config):
+    """fp8 64x64 tiles (128 or 256 bytes of K a step): K = 600 leaves a partial last step,
+    row-wise scales of A, a tensor scale of B."""
+    g = torch.Generator().manual_seed(11)
+    M, N, K = 100, 72, 600
+    a = (torch.randn(M, K, generator=g) * 8).to(torch.float8_e4m3fn)
+    w = (torch.randn(N, K, generator=g) * 8).to(torch.float8_e4m3fn)
+    scale_a = torch.rand(M, generator=g) + 0.5
+    scale_b = torch.tensor([0.01])
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, w.t(), out, scale_a=scale_a, scale_b=scale_b, config=config)
+    ref = (a.double() @ w.double().t()) * scale_a.double()[:, None] * 0.01
+    assert torch.isfinite(out).all(), "poison left in the output"
+    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+
+
 @pytest.mark.parametrize("sms,shape", [(5, (200, 128, 520)),     # 2 tiles x 9 k-steps: up to 3 programs a tile
                                        (4, (300, 264, 200)),     # 9 tiles x 4 k-steps: tiles over program ends
                                        (3, (130, 75, 72)),       # N = 75: pointer stores; 2 k-steps

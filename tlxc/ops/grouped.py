@@ -17,7 +17,7 @@ from .. import language as tl
 from ..descriptors import TensorDescriptor
 from .kernels.grouped_gemm import grouped_gemm_kernel
 from .kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
-from .matmul import align_fact, dot_aligns
+from .matmul import TL_DTYPES, _tma_stores, align_fact, dot_aligns
 
 GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the pointer kernel
     "g_128x128x64": (128, 128, 64, 4, 3),
@@ -125,11 +125,32 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+SHARED_LIMIT = 232448       # bytes of dynamic shared memory per block on sm_90
+
+
+def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool) -> int:
+    """The WS grouped kernel's shared memory: the ring, the consumers' half-tile C buffers
+    (TMA stores only) and the barriers (gws_128x256x64_s4: 196672 bytes with pointer stores,
+    229440 with a bf16 C tile)."""
+    bm, bn, bk, stages = GROUPED_WS_CONFIGS[config]
+    return stages * (bm * bk + bn * bk) * elt + (bm * (bn // 2) * out_elt if c_tma else 0) + 16 * stages
+
+
+def ws_stores_by_tma(config: str, a, out) -> bool:
+    """Whether the WS kernel TMA-stores the row blocks inside their group: an output TMA can
+    store through (``matmul._tma_stores``) whose C tile fits beside the ring (a float32 output
+    of 128x256 tiles does not: pointer stores then)."""
+    return _tma_stores(out) and ws_shared_bytes(config, a.element_size(), out.element_size(), True) <= SHARED_LIMIT
+
+
 def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool) -> None:
     bm, bn, bk, stages = GROUPED_WS_CONFIGS[config]
     E, K, N = b_experts.shape
     M = a.shape[0]
     box_cols = 128 // a.element_size()                 # one 128-byte swizzle span
+    c_tma = ws_stores_by_tma(config, a, out)
+    c_box_n = 128 // out.element_size()
+    c_desc = TensorDescriptor.from_tensor(out, [bm // 2, c_box_n], swizzle=128) if c_tma else None
     a_desc = TensorDescriptor.from_tensor(a, [bm // 2, bk], swizzle=128)
     if b_kmajor:                                       # [E * N, K]: expert g's rows from g * N
         b_desc = TensorDescriptor.from_tensor(b_experts.transpose(1, 2).reshape(E * N, K), [bn, bk], swizzle=128)
@@ -142,7 +163,8 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool) -> N
     e_pad = _pow2(E)
     table = torch.empty(2 * e_pad, device=a.device, dtype=torch.int32)
     group_table_kernel[(1,)](group_sizes, table, E, BM=bm, E_PAD=e_pad, num_warps=4)
-    grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, table, E, N, K, row_tiles, progs, out.stride(0),
+    grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, c_desc, table, E, N, K, row_tiles, progs, out.stride(0),
                                      out.stride(1), BM=bm, BN=bn, BK=bk, GROUP_M=GROUP_M, NUM_STAGES=stages,
                                      DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor, B_BOX_N=box_cols, E_PAD=e_pad,
-                                     SEARCH_STEPS=E.bit_length(), num_warps=4)
+                                     SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
+                                     OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n, num_warps=4)

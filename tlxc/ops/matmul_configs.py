@@ -131,6 +131,9 @@ _ALL = [
     _dot(64, 128, 128, 4, 4, fp8=True),
     _dot(64, 128, 128, 4, 4, split_k=2, fp8=True),
     _dot(64, 128, 128, 4, 4, split_k=4, fp8=True),
+    # fp8 M = 128 against K = 4096: 64x64 tiles, 128 programs, no split, 40-48 KB of B in flight each
+    _dot(64, 64, 128, 6, 4, fp8=True),
+    _dot(64, 64, 256, 4, 4, fp8=True),
     # pointer kernel on tl.dot: anything TMA cannot describe, and mid sizes
     _dot(128, 256, 64, 3, 8),
     _dot(128, 128, 64, 3, 4),
@@ -147,6 +150,16 @@ _ALL = [
     _dot(128, 64, 64, 4, 4, split_k=2),
     _dot(128, 64, 64, 4, 4, split_k=4),
     _dot(64, 64, 64, 4, 4, split_k=4),
+    # M = 64-128 against a long K, no split: 64-row tiles, 128 elements of K a step, so that one
+    # program per SM keeps 48-80 KB of B in flight (the rate of a single SM is about the bytes
+    # in flight per ~1 us of loaded latency; BK = 64 rings hold half that) and no split-K tail
+    _dot(64, 64, 128, 3, 4),               # 96 KB: two programs an SM where there are more than 132
+    _dot(64, 64, 128, 4, 4),
+    _dot(64, 64, 128, 5, 4),
+    _dot(64, 64, 128, 6, 4),
+    _dot(128, 64, 128, 4, 4),
+    _dot(64, 64, 64, 6, 4, split_k=4),     # the k4 pick with a deeper ring (two programs an SM still)
+    _dot(128, 128, 128, 3, 8, split_k=4),  # M = 128: A read once per 128 columns (half the L2 traffic of 64-wide tiles)
     # small M (decode): C^T = B^T A^T, the tile's N covers M
     _dot(64, 16, 128, 4, 4, swap=True),
     _dot(64, 16, 128, 4, 4, split_k=4, swap=True),
@@ -327,11 +340,11 @@ MEASURED: list[tuple[int, int, int, str, str, str]] = [   # bench/ops_matmul_ben
     (16, 14336, 4096, '16_bk', 'swap_64x16x128_s4_w4', "H200 2026-12-03 1.05x"),
     (16, 4096, 14336, '16_bk', 'swap_64x16x128_s4_w4_k4', "H200 2026-12-03 0.92x"),
     (16, 128256, 4096, '16_bk', 'swap_64x16x128_s4_w4', "H200 2026-12-03 1.04x"),
-    (64, 4096, 4096, '16_bk', 'dot_64x64x64_s4_w4_k4', "H200 2026-12-03 17:30 0.87x"),
+    (64, 4096, 4096, '16_bk', 'dot_64x64x128_s4_w4', "predicted 0.93-1.03x (s13; dot_64x64x64_s4_w4_k4 0.87-0.88x H200)"),
     (64, 14336, 4096, '16_bk', 'dot_64x128x64_s4_w4', "H200 2026-12-03 1.03x"),
     (64, 4096, 14336, '16_bk', 'dot_64x64x64_s4_w4_k4', "H200 2026-12-03 17:30 0.99x"),
     (64, 128256, 4096, '16_bk', 'dot_64x128x64_s4_w4', "H200 2026-12-03 1.08x"),
-    (128, 4096, 4096, '16_bk', 'dot_128x64x64_s4_w4_k4', "H200 2026-12-03 17:30 0.95x"),
+    (128, 4096, 4096, '16_bk', 'dot_64x64x128_s4_w4', "predicted 1.05-1.35x (s13; dot_128x64x64_s4_w4_k4 0.89-0.95x H200)"),
     (128, 14336, 4096, '16_bk', 'ws_128x128x64_s5', "H200 2026-12-03 0.98x"),
     (128, 4096, 14336, '16_bk', 'dot_128x64x64_s4_w4_k4', "H200 2026-12-03 17:30 0.97x"),
     (128, 128256, 4096, '16_bk', 'ws_128x256x64_s3_sub1', "H200 2026-12-03 1.00x"),
@@ -358,7 +371,7 @@ MEASURED: list[tuple[int, int, int, str, str, str]] = [   # bench/ops_matmul_ben
     # fp8 (bench/ops_matmul_bench.py --fp8: 16:21 the heuristic only; 17:30 --table on three shapes)
     (1024, 1024, 1024, 'fp8_bk', 'dot8_64x128x128_s4_w4', "H200 2026-12-03 17:30 1.03x (ws8_128x128x128_s4 0.93x)"),
     (2048, 2048, 2048, 'fp8_bk', 'ws8_128x128x128_s4', "H200 2026-12-03 1.04x"),
-    (128, 4096, 4096, 'fp8_bk', 'ws8_128x64x128_s6_np_sub1', "H200 2026-12-03 17:30 0.84x (dot8 k2 0.84x, k4 0.71x)"),
+    (128, 4096, 4096, 'fp8_bk', 'dot8_64x64x256_s4_w4', "predicted 0.95-1.4x (s13; ws8_128x64x128_s6_np_sub1 0.83-0.84x H200)"),
     (128, 14336, 4096, 'fp8_bk', 'dot8_64x128x128_s4_w4', "H200 2026-12-03 17:30 1.13x (ws8_128x128x128_s4 1.06x)"),
 ]
 
