@@ -35,7 +35,9 @@ CPU time back to back (min of rounds) and as the harness's ``host_us`` (wall tim
 issued on an idle GPU, median; /work/ports/tlx/harness.py).  It also counts
 ``cuTensorMapEncodeTiled`` calls during the timed wrapper calls (0 expected: a map is
 encoded once per tensor address and geometry), and gives the GPU window of the tutorials'
-``torch.zeros`` of C at the harness's 8192x8192 (events around it on an idle GPU).
+``torch.zeros`` of C at the harness's 8192x8192 (events around it on an idle GPU) and what it
+adds to the harness's per-call window in front of an 8192^3 GEMM (cuBLAS standing in for the
+kernel; with and without a 45 us host pause between the memset and the GEMM).
 
     python bench/tlx_wrapper_host_probe.py [--gpu] [--calls 500] [--repeat 20] [--profile]
 """
@@ -75,6 +77,41 @@ def _idle_us(fn, calls: int) -> float:
         times.append(time.perf_counter() - start)
     torch.cuda.synchronize()
     return statistics.median(times) * 1e6
+
+
+def _memset_before_gemm(torch) -> None:
+    """What the tutorials' torch.zeros of C costs the harness's per-call window (events around one
+    call, GPU idle before it) at 8192^3, with cuBLAS standing in for the kernel: the window of
+    matmul alone, of zeros + matmul, and of zeros + a 45 us host pause (about the wrapper's host
+    time) + matmul, the three in turn, medians of 20 rounds."""
+    a, b = (torch.randn(8192, 8192, device="cuda", dtype=torch.float16) for _ in range(2))
+
+    def pause():
+        end = time.perf_counter() + 45e-6
+        while time.perf_counter() < end:
+            pass
+
+    cases = {"matmul": lambda: torch.matmul(a, b),
+             "zeros + matmul": lambda: (torch.zeros((8192, 8192), dtype=torch.float16, device="cuda"),
+                                        torch.matmul(a, b)),
+             "zeros + 45 us host + matmul": lambda: (torch.zeros((8192, 8192), dtype=torch.float16, device="cuda"),
+                                                     pause(), torch.matmul(a, b))}
+    times = {name: [] for name in cases}
+    for round_ in range(23):
+        for name, fn in cases.items():
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            begin.record()
+            fn()
+            end.record()
+            end.synchronize()
+            if round_ >= 3:
+                times[name].append(begin.elapsed_time(end) * 1000)
+    alone = statistics.median(times["matmul"])
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"  per-call window at 8192^3, {name:<28} {med:8.1f} us median (+{med - alone:.1f} over matmul alone; "
+              f"min {min(ts):.1f})", flush=True)
 
 
 def main(argv=None) -> None:
@@ -215,6 +252,7 @@ def main(argv=None) -> None:
             del out
         print(f"  torch.zeros((8192, 8192), fp16) GPU window (events, idle GPU): {statistics.median(times):.1f} us "
               f"median ({min(times):.1f} min; 128 MiB)", flush=True)
+        _memset_before_gemm(torch)
     if args.profile:
         profile = cProfile.Profile()
         profile.enable()
