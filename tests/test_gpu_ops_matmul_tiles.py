@@ -62,7 +62,7 @@ def test_stream_k_is_right_deterministic_and_leaves_its_flags_at_zero(shape, b_k
 
 @pytest.mark.parametrize("name", ["dot_64x64x128_s3_w4", "dot_64x64x128_s4_w4", "dot_64x64x128_s5_w4",
                                   "dot_64x64x128_s6_w4", "dot_128x64x128_s4_w4", "dot_64x64x64_s6_w4_k4",
-                                  "dot_128x128x128_s3_w8_k4"])
+                                  "dot_128x128x128_s3_w8_k4", "dot_64x32x256_s4_w4", "dot_64x32x128_s8_w4"])
 @pytest.mark.parametrize("shape,b_kmajor", [((128, 4096, 4096), True), ((70, 1000, 1100), False)])
 def test_skinny_no_split_tiles(name, shape, b_kmajor):
     """The M = 64-128 tiles of 128 elements of K a step on the skinny bench shape and on a

@@ -159,6 +159,8 @@ _ALL = [
     _dot(64, 64, 128, 6, 4),
     _dot(128, 64, 128, 4, 4),
     _dot(64, 64, 64, 6, 4, split_k=4),     # the k4 pick with a deeper ring (two programs an SM still)
+    _dot(64, 32, 256, 4, 4),               # M = 64: 128 programs (every SM), 48 KB of B in flight, no split
+    _dot(64, 32, 128, 8, 4),
     _dot(128, 128, 128, 3, 8, split_k=4),  # M = 128: A read once per 128 columns (half the L2 traffic of 64-wide tiles)
     # small M (decode): C^T = B^T A^T, the tile's N covers M
     _dot(64, 16, 128, 4, 4, swap=True),
@@ -340,7 +342,7 @@ MEASURED: list[tuple[int, int, int, str, str, str]] = [   # bench/ops_matmul_ben
     (16, 14336, 4096, '16_bk', 'swap_64x16x128_s4_w4', "H200 2026-12-03 1.05x"),
     (16, 4096, 14336, '16_bk', 'swap_64x16x128_s4_w4_k4', "H200 2026-12-03 0.92x"),
     (16, 128256, 4096, '16_bk', 'swap_64x16x128_s4_w4', "H200 2026-12-03 1.04x"),
-    (64, 4096, 4096, '16_bk', 'dot_64x64x128_s4_w4', "predicted 0.93-1.03x (s13; dot_64x64x64_s4_w4_k4 0.87-0.88x H200)"),
+    (64, 4096, 4096, '16_bk', 'dot_64x32x256_s4_w4', "predicted 0.95-1.08x (s13; dot_64x64x64_s4_w4_k4 0.87-0.88x H200)"),
     (64, 14336, 4096, '16_bk', 'dot_64x128x64_s4_w4', "H200 2026-12-03 1.03x"),
     (64, 4096, 14336, '16_bk', 'dot_64x64x64_s4_w4_k4', "H200 2026-12-03 17:30 0.99x"),
     (64, 128256, 4096, '16_bk', 'dot_64x128x64_s4_w4', "H200 2026-12-03 1.08x"),
