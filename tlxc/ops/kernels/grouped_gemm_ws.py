@@ -31,6 +31,8 @@ tensor and the shared tile fits); the rows of a group's last, partial block are 
 the registers through pointers, masked to the group's rows (a TMA store of the whole block
 would write the next group's rows).  Pointer stores of the whole output cost ~5 % at E = 8:
 4-byte ``STG`` of 8 rows x 16 bytes a warp, 64 a thread a tile, while the tensor cores idle.
+A consumer whose rows all lie past the group's end (the second half of a group's last block)
+skips the MMAs but walks the ring and the issue turns in step with the other.
 """
 from ... import language as tl
 from ...language import tlx
@@ -136,7 +138,8 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
             for tile in range(tl.program_id(0), num_tiles, num_progs):
                 pid_m, pid_n = grouped_tile(tile, ROW_TILES, num_pid_n, GROUP_M)
                 group, row0, row_end, found = find_group(table_ptr, E, pid_m, BM, E_PAD, SEARCH_STEPS)
-                if found > 0:
+                row = row0 + cid * SUB_M
+                if found > 0 and row < row_end:           # this consumer has rows of the group
                     acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
                     for k in range(k_tiles):
                         slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
@@ -150,7 +153,6 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                         acc = tlx.async_dot_wait(0, acc)          # this step's MMA is done: release its stage
                         tlx.barrier_arrive(empty[slot])
                         count += 1
-                    row = row0 + cid * SUB_M
                     if C_TMA:
                         if row + SUB_M <= row_end:            # all the group's rows: TMA stores, in halves
                             lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
@@ -163,6 +165,14 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                                                 SUB_M, BN)
                     else:
                         store_rows_pointers(acc, row, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, BN)
+                elif found > 0:                               # rows past the group's end: no MMAs, but the
+                    for k in range(k_tiles):                  # ring and the turns are walked in step
+                        slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+                        tlx.barrier_wait(full[slot], phase)
+                        tlx.named_barrier_wait(9 + cid, 256)
+                        tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
+                        tlx.barrier_arrive(empty[slot])
+                        count += 1
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             if C_TMA:
