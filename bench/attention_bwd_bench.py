@@ -10,8 +10,9 @@ round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc b
 builds cuDNN's and flash's forward graphs, then times (CUDA events) one backward of each in a
 rotating order: tlxc's three tl.dot kernels called directly (``tlxc``), the warp-specialized
 kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``, D = 64: the same without ``WS_DRIFT``,
-the consumers meet every tile), causal: both again with their programs in the plain order
-(``tlxc_plain``, ``tlxc_ws_plain``: ``SECTIONS`` off), ``torch.autograd.grad`` on the kept SDPA
+the consumers meet every tile), the ws kernel as session 12 ran it (``tlxc_ws_plain``: one
+program per key block in the plain order, ``WS_PERSISTENT`` and ``SECTIONS`` off), causal: the
+tl.dot kernels in the plain order (``tlxc_plain``), ``torch.autograd.grad`` on the kept SDPA
 graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
 checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
 (backward = 2.5x the forward's 4*B*H*S*S*D, halved when causal); the ratios (baseline time /
@@ -87,13 +88,13 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
                 os.environ.pop("TLXC_ATTN_BWD", None)
         return run
 
-    def in_plain_order(run):                # causal: the programs in the plain order, not in sections
+    def in_plain_order(run):                # session 12's programs: one per item, in the plain order
         def plain():
-            host.SECTIONS = False
+            host.SECTIONS, host.WS_PERSISTENT = False, False
             try:
                 return run()
             finally:
-                host.SECTIONS = True
+                host.SECTIONS, host.WS_PERSISTENT = True, True
         return plain
 
     fns = {"tlxc": tlxc_with("dot")}
@@ -102,8 +103,7 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
     if WITH_WS:
         ws_run = tlxc_with("ws")
         fns["tlxc_ws"] = ws_run
-        if causal:
-            fns["tlxc_ws_plain"] = in_plain_order(ws_run)
+        fns["tlxc_ws_plain"] = in_plain_order(ws_run)
 
         def ws_alt():                       # the ws kernel without the drift (D = 64)
             shipped = dict(host.WS_DRIFT)
@@ -271,7 +271,7 @@ def _compile_worker(job):
         if kernels == "ws_alt":
             host.WS_DRIFT = dict.fromkeys(host.WS_DRIFT, False)
         if kernels.endswith("_plain"):
-            host.SECTIONS = False
+            host.SECTIONS, host.WS_PERSISTENT = False, False
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
         k = torch.empty(B, hkv, S, D, dtype=torch.bfloat16)
         compile_kernels(q, q, k, k, q, torch.empty(B, H, S), causal=causal, sm_scale=D ** -0.5)
@@ -322,9 +322,8 @@ def main() -> None:
         jobs = [(S, D, args.b, args.h, hkv, causal, kernels)
                 for S in (int(x) for x in args.s.split(",")) for D in (int(x) for x in args.d.split(","))
                 for hkv in (args.h, args.h // 4) for causal in (False, True)
-                for kernels in (("dot", "ws") if WITH_WS else ("dot",))
-                + (("dot_plain",) + (("ws_plain",) if WITH_WS else ()) if causal else ())
-                + (("ws_alt",) if WITH_WS and D == 64 else ())]
+                for kernels in (("dot", "ws", "ws_plain") if WITH_WS else ("dot",))
+                + (("dot_plain",) if causal else ()) + (("ws_alt",) if WITH_WS and D == 64 else ())]
         precompile(jobs, args.jobs)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, {args.rounds} rounds")
     s_max = max(int(x) for x in args.s.split(","))

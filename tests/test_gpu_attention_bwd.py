@@ -125,3 +125,20 @@ def test_ws_packed_and_bshd(causal, D, poisoned, monkeypatch):
     o, lse, *ref = _sdpa_fp32(q, k, v, do, causal, 0.125)
     got = attention_bwd(do, q, k, v, o.to(dtype), lse, causal=causal, sm_scale=0.125)
     _check(got, ref, dtype, f"ws bshd D={D}")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("sq, sk", [(1000, 1300), (1300, 700)])
+def test_ws_persistent_several_items_per_program(sq, sk, D, causal, poisoned, monkeypatch):
+    """The persistent ws kernel with 5 programs (``_num_sms`` patched): each walks 4-9 items (K, V
+    reloaded per item, the rings and turns running on); GQA 4:2 of B = 2; causal with more keys than
+    queries has items without a tile; float64 reference."""
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    monkeypatch.setattr(host, "_num_sms", lambda device: 5)
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(2, 4, 2, sq, sk, D, dtype, device="cuda", seed=sq + D)
+    o, lse, *ref = dense_reference(q, k, v, do, causal, 0.1)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=0.1)
+    torch.cuda.synchronize()
+    _check(got, ref, dtype, f"ws persistent {sq}x{sk} D={D} causal={causal}")

@@ -132,6 +132,46 @@ def test_causal_sections_with_a_partial_last_one(kernels, D, poisoned, monkeypat
     _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.11), ref, dtype)
 
 
+def test_ws_schedule_table():
+    """The persistent ws kernel's table: every (pair, key block) item once, in ``section_tile``'s
+    order per program, each program's count first; causal loads (tiles + the item cost) within one
+    longest item of each other."""
+    for causal, pairs, blocks, q_tiles, group, programs, heads in [(True, 6, 5, 10, 2, 4, 2),
+                                                                   (False, 3, 4, 8, 1, 5, 1),
+                                                                   (True, 1, 3, 2, 4, 8, 1)]:
+        host._ws_schedule.cache_clear()
+        table = host._ws_schedule(pairs, blocks, q_tiles, group, causal, programs, heads, "cpu")
+        assert table.dtype == torch.int32 and table.shape[0] == min(programs, pairs * blocks)
+        rows = [table[p, 1:1 + table[p, 0]].tolist() for p in range(table.shape[0])]
+        assert sorted(i for r in rows for i in r) == list(range(pairs * blocks))
+        order = [(s0 + i) * blocks + b for s0 in range(0, pairs, heads) for b in range(blocks)
+                 for i in range(min(heads, pairs - s0))]
+        for r in rows:
+            assert r == sorted(r, key=order.index)
+
+        cost = {i: group * max(q_tiles - (2 * (i % blocks) if causal else 0), 0) + host.WS_ITEM_COST for i in order}
+        loads = [sum(cost[i] for i in r) for r in rows]
+        assert max(loads) - min(loads) <= max(cost.values())
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+def test_ws_persistent_programs_walk_several_items(D, causal, ws_kernel, poisoned, monkeypatch):
+    """Three programs (``CPU_SMS`` = 3) walk all 2 x 2 x 3 items (B = 2, Hkv = 2, 300 keys): K and V
+    reloaded per item, the Q / dO ring, the dS^T and dQ turns running on across items; causal
+    with fewer queries than keys, so the last key block's items have no tile; float64 reference."""
+    monkeypatch.setattr(host, "CPU_SMS", 3)
+    host._ws_schedule.cache_clear()
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(2, 4, 2, 200, 300, D, dtype, seed=D + causal)
+    o, lse, *ref = dense_reference(q, k, v, do, causal, 0.1)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=0.1)
+    assert ws_kernel[-1] == "bwd_ws_kernel"
+    table = host._ws_schedule(4, 3, 4, 2, causal, 3, host._heads_per_section(3, causal, False, q.device), "cpu")
+    assert table.shape[0] == 3 and table[:, 0].sum() == 12
+    _check(got, ref, dtype)
+
+
 def test_no_keys_and_no_queries():
     q, k, v, do = dense_inputs(1, 2, 1, 5, 0, 64, torch.bfloat16)
     lse = torch.full((1, 2, 5), float("-inf"))

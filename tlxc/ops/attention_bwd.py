@@ -21,6 +21,8 @@ masked scores).  The kernels are in ``kernels/attention_bwd.py``.
 """
 from __future__ import annotations
 
+import functools
+import heapq
 import math
 import os
 
@@ -58,6 +60,11 @@ WS_DEFER_DQ = {64: False, 128: True}
 # waiting, so the two consumers can drift apart by up to a tile instead of meeting every tile
 WS_DRIFT = {64: True, 128: False}
 WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 208 / 224 KB)
+# dense inputs: the ws kernel runs one program per SM, each walking the (key block, batch, kv head)
+# items of its row of a host-built table (``_ws_schedule``), so an item's K / V load overlaps the
+# previous item's dK / dV stores and no program is launched per item; False: one program per item
+WS_PERSISTENT = True
+WS_ITEM_COST = 4                   # the schedule's cost of an item beyond its tiles, in tiles (K/V, fill, stores)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 CPU_SMS = 132                      # on the CPU (interpreter, compile_kernels) the section size models an H200
 SECTIONS = True                    # causal programs in sections, longest first (False: the plain order; A/B)
@@ -88,6 +95,10 @@ def _kernel_choice(head_dim: int, max_keys: int) -> str:
     return choice
 
 
+def _num_sms(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else CPU_SMS
+
+
 def _heads_per_section(n_blocks: int, causal: bool, varlen: bool, device: torch.device, per_sm: int = 1) -> int:
     """The programs' order (``kernels/attention_bwd.py: section_tile``): under a dense causal
     mask the blocks of a head walk different lengths (block 0 the longest), so the (batch, head)
@@ -98,11 +109,40 @@ def _heads_per_section(n_blocks: int, causal: bool, varlen: bool, device: torch.
     the plain order: equal walks (non-causal) or per-sequence lengths (packed)."""
     if not causal or varlen or not SECTIONS:
         return 1
-    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else CPU_SMS
     heads = 1
-    while heads * 2 * n_blocks <= sms * per_sm:
+    while heads * 2 * n_blocks <= _num_sms(device) * per_sm:
         heads *= 2
     return heads
+
+
+@functools.lru_cache(maxsize=32)
+def _ws_schedule(n_pairs: int, n_blocks: int, n_q_tiles: int, group: int, causal: bool, programs: int,
+                 heads_per_section: int, device: str) -> torch.Tensor:
+    """The persistent ws kernel's table, int32 ``[P, 1 + n]``: row ``p`` = (count, items), an item
+    ``pair * n_blocks + block`` ((batch, kv head) pair, key block of 128).  The items in
+    ``section_tile``'s order (causal: the longest walks first within sections of
+    ``heads_per_section`` pairs; otherwise a pair's blocks one after another), each given to the
+    program the model frees first (list scheduling; cost: the item's 64-query tiles, ``group *
+    (n_q_tiles - 2 * block)`` causal, plus ``WS_ITEM_COST``), as programs that fetched the next item
+    when done would take them; ``P = min(programs, items)``."""
+    items = []
+    for s0 in range(0, n_pairs, heads_per_section):
+        here = min(heads_per_section, n_pairs - s0)
+        items += [(s0 + i) * n_blocks + blk for blk in range(n_blocks) for i in range(here)]
+    n_programs = max(1, min(programs, len(items)))
+    free = [(0, p) for p in range(n_programs)]
+    rows = [[] for _ in range(n_programs)]
+    for item in items:
+        tiles = group * max(n_q_tiles - (2 * (item % n_blocks) if causal else 0), 0)
+        load, p = heapq.heappop(free)
+        rows[p].append(item)
+        heapq.heappush(free, (load + tiles + WS_ITEM_COST, p))
+    width = 1 + max(len(r) for r in rows)
+    table = torch.zeros((n_programs, width), dtype=torch.int32)
+    for p, r in enumerate(rows):
+        table[p, 0] = len(r)
+        table[p, 1:1 + len(r)] = torch.tensor(r, dtype=torch.int32)
+    return table.to(device)
 
 
 def _rows_view(t: torch.Tensor, strides, n_batch: int, n_heads: int, n_rows: int, box_rows: int):
@@ -295,11 +335,19 @@ def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq,
     dq_acc = torch.zeros((q_rows, row_stride), device=q.device, dtype=torch.float32)
     dq_desc = TensorDescriptor(dq_acc, [q_rows, row_stride], [row_stride, 1], [WS_BLOCK_M, D_BOX], swizzle=128)
     n_blocks = -(-Sk // WS_BLOCK_N)
-    _launch(bwd_ws_kernel, (n_blocks * B * H_kv,), q_desc, k_desc, v_desc, do_desc, dq_desc, lse2, delta, dk, dv,
+    sections = _heads_per_section(n_blocks, causal, varlen, q.device)
+    persistent = WS_PERSISTENT and not varlen
+    if persistent:
+        table = _ws_schedule(B * H_kv, n_blocks, -(-Sq // WS_BLOCK_M), H // H_kv, causal, _num_sms(q.device),
+                             sections, str(q.device))
+        grid, sched = (table.shape[0],), (table, table.stride(0))
+    else:
+        grid, sched = (n_blocks * B * H_kv,), (None, 0)
+    _launch(bwd_ws_kernel, grid, q_desc, k_desc, v_desc, do_desc, dq_desc, lse2, delta, dk, dv,
             cu_q, cu_k, Sq, Sk, H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv),
-            qk_scale, sm_scale, _heads_per_section(n_blocks, causal, varlen, q.device),
+            qk_scale, sm_scale, sections, *sched,
             HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES[D],
             DTYPE=TL_DTYPES[q.dtype], PREFETCH_STATS=WS_PREFETCH_STATS[D], DEFER_DQ=WS_DEFER_DQ[D],
-            DRIFT=WS_DRIFT[D], num_warps=4)
+            DRIFT=WS_DRIFT[D], PERSISTENT=persistent, num_warps=4)
     dq.copy_(dq_acc.view(-1).as_strided(q.shape, q.stride()))
     return dq, dk, dv

@@ -3,12 +3,15 @@
 Same math as ``attention_bwd.py`` (whose preprocess kernel gives ``delta`` and the LSE in
 log2 units), organized as FlashAttention-3 does on sm_90, in this project's words:
 
-* one program per (block of ``BLOCK_N`` = 128 keys, batch, kv head), in ``section_tile``'s order
-  (causal: the longest walks first within sections of heads); the default task (4 warps)
-  is the TMA producer: it loads the block's K and V once, then streams the ``BLOCK_M``-row tiles
-  of Q and dO of every query block of every query head of the GQA group through a ring of
-  ``NUM_BUF`` slots (``q_full`` / ``do_full`` with expected bytes, ``q_empty`` / ``do_empty``
-  released by both consumers);
+* work items of (block of ``BLOCK_N`` = 128 keys, batch, kv head): ``PERSISTENT`` (dense), one
+  program per SM walks its row of the host's table (count, items; ``attention_bwd._ws_schedule``),
+  else one program per item in ``section_tile``'s order (causal: the longest walks first within
+  sections of heads).  The default task (4 warps) is the TMA producer: per item it waits until
+  both consumers are done with the previous item's K and V (``kv_empty``), loads the block's K and
+  V, then streams the ``BLOCK_M``-row tiles of Q and dO of every query block of every query head
+  of the GQA group through a ring of ``NUM_BUF`` slots (``q_full`` / ``do_full`` with expected
+  bytes, ``q_empty`` / ``do_empty`` released by both consumers) whose phases run on across items,
+  so the next item's loads overlap the consumers' dK / dV stores;
 * two consumer warp groups (``replicate=2``) own 64 keys each.  Per query tile:
   ``S^T = K_c Q^T`` and ``dP^T = V_c dO^T`` are issued together (wgmma; K_c and V_c from
   registers at D = 64, loaded once, so that the tensor cores read only Q^T and dO^T from shared
@@ -47,17 +50,39 @@ def _tile_rows(b, h, first, r_b, r_h):
 
 
 @jit
-def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, heads_per_section, BLOCK_M: tl.constexpr,
+def _item(sched_ptr, sched_stride, j, n_blocks, heads_per_section, PERSISTENT: tl.constexpr):
+    """Work item ``j`` of this program, as ``pair * n_blocks + block`` ((batch, kv head) pair,
+    key block): ``PERSISTENT``, entry ``j`` of the program's row of the host's table (its count
+    first); else the program's one item in ``section_tile``'s order."""
+    if PERSISTENT:
+        item = tl.load(sched_ptr + tl.program_id(0) * sched_stride + 1 + j)
+    else:
+        pid_bh, block = section_tile(tl.program_id(0), n_blocks, heads_per_section)
+        item = pid_bh * n_blocks + block + j
+    return item
+
+
+@jit
+def _n_items(sched_ptr, sched_stride, PERSISTENT: tl.constexpr):
+    """How many work items this program walks: its row's count (``PERSISTENT``), else 1."""
+    if PERSISTENT:
+        n = tl.load(sched_ptr + tl.program_id(0) * sched_stride)
+    else:
+        n = tl.program_id(0) * 0 + 1
+    return n
+
+
+@jit
+def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M: tl.constexpr,
           BLOCK_N: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
-    """This program's (batch, kv head, first key, first query row and length of its sequence,
-    first key row and length, first query block, query blocks per head, steps); the programs in
-    sections of ``heads_per_section`` (batch, kv head) pairs (``section_tile``).  Each task
-    computes it (a task cannot read registers loaded before ``async_tasks``)."""
+    """Work item ``item``'s (batch, kv head, first key, first query row and length of its
+    sequence, first key row and length, first query block, query blocks per head, steps).  Each
+    task computes it (a task cannot read registers loaded before ``async_tasks``)."""
     n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
-    pid_bh, block = section_tile(tl.program_id(0), n_blocks, heads_per_section)
+    pid_bh = item // n_blocks
     b = pid_bh // H_KV
     hk = pid_bh % H_KV
-    start_n = block * BLOCK_N
+    start_n = (item - pid_bh * n_blocks) * BLOCK_N
     if VARLEN:
         q_first = tl.load(cu_q_ptr + b)
         len_q = tl.load(cu_q_ptr + b + 1) - q_first
@@ -121,10 +146,11 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                   cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV,
                   qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, sd_b, sd_h,
                   sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, heads_per_section,
+                  sched_ptr, sched_stride,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
                   VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, DTYPE: tl.constexpr,
                   PREFETCH_STATS: tl.constexpr = False, DEFER_DQ: tl.constexpr = False,
-                  DRIFT: tl.constexpr = False, REGISTERS: tl.constexpr = 240):
+                  DRIFT: tl.constexpr = False, PERSISTENT: tl.constexpr = False, REGISTERS: tl.constexpr = 240):
     BLOCK_N: tl.constexpr = 128
     HALF_N: tl.constexpr = 64                                   # keys of one consumer
     N_BOX: tl.constexpr = HEAD_DIM // D_BOX
@@ -140,6 +166,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
     ds_smem = tlx.local_alloc((BLOCK_N, BLOCK_M), DTYPE, 2)
     dq_smem = tlx.local_alloc((BLOCK_M, D_BOX), tl.float32, 4)              # two per consumer
     kv_full = tlx.alloc_barriers(1, arrive_count=1)
+    kv_empty = tlx.alloc_barriers(1, arrive_count=2)        # both consumers are done with an item's K, V
     q_full = tlx.alloc_barriers(NUM_BUF, arrive_count=1)
     do_full = tlx.alloc_barriers(NUM_BUF, arrive_count=1)
     q_empty = tlx.alloc_barriers(NUM_BUF, arrive_count=2)
@@ -147,135 +174,143 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
 
     with tlx.async_tasks():
         with tlx.async_task("default"):                 # the TMA producer
-            b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
-                cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, heads_per_section, BLOCK_M, BLOCK_N, GROUP, CAUSAL,
-                VARLEN)
-            k_row = _tile_rows(b, hk, k_first, kr_b, kr_h) + start_n
-            if KV_IN_REGS:            # always: the consumers load K and V into registers before their loop
+            n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
+            n_items = _n_items(sched_ptr, sched_stride, PERSISTENT)
+            t0 = n_items * 0                            # the ring's tiles before this item
+            for j in range(n_items):
+                item = _item(sched_ptr, sched_stride, j, n_blocks, heads_per_section, PERSISTENT)
+                b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
+                    cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
+                k_row = _tile_rows(b, hk, k_first, kr_b, kr_h) + start_n
+                tlx.barrier_wait(kv_empty[0], (j % 2) ^ 1)     # the previous item's K, V are read
                 _load_kv(k_desc, v_desc, k_smem, v_smem, kv_full[0], k_row, hk * kc_h, BLOCK_N, HEAD_DIM)
-            elif steps > 0:
-                _load_kv(k_desc, v_desc, k_smem, v_smem, kv_full[0], k_row, hk * kc_h, BLOCK_N, HEAD_DIM)
-            for t in range(steps):
-                g = t // per_head
-                h = hk * GROUP + g
-                m0 = (first_m + t - g * per_head) * BLOCK_M
-                q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
-                buf, phase = tlx.get_bufidx_phase(t, NUM_BUF)
-                tlx.barrier_wait(q_empty[buf], phase ^ 1)
-                tlx.barrier_expect_bytes(q_full[buf], BLOCK_M * HEAD_DIM * 2)
-                for d in tl.static_range(N_BOX):
-                    q_box = tlx.local_slice(q_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
-                    tlx.async_descriptor_load(q_desc, q_box, [q_row, h * qc_h + d * D_BOX], q_full[buf])
-                tlx.barrier_wait(do_empty[buf], phase ^ 1)
-                tlx.barrier_expect_bytes(do_full[buf], BLOCK_M * HEAD_DIM * 2)
-                for d in tl.static_range(N_BOX):
-                    do_box = tlx.local_slice(do_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
-                    tlx.async_descriptor_load(do_desc, do_box, [q_row, h * qc_h + d * D_BOX], do_full[buf])
+                for t in range(steps):
+                    g = t // per_head
+                    h = hk * GROUP + g
+                    m0 = (first_m + t - g * per_head) * BLOCK_M
+                    q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
+                    buf, phase = tlx.get_bufidx_phase(t0 + t, NUM_BUF)
+                    tlx.barrier_wait(q_empty[buf], phase ^ 1)
+                    tlx.barrier_expect_bytes(q_full[buf], BLOCK_M * HEAD_DIM * 2)
+                    for d in tl.static_range(N_BOX):
+                        q_box = tlx.local_slice(q_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
+                        tlx.async_descriptor_load(q_desc, q_box, [q_row, h * qc_h + d * D_BOX], q_full[buf])
+                    tlx.barrier_wait(do_empty[buf], phase ^ 1)
+                    tlx.barrier_expect_bytes(do_full[buf], BLOCK_M * HEAD_DIM * 2)
+                    for d in tl.static_range(N_BOX):
+                        do_box = tlx.local_slice(do_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
+                        tlx.async_descriptor_load(do_desc, do_box, [q_row, h * qc_h + d * D_BOX], do_full[buf])
+                t0 = t0 + steps
         with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=2):   # the two consumers
             cid = tlx.async_task_replica_id()
-            b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
-                cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, heads_per_section, BLOCK_M, BLOCK_N, GROUP, CAUSAL,
-                VARLEN)
+            n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
+            n_items = _n_items(sched_ptr, sched_stride, PERSISTENT)
             k_c = tlx.local_slice(k_smem[0], [cid * HALF_N, 0], [HALF_N, HEAD_DIM])
             v_c = tlx.local_slice(v_smem[0], [cid * HALF_N, 0], [HALF_N, HEAD_DIM])
-            offs_n = start_n + cid * HALF_N + tl.arange(0, HALF_N)
-            key_ok = offs_n < len_k
-            dk = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
-            dv = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
             if SPLIT_COLS:
                 dq_col0 = cid * D_BOX
             else:
                 dq_col0 = cid * 0
-            if KV_IN_REGS:
-                tlx.barrier_wait(kv_full[0], 0)
-                k_op = tlx.local_load(k_c)             # wgmma's register A for S^T and dP^T: the
-                v_op = tlx.local_load(v_c)             # tensor cores read only Q^T / dO^T from shared
-            else:
-                k_op = k_c
-                v_op = v_c
-                if steps > 0:
-                    tlx.barrier_wait(kv_full[0], 0)
-            if PREFETCH_STATS:     # a tile's row statistics are loaded during the previous tile
-                lse2, delta = _row_stats(lse2_ptr, delta_ptr, 0, steps, per_head, hk, first_m, b, q_first, len_q,
-                                         sd_b, sd_h, BLOCK_M, GROUP)
             tl.static_assert(SPLIT_COLS or not DEFER_DQ, "DEFER_DQ needs head dim 128 (every consumer adds each tile)")
             if DEFER_DQ:           # the previous tile's dQ, added while this tile's S^T runs
                 dq = tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32)
-                dq_row = start_n * 0
-                dq_col = start_n * 0
-            for t in range(steps):
-                g = t // per_head
-                h = hk * GROUP + g
-                m0 = (first_m + t - g * per_head) * BLOCK_M
-                buf, phase = tlx.get_bufidx_phase(t, NUM_BUF)
-                offs_m = m0 + tl.arange(0, BLOCK_M)
-                if not PREFETCH_STATS:  # issued here, in flight over the waits below
-                    lse2, delta = _row_stats(lse2_ptr, delta_ptr, t, steps, per_head, hk, first_m, b, q_first,
-                                             len_q, sd_b, sd_h, BLOCK_M, GROUP)
-                # S^T and dP^T are independent: both are issued before either is waited, so the
-                # exponentials run while dP^T is on the tensor cores and dS^T while dV is
-                tlx.barrier_wait(q_full[buf], phase)
-                sT = tlx.async_dot(k_op, tlx.local_trans(q_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
-                                   use_acc=False)
-                if DEFER_DQ:
-                    if t > 0:
-                        _add_dq(dq_desc, dq_smem, dq, cid * 2 + (t - 1) % 2, dq_row, dq_col)
-                tlx.barrier_wait(do_full[buf], phase)
-                dpT = tlx.async_dot(v_op, tlx.local_trans(do_smem[buf]), tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32),
-                                    use_acc=False)
-                sT = tlx.async_dot_wait(1, sT)                              # S^T done, dP^T running
-                pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
-                if CAUSAL:
-                    if m0 < start_n + BLOCK_N:                          # a block on the diagonal
-                        pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
-                if start_n + BLOCK_N > len_k:                           # keys past the sequence
-                    pT = tl.where(key_ok[:, None], pT, 0.0)
-                dv = tlx.async_dot(pT.to(DTYPE), do_smem[buf], dv)
-                dpT = tlx.async_dot_wait(1, dpT)                            # dP^T done, dV running
-                dsT = (pT * (dpT - delta[None, :]) * sm_scale).to(DTYPE)   # sm_scale of dK and dQ, once
-                dk = tlx.async_dot(dsT, q_smem[buf], dk)
-                dv = tlx.async_dot_wait(1, dv)                              # dV done (dO read), dK running
-                tlx.barrier_arrive(do_empty[buf])
-                q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
-                ds_tile = ds_smem[t % 2]
-                tlx.local_store(tlx.local_slice(ds_tile, [cid * HALF_N, 0], [HALF_N, BLOCK_M]), dsT)
-                tlx.fence("async_shared")
-                if SPLIT_COLS or not DRIFT:
-                    tlx.named_barrier_wait(7, 256)                      # both halves are stored
-                elif t % 2 == cid:
-                    tlx.named_barrier_wait(7 + cid, 256)                # D = 64: the reader waits for both,
-                else:                                                   # the other consumer only signals (and
-                    tlx.named_barrier_arrive(8 - cid, 256)              # can run up to a tile ahead)
-                if SPLIT_COLS or t % 2 == cid:
-                    k_cols = tlx.local_slice(k_smem[0], [0, dq_col0], [BLOCK_N, D_BOX])
-                    dq = tlx.async_dot(tlx.local_trans(ds_tile), k_cols,
-                                       tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
-                    dk = tlx.async_dot_wait(1, dk)
-                    tlx.barrier_arrive(q_empty[buf])
-                    dq = tlx.async_dot_wait(0, dq)
-                    if DEFER_DQ:
-                        dq_row = q_row
-                        dq_col = h * qc_h + dq_col0
-                    else:
-                        if SPLIT_COLS:
-                            slot = cid * 2 + t % 2                       # two staging tiles per consumer, in turn
-                        else:
-                            slot = cid * 2 + (t // 2) % 2
-                        _add_dq(dq_desc, dq_smem, dq, slot, q_row, h * qc_h + dq_col0)
+                dq_row = n_items * 0
+                dq_col = n_items * 0
+            t0 = n_items * 0                            # the ring's tiles before this item
+            for j in range(n_items):
+                item = _item(sched_ptr, sched_stride, j, n_blocks, heads_per_section, PERSISTENT)
+                b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
+                    cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
+                offs_n = start_n + cid * HALF_N + tl.arange(0, HALF_N)
+                key_ok = offs_n < len_k
+                dk = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
+                dv = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
+                tlx.barrier_wait(kv_full[0], j % 2)
+                if KV_IN_REGS:
+                    k_op = tlx.local_load(k_c)         # wgmma's register A for S^T and dP^T: the
+                    v_op = tlx.local_load(v_c)         # tensor cores read only Q^T / dO^T from shared
                 else:
-                    dk = tlx.async_dot_wait(0, dk)
-                    tlx.barrier_arrive(q_empty[buf])
-                if PREFETCH_STATS:
-                    lse2, delta = _row_stats(lse2_ptr, delta_ptr, t + 1, steps, per_head, hk, first_m, b, q_first,
+                    k_op = k_c
+                    v_op = v_c
+                if PREFETCH_STATS:     # a tile's row statistics are loaded during the previous tile
+                    lse2, delta = _row_stats(lse2_ptr, delta_ptr, 0, steps, per_head, hk, first_m, b, q_first,
                                              len_q, sd_b, sd_h, BLOCK_M, GROUP)
-            if DEFER_DQ:
-                if steps > 0:
-                    _add_dq(dq_desc, dq_smem, dq, cid * 2 + (steps - 1) % 2, dq_row, dq_col)
-            tlx.async_descriptor_store_wait(0)
-            offs_d = tl.arange(0, HEAD_DIM)
-            k_first64 = k_first.to(tl.int64)
-            dk_base = dk_ptr + b.to(tl.int64) * sdk_b + hk.to(tl.int64) * sdk_h + k_first64 * sdk_r
-            dv_base = dv_ptr + b.to(tl.int64) * sdv_b + hk.to(tl.int64) * sdv_h + k_first64 * sdv_r
-            keep = key_ok[:, None]
-            tl.store(dk_base + offs_n[:, None] * sdk_r + offs_d[None, :], dk.to(DTYPE), mask=keep)
-            tl.store(dv_base + offs_n[:, None] * sdv_r + offs_d[None, :], dv.to(DTYPE), mask=keep)
+                for t in range(steps):
+                    g = t // per_head
+                    h = hk * GROUP + g
+                    m0 = (first_m + t - g * per_head) * BLOCK_M
+                    u = t0 + t                          # the tile's place in the ring and the dS^T / dQ turns
+                    buf, phase = tlx.get_bufidx_phase(u, NUM_BUF)
+                    offs_m = m0 + tl.arange(0, BLOCK_M)
+                    if not PREFETCH_STATS:  # issued here, in flight over the waits below
+                        lse2, delta = _row_stats(lse2_ptr, delta_ptr, t, steps, per_head, hk, first_m, b, q_first,
+                                                 len_q, sd_b, sd_h, BLOCK_M, GROUP)
+                    # S^T and dP^T are independent: both are issued before either is waited, so the
+                    # exponentials run while dP^T is on the tensor cores and dS^T while dV is
+                    tlx.barrier_wait(q_full[buf], phase)
+                    sT = tlx.async_dot(k_op, tlx.local_trans(q_smem[buf]),
+                                       tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32), use_acc=False)
+                    if DEFER_DQ:
+                        if t > 0:
+                            _add_dq(dq_desc, dq_smem, dq, cid * 2 + (u - 1) % 2, dq_row, dq_col)
+                    tlx.barrier_wait(do_full[buf], phase)
+                    dpT = tlx.async_dot(v_op, tlx.local_trans(do_smem[buf]),
+                                        tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32), use_acc=False)
+                    sT = tlx.async_dot_wait(1, sT)                              # S^T done, dP^T running
+                    pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
+                    if CAUSAL:
+                        if m0 < start_n + BLOCK_N:                          # a block on the diagonal
+                            pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
+                    if start_n + BLOCK_N > len_k:                           # keys past the sequence
+                        pT = tl.where(key_ok[:, None], pT, 0.0)
+                    dv = tlx.async_dot(pT.to(DTYPE), do_smem[buf], dv)
+                    dpT = tlx.async_dot_wait(1, dpT)                            # dP^T done, dV running
+                    dsT = (pT * (dpT - delta[None, :]) * sm_scale).to(DTYPE)   # sm_scale of dK and dQ, once
+                    dk = tlx.async_dot(dsT, q_smem[buf], dk)
+                    dv = tlx.async_dot_wait(1, dv)                              # dV done (dO read), dK running
+                    tlx.barrier_arrive(do_empty[buf])
+                    q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
+                    ds_tile = ds_smem[u % 2]
+                    tlx.local_store(tlx.local_slice(ds_tile, [cid * HALF_N, 0], [HALF_N, BLOCK_M]), dsT)
+                    tlx.fence("async_shared")
+                    if SPLIT_COLS or not DRIFT:
+                        tlx.named_barrier_wait(7, 256)                      # both halves are stored
+                    elif u % 2 == cid:
+                        tlx.named_barrier_wait(7 + cid, 256)                # D = 64: the reader waits for both,
+                    else:                                                   # the other consumer only signals (and
+                        tlx.named_barrier_arrive(8 - cid, 256)              # can run up to a tile ahead)
+                    if SPLIT_COLS or u % 2 == cid:
+                        k_cols = tlx.local_slice(k_smem[0], [0, dq_col0], [BLOCK_N, D_BOX])
+                        dq = tlx.async_dot(tlx.local_trans(ds_tile), k_cols,
+                                           tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
+                        dk = tlx.async_dot_wait(1, dk)
+                        tlx.barrier_arrive(q_empty[buf])
+                        dq = tlx.async_dot_wait(0, dq)
+                        if DEFER_DQ:
+                            dq_row = q_row
+                            dq_col = h * qc_h + dq_col0
+                        else:
+                            if SPLIT_COLS:
+                                slot = cid * 2 + u % 2                       # two staging tiles per consumer, in turn
+                            else:
+                                slot = cid * 2 + (u // 2) % 2
+                            _add_dq(dq_desc, dq_smem, dq, slot, q_row, h * qc_h + dq_col0)
+                    else:
+                        dk = tlx.async_dot_wait(0, dk)
+                        tlx.barrier_arrive(q_empty[buf])
+                    if PREFETCH_STATS:
+                        lse2, delta = _row_stats(lse2_ptr, delta_ptr, t + 1, steps, per_head, hk, first_m, b,
+                                                 q_first, len_q, sd_b, sd_h, BLOCK_M, GROUP)
+                tlx.barrier_arrive(kv_empty[0])                # K and V (dQ's operand) are read
+                if DEFER_DQ:
+                    if steps > 0:
+                        _add_dq(dq_desc, dq_smem, dq, cid * 2 + (t0 + steps - 1) % 2, dq_row, dq_col)
+                t0 = t0 + steps
+                offs_d = tl.arange(0, HEAD_DIM)
+                k_first64 = k_first.to(tl.int64)
+                dk_base = dk_ptr + b.to(tl.int64) * sdk_b + hk.to(tl.int64) * sdk_h + k_first64 * sdk_r
+                dv_base = dv_ptr + b.to(tl.int64) * sdv_b + hk.to(tl.int64) * sdv_h + k_first64 * sdv_r
+                keep = key_ok[:, None]
+                tl.store(dk_base + offs_n[:, None] * sdk_r + offs_d[None, :], dk.to(DTYPE), mask=keep)
+                tl.store(dv_base + offs_n[:, None] * sdv_r + offs_d[None, :], dv.to(DTYPE), mask=keep)
+            tlx.async_descriptor_store_wait(0)     # the staging tiles are read before the program ends
