@@ -5,7 +5,8 @@ One process, one GPU, bf16.  Dense sweep (issue 23): S in {256, 512, 1024, 2048,
 x D in {64, 128, 256} x causal/full x MHA/GQA-4, with B*S = 16384 tokens and H*D = 2048
 (H = 32, 16, 8).  Varlen: packed batches of mixed lengths (64..4096, 16k tokens), D = 128,
 MHA and GQA-4 (tlxc's default ``sorted`` schedule, and the ``snake`` one as ``tlxc_snake``: a
-ratio > 1 there is the sorted schedule's gain), against flash's varlen kernel
+ratio > 1 there is the sorted schedule's gain; ``tlxc_ptr_store``: the default with pointer
+stores of O instead of staged TMA stores), against flash's varlen kernel
 (``aten._flash_attention_forward`` with
 cu_seqlens), cuDNN's (``aten._cudnn_attention_forward`` with cu_seqlens, when this torch
 has it) and cuDNN on the zero-padded dense batch.  Every case gets fresh inputs, is checked
@@ -144,12 +145,12 @@ def dense_cases(quick: bool, only_s=None, only_d=None, groups=(1, 4)) -> list[tu
     return cases
 
 
-def varlen_prefetch_config(causal: bool, longest: int):
-    """The varlen configuration with the dense default's L2 prefetch of the next item (Q and
-    the first 512 keys): the ``tlxc_sorted_prefetch`` column."""
+def varlen_ptr_config(causal: bool, longest: int):
+    """The varlen default with pointer stores of O instead of the staged TMA stores (session
+    12's varlen epilogue): the ``tlxc_ptr_store`` column (> 1: the TMA-store default faster)."""
     from tlxc.ops.attention import choose_config
     c = choose_config(128, causal, longest, varlen=True)
-    return dataclasses.replace(c, prefetch=512 // c.block_n)
+    return dataclasses.replace(c, tma_store=False)
 
 
 def varlen_lengths(seed: int, total: int = TOKENS) -> list[int]:
@@ -166,7 +167,7 @@ def varlen_lengths(seed: int, total: int = TOKENS) -> list[int]:
 def _compile_worker(job):
     """Compile (sm_90a, CPU tensors of the case's shapes: integer arguments specialize the
     kernels) one case's kernels into the disk cache: ("fwd"|"bwd", B, H, Hkv, S, D, causal,
-    config) or ("varlen", seed, group, causal, varlen order, prefetch)."""
+    config) or ("varlen", seed, group, causal, varlen order, pointer stores of O)."""
     import torch
 
     from tlxc.ops.attention import AttnConfig, compile_config
@@ -188,14 +189,14 @@ def _compile_worker(job):
             example_launch(q, q, q, causal, compile_only=True)
             return job, "ok"
         if kind == "varlen":
-            _, seed, group, causal, order, prefetch = job
+            _, seed, group, causal, order, ptr = job
             lens = varlen_lengths(seed)
             cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
             q = torch.empty(sum(lens), 16, 128, dtype=torch.bfloat16)
             k = torch.empty(sum(lens), 16 // group, 128, dtype=torch.bfloat16)
             compile_config(q, k, k, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lens),
                            max_seqlen_k=max(lens), varlen_order=order,
-                           config=varlen_prefetch_config(causal, max(lens)) if prefetch else None)
+                           config=varlen_ptr_config(causal, max(lens)) if ptr else None)
             return job, "ok"
         _, B, H, Hkv, S, D, causal, config = job
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
@@ -301,8 +302,8 @@ def main() -> None:
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
     jobs += [("example", B, H, S, D, causal) for B, H, Hkv, S, D, causal in cases
              if wants_example((B, H, Hkv, S, D, causal))]
-    jobs += [("varlen", VARLEN_SEED + i, group, causal, order, prefetch) for i, (group, causal) in enumerate(varlen_cases)
-             for order, prefetch in (("sorted", False), ("snake", False), ("sorted", True))]
+    jobs += [("varlen", VARLEN_SEED + i, group, causal, order, ptr) for i, (group, causal) in enumerate(varlen_cases)
+             for order, ptr in (("sorted", False), ("snake", False), ("sorted", True))]
     jobs += [("decode", *case) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
              for B, H, Hkv, S, D, causal in cases if H == Hkv for _, c in ab_configs(D, causal, S)]
@@ -534,9 +535,9 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
         row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         print(f"{label:40s} FAILED {row['failed']}", flush=True)
         return row
-    # the first schedule (every item up to max_seqlen_q); the default with the next item's L2 prefetch
+    # the first schedule (every item up to max_seqlen_q); the default with pointer stores of O
     for name, order, config in (("snake", "snake", None),
-                                ("sorted_prefetch", "sorted", varlen_prefetch_config(causal, longest))):
+                                ("ptr_store", "sorted", varlen_ptr_config(causal, longest))):
         try:
             o2, _ = attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest,
                                       max_seqlen_k=longest, varlen_order=order, config=config)
@@ -661,7 +662,7 @@ def summarize(results, card, t0) -> None:
         rows = [r for r in results if r["kind"] == kind and "ratios" in r]
         if not rows:
             continue
-        for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_sorted_prefetch", "cudnn_padded", "best_sdpa",
+        for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_ptr_store", "cudnn_padded", "best_sdpa",
                      "flash_varlen", "tlxc_combine_inline", "tlxc_nocheck"):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:

@@ -278,12 +278,26 @@ def test_tma_store_halves_refuse_overlap():
         attention_forward(q, q, q, config=A.AttnConfig(256, 128, 64, 2, 1, True, tma_store=True))
 
 
-def test_tma_store_is_refused_for_varlen():
-    q = _randn(10, 2, 64, seed=103)
-    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
-    with pytest.raises(ValueError, match="tma_store is for dense shapes only"):
-        attention_forward(q, q, q, cu_seqlens_q=cu, cu_seqlens_k=cu,
-                          config=A.AttnConfig(64, 128, 128, 2, 2, tma_store=True))
+def test_varlen_tma_store_keeps_each_sequence_s_rows(poisoned):
+    """Varlen with staged TMA stores of O (the default for 128-row items up to 128-wide tiles):
+    a consumer whose 64 rows end exactly at its sequence's end (64, 128) is TMA-stored, one
+    whose rows reach past it (1, 70, 7) stores by pointers, so no box writes the next
+    sequence's rows (each next sequence's o is checked, the outputs start as NaN); 256-wide
+    tiles (two O halves) are refused."""
+    lens = [64, 1, 70, 128, 7]
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    assert A.choose_config(64, False, 128, varlen=True).tma_store
+    q, k, v = (_randn(sum(lens), 2, 64, seed=103 + i) for i in range(3))
+    for config in (None, A.AttnConfig(64, 128, 128, 2, 2, overlap=True, tma_store=True)):
+        o, lse = attention_forward(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=128, max_seqlen_k=128,
+                                   config=config, programs=2)
+        _check(o, lse, *reference(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu), torch.bfloat16)
+    q256 = _randn(10, 2, 256, seed=107)
+    cu2 = torch.tensor([0, 4, 10], dtype=torch.int32)
+    assert not A.choose_config(256, False, 6, varlen=True).tma_store
+    with pytest.raises(ValueError, match="tma_store for varlen takes tiles up to 128 wide"):
+        attention_forward(q256, q256, q256, cu_seqlens_q=cu2, cu_seqlens_k=cu2,
+                          config=A.AttnConfig(256, 128, 64, 2, 1, tma_store=True))
 
 
 @pytest.mark.slow

@@ -91,8 +91,11 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
     224 KB of shared memory with the staging tiles).  H200: 11-21% faster than the 32-bit pointer
     stores at S = 512 / 1024 (D <= 128, session 12 run 3), 7-21% at S = 256 (session 13 run 1;
     session 12's "slower at S = 256" was measured on top of the L2 prefetch); not the 192-row
-    items (their consumers spill 8 bytes more; the best case already).  Varlen keeps pointer
-    stores (a TMA store would write past a sequence's end).  The L2 prefetch of the next item
+    items (their consumers spill 8 bytes more; the best case already).  Varlen batches too up
+    to 128-wide tiles (one O accumulator): a consumer whose rows reach past its sequence's end
+    stores those by pointers (a TMA box would write the next sequence's rows); the dense
+    S = 4096 gain (3-6%) is the varlen control's gap to dense (session 12 run 3: 643 against 667
+    TFLOP/s).  The L2 prefetch of the next item
     (``prefetch``) and deeper rings were slower everywhere on the H200 and stay opt-in
     (docs/performance.md "small S").
     """
@@ -105,7 +108,8 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
         c = AttnConfig(128, 128, 128, 2, 2)
     else:
         c = AttnConfig(256, 128, 64, 2, 1)
-    return replace(c, tma_store=True) if not varlen and S is not None and c.block_m == 128 else c
+    staged = S is not None and c.block_m == 128 and (not varlen or hd <= 128)
+    return replace(c, tma_store=True) if staged else c
 
 
 # -- the work schedule -------------------------------------------------------------------------------
@@ -555,9 +559,9 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     if c.o_parts == 2 and c.overlap:
         raise _fail("config overlap with tma_store at 256-wide tiles is not supported (the overlapped product "
                     "keeps one 256-column accumulator; the staged store needs two halves)")
-    if c.tma_store and varlen:
-        raise _fail("config tma_store is for dense shapes only (a TMA store would write past a varlen sequence "
-                    "into the next one)")
+    if c.tma_store and varlen and c.o_parts == 2:
+        raise _fail("config tma_store for varlen takes tiles up to 128 wide (one O accumulator: the rows past a "
+                    "sequence's end are stored by pointers, which the two 128-column halves do not have)")
 
     q, k, v = (_tma_ready(t) for t in (q, k, v))
     if varlen:       # [total, H, D] seen as (1, H, total, D): a sequence is a row range of batch 0

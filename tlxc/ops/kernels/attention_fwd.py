@@ -27,10 +27,11 @@ generalized:
   L2 prefetches of the next item's Q and first ``PREFETCH`` K/V blocks (TMA
   ``cp.async.bulk.prefetch``: no shared memory, no barrier), so that item's loads hit L2
   (on the H200 7-24% slower at S <= 1024 than without: the extra L2 requests cost more);
-* ``O_TMA`` (dense only: TMA stores clip at the tensor's end, not a sequence's; the default at
-  S >= 512 for 128-row items up to D = 128): each consumer stages its O tile in its own shared
+* ``O_TMA`` (the default for 128-row items): each consumer stages its O tile in its own shared
   buffer and TMA-stores it (full 128-byte lines, one thread issuing) instead of 32-bit stores
-  from the accumulator's registers;
+  from the accumulator's registers.  TMA clips at the tensor's end, not a sequence's, so a
+  varlen consumer whose rows reach past its sequence's end stores them through pointers
+  (``store_o_staged``); varlen takes it with one O accumulator (tiles up to 128 wide);
 * ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
   with the next item's first ``S = Q Kᵀ``; its output is stored after that item's first
   softmax, the program's last one after its loop (one issue round fewer per item).
@@ -138,6 +139,21 @@ def store_o_tma(o_desc, o_buf, o, bz, h, row, COL0: tl.constexpr, O_COLS: tl.con
         if COL0 + d * D_BOX < D_REAL:
             tlx.async_descriptor_store(o_desc, tlx.local_slice(o_buf, [0, d * D_BOX], [HALF_M, D_BOX]),
                                        [bz, h, row, COL0 + d * D_BOX])
+
+
+@jit
+def store_o_staged(o_desc, o_buf, o_ptr, o, bz, h, q_row, row0, sq, stride_ob, stride_oh, stride_os,
+                   D_REAL: tl.constexpr, HEAD_DIM: tl.constexpr, HALF_M: tl.constexpr, VARLEN: tl.constexpr):
+    """``O_TMA`` with one O accumulator: one consumer's rows of ``o`` TMA-stored, except a varlen
+    item's rows that reach past its sequence's end (TMA clips only at the tensor's end, so the
+    box would write the next sequence's first rows): those take the pointer stores."""
+    if VARLEN:
+        if row0 + HALF_M <= sq:
+            store_o_tma(o_desc, o_buf, o, bz, h, q_row + row0, 0, HEAD_DIM, D_REAL, HALF_M)
+        else:
+            store_o(o_ptr, o, bz, h, q_row, row0, sq, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
+    else:
+        store_o_tma(o_desc, o_buf, o, bz, h, q_row + row0, 0, HEAD_DIM, D_REAL, HALF_M)
 
 
 @jit
@@ -280,8 +296,9 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         if pending:
                             tlx.barrier_arrive(v_empty[pv_slot])
                             if O_TMA:
-                                store_o_tma(o_desc, o_smem[cid], (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p,
-                                            h_p, q_row_p + row0_p, 0, O_COLS, D_REAL, HALF_M)
+                                store_o_staged(o_desc, o_smem[cid], o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE),
+                                               bz_p, h_p, q_row_p, row0_p, sq_p, stride_ob, stride_oh, stride_os,
+                                               D_REAL, HEAD_DIM, HALF_M, VARLEN)
                             else:
                                 store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p, q_row_p,
                                         row0_p, sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
@@ -346,11 +363,15 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         tlx.barrier_arrive(v_empty[last])
                         if O_TMA:
                             inv_l = 1.0 / l_i
-                            store_o_tma(o_desc, o_smem[cid], (acc * inv_l[:, None]).to(DTYPE), bz, h, q_row + row0, 0,
-                                        O_COLS, D_REAL, HALF_M)
-                            if O_PARTS == 2:          # the buffer again, once the first half's stores read it
+                            if O_PARTS == 2:          # (dense only) the buffer twice, a half at a time
+                                store_o_tma(o_desc, o_smem[cid], (acc * inv_l[:, None]).to(DTYPE), bz, h, q_row + row0,
+                                            0, O_COLS, D_REAL, HALF_M)
                                 store_o_tma(o_desc, o_smem[cid], (acc_hi * inv_l[:, None]).to(DTYPE), bz, h,
                                             q_row + row0, O_COLS, O_COLS, D_REAL, HALF_M)
+                            else:
+                                store_o_staged(o_desc, o_smem[cid], o_ptr, (acc * inv_l[:, None]).to(DTYPE), bz, h,
+                                               q_row, row0, sq, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM,
+                                               HALF_M, VARLEN)
                         else:
                             store_o(o_ptr, (acc * (1.0 / l_i)[:, None]).to(DTYPE), bz, h, q_row, row0, sq,
                                     stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
@@ -373,8 +394,9 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     acc_prev = tlx.async_dot_wait(0, acc_prev)
                     tlx.barrier_arrive(v_empty[pv_slot])
                     if O_TMA:
-                        store_o_tma(o_desc, o_smem[cid], (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p,
-                                    q_row_p + row0_p, 0, O_COLS, D_REAL, HALF_M)
+                        store_o_staged(o_desc, o_smem[cid], o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p,
+                                       h_p, q_row_p, row0_p, sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM,
+                                       HALF_M, VARLEN)
                     else:
                         store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p, q_row_p, row0_p,
                                 sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
