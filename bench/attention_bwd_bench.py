@@ -2,10 +2,12 @@
 backward, paired per round on fresh inputs, in one process.
 
     python bench/attention_bwd_bench.py [--rounds 8] [--s 1024,4096] [--d 64,128] [--dtype bf16] [--no-ws]
+    python bench/attention_bwd_bench.py --tokens 16384 --s 1024,4096   # issue 23's shapes: B*S, H*D fixed
     python bench/attention_bwd_bench.py --sweep --s 4096      # tiles of the tl.dot kernels
     python bench/attention_bwd_bench.py --kernels-only        # the per-kernel times alone
 
-Cases: B=4, H=32, S in --s, D in --d, causal or not, MHA (Hkv=32) and GQA 4:1 (Hkv=8).  Each
+Cases: B=4, H=32 (--tokens N: B = N / S, H = 2048 / D, as issue 23's sweep), S in --s, D in --d,
+causal or not, MHA (Hkv = H) and GQA 4:1 (Hkv = H / 4).  Each
 round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc backward reads,
 builds cuDNN's and flash's forward graphs, then times (CUDA events) one backward of each in a
 rotating order: tlxc's three tl.dot kernels called directly (``tlxc``), the warp-specialized
@@ -299,6 +301,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     parser.add_argument("--b", type=int, default=4)
     parser.add_argument("--h", type=int, default=32)
+    parser.add_argument("--tokens", type=int, default=0,
+                        help="B = tokens // S and H = 2048 // D per case (issue 23's sweep, bench/ops_attention_bench.py: "
+                             "16384), instead of --b / --h")
     parser.add_argument("--no-ws", action="store_true", help="leave out the warp-specialized kernel")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                         help="processes compiling every case's kernels before the timed runs (1: none)")
@@ -318,10 +323,13 @@ def main() -> None:
     WITH_WS = not args.no_ws
     import torch
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+
+    def shape(S, D):                    # (B, H) of a case
+        return (max(1, args.tokens // S), 2048 // D) if args.tokens else (args.b, args.h)
     if args.jobs > 1 and dtype == torch.bfloat16:
-        jobs = [(S, D, args.b, args.h, hkv, causal, kernels)
+        jobs = [(S, D, *shape(S, D), hkv, causal, kernels)
                 for S in (int(x) for x in args.s.split(",")) for D in (int(x) for x in args.d.split(","))
-                for hkv in (args.h, args.h // 4) for causal in (False, True)
+                for hkv in (shape(S, D)[1], shape(S, D)[1] // 4) for causal in (False, True)
                 for kernels in (("dot", "ws", "ws_plain") if WITH_WS else ("dot",))
                 + (("dot_plain",) if causal else ()) + (("ws_alt",) if WITH_WS and D == 64 else ())]
         precompile(jobs, args.jobs)
@@ -329,17 +337,18 @@ def main() -> None:
     s_max = max(int(x) for x in args.s.split(","))
     if args.kernels_only:
         for D in (int(x) for x in args.d.split(",")):
-            kernel_breakdown(args.b, args.h, s_max, D, dtype)
+            kernel_breakdown(*shape(s_max, D), s_max, D, dtype)
         return
     rows = []
     for S in (int(x) for x in args.s.split(",")):
         for D in (int(x) for x in args.d.split(",")):
-            for hkv in (args.h, args.h // 4):
+            B, H = shape(S, D)
+            for hkv in (H, H // 4):
                 for causal in (False, True):
-                    name = f"B{args.b} H{args.h}/{hkv} S{S} D{D}{' causal' if causal else ''}"
+                    name = f"B{B} H{H}/{hkv} S{S} D{D}{' causal' if causal else ''}"
                     print(name, flush=True)
-                    t, ratio = run_case(args.b, args.h, hkv, S, D, causal, dtype, args.rounds)
-                    flops = 2.5 * 4 * args.b * args.h * S * S * D / (2 if causal else 1)
+                    t, ratio = run_case(B, H, hkv, S, D, causal, dtype, args.rounds)
+                    flops = 2.5 * 4 * B * H * S * S * D / (2 if causal else 1)
                     print("  " + "  ".join(f"{n} {ms:.3f} ms ({flops / ms / 1e9:.0f} TFLOP/s)"
                                            for n, ms in t.items()), flush=True)
                     print("  ratios " + "  ".join(f"{n} {x:.3f}" for n, x in ratio.items()), flush=True)
@@ -354,7 +363,7 @@ def main() -> None:
     if not args.no_kernels:
         print("per-kernel device time of one backward (torch.profiler; ms):")
         for D in (int(x) for x in args.d.split(",")):
-            kernel_breakdown(args.b, args.h, s_max, D, dtype)
+            kernel_breakdown(*shape(s_max, D), s_max, D, dtype)
 
 
 if __name__ == "__main__":
