@@ -9,7 +9,8 @@ backward, paired per round on fresh inputs, in one process.
 Cases: B=4, H=32 (--tokens N: B = N / S, H = 2048 / D, as issue 23's sweep), S in --s, D in --d,
 causal or not, MHA (Hkv = H) and GQA 4:1 (Hkv = H / 4).  Each
 round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc backward reads,
-builds cuDNN's and flash's forward graphs, then times (CUDA events) one backward of each in a
+builds cuDNN's and flash's forward graphs, then times (CUDA events, the host's launch work
+hidden behind a GPU spin) one backward of each in a
 rotating order: tlxc's three tl.dot kernels called directly (``tlxc``), the warp-specialized
 kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``, D = 64: the same without ``WS_DRIFT``,
 the consumers meet every tile), the ws kernel as session 12 ran it (``tlxc_ws_plain``: one
@@ -39,8 +40,12 @@ WITH_WS = True          # --no-ws: time the tl.dot kernels only
 
 
 def _event_ms(fn) -> float:
+    """One call of ``fn`` between CUDA events, behind a ~0.5-1 ms spin on the GPU so that the host's
+    launch work overlaps it (device time, as ``ops_attention_bench.py`` times; session 12 and
+    before timed the call, host work included: ~0.03-0.1 ms more per backward, both sides)."""
     import torch
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1_000_000)
     start.record()
     fn()
     end.record()
