@@ -96,7 +96,13 @@ def _kernel_choice(head_dim: int, max_keys: int) -> str:
 
 
 def _num_sms(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else CPU_SMS
+    return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device()) \
+        if device.type == "cuda" else CPU_SMS
+
+
+@functools.cache
+def _cuda_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def _heads_per_section(n_blocks: int, causal: bool, varlen: bool, device: torch.device, per_sm: int = 1) -> int:
@@ -109,8 +115,8 @@ def _heads_per_section(n_blocks: int, causal: bool, varlen: bool, device: torch.
     the plain order: equal walks (non-causal) or per-sequence lengths (packed)."""
     if not causal or varlen or not SECTIONS:
         return 1
-    heads = 1
-    while heads * 2 * n_blocks <= _num_sms(device) * per_sm:
+    heads, programs = 1, _num_sms(device) * per_sm
+    while heads * 2 * n_blocks <= programs:
         heads *= 2
     return heads
 
