@@ -163,6 +163,35 @@ def test_k_and_v_of_different_strides(poisoned):
         _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
 
 
+def test_plans_are_cached_by_shapes_strides_and_options(poisoned):
+    """A repeated call reuses its plan (the checks and launch arguments) and reads the new
+    values; another stride, dtype or option makes another plan or the error the first call
+    would give; operands with a non-unit last stride (a copy per call) are right too."""
+    k, v, table = _paged([90, 33], 16, 2, 64, torch.bfloat16, seed=63)
+    q = _randn(2, 4, 64, seed=64)
+    seqlens = torch.tensor([90, 33], dtype=torch.int32)
+    M._PLANS.clear()
+    for step, lens in enumerate(([90, 33], [5, 30])):
+        seqlens.copy_(torch.tensor(lens, dtype=torch.int32))
+        q.copy_(_randn(2, 4, 64, seed=65 + step))
+        o, lse = attention_decode(q, k, v, seqlens, block_table=table)
+        _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+        assert len(M._PLANS) == 1
+    with pytest.raises(TypeError, match="'check' must be a bool"):
+        attention_decode(q, k, v, seqlens, block_table=table, check=1)
+    with pytest.raises(ValueError, match="'v_cache' must have q's dtype"):
+        attention_decode(q, k, v.half(), seqlens, block_table=table)
+    o2, _ = attention_decode(q, k, v, seqlens, block_table=table, sm_scale=0.5)
+    _check(o2, _, *M.reference(q, k, v, seqlens, block_table=table, sm_scale=0.5), torch.bfloat16)
+    wide = torch.stack([k, torch.zeros_like(k)], -1).flatten(-2)[..., ::2]       # k's values, last stride 2
+    q_wide = torch.stack([q, q], -1).flatten(-2)[..., ::2]
+    assert wide.stride(-1) == 2 and torch.equal(wide, k) and q_wide.stride(-1) == 2
+    for schedule in M.SCHEDULES:
+        o3, lse3 = attention_decode(q_wide, wide, v, seqlens, block_table=table, schedule=schedule)
+        _check(o3, lse3, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+    assert len(M._PLANS) == 4
+
+
 def test_strided_block_table_and_lengths(poisoned):
     """A block table whose columns are not adjacent (a transposed copy) and lengths taken every
     other element of a longer tensor: read as the values they show."""

@@ -138,8 +138,13 @@ def _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale):
     return float(sm_scale)
 
 
-def _unit_last(t: torch.Tensor) -> torch.Tensor:
-    return t if t.stride(-1) == 1 else t.contiguous()
+def _row_major(shape) -> tuple[int, ...]:
+    """The strides of a contiguous tensor of ``shape`` (what ``.contiguous()`` gives)."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
 
 
 COMBINES = ("kernel", "inline")
@@ -175,6 +180,62 @@ def _split_counters(device: torch.device, n: int) -> torch.Tensor:
 _COUNTERS: dict[tuple, torch.Tensor] = {}
 
 
+class _Plan:
+    """What ``attention_decode`` derives from its arguments' shapes, strides, dtypes, devices
+    and options alone (every check made): the launches, each a kernel, grid, arguments (the
+    call's tensors as names, filled per call) and options.  Cached by those properties
+    (``_PLANS``), so a repeated decode step skips the checks and the arithmetic."""
+    __slots__ = ("B", "D", "H", "copies", "empty", "launches", "parts", "q4")
+
+    def run(self, q, k_cache, v_cache, cache_seqlens, block_table):
+        cq, ck, cv, cl, cb = self.copies                        # operands the kernels need with a unit last stride
+        q3 = q.reshape(self.B, self.H, self.D) if self.q4 else q
+        t = {"q": q3.contiguous() if cq else q3, "k": k_cache.contiguous() if ck else k_cache,
+             "v": v_cache.contiguous() if cv else v_cache, "lens": cache_seqlens.contiguous() if cl else cache_seqlens}
+        t["bt"] = t["lens"] if block_table is None else (block_table.contiguous() if cb else block_table)
+        o = q.new_empty((self.B, self.H, self.D))
+        lse = torch.empty((self.B, self.H), device=q.device, dtype=torch.float32)
+        out = o.view(q.shape) if self.q4 else o
+        if self.empty is not None:
+            if self.empty:                      # a cache of capacity 0
+                o.zero_()
+                lse.fill_(float("-inf"))
+            return out, lse
+        t["o"], t["lse"] = o, lse
+        if self.parts is None:
+            t["o_part"], t["lse_part"] = o, lse
+        else:
+            t["o_part"] = torch.empty(self.parts[0], device=q.device, dtype=torch.float32)
+            t["lse_part"] = torch.empty(self.parts[1], device=q.device, dtype=torch.float32)
+        for kernel, grid, template, slots, meta, locks in self.launches:
+            if locks:
+                t["locks"] = _split_counters(q.device, locks)
+            args = list(template)
+            for i, name in slots:
+                args[i] = t[name]
+            _launch(kernel, grid, *args, **meta)
+        return out, lse
+
+    def add(self, kernel, grid, args: tuple, meta: dict, locks: int = 0) -> None:
+        """A launch: ``args`` with the call's tensors as ``_Arg`` names; ``locks``: the split
+        counters it takes (that many, per call: ``_split_counters``)."""
+        slots = tuple((i, a) for i, a in enumerate(args) if isinstance(a, _Arg))
+        self.launches.append((kernel, grid, args, slots, meta, locks))
+
+
+class _Arg(str):
+    """A launch argument that is one of the call's tensors (named)."""
+
+
+def _options(**meta) -> dict:
+    """A launch's constexpr and launch options (as ``kernel[grid](..., **meta)`` takes them)."""
+    return meta
+
+
+_PLANS: dict[tuple, _Plan] = {}
+_MAX_PLANS = 256
+
+
 def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor, *,
                      block_table: torch.Tensor | None = None, sm_scale: float | None = None,
                      num_splits: int | None = None, combine: str = "kernel", schedule: str | None = None,
@@ -191,7 +252,32 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     ``schedule``: ``stream`` (the default at head dims up to 128 without ``num_splits``/``combine``: a persistent grid
     sharing the key blocks evenly, one cp.async ring across its rows, a merge kernel for the
     rows cut by program boundaries) or ``split`` (one program per (sequence, kv head, split);
-    the default when ``num_splits`` or ``combine`` is given)."""
+    the default when ``num_splits`` or ``combine`` is given).  The checks and launch arguments
+    are derived once per combination of shapes, strides, dtypes, devices and options (a cached
+    plan)."""
+    try:
+        key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
+               v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, cache_seqlens.shape,
+               cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
+               None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype,
+                                                 block_table.device),
+               type(sm_scale), sm_scale, type(num_splits), num_splits, combine, schedule, type(check), check, _sms)
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):             # not tensors, or unhashable options: the checks say which
+        key = plan = None
+    if plan is None:
+        plan = _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
+                     _sms)
+        if key is not None:
+            if len(_PLANS) >= _MAX_PLANS:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    return plan.run(q, k_cache, v_cache, cache_seqlens, block_table)
+
+
+def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
+          _sms) -> _Plan:
+    """The checks of ``attention_decode``'s arguments and its launches (``_Plan``)."""
     if not isinstance(check, bool):
         raise TypeError(f"tlxc.ops.attention_decode: 'check' must be a bool, got {type(check).__name__}")
     sm_scale = _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale)
@@ -208,33 +294,32 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                     "blocks on the device)")
     B, H, D = q.shape[0], q.shape[-2], q.shape[-1]
     Hkv = k_cache.shape[2]
-    q3 = _unit_last(q.reshape(B, H, D) if q.dim() == 4 else q)
-    k_cache, v_cache = _unit_last(k_cache), _unit_last(v_cache)
-    cache_seqlens = _unit_last(cache_seqlens)                   # the kernels index them with unit strides
-    if block_table is not None:
-        block_table = _unit_last(block_table)
-    o = q.new_empty((B, H, D))
-    lse = torch.empty((B, H), device=q.device, dtype=torch.float32)
-    out = o.view(q.shape) if q.dim() == 4 else o
+    plan = _Plan()
+    plan.B, plan.H, plan.D, plan.q4 = B, H, D, q.dim() == 4
+    q3 = q.reshape(B, H, D) if q.dim() == 4 else q
+    plan.copies = tuple(t is not None and t.stride(-1) != 1 for t in (q3, k_cache, v_cache, cache_seqlens, block_table))
+    q_strides = q3.stride()[:2] if q3.stride(-1) == 1 else (H * D, D)            # (of the copy, when it is made)
+    sk, sv = (t.stride()[:3] if t.stride(-1) == 1 else _row_major(t.shape)[:3] for t in (k_cache, v_cache))
     paged = block_table is not None
     page = k_cache.shape[1] if paged else 1
     capacity = block_table.shape[1] * page if paged else k_cache.shape[1]
-    if B == 0 or H == 0:
-        return out, lse
-    if capacity == 0:
-        o.zero_()
-        lse.fill_(float("-inf"))
-        return out, lse
+    plan.empty = plan.parts = None
+    plan.launches = []
+    if B == 0 or H == 0 or capacity == 0:
+        plan.empty = B > 0 and H > 0
+        return plan
     group = H // Hkv
     head_dim, block_g, block_n, stages = block_sizes(D)
     g_chunks = -(-group // block_g)
     sms = _sms or (torch.cuda.get_device_properties(q.device).multi_processor_count if q.device.type == "cuda"
                    else CPU_SMS)
-    sk, sv = k_cache.stride()[:3], v_cache.stride()[:3]
     if paged:
-        bt, stride_bt, num_pages = block_table, block_table.stride(0), k_cache.shape[0]
+        bt = _Arg("bt")
+        stride_bt = block_table.stride(0) if block_table.stride(-1) == 1 else block_table.shape[1]
+        num_pages = k_cache.shape[0]
     else:
-        bt, stride_bt, num_pages = cache_seqlens, 0, 1          # (never read without pages)
+        bt, stride_bt, num_pages = _Arg("lens"), 0, 1          # (never read without pages)
+    Q, K, V, LENS, O, LSE, OP, LP = (_Arg(n) for n in ("q", "k", "v", "lens", "o", "lse", "o_part", "lse_part"))
     if schedule == "stream":
         rows_per_seq = Hkv * g_chunks
         if B * rows_per_seq * -(-capacity // block_n) >= 2 ** 31:
@@ -242,18 +327,18 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                         f"for the stream schedule's int32 counts; use schedule='split'")
         programs = stream_programs(B, rows_per_seq, capacity, block_n, head_dim, sms)
         tile = min(group, block_g)
-        o_part = torch.empty((programs, 2, tile, D), device=q.device, dtype=torch.float32)
-        lse_part = torch.empty((programs, 2, tile), device=q.device, dtype=torch.float32)
+        plan.parts = ((programs, 2, tile, D), (programs, 2, tile))
         chunk = min(STREAM_CHUNK, max(2, 1 << (B - 1).bit_length()))
-        _launch(decode_stream_kernel, (programs,), q3, k_cache, v_cache, bt, cache_seqlens, o, lse, o_part, lse_part,
-                B, Hkv, capacity, num_pages, sm_scale * LOG2E, *q3.stride()[:2], *sk, *sv, stride_bt, H * D, D, H, 1,
-                D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, TILE=tile, BLOCK_N=block_n, STAGES=stages,
-                PAGE=page, PAGED=paged, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], CHUNK=chunk, num_warps=4)
-        _launch(decode_stream_combine_kernel, (B * H,), o_part, lse_part, o, lse, cache_seqlens, bt, B, H, Hkv,
-                programs, capacity, num_pages, stride_bt, H * D, D, H, 1, D=D, HEAD_DIM=head_dim, BLOCK_G=block_g,
-                GROUP=group, TILE=tile, BLOCK_N=block_n, BLOCK_S=STREAM_MERGE, CHUNK=chunk, CHECK=check, PAGE=page,
-                PAGED=paged, num_warps=4, launch_pdl=True)
-        return out, lse
+        plan.add(decode_stream_kernel, (programs,), (
+            Q, K, V, bt, LENS, O, LSE, OP, LP, B, Hkv, capacity, num_pages, sm_scale * LOG2E, *q_strides, *sk, *sv,
+            stride_bt, H * D, D, H, 1), _options(
+            D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, TILE=tile, BLOCK_N=block_n, STAGES=stages,
+            PAGE=page, PAGED=paged, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], CHUNK=chunk, num_warps=4))
+        plan.add(decode_stream_combine_kernel, (B * H,), (
+            OP, LP, O, LSE, LENS, bt, B, H, Hkv, programs, capacity, num_pages, stride_bt, H * D, D, H, 1), _options(
+            D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, TILE=tile, BLOCK_N=block_n, BLOCK_S=STREAM_MERGE,
+            CHUNK=chunk, CHECK=check, PAGE=page, PAGED=paged, num_warps=4, launch_pdl=True))
+        return plan
     if num_splits is None:
         splits, split_len = num_splits_for(capacity, B, Hkv, g_chunks, block_n, sms, head_dim)
     else:
@@ -266,29 +351,27 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     one = splits == 1
     so_final, sl_final = (H * D, D), (H, 1)                     # o [B, H, D] and lse [B, H], contiguous
     if one:
-        o_part, lse_part = o, lse
-        so, sl = (*so_final, 0), sl_final
+        so, sl = (*so_final, 0), sl_final                       # (o_part, lse_part are o, lse)
     else:
-        o_part = torch.empty((B, H, splits, D), device=q.device, dtype=torch.float32)
-        lse_part = torch.empty((B, H, splits), device=q.device, dtype=torch.float32)
+        plan.parts = ((B, H, splits, D), (B, H, splits))
         so, sl = (H * splits * D, splits * D, D), (H * splits, splits)
     fixup = not one and combine == "inline"
     if check and (one or fixup):       # else the combine kernel checks (a launch fewer)
-        _launch(decode_check_kernel, (B,), cache_seqlens, bt, B, capacity, num_pages, stride_bt, PAGE=page,
-                PAGED=paged, BLOCK=1024, num_warps=4)
+        plan.add(decode_check_kernel, (B,), (LENS, bt, B, capacity, num_pages, stride_bt), _options(
+            PAGE=page, PAGED=paged, BLOCK=1024, num_warps=4))
     rows = B * Hkv * g_chunks
-    locks = _split_counters(q.device, rows) if fixup else cache_seqlens        # (never touched without FIXUP)
-    _launch(decode_split_kernel, (rows, splits), q3, k_cache, v_cache, bt, cache_seqlens, o_part, lse_part, o, lse,
-            locks, Hkv, split_len, capacity, num_pages, sm_scale * LOG2E, *q3.stride()[:2], *sk, *sv,
-            stride_bt, *so, *sl, *so_final, *sl_final, D=D, HEAD_DIM=head_dim,
-            BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page, STAGES=stages, PAGED=paged, ONE_SPLIT=one,
-            FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], BLOCK_S=max(2, 1 << (splits - 1).bit_length()),
-            num_warps=4)
+    plan.add(decode_split_kernel, (rows, splits), (
+        Q, K, V, bt, LENS, OP, LP, O, LSE, _Arg("locks") if fixup else LENS, Hkv, split_len, capacity, num_pages,
+        sm_scale * LOG2E, *q_strides, *sk, *sv, stride_bt, *so, *sl, *so_final, *sl_final), _options(
+        D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page, STAGES=stages, PAGED=paged,
+        ONE_SPLIT=one, FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype],
+        BLOCK_S=max(2, 1 << (splits - 1).bit_length()), num_warps=4), rows if fixup else 0)
     if not one and not fixup:
-        _launch(decode_combine_kernel, (B * H,), o_part, lse_part, o, lse, cache_seqlens, bt, H, splits, capacity,
-                num_pages, stride_bt, *so, *sl, *so_final, *sl_final, D=D, HEAD_DIM=head_dim,
-                BLOCK_S=max(2, 1 << (splits - 1).bit_length()), CHECK=check, PAGE=page, PAGED=paged, num_warps=4)
-    return out, lse
+        plan.add(decode_combine_kernel, (B * H,), (
+            OP, LP, O, LSE, LENS, bt, H, splits, capacity, num_pages, stride_bt, *so, *sl, *so_final, *sl_final),
+            _options(D=D, HEAD_DIM=head_dim, BLOCK_S=max(2, 1 << (splits - 1).bit_length()), CHECK=check, PAGE=page,
+                     PAGED=paged, num_warps=4))
+    return plan
 
 
 def reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, sm_scale=None, dtype=torch.float64):
