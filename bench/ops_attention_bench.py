@@ -663,7 +663,7 @@ def summarize(results, card, t0) -> None:
         if not rows:
             continue
         for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_ptr_store", "cudnn_padded", "best_sdpa",
-                     "flash_varlen", "tlxc_combine_inline", "tlxc_nocheck"):
+                     "flash_varlen", "tlxc_split", "tlxc_contig", "tlxc_nocheck"):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:
                 print(f"{kind} vs {base}: geomean {geomean(xs):.3f}, min {min(xs):.3f}, {len(xs)} cases")
