@@ -209,7 +209,7 @@ def test_three_consumers_only_where_the_padding_is_small():
     picks = {S: A.choose_config(64, False, S).block_m for S in (256, 512, 1000, 1024, 2048, 4096, 8192)}
     assert picks == {256: 128, 512: 128, 1000: 128, 1024: 128, 2048: 192, 4096: 192, 8192: 192}
     assert A.choose_config(64, True, 4096).block_m == 128 and A.choose_config(64, False, 4096, True).block_m == 128
-    assert A.choose_config(256, False, 4096) == A.AttnConfig(256, 128, 64, 2, 1)
+    assert A.choose_config(256, False, 4096) == A.AttnConfig(256, 128, 64, 2, 1, tma_store=True)
     assert A.choose_config(128, False, 4096).prefetch == 0
 
 

@@ -31,13 +31,19 @@ generalized:
   buffer and TMA-stores it (full 128-byte lines, one thread issuing) instead of 32-bit stores
   from the accumulator's registers.  TMA clips at the tensor's end, not a sequence's, so a
   varlen consumer whose rows reach past its sequence's end stores them through pointers
-  (``store_o_staged``); varlen takes it with one O accumulator (tiles up to 128 wide);
+  (``store_o_staged``); varlen takes it with one O accumulator (tiles up to 128 wide).
+  256-wide dense tiles (``O_PARTS = 2``) keep O as two 128-column accumulators (``P V`` as two
+  wgmma groups, one per column half of the V slot) and stage them in turn through one 64 x 128
+  buffer (a 64 x 256 one per consumer does not fit next to Q and the K/V ring);
 * ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
   with the next item's first ``S = Q Kᵀ``; its output is stored after that item's first
   softmax, the program's last one after its loop (one issue round fewer per item).
 
 Work item ``t = (b * H + h) * NUM_M + m``; program ``p`` walks row ``p`` of the int32
-schedule ``[count, item, item, ...]`` (``tlxc/ops/attention.py`` builds it).
+schedule ``[count, item, item, ...]`` (``tlxc/ops/attention.py`` builds it), each task reading
+the next item's entry an item ahead (the global load is off the item boundary's path).  Each
+consumer's Q rows have their own full/empty barriers: the producer loads consumer ``c``'s part
+of the next Q as soon as ``c`` has issued its last ``S`` of the item, not when both have.
 """
 from ... import language as tl
 from ...language import tlx
@@ -194,8 +200,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
     v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     if O_TMA:
         o_smem = tlx.local_alloc((HALF_M, O_COLS), DTYPE, CONSUMERS)        # each consumer's O staging tile
-    q_full = tlx.alloc_barriers(Q_BUFS, arrive_count=1)
-    q_empty = tlx.alloc_barriers(Q_BUFS, arrive_count=CONSUMERS)            # every consumer is done with a Q
+    q_full = tlx.alloc_barriers(Q_BUFS * CONSUMERS, arrive_count=1)         # [CONSUMERS * q buffer + consumer]:
+    q_empty = tlx.alloc_barriers(Q_BUFS * CONSUMERS, arrive_count=1)        # each consumer's Q rows on their own
     k_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     v_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     k_empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=CONSUMERS)        # every consumer releases a K slot...
@@ -208,8 +214,10 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
             kv = 0                                                          # K/V blocks streamed so far
             qi = 0                                                          # Q tiles loaded so far
             count = tl.load(sched_ptr + my_row)
+            t_next = tl.load(sched_ptr + my_row + 1)                        # (a row has at least one slot)
             for rnd in range(count):                                        # this program's items
-                t = tl.load(sched_ptr + my_row + 1 + rnd)
+                t = t_next                                                  # read an item ahead: no load on
+                t_next = tl.load(sched_ptr + my_row + 1 + tl.minimum(rnd + 1, count - 1))   # the item's path
                 start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks = attn_item(
                     t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
                 if PREFETCH > 0:
@@ -219,13 +227,13 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                                       BOXES, PREFETCH)
                 if n_blocks > 0:
                     qb, q_phase = tlx.get_bufidx_phase(qi, Q_BUFS)          # this item's Q buffer
-                    tlx.barrier_wait(q_empty[qb], q_phase ^ 1)
-                    tlx.barrier_expect_bytes(q_full[qb], BLOCK_M * HEAD_DIM * 2)
-                    for c in tl.static_range(CONSUMERS):
+                    for c in tl.static_range(CONSUMERS):    # consumer c's rows, once it (not all) is done
+                        tlx.barrier_wait(q_empty[qb * CONSUMERS + c], q_phase ^ 1)
+                        tlx.barrier_expect_bytes(q_full[qb * CONSUMERS + c], HALF_M * HEAD_DIM * 2)
                         for d in tl.static_range(BOXES):
                             q_box = tlx.local_slice(q_smem[qb * CONSUMERS + c], [0, d * D_BOX], [HALF_M, D_BOX])
                             tlx.async_descriptor_load(q_desc, q_box, [bz, h, q_row + start_m + c * HALF_M, d * D_BOX],
-                                                      q_full[qb])
+                                                      q_full[qb * CONSUMERS + c])
                     for j in range(n_blocks):
                         slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
                         tlx.barrier_wait(k_empty[slot], phase ^ 1)
@@ -263,15 +271,18 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                 q_row_p = 0
                 row0_p = 0
                 sq_p = 0
-            for rnd in range(tl.load(sched_ptr + my_row)):                 # this program's items
-                t = tl.load(sched_ptr + my_row + 1 + rnd)
+            count = tl.load(sched_ptr + my_row)
+            t_next = tl.load(sched_ptr + my_row + 1)
+            for rnd in range(count):                                        # this program's items
+                t = t_next
+                t_next = tl.load(sched_ptr + my_row + 1 + tl.minimum(rnd + 1, count - 1))
                 start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks = attn_item(
                     t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
                 row0 = start_m + cid * HALF_M                               # my first row in the sequence
                 if n_blocks > 0:
                     qb, q_phase = tlx.get_bufidx_phase(qi, Q_BUFS)
                     q = q_smem[qb * CONSUMERS + cid]
-                    tlx.barrier_wait(q_full[qb], q_phase)
+                    tlx.barrier_wait(q_full[qb * CONSUMERS + cid], q_phase)
                     # key block 0: S = Q K^T and its softmax (m, l in log2 units of the scaled scores)
                     slot, phase = tlx.get_bufidx_phase(kv, NUM_STAGES)
                     tlx.barrier_wait(k_full[slot], phase)
@@ -333,7 +344,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                             acc_hi = acc_hi * alpha[:, None]
                         tlx.barrier_arrive(v_empty[prev])
                         acc = acc * alpha[:, None]
-                    tlx.barrier_arrive(q_empty[qb])                         # every S of this item is done
+                    tlx.barrier_arrive(q_empty[qb * CONSUMERS + cid])       # my every S of this item is done
                     last, last_phase = tlx.get_bufidx_phase(kv + n_blocks - 1, NUM_STAGES)
                     if OVERLAP:     # the last P V waits for the next item's first S
                         store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
