@@ -18,6 +18,7 @@ from ..descriptors import TensorDescriptor
 from .kernels.grouped_gemm import grouped_gemm_kernel
 from .kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
 from .matmul import TL_DTYPES, _tma_stores, align_fact, dot_aligns
+from .matmul_configs import SHARED_LIMIT
 
 GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the pointer kernel
     "g_128x128x64": (128, 128, 64, 4, 3),
@@ -125,9 +126,6 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-SHARED_LIMIT = 232448       # bytes of dynamic shared memory per block on sm_90
-
-
 def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool) -> int:
     """The WS grouped kernel's shared memory: the ring, the consumers' half-tile C buffers
     (TMA stores only) and the barriers (gws_128x256x64_s4: 196672 bytes with pointer stores,
@@ -139,8 +137,9 @@ def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool) -> int:
 def ws_stores_by_tma(config: str, a, out) -> bool:
     """Whether the WS kernel TMA-stores the row blocks inside their group: an output TMA can
     store through (``matmul._tma_stores``) whose C tile fits beside the ring (a float32 output
-    of 128x256 tiles does not: pointer stores then)."""
-    return _tma_stores(out) and ws_shared_bytes(config, a.element_size(), out.element_size(), True) <= SHARED_LIMIT
+    of 128x256 tiles does not: pointer stores then) and of a dtype the C tile can hold."""
+    fits = ws_shared_bytes(config, a.element_size(), out.element_size(), True) <= SHARED_LIMIT
+    return out.dtype in TL_DTYPES and _tma_stores(out) and fits
 
 
 def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool) -> None:
