@@ -106,18 +106,28 @@ def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M: tl.conste
 
 
 @jit
-def _row_stats(lse2_ptr, delta_ptr, t, steps, per_head, hk, first_m, b, q_first, len_q, sd_b, sd_h,
-               BLOCK_M: tl.constexpr, GROUP: tl.constexpr):
-    """lse2 and delta of step ``t``'s query rows (+inf and 0 past the sequence, or when
-    ``t == steps``: nothing is read)."""
-    g = t // tl.maximum(per_head, 1)                    # per_head = 0: no steps, nothing read
-    h = hk * GROUP + g
-    offs_m = (first_m + t - g * per_head) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = (offs_m < len_q) & (t < steps)
-    stat = b.to(tl.int64) * sd_b + h.to(tl.int64) * sd_h + q_first + offs_m
-    lse2 = tl.load(lse2_ptr + stat, mask=row_ok, other=float("inf"))
-    delta = tl.load(delta_ptr + stat, mask=row_ok, other=0.0)
+def _row_stats(lse2_ptr, delta_ptr, h, m0, valid, b, q_first, len_q, sd_b, sd_h, BLOCK_M: tl.constexpr):
+    """lse2 and delta of the query rows ``m0..`` of head ``h`` (+inf and 0 past the sequence, or
+    everywhere when not ``valid``: nothing is read).  The tile's offset is one 64-bit scalar; the
+    rows add 32-bit offsets to it."""
+    base = b.to(tl.int64) * sd_b + h.to(tl.int64) * sd_h + (q_first + m0)
+    rows = tl.arange(0, BLOCK_M)
+    row_ok = (rows < len_q - m0) & valid
+    lse2 = tl.load(lse2_ptr + base + rows, mask=row_ok, other=float("inf"))
+    delta = tl.load(delta_ptr + base + rows, mask=row_ok, other=0.0)
     return lse2, delta
+
+
+@jit
+def _next_tile(g, mb, first_m, per_head, GROUP: tl.constexpr):
+    """The walk's next (query head in the group, query block): the blocks ``first_m ..
+    first_m + per_head - 1`` of head 0, then of head 1, ... (counters, not a division per tile)."""
+    mb = mb + 1
+    if GROUP > 1:
+        if mb == first_m + per_head:
+            mb = first_m
+            g = g + 1
+    return g, mb
 
 
 @jit
@@ -184,10 +194,11 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 k_row = _tile_rows(b, hk, k_first, kr_b, kr_h) + start_n
                 tlx.barrier_wait(kv_empty[0], (j % 2) ^ 1)     # the previous item's K, V are read
                 _load_kv(k_desc, v_desc, k_smem, v_smem, kv_full[0], k_row, hk * kc_h, BLOCK_N, HEAD_DIM)
+                g = hk * 0                              # the tile's query head in the group
+                mb = first_m                            # and query block
                 for t in range(steps):
-                    g = t // per_head
                     h = hk * GROUP + g
-                    m0 = (first_m + t - g * per_head) * BLOCK_M
+                    m0 = mb * BLOCK_M
                     q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
                     buf, phase = tlx.get_bufidx_phase(t0 + t, NUM_BUF)
                     tlx.barrier_wait(q_empty[buf], phase ^ 1)
@@ -200,6 +211,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                     for d in tl.static_range(N_BOX):
                         do_box = tlx.local_slice(do_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
                         tlx.async_descriptor_load(do_desc, do_box, [q_row, h * qc_h + d * D_BOX], do_full[buf])
+                    g, mb = _next_tile(g, mb, first_m, per_head, GROUP)
                 t0 = t0 + steps
         with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=2):   # the two consumers
             cid = tlx.async_task_replica_id()
@@ -232,19 +244,20 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 else:
                     k_op = k_c
                     v_op = v_c
+                g = hk * 0                              # the tile's query head in the group
+                mb = first_m                            # and query block
                 if PREFETCH_STATS:     # a tile's row statistics are loaded during the previous tile
-                    lse2, delta = _row_stats(lse2_ptr, delta_ptr, 0, steps, per_head, hk, first_m, b, q_first,
-                                             len_q, sd_b, sd_h, BLOCK_M, GROUP)
+                    lse2, delta = _row_stats(lse2_ptr, delta_ptr, hk * GROUP, mb * BLOCK_M, steps > 0, b, q_first,
+                                             len_q, sd_b, sd_h, BLOCK_M)
                 for t in range(steps):
-                    g = t // per_head
                     h = hk * GROUP + g
-                    m0 = (first_m + t - g * per_head) * BLOCK_M
+                    m0 = mb * BLOCK_M
                     u = t0 + t                          # the tile's place in the ring and the dS^T / dQ turns
                     buf, phase = tlx.get_bufidx_phase(u, NUM_BUF)
                     offs_m = m0 + tl.arange(0, BLOCK_M)
                     if not PREFETCH_STATS:  # issued here, in flight over the waits below
-                        lse2, delta = _row_stats(lse2_ptr, delta_ptr, t, steps, per_head, hk, first_m, b, q_first,
-                                                 len_q, sd_b, sd_h, BLOCK_M, GROUP)
+                        lse2, delta = _row_stats(lse2_ptr, delta_ptr, h, m0, t < steps, b, q_first, len_q, sd_b, sd_h,
+                                                 BLOCK_M)
                     # S^T and dP^T are independent: both are issued before either is waited, so the
                     # exponentials run while dP^T is on the tensor cores and dS^T while dV is
                     tlx.barrier_wait(q_full[buf], phase)
@@ -298,9 +311,10 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                     else:
                         dk = tlx.async_dot_wait(0, dk)
                         tlx.barrier_arrive(q_empty[buf])
+                    g, mb = _next_tile(g, mb, first_m, per_head, GROUP)
                     if PREFETCH_STATS:
-                        lse2, delta = _row_stats(lse2_ptr, delta_ptr, t + 1, steps, per_head, hk, first_m, b,
-                                                 q_first, len_q, sd_b, sd_h, BLOCK_M, GROUP)
+                        lse2, delta = _row_stats(lse2_ptr, delta_ptr, hk * GROUP + g, mb * BLOCK_M, t + 1 < steps, b,
+                                                 q_first, len_q, sd_b, sd_h, BLOCK_M)
                 tlx.barrier_arrive(kv_empty[0])                # K and V (dQ's operand) are read
                 if DEFER_DQ:
                     if steps > 0:
