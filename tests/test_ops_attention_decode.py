@@ -109,6 +109,17 @@ def test_stream_schedule_matches_float64(lens, H, Hkv, D, page, sms, dtype, pois
     _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), dtype)
 
 
+@pytest.mark.parametrize("ring", [(32, 6), (16, 8)])
+def test_stream_schedule_with_other_rings(ring, poisoned):
+    """The bench's ring A/B (``_ring``: keys per block, slots) gives the same results."""
+    lens = [300, 0, 77, 5]
+    k, v, table = _paged(lens, 12, 2, 128, torch.bfloat16, seed=81)
+    q = _randn(4, 8, 128, seed=82)
+    seqlens = torch.tensor(lens, dtype=torch.int32)
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, _sms=3, _ring=ring)
+    _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+
+
 def test_stream_blocks_are_shared_evenly():
     """The partition the kernels compute: ``TB // P`` blocks per program, the first ``TB % P`` one
     more, and the program of each block its inverse (checked here on the interpreter's helpers'
@@ -286,6 +297,7 @@ def test_argument_errors():
         ((q, k[..., :32], k[..., :32], lens), {"block_table": table}, "'k_cache' has head dim 32, 'q' has 64"),
         ((torch.zeros(2, 4, 300, dtype=torch.bfloat16), k, k, lens), {"block_table": table},
          "head dim 300; supported: 1..256"),
+        ((q, k, k, lens), {"block_table": table, "_ring": (48, 4)}, "'_ring' must be"),
         ((q, k, k, lens), {"block_table": table, "schedule": "waves"}, "'schedule' must be one of stream, split"),
         ((q, k, k, lens), {"block_table": table, "schedule": "stream", "num_splits": 2}, "belong to schedule='split'"),
     ]

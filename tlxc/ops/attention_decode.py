@@ -239,7 +239,8 @@ _MAX_PLANS = 256
 def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor, *,
                      block_table: torch.Tensor | None = None, sm_scale: float | None = None,
                      num_splits: int | None = None, combine: str = "kernel", schedule: str | None = None,
-                     check: bool = True, _sms: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                     check: bool = True, _sms: int | None = None,
+                     _ring: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of one query token per sequence against its cached keys (module
     docstring).  ``num_splits`` overrides the split count, ``combine`` how several splits are
     merged: ``kernel`` (a second launch, which also checks the inputs; the default: 4-10%
@@ -254,20 +255,22 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     rows cut by program boundaries) or ``split`` (one program per (sequence, kv head, split);
     the default when ``num_splits`` or ``combine`` is given).  The checks and launch arguments
     are derived once per combination of shapes, strides, dtypes, devices and options (a cached
-    plan)."""
+    plan).  ``_sms`` (the SM count) and ``_ring`` (keys per block, ring slots: the bench's ring
+    A/B) override the device's and ``block_sizes``'."""
     try:
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
                v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, cache_seqlens.shape,
                cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
                None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype,
                                                  block_table.device),
-               type(sm_scale), sm_scale, type(num_splits), num_splits, combine, schedule, type(check), check, _sms)
+               type(sm_scale), sm_scale, type(num_splits), num_splits, combine, schedule, type(check), check, _sms,
+               _ring)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError):             # not tensors, or unhashable options: the checks say which
         key = plan = None
     if plan is None:
         plan = _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
-                     _sms)
+                     _sms, _ring)
         if key is not None:
             if len(_PLANS) >= _MAX_PLANS:
                 _PLANS.clear()
@@ -276,7 +279,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
 
 
 def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
-          _sms) -> _Plan:
+          _sms, _ring) -> _Plan:
     """The checks of ``attention_decode``'s arguments and its launches (``_Plan``)."""
     if not isinstance(check, bool):
         raise TypeError(f"tlxc.ops.attention_decode: 'check' must be a bool, got {type(check).__name__}")
@@ -310,6 +313,11 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         return plan
     group = H // Hkv
     head_dim, block_g, block_n, stages = block_sizes(D)
+    if _ring is not None:
+        if not (isinstance(_ring, tuple) and len(_ring) == 2 and _ring[0] in (16, 32, 64, 128)
+                and isinstance(_ring[1], int) and 2 <= _ring[1] <= 8):
+            raise _fail(f"'_ring' must be (keys per block in 16, 32, 64, 128; slots 2..8), got {_ring!r}")
+        block_n, stages = _ring
     g_chunks = -(-group // block_g)
     sms = _sms or (torch.cuda.get_device_properties(q.device).multi_processor_count if q.device.type == "cuda"
                    else CPU_SMS)
