@@ -106,16 +106,16 @@ def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M: tl.conste
 
 
 @jit
-def _row_stats(lse2_ptr, delta_ptr, h, m0, valid, b, q_first, len_q, sd_b, sd_h, BLOCK_M: tl.constexpr):
-    """lse2 and delta of the query rows ``m0..`` of head ``h`` (+inf and 0 past the sequence, or
-    everywhere when not ``valid``: nothing is read).  The tile's offset is one 64-bit scalar; the
-    rows add 32-bit offsets to it."""
+def _row_stats(lse2_ptr, delta_ptr, h, m0, valid, b, q_first, len_q, sd_b, sd_h, sm_scale, BLOCK_M: tl.constexpr):
+    """lse2 and ``delta * sm_scale`` of the query rows ``m0..`` of head ``h`` (+inf and 0 past the
+    sequence, or everywhere when not ``valid``: nothing is read).  The tile's offset is one 64-bit
+    scalar; the rows add 32-bit offsets to it."""
     base = b.to(tl.int64) * sd_b + h.to(tl.int64) * sd_h + (q_first + m0)
     rows = tl.arange(0, BLOCK_M)
     row_ok = (rows < len_q - m0) & valid
     lse2 = tl.load(lse2_ptr + base + rows, mask=row_ok, other=float("inf"))
     delta = tl.load(delta_ptr + base + rows, mask=row_ok, other=0.0)
-    return lse2, delta
+    return lse2, delta * sm_scale
 
 
 @jit
@@ -248,7 +248,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                 mb = first_m                            # and query block
                 if PREFETCH_STATS:     # a tile's row statistics are loaded during the previous tile
                     lse2, delta = _row_stats(lse2_ptr, delta_ptr, hk * GROUP, mb * BLOCK_M, steps > 0, b, q_first,
-                                             len_q, sd_b, sd_h, BLOCK_M)
+                                             len_q, sd_b, sd_h, sm_scale, BLOCK_M)
                 for t in range(steps):
                     h = hk * GROUP + g
                     m0 = mb * BLOCK_M
@@ -257,7 +257,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                     offs_m = m0 + tl.arange(0, BLOCK_M)
                     if not PREFETCH_STATS:  # issued here, in flight over the waits below
                         lse2, delta = _row_stats(lse2_ptr, delta_ptr, h, m0, t < steps, b, q_first, len_q, sd_b, sd_h,
-                                                 BLOCK_M)
+                                                 sm_scale, BLOCK_M)
                     # S^T and dP^T are independent: both are issued before either is waited, so the
                     # exponentials run while dP^T is on the tensor cores and dS^T while dV is
                     tlx.barrier_wait(q_full[buf], phase)
@@ -278,7 +278,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                         pT = tl.where(key_ok[:, None], pT, 0.0)
                     dv = tlx.async_dot(pT.to(DTYPE), do_smem[buf], dv)
                     dpT = tlx.async_dot_wait(1, dpT)                            # dP^T done, dV running
-                    dsT = (pT * (dpT - delta[None, :]) * sm_scale).to(DTYPE)   # sm_scale of dK and dQ, once
+                    dsT = (pT * (dpT * sm_scale - delta[None, :])).to(DTYPE)   # sm_scale of dK and dQ, once
                     dk = tlx.async_dot(dsT, q_smem[buf], dk)
                     dv = tlx.async_dot_wait(1, dv)                              # dV done (dO read), dK running
                     tlx.barrier_arrive(do_empty[buf])
@@ -314,7 +314,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                     g, mb = _next_tile(g, mb, first_m, per_head, GROUP)
                     if PREFETCH_STATS:
                         lse2, delta = _row_stats(lse2_ptr, delta_ptr, hk * GROUP + g, mb * BLOCK_M, t + 1 < steps, b,
-                                                 q_first, len_q, sd_b, sd_h, BLOCK_M)
+                                                 q_first, len_q, sd_b, sd_h, sm_scale, BLOCK_M)
                 tlx.barrier_arrive(kv_empty[0])                # K and V (dQ's operand) are read
                 if DEFER_DQ:
                     if steps > 0:
