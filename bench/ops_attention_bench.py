@@ -62,6 +62,7 @@ TOKENS, WIDTH = 16384, 2048          # B * S and H * D of a dense case
 SMALL_CONFIGS = [  # AttnConfig fields (head_dim, block_m, block_n, stages, q_bufs, overlap, prefetch, tma_store),
     #                 timed at S <= 512 with --configs (session 13: the TMA-store default's A/Bs, no prefetch)
     (64, 128, 128, 2, 2, False, 0, False), (64, 128, 128, 2, 2, True, 0, True), (64, 128, 128, 4, 2, False, 0, True),
+    (64, 128, 64, 4, 2, False, 0, True),
     (128, 128, 128, 2, 2, False, 0, False), (128, 128, 128, 2, 2, True, 0, True), (128, 128, 64, 4, 2, False, 0, True),
     (256, 128, 64, 2, 1, False, 0, False), (256, 128, 64, 2, 1, True, 0, False),
 ]
