@@ -13,7 +13,7 @@ builds cuDNN's and flash's forward graphs, then times (CUDA events, the host's l
 hidden behind a GPU spin) one backward of each in a
 rotating order: tlxc's three tl.dot kernels called directly (``tlxc``), the warp-specialized
 kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``, D = 64: the same without ``WS_DRIFT``,
-the consumers meet every tile), the ws kernel as session 12 ran it (``tlxc_ws_plain``: one
+the consumers meet every tile), the ws kernel scheduled as in session 12 (``tlxc_ws_plain``: one
 program per key block in the plain order, ``WS_PERSISTENT`` and ``SECTIONS`` off), causal: the
 tl.dot kernels in the plain order (``tlxc_plain``), ``torch.autograd.grad`` on the kept SDPA
 graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
