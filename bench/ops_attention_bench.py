@@ -24,7 +24,9 @@ mixed cache lengths, flash's varlen kernel with one query per sequence; ``tlxc_c
 tlxc on the contiguous cache, ``tlxc_split`` tlxc's session 12 schedule (one program per
 (sequence, kv head, split), ~4 waves; the default is the persistent ``stream`` schedule),
 ``tlxc_nocheck`` without the device check of the lengths and block table, ``tlxc_n32`` the
-stream schedule with a ring of 6 x 32-key blocks (80 KB in flight per program instead of 64).  GB/s = K/V bytes read / time.
+stream schedule with a ring of 6 x 32-key blocks (80 KB in flight per program instead of 64),
+``tlxc_heads`` the stream schedule with one row per sequence whose blocks are 64 / Hkv keys x
+every kv head (16 KB contiguous in a page: the DRAM-locality A/B).  GB/s = K/V bytes read / time.
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
 
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
@@ -183,6 +185,7 @@ def _compile_worker(job):
             compile_decode(q, kc, vc, seqlens, block_table=table, schedule="split")
             compile_decode(q, kc, vc, seqlens, block_table=table, check=False)       # tlxc_nocheck's merge
             compile_decode(q, kc, vc, seqlens, block_table=table, _ring=(32, 6))     # tlxc_n32
+            compile_decode(q, kc, vc, seqlens, block_table=table, _heads=True)       # tlxc_heads
             if L is not None:
                 contig = torch.empty(B, L, Hkv, q.shape[-1], dtype=q.dtype)
                 compile_decode(q, contig, contig, seqlens)
@@ -635,6 +638,7 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
                                                      schedule="split")[0]
         fns["tlxc_nocheck"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table, check=False)[0]
         fns["tlxc_n32"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table, _ring=(32, 6))[0]
+        fns["tlxc_heads"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table, _heads=True)[0]
     except Exception as exc:
         row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         print(f"{label:40s} FAILED {row['failed']}", flush=True)
@@ -668,7 +672,8 @@ def summarize(results, card, t0) -> None:
         if not rows:
             continue
         for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_ptr_store", "cudnn_padded", "best_sdpa",
-                     "flash_varlen", "tlxc_split", "tlxc_contig", "tlxc_nocheck", "tlxc_n32"):
+                     "flash_varlen", "tlxc_split", "tlxc_contig", "tlxc_nocheck", "tlxc_n32",
+                     "tlxc_heads"):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:
                 print(f"{kind} vs {base}: geomean {geomean(xs):.3f}, min {min(xs):.3f}, {len(xs)} cases")

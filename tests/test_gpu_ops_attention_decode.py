@@ -82,6 +82,16 @@ def test_stream_schedule_matches_float64(D, H, Hkv, page, lens):
     _check(o, lse, *reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
 
 
+@pytest.mark.parametrize("D,H,Hkv,page,lens", [c for c in STREAM if c[1] <= 64 and c[2] >= 2], ids=str)
+def test_stream_all_heads_blocks(D, H, Hkv, page, lens):
+    """_heads=True: a row per sequence, blocks of 64 / Hkv keys x every kv head."""
+    k, v, table = _paged(lens, page, Hkv, D, torch.bfloat16, seed=D + H + len(lens) + 1)
+    q = torch.randn(len(lens), H, D, device="cuda", dtype=torch.bfloat16)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, _heads=True)
+    _check(o, lse, *reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+
+
 def test_contiguous_cache():
     k = torch.randn(4, 3000, 2, 128, device="cuda", dtype=torch.bfloat16)
     v = torch.randn_like(k)

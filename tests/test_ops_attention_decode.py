@@ -120,6 +120,28 @@ def test_stream_schedule_with_other_rings(ring, poisoned):
     _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
 
 
+HEADS = [  # lens, H, Hkv, D, page, sms: _heads (a row per sequence, blocks of 64 / Hkv keys x every kv head)
+    ([0, 1, 37, 200], 4, 2, 64, 16, 2),
+    ([2000], 32, 8, 64, 16, 20),          # one sequence over 40 programs (the merge's 64-partial steps)
+    ([70, 129, 1], 32, 32, 96, 8, 3),     # MHA: 2 keys x 32 heads a block, padded head dim, tiny pages
+    ([75, 2, 0], 16, 8, 64, 1, 2),        # one key per page
+]
+
+
+@pytest.mark.parametrize("lens,H,Hkv,D,page,sms", HEADS, ids=str)
+def test_stream_all_heads_blocks(lens, H, Hkv, D, page, sms, poisoned):
+    k, v, table = _paged(lens, page, Hkv, D, torch.bfloat16, seed=91 + H)
+    q = _randn(len(lens), H, D, seed=92)
+    seqlens = torch.tensor(lens, dtype=torch.int32)
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, _sms=sms, _heads=True)
+    _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+    if len(lens) == 3:          # the contiguous cache too
+        kc, vc = _randn(3, 80, Hkv, D, seed=93), _randn(3, 80, Hkv, D, seed=94)
+        seqlens = torch.tensor([80, 3, 0], dtype=torch.int32)
+        o, lse = attention_decode(q, kc, vc, seqlens, _sms=sms, _heads=True)
+        _check(o, lse, *M.reference(q, kc, vc, seqlens), torch.bfloat16)
+
+
 def test_stream_blocks_are_shared_evenly():
     """The partition the kernels compute: ``TB // P`` blocks per program, the first ``TB % P`` one
     more, and the program of each block its inverse (checked here on the interpreter's helpers'
@@ -298,6 +320,8 @@ def test_argument_errors():
         ((torch.zeros(2, 4, 300, dtype=torch.bfloat16), k, k, lens), {"block_table": table},
          "head dim 300; supported: 1..256"),
         ((q, k, k, lens), {"block_table": table, "_ring": (48, 4)}, "'_ring' must be"),
+        ((q, k, k, lens), {"block_table": table, "_heads": True, "schedule": "split"}, "'_heads' is a bool for"),
+        ((q, k[:, :, :1], k[:, :, :1], lens), {"block_table": table, "_heads": True}, "'_heads' takes H <= 64, 2 <= Hkv"),
         ((q, k, k, lens), {"block_table": table, "schedule": "waves"}, "'schedule' must be one of stream, split"),
         ((q, k, k, lens), {"block_table": table, "schedule": "stream", "num_splits": 2}, "belong to schedule='split'"),
     ]
@@ -347,9 +371,11 @@ def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
         stream, merge = M.compile_decode(q, k, k, lens, block_table=table)
         assert (stream.kfn, merge.kfn) == (decode_stream_kernel, decode_stream_combine_kernel)
         handles += [stream, merge]
-        for h in (split, inline, stream):
+        heads, _ = M.compile_decode(q, k, k, lens, block_table=table, _heads=True)
+        handles.append(heads)
+        for h in (split, inline, stream, heads):
             assert 2 * (h.metadata.shared + 1024) <= 232448                   # two programs per SM
-        assert 2 * stream.n_regs * 128 <= 65536                               # and their registers
+        assert 2 * stream.n_regs * 128 <= 65536 and 2 * heads.n_regs * 128 <= 65536      # and their registers
     for h in handles:
         assert h.n_spills == 0
         assert h.perf_warnings == []           # no wgmma serialization (a printf call in the kernel causes it)

@@ -151,6 +151,7 @@ COMBINES = ("kernel", "inline")
 SCHEDULES = ("stream", "split")
 STREAM_CHUNK = 1024        # sequences per step of the stream kernels' scans over the lengths
 STREAM_MERGE = 16          # partials per step of the stream combine's merge
+STREAM_MERGE_HEADS = 64    # ... with _heads (a sequence's row spans up to every program: B = 1, 264 partials)
 
 
 def stream_programs(B: int, rows_per_seq: int, capacity: int, block_n: int, head_dim: int, sms: int) -> int:
@@ -240,7 +241,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                      block_table: torch.Tensor | None = None, sm_scale: float | None = None,
                      num_splits: int | None = None, combine: str = "kernel", schedule: str | None = None,
                      check: bool = True, _sms: int | None = None,
-                     _ring: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                     _ring: tuple[int, int] | None = None, _heads: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of one query token per sequence against its cached keys (module
     docstring).  ``num_splits`` overrides the split count, ``combine`` how several splits are
     merged: ``kernel`` (a second launch, which also checks the inputs; the default: 4-10%
@@ -256,7 +257,9 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     the default when ``num_splits`` or ``combine`` is given).  The checks and launch arguments
     are derived once per combination of shapes, strides, dtypes, devices and options (a cached
     plan).  ``_sms`` (the SM count) and ``_ring`` (keys per block, ring slots: the bench's ring
-    A/B) override the device's and ``block_sizes``'."""
+    A/B) override the device's and ``block_sizes``'; ``_heads=True`` (stream schedule, H <= 64):
+    one row per sequence whose blocks hold a few keys of every kv head (contiguous in a
+    ``[pages, page, Hkv, D]`` cache: the bench's DRAM-locality A/B)."""
     try:
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
                v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, cache_seqlens.shape,
@@ -264,13 +267,13 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype,
                                                  block_table.device),
                type(sm_scale), sm_scale, type(num_splits), num_splits, combine, schedule, type(check), check, _sms,
-               _ring)
+               _ring, _heads)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError):             # not tensors, or unhashable options: the checks say which
         key = plan = None
     if plan is None:
         plan = _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
-                     _sms, _ring)
+                     _sms, _ring, _heads)
         if key is not None:
             if len(_PLANS) >= _MAX_PLANS:
                 _PLANS.clear()
@@ -279,7 +282,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
 
 
 def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
-          _sms, _ring) -> _Plan:
+          _sms, _ring, _heads) -> _Plan:
     """The checks of ``attention_decode``'s arguments and its launches (``_Plan``)."""
     if not isinstance(check, bool):
         raise TypeError(f"tlxc.ops.attention_decode: 'check' must be a bool, got {type(check).__name__}")
@@ -292,6 +295,8 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         schedule = "split" if num_splits is not None or combine != "kernel" or q.shape[-1] > 128 else "stream"
     if schedule not in SCHEDULES:
         raise _fail(f"'schedule' must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
+    if _heads is not False and (_heads is not True or schedule != "stream"):
+        raise _fail(f"'_heads' is a bool for schedule='stream', got {_heads!r} with schedule={schedule!r}")
     if schedule == "stream" and (num_splits is not None or combine != "kernel"):
         raise _fail("'num_splits' and 'combine' belong to schedule='split' (the stream schedule splits by key "
                     "blocks on the device)")
@@ -329,23 +334,31 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         bt, stride_bt, num_pages = _Arg("lens"), 0, 1          # (never read without pages)
     Q, K, V, LENS, O, LSE, OP, LP = (_Arg(n) for n in ("q", "k", "v", "lens", "o", "lse", "o_part", "lse_part"))
     if schedule == "stream":
-        rows_per_seq = Hkv * g_chunks
-        if B * rows_per_seq * -(-capacity // block_n) >= 2 ** 31:
+        if _heads:          # a row per sequence, a block = block_n // Hkv keys x all Hkv kv heads
+            if not (H <= block_g and 2 <= Hkv and block_n % Hkv == 0 and head_dim <= 128):
+                raise _fail(f"'_heads' takes H <= {block_g}, 2 <= Hkv dividing {block_n}, D <= 128; got H = {H}, "
+                            f"Hkv = {Hkv}, D = {D}")
+            keys, rows_kv, row_group, kv_heads, merge = block_n // Hkv, 1, H, Hkv, STREAM_MERGE_HEADS
+        else:
+            keys, rows_kv, row_group, kv_heads, merge = block_n, Hkv, group, 0, STREAM_MERGE
+        rows_per_seq = rows_kv * -(-row_group // block_g)
+        if B * rows_per_seq * -(-capacity // keys) >= 2 ** 31:
             raise _fail(f"{B} sequences x {rows_per_seq} kv rows x {capacity} keys is too many key blocks "
                         f"for the stream schedule's int32 counts; use schedule='split'")
-        programs = stream_programs(B, rows_per_seq, capacity, block_n, head_dim, sms)
-        tile = min(group, block_g)
+        programs = stream_programs(B, rows_per_seq, capacity, keys, head_dim, sms)
+        tile = min(row_group, block_g)
         plan.parts = ((programs, 2, tile, D), (programs, 2, tile))
         chunk = min(STREAM_CHUNK, max(2, 1 << (B - 1).bit_length()))
         plan.add(decode_stream_kernel, (programs,), (
-            Q, K, V, bt, LENS, O, LSE, OP, LP, B, Hkv, capacity, num_pages, sm_scale * LOG2E, *q_strides, *sk, *sv,
-            stride_bt, H * D, D, H, 1), _options(
-            D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, TILE=tile, BLOCK_N=block_n, STAGES=stages,
-            PAGE=page, PAGED=paged, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], CHUNK=chunk, num_warps=4))
+            Q, K, V, bt, LENS, O, LSE, OP, LP, B, rows_kv, capacity, num_pages, sm_scale * LOG2E, *q_strides, *sk,
+            *sv, stride_bt, H * D, D, H, 1), _options(
+            D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=row_group, TILE=tile, BLOCK_N=block_n, STAGES=stages,
+            PAGE=page, PAGED=paged, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], CHUNK=chunk, KV_HEADS=kv_heads,
+            num_warps=4))
         plan.add(decode_stream_combine_kernel, (B * H,), (
-            OP, LP, O, LSE, LENS, bt, B, H, Hkv, programs, capacity, num_pages, stride_bt, H * D, D, H, 1), _options(
-            D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, TILE=tile, BLOCK_N=block_n, BLOCK_S=STREAM_MERGE,
-            CHUNK=chunk, CHECK=check, PAGE=page, PAGED=paged, num_warps=4, launch_pdl=True))
+            OP, LP, O, LSE, LENS, bt, B, H, rows_kv, programs, capacity, num_pages, stride_bt, H * D, D, H, 1),
+            _options(D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=row_group, TILE=tile, BLOCK_N=keys,
+                     BLOCK_S=merge, CHUNK=chunk, CHECK=check, PAGE=page, PAGED=paged, num_warps=4, launch_pdl=True))
         return plan
     if num_splits is None:
         splits, split_len = num_splits_for(capacity, B, Hkv, g_chunks, block_n, sms, head_dim)

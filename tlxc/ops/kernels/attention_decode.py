@@ -337,6 +337,46 @@ def _next_block(lens_ptr, b, k, j, nb, n, HG, CAPACITY, BLOCK_N: tl.constexpr):
 
 
 @jit
+def _pages_any(b64, n0, end, bt_ptr, stride_bt, BLOCK_N: tl.constexpr, KV_HEADS: tl.constexpr, PAGE: tl.constexpr,
+               PAGED: tl.constexpr):
+    """``_pages_of`` for the tile's rows: keys ``n0 ..`` (one per row, or with ``KV_HEADS`` one per
+    ``KV_HEADS`` rows)."""
+    if KV_HEADS > 0:
+        if PAGED:
+            keys = n0 + tl.arange(0, BLOCK_N) // KV_HEADS
+            return _pages(b64, keys, keys < end, bt_ptr, stride_bt, PAGE)
+        return b64
+    return _pages_of(b64, n0, end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
+
+
+@jit
+def _issue_any(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h,
+               NUM_PAGES, BLOCK_N: tl.constexpr, KV_HEADS: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr,
+               SAME_KV: tl.constexpr):
+    """``_issue`` for the tile's rows: keys ``n0 ..`` of kv head ``hk``, or with ``KV_HEADS`` row
+    ``i`` = key ``n0 + i // KV_HEADS`` of kv head ``i % KV_HEADS``."""
+    if KV_HEADS > 0:
+        rows = tl.arange(0, BLOCK_N)
+        keys = n0 + rows // KV_HEADS
+        heads = (rows % KV_HEADS).to(tl.int64)
+        keep = keys < end
+        if PAGED:
+            keep = keep & (pages >= 0) & (pages < NUM_PAGES)
+        mask = keep[:, None] & d_ok[None, :]
+        k_offs = _rows(b64, heads, pages, keys, sk_p, sk_r, sk_h, PAGE, PAGED)[:, None] + offs_d[None, :]
+        if SAME_KV:
+            v_offs = k_offs
+        else:
+            v_offs = _rows(b64, heads, pages, keys, sv_p, sv_r, sv_h, PAGE, PAGED)[:, None] + offs_d[None, :]
+        tlx.async_load(k_ptr + k_offs, k_buf, mask=mask)
+        tlx.async_load(v_ptr + v_offs, v_buf, mask=mask)
+        tlx.async_load_commit_group()
+    else:
+        _issue(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h,
+               NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
+
+
+@jit
 def _program_start(p, TB, P):
     """``lo(p)``: the first block of program ``p`` (``TB // P`` blocks each, the first ``TB % P``
     programs one more)."""
@@ -357,8 +397,13 @@ def decode_stream_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, 
                          so_b, so_h, sl_b, sl_h,
                          D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
                          TILE: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr, PAGE: tl.constexpr,
-                         PAGED: tl.constexpr, SAME_KV: tl.constexpr, DTYPE: tl.constexpr, CHUNK: tl.constexpr):
+                         PAGED: tl.constexpr, SAME_KV: tl.constexpr, DTYPE: tl.constexpr, CHUNK: tl.constexpr,
+                         KV_HEADS: tl.constexpr = 0):
     G_CHUNKS: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G
+    # KV_HEADS > 0 ("all heads"): a row is a whole sequence (H_KV = 1, GROUP = every query head) and a
+    # block's BLOCK_N tile rows are KEYS keys x KV_HEADS kv heads, key-major (contiguous in a
+    # [pages, PAGE, KV_HEADS, D] cache); query row r takes the columns of kv head r // (GROUP // KV_HEADS)
+    KEYS: tl.constexpr = BLOCK_N // KV_HEADS if KV_HEADS > 0 else BLOCK_N     # keys per block
     HG = H_KV * G_CHUNKS
     p = tl.program_id(0)
     P = tl.num_programs(0)
@@ -366,7 +411,7 @@ def decode_stream_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, 
     # SM's room as this grid's programs leave it, make the input checks and wait (gdc_wait) for
     # this grid's partials there instead of after a launch gap
     tl.extra.cuda.gdc_launch_dependents()
-    TB = _total_blocks(lens_ptr, B, B, CAPACITY, BLOCK_N, CHUNK) * HG
+    TB = _total_blocks(lens_ptr, B, B, CAPACITY, KEYS, CHUNK) * HG
     lo = _program_start(p, TB, P)
     hi = _program_start(p + 1, TB, P)
     steps = hi - lo
@@ -384,20 +429,20 @@ def decode_stream_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, 
     zero = lo * 0
     pb, pk, pj, pnb, pn = zero, zero, zero, zero + 1, zero
     if steps > 0:
-        pb, pk, pj, pnb, pn = _locate(lens_ptr, B, lo, HG, CAPACITY, BLOCK_N, CHUNK)
+        pb, pk, pj, pnb, pn = _locate(lens_ptr, B, lo, HG, CAPACITY, KEYS, CHUNK)
     cb, ck, cj, cnb, cn = pb, pk, pj, pnb, pn
     pf = lo
-    pages = _pages_of(pb.to(tl.int64), pj * BLOCK_N, tl.where(pf < hi, pn, 0), bt_ptr, stride_bt, BLOCK_N, PAGE,
-                      PAGED)
+    pages = _pages_any(pb.to(tl.int64), pj * KEYS, tl.where(pf < hi, pn, 0), bt_ptr, stride_bt, BLOCK_N, KV_HEADS,
+                       PAGE, PAGED)
     for i in tl.static_range(STAGES - 1):
-        _issue(k_ptr, v_ptr, k_smem[i], v_smem[i], pb.to(tl.int64), (pk // G_CHUNKS).to(tl.int64), pj * BLOCK_N,
-               tl.where(pf < hi, pn, 0), pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N,
-               PAGE, PAGED, SAME_KV)
+        _issue_any(k_ptr, v_ptr, k_smem[i], v_smem[i], pb.to(tl.int64), (pk // G_CHUNKS).to(tl.int64), pj * KEYS,
+                   tl.where(pf < hi, pn, 0), pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES,
+                   BLOCK_N, KV_HEADS, PAGE, PAGED, SAME_KV)
         if pf + 1 < hi:
-            pb, pk, pj, pnb, pn = _next_block(lens_ptr, pb, pk, pj, pnb, pn, HG, CAPACITY, BLOCK_N)
+            pb, pk, pj, pnb, pn = _next_block(lens_ptr, pb, pk, pj, pnb, pn, HG, CAPACITY, KEYS)
         pf += 1
-        pages = _pages_of(pb.to(tl.int64), pj * BLOCK_N, tl.where(pf < hi, pn, 0), bt_ptr, stride_bt, BLOCK_N,
-                          PAGE, PAGED)
+        pages = _pages_any(pb.to(tl.int64), pj * KEYS, tl.where(pf < hi, pn, 0), bt_ptr, stride_bt, BLOCK_N,
+                           KV_HEADS, PAGE, PAGED)
 
     zeros = tl.zeros((BLOCK_G, BLOCK_N), dtype=tl.float32)
     m_i = tl.full((BLOCK_G,), float("-inf"), tl.float32)
@@ -406,14 +451,14 @@ def decode_stream_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, 
     q = tl.zeros((BLOCK_G, HEAD_DIM), dtype=DTYPE)
     for t in range(steps):
         ahead = t + STAGES - 1
-        _issue(k_ptr, v_ptr, k_smem[ahead % STAGES], v_smem[ahead % STAGES], pb.to(tl.int64),
-               (pk // G_CHUNKS).to(tl.int64), pj * BLOCK_N, tl.where(pf < hi, pn, 0), pages, offs_d, d_ok, sk_p,
-               sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
+        _issue_any(k_ptr, v_ptr, k_smem[ahead % STAGES], v_smem[ahead % STAGES], pb.to(tl.int64),
+                   (pk // G_CHUNKS).to(tl.int64), pj * KEYS, tl.where(pf < hi, pn, 0), pages, offs_d, d_ok, sk_p,
+                   sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, KV_HEADS, PAGE, PAGED, SAME_KV)
         if pf + 1 < hi:
-            pb, pk, pj, pnb, pn = _next_block(lens_ptr, pb, pk, pj, pnb, pn, HG, CAPACITY, BLOCK_N)
+            pb, pk, pj, pnb, pn = _next_block(lens_ptr, pb, pk, pj, pnb, pn, HG, CAPACITY, KEYS)
         pf += 1
-        pages = _pages_of(pb.to(tl.int64), pj * BLOCK_N, tl.where(pf < hi, pn, 0), bt_ptr, stride_bt, BLOCK_N,
-                          PAGE, PAGED)
+        pages = _pages_any(pb.to(tl.int64), pj * KEYS, tl.where(pf < hi, pn, 0), bt_ptr, stride_bt, BLOCK_N,
+                           KV_HEADS, PAGE, PAGED)
 
         hk = ck // G_CHUNKS
         g0 = (ck - hk * G_CHUNKS) * BLOCK_G
@@ -427,7 +472,12 @@ def decode_stream_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, 
         slot = t % STAGES
         s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
         s = tlx.async_dot_wait(0, s)
-        s = tl.where((cj * BLOCK_N + arange_n < cn)[None, :], s * qk_scale, float("-inf"))
+        if KV_HEADS > 0:        # a column counts for the query rows of its kv head (padding rows: all)
+            keep = ((cj * KEYS + arange_n // KV_HEADS < cn)[None, :]
+                    & (((arange_n % KV_HEADS)[None, :] == (offs_g // (GROUP // KV_HEADS))[:, None]) | ~g_ok[:, None]))
+        else:
+            keep = (cj * BLOCK_N + arange_n < cn)[None, :]
+        s = tl.where(keep, s * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.math.exp2(m_i - m_new)
         pr = tl.math.exp2(s - m_new[:, None])
@@ -450,7 +500,7 @@ def decode_stream_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, 
                 tl.store(pl_ptr + part, lse2, mask=(arange_g < TILE) & g_ok)
         m_i = tl.where(row_end, float("-inf"), m_new)           # the next row starts afresh (alpha = 0)
         if t + 1 < steps:
-            cb, ck, cj, cnb, cn = _next_block(lens_ptr, cb, ck, cj, cnb, cn, HG, CAPACITY, BLOCK_N)
+            cb, ck, cj, cnb, cn = _next_block(lens_ptr, cb, ck, cj, cnb, cn, HG, CAPACITY, KEYS)
     tlx.async_load_wait_group(0)
 
 
