@@ -37,7 +37,8 @@ def _operands(M, N, K, a_mmajor, b_kmajor, seed):
 @pytest.mark.parametrize("config,shape", [("ws_192x128x64_s5", (400, 264, 136)),
                                           ("ws_192x128x64_s5_c2", (500, 200, 72)),
                                           ("ws_128x64x64_s4_np_sub1", (200, 136, 200)),
-                                          ("ws_128x64x64_s4_np_c2_sub1", (520, 136, 200))])
+                                          ("ws_128x64x64_s4_np_c2_sub1", (520, 136, 200)),
+                                          ("ws_128x256x64_s3_c2_sub1", (520, 300, 136))])
 @pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, False), (True, True)])
 def test_new_tiles_on_odd_shapes_with_the_epilogue(config, shape, a_mmajor, b_kmajor, monkeypatch):
     """Ragged edge tiles in M and N, K not a multiple of 64; two programs walk the tiles
