@@ -100,7 +100,10 @@ static __device__ __forceinline__ void tlx_wgmma_wait_group(float* d) {
 }
 
 static __device__ __forceinline__ unsigned long long tlx_wgmma_desc(const void* base, unsigned offset, unsigned long long fields) {
-  return fields | (unsigned long long)(((tlx_smem_addr(base) & 0x3FFFFu) >> 4) + (offset >> 4));
+  unsigned lo = ((unsigned)fields | ((tlx_smem_addr(base) & 0x3FFFFu) >> 4)) + (offset >> 4);
+  unsigned long long d;
+  asm("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(lo), "r"((unsigned)(fields >> 32)));
+  return d;
 }
 
 template <int TA, int TB>
