@@ -67,20 +67,21 @@ SMALL_CONFIGS = [  # AttnConfig fields (head_dim, block_m, block_n, stages, q_bu
     (64, 128, 64, 4, 2, False, 0, True),
     (128, 128, 128, 2, 2, False, 0, False), (128, 128, 128, 2, 2, True, 0, True), (128, 128, 64, 4, 2, False, 0, True),
     (256, 128, 64, 2, 1, False, 0, False), (256, 128, 64, 2, 1, True, 0, False),
+    (256, 128, 64, 2, 1, False, 0, True, False),        # (ninth field: diag_skip) the causal default without it
 ]
 
 
 def config_name(c) -> str:
     """A ``--configs`` column: ``cfg_<block_m>_<block_n>_<stages>_<q_bufs>[_ov]_p<prefetch>[_tma]``."""
     return (f"cfg_{c.block_m}_{c.block_n}_{c.stages}_{c.q_bufs}{'_ov' if c.overlap else ''}_p{c.prefetch}"
-            f"{'_tma' if c.tma_store else ''}")
+            f"{'_tma' if c.tma_store else ''}{'' if c.diag_skip else '_noskip'}")
 
 
 def s11_config(AttnConfig, choose_config, D, causal, S):
     """Session 11's default (pointer stores of O, no L2 prefetch, two K/V stages): the ``s11``
     column, the A/B of session 12's defaults in the same rounds (> 1: the new default is faster)."""
     c = choose_config(D, causal, S)
-    return AttnConfig(c.head_dim, c.block_m, c.block_n, 2, c.q_bufs, c.overlap)
+    return AttnConfig(c.head_dim, c.block_m, c.block_n, 2, c.q_bufs, c.overlap, diag_skip=False)
 
 
 VARLEN_CASES = ((1, False), (1, True), (4, False), (4, True), (1, False))     # (GQA group, causal)

@@ -273,6 +273,34 @@ def test_tma_store_of_256_wide_tiles_in_two_halves(causal, poisoned):
     _check(o, lse, *reference(q, k, v, causal=causal), torch.bfloat16)
 
 
+SKIP_CONFIGS = [A.AttnConfig(256, 128, 64, 2, 1, tma_store=True), A.AttnConfig(256, 128, 64, 2, 1),
+                A.AttnConfig(128, 128, 64, 4, 2, tma_store=True), A.AttnConfig(64, 192, 128, 2, 2)]
+
+
+@pytest.mark.parametrize("config", SKIP_CONFIGS, ids=lambda c: f"{c.head_dim}x{c.block_m}x{c.block_n}{'t' if c.tma_store else ''}")
+def test_causal_consumers_stop_at_their_diagonal(config, poisoned):
+    """diag_skip (the default; causal, key blocks smaller than the item): a consumer whose rows
+    end before an item's last key blocks passes its turns and releases those slots instead of
+    computing them (D = 256: the first consumer skips the diagonal 64-key block; three
+    consumers of 192 rows: the first two skip). Sq = Sk, Sq < Sk, Sq > Sk (top-left mask), GQA
+    2:1, two programs; varlen with an empty sequence between; the same results with it off."""
+    assert config.skips_diagonal(True) and not config.skips_diagonal(False)
+    D = {64: 64, 128: 96, 256: 192}[config.head_dim]
+    for Sq, Sk in ((200, 200), (131, 300), (300, 131)):
+        q, k, v = _randn(1, 4, Sq, D, seed=110), _randn(1, 2, Sk, D, seed=111), _randn(1, 2, Sk, D, seed=112)
+        o, lse = attention_forward(q, k, v, causal=True, config=config, programs=2)
+        _check(o, lse, *reference(q, k, v, causal=True), torch.bfloat16)
+        o2, lse2 = attention_forward(q, k, v, causal=True, config=dataclasses.replace(config, diag_skip=False),
+                                     programs=2)
+        assert torch.equal(o, o2) and torch.equal(lse, lse2)
+    if not config.tma_store or config.head_dim <= 128:
+        cu = torch.tensor([0, 70, 70, 71, 200], dtype=torch.int32)
+        qv, kv, vv = _randn(200, 2, D, seed=113), _randn(200, 1, D, seed=114), _randn(200, 1, D, seed=115)
+        c = config if config.head_dim <= 128 else dataclasses.replace(config, tma_store=False)
+        o, lse = attention_forward(qv, kv, vv, causal=True, config=c, programs=2, cu_seqlens_q=cu, cu_seqlens_k=cu)
+        _check(o, lse, *reference(qv, kv, vv, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu), torch.bfloat16)
+
+
 def test_tma_store_halves_refuse_overlap():
     q = _randn(1, 2, 64, 256, seed=108)
     with pytest.raises(ValueError, match="overlap with tma_store at 256-wide tiles"):

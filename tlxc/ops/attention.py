@@ -54,6 +54,14 @@ class AttnConfig:
     overlap: bool = False  # an item's last P V issued with the next item's first Q K^T
     prefetch: int = 0     # L2 prefetches of the next item's Q and first `prefetch` K/V blocks (0: none)
     tma_store: bool = False  # O staged in shared memory and TMA-stored (dense only; default at S >= 512)
+    diag_skip: bool = True   # causal, key blocks smaller than the item: each consumer stops at its own diagonal
+
+    def skips_diagonal(self, causal: bool) -> bool:
+        """Whether a causal launch lets each consumer stop at its own rows' diagonal: with key
+        blocks smaller than the item (D = 256: 64-key blocks, 128-row items) the first consumer's
+        64 rows see no key of the item's last block; it passes its turns and releases those
+        slots instead of computing a fully masked block (not with ``overlap``)."""
+        return self.diag_skip and causal and self.block_n < self.block_m and not self.overlap
 
     @property
     def registers(self) -> int:
@@ -591,7 +599,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
             Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE=DTYPES[q.dtype], REGISTERS=c.registers,
-            OVERLAP=c.overlap, PREFETCH=c.prefetch, O_TMA=c.tma_store, O_PARTS=c.o_parts, num_warps=4)
+            OVERLAP=c.overlap, PREFETCH=c.prefetch, O_TMA=c.tma_store, O_PARTS=c.o_parts,
+            DIAG_SKIP=c.skips_diagonal(causal), num_warps=4)
     return o, lse
 
 

@@ -35,6 +35,10 @@ generalized:
   256-wide dense tiles (``O_PARTS = 2``) keep O as two 128-column accumulators (``P V`` as two
   wgmma groups, one per column half of the V slot) and stage them in turn through one 64 x 128
   buffer (a 64 x 256 one per consumer does not fit next to Q and the K/V ring);
+* ``DIAG_SKIP`` (causal, key blocks smaller than the item; ``AttnConfig.diag_skip``): a
+  consumer stops at its own rows' diagonal: the item's later key blocks, fully masked for its
+  rows, are not computed; it passes its turns and releases their slots (they are the other
+  consumers');
 * ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
   with the next item's first ``S = Q Kᵀ``; its output is stored after that item's first
   softmax, the program's last one after its loop (one issue round fewer per item).
@@ -188,11 +192,12 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     NUM_STAGES: tl.constexpr, Q_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                     VARLEN: tl.constexpr, DTYPE: tl.constexpr, REGISTERS: tl.constexpr,
                     OVERLAP: tl.constexpr = False, PREFETCH: tl.constexpr = 0, O_TMA: tl.constexpr = False,
-                    O_PARTS: tl.constexpr = 1):
+                    O_PARTS: tl.constexpr = 1, DIAG_SKIP: tl.constexpr = False):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
     tl.static_assert(O_PARTS == 1 or (O_PARTS == 2 and O_TMA and not OVERLAP),
                      "O_PARTS = 2 (two O accumulators) is for the TMA-stored epilogue without OVERLAP")
+    tl.static_assert(not DIAG_SKIP or (CAUSAL and not OVERLAP), "DIAG_SKIP is for causal items without OVERLAP")
     CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
     BOXES: tl.constexpr = HEAD_DIM // D_BOX
     q_smem = tlx.local_alloc((HALF_M, HEAD_DIM), DTYPE, Q_BUFS * CONSUMERS)  # [CONSUMERS * q buffer + consumer]
@@ -279,6 +284,10 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                 start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks = attn_item(
                     t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
                 row0 = start_m + cid * HALF_M                               # my first row in the sequence
+                if DIAG_SKIP:       # my rows' key blocks: those up to my own last row's diagonal
+                    my_blocks = tl.cdiv(tl.minimum(sk, row0 + HALF_M), BLOCK_N)
+                else:
+                    my_blocks = n_blocks
                 if n_blocks > 0:
                     qb, q_phase = tlx.get_bufidx_phase(qi, Q_BUFS)
                     q = q_smem[qb * CONSUMERS + cid]
@@ -318,7 +327,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         acc_hi = tl.zeros((HALF_M, O_COLS), dtype=tl.float32)
                     # block j: issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}; the softmax of S_j runs
                     # while the tensor cores do the P V product
-                    for j in range(1, n_blocks):
+                    for j in range(1, my_blocks):
                         slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
                         prev, prev_phase = tlx.get_bufidx_phase(kv + j - 1, NUM_STAGES)
                         tlx.barrier_wait(k_full[slot], phase)
@@ -345,7 +354,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         tlx.barrier_arrive(v_empty[prev])
                         acc = acc * alpha[:, None]
                     tlx.barrier_arrive(q_empty[qb * CONSUMERS + cid])       # my every S of this item is done
-                    last, last_phase = tlx.get_bufidx_phase(kv + n_blocks - 1, NUM_STAGES)
+                    last, last_phase = tlx.get_bufidx_phase(kv + my_blocks - 1, NUM_STAGES)
                     if OVERLAP:     # the last P V waits for the next item's first S
                         store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
                                   stride_lh, HALF_M)
@@ -371,7 +380,16 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         acc = tlx.async_dot_wait(0, acc)
                         if O_PARTS == 2:
                             acc_hi = tlx.async_dot_wait(0, acc_hi)
-                        tlx.barrier_arrive(v_empty[last])
+                        tlx.barrier_arrive(v_empty[last])      # (before the skipped blocks: their V may need it)
+                        if DIAG_SKIP:   # the blocks past my diagonal (the other consumers' rows need them):
+                            for j in range(my_blocks, n_blocks):    # my turns passed on, the slots released
+                                tlx.named_barrier_wait(turn, 256)
+                                tlx.named_barrier_arrive(next_turn, 256)
+                                slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
+                                tlx.barrier_wait(k_full[slot], phase)
+                                tlx.barrier_arrive(k_empty[slot])
+                                tlx.barrier_wait(v_full[slot], phase)
+                                tlx.barrier_arrive(v_empty[slot])
                         if O_TMA:
                             inv_l = 1.0 / l_i
                             if O_PARTS == 2:          # (dense only) the buffer twice, a half at a time
