@@ -87,7 +87,7 @@ def test_single_row_kernel_reads_a_strided_row_and_stores_a_strided_output():
 def test_fp8_configurations_take_fp8_operands_only():
     assert "fp8 operands only" in cfgs.supports(CONFIGS["dot8_64x128x128_s4_w4_k4"], cfgs.Problem(128, 4096, 4096))
     fp8 = cfgs.Problem(128, 4096, 4096, elt=1, b_kmajor=True, fp8=True)
-    assert cfgs.choose_config(fp8).name == "dot8_64x64x256_s4_w4"            # 32 tiles of 128x128: 128 of 64x64
+    assert cfgs.choose_config(fp8).name == "dot8_64x64x128_s6_w4"            # 32 tiles of 128x128: 128 of 64x64
     assert cfgs.rule_based(fp8).name == "ws8_128x64x128_s6_np_sub1"          # the rules, without the table
     assert cfgs.rule_based(cfgs.Problem(1024, 1024, 1024, elt=1, b_kmajor=True, fp8=True)).name == \
         "dot8_64x128x128_s4_w4"                                                 # 64 tiles of 128x128: 64x128 ones
