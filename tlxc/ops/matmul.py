@@ -226,6 +226,11 @@ def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) 
         _launch(gemm_dot_kernel, (tiles,), x, y, out, None, None, M, N, p.K, sxm, sxk, syk, syn, scm, scn, s0, s1, bias,
                 res, r0, r1, FIXUP=False, **meta, **flags)
         return
+    if c.cluster_split:         # the splits of a tile: one cluster, summed in rank 0's shared memory
+        _launch(gemm_dot_kernel, (tiles, c.split_k), x, y, out, None, None, M, N, p.K, sxm, sxk, syk, syn, scm, scn,
+                s0, s1, bias, res, r0, r1, FIXUP=False, CLUSTER_SPLIT=True, ctas_per_cga=(1, c.split_k, 1), **meta,
+                **flags)
+        return
     ws = torch.empty((c.split_k, M, N), device=a.device, dtype=torch.float32)
     # the last split of each tile sums (FIX_M rows at a time: 32 float32 per thread), unless
     # TLXC_OPS_SPLITK_REDUCE=1 asks for the separate reduction kernel

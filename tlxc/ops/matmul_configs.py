@@ -48,6 +48,7 @@ class GemmConfig:
     consumers: int = 2            # ws: consumer warp groups, BM / consumers rows each (3 for BM = 192)
     unroll: int = 1               # gemv: K steps unrolled (their loads issued together)
     stream_k: bool = False        # ws: one program per SM, each an equal share of all tiles' k-steps
+    cluster_split: bool = False   # dot: a tile's splits are one cluster, summed in rank 0's shared memory
 
     def describe(self) -> str:
         what = f"{self.kernel} {self.bm}x{self.bn}x{self.bk} {self.stages} stages"
@@ -88,10 +89,12 @@ def consumer_registers(consumers: int) -> int:
     return min(232, (65536 - 128 * 24) // (128 * consumers) // 8 * 8)
 
 
-def _dot(bm, bn, bk, stages, warps, split_k=1, swap=False, fp8=False):
+def _dot(bm, bn, bk, stages, warps, split_k=1, swap=False, fp8=False, cluster_split=False):
     name = f"{'swap' if swap else 'dot'}{'8' if fp8 else ''}_{bm}x{bn}x{bk}_s{stages}_w{warps}" + \
-        (f"_k{split_k}" if split_k > 1 else "")
-    return GemmConfig(name, "dot", bm, bn, bk, stages, warps=warps, split_k=split_k, swap=swap, fp8=fp8)
+        (f"_k{split_k}" if split_k > 1 else "") + ("c" if cluster_split else "")
+    assert not cluster_split or 2 <= split_k <= 8, "a cluster holds 2-8 CTAs (portable size)"
+    return GemmConfig(name, "dot", bm, bn, bk, stages, warps=warps, split_k=split_k, swap=swap, fp8=fp8,
+                      cluster_split=cluster_split)
 
 
 def _gemv(bn, bk, stages, warps, unroll=1):
@@ -165,6 +168,11 @@ _ALL = [
     _dot(64, 32, 256, 4, 4),               # M = 64: 128 programs (every SM), 48 KB of B in flight, no split
     _dot(64, 32, 128, 8, 4),
     _dot(128, 128, 128, 3, 8, split_k=4),  # M = 128: A read once per 128 columns (half the L2 traffic of 64-wide tiles)
+    # split-K whose splits are one cluster: partials summed through distributed shared memory
+    _dot(64, 64, 64, 3, 4, split_k=4, cluster_split=True),
+    _dot(64, 64, 128, 3, 4, split_k=2, cluster_split=True),
+    _dot(64, 64, 128, 4, 4, split_k=2, cluster_split=True),
+    _dot(128, 64, 64, 3, 4, split_k=2, cluster_split=True),
     # small M (decode): C^T = B^T A^T, the tile's N covers M
     _dot(64, 16, 128, 4, 4, swap=True),
     _dot(64, 16, 128, 4, 4, split_k=4, swap=True),

@@ -18,6 +18,12 @@ loaded partial would spill).  Small-M
 problems run this kernel on the swapped product ``C^T = B^T @ A^T`` (strides exchanged by
 the host), so that the large N fills the 64-row MMA and the small M is the tile's N.
 
+``CLUSTER_SPLIT`` (``_kSc`` configurations): the ``SPLIT_K`` programs of a tile are one
+thread-block cluster (``ctas_per_cga=(1, SPLIT_K, 1)``); ranks 1.. store their float32
+partials into rank 0's shared memory (``st.shared::cluster``), a cluster barrier, and rank 0
+adds them in rank order and stores C: no workspace, no fence, no atomic, no read back from
+L2 (the global split-K's tail is ~2 us at 10-15 us kernels).
+
 ``ALIGNS`` are the host's divisibility facts of ``(stride_am, stride_ak, stride_bk,
 stride_bn, stride_cm, stride_cn, M, N, K)`` (a power of two each, 1: none) that the launch's
 specialization, which knows only "divisible by 16", misses: a row of 3000 or 776 bf16 is
@@ -29,6 +35,7 @@ the mask ``k < left`` of a K-contiguous operand (constant over 8 elements only w
 multiple of 8); the loads are 16-byte cp.async again.
 """
 from ... import language as tl
+from ...language import tlx
 from ...runtime.jit import jit
 from .aligns import aligned
 from .epilogue import apply_epilogue, store_tile_pointers
@@ -40,7 +47,7 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, 
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                     SPLIT_K: tl.constexpr, FIXUP: tl.constexpr, FIX_M: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
                     ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr, GLU_AXIS: tl.constexpr,
-                    ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1)):
+                    ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1), CLUSTER_SPLIT: tl.constexpr = False):
     # the host's divisibility facts (module docstring)
     stride_am = aligned(stride_am, ALIGNS[0])
     stride_ak = aligned(stride_ak, ALIGNS[1])
@@ -72,6 +79,9 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, 
     ks = tl.arange(0, BLOCK_K)
     a_tile = a_ptr + rows[:, None] * stride_am + (k_lo * BLOCK_K + ks)[None, :] * stride_ak
     b_tile = b_ptr + (k_lo * BLOCK_K + ks)[:, None] * stride_bk + cols[None, :] * stride_bn
+    if CLUSTER_SPLIT:                           # the splits of a tile are one cluster: rank 0 receives
+        parts = tlx.local_alloc((BLOCK_M, BLOCK_N), tl.float32, SPLIT_K - 1)
+        tlx.cluster_barrier()                   # every CTA of the cluster runs before a peer writes to it
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(k_lo, k_hi):
         left = K - k * BLOCK_K
@@ -86,7 +96,24 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, 
     mask_m = offs_m < M
     mask_n = offs_n < N
     mask = mask_m[:, None] & mask_n[None, :]
-    if SPLIT_K > 1:
+    if CLUSTER_SPLIT:
+        rank = tlx.cluster_cta_rank()
+        if rank > 0:                            # the partial goes to rank 0's shared memory (DSMEM)
+            tlx.remote_shmem_store(parts[rank - 1], acc, 0)
+        tlx.cluster_barrier()                   # the partials have landed
+        if rank == 0:
+            for q in tl.static_range(SPLIT_K - 1):  # in split order: deterministic
+                acc += tlx.local_load(parts[q])
+            if ACTIVATION >= 5:
+                store_tile_pointers(acc, tile_m * BLOCK_M, tile_n * BLOCK_N, M, N, c_ptr, stride_cm, stride_cn,
+                                    scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, BLOCK_M, BLOCK_N,
+                                    SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, GLU_AXIS)
+            else:
+                acc = apply_epilogue(acc, offs_m, offs_n, mask_m, mask_n, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                                     stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+                c_tile = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+                tl.store(c_tile, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    elif SPLIT_K > 1:
         ws_tile = ws_ptr + tl.program_id(1) * M * N + offs_m[:, None] * N + offs_n[None, :]
         tl.store(ws_tile, acc, mask=mask)
         if FIXUP:
