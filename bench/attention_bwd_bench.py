@@ -15,7 +15,8 @@ rotating order: tlxc's three tl.dot kernels called directly (``tlxc``), the warp
 kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``, D = 64: the same without ``WS_DRIFT``,
 the consumers meet every tile), the ws kernel scheduled as in session 12 (``tlxc_ws_plain``: one
 program per key block in the plain order, ``WS_PERSISTENT`` and ``SECTIONS`` off), causal: the
-tl.dot kernels in the plain order (``tlxc_plain``), ``torch.autograd.grad`` on the kept SDPA
+tl.dot kernels in the plain order (``tlxc_plain``) and the ws kernel in sections without its
+persistent table (``tlxc_ws_np``; "np/ws" = its time / tlxc_ws's), ``torch.autograd.grad`` on the kept SDPA
 graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
 checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
 (backward = 2.5x the forward's 4*B*H*S*S*D, halved when causal); the ratios (baseline time /
@@ -95,14 +96,18 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
                 os.environ.pop("TLXC_ATTN_BWD", None)
         return run
 
-    def in_plain_order(run):                # session 12's programs: one per item, in the plain order
-        def plain():
-            host.SECTIONS, host.WS_PERSISTENT = False, False
+    def scheduled(run, sections, persistent):   # the ws kernel's schedule A/Bs
+        def variant():
+            shipped = host.SECTIONS, host.WS_PERSISTENT
+            host.SECTIONS, host.WS_PERSISTENT = sections, dict.fromkeys(shipped[1], persistent)
             try:
                 return run()
             finally:
-                host.SECTIONS, host.WS_PERSISTENT = True, True
-        return plain
+                host.SECTIONS, host.WS_PERSISTENT = shipped
+        return variant
+
+    def in_plain_order(run):                # session 12's programs: one per item, in the plain order
+        return scheduled(run, False, False)
 
     fns = {"tlxc": tlxc_with("dot")}
     if causal:
@@ -111,6 +116,8 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
         ws_run = tlxc_with("ws")
         fns["tlxc_ws"] = ws_run
         fns["tlxc_ws_plain"] = in_plain_order(ws_run)
+        if causal:                          # sections without the persistent table
+            fns["tlxc_ws_np"] = scheduled(ws_run, True, False)
 
         def ws_alt():                       # the ws kernel without the drift (D = 64)
             shipped = dict(host.WS_DRIFT)
@@ -138,7 +145,8 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
 
 # ratio name -> (baseline, tlxc contender): baseline time / contender time
 RATIOS = {"cudnn": ("cudnn", "tlxc"), "flash": ("flash", "tlxc"), "cudnn/ws": ("cudnn", "tlxc_ws"),
-          "flash/ws": ("flash", "tlxc_ws"), "plain/dot": ("tlxc_plain", "tlxc"), "plain/ws": ("tlxc_ws_plain", "tlxc_ws")}
+          "flash/ws": ("flash", "tlxc_ws"), "plain/dot": ("tlxc_plain", "tlxc"), "plain/ws": ("tlxc_ws_plain", "tlxc_ws"),
+          "np/ws": ("tlxc_ws_np", "tlxc_ws")}
 
 
 def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
@@ -146,7 +154,8 @@ def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
 
     scale = D ** -0.5
     gqa = Hkv != H
-    times = {n: [] for n in ("tlxc", "tlxc_plain", "tlxc_ws", "tlxc_ws_plain", "tlxc_ws_alt", "cudnn", "flash")}
+    times = {n: [] for n in ("tlxc", "tlxc_plain", "tlxc_ws", "tlxc_ws_plain", "tlxc_ws_np", "tlxc_ws_alt", "cudnn",
+                             "flash")}
     ratios = {name: [] for name in RATIOS}
     refused = set()
     for r in range(rounds):
@@ -278,7 +287,9 @@ def _compile_worker(job):
         if kernels == "ws_alt":
             host.WS_DRIFT = dict.fromkeys(host.WS_DRIFT, False)
         if kernels.endswith("_plain"):
-            host.SECTIONS, host.WS_PERSISTENT = False, False
+            host.SECTIONS, host.WS_PERSISTENT = False, dict.fromkeys(host.WS_PERSISTENT, False)
+        if kernels == "ws_np":
+            host.WS_PERSISTENT = dict.fromkeys(host.WS_PERSISTENT, False)
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
         k = torch.empty(B, hkv, S, D, dtype=torch.bfloat16)
         compile_kernels(q, q, k, k, q, torch.empty(B, H, S), causal=causal, sm_scale=D ** -0.5)
@@ -336,7 +347,8 @@ def main() -> None:
                 for S in (int(x) for x in args.s.split(",")) for D in (int(x) for x in args.d.split(","))
                 for hkv in (shape(S, D)[1], shape(S, D)[1] // 4) for causal in (False, True)
                 for kernels in (("dot", "ws", "ws_plain") if WITH_WS else ("dot",))
-                + (("dot_plain",) if causal else ()) + (("ws_alt",) if WITH_WS and D == 64 else ())]
+                + (("dot_plain",) + (("ws_np",) if WITH_WS else ()) if causal else ())
+                + (("ws_alt",) if WITH_WS and D == 64 else ())]
         precompile(jobs, args.jobs)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, {args.rounds} rounds")
     s_max = max(int(x) for x in args.s.split(","))

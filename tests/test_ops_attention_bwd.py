@@ -161,6 +161,7 @@ def test_ws_persistent_programs_walk_several_items(D, causal, ws_kernel, poisone
     reloaded per item, the Q / dO ring, the dS^T and dQ turns running on across items; causal
     with fewer queries than keys, so the last key block's items have no tile; float64 reference."""
     monkeypatch.setattr(host, "CPU_SMS", 3)
+    monkeypatch.setattr(host, "WS_PERSISTENT", {False: True, True: True})     # shipped: causal only
     host._ws_schedule.cache_clear()
     dtype = torch.bfloat16
     q, k, v, do = dense_inputs(2, 4, 2, 200, 300, D, dtype, seed=D + causal)
@@ -346,6 +347,8 @@ def test_auto_choice(monkeypatch):
     n = host.WS_MIN_KEYS[64]
     assert last_kernel(64, n).startswith("bwd_ws_kernel")
     assert last_kernel(64, n - 1).startswith("bwd_dq_kernel")
+    assert last_kernel(128, host.WS_MIN_KEYS[128]).startswith("bwd_ws_kernel")
+    assert last_kernel(128, host.WS_MIN_KEYS[128] - 1).startswith("bwd_dq_kernel")
     assert last_kernel(96, max(host.WS_MIN_KEYS.values())).startswith("bwd_dq_kernel")
     before = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)

@@ -49,7 +49,9 @@ DQ_PER_SM = {64: 2}
 PRE_BLOCK = 64                     # rows per program of the preprocess kernel
 WS_BLOCK_M = 64                    # query rows per tile of the warp-specialized kernel
 WS_BLOCK_N = 128                   # its keys per program (64 per consumer warp group)
-WS_MIN_KEYS = {64: 2048, 128: 2048}   # TLXC_ATTN_BWD=auto: the ws kernel from this many keys up
+# TLXC_ATTN_BWD=auto: the ws kernel from this many keys up (H200, session 13 run 2: at D = 128 and
+# S = 1024 (B16 H16) 1.13-1.27x the tl.dot kernels' speed; D = 64 not measured there)
+WS_MIN_KEYS = {64: 2048, 128: 1024}
 # head dim -> the ws kernel loads a tile's lse2 / delta one tile ahead (H200, session 12: 3.6% faster at
 # D = 128, even at D = 64)
 WS_PREFETCH_STATS = {64: False, 128: True}
@@ -60,10 +62,14 @@ WS_DEFER_DQ = {64: False, 128: True}
 # waiting, so the two consumers can drift apart by up to a tile instead of meeting every tile
 WS_DRIFT = {64: True, 128: False}
 WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 208 / 224 KB)
-# dense inputs: the ws kernel runs one program per SM, each walking the (key block, batch, kv head)
-# items of its row of a host-built table (``_ws_schedule``), so an item's K / V load overlaps the
-# previous item's dK / dV stores and no program is launched per item; False: one program per item
-WS_PERSISTENT = True
+# causal -> persistent: on dense inputs the ws kernel runs one program per SM, each walking the
+# (key block, batch, kv head) items of its row of a host-built table (``_ws_schedule``), so an
+# item's K / V load overlaps the previous item's dK / dV stores and no program is launched per item;
+# False: one program per item, ordered by the hardware's block scheduler.  H200, session 13 run 2:
+# non-causal (equal items, a static round robin) 4-10% slower than one program per item (the
+# hardware gives the next item to whichever SM is free; a fixed table cannot absorb slower SMs);
+# causal (persistent with sections) 1.05-1.16x session 12's order, above the sections' model alone
+WS_PERSISTENT = {False: False, True: True}
 WS_ITEM_COST = 4                   # the schedule's cost of an item beyond its tiles, in tiles (K/V, fill, stores)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 CPU_SMS = 132                      # on the CPU (interpreter, compile_kernels) the section size models an H200
@@ -342,7 +348,7 @@ def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq,
     dq_desc = TensorDescriptor(dq_acc, [q_rows, row_stride], [row_stride, 1], [WS_BLOCK_M, D_BOX], swizzle=128)
     n_blocks = -(-Sk // WS_BLOCK_N)
     sections = _heads_per_section(n_blocks, causal, varlen, q.device)
-    persistent = WS_PERSISTENT and not varlen
+    persistent = WS_PERSISTENT[causal] and not varlen
     if persistent:
         table = _ws_schedule(B * H_kv, n_blocks, -(-Sq // WS_BLOCK_M), H // H_kv, causal, _num_sms(q.device),
                              sections, str(q.device))
