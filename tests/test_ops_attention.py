@@ -218,7 +218,10 @@ def test_default_configurations():
     256-wide tiles too, those as two 128-column halves; varlen up to 128 wide); 192-row items and
     256-wide varlen tiles keep the pointer stores; nothing prefetches by default; every default
     fits in shared memory."""
-    assert A.choose_config(64, True, 256) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
+    assert A.choose_config(64, True, 256) == A.AttnConfig(64, 128, 64, 4, 2, tma_store=True)     # diag_skip acts
+    assert A.choose_config(128, True, 200) == A.AttnConfig(128, 128, 64, 4, 2, tma_store=True)
+    assert A.choose_config(128, True, 512) == A.AttnConfig(128, 128, 128, 2, 2, tma_store=True)
+    assert A.choose_config(64, True, 256, True) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(128, False, 256) == A.AttnConfig(128, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(64, True, 512) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(64, False, 1024) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
