@@ -5,8 +5,8 @@ One process, one GPU, bf16.  Dense sweep (issue 23): S in {256, 512, 1024, 2048,
 x D in {64, 128, 256} x causal/full x MHA/GQA-4, with B*S = 16384 tokens and H*D = 2048
 (H = 32, 16, 8).  Varlen: packed batches of mixed lengths (64..4096, 16k tokens), D = 128,
 MHA and GQA-4 (tlxc's default ``sorted`` schedule, and the ``snake`` one as ``tlxc_snake``: a
-ratio > 1 there is the sorted schedule's gain; ``tlxc_ptr_store``: the default with pointer
-stores of O instead of staged TMA stores), against flash's varlen kernel
+ratio > 1 there is the sorted schedule's gain; ``tlxc_tma_store``: the default with staged TMA
+stores of O instead of pointer stores), against flash's varlen kernel
 (``aten._flash_attention_forward`` with
 cu_seqlens), cuDNN's (``aten._cudnn_attention_forward`` with cu_seqlens, when this torch
 has it) and cuDNN on the zero-padded dense batch.  Every case gets fresh inputs, is checked
@@ -21,12 +21,11 @@ pages in shuffled order, D = 128, GQA 4:1 / 8:1 and MHA): against every SDPA bac
 efficient, cudnn, math) on the same keys gathered into a contiguous ``[B, Hkv, L, D]`` cache
 (the gather not timed; ``best_sdpa`` = the fastest of them in each round), and, for a batch of
 mixed cache lengths, flash's varlen kernel with one query per sequence; ``tlxc_contig`` is
-tlxc on the contiguous cache, ``tlxc_split`` tlxc's session 12 schedule (one program per
-(sequence, kv head, split), ~4 waves; the default is the persistent ``stream`` schedule),
-``tlxc_nocheck`` without the device check of the lengths and block table, ``tlxc_n32`` the
-stream schedule with a ring of 6 x 32-key blocks (80 KB in flight per program instead of 64),
-``tlxc_heads`` the stream schedule with one row per sequence whose blocks are 64 / Hkv keys x
-every kv head (16 KB contiguous in a page: the DRAM-locality A/B).  GB/s = K/V bytes read / time.
+tlxc on the contiguous cache, ``tlxc_stream`` the persistent stream-K schedule
+(``schedule="stream"``; the default is ``split``), ``tlxc_nocheck`` without the device check
+of the lengths and block table.  (Session 13 run 2 also timed the stream schedule with a
+6 x 32-key ring and with all kv heads in a block: ``_ring=(32, 6)``, ``_heads=True``; both
+slower, docs/performance.md.)  GB/s = K/V bytes read / time.
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
 
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
@@ -157,12 +156,13 @@ def dense_cases(quick: bool, only_s=None, only_d=None, groups=(1, 4)) -> list[tu
     return cases
 
 
-def varlen_ptr_config(causal: bool, longest: int):
-    """The varlen default with pointer stores of O instead of the staged TMA stores (session
-    12's varlen epilogue): the ``tlxc_ptr_store`` column (> 1: the TMA-store default faster)."""
+def varlen_tma_config(causal: bool, longest: int):
+    """The varlen default with staged TMA stores of O (a sequence's last partial rows by
+    pointers) instead of pointer stores: the ``tlxc_tma_store`` column (> 1: the default,
+    pointer stores, faster; session 13 run 2: 0.87-1.06 on mixed batches, 0.93 on the control)."""
     from tlxc.ops.attention import choose_config
     c = choose_config(128, causal, longest, varlen=True)
-    return dataclasses.replace(c, tma_store=False)
+    return dataclasses.replace(c, tma_store=True)
 
 
 def varlen_lengths(seed: int, total: int = TOKENS) -> list[int]:
@@ -179,7 +179,7 @@ def varlen_lengths(seed: int, total: int = TOKENS) -> list[int]:
 def _compile_worker(job):
     """Compile (sm_90a, CPU tensors of the case's shapes: integer arguments specialize the
     kernels) one case's kernels into the disk cache: ("fwd"|"bwd", B, H, Hkv, S, D, causal,
-    config) or ("varlen", seed, group, causal, varlen order, pointer stores of O)."""
+    config) or ("varlen", seed, group, causal, varlen order, TMA stores of O)."""
     import torch
 
     from tlxc.ops.attention import AttnConfig, compile_config
@@ -190,10 +190,8 @@ def _compile_worker(job):
             _, B, H, Hkv, L = job
             q, kc, vc, table, seqlens, lens = decode_tensors(B, H, Hkv, L, "cpu", empty=True)
             compile_decode(q, kc, vc, seqlens, block_table=table)
-            compile_decode(q, kc, vc, seqlens, block_table=table, schedule="split")
+            compile_decode(q, kc, vc, seqlens, block_table=table, schedule="stream")
             compile_decode(q, kc, vc, seqlens, block_table=table, check=False)       # tlxc_nocheck's merge
-            compile_decode(q, kc, vc, seqlens, block_table=table, _ring=(32, 6))     # tlxc_n32
-            compile_decode(q, kc, vc, seqlens, block_table=table, _heads=True)       # tlxc_heads
             if L is not None:
                 contig = torch.empty(B, L, Hkv, q.shape[-1], dtype=q.dtype)
                 compile_decode(q, contig, contig, seqlens)
@@ -204,14 +202,14 @@ def _compile_worker(job):
             example_launch(q, q, q, causal, compile_only=True)
             return job, "ok"
         if kind == "varlen":
-            _, seed, group, causal, order, ptr = job
+            _, seed, group, causal, order, tma = job
             lens = varlen_lengths(seed)
             cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
             q = torch.empty(sum(lens), 16, 128, dtype=torch.bfloat16)
             k = torch.empty(sum(lens), 16 // group, 128, dtype=torch.bfloat16)
             compile_config(q, k, k, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lens),
                            max_seqlen_k=max(lens), varlen_order=order,
-                           config=varlen_ptr_config(causal, max(lens)) if ptr else None)
+                           config=varlen_tma_config(causal, max(lens)) if tma else None)
             return job, "ok"
         _, B, H, Hkv, S, D, causal, config = job
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
@@ -317,8 +315,8 @@ def main() -> None:
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
     jobs += [("example", B, H, S, D, causal) for B, H, Hkv, S, D, causal in cases
              if wants_example((B, H, Hkv, S, D, causal))]
-    jobs += [("varlen", VARLEN_SEED + i, group, causal, order, ptr) for i, (group, causal) in enumerate(varlen_cases)
-             for order, ptr in (("sorted", False), ("snake", False), ("sorted", True))]
+    jobs += [("varlen", VARLEN_SEED + i, group, causal, order, tma) for i, (group, causal) in enumerate(varlen_cases)
+             for order, tma in (("sorted", False), ("snake", False), ("sorted", True))]
     jobs += [("decode", *case) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
              for B, H, Hkv, S, D, causal in cases if H == Hkv for _, c in ab_configs(D, causal, S)]
@@ -550,9 +548,9 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
         row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         print(f"{label:40s} FAILED {row['failed']}", flush=True)
         return row
-    # the first schedule (every item up to max_seqlen_q); the default with pointer stores of O
+    # the first schedule (every item up to max_seqlen_q); the default with staged TMA stores of O
     for name, order, config in (("snake", "snake", None),
-                                ("ptr_store", "sorted", varlen_ptr_config(causal, longest))):
+                                ("tma_store", "sorted", varlen_tma_config(causal, longest))):
         try:
             o2, _ = attention_forward(q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest,
                                       max_seqlen_k=longest, varlen_order=order, config=config)
@@ -642,11 +640,9 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
         if not err < 1e-2:
             raise AssertionError(f"relative error {err:.2e} against float32 math")
         fns["tlxc"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table)[0]
-        fns["tlxc_split"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
-                                                     schedule="split")[0]
+        fns["tlxc_stream"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
+                                                      schedule="stream")[0]
         fns["tlxc_nocheck"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table, check=False)[0]
-        fns["tlxc_n32"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table, _ring=(32, 6))[0]
-        fns["tlxc_heads"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table, _heads=True)[0]
     except Exception as exc:
         row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         print(f"{label:40s} FAILED {row['failed']}", flush=True)
@@ -679,9 +675,8 @@ def summarize(results, card, t0) -> None:
         rows = [r for r in results if r["kind"] == kind and "ratios" in r]
         if not rows:
             continue
-        for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_ptr_store", "cudnn_padded", "best_sdpa",
-                     "flash_varlen", "tlxc_split", "tlxc_contig", "tlxc_nocheck", "tlxc_n32",
-                     "tlxc_heads"):
+        for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_tma_store", "cudnn_padded", "best_sdpa",
+                     "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_nocheck"):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:
                 print(f"{kind} vs {base}: geomean {geomean(xs):.3f}, min {min(xs):.3f}, {len(xs)} cases")

@@ -88,7 +88,7 @@ def test_stream_all_heads_blocks(D, H, Hkv, page, lens):
     k, v, table = _paged(lens, page, Hkv, D, torch.bfloat16, seed=D + H + len(lens) + 1)
     q = torch.randn(len(lens), H, D, device="cuda", dtype=torch.bfloat16)
     seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
-    o, lse = attention_decode(q, k, v, seqlens, block_table=table, _heads=True)
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, schedule="stream", _heads=True)
     _check(o, lse, *reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
 
 
@@ -101,16 +101,17 @@ def test_contiguous_cache():
     _check(o, lse, *reference(q, k, v, seqlens), torch.bfloat16)
 
 
-def test_graph_replay_with_new_lengths():
-    """The grids come from the shapes (the default stream schedule counts the blocks on the
-    device): a captured decode step replays with new lengths and a new block table."""
+@pytest.mark.parametrize("schedule", ["split", "stream"])
+def test_graph_replay_with_new_lengths(schedule):
+    """The grids come from the shapes (the stream schedule counts the blocks on the device): a
+    captured decode step replays with new lengths and a new block table, with either schedule."""
     k, v, table = _paged([2000, 2000, 2000], 16, 8, 128, torch.bfloat16, seed=5)     # room for 2000 keys each
     q = torch.randn(3, 32, 128, device="cuda", dtype=torch.bfloat16)
     seqlens = torch.tensor([900, 40, 2000], dtype=torch.int32, device="cuda")
-    attention_decode(q, k, v, seqlens, block_table=table)
+    attention_decode(q, k, v, seqlens, block_table=table, schedule=schedule)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        o, lse = attention_decode(q, k, v, seqlens, block_table=table)
+        o, lse = attention_decode(q, k, v, seqlens, block_table=table, schedule=schedule)
     seqlens.copy_(torch.tensor([1, 2000, 333], dtype=torch.int32))
     table.copy_(table.flip(0).clone())      # the same pages, dealt to other sequences
     graph.replay()

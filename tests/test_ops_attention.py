@@ -311,16 +311,18 @@ def test_tma_store_halves_refuse_overlap():
 
 
 def test_varlen_tma_store_keeps_each_sequence_s_rows(poisoned):
-    """Varlen with staged TMA stores of O (the default for 128-row items up to 128-wide tiles):
+    """Varlen with staged TMA stores of O (``tma_store=True``, up to 128-wide tiles; the default
+    stays pointer stores):
     a consumer whose 64 rows end exactly at its sequence's end (64, 128) is TMA-stored, one
     whose rows reach past it (1, 70, 7) stores by pointers, so no box writes the next
     sequence's rows (each next sequence's o is checked, the outputs start as NaN); 256-wide
     tiles (two O halves) are refused."""
     lens = [64, 1, 70, 128, 7]
     cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
-    assert A.choose_config(64, False, 128, varlen=True).tma_store
+    assert not A.choose_config(64, False, 128, varlen=True).tma_store
     q, k, v = (_randn(sum(lens), 2, 64, seed=103 + i) for i in range(3))
-    for config in (None, A.AttnConfig(64, 128, 128, 2, 2, overlap=True, tma_store=True)):
+    for config in (A.AttnConfig(64, 128, 128, 2, 2, tma_store=True),
+                   A.AttnConfig(64, 128, 128, 2, 2, overlap=True, tma_store=True)):
         o, lse = attention_forward(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=128, max_seqlen_k=128,
                                    config=config, programs=2)
         _check(o, lse, *reference(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu), torch.bfloat16)

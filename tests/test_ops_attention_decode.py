@@ -111,12 +111,12 @@ def test_stream_schedule_matches_float64(lens, H, Hkv, D, page, sms, dtype, pois
 
 @pytest.mark.parametrize("ring", [(32, 6), (16, 8)])
 def test_stream_schedule_with_other_rings(ring, poisoned):
-    """The bench's ring A/B (``_ring``: keys per block, slots) gives the same results."""
+    """The stream schedule with the bench's ring A/B (``_ring``: keys per block, slots)."""
     lens = [300, 0, 77, 5]
     k, v, table = _paged(lens, 12, 2, 128, torch.bfloat16, seed=81)
     q = _randn(4, 8, 128, seed=82)
     seqlens = torch.tensor(lens, dtype=torch.int32)
-    o, lse = attention_decode(q, k, v, seqlens, block_table=table, _sms=3, _ring=ring)
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, schedule="stream", _sms=3, _ring=ring)
     _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
 
 
@@ -133,12 +133,12 @@ def test_stream_all_heads_blocks(lens, H, Hkv, D, page, sms, poisoned):
     k, v, table = _paged(lens, page, Hkv, D, torch.bfloat16, seed=91 + H)
     q = _randn(len(lens), H, D, seed=92)
     seqlens = torch.tensor(lens, dtype=torch.int32)
-    o, lse = attention_decode(q, k, v, seqlens, block_table=table, _sms=sms, _heads=True)
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, schedule="stream", _sms=sms, _heads=True)
     _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
     if len(lens) == 3:          # the contiguous cache too
         kc, vc = _randn(3, 80, Hkv, D, seed=93), _randn(3, 80, Hkv, D, seed=94)
         seqlens = torch.tensor([80, 3, 0], dtype=torch.int32)
-        o, lse = attention_decode(q, kc, vc, seqlens, _sms=sms, _heads=True)
+        o, lse = attention_decode(q, kc, vc, seqlens, schedule="stream", _sms=sms, _heads=True)
         _check(o, lse, *M.reference(q, kc, vc, seqlens), torch.bfloat16)
 
 
@@ -321,7 +321,8 @@ def test_argument_errors():
          "head dim 300; supported: 1..256"),
         ((q, k, k, lens), {"block_table": table, "_ring": (48, 4)}, "'_ring' must be"),
         ((q, k, k, lens), {"block_table": table, "_heads": True, "schedule": "split"}, "'_heads' is a bool for"),
-        ((q, k[:, :, :1], k[:, :, :1], lens), {"block_table": table, "_heads": True}, "'_heads' takes H <= 64, 2 <= Hkv"),
+        ((q, k[:, :, :1], k[:, :, :1], lens), {"block_table": table, "_heads": True, "schedule": "stream"},
+         "'_heads' takes H <= 64, 2 <= Hkv"),
         ((q, k, k, lens), {"block_table": table, "schedule": "waves"}, "'schedule' must be one of stream, split"),
         ((q, k, k, lens), {"block_table": table, "schedule": "stream", "num_splits": 2}, "belong to schedule='split'"),
     ]
@@ -347,8 +348,8 @@ def test_custom_op_and_empty_cache():
 @pytest.mark.parametrize("D,page,Hkv", [(64, 16, 8), (128, 16, 8), (128, 64, 32), (256, 32, 2)])
 def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
     """The H200 launches (both schedules) compile for sm_90a without spills and in shared memory
-    two programs per SM share at D <= 128; ``tlxc check`` of the default launches has no finding
-    above a note."""
+    two programs per SM share at D <= 128; ``tlxc check`` of the split and stream launches has no
+    finding above a note."""
     from tlxc.compiler import check_function
     from tlxc.frontend.specialize import specialization_from_args
     from tlxc.ops.kernels.attention_decode import (
@@ -362,16 +363,16 @@ def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
     k = torch.zeros(64, page, Hkv, D, dtype=torch.bfloat16)
     table = torch.zeros(8, 4096 // page, dtype=torch.int32)
     lens = torch.zeros(8, dtype=torch.int32)
-    split, combine = M.compile_decode(q, k, k, lens, block_table=table, schedule="split")
+    split, combine = M.compile_decode(q, k, k, lens, block_table=table)
     check, inline = M.compile_decode(q, k, k, lens, block_table=table, combine="inline")
     assert (split.kfn, combine.kfn, check.kfn, inline.kfn) == (decode_split_kernel, decode_combine_kernel,
                                                                decode_check_kernel, decode_split_kernel)
     handles = [split, combine, check, inline]
     if D <= 128:
-        stream, merge = M.compile_decode(q, k, k, lens, block_table=table)
+        stream, merge = M.compile_decode(q, k, k, lens, block_table=table, schedule="stream")
         assert (stream.kfn, merge.kfn) == (decode_stream_kernel, decode_stream_combine_kernel)
         handles += [stream, merge]
-        heads, _ = M.compile_decode(q, k, k, lens, block_table=table, _heads=True)
+        heads, _ = M.compile_decode(q, k, k, lens, block_table=table, schedule="stream", _heads=True)
         handles.append(heads)
         for h in (split, inline, stream, heads):
             assert 2 * (h.metadata.shared + 1024) <= 232448                   # two programs per SM
@@ -382,8 +383,9 @@ def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
     launches = []
     monkeypatch.setattr(M, "_launch", lambda kernel, grid, *args, **meta: launches.append((kernel, args, meta)))
     attention_decode(q, k, k, lens, block_table=table, _sms=132)
-    assert [kernel for kernel, _, _ in launches] == ([decode_stream_kernel, decode_stream_combine_kernel] if D <= 128
-                                                     else [decode_split_kernel, decode_combine_kernel])
+    attention_decode(q, k, k, lens, block_table=table, schedule="stream", _sms=132) if D <= 128 else None
+    assert [kernel for kernel, _, _ in launches] == [decode_split_kernel, decode_combine_kernel] + (
+        [decode_stream_kernel, decode_stream_combine_kernel] if D <= 128 else [])
     for kernel, args, meta in launches:
         num_warps = meta.pop("num_warps")
         params = dict(zip(kernel.param_names, args), **meta)

@@ -104,11 +104,11 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
     224 KB of shared memory with the staging tiles).  H200: 11-21% faster than the 32-bit pointer
     stores at S = 512 / 1024 (D <= 128, session 12 run 3), 7-21% at S = 256 (session 13 run 1;
     session 12's "slower at S = 256" was measured on top of the L2 prefetch); not the 192-row
-    items (their consumers spill 8 bytes more; the best case already).  Varlen batches too up
-    to 128-wide tiles (one O accumulator): a consumer whose rows reach past its sequence's end
-    stores those by pointers (a TMA box would write the next sequence's rows); the dense
-    S = 4096 gain (3-6%) is the varlen control's gap to dense (session 12 run 3: 643 against 667
-    TFLOP/s).  The L2 prefetch of the next item
+    items (their consumers spill 8 bytes more; the best case already).  Varlen keeps pointer
+    stores by default: ``tma_store=True`` is allowed there up to 128-wide tiles (a consumer whose
+    rows reach past its sequence's end stores those by pointers: a TMA box would write the next
+    sequence's rows), but the H200 (session 13 run 2) measured it 0.87-1.06 of the pointer
+    stores' speed on mixed batches (geomean 0.96) and 1.075 on the 4 x 4096 control.  The L2 prefetch of the next item
     (``prefetch``) and deeper rings were slower everywhere on the H200 and stay opt-in
     (docs/performance.md "small S").
     """
@@ -123,8 +123,7 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
         c = AttnConfig(256, 128, 64, 2, 1)
     if causal and not varlen and S is not None and S <= 256 and c.block_m == 128 and hd <= 128:
         c = replace(c, block_n=64, stages=4)
-    staged = S is not None and c.block_m == 128 and (not varlen or hd <= 128)
-    return replace(c, tma_store=True) if staged else c
+    return replace(c, tma_store=True) if not varlen and S is not None and c.block_m == 128 else c
 
 
 # -- the work schedule -------------------------------------------------------------------------------

@@ -20,10 +20,11 @@ paged (``block_table``) or not, split over the cache length (flash-decoding).
 
 No causal mask (one query at the end of its sequence sees every cached key, as flash-attn's
 bottom-right alignment gives).  Kernels: ``kernels/attention_decode.py``.  Two schedules:
-``stream`` (the default at head dims up to 128): a persistent grid of two programs per SM
-that share every (sequence, kv head)'s key blocks evenly (counted on the device from the
-lengths) through one cp.async ring running across rows, and a merge of the rows cut by
-program boundaries; ``split``: one program per (sequence, kv head, split of the capacity).
+``split`` (the default): one program per (sequence, kv head, split of the capacity);
+``stream`` (``schedule="stream"``; faster on mixed lengths, slower on equal ones: session 13
+run 2): a persistent grid of two programs per SM that share every (sequence, kv head)'s key
+blocks evenly (counted on the device from the lengths) through one cp.async ring running
+across rows, and a merge of the rows cut by program boundaries.
 Neither reads ``cache_seqlens`` on the host (the grids follow from the shapes): CUDA-graph
 friendly.
 """
@@ -251,10 +252,11 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     the device-side check of ``cache_seqlens`` and ``block_table`` (one small launch): the
     caller vouches for them (a length is then clamped to the capacity and a row of a page
     outside the cache is not read, so a bad value gives a wrong result, not a fault).
-    ``schedule``: ``stream`` (the default at head dims up to 128 without ``num_splits``/``combine``: a persistent grid
-    sharing the key blocks evenly, one cp.async ring across its rows, a merge kernel for the
-    rows cut by program boundaries) or ``split`` (one program per (sequence, kv head, split);
-    the default when ``num_splits`` or ``combine`` is given).  The checks and launch arguments
+    ``schedule``: ``split`` (the default: one program per (sequence, kv head, split of the
+    capacity)) or ``stream`` (head dims up to 128 without spills; not with ``num_splits``/
+    ``combine``: a persistent grid sharing the key blocks evenly, one cp.async ring across its
+    rows, a merge kernel for the rows cut by program boundaries; on the H200 1.18x split's
+    speed on a batch of mixed lengths, 0.88-0.96x on equal lengths).  The checks and launch arguments
     are derived once per combination of shapes, strides, dtypes, devices and options (a cached
     plan).  ``_sms`` (the SM count) and ``_ring`` (keys per block, ring slots: the bench's ring
     A/B) override the device's and ``block_sizes``'; ``_heads=True`` (stream schedule, H <= 64):
@@ -291,8 +293,8 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         raise _fail(f"'num_splits' must be a positive int, got {num_splits!r}")
     if combine not in COMBINES:
         raise _fail(f"'combine' must be one of {', '.join(COMBINES)}, got {combine!r}")
-    if schedule is None:        # stream at D <= 128 (at D = 256 its loop-carried state spills: 1.4 KB)
-        schedule = "split" if num_splits is not None or combine != "kernel" or q.shape[-1] > 128 else "stream"
+    if schedule is None:        # split: 1.04-1.13x stream's speed on equal lengths (H200, session 13 run 2)
+        schedule = "split"
     if schedule not in SCHEDULES:
         raise _fail(f"'schedule' must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     if _heads is not False and (_heads is not True or schedule != "stream"):

@@ -27,11 +27,12 @@ generalized:
   L2 prefetches of the next item's Q and first ``PREFETCH`` K/V blocks (TMA
   ``cp.async.bulk.prefetch``: no shared memory, no barrier), so that item's loads hit L2
   (on the H200 7-24% slower at S <= 1024 than without: the extra L2 requests cost more);
-* ``O_TMA`` (the default for 128-row items): each consumer stages its O tile in its own shared
-  buffer and TMA-stores it (full 128-byte lines, one thread issuing) instead of 32-bit stores
-  from the accumulator's registers.  TMA clips at the tensor's end, not a sequence's, so a
-  varlen consumer whose rows reach past its sequence's end stores them through pointers
-  (``store_o_staged``); varlen takes it with one O accumulator (tiles up to 128 wide).
+* ``O_TMA`` (the dense default for 128-row items; opt-in for varlen): each consumer stages its O
+  tile in its own shared buffer and TMA-stores it (full 128-byte lines, one thread issuing)
+  instead of 32-bit stores from the accumulator's registers.  TMA clips at the tensor's end, not
+  a sequence's, so a varlen consumer whose rows reach past its sequence's end stores them
+  through pointers (``store_o_staged``); varlen takes it with one O accumulator (tiles up to
+  128 wide).
   256-wide dense tiles (``O_PARTS = 2``) keep O as two 128-column accumulators (``P V`` as two
   wgmma groups, one per column half of the V slot) and stage them in turn through one 64 x 128
   buffer (a 64 x 256 one per consumer does not fit next to Q and the K/V ring);
