@@ -566,6 +566,19 @@ def test_tma_store_defaults_compile_for_sm90a(D, causal):
     assert ("tlx_tma_store" in h.asm["cuda"]) == c.tma_store and "tlx_tma_store" not in base.asm["cuda"]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("D", [64, 128])
+def test_register_a_product_as_one_group_switch(D, monkeypatch):
+    """TLXC_WGMMA_RS_GROUP=1 (an A/B switch, off by default): P V's k steps under one wgmma.fence
+    instead of one each (the 240-register consumers), no spills; the default keeps a fence per k step."""
+    q = _randn(4, 2, 1024, D, seed=116)
+    (h,) = compile_config(q, q, q, causal=True)
+    monkeypatch.setenv("TLXC_WGMMA_RS_GROUP", "1")
+    (g,) = compile_config(q, q, q, causal=True)
+    fences = [x.asm["cuda"].count("tlx_wgmma_fence();") for x in (h, g)]
+    assert fences[1] < fences[0] and g.n_spills == 0 and not g.perf_warnings, (fences, g.n_spills)
+
+
 def test_size_one_dimensions_with_odd_strides():
     """torch leaves the stride of a size-1 dimension arbitrary (here 1): still read in place."""
     base = _randn(1, 3, 40, 64, seed=60)

@@ -21,6 +21,7 @@ PERF_SWITCHES = {
     "TLXC_RING_BASE": True,        # passes/pipeline.py: copies from an opaque initial pointer + offset
     "TLXC_SHARED_IMM": True,       # codegen_nvptx/rules_tlx.py: cp.async shared addresses as base + constants
     "TLXC_CPASYNC_FENCE": True,    # codegen_c/shared_order.py: the proxy fence after a cp.async wait
+    "TLXC_WGMMA_RS_GROUP": False,  # codegen_nvptx/rules_mma_async.py: register-A wgmma as one group (tasks >= 232 regs)
 }
 
 

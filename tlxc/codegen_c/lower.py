@@ -162,6 +162,7 @@ class Scope:
         self.thread_terms: dict[tuple, str] = {}
         self.scratch_bytes = 0
         self.task_name = "main"
+        self.budget = 0               # a warp-specialized task's setmaxnreg registers (0: none)
 
 
 class KernelLowering:

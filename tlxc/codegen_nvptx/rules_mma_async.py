@@ -84,6 +84,7 @@ from ..codegen_c.lower import lowering, registers
 from ..errors import CompilationError, InternalCompilerError
 from ..ir.ops.mma_async import k_multiple, transposable
 from ..ir.types import MemDescType, TensorType
+from ..options import perf_switch
 from ..target import has_feature
 from . import ptx
 
@@ -238,6 +239,13 @@ def async_dot(lw, op):
         n0 = f"{wg_col} + {col}" if col else wg_col
         def db(k: str, n0=n0) -> str:
             return f"tlx_wgmma_desc({b_bytes}, {plan_b['offset'](n0, k)}, {plan_b['fields']:#x}ull)"
+        if a_in_registers and rs_group(lw):     # every k step's A packed first, one fence for the group
+            pinned = [", ".join(_pinned(lw, a_regs[row, kk])) for kk in range(k_steps)]
+            lw.out.line("tlx_wgmma_fence();")
+            for kk in range(k_steps):
+                lw.out.line(f"{helper}<{plan_b['trans']}>(&{work}[{t * per_tile}], {pinned[kk]}, "
+                            f"{db(str(k_step * kk))}, {f'(int)({scale})' if kk == 0 else '1'});")
+            continue
         if a_in_registers:      # the k steps unrolled here: each names its own A registers
             for kk in range(k_steps):
                 regs = ", ".join(_pinned(lw, a_regs[row, kk]))
@@ -279,6 +287,24 @@ def _split_accumulation(lw, helper, work, tiles, per_tile, k_steps, k_step, run,
             lw.out.line("tlx_wgmma_commit_group();")
             lw.out.line(f"tlx_wgmma_wait_group<0, {per_tile}>({part});")
             lw.for_registers(per_tile, f"{work}[{t * per_tile} + i] += {part}[i];")
+
+
+RS_GROUP_BUDGET = 232      # the smallest task budget (setmaxnreg) TLXC_WGMMA_RS_GROUP=1 acts in
+
+
+def rs_group(lw) -> bool:
+    """``TLXC_WGMMA_RS_GROUP=1`` (a PERF_SWITCHES entry, off by default; for A/B measurements):
+    register A in a task of at least ``RS_GROUP_BUDGET`` registers packs and pins every k step's
+    four registers first, then one ``wgmma.fence`` covers all the MMAs.  ptxas then keeps the
+    product one group (``gsb0`` on its last HGMMA only), so a later ``wait_group 1`` waits for the
+    groups before it alone.  With a fence per k step (below, the default) each HGMMA is its own
+    group (a ``WARPGROUP.ARRIVE`` before each, ``gsb0`` on every one) and the attention forward's
+    ``wait_group 1`` after ``S_j`` (``WARPGROUP.DEPBAR.LE gsb0, 0x1``) also waits for 7 of the
+    8 k steps of ``P_{j-1} V``: the softmax of ``S_j`` does not overlap that product.  Spills
+    (sm_90a, ptxas 13.5): attention forward defaults 0 -> 0; the backward ws kernel 0-1 -> 4
+    bytes (D = 64), 8-12 -> 12 (D = 128); three 160-register consumers: 564 bytes (hence the
+    budget floor)."""
+    return perf_switch("TLXC_WGMMA_RS_GROUP") and lw.scope.budget >= RS_GROUP_BUDGET
 
 
 def _pinned(lw, packed: list[str]) -> list[str]:

@@ -544,6 +544,7 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
                     + (f" (warps {last}..{first + task.span - 1} pad the warp group)" if padded else ""))
         scope = Scope(f"t{task.index}", task.warps * 32, 1 + task.index, "task_warp", "task_tid", first)
         scope.task_name = task.code_name
+        scope.budget = task.budget
         lw.out.line(f"const int task_warp = warp - {first};")
         lw.out.line(f"const int task_tid = tid - {first * 32};")
         if task.budget:

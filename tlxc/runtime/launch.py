@@ -369,7 +369,8 @@ _CONSTANTS = (str, tuple, tl.constexpr, ScalarType, PointerType)
 # object), about 20 ns each.
 COMPILE_ENV = ("TLXC_CHECK_BARRIERS", "TLXC_DEBUG_BARRIERS", "TLXC_SKIP_PASSES", "TLXC_OVERRIDE_DIR",
                "TLXC_DEVICE_TENSORMAPS", "TLXC_EPILOGUE_OVERLAP", "TLXC_RING_FROM_START",
-               "TLXC_RING_COUNTER", "TLXC_RING_BASE", "TLXC_SHARED_IMM", "TLXC_CPASYNC_FENCE")
+               "TLXC_RING_COUNTER", "TLXC_RING_BASE", "TLXC_SHARED_IMM", "TLXC_CPASYNC_FENCE",
+               "TLXC_WGMMA_RS_GROUP")
 
 
 def _environ_reader():
@@ -1131,7 +1132,8 @@ def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluste
                  "ring_counter=" + os.environ.get("TLXC_RING_COUNTER", ""),
                  "ring_base=" + os.environ.get("TLXC_RING_BASE", ""),
                  "shared_imm=" + os.environ.get("TLXC_SHARED_IMM", ""),
-                 "cpasync_fence=" + os.environ.get("TLXC_CPASYNC_FENCE", "")):
+                 "cpasync_fence=" + os.environ.get("TLXC_CPASYNC_FENCE", ""),
+                 "wgmma_rs_group=" + os.environ.get("TLXC_WGMMA_RS_GROUP", "")):
         h.update(part.encode())
         h.update(b"\0")
     key = h.hexdigest()
