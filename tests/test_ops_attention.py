@@ -215,13 +215,13 @@ def test_three_consumers_only_where_the_padding_is_small():
 
 def test_default_configurations():
     """Dense shapes with 128-row items store O by TMA at every S (session 13: S = 256 and the
-    256-wide tiles too, those as two 128-column halves; varlen up to 128 wide); 192-row items and
-    256-wide varlen tiles keep the pointer stores; nothing prefetches by default; every default
-    fits in shared memory."""
+    256-wide tiles too, those as two 128-column halves); 192-row items and varlen keep the pointer
+    stores by default (varlen's TMA stores measured 0.96 on mixed batches, run 2); nothing
+    prefetches by default; every default fits in shared memory."""
     assert A.choose_config(64, True, 256) == A.AttnConfig(64, 128, 64, 4, 2, tma_store=True)     # diag_skip acts
     assert A.choose_config(128, True, 200) == A.AttnConfig(128, 128, 64, 4, 2, tma_store=True)
     assert A.choose_config(128, True, 512) == A.AttnConfig(128, 128, 128, 2, 2, tma_store=True)
-    assert A.choose_config(64, True, 256, True) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
+    assert A.choose_config(64, True, 256, True) == A.AttnConfig(64, 128, 128, 2, 2)
     assert A.choose_config(128, False, 256) == A.AttnConfig(128, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(64, True, 512) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(64, False, 1024) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
@@ -230,7 +230,7 @@ def test_default_configurations():
     assert A.choose_config(96, True, 2048) == A.AttnConfig(128, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(256, True, 1024) == A.AttnConfig(256, 128, 64, 2, 1, tma_store=True)
     assert A.choose_config(192, False, 256).o_parts == 2
-    assert A.choose_config(64, True, 1024, True) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
+    assert A.choose_config(64, True, 1024, True) == A.AttnConfig(64, 128, 128, 2, 2)
     assert A.choose_config(256, False, 256, True) == A.AttnConfig(256, 128, 64, 2, 1)
     assert A.choose_config(256, False, 256, True).o_parts == 1
     for shared in (A.choose_config(D, c, S).shared_bytes() for D in (64, 128, 256) for c in (False, True)
