@@ -148,12 +148,11 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
         slot = j % STAGES
         s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)    # Q from registers
         s = tlx.async_dot_wait(0, s)
-        if start + j * BLOCK_N + BLOCK_N > end:          # only a split's last block has keys past its end
-            offs_n = start + j * BLOCK_N + tl.arange(0, BLOCK_N)
-            s = tl.where((offs_n < end)[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)  # (log2 units: the scale once per row, in the exp2's FFMA)
+        offs_n = start + j * BLOCK_N + tl.arange(0, BLOCK_N)
+        s = tl.where((offs_n < end)[None, :], s * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.math.exp2(m_i - m_new)
-        p = tl.math.exp2(s * qk_scale - m_new[:, None])
+        p = tl.math.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         m_i = m_new
         acc = tlx.async_dot(p.to(DTYPE), v_smem[slot], acc * alpha[:, None])
@@ -477,12 +476,12 @@ def decode_stream_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, 
         if KV_HEADS > 0:        # a column counts for the query rows of its kv head (padding rows: all)
             keep = ((cj * KEYS + arange_n // KV_HEADS < cn)[None, :]
                     & (((arange_n % KV_HEADS)[None, :] == (offs_g // (GROUP // KV_HEADS))[:, None]) | ~g_ok[:, None]))
-            s = tl.where(keep, s, float("-inf"))
-        elif cj * BLOCK_N + BLOCK_N > cn:                 # only a row's last block has keys past the length
-            s = tl.where((cj * BLOCK_N + arange_n < cn)[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        else:
+            keep = (cj * BLOCK_N + arange_n < cn)[None, :]
+        s = tl.where(keep, s * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.math.exp2(m_i - m_new)
-        pr = tl.math.exp2(s * qk_scale - m_new[:, None])
+        pr = tl.math.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(pr, 1)
         acc = tlx.async_dot(pr.to(DTYPE), v_smem[slot], acc * alpha[:, None])
         acc = tlx.async_dot_wait(0, acc)
