@@ -65,15 +65,15 @@ def _issue(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok, 
     layout (only the row offsets cross layouts: 3 CTA barriers a block instead of 5, session 13).
     ``SAME_KV``: K and V have one set of strides, so the V copies reuse the K offsets (one
     row-offset layout conversion per block instead of two)."""
-    offs_n = (n0 + tl.arange(0, BLOCK_N))[:, None]          # [BLOCK_N, 1], as ``pages``: the copy's layout
+    offs_n = n0 + tl.arange(0, BLOCK_N)
     if PAGED:           # a page outside the cache reads page 0 instead (wrong, never a fault; checked elsewhere)
         pages = tl.where((pages >= 0) & (pages < NUM_PAGES), pages, 0)
-    mask = (offs_n < end) & d_ok[None, :]
-    k_offs = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED) + offs_d[None, :]
+    mask = ((n0 + tl.arange(0, BLOCK_N))[:, None] < end) & d_ok[None, :]        # built in the copy's layout
+    k_offs = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED)[:, None] + offs_d[None, :]
     if SAME_KV:
         v_offs = k_offs
     else:
-        v_offs = _rows(b64, hk64, pages, offs_n, sv_p, sv_r, sv_h, PAGE, PAGED) + offs_d[None, :]
+        v_offs = _rows(b64, hk64, pages, offs_n, sv_p, sv_r, sv_h, PAGE, PAGED)[:, None] + offs_d[None, :]
     tlx.async_load(k_ptr + k_offs, k_buf, mask=mask)
     tlx.async_load(v_ptr + v_offs, v_buf, mask=mask)
     tlx.async_load_commit_group()
@@ -85,7 +85,7 @@ def _pages_of(b64, n0, end, bt_ptr, stride_bt, BLOCK_N: tl.constexpr, PAGE: tl.c
     """The pages of rows ``n0 .. n0 + BLOCK_N`` below ``end`` (paged; entries past a sequence's
     length may hold anything and are never used), else the batch index."""
     if PAGED:
-        offs_n = (n0 + tl.arange(0, BLOCK_N))[:, None]         # [BLOCK_N, 1]: in the copies' layout
+        offs_n = n0 + tl.arange(0, BLOCK_N)
         return _pages(b64, offs_n, offs_n < end, bt_ptr, stride_bt, PAGE)
     return b64
 
