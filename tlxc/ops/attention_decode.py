@@ -250,9 +250,8 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     counted by an atomic, merges them at the end of the split kernel); for tests and
     benchmarks.  ``check=False`` skips
     the device-side check of ``cache_seqlens`` and ``block_table`` (one small launch): the
-    caller vouches for them (a length is then clamped to the capacity and a page outside the
-    cache is read as page 0 (split schedule) or not at all (stream), so a bad value gives a
-    wrong result, not a fault).
+    caller vouches for them (a length is then clamped to the capacity and a row of a page
+    outside the cache is not read, so a bad value gives a wrong result, not a fault).
     ``schedule``: ``split`` (the default: one program per (sequence, kv head, split of the
     capacity)) or ``stream`` (head dims up to 128 without spills; not with ``num_splits``/
     ``combine``: a persistent grid sharing the key blocks evenly, one cp.async ring across its

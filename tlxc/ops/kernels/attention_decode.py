@@ -58,17 +58,16 @@ def _issue(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok, 
            NUM_PAGES, BLOCK_N: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr, SAME_KV: tl.constexpr):
     """cp.async of the K and V rows ``n0 .. n0 + BLOCK_N`` (those below ``end``; the rest
     zero-filled) into ``k_buf``/``v_buf``, as one commit group; ``pages`` were loaded a
-    block earlier.  A row whose page is outside the cache reads page 0 instead (a wrong value,
-    never a fault: the combine kernel, or ``decode_check_kernel``, stops the stream with a
-    located assertion; no assertion here: its ``printf`` call would make ptxas serialize every
-    wgmma of the kernel, C7510).  The mask is built from the rows' indices in the copy's own
-    layout (only the row offsets cross layouts: 3 CTA barriers a block instead of 5, session 13).
+    block earlier.  A row whose page is outside the cache is not read (the combine kernel, or
+    ``decode_check_kernel``, stops the stream with a located assertion; no assertion here: its
+    ``printf`` call would make ptxas serialize every wgmma of the kernel, C7510).
     ``SAME_KV``: K and V have one set of strides, so the V copies reuse the K offsets (one
     row-offset layout conversion per block instead of two)."""
     offs_n = n0 + tl.arange(0, BLOCK_N)
-    if PAGED:           # a page outside the cache reads page 0 instead (wrong, never a fault; checked elsewhere)
-        pages = tl.where((pages >= 0) & (pages < NUM_PAGES), pages, 0)
-    mask = ((n0 + tl.arange(0, BLOCK_N))[:, None] < end) & d_ok[None, :]        # built in the copy's layout
+    keep = offs_n < end
+    if PAGED:
+        keep = keep & (pages >= 0) & (pages < NUM_PAGES)
+    mask = keep[:, None] & d_ok[None, :]
     k_offs = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED)[:, None] + offs_d[None, :]
     if SAME_KV:
         v_offs = k_offs
