@@ -63,16 +63,23 @@ def _issue(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok, 
     ``printf`` call would make ptxas serialize every wgmma of the kernel, C7510).
     ``SAME_KV``: K and V have one set of strides, so the V copies reuse the K offsets (one
     row-offset layout conversion per block instead of two)."""
-    offs_n = n0 + tl.arange(0, BLOCK_N)
-    keep = offs_n < end
+    _copy_rows(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0 + tl.arange(0, BLOCK_N), end, pages, offs_d, d_ok,
+               sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, PAGE, PAGED, SAME_KV)
+
+
+@jit
+def _copy_rows(k_ptr, v_ptr, k_buf, v_buf, b64, heads, keys, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r,
+               sv_h, NUM_PAGES, PAGE: tl.constexpr, PAGED: tl.constexpr, SAME_KV: tl.constexpr):
+    """The cp.async of ``_issue`` for rows ``keys`` of kv heads ``heads`` (a scalar or one per row)."""
+    keep = keys < end
     if PAGED:
         keep = keep & (pages >= 0) & (pages < NUM_PAGES)
     mask = keep[:, None] & d_ok[None, :]
-    k_offs = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED)[:, None] + offs_d[None, :]
+    k_offs = _rows(b64, heads, pages, keys, sk_p, sk_r, sk_h, PAGE, PAGED)[:, None] + offs_d[None, :]
     if SAME_KV:
         v_offs = k_offs
     else:
-        v_offs = _rows(b64, hk64, pages, offs_n, sv_p, sv_r, sv_h, PAGE, PAGED)[:, None] + offs_d[None, :]
+        v_offs = _rows(b64, heads, pages, keys, sv_p, sv_r, sv_h, PAGE, PAGED)[:, None] + offs_d[None, :]
     tlx.async_load(k_ptr + k_offs, k_buf, mask=mask)
     tlx.async_load(v_ptr + v_offs, v_buf, mask=mask)
     tlx.async_load_commit_group()
@@ -357,20 +364,8 @@ def _issue_any(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_
     ``i`` = key ``n0 + i // KV_HEADS`` of kv head ``i % KV_HEADS``."""
     if KV_HEADS > 0:
         rows = tl.arange(0, BLOCK_N)
-        keys = n0 + rows // KV_HEADS
-        heads = (rows % KV_HEADS).to(tl.int64)
-        keep = keys < end
-        if PAGED:
-            keep = keep & (pages >= 0) & (pages < NUM_PAGES)
-        mask = keep[:, None] & d_ok[None, :]
-        k_offs = _rows(b64, heads, pages, keys, sk_p, sk_r, sk_h, PAGE, PAGED)[:, None] + offs_d[None, :]
-        if SAME_KV:
-            v_offs = k_offs
-        else:
-            v_offs = _rows(b64, heads, pages, keys, sv_p, sv_r, sv_h, PAGE, PAGED)[:, None] + offs_d[None, :]
-        tlx.async_load(k_ptr + k_offs, k_buf, mask=mask)
-        tlx.async_load(v_ptr + v_offs, v_buf, mask=mask)
-        tlx.async_load_commit_group()
+        _copy_rows(k_ptr, v_ptr, k_buf, v_buf, b64, (rows % KV_HEADS).to(tl.int64), n0 + rows // KV_HEADS, end, pages,
+                   offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, PAGE, PAGED, SAME_KV)
     else:
         _issue(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h,
                NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
