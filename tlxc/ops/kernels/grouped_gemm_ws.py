@@ -12,7 +12,10 @@ upper bound, each group's last row tile may be partial), walked in grouped order
 one-program kernel first writes the inclusive sums of the groups' row-tile counts and sizes
 (``group_table_kernel``, no host sync); producer and consumers each find a tile's group by a
 binary search of it (ceil(log2(E + 1)) scalar loads); a row tile past the last group's is
-skipped by both, so their ring counters stay in step.
+skipped by both, so their ring counters stay in step.  With ``EXPERT_ORDER`` (the ``_eG``
+configurations) the tile index walks each expert's tiles together instead, in balanced bands
+of at most ``GROUP_M`` of its row tiles (``find_expert_tile``): no band mixes two experts'
+weights.
 
 Descriptors (host, ``tlxc/ops/grouped.py``): ``a`` as ``[total_M, K]`` with ``[BM / 2, BK]``
 boxes (rows past the group's end belong to the next group or lie past ``total_M``: loaded,
@@ -74,6 +77,52 @@ def find_group(table_ptr, E, pid_m, BM: tl.constexpr, E_PAD: tl.constexpr, SEARC
 
 
 @jit
+def find_expert_tile(table_ptr, E, tile, num_pid_n, BM: tl.constexpr, E_PAD: tl.constexpr,
+                     SEARCH_STEPS: tl.constexpr, GROUP_M: tl.constexpr):
+    """(group, first row, end row, found, pid_n) of output tile ``tile`` in expert order: the
+    tiles of group 0 first, then group 1's, ...; within a group its ``r`` row tiles walk the
+    columns in bands of ``ceil(r / ceil(r / GROUP_M))`` rows (balanced: 17 row tiles are bands
+    of 6, 6 and 5, never 8, 8 and 1), so no band mixes two experts' weights and each column tile
+    of an expert's weights is read by a whole band at once.  The group is found by a binary
+    search of the same table as ``find_group`` (its row-tile ends times the column tiles)."""
+    lo = 0
+    hi = E
+    for _ in tl.static_range(SEARCH_STEPS):
+        mid = (lo + hi) // 2
+        ends = tl.load(table_ptr + tl.minimum(mid, E - 1)) * num_pid_n
+        right = (ends <= tile) & (mid < E)
+        lo = tl.where(right, mid + 1, lo)
+        hi = tl.where(right, hi, mid)
+    group = tl.minimum(lo, E - 1)
+    found = (lo < E).to(tl.int32)
+    tile_start = tl.where(group > 0, tl.load(table_ptr + tl.maximum(group - 1, 0)), 0)
+    row_start = tl.where(group > 0, tl.load(table_ptr + E_PAD + tl.maximum(group - 1, 0)), 0)
+    row_end = tl.load(table_ptr + E_PAD + group)
+    rows = tl.maximum(tl.load(table_ptr + group) - tile_start, 1)          # the group's row tiles
+    band = tl.cdiv(rows, tl.cdiv(rows, GROUP_M))
+    local = tile - tile_start * num_pid_n
+    first = local // (band * num_pid_n) * band
+    height = tl.maximum(tl.minimum(rows - first, band), 1)
+    in_band = local % (band * num_pid_n)
+    return group, row_start + (first + in_band % height) * BM, row_end, found, in_band // height
+
+
+@jit
+def locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM: tl.constexpr, E_PAD: tl.constexpr,
+                SEARCH_STEPS: tl.constexpr, GROUP_M: tl.constexpr, EXPERT_ORDER: tl.constexpr):
+    """(group, first row, end row, found, pid_n) of output tile ``tile``: in expert order
+    (``find_expert_tile``) or in the grouped order of all row tiles (``grouped_tile`` +
+    ``find_group``: a band of ``GROUP_M`` row tiles may span two experts)."""
+    if EXPERT_ORDER:
+        group, row0, row_end, found, pid_n = find_expert_tile(table_ptr, E, tile, num_pid_n, BM, E_PAD,
+                                                              SEARCH_STEPS, GROUP_M)
+    else:
+        pid_m, pid_n = grouped_tile(tile, ROW_TILES, num_pid_n, GROUP_M)
+        group, row0, row_end, found = find_group(table_ptr, E, pid_m, BM, E_PAD, SEARCH_STEPS)
+    return group, row0, row_end, found, pid_n
+
+
+@jit
 def store_rows_pointers(acc, row, col, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M: tl.constexpr,
                         BN: tl.constexpr):
     """One consumer's ``SUB_M x BN`` accumulator at (row, col) through pointers, masked to
@@ -90,7 +139,8 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                            stride_cn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                            NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, B_KMAJOR: tl.constexpr,
                            B_BOX_N: tl.constexpr, E_PAD: tl.constexpr, SEARCH_STEPS: tl.constexpr,
-                           C_TMA: tl.constexpr = False, OUT_DTYPE: tl.constexpr = None, C_BOX_N: tl.constexpr = 64):
+                           C_TMA: tl.constexpr = False, OUT_DTYPE: tl.constexpr = None, C_BOX_N: tl.constexpr = 64,
+                           EXPERT_ORDER: tl.constexpr = False):
     SUB_M: tl.constexpr = BM // 2
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
     if C_TMA:
@@ -111,8 +161,8 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
         with tlx.async_task("default"):                                     # the TMA producer
             count = 0
             for tile in range(tl.program_id(0), num_tiles, num_progs):
-                pid_m, pid_n = grouped_tile(tile, ROW_TILES, num_pid_n, GROUP_M)
-                group, row0, row_end, found = find_group(table_ptr, E, pid_m, BM, E_PAD, SEARCH_STEPS)
+                group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM, E_PAD,
+                                                                 SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
                 if found > 0:
                     for k in range(k_tiles):
                         slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
@@ -136,8 +186,8 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                 tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
             count = 0
             for tile in range(tl.program_id(0), num_tiles, num_progs):
-                pid_m, pid_n = grouped_tile(tile, ROW_TILES, num_pid_n, GROUP_M)
-                group, row0, row_end, found = find_group(table_ptr, E, pid_m, BM, E_PAD, SEARCH_STEPS)
+                group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM, E_PAD,
+                                                                 SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
                 row = row0 + cid * SUB_M
                 if found > 0 and row < row_end:           # this consumer has rows of the group
                     acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
