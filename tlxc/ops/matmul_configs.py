@@ -181,6 +181,10 @@ _ALL = [
     _dot(64, 128, 128, 4, 4, split_k=4),
     # 1024^3 / 1000x1240x776: 64x128 tiles split in two (256 programs, two per SM)
     _dot(64, 128, 64, 4, 4, split_k=2),
+    # 1024^3: L2 -> SM bytes bound the 128x64 one-tile-an-SM pick (128 x 384 KB = 48 MB at ~8.5 TB/s);
+    # 128x128 tiles split in two read 128 x 256 KB = 32 MB on 128 SMs (two warp groups of 64 rows)
+    _dot(128, 128, 64, 3, 8, split_k=2),
+    _dot(128, 128, 64, 4, 8, split_k=2),
     # split-K whose splits are one cluster: partials summed through distributed shared memory
     _dot(64, 64, 64, 3, 4, split_k=4, cluster_split=True),
     _dot(64, 64, 128, 3, 4, split_k=2, cluster_split=True),
