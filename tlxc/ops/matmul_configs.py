@@ -174,6 +174,7 @@ _ALL = [
     # SM on 64 SMs); a two-way split-K hand-over is half the k4 one's partials
     _dot(64, 64, 128, 4, 4, split_k=2),
     _dot(64, 64, 128, 5, 4, split_k=2),
+    _dot(64, 64, 128, 6, 4, split_k=2),
     _dot(64, 64, 64, 8, 4, split_k=2),
     _dot(64, 64, 256, 3, 4, split_k=2),
     # the same with 128-wide tiles split in four (128 programs): B's rows read 256 bytes at a time
