@@ -25,12 +25,14 @@ tlxc on the contiguous cache, ``tlxc_stream`` the persistent stream-K schedule
 (``schedule="stream"``; the default is ``split``), ``tlxc_nocheck`` without the device check
 of the lengths and block table.  (Session 13 run 2 also timed the stream schedule with a
 6 x 32-key ring and with all kv heads in a block: ``_ring=(32, 6)``, ``_heads=True``; both
-slower, docs/performance.md.)  GB/s = K/V bytes read / time.
+slower, docs/performance.md.)  ``--decode-variant N`` adds column ``tlxc_vN``: the split kernel
+with session 13's reverted per-block changes selected by the bit mask ``_variant=N``
+(``attention_decode``'s docstring).  GB/s = K/V bytes read / time.
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
 
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
                                         [--budget-s 180] [--jobs 8] [--s 256,512] [--d 64,128] [--groups 1]
-                                        [--no-varlen] [--no-decode] [--no-ab]
+                                        [--no-varlen] [--no-decode] [--no-ab] [--decode-variant N]
 
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
 ``--no-ab``, each dense MHA case whose default configuration differs from session 11's also times that
@@ -187,9 +189,11 @@ def _compile_worker(job):
     try:
         if kind == "decode":
             from tlxc.ops.attention_decode import compile_decode
-            _, B, H, Hkv, L = job
+            _, B, H, Hkv, L, variant = job
             q, kc, vc, table, seqlens, lens = decode_tensors(B, H, Hkv, L, "cpu", empty=True)
             compile_decode(q, kc, vc, seqlens, block_table=table)
+            if variant:
+                compile_decode(q, kc, vc, seqlens, block_table=table, _variant=variant)
             compile_decode(q, kc, vc, seqlens, block_table=table, schedule="stream")
             compile_decode(q, kc, vc, seqlens, block_table=table, check=False)       # tlxc_nocheck's merge
             if L is not None:
@@ -288,6 +292,8 @@ def main() -> None:
     parser.add_argument("--groups", default="1,4", help="dense GQA groups (default 1,4: MHA and GQA-4)")
     parser.add_argument("--no-varlen", action="store_true", help="skip the varlen cases")
     parser.add_argument("--no-decode", action="store_true", help="skip the decode cases")
+    parser.add_argument("--decode-variant", type=int, default=0,
+                        help="also time the split kernel with this _variant bit mask (column tlxc_vN)")
     parser.add_argument("--no-ab", action="store_true",
                         help="do not time session 11's configuration (s11) nor TMA stores (tma)")
     args = parser.parse_args()
@@ -317,7 +323,7 @@ def main() -> None:
              if wants_example((B, H, Hkv, S, D, causal))]
     jobs += [("varlen", VARLEN_SEED + i, group, causal, order, tma) for i, (group, causal) in enumerate(varlen_cases)
              for order, tma in (("sorted", False), ("snake", False), ("sorted", True))]
-    jobs += [("decode", *case) for case in decode_cases]
+    jobs += [("decode", *case, args.decode_variant) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
              for B, H, Hkv, S, D, causal in cases if H == Hkv for _, c in ab_configs(D, causal, S)]
     if args.configs:
@@ -435,7 +441,7 @@ def main() -> None:
                                     attention_forward, sdpa, sdpa_kernel, SDPBackend))
     for index, case in enumerate(decode_cases):
         results.append(bench_decode(*case, timed, budget_left(len(cases) + len(varlen_cases) + index), sdpa,
-                                    sdpa_kernel, SDPBackend))
+                                    sdpa_kernel, SDPBackend, variant=args.decode_variant))
     summarize(results, card, t0)
 
 
@@ -571,7 +577,7 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
     return row
 
 
-def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend, device="cuda") -> dict:
+def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend, device="cuda", variant=0) -> dict:
     """One decode step: tlxc on the paged cache against SDPA's backends on the gathered
     contiguous cache (equal lengths) or flash varlen with one query per sequence (mixed)."""
     import torch
@@ -613,6 +619,9 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
         contig_k = k_packed.view(B, L, Hkv, D)
         contig_v = v_packed.view(B, L, Hkv, D)
         fns["tlxc_contig"] = lambda: attention_decode(q, contig_k, contig_v, seqlens)[0]
+    if variant:         # the split kernel with the _variant bits (checked against float32 math below)
+        fns[f"tlxc_v{variant}"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
+                                                           _variant=variant)[0]
     cu_k = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device)
     cu_q = torch.arange(B + 1, dtype=torch.int32, device=device)
 
@@ -676,7 +685,8 @@ def summarize(results, card, t0) -> None:
         if not rows:
             continue
         for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_tma_store", "cudnn_padded", "best_sdpa",
-                     "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_nocheck"):
+                     "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_nocheck",
+                     *sorted({n for r in rows for n in r["ratios"] if n.startswith("tlxc_v")})):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:
                 print(f"{kind} vs {base}: geomean {geomean(xs):.3f}, min {min(xs):.3f}, {len(xs)} cases")

@@ -391,3 +391,17 @@ def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
         params = dict(zip(kernel.param_names, args), **meta)
         findings = check_function(kernel, specialization_from_args(kernel, params), num_warps=num_warps)
         assert [f for f in findings if f.severity != "note"] == []
+
+
+@pytest.mark.parametrize("variant", [1, 3, 4, 7])
+def test_split_variants_match_float64(variant, poisoned):
+    """``_variant``: session 13's reverted split-kernel changes (1 copy mask in the copy layout, 2
+    ``[BLOCK_N, 1]`` page loads, 4 the length mask on the last block only) agree with float64 math
+    on the interpreter, on the configuration whose sm_90a build disagreed on the H200 (D = 64, MQA
+    8:1, 64-row pages, 3 splits, inline combine); tests/test_gpu_ops_attention_decode.py runs them there."""
+    lens = [0, 1, 300, 129]
+    k, v, table = _paged(lens, 64, 1, 64, torch.bfloat16, seed=11)
+    q = _randn(len(lens), 8, 64, seed=12)
+    seqlens = torch.tensor(lens, dtype=torch.int32)
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, num_splits=3, combine="inline", _variant=variant)
+    _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)

@@ -242,7 +242,8 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                      block_table: torch.Tensor | None = None, sm_scale: float | None = None,
                      num_splits: int | None = None, combine: str = "kernel", schedule: str | None = None,
                      check: bool = True, _sms: int | None = None,
-                     _ring: tuple[int, int] | None = None, _heads: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                     _ring: tuple[int, int] | None = None, _heads: bool = False,
+                     _variant: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of one query token per sequence against its cached keys (module
     docstring).  ``num_splits`` overrides the split count, ``combine`` how several splits are
     merged: ``kernel`` (a second launch, which also checks the inputs; the default: 4-10%
@@ -261,7 +262,10 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     plan).  ``_sms`` (the SM count) and ``_ring`` (keys per block, ring slots: the bench's ring
     A/B) override the device's and ``block_sizes``'; ``_heads=True`` (stream schedule, H <= 64):
     one row per sequence whose blocks hold a few keys of every kv head (contiguous in a
-    ``[pages, page, Hkv, D]`` cache: the bench's DRAM-locality A/B)."""
+    ``[pages, page, Hkv, D]`` cache: the bench's DRAM-locality A/B).  ``_variant`` (split
+    schedule, a bit mask, 0 = the default kernel): session 13's three reverted split-kernel
+    changes (1: copy mask in the copy layout, 2: ``[BLOCK_N, 1]`` page loads, 4: the length mask
+    on the last block only), for the GPU-vs-interpreter probe (tests/test_gpu_ops_attention_decode.py)."""
     try:
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
                v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, cache_seqlens.shape,
@@ -269,13 +273,13 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype,
                                                  block_table.device),
                type(sm_scale), sm_scale, type(num_splits), num_splits, combine, schedule, type(check), check, _sms,
-               _ring, _heads)
+               _ring, _heads, _variant)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError):             # not tensors, or unhashable options: the checks say which
         key = plan = None
     if plan is None:
         plan = _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
-                     _sms, _ring, _heads)
+                     _sms, _ring, _heads, _variant)
         if key is not None:
             if len(_PLANS) >= _MAX_PLANS:
                 _PLANS.clear()
@@ -284,7 +288,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
 
 
 def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
-          _sms, _ring, _heads) -> _Plan:
+          _sms, _ring, _heads, _variant=0) -> _Plan:
     """The checks of ``attention_decode``'s arguments and its launches (``_Plan``)."""
     if not isinstance(check, bool):
         raise TypeError(f"tlxc.ops.attention_decode: 'check' must be a bool, got {type(check).__name__}")
@@ -299,6 +303,8 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         raise _fail(f"'schedule' must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     if _heads is not False and (_heads is not True or schedule != "stream"):
         raise _fail(f"'_heads' is a bool for schedule='stream', got {_heads!r} with schedule={schedule!r}")
+    if not (isinstance(_variant, int) and 0 <= _variant <= 7) or (_variant and schedule != "split"):
+        raise _fail(f"'_variant' is a bit mask 0..7 of the split schedule, got {_variant!r} with schedule={schedule!r}")
     if schedule == "stream" and (num_splits is not None or combine != "kernel"):
         raise _fail("'num_splits' and 'combine' belong to schedule='split' (the stream schedule splits by key "
                     "blocks on the device)")
@@ -388,7 +394,8 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         sm_scale * LOG2E, *q_strides, *sk, *sv, stride_bt, *so, *sl, *so_final, *sl_final), _options(
         D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page, STAGES=stages, PAGED=paged,
         ONE_SPLIT=one, FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype],
-        BLOCK_S=max(2, 1 << (splits - 1).bit_length()), num_warps=4), rows if fixup else 0)
+        BLOCK_S=max(2, 1 << (splits - 1).bit_length()), VARIANT=_variant, num_warps=4),
+        rows if fixup else 0)
     if not one and not fixup:
         plan.add(decode_combine_kernel, (B * H,), (
             OP, LP, O, LSE, LENS, bt, H, splits, capacity, num_pages, stride_bt, *so, *sl, *so_final, *sl_final),
