@@ -32,14 +32,15 @@ The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come
 
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
                                         [--budget-s 180] [--jobs 8] [--s 256,512] [--d 64,128] [--groups 1]
-                                        [--no-varlen] [--no-decode] [--no-ab] [--decode-variant N]
+                                        [--no-varlen] [--no-decode] [--no-ab] [--decode-variant N] [--pin]
 
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
 ``--no-ab``, each dense MHA case whose default configuration differs from session 11's also times that
 one (column ``s11``: its time / the default's, > 1: session 12's default is faster; at S >= 512 and
 D <= 128 it is the A/B of the TMA-store epilogue), and at S <= 1024 / D <= 128 where the default
 stores O through pointers, the default with ``tma_store=True`` (column ``tma``, < 1: TMA stores
-faster).  (The run of 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
+faster; ``--pin``, also with ``--no-ab``: column ``pin``, every dense case, the default with
+``pin_softmax=True``, < 1: pinned faster).  (The run of 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
 docs/performance.md; ``--configs`` still has them.)
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
@@ -296,6 +297,8 @@ def main() -> None:
                         help="also time the split kernel with this _variant bit mask (column tlxc_vN)")
     parser.add_argument("--no-ab", action="store_true",
                         help="do not time session 11's configuration (s11) nor TMA stores (tma)")
+    parser.add_argument("--pin", action="store_true",
+                        help="also time the default with pin_softmax=True (column pin, < 1: pinned faster)")
     args = parser.parse_args()
     t0 = time.time()
     ints = lambda text: tuple(int(x) for x in text.split(",")) if text else None  # noqa: E731
@@ -309,14 +312,15 @@ def main() -> None:
     def ab_configs(D, causal, S):
         """[(column, configuration)] timed next to the default: session 11's where it differs,
         the default with TMA stores of O where it has pointer stores (S <= 1024, D <= 128)."""
-        if args.no_ab:
-            return []
         default = choose_config(D, causal, S)
+        pin = [("pin", dataclasses.replace(default, pin_softmax=True))] if args.pin else []
+        if args.no_ab:
+            return pin
         old = s11_config(AttnConfig, choose_config, D, causal, S)
         out = [("s11", old)] if old != default else []
         if S <= 1024 and default.head_dim <= 128 and not default.tma_store:
             out.append(("tma", dataclasses.replace(default, tma_store=True)))
-        return out
+        return out + pin
     jobs = [("fwd", *case, None) for case in cases]
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
     jobs += [("example", B, H, S, D, causal) for B, H, Hkv, S, D, causal in cases
@@ -325,7 +329,7 @@ def main() -> None:
              for order, tma in (("sorted", False), ("snake", False), ("sorted", True))]
     jobs += [("decode", *case, args.decode_variant) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
-             for B, H, Hkv, S, D, causal in cases if H == Hkv for _, c in ab_configs(D, causal, S)]
+             for B, H, Hkv, S, D, causal in cases for n, c in ab_configs(D, causal, S) if H == Hkv or n == "pin"]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -402,7 +406,7 @@ def main() -> None:
                 print(f"    example: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
         alternatives = []
         if "tlxc" in fns:
-            alternatives += ab_configs(D, causal, S) if H == Hkv else []     # MHA cases: compile time
+            alternatives += [(n, c) for n, c in ab_configs(D, causal, S) if H == Hkv or n == "pin"]  # s11/tma: MHA
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)
@@ -694,7 +698,8 @@ def summarize(results, card, t0) -> None:
         if small:
             print(f"{kind} vs cudnn at S <= 512: geomean {geomean(small):.3f}, min {min(small):.3f}")
         for col, what in (("s11", "session 11's config time / default time"),
-                          ("tma", "the default with tma_store=True, time / default time")):
+                          ("tma", "the default with tma_store=True, time / default time"),
+                          ("pin", "the default with pin_softmax=True, time / default time")):
             ab = [r["ratios"][col] for r in rows if col in r["ratios"]]
             if ab:
                 print(f"  {col}: {what}, geomean {geomean(ab):.3f}, min {min(ab):.3f}, max {max(ab):.3f} "
