@@ -139,7 +139,7 @@ def test_ws_kernel_stores_by_pointers_where_the_c_tile_does_not_fit():
     assert grouped_module.ws_stores_by_tma("gws_128x128x64_s5", a, torch.empty(256, 256))
 
 
-@pytest.mark.parametrize("config", ["gws_128x128x64_s5", "gws_128x128x64_s5_e8"])
+@pytest.mark.parametrize("config", ["gws_128x128x64_s5", "gws_128x128x64_s5_e8", "gws_128x128x64_s5_e8d"])
 @pytest.mark.parametrize("E", [1, 5, 37])
 def test_ws_kernel_finds_every_group_by_binary_search(E, config, monkeypatch):
     """E = 1, 5, 37 groups (a power of two plus one, a third of them empty, int64 sizes,
@@ -185,7 +185,7 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
     from tlxc import language as tl
     from tlxc.descriptors import TensorDescriptor
     from tlxc.ops.kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
-    bm, bn, bk, stages, expert_group_m = GROUPED_WS_CONFIGS[config]
+    bm, bn, bk, stages, expert_group_m, dynamic = GROUPED_WS_CONFIGS[config]
     E, M, K, N = 8, 8192, 4096, 4096
     a = torch.empty(M, K, dtype=torch.bfloat16)
     if transposed:
@@ -196,9 +196,9 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
     for c_tma in (False, True):          # pointer stores only; TMA stores of the row blocks inside a group
         h = grouped_gemm_ws_kernel.warmup(TensorDescriptor.from_tensor(a, [bm // 2, bk], swizzle=128), b_desc, out,
                                           TensorDescriptor.from_tensor(out, [bm // 2, 64], swizzle=128) if c_tma
-                                          else None, torch.empty(2 * E, dtype=torch.int32), E, N, K, M // bm + E, 132,
+                                          else None, torch.empty(2 * E + 1, dtype=torch.int32), E, N, K, M // bm + E, 132,
                                           N, 1, BM=bm, BN=bn, BK=bk, GROUP_M=expert_group_m or GROUP_M,
-                                          NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0,
+                                          NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=dynamic,
                                           DTYPE=tl.bfloat16, B_KMAJOR=transposed, B_BOX_N=64, E_PAD=E,
                                           SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                           OUT_DTYPE=tl.bfloat16 if c_tma else None, C_BOX_N=64, num_warps=4,
