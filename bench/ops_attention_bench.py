@@ -40,7 +40,8 @@ one (column ``s11``: its time / the default's, > 1: session 12's default is fast
 D <= 128 it is the A/B of the TMA-store epilogue), and at S <= 1024 / D <= 128 where the default
 stores O through pointers, the default with ``tma_store=True`` (column ``tma``, < 1: TMA stores
 faster; ``--pin``, also with ``--no-ab``: column ``pin``, every dense case, the default with
-``pin_softmax=True``, < 1: pinned faster).  (The run of 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
+``pin_softmax=True``, < 1: pinned faster; ``pin_ov`` the same with ``overlap=True`` at tiles up to 128
+wide).  (The run of 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
 docs/performance.md; ``--configs`` still has them.)
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
@@ -314,6 +315,8 @@ def main() -> None:
         the default with TMA stores of O where it has pointer stores (S <= 1024, D <= 128)."""
         default = choose_config(D, causal, S)
         pin = [("pin", dataclasses.replace(default, pin_softmax=True))] if args.pin else []
+        if args.pin and default.o_parts == 1:      # and with the last P V issued with the next item's first S
+            pin.append(("pin_ov", dataclasses.replace(default, pin_softmax=True, overlap=True, diag_skip=False)))
         if args.no_ab:
             return pin
         old = s11_config(AttnConfig, choose_config, D, causal, S)
@@ -329,7 +332,7 @@ def main() -> None:
              for order, tma in (("sorted", False), ("snake", False), ("sorted", True))]
     jobs += [("decode", *case, args.decode_variant) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
-             for B, H, Hkv, S, D, causal in cases for n, c in ab_configs(D, causal, S) if H == Hkv or n == "pin"]
+             for B, H, Hkv, S, D, causal in cases for n, c in ab_configs(D, causal, S) if H == Hkv or n.startswith("pin")]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -406,7 +409,7 @@ def main() -> None:
                 print(f"    example: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
         alternatives = []
         if "tlxc" in fns:
-            alternatives += [(n, c) for n, c in ab_configs(D, causal, S) if H == Hkv or n == "pin"]  # s11/tma: MHA
+            alternatives += [(n, c) for n, c in ab_configs(D, causal, S) if H == Hkv or n.startswith("pin")]  # s11/tma: MHA
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)
@@ -699,7 +702,8 @@ def summarize(results, card, t0) -> None:
             print(f"{kind} vs cudnn at S <= 512: geomean {geomean(small):.3f}, min {min(small):.3f}")
         for col, what in (("s11", "session 11's config time / default time"),
                           ("tma", "the default with tma_store=True, time / default time"),
-                          ("pin", "the default with pin_softmax=True, time / default time")):
+                          ("pin", "the default with pin_softmax=True, time / default time"),
+                          ("pin_ov", "the default with pin_softmax=True and overlap=True, time / default time")):
             ab = [r["ratios"][col] for r in rows if col in r["ratios"]]
             if ab:
                 print(f"  {col}: {what}, geomean {geomean(ab):.3f}, min {min(ab):.3f}, max {max(ab):.3f} "

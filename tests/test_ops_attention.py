@@ -586,15 +586,19 @@ def test_register_a_product_as_one_group_switch(D, monkeypatch):
 PIN_CONFIGS = [A.AttnConfig(64, 128, 128, 2, 2, tma_store=True, pin_softmax=True),
                A.AttnConfig(128, 128, 64, 4, 2, tma_store=True, pin_softmax=True),
                A.AttnConfig(256, 128, 64, 2, 1, tma_store=True, pin_softmax=True),
-               A.AttnConfig(64, 192, 128, 2, 2, pin_softmax=True)]
+               A.AttnConfig(64, 192, 128, 2, 2, pin_softmax=True),
+               A.AttnConfig(64, 128, 128, 2, 2, True, tma_store=True, pin_softmax=True),      # with overlap
+               A.AttnConfig(128, 128, 128, 2, 2, True, pin_softmax=True)]
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("config", PIN_CONFIGS, ids=lambda c: f"{c.head_dim}x{c.block_m}x{c.block_n}")
+@pytest.mark.parametrize("config", PIN_CONFIGS,
+                         ids=lambda c: f"{c.head_dim}x{c.block_m}x{c.block_n}{'ov' if c.overlap else ''}")
 def test_pinned_softmax_gives_the_same_results(config, causal, poisoned):
     """pin_softmax (a shared store of each consumer's l_i before P V's wait, only a scheduling
-    anchor) changes no result bit: against float64 math and against the same config without it;
-    S = 300 (no tile multiple), GQA 2:1, two programs walking several items."""
+    anchor; with overlap also before the previous item's last P V's wait) changes no result bit:
+    against float64 math and against the same config without it; S = 300 (no tile multiple),
+    GQA 2:1, two programs walking several items."""
     D = {64: 64, 128: 96, 256: 192}[config.head_dim]
     q, k, v = _randn(1, 4, 300, D, seed=120), _randn(1, 2, 300, D, seed=121), _randn(1, 2, 300, D, seed=122)
     o, lse = attention_forward(q, k, v, causal=causal, config=config, programs=2)

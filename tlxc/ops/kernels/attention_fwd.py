@@ -323,6 +323,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     p = tl.exp2(s * qk_scale - m_i[:, None])
                     l_i = tl.sum(p, 1)
                     if OVERLAP:
+                        if PIN_SOFTMAX:     # (as in the key loop) the softmax stays above the wait below
+                            tlx.local_store(pin_smem[cid], l_i)
                         acc_prev = tlx.async_dot_wait(0, acc_prev)
                         if pending:
                             tlx.barrier_arrive(v_empty[pv_slot])
