@@ -177,6 +177,7 @@ _ALL = [
     _dot(64, 64, 128, 6, 4, split_k=2),
     _dot(64, 64, 64, 8, 4, split_k=2),
     _dot(64, 64, 256, 3, 4, split_k=2),
+    _dot(64, 64, 128, 3, 4, split_k=4),    # 256 programs, two an SM (96 KB each): 32-64 KB of B in flight an SM
     # the same with 128-wide tiles split in four (128 programs): B's rows read 256 bytes at a time
     # (N-major B: a row of a [K, N] B is N-contiguous, 128-byte pieces of it are half a DRAM burst pair)
     _dot(64, 128, 128, 4, 4, split_k=4),
