@@ -305,6 +305,48 @@ def test_ws_prefetched_row_stats(D, ws_kernel, poisoned, monkeypatch):
     _check(got, ref, dtype)
 
 
+@pytest.mark.parametrize("D", [64, 128])
+def test_ws_row_stats_in_shared_memory(D, ws_kernel, poisoned, monkeypatch):
+    """WS_STATS_SMEM: the producer copies each tile's lse2 / delta rows by TMA with Q / dO (rows past a
+    head's end read as 0 or as the next head's, and are masked); dense GQA causal with a partial last
+    query tile, packed uneven lengths (steps of zero, one and many tiles, the last tile past total_q),
+    both persistent and one program per item, against float64."""
+    monkeypatch.setattr(host, "WS_STATS_SMEM", {64: True, 128: True})
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(2, 4, 2, 200, 90, D, dtype, seed=D + 21)
+    o, lse, *ref = dense_reference(q, k, v, do, True, 0.1)
+    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.1), ref, dtype)
+    monkeypatch.setattr(host, "WS_PERSISTENT", {False: True, True: True})
+    q, k, v, do = dense_inputs(1, 2, 2, 130, 250, D, dtype, seed=D + 22)
+    o, lse, *ref = dense_reference(q, k, v, do, False, 0.1)
+    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=False, sm_scale=0.1), ref, dtype)
+    lens_q, lens_k = [1, 67, 130, 5, 0], [1, 130, 67, 0, 9]
+    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 4, 2, D, dtype, seed=D + 23)
+    o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, True, 0.09)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.09, cu_seqlens_q=cu_q,
+                        cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
+    assert ws_kernel[-1] == "bwd_ws_kernel"
+    _check(got, ref, dtype)
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_ws_row_stats_read_in_the_products_layout(D, monkeypatch, tmp_path):
+    """WS_STATS_SMEM on sm_90a: the rows the producer copied are read from shared memory in the
+    products' layout (load-in-use-layout on tlx.local_load): the optimized IR converts no row of
+    statistics (the loaded rows went through a shared-memory round trip before), 0 spills in the
+    tile loop's kernel (non-causal)."""
+    monkeypatch.setattr(host, "WS_STATS_SMEM", {64: True, 128: True})
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    monkeypatch.setenv("TLXC_DUMP_DIR", str(tmp_path))
+    q = torch.empty(2, 4, 512, D, dtype=torch.bfloat16)
+    k = torch.empty(2, 1, 512, D, dtype=torch.bfloat16)
+    ws = compile_kernels(q, q, k, k, q, torch.empty(2, 4, 512), causal=False, sm_scale=0.1)[-1]
+    assert ws.n_spills == 0
+    (ir,) = [f.read_text() for f in tmp_path.glob("bwd_ws_kernel*.opt.ir")]
+    assert "local_load" in ir and "1x64xf32" in ir
+    assert not [line for line in ir.splitlines() if "convert_layout" in line and "1x64xf32" in line]
+
+
 def test_ws_bshd_views_fp16(ws_kernel, poisoned):
     """[B, S, H, D] tensors seen as BHSD: rows of a head at stride H*D, the head's columns at h*D."""
     dtype = torch.float16

@@ -62,6 +62,12 @@ WS_DEFER_DQ = {64: False, 128: True}
 # waiting, so the two consumers can drift apart by up to a tile instead of meeting every tile
 WS_DRIFT = {64: True, 128: False}
 WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 208 / 224 KB)
+# head dim -> the producer loads a tile's lse2 / delta rows by TMA with its Q / dO (into the ring's slots,
+# 256 bytes each), and the consumers read them from shared memory in the products' layout: no global
+# load per tile, no conversion through shared memory between two warp-group barriers (as each use of a
+# loaded row needs); the statistics' rows are padded to 16 bytes for the descriptor (session 14; A/B)
+WS_STATS_SMEM = {64: False, 128: False}
+STAT_PAD = 4                       # the statistics' row length is a multiple of this (WS_STATS_SMEM)
 # causal -> persistent: on dense inputs the ws kernel runs one program per SM, each walking the
 # (key block, batch, kv head) items of its row of a host-built table (``_ws_schedule``), so an
 # item's K / V load overlaps the previous item's dK / dV stores and no program is launched per item;
@@ -179,6 +185,15 @@ def _rows_view(t: torch.Tensor, strides, n_batch: int, n_heads: int, n_rows: int
     return desc, r_b, r_h, c_h, rows
 
 
+def _stat_rows(t: torch.Tensor) -> TensorDescriptor:
+    """A TMA view of a statistics tensor with padded rows (``[B, H, S]`` or packed ``[H, total]``,
+    rows ``t.stride(-2)`` floats apart) as ``[rows, S]``: (batch, head) -> row ``b * H + h``
+    (packed: ``h``), a box of one row of ``WS_BLOCK_M`` floats; columns past S read as 0."""
+    n = t.shape[-1]
+    rows = t.numel() // n
+    return TensorDescriptor(t.as_strided((rows, n), (t.stride(-2), 1)), [rows, n], [t.stride(-2), 1], [1, WS_BLOCK_M])
+
+
 def _padded_dim(d: int) -> int:
     return max(16, 1 << (d - 1).bit_length())
 
@@ -292,8 +307,13 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
         def strides(t):
             return t.stride(0), t.stride(1), t.stride(2)
         cu_q_arg = cu_k_arg = None
-    delta = torch.empty(lse_shape, device=q.device, dtype=torch.float32)
-    lse2 = torch.empty_like(delta)
+    if WS_STATS_SMEM.get(D, False):     # rows padded for the ws kernel's TMA descriptors (16-byte strides)
+        padded = (*lse_shape[:-1], -(-lse_shape[-1] // STAT_PAD) * STAT_PAD)
+        delta = torch.empty(padded, device=q.device, dtype=torch.float32)[..., :lse_shape[-1]]
+        lse2 = torch.empty(padded, device=q.device, dtype=torch.float32)[..., :lse_shape[-1]]
+    else:
+        delta = torch.empty(lse_shape, device=q.device, dtype=torch.float32)
+        lse2 = torch.empty_like(delta)
     stat_strides = (0, delta.stride(0)) if varlen else (delta.stride(0), delta.stride(1))
     lse_strides = (0, lse.stride(0)) if varlen else (lse.stride(0), lse.stride(1))
     HD = _padded_dim(D)
@@ -355,11 +375,13 @@ def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq,
         grid, sched = (table.shape[0],), (table, table.stride(0))
     else:
         grid, sched = (n_blocks * B * H_kv,), (None, 0)
+    stats_smem = WS_STATS_SMEM.get(D, False) and lse2.stride(-2) % STAT_PAD == 0
+    stat_descs = (_stat_rows(lse2), _stat_rows(delta)) if stats_smem else (None, None)
     _launch(bwd_ws_kernel, grid, q_desc, k_desc, v_desc, do_desc, dq_desc, lse2, delta, dk, dv,
             cu_q, cu_k, Sq, Sk, H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv),
-            qk_scale, sm_scale, sections, *sched,
+            qk_scale, sm_scale, sections, *sched, *stat_descs,
             HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES[D],
             DTYPE=TL_DTYPES[q.dtype], PREFETCH_STATS=WS_PREFETCH_STATS[D], DEFER_DQ=WS_DEFER_DQ[D],
-            DRIFT=WS_DRIFT[D], PERSISTENT=persistent, num_warps=4)
+            DRIFT=WS_DRIFT[D], PERSISTENT=persistent, STATS_SMEM=stats_smem, num_warps=4)
     dq.copy_(dq_acc.view(-1).as_strided(q.shape, q.stride()))
     return dq, dk, dv

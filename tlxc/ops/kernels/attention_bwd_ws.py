@@ -156,11 +156,12 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                   cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV,
                   qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, sd_b, sd_h,
                   sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, heads_per_section,
-                  sched_ptr, sched_stride,
+                  sched_ptr, sched_stride, lse2_desc, delta_desc,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
                   VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, DTYPE: tl.constexpr,
                   PREFETCH_STATS: tl.constexpr = False, DEFER_DQ: tl.constexpr = False,
-                  DRIFT: tl.constexpr = False, PERSISTENT: tl.constexpr = False, REGISTERS: tl.constexpr = 240):
+                  DRIFT: tl.constexpr = False, PERSISTENT: tl.constexpr = False, STATS_SMEM: tl.constexpr = False,
+                  REGISTERS: tl.constexpr = 240):
     BLOCK_N: tl.constexpr = 128
     HALF_N: tl.constexpr = 64                                   # keys of one consumer
     N_BOX: tl.constexpr = HEAD_DIM // D_BOX
@@ -177,6 +178,9 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
     dq_smem = tlx.local_alloc((BLOCK_M, D_BOX), tl.float32, 4)              # two per consumer
     kv_full = tlx.alloc_barriers(1, arrive_count=1)
     kv_empty = tlx.alloc_barriers(1, arrive_count=2)        # both consumers are done with an item's K, V
+    if STATS_SMEM:         # a tile's lse2 / delta rows, loaded by the producer with its Q / dO (one row each)
+        lse2_smem = tlx.local_alloc((1, BLOCK_M), tl.float32, NUM_BUF)
+        delta_smem = tlx.local_alloc((1, BLOCK_M), tl.float32, NUM_BUF)
     q_full = tlx.alloc_barriers(NUM_BUF, arrive_count=1)
     do_full = tlx.alloc_barriers(NUM_BUF, arrive_count=1)
     q_empty = tlx.alloc_barriers(NUM_BUF, arrive_count=2)
@@ -202,12 +206,21 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                     q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
                     buf, phase = tlx.get_bufidx_phase(t0 + t, NUM_BUF)
                     tlx.barrier_wait(q_empty[buf], phase ^ 1)
-                    tlx.barrier_expect_bytes(q_full[buf], BLOCK_M * HEAD_DIM * 2)
+                    if STATS_SMEM:
+                        stat_row = b * (H_KV * GROUP) + h       # packed: b is 0, the rows are the heads
+                        tlx.barrier_expect_bytes(q_full[buf], BLOCK_M * HEAD_DIM * 2 + BLOCK_M * 4)
+                        tlx.async_descriptor_load(lse2_desc, lse2_smem[buf], [stat_row, q_first + m0], q_full[buf])
+                    else:
+                        tlx.barrier_expect_bytes(q_full[buf], BLOCK_M * HEAD_DIM * 2)
                     for d in tl.static_range(N_BOX):
                         q_box = tlx.local_slice(q_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
                         tlx.async_descriptor_load(q_desc, q_box, [q_row, h * qc_h + d * D_BOX], q_full[buf])
                     tlx.barrier_wait(do_empty[buf], phase ^ 1)
-                    tlx.barrier_expect_bytes(do_full[buf], BLOCK_M * HEAD_DIM * 2)
+                    if STATS_SMEM:
+                        tlx.barrier_expect_bytes(do_full[buf], BLOCK_M * HEAD_DIM * 2 + BLOCK_M * 4)
+                        tlx.async_descriptor_load(delta_desc, delta_smem[buf], [stat_row, q_first + m0], do_full[buf])
+                    else:
+                        tlx.barrier_expect_bytes(do_full[buf], BLOCK_M * HEAD_DIM * 2)
                     for d in tl.static_range(N_BOX):
                         do_box = tlx.local_slice(do_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
                         tlx.async_descriptor_load(do_desc, do_box, [q_row, h * qc_h + d * D_BOX], do_full[buf])
@@ -246,7 +259,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                     v_op = v_c
                 g = hk * 0                              # the tile's query head in the group
                 mb = first_m                            # and query block
-                if PREFETCH_STATS:     # a tile's row statistics are loaded during the previous tile
+                if PREFETCH_STATS and not STATS_SMEM:   # a tile's row statistics, loaded during the previous tile
                     lse2, delta = _row_stats(lse2_ptr, delta_ptr, hk * GROUP, mb * BLOCK_M, steps > 0, b, q_first,
                                              len_q, sd_b, sd_h, sm_scale, BLOCK_M)
                 for t in range(steps):
@@ -255,7 +268,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                     u = t0 + t                          # the tile's place in the ring and the dS^T / dQ turns
                     buf, phase = tlx.get_bufidx_phase(u, NUM_BUF)
                     offs_m = m0 + tl.arange(0, BLOCK_M)
-                    if not PREFETCH_STATS:  # issued here, in flight over the waits below
+                    if not PREFETCH_STATS and not STATS_SMEM:   # issued here, in flight over the waits below
                         lse2, delta = _row_stats(lse2_ptr, delta_ptr, h, m0, t < steps, b, q_first, len_q, sd_b, sd_h,
                                                  sm_scale, BLOCK_M)
                     # S^T and dP^T are independent: both are issued before either is waited, so the
@@ -270,7 +283,12 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                     dpT = tlx.async_dot(v_op, tlx.local_trans(do_smem[buf]),
                                         tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32), use_acc=False)
                     sT = tlx.async_dot_wait(1, sT)                              # S^T done, dP^T running
-                    pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
+                    if STATS_SMEM:      # read in the product's layout (0 past the rows: the copy's fill)
+                        pT = tl.math.exp2(sT * qk_scale - tlx.local_load(lse2_smem[buf]))
+                        if m0 + BLOCK_M > len_q:                            # queries past the sequence
+                            pT = tl.where(offs_m[None, :] < len_q, pT, 0.0)
+                    else:
+                        pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
                     if CAUSAL:
                         if m0 < start_n + BLOCK_N:                          # a block on the diagonal
                             pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
@@ -278,7 +296,10 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                         pT = tl.where(key_ok[:, None], pT, 0.0)
                     dv = tlx.async_dot(pT.to(DTYPE), do_smem[buf], dv)
                     dpT = tlx.async_dot_wait(1, dpT)                            # dP^T done, dV running
-                    dsT = (pT * (dpT * sm_scale - delta[None, :])).to(DTYPE)   # sm_scale of dK and dQ, once
+                    if STATS_SMEM:      # (P is 0 past the rows)
+                        dsT = (pT * ((dpT - tlx.local_load(delta_smem[buf])) * sm_scale)).to(DTYPE)
+                    else:
+                        dsT = (pT * (dpT * sm_scale - delta[None, :])).to(DTYPE)   # sm_scale of dK and dQ, once
                     dk = tlx.async_dot(dsT, q_smem[buf], dk)
                     dv = tlx.async_dot_wait(1, dv)                              # dV done (dO read), dK running
                     tlx.barrier_arrive(do_empty[buf])
@@ -312,7 +333,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                         dk = tlx.async_dot_wait(0, dk)
                         tlx.barrier_arrive(q_empty[buf])
                     g, mb = _next_tile(g, mb, first_m, per_head, GROUP)
-                    if PREFETCH_STATS:
+                    if PREFETCH_STATS and not STATS_SMEM:
                         lse2, delta = _row_stats(lse2_ptr, delta_ptr, hk * GROUP + g, mb * BLOCK_M, t + 1 < steps, b,
                                                  q_first, len_q, sd_b, sd_h, sm_scale, BLOCK_M)
                 tlx.barrier_arrive(kv_empty[0])                # K and V (dQ's operand) are read
