@@ -27,7 +27,8 @@ of the lengths and block table.  (Session 13 run 2 also timed the stream schedul
 6 x 32-key ring and with all kv heads in a block: ``_ring=(32, 6)``, ``_heads=True``; both
 slower, docs/performance.md.)  ``--decode-variant N`` adds column ``tlxc_vN``: the split kernel
 with session 13's reverted per-block changes selected by the bit mask ``_variant=N``
-(``attention_decode``'s docstring).  GB/s = K/V bytes read / time.
+(``attention_decode``'s docstring); ``tlxc_tma`` is the split kernel with its ring filled by
+one TMA copy per page box (``_tma=True``) instead of per-thread cp.async.  GB/s = K/V bytes read / time.
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
 
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
@@ -196,6 +197,7 @@ def _compile_worker(job):
             compile_decode(q, kc, vc, seqlens, block_table=table)
             if variant:
                 compile_decode(q, kc, vc, seqlens, block_table=table, _variant=variant)
+            compile_decode(q, kc, vc, seqlens, block_table=table, _tma=True)          # tlxc_tma
             compile_decode(q, kc, vc, seqlens, block_table=table, schedule="stream")
             compile_decode(q, kc, vc, seqlens, block_table=table, check=False)       # tlxc_nocheck's merge
             if L is not None:
@@ -659,6 +661,12 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
         fns["tlxc_stream"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
                                                       schedule="stream")[0]
         fns["tlxc_nocheck"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table, check=False)[0]
+        o_tma, _ = attention_decode(q, k_cache, v_cache, seqlens, block_table=table, _tma=True)
+        err_tma = ((o_tma.float() - ref).norm() / ref.norm()).item()
+        if err_tma < 1e-2:
+            fns["tlxc_tma"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table, _tma=True)[0]
+        else:
+            print(f"    decode tlxc_tma disagrees with float32 math ({err_tma:.2e}); not timed", flush=True)
     except Exception as exc:
         row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         print(f"{label:40s} FAILED {row['failed']}", flush=True)
@@ -692,7 +700,7 @@ def summarize(results, card, t0) -> None:
         if not rows:
             continue
         for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_tma_store", "cudnn_padded", "best_sdpa",
-                     "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_nocheck",
+                     "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_nocheck", "tlxc_tma",
                      *sorted({n for r in rows for n in r["ratios"] if n.startswith("tlxc_v")})):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:

@@ -157,3 +157,25 @@ def test_split_variants_match_float64(variant, combine, page, splits):
         assert max(err) < TOL[torch.bfloat16], (f"variant {variant} {combine} page {page} splits {splits} call {i}: max error per "
                                                 f"sequence {err}")
         _check(o, lse, ref_o, ref_lse, torch.bfloat16)
+
+
+@pytest.mark.parametrize("D,H,Hkv,page,splits,dtype,combine", [c for c in CASES if c[3] >= 8 and c[0] <= 128],
+                         ids=lambda x: str(x).replace("torch.", ""))
+def test_tma_ring_matches_float64(D, H, Hkv, page, splits, dtype, combine):
+    """``_tma=True`` (one TMA copy per page box): the cache rows no sequence owns hold NaN (boxes past
+    a length read zeros, the last block's V rows past it are zeroed)."""
+    lens = [0, 1, 700, 5000, 129]
+    k, v, table = _paged(lens, page, Hkv, D, dtype, seed=D + H + 3)
+    owned = torch.zeros(k.shape[:2], dtype=torch.bool)
+    tcpu = table.cpu()
+    for b, n in enumerate(lens):
+        rows = torch.arange(n)
+        owned[tcpu[b, rows // page].long(), rows % page] = True
+    owned = owned.cuda()
+    k[~owned], v[~owned] = float("nan"), float("nan")
+    q = torch.randn(len(lens), H, D, device="cuda", dtype=dtype)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    ref = reference(q, k, v, seqlens, block_table=table)
+    for _ in range(2):
+        o, lse = attention_decode(q, k, v, seqlens, block_table=table, num_splits=splits, combine=combine, _tma=True)
+        _check(o, lse, *ref, dtype)
