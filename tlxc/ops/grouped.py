@@ -143,8 +143,8 @@ def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool) -> int:
     229440 with a bf16 C tile)."""
     bm, bn, bk, stages, _, dynamic = GROUPED_WS_CONFIGS[config]
     used = stages * (bm * bk + bn * bk) * elt + (bm * (bn // 2) * out_elt if c_tma else 0) + 16 * stages
-    if dynamic:                 # the tile-index ring (2 int32 at a 128-byte boundary) and its 4 barriers
-        used = -(-(-(-used // 128) * 128 + 40) // 32) * 32
+    if dynamic:                 # the tile ring (2 x 4 int32 at a 128-byte boundary), its 4 barriers and
+        used = -(-used // 128) * 128 + 32 + 32 + 16      # the 16 bytes that broadcast the drawn index
     return used
 
 

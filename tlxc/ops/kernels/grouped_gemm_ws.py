@@ -136,15 +136,13 @@ def store_rows_pointers(acc, row, col, row_end, N, c_ptr, stride_cm, stride_cn, 
 
 
 @jit
-def produce_tile(tile, count, a_desc, b_desc, a_smem, b_smem, full, empty, table_ptr, E, N, K, ROW_TILES, num_pid_n,
-                 k_tiles, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                 NUM_STAGES: tl.constexpr, ELT: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr,
-                 E_PAD: tl.constexpr, SEARCH_STEPS: tl.constexpr, EXPERT_ORDER: tl.constexpr):
-    """The producer's part of one output tile: its k-steps' TMA loads into the ring (none for a
-    tile past the last group's).  Returns the ring counter after it."""
+def produce_tile(group, row0, found, pid_n, count, a_desc, b_desc, a_smem, b_smem, full, empty, N, K, k_tiles,
+                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr, ELT: tl.constexpr,
+                 B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr):
+    """The producer's part of one output tile (located by ``locate_tile``): its k-steps' TMA
+    loads into the ring (none for a tile past the last group's).  Returns the ring counter
+    after it."""
     SUB_M: tl.constexpr = BM // 2
-    group, row0, _, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM, E_PAD,
-                                                     SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
     if found > 0:
         for k in range(k_tiles):
             slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
@@ -164,17 +162,13 @@ def produce_tile(tile, count, a_desc, b_desc, a_smem, b_smem, full, empty, table
 
 
 @jit
-def consume_tile(tile, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, c_desc, table_ptr, E, N, ROW_TILES,
-                 num_pid_n, k_tiles, stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr,
-                 GROUP_M: tl.constexpr, NUM_STAGES: tl.constexpr, B_KMAJOR: tl.constexpr, E_PAD: tl.constexpr,
-                 SEARCH_STEPS: tl.constexpr, C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, C_BOX_N: tl.constexpr,
-                 EXPERT_ORDER: tl.constexpr):
-    """Consumer ``cid``'s part of one output tile: its ``BM / 2`` rows' MMAs over the ring and
-    their stores, or (rows past the group's end) the ring and the issue turns walked without
-    MMAs.  Returns the ring counter after it."""
+def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, c_desc, N,
+                 k_tiles, stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr, NUM_STAGES: tl.constexpr,
+                 B_KMAJOR: tl.constexpr, C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, C_BOX_N: tl.constexpr):
+    """Consumer ``cid``'s part of one output tile (located by ``locate_tile``): its ``BM / 2``
+    rows' MMAs over the ring and their stores, or (rows past the group's end) the ring and the
+    issue turns walked without MMAs.  Returns the ring counter after it."""
     SUB_M: tl.constexpr = BM // 2
-    _, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM, E_PAD,
-                                                     SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
     row = row0 + cid * SUB_M
     if found > 0 and row < row_end:           # this consumer has rows of the group
         acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
@@ -224,23 +218,32 @@ def tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER: tl.constexpr):
 
 
 @jit
-def publish_tile(ids, ids_full, ids_empty, n, tile, ID_BUFS: tl.constexpr):
-    """The producer hands the consumers their ``n``-th tile index through a ring of
-    ``ID_BUFS`` shared int32 slots (dynamic schedule)."""
+def publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS: tl.constexpr):
+    """The producer hands the consumers their ``n``-th tile, located (first row, end row,
+    found, column tile: ``found = -1`` ends the walk), through a ring of ``ID_BUFS`` slots of
+    four shared int32 (dynamic schedule): the consumers search no table."""
     slot, phase = tlx.get_bufidx_phase(n, ID_BUFS)
     tlx.barrier_wait(ids_empty[slot], phase ^ 1)
-    tlx.local_store(ids[slot], tl.full((1,), 0, tl.int32) + tile)
+    zero = tl.full((1,), 0, tl.int32)
+    tlx.local_store(ids[4 * slot], zero + row0)
+    tlx.local_store(ids[4 * slot + 1], zero + row_end)
+    tlx.local_store(ids[4 * slot + 2], zero + found)
+    tlx.local_store(ids[4 * slot + 3], zero + pid_n)
     tlx.barrier_arrive(ids_full[slot])
 
 
 @jit
 def take_tile(ids, ids_full, ids_empty, n, ID_BUFS: tl.constexpr):
-    """A consumer's ``n``-th tile index from the producer's ring (dynamic schedule)."""
+    """A consumer's ``n``-th tile from the producer's ring: (first row, end row, found, column
+    tile) (dynamic schedule)."""
     slot, phase = tlx.get_bufidx_phase(n, ID_BUFS)
     tlx.barrier_wait(ids_full[slot], phase)
-    tile = tl.sum(tlx.local_load(ids[slot]), axis=0)
+    row0 = tl.sum(tlx.local_load(ids[4 * slot]), axis=0)
+    row_end = tl.sum(tlx.local_load(ids[4 * slot + 1]), axis=0)
+    found = tl.sum(tlx.local_load(ids[4 * slot + 2]), axis=0)
+    pid_n = tl.sum(tlx.local_load(ids[4 * slot + 3]), axis=0)
     tlx.barrier_arrive(ids_empty[slot])
-    return tile
+    return row0, row_end, found, pid_n
 
 
 @jit
@@ -264,7 +267,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)
     if DYNAMIC:                     # the tile indices the producer draws, handed to the consumers
-        ids = tlx.local_alloc((1,), tl.int32, ID_BUFS)
+        ids = tlx.local_alloc((1,), tl.int32, 4 * ID_BUFS)
         ids_full = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
         ids_empty = tlx.alloc_barriers(ID_BUFS, arrive_count=2)
 
@@ -279,40 +282,42 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                 tile = tl.program_id(0)
                 n = 0
                 while tile < num_tiles:
-                    publish_tile(ids, ids_full, ids_empty, n, tile, ID_BUFS)
-                    count = produce_tile(tile, count, a_desc, b_desc, a_smem, b_smem, full, empty, table_ptr, E, N,
-                                         K, ROW_TILES, num_pid_n, k_tiles, BM, BN, BK, GROUP_M, NUM_STAGES, ELT,
-                                         B_KMAJOR, B_BOX_N, E_PAD, SEARCH_STEPS, EXPERT_ORDER)
+                    group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
+                                                                     E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
+                    publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS)
+                    count = produce_tile(group, row0, found, pid_n, count, a_desc, b_desc, a_smem, b_smem, full,
+                                         empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N)
                     n += 1
                     tile = tl.atomic_add(table_ptr + 2 * E_PAD, 1) + num_progs
-                publish_tile(ids, ids_full, ids_empty, n, num_tiles, ID_BUFS)     # the end
+                publish_tile(ids, ids_full, ids_empty, n, 0, 0, -1, 0, ID_BUFS)      # the end
             else:                   # every num_progs-th tile
                 for tile in range(tl.program_id(0), num_tiles, num_progs):
-                    count = produce_tile(tile, count, a_desc, b_desc, a_smem, b_smem, full, empty, table_ptr, E, N,
-                                         K, ROW_TILES, num_pid_n, k_tiles, BM, BN, BK, GROUP_M, NUM_STAGES, ELT,
-                                         B_KMAJOR, B_BOX_N, E_PAD, SEARCH_STEPS, EXPERT_ORDER)
+                    group, row0, _, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM, E_PAD,
+                                                               SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
+                    count = produce_tile(group, row0, found, pid_n, count, a_desc, b_desc, a_smem, b_smem, full,
+                                         empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N)
         with tlx.async_task(num_warps=4, registers=232, replicate=2):        # the wgmma consumers
             cid = tlx.async_task_replica_id()
             if cid == 1:
                 tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
-            num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER)
             count = 0
             if DYNAMIC:
                 n = 0
-                tile = take_tile(ids, ids_full, ids_empty, n, ID_BUFS)
-                while tile < num_tiles:
-                    count = consume_tile(tile, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, c_desc,
-                                         table_ptr, E, N, ROW_TILES, num_pid_n, k_tiles, stride_cm, stride_cn, BM, BN,
-                                         GROUP_M, NUM_STAGES, B_KMAJOR, E_PAD, SEARCH_STEPS, C_TMA, OUT_DTYPE,
-                                         C_BOX_N, EXPERT_ORDER)
+                row0, row_end, found, pid_n = take_tile(ids, ids_full, ids_empty, n, ID_BUFS)
+                while found >= 0:
+                    count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
+                                         empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
+                                         B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N)
                     n += 1
-                    tile = take_tile(ids, ids_full, ids_empty, n, ID_BUFS)
+                    row0, row_end, found, pid_n = take_tile(ids, ids_full, ids_empty, n, ID_BUFS)
             else:
+                num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER)
                 for tile in range(tl.program_id(0), num_tiles, num_progs):
-                    count = consume_tile(tile, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, c_desc,
-                                         table_ptr, E, N, ROW_TILES, num_pid_n, k_tiles, stride_cm, stride_cn, BM, BN,
-                                         GROUP_M, NUM_STAGES, B_KMAJOR, E_PAD, SEARCH_STEPS, C_TMA, OUT_DTYPE,
-                                         C_BOX_N, EXPERT_ORDER)
+                    _, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM, E_PAD,
+                                                                 SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
+                    count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
+                                         empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
+                                         B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             if C_TMA:
