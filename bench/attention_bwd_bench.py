@@ -19,7 +19,8 @@ program per key block in the plain order, ``WS_PERSISTENT`` and ``SECTIONS`` off
 tl.dot kernels in the plain order (``tlxc_plain``) and the ws kernel in sections without its
 persistent table (``tlxc_ws_np``; "np/ws" = its time / tlxc_ws's), non-causal: the ws kernel with the
 persistent table (``tlxc_ws_p``, off by default there; "ws/p" = tlxc_ws's time / its), the ws kernel with
-``WS_STATS_SMEM`` flipped for the head dim (``tlxc_ws_st``; "ws/st" = tlxc_ws's time / its), ``torch.autograd.grad`` on the kept SDPA
+``WS_STATS_SMEM`` flipped for the head dim (``tlxc_ws_st``; "ws/st" = tlxc_ws's time / its) and with
+``WS_DYNAMIC`` flipped (``tlxc_ws_dyn``; "ws/dyn"), ``torch.autograd.grad`` on the kept SDPA
 graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
 checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
 (backward = 2.5x the forward's 4*B*H*S*S*D, halved when causal); the ratios (baseline time /
@@ -42,8 +43,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 WITH_WS = True          # --no-ws: time the tl.dot kernels only
 ONLY: set[str] | None = None    # --only: the contenders timed (None: all)
-CONTENDERS = ("tlxc", "tlxc_plain", "tlxc_ws", "tlxc_ws_plain", "tlxc_ws_np", "tlxc_ws_p", "tlxc_ws_st", "tlxc_ws_alt",
-              "cudnn", "flash")
+CONTENDERS = ("tlxc", "tlxc_plain", "tlxc_ws", "tlxc_ws_plain", "tlxc_ws_np", "tlxc_ws_p", "tlxc_ws_st", "tlxc_ws_dyn",
+              "tlxc_ws_alt", "cudnn", "flash")
 
 
 def _event_ms(fn) -> float:
@@ -136,6 +137,15 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
                 host.WS_STATS_SMEM = shipped
         fns["tlxc_ws_st"] = ws_stats
 
+        def ws_dynamic():                   # items drawn from a device counter (WS_DYNAMIC)
+            shipped = dict(host.WS_DYNAMIC)
+            host.WS_DYNAMIC = {c: not shipped[c] for c in shipped}
+            try:
+                return ws_run()
+            finally:
+                host.WS_DYNAMIC = shipped
+        fns["tlxc_ws_dyn"] = ws_dynamic
+
         def ws_alt():                       # the ws kernel without the drift (D = 64)
             shipped = dict(host.WS_DRIFT)
             host.WS_DRIFT = dict.fromkeys(shipped, False)
@@ -166,7 +176,7 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
 RATIOS = {"cudnn": ("cudnn", "tlxc"), "flash": ("flash", "tlxc"), "cudnn/ws": ("cudnn", "tlxc_ws"),
           "flash/ws": ("flash", "tlxc_ws"), "plain/dot": ("tlxc_plain", "tlxc"), "plain/ws": ("tlxc_ws_plain", "tlxc_ws"),
           "np/ws": ("tlxc_ws_np", "tlxc_ws"), "ws/p": ("tlxc_ws", "tlxc_ws_p"),
-          "ws/st": ("tlxc_ws", "tlxc_ws_st")}
+          "ws/st": ("tlxc_ws", "tlxc_ws_st"), "ws/dyn": ("tlxc_ws", "tlxc_ws_dyn")}
 
 
 def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
@@ -296,7 +306,8 @@ def kernel_breakdown(B, H, S, D, dtype, calls: int = 3) -> None:
 
 # precompile job -> the contender that launches it
 PRECOMPILED = {"dot": "tlxc", "dot_plain": "tlxc_plain", "ws": "tlxc_ws", "ws_plain": "tlxc_ws_plain",
-               "ws_np": "tlxc_ws_np", "ws_p": "tlxc_ws_p", "ws_st": "tlxc_ws_st", "ws_alt": "tlxc_ws_alt"}
+               "ws_np": "tlxc_ws_np", "ws_p": "tlxc_ws_p", "ws_st": "tlxc_ws_st", "ws_dyn": "tlxc_ws_dyn",
+               "ws_alt": "tlxc_ws_alt"}
 
 
 def _compile_worker(job):
@@ -318,6 +329,8 @@ def _compile_worker(job):
             host.WS_PERSISTENT = dict.fromkeys(host.WS_PERSISTENT, True)
         if kernels == "ws_st":      # the shipped choice flipped, as the bench's tlxc_ws_st runs it
             host.WS_STATS_SMEM = {d: not host.WS_STATS_SMEM.get(d, False) for d in (64, 128)}
+        if kernels == "ws_dyn":
+            host.WS_DYNAMIC = {c: not host.WS_DYNAMIC[c] for c in host.WS_DYNAMIC}
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
         k = torch.empty(B, hkv, S, D, dtype=torch.bfloat16)
         compile_kernels(q, q, k, k, q, torch.empty(B, H, S), causal=causal, sm_scale=D ** -0.5)
@@ -383,7 +396,7 @@ def main() -> None:
         jobs = [(S, D, *shape(S, D), hkv, causal, kernels)
                 for S in (int(x) for x in args.s.split(",")) for D in (int(x) for x in args.d.split(","))
                 for hkv in (shape(S, D)[1], shape(S, D)[1] // 4) for causal in (False, True)
-                for kernels in (("dot", "ws", "ws_plain", "ws_st") if WITH_WS else ("dot",))
+                for kernels in (("dot", "ws", "ws_plain", "ws_st", "ws_dyn") if WITH_WS else ("dot",))
                 + (("dot_plain",) + (("ws_np",) if WITH_WS else ()) if causal else (("ws_p",) if WITH_WS else ()))
                 + (("ws_alt",) if WITH_WS and D == 64 else ())
                 if ONLY is None or PRECOMPILED[kernels] in ONLY]

@@ -173,6 +173,24 @@ def test_ws_persistent_programs_walk_several_items(D, causal, ws_kernel, poisone
     _check(got, ref, dtype)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+def test_ws_dynamic_programs_draw_their_items(D, causal, ws_kernel, poisoned, monkeypatch):
+    """WS_DYNAMIC: three programs (``CPU_SMS`` = 3) draw the 2 x 2 x 3 items from the device counter
+    (the interpreter runs them one after another, so the first draws most), K and V reloaded per item,
+    the rings and turns running on; the counter is zeroed with dq_acc, so a second call draws again;
+    causal with fewer queries than keys (items without a tile); float64 reference."""
+    monkeypatch.setattr(host, "CPU_SMS", 3)
+    monkeypatch.setattr(host, "WS_DYNAMIC", {False: True, True: True})
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(2, 4, 2, 200, 300, D, dtype, seed=D + causal + 30)
+    o, lse, *ref = dense_reference(q, k, v, do, causal, 0.1)
+    for _ in range(2):
+        got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=0.1)
+        assert ws_kernel[-1] == "bwd_ws_kernel"
+        _check(got, ref, dtype)
+
+
 def test_no_keys_and_no_queries():
     q, k, v, do = dense_inputs(1, 2, 1, 5, 0, 64, torch.bfloat16)
     lse = torch.full((1, 2, 5), float("-inf"))

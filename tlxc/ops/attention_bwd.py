@@ -76,6 +76,11 @@ STAT_PAD = 4                       # the statistics' row length is a multiple of
 # hardware gives the next item to whichever SM is free; a fixed table cannot absorb slower SMs);
 # causal (persistent with sections) 1.05-1.16x session 12's order, above the sections' model alone
 WS_PERSISTENT = {False: False, True: True}
+# causal -> dynamic (dense inputs; session 14, an A/B, off by default): one program per SM (as the
+# persistent table) but each draws its next item from a device counter when it starts one (FA3's
+# scheduler), in ``section_tile``'s order: the item-boundary overlap without the table's static
+# assignment, which slower SMs cannot rebalance (the table lost 4-10% on non-causal inputs)
+WS_DYNAMIC = {False: False, True: False}
 WS_ITEM_COST = 4                   # the schedule's cost of an item beyond its tiles, in tiles (K/V, fill, stores)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 CPU_SMS = 132                      # on the CPU (interpreter, compile_kernels) the section size models an H200
@@ -364,12 +369,18 @@ def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq,
         return None                                   # do / v laid out unlike q / k
     D = q.shape[-1]
     row_stride = strides(q)[2]
-    dq_acc = torch.zeros((q_rows, row_stride), device=q.device, dtype=torch.float32)
+    dynamic = WS_DYNAMIC[causal] and not varlen
+    # (dynamic: the items' counter after the rows, zeroed with them)
+    acc = torch.zeros(q_rows * row_stride + 4 * dynamic, device=q.device, dtype=torch.float32)
+    dq_acc = acc[:q_rows * row_stride].view(q_rows, row_stride)
     dq_desc = TensorDescriptor(dq_acc, [q_rows, row_stride], [row_stride, 1], [WS_BLOCK_M, D_BOX], swizzle=128)
     n_blocks = -(-Sk // WS_BLOCK_N)
     sections = _heads_per_section(n_blocks, causal, varlen, q.device)
-    persistent = WS_PERSISTENT[causal] and not varlen
-    if persistent:
+    persistent = WS_PERSISTENT[causal] and not varlen and not dynamic
+    if dynamic:
+        n_items = n_blocks * B * H_kv
+        grid, sched = (min(_num_sms(q.device), n_items),), (acc[-4:].view(torch.int32), n_items)
+    elif persistent:
         table = _ws_schedule(B * H_kv, n_blocks, -(-Sq // WS_BLOCK_M), H // H_kv, causal, _num_sms(q.device),
                              sections, str(q.device))
         grid, sched = (table.shape[0],), (table, table.stride(0))
@@ -382,6 +393,6 @@ def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq,
             qk_scale, sm_scale, sections, *sched, *stat_descs,
             HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES[D],
             DTYPE=TL_DTYPES[q.dtype], PREFETCH_STATS=WS_PREFETCH_STATS[D], DEFER_DQ=WS_DEFER_DQ[D],
-            DRIFT=WS_DRIFT[D], PERSISTENT=persistent, STATS_SMEM=stats_smem, num_warps=4)
+            DRIFT=WS_DRIFT[D], PERSISTENT=persistent, STATS_SMEM=stats_smem, DYNAMIC=dynamic, num_warps=4)
     dq.copy_(dq_acc.view(-1).as_strided(q.shape, q.stride()))
     return dq, dk, dv

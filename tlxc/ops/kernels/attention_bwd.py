@@ -79,7 +79,13 @@ def section_tile(pid, n_blocks, heads_per_section):
     so the programs start longest first within a section and the short ones fill the tail, while
     the pairs that run at one time stay those of about one section (their rows stay in L2).
     ``heads_per_section = 1`` is the plain order, a pair's blocks one after another."""
-    n_bh = tl.num_programs(0) // n_blocks
+    return section_tile_of(pid, n_blocks, tl.num_programs(0) // n_blocks, heads_per_section)
+
+
+@jit
+def section_tile_of(pid, n_blocks, n_bh, heads_per_section):
+    """``section_tile`` for the ``pid``-th of ``n_bh * n_blocks`` work items in any grid (the ws
+    kernel's dynamic schedule draws them by index)."""
     per_section = heads_per_section * n_blocks
     section = pid // per_section
     r = pid - section * per_section
