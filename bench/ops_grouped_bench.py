@@ -114,7 +114,8 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False) -> None:
     line = (f"E={E:3d} M={M:5d} K={K:5d} N={N:5d} (sizes {min(host_sizes)}..{max(host_sizes)}): "
             f"tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s, {pick})")
     for name in [n for n in med if n not in ("tlxc", "loop", "grouped_mm")]:
-        line += f", {name} {med[name]:.4f} ms ({flops / med[name] / 1e9:.0f} TFLOP/s)"
+        line += f", {name} {med[name]:.4f} ms ({flops / med[name] / 1e9:.0f} TFLOP/s"
+        line += f", {med['loop'] / med[name]:.3f}x loop)" if "loop" in med else ")"
     for base in ("loop", "grouped_mm"):
         if base in med:
             ratios[base].append(med[base] / med["tlxc"])
