@@ -312,7 +312,12 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
         def strides(t):
             return t.stride(0), t.stride(1), t.stride(2)
         cu_q_arg = cu_k_arg = None
-    if WS_STATS_SMEM.get(D, False):     # rows padded for the ws kernel's TMA descriptors (16-byte strides)
+    ws_views = None
+    if Sk > 0 and _kernel_choice(D, Sk) == "ws" and D in (64, 128):
+        ws_views = _ws_views(q, k, v, do, B, H, H_kv, total_q if varlen else Sq, total_k if varlen else Sk, varlen,
+                             strides)              # None: not TMA-describable, the tl.dot kernels run
+    stats_smem = ws_views is not None and WS_STATS_SMEM.get(D, False)
+    if stats_smem:      # rows padded for the ws kernel's TMA descriptors (16-byte strides); delta * sm_scale
         padded = (*lse_shape[:-1], -(-lse_shape[-1] // STAT_PAD) * STAT_PAD)
         delta = torch.empty(padded, device=q.device, dtype=torch.float32)[..., :lse_shape[-1]]
         lse2 = torch.empty(padded, device=q.device, dtype=torch.float32)[..., :lse_shape[-1]]
@@ -329,16 +334,13 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     pre_rows, pre_bh = (total_q, H) if varlen else (Sq, B * H)
     if pre_rows:
         _launch(bwd_preprocess_kernel, (-(-pre_rows // PRE_BLOCK), pre_bh), o, do, lse, delta, lse2, pre_rows, H,
-                *strides(o), *strides(do), *lse_strides, *stat_strides, D=D, HEAD_DIM=HD, BLOCK=PRE_BLOCK,
-                num_warps=4)
+                *strides(o), *strides(do), *lse_strides, *stat_strides, sm_scale if stats_smem else 1.0, D=D,
+                HEAD_DIM=HD, BLOCK=PRE_BLOCK, num_warps=4)
     common = (*strides(q), *strides(k), *strides(v), *strides(do), *stat_strides)
     qk_scale = sm_scale * LOG2E
-    if Sk > 0 and _kernel_choice(D, Sk) == "ws" and D in (64, 128):
-        done = _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q_arg, cu_k_arg, B, H, H_kv, Sq, Sk,
-                          total_q if varlen else Sq, total_k if varlen else Sk, varlen, strides, stat_strides,
-                          qk_scale, sm_scale, causal)
-        if done is not None:
-            return done
+    if ws_views is not None:
+        return _launch_ws(ws_views, q, dq, dk, dv, lse2, delta, cu_q_arg, cu_k_arg, B, H, H_kv, Sq, Sk, varlen,
+                          strides, stat_strides, qk_scale, sm_scale, causal, stats_smem)
     if Sk > 0:
         _launch(bwd_dkdv_kernel, (-(-Sk // kn) * B * H_kv,), q, k, v, do, lse2, delta, dk, dv, cu_q_arg, cu_k_arg,
                 Sq, Sk, H_kv, *common, *strides(dk), *strides(dv), qk_scale, sm_scale,
@@ -354,19 +356,26 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     return dq, dk, dv
 
 
-def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk, rows_q, rows_k, varlen,
-               strides, stat_strides, qk_scale, sm_scale, causal):
-    """The warp-specialized kernel (kernels/attention_bwd_ws.py), or None when a tensor's rows
-    cannot be described by TMA (the caller then runs the tl.dot kernels)."""
+def _ws_views(q, k, v, do, B, H, H_kv, rows_q, rows_k, varlen, strides):
+    """The ws kernel's TMA views of q, do, k, v (``_rows_view``'s), or None when a tensor's rows
+    cannot be described by TMA or do / v are laid out unlike q / k (the tl.dot kernels run)."""
     nb = 1 if varlen else B
     views = [_rows_view(t, strides(t), nb, heads, rows, box)
              for t, heads, rows, box in ((q, H, rows_q, WS_BLOCK_M), (do, H, rows_q, WS_BLOCK_M),
                                          (k, H_kv, rows_k, WS_BLOCK_N), (v, H_kv, rows_k, WS_BLOCK_N))]
     if any(view is None for view in views):
         return None
-    (q_desc, qr_b, qr_h, qc_h, q_rows), (do_desc, *do_geom), (k_desc, kr_b, kr_h, kc_h, _), (v_desc, *v_geom) = views
-    if tuple(do_geom[:3]) != (qr_b, qr_h, qc_h) or tuple(v_geom[:3]) != (kr_b, kr_h, kc_h):
-        return None                                   # do / v laid out unlike q / k
+    (_, *q_geom), (_, *do_geom), (_, *k_geom), (_, *v_geom) = views
+    if do_geom[:3] != q_geom[:3] or v_geom[:3] != k_geom[:3]:
+        return None
+    return views
+
+
+def _launch_ws(views, q, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk, varlen, strides, stat_strides,
+               qk_scale, sm_scale, causal, stats_smem):
+    """The warp-specialized kernel (kernels/attention_bwd_ws.py) on ``_ws_views``' views;
+    ``stats_smem``: the statistics' rows are padded and delta is scaled by ``sm_scale``."""
+    (q_desc, qr_b, qr_h, qc_h, q_rows), (do_desc, *_), (k_desc, kr_b, kr_h, kc_h, _), (v_desc, *_) = views
     D = q.shape[-1]
     row_stride = strides(q)[2]
     dynamic = WS_DYNAMIC[causal] and not varlen
@@ -386,7 +395,6 @@ def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq,
         grid, sched = (table.shape[0],), (table, table.stride(0))
     else:
         grid, sched = (n_blocks * B * H_kv,), (None, 0)
-    stats_smem = WS_STATS_SMEM.get(D, False) and lse2.stride(-2) % STAT_PAD == 0
     stat_descs = (_stat_rows(lse2), _stat_rows(delta)) if stats_smem else (None, None)
     _launch(bwd_ws_kernel, grid, q_desc, k_desc, v_desc, do_desc, dq_desc, lse2, delta, dk, dv,
             cu_q, cu_k, Sq, Sk, H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv),

@@ -294,8 +294,8 @@ def _consume_item(item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_sme
             pT = tl.where(key_ok[:, None], pT, 0.0)
         dv = tlx.async_dot(pT.to(DTYPE), do_smem[buf], dv)
         dpT = tlx.async_dot_wait(1, dpT)                            # dP^T done, dV running
-        if STATS_SMEM:      # (P is 0 past the rows)
-            dsT = (pT * ((dpT - tlx.local_load(delta_smem[buf])) * sm_scale)).to(DTYPE)
+        if STATS_SMEM:      # delta comes scaled by sm_scale (P is 0 past the rows)
+            dsT = (pT * (dpT * sm_scale - tlx.local_load(delta_smem[buf]))).to(DTYPE)
         else:
             dsT = (pT * (dpT * sm_scale - delta[None, :])).to(DTYPE)   # sm_scale of dK and dQ, once
         dk = tlx.async_dot(dsT, q_smem[buf], dk)
