@@ -7,7 +7,8 @@ CUDA code generator (layouts, masks, indices, wgmma fragments) without a GPU.
     module.run(values_by_name, grid=(5, 3), threads=128)
 
 ``values_by_name`` maps the kernel's C++ parameter names to values: a tensor (anything with
-``data_ptr()``) for a pointer, a Python number for a scalar (its C type from the signature).
+``data_ptr()``) for a pointer, a Python number for a scalar (its C type from the signature), a
+``tlxc.TensorDescriptor`` for a TMA descriptor parameter.
 """
 from __future__ import annotations
 
@@ -50,13 +51,31 @@ def kernel_signature(source: str) -> tuple[str, list[tuple[str, str]]]:
         raise EmulationError("no extern \"C\" __global__ kernel in the source")
     params = []
     for p in filter(None, (x.strip() for x in m.group(2).split(","))):
-        if "__grid_constant__" in p:
-            raise EmulationError(f"parameter '{p}': TMA descriptors are not emulated")
+        p = p.replace("const __grid_constant__ ", "")
         typ, name = p.rsplit(" ", 1)
         while name.startswith("*"):
             typ, name = typ + "*", name[1:]
         params.append((typ.strip(), name))
     return m.group(1), params
+
+
+class _TensorMap(ctypes.Structure):       # tlx_cuda_emu.h's tlx_tensormap
+    _fields_ = [("base", ctypes.c_void_p), ("dims", ctypes.c_longlong * 5), ("strides", ctypes.c_longlong * 5),
+                ("box", ctypes.c_int * 5), ("rank", ctypes.c_int), ("elem", ctypes.c_int), ("swizzle", ctypes.c_int)]
+
+
+def _tensormap(desc) -> _TensorMap:
+    """The emulation's map of a ``tlxc.TensorDescriptor`` (innermost dimension first)."""
+    elem = desc.base.element_size()
+    rank = len(desc.shape)
+    m = _TensorMap()
+    m.base = desc.base.data_ptr()
+    for d in range(rank):
+        m.dims[d] = desc.shape[rank - 1 - d]
+        m.strides[d] = desc.strides[rank - 1 - d] * elem
+        m.box[d] = desc.block_shape[rank - 1 - d]
+    m.rank, m.elem, m.swizzle = rank, elem, desc.swizzle
+    return m
 
 
 class EmulatedKernel:
@@ -73,7 +92,9 @@ class EmulatedKernel:
             if name not in values:
                 raise EmulationError(f"no value for parameter '{name}' of {self.name}")
             v = values[name]
-            if typ.endswith("*"):
+            if typ == "tlx_tensormap":
+                holders.append(_tensormap(v))
+            elif typ.endswith("*"):
                 holders.append(ctypes.c_void_p(v.data_ptr() if v is not None else 0))
             elif typ in _SCALARS:
                 holders.append(_SCALARS[typ](v))

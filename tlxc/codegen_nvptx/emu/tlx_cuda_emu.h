@@ -12,7 +12,12 @@
 //     descriptor's shared-memory B (128-byte swizzle only), into each thread's accumulator.
 // What this cannot show: timing, the real memory model (accesses are sequentially consistent
 // between the switch points, so a missing fence is invisible), NVRTC/ptxas, hardware bugs.
-// Helpers not emulated (TMA, mbarriers, tcgen05, clusters, ...) fail the host compile by name.
+//   * TMA tile loads (tlx_tma_load_*d, up to 5 dimensions, out-of-range elements read as zeros, the
+//     128-byte swizzle) copy at issue and complete their bytes on the mbarrier at once; an mbarrier
+//     keeps its arrivals, transaction bytes and phase (mbarrier.init / arrive.expect_tx / try_wait).
+//     The kernel's descriptor parameters receive ``tlx_tensormap`` as this header defines it (run.py
+//     fills it from a tlxc.TensorDescriptor), not the driver's encoding.
+// Helpers not emulated (TMA stores, tcgen05, clusters, ...) fail the host compile by name.
 #pragma once
 #include <ucontext.h>
 
@@ -30,6 +35,7 @@
 #define __shared__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __grid_constant__
 
 extern "C" {
 unsigned char tlx_smem[232448] __attribute__((aligned(1024)));
@@ -202,6 +208,11 @@ static inline void tlx_st_global_b64(void* p, bool pred, unsigned w0, unsigned w
 static inline void tlx_st_global_b128(void* p, bool pred, unsigned w0, unsigned w1, unsigned w2, unsigned w3) {
   if (pred) { unsigned w[4] = {w0, w1, w2, w3}; memcpy(p, w, 16); }
 }
+static inline void tlx_ld_global_b64(const void* p, bool pred, unsigned& w0, unsigned& w1) {
+  if (pred) { unsigned w[2]; memcpy(w, p, 8); w0 = w[0]; w1 = w[1]; }
+}
+static inline void tlx_ld_global_b16(const void* p, bool pred, unsigned short& w0) { if (pred) memcpy(&w0, p, 2); }
+static inline void tlx_st_global_b16(void* p, bool pred, unsigned short w0) { if (pred) memcpy(p, &w0, 2); }
 static inline void tlx_ld_global_b128(const void* p, bool pred, unsigned& w0, unsigned& w1, unsigned& w2, unsigned& w3) {
   if (pred) { unsigned w[4]; memcpy(w, p, 16); w0 = w[0]; w1 = w[1]; w2 = w[2]; w3 = w[3]; }
 }
@@ -242,6 +253,88 @@ static inline void tlx_ld_shared_b64(const void* p, unsigned& w0, unsigned& w1) 
 static inline void tlx_ld_shared_b128(const void* p, unsigned& w0, unsigned& w1, unsigned& w2, unsigned& w3) {
   unsigned w[4]; memcpy(w, p, 16); w0 = w[0]; w1 = w[1]; w2 = w[2]; w3 = w[3];
 }
+struct tlx_tensormap {                  // (the emulation's own: run.py fills it from a TensorDescriptor)
+  unsigned char* base;
+  long long dims[5], strides[5];          // innermost first; strides in bytes
+  int box[5], rank, elem, swizzle;
+};
+namespace cuemu {
+struct MBar { unsigned count = 0, pending = 0, phase = 0; long long tx = 0; };
+static MBar g_mbar[4096];                 // by shared-memory offset / 8
+static inline MBar& mbar(const void* p) { return g_mbar[smem_off(p) / 8]; }
+static inline void mbar_settle(MBar& b) {
+  if (b.pending == 0 && b.tx == 0) { b.phase ^= 1; b.pending = b.count; }
+}
+}  // namespace cuemu
+static inline void tlx_mbarrier_init(unsigned long long* bar, unsigned count) {
+  cuemu::MBar& b = cuemu::mbar(bar); b.count = b.pending = count; b.phase = 0; b.tx = 0;
+}
+static inline void tlx_mbarrier_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
+  cuemu::MBar& b = cuemu::mbar(bar);
+  b.tx += bytes;
+  if (b.pending == 0) snprintf(cuemu::g_error, sizeof cuemu::g_error, "mbarrier: more arrivals than its count");
+  --b.pending;
+  cuemu::mbar_settle(b);
+}
+static inline void tlx_mbarrier_arrive(unsigned long long* bar) {
+  cuemu::MBar& b = cuemu::mbar(bar);
+  --b.pending;
+  cuemu::mbar_settle(b);
+}
+static inline bool tlx_mbarrier_try_wait_parity(unsigned long long* bar, unsigned phase) {
+  return cuemu::mbar(bar).phase != (phase & 1);
+}
+static inline void tlx_mbarrier_wait(unsigned long long* bar, unsigned phase) {
+  while (!tlx_mbarrier_try_wait_parity(bar, phase)) cuemu::yield_();
+}
+static inline void tlx_tma_load(void* dst, const void* map, unsigned long long* bar, const int* c, int rank) {
+  const tlx_tensormap& m = *(const tlx_tensormap*)map;
+  if (rank != m.rank) snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: %d coordinates, a rank-%d map", rank, m.rank);
+  int box[5] = {1, 1, 1, 1, 1};
+  for (int d = 0; d < m.rank; ++d) box[d] = m.box[d];
+  unsigned off = cuemu::smem_off(dst);
+  long long bytes = 0;
+  int idx[5];
+  for (idx[4] = 0; idx[4] < box[4]; ++idx[4])
+    for (idx[3] = 0; idx[3] < box[3]; ++idx[3])
+      for (idx[2] = 0; idx[2] < box[2]; ++idx[2])
+        for (idx[1] = 0; idx[1] < box[1]; ++idx[1])
+          for (idx[0] = 0; idx[0] < box[0]; ++idx[0]) {
+            bool in = true;
+            long long src = 0;
+            for (int d = 0; d < m.rank; ++d) {
+              long long x = (long long)c[d] + idx[d];
+              if (x < 0 || x >= m.dims[d]) in = false;
+              src += x * m.strides[d];
+            }
+            long long lin = (((((long long)idx[4] * box[3] + idx[3]) * box[2] + idx[2]) * box[1] + idx[1]) * box[0]
+                             + idx[0]) * m.elem;
+            unsigned a = off + (unsigned)lin;
+            if (m.swizzle == 128) a = cuemu::swz128(a);
+            else if (m.swizzle != 0) snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: swizzle %d not emulated", m.swizzle);
+            if (in) memcpy(tlx_smem + a, m.base + src, m.elem); else memset(tlx_smem + a, 0, m.elem);
+            bytes += m.elem;
+          }
+  cuemu::MBar& b = cuemu::mbar(bar);
+  b.tx -= bytes;
+  cuemu::mbar_settle(b);
+}
+static inline void tlx_tma_load_1d(void* dst, const void* map, unsigned long long* bar, int c0) {
+  int c[1] = {c0}; tlx_tma_load(dst, map, bar, c, 1);
+}
+static inline void tlx_tma_load_2d(void* dst, const void* map, unsigned long long* bar, int c0, int c1) {
+  int c[2] = {c0, c1}; tlx_tma_load(dst, map, bar, c, 2);
+}
+static inline void tlx_tma_load_3d(void* dst, const void* map, unsigned long long* bar, int c0, int c1, int c2) {
+  int c[3] = {c0, c1, c2}; tlx_tma_load(dst, map, bar, c, 3);
+}
+static inline void tlx_tma_load_4d(void* dst, const void* map, unsigned long long* bar, int c0, int c1, int c2, int c3) {
+  int c[4] = {c0, c1, c2, c3}; tlx_tma_load(dst, map, bar, c, 4);
+}
+static inline void tlx_tma_load_5d(void* dst, const void* map, unsigned long long* bar, int c0, int c1, int c2, int c3,
+                                   int c4) {
+  int c[5] = {c0, c1, c2, c3, c4}; tlx_tma_load(dst, map, bar, c, 5);
+}
 static inline void tlx_wgmma_fence() {}
 static inline void tlx_wgmma_commit_group() {}
 template <int N, int R> static inline void tlx_wgmma_wait_group(float*) {}
@@ -278,6 +371,7 @@ static int run_grid(unsigned gx, unsigned gy, unsigned gz, int threads, std::fun
         g_bar_count = 0;
         memset(g_warp_count, 0, sizeof g_warp_count);
         memset(g_wg_count, 0, sizeof g_wg_count);
+        for (auto& b : g_mbar) b = MBar{};
         memset(tlx_smem, 0xA5, sizeof tlx_smem);          // stale shared memory: a read before a write shows
         for (int i = 0; i < threads; ++i) {
           Thread& t = g_thr[i];
