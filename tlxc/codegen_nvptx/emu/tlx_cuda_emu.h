@@ -19,6 +19,7 @@
 //     fills it from a tlxc.TensorDescriptor), not the driver's encoding.
 // Helpers not emulated (TMA stores, tcgen05, clusters, ...) fail the host compile by name.
 #pragma once
+#include <sys/mman.h>
 #include <ucontext.h>
 
 #include <cmath>
@@ -136,6 +137,10 @@ static void wgmma_compute(WgDeposit* dep) {
       unsigned addr = tb == 0 ? start + (n / 8) * sbo + (n % 8) * 128 + k * 2
                               : start + (k / 8) * sbo + (k % 8) * 128 + (n % 64) * 2 + (n / 64) * lbo;
       unsigned short h;
+      if (swz128(addr) + 2 > sizeof(tlx_smem)) {
+        snprintf(g_error, sizeof g_error, "wgmma: the descriptor reads outside shared memory");
+        return;
+      }
       memcpy(&h, tlx_smem + swz128(addr), 2);
       B[k * N + n] = bf16f(h);
     }
@@ -260,8 +265,16 @@ struct tlx_tensormap {                  // (the emulation's own: run.py fills it
 };
 namespace cuemu {
 struct MBar { unsigned count = 0, pending = 0, phase = 0; long long tx = 0; };
-static MBar g_mbar[4096];                 // by shared-memory offset / 8
-static inline MBar& mbar(const void* p) { return g_mbar[smem_off(p) / 8]; }
+static MBar g_mbar[sizeof(tlx_smem) / 8];  // by shared-memory offset / 8
+static MBar g_mbar_bad;
+static inline MBar& mbar(const void* p) {
+  unsigned off = smem_off(p);
+  if (off >= sizeof(tlx_smem) || off % 8) {
+    snprintf(g_error, sizeof g_error, "mbarrier at shared offset %u: outside shared memory or misaligned", off);
+    return g_mbar_bad;
+  }
+  return g_mbar[off / 8];
+}
 static inline void mbar_settle(MBar& b) {
   if (b.pending == 0 && b.tx == 0) { b.phase ^= 1; b.pending = b.count; }
 }
@@ -312,6 +325,10 @@ static inline void tlx_tma_load(void* dst, const void* map, unsigned long long* 
             unsigned a = off + (unsigned)lin;
             if (m.swizzle == 128) a = cuemu::swz128(a);
             else if (m.swizzle != 0) snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: swizzle %d not emulated", m.swizzle);
+            if (a + m.elem > sizeof(tlx_smem)) {
+              snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: a box element lands outside shared memory");
+              return;
+            }
             if (in) memcpy(tlx_smem + a, m.base + src, m.elem); else memset(tlx_smem + a, 0, m.elem);
             bytes += m.elem;
           }
@@ -361,8 +378,19 @@ static int run_grid(unsigned gx, unsigned gy, unsigned gz, int threads, std::fun
   g_grid = Dim3{gx, gy, gz};
   g_bdim = Dim3{(unsigned)threads, 1, 1};
   g_thr.assign(threads, Thread{});
-  const size_t STACK = 512 * 1024;
-  for (auto& t : g_thr) t.stack = (char*)malloc(STACK);
+  // each fiber's stack: 8 MB reserved (committed as touched) above a guard page, so that an overflow
+  // faults at once instead of corrupting the host process's heap
+  const size_t STACK = 8u << 20, GUARD = 4096;
+  for (auto& t : g_thr) {
+    void* m = mmap(nullptr, STACK + GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) { snprintf(g_error, sizeof g_error, "no memory for the fibers' stacks"); return 1; }
+    mprotect(m, GUARD, PROT_NONE);
+    t.stack = (char*)m + GUARD;
+  }
+  struct Unmap {
+    size_t size;
+    ~Unmap() { for (auto& t : g_thr) if (t.stack) munmap(t.stack - 4096, size); }
+  } unmap{STACK + GUARD};
   g_kernel = body;
   for (unsigned z = 0; z < gz; ++z)
     for (unsigned y = 0; y < gy; ++y)
@@ -394,7 +422,6 @@ static int run_grid(unsigned gx, unsigned gy, unsigned gz, int threads, std::fun
           if (g_error[0]) return 1;
         }
       }
-  for (auto& t : g_thr) free(t.stack);
   return g_error[0] ? 1 : 0;
 }
 }  // namespace cuemu
