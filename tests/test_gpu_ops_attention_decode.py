@@ -144,7 +144,10 @@ def test_split_variants_match_float64(variant, combine, page, splits):
     """Session 13's three reverted split-kernel changes (``_variant`` bits: 1 copy mask in the copy
     layout, 2 ``[BLOCK_N, 1]`` page loads, 4 length mask on the last block only) on the case that
     failed on the H200 with all three (max error 0.44; the interpreter matched): the error per
-    sequence says which change and which sequences."""
+    sequence says which change and which sequences.  Variants other than 0 run only with
+    TLXC_DECODE_PROBE=1 (the probe's command; the suite keeps the shipped kernel's case)."""
+    if variant and os.environ.get("TLXC_DECODE_PROBE") != "1":
+        pytest.skip("a probe of reverted kernel changes: TLXC_DECODE_PROBE=1 runs it")
     lens = [0, 1, 700, 5000, 129]
     k, v, table = _paged(lens, page, 1, 64, torch.bfloat16, seed=72)
     q = torch.randn(len(lens), 8, 64, device="cuda", dtype=torch.bfloat16)
