@@ -1,8 +1,9 @@
 """The attention backward (tlxc.ops.attention_bwd) against cuDNN's and the flash backend's SDPA
 backward, paired per round on fresh inputs, in one process.
 
-    python bench/attention_bwd_bench.py [--rounds 8] [--s 1024,4096] [--d 64,128] [--dtype bf16] [--no-ws]
+    python bench/attention_bwd_bench.py [--rounds 8] [--s 512,2048] [--d 64,128] [--dtype bf16] [--no-ws]
     python bench/attention_bwd_bench.py --tokens 16384 --s 1024,4096   # issue 23's shapes: B*S, H*D fixed
+    python bench/attention_bwd_bench.py --only tlxc,tlxc_ws,cudnn     # a subset of the contenders (faster)
     python bench/attention_bwd_bench.py --sweep --s 4096      # tiles of the tl.dot kernels
     python bench/attention_bwd_bench.py --kernels-only        # the per-kernel times alone
 
@@ -16,7 +17,10 @@ kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``, D = 64: the same without
 the consumers meet every tile), the ws kernel scheduled as in session 12 (``tlxc_ws_plain``: one
 program per key block in the plain order, ``WS_PERSISTENT`` and ``SECTIONS`` off), causal: the
 tl.dot kernels in the plain order (``tlxc_plain``) and the ws kernel in sections without its
-persistent table (``tlxc_ws_np``; "np/ws" = its time / tlxc_ws's), ``torch.autograd.grad`` on the kept SDPA
+persistent table (``tlxc_ws_np``; "np/ws" = its time / tlxc_ws's), non-causal: the ws kernel with the
+persistent table (``tlxc_ws_p``, off by default there; "ws/p" = tlxc_ws's time / its), the ws kernel with
+``WS_STATS_SMEM`` flipped for the head dim (``tlxc_ws_st``; "ws/st" = tlxc_ws's time / its) and with
+``WS_DYNAMIC`` flipped (``tlxc_ws_dyn``; "ws/dyn"), ``torch.autograd.grad`` on the kept SDPA
 graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
 checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
 (backward = 2.5x the forward's 4*B*H*S*S*D, halved when causal); the ratios (baseline time /
@@ -38,6 +42,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 
 WITH_WS = True          # --no-ws: time the tl.dot kernels only
+ONLY: set[str] | None = None    # --only: the contenders timed (None: all)
+CONTENDERS = ("tlxc", "tlxc_plain", "tlxc_ws", "tlxc_ws_plain", "tlxc_ws_np", "tlxc_ws_p", "tlxc_ws_st", "tlxc_ws_dyn",
+              "tlxc_ws_alt", "cudnn", "flash")
 
 
 def _event_ms(fn) -> float:
@@ -118,6 +125,26 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
         fns["tlxc_ws_plain"] = in_plain_order(ws_run)
         if causal:                          # sections without the persistent table
             fns["tlxc_ws_np"] = scheduled(ws_run, True, False)
+        else:                               # the persistent table, off by default without a mask
+            fns["tlxc_ws_p"] = scheduled(ws_run, True, True)
+
+        def ws_stats():                     # the row statistics through shared memory (WS_STATS_SMEM)
+            shipped = dict(host.WS_STATS_SMEM)
+            host.WS_STATS_SMEM = dict.fromkeys(shipped, not shipped.get(D, False))
+            try:
+                return ws_run()
+            finally:
+                host.WS_STATS_SMEM = shipped
+        fns["tlxc_ws_st"] = ws_stats
+
+        def ws_dynamic():                   # items drawn from a device counter (WS_DYNAMIC)
+            shipped = dict(host.WS_DYNAMIC)
+            host.WS_DYNAMIC = {c: not shipped[c] for c in shipped}
+            try:
+                return ws_run()
+            finally:
+                host.WS_DYNAMIC = shipped
+        fns["tlxc_ws_dyn"] = ws_dynamic
 
         def ws_alt():                       # the ws kernel without the drift (D = 64)
             shipped = dict(host.WS_DRIFT)
@@ -129,7 +156,7 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
         if D == 64:
             fns["tlxc_ws_alt"] = ws_alt
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
-        if name in refused:
+        if name in refused or ONLY is not None and name not in ONLY:
             continue
         leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
         try:
@@ -140,13 +167,16 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
             refused.add(name)
             continue
         fns[name] = lambda out=out, leaves=leaves: torch.autograd.grad(out, leaves, do, retain_graph=True)
+    if ONLY is not None:
+        fns = {n: f for n, f in fns.items() if n in ONLY}
     return fns
 
 
 # ratio name -> (baseline, tlxc contender): baseline time / contender time
 RATIOS = {"cudnn": ("cudnn", "tlxc"), "flash": ("flash", "tlxc"), "cudnn/ws": ("cudnn", "tlxc_ws"),
           "flash/ws": ("flash", "tlxc_ws"), "plain/dot": ("tlxc_plain", "tlxc"), "plain/ws": ("tlxc_ws_plain", "tlxc_ws"),
-          "np/ws": ("tlxc_ws_np", "tlxc_ws")}
+          "np/ws": ("tlxc_ws_np", "tlxc_ws"), "ws/p": ("tlxc_ws", "tlxc_ws_p"),
+          "ws/st": ("tlxc_ws", "tlxc_ws_st"), "ws/dyn": ("tlxc_ws", "tlxc_ws_dyn")}
 
 
 def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
@@ -154,8 +184,7 @@ def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
 
     scale = D ** -0.5
     gqa = Hkv != H
-    times = {n: [] for n in ("tlxc", "tlxc_plain", "tlxc_ws", "tlxc_ws_plain", "tlxc_ws_np", "tlxc_ws_alt", "cudnn",
-                             "flash")}
+    times = {n: [] for n in CONTENDERS}
     ratios = {name: [] for name in RATIOS}
     refused = set()
     for r in range(rounds):
@@ -275,6 +304,12 @@ def kernel_breakdown(B, H, S, D, dtype, calls: int = 3) -> None:
               + "  ".join(f"{key[:48]} {ms:.3f}" for ms, key in rows[:6]), flush=True)
 
 
+# precompile job -> the contender that launches it
+PRECOMPILED = {"dot": "tlxc", "dot_plain": "tlxc_plain", "ws": "tlxc_ws", "ws_plain": "tlxc_ws_plain",
+               "ws_np": "tlxc_ws_np", "ws_p": "tlxc_ws_p", "ws_st": "tlxc_ws_st", "ws_dyn": "tlxc_ws_dyn",
+               "ws_alt": "tlxc_ws_alt"}
+
+
 def _compile_worker(job):
     """Compile (CPU tensors, sm_90a, into the disk cache) what one case launches."""
     S, D, B, H, hkv, causal, kernels = job
@@ -290,6 +325,12 @@ def _compile_worker(job):
             host.SECTIONS, host.WS_PERSISTENT = False, dict.fromkeys(host.WS_PERSISTENT, False)
         if kernels == "ws_np":
             host.WS_PERSISTENT = dict.fromkeys(host.WS_PERSISTENT, False)
+        if kernels == "ws_p":
+            host.WS_PERSISTENT = dict.fromkeys(host.WS_PERSISTENT, True)
+        if kernels == "ws_st":      # the shipped choice flipped, as the bench's tlxc_ws_st runs it
+            host.WS_STATS_SMEM = {d: not host.WS_STATS_SMEM.get(d, False) for d in (64, 128)}
+        if kernels == "ws_dyn":
+            host.WS_DYNAMIC = {c: not host.WS_DYNAMIC[c] for c in host.WS_DYNAMIC}
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
         k = torch.empty(B, hkv, S, D, dtype=torch.bfloat16)
         compile_kernels(q, q, k, k, q, torch.empty(B, H, S), causal=causal, sm_scale=D ** -0.5)
@@ -312,7 +353,7 @@ def precompile(jobs_list, processes: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--s", default="1024,4096")
+    parser.add_argument("--s", default="512,2048")
     parser.add_argument("--d", default="64,128")
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     parser.add_argument("--b", type=int, default=4)
@@ -321,6 +362,10 @@ def main() -> None:
                         help="B = tokens // S and H = 2048 // D per case (issue 23's sweep, bench/ops_attention_bench.py: "
                              "16384), instead of --b / --h")
     parser.add_argument("--no-ws", action="store_true", help="leave out the warp-specialized kernel")
+    parser.add_argument("--only", default="",
+                        help=f"comma-separated contenders to time ({', '.join(CONTENDERS)}); default all")
+    parser.add_argument("--kernels-s", default="",
+                        help="sequence lengths of the per-kernel breakdown (default: the largest of --s)")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                         help="processes compiling every case's kernels before the timed runs (1: none)")
     parser.add_argument("--no-kernels", action="store_true", help="leave out the per-kernel breakdown")
@@ -335,8 +380,13 @@ def main() -> None:
             for causal in (False, True):
                 sweep(args.rounds, S, causal)
         return
-    global WITH_WS
+    global WITH_WS, ONLY
     WITH_WS = not args.no_ws
+    if args.only:
+        ONLY = set(args.only.split(","))
+        unknown = ONLY - set(CONTENDERS)
+        if unknown:
+            parser.error(f"--only: unknown contenders {sorted(unknown)}")
     import torch
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
 
@@ -346,15 +396,21 @@ def main() -> None:
         jobs = [(S, D, *shape(S, D), hkv, causal, kernels)
                 for S in (int(x) for x in args.s.split(",")) for D in (int(x) for x in args.d.split(","))
                 for hkv in (shape(S, D)[1], shape(S, D)[1] // 4) for causal in (False, True)
-                for kernels in (("dot", "ws", "ws_plain") if WITH_WS else ("dot",))
-                + (("dot_plain",) + (("ws_np",) if WITH_WS else ()) if causal else ())
-                + (("ws_alt",) if WITH_WS and D == 64 else ())]
+                for kernels in (("dot", "ws", "ws_plain", "ws_st", "ws_dyn") if WITH_WS else ("dot",))
+                + (("dot_plain",) + (("ws_np",) if WITH_WS else ()) if causal else (("ws_p",) if WITH_WS else ()))
+                + (("ws_alt",) if WITH_WS and D == 64 else ())
+                if ONLY is None or PRECOMPILED[kernels] in ONLY]
         precompile(jobs, args.jobs)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, {args.rounds} rounds")
     s_max = max(int(x) for x in args.s.split(","))
+    kernel_s = [int(x) for x in args.kernels_s.split(",")] if args.kernels_s else [s_max]
+
+    def breakdowns():
+        for S in kernel_s:
+            for D in (int(x) for x in args.d.split(",")):
+                kernel_breakdown(*shape(S, D), S, D, dtype)
     if args.kernels_only:
-        for D in (int(x) for x in args.d.split(",")):
-            kernel_breakdown(*shape(s_max, D), s_max, D, dtype)
+        breakdowns()
         return
     rows = []
     for S in (int(x) for x in args.s.split(",")):
@@ -379,8 +435,7 @@ def main() -> None:
             print(f"geomean vs {n}: {math.exp(sum(math.log(x) for x in xs) / len(xs)):.3f} over {len(xs)} cases")
     if not args.no_kernels:
         print("per-kernel device time of one backward (torch.profiler; ms):")
-        for D in (int(x) for x in args.d.split(",")):
-            kernel_breakdown(*shape(s_max, D), s_max, D, dtype)
+        breakdowns()
 
 
 if __name__ == "__main__":

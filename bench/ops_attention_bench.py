@@ -25,19 +25,24 @@ tlxc on the contiguous cache, ``tlxc_stream`` the persistent stream-K schedule
 (``schedule="stream"``; the default is ``split``), ``tlxc_nocheck`` without the device check
 of the lengths and block table.  (Session 13 run 2 also timed the stream schedule with a
 6 x 32-key ring and with all kv heads in a block: ``_ring=(32, 6)``, ``_heads=True``; both
-slower, docs/performance.md.)  GB/s = K/V bytes read / time.
+slower, docs/performance.md.)  ``--decode-variant N`` adds column ``tlxc_vN``: the split kernel
+with session 13's reverted per-block changes selected by the bit mask ``_variant=N``
+(``attention_decode``'s docstring); ``tlxc_tma`` is the split kernel with its ring filled by
+one TMA copy per page box (``_tma=True``) instead of per-thread cp.async.  GB/s = K/V bytes read / time.
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
 
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
                                         [--budget-s 180] [--jobs 8] [--s 256,512] [--d 64,128] [--groups 1]
-                                        [--no-varlen] [--no-decode] [--no-ab]
+                                        [--no-varlen] [--no-decode] [--no-ab] [--decode-variant N] [--pin]
 
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
 ``--no-ab``, each dense MHA case whose default configuration differs from session 11's also times that
 one (column ``s11``: its time / the default's, > 1: session 12's default is faster; at S >= 512 and
 D <= 128 it is the A/B of the TMA-store epilogue), and at S <= 1024 / D <= 128 where the default
 stores O through pointers, the default with ``tma_store=True`` (column ``tma``, < 1: TMA stores
-faster).  (The run of 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
+faster; ``--pin``, also with ``--no-ab``: column ``pin``, every dense case, the default with
+``pin_softmax=True``, < 1: pinned faster; ``pin_ov`` the same with ``overlap=True`` at tiles up to 128
+wide).  (The run of 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
 docs/performance.md; ``--configs`` still has them.)
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
@@ -187,9 +192,12 @@ def _compile_worker(job):
     try:
         if kind == "decode":
             from tlxc.ops.attention_decode import compile_decode
-            _, B, H, Hkv, L = job
+            _, B, H, Hkv, L, variant = job
             q, kc, vc, table, seqlens, lens = decode_tensors(B, H, Hkv, L, "cpu", empty=True)
             compile_decode(q, kc, vc, seqlens, block_table=table)
+            if variant:
+                compile_decode(q, kc, vc, seqlens, block_table=table, _variant=variant)
+            compile_decode(q, kc, vc, seqlens, block_table=table, _tma=True)          # tlxc_tma
             compile_decode(q, kc, vc, seqlens, block_table=table, schedule="stream")
             compile_decode(q, kc, vc, seqlens, block_table=table, check=False)       # tlxc_nocheck's merge
             if L is not None:
@@ -288,8 +296,12 @@ def main() -> None:
     parser.add_argument("--groups", default="1,4", help="dense GQA groups (default 1,4: MHA and GQA-4)")
     parser.add_argument("--no-varlen", action="store_true", help="skip the varlen cases")
     parser.add_argument("--no-decode", action="store_true", help="skip the decode cases")
+    parser.add_argument("--decode-variant", type=int, default=0,
+                        help="also time the split kernel with this _variant bit mask (column tlxc_vN)")
     parser.add_argument("--no-ab", action="store_true",
                         help="do not time session 11's configuration (s11) nor TMA stores (tma)")
+    parser.add_argument("--pin", action="store_true",
+                        help="also time the default with pin_softmax=True (column pin, < 1: pinned faster)")
     args = parser.parse_args()
     t0 = time.time()
     ints = lambda text: tuple(int(x) for x in text.split(",")) if text else None  # noqa: E731
@@ -303,23 +315,26 @@ def main() -> None:
     def ab_configs(D, causal, S):
         """[(column, configuration)] timed next to the default: session 11's where it differs,
         the default with TMA stores of O where it has pointer stores (S <= 1024, D <= 128)."""
-        if args.no_ab:
-            return []
         default = choose_config(D, causal, S)
+        pin = [("pin", dataclasses.replace(default, pin_softmax=True))] if args.pin else []
+        if args.pin and default.o_parts == 1:      # and with the last P V issued with the next item's first S
+            pin.append(("pin_ov", dataclasses.replace(default, pin_softmax=True, overlap=True, diag_skip=False)))
+        if args.no_ab:
+            return pin
         old = s11_config(AttnConfig, choose_config, D, causal, S)
         out = [("s11", old)] if old != default else []
         if S <= 1024 and default.head_dim <= 128 and not default.tma_store:
             out.append(("tma", dataclasses.replace(default, tma_store=True)))
-        return out
+        return out + pin
     jobs = [("fwd", *case, None) for case in cases]
     jobs += [("bwd", *case, None) for case in cases if has_bwd and wants_bwd(case, args.bwd_all)]
     jobs += [("example", B, H, S, D, causal) for B, H, Hkv, S, D, causal in cases
              if wants_example((B, H, Hkv, S, D, causal))]
     jobs += [("varlen", VARLEN_SEED + i, group, causal, order, tma) for i, (group, causal) in enumerate(varlen_cases)
              for order, tma in (("sorted", False), ("snake", False), ("sorted", True))]
-    jobs += [("decode", *case) for case in decode_cases]
+    jobs += [("decode", *case, args.decode_variant) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
-             for B, H, Hkv, S, D, causal in cases if H == Hkv for _, c in ab_configs(D, causal, S)]
+             for B, H, Hkv, S, D, causal in cases for n, c in ab_configs(D, causal, S) if H == Hkv or n.startswith("pin")]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -396,7 +411,7 @@ def main() -> None:
                 print(f"    example: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
         alternatives = []
         if "tlxc" in fns:
-            alternatives += ab_configs(D, causal, S) if H == Hkv else []     # MHA cases: compile time
+            alternatives += [(n, c) for n, c in ab_configs(D, causal, S) if H == Hkv or n.startswith("pin")]  # s11/tma: MHA
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)
@@ -435,7 +450,7 @@ def main() -> None:
                                     attention_forward, sdpa, sdpa_kernel, SDPBackend))
     for index, case in enumerate(decode_cases):
         results.append(bench_decode(*case, timed, budget_left(len(cases) + len(varlen_cases) + index), sdpa,
-                                    sdpa_kernel, SDPBackend))
+                                    sdpa_kernel, SDPBackend, variant=args.decode_variant))
     summarize(results, card, t0)
 
 
@@ -571,7 +586,7 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
     return row
 
 
-def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend, device="cuda") -> dict:
+def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend, device="cuda", variant=0) -> dict:
     """One decode step: tlxc on the paged cache against SDPA's backends on the gathered
     contiguous cache (equal lengths) or flash varlen with one query per sequence (mixed)."""
     import torch
@@ -613,6 +628,9 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
         contig_k = k_packed.view(B, L, Hkv, D)
         contig_v = v_packed.view(B, L, Hkv, D)
         fns["tlxc_contig"] = lambda: attention_decode(q, contig_k, contig_v, seqlens)[0]
+    if variant:         # the split kernel with the _variant bits (checked against float32 math below)
+        fns[f"tlxc_v{variant}"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
+                                                           _variant=variant)[0]
     cu_k = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device)
     cu_q = torch.arange(B + 1, dtype=torch.int32, device=device)
 
@@ -643,6 +661,12 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
         fns["tlxc_stream"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
                                                       schedule="stream")[0]
         fns["tlxc_nocheck"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table, check=False)[0]
+        o_tma, _ = attention_decode(q, k_cache, v_cache, seqlens, block_table=table, _tma=True)
+        err_tma = ((o_tma.float() - ref).norm() / ref.norm()).item()
+        if err_tma < 1e-2:
+            fns["tlxc_tma"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table, _tma=True)[0]
+        else:
+            print(f"    decode tlxc_tma disagrees with float32 math ({err_tma:.2e}); not timed", flush=True)
     except Exception as exc:
         row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         print(f"{label:40s} FAILED {row['failed']}", flush=True)
@@ -676,7 +700,8 @@ def summarize(results, card, t0) -> None:
         if not rows:
             continue
         for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_tma_store", "cudnn_padded", "best_sdpa",
-                     "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_nocheck"):
+                     "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_nocheck", "tlxc_tma",
+                     *sorted({n for r in rows for n in r["ratios"] if n.startswith("tlxc_v")})):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:
                 print(f"{kind} vs {base}: geomean {geomean(xs):.3f}, min {min(xs):.3f}, {len(xs)} cases")
@@ -684,7 +709,9 @@ def summarize(results, card, t0) -> None:
         if small:
             print(f"{kind} vs cudnn at S <= 512: geomean {geomean(small):.3f}, min {min(small):.3f}")
         for col, what in (("s11", "session 11's config time / default time"),
-                          ("tma", "the default with tma_store=True, time / default time")):
+                          ("tma", "the default with tma_store=True, time / default time"),
+                          ("pin", "the default with pin_softmax=True, time / default time"),
+                          ("pin_ov", "the default with pin_softmax=True and overlap=True, time / default time")):
             ab = [r["ratios"][col] for r in rows if col in r["ratios"]]
             if ab:
                 print(f"  {col}: {what}, geomean {geomean(ab):.3f}, min {min(ab):.3f}, max {max(ab):.3f} "

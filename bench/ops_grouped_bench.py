@@ -2,7 +2,7 @@
 has it), MoE shapes with uneven group sizes, paired medians (kernel time) in one process.
 
     python bench/ops_grouped_bench.py [--rounds 15] [--timing kernel|call] [--experts 8,32]
-                                      [--configs gws_128x128x64_s5,...]
+                                      [--configs gws_128x128x64_s5,...] [--lean]
 
 Expert weights are stored ``[E, N, K]`` (as ``nn.Linear``) and multiplied as
 ``w.transpose(1, 2)``; group sizes are a seeded multinomial draw with one empty expert.  The
@@ -10,8 +10,8 @@ cuBLAS loop gets the sizes on the host beforehand (its real cost would include t
 ``torch._grouped_mm`` gets the int32 end offsets.  Ratios: baseline time / tlxc time (the
 heuristic's pick, named on the line; where that is the warp-specialized kernel, the pointer
 kernel's choice is timed beside it, and so is the pick with pointer stores only,
-``<pick>+ptr_stores``, the WS kernel's output path before its TMA stores); ``--configs``
-times more configurations beside the pick.
+``<pick>+ptr_stores``, the WS kernel's output path before its TMA stores; ``--lean`` leaves
+those two out); ``--configs`` times more configurations beside the pick.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ CASES = [  # (experts, total rows, K, N)
 ]
 
 
-def run_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
+def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False) -> None:
     import torch
 
     import tlxc.ops.grouped as grouped_module
@@ -65,7 +65,7 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
 
     fns = {"tlxc": lambda: grouped_matmul(a, b, sizes, out), "loop": loop}
     pick = choose_grouped_config(M, E, N, _ws_layout(a, b))
-    if pick in GROUPED_WS_CONFIGS:      # the pointer kernel's choice too, for comparison
+    if pick in GROUPED_WS_CONFIGS and not lean:      # the pointer kernel's choice too, for comparison
         other = choose_grouped_config(M, E, N, None)
         fns[other] = lambda: grouped_matmul(a, b, sizes, out, config=other)
 
@@ -114,7 +114,8 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
     line = (f"E={E:3d} M={M:5d} K={K:5d} N={N:5d} (sizes {min(host_sizes)}..{max(host_sizes)}): "
             f"tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s, {pick})")
     for name in [n for n in med if n not in ("tlxc", "loop", "grouped_mm")]:
-        line += f", {name} {med[name]:.4f} ms ({flops / med[name] / 1e9:.0f} TFLOP/s)"
+        line += f", {name} {med[name]:.4f} ms ({flops / med[name] / 1e9:.0f} TFLOP/s"
+        line += f", {med['loop'] / med[name]:.3f}x loop)" if "loop" in med else ")"
     for base in ("loop", "grouped_mm"):
         if base in med:
             ratios[base].append(med[base] / med["tlxc"])
@@ -130,6 +131,7 @@ def main() -> None:
     parser.add_argument("--timing", choices=("kernel", "call"), default="kernel")
     parser.add_argument("--experts", help="only the cases with these expert counts (comma-separated)")
     parser.add_argument("--configs", help="more grouped configurations to time beside the pick (comma-separated)")
+    parser.add_argument("--lean", action="store_true", help="no pointer-kernel / pointer-store side timings")
     args = parser.parse_args()
     experts = {int(e) for e in args.experts.split(",")} if args.experts else None
     extra = args.configs.split(",") if args.configs else ()
@@ -138,7 +140,7 @@ def main() -> None:
     ratios = {"loop": [], "grouped_mm": []}
     for E, M, K, N in CASES:
         if experts is None or E in experts:
-            run_case(E, M, K, N, args.rounds, hide, ratios, extra)
+            run_case(E, M, K, N, args.rounds, hide, ratios, extra, args.lean)
     for base, rs in ratios.items():
         if rs:
             geo = math.exp(sum(math.log(r) for r in rs) / len(rs))

@@ -55,7 +55,7 @@ def sweep(quick: bool = False, fp8: bool = False) -> list[tuple[int, int, int, b
     shapes = [(s, s, s, False) for s in squares]
     shapes += [(m, n, k, True) for m in ms for n, k in LLAMA_NK]
     shapes += [(5000, 3000, 2000, False), (4095, 4097, 4093, False), (1000, 1240, 776, True),
-               (128, 8192, 8192, False), (64, 8192, 8192, False)]
+               (128, 8192, 8192, False), (64, 8192, 8192, False), (64, 4096, 4096, False)]
     shapes += [(s, s, s, True) for s in ((1024, 4096, 8192) if not quick else (4096,))]
     return shapes
 

@@ -143,3 +143,45 @@ def test_ws_persistent_several_items_per_program(sq, sk, D, causal, poisoned, mo
     got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=0.1)
     torch.cuda.synchronize()
     _check(got, ref, dtype, f"ws persistent {sq}x{sk} D={D} causal={causal}")
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_ws_row_stats_in_shared_memory(causal, D, poisoned, monkeypatch):
+    """WS_STATS_SMEM (the producer copies each tile's lse2 / delta rows by TMA; columns past a
+    sequence's rows read as 0): dense GQA 8:2 at S = 1000 in one program per item and persistent,
+    packed sequences with empty ones."""
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    monkeypatch.setattr(host, "WS_STATS_SMEM", {64: True, 128: True})
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(2, 8, 2, 1000, 1000, D, dtype, device="cuda", seed=D + 5)
+    o, lse, *ref = _sdpa_fp32(q, k, v, do, causal, D ** -0.5)
+    for persistent in (False, True):
+        monkeypatch.setattr(host, "WS_PERSISTENT", {False: persistent, True: persistent})
+        got = attention_bwd(do, q, k, v, o.to(dtype), lse, causal=causal, sm_scale=D ** -0.5)
+        torch.cuda.synchronize()
+        _check(got, ref, dtype, f"ws stats in shared memory D={D} causal={causal} persistent={persistent}")
+    lens_q = [1, 777, 2048, 130, 0, 513]
+    lens_k = [1, 777, 2048, 70, 9, 1000]
+    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 8, 2, D, dtype, device="cuda", seed=6)
+    o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, causal, 0.088)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=0.088,
+                        cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
+    _check(got, ref, dtype, f"ws stats in shared memory, packed D={D}")
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_ws_dynamic_schedule(causal, D, poisoned, monkeypatch):
+    """WS_DYNAMIC (one program per SM drawing its next item from a device counter): dense MHA and GQA
+    8:2 at S = 1000 (not a block multiple), twice in a row (the counter is zeroed per call)."""
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    monkeypatch.setattr(host, "WS_DYNAMIC", {False: True, True: True})
+    dtype = torch.bfloat16
+    for hkv in (8, 2):
+        q, k, v, do = dense_inputs(2, 8, hkv, 1000, 1000, D, dtype, device="cuda", seed=D + hkv)
+        o, lse, *ref = _sdpa_fp32(q, k, v, do, causal, D ** -0.5)
+        for _ in range(2):
+            got = attention_bwd(do, q, k, v, o.to(dtype), lse, causal=causal, sm_scale=D ** -0.5)
+            torch.cuda.synchronize()
+            _check(got, ref, dtype, f"ws dynamic D={D} causal={causal} 8:{hkv}")

@@ -113,7 +113,11 @@ def test_neighbouring_heads_and_sequences_do_not_leak():
                                  (64, 128, 128, 6, 2, False, 4),
                                  (256, 128, 64, 2, 1, False, 0, False), (64, 128, 128, 2, 2, True, 0, True),
                                  (128, 128, 64, 4, 2, False, 0, True), (64, 128, 64, 4, 2, False, 0, True),
-                                 (256, 128, 64, 2, 1, False, 0, True, False)],
+                                 (256, 128, 64, 2, 1, False, 0, True, False),
+                                 (64, 128, 128, 2, 2, False, 0, True, True, True),        # pin_softmax
+                                 (128, 128, 128, 2, 2, False, 0, True, True, True),
+                                 (256, 128, 64, 2, 1, False, 0, True, True, True), (64, 192, 128, 2, 2, False, 0, False, True, True),
+                                 (64, 128, 128, 2, 2, True, 0, True, True, True), (128, 128, 128, 2, 2, True, 0, True, True, True)],
                          ids=lambda c: "_".join(map(str, c)))
 def test_other_configurations(cfg, causal, monkeypatch):
     """The configurations bench/ops_attention_bench.py --configs and its `ov` column time

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import math
+import os
+import shutil
+import subprocess
 import sys
 import types
 
@@ -577,6 +581,79 @@ def test_register_a_product_as_one_group_switch(D, monkeypatch):
     (g,) = compile_config(q, q, q, causal=True)
     fences = [x.asm["cuda"].count("tlx_wgmma_fence();") for x in (h, g)]
     assert fences[1] < fences[0] and g.n_spills == 0 and not g.perf_warnings, (fences, g.n_spills)
+
+
+PIN_CONFIGS = [A.AttnConfig(64, 128, 128, 2, 2, tma_store=True, pin_softmax=True),
+               A.AttnConfig(128, 128, 64, 4, 2, tma_store=True, pin_softmax=True),
+               A.AttnConfig(256, 128, 64, 2, 1, tma_store=True, pin_softmax=True),
+               A.AttnConfig(64, 192, 128, 2, 2, pin_softmax=True),
+               A.AttnConfig(64, 128, 128, 2, 2, True, tma_store=True, pin_softmax=True),      # with overlap
+               A.AttnConfig(128, 128, 128, 2, 2, True, pin_softmax=True)]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("config", PIN_CONFIGS,
+                         ids=lambda c: f"{c.head_dim}x{c.block_m}x{c.block_n}{'ov' if c.overlap else ''}")
+def test_pinned_softmax_gives_the_same_results(config, causal, poisoned):
+    """pin_softmax (a shared store of each consumer's l_i before P V's wait, only a scheduling
+    anchor; with overlap also before the previous item's last P V's wait) changes no result bit:
+    against float64 math and against the same config without it; S = 300 (no tile multiple),
+    GQA 2:1, two programs walking several items."""
+    D = {64: 64, 128: 96, 256: 192}[config.head_dim]
+    q, k, v = _randn(1, 4, 300, D, seed=120), _randn(1, 2, 300, D, seed=121), _randn(1, 2, 300, D, seed=122)
+    o, lse = attention_forward(q, k, v, causal=causal, config=config, programs=2)
+    _check(o, lse, *reference(q, k, v, causal=causal), torch.bfloat16)
+    o2, lse2 = attention_forward(q, k, v, causal=causal, config=dataclasses.replace(config, pin_softmax=False),
+                                 programs=2)
+    assert torch.equal(o, o2) and torch.equal(lse, lse2)
+
+
+def _sass(cubin: bytes, tmp_path) -> str:
+    """cuobjdump's SASS of ``cubin`` (the one on PATH, else the nvidia-cu13 wheel's)."""
+    tool = shutil.which("cuobjdump")
+    if tool is None:
+        spec = importlib.util.find_spec("nvidia")
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            if os.path.exists(os.path.join(root, "cu13", "bin", "cuobjdump")):
+                tool = os.path.join(root, "cu13", "bin", "cuobjdump")
+    if tool is None:
+        pytest.skip("cuobjdump not installed")
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin)
+    return subprocess.run([tool, "--dump-sass", str(path)], capture_output=True, text=True, check=True).stdout
+
+
+def _softmax_inside_pv_wait(sass: str, first_wait: str) -> list[int]:
+    """MUFU.EX2 between each ``first_wait`` (the wait for S_j, P V left running) and the next
+    ``WARPGROUP.DEPBAR.LE gsb0, 0x0`` (P V's wait)."""
+    counts, inside = [], None
+    for line in sass.splitlines():
+        if first_wait in line:
+            inside = 0
+        elif inside is not None and "MUFU.EX2" in line:
+            inside += 1
+        elif inside is not None and "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line:
+            counts.append(inside)
+            inside = None
+    return counts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_pinned_softmax_overlaps_p_v_in_sass(D, tmp_path):
+    """Without pin_softmax ptxas hoists P V's wait_group 0 above the softmax of S_j (no exponential
+    between the two waits: a consumer's softmax never overlaps its own P V); with it the 64-66
+    (D = 256: 32-34) exponentials of a block run between them, no spills, no serialization."""
+    q = _randn(4, 2, 1024, D, seed=123)
+    c = A.choose_config(D, False, 1024)
+    first_wait = f"WARPGROUP.DEPBAR.LE gsb0, 0x{c.o_parts}"
+    (h,) = compile_config(q, q, q, config=c)
+    (g,) = compile_config(q, q, q, config=dataclasses.replace(c, pin_softmax=True))
+    before = _softmax_inside_pv_wait(_sass(h.asm["cubin"], tmp_path), first_wait)
+    after = _softmax_inside_pv_wait(_sass(g.asm["cubin"], tmp_path), first_wait)
+    per_block = 64 * c.block_n // 128            # a consumer thread's exponentials of one block's scores
+    assert before == [0, 0] and after and len(after) == 2 and min(after) >= per_block, (before, after)
+    assert g.n_spills == 0 and not g.perf_warnings
 
 
 def test_size_one_dimensions_with_odd_strides():

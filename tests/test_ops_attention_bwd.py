@@ -173,6 +173,24 @@ def test_ws_persistent_programs_walk_several_items(D, causal, ws_kernel, poisone
     _check(got, ref, dtype)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+def test_ws_dynamic_programs_draw_their_items(D, causal, ws_kernel, poisoned, monkeypatch):
+    """WS_DYNAMIC: three programs (``CPU_SMS`` = 3) draw the 2 x 2 x 3 items from the device counter
+    (the interpreter runs them one after another, so the first draws most), K and V reloaded per item,
+    the rings and turns running on; the counter is zeroed with dq_acc, so a second call draws again;
+    causal with fewer queries than keys (items without a tile); float64 reference."""
+    monkeypatch.setattr(host, "CPU_SMS", 3)
+    monkeypatch.setattr(host, "WS_DYNAMIC", {False: True, True: True})
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(2, 4, 2, 200, 300, D, dtype, seed=D + causal + 30)
+    o, lse, *ref = dense_reference(q, k, v, do, causal, 0.1)
+    for _ in range(2):
+        got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=causal, sm_scale=0.1)
+        assert ws_kernel[-1] == "bwd_ws_kernel"
+        _check(got, ref, dtype)
+
+
 def test_no_keys_and_no_queries():
     q, k, v, do = dense_inputs(1, 2, 1, 5, 0, 64, torch.bfloat16)
     lse = torch.full((1, 2, 5), float("-inf"))
@@ -303,6 +321,48 @@ def test_ws_prefetched_row_stats(D, ws_kernel, poisoned, monkeypatch):
                         cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
     assert ws_kernel[-1] == "bwd_ws_kernel"
     _check(got, ref, dtype)
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_ws_row_stats_in_shared_memory(D, ws_kernel, poisoned, monkeypatch):
+    """WS_STATS_SMEM: the producer copies each tile's lse2 / delta rows by TMA with Q / dO (rows past a
+    head's end read as 0 or as the next head's, and are masked); dense GQA causal with a partial last
+    query tile, packed uneven lengths (steps of zero, one and many tiles, the last tile past total_q),
+    both persistent and one program per item, against float64."""
+    monkeypatch.setattr(host, "WS_STATS_SMEM", {64: True, 128: True})
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(2, 4, 2, 200, 90, D, dtype, seed=D + 21)
+    o, lse, *ref = dense_reference(q, k, v, do, True, 0.1)
+    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.1), ref, dtype)
+    monkeypatch.setattr(host, "WS_PERSISTENT", {False: True, True: True})
+    q, k, v, do = dense_inputs(1, 2, 2, 130, 250, D, dtype, seed=D + 22)
+    o, lse, *ref = dense_reference(q, k, v, do, False, 0.1)
+    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=False, sm_scale=0.1), ref, dtype)
+    lens_q, lens_k = [1, 67, 130, 5, 0], [1, 130, 67, 0, 9]
+    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 4, 2, D, dtype, seed=D + 23)
+    o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, True, 0.09)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.09, cu_seqlens_q=cu_q,
+                        cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
+    assert ws_kernel[-1] == "bwd_ws_kernel"
+    _check(got, ref, dtype)
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_ws_row_stats_read_in_the_products_layout(D, monkeypatch, tmp_path):
+    """WS_STATS_SMEM on sm_90a: the rows the producer copied are read from shared memory in the
+    products' layout (load-in-use-layout on tlx.local_load): the optimized IR converts no row of
+    statistics (the loaded rows went through a shared-memory round trip before), 0 spills in the
+    tile loop's kernel (non-causal)."""
+    monkeypatch.setattr(host, "WS_STATS_SMEM", {64: True, 128: True})
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    monkeypatch.setenv("TLXC_DUMP_DIR", str(tmp_path))
+    q = torch.empty(2, 4, 512, D, dtype=torch.bfloat16)
+    k = torch.empty(2, 1, 512, D, dtype=torch.bfloat16)
+    ws = compile_kernels(q, q, k, k, q, torch.empty(2, 4, 512), causal=False, sm_scale=0.1)[-1]
+    assert ws.n_spills == 0
+    (ir,) = [f.read_text() for f in tmp_path.glob("bwd_ws_kernel*.opt.ir")]
+    assert "local_load" in ir and "1x64xf32" in ir
+    assert not [line for line in ir.splitlines() if "convert_layout" in line and "1x64xf32" in line]
 
 
 def test_ws_bshd_views_fp16(ws_kernel, poisoned):

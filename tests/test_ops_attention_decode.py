@@ -369,6 +369,9 @@ def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
                                                                decode_check_kernel, decode_split_kernel)
     handles = [split, combine, check, inline]
     if D <= 128:
+        tma, _ = M.compile_decode(q, k, k, lens, block_table=table, _tma=True)
+        handles.append(tma)
+        assert 2 * (tma.metadata.shared + 1024) <= 232448                    # the TMA ring: two programs per SM too
         stream, merge = M.compile_decode(q, k, k, lens, block_table=table, schedule="stream")
         assert (stream.kfn, merge.kfn) == (decode_stream_kernel, decode_stream_combine_kernel)
         handles += [stream, merge]
@@ -391,3 +394,58 @@ def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
         params = dict(zip(kernel.param_names, args), **meta)
         findings = check_function(kernel, specialization_from_args(kernel, params), num_warps=num_warps)
         assert [f for f in findings if f.severity != "note"] == []
+
+
+@pytest.mark.parametrize("variant", [1, 3, 4, 7])
+def test_split_variants_match_float64(variant, poisoned):
+    """``_variant``: session 13's reverted split-kernel changes (1 copy mask in the copy layout, 2
+    ``[BLOCK_N, 1]`` page loads, 4 the length mask on the last block only) agree with float64 math
+    on the interpreter, on the configuration whose sm_90a build disagreed on the H200 (D = 64, MQA
+    8:1, 64-row pages, 3 splits, inline combine); tests/test_gpu_ops_attention_decode.py runs them there."""
+    lens = [0, 1, 300, 129]
+    k, v, table = _paged(lens, 64, 1, 64, torch.bfloat16, seed=11)
+    q = _randn(len(lens), 8, 64, seed=12)
+    seqlens = torch.tensor(lens, dtype=torch.int32)
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, num_splits=3, combine="inline", _variant=variant)
+    _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+
+
+TMA_CASES = [  # lens, H, Hkv, D, page, num_splits, combine
+    ([0, 1, 37, 200], 4, 2, 64, 16, None, "kernel"),        # 4 pages a block, empty and one-key sequences
+    ([130, 5], 8, 1, 128, 64, 3, "inline"),                 # a page a block, MQA, the inline merge
+    ([70, 129, 1], 2, 2, 96, 8, 2, "kernel"),               # 8-row pages, padded head dim (zero-filled columns)
+    ([300], 2, 1, 64, 128, 5, "kernel"),                    # pages of two blocks (a box at row 64 of a page)
+]
+
+
+@pytest.mark.parametrize("lens,H,Hkv,D,page,splits,combine", TMA_CASES, ids=str)
+def test_tma_ring_matches_float64(lens, H, Hkv, D, page, splits, combine, poisoned):
+    """``_tma=True``: the split kernel's ring filled by one TMA copy per page box.  The cache rows no
+    sequence owns (the spare pages, the rows past a length in its last page) hold NaN: a box past the
+    length reads zeros (its page coordinate is outside the descriptor) and the last block's V rows past
+    the length are zeroed, so none of them reaches the output (0 x NaN would)."""
+    k, v, table = _paged(lens, page, Hkv, D, torch.bfloat16, seed=len(lens) + D + 5)
+    owned = torch.zeros(k.shape[:2], dtype=torch.bool)
+    for b, n in enumerate(lens):
+        for i in range(n):
+            owned[table[b, i // page], i % page] = True
+    k[~owned], v[~owned] = float("nan"), float("nan")
+    q = _randn(len(lens), H, D, seed=8)
+    seqlens = torch.tensor(lens, dtype=torch.int32)
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, num_splits=splits, combine=combine, _tma=True)
+    _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table), torch.bfloat16)
+
+
+def test_tma_ring_argument_errors():
+    q = torch.zeros(2, 4, 64, dtype=torch.bfloat16)
+    lens = torch.tensor([3, 5], dtype=torch.int32)
+    k = torch.zeros(4, 12, 2, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="'_tma' takes a paged cache whose page size"):
+        attention_decode(q, k, k, lens, block_table=torch.zeros(2, 1, dtype=torch.int32), _tma=True)
+    k256 = torch.zeros(4, 16, 2, 256, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="D <= 128"):
+        attention_decode(q[..., :1].expand(2, 4, 256).contiguous(), k256, k256, lens,
+                         block_table=torch.zeros(2, 1, dtype=torch.int32), _tma=True)
+    with pytest.raises(ValueError, match="'_tma' is a bool of the split schedule"):
+        attention_decode(q, k, k, lens, block_table=torch.zeros(2, 1, dtype=torch.int32), _tma=True,
+                         schedule="stream")

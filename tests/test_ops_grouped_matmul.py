@@ -139,11 +139,13 @@ def test_ws_kernel_stores_by_pointers_where_the_c_tile_does_not_fit():
     assert grouped_module.ws_stores_by_tma("gws_128x128x64_s5", a, torch.empty(256, 256))
 
 
+@pytest.mark.parametrize("config", ["gws_128x128x64_s5", "gws_128x128x64_s5_e8", "gws_128x128x64_s5_e8d"])
 @pytest.mark.parametrize("E", [1, 5, 37])
-def test_ws_kernel_finds_every_group_by_binary_search(E, monkeypatch):
+def test_ws_kernel_finds_every_group_by_binary_search(E, config, monkeypatch):
     """E = 1, 5, 37 groups (a power of two plus one, a third of them empty, int64 sizes,
     groups shorter than a row tile): the device table + binary search gives every row tile
-    its group, 4 persistent programs."""
+    its group, 4 persistent programs; in the grouped order of all row tiles and in expert
+    order (each expert's tiles in bands of its own row tiles)."""
     monkeypatch.setattr(grouped_module, "CPU_SMS", 4)
     g = torch.Generator().manual_seed(E)
     K, N = 64, 72
@@ -154,7 +156,7 @@ def test_ws_kernel_finds_every_group_by_binary_search(E, monkeypatch):
     a = torch.randn(M, K, generator=g).to(torch.bfloat16)
     b = torch.randn(E, N, K, generator=g).to(torch.bfloat16).transpose(1, 2)
     out = torch.full((M, N), float("nan"))
-    grouped_matmul(a, b, sizes, out, config="gws_128x128x64_s5")
+    grouped_matmul(a, b, sizes, out, config=config)
     ref = _reference(a, b, sizes)
     assert torch.isfinite(out).all()
     assert ((out - ref).norm() / ref.norm()).item() < 1e-5
@@ -183,7 +185,7 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
     from tlxc import language as tl
     from tlxc.descriptors import TensorDescriptor
     from tlxc.ops.kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
-    bm, bn, bk, stages = GROUPED_WS_CONFIGS[config]
+    bm, bn, bk, stages, expert_group_m, dynamic = GROUPED_WS_CONFIGS[config]
     E, M, K, N = 8, 8192, 4096, 4096
     a = torch.empty(M, K, dtype=torch.bfloat16)
     if transposed:
@@ -194,8 +196,9 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
     for c_tma in (False, True):          # pointer stores only; TMA stores of the row blocks inside a group
         h = grouped_gemm_ws_kernel.warmup(TensorDescriptor.from_tensor(a, [bm // 2, bk], swizzle=128), b_desc, out,
                                           TensorDescriptor.from_tensor(out, [bm // 2, 64], swizzle=128) if c_tma
-                                          else None, torch.empty(2 * E, dtype=torch.int32), E, N, K, M // bm + E, 132,
-                                          N, 1, BM=bm, BN=bn, BK=bk, GROUP_M=GROUP_M, NUM_STAGES=stages,
+                                          else None, torch.empty(2 * E + 1, dtype=torch.int32), E, N, K, M // bm + E, 132,
+                                          N, 1, BM=bm, BN=bn, BK=bk, GROUP_M=expert_group_m or GROUP_M,
+                                          NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=dynamic,
                                           DTYPE=tl.bfloat16, B_KMAJOR=transposed, B_BOX_N=64, E_PAD=E,
                                           SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                           OUT_DTYPE=tl.bfloat16 if c_tma else None, C_BOX_N=64, num_warps=4,
@@ -208,3 +211,20 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
     t = group_table_kernel.warmup(torch.empty(E, dtype=torch.int32), torch.empty(2 * E, dtype=torch.int32), E, BM=bm,
                                   E_PAD=E, num_warps=4, grid=(1,))
     assert t.n_spills == 0
+
+
+@pytest.mark.parametrize("rows", [1, 7, 8, 9, 17, 33])
+def test_expert_order_bands_cover_each_tile_once(rows):
+    """The expert order's band arithmetic (find_expert_tile) as plain integers: r row tiles x
+    5 column tiles of one expert map one-to-one onto (row tile, column), bands of at most 8 row
+    tiles, balanced (17 -> 6, 6, 5)."""
+    cols, G = 5, 8
+    band = -(-rows // -(-rows // G))
+    seen = set()
+    for local in range(rows * cols):
+        first = local // (band * cols) * band
+        height = max(min(rows - first, band), 1)
+        in_band = local % (band * cols)
+        seen.add((first + in_band % height, in_band // height))
+    assert seen == {(r, c) for r in range(rows) for c in range(cols)}
+    assert band <= G and (rows != 17 or band == 6)

@@ -362,6 +362,7 @@ def test_the_bench_sweep_covers_the_issue():
                for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)))
     assert any(m % 16 and n % 16 and k % 16 for m, n, k, _ in shapes)
     assert any(bk and m == n == k for m, n, k, bk in shapes)
+    assert (64, 4096, 4096, False) in shapes       # M = 64 against an N-major B (0.80x in session 13)
 
 
 def test_a_residual_keeps_the_ws_kernel_within_shared_memory():

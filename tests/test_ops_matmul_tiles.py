@@ -70,7 +70,10 @@ def test_small_square_pointer_tiles_on_odd_shapes(config, a_mmajor, b_kmajor):
 SKINNY = ["dot_64x64x128_s3_w4", "dot_64x64x128_s4_w4", "dot_64x64x128_s5_w4", "dot_64x64x128_s6_w4",
           "dot_128x64x128_s4_w4", "dot_64x64x64_s6_w4_k4", "dot_128x128x128_s3_w8_k4",
           "dot_64x32x256_s4_w4", "dot_64x32x128_s8_w4", "dot_64x64x64_s3_w4_k4c", "dot_64x64x128_s3_w4_k2c",
-          "dot_64x64x128_s4_w4_k2c", "dot_128x64x64_s3_w4_k2c"]
+          "dot_64x64x128_s4_w4_k2c", "dot_128x64x64_s3_w4_k2c", "dot_64x64x128_s4_w4_k2", "dot_64x64x128_s5_w4_k2",
+          "dot_64x64x128_s6_w4_k2", "dot_64x64x64_s8_w4_k2", "dot_64x64x256_s3_w4_k2", "dot_64x128x128_s4_w4_k4",
+          "dot_64x128x64_s4_w4_k2", "dot_128x128x64_s3_w8_k2", "dot_128x128x64_s4_w8_k2",
+          "dot_64x64x128_s3_w4_k4"]
 
 
 @pytest.mark.parametrize("config", SKINNY)

@@ -194,6 +194,8 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_w
                           num_stages=options.get("num_stages"))     # pipeline-loads' default depth
         compiled.module = module
         compiled.asm["ir.opt"] = print_module(module)
+        if getattr(module, "remarks", None):
+            compiled.metadata["not_pipelined"] = list(module.remarks.values())
     if wants_backend:
         backend = backend_of(get_target(arch), stages)
         asm, metadata = backend.build(module, get_target(arch), stages=stages, lineinfo=lineinfo,
@@ -242,8 +244,9 @@ def format_stats(compiled: CompiledKernel) -> str:
 
 
 def perf_warnings(metadata: dict) -> list[str]:
-    """What ptxas reported that costs speed: register spills, and wgmma instructions
-    serialized (each waits for the previous one to finish, ptxas note C7514 and kin)."""
+    """What costs speed: register spills and serialized wgmma instructions (ptxas's report; each
+    MMA waits for the previous one, note C7514 and kin), and tl.dot loops the pipeliner left alone,
+    with the reason (``not_pipelined``, passes/pipeline.py)."""
     warnings = []
     spills = metadata.get("spills_bytes") or 0
     if spills:
@@ -253,6 +256,7 @@ def perf_warnings(metadata: dict) -> list[str]:
     if serialized:
         warnings.append(f"ptxas serializes the wgmma instructions ({serialized}): each MMA waits for the "
                         f"previous one, a large loss of tensor-core throughput")
+    warnings += metadata.get("not_pipelined") or []
     return warnings
 
 

@@ -169,6 +169,7 @@ class Module:
 
     def __init__(self, kernels: list[Operation] | None = None):
         self.kernels: list[Operation] = list(kernels or [])
+        self.remarks: dict[int, str] = {}       # what passes left undone and why (pipeline.py: not_pipelined)
 
     def walk(self) -> Iterator[Operation]:
         for kernel in self.kernels:

@@ -55,6 +55,7 @@ class AttnConfig:
     prefetch: int = 0     # L2 prefetches of the next item's Q and first `prefetch` K/V blocks (0: none)
     tma_store: bool = False  # O staged in shared memory and TMA-stored (dense only; default at S >= 512)
     diag_skip: bool = True   # causal, key blocks smaller than the item: each consumer stops at its own diagonal
+    pin_softmax: bool = False  # a shared store of l_i before P V's wait: ptxas keeps the softmax ahead of it
 
     def skips_diagonal(self, causal: bool) -> bool:
         """Whether a causal launch lets each consumer stop at its own rows' diagonal: with key
@@ -75,7 +76,8 @@ class AttnConfig:
 
     def shared_bytes(self) -> int:
         o_rows = self.block_m // self.o_parts if self.tma_store else 0
-        return 2 * self.head_dim * (self.q_bufs * self.block_m + 2 * self.stages * self.block_n + o_rows)
+        return 2 * self.head_dim * (self.q_bufs * self.block_m + 2 * self.stages * self.block_n + o_rows) + \
+            (4 * self.block_m if self.pin_softmax else 0)
 
 
 def tile_dim(D: int) -> int:
@@ -606,7 +608,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
             Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE=DTYPES[q.dtype], REGISTERS=c.registers,
             OVERLAP=c.overlap, PREFETCH=c.prefetch, O_TMA=c.tma_store, O_PARTS=c.o_parts,
-            DIAG_SKIP=c.skips_diagonal(causal), num_warps=4)
+            DIAG_SKIP=c.skips_diagonal(causal), PIN_SOFTMAX=c.pin_softmax, num_warps=4)
     return o, lse
 
 

@@ -62,6 +62,12 @@ WS_DEFER_DQ = {64: False, 128: True}
 # waiting, so the two consumers can drift apart by up to a tile instead of meeting every tile
 WS_DRIFT = {64: True, 128: False}
 WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 208 / 224 KB)
+# head dim -> the producer loads a tile's lse2 / delta rows by TMA with its Q / dO (into the ring's slots,
+# 256 bytes each), and the consumers read them from shared memory in the products' layout: no global
+# load per tile, no conversion through shared memory between two warp-group barriers (as each use of a
+# loaded row needs); the statistics' rows are padded to 16 bytes for the descriptor (session 14; A/B)
+WS_STATS_SMEM = {64: False, 128: False}
+STAT_PAD = 4                       # the statistics' row length is a multiple of this (WS_STATS_SMEM)
 # causal -> persistent: on dense inputs the ws kernel runs one program per SM, each walking the
 # (key block, batch, kv head) items of its row of a host-built table (``_ws_schedule``), so an
 # item's K / V load overlaps the previous item's dK / dV stores and no program is launched per item;
@@ -70,6 +76,11 @@ WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory
 # hardware gives the next item to whichever SM is free; a fixed table cannot absorb slower SMs);
 # causal (persistent with sections) 1.05-1.16x session 12's order, above the sections' model alone
 WS_PERSISTENT = {False: False, True: True}
+# causal -> dynamic (dense inputs; session 14, an A/B, off by default): one program per SM (as the
+# persistent table) but each draws its next item from a device counter when it starts one (FA3's
+# scheduler), in ``section_tile``'s order: the item-boundary overlap without the table's static
+# assignment, which slower SMs cannot rebalance (the table lost 4-10% on non-causal inputs)
+WS_DYNAMIC = {False: False, True: False}
 WS_ITEM_COST = 4                   # the schedule's cost of an item beyond its tiles, in tiles (K/V, fill, stores)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 CPU_SMS = 132                      # on the CPU (interpreter, compile_kernels) the section size models an H200
@@ -177,6 +188,15 @@ def _rows_view(t: torch.Tensor, strides, n_batch: int, n_heads: int, n_rows: int
     rows = (n_batch - 1) * r_b + (n_heads - 1) * r_h + n_rows
     desc = TensorDescriptor(t, [rows, sr], [sr, 1], [box_rows, D_BOX], swizzle=128)
     return desc, r_b, r_h, c_h, rows
+
+
+def _stat_rows(t: torch.Tensor) -> TensorDescriptor:
+    """A TMA view of a statistics tensor with padded rows (``[B, H, S]`` or packed ``[H, total]``,
+    rows ``t.stride(-2)`` floats apart) as ``[rows, S]``: (batch, head) -> row ``b * H + h``
+    (packed: ``h``), a box of one row of ``WS_BLOCK_M`` floats; columns past S read as 0."""
+    n = t.shape[-1]
+    rows = t.numel() // n
+    return TensorDescriptor(t.as_strided((rows, n), (t.stride(-2), 1)), [rows, n], [t.stride(-2), 1], [1, WS_BLOCK_M])
 
 
 def _padded_dim(d: int) -> int:
@@ -292,8 +312,18 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
         def strides(t):
             return t.stride(0), t.stride(1), t.stride(2)
         cu_q_arg = cu_k_arg = None
-    delta = torch.empty(lse_shape, device=q.device, dtype=torch.float32)
-    lse2 = torch.empty_like(delta)
+    ws_views = None
+    if Sk > 0 and _kernel_choice(D, Sk) == "ws" and D in (64, 128):
+        ws_views = _ws_views(q, k, v, do, B, H, H_kv, total_q if varlen else Sq, total_k if varlen else Sk, varlen,
+                             strides)              # None: not TMA-describable, the tl.dot kernels run
+    stats_smem = ws_views is not None and WS_STATS_SMEM.get(D, False)
+    if stats_smem:      # rows padded for the ws kernel's TMA descriptors (16-byte strides); delta * sm_scale
+        padded = (*lse_shape[:-1], -(-lse_shape[-1] // STAT_PAD) * STAT_PAD)
+        delta = torch.empty(padded, device=q.device, dtype=torch.float32)[..., :lse_shape[-1]]
+        lse2 = torch.empty(padded, device=q.device, dtype=torch.float32)[..., :lse_shape[-1]]
+    else:
+        delta = torch.empty(lse_shape, device=q.device, dtype=torch.float32)
+        lse2 = torch.empty_like(delta)
     stat_strides = (0, delta.stride(0)) if varlen else (delta.stride(0), delta.stride(1))
     lse_strides = (0, lse.stride(0)) if varlen else (lse.stride(0), lse.stride(1))
     HD = _padded_dim(D)
@@ -304,16 +334,13 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     pre_rows, pre_bh = (total_q, H) if varlen else (Sq, B * H)
     if pre_rows:
         _launch(bwd_preprocess_kernel, (-(-pre_rows // PRE_BLOCK), pre_bh), o, do, lse, delta, lse2, pre_rows, H,
-                *strides(o), *strides(do), *lse_strides, *stat_strides, D=D, HEAD_DIM=HD, BLOCK=PRE_BLOCK,
-                num_warps=4)
+                *strides(o), *strides(do), *lse_strides, *stat_strides, sm_scale if stats_smem else 1.0, D=D,
+                HEAD_DIM=HD, BLOCK=PRE_BLOCK, num_warps=4)
     common = (*strides(q), *strides(k), *strides(v), *strides(do), *stat_strides)
     qk_scale = sm_scale * LOG2E
-    if Sk > 0 and _kernel_choice(D, Sk) == "ws" and D in (64, 128):
-        done = _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q_arg, cu_k_arg, B, H, H_kv, Sq, Sk,
-                          total_q if varlen else Sq, total_k if varlen else Sk, varlen, strides, stat_strides,
-                          qk_scale, sm_scale, causal)
-        if done is not None:
-            return done
+    if ws_views is not None:
+        return _launch_ws(ws_views, q, dq, dk, dv, lse2, delta, cu_q_arg, cu_k_arg, B, H, H_kv, Sq, Sk, varlen,
+                          strides, stat_strides, qk_scale, sm_scale, causal, stats_smem)
     if Sk > 0:
         _launch(bwd_dkdv_kernel, (-(-Sk // kn) * B * H_kv,), q, k, v, do, lse2, delta, dk, dv, cu_q_arg, cu_k_arg,
                 Sq, Sk, H_kv, *common, *strides(dk), *strides(dv), qk_scale, sm_scale,
@@ -329,37 +356,51 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     return dq, dk, dv
 
 
-def _launch_ws(q, k, v, do, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk, rows_q, rows_k, varlen,
-               strides, stat_strides, qk_scale, sm_scale, causal):
-    """The warp-specialized kernel (kernels/attention_bwd_ws.py), or None when a tensor's rows
-    cannot be described by TMA (the caller then runs the tl.dot kernels)."""
+def _ws_views(q, k, v, do, B, H, H_kv, rows_q, rows_k, varlen, strides):
+    """The ws kernel's TMA views of q, do, k, v (``_rows_view``'s), or None when a tensor's rows
+    cannot be described by TMA or do / v are laid out unlike q / k (the tl.dot kernels run)."""
     nb = 1 if varlen else B
     views = [_rows_view(t, strides(t), nb, heads, rows, box)
              for t, heads, rows, box in ((q, H, rows_q, WS_BLOCK_M), (do, H, rows_q, WS_BLOCK_M),
                                          (k, H_kv, rows_k, WS_BLOCK_N), (v, H_kv, rows_k, WS_BLOCK_N))]
     if any(view is None for view in views):
         return None
-    (q_desc, qr_b, qr_h, qc_h, q_rows), (do_desc, *do_geom), (k_desc, kr_b, kr_h, kc_h, _), (v_desc, *v_geom) = views
-    if tuple(do_geom[:3]) != (qr_b, qr_h, qc_h) or tuple(v_geom[:3]) != (kr_b, kr_h, kc_h):
-        return None                                   # do / v laid out unlike q / k
+    (_, *q_geom), (_, *do_geom), (_, *k_geom), (_, *v_geom) = views
+    if do_geom[:3] != q_geom[:3] or v_geom[:3] != k_geom[:3]:
+        return None
+    return views
+
+
+def _launch_ws(views, q, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk, varlen, strides, stat_strides,
+               qk_scale, sm_scale, causal, stats_smem):
+    """The warp-specialized kernel (kernels/attention_bwd_ws.py) on ``_ws_views``' views;
+    ``stats_smem``: the statistics' rows are padded and delta is scaled by ``sm_scale``."""
+    (q_desc, qr_b, qr_h, qc_h, q_rows), (do_desc, *_), (k_desc, kr_b, kr_h, kc_h, _), (v_desc, *_) = views
     D = q.shape[-1]
     row_stride = strides(q)[2]
-    dq_acc = torch.zeros((q_rows, row_stride), device=q.device, dtype=torch.float32)
+    dynamic = WS_DYNAMIC[causal] and not varlen
+    # (dynamic: the items' counter after the rows, zeroed with them)
+    acc = torch.zeros(q_rows * row_stride + 4 * dynamic, device=q.device, dtype=torch.float32)
+    dq_acc = acc[:q_rows * row_stride].view(q_rows, row_stride)
     dq_desc = TensorDescriptor(dq_acc, [q_rows, row_stride], [row_stride, 1], [WS_BLOCK_M, D_BOX], swizzle=128)
     n_blocks = -(-Sk // WS_BLOCK_N)
     sections = _heads_per_section(n_blocks, causal, varlen, q.device)
-    persistent = WS_PERSISTENT[causal] and not varlen
-    if persistent:
+    persistent = WS_PERSISTENT[causal] and not varlen and not dynamic
+    if dynamic:
+        n_items = n_blocks * B * H_kv
+        grid, sched = (min(_num_sms(q.device), n_items),), (acc[-4:].view(torch.int32), n_items)
+    elif persistent:
         table = _ws_schedule(B * H_kv, n_blocks, -(-Sq // WS_BLOCK_M), H // H_kv, causal, _num_sms(q.device),
                              sections, str(q.device))
         grid, sched = (table.shape[0],), (table, table.stride(0))
     else:
         grid, sched = (n_blocks * B * H_kv,), (None, 0)
+    stat_descs = (_stat_rows(lse2), _stat_rows(delta)) if stats_smem else (None, None)
     _launch(bwd_ws_kernel, grid, q_desc, k_desc, v_desc, do_desc, dq_desc, lse2, delta, dk, dv,
             cu_q, cu_k, Sq, Sk, H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv),
-            qk_scale, sm_scale, sections, *sched,
+            qk_scale, sm_scale, sections, *sched, *stat_descs,
             HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES[D],
             DTYPE=TL_DTYPES[q.dtype], PREFETCH_STATS=WS_PREFETCH_STATS[D], DEFER_DQ=WS_DEFER_DQ[D],
-            DRIFT=WS_DRIFT[D], PERSISTENT=persistent, num_warps=4)
+            DRIFT=WS_DRIFT[D], PERSISTENT=persistent, STATS_SMEM=stats_smem, DYNAMIC=dynamic, num_warps=4)
     dq.copy_(dq_acc.view(-1).as_strided(q.shape, q.stride()))
     return dq, dk, dv

@@ -35,6 +35,7 @@ import math
 import torch
 
 from .. import language as tl
+from ..descriptors import TensorDescriptor
 from ..torch_ops import register_custom_op
 from .attention import _check_common
 from .compile_only import CompileOnly
@@ -187,7 +188,7 @@ class _Plan:
     and options alone (every check made): the launches, each a kernel, grid, arguments (the
     call's tensors as names, filled per call) and options.  Cached by those properties
     (``_PLANS``), so a repeated decode step skips the checks and the arithmetic."""
-    __slots__ = ("B", "D", "H", "copies", "empty", "launches", "parts", "q4")
+    __slots__ = ("B", "D", "H", "copies", "empty", "launches", "parts", "q4", "tma_box")
 
     def run(self, q, k_cache, v_cache, cache_seqlens, block_table):
         cq, ck, cv, cl, cb = self.copies                        # operands the kernels need with a unit last stride
@@ -209,12 +210,16 @@ class _Plan:
         else:
             t["o_part"] = torch.empty(self.parts[0], device=q.device, dtype=torch.float32)
             t["lse_part"] = torch.empty(self.parts[1], device=q.device, dtype=torch.float32)
+        if self.tma_box is not None:
+            t["kdesc"], t["vdesc"] = (_page_descriptor(t[n], self.tma_box) for n in ("k", "v"))
         for kernel, grid, template, slots, meta, locks in self.launches:
             if locks:
                 t["locks"] = _split_counters(q.device, locks)
             args = list(template)
             for i, name in slots:
                 args[i] = t[name]
+            if any(isinstance(a, _Arg) for a in meta.values()):
+                meta = {n: t[a] if isinstance(a, _Arg) else a for n, a in meta.items()}
             _launch(kernel, grid, *args, **meta)
         return out, lse
 
@@ -223,6 +228,17 @@ class _Plan:
         counters it takes (that many, per call: ``_split_counters``)."""
         slots = tuple((i, a) for i, a in enumerate(args) if isinstance(a, _Arg))
         self.launches.append((kernel, grid, args, slots, meta, locks))
+
+
+def _page_descriptor(cache: torch.Tensor, rows: int) -> TensorDescriptor:
+    """The TMA descriptor of a ``[num_pages, page, Hkv, D]`` cache seen as ``[num_pages, Hkv, page, D]``,
+    boxes of ``rows`` rows of one kv head x 64 columns (a dimension of size 1 gets an aligned stride:
+    TMA checks every one)."""
+    heads_major = cache.permute(0, 2, 1, 3)                       # [num_pages, Hkv, page, D]: boxes [1, 1, rows, 64]
+    strides = tuple(heads_major.stride())
+    aligned = -(-max(strides[:-1]) // 8) * 8
+    strides = tuple(aligned if n == 1 and d < 3 else st for d, (n, st) in enumerate(zip(heads_major.shape, strides)))
+    return TensorDescriptor(heads_major, tuple(heads_major.shape), strides, [1, 1, rows, 64], swizzle=128)
 
 
 class _Arg(str):
@@ -242,7 +258,8 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                      block_table: torch.Tensor | None = None, sm_scale: float | None = None,
                      num_splits: int | None = None, combine: str = "kernel", schedule: str | None = None,
                      check: bool = True, _sms: int | None = None,
-                     _ring: tuple[int, int] | None = None, _heads: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                     _ring: tuple[int, int] | None = None, _heads: bool = False,
+                     _variant: int = 0, _tma: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of one query token per sequence against its cached keys (module
     docstring).  ``num_splits`` overrides the split count, ``combine`` how several splits are
     merged: ``kernel`` (a second launch, which also checks the inputs; the default: 4-10%
@@ -261,7 +278,13 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     plan).  ``_sms`` (the SM count) and ``_ring`` (keys per block, ring slots: the bench's ring
     A/B) override the device's and ``block_sizes``'; ``_heads=True`` (stream schedule, H <= 64):
     one row per sequence whose blocks hold a few keys of every kv head (contiguous in a
-    ``[pages, page, Hkv, D]`` cache: the bench's DRAM-locality A/B)."""
+    ``[pages, page, Hkv, D]`` cache: the bench's DRAM-locality A/B).  ``_variant`` (split
+    schedule, a bit mask, 0 = the default kernel): session 13's three reverted split-kernel
+    changes (1: copy mask in the copy layout, 2: ``[BLOCK_N, 1]`` page loads, 4: the length mask
+    on the last block only), for the GPU-vs-interpreter probe (tests/test_gpu_ops_attention_decode.py).
+    ``_tma=True`` (split schedule, paged, D <= 128, the page size a multiple or a divisor of the
+    key block and of at least 8 rows, 16-byte aligned rows; at D = 256 it spills): the K/V ring filled by one TMA copy per page
+    box (no per-row addresses, no cp.async) instead: the bench's ``tlxc_tma`` A/B."""
     try:
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
                v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, cache_seqlens.shape,
@@ -269,13 +292,13 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype,
                                                  block_table.device),
                type(sm_scale), sm_scale, type(num_splits), num_splits, combine, schedule, type(check), check, _sms,
-               _ring, _heads)
+               _ring, _heads, _variant, _tma)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError):             # not tensors, or unhashable options: the checks say which
         key = plan = None
     if plan is None:
         plan = _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
-                     _sms, _ring, _heads)
+                     _sms, _ring, _heads, _variant, _tma)
         if key is not None:
             if len(_PLANS) >= _MAX_PLANS:
                 _PLANS.clear()
@@ -284,7 +307,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
 
 
 def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
-          _sms, _ring, _heads) -> _Plan:
+          _sms, _ring, _heads, _variant=0, _tma=False) -> _Plan:
     """The checks of ``attention_decode``'s arguments and its launches (``_Plan``)."""
     if not isinstance(check, bool):
         raise TypeError(f"tlxc.ops.attention_decode: 'check' must be a bool, got {type(check).__name__}")
@@ -299,6 +322,11 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         raise _fail(f"'schedule' must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     if _heads is not False and (_heads is not True or schedule != "stream"):
         raise _fail(f"'_heads' is a bool for schedule='stream', got {_heads!r} with schedule={schedule!r}")
+    if not (isinstance(_variant, int) and 0 <= _variant <= 7) or (_variant and schedule != "split"):
+        raise _fail(f"'_variant' is a bit mask 0..7 of the split schedule, got {_variant!r} with schedule={schedule!r}")
+    if not isinstance(_tma, bool) or (_tma and (schedule != "split" or _variant & 3)):
+        raise _fail(f"'_tma' is a bool of the split schedule (not with _variant bits 1, 2), got {_tma!r} with "
+                    f"schedule={schedule!r}")
     if schedule == "stream" and (num_splits is not None or combine != "kernel"):
         raise _fail("'num_splits' and 'combine' belong to schedule='split' (the stream schedule splits by key "
                     "blocks on the device)")
@@ -313,7 +341,7 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
     paged = block_table is not None
     page = k_cache.shape[1] if paged else 1
     capacity = block_table.shape[1] * page if paged else k_cache.shape[1]
-    plan.empty = plan.parts = None
+    plan.empty = plan.parts = plan.tma_box = None
     plan.launches = []
     if B == 0 or H == 0 or capacity == 0:
         plan.empty = B > 0 and H > 0
@@ -383,12 +411,25 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         plan.add(decode_check_kernel, (B,), (LENS, bt, B, capacity, num_pages, stride_bt), _options(
             PAGE=page, PAGED=paged, BLOCK=1024, num_warps=4))
     rows = B * Hkv * g_chunks
+    tma = {"TMA": False, "k_desc": None, "v_desc": None}
+    if _tma:
+        box = min(page, block_n)
+        if not (paged and (page % block_n == 0 or block_n % page == 0) and box >= 8 and D % 8 == 0 and head_dim <= 128
+                and all(t.stride(-1) == 1 and all((st * t.element_size()) % 16 == 0
+                                                   for n, st in zip(t.shape[:-1], t.stride()[:-1]) if n > 1)
+                        for t in (k_cache, v_cache))):
+            raise _fail(f"'_tma' takes a paged cache whose page size ({page}) is a multiple or a divisor of the "
+                        f"{block_n}-key block and at least 8, D <= 128 a multiple of 8 (got {D}), rows 16-byte "
+                        f"aligned")
+        plan.tma_box = box
+        tma = {"TMA": True, "k_desc": _Arg("kdesc"), "v_desc": _Arg("vdesc")}
     plan.add(decode_split_kernel, (rows, splits), (
         Q, K, V, bt, LENS, OP, LP, O, LSE, _Arg("locks") if fixup else LENS, Hkv, split_len, capacity, num_pages,
         sm_scale * LOG2E, *q_strides, *sk, *sv, stride_bt, *so, *sl, *so_final, *sl_final), _options(
         D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page, STAGES=stages, PAGED=paged,
         ONE_SPLIT=one, FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype],
-        BLOCK_S=max(2, 1 << (splits - 1).bit_length()), num_warps=4), rows if fixup else 0)
+        BLOCK_S=max(2, 1 << (splits - 1).bit_length()), VARIANT=_variant, num_warps=4, **tma),
+        rows if fixup else 0)
     if not one and not fixup:
         plan.add(decode_combine_kernel, (B * H,), (
             OP, LP, O, LSE, LENS, bt, H, splits, capacity, num_pages, stride_bt, *so, *sl, *so_final, *sl_final),

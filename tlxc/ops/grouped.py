@@ -25,9 +25,20 @@ GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages):
     "g_64x128x64": (64, 128, 64, 4, 4),
     "g_128x256x64": (128, 256, 64, 8, 3),
 }
-GROUPED_WS_CONFIGS = {       # name: (BM, BN, BK, stages): the warp-specialized TMA kernel
-    "gws_128x256x64_s4": (128, 256, 64, 4),
-    "gws_128x128x64_s5": (128, 128, 64, 5),
+GROUPED_WS_CONFIGS = {       # name: (BM, BN, BK, stages, expert order, dynamic): the warp-specialized TMA kernel
+    "gws_128x256x64_s4": (128, 256, 64, 4, 0, False),
+    "gws_128x128x64_s5": (128, 128, 64, 5, 0, False),
+    # expert order (``_eG``): each expert's tiles together, in bands of at most G row tiles
+    # inside the expert (kernels/grouped_gemm_ws.py, find_expert_tile); 0 = the grouped order of
+    # all row tiles, bands of GROUP_M that may span two experts.  ``d``: the dynamic schedule
+    # (after its first tile a program's producer draws the next tile index from a counter,
+    # so programs that got cheap tiles take more of them)
+    "gws_128x256x64_s4_e8": (128, 256, 64, 4, 8, False),
+    "gws_128x256x64_s4_e16": (128, 256, 64, 4, 16, False),
+    "gws_128x128x64_s5_e8": (128, 128, 64, 5, 8, False),
+    "gws_128x256x64_s4_e16d": (128, 256, 64, 4, 16, True),
+    "gws_128x256x64_s4_e8d": (128, 256, 64, 4, 8, True),
+    "gws_128x128x64_s5_e8d": (128, 128, 64, 5, 8, True),
 }
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 WS_MAX_GROUPS = 128          # the WS kernel's tile -> group search: a device table, log2(E) loads
@@ -130,8 +141,11 @@ def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool) -> int:
     """The WS grouped kernel's shared memory: the ring, the consumers' half-tile C buffers
     (TMA stores only) and the barriers (gws_128x256x64_s4: 196672 bytes with pointer stores,
     229440 with a bf16 C tile)."""
-    bm, bn, bk, stages = GROUPED_WS_CONFIGS[config]
-    return stages * (bm * bk + bn * bk) * elt + (bm * (bn // 2) * out_elt if c_tma else 0) + 16 * stages
+    bm, bn, bk, stages, _, dynamic = GROUPED_WS_CONFIGS[config]
+    used = stages * (bm * bk + bn * bk) * elt + (bm * (bn // 2) * out_elt if c_tma else 0) + 16 * stages
+    if dynamic:                 # the tile ring (2 x 4 int32 at a 128-byte boundary), its 4 barriers and
+        used = -(-used // 128) * 128 + 32 + 32 + 16      # the 16 bytes that broadcast the drawn index
+    return used
 
 
 def ws_stores_by_tma(config: str, a, out) -> bool:
@@ -143,7 +157,7 @@ def ws_stores_by_tma(config: str, a, out) -> bool:
 
 
 def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool) -> None:
-    bm, bn, bk, stages = GROUPED_WS_CONFIGS[config]
+    bm, bn, bk, stages, expert_group_m, dynamic = GROUPED_WS_CONFIGS[config]
     E, K, N = b_experts.shape
     M = a.shape[0]
     box_cols = 128 // a.element_size()                 # one 128-byte swizzle span
@@ -160,10 +174,11 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool) -> N
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.device.type == "cuda" else CPU_SMS
     progs = min(sms, tiles)
     e_pad = _pow2(E)
-    table = torch.empty(2 * e_pad, device=a.device, dtype=torch.int32)
+    table = torch.empty(2 * e_pad + 1, device=a.device, dtype=torch.int32)
     group_table_kernel[(1,)](group_sizes, table, E, BM=bm, E_PAD=e_pad, num_warps=4)
     grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, c_desc, table, E, N, K, row_tiles, progs, out.stride(0),
-                                     out.stride(1), BM=bm, BN=bn, BK=bk, GROUP_M=GROUP_M, NUM_STAGES=stages,
+                                     out.stride(1), BM=bm, BN=bn, BK=bk, GROUP_M=expert_group_m or GROUP_M,
+                                     NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=dynamic,
                                      DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor, B_BOX_N=box_cols, E_PAD=e_pad,
                                      SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n, num_warps=4)

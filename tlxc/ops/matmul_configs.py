@@ -168,6 +168,25 @@ _ALL = [
     _dot(64, 32, 256, 4, 4),               # M = 64: 128 programs (every SM), 48 KB of B in flight, no split
     _dot(64, 32, 128, 8, 4),
     _dot(128, 128, 128, 3, 8, split_k=4),  # M = 128: A read once per 128 columns (half the L2 traffic of 64-wide tiles)
+    # M = 64 against K = 4096 (session 14, measured non-default first): 64x64 tiles split in two,
+    # 128 programs (one per SM, no second program to share the SM), each streaming half of K of
+    # 64 rows of B with 48-96 KB of B in flight (the no-split 64x64x128_s4 read B at ~37 GB/s per
+    # SM on 64 SMs); a two-way split-K hand-over is half the k4 one's partials
+    _dot(64, 64, 128, 4, 4, split_k=2),
+    _dot(64, 64, 128, 5, 4, split_k=2),
+    _dot(64, 64, 128, 6, 4, split_k=2),
+    _dot(64, 64, 64, 8, 4, split_k=2),
+    _dot(64, 64, 256, 3, 4, split_k=2),
+    _dot(64, 64, 128, 3, 4, split_k=4),    # 256 programs, two an SM (96 KB each): 32-64 KB of B in flight an SM
+    # the same with 128-wide tiles split in four (128 programs): B's rows read 256 bytes at a time
+    # (N-major B: a row of a [K, N] B is N-contiguous, 128-byte pieces of it are half a DRAM burst pair)
+    _dot(64, 128, 128, 4, 4, split_k=4),
+    # 1024^3 / 1000x1240x776: 64x128 tiles split in two (256 programs, two per SM)
+    _dot(64, 128, 64, 4, 4, split_k=2),
+    # 1024^3: L2 -> SM bytes bound the 128x64 one-tile-an-SM pick (128 x 384 KB = 48 MB at ~8.5 TB/s);
+    # 128x128 tiles split in two read 128 x 256 KB = 32 MB on 128 SMs (two warp groups of 64 rows)
+    _dot(128, 128, 64, 3, 8, split_k=2),
+    _dot(128, 128, 64, 4, 8, split_k=2),
     # split-K whose splits are one cluster: partials summed through distributed shared memory
     _dot(64, 64, 64, 3, 4, split_k=4, cluster_split=True),
     _dot(64, 64, 128, 3, 4, split_k=2, cluster_split=True),

@@ -12,6 +12,11 @@ issued there -- each thread loads the elements it needs (a broadcast layout load
 element in several threads), as Triton's layout-conversion removal does by
 rematerialising the address computation.  The new ops are placed right before the old
 load, which, with the conversion, goes away.
+
+The same holds for a ``tlx.local_load`` of at most 512 elements from shared memory whose only use
+is a conversion (a row of statistics that a TMA copy put there, read by the attention backward
+in its product's layout): it reads the buffer in the target layout (any layout addresses shared
+memory alike); larger tiles keep their vector reads and conversion, tensor memory its own layouts.
 """
 from __future__ import annotations
 
@@ -35,9 +40,13 @@ class LoadInUseLayout(Pass):
             users = users_by_value(kernel)
             for convert in [op for op in kernel.walk() if op.name == "tl.convert_layout"]:
                 load = getattr(convert.operands[0], "owner", None)
-                if getattr(load, "name", None) != "tl.load" or users.get(id(load.result)) != [convert]:
+                if getattr(load, "name", None) not in ("tl.load", "tlx.local_load") \
+                        or users.get(id(load.result)) != [convert]:
                     continue
                 if load.parent is not convert.parent or load.attrs.get("volatile"):
+                    continue
+                if load.name == "tlx.local_load":
+                    users = _read_in_layout(load, convert, kernel) or users
                     continue
                 t = load.operands[0].type
                 if not isinstance(t, TensorType) or len(t.shape) != 1 or t.shape[0] > MAX_ELEMENTS:
@@ -61,6 +70,30 @@ class LoadInUseLayout(Pass):
                     op.operands = [new.result if v is convert.result else v for v in op.operands]
                 users = users_by_value(kernel)
         return module
+
+
+def _read_in_layout(load: Operation, convert: Operation, kernel) -> dict | None:
+    """``load`` (a ``tlx.local_load``) replaced by one that reads in ``convert``'s layout, and
+    ``convert`` removed; the new users map, or None when it does not apply."""
+    src = load.operands[0].type
+    if getattr(src, "storage", None) != "smem" or _elements(convert.result.type) > MAX_ELEMENTS:
+        return None
+    new = _op(load.name, list(load.operands), [convert.result.type], dict(load.attrs), load.loc,
+              [convert.result.name_hint])
+    block = load.parent
+    block.insert(block.ops.index(load), new)
+    block.ops.remove(load)
+    block.ops.remove(convert)
+    for op in kernel.walk():
+        op.operands = [new.result if v is convert.result else v for v in op.operands]
+    return users_by_value(kernel)
+
+
+def _elements(t: TensorType) -> int:
+    n = 1
+    for d in t.shape:
+        n *= d
+    return n
 
 
 class _Unsupported(Exception):

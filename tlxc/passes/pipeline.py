@@ -88,7 +88,12 @@ DOT_OPS = (*OPERAND_VIEWS, "tlx.local_store", "tlx.async_dot", "tlx.async_dot_wa
 
 
 class NotPipelinable(Exception):
-    """The loop does not have the shape this pass rewrites (it is left alone)."""
+    """The loop does not have the shape this pass rewrites (it is left alone); ``reason``
+    says why in the user's terms (``not_pipelined`` remarks, ``perf_warnings``)."""
+
+    def __init__(self, reason: str = "the loop's shape is not one the pipeliner rewrites"):
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,8 @@ class PipelineLoads(Pass):
                     continue
                 try:
                     plan = _Plan(kernel, loop)
-                except NotPipelinable:
+                except NotPipelinable as why:
+                    not_pipelined(module, loop, stages, why.reason)
                     continue
                 stages = _fitting_stages(kernel, plan, stages, min(SHARED_CAPACITY, target_of(options).shared_limit))
                 if stages >= 2:
@@ -172,7 +178,8 @@ class _Plan:
         self.uses = _use_counts(kernel)
         self.dots = [op for op in self.body.ops if op.name == "tlx.async_dot"]
         if not self.dots:
-            raise NotPipelinable()
+            raise NotPipelinable("the loop's body has no tl.dot of its own (one nested in an if or a loop "
+                                 "is not pipelined)")
         self._check_body_ops()
         self.operands = [self._operand(dot, i) for dot in self.dots for i in (0, 1)]
         self.allocs = [o.alloc for o in self.operands]
@@ -180,15 +187,19 @@ class _Plan:
         try:
             for o in self.operands:
                 self._check_load(o.load)
-        except NotPipelinable:
-            self.state = self._run_ahead_state()
+        except NotPipelinable as direct:
+            try:
+                self.state = self._run_ahead_state()
+            except NotPipelinable:
+                raise direct from None
 
     # -- analysis -----------------------------------------------------------------------------
     def _check_body_ops(self) -> None:
         for op in self.body.ops:
             for inner in op.walk():
                 if inner.name.startswith("tlx.") and (inner is not op or op.name not in DOT_OPS):
-                    raise NotPipelinable()
+                    raise NotPipelinable(f"the body holds {inner.name} (a tl.dot nested in an if or a loop, "
+                                         f"or a TLX op): only plain tl.dot loops are pipelined")
 
     def _operand(self, dot: Operation, index: int) -> _Operand:
         view = dot.operands[index].owner
@@ -196,23 +207,27 @@ class _Plan:
         if getattr(view, "name", None) == "tlx.local_trans" and view.parent is self.body:
             trans, view = view, view.operands[0].owner      # a transposed buffer (lower-dot-to-wgmma)
             if self.uses[id(view.result)] != 1:
-                raise NotPipelinable()
+                raise NotPipelinable(_OPERAND_NOT_LOADED)
         if getattr(view, "name", None) != "tlx.local_view" or view.parent is not self.body:
-            raise NotPipelinable()
+            raise NotPipelinable(_OPERAND_NOT_LOADED)
         alloc = view.operands[0].owner
         if getattr(alloc, "name", None) != "tlx.local_alloc" or "dot_operand" not in alloc.attrs:
-            raise NotPipelinable()
+            raise NotPipelinable(_OPERAND_NOT_LOADED)
         target = (trans or view).result          # what the store writes and the dot reads
         stores = [op for op in self.body.ops if op.name == "tlx.local_store" and op.operands[0] is target]
         if len(stores) != 1 or self.uses[id(target)] != 2 or self.uses[id(alloc.result)] != 1:
-            raise NotPipelinable()
+            raise NotPipelinable(_OPERAND_NOT_LOADED)
         load = stores[0].operands[1].owner
         if getattr(load, "name", None) != "tl.load" or load.parent is not self.body:
-            raise NotPipelinable()
-        if self.uses[id(load.result)] != 1 or (load.attrs.get("has_other") and not _is_zero(load.operands[-1])):
-            raise NotPipelinable()
-        if load.attrs.get("volatile") or load.attrs.get("cache") == ".cv":
-            raise NotPipelinable()       # a volatile / don't-cache read stays a synchronous ld
+            raise NotPipelinable(_OPERAND_NOT_LOADED)
+        if self.uses[id(load.result)] != 1:
+            raise NotPipelinable(f"the tl.load at {_where(load)} feeds the tl.dot and is also read elsewhere in "
+                                 f"the loop: a pipelined operand may only feed the dot")
+        if load.attrs.get("has_other") and not _is_zero(load.operands[-1]):
+            raise NotPipelinable(f"the tl.load at {_where(load)} has a nonzero `other`: cp.async fills "
+                                 f"masked-off elements with zeros only")
+        if load.attrs.get("volatile") or load.attrs.get("cache") == ".cv":      # stays a synchronous ld
+            raise NotPipelinable(f"the tl.load at {_where(load)} is volatile or uncached (.cv)")
         return _Operand(load, stores[0], view, alloc, trans)
 
     def _variant_values(self) -> set[int]:
@@ -237,7 +252,8 @@ class _Plan:
             return
         op = value.owner
         if op.regions or not has_trait(op, PURE):
-            raise NotPipelinable()
+            raise NotPipelinable(f"a dot operand's address or mask depends on {op.name} at {_where(op)}, "
+                                 f"which is not a pure function of the loop index")
         for v in op.operands:
             self._check_shiftable(v, seen)
 
@@ -258,16 +274,20 @@ class _Plan:
         if step is arg:
             return None
         op = step.owner
+        name = arg.name_hint or "a loop-carried value"
         if not isinstance(op, Operation) or op.parent is not self.body:
-            raise NotPipelinable()
+            raise NotPipelinable(f"{name}, which a dot operand's address or mask reads, is not advanced by an "
+                                 f"addition at the loop's top level (e.g. it is updated inside an if)")
         if op.name == "tl.addptr" and op.operands[0] is arg:
             inc = op.operands[1]
         elif op.name == "arith.add" and arg in op.operands and isinstance(arg.type, ScalarType | TensorType):
             inc = op.operands[1] if op.operands[0] is arg else op.operands[0]
         else:
-            raise NotPipelinable()
+            raise NotPipelinable(f"{name}, which a dot operand's address or mask reads, is updated by "
+                                 f"{op.name} at {_where(op)}, not by adding a loop-invariant increment")
         if id(inc) in self.variant:
-            raise NotPipelinable()
+            raise NotPipelinable(f"{name} is advanced by an amount that changes from iteration to iteration "
+                                 f"(at {_where(op)})")
         if self._in_body(inc):
             self._check_invariant_pure(inc)
         return inc
@@ -277,7 +297,7 @@ class _Plan:
             return
         op = value.owner
         if not isinstance(op, Operation) or op.regions or not has_trait(op, PURE):
-            raise NotPipelinable()
+            raise NotPipelinable("a pointer increment is computed by an op that is not pure")
         for v in op.operands:
             self._check_invariant_pure(v)
 
@@ -304,7 +324,7 @@ class _Plan:
             self._check_pure(op)
             work.extend(self._free_operands(op))
         if not state:
-            raise NotPipelinable()
+            raise NotPipelinable("no loop-carried state drives the dot operands' addresses")
         return sorted(state)
 
     def _top_level_owner(self, value: Value) -> Operation:
@@ -312,14 +332,15 @@ class _Plan:
         while isinstance(op, Operation) and op.parent is not self.body:
             op = op.parent_op()
         if not isinstance(op, Operation):
-            raise NotPipelinable()
+            raise NotPipelinable("a dot operand's address is computed outside the loop's top level")
         return op
 
     def _check_pure(self, op: Operation) -> None:
         for inner in op.walk():
             if inner.name in ("scf.if", "scf.yield") or has_trait(inner, PURE):
                 continue
-            raise NotPipelinable()
+            raise NotPipelinable(f"a dot operand's address depends on {inner.name} at {_where(inner)}, "
+                                 f"which is not pure")
 
     def _free_operands(self, op: Operation) -> list[Value]:
         """The values ``op`` (its regions included) reads that are defined outside it."""
@@ -683,6 +704,61 @@ class _Emitter:
         if id(value) not in self._indices:
             self._indices[id(value)] = self.emit("arith.cast", [value], i32)
         return self._indices[id(value)]
+
+
+_OPERAND_NOT_LOADED = ("a tl.dot operand is not a tl.load of the loop's body used only by the dot (a value computed "
+                       "from a load, a load outside the loop, or one shared by two dots)")
+
+
+def _where(op: Operation) -> str:
+    """``file:line`` of ``op`` for a remark; "an unknown line" when it has no location."""
+    loc = getattr(op, "loc", None)
+    return f"{os.path.basename(loc.file)}:{loc.line}" if loc is not None else "an unknown line"
+
+
+def not_pipelined(module: Module, loop: Operation, stages: int, reason: str) -> None:
+    """Remember why the ``tl.dot`` loop ``loop`` was left unpipelined (``module.remarks``, keyed by the
+    loop; ``pipelined`` settles it when pipeline-operand-loads takes the loop after all)."""
+    if _from_tl_dot(loop):
+        module.remarks[id(loop)] = _remark(loop, stages, reason)
+
+
+def pipelined(module: Module, loop: Operation, stages: int, all_operands: bool) -> None:
+    """pipeline-operand-loads gave ``loop`` a ring: the remark goes, unless it named an operand of a
+    matmul-shaped loop that stays a synchronous load (``all_operands`` False)."""
+    remark = module.remarks.pop(id(loop), None)
+    if remark is not None and not all_operands and _OPERAND_NOT_LOADED not in remark:
+        reason = remark.split("): ", 1)[1].rsplit("; each iteration", 1)[0]
+        module.remarks[id(loop)] = _remark(loop, stages, reason, partly=True)
+
+
+def _remark(loop: Operation, stages: int, reason: str, partly: bool = False) -> str:
+    if partly:
+        return (f"the tl.dot loop at {_where(loop)} is software-pipelined only in part (num_stages={stages}): "
+                f"{reason}; each iteration waits for that load")
+    return (f"the tl.dot loop at {_where(loop)} is not software-pipelined (num_stages={stages}): {reason}; "
+            f"each iteration waits for its loads")
+
+
+def _from_tl_dot(loop: Operation) -> bool:
+    """Whether ``loop`` holds a wgmma that ``lower-dot-to-wgmma`` made of a ``tl.dot`` (its operand
+    buffers carry ``dot_operand``), not only TLX code of the user's."""
+    for op in loop.walk():
+        if op.name != "tlx.async_dot" or _enclosing_loop(op) is not loop:
+            continue
+        view = op.operands[0].owner
+        while isinstance(view, Operation) and view.name in ("tlx.local_view", "tlx.local_trans"):
+            view = view.operands[0].owner
+        if isinstance(view, Operation) and "dot_operand" in view.attrs:
+            return True
+    return False
+
+
+def _enclosing_loop(op: Operation) -> Operation | None:
+    parent = op.parent_op()
+    while isinstance(parent, Operation) and parent.name not in ("scf.for", "scf.while"):
+        parent = parent.parent_op()
+    return parent if isinstance(parent, Operation) else None
 
 
 def _copy_hints(load: Operation) -> dict:

@@ -23,9 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.core import Module, Operation, users_by_value
+from ..ir.traits import PURE, has_trait
 from ..target import has_feature
 from .manager import Pass
 from .pipeline import (
+    _OPERAND_NOT_LOADED,
     DEFAULT_STAGES,
     OPERAND_VIEWS,
     NotPipelinable,
@@ -35,6 +37,9 @@ from .pipeline import (
     _Operand,
     _Plan,
     _use_counts,
+    _where,
+    not_pipelined,
+    pipelined,
 )
 
 
@@ -59,12 +64,15 @@ class PipelineOperandLoads(Pass):
                     continue
                 try:
                     plan = _PartialPlan(kernel, loop)
-                except NotPipelinable:
+                except NotPipelinable as why:
+                    if _OPERAND_NOT_LOADED in module.remarks.get(id(loop), ""):     # not a matmul-shaped loop:
+                        not_pipelined(module, loop, stages, why.reason)             # this pass's reason is the one
                     continue
                 stages = _fitting_stages(kernel, plan, stages)
                 if stages >= 2:
                     plan.rewrite(stages, self.ring)
                     plan.index_other_views()
+                    pipelined(module, loop, stages, plan.every_load_taken)
         return module
 
 
@@ -72,8 +80,12 @@ class _PartialPlan(_Plan):
     def __init__(self, kernel: Operation, loop: Operation):       # super().__init__ not called
         self.kernel, self.loop = kernel, loop
         self.body = loop.regions[0].block
-        if any(op.regions for op in self.body.ops):
-            raise NotPipelinable()
+        nested = next((op for op in self.body.ops if op.regions and (op.name != "scf.if" or _has_side_effects(op))),
+                      None)
+        if nested is not None:
+            raise NotPipelinable(f"the body holds {nested.name} at {_where(nested)}: a loop whose dot reads "
+                                 f"loop-invariant or computed operands is pipelined only when its body has no "
+                                 f"nested loop and its ifs only compute values")
         self.iv, self.args = self.body.args[0], self.body.args[1:]
         self.yielded = self.body.terminator.operands
         self.uses = _use_counts(kernel)
@@ -82,7 +94,7 @@ class _PartialPlan(_Plan):
             raise NotPipelinable()
         self._check_body_ops()
         if not all(self._waited_at_once(dot) for dot in self.dots):
-            raise NotPipelinable()
+            raise NotPipelinable("a tl.dot's result is read other than by one wait in the same iteration")
         users = users_by_value(kernel)
         self.operands, self.views = [], {}
         for dot in self.dots:
@@ -99,8 +111,12 @@ class _PartialPlan(_Plan):
             except NotPipelinable:
                 continue
             kept.append(o)
+        stored_loads = [op for op in self.body.ops if op.name == "tlx.local_store"
+                        and getattr(op.operands[1].owner, "name", None) == "tl.load"]
+        self.every_load_taken = len(kept) == len(stored_loads)     # else a loaded operand stays synchronous
         if not kept:
-            raise NotPipelinable()
+            raise NotPipelinable("no dot operand is a tl.load whose address is a pure function of the loop "
+                                 "index and of pointers advanced by loop-invariant increments")
         self.operands = kept
         self.allocs = [o.alloc for o in kept]
 
@@ -175,3 +191,10 @@ def _reads(dot: Operation, alloc: Operation, users) -> bool:
 
 
 __all__ = ["PipelineOperandLoads"]
+
+
+def _has_side_effects(op: Operation) -> bool:
+    """Whether an op of ``op``'s regions writes memory, synchronizes or is a TLX op (an ``if`` that only
+    computes values, e.g. a mask on the last block, leaves the ring's order alone)."""
+    return any(inner is not op and inner.name not in ("scf.yield", "tl.load") and not has_trait(inner, PURE)
+               for inner in op.walk())

@@ -46,10 +46,11 @@ LOG2E = 1.4426950408889634
 
 @jit
 def bwd_preprocess_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, n_rows, H,
-                          so_b, so_h, so_r, sdo_b, sdo_h, sdo_r, sl_b, sl_h, sd_b, sd_h,
+                          so_b, so_h, so_r, sdo_b, sdo_h, sdo_r, sl_b, sl_h, sd_b, sd_h, delta_scale,
                           D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
-    """``delta[b, h, r] = sum_d o * do`` (float32) and ``lse2 = lse * log2 e`` (+inf where
-    lse is -inf) for ``BLOCK`` rows of one (batch, head); ``n_rows`` rows per (b, h)."""
+    """``delta[b, h, r] = delta_scale * sum_d o * do`` (float32; the ws kernel with its statistics
+    in shared memory takes it scaled by ``sm_scale``, else 1) and ``lse2 = lse * log2 e`` (+inf
+    where lse is -inf) for ``BLOCK`` rows of one (batch, head); ``n_rows`` rows per (b, h)."""
     pid_bh = tl.program_id(1)
     b = (pid_bh // H).to(tl.int64)
     h = (pid_bh % H).to(tl.int64)
@@ -66,7 +67,7 @@ def bwd_preprocess_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, n_rows, H
     lse = tl.load(lse_ptr + b * sl_b + h * sl_h + start + rows, mask=keep, other=0.0)
     lse2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
     out = b * sd_b + h * sd_h + start + rows
-    tl.store(delta_ptr + out, delta, mask=keep)
+    tl.store(delta_ptr + out, delta * delta_scale, mask=keep)
     tl.store(lse2_ptr + out, lse2, mask=keep)
 
 
@@ -79,7 +80,13 @@ def section_tile(pid, n_blocks, heads_per_section):
     so the programs start longest first within a section and the short ones fill the tail, while
     the pairs that run at one time stay those of about one section (their rows stay in L2).
     ``heads_per_section = 1`` is the plain order, a pair's blocks one after another."""
-    n_bh = tl.num_programs(0) // n_blocks
+    return section_tile_of(pid, n_blocks, tl.num_programs(0) // n_blocks, heads_per_section)
+
+
+@jit
+def section_tile_of(pid, n_blocks, n_bh, heads_per_section):
+    """``section_tile`` for the ``pid``-th of ``n_bh * n_blocks`` work items in any grid (the ws
+    kernel's dynamic schedule draws them by index)."""
     per_section = heads_per_section * n_blocks
     section = pid // per_section
     r = pid - section * per_section

@@ -4,9 +4,11 @@ Same math as ``attention_bwd.py`` (whose preprocess kernel gives ``delta`` and t
 log2 units), organized as FlashAttention-3 does on sm_90, in this project's words:
 
 * work items of (block of ``BLOCK_N`` = 128 keys, batch, kv head): ``PERSISTENT`` (dense), one
-  program per SM walks its row of the host's table (count, items; ``attention_bwd._ws_schedule``),
-  else one program per item in ``section_tile``'s order (causal: the longest walks first within
-  sections of heads).  The default task (4 warps) is the TMA producer: per item it waits until
+  program per SM walks its row of the host's table (count, items; ``attention_bwd._ws_schedule``);
+  ``DYNAMIC`` (dense), one program per SM starts with item number ``program_id`` and draws the next
+  number from a device counter (``sched_ptr``; ``sched_stride`` = the number of items) as it starts
+  an item, handing each to the consumers through two shared slots; else one program per item.  In
+  ``section_tile``'s order (causal: the longest walks first within sections of heads).  The default task (4 warps) is the TMA producer: per item it waits until
   both consumers are done with the previous item's K and V (``kv_empty``), loads the block's K and
   V, then streams the ``BLOCK_M``-row tiles of Q and dO of every query block of every query head
   of the GQA group through a ring of ``NUM_BUF`` slots (``q_full`` / ``do_full`` with expected
@@ -38,9 +40,37 @@ otherwise.
 from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
-from .attention_bwd import section_tile
+from .attention_bwd import section_tile, section_tile_of
 
 D_BOX = 64            # columns of one TMA box: 64 x 2 bytes, the 128-byte swizzle's span
+
+
+@jit
+def _publish_item(ids, ids_full, ids_empty, n, idx):
+    """``DYNAMIC``: the producer hands both consumers the index of its ``n``-th work item through a
+    ring of two shared int32 slots."""
+    slot, phase = tlx.get_bufidx_phase(n, 2)
+    tlx.barrier_wait(ids_empty[slot], phase ^ 1)
+    tlx.local_store(ids[slot], tl.full((1,), 0, tl.int32) + idx)
+    tlx.barrier_arrive(ids_full[slot])
+
+
+@jit
+def _take_item(ids, ids_full, ids_empty, n):
+    """``DYNAMIC``: a consumer's ``n``-th work item index from the producer's ring."""
+    slot, phase = tlx.get_bufidx_phase(n, 2)
+    tlx.barrier_wait(ids_full[slot], phase)
+    idx = tl.sum(tlx.local_load(ids[slot]), axis=0)
+    tlx.barrier_arrive(ids_empty[slot])
+    return idx
+
+
+@jit
+def _dynamic_item(idx, n_blocks, n_total, heads_per_section):
+    """``DYNAMIC``: work item number ``idx`` (of ``n_total``) in ``section_tile``'s order, as
+    ``pair * n_blocks + block``."""
+    pid_bh, block = section_tile_of(idx, n_blocks, n_total // n_blocks, heads_per_section)
+    return pid_bh * n_blocks + block
 
 
 @jit
@@ -152,18 +182,187 @@ def _load_kv(k_desc, v_desc, k_smem, v_smem, bar, row, col, BLOCK_N: tl.constexp
 
 
 @jit
+def _produce_item(item, j, t0, q_desc, k_desc, v_desc, do_desc, lse2_desc, delta_desc, k_smem, v_smem, q_smem, do_smem,
+                  lse2_smem, delta_smem, kv_full, kv_empty, q_full, q_empty, do_full, do_empty, cu_q_ptr, cu_k_ptr,
+                  seqlen_q, seqlen_k, H_KV, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, HEAD_DIM: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
+                  VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, STATS_SMEM: tl.constexpr):
+    """The producer's ``j``-th work item ``item``: K / V (once both consumers are done with the
+    previous item's), then the item's Q / dO tiles (and their statistics' rows with ``STATS_SMEM``)
+    into the ring from its ``t0``-th slot on.  Returns the ring's tiles after the item."""
+    N_BOX: tl.constexpr = HEAD_DIM // D_BOX
+    b, hk, start_n, q_first, _len_q, k_first, _len_k, first_m, per_head, steps = _work(
+        cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
+    k_row = _tile_rows(b, hk, k_first, kr_b, kr_h) + start_n
+    tlx.barrier_wait(kv_empty[0], (j % 2) ^ 1)     # the previous item's K, V are read
+    _load_kv(k_desc, v_desc, k_smem, v_smem, kv_full[0], k_row, hk * kc_h, BLOCK_N, HEAD_DIM)
+    g = hk * 0                              # the tile's query head in the group
+    mb = first_m                            # and query block
+    for t in range(steps):
+        h = hk * GROUP + g
+        m0 = mb * BLOCK_M
+        q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
+        buf, phase = tlx.get_bufidx_phase(t0 + t, NUM_BUF)
+        tlx.barrier_wait(q_empty[buf], phase ^ 1)
+        if STATS_SMEM:
+            stat_row = b * (H_KV * GROUP) + h       # packed: b is 0, the rows are the heads
+            tlx.barrier_expect_bytes(q_full[buf], BLOCK_M * HEAD_DIM * 2 + BLOCK_M * 4)
+            tlx.async_descriptor_load(lse2_desc, lse2_smem[buf], [stat_row, q_first + m0], q_full[buf])
+        else:
+            tlx.barrier_expect_bytes(q_full[buf], BLOCK_M * HEAD_DIM * 2)
+        for d in tl.static_range(N_BOX):
+            q_box = tlx.local_slice(q_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
+            tlx.async_descriptor_load(q_desc, q_box, [q_row, h * qc_h + d * D_BOX], q_full[buf])
+        tlx.barrier_wait(do_empty[buf], phase ^ 1)
+        if STATS_SMEM:
+            tlx.barrier_expect_bytes(do_full[buf], BLOCK_M * HEAD_DIM * 2 + BLOCK_M * 4)
+            tlx.async_descriptor_load(delta_desc, delta_smem[buf], [stat_row, q_first + m0], do_full[buf])
+        else:
+            tlx.barrier_expect_bytes(do_full[buf], BLOCK_M * HEAD_DIM * 2)
+        for d in tl.static_range(N_BOX):
+            do_box = tlx.local_slice(do_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
+            tlx.async_descriptor_load(do_desc, do_box, [q_row, h * qc_h + d * D_BOX], do_full[buf])
+        g, mb = _next_tile(g, mb, first_m, per_head, GROUP)
+    t0 = t0 + steps
+    return t0
+
+
+@jit
+def _consume_item(item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_smem, q_smem, do_smem, ds_smem, dq_smem,
+                  lse2_smem, delta_smem, kv_full, kv_empty, q_full, q_empty, do_full, do_empty, dq_desc, lse2_ptr,
+                  delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, qr_b, qr_h, qc_h, sd_b,
+                  sd_h, sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, HEAD_DIM: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
+                  VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, DTYPE: tl.constexpr, PREFETCH_STATS: tl.constexpr,
+                  DEFER_DQ: tl.constexpr, DRIFT: tl.constexpr, STATS_SMEM: tl.constexpr):
+    """Consumer ``cid``'s ``j``-th work item ``item``: its tiles from the ring's ``t0``-th slot on
+    (see the module docstring), then its dK / dV rows.  ``DEFER_DQ``: (dq, dq_row, dq_col) is the
+    last tile's dQ, added at the top of the next tile (placeholders otherwise).  Returns the ring's
+    tiles after the item and the carried dQ."""
+    HALF_N: tl.constexpr = BLOCK_N // 2
+    SPLIT_COLS: tl.constexpr = HEAD_DIM == 2 * D_BOX
+    KV_IN_REGS: tl.constexpr = HEAD_DIM == D_BOX
+    b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
+        cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
+    offs_n = start_n + cid * HALF_N + tl.arange(0, HALF_N)
+    key_ok = offs_n < len_k
+    dk = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
+    dv = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
+    tlx.barrier_wait(kv_full[0], j % 2)
+    if KV_IN_REGS:
+        k_op = tlx.local_load(k_c)         # wgmma's register A for S^T and dP^T: the
+        v_op = tlx.local_load(v_c)         # tensor cores read only Q^T / dO^T from shared
+    else:
+        k_op = k_c
+        v_op = v_c
+    g = hk * 0                              # the tile's query head in the group
+    mb = first_m                            # and query block
+    if PREFETCH_STATS and not STATS_SMEM:   # a tile's row statistics, loaded during the previous tile
+        lse2, delta = _row_stats(lse2_ptr, delta_ptr, hk * GROUP, mb * BLOCK_M, steps > 0, b, q_first,
+                                 len_q, sd_b, sd_h, sm_scale, BLOCK_M)
+    for t in range(steps):
+        h = hk * GROUP + g
+        m0 = mb * BLOCK_M
+        u = t0 + t                          # the tile's place in the ring and the dS^T / dQ turns
+        buf, phase = tlx.get_bufidx_phase(u, NUM_BUF)
+        offs_m = m0 + tl.arange(0, BLOCK_M)
+        if not PREFETCH_STATS and not STATS_SMEM:   # issued here, in flight over the waits below
+            lse2, delta = _row_stats(lse2_ptr, delta_ptr, h, m0, t < steps, b, q_first, len_q, sd_b, sd_h,
+                                     sm_scale, BLOCK_M)
+        # S^T and dP^T are independent: both are issued before either is waited, so the
+        # exponentials run while dP^T is on the tensor cores and dS^T while dV is
+        tlx.barrier_wait(q_full[buf], phase)
+        sT = tlx.async_dot(k_op, tlx.local_trans(q_smem[buf]),
+                           tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32), use_acc=False)
+        if DEFER_DQ:
+            if t > 0:
+                _add_dq(dq_desc, dq_smem, dq, cid * 2 + (u - 1) % 2, dq_row, dq_col)
+        tlx.barrier_wait(do_full[buf], phase)
+        dpT = tlx.async_dot(v_op, tlx.local_trans(do_smem[buf]),
+                            tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32), use_acc=False)
+        sT = tlx.async_dot_wait(1, sT)                              # S^T done, dP^T running
+        if STATS_SMEM:      # read in the product's layout (0 past the rows: the copy's fill)
+            pT = tl.math.exp2(sT * qk_scale - tlx.local_load(lse2_smem[buf]))
+            if m0 + BLOCK_M > len_q:                            # queries past the sequence
+                pT = tl.where(offs_m[None, :] < len_q, pT, 0.0)
+        else:
+            pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
+        if CAUSAL:
+            if m0 < start_n + BLOCK_N:                          # a block on the diagonal
+                pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
+        if start_n + BLOCK_N > len_k:                           # keys past the sequence
+            pT = tl.where(key_ok[:, None], pT, 0.0)
+        dv = tlx.async_dot(pT.to(DTYPE), do_smem[buf], dv)
+        dpT = tlx.async_dot_wait(1, dpT)                            # dP^T done, dV running
+        if STATS_SMEM:      # delta comes scaled by sm_scale (P is 0 past the rows)
+            dsT = (pT * (dpT * sm_scale - tlx.local_load(delta_smem[buf]))).to(DTYPE)
+        else:
+            dsT = (pT * (dpT * sm_scale - delta[None, :])).to(DTYPE)   # sm_scale of dK and dQ, once
+        dk = tlx.async_dot(dsT, q_smem[buf], dk)
+        dv = tlx.async_dot_wait(1, dv)                              # dV done (dO read), dK running
+        tlx.barrier_arrive(do_empty[buf])
+        q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
+        ds_tile = ds_smem[u % 2]
+        tlx.local_store(tlx.local_slice(ds_tile, [cid * HALF_N, 0], [HALF_N, BLOCK_M]), dsT)
+        tlx.fence("async_shared")
+        if SPLIT_COLS or not DRIFT:
+            tlx.named_barrier_wait(7, 256)                      # both halves are stored
+        elif u % 2 == cid:
+            tlx.named_barrier_wait(7 + cid, 256)                # D = 64: the reader waits for both,
+        else:                                                   # the other consumer only signals (and
+            tlx.named_barrier_arrive(8 - cid, 256)              # can run up to a tile ahead)
+        if SPLIT_COLS or u % 2 == cid:
+            k_cols = tlx.local_slice(k_smem[0], [0, dq_col0], [BLOCK_N, D_BOX])
+            dq_t = tlx.async_dot(tlx.local_trans(ds_tile), k_cols,
+                                 tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
+            dk = tlx.async_dot_wait(1, dk)
+            tlx.barrier_arrive(q_empty[buf])
+            dq_t = tlx.async_dot_wait(0, dq_t)
+            if DEFER_DQ:
+                dq = dq_t
+                dq_row = q_row
+                dq_col = h * qc_h + dq_col0
+            else:
+                if SPLIT_COLS:
+                    slot = cid * 2 + u % 2                       # two staging tiles per consumer, in turn
+                else:
+                    slot = cid * 2 + (u // 2) % 2
+                _add_dq(dq_desc, dq_smem, dq_t, slot, q_row, h * qc_h + dq_col0)
+        else:
+            dk = tlx.async_dot_wait(0, dk)
+            tlx.barrier_arrive(q_empty[buf])
+        g, mb = _next_tile(g, mb, first_m, per_head, GROUP)
+        if PREFETCH_STATS and not STATS_SMEM:
+            lse2, delta = _row_stats(lse2_ptr, delta_ptr, hk * GROUP + g, mb * BLOCK_M, t + 1 < steps, b,
+                                     q_first, len_q, sd_b, sd_h, sm_scale, BLOCK_M)
+    tlx.barrier_arrive(kv_empty[0])                # K and V (dQ's operand) are read
+    if DEFER_DQ:
+        if steps > 0:
+            _add_dq(dq_desc, dq_smem, dq, cid * 2 + (t0 + steps - 1) % 2, dq_row, dq_col)
+    t0 = t0 + steps
+    offs_d = tl.arange(0, HEAD_DIM)
+    k_first64 = k_first.to(tl.int64)
+    dk_base = dk_ptr + b.to(tl.int64) * sdk_b + hk.to(tl.int64) * sdk_h + k_first64 * sdk_r
+    dv_base = dv_ptr + b.to(tl.int64) * sdv_b + hk.to(tl.int64) * sdv_h + k_first64 * sdv_r
+    keep = key_ok[:, None]
+    tl.store(dk_base + offs_n[:, None] * sdk_r + offs_d[None, :], dk.to(DTYPE), mask=keep)
+    tl.store(dv_base + offs_n[:, None] * sdv_r + offs_d[None, :], dv.to(DTYPE), mask=keep)
+    return t0, dq, dq_row, dq_col
+
+
+@jit
 def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr, dk_ptr, dv_ptr,
                   cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV,
                   qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, sd_b, sd_h,
                   sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, heads_per_section,
-                  sched_ptr, sched_stride,
+                  sched_ptr, sched_stride, lse2_desc, delta_desc,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
                   VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, DTYPE: tl.constexpr,
                   PREFETCH_STATS: tl.constexpr = False, DEFER_DQ: tl.constexpr = False,
-                  DRIFT: tl.constexpr = False, PERSISTENT: tl.constexpr = False, REGISTERS: tl.constexpr = 240):
+                  DRIFT: tl.constexpr = False, PERSISTENT: tl.constexpr = False, STATS_SMEM: tl.constexpr = False,
+                  DYNAMIC: tl.constexpr = False, REGISTERS: tl.constexpr = 240):
     BLOCK_N: tl.constexpr = 128
     HALF_N: tl.constexpr = 64                                   # keys of one consumer
-    N_BOX: tl.constexpr = HEAD_DIM // D_BOX
     k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, 1)
     v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, 1)
     q_smem = tlx.local_alloc((BLOCK_M, HEAD_DIM), DTYPE, NUM_BUF)
@@ -172,11 +371,19 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
     # in turn); D = 128: consumer c computes dQ's 64 columns c*64..; D = 64: consumer t % 2 computes
     # all of query tile t's dQ (one reduce-add per tile either way, not one per consumer)
     SPLIT_COLS: tl.constexpr = HEAD_DIM == 2 * D_BOX
-    KV_IN_REGS: tl.constexpr = HEAD_DIM == D_BOX       # K_c, V_c as register A (16 registers each)
     ds_smem = tlx.local_alloc((BLOCK_N, BLOCK_M), DTYPE, 2)
     dq_smem = tlx.local_alloc((BLOCK_M, D_BOX), tl.float32, 4)              # two per consumer
     kv_full = tlx.alloc_barriers(1, arrive_count=1)
     kv_empty = tlx.alloc_barriers(1, arrive_count=2)        # both consumers are done with an item's K, V
+    lse2_smem = None
+    delta_smem = None
+    if STATS_SMEM:         # a tile's lse2 / delta rows, loaded by the producer with its Q / dO (one row each)
+        lse2_smem = tlx.local_alloc((1, BLOCK_M), tl.float32, NUM_BUF)
+        delta_smem = tlx.local_alloc((1, BLOCK_M), tl.float32, NUM_BUF)
+    if DYNAMIC:            # the work items' indices the producer draws, handed to the consumers
+        ids = tlx.local_alloc((1,), tl.int32, 2)
+        ids_full = tlx.alloc_barriers(2, arrive_count=1)
+        ids_empty = tlx.alloc_barriers(2, arrive_count=2)
     q_full = tlx.alloc_barriers(NUM_BUF, arrive_count=1)
     do_full = tlx.alloc_barriers(NUM_BUF, arrive_count=1)
     q_empty = tlx.alloc_barriers(NUM_BUF, arrive_count=2)
@@ -187,32 +394,29 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
             n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
             n_items = _n_items(sched_ptr, sched_stride, PERSISTENT)
             t0 = n_items * 0                            # the ring's tiles before this item
-            for j in range(n_items):
-                item = _item(sched_ptr, sched_stride, j, n_blocks, heads_per_section, PERSISTENT)
-                b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
-                    cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
-                k_row = _tile_rows(b, hk, k_first, kr_b, kr_h) + start_n
-                tlx.barrier_wait(kv_empty[0], (j % 2) ^ 1)     # the previous item's K, V are read
-                _load_kv(k_desc, v_desc, k_smem, v_smem, kv_full[0], k_row, hk * kc_h, BLOCK_N, HEAD_DIM)
-                g = hk * 0                              # the tile's query head in the group
-                mb = first_m                            # and query block
-                for t in range(steps):
-                    h = hk * GROUP + g
-                    m0 = mb * BLOCK_M
-                    q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
-                    buf, phase = tlx.get_bufidx_phase(t0 + t, NUM_BUF)
-                    tlx.barrier_wait(q_empty[buf], phase ^ 1)
-                    tlx.barrier_expect_bytes(q_full[buf], BLOCK_M * HEAD_DIM * 2)
-                    for d in tl.static_range(N_BOX):
-                        q_box = tlx.local_slice(q_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
-                        tlx.async_descriptor_load(q_desc, q_box, [q_row, h * qc_h + d * D_BOX], q_full[buf])
-                    tlx.barrier_wait(do_empty[buf], phase ^ 1)
-                    tlx.barrier_expect_bytes(do_full[buf], BLOCK_M * HEAD_DIM * 2)
-                    for d in tl.static_range(N_BOX):
-                        do_box = tlx.local_slice(do_smem[buf], [0, d * D_BOX], [BLOCK_M, D_BOX])
-                        tlx.async_descriptor_load(do_desc, do_box, [q_row, h * qc_h + d * D_BOX], do_full[buf])
-                    g, mb = _next_tile(g, mb, first_m, per_head, GROUP)
-                t0 = t0 + steps
+            if DYNAMIC:            # the first item is the program's id, the next ones are drawn (sched_ptr:
+                idx = tl.program_id(0)                  # the counter, sched_stride: the number of items)
+                _publish_item(ids, ids_full, ids_empty, 0, idx)
+                j = idx * 0
+                while idx < sched_stride:
+                    nxt = tl.atomic_add(sched_ptr, 1) + tl.num_programs(0)     # drawn now, used after the item
+                    item = _dynamic_item(idx, n_blocks, sched_stride, heads_per_section)
+                    t0 = _produce_item(item, j, t0, q_desc, k_desc, v_desc, do_desc, lse2_desc, delta_desc, k_smem,
+                                       v_smem, q_smem, do_smem, lse2_smem, delta_smem, kv_full, kv_empty, q_full,
+                                       q_empty, do_full, do_empty, cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, qr_b,
+                                       qr_h, qc_h, kr_b, kr_h, kc_h, HEAD_DIM, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN,
+                                       NUM_BUF, STATS_SMEM)
+                    j = j + 1
+                    _publish_item(ids, ids_full, ids_empty, j, nxt)
+                    idx = nxt
+            else:
+                for j in range(n_items):
+                    item = _item(sched_ptr, sched_stride, j, n_blocks, heads_per_section, PERSISTENT)
+                    t0 = _produce_item(item, j, t0, q_desc, k_desc, v_desc, do_desc, lse2_desc, delta_desc, k_smem,
+                                       v_smem, q_smem, do_smem, lse2_smem, delta_smem, kv_full, kv_empty, q_full,
+                                       q_empty, do_full, do_empty, cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, qr_b,
+                                       qr_h, qc_h, kr_b, kr_h, kc_h, HEAD_DIM, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN,
+                                       NUM_BUF, STATS_SMEM)
         with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=2):   # the two consumers
             cid = tlx.async_task_replica_id()
             n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
@@ -226,105 +430,33 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
             tl.static_assert(SPLIT_COLS or not DEFER_DQ, "DEFER_DQ needs head dim 128 (every consumer adds each tile)")
             if DEFER_DQ:           # the previous tile's dQ, added while this tile's S^T runs
                 dq = tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32)
-                dq_row = n_items * 0
-                dq_col = n_items * 0
+            else:
+                dq = n_items * 0                        # (a placeholder the items pass on)
+            dq_row = n_items * 0
+            dq_col = n_items * 0
             t0 = n_items * 0                            # the ring's tiles before this item
-            for j in range(n_items):
-                item = _item(sched_ptr, sched_stride, j, n_blocks, heads_per_section, PERSISTENT)
-                b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
-                    cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
-                offs_n = start_n + cid * HALF_N + tl.arange(0, HALF_N)
-                key_ok = offs_n < len_k
-                dk = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
-                dv = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
-                tlx.barrier_wait(kv_full[0], j % 2)
-                if KV_IN_REGS:
-                    k_op = tlx.local_load(k_c)         # wgmma's register A for S^T and dP^T: the
-                    v_op = tlx.local_load(v_c)         # tensor cores read only Q^T / dO^T from shared
-                else:
-                    k_op = k_c
-                    v_op = v_c
-                g = hk * 0                              # the tile's query head in the group
-                mb = first_m                            # and query block
-                if PREFETCH_STATS:     # a tile's row statistics are loaded during the previous tile
-                    lse2, delta = _row_stats(lse2_ptr, delta_ptr, hk * GROUP, mb * BLOCK_M, steps > 0, b, q_first,
-                                             len_q, sd_b, sd_h, sm_scale, BLOCK_M)
-                for t in range(steps):
-                    h = hk * GROUP + g
-                    m0 = mb * BLOCK_M
-                    u = t0 + t                          # the tile's place in the ring and the dS^T / dQ turns
-                    buf, phase = tlx.get_bufidx_phase(u, NUM_BUF)
-                    offs_m = m0 + tl.arange(0, BLOCK_M)
-                    if not PREFETCH_STATS:  # issued here, in flight over the waits below
-                        lse2, delta = _row_stats(lse2_ptr, delta_ptr, h, m0, t < steps, b, q_first, len_q, sd_b, sd_h,
-                                                 sm_scale, BLOCK_M)
-                    # S^T and dP^T are independent: both are issued before either is waited, so the
-                    # exponentials run while dP^T is on the tensor cores and dS^T while dV is
-                    tlx.barrier_wait(q_full[buf], phase)
-                    sT = tlx.async_dot(k_op, tlx.local_trans(q_smem[buf]),
-                                       tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32), use_acc=False)
-                    if DEFER_DQ:
-                        if t > 0:
-                            _add_dq(dq_desc, dq_smem, dq, cid * 2 + (u - 1) % 2, dq_row, dq_col)
-                    tlx.barrier_wait(do_full[buf], phase)
-                    dpT = tlx.async_dot(v_op, tlx.local_trans(do_smem[buf]),
-                                        tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32), use_acc=False)
-                    sT = tlx.async_dot_wait(1, sT)                              # S^T done, dP^T running
-                    pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
-                    if CAUSAL:
-                        if m0 < start_n + BLOCK_N:                          # a block on the diagonal
-                            pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
-                    if start_n + BLOCK_N > len_k:                           # keys past the sequence
-                        pT = tl.where(key_ok[:, None], pT, 0.0)
-                    dv = tlx.async_dot(pT.to(DTYPE), do_smem[buf], dv)
-                    dpT = tlx.async_dot_wait(1, dpT)                            # dP^T done, dV running
-                    dsT = (pT * (dpT * sm_scale - delta[None, :])).to(DTYPE)   # sm_scale of dK and dQ, once
-                    dk = tlx.async_dot(dsT, q_smem[buf], dk)
-                    dv = tlx.async_dot_wait(1, dv)                              # dV done (dO read), dK running
-                    tlx.barrier_arrive(do_empty[buf])
-                    q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
-                    ds_tile = ds_smem[u % 2]
-                    tlx.local_store(tlx.local_slice(ds_tile, [cid * HALF_N, 0], [HALF_N, BLOCK_M]), dsT)
-                    tlx.fence("async_shared")
-                    if SPLIT_COLS or not DRIFT:
-                        tlx.named_barrier_wait(7, 256)                      # both halves are stored
-                    elif u % 2 == cid:
-                        tlx.named_barrier_wait(7 + cid, 256)                # D = 64: the reader waits for both,
-                    else:                                                   # the other consumer only signals (and
-                        tlx.named_barrier_arrive(8 - cid, 256)              # can run up to a tile ahead)
-                    if SPLIT_COLS or u % 2 == cid:
-                        k_cols = tlx.local_slice(k_smem[0], [0, dq_col0], [BLOCK_N, D_BOX])
-                        dq = tlx.async_dot(tlx.local_trans(ds_tile), k_cols,
-                                           tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
-                        dk = tlx.async_dot_wait(1, dk)
-                        tlx.barrier_arrive(q_empty[buf])
-                        dq = tlx.async_dot_wait(0, dq)
-                        if DEFER_DQ:
-                            dq_row = q_row
-                            dq_col = h * qc_h + dq_col0
-                        else:
-                            if SPLIT_COLS:
-                                slot = cid * 2 + u % 2                       # two staging tiles per consumer, in turn
-                            else:
-                                slot = cid * 2 + (u // 2) % 2
-                            _add_dq(dq_desc, dq_smem, dq, slot, q_row, h * qc_h + dq_col0)
-                    else:
-                        dk = tlx.async_dot_wait(0, dk)
-                        tlx.barrier_arrive(q_empty[buf])
-                    g, mb = _next_tile(g, mb, first_m, per_head, GROUP)
-                    if PREFETCH_STATS:
-                        lse2, delta = _row_stats(lse2_ptr, delta_ptr, hk * GROUP + g, mb * BLOCK_M, t + 1 < steps, b,
-                                                 q_first, len_q, sd_b, sd_h, sm_scale, BLOCK_M)
-                tlx.barrier_arrive(kv_empty[0])                # K and V (dQ's operand) are read
-                if DEFER_DQ:
-                    if steps > 0:
-                        _add_dq(dq_desc, dq_smem, dq, cid * 2 + (t0 + steps - 1) % 2, dq_row, dq_col)
-                t0 = t0 + steps
-                offs_d = tl.arange(0, HEAD_DIM)
-                k_first64 = k_first.to(tl.int64)
-                dk_base = dk_ptr + b.to(tl.int64) * sdk_b + hk.to(tl.int64) * sdk_h + k_first64 * sdk_r
-                dv_base = dv_ptr + b.to(tl.int64) * sdv_b + hk.to(tl.int64) * sdv_h + k_first64 * sdv_r
-                keep = key_ok[:, None]
-                tl.store(dk_base + offs_n[:, None] * sdk_r + offs_d[None, :], dk.to(DTYPE), mask=keep)
-                tl.store(dv_base + offs_n[:, None] * sdv_r + offs_d[None, :], dv.to(DTYPE), mask=keep)
+            if DYNAMIC:
+                j = cid * 0
+                idx = _take_item(ids, ids_full, ids_empty, j)
+                while idx < sched_stride:
+                    item = _dynamic_item(idx, n_blocks, sched_stride, heads_per_section)
+                    t0, dq, dq_row, dq_col = _consume_item(
+                        item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_smem, q_smem, do_smem, ds_smem,
+                        dq_smem, lse2_smem, delta_smem, kv_full, kv_empty, q_full, q_empty, do_full, do_empty, dq_desc,
+                        lse2_ptr, delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, qr_b, qr_h,
+                        qc_h, sd_b, sd_h, sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, HEAD_DIM,
+                        BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN, NUM_BUF, DTYPE, PREFETCH_STATS, DEFER_DQ, DRIFT,
+                        STATS_SMEM)
+                    j = j + 1
+                    idx = _take_item(ids, ids_full, ids_empty, j)
+            else:
+                for j in range(n_items):
+                    item = _item(sched_ptr, sched_stride, j, n_blocks, heads_per_section, PERSISTENT)
+                    t0, dq, dq_row, dq_col = _consume_item(
+                        item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_smem, q_smem, do_smem, ds_smem,
+                        dq_smem, lse2_smem, delta_smem, kv_full, kv_empty, q_full, q_empty, do_full, do_empty, dq_desc,
+                        lse2_ptr, delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, qr_b, qr_h,
+                        qc_h, sd_b, sd_h, sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, HEAD_DIM,
+                        BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN, NUM_BUF, DTYPE, PREFETCH_STATS, DEFER_DQ, DRIFT,
+                        STATS_SMEM)
             tlx.async_descriptor_store_wait(0)     # the staging tiles are read before the program ends

@@ -97,13 +97,75 @@ def _pages_of(b64, n0, end, bt_ptr, stride_bt, BLOCK_N: tl.constexpr, PAGE: tl.c
 
 
 @jit
+def _issue_v(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h,
+             NUM_PAGES, BLOCK_N: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr, SAME_KV: tl.constexpr,
+             VARIANT: tl.constexpr):
+    """``_issue`` as session 13's reverted copies built it (``VARIANT`` bit 1: the mask from the
+    rows' indices in the copy layout, pages outside the cache read as page 0; bit 2: the pages
+    ``[BLOCK_N, 1]`` and the row offsets built in that shape): the GPU-vs-interpreter probe."""
+    if VARIANT & 2:
+        offs_n = (n0 + tl.arange(0, BLOCK_N))[:, None]
+    else:
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+    if PAGED:
+        pages = tl.where((pages >= 0) & (pages < NUM_PAGES), pages, 0)
+    if VARIANT & 2:
+        mask = (offs_n < end) & d_ok[None, :]
+        k_offs = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED) + offs_d[None, :]
+    else:
+        mask = ((n0 + tl.arange(0, BLOCK_N))[:, None] < end) & d_ok[None, :]
+        k_offs = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED)[:, None] + offs_d[None, :]
+    tlx.async_load(k_ptr + k_offs, k_buf, mask=mask)
+    tlx.async_load(v_ptr + k_offs, v_buf, mask=mask)
+    tlx.async_load_commit_group()
+
+
+@jit
+def _pages_of_v(b64, n0, end, bt_ptr, stride_bt, BLOCK_N: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr,
+                VARIANT: tl.constexpr):
+    """``_pages_of``, ``[BLOCK_N, 1]`` with ``VARIANT`` bit 2."""
+    if PAGED:
+        if VARIANT & 2:
+            offs_n = (n0 + tl.arange(0, BLOCK_N))[:, None]
+            return _pages(b64, offs_n, offs_n < end, bt_ptr, stride_bt, PAGE)
+    return _pages_of(b64, n0, end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
+
+
+@jit
+def _tma_pages(b64, n0, end, bt_ptr, stride_bt, NUM_PAGES, NB: tl.constexpr, PB: tl.constexpr, PAGE: tl.constexpr):
+    """The page of each of the ``NB`` boxes of ``PB`` rows of the block from key ``n0``; a box with no key
+    below ``end`` (or a table entry outside the cache) gets ``NUM_PAGES``: outside the descriptor, so the
+    TMA fills it with zeros (no read)."""
+    keys = n0 + tl.arange(0, NB) * PB
+    pg = tl.load(bt_ptr + b64 * stride_bt + keys // PAGE, mask=keys < end, other=NUM_PAGES)
+    return tl.where((pg >= 0) & (pg < NUM_PAGES), pg, NUM_PAGES)
+
+
+@jit
+def _issue_tma(k_desc, v_desc, k_buf, v_buf, bar, pages, hk, n0, pred, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+               NB: tl.constexpr, PB: tl.constexpr, PAGE: tl.constexpr):
+    """TMA of the K and V rows ``n0 .. n0 + BLOCK_N`` of kv head ``hk``: ``NB`` boxes of ``PB`` rows (a page
+    or a block's share of one) x 64 columns each, completing on ``bar`` (only where ``pred``)."""
+    tlx.barrier_expect_bytes(bar, 2 * BLOCK_N * HEAD_DIM * 2, pred=pred)
+    for p in tl.static_range(NB):
+        pg = tl.sum(tl.where(tl.arange(0, NB) == p, pages, 0), 0)
+        row = (n0 + p * PB) % PAGE
+        for d in tl.static_range(HEAD_DIM // 64):
+            tlx.async_descriptor_load(k_desc, tlx.local_slice(k_buf, [p * PB, d * 64], [PB, 64]), [pg, hk, row, d * 64],
+                                      bar, pred=pred)
+            tlx.async_descriptor_load(v_desc, tlx.local_slice(v_buf, [p * PB, d * 64], [PB, 64]), [pg, hk, row, d * 64],
+                                      bar, pred=pred)
+
+
+@jit
 def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, fo_ptr, flse_ptr, locks_ptr, H_KV,
                         SPLIT_LEN, CAPACITY, NUM_PAGES, qk_scale, sq_b, sq_h, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h,
                         stride_bt, so_b, so_h, so_s, sl_b, sl_h, sfo_b, sfo_h, sfl_b, sfl_h,
                         D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
                         BLOCK_N: tl.constexpr, STAGES: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr,
                         ONE_SPLIT: tl.constexpr, FIXUP: tl.constexpr, SAME_KV: tl.constexpr, DTYPE: tl.constexpr,
-                        BLOCK_S: tl.constexpr = 2):
+                        BLOCK_S: tl.constexpr = 2, VARIANT: tl.constexpr = 0, TMA: tl.constexpr = False,
+                        k_desc=None, v_desc=None):
     G_CHUNKS: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G     # query-head tiles per kv head
     pid = tl.program_id(0)                      # (sequence, kv head, head tile): up to 2^31 - 1 of them
     split = tl.program_id(1)
@@ -133,12 +195,26 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
     # the fill waits for one memory latency before its first copies, not one per block
     q = tl.load(q_ptr + b64 * sq_b + heads[:, None] * sq_h + offs_d[None, :], mask=g_ok[:, None] & d_ok[None, :],
                 other=0.0)
-    pages = _pages_of(b64, start, table_end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
-    for i in tl.static_range(STAGES - 1):
+    NB: tl.constexpr = BLOCK_N // PAGE if PAGE < BLOCK_N else 1       # TMA boxes (pages) per block
+    PB: tl.constexpr = BLOCK_N // NB                                    # rows per box
+    if TMA:     # (paged, PAGE and BLOCK_N multiples of one another): a TMA per page box, no per-row addresses
+        full = tlx.alloc_barriers(STAGES, arrive_count=1)
+        for i in tl.static_range(STAGES):
+            pg_i = _tma_pages(b64, start + i * BLOCK_N, end, bt_ptr, stride_bt, NUM_PAGES, NB, PB, PAGE)
+            _issue_tma(k_desc, v_desc, k_smem[i], v_smem[i], full[i], pg_i, hk, start + i * BLOCK_N, i < n_blocks,
+                       BLOCK_N, HEAD_DIM, NB, PB, PAGE)
+        pages = _tma_pages(b64, start + STAGES * BLOCK_N, end, bt_ptr, stride_bt, NUM_PAGES, NB, PB, PAGE)
+    else:
+        pages = _pages_of_v(b64, start, table_end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED, VARIANT)
+    for i in tl.static_range(0 if TMA else STAGES - 1):
         n0 = start + i * BLOCK_N
-        later = _pages_of(b64, n0 + BLOCK_N, table_end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
-        _issue(k_ptr, v_ptr, k_smem[i], v_smem[i], b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r,
-               sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
+        later = _pages_of_v(b64, n0 + BLOCK_N, table_end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED, VARIANT)
+        if VARIANT & 3:
+            _issue_v(k_ptr, v_ptr, k_smem[i], v_smem[i], b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r,
+                     sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV, VARIANT)
+        else:
+            _issue(k_ptr, v_ptr, k_smem[i], v_smem[i], b64, hk64, n0, end, pages, offs_d, d_ok, sk_p, sk_r,
+                   sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N, PAGE, PAGED, SAME_KV)
         pages = later
     zeros = tl.zeros((BLOCK_G, BLOCK_N), dtype=tl.float32)
     m_i = tl.full((BLOCK_G,), float("-inf"), tl.float32)
@@ -146,24 +222,55 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
     acc = tl.zeros((BLOCK_G, HEAD_DIM), dtype=tl.float32)
     for j in range(n_blocks):
         ahead = start + (j + STAGES - 1) * BLOCK_N
-        _issue(k_ptr, v_ptr, k_smem[(j + STAGES - 1) % STAGES], v_smem[(j + STAGES - 1) % STAGES], b64,
-                            hk64, ahead, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N,
-                            PAGE, PAGED, SAME_KV)
-        pages = _pages_of(b64, ahead + BLOCK_N, table_end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED)
-        tlx.async_load_wait_group(STAGES - 1)                        # block j has landed
         slot = j % STAGES
+        if TMA:
+            tlx.barrier_wait(full[slot], (j // STAGES) & 1)          # block j has landed
+        elif VARIANT & 3:
+            _issue_v(k_ptr, v_ptr, k_smem[(j + STAGES - 1) % STAGES], v_smem[(j + STAGES - 1) % STAGES], b64,
+                     hk64, ahead, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N,
+                     PAGE, PAGED, SAME_KV, VARIANT)
+        else:
+            _issue(k_ptr, v_ptr, k_smem[(j + STAGES - 1) % STAGES], v_smem[(j + STAGES - 1) % STAGES], b64,
+                   hk64, ahead, end, pages, offs_d, d_ok, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h, NUM_PAGES, BLOCK_N,
+                   PAGE, PAGED, SAME_KV)
+        if TMA:
+            later = _tma_pages(b64, start + (j + STAGES + 1) * BLOCK_N, end, bt_ptr, stride_bt, NUM_PAGES, NB, PB,
+                               PAGE)
+            if start + j * BLOCK_N + BLOCK_N > end:     # the last block: rows past the length read as zeros
+                v_last = tlx.local_load(v_smem[slot])   # (a page's rows past it may hold anything, NaN too)
+                keep_v = (start + j * BLOCK_N + tl.arange(0, BLOCK_N) < end)[:, None]
+                tlx.local_store(v_smem[slot], tl.where(keep_v, v_last, 0.0).to(DTYPE))
+                tlx.fence("async_shared")
+                tl.debug_barrier()
+        else:
+            pages = _pages_of_v(b64, ahead + BLOCK_N, table_end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED, VARIANT)
+            tlx.async_load_wait_group(STAGES - 1)                        # block j has landed
         s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)    # Q from registers
         s = tlx.async_dot_wait(0, s)
-        offs_n = start + j * BLOCK_N + tl.arange(0, BLOCK_N)
-        s = tl.where((offs_n < end)[None, :], s * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.math.exp2(m_i - m_new)
-        p = tl.math.exp2(s - m_new[:, None])
+        if VARIANT & 4:     # session 13's reverted softmax: the length mask on the last block only
+            if start + j * BLOCK_N + BLOCK_N > end:
+                offs_n = start + j * BLOCK_N + tl.arange(0, BLOCK_N)
+                s = tl.where((offs_n < end)[None, :], s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            alpha = tl.math.exp2(m_i - m_new)
+            p = tl.math.exp2(s * qk_scale - m_new[:, None])
+        else:
+            offs_n = start + j * BLOCK_N + tl.arange(0, BLOCK_N)
+            s = tl.where((offs_n < end)[None, :], s * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            alpha = tl.math.exp2(m_i - m_new)
+            p = tl.math.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         m_i = m_new
         acc = tlx.async_dot(p.to(DTYPE), v_smem[slot], acc * alpha[:, None])
         acc = tlx.async_dot_wait(0, acc)
-    tlx.async_load_wait_group(0)
+        if TMA:     # every warp is past block j's products: its slot takes block j + STAGES
+            tl.debug_barrier()
+            _issue_tma(k_desc, v_desc, k_smem[slot], v_smem[slot], full[slot], pages, hk,
+                       start + (j + STAGES) * BLOCK_N, j + STAGES < n_blocks, BLOCK_N, HEAD_DIM, NB, PB, PAGE)
+            pages = later
+    if not TMA:
+        tlx.async_load_wait_group(0)
 
     has_keys = l_i > 0.0
     out = acc / tl.where(has_keys, l_i, 1.0)[:, None]                 # no keys: acc = 0 -> o = 0

@@ -40,6 +40,14 @@ generalized:
   consumer stops at its own rows' diagonal: the item's later key blocks, fully masked for its
   rows, are not computed; it passes its turns and releases their slots (they are the other
   consumers');
+* ``PIN_SOFTMAX`` (opt-in, ``AttnConfig.pin_softmax``): in the key loop ``wait_group(O_PARTS)``
+  leaves ``P_{j-1} V`` running while the consumer computes the softmax of ``S_j``, and its
+  ``wait_group(0)`` follows in the PTX; but ptxas hoists that wait (``WARPGROUP.DEPBAR.LE gsb0,
+  0x0``) above the softmax's register-only arithmetic (no exponential between the two waits in
+  the SASS), so the softmax never overlaps the consumer's own product.  A shared store of the
+  new ``l_i`` (which needs every exponential of the block) right before the wait, into a
+  never-read ``HALF_M``-float buffer per consumer, is a memory operation ptxas keeps before the
+  wait: the 64 (64-key blocks: 32) ``MUFU.EX2`` of a block then run between the two waits;
 * ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
   with the next item's first ``S = Q Kᵀ``; its output is stored after that item's first
   softmax, the program's last one after its loop (one issue round fewer per item).
@@ -193,7 +201,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     NUM_STAGES: tl.constexpr, Q_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                     VARLEN: tl.constexpr, DTYPE: tl.constexpr, REGISTERS: tl.constexpr,
                     OVERLAP: tl.constexpr = False, PREFETCH: tl.constexpr = 0, O_TMA: tl.constexpr = False,
-                    O_PARTS: tl.constexpr = 1, DIAG_SKIP: tl.constexpr = False):
+                    O_PARTS: tl.constexpr = 1, DIAG_SKIP: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
     tl.static_assert(O_PARTS == 1 or (O_PARTS == 2 and O_TMA and not OVERLAP),
@@ -206,6 +214,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
     v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     if O_TMA:
         o_smem = tlx.local_alloc((HALF_M, O_COLS), DTYPE, CONSUMERS)        # each consumer's O staging tile
+    if PIN_SOFTMAX:
+        pin_smem = tlx.local_alloc((HALF_M,), tl.float32, CONSUMERS)        # each consumer's l_i, never read
     q_full = tlx.alloc_barriers(Q_BUFS * CONSUMERS, arrive_count=1)         # [CONSUMERS * q buffer + consumer]:
     q_empty = tlx.alloc_barriers(Q_BUFS * CONSUMERS, arrive_count=1)        # each consumer's Q rows on their own
     k_full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
@@ -313,6 +323,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     p = tl.exp2(s * qk_scale - m_i[:, None])
                     l_i = tl.sum(p, 1)
                     if OVERLAP:
+                        if PIN_SOFTMAX:     # (as in the key loop) the softmax stays above the wait below
+                            tlx.local_store(pin_smem[cid], l_i)
                         acc_prev = tlx.async_dot_wait(0, acc_prev)
                         if pending:
                             tlx.barrier_arrive(v_empty[pv_slot])
@@ -348,6 +360,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         p = tl.exp2(s * qk_scale - m_new[:, None])
                         l_i = l_i * alpha + tl.sum(p, 1)
                         m_i = m_new
+                        if PIN_SOFTMAX:     # a shared store of l_i holds the softmax above the wait below
+                            tlx.local_store(pin_smem[cid], l_i)
                         acc = tlx.async_dot_wait(0, acc)
                         if O_PARTS == 2:
                             acc_hi = tlx.async_dot_wait(0, acc_hi)

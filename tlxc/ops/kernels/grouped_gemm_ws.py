@@ -12,7 +12,10 @@ upper bound, each group's last row tile may be partial), walked in grouped order
 one-program kernel first writes the inclusive sums of the groups' row-tile counts and sizes
 (``group_table_kernel``, no host sync); producer and consumers each find a tile's group by a
 binary search of it (ceil(log2(E + 1)) scalar loads); a row tile past the last group's is
-skipped by both, so their ring counters stay in step.
+skipped by both, so their ring counters stay in step.  With ``EXPERT_ORDER`` (the ``_eG``
+configurations) the tile index walks each expert's tiles together instead, in balanced bands
+of at most ``GROUP_M`` of its row tiles (``find_expert_tile``): no band mixes two experts'
+weights.
 
 Descriptors (host, ``tlxc/ops/grouped.py``): ``a`` as ``[total_M, K]`` with ``[BM / 2, BK]``
 boxes (rows past the group's end belong to the next group or lie past ``total_M``: loaded,
@@ -45,11 +48,12 @@ from .gemm_ws import grouped_tile, store_tile
 def group_table_kernel(sizes_ptr, table_ptr, E, BM: tl.constexpr, E_PAD: tl.constexpr):
     """One program: ``table[g]`` = the first row tile after group g (inclusive sum of the
     groups' row-tile counts), ``table[E_PAD + g]`` = the first row after group g (inclusive
-    sum of the sizes)."""
+    sum of the sizes), ``table[2 * E_PAD]`` = 0 (the dynamic schedule's tile counter)."""
     gs = tl.arange(0, E_PAD)
     sizes = tl.load(sizes_ptr + gs, mask=gs < E, other=0).to(tl.int32)
     tl.store(table_ptr + gs, tl.cumsum((sizes + BM - 1) // BM, axis=0), mask=gs < E)
     tl.store(table_ptr + E_PAD + gs, tl.cumsum(sizes, axis=0), mask=gs < E)
+    tl.store(table_ptr + 2 * E_PAD, 0)
 
 
 @jit
@@ -74,6 +78,52 @@ def find_group(table_ptr, E, pid_m, BM: tl.constexpr, E_PAD: tl.constexpr, SEARC
 
 
 @jit
+def find_expert_tile(table_ptr, E, tile, num_pid_n, BM: tl.constexpr, E_PAD: tl.constexpr,
+                     SEARCH_STEPS: tl.constexpr, GROUP_M: tl.constexpr):
+    """(group, first row, end row, found, pid_n) of output tile ``tile`` in expert order: the
+    tiles of group 0 first, then group 1's, ...; within a group its ``r`` row tiles walk the
+    columns in bands of ``ceil(r / ceil(r / GROUP_M))`` rows (balanced: 17 row tiles are bands
+    of 6, 6 and 5, never 8, 8 and 1), so no band mixes two experts' weights and each column tile
+    of an expert's weights is read by a whole band at once.  The group is found by a binary
+    search of the same table as ``find_group`` (its row-tile ends times the column tiles)."""
+    lo = 0
+    hi = E
+    for _ in tl.static_range(SEARCH_STEPS):
+        mid = (lo + hi) // 2
+        ends = tl.load(table_ptr + tl.minimum(mid, E - 1)) * num_pid_n
+        right = (ends <= tile) & (mid < E)
+        lo = tl.where(right, mid + 1, lo)
+        hi = tl.where(right, hi, mid)
+    group = tl.minimum(lo, E - 1)
+    found = (lo < E).to(tl.int32)
+    tile_start = tl.where(group > 0, tl.load(table_ptr + tl.maximum(group - 1, 0)), 0)
+    row_start = tl.where(group > 0, tl.load(table_ptr + E_PAD + tl.maximum(group - 1, 0)), 0)
+    row_end = tl.load(table_ptr + E_PAD + group)
+    rows = tl.maximum(tl.load(table_ptr + group) - tile_start, 1)          # the group's row tiles
+    band = tl.cdiv(rows, tl.cdiv(rows, GROUP_M))
+    local = tile - tile_start * num_pid_n
+    first = local // (band * num_pid_n) * band
+    height = tl.maximum(tl.minimum(rows - first, band), 1)
+    in_band = local % (band * num_pid_n)
+    return group, row_start + (first + in_band % height) * BM, row_end, found, in_band // height
+
+
+@jit
+def locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM: tl.constexpr, E_PAD: tl.constexpr,
+                SEARCH_STEPS: tl.constexpr, GROUP_M: tl.constexpr, EXPERT_ORDER: tl.constexpr):
+    """(group, first row, end row, found, pid_n) of output tile ``tile``: in expert order
+    (``find_expert_tile``) or in the grouped order of all row tiles (``grouped_tile`` +
+    ``find_group``: a band of ``GROUP_M`` row tiles may span two experts)."""
+    if EXPERT_ORDER:
+        group, row0, row_end, found, pid_n = find_expert_tile(table_ptr, E, tile, num_pid_n, BM, E_PAD,
+                                                              SEARCH_STEPS, GROUP_M)
+    else:
+        pid_m, pid_n = grouped_tile(tile, ROW_TILES, num_pid_n, GROUP_M)
+        group, row0, row_end, found = find_group(table_ptr, E, pid_m, BM, E_PAD, SEARCH_STEPS)
+    return group, row0, row_end, found, pid_n
+
+
+@jit
 def store_rows_pointers(acc, row, col, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M: tl.constexpr,
                         BN: tl.constexpr):
     """One consumer's ``SUB_M x BN`` accumulator at (row, col) through pointers, masked to
@@ -86,13 +136,142 @@ def store_rows_pointers(acc, row, col, row_end, N, c_ptr, stride_cm, stride_cn, 
 
 
 @jit
+def produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem, full, empty, N, K,
+                 k_tiles, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr,
+                 ELT: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr, SKIP_EMPTY_A: tl.constexpr):
+    """The producer's part of one output tile (located by ``locate_tile``): its k-steps' TMA
+    loads into the ring (none for a tile past the last group's).  With ``SKIP_EMPTY_A``, the
+    second consumer's rows of ``a`` are not loaded when they all lie past the group's end (that
+    consumer multiplies nothing): a third less L2 traffic on those tiles.  Returns the ring
+    counter after it."""
+    SUB_M: tl.constexpr = BM // 2
+    if found > 0:
+        second = 1
+        if SKIP_EMPTY_A:
+            second = (row0 + SUB_M < row_end).to(tl.int32)
+        for k in range(k_tiles):
+            slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+            tlx.barrier_wait(empty[slot], phase ^ 1)
+            if SKIP_EMPTY_A:
+                if second > 0:
+                    tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * ELT)
+                else:
+                    tlx.barrier_expect_bytes(full[slot], (SUB_M * BK + BK * BN) * ELT)
+                tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [row0, k * BK], full[slot])
+                tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [row0 + SUB_M, k * BK], full[slot],
+                                          pred=second > 0)
+            else:
+                tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * ELT)
+                for h in tl.static_range(2):
+                    tlx.async_descriptor_load(a_desc, a_smem[2 * slot + h], [row0 + h * SUB_M, k * BK],
+                                              full[slot])
+            if B_KMAJOR:
+                tlx.async_descriptor_load(b_desc, b_smem[slot], [group * N + pid_n * BN, k * BK], full[slot])
+            else:
+                for j in tl.static_range(BN // B_BOX_N):
+                    b_box = tlx.local_slice(b_smem[slot], [0, j * B_BOX_N], [BK, B_BOX_N])
+                    tlx.async_descriptor_load(b_desc, b_box, [group * K + k * BK, pid_n * BN + j * B_BOX_N],
+                                              full[slot])
+            count += 1
+    return count
+
+
+@jit
+def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, c_desc, N,
+                 k_tiles, stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr, NUM_STAGES: tl.constexpr,
+                 B_KMAJOR: tl.constexpr, C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, C_BOX_N: tl.constexpr):
+    """Consumer ``cid``'s part of one output tile (located by ``locate_tile``): its ``BM / 2``
+    rows' MMAs over the ring and their stores, or (rows past the group's end) the ring and the
+    issue turns walked without MMAs.  Returns the ring counter after it."""
+    SUB_M: tl.constexpr = BM // 2
+    row = row0 + cid * SUB_M
+    if found > 0 and row < row_end:           # this consumer has rows of the group
+        acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
+        for k in range(k_tiles):
+            slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+            tlx.barrier_wait(full[slot], phase)
+            tlx.named_barrier_wait(9 + cid, 256)      # the consumers take turns issuing
+            if B_KMAJOR:
+                acc = tlx.async_dot(a_smem[2 * slot + cid], tlx.local_trans(b_smem[slot]), acc)
+            else:
+                acc = tlx.async_dot(a_smem[2 * slot + cid], b_smem[slot], acc)
+            tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
+            acc = tlx.async_dot_wait(0, acc)          # this step's MMA is done: release its stage
+            tlx.barrier_arrive(empty[slot])
+            count += 1
+        if C_TMA:
+            if row + SUB_M <= row_end:            # all the group's rows: TMA stores, in halves
+                lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
+                store_tile(c_desc, c_smem[cid], lo, row, pid_n * BN, row_end, N, None, None, None, None,
+                           0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, 0, 0, -1, 0, False)
+                store_tile(c_desc, c_smem[cid], hi, row, pid_n * BN + BN // 2, row_end, N, None, None,
+                           None, None, 0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, 0, 0, -1, 0, False)
+            else:                                 # the group's last rows: masked pointer stores
+                store_rows_pointers(acc, row, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, BN)
+        else:
+            store_rows_pointers(acc, row, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, BN)
+    elif found > 0:                               # rows past the group's end: no MMAs, but the
+        for k in range(k_tiles):                  # ring and the turns are walked in step
+            slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+            tlx.barrier_wait(full[slot], phase)
+            tlx.named_barrier_wait(9 + cid, 256)
+            tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
+            tlx.barrier_arrive(empty[slot])
+            count += 1
+    return count
+
+
+@jit
+def tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER: tl.constexpr):
+    """The tile indices to walk: in expert order the groups' row tiles' (the table's last row-tile
+    end), else ``ROW_TILES`` (an upper bound: the tiles of row tiles past the last group's are
+    skipped)."""
+    if EXPERT_ORDER:
+        return tl.load(table_ptr + E - 1) * num_pid_n
+    else:
+        return ROW_TILES * num_pid_n
+
+
+@jit
+def publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS: tl.constexpr):
+    """The producer hands the consumers their ``n``-th tile, located (first row, end row,
+    found, column tile: ``found = -1`` ends the walk), through a ring of ``ID_BUFS`` slots of
+    four shared int32 (dynamic schedule): the consumers search no table."""
+    slot, phase = tlx.get_bufidx_phase(n, ID_BUFS)
+    tlx.barrier_wait(ids_empty[slot], phase ^ 1)
+    zero = tl.full((1,), 0, tl.int32)
+    tlx.local_store(ids[4 * slot], zero + row0)
+    tlx.local_store(ids[4 * slot + 1], zero + row_end)
+    tlx.local_store(ids[4 * slot + 2], zero + found)
+    tlx.local_store(ids[4 * slot + 3], zero + pid_n)
+    tlx.barrier_arrive(ids_full[slot])
+
+
+@jit
+def take_tile(ids, ids_full, ids_empty, n, ID_BUFS: tl.constexpr):
+    """A consumer's ``n``-th tile from the producer's ring: (first row, end row, found, column
+    tile) (dynamic schedule)."""
+    slot, phase = tlx.get_bufidx_phase(n, ID_BUFS)
+    tlx.barrier_wait(ids_full[slot], phase)
+    row0 = tl.sum(tlx.local_load(ids[4 * slot]), axis=0)
+    row_end = tl.sum(tlx.local_load(ids[4 * slot + 1]), axis=0)
+    found = tl.sum(tlx.local_load(ids[4 * slot + 2]), axis=0)
+    pid_n = tl.sum(tlx.local_load(ids[4 * slot + 3]), axis=0)
+    tlx.barrier_arrive(ids_empty[slot])
+    return row0, row_end, found, pid_n
+
+
+@jit
 def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, ROW_TILES, num_progs, stride_cm,
                            stride_cn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                            NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, B_KMAJOR: tl.constexpr,
                            B_BOX_N: tl.constexpr, E_PAD: tl.constexpr, SEARCH_STEPS: tl.constexpr,
-                           C_TMA: tl.constexpr = False, OUT_DTYPE: tl.constexpr = None, C_BOX_N: tl.constexpr = 64):
+                           C_TMA: tl.constexpr = False, OUT_DTYPE: tl.constexpr = None, C_BOX_N: tl.constexpr = 64,
+                           EXPERT_ORDER: tl.constexpr = False, DYNAMIC: tl.constexpr = False):
     SUB_M: tl.constexpr = BM // 2
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
+    ID_BUFS: tl.constexpr = 2
+    c_smem = None
     if C_TMA:
         c_smem = tlx.local_alloc((SUB_M, BN // 2), OUT_DTYPE, 2)           # one half-tile per consumer
     a_smem = tlx.local_alloc((SUB_M, BK), DTYPE, NUM_STAGES * 2)             # [2 * stage + consumer]
@@ -102,77 +281,60 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
         b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)
+    if DYNAMIC:                     # the tile indices the producer draws, handed to the consumers
+        ids = tlx.local_alloc((1,), tl.int32, 4 * ID_BUFS)
+        ids_full = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
+        ids_empty = tlx.alloc_barriers(ID_BUFS, arrive_count=2)
 
     num_pid_n = tl.cdiv(N, BN)
-    num_tiles = ROW_TILES * num_pid_n
     k_tiles = tl.cdiv(K, BK)
 
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
+            num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER)
             count = 0
-            for tile in range(tl.program_id(0), num_tiles, num_progs):
-                pid_m, pid_n = grouped_tile(tile, ROW_TILES, num_pid_n, GROUP_M)
-                group, row0, row_end, found = find_group(table_ptr, E, pid_m, BM, E_PAD, SEARCH_STEPS)
-                if found > 0:
-                    for k in range(k_tiles):
-                        slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
-                        tlx.barrier_wait(empty[slot], phase ^ 1)
-                        tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * ELT)
-                        for h in tl.static_range(2):
-                            tlx.async_descriptor_load(a_desc, a_smem[2 * slot + h], [row0 + h * SUB_M, k * BK],
-                                                      full[slot])
-                        if B_KMAJOR:
-                            tlx.async_descriptor_load(b_desc, b_smem[slot], [group * N + pid_n * BN, k * BK],
-                                                      full[slot])
-                        else:
-                            for j in tl.static_range(BN // B_BOX_N):
-                                b_box = tlx.local_slice(b_smem[slot], [0, j * B_BOX_N], [BK, B_BOX_N])
-                                tlx.async_descriptor_load(b_desc, b_box, [group * K + k * BK,
-                                                                          pid_n * BN + j * B_BOX_N], full[slot])
-                        count += 1
+            if DYNAMIC:             # a program's first tile is its id, the next ones are drawn
+                tile = tl.program_id(0)
+                n = 0
+                while tile < num_tiles:
+                    group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
+                                                                     E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
+                    publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS)
+                    count = produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem,
+                                         full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N,
+                                         True)
+                    n += 1
+                    tile = tl.atomic_add(table_ptr + 2 * E_PAD, 1) + num_progs
+                publish_tile(ids, ids_full, ids_empty, n, 0, 0, -1, 0, ID_BUFS)      # the end
+            else:                   # every num_progs-th tile
+                for tile in range(tl.program_id(0), num_tiles, num_progs):
+                    group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
+                                                                     E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
+                    count = produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem,
+                                         full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N,
+                                         False)
         with tlx.async_task(num_warps=4, registers=232, replicate=2):        # the wgmma consumers
             cid = tlx.async_task_replica_id()
             if cid == 1:
                 tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
             count = 0
-            for tile in range(tl.program_id(0), num_tiles, num_progs):
-                pid_m, pid_n = grouped_tile(tile, ROW_TILES, num_pid_n, GROUP_M)
-                group, row0, row_end, found = find_group(table_ptr, E, pid_m, BM, E_PAD, SEARCH_STEPS)
-                row = row0 + cid * SUB_M
-                if found > 0 and row < row_end:           # this consumer has rows of the group
-                    acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
-                    for k in range(k_tiles):
-                        slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
-                        tlx.barrier_wait(full[slot], phase)
-                        tlx.named_barrier_wait(9 + cid, 256)      # the consumers take turns issuing
-                        if B_KMAJOR:
-                            acc = tlx.async_dot(a_smem[2 * slot + cid], tlx.local_trans(b_smem[slot]), acc)
-                        else:
-                            acc = tlx.async_dot(a_smem[2 * slot + cid], b_smem[slot], acc)
-                        tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
-                        acc = tlx.async_dot_wait(0, acc)          # this step's MMA is done: release its stage
-                        tlx.barrier_arrive(empty[slot])
-                        count += 1
-                    if C_TMA:
-                        if row + SUB_M <= row_end:            # all the group's rows: TMA stores, in halves
-                            lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
-                            store_tile(c_desc, c_smem[cid], lo, row, pid_n * BN, row_end, N, None, None, None, None,
-                                       0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, 0, 0, -1, 0, False)
-                            store_tile(c_desc, c_smem[cid], hi, row, pid_n * BN + BN // 2, row_end, N, None, None,
-                                       None, None, 0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, 0, 0, -1, 0, False)
-                        else:                                 # the group's last rows: masked pointer stores
-                            store_rows_pointers(acc, row, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn,
-                                                SUB_M, BN)
-                    else:
-                        store_rows_pointers(acc, row, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, BN)
-                elif found > 0:                               # rows past the group's end: no MMAs, but the
-                    for k in range(k_tiles):                  # ring and the turns are walked in step
-                        slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
-                        tlx.barrier_wait(full[slot], phase)
-                        tlx.named_barrier_wait(9 + cid, 256)
-                        tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
-                        tlx.barrier_arrive(empty[slot])
-                        count += 1
+            if DYNAMIC:
+                n = 0
+                row0, row_end, found, pid_n = take_tile(ids, ids_full, ids_empty, n, ID_BUFS)
+                while found >= 0:
+                    count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
+                                         empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
+                                         B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N)
+                    n += 1
+                    row0, row_end, found, pid_n = take_tile(ids, ids_full, ids_empty, n, ID_BUFS)
+            else:
+                num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER)
+                for tile in range(tl.program_id(0), num_tiles, num_progs):
+                    _, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM, E_PAD,
+                                                                 SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
+                    count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
+                                         empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
+                                         B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             if C_TMA:

@@ -1,0 +1,104 @@
+"""The generated CUDA C++ run on the host CPU (codegen_nvptx/emu: the kernel text compiled by g++
+against an emulation of the tlx_* helpers): the decode split kernel that disagreed with the
+interpreter on the H200 (session 13, ``_variant=7``) computes the float64 answer from its CUDA text
+too, and a corrupted layout conversion in that text is caught."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+from tlxc.codegen_nvptx.emu import run as emu
+
+pytestmark = pytest.mark.skipif(not emu.available(), reason="no host C++ compiler")
+
+M = importlib.import_module("tlxc.ops.attention_decode")
+
+
+def _emulating(monkeypatch, edit=None):
+    """attention_decode's launches compile for sm_90a and run their CUDA text on the emulation
+    (``edit``: a change of the text first); the texts run, by kernel name."""
+    texts = {}
+
+    def launch(kernel, grid, *args, **meta):
+        handle = kernel.warmup(*args, grid=grid, **meta)
+        bound = kernel.signature.bind(*args, **{k: v for k, v in meta.items() if k not in ("num_warps", "launch_pdl")})
+        bound.apply_defaults()
+        source = handle.asm["cuda"] if edit is None else edit(handle.asm["cuda"])
+        texts[kernel.__name__] = source
+        emu.build(source).run(dict(bound.arguments), grid=grid, threads=32 * meta.get("num_warps", 4))
+    monkeypatch.setattr(M, "_launch", launch)
+    return texts
+
+
+def _decode_case(variant):
+    lens, page, D = [0, 1, 700, 1500, 129], 64, 64            # MQA 8:1, 64-row pages: s13 run 3's failing case
+    gen = torch.Generator().manual_seed(72)
+    need = [-(-n // page) for n in lens]
+    num = sum(need) + 2
+    order = torch.randperm(num, generator=gen)
+    table = torch.full((len(lens), max(need)), -1, dtype=torch.int32)
+    used = 0
+    for b, n in enumerate(need):
+        table[b, :n] = order[used:used + n].to(torch.int32)
+        used += n
+    k = torch.randn(num, page, 1, D, generator=gen).to(torch.bfloat16)
+    v = torch.randn(num, page, 1, D, generator=gen).to(torch.bfloat16)
+    q = torch.randn(len(lens), 8, D, generator=gen).to(torch.bfloat16)
+    seqlens = torch.tensor(lens, dtype=torch.int32)
+    ref_o, _ = M.reference(q, k, v, seqlens, block_table=table)
+    o, _ = M.attention_decode(q, k, v, seqlens, block_table=table, num_splits=3, combine="inline", check=False,
+                              _variant=variant, _sms=132)
+    return (o.double() - ref_o).abs().amax(dim=(1, 2))
+
+
+@pytest.mark.parametrize("variant", [0, 7])
+def test_decode_split_kernel_cuda_text_matches_float64(variant, monkeypatch):
+    texts = _emulating(monkeypatch)
+    err = _decode_case(variant)
+    assert list(texts) == ["decode_split_kernel"]
+    assert err.max().item() < 2e-2, err.tolist()
+
+
+def test_a_corrupted_conversion_is_caught(monkeypatch):
+    """The row offsets' shared-memory conversion of variant 7 written to the wrong slots (row r's
+    offset stored for row r ^ 1): the sequences whose last block is partial come out wrong."""
+    def corrupt(source):
+        assert "[tf3] = " in source, "the conversion's store moved: update this test's edit"
+        return source.replace("[tf3] = ", "[tf3 ^ 1] = ")
+    _emulating(monkeypatch, corrupt)
+    err = _decode_case(7)
+    assert err.max().item() > 0.1, err.tolist()
+
+
+@pytest.mark.parametrize("lens,H,Hkv,D,page,splits", [([0, 1, 37, 700], 32, 8, 128, 16, None),
+                                                      ([130, 5, 600], 8, 1, 64, 64, 3)], ids=str)
+def test_decode_tma_ring_cuda_text_matches_float64(lens, H, Hkv, D, page, splits, monkeypatch):
+    """``_tma=True``: the TMA copies per page box, their mbarriers and the zeroed V tail, in the CUDA
+    text (NaN in every cache row no sequence owns)."""
+    texts = _emulating(monkeypatch)
+    gen = torch.Generator().manual_seed(5)
+    need = [-(-n // page) for n in lens]
+    num = sum(need) + 2
+    order = torch.randperm(num, generator=gen)
+    table = torch.full((len(lens), max(need) + 1), -1, dtype=torch.int32)
+    used = 0
+    for b, n in enumerate(need):
+        table[b, :n] = order[used:used + n].to(torch.int32)
+        used += n
+    k = torch.randn(num, page, Hkv, D, generator=gen).to(torch.bfloat16)
+    v = torch.randn(num, page, Hkv, D, generator=gen).to(torch.bfloat16)
+    owned = torch.zeros(num, page, dtype=torch.bool)
+    for b, n in enumerate(lens):
+        rows = torch.arange(n)
+        owned[table[b, rows // page].long(), rows % page] = True
+    k[~owned], v[~owned] = float("nan"), float("nan")
+    q = torch.randn(len(lens), H, D, generator=gen).to(torch.bfloat16)
+    seqlens = torch.tensor(lens, dtype=torch.int32)
+    ref_o, _ = M.reference(q, k, v, seqlens, block_table=table)
+    o, _ = M.attention_decode(q, k, v, seqlens, block_table=table, num_splits=splits, check=False, _tma=True,
+                              _sms=132)
+    assert "decode_split_kernel" in texts
+    err = (o.double() - ref_o).abs().max().item()
+    assert err < 2e-2, err

@@ -1,0 +1,136 @@
+"""Run generated CUDA C++ on the host CPU: the kernel's text (from ``extern "C" __global__`` on,
+unchanged), compiled by the host g++ against ``tlx_cuda_emu.h`` (the emulation of the tlx_*
+helpers; its header comment gives the model and what it cannot show).  For logic checks of the
+CUDA code generator (layouts, masks, indices, wgmma fragments) without a GPU.
+
+    module = build(compiled.asm["cuda"])
+    module.run(values_by_name, grid=(5, 3), threads=128)
+
+``values_by_name`` maps the kernel's C++ parameter names to values: a tensor (anything with
+``data_ptr()``) for a pointer, a Python number for a scalar (its C type from the signature), a
+``tlxc.TensorDescriptor`` for a TMA descriptor parameter.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+HEADER = Path(__file__).with_name("tlx_cuda_emu.h")
+_FLAGS = ("-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-fno-strict-aliasing")
+_SIGNATURE = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\((.*?)\) \{', re.S)
+_SCALARS = {"int": ctypes.c_int32, "unsigned": ctypes.c_uint32, "unsigned int": ctypes.c_uint32,
+            "long long": ctypes.c_int64, "unsigned long long": ctypes.c_uint64, "float": ctypes.c_float,
+            "double": ctypes.c_double, "bool": ctypes.c_bool}
+
+
+class EmulationError(RuntimeError):
+    """The emulated kernel could not be built or run (an unemulated helper, a deadlock)."""
+
+
+def available() -> bool:
+    return shutil.which(os.environ.get("CXX", "g++")) is not None
+
+
+def _cache_dir() -> Path:
+    path = Path(tempfile.gettempdir()) / f"tlxc-cuda-emu-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def kernel_signature(source: str) -> tuple[str, list[tuple[str, str]]]:
+    """(kernel name, [(C type, parameter name)]) of the one ``__global__`` kernel of ``source``."""
+    m = _SIGNATURE.search(source)
+    if m is None:
+        raise EmulationError("no extern \"C\" __global__ kernel in the source")
+    params = []
+    for p in filter(None, (x.strip() for x in m.group(2).split(","))):
+        p = p.replace("const __grid_constant__ ", "")
+        typ, name = p.rsplit(" ", 1)
+        while name.startswith("*"):
+            typ, name = typ + "*", name[1:]
+        params.append((typ.strip(), name))
+    return m.group(1), params
+
+
+class _TensorMap(ctypes.Structure):       # tlx_cuda_emu.h's tlx_tensormap
+    _fields_ = [("base", ctypes.c_void_p), ("dims", ctypes.c_longlong * 5), ("strides", ctypes.c_longlong * 5),
+                ("box", ctypes.c_int * 5), ("rank", ctypes.c_int), ("elem", ctypes.c_int), ("swizzle", ctypes.c_int)]
+
+
+def _tensormap(desc) -> _TensorMap:
+    """The emulation's map of a ``tlxc.TensorDescriptor`` (innermost dimension first)."""
+    elem = desc.base.element_size()
+    rank = len(desc.shape)
+    m = _TensorMap()
+    m.base = desc.base.data_ptr()
+    for d in range(rank):
+        m.dims[d] = desc.shape[rank - 1 - d]
+        m.strides[d] = desc.strides[rank - 1 - d] * elem
+        m.box[d] = desc.block_shape[rank - 1 - d]
+    m.rank, m.elem, m.swizzle = rank, elem, desc.swizzle
+    return m
+
+
+class EmulatedKernel:
+    def __init__(self, path: Path, name: str, params: list[tuple[str, str]]):
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.tlx_cuemu_run.restype = ctypes.c_int
+        self.lib.tlx_cuemu_error.restype = ctypes.c_char_p
+        self.name, self.params = name, params
+
+    def run(self, values: Mapping[str, object], *, grid: Sequence[int], threads: int) -> None:
+        """Launch on ``grid`` CTAs of ``threads`` threads, one CTA after another."""
+        holders = []
+        for typ, name in self.params:
+            if name not in values:
+                raise EmulationError(f"no value for parameter '{name}' of {self.name}")
+            v = values[name]
+            if typ == "tlx_tensormap":
+                holders.append(_tensormap(v))
+            elif typ.endswith("*"):
+                holders.append(ctypes.c_void_p(v.data_ptr() if v is not None else 0))
+            elif typ in _SCALARS:
+                holders.append(_SCALARS[typ](v))
+            else:
+                raise EmulationError(f"parameter '{name}' of C type '{typ}' is not emulated")
+        argv = (ctypes.c_void_p * max(1, len(holders)))(
+            *[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
+        g = (*tuple(grid), 1, 1)[:3]
+        if self.lib.tlx_cuemu_run(argv, g[0], g[1], g[2], threads):
+            raise EmulationError(f"{self.name}: {self.lib.tlx_cuemu_error().decode()}")
+
+
+def build(source: str) -> EmulatedKernel:
+    """Compile the kernel of ``source`` (generated CUDA, its helper prelude cut off) against the
+    emulation header; cached by content."""
+    name, params = kernel_signature(source)
+    body = source[source.index('extern "C" __global__'):]
+    unpack = ", ".join(f"*({t}*)argv[{i}]" for i, (t, _) in enumerate(params))
+    text = (f"{body}\n"
+            f'extern "C" int tlx_cuemu_run(void** argv, unsigned gx, unsigned gy, unsigned gz, int threads) {{\n'
+            f"  return cuemu::run_grid(gx, gy, gz, threads, [argv]() {{ {name}({unpack}); }});\n}}\n")
+    header = HEADER.read_text()
+    digest = hashlib.sha256((header + "\0" + text).encode()).hexdigest()[:24]
+    lib = _cache_dir() / f"{digest}.so"
+    if not lib.exists():
+        with tempfile.TemporaryDirectory(dir=_cache_dir()) as tmp:
+            src = Path(tmp) / "kernel.cpp"
+            src.write_text(text)
+            out = Path(tmp) / "kernel.so"
+            cmd = [os.environ.get("CXX", "g++"), *_FLAGS, "-include", str(HEADER), str(src), "-o", str(out)]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise EmulationError(f"the host compiler rejected the CUDA text under the emulation:\n"
+                                     f"{' '.join(cmd)}\n{proc.stderr[-6000:]}")
+            os.replace(out, lib)
+    return EmulatedKernel(lib, name, params)
+
+
+__all__ = ["HEADER", "EmulatedKernel", "EmulationError", "available", "build", "kernel_signature"]

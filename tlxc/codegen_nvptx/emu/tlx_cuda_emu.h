@@ -1,0 +1,428 @@
+// tlx_cuda_emu.h: run the kernel of tlxc's generated CUDA C++ (sm_90a) on the host CPU, for
+// checks of the CUDA code generator without a GPU (codegen_nvptx/emu/run.py).  The kernel text is
+// compiled unchanged by the host g++; the prelude of tlx_* helpers that the generator writes with
+// inline PTX is cut off (run.py) and replaced by the host implementations below, written from the
+// PTX ISA (wgmma fragment layouts, matrix descriptors, the 128-byte swizzle, cp.async zero-fill).
+// Model:
+//   * one CTA at a time; its threads are fibers (ucontext) on one OS thread, switched only at CTA
+//     barriers, warp operations (shuffles, __syncwarp) and warpgroup operations (wgmma);
+//   * cp.async reads its source at issue and writes shared memory only when a wait_group retires
+//     its group (a read of the buffer before that sees the old bytes); shared memory starts as 0xA5;
+//   * wgmma computes when the whole warpgroup has issued it, from every thread's A fragment and the
+//     descriptor's shared-memory B (128-byte swizzle only), into each thread's accumulator.
+// What this cannot show: timing, the real memory model (accesses are sequentially consistent
+// between the switch points, so a missing fence is invisible), NVRTC/ptxas, hardware bugs.
+//   * TMA tile loads (tlx_tma_load_*d, up to 5 dimensions, out-of-range elements read as zeros, the
+//     128-byte swizzle) copy at issue and complete their bytes on the mbarrier at once; an mbarrier
+//     keeps its arrivals, transaction bytes and phase (mbarrier.init / arrive.expect_tx / try_wait).
+//     The kernel's descriptor parameters receive ``tlx_tensormap`` as this header defines it (run.py
+//     fills it from a tlxc.TensorDescriptor), not the driver's encoding.
+// Helpers not emulated (TMA stores, tcgen05, clusters, ...) fail the host compile by name.
+#pragma once
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __shared__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __grid_constant__
+
+extern "C" {
+unsigned char tlx_smem[232448] __attribute__((aligned(1024)));
+}
+
+namespace cuemu {
+struct Dim3 { unsigned x = 0, y = 0, z = 0; };
+enum State { READY, WAITING, DONE };
+struct Thread {
+  ucontext_t ctx;
+  State state = DONE;
+  char* stack = nullptr;
+  unsigned warp_gen = 0, wg_gen = 0;
+  struct Copy { void* dst; unsigned char bytes[16]; };
+  std::vector<std::vector<Copy>> groups;   // committed cp.async groups not waited for, oldest first
+  std::vector<Copy> open;                  // copies issued since the last commit
+};
+struct WgDeposit {
+  float* d;
+  unsigned a[4];
+  unsigned long long desc;
+  int scale_d, tb, n;
+};
+static int g_threads = 0;
+static std::vector<Thread> g_thr;
+static ucontext_t g_sched;
+static int g_cur = 0;
+static Dim3 g_block, g_grid, g_bdim;
+static std::function<void()> g_kernel;
+static unsigned g_bar_count = 0, g_bar_gen = 0;
+static unsigned long long g_warp_bank[2][8][32];
+static unsigned g_warp_count[2][8];
+static WgDeposit g_wg_bank[2][4][128];
+static unsigned g_wg_count[2][4];
+static char g_error[512] = "";
+
+static inline void yield_() { swapcontext(&g_thr[g_cur].ctx, &g_sched); }
+
+static void entry() {
+  g_kernel();
+  g_thr[g_cur].state = DONE;
+  swapcontext(&g_thr[g_cur].ctx, &g_sched);
+}
+
+static inline unsigned tid() { return (unsigned)g_cur; }
+
+// CTA barrier: every thread of the CTA
+static inline void bar_sync() {
+  unsigned gen = g_bar_gen;
+  if (++g_bar_count == (unsigned)g_threads) {
+    g_bar_count = 0;
+    ++g_bar_gen;
+    return;
+  }
+  while (g_bar_gen == gen) yield_();
+}
+
+// a warp operation: every lane deposits a value, waits for the others, reads the bank
+static inline const unsigned long long* warp_exchange(unsigned long long v) {
+  Thread& t = g_thr[g_cur];
+  int w = g_cur / 32, l = g_cur % 32, b = t.warp_gen & 1;
+  g_warp_bank[b][w][l] = v;
+  if (++g_warp_count[b][w] == 32) g_warp_count[b ^ 1][w] = 0;      // everyone finished the previous one
+  while (g_warp_count[b][w] < 32) yield_();
+  ++t.warp_gen;
+  return g_warp_bank[b][w];
+}
+
+static inline unsigned smem_off(const void* p) { return (unsigned)((const unsigned char*)p - tlx_smem); }
+static inline unsigned swz128(unsigned a) { return a ^ (((a >> 7) & 7) << 4); }
+static inline float bf16f(unsigned short h) { unsigned u = (unsigned)h << 16; float f; memcpy(&f, &u, 4); return f; }
+
+// wgmma.mma_async m64nNk16 f32 += bf16 (A in registers) x bf16 (B in shared memory, descriptor)
+static void wgmma_compute(WgDeposit* dep) {
+  int N = dep[0].n, tb = dep[0].tb;
+  unsigned long long desc = dep[0].desc;
+  for (int i = 1; i < 128; ++i)
+    if (dep[i].desc != desc || dep[i].scale_d != dep[0].scale_d) {
+      snprintf(g_error, sizeof g_error, "wgmma: threads of a warpgroup disagree on the descriptor or scale-d");
+    }
+  unsigned start = (unsigned)(desc & 0x3FFF) << 4;
+  unsigned lbo = (unsigned)((desc >> 16) & 0x3FFF) << 4;
+  unsigned sbo = (unsigned)((desc >> 32) & 0x3FFF) << 4;
+  unsigned swz = (unsigned)(desc >> 62);
+  if (swz != 1) snprintf(g_error, sizeof g_error, "wgmma: only the 128-byte swizzle is emulated (got mode %u)", swz);
+  float A[64][16];
+  for (int t = 0; t < 128; ++t) {
+    int w = t / 32, l = t % 32, r = 16 * w + l / 4, c = (l % 4) * 2;
+    const unsigned* a = dep[t].a;
+    A[r][c] = bf16f(a[0] & 0xFFFF); A[r][c + 1] = bf16f(a[0] >> 16);
+    A[r + 8][c] = bf16f(a[1] & 0xFFFF); A[r + 8][c + 1] = bf16f(a[1] >> 16);
+    A[r][c + 8] = bf16f(a[2] & 0xFFFF); A[r][c + 9] = bf16f(a[2] >> 16);
+    A[r + 8][c + 8] = bf16f(a[3] & 0xFFFF); A[r + 8][c + 9] = bf16f(a[3] >> 16);
+  }
+  std::vector<float> B(16 * N);
+  for (int k = 0; k < 16; ++k)
+    for (int n = 0; n < N; ++n) {
+      unsigned addr = tb == 0 ? start + (n / 8) * sbo + (n % 8) * 128 + k * 2
+                              : start + (k / 8) * sbo + (k % 8) * 128 + (n % 64) * 2 + (n / 64) * lbo;
+      unsigned short h;
+      if (swz128(addr) + 2 > sizeof(tlx_smem)) {
+        snprintf(g_error, sizeof g_error, "wgmma: the descriptor reads outside shared memory");
+        return;
+      }
+      memcpy(&h, tlx_smem + swz128(addr), 2);
+      B[k * N + n] = bf16f(h);
+    }
+  for (int t = 0; t < 128; ++t) {
+    int w = t / 32, l = t % 32, r = 16 * w + l / 4, c = (l % 4) * 2;
+    float* d = dep[t].d;
+    for (int i = 0; i < N / 8; ++i)
+      for (int e = 0; e < 4; ++e) {
+        int row = r + (e >> 1) * 8, col = 8 * i + c + (e & 1);
+        float s = dep[t].scale_d ? d[4 * i + e] : 0.0f;
+        for (int k = 0; k < 16; ++k) s += A[row][k] * B[k * N + col];
+        d[4 * i + e] = s;
+      }
+  }
+}
+
+static inline void wgmma(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long desc,
+                         int scale_d, int tb, int n) {
+  Thread& t = g_thr[g_cur];
+  int g = g_cur / 128, l = g_cur % 128, b = t.wg_gen & 1;
+  g_wg_bank[b][g][l] = WgDeposit{d, {a0, a1, a2, a3}, desc, scale_d, tb, n};
+  if (++g_wg_count[b][g] == 128) {
+    g_wg_count[b ^ 1][g] = 0;
+    wgmma_compute(g_wg_bank[b][g]);
+    g_wg_count[b][g] = 1000;            // released
+  }
+  while (g_wg_count[b][g] < 1000) yield_();
+  ++t.wg_gen;
+}
+}  // namespace cuemu
+
+#define threadIdx (cuemu::Dim3{cuemu::tid(), 0, 0})
+#define blockIdx (cuemu::g_block)
+#define gridDim (cuemu::g_grid)
+#define blockDim (cuemu::g_bdim)
+
+static inline void __syncthreads() { cuemu::bar_sync(); }
+static inline void __syncwarp(unsigned = 0xffffffffu) { cuemu::warp_exchange(0); }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+template <class T>
+static inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
+  unsigned long long x = 0; memcpy(&x, &v, sizeof(T));
+  const unsigned long long* bank = cuemu::warp_exchange(x);
+  T r; memcpy(&r, &bank[src % 32], sizeof(T)); return r;
+}
+template <class T>
+static inline T __shfl_xor_sync(unsigned, T v, int mask, int width = 32) {
+  unsigned long long x = 0; memcpy(&x, &v, sizeof(T));
+  const unsigned long long* bank = cuemu::warp_exchange(x);
+  T r; memcpy(&r, &bank[(cuemu::tid() % 32) ^ mask], sizeof(T)); return r;
+}
+static inline unsigned long long __cvta_generic_to_shared(const void* p) { return cuemu::smem_off(p); }
+
+static inline unsigned short tlx_cvt_rn_bf16_f32(float x) {
+  unsigned u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1);
+  return (unsigned short)(u >> 16);
+}
+static inline float tlx_ex2_approx_ftz_f32(float x) { return exp2f(x); }
+static inline float tlx_div_full_f32(float x, float y) { return x / y; }
+static inline void tlx_ld_global_b32(const void* p, bool pred, unsigned& w0) { if (pred) memcpy(&w0, p, 4); }
+static inline void tlx_st_global_b32(void* p, bool pred, unsigned w0) { if (pred) memcpy(p, &w0, 4); }
+static inline void tlx_st_global_b64(void* p, bool pred, unsigned w0, unsigned w1) {
+  if (pred) { unsigned w[2] = {w0, w1}; memcpy(p, w, 8); }
+}
+static inline void tlx_st_global_b128(void* p, bool pred, unsigned w0, unsigned w1, unsigned w2, unsigned w3) {
+  if (pred) { unsigned w[4] = {w0, w1, w2, w3}; memcpy(p, w, 16); }
+}
+static inline void tlx_ld_global_b64(const void* p, bool pred, unsigned& w0, unsigned& w1) {
+  if (pred) { unsigned w[2]; memcpy(w, p, 8); w0 = w[0]; w1 = w[1]; }
+}
+static inline void tlx_ld_global_b16(const void* p, bool pred, unsigned short& w0) { if (pred) memcpy(&w0, p, 2); }
+static inline void tlx_st_global_b16(void* p, bool pred, unsigned short w0) { if (pred) memcpy(p, &w0, 2); }
+static inline void tlx_ld_global_b128(const void* p, bool pred, unsigned& w0, unsigned& w1, unsigned& w2, unsigned& w3) {
+  if (pred) { unsigned w[4]; memcpy(w, p, 16); w0 = w[0]; w1 = w[1]; w2 = w[2]; w3 = w[3]; }
+}
+template <int EVICT> static inline unsigned long long tlx_l2_policy() { return 0; }
+template <int CACHE, int EVICT>
+static inline void tlx_ld_global_hint_b32(const void* p, bool pred, unsigned& w0) { tlx_ld_global_b32(p, pred, w0); }
+template <int CACHE, int EVICT>
+static inline void tlx_ld_global_hint_b128(const void* p, bool pred, unsigned& w0, unsigned& w1, unsigned& w2,
+                                           unsigned& w3) { tlx_ld_global_b128(p, pred, w0, w1, w2, w3); }
+template <int SEM, int SCOPE>
+static inline int tlx_atom_add_s32(void* p, int v) { int old; memcpy(&old, p, 4); int n = old + v; memcpy(p, &n, 4); return old; }
+static inline unsigned tlx_smem_addr(const void* p) { return cuemu::smem_off(p); }
+static inline void tlx_fence_proxy_async_shared_cta() {}
+// cp.async: the source is read at issue, the shared-memory bytes land only when a wait_group
+// retires the copy's group (a read of the buffer before that sees the old bytes)
+static inline void tlx_cp_async_16(void* dst, const void* src, bool pred) {
+  cuemu::Thread::Copy c; c.dst = dst;
+  if (pred) memcpy(c.bytes, src, 16); else memset(c.bytes, 0, 16);
+  cuemu::g_thr[cuemu::g_cur].open.push_back(c);
+}
+static inline void tlx_cp_async_commit_group() {
+  auto& t = cuemu::g_thr[cuemu::g_cur];
+  t.groups.push_back(t.open); t.open.clear();
+}
+template <int N> static inline void tlx_cp_async_wait_group() {
+  auto& t = cuemu::g_thr[cuemu::g_cur];
+  while ((int)t.groups.size() > N) {
+    for (auto& c : t.groups.front()) memcpy(c.dst, c.bytes, 16);
+    t.groups.erase(t.groups.begin());
+  }
+}
+static inline void tlx_ld_shared_b32(const void* p, unsigned& w0) { memcpy(&w0, p, 4); }
+static inline void tlx_st_shared_b128(void* p, unsigned w0, unsigned w1, unsigned w2, unsigned w3) {
+  unsigned w[4] = {w0, w1, w2, w3}; memcpy(p, w, 16);
+}
+static inline void tlx_st_shared_b64(void* p, unsigned w0, unsigned w1) { unsigned w[2] = {w0, w1}; memcpy(p, w, 8); }
+static inline void tlx_ld_shared_b64(const void* p, unsigned& w0, unsigned& w1) { unsigned w[2]; memcpy(w, p, 8); w0 = w[0]; w1 = w[1]; }
+static inline void tlx_ld_shared_b128(const void* p, unsigned& w0, unsigned& w1, unsigned& w2, unsigned& w3) {
+  unsigned w[4]; memcpy(w, p, 16); w0 = w[0]; w1 = w[1]; w2 = w[2]; w3 = w[3];
+}
+struct tlx_tensormap {                  // (the emulation's own: run.py fills it from a TensorDescriptor)
+  unsigned char* base;
+  long long dims[5], strides[5];          // innermost first; strides in bytes
+  int box[5], rank, elem, swizzle;
+};
+namespace cuemu {
+struct MBar { unsigned count = 0, pending = 0, phase = 0; long long tx = 0; };
+static MBar g_mbar[sizeof(tlx_smem) / 8];  // by shared-memory offset / 8
+static MBar g_mbar_bad;
+static inline MBar& mbar(const void* p) {
+  unsigned off = smem_off(p);
+  if (off >= sizeof(tlx_smem) || off % 8) {
+    snprintf(g_error, sizeof g_error, "mbarrier at shared offset %u: outside shared memory or misaligned", off);
+    return g_mbar_bad;
+  }
+  return g_mbar[off / 8];
+}
+static inline void mbar_settle(MBar& b) {
+  if (b.pending == 0 && b.tx == 0) { b.phase ^= 1; b.pending = b.count; }
+}
+}  // namespace cuemu
+static inline void tlx_mbarrier_init(unsigned long long* bar, unsigned count) {
+  cuemu::MBar& b = cuemu::mbar(bar); b.count = b.pending = count; b.phase = 0; b.tx = 0;
+}
+static inline void tlx_mbarrier_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
+  cuemu::MBar& b = cuemu::mbar(bar);
+  b.tx += bytes;
+  if (b.pending == 0) snprintf(cuemu::g_error, sizeof cuemu::g_error, "mbarrier: more arrivals than its count");
+  --b.pending;
+  cuemu::mbar_settle(b);
+}
+static inline void tlx_mbarrier_arrive(unsigned long long* bar) {
+  cuemu::MBar& b = cuemu::mbar(bar);
+  --b.pending;
+  cuemu::mbar_settle(b);
+}
+static inline bool tlx_mbarrier_try_wait_parity(unsigned long long* bar, unsigned phase) {
+  return cuemu::mbar(bar).phase != (phase & 1);
+}
+static inline void tlx_mbarrier_wait(unsigned long long* bar, unsigned phase) {
+  while (!tlx_mbarrier_try_wait_parity(bar, phase)) cuemu::yield_();
+}
+static inline void tlx_tma_load(void* dst, const void* map, unsigned long long* bar, const int* c, int rank) {
+  const tlx_tensormap& m = *(const tlx_tensormap*)map;
+  if (rank != m.rank) snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: %d coordinates, a rank-%d map", rank, m.rank);
+  int box[5] = {1, 1, 1, 1, 1};
+  for (int d = 0; d < m.rank; ++d) box[d] = m.box[d];
+  unsigned off = cuemu::smem_off(dst);
+  long long bytes = 0;
+  int idx[5];
+  for (idx[4] = 0; idx[4] < box[4]; ++idx[4])
+    for (idx[3] = 0; idx[3] < box[3]; ++idx[3])
+      for (idx[2] = 0; idx[2] < box[2]; ++idx[2])
+        for (idx[1] = 0; idx[1] < box[1]; ++idx[1])
+          for (idx[0] = 0; idx[0] < box[0]; ++idx[0]) {
+            bool in = true;
+            long long src = 0;
+            for (int d = 0; d < m.rank; ++d) {
+              long long x = (long long)c[d] + idx[d];
+              if (x < 0 || x >= m.dims[d]) in = false;
+              src += x * m.strides[d];
+            }
+            long long lin = (((((long long)idx[4] * box[3] + idx[3]) * box[2] + idx[2]) * box[1] + idx[1]) * box[0]
+                             + idx[0]) * m.elem;
+            unsigned a = off + (unsigned)lin;
+            if (m.swizzle == 128) a = cuemu::swz128(a);
+            else if (m.swizzle != 0) snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: swizzle %d not emulated", m.swizzle);
+            if (a + m.elem > sizeof(tlx_smem)) {
+              snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: a box element lands outside shared memory");
+              return;
+            }
+            if (in) memcpy(tlx_smem + a, m.base + src, m.elem); else memset(tlx_smem + a, 0, m.elem);
+            bytes += m.elem;
+          }
+  cuemu::MBar& b = cuemu::mbar(bar);
+  b.tx -= bytes;
+  cuemu::mbar_settle(b);
+}
+static inline void tlx_tma_load_1d(void* dst, const void* map, unsigned long long* bar, int c0) {
+  int c[1] = {c0}; tlx_tma_load(dst, map, bar, c, 1);
+}
+static inline void tlx_tma_load_2d(void* dst, const void* map, unsigned long long* bar, int c0, int c1) {
+  int c[2] = {c0, c1}; tlx_tma_load(dst, map, bar, c, 2);
+}
+static inline void tlx_tma_load_3d(void* dst, const void* map, unsigned long long* bar, int c0, int c1, int c2) {
+  int c[3] = {c0, c1, c2}; tlx_tma_load(dst, map, bar, c, 3);
+}
+static inline void tlx_tma_load_4d(void* dst, const void* map, unsigned long long* bar, int c0, int c1, int c2, int c3) {
+  int c[4] = {c0, c1, c2, c3}; tlx_tma_load(dst, map, bar, c, 4);
+}
+static inline void tlx_tma_load_5d(void* dst, const void* map, unsigned long long* bar, int c0, int c1, int c2, int c3,
+                                   int c4) {
+  int c[5] = {c0, c1, c2, c3, c4}; tlx_tma_load(dst, map, bar, c, 5);
+}
+static inline void tlx_wgmma_fence() {}
+static inline void tlx_wgmma_commit_group() {}
+template <int N, int R> static inline void tlx_wgmma_wait_group(float*) {}
+template <int R> static inline void tlx_pin_registers(unsigned*) {}
+static inline unsigned long long tlx_wgmma_desc(const void* base, unsigned offset, unsigned long long fields) {
+  unsigned lo = ((unsigned)fields | ((tlx_smem_addr(base) & 0x3FFFFu) >> 4)) + (offset >> 4);
+  return ((fields >> 32) << 32) | lo;
+}
+#define TLX_EMU_WGMMA_RS(N)                                                                                  \
+  template <int TB>                                                                                         \
+  static inline void tlx_wgmma_m64n##N##k16_f32_bf16_rs(float* d, unsigned a0, unsigned a1, unsigned a2,    \
+                                                        unsigned a3, unsigned long long db, int scale_d) {  \
+    cuemu::wgmma(d, a0, a1, a2, a3, db, scale_d, TB, N);                                                    \
+  }
+TLX_EMU_WGMMA_RS(32)
+TLX_EMU_WGMMA_RS(64)
+TLX_EMU_WGMMA_RS(128)
+TLX_EMU_WGMMA_RS(256)
+
+namespace cuemu {
+// run kernel `body` on a grid of CTAs of `threads` threads
+static int run_grid(unsigned gx, unsigned gy, unsigned gz, int threads, std::function<void()> body) {
+  g_threads = threads;
+  g_grid = Dim3{gx, gy, gz};
+  g_bdim = Dim3{(unsigned)threads, 1, 1};
+  g_thr.assign(threads, Thread{});
+  // each fiber's stack: 8 MB reserved (committed as touched) above a guard page, so that an overflow
+  // faults at once instead of corrupting the host process's heap
+  const size_t STACK = 8u << 20, GUARD = 4096;
+  for (auto& t : g_thr) {
+    void* m = mmap(nullptr, STACK + GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) { snprintf(g_error, sizeof g_error, "no memory for the fibers' stacks"); return 1; }
+    mprotect(m, GUARD, PROT_NONE);
+    t.stack = (char*)m + GUARD;
+  }
+  struct Unmap {
+    size_t size;
+    ~Unmap() { for (auto& t : g_thr) if (t.stack) munmap(t.stack - 4096, size); }
+  } unmap{STACK + GUARD};
+  g_kernel = body;
+  for (unsigned z = 0; z < gz; ++z)
+    for (unsigned y = 0; y < gy; ++y)
+      for (unsigned x = 0; x < gx; ++x) {
+        g_block = Dim3{x, y, z};
+        g_bar_count = 0;
+        memset(g_warp_count, 0, sizeof g_warp_count);
+        memset(g_wg_count, 0, sizeof g_wg_count);
+        for (auto& b : g_mbar) b = MBar{};
+        memset(tlx_smem, 0xA5, sizeof tlx_smem);          // stale shared memory: a read before a write shows
+        for (int i = 0; i < threads; ++i) {
+          Thread& t = g_thr[i];
+          t.state = READY; t.warp_gen = 0; t.wg_gen = 0; t.groups.clear(); t.open.clear();
+          getcontext(&t.ctx);
+          t.ctx.uc_stack.ss_sp = t.stack; t.ctx.uc_stack.ss_size = STACK; t.ctx.uc_link = nullptr;
+          makecontext(&t.ctx, entry, 0);
+        }
+        bool live = true;
+        long rounds = 0;
+        while (live) {
+          live = false;
+          for (int i = 0; i < threads; ++i) {
+            if (g_thr[i].state == DONE) continue;
+            live = true;
+            g_cur = i;
+            swapcontext(&g_sched, &g_thr[i].ctx);
+          }
+          if (++rounds > 200000000L) { snprintf(g_error, sizeof g_error, "no progress (deadlock?)"); return 1; }
+          if (g_error[0]) return 1;
+        }
+      }
+  return g_error[0] ? 1 : 0;
+}
+}  // namespace cuemu
+extern "C" const char* tlx_cuemu_error() { return cuemu::g_error; }
