@@ -1,7 +1,17 @@
 """Shared pytest configuration for tlxc's tests."""
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
+
+# CUDA errors that leave the process's context unusable: every later launch in the process fails
+# with the same message, so one bad kernel would show as hundreds of failures.
+STICKY_CUDA_ERRORS = ("illegal instruction", "illegal memory access", "misaligned address",
+                      "unspecified launch failure", "device-side assert", "hardware stack error",
+                      "an illegal", "launch timed out")
+_lost_context: dict[str, str] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,3 +42,35 @@ def interpreter_diagnosis(monkeypatch: pytest.MonkeyPatch) -> None:
     which would report the kernel's deliberate bug before the interpreter runs it, so the
     test switches them off as a user would (``TLXC_CHECK_BARRIERS=0``)."""
     monkeypatch.setenv("TLXC_CHECK_BARRIERS", "0")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Remember the first test whose exception is a sticky CUDA error (a kernel trapped or faulted in
+    this test or in an earlier one of this process: CUDA reports asynchronously)."""
+    outcome = yield
+    if call.excinfo is not None and not _lost_context:
+        text = str(call.excinfo.value).lower()
+        if type(call.excinfo.value).__name__ in ("AcceleratorError", "RuntimeError") and \
+                any(e in text for e in STICKY_CUDA_ERRORS):
+            _lost_context["test"] = item.nodeid
+            _lost_context["error"] = str(call.excinfo.value).splitlines()[0]
+            report = outcome.get_result()
+            report.sections.append(("tlxc", "the CUDA context of this process is lost (sticky error); "
+                                            "the kernel at fault ran in this test or an earlier one"))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """After a sticky CUDA error, a GPU test of this process fails at once naming the first one."""
+    if _lost_context and item.get_closest_marker("gpu"):
+        pytest.fail(f"not run: this process's CUDA context was lost in {_lost_context['test']} "
+                    f"({_lost_context['error']})", pytrace=False)
+
+
+def pytest_runtest_logfinish(nodeid: str, location) -> None:
+    """Under pytest-xdist, a worker whose CUDA context is lost exits after reporting the test, so
+    the controller starts a fresh worker (a fresh context) for the remaining tests."""
+    if _lost_context.get("test") == nodeid and os.environ.get("PYTEST_XDIST_WORKER"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(3)
