@@ -119,3 +119,28 @@ def store_handoff(out_desc, BM: tl.constexpr, BN: tl.constexpr, BUG: tl.constexp
             tlx.fence("async_shared")
             tlx.async_descriptor_store(out_desc, buf[0], [BM, 0])
             tlx.async_descriptor_store_wait(0)
+
+
+@tlxc.kernel
+def tma_row_copy(in_desc, out_desc, col_in, col_out, BN: tl.constexpr):
+    """out[0, col_out:][:BN] = in[0, col_in:][:BN] through one [1, BN] box: TMA needs each box's
+    innermost start at a 16-byte multiple (col_in, col_out)."""
+    buf = tlx.local_alloc((1, BN), tl.float32, 1)
+    bar = tlx.alloc_barriers(1, arrive_count=1)
+    tlx.barrier_expect_bytes(bar[0], BN * 4)
+    tlx.async_descriptor_load(in_desc, buf[0], [0, col_in], bar[0])  # the row's load
+    tlx.barrier_wait(bar[0], 0)
+    tlx.fence("async_shared")
+    tlx.async_descriptor_store(out_desc, buf[0], [0, col_out])  # the row's store
+    tlx.async_descriptor_store_wait(0)
+
+
+@tlxc.kernel
+def tma_row_load(in_desc, out_ptr, col, BN: tl.constexpr):
+    """out[:BN] = in[0, col:][:BN] through one [1, BN] box (TMA needs col at a 16-byte multiple)."""
+    buf = tlx.local_alloc((1, BN), tl.float32, 1)
+    bar = tlx.alloc_barriers(1, arrive_count=1)
+    tlx.barrier_expect_bytes(bar[0], BN * 4)
+    tlx.async_descriptor_load(in_desc, buf[0], [0, col], bar[0])
+    tlx.barrier_wait(bar[0], 0)
+    tl.store(out_ptr + tl.arange(0, BN)[None, :], tlx.local_load(buf[0]))

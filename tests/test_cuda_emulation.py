@@ -102,3 +102,24 @@ def test_decode_tma_ring_cuda_text_matches_float64(lens, H, Hkv, D, page, splits
     assert "decode_split_kernel" in texts
     err = (o.double() - ref_o).abs().max().item()
     assert err < 2e-2, err
+
+
+@pytest.mark.parametrize("col,error", [(4, None), (8, None), (1, "innermost coordinate 1 (4 bytes)"),
+                                       (6, "innermost coordinate 6 (24 bytes)")])
+def test_tma_box_starting_between_16_byte_chunks_is_an_error(col, error):
+    """A TMA load whose box starts at an innermost coordinate that is not a 16-byte multiple is an
+    error of the emulation, as it is an illegal instruction on the GPU (session 15: the attention
+    backward's statistics rows of a packed sequence); aligned starts copy the row."""
+    import kernels_tma as K
+
+    import tlxc
+    x = torch.randn(2, 100)
+    out = torch.full((16,), float("nan"))
+    desc = tlxc.TensorDescriptor.from_tensor(x, [1, 16], swizzle=0)
+    module = emu.build(K.tma_row_load.warmup(desc, out, col, BN=16, grid=(1,), num_warps=4).asm["cuda"])
+    if error is None:
+        module.run({"in_desc": desc, "out_ptr": out, "col": col}, grid=(1,), threads=128)
+        assert torch.equal(out, x[0, col:col + 16])
+        return
+    with pytest.raises(emu.EmulationError, match=error.replace("(", r"\(").replace(")", r"\)")):
+        module.run({"in_desc": desc, "out_ptr": out, "col": col}, grid=(1,), threads=128)

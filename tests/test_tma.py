@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import tlxc
-from tlxc.errors import RaceError
+from tlxc.errors import InterpreterError, RaceError
 from tlxc.language import tlx
 
 BM, BN = 32, 64
@@ -62,6 +62,30 @@ def test_prefetch_offsets_are_checked():
     with pytest.raises(tlxc.CompilationError, match="'offsets' needs 2 entries"):
         from tlxc.compiler import frontend
         frontend(bad, specialization_from_args(bad, {"in_desc": a}))
+
+
+@pytest.mark.parametrize("col_in,col_out,error", [
+    (4, 8, None), (0, 0, None),
+    (1, 0, "a TMA load in program (0, 0, 0) starts its box at innermost coordinate 1 (4 bytes of f32)"),
+    (8, 2, "a TMA store in program (0, 0, 0) starts its box at innermost coordinate 2 (8 bytes of f32)")])
+def test_interpreter_refuses_a_box_starting_between_16_byte_chunks(col_in, col_out, error):
+    """A TMA copy's box starts at a 16-byte multiple of the innermost dimension (the GPU raises an
+    illegal instruction otherwise: session 15, the attention backward's row statistics copied from a
+    packed sequence's first row); the refusal names the copy's line."""
+    x = torch.randn(2, 100)
+    out = torch.full((2, 100), float("nan"))
+    a = tlxc.TensorDescriptor.from_tensor(x, [1, 16])
+    b = tlxc.TensorDescriptor.from_tensor(out, [1, 16])
+    run = tlxc.interpret(K.tma_row_copy)[(1,)]
+    if error is None:
+        run(a, b, col_in, col_out, BN=16)
+        assert torch.equal(out[0, col_out:col_out + 16], x[0, col_in:col_in + 16])
+        return
+    with pytest.raises(InterpreterError) as info:
+        run(a, b, col_in, col_out, BN=16)
+    text = str(info.value)
+    line = _line("# the row's load" if "load" in error else "# the row's store")
+    assert error in text and f"kernels_tma.py:{line}" in text, text
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -23,7 +23,10 @@ the slot, and its own write is tracked as an asynchronous access
 (``races.py``): it lands into the barrier phase in progress, and only a
 ``barrier_wait`` that sees that phase complete orders it, so a read before
 the wait is a ``RaceError`` naming the read and the load, whether or not the
-bytes happen to have landed.  A multicast (``multicast_targets``) lands the box
+bytes happen to have landed.  A load or store whose box starts at an innermost coordinate
+that is not a 16-byte multiple (``check_inner_start``) is refused, located: the GPU
+raises an illegal instruction there (H200, session 15: a row of float32 statistics copied
+from a packed sequence's first row, at any column).  A multicast (``multicast_targets``) lands the box
 in every target CTA of the cluster, completing each one's barrier.  Not
 modelled: L2 promotion.
 """
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ir.tensormap import ALIGNMENT
 from .cluster import peer_barrier, peer_view
 from .registry import impl
 from .scheduler import PREEMPT
@@ -88,12 +92,25 @@ def _targets(ctx, op, view, bar, mask) -> list:
     return [(peer_view(ctx, op, view, r), peer_barrier(ctx, op, bar, r)) for r in range(size) if mask >> r & 1]
 
 
+def check_inner_start(ctx, op, what: str, offsets, element) -> None:
+    """A TMA box starts at a 16-byte multiple of its innermost dimension (``offsets[-1]`` elements
+    of ``element``); the GPU raises an illegal instruction on any other start (Triton's TMA rules
+    say so too), whatever the base address and row strides."""
+    start = int(offsets[-1])
+    if (start * element.bytes) % ALIGNMENT:
+        raise ctx.error(op, f"a TMA {what} in {ctx.label} starts its box at innermost coordinate {start} "
+                            f"({start * element.bytes} bytes of {element}): TMA needs the innermost start at a "
+                            f"multiple of {ALIGNMENT} bytes (a multiple of {ALIGNMENT // element.bytes} elements); "
+                            f"the GPU raises an illegal instruction")
+
+
 @impl("tlx.async_descriptor_load")
 def async_descriptor_load(ctx, op, desc, view, bar, *rest):
     if op.attrs.get("has_pred") and not bool(rest[-1]):
         return
     check_usable(ctx, op, desc)
     offsets = rest[:len(op.offsets)]
+    check_inner_start(ctx, op, "load", offsets, view.element)
     targets = _targets(ctx, op, view, bar, rest[len(offsets)] if op.attrs.get("multicast") else None)
     # The box overwrites the slot: an asynchronous access still in flight (an
     # async_dot not yet retired by async_dot_wait, released and waited for) races with it.
@@ -129,6 +146,7 @@ def _stores_in_flight(ctx) -> list:
 def async_descriptor_store(ctx, op, desc, view, *offsets):
     check_usable(ctx, op, desc)
     check_storable(ctx, op, desc)
+    check_inner_start(ctx, op, "store", offsets, view.element)
     access = ctx.races.begin_async_read(view.key, view.label, "TMA store", op.loc, ctx.task_name, view.region())
     access.retired = False
     access.wait_hint = ("the store still reads the buffer until tlx.async_descriptor_store_wait(n) leaves at most "

@@ -65,7 +65,11 @@ WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory
 # head dim -> the producer loads a tile's lse2 / delta rows by TMA with its Q / dO (into the ring's slots,
 # 256 bytes each), and the consumers read them from shared memory in the products' layout: no global
 # load per tile, no conversion through shared memory between two warp-group barriers (as each use of a
-# loaded row needs); the statistics' rows are padded to 16 bytes for the descriptor (session 14; A/B)
+# loaded row needs); the statistics' rows are padded to 16 bytes for the descriptor (session 14; A/B).
+# Dense inputs only: a TMA box must start at a 16-byte multiple of its innermost dimension, and a packed
+# sequence's rows start at any column of the [H, total_q] statistics (cu_seqlens_q): such a copy is an
+# illegal instruction on the H200 (session 15; the interpreter refuses it).  Packed inputs keep the
+# global loads (FA3 instead pads each sequence's offset in the statistics: not done here)
 WS_STATS_SMEM = {64: False, 128: False}
 STAT_PAD = 4                       # the statistics' row length is a multiple of this (WS_STATS_SMEM)
 # causal -> persistent: on dense inputs the ws kernel runs one program per SM, each walking the
@@ -316,7 +320,7 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     if Sk > 0 and _kernel_choice(D, Sk) == "ws" and D in (64, 128):
         ws_views = _ws_views(q, k, v, do, B, H, H_kv, total_q if varlen else Sq, total_k if varlen else Sk, varlen,
                              strides)              # None: not TMA-describable, the tl.dot kernels run
-    stats_smem = ws_views is not None and WS_STATS_SMEM.get(D, False)
+    stats_smem = ws_views is not None and WS_STATS_SMEM.get(D, False) and not varlen    # (dense only: above)
     if stats_smem:      # rows padded for the ws kernel's TMA descriptors (16-byte strides); delta * sm_scale
         padded = (*lse_shape[:-1], -(-lse_shape[-1] // STAT_PAD) * STAT_PAD)
         delta = torch.empty(padded, device=q.device, dtype=torch.float32)[..., :lse_shape[-1]]

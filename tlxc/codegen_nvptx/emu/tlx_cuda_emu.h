@@ -13,7 +13,8 @@
 // What this cannot show: timing, the real memory model (accesses are sequentially consistent
 // between the switch points, so a missing fence is invisible), NVRTC/ptxas, hardware bugs.
 //   * TMA tile loads (tlx_tma_load_*d, up to 5 dimensions, out-of-range elements read as zeros, the
-//     128-byte swizzle) copy at issue and complete their bytes on the mbarrier at once; an mbarrier
+//     128-byte swizzle; a box whose innermost start is not a 16-byte multiple is an error, as the
+//     GPU's illegal instruction) copy at issue and complete their bytes on the mbarrier at once; an mbarrier
 //     keeps its arrivals, transaction bytes and phase (mbarrier.init / arrive.expect_tx / try_wait).
 //     The kernel's descriptor parameters receive ``tlx_tensormap`` as this header defines it (run.py
 //     fills it from a tlxc.TensorDescriptor), not the driver's encoding.
@@ -303,6 +304,9 @@ static inline void tlx_mbarrier_wait(unsigned long long* bar, unsigned phase) {
 static inline void tlx_tma_load(void* dst, const void* map, unsigned long long* bar, const int* c, int rank) {
   const tlx_tensormap& m = *(const tlx_tensormap*)map;
   if (rank != m.rank) snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: %d coordinates, a rank-%d map", rank, m.rank);
+  if ((long long)c[0] * m.elem % 16)      // the GPU: an illegal instruction
+    snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: the box starts at innermost coordinate %d (%lld bytes), "
+             "not a 16-byte multiple", c[0], (long long)c[0] * m.elem);
   int box[5] = {1, 1, 1, 1, 1};
   for (int d = 0; d < m.rank; ++d) box[d] = m.box[d];
   unsigned off = cuemu::smem_off(dst);
@@ -374,6 +378,7 @@ TLX_EMU_WGMMA_RS(256)
 namespace cuemu {
 // run kernel `body` on a grid of CTAs of `threads` threads
 static int run_grid(unsigned gx, unsigned gy, unsigned gz, int threads, std::function<void()> body) {
+  g_error[0] = 0;                                      // (a run after a failed one starts clean)
   g_threads = threads;
   g_grid = Dim3{gx, gy, gz};
   g_bdim = Dim3{(unsigned)threads, 1, 1};

@@ -377,6 +377,9 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
     kv_empty = tlx.alloc_barriers(1, arrive_count=2)        # both consumers are done with an item's K, V
     lse2_smem = None
     delta_smem = None
+    # the rows' copies start at column q_first + m0: a 16-byte multiple only when q_first is 0 (dense)
+    tl.static_assert(not (STATS_SMEM and VARLEN), "STATS_SMEM needs dense inputs: a packed sequence's statistics "
+                     "start at any column, and a TMA box must start at a 16-byte multiple")
     if STATS_SMEM:         # a tile's lse2 / delta rows, loaded by the producer with its Q / dO (one row each)
         lse2_smem = tlx.local_alloc((1, BLOCK_M), tl.float32, NUM_BUF)
         delta_smem = tlx.local_alloc((1, BLOCK_M), tl.float32, NUM_BUF)
