@@ -149,9 +149,9 @@ def test_ws_persistent_several_items_per_program(sq, sk, D, causal, poisoned, mo
 @pytest.mark.parametrize("causal", [False, True])
 def test_ws_row_stats_in_shared_memory(causal, D, poisoned, monkeypatch):
     """WS_STATS_SMEM (the producer copies each tile's lse2 / delta rows by TMA; columns past a
-    sequence's rows read as 0): dense GQA 8:2 at S = 1000 in one program per item and persistent;
-    packed sequences with empty ones take the global loads (their statistics start at any column:
-    a TMA box starting between 16-byte chunks was an illegal instruction here, session 15)."""
+    sequence's rows read as 0): dense GQA 8:2 at S = 1000 in one program per item and persistent,
+    packed sequences with empty ones (each sequence's statistics moved to a 16-byte multiple: a TMA
+    box starting between 16-byte chunks was an illegal instruction here, session 15)."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
     monkeypatch.setattr(host, "WS_STATS_SMEM", {64: True, 128: True})
     dtype = torch.bfloat16

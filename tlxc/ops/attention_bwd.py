@@ -66,10 +66,9 @@ WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory
 # 256 bytes each), and the consumers read them from shared memory in the products' layout: no global
 # load per tile, no conversion through shared memory between two warp-group barriers (as each use of a
 # loaded row needs); the statistics' rows are padded to 16 bytes for the descriptor (session 14; A/B).
-# Dense inputs only: a TMA box must start at a 16-byte multiple of its innermost dimension, and a packed
-# sequence's rows start at any column of the [H, total_q] statistics (cu_seqlens_q): such a copy is an
-# illegal instruction on the H200 (session 15; the interpreter refuses it).  Packed inputs keep the
-# global loads (FA3 instead pads each sequence's offset in the statistics: not done here)
+# A TMA box must start at a 16-byte multiple of its innermost dimension (else an illegal instruction on
+# the H200, session 15; the interpreter refuses it): packed inputs get their statistics with each
+# sequence's rows moved to a 16-byte multiple (``_stat_first``; FA3 pads its offsets likewise)
 WS_STATS_SMEM = {64: False, 128: False}
 STAT_PAD = 4                       # the statistics' row length is a multiple of this (WS_STATS_SMEM)
 # causal -> persistent: on dense inputs the ws kernel runs one program per SM, each walking the
@@ -203,6 +202,24 @@ def _stat_rows(t: torch.Tensor) -> TensorDescriptor:
     return TensorDescriptor(t.as_strided((rows, n), (t.stride(-2), 1)), [rows, n], [t.stride(-2), 1], [1, WS_BLOCK_M])
 
 
+def _stat_first(t: torch.Tensor, cu_q: torch.Tensor) -> torch.Tensor:
+    """Packed statistics ``[H, total_q]`` (``WS_STATS_SMEM``) with sequence ``b``'s rows moved to
+    column ``(cu_q[b] + (STAT_PAD - 1) * b) // STAT_PAD * STAT_PAD``, a 16-byte multiple (the ws
+    kernel's copies start there: ``_produce_item``), zeros between the sequences.  That column is
+    at most ``cu_q[b] + 3 b`` and the next one at least ``cu_q[b + 1] + 3 b``: no overlap; the
+    rows are ``total_q + 3 B`` rounded up to ``STAT_PAD`` long."""
+    H, total = t.shape
+    B = cu_q.shape[0] - 1
+    width = -(-(total + (STAT_PAD - 1) * B) // STAT_PAD) * STAT_PAD
+    rows = torch.arange(total, device=t.device, dtype=torch.int64)
+    seq = torch.searchsorted(cu_q[1:].to(torch.int64), rows, right=True)
+    first = cu_q[:-1].to(torch.int64)
+    shift = (first + (STAT_PAD - 1) * torch.arange(B, device=t.device)) // STAT_PAD * STAT_PAD - first
+    out = torch.zeros(H, width, device=t.device, dtype=t.dtype)
+    out.index_copy_(1, rows + shift[seq.clamp(max=B - 1)], t)
+    return out
+
+
 def _padded_dim(d: int) -> int:
     return max(16, 1 << (d - 1).bit_length())
 
@@ -320,8 +337,8 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     if Sk > 0 and _kernel_choice(D, Sk) == "ws" and D in (64, 128):
         ws_views = _ws_views(q, k, v, do, B, H, H_kv, total_q if varlen else Sq, total_k if varlen else Sk, varlen,
                              strides)              # None: not TMA-describable, the tl.dot kernels run
-    stats_smem = ws_views is not None and WS_STATS_SMEM.get(D, False) and not varlen    # (dense only: above)
-    if stats_smem:      # rows padded for the ws kernel's TMA descriptors (16-byte strides); delta * sm_scale
+    stats_smem = ws_views is not None and WS_STATS_SMEM.get(D, False)
+    if stats_smem and not varlen:   # rows padded for the ws kernel's TMA descriptors (16-byte strides); delta * sm_scale
         padded = (*lse_shape[:-1], -(-lse_shape[-1] // STAT_PAD) * STAT_PAD)
         delta = torch.empty(padded, device=q.device, dtype=torch.float32)[..., :lse_shape[-1]]
         lse2 = torch.empty(padded, device=q.device, dtype=torch.float32)[..., :lse_shape[-1]]
@@ -342,6 +359,9 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
                 HEAD_DIM=HD, BLOCK=PRE_BLOCK, num_warps=4)
     common = (*strides(q), *strides(k), *strides(v), *strides(do), *stat_strides)
     qk_scale = sm_scale * LOG2E
+    if stats_smem and varlen:       # each sequence's rows moved to a 16-byte multiple (the copies' start)
+        lse2, delta = _stat_first(lse2, cu_q), _stat_first(delta, cu_q)
+        stat_strides = (0, delta.stride(0))
     if ws_views is not None:
         return _launch_ws(ws_views, q, dq, dk, dv, lse2, delta, cu_q_arg, cu_k_arg, B, H, H_kv, Sq, Sk, varlen,
                           strides, stat_strides, qk_scale, sm_scale, causal, stats_smem)

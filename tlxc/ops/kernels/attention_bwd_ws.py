@@ -194,6 +194,13 @@ def _produce_item(item, j, t0, q_desc, k_desc, v_desc, do_desc, lse2_desc, delta
     b, hk, start_n, q_first, _len_q, k_first, _len_k, first_m, per_head, steps = _work(
         cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
     k_row = _tile_rows(b, hk, k_first, kr_b, kr_h) + start_n
+    # STATS_SMEM: the first column of the sequence's statistics, a 16-byte multiple (a TMA box's start):
+    # packed, sequence s's rows start at (q_first + 3 s) // 4 * 4 (attention_bwd._stat_first)
+    if VARLEN:
+        seq = item // tl.cdiv(seqlen_k, BLOCK_N) // H_KV
+        stat_col = (q_first + 3 * seq) // 4 * 4
+    else:
+        stat_col = q_first
     tlx.barrier_wait(kv_empty[0], (j % 2) ^ 1)     # the previous item's K, V are read
     _load_kv(k_desc, v_desc, k_smem, v_smem, kv_full[0], k_row, hk * kc_h, BLOCK_N, HEAD_DIM)
     g = hk * 0                              # the tile's query head in the group
@@ -207,7 +214,7 @@ def _produce_item(item, j, t0, q_desc, k_desc, v_desc, do_desc, lse2_desc, delta
         if STATS_SMEM:
             stat_row = b * (H_KV * GROUP) + h       # packed: b is 0, the rows are the heads
             tlx.barrier_expect_bytes(q_full[buf], BLOCK_M * HEAD_DIM * 2 + BLOCK_M * 4)
-            tlx.async_descriptor_load(lse2_desc, lse2_smem[buf], [stat_row, q_first + m0], q_full[buf])
+            tlx.async_descriptor_load(lse2_desc, lse2_smem[buf], [stat_row, stat_col + m0], q_full[buf])
         else:
             tlx.barrier_expect_bytes(q_full[buf], BLOCK_M * HEAD_DIM * 2)
         for d in tl.static_range(N_BOX):
@@ -216,7 +223,7 @@ def _produce_item(item, j, t0, q_desc, k_desc, v_desc, do_desc, lse2_desc, delta
         tlx.barrier_wait(do_empty[buf], phase ^ 1)
         if STATS_SMEM:
             tlx.barrier_expect_bytes(do_full[buf], BLOCK_M * HEAD_DIM * 2 + BLOCK_M * 4)
-            tlx.async_descriptor_load(delta_desc, delta_smem[buf], [stat_row, q_first + m0], do_full[buf])
+            tlx.async_descriptor_load(delta_desc, delta_smem[buf], [stat_row, stat_col + m0], do_full[buf])
         else:
             tlx.barrier_expect_bytes(do_full[buf], BLOCK_M * HEAD_DIM * 2)
         for d in tl.static_range(N_BOX):
@@ -377,9 +384,6 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
     kv_empty = tlx.alloc_barriers(1, arrive_count=2)        # both consumers are done with an item's K, V
     lse2_smem = None
     delta_smem = None
-    # the rows' copies start at column q_first + m0: a 16-byte multiple only when q_first is 0 (dense)
-    tl.static_assert(not (STATS_SMEM and VARLEN), "STATS_SMEM needs dense inputs: a packed sequence's statistics "
-                     "start at any column, and a TMA box must start at a 16-byte multiple")
     if STATS_SMEM:         # a tile's lse2 / delta rows, loaded by the producer with its Q / dO (one row each)
         lse2_smem = tlx.local_alloc((1, BLOCK_M), tl.float32, NUM_BUF)
         delta_smem = tlx.local_alloc((1, BLOCK_M), tl.float32, NUM_BUF)
