@@ -1474,6 +1474,22 @@ static __device__ __forceinline__ void tlx_pin_registers(unsigned* r) {
 }"""
 
 
+@helper("tlx_fresh_registers")
+def fresh_registers():
+    # Each register rewritten in place by an identity byte permute (prmt 0x3210): a new value on
+    # every pass of the loop it is in, which ptxas neither folds nor hoists (13.0 and 13.5).
+    # A loop-invariant register-A fragment goes through it (rules_mma_async._pinned): ptxas 13.0
+    # otherwise kept the invariant fragment in fixed registers across the loop and gave those
+    # same registers to the loop's other register-A fragment, so every iteration after the first
+    # multiplied that one (attention_decode _variant=4: Q K^T read the previous block's P).
+    return """
+template <int R>
+static __device__ __forceinline__ void tlx_fresh_registers(unsigned* r) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(r[i]) :: "memory");
+}"""
+
+
 @helper("tlx_tcgen05_wait_ld")
 def tcgen05_wait_ld():
     # The loaded registers hold their values only after the wait; the empty asm statements

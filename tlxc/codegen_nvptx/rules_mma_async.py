@@ -82,7 +82,9 @@ import re
 
 from ..codegen_c.lower import lowering, registers
 from ..errors import CompilationError, InternalCompilerError
+from ..ir.core import BlockArgument
 from ..ir.ops.mma_async import k_multiple, transposable
+from ..ir.traits import PURE, has_trait
 from ..ir.types import MemDescType, TensorType
 from ..options import perf_switch
 from ..target import has_feature
@@ -227,6 +229,7 @@ def async_dot(lw, op):
     a_bytes = None if a_in_registers else f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
     b_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(b)][0]})"
     a_regs = _register_a_fragments(lw, a, k_steps, {row for row, _ in tiles}) if a_in_registers else None
+    fresh = a_in_registers and loop_invariant(a, op)     # (_pinned: ptxas 13.0)
     if limit is not None:
         _split_accumulation(lw, helper, work, tiles, per_tile, k_steps, k_step, max(1, -(-limit // k_step)),
                             (wg_row, wg_col), (a_bytes, plan_a), (b_bytes, plan_b))
@@ -240,7 +243,7 @@ def async_dot(lw, op):
         def db(k: str, n0=n0) -> str:
             return f"tlx_wgmma_desc({b_bytes}, {plan_b['offset'](n0, k)}, {plan_b['fields']:#x}ull)"
         if a_in_registers and rs_group(lw):     # every k step's A packed first, one fence for the group
-            pinned = [", ".join(_pinned(lw, a_regs[row, kk])) for kk in range(k_steps)]
+            pinned = [", ".join(_pinned(lw, a_regs[row, kk], fresh)) for kk in range(k_steps)]
             lw.out.line("tlx_wgmma_fence();")
             for kk in range(k_steps):
                 lw.out.line(f"{helper}<{plan_b['trans']}>(&{work}[{t * per_tile}], {pinned[kk]}, "
@@ -248,7 +251,7 @@ def async_dot(lw, op):
             continue
         if a_in_registers:      # the k steps unrolled here: each names its own A registers
             for kk in range(k_steps):
-                regs = ", ".join(_pinned(lw, a_regs[row, kk]))
+                regs = ", ".join(_pinned(lw, a_regs[row, kk], fresh))
                 lw.out.line("tlx_wgmma_fence();")
                 lw.out.line(f"{helper}<{plan_b['trans']}>(&{work}[{t * per_tile}], {regs}, "
                             f"{db(str(k_step * kk))}, {f'(int)({scale})' if kk == 0 else '1'});")
@@ -307,10 +310,51 @@ def rs_group(lw) -> bool:
     return perf_switch("TLXC_WGMMA_RS_GROUP") and lw.scope.budget >= RS_GROUP_BUDGET
 
 
-def _pinned(lw, packed: list[str]) -> list[str]:
+def loop_invariant(value, op) -> bool:
+    """Whether ``value`` is the same on every iteration of the innermost loop around ``op``:
+    defined outside it, or computed inside it by pure ops (``ir/traits.py``: ``PURE``) from
+    such values alone (the device compiler may hoist those).  False outside any loop."""
+    loop = op.parent_op()
+    while loop is not None and loop.name not in ("scf.for", "scf.while"):
+        loop = loop.parent_op()
+    return loop is not None and _invariant_in(value, loop)
+
+
+def _inside(op, loop) -> bool:
+    while op is not None:
+        if op is loop:
+            return True
+        op = op.parent_op()
+    return False
+
+
+def _invariant_in(value, loop) -> bool:
+    if isinstance(value, BlockArgument):        # an argument of the loop's (or a nested op's) block varies
+        block = value.owner
+        return not _inside(block.parent.parent if block.parent is not None else None, loop)
+    owner = value.owner
+    if not _inside(owner, loop):
+        return True
+    return has_trait(owner, PURE) and all(_invariant_in(v, loop) for v in owner.operands)
+
+
+def _pinned(lw, packed: list[str], fresh: bool = False) -> list[str]:
     """One MMA's A registers (register A), packed into an ``unsigned`` array and pinned by
     empty asm statements that "rewrite" them, so that the ``wgmma.fence`` emitted next
     follows every instruction that writes them.
+
+    ``fresh`` (A is loop-invariant: ``loop_invariant``): rewritten instead in place by
+    ``tlx_fresh_registers`` (an identity ``prmt`` per register) and the two halves stored back
+    into the operand's elements, so the operand is a loop-carried value that an instruction in
+    the loop defines (a copy beside the invariant instead spilled the D = 256 decode kernel:
+    64 more registers of Q at 255).
+    With the pin alone ptxas 13.0 (NVRTC 13.0, the H200 machine's) kept the invariant
+    fragment in fixed registers across the loop and reused them for the loop's other
+    register-A fragment: the decode split kernel with the length mask on the last block only
+    (``_variant=4``) multiplied K by the previous block's P instead of Q from the second block
+    on (SASS: ``F2FP.BF16.F32.PACK_AB R88`` .. ``R103`` for P V, read again by the next
+    Q K^T HGMMA); ptxas 13.5 copies Q into the MMA's registers each iteration (the same
+    MOVs; with ``prmt`` PRMTs in their place).
 
     PTX wants the fence after the register writes an MMA reads.  Packed inline into the MMA
     call (after one fence for all k steps, as before), the packing ran between the fence
@@ -322,9 +366,17 @@ def _pinned(lw, packed: list[str]) -> list[str]:
     neither."""
     name = lw.fresh("afrag")
     lw.out.line(f"unsigned {name}[{len(packed)}] = {{{', '.join(packed)}}};")
-    lw.target.use("tlx_pin_registers")
-    lw.out.line(f"tlx_pin_registers<{len(packed)}>({name});")
+    pin = "tlx_fresh_registers" if fresh else "tlx_pin_registers"
+    lw.target.use(pin)
+    lw.out.line(f"{pin}<{len(packed)}>({name});")
+    if fresh:       # written back: the operand's registers become loop-carried, no second copy of them
+        for i, word in enumerate(packed):
+            lo, hi = _HALVES.fullmatch(word).groups()
+            lw.out.line(f"{lo} = (unsigned short)({name}[{i}]); {hi} = (unsigned short)({name}[{i}] >> 16);")
     return [f"{name}[{i}]" for i in range(len(packed))]
+
+
+_HALVES = re.compile(r"\(\(unsigned\)\((\w+\[\d+\])\) & 0xFFFFu\) \| \(\(unsigned\)\((\w+\[\d+\])\) << 16\)")
 
 
 def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:

@@ -251,6 +251,7 @@ template <int N> static inline void tlx_cp_async_wait_group() {
   }
 }
 static inline void tlx_ld_shared_b32(const void* p, unsigned& w0) { memcpy(&w0, p, 4); }
+static inline void tlx_st_shared_b32(void* p, unsigned w0) { memcpy(p, &w0, 4); }
 static inline void tlx_st_shared_b128(void* p, unsigned w0, unsigned w1, unsigned w2, unsigned w3) {
   unsigned w[4] = {w0, w1, w2, w3}; memcpy(p, w, 16);
 }
@@ -360,6 +361,7 @@ static inline void tlx_wgmma_fence() {}
 static inline void tlx_wgmma_commit_group() {}
 template <int N, int R> static inline void tlx_wgmma_wait_group(float*) {}
 template <int R> static inline void tlx_pin_registers(unsigned*) {}
+template <int R> static inline void tlx_fresh_registers(unsigned*) {}
 static inline unsigned long long tlx_wgmma_desc(const void* base, unsigned offset, unsigned long long fields) {
   unsigned lo = ((unsigned)fields | ((tlx_smem_addr(base) & 0x3FFFFu) >> 4)) + (offset >> 4);
   return ((fields >> 32) << 32) | lo;
