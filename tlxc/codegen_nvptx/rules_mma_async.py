@@ -338,7 +338,7 @@ def _invariant_in(value, loop) -> bool:
     return has_trait(owner, PURE) and all(_invariant_in(v, loop) for v in owner.operands)
 
 
-def _pinned(lw, packed: list[str], fresh: bool = False) -> list[str]:
+def _pinned(lw, halves: list[tuple[str, str]], fresh: bool = False) -> list[str]:
     """One MMA's A registers (register A), packed into an ``unsigned`` array and pinned by
     empty asm statements that "rewrite" them, so that the ``wgmma.fence`` emitted next
     follows every instruction that writes them.
@@ -365,23 +365,20 @@ def _pinned(lw, packed: list[str], fresh: bool = False) -> list[str]:
     the pipelined attention tutorials); a fence per MMA after its own four registers does
     neither."""
     name = lw.fresh("afrag")
+    packed = [f"((unsigned)({lo}) & 0xFFFFu) | ((unsigned)({hi}) << 16)" for lo, hi in halves]
     lw.out.line(f"unsigned {name}[{len(packed)}] = {{{', '.join(packed)}}};")
     pin = "tlx_fresh_registers" if fresh else "tlx_pin_registers"
     lw.target.use(pin)
     lw.out.line(f"{pin}<{len(packed)}>({name});")
     if fresh:       # written back: the operand's registers become loop-carried, no second copy of them
-        for i, word in enumerate(packed):
-            lo, hi = _HALVES.fullmatch(word).groups()
+        for i, (lo, hi) in enumerate(halves):
             lw.out.line(f"{lo} = (unsigned short)({name}[{i}]); {hi} = (unsigned short)({name}[{i}] >> 16);")
     return [f"{name}[{i}]" for i in range(len(packed))]
 
 
-_HALVES = re.compile(r"\(\(unsigned\)\((\w+\[\d+\])\) & 0xFFFFu\) \| \(\(unsigned\)\((\w+\[\d+\])\) << 16\)")
-
-
 def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
     """wgmma's A operand from registers (16-bit inputs): per (tile row, k step), the four
-    32-bit registers a0..a3, each two elements of ``a`` packed low/high.  Thread (lane l)
+    32-bit registers a0..a3 as their (low, high) elements of ``a``.  Thread (lane l)
     holds rows g = l/4 and g + 8 and columns 2(l%4) + {0, 1} and + 8 of each 64 x 16 step,
     in the order a0 = (g, c), a1 = (g + 8, c), a2 = (g, c + 8), a3 = (g + 8, c + 8) -- the
     accumulator's own pattern, which is why layout inference gives ``a`` the accumulator
@@ -399,7 +396,7 @@ def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
                 if lo is None or hi is None:
                     raise InternalCompilerError(f"wgmma register A: layout {layout} does not hold the fragment "
                                                 f"of rows {row}+, k step {kk}")
-                regs.append(f"((unsigned)({name}[{lo}]) & 0xFFFFu) | ((unsigned)({name}[{hi}]) << 16)")
+                regs.append((f"{name}[{lo}]", f"{name}[{hi}]"))
             fragments[row, kk] = regs
     return fragments
 
