@@ -19,7 +19,7 @@ program per key block in the plain order, ``WS_PERSISTENT`` and ``SECTIONS`` off
 tl.dot kernels in the plain order (``tlxc_plain``) and the ws kernel in sections without its
 persistent table (``tlxc_ws_np``; "np/ws" = its time / tlxc_ws's), non-causal: the ws kernel with the
 persistent table (``tlxc_ws_p``, off by default there; "ws/p" = tlxc_ws's time / its), the ws kernel with
-``WS_STATS_SMEM`` flipped for the head dim (``tlxc_ws_st``; "ws/st" = tlxc_ws's time / its) and with
+``WS_STATS_SMEM`` flipped for the head dim and mask (``tlxc_ws_st``; "ws/st" = tlxc_ws's time / its) and with
 ``WS_DYNAMIC`` flipped (``tlxc_ws_dyn``; "ws/dyn"), ``torch.autograd.grad`` on the kept SDPA
 graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
 checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
@@ -130,7 +130,7 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
 
         def ws_stats():                     # the row statistics through shared memory (WS_STATS_SMEM)
             shipped = dict(host.WS_STATS_SMEM)
-            host.WS_STATS_SMEM = dict.fromkeys(shipped, not shipped.get(D, False))
+            host.WS_STATS_SMEM = {**shipped, (D, causal): not shipped.get((D, causal), False)}
             try:
                 return ws_run()
             finally:
@@ -328,7 +328,7 @@ def _compile_worker(job):
         if kernels == "ws_p":
             host.WS_PERSISTENT = dict.fromkeys(host.WS_PERSISTENT, True)
         if kernels == "ws_st":      # the shipped choice flipped, as the bench's tlxc_ws_st runs it
-            host.WS_STATS_SMEM = {d: not host.WS_STATS_SMEM.get(d, False) for d in (64, 128)}
+            host.WS_STATS_SMEM = {key: not on for key, on in host.WS_STATS_SMEM.items()}
         if kernels == "ws_dyn":
             host.WS_DYNAMIC = {c: not host.WS_DYNAMIC[c] for c in host.WS_DYNAMIC}
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)

@@ -26,7 +26,7 @@ tlxc on the contiguous cache, ``tlxc_stream`` the persistent stream-K schedule
 of the lengths and block table.  (Session 13 run 2 also timed the stream schedule with a
 6 x 32-key ring and with all kv heads in a block: ``_ring=(32, 6)``, ``_heads=True``; both
 slower, docs/performance.md.)  ``--decode-variant N`` adds column ``tlxc_vN``: the split kernel
-with session 13's reverted per-block changes selected by the bit mask ``_variant=N``
+with session 13's per-block changes selected by the bit mask ``_variant=N`` (the default is 7; 0 = the plain kernel)
 (``attention_decode``'s docstring); ``tlxc_tma`` is the split kernel with its ring filled by
 one TMA copy per page box (``_tma=True``) instead of per-thread cp.async.  GB/s = K/V bytes read / time.
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
@@ -195,7 +195,7 @@ def _compile_worker(job):
             _, B, H, Hkv, L, variant = job
             q, kc, vc, table, seqlens, lens = decode_tensors(B, H, Hkv, L, "cpu", empty=True)
             compile_decode(q, kc, vc, seqlens, block_table=table)
-            if variant:
+            if variant is not None:
                 compile_decode(q, kc, vc, seqlens, block_table=table, _variant=variant)
             compile_decode(q, kc, vc, seqlens, block_table=table, _tma=True)          # tlxc_tma
             compile_decode(q, kc, vc, seqlens, block_table=table, schedule="stream")
@@ -296,7 +296,7 @@ def main() -> None:
     parser.add_argument("--groups", default="1,4", help="dense GQA groups (default 1,4: MHA and GQA-4)")
     parser.add_argument("--no-varlen", action="store_true", help="skip the varlen cases")
     parser.add_argument("--no-decode", action="store_true", help="skip the decode cases")
-    parser.add_argument("--decode-variant", type=int, default=0,
+    parser.add_argument("--decode-variant", type=int, default=None,
                         help="also time the split kernel with this _variant bit mask (column tlxc_vN)")
     parser.add_argument("--no-ab", action="store_true",
                         help="do not time session 11's configuration (s11) nor TMA stores (tma)")
@@ -586,7 +586,7 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
     return row
 
 
-def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend, device="cuda", variant=0) -> dict:
+def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend, device="cuda", variant=None) -> dict:
     """One decode step: tlxc on the paged cache against SDPA's backends on the gathered
     contiguous cache (equal lengths) or flash varlen with one query per sequence (mixed)."""
     import torch
@@ -628,7 +628,7 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
         contig_k = k_packed.view(B, L, Hkv, D)
         contig_v = v_packed.view(B, L, Hkv, D)
         fns["tlxc_contig"] = lambda: attention_decode(q, contig_k, contig_v, seqlens)[0]
-    if variant:         # the split kernel with the _variant bits (checked against float32 math below)
+    if variant is not None:     # the split kernel with the _variant bits (checked against float32 math below)
         fns[f"tlxc_v{variant}"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
                                                            _variant=variant)[0]
     cu_k = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device)

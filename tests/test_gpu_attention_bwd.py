@@ -153,7 +153,7 @@ def test_ws_row_stats_in_shared_memory(causal, D, poisoned, monkeypatch):
     packed sequences with empty ones (each sequence's statistics moved to a 16-byte multiple: a TMA
     box starting between 16-byte chunks was an illegal instruction here, session 15)."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
-    monkeypatch.setattr(host, "WS_STATS_SMEM", {64: True, 128: True})
+    monkeypatch.setattr(host, "WS_STATS_SMEM", dict.fromkeys(host.WS_STATS_SMEM, True))
     dtype = torch.bfloat16
     q, k, v, do = dense_inputs(2, 8, 2, 1000, 1000, D, dtype, device="cuda", seed=D + 5)
     o, lse, *ref = _sdpa_fp32(q, k, v, do, causal, D ** -0.5)

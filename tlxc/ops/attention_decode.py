@@ -151,6 +151,10 @@ def _row_major(shape) -> tuple[int, ...]:
 
 COMBINES = ("kernel", "inline")
 SCHEDULES = ("stream", "split")
+# the split kernel's variant bits by default (``attention_decode``'s ``_variant``): all three, 1.03x
+# the plain kernel's speed on the H200 (2026-12-04, 6 decode cases, 0.93-0.97x its time) once register
+# A stayed put across the loop (codegen fix 0b35d6d; before it ptxas 13.0 reused Q's registers for P)
+SPLIT_VARIANT = 7
 STREAM_CHUNK = 1024        # sequences per step of the stream kernels' scans over the lengths
 STREAM_MERGE = 16          # partials per step of the stream combine's merge
 STREAM_MERGE_HEADS = 64    # ... with _heads (a sequence's row spans up to every program: B = 1, 264 partials)
@@ -259,7 +263,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                      num_splits: int | None = None, combine: str = "kernel", schedule: str | None = None,
                      check: bool = True, _sms: int | None = None,
                      _ring: tuple[int, int] | None = None, _heads: bool = False,
-                     _variant: int = 0, _tma: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                     _variant: int | None = None, _tma: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of one query token per sequence against its cached keys (module
     docstring).  ``num_splits`` overrides the split count, ``combine`` how several splits are
     merged: ``kernel`` (a second launch, which also checks the inputs; the default: 4-10%
@@ -279,9 +283,10 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     A/B) override the device's and ``block_sizes``'; ``_heads=True`` (stream schedule, H <= 64):
     one row per sequence whose blocks hold a few keys of every kv head (contiguous in a
     ``[pages, page, Hkv, D]`` cache: the bench's DRAM-locality A/B).  ``_variant`` (split
-    schedule, a bit mask, 0 = the default kernel): session 13's three reverted split-kernel
-    changes (1: copy mask in the copy layout, 2: ``[BLOCK_N, 1]`` page loads, 4: the length mask
-    on the last block only), for the GPU-vs-interpreter probe (tests/test_gpu_ops_attention_decode.py).
+    schedule, a bit mask; None = ``SPLIT_VARIANT`` on the split schedule without ``_tma``, else 0):
+    session 13's three split-kernel changes (1: copy mask in the copy layout, 2: ``[BLOCK_N, 1]``
+    page loads, 4: the length mask on the last block only), for A/B runs and the GPU-vs-interpreter
+    probe (tests/test_gpu_ops_attention_decode.py).
     ``_tma=True`` (split schedule, paged, D <= 128, the page size a multiple or a divisor of the
     key block and of at least 8 rows, 16-byte aligned rows; at D = 256 it spills): the K/V ring filled by one TMA copy per page
     box (no per-row addresses, no cp.async) instead: the bench's ``tlxc_tma`` A/B."""
@@ -307,7 +312,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
 
 
 def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
-          _sms, _ring, _heads, _variant=0, _tma=False) -> _Plan:
+          _sms, _ring, _heads, _variant=None, _tma=False) -> _Plan:
     """The checks of ``attention_decode``'s arguments and its launches (``_Plan``)."""
     if not isinstance(check, bool):
         raise TypeError(f"tlxc.ops.attention_decode: 'check' must be a bool, got {type(check).__name__}")
@@ -322,6 +327,8 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         raise _fail(f"'schedule' must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     if _heads is not False and (_heads is not True or schedule != "stream"):
         raise _fail(f"'_heads' is a bool for schedule='stream', got {_heads!r} with schedule={schedule!r}")
+    if _variant is None:
+        _variant = SPLIT_VARIANT if schedule == "split" and _tma is False else 0
     if not (isinstance(_variant, int) and 0 <= _variant <= 7) or (_variant and schedule != "split"):
         raise _fail(f"'_variant' is a bit mask 0..7 of the split schedule, got {_variant!r} with schedule={schedule!r}")
     if not isinstance(_tma, bool) or (_tma and (schedule != "split" or _variant & 3)):

@@ -102,7 +102,8 @@ def _issue_v(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok
              VARIANT: tl.constexpr):
     """``_issue`` as session 13's reverted copies built it (``VARIANT`` bit 1: the mask from the
     rows' indices in the copy layout, pages outside the cache read as page 0; bit 2: the pages
-    ``[BLOCK_N, 1]`` and the row offsets built in that shape): the GPU-vs-interpreter probe."""
+    ``[BLOCK_N, 1]`` and the row offsets built in that shape; V's offsets from V's strides unless
+    ``SAME_KV``)."""
     if VARIANT & 2:
         offs_n = (n0 + tl.arange(0, BLOCK_N))[:, None]
     else:
@@ -112,11 +113,19 @@ def _issue_v(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok
     if VARIANT & 2:
         mask = (offs_n < end) & d_ok[None, :]
         k_offs = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED) + offs_d[None, :]
+        if SAME_KV:
+            v_offs = k_offs
+        else:
+            v_offs = _rows(b64, hk64, pages, offs_n, sv_p, sv_r, sv_h, PAGE, PAGED) + offs_d[None, :]
     else:
         mask = ((n0 + tl.arange(0, BLOCK_N))[:, None] < end) & d_ok[None, :]
         k_offs = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED)[:, None] + offs_d[None, :]
+        if SAME_KV:
+            v_offs = k_offs
+        else:
+            v_offs = _rows(b64, hk64, pages, offs_n, sv_p, sv_r, sv_h, PAGE, PAGED)[:, None] + offs_d[None, :]
     tlx.async_load(k_ptr + k_offs, k_buf, mask=mask)
-    tlx.async_load(v_ptr + k_offs, v_buf, mask=mask)
+    tlx.async_load(v_ptr + v_offs, v_buf, mask=mask)
     tlx.async_load_commit_group()
 
 
