@@ -52,21 +52,14 @@ CASES = [  # D, H, Hkv, page, splits, dtype, combine
 ]
 
 
-@pytest.mark.parametrize("variant", [0, 7])
 @pytest.mark.parametrize("D,H,Hkv,page,splits,dtype,combine", CASES, ids=lambda x: str(x).replace("torch.", ""))
-def test_paged_matches_float64(D, H, Hkv, page, splits, dtype, combine, variant):
-    """``variant=7`` (TLXC_DECODE_PROBE=1 only): the split kernel with session 13's three reverted
-    changes, right on the H200 since the register-A fix (s15 run 4), on every paged case: what
-    making it the default needs."""
-    if variant and os.environ.get("TLXC_DECODE_PROBE") != "1":
-        pytest.skip("a probe of reverted kernel changes: TLXC_DECODE_PROBE=1 runs it")
+def test_paged_matches_float64(D, H, Hkv, page, splits, dtype, combine):
     lens = [0, 1, 700, 5000, 129]
     k, v, table = _paged(lens, page, Hkv, D, dtype, seed=D + H)
     q = torch.randn(len(lens), H, D, device="cuda", dtype=dtype)
     seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
-    extra = {"schedule": "split", "_variant": variant} if variant else {}
     for _ in range(2):                      # the inline combine's counters are zero again for the second call
-        o, lse = attention_decode(q, k, v, seqlens, block_table=table, num_splits=splits, combine=combine, **extra)
+        o, lse = attention_decode(q, k, v, seqlens, block_table=table, num_splits=splits, combine=combine)
         _check(o, lse, *reference(q, k, v, seqlens, block_table=table), dtype)
 
 
