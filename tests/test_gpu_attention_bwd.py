@@ -154,6 +154,7 @@ def test_ws_row_stats_in_shared_memory(causal, D, poisoned, monkeypatch):
     box starting between 16-byte chunks was an illegal instruction here, session 15)."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
     monkeypatch.setattr(host, "WS_STATS_SMEM", dict.fromkeys(host.WS_STATS_SMEM, True))
+    monkeypatch.setattr(host, "WS_STATS_SMEM_PACKED", True)
     dtype = torch.bfloat16
     q, k, v, do = dense_inputs(2, 8, 2, 1000, 1000, D, dtype, device="cuda", seed=D + 5)
     o, lse, *ref = _sdpa_fp32(q, k, v, do, causal, D ** -0.5)

@@ -332,6 +332,7 @@ def test_ws_row_stats_in_shared_memory(D, ws_kernel, poisoned, monkeypatch):
     are moved to a 16-byte multiple: a TMA box starting between 16-byte chunks is an illegal
     instruction on the H200 (the interpreter refuses it: this test failed so before session 15's fix)."""
     monkeypatch.setattr(host, "WS_STATS_SMEM", dict.fromkeys(host.WS_STATS_SMEM, True))
+    monkeypatch.setattr(host, "WS_STATS_SMEM_PACKED", True)
     stats = []
     spied = host._launch
 
@@ -365,6 +366,7 @@ def test_ws_row_stats_read_in_the_products_layout(D, monkeypatch, tmp_path):
     statistics (the loaded rows went through a shared-memory round trip before), 0 spills in the
     tile loop's kernel (non-causal)."""
     monkeypatch.setattr(host, "WS_STATS_SMEM", dict.fromkeys(host.WS_STATS_SMEM, True))
+    monkeypatch.setattr(host, "WS_STATS_SMEM_PACKED", True)
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
     monkeypatch.setenv("TLXC_DUMP_DIR", str(tmp_path))
     q = torch.empty(2, 4, 512, D, dtype=torch.bfloat16)

@@ -72,6 +72,7 @@ WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory
 # (head dim, causal) -> on.  H200 2026-12-04 (16 cases, S 512 / 2048): 1.028x the speed geomean; D = 64 0.97-1.07x,
 # D = 128 causal 1.05-1.09x, D = 128 non-causal 0.93-1.03x (slower at S = 2048): off there
 WS_STATS_SMEM = {(64, False): True, (64, True): True, (128, False): False, (128, True): True}
+WS_STATS_SMEM_PACKED = False       # packed inputs too: not measured (D = 128 causal spills 14 words there)
 STAT_PAD = 4                       # the statistics' row length is a multiple of this (WS_STATS_SMEM)
 # causal -> persistent: on dense inputs the ws kernel runs one program per SM, each walking the
 # (key block, batch, kv head) items of its row of a host-built table (``_ws_schedule``), so an
@@ -339,7 +340,8 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     if Sk > 0 and _kernel_choice(D, Sk) == "ws" and D in (64, 128):
         ws_views = _ws_views(q, k, v, do, B, H, H_kv, total_q if varlen else Sq, total_k if varlen else Sk, varlen,
                              strides)              # None: not TMA-describable, the tl.dot kernels run
-    stats_smem = ws_views is not None and WS_STATS_SMEM.get((D, bool(causal)), False)
+    stats_smem = (ws_views is not None and WS_STATS_SMEM.get((D, bool(causal)), False)
+                  and (WS_STATS_SMEM_PACKED or not varlen))
     if stats_smem and not varlen:   # rows padded for the ws kernel's TMA descriptors (16-byte strides); delta * sm_scale
         padded = (*lse_shape[:-1], -(-lse_shape[-1] // STAT_PAD) * STAT_PAD)
         delta = torch.empty(padded, device=q.device, dtype=torch.float32)[..., :lse_shape[-1]]
