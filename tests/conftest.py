@@ -12,9 +12,11 @@ STICKY_CUDA_ERRORS = ("illegal instruction", "illegal memory access", "misaligne
                       "unspecified launch failure", "device-side assert", "hardware stack error",
                       "an illegal", "launch timed out")
 _lost_context: dict[str, str] = {}
+_session: dict[str, bool] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _session["xdist_worker"] = hasattr(config, "workerinput")       # this process is a pytest-xdist worker
     config.addinivalue_line(
         "markers", "gpu: needs a CUDA GPU; skipped cleanly where torch.cuda.is_available() is false")
 
@@ -70,7 +72,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_logfinish(nodeid: str, location) -> None:
     """Under pytest-xdist, a worker whose CUDA context is lost exits after reporting the test, so
     the controller starts a fresh worker (a fresh context) for the remaining tests."""
-    if _lost_context.get("test") == nodeid and os.environ.get("PYTEST_XDIST_WORKER"):
+    if _lost_context.get("test") == nodeid and _session.get("xdist_worker"):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(3)

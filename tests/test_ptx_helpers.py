@@ -347,6 +347,9 @@ CASES: dict[str, Case] = {
     # an empty asm emits no instruction: the case checks that it compiles and keeps the value
     "tlx_pin_registers": Case("unsigned r[2] = {in[0], in[1]}; tlx_pin_registers<2>(r); out[0] = r[0] + r[1];",
                               ()),
+    # an identity byte permute per register (the value is unchanged; the prmt must stay in the PTX)
+    "tlx_fresh_registers": Case("unsigned r[2] = {in[0], in[1]}; tlx_fresh_registers<2>(r); out[0] = r[0] ^ r[1];",
+                                ("prmt.b32",)),
     "tlx_opaque_pointer": Case("const unsigned* p = tlx_opaque_pointer(in); out[0] = p[1];", ()),
     **{name: Case("__shared__ __align__(16) unsigned buf[4 * 64]; buf[threadIdx.x & 255] = in[threadIdx.x];\n"
                   "  __syncthreads(); unsigned w0, w1, w2, w3;\n"

@@ -3,6 +3,7 @@ context unusable): later GPU tests of the process fail at once naming the first,
 pytest-xdist the worker is replaced so the remaining tests run in a fresh process."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -39,7 +40,8 @@ def _run(tmp_path: Path, *args: str) -> str:
     '''))
     (tmp_path / "test_fake.py").write_text(TESTS)
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-rf", *args, str(tmp_path)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")})
     return done.stdout + done.stderr
 
 
