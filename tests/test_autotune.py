@@ -315,6 +315,16 @@ def test_prune_with_nothing_left_is_an_error():
         kernel[grid](x, y, out, 100)
 
 
+def test_an_emptied_config_list_is_an_error_naming_the_kernel():
+    """A caller that filters ``kernel.configs`` down to nothing gets a located error, not a
+    StopIteration from the tuner's internals (TLX/Triton tutorials narrow ``configs`` by hand)."""
+    kernel = tuned(FakeTimer(SIX_TIMES), configs=SIX, cache_results=False)
+    kernel.configs = [c for c in kernel.configs if c.kwargs["BLOCK"] > 4096]
+    x, y, out = vectors()
+    with pytest.raises(LaunchError, match="no config to benchmark"):
+        kernel[grid](x, y, out, 100)
+
+
 # -- hooks --------------------------------------------------------------------------------------------
 
 def test_reset_to_zero_zeroes_before_each_run_and_after_tuning():

@@ -353,6 +353,9 @@ class Autotuner(KernelWrapper):
                 self._report(key, stored, f"read from {store}")
                 return stored
         configs = self.prune_configs(nargs, kwargs)
+        if not configs:
+            raise LaunchError(f"autotuning {self.__name__}: no config to benchmark (its configs list holds "
+                              f"{len(self.configs)}; prune_configs_by kept none)")
         start = time.perf_counter()
         timings, failures = self._benchmark_all(configs, args, kwargs, grid, nargs)
         self.bench_time = time.perf_counter() - start
