@@ -151,9 +151,9 @@ def _row_major(shape) -> tuple[int, ...]:
 
 COMBINES = ("kernel", "inline")
 SCHEDULES = ("stream", "split")
-# the split kernel's variant bits by default (``attention_decode``'s ``_variant``): all three, 1.03x
-# the plain kernel's speed on the H200 (2026-12-04, 6 decode cases, 0.93-0.97x its time) once register
-# A stayed put across the loop (codegen fix 0b35d6d; before it ptxas 13.0 reused Q's registers for P)
+# the split kernel's variant bits by default (``attention_decode``'s ``_variant``): all three, 1.044x
+# the plain kernel's speed on the H200 (2026-12-04 05:20, 6 decode cases, min 1.031x) once register A
+# stayed put across the loop (codegen fix 0b35d6d; before it ptxas 13.0 reused Q's registers for P)
 SPLIT_VARIANT = 7
 STREAM_CHUNK = 1024        # sequences per step of the stream kernels' scans over the lengths
 STREAM_MERGE = 16          # partials per step of the stream combine's merge
