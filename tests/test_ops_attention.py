@@ -9,14 +9,12 @@ import dataclasses
 import importlib
 import importlib.util
 import math
-import os
-import shutil
-import subprocess
 import sys
 import types
 
 import pytest
 import torch
+from sass_dump import sass as dump_sass
 
 import tlxc.ops
 from tlxc.ops.attention import attention_forward, compile_config, reference, snake_schedule
@@ -608,20 +606,6 @@ def test_pinned_softmax_gives_the_same_results(config, causal, poisoned):
     assert torch.equal(o, o2) and torch.equal(lse, lse2)
 
 
-def _sass(cubin: bytes, tmp_path) -> str:
-    """cuobjdump's SASS of ``cubin`` (the one on PATH, else the nvidia-cu13 wheel's)."""
-    tool = shutil.which("cuobjdump")
-    if tool is None:
-        spec = importlib.util.find_spec("nvidia")
-        for root in (spec.submodule_search_locations or []) if spec else []:
-            if os.path.exists(os.path.join(root, "cu13", "bin", "cuobjdump")):
-                tool = os.path.join(root, "cu13", "bin", "cuobjdump")
-    if tool is None:
-        pytest.skip("cuobjdump not installed")
-    path = tmp_path / "k.cubin"
-    path.write_bytes(cubin)
-    return subprocess.run([tool, "--dump-sass", str(path)], capture_output=True, text=True, check=True).stdout
-
 
 def _softmax_inside_pv_wait(sass: str, first_wait: str) -> list[int]:
     """MUFU.EX2 between each ``first_wait`` (the wait for S_j, P V left running) and the next
@@ -649,8 +633,8 @@ def test_pinned_softmax_overlaps_p_v_in_sass(D, tmp_path):
     first_wait = f"WARPGROUP.DEPBAR.LE gsb0, 0x{c.o_parts}"
     (h,) = compile_config(q, q, q, config=c)
     (g,) = compile_config(q, q, q, config=dataclasses.replace(c, pin_softmax=True))
-    before = _softmax_inside_pv_wait(_sass(h.asm["cubin"], tmp_path), first_wait)
-    after = _softmax_inside_pv_wait(_sass(g.asm["cubin"], tmp_path), first_wait)
+    before = _softmax_inside_pv_wait(dump_sass(h.asm["cubin"], tmp_path), first_wait)
+    after = _softmax_inside_pv_wait(dump_sass(g.asm["cubin"], tmp_path), first_wait)
     per_block = 64 * c.block_n // 128            # a consumer thread's exponentials of one block's scores
     assert before == [0, 0] and after and len(after) == 2 and min(after) >= per_block, (before, after)
     assert g.n_spills == 0 and not g.perf_warnings

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import re
-import shutil
-import subprocess
 
 import pytest
 import torch
+from sass_dump import sass as dump_sass
 
 from tlxc.codegen_nvptx.rules_mma_async import loop_invariant
 from tlxc.ir.core import BlockArgument
@@ -80,19 +78,6 @@ def test_loop_invariance_of_the_decode_operands(monkeypatch):
     assert carried and not any(loop_invariant(a, pv) for a in carried)
 
 
-def _sass(cubin: bytes, tmp_path) -> str:
-    tool = shutil.which("cuobjdump")
-    if tool is None:
-        spec = importlib.util.find_spec("nvidia")
-        for root in (spec.submodule_search_locations or []) if spec else []:
-            if os.path.exists(os.path.join(root, "cu13", "bin", "cuobjdump")):
-                tool = os.path.join(root, "cu13", "bin", "cuobjdump")
-    if tool is None:
-        pytest.skip("cuobjdump not installed")
-    path = tmp_path / "k.cubin"
-    path.write_bytes(cubin)
-    return subprocess.run([tool, "--dump-sass", str(path)], capture_output=True, text=True, check=True).stdout
-
 
 def _written(text: str) -> set[int]:
     """The R registers an instruction writes (its first operand; two for 64-bit results)."""
@@ -112,7 +97,7 @@ def test_decode_loop_does_not_overwrite_q_fragments(variant, tmp_path):
     """In the SASS of the key-block loop, each register a Q K^T HGMMA (B K-major: no ``tnspB``)
     reads as A is written before it in the loop (Q copied or refreshed in) or not written after
     it: else the next iteration's HGMMA reads what the loop wrote there (P, with ptxas 13.0)."""
-    sass = _sass(_decode_handle(variant).asm["cubin"], tmp_path)
+    sass = dump_sass(_decode_handle(variant).asm["cubin"], tmp_path)
     ins = [(int(m.group(1), 16), m.group(2)) for m in
            re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*?)\s*;", sass)]
     at = {a: i for i, (a, _) in enumerate(ins)}
