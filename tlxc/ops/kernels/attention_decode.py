@@ -112,21 +112,27 @@ def _issue_v(k_ptr, v_ptr, k_buf, v_buf, b64, hk64, n0, end, pages, offs_d, d_ok
         pages = tl.where((pages >= 0) & (pages < NUM_PAGES), pages, 0)
     if VARIANT & 2:
         mask = (offs_n < end) & d_ok[None, :]
-        k_offs = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED) + offs_d[None, :]
-        if SAME_KV:
-            v_offs = k_offs
-        else:
-            v_offs = _rows(b64, hk64, pages, offs_n, sv_p, sv_r, sv_h, PAGE, PAGED) + offs_d[None, :]
     else:
         mask = ((n0 + tl.arange(0, BLOCK_N))[:, None] < end) & d_ok[None, :]
-        k_offs = _rows(b64, hk64, pages, offs_n, sk_p, sk_r, sk_h, PAGE, PAGED)[:, None] + offs_d[None, :]
-        if SAME_KV:
-            v_offs = k_offs
-        else:
-            v_offs = _rows(b64, hk64, pages, offs_n, sv_p, sv_r, sv_h, PAGE, PAGED)[:, None] + offs_d[None, :]
+    k_offs = _row_offsets(b64, hk64, pages, offs_n, offs_d, sk_p, sk_r, sk_h, PAGE, PAGED, VARIANT)
+    if SAME_KV:
+        v_offs = k_offs
+    else:
+        v_offs = _row_offsets(b64, hk64, pages, offs_n, offs_d, sv_p, sv_r, sv_h, PAGE, PAGED, VARIANT)
     tlx.async_load(k_ptr + k_offs, k_buf, mask=mask)
     tlx.async_load(v_ptr + v_offs, v_buf, mask=mask)
     tlx.async_load_commit_group()
+
+
+@jit
+def _row_offsets(b64, heads, pages, offs_n, offs_d, s_p, s_r, s_h, PAGE: tl.constexpr, PAGED: tl.constexpr,
+                 VARIANT: tl.constexpr):
+    """``_issue_v``'s [BLOCK_N, D] element offsets of one cache (its strides ``s_*``); ``offs_n``
+    is already ``[BLOCK_N, 1]`` with ``VARIANT`` bit 2."""
+    rows = _rows(b64, heads, pages, offs_n, s_p, s_r, s_h, PAGE, PAGED)
+    if VARIANT & 2:
+        return rows + offs_d[None, :]
+    return rows[:, None] + offs_d[None, :]
 
 
 @jit
