@@ -354,8 +354,8 @@ class Autotuner(KernelWrapper):
                 return stored
         configs = self.prune_configs(nargs, kwargs)
         if not configs:
-            raise LaunchError(f"autotuning {self.__name__}: no config to benchmark (its configs list holds "
-                              f"{len(self.configs)}; prune_configs_by kept none)")
+            why = "its configs list is empty" if not self.configs else "prune_configs_by's top_k kept none"
+            raise LaunchError(f"autotuning {self.__name__}: no config to benchmark ({why})")
         start = time.perf_counter()
         timings, failures = self._benchmark_all(configs, args, kwargs, grid, nargs)
         self.bench_time = time.perf_counter() - start
