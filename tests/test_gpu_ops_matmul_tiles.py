@@ -89,3 +89,19 @@ def test_cluster_split_is_deterministic(name):
         again = torch.full_like(out, float("nan"))
         matmul(a, b, again, config=name)
         assert torch.equal(again, out)
+
+
+@pytest.mark.parametrize("name,shape,b_kmajor", [
+    ("ws_128x80x64_s6_sub1", (1000, 1240, 776), True), ("ws_128x80x64_s7_sub1", (1000, 1240, 776), False),
+    ("ws_128x80x64_s6_np_sub1", (333, 1240, 200), True), ("ws_128x96x64_s6_sub1", (1000, 1240, 776), True),
+    ("ws_128x192x64_s4_sub1", (5000, 3000, 2000), False), ("ws_128x192x64_s4_sub1", (700, 1000, 520), True),
+    ("ws_128x80x64_s6_c2_sub1", (1000, 1240, 776), True), ("ws_128x96x64_s6_c2_sub1", (333, 1000, 200), False)])
+def test_tile_tails_main_part_and_tail(name, shape, b_kmajor):
+    """80/96/192-column tiles: a power-of-two main part and a tail, each its own wgmma and
+    TMA store; the last tile column's tail partly or wholly past N."""
+    M, N, K = shape
+    a, b, bias = _case(M, N, K, b_kmajor, seed=K)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="gelu", config=name)
+    ref = torch.nn.functional.gelu(a.float() @ b.float() + bias.float())
+    assert _rel(out, ref) < 1e-2

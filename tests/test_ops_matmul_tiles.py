@@ -246,3 +246,27 @@ def test_bench_shapes_and_configs_options():
         "ws_192x128x64_s5", "dot_64x128x64_s4_w4"]
     with pytest.raises(SystemExit, match="unknown configuration"):
         bench.parse_configs("ws_999x1x1", False)
+
+
+def test_a_borrowed_row_must_not_spill_into_a_mostly_empty_round():
+    """1000x1240x776 with B N-major has no row: the nearest (1024^3) ran 64x128 pointer tiles,
+    128 of them in one round; here they would be 160, a second round a fifth full (0.57x
+    cuBLAS, H200 2026-12-04).  Such a pick is refused and the rules give the WS kernel
+    (0.97x); a shape a row names exactly keeps the row's configuration."""
+    c = CONFIGS["dot_64x128x128_s3_w4"]
+    assert cfgs.rounds(c, cfgs.Problem(1024, 1024, 1024)) == (1, 128 / 132)
+    n, fill = cfgs.rounds(c, cfgs.Problem(1000, 1240, 776))
+    assert n == 2 and fill == pytest.approx(160 / 264)
+    assert cfgs.choose_config(cfgs.Problem(1000, 1240, 776)).name == "ws_128x128x64_s5"
+    assert cfgs.choose_config(cfgs.Problem(1024, 1024, 1024)).name == "dot_64x128x128_s3_w4"
+    # 64 x 64 pointer tiles of 64 KB: three programs an SM hold at once
+    assert cfgs.rounds(CONFIGS["dot_64x64x64_s4_w4"], cfgs.Problem(512, 512, 512)) == (1, 64 / 396)
+
+
+def test_the_rules_take_the_ws_kernel_from_half_a_round_of_128x128_tiles():
+    """Off the table, 66 or more 128x128 tiles run the WS kernel (0.87-0.98x cuBLAS where the
+    pointer kernel's 128x128 tiles ran 0.77-0.91x: 700x1536x512, 1500x1240x2000, 512x3000x4096);
+    fewer tiles with a long K keep split-K."""
+    for M, N, K, bk in ((700, 1536, 512, False), (1500, 1240, 2000, True), (512, 3000, 4096, False)):
+        assert cfgs.rule_based(cfgs.Problem(M, N, K, b_kmajor=bk)).name == "ws_128x128x64_s5"
+    assert cfgs.rule_based(cfgs.Problem(384, 2048, 14336)).split_k > 1

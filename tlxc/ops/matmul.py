@@ -126,16 +126,18 @@ def _stage(x: torch.Tensor) -> torch.Tensor:
     return view
 
 
-def _descriptor(descs: dict | None, role: str, t: torch.Tensor, box: list) -> TensorDescriptor:
-    """The TMA descriptor of ``t`` for ``role`` ("a", "b", "c"): built (and checked) once per
-    plan, then pointed at this call's tensor.  A plan's key holds the shape, strides, dtype,
-    device and 16-byte alignment of every tensor, so the geometry the descriptor checked is
-    this tensor's too; its encoded map is reused while the address stays the same."""
+def _descriptor(descs: dict | None, role: str, t: torch.Tensor, box: list,
+                swizzle: int | None = 128) -> TensorDescriptor:
+    """The TMA descriptor of ``t`` for ``role`` ("a", "b", "c", "bt", "ct"): built (and checked)
+    once per plan, then pointed at this call's tensor.  A plan's key holds the shape, strides,
+    dtype, device and 16-byte alignment of every tensor, so the geometry the descriptor checked
+    is this tensor's too; its encoded map is reused while the address stays the same.
+    ``swizzle=None``: the box's own (a narrow tile tail's 32-byte rows swizzle 32 bytes)."""
     if descs is None:
-        return TensorDescriptor.from_tensor(t, box, swizzle=128)
+        return TensorDescriptor.from_tensor(t, box, swizzle=swizzle)
     d = descs.get(role)
     if d is None:
-        d = descs[role] = TensorDescriptor.from_tensor(t, box, swizzle=128)
+        d = descs[role] = TensorDescriptor.from_tensor(t, box, swizzle=swizzle)
     else:
         d.__dict__["base"] = t        # same geometry (the plan's key): no re-check
     return d
@@ -160,13 +162,20 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
         a_desc = _descriptor(descs, "a", a, [half_m, c.bk])
     else:
         a_desc = _descriptor(descs, "a", a.t(), [c.bk, half_m])
+    bn, tail = cfgs.split_columns(c.bn)           # a tile of bn + tail columns (tail: 0, or its own wgmma)
     if p.b_kmajor:
-        b_desc = _descriptor(descs, "b", b.t(), [c.bn // c.cluster_m, c.bk])
+        b_desc = _descriptor(descs, "b", b.t(), [bn // c.cluster_m, c.bk])
     else:
         b_desc = _descriptor(descs, "b", b, [c.bk, box_cols])
     c_box_n = 128 // p.out_elt
     # the output: a TMA descriptor, or the tensor itself (stored through pointers)
     c_arg = _descriptor(descs, "c", out, [half_m, c_box_n]) if p.tma_c else out
+    bt_desc, ct_desc = b_desc, c_arg              # (unused without a tail)
+    if tail:
+        bt_desc = _descriptor(descs, "bt", b.t(), [tail, c.bk]) if p.b_kmajor else \
+            _descriptor(descs, "bt", b, [c.bk, tail], swizzle=None)
+        if p.tma_c:
+            ct_desc = _descriptor(descs, "ct", out, [half_m, tail], swizzle=None)
     tiles = -(-p.M // (c.bm * c.cluster_m)) * -(-p.N // c.bn)
     clusters = min(p.sms // c.cluster_m, tiles) if c.persistent else tiles
     ws = sk_flags = None
@@ -175,9 +184,9 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
         ws, sk_flags = _stream_k_buffers(a.device, clusters, c.bm * c.bn, c.consumers)
     progs = clusters * c.cluster_m
     (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=False)
-    _launch(gemm_ws_kernel, (progs,), a_desc, b_desc, c_arg, p.M, p.N, p.K, progs, out.stride(0), out.stride(1),
+    _launch(gemm_ws_kernel, (progs,), a_desc, b_desc, c_arg, bt_desc, ct_desc, p.M, p.N, p.K, progs, out.stride(0), out.stride(1),
             s0, s1, bias, res, r0, r1, ws, sk_flags, STREAM_K=c.stream_k,
-            BM=c.bm, BN=c.bn, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
+            BM=c.bm, BN=bn, BN_TAIL=tail, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
             NUM_STAGES=c.stages, DTYPE=TL_DTYPES[a.dtype], OUT_DTYPE=TL_DTYPES[out.dtype],
             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
             EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, NUM_CONSUMERS=c.consumers,

@@ -63,8 +63,21 @@ class GemmConfig:
         return what
 
 
+def split_columns(bn: int) -> tuple[int, int]:
+    """A WS tile's ``bn`` columns as (main, tail): block shapes are powers of two, so a tile
+    between two of them (80 = 64 + 16, 192 = 128 + 64) is a main part and a narrower
+    power-of-two tail, each with its own B box, wgmma and C store; (bn, 0) for a power of two."""
+    main = 1 << (bn.bit_length() - 1)
+    return main, bn - main
+
+
 def _ws(bm, bn, stages, **kw):
     fp8 = kw.get("fp8", False)
+    main, tail = split_columns(bn)
+    assert not tail or (tail & (tail - 1) == 0 and tail >= 16 and main >= 64 and not kw.get("stream_k")
+                        and kw.get("subtile", 2) == 1), \
+        "a tile tail: a power of two of at least 16 columns after a main part of at least 64 (one B box), " \
+        "no stream-K, subtile 1"
     bk = 128 if fp8 else 64
     parts = [f"ws{'8' if fp8 else ''}_{bm}x{bn}x{bk}_s{stages}"]
     if not kw.get("persistent", True):
@@ -128,6 +141,19 @@ _ALL = [
     # stream-K: fewer tiles than SMs (1000x1240x776: 80 tiles of 128x128 for 132 SMs) -- every
     # SM gets 1/132 of all k-steps; a tile split between programs is summed by its last one
     _ws(128, 128, 4, stream_k=True),
+    # tiles between powers of two (a main part and a tail, each its own wgmma): tile counts that
+    # fit one round where 128x128 leaves SMs idle and 128x64 needs two rounds -- cuBLAS runs
+    # 1000x1240x776 as 128 tiles of 80 columns (nvjet 80x128, H200 2026-12-04); 128x80 = 128
+    # tiles there, 128x96 = 104; 128x192 tiles fill the rounds of 5000x3000x2000 (640 = 4.85)
+    _ws(128, 80, 6, subtile=1),
+    _ws(128, 80, 7, subtile=1),
+    _ws(128, 80, 6, persistent=False, subtile=1),
+    _ws(128, 96, 6, subtile=1),
+    _ws(128, 192, 4, subtile=1),
+    # ... in pairs sharing B by multicast (cuBLAS's 80x128 runs 2x1 clusters): L2 -> SM bytes a
+    # k-step 21.5 KB a CTA instead of 26.6 (1000x1240x776 reads ~40 MB from L2 in ~5 us)
+    _ws(128, 80, 6, cluster_m=2, subtile=1),
+    _ws(128, 96, 6, cluster_m=2, subtile=1),
     # fp8 (e4m3/e5m2, K-major operands, BK = 128)
     _ws(128, 256, 3, fp8=True),
     _ws(128, 128, 4, fp8=True),
@@ -468,11 +494,48 @@ def rule_based(p: Problem) -> GemmConfig:
         c = pick("ws_128x256x64_s4", "ws_128x128x64_s5")
         if c is not None:
             return c
-    if tiles128 >= p.sms:
+    if tiles128 >= p.sms // 2:
+        # half a round of 128x128 tiles or more: the WS kernel (measured off the table, H200
+        # 2026-12-04: 0.87-0.98x cuBLAS at 66-120 tiles where the pointer kernel ran 0.77-0.91x)
         c = pick("ws_128x128x64_s5", "dot_128x128x64_s3_w4")
         if c is not None:
             return c
     return pick("dot_128x128x64_s3_w4", "dot_64x128x64_s4_w4") or CONFIGS["dot_64x128x64_s4_w4"]
+
+
+def rounds(c: GemmConfig, p: Problem) -> tuple[int, float]:
+    """(rounds, fill) of ``c`` on ``p``: its programs (tiles, times the splits) run in rounds of
+    ``sms`` x the programs an SM holds at once (shared memory, threads; a persistent WS kernel
+    walks its tiles in the same rounds), and ``fill`` is the fraction of those rounds' slots
+    they use (1.0: the last round is full)."""
+    if c.kernel == "gemv":
+        return 1, 1.0
+    rows, cols = (p.N, p.M) if c.swap else (p.M, p.N)
+    programs = -(-rows // (c.bm * c.cluster_m)) * -(-cols // c.bn) * c.cluster_m * c.split_k
+    if c.kernel == "ws":
+        per_sm = 1
+    else:
+        smem = c.stages * (c.bm * c.bk + c.bk * c.bn) * p.elt + 1024
+        per_sm = max(1, min(SM_SHARED // smem, 2048 // (32 * c.warps)))
+    slots = p.sms * per_sm
+    n = -(-programs // slots)
+    return n, programs / (n * slots)
+
+
+SM_SHARED = 233472                 # bytes of shared memory per SM on sm_90 (the programs resident at once share it)
+WAVE_LOSS = 0.2                    # a borrowed row's configuration may fill its rounds this much worse
+
+
+def _borrowable(c: GemmConfig, p: Problem, row) -> bool:
+    """A measured row's configuration fits ``p`` too: it can run it, and on ``p`` it does not
+    spill into an extra round that stays mostly empty (1024^3 is 128 64x128 tiles, one round;
+    1000x1240 is 160: a second round a fifth full, and 0.57x cuBLAS where 128x128 tiles run
+    0.97x, H200 2026-12-04)."""
+    if not usable(c, p):
+        return False
+    own = Problem(row[0], row[1], row[2], p.elt, p.out_elt, b_kmajor=row[3].endswith("_bk"), fp8=p.fp8, sms=p.sms)
+    (n_p, fill_p), (n_own, fill_own) = rounds(c, p), rounds(c, own)
+    return not (n_p > n_own and fill_p < fill_own - WAVE_LOSS)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -483,15 +546,15 @@ def _choose_cached(p: Problem) -> GemmConfig:
 def choose_config(p: Problem, table=None) -> GemmConfig:
     """The configuration for ``p``: the nearest measured shape of its kind (within a factor
     of 2 on each of M, N and K together: log2 distance <= 1.5) whose configuration can run
-    ``p``, else ``rule_based``."""
+    ``p`` and, unless the shape is the row's own, does not spill into a mostly empty extra
+    round there (``_borrowable``); else ``rule_based``."""
     if table is None:
         return _choose_cached(p)
-    rows = [r for r in table if r[3] == p.kind]
-    rows.sort(key=lambda r: _distance(p, r))
+    rows = sorted((r for r in table if r[3] == p.kind), key=lambda r: _distance(p, r))
     for row in rows:
         if _distance(p, row) > 1.5:
             break
         c = CONFIGS.get(row[4])
-        if c is not None and usable(c, p):
+        if c is not None and (usable(c, p) if _distance(p, row) == 0 else _borrowable(c, p, row)):
             return c
     return rule_based(p)

@@ -18,6 +18,10 @@ there), generalized for ``tlxc.ops.matmul``:
   so the third consumer is how a 192-wide tile exists) each own ``BM / NUM_CONSUMERS = 64``
   or 128 rows and take turns issuing their wgmmas (a ring of named barriers 9, 10, ...);
   ``CONSUMER_REGS`` is their setmaxnreg budget (232 for two, 160 for three);
+* a tile of ``BN + BN_TAIL`` columns (``BN_TAIL``: 0, or a narrower power of two): block
+  shapes are powers of two, so an 80- or 192-column tile is a main part and a tail, each
+  with its own B box (``bt_desc``), wgmma and C box (``ct_desc``), e.g. 1000x1240 in 128
+  tiles of 128x80 where 128x128 leaves 52 SMs idle and 128x64 needs two rounds;
 * the epilogue applies ``epilogue.apply_epilogue`` (scales, bias, activation, residual)
   to each consumer's accumulator, casts to the output dtype and TMA-stores it through a
   128B-swizzled shared tile, ``EPILOGUE_SUBTILE`` column slices at a time; or, with
@@ -27,7 +31,8 @@ there), generalized for ``tlxc.ops.matmul``:
 
 The host (``tlxc/ops/matmul.py``) builds the descriptors: boxes ``[SUB_M, BK]`` or
 ``[BK, SUB_M]`` for A (``SUB_M = BM / NUM_CONSUMERS``), ``[BK, 128 bytes]`` or
-``[BN / CLUSTER_M, BK]`` for B, and ``[SUB_M, 128 bytes]`` for C.
+``[BN / CLUSTER_M, BK]`` for B, ``[BK, BN_TAIL]`` or ``[BN_TAIL, BK]`` for B's tail,
+``[SUB_M, 128 bytes]`` for C and ``[SUB_M, BN_TAIL]`` for its tail.
 """
 from ... import language as tl
 from ...language import tlx
@@ -48,16 +53,18 @@ def grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 def store_tile(c_desc, c_buf, acc, row, col, M, N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
                ROWS: tl.constexpr, COLS: tl.constexpr, C_BOX_N: tl.constexpr, OUT_DTYPE: tl.constexpr,
                SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
-               HAS_RESIDUAL: tl.constexpr):
+               HAS_RESIDUAL: tl.constexpr, WAIT: tl.constexpr = True):
     """The epilogue of one consumer's ``ROWS x COLS`` slice at (row, col): the fused
-    epilogue, then wait until the previous TMA store has read ``c_buf``, store, fence the
-    generic->async proxy and TMA-store 128-byte-wide boxes."""
+    epilogue, then wait until the previous TMA store has read ``c_buf`` (``WAIT``; a buffer
+    whose last store an earlier wait covered needs none), store, fence the generic->async
+    proxy and TMA-store ``C_BOX_N``-wide boxes."""
     if SCALE0 + SCALE1 + BIAS_DIM + 1 + ACTIVATION + HAS_RESIDUAL > 0:
         offs0 = row + tl.arange(0, ROWS)
         offs1 = col + tl.arange(0, COLS)
         acc = apply_epilogue(acc, offs0, offs1, offs0 < M, offs1 < N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
                              stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
-    tlx.async_descriptor_store_wait(0)
+    if WAIT:
+        tlx.async_descriptor_store_wait(0)
     tlx.local_store(c_buf, acc.to(OUT_DTYPE))
     tlx.fence("async_shared")
     for j in tl.static_range(COLS // C_BOX_N):
@@ -140,15 +147,16 @@ def stream_k_collect(acc, ws_ptr, flags_ptr, cid, tile, k_tiles, total, num_prog
 
 
 @jit
-def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr,
+def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr,
                    res_ptr, stride_r0, stride_r1, ws_ptr, flags_ptr,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                    NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, OUT_DTYPE: tl.constexpr,
                    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr, C_BOX_N: tl.constexpr,
                    EPILOGUE_SUBTILE: tl.constexpr, CLUSTER_M: tl.constexpr, C_TMA: tl.constexpr,
                    NUM_CONSUMERS: tl.constexpr, CONSUMER_REGS: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
-                   HAS_RESIDUAL: tl.constexpr, STREAM_K: tl.constexpr):
+                   HAS_RESIDUAL: tl.constexpr, STREAM_K: tl.constexpr, BN_TAIL: tl.constexpr = 0):
     SUB_M: tl.constexpr = BM // NUM_CONSUMERS                             # each consumer's rows
+    TILE_N: tl.constexpr = BN + BN_TAIL                                   # a tile's columns
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
     if A_KMAJOR:
         a_smem = tlx.local_alloc((SUB_M, BK), DTYPE, NUM_STAGES * NUM_CONSUMERS)  # [NC * stage + consumer]
@@ -159,6 +167,13 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
     else:
         b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
     c_smem = tlx.local_alloc((SUB_M, BN // EPILOGUE_SUBTILE if C_TMA else 8), OUT_DTYPE, NUM_CONSUMERS)
+    if BN_TAIL > 0:                  # the tile's last BN_TAIL columns: their own B box, wgmma and C box
+        if B_KMAJOR:
+            bt_smem = tlx.local_alloc((BN_TAIL, BK), DTYPE, NUM_STAGES)
+        else:
+            bt_smem = tlx.local_alloc((BK, BN_TAIL), DTYPE, NUM_STAGES)
+        if C_TMA:
+            ct_smem = tlx.local_alloc((SUB_M, BN_TAIL), OUT_DTYPE, NUM_CONSUMERS)
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=NUM_CONSUMERS * CLUSTER_M)
 
@@ -167,7 +182,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
     if CLUSTER_M > 1:
         rank = tlx.cluster_cta_rank()
     num_pid_m = tl.cdiv(M, BM * CLUSTER_M)
-    num_pid_n = tl.cdiv(N, BN)
+    num_pid_n = tl.cdiv(N, TILE_N)
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BK)
     step = num_progs // CLUSTER_M
@@ -191,7 +206,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                 for k in range(k0, k1):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(empty[slot], phase ^ 1)
-                    tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * ELT)
+                    tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * TILE_N) * ELT)
                     for h in tl.static_range(NUM_CONSUMERS):      # one box per consumer's rows
                         if A_KMAJOR:
                             tlx.async_descriptor_load(a_desc, a_smem[NUM_CONSUMERS * slot + h], [row + h * SUB_M, k * BK],
@@ -201,21 +216,31 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                                                       full[slot])
                     if B_KMAJOR:
                         if CLUSTER_M == 1:
-                            tlx.async_descriptor_load(b_desc, b_smem[slot], [pid_n * BN, k * BK], full[slot])
+                            tlx.async_descriptor_load(b_desc, b_smem[slot], [pid_n * TILE_N, k * BK], full[slot])
                         else:                             # the pair shares B: each CTA loads half, for both
                             for j in tl.static_range(2):
                                 b_rows = tlx.local_slice(b_smem[slot], [j * (BN // 2), 0], [BN // 2, BK])
-                                tlx.async_descriptor_load(b_desc, b_rows, [pid_n * BN + j * (BN // 2), k * BK],
+                                tlx.async_descriptor_load(b_desc, b_rows, [pid_n * TILE_N + j * (BN // 2), k * BK],
                                                           full[slot], pred=rank == j, multicast_targets=[0, 1])
                     else:
                         for j in tl.static_range(BN // B_BOX_N):
                             b_box = tlx.local_slice(b_smem[slot], [0, j * B_BOX_N], [BK, B_BOX_N])
                             if CLUSTER_M == 1:
-                                tlx.async_descriptor_load(b_desc, b_box, [k * BK, pid_n * BN + j * B_BOX_N],
+                                tlx.async_descriptor_load(b_desc, b_box, [k * BK, pid_n * TILE_N + j * B_BOX_N],
                                                           full[slot])
                             else:
-                                tlx.async_descriptor_load(b_desc, b_box, [k * BK, pid_n * BN + j * B_BOX_N],
+                                tlx.async_descriptor_load(b_desc, b_box, [k * BK, pid_n * TILE_N + j * B_BOX_N],
                                                           full[slot], pred=rank == j % 2, multicast_targets=[0, 1])
+                    if BN_TAIL > 0:                           # (a pair: the second CTA loads it for both)
+                        if B_KMAJOR:
+                            t_at = [pid_n * TILE_N + BN, k * BK]
+                        else:
+                            t_at = [k * BK, pid_n * TILE_N + BN]
+                        if CLUSTER_M == 1:
+                            tlx.async_descriptor_load(bt_desc, bt_smem[slot], t_at, full[slot])
+                        else:
+                            tlx.async_descriptor_load(bt_desc, bt_smem[slot], t_at, full[slot], pred=rank == 1,
+                                                      multicast_targets=[0, 1])
                     count += 1
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_CONSUMERS):  # the wgmma consumers
             cid = tlx.async_task_replica_id()
@@ -230,6 +255,8 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                     tile, k0, k1 = stream_k_segment(walk, dp_tiles, n_dp, tile_hi, it_lo, it_hi, k_tiles, num_progs)
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
+                if BN_TAIL > 0:
+                    acc_t = tl.zeros((SUB_M, BN_TAIL), dtype=tl.float32)
                 for k in range(k0, k1):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(full[slot], phase)
@@ -242,8 +269,15 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                         acc = tlx.async_dot(a_op, tlx.local_trans(b_smem[slot]), acc)
                     else:
                         acc = tlx.async_dot(a_op, b_smem[slot], acc)
+                    if BN_TAIL > 0:
+                        if B_KMAJOR:
+                            acc_t = tlx.async_dot(a_op, tlx.local_trans(bt_smem[slot]), acc_t)
+                        else:
+                            acc_t = tlx.async_dot(a_op, bt_smem[slot], acc_t)
                     tlx.named_barrier_arrive(9 + (cid + 1) % NUM_CONSUMERS, 256)
                     acc = tlx.async_dot_wait(0, acc)              # this step's MMA is done: release its stage
+                    if BN_TAIL > 0:
+                        acc_t = tlx.async_dot_wait(0, acc_t)
                     release(empty[slot], rank, CLUSTER_M)
                     count += 1
                 row = (pid_m * CLUSTER_M + rank) * BM + cid * SUB_M
@@ -259,21 +293,30 @@ def gemm_ws_kernel(a_desc, b_desc, c, M, N, K, num_progs, stride_cm, stride_cn, 
                 if not finish:
                     pass
                 elif not C_TMA:                                 # (GLU activations store this way)
-                    store_tile_pointers(acc, row, pid_n * BN, M, N, c, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
+                    store_tile_pointers(acc, row, pid_n * TILE_N, M, N, c, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
                                         bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN,
                                         SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, 1)
                 elif EPILOGUE_SUBTILE == 1:
-                    store_tile(c, c_smem[cid], acc, row, pid_n * BN, M, N, scale0_ptr, scale1_ptr, bias_ptr,
+                    store_tile(c, c_smem[cid], acc, row, pid_n * TILE_N, M, N, scale0_ptr, scale1_ptr, bias_ptr,
                                res_ptr, stride_r0, stride_r1, SUB_M, BN, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
                 else:                                         # two halves through one half-size C tile
                     lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
-                    store_tile(c, c_smem[cid], lo, row, pid_n * BN, M, N, scale0_ptr, scale1_ptr, bias_ptr,
+                    store_tile(c, c_smem[cid], lo, row, pid_n * TILE_N, M, N, scale0_ptr, scale1_ptr, bias_ptr,
                                res_ptr, stride_r0, stride_r1, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
-                    store_tile(c, c_smem[cid], hi, row, pid_n * BN + BN // 2, M, N, scale0_ptr, scale1_ptr,
+                    store_tile(c, c_smem[cid], hi, row, pid_n * TILE_N + BN // 2, M, N, scale0_ptr, scale1_ptr,
                                bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+                if BN_TAIL > 0:                               # (no stream-K: every tile finishes here)
+                    if C_TMA:                                 # the stores above waited for its buffer's last
+                        store_tile(ct_desc, ct_smem[cid], acc_t, row, pid_n * TILE_N + BN, M, N, scale0_ptr,
+                                   scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN_TAIL, BN_TAIL,
+                                   OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, False)
+                    else:
+                        store_tile_pointers(acc_t, row, pid_n * TILE_N + BN, M, N, c, stride_cm, stride_cn,
+                                            scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M,
+                                            BN_TAIL, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, 1)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             tlx.async_descriptor_store_wait(0)                # before the CTA's shared memory goes away

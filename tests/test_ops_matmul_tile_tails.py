@@ -1,0 +1,99 @@
+"""WS tiles between two powers of two (``ws_128x80x64``: 64 + 16 columns, ``ws_128x192x64``:
+128 + 64): a main part and a tail, each with its own B box, wgmma and C store.  On the
+interpreter: odd shapes whose last tile's tail is partly or wholly past N, both operand
+major-nesses, the fused epilogue across the main/tail seam (bias, GLU pairs), pointer
+stores; for sm_90a: both wgmma widths, no spills; and the configuration rules."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+from tlxc.ops import CONFIGS, matmul
+from tlxc.ops import matmul_configs as cfgs
+from tlxc.ops.matmul import compile_config
+
+BF16_TOL = 8e-3
+TAILS = ["ws_128x80x64_s6_sub1", "ws_128x80x64_s6_np_sub1", "ws_128x96x64_s6_sub1", "ws_128x192x64_s4_sub1",
+         "ws_128x80x64_s6_c2_sub1", "ws_128x96x64_s6_c2_sub1"]
+
+
+def _operands(M, N, K, a_mmajor, b_kmajor, seed):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    b = torch.randn(K, N, generator=g).to(torch.bfloat16)
+    if a_mmajor:
+        a = a.t().contiguous().t()
+    if b_kmajor:
+        b = b.t().contiguous().t()
+    return a, b
+
+
+def _rel(out, ref):
+    assert torch.isfinite(out).all(), "poison left in the output"
+    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
+
+
+@pytest.mark.parametrize("config", TAILS)
+@pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, True), (False, False), (True, True), (True, False)])
+def test_tile_tails_on_odd_shapes_with_the_epilogue(config, a_mmajor, b_kmajor, monkeypatch):
+    """N = 2 tiles + 40 columns: the last tile's main part is partial and (80-wide tiles) its
+    tail wholly past N; two programs walk the tiles (the ring wraps across tiles); bias + ReLU."""
+    monkeypatch.setattr(importlib.import_module("tlxc.ops.matmul"), "CPU_SMS", 2)
+    width = CONFIGS[config].bn
+    M, N, K = 200, 2 * width + 40, 136
+    a, b = _operands(M, N, K, a_mmajor, b_kmajor, seed=N)
+    bias = torch.randn(N).to(torch.bfloat16)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="relu", config=config)
+    assert _rel(out, torch.relu(a.float() @ b.float() + bias.float())) < BF16_TOL
+
+
+def test_a_tail_column_block_is_its_own_and_not_the_next_tiles():
+    """Columns 64-79 of each 80-wide tile come from the tail's wgmma: a B whose columns are
+    their own index makes any shift between the main part, the tail and the next tile visible."""
+    M, N, K = 64, 240, 64
+    a = torch.zeros(M, K, dtype=torch.bfloat16)
+    a[:, 0] = 1
+    b = torch.arange(N, dtype=torch.float32).to(torch.bfloat16).expand(K, N).t().contiguous().t()
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, config="ws_128x80x64_s6_sub1")
+    assert torch.equal(out, torch.arange(N, dtype=torch.float32).to(torch.bfloat16).expand(M, N))
+
+
+@pytest.mark.parametrize("config", ["ws_128x80x64_s6_sub1", "ws_128x192x64_s4_sub1"])
+def test_glu_pairs_and_pointer_stores_with_a_tail(config):
+    """GLU pairs (2j, 2j + 1) never straddle the seam (both parts are even); an output row of
+    an odd number of elements is stored through pointers, tail included."""
+    M, N, K = 150, 2 * 171, 72
+    a, b = _operands(M, N, K, False, True, seed=7)
+    out = torch.full((M, N // 2), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, activation="swiglu", config=config)
+    y = a.float() @ b.float()
+    assert _rel(out, torch.nn.functional.silu(y[:, 0::2]) * y[:, 1::2]) < BF16_TOL
+    assert importlib.import_module("tlxc.ops.matmul")._problem(a, b, out, True).tma_c is False
+
+
+@pytest.mark.parametrize("name,b_kmajor", [(n, True) for n in TAILS] + [("ws_128x192x64_s4_sub1", False)])
+def test_tile_tails_compile_for_sm90a(name, b_kmajor):
+    c = CONFIGS[name]
+    a = torch.empty(1000, 776, dtype=torch.bfloat16)
+    b = torch.empty(1240, 776, dtype=torch.bfloat16).t() if b_kmajor else torch.empty(776, 1240, dtype=torch.bfloat16)
+    (h,) = compile_config(name, a, b, bias=torch.empty(1240, dtype=torch.bfloat16), activation="gelu")
+    assert h.n_spills == 0
+    assert h.metadata.shared <= cfgs.ws_shared_bytes(c, 2, 2) <= cfgs.SHARED_LIMIT
+    main, tail = cfgs.split_columns(c.bn)
+    cuda = h.asm["cuda"]
+    assert f"m64n{main}k16" in cuda and f"m64n{tail}k16" in cuda
+
+
+def test_split_columns_and_what_a_tail_config_may_be():
+    assert cfgs.split_columns(128) == (128, 0)
+    assert cfgs.split_columns(80) == (64, 16) and cfgs.split_columns(192) == (128, 64)
+    for bad in (dict(bn=72), dict(bn=80, stream_k=True), dict(bn=80), dict(bn=48)):   # 64 + 8; stream-K; subtile 2; 32 + 16
+        kw = {"subtile": 1, **bad}
+        if bad == dict(bn=80):
+            kw.pop("subtile")
+        with pytest.raises(AssertionError, match="tile tail"):
+            cfgs._ws(128, kw.pop("bn"), 4, **kw)
