@@ -91,9 +91,7 @@ def test_tile_tails_compile_for_sm90a(name, b_kmajor):
 def test_split_columns_and_what_a_tail_config_may_be():
     assert cfgs.split_columns(128) == (128, 0)
     assert cfgs.split_columns(80) == (64, 16) and cfgs.split_columns(192) == (128, 64)
-    for bad in (dict(bn=72), dict(bn=80, stream_k=True), dict(bn=80), dict(bn=48)):   # 64 + 8; stream-K; subtile 2; 32 + 16
-        kw = {"subtile": 1, **bad}
-        if bad == dict(bn=80):
-            kw.pop("subtile")
+    bad = [(72, {"subtile": 1}), (80, {"subtile": 1, "stream_k": True}), (80, {}), (48, {"subtile": 1})]
+    for bn, kw in bad:                       # 64 + 8; stream-K; subtile 2; 32 + 16
         with pytest.raises(AssertionError, match="tile tail"):
-            cfgs._ws(128, kw.pop("bn"), 4, **kw)
+            cfgs._ws(128, bn, 4, **kw)
