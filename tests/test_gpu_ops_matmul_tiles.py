@@ -92,10 +92,12 @@ def test_cluster_split_is_deterministic(name):
 
 
 @pytest.mark.parametrize("name,shape,b_kmajor", [
-    ("ws_128x80x64_s6_sub1", (1000, 1240, 776), True), ("ws_128x80x64_s7_sub1", (1000, 1240, 776), False),
+    ("ws_128x80x64_s6_sub1", (1000, 1240, 776), True), ("ws_128x80x64_s6_sub1", (1000, 1240, 776), False),
     ("ws_128x80x64_s6_np_sub1", (333, 1240, 200), True), ("ws_128x96x64_s6_sub1", (1000, 1240, 776), True),
     ("ws_128x192x64_s4_sub1", (5000, 3000, 2000), False), ("ws_128x192x64_s4_sub1", (700, 1000, 520), True),
-    ("ws_128x80x64_s6_c2_sub1", (1000, 1240, 776), True), ("ws_128x96x64_s6_c2_sub1", (333, 1000, 200), False)])
+    ("ws_128x80x64_s6_c2_sub1", (1000, 1240, 776), True), ("ws_128x80x64_s6_c2_sub1", (333, 1000, 200), False),
+    ("ws_128x80x64_s6_c2a_sub1", (1000, 1240, 776), True), ("ws_128x80x64_s6_c2a_sub1", (100, 1000, 520), False),
+    ("ws_128x80x64_s6_c2a_sub1", (3000, 1000, 1000), False)])
 def test_tile_tails_main_part_and_tail(name, shape, b_kmajor):
     """80/96/192-column tiles: a power-of-two main part and a tail, each its own wgmma and
     TMA store; the last tile column's tail partly or wholly past N."""

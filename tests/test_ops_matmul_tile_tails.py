@@ -16,7 +16,7 @@ from tlxc.ops.matmul import compile_config
 
 BF16_TOL = 8e-3
 TAILS = ["ws_128x80x64_s6_sub1", "ws_128x80x64_s6_np_sub1", "ws_128x96x64_s6_sub1", "ws_128x192x64_s4_sub1",
-         "ws_128x80x64_s6_c2_sub1", "ws_128x96x64_s6_c2_sub1"]
+         "ws_128x80x64_s6_c2_sub1", "ws_128x80x64_s6_c2a_sub1"]
 
 
 def _operands(M, N, K, a_mmajor, b_kmajor, seed):
@@ -95,3 +95,15 @@ def test_split_columns_and_what_a_tail_config_may_be():
     for bn, kw in bad:                       # 64 + 8; stream-K; subtile 2; 32 + 16
         with pytest.raises(AssertionError, match="tile tail"):
             cfgs._ws(128, bn, 4, **kw)
+
+
+def test_a_pair_sharing_a_sits_side_by_side():
+    """``share_a``: the pair's two tiles are neighbours along N, so it needs two tile columns
+    (one tile row is enough); B is loaded whole by each CTA (its box is not halved)."""
+    c = CONFIGS["ws_128x80x64_s6_c2a_sub1"]
+    assert c.share_a and c.cluster_m == 2 and "sharing A" in c.describe()
+    assert cfgs.supports(c, cfgs.Problem(100, 1240, 776, b_kmajor=True)) is None
+    assert "two tile columns" in cfgs.supports(c, cfgs.Problem(1000, 80, 776, b_kmajor=True))
+    assert "two tile rows" in cfgs.supports(CONFIGS["ws_128x80x64_s6_c2_sub1"], cfgs.Problem(100, 1240, 776))
+    with pytest.raises(AssertionError, match="share_a"):
+        cfgs._ws(128, 128, 4, share_a=True)

@@ -270,3 +270,4 @@ def test_the_rules_take_the_ws_kernel_from_half_a_round_of_128x128_tiles():
     for M, N, K, bk in ((700, 1536, 512, False), (1500, 1240, 2000, True), (512, 3000, 4096, False)):
         assert cfgs.rule_based(cfgs.Problem(M, N, K, b_kmajor=bk)).name == "ws_128x128x64_s5"
     assert cfgs.rule_based(cfgs.Problem(384, 2048, 14336)).split_k > 1
+

@@ -164,7 +164,7 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
         a_desc = _descriptor(descs, "a", a.t(), [c.bk, half_m])
     bn, tail = cfgs.split_columns(c.bn)           # a tile of bn + tail columns (tail: 0, or its own wgmma)
     if p.b_kmajor:
-        b_desc = _descriptor(descs, "b", b.t(), [bn // c.cluster_m, c.bk])
+        b_desc = _descriptor(descs, "b", b.t(), [bn if c.share_a else bn // c.cluster_m, c.bk])
     else:
         b_desc = _descriptor(descs, "b", b, [c.bk, box_cols])
     c_box_n = 128 // p.out_elt
@@ -176,7 +176,10 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             _descriptor(descs, "bt", b, [c.bk, tail], swizzle=None)
         if p.tma_c:
             ct_desc = _descriptor(descs, "ct", out, [half_m, tail], swizzle=None)
-    tiles = -(-p.M // (c.bm * c.cluster_m)) * -(-p.N // c.bn)
+    if c.share_a:                                 # pairs side by side
+        tiles = -(-p.M // c.bm) * -(-p.N // (c.bn * c.cluster_m))
+    else:
+        tiles = -(-p.M // (c.bm * c.cluster_m)) * -(-p.N // c.bn)
     clusters = min(p.sms // c.cluster_m, tiles) if c.persistent else tiles
     ws = sk_flags = None
     if c.stream_k:                                # every SM takes a share of the k-steps
@@ -186,7 +189,7 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
     (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=False)
     _launch(gemm_ws_kernel, (progs,), a_desc, b_desc, c_arg, bt_desc, ct_desc, p.M, p.N, p.K, progs, out.stride(0), out.stride(1),
             s0, s1, bias, res, r0, r1, ws, sk_flags, STREAM_K=c.stream_k,
-            BM=c.bm, BN=bn, BN_TAIL=tail, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
+            BM=c.bm, BN=bn, BN_TAIL=tail, SHARE_A=c.share_a, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
             NUM_STAGES=c.stages, DTYPE=TL_DTYPES[a.dtype], OUT_DTYPE=TL_DTYPES[out.dtype],
             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
             EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, NUM_CONSUMERS=c.consumers,

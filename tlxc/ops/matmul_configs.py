@@ -49,12 +49,14 @@ class GemmConfig:
     unroll: int = 1               # gemv: K steps unrolled (their loads issued together)
     stream_k: bool = False        # ws: one program per SM, each an equal share of all tiles' k-steps
     cluster_split: bool = False   # dot: a tile's splits are one cluster, summed in rank 0's shared memory
+    share_a: bool = False         # ws: the CTA pair's tiles sit side by side and share A (else stacked, sharing B)
 
     def describe(self) -> str:
         what = f"{self.kernel} {self.bm}x{self.bn}x{self.bk} {self.stages} stages"
         if self.kernel == "ws":
             what += f", {'persistent' if self.persistent else 'one tile per program'}"
-            what += f", cluster {self.cluster_m}, subtile {self.subtile}, {self.consumers} consumers"
+            what += f", cluster {self.cluster_m}{' sharing A' if self.share_a else ''}, subtile {self.subtile}, " \
+                f"{self.consumers} consumers"
             what += ", stream-K" if self.stream_k else ""
         elif self.kernel == "gemv":
             what += f", {self.warps} warps, one row of A, no tensor cores"
@@ -83,7 +85,9 @@ def _ws(bm, bn, stages, **kw):
     if not kw.get("persistent", True):
         parts.append("np")
     if kw.get("cluster_m", 1) > 1:
-        parts.append(f"c{kw['cluster_m']}")
+        parts.append(f"c{kw['cluster_m']}" + ("a" if kw.get("share_a") else ""))
+    assert not kw.get("share_a") or (kw.get("cluster_m", 1) == 2 and not kw.get("stream_k")), \
+        "share_a: a pair (cluster_m=2) of whole tiles"
     if kw.get("subtile", 2) != 2:
         parts.append(f"sub{kw['subtile']}")
     if kw.get("stream_k"):
@@ -146,14 +150,17 @@ _ALL = [
     # 1000x1240x776 as 128 tiles of 80 columns (nvjet 80x128, H200 2026-12-04); 128x80 = 128
     # tiles there, 128x96 = 104; 128x192 tiles fill the rounds of 5000x3000x2000 (640 = 4.85)
     _ws(128, 80, 6, subtile=1),
-    _ws(128, 80, 7, subtile=1),
     _ws(128, 80, 6, persistent=False, subtile=1),
     _ws(128, 96, 6, subtile=1),
     _ws(128, 192, 4, subtile=1),
-    # ... in pairs sharing B by multicast (cuBLAS's 80x128 runs 2x1 clusters): L2 -> SM bytes a
-    # k-step 21.5 KB a CTA instead of 26.6 (1000x1240x776 reads ~40 MB from L2 in ~5 us)
+    # ... in pairs sharing B by multicast: L2 -> SM bytes a k-step 21.5 KB a CTA instead of 26.6
+    # (1000x1240x776 reads ~40 MB from L2 in ~5 us); 0.86-0.88x there (unpaired 0.85)
     _ws(128, 80, 6, cluster_m=2, subtile=1),
-    _ws(128, 96, 6, cluster_m=2, subtile=1),
+    # ... or side by side sharing A, the wider operand of these tiles: 18 KB a CTA and k-step
+    # from L2 instead of 26.6 (cuBLAS's 2x1 clusters at 1000x1240x776): 0.85 -> 0.92x there,
+    # but 1.02 -> 0.92x at K = 3104 (H200 2026-12-04); 128x128 / 128x96 / 128x64 pairs sharing
+    # A ran 5-13% slower than unpaired (not kept)
+    _ws(128, 80, 6, cluster_m=2, share_a=True, subtile=1),
     # fp8 (e4m3/e5m2, K-major operands, BK = 128)
     _ws(128, 256, 3, fp8=True),
     _ws(128, 128, 4, fp8=True),
@@ -341,8 +348,10 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
             return "fp8 operands must be TMA-describable (no staging copies for 8-bit operands)"
         if ws_shared_bytes(c, p.elt, p.out_elt, p.residual, p.tma_c) > SHARED_LIMIT:
             return "shared memory: the stages, the C tiles and the epilogue's residual exceed 227 KB"
-        if c.cluster_m > 1 and p.M <= c.bm:
+        if c.cluster_m > 1 and not c.share_a and p.M <= c.bm:
             return "a cluster pair needs two tile rows"
+        if c.share_a and p.N <= c.bn:
+            return "a cluster pair sharing A needs two tile columns"
         if c.stream_k and -(-p.M // c.bm) * -(-p.N // c.bn) * -(-p.K // c.bk) * p.sms >= 2 ** 31:
             return "stream-K's k-step arithmetic needs tiles x k-steps x SMs below 2^31"
         return None
@@ -422,7 +431,9 @@ MEASURED: list[tuple[int, int, int, str, str, str]] = [   # bench/ops_matmul_ben
     (8192, 128256, 4096, '16_bk', 'ws_128x256x64_s4', "H200 2026-12-03 1.01x"),
     (5000, 3000, 2000, '16_bn', 'ws_128x256x64_s4_c2', "H200 2026-12-03 17:30 0.92x (ws_192x128x64_s5 0.82x)"),
     (4095, 4097, 4093, '16_bn', 'ws_128x256x64_s4', "predicted (staged operands): 0.65-0.85x"),
-    (1000, 1240, 776, '16_bk', 'ws_128x128x64_s5', "H200 2026-12-03 17:30 0.935x (_s4_np 0.93x, stream-K 0.60x)"),
+    (1000, 1240, 776, '16_bk', 'ws_128x128x64_s5', "H200 2026-12-03 17:30 0.935x (_s4_np 0.93x, stream-K 0.60x); 2026-12-04 0.90-0.92x in 10 runs (128x96 0.90-0.92x, 128x80 0.85x, 128x80 pairs sharing A 0.92x)"),
+    (1000, 1240, 1552, '16_bk', 'ws_128x96x64_s6_sub1', "H200 2026-12-04 0.98-1.04x (ws_128x128x64_s5 0.93-0.98x)"),
+    (1000, 1240, 3104, '16_bk', 'ws_128x80x64_s6_sub1', "H200 2026-12-04 1.01-1.04x (ws_128x128x64_s5 0.90-0.92x)"),
     (128, 8192, 8192, '16_bn', 'ws_128x64x64_s8_np_sub1', "H200 2026-12-03 17:30 0.98x"),
     (64, 8192, 8192, '16_bn', 'dot_64x64x128_s5_w4', "H200 2026-12-03 20:00 1.06x (dot_128x128x64_s3_w4_k4 0.95x)"),
     (1024, 1024, 1024, '16_bk', 'ws_128x64x64_s8_np_sub1', "H200 2026-12-03 17:30 0.93x (dot_64x128x64_s4_w4 0.91x)"),

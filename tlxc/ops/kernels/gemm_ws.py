@@ -11,7 +11,9 @@ there), generalized for ``tlxc.ops.matmul``:
   operands only (wgmma has no transpose for 8-bit types);
 * ``num_progs`` programs (a runtime argument: the SM count for the persistent walk, the
   tile count for one tile per program) walk the output tiles in grouped order;
-* pairs of CTAs (``CLUSTER_M = 2``) share B tiles by TMA multicast;
+* pairs of CTAs (``CLUSTER_M = 2``) share B tiles by TMA multicast (the pair's tiles one
+  above the other), or with ``SHARE_A`` A tiles (side by side: the wider operand of a tile
+  narrower than it is tall, e.g. 128x80);
 * ``NUM_CONSUMERS`` consumer warp groups (2, or 3 for 192-row tiles: a tile size between
   128x128 and 128x256 whose count fills the SMs' waves better, e.g. 3072^3: 384 tiles = 2.91
   waves of 132 where 128x128 gives 4.36 and 128x256 2.18; block shapes must be powers of two,
@@ -70,6 +72,15 @@ def store_tile(c_desc, c_buf, acc, row, col, M, N, scale0_ptr, scale1_ptr, bias_
     for j in tl.static_range(COLS // C_BOX_N):
         c_box = tlx.local_slice(c_buf, [0, j * C_BOX_N], [ROWS, C_BOX_N])
         tlx.async_descriptor_store(c_desc, c_box, [row, col + j * C_BOX_N])
+
+
+@jit
+def tile_origin(pid_m, pid_n, rank, BM: tl.constexpr, TILE_N: tl.constexpr, CLUSTER_M: tl.constexpr,
+                SHARE_A: tl.constexpr):
+    """The first row and column of this CTA's tile of the (pair's) tile (pid_m, pid_n)."""
+    if SHARE_A:
+        return pid_m * BM, (pid_n * CLUSTER_M + rank) * TILE_N
+    return (pid_m * CLUSTER_M + rank) * BM, pid_n * TILE_N
 
 
 @jit
@@ -154,7 +165,8 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr, C_BOX_N: tl.constexpr,
                    EPILOGUE_SUBTILE: tl.constexpr, CLUSTER_M: tl.constexpr, C_TMA: tl.constexpr,
                    NUM_CONSUMERS: tl.constexpr, CONSUMER_REGS: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
-                   HAS_RESIDUAL: tl.constexpr, STREAM_K: tl.constexpr, BN_TAIL: tl.constexpr = 0):
+                   HAS_RESIDUAL: tl.constexpr, STREAM_K: tl.constexpr, BN_TAIL: tl.constexpr = 0,
+                   SHARE_A: tl.constexpr = False):
     SUB_M: tl.constexpr = BM // NUM_CONSUMERS                             # each consumer's rows
     TILE_N: tl.constexpr = BN + BN_TAIL                                   # a tile's columns
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
@@ -181,8 +193,12 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
     rank = 0
     if CLUSTER_M > 1:
         rank = tlx.cluster_cta_rank()
-    num_pid_m = tl.cdiv(M, BM * CLUSTER_M)
-    num_pid_n = tl.cdiv(N, TILE_N)
+    if SHARE_A:                      # a pair's tiles side by side
+        num_pid_m = tl.cdiv(M, BM)
+        num_pid_n = tl.cdiv(N, TILE_N * CLUSTER_M)
+    else:                            # one above the other
+        num_pid_m = tl.cdiv(M, BM * CLUSTER_M)
+        num_pid_n = tl.cdiv(N, TILE_N)
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BK)
     step = num_progs // CLUSTER_M
@@ -202,41 +218,44 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                 if STREAM_K:
                     tile, k0, k1 = stream_k_segment(walk, dp_tiles, n_dp, tile_hi, it_lo, it_hi, k_tiles, num_progs)
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
-                row = (pid_m * CLUSTER_M + rank) * BM
+                row, col = tile_origin(pid_m, pid_n, rank, BM, TILE_N, CLUSTER_M, SHARE_A)
                 for k in range(k0, k1):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(empty[slot], phase ^ 1)
                     tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * TILE_N) * ELT)
                     for h in tl.static_range(NUM_CONSUMERS):      # one box per consumer's rows
                         if A_KMAJOR:
-                            tlx.async_descriptor_load(a_desc, a_smem[NUM_CONSUMERS * slot + h], [row + h * SUB_M, k * BK],
-                                                      full[slot])
+                            a_at = [row + h * SUB_M, k * BK]
                         else:
-                            tlx.async_descriptor_load(a_desc, a_smem[NUM_CONSUMERS * slot + h], [k * BK, row + h * SUB_M],
-                                                      full[slot])
+                            a_at = [k * BK, row + h * SUB_M]
+                        if SHARE_A:                           # the pair shares A: box h from CTA h % 2, for both
+                            tlx.async_descriptor_load(a_desc, a_smem[NUM_CONSUMERS * slot + h], a_at, full[slot],
+                                                      pred=rank == h % 2, multicast_targets=[0, 1])
+                        else:
+                            tlx.async_descriptor_load(a_desc, a_smem[NUM_CONSUMERS * slot + h], a_at, full[slot])
                     if B_KMAJOR:
-                        if CLUSTER_M == 1:
-                            tlx.async_descriptor_load(b_desc, b_smem[slot], [pid_n * TILE_N, k * BK], full[slot])
+                        if CLUSTER_M == 1 or SHARE_A:
+                            tlx.async_descriptor_load(b_desc, b_smem[slot], [col, k * BK], full[slot])
                         else:                             # the pair shares B: each CTA loads half, for both
                             for j in tl.static_range(2):
                                 b_rows = tlx.local_slice(b_smem[slot], [j * (BN // 2), 0], [BN // 2, BK])
-                                tlx.async_descriptor_load(b_desc, b_rows, [pid_n * TILE_N + j * (BN // 2), k * BK],
+                                tlx.async_descriptor_load(b_desc, b_rows, [col + j * (BN // 2), k * BK],
                                                           full[slot], pred=rank == j, multicast_targets=[0, 1])
                     else:
                         for j in tl.static_range(BN // B_BOX_N):
                             b_box = tlx.local_slice(b_smem[slot], [0, j * B_BOX_N], [BK, B_BOX_N])
-                            if CLUSTER_M == 1:
-                                tlx.async_descriptor_load(b_desc, b_box, [k * BK, pid_n * TILE_N + j * B_BOX_N],
+                            if CLUSTER_M == 1 or SHARE_A:
+                                tlx.async_descriptor_load(b_desc, b_box, [k * BK, col + j * B_BOX_N],
                                                           full[slot])
                             else:
-                                tlx.async_descriptor_load(b_desc, b_box, [k * BK, pid_n * TILE_N + j * B_BOX_N],
+                                tlx.async_descriptor_load(b_desc, b_box, [k * BK, col + j * B_BOX_N],
                                                           full[slot], pred=rank == j % 2, multicast_targets=[0, 1])
                     if BN_TAIL > 0:                           # (a pair: the second CTA loads it for both)
                         if B_KMAJOR:
-                            t_at = [pid_n * TILE_N + BN, k * BK]
+                            t_at = [col + BN, k * BK]
                         else:
-                            t_at = [k * BK, pid_n * TILE_N + BN]
-                        if CLUSTER_M == 1:
+                            t_at = [k * BK, col + BN]
+                        if CLUSTER_M == 1 or SHARE_A:
                             tlx.async_descriptor_load(bt_desc, bt_smem[slot], t_at, full[slot])
                         else:
                             tlx.async_descriptor_load(bt_desc, bt_smem[slot], t_at, full[slot], pred=rank == 1,
@@ -280,7 +299,8 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                         acc_t = tlx.async_dot_wait(0, acc_t)
                     release(empty[slot], rank, CLUSTER_M)
                     count += 1
-                row = (pid_m * CLUSTER_M + rank) * BM + cid * SUB_M
+                row, col = tile_origin(pid_m, pid_n, rank, BM, TILE_N, CLUSTER_M, SHARE_A)
+                row += cid * SUB_M
                 finish = True
                 if STREAM_K:
                     if k1 < k_tiles:                          # the next program finishes this tile
@@ -293,28 +313,28 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                 if not finish:
                     pass
                 elif not C_TMA:                                 # (GLU activations store this way)
-                    store_tile_pointers(acc, row, pid_n * TILE_N, M, N, c, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
+                    store_tile_pointers(acc, row, col, M, N, c, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
                                         bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN,
                                         SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, 1)
                 elif EPILOGUE_SUBTILE == 1:
-                    store_tile(c, c_smem[cid], acc, row, pid_n * TILE_N, M, N, scale0_ptr, scale1_ptr, bias_ptr,
+                    store_tile(c, c_smem[cid], acc, row, col, M, N, scale0_ptr, scale1_ptr, bias_ptr,
                                res_ptr, stride_r0, stride_r1, SUB_M, BN, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
                 else:                                         # two halves through one half-size C tile
                     lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
-                    store_tile(c, c_smem[cid], lo, row, pid_n * TILE_N, M, N, scale0_ptr, scale1_ptr, bias_ptr,
+                    store_tile(c, c_smem[cid], lo, row, col, M, N, scale0_ptr, scale1_ptr, bias_ptr,
                                res_ptr, stride_r0, stride_r1, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
-                    store_tile(c, c_smem[cid], hi, row, pid_n * TILE_N + BN // 2, M, N, scale0_ptr, scale1_ptr,
+                    store_tile(c, c_smem[cid], hi, row, col + BN // 2, M, N, scale0_ptr, scale1_ptr,
                                bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
                 if BN_TAIL > 0:                               # (no stream-K: every tile finishes here)
                     if C_TMA:                                 # the stores above waited for its buffer's last
-                        store_tile(ct_desc, ct_smem[cid], acc_t, row, pid_n * TILE_N + BN, M, N, scale0_ptr,
+                        store_tile(ct_desc, ct_smem[cid], acc_t, row, col + BN, M, N, scale0_ptr,
                                    scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN_TAIL, BN_TAIL,
                                    OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, False)
                     else:
-                        store_tile_pointers(acc_t, row, pid_n * TILE_N + BN, M, N, c, stride_cm, stride_cn,
+                        store_tile_pointers(acc_t, row, col + BN, M, N, c, stride_cm, stride_cn,
                                             scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M,
                                             BN_TAIL, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, 1)
             if cid == 0:
