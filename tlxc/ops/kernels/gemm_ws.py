@@ -158,8 +158,8 @@ def stream_k_collect(acc, ws_ptr, flags_ptr, cid, tile, k_tiles, total, num_prog
 
 
 @jit
-def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr,
-                   res_ptr, stride_r0, stride_r1, ws_ptr, flags_ptr,
+def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stride_cm, stride_cn, scale0_ptr,
+                   scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, ws_ptr, flags_ptr,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                    NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, OUT_DTYPE: tl.constexpr,
                    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr, C_BOX_N: tl.constexpr,
