@@ -109,7 +109,8 @@ def test_ptxas_serializes_the_tile_loop_without_the_warp_sync_and_the_uniform_wa
     assert uniform in source
     name = re.search(r"__global__ void (?:__launch_bounds__\(\d+(?:, \d+)?\) )?(\w+)\(", source).group(1)
     built = compile_cuda(source.replace(uniform, "const int warp = tid >> 5;"), "sm_90a", [name])
-    assert "C7519" in built.log, built.log
+    # ptxas 13.5 says C7519 (warpgroup.arrive injected), 13.0 (the H200 machine's) C7520 (WG.AR in a divergent path)
+    assert "wgmma.mma_async instructions are serialized" in built.log, built.log
 
 
 def test_the_uniform_warp_index_alone_keeps_the_tile_loop_unserialized(monkeypatch):
