@@ -9,6 +9,7 @@ import importlib
 
 import pytest
 import torch
+from test_ops_matmul_tiles import _operands
 
 from tlxc.ops import CONFIGS, matmul
 from tlxc.ops import matmul_configs as cfgs
@@ -17,17 +18,6 @@ from tlxc.ops.matmul import compile_config
 BF16_TOL = 8e-3
 TAILS = ["ws_128x80x64_s6_sub1", "ws_128x80x64_s6_np_sub1", "ws_128x96x64_s6_sub1", "ws_128x192x64_s4_sub1",
          "ws_128x80x64_s6_c2_sub1", "ws_128x80x64_s6_c2a_sub1"]
-
-
-def _operands(M, N, K, a_mmajor, b_kmajor, seed):
-    g = torch.Generator().manual_seed(seed)
-    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
-    b = torch.randn(K, N, generator=g).to(torch.bfloat16)
-    if a_mmajor:
-        a = a.t().contiguous().t()
-    if b_kmajor:
-        b = b.t().contiguous().t()
-    return a, b
 
 
 def _rel(out, ref):
