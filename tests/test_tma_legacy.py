@@ -187,3 +187,21 @@ def test_gpu_fill_2d_matches_torch():
     ref = x.double() * 1.5
     assert torch.isfinite(out).all()
     assert ((out.double() - ref).abs() / ref.abs().max()).max() < 2e-3
+
+
+def test_warmup_takes_host_filled_descriptors_as_a_launch_does():
+    """``kernel.warmup(...)`` (ahead-of-time compile) resolves the descriptors the grid function
+    fills, as the launch does: the handle compiles for sm_90a with a TMA copy, and a buffer the
+    grid function does not fill is refused naming the argument."""
+    x = torch.empty(45, 88, dtype=torch.float16)
+    out = torch.empty(45, 88, dtype=torch.float16)
+    a, c = Buffer(), Buffer()
+
+    def grid(meta):
+        for buf, t in ((a, x), (c, out)):
+            active.utils.fill_2d_tma_descriptor(t.data_ptr(), 45, 88, meta["BM"], meta["BN"], 2, buf.tma_desc_cpu_ptr())
+        return (3, 3)
+    handle = scale_tiles.warmup(a, c, 45, 88, 1.5, BM=16, BN=32, grid=grid)
+    assert "cp.async.bulk.tensor" in handle.asm["cuda"]
+    with pytest.raises(LaunchError, match="argument 'out_desc' of scale_tiles"):
+        scale_tiles.warmup(a, Buffer(), 45, 88, 1.5, BM=16, BN=32, grid=lambda meta: (1,))
