@@ -493,3 +493,42 @@ def test_a_killed_autotune_writers_temporary_is_cleaned(tmp_path, monkeypatch):
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     tuned()[(2,)](x, y, out, 1.0, 41)                          # another key: a new choice is written
     assert not old.exists() and fresh.exists()
+
+
+AXPY_SIG, AXPY_CONST = "x_ptr=*fp32,y_ptr=*fp32,out_ptr=*fp32,a=fp32,n=i32", {"BLOCK": 32}
+
+
+def test_waves_per_eu_is_the_amd_kernels_occupancy_hint():
+    """Triton's HIP option: ``amdgpu_waves_per_eu(N)`` on a gfx942/gfx950 kernel (the code object
+    builds with it); NVIDIA kernels' occupancy follows from their launch bounds, so there the
+    option is a no-op (the same CUDA text); the interpreter runs as without it; values outside
+    0..10 are refused naming the option."""
+    hip = axpy.compile(AXPY_SIG, AXPY_CONST, arch="gfx942", stages=("hip", "hsaco"), waves_per_eu=2)
+    assert "amdgpu_waves_per_eu(2)" in hip.asm["hip"] and hip.asm["hsaco"][:4] == b"\x7fELF"
+    assert "amdgpu_waves_per_eu" not in axpy.compile(AXPY_SIG, AXPY_CONST, arch="gfx950", stages=("hip",)).asm["hip"]
+    cuda = axpy.compile(AXPY_SIG, AXPY_CONST, arch="sm_90a", stages=("cuda",), waves_per_eu=2).asm["cuda"]
+    assert cuda == axpy.compile(AXPY_SIG, AXPY_CONST, arch="sm_90a", stages=("cuda",)).asm["cuda"]
+    x, y = torch.randn(100), torch.randn(100)
+    out = torch.full((100,), float("nan"))
+    axpy[(4,)](x, y, out, 2.0, 100, BLOCK=BLOCK, waves_per_eu=2)
+    assert torch.allclose(out, 2.0 * x + y)
+    for bad in (-1, 11, 2.5, "2"):
+        with pytest.raises(tlxc.LaunchError, match="waves_per_eu must be an int from 0"):
+            axpy[(4,)](x, y, out, 2.0, 100, BLOCK=BLOCK, waves_per_eu=bad)
+
+
+@pytest.mark.parametrize("option,value", [("extern_libs", {"libdevice": "/opt/libdevice.10.bc"}),
+                                          ("allow_flush_denorm", True)])
+def test_triton_options_tlxc_does_not_implement_are_refused_saying_why(option, value):
+    """Not "unexpected keyword argument" (which reads as a misspelled kernel argument): the option
+    is named with what tlxc does instead, at a launch and at a compile."""
+    x = torch.randn(8)
+    with pytest.raises(tlxc.LaunchError, match=f"{option}=.* is not supported: "):
+        axpy[(1,)](x, x, torch.empty(8), 1.0, 8, BLOCK=BLOCK, **{option: value})
+    with pytest.raises(tlxc.CompilationError, match=f"{option} is not supported"):
+        axpy.compile(AXPY_SIG, AXPY_CONST, arch="sm_90a", stages=("cuda",), **{option: value})
+
+
+def test_an_unknown_compile_option_is_refused_not_dropped():
+    with pytest.raises(tlxc.CompilationError, match="unknown compile option 'maxreg'"):
+        axpy.compile(AXPY_SIG, AXPY_CONST, arch="sm_90a", stages=("cuda",), maxreg=32)

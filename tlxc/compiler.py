@@ -163,11 +163,27 @@ def optimize(module, arch: str, num_warps: int, **options):
     return default_pipeline(get_target(arch), compile_options).run(module, compile_options)
 
 
+# the launch options that change what is compiled (runtime/launch.py, LaunchConfig.compile_options) and
+# check-barriers' switch; anything else passed to compile_kernel / kernel.compile is refused, not dropped
+COMPILE_OPTIONS = ("maxnreg", "enable_fp_fusion", "num_stages", "num_ctas", "waves_per_eu", "check_barriers")
+
+
+def check_compile_options(options: dict) -> None:
+    from .runtime.launch import REFUSED_OPTIONS
+    for name in options:
+        if name in REFUSED_OPTIONS:
+            raise CompilationError(f"{name} is not supported: {REFUSED_OPTIONS[name]}")
+        if name not in COMPILE_OPTIONS:
+            raise CompilationError(f"unknown compile option '{name}' (expected one of {', '.join(COMPILE_OPTIONS)}, "
+                                   f"or arch, num_warps, stages, lineinfo, debug_barriers, cluster)")
+
+
 def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_warps: int = 4,
                    stages: tuple[str, ...] = ("ir", "ir.opt", "cuda", "cubin"),
                    lineinfo: bool = False, debug_barriers: bool = False,
                    cluster: tuple[int, int, int] | None = None, **options) -> CompiledKernel:
     arch = check_arch(arch)
+    check_compile_options(options)
     unknown = set(stages) - set(STAGES)
     if unknown:
         raise CompilationError(f"unknown stage(s) {', '.join(sorted(unknown))} (expected {', '.join(STAGES)})")

@@ -18,6 +18,7 @@ def build(module, target, *, stages, lineinfo: bool = False, debug_barriers: boo
     """The backend entry ``compiler.compile_kernel`` dispatches to for gfx942 / gfx950."""
     options = options or {}
     kernel = module.kernels[0]
+    kernel.attrs["waves_per_eu"] = options.get("waves_per_eu", 0)   # the launch option (runtime/launch.py)
     source, info = render_kernel(kernel, target.name)
     metadata = dict(info)
     metadata["artifact"] = artifact_name(kernel, target.name)

@@ -243,7 +243,10 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
     helpers = target.helper_definitions()
     if helpers:
         lines += ["", helpers]
-    lines += ["", f'extern "C" __global__ void __attribute__((amdgpu_flat_work_group_size(1, {threads})))',
+    attributes = f"amdgpu_flat_work_group_size(1, {threads})"
+    if kernel.attrs.get("waves_per_eu"):                 # Triton's waves_per_eu: at least N waves per SIMD
+        attributes += f", amdgpu_waves_per_eu({kernel.attrs['waves_per_eu']})"
+    lines += ["", f'extern "C" __global__ void __attribute__(({attributes}))',
               f"{name}({', '.join(params)}) {{"]
     user_bytes = kernel.attrs.get("shared_bytes", 0)
     lds = max(_align16(user_bytes) + lw.scratch_bytes, lw.overlay_bytes)

@@ -167,13 +167,15 @@ def device_arch(device: int | None = None) -> str:
 _KERNELS: dict[tuple, HipKernel] = {}        # (kernel source key, specialization, arch, num_warps) -> loaded
 
 
-def launch(kfn, grid: Sequence[int], *args, num_warps: int = 4, stream: int | None = None, arch: str | None = None,
-           **kwargs) -> ctypes.Structure:
+def launch(kfn, grid: Sequence[int], *args, num_warps: int = 4, waves_per_eu: int = 0, stream: int | None = None,
+           arch: str | None = None, **kwargs) -> ctypes.Structure:
     """``kfn[grid](*args, **kwargs)`` on an AMD GPU: the arguments bound and specialized as the CUDA
     launch path does (``specialization_from_args``), the kernel compiled once per specialization
-    (HIP text -> hipRTC on this machine's ROCm), then launched on the current torch stream."""
+    (HIP text -> hipRTC on this machine's ROCm), then launched on the current torch stream.
+    ``waves_per_eu``: Triton's AMD occupancy hint (the kernel's ``amdgpu_waves_per_eu``; 0: none)."""
     from ..compiler import compile_kernel
     from ..frontend.specialize import specialization_from_args
+    from .launch import launch_config
     try:
         bound = kfn.signature.bind(*args, **kwargs)
     except TypeError as exc:
@@ -182,10 +184,11 @@ def launch(kfn, grid: Sequence[int], *args, num_warps: int = 4, stream: int | No
     arguments = dict(bound.arguments)
     spec = specialization_from_args(kfn, arguments)
     arch = arch or device_arch()
-    key = (kfn.cache_key, spec.key(), arch, num_warps)
+    key = (kfn.cache_key, spec.key(), arch, num_warps, waves_per_eu)
     kernel = _KERNELS.get(key)
     if kernel is None:
-        compiled = compile_kernel(kfn, spec, arch=arch, num_warps=num_warps, stages=("hip",))
+        options = launch_config(kfn.__name__, {"num_warps": num_warps, "waves_per_eu": waves_per_eu}).compile_options()
+        compiled = compile_kernel(kfn, spec, arch=arch, num_warps=num_warps, stages=("hip",), **options)
         kernel = _KERNELS[key] = HipKernel.from_compiled(compiled, use_hiprtc=True)
     if stream is None:
         import torch

@@ -36,7 +36,16 @@ from . import nvtx
 from .tma_legacy import is_legacy, resolve
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
-                  "launch_cooperative_grid", "launch_pdl", "interpret", "ctas_per_cga", "launch_cluster")
+                  "launch_cooperative_grid", "launch_pdl", "interpret", "ctas_per_cga", "launch_cluster",
+                  "waves_per_eu", "allow_flush_denorm", "extern_libs")
+# Triton launch options tlxc refuses, and why (a clear error, not "unexpected keyword argument")
+REFUSED_OPTIONS = {
+    "extern_libs": "tlxc does not link external bitcode libraries: tl.extra.libdevice (tl.math) functions "
+                   "are tlxc's own lowerings to the CUDA / HIP math library the target compiler ships; "
+                   "remove extern_libs",
+    "allow_flush_denorm": "tlxc keeps float32 denormals on every target (the interpreter's results would "
+                          "differ from a flushing GPU's); remove allow_flush_denorm",
+}
 
 MAX_CLUSTER = 8             # CTAs per cluster: the portable limit (Hopper allows 16 "non-portable")
 GRID_LIMITS = (2**31 - 1, 65535, 65535)   # CUDA's largest gridDim.x, .y, .z
@@ -103,6 +112,7 @@ class LaunchConfig:
     num_stages: int | None = None       # pipeline-loads' depth (passes/pipeline.py); None: Triton's 3
     pdl: bool = False                   # launch_pdl=True: programmatic dependent launch (driver.Launcher)
     num_ctas: int = 1                   # Triton's CTAs per program (a cluster each): see launch_config
+    waves_per_eu: int = 0               # AMD occupancy hint (amdgpu_waves_per_eu); 0: none
 
     def compile_options(self) -> dict:
         """Extra ``compile_kernel`` options (only the non-default ones, so keys stay stable)."""
@@ -115,6 +125,8 @@ class LaunchConfig:
             options["num_stages"] = self.num_stages
         if self.num_ctas != 1:
             options["num_ctas"] = self.num_ctas
+        if self.waves_per_eu:
+            options["waves_per_eu"] = self.waves_per_eu
         return options
 
 
@@ -129,6 +141,9 @@ def launch_config(name: str, options: dict) -> LaunchConfig:
     a documented no-op hint, or refused here (docs/runtime.md, "Launch options")."""
     if not options:
         return _DEFAULT_CONFIG
+    for option, why in REFUSED_OPTIONS.items():
+        if options.get(option) not in (None, False):
+            raise LaunchError(f"cannot launch {name}: {option}={_describe(options[option])} is not supported: {why}")
     warps = check_num_warps(name, options.get("num_warps", 4))
     stages = options.get("num_stages")
     if stages is not None and (_int_value(stages) is None or _int_value(stages) < 0):
@@ -160,8 +175,15 @@ def launch_config(name: str, options: dict) -> LaunchConfig:
     if _flag(name, "launch_cooperative_grid", options.get("launch_cooperative_grid")):
         raise LaunchError(f"cannot launch {name}: launch_cooperative_grid=True is not supported (tlxc has no "
                           f"grid-wide synchronization)")
+    # AMD's occupancy hint (Triton's HIP option): the kernel's amdgpu_waves_per_eu on gfx942/gfx950; an
+    # NVIDIA kernel's occupancy follows from its launch bounds, so there (and on the interpreter) a no-op
+    waves = options.get("waves_per_eu")
+    waves_per_eu = 0 if waves is None else _int_value(waves)
+    if waves_per_eu is None or not 0 <= waves_per_eu <= 10:
+        raise LaunchError(f"cannot launch {name}: waves_per_eu must be an int from 0 (no hint) to 10 (waves "
+                          f"per SIMD), got {_describe(waves)}")
     return LaunchConfig(warps, cluster_dims(options.get("ctas_per_cga")), maxnreg, fusion is not False,
-                        None if stages is None else _int_value(stages), pdl, num_ctas)
+                        None if stages is None else _int_value(stages), pdl, num_ctas, waves_per_eu)
 
 
 _DEFAULT_CONFIG = LaunchConfig()
