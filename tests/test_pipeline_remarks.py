@@ -151,3 +151,28 @@ def test_an_if_in_a_loop_with_a_resident_operand_matches_float64_on_the_gpu(n, n
     ref = _resident_reference(a.cpu(), b.cpu(), n)
     assert not c.isnan().any()
     assert ((c.cpu().double() - ref).norm() / ref.norm()).item() < 1e-3
+
+
+@tlxc.jit
+def desc_loop(a_desc, b_desc, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl._experimental_descriptor_load(a_desc, [0, k], [BM, BK], tl.float16)
+        b = tl._experimental_descriptor_load(b_desc, [k, 0], [BK, BN], tl.float16)
+        acc += tl.dot(a, b)
+    offs = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+    tl.store(c_ptr + offs, acc)
+
+
+def test_a_loop_of_descriptor_loads_is_named_as_tma_copies_at_the_users_line():
+    """A plain Triton loop over host-descriptor loads (tutorials 06 and 09 of Triton 3.2) holds no
+    TLX op the user wrote: the remark names the TMA copy and the line of the load, not the
+    barrier op it lowered to."""
+    sig = "a_desc=tensordesc<fp16[64,64]>,b_desc=tensordesc<fp16[64,64]>,c_ptr=*fp32,K=i32"
+    spec = specialization_from_types(desc_loop, parse_signature(sig), {"BM": 64, "BN": 64, "BK": 64})
+    compiled = compile_kernel(desc_loop, spec, arch="sm_90a", num_warps=4, stages=("ir", "ir.opt"))
+    [remark] = perf_warnings(compiled.metadata)
+    load = _line_of(desc_loop, "a = tl._experimental_descriptor_load")
+    assert "the body holds a TMA copy (a tensor descriptor's load or store" in remark, remark
+    assert f"at test_pipeline_remarks.py:{load}" in remark, remark
+    assert "barrier_expect_bytes" not in remark

@@ -198,8 +198,12 @@ class _Plan:
         for op in self.body.ops:
             for inner in op.walk():
                 if inner.name.startswith("tlx.") and (inner is not op or op.name not in DOT_OPS):
-                    raise NotPipelinable(f"the body holds {inner.name} (a tl.dot nested in an if or a loop, "
-                                         f"or a TLX op): only plain tl.dot loops are pipelined")
+                    if inner.name in _TMA_COPY_OPS:       # what a host descriptor's load/store lowers to
+                        what = "a TMA copy (a tensor descriptor's load or store, or tlx.async_descriptor_*)"
+                    else:
+                        what = f"{inner.name} (a tl.dot nested in an if or a loop, or a TLX op)"
+                    raise NotPipelinable(f"the body holds {what} at {_where(inner)}: only tl.dot loops whose "
+                                         f"operands are pointer loads are pipelined")
 
     def _operand(self, dot: Operation, index: int) -> _Operand:
         view = dot.operands[index].owner
@@ -708,6 +712,11 @@ class _Emitter:
 
 _OPERAND_NOT_LOADED = ("a tl.dot operand is not a tl.load of the loop's body used only by the dot (a value computed "
                        "from a load, a load outside the loop, or one shared by two dots)")
+
+
+# the ops of a staged TMA copy: a descriptor's load/store (frontend/tensor_desc.py) lowers to these
+_TMA_COPY_OPS = ("tlx.alloc_barriers", "tlx.barrier_expect_bytes", "tlx.async_descriptor_load",
+                 "tlx.async_descriptor_store", "tlx.barrier_wait", "tlx.async_descriptor_store_wait")
 
 
 def _where(op: Operation) -> str:
