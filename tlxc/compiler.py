@@ -23,7 +23,7 @@ from .frontend.build_ir import build_kernel_ir
 from .frontend.specialize import Specialization
 from .ir.printer import print_module
 from .ir.verifier import verify_module
-from .options import CompileOptions
+from .options import COMPILE_OPTIONS, REFUSED_OPTIONS, CompileOptions
 from .passes.manager import PassManager
 from .target import DEFAULT_ARCH, STAGE_SUFFIXES, TARGETS, Target, get_target, vendor_stages
 
@@ -163,13 +163,8 @@ def optimize(module, arch: str, num_warps: int, **options):
     return default_pipeline(get_target(arch), compile_options).run(module, compile_options)
 
 
-# the launch options that change what is compiled (runtime/launch.py, LaunchConfig.compile_options) and
-# check-barriers' switch; anything else passed to compile_kernel / kernel.compile is refused, not dropped
-COMPILE_OPTIONS = ("maxnreg", "enable_fp_fusion", "num_stages", "num_ctas", "waves_per_eu", "check_barriers")
-
-
 def check_compile_options(options: dict) -> None:
-    from .runtime.launch import REFUSED_OPTIONS
+    """Refuse a compile option tlxc does not implement (saying why) or does not know: none is dropped."""
     for name in options:
         if name in REFUSED_OPTIONS:
             raise CompilationError(f"{name} is not supported: {REFUSED_OPTIONS[name]}")

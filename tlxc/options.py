@@ -25,6 +25,19 @@ PERF_SWITCHES = {
 }
 
 
+# The launch options that change what is compiled (runtime/launch.py, LaunchConfig.compile_options) and
+# check-barriers' switch: what compile_kernel / kernel.compile take besides their named arguments
+COMPILE_OPTIONS = ("maxnreg", "enable_fp_fusion", "num_stages", "num_ctas", "waves_per_eu", "check_barriers")
+# Triton options tlxc refuses, and why (a clear error at the launch or compile, not "unexpected keyword")
+REFUSED_OPTIONS = {
+    "extern_libs": "tlxc does not link external bitcode libraries: tl.extra.libdevice (tl.math) functions "
+                   "are tlxc's own lowerings to the CUDA / HIP math library the target compiler ships; "
+                   "remove extern_libs",
+    "allow_flush_denorm": "tlxc keeps float32 denormals on every target (the interpreter's results would "
+                          "differ from a flushing GPU's); remove allow_flush_denorm",
+}
+
+
 def perf_switch(name: str) -> bool:
     """Whether compile switch ``name`` (a key of ``PERF_SWITCHES``) is on."""
     value = os.environ.get(name, "")

@@ -32,20 +32,13 @@ from ..arch import ArchError, arch_for_capability
 from ..descriptors import TensorDescriptor, store_rule_error
 from ..errors import LaunchError, TlxcError
 from ..ir.types import PointerType, ScalarType
+from ..options import REFUSED_OPTIONS
 from . import nvtx
 from .tma_legacy import is_legacy, resolve
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
                   "launch_cooperative_grid", "launch_pdl", "interpret", "ctas_per_cga", "launch_cluster",
                   "waves_per_eu", "allow_flush_denorm", "extern_libs")
-# Triton launch options tlxc refuses, and why (a clear error, not "unexpected keyword argument")
-REFUSED_OPTIONS = {
-    "extern_libs": "tlxc does not link external bitcode libraries: tl.extra.libdevice (tl.math) functions "
-                   "are tlxc's own lowerings to the CUDA / HIP math library the target compiler ships; "
-                   "remove extern_libs",
-    "allow_flush_denorm": "tlxc keeps float32 denormals on every target (the interpreter's results would "
-                          "differ from a flushing GPU's); remove allow_flush_denorm",
-}
 
 MAX_CLUSTER = 8             # CTAs per cluster: the portable limit (Hopper allows 16 "non-portable")
 GRID_LIMITS = (2**31 - 1, 65535, 65535)   # CUDA's largest gridDim.x, .y, .z
