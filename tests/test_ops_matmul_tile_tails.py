@@ -25,8 +25,14 @@ def _rel(out, ref):
     return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
-@pytest.mark.parametrize("config", TAILS)
-@pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, True), (False, False), (True, True), (True, False)])
+# every configuration against an nn.Linear weight (B K-major); the other three layouts for 80- and
+# 192-column tiles (the tail's B box is [BN_TAIL, BK] or [BK, BN_TAIL], its C box the same either way)
+LAYOUT_CASES = [(c, False, True) for c in TAILS] + [(c, a_m, b_k) for c in ("ws_128x80x64_s6_sub1",
+                                                                             "ws_128x192x64_s4_sub1")
+                                                   for a_m, b_k in ((False, False), (True, True), (True, False))]
+
+
+@pytest.mark.parametrize("config,a_mmajor,b_kmajor", LAYOUT_CASES)
 def test_tile_tails_on_odd_shapes_with_the_epilogue(config, a_mmajor, b_kmajor, monkeypatch):
     """N = 2 tiles + 40 columns: the last tile's main part is partial and (80-wide tiles) its
     tail wholly past N; two programs walk the tiles (the ring wraps across tiles); bias + ReLU."""
