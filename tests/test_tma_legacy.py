@@ -191,8 +191,8 @@ def test_gpu_fill_2d_matches_torch():
 
 def test_warmup_takes_host_filled_descriptors_as_a_launch_does():
     """``kernel.warmup(...)`` (ahead-of-time compile) resolves the descriptors the grid function
-    fills, as the launch does: the handle compiles for sm_90a with a TMA copy, and a buffer the
-    grid function does not fill is refused naming the argument."""
+    fills, as the launch does: the handle compiles for sm_90a with a TMA copy, and a buffer no
+    fill wrote is refused naming the argument."""
     x = torch.empty(45, 88, dtype=torch.float16)
     out = torch.empty(45, 88, dtype=torch.float16)
     a, c = Buffer(), Buffer()
@@ -203,5 +203,7 @@ def test_warmup_takes_host_filled_descriptors_as_a_launch_does():
         return (3, 3)
     handle = scale_tiles.warmup(a, c, 45, 88, 1.5, BM=16, BN=32, grid=grid)
     assert "cp.async.bulk.tensor" in handle.asm["cuda"]
+    unfilled = Buffer()
+    unfilled.bytes.zero_()        # (a fresh buffer may sit where an earlier test's filled one was, bytes and all)
     with pytest.raises(LaunchError, match="argument 'out_desc' of scale_tiles"):
-        scale_tiles.warmup(a, Buffer(), 45, 88, 1.5, BM=16, BN=32, grid=lambda meta: (1,))
+        scale_tiles.warmup(a, unfilled, 45, 88, 1.5, BM=16, BN=32, grid=lambda meta: (1,))
