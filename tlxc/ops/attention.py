@@ -12,12 +12,16 @@ strides are copied.  Varlen layout (flash-attn's ``flash_attn_varlen_func``): ``
 
 ``causal=True`` is top-left aligned, as SDPA's ``is_causal``: query ``i`` sees keys
 ``j <= i``, also when ``Sq != Sk`` (flash-attn aligns bottom-right instead).
+``window=(left, right)`` (flash-attn's ``window_size``, ``-1`` = unbounded on that side): query
+``i`` sees only keys ``i - left <= j <= i + right`` (and, causal, ``j <= i``); key blocks wholly
+outside a window are not visited.  ``softcap=c`` (Gemma 2's logit softcapping): the scores are
+``c * tanh(sm_scale * q.k / c)`` before the softmax (``lse`` is of those).
 
 The forward (``attention_forward``) returns ``o`` (``q``'s dtype; the layout of ``q``:
 BSHD-strided ``q`` gives BSHD-strided ``o``) and ``lse``, float32, the natural-log
 log-sum-exp of each query row's scaled scores, ``[B, H, Sq]`` dense and ``[H, total_q]``
-varlen; a query row with no keys (a varlen sequence of ``k`` length 0, or ``Sk = 0``) gets
-``o = 0`` and ``lse = -inf``.  The backward (``kernels/attention_bwd.py``) takes them back.
+varlen; a query row with no keys (a varlen sequence of ``k`` length 0, ``Sk = 0``, or no key
+inside its window) gets ``o = 0`` and ``lse = -inf``.  The backward (``kernels/attention_bwd.py``) takes them back.
 """
 from __future__ import annotations
 
@@ -131,17 +135,22 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
 # -- the work schedule -------------------------------------------------------------------------------
 
 def schedule(Sq: int, Sk: int, BH: int, block_m: int, block_n: int, causal: bool, programs: int,
-             group_h: int) -> torch.Tensor:
+             group_h: int, window: tuple[int, int] = (-1, -1)) -> torch.Tensor:
     """Dense shapes: the work items of each of ``programs`` persistent programs, as a CPU int32
     table whose row p is ``[count, item, item, ...]`` (item = bh * query blocks + query block).
     Longest processing time first: items ordered ``group_h`` heads at a time (programs running
     together share K/V in L2), within a group by decreasing length (key blocks, plus one for
-    the item's own prologue and epilogue), each given to the least-loaded program so far."""
+    the item's own prologue and epilogue), each given to the least-loaded program so far.
+    ``window`` (left, right; -1 unbounded): the blocks an item of a sliding window visits."""
     num_m = -(-Sq // block_m)
+    left, right = window
 
     def length(m):
         end = min(Sk, (m + 1) * block_m) if causal else Sk
-        return -(-end // block_n)
+        if right >= 0:
+            end = min(end, (m + 1) * block_m + right)
+        first = max(m * block_m - left, 0) // block_n if left >= 0 else 0
+        return max(-(-end // block_n) - first, 0)
     order = []
     for g in range(0, BH, group_h):
         heads = range(g, min(BH, g + group_h))
@@ -499,12 +508,40 @@ def check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen
     return sm_scale
 
 
+def check_window(window, causal: bool) -> tuple[int, int]:
+    """``window`` as the kernel's ``(WIN_LEFT, WIN_RIGHT)`` (-1: unbounded on that side; under
+    ``causal`` the right side is the diagonal, so -1); ``(-1, -1)`` for no window."""
+    if window is None:
+        return -1, -1
+    if not isinstance(window, (tuple, list)) or len(window) != 2 or \
+            not all(isinstance(w, int) and not isinstance(w, bool) for w in window):
+        raise _fail(f"'window' must be a pair of ints (left, right), -1 for no bound on a side (flash-attn's "
+                    f"window_size), got {window!r}")
+    left, right = window
+    if left < -1 or right < -1:
+        raise _fail(f"'window' sides must be >= 0, or -1 for no bound, got {tuple(window)}")
+    if left >= _INT32_MAX // 2 or right >= _INT32_MAX // 2:       # as good as unbounded, and no overflow
+        left, right = (-1 if left >= _INT32_MAX // 2 else left), (-1 if right >= _INT32_MAX // 2 else right)
+    return left, -1 if causal else right
+
+
+def check_softcap(softcap) -> float:
+    """``softcap`` as the kernel's ``SOFTCAP`` (0.0: none)."""
+    if softcap is None:
+        return 0.0
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not math.isfinite(softcap) \
+            or softcap <= 0:
+        raise _fail(f"'softcap' must be a positive finite number (or None), got {softcap!r}")
+    return float(softcap)
+
+
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
                       sm_scale: float | None = None, cu_seqlens_q: torch.Tensor | None = None,
                       cu_seqlens_k: torch.Tensor | None = None, max_seqlen_q: int | None = None,
                       max_seqlen_k: int | None = None, config: AttnConfig | None = None,
                       programs: int | None = None, group_h: int = 16,
-                      varlen_order: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                      varlen_order: str | None = None, window: tuple[int, int] | None = None,
+                      softcap: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of softmax attention (module docstring for layouts and semantics).
 
     ``sm_scale``: the scores' scale (default ``1/sqrt(D)``; positive).  Varlen:
@@ -516,9 +553,12 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     ``varlen_order`` the varlen schedule (``sorted``: only the real items, longest first,
     built on the device from ``cu_seqlens`` by two small kernels, the default; ``snake``:
     every ``(sequence, head, block < max_seqlen_q)`` item, a table cached per shape; default
-    ``$TLXC_ATTN_VARLEN``).
+    ``$TLXC_ATTN_VARLEN``).  ``window`` (left, right; -1: unbounded) and ``softcap``: module
+    docstring.
     """
     sm_scale = check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    win_left, win_right = check_window(window, causal)
+    cap = check_softcap(softcap)
     if group_h < 1:
         raise _fail(f"'group_h' must be at least 1, got {group_h}")
     varlen = cu_seqlens_q is not None
@@ -602,13 +642,15 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     elif varlen:
         sched = _table_on(q.device, snake_schedule, num_m, B * H, causal, n_programs, group_h)
     else:
-        sched = _table_on(q.device, schedule, Sq, Sk, B * H, c.block_m, c.block_n, causal, n_programs, group_h)
+        sched = _table_on(q.device, schedule, Sq, Sk, B * H, c.block_m, c.block_n, causal, n_programs, group_h,
+                          (win_left, win_right))
     _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
             Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE=DTYPES[q.dtype], REGISTERS=c.registers,
             OVERLAP=c.overlap, PREFETCH=c.prefetch, O_TMA=c.tma_store, O_PARTS=c.o_parts,
-            DIAG_SKIP=c.skips_diagonal(causal), PIN_SOFTMAX=c.pin_softmax, num_warps=4)
+            DIAG_SKIP=c.skips_diagonal(causal), PIN_SOFTMAX=c.pin_softmax, WIN_LEFT=win_left, WIN_RIGHT=win_right,
+            SOFTCAP=cap, num_warps=4)
     return o, lse
 
 
@@ -622,9 +664,11 @@ def compile_config(q, k, v, **kwargs) -> list:
     return _COMPILE_ONLY.collect(attention_forward, q, k, v, **kwargs)
 
 
-def reference(q, k, v, *, causal=False, sm_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, dtype=torch.float64):
+def reference(q, k, v, *, causal=False, sm_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, dtype=torch.float64,
+              window=None, softcap=None):
     """``(o, lse)`` in ``dtype`` (float64 by default) by plain tensor math, same layouts and
-    semantics (top-left causal, GQA, varlen; rows without keys: o = 0, lse = -inf)."""
+    semantics (top-left causal, GQA, varlen, sliding windows, softcapping; rows without keys:
+    o = 0, lse = -inf)."""
     D = q.shape[-1]
     sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
 
@@ -633,9 +677,19 @@ def reference(q, k, v, *, causal=False, sm_scale=None, cu_seqlens_q=None, cu_seq
         k = k.to(dtype).repeat_interleave(group, 1)
         v = v.to(dtype).repeat_interleave(group, 1)
         s = (q.to(dtype) @ k.transpose(-1, -2)) * sm_scale
+        if softcap is not None:
+            s = softcap * torch.tanh(s / softcap)
+        Sq, Sk = s.shape[-2:]
+        i = torch.arange(Sq, device=q.device)[:, None]
+        j = torch.arange(Sk, device=q.device)[None, :]
+        hidden = torch.zeros(Sq, Sk, dtype=torch.bool, device=q.device)
         if causal:
-            Sq, Sk = s.shape[-2:]
-            s = s.masked_fill(torch.ones(Sq, Sk, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+            hidden |= j > i
+        if window is not None and window[0] >= 0:
+            hidden |= j < i - window[0]
+        if window is not None and window[1] >= 0:
+            hidden |= j > i + window[1]
+        s = s.masked_fill(hidden, float("-inf"))
         lse = torch.logsumexp(s, dim=-1)
         p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
         return p @ v, lse

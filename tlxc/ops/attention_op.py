@@ -4,13 +4,17 @@
 implementation, the launch at run time) and autograd differentiates it: the backward is
 ``torch.ops.tlxc.attention_backward``, a custom op too (so AOT autograd traces it), which
 calls ``attention_bwd(do, q, k, v, o, lse, *, causal, sm_scale, cu_seqlens_q, cu_seqlens_k,
-max_seqlen_q, max_seqlen_k) -> (dq, dk, dv)`` of ``tlxc/ops/kernels/attention_bwd.py``
+max_seqlen_q, max_seqlen_k[, window, softcap]) -> (dq, dk, dv)`` of ``tlxc/ops/kernels/attention_bwd.py``
 (``dk``/``dv`` summed over the query heads of each GQA group; host code in
 ``tlxc/ops/attention_bwd.py``); without that module the backward raises ``NotImplementedError``.
 
     import tlxc.ops
     o = tlxc.ops.attention(q, k, v, causal=True)                  # [B, H, S, D], GQA allowed
     o = tlxc.ops.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=m, max_seqlen_k=m)
+    o = tlxc.ops.attention(q, k, v, causal=True, window=(4095, 0), softcap=50.0)   # sliding window, capped
+
+The ops carry the window as two ints (``window_left``, ``window_right``; -1 = unbounded) and the
+cap as a float (0.0 = none): a custom op's schema has no optional tuples.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ import math
 import torch
 
 from ..torch_ops import register_custom_op
-from .attention import _out_like, attention_forward, check_args
+from .attention import _fail, _out_like, attention_forward, check_args, check_softcap, check_window
 
 BACKWARD_MODULE = "tlxc.ops.kernels.attention_bwd"
 
@@ -28,14 +32,18 @@ BACKWARD_MODULE = "tlxc.ops.kernels.attention_bwd"
 def _attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                     sm_scale: float | None = None, cu_seqlens_q: torch.Tensor | None = None,
                     cu_seqlens_k: torch.Tensor | None = None, max_seqlen_q: int | None = None,
-                    max_seqlen_k: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                    max_seqlen_k: int | None = None, window_left: int = -1, window_right: int = -1,
+                    softcap: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     return attention_forward(q, k, v, causal=causal, sm_scale=sm_scale, cu_seqlens_q=cu_seqlens_q,
-                             cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+                             cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+                             window=(window_left, window_right), softcap=softcap or None)
 
 
 def _attention_fake(q, k, v, causal=False, sm_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
-                    max_seqlen_k=None):
+                    max_seqlen_k=None, window_left=-1, window_right=-1, softcap=0.0):
     check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    check_window((window_left, window_right), causal)
+    check_softcap(softcap or None)
     if cu_seqlens_q is not None:                        # [total, H, D] -> o like q, lse [H, total]
         return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
     B, H, S, _ = q.shape
@@ -48,7 +56,8 @@ attention_op = register_custom_op("tlxc::attention", _attention_impl, fake=_atte
 def _backward_impl(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                    lse: torch.Tensor, causal: bool, sm_scale: float, cu_seqlens_q: torch.Tensor | None = None,
                    cu_seqlens_k: torch.Tensor | None = None, max_seqlen_q: int | None = None,
-                   max_seqlen_k: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   max_seqlen_k: int | None = None, window_left: int = -1, window_right: int = -1,
+                   softcap: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     try:
         module = importlib.import_module(BACKWARD_MODULE)
     except ModuleNotFoundError as error:
@@ -56,8 +65,14 @@ def _backward_impl(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
             raise
         raise NotImplementedError("tlxc.ops.attention: the backward kernel (tlxc/ops/kernels/attention_bwd.py) "
                                   "is not there yet; the forward works, gradients do not") from None
+    extra = {}                               # (only when used: the default call as before)
+    if (window_left, window_right) != (-1, -1):
+        extra["window"] = (window_left, window_right)
+    if softcap:
+        extra["softcap"] = softcap
     grads = module.attention_bwd(do, q, k, v, o, lse, causal=causal, sm_scale=sm_scale, cu_seqlens_q=cu_seqlens_q,
-                                 cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+                                 cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+                                 **extra)
     out = []
     for g, x in zip(grads, (q, k, v)):        # the fake's layout (empty_like); a copy only if the kernel differs
         if g.shape != x.shape or g.dtype != x.dtype:
@@ -73,7 +88,7 @@ def _aliases(g: torch.Tensor, inputs) -> bool:
 
 
 def _backward_fake(do, q, k, v, o, lse, causal, sm_scale, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
-                   max_seqlen_k=None):
+                   max_seqlen_k=None, window_left=-1, window_right=-1, softcap=0.0):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
@@ -81,10 +96,11 @@ attention_backward_op = register_custom_op("tlxc::attention_backward", _backward
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v, causal, sm_scale, cu_q, cu_k, max_q, max_k = inputs
+    q, k, v, causal, sm_scale, cu_q, cu_k, max_q, max_k, win_left, win_right, softcap = inputs
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
     ctx.causal = causal
+    ctx.masking = (win_left, win_right, softcap)
     ctx.sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
     ctx.max_seqlen = (max_q, max_k)
     ctx.mark_non_differentiable(lse)
@@ -93,10 +109,11 @@ def _setup_context(ctx, inputs, output) -> None:
 def _backward(ctx, do, _dlse):
     q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
     if not any(ctx.needs_input_grad[:3]):
-        return (None,) * 9
-    dq, dk, dv = attention_backward_op(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, cu_q, cu_k, *ctx.max_seqlen)
+        return (None,) * 12
+    dq, dk, dv = attention_backward_op(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, cu_q, cu_k, *ctx.max_seqlen,
+                                       *ctx.masking)
     return (dq if ctx.needs_input_grad[0] else None, dk if ctx.needs_input_grad[1] else None,
-            dv if ctx.needs_input_grad[2] else None, None, None, None, None, None, None)
+            dv if ctx.needs_input_grad[2] else None) + (None,) * 9
 
 
 attention_op.register_autograd(_backward, setup_context=_setup_context)
@@ -105,14 +122,24 @@ attention_op.register_autograd(_backward, setup_context=_setup_context)
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
               sm_scale: float | None = None, cu_seqlens_q: torch.Tensor | None = None,
               cu_seqlens_k: torch.Tensor | None = None, max_seqlen_q: int | None = None,
-              max_seqlen_k: int | None = None, return_lse: bool = False):
+              max_seqlen_k: int | None = None, return_lse: bool = False, scale: float | None = None,
+              window: tuple[int, int] | None = None, softcap: float | None = None):
     """Softmax attention ``softmax(q kᵀ · sm_scale) v`` (``tlxc/ops/attention.py`` for the
     layouts: dense ``[B, H, S, D]`` with GQA k/v ``[B, Hkv, S, D]``, or varlen
     ``[total, H, D]`` with int32 ``cu_seqlens_q/k``; ``causal`` top-left aligned as SDPA's;
-    ``sm_scale`` default ``1/sqrt(D)``; head dims 64, 96, 128, 192, 256; bf16/fp16).
+    ``sm_scale`` (or SDPA's spelling ``scale``) default ``1/sqrt(D)``; ``window=(left, right)``
+    a sliding window (flash-attn's ``window_size``, -1 unbounded); ``softcap`` Gemma 2's logit
+    cap; head dims 64, 96, 128, 192, 256; bf16/fp16).
     Returns ``o``, or ``(o, lse)`` with ``return_lse=True`` (lse is not differentiable).
     Differentiable in q, k, v through ``torch.ops.tlxc.attention_backward``."""
     if not isinstance(return_lse, bool):
         raise TypeError(f"tlxc.ops.attention: 'return_lse' must be a bool, got {type(return_lse).__name__}")
-    o, lse = attention_op(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    if scale is not None:
+        if sm_scale is not None:
+            raise _fail(f"'scale' ({scale!r}) and 'sm_scale' ({sm_scale!r}) are one argument: give one")
+        sm_scale = scale
+    left, right = check_window(window, causal)
+    cap = check_softcap(softcap)
+    o, lse = attention_op(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                          left, right, cap)
     return (o, lse) if return_lse else o

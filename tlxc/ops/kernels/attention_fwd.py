@@ -68,26 +68,64 @@ LN2 = 0.6931471805599453
 
 
 @jit
-def masked_scores(s, j, row0, seq_k, BLOCK_N: tl.constexpr, HALF_M: tl.constexpr, CAUSAL: tl.constexpr):
+def masked_scores(s, j, row0, seq_k, BLOCK_N: tl.constexpr, HALF_M: tl.constexpr, CAUSAL: tl.constexpr,
+                  WIN_LEFT: tl.constexpr = -1, WIN_RIGHT: tl.constexpr = -1):
     """Scores ``s`` of key block ``j`` for query rows ``row0 ..`` (relative to the sequence),
-    with the keys at or past ``seq_k`` and (causal) the keys after each query at -inf.  Only
-    the blocks that reach past ``seq_k`` or cross the diagonal pay for the mask."""
-    if (CAUSAL and j * BLOCK_N + BLOCK_N > row0 + 1) or j * BLOCK_N + BLOCK_N > seq_k:
+    with the keys at or past ``seq_k``, (causal) the keys after each query and (a window) the
+    keys more than ``WIN_LEFT`` before or ``WIN_RIGHT`` after it at -inf (-1: that side
+    unbounded).  Only the blocks that reach past ``seq_k``, cross the diagonal or a window's
+    edge pay for the mask."""
+    if (CAUSAL and j * BLOCK_N + BLOCK_N > row0 + 1) or j * BLOCK_N + BLOCK_N > seq_k or \
+            (WIN_LEFT >= 0 and j * BLOCK_N < row0 + HALF_M - 1 - WIN_LEFT) or \
+            (WIN_RIGHT >= 0 and j * BLOCK_N + BLOCK_N - 1 > row0 + WIN_RIGHT):
         offs_n = j * BLOCK_N + tl.arange(0, BLOCK_N)
         keep = offs_n[None, :] < seq_k
         if CAUSAL:
             keep = keep & (offs_n[None, :] <= row0 + tl.arange(0, HALF_M)[:, None])
+        if WIN_LEFT >= 0:
+            keep = keep & (offs_n[None, :] >= row0 + tl.arange(0, HALF_M)[:, None] - WIN_LEFT)
+        if WIN_RIGHT >= 0:
+            keep = keep & (offs_n[None, :] <= row0 + tl.arange(0, HALF_M)[:, None] + WIN_RIGHT)
         s = tl.where(keep, s, float("-inf"))
     return s
 
 
 @jit
+def capped_scores(s, cap_in, SOFTCAP: tl.constexpr):
+    """Logit softcapping (``SOFTCAP > 0``): ``tanh(s * sm_scale / SOFTCAP)``, the capped score over
+    ``SOFTCAP`` (the caller's exponent scale is ``SOFTCAP * log2 e``); ``cap_in`` = sm_scale / SOFTCAP."""
+    if SOFTCAP > 0:
+        s = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [s * cap_in], dtype=tl.float32,
+                                      is_pure=True, pack=1)
+    return s
+
+
+@jit
+def finite_max(m, WINDOW: tl.constexpr):
+    """The running max used as the exponent's offset: under a window a row may have seen only
+    masked keys so far (max -inf), whose offset is 0 instead (exp2(-inf - -inf) would be NaN)."""
+    if WINDOW:
+        m = tl.where(m == float("-inf"), 0.0, m)
+    return m
+
+
+@jit
+def inverse_sum(l_i, WINDOW: tl.constexpr):
+    """1 / l_i, and 0 for a row that saw no key (under a window): its O is 0."""
+    if WINDOW:
+        return tl.where(l_i > 0.0, 1.0 / l_i, 0.0)
+    return 1.0 / l_i
+
+
+@jit
 def attn_item(t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M: tl.constexpr,
-              BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
+              BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, WIN_LEFT: tl.constexpr = -1,
+              WIN_RIGHT: tl.constexpr = -1):
     """Work item ``t``: (first query row in the sequence, batch coordinate of the
     descriptors, query head, key/value head, first query row and first key row in the
-    descriptors' row axis, query and key lengths, key blocks to visit; 0 when the item
-    has no query rows)."""
+    descriptors' row axis, query and key lengths, key blocks to visit: 0 when the item
+    has no query rows or, under a window, no key any row sees; the first of them, 0 but
+    under a window's left edge)."""
     bh = t // NUM_M
     start_m = (t - bh * NUM_M) * BLOCK_M
     b = bh // H
@@ -106,19 +144,29 @@ def attn_item(t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M: tl.
         kv_end = tl.minimum(seq_k, start_m + BLOCK_M)                    # blocks above the diagonal: skipped
     else:
         kv_end = seq_k
-    n_blocks = tl.where(start_m < seq_q, tl.cdiv(kv_end, BLOCK_N), 0)
-    return start_m, bz, h, h // GROUP, q_row, k_row, seq_q, seq_k, n_blocks
+    if WIN_RIGHT >= 0:                                                  # blocks past the window: skipped
+        kv_end = tl.minimum(kv_end, start_m + BLOCK_M + WIN_RIGHT)
+    kb0 = 0
+    if WIN_LEFT >= 0:                                                   # blocks before the window: skipped
+        kb0 = tl.maximum(start_m - WIN_LEFT, 0) // BLOCK_N
+        n_blocks = tl.where((start_m < seq_q) & (kv_end > kb0 * BLOCK_N), tl.cdiv(kv_end, BLOCK_N) - kb0, 0)
+    else:
+        n_blocks = tl.where(start_m < seq_q, tl.cdiv(kv_end, BLOCK_N), 0)
+    return start_m, bz, h, h // GROUP, q_row, k_row, seq_q, seq_k, n_blocks, kb0
 
 
 @jit
 def prefetch_item(q_desc, k_desc, v_desc, t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, CONSUMERS: tl.constexpr,
-                  BOXES: tl.constexpr, PREFETCH: tl.constexpr):
+                  BOXES: tl.constexpr, PREFETCH: tl.constexpr, WIN_LEFT: tl.constexpr = -1,
+                  WIN_RIGHT: tl.constexpr = -1):
     """L2 prefetches (no shared memory, no barrier) of work item ``t``'s Q tile and its
     first ``PREFETCH`` K and V blocks: the producer issues them an item ahead of its own
     loads, so those hit L2 instead of waiting for HBM."""
-    start_m, bz, h, hk, q_row, k_row, _sq, _sk, n_blocks = attn_item(
-        t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
+    start_m, bz, h, hk, q_row, k_row, _sq, _sk, n_blocks, kb0 = attn_item(
+        t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN, WIN_LEFT, WIN_RIGHT)
+    if WIN_LEFT >= 0:
+        k_row = k_row + kb0 * BLOCK_N
     if n_blocks > 0:
         for c in tl.static_range(CONSUMERS):
             for d in tl.static_range(BOXES):
@@ -201,8 +249,10 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     NUM_STAGES: tl.constexpr, Q_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                     VARLEN: tl.constexpr, DTYPE: tl.constexpr, REGISTERS: tl.constexpr,
                     OVERLAP: tl.constexpr = False, PREFETCH: tl.constexpr = 0, O_TMA: tl.constexpr = False,
-                    O_PARTS: tl.constexpr = 1, DIAG_SKIP: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False):
+                    O_PARTS: tl.constexpr = 1, DIAG_SKIP: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
+                    WIN_LEFT: tl.constexpr = -1, WIN_RIGHT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
+    WINDOW: tl.constexpr = WIN_LEFT >= 0 or WIN_RIGHT >= 0                  # a row may see no key (o = 0)
     O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
     tl.static_assert(O_PARTS == 1 or (O_PARTS == 2 and O_TMA and not OVERLAP),
                      "O_PARTS = 2 (two O accumulators) is for the TMA-stored epilogue without OVERLAP")
@@ -234,13 +284,16 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
             for rnd in range(count):                                        # this program's items
                 t = t_next                                                  # read an item ahead: no load on
                 t_next = tl.load(sched_ptr + my_row + 1 + tl.minimum(rnd + 1, count - 1))   # the item's path
-                start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks = attn_item(
-                    t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
+                start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks, kb0 = attn_item(
+                    t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN, WIN_LEFT,
+                    WIN_RIGHT)
+                if WIN_LEFT >= 0:                                           # the item's first key block
+                    k_row = k_row + kb0 * BLOCK_N
                 if PREFETCH > 0:
                     if rnd + 1 < count:
                         prefetch_item(q_desc, k_desc, v_desc, tl.load(sched_ptr + my_row + 2 + rnd), NUM_M, H, GROUP,
                                       seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN, CONSUMERS,
-                                      BOXES, PREFETCH)
+                                      BOXES, PREFETCH, WIN_LEFT, WIN_RIGHT)
                 if n_blocks > 0:
                     qb, q_phase = tlx.get_bufidx_phase(qi, Q_BUFS)          # this item's Q buffer
                     for c in tl.static_range(CONSUMERS):    # consumer c's rows, once it (not all) is done
@@ -268,6 +321,12 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     qi += 1
         with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=CONSUMERS):  # softmax/wgmma consumers
             cid = tlx.async_task_replica_id()
+            if SOFTCAP > 0:     # scores tanh(s * sm_scale / SOFTCAP), exponents in SOFTCAP * log2(e) units
+                cap_in = qk_scale * (1.0 / (LOG2E * SOFTCAP))
+                qk = SOFTCAP * LOG2E
+            else:
+                cap_in = qk_scale
+                qk = qk_scale
             turn = 9 + cid                                                 # named barrier: my turn to issue
             next_turn = 9 + (cid + 1) % CONSUMERS                          # the next consumer's
             zeros = tl.zeros((HALF_M, BLOCK_N), dtype=tl.float32)
@@ -292,11 +351,14 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
             for rnd in range(count):                                        # this program's items
                 t = t_next
                 t_next = tl.load(sched_ptr + my_row + 1 + tl.minimum(rnd + 1, count - 1))
-                start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks = attn_item(
-                    t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
+                start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks, kb0 = attn_item(
+                    t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN, WIN_LEFT,
+                    WIN_RIGHT)
                 row0 = start_m + cid * HALF_M                               # my first row in the sequence
                 if DIAG_SKIP:       # my rows' key blocks: those up to my own last row's diagonal
                     my_blocks = tl.cdiv(tl.minimum(sk, row0 + HALF_M), BLOCK_N)
+                    if WIN_LEFT >= 0:
+                        my_blocks = my_blocks - kb0
                 else:
                     my_blocks = n_blocks
                 if n_blocks > 0:
@@ -318,9 +380,10 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     else:
                         s = tlx.async_dot_wait(0, s)
                     tlx.barrier_arrive(k_empty[slot])
-                    s = masked_scores(s, 0, row0, sk, BLOCK_N, HALF_M, CAUSAL)
-                    m_i = tl.max(s, 1) * qk_scale
-                    p = tl.exp2(s * qk_scale - m_i[:, None])
+                    s = capped_scores(s, cap_in, SOFTCAP)
+                    s = masked_scores(s, kb0, row0, sk, BLOCK_N, HALF_M, CAUSAL, WIN_LEFT, WIN_RIGHT)
+                    m_i = tl.max(s, 1) * qk
+                    p = tl.exp2(s * qk - finite_max(m_i, WINDOW)[:, None])
                     l_i = tl.sum(p, 1)
                     if OVERLAP:
                         if PIN_SOFTMAX:     # (as in the key loop) the softmax stays above the wait below
@@ -354,10 +417,15 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         tlx.named_barrier_arrive(next_turn, 256)
                         s = tlx.async_dot_wait(O_PARTS, s)                  # S_j is done, P V may run on
                         tlx.barrier_arrive(k_empty[slot])
-                        s = masked_scores(s, j, row0, sk, BLOCK_N, HALF_M, CAUSAL)
-                        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-                        alpha = tl.exp2(m_i - m_new)
-                        p = tl.exp2(s * qk_scale - m_new[:, None])
+                        s = capped_scores(s, cap_in, SOFTCAP)
+                        jb = j                                              # the key block in the sequence
+                        if WIN_LEFT >= 0:
+                            jb = kb0 + j
+                        s = masked_scores(s, jb, row0, sk, BLOCK_N, HALF_M, CAUSAL, WIN_LEFT, WIN_RIGHT)
+                        m_new = tl.maximum(m_i, tl.max(s, 1) * qk)
+                        m_use = finite_max(m_new, WINDOW)
+                        alpha = tl.exp2(m_i - m_use)
+                        p = tl.exp2(s * qk - m_use[:, None])
                         l_i = l_i * alpha + tl.sum(p, 1)
                         m_i = m_new
                         if PIN_SOFTMAX:     # a shared store of l_i holds the softmax above the wait below
@@ -375,7 +443,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                                   stride_lh, HALF_M)
                         acc_prev = acc
                         p_prev = p.to(DTYPE)
-                        inv_l_prev = 1.0 / l_i
+                        inv_l_prev = inverse_sum(l_i, WINDOW)
                         pv_slot = last
                         pv_phase = last_phase
                         bz_p = bz
@@ -406,7 +474,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                                 tlx.barrier_wait(v_full[slot], phase)
                                 tlx.barrier_arrive(v_empty[slot])
                         if O_TMA:
-                            inv_l = 1.0 / l_i
+                            inv_l = inverse_sum(l_i, WINDOW)
                             if O_PARTS == 2:          # (dense only) the buffer twice, a half at a time
                                 store_o_tma(o_desc, o_smem[cid], (acc * inv_l[:, None]).to(DTYPE), bz, h, q_row + row0,
                                             0, O_COLS, D_REAL, HALF_M)
@@ -417,13 +485,13 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                                                q_row, row0, sq, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM,
                                                HALF_M, VARLEN)
                         else:
-                            store_o(o_ptr, (acc * (1.0 / l_i)[:, None]).to(DTYPE), bz, h, q_row, row0, sq,
+                            store_o(o_ptr, (acc * inverse_sum(l_i, WINDOW)[:, None]).to(DTYPE), bz, h, q_row, row0, sq,
                                     stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
                         store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
                                   stride_lh, HALF_M)
                     kv += n_blocks
                     qi += 1
-                elif VARLEN:
+                elif VARLEN or WINDOW:
                     if start_m < sq:                                        # rows, but no keys: O = 0, lse = -inf
                         store_o(o_ptr, tl.zeros((HALF_M, HEAD_DIM), dtype=DTYPE), bz, h, q_row, row0, sq, stride_ob,
                                 stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
