@@ -17,6 +17,7 @@ from .. import language as tl
 from ..descriptors import TensorDescriptor
 from .kernels.grouped_gemm import grouped_gemm_kernel
 from .kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
+from .kernels.grouped_wgrad import grouped_wgrad_kernel
 from .matmul import TL_DTYPES, _tma_stores, align_fact, dot_aligns
 from .matmul_configs import SHARED_LIMIT
 
@@ -183,3 +184,35 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool) -> N
                                      DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor, B_BOX_N=box_cols, E_PAD=e_pad,
                                      SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n, num_warps=4)
+
+
+WGRAD_TILE = (128, 128, 64, 8, 3)        # BLOCK_K, BLOCK_N, BLOCK_M (rows a step), warps, stages
+
+
+def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.Tensor,
+                        out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``db[g] = a[rows of g]ᵀ @ grad[rows of g]``, ``[E, K, N]`` (contiguous, ``out_dtype`` or
+    ``a``'s dtype): the weight gradient of ``grouped_matmul`` (``kernels/grouped_wgrad.py``;
+    float32 accumulation, no host sync; a group of no rows gets zeros)."""
+    if a.dim() != 2 or grad.dim() != 2 or a.shape[0] != grad.shape[0]:
+        raise ValueError(f"tlxc.ops.grouped_weight_grad expects a [total_M, K] and grad [total_M, N], got "
+                         f"{tuple(a.shape)} and {tuple(grad.shape)}")
+    if a.dtype not in (torch.bfloat16, torch.float16) or grad.dtype != a.dtype:
+        raise ValueError(f"tlxc.ops.grouped_weight_grad: 'a' and 'grad' must be both bfloat16 or both float16, got "
+                         f"{a.dtype} and {grad.dtype}")
+    if group_sizes.dim() != 1 or group_sizes.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"tlxc.ops.grouped_weight_grad: 'group_sizes' must be an int32/int64 vector, got "
+                         f"{group_sizes.dtype} of shape {tuple(group_sizes.shape)}")
+    E, (M, K), N = group_sizes.shape[0], a.shape, grad.shape[1]
+    out = torch.empty((E, K, N), device=a.device, dtype=out_dtype or a.dtype)
+    if out.numel() == 0:
+        return out
+    if M == 0:
+        return out.zero_()
+    bk, bn, bm, warps, stages = WGRAD_TILE
+    grid = (E * -(-K // bk) * -(-N // bn),)
+    grouped_wgrad_kernel[grid](a, grad, out, group_sizes, E, K, N, a.stride(0), a.stride(1), grad.stride(0),
+                               grad.stride(1), out.stride(0), out.stride(1), out.stride(2), BLOCK_K=bk, BLOCK_N=bn,
+                               BLOCK_M=bm, E_PAD=_pow2(E), num_warps=warps, num_stages=stages)
+    return out
+
