@@ -11,7 +11,9 @@ cuBLAS loop gets the sizes on the host beforehand (its real cost would include t
 heuristic's pick, named on the line; where that is the warp-specialized kernel, the pointer
 kernel's choice is timed beside it, and so is the pick with pointer stores only,
 ``<pick>+ptr_stores``, the WS kernel's output path before its TMA stores; ``--lean`` leaves
-those two out); ``--configs`` times more configurations beside the pick.
+those two out); ``--configs`` times more configurations beside the pick.  ``--wgrad``: the weight gradient
+(``grouped_weight_grad``, the backward of ``grouped_matmul_op`` for ``b``) of the same cases instead,
+against a loop of cuBLAS ``a_gᵀ @ dout_g`` and ``torch._grouped_mm(aᵀ, dout, offs)``.
 """
 from __future__ import annotations
 
@@ -123,6 +125,60 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False) -> None:
     print(line, flush=True)
 
 
+def run_wgrad_case(E, M, K, N, rounds, hide, ratios) -> None:
+    """The weight gradient ``db[g] = a[rows of g]ᵀ @ dout[rows of g]`` (``grouped_weight_grad``,
+    the backward of ``grouped_matmul_op`` for the weights) against a loop of cuBLAS calls and
+    ``torch._grouped_mm`` on ``(aᵀ, dout)`` with the row offsets, when it takes them."""
+    import torch
+
+    from bench.triton_source import event_ms
+    from tlxc.ops import grouped_weight_grad
+
+    torch.manual_seed(E * 1000 + M + 1)
+    sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.05).sample().to(torch.int32)
+    sizes[E // 2] = 0
+    sizes[0] += M - int(sizes.sum())
+    host = [0] + sizes.cumsum(0).tolist()
+    sizes = sizes.cuda()
+    offs = sizes.cumsum(0).to(torch.int32)
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    g = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
+    loop_out = torch.empty(E, K, N, device="cuda", dtype=torch.bfloat16)
+
+    def loop():
+        for e in range(E):
+            torch.matmul(a[host[e]:host[e + 1]].t(), g[host[e]:host[e + 1]], out=loop_out[e])
+    fns = {"tlxc": lambda: grouped_weight_grad(a, g, sizes), "loop": loop}
+    loop()
+    rel = ((grouped_weight_grad(a, g, sizes).float() - loop_out.float()).norm() / loop_out.float().norm()).item()
+    if not rel < 1e-2:
+        raise SystemExit(f"E={E} M={M}: grouped_weight_grad wrong (rel. error {rel:.2e} against the cuBLAS loop)")
+    grouped_mm = getattr(torch, "_grouped_mm", None)
+    if grouped_mm is not None:
+        try:
+            gm = grouped_mm(a.t(), g, offs=offs, out_dtype=torch.bfloat16)
+            if ((gm.float() - loop_out.float()).norm() / loop_out.float().norm()).item() < 1e-2:
+                fns["grouped_mm"] = lambda: grouped_mm(a.t(), g, offs=offs, out_dtype=torch.bfloat16)
+            else:
+                print("  torch._grouped_mm (weight gradient) disagrees with the loop: not used")
+        except (RuntimeError, TypeError, ValueError) as exc:
+            print(f"  torch._grouped_mm refused the weight gradient: {str(exc).splitlines()[0][:150]}")
+    for fn in fns.values():
+        fn()
+    times = {n: [] for n in fns}
+    for _ in range(rounds):
+        for n, fn in fns.items():
+            times[n].append(event_ms(fn, hide))
+    med = {n: statistics.median(t) for n, t in times.items()}
+    flops = 2 * M * K * N
+    line = f"wgrad E={E:3d} M={M:5d} K={K:5d} N={N:5d}: tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s)"
+    for base in ("loop", "grouped_mm"):
+        if base in med:
+            ratios[base].append(med[base] / med["tlxc"])
+            line += f", {base} {med[base]:.4f} ms -> {med[base] / med['tlxc']:.3f}x"
+    print(line, flush=True)
+
+
 def main() -> None:
     import torch
 
@@ -132,6 +188,7 @@ def main() -> None:
     parser.add_argument("--experts", help="only the cases with these expert counts (comma-separated)")
     parser.add_argument("--configs", help="more grouped configurations to time beside the pick (comma-separated)")
     parser.add_argument("--lean", action="store_true", help="no pointer-kernel / pointer-store side timings")
+    parser.add_argument("--wgrad", action="store_true", help="the weight gradient (grouped_weight_grad) instead")
     args = parser.parse_args()
     experts = {int(e) for e in args.experts.split(",")} if args.experts else None
     extra = args.configs.split(",") if args.configs else ()
@@ -139,7 +196,9 @@ def main() -> None:
     print(f"card: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, {args.timing} time", flush=True)
     ratios = {"loop": [], "grouped_mm": []}
     for E, M, K, N in CASES:
-        if experts is None or E in experts:
+        if (experts is None or E in experts) and args.wgrad:
+            run_wgrad_case(E, M, K, N, args.rounds, hide, ratios)
+        elif experts is None or E in experts:
             run_case(E, M, K, N, args.rounds, hide, ratios, extra, args.lean)
     for base, rs in ratios.items():
         if rs:
