@@ -1,9 +1,9 @@
 """The attention backward's host side: checks, layouts, block sizes, launches.
 
 ``attention_bwd(do, q, k, v, o, lse, *, causal, sm_scale, cu_seqlens_q=None, cu_seqlens_k=None,
-max_seqlen_q=None, max_seqlen_k=None) -> (dq, dk, dv)`` is what ``tlxc.ops.attention``'s
-autograd calls with the forward's ``o`` and ``lse`` (float32, natural log, of the scaled and
-masked scores).  The kernels are in ``kernels/attention_bwd.py``.
+max_seqlen_q=None, max_seqlen_k=None, window=None, softcap=None) -> (dq, dk, dv)`` is what
+``tlxc.ops.attention``'s autograd calls with the forward's ``o`` and ``lse`` (float32, natural log,
+of the scaled, capped and masked scores).  The kernels are in ``kernels/attention_bwd.py``.
 
 * dense: ``q``, ``o``, ``do`` ``[B, H, Sq, D]``, ``k``, ``v`` ``[B, Hkv, Sk, D]``, ``lse``
   ``[B, H, Sq]``; any strides with a unit stride along D (a BSHD tensor seen as BHSD through
@@ -18,6 +18,11 @@ masked scores).  The kernels are in ``kernels/attention_bwd.py``.
   next power-of-two tile with the extra columns masked); outputs in the input dtype.
 * ``causal``: torch's ``is_causal`` (top-left aligned: query ``i`` sees keys ``j <= i``), per
   sequence in the packed layout.
+* ``window=(left, right)`` (flash-attn's ``window_size``; -1: that side unbounded): query ``i``
+  sees keys ``i - left <= j <= i + right`` (and, causal, ``j <= i``), per sequence; a row that
+  sees no key has ``lse = -inf`` and no gradient.  ``softcap=c``: the scores were
+  ``c * tanh(sm_scale * q.k / c)`` (Gemma 2).  Either one switches the kernels' ``WINDOW`` /
+  ``SOFTCAP`` flag on; without them the kernels are those of plain attention.
 """
 from __future__ import annotations
 
@@ -144,16 +149,29 @@ def _heads_per_section(n_blocks: int, causal: bool, varlen: bool, device: torch.
     return heads
 
 
+def _ws_item_tiles(block: int, n_q_tiles: int, causal: bool, bounds: tuple[int, int] | None) -> int:
+    """The 64-query tiles the ws kernel's item of key block ``block`` walks per query head (as its
+    ``_work``): under a window (``bounds``, the kernels' (left, right)) the rows that see the block."""
+    if bounds is None:
+        return max(n_q_tiles - (2 * block if causal else 0), 0)
+    left, right = bounds
+    start_n = block * WS_BLOCK_N
+    first = max(start_n // WS_BLOCK_M if causal else 0, max(start_n - right, 0) // WS_BLOCK_M)
+    end = min(n_q_tiles, (start_n + WS_BLOCK_N - 1 + left) // WS_BLOCK_M + 1)
+    return max(end - first, 0)
+
+
 @functools.lru_cache(maxsize=32)
 def _ws_schedule(n_pairs: int, n_blocks: int, n_q_tiles: int, group: int, causal: bool, programs: int,
-                 heads_per_section: int, device: str) -> torch.Tensor:
+                 heads_per_section: int, device: str, bounds: tuple[int, int] | None = None) -> torch.Tensor:
     """The persistent ws kernel's table, int32 ``[P, 1 + n]``: row ``p`` = (count, items), an item
     ``pair * n_blocks + block`` ((batch, kv head) pair, key block of 128).  The items in
     ``section_tile``'s order (causal: the longest walks first within sections of
     ``heads_per_section`` pairs; otherwise a pair's blocks one after another), each given to the
     program the model frees first (list scheduling; cost: the item's 64-query tiles, ``group *
-    (n_q_tiles - 2 * block)`` causal, plus ``WS_ITEM_COST``), as programs that fetched the next item
-    when done would take them; ``P = min(programs, items)``."""
+    (n_q_tiles - 2 * block)`` causal, under a window's (left, right) ``bounds`` those that reach the
+    block (``_ws_item_tiles``), plus ``WS_ITEM_COST``), as programs that fetched the next item when
+    done would take them; ``P = min(programs, items)``."""
     items = []
     for s0 in range(0, n_pairs, heads_per_section):
         here = min(heads_per_section, n_pairs - s0)
@@ -162,7 +180,7 @@ def _ws_schedule(n_pairs: int, n_blocks: int, n_q_tiles: int, group: int, causal
     free = [(0, p) for p in range(n_programs)]
     rows = [[] for _ in range(n_programs)]
     for item in items:
-        tiles = group * max(n_q_tiles - (2 * (item % n_blocks) if causal else 0), 0)
+        tiles = group * _ws_item_tiles(item % n_blocks, n_q_tiles, causal, bounds)
         load, p = heapq.heappop(free)
         rows[p].append(item)
         heapq.heappush(free, (load + tiles + WS_ITEM_COST, p))
@@ -256,12 +274,61 @@ def _max_len(cu: torch.Tensor, given, name: str) -> int:
     return given
 
 
+def _check_window(window, causal: bool) -> tuple[int, int] | None:
+    """``window`` as (left, right) with -1 for an unbounded side, or None when it bounds nothing
+    (None or (-1, -1); under ``causal`` the right side is the diagonal's, so -1)."""
+    if window is None:
+        return None
+    if not isinstance(window, (tuple, list)) or len(window) != 2 or \
+            not all(isinstance(w, int) and not isinstance(w, bool) for w in window):
+        _fail(f"'window' must be a pair of ints (left, right), -1 for an unbounded side (flash-attn's "
+              f"window_size), got {window!r}")
+    left, right = window
+    if left < -1 or right < -1:
+        _fail(f"'window' sides must be >= 0, or -1 for an unbounded side, got {tuple(window)}")
+    if causal:
+        right = -1
+    return None if left < 0 and right < 0 else (left, right)
+
+
+def _check_softcap(softcap) -> float | None:
+    if softcap is None:
+        return None
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not math.isfinite(softcap) \
+            or softcap <= 0:
+        _fail(f"'softcap' must be a positive finite float (or None), got {softcap!r}")
+    return float(softcap)
+
+
+def _window_bounds(window: tuple[int, int] | None, Sq: int, Sk: int) -> tuple[int, int] | None:
+    """The kernels' (window_left, window_right) of a checked ``window``: an unbounded side (or
+    one past every key) becomes ``Sq + Sk``, a bound no row reaches, so that the kernels' int32
+    sums cannot overflow; None without a window."""
+    if window is None:
+        return None
+    reach = Sq + Sk
+    return tuple(reach if w < 0 else min(w, reach) for w in window)
+
+
+def _options(bounds: tuple[int, int] | None, softcap: float | None) -> tuple[tuple, dict[str, bool]]:
+    """The kernels' runtime arguments (window_left, window_right, softcap; None where an option is
+    off, so no parameter is left in the code) and the ``WINDOW`` / ``SOFTCAP`` flags of the options
+    that are on (none for plain attention: the kernels' defaults, the kernels without options)."""
+    flags = {}
+    if bounds is not None:
+        flags["WINDOW"] = True
+    if softcap is not None:
+        flags["SOFTCAP"] = True
+    return (*(bounds or (None, None)), softcap), flags
+
+
 def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                   lse: torch.Tensor, *, causal: bool, sm_scale: float, cu_seqlens_q: torch.Tensor | None = None,
                   cu_seqlens_k: torch.Tensor | None = None, max_seqlen_q: int | None = None,
-                  max_seqlen_k: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dq, dk, dv) of ``o = softmax(sm_scale * q k^T, masked) v`` given ``do``, the forward's
-    ``o`` and its ``lse``.  See the module docstring for layouts."""
+                  max_seqlen_k: int | None = None, window: tuple[int, int] | None = None,
+                  softcap: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) of ``o = softmax(sm_scale * q k^T, capped, masked) v`` given ``do``, the
+    forward's ``o`` and its ``lse``.  See the module docstring for layouts and options."""
     for name, t in (("do", do), ("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"tlxc.ops.attention backward: '{name}' must be a tensor, got {type(t).__name__}")
@@ -277,6 +344,8 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     sm_scale = float(sm_scale)
     if not math.isfinite(sm_scale):
         _fail(f"sm_scale must be finite, got {sm_scale}")
+    window = _check_window(window, causal)
+    softcap = _check_softcap(softcap)
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if varlen:
         if cu_seqlens_q is None or cu_seqlens_k is None:
@@ -337,6 +406,8 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
             return t.stride(0), t.stride(1), t.stride(2)
         cu_q_arg = cu_k_arg = None
     ws_views = None
+    bounds = _window_bounds(window, Sq, Sk)
+    option_args, option_flags = _options(bounds, softcap)
     if Sk > 0 and _kernel_choice(D, Sk) == "ws" and D in (64, 128):
         ws_views = _ws_views(q, k, v, do, B, H, H_kv, total_q if varlen else Sq, total_k if varlen else Sk, varlen,
                              strides)              # None: not TMA-describable, the tl.dot kernels run
@@ -368,19 +439,21 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
         stat_strides = (0, delta.stride(0))
     if ws_views is not None:
         return _launch_ws(ws_views, q, dq, dk, dv, lse2, delta, cu_q_arg, cu_k_arg, B, H, H_kv, Sq, Sk, varlen,
-                          strides, stat_strides, qk_scale, sm_scale, causal, stats_smem)
+                          strides, stat_strides, qk_scale, sm_scale, causal, stats_smem, bounds, softcap)
     if Sk > 0:
         _launch(bwd_dkdv_kernel, (-(-Sk // kn) * B * H_kv,), q, k, v, do, lse2, delta, dk, dv, cu_q_arg, cu_k_arg,
                 Sq, Sk, H_kv, *common, *strides(dk), *strides(dv), qk_scale, sm_scale,
-                _heads_per_section(-(-Sk // kn), causal, varlen, q.device), D=D, HEAD_DIM=HD,
-                BLOCK_M=km, BLOCK_N=kn, GROUP=group, CAUSAL=causal, VARLEN=varlen, num_warps=kw, num_stages=ks)
+                _heads_per_section(-(-Sk // kn), causal, varlen, q.device), *option_args, D=D, HEAD_DIM=HD,
+                BLOCK_M=km, BLOCK_N=kn, GROUP=group, CAUSAL=causal, VARLEN=varlen, **option_flags, num_warps=kw,
+                num_stages=ks)
     else:
         dq.zero_()
         return dq, dk, dv
     _launch(bwd_dq_kernel, (-(-Sq // qm) * B * H,), q, k, v, do, lse2, delta, dq, cu_q_arg, cu_k_arg, Sq, Sk, H,
             *common, *strides(dq), qk_scale, sm_scale,
-            _heads_per_section(-(-Sq // qm), causal, varlen, q.device, DQ_PER_SM.get(HD, 1)), D=D, HEAD_DIM=HD,
-            BLOCK_M=qm, BLOCK_N=qn, GROUP=group, CAUSAL=causal, VARLEN=varlen, num_warps=qw, num_stages=qs)
+            _heads_per_section(-(-Sq // qm), causal, varlen, q.device, DQ_PER_SM.get(HD, 1)), *option_args, D=D,
+            HEAD_DIM=HD, BLOCK_M=qm, BLOCK_N=qn, GROUP=group, CAUSAL=causal, VARLEN=varlen, **option_flags,
+            num_warps=qw, num_stages=qs)
     return dq, dk, dv
 
 
@@ -400,9 +473,10 @@ def _ws_views(q, k, v, do, B, H, H_kv, rows_q, rows_k, varlen, strides):
 
 
 def _launch_ws(views, q, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk, varlen, strides, stat_strides,
-               qk_scale, sm_scale, causal, stats_smem):
+               qk_scale, sm_scale, causal, stats_smem, bounds, softcap):
     """The warp-specialized kernel (kernels/attention_bwd_ws.py) on ``_ws_views``' views;
-    ``stats_smem``: the statistics' rows are padded and delta is scaled by ``sm_scale``."""
+    ``stats_smem``: the statistics' rows are padded and delta is scaled by ``sm_scale``;
+    ``bounds`` (``_window_bounds``) and ``softcap``: None where the option is off."""
     (q_desc, qr_b, qr_h, qc_h, q_rows), (do_desc, *_), (k_desc, kr_b, kr_h, kc_h, _), (v_desc, *_) = views
     D = q.shape[-1]
     row_stride = strides(q)[2]
@@ -419,14 +493,15 @@ def _launch_ws(views, q, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk
         grid, sched = (min(_num_sms(q.device), n_items),), (acc[-4:].view(torch.int32), n_items)
     elif persistent:
         table = _ws_schedule(B * H_kv, n_blocks, -(-Sq // WS_BLOCK_M), H // H_kv, causal, _num_sms(q.device),
-                             sections, str(q.device))
+                             sections, str(q.device), bounds)
         grid, sched = (table.shape[0],), (table, table.stride(0))
     else:
         grid, sched = (n_blocks * B * H_kv,), (None, 0)
     stat_descs = (_stat_rows(lse2), _stat_rows(delta)) if stats_smem else (None, None)
+    option_args, option_flags = _options(bounds, softcap)
     _launch(bwd_ws_kernel, grid, q_desc, k_desc, v_desc, do_desc, dq_desc, lse2, delta, dk, dv,
             cu_q, cu_k, Sq, Sk, H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv),
-            qk_scale, sm_scale, sections, *sched, *stat_descs,
+            qk_scale, sm_scale, sections, *sched, *stat_descs, *option_args, **option_flags,
             HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES[D],
             DTYPE=TL_DTYPES[q.dtype], PREFETCH_STATS=WS_PREFETCH_STATS[D], DEFER_DQ=WS_DEFER_DQ[D],
             DRIFT=WS_DRIFT[D], PERSISTENT=persistent, STATS_SMEM=stats_smem, DYNAMIC=dynamic, num_warps=4)

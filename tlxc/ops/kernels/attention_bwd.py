@@ -37,11 +37,53 @@ masked: their loads read zeros, their P is 0 (LSE +inf, or the key mask), their 
 dropped.  ``HEAD_DIM`` is the padded (power-of-two) width of a tile, ``D`` the real one.
 The causal mask is top-left aligned, as torch's ``is_causal``: query ``i`` sees keys
 ``j <= i`` of its own sequence.
+
+Two options, each behind a constexpr flag (off, the kernels are those without the option):
+
+* ``WINDOW`` (a sliding window, flash-attn's ``window_size``): query ``i`` sees keys
+  ``i - window_left <= j <= i + window_right`` (runtime ints; the host gives an unbounded side
+  a bound no row reaches).  The dK/dV walk visits only the query blocks whose rows see the key
+  block, the dQ walk only the key blocks inside its rows' windows; the rest is masked.  A row
+  that sees no key has LSE -inf (lse2 +inf): its P is 0, so it adds nothing anywhere.
+* ``SOFTCAP`` (Gemma 2's logit softcapping, cap ``softcap``): the scores are
+  ``softcap * tanh(sm_scale * q.k / softcap)``, so ``P = exp2(t * softcap * log2 e - lse2)``
+  with ``t = tanh(q.k * sm_scale / softcap)``, and the gradient of the raw product is dS times
+  ``sm_scale * (1 - t^2)``: the kernels fold ``1 - t^2`` into P once dV has used it (``sm_scale``
+  stays where it was).  The masks apply to t (-inf: P = 0 and a slope of 0), so that one tile,
+  not P and t, is live across them.  ``tanh`` is PTX's ``tanh.approx.f32`` (``tanh_approx``),
+  as in the forward.
 """
 from ... import language as tl
 from ...runtime.jit import jit
 
 LOG2E = 1.4426950408889634
+
+
+@jit
+def tanh_approx(x):
+    """``tanh`` of float32 ``x`` by PTX's ``tanh.approx.f32`` (one MUFU op; relative error
+    about 2^-11): the softcap's, in the backward kernels."""
+    return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                     pack=1)
+
+
+@jit
+def capped_probs(t, lse2, softcap):
+    """P under softcapping from ``t = tanh(q.k * sm_scale / softcap)``: ``exp2(t * softcap *
+    log2 e - lse2)`` (``lse2`` broadcasts against ``t``).  A hidden key's t is -inf: P = 0."""
+    return tl.math.exp2(t * (softcap * LOG2E) - lse2)
+
+
+@jit
+def capped_slope(t):
+    """``1 - t^2``, the capped score's slope (d tanh), 0 where t is -inf (a hidden key)."""
+    return tl.maximum(1.0 - t * t, 0.0)
+
+
+@jit
+def window_keep(offs_q, offs_k, window_left, window_right):
+    """Whether query ``offs_q`` sees key ``offs_k`` through the window (both broadcast)."""
+    return (offs_k >= offs_q - window_left) & (offs_k <= offs_q + window_right)
 
 
 @jit
@@ -108,12 +150,26 @@ def _sequence(cu_ptr, b, seqlen, VARLEN: tl.constexpr):
 
 
 @jit
+def _hide_keys(pT, hidden, offs_m, offs_n, window_left, window_right, CAUSAL: tl.constexpr, WINDOW: tl.constexpr):
+    """The dK/dV kernel's ``[keys, queries]`` tile ``pT`` (P^T, or t under softcapping) with
+    ``hidden`` where a query does not see a key (causal, window; rows past the sequence have P 0
+    from their lse2, keys past it are never stored)."""
+    if CAUSAL:
+        pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, hidden)
+    if WINDOW:
+        pT = tl.where(window_keep(offs_m[None, :], offs_n[:, None], window_left, window_right), pT, hidden)
+    return pT
+
+
+@jit
 def bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr,
                     seqlen_q, seqlen_k, H_KV,
                     sq_b, sq_h, sq_r, sk_b, sk_h, sk_r, sv_b, sv_h, sv_r, sdo_b, sdo_h, sdo_r, sd_b, sd_h,
                     sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, heads_per_section,
+                    window_left, window_right, softcap,
                     D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
+                    GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, WINDOW: tl.constexpr = False,
+                    SOFTCAP: tl.constexpr = False):
     n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
     pid_bh, block = section_tile(tl.program_id(0), n_blocks, heads_per_section)
     b = pid_bh // H_KV
@@ -140,7 +196,12 @@ def bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv
         first_m = start_n // BLOCK_M                   # earlier queries see none of these keys
     else:
         first_m = start_n * 0
-    per_head = tl.maximum(tl.cdiv(len_q, BLOCK_M) - first_m, 0)
+    if WINDOW:      # the rows that see a key of the block: start_n - right <= i <= start_n + BLOCK_N - 1 + left
+        first_m = tl.maximum(first_m, tl.maximum(start_n - window_right, 0) // BLOCK_M)
+        end_m = tl.minimum(tl.cdiv(len_q, BLOCK_M), (start_n + BLOCK_N - 1 + window_left) // BLOCK_M + 1)
+        per_head = tl.maximum(end_m - first_m, 0)
+    else:
+        per_head = tl.maximum(tl.cdiv(len_q, BLOCK_M) - first_m, 0)
     q_row0 = q_first.to(tl.int64)
     for t in range(0, GROUP * per_head):               # (query head of the group, query block), flat
         if GROUP == 1:
@@ -162,10 +223,17 @@ def bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv
         lse2 = tl.load(lse2_ptr + row_stat, mask=row_ok, other=float("inf"))
         delta = tl.load(delta_ptr + row_stat, mask=row_ok, other=0.0)
         sT = tl.dot(k, qT)                                          # [BLOCK_N, BLOCK_M] = (Q K^T)^T
-        pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
-        if CAUSAL:
-            pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
-        dv += tl.dot(pT.to(q_ptr.dtype.element_ty), do)
+        if SOFTCAP:         # the masks on t: one tile (t) live across them, not two (P and t)
+            tT = _hide_keys(tanh_approx(sT * (sm_scale / softcap)), float("-inf"), offs_m, offs_n, window_left,
+                            window_right, CAUSAL, WINDOW)
+            pT = capped_probs(tT, lse2[None, :], softcap)
+            p_op = pT.to(q_ptr.dtype.element_ty)
+            pT = pT * capped_slope(tT)          # P (1 - t^2): dS's factor, once dV has P
+            dv += tl.dot(p_op, do)
+        else:
+            pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
+            pT = _hide_keys(pT, 0.0, offs_m, offs_n, window_left, window_right, CAUSAL, WINDOW)
+            dv += tl.dot(pT.to(q_ptr.dtype.element_ty), do)
         dpT = tl.dot(v, tl.trans(do))                               # (dO V^T)^T
         dsT = pT * (dpT - delta[None, :])
         dk += tl.dot(dsT.to(q_ptr.dtype.element_ty), tl.trans(qT))
@@ -181,9 +249,10 @@ def bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv
 def bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dq_ptr, cu_q_ptr, cu_k_ptr,
                   seqlen_q, seqlen_k, H,
                   sq_b, sq_h, sq_r, sk_b, sk_h, sk_r, sv_b, sv_h, sv_r, sdo_b, sdo_h, sdo_r, sd_b, sd_h,
-                  sdq_b, sdq_h, sdq_r, qk_scale, sm_scale, heads_per_section,
+                  sdq_b, sdq_h, sdq_r, qk_scale, sm_scale, heads_per_section, window_left, window_right, softcap,
                   D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
+                  GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, WINDOW: tl.constexpr = False,
+                  SOFTCAP: tl.constexpr = False):
     n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
     pid_bh, block = section_tile(tl.program_id(0), n_blocks, heads_per_section)
     b = pid_bh // H
@@ -217,7 +286,12 @@ def bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dq_ptr, cu_q
         end_n = len_k
     k_base = k_ptr + b64 * sk_b + hk64 * sk_h + k_first.to(tl.int64) * sk_r
     v_base = v_ptr + b64 * sv_b + hk64 * sv_h + k_first.to(tl.int64) * sv_r
-    for start_n in range(0, end_n, BLOCK_N):
+    if WINDOW:      # the keys the block's rows see: start_m - left <= j <= start_m + BLOCK_M - 1 + right
+        begin_n = tl.maximum(start_m - window_left, 0) // BLOCK_N * BLOCK_N
+        end_n = tl.minimum(end_n, start_m + BLOCK_M + window_right)
+    else:
+        begin_n = 0
+    for start_n in range(begin_n, end_n, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         key_ok = offs_n < len_k
         kT = tl.load(k_base + offs_n[None, :] * sk_r + offs_d[:, None], mask=key_ok[None, :] & d_ok[:, None],
@@ -225,11 +299,20 @@ def bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dq_ptr, cu_q
         vT = tl.load(v_base + offs_n[None, :] * sv_r + offs_d[:, None], mask=key_ok[None, :] & d_ok[:, None],
                      other=0.0)
         s = tl.dot(q, kT)
-        p = tl.math.exp2(s * qk_scale - lse2[:, None])
+        if SOFTCAP:
+            t = tanh_approx(s * (sm_scale / softcap))
+        else:
+            p = tl.math.exp2(s * qk_scale - lse2[:, None])
         keep = key_ok[None, :]
         if CAUSAL:
             keep = keep & (offs_n[None, :] <= offs_m[:, None])
-        p = tl.where(keep, p, 0.0)
+        if WINDOW:
+            keep = keep & window_keep(offs_m[:, None], offs_n[None, :], window_left, window_right)
+        if SOFTCAP:         # a hidden key's t is -inf: P = 0 and a slope of 0
+            t = tl.where(keep, t, float("-inf"))
+            p = capped_probs(t, lse2[:, None], softcap) * capped_slope(t)     # P (1 - t^2): dS's factor
+        else:
+            p = tl.where(keep, p, 0.0)
         dp = tl.dot(do, vT)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(q_ptr.dtype.element_ty), tl.trans(kT))

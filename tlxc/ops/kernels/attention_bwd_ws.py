@@ -35,12 +35,16 @@ log2 units), organized as FlashAttention-3 does on sm_90, in this project's word
   for queries, P = 0 for keys), so dQ adds zeros there; dK and dV leave by masked stores.
 
 Head dims 64 and 128 (whole 64-column boxes); the host falls back to the ``tl.dot`` kernels
-otherwise.
+otherwise.  ``WINDOW`` and ``SOFTCAP`` as in ``attention_bwd.py``: an item walks only the query
+blocks whose rows see its keys, and only a tile across a window's edge is masked (``_hide``;
+causal: the diagonal is the right edge, one mask for both); under softcapping the masks apply
+to t, and ``P (1 - t^2)`` replaces P once dV's MMA has its operand, so no tile of registers is
+live beyond those of plain attention (spills within 5 registers at sm_90a).
 """
 from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
-from .attention_bwd import section_tile, section_tile_of
+from .attention_bwd import capped_probs, capped_slope, section_tile, section_tile_of, tanh_approx, window_keep
 
 D_BOX = 64            # columns of one TMA box: 64 x 2 bytes, the 128-byte swizzle's span
 
@@ -103,8 +107,9 @@ def _n_items(sched_ptr, sched_stride, PERSISTENT: tl.constexpr):
 
 
 @jit
-def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M: tl.constexpr,
-          BLOCK_N: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr):
+def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, window_left, window_right, BLOCK_M: tl.constexpr,
+          BLOCK_N: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr,
+          WINDOW: tl.constexpr):
     """Work item ``item``'s (batch, kv head, first key, first query row and length of its
     sequence, first key row and length, first query block, query blocks per head, steps).  Each
     task computes it (a task cannot read registers loaded before ``async_tasks``)."""
@@ -128,7 +133,12 @@ def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M: tl.conste
         first_m = start_n // BLOCK_M                    # earlier queries see none of these keys
     else:
         first_m = start_n * 0
-    per_head = tl.maximum(tl.cdiv(len_q, BLOCK_M) - first_m, 0)
+    if WINDOW:      # the rows that see a key of the block: start_n - right <= i <= start_n + BLOCK_N - 1 + left
+        first_m = tl.maximum(first_m, tl.maximum(start_n - window_right, 0) // BLOCK_M)
+        end_m = tl.minimum(tl.cdiv(len_q, BLOCK_M), (start_n + BLOCK_N - 1 + window_left) // BLOCK_M + 1)
+        per_head = tl.maximum(end_m - first_m, 0)
+    else:
+        per_head = tl.maximum(tl.cdiv(len_q, BLOCK_M) - first_m, 0)
     steps = GROUP * per_head
     if start_n >= len_k:
         steps = steps * 0                               # a key block past its sequence: nothing to do
@@ -146,6 +156,32 @@ def _row_stats(lse2_ptr, delta_ptr, h, m0, valid, b, q_first, len_q, sd_b, sd_h,
     lse2 = tl.load(lse2_ptr + base + rows, mask=row_ok, other=float("inf"))
     delta = tl.load(delta_ptr + base + rows, mask=row_ok, other=0.0)
     return lse2, delta * sm_scale
+
+
+@jit
+def _hide(pT, hidden, offs_m, offs_n, key_ok, m0, start_n, len_q, len_k, window_left, window_right,
+          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
+          ROWS: tl.constexpr):
+    """A consumer's ``[keys, queries]`` tile ``pT`` (P^T, or t under softcapping) with ``hidden``
+    where a query does not see a key: (``ROWS``) the queries past the sequence, (causal) keys past
+    the diagonal, (``WINDOW``) keys outside the window, keys past the sequence.  Only the tiles
+    that reach an edge pay for a mask."""
+    if ROWS:
+        if m0 + BLOCK_M > len_q:                            # queries past the sequence
+            pT = tl.where(offs_m[None, :] < len_q, pT, hidden)
+    if CAUSAL and WINDOW:   # the diagonal is the window's right edge: one mask for a tile on either edge
+        if m0 < start_n + BLOCK_N or start_n < m0 + BLOCK_M - 1 - window_left:
+            pT = tl.where((offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] >= offs_m[None, :] - window_left),
+                          pT, hidden)
+    elif CAUSAL:
+        if m0 < start_n + BLOCK_N:                          # a block on the diagonal
+            pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, hidden)
+    elif WINDOW:            # a tile across the window's left or right edge
+        if start_n < m0 + BLOCK_M - 1 - window_left or start_n + BLOCK_N - 1 > m0 + window_right:
+            pT = tl.where(window_keep(offs_m[None, :], offs_n[:, None], window_left, window_right), pT, hidden)
+    if start_n + BLOCK_N > len_k:                           # keys past the sequence
+        pT = tl.where(key_ok[:, None], pT, hidden)
+    return pT
 
 
 @jit
@@ -184,15 +220,17 @@ def _load_kv(k_desc, v_desc, k_smem, v_smem, bar, row, col, BLOCK_N: tl.constexp
 @jit
 def _produce_item(item, j, t0, q_desc, k_desc, v_desc, do_desc, lse2_desc, delta_desc, k_smem, v_smem, q_smem, do_smem,
                   lse2_smem, delta_smem, kv_full, kv_empty, q_full, q_empty, do_full, do_empty, cu_q_ptr, cu_k_ptr,
-                  seqlen_q, seqlen_k, H_KV, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, HEAD_DIM: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
-                  VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, STATS_SMEM: tl.constexpr):
+                  seqlen_q, seqlen_k, H_KV, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, window_left, window_right,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP: tl.constexpr,
+                  CAUSAL: tl.constexpr, VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, STATS_SMEM: tl.constexpr,
+                  WINDOW: tl.constexpr):
     """The producer's ``j``-th work item ``item``: K / V (once both consumers are done with the
     previous item's), then the item's Q / dO tiles (and their statistics' rows with ``STATS_SMEM``)
     into the ring from its ``t0``-th slot on.  Returns the ring's tiles after the item."""
     N_BOX: tl.constexpr = HEAD_DIM // D_BOX
     b, hk, start_n, q_first, _len_q, k_first, _len_k, first_m, per_head, steps = _work(
-        cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
+        cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, window_left, window_right, BLOCK_M, BLOCK_N, GROUP,
+        CAUSAL, VARLEN, WINDOW)
     k_row = _tile_rows(b, hk, k_first, kr_b, kr_h) + start_n
     # STATS_SMEM: the first column of the sequence's statistics, a 16-byte multiple (a TMA box's start):
     # packed, sequence s's rows start at (q_first + 3 s) // 4 * 4 (attention_bwd._stat_first)
@@ -238,10 +276,11 @@ def _produce_item(item, j, t0, q_desc, k_desc, v_desc, do_desc, lse2_desc, delta
 def _consume_item(item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_smem, q_smem, do_smem, ds_smem, dq_smem,
                   lse2_smem, delta_smem, kv_full, kv_empty, q_full, q_empty, do_full, do_empty, dq_desc, lse2_ptr,
                   delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, qr_b, qr_h, qc_h, sd_b,
-                  sd_h, sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, HEAD_DIM: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
-                  VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, DTYPE: tl.constexpr, PREFETCH_STATS: tl.constexpr,
-                  DEFER_DQ: tl.constexpr, DRIFT: tl.constexpr, STATS_SMEM: tl.constexpr):
+                  sd_h, sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, window_left, window_right,
+                  softcap, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, NUM_BUF: tl.constexpr,
+                  DTYPE: tl.constexpr, PREFETCH_STATS: tl.constexpr, DEFER_DQ: tl.constexpr, DRIFT: tl.constexpr,
+                  STATS_SMEM: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr):
     """Consumer ``cid``'s ``j``-th work item ``item``: its tiles from the ring's ``t0``-th slot on
     (see the module docstring), then its dK / dV rows.  ``DEFER_DQ``: (dq, dq_row, dq_col) is the
     last tile's dQ, added at the top of the next tile (placeholders otherwise).  Returns the ring's
@@ -250,7 +289,8 @@ def _consume_item(item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_sme
     SPLIT_COLS: tl.constexpr = HEAD_DIM == 2 * D_BOX
     KV_IN_REGS: tl.constexpr = HEAD_DIM == D_BOX
     b, hk, start_n, q_first, len_q, k_first, len_k, first_m, per_head, steps = _work(
-        cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN)
+        cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, window_left, window_right, BLOCK_M, BLOCK_N, GROUP,
+        CAUSAL, VARLEN, WINDOW)
     offs_n = start_n + cid * HALF_N + tl.arange(0, HALF_N)
     key_ok = offs_n < len_k
     dk = tl.zeros((HALF_N, HEAD_DIM), dtype=tl.float32)
@@ -288,18 +328,24 @@ def _consume_item(item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_sme
         dpT = tlx.async_dot(v_op, tlx.local_trans(do_smem[buf]),
                             tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32), use_acc=False)
         sT = tlx.async_dot_wait(1, sT)                              # S^T done, dP^T running
-        if STATS_SMEM:      # read in the product's layout (0 past the rows: the copy's fill)
-            pT = tl.math.exp2(sT * qk_scale - tlx.local_load(lse2_smem[buf]))
-            if m0 + BLOCK_M > len_q:                            # queries past the sequence
-                pT = tl.where(offs_m[None, :] < len_q, pT, 0.0)
+        if SOFTCAP:         # the masks on t, where one tile (t) is live across them, not two (P and t)
+            tT = _hide(tanh_approx(sT * (sm_scale / softcap)), float("-inf"), offs_m, offs_n, key_ok, m0, start_n,
+                       len_q, len_k, window_left, window_right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW, STATS_SMEM)
+            if STATS_SMEM:
+                pT = capped_probs(tT, tlx.local_load(lse2_smem[buf]), softcap)
+            else:
+                pT = capped_probs(tT, lse2[None, :], softcap)
+            p_op = pT.to(DTYPE)
+            pT = pT * capped_slope(tT)          # P (1 - t^2): dS's factor, once dV has P
+            dv = tlx.async_dot(p_op, do_smem[buf], dv)
         else:
-            pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
-        if CAUSAL:
-            if m0 < start_n + BLOCK_N:                          # a block on the diagonal
-                pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
-        if start_n + BLOCK_N > len_k:                           # keys past the sequence
-            pT = tl.where(key_ok[:, None], pT, 0.0)
-        dv = tlx.async_dot(pT.to(DTYPE), do_smem[buf], dv)
+            if STATS_SMEM:      # read in the product's layout (0 past the rows: the copy's fill)
+                pT = tl.math.exp2(sT * qk_scale - tlx.local_load(lse2_smem[buf]))
+            else:
+                pT = tl.math.exp2(sT * qk_scale - lse2[None, :])
+            pT = _hide(pT, 0.0, offs_m, offs_n, key_ok, m0, start_n, len_q, len_k, window_left, window_right,
+                       BLOCK_M, BLOCK_N, CAUSAL, WINDOW, STATS_SMEM)
+            dv = tlx.async_dot(pT.to(DTYPE), do_smem[buf], dv)
         dpT = tlx.async_dot_wait(1, dpT)                            # dP^T done, dV running
         if STATS_SMEM:      # delta comes scaled by sm_scale (P is 0 past the rows)
             dsT = (pT * (dpT * sm_scale - tlx.local_load(delta_smem[buf]))).to(DTYPE)
@@ -362,12 +408,13 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                   cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV,
                   qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, sd_b, sd_h,
                   sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, heads_per_section,
-                  sched_ptr, sched_stride, lse2_desc, delta_desc,
+                  sched_ptr, sched_stride, lse2_desc, delta_desc, window_left, window_right, softcap,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, GROUP: tl.constexpr, CAUSAL: tl.constexpr,
                   VARLEN: tl.constexpr, NUM_BUF: tl.constexpr, DTYPE: tl.constexpr,
                   PREFETCH_STATS: tl.constexpr = False, DEFER_DQ: tl.constexpr = False,
                   DRIFT: tl.constexpr = False, PERSISTENT: tl.constexpr = False, STATS_SMEM: tl.constexpr = False,
-                  DYNAMIC: tl.constexpr = False, REGISTERS: tl.constexpr = 240):
+                  DYNAMIC: tl.constexpr = False, REGISTERS: tl.constexpr = 240, WINDOW: tl.constexpr = False,
+                  SOFTCAP: tl.constexpr = False):
     BLOCK_N: tl.constexpr = 128
     HALF_N: tl.constexpr = 64                                   # keys of one consumer
     k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, 1)
@@ -411,8 +458,8 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                     t0 = _produce_item(item, j, t0, q_desc, k_desc, v_desc, do_desc, lse2_desc, delta_desc, k_smem,
                                        v_smem, q_smem, do_smem, lse2_smem, delta_smem, kv_full, kv_empty, q_full,
                                        q_empty, do_full, do_empty, cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, qr_b,
-                                       qr_h, qc_h, kr_b, kr_h, kc_h, HEAD_DIM, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN,
-                                       NUM_BUF, STATS_SMEM)
+                                       qr_h, qc_h, kr_b, kr_h, kc_h, window_left, window_right, HEAD_DIM, BLOCK_M,
+                                       BLOCK_N, GROUP, CAUSAL, VARLEN, NUM_BUF, STATS_SMEM, WINDOW)
                     j = j + 1
                     _publish_item(ids, ids_full, ids_empty, j, nxt)
                     idx = nxt
@@ -422,8 +469,8 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                     t0 = _produce_item(item, j, t0, q_desc, k_desc, v_desc, do_desc, lse2_desc, delta_desc, k_smem,
                                        v_smem, q_smem, do_smem, lse2_smem, delta_smem, kv_full, kv_empty, q_full,
                                        q_empty, do_full, do_empty, cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, qr_b,
-                                       qr_h, qc_h, kr_b, kr_h, kc_h, HEAD_DIM, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN,
-                                       NUM_BUF, STATS_SMEM)
+                                       qr_h, qc_h, kr_b, kr_h, kc_h, window_left, window_right, HEAD_DIM, BLOCK_M,
+                                       BLOCK_N, GROUP, CAUSAL, VARLEN, NUM_BUF, STATS_SMEM, WINDOW)
         with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=2):   # the two consumers
             cid = tlx.async_task_replica_id()
             n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
@@ -451,9 +498,9 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                         item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_smem, q_smem, do_smem, ds_smem,
                         dq_smem, lse2_smem, delta_smem, kv_full, kv_empty, q_full, q_empty, do_full, do_empty, dq_desc,
                         lse2_ptr, delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, qr_b, qr_h,
-                        qc_h, sd_b, sd_h, sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, HEAD_DIM,
-                        BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN, NUM_BUF, DTYPE, PREFETCH_STATS, DEFER_DQ, DRIFT,
-                        STATS_SMEM)
+                        qc_h, sd_b, sd_h, sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, window_left,
+                        window_right, softcap, HEAD_DIM, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN, NUM_BUF, DTYPE,
+                        PREFETCH_STATS, DEFER_DQ, DRIFT, STATS_SMEM, WINDOW, SOFTCAP)
                     j = j + 1
                     idx = _take_item(ids, ids_full, ids_empty, j)
             else:
@@ -463,7 +510,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                         item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_smem, q_smem, do_smem, ds_smem,
                         dq_smem, lse2_smem, delta_smem, kv_full, kv_empty, q_full, q_empty, do_full, do_empty, dq_desc,
                         lse2_ptr, delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, qr_b, qr_h,
-                        qc_h, sd_b, sd_h, sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, HEAD_DIM,
-                        BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN, NUM_BUF, DTYPE, PREFETCH_STATS, DEFER_DQ, DRIFT,
-                        STATS_SMEM)
+                        qc_h, sd_b, sd_h, sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, window_left,
+                        window_right, softcap, HEAD_DIM, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN, NUM_BUF, DTYPE,
+                        PREFETCH_STATS, DEFER_DQ, DRIFT, STATS_SMEM, WINDOW, SOFTCAP)
             tlx.async_descriptor_store_wait(0)     # the staging tiles are read before the program ends
