@@ -70,3 +70,21 @@ def test_public_op_under_torch_compile():
     o = torch.compile(f, fullgraph=True)(q, k, v)
     ref, _ = reference(q, k, v, causal=True, window=(127, 0), softcap=20.0, sm_scale=0.1)
     assert (o.double() - ref).abs().max().item() < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("causal,window,softcap", [(True, (255, 0), None), (False, (100, 300), 30.0),
+                                                   (True, None, 20.0)], ids=str)
+@pytest.mark.parametrize("D", [64, 128])
+def test_autograd_through_the_op(D, causal, window, softcap):
+    q0 = torch.randn(2, 8, 1000, D, device="cuda", dtype=torch.bfloat16) * 2
+    k0, v0 = (torch.randn(2, 2, 900, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
+    o = tlxc.ops.attention(q, k, v, causal=causal, window=window, softcap=softcap)
+    do = torch.randn_like(o)
+    o.backward(do)
+    qd, kd, vd = (t.double().requires_grad_() for t in (q0, k0, v0))
+    ref, _ = reference(qd, kd, vd, causal=causal, window=window, softcap=softcap)
+    ref.backward(do.double())
+    for got, want in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
+        assert torch.isfinite(got).all()
+        assert ((got.double() - want).norm() / want.norm()).item() < 2e-2

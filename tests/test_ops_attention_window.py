@@ -155,3 +155,20 @@ def test_window_and_softcap_compile_for_sm90a_without_spills(D, causal, S, windo
     q, k = torch.empty(2, 8, S, D, dtype=torch.bfloat16), torch.empty(2, 2, S, D, dtype=torch.bfloat16)
     handles = compile_config(q, k, k, causal=causal, window=window, softcap=softcap)
     assert handles and all(h.n_spills == 0 for h in handles)
+
+
+@pytest.mark.parametrize("causal,window,softcap", [(True, (40, 0), None), (False, (25, 60), 4.0), (True, None, 2.0)],
+                         ids=str)
+def test_autograd_through_the_op(causal, window, softcap):
+    """tlxc.ops.attention's gradients (the backward takes the window and the cap) against float64 autograd."""
+    q0, k0, v0 = _randn(1, 4, 150, 64, seed=1, scale=2.0), _randn(1, 2, 170, 64, seed=2), _randn(1, 2, 170, 64, seed=3)
+    q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
+    o = tlxc.ops.attention(q, k, v, causal=causal, window=window, softcap=softcap)
+    do = _randn(*o.shape, seed=4)
+    o.backward(do)
+    qd, kd, vd = (t.double().requires_grad_() for t in (q0, k0, v0))
+    ref, _ = reference(qd, kd, vd, causal=causal, window=window, softcap=softcap)
+    ref.backward(do.double())
+    for got, want in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
+        assert torch.isfinite(got).all()
+        assert ((got.double() - want).norm() / want.norm()).item() < 2e-2
