@@ -10,7 +10,10 @@ saves).  Every case is checked against float32 math on a slice of heads first (r
 < 1e-2), then timed in rounds (each round times every implementation back to back); ratios
 ``flex / tlxc`` (> 1: tlxc faster) and their geomean come last.
 
-    python bench/ops_attention_window_bench.py [--rounds 15] [--s 4096,16384]
+    python bench/ops_attention_window_bench.py [--rounds 15] [--s 4096,16384] [--bwd]
+
+``--bwd`` times a forward and a backward per call (tlxc through ``tlxc.ops.attention``'s autograd, flex
+and cuDNN through torch's; the backward of the whole causal mask as before).
 """
 from __future__ import annotations
 
@@ -30,13 +33,16 @@ CASES = [  # S, window (None: the whole causal mask), softcap
 ]
 
 
-def run_case(S, W, cap, rounds, flex, H=32, Hkv=8, D=128):
-    """Check, then time one case: {name: median ms}, or None (wrong)."""
+def run_case(S, W, cap, rounds, flex, H=32, Hkv=8, D=128, bwd=False):
+    """Check, then time one case: {name: median ms}, or None (wrong).  ``bwd``: each timed call
+    is a forward and a backward (``o.backward(do)``; tlxc through ``tlxc.ops.attention``'s
+    autograd), the check of the forward as without."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.flex_attention import create_block_mask
 
+    import tlxc.ops
     from bench.triton_source import event_ms
     from tlxc.ops.attention import attention_forward, reference
 
@@ -64,6 +70,21 @@ def run_case(S, W, cap, rounds, flex, H=32, Hkv=8, D=128):
         "tlxc_full": lambda: attention_forward(q, k, v, causal=True),
         "cudnn_full": cudnn,
     }
+    if bwd:
+        qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+        kxg, vxg = (t.detach().requires_grad_() for t in (kx, vx))
+        do = torch.randn_like(q)
+
+        def cudnn_bwd():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                F.scaled_dot_product_attention(q.detach().requires_grad_(), kxg, vxg, is_causal=True).backward(do)
+        timed = {
+            "tlxc": lambda: tlxc.ops.attention(qg, kg, vg, causal=True, window=window, softcap=cap).backward(do),
+            "flex": lambda: flex(qg, kg, vg, block_mask=mask, score_mod=capped if cap else None,
+                                 enable_gqa=True).backward(do),
+            "tlxc_full": lambda: tlxc.ops.attention(qg, kg, vg, causal=True).backward(do),
+            "cudnn_full": cudnn_bwd,
+        }
     # check on the first kv head's query heads of the first sequence (float32 math)
     o, _ = fns["tlxc"]()
     of = fns["flex"]()
@@ -74,6 +95,8 @@ def run_case(S, W, cap, rounds, flex, H=32, Hkv=8, D=128):
     if bad:
         print(f"S={S} W={W} cap={cap}: WRONG ({', '.join(bad)}); not timed", flush=True)
         return None
+    if bwd:
+        fns = timed
     for fn in fns.values():
         fn()
     times = {n: [] for n in fns}
@@ -93,16 +116,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--s", help="only these sequence lengths (comma-separated)")
+    parser.add_argument("--bwd", action="store_true", help="time forward + backward instead of the forward")
     args = parser.parse_args()
     only = {int(x) for x in args.s.split(",")} if args.s else None
     flex = torch.compile(flex_attention, dynamic=False)
     print(f"card: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, D = 128, H = 32, Hkv = 8, "
-          f"{TOKENS} tokens, kernel time")
+          f"{TOKENS} tokens, kernel time, {'forward + backward' if args.bwd else 'forward'}")
     rows = []
     for S, W, cap in CASES:
         if only and S not in only:
             continue
-        med = run_case(S, W, cap, args.rounds, flex)
+        med = run_case(S, W, cap, args.rounds, flex, bwd=args.bwd)
         if med:
             rows.append((S, W, cap, med))
     print("\nratios (baseline time / tlxc time):")
