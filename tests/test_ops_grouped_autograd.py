@@ -135,3 +135,91 @@ def test_gradients_on_the_gpu(E, M, K, N):
     ref_y, ref_da, ref_dw_t = _reference_grads(a, w.transpose(1, 2), sizes.cpu(), grad)
     assert _rel(y, ref_y) < 1e-2 and _rel(a.grad, ref_da) < 1e-2
     assert _rel(w.grad.transpose(1, 2), ref_dw_t) < 1e-2 and (w.grad[E // 2] == 0).all()
+
+
+def _reference_epilogue(a, w_t, sizes, bias, activation):
+    """float64 ``activation(a_g @ w_t[g] + bias_g)`` per expert (GLU: gate 2j, up 2j + 1)."""
+    import torch.nn.functional as F
+    acts = {None: lambda z: z, "relu": F.relu, "silu": F.silu, "gelu": F.gelu,
+            "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
+            "swiglu": lambda z: F.silu(z[:, 0::2]) * z[:, 1::2], "geglu": lambda z: F.gelu(z[:, 0::2]) * z[:, 1::2]}
+    offs = [0] + sizes.cumsum(0).tolist()
+    out = []
+    for g in range(w_t.shape[0]):
+        z = a[offs[g]:offs[g + 1]].double() @ w_t[g].double()
+        if bias is not None:
+            z = z + (bias[g] if bias.dim() == 2 else bias).double()
+        out.append(acts[activation](z))
+    return torch.cat(out)
+
+
+EPILOGUE_CONFIGS = ["g_64x128x64", "g_128x128x64", "gws_128x128x64_s5", "gws_128x256x64_s4_e16d"]
+
+
+@pytest.mark.parametrize("config", EPILOGUE_CONFIGS)
+@pytest.mark.parametrize("bias_kind,activation", [("expert", "silu"), ("shared", None), (None, "gelu_tanh"),
+                                                  ("expert", "swiglu"), ("shared", "geglu"), ("expert", "relu")],
+                         ids=str)
+def test_epilogue_in_each_kernel(config, bias_kind, activation):
+    sizes = torch.tensor([300, 0, 130, 290], dtype=torch.int32)
+    E, M, K, N = 4, int(sizes.sum()), 128, 256
+    a = _randn(M, K, seed=1)
+    w_t = (_randn(E, N, K, seed=2) * 0.1).transpose(1, 2)
+    bias = None if bias_kind is None else \
+        _randn(E, N, seed=3, dtype=torch.float32) if bias_kind == "expert" else _randn(N, seed=3)
+    out = torch.full((M, N // 2 if activation in ("swiglu", "geglu") else N), float("nan"), dtype=torch.bfloat16)
+    ops.grouped_matmul(a, w_t, sizes, out, bias=bias, activation=activation, config=config)
+    assert _rel(out, _reference_epilogue(a, w_t, sizes, bias, activation)) < 1e-2
+
+
+@pytest.mark.parametrize("activation", [None, "silu", "swiglu"])
+@pytest.mark.parametrize("bias_kind", ["expert", "shared"])
+def test_epilogue_gradients(bias_kind, activation):
+    sizes = torch.tensor([70, 0, 130, 5], dtype=torch.int32)
+    E, M, K, N = 4, 205, 64, 48
+    a = _randn(M, K, seed=1).requires_grad_()
+    w = (_randn(E, N, K, seed=2) * 0.2).requires_grad_()
+    bias = (_randn(E, N, seed=3, dtype=torch.float32) if bias_kind == "expert" else _randn(N, seed=3)).requires_grad_()
+    y = ops.grouped_matmul_op(a, w.transpose(1, 2), sizes, None, bias, activation)
+    grad = _randn(*y.shape, seed=4)
+    y.backward(grad)
+    ad, wd, bd = (t.detach().double().requires_grad_() for t in (a, w, bias))
+    ref = _reference_epilogue(ad, wd.transpose(1, 2), sizes, bd, activation)
+    ref.backward(grad.double())
+    assert _rel(y, ref.detach()) < 1e-2
+    for got, want in ((a.grad, ad.grad), (w.grad, wd.grad), (bias.grad, bd.grad)):
+        assert got.dtype == (torch.bfloat16 if got is not bias.grad else bias.dtype) and _rel(got, want) < 1e-2
+    if bias_kind == "expert":
+        assert (bias.grad[1] == 0).all()                # the empty expert's bias gets nothing
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"activation": "tanh"}, "'activation' must be one of"),
+    ({"activation": "swiglu", "n": 47}, "N must be even"),
+    ({"bias": "ones"}, "'bias' must be a float tensor of shape"),
+    ({"bias": torch.zeros(3, 48)}, "'bias' must be a float tensor of shape"),
+    ({"bias": torch.zeros(48, dtype=torch.int32)}, "'bias' must be a float tensor of shape"),
+])
+def test_epilogue_arguments_are_checked(kwargs, message):
+    n = kwargs.pop("n", 48)
+    if kwargs.get("bias") == "ones":
+        kwargs["bias"] = [1.0] * n
+    a = torch.zeros(10, 16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=message):
+        ops.grouped_matmul(a, torch.zeros(2, 16, n, dtype=torch.bfloat16), torch.tensor([4, 6]), **kwargs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", [None, "g_128x128x64", "gws_128x128x64_s5"])
+def test_epilogue_on_the_gpu(config):
+    E, M, K, N = 8, 4096, 1024, 4096
+    sizes = torch.distributions.Multinomial(M, torch.rand(E, generator=torch.Generator().manual_seed(3)) + 0.05) \
+        .sample().to(torch.int32)
+    sizes[3] = 0
+    sizes[0] += M - int(sizes.sum())
+    a = _randn(M, K, seed=1, device="cuda")
+    w_t = (_randn(E, N, K, seed=2, device="cuda") * 0.05).transpose(1, 2)
+    bias = _randn(E, N, seed=3, device="cuda")
+    for activation in ("silu", "swiglu"):
+        out = ops.grouped_matmul(a, w_t, sizes.cuda(), bias=bias, activation=activation, config=config)
+        assert _rel(out, _reference_epilogue(a, w_t, sizes, bias, activation)) < 1e-2

@@ -15,6 +15,7 @@ import torch
 
 from .. import language as tl
 from ..descriptors import TensorDescriptor
+from .kernels.epilogue import ACTIVATIONS, GLU_FIRST
 from .kernels.grouped_gemm import grouped_gemm_kernel
 from .kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
 from .kernels.grouped_wgrad import grouped_wgrad_kernel
@@ -76,8 +77,37 @@ def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | 
     return "g_128x256x64" if n >= 4096 else "g_128x128x64"
 
 
+def _epilogue_args(bias, activation, E: int, N: int, device) -> tuple:
+    """``(bias, stride_bias, BIAS_DIM, ACTIVATION, output columns)`` of the grouped kernels'
+    epilogue: ``bias`` ``[E, N]`` (a row per expert) or ``[N]`` (shared: stride 0), float;
+    ``activation`` one of ``epilogue.ACTIVATIONS`` (GLU pairs halve the columns)."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"tlxc.ops.grouped_matmul: 'activation' must be one of "
+                         f"{[k for k in ACTIVATIONS if k]} or None, got {activation!r}")
+    code = ACTIVATIONS[activation]
+    if code >= GLU_FIRST and N % 2:
+        raise ValueError(f"tlxc.ops.grouped_matmul: activation {activation!r} pairs columns (gate 2j, up 2j + 1): "
+                         f"N must be even, got {N}")
+    n_out = N // 2 if code >= GLU_FIRST else N
+    if bias is None:
+        return None, 0, -1, code, n_out
+    if not isinstance(bias, torch.Tensor) or not bias.is_floating_point() or bias.device != device or \
+            tuple(bias.shape) not in ((E, N), (N,)):
+        raise ValueError(f"tlxc.ops.grouped_matmul: 'bias' must be a float tensor of shape ({E}, {N}) (one row per "
+                         f"expert) or ({N},) on {device}, got "
+                         f"{tuple(bias.shape) if isinstance(bias, torch.Tensor) else type(bias).__name__}"
+                         f"{' ' + str(bias.dtype) + ' on ' + str(bias.device) if isinstance(bias, torch.Tensor) else ''}")
+    if bias.stride(-1) != 1:
+        bias = bias.contiguous()
+    return bias, bias.stride(0) if bias.dim() == 2 else 0, 1, code, n_out
+
+
 def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.Tensor, out: torch.Tensor | None = None,
-                   *, out_dtype: torch.dtype | None = None, config: str | None = None) -> torch.Tensor:
+                   *, bias: torch.Tensor | None = None, activation: str | None = None,
+                   out_dtype: torch.dtype | None = None, config: str | None = None) -> torch.Tensor:
+    """``out[rows of g] = activation(a[rows of g] @ b_experts[g] + bias[g])`` (module docstring;
+    ``bias`` ``[E, N]`` or ``[N]``, ``activation`` as ``tlxc.ops.matmul``'s: relu, gelu,
+    gelu_tanh, silu, or the GLU pairs swiglu / geglu, whose output has N / 2 columns)."""
     if a.dim() != 2 or b_experts.dim() != 3 or a.shape[1] != b_experts.shape[1]:
         raise ValueError(f"tlxc.ops.grouped_matmul expects a [total_M, K] and b_experts [E, K, N], got "
                          f"{tuple(a.shape)} and {tuple(b_experts.shape)}")
@@ -92,14 +122,18 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
         raise ValueError(f"tlxc.ops.grouped_matmul: tensors on {a.device}, {b_experts.device} and "
                          f"{group_sizes.device}")
     M = a.shape[0]
+    bias, stride_bias, bias_dim, act, n_out = _epilogue_args(bias, activation, E, N, a.device)
     out_dtype = out_dtype or (out.dtype if out is not None else a.dtype)
     if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=out_dtype)
-    elif tuple(out.shape) != (M, N) or out.dtype != out_dtype or out.device != a.device:
-        raise ValueError(f"tlxc.ops.grouped_matmul: 'out' must be a ({M}, {N}) {out_dtype} tensor on {a.device}, got "
-                         f"{tuple(out.shape)} {out.dtype} on {out.device}")
+        out = torch.empty((M, n_out), device=a.device, dtype=out_dtype)
+    elif tuple(out.shape) != (M, n_out) or out.dtype != out_dtype or out.device != a.device:
+        raise ValueError(f"tlxc.ops.grouped_matmul: 'out' must be a ({M}, {n_out}) {out_dtype} tensor on {a.device}, "
+                         f"got {tuple(out.shape)} {out.dtype} on {out.device}")
     if M == 0 or N == 0:
         return out
+    epilogue = {}                       # (only when used: the default launch as before)
+    if bias_dim >= 0 or act:
+        epilogue = {"bias_ptr": bias, "stride_bias": stride_bias, "BIAS_DIM": bias_dim, "ACTIVATION": act}
     layout = _ws_layout(a, b_experts)
     if config is None:
         config = choose_grouped_config(M, E, N, layout)
@@ -108,7 +142,7 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
             raise ValueError(f"tlxc.ops.grouped_matmul: config {config!r} reads the operands by TMA: 'a' needs unit "
                              f"column stride and 16-byte aligned rows, 'b_experts' must be w.transpose(1, 2) of a "
                              f"contiguous [E, N, K] or a contiguous [E, K, N] with K a multiple of 64")
-        _launch_ws(config, a, b_experts, group_sizes, out, layout == "kmajor")
+        _launch_ws(config, a, b_experts, group_sizes, out, layout == "kmajor", epilogue)
         return out
     if config not in GROUPED_CONFIGS:
         raise ValueError(f"tlxc.ops.grouped_matmul: unknown config {config!r} (one of "
@@ -119,7 +153,8 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
     grouped_gemm_kernel[grid](a, b_experts, out, group_sizes, E, N, K, a.stride(0), a.stride(1), b_experts.stride(0),
                               b_experts.stride(1), b_experts.stride(2), out.stride(0), out.stride(1), row_tiles,
                               BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M, E_PAD=_pow2(E),
-                              ALIGNS=grouped_aligns(N, K, a, b_experts, out), num_warps=warps, num_stages=stages)
+                              ALIGNS=grouped_aligns(N, K, a, b_experts, out), num_warps=warps, num_stages=stages,
+                              **epilogue)
     return out
 
 
@@ -139,31 +174,35 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool) -> int:
+def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_group: bool = False) -> int:
     """The WS grouped kernel's shared memory: the ring, the consumers' half-tile C buffers
     (TMA stores only) and the barriers (gws_128x256x64_s4: 196672 bytes with pointer stores,
-    229440 with a bf16 C tile)."""
+    229440 with a bf16 C tile); ``with_group``: the dynamic schedule's slots carry the tile's
+    expert too (a per-expert bias)."""
     bm, bn, bk, stages, _, dynamic = GROUPED_WS_CONFIGS[config]
     used = stages * (bm * bk + bn * bk) * elt + (bm * (bn // 2) * out_elt if c_tma else 0) + 16 * stages
-    if dynamic:                 # the tile ring (2 x 4 int32 at a 128-byte boundary), its 4 barriers and
-        used = -(-used // 128) * 128 + 32 + 32 + 16      # the 16 bytes that broadcast the drawn index
-    return used
+    if dynamic:                 # the tile ring (2 x 4 or 5 int32 at a 128-byte boundary), its 4 barriers and
+        used = -(-used // 128) * 128 + (40 if with_group else 32) + 32 + 16   # the 16 bytes that broadcast
+    return used                                                               # the drawn index
 
 
-def ws_stores_by_tma(config: str, a, out) -> bool:
+def ws_stores_by_tma(config: str, a, out, with_group: bool = False) -> bool:
     """Whether the WS kernel TMA-stores the row blocks inside their group: an output TMA can
     store through (``matmul._tma_stores``) whose C tile fits beside the ring (a float32 output
     of 128x256 tiles does not: pointer stores then) and of a dtype the C tile can hold."""
-    fits = ws_shared_bytes(config, a.element_size(), out.element_size(), True) <= SHARED_LIMIT
+    fits = ws_shared_bytes(config, a.element_size(), out.element_size(), True, with_group) <= SHARED_LIMIT
     return out.dtype in TL_DTYPES and _tma_stores(out) and fits
 
 
-def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool) -> None:
+def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epilogue: dict | None = None) -> None:
     bm, bn, bk, stages, expert_group_m, dynamic = GROUPED_WS_CONFIGS[config]
     E, K, N = b_experts.shape
     M = a.shape[0]
+    epilogue = epilogue or {}
     box_cols = 128 // a.element_size()                 # one 128-byte swizzle span
-    c_tma = ws_stores_by_tma(config, a, out)
+    # GLU pairs store half the columns: through pointers (a C box of the product's columns does not apply)
+    c_tma = ws_stores_by_tma(config, a, out, epilogue.get("BIAS_DIM", -1) == 1) and \
+        epilogue.get("ACTIVATION", 0) < GLU_FIRST
     c_box_n = 128 // out.element_size()
     c_desc = TensorDescriptor.from_tensor(out, [bm // 2, c_box_n], swizzle=128) if c_tma else None
     a_desc = TensorDescriptor.from_tensor(a, [bm // 2, bk], swizzle=128)
@@ -183,7 +222,8 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool) -> N
                                      NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=dynamic,
                                      DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor, B_BOX_N=box_cols, E_PAD=e_pad,
                                      SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
-                                     OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n, num_warps=4)
+                                     OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n, num_warps=4,
+                                     **epilogue)
 
 
 WGRAD_TILE = (128, 128, 64, 8, 3)        # BLOCK_K, BLOCK_N, BLOCK_M (rows a step), warps, stages

@@ -10,16 +10,24 @@ products, both custom ops so AOT autograd traces them too:
 * ``db = torch.ops.tlxc.grouped_weight_grad(a, dout, group_sizes)``: ``a[rows of g]ᵀ @
   dout[rows of g]`` per expert, a reduction over each group's rows (``kernels/grouped_wgrad.py``).
 
+With ``bias`` (``[E, N]`` or ``[N]``) and ``activation`` the epilogue's backward comes first: the
+output gradient through the activation at the recomputed pre-activation (one more grouped
+product, float32, without the activation), then ``dbias`` = the per-expert row sums of that
+(``index_add`` over each row's expert, ``repeat_interleave`` of the sizes with the known total:
+no host sync) or its column sums for a shared ``[N]`` bias.
+
 ``group_sizes`` is not differentiable; nothing syncs with the host.
 
     from tlxc.ops import grouped_matmul_op
     y = grouped_matmul_op(x, w.transpose(1, 2), sizes)       # w: [E, N, K], differentiable
+    y = grouped_matmul_op(x, w_up.transpose(1, 2), sizes, None, b_up, "swiglu")   # [E, 2F] -> F columns
 """
 from __future__ import annotations
 
 import torch
 
 from ..torch_ops import register_custom_op
+from .custom_ops import _ACTIVATION_BACKWARD, _GLU_GATE, _glu_backward
 from .grouped import grouped_matmul, grouped_weight_grad
 
 
@@ -33,13 +41,15 @@ def _check(a, b_experts, group_sizes) -> None:
 
 
 def _grouped_impl(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.Tensor,
-                  out_dtype: torch.dtype | None = None) -> torch.Tensor:
-    return grouped_matmul(a, b_experts, group_sizes, out_dtype=out_dtype)
+                  out_dtype: torch.dtype | None = None, bias: torch.Tensor | None = None,
+                  activation: str | None = None) -> torch.Tensor:
+    return grouped_matmul(a, b_experts, group_sizes, bias=bias, activation=activation, out_dtype=out_dtype)
 
 
-def _grouped_fake(a, b_experts, group_sizes, out_dtype=None):
+def _grouped_fake(a, b_experts, group_sizes, out_dtype=None, bias=None, activation=None):
     _check(a, b_experts, group_sizes)
-    return a.new_empty((a.shape[0], b_experts.shape[2]), dtype=out_dtype or a.dtype)
+    n = b_experts.shape[2] // 2 if activation in _GLU_GATE else b_experts.shape[2]
+    return a.new_empty((a.shape[0], n), dtype=out_dtype or a.dtype)
 
 
 grouped_matmul_op = register_custom_op("tlxc::grouped_matmul", _grouped_impl, fake=_grouped_fake)
@@ -58,19 +68,36 @@ grouped_weight_grad_op = register_custom_op("tlxc::grouped_weight_grad", _wgrad_
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    a, b_experts, group_sizes, _out_dtype = inputs
-    ctx.save_for_backward(a, b_experts, group_sizes)
+    a, b_experts, group_sizes, _out_dtype, bias, activation = inputs
+    ctx.save_for_backward(a, b_experts, group_sizes, bias)
+    ctx.activation = activation
+
+
+def _bias_grad(g: torch.Tensor, bias: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    """The bias gradient from the pre-activation gradient ``g`` ([M, N] float32)."""
+    if bias.dim() == 1:
+        return g.sum(0).to(bias.dtype)
+    experts = torch.arange(bias.shape[0], device=g.device)
+    row_expert = torch.repeat_interleave(experts, group_sizes, output_size=g.shape[0])
+    return torch.zeros(bias.shape, device=g.device, dtype=torch.float32).index_add_(0, row_expert, g).to(bias.dtype)
 
 
 def _backward(ctx, grad):
-    a, b_experts, group_sizes = ctx.saved_tensors
-    grad = grad.to(a.dtype)                   # (an out_dtype output: the operands' dtype for the products)
+    a, b_experts, group_sizes, bias = ctx.saved_tensors
+    g = grad
+    if ctx.activation is not None:            # through the activation at the recomputed pre-activation
+        z = grouped_matmul_op(a, b_experts, group_sizes, torch.float32, bias)
+        g = grad.float()
+        g = _glu_backward(g, z, ctx.activation) if ctx.activation in _GLU_GATE else \
+            _ACTIVATION_BACKWARD[ctx.activation](g, z)
+    dbias = _bias_grad(g.float(), bias, group_sizes) if bias is not None and ctx.needs_input_grad[4] else None
+    g = g.to(a.dtype)                         # (an out_dtype output: the operands' dtype for the products)
     da = db = None
     if ctx.needs_input_grad[0]:
-        da = grouped_matmul_op(grad, b_experts.transpose(1, 2), group_sizes)
+        da = grouped_matmul_op(g, b_experts.transpose(1, 2), group_sizes)
     if ctx.needs_input_grad[1]:
-        db = grouped_weight_grad_op(a, grad, group_sizes, b_experts.dtype)
-    return da, db, None, None
+        db = grouped_weight_grad_op(a, g, group_sizes, b_experts.dtype)
+    return da, db, None, None, dbias, None
 
 
 grouped_matmul_op.register_autograd(_backward, setup_context=_setup_context)

@@ -24,17 +24,23 @@ computes them with ``matmul.dot_aligns``) that the launch's "divisible by 16" mi
 ``gemm_dot_kernel``: on rows of 3000 or 776 bf16 (8 elements, not 16) the loads are 16-byte
 cp.async only with them (N: the ``% N`` wrap and the store's mask, K: the mask ``k < left``).
 The groups' rows end anywhere, so there is no fact along M.
+
+The epilogue (``BIAS_DIM = 1``: row ``group`` of an ``[E, N]`` bias, ``stride_bias`` 0 for one
+row shared by all; ``ACTIVATION``: ``epilogue.ACTIVATIONS``, GLU pairs storing half the columns)
+is ``epilogue.store_tile_pointers``, masked to the group's rows.
 """
 from ... import language as tl
 from ...runtime.jit import jit
 from .aligns import aligned
+from .epilogue import store_tile_pointers
 
 
 @jit
 def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, E, N, K, stride_am, stride_ak, stride_be, stride_bk, stride_bn,
                         stride_cm, stride_cn, ROW_TILES, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                         BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, E_PAD: tl.constexpr,
-                        ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1)):
+                        ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1), bias_ptr=None, stride_bias=None,
+                        BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0):
     # the host's divisibility facts (module docstring)
     stride_am = aligned(stride_am, ALIGNS[0])
     stride_ak = aligned(stride_ak, ALIGNS[1])
@@ -84,5 +90,12 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, E, N, K, stride_am, stri
         acc = tl.dot(a, b, acc)
         a_tile += BLOCK_K * stride_ak
         b_tile += BLOCK_K * stride_bk
-    c_tile = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
-    tl.store(c_tile, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :] & (found > 0))
+    if BIAS_DIM >= 0 or ACTIVATION > 0:       # the epilogue: the group's bias row, the activation (GLU: half
+        if BIAS_DIM == 1:                     # the columns), masked to the group's rows (none when not found)
+            bias_ptr = bias_ptr + group.to(tl.int64) * stride_bias
+        store_tile_pointers(acc, row0, pid_n * BLOCK_N, tl.where(found > 0, row_end, 0), N, c_ptr, stride_cm,
+                            stride_cn, None, None, bias_ptr, None, 0, 0, BLOCK_M, BLOCK_N, 0, 0, BIAS_DIM,
+                            ACTIVATION, False, 1)
+    else:
+        c_tile = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+        tl.store(c_tile, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :] & (found > 0))

@@ -125,14 +125,16 @@ def locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM: tl.constexpr, E_PA
 
 @jit
 def store_rows_pointers(acc, row, col, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M: tl.constexpr,
-                        BN: tl.constexpr):
+                        BN: tl.constexpr, bias_ptr=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0):
     """One consumer's ``SUB_M x BN`` accumulator at (row, col) through pointers, masked to
-    rows below ``row_end`` and columns below N, in two halves (the whole 64x256 at once spilled)."""
+    rows below ``row_end`` and columns below N, in two halves (the whole 64x256 at once spilled),
+    through the epilogue (``bias_ptr``: the tile's expert's bias row; a GLU activation stores
+    half the columns)."""
     lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
     store_tile_pointers(lo, row, col, row_end, N, c_ptr, stride_cm, stride_cn,
-                        None, None, None, None, 0, 0, SUB_M, BN // 2, 0, 0, -1, 0, False, 1)
+                        None, None, bias_ptr, None, 0, 0, SUB_M, BN // 2, 0, 0, BIAS_DIM, ACTIVATION, False, 1)
     store_tile_pointers(hi, row, col + BN // 2, row_end, N, c_ptr, stride_cm, stride_cn,
-                        None, None, None, None, 0, 0, SUB_M, BN // 2, 0, 0, -1, 0, False, 1)
+                        None, None, bias_ptr, None, 0, 0, SUB_M, BN // 2, 0, 0, BIAS_DIM, ACTIVATION, False, 1)
 
 
 @jit
@@ -179,12 +181,17 @@ def produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_sm
 @jit
 def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, c_desc, N,
                  k_tiles, stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr, NUM_STAGES: tl.constexpr,
-                 B_KMAJOR: tl.constexpr, C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, C_BOX_N: tl.constexpr):
+                 B_KMAJOR: tl.constexpr, C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, C_BOX_N: tl.constexpr,
+                 group=0, bias_ptr=None, stride_bias=0, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0):
     """Consumer ``cid``'s part of one output tile (located by ``locate_tile``): its ``BM / 2``
-    rows' MMAs over the ring and their stores, or (rows past the group's end) the ring and the
-    issue turns walked without MMAs.  Returns the ring counter after it."""
+    rows' MMAs over the ring and their stores (through the epilogue: ``BIAS_DIM = 1`` adds row
+    ``group`` of the ``[E, N]`` bias, ``stride_bias`` 0 for one shared row; ``ACTIVATION``), or
+    (rows past the group's end) the ring and the issue turns walked without MMAs.  Returns the
+    ring counter after it."""
     SUB_M: tl.constexpr = BM // 2
     row = row0 + cid * SUB_M
+    if BIAS_DIM == 1:
+        bias_ptr = bias_ptr + group.to(tl.int64) * stride_bias
     if found > 0 and row < row_end:           # this consumer has rows of the group
         acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
         for k in range(k_tiles):
@@ -202,14 +209,17 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
         if C_TMA:
             if row + SUB_M <= row_end:            # all the group's rows: TMA stores, in halves
                 lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
-                store_tile(c_desc, c_smem[cid], lo, row, pid_n * BN, row_end, N, None, None, None, None,
-                           0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, 0, 0, -1, 0, False)
+                store_tile(c_desc, c_smem[cid], lo, row, pid_n * BN, row_end, N, None, None, bias_ptr, None,
+                           0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, 0, 0, BIAS_DIM, ACTIVATION, False)
                 store_tile(c_desc, c_smem[cid], hi, row, pid_n * BN + BN // 2, row_end, N, None, None,
-                           None, None, 0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, 0, 0, -1, 0, False)
+                           bias_ptr, None, 0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, 0, 0, BIAS_DIM, ACTIVATION,
+                           False)
             else:                                 # the group's last rows: masked pointer stores
-                store_rows_pointers(acc, row, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, BN)
+                store_rows_pointers(acc, row, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, BN,
+                                    bias_ptr, BIAS_DIM, ACTIVATION)
         else:
-            store_rows_pointers(acc, row, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, BN)
+            store_rows_pointers(acc, row, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, BN, bias_ptr,
+                                BIAS_DIM, ACTIVATION)
     elif found > 0:                               # rows past the group's end: no MMAs, but the
         for k in range(k_tiles):                  # ring and the turns are walked in step
             slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
@@ -233,32 +243,41 @@ def tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER: tl.constexpr):
 
 
 @jit
-def publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS: tl.constexpr):
+def publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS: tl.constexpr, group=0,
+                 WITH_GROUP: tl.constexpr = False):
     """The producer hands the consumers their ``n``-th tile, located (first row, end row,
-    found, column tile: ``found = -1`` ends the walk), through a ring of ``ID_BUFS`` slots of
-    four shared int32 (dynamic schedule): the consumers search no table."""
+    found, column tile: ``found = -1`` ends the walk; ``WITH_GROUP``: and its group, for the
+    epilogue's bias row), through a ring of ``ID_BUFS`` slots of four (five) shared int32
+    (dynamic schedule): the consumers search no table."""
+    SLOT_INTS: tl.constexpr = 5 if WITH_GROUP else 4
     slot, phase = tlx.get_bufidx_phase(n, ID_BUFS)
     tlx.barrier_wait(ids_empty[slot], phase ^ 1)
     zero = tl.full((1,), 0, tl.int32)
-    tlx.local_store(ids[4 * slot], zero + row0)
-    tlx.local_store(ids[4 * slot + 1], zero + row_end)
-    tlx.local_store(ids[4 * slot + 2], zero + found)
-    tlx.local_store(ids[4 * slot + 3], zero + pid_n)
+    tlx.local_store(ids[SLOT_INTS * slot], zero + row0)
+    tlx.local_store(ids[SLOT_INTS * slot + 1], zero + row_end)
+    tlx.local_store(ids[SLOT_INTS * slot + 2], zero + found)
+    tlx.local_store(ids[SLOT_INTS * slot + 3], zero + pid_n)
+    if WITH_GROUP:
+        tlx.local_store(ids[SLOT_INTS * slot + 4], zero + group)
     tlx.barrier_arrive(ids_full[slot])
 
 
 @jit
-def take_tile(ids, ids_full, ids_empty, n, ID_BUFS: tl.constexpr):
+def take_tile(ids, ids_full, ids_empty, n, ID_BUFS: tl.constexpr, WITH_GROUP: tl.constexpr = False):
     """A consumer's ``n``-th tile from the producer's ring: (first row, end row, found, column
-    tile) (dynamic schedule)."""
+    tile, group: 0 without ``WITH_GROUP``) (dynamic schedule)."""
+    SLOT_INTS: tl.constexpr = 5 if WITH_GROUP else 4
     slot, phase = tlx.get_bufidx_phase(n, ID_BUFS)
     tlx.barrier_wait(ids_full[slot], phase)
-    row0 = tl.sum(tlx.local_load(ids[4 * slot]), axis=0)
-    row_end = tl.sum(tlx.local_load(ids[4 * slot + 1]), axis=0)
-    found = tl.sum(tlx.local_load(ids[4 * slot + 2]), axis=0)
-    pid_n = tl.sum(tlx.local_load(ids[4 * slot + 3]), axis=0)
+    row0 = tl.sum(tlx.local_load(ids[SLOT_INTS * slot]), axis=0)
+    row_end = tl.sum(tlx.local_load(ids[SLOT_INTS * slot + 1]), axis=0)
+    found = tl.sum(tlx.local_load(ids[SLOT_INTS * slot + 2]), axis=0)
+    pid_n = tl.sum(tlx.local_load(ids[SLOT_INTS * slot + 3]), axis=0)
+    group = 0
+    if WITH_GROUP:
+        group = tl.sum(tlx.local_load(ids[SLOT_INTS * slot + 4]), axis=0)
     tlx.barrier_arrive(ids_empty[slot])
-    return row0, row_end, found, pid_n
+    return row0, row_end, found, pid_n, group
 
 
 @jit
@@ -267,8 +286,10 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                            NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, B_KMAJOR: tl.constexpr,
                            B_BOX_N: tl.constexpr, E_PAD: tl.constexpr, SEARCH_STEPS: tl.constexpr,
                            C_TMA: tl.constexpr = False, OUT_DTYPE: tl.constexpr = None, C_BOX_N: tl.constexpr = 64,
-                           EXPERT_ORDER: tl.constexpr = False, DYNAMIC: tl.constexpr = False):
+                           EXPERT_ORDER: tl.constexpr = False, DYNAMIC: tl.constexpr = False, bias_ptr=None,
+                           stride_bias=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0):
     SUB_M: tl.constexpr = BM // 2
+    WITH_GROUP: tl.constexpr = BIAS_DIM == 1                                # the consumers need the tile's expert
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
     ID_BUFS: tl.constexpr = 2
     c_smem = None
@@ -282,7 +303,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)
     if DYNAMIC:                     # the tile indices the producer draws, handed to the consumers
-        ids = tlx.local_alloc((1,), tl.int32, 4 * ID_BUFS)
+        ids = tlx.local_alloc((1,), tl.int32, (5 if WITH_GROUP else 4) * ID_BUFS)
         ids_full = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
         ids_empty = tlx.alloc_barriers(ID_BUFS, arrive_count=2)
 
@@ -299,13 +320,13 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                 while tile < num_tiles:
                     group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
                                                                      E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
-                    publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS)
+                    publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS, group, WITH_GROUP)
                     count = produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem,
                                          full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N,
                                          True)
                     n += 1
                     tile = tl.atomic_add(table_ptr + 2 * E_PAD, 1) + num_progs
-                publish_tile(ids, ids_full, ids_empty, n, 0, 0, -1, 0, ID_BUFS)      # the end
+                publish_tile(ids, ids_full, ids_empty, n, 0, 0, -1, 0, ID_BUFS, 0, WITH_GROUP)      # the end
             else:                   # every num_progs-th tile
                 for tile in range(tl.program_id(0), num_tiles, num_progs):
                     group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
@@ -320,21 +341,23 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
             count = 0
             if DYNAMIC:
                 n = 0
-                row0, row_end, found, pid_n = take_tile(ids, ids_full, ids_empty, n, ID_BUFS)
+                row0, row_end, found, pid_n, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
                 while found >= 0:
                     count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
                                          empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
-                                         B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N)
+                                         B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr, stride_bias, BIAS_DIM,
+                                         ACTIVATION)
                     n += 1
-                    row0, row_end, found, pid_n = take_tile(ids, ids_full, ids_empty, n, ID_BUFS)
+                    row0, row_end, found, pid_n, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
             else:
                 num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER)
                 for tile in range(tl.program_id(0), num_tiles, num_progs):
-                    _, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM, E_PAD,
-                                                                 SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
+                    group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
+                                                                     E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
                     count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
                                          empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
-                                         B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N)
+                                         B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr, stride_bias, BIAS_DIM,
+                                         ACTIVATION)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             if C_TMA:
