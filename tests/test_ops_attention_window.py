@@ -172,3 +172,16 @@ def test_autograd_through_the_op(causal, window, softcap):
     for got, want in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
         assert torch.isfinite(got).all()
         assert ((got.double() - want).norm() / want.norm()).item() < 2e-2
+
+
+@pytest.mark.parametrize("config", [A.AttnConfig(64, 128, 128, 2, 2, True), A.AttnConfig(64, 192, 128, 2, 2, True),
+                                    A.AttnConfig(64, 128, 64, 4, 2, prefetch=2, tma_store=True)],
+                         ids=["overlap", "overlap192", "prefetch_tma64"])
+@pytest.mark.parametrize("causal,window,softcap", [(False, (20, 5), None), (True, (100, 0), 3.0)], ids=str)
+def test_window_in_the_opt_in_configurations(config, causal, window, softcap, poisoned):
+    """The opt-in schedules (the last P V overlapped with the next item, 192-row items, L2 prefetch
+    of the next item's first blocks with 64-key blocks) under a window: rows without keys included."""
+    q = _randn(1, 2, 300, 64, seed=1)
+    k, v = (_randn(1, 1, 300 if causal else 90, 64, seed=s) for s in (2, 3))
+    o, lse = attention_forward(q, k, v, causal=causal, window=window, softcap=softcap, config=config, programs=2)
+    _check(o, lse, *reference(q, k, v, causal=causal, window=window, softcap=softcap), torch.bfloat16)

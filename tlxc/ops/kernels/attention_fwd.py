@@ -21,6 +21,13 @@ generalized:
   ``lse = -inf``.  Keys past a sequence's end (the next sequence's rows) are masked;
 * causal masking is top-left aligned, as ``torch.nn.functional.scaled_dot_product_attention``'s
   ``is_causal``: query ``i`` sees keys ``j <= i`` (when ``Sq != Sk`` too);
+* sliding windows (``WIN_LEFT`` / ``WIN_RIGHT``, compile-time, -1 unbounded): query ``i`` sees keys
+  ``i - WIN_LEFT .. i + WIN_RIGHT``; an item visits only the key blocks some row of it sees (from
+  block ``kb0``, ``attn_item``), the edge blocks are masked, a row that has seen only masked keys
+  keeps a finite exponent offset (``finite_max``) and one that saw none stores ``O = 0``,
+  ``lse = -inf`` (as does an item whose rows see no key at all);
+* logit softcapping (``SOFTCAP``, compile-time): the scores are ``tanh(s * sm_scale / SOFTCAP)``
+  (``tanh.approx.f32``) with the exponents in ``SOFTCAP * log2(e)`` units (``capped_scores``);
 * ``lse`` (float32, natural log of ``sum_j exp(scale * q_i . k_j)``) is stored with the
   caller's strides: ``[B, H, Sq]`` dense, ``[H, total_q]`` varlen;
 * ``PREFETCH`` (opt-in, ``AttnConfig.prefetch``): when the producer starts an item it issues
