@@ -87,6 +87,25 @@ def window_keep(offs_q, offs_k, window_left, window_right):
 
 
 @jit
+def query_blocks(start_n, len_q, window_left, window_right, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 CAUSAL: tl.constexpr, WINDOW: tl.constexpr):
+    """(first query block, query blocks per head) whose rows see a key of the block from
+    ``start_n``: causal, none before the block's diagonal; a window, the rows ``start_n - right
+    .. start_n + BLOCK_N - 1 + left``."""
+    if CAUSAL:
+        first_m = start_n // BLOCK_M                   # earlier queries see none of these keys
+    else:
+        first_m = start_n * 0
+    if WINDOW:
+        first_m = tl.maximum(first_m, tl.maximum(start_n - window_right, 0) // BLOCK_M)
+        end_m = tl.minimum(tl.cdiv(len_q, BLOCK_M), (start_n + BLOCK_N - 1 + window_left) // BLOCK_M + 1)
+        per_head = tl.maximum(end_m - first_m, 0)
+    else:
+        per_head = tl.maximum(tl.cdiv(len_q, BLOCK_M) - first_m, 0)
+    return first_m, per_head
+
+
+@jit
 def bwd_preprocess_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, n_rows, H,
                           so_b, so_h, so_r, sdo_b, sdo_h, sdo_r, sl_b, sl_h, sd_b, sd_h, delta_scale,
                           D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
@@ -192,16 +211,7 @@ def bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv
     dk = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
     dv = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
 
-    if CAUSAL:
-        first_m = start_n // BLOCK_M                   # earlier queries see none of these keys
-    else:
-        first_m = start_n * 0
-    if WINDOW:      # the rows that see a key of the block: start_n - right <= i <= start_n + BLOCK_N - 1 + left
-        first_m = tl.maximum(first_m, tl.maximum(start_n - window_right, 0) // BLOCK_M)
-        end_m = tl.minimum(tl.cdiv(len_q, BLOCK_M), (start_n + BLOCK_N - 1 + window_left) // BLOCK_M + 1)
-        per_head = tl.maximum(end_m - first_m, 0)
-    else:
-        per_head = tl.maximum(tl.cdiv(len_q, BLOCK_M) - first_m, 0)
+    first_m, per_head = query_blocks(start_n, len_q, window_left, window_right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
     q_row0 = q_first.to(tl.int64)
     for t in range(0, GROUP * per_head):               # (query head of the group, query block), flat
         if GROUP == 1:

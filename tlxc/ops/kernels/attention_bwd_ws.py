@@ -44,7 +44,15 @@ live beyond those of plain attention (spills within 5 registers at sm_90a).
 from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
-from .attention_bwd import capped_probs, capped_slope, section_tile, section_tile_of, tanh_approx, window_keep
+from .attention_bwd import (
+    capped_probs,
+    capped_slope,
+    query_blocks,
+    section_tile,
+    section_tile_of,
+    tanh_approx,
+    window_keep,
+)
 
 D_BOX = 64            # columns of one TMA box: 64 x 2 bytes, the 128-byte swizzle's span
 
@@ -129,16 +137,7 @@ def _work(cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, item, window_left, windo
         len_q = seqlen_q
         k_first = b * 0
         len_k = seqlen_k
-    if CAUSAL:
-        first_m = start_n // BLOCK_M                    # earlier queries see none of these keys
-    else:
-        first_m = start_n * 0
-    if WINDOW:      # the rows that see a key of the block: start_n - right <= i <= start_n + BLOCK_N - 1 + left
-        first_m = tl.maximum(first_m, tl.maximum(start_n - window_right, 0) // BLOCK_M)
-        end_m = tl.minimum(tl.cdiv(len_q, BLOCK_M), (start_n + BLOCK_N - 1 + window_left) // BLOCK_M + 1)
-        per_head = tl.maximum(end_m - first_m, 0)
-    else:
-        per_head = tl.maximum(tl.cdiv(len_q, BLOCK_M) - first_m, 0)
+    first_m, per_head = query_blocks(start_n, len_q, window_left, window_right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
     steps = GROUP * per_head
     if start_n >= len_k:
         steps = steps * 0                               # a key block past its sequence: nothing to do
