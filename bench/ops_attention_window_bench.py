@@ -43,7 +43,7 @@ def run_case(S, W, cap, rounds, flex, H=32, Hkv=8, D=128, bwd=False):
     from torch.nn.attention.flex_attention import create_block_mask
 
     import tlxc.ops
-    from bench.triton_source import event_ms
+    from bench.triton_source import paired_times
     from tlxc.ops.attention import attention_forward, reference
 
     torch._dynamo.reset()        # a fresh compile of flex per case: past dynamo's recompile limit it runs
@@ -100,11 +100,7 @@ def run_case(S, W, cap, rounds, flex, H=32, Hkv=8, D=128, bwd=False):
         fns = timed
     for fn in fns.values():
         fn()
-    times = {n: [] for n in fns}
-    for _ in range(rounds):
-        for n, fn in fns.items():
-            times[n].append(event_ms(fn, True))
-    med = {n: statistics.median(t) for n, t in times.items()}
+    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, True).items()}
     print(f"S={S:6d} B={B:2d} window={W or '-':>5} softcap={cap or '-':>4}: " +
           "  ".join(f"{n} {t:.3f} ms" for n, t in med.items()), flush=True)
     return med

@@ -40,7 +40,7 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False) -> None:
     import torch
 
     import tlxc.ops.grouped as grouped_module
-    from bench.triton_source import event_ms
+    from bench.triton_source import paired_times
     from tlxc.ops import grouped_matmul
     from tlxc.ops.grouped import GROUPED_WS_CONFIGS, _ws_layout, choose_grouped_config
 
@@ -107,11 +107,7 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False) -> None:
             del fns["grouped_mm"]
     for fn in fns.values():
         fn()
-    times = {n: [] for n in fns}
-    for _ in range(rounds):
-        for n, fn in fns.items():
-            times[n].append(event_ms(fn, hide))
-    med = {n: statistics.median(t) for n, t in times.items()}
+    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide).items()}
     flops = 2 * M * K * N
     line = (f"E={E:3d} M={M:5d} K={K:5d} N={N:5d} (sizes {min(host_sizes)}..{max(host_sizes)}): "
             f"tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s, {pick})")
@@ -131,7 +127,7 @@ def run_wgrad_case(E, M, K, N, rounds, hide, ratios) -> None:
     ``torch._grouped_mm`` on ``(aᵀ, dout)`` with the row offsets, when it takes them."""
     import torch
 
-    from bench.triton_source import event_ms
+    from bench.triton_source import paired_times
     from tlxc.ops import grouped_weight_grad
 
     torch.manual_seed(E * 1000 + M + 1)
@@ -165,11 +161,7 @@ def run_wgrad_case(E, M, K, N, rounds, hide, ratios) -> None:
             print(f"  torch._grouped_mm refused the weight gradient: {str(exc).splitlines()[0][:150]}")
     for fn in fns.values():
         fn()
-    times = {n: [] for n in fns}
-    for _ in range(rounds):
-        for n, fn in fns.items():
-            times[n].append(event_ms(fn, hide))
-    med = {n: statistics.median(t) for n, t in times.items()}
+    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide).items()}
     flops = 2 * M * K * N
     line = f"wgrad E={E:3d} M={M:5d} K={K:5d} N={N:5d}: tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s)"
     for base in ("loop", "grouped_mm"):
