@@ -25,3 +25,17 @@ def check_attention(o, lse, ref_o, ref_lse, dtype, lse_tol: float = 1e-4) -> Non
     assert (o.double() - ref_o).abs().max().item() < TOL[dtype]
     assert (lse[finite].double() - ref_lse[finite]).abs().max().item() < lse_tol
     assert (lse[~finite] == float("-inf")).all(), "a row that sees no key must have lse = -inf"
+
+
+def check_op_gradients(q0, k0, v0, do, tol: float = 2e-2, **kwargs) -> None:
+    """``tlxc.ops.attention(q, k, v, **kwargs)``'s gradients for the output gradient ``do``, finite
+    and within ``tol`` (relative norm) of float64 autograd through ``attention.reference``."""
+    import tlxc.ops
+    from tlxc.ops.attention import reference
+    q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
+    tlxc.ops.attention(q, k, v, **kwargs).backward(do)
+    qd, kd, vd = (t.double().requires_grad_() for t in (q0, k0, v0))
+    reference(qd, kd, vd, **kwargs)[0].backward(do.double())
+    for got, want in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
+        assert torch.isfinite(got).all()
+        assert ((got.double() - want).norm() / want.norm()).item() < tol

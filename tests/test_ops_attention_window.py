@@ -8,7 +8,7 @@ import importlib
 
 import pytest
 import torch
-from attention_checks import TOL, check_attention, poison_fresh_tensors
+from attention_checks import TOL, check_attention, check_op_gradients, poison_fresh_tensors
 
 import tlxc.ops
 from tlxc.ops.attention import attention_forward, compile_config, reference
@@ -151,16 +151,7 @@ def test_window_and_softcap_compile_for_sm90a_without_spills(D, causal, S, windo
 def test_autograd_through_the_op(causal, window, softcap):
     """tlxc.ops.attention's gradients (the backward takes the window and the cap) against float64 autograd."""
     q0, k0, v0 = _randn(1, 4, 150, 64, seed=1, scale=2.0), _randn(1, 2, 170, 64, seed=2), _randn(1, 2, 170, 64, seed=3)
-    q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
-    o = tlxc.ops.attention(q, k, v, causal=causal, window=window, softcap=softcap)
-    do = _randn(*o.shape, seed=4)
-    o.backward(do)
-    qd, kd, vd = (t.double().requires_grad_() for t in (q0, k0, v0))
-    ref, _ = reference(qd, kd, vd, causal=causal, window=window, softcap=softcap)
-    ref.backward(do.double())
-    for got, want in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
-        assert torch.isfinite(got).all()
-        assert ((got.double() - want).norm() / want.norm()).item() < 2e-2
+    check_op_gradients(q0, k0, v0, _randn(*q0.shape, seed=4), causal=causal, window=window, softcap=softcap)
 
 
 @pytest.mark.parametrize("config", [A.AttnConfig(64, 128, 128, 2, 2, True), A.AttnConfig(64, 192, 128, 2, 2, True),
