@@ -121,7 +121,7 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False) -> None:
     print(line, flush=True)
 
 
-def run_wgrad_case(E, M, K, N, rounds, hide, ratios) -> None:
+def run_wgrad_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
     """The weight gradient ``db[g] = a[rows of g]ᵀ @ dout[rows of g]`` (``grouped_weight_grad``,
     the backward of ``grouped_matmul_op`` for the weights) against a loop of cuBLAS calls and
     ``torch._grouped_mm`` on ``(aᵀ, dout)`` with the row offsets, when it takes them."""
@@ -145,8 +145,13 @@ def run_wgrad_case(E, M, K, N, rounds, hide, ratios) -> None:
         for e in range(E):
             torch.matmul(a[host[e]:host[e + 1]].t(), g[host[e]:host[e + 1]], out=loop_out[e])
     fns = {"tlxc": lambda: grouped_weight_grad(a, g, sizes), "loop": loop}
+    for name in extra:                        # --configs: more weight-gradient tiles (WGRAD_CONFIGS)
+        fns[name] = lambda name=name: grouped_weight_grad(a, g, sizes, config=name)
     loop()
     rel = ((grouped_weight_grad(a, g, sizes).float() - loop_out.float()).norm() / loop_out.float().norm()).item()
+    for name in extra:
+        rel = max(rel, ((grouped_weight_grad(a, g, sizes, config=name).float() - loop_out.float()).norm()
+                        / loop_out.float().norm()).item())
     if not rel < 1e-2:
         raise SystemExit(f"E={E} M={M}: grouped_weight_grad wrong (rel. error {rel:.2e} against the cuBLAS loop)")
     grouped_mm = getattr(torch, "_grouped_mm", None)
@@ -164,6 +169,8 @@ def run_wgrad_case(E, M, K, N, rounds, hide, ratios) -> None:
     med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide).items()}
     flops = 2 * M * K * N
     line = f"wgrad E={E:3d} M={M:5d} K={K:5d} N={N:5d}: tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s)"
+    for name in extra:
+        line += f", {name} {med[name] / med['tlxc']:.3f}x the time"
     for base in ("loop", "grouped_mm"):
         if base in med:
             ratios[base].append(med[base] / med["tlxc"])
@@ -189,7 +196,7 @@ def main() -> None:
     ratios = {"loop": [], "grouped_mm": []}
     for E, M, K, N in CASES:
         if (experts is None or E in experts) and args.wgrad:
-            run_wgrad_case(E, M, K, N, args.rounds, hide, ratios)
+            run_wgrad_case(E, M, K, N, args.rounds, hide, ratios, extra)
         elif experts is None or E in experts:
             run_case(E, M, K, N, args.rounds, hide, ratios, extra, args.lean)
     for base, rs in ratios.items():

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tlxc.ops as ops
-from tlxc.ops.grouped import WGRAD_TILE, grouped_weight_grad
+from tlxc.ops.grouped import WGRAD_CONFIGS, grouped_weight_grad
 from tlxc.ops.kernels.grouped_wgrad import grouped_wgrad_kernel
 
 
@@ -68,17 +68,18 @@ def test_out_dtype_float32_gradient():
     assert _rel(a.grad, ref_da) < 1e-2 and _rel(w.grad, ref_dw) < 1e-2
 
 
+@pytest.mark.parametrize("config", sorted(WGRAD_CONFIGS))
 @pytest.mark.parametrize("M,K,N", [(1, 8, 8), (300, 200, 136), (129, 64, 257)])
-def test_weight_grad_alone(M, K, N):
+def test_weight_grad_alone(M, K, N, config):
     sizes = torch.tensor([M // 3, 0, M - M // 3], dtype=torch.int64)
     a, g = _randn(M, K, seed=4), _randn(M, N, seed=5)
-    out = grouped_weight_grad(a, g, sizes)
+    out = grouped_weight_grad(a, g, sizes, config=config)
     offs = [0] + sizes.cumsum(0).tolist()
     ref = torch.stack([a[offs[e]:offs[e + 1]].double().T @ g[offs[e]:offs[e + 1]].double() for e in range(3)])
     assert out.shape == (3, K, N) and out.dtype == torch.bfloat16
     assert _rel(out, ref) < 1e-2 and (out[1] == 0).all()
     a_t = _randn(K, M, seed=4).t()                   # a column-major 'a' read by its strides
-    assert _rel(grouped_weight_grad(a_t, g, sizes), torch.stack(
+    assert _rel(grouped_weight_grad(a_t, g, sizes, config=config), torch.stack(
         [a_t[offs[e]:offs[e + 1]].double().T @ g[offs[e]:offs[e + 1]].double() for e in range(3)])) < 1e-2
 
 
@@ -90,6 +91,8 @@ def test_weight_grad_argument_errors():
         grouped_weight_grad(a, a, torch.tensor([10.0]))
     with pytest.raises(ValueError, match="both bfloat16 or both float16"):
         grouped_weight_grad(a, a.float(), torch.tensor([10]))
+    with pytest.raises(ValueError, match="unknown config 'w_1'"):
+        grouped_weight_grad(a, a, torch.tensor([10]), config="w_1")
 
 
 def test_torch_compile_fullgraph_forward_and_backward():
@@ -108,8 +111,9 @@ def test_torch_compile_fullgraph_forward_and_backward():
 
 
 @pytest.mark.slow
-def test_weight_grad_kernel_compiles_for_sm90a():
-    bk, bn, bm, warps, stages = WGRAD_TILE
+@pytest.mark.parametrize("config", sorted(WGRAD_CONFIGS))
+def test_weight_grad_kernel_compiles_for_sm90a(config):
+    bk, bn, bm, warps, stages = WGRAD_CONFIGS[config]
     a, g = torch.empty(8192, 4096, dtype=torch.bfloat16), torch.empty(8192, 14336, dtype=torch.bfloat16)
     out, sizes = torch.empty(8, 4096, 14336, dtype=torch.bfloat16), torch.empty(8, dtype=torch.int32)
     h = grouped_wgrad_kernel.warmup(a, g, out, sizes, 8, 4096, 14336, a.stride(0), a.stride(1), g.stride(0),
@@ -117,6 +121,18 @@ def test_weight_grad_kernel_compiles_for_sm90a():
                                     BLOCK_M=bm, E_PAD=8, num_warps=warps, num_stages=stages, grid=(1,))
     code = h.asm.get("ptx") or h.asm["cuda"]
     assert h.n_spills == 0 and "wgmma.mma_async" in code
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", sorted(WGRAD_CONFIGS))
+def test_weight_grad_configs_on_the_gpu(config):
+    sizes = torch.tensor([700, 0, 1300, 129, 1], dtype=torch.int32)
+    M, K, N = int(sizes.sum()), 1024, 768
+    a, g = _randn(M, K, seed=4, device="cuda"), _randn(M, N, seed=5, device="cuda")
+    out = grouped_weight_grad(a, g, sizes.cuda(), config=config)
+    offs = [0] + sizes.cumsum(0).tolist()
+    ref = torch.stack([a[offs[e]:offs[e + 1]].double().T @ g[offs[e]:offs[e + 1]].double() for e in range(5)])
+    assert _rel(out, ref) < 1e-2 and (out[1] == 0).all()
 
 
 @pytest.mark.gpu

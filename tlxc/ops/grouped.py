@@ -226,14 +226,25 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
                                      **epilogue)
 
 
-WGRAD_TILE = (128, 128, 64, 8, 3)        # BLOCK_K, BLOCK_N, BLOCK_M (rows a step), warps, stages
+WGRAD_CONFIGS = {           # name: (BLOCK_K, BLOCK_N, BLOCK_M (rows a step), warps, stages): grouped_wgrad_kernel
+    "w_128x128x64_w8_s3": (128, 128, 64, 8, 3),
+    "w_128x256x64_w8_s3": (128, 256, 64, 8, 3),
+    "w_256x128x64_w8_s3": (256, 128, 64, 8, 3),
+    "w_128x128x64_w4_s4": (128, 128, 64, 4, 4),
+    "w_128x128x32_w8_s4": (128, 128, 32, 8, 4),
+}
+WGRAD_DEFAULT = "w_128x128x64_w8_s3"
+WGRAD_TILE = WGRAD_CONFIGS[WGRAD_DEFAULT]
 
 
 def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.Tensor,
-                        out_dtype: torch.dtype | None = None) -> torch.Tensor:
+                        out_dtype: torch.dtype | None = None, config: str | None = None) -> torch.Tensor:
     """``db[g] = a[rows of g]ᵀ @ grad[rows of g]``, ``[E, K, N]`` (contiguous, ``out_dtype`` or
     ``a``'s dtype): the weight gradient of ``grouped_matmul`` (``kernels/grouped_wgrad.py``;
-    float32 accumulation, no host sync; a group of no rows gets zeros)."""
+    float32 accumulation, no host sync; a group of no rows gets zeros).  ``config``: one of
+    ``WGRAD_CONFIGS`` (default ``WGRAD_DEFAULT``)."""
+    if config is not None and config not in WGRAD_CONFIGS:
+        raise ValueError(f"tlxc.ops.grouped_weight_grad: unknown config {config!r} (one of {sorted(WGRAD_CONFIGS)})")
     if a.dim() != 2 or grad.dim() != 2 or a.shape[0] != grad.shape[0]:
         raise ValueError(f"tlxc.ops.grouped_weight_grad expects a [total_M, K] and grad [total_M, N], got "
                          f"{tuple(a.shape)} and {tuple(grad.shape)}")
@@ -249,7 +260,7 @@ def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.
         return out
     if M == 0:
         return out.zero_()
-    bk, bn, bm, warps, stages = WGRAD_TILE
+    bk, bn, bm, warps, stages = WGRAD_CONFIGS[config or WGRAD_DEFAULT]
     grid = (E * -(-K // bk) * -(-N // bn),)
     grouped_wgrad_kernel[grid](a, grad, out, group_sizes, E, K, N, a.stride(0), a.stride(1), grad.stride(0),
                                grad.stride(1), out.stride(0), out.stride(1), out.stride(2), BLOCK_K=bk, BLOCK_N=bn,
