@@ -345,7 +345,7 @@ def test_window_errors(window, message):
 @pytest.mark.parametrize("softcap", [0.0, -1.0, float("inf"), float("nan"), True, "30"])
 def test_softcap_errors(softcap):
     q, k, v, do = dense_inputs(1, 1, 1, 8, 8, 64, torch.bfloat16)
-    with pytest.raises(ValueError, match="'softcap' must be a positive finite float"):
+    with pytest.raises(ValueError, match="'softcap' must be a positive finite number"):
         attention_bwd(do, q, k, v, q, torch.zeros(1, 1, 8), causal=False, sm_scale=0.1, softcap=softcap)
 
 

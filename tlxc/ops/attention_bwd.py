@@ -35,6 +35,7 @@ import torch
 
 from .. import language as tl
 from ..descriptors import TensorDescriptor
+from .attention import check_softcap, check_window
 from .compile_only import CompileOnly
 from .kernels.attention_bwd import bwd_dkdv_kernel, bwd_dq_kernel, bwd_preprocess_kernel
 from .kernels.attention_bwd_ws import D_BOX, bwd_ws_kernel
@@ -275,29 +276,14 @@ def _max_len(cu: torch.Tensor, given, name: str) -> int:
 
 
 def _check_window(window, causal: bool) -> tuple[int, int] | None:
-    """``window`` as (left, right) with -1 for an unbounded side, or None when it bounds nothing
-    (None or (-1, -1); under ``causal`` the right side is the diagonal's, so -1)."""
-    if window is None:
-        return None
-    if not isinstance(window, (tuple, list)) or len(window) != 2 or \
-            not all(isinstance(w, int) and not isinstance(w, bool) for w in window):
-        _fail(f"'window' must be a pair of ints (left, right), -1 for an unbounded side (flash-attn's "
-              f"window_size), got {window!r}")
-    left, right = window
-    if left < -1 or right < -1:
-        _fail(f"'window' sides must be >= 0, or -1 for an unbounded side, got {tuple(window)}")
-    if causal:
-        right = -1
+    """``window`` as (left, right) with -1 for an unbounded side (the forward's rules,
+    ``attention.check_window``), or None when it bounds nothing."""
+    left, right = check_window(window, causal)
     return None if left < 0 and right < 0 else (left, right)
 
 
 def _check_softcap(softcap) -> float | None:
-    if softcap is None:
-        return None
-    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not math.isfinite(softcap) \
-            or softcap <= 0:
-        _fail(f"'softcap' must be a positive finite float (or None), got {softcap!r}")
-    return float(softcap)
+    return check_softcap(softcap) or None
 
 
 def _window_bounds(window: tuple[int, int] | None, Sq: int, Sk: int) -> tuple[int, int] | None:
