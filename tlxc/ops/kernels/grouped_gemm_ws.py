@@ -36,6 +36,11 @@ would write the next group's rows).  Pointer stores of the whole output cost ~5 
 4-byte ``STG`` of 8 rows x 16 bytes a warp, 64 a thread a tile, while the tensor cores idle.
 A consumer whose rows all lie past the group's end (the second half of a group's last block)
 skips the MMAs but walks the ring and the issue turns in step with the other.
+
+The epilogue (``BIAS_DIM = 1``: row ``group`` of an ``[E, N]`` bias, ``stride_bias`` 0 for a shared
+row; ``ACTIVATION``: ``epilogue.ACTIVATIONS``) runs in both store paths; GLU pairs halve the columns,
+so the host gives them pointer stores only.  With a per-expert bias the dynamic schedule's slots carry
+the tile's expert as a fifth int32 (``WITH_GROUP``).
 """
 from ... import language as tl
 from ...language import tlx
