@@ -91,6 +91,8 @@ def test_weight_grad_argument_errors():
         grouped_weight_grad(a, a, torch.tensor([10.0]))
     with pytest.raises(ValueError, match="both bfloat16 or both float16"):
         grouped_weight_grad(a, a.float(), torch.tensor([10]))
+    with pytest.raises(ValueError, match="tensors on cpu, meta and cpu"):
+        grouped_weight_grad(a, torch.zeros(10, 8, dtype=torch.bfloat16, device="meta"), torch.tensor([10]))
     with pytest.raises(ValueError, match="unknown config 'w_1'"):
         grouped_weight_grad(a, a, torch.tensor([10]), config="w_1")
 

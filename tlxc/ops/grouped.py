@@ -77,6 +77,21 @@ def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | 
     return "g_128x256x64" if n >= 4096 else "g_128x128x64"
 
 
+def _check_operands(op: str, x: torch.Tensor, y: torch.Tensor, group_sizes: torch.Tensor,
+                    experts: int | None = None) -> None:
+    """The rules both grouped products share: two bf16 or two fp16 operands, ``group_sizes`` an
+    int32/int64 vector (of ``experts`` entries where the weights say how many), one device."""
+    if x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype:
+        raise ValueError(f"{op}: operands must be both bfloat16 or both float16, got {x.dtype} and {y.dtype}")
+    if group_sizes.dim() != 1 or group_sizes.dtype not in (torch.int32, torch.int64) or \
+            (experts is not None and group_sizes.shape[0] != experts):
+        raise ValueError(f"{op}: 'group_sizes' must be an int32/int64 vector"
+                         f"{f' of {experts} elements' if experts is not None else ''}, got {group_sizes.dtype} of "
+                         f"shape {tuple(group_sizes.shape)}")
+    if x.device != y.device or group_sizes.device != x.device:
+        raise ValueError(f"{op}: tensors on {x.device}, {y.device} and {group_sizes.device}")
+
+
 def _epilogue_args(bias, activation, E: int, N: int, device) -> tuple:
     """``(bias, stride_bias, BIAS_DIM, ACTIVATION, output columns)`` of the grouped kernels'
     epilogue: ``bias`` ``[E, N]`` (a row per expert) or ``[N]`` (shared: stride 0), float;
@@ -111,16 +126,8 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
     if a.dim() != 2 or b_experts.dim() != 3 or a.shape[1] != b_experts.shape[1]:
         raise ValueError(f"tlxc.ops.grouped_matmul expects a [total_M, K] and b_experts [E, K, N], got "
                          f"{tuple(a.shape)} and {tuple(b_experts.shape)}")
-    if a.dtype not in (torch.bfloat16, torch.float16) or b_experts.dtype != a.dtype:
-        raise ValueError(f"tlxc.ops.grouped_matmul: operands must be both bfloat16 or both float16, got {a.dtype} "
-                         f"and {b_experts.dtype}")
     E, K, N = b_experts.shape
-    if group_sizes.dim() != 1 or group_sizes.shape[0] != E or group_sizes.dtype not in (torch.int32, torch.int64):
-        raise ValueError(f"tlxc.ops.grouped_matmul: 'group_sizes' must be an int32/int64 vector of {E} elements, got "
-                         f"{group_sizes.dtype} of shape {tuple(group_sizes.shape)}")
-    if a.device != b_experts.device or group_sizes.device != a.device:
-        raise ValueError(f"tlxc.ops.grouped_matmul: tensors on {a.device}, {b_experts.device} and "
-                         f"{group_sizes.device}")
+    _check_operands("tlxc.ops.grouped_matmul", a, b_experts, group_sizes, E)
     M = a.shape[0]
     bias, stride_bias, bias_dim, act, n_out = _epilogue_args(bias, activation, E, N, a.device)
     out_dtype = out_dtype or (out.dtype if out is not None else a.dtype)
@@ -234,7 +241,6 @@ WGRAD_CONFIGS = {           # name: (BLOCK_K, BLOCK_N, BLOCK_M (rows a step), wa
     "w_128x128x32_w8_s4": (128, 128, 32, 8, 4),
 }
 WGRAD_DEFAULT = "w_128x256x64_w8_s3"     # H200 2026-12-04: 0.81-0.98 of 128x128's time (6 MoE shapes)
-WGRAD_TILE = WGRAD_CONFIGS[WGRAD_DEFAULT]
 
 
 def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.Tensor,
@@ -248,12 +254,7 @@ def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.
     if a.dim() != 2 or grad.dim() != 2 or a.shape[0] != grad.shape[0]:
         raise ValueError(f"tlxc.ops.grouped_weight_grad expects a [total_M, K] and grad [total_M, N], got "
                          f"{tuple(a.shape)} and {tuple(grad.shape)}")
-    if a.dtype not in (torch.bfloat16, torch.float16) or grad.dtype != a.dtype:
-        raise ValueError(f"tlxc.ops.grouped_weight_grad: 'a' and 'grad' must be both bfloat16 or both float16, got "
-                         f"{a.dtype} and {grad.dtype}")
-    if group_sizes.dim() != 1 or group_sizes.dtype not in (torch.int32, torch.int64):
-        raise ValueError(f"tlxc.ops.grouped_weight_grad: 'group_sizes' must be an int32/int64 vector, got "
-                         f"{group_sizes.dtype} of shape {tuple(group_sizes.shape)}")
+    _check_operands("tlxc.ops.grouped_weight_grad", a, grad, group_sizes)
     E, (M, K), N = group_sizes.shape[0], a.shape, grad.shape[1]
     out = torch.empty((E, K, N), device=a.device, dtype=out_dtype or a.dtype)
     if out.numel() == 0:
