@@ -196,14 +196,16 @@ _TMEM_ALLOC = ("__shared__ unsigned slot;\n"
                "  __syncthreads(); out[0] = slot;")
 
 
-def _wgmma_rs(n: int, dtype: str) -> Case:
+def _wgmma_rs(n: int, dtype: str, b_dtype: str | None = None) -> Case:
     regs = n // 2
-    ptx_type, k, _ = ptx.WGMMA_INPUTS[dtype]
+    ptx_type, k, transposable = ptx.WGMMA_INPUTS[dtype]
+    b_ptx_type = ptx.WGMMA_INPUTS[b_dtype or dtype][0]
+    major = f"<{n % 16 // 8}>" if transposable else ""
     body = (_WGMMA_PROBE + f"  float d[{regs}];\n  for (int k = 0; k < {regs}; ++k) d[k] = 0.0f;\n"
-            f"  tlx_wgmma_fence();\n  {ptx.wgmma_name(n, dtype)}_rs<{n % 16 // 8}>(d, in[1], in[2], in[3], in[4], "
+            f"  tlx_wgmma_fence();\n  {ptx.wgmma_name(n, dtype, b_dtype)}_rs{major}(d, in[1], in[2], in[3], in[4], "
             f"db, in[0] != 0);\n  tlx_wgmma_commit_group();\n  tlx_wgmma_wait_group<0, {regs}>(d);\n"
             f"  for (int k = 0; k < {regs}; ++k) out[{regs} * threadIdx.x + k] = __float_as_uint(d[k]);")
-    return Case(body, (f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{ptx_type}",),
+    return Case(body, (f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{b_ptx_type}",),
                 archs=("sm_90a",), also=_WGMMA_HELPERS, bounds="__launch_bounds__(128, 1) ")
 
 
@@ -541,8 +543,14 @@ CASES: dict[str, Case] = {
                                ("setmaxnreg.dec.sync.aligned.u32 40",), bounds="__launch_bounds__(256, 1) "),
     # wgmma (sm_90a only): every shape and input type, A from shared memory or (16-bit) registers
     **{ptx.wgmma_name(n, t): _wgmma(n, t) for t in ptx.WGMMA_INPUTS for n in ptx.WGMMA_N},
-    **{ptx.wgmma_name(n, t) + "_rs": _wgmma_rs(n, t) for t in ("bf16", "f16") for n in ptx.WGMMA_N},
+    **{ptx.wgmma_name(n, t) + "_rs": _wgmma_rs(n, t) for t in ("bf16", "f16", "f8e4m3", "f8e5m2")
+       for n in ptx.WGMMA_N},
     **{ptx.wgmma_name(n, a, b): _wgmma(n, a, b) for a, b in ptx.WGMMA_MIXED for n in ptx.WGMMA_N},
+    **{ptx.wgmma_name(n, a, b) + "_rs": _wgmma_rs(n, a, b) for a, b in ptx.WGMMA_MIXED for n in ptx.WGMMA_N},
+    "tlx_wgmma_a8_fragment": Case("unsigned a[4]; tlx_wgmma_a8_fragment(in[threadIdx.x], in[threadIdx.x + 1], "
+                                  "in[threadIdx.x + 2], in[threadIdx.x + 3], a);\n"
+                                  "  for (int k = 0; k < 4; ++k) out[4 * threadIdx.x + k] = a[k];",
+                                  ("shfl.sync.idx.b32", "prmt.b32")),
     "tlx_wgmma_fence": Case("tlx_wgmma_fence(); out[0] = in[0];", ("wgmma.fence.sync.aligned",), archs=("sm_90a",)),
     "tlx_wgmma_commit_group": Case("tlx_wgmma_commit_group(); out[0] = in[0];", ("wgmma.commit_group.sync.aligned",),
                                    archs=("sm_90a",)),

@@ -1209,37 +1209,70 @@ def _wgmma_ss(n: int, dtype: str, b_dtype: str | None = None) -> str:
 }}"""
 
 
-def _wgmma_rs(n: int, dtype: str) -> str:
-    """``wgmma.mma_async`` with A in registers (four 32-bit registers of two 16-bit
-    elements each, the accumulator's fragment pattern) and B in shared memory; TB: 1
-    for an N-major B.  16-bit inputs only."""
-    ptx_type, k, _ = WGMMA_INPUTS[dtype]
+def _wgmma_rs(n: int, dtype: str, b_dtype: str | None = None) -> str:
+    """``wgmma.mma_async`` with A in registers and B in shared memory: four 32-bit registers
+    of two 16-bit elements each (the accumulator's fragment pattern; TB: 1 for an N-major B),
+    or of four 8-bit elements each (fp8, k32: four consecutive K elements per register, built
+    by ``tlx_wgmma_a8_fragment``; K-major B only, no TB); ``b_dtype``: B's type when it
+    differs from A's (fp8 only)."""
+    ptx_type, k, transposable = WGMMA_INPUTS[dtype]
+    b_ptx_type = WGMMA_INPUTS[b_dtype or dtype][0]
     regs = n // 2
     d_list = ", ".join(f"%{i}" for i in range(regs))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
     a_list = ", ".join(f"%{regs + i}" for i in range(4))
-    mnemonic = f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{ptx_type}"
+    mnemonic = f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{b_ptx_type}"
+    trans = f", %{regs + 6}" if transposable else ""
     asm = ("{\\n .reg .pred p;\\n setp.ne.b32 p, %" + str(regs + 5) + ", 0;\\n "
            + mnemonic + " {" + d_list + "}, {" + a_list + "}, %" + str(regs + 4)
-           + ", p, 1, 1, %" + str(regs + 6) + ";\\n}")
+           + ", p, 1, 1" + trans + ";\\n}")
+    template = "template <int TB>\n" if transposable else ""
+    trans_input = ', "n"(TB)' if transposable else ""
     return f"""
-template <int TB>
-{_INLINE} void {wgmma_name(n, dtype)}_rs(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+{template}{_INLINE} void {wgmma_name(n, dtype, b_dtype)}_rs(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
     unsigned long long db, int scale_d) {{
   asm volatile("{asm}"
                : {outs}
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(scale_d), "n"(TB) : "memory");
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(scale_d){trans_input} : "memory");
 }}"""
 
 
 for _dtype in WGMMA_INPUTS:
     for _n in WGMMA_N:
         define(wgmma_name(_n, _dtype), _wgmma_ss(_n, _dtype))
-        if WGMMA_INPUTS[_dtype][2]:
+        if _dtype != "f32":             # (tf32 A from registers: not used)
             define(wgmma_name(_n, _dtype) + "_rs", _wgmma_rs(_n, _dtype))
 for _a, _b in WGMMA_MIXED:
     for _n in WGMMA_N:
         define(wgmma_name(_n, _a, _b), _wgmma_ss(_n, _a, _b))
+        define(wgmma_name(_n, _a, _b) + "_rs", _wgmma_rs(_n, _a, _b))
+
+
+@helper("tlx_wgmma_a8_fragment")
+def wgmma_a8_fragment():
+    # wgmma's k32 A fragment of 8-bit elements (PTX ISA, register fragments of m64nNk32: lane
+    # 4g + q holds row g (a0, a2) and g + 8 (a1, a3), columns 4q .. 4q + 3 (a0, a1) and
+    # 16 + 4q .. 16 + 4q + 3 (a2, a3) of each 32-column step, lowest byte first) from values
+    # in the f32 accumulator's pattern (lane 4g + q holds columns 2q, 2q + 1 of every 8).
+    # w[h][m] (h: the step's 16-column half, m: its 8-column part) packs this lane's
+    # (row g, 8m + 2q), (g, 8m + 2q + 1), (g + 8, 8m + 2q), (g + 8, 8m + 2q + 1).  Lane q needs
+    # part m = q / 2 from lanes 2(q % 2) and 2(q % 2) + 1 of its quad: in round r it reads lane
+    # 2(q % 2) + (r ^ m), which sends part r ^ (its lane % 2) -- one reader per sender and
+    # round, so 4 shuffles for the 4 registers; a byte permute then orders each register.
+    return f"""
+{_INLINE} void tlx_wgmma_a8_fragment(unsigned w00, unsigned w01, unsigned w10, unsigned w11, unsigned* a) {{
+  const int lane = threadIdx.x & 31, odd = lane & 1, m = (lane >> 1) & 1;
+  const int src0 = (lane & ~3) | (odd << 1) | m, src1 = src0 ^ 1;
+  unsigned v00 = __shfl_sync(0xffffffffu, odd ? w01 : w00, src0);
+  unsigned v01 = __shfl_sync(0xffffffffu, odd ? w00 : w01, src1);
+  unsigned v10 = __shfl_sync(0xffffffffu, odd ? w11 : w10, src0);
+  unsigned v11 = __shfl_sync(0xffffffffu, odd ? w10 : w11, src1);
+  const unsigned lo = m ? 0x1054u : 0x5410u, hi = m ? 0x3276u : 0x7632u;
+  a[0] = __byte_perm(v00, v01, lo);
+  a[1] = __byte_perm(v00, v01, hi);
+  a[2] = __byte_perm(v10, v11, lo);
+  a[3] = __byte_perm(v10, v11, hi);
+}}"""
 
 
 

@@ -5,7 +5,9 @@ One ``tlx.async_dot`` is one wgmma group of the issuing warps:
 ``wgmma.mma_async.m64nNkK`` with both operands in shared memory, then
 ``wgmma.commit_group``.  K is 32 bytes of input: k16 for bf16/f16, k32 for
 fp8 (e4m3, e5m2; A and B may be of different fp8 types), k8 for tf32; only
-16-bit inputs may be MN-major or come from registers (``_register_a_fragments``).
+16-bit inputs may be MN-major; 16-bit and fp8 A may come from registers
+(``_register_a_fragments``: fp8's k32 fragments are exchanged within each quad from
+the accumulator pattern, ``tlx_wgmma_a8_fragment``).
 ``tlx.async_dot_wait`` is ``wgmma.wait_group``.
 
 *max_num_imprecise_acc* (fp8, ``attrs``): Hopper sums fp8 products in a
@@ -172,10 +174,10 @@ def async_dot(lw, op):
     element = b.type.element
     a_element = a.type.element          # differs from B's for mixed fp8 (e4m3 x e5m2) only
     a_in_registers = not isinstance(a.type, MemDescType)
-    if a_in_registers and not transposable(element):
+    if a_in_registers and element.name == "f32":
         raise CompilationError(f"tlx.async_dot with {element} A in registers is not implemented yet (16-bit "
-                               f"inputs are); store A to a shared buffer (tlx.local_store) and pass the buffer",
-                               op.loc)
+                               f"and fp8 inputs are); store A to a shared buffer (tlx.local_store) and pass the "
+                               f"buffer", op.loc)
     k_step = k_multiple(element)
     if acc.type.element.name != "f32":
         raise CompilationError(f"tlx.async_dot with a {acc.type.element} accumulator is not implemented yet "
@@ -197,11 +199,11 @@ def async_dot(lw, op):
     if total % per_tile or (instr_n not in range(8, 257, 8)):
         raise InternalCompilerError(f"wgmma accumulator layout {layout} does not split into m64n{instr_n} tiles",
                                     op.loc)
-    if not transposable(element):           # (A is in shared memory here: checked above)
+    if not transposable(element):           # (8-bit and tf32: K-major operands only)
         for name, operand, plan, major, hint in (
                 ("A", a, plan_a, "M", "store A as [M, K]"),
                 ("B", b, plan_b, "N", "store B as [N, K] and pass tlx.local_trans(b_buffer)")):
-            if plan["trans"]:
+            if plan is not None and plan["trans"]:      # (plan None: A in registers)
                 raise CompilationError(f"tlx.async_dot: wgmma reads {element} operands K-major only, but {name} "
                                        f"is {major}-major ({operand.type}); {hint}", op.loc)
     tiles = [layout.apply(register=t * per_tile) for t in range(total // per_tile)]
@@ -237,6 +239,7 @@ def async_dot(lw, op):
         return
     if not a_in_registers:      # register A: a fence before each MMA, after its packed A (below)
         lw.out.line("tlx_wgmma_fence();")
+    b_major = f"<{plan_b['trans']}>" if transposable(element) else ""     # (8-bit: K-major B, no TB)
     for t, (row, col) in enumerate(tiles):
         m0 = f"{wg_row} + {row}" if row else wg_row
         n0 = f"{wg_col} + {col}" if col else wg_col
@@ -246,14 +249,14 @@ def async_dot(lw, op):
             pinned = [", ".join(_pinned(lw, a_regs[row, kk], fresh)) for kk in range(k_steps)]
             lw.out.line("tlx_wgmma_fence();")
             for kk in range(k_steps):
-                lw.out.line(f"{helper}<{plan_b['trans']}>(&{work}[{t * per_tile}], {pinned[kk]}, "
+                lw.out.line(f"{helper}{b_major}(&{work}[{t * per_tile}], {pinned[kk]}, "
                             f"{db(str(k_step * kk))}, {f'(int)({scale})' if kk == 0 else '1'});")
             continue
         if a_in_registers:      # the k steps unrolled here: each names its own A registers
             for kk in range(k_steps):
                 regs = ", ".join(_pinned(lw, a_regs[row, kk], fresh))
                 lw.out.line("tlx_wgmma_fence();")
-                lw.out.line(f"{helper}<{plan_b['trans']}>(&{work}[{t * per_tile}], {regs}, "
+                lw.out.line(f"{helper}{b_major}(&{work}[{t * per_tile}], {regs}, "
                             f"{db(str(k_step * kk))}, {f'(int)({scale})' if kk == 0 else '1'});")
             continue
         lw.out.line("#pragma unroll")
@@ -364,6 +367,8 @@ def _pinned(lw, halves: list[tuple[str, str]], fresh: bool = False) -> list[str]
     before one fence fixed that but kept 32 more registers live across the MMAs (spills in
     the pipelined attention tutorials); a fence per MMA after its own four registers does
     neither."""
+    if len(halves[0]) == 4:             # 8-bit elements: the source words of tlx_wgmma_a8_fragment
+        return _exchanged_a8(lw, halves, fresh)
     name = lw.fresh("afrag")
     packed = [f"((unsigned)({lo}) & 0xFFFFu) | ((unsigned)({hi}) << 16)" for lo, hi in halves]
     lw.out.line(f"unsigned {name}[{len(packed)}] = {{{', '.join(packed)}}};")
@@ -374,6 +379,28 @@ def _pinned(lw, halves: list[tuple[str, str]], fresh: bool = False) -> list[str]
         for i, (lo, hi) in enumerate(halves):
             lw.out.line(f"{lo} = (unsigned short)({name}[{i}]); {hi} = (unsigned short)({name}[{i}] >> 16);")
     return [f"{name}[{i}]" for i in range(len(packed))]
+
+
+def _exchanged_a8(lw, words: list[tuple[str, ...]], fresh: bool) -> list[str]:
+    """One k32 step's A registers of 8-bit elements: the four words of this thread's bytes in
+    the accumulator pattern (``_register_a_fragments``) exchanged within the quad by
+    ``tlx_wgmma_a8_fragment``, then pinned (the fence after them, as ``_pinned``).  ``fresh``
+    (a loop-invariant A): the source words are rewritten by ``tlx_fresh_registers`` so that
+    the exchange is not hoisted out of the loop (its results are then never loop-invariant
+    registers; see ``_pinned``)."""
+    src = lw.fresh("a8src")
+    packed = [" | ".join(f"((unsigned)({b}) << {8 * i})" if i else f"(unsigned)({b})" for i, b in enumerate(word))
+              for word in words]
+    lw.out.line(f"unsigned {src}[4] = {{{', '.join(packed)}}};")
+    if fresh:
+        lw.target.use("tlx_fresh_registers")
+        lw.out.line(f"tlx_fresh_registers<4>({src});")
+    name = lw.fresh("afrag")
+    lw.target.use("tlx_wgmma_a8_fragment")
+    lw.target.use("tlx_pin_registers")
+    lw.out.line(f"unsigned {name}[4]; tlx_wgmma_a8_fragment({src}[0], {src}[1], {src}[2], {src}[3], {name});")
+    lw.out.line(f"tlx_pin_registers<4>({name});")
+    return [f"{name}[{i}]" for i in range(4)]
 
 
 def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
@@ -388,6 +415,8 @@ def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
     where = {tuple(layout.apply(register=r)): r for r in range(layout.num_registers)}
     fragments = {}
     name = lw.name(a)
+    if a.type.element.bits == 8:
+        return _register_a8_words(a, k_steps, tile_rows, where, name)
     for row in tile_rows:
         for kk in range(k_steps):
             regs = []
@@ -398,6 +427,29 @@ def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
                                                 f"of rows {row}+, k step {kk}")
                 regs.append((f"{name}[{lo}]", f"{name}[{hi}]"))
             fragments[row, kk] = regs
+    return fragments
+
+
+def _register_a8_words(a, k_steps: int, tile_rows, where: dict, name: str) -> dict:
+    """8-bit register A (fp8, k32 steps): ``a`` has the same accumulator layout as a 16-bit A,
+    which does not hold wgmma's 8-bit fragment (four consecutive K elements per register) in
+    one thread.  Per (tile row, k step), the four source words of ``tlx_wgmma_a8_fragment``
+    (the step's 16-column half h, its 8-column part m): this thread's elements (row, 8m + c),
+    (row, 8m + c + 1), (row + 8, 8m + c), (row + 8, 8m + c + 1), c = 32 kk + 16 h + the
+    thread's own column offset (found at thread 0)."""
+    fragments = {}
+    for row in tile_rows:
+        for kk in range(k_steps):
+            words = []
+            for half in (0, 1):
+                for part in (0, 1):
+                    col = 32 * kk + 16 * half + 8 * part
+                    regs = [where.get((row + dr, col + dc)) for dr in (0, 8) for dc in (0, 1)]
+                    if None in regs:
+                        raise InternalCompilerError(f"wgmma register A: layout {a.type.layout} does not hold the "
+                                                    f"8-bit fragment of rows {row}+, k step {kk}")
+                    words.append(tuple(f"{name}[{r}]" for r in (regs[0], regs[1], regs[2], regs[3])))
+            fragments[row, kk] = words
     return fragments
 
 

@@ -1017,8 +1017,10 @@ def _mma_problem(a_type, b_type, unit: str, input_types, shape_problem, pair: bo
     if k != k2:
         raise SemanticError(f"inner dimensions differ: A is {m}x{k} but B is {k2}x{n} (K = {k} vs {k2})",
                             param="B")
-    if a_elem != b_elem:
-        raise SemanticError(f"A and B must have one element type, got {a_elem} and {b_elem}", param="B")
+    mixed_fp8 = unit == "wgmma" and a_elem.is_fp8 and b_elem.is_fp8      # (wgmma's .atype / .btype)
+    if a_elem != b_elem and not mixed_fp8:
+        raise SemanticError(f"A and B must have one element type, got {a_elem} and {b_elem}"
+                            + (" (wgmma mixes e4m3 and e5m2 only)" if unit == "wgmma" else ""), param="B")
     if a_elem.name not in input_types:
         raise SemanticError(f"{unit} inputs must be float16, bfloat16, float8e4nv, float8e5 or float32 (tf32), got "
                             f"{a_elem}", param="A")

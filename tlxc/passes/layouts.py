@@ -536,8 +536,9 @@ class _KernelRewriter:
         try:
             acc_layout = N.mma_accumulator_layout(acc.type.shape, self.num_warps, "wgmma")
             a_layout = None
-            if isinstance(a.type, TensorType):
-                a_layout = N.mma_operand_layout(a.type.shape, 0, acc_layout, a.type.element.bits)
+            if isinstance(a.type, TensorType):   # (an 8-bit A keeps the 16-bit pattern, the accumulator's:
+                bits = a.type.element.bits      # the codegen exchanges its bytes into k32 fragments)
+                a_layout = N.mma_operand_layout(a.type.shape, 0, acc_layout, 16 if bits == 8 else bits)
         except ValueError as exc:
             raise LayoutError(f"tlx.async_dot of a {list(acc.type.shape)} accumulator with {self.num_warps} "
                               f"warps: {exc} (wgmma runs on whole warpgroups of 4 warps, 64 rows each)",

@@ -1,6 +1,7 @@
 """Run generated CUDA C++ on the host CPU: the kernel's text (from ``extern "C" __global__`` on,
-unchanged), compiled by the host g++ against ``tlx_cuda_emu.h`` (the emulation of the tlx_*
-helpers; its header comment gives the model and what it cannot show).  For logic checks of the
+unchanged, with the helpers written in plain C: ``PLAIN_C_HELPERS``), compiled by the host g++
+against ``tlx_cuda_emu.h`` (the emulation of the other tlx_* helpers; its header comment gives the
+model and what it cannot show).  For logic checks of the
 CUDA code generator (layouts, masks, indices, wgmma fragments) without a GPU.
 
     module = build(compiled.asm["cuda"])
@@ -22,7 +23,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..ptx import HELPERS
+
 HEADER = Path(__file__).with_name("tlx_cuda_emu.h")
+# helpers the generator writes in plain CUDA C (no inline PTX): compiled on the host as they are
+PLAIN_C_HELPERS = ("tlx_wgmma_a8_fragment",)
 _FLAGS = ("-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-fno-strict-aliasing")
 _SIGNATURE = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\((.*?)\) \{', re.S)
 _SCALARS = {"int": ctypes.c_int32, "unsigned": ctypes.c_uint32, "unsigned int": ctypes.c_uint32,
@@ -112,6 +117,7 @@ def build(source: str) -> EmulatedKernel:
     emulation header; cached by content."""
     name, params = kernel_signature(source)
     body = source[source.index('extern "C" __global__'):]
+    body = "".join(HELPERS[h] + "\n" for h in PLAIN_C_HELPERS if h + "(" in body) + body
     unpack = ", ".join(f"*({t}*)argv[{i}]" for i, (t, _) in enumerate(params))
     text = (f"{body}\n"
             f'extern "C" int tlx_cuemu_run(void** argv, unsigned gx, unsigned gy, unsigned gz, int threads) {{\n'

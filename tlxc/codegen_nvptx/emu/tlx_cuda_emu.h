@@ -59,7 +59,8 @@ struct WgDeposit {
   float* d;
   unsigned a[4];
   unsigned long long desc;
-  int scale_d, tb, n;
+  int scale_d, tb, n, kind;                // kind: 0 bf16 (k16), 1 e4m3, 2 e5m2 (k32, B's type in kind_b)
+  int kind_b;
 };
 static int g_threads = 0;
 static std::vector<Thread> g_thr;
@@ -109,10 +110,21 @@ static inline const unsigned long long* warp_exchange(unsigned long long v) {
 static inline unsigned smem_off(const void* p) { return (unsigned)((const unsigned char*)p - tlx_smem); }
 static inline unsigned swz128(unsigned a) { return a ^ (((a >> 7) & 7) << 4); }
 static inline float bf16f(unsigned short h) { unsigned u = (unsigned)h << 16; float f; memcpy(&f, &u, 4); return f; }
+// an 8-bit float: e4m3 (bias 7, no infinities, S.1111.111 NaN) or e5m2 (bias 15, IEEE-like)
+static inline float fp8f(unsigned char x, int e5m2) {
+  int man_bits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  int e = (x & 0x7f) >> man_bits, m = x & ((1 << man_bits) - 1);
+  float v;
+  if (!e5m2 && (x & 0x7f) == 0x7f) v = NAN;
+  else if (e5m2 && e == 31) v = m ? NAN : INFINITY;
+  else v = e ? ldexpf(1.0f + m / (float)(1 << man_bits), e - bias) : ldexpf(m / (float)(1 << man_bits), 1 - bias);
+  return (x & 0x80) ? -v : v;
+}
 
-// wgmma.mma_async m64nNk16 f32 += bf16 (A in registers) x bf16 (B in shared memory, descriptor)
+// wgmma.mma_async m64nNk16 f32 += bf16 (A in registers) x bf16 (B in shared memory, descriptor), or
+// m64nNk32 with 8-bit A (four consecutive K elements per register) and a K-major 8-bit B
 static void wgmma_compute(WgDeposit* dep) {
-  int N = dep[0].n, tb = dep[0].tb;
+  int N = dep[0].n, tb = dep[0].tb, kind = dep[0].kind, K = kind ? 32 : 16, esz = kind ? 1 : 2;
   unsigned long long desc = dep[0].desc;
   for (int i = 1; i < 128; ++i)
     if (dep[i].desc != desc || dep[i].scale_d != dep[0].scale_d) {
@@ -123,25 +135,40 @@ static void wgmma_compute(WgDeposit* dep) {
   unsigned sbo = (unsigned)((desc >> 32) & 0x3FFF) << 4;
   unsigned swz = (unsigned)(desc >> 62);
   if (swz != 1) snprintf(g_error, sizeof g_error, "wgmma: only the 128-byte swizzle is emulated (got mode %u)", swz);
-  float A[64][16];
+  float A[64][32];
   for (int t = 0; t < 128; ++t) {
-    int w = t / 32, l = t % 32, r = 16 * w + l / 4, c = (l % 4) * 2;
+    int w = t / 32, l = t % 32, r = 16 * w + l / 4;
     const unsigned* a = dep[t].a;
+    if (kind) {         // a0: (r, 4q + i), a1: (r + 8, ..), a2: (r, 16 + 4q + i), a3: (r + 8, ..), byte i
+      int c = (l % 4) * 4;
+      for (int i = 0; i < 4; ++i) {
+        A[r][c + i] = fp8f((a[0] >> (8 * i)) & 0xff, kind == 2);
+        A[r + 8][c + i] = fp8f((a[1] >> (8 * i)) & 0xff, kind == 2);
+        A[r][c + 16 + i] = fp8f((a[2] >> (8 * i)) & 0xff, kind == 2);
+        A[r + 8][c + 16 + i] = fp8f((a[3] >> (8 * i)) & 0xff, kind == 2);
+      }
+      continue;
+    }
+    int c = (l % 4) * 2;
     A[r][c] = bf16f(a[0] & 0xFFFF); A[r][c + 1] = bf16f(a[0] >> 16);
     A[r + 8][c] = bf16f(a[1] & 0xFFFF); A[r + 8][c + 1] = bf16f(a[1] >> 16);
     A[r][c + 8] = bf16f(a[2] & 0xFFFF); A[r][c + 9] = bf16f(a[2] >> 16);
     A[r + 8][c + 8] = bf16f(a[3] & 0xFFFF); A[r + 8][c + 9] = bf16f(a[3] >> 16);
   }
-  std::vector<float> B(16 * N);
-  for (int k = 0; k < 16; ++k)
+  std::vector<float> B(K * N);
+  for (int k = 0; k < K; ++k)
     for (int n = 0; n < N; ++n) {
-      unsigned addr = tb == 0 ? start + (n / 8) * sbo + (n % 8) * 128 + k * 2
+      unsigned addr = tb == 0 ? start + (n / 8) * sbo + (n % 8) * 128 + k * esz
                               : start + (k / 8) * sbo + (k % 8) * 128 + (n % 64) * 2 + (n / 64) * lbo;
-      unsigned short h;
-      if (swz128(addr) + 2 > sizeof(tlx_smem)) {
+      if (swz128(addr) + esz > sizeof(tlx_smem)) {
         snprintf(g_error, sizeof g_error, "wgmma: the descriptor reads outside shared memory");
         return;
       }
+      if (kind) {
+        B[k * N + n] = fp8f(tlx_smem[swz128(addr)], dep[0].kind_b == 2);
+        continue;
+      }
+      unsigned short h;
       memcpy(&h, tlx_smem + swz128(addr), 2);
       B[k * N + n] = bf16f(h);
     }
@@ -152,17 +179,17 @@ static void wgmma_compute(WgDeposit* dep) {
       for (int e = 0; e < 4; ++e) {
         int row = r + (e >> 1) * 8, col = 8 * i + c + (e & 1);
         float s = dep[t].scale_d ? d[4 * i + e] : 0.0f;
-        for (int k = 0; k < 16; ++k) s += A[row][k] * B[k * N + col];
+        for (int k = 0; k < K; ++k) s += A[row][k] * B[k * N + col];
         d[4 * i + e] = s;
       }
   }
 }
 
 static inline void wgmma(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long desc,
-                         int scale_d, int tb, int n) {
+                         int scale_d, int tb, int n, int kind = 0, int kind_b = 0) {
   Thread& t = g_thr[g_cur];
   int g = g_cur / 128, l = g_cur % 128, b = t.wg_gen & 1;
-  g_wg_bank[b][g][l] = WgDeposit{d, {a0, a1, a2, a3}, desc, scale_d, tb, n};
+  g_wg_bank[b][g][l] = WgDeposit{d, {a0, a1, a2, a3}, desc, scale_d, tb, n, kind, kind_b};
   if (++g_wg_count[b][g] == 128) {
     g_wg_count[b ^ 1][g] = 0;
     wgmma_compute(g_wg_bank[b][g]);
@@ -197,6 +224,11 @@ static inline T __shfl_xor_sync(unsigned, T v, int mask, int width = 32) {
   T r; memcpy(&r, &bank[(cuemu::tid() % 32) ^ mask], sizeof(T)); return r;
 }
 static inline unsigned long long __cvta_generic_to_shared(const void* p) { return cuemu::smem_off(p); }
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {     // byte i of the result: byte
+  unsigned long long xy = ((unsigned long long)y << 32) | x, r = 0;         // (s >> 4i) & 7 of {y, x}
+  for (int i = 0; i < 4; ++i) r |= ((xy >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+  return (unsigned)r;
+}
 
 static inline unsigned short tlx_cvt_rn_bf16_f32(float x) {
   unsigned u = __float_as_uint(x);
@@ -376,6 +408,32 @@ TLX_EMU_WGMMA_RS(32)
 TLX_EMU_WGMMA_RS(64)
 TLX_EMU_WGMMA_RS(128)
 TLX_EMU_WGMMA_RS(256)
+#define TLX_EMU_WGMMA_RS8(N, A, KA, KB)                                                                     \
+  static inline void tlx_wgmma_m64n##N##k32_f32_##A##_rs(float* d, unsigned a0, unsigned a1, unsigned a2,    \
+                                                        unsigned a3, unsigned long long db, int scale_d) {  \
+    cuemu::wgmma(d, a0, a1, a2, a3, db, scale_d, 0, N, KA, KB);                                             \
+  }
+TLX_EMU_WGMMA_RS8(32, f8e4m3, 1, 1)
+TLX_EMU_WGMMA_RS8(64, f8e4m3, 1, 1)
+TLX_EMU_WGMMA_RS8(128, f8e4m3, 1, 1)
+TLX_EMU_WGMMA_RS8(64, f8e5m2, 2, 2)
+TLX_EMU_WGMMA_RS8(64, f8e4m3_f8e5m2, 1, 2)
+namespace cuemu {
+// cvt.rn.satfinite: the nearest finite code (ties to the even code), NaN to NaN
+static inline unsigned char fp8_from_f32(float x, int e5m2) {
+  if (std::isnan(x)) return 0x7f;
+  unsigned char sign = std::signbit(x) ? 0x80 : 0, best = 0;
+  float ax = fabsf(x), err = INFINITY;
+  for (int code = 0; code <= (e5m2 ? 0x7b : 0x7e); ++code) {      // the largest finite: 57344 / 448
+    float e = fabsf(fp8f((unsigned char)code, e5m2) - ax);
+    if (e < err || (e == err && !(code & 1))) { err = e; best = (unsigned char)code; }
+  }
+  return sign | best;
+}
+}  // namespace cuemu
+static inline unsigned char tlx_cvt_rn_satfinite_e4m3_f32(float x) { return cuemu::fp8_from_f32(x, 0); }
+static inline unsigned char tlx_cvt_rn_satfinite_e5m2_f32(float x) { return cuemu::fp8_from_f32(x, 1); }
+static inline float tlx_e4m3_to_f32(unsigned char x) { return cuemu::fp8f(x, 0); }
 
 namespace cuemu {
 // run kernel `body` on a grid of CTAs of `threads` threads
