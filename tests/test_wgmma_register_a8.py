@@ -50,7 +50,7 @@ def _case(p_type="e4m3", b_type="e4m3", M=64, D=64, K=128, N=64, seed=0):
     scale = 0.25
     p = (x.double() @ y.double().T * scale).float().to(FP8[p_type][0])
     ref = p.double() @ b.double().T                    # exact in float64; the tensor cores add in f32
-    meta = dict(M=M, D=D, K=K, N=N, P_TYPE=FP8[p_type][1], B_TYPE=FP8[b_type][1])
+    meta = {"M": M, "D": D, "K": K, "N": N, "P_TYPE": FP8[p_type][1], "B_TYPE": FP8[b_type][1]}
     return (x, y, b, out, scale), meta, ref
 
 
