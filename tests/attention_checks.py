@@ -39,3 +39,37 @@ def check_op_gradients(q0, k0, v0, do, tol: float = 2e-2, **kwargs) -> None:
     for got, want in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
         assert torch.isfinite(got).all()
         assert ((got.double() - want).norm() / want.norm()).item() < tol
+
+
+# fp8 attention: P goes to the tensor cores in the inputs' fp8 type, so O is off by up to a rounding
+# of P (relative 2^-4 for e4m3, 2^-3 for e5m2) times |v|; a wrong fragment or V^T box is off by ~|v|
+P_EPS = {torch.float8_e4m3fn: 2.0 ** -4, torch.float8_e5m2: 2.0 ** -3}
+
+
+def fp8_inputs(shape_q, shape_kv, dtype, device="cpu", seed=0):
+    """q, k, v in ``dtype`` (fp8) from N(0, 1) draws (q scaled by 2: peakier rows)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    q = (torch.randn(shape_q, generator=gen, device=device) * 2).to(dtype)
+    k = torch.randn(shape_kv, generator=gen, device=device).to(dtype)
+    v = torch.randn(shape_kv, generator=gen, device=device).to(dtype)
+    return q, k, v
+
+
+def check_fp8_attention(o, lse, q, k, v, descales=(1.0, 1.0, 1.0), **kwargs) -> None:
+    """fp8 ``o``/``lse`` against float64 math on the dequantized inputs (``descales``: numbers, or
+    (B, Hkv) tensors for q, k, v)."""
+    from tlxc.ops.attention import reference
+
+    def scaled(t, d):           # a (B, Hkv) descale applies to every query head of its group
+        d = torch.as_tensor(d, dtype=torch.float64, device=t.device)
+        if d.dim() == 2:
+            d = d.repeat_interleave(t.shape[1] // d.shape[1], 1)[:, :, None, None]
+        return t.double() * d
+    qd, kd, vd = (scaled(t, d) for t, d in zip((q, k, v), descales))
+    ref_o, ref_lse = reference(qd, kd, vd, **kwargs)
+    finite = torch.isfinite(ref_lse)
+    assert torch.isfinite(o).all(), "an output row was not written (NaN poison left)"
+    err = (o.double() - ref_o).abs().max().item()
+    assert err <= P_EPS[q.dtype] * vd.abs().max().item(), err
+    assert (lse[finite].double() - ref_lse[finite]).abs().max().item() < 1e-3
+    assert (lse[~finite] == float("-inf")).all()

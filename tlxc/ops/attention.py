@@ -41,6 +41,8 @@ from .kernels.attention_fwd import D_BOX, LOG2E, attn_fwd_kernel
 from .kernels.attention_schedule import varlen_check_kernel, varlen_rank_kernel, varlen_table_kernel
 
 DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
+FP8_DTYPES = {torch.float8_e4m3fn: tl.float8e4nv, torch.float8_e5m2: tl.float8e5}   # the forward only
+FP8_OUT_DTYPES = (torch.bfloat16, torch.float16)
 HEAD_DIMS = (64, 96, 128, 192, 256)
 CPU_PROGRAMS = 3          # persistent programs on the interpreter
 H200_SMS = 132            # compile_config's programs: the launch on an H200
@@ -359,26 +361,29 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous()
 
 
-def _out_like(q: torch.Tensor) -> torch.Tensor:
-    """The output of a dense ``[B, H, S, D]`` ``q``: BSHD memory (``[B, S, H, D]``
-    transposed) when ``q``'s head stride is below its sequence stride, else BHSD.  The fake
-    implementation of the custom op calls this too, so the strides agree."""
+def _out_like(q: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The output of a dense ``[B, H, S, D]`` ``q`` (in ``dtype``, default q's): BSHD memory
+    (``[B, S, H, D]`` transposed) when ``q``'s head stride is below its sequence stride, else
+    BHSD.  The fake implementation of the custom op calls this too, so the strides agree."""
     B, H, S, D = q.shape
+    dtype = dtype or q.dtype
     if q.dim() == 4 and q.stride(1) < q.stride(2) and H > 1 and S > 1:
-        return q.new_empty((B, S, H, D)).transpose(1, 2)
-    return q.new_empty((B, H, S, D))
+        return q.new_empty((B, S, H, D), dtype=dtype).transpose(1, 2)
+    return q.new_empty((B, H, S, D), dtype=dtype)
 
 
 def _check_common(q, k, v, *, op: str = "tlxc.ops.attention", names: tuple[str, str] = ("k", "v"),
-                  head_dims=HEAD_DIMS) -> None:
-    """The checks every attention op makes of its q, k and v: tensors, one 16-bit float dtype,
-    one device, one head dim among ``head_dims`` (a tuple, or a range); ``op`` and ``names``
-    name them in the errors (``attention_decode`` passes its own: ``k_cache``, ``v_cache``)."""
+                  head_dims=HEAD_DIMS, fp8: bool = False) -> None:
+    """The checks every attention op makes of its q, k and v: tensors, one 16-bit float dtype
+    (or, ``fp8``, an fp8 one), one device, one head dim among ``head_dims`` (a tuple, or a
+    range); ``op`` and ``names`` name them in the errors (``attention_decode`` passes its own:
+    ``k_cache``, ``v_cache``)."""
     for name, t in (("q", q), *zip(names, (k, v))):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{op}: '{name}' must be a tensor, got {type(t).__name__}")
-    if q.dtype not in DTYPES:
-        raise ValueError(f"{op}: 'q' must be bfloat16 or float16, got {q.dtype}")
+    if q.dtype not in DTYPES and not (fp8 and q.dtype in FP8_DTYPES):
+        kinds = "bfloat16, float16, float8_e4m3fn or float8_e5m2" if fp8 else "bfloat16 or float16"
+        raise ValueError(f"{op}: 'q' must be {kinds}, got {q.dtype}")
     for name, t in zip(names, (k, v)):
         if t.dtype != q.dtype:
             raise ValueError(f"{op}: '{name}' must have q's dtype {q.dtype}, got {t.dtype}")
@@ -443,15 +448,17 @@ def _launch(grid, *args, **meta) -> None:
     _COMPILE_ONLY.launch(attn_fwd_kernel, grid, *args, **meta)
 
 
-def _descriptor(t4: torch.Tensor, rows: int) -> TensorDescriptor:
-    """A 4-D descriptor of ``t4`` with boxes of ``rows`` x 64 columns.  A dimension of size 1
-    never moves the address, so its stride (which torch leaves arbitrary) is replaced by an
-    aligned one, as TMA requires of every stride."""
+def _descriptor(t4: torch.Tensor, rows: int, cols: int = D_BOX) -> TensorDescriptor:
+    """A 4-D descriptor of ``t4`` with boxes of ``rows`` x ``cols`` columns (swizzled by their
+    row's bytes, at most 128).  A dimension of size 1 never moves the address, so its stride
+    (which torch leaves arbitrary) is replaced by an aligned one, as TMA requires of every
+    stride."""
     strides = tuple(t4.stride())
     per16 = 16 // t4.element_size()
     aligned = -(-max(strides[:-1]) // per16) * per16
     strides = tuple(aligned if n == 1 and d < 3 else s for d, (n, s) in enumerate(zip(t4.shape, strides)))
-    return TensorDescriptor(t4, tuple(t4.shape), strides, [1, 1, rows, D_BOX], swizzle=128)
+    return TensorDescriptor(t4, tuple(t4.shape), strides, [1, 1, rows, cols],
+                            swizzle=min(128, cols * t4.element_size()))
 
 
 def _programs(device: torch.device, programs: int | None) -> int:
@@ -467,7 +474,7 @@ def _programs(device: torch.device, programs: int | None) -> int:
 def check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> float:
     """Every rule on the arguments that does not read a tensor's values (the fake
     implementation of the custom op runs it too); returns the scale."""
-    _check_common(q, k, v)
+    _check_common(q, k, v, fp8=True)
     if not isinstance(causal, bool):
         raise TypeError(f"tlxc.ops.attention: 'causal' must be a bool, got {type(causal).__name__}")
     D = q.shape[-1]
@@ -525,6 +532,71 @@ def check_window(window, causal: bool) -> tuple[int, int]:
     return left, -1 if causal else right
 
 
+DESCALES = ("q_descale", "k_descale", "v_descale")
+
+
+def check_fp8(q, descales: tuple, out_dtype, varlen: bool) -> torch.dtype:
+    """The fp8 rules (after ``check_args``); returns ``o``'s dtype.  ``descales`` (q, k, v):
+    None, a positive finite number, or a float tensor of one element or of shape ``(B, Hkv)``
+    (flash-attn 3's) on q's device; the scores are ``q.k * sm_scale * q_descale * k_descale``
+    and ``o`` is multiplied by ``v_descale``.  ``out_dtype``: bfloat16 (default) or float16.
+    16-bit inputs take neither (``o`` has q's dtype)."""
+    if q.dtype not in FP8_DTYPES:
+        for name, d in zip(DESCALES, descales):
+            if d is not None:
+                raise _fail(f"'{name}' scales fp8 inputs; q is {q.dtype}")
+        if out_dtype is not None and out_dtype != q.dtype:
+            raise _fail(f"'out_dtype' is for fp8 inputs; {q.dtype} inputs give o in {q.dtype}, got {out_dtype}")
+        return q.dtype
+    if varlen:
+        raise _fail("fp8 inputs take the dense layout [B, H, S, D] (varlen fp8 is not supported yet)")
+    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+    if out_dtype not in FP8_OUT_DTYPES:
+        raise _fail(f"'out_dtype' of an fp8 attention must be torch.bfloat16 or torch.float16, got {out_dtype}")
+    for name, d in zip(DESCALES, descales):
+        if d is None:
+            continue
+        if isinstance(d, torch.Tensor):
+            if not d.is_floating_point() or d.device != q.device:
+                raise _fail(f"'{name}' must be a float tensor on {q.device}, got {d.dtype} on {d.device}")
+            if d.numel() != 1 and d.dim() != 2:
+                raise _fail(f"'{name}' must have one element or shape (batch, kv heads), got {tuple(d.shape)}")
+        elif isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d) or d <= 0:
+            raise _fail(f"'{name}' must be a positive finite number or a float tensor, got {d!r}")
+    return out_dtype
+
+
+def descale_table(descales: tuple, B: int, Hkv: int, device) -> torch.Tensor | None:
+    """float32 ``[B * Hkv, 2]``: ``(q_descale * k_descale, v_descale)`` per (batch, kv head), or
+    None when no descale is given (device operations only: no host sync)."""
+    if all(d is None for d in descales):
+        return None
+    parts = []
+    for name, d in zip(DESCALES, descales):
+        if d is None:
+            d = torch.ones((), dtype=torch.float32, device=device)
+        elif not isinstance(d, torch.Tensor):
+            d = torch.full((), float(d), dtype=torch.float32, device=device)
+        elif d.numel() == 1:
+            d = d.reshape(())
+        elif tuple(d.shape) != (B, Hkv):
+            raise _fail(f"'{name}' has shape {tuple(d.shape)}; per-head descales are (batch, kv heads) = "
+                        f"({B}, {Hkv})")
+        parts.append(d.to(torch.float32).expand(B, Hkv))
+    return torch.stack((parts[0] * parts[1], parts[2]), dim=-1).reshape(B * Hkv, 2).contiguous()
+
+
+def transposed_v(v: torch.Tensor) -> torch.Tensor:
+    """fp8 ``v`` ``[B, Hkv, S, D]`` as Vᵀ ``[B, Hkv, D, S]`` for the kernel's TMA boxes: rows of
+    ``S`` padded to 16 bytes in memory (TMA's stride rule) but not in the view (the boxes past
+    ``S`` read zeros).  One copy of V per call: wgmma reads an 8-bit B K-major only."""
+    B, Hkv, S, D = v.shape
+    vt = torch.empty((B, Hkv, D, -(-S // 16) * 16), dtype=v.dtype, device=v.device)
+    vt = vt[..., :S]
+    vt.copy_(v.transpose(-1, -2))
+    return vt
+
+
 def check_softcap(softcap) -> float:
     """``softcap`` as the kernel's ``SOFTCAP`` (0.0: none)."""
     if softcap is None:
@@ -541,7 +613,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
                       max_seqlen_k: int | None = None, config: AttnConfig | None = None,
                       programs: int | None = None, group_h: int = 16,
                       varlen_order: str | None = None, window: tuple[int, int] | None = None,
-                      softcap: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                      softcap: float | None = None, q_descale=None, k_descale=None, v_descale=None,
+                      out_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of softmax attention (module docstring for layouts and semantics).
 
     ``sm_scale``: the scores' scale (default ``1/sqrt(D)``; positive).  Varlen:
@@ -554,9 +627,14 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     built on the device from ``cu_seqlens`` by two small kernels, the default; ``snake``:
     every ``(sequence, head, block < max_seqlen_q)`` item, a table cached per shape; default
     ``$TLXC_ATTN_VARLEN``).  ``window`` (left, right; -1: unbounded) and ``softcap``: module
-    docstring.
+    docstring.  fp8 inputs (dense; ``q``, ``k``, ``v`` all float8_e4m3fn or all float8_e5m2):
+    ``q_descale``/``k_descale``/``v_descale`` and ``out_dtype`` (``check_fp8``); ``v`` is
+    transposed into a copy (``transposed_v``).
     """
     sm_scale = check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    descales = (q_descale, k_descale, v_descale)
+    o_dtype = check_fp8(q, descales, out_dtype, cu_seqlens_q is not None)
+    fp8 = q.dtype in FP8_DTYPES
     win_left, win_right = check_window(window, causal)
     cap = check_softcap(softcap)
     if group_h < 1:
@@ -599,7 +677,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
             lse.fill_(float("-inf"))
             return o, lse
     else:
-        o = _out_like(q)
+        o = _out_like(q, o_dtype)
         lse = torch.empty((B, H, Sq), device=q.device, dtype=torch.float32)
         if o.numel() == 0:
             return o, lse
@@ -615,6 +693,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     if c.o_parts == 2 and c.overlap:
         raise _fail("config overlap with tma_store at 256-wide tiles is not supported (the overlapped product "
                     "keeps one 256-column accumulator; the staged store needs two halves)")
+    if fp8 and c.prefetch:
+        raise _fail("config prefetch is not supported with fp8 inputs")
     if c.tma_store and varlen and c.o_parts == 2:
         raise _fail("config tma_store for varlen takes tiles up to 128 wide (one O accumulator: the rows past a "
                     "sequence's end are stored by pointers, which the two 128-column halves do not have)")
@@ -632,8 +712,15 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     if (Sq + c.block_m) * o4.stride(2) + D > _INT32_MAX:
         raise _fail(f"a sequence of {Sq} rows with a row stride of {o4.stride(2)} elements overflows the kernel's "
                     f"32-bit row offsets")
-    descs = [_descriptor(q4, 64), _descriptor(k4, c.block_n), _descriptor(v4, c.block_n),
-             _descriptor(o4, 64) if c.tma_store else None]
+    if fp8:     # 128-byte boxes of Q and K (64 at D = 64), Vᵀ as one [head_dim, block_n] box per block
+        box = 128 if c.head_dim >= 128 else 64
+        descs = [_descriptor(q4, 64, box), _descriptor(k4, c.block_n, box),
+                 _descriptor(transposed_v(v4), c.head_dim, c.block_n)]
+        descale = descale_table(descales, B, Hkv, q.device)
+    else:
+        descs = [_descriptor(q4, 64), _descriptor(k4, c.block_n), _descriptor(v4, c.block_n)]
+        descale = None
+    descs.append(_descriptor(o4, 64) if c.tma_store else None)
     num_m = -(-Sq // c.block_m)
     n_programs = _programs(q.device, programs)
     if varlen and order == "sorted":
@@ -644,13 +731,14 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     else:
         sched = _table_on(q.device, schedule, Sq, Sk, B * H, c.block_m, c.block_n, causal, n_programs, group_h,
                           (win_left, win_right))
-    _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
+    fp8_meta = {"FP8": True, "O_DTYPE": DTYPES[o_dtype], "DESCALE": descale is not None} if fp8 else {}
+    _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, descale, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
-            Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE=DTYPES[q.dtype], REGISTERS=c.registers,
+            Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE={**DTYPES, **FP8_DTYPES}[q.dtype], REGISTERS=c.registers,
             OVERLAP=c.overlap, PREFETCH=c.prefetch, O_TMA=c.tma_store, O_PARTS=c.o_parts,
             DIAG_SKIP=c.skips_diagonal(causal), PIN_SOFTMAX=c.pin_softmax, WIN_LEFT=win_left, WIN_RIGHT=win_right,
-            SOFTCAP=cap, num_warps=4)
+            SOFTCAP=cap, num_warps=4, **fp8_meta)
     return o, lse
 
 

@@ -55,6 +55,12 @@ generalized:
   new ``l_i`` (which needs every exponential of the block) right before the wait, into a
   never-read ``HALF_M``-float buffer per consumer, is a memory operation ptxas keeps before the
   wait: the 64 (64-key blocks: 32) ``MUFU.EX2`` of a block then run between the two waits;
+* ``FP8`` (``DTYPE`` e4m3 or e5m2; dense only): Q, K and Vᵀ in fp8, ``O`` in ``O_DTYPE``.  wgmma
+  reads an 8-bit B K-major only, so the host passes Vᵀ (``(B, Hkv, D, S)``) and each V slot holds a
+  ``[HEAD_DIM, BLOCK_N]`` box of it (``v_cols``); P goes to the tensor cores from registers as fp8
+  (the codegen's quad exchange into k32 fragments).  Q/K boxes are 128 columns (128-byte rows; 64
+  at D = 64).  ``DESCALE``: each item loads ``(q_descale * k_descale, v_descale)`` of its (batch,
+  kv head) from ``descale_ptr`` (float32 ``[B * Hkv, 2]``), scaling the scores and ``O``;
 * ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
   with the next item's first ``S = Q Kᵀ``; its output is stored after that item's first
   softmax, the program's last one after its loop (one issue round fewer per item).
@@ -122,6 +128,14 @@ def inverse_sum(l_i, WINDOW: tl.constexpr):
     if WINDOW:
         return tl.where(l_i > 0.0, 1.0 / l_i, 0.0)
     return 1.0 / l_i
+
+
+@jit
+def o_scale(l_i, v_scale, WINDOW: tl.constexpr, DESCALE: tl.constexpr):
+    """What the O accumulator's rows are multiplied by: ``inverse_sum``, times fp8's ``v_scale``."""
+    if DESCALE:
+        return inverse_sum(l_i, WINDOW) * v_scale
+    return inverse_sum(l_i, WINDOW)
 
 
 @jit
@@ -231,11 +245,30 @@ def store_o_staged(o_desc, o_buf, o_ptr, o, bz, h, q_row, row0, sq, stride_ob, s
 
 
 @jit
-def pv_halves(p, v_buf, acc, acc_hi, BLOCK_N: tl.constexpr, O_COLS: tl.constexpr):
+def v_cols(v_buf, COL0: tl.constexpr, COLS: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr):
+    """Columns ``COL0 ..`` (``COLS`` of them) of a V slot as the ``[BLOCK_N, COLS]`` B operand of
+    ``P V``: a slice of the ``[BLOCK_N, HEAD_DIM]`` slot, or (``FP8``: the slot holds Vᵀ,
+    ``[HEAD_DIM, BLOCK_N]``, because wgmma reads 8-bit B K-major only) the transposed view of
+    its rows ``COL0 ..``."""
+    if FP8:
+        return tlx.local_trans(tlx.local_slice(v_buf, [COL0, 0], [COLS, BLOCK_N]))
+    return tlx.local_slice(v_buf, [0, COL0], [BLOCK_N, COLS])
+
+
+@jit
+def pv(p, v_buf, acc, FP8: tl.constexpr):
+    """``O += P V`` on the whole V slot (a Vᵀ slot under ``FP8``: ``v_cols``)."""
+    if FP8:
+        return tlx.async_dot(p, tlx.local_trans(v_buf), acc)
+    return tlx.async_dot(p, v_buf, acc)
+
+
+@jit
+def pv_halves(p, v_buf, acc, acc_hi, BLOCK_N: tl.constexpr, O_COLS: tl.constexpr, FP8: tl.constexpr = False):
     """``O_PARTS == 2``: issue ``O += P V`` as two wgmma groups, one per ``O_COLS``-column half
     of ``V``, each into its own accumulator (``acc``: columns ``0 ..``, ``acc_hi``: the rest)."""
-    acc = tlx.async_dot(p, tlx.local_slice(v_buf, [0, 0], [BLOCK_N, O_COLS]), acc)
-    acc_hi = tlx.async_dot(p, tlx.local_slice(v_buf, [0, O_COLS], [BLOCK_N, O_COLS]), acc_hi)
+    acc = tlx.async_dot(p, v_cols(v_buf, 0, O_COLS, BLOCK_N, FP8), acc)
+    acc_hi = tlx.async_dot(p, v_cols(v_buf, O_COLS, O_COLS, BLOCK_N, FP8), acc_hi)
     return acc, acc_hi
 
 
@@ -248,7 +281,7 @@ def store_lse(lse_ptr, lse, bz, h, q_row, row0, sq, stride_lb, stride_lh, HALF_M
 
 
 @jit
-def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr,
+def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr, descale_ptr,
                     seq_q, seq_k, H, GROUP, NUM_M, qk_scale: tl.float32,
                     stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
                     sched_ptr, sched_stride,
@@ -257,7 +290,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     VARLEN: tl.constexpr, DTYPE: tl.constexpr, REGISTERS: tl.constexpr,
                     OVERLAP: tl.constexpr = False, PREFETCH: tl.constexpr = 0, O_TMA: tl.constexpr = False,
                     O_PARTS: tl.constexpr = 1, DIAG_SKIP: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
-                    WIN_LEFT: tl.constexpr = -1, WIN_RIGHT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0):
+                    WIN_LEFT: tl.constexpr = -1, WIN_RIGHT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0,
+                    FP8: tl.constexpr = False, O_DTYPE: tl.constexpr = None, DESCALE: tl.constexpr = False):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     WINDOW: tl.constexpr = WIN_LEFT >= 0 or WIN_RIGHT >= 0                  # a row may see no key (o = 0)
     O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
@@ -265,12 +299,18 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                      "O_PARTS = 2 (two O accumulators) is for the TMA-stored epilogue without OVERLAP")
     tl.static_assert(not DIAG_SKIP or (CAUSAL and not OVERLAP), "DIAG_SKIP is for causal items without OVERLAP")
     CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
-    BOXES: tl.constexpr = HEAD_DIM // D_BOX
+    ELEM: tl.constexpr = 1 if FP8 else 2                                    # bytes of an input element
+    IN_BOX: tl.constexpr = (128 if HEAD_DIM >= 128 else 64) if FP8 else D_BOX    # Q/K box: <= 128-byte rows
+    BOXES: tl.constexpr = HEAD_DIM // IN_BOX
+    OUT: tl.constexpr = DTYPE if O_DTYPE is None else O_DTYPE               # O's element type
     q_smem = tlx.local_alloc((HALF_M, HEAD_DIM), DTYPE, Q_BUFS * CONSUMERS)  # [CONSUMERS * q buffer + consumer]
     k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
-    v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
+    if FP8:     # Vᵀ slots (wgmma reads an 8-bit B K-major only; the host passes Vᵀ)
+        v_smem = tlx.local_alloc((HEAD_DIM, BLOCK_N), DTYPE, NUM_STAGES)
+    else:
+        v_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, NUM_STAGES)
     if O_TMA:
-        o_smem = tlx.local_alloc((HALF_M, O_COLS), DTYPE, CONSUMERS)        # each consumer's O staging tile
+        o_smem = tlx.local_alloc((HALF_M, O_COLS), OUT, CONSUMERS)          # each consumer's O staging tile
     if PIN_SOFTMAX:
         pin_smem = tlx.local_alloc((HALF_M,), tl.float32, CONSUMERS)        # each consumer's l_i, never read
     q_full = tlx.alloc_barriers(Q_BUFS * CONSUMERS, arrive_count=1)         # [CONSUMERS * q buffer + consumer]:
@@ -305,25 +345,29 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     qb, q_phase = tlx.get_bufidx_phase(qi, Q_BUFS)          # this item's Q buffer
                     for c in tl.static_range(CONSUMERS):    # consumer c's rows, once it (not all) is done
                         tlx.barrier_wait(q_empty[qb * CONSUMERS + c], q_phase ^ 1)
-                        tlx.barrier_expect_bytes(q_full[qb * CONSUMERS + c], HALF_M * HEAD_DIM * 2)
+                        tlx.barrier_expect_bytes(q_full[qb * CONSUMERS + c], HALF_M * HEAD_DIM * ELEM)
                         for d in tl.static_range(BOXES):
-                            q_box = tlx.local_slice(q_smem[qb * CONSUMERS + c], [0, d * D_BOX], [HALF_M, D_BOX])
-                            tlx.async_descriptor_load(q_desc, q_box, [bz, h, q_row + start_m + c * HALF_M, d * D_BOX],
+                            q_box = tlx.local_slice(q_smem[qb * CONSUMERS + c], [0, d * IN_BOX], [HALF_M, IN_BOX])
+                            tlx.async_descriptor_load(q_desc, q_box, [bz, h, q_row + start_m + c * HALF_M, d * IN_BOX],
                                                       q_full[qb * CONSUMERS + c])
                     for j in range(n_blocks):
                         slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
                         tlx.barrier_wait(k_empty[slot], phase ^ 1)
-                        tlx.barrier_expect_bytes(k_full[slot], BLOCK_N * HEAD_DIM * 2)
+                        tlx.barrier_expect_bytes(k_full[slot], BLOCK_N * HEAD_DIM * ELEM)
                         for d in tl.static_range(BOXES):
-                            k_box = tlx.local_slice(k_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
-                            tlx.async_descriptor_load(k_desc, k_box, [bz, hk, k_row + j * BLOCK_N, d * D_BOX],
+                            k_box = tlx.local_slice(k_smem[slot], [0, d * IN_BOX], [BLOCK_N, IN_BOX])
+                            tlx.async_descriptor_load(k_desc, k_box, [bz, hk, k_row + j * BLOCK_N, d * IN_BOX],
                                                       k_full[slot])
                         tlx.barrier_wait(v_empty[slot], phase ^ 1)
-                        tlx.barrier_expect_bytes(v_full[slot], BLOCK_N * HEAD_DIM * 2)
-                        for d in tl.static_range(BOXES):
-                            v_box = tlx.local_slice(v_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
-                            tlx.async_descriptor_load(v_desc, v_box, [bz, hk, k_row + j * BLOCK_N, d * D_BOX],
+                        tlx.barrier_expect_bytes(v_full[slot], BLOCK_N * HEAD_DIM * ELEM)
+                        if FP8:     # one [HEAD_DIM, BLOCK_N] box of Vᵀ (B, Hkv, D, S): keys along its rows
+                            tlx.async_descriptor_load(v_desc, v_smem[slot], [bz, hk, 0, k_row + j * BLOCK_N],
                                                       v_full[slot])
+                        else:
+                            for d in tl.static_range(BOXES):
+                                v_box = tlx.local_slice(v_smem[slot], [0, d * D_BOX], [BLOCK_N, D_BOX])
+                                tlx.async_descriptor_load(v_desc, v_box, [bz, hk, k_row + j * BLOCK_N, d * D_BOX],
+                                                          v_full[slot])
                     kv += n_blocks
                     qi += 1
         with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=CONSUMERS):  # softmax/wgmma consumers
@@ -362,6 +406,15 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN, WIN_LEFT,
                     WIN_RIGHT)
                 row0 = start_m + cid * HALF_M                               # my first row in the sequence
+                qk_i = qk
+                cap_i = cap_in
+                v_scale = 1.0
+                if DESCALE:     # fp8: (q_descale * k_descale, v_descale) of (batch, kv head)
+                    ds = descale_ptr + (bz * (H // GROUP) + hk) * 2
+                    cap_i = cap_in * tl.load(ds)
+                    if SOFTCAP == 0:
+                        qk_i = cap_i
+                    v_scale = tl.load(ds + 1)
                 if DIAG_SKIP:       # my rows' key blocks: those up to my own last row's diagonal
                     my_blocks = tl.cdiv(tl.minimum(sk, row0 + HALF_M), BLOCK_N)
                     if WIN_LEFT >= 0:
@@ -380,17 +433,17 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     tlx.named_barrier_wait(turn, 256)                      # my turn on the tensor cores
                     s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
                     if OVERLAP:     # (on a program's first item a product of zeros, never stored)
-                        acc_prev = tlx.async_dot(p_prev, v_smem[pv_slot], acc_prev)
+                        acc_prev = pv(p_prev, v_smem[pv_slot], acc_prev, FP8)
                     tlx.named_barrier_arrive(next_turn, 256)               # the next consumer's turn
                     if OVERLAP:
                         s = tlx.async_dot_wait(1, s)                        # the previous P V may run on
                     else:
                         s = tlx.async_dot_wait(0, s)
                     tlx.barrier_arrive(k_empty[slot])
-                    s = capped_scores(s, cap_in, SOFTCAP)
+                    s = capped_scores(s, cap_i, SOFTCAP)
                     s = masked_scores(s, kb0, row0, sk, BLOCK_N, HALF_M, CAUSAL, WIN_LEFT, WIN_RIGHT)
-                    m_i = tl.max(s, 1) * qk
-                    p = tl.exp2(s * qk - finite_max(m_i, WINDOW)[:, None])
+                    m_i = tl.max(s, 1) * qk_i
+                    p = tl.exp2(s * qk_i - finite_max(m_i, WINDOW)[:, None])
                     l_i = tl.sum(p, 1)
                     if OVERLAP:
                         if PIN_SOFTMAX:     # (as in the key loop) the softmax stays above the wait below
@@ -399,11 +452,11 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         if pending:
                             tlx.barrier_arrive(v_empty[pv_slot])
                             if O_TMA:
-                                store_o_staged(o_desc, o_smem[cid], o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE),
+                                store_o_staged(o_desc, o_smem[cid], o_ptr, (acc_prev * inv_l_prev[:, None]).to(OUT),
                                                bz_p, h_p, q_row_p, row0_p, sq_p, stride_ob, stride_oh, stride_os,
                                                D_REAL, HEAD_DIM, HALF_M, VARLEN)
                             else:
-                                store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p, q_row_p,
+                                store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(OUT), bz_p, h_p, q_row_p,
                                         row0_p, sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
                     acc = tl.zeros((HALF_M, O_COLS), dtype=tl.float32)
                     if O_PARTS == 2:
@@ -418,21 +471,21 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         tlx.named_barrier_wait(turn, 256)
                         s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
                         if O_PARTS == 2:
-                            acc, acc_hi = pv_halves(p.to(DTYPE), v_smem[prev], acc, acc_hi, BLOCK_N, O_COLS)
+                            acc, acc_hi = pv_halves(p.to(DTYPE), v_smem[prev], acc, acc_hi, BLOCK_N, O_COLS, FP8)
                         else:
-                            acc = tlx.async_dot(p.to(DTYPE), v_smem[prev], acc)
+                            acc = pv(p.to(DTYPE), v_smem[prev], acc, FP8)
                         tlx.named_barrier_arrive(next_turn, 256)
                         s = tlx.async_dot_wait(O_PARTS, s)                  # S_j is done, P V may run on
                         tlx.barrier_arrive(k_empty[slot])
-                        s = capped_scores(s, cap_in, SOFTCAP)
+                        s = capped_scores(s, cap_i, SOFTCAP)
                         jb = j                                              # the key block in the sequence
                         if WIN_LEFT >= 0:
                             jb = kb0 + j
                         s = masked_scores(s, jb, row0, sk, BLOCK_N, HALF_M, CAUSAL, WIN_LEFT, WIN_RIGHT)
-                        m_new = tl.maximum(m_i, tl.max(s, 1) * qk)
+                        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_i)
                         m_use = finite_max(m_new, WINDOW)
                         alpha = tl.exp2(m_i - m_use)
-                        p = tl.exp2(s * qk - m_use[:, None])
+                        p = tl.exp2(s * qk_i - m_use[:, None])
                         l_i = l_i * alpha + tl.sum(p, 1)
                         m_i = m_new
                         if PIN_SOFTMAX:     # a shared store of l_i holds the softmax above the wait below
@@ -450,7 +503,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                                   stride_lh, HALF_M)
                         acc_prev = acc
                         p_prev = p.to(DTYPE)
-                        inv_l_prev = inverse_sum(l_i, WINDOW)
+                        inv_l_prev = o_scale(l_i, v_scale, WINDOW, DESCALE)
                         pv_slot = last
                         pv_phase = last_phase
                         bz_p = bz
@@ -463,9 +516,9 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         tlx.barrier_wait(v_full[last], last_phase)
                         tlx.named_barrier_wait(turn, 256)
                         if O_PARTS == 2:
-                            acc, acc_hi = pv_halves(p.to(DTYPE), v_smem[last], acc, acc_hi, BLOCK_N, O_COLS)
+                            acc, acc_hi = pv_halves(p.to(DTYPE), v_smem[last], acc, acc_hi, BLOCK_N, O_COLS, FP8)
                         else:
-                            acc = tlx.async_dot(p.to(DTYPE), v_smem[last], acc)
+                            acc = pv(p.to(DTYPE), v_smem[last], acc, FP8)
                         tlx.named_barrier_arrive(next_turn, 256)
                         acc = tlx.async_dot_wait(0, acc)
                         if O_PARTS == 2:
@@ -481,26 +534,26 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                                 tlx.barrier_wait(v_full[slot], phase)
                                 tlx.barrier_arrive(v_empty[slot])
                         if O_TMA:
-                            inv_l = inverse_sum(l_i, WINDOW)
+                            inv_l = o_scale(l_i, v_scale, WINDOW, DESCALE)
                             if O_PARTS == 2:          # (dense only) the buffer twice, a half at a time
-                                store_o_tma(o_desc, o_smem[cid], (acc * inv_l[:, None]).to(DTYPE), bz, h, q_row + row0,
+                                store_o_tma(o_desc, o_smem[cid], (acc * inv_l[:, None]).to(OUT), bz, h, q_row + row0,
                                             0, O_COLS, D_REAL, HALF_M)
-                                store_o_tma(o_desc, o_smem[cid], (acc_hi * inv_l[:, None]).to(DTYPE), bz, h,
+                                store_o_tma(o_desc, o_smem[cid], (acc_hi * inv_l[:, None]).to(OUT), bz, h,
                                             q_row + row0, O_COLS, O_COLS, D_REAL, HALF_M)
                             else:
-                                store_o_staged(o_desc, o_smem[cid], o_ptr, (acc * inv_l[:, None]).to(DTYPE), bz, h,
+                                store_o_staged(o_desc, o_smem[cid], o_ptr, (acc * inv_l[:, None]).to(OUT), bz, h,
                                                q_row, row0, sq, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM,
                                                HALF_M, VARLEN)
                         else:
-                            store_o(o_ptr, (acc * inverse_sum(l_i, WINDOW)[:, None]).to(DTYPE), bz, h, q_row, row0, sq,
-                                    stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
+                            store_o(o_ptr, (acc * o_scale(l_i, v_scale, WINDOW, DESCALE)[:, None]).to(OUT), bz, h,
+                                    q_row, row0, sq, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
                         store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
                                   stride_lh, HALF_M)
                     kv += n_blocks
                     qi += 1
                 elif VARLEN or WINDOW:
                     if start_m < sq:                                        # rows, but no keys: O = 0, lse = -inf
-                        store_o(o_ptr, tl.zeros((HALF_M, HEAD_DIM), dtype=DTYPE), bz, h, q_row, row0, sq, stride_ob,
+                        store_o(o_ptr, tl.zeros((HALF_M, HEAD_DIM), dtype=OUT), bz, h, q_row, row0, sq, stride_ob,
                                 stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
                         store_lse(lse_ptr, tl.full((HALF_M,), float("-inf"), tl.float32), bz, h, q_row, row0, sq,
                                   stride_lb, stride_lh, HALF_M)
@@ -508,16 +561,16 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                 if pending:                                                 # the last item's last P V
                     tlx.barrier_wait(v_full[pv_slot], pv_phase)
                     tlx.named_barrier_wait(turn, 256)
-                    acc_prev = tlx.async_dot(p_prev, v_smem[pv_slot], acc_prev)
+                    acc_prev = pv(p_prev, v_smem[pv_slot], acc_prev, FP8)
                     tlx.named_barrier_arrive(next_turn, 256)
                     acc_prev = tlx.async_dot_wait(0, acc_prev)
                     tlx.barrier_arrive(v_empty[pv_slot])
                     if O_TMA:
-                        store_o_staged(o_desc, o_smem[cid], o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p,
+                        store_o_staged(o_desc, o_smem[cid], o_ptr, (acc_prev * inv_l_prev[:, None]).to(OUT), bz_p,
                                        h_p, q_row_p, row0_p, sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM,
                                        HALF_M, VARLEN)
                     else:
-                        store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(DTYPE), bz_p, h_p, q_row_p, row0_p,
+                        store_o(o_ptr, (acc_prev * inv_l_prev[:, None]).to(OUT), bz_p, h_p, q_row_p, row0_p,
                                 sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
             if O_TMA:
                 tlx.async_descriptor_store_wait(0)                          # before shared memory goes away

@@ -1,0 +1,96 @@
+"""The fp8 attention forward (``tlxc.ops.attention`` with float8 q, k, v) on the interpreter against
+float64 math on the dequantized inputs: e4m3 and e5m2, every tile width, causal or not, GQA, Sq != Sk
+and lengths off the blocks, descales as numbers and as flash-attn 3's (batch, kv heads) tensors,
+windows and softcapping, BSHD inputs; and the argument rules."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+from attention_checks import check_fp8_attention, fp8_inputs, poison_fresh_tensors
+
+import tlxc.ops
+
+A = importlib.import_module("tlxc.ops.attention")
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+
+
+@pytest.mark.parametrize("dtype", [E4M3, E5M2], ids=["e4m3", "e5m2"])
+@pytest.mark.parametrize("D,causal,Sq,Sk", [(64, True, 150, 150), (128, False, 70, 200), (96, True, 130, 90)])
+def test_forward_matches_float64(D, causal, Sq, Sk, dtype, monkeypatch):
+    poison_fresh_tensors(monkeypatch)
+    q, k, v = fp8_inputs((1, 4, Sq, D), (1, 2, Sk, D), dtype)
+    o, lse = A.attention_forward(q, k, v, causal=causal)
+    assert o.dtype == torch.bfloat16 and o.shape == q.shape
+    check_fp8_attention(o, lse, q, k, v, causal=causal)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("D", [192, 256])
+def test_256_wide_tiles(D, monkeypatch):
+    poison_fresh_tensors(monkeypatch)
+    q, k, v = fp8_inputs((1, 2, 100, D), (1, 1, 140, D), E4M3, seed=1)
+    o, lse = A.attention_forward(q, k, v, causal=True, out_dtype=torch.float16)
+    assert o.dtype == torch.float16
+    check_fp8_attention(o, lse, q, k, v, causal=True)
+
+
+def test_descales_per_tensor_and_per_head(monkeypatch):
+    poison_fresh_tensors(monkeypatch)
+    q, k, v = fp8_inputs((2, 4, 90, 64), (2, 2, 90, 64), E4M3, seed=2)
+    dq = torch.tensor([[0.5, 2.0], [1.0, 0.25]])
+    o, lse = A.attention_forward(q, k, v, q_descale=dq, k_descale=1.5, v_descale=torch.tensor([3.0]))
+    check_fp8_attention(o, lse, q, k, v, descales=(dq, 1.5, 3.0))
+
+
+def test_window_softcap_and_bshd_input(monkeypatch):
+    poison_fresh_tensors(monkeypatch)
+    q, k, v = fp8_inputs((1, 160, 4, 64), (1, 160, 2, 64), E4M3, seed=3)
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))        # BSHD memory, read in place
+    o, lse = A.attention_forward(q, k, v, window=(40, 20), softcap=20.0, q_descale=0.5)
+    assert o.stride(1) < o.stride(2), "o keeps q's BSHD memory layout"
+    check_fp8_attention(o, lse, q, k, v, descales=(0.5, 1.0, 1.0), window=(40, 20), softcap=20.0)
+
+
+def test_the_op_takes_numbers_and_returns_bf16(monkeypatch):
+    poison_fresh_tensors(monkeypatch)
+    q, k, v = fp8_inputs((1, 2, 70, 64), (1, 1, 70, 64), E5M2, seed=4)
+    o, lse = tlxc.ops.attention(q, k, v, causal=True, k_descale=2.0, return_lse=True)
+    check_fp8_attention(o, lse, q, k, v, descales=(1.0, 2.0, 1.0), causal=True)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"q_descale": 0.0}, "'q_descale' must be a positive finite number"),
+    ({"v_descale": torch.ones(2, dtype=torch.int32)}, "'v_descale' must be a float tensor"),
+    ({"k_descale": torch.ones(3, 2)}, r"'k_descale' has shape \(3, 2\); per-head descales are \(batch, kv heads\) = \(1, 1\)"),
+    ({"out_dtype": torch.float32}, "'out_dtype' of an fp8 attention must be"),
+])
+def test_bad_fp8_arguments_are_named(kwargs, message):
+    q, k, v = fp8_inputs((1, 2, 64, 64), (1, 1, 64, 64), E4M3)
+    with pytest.raises(ValueError, match=message):
+        A.attention_forward(q, k, v, **kwargs)
+
+
+def test_fp8_rules():
+    q, k, v = fp8_inputs((1, 2, 64, 64), (1, 1, 64, 64), E4M3)
+    with pytest.raises(ValueError, match="'k' must have q's dtype"):
+        A.attention_forward(q, k.to(E5M2), v)
+    with pytest.raises(ValueError, match="'q_descale' scales fp8 inputs; q is torch.bfloat16"):
+        A.attention_forward(q.bfloat16(), k.bfloat16(), v.bfloat16(), q_descale=2.0)
+    with pytest.raises(ValueError, match="'out_dtype' is for fp8 inputs"):
+        tlxc.ops.attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), out_dtype=torch.float16)
+    cu = torch.tensor([0, 64], dtype=torch.int32)
+    with pytest.raises(ValueError, match="varlen fp8 is not supported yet"):
+        tlxc.ops.attention(q[0].transpose(0, 1), k[0].transpose(0, 1), v[0].transpose(0, 1), cu_seqlens_q=cu,
+                           cu_seqlens_k=cu)
+    with pytest.raises(ValueError, match="prefetch is not supported with fp8"):
+        A.attention_forward(q, k, v, config=A.AttnConfig(64, 128, 128, 2, 2, prefetch=1))
+
+
+def test_the_fake_gives_bf16_o_and_the_inputs_layout():
+    from tlxc.ops.attention_op import _attention_fp8_fake
+    q, k, v = fp8_inputs((2, 8, 32, 64), (2, 8, 32, 64), E4M3)
+    q = q.transpose(1, 2).contiguous().transpose(1, 2)
+    o, lse = _attention_fp8_fake(q, k, v, False, None, -1, -1, 0.0, None, None, None, torch.float16)
+    assert o.dtype == torch.float16 and o.stride(1) < o.stride(2) and lse.shape == (2, 8, 32)
