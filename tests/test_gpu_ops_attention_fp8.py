@@ -37,3 +37,10 @@ def test_descales_window_softcap_bshd(D, monkeypatch):
     o, lse = tlxc.ops.attention(q, k, v, causal=True, window=(300, 0), softcap=30.0, q_descale=dq, k_descale=0.5,
                                 v_descale=torch.tensor(2.0, device="cuda"), return_lse=True)
     check_fp8_attention(o, lse, q, k, v, descales=(dq, 0.5, 2.0), causal=True, window=(300, 0), softcap=30.0)
+
+
+def test_transposed_v_on_the_gpu():
+    v = torch.randn(3, 1000, 4, 192, device="cuda").to(E4M3).transpose(1, 2)
+    vt = A.transposed_v(v)
+    assert vt.shape == (3, 4, 192, 1000) and vt.stride(2) == 1008
+    assert torch.equal(vt.view(torch.uint8), v.transpose(-1, -2).view(torch.uint8))

@@ -94,3 +94,14 @@ def test_the_fake_gives_bf16_o_and_the_inputs_layout():
     q = q.transpose(1, 2).contiguous().transpose(1, 2)
     o, lse = _attention_fp8_fake(q, k, v, False, None, -1, -1, 0.0, None, None, None, torch.float16)
     assert o.dtype == torch.float16 and o.stride(1) < o.stride(2) and lse.shape == (2, 8, 32)
+
+
+@pytest.mark.parametrize("dtype", [E4M3, torch.bfloat16], ids=["e4m3", "bf16"])
+def test_transpose_kernel_on_the_interpreter(dtype):
+    from tlxc.ops.kernels.transpose import transpose_last2_kernel
+    v = torch.randn(2, 130, 3, 96).to(dtype).transpose(1, 2)       # [B, H, S, D] over BSHD memory
+    vt = torch.full((2, 3, 96, 144), float("nan"), dtype=dtype)[..., :130]
+    tlxc.interpret(transpose_last2_kernel, (3, 2, 6), (v, vt, 130, 96, 3, *v.stride()[:3], *vt.stride()[:3]),
+                   {"BLOCK_S": 64, "BLOCK_D": 64})
+    assert torch.equal(vt.view(torch.uint8) if dtype == E4M3 else vt, (v.transpose(-1, -2).view(torch.uint8)
+                       if dtype == E4M3 else v.transpose(-1, -2)))

@@ -17,12 +17,13 @@ FP8 = {"e4m3": (torch.float8_e4m3fn, tl.float8e4nv), "e5m2": (torch.float8_e5m2,
 
 
 @tlxc.kernel
-def scores_times_b(x_ptr, y_ptr, b_ptr, out_ptr, scale,
+def scores_times_b(x_ptr, y_ptr, b_ptr, out_ptr, scale, p_ptr,
                    M: tl.constexpr, D: tl.constexpr, K: tl.constexpr, N: tl.constexpr,
-                   P_TYPE: tl.constexpr, B_TYPE: tl.constexpr):
+                   P_TYPE: tl.constexpr, B_TYPE: tl.constexpr, P_LOADED: tl.constexpr = False):
     """out[M, N] = fp8(scale * x y^T) @ b^T: x [M, D], y [K, D] bf16 (S = x y^T on the tensor
     cores, x from registers: the emulation runs register-A wgmma only), b [N, K] fp8 (K-major, as
-    wgmma wants an 8-bit B); P = fp8(scale * S) from registers."""
+    wgmma wants an 8-bit B); P = fp8(scale * S) from registers (``P_LOADED``: P read from ``p_ptr``
+    instead, fp8 values that are not a cast of float32 ones)."""
     ys = tlx.local_alloc((K, D), tl.bfloat16, 1)
     bs = tlx.local_alloc((N, K), B_TYPE, 1)
     rm = tl.arange(0, M)
@@ -35,7 +36,10 @@ def scores_times_b(x_ptr, y_ptr, b_ptr, out_ptr, scale,
     tlx.fence("async_shared")
     s = tlx.async_dot(x, tlx.local_trans(ys[0]), tl.zeros((M, K), dtype=tl.float32), use_acc=False)
     s = tlx.async_dot_wait(0, s)
-    p = (s * scale).to(P_TYPE)
+    if P_LOADED:
+        p = tl.load(p_ptr + rm[:, None] * K + rk[None, :])
+    else:
+        p = (s * scale).to(P_TYPE)
     acc = tlx.async_dot(p, tlx.local_trans(bs[0]), tl.zeros((M, N), dtype=tl.float32))
     acc = tlx.async_dot_wait(0, acc)
     tl.store(out_ptr + rm[:, None] * N + rn[None, :], acc)
@@ -51,7 +55,7 @@ def _case(p_type="e4m3", b_type="e4m3", M=64, D=64, K=128, N=64, seed=0):
     p = (x.double() @ y.double().T * scale).float().to(FP8[p_type][0])
     ref = p.double() @ b.double().T                    # exact in float64; the tensor cores add in f32
     meta = {"M": M, "D": D, "K": K, "N": N, "P_TYPE": FP8[p_type][1], "B_TYPE": FP8[b_type][1]}
-    return (x, y, b, out, scale), meta, ref
+    return (x, y, b, out, scale, p), meta, ref
 
 
 def _close(out, ref):
@@ -84,8 +88,19 @@ def test_cuda_text_matches_float64_on_the_emulation(p_type, b_type, N):
     # (K = 128: 128-byte fp8 rows, the one swizzle the emulation reads)
     args, meta, ref = _case(p_type, b_type, K=128, N=N)
     handle = scores_times_b.warmup(*args, grid=(1,), num_warps=4, arch="sm_90a", **meta)
-    emu.build(handle.asm["cuda"]).run(dict(zip(("x_ptr", "y_ptr", "b_ptr", "out_ptr", "scale"), args)), grid=(1,),
-                                      threads=128)
+    emu.build(handle.asm["cuda"]).run(dict(zip(("x_ptr", "y_ptr", "b_ptr", "out_ptr", "scale", "p_ptr"), args)),
+                                      grid=(1,), threads=128)
+    _close(args[3], ref)
+
+
+@pytest.mark.skipif(not emu.available(), reason="no host C++ compiler")
+def test_loaded_fp8_a_on_the_emulation():
+    """An fp8 A that is not a cast of float32 values: its bytes are packed into the source words."""
+    args, meta, ref = _case("e4m3", "e4m3", K=128, N=64, seed=7)
+    handle = scores_times_b.warmup(*args, grid=(1,), num_warps=4, arch="sm_90a", P_LOADED=True, **meta)
+    assert "satfinite_e4m3x4" not in handle.asm["cuda"]
+    emu.build(handle.asm["cuda"]).run(dict(zip(("x_ptr", "y_ptr", "b_ptr", "out_ptr", "scale", "p_ptr"), args)),
+                                      grid=(1,), threads=128)
     _close(args[3], ref)
 
 

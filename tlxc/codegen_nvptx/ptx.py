@@ -89,6 +89,22 @@ def cvt_e5m2_from_f32():
 }}"""
 
 
+def _cvt_fp8x4_from_f32(kind: str) -> str:
+    # four floats to four 8-bit codes, b0 in the lowest byte: two cvt of pairs (each puts its
+    # first operand in the upper byte)
+    return f"""
+{_INLINE} unsigned tlx_cvt_rn_satfinite_{kind}x4_f32(float b0, float b1, float b2, float b3) {{
+  unsigned short lo, hi;
+  asm("cvt.rn.satfinite.{kind}x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(b1), "f"(b0));
+  asm("cvt.rn.satfinite.{kind}x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(b3), "f"(b2));
+  return (unsigned)lo | ((unsigned)hi << 16);
+}}"""
+
+
+for _kind in ("e4m3", "e5m2"):
+    define(f"tlx_cvt_rn_satfinite_{_kind}x4_f32", _cvt_fp8x4_from_f32(_kind))
+
+
 @helper("tlx_cvt_f16x2_e4m3x2")
 def cvt_f16x2_e4m3x2():
     return f"""

@@ -367,7 +367,7 @@ def _pinned(lw, halves: list[tuple[str, str]], fresh: bool = False) -> list[str]
     before one fence fixed that but kept 32 more registers live across the MMAs (spills in
     the pipelined attention tutorials); a fence per MMA after its own four registers does
     neither."""
-    if len(halves[0]) == 4:             # 8-bit elements: the source words of tlx_wgmma_a8_fragment
+    if isinstance(halves, A8Words):     # 8-bit elements: the source words of tlx_wgmma_a8_fragment
         return _exchanged_a8(lw, halves, fresh)
     name = lw.fresh("afrag")
     packed = [f"((unsigned)({lo}) & 0xFFFFu) | ((unsigned)({hi}) << 16)" for lo, hi in halves]
@@ -381,17 +381,19 @@ def _pinned(lw, halves: list[tuple[str, str]], fresh: bool = False) -> list[str]
     return [f"{name}[{i}]" for i in range(len(packed))]
 
 
-def _exchanged_a8(lw, words: list[tuple[str, ...]], fresh: bool) -> list[str]:
+class A8Words(tuple):
+    """The four source words (C expressions) of one 8-bit k32 fragment (``tlx_wgmma_a8_fragment``)."""
+
+
+def _exchanged_a8(lw, words: A8Words, fresh: bool) -> list[str]:
     """One k32 step's A registers of 8-bit elements: the four words of this thread's bytes in
-    the accumulator pattern (``_register_a_fragments``) exchanged within the quad by
+    the accumulator pattern (``_register_a8_words``) exchanged within the quad by
     ``tlx_wgmma_a8_fragment``, then pinned (the fence after them, as ``_pinned``).  ``fresh``
     (a loop-invariant A): the source words are rewritten by ``tlx_fresh_registers`` so that
     the exchange is not hoisted out of the loop (its results are then never loop-invariant
     registers; see ``_pinned``)."""
     src = lw.fresh("a8src")
-    packed = [" | ".join(f"((unsigned)({b}) << {8 * i})" if i else f"(unsigned)({b})" for i, b in enumerate(word))
-              for word in words]
-    lw.out.line(f"unsigned {src}[4] = {{{', '.join(packed)}}};")
+    lw.out.line(f"unsigned {src}[4] = {{{', '.join(words)}}};")
     if fresh:
         lw.target.use("tlx_fresh_registers")
         lw.out.line(f"tlx_fresh_registers<4>({src});")
@@ -416,7 +418,7 @@ def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
     fragments = {}
     name = lw.name(a)
     if a.type.element.bits == 8:
-        return _register_a8_words(a, k_steps, tile_rows, where, name)
+        return _register_a8_words(lw, a, k_steps, tile_rows, where)
     for row in tile_rows:
         for kk in range(k_steps):
             regs = []
@@ -430,13 +432,30 @@ def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
     return fragments
 
 
-def _register_a8_words(a, k_steps: int, tile_rows, where: dict, name: str) -> dict:
+def _register_a8_words(lw, a, k_steps: int, tile_rows, where: dict) -> dict:
     """8-bit register A (fp8, k32 steps): ``a`` has the same accumulator layout as a 16-bit A,
     which does not hold wgmma's 8-bit fragment (four consecutive K elements per register) in
     one thread.  Per (tile row, k step), the four source words of ``tlx_wgmma_a8_fragment``
     (the step's 16-column half h, its 8-column part m): this thread's elements (row, 8m + c),
     (row, 8m + c + 1), (row + 8, 8m + c), (row + 8, 8m + c + 1), c = 32 kk + 16 h + the
-    thread's own column offset (found at thread 0)."""
+    thread's own column offset (found at thread 0), lowest byte first.  When ``a`` is the cast
+    of float32 values (attention's ``p.to(fp8)``) the words are converted from those floats
+    directly, two elements per ``cvt`` (``tlx_cvt_rn_satfinite_<type>x4_f32``; the cast's own
+    one-element conversions are then dead code)."""
+    cast = a.owner if getattr(a.owner, "name", None) == "arith.cast" else None
+    source = cast.operands[0] if cast is not None else None
+    if source is not None and source.type.element.name == "f32" and source.type.layout == a.type.layout:
+        convert = f"tlx_cvt_rn_satfinite_{ptx.WGMMA_INPUTS[a.type.element.name][0]}x4_f32"
+        lw.target.use(convert)
+
+        def word(regs):
+            return f"{convert}({', '.join(lw.ref(source, r) for r in regs)})"
+    else:
+        name = lw.name(a)
+
+        def word(regs):
+            return " | ".join(f"((unsigned)({name}[{r}]) << {8 * i})" if i else f"(unsigned)({name}[{r}])"
+                              for i, r in enumerate(regs))
     fragments = {}
     for row in tile_rows:
         for kk in range(k_steps):
@@ -448,8 +467,8 @@ def _register_a8_words(a, k_steps: int, tile_rows, where: dict, name: str) -> di
                     if None in regs:
                         raise InternalCompilerError(f"wgmma register A: layout {a.type.layout} does not hold the "
                                                     f"8-bit fragment of rows {row}+, k step {kk}")
-                    words.append(tuple(f"{name}[{r}]" for r in (regs[0], regs[1], regs[2], regs[3])))
-            fragments[row, kk] = words
+                    words.append(word(regs))
+            fragments[row, kk] = A8Words(words)
     return fragments
 
 

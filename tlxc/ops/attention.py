@@ -39,6 +39,7 @@ from ..descriptors import TensorDescriptor
 from .compile_only import CompileOnly
 from .kernels.attention_fwd import D_BOX, LOG2E, attn_fwd_kernel
 from .kernels.attention_schedule import varlen_check_kernel, varlen_rank_kernel, varlen_table_kernel
+from .kernels.transpose import transpose_last2_kernel
 
 DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 FP8_DTYPES = {torch.float8_e4m3fn: tl.float8e4nv, torch.float8_e5m2: tl.float8e5}   # the forward only
@@ -586,14 +587,23 @@ def descale_table(descales: tuple, B: int, Hkv: int, device) -> torch.Tensor | N
     return torch.stack((parts[0] * parts[1], parts[2]), dim=-1).reshape(B * Hkv, 2).contiguous()
 
 
+TRANSPOSE_TILE = 64      # transpose_last2_kernel's tile (S and D)
+
+
 def transposed_v(v: torch.Tensor) -> torch.Tensor:
     """fp8 ``v`` ``[B, Hkv, S, D]`` as Vᵀ ``[B, Hkv, D, S]`` for the kernel's TMA boxes: rows of
     ``S`` padded to 16 bytes in memory (TMA's stride rule) but not in the view (the boxes past
-    ``S`` read zeros).  One copy of V per call: wgmma reads an 8-bit B K-major only."""
+    ``S`` read zeros).  One copy of V per call: wgmma reads an 8-bit B K-major only.  On the GPU
+    by ``kernels/transpose.py`` (torch's copy of the transposed view: ~0.17 TB/s); elsewhere
+    (the interpreter) by torch."""
     B, Hkv, S, D = v.shape
-    vt = torch.empty((B, Hkv, D, -(-S // 16) * 16), dtype=v.dtype, device=v.device)
-    vt = vt[..., :S]
-    vt.copy_(v.transpose(-1, -2))
+    vt = torch.empty((B, Hkv, D, -(-S // 16) * 16), dtype=v.dtype, device=v.device)[..., :S]
+    if v.device.type != "cuda" or _COMPILE_ONLY.active or v.stride(-1) != 1:
+        vt.copy_(v.transpose(-1, -2))
+        return vt
+    grid = (-(-S // TRANSPOSE_TILE), -(-D // TRANSPOSE_TILE), B * Hkv)
+    transpose_last2_kernel[grid](v, vt, S, D, Hkv, v.stride(0), v.stride(1), v.stride(2), vt.stride(0), vt.stride(1),
+                                 vt.stride(2), BLOCK_S=TRANSPOSE_TILE, BLOCK_D=TRANSPOSE_TILE, num_warps=4)
     return vt
 
 

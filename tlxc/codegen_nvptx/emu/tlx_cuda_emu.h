@@ -434,6 +434,14 @@ static inline unsigned char fp8_from_f32(float x, int e5m2) {
 static inline unsigned char tlx_cvt_rn_satfinite_e4m3_f32(float x) { return cuemu::fp8_from_f32(x, 0); }
 static inline unsigned char tlx_cvt_rn_satfinite_e5m2_f32(float x) { return cuemu::fp8_from_f32(x, 1); }
 static inline float tlx_e4m3_to_f32(unsigned char x) { return cuemu::fp8f(x, 0); }
+static inline unsigned tlx_cvt_rn_satfinite_e4m3x4_f32(float b0, float b1, float b2, float b3) {
+  return cuemu::fp8_from_f32(b0, 0) | (cuemu::fp8_from_f32(b1, 0) << 8) | (cuemu::fp8_from_f32(b2, 0) << 16) |
+         ((unsigned)cuemu::fp8_from_f32(b3, 0) << 24);
+}
+static inline unsigned tlx_cvt_rn_satfinite_e5m2x4_f32(float b0, float b1, float b2, float b3) {
+  return cuemu::fp8_from_f32(b0, 1) | (cuemu::fp8_from_f32(b1, 1) << 8) | (cuemu::fp8_from_f32(b2, 1) << 16) |
+         ((unsigned)cuemu::fp8_from_f32(b3, 1) << 24);
+}
 
 namespace cuemu {
 // run kernel `body` on a grid of CTAs of `threads` threads

@@ -1,0 +1,26 @@
+"""``dst[b, h] = src[b, h]ᵀ``: the last two dimensions of a 4-D tensor transposed, tile by tile.
+
+The fp8 attention forward's Vᵀ (``tlxc/ops/attention.py: transposed_v``): wgmma reads an 8-bit B
+K-major only, so V ``[B, Hkv, S, D]`` is copied to ``[B, Hkv, D, S]``.  torch's copy of the
+transposed view moves one byte per thread and ran at ~0.17 TB/s on the H200; here a program
+loads a ``[BLOCK_S, BLOCK_D]`` tile along ``D`` (16-byte loads), ``tl.trans`` goes through shared
+memory (``infer-layouts``), and the ``[BLOCK_D, BLOCK_S]`` store runs along ``S``.  Program
+``(i, j, bh)``: tile ``i`` of S, ``j`` of D, ``bh = b * H + h``; rows and columns past the ends
+are masked.
+"""
+from ... import language as tl
+from ...runtime.jit import jit
+
+
+@jit
+def transpose_last2_kernel(src, dst, S, D, H, stride_sb, stride_sh, stride_ss, stride_db, stride_dh, stride_dd,
+                           BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    bh = tl.program_id(2)
+    b = bh // H
+    h = bh - b * H
+    rs = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
+    rd = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    src = src + b.to(tl.int64) * stride_sb + h.to(tl.int64) * stride_sh
+    dst = dst + b.to(tl.int64) * stride_db + h.to(tl.int64) * stride_dh
+    tile = tl.load(src + rs[:, None] * stride_ss + rd[None, :], mask=(rs[:, None] < S) & (rd[None, :] < D))
+    tl.store(dst + rd[:, None] * stride_dd + rs[None, :], tl.trans(tile), mask=(rd[:, None] < D) & (rs[None, :] < S))
