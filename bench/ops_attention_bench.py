@@ -300,6 +300,8 @@ def main() -> None:
                         help="also time the split kernel with this _variant bit mask (column tlxc_vN)")
     parser.add_argument("--no-ab", action="store_true",
                         help="do not time session 11's configuration (s11) nor TMA stores (tma)")
+    parser.add_argument("--exp-fma", default="",
+                        help="also time the default with exp_fma=k for these k (comma-separated; column fma<k>)")
     parser.add_argument("--pin", action="store_true",
                         help="also time the default with pin_softmax=True (column pin, < 1: pinned faster)")
     args = parser.parse_args()
@@ -317,6 +319,7 @@ def main() -> None:
         the default with TMA stores of O where it has pointer stores (S <= 1024, D <= 128)."""
         default = choose_config(D, causal, S)
         pin = [("pin", dataclasses.replace(default, pin_softmax=True))] if args.pin else []
+        pin += [(f"fma{k}", dataclasses.replace(default, exp_fma=k)) for k in ints(args.exp_fma) or ()]
         if args.pin and default.o_parts == 1:      # and with the last P V issued with the next item's first S
             pin.append(("pin_ov", dataclasses.replace(default, pin_softmax=True, overlap=True, diag_skip=False)))
         if args.no_ab:
@@ -334,7 +337,8 @@ def main() -> None:
              for order, tma in (("sorted", False), ("snake", False), ("sorted", True))]
     jobs += [("decode", *case, args.decode_variant) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
-             for B, H, Hkv, S, D, causal in cases for n, c in ab_configs(D, causal, S) if H == Hkv or n.startswith("pin")]
+             for B, H, Hkv, S, D, causal in cases for n, c in ab_configs(D, causal, S)
+             if H == Hkv or n.startswith(("pin", "fma"))]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -411,7 +415,8 @@ def main() -> None:
                 print(f"    example: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
         alternatives = []
         if "tlxc" in fns:
-            alternatives += [(n, c) for n, c in ab_configs(D, causal, S) if H == Hkv or n.startswith("pin")]  # s11/tma: MHA
+            alternatives += [(n, c) for n, c in ab_configs(D, causal, S)
+                             if H == Hkv or n.startswith(("pin", "fma"))]  # s11/tma: MHA
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)

@@ -4,7 +4,8 @@ medians, one process, kernel time.
 Columns: ``fp8`` (``attention_forward`` on float8_e4m3fn q, k, v with per-tensor descales: the call,
 including the copy of Vᵀ it makes), ``fp8_kernel`` (the same with Vᵀ already made: the attention
 kernel alone), ``bf16`` (tlxc on bf16 inputs), ``cudnn`` (SDPA's cuDNN backend, bf16; GQA by
-repeated k/v heads), and ``fa3`` when ``flash_attn_interface`` is installed (its fp8 forward).
+repeated k/v heads), ``fa3`` when ``flash_attn_interface`` is installed (its fp8 forward), and
+``fp8_fma<k>`` with ``--exp-fma k`` (the call with ``AttnConfig.exp_fma = k``).
 Each case is checked first against float32 math on the dequantized inputs (relative error < 6e-2:
 P is rounded to fp8), then timed in rounds (every implementation back to back per round).  The
 ratios ``baseline time / fp8 time`` and their geomeans come last.
@@ -14,6 +15,7 @@ ratios ``baseline time / fp8 time`` and their geomeans come last.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import math
 import os
@@ -26,7 +28,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 TOKENS = 16384
 
 
-def run_case(S, D, causal, rounds, H=16, Hkv=16):
+def run_case(S, D, causal, rounds, H=16, Hkv=16, exp_fma=()):
     """Check, then time one case: {name: median ms}, or None (wrong)."""
     import torch
     import torch.nn.functional as F
@@ -64,6 +66,10 @@ def run_case(S, D, causal, rounds, H=16, Hkv=16):
         "bf16": lambda: A.attention_forward(q16, k16, v16, causal=causal),
         "cudnn": cudnn,
     }
+    for k_fma in exp_fma:        # the default configuration with exp_fma = k (tlx.fast_exp2)
+        c = dataclasses.replace(A.choose_config(D, causal, S), exp_fma=k_fma)
+        fns[f"fp8_fma{k_fma}"] = lambda c=c: A.attention_forward(q, k, v, causal=causal, q_descale=scales[0],
+                                                                 k_descale=scales[1], v_descale=scales[2], config=c)
     try:
         import flash_attn_interface as fa3
         d3 = [s.reshape(1, 1).expand(B, Hkv).contiguous() for s in scales]
@@ -75,7 +81,7 @@ def run_case(S, D, causal, rounds, H=16, Hkv=16):
     sl = (slice(0, 1), slice(0, 2))
     deq = [t[sl].float() * s for t, s in zip((q, k, v), scales)]
     ref, _ = A.reference(*deq, causal=causal, dtype=torch.float32)
-    for name in ("fp8", "fp8_kernel"):
+    for name in [n for n in fns if n.startswith("fp8")]:
         o, _ = fns[name]()
         err = ((o[sl].float() - ref).norm() / ref.norm()).item()
         if not err < 6e-2:
@@ -97,6 +103,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--s", default="1024,4096,8192,16384", help="sequence lengths (comma-separated)")
     parser.add_argument("--d", default="64,128,256", help="head dims (comma-separated)")
+    parser.add_argument("--exp-fma", default="", help="also time exp_fma=k for these k (column fp8_fma<k>)")
     args = parser.parse_args()
     print(f"card: {torch.cuda.get_device_name()}, torch {torch.__version__}, fp8 e4m3 vs bf16, H = 16, "
           f"{TOKENS} tokens, kernel time")
@@ -104,7 +111,8 @@ def main() -> None:
     for D in (int(x) for x in args.d.split(",")):
         for S in (int(x) for x in args.s.split(",")):
             for causal in (False, True):
-                med = run_case(S, D, causal, args.rounds)
+                med = run_case(S, D, causal, args.rounds,
+                               exp_fma=tuple(int(x) for x in args.exp_fma.split(",") if x))
                 torch.cuda.empty_cache()
                 if med:
                     rows.append((S, D, causal, med))

@@ -551,6 +551,8 @@ CASES: dict[str, Case] = {
         f"out[threadIdx.x] = tlx_cvt_rn_satfinite_{t}x4_f32(__uint_as_float(in[0]), __uint_as_float(in[1]), "
         f"__uint_as_float(in[2]), __uint_as_float(in[3]));", (f"cvt.rn.satfinite.{t}x2.f32",), archs=("sm_90a",))
        for t in ("e4m3", "e5m2")},
+    "tlx_exp2_fma_f32": Case("out[0] = __float_as_uint(tlx_exp2_fma_f32(__uint_as_float(in[0])));",
+                             ("fma.rn.f32",), absent=("ex2.",)),
     "tlx_wgmma_a8_fragment": Case("unsigned a[4]; tlx_wgmma_a8_fragment(in[threadIdx.x], in[threadIdx.x + 1], "
                                   "in[threadIdx.x + 2], in[threadIdx.x + 3], a);\n"
                                   "  for (int k = 0; k < 4; ++k) out[4 * threadIdx.x + k] = a[k];",

@@ -212,8 +212,12 @@ def sqrt(lw, op):
 @lowering("math.exp2")
 def exp2(lw, op):
     (a,) = op.operands
+    every = op.attrs.get("fma_every")           # tlx.fast_exp2: every k-th register on the FMA pipe
     if elem(a.type).name == "f64":
         _result(lw, op, lambda i: f"exp2({lw.cref(a, i)})")
+    elif every and isinstance(op.results[0].type, TensorType) and hasattr(lw.target, "exp2_f32_fma"):
+        _result(lw, op, lambda i: f"(({i}) % {every} == {every - 1} ? {lw.target.exp2_f32_fma(lw.cref(a, i))} : "
+                                  f"{lw.target.exp2_f32(lw.cref(a, i))})")
     else:                                            # the target's approximate 2^x, as Triton
         _result(lw, op, lambda i: lw.target.exp2_f32(lw.cref(a, i)))
 

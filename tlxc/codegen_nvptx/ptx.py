@@ -105,6 +105,24 @@ for _kind in ("e4m3", "e5m2"):
     define(f"tlx_cvt_rn_satfinite_{_kind}x4_f32", _cvt_fp8x4_from_f32(_kind))
 
 
+@helper("tlx_exp2_fma_f32")
+def exp2_fma_f32():
+    # 2^x on the FMA/ALU pipes (tlx.fast_exp2's share, no MUFU): j = round(x) by the 1.5 * 2^23
+    # trick, f = x - j in [-0.5, 0.5], 2^f by a degree-3 polynomial (fitted here: relative error
+      # <= 7.5e-5), 2^j added to its exponent bits; x < -125 (where that would leave the normal
+    # range; -inf too) gives 0, as ex2.approx.ftz does below 2^-126, x >= 128 infinity.  Plain C:
+    # no PTX of its own (the CUDA emulation runs it as written).
+    return f"""
+{_INLINE} float tlx_exp2_fma_f32(float x) {{
+  const float t = x + 12582912.0f;
+  const int j = __float_as_int(t) - 0x4B400000;
+  const float f = x - (t - 12582912.0f);
+  const float p = fmaf(fmaf(fmaf(0.05517165363f, f, 0.24261115491f), f, 0.69326096773f), f, 0.99992805719f);
+  const float r = __int_as_float(__float_as_int(p) + (j << 23));
+  return x < -125.0f ? 0.0f : (x < 128.0f ? r : x + __int_as_float(0x7f800000));   // (NaN stays NaN)
+}}"""
+
+
 @helper("tlx_cvt_f16x2_e4m3x2")
 def cvt_f16x2_e4m3x2():
     return f"""

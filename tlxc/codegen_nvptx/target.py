@@ -84,6 +84,10 @@ class CudaTarget:
         """``tl.exp2`` of an f32 (or narrower) value: ``ex2.approx.ftz.f32``, as Triton."""
         return self.expr("tlx_ex2_approx_ftz_f32", expr)
 
+    def exp2_f32_fma(self, expr: str) -> str:
+        """``tlx.fast_exp2``'s share on the FMA pipe: ``tlx_exp2_fma_f32`` (a polynomial)."""
+        return self.expr("tlx_exp2_fma_f32", expr)
+
     def div_f32(self, x: str, y: str) -> str:
         """``x / y`` on f32 (or narrower) values: ``div.full.f32``, as Triton."""
         return self.expr("tlx_div_full_f32", x, y)

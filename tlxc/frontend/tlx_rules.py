@@ -1241,6 +1241,19 @@ def _tcgen05_commit(ctx, mBarrier, two_ctas=False):
     ctx.b.create("tlx.tcgen05_commit", [_barrier(mBarrier, "mBarrier").value], [], {"two_ctas": True} if pair else {})
 
 
+@rule("fast_exp2")
+def _fast_exp2(ctx, x, fma_every):
+    every = const_int(fma_every, "fma_every")
+    if every < 2:
+        raise SemanticError(f"'fma_every' must be at least 2 (every k-th register on the FMA pipe), got {every}",
+                            param="fma_every")
+    x = S.unary_float(ctx.b, "exp2", x)
+    if x.dtype.name != "f32":
+        raise SemanticError(f"tlx.fast_exp2 takes float32 values, got {x.dtype}", param="x")
+    x.value.owner.attrs["fma_every"] = every
+    return x
+
+
 @rule("async_dot_wait")
 def _async_dot_wait(ctx, pendings, inp):
     pendings = const_int(pendings, "pendings")

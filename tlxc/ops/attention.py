@@ -63,6 +63,7 @@ class AttnConfig:
     tma_store: bool = False  # O staged in shared memory and TMA-stored (dense only; default at S >= 512)
     diag_skip: bool = True   # causal, key blocks smaller than the item: each consumer stops at its own diagonal
     pin_softmax: bool = False  # a shared store of l_i before P V's wait: ptxas keeps the softmax ahead of it
+    exp_fma: int = 0      # k >= 2: every k-th exponential of a thread on the FMA pipe (tlx.fast_exp2); 0: none
 
     def skips_diagonal(self, causal: bool) -> bool:
         """Whether a causal launch lets each consumer stop at its own rows' diagonal: with key
@@ -703,6 +704,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     if c.o_parts == 2 and c.overlap:
         raise _fail("config overlap with tma_store at 256-wide tiles is not supported (the overlapped product "
                     "keeps one 256-column accumulator; the staged store needs two halves)")
+    if c.exp_fma < 0 or c.exp_fma == 1:
+        raise _fail(f"config exp_fma must be 0 (off) or at least 2, got {c.exp_fma}")
     if fp8 and c.prefetch:
         raise _fail("config prefetch is not supported with fp8 inputs")
     if c.tma_store and varlen and c.o_parts == 2:
@@ -742,6 +745,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
         sched = _table_on(q.device, schedule, Sq, Sk, B * H, c.block_m, c.block_n, causal, n_programs, group_h,
                           (win_left, win_right))
     fp8_meta = {"FP8": True, "O_DTYPE": DTYPES[o_dtype], "DESCALE": descale is not None} if fp8 else {}
+    if c.exp_fma:
+        fp8_meta["EXP_FMA"] = c.exp_fma
     _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, descale, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,

@@ -27,7 +27,7 @@ from ..ptx import HELPERS
 
 HEADER = Path(__file__).with_name("tlx_cuda_emu.h")
 # helpers the generator writes in plain CUDA C (no inline PTX): compiled on the host as they are
-PLAIN_C_HELPERS = ("tlx_wgmma_a8_fragment",)
+PLAIN_C_HELPERS = ("tlx_wgmma_a8_fragment", "tlx_exp2_fma_f32")
 _FLAGS = ("-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-fno-strict-aliasing")
 _SIGNATURE = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\((.*?)\) \{', re.S)
 _SCALARS = {"int": ctypes.c_int32, "unsigned": ctypes.c_uint32, "unsigned int": ctypes.c_uint32,

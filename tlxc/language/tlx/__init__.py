@@ -482,6 +482,16 @@ def subslice(tmem_buf, offset, size):
 
 
 @builtin
+def fast_exp2(x, fma_every):
+    """``2 ** x`` of float32 ``x`` (as ``tl.exp2``) with the work split between two pipes: in
+    each thread every ``fma_every``-th register (compile-time, >= 2) is computed by a degree-3
+    polynomial on the FMA pipe (round-to-nearest range reduction; relative error <= 7.5e-5,
+    results below 2^-125 are 0), the others by ``ex2.approx`` on the MUFU pipe -- for softmax
+    loops bound by the exponentials (flash-attention 4's trick).  NVIDIA targets; elsewhere,
+    and on the interpreter, ``tl.exp2``."""
+
+
+@builtin
 def async_dot_wait(pendings, inp):
     """Wait until at most ``pendings`` async_dot groups of this task are in
     flight; returns ``inp`` (reassign it: ``acc = tlx.async_dot_wait(0, acc)``)."""

@@ -61,6 +61,8 @@ generalized:
   (the codegen's quad exchange into k32 fragments).  Q/K boxes are 128 columns (128-byte rows; 64
   at D = 64).  ``DESCALE``: each item loads ``(q_descale * k_descale, v_descale)`` of its (batch,
   kv head) from ``descale_ptr`` (float32 ``[B * Hkv, 2]``), scaling the scores and ``O``;
+* ``EXP_FMA`` (opt-in, ``AttnConfig.exp_fma = k``): the softmax's exponentials with every k-th register
+  of a thread on the FMA pipe (``tlx.fast_exp2``), the rest on MUFU;
 * ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
   with the next item's first ``S = Q Kᵀ``; its output is stored after that item's first
   softmax, the program's last one after its loop (one issue round fewer per item).
@@ -128,6 +130,15 @@ def inverse_sum(l_i, WINDOW: tl.constexpr):
     if WINDOW:
         return tl.where(l_i > 0.0, 1.0 / l_i, 0.0)
     return 1.0 / l_i
+
+
+@jit
+def exp2_split(x, EXP_FMA: tl.constexpr):
+    """The softmax's ``2 ** x``: ``tl.exp2`` (MUFU), or with ``EXP_FMA = k`` every k-th register of
+    a thread on the FMA pipe (``tlx.fast_exp2``)."""
+    if EXP_FMA > 0:
+        return tlx.fast_exp2(x, EXP_FMA)
+    return tl.exp2(x)
 
 
 @jit
@@ -291,7 +302,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     OVERLAP: tl.constexpr = False, PREFETCH: tl.constexpr = 0, O_TMA: tl.constexpr = False,
                     O_PARTS: tl.constexpr = 1, DIAG_SKIP: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
                     WIN_LEFT: tl.constexpr = -1, WIN_RIGHT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0,
-                    FP8: tl.constexpr = False, O_DTYPE: tl.constexpr = None, DESCALE: tl.constexpr = False):
+                    FP8: tl.constexpr = False, O_DTYPE: tl.constexpr = None, DESCALE: tl.constexpr = False,
+                    EXP_FMA: tl.constexpr = 0):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     WINDOW: tl.constexpr = WIN_LEFT >= 0 or WIN_RIGHT >= 0                  # a row may see no key (o = 0)
     O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
@@ -443,7 +455,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     s = capped_scores(s, cap_i, SOFTCAP)
                     s = masked_scores(s, kb0, row0, sk, BLOCK_N, HALF_M, CAUSAL, WIN_LEFT, WIN_RIGHT)
                     m_i = tl.max(s, 1) * qk_i
-                    p = tl.exp2(s * qk_i - finite_max(m_i, WINDOW)[:, None])
+                    p = exp2_split(s * qk_i - finite_max(m_i, WINDOW)[:, None], EXP_FMA)
                     l_i = tl.sum(p, 1)
                     if OVERLAP:
                         if PIN_SOFTMAX:     # (as in the key loop) the softmax stays above the wait below
@@ -485,7 +497,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         m_new = tl.maximum(m_i, tl.max(s, 1) * qk_i)
                         m_use = finite_max(m_new, WINDOW)
                         alpha = tl.exp2(m_i - m_use)
-                        p = tl.exp2(s * qk_i - m_use[:, None])
+                        p = exp2_split(s * qk_i - m_use[:, None], EXP_FMA)
                         l_i = l_i * alpha + tl.sum(p, 1)
                         m_i = m_new
                         if PIN_SOFTMAX:     # a shared store of l_i holds the softmax above the wait below
