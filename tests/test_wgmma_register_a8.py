@@ -112,3 +112,47 @@ def test_gpu_matches_float64(p_type, b_type, K, N):
     args = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in args)
     scores_times_b[(1,)](*args, num_warps=4, **meta)
     _close(args[3].cpu(), ref)
+
+
+@tlxc.kernel
+def dot_p8_v(q_ptr, k_ptr, v_ptr, out_ptr, M: tl.constexpr, D: tl.constexpr, K: tl.constexpr,
+             P_TYPE: tl.constexpr):
+    """Triton's fp8 attention step in plain ``tl.dot``: ``S = q kᵀ`` (bf16), ``P = fp8(S)``,
+    ``out = P @ v`` with v [K, D] fp8 -- P from registers after ``register-a-operand``."""
+    rm = tl.arange(0, M)
+    rk = tl.arange(0, K)
+    rd = tl.arange(0, D)
+    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    kt = tl.load(k_ptr + rk[None, :] * D + rd[:, None])
+    s = tl.dot(q, kt)
+    p = (s * 0.125).to(P_TYPE)
+    v = tl.load(v_ptr + rk[:, None] * D + rd[None, :])
+    tl.store(out_ptr + rm[:, None] * D + rd[None, :], tl.dot(p, v))
+
+
+def _dot_case(p_type="e5m2", M=64, D=64, K=128, seed=0, device="cpu"):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(M, D, generator=gen).to(torch.bfloat16)
+    k = torch.randn(K, D, generator=gen).to(torch.bfloat16)
+    v = torch.randn(K, D, generator=gen).to(FP8[p_type][0])
+    p = (q.double() @ k.double().T * 0.125).float().to(FP8[p_type][0])
+    ref = p.double() @ v.double()
+    out = torch.full((M, D), float("nan"))
+    args = tuple(t.to(device) for t in (q, k, v, out))
+    return args, {"M": M, "D": D, "K": K, "P_TYPE": FP8[p_type][1]}, ref
+
+
+def test_tl_dot_takes_a_computed_fp8_a_from_registers():
+    args, meta, ref = _dot_case()
+    handle = dot_p8_v.warmup(*args, grid=(1,), num_warps=4, arch="sm_90a", **meta)
+    assert "tlx_wgmma_a8_fragment(" in handle.asm["cuda"] and "f8e5m2_rs(" in handle.asm["cuda"]
+    tlxc.interpret(dot_p8_v, (1,), args, meta)
+    _close(args[3], ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("p_type", ["e4m3", "e5m2"])
+def test_gpu_tl_dot_with_a_computed_fp8_a(p_type):
+    args, meta, ref = _dot_case(p_type, seed=4, device="cuda")
+    dot_p8_v[(1,)](*args, num_warps=4, **meta)
+    _close(args[3].cpu(), ref)

@@ -8,8 +8,9 @@ layout ``infer-layouts`` gives it, the operand layout of the accumulator's, is t
 accumulator layout of an MMA of the same rows, so ``p`` computed from one wgmma's result
 feeds the next one without a conversion).  This pass passes the stored value itself when
 the buffer is a one-slot ``lower-dot-to-wgmma`` A buffer read by that wgmma only, the value
-is 16-bit and not a load (a loaded A is better copied by cp.async), and the store sits in
-the wgmma's block.
+is 16-bit or fp8 (whose k32 fragments the codegen exchanges within each quad from the
+accumulator pattern) and not a load (a loaded A is better copied by cp.async), and the store
+sits in the wgmma's block.
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def _rewrite(dot: Operation, users) -> None:
     value = store.operands[1]
     if store.parent is not dot.parent or getattr(value.owner, "name", None) in ("tl.load", None):
         return
-    if value.type.element.bits != 16 or tuple(value.type.shape) != tuple(view.result.type.shape):
+    if value.type.element.bits not in (8, 16) or tuple(value.type.shape) != tuple(view.result.type.shape):
         return
     block = dot.parent
     if block.ops.index(store) > block.ops.index(dot):

@@ -42,9 +42,9 @@ buffers: A [M, K], B [N, K] behind a ``local_trans`` view.  Triton's matmul tuto
 fp8 as A row-major and ``b = w.T`` of a row-major [N, K] ``w``: both contiguous along K,
 read by 16-byte cp.async straight into those buffers.  An operand contiguous along M or N
 instead (A with ``stride_am == 1``, B row-major [K, N]) is still correct -- its store is the
-transposing copy through registers, element by element -- but slow; the wgmma's A never
-comes from registers for fp8 (``register-a-operand`` takes 16-bit values only: the k32
-fragment packs four 8-bit elements per register in another order).
+transposing copy through registers, element by element -- but slow.  A computed fp8 A
+(attention's ``p.to(tl.float8e5)``) comes from registers (``register-a-operand``; the codegen
+exchanges bytes within each quad into the k32 fragments).
 ``max_num_imprecise_acc`` (an explicit value <= K, as Triton allows) goes on the
 ``tlx.async_dot``: the codegen sums each run of that many K elements into a zeroed
 accumulator and adds it to the result in float32 (``rules_mma_async.py``); without it the
