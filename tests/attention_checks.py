@@ -74,8 +74,9 @@ def check_fp8_attention(o, lse, q, k, v, descales=(1.0, 1.0, 1.0), **kwargs) -> 
     # Hopper's fp8 tensor cores add the products of Q Kᵀ with fewer than float32's bits (DeepSeek-V3
     # reports ~14): the scores, hence lse, are off by up to ~2^-11 of sum_d |q_d k_d| x the scale
     scale = kwargs.get("sm_scale") or q.shape[-1] ** -0.5
-    group = qd.shape[1] // kd.shape[1]
-    reach = (qd.abs() @ kd.abs().repeat_interleave(group, 1).transpose(-1, -2)).amax().item()
+    group = qd.shape[-2 if q.dim() == 3 else 1] // kd.shape[-2 if q.dim() == 3 else 1]
+    qh, kh = (qd, kd) if q.dim() == 4 else (qd.transpose(0, 1), kd.transpose(0, 1))    # varlen: [H, total, D]
+    reach = (qh.abs() @ kh.abs().repeat_interleave(group, -3).transpose(-1, -2)).amax().item()
     lse_err = (lse[finite].double() - ref_lse[finite]).abs().max().item()
     assert lse_err <= 2.0 ** -11 * scale * reach + 1e-5, (lse_err, 2.0 ** -11 * scale * reach)
     assert (lse[~finite] == float("-inf")).all()

@@ -44,3 +44,17 @@ def test_transposed_v_on_the_gpu():
     vt = A.transposed_v(v)
     assert vt.shape == (3, 4, 192, 1000) and vt.stride(2) == 1008
     assert torch.equal(vt.view(torch.uint8), v.transpose(-1, -2).view(torch.uint8))
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_varlen(D, causal, monkeypatch):
+    poison_fresh_tensors(monkeypatch)
+    lens_q, lens_k = [700, 0, 1300, 129, 1, 333], [700, 40, 900, 2000, 1, 0]
+    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    q, k, v = fp8_inputs((sum(lens_q), 8, D), (sum(lens_k), 2, D), E4M3, device="cuda", seed=D)
+    o, lse = tlxc.ops.attention(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=1300,
+                                max_seqlen_k=2000, v_descale=2.0, return_lse=True)
+    check_fp8_attention(o, lse, q, k, v, descales=(1.0, 1.0, 2.0), causal=causal, cu_seqlens_q=cu_q,
+                        cu_seqlens_k=cu_k)

@@ -80,10 +80,6 @@ def test_fp8_rules():
         A.attention_forward(q.bfloat16(), k.bfloat16(), v.bfloat16(), q_descale=2.0)
     with pytest.raises(ValueError, match="'out_dtype' is for fp8 inputs"):
         tlxc.ops.attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), out_dtype=torch.float16)
-    cu = torch.tensor([0, 64], dtype=torch.int32)
-    with pytest.raises(ValueError, match="varlen fp8 is not supported yet"):
-        tlxc.ops.attention(q[0].transpose(0, 1), k[0].transpose(0, 1), v[0].transpose(0, 1), cu_seqlens_q=cu,
-                           cu_seqlens_k=cu)
     with pytest.raises(ValueError, match="prefetch is not supported with fp8"):
         A.attention_forward(q, k, v, config=A.AttnConfig(64, 128, 128, 2, 2, prefetch=1))
 
@@ -92,7 +88,8 @@ def test_the_fake_gives_bf16_o_and_the_inputs_layout():
     from tlxc.ops.attention_op import _attention_fp8_fake
     q, k, v = fp8_inputs((2, 8, 32, 64), (2, 8, 32, 64), E4M3)
     q = q.transpose(1, 2).contiguous().transpose(1, 2)
-    o, lse = _attention_fp8_fake(q, k, v, False, None, -1, -1, 0.0, None, None, None, torch.float16)
+    o, lse = _attention_fp8_fake(q, k, v, False, None, None, None, None, None, -1, -1, 0.0, None, None, None,
+                                 torch.float16)
     assert o.dtype == torch.float16 and o.stride(1) < o.stride(2) and lse.shape == (2, 8, 32)
 
 
@@ -105,3 +102,18 @@ def test_transpose_kernel_on_the_interpreter(dtype):
                    {"BLOCK_S": 64, "BLOCK_D": 64})
     assert torch.equal(vt.view(torch.uint8) if dtype == E4M3 else vt, (v.transpose(-1, -2).view(torch.uint8)
                        if dtype == E4M3 else v.transpose(-1, -2)))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_varlen(causal, monkeypatch):
+    """Packed sequences (some empty, one of one row): Vᵀ is built with each sequence's keys starting on a
+    16-byte column (TMA boxes must), the gaps zero."""
+    poison_fresh_tensors(monkeypatch)
+    lens_q, lens_k = [70, 0, 130, 1, 45], [70, 20, 100, 1, 0]
+    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32)
+    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32)
+    q, k, v = fp8_inputs((sum(lens_q), 4, 64), (sum(lens_k), 2, 64), E4M3, seed=9)
+    o, lse = tlxc.ops.attention(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, q_descale=0.5,
+                                return_lse=True)
+    check_fp8_attention(o, lse, q, k, v, descales=(0.5, 1.0, 1.0), causal=causal, cu_seqlens_q=cu_q,
+                        cu_seqlens_k=cu_k)

@@ -537,7 +537,7 @@ def check_window(window, causal: bool) -> tuple[int, int]:
 DESCALES = ("q_descale", "k_descale", "v_descale")
 
 
-def check_fp8(q, descales: tuple, out_dtype, varlen: bool) -> torch.dtype:
+def check_fp8(q, descales: tuple, out_dtype) -> torch.dtype:
     """The fp8 rules (after ``check_args``); returns ``o``'s dtype.  ``descales`` (q, k, v):
     None, a positive finite number, or a float tensor of one element or of shape ``(B, Hkv)``
     (flash-attn 3's) on q's device; the scores are ``q.k * sm_scale * q_descale * k_descale``
@@ -550,8 +550,6 @@ def check_fp8(q, descales: tuple, out_dtype, varlen: bool) -> torch.dtype:
         if out_dtype is not None and out_dtype != q.dtype:
             raise _fail(f"'out_dtype' is for fp8 inputs; {q.dtype} inputs give o in {q.dtype}, got {out_dtype}")
         return q.dtype
-    if varlen:
-        raise _fail("fp8 inputs take the dense layout [B, H, S, D] (varlen fp8 is not supported yet)")
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
     if out_dtype not in FP8_OUT_DTYPES:
         raise _fail(f"'out_dtype' of an fp8 attention must be torch.bfloat16 or torch.float16, got {out_dtype}")
@@ -608,6 +606,30 @@ def transposed_v(v: torch.Tensor) -> torch.Tensor:
     return vt
 
 
+def transposed_v_varlen(v: torch.Tensor, cu_k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Varlen fp8 ``v`` ``[total_k, Hkv, D]`` as Vᵀ ``(1, Hkv, D, N)`` with sequence ``b``'s keys
+    from column ``cu_v[b]``, each start rounded up to 16 (a TMA box must start on a 16-byte
+    column), the gaps zero; returns ``(vt4, cu_v)`` (int32 ``[B + 1]``).  Device operations
+    only (no host sync): ``N`` bounds the padding by 15 columns per sequence."""
+    total, Hkv, D = v.shape
+    B = cu_k.shape[0] - 1
+    lens = cu_k.diff()
+    cu_v = torch.zeros(B + 1, dtype=torch.int32, device=v.device)
+    cu_v[1:] = torch.cumsum((lens + 15) // 16 * 16, 0)
+    n = -(-(total + 15 * B) // 16) * 16
+    vt = torch.zeros((1, Hkv, D, max(n, 16)), dtype=v.dtype, device=v.device)
+    rows = torch.arange(total, device=v.device, dtype=torch.int32)
+    seq = torch.searchsorted(cu_k, rows, right=True) - 1                 # each key row's sequence
+    cols = (rows + (cu_v - cu_k)[seq]).to(torch.int32)
+    if v.device.type != "cuda" or _COMPILE_ONLY.active or v.stride(-1) != 1:
+        vt.view(torch.uint8)[0].index_copy_(2, cols.long(), v.view(torch.uint8).permute(1, 2, 0))
+        return vt, cu_v
+    grid = (-(-total // TRANSPOSE_TILE), -(-D // TRANSPOSE_TILE), Hkv)
+    transpose_last2_kernel[grid](v, vt, total, D, Hkv, 0, v.stride(1), v.stride(0), vt.stride(0), vt.stride(1),
+                                 vt.stride(2), cols, BLOCK_S=TRANSPOSE_TILE, BLOCK_D=TRANSPOSE_TILE, num_warps=4)
+    return vt, cu_v
+
+
 def check_softcap(softcap) -> float:
     """``softcap`` as the kernel's ``SOFTCAP`` (0.0: none)."""
     if softcap is None:
@@ -638,13 +660,13 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     built on the device from ``cu_seqlens`` by two small kernels, the default; ``snake``:
     every ``(sequence, head, block < max_seqlen_q)`` item, a table cached per shape; default
     ``$TLXC_ATTN_VARLEN``).  ``window`` (left, right; -1: unbounded) and ``softcap``: module
-    docstring.  fp8 inputs (dense; ``q``, ``k``, ``v`` all float8_e4m3fn or all float8_e5m2):
+    docstring.  fp8 inputs (``q``, ``k``, ``v`` all float8_e4m3fn or all float8_e5m2):
     ``q_descale``/``k_descale``/``v_descale`` and ``out_dtype`` (``check_fp8``); ``v`` is
-    transposed into a copy (``transposed_v``).
+    transposed into a copy (``transposed_v``; varlen ``transposed_v_varlen``).
     """
     sm_scale = check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     descales = (q_descale, k_descale, v_descale)
-    o_dtype = check_fp8(q, descales, out_dtype, cu_seqlens_q is not None)
+    o_dtype = check_fp8(q, descales, out_dtype)
     fp8 = q.dtype in FP8_DTYPES
     win_left, win_right = check_window(window, causal)
     cap = check_softcap(softcap)
@@ -665,7 +687,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
         Hkv, Sk = k.shape[1], k.shape[2]
 
     if varlen:
-        o = q.new_empty(q.shape)
+        o = q.new_empty(q.shape, dtype=o_dtype)
         lse = torch.empty((H, total_q), device=q.device, dtype=torch.float32)
         on_device = False                       # a length left to the device-side check
         if q.device.type != "cuda" or max_seqlen_q is None:
@@ -725,10 +747,15 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     if (Sq + c.block_m) * o4.stride(2) + D > _INT32_MAX:
         raise _fail(f"a sequence of {Sq} rows with a row stride of {o4.stride(2)} elements overflows the kernel's "
                     f"32-bit row offsets")
+    cu_v = None
     if fp8:     # 128-byte boxes of Q and K (64 at D = 64), Vᵀ as one [head_dim, block_n] box per block
         box = 128 if c.head_dim >= 128 else 64
+        if varlen:
+            vt4, cu_v = transposed_v_varlen(v, cu_k)
+        else:
+            vt4 = transposed_v(v4)
         descs = [_descriptor(q4, 64, box), _descriptor(k4, c.block_n, box),
-                 _descriptor(transposed_v(v4), c.head_dim, c.block_n)]
+                 _descriptor(vt4, c.head_dim, c.block_n)]
         descale = descale_table(descales, B, Hkv, q.device)
     else:
         descs = [_descriptor(q4, 64), _descriptor(k4, c.block_n), _descriptor(v4, c.block_n)]
@@ -747,7 +774,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     fp8_meta = {"FP8": True, "O_DTYPE": DTYPES[o_dtype], "DESCALE": descale is not None} if fp8 else {}
     if c.exp_fma:
         fp8_meta["EXP_FMA"] = c.exp_fma
-    _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, descale, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
+    _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, cu_v, descale, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
             Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE={**DTYPES, **FP8_DTYPES}[q.dtype], REGISTERS=c.registers,

@@ -63,25 +63,30 @@ attention_op = register_custom_op("tlxc::attention", _attention_impl, fake=_atte
 
 
 def _attention_fp8_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float | None,
-                        window_left: int, window_right: int, softcap: float, q_descale: torch.Tensor | None,
-                        k_descale: torch.Tensor | None, v_descale: torch.Tensor | None,
-                        out_dtype: torch.dtype | None) -> tuple[torch.Tensor, torch.Tensor]:
-    return attention_forward(q, k, v, causal=causal, sm_scale=sm_scale, window=(window_left, window_right),
-                             softcap=softcap or None, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
-                             out_dtype=out_dtype)
+                        cu_seqlens_q: torch.Tensor | None, cu_seqlens_k: torch.Tensor | None,
+                        max_seqlen_q: int | None, max_seqlen_k: int | None, window_left: int, window_right: int,
+                        softcap: float, q_descale: torch.Tensor | None, k_descale: torch.Tensor | None,
+                        v_descale: torch.Tensor | None, out_dtype: torch.dtype | None
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    return attention_forward(q, k, v, causal=causal, sm_scale=sm_scale, cu_seqlens_q=cu_seqlens_q,
+                             cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+                             window=(window_left, window_right), softcap=softcap or None, q_descale=q_descale,
+                             k_descale=k_descale, v_descale=v_descale, out_dtype=out_dtype)
 
 
-def _attention_fp8_fake(q, k, v, causal, sm_scale, window_left, window_right, softcap, q_descale, k_descale,
-                        v_descale, out_dtype):
-    check_args(q, k, v, causal, sm_scale, None, None, None, None)
+def _attention_fp8_fake(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                        window_left, window_right, softcap, q_descale, k_descale, v_descale, out_dtype):
+    check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     check_window((window_left, window_right), causal)
     check_softcap(softcap or None)
-    o_dtype = check_fp8(q, (q_descale, k_descale, v_descale), out_dtype, False)
+    o_dtype = check_fp8(q, (q_descale, k_descale, v_descale), out_dtype)
+    if cu_seqlens_q is not None:                        # [total, H, D] -> o like q, lse [H, total]
+        return q.new_empty(q.shape, dtype=o_dtype), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
     B, H, S, _ = q.shape
     return _out_like(q, o_dtype), q.new_empty((B, H, S), dtype=torch.float32)
 
 
-# fp8 inputs: the forward only (no autograd), dense layout; descales as tensors (attention() makes numbers ones)
+# fp8 inputs: the forward only (no autograd); descales as tensors (attention() makes numbers ones)
 attention_fp8_op = register_custom_op("tlxc::attention_fp8", _attention_fp8_impl, fake=_attention_fp8_fake)
 
 
@@ -165,8 +170,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     cap; head dims 64, 96, 128, 192, 256; bf16/fp16).
     Returns ``o``, or ``(o, lse)`` with ``return_lse=True`` (lse is not differentiable).
     Differentiable in q, k, v through ``torch.ops.tlxc.attention_backward``.
-    fp8 inputs (float8_e4m3fn or float8_e5m2, dense; ``torch.ops.tlxc.attention_fp8``, forward
-    only): ``q_descale``/``k_descale``/``v_descale`` (numbers, or float tensors of one element
+    fp8 inputs (float8_e4m3fn or float8_e5m2, dense or varlen; ``torch.ops.tlxc.attention_fp8``,
+    forward only): ``q_descale``/``k_descale``/``v_descale`` (numbers, or float tensors of one element
     or of shape (batch, kv heads) as flash-attn 3's) and ``out_dtype`` (bfloat16 by default)."""
     if not isinstance(return_lse, bool):
         raise TypeError(f"tlxc.ops.attention: 'return_lse' must be a bool, got {type(return_lse).__name__}")
@@ -177,17 +182,14 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     left, right = check_window(window, causal)
     cap = check_softcap(softcap)
     if isinstance(q, torch.Tensor) and q.dtype in FP8_DTYPES:
-        if cu_seqlens_q is not None or cu_seqlens_k is not None:
-            raise _fail("fp8 inputs take the dense layout [B, H, S, D] (varlen fp8 is not supported yet)")
-        if max_seqlen_q is not None or max_seqlen_k is not None:
-            raise _fail("'max_seqlen_q'/'max_seqlen_k' belong to the varlen layout (with cu_seqlens_q/k)")
         descales = (q_descale, k_descale, v_descale)
-        check_fp8(q, descales, out_dtype, False)
+        check_fp8(q, descales, out_dtype)
         descales = [d if d is None or isinstance(d, torch.Tensor)
                     else torch.full((), float(d), dtype=torch.float32, device=q.device) for d in descales]
-        o, lse = attention_fp8_op(q, k, v, causal, sm_scale, left, right, cap, *descales, out_dtype)
+        o, lse = attention_fp8_op(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                  left, right, cap, *descales, out_dtype)
         return (o, lse) if return_lse else o
-    check_fp8(q, (q_descale, k_descale, v_descale), out_dtype, cu_seqlens_q is not None)
+    check_fp8(q, (q_descale, k_descale, v_descale), out_dtype)
     o, lse = attention_op(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                           left, right, cap)
     return (o, lse) if return_lse else o

@@ -55,9 +55,10 @@ generalized:
   new ``l_i`` (which needs every exponential of the block) right before the wait, into a
   never-read ``HALF_M``-float buffer per consumer, is a memory operation ptxas keeps before the
   wait: the 64 (64-key blocks: 32) ``MUFU.EX2`` of a block then run between the two waits;
-* ``FP8`` (``DTYPE`` e4m3 or e5m2; dense only): Q, K and Vᵀ in fp8, ``O`` in ``O_DTYPE``.  wgmma
-  reads an 8-bit B K-major only, so the host passes Vᵀ (``(B, Hkv, D, S)``) and each V slot holds a
-  ``[HEAD_DIM, BLOCK_N]`` box of it (``v_cols``); P goes to the tensor cores from registers as fp8
+* ``FP8`` (``DTYPE`` e4m3 or e5m2): Q, K and Vᵀ in fp8, ``O`` in ``O_DTYPE``.  wgmma reads an
+  8-bit B K-major only, so the host passes Vᵀ (``(B, Hkv, D, S)``; varlen ``(1, Hkv, D, N)`` with
+  sequence ``b`` from column ``cu_v[b]``, a multiple of 16: a box's innermost start must be 16-byte
+  aligned) and each V slot holds a ``[HEAD_DIM, BLOCK_N]`` box of it (``v_cols``); P goes to the tensor cores from registers as fp8
   (the codegen's quad exchange into k32 fragments).  Q/K boxes are 128 columns (128-byte rows; 64
   at D = 64).  ``DESCALE``: each item loads ``(q_descale * k_descale, v_descale)`` of its (batch,
   kv head) from ``descale_ptr`` (float32 ``[B * Hkv, 2]``), scaling the scores and ``O``;
@@ -292,7 +293,7 @@ def store_lse(lse_ptr, lse, bz, h, q_row, row0, sq, stride_lb, stride_lh, HALF_M
 
 
 @jit
-def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr, descale_ptr,
+def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr, cu_v_ptr, descale_ptr,
                     seq_q, seq_k, H, GROUP, NUM_M, qk_scale: tl.float32,
                     stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
                     sched_ptr, sched_stride,
@@ -346,8 +347,12 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                 start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks, kb0 = attn_item(
                     t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN, WIN_LEFT,
                     WIN_RIGHT)
+                v_row = k_row
+                if FP8 and VARLEN:      # Vᵀ's sequences start on 16-byte columns of their own (cu_v)
+                    v_row = tl.load(cu_v_ptr + (t // NUM_M) // H)
                 if WIN_LEFT >= 0:                                           # the item's first key block
                     k_row = k_row + kb0 * BLOCK_N
+                    v_row = v_row + kb0 * BLOCK_N
                 if PREFETCH > 0:
                     if rnd + 1 < count:
                         prefetch_item(q_desc, k_desc, v_desc, tl.load(sched_ptr + my_row + 2 + rnd), NUM_M, H, GROUP,
@@ -373,7 +378,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         tlx.barrier_wait(v_empty[slot], phase ^ 1)
                         tlx.barrier_expect_bytes(v_full[slot], BLOCK_N * HEAD_DIM * ELEM)
                         if FP8:     # one [HEAD_DIM, BLOCK_N] box of Vᵀ (B, Hkv, D, S): keys along its rows
-                            tlx.async_descriptor_load(v_desc, v_smem[slot], [bz, hk, 0, k_row + j * BLOCK_N],
+                            tlx.async_descriptor_load(v_desc, v_smem[slot], [bz, hk, 0, v_row + j * BLOCK_N],
                                                       v_full[slot])
                         else:
                             for d in tl.static_range(BOXES):

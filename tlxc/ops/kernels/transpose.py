@@ -6,7 +6,9 @@ transposed view moves one byte per thread and ran at ~0.17 TB/s on the H200; her
 loads a ``[BLOCK_S, BLOCK_D]`` tile along ``D`` (16-byte loads), ``tl.trans`` goes through shared
 memory (``infer-layouts``), and the ``[BLOCK_D, BLOCK_S]`` store runs along ``S``.  Program
 ``(i, j, bh)``: tile ``i`` of S, ``j`` of D, ``bh = b * H + h``; rows and columns past the ends
-are masked.
+are masked.  ``col_ptr`` (varlen fp8, optional): int32 per row of ``src`` (its S index), the
+column of ``dst`` it goes to (each packed sequence moved to a 16-byte aligned start), instead of
+its own index.
 """
 from ... import language as tl
 from ...runtime.jit import jit
@@ -14,7 +16,7 @@ from ...runtime.jit import jit
 
 @jit
 def transpose_last2_kernel(src, dst, S, D, H, stride_sb, stride_sh, stride_ss, stride_db, stride_dh, stride_dd,
-                           BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+                           col_ptr=None, BLOCK_S: tl.constexpr = 64, BLOCK_D: tl.constexpr = 64):
     bh = tl.program_id(2)
     b = bh // H
     h = bh - b * H
@@ -23,4 +25,8 @@ def transpose_last2_kernel(src, dst, S, D, H, stride_sb, stride_sh, stride_ss, s
     src = src + b.to(tl.int64) * stride_sb + h.to(tl.int64) * stride_sh
     dst = dst + b.to(tl.int64) * stride_db + h.to(tl.int64) * stride_dh
     tile = tl.load(src + rs[:, None] * stride_ss + rd[None, :], mask=(rs[:, None] < S) & (rd[None, :] < D))
-    tl.store(dst + rd[:, None] * stride_dd + rs[None, :], tl.trans(tile), mask=(rd[:, None] < D) & (rs[None, :] < S))
+    if col_ptr is None:
+        cols = rs
+    else:
+        cols = tl.load(col_ptr + rs, mask=rs < S, other=0)
+    tl.store(dst + rd[:, None] * stride_dd + cols[None, :], tl.trans(tile), mask=(rd[:, None] < D) & (rs[None, :] < S))
