@@ -117,3 +117,28 @@ def test_varlen(causal, monkeypatch):
                                 return_lse=True)
     check_fp8_attention(o, lse, q, k, v, descales=(0.5, 1.0, 1.0), causal=causal, cu_seqlens_q=cu_q,
                         cu_seqlens_k=cu_k)
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+@pytest.mark.parametrize("D,causal", [(64, True), (128, False), (256, True)])
+def test_tlxc_check_is_clean(D, causal, varlen, monkeypatch):
+    """``tlxc check`` of the fp8 launch the host would make on an H200 (with per-head descales)."""
+    from tlxc.compiler import check_function
+    from tlxc.frontend.specialize import specialization_from_args
+    from tlxc.ops.kernels.attention_fwd import attn_fwd_kernel
+    launches = []
+    monkeypatch.setattr(A, "_launch", lambda grid, *args, **meta: launches.append((args, meta)))
+    if varlen:
+        q = torch.zeros(300, 4, D).to(E4M3)
+        cu = torch.tensor([0, 100, 300], dtype=torch.int32)
+        A.attention_forward(q, q[:, :2], q[:, :2], causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, programs=132,
+                            k_descale=torch.ones(2, 2))
+    else:
+        q = torch.zeros(2, 4, 2048, D).to(E4M3)
+        A.attention_forward(q, q[:, :2], q[:, :2], causal=causal, programs=132, k_descale=torch.ones(2, 2))
+    (args, meta), = launches
+    assert meta["FP8"] and meta["DESCALE"]
+    num_warps = meta.pop("num_warps")
+    params = dict(zip(attn_fwd_kernel.param_names, args), **meta)
+    findings = check_function(attn_fwd_kernel, specialization_from_args(attn_fwd_kernel, params), num_warps=num_warps)
+    assert [f for f in findings if f.severity != "note"] == []
