@@ -358,7 +358,7 @@ def test_prefetching_configurations(config, causal, poisoned):
 def test_errors_name_the_argument():
     q = torch.zeros(1, 4, 8, 64, dtype=torch.bfloat16)
     cases = [
-        ({"q": q.float()}, "'q' must be bfloat16 or float16"),
+        ({"q": q.float()}, "'q' must be bfloat16, float16, float8_e4m3fn or float8_e5m2, got torch.float32"),
         ({"k": q.half()}, "'k' must have q's dtype"),
         ({"q": torch.zeros(1, 4, 8, 80, dtype=torch.bfloat16)}, "'q' has head dim 80"),
         ({"v": torch.zeros(1, 4, 8, 128, dtype=torch.bfloat16)}, "'v' has head dim 128"),

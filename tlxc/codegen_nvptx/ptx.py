@@ -109,7 +109,7 @@ for _kind in ("e4m3", "e5m2"):
 def exp2_fma_f32():
     # 2^x on the FMA/ALU pipes (tlx.fast_exp2's share, no MUFU): j = round(x) by the 1.5 * 2^23
     # trick, f = x - j in [-0.5, 0.5], 2^f by a degree-3 polynomial (fitted here: relative error
-      # <= 7.5e-5), 2^j added to its exponent bits; x < -125 (where that would leave the normal
+    # <= 7.5e-5), 2^j added to its exponent bits; x < -125 (where that would leave the normal
     # range; -inf too) gives 0, as ex2.approx.ftz does below 2^-126, x >= 128 infinity.  Plain C:
     # no PTX of its own (the CUDA emulation runs it as written).
     return f"""
