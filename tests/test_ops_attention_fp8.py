@@ -119,6 +119,23 @@ def test_varlen(causal, monkeypatch):
                         cu_seqlens_k=cu_k)
 
 
+def test_varlen_descales_per_sequence_and_head(monkeypatch):
+    """(batch, kv heads) descales of a packed batch: each sequence's own (the kernel's batch
+    coordinate is 0 there; the sequence index comes from the work item)."""
+    poison_fresh_tensors(monkeypatch)
+    lens = [50, 90, 30]
+    cu = torch.tensor([0, 50, 140, 170], dtype=torch.int32)
+    q, k, v = fp8_inputs((sum(lens), 4, 64), (sum(lens), 2, 64), E4M3, seed=11)
+    dk = torch.tensor([[0.5, 1.0], [2.0, 0.25], [1.5, 3.0]])
+    dv = torch.tensor([[1.0, 2.0], [0.5, 1.0], [4.0, 0.25]])
+    o, lse = A.attention_forward(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, k_descale=dk, v_descale=dv)
+    for b in range(3):                  # each sequence as a dense batch of one, with its own descales
+        rows = slice(int(cu[b]), int(cu[b + 1]))
+        dense = [t[rows].transpose(0, 1)[None] for t in (q, k, v)]
+        check_fp8_attention(o[rows].transpose(0, 1)[None], lse[:, rows][None], *dense,
+                            descales=(1.0, dk[b:b + 1], dv[b:b + 1]))
+
+
 @pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
 @pytest.mark.parametrize("D,causal", [(64, True), (128, False), (256, True)])
 def test_tlxc_check_is_clean(D, causal, varlen, monkeypatch):

@@ -426,8 +426,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                 qk_i = qk
                 cap_i = cap_in
                 v_scale = 1.0
-                if DESCALE:     # fp8: (q_descale * k_descale, v_descale) of (batch, kv head)
-                    ds = descale_ptr + (bz * (H // GROUP) + hk) * 2
+                if DESCALE:     # fp8: (q_descale * k_descale, v_descale) of (batch, kv head); (varlen: bz is 0)
+                    ds = descale_ptr + ((t // NUM_M) // H * (H // GROUP) + hk) * 2
                     cap_i = cap_in * tl.load(ds)
                     if SOFTCAP == 0:
                         qk_i = cap_i
