@@ -58,10 +58,11 @@ generalized:
 * ``FP8`` (``DTYPE`` e4m3 or e5m2): Q, K and Vᵀ in fp8, ``O`` in ``O_DTYPE``.  wgmma reads an
   8-bit B K-major only, so the host passes Vᵀ (``(B, Hkv, D, S)``; varlen ``(1, Hkv, D, N)`` with
   sequence ``b`` from column ``cu_v[b]``, a multiple of 16: a box's innermost start must be 16-byte
-  aligned) and each V slot holds a ``[HEAD_DIM, BLOCK_N]`` box of it (``v_cols``); P goes to the tensor cores from registers as fp8
-  (the codegen's quad exchange into k32 fragments).  Q/K boxes are 128 columns (128-byte rows; 64
-  at D = 64).  ``DESCALE``: each item loads ``(q_descale * k_descale, v_descale)`` of its (batch,
-  kv head) from ``descale_ptr`` (float32 ``[B * Hkv, 2]``), scaling the scores and ``O``;
+  aligned) and each V slot holds a ``[HEAD_DIM, BLOCK_N]`` box of it (``v_cols``); P goes to the
+  tensor cores from registers as fp8 (the codegen's quad exchange into k32 fragments).  Q/K boxes
+  are 128 columns (128-byte rows; 64 at D = 64).  ``DESCALE``: each item loads ``(q_descale *
+  k_descale, v_descale)`` of its (sequence, kv head) from ``descale_ptr`` (float32 ``[B * Hkv,
+  2]``), scaling the scores and ``O``;
 * ``EXP_FMA`` (opt-in, ``AttnConfig.exp_fma = k``): the softmax's exponentials with every k-th register
   of a thread on the FMA pipe (``tlx.fast_exp2``), the rest on MUFU;
 * ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
