@@ -11,6 +11,7 @@ import torch
 import tlxc
 import tlxc.language as tl
 from tlxc.codegen_nvptx.emu import run as emu
+from tlxc.errors import CompilationError
 from tlxc.language import tlx
 
 FP8 = {"e4m3": (torch.float8_e4m3fn, tl.float8e4nv), "e5m2": (torch.float8_e5m2, tl.float8e5)}
@@ -155,4 +156,78 @@ def test_tl_dot_takes_a_computed_fp8_a_from_registers():
 def test_gpu_tl_dot_with_a_computed_fp8_a(p_type):
     args, meta, ref = _dot_case(p_type, seed=4, device="cuda")
     dot_p8_v[(1,)](*args, num_warps=4, **meta)
+    _close(args[3].cpu(), ref)
+
+
+@tlxc.kernel
+def scores_times_b_ordered(x_ptr, y_ptr, b_ptr, out_ptr, scale, M: tl.constexpr, D: tl.constexpr,
+                           K: tl.constexpr, N: tl.constexpr, P_TYPE: tl.constexpr):
+    """``scores_times_b`` with ``a_k_order="accumulator"``: out = fp8(scale * x yᵀ)[:, π] @ bᵀ."""
+    ys = tlx.local_alloc((K, D), tl.bfloat16, 1)
+    bs = tlx.local_alloc((N, K), P_TYPE, 1)
+    rm = tl.arange(0, M)
+    rk = tl.arange(0, K)
+    rn = tl.arange(0, N)
+    rd = tl.arange(0, D)
+    x = tl.load(x_ptr + rm[:, None] * D + rd[None, :])
+    tlx.local_store(ys[0], tl.load(y_ptr + rk[:, None] * D + rd[None, :]))
+    tlx.local_store(bs[0], tl.load(b_ptr + rn[:, None] * K + rk[None, :]))
+    tlx.fence("async_shared")
+    s = tlx.async_dot(x, tlx.local_trans(ys[0]), tl.zeros((M, K), dtype=tl.float32), use_acc=False)
+    s = tlx.async_dot_wait(0, s)
+    acc = tlx.async_dot((s * scale).to(P_TYPE), tlx.local_trans(bs[0]), tl.zeros((M, N), dtype=tl.float32),
+                        a_k_order="accumulator")
+    acc = tlx.async_dot_wait(0, acc)
+    tl.store(out_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+def _ordered_case(seed=0, N=64):
+    from tlxc.ir.ops.mma_async import k32_accumulator_order
+    args, meta, _ = _case("e4m3", "e4m3", K=128, N=N, seed=seed)
+    x, y, b, out, scale, _ = args
+    p = (x.double() @ y.double().T * scale).float().to(torch.float8_e4m3fn)
+    order = [32 * (k // 32) + k32_accumulator_order()[k % 32] for k in range(128)]
+    ref = p.double()[:, order] @ b.double().T
+    meta = {k: v for k, v in meta.items() if k != "B_TYPE"}
+    return (x, y, b, out, scale), meta, ref
+
+
+def test_ordered_a_on_the_interpreter_and_text():
+    args, meta, ref = _ordered_case()
+    tlxc.interpret(scores_times_b_ordered, (1,), args, meta)
+    _close(args[3], ref)
+    cuda = scores_times_b_ordered.warmup(*args, grid=(1,), num_warps=4, arch="sm_90a", **meta).asm["cuda"]
+    assert "tlx_wgmma_a8_fragment(" not in cuda and "f8e4m3_rs(" in cuda
+
+
+@pytest.mark.skipif(not emu.available(), reason="no host C++ compiler")
+def test_ordered_a_on_the_emulation():
+    args, meta, ref = _ordered_case(seed=5, N=128)
+    handle = scores_times_b_ordered.warmup(*args, grid=(1,), num_warps=4, arch="sm_90a", **meta)
+    emu.build(handle.asm["cuda"]).run(dict(zip(("x_ptr", "y_ptr", "b_ptr", "out_ptr", "scale"), args)), grid=(1,),
+                                      threads=128)
+    _close(args[3], ref)
+
+
+def test_a_k_order_is_checked():
+    args, _, _ = _case("e4m3", "e4m3")
+    with pytest.raises(CompilationError, match="'a_k_order' takes .accumulator. with an fp8 A in registers"):
+        bad_order.warmup(args[0], grid=(1,), num_warps=4, arch="sm_90a")
+
+
+@tlxc.kernel
+def bad_order(x_ptr):
+    """``a_k_order`` with A in shared memory: refused at the call."""
+    a = tlx.local_alloc((64, 32), tl.float8e4nv, 1)
+    b = tlx.local_alloc((64, 32), tl.float8e4nv, 1)
+    acc = tlx.async_dot(a[0], tlx.local_trans(b[0]), tl.zeros((64, 64), dtype=tl.float32), a_k_order="accumulator")
+    acc = tlx.async_dot_wait(0, acc)
+    tl.store(x_ptr + tl.arange(0, 64), tl.sum(acc, 1))
+
+
+@pytest.mark.gpu
+def test_gpu_ordered_a():
+    args, meta, ref = _ordered_case(seed=8, N=128)
+    args = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in args)
+    scores_times_b_ordered[(1,)](*args, num_warps=4, **meta)
     _close(args[3].cpu(), ref)

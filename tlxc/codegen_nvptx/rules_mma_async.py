@@ -230,7 +230,8 @@ def async_dot(lw, op):
         lw.target.use(name)
     a_bytes = None if a_in_registers else f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
     b_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(b)][0]})"
-    a_regs = _register_a_fragments(lw, a, k_steps, {row for row, _ in tiles}) if a_in_registers else None
+    a_regs = _register_a_fragments(lw, a, k_steps, {row for row, _ in tiles},
+                                   op.attrs.get("a_k_order") == "accumulator") if a_in_registers else None
     fresh = a_in_registers and loop_invariant(a, op)     # (_pinned: ptxas 13.0)
     if limit is not None:
         _split_accumulation(lw, helper, work, tiles, per_tile, k_steps, k_step, max(1, -(-limit // k_step)),
@@ -369,6 +370,8 @@ def _pinned(lw, halves: list[tuple[str, str]], fresh: bool = False) -> list[str]
     neither."""
     if isinstance(halves, A8Words):     # 8-bit elements: the source words of tlx_wgmma_a8_fragment
         return _exchanged_a8(lw, halves, fresh)
+    if isinstance(halves, A8Fragment):  # 8-bit, a_k_order="accumulator": the fragment's own words
+        return _pinned_words(lw, halves, fresh)
     name = lw.fresh("afrag")
     packed = [f"((unsigned)({lo}) & 0xFFFFu) | ((unsigned)({hi}) << 16)" for lo, hi in halves]
     lw.out.line(f"unsigned {name}[{len(packed)}] = {{{', '.join(packed)}}};")
@@ -383,6 +386,22 @@ def _pinned(lw, halves: list[tuple[str, str]], fresh: bool = False) -> list[str]
 
 class A8Words(tuple):
     """The four source words (C expressions) of one 8-bit k32 fragment (``tlx_wgmma_a8_fragment``)."""
+
+
+class A8Fragment(tuple):
+    """The four registers (C expressions) of one 8-bit k32 fragment read in the accumulator's
+    in-thread order (``a_k_order="accumulator"``): no exchange."""
+
+
+def _pinned_words(lw, words: A8Fragment, fresh: bool) -> list[str]:
+    """An 8-bit fragment formed in the thread: its words pinned (and, ``fresh``, rewritten in
+    place, as ``_pinned`` does for 16-bit ones)."""
+    name = lw.fresh("afrag")
+    lw.out.line(f"unsigned {name}[4] = {{{', '.join(words)}}};")
+    pin = "tlx_fresh_registers" if fresh else "tlx_pin_registers"
+    lw.target.use(pin)
+    lw.out.line(f"{pin}<4>({name});")
+    return [f"{name}[{i}]" for i in range(4)]
 
 
 def _exchanged_a8(lw, words: A8Words, fresh: bool) -> list[str]:
@@ -405,7 +424,7 @@ def _exchanged_a8(lw, words: A8Words, fresh: bool) -> list[str]:
     return [f"{name}[{i}]" for i in range(4)]
 
 
-def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
+def _register_a_fragments(lw, a, k_steps: int, tile_rows, ordered: bool = False) -> dict:
     """wgmma's A operand from registers (16-bit inputs): per (tile row, k step), the four
     32-bit registers a0..a3 as their (low, high) elements of ``a``.  Thread (lane l)
     holds rows g = l/4 and g + 8 and columns 2(l%4) + {0, 1} and + 8 of each 64 x 16 step,
@@ -418,7 +437,7 @@ def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
     fragments = {}
     name = lw.name(a)
     if a.type.element.bits == 8:
-        return _register_a8_words(lw, a, k_steps, tile_rows, where)
+        return _register_a8_words(lw, a, k_steps, tile_rows, where, ordered)
     for row in tile_rows:
         for kk in range(k_steps):
             regs = []
@@ -432,7 +451,7 @@ def _register_a_fragments(lw, a, k_steps: int, tile_rows) -> dict:
     return fragments
 
 
-def _register_a8_words(lw, a, k_steps: int, tile_rows, where: dict) -> dict:
+def _register_a8_words(lw, a, k_steps: int, tile_rows, where: dict, ordered: bool = False) -> dict:
     """8-bit register A (fp8, k32 steps): ``a`` has the same accumulator layout as a 16-bit A,
     which does not hold wgmma's 8-bit fragment (four consecutive K elements per register) in
     one thread.  Per (tile row, k step), the four source words of ``tlx_wgmma_a8_fragment``
@@ -441,7 +460,9 @@ def _register_a8_words(lw, a, k_steps: int, tile_rows, where: dict) -> dict:
     thread's own column offset (found at thread 0), lowest byte first.  When ``a`` is the cast
     of float32 values (attention's ``p.to(fp8)``) the words are converted from those floats
     directly, two elements per ``cvt`` (``tlx_cvt_rn_satfinite_<type>x4_f32``; the cast's own
-    one-element conversions are then dead code)."""
+    one-element conversions are then dead code).  ``ordered`` (``a_k_order="accumulator"``): the
+    fragment's registers themselves, row (r, r + 8) by half h: this thread's columns 16h + {0, 1,
+    8, 9} (+ its own offset), which ``k32_accumulator_order`` assigns to positions 16h + 4q + {0..3}."""
     cast = a.owner if getattr(a.owner, "name", None) == "arith.cast" else None
     source = cast.operands[0] if cast is not None else None
     if source is not None and source.type.element.name == "f32" and source.type.layout == a.type.layout:
@@ -459,6 +480,14 @@ def _register_a8_words(lw, a, k_steps: int, tile_rows, where: dict) -> dict:
     fragments = {}
     for row in tile_rows:
         for kk in range(k_steps):
+            if ordered:             # a0 .. a3: (row, h0), (row + 8, h0), (row, h1), (row + 8, h1)
+                regs = [[where.get((row + dr, 32 * kk + 16 * half + dc)) for dc in (0, 1, 8, 9)]
+                        for half in (0, 1) for dr in (0, 8)]
+                if any(None in r for r in regs):
+                    raise InternalCompilerError(f"wgmma register A: layout {a.type.layout} does not hold the "
+                                                f"8-bit fragment of rows {row}+, k step {kk}")
+                fragments[row, kk] = A8Fragment(word(r) for r in regs)
+                continue
             words = []
             for half in (0, 1):
                 for part in (0, 1):

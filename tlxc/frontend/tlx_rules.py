@@ -1046,7 +1046,7 @@ def _mma_precision(element, input_precision, unit: str) -> str:
 
 @rule("async_dot")
 def _async_dot(ctx, A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_ctas=False, force_async=False,
-               input_precision=None, out_dtype=T.f32):
+               input_precision=None, out_dtype=T.f32, a_k_order=None):
     from ..ir.ops.mma_async import INPUT_TYPES, shape_problem
     b = ctx.b
     if isinstance(acc, Tensor) and isinstance(acc.type, MemDescType) and acc.type.storage == "tmem":
@@ -1088,8 +1088,19 @@ def _async_dot(ctx, A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_c
                 raise SemanticError(f"'use_acc' must be a scalar boolean, got {S.describe(flag)}", param="use_acc")
             flag = S.to_bool(b, flag)
         operands.append(flag.value)
+    order = constexpr(a_k_order, "a_k_order")
+    extra = {}
+    if order is not None:
+        if order != "accumulator" or isinstance(a.type, MemDescType) or not a_elem.is_fp8:
+            raise SemanticError(f"'a_k_order' takes \"accumulator\" with an fp8 A in registers (its k32 fragments "
+                                f"read in the accumulator's in-thread order), got {order!r} with A {a.type}",
+                                param="a_k_order")
+        if not has_feature(ctx.options.arch, "wgmma"):
+            raise SemanticError(f"'a_k_order' is wgmma's (Hopper, sm_90a), not {ctx.options.arch}'s",
+                                param="a_k_order")
+        extra["a_k_order"] = order
     return Tensor(b.value("tlx.async_dot", operands, acc_t.type, has_use_acc=use_acc is not None,
-                          input_precision=precision))
+                          input_precision=precision, **extra))
 
 
 def _cta_group(ctx, two_ctas, what: str) -> bool:

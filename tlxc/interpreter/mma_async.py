@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import Location, RaceError
 from ..ir.core import BlockArgument
+from ..ir.ops.mma_async import k32_accumulator_order
 from ..ir.traits import ASYNC_DOT, CONTROL_FLOW, has_trait
 from ..ir.types import TensorType
 from .registry import impl
@@ -100,6 +101,9 @@ def async_dot(ctx, op, a, b, acc, *use_acc):
     b32 = np.asarray(b_values, dtype=np.float32)
     if element.name == "f32" and op.attrs.get("input_precision") == "tf32":
         a32, b32 = round_tf32(a32), round_tf32(b32)
+    if op.attrs.get("a_k_order") == "accumulator":         # A's columns in k32 fragment order (see the op)
+        order = k32_accumulator_order()
+        a32 = a32[:, [32 * (k // 32) + order[k % 32] for k in range(a32.shape[1])]]
     result = np.matmul(a32, b32)
     if not op.attrs.get("has_use_acc") or bool(use_acc[0]):
         result = result + np.asarray(acc, dtype=np.float32)

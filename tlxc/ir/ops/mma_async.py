@@ -39,6 +39,15 @@ def shape_problem(m: int, n: int, k: int, element: ScalarType) -> str | None:
     return None
 
 
+def k32_accumulator_order() -> list[int]:
+    """``attrs.a_k_order == "accumulator"``: the column of A that wgmma's k32 fragment position
+    ``f`` takes, within each group of 32 columns.  Position ``16h + 4q + 2a + b`` (thread ``q`` of a
+    quad, byte ``2a + b`` of its register) takes column ``16h + 8a + 2q + b``, which that thread
+    holds in the f32 accumulator's pattern (columns ``2q, 2q + 1`` of every 8): an fp8 A computed
+    from an accumulator needs no exchange between threads."""
+    return [16 * h + 8 * a + 2 * q + b for h in range(2) for q in range(4) for a in range(2) for b in range(2)]
+
+
 class AsyncDotOp(Operation):
     """wgmma: ``(use_acc ? acc : 0) + a @ b``, asynchronously.
 
@@ -48,6 +57,9 @@ class AsyncDotOp(Operation):
     i1 ``use_acc`` when ``attrs.has_use_acc``.  Result: acc's type.
     ``attrs.input_precision``: ``ieee`` or ``tf32`` (f32 inputs).  ``a`` and ``b`` have one
     element type, except fp8: e4m3 x e5m2 in either order (wgmma's ``.atype`` / ``.btype``).
+    ``attrs.a_k_order == "accumulator"`` (an fp8 register A, K a multiple of 32): the product is
+    ``A[:, π] @ B`` with ``π`` = ``k32_accumulator_order`` in each 32-column group -- the caller
+    stores B's rows in that order (``B[f] = X[π(f)]`` gives ``A @ X``).
     ``attrs.max_num_imprecise_acc`` (fp8, optional, <= K; from ``tl.dot``): each run of that many
     K elements (at least one k32 step) is summed into a zeroed accumulator and then added to the
     result in float32, as Triton's wgmma lowering does.
@@ -96,6 +108,9 @@ class AsyncDotOp(Operation):
                                   or not 0 <= limit <= k):
             raise self.error(f"expected max_num_imprecise_acc to be an integer in [0, K={k}] on fp8 inputs, "
                              f"got {limit!r} on {a.element}")
+        order = self.attrs.get("a_k_order")
+        if order is not None and (order != "accumulator" or isinstance(a, MemDescType) or not a.element.is_fp8):
+            raise self.error(f"expected a_k_order 'accumulator' on an fp8 register A only, got {order!r} with a {a}")
         if expected == 4:
             expect_type(self, self.operands[3].type, i1, "use_acc")
         expect_type(self, self.result.type, acc, "result")

@@ -445,7 +445,7 @@ def get_fp8_format_name(dtype):
 # -- asynchronous MMA (Hopper wgmma, Blackwell tcgen05) ------------------------------------------
 @builtin
 def async_dot(A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_ctas=False, force_async=False,
-              input_precision=None, out_dtype=float32):
+              input_precision=None, out_dtype=float32, a_k_order=None):
     """``(use_acc ? acc : 0) + A @ B`` on the tensor cores.
 
     Hopper (wgmma; ``acc`` a register tensor): returns the accumulator
@@ -458,7 +458,13 @@ def async_dot(A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_ctas=Fa
     ``force_async``) it is asynchronous and the hardware arrives once on each
     barrier when the MMA (and every earlier tcgen05 op of the task) is done;
     without, it returns once the product is in ``acc``.  ``use_acc`` defaults
-    to True (accumulate); ``pred`` skips the MMA where false."""
+    to True (accumulate); ``pred`` skips the MMA where false.
+
+    ``a_k_order="accumulator"`` (tlxc's, Hopper, an fp8 A in registers): the MMA reads A's
+    columns, within each group of 32, in the order the threads of an f32 accumulator hold them
+    -- fragment position ``16h + 4q + 2a + b`` takes column ``16h + 8a + 2q + b`` -- so P computed
+    from a wgmma accumulator needs no exchange between threads; the result is ``A[:, π] @ B``,
+    right when B's rows are stored in the same order (attention's Vᵀ, permuted when it is made)."""
 
 
 @builtin
