@@ -39,11 +39,16 @@ def test_descales_window_softcap_bshd(D, monkeypatch):
     check_fp8_attention(o, lse, q, k, v, descales=(dq, 0.5, 2.0), causal=True, window=(300, 0), softcap=30.0)
 
 
-def test_transposed_v_on_the_gpu():
+def test_transposed_v_on_the_gpu(monkeypatch):
+    poison_fresh_tensors(monkeypatch)
     v = torch.randn(3, 1000, 4, 192, device="cuda").to(E4M3).transpose(1, 2)
     vt = A.transposed_v(v)
-    assert vt.shape == (3, 4, 192, 1000) and vt.stride(2) == 1008
-    assert torch.equal(vt.view(torch.uint8), v.transpose(-1, -2).view(torch.uint8))
+    assert vt.shape == (3, 4, 192, 1024)
+    cols = A.k32_position(torch.arange(1000, device="cuda"))
+    assert torch.equal(vt.view(torch.uint8)[..., cols], v.transpose(-1, -2).view(torch.uint8))
+    pad = torch.ones(1024, dtype=torch.bool, device="cuda")
+    pad[cols] = False
+    assert (vt.view(torch.uint8)[..., pad] == 0).all()
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])

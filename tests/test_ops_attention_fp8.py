@@ -159,3 +159,25 @@ def test_tlxc_check_is_clean(D, causal, varlen, monkeypatch):
     params = dict(zip(attn_fwd_kernel.param_names, args), **meta)
     findings = check_function(attn_fwd_kernel, specialization_from_args(attn_fwd_kernel, params), num_warps=num_warps)
     assert [f for f in findings if f.severity != "note"] == []
+
+
+def test_k32_positions_invert_the_fragment_order():
+    from tlxc.ir.ops.mma_async import k32_accumulator_order
+    order = k32_accumulator_order()
+    assert sorted(order) == list(range(32))
+    pos = A.k32_position(torch.arange(64))
+    assert [int(pos[k]) for k in order] == list(range(32))      # position of key order[f] is f
+    assert torch.equal(pos[32:] - 32, pos[:32])
+
+
+def test_permuted_transpose_kernel_on_the_interpreter():
+    from tlxc.ops.kernels.transpose import transpose_last2_kernel
+    v = torch.randn(1, 2, 70, 64).to(E4M3)
+    vt = torch.full((1, 2, 64, 96), float("nan")).to(E4M3)
+    tlxc.interpret(transpose_last2_kernel, (2, 1, 2), (v, vt, 70, 64, 2, *v.stride()[:3], *vt.stride()[:3], None, 96),
+                   {"BLOCK_S": 64, "BLOCK_D": 64, "PERMUTE32": True})
+    cols = A.k32_position(torch.arange(70))
+    assert torch.equal(vt.view(torch.uint8)[..., cols], v.transpose(-1, -2).view(torch.uint8))
+    pad = torch.ones(96, dtype=torch.bool)
+    pad[cols] = False
+    assert (vt.view(torch.uint8)[..., pad] == 0).all()      # the last group's tail: zeros, not the NaN poison

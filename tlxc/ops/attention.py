@@ -589,38 +589,51 @@ def descale_table(descales: tuple, B: int, Hkv: int, device) -> torch.Tensor | N
 TRANSPOSE_TILE = 64      # transpose_last2_kernel's tile (S and D)
 
 
+def k32_position(k: torch.Tensor) -> torch.Tensor:
+    """Where key ``k`` (of a 32-aligned run) goes in Vᵀ so that ``tlx.async_dot(p, vt,
+    a_k_order="accumulator")`` pairs it with P's column ``k``: ``16h + 8a + 2q + b -> 16h + 4q +
+    2a + b`` within its group of 32 (``k32_accumulator_order``'s inverse)."""
+    j = k % 32
+    return k - j + (j // 16) * 16 + ((j // 2) % 4) * 4 + ((j // 8) % 2) * 2 + j % 2
+
+
 def transposed_v(v: torch.Tensor) -> torch.Tensor:
-    """fp8 ``v`` ``[B, Hkv, S, D]`` as Vᵀ ``[B, Hkv, D, S]`` for the kernel's TMA boxes: rows of
-    ``S`` padded to 16 bytes in memory (TMA's stride rule) but not in the view (the boxes past
-    ``S`` read zeros).  One copy of V per call: wgmma reads an 8-bit B K-major only.  On the GPU
-    by ``kernels/transpose.py`` (torch's copy of the transposed view: ~0.17 TB/s); elsewhere
-    (the interpreter) by torch."""
+    """fp8 ``v`` ``[B, Hkv, S, D]`` as Vᵀ ``[B, Hkv, D, S32]`` for the kernel's TMA boxes: the keys
+    of each group of 32 in the order the kernel's P fragments read them (``k32_position``), ``S``
+    rounded up to 32 with zero columns.  One copy of V per call: wgmma reads an 8-bit B K-major
+    only.  On the GPU by ``kernels/transpose.py`` (torch's copy of the transposed view: ~0.17
+    TB/s); elsewhere (the interpreter) by torch."""
     B, Hkv, S, D = v.shape
-    vt = torch.empty((B, Hkv, D, -(-S // 16) * 16), dtype=v.dtype, device=v.device)[..., :S]
+    s32 = -(-S // 32) * 32
     if v.device.type != "cuda" or _COMPILE_ONLY.active or v.stride(-1) != 1:
-        vt.copy_(v.transpose(-1, -2))
+        vt = torch.zeros((B, Hkv, D, s32), dtype=v.dtype, device=v.device)
+        cols = k32_position(torch.arange(S, device=v.device))
+        vt.view(torch.uint8).index_copy_(3, cols, v.view(torch.uint8).transpose(-1, -2))
         return vt
-    grid = (-(-S // TRANSPOSE_TILE), -(-D // TRANSPOSE_TILE), B * Hkv)
+    vt = torch.empty((B, Hkv, D, s32), dtype=v.dtype, device=v.device)
+    grid = (-(-s32 // TRANSPOSE_TILE), -(-D // TRANSPOSE_TILE), B * Hkv)
     transpose_last2_kernel[grid](v, vt, S, D, Hkv, v.stride(0), v.stride(1), v.stride(2), vt.stride(0), vt.stride(1),
-                                 vt.stride(2), BLOCK_S=TRANSPOSE_TILE, BLOCK_D=TRANSPOSE_TILE, num_warps=4)
+                                 vt.stride(2), None, s32, BLOCK_S=TRANSPOSE_TILE, BLOCK_D=TRANSPOSE_TILE,
+                                 PERMUTE32=True, num_warps=4)
     return vt
 
 
 def transposed_v_varlen(v: torch.Tensor, cu_k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Varlen fp8 ``v`` ``[total_k, Hkv, D]`` as Vᵀ ``(1, Hkv, D, N)`` with sequence ``b``'s keys
-    from column ``cu_v[b]``, each start rounded up to 16 (a TMA box must start on a 16-byte
-    column), the gaps zero; returns ``(vt4, cu_v)`` (int32 ``[B + 1]``).  Device operations
-    only (no host sync): ``N`` bounds the padding by 15 columns per sequence."""
+    from column ``cu_v[b]``, each start rounded up to 32 (a TMA box must start on a 16-byte
+    column, and the P fragments' key order runs in groups of 32: ``k32_position`` of the key's
+    index in its sequence), the gaps zero; returns ``(vt4, cu_v)`` (int32 ``[B + 1]``).  Device
+    operations only (no host sync): ``N`` bounds the padding by 31 columns per sequence."""
     total, Hkv, D = v.shape
     B = cu_k.shape[0] - 1
     lens = cu_k.diff()
     cu_v = torch.zeros(B + 1, dtype=torch.int32, device=v.device)
-    cu_v[1:] = torch.cumsum((lens + 15) // 16 * 16, 0)
-    n = -(-(total + 15 * B) // 16) * 16
-    vt = torch.zeros((1, Hkv, D, max(n, 16)), dtype=v.dtype, device=v.device)
+    cu_v[1:] = torch.cumsum((lens + 31) // 32 * 32, 0)
+    n = -(-(total + 31 * B) // 32) * 32
+    vt = torch.zeros((1, Hkv, D, max(n, 32)), dtype=v.dtype, device=v.device)
     rows = torch.arange(total, device=v.device, dtype=torch.int32)
     seq = torch.searchsorted(cu_k, rows, right=True) - 1                 # each key row's sequence
-    cols = (rows + (cu_v - cu_k)[seq]).to(torch.int32)
+    cols = (cu_v[seq] + k32_position(rows - cu_k[seq])).to(torch.int32)
     if v.device.type != "cuda" or _COMPILE_ONLY.active or v.stride(-1) != 1:
         vt.view(torch.uint8)[0].index_copy_(2, cols.long(), v.view(torch.uint8).permute(1, 2, 0))
         return vt, cu_v

@@ -56,13 +56,14 @@ generalized:
   never-read ``HALF_M``-float buffer per consumer, is a memory operation ptxas keeps before the
   wait: the 64 (64-key blocks: 32) ``MUFU.EX2`` of a block then run between the two waits;
 * ``FP8`` (``DTYPE`` e4m3 or e5m2): Q, K and Vᵀ in fp8, ``O`` in ``O_DTYPE``.  wgmma reads an
-  8-bit B K-major only, so the host passes Vᵀ (``(B, Hkv, D, S)``; varlen ``(1, Hkv, D, N)`` with
-  sequence ``b`` from column ``cu_v[b]``, a multiple of 16: a box's innermost start must be 16-byte
-  aligned) and each V slot holds a ``[HEAD_DIM, BLOCK_N]`` box of it (``v_cols``); P goes to the
-  tensor cores from registers as fp8 (the codegen's quad exchange into k32 fragments).  Q/K boxes
-  are 128 columns (128-byte rows; 64 at D = 64).  ``DESCALE``: each item loads ``(q_descale *
-  k_descale, v_descale)`` of its (sequence, kv head) from ``descale_ptr`` (float32 ``[B * Hkv,
-  2]``), scaling the scores and ``O``;
+  8-bit B K-major only, so the host passes Vᵀ (``(B, Hkv, D, S32)``; varlen ``(1, Hkv, D, N)`` with
+  sequence ``b`` from column ``cu_v[b]``, a multiple of 32) and each V slot holds a
+  ``[HEAD_DIM, BLOCK_N]`` box of it (``v_cols``).  P goes to the tensor cores from registers as
+  fp8, read in the accumulator's in-thread key order (``pv_dot``: ``a_k_order="accumulator"``;
+  the host's Vᵀ puts each group of 32 keys in that order, ``attention.transposed_v``), so no
+  thread exchanges P's bytes with another.  Q/K boxes are 128 columns (128-byte rows; 64 at
+  D = 64).  ``DESCALE``: each item loads ``(q_descale * k_descale, v_descale)`` of its
+  (sequence, kv head) from ``descale_ptr`` (float32 ``[B * Hkv, 2]``), scaling the scores and ``O``;
 * ``EXP_FMA`` (opt-in, ``AttnConfig.exp_fma = k``): the softmax's exponentials with every k-th register
   of a thread on the FMA pipe (``tlx.fast_exp2``), the rest on MUFU;
 * ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
@@ -269,19 +270,28 @@ def v_cols(v_buf, COL0: tl.constexpr, COLS: tl.constexpr, BLOCK_N: tl.constexpr,
 
 
 @jit
+def pv_dot(p, b, acc, FP8: tl.constexpr):
+    """One ``P V`` wgmma group; fp8 P is read in the accumulator's in-thread key order, which the
+    host's Vᵀ follows (``attention.transposed_v``): no exchange of P between threads."""
+    if FP8:
+        return tlx.async_dot(p, b, acc, a_k_order="accumulator")
+    return tlx.async_dot(p, b, acc)
+
+
+@jit
 def pv(p, v_buf, acc, FP8: tl.constexpr):
     """``O += P V`` on the whole V slot (a Vᵀ slot under ``FP8``: ``v_cols``)."""
     if FP8:
-        return tlx.async_dot(p, tlx.local_trans(v_buf), acc)
-    return tlx.async_dot(p, v_buf, acc)
+        return pv_dot(p, tlx.local_trans(v_buf), acc, FP8)
+    return pv_dot(p, v_buf, acc, FP8)
 
 
 @jit
 def pv_halves(p, v_buf, acc, acc_hi, BLOCK_N: tl.constexpr, O_COLS: tl.constexpr, FP8: tl.constexpr = False):
     """``O_PARTS == 2``: issue ``O += P V`` as two wgmma groups, one per ``O_COLS``-column half
     of ``V``, each into its own accumulator (``acc``: columns ``0 ..``, ``acc_hi``: the rest)."""
-    acc = tlx.async_dot(p, v_cols(v_buf, 0, O_COLS, BLOCK_N, FP8), acc)
-    acc_hi = tlx.async_dot(p, v_cols(v_buf, O_COLS, O_COLS, BLOCK_N, FP8), acc_hi)
+    acc = pv_dot(p, v_cols(v_buf, 0, O_COLS, BLOCK_N, FP8), acc, FP8)
+    acc_hi = pv_dot(p, v_cols(v_buf, O_COLS, O_COLS, BLOCK_N, FP8), acc_hi, FP8)
     return acc, acc_hi
 
 
@@ -349,7 +359,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN, WIN_LEFT,
                     WIN_RIGHT)
                 v_row = k_row
-                if FP8 and VARLEN:      # Vᵀ's sequences start on 16-byte columns of their own (cu_v)
+                if FP8 and VARLEN:      # Vᵀ's sequences start on 32-aligned columns of their own (cu_v)
                     v_row = tl.load(cu_v_ptr + (t // NUM_M) // H)
                 if WIN_LEFT >= 0:                                           # the item's first key block
                     k_row = k_row + kb0 * BLOCK_N

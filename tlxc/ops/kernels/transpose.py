@@ -7,8 +7,11 @@ loads a ``[BLOCK_S, BLOCK_D]`` tile along ``D`` (16-byte loads), ``tl.trans`` go
 memory (``infer-layouts``), and the ``[BLOCK_D, BLOCK_S]`` store runs along ``S``.  Program
 ``(i, j, bh)``: tile ``i`` of S, ``j`` of D, ``bh = b * H + h``; rows and columns past the ends
 are masked.  ``col_ptr`` (varlen fp8, optional): int32 per row of ``src`` (its S index), the
-column of ``dst`` it goes to (each packed sequence moved to a 16-byte aligned start), instead of
-its own index.
+column of ``dst`` it goes to (the host's own mapping), instead of its own index.  ``PERMUTE32``
+(without ``col_ptr``): within each group of 32 columns, row ``k`` goes to the fragment position
+that ``tlx.async_dot(..., a_k_order="accumulator")`` reads it from (``k32_accumulator_order``'s
+inverse: ``16h + 8a + 2q + b -> 16h + 4q + 2a + b``), and the rows ``S .. S_OUT`` (a group's
+tail past S) are written as zeros.
 """
 from ... import language as tl
 from ...runtime.jit import jit
@@ -16,7 +19,8 @@ from ...runtime.jit import jit
 
 @jit
 def transpose_last2_kernel(src, dst, S, D, H, stride_sb, stride_sh, stride_ss, stride_db, stride_dh, stride_dd,
-                           col_ptr=None, BLOCK_S: tl.constexpr = 64, BLOCK_D: tl.constexpr = 64):
+                           col_ptr=None, S_OUT=None, BLOCK_S: tl.constexpr = 64, BLOCK_D: tl.constexpr = 64,
+                           PERMUTE32: tl.constexpr = False):
     bh = tl.program_id(2)
     b = bh // H
     h = bh - b * H
@@ -25,8 +29,16 @@ def transpose_last2_kernel(src, dst, S, D, H, stride_sb, stride_sh, stride_ss, s
     src = src + b.to(tl.int64) * stride_sb + h.to(tl.int64) * stride_sh
     dst = dst + b.to(tl.int64) * stride_db + h.to(tl.int64) * stride_dh
     tile = tl.load(src + rs[:, None] * stride_ss + rd[None, :], mask=(rs[:, None] < S) & (rd[None, :] < D))
-    if col_ptr is None:
-        cols = rs
-    else:
+    if col_ptr is not None:
         cols = tl.load(col_ptr + rs, mask=rs < S, other=0)
-    tl.store(dst + rd[:, None] * stride_dd + cols[None, :], tl.trans(tile), mask=(rd[:, None] < D) & (rs[None, :] < S))
+    elif PERMUTE32:
+        k = rs % 32
+        cols = rs - k + (k // 16) * 16 + ((k // 2) % 4) * 4 + ((k // 8) % 2) * 2 + k % 2
+    else:
+        cols = rs
+    if S_OUT is None:
+        rows_out = S
+    else:
+        rows_out = S_OUT
+    tl.store(dst + rd[:, None] * stride_dd + cols[None, :], tl.trans(tile),
+             mask=(rd[:, None] < D) & (rs[None, :] < rows_out))
