@@ -92,7 +92,7 @@ def tile_dim(D: int) -> int:
     return 64 if D <= 64 else 128 if D <= 128 else 256
 
 
-def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = False) -> AttnConfig:
+def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = False, fp8: bool = False) -> AttnConfig:
     """The configuration for head dim ``D`` and ``S`` query rows (the longest sequence):
 
     * D <= 64 without a mask: three consumers (192 rows per item, measured 3-8% faster than
@@ -121,10 +121,14 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
     stores' speed on mixed batches (geomean 0.96) and 1.075 on the 4 x 4096 control.  The L2 prefetch of the next item
     (``prefetch``) and deeper rings were slower everywhere on the H200 and stay opt-in
     (docs/performance.md "small S").
+
+    fp8 inputs keep two consumers at D = 64: with three, each spills 28 bytes (160 registers), and the
+    H200 measured that kernel at 439 TF/s against 505 before P's fragments changed (session 18 runs 2
+    and 6, S = 4096 non-causal).
     """
     hd = tile_dim(D)
     if hd == 64:
-        three = not causal and not varlen and S is not None and \
+        three = not causal and not varlen and not fp8 and S is not None and \
             -(-S // 192) * 192 <= 1.04 * (-(-S // 128) * 128)
         c = AttnConfig(64, 192 if three else 128, 128, 2, 2)
     elif hd == 128:
@@ -731,7 +735,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
             o.zero_()
             lse.fill_(float("-inf"))
             return o, lse
-    c = config or choose_config(D, causal, Sq, varlen)
+    c = config or choose_config(D, causal, Sq, varlen, fp8)
     if c.head_dim < D:
         raise _fail(f"config tile width {c.head_dim} is below the head dim {D}")
     if not isinstance(c.prefetch, int) or c.prefetch < 0:

@@ -8,10 +8,11 @@ memory (``infer-layouts``), and the ``[BLOCK_D, BLOCK_S]`` store runs along ``S`
 ``(i, j, bh)``: tile ``i`` of S, ``j`` of D, ``bh = b * H + h``; rows and columns past the ends
 are masked.  ``col_ptr`` (varlen fp8, optional): int32 per row of ``src`` (its S index), the
 column of ``dst`` it goes to (the host's own mapping), instead of its own index.  ``PERMUTE32``
-(without ``col_ptr``): within each group of 32 columns, row ``k`` goes to the fragment position
-that ``tlx.async_dot(..., a_k_order="accumulator")`` reads it from (``k32_accumulator_order``'s
-inverse: ``16h + 8a + 2q + b -> 16h + 4q + 2a + b``), and the rows ``S .. S_OUT`` (a group's
-tail past S) are written as zeros.
+(without ``col_ptr``): within each group of 32 columns, column ``f`` takes the row that
+``tlx.async_dot(..., a_k_order="accumulator")`` reads at fragment position ``f``
+(``k32_accumulator_order``: ``16h + 4q + 2a + b -> 16h + 8a + 2q + b``; the rows are gathered on
+the load side, so the store stays along S), and the columns ``S .. S_OUT`` past the last row are
+written as zeros.
 """
 from ... import language as tl
 from ...runtime.jit import jit
@@ -28,12 +29,14 @@ def transpose_last2_kernel(src, dst, S, D, H, stride_sb, stride_sh, stride_ss, s
     rd = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     src = src + b.to(tl.int64) * stride_sb + h.to(tl.int64) * stride_sh
     dst = dst + b.to(tl.int64) * stride_db + h.to(tl.int64) * stride_dh
-    tile = tl.load(src + rs[:, None] * stride_ss + rd[None, :], mask=(rs[:, None] < S) & (rd[None, :] < D))
+    if PERMUTE32:       # dst column f takes row k32_accumulator_order(f): gathered rows, a plain store
+        f = rs % 32
+        rows = rs - f + (f // 16) * 16 + ((f // 2) % 2) * 8 + ((f // 4) % 4) * 2 + f % 2
+    else:
+        rows = rs
+    tile = tl.load(src + rows[:, None] * stride_ss + rd[None, :], mask=(rows[:, None] < S) & (rd[None, :] < D))
     if col_ptr is not None:
         cols = tl.load(col_ptr + rs, mask=rs < S, other=0)
-    elif PERMUTE32:
-        k = rs % 32
-        cols = rs - k + (k // 16) * 16 + ((k // 2) % 4) * 4 + ((k // 8) % 2) * 2 + k % 2
     else:
         cols = rs
     if S_OUT is None:
