@@ -196,6 +196,12 @@ _TMEM_ALLOC = ("__shared__ unsigned slot;\n"
                "  __syncthreads(); out[0] = slot;")
 
 
+# fp8 register-A helpers compiled at these N only: the same template as every N of the 16-bit ones
+# (compiled at all N), which differ in the register list alone; 128 more NVRTC compiles cost ~20
+# CPU-seconds of the README's test command
+_RS8_COMPILED = (8, 24, 128, 256)
+
+
 def _wgmma_rs(n: int, dtype: str, b_dtype: str | None = None) -> Case:
     regs = n // 2
     ptx_type, k, transposable = ptx.WGMMA_INPUTS[dtype]
@@ -205,8 +211,9 @@ def _wgmma_rs(n: int, dtype: str, b_dtype: str | None = None) -> Case:
             f"  tlx_wgmma_fence();\n  {ptx.wgmma_name(n, dtype, b_dtype)}_rs{major}(d, in[1], in[2], in[3], in[4], "
             f"db, in[0] != 0);\n  tlx_wgmma_commit_group();\n  tlx_wgmma_wait_group<0, {regs}>(d);\n"
             f"  for (int k = 0; k < {regs}; ++k) out[{regs} * threadIdx.x + k] = __float_as_uint(d[k]);")
+    compiled = transposable or n in _RS8_COMPILED
     return Case(body, (f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{b_ptx_type}",),
-                archs=("sm_90a",), also=_WGMMA_HELPERS, bounds="__launch_bounds__(128, 1) ")
+                archs=("sm_90a",) if compiled else (), also=_WGMMA_HELPERS, bounds="__launch_bounds__(128, 1) ")
 
 
 def _wgmma(n: int, dtype: str, b_dtype: str | None = None) -> Case:
