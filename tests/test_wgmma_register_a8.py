@@ -20,11 +20,13 @@ FP8 = {"e4m3": (torch.float8_e4m3fn, tl.float8e4nv), "e5m2": (torch.float8_e5m2,
 @tlxc.kernel
 def scores_times_b(x_ptr, y_ptr, b_ptr, out_ptr, scale, p_ptr,
                    M: tl.constexpr, D: tl.constexpr, K: tl.constexpr, N: tl.constexpr,
-                   P_TYPE: tl.constexpr, B_TYPE: tl.constexpr, P_LOADED: tl.constexpr = False):
+                   P_TYPE: tl.constexpr, B_TYPE: tl.constexpr, P_LOADED: tl.constexpr = False,
+                   ORDERED: tl.constexpr = False):
     """out[M, N] = fp8(scale * x y^T) @ b^T: x [M, D], y [K, D] bf16 (S = x y^T on the tensor
     cores, x from registers: the emulation runs register-A wgmma only), b [N, K] fp8 (K-major, as
     wgmma wants an 8-bit B); P = fp8(scale * S) from registers (``P_LOADED``: P read from ``p_ptr``
-    instead, fp8 values that are not a cast of float32 ones)."""
+    instead, fp8 values that are not a cast of float32 ones; ``ORDERED``: ``a_k_order="accumulator"``,
+    out = P[:, π] @ bᵀ)."""
     ys = tlx.local_alloc((K, D), tl.bfloat16, 1)
     bs = tlx.local_alloc((N, K), B_TYPE, 1)
     rm = tl.arange(0, M)
@@ -41,7 +43,10 @@ def scores_times_b(x_ptr, y_ptr, b_ptr, out_ptr, scale, p_ptr,
         p = tl.load(p_ptr + rm[:, None] * K + rk[None, :])
     else:
         p = (s * scale).to(P_TYPE)
-    acc = tlx.async_dot(p, tlx.local_trans(bs[0]), tl.zeros((M, N), dtype=tl.float32))
+    if ORDERED:
+        acc = tlx.async_dot(p, tlx.local_trans(bs[0]), tl.zeros((M, N), dtype=tl.float32), a_k_order="accumulator")
+    else:
+        acc = tlx.async_dot(p, tlx.local_trans(bs[0]), tl.zeros((M, N), dtype=tl.float32))
     acc = tlx.async_dot_wait(0, acc)
     tl.store(out_ptr + rm[:, None] * N + rn[None, :], acc)
 
@@ -159,53 +164,29 @@ def test_gpu_tl_dot_with_a_computed_fp8_a(p_type):
     _close(args[3].cpu(), ref)
 
 
-@tlxc.kernel
-def scores_times_b_ordered(x_ptr, y_ptr, b_ptr, out_ptr, scale, M: tl.constexpr, D: tl.constexpr,
-                           K: tl.constexpr, N: tl.constexpr, P_TYPE: tl.constexpr):
-    """``scores_times_b`` with ``a_k_order="accumulator"``: out = fp8(scale * x yᵀ)[:, π] @ bᵀ."""
-    ys = tlx.local_alloc((K, D), tl.bfloat16, 1)
-    bs = tlx.local_alloc((N, K), P_TYPE, 1)
-    rm = tl.arange(0, M)
-    rk = tl.arange(0, K)
-    rn = tl.arange(0, N)
-    rd = tl.arange(0, D)
-    x = tl.load(x_ptr + rm[:, None] * D + rd[None, :])
-    tlx.local_store(ys[0], tl.load(y_ptr + rk[:, None] * D + rd[None, :]))
-    tlx.local_store(bs[0], tl.load(b_ptr + rn[:, None] * K + rk[None, :]))
-    tlx.fence("async_shared")
-    s = tlx.async_dot(x, tlx.local_trans(ys[0]), tl.zeros((M, K), dtype=tl.float32), use_acc=False)
-    s = tlx.async_dot_wait(0, s)
-    acc = tlx.async_dot((s * scale).to(P_TYPE), tlx.local_trans(bs[0]), tl.zeros((M, N), dtype=tl.float32),
-                        a_k_order="accumulator")
-    acc = tlx.async_dot_wait(0, acc)
-    tl.store(out_ptr + rm[:, None] * N + rn[None, :], acc)
-
-
 def _ordered_case(seed=0, N=64):
     from tlxc.ir.ops.mma_async import k32_accumulator_order
     args, meta, _ = _case("e4m3", "e4m3", K=128, N=N, seed=seed)
-    x, y, b, out, scale, _ = args
-    p = (x.double() @ y.double().T * scale).float().to(torch.float8_e4m3fn)
+    b, p = args[2], args[5]
     order = [32 * (k // 32) + k32_accumulator_order()[k % 32] for k in range(128)]
     ref = p.double()[:, order] @ b.double().T
-    meta = {k: v for k, v in meta.items() if k != "B_TYPE"}
-    return (x, y, b, out, scale), meta, ref
+    return args, {**meta, "ORDERED": True}, ref
 
 
 def test_ordered_a_on_the_interpreter_and_text():
     args, meta, ref = _ordered_case()
-    tlxc.interpret(scores_times_b_ordered, (1,), args, meta)
+    tlxc.interpret(scores_times_b, (1,), args, meta)
     _close(args[3], ref)
-    cuda = scores_times_b_ordered.warmup(*args, grid=(1,), num_warps=4, arch="sm_90a", **meta).asm["cuda"]
+    cuda = scores_times_b.warmup(*args, grid=(1,), num_warps=4, arch="sm_90a", **meta).asm["cuda"]
     assert "tlx_wgmma_a8_fragment(" not in cuda and "f8e4m3_rs(" in cuda
 
 
 @pytest.mark.skipif(not emu.available(), reason="no host C++ compiler")
 def test_ordered_a_on_the_emulation():
     args, meta, ref = _ordered_case(seed=5, N=128)
-    handle = scores_times_b_ordered.warmup(*args, grid=(1,), num_warps=4, arch="sm_90a", **meta)
-    emu.build(handle.asm["cuda"]).run(dict(zip(("x_ptr", "y_ptr", "b_ptr", "out_ptr", "scale"), args)), grid=(1,),
-                                      threads=128)
+    handle = scores_times_b.warmup(*args, grid=(1,), num_warps=4, arch="sm_90a", **meta)
+    emu.build(handle.asm["cuda"]).run(dict(zip(("x_ptr", "y_ptr", "b_ptr", "out_ptr", "scale", "p_ptr"), args)),
+                                      grid=(1,), threads=128)
     _close(args[3], ref)
 
 
@@ -229,5 +210,5 @@ def bad_order(x_ptr):
 def test_gpu_ordered_a():
     args, meta, ref = _ordered_case(seed=8, N=128)
     args = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in args)
-    scores_times_b_ordered[(1,)](*args, num_warps=4, **meta)
+    scores_times_b[(1,)](*args, num_warps=4, **meta)
     _close(args[3].cpu(), ref)
