@@ -7,7 +7,8 @@ One ``tlx.async_dot`` is one wgmma group of the issuing warps:
 fp8 (e4m3, e5m2; A and B may be of different fp8 types), k8 for tf32; only
 16-bit inputs may be MN-major; 16-bit and fp8 A may come from registers
 (``_register_a_fragments``: fp8's k32 fragments are exchanged within each quad from
-the accumulator pattern, ``tlx_wgmma_a8_fragment``).
+the accumulator pattern, ``tlx_wgmma_a8_fragment``, or -- ``attrs.a_k_order ==
+"accumulator"`` -- read in that pattern's own order, ``_register_a8_words``).
 ``tlx.async_dot_wait`` is ``wgmma.wait_group``.
 
 *max_num_imprecise_acc* (fp8, ``attrs``): Hopper sums fp8 products in a
