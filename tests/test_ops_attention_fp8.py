@@ -181,3 +181,10 @@ def test_permuted_transpose_kernel_on_the_interpreter():
     pad = torch.ones(96, dtype=torch.bool)
     pad[cols] = False
     assert (vt.view(torch.uint8)[..., pad] == 0).all()      # the last group's tail: zeros, not the NaN poison
+
+
+def test_compile_config_compiles_the_transpose_too():
+    """``compile_config`` fills the cache for every kernel an fp8 call launches: the Vᵀ copy first."""
+    q = torch.empty(2, 4, 1000, 128).to(E4M3)
+    names = [h.name for h in A.compile_config(q, q[:, :2], q[:, :2], causal=True)]
+    assert len(names) == 2 and names[0].startswith("transpose_last2_kernel") and names[1].startswith("attn_fwd")

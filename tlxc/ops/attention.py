@@ -609,17 +609,23 @@ def transposed_v(v: torch.Tensor) -> torch.Tensor:
     TB/s); elsewhere (the interpreter) by torch."""
     B, Hkv, S, D = v.shape
     s32 = -(-S // 32) * 32
-    if v.device.type != "cuda" or _COMPILE_ONLY.active or v.stride(-1) != 1:
+    if not _transposes_on_device(v):
         vt = torch.zeros((B, Hkv, D, s32), dtype=v.dtype, device=v.device)
         cols = k32_position(torch.arange(S, device=v.device))
         vt.view(torch.uint8).index_copy_(3, cols, v.view(torch.uint8).transpose(-1, -2))
         return vt
     vt = torch.empty((B, Hkv, D, s32), dtype=v.dtype, device=v.device)
     grid = (-(-s32 // TRANSPOSE_TILE), -(-D // TRANSPOSE_TILE), B * Hkv)
-    transpose_last2_kernel[grid](v, vt, S, D, Hkv, v.stride(0), v.stride(1), v.stride(2), vt.stride(0), vt.stride(1),
-                                 vt.stride(2), None, s32, BLOCK_S=TRANSPOSE_TILE, BLOCK_D=TRANSPOSE_TILE,
-                                 PERMUTE32=True, num_warps=4)
+    _COMPILE_ONLY.launch(transpose_last2_kernel, grid, v, vt, S, D, Hkv, v.stride(0), v.stride(1), v.stride(2),
+                         vt.stride(0), vt.stride(1), vt.stride(2), None, s32, BLOCK_S=TRANSPOSE_TILE,
+                         BLOCK_D=TRANSPOSE_TILE, PERMUTE32=True, num_warps=4)
     return vt
+
+
+def _transposes_on_device(v: torch.Tensor) -> bool:
+    """Whether Vᵀ is made by ``kernels/transpose.py`` (on the GPU, or compiled for it under
+    ``compile_config``) rather than by torch (the interpreter's path)."""
+    return _COMPILE_ONLY.active or (v.device.type == "cuda" and v.stride(-1) == 1)
 
 
 def transposed_v_varlen(v: torch.Tensor, cu_k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -638,12 +644,13 @@ def transposed_v_varlen(v: torch.Tensor, cu_k: torch.Tensor) -> tuple[torch.Tens
     rows = torch.arange(total, device=v.device, dtype=torch.int32)
     seq = torch.searchsorted(cu_k, rows, right=True) - 1                 # each key row's sequence
     cols = (cu_v[seq] + k32_position(rows - cu_k[seq])).to(torch.int32)
-    if v.device.type != "cuda" or _COMPILE_ONLY.active or v.stride(-1) != 1:
+    if not _transposes_on_device(v):
         vt.view(torch.uint8)[0].index_copy_(2, cols.long(), v.view(torch.uint8).permute(1, 2, 0))
         return vt, cu_v
     grid = (-(-total // TRANSPOSE_TILE), -(-D // TRANSPOSE_TILE), Hkv)
-    transpose_last2_kernel[grid](v, vt, total, D, Hkv, 0, v.stride(1), v.stride(0), vt.stride(0), vt.stride(1),
-                                 vt.stride(2), cols, BLOCK_S=TRANSPOSE_TILE, BLOCK_D=TRANSPOSE_TILE, num_warps=4)
+    _COMPILE_ONLY.launch(transpose_last2_kernel, grid, v, vt, total, D, Hkv, 0, v.stride(1), v.stride(0),
+                         vt.stride(0), vt.stride(1), vt.stride(2), cols, BLOCK_S=TRANSPOSE_TILE,
+                         BLOCK_D=TRANSPOSE_TILE, num_warps=4)
     return vt, cu_v
 
 
