@@ -73,6 +73,9 @@ def test_arguments_are_checked():
     x = _inputs()
     with pytest.raises(CompilationError, match="'fma_every' must be at least 2"):
         exp2_kernel.warmup(x, x, x.numel(), grid=(2,), arch="sm_90a", BLOCK=1024, EVERY=1)
+    xb = x.to(torch.bfloat16)
+    with pytest.raises(CompilationError, match="tlx.fast_exp2 takes float32 values, got bf16"):
+        exp2_kernel.warmup(xb, xb, x.numel(), grid=(2,), arch="sm_90a", BLOCK=1024, EVERY=4)
 
 
 @pytest.mark.gpu
