@@ -188,3 +188,18 @@ def test_compile_config_compiles_the_transpose_too():
     q = torch.empty(2, 4, 1000, 128).to(E4M3)
     names = [h.name for h in A.compile_config(q, q[:, :2], q[:, :2], causal=True)]
     assert len(names) == 2 and names[0].startswith("transpose_last2_kernel") and names[1].startswith("attn_fwd")
+
+
+def test_torch_compile_fullgraph_on_the_cpu():
+    """The fp8 op under ``torch.compile(fullgraph=True)``: its schema (optional descale tensors, an
+    optional dtype) traces, the fake's bf16 output flows into the rest of the graph."""
+    q, k, v = fp8_inputs((1, 2, 70, 64), (1, 1, 70, 64), E4M3, seed=12)
+    dv = torch.tensor(2.0)
+
+    def f(q, k, v, dv):
+        return tlxc.ops.attention(q, k, v, causal=True, v_descale=dv, out_dtype=torch.float16) * 0.5
+
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v, dv)
+    assert got.dtype == torch.float16
+    o, _ = A.attention_forward(q, k, v, causal=True, v_descale=dv, out_dtype=torch.float16)
+    assert torch.equal(got, o * 0.5)
