@@ -372,17 +372,24 @@ def _pinned(lw, halves: list[tuple[str, str]], fresh: bool = False) -> list[str]
     if isinstance(halves, A8Words):     # 8-bit elements: the source words of tlx_wgmma_a8_fragment
         return _exchanged_a8(lw, halves, fresh)
     if isinstance(halves, A8Fragment):  # 8-bit, a_k_order="accumulator": the fragment's own words
-        return _pinned_words(lw, halves, fresh)
-    name = lw.fresh("afrag")
+        return _pin_words(lw, list(halves), fresh)
     packed = [f"((unsigned)({lo}) & 0xFFFFu) | ((unsigned)({hi}) << 16)" for lo, hi in halves]
-    lw.out.line(f"unsigned {name}[{len(packed)}] = {{{', '.join(packed)}}};")
+    regs = _pin_words(lw, packed, fresh)
+    if fresh:       # written back: the operand's registers become loop-carried, no second copy of them
+        for reg, (lo, hi) in zip(regs, halves):
+            lw.out.line(f"{lo} = (unsigned short)({reg}); {hi} = (unsigned short)({reg} >> 16);")
+    return regs
+
+
+def _pin_words(lw, words: list[str], fresh: bool) -> list[str]:
+    """``words`` (an MMA's A registers) in an ``unsigned`` array pinned by ``tlx_pin_registers``,
+    or (``fresh``) rewritten in place by ``tlx_fresh_registers``; the array's elements."""
+    name = lw.fresh("afrag")
+    lw.out.line(f"unsigned {name}[{len(words)}] = {{{', '.join(words)}}};")
     pin = "tlx_fresh_registers" if fresh else "tlx_pin_registers"
     lw.target.use(pin)
-    lw.out.line(f"{pin}<{len(packed)}>({name});")
-    if fresh:       # written back: the operand's registers become loop-carried, no second copy of them
-        for i, (lo, hi) in enumerate(halves):
-            lw.out.line(f"{lo} = (unsigned short)({name}[{i}]); {hi} = (unsigned short)({name}[{i}] >> 16);")
-    return [f"{name}[{i}]" for i in range(len(packed))]
+    lw.out.line(f"{pin}<{len(words)}>({name});")
+    return [f"{name}[{i}]" for i in range(len(words))]
 
 
 class A8Words(tuple):
@@ -392,17 +399,6 @@ class A8Words(tuple):
 class A8Fragment(tuple):
     """The four registers (C expressions) of one 8-bit k32 fragment read in the accumulator's
     in-thread order (``a_k_order="accumulator"``): no exchange."""
-
-
-def _pinned_words(lw, words: A8Fragment, fresh: bool) -> list[str]:
-    """An 8-bit fragment formed in the thread: its words pinned (and, ``fresh``, rewritten in
-    place, as ``_pinned`` does for 16-bit ones)."""
-    name = lw.fresh("afrag")
-    lw.out.line(f"unsigned {name}[4] = {{{', '.join(words)}}};")
-    pin = "tlx_fresh_registers" if fresh else "tlx_pin_registers"
-    lw.target.use(pin)
-    lw.out.line(f"{pin}<4>({name});")
-    return [f"{name}[{i}]" for i in range(4)]
 
 
 def _exchanged_a8(lw, words: A8Words, fresh: bool) -> list[str]:
