@@ -3,6 +3,7 @@ has it), MoE shapes with uneven group sizes, paired medians (kernel time) in one
 
     python bench/ops_grouped_bench.py [--rounds 15] [--timing kernel|call] [--experts 8,32]
                                       [--configs gws_128x128x64_s5,...] [--lean]
+                                      [--cases ExMxKxN,...] [--split uneven|equal] [--dense]
 
 Expert weights are stored ``[E, N, K]`` (as ``nn.Linear``) and multiplied as
 ``w.transpose(1, 2)``; group sizes are a seeded multinomial draw with one empty expert.  The
@@ -13,7 +14,9 @@ kernel's choice is timed beside it, and so is the pick with pointer stores only,
 ``<pick>+ptr_stores``, the WS kernel's output path before its TMA stores; ``--lean`` leaves
 those two out); ``--configs`` times more configurations beside the pick.  ``--wgrad``: the weight gradient
 (``grouped_weight_grad``, the backward of ``grouped_matmul_op`` for ``b``) of the same cases instead,
-against a loop of cuBLAS ``a_gᵀ @ dout_g`` and ``torch._grouped_mm(aᵀ, dout, offs)``.
+against a loop of cuBLAS ``a_gᵀ @ dout_g`` and ``torch._grouped_mm(aᵀ, dout, offs)``.  ``--split equal``
+gives every expert M / E rows and ``--dense`` times ``tlxc.ops.matmul`` on all M rows beside: what
+the grouping itself costs per tile.
 """
 from __future__ import annotations
 
@@ -36,7 +39,21 @@ CASES = [  # (experts, total rows, K, N)
 ]
 
 
-def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False) -> None:
+def group_sizes(E: int, M: int, split: str):
+    """The bench's group sizes: a seeded multinomial draw with expert ``E // 2`` empty
+    (``uneven``), or ``M / E`` rows each (``equal``: multiples of 128 where M / E is)."""
+    import torch
+
+    if split == "equal":
+        return torch.full((E,), M // E, dtype=torch.int32)
+    torch.manual_seed(E * 1000 + M)
+    sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.05).sample().to(torch.int32)
+    sizes[E // 2] = 0
+    sizes[0] += M - int(sizes.sum())
+    return sizes
+
+
+def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False, split="uneven", dense=False) -> None:
     import torch
 
     import tlxc.ops.grouped as grouped_module
@@ -44,10 +61,7 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False) -> None:
     from tlxc.ops import grouped_matmul
     from tlxc.ops.grouped import GROUPED_WS_CONFIGS, _ws_layout, choose_grouped_config
 
-    torch.manual_seed(E * 1000 + M)
-    sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.05).sample().to(torch.int32)
-    sizes[E // 2] = 0
-    sizes[0] += M - int(sizes.sum())
+    sizes = group_sizes(E, M, split)
     host_sizes = sizes.tolist()
     sizes = sizes.cuda()
     offs = sizes.cumsum(0).to(torch.int32)
@@ -66,6 +80,10 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False) -> None:
                 torch.matmul(a[starts[g]:starts[g + 1]], b[g], out=loop_out[starts[g]:starts[g + 1]])
 
     fns = {"tlxc": lambda: grouped_matmul(a, b, sizes, out), "loop": loop}
+    if dense:                   # tlxc.ops.matmul on all M rows with one expert's weights: the per-tile yardstick
+        from tlxc.ops import matmul
+        dense_out = torch.empty_like(out)
+        fns["dense"] = lambda: matmul(a, b[0], out=dense_out)
     pick = choose_grouped_config(M, E, N, _ws_layout(a, b))
     if pick in GROUPED_WS_CONFIGS and not lean:      # the pointer kernel's choice too, for comparison
         other = choose_grouped_config(M, E, N, None)
@@ -92,7 +110,7 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False) -> None:
             print(f"  torch._grouped_mm refused: {str(exc).splitlines()[0][:150]}")
             gm = None
     loop()
-    for name in [n for n in fns if n not in ("loop", "grouped_mm")]:
+    for name in [n for n in fns if n not in ("loop", "grouped_mm", "dense")]:
         out.fill_(float("nan"))
         fns[name]()
         torch.cuda.synchronize()
@@ -109,7 +127,7 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False) -> None:
         fn()
     med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide).items()}
     flops = 2 * M * K * N
-    line = (f"E={E:3d} M={M:5d} K={K:5d} N={N:5d} (sizes {min(host_sizes)}..{max(host_sizes)}): "
+    line = (f"E={E:3d} M={M:5d} K={K:5d} N={N:5d} ({split} sizes {min(host_sizes)}..{max(host_sizes)}): "
             f"tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s, {pick})")
     for name in [n for n in med if n not in ("tlxc", "loop", "grouped_mm")]:
         line += f", {name} {med[name]:.4f} ms ({flops / med[name] / 1e9:.0f} TFLOP/s"
@@ -188,17 +206,23 @@ def main() -> None:
     parser.add_argument("--configs", help="more grouped configurations to time beside the pick (comma-separated)")
     parser.add_argument("--lean", action="store_true", help="no pointer-kernel / pointer-store side timings")
     parser.add_argument("--wgrad", action="store_true", help="the weight gradient (grouped_weight_grad) instead")
+    parser.add_argument("--cases", help="these cases instead of the sweep: ExMxKxN,... (e.g. 1x4096x4096x14336)")
+    parser.add_argument("--split", choices=("uneven", "equal"), default="uneven",
+                        help="group sizes: the seeded uneven draw (default) or M / E rows each")
+    parser.add_argument("--dense", action="store_true",
+                        help="also time tlxc.ops.matmul on all M rows (one expert's weights): the dense yardstick")
     args = parser.parse_args()
     experts = {int(e) for e in args.experts.split(",")} if args.experts else None
     extra = args.configs.split(",") if args.configs else ()
     hide = args.timing == "kernel"
     print(f"card: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, {args.timing} time", flush=True)
     ratios = {"loop": [], "grouped_mm": []}
-    for E, M, K, N in CASES:
+    cases = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",")] if args.cases else CASES
+    for E, M, K, N in cases:
         if (experts is None or E in experts) and args.wgrad:
             run_wgrad_case(E, M, K, N, args.rounds, hide, ratios, extra)
         elif experts is None or E in experts:
-            run_case(E, M, K, N, args.rounds, hide, ratios, extra, args.lean)
+            run_case(E, M, K, N, args.rounds, hide, ratios, extra, args.lean, args.split, args.dense)
     for base, rs in ratios.items():
         if rs:
             geo = math.exp(sum(math.log(r) for r in rs) / len(rs))
