@@ -185,12 +185,11 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
     from tlxc import language as tl
     from tlxc.descriptors import TensorDescriptor
     from tlxc.ops.kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
-    bm, bn, bk, stages, expert_group_m, schedule = GROUPED_WS_CONFIGS[config]
+    bm, bn, bk, stages, expert_group_m, dynamic = GROUPED_WS_CONFIGS[config]
     E, M, K, N = 8, 8192, 4096, 4096
     a = torch.empty(M, K, dtype=torch.bfloat16)
     if transposed:
-        b_desc = TensorDescriptor.from_tensor(torch.empty(E * N, K, dtype=torch.bfloat16),
-                                              [bn // 2 if schedule == 2 else bn, bk], swizzle=128)
+        b_desc = TensorDescriptor.from_tensor(torch.empty(E * N, K, dtype=torch.bfloat16), [bn, bk], swizzle=128)
     else:
         b_desc = TensorDescriptor.from_tensor(torch.empty(E * K, N, dtype=torch.bfloat16), [bk, 64], swizzle=128)
     out = torch.empty(M, N, dtype=torch.bfloat16)
@@ -199,8 +198,7 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
                                           TensorDescriptor.from_tensor(out, [bm // 2, 64], swizzle=128) if c_tma
                                           else None, torch.empty(2 * E + 1, dtype=torch.int32), E, N, K, M // bm + E, 132,
                                           N, 1, BM=bm, BN=bn, BK=bk, GROUP_M=expert_group_m or GROUP_M,
-                                          NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=schedule > 0,
-                                          NARROW_TAIL=schedule == 2,
+                                          NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=dynamic,
                                           DTYPE=tl.bfloat16, B_KMAJOR=transposed, B_BOX_N=64, E_PAD=E,
                                           SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                           OUT_DTYPE=tl.bfloat16 if c_tma else None, C_BOX_N=64, num_warps=4,

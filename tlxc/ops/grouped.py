@@ -27,23 +27,20 @@ GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages):
     "g_64x128x64": (64, 128, 64, 4, 4),
     "g_128x256x64": (128, 256, 64, 8, 3),
 }
-GROUPED_WS_CONFIGS = {       # name: (BM, BN, BK, stages, expert order, schedule): the warp-specialized TMA kernel
-    "gws_128x256x64_s4": (128, 256, 64, 4, 0, 0),
-    "gws_128x128x64_s5": (128, 128, 64, 5, 0, 0),
+GROUPED_WS_CONFIGS = {       # name: (BM, BN, BK, stages, expert order, dynamic): the warp-specialized TMA kernel
+    "gws_128x256x64_s4": (128, 256, 64, 4, 0, False),
+    "gws_128x128x64_s5": (128, 128, 64, 5, 0, False),
     # expert order (``_eG``): each expert's tiles together, in bands of at most G row tiles
     # inside the expert (kernels/grouped_gemm_ws.py, find_expert_tile); 0 = the grouped order of
     # all row tiles, bands of GROUP_M that may span two experts.  ``d``: the dynamic schedule
     # (after its first tile a program's producer draws the next tile index from a counter,
-    # so programs that got cheap tiles take more of them; schedule 1).  ``dn`` (schedule 2): the
-    # dynamic schedule whose last round's tiles are drawn as two halves of BN / 2 columns each,
-    # so the programs end closer together (uneven groups leave 14.6 rounds of work, not 15)
-    "gws_128x256x64_s4_e8": (128, 256, 64, 4, 8, 0),
-    "gws_128x256x64_s4_e16": (128, 256, 64, 4, 16, 0),
-    "gws_128x128x64_s5_e8": (128, 128, 64, 5, 8, 0),
-    "gws_128x256x64_s4_e16d": (128, 256, 64, 4, 16, 1),
-    "gws_128x256x64_s4_e8d": (128, 256, 64, 4, 8, 1),
-    "gws_128x128x64_s5_e8d": (128, 128, 64, 5, 8, 1),
-    "gws_128x256x64_s4_e16dn": (128, 256, 64, 4, 16, 2),
+    # so programs that got cheap tiles take more of them)
+    "gws_128x256x64_s4_e8": (128, 256, 64, 4, 8, False),
+    "gws_128x256x64_s4_e16": (128, 256, 64, 4, 16, False),
+    "gws_128x128x64_s5_e8": (128, 128, 64, 5, 8, False),
+    "gws_128x256x64_s4_e16d": (128, 256, 64, 4, 16, True),
+    "gws_128x256x64_s4_e8d": (128, 256, 64, 4, 8, True),
+    "gws_128x128x64_s5_e8d": (128, 128, 64, 5, 8, True),
 }
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 WS_MAX_GROUPS = 128          # the WS kernel's tile -> group search: a device table, log2(E) loads
@@ -189,9 +186,9 @@ def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_group
     (TMA stores only) and the barriers (gws_128x256x64_s4: 196672 bytes with pointer stores,
     229440 with a bf16 C tile); ``with_group``: the dynamic schedule's slots carry the tile's
     expert too (a per-expert bias)."""
-    bm, bn, bk, stages, _, schedule = GROUPED_WS_CONFIGS[config]
+    bm, bn, bk, stages, _, dynamic = GROUPED_WS_CONFIGS[config]
     used = stages * (bm * bk + bn * bk) * elt + (bm * (bn // 2) * out_elt if c_tma else 0) + 16 * stages
-    if schedule:                # the tile ring (2 x 4 or 5 int32 at a 128-byte boundary), its 4 barriers and
+    if dynamic:                 # the tile ring (2 x 4 or 5 int32 at a 128-byte boundary), its 4 barriers and
         used = -(-used // 128) * 128 + (40 if with_group else 32) + 32 + 16   # the 16 bytes that broadcast
     return used                                                               # the drawn index
 
@@ -205,7 +202,7 @@ def ws_stores_by_tma(config: str, a, out, with_group: bool = False) -> bool:
 
 
 def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epilogue: dict | None = None) -> None:
-    bm, bn, bk, stages, expert_group_m, schedule = GROUPED_WS_CONFIGS[config]
+    bm, bn, bk, stages, expert_group_m, dynamic = GROUPED_WS_CONFIGS[config]
     E, K, N = b_experts.shape
     M = a.shape[0]
     epilogue = epilogue or {}
@@ -216,9 +213,8 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
     c_box_n = 128 // out.element_size()
     c_desc = TensorDescriptor.from_tensor(out, [bm // 2, c_box_n], swizzle=128) if c_tma else None
     a_desc = TensorDescriptor.from_tensor(a, [bm // 2, bk], swizzle=128)
-    if b_kmajor:                                       # [E * N, K]: expert g's rows from g * N (narrow tail: in
-        b_rows = bn // 2 if schedule == 2 else bn       # boxes of half the rows, a half tile loads one)
-        b_desc = TensorDescriptor.from_tensor(b_experts.transpose(1, 2).reshape(E * N, K), [b_rows, bk], swizzle=128)
+    if b_kmajor:                                       # [E * N, K]: expert g's rows from g * N
+        b_desc = TensorDescriptor.from_tensor(b_experts.transpose(1, 2).reshape(E * N, K), [bn, bk], swizzle=128)
     else:                                              # [E * K, N]: expert g's rows from g * K
         b_desc = TensorDescriptor.from_tensor(b_experts.reshape(E * K, N), [bk, box_cols], swizzle=128)
     row_tiles = -(-M // bm) + E
@@ -230,8 +226,7 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
     group_table_kernel[(1,)](group_sizes, table, E, BM=bm, E_PAD=e_pad, num_warps=4)
     grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, c_desc, table, E, N, K, row_tiles, progs, out.stride(0),
                                      out.stride(1), BM=bm, BN=bn, BK=bk, GROUP_M=expert_group_m or GROUP_M,
-                                     NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=schedule > 0,
-                                     NARROW_TAIL=schedule == 2,
+                                     NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=dynamic,
                                      DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor, B_BOX_N=box_cols, E_PAD=e_pad,
                                      SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n, num_warps=4,

@@ -30,10 +30,11 @@ The output: a consumer whose ``BM / 2`` rows all belong to the tile's group (eve
 but each group's last) TMA-stores them as the dense kernel does (``gemm_ws.store_tile``: two
 ``BM/2 x BN/2`` halves through a shared tile, the stores asynchronous, so the next tile's
 MMAs start while they drain; ``C_TMA``, the host's choice when the output is a TMA-storable
-tensor and the shared tile fits); the rows of a group's last, partial block are stored from
-the registers through pointers, masked to the group's rows (a TMA store of the whole block
-would write the next group's rows).  Pointer stores of the whole output cost ~5 % at E = 8:
-4-byte ``STG`` of 8 rows x 16 bytes a warp, 64 a thread a tile, while the tensor cores idle.
+tensor and the shared tile fits); the rows of a group's last, partial block go through the
+same shared tile and are read back 16 bytes a thread into masked pointer stores of whole
+128-byte lines (``store_rows_staged``; a TMA store of the whole block would write the next
+group's rows).  Without a C tile every store is a pointer store from the registers
+(``store_rows_pointers``: 4-byte ``STG`` of 8 rows x 16 bytes a warp, ~6 % of the time at E = 8).
 A consumer whose rows all lie past the group's end (the second half of a group's last block)
 skips the MMAs but walks the ring and the issue turns in step with the other.
 
@@ -129,36 +130,12 @@ def locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM: tl.constexpr, E_PA
 
 
 @jit
-def locate_drawn(table_ptr, E, draw, narrow_from, ROW_TILES, num_pid_n, BM: tl.constexpr, BN: tl.constexpr,
-                 E_PAD: tl.constexpr, SEARCH_STEPS: tl.constexpr, GROUP_M: tl.constexpr,
-                 EXPERT_ORDER: tl.constexpr, NARROW_TAIL: tl.constexpr):
-    """(group, first row, end row, found, first column) of the dynamic schedule's ``draw``-th
-    tile: tile ``draw`` (``found`` 1) before ``narrow_from``; with ``NARROW_TAIL`` the tiles
-    from ``narrow_from`` on (the last round's) are drawn as two ``BN / 2``-column halves each
-    (``found`` 2), so the walk ends in pieces of half a tile's time and the programs finish
-    closer together."""
-    tile = draw
-    half = 0
-    if NARROW_TAIL:
-        if draw >= narrow_from:
-            tile = narrow_from + (draw - narrow_from) // 2
-            half = (draw - narrow_from) % 2 + 1
-    group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM, E_PAD,
-                                                     SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
-    col = pid_n * BN
-    if half > 0:
-        col += (half - 1) * (BN // 2)
-        found = found * 2
-    return group, row0, row_end, found, col
-
-
-@jit
 def store_rows_pointers(acc, row, col, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M: tl.constexpr,
                         BN: tl.constexpr, bias_ptr=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0):
-    """One consumer's ``SUB_M x BN`` accumulator (``BN``: the tile's columns) at (row, col)
-    through pointers, masked to rows below ``row_end`` and columns below N, in two halves (the
-    whole 64x256 at once spilled), through the epilogue (``bias_ptr``: the tile's expert's bias
-    row; a GLU activation stores half the columns)."""
+    """One consumer's ``SUB_M x BN`` accumulator at (row, col) through pointers, masked to
+    rows below ``row_end`` and columns below N, in two halves (the whole 64x256 at once spilled),
+    through the epilogue (``bias_ptr``: the tile's expert's bias row; a GLU activation stores
+    half the columns)."""
     lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
     store_tile_pointers(lo, row, col, row_end, N, c_ptr, stride_cm, stride_cn,
                         None, None, bias_ptr, None, 0, 0, SUB_M, BN // 2, 0, 0, BIAS_DIM, ACTIVATION, False, 1)
@@ -188,47 +165,27 @@ def store_rows_staged(acc, c_buf, row, col, row_end, N, c_ptr, stride_cm, SUB_M:
 
 
 @jit
-def expect_tile_bytes(bar, both_a, wide, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ELT: tl.constexpr):
-    """The bytes of one k-step's boxes on its ``full`` barrier: both consumers' ``a`` rows or
-    the first's only, a whole B tile or (``wide`` false: a narrow tail's half tile) half."""
-    if both_a:
-        if wide:
-            tlx.barrier_expect_bytes(bar, (BM * BK + BK * BN) * ELT)
-        else:
-            tlx.barrier_expect_bytes(bar, (BM * BK + BK * (BN // 2)) * ELT)
-    else:
-        if wide:
-            tlx.barrier_expect_bytes(bar, (BM // 2 * BK + BK * BN) * ELT)
-        else:
-            tlx.barrier_expect_bytes(bar, (BM // 2 * BK + BK * (BN // 2)) * ELT)
-
-
-@jit
-def produce_tile(group, row0, row_end, found, col, count, a_desc, b_desc, a_smem, b_smem, full, empty, N, K,
+def produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem, full, empty, N, K,
                  k_tiles, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr,
-                 ELT: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr, SKIP_EMPTY_A: tl.constexpr,
-                 NARROW_TAIL: tl.constexpr = False):
-    """The producer's part of one output tile (located by ``locate_tile``; first column
-    ``col``): its k-steps' TMA loads into the ring (none for a tile past the last group's).
-    With ``SKIP_EMPTY_A``, the second consumer's rows of ``a`` are not loaded when they all lie
-    past the group's end (that consumer multiplies nothing): a third less L2 traffic on those
-    tiles.  With ``NARROW_TAIL`` a K-major B tile is two ``BN / 2``-row boxes, and a half tile
-    (``found`` 2) loads the first only (N-major: the first half of the boxes).  Returns the
-    ring counter after it."""
+                 ELT: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr, SKIP_EMPTY_A: tl.constexpr):
+    """The producer's part of one output tile (located by ``locate_tile``): its k-steps' TMA
+    loads into the ring (none for a tile past the last group's).  With ``SKIP_EMPTY_A``, the
+    second consumer's rows of ``a`` are not loaded when they all lie past the group's end (that
+    consumer multiplies nothing): a third less L2 traffic on those tiles.  Returns the ring
+    counter after it."""
     SUB_M: tl.constexpr = BM // 2
-    HALF_N: tl.constexpr = BN // 2
     if found > 0:
         second = 1
         if SKIP_EMPTY_A:
             second = (row0 + SUB_M < row_end).to(tl.int32)
-        wide = True
-        if NARROW_TAIL:
-            wide = found == 1
         for k in range(k_tiles):
             slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
             tlx.barrier_wait(empty[slot], phase ^ 1)
             if SKIP_EMPTY_A:
-                expect_tile_bytes(full[slot], second > 0, wide, BM, BN, BK, ELT)
+                if second > 0:
+                    tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * ELT)
+                else:
+                    tlx.barrier_expect_bytes(full[slot], (SUB_M * BK + BK * BN) * ELT)
                 tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [row0, k * BK], full[slot])
                 tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [row0 + SUB_M, k * BK], full[slot],
                                           pred=second > 0)
@@ -237,85 +194,61 @@ def produce_tile(group, row0, row_end, found, col, count, a_desc, b_desc, a_smem
                 for h in tl.static_range(2):
                     tlx.async_descriptor_load(a_desc, a_smem[2 * slot + h], [row0 + h * SUB_M, k * BK],
                                               full[slot])
-            if B_KMAJOR and NARROW_TAIL:
-                tlx.async_descriptor_load(b_desc, tlx.local_slice(b_smem[slot], [0, 0], [HALF_N, BK]),
-                                          [group * N + col, k * BK], full[slot])
-                tlx.async_descriptor_load(b_desc, tlx.local_slice(b_smem[slot], [HALF_N, 0], [HALF_N, BK]),
-                                          [group * N + col + HALF_N, k * BK], full[slot], pred=wide)
-            elif B_KMAJOR:
-                tlx.async_descriptor_load(b_desc, b_smem[slot], [group * N + col, k * BK], full[slot])
+            if B_KMAJOR:
+                tlx.async_descriptor_load(b_desc, b_smem[slot], [group * N + pid_n * BN, k * BK], full[slot])
             else:
                 for j in tl.static_range(BN // B_BOX_N):
                     b_box = tlx.local_slice(b_smem[slot], [0, j * B_BOX_N], [BK, B_BOX_N])
-                    if NARROW_TAIL and j * B_BOX_N >= HALF_N:
-                        tlx.async_descriptor_load(b_desc, b_box, [group * K + k * BK, col + j * B_BOX_N],
-                                                  full[slot], pred=wide)
-                    else:
-                        tlx.async_descriptor_load(b_desc, b_box, [group * K + k * BK, col + j * B_BOX_N],
-                                                  full[slot])
+                    tlx.async_descriptor_load(b_desc, b_box, [group * K + k * BK, pid_n * BN + j * B_BOX_N],
+                                              full[slot])
             count += 1
     return count
 
 
 @jit
-def consume_tile(row0, row_end, found, col, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, c_desc, N,
+def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, c_desc, N,
                  k_tiles, stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr, NUM_STAGES: tl.constexpr,
                  B_KMAJOR: tl.constexpr, C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, C_BOX_N: tl.constexpr,
-                 group=0, bias_ptr=None, stride_bias=0, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0,
-                 COLS: tl.constexpr = None):
-    """Consumer ``cid``'s part of one output tile (located by ``locate_tile``; first column
-    ``col``, ``COLS`` columns: ``BN``, or ``BN / 2`` for a narrow tail's half tile, the first
-    half of each B buffer): its ``BM / 2`` rows' MMAs over the ring and their stores (through
-    the epilogue: ``BIAS_DIM = 1`` adds row ``group`` of the ``[E, N]`` bias, ``stride_bias`` 0
-    for one shared row; ``ACTIVATION``), or (rows past the group's end) the ring and the issue
-    turns walked without MMAs.  Returns the ring counter after it."""
+                 group=0, bias_ptr=None, stride_bias=0, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0):
+    """Consumer ``cid``'s part of one output tile (located by ``locate_tile``): its ``BM / 2``
+    rows' MMAs over the ring and their stores (through the epilogue: ``BIAS_DIM = 1`` adds row
+    ``group`` of the ``[E, N]`` bias, ``stride_bias`` 0 for one shared row; ``ACTIVATION``), or
+    (rows past the group's end) the ring and the issue turns walked without MMAs.  Returns the
+    ring counter after it."""
     SUB_M: tl.constexpr = BM // 2
     row = row0 + cid * SUB_M
     if BIAS_DIM == 1:
         bias_ptr = bias_ptr + group.to(tl.int64) * stride_bias
     if found > 0 and row < row_end:           # this consumer has rows of the group
-        acc = tl.zeros((SUB_M, COLS), dtype=tl.float32)
+        acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
         for k in range(k_tiles):
             slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
             tlx.barrier_wait(full[slot], phase)
             tlx.named_barrier_wait(9 + cid, 256)      # the consumers take turns issuing
             if B_KMAJOR:
-                b_op = b_smem[slot]
-                if COLS < BN:
-                    b_op = tlx.local_slice(b_op, [0, 0], [COLS, b_op.shape[1]])
-                acc = tlx.async_dot(a_smem[2 * slot + cid], tlx.local_trans(b_op), acc)
+                acc = tlx.async_dot(a_smem[2 * slot + cid], tlx.local_trans(b_smem[slot]), acc)
             else:
-                b_op = b_smem[slot]
-                if COLS < BN:
-                    b_op = tlx.local_slice(b_op, [0, 0], [b_op.shape[0], COLS])
-                acc = tlx.async_dot(a_smem[2 * slot + cid], b_op, acc)
+                acc = tlx.async_dot(a_smem[2 * slot + cid], b_smem[slot], acc)
             tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
             acc = tlx.async_dot_wait(0, acc)          # this step's MMA is done: release its stage
             tlx.barrier_arrive(empty[slot])
             count += 1
-        HALF: tl.constexpr = BN // 2              # the C tile's columns (COLS is BN or HALF)
-        if C_TMA and COLS == HALF:
-            if row + SUB_M <= row_end:            # all the group's rows: one TMA store
-                store_tile(c_desc, c_smem[cid], acc, row, col, row_end, N, None, None, bias_ptr, None,
-                           0, 0, SUB_M, HALF, C_BOX_N, OUT_DTYPE, 0, 0, BIAS_DIM, ACTIVATION, False)
-            else:                                 # the group's last rows: staged masked stores
-                store_rows_staged(acc, c_smem[cid], row, col, row_end, N, c_ptr, stride_cm, SUB_M, HALF,
-                                  OUT_DTYPE, bias_ptr, BIAS_DIM, ACTIVATION)
-        elif C_TMA:
-            lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, HALF)), (0, 2, 1)))
+        if C_TMA:
             if row + SUB_M <= row_end:            # all the group's rows: TMA stores, in halves
-                store_tile(c_desc, c_smem[cid], lo, row, col, row_end, N, None, None, bias_ptr, None,
-                           0, 0, SUB_M, HALF, C_BOX_N, OUT_DTYPE, 0, 0, BIAS_DIM, ACTIVATION, False)
-                store_tile(c_desc, c_smem[cid], hi, row, col + HALF, row_end, N, None, None,
-                           bias_ptr, None, 0, 0, SUB_M, HALF, C_BOX_N, OUT_DTYPE, 0, 0, BIAS_DIM, ACTIVATION,
+                lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
+                store_tile(c_desc, c_smem[cid], lo, row, pid_n * BN, row_end, N, None, None, bias_ptr, None,
+                           0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, 0, 0, BIAS_DIM, ACTIVATION, False)
+                store_tile(c_desc, c_smem[cid], hi, row, pid_n * BN + BN // 2, row_end, N, None, None,
+                           bias_ptr, None, 0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, 0, 0, BIAS_DIM, ACTIVATION,
                            False)
             else:                                 # the group's last rows: staged masked stores
-                store_rows_staged(lo, c_smem[cid], row, col, row_end, N, c_ptr, stride_cm, SUB_M, HALF,
+                lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
+                store_rows_staged(lo, c_smem[cid], row, pid_n * BN, row_end, N, c_ptr, stride_cm, SUB_M, BN // 2,
                                   OUT_DTYPE, bias_ptr, BIAS_DIM, ACTIVATION)
-                store_rows_staged(hi, c_smem[cid], row, col + HALF, row_end, N, c_ptr, stride_cm, SUB_M, HALF,
-                                  OUT_DTYPE, bias_ptr, BIAS_DIM, ACTIVATION)
+                store_rows_staged(hi, c_smem[cid], row, pid_n * BN + BN // 2, row_end, N, c_ptr, stride_cm, SUB_M,
+                                  BN // 2, OUT_DTYPE, bias_ptr, BIAS_DIM, ACTIVATION)
         else:
-            store_rows_pointers(acc, row, col, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, COLS, bias_ptr,
+            store_rows_pointers(acc, row, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, BN, bias_ptr,
                                 BIAS_DIM, ACTIVATION)
     elif found > 0:                               # rows past the group's end: no MMAs, but the
         for k in range(k_tiles):                  # ring and the turns are walked in step
@@ -340,11 +273,10 @@ def tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER: tl.constexpr):
 
 
 @jit
-def publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, col, ID_BUFS: tl.constexpr, group=0,
+def publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS: tl.constexpr, group=0,
                  WITH_GROUP: tl.constexpr = False):
     """The producer hands the consumers their ``n``-th tile, located (first row, end row,
-    found (1, or 2 for a narrow tail's half tile), first column: ``found = -1`` ends the walk;
-    ``WITH_GROUP``: and its group, for the
+    found, column tile: ``found = -1`` ends the walk; ``WITH_GROUP``: and its group, for the
     epilogue's bias row), through a ring of ``ID_BUFS`` slots of four (five) shared int32
     (dynamic schedule): the consumers search no table."""
     SLOT_INTS: tl.constexpr = 5 if WITH_GROUP else 4
@@ -354,7 +286,7 @@ def publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, col, ID_BUFS
     tlx.local_store(ids[SLOT_INTS * slot], zero + row0)
     tlx.local_store(ids[SLOT_INTS * slot + 1], zero + row_end)
     tlx.local_store(ids[SLOT_INTS * slot + 2], zero + found)
-    tlx.local_store(ids[SLOT_INTS * slot + 3], zero + col)
+    tlx.local_store(ids[SLOT_INTS * slot + 3], zero + pid_n)
     if WITH_GROUP:
         tlx.local_store(ids[SLOT_INTS * slot + 4], zero + group)
     tlx.barrier_arrive(ids_full[slot])
@@ -362,20 +294,20 @@ def publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, col, ID_BUFS
 
 @jit
 def take_tile(ids, ids_full, ids_empty, n, ID_BUFS: tl.constexpr, WITH_GROUP: tl.constexpr = False):
-    """A consumer's ``n``-th tile from the producer's ring: (first row, end row, found, first
-    column, group: 0 without ``WITH_GROUP``) (dynamic schedule)."""
+    """A consumer's ``n``-th tile from the producer's ring: (first row, end row, found, column
+    tile, group: 0 without ``WITH_GROUP``) (dynamic schedule)."""
     SLOT_INTS: tl.constexpr = 5 if WITH_GROUP else 4
     slot, phase = tlx.get_bufidx_phase(n, ID_BUFS)
     tlx.barrier_wait(ids_full[slot], phase)
     row0 = tl.sum(tlx.local_load(ids[SLOT_INTS * slot]), axis=0)
     row_end = tl.sum(tlx.local_load(ids[SLOT_INTS * slot + 1]), axis=0)
     found = tl.sum(tlx.local_load(ids[SLOT_INTS * slot + 2]), axis=0)
-    col = tl.sum(tlx.local_load(ids[SLOT_INTS * slot + 3]), axis=0)
+    pid_n = tl.sum(tlx.local_load(ids[SLOT_INTS * slot + 3]), axis=0)
     group = 0
     if WITH_GROUP:
         group = tl.sum(tlx.local_load(ids[SLOT_INTS * slot + 4]), axis=0)
     tlx.barrier_arrive(ids_empty[slot])
-    return row0, row_end, found, col, group
+    return row0, row_end, found, pid_n, group
 
 
 @jit
@@ -385,8 +317,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                            B_BOX_N: tl.constexpr, E_PAD: tl.constexpr, SEARCH_STEPS: tl.constexpr,
                            C_TMA: tl.constexpr = False, OUT_DTYPE: tl.constexpr = None, C_BOX_N: tl.constexpr = 64,
                            EXPERT_ORDER: tl.constexpr = False, DYNAMIC: tl.constexpr = False, bias_ptr=None,
-                           stride_bias=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0,
-                           NARROW_TAIL: tl.constexpr = False):
+                           stride_bias=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0):
     SUB_M: tl.constexpr = BM // 2
     WITH_GROUP: tl.constexpr = BIAS_DIM == 1                                # the consumers need the tile's expert
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
@@ -414,30 +345,25 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
             num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER)
             count = 0
             if DYNAMIC:             # a program's first tile is its id, the next ones are drawn
-                narrow_from = num_tiles
-                if NARROW_TAIL:     # the last round's tiles drawn in halves
-                    narrow_from = tl.maximum(num_tiles - num_progs, 0)
-                    num_tiles = 2 * num_tiles - narrow_from
-                draw = tl.program_id(0)
+                tile = tl.program_id(0)
                 n = 0
-                while draw < num_tiles:
-                    group, row0, row_end, found, col = locate_drawn(table_ptr, E, draw, narrow_from, ROW_TILES,
-                                                                    num_pid_n, BM, BN, E_PAD, SEARCH_STEPS, GROUP_M,
-                                                                    EXPERT_ORDER, NARROW_TAIL)
-                    publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, col, ID_BUFS, group, WITH_GROUP)
-                    count = produce_tile(group, row0, row_end, found, col, count, a_desc, b_desc, a_smem, b_smem,
+                while tile < num_tiles:
+                    group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
+                                                                     E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
+                    publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS, group, WITH_GROUP)
+                    count = produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem,
                                          full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N,
-                                         True, NARROW_TAIL)
+                                         True)
                     n += 1
-                    draw = tl.atomic_add(table_ptr + 2 * E_PAD, 1) + num_progs
+                    tile = tl.atomic_add(table_ptr + 2 * E_PAD, 1) + num_progs
                 publish_tile(ids, ids_full, ids_empty, n, 0, 0, -1, 0, ID_BUFS, 0, WITH_GROUP)      # the end
             else:                   # every num_progs-th tile
                 for tile in range(tl.program_id(0), num_tiles, num_progs):
                     group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
                                                                      E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
-                    count = produce_tile(group, row0, row_end, found, pid_n * BN, count, a_desc, b_desc, a_smem,
-                                         b_smem, full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR,
-                                         B_BOX_N, False)
+                    count = produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem,
+                                         full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N,
+                                         False)
         with tlx.async_task(num_warps=4, registers=232, replicate=2):        # the wgmma consumers
             cid = tlx.async_task_replica_id()
             if cid == 1:
@@ -445,29 +371,23 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
             count = 0
             if DYNAMIC:
                 n = 0
-                row0, row_end, found, col, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
+                row0, row_end, found, pid_n, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
                 while found >= 0:
-                    if NARROW_TAIL and found == 2:
-                        count = consume_tile(row0, row_end, found, col, count, cid, a_smem, b_smem, c_smem, full,
-                                             empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN,
-                                             NUM_STAGES, B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr,
-                                             stride_bias, BIAS_DIM, ACTIVATION, BN // 2)
-                    else:
-                        count = consume_tile(row0, row_end, found, col, count, cid, a_smem, b_smem, c_smem, full,
-                                             empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN,
-                                             NUM_STAGES, B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr,
-                                             stride_bias, BIAS_DIM, ACTIVATION, BN)
+                    count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
+                                         empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
+                                         B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr, stride_bias, BIAS_DIM,
+                                         ACTIVATION)
                     n += 1
-                    row0, row_end, found, col, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
+                    row0, row_end, found, pid_n, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
             else:
                 num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER)
                 for tile in range(tl.program_id(0), num_tiles, num_progs):
                     group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
                                                                      E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
-                    count = consume_tile(row0, row_end, found, pid_n * BN, count, cid, a_smem, b_smem, c_smem, full,
+                    count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
                                          empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
                                          B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr, stride_bias, BIAS_DIM,
-                                         ACTIVATION, BN)
+                                         ACTIVATION)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             if C_TMA:
