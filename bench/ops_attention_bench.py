@@ -26,14 +26,15 @@ tlxc on the contiguous cache, ``tlxc_stream`` the persistent stream-K schedule
 of the lengths and block table.  (Session 13 run 2 also timed the stream schedule with a
 6 x 32-key ring and with all kv heads in a block: ``_ring=(32, 6)``, ``_heads=True``; both
 slower, docs/performance.md.)  ``--decode-variant N`` adds column ``tlxc_vN``: the split kernel
-with session 13's per-block changes selected by the bit mask ``_variant=N`` (the default is 7; 0 = the plain kernel)
-(``attention_decode``'s docstring); ``tlxc_tma`` is the split kernel with its ring filled by
+with session 13's per-block changes selected by the bit mask ``_variant=N`` (the default is 7; 0 = the plain kernel;
+bit 8: the diagnostic without block math, its output not checked; ``attention_decode``'s docstring);
+``--decode-splits 1,2,..`` adds ``tlxc_sN``: the split kernel with ``num_splits=N``; ``tlxc_tma`` is the split kernel with its ring filled by
 one TMA copy per page box (``_tma=True``) instead of per-thread cp.async.  GB/s = K/V bytes read / time.
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
 
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
                                         [--budget-s 180] [--jobs 8] [--s 256,512] [--d 64,128] [--groups 1]
-                                        [--no-varlen] [--no-decode] [--no-ab] [--decode-variant N] [--pin]
+                                        [--no-varlen] [--no-decode] [--no-ab] [--decode-variant N] [--decode-splits N,..] [--pin]
 
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
 ``--no-ab``, each dense MHA case whose default configuration differs from session 11's also times that
@@ -296,6 +297,8 @@ def main() -> None:
     parser.add_argument("--groups", default="1,4", help="dense GQA groups (default 1,4: MHA and GQA-4)")
     parser.add_argument("--no-varlen", action="store_true", help="skip the varlen cases")
     parser.add_argument("--no-decode", action="store_true", help="skip the decode cases")
+    parser.add_argument("--decode-splits", default="",
+                        help="also time the split kernel with these num_splits (comma-separated; columns tlxc_sN)")
     parser.add_argument("--decode-variant", type=int, default=None,
                         help="also time the split kernel with this _variant bit mask (column tlxc_vN)")
     parser.add_argument("--no-ab", action="store_true",
@@ -455,7 +458,8 @@ def main() -> None:
                                     attention_forward, sdpa, sdpa_kernel, SDPBackend))
     for index, case in enumerate(decode_cases):
         results.append(bench_decode(*case, timed, budget_left(len(cases) + len(varlen_cases) + index), sdpa,
-                                    sdpa_kernel, SDPBackend, variant=args.decode_variant))
+                                    sdpa_kernel, SDPBackend, variant=args.decode_variant,
+                                    splits=[int(n) for n in args.decode_splits.split(",") if n]))
     summarize(results, card, t0)
 
 
@@ -591,7 +595,8 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
     return row
 
 
-def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend, device="cuda", variant=None) -> dict:
+def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend, device="cuda", variant=None,
+                 splits=()) -> dict:
     """One decode step: tlxc on the paged cache against SDPA's backends on the gathered
     contiguous cache (equal lengths) or flash varlen with one query per sequence (mixed)."""
     import torch
@@ -633,6 +638,13 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
         contig_k = k_packed.view(B, L, Hkv, D)
         contig_v = v_packed.view(B, L, Hkv, D)
         fns["tlxc_contig"] = lambda: attention_decode(q, contig_k, contig_v, seqlens)[0]
+    for n in splits:            # the split kernel with num_splits=n (a merge of more than it holds: not timed)
+        try:
+            attention_decode(q, k_cache, v_cache, seqlens, block_table=table, num_splits=n)
+        except ValueError:
+            continue
+        fns[f"tlxc_s{n}"] = lambda n=n: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
+                                                         num_splits=n)[0]
     if variant is not None:     # the split kernel with the _variant bits (checked against float32 math below)
         fns[f"tlxc_v{variant}"] = lambda: attention_decode(q, k_cache, v_cache, seqlens, block_table=table,
                                                            _variant=variant)[0]
@@ -652,6 +664,8 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
     from tlxc.ops.attention_decode import reference
     ref, _ = reference(q, k_cache, v_cache, seqlens, block_table=table, dtype=torch.float32)
     for name in list(fns):
+        if name == f"tlxc_v{variant}" and variant & 8:      # the diagnostic bit: copies alone, output meaningless
+            continue
         err = ((fns[name]().float() - ref).norm() / ref.norm()).item()
         if not err < 1e-2:
             print(f"    decode {name} disagrees with float32 math ({err:.2e}); not timed", flush=True)
@@ -706,7 +720,7 @@ def summarize(results, card, t0) -> None:
             continue
         for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_tma_store", "cudnn_padded", "best_sdpa",
                      "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_nocheck", "tlxc_tma",
-                     *sorted({n for r in rows for n in r["ratios"] if n.startswith("tlxc_v")})):
+                     *sorted({n for r in rows for n in r["ratios"] if n.startswith(("tlxc_v", "tlxc_s"))})):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:
                 print(f"{kind} vs {base}: geomean {geomean(xs):.3f}, min {min(xs):.3f}, {len(xs)} cases")

@@ -260,25 +260,28 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
         else:
             pages = _pages_of_v(b64, ahead + BLOCK_N, table_end, bt_ptr, stride_bt, BLOCK_N, PAGE, PAGED, VARIANT)
             tlx.async_load_wait_group(STAGES - 1)                        # block j has landed
-        s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)    # Q from registers
-        s = tlx.async_dot_wait(0, s)
-        if VARIANT & 4:     # session 13's reverted softmax: the length mask on the last block only
-            if start + j * BLOCK_N + BLOCK_N > end:
-                offs_n = start + j * BLOCK_N + tl.arange(0, BLOCK_N)
-                s = tl.where((offs_n < end)[None, :], s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-            alpha = tl.math.exp2(m_i - m_new)
-            p = tl.math.exp2(s * qk_scale - m_new[:, None])
+        if VARIANT & 8:     # diagnostic (bench only, output meaningless): the ring alone, no products, no softmax
+            pass
         else:
-            offs_n = start + j * BLOCK_N + tl.arange(0, BLOCK_N)
-            s = tl.where((offs_n < end)[None, :], s * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            alpha = tl.math.exp2(m_i - m_new)
-            p = tl.math.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        m_i = m_new
-        acc = tlx.async_dot(p.to(DTYPE), v_smem[slot], acc * alpha[:, None])
-        acc = tlx.async_dot_wait(0, acc)
+            s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)    # Q from registers
+            s = tlx.async_dot_wait(0, s)
+            if VARIANT & 4:     # session 13's reverted softmax: the length mask on the last block only
+                if start + j * BLOCK_N + BLOCK_N > end:
+                    offs_n = start + j * BLOCK_N + tl.arange(0, BLOCK_N)
+                    s = tl.where((offs_n < end)[None, :], s, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+                alpha = tl.math.exp2(m_i - m_new)
+                p = tl.math.exp2(s * qk_scale - m_new[:, None])
+            else:
+                offs_n = start + j * BLOCK_N + tl.arange(0, BLOCK_N)
+                s = tl.where((offs_n < end)[None, :], s * qk_scale, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                alpha = tl.math.exp2(m_i - m_new)
+                p = tl.math.exp2(s - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            m_i = m_new
+            acc = tlx.async_dot(p.to(DTYPE), v_smem[slot], acc * alpha[:, None])
+            acc = tlx.async_dot_wait(0, acc)
         if TMA:     # every warp is past block j's products: its slot takes block j + STAGES
             tl.debug_barrier()
             _issue_tma(k_desc, v_desc, k_smem[slot], v_smem[slot], full[slot], pages, hk,
