@@ -21,7 +21,8 @@ pages in shuffled order, D = 128, GQA 4:1 / 8:1 and MHA): against every SDPA bac
 efficient, cudnn, math) on the same keys gathered into a contiguous ``[B, Hkv, L, D]`` cache
 (the gather not timed; ``best_sdpa`` = the fastest of them in each round), and, for a batch of
 mixed cache lengths, flash's varlen kernel with one query per sequence; ``tlxc_contig`` is
-tlxc on the contiguous cache, ``tlxc_stream`` the persistent stream-K schedule
+tlxc on the contiguous cache, ``tlxc_hnd`` tlxc on the same pages stored head-major (``[pages, Hkv,
+page, D]`` memory passed as a ``[pages, page, Hkv, D]`` view: FlashInfer's HND layout), ``tlxc_stream`` the persistent stream-K schedule
 (``schedule="stream"``; the default is ``split``), ``tlxc_nocheck`` without the device check
 of the lengths and block table.  (Session 13 run 2 also timed the stream schedule with a
 6 x 32-key ring and with all kv heads in a block: ``_ring=(32, 6)``, ``_heads=True``; both
@@ -638,6 +639,12 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
         contig_k = k_packed.view(B, L, Hkv, D)
         contig_v = v_packed.view(B, L, Hkv, D)
         fns["tlxc_contig"] = lambda: attention_decode(q, contig_k, contig_v, seqlens)[0]
+    # the same pages stored head-major ([pages, Hkv, page, D], FlashInfer's HND / TensorRT-LLM's block layout)
+    # and passed as a [pages, page, Hkv, D] view: a page of one kv head is one contiguous run of page * D
+    k_hnd = k_cache.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3)
+    v_hnd = v_cache.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3)
+    fns["tlxc_hnd"] = lambda: attention_decode(q, k_hnd, v_hnd, seqlens, block_table=table)[0]
+    fns["tlxc_hnd_tma"] = lambda: attention_decode(q, k_hnd, v_hnd, seqlens, block_table=table, _tma=True)[0]
     for n in splits:            # the split kernel with num_splits=n (a merge of more than it holds: not timed)
         try:
             attention_decode(q, k_cache, v_cache, seqlens, block_table=table, num_splits=n)
@@ -719,7 +726,7 @@ def summarize(results, card, t0) -> None:
         if not rows:
             continue
         for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_tma_store", "cudnn_padded", "best_sdpa",
-                     "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_nocheck", "tlxc_tma",
+                     "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_hnd", "tlxc_hnd_tma", "tlxc_nocheck", "tlxc_tma",
                      *sorted({n for r in rows for n in r["ratios"] if n.startswith(("tlxc_v", "tlxc_s"))})):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:
