@@ -262,15 +262,18 @@ def test_group_larger_than_a_tile(poisoned):
 
 
 def test_split_rule():
-    """Enough programs for the SMs, no split under MIN_SPLIT keys, whole key blocks, and every
-    key covered by exactly one split."""
+    """One wave of programs (at least capacity / MIXED_SPLIT splits), no split under MIN_SPLIT
+    keys, whole key blocks, and every key covered by exactly one split."""
     for capacity, B, Hkv in ((32768, 1, 8), (4096, 64, 8), (100, 4, 2), (1, 1, 1), (8192, 8, 1)):
         splits, split_len = M.num_splits_for(capacity, B, Hkv, 1, 64, 132)
         assert split_len % 64 == 0 and (splits - 1) * split_len < capacity <= splits * split_len
         assert splits == 1 or split_len >= M.FILL_SPLIT
-    assert M.num_splits_for(32768, 1, 8, 1, 64, 132) == (32, 1024)     # 1056 programs wanted: 132 splits; 1024 keys
-    assert M.num_splits_for(65536, 1, 8, 1, 32, 132, 256) == (32, 2048)  # D = 256: 32 splits at most
-    assert M.num_splits_for(8192, 64, 8, 1, 64, 132) == (3, 2752)       # 1056 wanted / 512 rows
+    assert M.num_splits_for(32768, 1, 8, 1, 64, 132) == (32, 1024)     # a wave (264 programs): 33; 1024 keys
+    assert M.num_splits_for(65536, 1, 8, 1, 32, 132, 256) == (16, 4096)  # D = 256: one program an SM
+    assert M.num_splits_for(8192, 8, 8, 1, 64, 132) == (4, 2048)        # 264 / 64 rows
+    assert M.num_splits_for(4096, 16, 8, 1, 64, 132) == (2, 2048)       # 264 / 128 rows
+    assert M.num_splits_for(8192, 64, 8, 1, 64, 132) == (2, 4096)       # rows > a wave: capacity / 4096
+    assert M.num_splits_for(16384, 16, 8, 1, 64, 132) == (4, 4096)      # (a batch of mixed lengths up to 16384)
     assert M.num_splits_for(2000, 64, 8, 1, 64, 132) == (1, 2048)       # splits of 1024 keys at least
     assert M.num_splits_for(8192, 1, 8, 1, 64, 132) == (32, 256)        # ... unless SMs would idle: 264 programs
 
@@ -296,6 +299,21 @@ def test_bad_lengths_and_pages_are_device_errors():
         with pytest.raises(InterpreterError, match="block_table"):
             attention_decode(q, k, v, torch.tensor([300], dtype=torch.int32), block_table=bad, num_splits=2,
                              combine=combine)
+
+
+@pytest.mark.parametrize("entry", [300, 530])
+def test_the_combine_checks_every_share_of_the_block_table(entry):
+    """The combine kernel's programs of a sequence check its block table in shares (256-entry
+    chunks, every H-th from the head's): a bad entry in use in the second head's chunk (300) and
+    in the first head's second chunk (530) stops the call; entries past the pages in use do not."""
+    k, v, table = _paged([1100], 2, 1, 64, torch.bfloat16, seed=35)        # 550 entries, 2-row pages
+    q = _randn(1, 2, 64, seed=36)
+    bad = table.clone()
+    bad[0, entry] = -3
+    with pytest.raises(InterpreterError, match="block_table"):
+        attention_decode(q, k, v, torch.tensor([1100], dtype=torch.int32), block_table=bad, num_splits=2)
+    o, _ = attention_decode(q, k, v, torch.tensor([2 * entry], dtype=torch.int32), block_table=bad, num_splits=2)
+    assert torch.isfinite(o).all()             # the bad entry lies past the pages in use
 
 
 def test_argument_errors():
@@ -361,7 +379,7 @@ def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
     )
     q = torch.zeros(8, 32, D, dtype=torch.bfloat16)
     k = torch.zeros(64, page, Hkv, D, dtype=torch.bfloat16)
-    table = torch.zeros(8, 4096 // page, dtype=torch.int32)
+    table = torch.zeros(8, 8192 // page, dtype=torch.int32)        # 8192 keys: two splits or more
     lens = torch.zeros(8, dtype=torch.int32)
     split, combine = M.compile_decode(q, k, k, lens, block_table=table)
     check, inline = M.compile_decode(q, k, k, lens, block_table=table, combine="inline")

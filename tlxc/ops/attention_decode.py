@@ -51,8 +51,9 @@ from .kernels.attention_decode import (
 HEAD_DIMS = range(1, 257)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 MIN_SPLIT = 1024           # keys per split at least: each program fills its ring once (a few us)
-PROGRAMS_PER_SM = 8        # split programs wanted per SM (the split count comes from the capacity,
-#                            not the lengths, which stay on the device)
+MIXED_SPLIT = 4096         # keys per split at most from the wave rule: the split count comes from the
+#                            capacity, not the lengths (they stay on the device); in a batch of mixed
+#                            lengths the short sequences' splits are empty and the long ones' carry it
 COMBINE_TILE = 8192        # splits x padded head dim at most: the merge's [splits, D] float32 tile
 FILL_SPLIT = 256           # shorter splits only to give every SM two programs
 CPU_SMS = 2                # the "SM count" on the interpreter (small splits exercise the combine)
@@ -81,17 +82,26 @@ def block_sizes(D: int) -> tuple[int, int, int, int]:
     return head_dim, 64, block_n, stages
 
 
+def split_programs_per_sm(head_dim: int) -> int:
+    """Split programs resident on one SM at once (their K/V ring's shared memory: 72 KB at head
+    dims up to 64, 112 KB up to 128, 128 KB above; 227 KB an SM)."""
+    return 3 if head_dim <= 64 else 2 if head_dim <= 128 else 1
+
+
 def num_splits_for(capacity: int, B: int, Hkv: int, g_chunks: int, block_n: int, sms: int,
                    head_dim: int = 128) -> tuple[int, int]:
-    """(splits, keys per split): enough programs for ``PROGRAMS_PER_SM`` per SM, no split
-    under ``MIN_SPLIT`` keys (but down to ``FILL_SPLIT`` where fewer programs would leave SMs
-    idle: one sequence of a few thousand keys), at most ``COMBINE_TILE // head_dim`` splits, a
-    split a whole number of key blocks.  On the H200 (session 12 run 2) 512-key splits, 16 per
-    SM ran 0.73-0.81 of cuDNN where programs had 8 key blocks and 0.89 where they had 13 (the
-    ring's fill is paid per program): hence 1024 keys and 8 per SM (docs/performance.md)."""
+    """(splits, keys per split): one wave of programs (``split_programs_per_sm`` per SM: every
+    program starts at once and fills its ring once) but at least ``capacity // MIXED_SPLIT``
+    splits, no split under ``MIN_SPLIT`` keys (but down to ``FILL_SPLIT`` where fewer programs
+    would leave SMs idle: one sequence of a few thousand keys), at most ``COMBINE_TILE //
+    head_dim`` splits, a split a whole number of key blocks.  On the H200 (session 19, D = 128,
+    docs/performance.md) one wave ran 3.5-4.5 % faster than the earlier eight programs per SM
+    (B8 L8192: 4 splits against 8; B64 L2048: 1 against 2; B16 H64/8 L4096: 2 against 4) and a
+    batch of mixed lengths up to 16384 2 % faster with 4 than with 9."""
     rows = max(1, B * Hkv * g_chunks)
     fill = min(-(-2 * sms // rows), capacity // FILL_SPLIT)     # two programs per SM, if splits of 256 keys allow
-    splits = max(1, min(max(capacity // MIN_SPLIT, fill), -(-PROGRAMS_PER_SM * sms // rows), COMBINE_TILE // head_dim))
+    wave = max(split_programs_per_sm(head_dim) * sms // rows, capacity // MIXED_SPLIT)
+    splits = max(1, min(wave, max(capacity // MIN_SPLIT, fill), COMBINE_TILE // head_dim))
     split_len = -(-max(1, -(-capacity // splits)) // block_n) * block_n
     return max(1, -(-capacity // split_len)), split_len
 
