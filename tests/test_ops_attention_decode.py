@@ -269,11 +269,11 @@ def test_split_rule():
         assert split_len % 64 == 0 and (splits - 1) * split_len < capacity <= splits * split_len
         assert splits == 1 or split_len >= M.FILL_SPLIT
     assert M.num_splits_for(32768, 1, 8, 1, 64, 132) == (32, 1024)     # a wave (264 programs): 33; 1024 keys
-    assert M.num_splits_for(65536, 1, 8, 1, 32, 132, 256) == (16, 4096)  # D = 256: one program an SM
+    assert M.num_splits_for(65536, 1, 8, 1, 32, 132, 256) == (32, 2048)  # D = 256: the merge tile holds 32
     assert M.num_splits_for(8192, 8, 8, 1, 64, 132) == (4, 2048)        # 264 / 64 rows
     assert M.num_splits_for(4096, 16, 8, 1, 64, 132) == (2, 2048)       # 264 / 128 rows
-    assert M.num_splits_for(8192, 64, 8, 1, 64, 132) == (2, 4096)       # rows > a wave: capacity / 4096
-    assert M.num_splits_for(16384, 16, 8, 1, 64, 132) == (4, 4096)      # (a batch of mixed lengths up to 16384)
+    assert M.num_splits_for(8192, 64, 8, 1, 64, 132) == (4, 2048)       # rows > a wave: capacity / 2048
+    assert M.num_splits_for(14000, 16, 8, 1, 64, 132) == (6, 2368)      # (a batch of mixed lengths up to 14000)
     assert M.num_splits_for(2000, 64, 8, 1, 64, 132) == (1, 2048)       # splits of 1024 keys at least
     assert M.num_splits_for(8192, 1, 8, 1, 64, 132) == (32, 256)        # ... unless SMs would idle: 264 programs
 

@@ -51,7 +51,7 @@ from .kernels.attention_decode import (
 HEAD_DIMS = range(1, 257)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 MIN_SPLIT = 1024           # keys per split at least: each program fills its ring once (a few us)
-MIXED_SPLIT = 4096         # keys per split at most from the wave rule: the split count comes from the
+MIXED_SPLIT = 2048         # keys per split at most from the wave rule: the split count comes from the
 #                            capacity, not the lengths (they stay on the device); in a batch of mixed
 #                            lengths the short sequences' splits are empty and the long ones' carry it
 COMBINE_TILE = 8192        # splits x padded head dim at most: the merge's [splits, D] float32 tile
@@ -96,8 +96,9 @@ def num_splits_for(capacity: int, B: int, Hkv: int, g_chunks: int, block_n: int,
     would leave SMs idle: one sequence of a few thousand keys), at most ``COMBINE_TILE //
     head_dim`` splits, a split a whole number of key blocks.  On the H200 (session 19, D = 128,
     docs/performance.md) one wave ran 3.5-4.5 % faster than the earlier eight programs per SM
-    (B8 L8192: 4 splits against 8; B64 L2048: 1 against 2; B16 H64/8 L4096: 2 against 4) and a
-    batch of mixed lengths up to 16384 2 % faster with 4 than with 9."""
+    (B8 L8192: 4 splits against 8; B64 L2048: 1 against 2; B16 H64/8 L4096: 2 against 4); a batch
+    of mixed lengths (longest ~14000) ran 13 % slower with the wave's 3 splits than with 9, hence
+    the floor of a split per 2048 keys of capacity."""
     rows = max(1, B * Hkv * g_chunks)
     fill = min(-(-2 * sms // rows), capacity // FILL_SPLIT)     # two programs per SM, if splits of 256 keys allow
     wave = max(split_programs_per_sm(head_dim) * sms // rows, capacity // MIXED_SPLIT)

@@ -349,8 +349,8 @@ def decode_combine_kernel(op_ptr, lp_ptr, o_ptr, lse_ptr, lens_ptr, bt_ptr, H, n
     pid = tl.program_id(0)
     b = (pid // H).to(tl.int64)
     h = (pid % H).to(tl.int64)
-    if CHECK:
-        _check_sequence_share(lens_ptr, bt_ptr, b, h, H, CAPACITY, NUM_PAGES, stride_bt, PAGE, PAGED, 256)
+    if CHECK:                   # the check's loads go out with the merge's, its assertions come after
+        seq_len, offs_t, entries = _share_loads(lens_ptr, bt_ptr, b, h, CAPACITY, stride_bt, PAGE, PAGED, 256)
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, HEAD_DIM)
     s_ok = offs_s < n_splits
@@ -366,6 +366,8 @@ def decode_combine_kernel(op_ptr, lp_ptr, o_ptr, lse_ptr, lens_ptr, bt_ptr, H, n
     tl.store(o_ptr + b * so_b + h * so_h + offs_d, o.to(o_ptr.dtype.element_ty), mask=d_ok)
     tl.store(lse_ptr + b * sl_b + h * sl_h, tl.where(top_ok, (top + tl.math.log2(tl.where(top_ok, total, 1.0))) * LN2,
                                                      float("-inf")))
+    if CHECK:
+        _check_share(seq_len, offs_t, entries, bt_ptr, b, h, H, CAPACITY, NUM_PAGES, stride_bt, PAGE, PAGED, 256)
 
 
 @jit
@@ -396,24 +398,39 @@ def _check_sequence(lens_ptr, bt_ptr, b, CAPACITY, NUM_PAGES, stride_bt, PAGE: t
 
 
 @jit
-def _check_sequence_share(lens_ptr, bt_ptr, b, share, shares, CAPACITY, NUM_PAGES, stride_bt, PAGE: tl.constexpr,
-                          PAGED: tl.constexpr, BLOCK: tl.constexpr):
-    """Share ``share`` of ``shares`` of ``_check_sequence``'s checks of sequence ``b``: the length
-    (share 0) and the block-table entries in chunks of ``BLOCK``, every ``shares``-th chunk from
-    the ``share``-th.  The table row is loaded without waiting for the length (entries past it
-    are read, never checked), so a share costs one memory latency, not a length load and then
-    one load per chunk (B = 1, 32768 keys in 16-row pages: 2048 entries on one program's path
-    were 4-5 % of the call, docs/performance.md)."""
+def _share_loads(lens_ptr, bt_ptr, b, share, CAPACITY, stride_bt, PAGE: tl.constexpr, PAGED: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    """The loads of ``_check_share``'s first chunk: sequence ``b``'s length and (paged) entries
+    ``share * BLOCK ..`` of its block-table row, issued together (the row is read without waiting
+    for the length: entries past it are read, never checked) so that the caller can overlap them
+    with its own loads.  Returns (length, the chunk's entry indices, its entries)."""
     seq_len = tl.load(lens_ptr + b)
+    offs = share * BLOCK + tl.arange(0, BLOCK)
+    page = offs
+    if PAGED:
+        page = tl.load(bt_ptr + b * stride_bt + offs, mask=offs < CAPACITY // PAGE, other=0)
+    return seq_len, offs, page
+
+
+@jit
+def _check_share(seq_len, offs, page, bt_ptr, b, share, shares, CAPACITY, NUM_PAGES, stride_bt,
+                 PAGE: tl.constexpr, PAGED: tl.constexpr, BLOCK: tl.constexpr):
+    """Share ``share`` of ``shares`` of ``_check_sequence``'s checks of sequence ``b``, its first
+    chunk loaded by ``_share_loads``: the length (share 0) and the block-table entries in use in
+    chunks of ``BLOCK``, every ``shares``-th chunk from the ``share``-th.  (One program walking
+    the whole row after loading the length was 4-5 % of a B = 1, 32768-key call on the H200:
+    docs/performance.md.)"""
     if share == 0:
         tl.device_assert((seq_len >= 0) & (seq_len <= CAPACITY), "cache_seqlens[b] is outside 0 .. the cache's capacity")
     if PAGED:
         width = CAPACITY // PAGE                                   # the block table's row (capacity = width x page)
         used = (tl.minimum(tl.maximum(seq_len, 0), CAPACITY) + (PAGE - 1)) // PAGE
-        for p0 in range(share * BLOCK, width, shares * BLOCK):
-            offs = p0 + tl.arange(0, BLOCK)
-            page = tl.load(bt_ptr + b * stride_bt + offs, mask=offs < width, other=0)
-            tl.device_assert((offs >= used) | ((page >= 0) & (page < NUM_PAGES)),
+        tl.device_assert((offs >= used) | ((page >= 0) & (page < NUM_PAGES)),
+                         "a block_table entry in use is outside 0 .. num_pages - 1")
+        for p0 in range((share + shares) * BLOCK, width, shares * BLOCK):
+            more = p0 + tl.arange(0, BLOCK)
+            entry = tl.load(bt_ptr + b * stride_bt + more, mask=more < width, other=0)
+            tl.device_assert((more >= used) | ((entry >= 0) & (entry < NUM_PAGES)),
                              "a block_table entry in use is outside 0 .. num_pages - 1")
 
 
