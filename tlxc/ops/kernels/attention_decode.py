@@ -180,8 +180,10 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
                         BLOCK_N: tl.constexpr, STAGES: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr,
                         ONE_SPLIT: tl.constexpr, FIXUP: tl.constexpr, SAME_KV: tl.constexpr, DTYPE: tl.constexpr,
                         BLOCK_S: tl.constexpr = 2, VARIANT: tl.constexpr = 0, TMA: tl.constexpr = False,
-                        k_desc=None, v_desc=None):
+                        k_desc=None, v_desc=None, PDL: tl.constexpr = False):
     G_CHUNKS: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G     # query-head tiles per kv head
+    if PDL:     # the combine kernel (launch_pdl=True) may be scheduled once every program has started:
+        tl.extra.cuda.gdc_launch_dependents()   # its checks run in the last programs' shadow, no launch gap
     pid = tl.program_id(0)                      # (sequence, kv head, head tile): up to 2^31 - 1 of them
     split = tl.program_id(1)
     pid_bh = pid // G_CHUNKS
@@ -344,13 +346,17 @@ def decode_combine_kernel(op_ptr, lp_ptr, o_ptr, lse_ptr, lens_ptr, bt_ptr, H, n
                           D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, CHECK: tl.constexpr,
                           PAGE: tl.constexpr, PAGED: tl.constexpr):
     """The merge of the splits (module docstring); with ``CHECK`` the H programs of each
-    sequence also make ``decode_check_kernel``'s checks, each a share (after the split kernel,
-    which clamps lengths and reads no row of a page outside the cache: one launch fewer)."""
+    sequence also make ``decode_check_kernel``'s checks, each a share (the split kernel clamps
+    lengths and reads no row of a page outside the cache: one launch fewer).  Launched with
+    ``launch_pdl=True`` after the split kernel: the checks (they read only the inputs) run before
+    ``gdc_wait``, while the split kernel's last programs finish; the partials are read after it."""
     pid = tl.program_id(0)
     b = (pid // H).to(tl.int64)
     h = (pid % H).to(tl.int64)
-    if CHECK:                   # the check's loads go out with the merge's, its assertions come after
+    if CHECK:
         seq_len, offs_t, entries = _share_loads(lens_ptr, bt_ptr, b, h, CAPACITY, stride_bt, PAGE, PAGED, 256)
+        _check_share(seq_len, offs_t, entries, bt_ptr, b, h, H, CAPACITY, NUM_PAGES, stride_bt, PAGE, PAGED, 256)
+    tl.extra.cuda.gdc_wait()    # the split kernel's partials from here on
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, HEAD_DIM)
     s_ok = offs_s < n_splits
@@ -366,8 +372,6 @@ def decode_combine_kernel(op_ptr, lp_ptr, o_ptr, lse_ptr, lens_ptr, bt_ptr, H, n
     tl.store(o_ptr + b * so_b + h * so_h + offs_d, o.to(o_ptr.dtype.element_ty), mask=d_ok)
     tl.store(lse_ptr + b * sl_b + h * sl_h, tl.where(top_ok, (top + tl.math.log2(tl.where(top_ok, total, 1.0))) * LN2,
                                                      float("-inf")))
-    if CHECK:
-        _check_share(seq_len, offs_t, entries, bt_ptr, b, h, H, CAPACITY, NUM_PAGES, stride_bt, PAGE, PAGED, 256)
 
 
 @jit
@@ -402,8 +406,8 @@ def _share_loads(lens_ptr, bt_ptr, b, share, CAPACITY, stride_bt, PAGE: tl.const
                  BLOCK: tl.constexpr):
     """The loads of ``_check_share``'s first chunk: sequence ``b``'s length and (paged) entries
     ``share * BLOCK ..`` of its block-table row, issued together (the row is read without waiting
-    for the length: entries past it are read, never checked) so that the caller can overlap them
-    with its own loads.  Returns (length, the chunk's entry indices, its entries)."""
+    for the length: entries past it are read, never checked).  Returns (length, the chunk's entry
+    indices, its entries)."""
     seq_len = tl.load(lens_ptr + b)
     offs = share * BLOCK + tl.arange(0, BLOCK)
     page = offs
