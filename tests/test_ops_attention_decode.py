@@ -382,7 +382,7 @@ def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
     table = torch.zeros(8, 8192 // page, dtype=torch.int32)        # 8192 keys: two splits or more
     lens = torch.zeros(8, dtype=torch.int32)
     split, combine = M.compile_decode(q, k, k, lens, block_table=table)
-    check, inline = M.compile_decode(q, k, k, lens, block_table=table, combine="inline")
+    inline, check = M.compile_decode(q, k, k, lens, block_table=table, combine="inline")    # checks after (PDL)
     assert (split.kfn, combine.kfn, check.kfn, inline.kfn) == (decode_split_kernel, decode_combine_kernel,
                                                                decode_check_kernel, decode_split_kernel)
     handles = [split, combine, check, inline]

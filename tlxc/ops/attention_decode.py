@@ -427,9 +427,6 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         plan.parts = ((B, H, splits, D), (B, H, splits))
         so, sl = (H * splits * D, splits * D, D), (H * splits, splits)
     fixup = not one and combine == "inline"
-    if check and (one or fixup):       # else the combine kernel checks (a launch fewer)
-        plan.add(decode_check_kernel, (B,), (LENS, bt, B, capacity, num_pages, stride_bt), _options(
-            PAGE=page, PAGED=paged, BLOCK=1024, num_warps=4))
     rows = B * Hkv * g_chunks
     tma = {"TMA": False, "k_desc": None, "v_desc": None}
     if _tma:
@@ -447,7 +444,7 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         Q, K, V, bt, LENS, OP, LP, O, LSE, _Arg("locks") if fixup else LENS, Hkv, split_len, capacity, num_pages,
         sm_scale * LOG2E, *q_strides, *sk, *sv, stride_bt, *so, *sl, *so_final, *sl_final), _options(
         D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page, STAGES=stages, PAGED=paged,
-        ONE_SPLIT=one, FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], PDL=not one and not fixup,
+        ONE_SPLIT=one, FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], PDL=check or not (one or fixup),
         BLOCK_S=max(2, 1 << (splits - 1).bit_length()), VARIANT=_variant, num_warps=4, **tma),
         rows if fixup else 0)
     if not one and not fixup:
@@ -455,6 +452,9 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
             OP, LP, O, LSE, LENS, bt, H, splits, capacity, num_pages, stride_bt, *so, *sl, *so_final, *sl_final),
             _options(D=D, HEAD_DIM=head_dim, BLOCK_S=max(2, 1 << (splits - 1).bit_length()), CHECK=check, PAGE=page,
                      PAGED=paged, num_warps=4, launch_pdl=True))
+    elif check:                 # no combine launch to check in: the checks as a dependent launch of their own
+        plan.add(decode_check_kernel, (B,), (LENS, bt, B, capacity, num_pages, stride_bt), _options(
+            PAGE=page, PAGED=paged, BLOCK=1024, num_warps=4, launch_pdl=True))
     return plan
 
 

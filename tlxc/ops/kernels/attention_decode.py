@@ -21,8 +21,9 @@ key block costs two MMAs ``S = Q K^T``, ``O += P V`` and an online softmax over 
   per ``(b, h)``, ``o = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M)`` over the splits, the
   lse their log-sum-exp (a sequence with no keys: ``o = 0``, ``lse = -inf``); it also checks
   the inputs (``CHECK``), so a call with several splits is two launches.
-* ``decode_check_kernel``: the input checks alone, launched first when there is no combine
-  launch (one split, or the inline merge).
+* ``decode_check_kernel``: the input checks alone, when there is no combine launch (one split,
+  or the inline merge); launched after the split kernel as a dependent launch (PDL), as the
+  combine kernel is, so that the checks run while the split kernel's last programs do.
 
 Paged cache (``PAGED``): ``k``/``v`` are ``[num_pages, PAGE, H_KV, D]`` and key ``n`` of
 sequence ``b`` lives in page ``block_table[b, n // PAGE]``, row ``n % PAGE``: each key
@@ -182,8 +183,8 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
                         BLOCK_S: tl.constexpr = 2, VARIANT: tl.constexpr = 0, TMA: tl.constexpr = False,
                         k_desc=None, v_desc=None, PDL: tl.constexpr = False):
     G_CHUNKS: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G     # query-head tiles per kv head
-    if PDL:     # the combine kernel (launch_pdl=True) may be scheduled once every program has started:
-        tl.extra.cuda.gdc_launch_dependents()   # its checks run in the last programs' shadow, no launch gap
+    if PDL:     # the combine or check kernel (launch_pdl=True) may be scheduled once every program has
+        tl.extra.cuda.gdc_launch_dependents()   # started: its checks run in the last programs' shadow
     pid = tl.program_id(0)                      # (sequence, kv head, head tile): up to 2^31 - 1 of them
     split = tl.program_id(1)
     pid_bh = pid // G_CHUNKS
@@ -378,12 +379,16 @@ def decode_combine_kernel(op_ptr, lp_ptr, o_ptr, lse_ptr, lens_ptr, bt_ptr, H, n
 def decode_check_kernel(lens_ptr, bt_ptr, B, CAPACITY, NUM_PAGES, stride_bt, PAGE: tl.constexpr,
                         PAGED: tl.constexpr, BLOCK: tl.constexpr):
     """The checks of ``attention_decode``'s inputs that read their values, as located device
-    assertions (one small launch before the split kernel, which carries none: a ``printf``
-    call in it makes ptxas serialize its wgmmas): sequence ``b = program_id(0)`` has a length
-    in ``0 .. CAPACITY`` and, paged, the block-table entries of its pages are in ``0 ..
-    NUM_PAGES - 1``."""
+    assertions (a small launch of its own where no combine launch makes them; the split kernel
+    carries none: a ``printf`` call in it makes ptxas serialize its wgmmas): sequence ``b =
+    program_id(0)`` has a length in ``0 .. CAPACITY`` and, paged, the block-table entries of
+    its pages are in ``0 .. NUM_PAGES - 1``.  Launched with ``launch_pdl=True`` after the split
+    kernel (which clamps lengths and reads no page outside the cache), so the checks run while
+    its last programs do; the ``gdc_wait`` at the end keeps this launch from completing before
+    the split kernel has."""
     _check_sequence(lens_ptr, bt_ptr, tl.program_id(0).to(tl.int64), CAPACITY, NUM_PAGES, stride_bt, PAGE, PAGED,
                     BLOCK)
+    tl.extra.cuda.gdc_wait()
 
 
 @jit
