@@ -29,13 +29,15 @@ of the lengths and block table.  (Session 13 run 2 also timed the stream schedul
 slower, docs/performance.md.)  ``--decode-variant N`` adds column ``tlxc_vN``: the split kernel
 with session 13's per-block changes selected by the bit mask ``_variant=N`` (the default is 7; 0 = the plain kernel;
 bit 8: the diagnostic without block math, its output not checked; ``attention_decode``'s docstring);
-``--decode-splits 1,2,..`` adds ``tlxc_sN``: the split kernel with ``num_splits=N``; ``tlxc_tma`` is the split kernel with its ring filled by
+``--decode-splits 1,2,..`` adds ``tlxc_sN``: the split kernel with ``num_splits=N``; ``--decode-rings 32x6,..``
+``tlxc_rKxS``: the split kernel with ``_ring=(K, S)``; ``tlxc_tma`` is the split kernel with its ring filled by
 one TMA copy per page box (``_tma=True``) instead of per-thread cp.async.  GB/s = K/V bytes read / time.
 The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come last.
 
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
                                         [--budget-s 180] [--jobs 8] [--s 256,512] [--d 64,128] [--groups 1]
-                                        [--no-varlen] [--no-decode] [--no-ab] [--decode-variant N] [--decode-splits N,..] [--pin]
+                                        [--no-varlen] [--no-decode] [--no-ab] [--decode-variant N] [--decode-splits N,..]
+                                        [--decode-rings KxS,..] [--pin]
 
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
 ``--no-ab``, each dense MHA case whose default configuration differs from session 11's also times that
@@ -300,6 +302,8 @@ def main() -> None:
     parser.add_argument("--no-decode", action="store_true", help="skip the decode cases")
     parser.add_argument("--decode-splits", default="",
                         help="also time the split kernel with these num_splits (comma-separated; columns tlxc_sN)")
+    parser.add_argument("--decode-rings", default="",
+                        help="also time the split kernel with these rings, KEYSxSLOTS comma-separated (tlxc_rKxS)")
     parser.add_argument("--decode-variant", type=int, default=None,
                         help="also time the split kernel with this _variant bit mask (column tlxc_vN)")
     parser.add_argument("--no-ab", action="store_true",
@@ -460,7 +464,8 @@ def main() -> None:
     for index, case in enumerate(decode_cases):
         results.append(bench_decode(*case, timed, budget_left(len(cases) + len(varlen_cases) + index), sdpa,
                                     sdpa_kernel, SDPBackend, variant=args.decode_variant,
-                                    splits=[int(n) for n in args.decode_splits.split(",") if n]))
+                                    splits=[int(n) for n in args.decode_splits.split(",") if n],
+                                    rings=[tuple(int(v) for v in r.split("x")) for r in args.decode_rings.split(",") if r]))
     summarize(results, card, t0)
 
 
@@ -597,7 +602,7 @@ def bench_varlen(seed, group, causal, timed, per_case_s, attention_forward, sdpa
 
 
 def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend, device="cuda", variant=None,
-                 splits=()) -> dict:
+                 splits=(), rings=()) -> dict:
     """One decode step: tlxc on the paged cache against SDPA's backends on the gathered
     contiguous cache (equal lengths) or flash varlen with one query per sequence (mixed)."""
     import torch
@@ -645,6 +650,9 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
     v_hnd = v_cache.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3)
     fns["tlxc_hnd"] = lambda: attention_decode(q, k_hnd, v_hnd, seqlens, block_table=table)[0]
     fns["tlxc_hnd_tma"] = lambda: attention_decode(q, k_hnd, v_hnd, seqlens, block_table=table, _tma=True)[0]
+    for keys, slots in rings:   # the split kernel with another ring (_ring=(keys per block, slots))
+        fns[f"tlxc_r{keys}x{slots}"] = lambda ring=(keys, slots): attention_decode(
+            q, k_cache, v_cache, seqlens, block_table=table, _ring=ring)[0]
     for n in splits:            # the split kernel with num_splits=n (a merge of more than it holds: not timed)
         try:
             attention_decode(q, k_cache, v_cache, seqlens, block_table=table, num_splits=n)
@@ -727,7 +735,7 @@ def summarize(results, card, t0) -> None:
             continue
         for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_tma_store", "cudnn_padded", "best_sdpa",
                      "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_hnd", "tlxc_hnd_tma", "tlxc_nocheck", "tlxc_tma",
-                     *sorted({n for r in rows for n in r["ratios"] if n.startswith(("tlxc_v", "tlxc_s"))})):
+                     *sorted({n for r in rows for n in r["ratios"] if n.startswith(("tlxc_v", "tlxc_s", "tlxc_r"))})):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:
                 print(f"{kind} vs {base}: geomean {geomean(xs):.3f}, min {min(xs):.3f}, {len(xs)} cases")
