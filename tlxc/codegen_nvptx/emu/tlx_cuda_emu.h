@@ -264,6 +264,10 @@ template <int SEM, int SCOPE>
 static inline int tlx_atom_add_s32(void* p, int v) { int old; memcpy(&old, p, 4); int n = old + v; memcpy(p, &n, 4); return old; }
 static inline unsigned tlx_smem_addr(const void* p) { return cuemu::smem_off(p); }
 static inline void tlx_fence_proxy_async_shared_cta() {}
+// programmatic dependent launch: the emulation runs one grid to its end before the next starts,
+// so a dependent launch never overlaps its primary and both controls have nothing to do
+static inline void tlx_griddepcontrol_launch_dependents() {}
+static inline void tlx_griddepcontrol_wait() {}
 // cp.async: the source is read at issue, the shared-memory bytes land only when a wait_group
 // retires the copy's group (a read of the buffer before that sees the old bytes)
 static inline void tlx_cp_async_16(void* dst, const void* src, bool pred) {
