@@ -93,6 +93,25 @@ def test_the_fake_gives_bf16_o_and_the_inputs_layout():
     assert o.dtype == torch.float16 and o.stride(1) < o.stride(2) and lse.shape == (2, 8, 32)
 
 
+def test_the_fake_checks_per_head_descales_against_the_batch_and_kv_heads():
+    """Under torch.compile's fake tensors (no kernel runs) a (batch, kv heads) descale of the
+    wrong shape is refused as the real op refuses it: dense (2 sequences, 4 kv heads) and packed
+    (3 sequences from cu_seqlens_q)."""
+    from tlxc.ops.attention_op import _attention_fp8_fake
+    q, k, v = fp8_inputs((2, 8, 32, 64), (2, 4, 32, 64), E4M3)
+    args = (q, k, v, False, None, None, None, None, None, -1, -1, 0.0)
+    _attention_fp8_fake(*args, None, torch.ones(2, 4), None, None)
+    with pytest.raises(ValueError, match=r"'k_descale' has shape \(4, 2\); per-head descales are "
+                                         r"\(batch, kv heads\) = \(2, 4\)"):
+        _attention_fp8_fake(*args, None, torch.ones(4, 2), None, None)
+    qp, kp, vp = (t.transpose(1, 2).reshape(64, t.shape[1], 64) for t in (q, k, v))
+    cu = torch.tensor([0, 10, 40, 64], dtype=torch.int32)
+    packed = (qp, kp, vp, False, None, cu, cu, 30, 30, -1, -1, 0.0)
+    _attention_fp8_fake(*packed, torch.ones(3, 4), None, None, None)
+    with pytest.raises(ValueError, match=r"'q_descale' has shape \(2, 4\)"):
+        _attention_fp8_fake(*packed, torch.ones(2, 4), None, None, None)
+
+
 @pytest.mark.parametrize("dtype", [E4M3, torch.bfloat16], ids=["e4m3", "bf16"])
 def test_transpose_kernel_on_the_interpreter(dtype):
     from tlxc.ops.kernels.transpose import transpose_last2_kernel

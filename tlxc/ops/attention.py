@@ -541,12 +541,13 @@ def check_window(window, causal: bool) -> tuple[int, int]:
 DESCALES = ("q_descale", "k_descale", "v_descale")
 
 
-def check_fp8(q, descales: tuple, out_dtype) -> torch.dtype:
+def check_fp8(q, descales: tuple, out_dtype, k=None, cu_seqlens_q=None) -> torch.dtype:
     """The fp8 rules (after ``check_args``); returns ``o``'s dtype.  ``descales`` (q, k, v):
     None, a positive finite number, or a float tensor of one element or of shape ``(B, Hkv)``
-    (flash-attn 3's) on q's device; the scores are ``q.k * sm_scale * q_descale * k_descale``
-    and ``o`` is multiplied by ``v_descale``.  ``out_dtype``: bfloat16 (default) or float16.
-    16-bit inputs take neither (``o`` has q's dtype)."""
+    (flash-attn 3's; checked against ``k``'s kv heads and the batch, ``cu_seqlens_q``'s for a
+    packed batch, when ``k`` is given) on q's device; the scores are ``q.k * sm_scale *
+    q_descale * k_descale`` and ``o`` is multiplied by ``v_descale``.  ``out_dtype``: bfloat16
+    (default) or float16.  16-bit inputs take neither (``o`` has q's dtype)."""
     if q.dtype not in FP8_DTYPES:
         for name, d in zip(DESCALES, descales):
             if d is not None:
@@ -565,6 +566,11 @@ def check_fp8(q, descales: tuple, out_dtype) -> torch.dtype:
                 raise _fail(f"'{name}' must be a float tensor on {q.device}, got {d.dtype} on {d.device}")
             if d.numel() != 1 and d.dim() != 2:
                 raise _fail(f"'{name}' must have one element or shape (batch, kv heads), got {tuple(d.shape)}")
+            if d.numel() != 1 and isinstance(k, torch.Tensor) and k.dim() >= 3:
+                batch = q.shape[0] if cu_seqlens_q is None else cu_seqlens_q.shape[0] - 1
+                if tuple(d.shape) != (batch, k.shape[1]):
+                    raise _fail(f"'{name}' has shape {tuple(d.shape)}; per-head descales are (batch, kv heads) = "
+                                f"({batch}, {k.shape[1]})")
         elif isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d) or d <= 0:
             raise _fail(f"'{name}' must be a positive finite number or a float tensor, got {d!r}")
     return out_dtype
@@ -690,7 +696,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     """
     sm_scale = check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     descales = (q_descale, k_descale, v_descale)
-    o_dtype = check_fp8(q, descales, out_dtype)
+    o_dtype = check_fp8(q, descales, out_dtype, k, cu_seqlens_q)
     fp8 = q.dtype in FP8_DTYPES
     win_left, win_right = check_window(window, causal)
     cap = check_softcap(softcap)

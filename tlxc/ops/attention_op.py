@@ -79,7 +79,7 @@ def _attention_fp8_fake(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, m
     check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     check_window((window_left, window_right), causal)
     check_softcap(softcap or None)
-    o_dtype = check_fp8(q, (q_descale, k_descale, v_descale), out_dtype)
+    o_dtype = check_fp8(q, (q_descale, k_descale, v_descale), out_dtype, k, cu_seqlens_q)
     if cu_seqlens_q is not None:                        # [total, H, D] -> o like q, lse [H, total]
         return q.new_empty(q.shape, dtype=o_dtype), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
     B, H, S, _ = q.shape
@@ -183,7 +183,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     cap = check_softcap(softcap)
     if isinstance(q, torch.Tensor) and q.dtype in FP8_DTYPES:
         descales = (q_descale, k_descale, v_descale)
-        check_fp8(q, descales, out_dtype)
+        check_fp8(q, descales, out_dtype, k, cu_seqlens_q)
         descales = [d if d is None or isinstance(d, torch.Tensor)
                     else torch.full((), float(d), dtype=torch.float32, device=q.device) for d in descales]
         o, lse = attention_fp8_op(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
