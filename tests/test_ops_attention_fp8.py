@@ -205,8 +205,11 @@ def test_permuted_transpose_kernel_on_the_interpreter():
 def test_compile_config_compiles_the_transpose_too():
     """``compile_config`` fills the cache for every kernel an fp8 call launches: the Vᵀ copy first."""
     q = torch.empty(2, 4, 1000, 128).to(E4M3)
-    names = [h.name for h in A.compile_config(q, q[:, :2], q[:, :2], causal=True)]
+    handles = A.compile_config(q, q[:, :2], q[:, :2], causal=True)
+    names = [h.name for h in handles]
     assert len(names) == 2 and names[0].startswith("transpose_last2_kernel") and names[1].startswith("attn_fwd")
+    c = A.choose_config(128, True, 1000, fp8=True)          # one-byte Q, K, V: the estimate counts them so
+    assert c.shared_bytes(1) <= handles[1].metadata.shared <= c.shared_bytes(1) + 1024 < c.shared_bytes()
 
 
 def test_torch_compile_fullgraph_on_the_cpu():

@@ -82,9 +82,11 @@ class AttnConfig:
         each half is staged through one 128-column buffer (a whole 256-wide one does not fit)."""
         return 2 if self.tma_store and self.head_dim == 256 else 1
 
-    def shared_bytes(self) -> int:
+    def shared_bytes(self, elt: int = 2) -> int:
+        """The shared memory of the Q buffers and the K/V ring (``elt`` bytes an element: 1 for
+        fp8), the O staging tiles (16-bit) and the pinned-softmax rows; barriers not counted."""
         o_rows = self.block_m // self.o_parts if self.tma_store else 0
-        return 2 * self.head_dim * (self.q_bufs * self.block_m + 2 * self.stages * self.block_n + o_rows) + \
+        return self.head_dim * (elt * (self.q_bufs * self.block_m + 2 * self.stages * self.block_n) + 2 * o_rows) + \
             (4 * self.block_m if self.pin_softmax else 0)
 
 
