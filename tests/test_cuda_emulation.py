@@ -32,7 +32,7 @@ def _emulating(monkeypatch, edit=None):
     return texts
 
 
-def _decode_case(variant):
+def _decode_case(variant, window=None):
     lens, page, D = [0, 1, 700, 1500, 129], 64, 64            # MQA 8:1, 64-row pages: s13 run 3's failing case
     gen = torch.Generator().manual_seed(72)
     need = [-(-n // page) for n in lens]
@@ -47,9 +47,9 @@ def _decode_case(variant):
     v = torch.randn(num, page, 1, D, generator=gen).to(torch.bfloat16)
     q = torch.randn(len(lens), 8, D, generator=gen).to(torch.bfloat16)
     seqlens = torch.tensor(lens, dtype=torch.int32)
-    ref_o, _ = M.reference(q, k, v, seqlens, block_table=table)
+    ref_o, _ = M.reference(q, k, v, seqlens, block_table=table, window=window)
     o, _ = M.attention_decode(q, k, v, seqlens, block_table=table, num_splits=3, combine="inline", check=False,
-                              _variant=variant, _sms=132)
+                              _variant=variant, _sms=132, window=window)
     return (o.double() - ref_o).abs().amax(dim=(1, 2))
 
 
@@ -57,6 +57,17 @@ def _decode_case(variant):
 def test_decode_split_kernel_cuda_text_matches_float64(variant, monkeypatch):
     texts = _emulating(monkeypatch)
     err = _decode_case(variant)
+    assert list(texts) == ["decode_split_kernel"]
+    assert err.max().item() < 2e-2, err.tolist()
+
+
+@pytest.mark.parametrize("window", [(100, 0), (0, 0)], ids=str)
+def test_decode_window_cuda_text_matches_float64(window, monkeypatch):
+    """A sliding window (the last token sees keys len - 1 - left ..): the split kernel's start at the
+    window's block and the mask of its first keys, in the CUDA text (three splits: some end before
+    the window)."""
+    texts = _emulating(monkeypatch)
+    err = _decode_case(7, window)
     assert list(texts) == ["decode_split_kernel"]
     assert err.max().item() < 2e-2, err.tolist()
 

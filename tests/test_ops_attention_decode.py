@@ -316,6 +316,93 @@ def test_the_combine_checks_every_share_of_the_block_table(entry):
     assert torch.isfinite(o).all()             # the bad entry lies past the pages in use
 
 
+WINDOWED = [  # lens, window, softcap, num_splits, combine, page
+    ([200, 1, 0, 70], (50, 0), None, None, "kernel", 16),     # the window's first block masked; 1 and 0 keys
+    ([300, 130], (100, -1), None, 3, "kernel", 16),           # splits before the window do nothing
+    ([300, 130], (100, 5), 30.0, 3, "inline", 8),             # with softcap; the right side bounds nothing
+    ([64, 65, 128], (0, 0), None, 2, "kernel", 64),           # only the last key
+    ([90], (500, -1), 2.0, None, "kernel", 16),               # a window wider than the sequence; a tight cap
+    ([257, 40], None, 5.0, 2, "kernel", 16),                  # softcap alone
+]
+
+
+@pytest.mark.parametrize("lens,window,softcap,splits,combine,page", WINDOWED, ids=lambda x: str(x))
+def test_windows_and_softcap_match_float64(lens, window, softcap, splits, combine, page, poisoned):
+    """Sliding windows (the query is the last token: keys len - 1 - left .. len - 1) and logit
+    softcapping on the split schedule, paged, GQA 2:1, against float64 math."""
+    k, v, table = _paged(lens, page, 2, 64, torch.bfloat16, seed=sum(lens))
+    q = _randn(len(lens), 4, 64, seed=41)
+    seqlens = torch.tensor(lens, dtype=torch.int32)
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, window=window, softcap=softcap,
+                              num_splits=splits, combine=combine)
+    _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table, window=window, softcap=softcap),
+           torch.bfloat16)
+
+
+def test_window_changes_the_result_and_reads_only_its_blocks():
+    """A window of 10 keys on a 300-key sequence gives the windowed float64 result (which
+    differs from the whole sequence's), and the kernel reads no page before the window's first
+    block: block-table entries of keys 0..47 pointing outside the cache change nothing (with
+    ``check=False``: those pages are in use, so the input check would refuse them)."""
+    k, v, table = _paged([300], 16, 1, 64, torch.bfloat16, seed=43)
+    q = _randn(1, 2, 64, seed=44)
+    seqlens = torch.tensor([300], dtype=torch.int32)
+    o, _ = attention_decode(q, k, v, seqlens, block_table=table, window=(10, 0))
+    ref_w, _ = M.reference(q, k, v, seqlens, block_table=table, window=(10, 0))
+    ref_all, _ = M.reference(q, k, v, seqlens, block_table=table)
+    assert (o.double() - ref_w).abs().max() < 2e-2 < (ref_w - ref_all).abs().max()
+    hidden = table.clone()
+    hidden[0, :3] = 10 ** 6                    # keys 0..47: before the window's block (keys 256..)
+    o2, _ = attention_decode(q, k, v, seqlens, block_table=hidden, window=(10, 0), check=False)
+    assert torch.equal(o2, o)
+
+
+def test_window_and_softcap_arguments():
+    q = torch.zeros(2, 4, 64, dtype=torch.bfloat16)
+    k = torch.zeros(5, 16, 2, 64, dtype=torch.bfloat16)
+    table = torch.zeros(2, 3, dtype=torch.int32)
+    lens = torch.zeros(2, dtype=torch.int32)
+    for kwargs, message in [
+        ({"window": 5}, "tlxc.ops.attention_decode: 'window' must be a pair of ints"),
+        ({"window": (-2, 0)}, "tlxc.ops.attention_decode: 'window' sides must be >= 0"),
+        ({"softcap": 0.0}, "tlxc.ops.attention_decode: 'softcap' must be a positive finite number"),
+        ({"softcap": float("inf")}, "'softcap' must be a positive finite number"),
+        ({"window": (4, 0), "schedule": "stream"}, "'window' and 'softcap' take schedule='split'"),
+        ({"softcap": 3.0, "schedule": "stream"}, "'window' and 'softcap' take schedule='split'"),
+    ]:
+        with pytest.raises(ValueError, match=message.replace("(", "\\(").replace(")", "\\)")):
+            attention_decode(q, k, k, lens, block_table=table, **kwargs)
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_window_and_softcap_compile_for_sm90a(D):
+    """The windowed, softcapped split kernel builds for sm_90a without spills or wgmma
+    serialization, in the shared memory and registers of the plain one (two programs an SM at
+    D <= 128)."""
+    q = torch.zeros(8, 32, D, dtype=torch.bfloat16)
+    k = torch.zeros(64, 16, 8, D, dtype=torch.bfloat16)
+    table = torch.zeros(8, 8192 // 16, dtype=torch.int32)
+    lens = torch.zeros(8, dtype=torch.int32)
+    plain = M.compile_decode(q, k, k, lens, block_table=table)[0]
+    split = M.compile_decode(q, k, k, lens, block_table=table, window=(1000, 0), softcap=30.0)[0]
+    assert split.n_spills == 0 and split.perf_warnings == [] and "tanh.approx.f32" in split.asm["cuda"]
+    assert split.metadata.shared == plain.metadata.shared and split.n_regs <= max(plain.n_regs, 168)
+
+
+def test_custom_op_takes_window_and_softcap():
+    k, v, table = _paged([150, 20], 16, 2, 64, torch.bfloat16, seed=45)
+    q = _randn(2, 4, 64, seed=46)
+    seqlens = torch.tensor([150, 20], dtype=torch.int32)
+    o, lse = torch.ops.tlxc.attention_decode(q, k, v, seqlens, table, None, 30, 20.0)
+    _check(o, lse, *M.reference(q, k, v, seqlens, block_table=table, window=(30, 0), softcap=20.0), torch.bfloat16)
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        fq = torch.empty(2, 4, 64, dtype=torch.bfloat16)
+        fk = torch.empty(6, 16, 2, 64, dtype=torch.bfloat16)
+        with pytest.raises(ValueError, match="'softcap' must be a positive"):
+            M._decode_fake(fq, fk, fk, torch.empty(2, dtype=torch.int32), torch.empty(2, 3, dtype=torch.int32),
+                           None, -1, -1.0)
+
+
 def test_argument_errors():
     q = torch.zeros(2, 4, 64, dtype=torch.bfloat16)
     k = torch.zeros(5, 16, 2, 64, dtype=torch.bfloat16)

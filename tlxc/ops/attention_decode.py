@@ -37,7 +37,7 @@ import torch
 from .. import language as tl
 from ..descriptors import TensorDescriptor
 from ..torch_ops import register_custom_op
-from .attention import _check_common
+from .attention import _check_common, check_softcap, check_window
 from .compile_only import CompileOnly
 from .kernels.attention_decode import (
     LOG2E,
@@ -276,11 +276,16 @@ _MAX_PLANS = 256
 def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor, *,
                      block_table: torch.Tensor | None = None, sm_scale: float | None = None,
                      num_splits: int | None = None, combine: str = "kernel", schedule: str | None = None,
-                     check: bool = True, _sms: int | None = None,
-                     _ring: tuple[int, int] | None = None, _heads: bool = False,
+                     check: bool = True, window: tuple[int, int] | None = None, softcap: float | None = None,
+                     _sms: int | None = None, _ring: tuple[int, int] | None = None, _heads: bool = False,
                      _variant: int | None = None, _tma: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of one query token per sequence against its cached keys (module
-    docstring).  ``num_splits`` overrides the split count, ``combine`` how several splits are
+    docstring).  ``window=(left, right)`` (flash-attn's ``window_size``, ``tlxc.ops.attention``'s
+    spelling; -1 unbounded): the query is its sequence's last token (position ``len - 1``), so it
+    sees keys ``len - 1 - left .. len - 1`` and ``right`` bounds nothing (the cache holds no later
+    key); only the window's key blocks are read.  ``softcap``: Gemma 2's logit softcapping, the
+    scores ``softcap * tanh(q.k * sm_scale / softcap)``.  Both take the split schedule.
+    ``num_splits`` overrides the split count, ``combine`` how several splits are
     merged: ``kernel`` (a second launch, which also checks the inputs; the default: 4-10%
     faster on the H200) or ``inline`` (the last split of each (sequence, kv head) to finish,
     counted by an atomic, merges them at the end of the split kernel); for tests and
@@ -314,13 +319,14 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype,
                                                  block_table.device),
                type(sm_scale), sm_scale, type(num_splits), num_splits, combine, schedule, type(check), check, _sms,
-               _ring, _heads, _variant, _tma)
+               _ring, _heads, _variant, _tma, type(window), window if window is None else tuple(window),
+               type(softcap), softcap)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError):             # not tensors, or unhashable options: the checks say which
         key = plan = None
     if plan is None:
         plan = _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
-                     _sms, _ring, _heads, _variant, _tma)
+                     _sms, _ring, _heads, _variant, _tma, window, softcap)
         if key is not None:
             if len(_PLANS) >= _MAX_PLANS:
                 _PLANS.clear()
@@ -328,12 +334,23 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     return plan.run(q, k_cache, v_cache, cache_seqlens, block_table)
 
 
+def _window_softcap(window, softcap) -> tuple[int, float]:
+    """(WIN_LEFT, SOFTCAP) of ``window``/``softcap`` by ``tlxc.ops.attention``'s rules (the
+    query is the last token: the right side bounds nothing), with this op's name in the error."""
+    try:
+        left, _ = check_window(window, True)
+        return left, check_softcap(softcap)
+    except ValueError as error:
+        raise _fail(str(error).split(": ", 1)[1]) from None
+
+
 def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits, combine, schedule, check,
-          _sms, _ring, _heads, _variant=None, _tma=False) -> _Plan:
+          _sms, _ring, _heads, _variant=None, _tma=False, window=None, softcap=None) -> _Plan:
     """The checks of ``attention_decode``'s arguments and its launches (``_Plan``)."""
     if not isinstance(check, bool):
         raise TypeError(f"tlxc.ops.attention_decode: 'check' must be a bool, got {type(check).__name__}")
     sm_scale = _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale)
+    win_left, cap = _window_softcap(window, softcap)
     if num_splits is not None and (not isinstance(num_splits, int) or num_splits < 1):
         raise _fail(f"'num_splits' must be a positive int, got {num_splits!r}")
     if combine not in COMBINES:
@@ -351,6 +368,8 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
     if not isinstance(_tma, bool) or (_tma and (schedule != "split" or _variant & 3)):
         raise _fail(f"'_tma' is a bool of the split schedule (not with _variant bits 1, 2), got {_tma!r} with "
                     f"schedule={schedule!r}")
+    if schedule == "stream" and (win_left >= 0 or cap > 0):
+        raise _fail("'window' and 'softcap' take schedule='split' (the default)")
     if schedule == "stream" and (num_splits is not None or combine != "kernel"):
         raise _fail("'num_splits' and 'combine' belong to schedule='split' (the stream schedule splits by key "
                     "blocks on the device)")
@@ -444,12 +463,14 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
                         f"aligned")
         plan.tma_box = box
         tma = {"TMA": True, "k_desc": _Arg("kdesc"), "v_desc": _Arg("vdesc")}
+    # softcap: the scores are tanh(s * sm_scale / cap) in units of cap * log2(e) (cap_in = sm_scale / cap)
+    masks = {"WIN_LEFT": win_left, "SOFTCAP": cap, "cap_in": None if win_left < 0 and cap == 0 else sm_scale / (cap or 1)}
     plan.add(decode_split_kernel, (rows, splits), (
         Q, K, V, bt, LENS, OP, LP, O, LSE, _Arg("locks") if fixup else LENS, Hkv, split_len, capacity, num_pages,
-        sm_scale * LOG2E, *q_strides, *sk, *sv, stride_bt, *so, *sl, *so_final, *sl_final), _options(
+        (cap or sm_scale) * LOG2E, *q_strides, *sk, *sv, stride_bt, *so, *sl, *so_final, *sl_final), _options(
         D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page, STAGES=stages, PAGED=paged,
         ONE_SPLIT=one, FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], PDL=check or not (one or fixup),
-        BLOCK_S=max(2, 1 << (splits - 1).bit_length()), VARIANT=_variant, num_warps=4, **tma),
+        BLOCK_S=max(2, 1 << (splits - 1).bit_length()), VARIANT=_variant, num_warps=4, **tma, **masks),
         rows if fixup else 0)
     if not one and not fixup:
         plan.add(decode_combine_kernel, (B * H,), (
@@ -462,8 +483,11 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
     return plan
 
 
-def reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, sm_scale=None, dtype=torch.float64):
-    """``(o, lse)`` in ``dtype`` by plain tensor math (the pages gathered on the host)."""
+def reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, sm_scale=None, dtype=torch.float64,
+              window=None, softcap=None):
+    """``(o, lse)`` in ``dtype`` by plain tensor math (the pages gathered on the host); ``window``
+    (left, right) and ``softcap`` as ``attention_decode``'s."""
+    left = -1 if window is None else window[0]
     B, H, D = q.shape[0], q.shape[-2], q.shape[-1]
     sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
     lens = cache_seqlens.tolist()
@@ -484,19 +508,25 @@ def reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, sm_scale=
         k = k.to(dtype).repeat_interleave(group, 1)
         v = v.to(dtype).repeat_interleave(group, 1)
         s = torch.einsum("hd,nhd->hn", qq[b], k) * sm_scale
+        if softcap is not None:
+            s = softcap * torch.tanh(s / softcap)
+        if left >= 0:
+            s = s.masked_fill(torch.arange(n, device=s.device) < n - 1 - left, float("-inf"))
         lse[b] = torch.logsumexp(s, -1)
         o[b] = torch.einsum("hn,nhd->hd", torch.softmax(s, -1), v)
     return (o.view(q.shape) if q.dim() == 4 else o), lse
 
 
 def _decode_impl(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor,
-                 block_table: torch.Tensor | None = None,
-                 sm_scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    return attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=block_table, sm_scale=sm_scale)
+                 block_table: torch.Tensor | None = None, sm_scale: float | None = None, window_left: int = -1,
+                 softcap: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    return attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=block_table, sm_scale=sm_scale,
+                            window=None if window_left < 0 else (window_left, -1), softcap=softcap or None)
 
 
-def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table=None, sm_scale=None):
+def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table=None, sm_scale=None, window_left=-1, softcap=0.0):
     _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale)
+    _window_softcap(None if window_left < 0 else (window_left, -1), softcap or None)
     return q.new_empty(q.shape), q.new_empty((q.shape[0], q.shape[-2]), dtype=torch.float32)
 
 

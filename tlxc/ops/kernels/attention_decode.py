@@ -174,6 +174,21 @@ def _issue_tma(k_desc, v_desc, k_buf, v_buf, bar, pages, hk, n0, pred, BLOCK_N: 
 
 
 @jit
+def _capped_window(s, cap_in, n0, first, BLOCK_N: tl.constexpr, WIN_LEFT: tl.constexpr, SOFTCAP: tl.constexpr):
+    """A block's scores (keys ``n0 ..``) softcapped (``SOFTCAP > 0``: ``tanh(s * cap_in)``, in
+    ``SOFTCAP * log2 e`` units; before any mask, so masked keys stay ``-inf``) and, under a
+    window, ``-inf`` left of the first key the query sees (``first``: only the window's first
+    block has such keys).  Nothing without either."""
+    if SOFTCAP > 0:
+        s = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [s * cap_in], dtype=tl.float32,
+                                      is_pure=True, pack=1)
+    if WIN_LEFT >= 0:
+        if n0 < first:
+            s = tl.where((n0 + tl.arange(0, BLOCK_N) >= first)[None, :], s, float("-inf"))
+    return s
+
+
+@jit
 def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, fo_ptr, flse_ptr, locks_ptr, H_KV,
                         SPLIT_LEN, CAPACITY, NUM_PAGES, qk_scale, sq_b, sq_h, sk_p, sk_r, sk_h, sv_p, sv_r, sv_h,
                         stride_bt, so_b, so_h, so_s, sl_b, sl_h, sfo_b, sfo_h, sfl_b, sfl_h,
@@ -181,7 +196,8 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
                         BLOCK_N: tl.constexpr, STAGES: tl.constexpr, PAGE: tl.constexpr, PAGED: tl.constexpr,
                         ONE_SPLIT: tl.constexpr, FIXUP: tl.constexpr, SAME_KV: tl.constexpr, DTYPE: tl.constexpr,
                         BLOCK_S: tl.constexpr = 2, VARIANT: tl.constexpr = 0, TMA: tl.constexpr = False,
-                        k_desc=None, v_desc=None, PDL: tl.constexpr = False):
+                        k_desc=None, v_desc=None, PDL: tl.constexpr = False, cap_in=None,
+                        WIN_LEFT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0):
     G_CHUNKS: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G     # query-head tiles per kv head
     if PDL:     # the combine or check kernel (launch_pdl=True) may be scheduled once every program has
         tl.extra.cuda.gdc_launch_dependents()   # started: its checks run in the last programs' shadow
@@ -197,6 +213,10 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
     start = split * SPLIT_LEN
     table_end = tl.minimum(CAPACITY, start + SPLIT_LEN)     # block-table entries read: not waiting for seq_len
     end = tl.minimum(seq_len, start + SPLIT_LEN)
+    first = 0                   # the first key the query sees (a window: the last token's left reach)
+    if WIN_LEFT >= 0:           # the split's blocks from the window's (whole blocks: the page boxes stay aligned)
+        first = tl.maximum(seq_len - 1 - WIN_LEFT, 0)
+        start = tl.maximum(start, first // BLOCK_N * BLOCK_N)
     n_blocks = tl.maximum(tl.cdiv(end - start, BLOCK_N), 0)
 
     k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, STAGES)
@@ -268,6 +288,7 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
         else:
             s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)    # Q from registers
             s = tlx.async_dot_wait(0, s)
+            s = _capped_window(s, cap_in, start + j * BLOCK_N, first, BLOCK_N, WIN_LEFT, SOFTCAP)
             if VARIANT & 4:     # session 13's reverted softmax: the length mask on the last block only
                 if start + j * BLOCK_N + BLOCK_N > end:
                     offs_n = start + j * BLOCK_N + tl.arange(0, BLOCK_N)
