@@ -1,7 +1,7 @@
 """tlxc.ops.attention_decode on the GPU (marked gpu): paged and contiguous caches against float64
 math (GQA / MQA / MHA, head dims 64-256, page sizes below, at and above the key block, lengths
-0 and 1, default and forced split counts), a CUDA graph replayed with new lengths, and the
-device-side block-table check."""
+0 and 1, default and forced split counts), sliding windows and softcapping, a CUDA graph replayed
+with new lengths, and the device-side block-table check."""
 from __future__ import annotations
 
 import os
@@ -50,6 +50,25 @@ CASES = [  # D, H, Hkv, page, splits, dtype, combine
     (256, 80, 1, 8, 2, torch.bfloat16, "inline"),          # two head tiles per kv head, tiny pages
     (256, 16, 2, 32, 5, torch.bfloat16, "kernel"),
 ]
+
+
+@pytest.mark.parametrize("D,window,softcap,splits,combine", [
+    (128, (1000, 0), None, None, "kernel"),       # the split count of the capacity: most splits before the window
+    (128, (63, -1), 30.0, 3, "inline"),           # a window inside one block, softcap
+    (64, None, 5.0, None, "kernel"),              # softcap alone
+    (256, (300, 0), 50.0, 2, "kernel"),
+], ids=str)
+def test_window_and_softcap_match_float64(D, window, softcap, splits, combine):
+    """Sliding windows (the last token sees keys len - 1 - left ..) and logit softcapping, GQA 4:1,
+    16-row pages, against float64 math."""
+    lens = [0, 1, 700, 5000, 129]
+    k, v, table = _paged(lens, 16, 2, D, torch.bfloat16, seed=D + 7)
+    q = torch.randn(len(lens), 8, D, device="cuda", dtype=torch.bfloat16)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    o, lse = attention_decode(q, k, v, seqlens, block_table=table, window=window, softcap=softcap, num_splits=splits,
+                              combine=combine)
+    _check(o, lse, *reference(q, k, v, seqlens, block_table=table, window=window, softcap=softcap),
+           torch.bfloat16)
 
 
 @pytest.mark.parametrize("D,H,Hkv,page,splits,dtype,combine", CASES, ids=lambda x: str(x).replace("torch.", ""))

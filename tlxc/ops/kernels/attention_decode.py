@@ -25,6 +25,12 @@ key block costs two MMAs ``S = Q K^T``, ``O += P V`` and an online softmax over 
   or the inline merge); launched after the split kernel as a dependent launch (PDL), as the
   combine kernel is, so that the checks run while the split kernel's last programs do.
 
+Sliding windows (``WIN_LEFT >= 0``, split kernel): the query is its sequence's last token, so a
+split starts at the 64-key block of key ``len - 1 - WIN_LEFT`` (no block before it is read) and
+that block's keys left of it are masked (``_capped_window``); ``SOFTCAP > 0``: the scores are
+``tanh(s * cap_in)`` in ``SOFTCAP * log2 e`` units (``cap_in = sm_scale / SOFTCAP``), capped
+before any mask.
+
 Paged cache (``PAGED``): ``k``/``v`` are ``[num_pages, PAGE, H_KV, D]`` and key ``n`` of
 sequence ``b`` lives in page ``block_table[b, n // PAGE]``, row ``n % PAGE``: each key
 block gathers its rows' pages from the block table (any page size; pages in any order).
