@@ -40,6 +40,7 @@ along D.  Rows of ``k``/``v`` past ``len_b`` are never read (masked loads).
 from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
+from .attention_fwd import capped_scores
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -185,9 +186,7 @@ def _capped_window(s, cap_in, n0, first, BLOCK_N: tl.constexpr, WIN_LEFT: tl.con
     ``SOFTCAP * log2 e`` units; before any mask, so masked keys stay ``-inf``) and, under a
     window, ``-inf`` left of the first key the query sees (``first``: only the window's first
     block has such keys).  Nothing without either."""
-    if SOFTCAP > 0:
-        s = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [s * cap_in], dtype=tl.float32,
-                                      is_pure=True, pack=1)
+    s = capped_scores(s, cap_in, SOFTCAP)
     if WIN_LEFT >= 0:
         if n0 < first:
             s = tl.where((n0 + tl.arange(0, BLOCK_N) >= first)[None, :], s, float("-inf"))
