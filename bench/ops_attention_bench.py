@@ -12,7 +12,10 @@ cu_seqlens), cuDNN's (``aten._cudnn_attention_forward`` with cu_seqlens, when th
 has it) and cuDNN on the zero-padded dense batch.  Every case gets fresh inputs, is checked
 against cuDNN's (or flash's) output first (relative error < 1e-2; a wrong result is reported,
 not timed), then timed in paired rounds (each round times every implementation back to back,
-kernel time: a GPU spin hides the host's launch work).  At S = 1024 and 4096 (MHA, D = 64/128)
+kernel time: a GPU spin hides the host's launch work; it is sized per case to outlast 1.5x the
+slowest contender's host time, which the backward rows print: an autograd backward's host work,
+~0.8 ms for cuDNN's and ~1.1-1.8 ms for tlxc's on the H200's host, outlasted the fixed ~1 ms spin of
+sessions <= 19, whose backward ratios therefore included part of tlxc's host time).  At S = 1024 and 4096 (MHA, D = 64/128)
 ``examples/flash_attention_fwd.py`` runs too (``example``: what generalizing it cost).  GQA baselines get ``enable_gqa=True``
 when the backend takes it, else k/v expanded to H heads (marked ``x``).  ``--configs`` also
 times alternative launch configurations at S <= 512 (the small-S schedule question).
@@ -280,7 +283,7 @@ def main() -> None:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from bench.triton_source import event_ms
+    from bench.triton_source import event_ms, spin_for
     from tlxc.ops import attention, attention_forward
     from tlxc.ops.attention import AttnConfig, choose_config
 
@@ -380,15 +383,21 @@ def main() -> None:
     results = []
     n_cases = len(cases) + len(varlen_cases) + len(decode_cases)
 
-    def timed(fns: dict, per_case_s: float) -> dict:
+    def timed(fns: dict, per_case_s: float, host: dict | None = None) -> dict:
+        """Paired medians of kernel time, behind a spin longer than every contender's host work
+        (``spin_for``: an autograd backward's host work outlasts the default spin); ``host``, if
+        given, receives each contender's host ms."""
         for fn in fns.values():
             fn()
-        one = max(event_ms(next(iter(fns.values())), True), 0.01)
-        rounds = int(max(3, min(25, per_case_s * 1e3 / ((one * 1.5 + 1.2) * len(fns)))))
+        spin, host_ms = spin_for(fns)
+        if host is not None:
+            host.update(host_ms)
+        one = max(event_ms(next(iter(fns.values())), True, spin), 0.01)
+        rounds = int(max(3, min(25, per_case_s * 1e3 / ((one * 1.5 + 1.2 + spin / 1e6) * len(fns)))))
         times = {n: [] for n in fns}
         for _ in range(rounds):
             for n, fn in fns.items():
-                times[n].append(event_ms(fn, True))
+                times[n].append(event_ms(fn, True, spin))
         return {n: statistics.median(t) for n, t in times.items()}, rounds
 
     def budget_left(index):
@@ -501,13 +510,17 @@ def bench_backward(q, k, v, causal, label, backend_fn, timed, per_case_s, attent
         row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         print(f"bwd {label:28s} FAILED {row['failed']}", flush=True)
         return row
-    med, rounds = timed(fns, per_case_s)
+    host = {}
+    med, rounds = timed(fns, per_case_s, host)
     B, H, S, D = q.shape
     flops = 10 * B * H * S * S * D // (2 if causal else 1)        # 2.5x the forward's
     t = med["tlxc"]
-    row.update(tlxc_ms=t, rounds=rounds, tflops=flops / t / 1e9, ratios={n: med[n] / t for n in med if n != "tlxc"})
+    row.update(tlxc_ms=t, rounds=rounds, tflops=flops / t / 1e9, ratios={n: med[n] / t for n in med if n != "tlxc"},
+               host_ms=host)
     cells = "  ".join(f"{n} {flops / med[n] / 1e9:6.1f}" for n in med if n != "tlxc")
-    print(f"bwd {label:28s} tlxc {flops / t / 1e9:6.1f} TFLOP/s  {cells}  [{rounds} rounds]", flush=True)
+    hosts = " ".join(f"{n} {ms:.2f}" for n, ms in host.items())
+    print(f"bwd {label:28s} tlxc {flops / t / 1e9:6.1f} TFLOP/s  {cells}  [{rounds} rounds; host ms {hosts}]",
+          flush=True)
     return row
 
 

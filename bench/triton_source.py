@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -64,23 +65,51 @@ def pinned_launch(kfn, env: dict, grid, *args, **kwargs):
     return run
 
 
-def event_ms(fn, hide_launch: bool = False) -> float:
+def event_ms(fn, hide_launch: bool = False, spin_cycles: int | None = None) -> float:
     """One call of ``fn`` timed with CUDA events (milliseconds).
 
     By default the GPU is idle when ``fn`` is called, so the time includes the host's launch
     work between the start event and the kernel's start (Triton 3.6's launcher spends ~20-35 µs
     there with a dozen arguments, tlxc's ~10 µs): the "call" time.  ``hide_launch`` first queues
     a ~0.5 ms spin on the GPU, so the host's launch work overlaps it and the events bracket the
-    kernel alone: the "kernel" time."""
+    kernel alone: the "kernel" time; ``spin_cycles`` (``spin_for``) a longer spin for calls whose
+    host work is longer (an autograd backward: ~0.8-1.8 ms on the H200's host)."""
     import torch
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     if hide_launch:
-        torch.cuda._sleep(_SPIN_CYCLES)
+        torch.cuda._sleep(spin_cycles or _SPIN_CYCLES)
     start.record()
     fn()
     end.record()
     end.synchronize()
     return start.elapsed_time(end)
+
+
+def host_ms(fn) -> float:
+    """The host's wall time of one call of ``fn`` queued behind a ~20 ms GPU spin (so the call never
+    waits for the GPU): its launch work, Python and autograd included."""
+    import torch
+    torch.cuda._sleep(40_000_000)
+    t0 = time.perf_counter()
+    fn()
+    t = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    return t * 1e3
+
+
+def spin_for(fns: dict) -> tuple[int, dict]:
+    """(spin cycles, {name: host ms}): a spin that outlasts 1.5x the longest host time of ``fns``'
+    calls (median of 3 each; at least the default spin), so ``event_ms(fn, True, cycles)`` brackets
+    the GPU's work alone for each of them."""
+    import torch
+    host = {name: sorted(host_ms(fn) for _ in range(3))[1] for name, fn in fns.items()}
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(_SPIN_CYCLES)
+    end.record()
+    end.synchronize()
+    per_ms = _SPIN_CYCLES / max(start.elapsed_time(end), 1e-3)
+    return max(_SPIN_CYCLES, int(1.5 * max(host.values()) * per_ms)), host
 
 
 TIMINGS = ("kernel", "call")    # event_ms(hide_launch=True), event_ms(hide_launch=False)

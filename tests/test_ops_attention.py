@@ -498,6 +498,26 @@ def test_backward_without_the_kernel_says_so(monkeypatch):
         o.sum().backward()
 
 
+def test_eager_calls_bypass_the_custom_op(monkeypatch):
+    """Plain tensors skip torch.library's dispatch (its host time), with the same autograd; fake
+    tensors (FakeTensorMode, as tracing makes them) take the custom op and its fake."""
+    AO = sys.modules["tlxc.ops.attention_op"]          # (tlxc.ops.attention_op is the op itself)
+    calls = []
+    real = AO.attention_op
+    monkeypatch.setattr(AO, "attention_op", lambda *args: calls.append(len(args)) or real(*args))
+    q = _randn(1, 2, 16, 64, seed=42).requires_grad_(True)
+    o = tlxc.ops.attention(q, q, q, causal=True)
+    assert calls == [] and o.grad_fn is not None
+    with torch.no_grad():
+        assert torch.equal(o, real(q, q, q, True, None, None, None, None, None, -1, -1, 0.0)[0])
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    mode = FakeTensorMode()
+    fake = mode.from_tensor(q.detach())
+    with mode:
+        fo = tlxc.ops.attention(fake, fake, fake)
+    assert calls == [12] and fo.shape == q.shape
+
+
 def test_lse_is_not_differentiable():
     q = _randn(1, 2, 16, 64, seed=41).requires_grad_(True)
     o, lse = tlxc.ops.attention(q, q, q, return_lse=True)

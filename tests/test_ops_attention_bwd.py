@@ -266,10 +266,16 @@ def test_every_configuration_compiles_for_sm90a(D, causal, packed, monkeypatch):
         assert "wgmma" in h.asm["cuda"]
 
 
-def test_fp16_compiles_for_sm90a():
+def test_fp16_compiles_for_sm90a(monkeypatch):
+    """fp16 at S = 512: the tl.dot kernels without spills; the ws kernel (auto's choice there) within
+    one register's spill (4 bytes under the causal mask at D = 128, as in bf16)."""
     q, k, v, do = dense_inputs(1, 4, 4, 512, 512, 128, torch.float16)
+    monkeypatch.setenv("TLXC_ATTN_BWD", "dot")
     handles = compile_kernels(do, q, k, v, q, torch.zeros(1, 4, 512), causal=True, sm_scale=0.1)
     assert [h.n_spills for h in handles] == [0, 0, 0]
+    monkeypatch.setenv("TLXC_ATTN_BWD", "auto")
+    *_, ws = compile_kernels(do, q, k, v, q, torch.zeros(1, 4, 512), causal=True, sm_scale=0.1)
+    assert ws.name.startswith("bwd_ws_kernel") and ws.n_spills <= 4
 
 
 # -- the warp-specialized kernel (TLXC_ATTN_BWD=ws) ---------------------------------------------------
@@ -414,15 +420,19 @@ def test_auto_choice(monkeypatch):
     the tl.dot kernels below that, at other head dims, and under torch's deterministic mode."""
     monkeypatch.delenv("TLXC_ATTN_BWD", raising=False)
 
-    def last_kernel(D, S):
-        q, k, v, do = dense_inputs(1, 2, 2, S, S, D, torch.bfloat16)
+    def last_kernel(D, S, Hkv=2):
+        q, k, v, do = dense_inputs(1, 2, Hkv, S, S, D, torch.bfloat16)
         return compile_kernels(do, q, k, v, q, torch.zeros(1, 2, S), causal=True, sm_scale=0.1)[-1].name
 
-    n = host.WS_MIN_KEYS[64]
+    n = host.WS_MIN_KEYS[64, False]
     assert last_kernel(64, n).startswith("bwd_ws_kernel")
     assert last_kernel(64, n - 1).startswith("bwd_dq_kernel")
-    assert last_kernel(128, host.WS_MIN_KEYS[128]).startswith("bwd_ws_kernel")
-    assert last_kernel(128, host.WS_MIN_KEYS[128] - 1).startswith("bwd_dq_kernel")
+    mha, gqa = host.WS_MIN_KEYS[128, False], host.WS_MIN_KEYS[128, True]
+    assert gqa < mha                        # an MHA item has a quarter of a GQA-4 item's tiles
+    assert last_kernel(128, mha).startswith("bwd_ws_kernel")
+    assert last_kernel(128, mha - 1).startswith("bwd_dq_kernel")
+    assert last_kernel(128, gqa, Hkv=1).startswith("bwd_ws_kernel")
+    assert last_kernel(128, gqa - 1, Hkv=1).startswith("bwd_dq_kernel")
     assert last_kernel(96, max(host.WS_MIN_KEYS.values())).startswith("bwd_dq_kernel")
     before = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)

@@ -115,8 +115,9 @@ def _backward_impl(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
         if g.shape != x.shape or g.dtype != x.dtype:
             raise RuntimeError(f"tlxc.ops.attention: attention_bwd returned a {tuple(g.shape)} {g.dtype} gradient "
                                f"for a {tuple(x.shape)} {x.dtype} input")
-        like = torch.empty_like(x)
-        out.append(g if g.stride() == like.stride() and not _aliases(g, (q, k, v, o, do)) else like.copy_(g))
+        # (g with x's strides: x is dense, so empty_like(x) has them too; no allocation to compare)
+        same = g.stride() == x.stride() or g.stride() == torch.empty_like(x).stride()
+        out.append(g if same and not _aliases(g, (q, k, v, o, do)) else torch.empty_like(x).copy_(g))
     return tuple(out)
 
 
@@ -143,17 +144,50 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.mark_non_differentiable(lse)
 
 
-def _backward(ctx, do, _dlse):
+def _grads(ctx, do, backward):
+    """The 12 inputs' gradients, ``backward`` being the backward op or its implementation."""
     q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
     if not any(ctx.needs_input_grad[:3]):
         return (None,) * 12
-    dq, dk, dv = attention_backward_op(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, cu_q, cu_k, *ctx.max_seqlen,
-                                       *ctx.masking)
+    dq, dk, dv = backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, cu_q, cu_k, *ctx.max_seqlen, *ctx.masking)
     return (dq if ctx.needs_input_grad[0] else None, dk if ctx.needs_input_grad[1] else None,
             dv if ctx.needs_input_grad[2] else None) + (None,) * 9
 
 
+def _backward(ctx, do, _dlse):
+    return _grads(ctx, do, attention_backward_op)
+
+
 attention_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """Eager calls on plain tensors: the custom op's forward, context and backward without torch.library's
+    dispatch and its autograd wrapper, which cost ~0.3 ms of host time per forward and ~1.2 ms per
+    backward on the H200's host (``bench/ops_host_profile.py``, session 20) — more than the kernels at
+    short sequences.  Traced calls (``torch.compile``, fake tensors, a dispatch mode) take the op."""
+
+    @staticmethod
+    def forward(*inputs):
+        return _attention_impl(*inputs)
+
+    setup_context = staticmethod(_setup_context)
+
+    @staticmethod
+    def backward(ctx, do, _dlse):
+        return _grads(ctx, do, _backward_impl)
+
+
+def _eager(*tensors) -> bool:
+    """Whether a call on ``tensors`` can bypass the custom op: plain tensors (not fake or functional
+    subclasses), no dispatch mode (make_fx, FakeTensorMode), not under Dynamo."""
+    return (all(t is None or type(t) is torch.Tensor for t in tensors) and not torch.compiler.is_compiling()
+            and _dispatch_mode() is None)
+
+
+def _dispatch_mode():
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    return _get_current_dispatch_mode()
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
@@ -190,6 +224,6 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
                                   left, right, cap, *descales, out_dtype)
         return (o, lse) if return_lse else o
     check_fp8(q, (q_descale, k_descale, v_descale), out_dtype)
-    o, lse = attention_op(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                          left, right, cap)
+    op = _EagerAttention.apply if _eager(q, k, v, cu_seqlens_q, cu_seqlens_k) else attention_op
+    o, lse = op(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, left, right, cap)
     return (o, lse) if return_lse else o
