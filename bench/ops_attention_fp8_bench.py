@@ -89,7 +89,7 @@ def run_case(S, D, causal, rounds, H=16, Hkv=16, exp_fma=()):
             return None
     for fn in fns.values():
         fn()
-    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, True).items()}
+    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, True, {}).items()}
     flops = 4 * B * H * S * S * D / (2 if causal else 1)
     print(f"S={S:6d} B={B:2d} D={D:3d} causal={int(causal)}: " +
           "  ".join(f"{n} {t:.3f} ms ({flops / t / 1e9:.0f} TF/s)" for n, t in med.items()), flush=True)

@@ -100,7 +100,7 @@ def run_case(S, W, cap, rounds, flex, H=32, Hkv=8, D=128, bwd=False):
         fns = timed
     for fn in fns.values():
         fn()
-    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, True).items()}
+    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, True, {}).items()}
     print(f"S={S:6d} B={B:2d} window={W or '-':>5} softcap={cap or '-':>4}: " +
           "  ".join(f"{n} {t:.3f} ms" for n, t in med.items()), flush=True)
     return med

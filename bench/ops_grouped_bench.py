@@ -16,7 +16,9 @@ those two out); ``--configs`` times more configurations beside the pick.  ``--wg
 (``grouped_weight_grad``, the backward of ``grouped_matmul_op`` for ``b``) of the same cases instead,
 against a loop of cuBLAS ``a_gᵀ @ dout_g`` and ``torch._grouped_mm(aᵀ, dout, offs)``.  ``--split equal``
 gives every expert M / E rows and ``--dense`` times ``tlxc.ops.matmul`` on all M rows beside: what
-the grouping itself costs per tile.
+the grouping itself costs per tile.  Kernel time: each case's spin outlasts 1.5x the slowest
+contender's host work (``spin_for``; the line prints tlxc's and the loop's host ms; sessions <= 19
+used a fixed ~1 ms spin, which the loop's E launches may outlast at large E).
 """
 from __future__ import annotations
 
@@ -126,10 +128,12 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False, split="unev
             del fns["grouped_mm"]
     for fn in fns.values():
         fn()
-    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide).items()}
+    host = {}
+    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide, host).items()}
     flops = 2 * M * K * N
     line = (f"E={E:3d} M={M:5d} K={K:5d} N={N:5d} ({split} sizes {min(host_sizes)}..{max(host_sizes)}): "
-            f"tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s, {pick})")
+            f"tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s, {pick}"
+            + (f"; host ms tlxc {host['tlxc']:.2f} loop {host['loop']:.2f})" if host else ")"))
     for name in [n for n in med if n not in ("tlxc", "loop", "grouped_mm")]:
         line += f", {name} {med[name]:.4f} ms ({flops / med[name] / 1e9:.0f} TFLOP/s"
         line += f", {med['loop'] / med[name]:.3f}x loop)" if "loop" in med else ")"
@@ -185,7 +189,7 @@ def run_wgrad_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
             print(f"  torch._grouped_mm refused the weight gradient: {str(exc).splitlines()[0][:150]}")
     for fn in fns.values():
         fn()
-    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide).items()}
+    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide, {}).items()}
     flops = 2 * M * K * N
     line = f"wgrad E={E:3d} M={M:5d} K={K:5d} N={N:5d}: tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s)"
     for name in extra:

@@ -116,10 +116,16 @@ TIMINGS = ("kernel", "call")    # event_ms(hide_launch=True), event_ms(hide_laun
 _SPIN_CYCLES = 1_000_000        # 0.5-1 ms at 1-2 GHz: longer than any launcher's host work
 
 
-def paired_times(fns: dict, rounds: int, hide_launch: bool) -> dict:
-    """{name: [ms per round]}: each round times every fn once, back to back (paired samples)."""
+def paired_times(fns: dict, rounds: int, hide_launch: bool, host: dict | None = None) -> dict:
+    """{name: [ms per round]}: each round times every fn once, back to back (paired samples).
+    ``host`` (a dict; kernel time only): the spin is sized by ``spin_for`` to outlast every fn's
+    host work, whose ms per call go into ``host``."""
+    spin = None
+    if hide_launch and host is not None:
+        spin, measured = spin_for(fns)
+        host.update(measured)
     times = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            times[name].append(event_ms(fn, hide_launch))
+            times[name].append(event_ms(fn, hide_launch, spin))
     return times
