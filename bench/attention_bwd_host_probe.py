@@ -22,29 +22,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.triton_source import event_ms, host_ms  # noqa: E402
+
 CASES = ((16, 16, 1024, 128, False), (4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (16, 32, 1024, 64, False))
 SHORT, LONG = 1_000_000, 40_000_000        # torch.cuda._sleep cycles
-
-
-def event_ms(fn, spin: int) -> float:
-    import torch
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(spin)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
-
-
-def host_ms(fn) -> float:
-    import torch
-    torch.cuda._sleep(LONG)
-    t0 = time.perf_counter()
-    fn()
-    t = time.perf_counter() - t0
-    torch.cuda.synchronize()
-    return t * 1e3
 
 
 def contenders(B: int, H: int, S: int, D: int, causal: bool) -> dict:
@@ -109,7 +90,7 @@ def probe(case: tuple, rounds: int) -> tuple:
         times = {n: [] for n in fns}
         for _ in range(rounds):
             for n, fn in fns.items():
-                times[n].append(event_ms(fn, spin))
+                times[n].append(event_ms(fn, True, spin))
         med[spin_name] = {n: statistics.median(t) for n, t in times.items()}
     host = {n: statistics.median(host_ms(fn) for _ in range(7)) for n, fn in fns.items()}
     before, inside, after = autograd_split(fns["tlxc"])
