@@ -18,7 +18,8 @@ the consumers meet every tile), the ws kernel scheduled as in session 12 (``tlxc
 program per key block in the plain order, ``WS_PERSISTENT`` and ``SECTIONS`` off), causal: the
 tl.dot kernels in the plain order (``tlxc_plain``) and the ws kernel in sections without its
 persistent table (``tlxc_ws_np``; "np/ws" = its time / tlxc_ws's), non-causal: the ws kernel with the
-persistent table (``tlxc_ws_p``, off by default there; "ws/p" = tlxc_ws's time / its), the ws kernel with
+persistent table (``tlxc_ws_p``, off by default there; "ws/p" = tlxc_ws's time / its) and with its programs
+of two items each (``tlxc_ws_p2``, ``WS_PROGRAM_ITEMS``; "ws/p2"), the ws kernel with
 ``WS_STATS_SMEM`` flipped for the head dim and mask (``tlxc_ws_st``; "ws/st" = tlxc_ws's time / its) and with
 ``WS_DYNAMIC`` flipped (``tlxc_ws_dyn``; "ws/dyn"), ``torch.autograd.grad`` on the kept SDPA
 graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
@@ -43,8 +44,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 WITH_WS = True          # --no-ws: time the tl.dot kernels only
 ONLY: set[str] | None = None    # --only: the contenders timed (None: all)
-CONTENDERS = ("tlxc", "tlxc_plain", "tlxc_ws", "tlxc_ws_plain", "tlxc_ws_np", "tlxc_ws_p", "tlxc_ws_st", "tlxc_ws_dyn",
-              "tlxc_ws_alt", "cudnn", "flash")
+CONTENDERS = ("tlxc", "tlxc_plain", "tlxc_ws", "tlxc_ws_plain", "tlxc_ws_np", "tlxc_ws_p", "tlxc_ws_p2", "tlxc_ws_st",
+              "tlxc_ws_dyn", "tlxc_ws_alt", "cudnn", "flash")
 
 
 def _event_ms(fn) -> float:
@@ -113,6 +114,16 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
                 host.SECTIONS, host.WS_PERSISTENT = shipped
         return variant
 
+    def two_per_program(run):              # the persistent table's programs of two items (WS_PROGRAM_ITEMS)
+        def variant():
+            shipped = dict(host.WS_PROGRAM_ITEMS)
+            host.WS_PROGRAM_ITEMS = dict.fromkeys(shipped, 2)
+            try:
+                return run()
+            finally:
+                host.WS_PROGRAM_ITEMS = shipped
+        return variant
+
     def in_plain_order(run):                # session 12's programs: one per item, in the plain order
         return scheduled(run, False, False)
 
@@ -127,6 +138,7 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
             fns["tlxc_ws_np"] = scheduled(ws_run, True, False)
         else:                               # the persistent table, off by default without a mask
             fns["tlxc_ws_p"] = scheduled(ws_run, True, True)
+            fns["tlxc_ws_p2"] = two_per_program(scheduled(ws_run, True, True))
 
         def ws_stats():                     # the row statistics through shared memory (WS_STATS_SMEM)
             shipped = dict(host.WS_STATS_SMEM)
@@ -175,7 +187,7 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
 # ratio name -> (baseline, tlxc contender): baseline time / contender time
 RATIOS = {"cudnn": ("cudnn", "tlxc"), "flash": ("flash", "tlxc"), "cudnn/ws": ("cudnn", "tlxc_ws"),
           "flash/ws": ("flash", "tlxc_ws"), "plain/dot": ("tlxc_plain", "tlxc"), "plain/ws": ("tlxc_ws_plain", "tlxc_ws"),
-          "np/ws": ("tlxc_ws_np", "tlxc_ws"), "ws/p": ("tlxc_ws", "tlxc_ws_p"),
+          "np/ws": ("tlxc_ws_np", "tlxc_ws"), "ws/p": ("tlxc_ws", "tlxc_ws_p"), "ws/p2": ("tlxc_ws", "tlxc_ws_p2"),
           "ws/st": ("tlxc_ws", "tlxc_ws_st"), "ws/dyn": ("tlxc_ws", "tlxc_ws_dyn")}
 
 

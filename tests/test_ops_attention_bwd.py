@@ -173,6 +173,34 @@ def test_ws_persistent_programs_walk_several_items(D, causal, ws_kernel, poisone
     _check(got, ref, dtype)
 
 
+@pytest.mark.parametrize("D", [64, 128])
+def test_ws_persistent_programs_of_two_items(D, ws_kernel, poisoned, monkeypatch):
+    """WS_PROGRAM_ITEMS = 2 without a mask: the 2 x 2 x 3 items (B = 2, Hkv = 2, 300 keys) go to six
+    programs of two items each (not one program per SM), one launch of the persistent kernel; an odd
+    count (2 x 2 x 1 items at 100 keys, 3 per program) leaves the last program one item short."""
+    monkeypatch.setattr(host, "WS_PERSISTENT", {False: True, True: True})
+    launches = []
+    real = host._ws_schedule
+
+    def schedule(*args):
+        launches.append(real(*args))
+        return launches[-1]
+    monkeypatch.setattr(host, "_ws_schedule", schedule)
+    dtype = torch.bfloat16
+    for keys, per_program in ((300, 2), (100, 3)):
+        monkeypatch.setattr(host, "WS_PROGRAM_ITEMS", {False: per_program, True: 0})
+        q, k, v, do = dense_inputs(2, 4, 2, 200, keys, D, dtype, seed=D + keys)
+        o, lse, *ref = dense_reference(q, k, v, do, False, 0.1)
+        got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=False, sm_scale=0.1)
+        assert ws_kernel[-1] == "bwd_ws_kernel"
+        table = launches[-1]
+        items = 4 * -(-keys // host.WS_BLOCK_N)
+        assert table.shape[0] == -(-items // per_program) and table[:, 0].sum() == items
+        walked = [item for row in table.tolist() for item in row[1:1 + row[0]]]
+        assert sorted(walked) == list(range(items))
+        _check(got, ref, dtype)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D", [64, 128])
 def test_ws_dynamic_programs_draw_their_items(D, causal, ws_kernel, poisoned, monkeypatch):

@@ -96,6 +96,12 @@ WS_PERSISTENT = {False: False, True: True}
 # scheduler), in ``section_tile``'s order: the item-boundary overlap without the table's static
 # assignment, which slower SMs cannot rebalance (the table lost 4-10% on non-causal inputs)
 WS_DYNAMIC = {False: False, True: False}
+# causal -> items per program of the persistent table: 0, one program per SM, the table's rows
+# list-scheduled; k > 0, ceil(items / k) programs of about k items each, which the block scheduler hands
+# to SMs as they free up (within a program an item's K / V load still overlaps the previous item's
+# dK / dV stores, and the hardware still balances the programs: what the one-per-SM table lost without
+# a mask).  Session 20, not measured on the GPU yet: the bench column ``tlxc_ws_p2`` (k = 2, no mask)
+WS_PROGRAM_ITEMS = {False: 0, True: 0}
 WS_ITEM_COST = 4                   # the schedule's cost of an item beyond its tiles, in tiles (K/V, fill, stores)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 CPU_SMS = 132                      # on the CPU (interpreter, compile_kernels) the section size models an H200
@@ -482,7 +488,9 @@ def _launch_ws(views, q, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk
         n_items = n_blocks * B * H_kv
         grid, sched = (min(_num_sms(q.device), n_items),), (acc[-4:].view(torch.int32), n_items)
     elif persistent:
-        table = _ws_schedule(B * H_kv, n_blocks, -(-Sq // WS_BLOCK_M), H // H_kv, causal, _num_sms(q.device),
+        per_program = WS_PROGRAM_ITEMS[causal]
+        programs = -(-n_blocks * B * H_kv // per_program) if per_program else _num_sms(q.device)
+        table = _ws_schedule(B * H_kv, n_blocks, -(-Sq // WS_BLOCK_M), H // H_kv, causal, programs,
                              sections, str(q.device), bounds)
         grid, sched = (table.shape[0],), (table, table.stride(0))
     else:
