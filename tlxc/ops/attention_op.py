@@ -163,9 +163,10 @@ attention_op.register_autograd(_backward, setup_context=_setup_context)
 
 class _EagerAttention(torch.autograd.Function):
     """Eager calls on plain tensors: the custom op's forward, context and backward without torch.library's
-    dispatch and its autograd wrapper, which cost ~0.3 ms of host time per forward and ~1.2 ms per
-    backward on the H200's host (``bench/ops_host_profile.py``, session 20) — more than the kernels at
-    short sequences.  Traced calls (``torch.compile``, fake tensors, a dispatch mode) take the op."""
+    dispatch and its autograd wrapper: a backward through autograd took 0.1-0.35 ms less host time on the
+    H200's host this way (1.3-2.1 ms before; ``bench/attention_bwd_host_probe.py``, session 20), where the
+    kernels of a short sequence take 0.3-1 ms.  Traced calls (``torch.compile``, fake tensors, a dispatch
+    mode) take the op."""
 
     @staticmethod
     def forward(*inputs):
