@@ -462,6 +462,16 @@ def test_auto_choice(monkeypatch):
     assert last_kernel(128, gqa, Hkv=1).startswith("bwd_ws_kernel")
     assert last_kernel(128, gqa - 1, Hkv=1).startswith("bwd_dq_kernel")
     assert last_kernel(96, max(host.WS_MIN_KEYS.values())).startswith("bwd_dq_kernel")
+
+    def last_packed_kernel(D, S):
+        q, k, v, do, cu_q, cu_k = packed_inputs([S, 7], [S, 7], 2, 2, D, torch.bfloat16)
+        return compile_kernels(do, q, k, v, q, torch.zeros(2, S + 7), causal=True, sm_scale=0.1, cu_seqlens_q=cu_q,
+                               cu_seqlens_k=cu_k, max_seqlen_q=S, max_seqlen_k=S)[-1].name
+
+    for D in (64, 128):                     # packed: the longest sequence against WS_MIN_KEYS_PACKED
+        least = host.WS_MIN_KEYS_PACKED[D]
+        assert last_packed_kernel(D, least).startswith("bwd_ws_kernel")
+        assert last_packed_kernel(D, least - 1).startswith("bwd_dq_kernel")
     before = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:

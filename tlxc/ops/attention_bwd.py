@@ -61,6 +61,9 @@ WS_BLOCK_N = 128                   # its keys per program (64 per consumer warp 
 # at S = 256 1.07-1.11x with GQA-4 but 0.69-0.78x MHA (an MHA item walks 4 query tiles: its K / V
 # load and dK / dV stores are not paid back).  Below 256 keys: not measured, the tl.dot kernels
 WS_MIN_KEYS = {(64, False): 256, (64, True): 256, (128, False): 512, (128, True): 256}
+# packed (varlen) inputs, by head dim: the thresholds before session 20 (not measured on packed batches,
+# whose short sequences make short items: kept until a varlen backward bench says otherwise)
+WS_MIN_KEYS_PACKED = {64: 2048, 128: 1024}
 # head dim -> the ws kernel loads a tile's lse2 / delta one tile ahead (H200, session 12: 3.6% faster at
 # D = 128, even at D = 64)
 WS_PREFETCH_STATS = {64: False, 128: True}
@@ -118,17 +121,17 @@ def compile_kernels(*args, **kwargs) -> list:
     return _COMPILE_ONLY.collect(attention_bwd, *args, **kwargs)
 
 
-def _kernel_choice(head_dim: int, max_keys: int, group: int) -> str:
+def _kernel_choice(head_dim: int, max_keys: int, group: int, varlen: bool) -> str:
     """``dot`` or ``ws``, from ``TLXC_ATTN_BWD``: ``dot`` (three tl.dot kernels, deterministic),
     ``ws`` (the warp-specialized kernel where it applies: head dim 64 or 128, TMA-describable
     rows; dQ by float32 TMA reduce-adds, not bit-reproducible) or ``auto`` (the default): ``ws``
-    from ``WS_MIN_KEYS[head_dim, group > 1]`` keys per sequence up, unless torch's deterministic
-    mode is on."""
+    from ``WS_MIN_KEYS[head_dim, group > 1]`` keys per sequence up (packed inputs:
+    ``WS_MIN_KEYS_PACKED[head_dim]`` keys in the longest), unless torch's deterministic mode is on."""
     choice = os.environ.get("TLXC_ATTN_BWD", "auto") or "auto"
     if choice not in ("auto", "dot", "ws"):
         _fail(f"TLXC_ATTN_BWD must be 'auto', 'dot' or 'ws', got {choice!r}")
     if choice == "auto":
-        least = WS_MIN_KEYS.get((head_dim, group > 1))
+        least = WS_MIN_KEYS_PACKED.get(head_dim) if varlen else WS_MIN_KEYS.get((head_dim, group > 1))
         ws = least is not None and max_keys >= least and not torch.are_deterministic_algorithms_enabled()
         choice = "ws" if ws else "dot"
     return choice
@@ -404,7 +407,7 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     ws_views = None
     bounds = _window_bounds(window, Sq, Sk)
     option_args, option_flags = _options(bounds, softcap)
-    if Sk > 0 and _kernel_choice(D, Sk, H // H_kv) == "ws" and D in (64, 128):
+    if Sk > 0 and _kernel_choice(D, Sk, H // H_kv, varlen) == "ws" and D in (64, 128):
         ws_views = _ws_views(q, k, v, do, B, H, H_kv, total_q if varlen else Sq, total_k if varlen else Sk, varlen,
                              strides)              # None: not TMA-describable, the tl.dot kernels run
     stats_smem = (ws_views is not None and WS_STATS_SMEM.get((D, bool(causal)), False)
