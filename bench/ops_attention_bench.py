@@ -14,7 +14,7 @@ against cuDNN's (or flash's) output first (relative error < 1e-2; a wrong result
 not timed), then timed in paired rounds (each round times every implementation back to back,
 kernel time: a GPU spin hides the host's launch work; it is sized per case to outlast 1.5x the
 slowest contender's host time, which the backward rows print: an autograd backward's host work,
-~0.8 ms for cuDNN's and ~1.1-1.8 ms for tlxc's on the H200's host, outlasted the fixed ~1 ms spin of
+0.5-0.9 ms for cuDNN's and 1.1-2.6 ms for tlxc's on the H200's host (2026-12-04), outlasted the fixed ~1 ms spin of
 sessions <= 19, whose backward ratios therefore included part of tlxc's host time).  At S = 1024 and 4096 (MHA, D = 64/128)
 ``examples/flash_attention_fwd.py`` runs too (``example``: what generalizing it cost).  GQA baselines get ``enable_gqa=True``
 when the backend takes it, else k/v expanded to H heads (marked ``x``).  ``--configs`` also

@@ -73,7 +73,7 @@ def event_ms(fn, hide_launch: bool = False, spin_cycles: int | None = None) -> f
     there with a dozen arguments, tlxc's ~10 µs): the "call" time.  ``hide_launch`` first queues
     a ~0.5 ms spin on the GPU, so the host's launch work overlaps it and the events bracket the
     kernel alone: the "kernel" time; ``spin_cycles`` (``spin_for``) a longer spin for calls whose
-    host work is longer (an autograd backward: ~0.8-1.8 ms on the H200's host)."""
+    host work is longer (an autograd backward: 0.5-2.6 ms on the H200's host)."""
     import torch
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     if hide_launch:
