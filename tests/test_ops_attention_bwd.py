@@ -176,8 +176,8 @@ def test_ws_persistent_programs_walk_several_items(D, causal, ws_kernel, poisone
 @pytest.mark.parametrize("D", [64, 128])
 def test_ws_persistent_programs_of_two_items(D, ws_kernel, poisoned, monkeypatch):
     """WS_PROGRAM_ITEMS = 2 without a mask: the 2 x 2 x 3 items (B = 2, Hkv = 2, 300 keys) go to six
-    programs of two items each (not one program per SM), one launch of the persistent kernel; an odd
-    count (2 x 2 x 1 items at 100 keys, 3 per program) leaves the last program one item short."""
+    programs of two items each (not one program per SM), one launch of the persistent kernel; a count
+    that is not a multiple of k (2 x 2 x 1 items at 100 keys, k = 3) gives ceil(4 / 3) = 2 programs."""
     monkeypatch.setattr(host, "WS_PERSISTENT", {False: True, True: True})
     launches = []
     real = host._ws_schedule
