@@ -22,6 +22,7 @@ import importlib
 import math
 
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from ..torch_ops import register_custom_op
 from .attention import (
@@ -183,12 +184,7 @@ def _eager(*tensors) -> bool:
     """Whether a call on ``tensors`` can bypass the custom op: plain tensors (not fake or functional
     subclasses), no dispatch mode (make_fx, FakeTensorMode), not under Dynamo."""
     return (all(t is None or type(t) is torch.Tensor for t in tensors) and not torch.compiler.is_compiling()
-            and _dispatch_mode() is None)
-
-
-def _dispatch_mode():
-    from torch.utils._python_dispatch import _get_current_dispatch_mode
-    return _get_current_dispatch_mode()
+            and _get_current_dispatch_mode() is None)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
