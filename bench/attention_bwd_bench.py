@@ -41,6 +41,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from bench.triton_source import event_ms, spin_for  # noqa: E402
 
 WITH_WS = True          # --no-ws: time the tl.dot kernels only
 ONLY: set[str] | None = None    # --only: the contenders timed (None: all)
@@ -48,18 +49,13 @@ CONTENDERS = ("tlxc", "tlxc_plain", "tlxc_ws", "tlxc_ws_plain", "tlxc_ws_np", "t
               "tlxc_ws_dyn", "tlxc_ws_alt", "cudnn", "flash")
 
 
-def _event_ms(fn) -> float:
-    """One call of ``fn`` between CUDA events, behind a ~0.5-1 ms spin on the GPU so that the host's
-    launch work overlaps it (device time, as ``ops_attention_bench.py`` times; session 12 and
-    before timed the call, host work included: ~0.03-0.1 ms more per backward, both sides)."""
-    import torch
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(1_000_000)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
+def _event_ms(fn, spin_cycles: int | None = None) -> float:
+    """One call of ``fn`` between CUDA events, behind a GPU spin so that the host's launch work
+    overlaps it (device time, as ``ops_attention_bench.py`` times): ``spin_cycles`` from
+    ``spin_for`` (1.5x the slowest contender's host time: a direct ``attention_bwd`` call takes
+    0.3-0.6 ms of host time on the H200's host, sometimes more than the default ~0.5-1 ms spin;
+    sessions <= 20 used that default here)."""
+    return event_ms(fn, True, spin_cycles)
 
 
 def _rel(a, b) -> float:
@@ -229,9 +225,11 @@ def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
                     if not max(errs) < 3e-2:
                         raise SystemExit(f"{mine} attention backward disagrees with {ref_name}: {errs}")
             torch.cuda.synchronize()
+            spin, host = spin_for(fns)
+            print("  host ms " + "  ".join(f"{n} {ms:.2f}" for n, ms in host.items()), flush=True)
         names = list(fns)
         names = names[r % len(names):] + names[:r % len(names)]
-        got = {name: _event_ms(fns[name]) for name in names}
+        got = {name: _event_ms(fns[name], spin) for name in names}
         for name, ms in got.items():
             times[name].append(ms)
         for name, (base, mine) in RATIOS.items():

@@ -41,19 +41,21 @@ def _check_bias_gelu(name, shape, b_kmajor):
     assert _rel(out, ref) < 1e-2
 
 
+@pytest.mark.parametrize("config", ["ws_128x128x64_s4_sk", "ws_128x256x64_s3_sk"])
 @pytest.mark.parametrize("shape,b_kmajor", [((1000, 1240, 776), True), ((200, 256, 4096), False),
-                                            ((3072, 3072, 3072), False), ((513, 1000, 520), True)])
-def test_stream_k_is_right_deterministic_and_leaves_its_flags_at_zero(shape, b_kmajor):
+                                            ((3072, 3072, 3072), False), ((513, 1000, 520), True),
+                                            ((297, 14336, 4096), True), ((1213, 4096, 4096), True)])
+def test_stream_k_is_right_deterministic_and_leaves_its_flags_at_zero(shape, b_kmajor, config):
     M, N, K = shape
     m = importlib.import_module("tlxc.ops.matmul")
     a, b, bias = _case(M, N, K, b_kmajor, seed=N)
     out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    matmul(a, b, out, bias=bias, activation="silu", config="ws_128x128x64_s4_sk")
+    matmul(a, b, out, bias=bias, activation="silu", config=config)
     ref = torch.nn.functional.silu(a.float() @ b.float() + bias.float())
     assert _rel(out, ref) < 1e-2
     for _ in range(3):
         again = torch.full_like(out, float("nan"))
-        matmul(a, b, again, bias=bias, activation="silu", config="ws_128x128x64_s4_sk")
+        matmul(a, b, again, bias=bias, activation="silu", config=config)
         assert torch.equal(again, out)
     torch.cuda.synchronize()
     for ws, flags in m._STREAM_K.values():

@@ -139,6 +139,36 @@ def test_stream_k_sums_split_tiles(sms, shape, a_mmajor, b_kmajor, monkeypatch):
     assert torch.equal(again, out)
 
 
+@pytest.mark.parametrize("sms,shape", [(3, (300, 512, 520)),     # 6 tiles x 9 k-steps on 3 programs
+                                       (4, (130, 600, 200))])    # 6 tiles (a partial last column) x 4
+def test_wide_stream_k_sums_split_tiles_in_halves(sms, shape, monkeypatch):
+    """128x256 stream-K tiles: each consumer publishes and sums the partials as four 64-column
+    quarters (a whole-width partial's conversion scratch would not fit beside the ring), with
+    the epilogue, into a NaN-poisoned output; the flags end at zero and a second run gives the same
+    bits."""
+    m = importlib.import_module("tlxc.ops.matmul")
+    monkeypatch.setattr(m, "CPU_SMS", sms)
+    monkeypatch.setattr(m, "_STREAM_K", {})
+    M, N, K = shape
+    a, b = _operands(M, N, K, False, True, seed=M + sms)
+    bias = torch.randn(N).to(torch.bfloat16)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="gelu", config="ws_128x256x64_s3_sk")
+    ref = torch.nn.functional.gelu(a.double() @ b.double() + bias.double())
+    assert torch.isfinite(out).all(), "poison left in the output"
+    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+    (_, flags), = m._STREAM_K.values()
+    assert not flags.any(), flags
+    again = torch.full_like(out, float("nan"))
+    matmul(a, b, again, bias=bias, activation="gelu", config="ws_128x256x64_s3_sk")
+    assert torch.equal(again, out)
+
+
+def test_wide_stream_k_needs_a_tma_store_target():
+    p = cfgs.Problem(300, 600, 512, b_kmajor=True, tma_c=False)
+    assert "TMA" in cfgs.supports(CONFIGS["ws_128x256x64_s3_sk"], p)
+
+
 def test_stream_k_gives_every_program_a_share():
     """The k-step shares: contiguous, covering every tile's k-steps once, and no program's
     share longer than the average rounded up (80 tiles x 13 k-steps on 132 SMs: 7-8 each

@@ -91,8 +91,10 @@ def _ws(bm, bn, stages, **kw):
     if kw.get("subtile", 2) != 2:
         parts.append(f"sub{kw['subtile']}")
     if kw.get("stream_k"):
-        assert kw.get("cluster_m", 1) == 1 and kw.get("persistent", True) and bm == 128 and bn <= 128, \
-            "stream-K: persistent, no cluster, two consumers whose accumulator and a loaded partial fit"
+        assert kw.get("cluster_m", 1) == 1 and kw.get("persistent", True) and bm == 128 and \
+            (bn <= 128 or (bn == 256 and kw.get("subtile", 2) == 2)), \
+            "stream-K: persistent, no cluster, two consumers whose accumulator and a loaded partial fit " \
+            "(256-wide tiles: fixed up in 64-column quarters)"
         parts.append("sk")
     # a consumer owns 64 or 128 rows (wgmma's M is 64): 192-row tiles take three consumers
     return GemmConfig("_".join(parts), "ws", bm, bn, bk, stages, consumers=3 if bm == 192 else 2, **kw)
@@ -145,6 +147,10 @@ _ALL = [
     # stream-K: fewer tiles than SMs (1000x1240x776: 80 tiles of 128x128 for 132 SMs) -- every
     # SM gets 1/132 of all k-steps; a tile split between programs is summed by its last one
     _ws(128, 128, 4, stream_k=True),
+    # ... with 256-wide tiles (the partials fixed up in 64-column quarters, three stages: the scratch
+    # tiles of the conversions take the fourth's room): odd M against a wide N, where
+    # whole 128x256 tiles leave most of a last round idle (297x14336: 168 tiles = 1.27 rounds)
+    _ws(128, 256, 3, stream_k=True),
     # tiles between powers of two (a main part and a tail, each its own wgmma): tile counts that
     # fit one round where 128x128 leaves SMs idle and 128x64 needs two rounds -- cuBLAS runs
     # 1000x1240x776 as 128 tiles of 80 columns (nvjet 80x128, H200 2026-12-04); 128x80 = 128
@@ -318,8 +324,9 @@ def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int, residual: bool = Fals
     scratch = c.consumers * half_tile * 4 if residual else 0
     c_tiles = c.consumers * half_tile * out_elt if c_tma else c.consumers * sub_m * 8 * out_elt   # pointer stores: a stub
     # stream-K: a partial goes to and comes from global memory in a blocked layout, converted
-    # from / to the accumulator's through a float32 scratch tile per consumer
-    scratch += c.consumers * sub_m * c.bn * 4 if c.stream_k else 0
+    # from / to the accumulator's through a float32 scratch tile per consumer (256-wide tiles:
+    # of a 64-column quarter)
+    scratch += c.consumers * sub_m * (c.bn // 4 if c.bn > 128 else c.bn) * 4 if c.stream_k else 0
     return c.stages * stage + c_tiles + 2 * 8 * c.stages + 1024 + scratch
 
 
@@ -352,6 +359,8 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
             return "a cluster pair needs two tile rows"
         if c.share_a and p.N <= c.bn:
             return "a cluster pair sharing A needs two tile columns"
+        if c.stream_k and c.bn > 128 and not p.tma_c:
+            return "256-wide stream-K tiles store through TMA (the output is not a TMA store target)"
         if c.stream_k and -(-p.M // c.bm) * -(-p.N // c.bn) * -(-p.K // c.bk) * p.sms >= 2 ** 31:
             return "stream-K's k-step arithmetic needs tiles x k-steps x SMs below 2^31"
         return None

@@ -126,16 +126,61 @@ def stream_k_segment(walk, dp_tiles, n_dp, tile_hi, it_lo, it_hi, k_tiles, num_p
 
 
 @jit
+def stream_k_slot(ws_ptr, prog, cid, BM: tl.constexpr, BN: tl.constexpr, SUB_M: tl.constexpr, COLS: tl.constexpr):
+    """Pointers to consumer ``cid``'s rows, first ``COLS`` columns, of program ``prog``'s
+    float32 partial slot (``BM x BN``, row-major)."""
+    rows = cid * SUB_M + tl.arange(0, SUB_M)
+    cols = tl.arange(0, COLS)
+    return ws_ptr + prog * (BM * BN) + rows[:, None] * BN + cols[None, :]
+
+
+@jit
 def stream_k_publish(acc, ws_ptr, flags_ptr, cid, BM: tl.constexpr, BN: tl.constexpr, SUB_M: tl.constexpr,
                      NUM_CONSUMERS: tl.constexpr):
     """A tile this program does not finish: its float32 partial (this consumer's rows) goes to
     the program's workspace slot, then the consumer's flag is raised (release: the partial is
     visible first).  A program publishes at most one partial (its walk's last tile)."""
-    rows = cid * SUB_M + tl.arange(0, SUB_M)
-    cols = tl.arange(0, BN)
-    slot = ws_ptr + tl.program_id(0) * (BM * BN)
-    tl.store(slot + rows[:, None] * BN + cols[None, :], acc)
+    tl.store(stream_k_slot(ws_ptr, tl.program_id(0), cid, BM, BN, SUB_M, BN), acc)
     tl.atomic_xchg(flags_ptr + tl.program_id(0) * NUM_CONSUMERS + cid, 1, sem="release")
+
+
+@jit
+def quarters(acc, SUB_M: tl.constexpr, BN: tl.constexpr):
+    """``acc``'s four ``BN / 4``-column slices, left to right (register reshapes, no data moved)."""
+    lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
+    q0, q1 = tl.split(tl.permute(tl.reshape(lo, (SUB_M, 2, BN // 4)), (0, 2, 1)))
+    q2, q3 = tl.split(tl.permute(tl.reshape(hi, (SUB_M, 2, BN // 4)), (0, 2, 1)))
+    return q0, q1, q2, q3
+
+
+@jit
+def stream_k_publish_quarters(q0, q1, q2, q3, ws_ptr, flags_ptr, cid, BM: tl.constexpr, BN: tl.constexpr,
+                              SUB_M: tl.constexpr, NUM_CONSUMERS: tl.constexpr):
+    """``stream_k_publish`` of a 256-wide tile held as four 64-column slices: a partial moves
+    between the accumulator's layout and global memory's through a float32 scratch tile of its
+    width, which for a whole 64x256 slice would not fit beside the ring (64 KB for two consumers)."""
+    at = stream_k_slot(ws_ptr, tl.program_id(0), cid, BM, BN, SUB_M, BN // 4)
+    tl.store(at, q0)
+    tl.store(at + BN // 4, q1)
+    tl.store(at + BN // 2, q2)
+    tl.store(at + 3 * (BN // 4), q3)
+    tl.atomic_xchg(flags_ptr + tl.program_id(0) * NUM_CONSUMERS + cid, 1, sem="release")
+
+
+@jit
+def stream_k_first(tile, k_tiles, total, num_progs):
+    """The program holding the first k-step of shared tile ``tile`` (counted from the first
+    shared tile; ``total``: the shared tiles' k-steps)."""
+    return tl.cdiv((tile * k_tiles + 1) * num_progs, total) - 1
+
+
+@jit
+def stream_k_wait(flags_ptr, q, cid, NUM_CONSUMERS: tl.constexpr):
+    """Wait until program ``q`` has published this consumer's partial; lower its flag again
+    (zero for the next launch)."""
+    seen = 0
+    while seen == 0:
+        seen = tl.atomic_cas(flags_ptr + q * NUM_CONSUMERS + cid, 1, 0, sem="acquire")
 
 
 @jit
@@ -143,18 +188,27 @@ def stream_k_collect(acc, ws_ptr, flags_ptr, cid, tile, k_tiles, total, num_prog
                      BN: tl.constexpr, SUB_M: tl.constexpr, NUM_CONSUMERS: tl.constexpr):
     """The owner of a tile others began (the program with its last k-step) adds their partials,
     in program order (deterministic): the programs from the one holding the tile's first
-    k-step up to this one, each waited for by its flag, which the wait lowers again (zero for
-    the next launch).  They come before this program, so the wait never runs backwards.
-    ``tile`` counts from the first shared tile, ``total`` is the shared tiles' k-steps."""
-    rows = cid * SUB_M + tl.arange(0, SUB_M)
-    cols = tl.arange(0, BN)
-    first = tl.cdiv((tile * k_tiles + 1) * num_progs, total) - 1
-    for q in range(first, tl.program_id(0)):
-        seen = 0
-        while seen == 0:
-            seen = tl.atomic_cas(flags_ptr + q * NUM_CONSUMERS + cid, 1, 0, sem="acquire")
-        acc += tl.load(ws_ptr + q * (BM * BN) + rows[:, None] * BN + cols[None, :], cache_modifier=".cg")
+    k-step up to this one, each waited for by its flag.  They come before this program, so the
+    wait never runs backwards.  ``tile`` counts from the first shared tile, ``total`` is the
+    shared tiles' k-steps."""
+    for q in range(stream_k_first(tile, k_tiles, total, num_progs), tl.program_id(0)):
+        stream_k_wait(flags_ptr, q, cid, NUM_CONSUMERS)
+        acc += tl.load(stream_k_slot(ws_ptr, q, cid, BM, BN, SUB_M, BN), cache_modifier=".cg")
     return acc
+
+
+@jit
+def stream_k_collect_quarters(q0, q1, q2, q3, ws_ptr, flags_ptr, cid, tile, k_tiles, total, num_progs,
+                              BM: tl.constexpr, BN: tl.constexpr, SUB_M: tl.constexpr, NUM_CONSUMERS: tl.constexpr):
+    """``stream_k_collect`` of a tile held as four 64-column slices."""
+    for q in range(stream_k_first(tile, k_tiles, total, num_progs), tl.program_id(0)):
+        stream_k_wait(flags_ptr, q, cid, NUM_CONSUMERS)
+        at = stream_k_slot(ws_ptr, q, cid, BM, BN, SUB_M, BN // 4)
+        q0 += tl.load(at, cache_modifier=".cg")
+        q1 += tl.load(at + BN // 4, cache_modifier=".cg")
+        q2 += tl.load(at + BN // 2, cache_modifier=".cg")
+        q3 += tl.load(at + 3 * (BN // 4), cache_modifier=".cg")
+    return q0, q1, q2, q3
 
 
 @jit
@@ -169,6 +223,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                    SHARE_A: tl.constexpr = False):
     SUB_M: tl.constexpr = BM // NUM_CONSUMERS                             # each consumer's rows
     TILE_N: tl.constexpr = BN + BN_TAIL                                   # a tile's columns
+    SK_QUARTERS: tl.constexpr = STREAM_K and BN > 128                     # (the host gives these TMA stores)
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
     if A_KMAJOR:
         a_smem = tlx.local_alloc((SUB_M, BK), DTYPE, NUM_STAGES * NUM_CONSUMERS)  # [NC * stage + consumer]
@@ -302,7 +357,34 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                 row, col = tile_origin(pid_m, pid_n, rank, BM, TILE_N, CLUSTER_M, SHARE_A)
                 row += cid * SUB_M
                 finish = True
-                if STREAM_K:
+                if SK_QUARTERS:                               # 256-wide stream-K tiles: fixed and stored in quarters
+                    q0, q1, q2, q3 = quarters(acc, SUB_M, BN)
+                    if k1 < k_tiles:                          # the next program finishes this tile
+                        stream_k_publish_quarters(q0, q1, q2, q3, ws_ptr, flags_ptr, cid, BM, BN, SUB_M,
+                                                  NUM_CONSUMERS)
+                    elif k0 > 0:                              # earlier programs began it
+                        q0, q1, q2, q3 = stream_k_collect_quarters(q0, q1, q2, q3, ws_ptr, flags_ptr, cid,
+                                                                   tile - dp_tiles, k_tiles,
+                                                                   (num_tiles - dp_tiles) * k_tiles, num_progs,
+                                                                   BM, BN, SUB_M, NUM_CONSUMERS)
+                    if k1 == k_tiles:                         # the two halves of the C tile in turn: a wait
+                        Q: tl.constexpr = BN // 4             # before each half's first use only
+                        c_lo = tlx.local_slice(c_smem[cid], [0, 0], [SUB_M, Q])
+                        c_hi = tlx.local_slice(c_smem[cid], [0, Q], [SUB_M, Q])
+                        store_tile(c, c_lo, q0, row, col, M, N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                                   stride_r0, stride_r1, SUB_M, Q, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
+                                   ACTIVATION, HAS_RESIDUAL)
+                        store_tile(c, c_hi, q1, row, col + Q, M, N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                                   stride_r0, stride_r1, SUB_M, Q, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
+                                   ACTIVATION, HAS_RESIDUAL, False)
+                        store_tile(c, c_lo, q2, row, col + 2 * Q, M, N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                                   stride_r0, stride_r1, SUB_M, Q, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
+                                   ACTIVATION, HAS_RESIDUAL)
+                        store_tile(c, c_hi, q3, row, col + 3 * Q, M, N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                                   stride_r0, stride_r1, SUB_M, Q, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
+                                   ACTIVATION, HAS_RESIDUAL, False)
+                    finish = False
+                elif STREAM_K:
                     if k1 < k_tiles:                          # the next program finishes this tile
                         stream_k_publish(acc, ws_ptr, flags_ptr, cid, BM, BN, SUB_M, NUM_CONSUMERS)
                     elif k0 > 0:                              # earlier programs began it
