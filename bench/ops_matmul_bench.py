@@ -57,6 +57,9 @@ def sweep(quick: bool = False, fp8: bool = False) -> list[tuple[int, int, int, b
     shapes += [(5000, 3000, 2000, False), (4095, 4097, 4093, False), (1000, 1240, 776, True),
                (128, 8192, 8192, False), (64, 8192, 8192, False), (64, 4096, 4096, False)]
     shapes += [(s, s, s, True) for s in ((1024, 4096, 8192) if not quick else (4096,))]
+    if not quick:   # token counts that are no multiple of a tile, against Llama's weights (session 21)
+        shapes += [(297, 14336, 4096, True), (600, 14336, 4096, True), (1213, 4096, 4096, True),
+                   (1213, 14336, 4096, True)]
     return shapes
 
 

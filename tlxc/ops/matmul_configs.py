@@ -445,6 +445,7 @@ MEASURED: list[tuple[int, int, int, str, str, str]] = [   # bench/ops_matmul_ben
     (512, 5120, 4096, '16_bk', 'ws_192x128x64_s5', "H200 2026-12-04 0.91x (ws_128x256x64_s4 0.73x, ws_128x128x64_s5 0.71x)"),
     (1000, 1240, 1552, '16_bk', 'ws_128x96x64_s6_sub1', "H200 2026-12-04 0.98-1.04x (ws_128x128x64_s5 0.93-0.98x)"),
     (1000, 1240, 3104, '16_bk', 'ws_128x80x64_s6_sub1', "H200 2026-12-04 1.01-1.04x (ws_128x128x64_s5 0.90-0.92x)"),
+    (459, 11008, 4096, '16_bk', 'ws_128x192x64_s4_sub1', "H200 2026-12-04 22:32 0.82x (ws_192x128x64_s5 0.76x, ws_128x256x64_s4 0.64x)"),
     (128, 8192, 8192, '16_bn', 'ws_128x64x64_s8_np_sub1', "H200 2026-12-03 17:30 0.98x"),
     (64, 8192, 8192, '16_bn', 'dot_64x64x128_s5_w4', "H200 2026-12-03 20:00 1.06x (dot_128x128x64_s3_w4_k4 0.95x)"),
     (1024, 1024, 1024, '16_bk', 'ws_128x64x64_s8_np_sub1', "H200 2026-12-03 17:30 0.93x (dot_64x128x64_s4_w4 0.91x)"),
@@ -577,6 +578,36 @@ def choose_config(p: Problem, table=None) -> GemmConfig:
         if _distance(p, row) > 1.5:
             break
         c = CONFIGS.get(row[4])
-        if c is not None and (usable(c, p) if _distance(p, row) == 0 else _borrowable(c, p, row)):
+        if c is not None and usable(c, p) and _distance(p, row) == 0:
             return c
+        if c is not None and _borrowable(c, p, row):
+            return fit_rounds(c, p)
     return rule_based(p)
+
+
+# Whole-tile WS configurations a borrowed pick may be traded for when their tiles fill the rounds
+# better, with each one's throughput per tile area relative to 128x256's (H200, the dense squares
+# and the odd-M runs of 2026-12-04: 192x128 and 128x192 tiles run 0.97x / 0.95x its rate).
+ROUND_FIT = {"ws_128x256x64_s4": 1.0, "ws_192x128x64_s5": 0.97, "ws_128x192x64_s4_sub1": 0.95}
+ROUND_FIT_GAIN = 0.05      # trade only for a modeled time at least this much shorter
+
+
+def _modeled_time(c: GemmConfig, p: Problem, rate: float) -> float:
+    """Rounds of ``c``'s tiles on ``p`` times one tile's time, in 128x256 tile-times."""
+    return rounds(c, p)[0] * c.bm * c.bn / (128 * 256) / rate
+
+
+def fit_rounds(c: GemmConfig, p: Problem) -> GemmConfig:
+    """A configuration borrowed from a measured neighbour, or the ``ROUND_FIT`` tile whose rounds
+    ``p`` fills best when it is modeled ``ROUND_FIT_GAIN`` faster: the neighbour's rounds may be
+    full where ``p``'s last one is mostly idle (297x14336x4096: 168 128x256 tiles are 1.27 rounds,
+    2 tile-times; 224 192x128 tiles, 2 rounds of 0.77; H200 2026-12-04: 0.59x -> 0.78x cuBLAS)."""
+    if c.kernel != "ws" or c.fp8 or c.stream_k or c.name not in ROUND_FIT and c.bm * c.bn < 128 * 192:
+        return c
+    own = _modeled_time(c, p, ROUND_FIT.get(c.name, 1.0))
+    best, best_t = c, own
+    for name, rate in ROUND_FIT.items():
+        alt = CONFIGS[name]
+        if usable(alt, p) and _modeled_time(alt, p, rate) < best_t:
+            best, best_t = alt, _modeled_time(alt, p, rate)
+    return best if best_t <= own * (1 - ROUND_FIT_GAIN) else c
