@@ -301,3 +301,20 @@ def test_the_rules_take_the_ws_kernel_from_half_a_round_of_128x128_tiles():
         assert cfgs.rule_based(cfgs.Problem(M, N, K, b_kmajor=bk)).name == "ws_128x128x64_s5"
     assert cfgs.rule_based(cfgs.Problem(384, 2048, 14336)).split_k > 1
 
+
+
+def test_a_borrowed_pick_is_traded_for_the_tile_that_fills_the_rounds():
+    """297 tokens against a 14336-wide weight borrow 512x14336x4096's 128x256 tiles: 168 of them
+    are 1.27 rounds of 132 SMs (two tile-times); 224 192x128 tiles are two rounds of 0.77 tile-times
+    (H200 2026-12-04: 0.60x -> 0.78x cuBLAS), so ``fit_rounds`` trades.  A measured shape keeps its
+    row's pick, and a borrowed pick that fills its rounds (2048x14336x4096 +1 row) is kept."""
+    wide = cfgs.Problem(297, 14336, 4096, b_kmajor=True)
+    assert cfgs.rounds(CONFIGS["ws_128x256x64_s4"], wide) == (2, pytest.approx(168 / 264))
+    assert cfgs.rounds(CONFIGS["ws_192x128x64_s5"], wide) == (2, pytest.approx(224 / 264))
+    assert cfgs.choose_config(wide).name == "ws_192x128x64_s5"
+    assert cfgs.fit_rounds(CONFIGS["ws_128x256x64_s4"], wide).name == "ws_192x128x64_s5"
+    assert cfgs.choose_config(cfgs.Problem(512, 14336, 4096, b_kmajor=True)).name == "ws_128x256x64_s4"
+    assert cfgs.choose_config(cfgs.Problem(2049, 14336, 4096, b_kmajor=True)).name == "ws_128x256x64_s4_c2"
+    # fp8, stream-K and the pointer kernel are never traded
+    for name in ("ws8_128x256x128_s3", "ws_128x256x64_s3_sk", "dot_128x128x64_s3_w4"):
+        assert cfgs.fit_rounds(CONFIGS[name], wide).name == name
