@@ -318,3 +318,51 @@ def test_a_borrowed_pick_is_traded_for_the_tile_that_fills_the_rounds():
     # fp8, stream-K and the pointer kernel are never traded
     for name in ("ws8_128x256x128_s3", "ws_128x256x64_s3_sk", "dot_128x128x64_s3_w4"):
         assert cfgs.fit_rounds(CONFIGS[name], wide).name == name
+
+
+@pytest.mark.parametrize("config,shape", [("ws_256x160x64_s4_swap", (304, 520, 200)),    # 2 row tiles of M
+                                          ("ws_256x144x64_s4_swap", (168, 296, 136)),    # a partial 144 + 32-row tail
+                                          ("ws_256x192x64_s3_swap", (200, 264, 64))])    # one k-step
+@pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, True), (True, False)])
+def test_swapped_ws_tiles_cover_m_with_their_columns(config, shape, a_mmajor, b_kmajor):
+    """The swapped WS tiles compute C^T = B^T A^T: N runs along the consumers' rows (128 each),
+    M along the tile's 144-192 columns (a 128 main part and a tail), stored through pointers into
+    C's columns; row-wise scales of A, B's bias and a GLU pair (along N, the tile's rows) follow
+    the swap; either major-ness of either operand reaches TMA as it is (M and N multiples of 8
+    where they are the contiguous dimension: TMA rows of 16 bytes)."""
+    M, N, K = shape
+    a, b = _operands(M, N, K, a_mmajor, b_kmajor, seed=M + K)
+    g = torch.Generator().manual_seed(N)
+    bias, scale_a = torch.randn(N, generator=g).to(torch.bfloat16), torch.rand(M, generator=g) + 0.5
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="gelu", scale_a=scale_a, config=config)
+    ref = torch.nn.functional.gelu(a.double() @ b.double() * scale_a.double()[:, None] + bias.double())
+    assert torch.isfinite(out).all(), "poison left in the output"
+    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+    glu = matmul(a, b, activation="swiglu", config=config)
+    h = a.double() @ b.double()
+    ref = torch.nn.functional.silu(h[:, 0::2]) * h[:, 1::2]
+    assert ((glu.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+
+
+def test_swapped_ws_tiles_refuse_what_they_cannot_read():
+    """No staging copies (an operand TMA cannot describe), no residual's scratch tile beside a
+    256-row ring, and never the heuristic's pick before they are measured."""
+    unaligned = cfgs.Problem(300, 520, 130, b_kmajor=True, tma_a=False)
+    assert "TMA" in cfgs.supports(CONFIGS["ws_256x160x64_s4_swap"], unaligned)
+    assert "shared memory" in cfgs.supports(CONFIGS["ws_256x160x64_s4_swap"],
+                                            cfgs.Problem(300, 520, 256, b_kmajor=True, residual=True))
+    assert all(not row[4].endswith("_swap") for row in cfgs.MEASURED)
+    assert not any(name.endswith("_swap") for name in cfgs.ROUND_FIT)
+    with pytest.raises(AssertionError, match="swapped WS tile"):
+        cfgs._ws(256, 160, 4, swap=True, cluster_m=2, subtile=1)
+
+
+def test_swapped_ws_tiles_compile_without_spills():
+    """297 tokens x a 14336-wide weight: two 160-column tiles of M x 56 of N = 112 CTAs, one round."""
+    a = torch.empty(297, 4096, dtype=torch.bfloat16)
+    w = torch.empty(14336, 4096, dtype=torch.bfloat16)
+    assert cfgs.rounds(CONFIGS["ws_256x160x64_s4_swap"], cfgs.Problem(297, 14336, 4096, b_kmajor=True))[0] == 1
+    for name in ("ws_256x160x64_s4_swap", "ws_256x192x64_s3_swap"):
+        (h,) = compile_config(name, a, w.t())
+        assert h.n_spills == 0 and not h.perf_warnings, (name, h.n_spills, h.perf_warnings)

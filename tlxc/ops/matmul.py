@@ -16,6 +16,7 @@ problem key on the GPU and keeps the fastest in ``cache_dir()/ops/matmul.json``.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -152,6 +153,10 @@ def _release(descs: dict | None) -> None:
 
 
 def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, descs: dict | None = None) -> None:
+    if c.swap:          # C^T [N, M] = B^T [N, K] @ A^T [K, M]: the kernel's A is b^T, its B a^T, its C out^T
+        a, b, out = b.t(), a.t(), out.t()         # (C^T's rows are contiguous: stored through pointers)
+        p = dataclasses.replace(p, M=p.N, N=p.M, a_kmajor=p.b_kmajor, b_kmajor=p.a_kmajor, tma_a=p.tma_b,
+                                tma_b=p.tma_a, tma_c=False)
     half_m = c.bm // c.consumers                  # each consumer's rows
     box_cols = 128 // p.elt                       # one 128-byte swizzle span of operand elements
     if not p.tma_a:                               # staging: aligned copies TMA can read
@@ -186,7 +191,7 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
         clusters = min(p.sms, tiles * -(-p.K // c.bk))
         ws, sk_flags = _stream_k_buffers(a.device, clusters, c.bm * c.bn, c.consumers)
     progs = clusters * c.cluster_m
-    (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=False)
+    (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=c.swap)
     _launch(gemm_ws_kernel, (progs,), a_desc, b_desc, c_arg, bt_desc, ct_desc, p.M, p.N, p.K, progs, out.stride(0), out.stride(1),
             s0, s1, bias, res, r0, r1, ws, sk_flags, STREAM_K=c.stream_k,
             BM=c.bm, BN=bn, BN_TAIL=tail, SHARE_A=c.share_a, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
@@ -194,7 +199,7 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
             EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, NUM_CONSUMERS=c.consumers,
             CONSUMER_REGS=cfgs.consumer_registers(c.consumers), num_warps=4,
-            ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, **flags)
+            ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, GLU_AXIS=0 if c.swap else 1, **flags)
 
 
 def align_fact(value: int, needed: bool = True) -> int:

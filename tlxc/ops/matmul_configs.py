@@ -43,7 +43,8 @@ class GemmConfig:
     subtile: int = 2              # ws: epilogue column slices
     warps: int = 4                # dot: warps per program
     split_k: int = 1              # dot: K split over program_id(1), partials reduced after
-    swap: bool = False            # dot: compute C^T = B^T A^T (small M becomes the tile's N)
+    swap: bool = False            # compute C^T = B^T A^T (dot: small M becomes the tile's N; ws: the tile's
+    #                               ``bn`` covers M, so its rows (bn = 160: 128 + a 32 tail) can fit M)
     fp8: bool = False             # ws: the fp8 kernel (BK 128 bytes wide); dot: fp8 operands only (others run fp8 too)
     consumers: int = 2            # ws: consumer warp groups, BM / consumers rows each (3 for BM = 192)
     unroll: int = 1               # gemv: K steps unrolled (their loads issued together)
@@ -88,8 +89,12 @@ def _ws(bm, bn, stages, **kw):
         parts.append(f"c{kw['cluster_m']}" + ("a" if kw.get("share_a") else ""))
     assert not kw.get("share_a") or (kw.get("cluster_m", 1) == 2 and not kw.get("stream_k")), \
         "share_a: a pair (cluster_m=2) of whole tiles"
-    if kw.get("subtile", 2) != 2:
+    if kw.get("subtile", 2) != 2 and not kw.get("swap"):      # (a swapped tile stores through pointers)
         parts.append(f"sub{kw['subtile']}")
+    if kw.get("swap"):
+        assert kw.get("cluster_m", 1) == 1 and not kw.get("stream_k") and not fp8 and bm in (128, 256), \
+            "a swapped WS tile: no cluster, no stream-K, 16-bit, 64 or 128 of N per consumer"
+        parts.append("swap")
     if kw.get("stream_k"):
         assert kw.get("cluster_m", 1) == 1 and kw.get("persistent", True) and bm == 128 and \
             (bn <= 128 or (bn == 256 and kw.get("subtile", 2) == 2)), \
@@ -151,6 +156,12 @@ _ALL = [
     # tiles of the conversions take the fourth's room): odd M against a wide N, where
     # whole 128x256 tiles leave most of a last round idle (297x14336: 168 tiles = 1.27 rounds)
     _ws(128, 256, 3, stream_k=True),
+    # swapped (C^T = B^T A^T, stored through pointers): 256 of N x 144-192 of M, two consumers of 128
+    # N-rows each -- the tiles cuBLAS runs odd token counts with (nvjet 256x152 at 297x14336x4096:
+    # 112 CTAs, one round; H200 2026-12-04), whose M side fits M where 64-row multiples do not
+    _ws(256, 144, 4, swap=True, subtile=1),
+    _ws(256, 160, 4, swap=True, subtile=1),
+    _ws(256, 192, 3, swap=True, subtile=1),
     # tiles between powers of two (a main part and a tail, each its own wgmma): tile counts that
     # fit one round where 128x128 leaves SMs idle and 128x64 needs two rounds -- cuBLAS runs
     # 1000x1240x776 as 128 tiles of 80 columns (nvjet 80x128, H200 2026-12-04); 128x80 = 128
@@ -353,7 +364,9 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
             return "an operand's contiguous rows are below one 16-byte TMA row"
         if p.stage_bytes and p.fp8:
             return "fp8 operands must be TMA-describable (no staging copies for 8-bit operands)"
-        if ws_shared_bytes(c, p.elt, p.out_elt, p.residual, p.tma_c) > SHARED_LIMIT:
+        if c.swap and not (p.tma_a and p.tma_b):
+            return "the swapped WS kernel reads both operands by TMA as they are (no staging copies)"
+        if ws_shared_bytes(c, p.elt, p.out_elt, p.residual, p.tma_c and not c.swap) > SHARED_LIMIT:
             return "shared memory: the stages, the C tiles and the epilogue's residual exceed 227 KB"
         if c.cluster_m > 1 and not c.share_a and p.M <= c.bm:
             return "a cluster pair needs two tile rows"

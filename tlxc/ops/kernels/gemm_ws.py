@@ -31,6 +31,14 @@ there), generalized for ``tlxc.ops.matmul``:
   multiple; and every GLU activation), stores it from registers through pointers (``c`` is
   then the output tensor, ``stride_cm``/``stride_cn`` its strides), masked at the edges.
 
+* the host may run it on the swapped product ``C^T = B^T A^T`` (``_swap`` configurations:
+  256 of N x 144-192 of M, so the tile's M side fits odd token counts): its A is then ``b^T``,
+  its B ``a^T`` and its C ``out^T``, whose contiguous rows TMA cannot store: pointer stores,
+  GLU pairs along the tile's rows (``GLU_AXIS = 0``);
+* stream-K on 256-wide tiles publishes, sums and stores each consumer's accumulator as four
+  64-column quarters (the float32 scratch a partial's layout conversion takes must fit beside
+  the ring).
+
 The host (``tlxc/ops/matmul.py``) builds the descriptors: boxes ``[SUB_M, BK]`` or
 ``[BK, SUB_M]`` for A (``SUB_M = BM / NUM_CONSUMERS``), ``[BK, 128 bytes]`` or
 ``[BN / CLUSTER_M, BK]`` for B, ``[BK, BN_TAIL]`` or ``[BN_TAIL, BK]`` for B's tail,
@@ -220,7 +228,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                    EPILOGUE_SUBTILE: tl.constexpr, CLUSTER_M: tl.constexpr, C_TMA: tl.constexpr,
                    NUM_CONSUMERS: tl.constexpr, CONSUMER_REGS: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
                    HAS_RESIDUAL: tl.constexpr, STREAM_K: tl.constexpr, BN_TAIL: tl.constexpr = 0,
-                   SHARE_A: tl.constexpr = False):
+                   SHARE_A: tl.constexpr = False, GLU_AXIS: tl.constexpr = 1):
     SUB_M: tl.constexpr = BM // NUM_CONSUMERS                             # each consumer's rows
     TILE_N: tl.constexpr = BN + BN_TAIL                                   # a tile's columns
     SK_QUARTERS: tl.constexpr = STREAM_K and BN > 128                     # (the host gives these TMA stores)
@@ -397,7 +405,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                 elif not C_TMA:                                 # (GLU activations store this way)
                     store_tile_pointers(acc, row, col, M, N, c, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
                                         bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN,
-                                        SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, 1)
+                                        SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, GLU_AXIS)
                 elif EPILOGUE_SUBTILE == 1:
                     store_tile(c, c_smem[cid], acc, row, col, M, N, scale0_ptr, scale1_ptr, bias_ptr,
                                res_ptr, stride_r0, stride_r1, SUB_M, BN, C_BOX_N, OUT_DTYPE,
@@ -418,7 +426,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                     else:
                         store_tile_pointers(acc_t, row, col + BN, M, N, c, stride_cm, stride_cn,
                                             scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M,
-                                            BN_TAIL, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, 1)
+                                            BN_TAIL, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, GLU_AXIS)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             tlx.async_descriptor_store_wait(0)                # before the CTA's shared memory goes away
