@@ -322,11 +322,11 @@ def test_a_borrowed_pick_is_traded_for_the_tile_that_fills_the_rounds():
 
 @pytest.mark.parametrize("config,shape", [("ws_256x160x64_s4_swap", (304, 520, 200)),    # 2 row tiles of M
                                           ("ws_256x144x64_s4_swap", (168, 296, 136)),    # a partial 144 + 32-row tail
-                                          ("ws_256x192x64_s3_swap", (200, 264, 64))])    # one k-step
+                                          ("ws_256x160x64_s4_swap", (200, 264, 64))])    # one k-step
 @pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, True), (True, False)])
 def test_swapped_ws_tiles_cover_m_with_their_columns(config, shape, a_mmajor, b_kmajor):
     """The swapped WS tiles compute C^T = B^T A^T: N runs along the consumers' rows (128 each),
-    M along the tile's 144-192 columns (a 128 main part and a tail), stored through pointers into
+    M along the tile's 144 or 160 columns (a 128 main part and a tail), stored through pointers into
     C's columns; row-wise scales of A, B's bias and a GLU pair (along N, the tile's rows) follow
     the swap; either major-ness of either operand reaches TMA as it is (M and N multiples of 8
     where they are the contiguous dimension: TMA rows of 16 bytes)."""
@@ -363,6 +363,6 @@ def test_swapped_ws_tiles_compile_without_spills():
     a = torch.empty(297, 4096, dtype=torch.bfloat16)
     w = torch.empty(14336, 4096, dtype=torch.bfloat16)
     assert cfgs.rounds(CONFIGS["ws_256x160x64_s4_swap"], cfgs.Problem(297, 14336, 4096, b_kmajor=True))[0] == 1
-    for name in ("ws_256x160x64_s4_swap", "ws_256x192x64_s3_swap"):
+    for name in ("ws_256x144x64_s4_swap", "ws_256x160x64_s4_swap"):
         (h,) = compile_config(name, a, w.t())
         assert h.n_spills == 0 and not h.perf_warnings, (name, h.n_spills, h.perf_warnings)

@@ -156,12 +156,12 @@ _ALL = [
     # tiles of the conversions take the fourth's room): odd M against a wide N, where
     # whole 128x256 tiles leave most of a last round idle (297x14336: 168 tiles = 1.27 rounds)
     _ws(128, 256, 3, stream_k=True),
-    # swapped (C^T = B^T A^T, stored through pointers): 256 of N x 144-192 of M, two consumers of 128
-    # N-rows each -- the tiles cuBLAS runs odd token counts with (nvjet 256x152 at 297x14336x4096:
+    # swapped (C^T = B^T A^T, stored through pointers): 256 of N x 144 / 160 of M, two consumers of
+    # 128 N-rows each -- the tiles cuBLAS runs odd token counts with (nvjet 256x152 at 297x14336x4096:
     # 112 CTAs, one round; H200 2026-12-04), whose M side fits M where 64-row multiples do not
+    # (256x192 spills under an activation's epilogue: not kept)
     _ws(256, 144, 4, swap=True, subtile=1),
     _ws(256, 160, 4, swap=True, subtile=1),
-    _ws(256, 192, 3, swap=True, subtile=1),
     # tiles between powers of two (a main part and a tail, each its own wgmma): tile counts that
     # fit one round where 128x128 leaves SMs idle and 128x64 needs two rounds -- cuBLAS runs
     # 1000x1240x776 as 128 tiles of 80 columns (nvjet 80x128, H200 2026-12-04); 128x80 = 128

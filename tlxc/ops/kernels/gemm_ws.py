@@ -32,7 +32,7 @@ there), generalized for ``tlxc.ops.matmul``:
   then the output tensor, ``stride_cm``/``stride_cn`` its strides), masked at the edges.
 
 * the host may run it on the swapped product ``C^T = B^T A^T`` (``_swap`` configurations:
-  256 of N x 144-192 of M, so the tile's M side fits odd token counts): its A is then ``b^T``,
+  256 of N x 144 or 160 of M, so the tile's M side fits odd token counts): its A is then ``b^T``,
   its B ``a^T`` and its C ``out^T``, whose contiguous rows TMA cannot store: pointer stores,
   GLU pairs along the tile's rows (``GLU_AXIS = 0``);
 * stream-K on 256-wide tiles publishes, sums and stores each consumer's accumulator as four
@@ -400,6 +400,12 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                                                (num_tiles - dp_tiles) * k_tiles, num_progs, BM, BN, SUB_M,
                                                NUM_CONSUMERS)
                     finish = k1 == k_tiles
+                if BN_TAIL > 0 and not C_TMA:
+                    # pointer stores: the tail first, its registers free for the main part's epilogue
+                    # (a swapped 256x160 tile: 160 accumulator registers live otherwise, and spills)
+                    store_tile_pointers(acc_t, row, col + BN, M, N, c, stride_cm, stride_cn,
+                                        scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M,
+                                        BN_TAIL, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, GLU_AXIS)
                 if not finish:
                     pass
                 elif not C_TMA:                                 # (GLU activations store this way)
@@ -418,15 +424,10 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                     store_tile(c, c_smem[cid], hi, row, col + BN // 2, M, N, scale0_ptr, scale1_ptr,
                                bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
-                if BN_TAIL > 0:                               # (no stream-K: every tile finishes here)
-                    if C_TMA:                                 # the stores above waited for its buffer's last
-                        store_tile(ct_desc, ct_smem[cid], acc_t, row, col + BN, M, N, scale0_ptr,
-                                   scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN_TAIL, BN_TAIL,
-                                   OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, False)
-                    else:
-                        store_tile_pointers(acc_t, row, col + BN, M, N, c, stride_cm, stride_cn,
-                                            scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M,
-                                            BN_TAIL, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, GLU_AXIS)
+                if BN_TAIL > 0 and C_TMA:     # (no stream-K: every tile finishes here; the stores above waited
+                    store_tile(ct_desc, ct_smem[cid], acc_t, row, col + BN, M, N, scale0_ptr,   # for its buffer)
+                               scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN_TAIL, BN_TAIL,
+                               OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, False)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             tlx.async_descriptor_store_wait(0)                # before the CTA's shared memory goes away
