@@ -225,3 +225,23 @@ def test_torch_compile_fullgraph_on_the_cpu():
     assert got.dtype == torch.float16
     o, _ = A.attention_forward(q, k, v, causal=True, v_descale=dv, out_dtype=torch.float16)
     assert torch.equal(got, o * 0.5)
+
+
+def test_eager_calls_skip_the_op_and_traced_ones_take_it(monkeypatch):
+    """Plain tensors call the forward directly (no torch.library dispatch, as the 16-bit op); fake
+    tensors (as tracing makes them) take ``torch.ops.tlxc.attention_fp8`` and its fake."""
+    AO = importlib.import_module("tlxc.ops.attention_op")
+    calls = []
+    real = AO.attention_fp8_op
+    monkeypatch.setattr(AO, "attention_fp8_op", lambda *args: calls.append(len(args)) or real(*args))
+    q, k, v = fp8_inputs((1, 2, 40, 64), (1, 2, 40, 64), E4M3, seed=9)
+    o = tlxc.ops.attention(q, k, v, v_descale=0.5)
+    assert calls == [] and o.dtype == torch.bfloat16
+    assert torch.equal(o, real(q, k, v, False, None, None, None, None, None, -1, -1, 0.0, None, None,
+                               torch.full((), 0.5), None)[0])
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    mode = FakeTensorMode()
+    fq, fk, fv = (mode.from_tensor(t) for t in (q, k, v))
+    with mode:
+        fo = tlxc.ops.attention(fq, fk, fv)
+    assert calls == [16] and fo.shape == q.shape

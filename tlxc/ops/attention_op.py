@@ -217,8 +217,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         check_fp8(q, descales, out_dtype, k, cu_seqlens_q)
         descales = [d if d is None or isinstance(d, torch.Tensor)
                     else torch.full((), float(d), dtype=torch.float32, device=q.device) for d in descales]
-        o, lse = attention_fp8_op(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                  left, right, cap, *descales, out_dtype)
+        # eager calls on plain tensors skip the op's dispatch as the 16-bit ones do (it has no autograd:
+        # inputs that require grad keep the op, whose backward refuses)
+        eager = _eager(q, k, v, cu_seqlens_q, cu_seqlens_k, *descales) and \
+            not any(t.requires_grad for t in (q, k, v) if isinstance(t, torch.Tensor))
+        o, lse = (_attention_fp8_impl if eager else attention_fp8_op)(
+            q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, left, right, cap,
+            *descales, out_dtype)
         return (o, lse) if return_lse else o
     check_fp8(q, (q_descale, k_descale, v_descale), out_dtype)
     op = _EagerAttention.apply if _eager(q, k, v, cu_seqlens_q, cu_seqlens_k) else attention_op
