@@ -615,8 +615,8 @@ def fit_rounds(c: GemmConfig, p: Problem) -> GemmConfig:
     ``p`` fills best when it is modeled ``ROUND_FIT_GAIN`` faster: the neighbour's rounds may be
     full where ``p``'s last one is mostly idle (297x14336x4096: 168 128x256 tiles are 1.27 rounds,
     2 tile-times; 224 192x128 tiles, 2 rounds of 0.77; H200 2026-12-04: 0.59x -> 0.78x cuBLAS)."""
-    if c.kernel != "ws" or c.fp8 or c.stream_k or c.name not in ROUND_FIT and c.bm * c.bn < 128 * 192:
-        return c
+    if c.kernel != "ws" or c.fp8 or c.stream_k or (c.name not in ROUND_FIT and c.bm * c.bn < 128 * 192):
+        return c                # (small tiles: picked for their own reasons, not traded)
     own = _modeled_time(c, p, ROUND_FIT.get(c.name, 1.0))
     best, best_t = c, own
     for name, rate in ROUND_FIT.items():
