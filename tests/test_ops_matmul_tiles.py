@@ -110,15 +110,20 @@ def test_fp8_skinny_tiles_with_scales(config):
     assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
 
 
-@pytest.mark.parametrize("sms,shape", [(5, (200, 128, 520)),     # 2 tiles x 9 k-steps: up to 3 programs a tile
-                                       (4, (300, 264, 200)),     # 9 tiles x 4 k-steps: tiles over program ends
-                                       (3, (130, 75, 72)),       # N = 75: pointer stores; 2 k-steps
-                                       (2, (520, 264, 200))])    # 15 tiles: 6 rounds whole, 3 tiles shared
+@pytest.mark.parametrize("config,sms,shape", [
+    ("ws_128x128x64_s4_sk", 5, (200, 128, 520)),     # 2 tiles x 9 k-steps: up to 3 programs a tile
+    ("ws_128x128x64_s4_sk", 4, (300, 264, 200)),     # 9 tiles x 4 k-steps: tiles over program ends
+    ("ws_128x128x64_s4_sk", 3, (130, 75, 72)),       # N = 75: pointer stores; 2 k-steps
+    ("ws_128x128x64_s4_sk", 2, (520, 264, 200)),     # 15 tiles: 6 rounds whole, 3 tiles shared
+    ("ws_128x256x64_s3_sk", 3, (300, 512, 520)),     # 256-wide: 6 tiles x 9 k-steps on 3 programs
+    ("ws_128x256x64_s3_sk", 4, (130, 600, 200))])    # 6 tiles (a partial last column) x 4
 @pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, False), (True, True)])
-def test_stream_k_sums_split_tiles(sms, shape, a_mmajor, b_kmajor, monkeypatch):
+def test_stream_k_sums_split_tiles(config, sms, shape, a_mmajor, b_kmajor, monkeypatch):
     """Stream-K on ``sms`` programs: whole tiles for all but the last one or two rounds, then
     each program takes an equal share of the remaining tiles' k-steps; a tile begun by earlier
-    programs is summed (with the epilogue) by the one with its last k-step.
+    programs is summed (with the epilogue) by the one with its last k-step (256-wide tiles: each
+    consumer publishes, sums and stores its partial as four 64-column quarters, a whole-width
+    partial's conversion scratch not fitting beside the ring).
     Every flag is lowered again afterwards (the next launch starts from zero), and a second
     run gives the same bits (partials summed in program order)."""
     m = importlib.import_module("tlxc.ops.matmul")
@@ -128,39 +133,14 @@ def test_stream_k_sums_split_tiles(sms, shape, a_mmajor, b_kmajor, monkeypatch):
     a, b = _operands(M, N, K, a_mmajor, b_kmajor, seed=M * sms)
     bias = torch.randn(N).to(torch.bfloat16)
     out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
-    matmul(a, b, out, bias=bias, activation="silu", config="ws_128x128x64_s4_sk")
+    matmul(a, b, out, bias=bias, activation="silu", config=config)
     ref = torch.nn.functional.silu(a.double() @ b.double() + bias.double())
     assert torch.isfinite(out).all(), "poison left in the output"
     assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
     (_, flags), = m._STREAM_K.values()
     assert not flags.any(), flags
     again = torch.full_like(out, float("nan"))
-    matmul(a, b, again, bias=bias, activation="silu", config="ws_128x128x64_s4_sk")
-    assert torch.equal(again, out)
-
-
-@pytest.mark.parametrize("sms,shape", [(3, (300, 512, 520)),     # 6 tiles x 9 k-steps on 3 programs
-                                       (4, (130, 600, 200))])    # 6 tiles (a partial last column) x 4
-def test_wide_stream_k_sums_split_tiles_in_halves(sms, shape, monkeypatch):
-    """128x256 stream-K tiles: each consumer publishes and sums the partials as four 64-column
-    quarters (a whole-width partial's conversion scratch would not fit beside the ring), with
-    the epilogue, into a NaN-poisoned output; the flags end at zero and a second run gives the same
-    bits."""
-    m = importlib.import_module("tlxc.ops.matmul")
-    monkeypatch.setattr(m, "CPU_SMS", sms)
-    monkeypatch.setattr(m, "_STREAM_K", {})
-    M, N, K = shape
-    a, b = _operands(M, N, K, False, True, seed=M + sms)
-    bias = torch.randn(N).to(torch.bfloat16)
-    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
-    matmul(a, b, out, bias=bias, activation="gelu", config="ws_128x256x64_s3_sk")
-    ref = torch.nn.functional.gelu(a.double() @ b.double() + bias.double())
-    assert torch.isfinite(out).all(), "poison left in the output"
-    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
-    (_, flags), = m._STREAM_K.values()
-    assert not flags.any(), flags
-    again = torch.full_like(out, float("nan"))
-    matmul(a, b, again, bias=bias, activation="gelu", config="ws_128x256x64_s3_sk")
+    matmul(a, b, again, bias=bias, activation="silu", config=config)
     assert torch.equal(again, out)
 
 
