@@ -134,3 +134,61 @@ def test_tma_box_starting_between_16_byte_chunks_is_an_error(col, error):
         return
     with pytest.raises(emu.EmulationError, match=error.replace("(", r"\(").replace(")", r"\)")):
         module.run({"in_desc": desc, "out_ptr": out, "col": col}, grid=(1,), threads=128)
+
+
+MM = importlib.import_module("tlxc.ops.matmul")
+
+
+def _emulating_matmul(monkeypatch, edit=None):
+    """tlxc.ops.matmul's launches compile for sm_90a and run their CUDA text on the emulation
+    (a producer and two or three consumer warp groups: named barriers, mbarriers, TMA loads,
+    wgmma from shared memory; ``edit``: a change of the text first)."""
+    names = []
+
+    def launch(kernel, grid, *args, **meta):
+        handle = kernel.warmup(*args, grid=grid, **meta)
+        bound = kernel.signature.bind(*args, **{k: v for k, v in meta.items()
+                                                if k not in ("num_warps", "launch_pdl", "ctas_per_cga")})
+        bound.apply_defaults()
+        source = handle.asm["cuda"] if edit is None else edit(handle.asm["cuda"])
+        emu.build(source).run(dict(bound.arguments), grid=grid, threads=128 * (meta["NUM_CONSUMERS"] + 1))
+        names.append(kernel.__name__)
+    monkeypatch.setattr(MM, "_launch", launch)
+    return names
+
+
+@pytest.mark.parametrize("config,shape", [("ws_256x160x64_s4_swap", (297, 520, 200)),
+                                          ("ws_256x144x64_s4_swap", (170, 300, 136)),
+                                          ("ws_128x192x64_s4_sub1", (200, 301, 136))], ids=str)
+def test_ws_gemm_cuda_text_matches_float64(config, shape, monkeypatch):
+    """The warp-specialized GEMM's CUDA text with pointer stores (no TMA store: not emulated): the
+    swapped tiles (C^T = B^T A^T, M along the tile's 144 / 160 columns: a 128 main part and its
+    tail, stored tail first) and a 128 + 64 tile on an output TMA cannot store (N = 301), with bias
+    and GELU, into a NaN-poisoned output; K off the 64-wide steps (TMA zero-fill)."""
+    names = _emulating_matmul(monkeypatch)
+    assert _matmul_error(config, shape) < 8e-3
+    assert names == ["gemm_ws_kernel"]
+
+
+def test_a_wrong_transpose_bit_is_caught(monkeypatch):
+    """The swapped tile's main wgmma told its K-major A is M-major: the product comes out wrong."""
+    def corrupt(source):
+        assert "tlx_wgmma_m64n128k16_f32_bf16<0, 0>(" in source, "the wgmma call changed: update this test's edit"
+        return source.replace("tlx_wgmma_m64n128k16_f32_bf16<0, 0>(", "tlx_wgmma_m64n128k16_f32_bf16<1, 0>(")
+    _emulating_matmul(monkeypatch, corrupt)
+    assert _matmul_error("ws_256x160x64_s4_swap", (297, 520, 200)) > 0.1
+
+
+def _matmul_error(config, shape):
+    """The relative error of ``gelu(a @ w.t() + bias)`` through ``config`` against float64 math
+    (a NaN-poisoned output: poison left fails)."""
+    M, N, K = shape
+    g = torch.Generator().manual_seed(M + N)
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    w = torch.randn(N, K, generator=g).to(torch.bfloat16)
+    bias = torch.randn(N, generator=g).to(torch.bfloat16)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    MM.matmul(a, w.t(), out, bias=bias, activation="gelu", config=config)
+    ref = torch.nn.functional.gelu(a.double() @ w.double().t() + bias.double())
+    assert torch.isfinite(out).all(), "poison left in the output"
+    return ((out.double() - ref).norm() / ref.norm()).item()

@@ -18,6 +18,9 @@
 //     keeps its arrivals, transaction bytes and phase (mbarrier.init / arrive.expect_tx / try_wait).
 //     The kernel's descriptor parameters receive ``tlx_tensormap`` as this header defines it (run.py
 //     fills it from a tlxc.TensorDescriptor), not the driver's encoding.
+//   * named barriers (bar.sync / bar.arrive id, threads) count threads and open at the count; setmaxnreg
+//     is nothing; wgmma may read A from shared memory too (16-bit, K- or M-major): warp-specialized
+//     kernels of up to 16 warps run.
 // Helpers not emulated (TMA stores, tcgen05, clusters, ...) fail the host compile by name.
 #pragma once
 #include <sys/mman.h>
@@ -61,7 +64,10 @@ struct WgDeposit {
   unsigned long long desc;
   int scale_d, tb, n, kind;                // kind: 0 bf16 (k16), 1 e4m3, 2 e5m2 (k32, B's type in kind_b)
   int kind_b;
+  unsigned long long desc_a;               // ss: A from shared memory too (16-bit; ta: M-major)
+  int ss, ta;
 };
+struct NamedBar { unsigned count = 0, gen = 0; };
 static int g_threads = 0;
 static std::vector<Thread> g_thr;
 static ucontext_t g_sched;
@@ -69,8 +75,9 @@ static int g_cur = 0;
 static Dim3 g_block, g_grid, g_bdim;
 static std::function<void()> g_kernel;
 static unsigned g_bar_count = 0, g_bar_gen = 0;
-static unsigned long long g_warp_bank[2][8][32];
-static unsigned g_warp_count[2][8];
+static NamedBar g_named[16];                        // bar.sync / bar.arrive by barrier id
+static unsigned long long g_warp_bank[2][16][32];   // up to 16 warps (512 threads)
+static unsigned g_warp_count[2][16];
 static WgDeposit g_wg_bank[2][4][128];
 static unsigned g_wg_count[2][4];
 static char g_error[512] = "";
@@ -94,6 +101,20 @@ static inline void bar_sync() {
     return;
   }
   while (g_bar_gen == gen) yield_();
+}
+
+// a named barrier (bar.sync / bar.arrive id, threads): every thread counts; the last of `threads`
+// opens it; bar.arrive does not wait
+static inline void named_bar(unsigned id, unsigned threads, bool wait) {
+  NamedBar& b = g_named[id & 15];
+  unsigned gen = b.gen;
+  if (++b.count == threads) {
+    b.count = 0;
+    ++b.gen;
+    return;
+  }
+  if (wait)
+    while (b.gen == gen) yield_();
 }
 
 // a warp operation: every lane deposits a value, waits for the others, reads the bank
@@ -136,7 +157,27 @@ static void wgmma_compute(WgDeposit* dep) {
   unsigned swz = (unsigned)(desc >> 62);
   if (swz != 1) snprintf(g_error, sizeof g_error, "wgmma: only the 128-byte swizzle is emulated (got mode %u)", swz);
   float A[64][32];
-  for (int t = 0; t < 128; ++t) {
+  if (dep[0].ss) {      // A [64, 16] from its descriptor: K-major rows of 128 bytes, or (ta) M-major
+    unsigned long long da = dep[0].desc_a;
+    for (int i = 1; i < 128; ++i)
+      if (dep[i].desc_a != da) snprintf(g_error, sizeof g_error, "wgmma: threads of a warpgroup disagree on A");
+    unsigned a_start = (unsigned)(da & 0x3FFF) << 4, a_lbo = (unsigned)((da >> 16) & 0x3FFF) << 4;
+    unsigned a_sbo = (unsigned)((da >> 32) & 0x3FFF) << 4;
+    if ((unsigned)(da >> 62) != 1) snprintf(g_error, sizeof g_error, "wgmma: only the 128-byte swizzle is emulated (A)");
+    for (int r = 0; r < 64; ++r)
+      for (int k = 0; k < 16; ++k) {
+        unsigned addr = dep[0].ta == 0 ? a_start + (r / 8) * a_sbo + (r % 8) * 128 + k * 2
+                                       : a_start + (k / 8) * a_sbo + (k % 8) * 128 + (r % 64) * 2 + (r / 64) * a_lbo;
+        if (swz128(addr) + 2 > sizeof(tlx_smem)) {
+          snprintf(g_error, sizeof g_error, "wgmma: the A descriptor reads outside shared memory");
+          return;
+        }
+        unsigned short h;
+        memcpy(&h, tlx_smem + swz128(addr), 2);
+        A[r][k] = bf16f(h);
+      }
+  }
+  for (int t = 0; t < 128 && !dep[0].ss; ++t) {
     int w = t / 32, l = t % 32, r = 16 * w + l / 4;
     const unsigned* a = dep[t].a;
     if (kind) {         // a0: (r, 4q + i), a1: (r + 8, ..), a2: (r, 16 + 4q + i), a3: (r + 8, ..), byte i
@@ -186,10 +227,11 @@ static void wgmma_compute(WgDeposit* dep) {
 }
 
 static inline void wgmma(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long desc,
-                         int scale_d, int tb, int n, int kind = 0, int kind_b = 0) {
+                         int scale_d, int tb, int n, int kind = 0, int kind_b = 0, unsigned long long desc_a = 0,
+                         int ss = 0, int ta = 0) {
   Thread& t = g_thr[g_cur];
   int g = g_cur / 128, l = g_cur % 128, b = t.wg_gen & 1;
-  g_wg_bank[b][g][l] = WgDeposit{d, {a0, a1, a2, a3}, desc, scale_d, tb, n, kind, kind_b};
+  g_wg_bank[b][g][l] = WgDeposit{d, {a0, a1, a2, a3}, desc, scale_d, tb, n, kind, kind_b, desc_a, ss, ta};
   if (++g_wg_count[b][g] == 128) {
     g_wg_count[b ^ 1][g] = 0;
     wgmma_compute(g_wg_bank[b][g]);
@@ -332,6 +374,12 @@ static inline void tlx_mbarrier_arrive(unsigned long long* bar) {
   --b.pending;
   cuemu::mbar_settle(b);
 }
+static inline void tlx_mbarrier_arrive(unsigned long long* bar, unsigned count) {
+  cuemu::MBar& b = cuemu::mbar(bar);
+  if (b.pending < count) snprintf(cuemu::g_error, sizeof cuemu::g_error, "mbarrier: more arrivals than its count");
+  b.pending -= count;
+  cuemu::mbar_settle(b);
+}
 static inline bool tlx_mbarrier_try_wait_parity(unsigned long long* bar, unsigned phase) {
   return cuemu::mbar(bar).phase != (phase & 1);
 }
@@ -393,6 +441,14 @@ static inline void tlx_tma_load_5d(void* dst, const void* map, unsigned long lon
                                    int c4) {
   int c[5] = {c0, c1, c2, c3, c4}; tlx_tma_load(dst, map, bar, c, 5);
 }
+static inline void tlx_bar_sync(unsigned id, unsigned threads) { cuemu::named_bar(id, threads, true); }
+static inline void tlx_bar_arrive(unsigned id, unsigned threads) { cuemu::named_bar(id, threads, false); }
+template <int N> static inline void tlx_setmaxnreg_inc() {}
+template <int N> static inline void tlx_setmaxnreg_dec() {}
+// TMA stores are not emulated (their helpers fail the build by name): no bulk group is ever pending
+static inline void tlx_bulk_commit_group() {}
+template <int N> static inline void tlx_bulk_wait_group_read() {}
+static inline float tlx_bf16_to_f32(unsigned short x) { return cuemu::bf16f(x); }
 static inline void tlx_wgmma_fence() {}
 static inline void tlx_wgmma_commit_group() {}
 template <int N, int R> static inline void tlx_wgmma_wait_group(float*) {}
@@ -412,6 +468,21 @@ TLX_EMU_WGMMA_RS(32)
 TLX_EMU_WGMMA_RS(64)
 TLX_EMU_WGMMA_RS(128)
 TLX_EMU_WGMMA_RS(256)
+// both operands in shared memory (16-bit): TA / TB the transpose bits (M-major A, N-major B)
+#define TLX_EMU_WGMMA_SS(N)                                                                                  \
+  template <int TA, int TB>                                                                                 \
+  static inline void tlx_wgmma_m64n##N##k16_f32_bf16(float* d, unsigned long long da, unsigned long long db, \
+                                                     int scale_d) {                                        \
+    cuemu::wgmma(d, 0, 0, 0, 0, db, scale_d, TB, N, 0, 0, da, 1, TA);                                       \
+  }
+TLX_EMU_WGMMA_SS(16)
+TLX_EMU_WGMMA_SS(32)
+TLX_EMU_WGMMA_SS(64)
+TLX_EMU_WGMMA_SS(80)
+TLX_EMU_WGMMA_SS(96)
+TLX_EMU_WGMMA_SS(128)
+TLX_EMU_WGMMA_SS(192)
+TLX_EMU_WGMMA_SS(256)
 #define TLX_EMU_WGMMA_RS8(N, A, KA, KB)                                                                     \
   static inline void tlx_wgmma_m64n##N##k32_f32_##A##_rs(float* d, unsigned a0, unsigned a1, unsigned a2,    \
                                                         unsigned a3, unsigned long long db, int scale_d) {  \
@@ -451,6 +522,10 @@ namespace cuemu {
 // run kernel `body` on a grid of CTAs of `threads` threads
 static int run_grid(unsigned gx, unsigned gy, unsigned gz, int threads, std::function<void()> body) {
   g_error[0] = 0;                                      // (a run after a failed one starts clean)
+  if (threads > 512 || threads % 32) {
+    snprintf(g_error, sizeof g_error, "%d threads: the emulation holds up to 16 whole warps", threads);
+    return 1;
+  }
   g_threads = threads;
   g_grid = Dim3{gx, gy, gz};
   g_bdim = Dim3{(unsigned)threads, 1, 1};
@@ -474,6 +549,7 @@ static int run_grid(unsigned gx, unsigned gy, unsigned gz, int threads, std::fun
       for (unsigned x = 0; x < gx; ++x) {
         g_block = Dim3{x, y, z};
         g_bar_count = 0;
+        for (auto& nb : g_named) nb = NamedBar{};
         memset(g_warp_count, 0, sizeof g_warp_count);
         memset(g_wg_count, 0, sizeof g_wg_count);
         for (auto& b : g_mbar) b = MBar{};
