@@ -157,14 +157,20 @@ def _emulating_matmul(monkeypatch, edit=None):
     return names
 
 
-@pytest.mark.parametrize("config,shape", [("ws_256x160x64_s4_swap", (297, 520, 200)),
-                                          ("ws_256x144x64_s4_swap", (170, 300, 136)),
-                                          ("ws_128x192x64_s4_sub1", (200, 301, 136))], ids=str)
-def test_ws_gemm_cuda_text_matches_float64(config, shape, monkeypatch):
-    """The warp-specialized GEMM's CUDA text with pointer stores (no TMA store: not emulated): the
-    swapped tiles (C^T = B^T A^T, M along the tile's 144 / 160 columns: a 128 main part and its
-    tail, stored tail first) and a 128 + 64 tile on an output TMA cannot store (N = 301), with bias
-    and GELU, into a NaN-poisoned output; K off the 64-wide steps (TMA zero-fill)."""
+@pytest.mark.parametrize("config,shape,sms", [("ws_128x256x64_s4", (300, 520, 200), 132),
+                                              ("ws_256x160x64_s4_swap", (297, 520, 200), 132),
+                                              ("ws_256x144x64_s4_swap", (170, 300, 136), 132),
+                                              ("ws_128x192x64_s4_sub1", (200, 301, 136), 132),
+                                              ("ws_128x256x64_s3_sk", (300, 512, 520), 3)], ids=str)
+def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
+    """The warp-specialized GEMM's CUDA text: 128x256 tiles stored by TMA in two halves; the swapped
+    tiles (C^T = B^T A^T, M along the tile's 144 / 160 columns: a 128 main part and its tail, stored
+    through pointers, tail first); a 128 + 64 tile on an output TMA cannot store (N = 301); 256-wide
+    stream-K on 3 programs (partials published and summed in quarters, flags by atomics: the emulation
+    runs CTAs in index order, as stream-K's waits allow).  Bias and GELU, a NaN-poisoned output, K off
+    the 64-wide steps (TMA zero-fill)."""
+    monkeypatch.setattr(MM, "CPU_SMS", sms)
+    monkeypatch.setattr(MM, "_STREAM_K", {})
     names = _emulating_matmul(monkeypatch)
     assert _matmul_error(config, shape) < 8e-3
     assert names == ["gemm_ws_kernel"]

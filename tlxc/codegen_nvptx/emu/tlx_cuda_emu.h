@@ -21,7 +21,9 @@
 //   * named barriers (bar.sync / bar.arrive id, threads) count threads and open at the count; setmaxnreg
 //     is nothing; wgmma may read A from shared memory too (16-bit, K- or M-major): warp-specialized
 //     kernels of up to 16 warps run.
-// Helpers not emulated (TMA stores, tcgen05, clusters, ...) fail the host compile by name.
+//   * TMA tile stores read shared memory when a bulk wait_group retires their group (or at the CTA's
+//     end) and skip elements outside the tensor.
+// Helpers not emulated (TMA reductions, tcgen05, clusters, ...) fail the host compile by name.
 #pragma once
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -49,6 +51,7 @@ unsigned char tlx_smem[232448] __attribute__((aligned(1024)));
 namespace cuemu {
 struct Dim3 { unsigned x = 0, y = 0, z = 0; };
 enum State { READY, WAITING, DONE };
+struct TmaStore { const void* map; unsigned src; int c[5]; int rank; };   // a TMA store not yet done
 struct Thread {
   ucontext_t ctx;
   State state = DONE;
@@ -57,7 +60,10 @@ struct Thread {
   struct Copy { void* dst; unsigned char bytes[16]; };
   std::vector<std::vector<Copy>> groups;   // committed cp.async groups not waited for, oldest first
   std::vector<Copy> open;                  // copies issued since the last commit
+  std::vector<std::vector<TmaStore>> bulk; // committed bulk (TMA store) groups not waited for, oldest first
+  std::vector<TmaStore> bulk_open;         // TMA stores issued since the last bulk commit
 };
+static void tma_store_now(const TmaStore& s);
 struct WgDeposit {
   float* d;
   unsigned a[4];
@@ -86,6 +92,10 @@ static inline void yield_() { swapcontext(&g_thr[g_cur].ctx, &g_sched); }
 
 static void entry() {
   g_kernel();
+  Thread& t = g_thr[g_cur];                 // a CTA's outstanding TMA stores complete before it ends
+  for (auto& group : t.bulk) for (auto& s : group) tma_store_now(s);
+  for (auto& s : t.bulk_open) tma_store_now(s);
+  t.bulk.clear(); t.bulk_open.clear();
   g_thr[g_cur].state = DONE;
   swapcontext(&g_thr[g_cur].ctx, &g_sched);
 }
@@ -304,6 +314,26 @@ static inline void tlx_ld_global_hint_b128(const void* p, bool pred, unsigned& w
                                            unsigned& w3) { tlx_ld_global_b128(p, pred, w0, w1, w2, w3); }
 template <int SEM, int SCOPE>
 static inline int tlx_atom_add_s32(void* p, int v) { int old; memcpy(&old, p, 4); int n = old + v; memcpy(p, &n, 4); return old; }
+// exchange and compare-and-swap (sequentially consistent here); a failed compare yields, so a spin on a
+// flag no earlier CTA raised shows as "no progress" instead of hanging the host
+template <int SEM, int SCOPE>
+static inline unsigned tlx_atom_exch_b32(void* p, unsigned v) { unsigned old; memcpy(&old, p, 4); memcpy(p, &v, 4); return old; }
+template <int SEM, int SCOPE>
+static inline unsigned long long tlx_atom_exch_b64(void* p, unsigned long long v) {
+  unsigned long long old; memcpy(&old, p, 8); memcpy(p, &v, 8); return old;
+}
+template <int SEM, int SCOPE>
+static inline unsigned tlx_atom_cas_b32(void* p, unsigned cmp, unsigned v) {
+  unsigned old; memcpy(&old, p, 4);
+  if (old == cmp) memcpy(p, &v, 4); else cuemu::yield_();
+  return old;
+}
+template <int SEM, int SCOPE>
+static inline unsigned long long tlx_atom_cas_b64(void* p, unsigned long long cmp, unsigned long long v) {
+  unsigned long long old; memcpy(&old, p, 8);
+  if (old == cmp) memcpy(p, &v, 8); else cuemu::yield_();
+  return old;
+}
 static inline unsigned tlx_smem_addr(const void* p) { return cuemu::smem_off(p); }
 static inline void tlx_fence_proxy_async_shared_cta() {}
 // programmatic dependent launch: the emulation runs one grid to its end before the next starts,
@@ -425,6 +455,74 @@ static inline void tlx_tma_load(void* dst, const void* map, unsigned long long* 
   b.tx -= bytes;
   cuemu::mbar_settle(b);
 }
+// TMA stores (cp.async.bulk.tensor ... global.shared::cta.bulk_group) read shared memory at the latest
+// point the PTX allows: when a bulk wait_group retires their group, or at the CTA's end -- so a buffer
+// rewritten before its store's wait shows as wrong output; elements outside the tensor are not written
+namespace cuemu {
+static void tma_store_now(const TmaStore& st) {
+  const tlx_tensormap& m = *(const tlx_tensormap*)st.map;
+  if (st.rank != m.rank) snprintf(g_error, sizeof g_error, "tma store: %d coordinates, a rank-%d map", st.rank, m.rank);
+  int box[5] = {1, 1, 1, 1, 1};
+  for (int d = 0; d < m.rank; ++d) box[d] = m.box[d];
+  int idx[5];
+  for (idx[4] = 0; idx[4] < box[4]; ++idx[4])
+    for (idx[3] = 0; idx[3] < box[3]; ++idx[3])
+      for (idx[2] = 0; idx[2] < box[2]; ++idx[2])
+        for (idx[1] = 0; idx[1] < box[1]; ++idx[1])
+          for (idx[0] = 0; idx[0] < box[0]; ++idx[0]) {
+            bool in = true;
+            long long dst = 0;
+            for (int d = 0; d < m.rank; ++d) {
+              long long x = (long long)st.c[d] + idx[d];
+              if (x < 0 || x >= m.dims[d]) in = false;
+              dst += x * m.strides[d];
+            }
+            long long lin = (((((long long)idx[4] * box[3] + idx[3]) * box[2] + idx[2]) * box[1] + idx[1]) * box[0]
+                             + idx[0]) * m.elem;
+            unsigned a = st.src + (unsigned)lin;
+            if (m.swizzle == 128) a = swz128(a);
+            else if (m.swizzle != 0) snprintf(g_error, sizeof g_error, "tma store: swizzle %d not emulated", m.swizzle);
+            if (a + m.elem > sizeof(tlx_smem)) {
+              snprintf(g_error, sizeof g_error, "tma store: a box element lies outside shared memory");
+              return;
+            }
+            if (in) memcpy(m.base + dst, tlx_smem + a, m.elem);
+          }
+}
+static inline void tma_store(const void* map, const void* src, const int* c, int rank) {
+  TmaStore st{map, smem_off(src), {0, 0, 0, 0, 0}, rank};
+  for (int d = 0; d < rank; ++d) st.c[d] = c[d];
+  g_thr[g_cur].bulk_open.push_back(st);
+}
+}  // namespace cuemu
+static inline void tlx_bulk_commit_group() {
+  cuemu::Thread& t = cuemu::g_thr[cuemu::g_cur];
+  t.bulk.push_back(t.bulk_open);
+  t.bulk_open.clear();
+}
+template <int N> static inline void tlx_bulk_wait_group_read() {
+  cuemu::Thread& t = cuemu::g_thr[cuemu::g_cur];
+  while ((int)t.bulk.size() > N) {
+    for (auto& st : t.bulk.front()) cuemu::tma_store_now(st);
+    t.bulk.erase(t.bulk.begin());
+  }
+}
+template <int N> static inline void tlx_bulk_wait_group() { tlx_bulk_wait_group_read<N>(); }
+static inline void tlx_tma_store_1d(const void* map, const void* src, int c0) {
+  int c[1] = {c0}; cuemu::tma_store(map, src, c, 1);
+}
+static inline void tlx_tma_store_2d(const void* map, const void* src, int c0, int c1) {
+  int c[2] = {c0, c1}; cuemu::tma_store(map, src, c, 2);
+}
+static inline void tlx_tma_store_3d(const void* map, const void* src, int c0, int c1, int c2) {
+  int c[3] = {c0, c1, c2}; cuemu::tma_store(map, src, c, 3);
+}
+static inline void tlx_tma_store_4d(const void* map, const void* src, int c0, int c1, int c2, int c3) {
+  int c[4] = {c0, c1, c2, c3}; cuemu::tma_store(map, src, c, 4);
+}
+static inline void tlx_tma_store_5d(const void* map, const void* src, int c0, int c1, int c2, int c3, int c4) {
+  int c[5] = {c0, c1, c2, c3, c4}; cuemu::tma_store(map, src, c, 5);
+}
 static inline void tlx_tma_load_1d(void* dst, const void* map, unsigned long long* bar, int c0) {
   int c[1] = {c0}; tlx_tma_load(dst, map, bar, c, 1);
 }
@@ -445,9 +543,6 @@ static inline void tlx_bar_sync(unsigned id, unsigned threads) { cuemu::named_ba
 static inline void tlx_bar_arrive(unsigned id, unsigned threads) { cuemu::named_bar(id, threads, false); }
 template <int N> static inline void tlx_setmaxnreg_inc() {}
 template <int N> static inline void tlx_setmaxnreg_dec() {}
-// TMA stores are not emulated (their helpers fail the build by name): no bulk group is ever pending
-static inline void tlx_bulk_commit_group() {}
-template <int N> static inline void tlx_bulk_wait_group_read() {}
 static inline float tlx_bf16_to_f32(unsigned short x) { return cuemu::bf16f(x); }
 static inline void tlx_wgmma_fence() {}
 static inline void tlx_wgmma_commit_group() {}
@@ -557,6 +652,7 @@ static int run_grid(unsigned gx, unsigned gy, unsigned gz, int threads, std::fun
         for (int i = 0; i < threads; ++i) {
           Thread& t = g_thr[i];
           t.state = READY; t.warp_gen = 0; t.wg_gen = 0; t.groups.clear(); t.open.clear();
+          t.bulk.clear(); t.bulk_open.clear();
           getcontext(&t.ctx);
           t.ctx.uc_stack.ss_sp = t.stack; t.ctx.uc_stack.ss_size = STACK; t.ctx.uc_link = nullptr;
           makecontext(&t.ctx, entry, 0);
