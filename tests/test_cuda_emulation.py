@@ -5,6 +5,7 @@ too, and a corrupted layout conversion in that text is caught."""
 from __future__ import annotations
 
 import importlib
+import re
 
 import pytest
 import torch
@@ -198,3 +199,85 @@ def _matmul_error(config, shape):
     ref = torch.nn.functional.gelu(a.double() @ w.double().t() + bias.double())
     assert torch.isfinite(out).all(), "poison left in the output"
     return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def _emulated(kernel, grid, *args, **meta):
+    """Compile ``kernel`` for the launch and run its CUDA text on the emulation, with the thread
+    count of its ``__launch_bounds__`` (warp-specialized kernels: every task's warps)."""
+    handle = kernel.warmup(*args, grid=grid, **meta)
+    bound = kernel.signature.bind(*args, **{k: v for k, v in meta.items()
+                                            if k not in ("num_warps", "num_stages", "launch_pdl", "ctas_per_cga")})
+    bound.apply_defaults()
+    source = handle.asm["cuda"]
+    bounds = re.search(r"__launch_bounds__\((\d+)", source)
+    threads = int(bounds.group(1)) if bounds else 32 * meta.get("num_warps", 4)
+    emu.build(source).run(dict(bound.arguments), grid=grid, threads=threads)
+
+
+AF = importlib.import_module("tlxc.ops.attention")
+AB = importlib.import_module("tlxc.ops.attention_bwd")
+
+
+@pytest.mark.parametrize("D,S,causal", [(64, 200, True), (128, 300, False), (64, 384, False)], ids=str)
+def test_attention_forward_cuda_text_matches_float64(D, S, causal, monkeypatch):
+    """The attention forward's warp-specialized kernel from its CUDA text: TMA loads of Q and the
+    K/V ring, the two (three: D = 64 at S = 384) ping-ponging consumers, P V from registers, O
+    staged and TMA-stored, the LSE; S off the blocks."""
+    from tlxc.ops.kernels.attention_fwd import attn_fwd_kernel
+    monkeypatch.setattr(AF, "_launch", lambda grid, *args, **meta: _emulated(attn_fwd_kernel, grid, *args, **meta))
+    g = torch.Generator().manual_seed(D + S)
+    q, k, v = (torch.randn(1, 2, S, D, generator=g).to(torch.bfloat16) for _ in range(3))
+    o, lse = AF.attention_forward(q, k, v, causal=causal)
+    ref_o, ref_lse = AF.reference(q, k, v, causal=causal)
+    assert (o.double() - ref_o).abs().max().item() < 2e-2
+    assert (lse.double() - ref_lse).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("D,S,causal,Hkv", [(64, 200, True, 2), (128, 256, False, 1)], ids=str)
+def test_attention_backward_ws_cuda_text_matches_float64(D, S, causal, Hkv, monkeypatch):
+    """The warp-specialized backward from its CUDA text (dQ by float32 TMA reduce-adds of 128-byte
+    sub-boxes, dK / dV per item; GQA 2:1 at D = 128) against float64 autograd."""
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    kernels = []
+
+    def launch(kernel, grid, *args, **meta):
+        _emulated(kernel, grid, *args, **meta)
+        kernels.append(kernel.__name__)
+    monkeypatch.setattr(AB, "_launch", launch)
+    g = torch.Generator().manual_seed(D + S)
+    q, do = (torch.randn(1, 2, S, D, generator=g).to(torch.bfloat16) for _ in range(2))
+    k, v = (torch.randn(1, Hkv, S, D, generator=g).to(torch.bfloat16) for _ in range(2))
+    o, lse = AF.attention_forward(q, k, v, causal=causal)          # (the interpreter)
+    dq, dk, dv = AB.attention_bwd(do, q, k, v, o, lse, causal=causal, sm_scale=D ** -0.5)
+    assert kernels[-1] == "bwd_ws_kernel"
+    leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
+    AF.reference(*leaves, causal=causal)[0].backward(do.double())
+    for got, ref in zip((dq, dk, dv), leaves):
+        assert ((got.double() - ref.grad).norm() / ref.grad.norm()).item() < 1e-2
+
+
+def test_grouped_ws_gemm_cuda_text_matches_float64(monkeypatch):
+    """The grouped WS GEMM from its CUDA text: the group table kernel, then the dynamic schedule
+    (tiles drawn by an atomic counter), TMA stores inside a group and the staged stores of each
+    group's partial last row block; an empty group and one of 5 rows."""
+    G = importlib.import_module("tlxc.ops.grouped")
+
+    class Emulated:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            return lambda *args, **meta: _emulated(self.kernel, grid, *args, **meta)
+    monkeypatch.setattr(G, "group_table_kernel", Emulated(G.group_table_kernel))
+    monkeypatch.setattr(G, "grouped_gemm_ws_kernel", Emulated(G.grouped_gemm_ws_kernel))
+    monkeypatch.setattr(G, "CPU_SMS", 3)
+    sizes = [70, 0, 130, 5]
+    g = torch.Generator().manual_seed(4)
+    a = torch.randn(sum(sizes), 136, generator=g).to(torch.bfloat16)
+    w = torch.randn(len(sizes), 520, 136, generator=g).to(torch.bfloat16)
+    out = G.grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes, dtype=torch.int32),
+                           config="gws_128x256x64_s4_e16d")
+    starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    ref = torch.cat([a[starts[i]:starts[i + 1]].double() @ w[i].double().t() for i in range(len(sizes))])
+    assert torch.isfinite(out).all()
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 8e-3

@@ -75,10 +75,11 @@ def _tensormap(desc) -> _TensorMap:
     rank = len(desc.shape)
     m = _TensorMap()
     m.base = desc.base.data_ptr()
-    for d in range(rank):
+    box = desc.ir_type().copy_box         # the encoded boxDim: a box wider than its swizzle span is copied
+    for d in range(rank):                 # as span-wide sub-boxes, one copy each (descriptors.py)
         m.dims[d] = desc.shape[rank - 1 - d]
         m.strides[d] = desc.strides[rank - 1 - d] * elem
-        m.box[d] = desc.block_shape[rank - 1 - d]
+        m.box[d] = box[rank - 1 - d]
     m.rank, m.elem, m.swizzle = rank, elem, desc.swizzle
     return m
 

@@ -21,9 +21,9 @@
 //   * named barriers (bar.sync / bar.arrive id, threads) count threads and open at the count; setmaxnreg
 //     is nothing; wgmma may read A from shared memory too (16-bit, K- or M-major): warp-specialized
 //     kernels of up to 16 warps run.
-//   * TMA tile stores read shared memory when a bulk wait_group retires their group (or at the CTA's
-//     end) and skip elements outside the tensor.
-// Helpers not emulated (TMA reductions, tcgen05, clusters, ...) fail the host compile by name.
+//   * TMA tile stores (and float32 reduce-adds) read shared memory when a bulk wait_group retires their
+//     group (or at the CTA's end) and skip elements outside the tensor.
+// Helpers not emulated (other TMA reductions, tcgen05, clusters, ...) fail the host compile by name.
 #pragma once
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -51,7 +51,8 @@ unsigned char tlx_smem[232448] __attribute__((aligned(1024)));
 namespace cuemu {
 struct Dim3 { unsigned x = 0, y = 0, z = 0; };
 enum State { READY, WAITING, DONE };
-struct TmaStore { const void* map; unsigned src; int c[5]; int rank; };   // a TMA store not yet done
+struct TmaStore { const void* map; unsigned src; int c[5]; int rank, add; };   // a TMA store (add: a float32
+                                                                               // reduce-add) not yet done
 struct Thread {
   ucontext_t ctx;
   State state = DONE;
@@ -486,11 +487,22 @@ static void tma_store_now(const TmaStore& st) {
               snprintf(g_error, sizeof g_error, "tma store: a box element lies outside shared memory");
               return;
             }
-            if (in) memcpy(m.base + dst, tlx_smem + a, m.elem);
+            if (!in) continue;
+            if (!st.add) {
+              memcpy(m.base + dst, tlx_smem + a, m.elem);
+            } else if (m.elem == 4) {
+              float x, y;
+              memcpy(&x, m.base + dst, 4); memcpy(&y, tlx_smem + a, 4);
+              x += y;
+              memcpy(m.base + dst, &x, 4);
+            } else {
+              snprintf(g_error, sizeof g_error, "tma reduce-add: only float32 elements are emulated");
+              return;
+            }
           }
 }
-static inline void tma_store(const void* map, const void* src, const int* c, int rank) {
-  TmaStore st{map, smem_off(src), {0, 0, 0, 0, 0}, rank};
+static inline void tma_store(const void* map, const void* src, const int* c, int rank, int add = 0) {
+  TmaStore st{map, smem_off(src), {0, 0, 0, 0, 0}, rank, add};
   for (int d = 0; d < rank; ++d) st.c[d] = c[d];
   g_thr[g_cur].bulk_open.push_back(st);
 }
@@ -522,6 +534,18 @@ static inline void tlx_tma_store_4d(const void* map, const void* src, int c0, in
 }
 static inline void tlx_tma_store_5d(const void* map, const void* src, int c0, int c1, int c2, int c3, int c4) {
   int c[5] = {c0, c1, c2, c3, c4}; cuemu::tma_store(map, src, c, 5);
+}
+static inline void tlx_tma_reduce_add_1d(const void* map, const void* src, int c0) {
+  int c[1] = {c0}; cuemu::tma_store(map, src, c, 1, 1);
+}
+static inline void tlx_tma_reduce_add_2d(const void* map, const void* src, int c0, int c1) {
+  int c[2] = {c0, c1}; cuemu::tma_store(map, src, c, 2, 1);
+}
+static inline void tlx_tma_reduce_add_3d(const void* map, const void* src, int c0, int c1, int c2) {
+  int c[3] = {c0, c1, c2}; cuemu::tma_store(map, src, c, 3, 1);
+}
+static inline void tlx_tma_reduce_add_4d(const void* map, const void* src, int c0, int c1, int c2, int c3) {
+  int c[4] = {c0, c1, c2, c3}; cuemu::tma_store(map, src, c, 4, 1);
 }
 static inline void tlx_tma_load_1d(void* dst, const void* map, unsigned long long* bar, int c0) {
   int c[1] = {c0}; tlx_tma_load(dst, map, bar, c, 1);
