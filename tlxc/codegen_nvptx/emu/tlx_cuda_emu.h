@@ -417,16 +417,13 @@ static inline bool tlx_mbarrier_try_wait_parity(unsigned long long* bar, unsigne
 static inline void tlx_mbarrier_wait(unsigned long long* bar, unsigned phase) {
   while (!tlx_mbarrier_try_wait_parity(bar, phase)) cuemu::yield_();
 }
-static inline void tlx_tma_load(void* dst, const void* map, unsigned long long* bar, const int* c, int rank) {
-  const tlx_tensormap& m = *(const tlx_tensormap*)map;
-  if (rank != m.rank) snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: %d coordinates, a rank-%d map", rank, m.rank);
-  if ((long long)c[0] * m.elem % 16)      // the GPU: an illegal instruction
-    snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: the box starts at innermost coordinate %d (%lld bytes), "
-             "not a 16-byte multiple", c[0], (long long)c[0] * m.elem);
+namespace cuemu {
+// every element of map m's box at coordinates c: fn(inside the tensor, its global byte offset, its
+// shared-memory address from `off`, swizzled); false, with g_error set, once one lies outside shared memory
+template <class F>
+static bool tma_box_walk(const tlx_tensormap& m, const int* c, unsigned off, const char* what, F fn) {
   int box[5] = {1, 1, 1, 1, 1};
   for (int d = 0; d < m.rank; ++d) box[d] = m.box[d];
-  unsigned off = cuemu::smem_off(dst);
-  long long bytes = 0;
   int idx[5];
   for (idx[4] = 0; idx[4] < box[4]; ++idx[4])
     for (idx[3] = 0; idx[3] < box[3]; ++idx[3])
@@ -434,24 +431,38 @@ static inline void tlx_tma_load(void* dst, const void* map, unsigned long long* 
         for (idx[1] = 0; idx[1] < box[1]; ++idx[1])
           for (idx[0] = 0; idx[0] < box[0]; ++idx[0]) {
             bool in = true;
-            long long src = 0;
+            long long g = 0;
             for (int d = 0; d < m.rank; ++d) {
               long long x = (long long)c[d] + idx[d];
               if (x < 0 || x >= m.dims[d]) in = false;
-              src += x * m.strides[d];
+              g += x * m.strides[d];
             }
             long long lin = (((((long long)idx[4] * box[3] + idx[3]) * box[2] + idx[2]) * box[1] + idx[1]) * box[0]
                              + idx[0]) * m.elem;
             unsigned a = off + (unsigned)lin;
-            if (m.swizzle == 128) a = cuemu::swz128(a);
-            else if (m.swizzle != 0) snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: swizzle %d not emulated", m.swizzle);
+            if (m.swizzle == 128) a = swz128(a);
+            else if (m.swizzle != 0) snprintf(g_error, sizeof g_error, "%s: swizzle %d not emulated", what, m.swizzle);
             if (a + m.elem > sizeof(tlx_smem)) {
-              snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: a box element lands outside shared memory");
-              return;
+              snprintf(g_error, sizeof g_error, "%s: a box element lies outside shared memory", what);
+              return false;
             }
-            if (in) memcpy(tlx_smem + a, m.base + src, m.elem); else memset(tlx_smem + a, 0, m.elem);
-            bytes += m.elem;
+            fn(in, g, a);
           }
+  return true;
+}
+}  // namespace cuemu
+static inline void tlx_tma_load(void* dst, const void* map, unsigned long long* bar, const int* c, int rank) {
+  const tlx_tensormap& m = *(const tlx_tensormap*)map;
+  if (rank != m.rank) snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: %d coordinates, a rank-%d map", rank, m.rank);
+  if ((long long)c[0] * m.elem % 16)      // the GPU: an illegal instruction
+    snprintf(cuemu::g_error, sizeof cuemu::g_error, "tma: the box starts at innermost coordinate %d (%lld bytes), "
+             "not a 16-byte multiple", c[0], (long long)c[0] * m.elem);
+  long long bytes = 0;
+  if (!cuemu::tma_box_walk(m, c, cuemu::smem_off(dst), "tma", [&](bool in, long long src, unsigned a) {
+        if (in) memcpy(tlx_smem + a, m.base + src, m.elem); else memset(tlx_smem + a, 0, m.elem);
+        bytes += m.elem;
+      }))
+    return;
   cuemu::MBar& b = cuemu::mbar(bar);
   b.tx -= bytes;
   cuemu::mbar_settle(b);
@@ -463,43 +474,21 @@ namespace cuemu {
 static void tma_store_now(const TmaStore& st) {
   const tlx_tensormap& m = *(const tlx_tensormap*)st.map;
   if (st.rank != m.rank) snprintf(g_error, sizeof g_error, "tma store: %d coordinates, a rank-%d map", st.rank, m.rank);
-  int box[5] = {1, 1, 1, 1, 1};
-  for (int d = 0; d < m.rank; ++d) box[d] = m.box[d];
-  int idx[5];
-  for (idx[4] = 0; idx[4] < box[4]; ++idx[4])
-    for (idx[3] = 0; idx[3] < box[3]; ++idx[3])
-      for (idx[2] = 0; idx[2] < box[2]; ++idx[2])
-        for (idx[1] = 0; idx[1] < box[1]; ++idx[1])
-          for (idx[0] = 0; idx[0] < box[0]; ++idx[0]) {
-            bool in = true;
-            long long dst = 0;
-            for (int d = 0; d < m.rank; ++d) {
-              long long x = (long long)st.c[d] + idx[d];
-              if (x < 0 || x >= m.dims[d]) in = false;
-              dst += x * m.strides[d];
-            }
-            long long lin = (((((long long)idx[4] * box[3] + idx[3]) * box[2] + idx[2]) * box[1] + idx[1]) * box[0]
-                             + idx[0]) * m.elem;
-            unsigned a = st.src + (unsigned)lin;
-            if (m.swizzle == 128) a = swz128(a);
-            else if (m.swizzle != 0) snprintf(g_error, sizeof g_error, "tma store: swizzle %d not emulated", m.swizzle);
-            if (a + m.elem > sizeof(tlx_smem)) {
-              snprintf(g_error, sizeof g_error, "tma store: a box element lies outside shared memory");
-              return;
-            }
-            if (!in) continue;
-            if (!st.add) {
-              memcpy(m.base + dst, tlx_smem + a, m.elem);
-            } else if (m.elem == 4) {
-              float x, y;
-              memcpy(&x, m.base + dst, 4); memcpy(&y, tlx_smem + a, 4);
-              x += y;
-              memcpy(m.base + dst, &x, 4);
-            } else {
-              snprintf(g_error, sizeof g_error, "tma reduce-add: only float32 elements are emulated");
-              return;
-            }
-          }
+  if (st.add && m.elem != 4) {
+    snprintf(g_error, sizeof g_error, "tma reduce-add: only float32 elements are emulated");
+    return;
+  }
+  tma_box_walk(m, st.c, st.src, "tma store", [&](bool in, long long dst, unsigned a) {
+    if (!in) return;
+    if (!st.add) {
+      memcpy(m.base + dst, tlx_smem + a, m.elem);
+      return;
+    }
+    float x, y;
+    memcpy(&x, m.base + dst, 4); memcpy(&y, tlx_smem + a, 4);
+    x += y;
+    memcpy(m.base + dst, &x, 4);
+  });
 }
 static inline void tma_store(const void* map, const void* src, const int* c, int rank, int add = 0) {
   TmaStore st{map, smem_off(src), {0, 0, 0, 0, 0}, rank, add};
