@@ -159,12 +159,14 @@ def _emulating_matmul(monkeypatch, edit=None):
 
 
 @pytest.mark.parametrize("config,shape,sms", [("ws_128x256x64_s4", (300, 520, 200), 132),
+                                              ("ws_128x256x64_s4", (304, 520, 200, "transposed"), 132),
                                               ("ws_256x160x64_s4_swap", (297, 520, 200), 132),
                                               ("ws_256x144x64_s4_swap", (170, 300, 136), 132),
                                               ("ws_128x192x64_s4_sub1", (200, 301, 136), 132),
                                               ("ws_128x256x64_s3_sk", (300, 512, 520), 3)], ids=str)
 def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
-    """The warp-specialized GEMM's CUDA text: 128x256 tiles stored by TMA in two halves; the swapped
+    """The warp-specialized GEMM's CUDA text: 128x256 tiles stored by TMA in two halves (also with an
+    M-major A and an N-major B: both wgmma transpose bits); the swapped
     tiles (C^T = B^T A^T, M along the tile's 144 / 160 columns: a 128 main part and its tail, stored
     through pointers, tail first); a 128 + 64 tile on an output TMA cannot store (N = 301); 256-wide
     stream-K on 3 programs (partials published and summed in quarters, flags by atomics: the emulation
@@ -189,14 +191,16 @@ def test_a_wrong_transpose_bit_is_caught(monkeypatch):
 def _matmul_error(config, shape):
     """The relative error of ``gelu(a @ w.t() + bias)`` through ``config`` against float64 math
     (a NaN-poisoned output: poison left fails)."""
-    M, N, K = shape
+    M, N, K, *transposed = shape
     g = torch.Generator().manual_seed(M + N)
     a = torch.randn(M, K, generator=g).to(torch.bfloat16)
-    w = torch.randn(N, K, generator=g).to(torch.bfloat16)
+    b = torch.randn(N, K, generator=g).to(torch.bfloat16).t()                 # K-major (w.t())
+    if transposed:                                    # M-major A, N-major B
+        a, b = a.t().contiguous().t(), b.contiguous()
     bias = torch.randn(N, generator=g).to(torch.bfloat16)
     out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
-    MM.matmul(a, w.t(), out, bias=bias, activation="gelu", config=config)
-    ref = torch.nn.functional.gelu(a.double() @ w.double().t() + bias.double())
+    MM.matmul(a, b, out, bias=bias, activation="gelu", config=config)
+    ref = torch.nn.functional.gelu(a.double() @ b.double() + bias.double())
     assert torch.isfinite(out).all(), "poison left in the output"
     return ((out.double() - ref).norm() / ref.norm()).item()
 
