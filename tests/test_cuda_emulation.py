@@ -149,10 +149,11 @@ def _emulating_matmul(monkeypatch, edit=None):
     def launch(kernel, grid, *args, **meta):
         handle = kernel.warmup(*args, grid=grid, **meta)
         bound = kernel.signature.bind(*args, **{k: v for k, v in meta.items()
-                                                if k not in ("num_warps", "launch_pdl", "ctas_per_cga")})
+                                                if k not in ("num_warps", "num_stages", "launch_pdl", "ctas_per_cga")})
         bound.apply_defaults()
         source = handle.asm["cuda"] if edit is None else edit(handle.asm["cuda"])
-        emu.build(source).run(dict(bound.arguments), grid=grid, threads=128 * (meta["NUM_CONSUMERS"] + 1))
+        threads = 128 * (meta["NUM_CONSUMERS"] + 1) if "NUM_CONSUMERS" in meta else 32 * meta["num_warps"]
+        emu.build(source).run(dict(bound.arguments), grid=(*grid, 1, 1)[:3], threads=threads)
         names.append(kernel.__name__)
     monkeypatch.setattr(MM, "_launch", launch)
     return names
@@ -163,12 +164,16 @@ def _emulating_matmul(monkeypatch, edit=None):
                                               ("ws_256x160x64_s4_swap", (297, 520, 200), 132),
                                               ("ws_256x144x64_s4_swap", (170, 300, 136), 132),
                                               ("ws_128x192x64_s4_sub1", (200, 301, 136), 132),
+                                              ("ws_128x80x64_s6_sub1", (200, 264, 520), 132),
+                                              ("dot_128x128x64_s3_w4_k2", (200, 264, 520), 132),
                                               ("ws_128x256x64_s3_sk", (300, 512, 520), 3)], ids=str)
 def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
     """The warp-specialized GEMM's CUDA text: 128x256 tiles stored by TMA in two halves (also with an
     M-major A and an N-major B: both wgmma transpose bits); the swapped
     tiles (C^T = B^T A^T, M along the tile's 144 / 160 columns: a 128 main part and its tail, stored
-    through pointers, tail first); a 128 + 64 tile on an output TMA cannot store (N = 301); 256-wide
+    through pointers, tail first); a 128 + 64 tile on an output TMA cannot store (N = 301); a 64 + 16
+    tile whose tail's TMA store swizzles 32 bytes; the pointer kernel (cp.async ring, wgmma) split in
+    two with its fix-up by the tile's last split; 256-wide
     stream-K on 3 programs (partials published and summed in quarters, flags by atomics: the emulation
     runs CTAs in index order, as stream-K's waits allow).  Bias and GELU, a NaN-poisoned output, K off
     the 64-wide steps (TMA zero-fill)."""
@@ -176,7 +181,7 @@ def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
     monkeypatch.setattr(MM, "_STREAM_K", {})
     names = _emulating_matmul(monkeypatch)
     assert _matmul_error(config, shape) < 8e-3
-    assert names == ["gemm_ws_kernel"]
+    assert names == ["gemm_dot_kernel" if config.startswith("dot") else "gemm_ws_kernel"]
 
 
 def test_a_wrong_transpose_bit_is_caught(monkeypatch):

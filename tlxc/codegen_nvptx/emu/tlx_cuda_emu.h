@@ -21,6 +21,7 @@
 //   * named barriers (bar.sync / bar.arrive id, threads) count threads and open at the count; setmaxnreg
 //     is nothing; wgmma may read A from shared memory too (16-bit, K- or M-major): warp-specialized
 //     kernels of up to 16 warps run.
+//   * TMA copies swizzle 128, 64 or 32 bytes (wgmma reads 128-byte-swizzled operands only).
 //   * TMA tile stores (and float32 reduce-adds) read shared memory when a bulk wait_group retires their
 //     group (or at the CTA's end) and skip elements outside the tensor.
 // Helpers not emulated (other TMA reductions, tcgen05, clusters, ...) fail the host compile by name.
@@ -141,6 +142,9 @@ static inline const unsigned long long* warp_exchange(unsigned long long v) {
 
 static inline unsigned smem_off(const void* p) { return (unsigned)((const unsigned char*)p - tlx_smem); }
 static inline unsigned swz128(unsigned a) { return a ^ (((a >> 7) & 7) << 4); }
+// the TMA swizzles: the 16-byte chunk index (bits 4..) XOR the 128-byte row index (bits 7..), over
+// 3 / 2 / 1 bits for the 128 / 64 / 32-byte modes
+static inline unsigned swz(unsigned a, int bytes) { return a ^ (((a >> 7) & (unsigned)(bytes / 16 - 1)) << 4); }
 static inline float bf16f(unsigned short h) { unsigned u = (unsigned)h << 16; float f; memcpy(&f, &u, 4); return f; }
 // an 8-bit float: e4m3 (bias 7, no infinities, S.1111.111 NaN) or e5m2 (bias 15, IEEE-like)
 static inline float fp8f(unsigned char x, int e5m2) {
@@ -440,7 +444,7 @@ static bool tma_box_walk(const tlx_tensormap& m, const int* c, unsigned off, con
             long long lin = (((((long long)idx[4] * box[3] + idx[3]) * box[2] + idx[2]) * box[1] + idx[1]) * box[0]
                              + idx[0]) * m.elem;
             unsigned a = off + (unsigned)lin;
-            if (m.swizzle == 128) a = swz128(a);
+            if (m.swizzle == 128 || m.swizzle == 64 || m.swizzle == 32) a = swz(a, m.swizzle);
             else if (m.swizzle != 0) snprintf(g_error, sizeof g_error, "%s: swizzle %d not emulated", what, m.swizzle);
             if (a + m.elem > sizeof(tlx_smem)) {
               snprintf(g_error, sizeof g_error, "%s: a box element lies outside shared memory", what);
@@ -557,6 +561,7 @@ static inline void tlx_bar_arrive(unsigned id, unsigned threads) { cuemu::named_
 template <int N> static inline void tlx_setmaxnreg_inc() {}
 template <int N> static inline void tlx_setmaxnreg_dec() {}
 static inline float tlx_bf16_to_f32(unsigned short x) { return cuemu::bf16f(x); }
+template <typename T> static inline T* tlx_opaque_pointer(T* p) { return p; }   // (a hint to the device compiler)
 static inline void tlx_wgmma_fence() {}
 static inline void tlx_wgmma_commit_group() {}
 template <int N, int R> static inline void tlx_wgmma_wait_group(float*) {}
