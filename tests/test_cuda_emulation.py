@@ -227,25 +227,28 @@ AF = importlib.import_module("tlxc.ops.attention")
 AB = importlib.import_module("tlxc.ops.attention_bwd")
 
 
-@pytest.mark.parametrize("D,S,causal", [(64, 200, True), (128, 300, False), (64, 384, False)], ids=str)
-def test_attention_forward_cuda_text_matches_float64(D, S, causal, monkeypatch):
+@pytest.mark.parametrize("D,S,causal,softcap", [(64, 200, True, None), (128, 300, False, None), (64, 384, False, None),
+                                                (128, 200, False, 20.0)], ids=str)
+def test_attention_forward_cuda_text_matches_float64(D, S, causal, softcap, monkeypatch):
     """The attention forward's warp-specialized kernel from its CUDA text: TMA loads of Q and the
     K/V ring, the two (three: D = 64 at S = 384) ping-ponging consumers, P V from registers, O
-    staged and TMA-stored, the LSE; S off the blocks."""
+    staged and TMA-stored, the LSE; S off the blocks; softcapping (the kernel's own
+    ``tanh.approx.f32``, made host C by the emulation)."""
     from tlxc.ops.kernels.attention_fwd import attn_fwd_kernel
     monkeypatch.setattr(AF, "_launch", lambda grid, *args, **meta: _emulated(attn_fwd_kernel, grid, *args, **meta))
     g = torch.Generator().manual_seed(D + S)
     q, k, v = (torch.randn(1, 2, S, D, generator=g).to(torch.bfloat16) for _ in range(3))
-    o, lse = AF.attention_forward(q, k, v, causal=causal)
-    ref_o, ref_lse = AF.reference(q, k, v, causal=causal)
+    o, lse = AF.attention_forward(q, k, v, causal=causal, softcap=softcap)
+    ref_o, ref_lse = AF.reference(q, k, v, causal=causal, softcap=softcap)
     assert (o.double() - ref_o).abs().max().item() < 2e-2
     assert (lse.double() - ref_lse).abs().max().item() < 1e-4
 
 
-@pytest.mark.parametrize("D,S,causal,Hkv", [(64, 200, True, 2), (128, 256, False, 1)], ids=str)
-def test_attention_backward_ws_cuda_text_matches_float64(D, S, causal, Hkv, monkeypatch):
+@pytest.mark.parametrize("D,S,causal,Hkv,softcap", [(64, 200, True, 2, None), (128, 256, False, 1, None),
+                                                     (64, 200, True, 2, 15.0)], ids=str)
+def test_attention_backward_ws_cuda_text_matches_float64(D, S, causal, Hkv, softcap, monkeypatch):
     """The warp-specialized backward from its CUDA text (dQ by float32 TMA reduce-adds of 128-byte
-    sub-boxes, dK / dV per item; GQA 2:1 at D = 128) against float64 autograd."""
+    sub-boxes, dK / dV per item; GQA 2:1 at D = 128; softcapping) against float64 autograd."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
     kernels = []
 
@@ -256,11 +259,11 @@ def test_attention_backward_ws_cuda_text_matches_float64(D, S, causal, Hkv, monk
     g = torch.Generator().manual_seed(D + S)
     q, do = (torch.randn(1, 2, S, D, generator=g).to(torch.bfloat16) for _ in range(2))
     k, v = (torch.randn(1, Hkv, S, D, generator=g).to(torch.bfloat16) for _ in range(2))
-    o, lse = AF.attention_forward(q, k, v, causal=causal)          # (the interpreter)
-    dq, dk, dv = AB.attention_bwd(do, q, k, v, o, lse, causal=causal, sm_scale=D ** -0.5)
+    o, lse = AF.attention_forward(q, k, v, causal=causal, softcap=softcap)          # (the interpreter)
+    dq, dk, dv = AB.attention_bwd(do, q, k, v, o, lse, causal=causal, sm_scale=D ** -0.5, softcap=softcap)
     assert kernels[-1] == "bwd_ws_kernel"
     leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
-    AF.reference(*leaves, causal=causal)[0].backward(do.double())
+    AF.reference(*leaves, causal=causal, softcap=softcap)[0].backward(do.double())
     for got, ref in zip((dq, dk, dv), leaves):
         assert ((got.double() - ref.grad).norm() / ref.grad.norm()).item() < 1e-2
 

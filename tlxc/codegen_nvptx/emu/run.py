@@ -113,12 +113,31 @@ class EmulatedKernel:
             raise EmulationError(f"{self.name}: {self.lib.tlx_cuemu_error().decode()}")
 
 
+# A kernel's own PTX (``tl.inline_asm_elementwise``) cannot go through the host assembler: the
+# single-instruction forms the project's kernels use become host C (float in, float out, through the
+# registers' bits as the asm's "r" operands carry them)
+_INLINE_PTX = {"tanh.approx.f32": "tanhf"}
+_INLINE_ASM = re.compile(r'asm(?: volatile)?\("(?P<op>[\w.]+) %0, %1;" : "=(?P<c>[rf])"\((?P<out>.+?)\) : '
+                         r'"(?P=c)"\((?P<arg>.+?)\)\);')
+
+
+def _host_inline_ptx(body: str) -> str:
+    def host(m: re.Match) -> str:
+        fn = _INLINE_PTX.get(m.group("op"))
+        if fn is None:
+            return m.group(0)                  # (left as it is: the host compile names it)
+        if m.group("c") == "f":
+            return f'{m.group("out")} = {fn}({m.group("arg")});'
+        return f'{m.group("out")} = __float_as_uint({fn}(__uint_as_float({m.group("arg")})));'
+    return _INLINE_ASM.sub(host, body)
+
+
 def build(source: str) -> EmulatedKernel:
     """Compile the kernel of ``source`` (generated CUDA, its helper prelude cut off) against the
     emulation header; cached by content."""
     name, params = kernel_signature(source)
     body = source[source.index('extern "C" __global__'):]
-    body = "".join(HELPERS[h] + "\n" for h in PLAIN_C_HELPERS if h + "(" in body) + body
+    body = "".join(HELPERS[h] + "\n" for h in PLAIN_C_HELPERS if h + "(" in body) + _host_inline_ptx(body)
     unpack = ", ".join(f"*({t}*)argv[{i}]" for i, (t, _) in enumerate(params))
     text = (f"{body}\n"
             f'extern "C" int tlx_cuemu_run(void** argv, unsigned gx, unsigned gy, unsigned gz, int threads) {{\n'
