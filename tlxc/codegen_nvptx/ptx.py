@@ -6,6 +6,8 @@ calls.  The CUDA target emits only the helpers a kernel uses, in a fixed order.
 """
 from __future__ import annotations
 
+import re
+
 HELPERS: dict[str, str] = {}
 DEPENDS: dict[str, tuple[str, ...]] = {}
 
@@ -715,6 +717,13 @@ def user_inline_asm(asm: str, outputs: list[tuple[str, str]], inputs: list[tuple
     keyword = "asm volatile" if volatile else "asm"
     clauses = f" : {outs}" + (f" : {ins}" if ins else "")
     return f"{keyword}({_c_string(_cuda_operands(asm))}{clauses});"
+
+
+# What ``user_inline_asm`` renders for a one-instruction asm of one operand in and one out,
+# ``asm("op %0, %1;" : "=c"(out) : "c"(arg));`` (c: r or f): the CPU emulation reads these back
+# (codegen_nvptx/emu/run.py) to run the instructions it knows as host C.
+USER_ASM_UNARY = re.compile(r'asm(?: volatile)?\("(?P<op>[\w.]+) %0, %1;" : "=(?P<c>[rf])"\((?P<out>.+?)\) : '
+                            r'"(?P=c)"\((?P<arg>.+?)\)\);')
 
 
 @helper("tlx_mbarrier_complete_tx", "tlx_smem_addr")

@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..ptx import HELPERS
+from ..ptx import HELPERS, USER_ASM_UNARY
 
 HEADER = Path(__file__).with_name("tlx_cuda_emu.h")
 # helpers the generator writes in plain CUDA C (no inline PTX): compiled on the host as they are
@@ -114,11 +114,9 @@ class EmulatedKernel:
 
 
 # A kernel's own PTX (``tl.inline_asm_elementwise``) cannot go through the host assembler: the
-# single-instruction forms the project's kernels use become host C (float in, float out, through the
-# registers' bits as the asm's "r" operands carry them)
+# one-instruction, one-operand forms the project's kernels use (``ptx.USER_ASM_UNARY`` finds them) become
+# host C, float in and out ("f" operands, or "r" ones carrying a float's bits)
 _INLINE_PTX = {"tanh.approx.f32": "tanhf"}
-_INLINE_ASM = re.compile(r'asm(?: volatile)?\("(?P<op>[\w.]+) %0, %1;" : "=(?P<c>[rf])"\((?P<out>.+?)\) : '
-                         r'"(?P=c)"\((?P<arg>.+?)\)\);')
 
 
 def _host_inline_ptx(body: str) -> str:
@@ -129,7 +127,7 @@ def _host_inline_ptx(body: str) -> str:
         if m.group("c") == "f":
             return f'{m.group("out")} = {fn}({m.group("arg")});'
         return f'{m.group("out")} = __float_as_uint({fn}(__uint_as_float({m.group("arg")})));'
-    return _INLINE_ASM.sub(host, body)
+    return USER_ASM_UNARY.sub(host, body)
 
 
 def build(source: str) -> EmulatedKernel:
