@@ -103,7 +103,8 @@ WS_DYNAMIC = {False: False, True: False}
 # list-scheduled; k > 0, ceil(items / k) programs of about k items each, which the block scheduler hands
 # to SMs as they free up (within a program an item's K / V load still overlaps the previous item's
 # dK / dV stores, and the hardware still balances the programs: what the one-per-SM table lost without
-# a mask).  Session 20, not measured on the GPU yet: the bench column ``tlxc_ws_p2`` (k = 2, no mask)
+# a mask).  H200, session 21 (bench column ``tlxc_ws_p2``, k = 2, no mask): 0.955x the default's speed
+# over 12 cases, as the one-per-SM table (0.952x): off
 WS_PROGRAM_ITEMS = {False: 0, True: 0}
 WS_ITEM_COST = 4                   # the schedule's cost of an item beyond its tiles, in tiles (K/V, fill, stores)
 TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}

@@ -220,7 +220,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         # eager calls on plain tensors skip the op's dispatch as the 16-bit ones do (it has no autograd:
         # inputs that require grad keep the op, whose backward refuses)
         eager = _eager(q, k, v, cu_seqlens_q, cu_seqlens_k, *descales) and \
-            not any(t.requires_grad for t in (q, k, v) if isinstance(t, torch.Tensor))
+            not (q.requires_grad or k.requires_grad or v.requires_grad)
         o, lse = (_attention_fp8_impl if eager else attention_fp8_op)(
             q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, left, right, cap,
             *descales, out_dtype)

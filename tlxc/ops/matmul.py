@@ -16,7 +16,6 @@ problem key on the GPU and keeps the fastest in ``cache_dir()/ops/matmul.json``.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import statistics
@@ -154,9 +153,7 @@ def _release(descs: dict | None) -> None:
 
 def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, descs: dict | None = None) -> None:
     if c.swap:          # C^T [N, M] = B^T [N, K] @ A^T [K, M]: the kernel's A is b^T, its B a^T, its C out^T
-        a, b, out = b.t(), a.t(), out.t()         # (C^T's rows are contiguous: stored through pointers)
-        p = dataclasses.replace(p, M=p.N, N=p.M, a_kmajor=p.b_kmajor, b_kmajor=p.a_kmajor, tma_a=p.tma_b,
-                                tma_b=p.tma_a, tma_c=False)
+        a, b, out, p = b.t(), a.t(), out.t(), cfgs.swapped(p)     # (C^T's rows are contiguous: pointer stores)
     half_m = c.bm // c.consumers                  # each consumer's rows
     box_cols = 128 // p.elt                       # one 128-byte swizzle span of operand elements
     if not p.tma_a:                               # staging: aligned copies TMA can read

@@ -21,6 +21,7 @@ stores an output TMA cannot describe through pointers; fp8 needs K-major operand
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -395,6 +396,15 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
     if M * max(p.K, 1) >= 2 ** 31 or p.N * max(p.K, 1) >= 2 ** 31 or p.M * p.N >= 2 ** 31:
         return "32-bit offsets"
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def swapped(p: Problem) -> Problem:
+    """The problem of ``C^T = B^T A^T`` (a swapped configuration's kernel): M and N exchanged, A's
+    facts B's and B's A's, C^T's rows contiguous, so no TMA store.  Cached: it is asked on every
+    launch of a swapped configuration."""
+    return dataclasses.replace(p, M=p.N, N=p.M, a_kmajor=p.b_kmajor, b_kmajor=p.a_kmajor, tma_a=p.tma_b,
+                               tma_b=p.tma_a, tma_c=False)
 
 
 def candidates(p: Problem) -> list[GemmConfig]:
