@@ -164,7 +164,8 @@ def _emulating_matmul(monkeypatch, edit=None):
                                               ("ws_256x160x64_s4_swap", (297, 520, 200), 132),
                                               ("ws_256x144x64_s4_swap", (170, 300, 136), 132),
                                               ("ws_128x192x64_s4_sub1", (200, 301, 136), 132),
-                                              ("ws_128x80x64_s6_sub1", (200, 264, 520), 132),
+                                              ("ws_128x80x64_s6_sub1", (200, 264, 520, "transposed"), 132),
+                                              ("dot_64x32x128_s8_w4", (200, 264, 520, "transposed"), 132),
                                               ("dot_128x128x64_s3_w4_k2", (200, 264, 520), 132),
                                               ("ws_128x256x64_s3_sk", (300, 512, 520), 3)], ids=str)
 def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
@@ -172,7 +173,8 @@ def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
     M-major A and an N-major B: both wgmma transpose bits); the swapped
     tiles (C^T = B^T A^T, M along the tile's 144 / 160 columns: a 128 main part and its tail, stored
     through pointers, tail first); a 128 + 64 tile on an output TMA cannot store (N = 301); a 64 + 16
-    tile whose tail's TMA store swizzles 32 bytes; the pointer kernel (cp.async ring, wgmma) split in
+    tile whose tail's TMA store swizzles 32 bytes, on an N-major B (the tail's wgmma reads 32-byte-swizzled
+    rows); a 64x32 pointer tile on an N-major B (64-byte-swizzled rows); the pointer kernel (cp.async ring, wgmma) split in
     two with its fix-up by the tile's last split; 256-wide
     stream-K on 3 programs (partials published and summed in quarters, flags by atomics: the emulation
     runs CTAs in index order, as stream-K's waits allow).  Bias and GELU, a NaN-poisoned output, K off

@@ -2,18 +2,18 @@
 // checks of the CUDA code generator without a GPU (codegen_nvptx/emu/run.py).  The kernel text is
 // compiled unchanged by the host g++; the prelude of tlx_* helpers that the generator writes with
 // inline PTX is cut off (run.py) and replaced by the host implementations below, written from the
-// PTX ISA (wgmma fragment layouts, matrix descriptors, the 128-byte swizzle, cp.async zero-fill).
+// PTX ISA (wgmma fragment layouts, matrix descriptors, the swizzles, cp.async zero-fill).
 // Model:
 //   * one CTA at a time; its threads are fibers (ucontext) on one OS thread, switched only at CTA
 //     barriers, warp operations (shuffles, __syncwarp) and warpgroup operations (wgmma);
 //   * cp.async reads its source at issue and writes shared memory only when a wait_group retires
 //     its group (a read of the buffer before that sees the old bytes); shared memory starts as 0xA5;
 //   * wgmma computes when the whole warpgroup has issued it, from every thread's A fragment and the
-//     descriptor's shared-memory B (128-byte swizzle only), into each thread's accumulator.
+//     descriptor's shared-memory B (128-, 64- or 32-byte swizzle), into each thread's accumulator.
 // What this cannot show: timing, the real memory model (accesses are sequentially consistent
 // between the switch points, so a missing fence is invisible), NVRTC/ptxas, hardware bugs.
 //   * TMA tile loads (tlx_tma_load_*d, up to 5 dimensions, out-of-range elements read as zeros, the
-//     128-byte swizzle; a box whose innermost start is not a 16-byte multiple is an error, as the
+//     128-, 64- or 32-byte swizzles; a box whose innermost start is not a 16-byte multiple is an error, as the
 //     GPU's illegal instruction) copy at issue and complete their bytes on the mbarrier at once; an mbarrier
 //     keeps its arrivals, transaction bytes and phase (mbarrier.init / arrive.expect_tx / try_wait).
 //     The kernel's descriptor parameters receive ``tlx_tensormap`` as this header defines it (run.py
@@ -21,7 +21,7 @@
 //   * named barriers (bar.sync / bar.arrive id, threads) count threads and open at the count; setmaxnreg
 //     is nothing; wgmma may read A from shared memory too (16-bit, K- or M-major): warp-specialized
 //     kernels of up to 16 warps run.
-//   * TMA copies swizzle 128, 64 or 32 bytes (wgmma reads 128-byte-swizzled operands only).
+//   * TMA copies swizzle 128, 64 or 32 bytes, and wgmma reads operands in all three swizzles.
 //   * TMA tile stores (and float32 reduce-adds) read shared memory when a bulk wait_group retires their
 //     group (or at the CTA's end) and skip elements outside the tensor.
 // Helpers not emulated (other TMA reductions, tcgen05, clusters, ...) fail the host compile by name.
@@ -141,7 +141,6 @@ static inline const unsigned long long* warp_exchange(unsigned long long v) {
 }
 
 static inline unsigned smem_off(const void* p) { return (unsigned)((const unsigned char*)p - tlx_smem); }
-static inline unsigned swz128(unsigned a) { return a ^ (((a >> 7) & 7) << 4); }
 // the TMA swizzles: the 16-byte chunk index (bits 4..) XOR the 128-byte row index (bits 7..), over
 // 3 / 2 / 1 bits for the 128 / 64 / 32-byte modes
 static inline unsigned swz(unsigned a, int bytes) { return a ^ (((a >> 7) & (unsigned)(bytes / 16 - 1)) << 4); }
@@ -157,6 +156,22 @@ static inline float fp8f(unsigned char x, int e5m2) {
   return (x & 0x80) ? -v : v;
 }
 
+// a matrix descriptor's swizzle mode (bits 62-63) as its span in bytes: 1 -> 128, 2 -> 64, 3 -> 32, 0 -> 0
+// (no swizzle, "interleave": not emulated)
+static inline int swizzle_span(unsigned long long desc) {
+  static const int span[4] = {0, 128, 64, 32};
+  return span[desc >> 62];
+}
+// the byte address (before the swizzle) of an operand's element (mn, k) in the canonical layouts of a
+// swizzle span S: K-major -- rows along MN, S bytes each, 8-row groups SBO apart; MN-major (trans) -- rows
+// along K, S bytes each, 8-row groups SBO apart, S-byte MN blocks LBO apart
+static inline unsigned operand_addr(unsigned start, unsigned lbo, unsigned sbo, int S, int trans, int mn, int k,
+                                    int esz) {
+  if (!trans) return start + (mn / 8) * sbo + (mn % 8) * S + k * esz;
+  int per_row = S / esz;
+  return start + (k / 8) * sbo + (k % 8) * S + (mn % per_row) * esz + (mn / per_row) * lbo;
+}
+
 // wgmma.mma_async m64nNk16 f32 += bf16 (A in registers) x bf16 (B in shared memory, descriptor), or
 // m64nNk32 with 8-bit A (four consecutive K elements per register) and a K-major 8-bit B
 static void wgmma_compute(WgDeposit* dep) {
@@ -169,26 +184,26 @@ static void wgmma_compute(WgDeposit* dep) {
   unsigned start = (unsigned)(desc & 0x3FFF) << 4;
   unsigned lbo = (unsigned)((desc >> 16) & 0x3FFF) << 4;
   unsigned sbo = (unsigned)((desc >> 32) & 0x3FFF) << 4;
-  unsigned swz = (unsigned)(desc >> 62);
-  if (swz != 1) snprintf(g_error, sizeof g_error, "wgmma: only the 128-byte swizzle is emulated (got mode %u)", swz);
+  int span = swizzle_span(desc);
+  if (!span) snprintf(g_error, sizeof g_error, "wgmma: the B descriptor's swizzle mode 0 (interleave) is not emulated");
   float A[64][32];
-  if (dep[0].ss) {      // A [64, 16] from its descriptor: K-major rows of 128 bytes, or (ta) M-major
+  if (dep[0].ss) {      // A [64, 16] from its descriptor: K-major, or (ta) M-major
     unsigned long long da = dep[0].desc_a;
     for (int i = 1; i < 128; ++i)
       if (dep[i].desc_a != da) snprintf(g_error, sizeof g_error, "wgmma: threads of a warpgroup disagree on A");
     unsigned a_start = (unsigned)(da & 0x3FFF) << 4, a_lbo = (unsigned)((da >> 16) & 0x3FFF) << 4;
     unsigned a_sbo = (unsigned)((da >> 32) & 0x3FFF) << 4;
-    if ((unsigned)(da >> 62) != 1) snprintf(g_error, sizeof g_error, "wgmma: only the 128-byte swizzle is emulated (A)");
-    for (int r = 0; r < 64; ++r)
+    int a_span = swizzle_span(da);
+    if (!a_span) snprintf(g_error, sizeof g_error, "wgmma: the A descriptor's swizzle mode 0 (interleave) is not emulated");
+    for (int r = 0; r < 64 && a_span; ++r)
       for (int k = 0; k < 16; ++k) {
-        unsigned addr = dep[0].ta == 0 ? a_start + (r / 8) * a_sbo + (r % 8) * 128 + k * 2
-                                       : a_start + (k / 8) * a_sbo + (k % 8) * 128 + (r % 64) * 2 + (r / 64) * a_lbo;
-        if (swz128(addr) + 2 > sizeof(tlx_smem)) {
+        unsigned addr = swz(operand_addr(a_start, a_lbo, a_sbo, a_span, dep[0].ta, r, k, 2), a_span);
+        if (addr + 2 > sizeof(tlx_smem)) {
           snprintf(g_error, sizeof g_error, "wgmma: the A descriptor reads outside shared memory");
           return;
         }
         unsigned short h;
-        memcpy(&h, tlx_smem + swz128(addr), 2);
+        memcpy(&h, tlx_smem + addr, 2);
         A[r][k] = bf16f(h);
       }
   }
@@ -212,20 +227,19 @@ static void wgmma_compute(WgDeposit* dep) {
     A[r + 8][c + 8] = bf16f(a[3] & 0xFFFF); A[r + 8][c + 9] = bf16f(a[3] >> 16);
   }
   std::vector<float> B(K * N);
-  for (int k = 0; k < K; ++k)
+  for (int k = 0; k < K && span; ++k)
     for (int n = 0; n < N; ++n) {
-      unsigned addr = tb == 0 ? start + (n / 8) * sbo + (n % 8) * 128 + k * esz
-                              : start + (k / 8) * sbo + (k % 8) * 128 + (n % 64) * 2 + (n / 64) * lbo;
-      if (swz128(addr) + esz > sizeof(tlx_smem)) {
+      unsigned addr = swz(operand_addr(start, lbo, sbo, span, tb, n, k, esz), span);
+      if (addr + esz > sizeof(tlx_smem)) {
         snprintf(g_error, sizeof g_error, "wgmma: the descriptor reads outside shared memory");
         return;
       }
       if (kind) {
-        B[k * N + n] = fp8f(tlx_smem[swz128(addr)], dep[0].kind_b == 2);
+        B[k * N + n] = fp8f(tlx_smem[addr], dep[0].kind_b == 2);
         continue;
       }
       unsigned short h;
-      memcpy(&h, tlx_smem + swz128(addr), 2);
+      memcpy(&h, tlx_smem + addr, 2);
       B[k * N + n] = bf16f(h);
     }
   for (int t = 0; t < 128; ++t) {
