@@ -1,5 +1,6 @@
 """The generated CUDA C++ run on the host CPU (codegen_nvptx/emu: the kernel text compiled by g++
-against an emulation of the tlx_* helpers): the decode split kernel that disagreed with the
+against an emulation of the tlx_* helpers; ``cuda_source`` compiles no further than that text, NVRTC is
+left to the compile tests): the decode split kernel that disagreed with the
 interpreter on the H200 (session 13, ``_variant=7``) computes the float64 answer from its CUDA text
 too, and a corrupted layout conversion in that text is caught."""
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from tlxc.codegen_nvptx.emu import run as emu
+from tlxc.runtime.warmup import cuda_source
 
 pytestmark = pytest.mark.skipif(not emu.available(), reason="no host C++ compiler")
 
@@ -23,10 +25,10 @@ def _emulating(monkeypatch, edit=None):
     texts = {}
 
     def launch(kernel, grid, *args, **meta):
-        handle = kernel.warmup(*args, grid=grid, **meta)
+        text = cuda_source(kernel, args, meta, grid)
         bound = kernel.signature.bind(*args, **{k: v for k, v in meta.items() if k not in ("num_warps", "launch_pdl")})
         bound.apply_defaults()
-        source = handle.asm["cuda"] if edit is None else edit(handle.asm["cuda"])
+        source = text if edit is None else edit(text)
         texts[kernel.__name__] = source
         emu.build(source).run(dict(bound.arguments), grid=grid, threads=32 * meta.get("num_warps", 4))
     monkeypatch.setattr(M, "_launch", launch)
@@ -147,11 +149,11 @@ def _emulating_matmul(monkeypatch, edit=None):
     names = []
 
     def launch(kernel, grid, *args, **meta):
-        handle = kernel.warmup(*args, grid=grid, **meta)
+        text = cuda_source(kernel, args, meta, grid)
         bound = kernel.signature.bind(*args, **{k: v for k, v in meta.items()
                                                 if k not in ("num_warps", "num_stages", "launch_pdl", "ctas_per_cga")})
         bound.apply_defaults()
-        source = handle.asm["cuda"] if edit is None else edit(handle.asm["cuda"])
+        source = text if edit is None else edit(text)
         threads = 128 * (meta["NUM_CONSUMERS"] + 1) if "NUM_CONSUMERS" in meta else 32 * meta["num_warps"]
         emu.build(source).run(dict(bound.arguments), grid=(*grid, 1, 1)[:3], threads=threads)
         names.append(kernel.__name__)
@@ -215,11 +217,10 @@ def _matmul_error(config, shape):
 def _emulated(kernel, grid, *args, **meta):
     """Compile ``kernel`` for the launch and run its CUDA text on the emulation, with the thread
     count of its ``__launch_bounds__`` (warp-specialized kernels: every task's warps)."""
-    handle = kernel.warmup(*args, grid=grid, **meta)
+    source = cuda_source(kernel, args, meta, grid)
     bound = kernel.signature.bind(*args, **{k: v for k, v in meta.items()
                                             if k not in ("num_warps", "num_stages", "launch_pdl", "ctas_per_cga")})
     bound.apply_defaults()
-    source = handle.asm["cuda"]
     bounds = re.search(r"__launch_bounds__\((\d+)", source)
     threads = int(bounds.group(1)) if bounds else 32 * meta.get("num_warps", 4)
     emu.build(source).run(dict(bound.arguments), grid=grid, threads=threads)

@@ -5,8 +5,7 @@ compile, pinned by digest: a refactor that should not change the generated code
 Each kernel ``tlxc compile`` would compile from ``examples/*.py`` and
 ``tests/kernels_*.py`` (kernels with annotations or a ``check_inputs()``; the others
 are skipped as the command line skips them) is compiled for sm_90a and sm_100a up to
-the CUDA text (NVRTC is not run: the CUDA source is taken where it would be handed to
-it).  ``tests/snapshots/golden/cuda_sha256.json`` holds, per file, kernel and arch,
+the CUDA text (``stages=("cuda",)``: NVRTC is not run).  ``tests/snapshots/golden/cuda_sha256.json`` holds, per file, kernel and arch,
 the sha256 of the CUDA text, or ``error: <sha256 of the message>`` when the compiler
 refuses the kernel on that arch (a Hopper kernel on sm_100a, say).  After a
 deliberate change of the generated code, regenerate with
@@ -24,7 +23,6 @@ import pytest
 import torch
 
 import tlxc
-import tlxc.codegen_nvptx.backend as nvptx_backend
 from tlxc.cli import UsageError, load_module, select_jobs, specialize_jobs
 from tlxc.compiler import compile_kernel
 from tlxc.errors import TlxcError
@@ -38,19 +36,7 @@ FILES = sorted([*(p for p in (ROOT / "examples").glob("*.py") if not p.name.star
                 *(ROOT / "tests").glob("kernels_*.py")])
 
 
-class _Source(Exception):
-    """Raised in place of NVRTC: carries the CUDA text compile_kernel would hand it."""
-
-    def __init__(self, source: str):
-        super().__init__("cuda source")
-        self.source = source
-
-
-def _no_nvrtc(source, *args, **kwargs):
-    raise _Source(source)
-
-
-def digests_of(path: Path, monkeypatch) -> dict[str, str]:
+def digests_of(path: Path) -> dict[str, str]:
     """What ``tlxc compile FILE`` would compile: kernels with annotations or check_inputs()."""
     module = load_module(str(path))
     try:
@@ -61,23 +47,21 @@ def digests_of(path: Path, monkeypatch) -> dict[str, str]:
     out = {}
     for job in jobs:
         if job.spec is not None:
-            out.update(_digests(monkeypatch, job.stem, job.kfn, job.spec, job.num_warps, job.cluster))
+            out.update(_digests(job.stem, job.kfn, job.spec, job.num_warps, job.cluster))
     return out
 
 
-def _digests(monkeypatch, name, kfn, spec, num_warps=4, cluster=None) -> dict[str, str]:
-    monkeypatch.setattr(nvptx_backend, "compile_cuda", _no_nvrtc)
+def _digests(name, kfn, spec, num_warps=4, cluster=None) -> dict[str, str]:
     out = {}
     for arch in ARCHS:
         key = f"{name}@{arch}"
-        try:
-            compile_kernel(kfn, spec, arch=arch, num_warps=num_warps, stages=("cuda",), cluster=cluster)
-        except _Source as source:
-            out[key] = _sha(source.source.replace(f"tlxc {tlxc.__version__} ", "tlxc <version> ", 1))
+        try:        # the CUDA stage alone: the text, without NVRTC
+            source = compile_kernel(kfn, spec, arch=arch, num_warps=num_warps, stages=("cuda",),
+                                    cluster=cluster).asm["cuda"]
         except TlxcError as exc:
             out[key] = "error: " + _sha(f"{type(exc).__name__}: {exc}".replace(str(ROOT), "<root>"))
         else:
-            raise AssertionError(f"{key}: compile_kernel returned without handing CUDA to NVRTC")
+            out[key] = _sha(source.replace(f"tlxc {tlxc.__version__} ", "tlxc <version> ", 1))
     return out
 
 
@@ -137,11 +121,11 @@ def _cases():
     return cases
 
 
-def test_test_kernels_match_golden(monkeypatch):
+def test_test_kernels_match_golden():
     current = {}
     for name, kfn, args, num_warps, cluster in _cases():
         spec = specialization_from_args(kfn, args)
-        current.update(_digests(monkeypatch, name, kfn, spec, num_warps, cluster))
+        current.update(_digests(name, kfn, spec, num_warps, cluster))
     _compare("tests/(specialized in test_golden_cuda.py)", current)
 
 
@@ -154,8 +138,8 @@ def _golden() -> dict:
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_generated_cuda_matches_golden(path, monkeypatch):
-    _compare(f"{path.parent.name}/{path.name}", digests_of(path, monkeypatch))
+def test_generated_cuda_matches_golden(path):
+    _compare(f"{path.parent.name}/{path.name}", digests_of(path))
 
 
 def _compare(key: str, current: dict[str, str]) -> None:

@@ -4,6 +4,12 @@ Each case is a call snippet placed in a tiny kernel, compiled by NVRTC to a
 cubin (so ptxas accepts the asm string and its constraints) and to PTX, where
 the instruction the helper owns must appear.  ``test_every_helper_has_a_case``
 makes a new helper fail until it adds its case to ``CASES``.
+
+The kernels of one architecture are compiled together, once per test process
+(``probe_<helper>`` each, in one translation unit: two NVRTC calls instead of
+two per case; under pytest-xdist the cases of an arch run on one worker,
+``--dist loadgroup`` in pyproject.toml); should that unit fail to compile,
+every case compiles its kernel alone, so the failure names its helper.
 """
 from __future__ import annotations
 
@@ -642,18 +648,40 @@ CASES: dict[str, Case] = {
 }
 
 
-def probe_source(name: str) -> str:
+def probe_kernel(name: str, entry: str = "probe") -> str:
     case = CASES[name]
-    return (ptx.definitions([name, *case.also]) + "\n\n"
-            f'extern "C" __global__ void {case.bounds}probe(unsigned* out, const unsigned* in) {{\n'
+    return (f'extern "C" __global__ void {case.bounds}{entry}(unsigned* out, const unsigned* in) {{\n'
             f"  {case.body}\n"
             "}\n")
 
 
-def kernel_ptx(text: str) -> str:
-    """The PTX of the ``probe`` entry (from ``.entry`` on)."""
-    start = text.index(".entry probe")
-    return text[start:]
+def probe_source(name: str) -> str:
+    return ptx.definitions([name, *CASES[name].also]) + "\n\n" + probe_kernel(name)
+
+
+def kernel_ptx(text: str, entry: str = "probe") -> str:
+    """The PTX of the ``entry`` kernel (from its ``.entry`` to the next one)."""
+    start = text.index(f".entry {entry}(")
+    end = text.find(".entry ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
+
+
+_BATCHES: dict[str, object] = {}
+
+
+def _batch(arch: str):
+    """Every case of ``arch`` in one translation unit (``probe_<helper>``), compiled once per
+    process; the exception instead if the unit does not compile."""
+    if arch not in _BATCHES:
+        names = sorted(n for n in CASES if arch in CASES[n].archs)
+        helpers = sorted({h for n in names for h in (n, *CASES[n].also)})
+        source = ptx.definitions(helpers) + "\n\n" + "\n".join(probe_kernel(n, f"probe_{n}") for n in names)
+        try:
+            _BATCHES[arch] = compile_cuda(source, arch, [f"probe_{n}" for n in names],
+                                          reproducer_name=f"probe_all_cases_{arch}", want_ptx=True)
+        except Exception as exc:      # noqa: BLE001 -- each case then compiles alone and names its failure
+            _BATCHES[arch] = exc
+    return _BATCHES[arch]
 
 
 def test_every_helper_has_a_case():
@@ -663,15 +691,20 @@ def test_every_helper_has_a_case():
     assert not stale, f"CASES names helpers that no longer exist: {', '.join(stale)}"
 
 
-# one case per (helper, arch its instruction exists on): pairs that could only skip are not generated
-@pytest.mark.parametrize(("name", "arch"), [(name, arch) for name in sorted(CASES) for arch in CASES[name].archs])
+# one case per (helper, arch its instruction exists on): pairs that could only skip are not generated; the
+# cases of one arch share a pytest-xdist group, so one worker compiles their translation unit
+@pytest.mark.parametrize(("name", "arch"), [pytest.param(name, arch, marks=pytest.mark.xdist_group(f"ptx_{arch}"))
+                                            for name in sorted(CASES) for arch in CASES[name].archs])
 def test_helper_compiles_to_its_instruction(name, arch, tmp_path, monkeypatch):
     case = CASES[name]
     monkeypatch.setenv("TLXC_CACHE_DIR", str(tmp_path))       # reproducers of a failure land here
-    result = compile_cuda(probe_source(name), arch, ["probe"], reproducer_name=f"probe_{name}", want_ptx=True)
+    result, entry = _batch(arch), f"probe_{name}"
+    if isinstance(result, Exception):
+        result, entry = compile_cuda(probe_source(name), arch, ["probe"], reproducer_name=f"probe_{name}",
+                                     want_ptx=True), "probe"
     assert result.cubin[:4] == b"\x7fELF"
-    assert result.resources["probe"]["spills_bytes"] == 0
-    body = kernel_ptx(result.ptx)
+    assert result.resources[entry]["spills_bytes"] == 0
+    body = kernel_ptx(result.ptx, entry)
     for mnemonic in case.mnemonics:
         assert mnemonic in body, f"{name} on {arch}: expected '{mnemonic}' in the PTX:\n{body}"
     for text in case.absent:

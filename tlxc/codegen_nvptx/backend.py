@@ -8,6 +8,7 @@ from .cuda import render_kernel
 from .toolchain import compile_cuda
 
 OVERRIDE_ENV = "TLXC_OVERRIDE_DIR"
+NVRTC_STAGES = ("ptx", "cubin", "stats")     # the stages NVRTC makes (stats: ptxas's resource report)
 
 
 def build(module, target, *, stages, lineinfo: bool = False, debug_barriers: bool = False, options=None):
@@ -18,6 +19,9 @@ def build(module, target, *, stages, lineinfo: bool = False, debug_barriers: boo
     kernel = module.kernels[0]
     kernel.attrs["debug_barriers"] = debug_barriers
     kernel.attrs["maxnreg"] = options.get("maxnreg")     # __maxnreg__ (codegen_nvptx/cuda.py)
+    if not any(s in stages for s in NVRTC_STAGES):       # the CUDA text alone: NVRTC is not run
+        source, info, override_path = kernel_source(kernel, target.name)
+        return {"cuda": source}, {**info, "artifact": artifact_name(kernel, target.name), "override": override_path}
     return compile_to_cubin(kernel, target.name, want_ptx="ptx" in stages, lineinfo=lineinfo,
                             nvrtc_options=nvrtc_options(options))
 
@@ -32,19 +36,24 @@ def nvrtc_options(options: dict) -> list[str]:
     return extra
 
 
+def kernel_source(kernel, arch: str) -> tuple[str, dict, str | None]:
+    """The kernel's CUDA text and render info, and the path of the hand-edited ``.cu`` that
+    ``$TLXC_OVERRIDE_DIR`` puts in its place (None when there is none)."""
+    source, info = render_kernel(kernel, arch)
+    override = os.environ.get(OVERRIDE_ENV)
+    if override:
+        path = os.path.join(override, f"{artifact_name(kernel, arch)}.cu")
+        if os.path.exists(path):
+            with open(path) as f:
+                return f.read(), info, path
+    return source, info, None
+
+
 def compile_to_cubin(kernel, arch: str, *, want_ptx: bool = False, lineinfo: bool = False,
                      nvrtc_options: tuple[str, ...] | list[str] = ()):
     """Returns (asm dict with 'cuda', 'cubin', maybe 'ptx'; metadata dict)."""
-    source, info = render_kernel(kernel, arch)
+    source, info, override_path = kernel_source(kernel, arch)
     artifact = artifact_name(kernel, arch)
-    override = os.environ.get(OVERRIDE_ENV)
-    override_path = None
-    if override:
-        path = os.path.join(override, f"{artifact}.cu")
-        if os.path.exists(path):
-            with open(path) as f:
-                source = f.read()
-            override_path = path
     result = compile_cuda(source, arch, [info["name"]], reproducer_name=info["name"],
                           want_ptx=want_ptx, lineinfo=lineinfo, options=nvrtc_options)
     asm = {"cuda": source, "cubin": result.cubin}

@@ -21,6 +21,7 @@ with every argument positional checks its constexprs without ``inspect``.  Befor
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ..errors import LaunchError
@@ -187,13 +188,8 @@ def warmup(kfn, args: tuple, kwargs: dict, grid, arch: str | None = None) -> Com
 
 
 def _warmup(kfn, args: tuple, kwargs: dict, grid, arch: str | None) -> CompiledKernelHandle:
-    from ..interpreter.launch import specialize
     from . import launch as L
-    args, kwargs = _resolve_legacy_descriptors(kfn, tuple(args), dict(kwargs), grid)
-    spec, bound, options = specialize(kfn, tuple(args), dict(kwargs))
-    options.pop("interpret", None)
-    config = L.launch_config(kfn.__name__, options)
-    L.grid_dims(kfn.__name__, grid, {**bound, **options})            # checked as a launch would
+    spec, bound, options, config = _specialized(kfn, args, kwargs, grid)
     constexprs = {name: value for name, (kind, value) in spec.params.items() if kind == "constexpr"}
     values = tuple(bound[name] for name in kfn.param_names)
     if L._has_cuda_tensor(values, {}) and arch is None:
@@ -203,6 +199,32 @@ def _warmup(kfn, args: tuple, kwargs: dict, grid, arch: str | None) -> CompiledK
         compiled = L._compile_cached(kfn, spec, arch or DEFAULT_ARCH, config.num_warps, compile_kernel,
                                      config.cluster, config.compile_options())
     return CompiledKernelHandle(kfn, compiled, options, constexprs)
+
+
+def _specialized(kfn, args: tuple, kwargs: dict, grid):
+    """A warmup's specialization: (spec, bound arguments, launch options, launch config), the
+    arguments and grid checked as a launch would check them."""
+    from ..interpreter.launch import specialize
+    from . import launch as L
+    args, kwargs = _resolve_legacy_descriptors(kfn, tuple(args), dict(kwargs), grid)
+    spec, bound, options = specialize(kfn, tuple(args), dict(kwargs))
+    options.pop("interpret", None)
+    config = L.launch_config(kfn.__name__, options)
+    L.grid_dims(kfn.__name__, grid, {**bound, **options})            # checked as a launch would
+    return spec, bound, options, config
+
+
+def cuda_source(kfn, args: tuple, kwargs: dict, grid, arch: str = DEFAULT_ARCH) -> str:
+    """The CUDA C++ a warmup of these arguments compiles for ``arch``, without NVRTC (nothing is
+    cached or loaded): for the CPU emulation of generated code (codegen_nvptx/emu), which needs the
+    text only.  ``TLXC_DEBUG_BARRIERS=1`` is honoured as by a compile."""
+    from ..compiler import compile_kernel
+    spec, _, _, config = _specialized(kfn, args, kwargs, grid)
+    compiled = compile_kernel(kfn, spec, arch=arch, num_warps=config.num_warps, cluster=config.cluster,
+                              stages=("ir", "ir.opt", "cuda"),
+                              debug_barriers=os.environ.get("TLXC_DEBUG_BARRIERS", "") == "1",
+                              **config.compile_options())
+    return compiled.asm["cuda"]
 
 
 def _resolve_legacy_descriptors(kfn, args: tuple, kwargs: dict, grid) -> tuple[tuple, dict]:
