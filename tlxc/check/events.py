@@ -264,6 +264,39 @@ def _is_int_scalar(t) -> bool:
     return isinstance(t, ScalarType) and t.is_int
 
 
+class _ArithPlan:
+    """What an ``arith.*`` op's evaluation needs that does not change between runs of it: its
+    integer scalar result (None when it has none), its name after ``arith.``, its constant, its
+    comparison, its attributes as part of a structural name, and the wrap to its type's width."""
+    __slots__ = ("attrs_key", "bits", "boolean", "constant", "int_source", "name", "predicate", "result", "signed")
+
+    @classmethod
+    def of(cls, op: Operation) -> _ArithPlan:
+        plan = cls()
+        result = op.results[0] if len(op.results) == 1 else None
+        plan.result = result if result is not None and _is_int_scalar(result.type) else None
+        plan.name = op.name.split(".", 1)[1]
+        value = op.attrs.get("value")
+        plan.constant = int(value) if plan.name == "constant" and isinstance(value, (bool, int)) else UNKNOWN
+        plan.int_source = bool(op.operands) and _is_int_scalar(op.operands[0].type)
+        plan.predicate = _CMP.get(op.attrs.get("predicate")) if plan.name == "cmp" else None
+        plan.attrs_key = repr(sorted(op.attrs.items()))
+        t = plan.result.type if plan.result is not None else None
+        plan.boolean = bool(t is not None and t.is_bool)
+        plan.bits = t.bits if t is not None else 0
+        plan.signed = bool(t is not None and t.is_signed)
+        return plan
+
+    def wrap(self, value: int) -> int:
+        """``_wrap(value, type)`` for the result's type."""
+        if self.boolean:
+            return int(value) & 1
+        value &= (1 << self.bits) - 1
+        if self.signed and value >= 1 << (self.bits - 1):
+            value -= 1 << self.bits
+        return value
+
+
 # -- the collector -------------------------------------------------------------------
 class EventCollector:
     """The protocol events of one kernel for one scenario (``trips``: iterations of every loop
@@ -290,6 +323,9 @@ class EventCollector:
         self.sym: dict[int, int] = {}
         self.interned = pins.setdefault("__symbols__", {})
         self.addresses: dict[int, tuple] = {}     # scalar pointer -> (base key, constant offset, other terms)
+        self.arith_plans: dict[int, _ArithPlan] = self.memo.setdefault("arith plans", {})   # by id(op)
+        self.missed: dict = {}             # pin key -> lookups that found no pin (settled())
+        self.pinned_keys: list = []        # the keys this run pinned, in order
 
     # -- driver ----------------------------------------------------------------------------------
     def collect(self) -> list[TaskEvents]:
@@ -305,10 +341,19 @@ class EventCollector:
 
     def value(self, v: Value):
         name = self.sym.get(id(v))
-        pinned = self.pins.get(id(v) if name is None else ("sym", name))
+        key = id(v) if name is None else ("sym", name)
+        pinned = self.pins.get(key)
         if pinned is not None:
             return pinned
+        missed = self.missed
+        missed[key] = missed.get(key, 0) + 1
         return self.env.get(id(v), UNKNOWN)
+
+    def settled(self) -> bool:
+        """Whether running this scenario again with the pins now known would repeat this run: no
+        lookup of a pin's key missed before the pin was set (the loop's own bound lookup aside)."""
+        return len(set(self.pinned_keys)) == len(self.pinned_keys) and \
+            all(self.missed.get(key, 0) == 1 for key in self.pinned_keys)
 
     def name_unknown(self, v: Value, key: tuple) -> None:
         """Give the unknown value ``v`` the structural name ``key``."""
@@ -401,51 +446,51 @@ class EventCollector:
 
     # -- arithmetic ------------------------------------------------------------------------------
     def arith(self, op: Operation) -> None:
-        result = op.results[0] if len(op.results) == 1 else None
-        if result is None or not _is_int_scalar(result.type):
+        plan = self.arith_plans.get(id(op))
+        if plan is None:
+            plan = self.arith_plans[id(op)] = _ArithPlan.of(op)
+        result = plan.result
+        if result is None:                      # no single integer scalar result: unknown
             for r in op.results:
                 self.set(r, UNKNOWN)
             return
-        name = op.name.split(".", 1)[1]
-        values = [self.value(v) for v in op.operands]
-        flips = [self.flips.get(id(v), 0) for v in op.operands]
-        t = result.type
+        name, t = plan.name, result.type
         out, f = UNKNOWN, 0
         if name == "constant":
-            value = op.attrs.get("value")
-            out = int(value) if isinstance(value, (bool, int)) else UNKNOWN
-        elif name == "select":
-            cond, a, b = values
-            if cond is not UNKNOWN:
-                out, f = (a, flips[1]) if cond else (b, flips[2])
-            elif a is not UNKNOWN and a == b:
-                out = a
-        elif name == "cast":
-            src = op.operands[0].type
-            if values[0] is not UNKNOWN and _is_int_scalar(src):
-                out = int(values[0] != 0) if t.is_bool else values[0]
-                f = flips[0]
-        elif name == "cmp":
-            a, b = values
-            if a is not UNKNOWN and b is not UNKNOWN:
-                src = op.operands[0].type
-                out = int(_CMP[op.attrs["predicate"]](_unsigned(a, src), _unsigned(b, src)))
-        elif name in ("not", "neg", "abs"):
-            a = values[0]
-            if a is not UNKNOWN:
-                out = (1 - a if t.is_bool else ~a) if name == "not" else (-a if name == "neg" else abs(a))
-                f = flips[0] + (name == "not")
-        elif len(values) == 2:
-            a, b = values
-            if a is not UNKNOWN and b is not UNKNOWN:
-                out = _binary(name, a, b, t)
-                f = _flips(name, a, b, out, flips)
+            out = plan.constant
+        else:
+            values = [self.value(v) for v in op.operands]
+            if name == "select":
+                cond, a, b = values
+                if cond is not UNKNOWN:
+                    out, f = (a, self.flips.get(id(op.operands[1]), 0)) if cond else \
+                        (b, self.flips.get(id(op.operands[2]), 0))
+                elif a is not UNKNOWN and a == b:
+                    out = a
+            elif name == "cast":
+                if values[0] is not UNKNOWN and plan.int_source:
+                    out = int(values[0] != 0) if t.is_bool else values[0]
+                    f = self.flips.get(id(op.operands[0]), 0)
+            elif name == "cmp":
+                a, b = values
+                if a is not UNKNOWN and b is not UNKNOWN:
+                    src = op.operands[0].type
+                    out = int(plan.predicate(_unsigned(a, src), _unsigned(b, src)))
+            elif name in ("not", "neg", "abs"):
+                a = values[0]
+                if a is not UNKNOWN:
+                    out = (1 - a if t.is_bool else ~a) if name == "not" else (-a if name == "neg" else abs(a))
+                    f = self.flips.get(id(op.operands[0]), 0) + (name == "not")
+            elif len(values) == 2:
+                a, b = values
+                if a is not UNKNOWN and b is not UNKNOWN:
+                    out = _binary(name, a, b, t)
+                    f = _flips(name, a, b, out, [self.flips.get(id(v), 0) for v in op.operands])
         if out is not UNKNOWN:
-            out = _wrap(out, t)
+            out = plan.wrap(out)
         self.set(result, out, f if out is not UNKNOWN else 0)
         if out is UNKNOWN:
-            self.name_unknown(result, (op.name, repr(sorted(op.attrs.items())),
-                                       tuple(self.operand_key(v) for v in op.operands)))
+            self.name_unknown(result, (op.name, plan.attrs_key, tuple(self.operand_key(v) for v in op.operands)))
 
     # -- allocations and views -------------------------------------------------------------------
     def alloc_barriers(self, op: Operation) -> None:
@@ -776,7 +821,9 @@ class EventCollector:
 
     def set_pin(self, v: Value, value: int) -> int:
         name = self.sym.get(id(v))
-        self.pins[id(v) if name is None else ("sym", name)] = value
+        key = id(v) if name is None else ("sym", name)
+        self.pins[key] = value
+        self.pinned_keys.append(key)
         return value
 
     def scf_if(self, op: Operation) -> None:

@@ -40,14 +40,15 @@ def trip_counts(kernel: Operation) -> list[int]:
 
 def collect_scenario(kernel: Operation, trips: int, pins: dict, memo: dict):
     """Events with every unknown loop bound pinned; collected again until the pins
-    settle (a bound pinned in a later task may be read by an earlier one)."""
+    settle (a bound pinned in a later task may be read by an earlier one).  A run whose
+    pins no earlier lookup missed would repeat itself: it is not run again."""
     tasks, pinned = None, False
     for _ in range(3):
         before = dict(pins)
         collector = EventCollector(kernel, trips, pins, memo)
         tasks = collector.collect()
         pinned = pinned or collector.pinned
-        if pins == before:
+        if pins == before or collector.settled():
             break
     return tasks, pinned
 

@@ -154,6 +154,9 @@ class Simulator:
         self.observations: dict[int, int] = {}   # id(event) -> phase index it observed (last execution)
         self.steps = 0
         self.rng = random.Random(int(schedule.split("-")[1])) if schedule.startswith("random") else None
+        # the task order of the fixed schedules (round-robin rotates it by the step count)
+        self.fixed_order = tuple(reversed(range(n))) if schedule == "reverse" else tuple(range(n))
+        self.handlers: dict = {}                 # event kind -> its do_<kind> method
 
     # -- driver ------------------------------------------------------------------------------------
     def run(self) -> Failure | None:
@@ -171,16 +174,15 @@ class Simulator:
                    if self.started[t] and not self.done[t]]
         return Failure("deadlock", self.schedule, blocked=blocked)
 
-    def order(self) -> list[int]:
-        order = list(range(self.n))
-        if self.schedule == "reverse":
-            order.reverse()
-        elif self.schedule == "round-robin":
-            k = self.steps % self.n
-            order = order[k:] + order[:k]
-        elif self.rng is not None:
+    def order(self) -> list[int] | tuple[int, ...]:
+        if self.rng is not None:
+            order = list(range(self.n))
             self.rng.shuffle(order)
-        return order
+            return order
+        if self.schedule == "round-robin":
+            k = self.steps % self.n
+            return self.fixed_order[k:] + self.fixed_order[:k]
+        return self.fixed_order
 
     def advance(self) -> bool:
         for t in self.order():
@@ -197,7 +199,10 @@ class Simulator:
 
     def step(self, t: int) -> bool:
         event = self.tasks[t].events[self.pos[t]]
-        if not getattr(self, "do_" + event.kind)(t, event):
+        handler = self.handlers.get(event.kind)
+        if handler is None:
+            handler = self.handlers[event.kind] = getattr(self, "do_" + event.kind)
+        if not handler(t, event):
             return False
         self.pos[t] += 1
         if self.pos[t] == len(self.tasks[t].events):
