@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from tlxc.codegen_nvptx import toolchain
 from tlxc.codegen_nvptx.toolchain import (
     SUPPORTED_ARCHS,
     compile_cuda,
@@ -67,6 +68,29 @@ def test_vector_add_compiles_to_cubin(arch: str) -> None:
     usage = compiled.resources["vadd"]
     assert usage["registers"] > 0
     assert usage["spills_bytes"] == 0 and usage["local_bytes"] == 0
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_ptx_of_the_cubin_build_is_the_virtual_arch_build(arch: str, monkeypatch) -> None:
+    """``want_ptx`` takes the PTX from the cubin's own NVRTC program (one compile, not two); it is
+    the text a compile for the virtual arch gives, and an NVRTC that keeps none still gets one."""
+    calls = []
+    run = toolchain._run_nvrtc
+
+    def counted(*args, **kwargs):
+        calls.append(args[3])
+        return run(*args, **kwargs)
+    monkeypatch.setattr(toolchain, "_run_nvrtc", counted)
+    source = VECTOR_ADD + HOPPER_PTX
+    both = compile_cuda(source, arch, ["vadd", "warp_specialized"], want_ptx=True)
+    assert calls == ["cubin"]
+    ok, _, virtual, _ = run(source, "vadd", toolchain._options(f"--gpu-architecture={toolchain._virtual_arch(arch)}",
+                                                              [], False, False), "ptx")
+    assert ok and both.ptx == virtual.decode()
+    monkeypatch.setattr(toolchain, "_kept_ptx", lambda *args: None)       # an NVRTC without the cubin's PTX
+    calls.clear()
+    assert compile_cuda(source, arch, ["vadd", "warp_specialized"], want_ptx=True).ptx == both.ptx
+    assert calls == ["cubin", "ptx"]
 
 
 def test_recompiling_still_reports_resources() -> None:

@@ -76,16 +76,17 @@ def compile_cuda(source: str, arch: str, kernel_names: Sequence[str], *,
     _check_arch(arch)
     all_options = _options(f"--gpu-architecture={arch}", options, lineinfo, fast_math)
     start = time.perf_counter()
-    ok, log, cubin = _run_nvrtc(source, reproducer_name, all_options, "cubin")
+    ok, log, cubin, ptx_bytes = _run_nvrtc(source, reproducer_name, all_options, "cubin", also_ptx=want_ptx)
     if not ok:
         _raise_nvrtc_failure(source, arch, all_options, log, reproducer_name)
     ptx = None
     if want_ptx:
-        ptx_options = _options(f"--gpu-architecture={_virtual_arch(arch)}", options,
-                               lineinfo, fast_math)
-        ok, ptx_log, ptx_bytes = _run_nvrtc(source, reproducer_name, ptx_options, "ptx")
-        if not ok:  # the cubin build succeeded, so this cannot normally happen
-            _raise_nvrtc_failure(source, arch, ptx_options, ptx_log, reproducer_name)
+        if not ptx_bytes:       # an NVRTC that keeps no PTX of a cubin build: compile for the virtual arch
+            ptx_options = _options(f"--gpu-architecture={_virtual_arch(arch)}", options,
+                                   lineinfo, fast_math)
+            ok, ptx_log, ptx_bytes, _ = _run_nvrtc(source, reproducer_name, ptx_options, "ptx")
+            if not ok:  # the cubin build succeeded, so this cannot normally happen
+                _raise_nvrtc_failure(source, arch, ptx_options, ptx_log, reproducer_name)
         ptx = ptx_bytes.decode("utf-8", errors="replace")
     seconds = time.perf_counter() - start
     resources = parse_ptxas_resources(log)
@@ -126,9 +127,11 @@ def _check(nvrtc: Any, result: tuple, call: str) -> Any:
     return values[0] if len(values) == 1 else values
 
 
-def _run_nvrtc(source: str, name: str, options: list[str],
-               output: str) -> tuple[bool, str, bytes]:
-    """Compile once; returns (succeeded, log, cubin or PTX bytes)."""
+def _run_nvrtc(source: str, name: str, options: list[str], output: str,
+               also_ptx: bool = False) -> tuple[bool, str, bytes, bytes | None]:
+    """Compile once; returns (succeeded, log, cubin or PTX bytes, PTX bytes or None).  With
+    ``also_ptx``, the PTX of a cubin build comes from the same program (NVRTC 13 keeps it, the same
+    text as a build for the virtual arch: tests/test_toolchain.py); None where an NVRTC does not."""
     nvrtc = _nvrtc()
     program = _check(nvrtc, nvrtc.nvrtcCreateProgram(
         source.encode("utf-8"), f"{name}.cu".encode(), 0, [], []), "nvrtcCreateProgram")
@@ -137,12 +140,21 @@ def _run_nvrtc(source: str, name: str, options: list[str],
         (status,) = nvrtc.nvrtcCompileProgram(program, len(encoded), encoded)
         log = _program_log(nvrtc, program)
         if status == nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION:
-            return False, log, b""
+            return False, log, b"", None
         if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:  # e.g. an invalid option
-            return False, f"{status.name}\n{log}", b""
-        return True, log, _program_output(nvrtc, program, output)
+            return False, f"{status.name}\n{log}", b"", None
+        ptx = _kept_ptx(nvrtc, program) if also_ptx and output != "ptx" else None
+        return True, log, _program_output(nvrtc, program, output), ptx
     finally:
         nvrtc.nvrtcDestroyProgram(program)
+
+
+def _kept_ptx(nvrtc: Any, program: Any) -> bytes | None:
+    """The PTX a cubin build made, if this NVRTC keeps it."""
+    status, size = nvrtc.nvrtcGetPTXSize(program)
+    if status != nvrtc.nvrtcResult.NVRTC_SUCCESS or size <= 1:
+        return None
+    return _program_output(nvrtc, program, "ptx")
 
 
 def _program_log(nvrtc: Any, program: Any) -> str:
@@ -299,7 +311,7 @@ def _ptx_for_report(source: str, arch: str, options: list[str], name: str) -> st
     virtual = [f"--gpu-architecture={_virtual_arch(arch)}" if opt.startswith("--gpu-architecture=")
                else opt for opt in options]
     try:
-        ok, _, ptx = _run_nvrtc(source, name, virtual, "ptx")
+        ok, _, ptx, _ = _run_nvrtc(source, name, virtual, "ptx")
     except InternalCompilerError:
         return None
     return ptx.decode("utf-8", errors="replace") if ok else None
