@@ -6,6 +6,7 @@ visitor's ``visit``, ``error``, ``vars``, ``ctx`` and ``b``."""
 from __future__ import annotations
 
 import ast
+import weakref
 
 from .. import language as tl
 from ..ir import types as T
@@ -35,6 +36,23 @@ MISSING = _Missing()
 def assigned_names(stmts: list[ast.stmt]) -> list[str]:
     """Names a statement list may (re)bind, in first-assignment order."""
     names: list[str] = []
+    for s in stmts:
+        for name in _assigned_by(s):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+# a kernel's syntax tree lives as long as its source (KernelFunction.source): what a statement binds is
+# found once, not at every loop, branch and unrolled iteration that contains it
+_ASSIGNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _assigned_by(stmt: ast.stmt) -> tuple[str, ...]:
+    found = _ASSIGNED.get(stmt)
+    if found is not None:
+        return found
+    names: list[str] = []
 
     def add(name):
         if name not in names:
@@ -55,9 +73,9 @@ def assigned_names(stmts: list[ast.stmt]) -> list[str]:
         def visit_Lambda(self, node):
             pass
 
-    for s in stmts:
-        Visitor().visit(s)
-    return names
+    Visitor().visit(stmt)
+    found = _ASSIGNED[stmt] = tuple(names)
+    return found
 
 
 def literal_fits(value, t) -> bool:

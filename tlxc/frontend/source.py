@@ -7,6 +7,7 @@ import hashlib
 import inspect
 import textwrap
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,7 +97,21 @@ def get_source(fn) -> FunctionSource:
 def first_node(stmts, node_types) -> ast.AST | None:
     """The first node of one of ``node_types`` inside the statements ``stmts`` (walk order)."""
     for stmt in stmts:
-        for node in ast.walk(stmt):
-            if isinstance(node, node_types):
-                return node
+        found = _first_in(stmt, node_types)
+        if found is not None:
+            return found
     return None
+
+
+# per statement and node types: the syntax tree lives as long as its source (KernelFunction.source), and
+# every loop of a kernel asks again at each build and each unrolled iteration around it
+_FIRST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_NONE = object()
+
+
+def _first_in(stmt: ast.AST, node_types) -> ast.AST | None:
+    known = _FIRST.setdefault(stmt, {})
+    found = known.get(node_types)
+    if found is None:
+        found = known[node_types] = next((n for n in ast.walk(stmt) if isinstance(n, node_types)), _NONE)
+    return None if found is _NONE else found
