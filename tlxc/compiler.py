@@ -200,7 +200,7 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_w
     compiled.metadata["frontend_seconds"] = time.perf_counter() - start
     wants_backend = any(s in stages for s in BACKEND_STAGES)
     if "ir.opt" in stages or wants_backend:
-        module = optimize(copy_module(module), arch, num_warps, debug_barriers=debug_barriers,
+        module = optimize(module, arch, num_warps, debug_barriers=debug_barriers,     # (the frontend's is done with)
                           check_barriers=options.get("check_barriers", True),
                           num_stages=options.get("num_stages"))     # pipeline-loads' default depth
         compiled.module = module
@@ -237,7 +237,8 @@ def nvrtc_options(options: dict) -> list[str]:
 
 
 def copy_module(module):
-    """Passes rewrite in place; keep the frontend's module intact."""
+    """Passes rewrite in place: a copy for them where the frontend's module lives on (the interpreter
+    runs it)."""
     return copy.deepcopy(module)
 
 
@@ -304,7 +305,6 @@ def check_function(kfn, spec, *, arch: str = DEFAULT_ARCH, num_warps: int = 4, c
     try:
         module = frontend(kfn, spec, arch=arch, num_warps=num_warps, cluster=cluster, num_ctas=num_ctas)
         options = CompileOptions(num_warps=num_warps, arch=arch, cluster=cluster, num_ctas=num_ctas)
-        module = copy_module(module)
         for p in check_passes(arch):
             module = p.run(module, options)
     except TlxcError as exc:
