@@ -200,7 +200,7 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_w
     compiled.metadata["frontend_seconds"] = time.perf_counter() - start
     wants_backend = any(s in stages for s in BACKEND_STAGES)
     if "ir.opt" in stages or wants_backend:
-        module = optimize(module, arch, num_warps, debug_barriers=debug_barriers,     # (the frontend's is done with)
+        module = optimize(module, arch, num_warps, debug_barriers=debug_barriers,    # in place: no one else holds it
                           check_barriers=options.get("check_barriers", True),
                           num_stages=options.get("num_stages"))     # pipeline-loads' default depth
         compiled.module = module
