@@ -22,6 +22,7 @@ PERF_SWITCHES = {
     "TLXC_SHARED_IMM": True,       # codegen_nvptx/rules_tlx.py: cp.async shared addresses as base + constants
     "TLXC_CPASYNC_FENCE": True,    # codegen_c/shared_order.py: the proxy fence after a cp.async wait
     "TLXC_WGMMA_RS_GROUP": False,  # codegen_nvptx/rules_mma_async.py: register-A wgmma as one group (tasks >= 232 regs)
+    "TLXC_WGMMA_A_LDMATRIX": True,  # passes/layouts.py: a loaded wgmma register A read by ldmatrix, no conversion
 }
 
 

@@ -36,6 +36,7 @@ from ..ir.builder import Builder
 from ..ir.core import OP_REGISTRY, Block, BlockArgument, Module, Operation, Region, Value, users_by_value
 from ..ir.traits import ELEMENTWISE, has_trait
 from ..ir.types import PointerType, ScalarType, TensorType
+from ..options import perf_switch
 from ..target import target_of
 from .axis_info import AxisAnalysis
 from .manager import Pass
@@ -465,8 +466,30 @@ class _KernelRewriter:
     def rule_tlx_local_load(self, op):
         rtype = op.results[0].type
         layout = (self.tmem_layout(op, op.operands[0]) or self.mfma_operand_of(op.results[0])
-                  or self.default_layout(rtype))
+                  or self.wgmma_a_of(op.results[0]) or self.default_layout(rtype))
         self.copy(op, [self.get(op.operands[0])], [rtype.with_layout(layout)])
+
+    def wgmma_a_of(self, value: Value):
+        """The wgmma register-A layout of a 16-bit buffer load whose every use is the A of a
+        ``tlx.async_dot`` (the GEMM's swapped tile reads its A once for its main part and its
+        tail): the load reads shared memory straight into the fragments (``ldmatrix``), not
+        through a conversion in scratch.  None otherwise."""
+        if self._users is None:
+            self._users = users_by_value(self.kernel)
+        users = self._users.get(id(value), [])
+        if not self.target.is_nvidia or not users or value.type.element.bits != 16 \
+                or not perf_switch("TLXC_WGMMA_A_LDMATRIX"):
+            return None
+        layouts = set()
+        for user in users:
+            if user.name != "tlx.async_dot" or user.operands[0] is not value or value in user.operands[1:]:
+                return None
+            try:
+                acc = N.mma_accumulator_layout(user.operands[2].type.shape, self.num_warps, "wgmma")
+                layouts.add(N.mma_operand_layout(value.type.shape, 0, acc, 16))
+            except ValueError:
+                return None
+        return layouts.pop() if len(layouts) == 1 else None
 
     def mfma_operand_of(self, value: Value):
         """The MFMA (AMD) or mma.sync (NVIDIA, read by ldmatrix) operand layout of a buffer load

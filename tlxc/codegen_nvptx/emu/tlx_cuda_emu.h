@@ -22,6 +22,7 @@
 //     is nothing; wgmma may read A from shared memory too (16-bit, K- or M-major): warp-specialized
 //     kernels of up to 16 warps run.
 //   * TMA copies swizzle 128, 64 or 32 bytes, and wgmma reads operands in all three swizzles.
+//   * ldmatrix (.x4, .trans) is a warp operation: the lanes' row addresses exchanged, then read.
 //   * TMA tile stores (and float32 reduce-adds) read shared memory when a bulk wait_group retires their
 //     group (or at the CTA's end) and skip elements outside the tensor.
 // Helpers not emulated (other TMA reductions, tcgen05, clusters, ...) fail the host compile by name.
@@ -387,6 +388,27 @@ static inline void tlx_ld_shared_b64(const void* p, unsigned& w0, unsigned& w1) 
 static inline void tlx_ld_shared_b128(const void* p, unsigned& w0, unsigned& w1, unsigned& w2, unsigned& w3) {
   unsigned w[4]; memcpy(w, p, 16); w0 = w[0]; w1 = w[1]; w2 = w[2]; w3 = w[3];
 }
+// ldmatrix.m8n8.x4 (.trans): lane l gives the address of row l % 8 of matrix l / 8; lane t receives of
+// matrix j the elements (t / 4, 2 (t % 4) + e), or with .trans (2 (t % 4) + e, t / 4), e = 0 (low half), 1
+static inline void tlx_ldmatrix_words(const void* p, unsigned* w, bool trans) {
+  const unsigned long long* rows = cuemu::warp_exchange(cuemu::smem_off(p));
+  int t = cuemu::tid() % 32;
+  for (int j = 0; j < 4; ++j) {
+    unsigned short e[2];
+    for (int h = 0; h < 2; ++h) {
+      unsigned at = trans ? (unsigned)rows[8 * j + 2 * (t % 4) + h] + 2 * (t / 4)
+                          : (unsigned)rows[8 * j + t / 4] + 4 * (t % 4) + 2 * h;
+      memcpy(&e[h], tlx_smem + at, 2);
+    }
+    w[j] = (unsigned)e[0] | ((unsigned)e[1] << 16);
+  }
+}
+static inline void tlx_ldmatrix_x4(const void* p, unsigned& w0, unsigned& w1, unsigned& w2, unsigned& w3) {
+  unsigned w[4]; tlx_ldmatrix_words(p, w, false); w0 = w[0]; w1 = w[1]; w2 = w[2]; w3 = w[3];
+}
+static inline void tlx_ldmatrix_x4_trans(const void* p, unsigned& w0, unsigned& w1, unsigned& w2, unsigned& w3) {
+  unsigned w[4]; tlx_ldmatrix_words(p, w, true); w0 = w[0]; w1 = w[1]; w2 = w[2]; w3 = w[3];
+}
 struct tlx_tensormap {                  // (the emulation's own: run.py fills it from a TensorDescriptor)
   unsigned char* base;
   long long dims[5], strides[5];          // innermost first; strides in bytes
@@ -591,9 +613,13 @@ static inline unsigned long long tlx_wgmma_desc(const void* base, unsigned offse
                                                         unsigned a3, unsigned long long db, int scale_d) {  \
     cuemu::wgmma(d, a0, a1, a2, a3, db, scale_d, TB, N);                                                    \
   }
+TLX_EMU_WGMMA_RS(16)
 TLX_EMU_WGMMA_RS(32)
 TLX_EMU_WGMMA_RS(64)
+TLX_EMU_WGMMA_RS(80)
+TLX_EMU_WGMMA_RS(96)
 TLX_EMU_WGMMA_RS(128)
+TLX_EMU_WGMMA_RS(192)
 TLX_EMU_WGMMA_RS(256)
 // both operands in shared memory (16-bit): TA / TB the transpose bits (M-major A, N-major B)
 #define TLX_EMU_WGMMA_SS(N)                                                                                  \
