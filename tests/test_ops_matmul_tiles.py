@@ -286,13 +286,21 @@ def test_the_rules_take_the_ws_kernel_from_half_a_round_of_128x128_tiles():
 def test_a_borrowed_pick_is_traded_for_the_tile_that_fills_the_rounds():
     """297 tokens against a 14336-wide weight borrow 512x14336x4096's 128x256 tiles: 168 of them
     are 1.27 rounds of 132 SMs (two tile-times); 224 192x128 tiles are two rounds of 0.77 tile-times
-    (H200 2026-12-04: 0.60x -> 0.78x cuBLAS), so ``fit_rounds`` trades.  A measured shape keeps its
-    row's pick, and a borrowed pick that fills its rounds (2048x14336x4096 +1 row) is kept."""
+    (H200 2026-12-04: 0.60x -> 0.78x cuBLAS); 112 swapped 256x160 tiles are one round of 1.25 at
+    0.84 of the rate (2026-12-05: 0.81x), so ``fit_rounds`` trades -- to the swapped tile only with
+    a K-major B, the layout it was measured on.  A measured shape keeps its row's pick, and a
+    borrowed pick that fills its rounds (2048x14336x4096 +1 row) is kept."""
     wide = cfgs.Problem(297, 14336, 4096, b_kmajor=True)
     assert cfgs.rounds(CONFIGS["ws_128x256x64_s4"], wide) == (2, pytest.approx(168 / 264))
     assert cfgs.rounds(CONFIGS["ws_192x128x64_s5"], wide) == (2, pytest.approx(224 / 264))
-    assert cfgs.choose_config(wide).name == "ws_192x128x64_s5"
-    assert cfgs.fit_rounds(CONFIGS["ws_128x256x64_s4"], wide).name == "ws_192x128x64_s5"
+    assert cfgs.rounds(CONFIGS["ws_256x160x64_s4_swap"], wide) == (1, pytest.approx(112 / 132))
+    assert cfgs.choose_config(wide).name == "ws_256x160x64_s4_swap"
+    assert cfgs.fit_rounds(CONFIGS["ws_128x256x64_s4"], wide).name == "ws_256x160x64_s4_swap"
+    n_major = cfgs.Problem(297, 14336, 4096, b_kmajor=False)
+    assert cfgs.fit_rounds(CONFIGS["ws_128x256x64_s4"], n_major).name == "ws_192x128x64_s5"
+    # 1213 rows against a 14336-wide weight: 448 swapped tiles (four rounds) lose to 192x128's six
+    # rounds of 0.75 (H200: 0.75x against 0.95x)
+    assert cfgs.choose_config(cfgs.Problem(1213, 14336, 4096, b_kmajor=True)).name == "ws_192x128x64_s5"
     assert cfgs.choose_config(cfgs.Problem(512, 14336, 4096, b_kmajor=True)).name == "ws_128x256x64_s4"
     assert cfgs.choose_config(cfgs.Problem(2049, 14336, 4096, b_kmajor=True)).name == "ws_128x256x64_s4_c2"
     # fp8, stream-K and the pointer kernel are never traded

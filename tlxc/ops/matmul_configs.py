@@ -610,8 +610,11 @@ def choose_config(p: Problem, table=None) -> GemmConfig:
 
 # Whole-tile WS configurations a borrowed pick may be traded for when their tiles fill the rounds
 # better, with each one's throughput per tile area relative to 128x256's (H200, the dense squares
-# and the odd-M runs of 2026-12-04: 192x128 and 128x192 tiles run 0.97x / 0.95x its rate).
-ROUND_FIT = {"ws_128x256x64_s4": 1.0, "ws_192x128x64_s5": 0.97, "ws_128x192x64_s4_sub1": 0.95}
+# and the odd-M runs of 2026-12-04: 192x128 and 128x192 tiles run 0.97x / 0.95x its rate; the
+# swapped 256x160 tile 0.80-0.88x, 2026-12-05: one round where 297 or 1213 rows need two of 192x128).
+ROUND_FIT = {"ws_128x256x64_s4": 1.0, "ws_192x128x64_s5": 0.97, "ws_128x192x64_s4_sub1": 0.95,
+             "ws_256x160x64_s4_swap": 0.84}
+ROUND_FIT_B_KMAJOR = ("ws_256x160x64_s4_swap",)   # measured on a K-major B (nn.Linear's weight) only
 ROUND_FIT_GAIN = 0.05      # trade only for a modeled time at least this much shorter
 
 
@@ -631,6 +634,8 @@ def fit_rounds(c: GemmConfig, p: Problem) -> GemmConfig:
     best, best_t = c, own
     for name, rate in ROUND_FIT.items():
         alt = CONFIGS[name]
+        if name in ROUND_FIT_B_KMAJOR and not p.b_kmajor:
+            continue
         if usable(alt, p) and _modeled_time(alt, p, rate) < best_t:
             best, best_t = alt, _modeled_time(alt, p, rate)
     return best if best_t <= own * (1 - ROUND_FIT_GAIN) else c
