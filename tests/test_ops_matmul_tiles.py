@@ -335,7 +335,8 @@ def test_swapped_ws_tiles_cover_m_with_their_columns(config, shape, a_mmajor, b_
 
 def test_swapped_ws_tiles_refuse_what_they_cannot_read():
     """No staging copies (an operand TMA cannot describe), no residual's scratch tile beside a
-    256-row ring, and never the heuristic's pick before they are measured."""
+    256-row ring; the heuristic picks only the measured 256x160 tile, and only where its operands
+    reach TMA as they are."""
     unaligned = cfgs.Problem(300, 520, 130, b_kmajor=True, tma_a=False)
     assert "TMA" in cfgs.supports(CONFIGS["ws_256x160x64_s4_swap"], unaligned)
     assert "shared memory" in cfgs.supports(CONFIGS["ws_256x160x64_s4_swap"],
@@ -344,7 +345,9 @@ def test_swapped_ws_tiles_refuse_what_they_cannot_read():
     # 297 tokens x a 14336-wide weight: two 160-column tiles of M x 56 of N = 112 CTAs, one round
     # (every configuration's compile, spills included, is test_ops_matmul.py's)
     assert cfgs.rounds(CONFIGS["ws_256x160x64_s4_swap"], cfgs.Problem(297, 14336, 4096, b_kmajor=True))[0] == 1
-    assert not any(name.endswith("_swap") for name in cfgs.ROUND_FIT)
+    assert [name for name in cfgs.ROUND_FIT if name.endswith("_swap")] == ["ws_256x160x64_s4_swap"]
+    odd_k = cfgs.Problem(297, 14336, 4099, b_kmajor=True, tma_a=False, tma_b=False)   # rows of 8198 bytes
+    assert cfgs.choose_config(odd_k).name != "ws_256x160x64_s4_swap"
     with pytest.raises(AssertionError, match="swapped WS tile"):
         cfgs._ws(256, 160, 4, swap=True, cluster_m=2, subtile=1)
 
