@@ -188,19 +188,6 @@ def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
     assert names == ["gemm_dot_kernel" if config.startswith("dot") else "gemm_ws_kernel"]
 
 
-@pytest.mark.parametrize("config,shape", [("ws_256x160x64_s4_swap", (297, 520, 200)),
-                                          ("ws_256x160x64_s4_swap", (168, 304, 136, "transposed")),
-                                          ("ws_128x192x64_s4_sub1", (200, 301, 136))], ids=str)
-def test_ws_gemm_with_a_in_registers_matches_float64(config, shape, monkeypatch):
-    """``TLXC_OPS_A_REGS=1``: a tile with a tail reads each consumer's A into registers once a
-    k-step (``ldmatrix``; ``.trans`` for an M-major A) for its main and tail wgmmas."""
-    monkeypatch.setenv("TLXC_OPS_A_REGS", "1")
-    names = _emulating_matmul(monkeypatch, lambda text: text if "tlx_ldmatrix_x4" in text and "_rs<" in text
-                              else pytest.fail("A is not read into registers"))
-    assert _matmul_error(config, shape) < 8e-3
-    assert names == ["gemm_ws_kernel"]
-
-
 def test_a_wrong_transpose_bit_is_caught(monkeypatch):
     """The swapped tile's main wgmma told its K-major A is M-major: the product comes out wrong."""
     def corrupt(source):

@@ -2,7 +2,7 @@
 ``tlx.async_dot(a, b, acc)``): a load whose every use is a wgmma's register A takes the operand
 layout itself (``infer-layouts``, ``wgmma_a_of``), so the codegen reads the fragments with
 ``ldmatrix`` (``.trans`` for an M-major A) instead of a coalesced load and a conversion through
-scratch.  The GEMM's tile with a tail reads its A once this way for both of its products.
+scratch (the attention backward's K and V fragments).
 Checked on the interpreter, the CUDA text (ldmatrix, no scratch), the text under the host
 emulation and, with the ``gpu`` marker, on the GPU, against float64."""
 from __future__ import annotations

@@ -31,9 +31,6 @@ there), generalized for ``tlxc.ops.matmul``:
   multiple; and every GLU activation), stores it from registers through pointers (``c`` is
   then the output tensor, ``stride_cm``/``stride_cn`` its strides), masked at the edges.
 
-* ``A_REGS`` (a tile with a tail; the host's ``TLXC_OPS_A_REGS=1``, for measurements): each consumer
-  reads its A tile into registers once a k-step (``ldmatrix``) and both of its wgmmas take A from
-  there, where from shared memory each would read it again;
 * the host may run it on the swapped product ``C^T = B^T A^T`` (``_swap`` configurations:
   256 of N x 144 or 160 of M, so the tile's M side fits odd token counts): its A is then ``b^T``,
   its B ``a^T`` and its C ``out^T``, whose contiguous rows TMA cannot store: pointer stores,
@@ -231,7 +228,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                    EPILOGUE_SUBTILE: tl.constexpr, CLUSTER_M: tl.constexpr, C_TMA: tl.constexpr,
                    NUM_CONSUMERS: tl.constexpr, CONSUMER_REGS: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
                    HAS_RESIDUAL: tl.constexpr, STREAM_K: tl.constexpr, BN_TAIL: tl.constexpr = 0,
-                   SHARE_A: tl.constexpr = False, GLU_AXIS: tl.constexpr = 1, A_REGS: tl.constexpr = False):
+                   SHARE_A: tl.constexpr = False, GLU_AXIS: tl.constexpr = 1):
     SUB_M: tl.constexpr = BM // NUM_CONSUMERS                             # each consumer's rows
     TILE_N: tl.constexpr = BN + BN_TAIL                                   # a tile's columns
     SK_QUARTERS: tl.constexpr = STREAM_K and BN > 128                     # (the host gives these TMA stores)
@@ -350,8 +347,6 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                         a_op = a_smem[NUM_CONSUMERS * slot + cid]
                     else:
                         a_op = tlx.local_trans(a_smem[NUM_CONSUMERS * slot + cid])
-                    if A_REGS:                                # read once for the main part and the tail
-                        a_op = tlx.local_load(a_op)
                     if B_KMAJOR:
                         acc = tlx.async_dot(a_op, tlx.local_trans(b_smem[slot]), acc)
                     else:
