@@ -471,9 +471,9 @@ class _KernelRewriter:
 
     def wgmma_a_of(self, value: Value):
         """The wgmma register-A layout of a 16-bit buffer load whose every use is the A of a
-        ``tlx.async_dot`` (the GEMM's swapped tile reads its A once for its main part and its
-        tail): the load reads shared memory straight into the fragments (``ldmatrix``), not
-        through a conversion in scratch.  None otherwise."""
+        ``tlx.async_dot`` (the attention backward's K and V, a ``tl.dot`` on loaded operands
+        built for sm_90a): the load reads shared memory straight into the fragments
+        (``ldmatrix``), not through a conversion in scratch between two barriers.  None otherwise."""
         if self._users is None:
             self._users = users_by_value(self.kernel)
         users = self._users.get(id(value), [])
