@@ -206,11 +206,15 @@ def kernel_uses_protocol(kernel: Operation) -> bool:
 def _wrap(value: int, t) -> int:
     if not isinstance(t, ScalarType) or not t.is_int:
         return value
-    if t.is_bool:
+    return _wrap_bits(value, t.bits, t.is_signed, t.is_bool)
+
+
+def _wrap_bits(value: int, bits: int, signed: bool, boolean: bool) -> int:
+    """``value`` as an integer of ``bits`` bits (two's complement when ``signed``), or a bool."""
+    if boolean:
         return int(value) & 1
-    bits = t.bits
     value &= (1 << bits) - 1
-    if t.is_signed and value >= 1 << (bits - 1):
+    if signed and value >= 1 << (bits - 1):
         value -= 1 << bits
     return value
 
@@ -289,12 +293,7 @@ class _ArithPlan:
 
     def wrap(self, value: int) -> int:
         """``_wrap(value, type)`` for the result's type."""
-        if self.boolean:
-            return int(value) & 1
-        value &= (1 << self.bits) - 1
-        if self.signed and value >= 1 << (self.bits - 1):
-            value -= 1 << self.bits
-        return value
+        return _wrap_bits(value, self.bits, self.signed, self.boolean)
 
 
 # -- the collector -------------------------------------------------------------------
