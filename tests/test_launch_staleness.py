@@ -305,3 +305,22 @@ def test_parameters_named_like_the_generated_code_s_locals(monkeypatch):
         named_like_locals._generic = None
         named_like_locals._specialized.clear()
         named_like_locals._interpret = None
+
+
+_KEY_CHANGES = {"TLXC_CHECK_BARRIERS": "0", "TLXC_DEBUG_BARRIERS": "1", "TLXC_SKIP_PASSES": "pipeline-loads",
+                "TLXC_DEVICE_TENSORMAPS": "0", "TLXC_EPILOGUE_OVERLAP": "0", "TLXC_RING_FROM_START": "1"}
+
+
+@pytest.mark.parametrize("name", [n for n in L.COMPILE_ENV if n != "TLXC_OVERRIDE_DIR"])
+def test_every_compile_variable_is_in_the_disk_cache_key(monkeypatch, name):
+    """A variable that changes the compile changes the disk cache's key too, so a process started
+    with another value is not served the other build (the performance switches by construction:
+    TLXC_WGMMA_A_LDMATRIX was once in COMPILE_ENV only).  TLXC_OVERRIDE_DIR bypasses the cache."""
+    from types import SimpleNamespace
+
+    from tlxc.options import PERF_SWITCHES
+    kfn, spec = SimpleNamespace(cache_key="kernel"), SimpleNamespace(key=lambda: ("spec",))
+    before = L.compile_cache_key(kfn, spec, "sm_90a", 4, None, {})
+    value = _KEY_CHANGES.get(name) or ("0" if PERF_SWITCHES.get(name) else "1")
+    monkeypatch.setenv(name, value)
+    assert L.compile_cache_key(kfn, spec, "sm_90a", 4, None, {}) != before

@@ -1126,32 +1126,37 @@ def with_ctas_per_program(run: Callable, name: str, num_ctas: int) -> Callable:
     return launch_clusters
 
 
-def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluster=None, options=None):
-    """Compile, or load the cubin and metadata from the disk cache.  The key covers everything
-    that changes the output or whether the compile succeeds: tlxc itself, the toolchain, the
-    kernel and what it reads (``KernelFunction.cache_key``), the specialization, the options and
-    the environment variables the compile reads."""
+def compile_cache_key(kfn, spec, arch: str, num_warps: int, cluster, options: dict) -> str:
+    """The disk cache's key of one compile: tlxc itself, the toolchain, the kernel and what it reads
+    (``KernelFunction.cache_key``), the specialization, the options, and every environment variable
+    the compile reads (the performance switches all of them, ``options.PERF_SWITCHES``)."""
     from .. import __version__
+    from ..options import PERF_SWITCHES
     from ..passes.manager import skipped_passes
-    from .cache import DiskCache, compiler_fingerprint, toolchain_fingerprint
-    options = dict(options or {})
-    debug_barriers = os.environ.get("TLXC_DEBUG_BARRIERS", "") == "1"
+    from .cache import compiler_fingerprint, toolchain_fingerprint
     h = hashlib.sha256()
     for part in (__version__, compiler_fingerprint(), toolchain_fingerprint(), kfn.cache_key, repr(spec.key()),
-                 arch, str(num_warps), str(debug_barriers), str(cluster), repr(sorted(options.items())),
+                 arch, str(num_warps), str(os.environ.get("TLXC_DEBUG_BARRIERS", "") == "1"), str(cluster),
+                 repr(sorted(options.items())),
                  "check_barriers=" + os.environ.get("TLXC_CHECK_BARRIERS", "").strip().lower(),
                  "skip_passes=" + ",".join(sorted(skipped_passes())),
                  "device_tensormaps=" + str(os.environ.get("TLXC_DEVICE_TENSORMAPS", "").strip() != "0"),
                  "epilogue_overlap=" + os.environ.get("TLXC_EPILOGUE_OVERLAP", "1"),
                  "ring_from_start=" + os.environ.get("TLXC_RING_FROM_START", ""),
-                 "ring_counter=" + os.environ.get("TLXC_RING_COUNTER", ""),
-                 "ring_base=" + os.environ.get("TLXC_RING_BASE", ""),
-                 "shared_imm=" + os.environ.get("TLXC_SHARED_IMM", ""),
-                 "cpasync_fence=" + os.environ.get("TLXC_CPASYNC_FENCE", ""),
-                 "wgmma_rs_group=" + os.environ.get("TLXC_WGMMA_RS_GROUP", "")):
+                 *(f"{name}={os.environ.get(name, '')}" for name in PERF_SWITCHES)):
         h.update(part.encode())
         h.update(b"\0")
-    key = h.hexdigest()
+    return h.hexdigest()
+
+
+def _compile_cached(kfn, spec, arch: str, num_warps: int, compile_kernel, cluster=None, options=None):
+    """Compile, or load the cubin and metadata from the disk cache, whose key
+    (``compile_cache_key``) covers everything that changes the output or whether the compile
+    succeeds."""
+    from .cache import DiskCache
+    options = dict(options or {})
+    debug_barriers = os.environ.get("TLXC_DEBUG_BARRIERS", "") == "1"
+    key = compile_cache_key(kfn, spec, arch, num_warps, cluster, options)
     cache = DiskCache()
     # A dump must see a real compile, and a hand-edited override must neither be
     # hidden by nor leak into the cache.
