@@ -189,10 +189,11 @@ def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
 
 
 def test_a_wrong_transpose_bit_is_caught(monkeypatch):
-    """The swapped tile's main wgmma told its K-major A is M-major: the product comes out wrong."""
+    """The swapped tile's wgmma (its n128 + n32 products fused: m64n160) told its K-major A is
+    M-major: the product comes out wrong."""
     def corrupt(source):
-        assert "tlx_wgmma_m64n128k16_f32_bf16<0, 0>(" in source, "the wgmma call changed: update this test's edit"
-        return source.replace("tlx_wgmma_m64n128k16_f32_bf16<0, 0>(", "tlx_wgmma_m64n128k16_f32_bf16<1, 0>(")
+        assert "tlx_wgmma_m64n160k16_f32_bf16<0, 0>(" in source, "the wgmma call changed: update this test's edit"
+        return source.replace("tlx_wgmma_m64n160k16_f32_bf16<0, 0>(", "tlx_wgmma_m64n160k16_f32_bf16<1, 0>(")
     _emulating_matmul(monkeypatch, corrupt)
     assert _matmul_error("ws_256x160x64_s4_swap", (297, 520, 200)) > 0.1
 

@@ -81,7 +81,10 @@ def test_tile_tails_compile_for_sm90a(name, b_kmajor):
     assert h.metadata.shared <= cfgs.ws_shared_bytes(c, 2, 2) <= cfgs.SHARED_LIMIT
     main, tail = cfgs.split_columns(c.bn)
     cuda = h.asm["cuda"]
-    assert f"m64n{main}k16" in cuda and f"m64n{tail}k16" in cuda
+    if b_kmajor:        # the two products on one A: one wgmma of the tile's width (fuse-dot-pairs)
+        assert f"m64n{main + tail}k16" in cuda and f"m64n{main}k16" not in cuda and f"m64n{tail}k16" not in cuda
+    else:               # N-major B: the tail's rows are not the main part's next rows
+        assert f"m64n{main}k16" in cuda and f"m64n{tail}k16" in cuda
 
 
 def test_split_columns_and_what_a_tail_config_may_be():

@@ -115,10 +115,12 @@ def default_pipeline(target: Target | str, options: CompileOptions | None = None
     (attention), share-operand-buffers lets operand buffers of disjoint lifetimes share bytes
     (passes/dot_operands.py, passes/pipeline_operands.py); after infer-layouts,
     hoist-conversions and load-in-use-layout keep layout conversions out of loops; check-barriers
-    (check/check_barriers.py) runs the static checker on every compile."""
+    (check/check_barriers.py) runs the static checker on every compile; fuse-dot-pairs issues two
+    wgmma products on one A as one wider instruction, their B buffers interleaved (passes/dot_pairs.py)."""
     from .check.check_barriers import CheckBarriers, barrier_mode
     from .passes.canonicalize import Canonicalize
     from .passes.dot_mfma import AsyncDotOnMfma
+    from .passes.dot_pairs import FuseDotPairs
     from .passes.dot_operands import DedupeOperandStores, FoldDotAdd, HoistOperandStores, ShareOperandBuffers
     from .passes.dot_register_a import RegisterAOperand
     from .passes.dot_wait_drain import DrainDotWait
@@ -142,7 +144,7 @@ def default_pipeline(target: Target | str, options: CompileOptions | None = None
            PipelineOperandLoads(num_stages=options.num_stages), RegisterAOperand(), ShareOperandBuffers()]
           if wgmma else []),
         Canonicalize(), InferLayouts(), HoistConversions(), LoadInUseLayout(), CheckBarriers(mode=barrier_mode(options)),
-        SharedLayouts(), AllocateShared()])
+        SharedLayouts(), *([FuseDotPairs()] if wgmma else []), AllocateShared()])
 
 
 def check_passes(target: Target | str) -> list:

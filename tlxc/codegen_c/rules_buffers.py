@@ -23,6 +23,7 @@ from math import gcd
 from ..errors import CompilationError
 from ..ir.shared_layout import PaddedSharedLayout, XorSwizzle
 from ..passes.shared_layouts import allocation_swizzle, swizzle_chunk, swizzle_expr, swizzle_offset, swizzle_period
+from ..passes.shared_memory import buffer_pitch
 from . import c_types as C
 from .lower import lowering, registers
 
@@ -83,13 +84,23 @@ def local_view(lw, op):
     base, strides = lw.views[id(src)]
     ctype = C.storage_type(src.type.element)
     name = lw.define(r)
-    lw.out.line(f"{ctype}* {name} = {base} + {lw.name(idx)} * {src.type.buffer_numel};")
+    pitch = view_pitch(src)
+    lw.out.line(f"{ctype}* {name} = {base} + {lw.name(idx)} * {pitch // src.type.element.bytes};")
     lw.views[id(r)] = (name, strides)
     lw.view_swizzle[id(r)] = lw.view_swizzle.get(id(src), 0)
     if id(src) in lw.view_block:
         lw.view_block[id(r)] = lw.view_block[id(src)]
-    step = src.type.buffer_bytes * lw.axis.info(idx).divisibility[0]
+    step = pitch * lw.axis.info(idx).divisibility[0]
     lw.view_align[id(r)] = gcd(lw.view_align.get(id(src), 1), step)
+
+
+def view_pitch(src) -> int:
+    """Bytes between consecutive buffers of the allocation value ``src`` (``passes/shared_memory.py:
+    buffer_pitch``: more than a buffer where another allocation's buffers are interleaved)."""
+    owner = getattr(src, "owner", None)
+    if getattr(owner, "name", None) == "tlx.local_alloc":
+        return buffer_pitch(owner)
+    return src.type.buffer_bytes
 
 
 @lowering("tlx.local_slice")

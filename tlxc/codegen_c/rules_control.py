@@ -19,6 +19,7 @@ from ..ir.types import BarrierType, MemDescType, TensorType
 from ..target import has_feature
 from . import c_types as C
 from .lower import lowering, registers
+from .rules_buffers import view_pitch
 
 
 def _c_type(t) -> str:
@@ -79,7 +80,7 @@ def _static_align(lw, value, depth: int = 0) -> int:
         return element_bytes
     if owner.name == "tlx.local_view":
         src, idx = owner.operands
-        step = src.type.buffer_bytes * lw.axis.info(idx).divisibility[0]
+        step = view_pitch(src) * lw.axis.info(idx).divisibility[0]
         return gcd(_static_align(lw, src, depth + 1), step)
     if owner.name in ("tlx.local_trans", "tlx.local_reinterpret"):
         return gcd(_static_align(lw, owner.operands[0], depth + 1), 16)

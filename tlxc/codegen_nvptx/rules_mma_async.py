@@ -86,6 +86,7 @@ import re
 from ..codegen_c.lower import lowering, registers
 from ..errors import CompilationError, InternalCompilerError
 from ..ir.core import BlockArgument
+from ..ir.layouts_nvidia import wgmma_tiles
 from ..ir.ops.mma_async import k_multiple, transposable
 from ..ir.traits import PURE, has_trait
 from ..ir.types import MemDescType, TensorType
@@ -170,6 +171,11 @@ def async_dot(lw, op):
                                f"{arch} the accumulator lives in tensor memory (tcgen05)", op.loc)
     if not has_feature(arch, "wgmma"):
         raise CompilationError(f"tlx.async_dot needs wgmma (sm_90a), not {arch}", op.loc)
+    fused = op.attrs.get("fused_dot")
+    if fused == "first":            # issued with the next product as one instruction (passes/dot_pairs.py)
+        return
+    if fused == "second":
+        return _fused_pair(lw, _first_of_pair(op), op)
     a, b, acc = op.operands[:3]
     result = op.results[0]
     element = b.type.element
@@ -188,13 +194,7 @@ def async_dot(lw, op):
                                                       False, a_element, op.loc, lw.view_block.get(id(a)))
     plan_b = operand_plan(b.type, lw.views[id(b)][1], lw.view_swizzle.get(id(b), 0), True, element, op.loc,
                           lw.view_block.get(id(b)))
-    # the instruction's N: the fragment's register bases along N (after c0's (0,1) and (8,0))
-    instr_n = 8
-    for basis in layout.register[2:]:
-        if basis[0] == 0 and basis[1] == instr_n and instr_n < 256:
-            instr_n *= 2
-        else:
-            break
+    instr_n, tiles = wgmma_tiles(layout)
     per_tile = instr_n // 2
     total = registers(result.type)
     if total % per_tile or (instr_n not in range(8, 257, 8)):
@@ -207,7 +207,6 @@ def async_dot(lw, op):
             if plan is not None and plan["trans"]:      # (plan None: A in registers)
                 raise CompilationError(f"tlx.async_dot: wgmma reads {element} operands K-major only, but {name} "
                                        f"is {major}-major ({operand.type}); {hint}", op.loc)
-    tiles = [layout.apply(register=t * per_tile) for t in range(total // per_tile)]
     wg_row, wg_col = _warpgroup_offsets(lw, layout)
     k_steps = a.type.shape[1] // k_step
 
@@ -270,6 +269,78 @@ def async_dot(lw, op):
         lw.out.close()
     lw.out.line("tlx_wgmma_commit_group();")
     lw.alias(result, work)
+
+
+def _first_of_pair(second):
+    block = second.parent
+    first = next(op for op in reversed(block.ops[:block.ops.index(second)]) if op.name == "tlx.async_dot")
+    if first.attrs.get("fused_dot") != "first":
+        raise InternalCompilerError("fuse-dot-pairs: the product before a fused second one is not its first",
+                                    second.loc)
+    return first
+
+
+def _fused_pair(lw, first, second):
+    """Two products on one A whose B buffers sit side by side (``passes/dot_pairs.py``): one
+    ``m64n(N1+N2)`` per row tile and k step, B read from the first buffer on; the instruction's
+    registers are the first accumulator's tile followed by the second's (the fragment's
+    registers go along N eight columns at a time)."""
+    a, b1, acc1 = first.operands
+    b2, acc2 = second.operands[1:3]
+    element, a_element = b1.type.element, a.type.element
+    if element.name == "f32" or element != a_element:
+        raise InternalCompilerError(f"fuse-dot-pairs on {a.type} x {b1.type}", second.loc)
+    k_step = k_multiple(element)
+    plan_a = operand_plan(a.type, lw.views[id(a)][1], lw.view_swizzle.get(id(a), 0), False, element, first.loc,
+                          lw.view_block.get(id(a)))
+    plan_b = operand_plan(b1.type, lw.views[id(b1)][1], lw.view_swizzle.get(id(b1), 0), True, element, first.loc,
+                          lw.view_block.get(id(b1)))
+    if plan_b["trans"]:
+        raise InternalCompilerError("fuse-dot-pairs: an N-major B", second.loc)
+    parts = []
+    for r in (first.results[0], second.results[0]):
+        n, tiles = wgmma_tiles(r.type.layout)
+        parts.append((r, n, tiles))
+    (r1, n1, tiles1), (r2, n2, tiles2) = parts
+    n = n1 + n2
+    wg_row, wg_col = _warpgroup_offsets(lw, r1.type.layout)
+    k_steps = a.type.shape[1] // k_step
+    helper = f"tlx_wgmma_m64n{n}k{k_step}_f32_{element.name}"
+    for name in (helper, "tlx_wgmma_desc", "tlx_wgmma_fence", "tlx_wgmma_commit_group"):
+        lw.target.use(name)
+    work = lw.fresh("dacc")
+    per1, per2 = n1 // 2, n2 // 2
+    lw.out.line(f"// wgmma: {len(tiles1)} tile(s) of m64n{n}k{k_step} x {k_steps} k-steps per warpgroup: two "
+                f"products on one A (n{n1} + n{n2}, B buffers side by side); A {'M' if plan_a['trans'] else 'K'}"
+                f"-major, B K-major")
+    lw.out.line(f"float {work}[{len(tiles1) * (per1 + per2)}];")
+    for t in range(len(tiles1)):
+        lw.out.line("#pragma unroll")
+        lw.out.line(f"for (int i = 0; i < {per1}; ++i) {work}[{t * (per1 + per2)} + i] = "
+                    f"{lw.name(acc1)}[{t * per1} + i];")
+        lw.out.line("#pragma unroll")
+        lw.out.line(f"for (int i = 0; i < {per2}; ++i) {work}[{t * (per1 + per2) + per1} + i] = "
+                    f"{lw.name(acc2)}[{t * per2} + i];")
+    a_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
+    b_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(b1)][0]})"
+    lw.out.line("tlx_wgmma_fence();")
+    for t, (row, _) in enumerate(tiles1):
+        m0 = f"{wg_row} + {row}" if row else wg_row
+        lw.out.line("#pragma unroll")
+        lw.out.open(f"for (int kk = 0; kk < {k_steps}; ++kk)")
+        da = f"tlx_wgmma_desc({a_bytes}, {plan_a['offset'](m0, f'{k_step} * kk')}, {plan_a['fields']:#x}ull)"
+        db = f"tlx_wgmma_desc({b_bytes}, {plan_b['offset'](wg_col, f'{k_step} * kk')}, {plan_b['fields']:#x}ull)"
+        majors = f"<{plan_a['trans']}, 0>" if transposable(element) else ""
+        lw.out.line(f"{helper}{majors}(&{work}[{t * (per1 + per2)}], {da}, {db}, 1);")
+        lw.out.close()
+    lw.out.line("tlx_wgmma_commit_group();")
+    for r, per, at in ((r1, per1, 0), (r2, per2, per1)):
+        out = lw.fresh("dacc")
+        lw.out.line(f"float {out}[{len(tiles1) * per}];")
+        for t in range(len(tiles1)):
+            lw.out.line("#pragma unroll")
+            lw.out.line(f"for (int i = 0; i < {per}; ++i) {out}[{t * per} + i] = {work}[{t * (per1 + per2) + at} + i];")
+        lw.alias(r, out)
 
 
 def _split_accumulation(lw, helper, work, tiles, per_tile, k_steps, k_step, run, wg, a_operand, b_operand):

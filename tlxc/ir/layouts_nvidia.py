@@ -256,3 +256,19 @@ def nv_mma_register_layout(spec: NvMmaLayout, shape: Sequence[int], num_warps: i
 
 __all__ = ["NvMmaLayout", "mma_accumulator_layout", "mma_operand_layout", "nv_mma_layout", "nv_mma_register_layout",
            "tmem_layout"]
+
+
+def wgmma_tiles(layout: Layout) -> tuple[int, list[Coords]]:
+    """How a wgmma accumulator ``layout`` splits into ``m64nN`` instructions: N (the
+    register bases along N after the fragment's own (0, 1) and (8, 0), up to 256) and the
+    (row, column) of each instruction's tile as thread 0 of the warpgroup holds it, in
+    register order (tile t is registers ``t * N/2 ..``)."""
+    instr_n = 8
+    for basis in layout.register[2:]:
+        if basis[0] == 0 and basis[1] == instr_n and instr_n < 256:
+            instr_n *= 2
+        else:
+            break
+    per_tile = instr_n // 2
+    return instr_n, [tuple(layout.apply(register=t * per_tile))
+                     for t in range(layout.num_registers // per_tile)]

@@ -25,7 +25,8 @@ from ..ir.verifier import verify_module
 # synchronous, conversions where infer-layouts put them).
 OPTIONAL_PASSES = ("fold-dot-add", "lower-dot-to-wgmma", "pipeline-loads", "drain-dot-wait",
                    "hoist-operand-stores", "dedupe-operand-stores", "pipeline-operand-loads",
-                   "register-a-operand", "share-operand-buffers", "hoist-conversions", "load-in-use-layout")
+                   "register-a-operand", "share-operand-buffers", "hoist-conversions", "load-in-use-layout",
+                   "fuse-dot-pairs")
 
 
 def skipped_passes() -> frozenset[str]:

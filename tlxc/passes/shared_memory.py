@@ -9,7 +9,10 @@ gets the offset of the allocation it reuses, whose region is sized for the
 largest member of the group.  Tensor-memory allocations get columns instead
 (``attrs.column``, ``ir/ops/tcgen05.py: place_tensor_memory``), aliases the
 column of the allocation they reuse; a block-scaled MMA (``tlx.async_dot_scaled``) gets the
-columns its scales are copied to after them (``attrs.scale_column``).  ``attrs.offset`` of each allocation and
+columns its scales are copied to after them (``attrs.scale_column``).  Two allocations
+``fuse-dot-pairs`` pairs (``attrs.interleave`` = (group, byte offset in a buffer)) share one
+region, buffer i of each side by side, ``attrs.buffer_pitch`` bytes from one buffer index to
+the next (``buffer_pitch``).  ``attrs.offset`` of each allocation and
 ``kernel.attrs.shared_bytes`` record the result; codegen puts its own scratch
 space (layout conversions, reductions) after it.
 """
@@ -52,6 +55,7 @@ def allocate_kernel(kernel, arch: str) -> None:
     tmem_placement, tmem_widths, columns = place_tensor_memory(kernel)
     tmem_aliases = tmem_groups(kernel)
     aliases = _aliases(kernel)
+    interleaved: dict[int, int] = {}        # fuse-dot-pairs group -> the offset of its buffer 0
     for op in kernel.walk():
         if not has_trait(op, ALLOCATION):
             continue
@@ -71,6 +75,20 @@ def allocate_kernel(kernel, arch: str) -> None:
             continue
         if op.name == "tlx.local_alloc" and op.operands:
             op.attrs["offset"] = op.operands[0].owner.attrs["offset"]     # reuse=: the group's bytes
+            continue
+        if op.name == "tlx.local_alloc" and "interleave" in op.attrs:
+            group, at = op.attrs["interleave"]
+            if group in interleaved:                    # the group's later allocation: inside its region
+                op.attrs["offset"] = interleaved[group] + at
+                continue
+            t = op.results[0].type
+            size, align = t.num * op.attrs["buffer_pitch"], SWIZZLED_BUFFER_ALIGN
+            what = f"{t.num} x {'x'.join(map(str, t.shape))} {t.element}, interleaved with another (fuse-dot-pairs)"
+            offset = _align(offset, align)
+            interleaved[group] = offset
+            op.attrs["offset"] = offset + at
+            entries.append((op.results[0].name_hint or "?", what, size, op.loc))
+            offset += size
             continue
         if op.name == "tlx.local_alloc":
             size, align, what = _alias_group_footprint(op, aliases.get(id(op), []))
@@ -102,6 +120,13 @@ def allocate_kernel(kernel, arch: str) -> None:
         raise ResourceError(f"the kernel's shared buffers and barriers need {offset} bytes, more than the "
                             f"{limit} bytes of shared memory a block may use on {arch}:\n"
                             + "\n".join(_entry_lines(entries, "bytes")), kernel.loc)
+
+
+def buffer_pitch(alloc) -> int:
+    """Bytes from one buffer of allocation ``alloc`` (a ``tlx.local_alloc``) to the next: its
+    buffer's size, or ``attrs.buffer_pitch`` when another allocation's buffers are interleaved
+    with its own (``passes/dot_pairs.py``)."""
+    return alloc.attrs.get("buffer_pitch") or alloc.results[0].type.buffer_bytes
 
 
 def _aliases(kernel) -> dict[int, list]:
