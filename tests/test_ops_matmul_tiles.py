@@ -310,8 +310,7 @@ def test_a_borrowed_pick_is_traded_for_the_tile_that_fills_the_rounds():
 
 @pytest.mark.parametrize("config,shape", [("ws_256x160x64_s4_swap", (304, 520, 200)),    # 2 row tiles of M
                                           ("ws_256x144x64_s4_swap", (168, 296, 136)),    # a partial 144 + 32-row tail
-                                          ("ws_256x160x64_s4_swap", (200, 264, 64)),     # one k-step
-                                          ("ws_256x160x64_s4_c2a_swap", (304, 520, 200))])  # pairs sharing A
+                                          ("ws_256x160x64_s4_swap", (200, 264, 64))])    # one k-step
 @pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, True), (True, False)])
 def test_swapped_ws_tiles_cover_m_with_their_columns(config, shape, a_mmajor, b_kmajor):
     """The swapped WS tiles compute C^T = B^T A^T: N runs along the consumers' rows (128 each),

@@ -93,8 +93,8 @@ def _ws(bm, bn, stages, **kw):
     if kw.get("subtile", 2) != 2 and not kw.get("swap"):      # (a swapped tile stores through pointers)
         parts.append(f"sub{kw['subtile']}")
     if kw.get("swap"):
-        assert not kw.get("stream_k") and not fp8 and bm in (128, 256), \
-            "a swapped WS tile: no stream-K, 16-bit, 64 or 128 of N per consumer"
+        assert kw.get("cluster_m", 1) == 1 and not kw.get("stream_k") and not fp8 and bm in (128, 256), \
+            "a swapped WS tile: no cluster, no stream-K, 16-bit, 64 or 128 of N per consumer"
         parts.append("swap")
     if kw.get("stream_k"):
         assert kw.get("cluster_m", 1) == 1 and kw.get("persistent", True) and bm == 128 and \
@@ -163,8 +163,6 @@ _ALL = [
     # (256x192 spills under an activation's epilogue: not kept)
     _ws(256, 144, 4, swap=True, subtile=1),
     _ws(256, 160, 4, swap=True, subtile=1),
-    _ws(256, 160, 4, swap=True, subtile=1, cluster_m=2, share_a=True),     # (measuring: pairs sharing A)
-    _ws(256, 160, 4, swap=True, subtile=1, cluster_m=2),                   # (measuring: pairs sharing B)
     # tiles between powers of two (a main part and a tail, each its own wgmma): tile counts that
     # fit one round where 128x128 leaves SMs idle and 128x64 needs two rounds -- cuBLAS runs
     # 1000x1240x776 as 128 tiles of 80 columns (nvjet 80x128, H200 2026-12-04); 128x80 = 128
