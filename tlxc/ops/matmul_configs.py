@@ -468,7 +468,7 @@ MEASURED: list[tuple[int, int, int, str, str, str]] = [   # bench/ops_matmul_ben
     (512, 5120, 4096, '16_bk', 'ws_192x128x64_s5', "H200 2026-12-04 0.91x (ws_128x256x64_s4 0.73x, ws_128x128x64_s5 0.71x)"),
     (1000, 1240, 1552, '16_bk', 'ws_128x96x64_s6_sub1', "H200 2026-12-04 0.98-1.04x (ws_128x128x64_s5 0.93-0.98x)"),
     (1000, 1240, 3104, '16_bk', 'ws_128x80x64_s6_sub1', "H200 2026-12-04 1.01-1.04x (ws_128x128x64_s5 0.90-0.92x)"),
-    (459, 11008, 4096, '16_bk', 'ws_128x192x64_s4_sub1', "H200 2026-12-04 22:32 0.82x (ws_192x128x64_s5 0.76x, ws_128x256x64_s4 0.64x)"),
+    (459, 11008, 4096, '16_bk', 'ws_256x160x64_s4_swap', "H200 2026-12-05 04:42 0.91x (ws_128x192x64_s4_sub1 0.85x, ws_128x256x64_s4 0.65x)"),
     (128, 8192, 8192, '16_bn', 'ws_128x64x64_s8_np_sub1', "H200 2026-12-03 17:30 0.98x"),
     (64, 8192, 8192, '16_bn', 'dot_64x64x128_s5_w4', "H200 2026-12-03 20:00 1.06x (dot_128x128x64_s3_w4_k4 0.95x)"),
     (1024, 1024, 1024, '16_bk', 'ws_128x64x64_s8_np_sub1', "H200 2026-12-03 17:30 0.93x (dot_64x128x64_s4_w4 0.91x)"),
@@ -611,9 +611,11 @@ def choose_config(p: Problem, table=None) -> GemmConfig:
 # Whole-tile WS configurations a borrowed pick may be traded for when their tiles fill the rounds
 # better, with each one's throughput per tile area relative to 128x256's (H200, the dense squares
 # and the odd-M runs of 2026-12-04: 192x128 and 128x192 tiles run 0.97x / 0.95x its rate; the
-# swapped 256x160 tile 0.80-0.88x, 2026-12-05: one round where 297 or 1213 rows need two of 192x128).
+# swapped 256x160 tile 0.90x since its two products are one m64n160 (fuse-dot-pairs; 0.84x before),
+# 2026-12-05: one round where 297 or 1213 rows need two of 192x128; 2500 rows 0.93 / 0.96x cuBLAS
+# against 128x256's 0.84x).
 ROUND_FIT = {"ws_128x256x64_s4": 1.0, "ws_192x128x64_s5": 0.97, "ws_128x192x64_s4_sub1": 0.95,
-             "ws_256x160x64_s4_swap": 0.84}
+             "ws_256x160x64_s4_swap": 0.90}
 ROUND_FIT_B_KMAJOR = ("ws_256x160x64_s4_swap",)   # measured on a K-major B (nn.Linear's weight) only
 ROUND_FIT_GAIN = 0.05      # trade only for a modeled time at least this much shorter
 
