@@ -172,10 +172,9 @@ def async_dot(lw, op):
     if not has_feature(arch, "wgmma"):
         raise CompilationError(f"tlx.async_dot needs wgmma (sm_90a), not {arch}", op.loc)
     fused = op.attrs.get("fused_dot")
-    if fused == "first":            # issued with the next product as one instruction (passes/dot_pairs.py)
-        return
-    if fused == "second":
-        return _fused_pair(lw, _first_of_pair(op), op)
+    if fused is not None:           # products issued as one instruction by the last (passes/dot_pairs.py)
+        index, count = fused
+        return None if index < count - 1 else _fused_products(lw, _fused_run(op, count))
     a, b, acc = op.operands[:3]
     result = op.results[0]
     element = b.type.element
@@ -271,76 +270,76 @@ def async_dot(lw, op):
     lw.alias(result, work)
 
 
-def _first_of_pair(second):
-    block = second.parent
-    first = next(op for op in reversed(block.ops[:block.ops.index(second)]) if op.name == "tlx.async_dot")
-    if first.attrs.get("fused_dot") != "first":
-        raise InternalCompilerError("fuse-dot-pairs: the product before a fused second one is not its first",
-                                    second.loc)
-    return first
+def _fused_run(last, count: int) -> list:
+    """The ``count`` products ``fuse-dot-pairs`` fused, ``last`` the last of them, in issue order."""
+    block = last.parent
+    run = [op for op in block.ops[:block.ops.index(last) + 1] if op.name == "tlx.async_dot"][-count:]
+    if [op.attrs.get("fused_dot") for op in run] != [(i, count) for i in range(count)]:
+        raise InternalCompilerError("fuse-dot-pairs: the products before a fused last one are not its run",
+                                    last.loc)
+    return run
 
 
-def _fused_pair(lw, first, second):
-    """Two products on one A whose B buffers sit side by side (``passes/dot_pairs.py``): one
-    ``m64n(N1+N2)`` per row tile and k step, B read from the first buffer on; the instruction's
-    registers are the first accumulator's tile followed by the second's (the fragment's
-    registers go along N eight columns at a time)."""
-    a, b1, acc1 = first.operands
-    b2, acc2 = second.operands[1:3]
+def _fused_products(lw, run):
+    """Products on one A whose B buffers sit side by side (``passes/dot_pairs.py``): one
+    ``m64n(N1+N2+...)`` per row tile and k step, B read from the first buffer on; the
+    instruction's registers are the first accumulator's tile, then the second's, ... (the
+    fragment's registers go along N eight columns at a time)."""
+    first = run[0]
+    a, b1 = first.operands[:2]
     element, a_element = b1.type.element, a.type.element
     if element.name == "f32" or element != a_element:
-        raise InternalCompilerError(f"fuse-dot-pairs on {a.type} x {b1.type}", second.loc)
+        raise InternalCompilerError(f"fuse-dot-pairs on {a.type} x {b1.type}", first.loc)
     k_step = k_multiple(element)
     plan_a = operand_plan(a.type, lw.views[id(a)][1], lw.view_swizzle.get(id(a), 0), False, element, first.loc,
                           lw.view_block.get(id(a)))
     plan_b = operand_plan(b1.type, lw.views[id(b1)][1], lw.view_swizzle.get(id(b1), 0), True, element, first.loc,
                           lw.view_block.get(id(b1)))
     if plan_b["trans"]:
-        raise InternalCompilerError("fuse-dot-pairs: an N-major B", second.loc)
-    parts = []
-    for r in (first.results[0], second.results[0]):
-        n, tiles = wgmma_tiles(r.type.layout)
-        parts.append((r, n, tiles))
-    (r1, n1, tiles1), (r2, n2, tiles2) = parts
-    n = n1 + n2
-    wg_row, wg_col = _warpgroup_offsets(lw, r1.type.layout)
+        raise InternalCompilerError("fuse-dot-pairs: an N-major B", first.loc)
+    widths = [wgmma_tiles(op.results[0].type.layout)[0] for op in run]
+    tiles = wgmma_tiles(first.results[0].type.layout)[1]
+    per = [w // 2 for w in widths]                  # each product's registers per row tile
+    step = sum(per)
+    n = sum(widths)
+    wg_row, wg_col = _warpgroup_offsets(lw, first.results[0].type.layout)
     k_steps = a.type.shape[1] // k_step
     helper = f"tlx_wgmma_m64n{n}k{k_step}_f32_{element.name}"
     for name in (helper, "tlx_wgmma_desc", "tlx_wgmma_fence", "tlx_wgmma_commit_group"):
         lw.target.use(name)
     work = lw.fresh("dacc")
-    per1, per2 = n1 // 2, n2 // 2
-    lw.out.line(f"// wgmma: {len(tiles1)} tile(s) of m64n{n}k{k_step} x {k_steps} k-steps per warpgroup: two "
-                f"products on one A (n{n1} + n{n2}, B buffers side by side); A {'M' if plan_a['trans'] else 'K'}"
-                f"-major, B K-major")
-    lw.out.line(f"float {work}[{len(tiles1) * (per1 + per2)}];")
-    for t in range(len(tiles1)):
-        lw.out.line("#pragma unroll")
-        lw.out.line(f"for (int i = 0; i < {per1}; ++i) {work}[{t * (per1 + per2)} + i] = "
-                    f"{lw.name(acc1)}[{t * per1} + i];")
-        lw.out.line("#pragma unroll")
-        lw.out.line(f"for (int i = 0; i < {per2}; ++i) {work}[{t * (per1 + per2) + per1} + i] = "
-                    f"{lw.name(acc2)}[{t * per2} + i];")
+    lw.out.line(f"// wgmma: {len(tiles)} tile(s) of m64n{n}k{k_step} x {k_steps} k-steps per warpgroup: "
+                f"{len(run)} products on one A (n{' + n'.join(map(str, widths))}, B buffers side by side); "
+                f"A {'M' if plan_a['trans'] else 'K'}-major, B K-major")
+    lw.out.line(f"float {work}[{len(tiles) * step}];")
+    for t in range(len(tiles)):
+        at = t * step
+        for op, p in zip(run, per):
+            lw.out.line("#pragma unroll")
+            lw.out.line(f"for (int i = 0; i < {p}; ++i) {work}[{at} + i] = {lw.name(op.operands[2])}[{t * p} + i];")
+            at += p
     a_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(a)][0]})"
     b_bytes = f"reinterpret_cast<unsigned char*>({lw.views[id(b1)][0]})"
     lw.out.line("tlx_wgmma_fence();")
-    for t, (row, _) in enumerate(tiles1):
+    for t, (row, _) in enumerate(tiles):
         m0 = f"{wg_row} + {row}" if row else wg_row
         lw.out.line("#pragma unroll")
         lw.out.open(f"for (int kk = 0; kk < {k_steps}; ++kk)")
         da = f"tlx_wgmma_desc({a_bytes}, {plan_a['offset'](m0, f'{k_step} * kk')}, {plan_a['fields']:#x}ull)"
         db = f"tlx_wgmma_desc({b_bytes}, {plan_b['offset'](wg_col, f'{k_step} * kk')}, {plan_b['fields']:#x}ull)"
         majors = f"<{plan_a['trans']}, 0>" if transposable(element) else ""
-        lw.out.line(f"{helper}{majors}(&{work}[{t * (per1 + per2)}], {da}, {db}, 1);")
+        lw.out.line(f"{helper}{majors}(&{work}[{t * step}], {da}, {db}, 1);")
         lw.out.close()
     lw.out.line("tlx_wgmma_commit_group();")
-    for r, per, at in ((r1, per1, 0), (r2, per2, per1)):
+    offset = 0
+    for op, p in zip(run, per):
         out = lw.fresh("dacc")
-        lw.out.line(f"float {out}[{len(tiles1) * per}];")
-        for t in range(len(tiles1)):
+        lw.out.line(f"float {out}[{len(tiles) * p}];")
+        for t in range(len(tiles)):
             lw.out.line("#pragma unroll")
-            lw.out.line(f"for (int i = 0; i < {per}; ++i) {out}[{t * per} + i] = {work}[{t * (per1 + per2) + at} + i];")
-        lw.alias(r, out)
+            lw.out.line(f"for (int i = 0; i < {p}; ++i) {out}[{t * p} + i] = {work}[{t * step + offset} + i];")
+        lw.alias(op.results[0], out)
+        offset += p
 
 
 def _split_accumulation(lw, helper, work, tiles, per_tile, k_steps, k_step, run, wg, a_operand, b_operand):

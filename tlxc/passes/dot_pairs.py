@@ -57,71 +57,83 @@ class FuseDotPairs(Pass):
             return module
         for kernel in module.kernels:
             users = users_by_value(kernel)
-            partner: dict[int, Operation] = {}          # id(allocation) -> the one it is paired with
-            order = {id(op): i for i, op in enumerate(kernel.walk())}
-            pairs = []
+            rings: dict[int, tuple] = {}                # id(allocation) -> the group it is placed in
+            groups: list[tuple] = []
+            taken: set[int] = set()                     # id(product) of every fused product
             for op in kernel.walk():
-                if op.name != "tlx.async_dot":
+                if op.name != "tlx.async_dot" or id(op) in taken:
                     continue
-                match = _match(op, users)
-                if match is None:
+                run = _run(op, users)
+                if run is None:
                     continue
-                dot, first, second = match
-                if any(partner.get(id(x), y) is not y for x, y in ((first, second), (second, first))):
-                    continue                            # (each allocation pairs with one other only)
-                if any(dot is o or dot is d for o, d, _, _ in pairs):
-                    continue                            # (a product is in one pair at most)
-                partner[id(first)], partner[id(second)] = second, first
-                pairs.append((op, dot, first, second))
-            groups = {}
-            for op, dot, first, second in pairs:
-                dot.attrs["fused_dot"] = "first"        # emits nothing: the second issues both
-                op.attrs["fused_dot"] = "second"
-                if id(first) in groups:
+                allocs = tuple(alloc for _, alloc in run)
+                # an allocation is interleaved with one fixed set of others, in one order
+                if any(rings.get(id(a), allocs) != allocs for a in allocs):
                     continue
-                gid = len(groups)
-                groups[id(first)] = gid
-                leading, trailing = sorted((first, second), key=lambda a: order[id(a)])
-                pitch = first.results[0].type.buffer_bytes + second.results[0].type.buffer_bytes
-                # first's rows come first in each buffer; the allocator places the group when it
-                # meets the earlier allocation of the two (leading)
-                leading.attrs["interleave"] = (gid, 0 if leading is first else first.results[0].type.buffer_bytes)
-                trailing.attrs["interleave"] = (gid, 0 if trailing is first else first.results[0].type.buffer_bytes)
-                for alloc in (first, second):
+                for a in allocs:
+                    rings[id(a)] = allocs
+                if allocs not in groups:
+                    groups.append(allocs)
+                for i, (dot, _) in enumerate(run):
+                    dot.attrs["fused_dot"] = (i, len(run))      # the last issues them all
+                    taken.add(id(dot))
+            for gid, allocs in enumerate(groups):
+                pitch = sum(a.results[0].type.buffer_bytes for a in allocs)
+                at = 0
+                for alloc in allocs:        # buffer i of each, in product order, then buffer i + 1
+                    alloc.attrs["interleave"] = (gid, at)
                     alloc.attrs["buffer_pitch"] = pitch
+                    at += alloc.results[0].type.buffer_bytes
         return module
 
 
-def _match(second: Operation, users) -> tuple[Operation, Operation, Operation] | None:
-    """(the first product, the allocation of its B, of the second's) when ``second`` closes a pair."""
-    block = second.parent
-    at = block.ops.index(second)
-    first = next((op for op in reversed(block.ops[:at]) if op.name not in _BETWEEN), None)
-    if first is None or first.name != "tlx.async_dot":
+def _run(first: Operation, users) -> list[tuple[Operation, Operation]] | None:
+    """[(product, the allocation of its B), ...] of the products ``first`` begins (two or more),
+    or None."""
+    head = _operands(first, users)
+    if head is None:
         return None
-    for op in (first, second):
-        if len(op.operands) != 3 or op.attrs.get("max_num_imprecise_acc") is not None:
-            return None                                 # (use_acc operands, fp8 split accumulation)
-    a1, b1, acc1 = first.operands
-    a2, b2, acc2 = second.operands
-    if not _same_view(a1, a2) or not isinstance(a1.type, MemDescType) or acc2 is first.results[0]:
+    block = first.parent
+    run = [(first, head[1])]
+    width = head[3]
+    for op in block.ops[block.ops.index(first) + 1:]:
+        if op.name in _BETWEEN:
+            continue
+        if op.name != "tlx.async_dot":
+            break
+        this = _operands(op, users)
+        if this is None or not _same_view(this[0], head[0]) or not _same_value(this[2], head[2]):
+            break
+        if any(op.operands[2] is dot.results[0] for dot, _ in run) or any(this[1] is a for _, a in run):
+            break
+        prev = run[-1][1].results[0].type
+        t = this[1].results[0].type
+        if t.num != prev.num or t.shape[1] != prev.shape[1] or t.element != prev.element or prev.shape[0] % 8:
+            break
+        if not _same_rows(first.results[0].type, op.results[0].type) or width + this[3] > 256:
+            break
+        run.append((op, this[1]))
+        width += this[3]
+    if len(run) < 2 or not _retired_next(run[-1][0]):
         return None
-    if b1.type.element != b2.type.element:
+    return run
+
+
+def _operands(dot: Operation, users):
+    """(A, the allocation of B, B's index, N) of a product the rule can fuse, else None."""
+    if len(dot.operands) != 3 or dot.attrs.get("max_num_imprecise_acc") is not None:
+        return None                                     # (use_acc operands, fp8 split accumulation)
+    a, b, _ = dot.operands
+    view = _kmajor_buffer(b)
+    if not isinstance(a.type, MemDescType) or view is None or not _pairable(view[0], users):
         return None
-    views = [_kmajor_buffer(b) for b in (b1, b2)]
-    if None in views or not _same_value(views[0][1], views[1][1]):
-        return None                                     # (not one index into both)
-    (alloc1, _), (alloc2, _) = views
-    if alloc1 is alloc2 or not all(_pairable(a, users) for a in (alloc1, alloc2)):
+    acc = dot.results[0].type
+    if acc.layout is None or len(acc.shape) != 2 or acc.shape[1] != view[0].results[0].type.shape[0]:
         return None
-    t1, t2 = alloc1.results[0].type, alloc2.results[0].type
-    if t1.num != t2.num or t1.shape[1] != t2.shape[1] or t1.shape[0] % 8:
-        return None
-    if not _same_rows(first.results[0].type, second.results[0].type, t1.shape[0], t2.shape[0]):
-        return None
-    if not _retired_next(second):
-        return None
-    return first, alloc1, alloc2
+    n, tiles = wgmma_tiles(acc.layout)
+    if n != acc.shape[1] or any(col for _, col in tiles):
+        return None                                     # (one instruction column: N rows of B)
+    return a, view[0], view[1], n
 
 
 def _same_value(x, y) -> bool:
@@ -171,19 +183,14 @@ def _pairable(alloc: Operation, users) -> bool:
     return all(op.name == "tlx.local_view" for op in users.get(id(alloc.results[0]), []))    # (no reuse=)
 
 
-def _same_rows(t1, t2, n1: int, n2: int) -> bool:
-    """Both accumulators one instruction column wide (N1 and N2) over the same tiles of rows, and
-    N1 + N2 a wgmma width."""
-    if t1.layout is None or t2.layout is None or t1.shape[0] != t2.shape[0]:
+def _same_rows(t1, t2) -> bool:
+    """Both accumulators over the same tiles of rows, in the same threads."""
+    if t1.shape[0] != t2.shape[0]:
         return False
-    if list(t1.shape) != [t1.shape[0], n1] or list(t2.shape) != [t2.shape[0], n2]:
-        return False
-    (w1, tiles1), (w2, tiles2) = wgmma_tiles(t1.layout), wgmma_tiles(t2.layout)
-    if (w1, w2) != (n1, n2) or n1 + n2 > 256 or (n1 + n2) % 8:
-        return False
-    if any(col for _, col in tiles1 + tiles2) or [r for r, _ in tiles1] != [r for r, _ in tiles2]:
-        return False
-    return list(t1.layout.warp) == list(t2.layout.warp) and list(t1.layout.lane) == list(t2.layout.lane)
+    rows1 = [r for r, _ in wgmma_tiles(t1.layout)[1]]
+    rows2 = [r for r, _ in wgmma_tiles(t2.layout)[1]]
+    return rows1 == rows2 and list(t1.layout.warp) == list(t2.layout.warp) and \
+        list(t1.layout.lane) == list(t2.layout.lane)
 
 
 def _retired_next(op: Operation) -> bool:
