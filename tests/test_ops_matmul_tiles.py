@@ -333,6 +333,24 @@ def test_swapped_ws_tiles_cover_m_with_their_columns(config, shape, a_mmajor, b_
     assert ((glu.double() - ref).norm() / ref.norm()).item() < BF16_TOL
 
 
+@pytest.mark.parametrize("shape", [(297, 520, 200), (150, 300, 72)])     # two tiles of M / one partial
+def test_three_part_swapped_tile(shape):
+    """The swapped 256x152 tile: M along 128 + 16 + 8 columns (a main part and two tails, each its
+    own B box, issued as one m64n152), bias, GELU and the tails' pointer stores into a poisoned
+    output; its second tail reads B K-major only, so an M-major A (the swapped kernel's B) is refused."""
+    M, N, K = shape
+    a, b = _operands(M, N, K, False, True, seed=M + K)
+    bias = torch.randn(N, generator=torch.Generator().manual_seed(N)).to(torch.bfloat16)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="gelu", config="ws_256x152x64_s4_swap")
+    ref = torch.nn.functional.gelu(a.double() @ b.double() + bias.double())
+    assert torch.isfinite(out).all(), "poison left in the output"
+    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+    assert cfgs.tail_parts(152) == (128, 16, 8) and cfgs.tail_parts(160) == (128, 32, 0)
+    m_major = cfgs.Problem(M, N, K, a_kmajor=False, b_kmajor=True)
+    assert "K-major" in cfgs.supports(CONFIGS["ws_256x152x64_s4_swap"], m_major)
+
+
 def test_swapped_ws_tiles_refuse_what_they_cannot_read():
     """No staging copies (an operand TMA cannot describe), no residual's scratch tile beside a
     256-row ring; the heuristic picks only the measured 256x160 tile, only on shapes measured with

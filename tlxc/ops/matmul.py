@@ -128,7 +128,7 @@ def _stage(x: torch.Tensor) -> torch.Tensor:
 
 def _descriptor(descs: dict | None, role: str, t: torch.Tensor, box: list,
                 swizzle: int | None = 128) -> TensorDescriptor:
-    """The TMA descriptor of ``t`` for ``role`` ("a", "b", "c", "bt", "ct"): built (and checked)
+    """The TMA descriptor of ``t`` for ``role`` ("a", "b", "c", "bt", "ct", "bt2"): built (and checked)
     once per plan, then pointed at this call's tensor.  A plan's key holds the shape, strides,
     dtype, device and 16-byte alignment of every tensor, so the geometry the descriptor checked
     is this tensor's too; its encoded map is reused while the address stays the same.
@@ -164,7 +164,7 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
         a_desc = _descriptor(descs, "a", a, [half_m, c.bk])
     else:
         a_desc = _descriptor(descs, "a", a.t(), [c.bk, half_m])
-    bn, tail = cfgs.split_columns(c.bn)           # a tile of bn + tail columns (tail: 0, or its own wgmma)
+    bn, tail, tail2 = cfgs.tail_parts(c.bn)       # a tile of bn + tail (+ tail2) columns (tails: 0, or their own B box)
     if p.b_kmajor:
         b_desc = _descriptor(descs, "b", b.t(), [bn if c.share_a else bn // c.cluster_m, c.bk])
     else:
@@ -172,12 +172,14 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
     c_box_n = 128 // p.out_elt
     # the output: a TMA descriptor, or the tensor itself (stored through pointers)
     c_arg = _descriptor(descs, "c", out, [half_m, c_box_n]) if p.tma_c else out
-    bt_desc, ct_desc = b_desc, c_arg              # (unused without a tail)
+    bt_desc, ct_desc, bt2_desc = b_desc, c_arg, b_desc      # (unused without a tail)
     if tail:
         bt_desc = _descriptor(descs, "bt", b.t(), [tail, c.bk]) if p.b_kmajor else \
             _descriptor(descs, "bt", b, [c.bk, tail], swizzle=None)
         if p.tma_c:
             ct_desc = _descriptor(descs, "ct", out, [half_m, tail], swizzle=None)
+    if tail2:                                     # (K-major B: supports() asks for it)
+        bt2_desc = _descriptor(descs, "bt2", b.t(), [tail2, c.bk])
     if c.share_a:                                 # pairs side by side
         tiles = -(-p.M // c.bm) * -(-p.N // (c.bn * c.cluster_m))
     else:
@@ -189,9 +191,9 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
         ws, sk_flags = _stream_k_buffers(a.device, clusters, c.bm * c.bn, c.consumers)
     progs = clusters * c.cluster_m
     (s0, s1, bias, res, r0, r1), flags = epi.kernel_args(swap=c.swap)
-    _launch(gemm_ws_kernel, (progs,), a_desc, b_desc, c_arg, bt_desc, ct_desc, p.M, p.N, p.K, progs, out.stride(0), out.stride(1),
+    _launch(gemm_ws_kernel, (progs,), a_desc, b_desc, c_arg, bt_desc, ct_desc, bt2_desc, p.M, p.N, p.K, progs, out.stride(0), out.stride(1),
             s0, s1, bias, res, r0, r1, ws, sk_flags, STREAM_K=c.stream_k,
-            BM=c.bm, BN=bn, BN_TAIL=tail, SHARE_A=c.share_a, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
+            BM=c.bm, BN=bn, BN_TAIL=tail, BN_TAIL2=tail2, SHARE_A=c.share_a, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
             NUM_STAGES=c.stages, DTYPE=TL_DTYPES[a.dtype], OUT_DTYPE=TL_DTYPES[out.dtype],
             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
             EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, NUM_CONSUMERS=c.consumers,

@@ -70,18 +70,29 @@ class GemmConfig:
 def split_columns(bn: int) -> tuple[int, int]:
     """A WS tile's ``bn`` columns as (main, tail): block shapes are powers of two, so a tile
     between two of them (80 = 64 + 16, 192 = 128 + 64) is a main part and a narrower
-    power-of-two tail, each with its own B box, wgmma and C store; (bn, 0) for a power of two."""
+    power-of-two tail, each with its own B box, wgmma and C store; (bn, 0) for a power of two.
+    The tail of a three-part tile (``tail_parts``: 152 = 128 + 16 + 8) is its two tails' sum."""
     main = 1 << (bn.bit_length() - 1)
     return main, bn - main
 
 
+def tail_parts(bn: int) -> tuple[int, int, int]:
+    """A WS tile's ``bn`` columns as (main, tail, second tail), each a power of two or 0:
+    152 = 128 + 16 + 8 (cuBLAS's swapped tile for odd token counts: 297 rows in two, 1213 in
+    eight); the parts' products on a K-major B are one m64n152 (``passes/dot_pairs.py``)."""
+    main, rest = split_columns(bn)
+    tail = 1 << (rest.bit_length() - 1) if rest else 0
+    return main, tail, rest - tail
+
+
 def _ws(bm, bn, stages, **kw):
     fp8 = kw.get("fp8", False)
-    main, tail = split_columns(bn)
-    assert not tail or (tail & (tail - 1) == 0 and tail >= 16 and main >= 64 and not kw.get("stream_k")
-                        and kw.get("subtile", 2) == 1), \
+    main, tail, tail2 = tail_parts(bn)
+    assert not tail or (tail >= 16 and main >= 64 and not kw.get("stream_k") and kw.get("subtile", 2) == 1), \
         "a tile tail: a power of two of at least 16 columns after a main part of at least 64 (one B box), " \
         "no stream-K, subtile 1"
+    assert not tail2 or (tail2 & (tail2 - 1) == 0 and tail2 >= 8 and kw.get("swap")), \
+        "a second tile tail: a power of two of at least 8 columns, swapped tiles only (pointer stores)"
     bk = 128 if fp8 else 64
     parts = [f"ws{'8' if fp8 else ''}_{bm}x{bn}x{bk}_s{stages}"]
     if not kw.get("persistent", True):
@@ -163,6 +174,7 @@ _ALL = [
     # (256x192 spills under an activation's epilogue: not kept)
     _ws(256, 144, 4, swap=True, subtile=1),
     _ws(256, 160, 4, swap=True, subtile=1),
+    _ws(256, 152, 4, swap=True, subtile=1),      # 128 + 16 + 8: cuBLAS's width (one m64n152 a slice)
     # tiles between powers of two (a main part and a tail, each its own wgmma): tile counts that
     # fit one round where 128x128 leaves SMs idle and 128x64 needs two rounds -- cuBLAS runs
     # 1000x1240x776 as 128 tiles of 80 columns (nvjet 80x128, H200 2026-12-04); 128x80 = 128
@@ -367,6 +379,8 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
             return "fp8 operands must be TMA-describable (no staging copies for 8-bit operands)"
         if c.swap and not (p.tma_a and p.tma_b):
             return "the swapped WS kernel reads both operands by TMA as they are (no staging copies)"
+        if tail_parts(c.bn)[2] and not (p.a_kmajor if c.swap else p.b_kmajor):
+            return "a tile of three parts (e.g. 128 + 16 + 8 columns) reads its B K-major only"
         if ws_shared_bytes(c, p.elt, p.out_elt, p.residual, p.tma_c and not c.swap) > SHARED_LIMIT:
             return "shared memory: the stages, the C tiles and the epilogue's residual exceed 227 KB"
         if c.cluster_m > 1 and not c.share_a and p.M <= c.bm:

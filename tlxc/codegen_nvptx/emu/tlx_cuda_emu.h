@@ -628,22 +628,11 @@ TLX_EMU_WGMMA_RS(256)
                                                      int scale_d) {                                        \
     cuemu::wgmma(d, 0, 0, 0, 0, db, scale_d, TB, N, 0, 0, da, 1, TA);                                       \
   }
-TLX_EMU_WGMMA_SS(16)
-TLX_EMU_WGMMA_SS(32)
-TLX_EMU_WGMMA_SS(48)
-TLX_EMU_WGMMA_SS(64)
-TLX_EMU_WGMMA_SS(80)
-TLX_EMU_WGMMA_SS(96)
-TLX_EMU_WGMMA_SS(112)
-TLX_EMU_WGMMA_SS(128)
-TLX_EMU_WGMMA_SS(144)   // (144-240: fuse-dot-pairs' two products on one A, e.g. n128 + n32)
-TLX_EMU_WGMMA_SS(160)
-TLX_EMU_WGMMA_SS(176)
-TLX_EMU_WGMMA_SS(192)
-TLX_EMU_WGMMA_SS(208)
-TLX_EMU_WGMMA_SS(224)
-TLX_EMU_WGMMA_SS(240)
-TLX_EMU_WGMMA_SS(256)
+// every N of the ISA (8-256 in steps of 8: fuse-dot-pairs' summed widths, e.g. 128 + 16 + 8)
+TLX_EMU_WGMMA_SS(8) TLX_EMU_WGMMA_SS(16) TLX_EMU_WGMMA_SS(24) TLX_EMU_WGMMA_SS(32) TLX_EMU_WGMMA_SS(40) TLX_EMU_WGMMA_SS(48) TLX_EMU_WGMMA_SS(56) TLX_EMU_WGMMA_SS(64)
+TLX_EMU_WGMMA_SS(72) TLX_EMU_WGMMA_SS(80) TLX_EMU_WGMMA_SS(88) TLX_EMU_WGMMA_SS(96) TLX_EMU_WGMMA_SS(104) TLX_EMU_WGMMA_SS(112) TLX_EMU_WGMMA_SS(120) TLX_EMU_WGMMA_SS(128)
+TLX_EMU_WGMMA_SS(136) TLX_EMU_WGMMA_SS(144) TLX_EMU_WGMMA_SS(152) TLX_EMU_WGMMA_SS(160) TLX_EMU_WGMMA_SS(168) TLX_EMU_WGMMA_SS(176) TLX_EMU_WGMMA_SS(184) TLX_EMU_WGMMA_SS(192)
+TLX_EMU_WGMMA_SS(200) TLX_EMU_WGMMA_SS(208) TLX_EMU_WGMMA_SS(216) TLX_EMU_WGMMA_SS(224) TLX_EMU_WGMMA_SS(232) TLX_EMU_WGMMA_SS(240) TLX_EMU_WGMMA_SS(248) TLX_EMU_WGMMA_SS(256)
 #define TLX_EMU_WGMMA_RS8(N, A, KA, KB)                                                                     \
   static inline void tlx_wgmma_m64n##N##k32_f32_##A##_rs(float* d, unsigned a0, unsigned a1, unsigned a2,    \
                                                         unsigned a3, unsigned long long db, int scale_d) {  \

@@ -20,10 +20,13 @@ there), generalized for ``tlxc.ops.matmul``:
   so the third consumer is how a 192-wide tile exists) each own ``BM / NUM_CONSUMERS = 64``
   or 128 rows and take turns issuing their wgmmas (a ring of named barriers 9, 10, ...);
   ``CONSUMER_REGS`` is their setmaxnreg budget (232 for two, 160 for three);
-* a tile of ``BN + BN_TAIL`` columns (``BN_TAIL``: 0, or a narrower power of two): block
-  shapes are powers of two, so an 80- or 192-column tile is a main part and a tail, each
-  with its own B box (``bt_desc``), wgmma and C box (``ct_desc``), e.g. 1000x1240 in 128
-  tiles of 128x80 where 128x128 leaves 52 SMs idle and 128x64 needs two rounds;
+* a tile of ``BN + BN_TAIL + BN_TAIL2`` columns (``BN_TAIL``: 0, or a narrower power of two;
+  ``BN_TAIL2``: 0, or a power of two narrower still): block shapes are powers of two, so an
+  80- or 192-column tile is a main part and a tail, each with its own B box (``bt_desc``),
+  wgmma and C box (``ct_desc``), e.g. 1000x1240 in 128 tiles of 128x80 where 128x128 leaves
+  52 SMs idle and 128x64 needs two rounds; a 152-column swapped tile is 128 + 16 + 8 (the
+  second tail's box ``bt2_desc``; K-major B, pointer stores, no cluster). On a K-major B the
+  parts' products are one wgmma of the tile's width (``passes/dot_pairs.py``);
 * the epilogue applies ``epilogue.apply_epilogue`` (scales, bias, activation, residual)
   to each consumer's accumulator, casts to the output dtype and TMA-stores it through a
   128B-swizzled shared tile, ``EPILOGUE_SUBTILE`` column slices at a time; or, with
@@ -220,7 +223,7 @@ def stream_k_collect_quarters(q0, q1, q2, q3, ws_ptr, flags_ptr, cid, tile, k_ti
 
 
 @jit
-def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stride_cm, stride_cn, scale0_ptr,
+def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_progs, stride_cm, stride_cn, scale0_ptr,
                    scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, ws_ptr, flags_ptr,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                    NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, OUT_DTYPE: tl.constexpr,
@@ -228,9 +231,9 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                    EPILOGUE_SUBTILE: tl.constexpr, CLUSTER_M: tl.constexpr, C_TMA: tl.constexpr,
                    NUM_CONSUMERS: tl.constexpr, CONSUMER_REGS: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
                    HAS_RESIDUAL: tl.constexpr, STREAM_K: tl.constexpr, BN_TAIL: tl.constexpr = 0,
-                   SHARE_A: tl.constexpr = False, GLU_AXIS: tl.constexpr = 1):
+                   SHARE_A: tl.constexpr = False, GLU_AXIS: tl.constexpr = 1, BN_TAIL2: tl.constexpr = 0):
     SUB_M: tl.constexpr = BM // NUM_CONSUMERS                             # each consumer's rows
-    TILE_N: tl.constexpr = BN + BN_TAIL                                   # a tile's columns
+    TILE_N: tl.constexpr = BN + BN_TAIL + BN_TAIL2                        # a tile's columns
     SK_QUARTERS: tl.constexpr = STREAM_K and BN > 128                     # (the host gives these TMA stores)
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
     if A_KMAJOR:
@@ -249,6 +252,8 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
             bt_smem = tlx.local_alloc((BK, BN_TAIL), DTYPE, NUM_STAGES)
         if C_TMA:
             ct_smem = tlx.local_alloc((SUB_M, BN_TAIL), OUT_DTYPE, NUM_CONSUMERS)
+    if BN_TAIL2 > 0:                 # a second, narrower tail (K-major B, pointer stores, no cluster)
+        bt2_smem = tlx.local_alloc((BN_TAIL2, BK), DTYPE, NUM_STAGES)
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=NUM_CONSUMERS * CLUSTER_M)
 
@@ -323,6 +328,8 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                         else:
                             tlx.async_descriptor_load(bt_desc, bt_smem[slot], t_at, full[slot], pred=rank == 1,
                                                       multicast_targets=[0, 1])
+                    if BN_TAIL2 > 0:
+                        tlx.async_descriptor_load(bt2_desc, bt2_smem[slot], [col + BN + BN_TAIL, k * BK], full[slot])
                     count += 1
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_CONSUMERS):  # the wgmma consumers
             cid = tlx.async_task_replica_id()
@@ -339,6 +346,8 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                 acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
                 if BN_TAIL > 0:
                     acc_t = tl.zeros((SUB_M, BN_TAIL), dtype=tl.float32)
+                if BN_TAIL2 > 0:
+                    acc_t2 = tl.zeros((SUB_M, BN_TAIL2), dtype=tl.float32)
                 for k in range(k0, k1):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(full[slot], phase)
@@ -356,10 +365,14 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                             acc_t = tlx.async_dot(a_op, tlx.local_trans(bt_smem[slot]), acc_t)
                         else:
                             acc_t = tlx.async_dot(a_op, bt_smem[slot], acc_t)
+                    if BN_TAIL2 > 0:
+                        acc_t2 = tlx.async_dot(a_op, tlx.local_trans(bt2_smem[slot]), acc_t2)
                     tlx.named_barrier_arrive(9 + (cid + 1) % NUM_CONSUMERS, 256)
                     acc = tlx.async_dot_wait(0, acc)              # this step's MMA is done: release its stage
                     if BN_TAIL > 0:
                         acc_t = tlx.async_dot_wait(0, acc_t)
+                    if BN_TAIL2 > 0:
+                        acc_t2 = tlx.async_dot_wait(0, acc_t2)
                     release(empty[slot], rank, CLUSTER_M)
                     count += 1
                 row, col = tile_origin(pid_m, pid_n, rank, BM, TILE_N, CLUSTER_M, SHARE_A)
@@ -400,6 +413,10 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, M, N, K, num_progs, stri
                                                (num_tiles - dp_tiles) * k_tiles, num_progs, BM, BN, SUB_M,
                                                NUM_CONSUMERS)
                     finish = k1 == k_tiles
+                if BN_TAIL2 > 0:                              # (pointer stores: the second tail first)
+                    store_tile_pointers(acc_t2, row, col + BN + BN_TAIL, M, N, c, stride_cm, stride_cn,
+                                        scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M,
+                                        BN_TAIL2, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, GLU_AXIS)
                 if BN_TAIL > 0 and not C_TMA:
                     # pointer stores: the tail first, its registers free for the main part's epilogue
                     # (a swapped 256x160 tile: 160 accumulator registers live otherwise, and spills)
