@@ -99,6 +99,10 @@ def test_a_wait_between_the_products_keeps_them_apart():
     args, meta, ref = _case(64, 128, 32, 2, wait_first=True)
     body = _text(args, meta)
     assert "m64n128k16" in body and "m64n32k16" in body and "m64n160k16" not in body
+    if emu.available():
+        names = ("a_ptr", "b_ptr", "c_ptr", "t_ptr", "slot")
+        emu.build(body).run(dict(zip(names, args)), grid=(1,), threads=128)
+        _close(args[2], args[3], ref, 128)
 
 
 def test_the_pass_can_be_left_out(monkeypatch):

@@ -120,8 +120,8 @@ def default_pipeline(target: Target | str, options: CompileOptions | None = None
     from .check.check_barriers import CheckBarriers, barrier_mode
     from .passes.canonicalize import Canonicalize
     from .passes.dot_mfma import AsyncDotOnMfma
-    from .passes.dot_pairs import FuseDotPairs
     from .passes.dot_operands import DedupeOperandStores, FoldDotAdd, HoistOperandStores, ShareOperandBuffers
+    from .passes.dot_pairs import FuseDotPairs
     from .passes.dot_register_a import RegisterAOperand
     from .passes.dot_wait_drain import DrainDotWait
     from .passes.dot_wgmma import LowerDotToWgmma, mma_sync_ring_target
