@@ -1,37 +1,39 @@
-"""fuse-dot-pairs: two wgmma products that share their A and whose B buffers can sit side by side
+"""fuse-dot-pairs: wgmma products that share their A and whose B buffers can sit side by side
 become one instruction of the summed width (sm_90a).
 
-The rule.  In one block, ops of this shape (``ops/kernels/gemm_ws.py``'s tiles of ``BN + BN_TAIL``
-columns: block shapes are powers of two, so a 160-column tile is a 128-column product and a
-32-column one)::
+The rule.  In one block, ops of this shape (``ops/kernels/gemm_ws.py``'s tiles of ``BN + BN_TAIL
+(+ BN_TAIL2)`` columns: block shapes are powers of two, so a 160-column tile is a 128-column product
+and a 32-column one, a 152-column tile 128 + 16 + 8)::
 
     %b1 = tlx.local_view %ring1[%slot]     %b2 = tlx.local_view %ring2[%slot]
     %d1 = tlx.async_dot %a, local_trans(%b1), %acc1
     ...                                    # only views (local_view, local_trans) and constants
     %d2 = tlx.async_dot %a, local_trans(%b2), %acc2
+    ...                                    # (more products of the same kind: %d3 on %ring3, ...)
     ...                                    # no wgmma op, no region, until
     tlx.async_dot_wait {pendings = 0}      # every group retired
 
-with the same A (one value, or equal views of one buffer; in shared memory), both B K-major views of whole buffers of the same
-index into two allocations that nothing else reads but such views (same element type, same count,
-128-byte rows with the 128-byte swizzle, ``N1`` a multiple of 8 rows, no ``reuse=``), accumulators
-of the same rows in one ``m64nN`` instruction column each and ``N1 + N2 <= 256``: ``%d1`` gets
-``attrs.fused_dot = "first"`` (it emits nothing) and ``%d2`` ``"second"`` (the lowering issues
-``m64n(N1+N2)`` for both, reading B from ``%b1`` on) and the two allocations get ``attrs.interleave = (group, byte offset)``:
-``allocate-shared`` stores buffer i of ``%ring2`` right after buffer i of ``%ring1``, both
-allocations ``N1 + N2`` rows apart per buffer (``attrs.buffer_pitch``).  K-major B with a 128-byte
-swizzle is 8-row atoms of 1024 bytes at a stride of 1024 (the descriptor's SBO), so the rows of
-``%b2`` are exactly rows ``N1 ..`` of one ``N1 + N2``-row operand.
+with the same A (one value, or equal views of one buffer; in shared memory), every B a K-major view
+of a whole buffer of the same index into allocations that nothing else reads but such views (same
+element type, same count, 128-byte rows with the 128-byte swizzle, every part but the last a
+multiple of 8 rows, no ``reuse=``), accumulators of the same rows in one ``m64nN`` instruction
+column each and ``N1 + N2 + ... <= 256``: product i of the run of n gets ``attrs.fused_dot = (i, n)``;
+the last issues ``m64n(N1+N2+...)`` for all of them, reading B from ``%b1`` on, the others emit
+nothing. The allocations get ``attrs.interleave = (group, byte offset)``: ``allocate-shared``
+stores buffer i of ``%ring2`` right after buffer i of ``%ring1`` (and so on), every allocation of
+the group ``N1 + N2 + ...`` rows apart per buffer (``attrs.buffer_pitch``).  K-major B with a
+128-byte swizzle is 8-row atoms of 1024 bytes at a stride of 1024 (the descriptor's SBO), so the
+rows of ``%b2`` are exactly rows ``N1 ..`` of one operand of the summed width.
 
 Why.  A narrow product costs more than its share: each ``m64nNk16`` reads its 64 x 16 A slice again,
 and the 32-column one is issued, tracked and retired like the 128-column one (the swapped 256x160
 tile issued 16 wgmmas a consumer-step, eight of them n32, where cuBLAS's 256x152 issues eight
-m64n152: docs/performance.md, session 24).
+m64n152: +6-9 % fused, docs/performance.md, session 24).
 
-The two products become one commit group, so the rule asks for a ``wait_group 0`` after them
-before any other wgmma op: a later ``wait_group 1`` would otherwise find one group where the
-program counted two.  The interpreter and the barrier checker run before this pass and see the two
-products; the result is the same numbers (each accumulator column is the same dot product).
+The products become one commit group, so the rule asks for a ``wait_group 0`` after them before
+any other wgmma op: a later ``wait_group 1`` would otherwise find one group where the program
+counted several.  The interpreter and the barrier checker run before this pass and see the
+separate products; the result is the same numbers (each accumulator column is the same dot product).
 """
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ gets the offset of the allocation it reuses, whose region is sized for the
 largest member of the group.  Tensor-memory allocations get columns instead
 (``attrs.column``, ``ir/ops/tcgen05.py: place_tensor_memory``), aliases the
 column of the allocation they reuse; a block-scaled MMA (``tlx.async_dot_scaled``) gets the
-columns its scales are copied to after them (``attrs.scale_column``).  Two allocations
-``fuse-dot-pairs`` pairs (``attrs.interleave`` = (group, byte offset in a buffer)) share one
-region, buffer i of each side by side, ``attrs.buffer_pitch`` bytes from one buffer index to
+columns its scales are copied to after them (``attrs.scale_column``).  The allocations whose
+products ``fuse-dot-pairs`` fused (``attrs.interleave`` = (group, byte offset in a buffer)) share
+one region, buffer i of each side by side, ``attrs.buffer_pitch`` bytes from one buffer index to
 the next (``buffer_pitch``).  ``attrs.offset`` of each allocation and
 ``kernel.attrs.shared_bytes`` record the result; codegen puts its own scratch
 space (layout conversions, reductions) after it.
@@ -83,7 +83,7 @@ def allocate_kernel(kernel, arch: str) -> None:
                 continue
             t = op.results[0].type
             size, align = t.num * op.attrs["buffer_pitch"], SWIZZLED_BUFFER_ALIGN
-            what = f"{t.num} x {'x'.join(map(str, t.shape))} {t.element}, interleaved with another (fuse-dot-pairs)"
+            what = f"{t.num} x {'x'.join(map(str, t.shape))} {t.element}, interleaved with the rings of the products fused with its own (fuse-dot-pairs)"
             offset = _align(offset, align)
             interleaved[group] = offset
             op.attrs["offset"] = offset + at
