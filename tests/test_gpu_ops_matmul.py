@@ -62,10 +62,18 @@ def test_every_single_row_config(name, N, K):
 @pytest.mark.parametrize("b_kmajor", [False, True])
 @pytest.mark.parametrize("name", sorted(n for n, c in CONFIGS.items() if c.kernel == "ws" and not c.fp8))
 def test_ws_configs_with_a_column_major_a(name, b_kmajor):
-    """A M-major (a.t() of a row-major [K, M]): the [BK, BM/2] boxes read through the transpose bit."""
+    """A M-major (a.t() of a row-major [K, M]): the [BK, BM/2] boxes read through the transpose bit;
+    a configuration that cannot read it (the three-part swapped tile: its second tail's B is A,
+    K-major only) refuses it by name."""
     M, N, K = 1000, 1240, 2056
     a, b = _bf16(M, N, K, b_kmajor, seed=6, a_mmajor=True)
     out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    why = cfgs.supports(CONFIGS[name], importlib.import_module("tlxc.ops.matmul")._problem(a, b, out))
+    if why is not None:
+        assert cfgs.tail_parts(CONFIGS[name].bn)[2] and "K-major" in why, why
+        with pytest.raises(ValueError, match=f"{name}.*cannot run"):
+            matmul(a, b, out, config=name)
+        return
     matmul(a, b, out, config=name)
     assert _rel(out, a.float() @ b.float()) < 1e-2
 

@@ -287,15 +287,20 @@ def test_a_borrowed_pick_is_traded_for_the_tile_that_fills_the_rounds():
     """297 tokens against a 14336-wide weight borrow 512x14336x4096's 128x256 tiles: 168 of them
     are 1.27 rounds of 132 SMs (two tile-times); 224 192x128 tiles are two rounds of 0.77 tile-times
     (H200 2026-12-04: 0.60x -> 0.78x cuBLAS); 112 swapped 256x160 tiles are one round of 1.25 at
-    0.90 of the rate (2026-12-05, its two products one m64n160: 0.89x), so ``fit_rounds`` trades -- to the swapped tile only with
-    a K-major B, the layout it was measured on.  A measured shape keeps its row's pick, and a
+    0.90 of the rate (2026-12-05, its two products one m64n160: 0.89x), 112 256x152 ones one round
+    of 1.19 (0.93x), so ``fit_rounds`` trades -- to a swapped tile only with a K-major B, the layout
+    it was measured on.  A measured shape keeps its row's pick, and a
     borrowed pick that fills its rounds (2048x14336x4096 +1 row) is kept."""
     wide = cfgs.Problem(297, 14336, 4096, b_kmajor=True)
     assert cfgs.rounds(CONFIGS["ws_128x256x64_s4"], wide) == (2, pytest.approx(168 / 264))
     assert cfgs.rounds(CONFIGS["ws_192x128x64_s5"], wide) == (2, pytest.approx(224 / 264))
     assert cfgs.rounds(CONFIGS["ws_256x160x64_s4_swap"], wide) == (1, pytest.approx(112 / 132))
-    assert cfgs.choose_config(wide).name == "ws_256x160x64_s4_swap"
-    assert cfgs.fit_rounds(CONFIGS["ws_128x256x64_s4"], wide).name == "ws_256x160x64_s4_swap"
+    assert cfgs.rounds(CONFIGS["ws_256x152x64_s4_swap"], wide) == (1, pytest.approx(112 / 132))
+    # the 152-wide tile: the same round, 5 % less area (304 rows of products, not 320)
+    assert cfgs.choose_config(wide).name == "ws_256x152x64_s4_swap"
+    assert cfgs.fit_rounds(CONFIGS["ws_128x256x64_s4"], wide).name == "ws_256x152x64_s4_swap"
+    # 2500 rows: 17 x 16 152-wide tiles are three rounds, 16 x 16 160-wide ones two
+    assert cfgs.choose_config(cfgs.Problem(2500, 4096, 4096, b_kmajor=True)).name == "ws_256x160x64_s4_swap"
     n_major = cfgs.Problem(297, 14336, 4096, b_kmajor=False)
     assert cfgs.fit_rounds(CONFIGS["ws_128x256x64_s4"], n_major).name == "ws_192x128x64_s5"
     # 1213 rows against a 14336-wide weight: 448 swapped tiles (four rounds) lose to 192x128's six
@@ -363,9 +368,11 @@ def test_swapped_ws_tiles_refuse_what_they_cannot_read():
     # 297 tokens x a 14336-wide weight: two 160-column tiles of M x 56 of N = 112 CTAs, one round
     # (every configuration's compile, spills included, is test_ops_matmul.py's)
     assert cfgs.rounds(CONFIGS["ws_256x160x64_s4_swap"], cfgs.Problem(297, 14336, 4096, b_kmajor=True))[0] == 1
-    assert [name for name in cfgs.ROUND_FIT if name.endswith("_swap")] == ["ws_256x160x64_s4_swap"]
+    assert [name for name in cfgs.ROUND_FIT if name.endswith("_swap")] == ["ws_256x160x64_s4_swap",
+                                                                          "ws_256x152x64_s4_swap"]
+    assert all(name in cfgs.ROUND_FIT_B_KMAJOR for name in cfgs.ROUND_FIT if name.endswith("_swap"))
     odd_k = cfgs.Problem(297, 14336, 4099, b_kmajor=True, tma_a=False, tma_b=False)   # rows of 8198 bytes
-    assert cfgs.choose_config(odd_k).name != "ws_256x160x64_s4_swap"
+    assert not cfgs.choose_config(odd_k).name.endswith("_swap")
     with pytest.raises(AssertionError, match="swapped WS tile"):
         cfgs._ws(256, 160, 4, swap=True, cluster_m=2, subtile=1)
 

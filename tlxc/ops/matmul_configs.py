@@ -627,10 +627,12 @@ def choose_config(p: Problem, table=None) -> GemmConfig:
 # and the odd-M runs of 2026-12-04: 192x128 and 128x192 tiles run 0.97x / 0.95x its rate; the
 # swapped 256x160 tile 0.90x since its two products are one m64n160 (fuse-dot-pairs; 0.84x before),
 # 2026-12-05: one round where 297 or 1213 rows need two of 192x128; 2500 rows 0.93 / 0.96x cuBLAS
-# against 128x256's 0.84x).
+# against 128x256's 0.84x); the 152-wide one (128 + 16 + 8, one m64n152) at the same rate per area:
+# 297x14336x4096 and 1213x4096x4096 0.93x where 160 runs 0.88-0.89x (304 / 1216 rows of products
+# instead of 320 / 1280), but 459 rows are four of its tiles (0.51x against 160's 0.90x).
 ROUND_FIT = {"ws_128x256x64_s4": 1.0, "ws_192x128x64_s5": 0.97, "ws_128x192x64_s4_sub1": 0.95,
-             "ws_256x160x64_s4_swap": 0.90}
-ROUND_FIT_B_KMAJOR = ("ws_256x160x64_s4_swap",)   # measured on a K-major B (nn.Linear's weight) only
+             "ws_256x160x64_s4_swap": 0.90, "ws_256x152x64_s4_swap": 0.90}
+ROUND_FIT_B_KMAJOR = ("ws_256x160x64_s4_swap", "ws_256x152x64_s4_swap")   # measured on a K-major B only
 ROUND_FIT_GAIN = 0.05      # trade only for a modeled time at least this much shorter
 
 
