@@ -358,8 +358,8 @@ def test_three_part_swapped_tile(shape):
 
 def test_swapped_ws_tiles_refuse_what_they_cannot_read():
     """No staging copies (an operand TMA cannot describe), no residual's scratch tile beside a
-    256-row ring; the heuristic picks only the measured 256x160 tile, only on shapes measured with
-    a K-major B, and only where its operands reach TMA as they are."""
+    256-row ring; the heuristic picks only the measured 256x160 and 256x152 tiles, only with a
+    K-major B (the layout they were measured on), and only where their operands reach TMA as they are."""
     unaligned = cfgs.Problem(300, 520, 130, b_kmajor=True, tma_a=False)
     assert "TMA" in cfgs.supports(CONFIGS["ws_256x160x64_s4_swap"], unaligned)
     assert "shared memory" in cfgs.supports(CONFIGS["ws_256x160x64_s4_swap"],
