@@ -259,15 +259,23 @@ def async_dot(lw, op):
                 lw.out.line(f"{helper}{b_major}(&{work}[{t * per_tile}], {regs}, "
                             f"{db(str(k_step * kk))}, {f'(int)({scale})' if kk == 0 else '1'});")
             continue
-        lw.out.line("#pragma unroll")
-        lw.out.open(f"for (int kk = 0; kk < {k_steps}; ++kk)")
-        da = f"tlx_wgmma_desc({a_bytes}, {plan_a['offset'](m0, f'{k_step} * kk')}, {plan_a['fields']:#x}ull)"
-        majors = f"<{plan_a['trans']}, {plan_b['trans']}>" if transposable(element) else ""
-        lw.out.line(f"{helper}{majors}(&{work}[{t * per_tile}], {da}, {db(f'{k_step} * kk')}, "
-                    f"kk == 0 ? (int)({scale}) : 1);")
-        lw.out.close()
+        _shared_k_steps(lw, helper, element, f"&{work}[{t * per_tile}]", (a_bytes, plan_a, m0),
+                        (b_bytes, plan_b, n0), k_steps, k_step, scale)
     lw.out.line("tlx_wgmma_commit_group();")
     lw.alias(result, work)
+
+
+def _shared_k_steps(lw, helper, element, d, a, b, k_steps, k_step, scale) -> None:
+    """One accumulator tile's ``m64nNkK`` over ``k_steps`` with both operands in shared memory:
+    ``a`` / ``b`` are (bytes pointer, operand plan, first row / column of the tile)."""
+    (a_bytes, plan_a, m0), (b_bytes, plan_b, n0) = a, b
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int kk = 0; kk < {k_steps}; ++kk)")
+    da = f"tlx_wgmma_desc({a_bytes}, {plan_a['offset'](m0, f'{k_step} * kk')}, {plan_a['fields']:#x}ull)"
+    db = f"tlx_wgmma_desc({b_bytes}, {plan_b['offset'](n0, f'{k_step} * kk')}, {plan_b['fields']:#x}ull)"
+    majors = f"<{plan_a['trans']}, {plan_b['trans']}>" if transposable(element) else ""
+    lw.out.line(f"{helper}{majors}({d}, {da}, {db}, kk == 0 ? (int)({scale}) : 1);")
+    lw.out.close()
 
 
 def _fused_run(last, count: int) -> list:
@@ -323,13 +331,8 @@ def _fused_products(lw, run):
     lw.out.line("tlx_wgmma_fence();")
     for t, (row, _) in enumerate(tiles):
         m0 = f"{wg_row} + {row}" if row else wg_row
-        lw.out.line("#pragma unroll")
-        lw.out.open(f"for (int kk = 0; kk < {k_steps}; ++kk)")
-        da = f"tlx_wgmma_desc({a_bytes}, {plan_a['offset'](m0, f'{k_step} * kk')}, {plan_a['fields']:#x}ull)"
-        db = f"tlx_wgmma_desc({b_bytes}, {plan_b['offset'](wg_col, f'{k_step} * kk')}, {plan_b['fields']:#x}ull)"
-        majors = f"<{plan_a['trans']}, 0>" if transposable(element) else ""
-        lw.out.line(f"{helper}{majors}(&{work}[{t * step}], {da}, {db}, 1);")
-        lw.out.close()
+        _shared_k_steps(lw, helper, element, f"&{work}[{t * step}]", (a_bytes, plan_a, m0), (b_bytes, plan_b, wg_col),
+                        k_steps, k_step, "true")
     lw.out.line("tlx_wgmma_commit_group();")
     offset = 0
     for op, p in zip(run, per):
