@@ -6,7 +6,6 @@
 """
 from __future__ import annotations
 
-import copy
 import importlib
 import os
 import time
@@ -21,6 +20,7 @@ from .check.findings import Finding
 from .errors import CompilationError
 from .frontend.build_ir import build_kernel_ir
 from .frontend.specialize import Specialization
+from .ir.core import clone_module
 from .ir.printer import print_module
 from .ir.verifier import verify_module
 from .options import COMPILE_OPTIONS, REFUSED_OPTIONS, CompileOptions
@@ -241,7 +241,7 @@ def nvrtc_options(options: dict) -> list[str]:
 def copy_module(module):
     """Passes rewrite in place: a copy for them where the frontend's module lives on (the interpreter
     runs it)."""
-    return copy.deepcopy(module)
+    return clone_module(module)
 
 
 def format_stats(compiled: CompiledKernel) -> str:

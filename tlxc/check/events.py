@@ -323,6 +323,7 @@ class EventCollector:
         self.interned = pins.setdefault("__symbols__", {})
         self.addresses: dict[int, tuple] = {}     # scalar pointer -> (base key, constant offset, other terms)
         self.arith_plans: dict[int, _ArithPlan] = self.memo.setdefault("arith plans", {})   # by id(op)
+        self.live_ops: dict[int, list[Operation]] = self.memo.setdefault("live ops", {})    # by id(block)
         self.missed: dict = {}             # pin key -> lookups that found no pin (settled())
         self.pinned_keys: list = []        # the keys this run pinned, in order
 
@@ -384,8 +385,13 @@ class EventCollector:
 
     # -- blocks ----------------------------------------------------------------------------------
     def run_block(self, block) -> list | None:
-        """Run a block's ops; returns the values its terminator yields."""
-        for op in block.ops:
+        """Run a block's ops; returns the values its terminator yields.  Ops whose run would only
+        set their results unknown (tensor arithmetic, most of a kernel) are left out: a value
+        nothing set reads as unknown anyway (``value``)."""
+        ops = self.live_ops.get(id(block))
+        if ops is None:
+            ops = self.live_ops[id(block)] = [op for op in block.ops if not _inert(op)]
+        for op in ops:
             if has_trait(op, TERMINATOR) and op.name != "tl.return":
                 return [self.value(v) for v in op.operands]
             if op.name == "tl.return":
@@ -875,6 +881,21 @@ class EventCollector:
             self.iterations.pop()
         for r, value in zip(op.results, forwarded):
             self.set(r, value)
+
+
+_NAMED_SCALARS = frozenset({"tl.program_id", "tl.num_programs", "tl.addptr", "tl.load"})
+
+
+def _inert(op: Operation) -> bool:
+    """Whether ``run_op`` would do nothing but set ``op``'s results unknown: no handler, and no
+    integer scalar an ``arith`` op evaluates or a scalar ``run_op`` names (program ids, addresses,
+    loads).  A terminator is never inert: ``run_block`` returns what it yields."""
+    if op.name in _HANDLERS or op.name == "tl.return" or has_trait(op, TERMINATOR):
+        return False
+    single = op.results[0] if len(op.results) == 1 else None
+    if op.name.startswith("arith."):
+        return single is None or not _is_int_scalar(single.type)
+    return single is None or isinstance(single.type, TensorType) or op.name not in _NAMED_SCALARS
 
 
 def _flips(name: str, a: int, b: int, out, flips: list[int]) -> int:

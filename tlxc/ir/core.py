@@ -6,6 +6,7 @@ terminator (``scf.yield``...).  Values are SSA: defined once, used after.
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -131,11 +132,20 @@ class Operation:
         return self.operands[i]
 
     def walk(self) -> Iterator[Operation]:
-        """This op and every op nested in its regions, in pre-order."""
+        """This op and every op nested in its regions, in pre-order.  Each block's op list is read
+        when its first op is reached, as the nested generators it replaces read it (a pass that
+        rewrites the op being visited sees what it changed below it); one generator for the
+        whole walk, not one per level."""
         yield self
-        for region in self.regions:
-            for op in region.ops:
-                yield from op.walk()
+        stack = [iter(region.ops) for region in reversed(self.regions)]
+        while stack:
+            op = next(stack[-1], None)
+            if op is None:
+                stack.pop()
+                continue
+            yield op
+            if op.regions:
+                stack.extend(iter(region.ops) for region in reversed(op.regions))
 
     def parent_op(self) -> Operation | None:
         if self.parent is None or self.parent.parent is None:
@@ -184,3 +194,74 @@ class Module:
     def __str__(self) -> str:
         from .printer import print_module
         return print_module(self)
+
+
+# -- copying ------------------------------------------------------------------------------------------
+_IMMUTABLE_LEAVES = (int, float, str, bool, bytes, type(None), Type, Location)
+
+
+def clone_module(module: Module) -> Module:
+    """A copy of ``module`` whose ops, blocks, regions and values are new objects (a pass may
+    rewrite it in place while the original lives on), sharing what is immutable: types,
+    locations, and attribute leaves such as ints and strings.  An attribute that names a value
+    or an op of the module names its copy.  Equivalent to ``copy.deepcopy`` on the IR, at a
+    fraction of its cost (it copied every type and location: ~90 ms for an attention kernel)."""
+    mapping: dict[int, Any] = {}
+    copied: list[tuple[Operation, Operation]] = []
+
+    def clone_value(v: Value, owner: Any) -> Value:
+        new = type(v).__new__(type(v))
+        new.type, new.owner, new.index, new.name_hint = v.type, owner, v.index, v.name_hint
+        mapping[id(v)] = new
+        return new
+
+    def clone_region(region: Region, parent: Operation) -> Region:
+        new = type(region).__new__(type(region))
+        new.__dict__.update(region.__dict__)
+        new.parent = parent
+        new.block = clone_block(region.block, new)
+        return new
+
+    def clone_block(block: Block, parent: Region) -> Block:
+        new = type(block).__new__(type(block))
+        new.__dict__.update(block.__dict__)
+        new.parent = parent
+        new.args = [clone_value(a, new) for a in block.args]
+        new.ops = [clone_op(op, new) for op in block.ops]
+        mapping[id(block)] = new
+        return new
+
+    def clone_op(op: Operation, parent: Block | None) -> Operation:
+        new = type(op).__new__(type(op))
+        new.__dict__.update(op.__dict__)
+        new.parent = parent
+        mapping[id(op)] = new
+        new.results = [clone_value(r, new) for r in op.results]
+        new.regions = [clone_region(r, new) for r in op.regions]
+        copied.append((op, new))
+        return new
+
+    kernels = [clone_op(k, None) for k in module.kernels]
+    memo = dict(mapping)     # deepcopy's memo for other attribute objects: the IR's objects map to theirs
+    for op, new in copied:       # second: operands and attributes may name values defined later in walk order
+        new.operands = [mapping.get(id(v), v) for v in op.operands]
+        new.attrs = {k: _copy_attr(v, mapping, memo) for k, v in op.attrs.items()}
+    out = Module.__new__(Module)
+    out.__dict__.update(module.__dict__)
+    out.kernels = kernels
+    out.remarks = dict(module.remarks)
+    return out
+
+
+def _copy_attr(x: Any, mapping: dict[int, Any], memo: dict[int, Any]) -> Any:
+    if isinstance(x, _IMMUTABLE_LEAVES):
+        return x
+    if isinstance(x, (Value, Operation, Block, Region)):
+        return mapping.get(id(x), x)
+    if type(x) is tuple:
+        return tuple(_copy_attr(y, mapping, memo) for y in x)
+    if type(x) is list:
+        return [_copy_attr(y, mapping, memo) for y in x]
+    if type(x) is dict:
+        return {k: _copy_attr(y, mapping, memo) for k, y in x.items()}
+    return copy.deepcopy(x, memo)
