@@ -444,3 +444,15 @@ def test_a_plan_is_reused_for_new_tensors_and_keeps_none_alive():
     assert len(plans) == 1 and set(plans[0].descs) == {"a", "b", "c"}
     assert all(d.base is None for d in plans[0].descs.values())
     assert not torch.equal(results[0], results[1])
+
+
+def test_cluster_checks_count_the_kernels_rows_on_a_swapped_tile():
+    """``supports`` judges a swapped WS tile on the kernel's problem (Cᵀ = Bᵀ Aᵀ: N rows, M columns).
+    No swapped configuration has a cluster today (``_ws`` refuses one), so the pair is built here."""
+    from dataclasses import replace
+    pair = replace(CONFIGS["ws_256x160x64_s4_swap"], cluster_m=2)
+    few_cols_many_rows = cfgs.Problem(100, 4096, 4096, a_kmajor=True, b_kmajor=True)
+    assert cfgs.supports(pair, few_cols_many_rows) is None
+    assert "two tile rows" in cfgs.supports(pair, cfgs.Problem(100, 200, 4096, a_kmajor=True, b_kmajor=True))
+    sharing_a = replace(pair, share_a=True)
+    assert "two tile columns" in cfgs.supports(sharing_a, few_cols_many_rows)       # 100 columns: one tile of 160

@@ -383,13 +383,14 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
             return "a tile of three parts (e.g. 128 + 16 + 8 columns) reads its B K-major only"
         if ws_shared_bytes(c, p.elt, p.out_elt, p.residual, p.tma_c and not c.swap) > SHARED_LIMIT:
             return "shared memory: the stages, the C tiles and the epilogue's residual exceed 227 KB"
-        if c.cluster_m > 1 and not c.share_a and p.M <= c.bm:
+        rows, cols = (p.N, p.M) if c.swap else (p.M, p.N)      # the kernel's problem (swapped: Cᵀ = Bᵀ Aᵀ)
+        if c.cluster_m > 1 and not c.share_a and rows <= c.bm:
             return "a cluster pair needs two tile rows"
-        if c.share_a and p.N <= c.bn:
+        if c.share_a and cols <= c.bn:
             return "a cluster pair sharing A needs two tile columns"
         if c.stream_k and c.bn > 128 and not p.tma_c:
             return "256-wide stream-K tiles store through TMA (the output is not a TMA store target)"
-        if c.stream_k and -(-p.M // c.bm) * -(-p.N // c.bn) * -(-p.K // c.bk) * p.sms >= 2 ** 31:
+        if c.stream_k and -(-rows // c.bm) * -(-cols // c.bn) * -(-p.K // c.bk) * p.sms >= 2 ** 31:
             return "stream-K's k-step arithmetic needs tiles x k-steps x SMs below 2^31"
         return None
     if c.fp8 and not p.fp8:
