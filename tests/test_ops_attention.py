@@ -369,6 +369,7 @@ def test_errors_name_the_argument():
         ({"v": torch.zeros(1, 4, 9, 64, dtype=torch.bfloat16)}, "must have one shape"),
         ({"q": q[0]}, "'q' must be [B, heads, S, D]"),
         ({"sm_scale": -1.0}, "'sm_scale' must be a positive"),
+        ({"sm_scale": True}, "'sm_scale' must be a positive finite number, got True"),
         ({"max_seqlen_q": 8}, "'max_seqlen_q'/'max_seqlen_k' belong to the varlen layout"),
         ({"cu_seqlens_q": torch.tensor([0, 8], dtype=torch.int32)}, "'cu_seqlens_k' is missing"),
     ]
@@ -516,6 +517,24 @@ def test_eager_calls_bypass_the_custom_op(monkeypatch):
     with mode:
         fo = tlxc.ops.attention(fake, fake, fake)
     assert calls == [12] and fo.shape == q.shape
+
+
+def test_broadcast_inputs_forward_and_backward():
+    """Stride-0 (``expand``ed) dimensions -- k/v heads broadcast as MQA, q's batch -- are read
+    correctly (copied: a TMA descriptor has positive strides), and gradients flow to the
+    unexpanded leaves."""
+    q0 = _randn(1, 2, 40, 64, seed=130).requires_grad_(True)
+    k0, v0 = (_randn(1, 1, 40, 64, seed=s).requires_grad_(True) for s in (131, 132))
+    q, k, v = q0.expand(2, 2, 40, 64), k0.expand(2, 2, 40, 64), v0.expand(2, 2, 40, 64)
+    o, lse = tlxc.ops.attention(q, k, v, causal=True, return_lse=True)
+    _check(o, lse, *reference(q.detach(), k.detach(), v.detach(), causal=True), torch.bfloat16)
+    g = _randn(*o.shape, seed=133, dtype=torch.float32)
+    o.backward(g)
+    refs = [t.detach().double().requires_grad_(True) for t in (q0, k0, v0)]
+    ro = torch.nn.functional.scaled_dot_product_attention(*(t.expand(2, 2, 40, 64) for t in refs), is_causal=True)
+    ro.backward(g.double())
+    for mine, theirs in zip((q0, k0, v0), refs):
+        assert ((mine.grad.double() - theirs.grad).norm() / theirs.grad.norm()).item() < 2e-2
 
 
 def test_lse_is_not_differentiable():

@@ -418,6 +418,7 @@ def test_argument_errors():
         ((q, k, k, lens), {}, "without block_table the cache is \\[B, S_cache"),
         ((q[:, None].expand(2, 2, 4, 64), k, k, lens), {"block_table": table}, "\\[B, 1, H, D\\]"),
         ((q, k, k, lens), {"block_table": table, "sm_scale": -1.0}, "'sm_scale' must be a positive"),
+        ((q, k, k, lens), {"block_table": table, "sm_scale": True}, "'sm_scale' must be a positive"),
         ((q, k, k, lens), {"block_table": table, "num_splits": 0}, "'num_splits' must be a positive"),
         ((q, k, k, lens), {"block_table": table, "num_splits": 129}, "takes at most 128 splits"),
         ((q, k, k, lens), {"block_table": table, "combine": "tree"}, "'combine' must be one of kernel, inline"),

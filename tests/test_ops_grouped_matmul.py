@@ -79,6 +79,14 @@ def test_errors():
         grouped_matmul(a, b[0], torch.tensor([5, 5]))
     with pytest.raises(ValueError, match="unknown config"):
         grouped_matmul(a, b, torch.tensor([5, 5]), config="x")
+    with pytest.raises(TypeError, match="'group_sizes' must be a tensor, got list"):
+        grouped_matmul(a, b, [5, 5])
+    with pytest.raises(ValueError, match="'out_dtype' must be one of"):
+        grouped_matmul(a, b, torch.tensor([5, 5]), out_dtype=torch.int32)
+    with pytest.raises(ValueError, match="'out' must be a tensor of one of"):
+        grouped_matmul(a, b, torch.tensor([5, 5]), out=torch.empty(10, 8, dtype=torch.int32))
+    with pytest.raises(ValueError, match="'out_dtype' must be one of"):
+        grouped_module.grouped_weight_grad(a, a, torch.tensor([5, 5]), torch.int64)
 
 
 @pytest.mark.parametrize("config", sorted(GROUPED_WS_CONFIGS))

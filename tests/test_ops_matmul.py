@@ -191,6 +191,28 @@ def test_fp8_with_row_wise_and_tensor_scales(config):
     assert _rel(out, ref) < BF16_TOL
 
 
+@pytest.mark.parametrize("config", [None, "ws8_128x128x128_s4", "ws8_128x64x128_s6_np_sub1", "dot8_64x128x128_s4_w4"])
+@pytest.mark.parametrize("types", [(torch.float8_e4m3fn, torch.float8_e5m2), (torch.float8_e5m2, torch.float8_e4m3fn)],
+                         ids=["e4m3_e5m2", "e5m2_e4m3"])
+def test_mixed_fp8_operands(types, config):
+    """e4m3 x e5m2 (an fp8 backward's gradient times a weight): each operand keeps its own type in
+    shared memory (the WS kernel's ``B_DTYPE``); products of fp8 values are exact in float32."""
+    g = torch.Generator().manual_seed(17)
+    a = (torch.randn(150, 160, generator=g) * 4).to(types[0])
+    w = (torch.randn(72, 160, generator=g) * 4).to(types[1])
+    out = torch.full((150, 72), float("nan"))
+    matmul(a, w.t(), out, config=config)
+    assert _rel(out, a.double() @ w.double().t()) < 1e-6
+
+
+@pytest.mark.slow
+def test_mixed_fp8_ws_compiles_to_a_mixed_wgmma():
+    a = torch.empty(1024, 1024).to(torch.float8_e4m3fn)
+    w = torch.empty(1024, 1024).to(torch.float8_e5m2)
+    (h,) = compile_config("ws8_128x128x128_s4", a, w.t())
+    assert h.n_spills == 0 and "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e5m2" in h.asm["cuda"]
+
+
 @pytest.mark.parametrize("activation,fn", [("relu", torch.relu), ("gelu", torch.nn.functional.gelu),
                                            ("gelu_tanh", lambda x: torch.nn.functional.gelu(x, approximate="tanh")),
                                            ("silu", torch.nn.functional.silu)])
@@ -249,6 +271,8 @@ def test_errors_name_the_argument():
         matmul(a, b, activation="tanh")
     with pytest.raises(ValueError, match="'bias' must have 8 elements"):
         matmul(a, b, bias=torch.zeros(9))
+    with pytest.raises(TypeError, match="'bias' must be a tensor of 8 elements, got float"):
+        matmul(a, b, bias=1.0)
     with pytest.raises(ValueError, match="unknown config"):
         matmul(a, b, config="nope")
     with pytest.raises(ValueError, match="cannot run .*: K is below one 16-byte TMA row"):
@@ -456,3 +480,16 @@ def test_cluster_checks_count_the_kernels_rows_on_a_swapped_tile():
     assert "two tile rows" in cfgs.supports(pair, cfgs.Problem(100, 200, 4096, a_kmajor=True, b_kmajor=True))
     sharing_a = replace(pair, share_a=True)
     assert "two tile columns" in cfgs.supports(sharing_a, few_cols_many_rows)       # 100 columns: one tile of 160
+
+
+def test_batched_out_whose_rows_do_not_fold_into_one_dimension():
+    """``out`` of any strides: a [B, S, N] view of a [S, B, N] buffer (rows not one dimension) is
+    written through a copy, with the epilogue; the 2-D and foldable cases write in place."""
+    a, b = _operands(2 * 37, 24, 40, seed=31)
+    a3 = a.reshape(2, 37, 40)
+    bias, res = torch.randn(24), torch.randn(2, 37, 24).to(torch.bfloat16)
+    out = torch.full((37, 2, 24), float("nan"), dtype=torch.bfloat16).transpose(0, 1)
+    got = matmul(a3, b, out, bias=bias, activation="silu", residual=res)
+    assert got is out
+    ref = torch.nn.functional.silu(a3.double() @ b.double() + bias.double()) + res.double()
+    assert _rel(out, ref) < BF16_TOL

@@ -47,6 +47,35 @@ def test_backward_is_two_matmuls_through_the_epilogue(activation):
         assert err < 1e-2, err
 
 
+@pytest.mark.parametrize("activation", [None, "relu", "swiglu"])
+@pytest.mark.parametrize("scales", ["tensor", "rows_and_columns"])
+def test_backward_through_the_scales(scales, activation):
+    """16-bit operands with float32 scales (not differentiated themselves): the operands' gradients
+    carry them, the bias's does not (it is added after them)."""
+    a = _leaf(2, 9, 40, seed=11, dtype=torch.bfloat16)
+    w = _leaf(24, 40, seed=12, dtype=torch.bfloat16)
+    bias = _leaf(24, seed=13, dtype=torch.bfloat16)
+    gen = torch.Generator().manual_seed(14)
+    if scales == "tensor":
+        sa, sb = torch.tensor([2.5]), torch.tensor([0.75])
+    else:
+        sa, sb = torch.rand(18, generator=gen) + 0.5, torch.rand(24, generator=gen) + 0.5
+    out = matmul_op(a, w.t(), bias=bias, activation=activation, out_dtype=torch.float32, scale_a=sa, scale_b=sb)
+    g = torch.randn(out.shape, generator=gen)
+    out.backward(g)
+    ra, rw, rb = (t.detach().double().requires_grad_(True) for t in (a, w, bias))
+    per_row = sa.double().reshape(-1, 1) if sa.numel() == 1 else sa.double().reshape(2, 9, 1)   # a's rows
+    z = (ra @ rw.t()) * per_row * sb.double() + rb
+    if activation == "relu":
+        z = torch.relu(z)
+    elif activation == "swiglu":
+        z = torch.nn.functional.silu(z[..., 0::2]) * z[..., 1::2]
+    z.backward(g.double())
+    for mine, theirs in zip((a, w, bias), (ra, rw, rb)):
+        err = ((mine.grad.double() - theirs.grad).norm() / theirs.grad.norm()).item()
+        assert err < 1e-2, err
+
+
 def test_torch_compile_fullgraph_on_the_cpu():
     """One opaque op in the graph: Dynamo traces the fake, the real function runs the interpreter."""
     lin = torch.nn.Linear(32, 48).to(torch.bfloat16)

@@ -132,10 +132,10 @@ class Operation:
         return self.operands[i]
 
     def walk(self) -> Iterator[Operation]:
-        """This op and every op nested in its regions, in pre-order.  Each block's op list is read
-        when its first op is reached, as the nested generators it replaces read it (a pass that
-        rewrites the op being visited sees what it changed below it); one generator for the
-        whole walk, not one per level."""
+        """This op and every op nested in its regions, in pre-order: one generator for the whole
+        walk, not one per nesting level.  Op lists are iterated in place, as before: an op that the
+        consumer inserts after the one being visited is visited, and an op's regions are read
+        after the consumer has seen the op (so it may rewrite them first)."""
         yield self
         stack = [iter(region.ops) for region in reversed(self.regions)]
         while stack:

@@ -360,11 +360,11 @@ def _fail(message: str) -> ValueError:
 
 
 def _tma_ready(t: torch.Tensor) -> torch.Tensor:
-    """``t`` itself when TMA can read it (unit last stride, 16-byte aligned base and strides),
-    else a contiguous copy."""
+    """``t`` itself when TMA can read it (unit last stride, 16-byte aligned base and positive
+    strides), else a contiguous copy (a broadcast dimension's stride 0 among them: ``expand``)."""
     e = t.element_size()
     if t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all(
-            (s * e) % 16 == 0 for d, s in enumerate(t.stride()[:-1]) if t.shape[d] > 1):
+            s > 0 and (s * e) % 16 == 0 for d, s in enumerate(t.stride()[:-1]) if t.shape[d] > 1):
         return t
     return t.contiguous()
 
@@ -488,7 +488,8 @@ def check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen
     D = q.shape[-1]
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
-    elif not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) or sm_scale <= 0:
+    elif isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) \
+            or sm_scale <= 0:
         raise _fail(f"'sm_scale' must be a positive finite number, got {sm_scale!r}")
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if varlen:

@@ -150,7 +150,8 @@ def _check(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale):
                     f"'q' has {B}")
     if sm_scale is None:
         return 1.0 / math.sqrt(D)
-    if not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) or sm_scale <= 0:
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) \
+            or sm_scale <= 0:
         raise _fail(f"'sm_scale' must be a positive finite number, got {sm_scale!r}")
     return float(sm_scale)
 

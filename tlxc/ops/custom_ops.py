@@ -79,6 +79,11 @@ def _backward(ctx, grad):
             g = _glu_backward(g, z, ctx.activation)
         else:
             g = _ACTIVATION_BACKWARD[ctx.activation](g, z)
+    grad_bias_of = g                            # the bias is added after the scales
+    if scale_a is not None:                     # d(a @ b) = dz * scale_a (per row) * scale_b (per column)
+        g = g * scale_a.reshape(-1, 1)
+    if scale_b is not None:
+        g = g * scale_b.reshape(1, -1)
     gz = g.to(a.dtype)
     grad_a = grad_b = grad_bias = grad_res = None
     if ctx.needs_input_grad[0]:
@@ -86,7 +91,7 @@ def _backward(ctx, grad):
     if ctx.needs_input_grad[1]:
         grad_b = matmul_op(a2.t(), gz)
     if bias is not None and ctx.needs_input_grad[2]:
-        grad_bias = g.sum(0).to(bias.dtype)
+        grad_bias = grad_bias_of.sum(0).to(bias.dtype)
     if ctx.has_residual and ctx.needs_input_grad[5]:
         grad_res = grad.reshape(*lead, grad.shape[-1]).to(ctx.residual_dtype)
     return grad_a, grad_b, grad_bias, None, None, grad_res, None, None

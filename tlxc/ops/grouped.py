@@ -77,6 +77,18 @@ def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | 
     return "g_128x256x64" if n >= 4096 else "g_128x128x64"
 
 
+OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def _check_types(op: str, out_dtype, **tensors) -> None:
+    """Each named argument a tensor, ``out_dtype`` None or one of ``OUT_DTYPES``."""
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{op}: '{name}' must be a tensor, got {type(t).__name__}")
+    if out_dtype is not None and out_dtype not in OUT_DTYPES:
+        raise ValueError(f"{op}: 'out_dtype' must be one of {OUT_DTYPES} or None, got {out_dtype}")
+
+
 def _check_operands(op: str, x: torch.Tensor, y: torch.Tensor, group_sizes: torch.Tensor,
                     experts: int | None = None) -> None:
     """The rules both grouped products share: two bf16 or two fp16 operands, ``group_sizes`` an
@@ -123,6 +135,10 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
     """``out[rows of g] = activation(a[rows of g] @ b_experts[g] + bias[g])`` (module docstring;
     ``bias`` ``[E, N]`` or ``[N]``, ``activation`` as ``tlxc.ops.matmul``'s: relu, gelu,
     gelu_tanh, silu, or the GLU pairs swiglu / geglu, whose output has N / 2 columns)."""
+    _check_types("tlxc.ops.grouped_matmul", out_dtype, a=a, b_experts=b_experts, group_sizes=group_sizes)
+    if out is not None and (not isinstance(out, torch.Tensor) or out.dtype not in OUT_DTYPES):
+        raise ValueError(f"tlxc.ops.grouped_matmul: 'out' must be a tensor of one of {OUT_DTYPES}, got "
+                         f"{getattr(out, 'dtype', type(out).__name__)}")
     if a.dim() != 2 or b_experts.dim() != 3 or a.shape[1] != b_experts.shape[1]:
         raise ValueError(f"tlxc.ops.grouped_matmul expects a [total_M, K] and b_experts [E, K, N], got "
                          f"{tuple(a.shape)} and {tuple(b_experts.shape)}")
@@ -249,6 +265,7 @@ def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.
     ``a``'s dtype): the weight gradient of ``grouped_matmul`` (``kernels/grouped_wgrad.py``;
     float32 accumulation, no host sync; a group of no rows gets zeros).  ``config``: one of
     ``WGRAD_CONFIGS`` (default ``WGRAD_DEFAULT``)."""
+    _check_types("tlxc.ops.grouped_weight_grad", out_dtype, a=a, grad=grad, group_sizes=group_sizes)
     if config is not None and config not in WGRAD_CONFIGS:
         raise ValueError(f"tlxc.ops.grouped_weight_grad: unknown config {config!r} (one of {sorted(WGRAD_CONFIGS)})")
     if a.dim() != 2 or grad.dim() != 2 or a.shape[0] != grad.shape[0]:

@@ -198,7 +198,8 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
             EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, NUM_CONSUMERS=c.consumers,
             CONSUMER_REGS=cfgs.consumer_registers(c.consumers), num_warps=4,
-            ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, GLU_AXIS=0 if c.swap else 1, **flags)
+            ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, GLU_AXIS=0 if c.swap else 1, **flags,
+            **({"B_DTYPE": TL_DTYPES[b.dtype]} if b.dtype != a.dtype else {}))     # mixed fp8 (e4m3 x e5m2)
 
 
 def align_fact(value: int, needed: bool = True) -> int:
@@ -426,6 +427,8 @@ def autotune_config(p: cfgs.Problem, key: str, run, time_fn=_time_config) -> cfg
 # -- the entry point ---------------------------------------------------------------------------------
 
 def _check_vector(name: str, t, length: int, device) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"tlxc.ops.matmul: '{name}' must be a tensor of {length} elements, got {type(t).__name__}")
     if t.dim() == 2 and 1 in t.shape:
         t = t.reshape(-1)
     if t.dim() != 1 or t.shape[0] != length:
@@ -434,6 +437,16 @@ def _check_vector(name: str, t, length: int, device) -> torch.Tensor:
     if t.device != device:
         raise ValueError(f"tlxc.ops.matmul: '{name}' is on {t.device}, the operands on {device}")
     return t.contiguous()
+
+
+def _folds_rows(t: torch.Tensor) -> bool:
+    """Whether ``t``'s leading dimensions fold into one row dimension (``t.view(-1, t.shape[-1])``)."""
+    expected = t.stride(-2)
+    for size, stride in zip(reversed(t.shape[:-1]), reversed(t.stride()[:-1])):
+        if size != 1 and stride != expected:
+            return False
+        expected = stride * size if size != 1 else expected
+    return True
 
 
 def _check_scale(name: str, s, length: int, device):
@@ -502,6 +515,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
         if tuple(out.shape) != lead + (n_out,) or out.dtype != out_dtype or out.device != a.device:
             raise ValueError(f"tlxc.ops.matmul: 'out' must be a {lead + (n_out,)} {out_dtype} tensor on {a.device}, "
                              f"got {tuple(out.shape)} {out.dtype} on {out.device}")
+        if out.dim() > 2 and not _folds_rows(out):     # e.g. a transposed batch: computed apart, then copied
+            return out.copy_(matmul(a, b, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual,
+                                    scale_a=scale_a, scale_b=scale_b, config=config))
         out2 = out.view(M, n_out) if out.dim() > 2 else out
     if bias is not None:
         bias = _check_vector("bias", bias, N, a.device)

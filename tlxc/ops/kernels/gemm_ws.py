@@ -231,8 +231,10 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                    EPILOGUE_SUBTILE: tl.constexpr, CLUSTER_M: tl.constexpr, C_TMA: tl.constexpr,
                    NUM_CONSUMERS: tl.constexpr, CONSUMER_REGS: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
                    HAS_RESIDUAL: tl.constexpr, STREAM_K: tl.constexpr, BN_TAIL: tl.constexpr = 0,
-                   SHARE_A: tl.constexpr = False, GLU_AXIS: tl.constexpr = 1, BN_TAIL2: tl.constexpr = 0):
+                   SHARE_A: tl.constexpr = False, GLU_AXIS: tl.constexpr = 1, BN_TAIL2: tl.constexpr = 0,
+                   B_DTYPE: tl.constexpr = None):
     SUB_M: tl.constexpr = BM // NUM_CONSUMERS                             # each consumer's rows
+    B_ELT: tl.constexpr = DTYPE if B_DTYPE is None else B_DTYPE            # B's type: fp8 operands may mix e4m3/e5m2
     TILE_N: tl.constexpr = BN + BN_TAIL + BN_TAIL2                        # a tile's columns
     SK_QUARTERS: tl.constexpr = STREAM_K and BN > 128                     # (the host gives these TMA stores)
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
@@ -241,19 +243,19 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
     else:
         a_smem = tlx.local_alloc((BK, SUB_M), DTYPE, NUM_STAGES * NUM_CONSUMERS)  # M-major: read transposed
     if B_KMAJOR:
-        b_smem = tlx.local_alloc((BN, BK), DTYPE, NUM_STAGES)             # K-major rows of B
+        b_smem = tlx.local_alloc((BN, BK), B_ELT, NUM_STAGES)             # K-major rows of B
     else:
-        b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
+        b_smem = tlx.local_alloc((BK, BN), B_ELT, NUM_STAGES)
     c_smem = tlx.local_alloc((SUB_M, BN // EPILOGUE_SUBTILE if C_TMA else 8), OUT_DTYPE, NUM_CONSUMERS)
     if BN_TAIL > 0:                  # the tile's last BN_TAIL columns: their own B box, wgmma and C box
         if B_KMAJOR:
-            bt_smem = tlx.local_alloc((BN_TAIL, BK), DTYPE, NUM_STAGES)
+            bt_smem = tlx.local_alloc((BN_TAIL, BK), B_ELT, NUM_STAGES)
         else:
-            bt_smem = tlx.local_alloc((BK, BN_TAIL), DTYPE, NUM_STAGES)
+            bt_smem = tlx.local_alloc((BK, BN_TAIL), B_ELT, NUM_STAGES)
         if C_TMA:
             ct_smem = tlx.local_alloc((SUB_M, BN_TAIL), OUT_DTYPE, NUM_CONSUMERS)
     if BN_TAIL2 > 0:                 # a second, narrower tail (K-major B, pointer stores, no cluster)
-        bt2_smem = tlx.local_alloc((BN_TAIL2, BK), DTYPE, NUM_STAGES)
+        bt2_smem = tlx.local_alloc((BN_TAIL2, BK), B_ELT, NUM_STAGES)
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=NUM_CONSUMERS * CLUSTER_M)
 
