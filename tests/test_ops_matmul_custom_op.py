@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import tlxc.ops
 from tlxc.ops import matmul_op
 
 
@@ -110,3 +111,29 @@ def test_glu_backward_matches_torch(activation):
     gz = z.grad
     for got, want in ((bb.grad, gz.sum(0)), (xb.grad, gz @ wb.detach().float()), (wb.grad, gz.t() @ xb.detach().float())):
         assert ((got.float() - want).norm() / want.norm()).item() < 2e-2
+
+
+def test_the_public_matmul_is_differentiable_and_compiles():
+    """``tlxc.ops.matmul`` on inputs that require grad goes through the custom op (a graph node
+    with the op's backward, not a silently detached result); ``out=``/``config=`` are refused
+    there by name; under no_grad it launches directly; ``torch.compile(fullgraph=True)`` traces it."""
+    lin = torch.nn.Linear(32, 24).to(torch.bfloat16)
+    x = _leaf(6, 32, seed=21, dtype=torch.bfloat16)
+    y = tlxc.ops.matmul(x, lin.weight.t(), bias=lin.bias, activation="gelu")
+    assert y.grad_fn is not None
+    y.float().square().sum().backward()
+    rx, rw, rb = (t.detach().double().requires_grad_(True) for t in (x, lin.weight, lin.bias))
+    torch.nn.functional.gelu(rx @ rw.t() + rb).square().sum().backward()
+    for mine, theirs in zip((x, lin.weight, lin.bias), (rx, rw, rb)):
+        assert ((mine.grad.double() - theirs.grad).norm() / theirs.grad.norm()).item() < 2e-2
+    for kwargs in ({"out": torch.empty(6, 24, dtype=torch.bfloat16)}, {"config": "dot_64x128x64_s4_w4"}):
+        name = next(iter(kwargs))
+        with pytest.raises(ValueError, match=f"'{name}=' applies to calls autograd does not record"):
+            tlxc.ops.matmul(x, lin.weight.t(), **kwargs)
+    with torch.no_grad():
+        assert tlxc.ops.matmul(x, lin.weight.t(), config="dot_64x128x64_s4_w4").grad_fn is None
+    compiled = torch.compile(lambda t: tlxc.ops.matmul(t, lin.weight.t(), activation="relu") * 2, fullgraph=True,
+                             backend="aot_eager")
+    got = compiled(x.detach())
+    ref = torch.relu(x.detach().float() @ lin.weight.detach().float().t()) * 2
+    assert ((got.float() - ref).norm() / ref.norm()).item() < 1e-2

@@ -110,3 +110,17 @@ def _no_output_fake(fn: Callable, qualified: str) -> Callable:
 
 
 __all__ = ["register_custom_op"]
+
+
+def needs_custom_op(*args) -> bool:
+    """Whether a call of a host function on ``args`` must go through its custom op: autograd
+    records it (grad mode on and a tensor argument requires grad) or it is being traced
+    (``torch.compile``, a dispatch mode such as make_fx's or FakeTensorMode, a tensor subclass).
+    Otherwise the function may launch directly, without the op's dispatch cost."""
+    import torch
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    tensors = [t for t in args if isinstance(t, torch.Tensor)]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return True
+    return torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None or \
+        any(type(t) is not torch.Tensor for t in tensors)

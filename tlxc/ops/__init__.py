@@ -20,10 +20,9 @@ Import ``tlxc.ops`` explicitly (``tlxc`` does not import it: it needs torch).
 from .attention import attention_forward
 from .attention_decode import attention_decode, attention_decode_op
 from .attention_op import attention, attention_op
-from .custom_ops import matmul_op
-from .grouped import grouped_matmul, grouped_weight_grad
-from .grouped_op import grouped_matmul_op
-from .matmul import matmul
+from .custom_ops import matmul, matmul_op
+from .grouped import grouped_weight_grad
+from .grouped_op import grouped_matmul, grouped_matmul_op
 from .matmul_configs import CONFIGS, GemmConfig, choose_config
 
 __all__ = ["CONFIGS", "GemmConfig", "attention", "attention_decode", "attention_decode_op", "attention_forward", "attention_op", "choose_config", "grouped_matmul", "grouped_matmul_op",

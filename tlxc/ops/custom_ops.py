@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import torch
 
-from ..torch_ops import register_custom_op
-from .matmul import FP8_DTYPES, matmul
+from ..torch_ops import needs_custom_op, register_custom_op
+from .matmul import FP8_DTYPES
+from .matmul import matmul as matmul_eager
 
 # d activation(z) / dz applied to g, by aten's backward ops (traceable, so the backward
 # compiles too)
@@ -41,8 +42,8 @@ def _glu_backward(g: torch.Tensor, z: torch.Tensor, activation: str) -> torch.Te
 def _matmul_impl(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, activation: str | None = None,
                  out_dtype: torch.dtype | None = None, residual: torch.Tensor | None = None,
                  scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> torch.Tensor:
-    return matmul(a, b, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual, scale_a=scale_a,
-                  scale_b=scale_b)
+    return matmul_eager(a, b, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual,
+                        scale_a=scale_a, scale_b=scale_b)
 
 
 def _matmul_fake(a, b, bias=None, activation=None, out_dtype=None, residual=None, scale_a=None, scale_b=None):
@@ -54,6 +55,26 @@ def _matmul_fake(a, b, bias=None, activation=None, out_dtype=None, residual=None
 
 
 matmul_op = register_custom_op("tlxc::matmul", _matmul_impl, fake=_matmul_fake)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, bias: torch.Tensor | None = None,
+           activation: str | None = None, out_dtype: torch.dtype | None = None,
+           residual: torch.Tensor | None = None, scale_a: torch.Tensor | None = None,
+           scale_b: torch.Tensor | None = None, config: str | None = None) -> torch.Tensor:
+    """``tlxc.ops.matmul`` (``ops/matmul.py:matmul`` for the arguments): the kernels directly, or
+    through ``matmul_op`` where autograd must record the call (an input requires grad) or it is
+    traced (``torch.compile``, fake tensors), so gradients and compiled graphs see it as they see
+    ``torch.matmul``.  ``out=`` and ``config=`` then have no meaning and are refused by name."""
+    if not needs_custom_op(a, b, out, bias, residual, scale_a, scale_b):
+        return matmul_eager(a, b, out, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual,
+                            scale_a=scale_a, scale_b=scale_b, config=config)
+    for name, value in (("out", out), ("config", config)):
+        if value is not None:
+            raise ValueError(f"tlxc.ops.matmul: '{name}=' applies to calls autograd does not record and nothing traces; "
+                             f"here an input requires grad or the call is traced (torch.compile): leave '{name}' out, "
+                             f"or call under torch.no_grad() with detached inputs")
+    return matmul_op(a, b, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual, scale_a=scale_a,
+                     scale_b=scale_b)
 
 
 def _setup_context(ctx, inputs, output) -> None:

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import torch
 
-from ..torch_ops import register_custom_op
+from ..torch_ops import needs_custom_op, register_custom_op
 from .custom_ops import _ACTIVATION_BACKWARD, _GLU_GATE, _glu_backward
-from .grouped import grouped_matmul, grouped_weight_grad
+from .grouped import grouped_matmul as grouped_matmul_eager
+from .grouped import grouped_weight_grad
 
 
 def _check(a, b_experts, group_sizes) -> None:
@@ -43,7 +44,7 @@ def _check(a, b_experts, group_sizes) -> None:
 def _grouped_impl(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.Tensor,
                   out_dtype: torch.dtype | None = None, bias: torch.Tensor | None = None,
                   activation: str | None = None) -> torch.Tensor:
-    return grouped_matmul(a, b_experts, group_sizes, bias=bias, activation=activation, out_dtype=out_dtype)
+    return grouped_matmul_eager(a, b_experts, group_sizes, bias=bias, activation=activation, out_dtype=out_dtype)
 
 
 def _grouped_fake(a, b_experts, group_sizes, out_dtype=None, bias=None, activation=None):
@@ -53,6 +54,24 @@ def _grouped_fake(a, b_experts, group_sizes, out_dtype=None, bias=None, activati
 
 
 grouped_matmul_op = register_custom_op("tlxc::grouped_matmul", _grouped_impl, fake=_grouped_fake)
+
+
+def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.Tensor,
+                   out: torch.Tensor | None = None, *, bias: torch.Tensor | None = None,
+                   activation: str | None = None, out_dtype: torch.dtype | None = None,
+                   config: str | None = None) -> torch.Tensor:
+    """``tlxc.ops.grouped_matmul`` (``ops/grouped.py:grouped_matmul`` for the arguments): the kernels
+    directly, or through ``grouped_matmul_op`` where autograd must record the call (an input
+    requires grad) or it is traced; ``out=`` and ``config=`` are then refused by name."""
+    if not needs_custom_op(a, b_experts, group_sizes, out, bias):
+        return grouped_matmul_eager(a, b_experts, group_sizes, out, bias=bias, activation=activation,
+                                    out_dtype=out_dtype, config=config)
+    for name, value in (("out", out), ("config", config)):
+        if value is not None:
+            raise ValueError(f"tlxc.ops.grouped_matmul: '{name}=' applies to calls autograd does not record and "
+                             f"nothing traces; here an input requires grad or the call is traced: leave '{name}' "
+                             f"out, or call under torch.no_grad() with detached inputs")
+    return grouped_matmul_op(a, b_experts, group_sizes, out_dtype, bias, activation)
 
 
 def _wgrad_impl(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.Tensor,
