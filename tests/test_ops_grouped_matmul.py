@@ -44,7 +44,7 @@ def test_grouped_configs_compile_for_sm90a(config):
     b = torch.empty(E, N, K, dtype=torch.bfloat16).transpose(1, 2)
     out = torch.empty(M, N, dtype=torch.bfloat16)
     sizes = torch.empty(E, dtype=torch.int32)
-    h = grouped_gemm_kernel.warmup(a, b, out, sizes, E, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+    h = grouped_gemm_kernel.warmup(a, b, out, sizes, M, E, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                                    b.stride(2), out.stride(0), out.stride(1), M // bm + E, BLOCK_M=bm, BLOCK_N=bn,
                                    BLOCK_K=bk, GROUP_M=GROUP_M, E_PAD=E, num_warps=warps, num_stages=stages,
                                    grid=(1,))
@@ -216,7 +216,7 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
         assert h.metadata.shared == grouped_module.ws_shared_bytes(config, 2, 2, c_tma)
         assert "wgmma.mma_async" in code and "cp.async.bulk.tensor" in code
         assert ("cp.async.bulk.tensor.2d.global.shared" in code) == c_tma      # the TMA store
-    t = group_table_kernel.warmup(torch.empty(E, dtype=torch.int32), torch.empty(2 * E, dtype=torch.int32), E, BM=bm,
+    t = group_table_kernel.warmup(torch.empty(E, dtype=torch.int32), torch.empty(2 * E, dtype=torch.int32), 8192, E, BM=bm,
                                   E_PAD=E, num_warps=4, grid=(1,))
     assert t.n_spills == 0
 
@@ -236,3 +236,32 @@ def test_expert_order_bands_cover_each_tile_once(rows):
         seen.add((first + in_band % height, in_band // height))
     assert seen == {(r, c) for r in range(rows) for c in range(cols)}
     assert band <= G and (rows != 17 or band == 6)
+
+
+@pytest.mark.parametrize("config", ["g_128x128x64", "gws_128x128x64_s5"])
+@pytest.mark.parametrize("sizes", [[30, 40], [-5, 20, 45], [10, 2**31 - 1, 5]], ids=["past_M", "negative", "huge"])
+def test_group_sizes_that_do_not_add_up_stay_inside_the_tensors(sizes, config, monkeypatch):
+    """``group_sizes`` is not checked against ``a``'s rows (that needs a host sync); the kernels clamp
+    the groups to a's M rows (a negative size is none, rows past M belong to no group), so a bad
+    vector changes which rows each expert gets but never reads or writes outside a and out (the
+    interpreter stops an out-of-bounds access); the weight gradient likewise."""
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 3)
+    g = torch.Generator().manual_seed(41)
+    M, K, N = 50, 64, 40
+    E = len(sizes)
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    b = torch.randn(E, K, N, generator=g).to(torch.bfloat16)
+    sizes_t = torch.tensor(sizes, dtype=torch.int64)
+    out = grouped_matmul(a, b, sizes_t, config=config, out_dtype=torch.float32)
+    ends = torch.tensor(sizes).clamp_min(0).cumsum(0).clamp_max(M)
+    starts = torch.cat([torch.zeros(1, dtype=ends.dtype), ends[:-1]])
+    for e in range(E):
+        s, t = int(starts[e]), int(ends[e])
+        if t > s:
+            ref = a[s:t].double() @ b[e].double()
+            assert ((out[s:t].double() - ref).norm() / ref.norm()).item() < 1e-5, e
+    db = grouped_module.grouped_weight_grad(a, a[:, :N].contiguous(), sizes_t, torch.float32)
+    for e in range(E):
+        s, t = int(starts[e]), int(ends[e])
+        ref = a[s:t].double().t() @ a[s:t, :N].double()
+        assert torch.allclose(db[e].double(), ref, rtol=1e-5, atol=1e-4), e

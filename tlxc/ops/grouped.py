@@ -173,7 +173,7 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
     bm, bn, bk, warps, stages = GROUPED_CONFIGS[config]
     row_tiles = -(-M // bm) + E                 # each group's last row tile may be partial
     grid = (row_tiles * -(-N // bn),)
-    grouped_gemm_kernel[grid](a, b_experts, out, group_sizes, E, N, K, a.stride(0), a.stride(1), b_experts.stride(0),
+    grouped_gemm_kernel[grid](a, b_experts, out, group_sizes, M, E, N, K, a.stride(0), a.stride(1), b_experts.stride(0),
                               b_experts.stride(1), b_experts.stride(2), out.stride(0), out.stride(1), row_tiles,
                               BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M, E_PAD=_pow2(E),
                               ALIGNS=grouped_aligns(N, K, a, b_experts, out), num_warps=warps, num_stages=stages,
@@ -239,7 +239,7 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
     progs = min(sms, tiles)
     e_pad = _pow2(E)
     table = torch.empty(2 * e_pad + 1, device=a.device, dtype=torch.int32)
-    group_table_kernel[(1,)](group_sizes, table, E, BM=bm, E_PAD=e_pad, num_warps=4)
+    group_table_kernel[(1,)](group_sizes, table, M, E, BM=bm, E_PAD=e_pad, num_warps=4)
     grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, c_desc, table, E, N, K, row_tiles, progs, out.stride(0),
                                      out.stride(1), BM=bm, BN=bn, BK=bk, GROUP_M=expert_group_m or GROUP_M,
                                      NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=dynamic,
@@ -280,7 +280,7 @@ def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.
         return out.zero_()
     bk, bn, bm, warps, stages = WGRAD_CONFIGS[config or WGRAD_DEFAULT]
     grid = (E * -(-K // bk) * -(-N // bn),)
-    grouped_wgrad_kernel[grid](a, grad, out, group_sizes, E, K, N, a.stride(0), a.stride(1), grad.stride(0),
+    grouped_wgrad_kernel[grid](a, grad, out, group_sizes, M, E, K, N, a.stride(0), a.stride(1), grad.stride(0),
                                grad.stride(1), out.stride(0), out.stride(1), out.stride(2), BLOCK_K=bk, BLOCK_N=bn,
                                BLOCK_M=bm, E_PAD=_pow2(E), num_warps=warps, num_stages=stages)
     return out

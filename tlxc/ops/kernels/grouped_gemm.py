@@ -36,7 +36,22 @@ from .epilogue import store_tile_pointers
 
 
 @jit
-def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, E, N, K, stride_am, stride_ak, stride_be, stride_bk, stride_bn,
+def group_rows(sizes_ptr, E, M, E_PAD: tl.constexpr):
+    """``(rows, ends)``: each group's row count and the first row after it, from the sizes on the
+    device, clamped to ``a``'s ``M`` rows -- a size below 0 counts as none, rows past the M-th
+    belong to no group -- so that a ``group_sizes`` that does not add up to M cannot move a
+    kernel's loads or stores outside ``a`` and ``out`` (``out``'s rows past the sum stay
+    unwritten).  int64 sums: sizes that wrap int32 clamp too."""
+    gs = tl.arange(0, E_PAD)
+    sizes = tl.maximum(tl.load(sizes_ptr + gs, mask=gs < E, other=0).to(tl.int64), 0)
+    after = tl.cumsum(sizes, axis=0)
+    ends = tl.minimum(after, M)
+    starts = tl.minimum(after - sizes, M)
+    return (ends - starts).to(tl.int32), ends.to(tl.int32)
+
+
+@jit
+def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, M, E, N, K, stride_am, stride_ak, stride_be, stride_bk, stride_bn,
                         stride_cm, stride_cn, ROW_TILES, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                         BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, E_PAD: tl.constexpr,
                         ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1), bias_ptr=None, stride_bias=None,
@@ -60,10 +75,9 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, E, N, K, stride_am, stri
     pid_n = (pid % per_group) // rows_in_group
 
     gs = tl.arange(0, E_PAD)                   # which group's row tile is pid_m?
-    sizes = tl.load(sizes_ptr + gs, mask=gs < E, other=0).to(tl.int32)
+    sizes, rows_end = group_rows(sizes_ptr, E, M, E_PAD)    # rows_end inclusive: the first row after group g
     tiles = (sizes + BLOCK_M - 1) // BLOCK_M
     tiles_end = tl.cumsum(tiles, axis=0)       # inclusive: the first row tile after group g
-    rows_end = tl.cumsum(sizes, axis=0)
     group = tl.sum((tiles_end <= pid_m).to(tl.int32), axis=0)
     found = (group < E).to(tl.int32)
     mine = gs == group

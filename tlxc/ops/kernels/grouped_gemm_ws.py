@@ -48,17 +48,19 @@ from ...language import tlx
 from ...runtime.jit import jit
 from .epilogue import apply_epilogue, store_tile_pointers
 from .gemm_ws import grouped_tile, store_tile
+from .grouped_gemm import group_rows
 
 
 @jit
-def group_table_kernel(sizes_ptr, table_ptr, E, BM: tl.constexpr, E_PAD: tl.constexpr):
+def group_table_kernel(sizes_ptr, table_ptr, M, E, BM: tl.constexpr, E_PAD: tl.constexpr):
     """One program: ``table[g]`` = the first row tile after group g (inclusive sum of the
     groups' row-tile counts), ``table[E_PAD + g]`` = the first row after group g (inclusive
-    sum of the sizes), ``table[2 * E_PAD]`` = 0 (the dynamic schedule's tile counter)."""
+    sum of the sizes, clamped to a's M rows: ``group_rows``), ``table[2 * E_PAD]`` = 0 (the dynamic
+    schedule's tile counter)."""
     gs = tl.arange(0, E_PAD)
-    sizes = tl.load(sizes_ptr + gs, mask=gs < E, other=0).to(tl.int32)
+    sizes, ends = group_rows(sizes_ptr, E, M, E_PAD)
     tl.store(table_ptr + gs, tl.cumsum((sizes + BM - 1) // BM, axis=0), mask=gs < E)
-    tl.store(table_ptr + E_PAD + gs, tl.cumsum(sizes, axis=0), mask=gs < E)
+    tl.store(table_ptr + E_PAD + gs, ends, mask=gs < E)
     tl.store(table_ptr + 2 * E_PAD, 0)
 
 

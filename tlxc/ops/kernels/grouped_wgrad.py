@@ -11,10 +11,11 @@ A group of no rows gets a zero gradient (the loop runs no step, the zero tile is
 """
 from ... import language as tl
 from ...runtime.jit import jit
+from .grouped_gemm import group_rows
 
 
 @jit
-def grouped_wgrad_kernel(a_ptr, g_ptr, c_ptr, sizes_ptr, E, K, N, stride_am, stride_ak, stride_gm, stride_gn,
+def grouped_wgrad_kernel(a_ptr, g_ptr, c_ptr, sizes_ptr, M, E, K, N, stride_am, stride_ak, stride_gm, stride_gn,
                          stride_ce, stride_ck, stride_cn, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
                          BLOCK_M: tl.constexpr, E_PAD: tl.constexpr):
     pid = tl.program_id(0)
@@ -26,8 +27,7 @@ def grouped_wgrad_kernel(a_ptr, g_ptr, c_ptr, sizes_ptr, E, K, N, stride_am, str
     pid_n = pid % tiles_n
 
     gs = tl.arange(0, E_PAD)                   # the group's rows: [row_end - size, row_end)
-    sizes = tl.load(sizes_ptr + gs, mask=gs < E, other=0).to(tl.int32)
-    ends = tl.cumsum(sizes, axis=0)
+    sizes, ends = group_rows(sizes_ptr, E, M, E_PAD)        # clamped to a's M rows
     mine = gs == group
     row_end = tl.sum(tl.where(mine, ends, 0), axis=0)
     row0 = row_end - tl.sum(tl.where(mine, sizes, 0), axis=0)
