@@ -282,3 +282,31 @@ def test_glu_epilogue(name, activation):
     z = a.float() @ b.float() + bias.float()
     gate = torch.nn.functional.silu if activation == "swiglu" else torch.nn.functional.gelu
     assert out.shape == (M, N2 // 2) and _rel(out, gate(z[:, 0::2]) * z[:, 1::2]) < 1e-4
+
+
+@pytest.mark.parametrize("config", [None, "ws8_128x128x128_s4", "dot8_64x128x128_s4_w4"])
+def test_mixed_fp8_on_the_gpu(config):
+    """e4m3 x e5m2 (the WS kernel's B keeps its own type) against float32 math of the same fp8 values."""
+    g = torch.Generator(device="cuda").manual_seed(61)
+    a = (torch.randn(1000, 1024, device="cuda", generator=g) * 4).to(torch.float8_e4m3fn)
+    w = (torch.randn(776, 1024, device="cuda", generator=g) * 4).to(torch.float8_e5m2)
+    out = matmul(a, w.t(), out_dtype=torch.float32, config=config)
+    assert _rel(out, a.float() @ w.float().t()) < 1e-5
+
+
+@pytest.mark.parametrize("config", ["g_128x128x64", "gws_128x128x64_s5"])
+def test_grouped_sizes_past_the_rows_write_nothing_outside_out(config):
+    """group_sizes summing past M (and a negative entry): the kernels clamp the groups to a's rows,
+    so poisoned guard rows after ``out`` (in the same allocation) stay untouched."""
+    from tlxc.ops import grouped_matmul
+    g = torch.Generator(device="cuda").manual_seed(62)
+    M, K, N = 300, 128, 256
+    a = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(3, K, N, device="cuda", generator=g).to(torch.bfloat16)
+    buffer = torch.full((M + 256, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    sizes = torch.tensor([-7, 200, 400], device="cuda", dtype=torch.int32)
+    grouped_matmul(a, b, sizes, buffer[:M], config=config)
+    torch.cuda.synchronize()
+    assert buffer[M:].isnan().all(), "a store landed past out's rows"
+    assert _rel(buffer[:200], a[:200].float() @ b[1].float()) < 1e-2
+    assert _rel(buffer[200:M], a[200:].float() @ b[2].float()) < 1e-2
