@@ -409,6 +409,14 @@ def test_empty_inputs():
     k = torch.zeros(1, 2, 0, 64, dtype=torch.bfloat16)
     o, lse = attention_forward(torch.ones(1, 2, 3, 64, dtype=torch.bfloat16), k, k)
     assert (o == 0).all() and (lse == float("-inf")).all()
+    for headless, cu in ((torch.zeros(1, 0, 16, 64), None), (torch.zeros(20, 0, 64), torch.tensor([0, 5, 20]))):
+        x = headless.to(torch.bfloat16).requires_grad_(True)        # no heads at all: empty, forward and backward
+        args = {} if cu is None else {"cu_seqlens_q": cu.int(), "cu_seqlens_k": cu.int()}
+        o = tlxc.ops.attention(x, x, x, causal=True, **args)
+        o.float().sum().backward()
+        assert o.shape == x.shape and x.grad.shape == x.shape
+    with pytest.raises(ValueError, match="'k'/'v' have 0 heads, which must divide q's 2 heads"):
+        attention_forward(torch.zeros(1, 2, 4, 64, dtype=torch.bfloat16), *(torch.zeros(1, 0, 4, 64).bfloat16(),) * 2)
 
 
 # -- the custom op ------------------------------------------------------------------------------------

@@ -408,6 +408,8 @@ def _check_common(q, k, v, *, op: str = "tlxc.ops.attention", names: tuple[str, 
 
 
 def _check_heads(H: int, Hkv: int) -> None:
+    if H == Hkv == 0:            # no heads at all: an empty result, as for B = 0 or S = 0
+        return
     if Hkv == 0 or H % Hkv:
         raise _fail(f"'k'/'v' have {Hkv} heads, which must divide q's {H} heads (GQA/MQA)")
 

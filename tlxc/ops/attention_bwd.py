@@ -381,7 +381,7 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
         _fail(f"q and k must have one head dim, got {D} and {Dk}")
     if not 1 <= D <= 256:
         _fail(f"head dims 1..256 are supported, got {D}")
-    if H_kv < 1 or H % H_kv:
+    if (H_kv < 1 or H % H_kv) and not H == H_kv == 0:       # (no heads at all: empty gradients)
         _fail(f"the query heads ({H}) must be a multiple of the key/value heads ({H_kv})")
     if tuple(lse.shape) != lse_shape:
         _fail(f"lse must have shape {lse_shape}, got {tuple(lse.shape)}")
