@@ -112,19 +112,32 @@ def _no_output_fake(fn: Callable, qualified: str) -> Callable:
 _TRACING = None      # (torch, is_compiling, current dispatch mode), bound on the first call (tlxc imports without torch)
 
 
-def needs_custom_op(*args) -> bool:
-    """Whether a call of a host function on ``args`` must go through its custom op: autograd
-    records it (grad mode on and a tensor argument requires grad) or it is being traced
-    (``torch.compile``, a dispatch mode such as make_fx's or FakeTensorMode, a tensor subclass).
-    Otherwise the function may launch directly, without the op's dispatch cost (this check:
-    ~1 us: it is on every eager call's host path)."""
+def _tracing():
     global _TRACING
     if _TRACING is None:
         import torch
         from torch.utils._python_dispatch import _get_current_dispatch_mode
         _TRACING = (torch, torch.compiler.is_compiling, _get_current_dispatch_mode)
-    torch, is_compiling, dispatch_mode = _TRACING
-    grad = torch.is_grad_enabled()
+    return _TRACING
+
+
+def traced(*args) -> bool:
+    """Whether a call on ``args`` is being traced: ``torch.compile``, a dispatch mode (make_fx's,
+    FakeTensorMode), or a tensor subclass among them (fake, functional); non-tensors are ignored."""
+    return _traced(False, args)
+
+
+def needs_custom_op(*args) -> bool:
+    """Whether a call of a host function on ``args`` must go through its custom op: autograd
+    records it (grad mode on and a tensor argument requires grad) or it is being traced
+    (``traced``).  Otherwise the function may launch directly, without the op's dispatch cost
+    (this check: ~1 us, it is on every eager call's host path)."""
+    return _traced(_tracing()[0].is_grad_enabled(), args)
+
+
+def _traced(grad: bool, args: tuple) -> bool:
+    """``traced``, or (with ``grad``) an argument that requires grad: one pass over ``args``."""
+    torch, is_compiling, dispatch_mode = _tracing()
     for t in args:
         if type(t) is torch.Tensor:
             if grad and t.requires_grad:

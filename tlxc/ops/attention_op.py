@@ -22,9 +22,8 @@ import importlib
 import math
 
 import torch
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from ..torch_ops import register_custom_op
+from ..torch_ops import register_custom_op, traced
 from .attention import (
     FP8_DTYPES,
     _fail,
@@ -181,10 +180,9 @@ class _EagerAttention(torch.autograd.Function):
 
 
 def _eager(*tensors) -> bool:
-    """Whether a call on ``tensors`` can bypass the custom op: plain tensors (not fake or functional
-    subclasses), no dispatch mode (make_fx, FakeTensorMode), not under Dynamo."""
-    return (all(t is None or type(t) is torch.Tensor for t in tensors) and not torch.compiler.is_compiling()
-            and _get_current_dispatch_mode() is None)
+    """Whether a call on ``tensors`` can bypass the custom op: nothing traces it (``torch_ops.traced``:
+    plain tensors, no dispatch mode, not under Dynamo)."""
+    return not traced(*tensors)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,

@@ -57,6 +57,15 @@ def _matmul_fake(a, b, bias=None, activation=None, out_dtype=None, residual=None
 matmul_op = register_custom_op("tlxc::matmul", _matmul_impl, fake=_matmul_fake)
 
 
+def refuse_on_the_op(op: str, **arguments) -> None:
+    """Refuse, by name, an argument a call through the custom op cannot take (``out=``, ``config=``)."""
+    for name, value in arguments.items():
+        if value is not None:
+            raise ValueError(f"{op}: '{name}=' applies to calls autograd does not record and nothing traces; here "
+                             f"an input requires grad or the call is traced (torch.compile): leave '{name}' out, "
+                             f"or call under torch.no_grad() with detached inputs")
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, bias: torch.Tensor | None = None,
            activation: str | None = None, out_dtype: torch.dtype | None = None,
            residual: torch.Tensor | None = None, scale_a: torch.Tensor | None = None,
@@ -68,11 +77,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
     if not needs_custom_op(a, b, out, bias, residual, scale_a, scale_b):
         return matmul_eager(a, b, out, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual,
                             scale_a=scale_a, scale_b=scale_b, config=config)
-    for name, value in (("out", out), ("config", config)):
-        if value is not None:
-            raise ValueError(f"tlxc.ops.matmul: '{name}=' applies to calls autograd does not record and nothing traces; "
-                             f"here an input requires grad or the call is traced (torch.compile): leave '{name}' out, "
-                             f"or call under torch.no_grad() with detached inputs")
+    refuse_on_the_op("tlxc.ops.matmul", out=out, config=config)
     return matmul_op(a, b, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual, scale_a=scale_a,
                      scale_b=scale_b)
 

@@ -19,7 +19,7 @@ from .kernels.epilogue import ACTIVATIONS, GLU_FIRST
 from .kernels.grouped_gemm import grouped_gemm_kernel
 from .kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
 from .kernels.grouped_wgrad import grouped_wgrad_kernel
-from .matmul import TL_DTYPES, _tma_stores, align_fact, dot_aligns
+from .matmul import OUT_DTYPES, TL_DTYPES, _tma_stores, align_fact, dot_aligns
 from .matmul_configs import SHARED_LIMIT
 
 GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the pointer kernel
@@ -75,9 +75,6 @@ def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | 
     if ws_layout is not None and n_groups <= WS_MAX_GROUPS:
         return "gws_128x256x64_s4_e16d" if n >= 4096 else "gws_128x128x64_s5"
     return "g_128x256x64" if n >= 4096 else "g_128x128x64"
-
-
-OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 def _check_types(op: str, out_dtype, **tensors) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from ..torch_ops import needs_custom_op, register_custom_op
-from .custom_ops import _ACTIVATION_BACKWARD, _GLU_GATE, _glu_backward
+from .custom_ops import _ACTIVATION_BACKWARD, _GLU_GATE, _glu_backward, refuse_on_the_op
 from .grouped import grouped_matmul as grouped_matmul_eager
 from .grouped import grouped_weight_grad
 
@@ -66,11 +66,7 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
     if not needs_custom_op(a, b_experts, group_sizes, out, bias):
         return grouped_matmul_eager(a, b_experts, group_sizes, out, bias=bias, activation=activation,
                                     out_dtype=out_dtype, config=config)
-    for name, value in (("out", out), ("config", config)):
-        if value is not None:
-            raise ValueError(f"tlxc.ops.grouped_matmul: '{name}=' applies to calls autograd does not record and "
-                             f"nothing traces; here an input requires grad or the call is traced: leave '{name}' "
-                             f"out, or call under torch.no_grad() with detached inputs")
+    refuse_on_the_op("tlxc.ops.grouped_matmul", out=out, config=config)
     return grouped_matmul_op(a, b_experts, group_sizes, out_dtype, bias, activation)
 
 
