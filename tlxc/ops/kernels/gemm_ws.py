@@ -234,7 +234,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                    SHARE_A: tl.constexpr = False, GLU_AXIS: tl.constexpr = 1, BN_TAIL2: tl.constexpr = 0,
                    B_DTYPE: tl.constexpr = None):
     SUB_M: tl.constexpr = BM // NUM_CONSUMERS                             # each consumer's rows
-    B_ELT: tl.constexpr = DTYPE if B_DTYPE is None else B_DTYPE            # B's type: fp8 operands may mix e4m3/e5m2
+    B_TYPE: tl.constexpr = DTYPE if B_DTYPE is None else B_DTYPE            # B's type: fp8 operands may mix e4m3/e5m2
     TILE_N: tl.constexpr = BN + BN_TAIL + BN_TAIL2                        # a tile's columns
     SK_QUARTERS: tl.constexpr = STREAM_K and BN > 128                     # (the host gives these TMA stores)
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
@@ -243,19 +243,19 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
     else:
         a_smem = tlx.local_alloc((BK, SUB_M), DTYPE, NUM_STAGES * NUM_CONSUMERS)  # M-major: read transposed
     if B_KMAJOR:
-        b_smem = tlx.local_alloc((BN, BK), B_ELT, NUM_STAGES)             # K-major rows of B
+        b_smem = tlx.local_alloc((BN, BK), B_TYPE, NUM_STAGES)             # K-major rows of B
     else:
-        b_smem = tlx.local_alloc((BK, BN), B_ELT, NUM_STAGES)
+        b_smem = tlx.local_alloc((BK, BN), B_TYPE, NUM_STAGES)
     c_smem = tlx.local_alloc((SUB_M, BN // EPILOGUE_SUBTILE if C_TMA else 8), OUT_DTYPE, NUM_CONSUMERS)
     if BN_TAIL > 0:                  # the tile's last BN_TAIL columns: their own B box, wgmma and C box
         if B_KMAJOR:
-            bt_smem = tlx.local_alloc((BN_TAIL, BK), B_ELT, NUM_STAGES)
+            bt_smem = tlx.local_alloc((BN_TAIL, BK), B_TYPE, NUM_STAGES)
         else:
-            bt_smem = tlx.local_alloc((BK, BN_TAIL), B_ELT, NUM_STAGES)
+            bt_smem = tlx.local_alloc((BK, BN_TAIL), B_TYPE, NUM_STAGES)
         if C_TMA:
             ct_smem = tlx.local_alloc((SUB_M, BN_TAIL), OUT_DTYPE, NUM_CONSUMERS)
     if BN_TAIL2 > 0:                 # a second, narrower tail (K-major B, pointer stores, no cluster)
-        bt2_smem = tlx.local_alloc((BN_TAIL2, BK), B_ELT, NUM_STAGES)
+        bt2_smem = tlx.local_alloc((BN_TAIL2, BK), B_TYPE, NUM_STAGES)
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=NUM_CONSUMERS * CLUSTER_M)
 
