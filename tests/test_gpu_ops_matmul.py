@@ -172,6 +172,27 @@ def test_grouped_matmul_ws_kernel(config, transposed):
     assert _rel(out, ref) < 1e-2
 
 
+@pytest.mark.parametrize("split_tails", [False, True])
+def test_grouped_matmul_ws_kernel_float32_out_and_split_tails(split_tails, monkeypatch):
+    """A float32 output (128x256 tiles store by pointers: the C tile does not fit) with groups whose
+    last rows fit one consumer (2, 5, 60 rows past a whole block: split by columns between the two
+    consumers, ``split_tail``) or not (77, 104), with and without the split."""
+    import tlxc.ops.grouped as grouped_module
+    from tlxc.ops import grouped_matmul
+    monkeypatch.setattr(grouped_module, "SPLIT_TAILS", split_tails)
+    g = torch.Generator(device="cuda").manual_seed(11)
+    E, K, N = 6, 1024, 4160
+    sizes = torch.tensor([700, 0, 333, 130, 5, 1000], dtype=torch.int32)
+    M = int(sizes.sum())
+    a = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(E, N, K, device="cuda", generator=g).to(torch.bfloat16).transpose(1, 2)
+    out = torch.full((M, N), float("nan"), device="cuda")
+    grouped_matmul(a, b, sizes.cuda(), out, config="gws_128x256x64_s4_e16d")
+    offs = [0] + sizes.cumsum(0).tolist()
+    ref = torch.cat([a[offs[i]:offs[i + 1]].float() @ b[i].float() for i in range(E)])
+    assert _rel(out, ref) < 1e-4
+
+
 @pytest.mark.parametrize("E,M", [(64, 16384), (128, 32768)])
 def test_grouped_matmul_many_groups_on_the_ws_kernel(E, M):
     """64 / 128 experts of 256 rows on average (uneven, one empty): the heuristic takes the WS

@@ -43,6 +43,10 @@ GROUPED_WS_CONFIGS = {       # name: (BM, BN, BK, stages, expert order, dynamic)
     "gws_128x128x64_s5_e8d": (128, 128, 64, 5, 8, True),
 }
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
+# A tile whose group ends within its first BM / 2 rows is split by columns between the two consumers
+# (kernels/grouped_gemm_ws.py, split_tail) instead of leaving the second one idle; a module constant so
+# that bench/ops_grouped_bench.py can time the whole-width tail beside it
+SPLIT_TAILS = True
 WS_MAX_GROUPS = 128          # the WS kernel's tile -> group search: a device table, log2(E) loads
 CPU_SMS = 132                # on the CPU (interpreter) the persistent grid models an H200
 
@@ -242,8 +246,8 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
                                      NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=dynamic,
                                      DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor, B_BOX_N=box_cols, E_PAD=e_pad,
                                      SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
-                                     OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n, num_warps=4,
-                                     **epilogue)
+                                     OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n,
+                                     SPLIT_TAIL=SPLIT_TAILS, num_warps=4, **epilogue)
 
 
 WGRAD_CONFIGS = {           # name: (BLOCK_K, BLOCK_N, BLOCK_M (rows a step), warps, stages): grouped_wgrad_kernel

@@ -211,17 +211,28 @@ def produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_sm
 def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, c_desc, N,
                  k_tiles, stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr, NUM_STAGES: tl.constexpr,
                  B_KMAJOR: tl.constexpr, C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, C_BOX_N: tl.constexpr,
-                 group=0, bias_ptr=None, stride_bias=0, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0):
+                 group=0, bias_ptr=None, stride_bias=0, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0,
+                 SPLIT_TAIL: tl.constexpr = False):
     """Consumer ``cid``'s part of one output tile (located by ``locate_tile``): its ``BM / 2``
     rows' MMAs over the ring and their stores (through the epilogue: ``BIAS_DIM = 1`` adds row
     ``group`` of the ``[E, N]`` bias, ``stride_bias`` 0 for one shared row; ``ACTIVATION``), or
-    (rows past the group's end) the ring and the issue turns walked without MMAs.  Returns the
-    ring counter after it."""
+    (rows past the group's end) the ring and the issue turns walked without MMAs.  With
+    ``SPLIT_TAIL``, a tile whose group ends within its first ``BM / 2`` rows (the second
+    consumer would have none) is split by columns instead: both consumers multiply the first
+    ``BM / 2`` rows, consumer ``cid`` by columns ``cid * BN / 2 ..`` (``split_tail``).  Returns
+    the ring counter after it."""
     SUB_M: tl.constexpr = BM // 2
     row = row0 + cid * SUB_M
     if BIAS_DIM == 1:
         bias_ptr = bias_ptr + group.to(tl.int64) * stride_bias
-    if found > 0 and row < row_end:           # this consumer has rows of the group
+    split = 0
+    if SPLIT_TAIL:
+        split = (row0 + SUB_M >= row_end).to(tl.int32)
+    if found > 0 and split > 0:               # the group's last rows, one consumer's worth: halves of columns
+        count = split_tail(row0, row_end, pid_n, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, N,
+                           k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES, B_KMAJOR, C_TMA, OUT_DTYPE, bias_ptr,
+                           BIAS_DIM, ACTIVATION)
+    elif found > 0 and row < row_end:         # this consumer has rows of the group
         acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
         for k in range(k_tiles):
             slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
@@ -260,6 +271,43 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
             tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
             tlx.barrier_arrive(empty[slot])
             count += 1
+    return count
+
+
+@jit
+def split_tail(row0, row_end, pid_n, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, N, k_tiles, stride_cm,
+               stride_cn, BM: tl.constexpr, BN: tl.constexpr, NUM_STAGES: tl.constexpr, B_KMAJOR: tl.constexpr,
+               C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, bias_ptr=None, BIAS_DIM: tl.constexpr = -1,
+               ACTIVATION: tl.constexpr = 0):
+    """Consumer ``cid``'s half of a tile whose group ends within its first ``BM / 2`` rows: those
+    rows (the first consumer's ``a`` buffer; the producer loads no second one) times columns
+    ``cid * BN / 2 ..`` of the ``b`` buffer, an ``m64n(BN/2)`` product a k-step in the consumers'
+    usual turns, so both keep the tensor cores busy where one alone would multiply the whole
+    width with its own waits exposed; then that half's masked stores.  Returns the ring counter."""
+    SUB_M: tl.constexpr = BM // 2
+    HALF_N: tl.constexpr = BN // 2
+    acc = tl.zeros((SUB_M, HALF_N), dtype=tl.float32)
+    for k in range(k_tiles):
+        slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+        tlx.barrier_wait(full[slot], phase)
+        tlx.named_barrier_wait(9 + cid, 256)          # the consumers take turns issuing
+        if B_KMAJOR:
+            b_half = tlx.local_slice(b_smem[slot], [cid * HALF_N, 0], [HALF_N, b_smem.shape[1]])
+            acc = tlx.async_dot(a_smem[2 * slot], tlx.local_trans(b_half), acc)
+        else:
+            b_half = tlx.local_slice(b_smem[slot], [0, cid * HALF_N], [b_smem.shape[0], HALF_N])
+            acc = tlx.async_dot(a_smem[2 * slot], b_half, acc)
+        tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
+        acc = tlx.async_dot_wait(0, acc)
+        tlx.barrier_arrive(empty[slot])
+        count += 1
+    col = pid_n * BN + cid * HALF_N
+    if C_TMA:
+        store_rows_staged(acc, c_smem[cid], row0, col, row_end, N, c_ptr, stride_cm, SUB_M, HALF_N, OUT_DTYPE,
+                          bias_ptr, BIAS_DIM, ACTIVATION)
+    else:
+        store_rows_pointers(acc, row0, col, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, HALF_N, bias_ptr,
+                            BIAS_DIM, ACTIVATION)
     return count
 
 
@@ -319,7 +367,8 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                            B_BOX_N: tl.constexpr, E_PAD: tl.constexpr, SEARCH_STEPS: tl.constexpr,
                            C_TMA: tl.constexpr = False, OUT_DTYPE: tl.constexpr = None, C_BOX_N: tl.constexpr = 64,
                            EXPERT_ORDER: tl.constexpr = False, DYNAMIC: tl.constexpr = False, bias_ptr=None,
-                           stride_bias=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0):
+                           stride_bias=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0,
+                           SPLIT_TAIL: tl.constexpr = False):
     SUB_M: tl.constexpr = BM // 2
     WITH_GROUP: tl.constexpr = BIAS_DIM == 1                                # the consumers need the tile's expert
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
@@ -378,7 +427,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                     count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
                                          empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
                                          B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr, stride_bias, BIAS_DIM,
-                                         ACTIVATION)
+                                         ACTIVATION, SPLIT_TAIL)
                     n += 1
                     row0, row_end, found, pid_n, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
             else:
@@ -389,7 +438,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                     count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
                                          empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
                                          B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr, stride_bias, BIAS_DIM,
-                                         ACTIVATION)
+                                         ACTIVATION, SPLIT_TAIL)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             if C_TMA:
