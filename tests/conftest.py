@@ -7,6 +7,15 @@ import sys
 
 import pytest
 
+# One OpenMP thread per test process (torch's intra-op pool; OpenBLAS reads it too), unless the caller
+# set one: the suite's tensors are small, a second thread mostly spins between ops, and under -n auto
+# (one worker per core) it takes the core the other worker needs. Set at the first conftest import, so
+# the xdist workers inherit it before they import torch. On 2 cores, three op test files (warm cache)
+# under -n 2: 68 -> 22 s of wall time (134 -> 41 s of CPU); one process: 21.6 -> 11.3 s of CPU; the
+# README command cold: 442-468 -> 322 s.
+_ONE_THREAD = "OMP_NUM_THREADS" not in os.environ
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # CUDA errors that leave the process's context unusable: every later launch in the process fails
 # with the same message, so one bad kernel would show as hundreds of failures.
 STICKY_CUDA_ERRORS = ("illegal instruction", "illegal memory access", "misaligned address",
@@ -22,6 +31,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # (700, 10, 10) the collector ran ~8,900 times in 86 s of test_ops_attention_bwd + test_ops_matmul_tiles,
     # 9 s of it; at these, 100 times, 2.8 s, the same peak memory (656 vs 661 MB). The suite only.
     gc.set_threshold(50_000, 20, 20)
+    if _ONE_THREAD and "torch" in sys.modules:      # imported before this conftest (by a plugin): too late
+        sys.modules["torch"].set_num_threads(1)        # for the variable
     config.addinivalue_line(
         "markers", "gpu: needs a CUDA GPU; skipped cleanly where torch.cuda.is_available() is false")
 
