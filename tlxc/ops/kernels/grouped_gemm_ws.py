@@ -208,6 +208,31 @@ def produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_sm
 
 
 @jit
+def mma_steps(acc, count, cid, a_half, b_col, a_smem, b_smem, full, empty, k_tiles, NUM_STAGES: tl.constexpr,
+              B_KMAJOR: tl.constexpr):
+    """Consumer ``cid``'s k-steps of one tile over the ring: ``acc += a @ b`` with ``a`` the stage's
+    ``a_half``-th ``BM / 2``-row buffer and ``b`` the stage's B columns ``b_col ..`` (as many as
+    ``acc`` has: the whole buffer, or half of it for ``split_tail``), the consumers taking turns
+    to issue, each stage released once its product is done.  Returns (acc, ring counter)."""
+    COLS: tl.constexpr = acc.shape[1]
+    for k in range(k_tiles):
+        slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+        tlx.barrier_wait(full[slot], phase)
+        tlx.named_barrier_wait(9 + cid, 256)          # the consumers take turns issuing
+        if B_KMAJOR:
+            b = tlx.local_slice(b_smem[slot], [b_col, 0], [COLS, b_smem.shape[1]])
+            acc = tlx.async_dot(a_smem[2 * slot + a_half], tlx.local_trans(b), acc)
+        else:
+            b = tlx.local_slice(b_smem[slot], [0, b_col], [b_smem.shape[0], COLS])
+            acc = tlx.async_dot(a_smem[2 * slot + a_half], b, acc)
+        tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
+        acc = tlx.async_dot_wait(0, acc)              # this step's MMA is done: release its stage
+        tlx.barrier_arrive(empty[slot])
+        count += 1
+    return acc, count
+
+
+@jit
 def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, c_desc, N,
                  k_tiles, stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr, NUM_STAGES: tl.constexpr,
                  B_KMAJOR: tl.constexpr, C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, C_BOX_N: tl.constexpr,
@@ -233,19 +258,8 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
                            k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES, B_KMAJOR, C_TMA, OUT_DTYPE, bias_ptr,
                            BIAS_DIM, ACTIVATION)
     elif found > 0 and row < row_end:         # this consumer has rows of the group
-        acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
-        for k in range(k_tiles):
-            slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
-            tlx.barrier_wait(full[slot], phase)
-            tlx.named_barrier_wait(9 + cid, 256)      # the consumers take turns issuing
-            if B_KMAJOR:
-                acc = tlx.async_dot(a_smem[2 * slot + cid], tlx.local_trans(b_smem[slot]), acc)
-            else:
-                acc = tlx.async_dot(a_smem[2 * slot + cid], b_smem[slot], acc)
-            tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
-            acc = tlx.async_dot_wait(0, acc)          # this step's MMA is done: release its stage
-            tlx.barrier_arrive(empty[slot])
-            count += 1
+        acc, count = mma_steps(tl.zeros((SUB_M, BN), dtype=tl.float32), count, cid, cid, 0, a_smem, b_smem, full,
+                               empty, k_tiles, NUM_STAGES, B_KMAJOR)
         if C_TMA:
             if row + SUB_M <= row_end:            # all the group's rows: TMA stores, in halves
                 lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
@@ -286,21 +300,8 @@ def split_tail(row0, row_end, pid_n, count, cid, a_smem, b_smem, c_smem, full, e
     width with its own waits exposed; then that half's masked stores.  Returns the ring counter."""
     SUB_M: tl.constexpr = BM // 2
     HALF_N: tl.constexpr = BN // 2
-    acc = tl.zeros((SUB_M, HALF_N), dtype=tl.float32)
-    for k in range(k_tiles):
-        slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
-        tlx.barrier_wait(full[slot], phase)
-        tlx.named_barrier_wait(9 + cid, 256)          # the consumers take turns issuing
-        if B_KMAJOR:
-            b_half = tlx.local_slice(b_smem[slot], [cid * HALF_N, 0], [HALF_N, b_smem.shape[1]])
-            acc = tlx.async_dot(a_smem[2 * slot], tlx.local_trans(b_half), acc)
-        else:
-            b_half = tlx.local_slice(b_smem[slot], [0, cid * HALF_N], [b_smem.shape[0], HALF_N])
-            acc = tlx.async_dot(a_smem[2 * slot], b_half, acc)
-        tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
-        acc = tlx.async_dot_wait(0, acc)
-        tlx.barrier_arrive(empty[slot])
-        count += 1
+    acc, count = mma_steps(tl.zeros((SUB_M, HALF_N), dtype=tl.float32), count, cid, 0, cid * HALF_N, a_smem, b_smem,
+                           full, empty, k_tiles, NUM_STAGES, B_KMAJOR)
     col = pid_n * BN + cid * HALF_N
     if C_TMA:
         store_rows_staged(acc, c_smem[cid], row0, col, row_end, N, c_ptr, stride_cm, SUB_M, HALF_N, OUT_DTYPE,
