@@ -139,6 +139,38 @@ def test_ws_kernel_tma_stores_the_row_blocks_inside_a_group(config, strided_out,
     assert ((out.float() - ref).norm() / ref.norm()).item() < 8e-3
 
 
+@pytest.mark.parametrize("config", ["gws_128x256x64_s4_e16d", "gws_128x128x64_s5"])
+@pytest.mark.parametrize("split_tails", [False, True])
+@pytest.mark.parametrize("transposed,out_dtype", [(True, torch.bfloat16), (False, torch.bfloat16),
+                                                  (True, torch.float32)])
+def test_ws_kernel_splits_a_groups_last_rows_between_the_consumers(config, split_tails, transposed, out_dtype,
+                                                                    monkeypatch):
+    """``SPLIT_TAILS``: a tile whose group ends within its first 64 rows (1, 5 and 64 rows past whole
+    blocks, a group of 40) is multiplied by both consumers, each over half the columns, and stored
+    by the staged path (bf16 out) or by pointers (float32 out); the tile of 120 rows past a block
+    has rows for both consumers, as before.  K-major and N-major B, a bias row per expert and GELU in
+    the epilogue; poisoned output, float64 reference."""
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 3)
+    monkeypatch.setattr(grouped_module, "SPLIT_TAILS", split_tails)
+    g = torch.Generator().manual_seed(26)
+    E, K, N = 6, 128, 264
+    sizes = torch.tensor([129, 40, 0, 133, 192, 248], dtype=torch.int32)
+    M = int(sizes.sum())
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    if transposed:
+        b = torch.randn(E, N, K, generator=g).to(torch.bfloat16).transpose(1, 2)
+    else:
+        b = torch.randn(E, K, N, generator=g).to(torch.bfloat16)
+    bias = torch.randn(E, N, generator=g)
+    out = torch.full((M, N), float("nan"), dtype=out_dtype)
+    grouped_matmul(a, b, sizes, out, bias=bias, activation="gelu", config=config)
+    ends = sizes.cumsum(0).tolist()
+    ref = torch.cat([torch.nn.functional.gelu(a[e - n:e].double() @ b[i].double() + bias[i].double())
+                     for i, (n, e) in enumerate(zip(sizes.tolist(), ends))])
+    assert torch.isfinite(out).all()
+    assert ((out.double() - ref).norm() / ref.norm()).item() < (8e-3 if out_dtype == torch.bfloat16 else 1e-5)
+
+
 def test_ws_kernel_stores_by_pointers_where_the_c_tile_does_not_fit():
     """A float32 output of 128x256 tiles: the C tile (64 KB) does not fit beside the ring."""
     a = torch.empty(256, 64, dtype=torch.bfloat16)
