@@ -36,7 +36,9 @@ same shared tile and are read back 16 bytes a thread into masked pointer stores 
 group's rows).  Without a C tile every store is a pointer store from the registers
 (``store_rows_pointers``: 4-byte ``STG`` of 8 rows x 16 bytes a warp, ~6 % of the time at E = 8).
 A consumer whose rows all lie past the group's end (the second half of a group's last block)
-skips the MMAs but walks the ring and the issue turns in step with the other.
+skips the MMAs but walks the ring and the issue turns in step with the other; with ``SPLIT_TAIL``
+(the host's ``grouped.SPLIT_TAILS``) such a tile is split by columns instead, both consumers
+multiplying the first consumer's rows over half of the tile's columns each (``split_tail``).
 
 The epilogue (``BIAS_DIM = 1``: row ``group`` of an ``[E, N]`` bias, ``stride_bias`` 0 for a shared
 row; ``ACTIVATION``: ``epilogue.ACTIVATIONS``) runs in both store paths; GLU pairs halve the columns,
