@@ -273,10 +273,12 @@ def test_attention_backward_ws_cuda_text_matches_float64(D, S, causal, Hkv, soft
         assert ((got.double() - ref.grad).norm() / ref.grad.norm()).item() < 1e-2
 
 
-def test_grouped_ws_gemm_cuda_text_matches_float64(monkeypatch):
+@pytest.mark.parametrize("kmajor", [True, False])
+def test_grouped_ws_gemm_cuda_text_matches_float64(kmajor, monkeypatch):
     """The grouped WS GEMM from its CUDA text: the group table kernel, then the dynamic schedule
     (tiles drawn by an atomic counter), TMA stores inside a group and the staged stores of each
-    group's partial last row block; an empty group and one of 5 rows."""
+    group's partial last row block; an empty group and one of 5 rows; K-major weights (with a K
+    tail) and N-major ones (the split tails' second half of B is another 64-column box there)."""
     G = importlib.import_module("tlxc.ops.grouped")
 
     class Emulated:
@@ -291,10 +293,11 @@ def test_grouped_ws_gemm_cuda_text_matches_float64(monkeypatch):
     monkeypatch.setattr(G, "SPLIT_TAILS", True)          # 70 - 64, 130 - 128 and 5 rows: split tiles
     sizes = [70, 0, 130, 5]
     g = torch.Generator().manual_seed(4)
-    a = torch.randn(sum(sizes), 136, generator=g).to(torch.bfloat16)
-    w = torch.randn(len(sizes), 520, 136, generator=g).to(torch.bfloat16)
-    out = G.grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes, dtype=torch.int32),
-                           config="gws_128x256x64_s4_e16d")
+    K = 136 if kmajor else 128                            # N-major weights: K a multiple of 64
+    a = torch.randn(sum(sizes), K, generator=g).to(torch.bfloat16)
+    w = torch.randn(len(sizes), 520, K, generator=g).to(torch.bfloat16)
+    b = w.transpose(1, 2) if kmajor else w.transpose(1, 2).contiguous()
+    out = G.grouped_matmul(a, b, torch.tensor(sizes, dtype=torch.int32), config="gws_128x256x64_s4_e16d")
     starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
     ref = torch.cat([a[starts[i]:starts[i + 1]].double() @ w[i].double().t() for i in range(len(sizes))])
     assert torch.isfinite(out).all()
