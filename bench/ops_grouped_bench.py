@@ -11,9 +11,10 @@ cuBLAS loop gets the sizes on the host beforehand (its real cost would include t
 ``torch._grouped_mm`` gets the int32 end offsets.  Ratios: baseline time / tlxc time (the
 heuristic's pick, named on the line; where that is the warp-specialized kernel, the pointer
 kernel's choice is timed beside it, and so is the pick with pointer stores only,
-``<pick>+ptr_stores``, the WS kernel's output path before its TMA stores, and the pick without
-split tails, ``<pick>+whole_tails``: a group's last rows of one consumer's worth multiplied by that
-consumer alone over the tile's width; ``--lean`` leaves those three out); ``--configs`` times more configurations beside the pick.  ``--wgrad``: the weight gradient
+``<pick>+ptr_stores``, the WS kernel's output path before its TMA stores, and the pick with the
+other ``grouped.SPLIT_TAILS`` value, ``<pick>+split_tails`` or ``+whole_tails``: a group's last rows
+of one consumer's worth split by columns between both consumers, or multiplied by that consumer
+alone over the tile's width; ``--lean`` leaves those three out); ``--configs`` times more configurations beside the pick.  ``--wgrad``: the weight gradient
 (``grouped_weight_grad``, the backward of ``grouped_matmul_op`` for ``b``) of the same cases instead,
 against a loop of cuBLAS ``a_gᵀ @ dout_g`` and ``torch._grouped_mm(aᵀ, dout, offs)``.  ``--split equal``
 gives every expert M / E rows and ``--dense`` times ``tlxc.ops.matmul`` on all M rows beside: what
@@ -102,14 +103,14 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False, split="unev
                 grouped_module.ws_stores_by_tma = keep
         fns[pick + "+ptr_stores"] = pointer_stores
 
-        def whole_tails():
+        def other_tails():
             keep = grouped_module.SPLIT_TAILS
-            grouped_module.SPLIT_TAILS = False
+            grouped_module.SPLIT_TAILS = not keep
             try:
                 grouped_matmul(a, b, sizes, out, config=pick)
             finally:
                 grouped_module.SPLIT_TAILS = keep
-        fns[pick + "+whole_tails"] = whole_tails
+        fns[pick + ("+whole_tails" if grouped_module.SPLIT_TAILS else "+split_tails")] = other_tails
     for name in extra:
         if name != pick and name not in fns:
             fns[name] = lambda name=name: grouped_matmul(a, b, sizes, out, config=name)

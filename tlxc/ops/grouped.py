@@ -43,10 +43,11 @@ GROUPED_WS_CONFIGS = {       # name: (BM, BN, BK, stages, expert order, dynamic)
     "gws_128x128x64_s5_e8d": (128, 128, 64, 5, 8, True),
 }
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
-# A tile whose group ends within its first BM / 2 rows is split by columns between the two consumers
-# (kernels/grouped_gemm_ws.py, split_tail) instead of leaving the second one idle; a module constant so
-# that bench/ops_grouped_bench.py can time the whole-width tail beside it
-SPLIT_TAILS = True
+# Whether a tile whose group ends within its first BM / 2 rows is split by columns between the two
+# consumers (kernels/grouped_gemm_ws.py, split_tail) instead of leaving the second one idle.  Off until
+# the H200 has timed it (docs/performance.md, session 26: written, tested on the interpreter and the
+# CUDA emulation, not yet run on a GPU); bench/ops_grouped_bench.py times the other value beside the pick
+SPLIT_TAILS = False
 WS_MAX_GROUPS = 128          # the WS kernel's tile -> group search: a device table, log2(E) loads
 CPU_SMS = 132                # on the CPU (interpreter) the persistent grid models an H200
 
