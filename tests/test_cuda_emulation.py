@@ -290,7 +290,7 @@ def test_grouped_ws_gemm_cuda_text_matches_float64(kmajor, monkeypatch):
     monkeypatch.setattr(G, "group_table_kernel", Emulated(G.group_table_kernel))
     monkeypatch.setattr(G, "grouped_gemm_ws_kernel", Emulated(G.grouped_gemm_ws_kernel))
     monkeypatch.setattr(G, "CPU_SMS", 3)
-    monkeypatch.setattr(G, "SPLIT_TAILS", True)          # 70 - 64, 130 - 128 and 5 rows: split tiles
+    monkeypatch.setattr(G, "SPLIT_TAILS", True)   # the last 2 of 130 rows, 5 rows: split tiles (70: two consumers)
     sizes = [70, 0, 130, 5]
     g = torch.Generator().manual_seed(4)
     K = 136 if kmajor else 128                            # N-major weights: K a multiple of 64
