@@ -12,6 +12,16 @@ from tlxc.ops.grouped import GROUP_M, GROUPED_CONFIGS, GROUPED_WS_CONFIGS, choos
 from tlxc.ops.kernels.grouped_gemm import grouped_gemm_kernel
 
 
+def _operands(sizes, K, N, g, transposed):
+    """bf16 ``a`` of ``sum(sizes)`` rows and the experts' weights, ``[E, N, K]`` read as
+    ``w.transpose(1, 2)`` (K-major, ``transposed``) or a contiguous ``[E, K, N]`` (N-major)."""
+    E, M = len(sizes), int(sizes.sum())
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    if transposed:
+        return a, torch.randn(E, N, K, generator=g).to(torch.bfloat16).transpose(1, 2)
+    return a, torch.randn(E, K, N, generator=g).to(torch.bfloat16)
+
+
 def _reference(a, b, sizes):
     offs = [0] + sizes.cumsum(0).tolist()
     return torch.cat([a[offs[g]:offs[g + 1]].float() @ b[g].float() for g in range(b.shape[0])])
@@ -98,14 +108,10 @@ def test_ws_kernel_walks_tiles_of_uneven_groups(config, transposed, K, monkeypat
     tail (TMA zero-fill), N-major weights (K a multiple of 64)."""
     monkeypatch.setattr(grouped_module, "CPU_SMS", 3)
     g = torch.Generator().manual_seed(K)
-    E, N = 4, 200
+    N = 200
     sizes = torch.tensor([130, 0, 70, 300], dtype=torch.int32)
     M = int(sizes.sum())
-    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
-    if transposed:
-        b = torch.randn(E, N, K, generator=g).to(torch.bfloat16).transpose(1, 2)
-    else:
-        b = torch.randn(E, K, N, generator=g).to(torch.bfloat16)
+    a, b = _operands(sizes, K, N, g, transposed)
     out = torch.full((M, N), float("nan"))
     grouped_matmul(a, b, sizes, out, config=config)
     ref = _reference(a, b, sizes)
@@ -156,11 +162,7 @@ def test_ws_kernel_splits_a_groups_last_rows_between_the_consumers(config, split
     E, K, N = 6, 128, 264
     sizes = torch.tensor([129, 40, 0, 133, 192, 248], dtype=torch.int32)
     M = int(sizes.sum())
-    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
-    if transposed:
-        b = torch.randn(E, N, K, generator=g).to(torch.bfloat16).transpose(1, 2)
-    else:
-        b = torch.randn(E, K, N, generator=g).to(torch.bfloat16)
+    a, b = _operands(sizes, K, N, g, transposed)
     bias = torch.randn(E, N, generator=g)
     out = torch.full((M, N), float("nan"), dtype=out_dtype)
     grouped_matmul(a, b, sizes, out, bias=bias, activation="gelu", config=config)
