@@ -94,23 +94,19 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False, split="unev
         other = choose_grouped_config(M, E, N, None)
         fns[other] = lambda: grouped_matmul(a, b, sizes, out, config=other)
 
-        def pointer_stores():
-            keep = grouped_module.ws_stores_by_tma
-            grouped_module.ws_stores_by_tma = lambda *args: False
-            try:
-                grouped_matmul(a, b, sizes, out, config=pick)
-            finally:
-                grouped_module.ws_stores_by_tma = keep
-        fns[pick + "+ptr_stores"] = pointer_stores
-
-        def other_tails():
-            keep = grouped_module.SPLIT_TAILS
-            grouped_module.SPLIT_TAILS = not keep
-            try:
-                grouped_matmul(a, b, sizes, out, config=pick)
-            finally:
-                grouped_module.SPLIT_TAILS = keep
-        fns[pick + ("+whole_tails" if grouped_module.SPLIT_TAILS else "+split_tails")] = other_tails
+        def pick_with(name, value):
+            """The pick, launched with ``grouped.<name>`` set to ``value`` for the call."""
+            def call():
+                keep = getattr(grouped_module, name)
+                setattr(grouped_module, name, value)
+                try:
+                    grouped_matmul(a, b, sizes, out, config=pick)
+                finally:
+                    setattr(grouped_module, name, keep)
+            return call
+        fns[pick + "+ptr_stores"] = pick_with("ws_stores_by_tma", lambda *args: False)
+        split = grouped_module.SPLIT_TAILS
+        fns[pick + ("+whole_tails" if split else "+split_tails")] = pick_with("SPLIT_TAILS", not split)
     for name in extra:
         if name != pick and name not in fns:
             fns[name] = lambda name=name: grouped_matmul(a, b, sizes, out, config=name)
