@@ -171,33 +171,25 @@ def store_rows_staged(acc, c_buf, row, col, row_end, N, c_ptr, stride_cm, SUB_M:
 @jit
 def produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem, full, empty, N, K,
                  k_tiles, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr,
-                 ELT: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr, SKIP_EMPTY_A: tl.constexpr):
+                 ELT: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr):
     """The producer's part of one output tile (located by ``locate_tile``): its k-steps' TMA
-    loads into the ring (none for a tile past the last group's).  With ``SKIP_EMPTY_A``, the
-    second consumer's rows of ``a`` are not loaded when they all lie past the group's end (that
-    consumer multiplies nothing): a third less L2 traffic on those tiles.  Returns the ring
-    counter after it."""
+    loads into the ring (none for a tile past the last group's).  The second consumer's rows of
+    ``a`` are not loaded when they all lie past the group's end (that consumer multiplies nothing,
+    or with ``SPLIT_TAIL`` reads the first consumer's rows): a quarter (128x128 tiles) to a sixth
+    (128x256) less L2 traffic on those tiles.  Returns the ring counter after it."""
     SUB_M: tl.constexpr = BM // 2
     if found > 0:
-        second = 1
-        if SKIP_EMPTY_A:
-            second = (row0 + SUB_M < row_end).to(tl.int32)
+        second = (row0 + SUB_M < row_end).to(tl.int32)
         for k in range(k_tiles):
             slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
             tlx.barrier_wait(empty[slot], phase ^ 1)
-            if SKIP_EMPTY_A:
-                if second > 0:
-                    tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * ELT)
-                else:
-                    tlx.barrier_expect_bytes(full[slot], (SUB_M * BK + BK * BN) * ELT)
-                tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [row0, k * BK], full[slot])
-                tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [row0 + SUB_M, k * BK], full[slot],
-                                          pred=second > 0)
-            else:
+            if second > 0:
                 tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * ELT)
-                for h in tl.static_range(2):
-                    tlx.async_descriptor_load(a_desc, a_smem[2 * slot + h], [row0 + h * SUB_M, k * BK],
-                                              full[slot])
+            else:
+                tlx.barrier_expect_bytes(full[slot], (SUB_M * BK + BK * BN) * ELT)
+            tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [row0, k * BK], full[slot])
+            tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [row0 + SUB_M, k * BK], full[slot],
+                                      pred=second > 0)
             if B_KMAJOR:
                 tlx.async_descriptor_load(b_desc, b_smem[slot], [group * N + pid_n * BN, k * BK], full[slot])
             else:
@@ -406,8 +398,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                                                                      E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
                     publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS, group, WITH_GROUP)
                     count = produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem,
-                                         full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N,
-                                         True)
+                                         full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N)
                     n += 1
                     tile = tl.atomic_add(table_ptr + 2 * E_PAD, 1) + num_progs
                 publish_tile(ids, ids_full, ids_empty, n, 0, 0, -1, 0, ID_BUFS, 0, WITH_GROUP)      # the end
@@ -416,8 +407,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                     group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
                                                                      E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
                     count = produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem,
-                                         full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N,
-                                         False)
+                                         full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N)
         with tlx.async_task(num_warps=4, registers=232, replicate=2):        # the wgmma consumers
             cid = tlx.async_task_replica_id()
             if cid == 1:
