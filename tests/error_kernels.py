@@ -441,14 +441,6 @@ def and_on_tensors(x: f32p):
 
 
 @tlxc.kernel
-def code_after_partial_return(x: f32p, n: i32):
-    if n > 0:
-        if n > 1:
-            return
-    tl.store(x, 0.0)  # <-
-
-
-@tlxc.kernel
 def constexpr_changed_in_loop(x: f32p, n: i32):
     scale = 1
     for i in range(n):

@@ -196,3 +196,164 @@ def test_hints_on_scalars_compile_and_run():
     out = torch.full((128,), float("nan"))
     tlxc.interpret(scalar_hints)[(1,)](x, out, 32, BLOCK=64)
     assert torch.equal(out[32:96], x[32:96] + 1.0) and out[:32].isnan().all() and out[96:].isnan().all()
+
+
+# -- early returns inside nested ifs ------------------------------------------------------------
+
+@tlxc.jit
+def _sign_class(v, strict: tl.constexpr):
+    """-2 below -10, -1 below 0, 0 at 0 (1 if not strict), else 1: returns at three depths."""
+    if v <= 0:
+        if v < 0:
+            if v < -10:
+                return -2
+            return -1
+        if strict:
+            return 0
+    return 1
+
+
+@tlxc.jit
+def nested_return_kernel(x_ptr, flag_ptr, out_ptr, n, HAS_FLAG: tl.constexpr, STRICT: tl.constexpr,
+                         BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    if HAS_FLAG:                                 # a compile-time if around a runtime one that returns
+        if tl.load(flag_ptr + pid) == 0:
+            tl.store(out_ptr + pid, -100)
+            return
+    v = tl.load(x_ptr + pid)
+    tl.store(out_ptr + pid, _sign_class(v, STRICT))
+
+
+@pytest.mark.parametrize("has_flag", [False, True])
+@pytest.mark.parametrize("strict", [False, True])
+def test_early_returns_inside_nested_ifs(has_flag, strict, gen):
+    """A ``return`` inside an ``if`` nested in another (compile-time or runtime) ``if``, with code
+    after the outer one: that code runs on exactly the paths that did not return (Triton allows
+    early returns anywhere outside loops; Liger's jsd/tvd kernels rely on it)."""
+    x = torch.tensor([-20, -3, 0, 5, -11, 0, 7, 1], dtype=torch.int32)
+    flags = torch.randint(0, 2, (8,), generator=gen, dtype=torch.int32)
+    out = torch.full((8,), 99, dtype=torch.int32)
+    interpret(nested_return_kernel, (8,), (x, flags, out, 8), {"HAS_FLAG": has_flag, "STRICT": strict, "BLOCK": 8})
+    expect = torch.tensor([-2 if v < -10 else -1 if v < 0 else (0 if strict else 1) if v == 0 else 1
+                           for v in x.tolist()], dtype=torch.int32)
+    if has_flag:
+        expect = torch.where(flags == 0, torch.full_like(expect, -100), expect)
+    assert torch.equal(out, expect), (out, expect)
+
+
+# -- empty shapes are scalars ---------------------------------------------------------------------
+
+@tlxc.jit
+def empty_shape_kernel(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
+    acc = tl.zeros((), dtype=tl.float32)         # a scalar accumulator, as tl.zeros(()) is in Triton
+    for i in range(0, n, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+        acc += tl.sum(x * x, axis=0)
+    eps_f32 = tl.full((), eps, tl.float32)       # a scalar: mixes with the scalar mean
+    tl.store(out_ptr, 1.0 / tl.sqrt(acc / n + eps_f32))
+    tl.store(out_ptr + 1, tl.full((), 7, tl.int32).to(tl.float32) + tl.zeros_like(acc))
+
+
+def test_empty_shape_full_and_zeros_are_scalars(gen):
+    """``tl.full((), v, dtype)`` and ``tl.zeros(())`` give scalars, as Triton's do: one mixes with
+    scalars in arithmetic and a loop carries one (unsloth's rms_layernorm, Liger's sparsemax
+    backward); a 0-d block reached the IR verifier before."""
+    n = 77
+    x = torch.randn(n, generator=gen)
+    out = torch.full((2,), float("nan"))
+    interpret(empty_shape_kernel, (1,), (x, out, n, 1e-5), {"BLOCK": 16})
+    ref = 1.0 / torch.sqrt(x.double().pow(2).mean() + 1e-5)
+    torch.testing.assert_close(out[0].double(), ref, rtol=1e-5, atol=0)
+    assert out[1].item() == 7.0
+    assert "tensor<f32>" not in empty_shape_kernel.compile("x_ptr=*fp32, out_ptr=*fp32, n=i32, eps=fp32",
+                                                           {"BLOCK": 16}, stages=("ir",)).asm["ir"]
+
+
+# -- tl.tensor, isinstance, constexpr .value ----------------------------------------------------------
+
+@tlxc.jit
+def _lowest(dtype):
+    dtype_ = dtype.value                         # Triton's constexpr wrapper; tlxc's value itself
+    if dtype_.is_floating():
+        return float("-inf")
+    return -(2 ** (dtype_.int_bitwidth - 1))
+
+
+@tlxc.jit
+def _double_or_shift(x, k) -> tl.tensor:
+    if isinstance(x, tl.tensor) and isinstance(k, tl.constexpr):
+        return x * 2 + k
+    return x + 1000
+
+
+@tlxc.jit
+def surface_kernel(x_ptr, i_ptr, out_ptr, n, K: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=_lowest(x_ptr.dtype.element_ty))
+    i = tl.load(i_ptr + offs, mask=offs < n, other=_lowest(i_ptr.dtype.element_ty))
+    tl.store(out_ptr, tl.max(x, axis=0))
+    tl.store(out_ptr + 1, tl.max(i, axis=0).to(tl.float32))
+    tl.store(out_ptr + 2, _double_or_shift(tl.max(x, axis=0), K))     # runtime x, constexpr K
+    tl.store(out_ptr + 3, _double_or_shift(K, n) * 1.0)               # constexpr x: the other path
+    tl.store(out_ptr + 4, isinstance(n, tl.tensor) + 10 * isinstance(K, int) + 100 * isinstance(K, tl.tensor))
+
+
+def test_tl_tensor_isinstance_and_constexpr_value():
+    """``tl.tensor`` exists (FlagGems annotates helpers ``-> tl.tensor``) and ``isinstance`` sees
+    runtime values as ``tl.tensor``, compile-time ones as ``tl.constexpr``; ``.value`` of a
+    compile-time value is the value (FlagGems' ``dtype.value`` in get_dtype_min), so dtype
+    methods work on it."""
+    x = -torch.arange(1, 11, dtype=torch.float32)
+    i = -torch.arange(3, 13, dtype=torch.int32)
+    out = torch.full((5,), float("nan"))
+    interpret(surface_kernel, (1,), (x, i, out, 10), {"K": 3, "BLOCK": 16})
+    assert out.tolist() == [-1.0, -3.0, 1.0, 1003.0, 11.0]
+    assert not isinstance(3, tl.tensor)
+    with pytest.raises(TypeError, match="tl.tensor"):
+        tl.tensor(3)
+
+
+# -- Triton's dtype queries -------------------------------------------------------------------------
+
+@tlxc.jit
+def dtype_query_kernel(x_ptr, out_ptr):
+    d = x_ptr.dtype.element_ty
+    bits = 0
+    if d.is_int():
+        bits = d.int_bitwidth
+    else:
+        bits = d.fp_mantissa_width
+    tl.store(out_ptr, d.is_fp8() + 2 * d.is_fp16() + 4 * d.is_bf16() + 8 * d.is_fp32() + 16 * d.is_int32()
+             + 32 * d.is_uint8() + 64 * d.is_bool() + 128 * d.is_standard_floating() + 256 * x_ptr.dtype.is_ptr())
+    tl.store(out_ptr + 1, bits)
+    if d.is_int():
+        tl.store(out_ptr + 2, d.get_int_max_value() // 2 ** (d.int_bitwidth - 8))
+    else:
+        tl.store(out_ptr + 2, d.exponent_bias)
+
+
+@pytest.mark.parametrize("dtype,flags,bits,third", [
+    (torch.float32, 8 + 128 + 256, 23, 127), (torch.float16, 2 + 128 + 256, 10, 15),
+    (torch.bfloat16, 4 + 128 + 256, 7, 127), (torch.int32, 16 + 256, 32, 127), (torch.uint8, 32 + 256, 8, 255),
+    (torch.float8_e4m3fn, 1 + 256, 3, 7)])
+def test_triton_dtype_queries(dtype, flags, bits, third):
+    """Triton's dtype methods and attributes on ``x.dtype`` in a kernel, with Triton's names:
+    ``is_fp16()``, ``is_int()``, ``int_bitwidth``, ``fp_mantissa_width``, ``exponent_bias``,
+    ``get_int_max_value()``, ``is_ptr()`` (``is_int()`` and ``is_fp8()`` were properties that
+    a call failed on)."""
+    x = torch.zeros(4, dtype=dtype)
+    out = torch.zeros(3, dtype=torch.int32)
+    interpret(dtype_query_kernel, (1,), (x, out), {})
+    assert out.tolist() == [flags, bits, third]
+
+
+@tlxc.jit
+def float_int_bitwidth_kernel(x_ptr):
+    tl.static_print(x_ptr.dtype.element_ty.int_bitwidth)
+
+
+def test_int_bitwidth_of_a_float_is_a_located_error():
+    with pytest.raises(CompilationError, match=r"the dtype f32 has no attribute 'int_bitwidth' \(an integer type's\)"):
+        float_int_bitwidth_kernel.compile("x_ptr=*fp32", {}, stages=("ir",))

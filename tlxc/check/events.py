@@ -204,9 +204,9 @@ def kernel_uses_protocol(kernel: Operation) -> bool:
 
 # -- integer arithmetic --------------------------------------------------------------------------
 def _wrap(value: int, t) -> int:
-    if not isinstance(t, ScalarType) or not t.is_int:
+    if not isinstance(t, ScalarType) or not t.is_integer:
         return value
-    return _wrap_bits(value, t.bits, t.is_signed, t.is_bool)
+    return _wrap_bits(value, t.bits, t.is_signed, t.is_boolean)
 
 
 def _wrap_bits(value: int, bits: int, signed: bool, boolean: bool) -> int:
@@ -265,7 +265,7 @@ def _binary(name: str, a: int, b: int, t):
 
 
 def _is_int_scalar(t) -> bool:
-    return isinstance(t, ScalarType) and t.is_int
+    return isinstance(t, ScalarType) and t.is_integer
 
 
 class _ArithPlan:
@@ -286,7 +286,7 @@ class _ArithPlan:
         plan.predicate = _CMP.get(op.attrs.get("predicate")) if plan.name == "cmp" else None
         plan.attrs_key = repr(sorted(op.attrs.items()))
         t = plan.result.type if plan.result is not None else None
-        plan.boolean = bool(t is not None and t.is_bool)
+        plan.boolean = bool(t is not None and t.is_boolean)
         plan.bits = t.bits if t is not None else 0
         plan.signed = bool(t is not None and t.is_signed)
         return plan
@@ -474,7 +474,7 @@ class EventCollector:
                     out = a
             elif name == "cast":
                 if values[0] is not UNKNOWN and plan.int_source:
-                    out = int(values[0] != 0) if t.is_bool else values[0]
+                    out = int(values[0] != 0) if t.is_boolean else values[0]
                     f = self.flips.get(id(op.operands[0]), 0)
             elif name == "cmp":
                 a, b = values
@@ -484,7 +484,7 @@ class EventCollector:
             elif name in ("not", "neg", "abs"):
                 a = values[0]
                 if a is not UNKNOWN:
-                    out = (1 - a if t.is_bool else ~a) if name == "not" else (-a if name == "neg" else abs(a))
+                    out = (1 - a if t.is_boolean else ~a) if name == "not" else (-a if name == "neg" else abs(a))
                     f = self.flips.get(id(op.operands[0]), 0) + (name == "not")
             elif len(values) == 2:
                 a, b = values

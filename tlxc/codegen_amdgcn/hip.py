@@ -96,12 +96,12 @@ class HipTarget:
         return expr
 
     def from_compute(self, expr: str, t) -> str:
-        if isinstance(t, ScalarType) and t.is_fp8:
+        if isinstance(t, ScalarType) and t.is_float8:
             self.use(_FP8_FROM_F32)
             return f"{_FROM_F32[t.name]}({expr})"
         if isinstance(t, ScalarType) and t.name in _FROM_F32:
             return self.expr(_FROM_F32[t.name], expr)
-        if isinstance(t, ScalarType) and t.is_bool:
+        if isinstance(t, ScalarType) and t.is_boolean:
             return f"(bool)({expr})"
         return f"({C.storage_type(t)})({expr})" if not isinstance(t, PointerType) else expr
 
@@ -109,7 +109,7 @@ class HipTarget:
         if src == dst:
             return expr
         value = self.to_compute(expr, src)
-        if dst.is_bool:
+        if dst.is_boolean:
             return f"({value} != 0)"
         return self.from_compute(f"({C.compute_type(dst)})({value})", dst)
 

@@ -34,7 +34,7 @@ def infix(lw, op):
     a, b = op.operands
     symbol = _INFIX[op.name]
     t = elem(a.type)
-    if t.is_bool and symbol in ("&", "|", "^"):
+    if t.is_boolean and symbol in ("&", "|", "^"):
         lw.assign_elementwise(op.results[0], lambda i: f"({lw.ref(a, i)} {symbol} {lw.ref(b, i)})")
         return
     if symbol == "<<" and t.name in _UNSIGNED:
@@ -122,7 +122,7 @@ def neg(lw, op):
 @lowering("arith.not")
 def bitnot(lw, op):
     (a,) = op.operands
-    if elem(a.type).is_bool:
+    if elem(a.type).is_boolean:
         lw.assign_elementwise(op.results[0], lambda i: f"(!{lw.ref(a, i)})")
     else:
         lw.assign_elementwise(op.results[0], lambda i: f"({C.storage_type(elem(a.type))})(~{lw.ref(a, i)})")

@@ -71,7 +71,7 @@ def _dot_fma(lw, op, a, b, acc, result):
     rows = const_table(lw, row_slot, "arow")
     cols = const_table(lw, col_slot, "bcol")
     ta, tb = a.type.element, b.type.element
-    prod_t = "float" if not (ta.is_int and tb.is_int) else "int"
+    prod_t = "float" if not (ta.is_integer and tb.is_integer) else "int"
     if prod_t == "int":
         lw.out.line(f"int {work}_i[{registers(acc.type)}];")
         lw.for_registers(registers(acc.type), f"{work}_i[i] = (int){work}[i];")

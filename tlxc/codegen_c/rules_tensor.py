@@ -174,7 +174,7 @@ def _vector_plan(lw, src_t: TensorType, dst_t: TensorType):
     an MMA accumulator's warp writes at one column land in eight different chunks (no bank
     conflicts), and a 16-byte vector never crosses a chunk, so it stays contiguous."""
     element = dst_t.element
-    bits = 8 if element.is_bool else element.bits
+    bits = 8 if element.is_boolean else element.bits
     if bits not in (8, 16, 32, 64) or not hasattr(lw.target, "store_shared_vector"):
         return None
     last = dst_t.rank - 1

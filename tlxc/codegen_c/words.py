@@ -11,7 +11,7 @@ def element_bits(t) -> int:
     """Bits of one stored element (a pointer is 64, a bool a byte)."""
     if isinstance(t, PointerType):
         return 64
-    return 8 if t.is_bool else t.bits
+    return 8 if t.is_boolean else t.bits
 
 
 def pack_words(elems: list[str], t, words: int) -> list[str]:

@@ -216,7 +216,7 @@ def async_dot(lw, op):
     lw.out.line(f"float {work}[{total}];")
     scale = lw.name(op.operands[3]) if op.attrs.get("has_use_acc") else "true"
     limit = op.attrs.get("max_num_imprecise_acc")
-    if limit is not None and (a_in_registers or not element.is_fp8):
+    if limit is not None and (a_in_registers or not element.is_float8):
         raise InternalCompilerError(f"max_num_imprecise_acc on a wgmma of {a.type} x {b.type}: fp8 operands from "
                                     f"shared memory only", op.loc)
     if limit is not None and op.attrs.get("has_use_acc"):

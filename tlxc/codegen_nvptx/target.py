@@ -51,7 +51,7 @@ class CudaTarget:
 
     # -- scalars -------------------------------------------------------------------------
     def _fp8_check(self, t) -> None:
-        if t.is_fp8 and not has_feature(self.arch, "fp8"):
+        if t.is_float8 and not has_feature(self.arch, "fp8"):
             raise CompilationError(f"{t} needs sm_89 or newer, not {self.arch}")
 
     def to_compute(self, expr: str, t) -> str:
@@ -66,7 +66,7 @@ class CudaTarget:
             self._fp8_check(t)
             self.use(_FROM_F32[t.name])
             return f"{_FROM_F32[t.name]}({expr})"
-        if isinstance(t, ScalarType) and t.is_bool:
+        if isinstance(t, ScalarType) and t.is_boolean:
             return f"(bool)({expr})"
         return f"({C.storage_type(t)})({expr})" if not isinstance(t, PointerType) else expr
 
@@ -75,7 +75,7 @@ class CudaTarget:
         if src == dst:
             return expr
         value = self.to_compute(expr, src)
-        if dst.is_bool:
+        if dst.is_boolean:
             return f"({value} != 0)"
         compute = C.compute_type(dst)
         return self.from_compute(f"({compute})({value})", dst)

@@ -132,7 +132,7 @@ def _runtime_tuple(value, what: str, rank: int) -> tuple:
                             f"has rank {rank} (block_shape has {rank} dimensions)", param=what)
     for i, v in enumerate(items):
         if isinstance(v, Tensor):
-            if v.is_block or not isinstance(v.dtype, ScalarType) or not v.dtype.is_int or v.dtype.is_bool:
+            if v.is_block or not isinstance(v.dtype, ScalarType) or not v.dtype.is_integer or v.dtype.is_boolean:
                 raise SemanticError(f"'{what}' must hold integer scalars, but element {i} is {S.describe(v)}",
                                     param=what)
         elif isinstance(v, bool) or not isinstance(v, int):

@@ -87,8 +87,26 @@ class Context:
     cta_group: dict = field(default_factory=dict)     # tcgen05's .cta_group for the kernel: {"group", "loc"}
 
 
-def _ends_with_return(stmts: list[ast.stmt]) -> bool:
-    return bool(stmts) and isinstance(stmts[-1], ast.Return)
+def _always_returns(stmts: list[ast.stmt]) -> bool:
+    """Whether every path through ``stmts`` ends at a ``return`` (its own, or both branches' of a
+    final ``if``)."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    return isinstance(last, ast.Return) or \
+        (isinstance(last, ast.If) and _always_returns(last.body) and _always_returns(last.orelse))
+
+
+def _may_return(stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` is an ``if`` with a ``return`` on some path, at any depth of nested ``if``s."""
+    return isinstance(stmt, ast.If) and any(
+        isinstance(s, ast.Return) or _may_return(s) for s in stmt.body + stmt.orelse)
+
+
+def _then_rest(stmts: list[ast.stmt], rest: list[ast.stmt]) -> list[ast.stmt]:
+    """``stmts`` followed by ``rest`` on the paths that do not return (``visit_stmts`` folds ``rest``
+    into an inner ``if`` that returns on some of its paths)."""
+    return stmts if _always_returns(stmts) else stmts + rest
 
 
 
@@ -149,14 +167,13 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
                 raise self.error("code after an 'if' that returns on some of its paths is not "
                                  "supported; move it into an 'else' branch", stmt)
             rest = stmts[i + 1:]
-            if isinstance(stmt, ast.If) and rest and \
-                    _ends_with_return(stmt.body) != _ends_with_return(stmt.orelse):
-                # `if c: ...; return` followed by more code: the rest joins the branch
-                # that does not return, so every path ends at a return or the end.
-                if _ends_with_return(stmt.body):
-                    merged = ast.If(test=stmt.test, body=stmt.body, orelse=stmt.orelse + rest)
-                else:
-                    merged = ast.If(test=stmt.test, body=stmt.body + rest, orelse=stmt.orelse)
+            if rest and _may_return(stmt) and not _always_returns([stmt]):
+                # `if c: ...; return` (at any depth of nested ifs) followed by more code: the rest
+                # joins every path that does not return, so each path ends at a return or the end
+                # (as Triton allows early returns outside loops).  A path that continues in both
+                # branches of a runtime `if` builds the rest in each.
+                merged = ast.If(test=stmt.test, body=_then_rest(stmt.body, rest),
+                                orelse=_then_rest(stmt.orelse, rest))
                 ast.copy_location(merged, stmt)
                 self.visit(merged)
                 return
@@ -343,7 +360,11 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
                              f" (it has: {', '.join(known) or 'nothing'})", node)
         try:
             return getattr(base, attr)
-        except AttributeError:
+        except AttributeError as exc:
+            if attr == "value" and not isinstance(base, pytypes.ModuleType):
+                return base     # Triton's constexpr.value: tlxc holds compile-time values unwrapped
+            if hasattr(type(base), attr):     # it exists but does not apply (a float's int_bitwidth)
+                raise self.error(str(exc), node) from None
             if isinstance(base, pytypes.ModuleType):
                 owner = f"module '{ast.unparse(node.value)}'"
                 known = [n for n in dir(base) if not n.startswith("_")]

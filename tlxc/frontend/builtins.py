@@ -125,16 +125,19 @@ def _zeros(ctx, shape, dtype):
 
 @rule("full")
 def _full(ctx, shape, value, dtype):
+    """A block of ``shape`` filled with ``value``; an empty shape gives a scalar, as in Triton
+    (``tl.full((), eps, tl.float32)``, ``tl.zeros(())`` as a loop's scalar accumulator)."""
     shape = S.check_shape(constexpr(shape, "shape"), "shape")
     dtype = const_dtype(dtype, "dtype")
     if isinstance(value, Tensor):
         if value.is_block:
             raise SemanticError(f"'value' must be a scalar, got {S.describe(value)}", param="value")
-        return S.broadcast_to(ctx.b, _value_of(ctx.b, value, dtype, "value"), shape)
+        value = _value_of(ctx.b, value, dtype, "value")
+        return S.broadcast_to(ctx.b, value, shape) if shape else value
     if not isinstance(value, (bool, int, float)):
         raise SemanticError(f"'value' must be a number or a scalar tensor, got {S.describe(value)}",
                             param="value")
-    return S.constant(ctx.b, value, TensorType(shape, dtype))
+    return S.constant(ctx.b, value, TensorType(shape, dtype) if shape else dtype)
 
 
 def _like(x, shape, dtype, what="input"):
@@ -358,7 +361,7 @@ for _fn in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "floor"
 @rule("abs")
 def _abs(ctx, x):
     x = numeric_arg(ctx.b, x, "x")
-    if x.dtype.is_unsigned or x.dtype.is_bool:
+    if x.dtype.is_unsigned or x.dtype.is_boolean:
         return x
     return Tensor(ctx.b.value("arith.abs", [x.value], x.type))
 
@@ -397,7 +400,7 @@ def _sigmoid(ctx, x):
 def _umulhi(ctx, x, y):
     b = ctx.b
     x, y = numeric_arg(b, x, "x"), numeric_arg(b, y, "y")
-    if not (x.dtype.is_int and y.dtype.is_int):
+    if not (x.dtype.is_integer and y.dtype.is_integer):
         raise SemanticError(f"needs integer operands, got {x.dtype} and {y.dtype}")
     target = S.computation_type(x.dtype, False, y.dtype, False, False)
     x2, y2 = S._unify(b, x, y, target)
@@ -457,7 +460,7 @@ def reshape(b, x: Tensor, shape: tuple[int, ...]) -> Tensor:
         # reshape to (): the one element as a scalar (Triton's 0-d tensor, e.g. a condition)
         if math.prod(x.shape) != 1:
             raise SemanticError(f"cannot reshape {list(x.shape)} ({math.prod(x.shape)} elements) to a scalar")
-        return reduce(b, x, None, "or" if x.dtype.is_bool else "max", False)
+        return reduce(b, x, None, "or" if x.dtype.is_boolean else "max", False)
     if not x.is_block:
         return S.broadcast_to(b, x, shape) if shape else x
     if x.shape == shape:
@@ -557,11 +560,11 @@ def reduce(b, x, axis, kind: str, keep_dims: bool, dtype=None) -> Tensor:
     axis %= rank
     if dtype is not None:
         x = S.cast(b, x, const_dtype(dtype, "dtype"))
-    elif kind == "sum" and x.dtype.is_int and x.dtype.bits < 32:
+    elif kind == "sum" and x.dtype.is_integer and x.dtype.bits < 32:
         x = S.cast(b, x, T.u32 if x.dtype.is_unsigned else T.i32)
-    if kind in ("and", "or", "xor") and not x.dtype.is_int:
+    if kind in ("and", "or", "xor") and not x.dtype.is_integer:
         raise SemanticError(f"{kind} reduction needs integers, got {x.dtype}")
-    if x.dtype.is_bool and kind in ("sum",):
+    if x.dtype.is_boolean and kind in ("sum",):
         x = S.cast(b, x, T.i32)
     shape = x.shape[:axis] + x.shape[axis + 1:]
     elem = T.i32 if kind.startswith("arg") else x.dtype
@@ -632,7 +635,7 @@ def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,
     if a.dtype not in _DOT_INPUTS or c.dtype not in _DOT_INPUTS:
         raise SemanticError(f"operands of type {a.dtype} and {c.dtype} are not supported "
                             f"(expected f16, bf16, f32, fp8 or i8)")
-    fp8 = a.dtype.is_fp8 and c.dtype.is_fp8            # e4m3 x e5m2 is allowed, as in Triton
+    fp8 = a.dtype.is_float8 and c.dtype.is_float8            # e4m3 x e5m2 is allowed, as in Triton
     if a.dtype != c.dtype and not fp8:
         raise SemanticError(f"operands must have one type, got {a.dtype} and {c.dtype} (only fp8 operands may "
                             f"differ: e4m3 x e5m2)")

@@ -121,6 +121,8 @@ class Calls:
             raise self.error(f"{fn.__name__} can only be used as the iterable of a 'for' loop", node)
         if fn is print:
             return B.RULES["static_print"](self.ctx, *args)
+        if fn is isinstance:
+            return self.kernel_isinstance(args, kwargs, node)
         if fn is range:
             raise self.error("range(...) can only be used as the iterable of a 'for' loop", node)
         if isinstance(fn, ScalarType):          # tl.float32(x): a conversion, as Triton accepts it
@@ -149,6 +151,27 @@ class Calls:
                 raise self.error(f"call to '{name}' failed at compile time: {type(exc).__name__}: {exc}",
                                  node) from error_cause(exc)
         raise self.error(f"'{S.describe(fn)}' is not callable", node)
+
+    def kernel_isinstance(self, args, kwargs, node) -> bool:
+        """``isinstance(x, classes)`` at compile time, as Triton evaluates it: ``tl.tensor`` is the
+        class of runtime values (language.core.tensor), ``tl.constexpr`` the class of compile-time
+        numbers, strings, None and dtypes (tlxc holds those unwrapped; Triton wraps them), anything
+        else Python's own test of the compile-time value (``int``, ``tuple``, ``tl.dtype``, ...)."""
+        if kwargs or len(args) != 2:
+            raise self.error("isinstance() takes two positional arguments: isinstance(x, classes)", node)
+        value, classes = unwrap(args[0]), unwrap(args[1])
+        classes = tuple(classes) if isinstance(classes, (tuple, list)) else (classes,)
+        if not all(isinstance(c, type) for c in classes):
+            raise self.error(f"isinstance(): the second argument must be a class or a tuple of classes, got "
+                             f"{S.describe(unwrap(args[1]))}", node)
+        for cls in classes:
+            if cls is tl.constexpr:
+                if not isinstance(value, Tensor) and (value is None or isinstance(
+                        value, (bool, int, float, str, ScalarType))):
+                    return True
+            elif isinstance(value, cls):
+                return True
+        return False
 
     def runtime_min_max(self, fn, args, kwargs, node):
         """Python's ``min``/``max`` on runtime values, as Triton allows: ``tl.minimum`` /

@@ -115,7 +115,7 @@ def _constraints(text: str, outputs: int, inputs: int) -> list[str]:
 
 
 def _check_width(letter: str, dtype, what: str) -> None:
-    if dtype.is_bool or dtype.bits != CONSTRAINT_BITS[letter]:
+    if dtype.is_boolean or dtype.bits != CONSTRAINT_BITS[letter]:
         raise SemanticError(f"{what} is {dtype} ({dtype.bits} bits) but its constraint '{letter}' is a "
                             f"{CONSTRAINT_BITS[letter]}-bit register (each element is one register)",
                             param="constraints")

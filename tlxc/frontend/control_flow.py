@@ -244,7 +244,7 @@ class ControlFlow:
         for v, what in ((lb, "start"), (ub, "end"), (step, "step")):
             if not isinstance(v, Tensor) and not (isinstance(v, int) and not isinstance(v, bool)):
                 raise self.error(f"range's {what} must be an integer, got {S.describe(v)}", it)
-            if isinstance(v, Tensor) and (v.is_block or not isinstance(v.dtype, ScalarType) or not v.dtype.is_int):
+            if isinstance(v, Tensor) and (v.is_block or not isinstance(v.dtype, ScalarType) or not v.dtype.is_integer):
                 raise self.error(f"range's {what} must be an integer scalar, got {v.type}", it)
         if not isinstance(step, Tensor) and step <= 0:
             raise self.error(f"range's step must be positive in a kernel loop, got {step}", it)

@@ -21,7 +21,7 @@ def _float_operand(b, value, what: str) -> Tensor:
     x = numeric_arg(b, value, what)
     if not x.dtype.is_float:
         x = S.cast(b, x, T.f32)
-    if x.dtype.is_fp8:
+    if x.dtype.is_float8:
         raise SemanticError(f"{x.dtype} is not supported; convert to float32 first", param=what)
     return x
 
@@ -57,7 +57,7 @@ def _common_float(b, x, y) -> tuple[Tensor, Tensor]:
     target = S.computation_type(xt, xw, yt, yw, False)
     if not target.is_float:
         target = T.f32
-    if target.is_fp8:
+    if target.is_float8:
         raise SemanticError(f"{target} is not supported; convert to float32 first")
     return S._unify(b, x, y, target)
 
@@ -72,7 +72,7 @@ def _binary(ir_name: str):
 
 def _is_int_exponent(y) -> bool:
     if isinstance(y, Tensor):
-        return y.dtype.is_int and not y.dtype.is_bool and y.dtype.bits <= 32
+        return y.dtype.is_integer and not y.dtype.is_boolean and y.dtype.bits <= 32
     return isinstance(y, int) and not isinstance(y, bool) and -2**31 <= y < 2**31
 
 
@@ -93,7 +93,7 @@ def _pow(ctx, x, y):
 
 
 def _ldexp(ctx, x, n):
-    if isinstance(n, Tensor) and not n.dtype.is_int or isinstance(n, float):
+    if isinstance(n, Tensor) and not n.dtype.is_integer or isinstance(n, float):
         raise SemanticError(f"the exponent must be an integer, got {S.describe(n)}", param="arg1")
     return _float_and_int(ctx.b, "math.ldexp", x, n)
 
@@ -115,7 +115,7 @@ def _predicate(ir_name: str, result: T.ScalarType):
     Triton's int32, here exactly 0 or 1."""
     def rule(ctx, x):
         x = numeric_arg(ctx.b, x, "x")
-        if not x.dtype.is_float or x.dtype.is_fp8:
+        if not x.dtype.is_float or x.dtype.is_float8:
             raise SemanticError(f"needs a floating-point operand, got {S.describe(x)}", param="x")
         flag = _create(ctx.b, f"math.{ir_name}", [x], T.with_element(x.type, T.i1))
         return flag if result == T.i1 else S.cast(ctx.b, flag, result)
@@ -124,7 +124,7 @@ def _predicate(ir_name: str, result: T.ScalarType):
 
 def _int_operand(b, value, what: str) -> Tensor:
     x = numeric_arg(b, value, what)
-    if not x.dtype.is_int or x.dtype.bits not in (32, 64):
+    if not x.dtype.is_integer or x.dtype.bits not in (32, 64):
         raise SemanticError(f"needs a 32- or 64-bit integer operand, got {S.describe(x)}", param=what)
     return x
 

@@ -120,7 +120,7 @@ def _scan_input(ctx, input, dtype=None, widen_ints=False) -> Tensor:
         x = S.cast(ctx.b, x, T.f32)
     if dtype is not None:
         return S.cast(ctx.b, x, const_dtype(dtype, "dtype"))
-    if widen_ints and x.dtype.is_int and x.dtype.bits < 32:
+    if widen_ints and x.dtype.is_integer and x.dtype.bits < 32:
         return S.cast(ctx.b, x, T.u32 if x.dtype.is_unsigned else T.i32)
     return x
 

@@ -62,7 +62,7 @@ def constant(b: Builder, value, type: Type) -> Tensor:
                             f"arguments and pointer arithmetic)")
     if isinstance(scalar, ScalarType) and scalar.is_float:
         value = float(value)
-    elif isinstance(scalar, ScalarType) and scalar.is_bool:
+    elif isinstance(scalar, ScalarType) and scalar.is_boolean:
         value = bool(value)
     elif isinstance(scalar, ScalarType):
         if isinstance(value, float) and not math.isfinite(value):
@@ -76,7 +76,7 @@ def constant(b: Builder, value, type: Type) -> Tensor:
 
 
 def int_range(t: ScalarType) -> tuple[int, int]:
-    if t.is_bool:
+    if t.is_boolean:
         return 0, 1
     if t.is_unsigned:
         return 0, 2**t.bits - 1
@@ -137,7 +137,7 @@ def computation_type(a: ScalarType, a_weak: bool, b: ScalarType, b_weak: bool,
         return T.f64
     if T.f32 in (a, b):
         return T.f32
-    if a.is_fp8 or b.is_fp8:
+    if a.is_float8 or b.is_float8:
         if a == b and not div_or_mod:
             raise SemanticError(f"arithmetic on {a} is not supported; convert to float16/float32 first")
         return T.f32
@@ -147,7 +147,7 @@ def computation_type(a: ScalarType, a_weak: bool, b: ScalarType, b_weak: bool,
         if {a, b} == {T.f16, T.bf16} or div_or_mod:
             return T.f32
         return a if a.is_float else b
-    if div_or_mod and a.kind != b.kind and not (a.is_bool or b.is_bool):
+    if div_or_mod and a.kind != b.kind and not (a.is_boolean or b.is_boolean):
         raise SemanticError(f"cannot use /, // or % on integers of mixed signedness ({a} and {b}); "
                             f"convert one operand with .to(...)")
     return integer_promote(a, b)
@@ -194,7 +194,7 @@ def cast(b: Builder, x: Tensor, dtype: ScalarType | PointerType, bitcast: bool =
     src_ptr, dst_ptr = isinstance(x.dtype, PointerType), isinstance(dtype, PointerType)
     if src_ptr != dst_ptr and not bitcast:
         scalar = dtype if src_ptr else x.dtype
-        if not (isinstance(scalar, ScalarType) and scalar.is_int and scalar.bits == 64):
+        if not (isinstance(scalar, ScalarType) and scalar.is_integer and scalar.bits == 64):
             raise SemanticError(f"cannot convert {x.dtype} to {dtype}: a pointer converts only to another "
                                 f"pointer type or to a 64-bit integer")
     if bitcast or src_ptr or dst_ptr:
@@ -262,17 +262,17 @@ def binary(b: Builder, op: str, lhs, rhs) -> Tensor:
     if isinstance(lt, PointerType) or isinstance(rt, PointerType):
         return _pointer_arith(b, op, lhs, rhs)
     if op in ("and", "or", "xor", "shl", "shr"):
-        if not (lt.is_int and rt.is_int):
+        if not (lt.is_integer and rt.is_integer):
             raise SemanticError(f"{op_symbol(op)} needs integer operands, got {lt} and {rt}")
         target = computation_type(lt, lw, rt, rw, False)
     elif op == "truediv":
         target = computation_type(lt, lw, rt, rw, True)
-        if target.is_int:
+        if target.is_integer:
             target = T.f32
         op = "div"
     elif op == "floordiv":
         target = computation_type(lt, lw, rt, rw, True)
-        if not target.is_int:
+        if not target.is_integer:
             raise SemanticError(f"'//' needs integer operands, got {lt} and {rt} "
                                 f"(use tl.floor(x / y) for floats)")
         op = "div"
@@ -281,7 +281,7 @@ def binary(b: Builder, op: str, lhs, rhs) -> Tensor:
         op = "rem"
     else:
         target = computation_type(lt, lw, rt, rw, False)
-    if target.is_bool and op in ("add", "sub", "mul", "div", "rem"):
+    if target.is_boolean and op in ("add", "sub", "mul", "div", "rem"):
         target = T.i32 if op != "div" else target
     x, y = _unify(b, lhs, rhs, target)
     return Tensor(b.value(f"arith.{op}", [x.value, y.value], x.type))
@@ -310,7 +310,7 @@ def _pointer_arith(b: Builder, op: str, lhs, rhs) -> Tensor:
                             f"support only pointer + integer and pointer - integer")
     ptr, offset = (lhs, rhs) if isinstance(lt, PointerType) else (rhs, lhs)
     off_type, _ = _scalar_of(offset)
-    if not isinstance(off_type, ScalarType) or not off_type.is_int:
+    if not isinstance(off_type, ScalarType) or not off_type.is_integer:
         raise SemanticError(f"pointer offsets must be integers, got {off_type}")
     offset = to_tensor(b, offset)
     shape = broadcast_shapes(ptr.shape, offset.shape)
@@ -340,14 +340,14 @@ def negate(b: Builder, x: Tensor) -> Tensor:
     require_number(x, "unary '-'")
     if isinstance(x.dtype, PointerType):
         raise SemanticError("cannot negate a pointer")
-    if x.dtype.is_bool:
+    if x.dtype.is_boolean:
         x = cast(b, x, T.i32)
     return Tensor(b.value("arith.neg", [x.value], x.type))
 
 
 def invert(b: Builder, x: Tensor) -> Tensor:
     require_number(x, "'~'")
-    if not (isinstance(x.dtype, ScalarType) and x.dtype.is_int):
+    if not (isinstance(x.dtype, ScalarType) and x.dtype.is_integer):
         raise SemanticError(f"'~' needs an integer operand, got {x.dtype}")
     return Tensor(b.value("arith.not", [x.value], x.type))
 
@@ -356,7 +356,7 @@ def logical_not(b: Builder, x: Tensor) -> Tensor:
     require_number(x, "'not'")
     if isinstance(x.dtype, PointerType):
         raise SemanticError(f"cannot use 'not' on a pointer ({x.dtype}); compare it first")
-    return compare(b, "eq", x, 0 if x.dtype.is_int else 0.0) if not x.dtype.is_bool \
+    return compare(b, "eq", x, 0 if x.dtype.is_integer else 0.0) if not x.dtype.is_boolean \
         else Tensor(b.value("arith.not", [x.value], x.type))
 
 
@@ -406,7 +406,7 @@ def unary_float(b: Builder, fn: str, x) -> Tensor:
         raise SemanticError(f"tl.{fn} needs a numeric operand, got {x.dtype}")
     if not x.dtype.is_float:
         x = cast(b, x, T.f32)
-    if x.dtype.is_fp8:
+    if x.dtype.is_float8:
         raise SemanticError(f"tl.{fn} on {x.dtype} is not supported; convert to float32 first")
     return Tensor(b.value(f"math.{fn}", [x.value], x.type))
 

@@ -230,7 +230,7 @@ def specialization_from_types(kfn, types: dict[str, Type], constexprs: dict[str,
                                    f"(e.g. {name}: tl.pointer_type(tl.float32)) or pass "
                                    f"--signature \"{name}=*fp32\"")
         hint = hints.pop(name, None)
-        if hint is not None and not (isinstance(t, PointerType) or (isinstance(t, ScalarType) and t.is_int)):
+        if hint is not None and not (isinstance(t, PointerType) or (isinstance(t, ScalarType) and t.is_integer)):
             raise CompilationError(f"hint ':{hint}' on parameter '{name}' of {kfn.fn.__name__}: hints apply to "
                                    f"integers and pointers, not {t}")
         if hint == 1:

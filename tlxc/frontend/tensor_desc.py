@@ -128,7 +128,7 @@ def _base(b, base) -> Tensor:
         raise SemanticError(f"'base' must be a scalar pointer (the tensor's address), got {S.describe(base)}",
                             param="base")
     elem = base.dtype.pointee
-    if not isinstance(elem, ScalarType) or elem.is_bool:
+    if not isinstance(elem, ScalarType) or elem.is_boolean:
         raise SemanticError(f"'base' points to {elem}: a tensor descriptor holds numbers (bool is not "
                             f"supported, as in Triton; view the tensor as int8)", param="base")
     return base
@@ -147,8 +147,8 @@ def _check_rank(shape, strides, block_shape) -> int:
 
 def _integer(value, what: str, index: int):
     if isinstance(value, Tensor):
-        if value.is_block or not isinstance(value.dtype, ScalarType) or not value.dtype.is_int or \
-                value.dtype.is_bool:
+        if value.is_block or not isinstance(value.dtype, ScalarType) or not value.dtype.is_integer or \
+                value.dtype.is_boolean:
             raise SemanticError(f"'{what}' must hold integer scalars, but entry {index} is {S.describe(value)}",
                                 param=what)
     elif isinstance(value, bool) or not isinstance(value, int):
@@ -483,7 +483,7 @@ def _reinterpret_tensor_descriptor(ctx, desc_ptr, block_shape, dtype):
     elem = constexpr(dtype, "dtype")
     if isinstance(elem, PointerType):
         elem = elem.pointee
-    if not isinstance(elem, ScalarType) or elem.is_bool:
+    if not isinstance(elem, ScalarType) or elem.is_boolean:
         raise SemanticError(f"'dtype' must be a numeric dtype such as tl.float16, got {S.describe(elem)}",
                             param="dtype")
     block = _block_shape(_int_list(constexpr(block_shape, "block_shape")), elem)

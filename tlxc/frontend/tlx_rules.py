@@ -53,7 +53,7 @@ def _barrier(value, what: str = "bar", local: bool = True) -> Tensor:
 
 def _i32(b, value, what: str) -> Tensor:
     if isinstance(value, Tensor):
-        if value.is_block or not isinstance(value.dtype, ScalarType) or not value.dtype.is_int:
+        if value.is_block or not isinstance(value.dtype, ScalarType) or not value.dtype.is_integer:
             raise SemanticError(f"'{what}' must be an integer scalar, got {S.describe(value)}", param=what)
         return S.cast(b, value, T.i32)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -397,7 +397,7 @@ def _indexed_access(ctx, buf, indices, axis, token, what: str):
         raise SemanticError(f"'axis' must be in [{-rank}, {rank}) for a rank-{rank} buffer, got {axis}", param="axis")
     axis %= rank
     index = tensor_arg(ctx.b, indices, "indices")
-    if not index.is_block or not isinstance(index.dtype, ScalarType) or not index.dtype.is_int or index.dtype.is_bool:
+    if not index.is_block or not isinstance(index.dtype, ScalarType) or not index.dtype.is_integer or index.dtype.is_boolean:
         raise SemanticError(f"'indices' must be an integer tensor, got {S.describe(indices)}", param="indices")
     if len(index.shape) != rank or any(n != m for d, (n, m) in enumerate(zip(index.shape, buf.type.shape))
                                        if d != axis):
@@ -752,7 +752,7 @@ def box_offsets(desc, offsets) -> tuple:
         raise SemanticError(f"'offsets' needs {rank} entries (one per dimension of the descriptor), got "
                             f"{len(offsets)}", param="offsets")
     for o in offsets:
-        scalar_int = isinstance(o, Tensor) and not o.is_block and isinstance(o.dtype, ScalarType) and o.dtype.is_int
+        scalar_int = isinstance(o, Tensor) and not o.is_block and isinstance(o.dtype, ScalarType) and o.dtype.is_integer
         if not scalar_int and (isinstance(o, bool) or not isinstance(o, int)):
             raise SemanticError(f"'offsets' must be integers or integer scalars, got {S.describe(o)}",
                                 param="offsets")
@@ -1017,7 +1017,7 @@ def _mma_problem(a_type, b_type, unit: str, input_types, shape_problem, pair: bo
     if k != k2:
         raise SemanticError(f"inner dimensions differ: A is {m}x{k} but B is {k2}x{n} (K = {k} vs {k2})",
                             param="B")
-    mixed_fp8 = unit == "wgmma" and a_elem.is_fp8 and b_elem.is_fp8      # (wgmma's .atype / .btype)
+    mixed_fp8 = unit == "wgmma" and a_elem.is_float8 and b_elem.is_float8      # (wgmma's .atype / .btype)
     if a_elem != b_elem and not mixed_fp8:
         raise SemanticError(f"A and B must have one element type, got {a_elem} and {b_elem}"
                             + (" (wgmma mixes e4m3 and e5m2 only)" if unit == "wgmma" else ""), param="B")
@@ -1091,7 +1091,7 @@ def _async_dot(ctx, A, B, acc=None, use_acc=None, pred=None, mBarriers=(), two_c
     order = constexpr(a_k_order, "a_k_order")
     extra = {}
     if order is not None:
-        if order != "accumulator" or isinstance(a.type, MemDescType) or not a_elem.is_fp8:
+        if order != "accumulator" or isinstance(a.type, MemDescType) or not a_elem.is_float8:
             raise SemanticError(f"'a_k_order' takes \"accumulator\" with an fp8 A in registers (its k32 fragments "
                                 f"read in the accumulator's in-thread order), got {order!r} with A {a.type}",
                                 param="a_k_order")

@@ -24,9 +24,11 @@ class SemanticError(Exception):
 
 
 class Tensor:
-    """A runtime value in a kernel: a scalar or a block (register tensor)."""
+    """A runtime value in a kernel: a scalar or a block (register tensor); an instance of
+    ``tl.tensor`` for the kernel's ``isinstance`` (language.core.tensor)."""
 
     __slots__ = ("value",)
+    __tlxc_runtime_value__ = True
 
     def __init__(self, value: Value):
         self.value = value

@@ -90,7 +90,7 @@ def _check_divisor(ctx, op, rhs) -> None:
 
 def c_div(lhs, rhs, t: ScalarType):
     """Integer division truncating toward zero (wraps on INT_MIN / -1)."""
-    if t.is_unsigned or t.is_bool:
+    if t.is_unsigned or t.is_boolean:
         return np.floor_divide(lhs, rhs)
     remainder = np.fmod(lhs, rhs)
     return np.floor_divide(np.subtract(lhs, remainder), rhs)
@@ -111,7 +111,7 @@ def rem(ctx, op, lhs, rhs):
     if t.is_float:
         return _float_op(t, np.fmod, lhs, rhs)
     _check_divisor(ctx, op, rhs)
-    if t.is_unsigned or t.is_bool:
+    if t.is_unsigned or t.is_boolean:
         return np.remainder(lhs, rhs)
     return np.fmod(lhs, rhs)
 
@@ -541,10 +541,10 @@ def convert(x, src: ScalarType, dst: ScalarType):
     2^24 rounds twice (e.g. 2^25 + 2^17 + 1 → bf16 is 2^25, not 2^25 + 2^18).
     """
     x = np.asarray(x)
-    if dst.is_bool:
+    if dst.is_boolean:
         return x != 0
     if dst.is_float:
-        if src.is_int and dst.name != "f64":
+        if src.is_integer and dst.name != "f64":
             return round_to(x.astype(np.float32), dst)  # numpy's int → f32 rounds once, to nearest even
         return round_to(x.astype(np.float64), dst)
     if src.is_float:

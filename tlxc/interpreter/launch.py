@@ -152,7 +152,7 @@ def _static_check(kfn, key: tuple, module, check_barriers: bool) -> None:
 
 def _scalar_argument(name: str, value, t: ScalarType):
     dtype = register_dtype(t)
-    if t.is_int and not t.is_bool:
+    if t.is_integer and not t.is_boolean:
         info = np.iinfo(dtype)
         if not info.min <= int(value) <= info.max:
             raise LaunchError(f"argument '{name}' = {value} does not fit in its type {t}")

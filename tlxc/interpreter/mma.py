@@ -19,7 +19,7 @@ from .values import round_tf32, round_to, scalar_of
 def dot(ctx, op, a, b, acc):
     element = scalar_of(op.operands[0].type)
     acc_type = scalar_of(op.results[0].type)
-    if element.is_int:
+    if element.is_integer:
         product = np.matmul(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
         return (product + np.asarray(acc, dtype=np.int64)).astype(np.int32)
     a32 = np.asarray(a, dtype=np.float32)

@@ -95,7 +95,7 @@ def _arg_ignoring_nan(reducer, x, axis):
 
 def _bitwise(ufunc, logical):
     def rule(x, axis, t):
-        return (logical if t.is_bool else ufunc).reduce(x, axis=axis)
+        return (logical if t.is_boolean else ufunc).reduce(x, axis=axis)
     return rule
 
 

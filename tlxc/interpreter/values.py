@@ -227,8 +227,8 @@ def format_element(value, t: ScalarType | PointerType, hex_: bool = False) -> st
         bits = np.atleast_1d(to_storage(np.asarray(value), t))
         unsigned = bits.view(f"u{bits.dtype.itemsize}")
         return f"0x{int(unsigned[0]):x}"
-    if t.is_bool:
+    if t.is_boolean:
         return "1" if value else "0"
-    if t.is_int:
+    if t.is_integer:
         return str(int(value))
     return repr(float(value))

@@ -48,12 +48,12 @@ class ScalarType(Type):
         return _SCALAR_INFO[self.name][0]
 
     @property
-    def is_bool(self) -> bool:
+    def is_boolean(self) -> bool:
         return self.kind == "bool"
 
     @property
-    def is_int(self) -> bool:
-        """True for every integer type, bool included (as in Triton)."""
+    def is_integer(self) -> bool:
+        """True for every integer type, bool included (as Triton's ``is_int()``)."""
         return self.kind in ("bool", "int", "uint")
 
     @property
@@ -69,7 +69,7 @@ class ScalarType(Type):
         return self.kind == "float"
 
     @property
-    def is_fp8(self) -> bool:
+    def is_float8(self) -> bool:
         return self.name in ("f8e4m3", "f8e5m2")
 
     @property
@@ -105,6 +105,10 @@ class PointerType(Type):
     def element_ty(self) -> Type:
         """Triton's name for the pointee (``x_ptr.dtype.element_ty``)."""
         return self.pointee
+
+    def is_ptr(self) -> bool:
+        """Triton's query: a pointer type (its number queries, ``is_floating()``... are False)."""
+        return True
 
     def __str__(self) -> str:
         return f"ptr<{self.pointee}>"
@@ -198,23 +202,70 @@ def with_element(t: Type, element: Type) -> Type:
 
 
 # -- Triton-compatible dtype queries (user code calls these on ``x.dtype``) --
-
-def _is_floating(self: ScalarType) -> bool:
-    return self.is_float
-
-
-def _is_int_signed(self: ScalarType) -> bool:
-    return self.kind == "int"
-
-
-def _is_int_unsigned(self: ScalarType) -> bool:
-    return self.kind == "uint"
+# Triton's dtype methods and attributes, with its names: ``is_fp16()``, ``is_int()``, ``int_bitwidth``,
+# ``fp_mantissa_width``, ``get_int_max_value()``...  (tlxc's own properties are ``is_integer``,
+# ``is_boolean``, ``is_float8``, ``is_float``, ``bits``, ``kind``.)
+_TRITON_NAMES = {"i1": "int1", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+                 "u16": "uint16", "u32": "uint32", "u64": "uint64", "f8e4m3": "fp8e4nv", "f8e5m2": "fp8e5",
+                 "f16": "fp16", "bf16": "bf16", "f32": "fp32", "f64": "fp64"}
+_MANTISSA_BITS = {"f8e4m3": 3, "f8e5m2": 2, "f16": 10, "bf16": 7, "f32": 23, "f64": 52}
+_EXPONENT_BIAS = {"f8e4m3": 7, "f8e5m2": 15, "f16": 15, "bf16": 127, "f32": 127, "f64": 1023}
 
 
-ScalarType.is_floating = _is_floating
-ScalarType.is_int_signed = _is_int_signed
-ScalarType.is_int_unsigned = _is_int_unsigned
+def _name_query(triton_name: str):
+    return lambda self: _TRITON_NAMES[self.name] == triton_name
+
+
+for _name in _TRITON_NAMES.values():     # is_int8(), is_uint32(), is_fp16(), is_bf16(), is_fp8e4nv(), ...
+    setattr(ScalarType, f"is_{_name}", _name_query(_name))
+ScalarType.is_fp8 = lambda self: self.is_float8
+ScalarType.is_fp8e4b15 = ScalarType.is_fp8e4b8 = ScalarType.is_fp8e5b16 = lambda self: False   # AMD/older fp8s
+ScalarType.is_floating = lambda self: self.is_float
+ScalarType.is_standard_floating = lambda self: self.name in ("f16", "bf16", "f32", "f64")
+ScalarType.is_int = lambda self: self.is_integer
+ScalarType.is_bool = lambda self: self.is_boolean
+ScalarType.is_int_signed = lambda self: self.kind == "int"
+ScalarType.is_int_unsigned = lambda self: self.kind in ("uint", "bool")     # Triton counts int1 unsigned
+ScalarType.is_ptr = ScalarType.is_block = ScalarType.is_void = ScalarType.is_const = lambda self: False
 ScalarType.primitive_bitwidth = property(lambda self: self.bits)
+
+
+def _int_only(what: str, fn):
+    def get(self):
+        if not self.is_integer:
+            raise AttributeError(f"the dtype {self} has no attribute '{what}' (an integer type's)")
+        return fn(self)
+    return get
+
+
+def _float_only(what: str, table: dict):
+    def get(self):
+        if self.name not in table:
+            raise AttributeError(f"the dtype {self} has no attribute '{what}' (a floating-point type's)")
+        return table[self.name]
+    return get
+
+
+ScalarType.int_bitwidth = property(_int_only("int_bitwidth", lambda self: self.bits))
+ScalarType.fp_mantissa_width = property(_float_only("fp_mantissa_width", _MANTISSA_BITS))
+ScalarType.exponent_bias = property(_float_only("exponent_bias", _EXPONENT_BIAS))
+
+
+def _int_max(self: ScalarType) -> int:
+    return (1 << (self.bits - 1)) - 1 if self.kind == "int" else (1 << self.bits) - 1
+
+
+def _int_min(self: ScalarType) -> int:
+    return -(1 << (self.bits - 1)) if self.kind == "int" else 0
+
+
+ScalarType.get_int_max_value = _int_only("get_int_max_value", _int_max)     # methods, as in Triton
+ScalarType.get_int_min_value = _int_only("get_int_min_value", _int_min)
+
+# a pointer type answers Triton's number queries with False (``is_ptr()`` is its own method)
+for _query in ("is_fp8", "is_fp16", "is_bf16", "is_fp32", "is_fp64", "is_floating", "is_standard_floating", "is_int",
+               "is_bool", "is_int_signed", "is_int_unsigned", "is_block", "is_void", "is_const"):
+    setattr(PointerType, _query, lambda self: False)
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,22 @@ class constexpr:
         return hash(self.value)
 
 
+class _RuntimeValueType(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return getattr(type(obj), "__tlxc_runtime_value__", False)
+
+
+class tensor(metaclass=_RuntimeValueType):
+    """Triton's ``tl.tensor``: the type of a kernel's runtime values, scalars and blocks.  It names
+    them in annotations (``def f(x) -> tl.tensor``) and in ``isinstance(x, tl.tensor)`` inside a
+    kernel (true for a runtime value, false for a compile-time one); tlxc makes such values only
+    through the language's operations, never by calling this class."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("tl.tensor values come from the language's operations inside a kernel; "
+                        "tl.tensor(...) builds none (use tl.full / tl.to_tensor)")
+
+
 BUILTINS: dict[str, Any] = {}
 
 

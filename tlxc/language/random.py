@@ -54,7 +54,7 @@ def philox(seed, c0, c1, c2, c3, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     32-bit counter (key = the seed's low and high 32 bits), four uint64 for a 64-bit one
     (key = the seed, 0)."""
     seed = tl.to_tensor(seed)
-    tl.static_assert(seed.dtype.is_int, "philox: the seed must be an integer")
+    tl.static_assert(seed.dtype.is_integer, "philox: the seed must be an integer")
     seed = seed.to(tl.uint64)
     c0 = tl.to_tensor(c0)
     c1 = tl.to_tensor(c1)
@@ -83,7 +83,7 @@ def randint4x(seed, offset, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     ``offset`` (an integer tensor; a 64-bit offset fills the counter's second word with its
     high half).  The cheapest way to several streams."""
     offset = tl.to_tensor(offset)
-    tl.static_assert(offset.dtype.is_int, "randint4x: the offsets must be integers")
+    tl.static_assert(offset.dtype.is_integer, "randint4x: the offsets must be integers")
     offset_lo = offset.to(tl.uint32)
     zero = offset_lo * 0
     if offset.dtype.bits > 32:

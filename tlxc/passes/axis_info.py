@@ -297,8 +297,8 @@ def _cast(a, op, r):
     """A widening integer cast (i32 -> i64: block pointers' 64-bit strides) keeps every
     value, so it keeps every fact; other casts keep only constancy."""
     src, dst = _scalar(op.operands[0].type), _scalar(r.type)
-    if isinstance(src, ScalarType) and isinstance(dst, ScalarType) and src.is_int and dst.is_int \
-            and not src.is_bool:
+    if isinstance(src, ScalarType) and isinstance(dst, ScalarType) and src.is_integer and dst.is_integer \
+            and not src.is_boolean:
         widening = dst.bits > src.bits or (dst.bits == src.bits and dst.kind == src.kind)
         if widening and not (src.is_signed and dst.is_unsigned):    # negative values would change
             return a.info(op.operands[0])

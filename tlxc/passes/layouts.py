@@ -716,7 +716,7 @@ def _mfma_of(a: TensorType, acc: TensorType, target, b: TensorType | None = None
     have one type, except that fp8 MFMAs take E4M3 and E5M2 in any pair."""
     if target is None or target.is_nvidia or acc.element.name != "f32":
         return None
-    if b is not None and b.element.name != a.element.name and not (a.element.is_fp8 and b.element.is_fp8):
+    if b is not None and b.element.name != a.element.name and not (a.element.is_float8 and b.element.is_float8):
         return None
     m, n = acc.shape
     return A.mfma_shape(a.element.name, m, n, a.shape[1], target.has("mfma_cdna4"))

@@ -29,7 +29,7 @@ def _is_number(t: ScalarType) -> bool:
 
 
 def _is_int(t: ScalarType) -> bool:
-    return t.is_int
+    return t.is_integer
 
 
 def _is_float(t: ScalarType) -> bool:
@@ -235,7 +235,7 @@ def _is_f32_or_narrower(t: ScalarType) -> bool:
 
 
 def _is_wide_int(t: ScalarType) -> bool:
-    return t.is_int and t.bits in (32, 64)
+    return t.is_integer and t.bits in (32, 64)
 
 
 def _float_rule(function: str):

@@ -92,7 +92,7 @@ class BarrierWaitOp(Operation):
             raise self.error("a wait on a remote barrier (arrive remote, wait local)")
         _check_pred(self, 2)
         phase = self.operands[1].type if len(self.operands) > 1 else None
-        if not isinstance(phase, ScalarType) or not phase.is_int:
+        if not isinstance(phase, ScalarType) or not phase.is_integer:
             raise self.error(f"expected an integer phase, got {phase}")
 
 

@@ -32,7 +32,7 @@ def _expect_global_address(op, t, what: str) -> None:
 
 
 def _expect_size(op, t) -> None:
-    if not isinstance(t, ScalarType) or not t.is_int:
+    if not isinstance(t, ScalarType) or not t.is_integer:
         raise op.error(f"expected an integer byte count, got {t}")
 
 

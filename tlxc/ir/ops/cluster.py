@@ -58,7 +58,7 @@ class RemoteViewOp(Operation):
         bar, rank = self.operands
         if not isinstance(bar.type, BarrierType) or bar.type.num or bar.type.remote:
             raise self.error(f"expected one local mbarrier, got {bar.type}")
-        if not isinstance(rank.type, ScalarType) or not rank.type.is_int:
+        if not isinstance(rank.type, ScalarType) or not rank.type.is_integer:
             raise self.error(f"expected an integer CTA rank, got {rank.type}")
         if self.result.type != BarrierType(0, bar.type.per_thread, True):
             raise self.error(f"expected a remote mbarrier result, got {self.result.type}")

@@ -28,7 +28,7 @@ def _expect_view(op, t, what: str) -> MemDescType:
 
 
 def _expect_rank(op, t) -> None:
-    if not isinstance(t, ScalarType) or not t.is_int:
+    if not isinstance(t, ScalarType) or not t.is_integer:
         raise op.error(f"expected an integer CTA rank, got {t}")
 
 

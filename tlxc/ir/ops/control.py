@@ -95,7 +95,7 @@ class ForOp(Operation):
         if len(self.operands) < 3 or len(self.regions) != 1:
             raise self.error("expected (lb, ub, step, *inits) and one region")
         lb, ub, step = self.operands[:3]
-        if not isinstance(lb.type, ScalarType) or not lb.type.is_int:
+        if not isinstance(lb.type, ScalarType) or not lb.type.is_integer:
             raise self.error(f"expected an integer lower bound, got {lb.type}")
         expect_type(self, ub.type, lb.type, "upper bound")
         expect_type(self, step.type, lb.type, "step")

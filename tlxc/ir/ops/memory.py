@@ -22,7 +22,7 @@ class AddPtrOp(Operation):
         ptr, offset = self.operands
         expect_pointer(self, ptr.type, "base")
         same_shape(self, ptr.type, offset.type, "base and offset")
-        expect_scalar_kind(self, offset.type, lambda t: t.is_int, "integer", "offset")
+        expect_scalar_kind(self, offset.type, lambda t: t.is_integer, "integer", "offset")
         expect_type(self, self.result.type, ptr.type, "result")
 
 
@@ -108,15 +108,15 @@ def atomic_element_problem(kind: str, elem) -> str | None:
     16-bit floats only add; integers narrower than 32 bits never; and/or/xor need
     integers; min/max on floats only for f32/f64 (lowered as integer atomics on the
     bits, as Triton does); cas takes any 16-, 32- or 64-bit element."""
-    if not isinstance(elem, ScalarType) or elem.is_bool or elem.is_fp8:
+    if not isinstance(elem, ScalarType) or elem.is_boolean or elem.is_float8:
         return f"atomic_{kind} does not support {elem} elements"
     if kind == "cas":
         return None if elem.bits in (16, 32, 64) else f"atomic_cas needs 16-, 32- or 64-bit elements, got {elem}"
-    if elem.is_int and elem.bits < 32:
+    if elem.is_integer and elem.bits < 32:
         return f"atomic_{kind} does not support {elem} elements (integers need 32 or 64 bits)"
     if elem.is_float and elem.bits == 16 and kind != "add":
         return f"atomic_{kind} does not support {elem} elements (16-bit floats support only atomic_add)"
-    if kind in ("and", "or", "xor") and not elem.is_int:
+    if kind in ("and", "or", "xor") and not elem.is_integer:
         return f"atomic_{kind} needs integer elements, got {elem}"
     return None
 

@@ -26,11 +26,11 @@ class DotOp(Operation):
             raise self.error(f"expected a's K ({a.shape[1]}) to equal b's K ({b.shape[0]})")
         if acc.shape != (a.shape[0], b.shape[1]):
             raise self.error(f"expected acc of shape {(a.shape[0], b.shape[1])}, got {acc.shape}")
-        if a.element != b.element and not (a.element.is_fp8 and b.element.is_fp8):
+        if a.element != b.element and not (a.element.is_float8 and b.element.is_float8):
             raise self.error(f"expected a and b of one element type (or both fp8), got {a.element} and "
                              f"{b.element}")
         limit = self.attrs.get("max_num_imprecise_acc")
-        if limit is not None and (not a.element.is_fp8 or isinstance(limit, bool) or not isinstance(limit, int)
+        if limit is not None and (not a.element.is_float8 or isinstance(limit, bool) or not isinstance(limit, int)
                                   or not 0 <= limit <= a.shape[1]):
             raise self.error(f"expected max_num_imprecise_acc to be an integer in [0, K={a.shape[1]}] on fp8 "
                              f"inputs, got {limit!r} on {a.element}")

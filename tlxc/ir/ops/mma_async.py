@@ -91,7 +91,7 @@ class AsyncDotOp(Operation):
             raise self.error(f"expected a's K ({k}) to equal b's K ({k2})")
         if tuple(acc.shape) != (m, n):
             raise self.error(f"expected acc of shape {[m, n]}, got {list(acc.shape)}")
-        mixed_fp8 = a.element != b.element and a.element.is_fp8 and b.element.is_fp8
+        mixed_fp8 = a.element != b.element and a.element.is_float8 and b.element.is_float8
         if (a.element != b.element and not mixed_fp8) or a.element.name not in INPUT_TYPES:
             raise self.error(f"expected a and b of one type in {', '.join(INPUT_TYPES)}, got {a.element} and "
                              f"{b.element}")
@@ -104,12 +104,12 @@ class AsyncDotOp(Operation):
         if precision not in ("ieee", "tf32") or (precision == "tf32" and a.element.name != "f32"):
             raise self.error(f"expected input_precision 'ieee' (or 'tf32' for f32 inputs), got {precision!r}")
         limit = self.attrs.get("max_num_imprecise_acc")
-        if limit is not None and (not a.element.is_fp8 or isinstance(limit, bool) or not isinstance(limit, int)
+        if limit is not None and (not a.element.is_float8 or isinstance(limit, bool) or not isinstance(limit, int)
                                   or not 0 <= limit <= k):
             raise self.error(f"expected max_num_imprecise_acc to be an integer in [0, K={k}] on fp8 inputs, "
                              f"got {limit!r} on {a.element}")
         order = self.attrs.get("a_k_order")
-        if order is not None and (order != "accumulator" or isinstance(a, MemDescType) or not a.element.is_fp8):
+        if order is not None and (order != "accumulator" or isinstance(a, MemDescType) or not a.element.is_float8):
             raise self.error(f"expected a_k_order 'accumulator' on an fp8 register A only, got {order!r} with a {a}")
         if expected == 4:
             expect_type(self, self.operands[3].type, i1, "use_acc")

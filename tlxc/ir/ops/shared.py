@@ -77,7 +77,7 @@ class LocalViewOp(Operation):
     def verify(self):
         expect_operands(self, 2)
         src, idx = self.operands
-        if not isinstance(idx.type, ScalarType) or not idx.type.is_int:
+        if not isinstance(idx.type, ScalarType) or not idx.type.is_integer:
             raise self.error(f"expected an integer index, got {idx.type}")
         if isinstance(src.type, BarrierType):
             if not src.type.num:
@@ -170,7 +170,7 @@ def _verify_indexed(op, buf: MemDescType, indices, values) -> None:
     rank = len(buf.shape)
     if not isinstance(axis, int) or not 0 <= axis < rank:
         raise op.error(f"expected an 'axis' in [0, {rank}), got {axis!r}")
-    if not isinstance(indices, TensorType) or not isinstance(indices.element, ScalarType) or not indices.element.is_int:
+    if not isinstance(indices, TensorType) or not isinstance(indices.element, ScalarType) or not indices.element.is_integer:
         raise op.error(f"expected an integer index tensor, got {indices}")
     if len(indices.shape) != rank or any(n != m for d, (n, m) in enumerate(zip(indices.shape, buf.shape))
                                           if d != axis):
@@ -252,7 +252,7 @@ def _check_box(op, desc_type, view_type, offsets) -> None:
     if len(offsets) != len(desc_type.block_shape):
         raise op.error(f"expected {len(desc_type.block_shape)} offsets, got {len(offsets)}")
     for o in offsets:
-        if not isinstance(o.type, ScalarType) or not o.type.is_int:
+        if not isinstance(o.type, ScalarType) or not o.type.is_integer:
             raise op.error(f"expected integer offsets, got {o.type}")
 
 
@@ -355,7 +355,7 @@ class AsyncDescriptorPrefetchTensorOp(Operation):
         if len(offsets) != len(self.operands[0].type.block_shape):
             raise self.error(f"expected {len(self.operands[0].type.block_shape)} offsets, got {len(offsets)}")
         for o in offsets:
-            if not isinstance(o.type, ScalarType) or not o.type.is_int:
+            if not isinstance(o.type, ScalarType) or not o.type.is_integer:
                 raise self.error(f"expected integer offsets, got {o.type}")
 
 

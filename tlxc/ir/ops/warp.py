@@ -21,7 +21,7 @@ from ._rules import expect_results
 
 def _is_i1(t) -> bool:
     elem = t.element if isinstance(t, TensorType) else t
-    return isinstance(elem, ScalarType) and elem.is_bool
+    return isinstance(elem, ScalarType) and elem.is_boolean
 
 
 class VoteBallotSyncOp(Operation):
