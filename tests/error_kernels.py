@@ -435,12 +435,6 @@ def tensor_while_condition(x: f32p):
 
 
 @tlxc.kernel
-def and_on_tensors(x: f32p):
-    offs = tl.arange(0, 16)
-    mask = (offs > 2) and (offs < 8)  # <-
-
-
-@tlxc.kernel
 def constexpr_changed_in_loop(x: f32p, n: i32):
     scale = 1
     for i in range(n):

@@ -153,7 +153,6 @@ CASES = [
     Case("kernel_returns_value", "return", "a kernel cannot return a value"),
     Case("tensor_if_condition", "v > 0", "an 'if' condition must be a scalar, got a tensor of shape [16]"),
     Case("tensor_while_condition", "v > 0", "a 'while' condition must be a scalar, got a tensor of shape [16]"),
-    Case("and_on_tensors", "offs > 2", "'and' on a tensor is ambiguous; use '&'"),
     # tensors are values, not arrays
     Case("tensor_int_index", "0]", "tensors can only be indexed with ':' and None"),
     Case("tensor_item_assignment", "v[0]", "tensors are immutable: item assignment is not supported"),

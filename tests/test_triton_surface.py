@@ -357,3 +357,30 @@ def float_int_bitwidth_kernel(x_ptr):
 def test_int_bitwidth_of_a_float_is_a_located_error():
     with pytest.raises(CompilationError, match=r"the dtype f32 has no attribute 'int_bitwidth' \(an integer type's\)"):
         float_int_bitwidth_kernel.compile("x_ptr=*fp32", {}, stages=("ir",))
+
+
+# -- and / or on tensors ----------------------------------------------------------------------------
+
+@tlxc.jit
+def bool_op_kernel(x_ptr, out_ptr, M, N, lo, BM: tl.constexpr, BN: tl.constexpr):
+    m = tl.arange(0, BM)
+    n = tl.arange(0, BN)
+    mask = m[:, None] < M and n[None, :] < N                 # a block mask, as FlagGems writes it
+    x = tl.load(x_ptr + m[:, None] * N + n[None, :], mask=mask, other=0.0)
+    keep = x > lo or x < -lo                                 # or on blocks
+    weird = (x != 0.0) and lo                                # a runtime scalar broadcast into the block
+    tl.store(out_ptr + m[:, None] * N + n[None, :], keep.to(tl.float32) + 2.0 * weird.to(tl.float32),
+             mask=mask)
+
+
+def test_and_or_on_tensors_are_elementwise(gen):
+    """``and`` / ``or`` on blocks are Triton's ``logical_and`` / ``logical_or``: elementwise on the
+    operands as booleans, broadcast (FlagGems' argmax: ``mask = m[:, None] < M and n[None, :] < N``);
+    tlxc refused them as ambiguous before."""
+    M, N = 5, 7
+    x = torch.randn(M, N, generator=gen)
+    x[0, 0] = 0.0
+    out = torch.full((M, N), float("nan"))
+    interpret(bool_op_kernel, (1,), (x, out, M, N, 0.5), {"BM": 8, "BN": 8})
+    ref = ((x > 0.5) | (x < -0.5)).float() + 2.0 * (x != 0).float()
+    assert torch.equal(out, ref)

@@ -453,6 +453,9 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
         return S.binary(self.b, op, lhs, rhs)
 
     def visit_BoolOp(self, node):
+        """``and`` / ``or``: on compile-time values Python's (short-circuit); on runtime values, as
+        Triton's ``logical_and`` / ``logical_or``, the elementwise logic of both operands as booleans
+        (non-zero is true), blocks broadcast (``m[:, None] < M and n[None, :] < N`` is a mask)."""
         is_and = isinstance(node.op, ast.And)
         result = None
         for value_node in node.values:
@@ -463,9 +466,6 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
                 if not is_and and value:
                     return value if result is None else S.constant(self.b, True, T.i1)
                 continue
-            if value.is_block:
-                raise self.error(f"'{'and' if is_and else 'or'}' on a tensor is ambiguous; use "
-                                 f"'{'&' if is_and else '|'}' for elementwise logic", value_node)
             value = S.to_bool(self.b, value)
             result = value if result is None else S.binary(self.b, "and" if is_and else "or", result, value)
         return result if result is not None else is_and
