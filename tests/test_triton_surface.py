@@ -384,3 +384,76 @@ def test_and_or_on_tensors_are_elementwise(gen):
     interpret(bool_op_kernel, (1,), (x, out, M, N, 0.5), {"BM": 8, "BN": 8})
     ref = ((x > 0.5) | (x < -0.5)).float() + 2.0 * (x != 0).float()
     assert torch.equal(out, ref)
+
+
+# -- Triton's standard helpers and top-level names ----------------------------------------------------
+
+@tlxc.jit
+def standard_kernel(x_ptr, y_ptr, bits_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    tl.assume(n > 0)
+    x = tl.load(x_ptr + r)
+    y = tl.load(y_ptr + r)
+    two = tl.arange(0, 2 * BLOCK)
+    tl.store(out_ptr + two, tl.interleave(x, y))                                    # [x0, y0, x1, y1, ...]
+    tl.store(out_ptr + 2 * BLOCK + two, tl.cat(x, y, can_reorder=True))           # x then y
+    grid = tl.load(x_ptr + r[:, None] * 0 + r[None, :])                             # [BLOCK, BLOCK]
+    flat = tl.ravel(grid)
+    tl.store(out_ptr + 4 * BLOCK + tl.arange(0, BLOCK * BLOCK), flat)
+    sm = tl.softmax(x)
+    tl.store(out_ptr + 4 * BLOCK + BLOCK * BLOCK + r, sm)
+    bits = tl.load(bits_ptr + r)
+    tl.store(out_ptr + 5 * BLOCK + BLOCK * BLOCK, tl.reduce_or(bits, 0).to(tl.float32))
+    tl.store(out_ptr + 5 * BLOCK + BLOCK * BLOCK + 1, tl.fdiv(tl.sum(x, 0), 3.0) + tl.div_rn(1.0, 4.0)
+             + tl.sqrt_rn(16.0) + (tl.TRITON_MAX_TENSOR_NUMEL == 1048576))
+
+
+def test_triton_standard_helpers(gen):
+    """``tl.interleave``, ``tl.cat``, ``tl.ravel``, ``tl.softmax``, ``tl.reduce_or``, ``tl.assume``,
+    the top-level ``tl.fdiv`` / ``tl.div_rn`` / ``tl.sqrt_rn`` and ``tl.TRITON_MAX_TENSOR_NUMEL``,
+    with Triton's names and signatures."""
+    B = 8
+    x, y = torch.randn(B, generator=gen), torch.randn(B, generator=gen)
+    bits = torch.tensor([1, 4, 0, 16, 4, 1, 64, 0], dtype=torch.int32)
+    out = torch.full((5 * B + B * B + 2,), float("nan"))
+    interpret(standard_kernel, (1,), (x, y, bits, out, B), {"BLOCK": B})
+    assert torch.equal(out[:2 * B], torch.stack([x, y], 1).reshape(-1))
+    assert torch.equal(out[2 * B:4 * B], torch.cat([x, y]))
+    assert torch.equal(out[4 * B:4 * B + B * B], x.repeat(B))
+    torch.testing.assert_close(out[4 * B + B * B:5 * B + B * B], torch.softmax(x, 0), rtol=1e-5, atol=1e-6)
+    assert out[5 * B + B * B].item() == 1 | 4 | 16 | 64
+    torch.testing.assert_close(out[-1], x.sum() / 3 + 0.25 + 4.0 + 1.0, rtol=1e-5, atol=1e-5)
+
+
+@tlxc.jit
+def swizzle_kernel(out_ptr, SIZE_I: tl.constexpr, SIZE_J: tl.constexpr, G: tl.constexpr):
+    i = tl.program_id(0)
+    j = tl.program_id(1)
+    new_i, new_j = tl.swizzle2d(i, j, SIZE_I, SIZE_J, G)
+    tl.store(out_ptr + (i * SIZE_J + j) * 2, new_i)
+    tl.store(out_ptr + (i * SIZE_J + j) * 2 + 1, new_j)
+
+
+def test_swizzle2d_is_a_permutation_in_groups_of_rows():
+    """``tl.swizzle2d``: program (i, j) of a 7 x 5 grid renumbered to walk groups of 3 rows column
+    by column (the last group has 1 row): a permutation of the grid, group by group."""
+    I, J, G = 7, 5, 3
+    out = torch.full((I * J * 2,), -1, dtype=torch.int32)
+    interpret(swizzle_kernel, (I, J), (out,), {"SIZE_I": I, "SIZE_J": J, "G": G})
+    got = [tuple(p) for p in out.view(I * J, 2).tolist()]
+    expect = []
+    for first in range(0, I, G):
+        rows = min(G, I - first)
+        expect += [(first + k % rows, k // rows) for k in range(rows * J)]
+    assert got == expect
+
+
+@tlxc.jit
+def cat_without_reorder_kernel(x_ptr):
+    x = tl.load(x_ptr + tl.arange(0, 4))
+    tl.store(x_ptr + tl.arange(0, 8), tl.cat(x, x))
+
+
+def test_cat_needs_can_reorder_as_in_triton():
+    with pytest.raises(CompilationError, match="pass can_reorder=True"):
+        cat_without_reorder_kernel.compile("x_ptr=*fp32", {}, stages=("ir",))

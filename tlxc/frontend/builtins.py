@@ -767,6 +767,18 @@ for _kind in ("multiple_of", "max_contiguous", "max_constancy"):
     RULES[_kind] = _hint(_kind)
 
 
+@rule("assume")
+def _assume(ctx, cond):
+    """``tl.assume``: a hint; a runtime condition must be a boolean (as Triton requires), a
+    compile-time one must hold."""
+    if not isinstance(cond, Tensor):
+        if not cond:
+            raise SemanticError("tl.assume on a condition that is false at compile time", param="cond")
+        return
+    if cond.dtype != T.i1:
+        raise SemanticError(f"'cond' must be a boolean (a comparison), got {S.describe(cond)}", param="cond")
+
+
 @rule("static_assert")
 def _static_assert(ctx, cond, msg=""):
     cond = constexpr(cond, "cond")

@@ -91,6 +91,7 @@ class tensor(metaclass=_RuntimeValueType):
 
 
 BUILTINS: dict[str, Any] = {}
+TRITON_MAX_TENSOR_NUMEL = _t.MAX_TENSOR_NUMEL     # the most elements one block may hold (Triton's name)
 
 
 def caller_location(depth: int = 2) -> Location | None:
@@ -547,6 +548,12 @@ def dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None,
 
 
 # -- hints, static checks, debugging -----------------------------------------
+@builtin
+def assume(cond):
+    """Promise that ``cond`` holds (Triton's optimization hint: ``tl.assume(pid >= 0)``); tlxc
+    checks that it is a boolean and uses it for nothing else."""
+
+
 @builtin
 def multiple_of(input, values):
     """Promise that each element (or the first of each run) is a multiple of ``values``."""
