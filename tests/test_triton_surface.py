@@ -457,3 +457,50 @@ def cat_without_reorder_kernel(x_ptr):
 def test_cat_needs_can_reorder_as_in_triton():
     with pytest.raises(CompilationError, match="pass can_reorder=True"):
         cat_without_reorder_kernel.compile("x_ptr=*fp32", {}, stages=("ir",))
+
+
+@tlxc.jit
+def gather_histogram_kernel(src_ptr, idx_ptr, src2_ptr, idx2_ptr, out_ptr, hist_ptr, n,
+                            N: tl.constexpr, M: tl.constexpr, K: tl.constexpr, BINS: tl.constexpr):
+    m = tl.arange(0, M)
+    k = tl.arange(0, K)
+    nn = tl.arange(0, N)
+    src = tl.load(src_ptr + nn)
+    idx = tl.load(idx_ptr + m)
+    tl.store(out_ptr + m, tl.gather(src, idx, 0))                                    # rank 1
+    src2 = tl.load(src2_ptr + nn[:, None] * K + k[None, :])                          # [N, K]
+    idx2 = tl.load(idx2_ptr + m[:, None] * K + k[None, :])                           # [M, K]
+    tl.store(out_ptr + M + m[:, None] * K + k[None, :], tl.gather(src2, idx2, 0))    # along rows
+    idx3 = tl.load(idx2_ptr + k[:, None] * M + m[None, :])                           # [K, M] into [N, K]^T
+    src3 = tl.trans(src2)                                                            # [K, N]
+    tl.store(out_ptr + M + M * K + k[:, None] * M + m[None, :], tl.gather(src3, idx3, 1))
+    tl.store(hist_ptr + tl.arange(0, BINS), tl.histogram(idx, BINS, mask=m < n))
+
+
+def test_gather_and_histogram(gen):
+    """``tl.gather`` (rank 1, rank 2 along either axis) and ``tl.histogram`` (masked; values past
+    the bins not counted) against torch."""
+    N, M, K, BINS = 16, 8, 4, 8
+    src = torch.randn(N, generator=gen)
+    idx = torch.randint(0, N, (M,), generator=gen, dtype=torch.int32)
+    src2 = torch.randn(N, K, generator=gen)
+    idx2 = torch.randint(0, N, (M, K), generator=gen, dtype=torch.int32)
+    out = torch.full((M + 2 * M * K,), float("nan"))
+    hist = torch.full((BINS,), -1, dtype=torch.int32)
+    interpret(gather_histogram_kernel, (1,), (src, idx, src2, idx2, out, hist, 6),
+              {"N": N, "M": M, "K": K, "BINS": BINS})
+    assert torch.equal(out[:M], src[idx.long()])
+    assert torch.equal(out[M:M + M * K].view(M, K), torch.gather(src2, 0, idx2.long()))
+    idx3 = idx2.reshape(-1)[:K * M].view(K, M)
+    assert torch.equal(out[M + M * K:].view(K, M), torch.gather(src2.t(), 1, idx3.long()))
+    assert torch.equal(hist, torch.bincount(idx[:6].long()[idx[:6] < BINS], minlength=BINS)[:BINS].int())
+
+
+def test_standard_helpers_compile_for_sm90():
+    """The helpers' compositions (3-D selections included) build CUDA that ptxas takes, unspilled."""
+    k = gather_histogram_kernel.compile("src_ptr=*fp32,idx_ptr=*i32,src2_ptr=*fp32,idx2_ptr=*i32,out_ptr=*fp32,"
+                                        "hist_ptr=*i32,n=i32", {"N": 16, "M": 8, "K": 4, "BINS": 8}, arch="sm_90a")
+    s = standard_kernel.compile("x_ptr=*fp32,y_ptr=*fp32,bits_ptr=*i32,out_ptr=*fp32,n=i32", {"BLOCK": 8},
+                                arch="sm_90a")
+    assert k.asm["cubin"] and s.asm["cubin"]
+    assert k.metadata["spills_bytes"] == 0 and s.metadata["spills_bytes"] == 0

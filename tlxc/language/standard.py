@@ -1,5 +1,6 @@
-"""Triton's standard-library functions that are compositions of other builtins: ``tl.ravel``,
-``tl.interleave``, ``tl.cat``, ``tl.swizzle2d``, ``tl.reduce_or``, ``tl.softmax``.
+"""Triton's library functions that tlxc writes as compositions of other builtins: ``tl.ravel``,
+``tl.interleave``, ``tl.cat``, ``tl.swizzle2d``, ``tl.reduce_or``, ``tl.softmax``, ``tl.gather``,
+``tl.histogram`` (the last two as selections over every position: exact, not fast).
 
 Each is an ordinary ``@tlxc.kernel`` helper written in ``tl.*`` and inlined at its call, with
 Triton's name and signature (``triton/language/standard.py``, ``core.cat``), so a kernel that
@@ -76,3 +77,39 @@ def softmax(x, dim=None, keep_dims: tl.constexpr = False, ieee_rounding: tl.cons
     if ieee_rounding:
         return _math_fns.div_rn(num, den)
     return num / den
+
+
+@kernel
+def _pick(src, hits, axis: tl.constexpr):
+    """The one element of ``src`` (broadcast against ``hits``) that each slice along ``axis`` of
+    ``hits`` selects (0 where none does), in ``src``'s type."""
+    return tl.sum(tl.where(hits, src, tl.zeros_like(src)), axis).to(src.dtype)
+
+
+@kernel
+def gather(src, index, axis: tl.constexpr):
+    """``out[..., i, ...] = src[..., index[..., i, ...], ...]`` along ``axis`` (rank 1 or 2; the
+    other dimension of ``index`` matches ``src``'s); an index outside ``src`` gives 0.  Computed
+    by comparing every index with every position along ``axis`` (an ``index.numel x
+    src.shape[axis]`` selection): exact, but its cost grows with both sizes."""
+    tl.static_assert(len(src.shape) == len(index.shape), "tl.gather: src and index must have the same rank")
+    tl.static_assert(len(src.shape) <= 2, "tl.gather: tlxc gathers from blocks of rank 1 or 2")
+    n = tl.arange(0, src.shape[axis])
+    if len(src.shape) == 1:
+        return _pick(src[None, :], index[:, None] == n[None, :], 1)
+    elif axis == 0:
+        return _pick(src[None, :, :], index[:, None, :] == n[None, :, None], 1)
+    else:
+        return _pick(src[:, None, :], index[:, :, None] == n[None, None, :], 2)
+
+
+@kernel
+def histogram(input, num_bins: tl.constexpr, mask=None):
+    """Counts (int32, ``[num_bins]``) of the values ``0 .. num_bins - 1`` in the 1-D block ``input``
+    (bins of width 1 from 0; other values, and masked-off elements, are not counted).  Computed
+    by comparing every element with every bin: exact, its cost ``input.numel x num_bins``."""
+    tl.static_assert(len(input.shape) == 1, "tl.histogram counts a 1-D block")
+    hits = input[:, None] == tl.arange(0, num_bins)[None, :]
+    if mask is not None:
+        hits = hits & mask[:, None]
+    return tl.sum(hits.to(tl.int32), 0)
