@@ -47,6 +47,7 @@ LEVEL = {name: i for i, names in enumerate(LEVELS) for name in names}
 MODULE_LEVEL_EXCEPTIONS = {
     # tl.* builtins defined with the runtime's @jit (helpers called from kernels)
     ("tlxc.language.random", "tlxc.runtime.jit"),
+    ("tlxc.language.standard", "tlxc.runtime.jit"),
     ("tlxc.language.tlx.warp_spec", "tlxc.runtime.jit"),
 }
 
