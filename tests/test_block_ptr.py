@@ -362,3 +362,21 @@ def test_gpu_guarded_store_and_while_loop():
     assert torch.equal(buf.isnan(), expected.isnan())
     assert torch.equal(buf.nan_to_num(0.0), expected.nan_to_num(0.0))
     assert _rel_error(sums, x.double().sum(1)) < 1e-5
+
+
+@tlxc.jit
+def _block_ptr_dtype_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    px = tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
+    py = tl.make_block_ptr(y_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
+    x = tl.load(px, boundary_check=(0,)).to(tl.float32)
+    tl.static_assert(py.dtype.element_ty == tl.float16 and py.type.element_ty == tl.float16)
+    tl.store(py, (x * 2).to(py.dtype.element_ty), boundary_check=(0,))
+
+
+def test_block_pointer_dtype_gives_the_element_type():
+    """``p.dtype.element_ty`` of a block pointer is what it stores, as in Triton
+    (flash-linear-attention stores every result with ``b.to(p.dtype.element_ty)``)."""
+    x = torch.arange(5, dtype=torch.float16)
+    y = torch.zeros(5, dtype=torch.float16)
+    interpret(_block_ptr_dtype_kernel, (1,), (x, y, 5), {"BLOCK": 8})
+    assert torch.equal(y, x * 2)

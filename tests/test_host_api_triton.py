@@ -122,6 +122,14 @@ def test_compat_is_tlxc_under_triton_names():
     assert triton.language.extra.cuda.libdevice.tanh is tl.extra.libdevice.tanh
 
 
+def test_compat_reports_the_triton_version_it_follows():
+    """Triton code gates kernels on ``triton.__version__`` (vLLM's prefix_prefill defines them only
+    under ``>= "2.1.0"``): through tlxc.compat it is the Triton release tlxc follows, while
+    ``tlxc.__version__`` stays tlxc's own."""
+    assert triton.__version__ == "3.6.0" and triton.__version__ >= "2.1.0"
+    assert tlxc.__version__ != triton.__version__
+
+
 def test_compat_says_what_it_lacks():
     with pytest.raises(AttributeError, match="tlxc.compat has no 'profiler'"):
         _ = triton.profiler

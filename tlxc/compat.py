@@ -23,8 +23,13 @@ from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristic
 from .runtime.jit import KernelFunction, jit
 
 JITFunction = KernelFunction        # what isinstance checks of Triton code name
+# The Triton release whose language tlxc follows (the device's baseline, triton 3.6): Triton code gates
+# features on ``triton.__version__`` (vLLM's prefix_prefill defines its kernels only under
+# ``if triton.__version__ >= "2.1.0":``), so through this module it takes the branches written for that
+# release.  tlxc's own version stays ``tlxc.__version__``.
+__version__ = "3.6.0"
 
-__all__ = ["Autotuner", "CompilationError", "Config", "Heuristics", "JITFunction", "autotune", "cdiv",
+__all__ = ["Autotuner", "CompilationError", "Config", "Heuristics", "JITFunction", "__version__", "autotune", "cdiv",
            "heuristics", "jit", "language", "next_power_of_2", "runtime", "set_allocator", "testing", "tools"]
 
 

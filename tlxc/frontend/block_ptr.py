@@ -98,6 +98,13 @@ class BlockPointer(Aggregate):
         from ..language import core as tl
         return {"advance": tl.advance}
 
+    def attributes(self) -> dict:
+        """``p.dtype`` / ``p.type``: a pointer to the element type, so that Triton's
+        ``x.to(p.dtype.element_ty)`` casts to what the block pointer stores (Triton's type is a
+        pointer to a block type, whose scalar a cast takes)."""
+        return {"dtype": PointerType(self.element), "type": PointerType(self.element),
+                "block_shape": tuple(self.block_shape)}
+
     def tlxc_describe(self) -> str:
         return (f"a block pointer to {self.element} with block_shape {list(self.block_shape)} "
                 f"and order {list(self.order)}")
