@@ -32,14 +32,30 @@ def _accumulate_copy(lw, acc, result) -> str:
 
 
 def _dot_mma(lw, op, a, b, acc, result):
-    kt = a.type.shape[1] // 16
+    """One ``mma.sync`` per (M, N, K) tile: m16n8k16 on 16-bit operands (A 8, B 4 registers a
+    tile), m16n8k8 on float32 ones as tf32 (A 4, B 2; the operands rounded to tf32 first, as the
+    FMA path and the interpreter do)."""
+    tf32 = a.type.element.name == "f32"
+    step, per_a, per_b = (8, 4, 2) if tf32 else (16, 8, 4)
+    kt = a.type.shape[1] // step
     ra, rb, rc = registers(a.type), registers(b.type), registers(acc.type)
-    mt, nt = ra // (8 * kt), rb // (4 * kt)
-    if mt * nt * 4 != rc or mt * 8 * kt != ra:
+    mt, nt = ra // (per_a * kt), rb // (per_b * kt)
+    if mt * nt * 4 != rc or mt * per_a * kt != ra:
         raise InternalCompilerError(f"mma fragment counts do not match (A {ra}, B {rb}, C {rc}, "
                                     f"K tiles {kt}): a tlxc layout bug", op.loc)
     work = _accumulate_copy(lw, acc, result)
-    fn = lw.target.mma_m16n8k16(a.type.element)
+    if tf32:
+        fn = lw.target.mma_m16n8k8_tf32()
+        operands = []
+        for value, count in ((a, ra), (b, rb)):
+            rounded = lw.fresh(f"{lw.name(value)}_tf32")
+            lw.out.line(f"float {rounded}[{count}];")
+            lw.for_registers(count, f"{rounded}[i] = {lw.target.round_tf32(f'{lw.name(value)}[i]')};")
+            operands.append(rounded)
+        a_name, b_name = operands
+    else:
+        fn = lw.target.mma_m16n8k16(a.type.element)
+        a_name, b_name = lw.name(a), lw.name(b)
     # Fragments beyond the register file live in local memory whatever the unrolling: then only
     # the K loop unrolls, which keeps NVRTC's time linear in the tile (a 512x512 tile: 10 s, not
     # minutes).
@@ -50,8 +66,8 @@ def _dot_mma(lw, op, a, b, acc, result):
     lw.out.open(f"for (int ni = 0; ni < {nt}; ++ni)")
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int ki = 0; ki < {kt}; ++ki)")
-    lw.out.line(f"{fn}(&{work}[4 * (ni + {nt} * mi)], &{lw.name(a)}[8 * (ki + {kt} * mi)], "
-                f"&{lw.name(b)}[4 * (ki + {kt} * ni)]);")
+    lw.out.line(f"{fn}(&{work}[4 * (ni + {nt} * mi)], &{a_name}[{per_a} * (ki + {kt} * mi)], "
+                f"&{b_name}[{per_b} * (ki + {kt} * ni)]);")
     lw.out.close()
     lw.out.close()
     lw.out.close()

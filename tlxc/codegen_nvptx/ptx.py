@@ -451,6 +451,18 @@ define("tlx_mma_m16n8k16_f32_bf16", _mma("bf16"))
 define("tlx_mma_m16n8k16_f32_f16", _mma("f16"))
 
 
+@helper("tlx_mma_m16n8k8_f32_tf32")
+def mma_tf32():
+    return f"""
+{_INLINE} void tlx_mma_m16n8k8_f32_tf32(float* d, const float* a, const float* b) {{
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+               "{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
+                 "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
+}}"""
+
+
 # -- shared memory, mbarriers, named barriers, fences ----------------------------------------
 @helper("tlx_smem_addr")
 def smem_addr():

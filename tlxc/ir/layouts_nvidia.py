@@ -34,6 +34,12 @@ _A_LANE = _ACC_LANE
 # B (16x8, f16/bf16) b0..b3: row = 2*tig + (i & 1) + 8*(i >= 2), col = groupID.
 _B_REGISTER = ((1, 0), (8, 0))
 _B_LANE = ((2, 0), (4, 0), (0, 1), (0, 2), (0, 4))
+# mma.m16n8k8 with .tf32 (32-bit elements): A (16x8) a0..a3: row = groupID + 8*(i & 1),
+# col = tig + 4*(i >= 2); B (8x8) b0, b1: row = tig + 4*i, col = groupID.
+_A_REGISTER_TF32 = ((8, 0), (0, 4))
+_A_LANE_TF32 = ((0, 1), (0, 2), (1, 0), (2, 0), (4, 0))
+_B_REGISTER_TF32 = ((4, 0),)
+_B_LANE_TF32 = ((1, 0), (2, 0), (0, 1), (0, 2), (0, 4))
 
 
 def mma_accumulator_layout(shape: Sequence[int], num_warps: int, version: str,
@@ -127,7 +133,8 @@ def tmem_layout(shape: Sequence[int], num_warps: int) -> Layout:
 def mma_operand_layout(shape: Sequence[int], op_idx: int, parent_acc_layout: Layout,
                        elem_bits: int) -> Layout:
     """Register layout of the A (``op_idx=0``, [M, K]) or B (``op_idx=1``, [K, N])
-    operand of ``mma.sync m16n8k16`` feeding ``parent_acc_layout``.
+    operand of ``mma.sync m16n8k16`` (16-bit elements) or ``mma.sync m16n8k8`` (32-bit:
+    tf32) feeding ``parent_acc_layout``.
 
     Each warp holds the A rows / B columns of its own accumulator tile and
     copies of the rest (warps along the other dim broadcast).  Because wgmma's
@@ -137,16 +144,16 @@ def mma_operand_layout(shape: Sequence[int], op_idx: int, parent_acc_layout: Lay
     """
     shape = tuple(int(s) for s in shape)
     _check_shape(shape)
-    if elem_bits != 16:
-        raise ValueError(f"Expected 16-bit (f16/bf16) operands of m16n8k16, got "
+    if elem_bits not in (16, 32):
+        raise ValueError(f"Expected 16-bit (f16/bf16, m16n8k16) or 32-bit (tf32, m16n8k8) operands, got "
                          f"elem_bits={elem_bits}")
     if len(shape) != 2 or parent_acc_layout.ndim != 2:
         raise ValueError(f"Expected rank-2 operand and accumulator, got {list(shape)} "
                          f"and {list(parent_acc_layout.shape)}")
     if op_idx == 0:
-        return _operand_a(shape, parent_acc_layout)
+        return _operand_a(shape, parent_acc_layout, elem_bits)
     if op_idx == 1:
-        return _operand_b(shape, parent_acc_layout)
+        return _operand_b(shape, parent_acc_layout, elem_bits)
     raise ValueError(f"Expected op_idx 0 (A) or 1 (B), got {op_idx}")
 
 
@@ -162,20 +169,24 @@ def _warp_bases_along(parent: Layout, acc_dim: int, operand_dim: int) -> list[Co
     return out
 
 
-def _operand_a(shape: Coords, parent: Layout) -> Layout:
+def _operand_a(shape: Coords, parent: Layout, elem_bits: int = 16) -> Layout:
     m, k = shape
-    if m != parent.shape[0] or m < 16 or k < 16:
-        raise ValueError(f"Expected A of shape [M={parent.shape[0]}, K>=16], got {list(shape)}")
+    k_min = 16 if elem_bits == 16 else 8
+    if m != parent.shape[0] or m < 16 or k < k_min:
+        raise ValueError(f"Expected A of shape [M={parent.shape[0]}, K>={k_min}], got {list(shape)}")
     warp = _warp_bases_along(parent, acc_dim=0, operand_dim=0)
-    return _fit_to_shape(shape, list(_A_REGISTER), list(_A_LANE), warp, (1, 0))
+    register, lane = (_A_REGISTER, _A_LANE) if elem_bits == 16 else (_A_REGISTER_TF32, _A_LANE_TF32)
+    return _fit_to_shape(shape, list(register), list(lane), warp, (1, 0))
 
 
-def _operand_b(shape: Coords, parent: Layout) -> Layout:
+def _operand_b(shape: Coords, parent: Layout, elem_bits: int = 16) -> Layout:
     k, n = shape
-    if n != parent.shape[1] or k < 16 or n < 8:
-        raise ValueError(f"Expected B of shape [K>=16, N={parent.shape[1]}], got {list(shape)}")
+    k_min = 16 if elem_bits == 16 else 8
+    if n != parent.shape[1] or k < k_min or n < 8:
+        raise ValueError(f"Expected B of shape [K>={k_min}, N={parent.shape[1]}], got {list(shape)}")
     warp = _warp_bases_along(parent, acc_dim=1, operand_dim=1)
-    return _fit_to_shape(shape, list(_B_REGISTER), list(_B_LANE), warp, (0, 1))
+    register, lane = (_B_REGISTER, _B_LANE) if elem_bits == 16 else (_B_REGISTER_TF32, _B_LANE_TF32)
+    return _fit_to_shape(shape, list(register), list(lane), warp, (0, 1))
 
 
 # -- explicit NVMMA register layouts (TLX's ``tlx.nv_mma_layout``) ------------------------------

@@ -443,14 +443,18 @@ class _KernelRewriter:
 
     def rule_tl_dot(self, op):
         a, b, acc = op.operands
-        acc_layout, a_layout, b_layout = dot_layouts(a.type, b.type, acc.type, self.num_warps, self.target)
+        precision = op.attrs.get("input_precision")
+        acc_layout, a_layout, b_layout = dot_layouts(a.type, b.type, acc.type, self.num_warps, self.target,
+                                                     precision)
         operands = [self.get(a, a_layout), self.get(b, b_layout), self.get(acc, acc_layout)]
         new = self.copy(op, operands, [acc.type.with_layout(acc_layout)])
         mfma = _mfma_of(a.type, acc.type, self.target, b.type)
         if mfma is not None:
             new.attrs.update(algorithm="mfma", mfma_block=mfma.block, mfma_k=mfma.k)
         else:
-            new.attrs["algorithm"] = "mma_v2" if _uses_mma(a.type) and self.target.is_nvidia else "fma"
+            m, n = acc.type.shape
+            mma = _mma_bits(a.type, precision) is not None and self.target.is_nvidia and m >= 16 and n >= 8
+            new.attrs["algorithm"] = "mma_v2" if mma else "fma"
 
     def rule_tlx_local_gather(self, op):
         """The result takes the indices' layout (each thread reads the elements its indices name)."""
@@ -708,7 +712,17 @@ def _inside_async_task(op: Operation) -> bool:
 # -- dot layouts ---------------------------------------------------------------------------
 
 def _uses_mma(a_type: TensorType) -> bool:
+    """16-bit operands: ``mma.sync m16n8k16`` (and ldmatrix fragments from shared memory)."""
     return a_type.element.name in ("f16", "bf16")
+
+
+def _mma_bits(a_type: TensorType, precision: str | None) -> int | None:
+    """The operand width of the ``mma.sync`` a dot takes: 16 (f16/bf16, m16n8k16), 32 (float32 at
+    ``input_precision="tf32"``, Triton's default: m16n8k8 tf32), None (FMA: ieee / tf32x3 float32,
+    integers, fp8 outside wgmma)."""
+    if _uses_mma(a_type):
+        return 16
+    return 32 if a_type.element.name == "f32" and precision == "tf32" else None
 
 
 def _mfma_of(a: TensorType, acc: TensorType, target, b: TensorType | None = None) -> A.MfmaShape | None:
@@ -722,12 +736,14 @@ def _mfma_of(a: TensorType, acc: TensorType, target, b: TensorType | None = None
     return A.mfma_shape(a.element.name, m, n, a.shape[1], target.has("mfma_cdna4"))
 
 
-def dot_layouts(a: TensorType, b: TensorType, acc: TensorType, num_warps: int, target=None):
+def dot_layouts(a: TensorType, b: TensorType, acc: TensorType, num_warps: int, target=None,
+                precision: str | None = None):
     """(acc, a, b) layouts of a tile-level dot.
 
     f16/bf16 use ``mma.sync m16n8k16`` fragments on NVIDIA and MFMA fragments on AMD
-    (``ir/layouts_amd.py``); other input types use an FMA layout where each thread holds
-    whole K-rows of A and K-columns of B for the accumulator elements it owns.
+    (``ir/layouts_amd.py``), float32 at ``precision="tf32"`` ``mma.sync m16n8k8`` tf32 ones on
+    NVIDIA; other input types use an FMA layout where each thread holds whole K-rows of A and
+    K-columns of B for the accumulator elements it owns.
     """
     m, n = acc.shape
     lanes = target.warp_size if target is not None else L.LANES_PER_WARP
@@ -736,10 +752,11 @@ def dot_layouts(a: TensorType, b: TensorType, acc: TensorType, num_warps: int, t
         return (A.mfma_accumulator_layout(acc.shape, num_warps, mfma),
                 A.mfma_operand_layout(a.shape, 0, acc.shape, num_warps, mfma),
                 A.mfma_operand_layout(b.shape, 1, acc.shape, num_warps, mfma))
-    if _uses_mma(a) and m >= 16 and n >= 8 and (target is None or target.is_nvidia):
+    bits = _mma_bits(a, precision)
+    if bits is not None and m >= 16 and n >= 8 and (target is None or target.is_nvidia):
         acc_layout = N.mma_accumulator_layout(acc.shape, num_warps, "mma_v2")
-        a_layout = N.mma_operand_layout(a.shape, 0, acc_layout, 16)
-        b_layout = N.mma_operand_layout(b.shape, 1, acc_layout, 16)
+        a_layout = N.mma_operand_layout(a.shape, 0, acc_layout, bits)
+        b_layout = N.mma_operand_layout(b.shape, 1, acc_layout, bits)
         return acc_layout, a_layout, b_layout
     acc_layout = L.default_blocked(acc.shape, num_warps, 32, vector_bytes=16, lanes=lanes)
     return acc_layout, fma_operand_layout(acc_layout, a.shape, 0), fma_operand_layout(acc_layout, b.shape, 1)

@@ -598,6 +598,34 @@ template <int N> static inline void tlx_setmaxnreg_inc() {}
 template <int N> static inline void tlx_setmaxnreg_dec() {}
 static inline float tlx_bf16_to_f32(unsigned short x) { return cuemu::bf16f(x); }
 template <typename T> static inline T* tlx_opaque_pointer(T* p) { return p; }   // (a hint to the device compiler)
+// cvt.rna.tf32.f32: 10 explicit mantissa bits, to nearest, ties away from zero (infinities and NaN kept)
+static inline float tlx_cvt_rna_tf32_f32(float x) {
+  if (!std::isfinite(x)) return x;
+  return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u);
+}
+// mma.sync m16n8k8 f32 += tf32 x tf32: the warp's A (a0..a3: row g + 8 (i & 1), column t + 4 (i >> 1)) and
+// B (b0, b1: row t + 4 i, column g) fragments exchanged, each lane computing its own c0..c3 (row g + 8 (i >> 1),
+// column 2 t + (i & 1)); g = lane / 4, t = lane % 4
+static inline void tlx_mma_m16n8k8_f32_tf32(float* d, const float* a, const float* b) {
+  float fa[32][4], fb[32][2];
+  for (int pair = 0; pair < 3; ++pair) {
+    const float* src = pair < 2 ? a + 2 * pair : b;
+    unsigned long long v = (unsigned long long)__float_as_uint(src[1]) << 32 | __float_as_uint(src[0]);
+    const unsigned long long* bank = cuemu::warp_exchange(v);
+    for (int l = 0; l < 32; ++l) {
+      float lo = __uint_as_float((unsigned)bank[l]), hi = __uint_as_float((unsigned)(bank[l] >> 32));
+      if (pair < 2) { fa[l][2 * pair] = lo; fa[l][2 * pair + 1] = hi; } else { fb[l][0] = lo; fb[l][1] = hi; }
+    }
+  }
+  const int lane = cuemu::tid() % 32, g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    float sum = d[i];
+    for (int k = 0; k < 8; ++k)
+      sum += fa[(row % 8) * 4 + k % 4][(row / 8) | ((k / 4) << 1)] * fb[col * 4 + k % 4][k / 4];
+    d[i] = sum;
+  }
+}
 static inline void tlx_wgmma_fence() {}
 static inline void tlx_wgmma_commit_group() {}
 template <int N, int R> static inline void tlx_wgmma_wait_group(float*) {}
