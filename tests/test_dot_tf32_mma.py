@@ -104,3 +104,20 @@ def test_tf32_dot_on_the_interpreter():
               {"BM": 64, "BN": 64, "BK": 32, "PRECISION": "tf32"})
     ref = _tf32(a).double() @ _tf32(b).double()
     assert ((out.double() - ref).abs().max() / ref.abs().max()).item() < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("BM,BN,BK,warps", [(64, 64, 32, 4), (32, 64, 16, 2), (128, 64, 32, 8)])
+def test_tf32_dot_on_the_gpu(BM, BN, BK, warps):
+    """The tf32 mma lowering on the device against float64 math of the tf32-rounded operands, on a
+    poisoned output with sizes that are not tile multiples."""
+    M, N, K = 300, 170, 200
+    a, b = (x.cuda() for x in _operands(M, N, K, seed=BM * BN))
+    out = torch.full((M, N), float("nan"), device="cuda")
+    grid = (-(-M // BM), -(-N // BN))
+    fp32_dot_kernel[grid](a, b, out, M, N, K, a.stride(0), b.stride(0), out.stride(0), BM=BM, BN=BN, BK=BK,
+                          PRECISION="tf32", num_warps=warps)
+    torch.cuda.synchronize()
+    ref = _tf32(a.cpu()).double() @ _tf32(b.cpu()).double()
+    assert not out.isnan().any()
+    assert ((out.cpu().double() - ref).abs().max() / ref.abs().max()).item() < 1e-5
