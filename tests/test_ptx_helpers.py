@@ -417,6 +417,13 @@ CASES: dict[str, Case] = {
     "tlx_st_global_b128": _store(128),
     "tlx_mma_m16n8k16_f32_bf16": _mma("bf16"),
     "tlx_mma_m16n8k16_f32_f16": _mma("f16"),
+    "tlx_mma_m16n8k8_f32_tf32": Case(
+        "float d[4] = {0.f, 0.f, 0.f, 0.f}, a[4], b[2];\n"
+        "  for (int k = 0; k < 4; ++k) a[k] = __uint_as_float(in[k]);\n"
+        "  for (int k = 0; k < 2; ++k) b[k] = __uint_as_float(in[4 + k]);\n"
+        "  tlx_mma_m16n8k8_f32_tf32(d, a, b);\n"
+        "  for (int k = 0; k < 4; ++k) out[4 * threadIdx.x + k] = __float_as_uint(d[k]);",
+        ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",)),
     # shared memory, mbarriers, named barriers, fences
     # NVVM sees through __cvta_generic_to_shared: the address of a shared array's element is
     # 32-bit arithmetic on the array's own shared address (a move of its symbol, ``..E3buf;``),
