@@ -504,3 +504,39 @@ def test_standard_helpers_compile_for_sm90():
                                 arch="sm_90a")
     assert k.asm["cubin"] and s.asm["cubin"]
     assert k.metadata["spills_bytes"] == 0 and s.metadata["spills_bytes"] == 0
+
+
+@tlxc.jit
+def target_info_kernel(out_ptr):
+    if tl.target_info.is_cuda() and tl.target_info.cuda_capability_geq(9, 0):
+        code = 1
+    else:
+        code = 2
+    tl.store(out_ptr, code + 10 * tl.target_info.is_hip() + 100 * tl.target_info.cuda_capability_geq(10))
+    tl.static_assert(tl.target_info.current_target().warp_size == 32 or tl.target_info.is_hip())
+
+
+def test_target_info_answers_for_the_compile_target():
+    """``tl.target_info`` (Triton 3.4+): compile-time queries of the architecture being compiled for;
+    the interpreter runs as sm_90a, and an sm_100a compile takes the other branch of a capability test."""
+    out = torch.zeros(1, dtype=torch.int32)
+    interpret(target_info_kernel, (1,), (out,), {})
+    assert out.item() == 1
+    ir_90 = target_info_kernel.compile("out_ptr=*i32", {}, arch="sm_90a", stages=("ir",)).asm["ir"]
+    ir_100 = target_info_kernel.compile("out_ptr=*i32", {}, arch="sm_100a", stages=("ir",)).asm["ir"]
+    assert "101" in ir_100 and "101" not in ir_90
+    with pytest.raises(CompilationError, match="tl.target_info.is_cuda called outside a kernel"):
+        tl.target_info.is_cuda()
+
+
+@tlxc.jit
+def fnuz_cast_kernel(x_ptr):
+    tl.store(x_ptr, tl.load(x_ptr).to(tl.float8e4b8).to(tl.float32))
+
+
+def test_unsupported_triton_fp8_dtypes_exist_and_are_refused_by_name():
+    """``tl.float8e4b8`` / ``float8e5b16`` / ``float8e4b15`` exist (a module that lists them in a table
+    imports) and a kernel that uses one is an error naming it."""
+    assert "fnuz" in repr(tl.float8e5b16) and "bias 15" in repr(tl.float8e4b15)
+    with pytest.raises(CompilationError, match=r"tl.float8e4b8 \(fp8 e4m3 fnuz, not supported by tlxc\)"):
+        fnuz_cast_kernel.compile("x_ptr=*fp32", {}, stages=("ir",))

@@ -767,6 +767,54 @@ for _kind in ("multiple_of", "max_contiguous", "max_constancy"):
     RULES[_kind] = _hint(_kind)
 
 
+# -- tl.target_info: compile-time queries of the architecture being compiled for ----------------------
+class GPUTarget(tuple):
+    """``tl.target_info.current_target()``: (backend, arch, warp_size), with Triton's field names."""
+
+    backend = property(lambda self: self[0])
+    arch = property(lambda self: self[1])
+    warp_size = property(lambda self: self[2])
+
+
+def _target(ctx) -> GPUTarget:
+    arch = ctx.options.arch
+    if arch.startswith("sm_"):
+        return GPUTarget(("cuda", int("".join(ch for ch in arch[3:] if ch.isdigit())), 32))
+    return GPUTarget(("hip", arch, 64))
+
+
+@rule("target_info.current_target")
+def _current_target(ctx):
+    return _target(ctx)
+
+
+@rule("target_info.is_cuda")
+def _is_cuda(ctx):
+    return _target(ctx).backend == "cuda"
+
+
+@rule("target_info.cuda_capability_geq")
+def _cuda_capability_geq(ctx, major, minor=0):
+    major, minor = const_int(major, "major"), const_int(minor, "minor")
+    target = _target(ctx)
+    return target.backend == "cuda" and target.arch >= major * 10 + minor
+
+
+@rule("target_info.is_hip")
+def _is_hip(ctx):
+    return _target(ctx).backend == "hip"
+
+
+@rule("target_info.is_hip_cdna3")
+def _is_hip_cdna3(ctx):
+    return _target(ctx).arch == "gfx942"
+
+
+@rule("target_info.is_hip_cdna4")
+def _is_hip_cdna4(ctx):
+    return _target(ctx).arch == "gfx950"
+
+
 @rule("assume")
 def _assume(ctx, cond):
     """``tl.assume``: a hint; a runtime condition must be a boolean (as Triton requires), a

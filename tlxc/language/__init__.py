@@ -1,5 +1,5 @@
 """``import tlxc.language as tl``: Triton's blocked-tensor language."""
-from . import extra, math  # noqa: F401  (tl.math, tl.extra.libdevice, tl.extra.cuda.libdevice)
+from . import extra, math, target_info  # noqa: F401  (tl.math, tl.extra.libdevice, tl.extra.cuda.libdevice)
 from .core import *
 from .core import (  # noqa: F401  (the underscored names: Triton 3.1-3.3 spellings, not in *)
     BUILTINS,

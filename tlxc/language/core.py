@@ -22,6 +22,26 @@ int8, int16, int32, int64 = _t.i8, _t.i16, _t.i32, _t.i64
 uint8, uint16, uint32, uint64 = _t.u8, _t.u16, _t.u32, _t.u64
 float16, bfloat16, float32, float64 = _t.f16, _t.bf16, _t.f32, _t.f64
 float8e4nv, float8e5 = _t.f8e4m3, _t.f8e5m2
+
+
+class _UnsupportedDtype:
+    """A Triton dtype tlxc does not implement (the fnuz fp8 formats of AMD's older chips, Triton's
+    e4b15): the name exists, so a module that lists it in a table imports, and any use of it in a
+    kernel is an error that names it."""
+
+    def __init__(self, name: str, what: str):
+        self.name, self.what = name, what
+
+    def __repr__(self) -> str:
+        return f"tl.{self.name} ({self.what}, not supported by tlxc)"
+
+    def tlxc_describe(self) -> str:
+        return repr(self)
+
+
+float8e4b8 = _UnsupportedDtype("float8e4b8", "fp8 e4m3 fnuz")
+float8e5b16 = _UnsupportedDtype("float8e5b16", "fp8 e5m2 fnuz")
+float8e4b15 = _UnsupportedDtype("float8e4b15", "fp8 e4m3 with exponent bias 15")
 float8_e4m3fn, float8_e5m2 = float8e4nv, float8e5   # torch spellings
 bool_ = int1
 void = None
