@@ -380,3 +380,15 @@ def test_block_pointer_dtype_gives_the_element_type():
     y = torch.zeros(5, dtype=torch.float16)
     interpret(_block_ptr_dtype_kernel, (1,), (x, y, 5), {"BLOCK": 8})
     assert torch.equal(y, x * 2)
+
+
+@tlxc.jit
+def _block_ptr_isinstance_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    p = tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
+    tl.store(out_ptr, isinstance(p, tl.tensor) + 2 * isinstance(p, tl.constexpr))
+
+
+def test_block_pointer_is_a_tl_tensor_for_isinstance():
+    out = torch.zeros(1, dtype=torch.int32)
+    interpret(_block_ptr_isinstance_kernel, (1,), (torch.zeros(4), out, 4), {"BLOCK": 4})
+    assert out.item() == 1

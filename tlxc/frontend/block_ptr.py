@@ -63,6 +63,7 @@ class Aggregate:
 
 class BlockPointer(Aggregate):
     kind = "block pointer"
+    __tlxc_runtime_value__ = True      # isinstance(p, tl.tensor): Triton's block pointer is a tl.tensor
 
     def __init__(self, base: Tensor, shape: tuple, strides: tuple, offsets: tuple[Tensor, ...],
                  block_shape: tuple[int, ...], order: tuple[int, ...]):
