@@ -7,7 +7,7 @@ results checked first (poisoned outputs, relative error against a float32 matmul
 paired medians of CUDA-event timings (tlxc, Triton and cuBLAS interleaved in each round), the
 ratios printed last (time ratio tlxc/Triton: > 1 means tlxc is slower).
 
-    python bench/triton_matmul_bench.py [--sizes 4096,8192] [--dtypes fp16,bf16,fp8,fp8e5]
+    python bench/triton_matmul_bench.py [--sizes 4096,8192] [--dtypes fp16,bf16,fp8,fp8e5,fp32]
         [--bm 128 --bn 256 --bk 64 --warps 8 --stages 3] [--rounds 30] [--b-kmajor] [--a-mmajor]
         [--timing kernel,call] [--variants default,base,imm,all,...]
 
@@ -27,6 +27,9 @@ B = w.T of a row-major [N, K] w (K-major whatever the flags say: wgmma reads 8-b
 K-major only), float32 accumulation, a float16 C, BLOCK_K 128 unless ``--bk`` is given; the
 reference is the float32 product of the fp8 values, the cuBLAS baseline ``torch._scaled_mm``
 with unit scales (e4m3 only; left out where torch lacks it).
+
+``fp32`` multiplies float32 operands at tl.dot's default precision (tf32; BLOCK_K 32 unless ``--bk``),
+with cuBLAS at tf32 too (``torch.backends.cuda.matmul.allow_tf32``), a float32 C.
 """
 from __future__ import annotations
 
@@ -154,7 +157,9 @@ def main() -> None:
     if not set(args.timing.split(",")) <= set(TIMINGS):
         parser.error(f"--timing: {args.timing!r}; the timings are {', '.join(TIMINGS)}")
     ours, theirs = tlxc_kernel(args.kernel), triton_kernel(args.kernel)
-    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2}
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2,
+              "fp32": torch.float32}
+    torch.backends.cuda.matmul.allow_tf32 = True     # fp32: cuBLAS at tf32, as tl.dot's default precision
     layout = f"A {'M' if args.a_mmajor else 'K'}-major, B {'K' if args.b_kmajor else 'N'}-major"
     bk = args.bk
     print(f"card: {torch.cuda.get_device_name()}, config {args.bm}x{args.bn}x{bk or '64/128 (fp8)'}, "
@@ -166,7 +171,7 @@ def main() -> None:
         for dname in args.dtypes.split(","):
             dtype = dtypes[dname]
             fp8 = dname.startswith("fp8")
-            args.bk = bk or (128 if fp8 else 64)
+            args.bk = bk or (128 if fp8 else 32 if dname == "fp32" else 64)
             case_layout = "A K-major, B K-major" if fp8 else layout
             if fp8:                                    # the tutorial's fp8 operands: a row-major, b = w.T
                 a = torch.randn(size, kdim, device="cuda").to(dtype)
