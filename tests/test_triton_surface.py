@@ -540,3 +540,23 @@ def test_unsupported_triton_fp8_dtypes_exist_and_are_refused_by_name():
     assert "fnuz" in repr(tl.float8e5b16) and "bias 15" in repr(tl.float8e4b15)
     with pytest.raises(CompilationError, match=r"tl.float8e4b8 \(fp8 e4m3 fnuz, not supported by tlxc\)"):
         fnuz_cast_kernel.compile("x_ptr=*fp32", {}, stages=("ir",))
+
+
+@tlxc.jit
+def topk_kernel(x_ptr, out_ptr, out2_ptr, R: tl.constexpr, C: tl.constexpr, K: tl.constexpr):
+    r = tl.arange(0, R)
+    c = tl.arange(0, C)
+    k = tl.arange(0, K)
+    x = tl.load(x_ptr + r[:, None] * C + c[None, :])
+    tl.store(out_ptr + r[:, None] * K + k[None, :], tl.topk(x, K))
+    tl.store(out2_ptr + k, tl.topk(tl.load(x_ptr + c), K, dim=0))
+
+
+def test_topk_gives_the_k_largest_largest_first(gen):
+    R, C, K = 4, 16, 4
+    x = torch.randn(R, C, generator=gen)
+    out = torch.full((R, K), float("nan"))
+    out2 = torch.full((K,), float("nan"))
+    interpret(topk_kernel, (1,), (x, out, out2), {"R": R, "C": C, "K": K})
+    assert torch.equal(out, torch.topk(x, K, dim=1).values)
+    assert torch.equal(out2, torch.topk(x[0], K).values)

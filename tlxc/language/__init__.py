@@ -25,7 +25,8 @@ from .tlx import async_task, async_tasks  # noqa: F401  (TLX's older spelling: t
 _RANDOM_NAMES = ("N_ROUNDS_DEFAULT", "pair_uniform_to_normal", "philox", "philox_impl", "rand", "rand4x",
                  "randint", "randint4x", "randn", "randn4x", "uint_to_uniform_float")
 # tl.ravel, tl.interleave, tl.cat, ... are @kernel helpers too (standard.py), imported the same way
-_STANDARD_NAMES = ("cat", "gather", "histogram", "interleave", "ravel", "reduce_or", "softmax", "swizzle2d")
+_STANDARD_NAMES = ("cat", "gather", "histogram", "interleave", "ravel", "reduce_or", "softmax", "swizzle2d",
+                   "topk")
 
 
 def __getattr__(name):

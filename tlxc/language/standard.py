@@ -1,6 +1,6 @@
 """Triton's library functions that tlxc writes as compositions of other builtins: ``tl.ravel``,
 ``tl.interleave``, ``tl.cat``, ``tl.swizzle2d``, ``tl.reduce_or``, ``tl.softmax``, ``tl.gather``,
-``tl.histogram`` (the last two as selections over every position: exact, not fast).
+``tl.histogram`` (the last two as selections over every position: exact, not fast), ``tl.topk``.
 
 Each is an ordinary ``@tlxc.kernel`` helper written in ``tl.*`` and inlined at its call, with
 Triton's name and signature (``triton/language/standard.py``, ``core.cat``), so a kernel that
@@ -113,3 +113,22 @@ def histogram(input, num_bins: tl.constexpr, mask=None):
     if mask is not None:
         hits = hits & mask[:, None]
     return tl.sum(hits.to(tl.int32), 0)
+
+
+@kernel
+def topk(x, k: tl.constexpr, dim: tl.constexpr = None):
+    """The ``k`` largest elements along the last dimension (``dim`` must be it, as in Triton; ``k`` a
+    power of two), largest first: ``x.shape[:-1] + (k,)``.  ``tl.sort`` descending, then the first
+    ``k`` of each row."""
+    last: tl.constexpr = len(x.shape) - 1
+    tl.static_assert(dim is None or dim == last or dim == -1, "tl.topk works along the last dimension")
+    tl.static_assert(k <= x.shape[last], "tl.topk: k is larger than the dimension")
+    ordered = tl.sort(x, descending=True)
+    if k == x.shape[last]:
+        return ordered
+    groups: tl.constexpr = x.shape[last] // k
+    rows = tl.reshape(ordered, x.shape[:-1] + (groups, k))
+    first = tl.arange(0, groups) == 0
+    if len(x.shape) == 1:
+        return _pick(rows, first[:, None], 0)
+    return _pick(rows, first[None, :, None], len(x.shape) - 1)
