@@ -1,7 +1,10 @@
 """Pieces of Triton's language surface that ported kernels use: calling a dtype as a
-conversion, ``tl.zeros_like``/``tl.full_like``, rank broadcasting, and
-``tl.range``'s keyword arguments (``loop_unroll_factor`` → ``#pragma unroll``).
-Interpreter runs against torch, sm_90a compiles without a GPU, located errors."""
+conversion, ``tl.zeros_like``/``tl.full_like``, rank broadcasting, ``tl.range``'s keyword
+arguments (``loop_unroll_factor`` → ``#pragma unroll``), and what porting Liger, unsloth,
+FlagGems, vLLM, mamba and flash-linear-attention kernels needed (session 27): early returns in
+nested ifs, empty-shape ``tl.full``, ``tl.tensor`` / ``isinstance`` / ``.value``, Triton's dtype
+queries, ``and``/``or`` on blocks, the standard helpers (``tl.cat``, ``tl.gather``, ``tl.topk``...),
+``tl.target_info``.  Interpreter runs against torch, sm_90a compiles without a GPU, located errors."""
 from __future__ import annotations
 
 import os

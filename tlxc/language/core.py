@@ -22,6 +22,9 @@ int8, int16, int32, int64 = _t.i8, _t.i16, _t.i32, _t.i64
 uint8, uint16, uint32, uint64 = _t.u8, _t.u16, _t.u32, _t.u64
 float16, bfloat16, float32, float64 = _t.f16, _t.bf16, _t.f32, _t.f64
 float8e4nv, float8e5 = _t.f8e4m3, _t.f8e5m2
+float8_e4m3fn, float8_e5m2 = float8e4nv, float8e5   # torch spellings
+bool_ = int1
+void = None
 
 
 class _UnsupportedDtype:
@@ -42,9 +45,6 @@ class _UnsupportedDtype:
 float8e4b8 = _UnsupportedDtype("float8e4b8", "fp8 e4m3 fnuz")
 float8e5b16 = _UnsupportedDtype("float8e5b16", "fp8 e5m2 fnuz")
 float8e4b15 = _UnsupportedDtype("float8e4b15", "fp8 e4m3 with exponent bias 15")
-float8_e4m3fn, float8_e5m2 = float8e4nv, float8e5   # torch spellings
-bool_ = int1
-void = None
 
 
 def pointer_type(element: _t.ScalarType) -> _t.PointerType:
