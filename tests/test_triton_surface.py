@@ -563,3 +563,45 @@ def test_topk_gives_the_k_largest_largest_first(gen):
     interpret(topk_kernel, (1,), (x, out, out2), {"R": R, "C": C, "K": K})
     assert torch.equal(out, torch.topk(x, K, dim=1).values)
     assert torch.equal(out2, torch.topk(x[0], K).values)
+
+
+# -- negative loop steps ----------------------------------------------------------------------------
+
+@tlxc.jit
+def negative_step_kernel(x_ptr, out_ptr, n, hi, lo, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    p = x_ptr + offs
+    for k in range(n, 0, -BLOCK):                       # the mm templates' K loop: k = n, n - B, ... > 0
+        acc += tl.load(p, mask=offs < k, other=0.0)
+        p += BLOCK
+    tl.store(out_ptr, tl.sum(acc, axis=0))
+    running = 0.0
+    for i in range(n - 1, -1, -1):                      # a reverse scan
+        running += tl.load(x_ptr + i)
+        tl.store(out_ptr + 1 + i, running)
+    visits = 0
+    last = -1000
+    for j in tl.range(hi, lo, -3):                      # runtime bounds, a step that does not divide
+        visits += 1
+        last = j
+    tl.store(out_ptr + 1 + n, visits.to(tl.float32))
+    tl.store(out_ptr + 2 + n, last.to(tl.float32))
+
+
+@pytest.mark.parametrize("hi,lo", [(10, 3), (3, 10), (7, 6), (-2, -9)])
+def test_negative_constant_loop_steps(hi, lo, gen):
+    """``range(start, stop, -step)`` with a constant negative step runs Python's iterations (start,
+    start - step, ... > stop; none when start <= stop), as Triton lowers it (torchao's int8 GEMM,
+    ``for k in range(K, 0, -BLOCK_K)``; reverse scans)."""
+    n = 70
+    x = torch.randn(n, generator=gen)
+    out = torch.full((n + 3,), float("nan"))
+    interpret(negative_step_kernel, (1,), (x, out, n, hi, lo), {"BLOCK": 32})
+    torch.testing.assert_close(out[0].double(), x.double().sum(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out[1:n + 1], x.flip(0).cumsum(0).flip(0), rtol=1e-5, atol=1e-5)
+    visits = list(range(hi, lo, -3))
+    assert out[n + 1].item() == len(visits)
+    assert out[n + 2].item() == (visits[-1] if visits else -1000)
+    assert negative_step_kernel.compile("x_ptr=*fp32,out_ptr=*fp32,n=i32,hi=i32,lo=i32", {"BLOCK": 32},
+                                        arch="sm_90a").asm["cubin"]

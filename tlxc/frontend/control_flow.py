@@ -246,8 +246,8 @@ class ControlFlow:
                 raise self.error(f"range's {what} must be an integer, got {S.describe(v)}", it)
             if isinstance(v, Tensor) and (v.is_block or not isinstance(v.dtype, ScalarType) or not v.dtype.is_integer):
                 raise self.error(f"range's {what} must be an integer scalar, got {v.type}", it)
-        if not isinstance(step, Tensor) and step <= 0:
-            raise self.error(f"range's step must be positive in a kernel loop, got {step}", it)
+        if not isinstance(step, Tensor) and step == 0:
+            raise self.error("range's step must not be zero", it)
         if not isinstance(node.target, ast.Name):
             raise self.error("the loop variable must be a plain name", node.target)
         bound_type = T.i32
@@ -257,7 +257,18 @@ class ControlFlow:
                 bound_type = T.i64
         bounds = [S.cast(self.b, v, bound_type) if isinstance(v, Tensor) else S.constant(self.b, v, bound_type)
                   for v in (lb, ub, step)]
-        self.runtime_loop(node, node.body, bounds=bounds, iv_name=node.target.id, loop_attrs=loop_attrs)
+        iv_map = None
+        if not isinstance(step, Tensor) and step < 0:
+            # a negative constant step (``range(K, 0, -BLOCK_K)``, ``range(n - 1, -1, -1)``), as Triton
+            # lowers it: the loop counts iv' = ub, ub - step, ... < lb and the body sees lb + ub - iv',
+            # i.e. lb, lb + step, ... > ub (the same iterations as Python's range)
+            start, stop = bounds[0], bounds[1]
+            bounds = [stop, start, S.constant(self.b, -step, bound_type)]
+
+            def iv_map(iv):
+                return S.binary(self.b, "sub", S.binary(self.b, "add", start, stop), iv)
+        self.runtime_loop(node, node.body, bounds=bounds, iv_name=node.target.id, loop_attrs=loop_attrs,
+                          iv_map=iv_map)
 
     def range_hints(self, kwargs: dict, it: ast.Call) -> dict:
         """``tl.range``'s keyword arguments, checked; the scf.for attributes they give.
@@ -418,7 +429,7 @@ class ControlFlow:
         notes.append(("in this loop", self.src.loc(loop)))
         return inside, notes
 
-    def runtime_loop(self, node, body, bounds=None, iv_name=None, cond_node=None, loop_attrs=None):
+    def runtime_loop(self, node, body, bounds=None, iv_name=None, cond_node=None, loop_attrs=None, iv_map=None):
         carried = self.loop_carried(node, body, iv_name)
         slots, inits, fields = self.carried_slots(carried)
         constexprs_before = {k: v for k, v in self.vars.items() if not isinstance(v, (Tensor, Undefined))}
@@ -448,6 +459,8 @@ class ControlFlow:
             args = body_block.args[1:]
         self.bind_carried(carried, originals, args)
         with self.b.at(body_block):
+            if iv_map is not None:          # the loop variable as the body sees it (a negative step)
+                self.vars[iv_name] = iv_map(self.vars[iv_name])
             self.visit_stmts(body)
             yields = []
             for name in carried:
