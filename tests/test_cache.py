@@ -163,3 +163,26 @@ def test_concurrent_writers_never_expose_a_torn_entry(tmp_path: Path,
     leftovers = [p.name for p in Path(root).rglob("*")
                  if p.is_file() and p.suffix != ".tlxc"]
     assert leftovers == [], "temporary files were left behind"
+
+
+def test_triton_file_cache_api(tmp_path, monkeypatch):
+    """Triton's ``triton.runtime.cache`` names exist in tlxc.runtime.cache (LMDeploy subclasses
+    ``FileCacheManager``): files per key under tlxc's cache directory, written atomically, groups."""
+    from tlxc.runtime import cache as C
+    monkeypatch.setenv("TLXC_CACHE_DIR", str(tmp_path))
+
+    class Locked(C.FileCacheManager):           # as a subclass adds a lock around the base methods
+        def put(self, data, filename, binary=True):
+            return super().put(data, filename, binary)
+
+    m = Locked("abc123")
+    assert m.cache_dir.startswith(str(tmp_path)) and m.get_file("k.cubin") is None
+    path = m.put(b"\x00\x01", "k.cubin")
+    assert m.get_file("k.cubin") == path and open(path, "rb").read() == b"\x00\x01"
+    meta = m.put('{"n": 1}', "k.json", binary=False)
+    group = m.put_group("__grp__k.json", {"k.cubin": path, "k.json": meta})
+    assert m.get_group("__grp__k.json") == {"k.cubin": path, "k.json": meta} and group.endswith(".json")
+    with pytest.raises(TypeError):
+        m.put("text", "x.bin")
+    assert C.get_cache_manager("abc123").get_file("k.cubin") == path
+    assert C.default_cache_dir() == str(tmp_path) and C.triton_key().startswith("tlxc-")

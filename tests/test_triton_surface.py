@@ -605,3 +605,45 @@ def test_negative_constant_loop_steps(hi, lo, gen):
     assert out[n + 2].item() == (visits[-1] if visits else -1000)
     assert negative_step_kernel.compile("x_ptr=*fp32,out_ptr=*fp32,n=i32,hi=i32,lo=i32", {"BLOCK": 32},
                                         arch="sm_90a").asm["cubin"]
+
+
+# -- a product of booleans; libdevice's rounding to integers -------------------------------------------
+
+@tlxc.jit
+def bool_product_mask_kernel(x_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    m = tl.arange(0, BM)
+    n = tl.arange(0, BN)
+    mask = (n < N)[None, :] * (m < M)[:, None]               # LightLLM's spelling of a 2-D mask
+    tl.static_assert(mask.dtype == tl.int1)
+    x = tl.load(x_ptr + m[:, None] * N + n[None, :], mask=mask, other=0.0)
+    tl.store(out_ptr + m[:, None] * N + n[None, :], x * 2.0, mask=mask)
+
+
+def test_product_of_booleans_stays_boolean(gen):
+    """``bool * bool`` is Triton's i1 multiply (a logical and), usable as a mask; sums of booleans
+    still count in int32."""
+    M, N = 5, 7
+    x = torch.randn(M, N, generator=gen)
+    out = torch.full((M, N), float("nan"))
+    interpret(bool_product_mask_kernel, (1,), (x, out, M, N), {"BM": 8, "BN": 8})
+    assert torch.equal(out, x * 2)
+
+
+@tlxc.jit
+def llrint_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, tl.extra.cuda.libdevice.llrint(x), mask=offs < n)
+    tl.store(out_ptr + BLOCK + offs, tl.extra.libdevice.llround(x), mask=offs < n)
+    tl.static_assert(tl.extra.libdevice.lrint(x).dtype == tl.int64)
+
+
+def test_libdevice_rounding_to_integers():
+    """``libdevice.llrint`` / ``lrint`` (ties to even) and ``llround`` / ``lround`` (ties away from
+    zero) give int64, as CUDA's (PyTorch's generated kernels and quantizers use ``llrint``)."""
+    x = torch.tensor([0.5, 1.5, 2.5, -0.5, -2.5, 63.5, -31.75, 1e10], dtype=torch.float32)
+    out = torch.zeros(16, dtype=torch.int64)
+    interpret(llrint_kernel, (1,), (x, out, 8), {"BLOCK": 8})
+    assert out[:8].tolist() == [0, 2, 2, 0, -2, 64, -32, 10000000000]
+    assert out[8:].tolist() == [1, 2, 3, -1, -3, 64, -32, 10000000000]
+    assert llrint_kernel.compile("x_ptr=*fp32,out_ptr=*i64,n=i32", {"BLOCK": 8}, arch="sm_90a").asm["cubin"]

@@ -172,6 +172,16 @@ def _bitcast(name: str):
     return rule
 
 
+def _to_integer(rounding: str, result):
+    """``llrint`` / ``lrint`` (to nearest, ties to even: ``rint``) and ``llround`` / ``lround`` (ties away
+    from zero: ``round``), as an integer (``long`` and ``long long`` are 64-bit on CUDA and ROCm): the
+    rounded float converted, exact wherever the value fits (out of range and NaN are undefined in C)."""
+    def rule(ctx, x):
+        x = _float_operand(ctx.b, x, "x")
+        return S.cast(ctx.b, _create(ctx.b, f"math.{rounding}", [x], x.type), result)
+    return rule
+
+
 def _register() -> None:
     for name in MATH_FUNCTIONS:
         RULES[f"math.{name}"] = _unary(name)
@@ -188,6 +198,8 @@ def _register() -> None:
     for name in ("clz", "popc", "ffs"):
         RULES[f"math.{name}"] = _bit_count(name)
     RULES["math.brev"] = _brev
+    for name, rounding in (("llrint", "rint"), ("lrint", "rint"), ("llround", "round"), ("lround", "round")):
+        RULES[f"math.{name}"] = _to_integer(rounding, T.i64)
     RULES["math.mulhi"] = _mulhi
     for name in _BITCASTS:
         RULES[f"math.{name}"] = _bitcast(name)

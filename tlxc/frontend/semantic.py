@@ -281,8 +281,10 @@ def binary(b: Builder, op: str, lhs, rhs) -> Tensor:
         op = "rem"
     else:
         target = computation_type(lt, lw, rt, rw, False)
-    if target.is_boolean and op in ("add", "sub", "mul", "div", "rem"):
-        target = T.i32 if op != "div" else target
+    # booleans: a product stays boolean (Triton's i1 multiply, a logical and: LightLLM builds masks as
+    # ``(n < N)[None, :] * (m < M)[:, None]``); sums, differences and remainders count in i32
+    if target.is_boolean and op in ("add", "sub", "rem"):
+        target = T.i32
     x, y = _unify(b, lhs, rhs, target)
     return Tensor(b.value(f"arith.{op}", [x.value, y.value], x.type))
 

@@ -39,7 +39,7 @@ _UNARY = ("exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sqr
           "fast_logf", "fast_log2f", "fast_log10f", "fast_sinf", "fast_cosf", "fast_tanf",
           "isnan", "isinf", "signbit", "finitef", "isfinited", "abs", "clz", "popc", "ffs", "brev",
           "float_as_int", "int_as_float", "float_as_uint", "uint_as_float",
-          "double_as_longlong", "longlong_as_double")
+          "double_as_longlong", "longlong_as_double", "llrint", "lrint", "llround", "lround")
 _BINARY = ("pow", "atan2", "hypot", "rhypot", "copysign", "fmod", "remainder", "fdim", "nextafter",
            "div_rn", "add_rn", "sub_rn", "mul_rn", "fast_dividef", "fast_powf", "ldexp", "scalbn",
            "mulhi")

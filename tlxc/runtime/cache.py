@@ -264,3 +264,65 @@ def _remove_if_unchanged(path: Path, identity: tuple[int, int, int]) -> None:
             os.unlink(path)
     except OSError:
         pass
+
+
+# -- Triton's file-cache API (``triton.runtime.cache``), for code written against it -------------------
+# tlxc's compiles use ``DiskCache`` above; these names let Triton code that manages files through
+# Triton's cache classes (LMDeploy subclasses ``FileCacheManager`` with a file lock) import and run,
+# keeping its files in a directory per key under tlxc's cache directory.
+
+class FileCacheManager:
+    """A directory of files for one ``key`` (``<cache_dir()>/triton_compat/<key>``), with Triton's
+    methods: ``get_file``, ``has_file``, ``put`` (atomic), ``get_group`` / ``put_group`` (a JSON list
+    of files that belong together)."""
+
+    def __init__(self, key: str, override: bool = False, dump: bool = False):
+        self.key = key
+        self.lock_path = None
+        self.cache_dir = str(cache_dir() / "triton_compat" / key)
+        os.makedirs(self.cache_dir, exist_ok=True)
+
+    def _make_path(self, filename: str) -> str:
+        return os.path.join(self.cache_dir, filename)
+
+    def has_file(self, filename: str) -> bool:
+        return os.path.exists(self._make_path(filename))
+
+    def get_file(self, filename: str) -> str | None:
+        return self._make_path(filename) if self.has_file(filename) else None
+
+    def get_group(self, filename: str) -> dict[str, str] | None:
+        """The files the group ``filename`` lists, those that still exist; None without the group."""
+        import json
+        path = self.get_file(filename)
+        if path is None:
+            return None
+        with open(path) as f:
+            children = json.load(f).get("child_paths", {})
+        return {name: p for name, p in children.items() if os.path.exists(p)}
+
+    def put_group(self, filename: str, group: dict[str, str]) -> str:
+        import json
+        return self.put(json.dumps({"child_paths": group}), filename, binary=False)
+
+    def put(self, data, filename: str, binary: bool = True) -> str:
+        """Write ``data`` (bytes, or text with ``binary=False``) to the file atomically; its path."""
+        if binary and isinstance(data, str):
+            raise TypeError("FileCacheManager.put: binary=True takes bytes")
+        path = Path(self._make_path(filename))
+        write_atomically(path, data)
+        return str(path)
+
+
+def get_cache_manager(key: str) -> FileCacheManager:
+    return FileCacheManager(key)
+
+
+def default_cache_dir() -> str:
+    return str(cache_dir())
+
+
+def triton_key() -> str:
+    """What Triton code hashes into its own cache keys: here tlxc's version and source fingerprint."""
+    from tlxc import __version__
+    return f"tlxc-{__version__}-{compiler_fingerprint()}"
