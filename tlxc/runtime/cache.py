@@ -323,6 +323,5 @@ def default_cache_dir() -> str:
 
 
 def triton_key() -> str:
-    """What Triton code hashes into its own cache keys: here tlxc's version and source fingerprint."""
-    from tlxc import __version__
-    return f"tlxc-{__version__}-{compiler_fingerprint()}"
+    """What Triton code hashes into its own cache keys: here the fingerprint of tlxc's sources."""
+    return f"tlxc-{compiler_fingerprint()}"
