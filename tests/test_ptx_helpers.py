@@ -417,6 +417,13 @@ CASES: dict[str, Case] = {
     "tlx_st_global_b128": _store(128),
     "tlx_mma_m16n8k16_f32_bf16": _mma("bf16"),
     "tlx_mma_m16n8k16_f32_f16": _mma("f16"),
+    "tlx_mma_m16n8k32_s32_s8": Case(
+        "int d[4] = {0, 0, 0, 0}; unsigned a[4], b[2];\n"
+        "  for (int k = 0; k < 4; ++k) a[k] = in[k];\n"
+        "  for (int k = 0; k < 2; ++k) b[k] = in[4 + k];\n"
+        "  tlx_mma_m16n8k32_s32_s8(d, a, b);\n"
+        "  for (int k = 0; k < 4; ++k) out[4 * threadIdx.x + k] = (unsigned)d[k];",
+        ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",)),
     "tlx_mma_m16n8k8_f32_tf32": Case(
         "float d[4] = {0.f, 0.f, 0.f, 0.f}, a[4], b[2];\n"
         "  for (int k = 0; k < 4; ++k) a[k] = __uint_as_float(in[k]);\n"

@@ -32,19 +32,37 @@ def _accumulate_copy(lw, acc, result) -> str:
 
 
 def _dot_mma(lw, op, a, b, acc, result):
-    """One ``mma.sync`` per (M, N, K) tile: m16n8k16 on 16-bit operands (A 8, B 4 registers a
+    """One ``mma.sync`` per (M, N, K) tile: m16n8k16 on 16-bit operands (A 8, B 4 elements a
     tile), m16n8k8 on float32 ones as tf32 (A 4, B 2; the operands rounded to tf32 first, as the
-    FMA path and the interpreter do)."""
-    tf32 = a.type.element.name == "f32"
-    step, per_a, per_b = (8, 4, 2) if tf32 else (16, 8, 4)
+    FMA path and the interpreter do), m16n8k32 on int8 ones (A 16, B 8, packed four to a register;
+    an int32 accumulator)."""
+    kind = {"f32": "tf32", "i8": "s8"}.get(a.type.element.name, "16")
+    step, per_a, per_b = {"tf32": (8, 4, 2), "s8": (32, 16, 8), "16": (16, 8, 4)}[kind]
     kt = a.type.shape[1] // step
     ra, rb, rc = registers(a.type), registers(b.type), registers(acc.type)
     mt, nt = ra // (per_a * kt), rb // (per_b * kt)
     if mt * nt * 4 != rc or mt * per_a * kt != ra:
         raise InternalCompilerError(f"mma fragment counts do not match (A {ra}, B {rb}, C {rc}, "
                                     f"K tiles {kt}): a tlxc layout bug", op.loc)
-    work = _accumulate_copy(lw, acc, result)
-    if tf32:
+    if kind == "s8":
+        work = lw.fresh("dacc")
+        lw.out.line(f"int {work}[{rc}];")
+        lw.for_registers(rc, f"{work}[i] = (int){lw.ref(acc)};")
+    else:
+        work = _accumulate_copy(lw, acc, result)
+    if kind == "s8":
+        fn = lw.target.mma_m16n8k32_s8()
+        operands = []
+        for value, count in ((a, ra), (b, rb)):
+            packed = lw.fresh(f"{lw.name(value)}_s8")
+            src = lw.name(value)
+            lw.out.line(f"unsigned {packed}[{count // 4}];")
+            lw.for_registers(count // 4, f"{packed}[i] = " + " | ".join(
+                f"((unsigned)(unsigned char){src}[4 * i + {j}] << {8 * j})" for j in range(4)) + ";")
+            operands.append(packed)
+        a_name, b_name = operands
+        per_a, per_b = per_a // 4, per_b // 4          # registers, not elements
+    elif kind == "tf32":
         fn = lw.target.mma_m16n8k8_tf32()
         operands = []
         for value, count in ((a, ra), (b, rb)):
@@ -72,7 +90,10 @@ def _dot_mma(lw, op, a, b, acc, result):
     lw.out.close()
     lw.out.close()
     t = result.type.element
-    lw.assign_elementwise(result, lambda i: lw.target.from_compute(f"{work}[{i}]", t))
+    if kind == "s8":
+        lw.assign_elementwise(result, lambda i: f"{work}[{i}]")
+    else:
+        lw.assign_elementwise(result, lambda i: lw.target.from_compute(f"{work}[{i}]", t))
 
 
 def _dot_fma(lw, op, a, b, acc, result):

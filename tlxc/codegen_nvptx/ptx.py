@@ -451,6 +451,17 @@ define("tlx_mma_m16n8k16_f32_bf16", _mma("bf16"))
 define("tlx_mma_m16n8k16_f32_f16", _mma("f16"))
 
 
+@helper("tlx_mma_m16n8k32_s32_s8")
+def mma_s8():
+    return f"""
+{_INLINE} void tlx_mma_m16n8k32_s32_s8(int* d, const unsigned* a, const unsigned* b) {{
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+               "{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}}"""
+
+
 @helper("tlx_mma_m16n8k8_f32_tf32")
 def mma_tf32():
     return f"""

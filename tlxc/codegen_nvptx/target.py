@@ -317,6 +317,10 @@ class CudaTarget:
         self.use("tlx_mma_m16n8k8_f32_tf32")
         return "tlx_mma_m16n8k8_f32_tf32"
 
+    def mma_m16n8k32_s8(self) -> str:
+        self.use("tlx_mma_m16n8k32_s32_s8")
+        return "tlx_mma_m16n8k32_s32_s8"
+
 
 def has_cache_hints(attrs) -> bool:
     """Whether an access carries cache hints (frontend/cache_hints.py); without, it is emitted as before."""

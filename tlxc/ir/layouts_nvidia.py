@@ -40,6 +40,15 @@ _A_REGISTER_TF32 = ((8, 0), (0, 4))
 _A_LANE_TF32 = ((0, 1), (0, 2), (1, 0), (2, 0), (4, 0))
 _B_REGISTER_TF32 = ((4, 0),)
 _B_LANE_TF32 = ((1, 0), (2, 0), (0, 1), (0, 2), (0, 4))
+# mma.m16n8k32 with .s8 (8-bit elements, four to a register): A (16x32) a0..a15: row = groupID + 8*((i >> 2) & 1),
+# col = 4*tig + (i & 3) + 16*(i >= 8); B (32x8) b0..b7: row = 4*tig + (i & 3) + 16*(i >= 4), col = groupID.
+_A_REGISTER_I8 = ((0, 1), (0, 2), (8, 0), (0, 16))
+_A_LANE_I8 = ((0, 4), (0, 8), (1, 0), (2, 0), (4, 0))
+_B_REGISTER_I8 = ((1, 0), (2, 0), (16, 0))
+_B_LANE_I8 = ((4, 0), (8, 0), (0, 1), (0, 2), (0, 4))
+_OPERAND_BASES = {16: (_A_REGISTER, _A_LANE, _B_REGISTER, _B_LANE, 16),
+                  32: (_A_REGISTER_TF32, _A_LANE_TF32, _B_REGISTER_TF32, _B_LANE_TF32, 8),
+                  8: (_A_REGISTER_I8, _A_LANE_I8, _B_REGISTER_I8, _B_LANE_I8, 32)}
 
 
 def mma_accumulator_layout(shape: Sequence[int], num_warps: int, version: str,
@@ -133,8 +142,8 @@ def tmem_layout(shape: Sequence[int], num_warps: int) -> Layout:
 def mma_operand_layout(shape: Sequence[int], op_idx: int, parent_acc_layout: Layout,
                        elem_bits: int) -> Layout:
     """Register layout of the A (``op_idx=0``, [M, K]) or B (``op_idx=1``, [K, N])
-    operand of ``mma.sync m16n8k16`` (16-bit elements) or ``mma.sync m16n8k8`` (32-bit:
-    tf32) feeding ``parent_acc_layout``.
+    operand of ``mma.sync m16n8k16`` (16-bit elements), ``mma.sync m16n8k8`` (32-bit: tf32) or
+    ``mma.sync m16n8k32`` (8-bit integers) feeding ``parent_acc_layout``.
 
     Each warp holds the A rows / B columns of its own accumulator tile and
     copies of the rest (warps along the other dim broadcast).  Because wgmma's
@@ -144,9 +153,9 @@ def mma_operand_layout(shape: Sequence[int], op_idx: int, parent_acc_layout: Lay
     """
     shape = tuple(int(s) for s in shape)
     _check_shape(shape)
-    if elem_bits not in (16, 32):
-        raise ValueError(f"Expected 16-bit (f16/bf16, m16n8k16) or 32-bit (tf32, m16n8k8) operands, got "
-                         f"elem_bits={elem_bits}")
+    if elem_bits not in _OPERAND_BASES:
+        raise ValueError(f"Expected 16-bit (f16/bf16, m16n8k16), 32-bit (tf32, m16n8k8) or 8-bit (s8, m16n8k32) "
+                         f"operands, got elem_bits={elem_bits}")
     if len(shape) != 2 or parent_acc_layout.ndim != 2:
         raise ValueError(f"Expected rank-2 operand and accumulator, got {list(shape)} "
                          f"and {list(parent_acc_layout.shape)}")
@@ -171,21 +180,19 @@ def _warp_bases_along(parent: Layout, acc_dim: int, operand_dim: int) -> list[Co
 
 def _operand_a(shape: Coords, parent: Layout, elem_bits: int = 16) -> Layout:
     m, k = shape
-    k_min = 16 if elem_bits == 16 else 8
+    register, lane, _, _, k_min = _OPERAND_BASES[elem_bits]
     if m != parent.shape[0] or m < 16 or k < k_min:
         raise ValueError(f"Expected A of shape [M={parent.shape[0]}, K>={k_min}], got {list(shape)}")
     warp = _warp_bases_along(parent, acc_dim=0, operand_dim=0)
-    register, lane = (_A_REGISTER, _A_LANE) if elem_bits == 16 else (_A_REGISTER_TF32, _A_LANE_TF32)
     return _fit_to_shape(shape, list(register), list(lane), warp, (1, 0))
 
 
 def _operand_b(shape: Coords, parent: Layout, elem_bits: int = 16) -> Layout:
     k, n = shape
-    k_min = 16 if elem_bits == 16 else 8
+    _, _, register, lane, k_min = _OPERAND_BASES[elem_bits]
     if n != parent.shape[1] or k < k_min or n < 8:
         raise ValueError(f"Expected B of shape [K>={k_min}, N={parent.shape[1]}], got {list(shape)}")
     warp = _warp_bases_along(parent, acc_dim=1, operand_dim=1)
-    register, lane = (_B_REGISTER, _B_LANE) if elem_bits == 16 else (_B_REGISTER_TF32, _B_LANE_TF32)
     return _fit_to_shape(shape, list(register), list(lane), warp, (0, 1))
 
 

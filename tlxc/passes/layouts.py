@@ -453,7 +453,8 @@ class _KernelRewriter:
             new.attrs.update(algorithm="mfma", mfma_block=mfma.block, mfma_k=mfma.k)
         else:
             m, n = acc.type.shape
-            mma = _mma_bits(a.type, precision) is not None and self.target.is_nvidia and m >= 16 and n >= 8
+            mma = _mma_bits(a.type, precision, b.type, acc.type) is not None and self.target.is_nvidia and \
+                m >= 16 and n >= 8
             new.attrs["algorithm"] = "mma_v2" if mma else "fma"
 
     def rule_tlx_local_gather(self, op):
@@ -716,13 +717,20 @@ def _uses_mma(a_type: TensorType) -> bool:
     return a_type.element.name in ("f16", "bf16")
 
 
-def _mma_bits(a_type: TensorType, precision: str | None) -> int | None:
+def _mma_bits(a_type: TensorType, precision: str | None, b_type: TensorType | None = None,
+              acc_type: TensorType | None = None) -> int | None:
     """The operand width of the ``mma.sync`` a dot takes: 16 (f16/bf16, m16n8k16), 32 (float32 at
-    ``input_precision="tf32"``, Triton's default: m16n8k8 tf32), None (FMA: ieee / tf32x3 float32,
-    integers, fp8 outside wgmma)."""
+    ``input_precision="tf32"``, Triton's default: m16n8k8 tf32), 8 (int8 x int8 into int32, K a
+    multiple of 32: m16n8k32 s8), None (FMA: ieee / tf32x3 float32, other integers, fp8 outside
+    wgmma)."""
     if _uses_mma(a_type):
         return 16
-    return 32 if a_type.element.name == "f32" and precision == "tf32" else None
+    if a_type.element.name == "f32" and precision == "tf32":
+        return 32
+    if a_type.element.name == "i8" and (b_type is None or b_type.element.name == "i8") and \
+            (acc_type is None or acc_type.element.name == "i32") and a_type.shape[1] % 32 == 0:
+        return 8
+    return None
 
 
 def _mfma_of(a: TensorType, acc: TensorType, target, b: TensorType | None = None) -> A.MfmaShape | None:
@@ -752,7 +760,7 @@ def dot_layouts(a: TensorType, b: TensorType, acc: TensorType, num_warps: int, t
         return (A.mfma_accumulator_layout(acc.shape, num_warps, mfma),
                 A.mfma_operand_layout(a.shape, 0, acc.shape, num_warps, mfma),
                 A.mfma_operand_layout(b.shape, 1, acc.shape, num_warps, mfma))
-    bits = _mma_bits(a, precision)
+    bits = _mma_bits(a, precision, b, acc)
     if bits is not None and m >= 16 and n >= 8 and (target is None or target.is_nvidia):
         acc_layout = N.mma_accumulator_layout(acc.shape, num_warps, "mma_v2")
         a_layout = N.mma_operand_layout(a.shape, 0, acc_layout, bits)

@@ -626,6 +626,31 @@ static inline void tlx_mma_m16n8k8_f32_tf32(float* d, const float* a, const floa
     d[i] = sum;
   }
 }
+// mma.sync m16n8k32 s32 += s8 x s8: A a0..a15 (four to a register: row g + 8 ((i >> 2) & 1), column 4 t + (i & 3)
+// + 16 (i >= 8)), B b0..b7 (row 4 t + (i & 3) + 16 (i >= 4), column g) exchanged; c as the f32 accumulator's
+static inline void tlx_mma_m16n8k32_s32_s8(int* d, const unsigned* a, const unsigned* b) {
+  unsigned ra[32][4], rb[32][2];
+  for (int pair = 0; pair < 3; ++pair) {
+    const unsigned* src = pair < 2 ? a + 2 * pair : b;
+    const unsigned long long* bank = cuemu::warp_exchange((unsigned long long)src[1] << 32 | src[0]);
+    for (int l = 0; l < 32; ++l) {
+      unsigned lo = (unsigned)bank[l], hi = (unsigned)(bank[l] >> 32);
+      if (pair < 2) { ra[l][2 * pair] = lo; ra[l][2 * pair + 1] = hi; } else { rb[l][0] = lo; rb[l][1] = hi; }
+    }
+  }
+  const int lane = cuemu::tid() % 32, g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    long long sum = d[i];
+    for (int k = 0; k < 32; ++k) {
+      const int ia = (k % 4) + 4 * ((row / 8) + 2 * (k / 16)), ib = (k % 4) + 4 * (k / 16);   // element index
+      const signed char av = (signed char)(ra[(row % 8) * 4 + (k % 16) / 4][ia / 4] >> (8 * (ia % 4)));
+      const signed char bv = (signed char)(rb[col * 4 + (k % 16) / 4][ib / 4] >> (8 * (ib % 4)));
+      sum += (long long)av * bv;
+    }
+    d[i] = (int)sum;
+  }
+}
 static inline void tlx_wgmma_fence() {}
 static inline void tlx_wgmma_commit_group() {}
 template <int N, int R> static inline void tlx_wgmma_wait_group(float*) {}
