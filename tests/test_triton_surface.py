@@ -647,3 +647,29 @@ def test_libdevice_rounding_to_integers():
     assert out[:8].tolist() == [0, 2, 2, 0, -2, 64, -32, 10000000000]
     assert out[8:].tolist() == [1, 2, 3, -1, -3, 64, -32, 10000000000]
     assert llrint_kernel.compile("x_ptr=*fp32,out_ptr=*i64,n=i32", {"BLOCK": 8}, arch="sm_90a").asm["cubin"]
+
+
+# -- a pointer as a condition -------------------------------------------------------------------------
+
+@tlxc.jit
+def optional_output_kernel(x_ptr, out_ptr, mean_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, x * 2.0, mask=offs < n)
+    if mean_ptr:                                          # an optional output, as tritonbench's layer norm
+        tl.store(mean_ptr, tl.sum(x, axis=0) / n)
+
+
+def test_pointer_condition_is_not_null(gen):
+    """``if ptr:`` on a pointer argument means ``ptr != 0`` (Triton's pointer-to-int1 cast); None passed
+    instead folds the branch away."""
+    n = 20
+    x = torch.randn(n, generator=gen)
+    out, mean = torch.zeros(32), torch.full((1,), float("nan"))
+    interpret(optional_output_kernel, (1,), (x, out, mean, n), {"BLOCK": 32})
+    torch.testing.assert_close(mean[0], x.mean(), rtol=1e-5, atol=1e-6)
+    out2 = torch.zeros(32)
+    interpret(optional_output_kernel, (1,), (x, out2, None, n), {"BLOCK": 32})
+    assert torch.equal(out2[:n], x * 2)
+    assert optional_output_kernel.compile("x_ptr=*fp32,out_ptr=*fp32,mean_ptr=*fp32,n=i32", {"BLOCK": 32},
+                                          arch="sm_90a").asm["cubin"]

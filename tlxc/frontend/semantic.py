@@ -364,10 +364,14 @@ def logical_not(b: Builder, x: Tensor) -> Tensor:
 
 def to_bool(b: Builder, x: Tensor) -> Tensor:
     require_number(x, "a condition")
+    if isinstance(x.dtype, PointerType) and not x.is_block:
+        # a scalar pointer is true when it is not null, as in Triton (``if mean_ptr:`` guards an optional
+        # output; None passed instead folds the branch away at compile time)
+        return compare(b, "ne", cast(b, x, T.i64), 0)
     if x.dtype == T.i1:
         return x
     if isinstance(x.dtype, PointerType):
-        raise SemanticError(f"cannot use a pointer ({x.dtype}) as a condition; compare it first")
+        raise SemanticError(f"cannot use a tensor of pointers ({x.type}) as a condition; compare it first")
     return compare(b, "ne", x, 0.0 if x.dtype.is_float else 0)
 
 
