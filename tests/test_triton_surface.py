@@ -673,3 +673,25 @@ def test_pointer_condition_is_not_null(gen):
     assert torch.equal(out2[:n], x * 2)
     assert optional_output_kernel.compile("x_ptr=*fp32,out_ptr=*fp32,mean_ptr=*fp32,n=i32", {"BLOCK": 32},
                                           arch="sm_90a").asm["cubin"]
+
+
+@tlxc.jit
+def special_registers_kernel(out_ptr):
+    t0 = tl.extra.cuda.globaltimer()
+    sm = tl.extra.cuda.smid()
+    t1 = tl.extra.cuda.globaltimer()
+    tl.static_assert(tl.extra.cuda.num_threads() == 32 * tl.extra.cuda.num_warps())
+    tl.store(out_ptr, t1 - t0)
+    tl.store(out_ptr + 1, sm.to(tl.int64))
+    tl.store(out_ptr + 2, tl.extra.cuda.num_threads())
+
+
+def test_extra_cuda_special_registers():
+    """``tl.extra.cuda.globaltimer()`` / ``smid()`` (inline PTX, as Triton's; the interpreter answers
+    with the host's clock and SM 0) and the compile-time ``num_threads()`` / ``num_warps()``
+    (tritonbench's profiling helpers)."""
+    out = torch.full((3,), -1, dtype=torch.int64)
+    interpret(special_registers_kernel, (1,), (out,), {})
+    assert out[0].item() >= 0 and out[1].item() == 0 and out[2].item() == 128
+    cuda = special_registers_kernel.compile("out_ptr=*i64", {}, arch="sm_90a", num_warps=8).asm["cuda"]
+    assert "%globaltimer" in cuda and "%smid" in cuda and "256" in cuda

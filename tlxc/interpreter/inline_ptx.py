@@ -64,6 +64,22 @@ def _immediate(text: str, width: int) -> int:
     return value & ((1 << width) - 1)
 
 
+def _special_register(name: str, width: int) -> int | None:
+    """A ``mov`` source that is a special register the interpreter can answer: ``%globaltimer``
+    (nanoseconds of the host's clock), ``%clock`` / ``%clock64`` (a counter that grows), ``%smid``
+    (0: the interpreter is one multiprocessor); None for anything else."""
+    import time
+    if name == "%globaltimer":
+        value = time.time_ns()
+    elif name in ("%clock", "%clock64"):
+        value = time.perf_counter_ns()
+    elif name == "%smid":
+        value = 0
+    else:
+        return None
+    return value & ((1 << width) - 1)
+
+
 def _plan(asm: str, outputs: int) -> list[_Mov]:
     movs: list[_Mov] = []
     for statement in _statements(asm):
@@ -80,9 +96,10 @@ def _plan(asm: str, outputs: int) -> list[_Mov]:
             raise UnsupportedPtx(statement)
         width = int(kind[1][1:])
         source = _OPERAND.match(operands[1])
+        special = _special_register(operands[1], width) if operands[1].startswith("%") else None
         try:
             movs.append(_Mov(int(target.group(1)), int(source.group(1)) if source else None,
-                             0 if source else _immediate(operands[1], width)))
+                             0 if source else special if special is not None else _immediate(operands[1], width)))
         except ValueError:
             raise UnsupportedPtx(statement) from None
     written = sorted(m.out for m in movs)

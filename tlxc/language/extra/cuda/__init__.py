@@ -39,4 +39,26 @@ def gdc_launch_dependents():
     (``griddepcontrol.launch_dependents``); orders no memory."""
 
 
-__all__ = ["gdc_launch_dependents", "gdc_wait", "libdevice"]
+@_builtin
+def globaltimer():
+    """The GPU's global nanosecond timer (``%globaltimer``), an int64; the interpreter answers
+    with the host's clock."""
+
+
+@_builtin
+def smid():
+    """The index of the multiprocessor running the program (``%smid``), an int32; 0 on the
+    interpreter."""
+
+
+@_builtin
+def num_threads():
+    """The threads of the program (``num_warps * 32``), a compile-time value."""
+
+
+@_builtin
+def num_warps():
+    """The warps of the program, a compile-time value."""
+
+
+__all__ = ["gdc_launch_dependents", "gdc_wait", "globaltimer", "libdevice", "num_threads", "num_warps", "smid"]
