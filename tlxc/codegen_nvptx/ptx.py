@@ -451,27 +451,27 @@ define("tlx_mma_m16n8k16_f32_bf16", _mma("bf16"))
 define("tlx_mma_m16n8k16_f32_f16", _mma("f16"))
 
 
-@helper("tlx_mma_m16n8k32_s32_s8")
-def mma_s8():
+def _mma_word_operands(name: str, instruction: str, acc: str, acc_letter: str, operand: str, word) -> str:
+    """An ``mma.sync`` whose A and B fragments are four and two 32-bit words: tf32 (a float each) and
+    s8 (four int8 packed in each, by the caller); ``word`` gives the "r" operand of an element."""
+    a_words = ", ".join(f'"r"({word(f"a[{i}]")})' for i in range(4))
+    b_words = ", ".join(f'"r"({word(f"b[{i}]")})' for i in range(2))
     return f"""
-{_INLINE} void tlx_mma_m16n8k32_s32_s8(int* d, const unsigned* a, const unsigned* b) {{
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+{_INLINE} void {name}({acc}* d, const {operand}* a, const {operand}* b) {{
+  asm volatile("{instruction} "
                "{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};"
-               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+               : "+{acc_letter}"(d[0]), "+{acc_letter}"(d[1]), "+{acc_letter}"(d[2]), "+{acc_letter}"(d[3])
+               : {a_words},
+                 {b_words});
 }}"""
 
 
-@helper("tlx_mma_m16n8k8_f32_tf32")
-def mma_tf32():
-    return f"""
-{_INLINE} void tlx_mma_m16n8k8_f32_tf32(float* d, const float* a, const float* b) {{
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-               "{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
-                 "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
-}}"""
+define("tlx_mma_m16n8k8_f32_tf32", _mma_word_operands(
+    "tlx_mma_m16n8k8_f32_tf32", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "float", "f", "float",
+    lambda e: f"__float_as_uint({e})"))
+define("tlx_mma_m16n8k32_s32_s8", _mma_word_operands(
+    "tlx_mma_m16n8k32_s32_s8", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "int", "r", "unsigned",
+    lambda e: e))
 
 
 # -- shared memory, mbarriers, named barriers, fences ----------------------------------------
