@@ -635,7 +635,7 @@ def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,
     if a.dtype not in _DOT_INPUTS or c.dtype not in _DOT_INPUTS:
         raise SemanticError(f"operands of type {a.dtype} and {c.dtype} are not supported "
                             f"(expected f16, bf16, f32, fp8 or i8)")
-    fp8 = a.dtype.is_float8 and c.dtype.is_float8            # e4m3 x e5m2 is allowed, as in Triton
+    fp8 = a.dtype.is_float8 and c.dtype.is_float8      # e4m3 x e5m2 is allowed, as in Triton
     if a.dtype != c.dtype and not fp8:
         raise SemanticError(f"operands must have one type, got {a.dtype} and {c.dtype} (only fp8 operands may "
                             f"differ: e4m3 x e5m2)")
