@@ -288,7 +288,7 @@ def split_tail(row0, row_end, pid_n, count, cid, a_smem, b_smem, c_smem, full, e
                C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, bias_ptr=None, BIAS_DIM: tl.constexpr = -1,
                ACTIVATION: tl.constexpr = 0):
     """Consumer ``cid``'s half of a tile whose group ends within its first ``BM / 2`` rows: those
-    rows (the first consumer's ``a`` buffer; the dynamic schedule's producer loads no second) times columns
+    rows (the first consumer's ``a`` buffer; the producer loads no second) times columns
     ``cid * BN / 2 ..`` of the ``b`` buffer, an ``m64n(BN/2)`` product a k-step in the consumers'
     usual turns, so both keep the tensor cores busy where one alone would multiply the whole
     width with its own waits exposed; then that half's masked stores.  Returns the ring counter."""
