@@ -161,6 +161,9 @@ def main() -> None:
     parser.add_argument("--table", action="store_true", help="print MEASURED rows (best config per shape)")
     parser.add_argument("--quick", action="store_true", help="a dozen shapes")
     parser.add_argument("--fp8", action="store_true", help="fp8 e4m3 against torch._scaled_mm instead")
+    parser.add_argument("--fp8-baseline", choices=("fast", "precise"), default="fast",
+                        help="torch._scaled_mm's accumulation: fast (use_fast_accum, the wgmma accumulator alone, "
+                             "as tlxc accumulates) or precise (cuBLAS promotes partial sums to float32)")
     parser.add_argument("--only-heuristic", action="store_true", help="time only the heuristic's choice")
     parser.add_argument("--timing", choices=("kernel", "call"), default="kernel")
     parser.add_argument("--budget-s", type=float, default=270.0)
@@ -176,7 +179,7 @@ def main() -> None:
     hide = args.timing == "kernel"
     dtype = torch.float8_e4m3fn if args.fp8 else torch.bfloat16
     card = torch.cuda.get_device_name()
-    print(f"card: {card}, torch {torch.__version__}, {'fp8 e4m3 vs torch._scaled_mm' if args.fp8 else 'bf16 vs torch.matmul'}, "
+    print(f"card: {card}, torch {torch.__version__}, {f'fp8 e4m3 vs torch._scaled_mm ({args.fp8_baseline} accumulation)' if args.fp8 else 'bf16 vs torch.matmul'}, "
           f"{len(shapes)} shapes, {args.timing} time", flush=True)
     results = []
     for index, (M, N, K, bk) in enumerate(shapes):
@@ -189,7 +192,8 @@ def main() -> None:
             scale = torch.ones(1, device="cuda")
 
             def cublas(a=a, b=b, one=one):
-                return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+                return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                        use_fast_accum=args.fp8_baseline == "fast")
             kw = {"scale_a": scale, "scale_b": scale}
         else:
             def cublas(a=a, b=b):

@@ -314,9 +314,16 @@ def test_mixed_fp8_on_the_gpu(config):
     """e4m3 x e5m2 (the WS kernel's B keeps its own type) against float32 math of the same fp8 values."""
     g = torch.Generator(device="cuda").manual_seed(61)
     a = (torch.randn(1000, 1024, device="cuda", generator=g) * 4).to(torch.float8_e4m3fn)
-    w = (torch.randn(776, 1024, device="cuda", generator=g) * 4).to(torch.float8_e5m2)
+    w = (torch.randn(784, 1024, device="cuda", generator=g) * 4).to(torch.float8_e5m2)  # cuBLAS: N % 16 == 0
     out = matmul(a, w.t(), out_dtype=torch.float32, config=config)
-    assert _rel(out, a.float() @ w.float().t()) < 1e-5
+    ref = a.float() @ w.float().t()
+    # tlxc accumulates fp8 in the wgmma accumulator alone, as cuBLAS does with use_fast_accum=True: Hopper
+    # keeps fewer bits there than float32 (4.4e-4 relative here on an H100, 2026-12-05, equal to cuBLAS fast
+    # accumulation; cuBLAS's default promotes partial sums and gets 1.0e-4). So the bound is that mode's error.
+    one = torch.ones((), device="cuda")
+    fast = torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.float32, use_fast_accum=True)
+    err, fast_err = _rel(out, ref), _rel(fast, ref)
+    assert err < 1.25 * fast_err + 1e-6, f"tlxc {err:.2e} vs cuBLAS fast accumulation {fast_err:.2e}"
 
 
 @pytest.mark.parametrize("config", ["g_128x128x64", "gws_128x128x64_s5"])
