@@ -322,6 +322,26 @@ def test_measured_table_names_existing_configs_and_is_used():
     assert cfgs.choose_config(small, [(256, 256, 256, "16_bn", "ws_128x128x64_s4_np", "t")]).kernel == "dot"
 
 
+def test_a_cards_own_rows_come_first_on_that_card_only():
+    """``MEASURED_BY_CARD``: the H100's rows decide on an H100 (``Problem.card``), the H200's table
+    everywhere else; each row names a configuration that runs its own shape."""
+    assert cfgs.card_of("NVIDIA H100 80GB HBM3") == "H100" and cfgs.card_of("NVIDIA H200") == ""
+    for card, rows in cfgs.MEASURED_BY_CARD.items():
+        for M, N, K, kind, name, _ in rows:
+            p = cfgs.Problem(M, N, K, elt=1 if kind.startswith("fp8") else 2, b_kmajor=kind.endswith("_bk"),
+                             fp8=kind.startswith("fp8"), card=card)
+            assert name in CONFIGS and cfgs.usable(CONFIGS[name], p), (card, M, N, K, name)
+            assert cfgs.choose_config(p).name == name, (card, M, N, K)
+    square = {"M": 16384, "N": 16384, "K": 16384}
+    assert cfgs.choose_config(cfgs.Problem(**square)).name == "ws_128x128x64_s5"              # the H200's row
+    assert cfgs.choose_config(cfgs.Problem(**square, card="H100")).name == "ws_128x256x64_s3_sub1"
+    fp8 = {"M": 4096, "N": 4096, "K": 4096, "elt": 1, "b_kmajor": True, "fp8": True}
+    assert cfgs.choose_config(cfgs.Problem(**fp8)).name == "ws8_128x128x128_s4"              # rules (no H200 row)
+    assert cfgs.choose_config(cfgs.Problem(**fp8, card="H100")).name == "ws8_128x256x128_s3"
+    # a neighbour of an H100 row borrows it there (3000 rows: log2 distance 0.45 from 4096)
+    assert cfgs.choose_config(cfgs.Problem(**{**fp8, "M": 3000}, card="H100")).name == "ws8_128x256x128_s3"
+
+
 def test_autotune_times_candidates_and_persists(tmp_path, monkeypatch):
     monkeypatch.setenv("TLXC_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("TLXC_CACHE_DISABLE", raising=False)

@@ -81,6 +81,13 @@ def _num_sms(device: torch.device) -> int:
     return CPU_SMS
 
 
+def _card(device: torch.device) -> str:
+    """The card whose measured rows the choice reads first (``matmul_configs.card_of``; "" on the CPU)."""
+    if device.type == "cuda":
+        return cfgs.card_of(torch.cuda.get_device_properties(device).name)
+    return ""
+
+
 def _tma_rows(t: torch.Tensor) -> bool:
     """``t`` (2-D) can be a TMA descriptor: unit last stride, rows of at least 16 bytes,
     16-byte aligned base and row stride."""
@@ -105,7 +112,8 @@ def _problem(a, b, out, residual: bool = False, glu: bool = False) -> cfgs.Probl
     tma_b = _tma_rows(b.t()) if b_kmajor else _tma_rows(b)
     return cfgs.Problem(M, N, K, elt=a.element_size(), out_elt=out.element_size(), a_kmajor=a_kmajor,
                         b_kmajor=b_kmajor, tma_a=tma_a, tma_b=tma_b, tma_c=_tma_stores(out) and not glu,
-                        fp8=a.dtype in FP8_DTYPES, sms=_num_sms(a.device), residual=residual)
+                        fp8=a.dtype in FP8_DTYPES, sms=_num_sms(a.device), card=_card(a.device),
+                        residual=residual)
 
 
 # -- launching one configuration -------------------------------------------------------------------

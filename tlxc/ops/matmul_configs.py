@@ -294,6 +294,7 @@ class Problem:
     tma_c: bool = True
     fp8: bool = False
     sms: int = 132
+    card: str = ""                # "H100": that card's measured rows come first (``MEASURED_BY_CARD``)
     residual: bool = False        # the epilogue adds a residual tile (costs shared memory in the WS kernel)
     epilogue: tuple = field(default=(), compare=False)
 
@@ -497,6 +498,35 @@ MEASURED: list[tuple[int, int, int, str, str, str]] = [   # bench/ops_matmul_ben
 ]
 
 
+# Rows measured on other cards, consulted before ``MEASURED`` on that card (``Problem.card``, from
+# ``card_of``): where the H100's best configuration differs from the H200's pick by more than the
+# runs' spread.  ``bench/ops_matmul_bench.py --table`` on an H100 80GB HBM3, 2026-12-05, two runs
+# each (the full table and a run of the heuristic or of the shape alone); fp8 against cuBLAS with
+# fast accumulation (tlxc's own).  The H100's lower HBM bandwidth favours the wider tiles' reuse.
+MEASURED_BY_CARD: dict[str, list[tuple[int, int, int, str, str, str]]] = {
+    "H100": [
+        (16384, 16384, 16384, '16_bn', 'ws_128x256x64_s3_sub1', "H100 2026-12-05 1.01-1.02x (ws_128x128x64_s5 0.70-0.94x)"),
+        (16, 4096, 4096, '16_bk', 'swap_64x16x128_s4_w4_k4', "H100 2026-12-05 1.01-1.02x (swap_64x16x128_s4_w4 0.95x)"),
+        (64, 4096, 4096, '16_bk', 'dot_64x64x64_s8_w4_k2', "H100 2026-12-05 1.04-1.06x (dot_64x64x128_s4_w4_k2 0.90-0.92x)"),
+        (64, 14336, 4096, '16_bk', 'dot_64x128x128_s3_w4', "H100 2026-12-05 1.07x (dot_64x128x64_s4_w4 1.02x)"),
+        (64, 4096, 14336, '16_bk', 'dot_64x32x128_s8_w4', "H100 2026-12-05 1.06x (dot_64x64x64_s4_w4_k4 0.97-0.98x)"),
+        (64, 128256, 4096, '16_bk', 'dot_64x128x128_s3_w4', "H100 2026-12-05 1.07x (dot_64x128x64_s4_w4 1.02x)"),
+        (128, 4096, 14336, '16_bk', 'dot_64x64x128_s6_w4', "H100 2026-12-05 1.14x (dot_128x128x128_s3_w8_k4 1.01-1.09x)"),
+        (512, 4096, 14336, '16_bk', 'ws_128x128x64_s6_np', "H100 2026-12-05 0.99x (ws_128x128x64_s5 0.95-0.96x)"),
+        (2048, 2048, 2048, 'fp8_bk', 'ws8_128x256x128_s3', "H100 2026-12-05 1.08x (ws8_128x128x128_s4 1.03x)"),
+        (4096, 4096, 4096, 'fp8_bk', 'ws8_128x256x128_s3', "H100 2026-12-05 1.00x (ws8_128x128x128_s4 0.94x)"),
+        (2048, 4096, 4096, 'fp8_bk', 'ws8_128x256x128_s3', "H100 2026-12-05 0.99x (ws8_128x128x128_s4 0.93x)"),
+        (8192, 4096, 4096, 'fp8_bk', 'ws8_128x256x128_s3', "H100 2026-12-05 1.00x (ws8_128x128x128_s4 0.95x)"),
+        (128, 4096, 4096, 'fp8_bk', 'dot_64x64x128_s5_w4', "H100 2026-12-05 0.93-0.94x (dot8_64x64x128_s6_w4 0.89x)"),
+    ],
+}
+
+
+def card_of(device_name: str) -> str:
+    """The ``MEASURED_BY_CARD`` key of a device name ("" for the H200 and every card not measured)."""
+    return "H100" if "H100" in device_name else ""
+
+
 def _distance(p: Problem, row) -> float:
     M, N, K = row[:3]
     return sum(abs(math.log2(max(x, 1)) - math.log2(max(y, 1))) for x, y in ((p.M, M), (p.N, N), (p.K, K)))
@@ -594,19 +624,21 @@ def _borrowable(c: GemmConfig, p: Problem, row) -> bool:
     0.97x, H200 2026-12-04)."""
     if not usable(c, p):
         return False
-    own = Problem(row[0], row[1], row[2], p.elt, p.out_elt, b_kmajor=row[3].endswith("_bk"), fp8=p.fp8, sms=p.sms)
+    own = Problem(row[0], row[1], row[2], p.elt, p.out_elt, b_kmajor=row[3].endswith("_bk"), fp8=p.fp8, sms=p.sms,
+                  card=p.card)
     (n_p, fill_p), (n_own, fill_own) = rounds(c, p), rounds(c, own)
     return not (n_p > n_own and fill_p < fill_own - WAVE_LOSS)
 
 
 @functools.lru_cache(maxsize=4096)
 def _choose_cached(p: Problem) -> GemmConfig:
-    return choose_config(p, MEASURED)
+    return choose_config(p, MEASURED_BY_CARD.get(p.card, []) + MEASURED)
 
 
 def choose_config(p: Problem, table=None) -> GemmConfig:
     """The configuration for ``p``: the nearest measured shape of its kind (within a factor
-    of 2 on each of M, N and K together: log2 distance <= 1.5) whose configuration can run
+    of 2 on each of M, N and K together: log2 distance <= 1.5; at equal distance the earlier
+    row, so a card's own rows before the H200's) whose configuration can run
     ``p`` and, unless the shape is the row's own, does not spill into a mostly empty extra
     round there (``_borrowable``); else ``rule_based``."""
     if table is None:
