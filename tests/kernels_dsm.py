@@ -115,6 +115,14 @@ def asm_affine(x_ptr, k_ptr, y_ptr, q_ptr, n, BLOCK: tl.constexpr):
 
 
 @tlxc.kernel
+def asm_unmodeled(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    """An instruction the interpreter does not model (``popc``): it refuses the asm at its line."""
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    y = tl.inline_asm_elementwise("popc.b32 $0, $1;", "=r,r", [x], dtype=tl.int32, is_pure=True, pack=1)
+    tl.store(y_ptr + tl.arange(0, BLOCK), y)
+
+
+@tlxc.kernel
 def asm_no_operands(out_ptr):
     """An impure asm without operands (a short sleep) that yields a scalar."""
     zero = tl.inline_asm_elementwise("nanosleep.u32 100; mov.u32 $0, 0;", "=r", [], dtype=tl.int32,

@@ -39,10 +39,17 @@ def test_an_impure_asm_without_operands_is_kept():
     assert 'asm volatile("nanosleep.u32 100; mov.u32 %0, 0;"' in compiled.asm["cuda"]
 
 
-def test_the_interpreter_refuses_inline_ptx_at_its_line():
+def test_the_interpreter_runs_the_instructions_it_models():
     x, k, y, q, n = _affine_args()
-    with pytest.raises(InterpreterError, match="inline PTX cannot run on the interpreter") as info:
-        tlxc.interpret(K.asm_affine)[(2,)](x, k, y, q, n, BLOCK=64)
+    tlxc.interpret(K.asm_affine)[(2,)](x, k, y, q, n, BLOCK=64)    # fma.rn.f32; add.s32 / sub.s32
+    assert torch.allclose(y.double(), x.double() * 3 + 1, atol=1e-5)
+    assert torch.equal(q, (k + 7) * 1000 + (k - 7))
+
+
+def test_the_interpreter_refuses_inline_ptx_it_does_not_model_at_its_line():
+    x, y = torch.arange(64, dtype=torch.int32), torch.empty(64, dtype=torch.int32)
+    with pytest.raises(InterpreterError, match="inline PTX cannot run on the interpreter.*popc.b32") as info:
+        tlxc.interpret(K.asm_unmodeled)[(1,)](x, y, BLOCK=64)
     assert "kernels_dsm.py" in info.value.render()
 
 

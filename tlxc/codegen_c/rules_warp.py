@@ -3,13 +3,16 @@
 ``vote_ballot_sync`` is one ``vote.sync.ballot.b32`` per register: a thread's
 register ``i`` collects register ``i`` of the mask's lanes.  The asm of
 ``tl.inline_asm_elementwise`` is emitted by ``ptx.user_inline_asm`` only (through the target) (the
-one place user assembly enters generated code), once per register, with each
-operand passed as the register type of its constraint (bits reinterpreted, the
-frontend checked the widths).
+one place user assembly enters generated code), once per run of ``pack``
+registers, with each operand passed as the register type of its constraint (bits
+reinterpreted, the frontend checked the widths); narrow types with ``pack > 1``
+are packed into 32-bit (or 16-bit) words first and unpacked after, as Triton
+packs them (``ir/ops/warp.py``).
 """
 from __future__ import annotations
 
 from ..errors import CompilationError
+from ..ir.ops.warp import elements_per_register
 from ..ir.types import TensorType
 from ..passes.uniformity import Uniformity
 from . import c_types as C
@@ -73,22 +76,55 @@ def inline_asm_elementwise(lw, op):
     def element(v):
         return v.type.element if isinstance(v.type, TensorType) else v.type
 
-    # operand r * pack + j: element j of the run of ``pack`` registers of this thread (an
-    # elementwise asm sees the same elements whatever registers a run groups)
-    outputs = [(f"={letters[r * pack + j]}", _bind(letters[r * pack + j], ref(res, j), element(res), True))
-               for r, res in enumerate(results) for j in range(pack)]
-    base = len(results) * pack
-    inputs = [(letters[base + a * pack + j], _bind(letters[base + a * pack + j], ref(v, j), element(v), False))
-              for a, v in enumerate(op.operands) for j in range(pack)]
+    # A result's or operand's registers for a run of ``pack`` of this thread's registers (an
+    # elementwise asm sees the same elements whatever registers a run groups): ``per`` elements a
+    # register (ir/ops/warp.py elements_per_register), results first, then the operands.
+    outputs, inputs, unpack = [], [], []
+    k = 0
+    for r, res in enumerate(results):
+        per = elements_per_register(element(res), pack)
+        for j in range(0, pack, per):
+            letter = letters[k]
+            if per == 1:
+                outputs.append((f"={letter}", _bind(letter, ref(res, j), element(res), True)))
+            else:
+                word = f"asm_word{len(unpack)}"
+                unpack.append((word, letter, [ref(res, j + e) for e in range(per)], element(res).bits))
+                outputs.append((f"={letter}", word))
+            k += 1
+    for v in op.operands:
+        per = elements_per_register(element(v), pack)
+        for j in range(0, pack, per):
+            letter = letters[k]
+            if per == 1:
+                inputs.append((letter, _bind(letter, ref(v, j), element(v), False)))
+            else:
+                inputs.append((letter, _packed(letter, [ref(v, j + e) for e in range(per)], element(v).bits)))
+            k += 1
     stmt = lw.target.user_inline_asm(op.attrs["asm"], outputs, inputs, volatile=not op.attrs["pure"])
     if tensor:     # (not for_registers: it rewrites "[i]" in the text)
         lw.out.line("#pragma unroll")
         step = "++i" if pack == 1 else f"i += {pack}"
         lw.out.open(f"for (int i = 0; i < {registers(results[0].type)}; {step})")
-        lw.out.line(stmt)
+    for word, letter, _, _ in unpack:
+        lw.out.line(f"{_CONSTRAINT_CTYPE[letter]} {word};")
+    lw.out.line(stmt)
+    for word, _, elements, bits in unpack:
+        for e, target in enumerate(elements):
+            lw.out.line(f"*reinterpret_cast<{_BITS_CTYPE[bits]}*>(&{target}) = ({_BITS_CTYPE[bits]})({word} >> {e * bits});")
+    if tensor:
         lw.out.close()
-    else:
-        lw.out.line(stmt)
+
+
+_BITS_CTYPE = {8: "unsigned char", 16: "unsigned short"}
+
+
+def _packed(letter: str, elements: list[str], bits: int) -> str:
+    """``elements`` (storage expressions of ``bits``-bit elements) in one register of constraint
+    ``letter``, the first in the lowest bits (Triton's packing of narrow types)."""
+    parts = [f"(unsigned)*reinterpret_cast<const {_BITS_CTYPE[bits]}*>(&{e})" + (f" << {i * bits}" if i else "")
+             for i, e in enumerate(elements)]
+    return f"({_CONSTRAINT_CTYPE[letter]})({' | '.join(f'({p})' for p in parts)})"
 
 
 @lowering("tlx.warp_pipeline_begin", "tlx.warp_pipeline_end", "tlx.warp_pipeline_enter", "tlx.warp_pipeline_exit")

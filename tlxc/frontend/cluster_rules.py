@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ..ir import types as T
+from ..ir.ops.warp import elements_per_register
 from ..ir.types import ScalarType, TensorType
 from . import semantic as S
 from . import tlx_rules as X
@@ -105,7 +106,9 @@ def _constraints(text: str, outputs: int, inputs: int) -> list[str]:
     wanted = ["="] * outputs + [""] * inputs
     if len(parts) != len(wanted) or any(p.startswith("=") != bool(w) for p, w in zip(parts, wanted)):
         raise SemanticError(f"'constraints' {text!r} must list {outputs} output(s) ('=r', ...) then {inputs} "
-                            f"input(s) ('r', ...), one per result dtype and per argument", param="constraints")
+                            f"input(s) ('r', ...): per result dtype and per argument, one for every register of "
+                            f"a run of 'pack' elements (types narrower than 32 bits packed up to 32 bits a "
+                            f"register, as Triton packs them)", param="constraints")
     letters = [p.lstrip("=") for p in parts]
     for letter in letters:
         if letter not in CONSTRAINT_BITS:
@@ -114,11 +117,12 @@ def _constraints(text: str, outputs: int, inputs: int) -> list[str]:
     return letters
 
 
-def _check_width(letter: str, dtype, what: str) -> None:
-    if dtype.is_boolean or dtype.bits != CONSTRAINT_BITS[letter]:
+def _check_width(letter: str, dtype, what: str, per: int = 1) -> None:
+    if dtype.bits * per != CONSTRAINT_BITS[letter]:
+        held = "each element is one register" if per == 1 else \
+            f"{per} elements packed in one register, as Triton packs types narrower than 32 bits"
         raise SemanticError(f"{what} is {dtype} ({dtype.bits} bits) but its constraint '{letter}' is a "
-                            f"{CONSTRAINT_BITS[letter]}-bit register (each element is one register)",
-                            param="constraints")
+                            f"{CONSTRAINT_BITS[letter]}-bit register ({held})", param="constraints")
 
 
 def _inline_asm_args(b, args) -> list[Tensor]:
@@ -148,17 +152,25 @@ def _inline_asm_elementwise(ctx, asm, constraints, args, dtype, is_pure, pack):
     dtype = constexpr(dtype, "dtype")
     dtypes = [const_dtype(d, "dtype") for d in (dtype if isinstance(dtype, (list, tuple)) else [dtype])]
     values = _inline_asm_args(b, args)
-    # with pack=p each result and each argument has p operands ($r*p + j: element j of a run)
-    letters = _constraints(constraints, len(dtypes) * pack, len(values) * pack)
-    for i, d in enumerate(dtypes):
-        for letter in letters[i * pack:(i + 1) * pack]:
-            _check_width(letter, d, f"result {i}")
-    inputs = letters[len(dtypes) * pack:]
     for i, v in enumerate(values):
         if not isinstance(v.dtype, ScalarType):
             raise SemanticError(f"argument {i} is {S.describe(v)}; inline asm takes numbers", param="args")
-        for letter in inputs[i * pack:(i + 1) * pack]:
-            _check_width(letter, v.dtype, f"argument {i}")
+    typed = [(f"result {i}", d) for i, d in enumerate(dtypes)] + [(f"argument {i}", v.dtype)
+                                                                   for i, v in enumerate(values)]
+    for what, d in typed:
+        if d.is_boolean:
+            raise SemanticError(f"{what} is a boolean; inline asm takes numbers (convert to int8 or int32 first)",
+                                param="args" if what.startswith("argument") else "dtype")
+    # with pack=p each result and each argument has p / per operands, ``per`` elements packed in each
+    # (ir/ops/warp.py elements_per_register; per = 1 at 32 bits and more): results first, then arguments
+    pers = [elements_per_register(d, pack) for _, d in typed]
+    counts = [pack // per for per in pers]
+    letters = _constraints(constraints, sum(counts[:len(dtypes)]), sum(counts[len(dtypes):]))
+    start = 0
+    for (what, d), per, count in zip(typed, pers, counts):
+        for letter in letters[start:start + count]:
+            _check_width(letter, d, what, per)
+        start += count
     shape = next((v.shape for v in values if v.is_block), None)
     if pack > 1 and (shape is None or math.prod(shape) % pack):
         raise SemanticError(f"pack={pack} runs the asm on {pack} elements at a time: the arguments must be tensors "

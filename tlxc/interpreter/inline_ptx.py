@@ -22,9 +22,16 @@ register, the first the low word) and ``mov.b32``; ``add``, ``sub``, ``mul`` (``
 ``.f32x2``, rounding ``.rn`` or none), ``fma.rn`` (``.f32``, ``.f32x2``; computed in float64
 and rounded once more to float32, which can differ from the hardware's single rounding in
 the last bit), ``tanh.approx.f32`` and ``ex2.approx[.ftz].f32`` (computed exactly in
-float32: the hardware's approximations are within about 2^-11 relative of that).  With
-``pack=p`` operand ``$k*p + j`` is element ``j`` of a run of ``p`` consecutive elements
-(row-major), which an elementwise asm cannot tell from the GPU's register runs.
+float32: the hardware's approximations are within about 2^-11 relative of that); the
+32-bit integer operations ``and``, ``or``, ``xor``, ``not``, ``shl`` (``.b32``), ``shr``
+(``.b32``/``.u32`` logical, ``.s32`` arithmetic; shifts past 31 clamp as PTX says),
+``add``/``sub``/``mul.lo`` (``.u32``/``.s32``, wrapping), ``prmt.b32`` (the default mode:
+byte selectors, bit 3 of a selector replicating the byte's sign) and ``lop3.b32`` (any
+truth table).  An output operand is a register: the asm may read it after writing it,
+and its last write is the result.  With ``pack=p`` a run is ``p`` consecutive elements
+(row-major), which an elementwise asm cannot tell from the GPU's register runs; a
+result or operand narrower than 32 bits has ``min(32 // bits, p)`` of them packed in
+each 32-bit word (the first in the lowest bits, as Triton packs them; ``ir/ops/warp.py``).
 """
 from __future__ import annotations
 
@@ -33,7 +40,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir.ops.warp import elements_per_register
 from ..ir.types import ScalarType
+from .values import from_storage, round_to, storage_dtype, to_storage
 
 _MOV_TYPES = {"b16", "u16", "s16", "b32", "u32", "s32", "f32", "b64", "u64", "s64", "f64"}
 _OPERAND = re.compile(r"\$(\d+)$")
@@ -166,6 +175,12 @@ class _Machine:
                 len(operands) == 2:
             self.assign(operands[0], self.words(operands[1], statement), statement)
             return
+        if kind[0] in _INTEGER and len(kind) >= 2 and kind[-1] in ("b32", "u32", "s32"):
+            self.integer(kind, operands, statement)
+            return
+        if kind[0] in ("add", "sub", "mul", "fma") and kind[-1] in ("bf16x2", "f16x2"):
+            self.half2(kind, operands, statement)
+            return
         if kind[0] not in _ARITH or kind[-1] not in ("f32", "f32x2"):
             raise UnsupportedPtx(statement)
         modifiers = set(kind[1:-1])
@@ -201,6 +216,62 @@ class _Machine:
                 result.append(np.asarray(y, dtype=np.float32).view(np.uint32))
         self.assign(operands[0], result, statement)
 
+    def integer(self, kind: list[str], operands: list[str], statement: str) -> None:
+        """The 32-bit integer operations (``_INTEGER``: operand counts), wrapping as the hardware does."""
+        op, suffix, modifiers = kind[0], kind[-1], kind[1:-1]
+        allowed = {"and": "b", "or": "b", "xor": "b", "not": "b", "shl": "b", "shr": "bus", "add": "us",
+                   "sub": "us", "mul": "us", "prmt": "b", "lop3": "b"}[op]
+        if suffix[0] not in allowed or modifiers != (["lo"] if op == "mul" else []) or \
+                len(operands) != 1 + _INTEGER[op]:
+            raise UnsupportedPtx(statement)
+        sources = [self.words(o, statement) for o in operands[1:]]
+        if any(len(w) != 1 for w in sources):
+            raise UnsupportedPtx(statement)
+        x = [w[0].astype(np.uint64) for w in sources]
+        mask = np.uint64(0xFFFFFFFF)
+        if op in ("and", "or", "xor"):
+            y = {"and": x[0] & x[1], "or": x[0] | x[1], "xor": x[0] ^ x[1]}[op]
+        elif op == "not":
+            y = ~x[0] & mask
+        elif op == "shl":
+            y = np.where(x[1] > 31, 0, (x[0] << np.minimum(x[1], 31)) & mask)
+        elif op == "shr" and suffix == "s32":
+            signed = x[0].astype(np.uint32).view(np.int32).astype(np.int64)
+            y = (signed >> np.minimum(x[1], 31).astype(np.int64)).astype(np.uint64) & mask
+        elif op == "shr":
+            y = np.where(x[1] > 31, 0, x[0] >> np.minimum(x[1], 31))
+        elif op in ("add", "sub", "mul"):
+            y = {"add": x[0] + x[1], "sub": x[0] - x[1], "mul": x[0] * x[1]}[op] & mask
+        elif op == "prmt":
+            y = _prmt(x[0], x[1], x[2])
+        else:
+            y = _lop3(x[0], x[1], x[2], x[3])
+        self.assign(operands[0], [np.asarray(y, dtype=np.uint64).astype(np.uint32)], statement)
+
+    def half2(self, kind: list[str], operands: list[str], statement: str) -> None:
+        """``add``/``sub``/``mul``/``fma.rn`` on ``.bf16x2`` / ``.f16x2``: two 16-bit lanes of a 32-bit
+        register (the first the low half), each computed in float64 and rounded once to the lane's
+        type (round to nearest even)."""
+        op, suffix, modifiers = kind[0], kind[-1], set(kind[1:-1])
+        if not modifiers <= {"rn"} or (op == "fma" and "rn" not in modifiers) or \
+                len(operands) != 1 + _ARITH[op]:
+            raise UnsupportedPtx(statement)
+        sources = [self.words(o, statement) for o in operands[1:]]
+        if any(len(w) != 1 for w in sources):
+            raise UnsupportedPtx(statement)
+        t = _HALF_TYPES[suffix]
+        word = np.zeros(self.size, dtype=np.uint32)
+        with np.errstate(all="ignore"):
+            for lane in range(2):
+                x = [from_storage(((w[0] >> np.uint32(16 * lane)) & np.uint32(0xFFFF)).astype(np.uint16)
+                                  .view(storage_dtype(t)), t).astype(np.float64) for w in sources]
+                if op == "fma":
+                    y = x[0] * x[1] + x[2]
+                else:
+                    y = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[op](x[0], x[1])
+                word |= _unsigned_bits(round_to(y, t), t) << np.uint32(16 * lane)
+        self.assign(operands[0], [word], statement)
+
     def words(self, text: str, statement: str) -> list[np.ndarray]:
         text = text.strip()
         if text.startswith("{") and text.endswith("}"):
@@ -211,8 +282,11 @@ class _Machine:
         operand = _OPERAND.match(text)
         if operand:
             n = int(operand.group(1))
+            if n in self.written:                   # an output register, read back after its write
+                return [self.written[n]]
             if n not in self.inputs:
-                raise UnsupportedPtx(f"{statement} (reads ${n}, which is no 32-bit input operand)")
+                raise UnsupportedPtx(f"{statement} (reads ${n}, which is no 32-bit input operand"
+                                     f"{' or written output' if n < self.outputs else ''})")
             return [self.inputs[n]]
         if text in self.regs:
             if self.regs[text] is None:
@@ -236,8 +310,8 @@ class _Machine:
         operand = _OPERAND.match(text)
         if operand:
             n = int(operand.group(1))
-            if n >= self.outputs or n in self.written or len(words) != 1:
-                raise UnsupportedPtx(f"{statement} (each 32-bit output operand is written exactly once)")
+            if n >= self.outputs or len(words) != 1:
+                raise UnsupportedPtx(f"{statement} (writes ${n}, which is no 32-bit output operand)")
             self.written[n] = words[0]
             return
         if text not in self.regs or self.widths[text] != 32 * len(words):
@@ -245,48 +319,110 @@ class _Machine:
         self.regs[text] = [np.array(w, dtype=np.uint32) for w in words]
 
 
+def _prmt(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``prmt.b32`` default mode: result byte i is byte ``c[4i+2:4i]`` of ``{b, a}`` (a's bytes 0-3,
+    b's 4-7), or that byte's sign bit replicated when ``c[4i+3]`` is set."""
+    pool = a | (b << np.uint64(32))
+    out = np.zeros_like(a)
+    for i in range(4):
+        selector = (c >> np.uint64(4 * i)) & np.uint64(0xF)
+        byte = (pool >> ((selector & np.uint64(7)) * np.uint64(8))) & np.uint64(0xFF)
+        byte = np.where(selector & np.uint64(8), np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0)),
+                        byte)
+        out |= byte << np.uint64(8 * i)
+    return out
+
+
+def _lop3(a: np.ndarray, b: np.ndarray, c: np.ndarray, lut: np.ndarray) -> np.ndarray:
+    """``lop3.b32``: bit k of the result is bit ``(a_k << 2) | (b_k << 1) | c_k`` of the table."""
+    mask = np.uint64(0xFFFFFFFF)
+    out = np.zeros_like(a)
+    for index in range(8):
+        term = np.where((lut >> np.uint64(index)) & np.uint64(1), mask, np.uint64(0))
+        for bit, x in ((4, a), (2, b), (1, c)):
+            term = term & (x if index & bit else ~x & mask)
+        out |= term
+    return out
+
+
+_HALF_TYPES = {"bf16x2": ScalarType("bf16"), "f16x2": ScalarType("f16")}
+_INTEGER = {"and": 2, "or": 2, "xor": 2, "not": 1, "shl": 2, "shr": 2, "add": 2, "sub": 2, "mul": 2, "prmt": 3,
+            "lop3": 4}
+
+
+def _unsigned_bits(values, t: ScalarType) -> np.ndarray:
+    """``t``'s register values as their bits, widened to uint32 (``t`` of 32 bits or fewer)."""
+    bits = np.ascontiguousarray(to_storage(values, t))
+    return bits.view(f"u{bits.dtype.itemsize}").astype(np.uint32)
+
+
 def _run_machine(asm: str, result_types, inputs: list, shape: tuple[int, ...], outputs_count: int,
-                 pack: int) -> list:
+                 pack: int, input_types=None) -> list:
     size = max(1, int(np.prod(shape))) if shape else 1
     if size % pack:
         raise UnsupportedPtx(f"pack={pack} over {size} elements")
+    runs = size // pack
+    # the operand numbers: every result's registers, then every input's (``per`` elements packed in each)
+    out_regs = []
+    for r, t in enumerate(result_types):
+        if t.bits > 32:
+            raise UnsupportedPtx(f"a {t} output (arithmetic runs on 32-bit registers)")
+        per = elements_per_register(t, pack)
+        if per == 1 and t.bits != 32:
+            raise UnsupportedPtx(f"a {t} output in a register of its own (arithmetic runs on 32-bit registers)")
+        out_regs += [(r, j, per) for j in range(0, pack, per)]
     words: dict[int, np.ndarray] = {}
-    base = outputs_count * pack
+    n = len(out_regs)
     for a, value in enumerate(inputs):
         flat = np.ascontiguousarray(np.broadcast_to(np.asarray(value), shape or ())).reshape(-1)
-        if flat.dtype.itemsize != 4:
-            raise UnsupportedPtx(f"a {flat.dtype.itemsize * 8}-bit input (arithmetic runs on 32-bit registers)")
-        flat = flat.view(np.uint32)
-        for j in range(pack):
-            words[base + a * pack + j] = flat[j::pack]
-    machine = _Machine(words, outputs_count * pack, size // pack)
+        t = input_types[a] if input_types is not None else None
+        if t is None:                       # (untyped: 32-bit registers as they are)
+            if flat.dtype.itemsize != 4:
+                raise UnsupportedPtx(f"a {flat.dtype.itemsize * 8}-bit input (arithmetic runs on 32-bit registers)")
+            bits, per, width = flat.view(np.uint32), 1, 32
+        else:
+            per, width = elements_per_register(t, pack), t.bits
+            if t.bits > 32 or (per == 1 and t.bits != 32):
+                raise UnsupportedPtx(f"a {t.bits}-bit input in a register of its own (arithmetic runs on 32-bit "
+                                     f"registers)")
+            bits = _unsigned_bits(flat, t)
+        for j in range(0, pack, per):
+            word = np.zeros(runs, dtype=np.uint32)
+            for e in range(per):
+                word |= bits[j + e::pack] << np.uint32(e * width)
+            words[n] = word
+            n += 1
+    machine = _Machine(words, len(out_regs), runs)
     machine.run(asm)
-    missing = [n for n in range(outputs_count * pack) if n not in machine.written]
+    missing = [k for k in range(len(out_regs)) if k not in machine.written]
     if missing:
         raise UnsupportedPtx(f"the asm leaves outputs {missing} unwritten")
     results = []
     for r, t in enumerate(result_types):
-        if t.bits != 32:
-            raise UnsupportedPtx(f"a {t} output (arithmetic runs on 32-bit registers)")
-        flat = np.empty(size, dtype=np.uint32)
-        for j in range(pack):
-            flat[j::pack] = machine.written[r * pack + j]
-        value = flat.view(np.float32 if t.name == "f32" else np.dtype(f"{'u' if t.name.startswith('u') else 'i'}4"))
+        raw = np.empty(size, dtype=np.uint32)
+        for k, (rr, j, per) in enumerate(out_regs):
+            if rr != r:
+                continue
+            for e in range(per):
+                raw[j + e::pack] = (machine.written[k] >> np.uint32(e * t.bits)) & np.uint32((1 << t.bits) - 1)
+        storage = storage_dtype(t)
+        value = from_storage(raw.astype(f"u{storage.itemsize}").view(storage), t)
         results.append(value.reshape(shape) if shape else value[0])
     return results
 
 
 def run_inline_ptx(asm: str, result_types: list[ScalarType], inputs: list, shape: tuple[int, ...],
-                   register_dtype, outputs_count: int, pack: int = 1) -> list:
+                   register_dtype, outputs_count: int, pack: int = 1, input_types=None) -> list:
     """The outputs of ``asm`` (numpy values of ``shape``, or scalars for ``shape == ()``), or
-    ``UnsupportedPtx``.  ``inputs`` are the operand values in order (after the outputs)."""
+    ``UnsupportedPtx``.  ``inputs`` are the operand values in order (after the outputs), of
+    ``input_types`` (element types; None: 32-bit registers as they are)."""
     try:
         if pack != 1:
             raise UnsupportedPtx("pack")
         plan = _plan(asm, outputs_count)
     except UnsupportedPtx as first:
         try:
-            return _run_machine(asm, result_types, inputs, shape, outputs_count, pack)
+            return _run_machine(asm, result_types, inputs, shape, outputs_count, pack, input_types)
         except UnsupportedPtx as exc:
             raise (first if pack == 1 and str(first) != "pack" and _only_movs(asm) else exc) from None
     return _run_plan(plan, result_types, inputs, shape, register_dtype, outputs_count)

@@ -116,11 +116,12 @@ def inline_asm_elementwise(ctx, op, *args):
     shape = tuple(op.results[0].type.shape) if isinstance(op.results[0].type, TensorType) else ()
     try:
         out = run_inline_ptx(op.attrs["asm"], types, list(args), shape, register_dtype, len(op.results),
-                             op.attrs.get("pack", 1))
+                             op.attrs.get("pack", 1), [scalar_of(v.type) for v in op.operands])
     except UnsupportedPtx as exc:
         raise ctx.error(op, f"tl.inline_asm_elementwise in {ctx.label}: inline PTX cannot run on the interpreter "
-                            f"(it runs nanosleep, mov and f32/f32x2 add, sub, mul, fma.rn, tanh.approx, "
-                            f"ex2.approx (interpreter/inline_ptx.py); here: '{exc}'); run this kernel on the GPU "
+                            f"(it runs nanosleep, mov, f32/f32x2 add, sub, mul, fma.rn, tanh.approx, "
+                            f"ex2.approx and 32-bit and, or, xor, not, shl, shr, add, sub, mul.lo, prmt, lop3 "
+                            f"(interpreter/inline_ptx.py); here: '{exc}'); run this kernel on the GPU "
                             f"(or give the interpreter a tl.* equivalent of the asm)") from None
     return out[0] if len(out) == 1 else tuple(out)
 

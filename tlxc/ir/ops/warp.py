@@ -9,14 +9,26 @@
 * ``tl.inline_asm_elementwise(args...) {asm, constraints, pure, pack}``:
   Triton's elementwise inline PTX: ``asm`` runs once per ``pack`` elements of
   the (broadcast) operands, results ``$0..`` first, then the operands; one
-  result per dtype.  The only place user assembly enters generated code
-  (``codegen_c/rules_warp.py`` -> ``codegen_nvptx/ptx.py user_inline_asm``).
+  result per dtype.  With ``pack > 1`` a result or operand narrower than 32
+  bits has its run's elements packed into registers as Triton packs them
+  (``elements_per_register``): ``min(32 // bits, pack)`` elements a register,
+  element ``k`` of a register in bits ``k * bits`` up (the first element lowest),
+  so int8 with ``pack=4`` is one ``r`` operand and bf16 with ``pack=4`` two.  The
+  only place user assembly enters generated code (``codegen_c/rules_warp.py`` ->
+  ``codegen_nvptx/ptx.py user_inline_asm``).
 """
 from __future__ import annotations
 
 from ..core import Operation
 from ..types import ScalarType, TensorType, shape_of
 from ._rules import expect_results
+
+
+def elements_per_register(t: ScalarType, pack: int) -> int:
+    """Elements of type ``t`` one register operand of ``tl.inline_asm_elementwise`` carries at
+    ``pack``: Triton packs types narrower than 32 bits up to 32 bits (``min(32 // bits, pack)``),
+    one element a register otherwise."""
+    return min(32 // t.bits, pack) if t.bits < 32 else 1
 
 
 def _is_i1(t) -> bool:
