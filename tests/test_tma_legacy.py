@@ -207,3 +207,72 @@ def test_warmup_takes_host_filled_descriptors_as_a_launch_does():
     unfilled.bytes.zero_()        # (a fresh buffer may sit where an earlier test's filled one was, bytes and all)
     with pytest.raises(LaunchError, match="argument 'out_desc' of scale_tiles"):
         scale_tiles.warmup(a, unfilled, 45, 88, 1.5, BM=16, BN=32, grid=lambda meta: (1,))
+
+
+# -- Triton 3.0: the fill writes a numpy buffer, the kernel takes a (device) copy of its bytes ---------
+def _run_2d_triton30(x, out, BM, BN, buffer=None):
+    import numpy as np
+    m, n = x.shape
+    da = np.empty(128, dtype=np.int8) if buffer is None else buffer()
+    dc = np.empty(128, dtype=np.int8) if buffer is None else buffer()
+    active.utils.fill_2d_tma_descriptor(x.data_ptr(), m, n, BM, BN, x.element_size(), da)
+    active.utils.fill_2d_tma_descriptor(out.data_ptr(), m, n, BM, BN, out.element_size(), dc)
+    def copy(d):           # Triton 3.0's torch.tensor(desc, device=...): a copy of the 128 bytes
+        if isinstance(d, torch.Tensor):
+            return d.clone().to(x.device)
+        return torch.tensor(np.frombuffer(bytes(d), dtype=np.int8) if isinstance(d, bytearray) else d,
+                            device=x.device)
+    scale_tiles[(triton_cdiv(m, BM), triton_cdiv(n, BN))](copy(da), copy(dc), m, n, 1.5, BM=BM, BN=BN)
+
+
+@pytest.mark.parametrize("buffer", [None, bytearray, lambda: torch.empty(128, dtype=torch.uint8)],
+                         ids=["numpy", "bytearray", "cpu_tensor"])
+def test_triton30_buffer_fill_and_copied_bytes_match_torch(buffer):
+    g = _gen()
+    m, n = 45, 88
+    x = torch.randn(m, n, generator=g).half()
+    out = torch.full((m, n), float("nan")).half()
+    _run_2d_triton30(x, out, 16, 32, None if buffer is None else (lambda: buffer(128)) if buffer is bytearray
+                     else buffer)
+    ref = x.double() * 1.5
+    assert torch.isfinite(out).all()
+    assert ((out.double() - ref).abs() / ref.abs().max()).max() < 2e-3
+
+
+def test_triton30_each_cpu_fill_has_its_own_bytes():
+    """Fills on CPU tensors write a marker with a serial number, so a copy names its own fill."""
+    import numpy as np
+
+    from tlxc.runtime import tma_legacy
+    x, y = torch.zeros(16, 32, dtype=torch.float16), torch.zeros(32, 64, dtype=torch.float16)
+    da, db = np.empty(128, dtype=np.int8), np.empty(128, dtype=np.int8)
+    active.utils.fill_2d_tma_descriptor(x.data_ptr(), 16, 32, 16, 32, 2, da)
+    active.utils.fill_2d_tma_descriptor(y.data_ptr(), 32, 64, 16, 32, 2, db)
+    assert da.tobytes() != db.tobytes()
+    assert tuple(tma_legacy.resolve_copy(torch.tensor(db)).shape) == (32, 64)
+    other = torch.zeros(128, dtype=torch.int8)
+    assert tma_legacy.resolve_copy(other) is other             # bytes of no fill: an ordinary pointer argument
+
+
+def test_triton30_buffers_too_small_or_read_only_are_refused():
+    import numpy as np
+    x = torch.zeros(16, 32, dtype=torch.float16)
+    with pytest.raises(LaunchError, match="fill_2d_tma_descriptor: the descriptor buffer holds 64 bytes"):
+        active.utils.fill_2d_tma_descriptor(x.data_ptr(), 16, 32, 16, 32, 2, np.empty(64, dtype=np.int8))
+    frozen = np.empty(128, dtype=np.int8)
+    frozen.flags.writeable = False
+    with pytest.raises(LaunchError, match="writable C-contiguous numpy array"):
+        active.utils.fill_2d_tma_descriptor(x.data_ptr(), 16, 32, 16, 32, 2, frozen)
+
+
+@pytest.mark.gpu
+def test_gpu_triton30_device_copies_match_torch():
+    g = _gen()
+    m, n = 200, 136
+    x = torch.randn(m, n, generator=g).half().cuda()
+    out = torch.full((m, n), float("nan"), device="cuda").half()
+    _run_2d_triton30(x, out, 64, 64)
+    torch.cuda.synchronize()
+    ref = x.double() * 1.5
+    assert torch.isfinite(out).all()
+    assert ((out.double() - ref).abs() / ref.abs().max()).max() < 2e-3

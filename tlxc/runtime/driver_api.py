@@ -63,16 +63,16 @@ def _device_attribute(device_index: int, attr: int) -> int:
 class DeviceUtils:
     """``driver.active.utils``: ``get_device_properties(device)`` with Triton's keys, and Triton's
     pre-3.4 host TMA fills ``fill_1d_tma_descriptor`` / ``fill_2d_tma_descriptor``
-    (runtime/tma_legacy.py)."""
+    (runtime/tma_legacy.py; ``desc_ptr`` an address, or Triton 3.0's writable buffer)."""
 
     @staticmethod
-    def fill_1d_tma_descriptor(ptr: int, dim: int, block_dim: int, element_size: int, desc_ptr: int) -> None:
+    def fill_1d_tma_descriptor(ptr: int, dim: int, block_dim: int, element_size: int, desc_ptr) -> None:
         from .tma_legacy import fill_1d_tma_descriptor
         fill_1d_tma_descriptor(ptr, dim, block_dim, element_size, desc_ptr)
 
     @staticmethod
     def fill_2d_tma_descriptor(ptr: int, dim1: int, dim0: int, block_dim1: int, block_dim0: int,
-                               element_size: int, desc_ptr: int) -> None:
+                               element_size: int, desc_ptr) -> None:
         from .tma_legacy import fill_2d_tma_descriptor
         fill_2d_tma_descriptor(ptr, dim1, dim0, block_dim1, block_dim0, element_size, desc_ptr)
 

@@ -34,7 +34,7 @@ from ..errors import LaunchError, TlxcError
 from ..ir.types import PointerType, ScalarType
 from ..options import REFUSED_OPTIONS
 from . import nvtx
-from .tma_legacy import is_legacy, resolve
+from .tma_legacy import is_copy, is_legacy, resolve, resolve_copy
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
                   "launch_cooperative_grid", "launch_pdl", "interpret", "ctas_per_cga", "launch_cluster",
@@ -903,11 +903,13 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
         kernel_kwargs = {k: v for k, v in kwargs.items() if k not in options}
     bound = args if not kernel_kwargs and len(args) == len(kfn.param_names) else _bind(kfn, args, kernel_kwargs)
     bound = tuple(_require_given(kfn, v, n) for v, n in zip(bound, kfn.param_names))
-    if any(is_legacy(v) for v in bound):
-        # Triton <= 3.3 host-filled descriptors: the grid function fills them (runtime/tma_legacy.py),
-        # so it runs first; each becomes the TensorDescriptor its fill recorded
+    if any(is_legacy(v) or is_copy(v) for v in bound):
+        # Triton <= 3.3 host-filled descriptors (and Triton 3.0's device copies of their bytes): the
+        # grid function fills them (runtime/tma_legacy.py), so it runs first; each becomes the
+        # TensorDescriptor its fill recorded
         grid = grid_dims(kfn.__name__, grid, {**dict(zip(kfn.param_names, bound)), **options})
-        bound = tuple(resolve(kfn.__name__, n, v) if is_legacy(v) else v for v, n in zip(bound, kfn.param_names))
+        bound = tuple(resolve(kfn.__name__, n, v) if is_legacy(v) else resolve_copy(v) if is_copy(v) else v
+                      for v, n in zip(bound, kfn.param_names))
         args, kwargs = bound, dict(options)
     if _runs_on_interpreter(kfn, options, bound):
         return _interpret(kfn, grid, args, kwargs)

@@ -23,6 +23,15 @@ tutorials fill their descriptors there, once the autotuner has picked the block 
 128 bytes must still be the ones the fill wrote: bytes from anywhere else are refused with a
 ``LaunchError`` naming the argument, never launched blind.
 
+Triton 3.0 spelled the same flow differently, and tlxc takes that too: the fill's last argument
+was a writable buffer (``np.empty(128, dtype=np.int8)``; a ``bytearray`` or CPU tensor works as
+well), and the kernel received a device copy of those bytes (``torch.tensor(desc, device="cuda")``)
+as a plain pointer.  A launch argument that is a one-dimensional int8/uint8 tensor of 128 to
+1024 bytes whose first 128 are exactly the bytes of one of the recent fills (``is_copy``) becomes
+that fill's descriptor (``resolve_copy``; the bytes are read back from the device, a synchronizing
+copy of 128 bytes, and only while fills have been made).  Fills on CPU tensors write a marker with a serial number, so that each one's
+bytes name it.  The records keep the last ``RECENT`` fills.
+
 The element type follows ``element_size`` as Triton's fills choose it (1: uint8, 2: float16,
 4: float32, 8: float64) for device memory, and is the dtype of the tensor holding ``ptr`` (of
 that size) for host memory; TMA copies bits, and the kernel's
@@ -35,7 +44,9 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import itertools
 import weakref
+from collections import OrderedDict
 from typing import Any
 
 from ..descriptors import TensorDescriptor
@@ -43,9 +54,12 @@ from ..errors import LaunchError
 
 MAP_BYTES = 128
 _MARKER = b"tlxc host-filled TMA descriptor of a CPU tensor (interpreter)\0"
+RECENT = 4096            # fills remembered (by buffer address and by bytes); older ones are forgotten
 
-# buffer address -> (descriptor, the 128 bytes written there)
-_FILLED: dict[int, tuple[TensorDescriptor, bytes]] = {}
+# buffer address -> (descriptor, the 128 bytes written there); the 128 bytes -> descriptor
+_FILLED: OrderedDict[int, tuple[TensorDescriptor, bytes]] = OrderedDict()
+_BY_BYTES: OrderedDict[bytes, TensorDescriptor] = OrderedDict()
+_SERIAL = itertools.count(1)
 # tensor address -> the tensor found holding it (a weak reference: no tensor is kept alive)
 _HOLDERS: dict[int, Any] = {}
 
@@ -167,29 +181,62 @@ def _row_major(shape):
     return tuple(reversed(strides))
 
 
-def _fill(call: str, address: int, shape: tuple, box: tuple, element_size: int, desc_address: int) -> None:
-    if not isinstance(desc_address, int) or desc_address <= 0:
-        raise _fail(call, f"the descriptor address must be the data_ptr() of a 128-byte CPU buffer, got "
-                          f"{desc_address!r}")
+def _buffer_address(call: str, buffer) -> int:
+    """The address of the 128 writable host bytes the fill writes: an int (Triton 3.1-3.3:
+    ``desc.data_ptr()``), or (Triton 3.0) a numpy array, a ``bytearray`` or a CPU tensor."""
+    import numpy as np
+    import torch
+    if isinstance(buffer, int) and not isinstance(buffer, bool) and buffer > 0:
+        return buffer
+    nbytes, address = None, None
+    if isinstance(buffer, np.ndarray) and buffer.flags.c_contiguous and buffer.flags.writeable:
+        nbytes, address = buffer.nbytes, buffer.ctypes.data
+    elif isinstance(buffer, bytearray):
+        nbytes = len(buffer)
+        address = ctypes.addressof((ctypes.c_char * max(nbytes, 1)).from_buffer(buffer)) if nbytes else None
+    elif isinstance(buffer, torch.Tensor) and buffer.device.type == "cpu" and buffer.is_contiguous():
+        nbytes, address = buffer.numel() * buffer.element_size(), buffer.data_ptr()
+    if address is None or nbytes is None:
+        raise _fail(call, f"the descriptor buffer must be the data_ptr() of a 128-byte CPU buffer, or (Triton "
+                          f"3.0) a writable C-contiguous numpy array, bytearray or CPU tensor; got "
+                          f"{type(buffer).__name__} {buffer!r:.60}")
+    if nbytes < MAP_BYTES:
+        raise _fail(call, f"the descriptor buffer holds {nbytes} bytes; a TMA descriptor takes {MAP_BYTES}")
+    return address
+
+
+def _remember(table: OrderedDict, key, value) -> None:
+    table.pop(key, None)
+    table[key] = value
+    while len(table) > RECENT:
+        table.popitem(last=False)
+
+
+def _fill(call: str, address: int, shape: tuple, box: tuple, element_size: int, desc_buffer) -> None:
+    desc_address = _buffer_address(call, desc_buffer)
     view = _view(call, int(address), shape, int(element_size))
     try:
         desc = TensorDescriptor(view, shape, _row_major(shape), box)
         desc.ir_type()                                     # checks the box now, not at the launch
     except LaunchError as exc:
         raise _fail(call, str(exc)) from None
-    blob = desc.encode() if view.is_cuda else _MARKER.ljust(MAP_BYTES, b"\0")
+    if view.is_cuda:
+        blob = desc.encode()
+    else:
+        blob = (_MARKER + next(_SERIAL).to_bytes(8, "little")).ljust(MAP_BYTES, b"\0")
     ctypes.memmove(desc_address, blob, MAP_BYTES)
-    _FILLED[desc_address] = (desc, blob)
+    _remember(_FILLED, desc_address, (desc, blob))
+    _remember(_BY_BYTES, blob, desc)
 
 
-def fill_1d_tma_descriptor(ptr: int, dim: int, block_dim: int, element_size: int, desc_ptr: int) -> None:
+def fill_1d_tma_descriptor(ptr: int, dim: int, block_dim: int, element_size: int, desc_ptr) -> None:
     """Triton's ``driver.active.utils.fill_1d_tma_descriptor``: the ``dim`` elements at ``ptr``,
     copied ``block_dim`` at a time (module docstring)."""
     _fill("fill_1d_tma_descriptor", ptr, (int(dim),), (int(block_dim),), element_size, desc_ptr)
 
 
 def fill_2d_tma_descriptor(ptr: int, dim1: int, dim0: int, block_dim1: int, block_dim0: int,
-                           element_size: int, desc_ptr: int) -> None:
+                           element_size: int, desc_ptr) -> None:
     """Triton's ``driver.active.utils.fill_2d_tma_descriptor``: the row-major ``dim1 x dim0``
     tensor at ``ptr`` (``dim0`` contiguous), copied in ``block_dim1 x block_dim0`` boxes."""
     _fill("fill_2d_tma_descriptor", ptr, (int(dim1), int(dim0)), (int(block_dim1), int(block_dim0)),
@@ -221,4 +268,26 @@ def resolve(kernel: str, name: str, value: Any) -> TensorDescriptor:
     return desc
 
 
-__all__ = ["fill_1d_tma_descriptor", "fill_2d_tma_descriptor", "is_legacy", "resolve"]
+COPY_MAX_BYTES = 1024     # Triton 3.0 code copies buffers of 128 bytes (its tutorial) or 512 (applied-ai)
+
+
+def is_copy(value: Any) -> bool:
+    """Whether a launch argument may be a Triton 3.0 copy of a fill's buffer: a contiguous int8/uint8
+    tensor of 128 to ``COPY_MAX_BYTES`` bytes while fills are remembered (its first 128 bytes decide,
+    in ``resolve_copy``)."""
+    if not _BY_BYTES:
+        return False
+    import torch
+    return isinstance(value, torch.Tensor) and value.dtype in (torch.int8, torch.uint8) and \
+        MAP_BYTES <= value.numel() <= COPY_MAX_BYTES and value.dim() == 1 and value.is_contiguous()
+
+
+def resolve_copy(value: Any) -> Any:
+    """The descriptor whose fill wrote ``value``'s first 128 bytes, or ``value`` itself (a tensor of
+    other bytes is an ordinary pointer argument)."""
+    import torch
+    data = value.detach()[:MAP_BYTES].view(torch.uint8).cpu().numpy().tobytes()
+    return _BY_BYTES.get(data, value)
+
+
+__all__ = ["fill_1d_tma_descriptor", "fill_2d_tma_descriptor", "is_copy", "is_legacy", "resolve", "resolve_copy"]

@@ -228,18 +228,19 @@ def cuda_source(kfn, args: tuple, kwargs: dict, grid, arch: str = DEFAULT_ARCH) 
 
 
 def _resolve_legacy_descriptors(kfn, args: tuple, kwargs: dict, grid) -> tuple[tuple, dict]:
-    """Triton <= 3.3 host-filled descriptors (objects with ``tma_desc_cpu_ptr()``) become the
-    ``TensorDescriptor`` their fill recorded, as a launch does (``launch.launch``): the grid
+    """Triton <= 3.3 host-filled descriptors (objects with ``tma_desc_cpu_ptr()``, or Triton 3.0's
+    copies of their bytes) become the ``TensorDescriptor`` their fill recorded, as a launch does (``launch.launch``): the grid
     function fills them, so it runs first.  Other arguments pass through unchanged."""
     from . import launch as L
-    from .tma_legacy import is_legacy, resolve
-    if not any(is_legacy(v) for v in (*args, *kwargs.values())):
+    from .tma_legacy import is_copy, is_legacy, resolve, resolve_copy
+    if not any(is_legacy(v) or is_copy(v) for v in (*args, *kwargs.values())):
         return args, kwargs
     options = {k: kwargs[k] for k in L.LAUNCH_OPTIONS if k in kwargs and k not in kfn.signature.parameters}
     bound = L._bind(kfn, args, {k: v for k, v in kwargs.items() if k not in options})
     bound = tuple(L._require_given(kfn, v, n) for v, n in zip(bound, kfn.param_names))
     L.grid_dims(kfn.__name__, grid, {**dict(zip(kfn.param_names, bound)), **options})
-    return tuple(resolve(kfn.__name__, n, v) if is_legacy(v) else v for v, n in zip(bound, kfn.param_names)), options
+    return tuple(resolve(kfn.__name__, n, v) if is_legacy(v) else resolve_copy(v) if is_copy(v) else v
+                 for v, n in zip(bound, kfn.param_names)), options
 
 
 def _prepare_gpu(kfn, bound: tuple, config):
