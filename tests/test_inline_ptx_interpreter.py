@@ -1,8 +1,10 @@
-"""The interpreter runs inline PTX made only of ``nanosleep`` and ``mov`` (exactly modelled:
-``interpreter/inline_ptx.py``) and refuses any other statement at the user's line."""
+"""The interpreter runs the inline PTX ``interpreter/inline_ptx.py`` models exactly (``nanosleep``,
+``mov``, and register arithmetic: tests/test_inline_asm_packed.py, tests/test_inline_asm_narrow.py)
+and refuses any other statement at the user's line."""
 from __future__ import annotations
 
 import kernels_dsm as K
+import numpy as np
 import pytest
 import torch
 
@@ -29,9 +31,9 @@ def test_a_scalar_result_without_operands():
 
 
 @pytest.mark.parametrize("asm, why", [
-    ("add.s32 $0, $1, 1;", "add.s32 $0, $1, 1"),                  # arithmetic is not modelled
+    ("popc.b32 $0, $1;", "popc.b32 $0, $1"),                      # an instruction not modelled
+    ("mov.u32 $0, %laneid;", "mov.u32 $0, %laneid"),              # a special register not modelled
     ("nanosleep.u32 10;", "writes outputs [] of [0]"),            # the output would be garbage
-    ("mov.u32 $0, 1; mov.u32 $0, 2;", "writes outputs [0, 0]"),   # twice
     ("mov.u32 $1, 1;", "mov.u32 $1, 1"),                          # $1 is an input, not an output
 ])
 def test_anything_else_is_refused(asm, why):
@@ -39,13 +41,17 @@ def test_anything_else_is_refused(asm, why):
         run_inline_ptx(asm, [T.i32], [torch.zeros(4, dtype=torch.int32).numpy()], (4,), register_dtype, 1)
 
 
+def test_an_output_written_twice_holds_its_last_write():
+    """An output operand is a register: the machine keeps its last write (and may read it back)."""
+    out = run_inline_ptx("{ mov.b32 $0, 1; add.u32 $0, $0, $1; mov.b32 $0, $0; }", [T.i32],
+                         [np.arange(4, dtype=np.int32)], (4,), register_dtype, 1)
+    assert out[0].tolist() == [1, 2, 3, 4]
+
+
 def test_the_kernel_level_refusal_names_the_statement():
-    x = torch.randn(100)
-    k = torch.randint(-50, 50, (100,), dtype=torch.int32)
-    # its fma.rn.f32 runs (32-bit float arithmetic is modelled); the integer add is not
-    with pytest.raises(InterpreterError, match=r"\(interpreter/inline_ptx.py\); here: 'add\.s32 \$0, \$2, \$3'"):
-        tlxc.interpret(K.asm_affine)[(2,)](x, k, torch.empty(100), torch.empty(100, dtype=torch.int32), 100,
-                                          BLOCK=64)
+    x = torch.arange(64, dtype=torch.int32)
+    with pytest.raises(InterpreterError, match=r"\(interpreter/inline_ptx.py\); here: 'popc\.b32 \$0, \$1'"):
+        tlxc.interpret(K.asm_unmodeled)[(1,)](x, torch.empty(64, dtype=torch.int32), BLOCK=64)
 
 
 def test_the_same_kernel_builds_for_sm90a():
