@@ -111,7 +111,7 @@ def _operands(M, N, K, b_kmajor, dtype, device):
 def _compile_worker(job):
     """Compile (sm_90a, CPU tensors) config ``name`` for every shape: fills the disk cache
     (with ``only_picks``, only on the shapes whose heuristic picks it)."""
-    name, shapes, fp8, only_picks = job      # only_picks: compile ``name`` only where it is the pick
+    name, shapes, fp8, only_picks, promote = job      # only_picks: compile ``name`` only where it is the pick
     import torch
 
     from tlxc.ops import matmul_configs as cfgs
@@ -121,26 +121,27 @@ def _compile_worker(job):
     for M, N, K, bk in shapes:
         a, b = _operands(M, N, K, bk, dtype, "cpu")
         out = torch.empty(M, N, dtype=torch.bfloat16)
-        p = _problem(a, b, out)
+        p = _problem(a, b, out, promote=promote)
         if cfgs.supports(cfgs.CONFIGS[name], p) is not None:
             continue
         if only_picks and cfgs.choose_config(p).name != name:
             continue
         try:
-            compile_config(name, a, b)
+            compile_config(name, a, b, **({"use_fast_accum": False} if promote else {}))
             done += 1
         except Exception as exc:               # reported again (and counted) by the timed run
             return name, f"compile failed: {type(exc).__name__}: {str(exc)[:200]}"
     return name, f"{done} compiled"
 
 
-def precompile(shapes, fp8: bool, jobs: int, only_picks: bool = False, configs: list[str] | None = None) -> None:
+def precompile(shapes, fp8: bool, jobs: int, only_picks: bool = False, configs: list[str] | None = None,
+               promote: bool = False) -> None:
     import multiprocessing as mp
 
     from tlxc.ops import CONFIGS
     names = [n for n, c in CONFIGS.items() if c.fp8 == fp8 or c.kernel == "dot"]
     # with --configs: those on every shape, every other configuration only where it is the pick
-    work = [(n, shapes, fp8, only_picks or (configs is not None and n not in configs)) for n in names]
+    work = [(n, shapes, fp8, only_picks or (configs is not None and n not in configs), promote) for n in names]
     start = time.time()
     with mp.get_context("spawn").Pool(jobs) as pool:
         for name, status in pool.imap_unordered(_compile_worker, work):
@@ -163,7 +164,10 @@ def main() -> None:
     parser.add_argument("--fp8", action="store_true", help="fp8 e4m3 against torch._scaled_mm instead")
     parser.add_argument("--fp8-baseline", choices=("fast", "precise"), default="fast",
                         help="torch._scaled_mm's accumulation: fast (use_fast_accum, the wgmma accumulator alone, "
-                             "as tlxc accumulates) or precise (cuBLAS promotes partial sums to float32)")
+                             "as tlxc accumulates by default) or precise (cuBLAS promotes partial sums to float32)")
+    parser.add_argument("--precise", action="store_true",
+                        help="fp8: tlxc with use_fast_accum=False (partial sums added in float32; pair it with "
+                             "--fp8-baseline precise)")
     parser.add_argument("--only-heuristic", action="store_true", help="time only the heuristic's choice")
     parser.add_argument("--timing", choices=("kernel", "call"), default="kernel")
     parser.add_argument("--budget-s", type=float, default=270.0)
@@ -175,11 +179,14 @@ def main() -> None:
     only = parse_configs(args.configs, args.fp8)
     t0 = time.time()
     if args.jobs > 1:
-        precompile(shapes, args.fp8, args.jobs, args.only_heuristic, only)
+        precompile(shapes, args.fp8, args.jobs, args.only_heuristic, only, promote=args.fp8 and args.precise)
     hide = args.timing == "kernel"
     dtype = torch.float8_e4m3fn if args.fp8 else torch.bfloat16
     card = torch.cuda.get_device_name()
-    print(f"card: {card}, torch {torch.__version__}, {f'fp8 e4m3 vs torch._scaled_mm ({args.fp8_baseline} accumulation)' if args.fp8 else 'bf16 vs torch.matmul'}, "
+    mode = "precise" if args.precise else "fast"
+    what = f"fp8 e4m3 (tlxc {mode}) vs torch._scaled_mm ({args.fp8_baseline} accumulation)" if args.fp8 \
+        else "bf16 vs torch.matmul"
+    print(f"card: {card}, torch {torch.__version__}, {what}, "
           f"{len(shapes)} shapes, {args.timing} time", flush=True)
     results = []
     for index, (M, N, K, bk) in enumerate(shapes):
@@ -195,6 +202,8 @@ def main() -> None:
                 return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
                                         use_fast_accum=args.fp8_baseline == "fast")
             kw = {"scale_a": scale, "scale_b": scale}
+            if args.precise:
+                kw["use_fast_accum"] = False
         else:
             def cublas(a=a, b=b):
                 return torch.matmul(a, b)
@@ -202,7 +211,7 @@ def main() -> None:
         shape_t0 = time.time()
         ref = cublas().float()
         out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-        p = _problem(a, b, out)
+        p = _problem(a, b, out, promote=args.fp8 and args.precise)
         pick = cfgs.choose_config(p)
         names = [pick.name] if args.only_heuristic else [c.name for c in cfgs.candidates(p)]
         if only is not None:

@@ -41,12 +41,14 @@ def _glu_backward(g: torch.Tensor, z: torch.Tensor, activation: str) -> torch.Te
 
 def _matmul_impl(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, activation: str | None = None,
                  out_dtype: torch.dtype | None = None, residual: torch.Tensor | None = None,
-                 scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> torch.Tensor:
+                 scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
+                 use_fast_accum: bool = True) -> torch.Tensor:
     return matmul_eager(a, b, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual,
-                        scale_a=scale_a, scale_b=scale_b)
+                        scale_a=scale_a, scale_b=scale_b, use_fast_accum=use_fast_accum)
 
 
-def _matmul_fake(a, b, bias=None, activation=None, out_dtype=None, residual=None, scale_a=None, scale_b=None):
+def _matmul_fake(a, b, bias=None, activation=None, out_dtype=None, residual=None, scale_a=None, scale_b=None,
+                 use_fast_accum=True):
     if a.dim() < 2 or b.dim() != 2 or a.shape[-1] != b.shape[0]:
         raise ValueError(f"tlxc::matmul expects [..., K] @ [K, N], got {tuple(a.shape)} @ {tuple(b.shape)}")
     dtype = out_dtype or (torch.bfloat16 if a.dtype in FP8_DTYPES else a.dtype)
@@ -69,23 +71,25 @@ def refuse_on_the_op(op: str, **arguments) -> None:
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, bias: torch.Tensor | None = None,
            activation: str | None = None, out_dtype: torch.dtype | None = None,
            residual: torch.Tensor | None = None, scale_a: torch.Tensor | None = None,
-           scale_b: torch.Tensor | None = None, config: str | None = None) -> torch.Tensor:
+           scale_b: torch.Tensor | None = None, config: str | None = None,
+           use_fast_accum: bool = True) -> torch.Tensor:
     """``tlxc.ops.matmul`` (``ops/matmul.py:matmul`` for the arguments): the kernels directly, or
     through ``matmul_op`` where autograd must record the call (an input requires grad) or it is
     traced (``torch.compile``, fake tensors), so gradients and compiled graphs see it as they see
     ``torch.matmul``.  ``out=`` and ``config=`` then have no meaning and are refused by name."""
     if not needs_custom_op(a, b, out, bias, residual, scale_a, scale_b):
         return matmul_eager(a, b, out, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual,
-                            scale_a=scale_a, scale_b=scale_b, config=config)
+                            scale_a=scale_a, scale_b=scale_b, config=config, use_fast_accum=use_fast_accum)
     refuse_on_the_op("tlxc.ops.matmul", out=out, config=config)
     return matmul_op(a, b, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual, scale_a=scale_a,
-                     scale_b=scale_b)
+                     scale_b=scale_b, use_fast_accum=use_fast_accum)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    a, b, bias, activation, _out_dtype, residual, scale_a, scale_b = inputs
+    a, b, bias, activation, _out_dtype, residual, scale_a, scale_b, use_fast_accum = inputs
     ctx.save_for_backward(a, b, bias, scale_a, scale_b)
     ctx.activation = activation
+    ctx.use_fast_accum = use_fast_accum
     ctx.has_residual = residual is not None
     ctx.residual_dtype = residual.dtype if residual is not None else None
 
@@ -100,7 +104,8 @@ def _backward(ctx, grad):
     g = grad.reshape(-1, grad.shape[-1]).float()
     a2 = a.reshape(-1, a.shape[-1])
     if ctx.activation is not None:              # through the activation at the recomputed pre-activation
-        z = matmul_op(a2, b, bias=bias, out_dtype=torch.float32, scale_a=scale_a, scale_b=scale_b)
+        z = matmul_op(a2, b, bias=bias, out_dtype=torch.float32, scale_a=scale_a, scale_b=scale_b,
+                      use_fast_accum=ctx.use_fast_accum)
         if ctx.activation in _GLU_GATE:
             g = _glu_backward(g, z, ctx.activation)
         else:
@@ -120,7 +125,7 @@ def _backward(ctx, grad):
         grad_bias = grad_bias_of.sum(0).to(bias.dtype)
     if ctx.has_residual and ctx.needs_input_grad[5]:
         grad_res = grad.reshape(*lead, grad.shape[-1]).to(ctx.residual_dtype)
-    return grad_a, grad_b, grad_bias, None, None, grad_res, None, None
+    return grad_a, grad_b, grad_bias, None, None, grad_res, None, None, None
 
 
 matmul_op.register_autograd(_backward, setup_context=_setup_context)

@@ -103,7 +103,7 @@ def _tma_stores(t: torch.Tensor) -> bool:
     return _tma_rows(t) and t.shape[1] * t.element_size() % 16 == 0
 
 
-def _problem(a, b, out, residual: bool = False, glu: bool = False) -> cfgs.Problem:
+def _problem(a, b, out, residual: bool = False, glu: bool = False, promote: bool = False) -> cfgs.Problem:
     M, K = a.shape
     N = b.shape[1]
     a_kmajor = not (a.stride(0) == 1 and a.stride(1) != 1 and M > 1)     # M-major only when clearly so
@@ -113,7 +113,7 @@ def _problem(a, b, out, residual: bool = False, glu: bool = False) -> cfgs.Probl
     return cfgs.Problem(M, N, K, elt=a.element_size(), out_elt=out.element_size(), a_kmajor=a_kmajor,
                         b_kmajor=b_kmajor, tma_a=tma_a, tma_b=tma_b, tma_c=_tma_stores(out) and not glu,
                         fp8=a.dtype in FP8_DTYPES, sms=_num_sms(a.device), card=_card(a.device),
-                        residual=residual)
+                        residual=residual, promote=promote and a.dtype in FP8_DTYPES)
 
 
 # -- launching one configuration -------------------------------------------------------------------
@@ -205,7 +205,7 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             NUM_STAGES=c.stages, DTYPE=TL_DTYPES[a.dtype], OUT_DTYPE=TL_DTYPES[out.dtype],
             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
             EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, NUM_CONSUMERS=c.consumers,
-            CONSUMER_REGS=cfgs.consumer_registers(c.consumers), num_warps=4,
+            CONSUMER_REGS=cfgs.consumer_registers(c.consumers), PROMOTE=p.promote, num_warps=4,
             ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, GLU_AXIS=0 if c.swap else 1, **flags,
             **({"B_DTYPE": TL_DTYPES[b.dtype]} if b.dtype != a.dtype else {}))     # mixed fp8 (e4m3 x e5m2)
 
@@ -246,6 +246,7 @@ def _launch_dot(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue) 
     tiles = -(-M // c.bm) * -(-N // c.bn)
     meta = {"BLOCK_M": c.bm, "BLOCK_N": c.bn, "BLOCK_K": c.bk, "GROUP_M": c.group_m, "SPLIT_K": c.split_k,
             "FIX_M": c.bm, "GLU_AXIS": 0 if c.swap else 1, "num_warps": c.warps, "num_stages": c.stages,
+            "PROMOTE": p.promote,
             "ALIGNS": dot_aligns(M, N, p.K, (sxm, sxk, syk, syn, scm, scn), c.split_k)}
     if c.split_k == 1:
         _launch(gemm_dot_kernel, (tiles,), x, y, out, None, None, M, N, p.K, sxm, sxk, syk, syn, scm, scn, s0, s1, bias,
@@ -351,9 +352,9 @@ def _geometry(t: torch.Tensor | None) -> tuple | None:
     return None if t is None else (t.shape, t.stride(), t.dtype, t.data_ptr() % 16)
 
 
-def _plan_key(config, a, b, out, epi: _Epilogue) -> tuple:
+def _plan_key(config, a, b, out, epi: _Epilogue, promote: bool = False) -> tuple:
     dev = a.get_device()
-    return (config, dev, CPU_SMS if dev < 0 else 0, _geometry(a), _geometry(b), _geometry(out), epi.flags())
+    return (config, dev, CPU_SMS if dev < 0 else 0, _geometry(a), _geometry(b), _geometry(out), epi.flags(), promote)
 
 
 def compile_config(config: str, a, b, **kwargs) -> list:
@@ -376,7 +377,7 @@ def _tuning_file():
 def _tuning_key(p: cfgs.Problem, a, out, epi) -> str:
     return (f"{torch.cuda.get_device_name(a.device) if a.device.type == 'cuda' else 'cpu'}|{p.M}x{p.N}x{p.K}|"
             f"{a.dtype}|{out.dtype}|{int(p.a_kmajor)}{int(p.b_kmajor)}|{int(p.tma_a)}{int(p.tma_b)}{int(p.tma_c)}|"
-            f"{epi.flags()}")
+            f"{epi.flags()}{'|promote' if p.promote else ''}")
 
 
 def _load_tuned() -> dict:
@@ -473,7 +474,8 @@ def _check_scale(name: str, s, length: int, device):
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, bias: torch.Tensor | None = None,
            activation: str | None = None, out_dtype: torch.dtype | None = None,
            residual: torch.Tensor | None = None, scale_a: torch.Tensor | None = None,
-           scale_b: torch.Tensor | None = None, config: str | None = None) -> torch.Tensor:
+           scale_b: torch.Tensor | None = None, config: str | None = None,
+           use_fast_accum: bool = True) -> torch.Tensor:
     """``activation(a @ b * scale_a * scale_b + bias) + residual`` in ``out_dtype``.
 
     ``a``: ``[..., K]``, ``b``: ``[K, N]``, both bfloat16, both float16, or fp8 (e4m3/e5m2;
@@ -486,6 +488,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
     float32 (default: the operands' dtype, bfloat16 for fp8).  ``out``: written in place
     (any strides).  ``config``: a name of ``matmul_configs.CONFIGS``, ``"autotune"``, or
     None for the heuristic (``TLXC_OPS_AUTOTUNE=1`` makes None mean ``"autotune"``).
+    ``use_fast_accum`` (fp8, as ``torch._scaled_mm``'s): True sums every product in the wgmma
+    accumulator, whose fp8 sums keep fewer bits than float32 on Hopper; False adds each
+    k-step's partial sum (128 products) to a float32 accumulator, as cuBLAS's default does,
+    on configurations whose two accumulators fit (``matmul_configs.supports``).  16-bit
+    operands always accumulate in float32 (the flag changes nothing there).
     """
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         raise TypeError(f"tlxc.ops.matmul expects tensors, got {type(a).__name__} and {type(b).__name__}")
@@ -494,7 +501,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
     if a.dtype not in OPERAND_DTYPES or b.dtype not in OPERAND_DTYPES:
         raise ValueError(f"tlxc.ops.matmul: operands must be bfloat16, float16 or fp8 (e4m3/e5m2), "
                          f"got {a.dtype} and {b.dtype}")
+    if not isinstance(use_fast_accum, bool):
+        raise TypeError(f"tlxc.ops.matmul: use_fast_accum must be a bool, got {use_fast_accum!r}")
     fp8 = a.dtype in FP8_DTYPES
+    promote = fp8 and not use_fast_accum
     if (b.dtype in FP8_DTYPES) != fp8 or (not fp8 and a.dtype != b.dtype):
         raise ValueError(f"tlxc.ops.matmul: both operands must have the same 16-bit dtype, or both be fp8; "
                          f"got {a.dtype} and {b.dtype}")
@@ -525,7 +535,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
                              f"got {tuple(out.shape)} {out.dtype} on {out.device}")
         if out.dim() > 2 and not _folds_rows(out):     # e.g. a transposed batch: computed apart, then copied
             return out.copy_(matmul(a, b, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual,
-                                    scale_a=scale_a, scale_b=scale_b, config=config))
+                                    scale_a=scale_a, scale_b=scale_b, config=config, use_fast_accum=use_fast_accum))
         out2 = out.view(M, n_out) if out.dim() > 2 else out
     if bias is not None:
         bias = _check_vector("bias", bias, N, a.device)
@@ -542,12 +552,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
     if config is None and os.environ.get("TLXC_OPS_AUTOTUNE", "") not in ("", "0"):
         config = "autotune"
     compiling = _COMPILE_ONLY.active
-    key = None if compiling else _plan_key(config, a2, b, out2, epi)
+    key = None if compiling else _plan_key(config, a2, b, out2, epi, promote)
     plan = _PLANS.get(key) if key is not None else None
     if plan is not None:
         run_config(plan.c, plan.p, a2, b, out2, epi, plan.descs)
         return out
-    p = _problem(a2, b, out2, residual is not None, glu)
+    p = _problem(a2, b, out2, residual is not None, glu, promote)
     if config is None:
         c = cfgs.choose_config(p) if K > 0 else cfgs.CONFIGS["dot_64x128x64_s4_w4"]
     elif config == "autotune":
@@ -569,8 +579,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
     return out
 
 
-def chosen_config(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None) -> cfgs.GemmConfig:
+def chosen_config(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None,
+                  use_fast_accum: bool = True) -> cfgs.GemmConfig:
     """The configuration the heuristic picks for ``a @ b`` (for inspection and the bench)."""
     out = torch.empty((a.shape[0], b.shape[1]), device="meta", dtype=out_dtype or
                       (torch.bfloat16 if a.dtype in FP8_DTYPES else a.dtype))
-    return cfgs.choose_config(_problem(a, b, out))
+    return cfgs.choose_config(_problem(a, b, out, promote=not use_fast_accum))

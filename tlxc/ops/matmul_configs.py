@@ -295,6 +295,7 @@ class Problem:
     fp8: bool = False
     sms: int = 132
     card: str = ""                # "H100": that card's measured rows come first (``MEASURED_BY_CARD``)
+    promote: bool = False         # fp8 with use_fast_accum=False: partial sums added in float32 every k-step
     residual: bool = False        # the epilogue adds a residual tile (costs shared memory in the WS kernel)
     epilogue: tuple = field(default=(), compare=False)
 
@@ -355,8 +356,22 @@ def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int, residual: bool = Fals
     return c.stages * stage + c_tiles + 2 * 8 * c.stages + 1024 + scratch
 
 
+PROMOTE_ACC_REGISTERS = 64        # accumulator registers a thread may hold for a promoted fp8 sum (x2)
+
+
+def accumulator_registers(c: GemmConfig) -> int:
+    """Float32 accumulator registers of one thread of ``c``'s MMA warps (ws: a consumer's
+    ``bm / consumers`` rows over 128 threads; dot: the tile over the program's threads)."""
+    if c.kernel == "ws":
+        return (c.bm // c.consumers) * c.bn // 128
+    return c.bm * c.bn // (32 * c.warps)
+
+
 def supports(c: GemmConfig, p: Problem) -> str | None:
     """None when ``c`` can run ``p``, else why not (one line)."""
+    if p.promote and c.kernel != "gemv" and accumulator_registers(c) > PROMOTE_ACC_REGISTERS:
+        return (f"use_fast_accum=False keeps a second accumulator for each k-step's fp8 products: "
+                f"{accumulator_registers(c)} x 2 registers a thread, where {PROMOTE_ACC_REGISTERS} x 2 fit")
     if c.kernel == "gemv":
         if p.M != 1:
             return "the single-row kernel runs M = 1 only"
@@ -626,7 +641,7 @@ def _borrowable(c: GemmConfig, p: Problem, row) -> bool:
     if not usable(c, p):
         return False
     own = Problem(row[0], row[1], row[2], p.elt, p.out_elt, b_kmajor=row[3].endswith("_bk"), fp8=p.fp8, sms=p.sms,
-                  card=p.card)
+                  card=p.card, promote=p.promote)
     (n_p, fill_p), (n_own, fill_own) = rounds(c, p), rounds(c, own)
     return not (n_p > n_own and fill_p < fill_own - WAVE_LOSS)
 

@@ -47,7 +47,8 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, 
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                     SPLIT_K: tl.constexpr, FIXUP: tl.constexpr, FIX_M: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
                     ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr, GLU_AXIS: tl.constexpr,
-                    ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1), CLUSTER_SPLIT: tl.constexpr = False):
+                    ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1), CLUSTER_SPLIT: tl.constexpr = False,
+                    PROMOTE: tl.constexpr = False):
     # the host's divisibility facts (module docstring)
     stride_am = aligned(stride_am, ALIGNS[0])
     stride_ak = aligned(stride_ak, ALIGNS[1])
@@ -87,7 +88,10 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, 
         left = K - k * BLOCK_K
         a = tl.load(a_tile, mask=ks[None, :] < left, other=0.0)
         b = tl.load(b_tile, mask=ks[:, None] < left, other=0.0)
-        acc = tl.dot(a, b, acc)
+        if PROMOTE:     # fp8, use_fast_accum=False: every BLOCK_K products added to acc in float32
+            acc = tl.dot(a, b, acc, max_num_imprecise_acc=BLOCK_K)
+        else:
+            acc = tl.dot(a, b, acc)
         a_tile += BLOCK_K * stride_ak
         b_tile += BLOCK_K * stride_bk
 

@@ -232,7 +232,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                    NUM_CONSUMERS: tl.constexpr, CONSUMER_REGS: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
                    HAS_RESIDUAL: tl.constexpr, STREAM_K: tl.constexpr, BN_TAIL: tl.constexpr = 0,
                    SHARE_A: tl.constexpr = False, GLU_AXIS: tl.constexpr = 1, BN_TAIL2: tl.constexpr = 0,
-                   B_DTYPE: tl.constexpr = None):
+                   B_DTYPE: tl.constexpr = None, PROMOTE: tl.constexpr = False):
     SUB_M: tl.constexpr = BM // NUM_CONSUMERS                             # each consumer's rows
     B_TYPE: tl.constexpr = DTYPE if B_DTYPE is None else B_DTYPE            # B's type: fp8 operands may mix e4m3/e5m2
     TILE_N: tl.constexpr = BN + BN_TAIL + BN_TAIL2                        # a tile's columns
@@ -346,6 +346,8 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                     tile, k0, k1 = stream_k_segment(walk, dp_tiles, n_dp, tile_hi, it_lo, it_hi, k_tiles, num_progs)
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
+                if PROMOTE:     # fp8, use_fast_accum=False: each k-step's products in their own accumulator
+                    part = tl.zeros((SUB_M, BN), dtype=tl.float32)
                 if BN_TAIL > 0:
                     acc_t = tl.zeros((SUB_M, BN_TAIL), dtype=tl.float32)
                 if BN_TAIL2 > 0:
@@ -358,7 +360,9 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                         a_op = a_smem[NUM_CONSUMERS * slot + cid]
                     else:
                         a_op = tlx.local_trans(a_smem[NUM_CONSUMERS * slot + cid])
-                    if B_KMAJOR:
+                    if PROMOTE:     # (fp8 reads B K-major)
+                        part = tlx.async_dot(a_op, tlx.local_trans(b_smem[slot]), part, use_acc=False)
+                    elif B_KMAJOR:
                         acc = tlx.async_dot(a_op, tlx.local_trans(b_smem[slot]), acc)
                     else:
                         acc = tlx.async_dot(a_op, b_smem[slot], acc)
@@ -370,7 +374,11 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                     if BN_TAIL2 > 0:
                         acc_t2 = tlx.async_dot(a_op, tlx.local_trans(bt2_smem[slot]), acc_t2)
                     tlx.named_barrier_arrive(9 + (cid + 1) % NUM_CONSUMERS, 256)
-                    acc = tlx.async_dot_wait(0, acc)              # this step's MMA is done: release its stage
+                    if PROMOTE:     # ... added in float32 (cuBLAS's default for fp8)
+                        part = tlx.async_dot_wait(0, part)
+                        acc += part
+                    else:
+                        acc = tlx.async_dot_wait(0, acc)          # this step's MMA is done: release its stage
                     if BN_TAIL > 0:
                         acc_t = tlx.async_dot_wait(0, acc_t)
                     if BN_TAIL2 > 0:
