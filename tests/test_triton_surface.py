@@ -546,13 +546,14 @@ def test_unsupported_triton_fp8_dtypes_exist_and_are_refused_by_name():
 
 
 @tlxc.jit
-def topk_kernel(x_ptr, out_ptr, out2_ptr, R: tl.constexpr, C: tl.constexpr, K: tl.constexpr):
+def topk_kernel(x_ptr, out_ptr, out2_ptr, out3_ptr, R: tl.constexpr, C: tl.constexpr, K: tl.constexpr):
     r = tl.arange(0, R)
     c = tl.arange(0, C)
     k = tl.arange(0, K)
     x = tl.load(x_ptr + r[:, None] * C + c[None, :])
     tl.store(out_ptr + r[:, None] * K + k[None, :], tl.topk(x, K))
     tl.store(out2_ptr + k, tl.topk(tl.load(x_ptr + c), K, dim=0))
+    tl.store(out3_ptr + r[:, None] * K + k[None, :], tl.topk(x, k=K, descending=False))
 
 
 def test_topk_gives_the_k_largest_largest_first(gen):
@@ -560,9 +561,23 @@ def test_topk_gives_the_k_largest_largest_first(gen):
     x = torch.randn(R, C, generator=gen)
     out = torch.full((R, K), float("nan"))
     out2 = torch.full((K,), float("nan"))
-    interpret(topk_kernel, (1,), (x, out, out2), {"R": R, "C": C, "K": K})
+    out3 = torch.full((R, K), float("nan"))
+    interpret(topk_kernel, (1,), (x, out, out2, out3), {"R": R, "C": C, "K": K})
     assert torch.equal(out, torch.topk(x, K, dim=1).values)
     assert torch.equal(out2, torch.topk(x[0], K).values)
+    assert torch.equal(out3, torch.topk(x, K, dim=1, largest=False).values)     # descending=False: smallest first
+
+
+@tlxc.jit
+def shape_arg_kernel(out_ptr, SHAPE):
+    tl.store(out_ptr + tl.arange(0, SHAPE[0]), tl.full(SHAPE, 7, tl.int32))
+
+
+def test_a_tuple_of_host_constexprs_is_a_tuple_of_ints():
+    """``(tl.constexpr(16),)`` passed to a plain parameter (Triton's tests pass block shapes so)."""
+    out = torch.zeros(16, dtype=torch.int32)
+    interpret(shape_arg_kernel, (1,), (out, (tl.constexpr(16),)), {})
+    assert torch.equal(out, torch.full((16,), 7, dtype=torch.int32))
 
 
 # -- negative loop steps ----------------------------------------------------------------------------
@@ -695,3 +710,57 @@ def test_extra_cuda_special_registers():
     assert out[0].item() >= 0 and out[1].item() == 0 and out[2].item() == 128
     cuda = special_registers_kernel.compile("out_ptr=*i64", {}, arch="sm_90a", num_warps=8).asm["cuda"]
     assert "%globaltimer" in cuda and "%smid" in cuda and "256" in cuda
+
+
+# -- found by Triton's own language tests (session 28): tuples, descriptor type, host names ------------
+
+@tlxc.jit
+def tuple_surface_kernel(x_ptr, out_ptr):
+    tl.static_assert(((3, 4) and (5, 6)) == (5, 6))          # Python's value of and/or on compile-time values
+    tl.static_assert(((3, 4) or (5, 6)) == (3, 4))
+    tl.static_assert((0 or ()) == ())
+    x = tl.load(x_ptr)
+    t = tl.tuple([x, x * 2]) + (x * 4,)
+    tl.static_assert(isinstance(t, tl.tuple) and not isinstance(x, tl.tuple))
+    tl.store(out_ptr, t[0] + t[1] + t[2])
+
+
+def test_tl_tuple_and_compile_time_and_or():
+    out = torch.zeros(1)
+    interpret(tuple_surface_kernel, (1,), (torch.full((1,), 1.5), out), {})
+    assert out.item() == 1.5 * 7
+    with pytest.raises(TypeError, match="carry no separate type"):
+        tl.tuple((1, 2), type=object())
+
+
+@tlxc.jit
+def descriptor_type_kernel(a_ptr, flags_ptr, M: tl.constexpr, N: tl.constexpr):
+    d = tl.make_tensor_descriptor(a_ptr, shape=[M, N], strides=[N, 1], block_shape=[M, N])
+    x = d.load([0, 0])
+    tl.store(flags_ptr, isinstance(d, tl.tensor_descriptor) and not isinstance(d, tl.tensor))
+    tl.store(flags_ptr + 1, isinstance(x, tl.tensor) and not isinstance(x, tl.tensor_descriptor))
+    d.store([0, 0], x + 1)
+
+
+def test_tl_tensor_descriptor_is_the_type_of_descriptors():
+    tlxc.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8))
+    a = torch.zeros(8, 16)
+    flags = torch.zeros(2, dtype=torch.int32)
+    interpret(descriptor_type_kernel, (1,), (a, flags), {"M": 8, "N": 16})
+    assert flags.tolist() == [1, 1] and bool((a == 1).all())
+
+
+def test_triton_host_names_reinterpret_compiler_errors_and_base_fn():
+    import tlxc.compat as triton
+    x = torch.arange(8, dtype=torch.int8)
+    view = triton.reinterpret(x, tl.float8e5)
+    assert view.dtype == torch.float8_e5m2 and view.data_ptr() == x.data_ptr()
+    with pytest.raises(TypeError, match="the widths must match"):
+        triton.reinterpret(x, tl.float16)
+    assert triton.compiler.errors.CompilationError is CompilationError
+
+    @triton.autotune(configs=[triton.Config(kwargs={"BLOCK": 32})], key=["n"])
+    @triton.jit
+    def tuned(x_ptr, n, BLOCK: tl.constexpr):
+        pass
+    assert tuned.base_fn.__name__ == "tuned"

@@ -23,6 +23,40 @@ from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristic
 from .runtime.jit import KernelFunction, jit
 
 JITFunction = KernelFunction        # what isinstance checks of Triton code name
+
+
+def reinterpret(tensor, dtype):
+    """Triton's ``triton.reinterpret(tensor, dtype)``: ``tensor``'s bits as elements of the
+    ``tl`` dtype ``dtype`` (the same width), so a kernel argument points to ``dtype``.  tlxc
+    returns torch's view of those bits (``tensor.view(torch dtype)``), which every launch
+    path reads as Triton's wrapper; a dtype torch lacks (``tl.float8e4b15``) is refused."""
+    import torch
+
+    from .frontend.builtins import const_dtype
+    from .ir.arg_types import torch_dtype_name
+    try:
+        t = const_dtype(dtype, "dtype")
+    except Exception:  # noqa: BLE001  (a SemanticError outside a kernel: say it in the host's terms)
+        raise TypeError(f"triton.reinterpret: 'dtype' must be a tl dtype, got {dtype!r}") from None
+    name = torch_dtype_name(t)
+    if name is None:
+        raise TypeError(f"triton.reinterpret: torch has no dtype holding {t} elements, so tlxc cannot pass "
+                        f"a tensor of them")
+    target = getattr(torch, name)
+    if target.itemsize != tensor.element_size():
+        raise TypeError(f"triton.reinterpret: {tensor.dtype} elements are {tensor.element_size()} bytes, {t} "
+                        f"elements {target.itemsize}; reinterpret keeps the bits, so the widths must match")
+    return tensor.view(target)
+
+
+class _Namespace:
+    def __init__(self, **names):
+        self.__dict__.update(names)
+
+
+# ``triton.compiler.errors.CompilationError`` / ``triton.compiler.CompilationError``: the class
+# Triton code catches (tlxc has no other part of Triton's compiler package).
+compiler = _Namespace(CompilationError=CompilationError, errors=_Namespace(CompilationError=CompilationError))
 # The Triton release whose language tlxc follows (the device's baseline, triton 3.6): Triton code gates
 # features on ``triton.__version__`` (vLLM's prefix_prefill defines its kernels only under
 # ``if triton.__version__ >= "2.1.0":``), so through this module it takes the branches written for that
@@ -30,7 +64,8 @@ JITFunction = KernelFunction        # what isinstance checks of Triton code name
 __version__ = "3.6.0"
 
 __all__ = ["Autotuner", "CompilationError", "Config", "Heuristics", "JITFunction", "__version__", "autotune", "cdiv",
-           "heuristics", "jit", "language", "next_power_of_2", "runtime", "set_allocator", "testing", "tools"]
+           "compiler", "heuristics", "jit", "language", "next_power_of_2", "reinterpret", "runtime", "set_allocator",
+           "testing", "tools"]
 
 
 def __getattr__(name: str):

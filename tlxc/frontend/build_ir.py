@@ -458,6 +458,7 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
         (non-zero is true), blocks broadcast (``m[:, None] < M and n[None, :] < N`` is a mask)."""
         is_and = isinstance(node.op, ast.And)
         result = None
+        last = is_and
         for value_node in node.values:
             value = unwrap(self.visit(value_node))
             if not isinstance(value, Tensor):
@@ -465,10 +466,11 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
                     return value if result is None else S.constant(self.b, False, T.i1)
                 if not is_and and value:
                     return value if result is None else S.constant(self.b, True, T.i1)
+                last = value
                 continue
             value = S.to_bool(self.b, value)
             result = value if result is None else S.binary(self.b, "and" if is_and else "or", result, value)
-        return result if result is not None else is_and
+        return result if result is not None else last      # all compile-time: Python's value (the last one)
 
     def visit_Compare(self, node):
         result = None

@@ -251,7 +251,14 @@ def specialization_from_types(kfn, types: dict[str, Type], constexprs: dict[str,
 
 
 def _unwrap(v):
-    return v.value if isinstance(v, tl.constexpr) else v
+    """A host ``tl.constexpr(x)`` as ``x``, also inside tuples (``(tl.constexpr(16),)``: Triton's
+    tests pass block shapes so), a namedtuple keeping its type."""
+    if isinstance(v, tl.constexpr):
+        return _unwrap(v.value)
+    if isinstance(v, tuple):
+        items = [_unwrap(x) for x in v]
+        return type(v)(*items) if hasattr(v, "_fields") else tuple(items)
+    return v
 
 
 # torch dtype names (``str(torch.float16)`` without "torch.") -> IR element type.

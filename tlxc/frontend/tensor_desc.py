@@ -52,6 +52,7 @@ _PADDINGS = ("zero", "nan")
 
 class DeviceDescriptor(Aggregate):
     kind = "tensor descriptor"
+    __tlxc_descriptor__ = True          # isinstance(d, tl.tensor_descriptor) (language/core.py)
 
     def __init__(self, base: Tensor, shape: tuple, strides: tuple, block_shape: tuple[int, ...], padding: str,
                  tma: Tensor | None = None, no_tma: str = ""):

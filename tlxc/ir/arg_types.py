@@ -19,6 +19,11 @@ _TORCH_DTYPES = {
 }
 
 
+def torch_dtype_name(t: ScalarType) -> str | None:
+    """The torch dtype name holding elements of ``t`` (None: torch has none)."""
+    return next((name for name, each in _TORCH_DTYPES.items() if each == t), None)
+
+
 def pointee_of_tensor(value) -> ScalarType:
     """The element type of a torch tensor (anything with ``data_ptr`` and ``dtype``)."""
     name = str(value.dtype).removeprefix("torch.")

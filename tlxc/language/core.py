@@ -94,9 +94,22 @@ class constexpr:
         return hash(self.value)
 
 
+def _is_descriptor(obj) -> bool:
+    """A kernel's tensor descriptor: an argument's (a runtime value of a tensordesc type) or
+    ``tl.make_tensor_descriptor``'s (frontend/tensor_desc.py: ``__tlxc_descriptor__``)."""
+    return getattr(type(obj), "__tlxc_descriptor__", False) or (
+        getattr(type(obj), "__tlxc_runtime_value__", False) and isinstance(getattr(obj, "type", None),
+                                                                           _t.TensorDescType))
+
+
 class _RuntimeValueType(type):
     def __instancecheck__(cls, obj) -> bool:
-        return getattr(type(obj), "__tlxc_runtime_value__", False)
+        return getattr(type(obj), "__tlxc_runtime_value__", False) and not _is_descriptor(obj)
+
+
+class _DescriptorType(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return _is_descriptor(obj)
 
 
 class tensor(metaclass=_RuntimeValueType):
@@ -108,6 +121,37 @@ class tensor(metaclass=_RuntimeValueType):
     def __init__(self, *args, **kwargs):
         raise TypeError("tl.tensor values come from the language's operations inside a kernel; "
                         "tl.tensor(...) builds none (use tl.full / tl.to_tensor)")
+
+
+class tensor_descriptor(metaclass=_DescriptorType):
+    """Triton's ``tl.tensor_descriptor``: the type of a tensor descriptor in a kernel (an argument or
+    ``tl.make_tensor_descriptor``'s result), for annotations and ``isinstance`` (a descriptor is
+    not a ``tl.tensor``, as in Triton)."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("tensor descriptors come from tl.make_tensor_descriptor or a kernel argument; "
+                        "tl.tensor_descriptor(...) builds none")
+
+
+tensor_descriptor_base = tensor_descriptor       # Triton's base class name (host and device descriptors)
+
+class _TupleType(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, builtins_tuple)
+
+
+builtins_tuple = tuple
+
+
+class tuple(metaclass=_TupleType):  # noqa: A001  (Triton's name)
+    """Triton's ``tl.tuple``: in a kernel ``tl.tuple(values)`` is the Python tuple of ``values``
+    (tlxc's kernel tuples are Python tuples of values), and ``isinstance(x, tl.tuple)`` is true
+    for a tuple; ``type`` (Triton's tuple type) is accepted only as None."""
+
+    def __new__(cls, args=(), type=None):  # noqa: A002
+        if type is not None:
+            raise TypeError("tl.tuple(..., type=...): tlxc's kernel tuples carry no separate type; leave it out")
+        return builtins_tuple(args)
 
 
 BUILTINS: dict[str, Any] = {}

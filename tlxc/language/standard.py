@@ -116,14 +116,14 @@ def histogram(input, num_bins: tl.constexpr, mask=None):
 
 
 @kernel
-def topk(x, k: tl.constexpr, dim: tl.constexpr = None):
+def topk(x, k: tl.constexpr, dim: tl.constexpr = None, descending: tl.constexpr = True):
     """The ``k`` largest elements along the last dimension (``dim`` must be it, as in Triton; ``k`` a
-    power of two), largest first: ``x.shape[:-1] + (k,)``.  ``tl.sort`` descending, then the first
-    ``k`` of each row."""
+    power of two), largest first: ``x.shape[:-1] + (k,)``; with ``descending=False`` the ``k``
+    smallest, smallest first.  ``tl.sort`` in that order, then the first ``k`` of each row."""
     last: tl.constexpr = len(x.shape) - 1
     tl.static_assert(dim is None or dim == last or dim == -1, "tl.topk works along the last dimension")
     tl.static_assert(k <= x.shape[last], "tl.topk: k is larger than the dimension")
-    ordered = tl.sort(x, descending=True)
+    ordered = tl.sort(x, descending=descending)
     if k == x.shape[last]:
         return ordered
     groups: tl.constexpr = x.shape[last] // k

@@ -137,6 +137,11 @@ class KernelWrapper:
         self.__doc__ = self.kernel.__doc__
         self.__wrapped__ = fn
 
+    @property
+    def base_fn(self):
+        """The decorated Python function under every wrapper (Triton's ``Autotuner.base_fn``)."""
+        return self.kernel.fn
+
     def __getitem__(self, grid):
         return functools.partial(self.run, grid=grid)
 
