@@ -764,3 +764,30 @@ def test_triton_host_names_reinterpret_compiler_errors_and_base_fn():
     def tuned(x_ptr, n, BLOCK: tl.constexpr):
         pass
     assert tuned.base_fn.__name__ == "tuned"
+
+
+# -- lambdas in a kernel ----------------------------------------------------------------------------
+
+@tlxc.jit
+def lambda_kernel(x_ptr, scan_ptr, red_ptr, SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(scan_ptr + offs, tl.associative_scan(x, 0, combine_fn=lambda a, b: tl.maximum(a, b)))
+    twice = lambda v: v * SCALE      # noqa: E731  (captures a compile-time value)
+    tl.store(red_ptr, tl.reduce(twice(x), axis=0, combine_fn=lambda a, b: a + b + SCALE))
+
+
+@tlxc.jit
+def lambda_capturing_a_runtime_value(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.store(out_ptr, tl.reduce(x, 0, lambda a, b: a + b + x_ptr.dtype.element_ty.primitive_bitwidth * x))
+
+
+def test_lambdas_combine_and_capture_compile_time_values_only(gen):
+    x = torch.randn(8, generator=gen)
+    scan, red = torch.full((8,), float("nan")), torch.full((1,), float("nan"))
+    interpret(lambda_kernel, (1,), (x, scan, red), {"SCALE": 2.0, "BLOCK": 8})
+    assert torch.equal(scan, torch.cummax(x, 0).values)
+    assert torch.allclose(red, (x * 2).sum() + 2.0 * 7, atol=1e-5)     # 7 combines, each adding SCALE
+    with pytest.raises(CompilationError, match="lambda can only capture constexpr values; 'x' is a runtime value"):
+        interpret(lambda_capturing_a_runtime_value, (1,), (x, red), {"BLOCK": 8})

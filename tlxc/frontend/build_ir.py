@@ -29,6 +29,7 @@ from . import semantic as S
 from .block_ptr import Aggregate  # (block_ptr also registers the block-pointer rules)
 from .calls import BoundMethod, Calls, error_cause
 from .control_flow import ControlFlow
+from .lambdas import make_lambda
 from .naming import kernel_symbol
 from .semantic import SemanticError
 from .source import FunctionSource, get_source
@@ -589,7 +590,8 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
     visit_SetComp = visit_ListComp
 
     def visit_Lambda(self, node):
-        raise self.error("lambdas are not supported in a kernel; define a @tlxc.kernel helper", node)
+        """A kernel helper made of the lambda's expression (frontend/lambdas.py)."""
+        return make_lambda(self, node)
 
     def visit_Dict(self, node):
         raise self.error("dicts are not supported in a kernel", node)

@@ -279,7 +279,7 @@ class Calls:
         signature = inspect.signature(kfn.fn)
         bound = self.bind_arguments(arg_nodes.display(src.name), signature, args, kwargs, node, arg_nodes)
         bound.apply_defaults()
-        vars: dict[str, Any] = {}
+        vars: dict[str, Any] = dict(getattr(kfn, "captured", {}))     # a lambda's captured constants
         for param_name, value in bound.arguments.items():
             param = signature.parameters[param_name]
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):

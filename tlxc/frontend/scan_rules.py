@@ -51,7 +51,7 @@ def _build_combine(ctx, fn, elems: list[ScalarType]) -> Region:
     from .build_ir import RETURN, FunctionBuilder  # build_ir imports this module
     from .calls import is_kernel_function
     if not is_kernel_function(fn):
-        raise SemanticError(f"'combine_fn' must be a @tlxc.jit function, got {S.describe(fn)}",
+        raise SemanticError(f"'combine_fn' must be a @tlxc.jit function or a lambda, got {S.describe(fn)}",
                             param="combine_fn")
     n = len(elems)
     names = list(inspect.signature(fn.fn).parameters)
@@ -60,7 +60,8 @@ def _build_combine(ctx, fn, elems: list[ScalarType]) -> Region:
                             f"takes {len(names)}", param="combine_fn")
     block = Block(elems + elems, names)
     with ctx.b.at(block):
-        vars = {name: Tensor(arg) for name, arg in zip(names, block.args)}
+        vars = dict(getattr(fn, "captured", {}))             # a lambda's captured constants
+        vars.update({name: Tensor(arg) for name, arg in zip(names, block.args)})
         vars[RETURN] = None
         ctx.depth += 1
         try:
