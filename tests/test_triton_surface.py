@@ -791,3 +791,62 @@ def test_lambdas_combine_and_capture_compile_time_values_only(gen):
     assert torch.allclose(red, (x * 2).sum() + 2.0 * 7, atol=1e-5)     # 7 combines, each adding SCALE
     with pytest.raises(CompilationError, match="lambda can only capture constexpr values; 'x' is a runtime value"):
         interpret(lambda_capturing_a_runtime_value, (1,), (x, red), {"BLOCK": 8})
+
+
+# -- integer semantics Triton's test_core checks (session 28: two were wrong results) -------------------
+
+@tlxc.jit
+def shift_kernel(x_ptr, s_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) >> tl.load(s_ptr + offs))
+
+
+@pytest.mark.parametrize("xt,st", [(torch.int8, torch.uint8), (torch.int16, torch.uint32), (torch.int32, torch.uint32),
+                                   (torch.uint8, torch.int8), (torch.int64, torch.uint64)])
+def test_right_shift_follows_the_left_operands_signedness(xt, st):
+    """int >> uint shifts arithmetically (sign-filled) in the promoted unsigned type, as Triton does
+    (each pair promotes to the unsigned type of the wider width)."""
+    x = torch.tensor([-128, -3, -1, 64, 5, -77, 100, -2], dtype=torch.int64).to(xt) if xt.is_signed \
+        else torch.tensor([128, 253, 255, 64, 5, 179, 100, 254], dtype=xt)
+    s = torch.tensor([1, 1, 4, 2, 0, 3, 5, 7], dtype=st)
+    bits = 8 * max(x.element_size(), s.element_size())
+    out = torch.zeros(8, dtype={8: torch.uint8, 32: torch.uint32, 64: torch.uint64}[bits])
+    interpret(shift_kernel, (1,), (x, s, out), {"N": 8})
+    expect = [((int(v) >> int(k)) % (1 << bits)) if xt.is_signed else ((int(v) % (1 << bits)) >> int(k))
+              for v, k in zip(x.tolist(), s.tolist())]
+    got = [int(v) % (1 << bits) for v in out.tolist()]
+    assert got == expect
+
+
+@tlxc.jit
+def unsigned_literal_kernel(x_ptr, out_ptr, Y: tl.constexpr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, x // Y + x % Y + (x / Y).to(tl.uint32))
+
+
+def test_a_literal_adopts_an_unsigned_tensors_type():
+    x = torch.tensor([7, 8, 9, 4000000000], dtype=torch.uint32)
+    out = torch.zeros(4, dtype=torch.uint32)
+    interpret(unsigned_literal_kernel, (1,), (x, out), {"Y": 4, "N": 4})
+    assert [int(v) for v in out.tolist()] == [v // 4 + v % 4 + int(v / 4) for v in (7, 8, 9, 4000000000)]
+    with pytest.raises(CompilationError, match=r"cannot '//' an unsigned tensor \(u32\) and a negative literal"):
+        interpret(unsigned_literal_kernel, (1,), (x, out), {"Y": -4, "N": 4})
+
+
+@tlxc.jit
+def sum_dtype_kernel(out_ptr, INIT: tl.constexpr, IN: tl.constexpr, OUT: tl.constexpr):
+    x = tl.full((32, 32), INIT, dtype=IN)
+    tl.store(out_ptr, tl.sum(x, dtype=OUT).to(tl.int32))
+    tl.store(out_ptr + 1, tl.sum(x, axis=1, dtype=OUT).to(tl.int32).sum())
+
+
+def test_a_sum_in_a_narrow_dtype_wraps_there():
+    """tl.sum(..., dtype=) accumulates in that dtype: i1 additions are modulo 2, i8 modulo 256."""
+    out = torch.zeros(2, dtype=torch.int32)
+    interpret(sum_dtype_kernel, (1,), (out,), {"INIT": 1, "IN": tl.int1, "OUT": tl.int1})
+    assert out.tolist() == [0, 0]                        # 1024 ones; each row of 32 ones sums to 0 too
+    interpret(sum_dtype_kernel, (1,), (out,), {"INIT": 3, "IN": tl.int8, "OUT": tl.int8})
+    assert out.tolist() == [(3 * 1024 + 128) % 256 - 128, 32 * ((3 * 32 + 128) % 256 - 128)]
+    interpret(sum_dtype_kernel, (1,), (out,), {"INIT": True, "IN": tl.int1, "OUT": None})
+    assert out.tolist() == [1024, 1024]                  # no dtype: booleans count in i32

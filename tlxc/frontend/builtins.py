@@ -565,6 +565,9 @@ def reduce(b, x, axis, kind: str, keep_dims: bool, dtype=None) -> Tensor:
     if kind in ("and", "or", "xor") and not x.dtype.is_integer:
         raise SemanticError(f"{kind} reduction needs integers, got {x.dtype}")
     if x.dtype.is_boolean and kind in ("sum",):
+        if dtype is not None:           # a sum in i1 itself (Triton's): additions modulo 2
+            total = reduce(b, S.cast(b, x, T.i32), axis, "sum", keep_dims, None)
+            return S.compare(b, "ne", S.binary(b, "and", total, 1), 0)
         x = S.cast(b, x, T.i32)
     shape = x.shape[:axis] + x.shape[axis + 1:]
     elem = T.i32 if kind.startswith("arg") else x.dtype

@@ -32,7 +32,7 @@ def op_symbol(op: str) -> str:
     return symbol if symbol.startswith("tl.") else f"'{symbol}'"
 
 
-_KIND_ORDER = {"bool": 0, "uint": 1, "int": 2, "float": 3}
+_WEAK_KIND_ORDER = {"bool": 0, "uint": 1, "int": 1, "float": 2}     # a literal against a tensor (Triton's KIND)
 
 
 # -- constants ----------------------------------------------------------------
@@ -129,7 +129,9 @@ def computation_type(a: ScalarType, a_weak: bool, b: ScalarType, b_weak: bool,
     """The type both operands of an arithmetic op are converted to."""
     if a_weak != b_weak:
         weak, strong = (a, b) if a_weak else (b, a)
-        if _KIND_ORDER[weak.kind] <= _KIND_ORDER[strong.kind]:
+        # Triton ranks kinds bool < integral < floating here: a literal int adopts an unsigned
+        # tensor's type as it does a signed one's (``u32 // 4`` is u32)
+        if _WEAK_KIND_ORDER[weak.kind] <= _WEAK_KIND_ORDER[strong.kind]:
             if div_or_mod and strong in (T.f16, T.bf16):
                 return T.f32
             return strong
@@ -257,8 +259,9 @@ def _unify(b: Builder, lhs, rhs, target: ScalarType) -> tuple[Tensor, Tensor]:
 def binary(b: Builder, op: str, lhs, rhs) -> Tensor:
     """``lhs <op> rhs`` for op in add sub mul truediv floordiv mod and or xor
     shl shr min max, with promotion and broadcasting."""
-    lt, lw = _scalar_of(lhs, op_symbol(op))
-    rt, rw = _scalar_of(rhs, op_symbol(op))
+    symbol = op_symbol(op)
+    lt, lw = _scalar_of(lhs, symbol)
+    rt, rw = _scalar_of(rhs, symbol)
     if isinstance(lt, PointerType) or isinstance(rt, PointerType):
         return _pointer_arith(b, op, lhs, rhs)
     if op in ("and", "or", "xor", "shl", "shr"):
@@ -281,12 +284,28 @@ def binary(b: Builder, op: str, lhs, rhs) -> Tensor:
         op = "rem"
     else:
         target = computation_type(lt, lw, rt, rw, False)
+    for value, weak in ((lhs, lw), (rhs, rw)):
+        if weak and target.kind == "uint" and isinstance(value, (int, float)) and value < 0:
+            raise SemanticError(f"cannot {symbol} an unsigned tensor ({target}) and a negative literal "
+                                f"({value}); convert the tensor to a signed type first")
     # booleans: a product stays boolean (Triton's i1 multiply, a logical and: LightLLM builds masks as
     # ``(n < N)[None, :] * (m < M)[:, None]``); sums, differences and remainders count in i32
     if target.is_boolean and op in ("add", "sub", "rem"):
         target = T.i32
     x, y = _unify(b, lhs, rhs, target)
+    if op == "shr" and target.kind == "uint" and lt.kind == "int":
+        # Triton keys >> on the left operand's signedness: a signed value shifts arithmetically even
+        # where the promoted type is unsigned (int8 >> uint8: the bits of the int8, sign-filled)
+        signed = ScalarType(f"i{target.bits}")
+        shifted = Tensor(b.value("arith.shr", [cast(b, x, signed, bitcast=True).value,
+                                               cast(b, y, signed, bitcast=True).value],
+                                 _with_element(x.type, signed)))
+        return cast(b, shifted, target, bitcast=True)
     return Tensor(b.value(f"arith.{op}", [x.value, y.value], x.type))
+
+
+def _with_element(t, element: ScalarType):
+    return TensorType(t.shape, element) if isinstance(t, TensorType) else element
 
 
 def min_max(b: Builder, op: str, lhs, rhs, propagate_nan: bool = False) -> Tensor:
