@@ -24,8 +24,9 @@ COUNTER = 0
 # -- unsupported Python syntax ----------------------------------------------------------------
 @tlxc.kernel
 def lambda_expr(x: f32p):
-    f = lambda v: v + 1  # <-
-    tl.store(x, 0.0)
+    v = tl.load(x)
+    f = lambda a: a + v  # <-
+    tl.store(x, f(1.0))
 
 
 @tlxc.kernel

@@ -44,7 +44,7 @@ class Case:
 
 CASES = [
     # unsupported Python syntax
-    Case("lambda_expr", "lambda", "lambdas are not supported in a kernel"),
+    Case("lambda_expr", "lambda", "lambda can only capture constexpr values; 'v' is a runtime value"),
     Case("try_stmt", "try", "'try' is not supported in a kernel"),
     Case("with_stmt", "with", "the only 'with' blocks a kernel may contain are 'with tlx.async_tasks():'"),
     Case("class_def", "class", "class definitions are not supported in a kernel"),

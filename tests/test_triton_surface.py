@@ -850,3 +850,42 @@ def test_a_sum_in_a_narrow_dtype_wraps_there():
     assert out.tolist() == [(3 * 1024 + 128) % 256 - 128, 32 * ((3 * 32 + 128) % 256 - 128)]
     interpret(sum_dtype_kernel, (1,), (out,), {"INIT": True, "IN": tl.int1, "OUT": None})
     assert out.tolist() == [1024, 1024]                  # no dtype: booleans count in i32
+
+
+# -- control flow and shapes Triton's test_core uses ---------------------------------------------------
+
+@tlxc.jit
+def ifexp_kernel(x_ptr, out_ptr, n):
+    pid = tl.program_id(0)
+    a = 1.0 if pid == 0 else 2.0
+    v = tl.load(x_ptr + pid) if pid < n else 0.0          # the load only where it is taken (in bounds)
+    b = tl.arange(0, 4) if pid == 1 else tl.zeros((4,), tl.int32)
+    tl.store(out_ptr + pid * 4 + tl.arange(0, 4), a + v + b)
+    tl.atomic_add(out_ptr + 40, 1.0) if pid % 2 == 0 else tl.atomic_add(out_ptr + 41, 1.0)
+
+
+def test_a_runtime_conditional_expression_runs_one_branch():
+    x = torch.arange(3, dtype=torch.float32)
+    out = torch.zeros(42)
+    interpret(ifexp_kernel, (5,), (x, out, 3), {})
+    assert out[:20].tolist() == [1.0] * 4 + [3.0, 4.0, 5.0, 6.0] + [4.0] * 4 + [2.0] * 8
+    assert out[40:].tolist() == [3.0, 2.0]                  # each program's one atomic: 3 even, 2 odd
+
+
+@tlxc.jit
+def ranges_and_dims_kernel(out_ptr, N: tl.constexpr, STEP: tl.constexpr):
+    acc = 0
+    for i in tl.static_range(0, N, step=STEP):
+        acc += i
+    t = tl.expand_dims(tl.arange(0, 8), (-4, 2, -1))          # axes of the rank-4 result
+    tl.static_assert(t.shape == [1, 8, 1, 1])
+    one = 1
+    tl.store(out_ptr + tl.arange(0, 8), tl.reshape(t, (8,)) + tl.full((8,), acc, dtype=one.dtype))
+    zero = 0
+    tl.store(out_ptr + 8, zero.to(tl.int64).to(tl.int32) + 5)
+
+
+def test_static_range_step_keyword_expand_dims_axes_and_literal_attributes():
+    out = torch.zeros(9, dtype=torch.int32)
+    interpret(ranges_and_dims_kernel, (1,), (out,), {"N": 100, "STEP": 7})
+    assert out.tolist() == [sum(range(0, 100, 7)) + i for i in range(8)] + [5]

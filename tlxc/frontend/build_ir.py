@@ -364,6 +364,10 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
         except AttributeError as exc:
             if attr == "value" and not isinstance(base, pytypes.ModuleType):
                 return base     # Triton's constexpr.value: tlxc holds compile-time values unwrapped
+            if isinstance(base, (bool, int, float)):
+                # a number the kernel assigned (``acc = 0; acc.to(tl.int64)``, ``v = 1; v.dtype``): Triton
+                # makes it a scalar tensor of the literal's type, whose attributes these are
+                return self.tensor_attribute(S.to_tensor(self.b, base), attr, node)
             if hasattr(type(base), attr):     # it exists but does not apply (a float's int_bitwidth)
                 raise self.error(str(exc), node) from None
             if isinstance(base, pytypes.ModuleType):
@@ -516,10 +520,24 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
         return S.compare(self.b, pred, left, right)
 
     def visit_IfExp(self, node):
+        """``a if c else b``: a compile-time ``c`` picks one branch; a runtime scalar ``c`` runs only
+        the branch it picks (an ``scf.if``, as Triton lowers it: a branch's loads, stores and atomics
+        happen only when taken); a block ``c`` selects elementwise (``tl.where``) between both."""
         cond = unwrap(self.visit(node.test))
         if not isinstance(cond, Tensor):
             return self.visit(node.body if cond else node.orelse)
-        return S.where(self.b, cond, unwrap(self.visit(node.body)), unwrap(self.visit(node.orelse)))
+        if cond.is_block:
+            return S.where(self.b, cond, unwrap(self.visit(node.body)), unwrap(self.visit(node.orelse)))
+        result = f"__ifexp_{len(self.vars)}_{node.lineno}_{node.col_offset}"
+        branch = ast.If(test=node.test, body=[ast.Assign(targets=[ast.Name(result, ast.Store())], value=node.body)],
+                        orelse=[ast.Assign(targets=[ast.Name(result, ast.Store())], value=node.orelse)])
+        for made in ast.walk(branch):
+            if made is not node.body and made is not node.orelse and made is not node.test and \
+                    not hasattr(made, "lineno"):
+                ast.copy_location(made, node)
+        self.runtime_if(branch, S.to_bool(self.b, cond))
+        self.def_locs.pop(result, None)
+        return self.vars.pop(result)
 
     def visit_Subscript(self, node):
         base = unwrap(self.visit(node.value))

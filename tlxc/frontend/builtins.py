@@ -448,8 +448,16 @@ def expand_dims(b, x: Tensor, axis: int) -> Tensor:
 def _expand_dims(ctx, input, axis):
     axes = constexpr(axis, "axis")
     x = tensor_arg(ctx.b, input, "input")
-    for a in (axes if isinstance(axes, (tuple, list)) else (axes,)):
-        x = expand_dims(ctx.b, x, const_int(a, "axis"))
+    axes = [const_int(a, "axis") for a in (axes if isinstance(axes, (tuple, list)) else (axes,))]
+    rank = len(x.shape) + len(axes)          # several axes: each an index of the result, as Triton's
+    for a in axes:
+        if not -rank <= a < rank:
+            raise SemanticError(f"axis {a} is out of range for the result's rank {rank}", param="axis")
+    wrapped = sorted(a % rank for a in axes)
+    if len(set(wrapped)) != len(wrapped):
+        raise SemanticError(f"tl.expand_dims: repeated axes {axes} (of a rank-{rank} result)", param="axis")
+    for a in wrapped:
+        x = expand_dims(ctx.b, x, a)
     return x
 
 

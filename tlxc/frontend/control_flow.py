@@ -291,9 +291,22 @@ class ControlFlow:
         return attrs
 
     def static_for(self, node, args, kwargs):
+        # Triton's static_range(arg1, arg2=None, step=None): the keywords by those names
+        names = ("arg1", "arg2", "step")
+        if set(kwargs) - set(names):
+            raise self.error(f"tl.static_range takes arg1, arg2 and step; got {', '.join(sorted(kwargs))}", node.iter)
         if kwargs:
-            raise self.error(f"tl.static_range takes no keyword arguments, got {', '.join(kwargs)}", node.iter)
-        for a, a_node in zip(args, node.iter.args):
+            given = dict(zip(names, args))
+            for name, value in kwargs.items():
+                if name in given:
+                    raise self.error(f"tl.static_range got '{name}' twice", node.iter)
+                given[name] = value
+            if "step" in given and given.get("arg2") is None:
+                raise self.error("tl.static_range's step needs a start and an end: static_range(start, end, step)",
+                                 node.iter)
+            args = [given[n] for n in names if given.get(n) is not None]
+        for i, a in enumerate(args):
+            a_node = node.iter.args[i] if i < len(node.iter.args) else node.iter
             if isinstance(a, Tensor):
                 raise self.error(f"tl.static_range bounds must be compile-time constants, got "
                                  f"{S.describe(a)} (use range(...) for a runtime loop)", a_node)
@@ -302,7 +315,8 @@ class ControlFlow:
         if not 1 <= len(args) <= 3:
             raise self.error(f"tl.static_range expects 1 to 3 arguments, got {len(args)}", node.iter)
         if len(args) == 3 and args[2] == 0:
-            raise self.error("tl.static_range's step must not be zero", node.iter.args[2])
+            raise self.error("tl.static_range's step must not be zero",
+                             node.iter.args[2] if len(node.iter.args) > 2 else node.iter)
         values = range(*args)
         step = values.step
         count = max(0, (values.stop - values.start + step - 1) // step if step > 0 else
