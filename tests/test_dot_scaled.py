@@ -58,6 +58,59 @@ def test_matches_float64(fa, fb, arch):
     assert ((c.double() - ref).abs().max() / ref.abs().max()).item() < 1e-5
 
 
+def test_fp8_operands_may_be_their_uint8_bytes():
+    """Triton's tests pass fp8 operands as uint8 views; the bytes are the format's values."""
+    M, N, K = 64, 64, 128
+    a, sa, b, sb = _case("e4m3", "e5m2", M, N, K, seed=3)
+    c_typed, c_bytes = torch.full((M, N), float("nan")), torch.full((M, N), float("nan"))
+    interpret(scaled_dot, (1,), (a, sa, b, sb, c_typed, M), {"FA": "e4m3", "FB": "e5m2"})
+    interpret(scaled_dot, (1,), (a.view(torch.uint8), sa, b.view(torch.int8), sb, c_bytes, M),
+              {"FA": "e4m3", "FB": "e5m2"})
+    assert torch.equal(c_typed, c_bytes)
+
+
+_FP4 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0],
+                    dtype=torch.float64)       # e2m1 code -> value (sign bit 3, exponent bits 2:1, mantissa bit 0)
+
+
+def _pack_fp4(codes: torch.Tensor, dim: int) -> torch.Tensor:
+    """Two 4-bit codes a byte along ``dim``, the first in the low nibble."""
+    first = codes.narrow(dim, 0, codes.shape[dim] // 2 * 2).unfold(dim, 2, 2)
+    return (first[..., 0] | (first[..., 1] << 4)).to(torch.uint8)
+
+
+@tlxc.kernel
+def fp4_dot(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+            A_ROWS: tl.constexpr, A_COLS: tl.constexpr, B_ROWS: tl.constexpr, B_COLS: tl.constexpr,
+            A_KPACK: tl.constexpr, B_KPACK: tl.constexpr):
+    a = tl.load(a_ptr + tl.arange(0, A_ROWS)[:, None] * A_COLS + tl.arange(0, A_COLS)[None, :])
+    b = tl.load(b_ptr + tl.arange(0, B_ROWS)[:, None] * B_COLS + tl.arange(0, B_COLS)[None, :])
+    kb = tl.arange(0, K // 32)
+    sa = tl.load(sa_ptr + tl.arange(0, M)[:, None] * (K // 32) + kb[None, :])
+    sb = tl.load(sb_ptr + tl.arange(0, N)[:, None] * (K // 32) + kb[None, :])
+    c = tl.dot_scaled(a, sa, "e2m1", b, sb, "e2m1", lhs_k_pack=A_KPACK, rhs_k_pack=B_KPACK)
+    tl.store(c_ptr + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :], c)
+
+
+@pytest.mark.parametrize("a_kpack, b_kpack", [(True, True), (False, False), (True, False)])
+def test_packed_fp4_matches_float64(a_kpack, b_kpack):
+    M, N, K = 32, 64, 64
+    g = torch.Generator().manual_seed(9)
+    ca = torch.randint(0, 16, (M, K), generator=g)
+    cb = torch.randint(0, 16, (K, N), generator=g)
+    sa = torch.randint(120, 134, (M, K // 32), generator=g, dtype=torch.int32).to(torch.uint8)
+    sb = torch.randint(120, 134, (N, K // 32), generator=g, dtype=torch.int32).to(torch.uint8)
+    a = _pack_fp4(ca, 1 if a_kpack else 0)
+    b = _pack_fp4(cb, 0 if b_kpack else 1)
+    c = torch.full((M, N), float("nan"))
+    interpret(fp4_dot, (1,), (a, sa, b, sb, c), {"M": M, "N": N, "K": K, "A_ROWS": a.shape[0], "A_COLS": a.shape[1],
+                                                 "B_ROWS": b.shape[0], "B_COLS": b.shape[1], "A_KPACK": a_kpack,
+                                                 "B_KPACK": b_kpack})
+    ref = ((_FP4[ca] * torch.pow(2.0, sa.double() - 127).repeat_interleave(32, dim=1))
+           @ (_FP4[cb] * torch.pow(2.0, sb.double() - 127).repeat_interleave(32, dim=1).T))
+    assert ((c.double() - ref).abs().max() / ref.abs().max()).item() < 1e-6
+
+
 def test_unscaled_bf16():
     M = 64
     a, _, b, _ = _case("bf16", "bf16", M)
@@ -82,9 +135,9 @@ def test_compiles(arch):
 
 
 @pytest.mark.parametrize("fmt, text", [
-    ("e2m1", "lhs_format='e2m1' (packed fp4) is not supported yet"),
-    ("e3m4", "lhs_format must be 'e4m3', 'e5m2', 'bf16' or 'fp16'"),
-    ("e5m2", "lhs must be a 2-D f8e5m2 tensor for lhs_format='e5m2'"),
+    ("e2m1", "lhs must be a 2-D uint8 tensor of packed fp4 pairs for lhs_format='e2m1'"),
+    ("e3m4", "lhs_format must be 'e2m1', 'e4m3', 'e5m2', 'bf16' or 'fp16'"),
+    ("e5m2", "lhs must be a 2-D f8e5m2 tensor (or its uint8 bytes, for fp8) for lhs_format='e5m2'"),
 ])
 def test_refusals(fmt, text):
     a, sa, b, sb = _case("e4m3", "e4m3", 64)

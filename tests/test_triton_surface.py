@@ -889,3 +889,26 @@ def test_static_range_step_keyword_expand_dims_axes_and_literal_attributes():
     out = torch.zeros(9, dtype=torch.int32)
     interpret(ranges_and_dims_kernel, (1,), (out,), {"N": 100, "STEP": 7})
     assert out.tolist() == [sum(range(0, 100, 7)) + i for i in range(8)] + [5]
+
+
+@tlxc.jit
+def scalar_pairs_kernel(x_ptr, y_ptr, out_ptr):
+    x, y = tl.load(x_ptr), tl.load(y_ptr)
+    tl.store(out_ptr + tl.arange(0, 2), tl.join(x, y))                 # two scalars: a [2] block
+    tl.store(out_ptr + 2 + tl.arange(0, 2), tl.interleave(y, x))
+    first, second = tl.split(tl.load(out_ptr + tl.arange(0, 2)))       # a [2] block: two scalars
+    tl.store(out_ptr + 4, second * 10 + first)
+
+
+def test_join_interleave_and_split_of_scalars():
+    out = torch.zeros(5, dtype=torch.int32)
+    interpret(scalar_pairs_kernel, (1,), (torch.tensor([3], dtype=torch.int32), torch.tensor([4], dtype=torch.int32),
+                                          out), {})
+    assert out.tolist() == [3, 4, 4, 3, 43]
+
+
+def test_triton_error_dtype_name_lists_and_pi32_t():
+    import tlxc.compat as triton
+    assert issubclass(CompilationError, triton.TritonError)
+    assert tl.dtype.SINT_TYPES == ("int8", "int16", "int32", "int64") and "bf16" in tl.dtype.STANDARD_FP_TYPES
+    assert tl.pi32_t == tl.pointer_type(tl.int32)

@@ -17,12 +17,13 @@ answering with something else.  docs/runtime.md, "Running Triton files".
 from __future__ import annotations
 
 from . import language, runtime, testing, tools
-from .errors import CompilationError
+from .errors import CompilationError, TlxcError
 from .host import cdiv, next_power_of_2, set_allocator
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics
 from .runtime.jit import KernelFunction, jit
 
 JITFunction = KernelFunction        # what isinstance checks of Triton code name
+TritonError = TlxcError             # the base class of every error tlxc raises (Triton's base exception)
 
 
 def reinterpret(tensor, dtype):
@@ -63,9 +64,9 @@ compiler = _Namespace(CompilationError=CompilationError, errors=_Namespace(Compi
 # release.  tlxc's own version stays ``tlxc.__version__``.
 __version__ = "3.6.0"
 
-__all__ = ["Autotuner", "CompilationError", "Config", "Heuristics", "JITFunction", "__version__", "autotune", "cdiv",
-           "compiler", "heuristics", "jit", "language", "next_power_of_2", "reinterpret", "runtime", "set_allocator",
-           "testing", "tools"]
+__all__ = ["Autotuner", "CompilationError", "Config", "Heuristics", "JITFunction", "TritonError", "__version__",
+           "autotune", "cdiv", "compiler", "heuristics", "jit", "language", "next_power_of_2", "reinterpret", "runtime",
+           "set_allocator", "testing", "tools"]
 
 
 def __getattr__(name: str):

@@ -524,9 +524,11 @@ def _split(ctx, a):
         shape = list(x.shape) if x.is_block else "a scalar"
         raise SemanticError(f"tl.split needs a tensor whose last dimension has size 2, got {shape} (reshape and "
                             f"permute to bring a size-2 dimension last)", param="a")
+    if len(x.shape) == 1:                       # [2]: two scalars, as Triton's split gives
+        first, second = ctx.b.create("tl.split", [reshape(ctx.b, x, (1, 2)).value],
+                                     [TensorType((1,), x.dtype)] * 2).results
+        return reshape(ctx.b, Tensor(first), ()), reshape(ctx.b, Tensor(second), ())
     out = TensorType(x.shape[:-1], x.dtype)
-    if not out.shape:
-        raise SemanticError("tl.split of a tensor of shape [2] would give scalars; it needs rank >= 2", param="a")
     first, second = ctx.b.create("tl.split", [x.value], [out, out]).results
     return Tensor(first), Tensor(second)
 
@@ -538,9 +540,10 @@ def _join(ctx, a, b):
     x, y = tensor_arg(ctx.b, a, "a"), tensor_arg(ctx.b, b, "b")
     if x.dtype != y.dtype:
         raise SemanticError(f"tl.join needs operands of one dtype, got {x.dtype} and {y.dtype}", param="b")
-    if not x.is_block and not y.is_block:
-        raise SemanticError("tl.join needs at least one tensor operand (joining two scalars is not supported)",
-                            param="a")
+    if not x.is_block and not y.is_block:       # two scalars: a [2] tensor, as Triton's join gives
+        x, y = S.broadcast_to(ctx.b, x, (1,)), S.broadcast_to(ctx.b, y, (1,))
+        pair = Tensor(ctx.b.value("tl.join", [x.value, y.value], TensorType((1, 2), x.dtype)))
+        return reshape(ctx.b, pair, (2,))
     shape = S.broadcast_shapes(x.shape, y.shape)
     x, y = S.broadcast_to(ctx.b, x, shape), S.broadcast_to(ctx.b, y, shape)
     return Tensor(ctx.b.value("tl.join", [x.value, y.value], TensorType(x.shape + (2,), x.dtype)))
@@ -698,22 +701,58 @@ def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,
 _SCALED_FORMATS = {"e4m3": T.f8e4m3, "e5m2": T.f8e5m2, "bf16": T.bf16, "fp16": T.f16}
 
 
-def _scaled_operand(b, x, scale, fmt, what: str, k_axis: int) -> Tensor:
-    """``x`` (fp8 / bf16 / fp16 as ``fmt`` says) times 2^(scale - 127) per 32 elements along K,
-    as bfloat16: exact for fp8 (3 or 2 mantissa bits; bf16 has float32's exponent range).
+def _e2m1_values(b, nibble: Tensor) -> Tensor:
+    """The float32 values of 4-bit e2m1 codes (sign, 2 exponent bits biased by 1, 1 mantissa bit):
+    0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives."""
+    e = S.binary(b, "and", S.binary(b, "shr", nibble, 1), 3)
+    m = S.binary(b, "and", nibble, 1)
+    normal = S.cast(b, S.binary(b, "or", S.binary(b, "shl", S.binary(b, "add", e, 126), 23),
+                                S.binary(b, "shl", m, 22)), T.f32, bitcast=True)       # 2^(e-1) (1 + m/2)
+    magnitude = S.where(b, S.compare(b, "eq", e, 0), S.binary(b, "mul", S.cast(b, m, T.f32), 0.5), normal)
+    negative = S.compare(b, "ne", S.binary(b, "and", nibble, 8), 0)
+    return S.where(b, negative, S.negate(b, magnitude), magnitude)
+
+
+def _unpack_e2m1(b, x: Tensor, pack_axis: int) -> Tensor:
+    """float32 values of the uint8 ``x`` holding fp4 pairs along ``pack_axis`` (low nibble first):
+    that axis doubles."""
+    codes = S.cast(b, S.cast(b, x, T.u8, bitcast=True), T.i32)
+    low = _e2m1_values(b, S.binary(b, "and", codes, 15))
+    high = _e2m1_values(b, S.binary(b, "shr", codes, 4))
+    pairs = Tensor(b.value("tl.join", [low.value, high.value], TensorType(low.shape + (2,), T.f32)))
+    rows, cols = x.shape
+    if pack_axis == 1:
+        return reshape(b, pairs, (rows, 2 * cols))
+    return reshape(b, permute(b, pairs, (0, 2, 1)), (2 * rows, cols))
+
+
+def _scaled_operand(b, x, scale, fmt, what: str, k_axis: int, k_pack: bool = True) -> Tensor:
+    """``x`` (fp8 / bf16 / fp16 as ``fmt`` says, fp8 also as its uint8 bytes, e2m1 as uint8 bytes of
+    two fp4 values packed along K, or along M / N without ``k_pack``) times 2^(scale - 127) per
+    32 elements along K, as bfloat16: exact for fp8 and fp4 (bf16 has float32's exponent range).
     ``scale``: uint8 ue8m0 codes [rows, K // 32] (rows: M for lhs, N for rhs) or None."""
     x = tensor_arg(b, x, what)
     fmt = constexpr(fmt, f"{what}_format")
     if fmt == "e2m1":
-        raise SemanticError(f"{what}_format='e2m1' (packed fp4) is not supported yet by tl.dot_scaled; 'e4m3', "
-                            f"'e5m2', 'bf16' and 'fp16' are", param=f"{what}_format")
-    if fmt not in _SCALED_FORMATS:
-        raise SemanticError(f"{what}_format must be 'e4m3', 'e5m2', 'bf16' or 'fp16' (or Triton's 'e2m1'), got "
-                            f"{fmt!r}", param=f"{what}_format")
-    if x.dtype != _SCALED_FORMATS[fmt] or len(x.shape) != 2:
-        raise SemanticError(f"{what} must be a 2-D {_SCALED_FORMATS[fmt]} tensor for {what}_format={fmt!r}, got "
-                            f"{S.describe(x)}", param=what)
-    values = S.cast(b, x, T.f32)
+        if x.dtype not in (T.u8, T.i8) or len(x.shape) != 2:
+            raise SemanticError(f"{what} must be a 2-D uint8 tensor of packed fp4 pairs for {what}_format='e2m1', "
+                                f"got {S.describe(x)}", param=what)
+        values = _unpack_e2m1(b, x, k_axis if k_pack else 1 - k_axis)
+    else:
+        if fmt not in _SCALED_FORMATS:
+            raise SemanticError(f"{what}_format must be 'e2m1', 'e4m3', 'e5m2', 'bf16' or 'fp16', got {fmt!r}",
+                                param=f"{what}_format")
+        if not k_pack:
+            raise SemanticError(f"{what}_k_pack=False packs fp4 along M / N; {what}_format={fmt!r} is not packed",
+                                param=f"{what}_k_pack")
+        want = _SCALED_FORMATS[fmt]
+        if isinstance(x.dtype, ScalarType) and x.dtype in (T.u8, T.i8) and want.bits == 8 and len(x.shape) == 2:
+            x = S.cast(b, x, want, bitcast=True)       # fp8 passed as its bytes (Triton's tests pass uint8 views)
+        if x.dtype != want or len(x.shape) != 2:
+            raise SemanticError(f"{what} must be a 2-D {want} tensor (or its uint8 bytes, for fp8) for "
+                                f"{what}_format={fmt!r}, got {S.describe(x)}", param=what)
+        values = S.cast(b, x, T.f32)
+    x = values
     if scale is not None:
         sc = tensor_arg(b, scale, f"{what}_scale")
         rows, k = x.shape[1 - k_axis], x.shape[k_axis]
@@ -739,18 +778,21 @@ def _dot_scaled(ctx, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc
     scaled and rounded to bfloat16 (exact for fp8 inputs) and multiplied by ``tl.dot`` with a
     float32 accumulator, as Triton decomposes it where the tensor cores have no block scaling.
     ``fast_math`` may only drop NaN handling in Triton; here the exact result is kept either way.
-    The k_pack flags concern packed fp4, which is refused."""
+    ``e2m1`` operands are uint8 bytes of two fp4 values (the first in the low nibble), packed along
+    K (``*_k_pack=True``) or along M / N."""
     b = ctx.b
     constexpr(fast_math, "fast_math")
     if const_dtype(out_dtype, "out_dtype") != T.f32:
         raise SemanticError("tl.dot_scaled accumulates in float32: out_dtype must be tl.float32",
                             param="out_dtype")
+    packs = []
     for flag, name in ((lhs_k_pack, "lhs_k_pack"), (rhs_k_pack, "rhs_k_pack")):
-        if constexpr(flag, name) is not True:
-            raise SemanticError(f"{name}=False (fp4 packed along M/N) is not supported: fp4 operands are not",
-                                param=name)
-    a = _scaled_operand(b, lhs, lhs_scale, lhs_format, "lhs", 1)
-    c = _scaled_operand(b, rhs, rhs_scale, rhs_format, "rhs", 0)
+        flag = constexpr(flag, name)
+        if not isinstance(flag, bool):
+            raise SemanticError(f"{name} must be a compile-time bool, got {S.describe(flag)}", param=name)
+        packs.append(flag)
+    a = _scaled_operand(b, lhs, lhs_scale, lhs_format, "lhs", 1, packs[0])
+    c = _scaled_operand(b, rhs, rhs_scale, rhs_format, "rhs", 0, packs[1])
     if a.shape[1] != c.shape[0]:
         raise SemanticError(f"inner dimensions differ: lhs is {a.shape[0]}x{a.shape[1]} but rhs is "
                             f"{c.shape[0]}x{c.shape[1]}", param="rhs")

@@ -7,7 +7,7 @@ and accepted by the parser (``i32``, ``bf16``, ``ptr<f16>``,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 
 class Type:
@@ -28,6 +28,13 @@ class ScalarType(Type):
     """A number: signed/unsigned ints, bool (i1), IEEE and fp8 floats."""
 
     name: str
+    # Triton's lists of dtype names (``tl.dtype.SINT_TYPES``...: its tests parametrize over them)
+    SINT_TYPES: ClassVar[tuple[str, ...]] = ("int8", "int16", "int32", "int64")
+    UINT_TYPES: ClassVar[tuple[str, ...]] = ("int1", "uint8", "uint16", "uint32", "uint64")
+    FP_TYPES: ClassVar[tuple[str, ...]] = ("fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp16", "bf16",
+                                           "fp32", "fp64")
+    STANDARD_FP_TYPES: ClassVar[tuple[str, ...]] = ("fp16", "bf16", "fp32", "fp64")
+    OTHER_TYPES: ClassVar[tuple[str, ...]] = ("void",)
 
     def __post_init__(self):
         if self.name not in _SCALAR_INFO:

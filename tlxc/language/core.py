@@ -59,6 +59,9 @@ def pointer_type(element: _t.ScalarType) -> _t.PointerType:
     return _t.PointerType(element)
 
 
+pi32_t = _t.PointerType(_t.ScalarType("i32"))       # Triton's name for a pointer to int32
+
+
 _PACKAGE_DIR = __file__.rsplit("/language/", 1)[0]
 
 
