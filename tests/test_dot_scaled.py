@@ -111,6 +111,19 @@ def test_packed_fp4_matches_float64(a_kpack, b_kpack):
     assert ((c.double() - ref).abs().max() / ref.abs().max()).item() < 1e-6
 
 
+def test_a_float16_operand_keeps_its_mantissa():
+    """e4m3 x fp16: both go to the tensor cores as float16 (bfloat16 would drop 3 bits of the fp16)."""
+    M, N, K = 64, 64, 128
+    g = torch.Generator().manual_seed(21)
+    a = torch.randn(M, K, generator=g).to(torch.float8_e4m3fn)
+    sa = torch.randint(124, 130, (M, K // 32), generator=g, dtype=torch.int32).to(torch.uint8)
+    b = torch.randn(K, N, generator=g).half()
+    c = torch.full((M, N), float("nan"))
+    interpret(scaled_dot, (1,), (a, sa, b, sa, c, M), {"FA": "e4m3", "FB": "fp16", "SCALED": False})
+    ref = 1.0 + a.double() @ b.double()
+    assert ((c.double() - ref).abs().max() / ref.abs().max()).item() < 1e-6
+
+
 def test_unscaled_bf16():
     M = 64
     a, _, b, _ = _case("bf16", "bf16", M)

@@ -726,7 +726,8 @@ def _unpack_e2m1(b, x: Tensor, pack_axis: int) -> Tensor:
     return reshape(b, permute(b, pairs, (0, 2, 1)), (2 * rows, cols))
 
 
-def _scaled_operand(b, x, scale, fmt, what: str, k_axis: int, k_pack: bool = True) -> Tensor:
+def _scaled_operand(b, x, scale, fmt, what: str, k_axis: int, k_pack: bool = True,
+                    compute: ScalarType = T.bf16) -> Tensor:
     """``x`` (fp8 / bf16 / fp16 as ``fmt`` says, fp8 also as its uint8 bytes, e2m1 as uint8 bytes of
     two fp4 values packed along K, or along M / N without ``k_pack``) times 2^(scale - 127) per
     32 elements along K, as bfloat16: exact for fp8 and fp4 (bf16 has float32's exponent range).
@@ -767,7 +768,7 @@ def _scaled_operand(b, x, scale, fmt, what: str, k_axis: int, k_pack: bool = Tru
         if k_axis == 0:
             factor = permute(b, factor, (1, 0))
         values = S.binary(b, "mul", values, factor)
-    return S.cast(b, values, T.bf16)
+    return S.cast(b, values, compute)
 
 
 @rule("dot_scaled")
@@ -775,8 +776,9 @@ def _dot_scaled(ctx, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc
                 lhs_k_pack=True, rhs_k_pack=True, out_dtype=T.f32):
     """``acc + (lhs * 2^(lhs_scale - 127)) @ (rhs * 2^(rhs_scale - 127))`` with ue8m0 scales per 32
     elements along K (lhs_scale [M, K // 32], rhs_scale [N, K // 32], or None): each operand is
-    scaled and rounded to bfloat16 (exact for fp8 inputs) and multiplied by ``tl.dot`` with a
-    float32 accumulator, as Triton decomposes it where the tensor cores have no block scaling.
+    scaled and rounded to bfloat16 (exact for fp8 and fp4 inputs; float16 instead when an operand
+    is float16, as Triton's decomposition does) and multiplied by ``tl.dot`` with a float32
+    accumulator, as Triton decomposes it where the tensor cores have no block scaling.
     ``fast_math`` may only drop NaN handling in Triton; here the exact result is kept either way.
     ``e2m1`` operands are uint8 bytes of two fp4 values (the first in the low nibble), packed along
     K (``*_k_pack=True``) or along M / N."""
@@ -791,8 +793,12 @@ def _dot_scaled(ctx, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc
         if not isinstance(flag, bool):
             raise SemanticError(f"{name} must be a compile-time bool, got {S.describe(flag)}", param=name)
         packs.append(flag)
-    a = _scaled_operand(b, lhs, lhs_scale, lhs_format, "lhs", 1, packs[0])
-    c = _scaled_operand(b, rhs, rhs_scale, rhs_format, "rhs", 0, packs[1])
+    # the 16-bit type both go to the tensor cores in: float16 when an operand is float16 (rounding it to
+    # bfloat16 would drop 3 of its mantissa bits), else bfloat16 (fp8 and fp4 scaled values are exact there)
+    compute = T.f16 if "fp16" in (constexpr(lhs_format, "lhs_format"), constexpr(rhs_format, "rhs_format")) \
+        else T.bf16
+    a = _scaled_operand(b, lhs, lhs_scale, lhs_format, "lhs", 1, packs[0], compute)
+    c = _scaled_operand(b, rhs, rhs_scale, rhs_format, "rhs", 0, packs[1], compute)
     if a.shape[1] != c.shape[0]:
         raise SemanticError(f"inner dimensions differ: lhs is {a.shape[0]}x{a.shape[1]} but rhs is "
                             f"{c.shape[0]}x{c.shape[1]}", param="rhs")
