@@ -52,7 +52,7 @@ def class_def(x: f32p):
 
 @tlxc.kernel
 def list_comprehension(x: f32p):
-    offs = [i * 2 for i in range(4)]  # <-
+    offs = [i * 2 for i in tl.arange(0, 4)]  # <-
     tl.store(x, 0.0)
 
 

@@ -48,7 +48,8 @@ CASES = [
     Case("try_stmt", "try", "'try' is not supported in a kernel"),
     Case("with_stmt", "with", "the only 'with' blocks a kernel may contain are 'with tlx.async_tasks():'"),
     Case("class_def", "class", "class definitions are not supported in a kernel"),
-    Case("list_comprehension", "[i * 2", "list comprehensions are not supported"),
+    Case("list_comprehension", "tl.arange", "a comprehension in a kernel iterates over a compile-time tuple, list "
+                                             "or range"),
     Case("dict_literal", "{", "dicts are not supported in a kernel"),
     Case("break_stmt", "break", "'break' is not supported in a kernel loop"),
     Case("continue_stmt", "continue", "'continue' is not supported in a kernel loop"),

@@ -912,3 +912,19 @@ def test_triton_error_dtype_name_lists_and_pi32_t():
     assert issubclass(CompilationError, triton.TritonError)
     assert tl.dtype.SINT_TYPES == ("int8", "int16", "int32", "int64") and "bf16" in tl.dtype.STANDARD_FP_TYPES
     assert tl.pi32_t == tl.pointer_type(tl.int32)
+
+
+@tlxc.jit
+def comprehension_kernel(x_ptr, out_ptr, N: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    powers = tl.tuple([x * k for k in range(1, 4)])                     # unrolled over a compile-time range
+    odd = [powers[i] + 1 for i in range(3) if i % 2 == 0]                # a compile-time 'if'
+    pairs = [a * b for a in (1, 2) for b in (10, 100)]                  # two generators
+    tl.store(out_ptr + tl.arange(0, N), odd[0] + odd[1] + pairs[3])
+
+
+def test_list_comprehensions_over_compile_time_sequences(gen):
+    x = torch.randn(8, generator=gen)
+    out = torch.full((8,), float("nan"))
+    interpret(comprehension_kernel, (1,), (x, out), {"N": 8})
+    assert torch.allclose(out, (x + 1) + (3 * x + 1) + 200)

@@ -601,11 +601,60 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
         raise self.error("starred expressions are only supported in call arguments", node)
 
     def visit_ListComp(self, node):
-        raise self.error("list comprehensions are not supported in a kernel; use tl.static_range", node)
+        """``[expr for v in seq if cond]`` over a compile-time sequence (a tuple of values, a range of
+        constants): unrolled, as Triton does (``tl.tuple([v + 1 for v in values])``); each ``if``
+        must be compile-time.  The loop variables do not leak into the kernel's scope."""
+        saved = dict(self.vars)
+        try:
+            return list(self._comprehension(node, node.generators))
+        finally:
+            self.vars = saved
 
-    visit_GeneratorExp = visit_ListComp
-    visit_DictComp = visit_ListComp
-    visit_SetComp = visit_ListComp
+    def _comprehension(self, node, generators):
+        if not generators:
+            yield self.visit(node.elt)
+            return
+        first = generators[0]
+        if first.is_async:
+            raise self.error("async comprehensions are not supported in a kernel", first)
+        seq = self._comprehension_range(first.iter)
+        if seq is None:
+            seq = unwrap(self.visit(first.iter))
+        if isinstance(seq, Tensor) or not isinstance(seq, (tuple, list, range)):
+            raise self.error(f"a comprehension in a kernel iterates over a compile-time tuple, list or range, got "
+                             f"{S.describe(seq)} (use tl.static_range, or a loop)", first.iter)
+        for item in seq:
+            self.assign(first.target, item)
+            keep = True
+            for cond_node in first.ifs:
+                cond = unwrap(self.visit(cond_node))
+                if isinstance(cond, Tensor):
+                    raise self.error("a comprehension's 'if' must be a compile-time condition", cond_node)
+                keep = keep and bool(cond)
+            if keep:
+                yield from self._comprehension(node, generators[1:])
+
+    def _comprehension_range(self, node):
+        """``range(...)`` / ``tl.static_range(...)`` of compile-time integers as a comprehension's
+        iterable: the Python range (None for any other iterable)."""
+        if not isinstance(node, ast.Call) or node.keywords:
+            return None
+        fn = unwrap(self.visit(node.func))
+        if fn is not range and fn is not tl.static_range:
+            return None
+        bounds = [unwrap(self.visit(a)) for a in node.args]
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in bounds) or not 1 <= len(bounds) <= 3:
+            raise self.error("a comprehension's range(...) takes 1 to 3 compile-time integers", node)
+        return range(*bounds)
+
+    def visit_GeneratorExp(self, node):
+        raise self.error("generator expressions are not supported in a kernel; use a list comprehension over a "
+                         "compile-time tuple, or tl.static_range", node)
+
+    def visit_DictComp(self, node):
+        raise self.error("dict comprehensions are not supported in a kernel", node)
+
+    visit_SetComp = visit_DictComp
 
     def visit_Lambda(self, node):
         """A kernel helper made of the lambda's expression (frontend/lambdas.py)."""
