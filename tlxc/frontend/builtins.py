@@ -730,7 +730,8 @@ def _scaled_operand(b, x, scale, fmt, what: str, k_axis: int, k_pack: bool = Tru
                     compute: ScalarType = T.bf16) -> Tensor:
     """``x`` (fp8 / bf16 / fp16 as ``fmt`` says, fp8 also as its uint8 bytes, e2m1 as uint8 bytes of
     two fp4 values packed along K, or along M / N without ``k_pack``) times 2^(scale - 127) per
-    32 elements along K, as bfloat16: exact for fp8 and fp4 (bf16 has float32's exponent range).
+    32 elements along K, in ``compute`` (bfloat16: exact for fp8 and fp4, as bf16 has float32's
+    exponent range; float16 when an operand is float16).
     ``scale``: uint8 ue8m0 codes [rows, K // 32] (rows: M for lhs, N for rhs) or None."""
     x = tensor_arg(b, x, what)
     fmt = constexpr(fmt, f"{what}_format")
