@@ -369,6 +369,8 @@ def accumulator_registers(c: GemmConfig) -> int:
 
 def supports(c: GemmConfig, p: Problem) -> str | None:
     """None when ``c`` can run ``p``, else why not (one line)."""
+    if p.promote and c.kernel == "ws" and tail_parts(c.bn)[1]:
+        return "use_fast_accum=False promotes the main tile's accumulator only; tiles with column tails are refused"
     if p.promote and c.kernel != "gemv" and accumulator_registers(c) > PROMOTE_ACC_REGISTERS:
         return (f"use_fast_accum=False keeps a second accumulator for each k-step's fp8 products: "
                 f"{accumulator_registers(c)} x 2 registers a thread, where {PROMOTE_ACC_REGISTERS} x 2 fit")
