@@ -169,6 +169,43 @@ def test_packed_operands_in_the_cuda_text_and_cubin():
     assert "i += 4" in cuda
 
 
+@tlxc.kernel
+def widened_shift(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    """An int8 element alone in a 32-bit register ("=r,r", pack=1, as Triton allows)."""
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    y = tl.inline_asm_elementwise("shl.b32 $0, $1, 3;", "=r,r", [x], dtype=tl.int8, is_pure=True, pack=1)
+    tl.store(y_ptr + tl.arange(0, BLOCK), y)
+
+
+@tlxc.kernel
+def pointer_asm(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    """Pointer operands ("l"): the asm loads and stores itself."""
+    xs = x_ptr + tl.arange(0, BLOCK)
+    ys = y_ptr + tl.arange(0, BLOCK)
+    tl.inline_asm_elementwise("ld.global.b8 $0, [$1]; shl.b32 $0, $0, 3; st.global.b8 [$2], $0;", "=r,l,l",
+                              [xs, ys], dtype=tl.int8, is_pure=False, pack=1)
+
+
+@tlxc.kernel
+def pointer_in_r(x_ptr, BLOCK: tl.constexpr):
+    tl.inline_asm_elementwise("mov.b32 $0, 0;", "=r,r", [x_ptr + tl.arange(0, BLOCK)], dtype=tl.int32,
+                              is_pure=False, pack=1)
+
+
+def test_a_narrow_element_in_a_32_bit_register_and_pointer_operands():
+    x = torch.randint(-128, 128, (128,), dtype=torch.int16).to(torch.int8)
+    y = torch.zeros(128, dtype=torch.int8)
+    tlxc.interpret(widened_shift)[(1,)](x, y, BLOCK=128)
+    assert torch.equal(y, (x.to(torch.int32) << 3).to(torch.uint8).view(torch.int8))
+    u = torch.zeros(128, dtype=torch.uint8)
+    cuda = compile_kernel(pointer_asm, specialization_from_args(pointer_asm, {"x_ptr": u, "y_ptr": u, "BLOCK": 128}),
+                          arch="sm_90a", num_warps=4).asm["cuda"]
+    assert '"l"(*reinterpret_cast<const unsigned long long*>(&' in cuda and '"=r"(asm_word0)' in cuda
+    with pytest.raises(tlxc.TlxcError, match="argument 0 is a pointer .*its constraint must be 'l'"):
+        compile_kernel(pointer_in_r, specialization_from_args(pointer_in_r, {"x_ptr": u, "BLOCK": 128}),
+                       arch="sm_90a", num_warps=4)
+
+
 # -- the GPU ------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_gpu_packed_narrow_asm_matches_the_interpreter():
@@ -187,6 +224,10 @@ def test_gpu_packed_narrow_asm_matches_the_interpreter():
     h_ref = torch.full((64,), float("nan"), dtype=torch.float16)
     tlxc.interpret(halves_fma)[(1,)](a.cpu(), b.cpu(), c.cpu(), h_ref, BLOCK=64)
     assert torch.equal(h.cpu(), h_ref)
+    p = torch.randint(0, 32, (128,), dtype=torch.uint8, device="cuda")
+    q = torch.zeros(128, dtype=torch.uint8, device="cuda")
+    pointer_asm[(1,)](p, q, BLOCK=128)                                  # the asm's own loads and stores
+    assert torch.equal(q, p << 3)
     ia, ib, ic = _int_inputs(64, device="cuda")
     out = torch.zeros(4 * 64, dtype=torch.int32, device="cuda")
     int_ops[(1,)](ia, ib, ic, out, BLOCK=64)

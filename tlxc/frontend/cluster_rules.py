@@ -10,7 +10,7 @@ import math
 
 from ..ir import types as T
 from ..ir.ops.warp import elements_per_register
-from ..ir.types import ScalarType, TensorType
+from ..ir.types import PointerType, ScalarType, TensorType
 from . import semantic as S
 from . import tlx_rules as X
 from .builtins import RULES, const_dtype, const_int, constexpr, tensor_arg
@@ -118,6 +118,13 @@ def _constraints(text: str, outputs: int, inputs: int) -> list[str]:
 
 
 def _check_width(letter: str, dtype, what: str, per: int = 1) -> None:
+    if isinstance(dtype, PointerType):
+        if letter != "l":
+            raise SemanticError(f"{what} is a pointer ({dtype}); its constraint must be 'l' (a 64-bit register), "
+                                f"got '{letter}'", param="constraints")
+        return
+    if per == 1 and dtype.bits < 32 and letter == "r":
+        return          # a narrow element in a 32-bit register (Triton's i8 results in "=r"): extended, truncated
     if dtype.bits * per != CONSTRAINT_BITS[letter]:
         held = "each element is one register" if per == 1 else \
             f"{per} elements packed in one register, as Triton packs types narrower than 32 bits"
@@ -153,11 +160,14 @@ def _inline_asm_elementwise(ctx, asm, constraints, args, dtype, is_pure, pack):
     dtypes = [const_dtype(d, "dtype") for d in (dtype if isinstance(dtype, (list, tuple)) else [dtype])]
     values = _inline_asm_args(b, args)
     for i, v in enumerate(values):
-        if not isinstance(v.dtype, ScalarType):
-            raise SemanticError(f"argument {i} is {S.describe(v)}; inline asm takes numbers", param="args")
+        if not isinstance(v.dtype, (ScalarType, PointerType)):
+            raise SemanticError(f"argument {i} is {S.describe(v)}; inline asm takes numbers and pointers",
+                                param="args")
     typed = [(f"result {i}", d) for i, d in enumerate(dtypes)] + [(f"argument {i}", v.dtype)
                                                                    for i, v in enumerate(values)]
     for what, d in typed:
+        if isinstance(d, PointerType):
+            continue
         if d.is_boolean:
             raise SemanticError(f"{what} is a boolean; inline asm takes numbers (convert to int8 or int32 first)",
                                 param="args" if what.startswith("argument") else "dtype")

@@ -367,9 +367,7 @@ def _run_machine(asm: str, result_types, inputs: list, shape: tuple[int, ...], o
     for r, t in enumerate(result_types):
         if t.bits > 32:
             raise UnsupportedPtx(f"a {t} output (arithmetic runs on 32-bit registers)")
-        per = elements_per_register(t, pack)
-        if per == 1 and t.bits != 32:
-            raise UnsupportedPtx(f"a {t} output in a register of its own (arithmetic runs on 32-bit registers)")
+        per = elements_per_register(t, pack)          # (per = 1 below 32 bits: the element widened, "=r")
         out_regs += [(r, j, per) for j in range(0, pack, per)]
     words: dict[int, np.ndarray] = {}
     n = len(out_regs)
@@ -381,10 +379,9 @@ def _run_machine(asm: str, result_types, inputs: list, shape: tuple[int, ...], o
                 raise UnsupportedPtx(f"a {flat.dtype.itemsize * 8}-bit input (arithmetic runs on 32-bit registers)")
             bits, per, width = flat.view(np.uint32), 1, 32
         else:
+            if not isinstance(t, ScalarType) or t.bits > 32:
+                raise UnsupportedPtx(f"a {t} input (arithmetic runs on 32-bit registers)")
             per, width = elements_per_register(t, pack), t.bits
-            if t.bits > 32 or (per == 1 and t.bits != 32):
-                raise UnsupportedPtx(f"a {t.bits}-bit input in a register of its own (arithmetic runs on 32-bit "
-                                     f"registers)")
             bits = _unsigned_bits(flat, t)
         for j in range(0, pack, per):
             word = np.zeros(runs, dtype=np.uint32)

@@ -28,7 +28,8 @@ def elements_per_register(t: ScalarType, pack: int) -> int:
     """Elements of type ``t`` one register operand of ``tl.inline_asm_elementwise`` carries at
     ``pack``: Triton packs types narrower than 32 bits up to 32 bits (``min(32 // bits, pack)``),
     one element a register otherwise."""
-    return min(32 // t.bits, pack) if t.bits < 32 else 1
+    bits = getattr(t, "bits", 64)          # (a pointer: one 64-bit register)
+    return min(32 // bits, pack) if bits < 32 else 1
 
 
 def _is_i1(t) -> bool:
