@@ -928,3 +928,39 @@ def test_list_comprehensions_over_compile_time_sequences(gen):
     out = torch.full((8,), float("nan"))
     interpret(comprehension_kernel, (1,), (x, out), {"N": 8})
     assert torch.allclose(out, (x + 1) + (3 * x + 1) + 200)
+
+
+# -- tl.const: read-only pointer parameters --------------------------------------------------------
+
+@tlxc.jit
+def const_reads(in_ptr: tl.const, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(in_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+@tlxc.jit
+def const_writes(in_ptr: tl.const, out_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if MODE == "store":
+        tl.store(in_ptr + offs, tl.load(out_ptr + offs))
+    else:
+        tl.atomic_add(in_ptr + offs, 1.0)
+
+
+@tlxc.jit
+def const_merge(in_ptr: tl.const, out_ptr, c, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    p = in_ptr if c else out_ptr
+    tl.store(out_ptr + offs, tl.load(p + offs))
+
+
+def test_tl_const_pointers_are_read_only(gen):
+    x, y = torch.randn(16, generator=gen), torch.zeros(16)
+    interpret(const_reads, (1,), (x, y, 13), {"BLOCK": 16})
+    assert torch.equal(y[:13], x[:13] * 2) and not y[13:].any()
+    for mode, what in (("store", "store through"), ("atomic", "apply an atomic through")):
+        with pytest.raises(CompilationError, match=f"cannot {what} a constant pointer \\(ptr<const f32>"):
+            interpret(const_writes, (1,), (x, y), {"MODE": mode, "BLOCK": 16})
+    with pytest.raises(CompilationError, match=r"the conditional expression has type ptr<const f32> in the "
+                                               r"then-branch but ptr<f32>"):
+        interpret(const_merge, (1,), (x, y, 2), {"BLOCK": 16})          # (c = 2: a runtime value)

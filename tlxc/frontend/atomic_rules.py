@@ -35,6 +35,9 @@ def sem_and_scope(sem, scope) -> dict[str, str]:
 
 def _target(b, pointer, kind: str) -> Tensor:
     pointer = _pointer(b, pointer)
+    if pointer.dtype.const:
+        raise SemanticError(f"cannot apply an atomic through a constant pointer ({pointer.dtype}: a parameter "
+                            f"annotated tl.const, or computed from one)", param="pointer")
     if problem := atomic_element_problem(kind, pointer.dtype.pointee):
         raise SemanticError(problem, param="pointer")
     return pointer

@@ -267,6 +267,9 @@ def _store(ctx, pointer, value, mask=None, boundary_check=(), cache_modifier="",
     else:
         _no_block_pointer_options(boundary_check, "")
     pointer = _pointer(b, pointer)
+    if pointer.dtype.const:
+        raise SemanticError(f"cannot store through a constant pointer ({pointer.dtype}: a parameter annotated "
+                            f"tl.const, or computed from one)", param="pointer")
     elem = pointer.dtype.pointee
     value_t = _value_of(b, value, elem, "value")
     if value_t.is_block and not pointer.is_block:

@@ -181,7 +181,8 @@ class ControlFlow:
             self.partial_return = True
 
     def unify_branch_values(self, name, tv, ev, then_block, else_block, node, branch_locs):
-        shown = "the return value" if name == RETURN else f"'{name}'"
+        shown = "the return value" if name == RETURN else \
+            "the conditional expression" if name.startswith("__ifexp_") else f"'{name}'"
         then_locs, else_locs = branch_locs
         notes = []
         if name in then_locs and name in else_locs and then_locs[name] != else_locs[name]:

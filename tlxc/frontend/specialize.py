@@ -53,6 +53,18 @@ def is_constexpr_annotation(annotation, fn) -> bool:
     return False
 
 
+def is_const_annotation(annotation, fn) -> bool:
+    """``x_ptr: tl.const`` (Triton's read-only pointer parameter)."""
+    if annotation is tl.const:
+        return True
+    if isinstance(annotation, str):
+        try:
+            return eval(annotation, dict(fn.__globals__)) is tl.const
+        except Exception:  # noqa: BLE001  (annotation_type reports annotations that do not evaluate)
+            return False
+    return False
+
+
 def annotation_type(annotation, fn) -> Type | None:
     """An IR type from an annotation such as ``tl.pointer_type(tl.bfloat16)`` or ``tl.int64``."""
     if isinstance(annotation, str):
@@ -285,6 +297,7 @@ def specialization_from_args(kfn, arguments: dict[str, Any]) -> Specialization:
         plain = _unwrap(value)
         frozen = name in getattr(kfn, "do_not_specialize", ())
         annotated = annotation_type(kfn.signature.parameters[name].annotation, kfn.fn)
+        read_only = is_const_annotation(kfn.signature.parameters[name].annotation, kfn.fn)
         if isinstance(plain, np.generic):
             plain = plain.item()
         if isinstance(plain, TensorDescriptor) and name not in kfn.constexpr_params:
@@ -311,11 +324,11 @@ def specialization_from_args(kfn, arguments: dict[str, Any]) -> Specialization:
         elif isinstance(plain, float):
             spec.params[name] = ("runtime", annotated if isinstance(annotated, ScalarType) else T.f32)
         elif isinstance(plain, np.ndarray):
-            spec.params[name] = ("runtime", PointerType(pointee_of_array(plain)))
+            spec.params[name] = ("runtime", PointerType(pointee_of_array(plain), const=read_only))
             if not frozen and plain.__array_interface__["data"][0] % 16 == 0:
                 spec.divisibility[name] = 16
         elif hasattr(plain, "data_ptr") and hasattr(plain, "dtype"):
-            spec.params[name] = ("runtime", PointerType(pointee_of_tensor(plain)))
+            spec.params[name] = ("runtime", PointerType(pointee_of_tensor(plain), const=read_only))
             if not frozen and plain.data_ptr() % 16 == 0:
                 spec.divisibility[name] = 16
         else:

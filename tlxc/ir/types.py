@@ -104,9 +104,11 @@ SCALAR_TYPES: dict[str, ScalarType] = {n: ScalarType(n) for n in _SCALAR_INFO}
 
 @dataclass(frozen=True)
 class PointerType(Type):
-    """A pointer into global memory to elements of ``pointee``."""
+    """A pointer into global memory to elements of ``pointee``; ``const`` (a parameter annotated
+    ``tl.const``, and pointers computed from it): stores and atomics through it are errors."""
 
     pointee: Type
+    const: bool = False
 
     @property
     def element_ty(self) -> Type:
@@ -118,7 +120,7 @@ class PointerType(Type):
         return True
 
     def __str__(self) -> str:
-        return f"ptr<{self.pointee}>"
+        return f"ptr<{'const ' if self.const else ''}{self.pointee}>"
 
     __repr__ = __str__
 

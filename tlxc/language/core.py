@@ -62,6 +62,15 @@ def pointer_type(element: _t.ScalarType) -> _t.PointerType:
 pi32_t = _t.PointerType(_t.ScalarType("i32"))       # Triton's name for a pointer to int32
 
 
+class const:  # noqa: N801  (Triton's name)
+    """Triton's ``tl.const``: annotate a pointer parameter with it (``in_ptr: tl.const``) and the
+    kernel may only read through it: a store or an atomic through it (or a pointer computed from
+    it) is a compile error, and it does not merge with a writable pointer."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("tl.const annotates a pointer parameter (in_ptr: tl.const); it makes no values")
+
+
 _PACKAGE_DIR = __file__.rsplit("/language/", 1)[0]
 
 
