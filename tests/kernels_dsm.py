@@ -115,10 +115,11 @@ def asm_affine(x_ptr, k_ptr, y_ptr, q_ptr, n, BLOCK: tl.constexpr):
 
 
 @tlxc.kernel
-def asm_unmodeled(x_ptr, y_ptr, BLOCK: tl.constexpr):
-    """An instruction the interpreter does not model (``popc``): it refuses the asm at its line."""
+def asm_unary(x_ptr, y_ptr, ASM: tl.constexpr, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+    """One "=r,r" asm per element: ``popc`` (which the interpreter does not model: it refuses the
+    asm at its line), or an int8 element alone in a 32-bit register."""
     x = tl.load(x_ptr + tl.arange(0, BLOCK))
-    y = tl.inline_asm_elementwise("popc.b32 $0, $1;", "=r,r", [x], dtype=tl.int32, is_pure=True, pack=1)
+    y = tl.inline_asm_elementwise(ASM, "=r,r", [x], dtype=DTYPE, is_pure=True, pack=1)
     tl.store(y_ptr + tl.arange(0, BLOCK), y)
 
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import tlxc
+import tlxc.language as tl
 from tlxc.compiler import compile_kernel
 from tlxc.errors import CompilationError, InterpreterError
 from tlxc.frontend.specialize import specialization_from_args
@@ -49,7 +50,7 @@ def test_the_interpreter_runs_the_instructions_it_models():
 def test_the_interpreter_refuses_inline_ptx_it_does_not_model_at_its_line():
     x, y = torch.arange(64, dtype=torch.int32), torch.empty(64, dtype=torch.int32)
     with pytest.raises(InterpreterError, match="inline PTX cannot run on the interpreter.*popc.b32") as info:
-        tlxc.interpret(K.asm_unmodeled)[(1,)](x, y, BLOCK=64)
+        tlxc.interpret(K.asm_unary)[(1,)](x, y, ASM="popc.b32 $0, $1;", DTYPE=tl.int32, BLOCK=64)
     assert "kernels_dsm.py" in info.value.render()
 
 

@@ -5,6 +5,7 @@ that way, the CUDA lowering packs and unpacks words around the asm, and the inte
 32-bit integer and bf16x2 / f16x2 instructions such asm is written with (``interpreter/inline_ptx.py``)."""
 from __future__ import annotations
 
+import kernels_dsm as K
 import numpy as np
 import pytest
 import torch
@@ -170,14 +171,6 @@ def test_packed_operands_in_the_cuda_text_and_cubin():
 
 
 @tlxc.kernel
-def widened_shift(x_ptr, y_ptr, BLOCK: tl.constexpr):
-    """An int8 element alone in a 32-bit register ("=r,r", pack=1, as Triton allows)."""
-    x = tl.load(x_ptr + tl.arange(0, BLOCK))
-    y = tl.inline_asm_elementwise("shl.b32 $0, $1, 3;", "=r,r", [x], dtype=tl.int8, is_pure=True, pack=1)
-    tl.store(y_ptr + tl.arange(0, BLOCK), y)
-
-
-@tlxc.kernel
 def pointer_asm(x_ptr, y_ptr, BLOCK: tl.constexpr):
     """Pointer operands ("l"): the asm loads and stores itself."""
     xs = x_ptr + tl.arange(0, BLOCK)
@@ -195,7 +188,8 @@ def pointer_in_r(x_ptr, BLOCK: tl.constexpr):
 def test_a_narrow_element_in_a_32_bit_register_and_pointer_operands():
     x = torch.randint(-128, 128, (128,), dtype=torch.int16).to(torch.int8)
     y = torch.zeros(128, dtype=torch.int8)
-    tlxc.interpret(widened_shift)[(1,)](x, y, BLOCK=128)
+    # an int8 element alone in a 32-bit register ("=r,r", pack=1, as Triton allows)
+    tlxc.interpret(K.asm_unary)[(1,)](x, y, ASM="shl.b32 $0, $1, 3;", DTYPE=tl.int8, BLOCK=128)
     assert torch.equal(y, (x.to(torch.int32) << 3).to(torch.uint8).view(torch.int8))
     u = torch.zeros(128, dtype=torch.uint8)
     cuda = compile_kernel(pointer_asm, specialization_from_args(pointer_asm, {"x_ptr": u, "y_ptr": u, "BLOCK": 128}),

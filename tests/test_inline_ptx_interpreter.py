@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import tlxc
+import tlxc.language as tl
 from tlxc.errors import InterpreterError
 from tlxc.interpreter.inline_ptx import UnsupportedPtx, run_inline_ptx
 from tlxc.interpreter.values import register_dtype
@@ -51,7 +52,8 @@ def test_an_output_written_twice_holds_its_last_write():
 def test_the_kernel_level_refusal_names_the_statement():
     x = torch.arange(64, dtype=torch.int32)
     with pytest.raises(InterpreterError, match=r"\(interpreter/inline_ptx.py\); here: 'popc\.b32 \$0, \$1'"):
-        tlxc.interpret(K.asm_unmodeled)[(1,)](x, torch.empty(64, dtype=torch.int32), BLOCK=64)
+        tlxc.interpret(K.asm_unary)[(1,)](x, torch.empty(64, dtype=torch.int32), ASM="popc.b32 $0, $1;",
+                                      DTYPE=tl.int32, BLOCK=64)
 
 
 def test_the_same_kernel_builds_for_sm90a():
