@@ -758,6 +758,7 @@ def test_triton_host_names_reinterpret_compiler_errors_and_base_fn():
     with pytest.raises(TypeError, match="the widths must match"):
         triton.reinterpret(x, tl.float16)
     assert triton.compiler.errors.CompilationError is CompilationError
+    assert CompilationError("bad thing").error_message == "bad thing"            # Triton's attribute
 
     @triton.autotune(configs=[triton.Config(kwargs={"BLOCK": 32})], key=["n"])
     @triton.jit

@@ -71,6 +71,11 @@ class TlxcError(Exception):
     def __str__(self) -> str:
         return self.render()
 
+    @property
+    def error_message(self) -> str:
+        """The message without its location (Triton's ``CompilationError.error_message``)."""
+        return self.message
+
 
 class CompilationError(TlxcError):
     """The kernel's source cannot be compiled as written."""
