@@ -8,30 +8,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_dot import tiled_dot_kernel as int8_dot_kernel
 
-import tlxc
-import tlxc.language as tl
 from tlxc.codegen_nvptx.emu import run as emu
 from tlxc.interpreter import interpret
 from tlxc.ir import layouts_nvidia as N
 from tlxc.runtime.warmup import cuda_source
-
-
-@tlxc.jit
-def int8_dot_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
-                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.int32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :],
-                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :],
-                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0)
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
-
 
 SIG = "a_ptr=*i8,b_ptr=*i8,c_ptr=*i32,M=i32,N=i32,K=i32,stride_am=i32,stride_bk=i32,stride_cm=i32"
 

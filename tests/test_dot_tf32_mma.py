@@ -7,31 +7,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_dot import tiled_dot_kernel as fp32_dot_kernel
 
-import tlxc
-import tlxc.language as tl
 from tlxc.codegen_nvptx.emu import run as emu
 from tlxc.interpreter import interpret
 from tlxc.ir import layouts_nvidia as N
 from tlxc.runtime.warmup import cuda_source
-
-
-@tlxc.jit
-def fp32_dot_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
-                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :],
-                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :],
-                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
-    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 def test_tf32_fragments_follow_the_isa():
