@@ -12,7 +12,7 @@ packs them (``ir/ops/warp.py``).
 from __future__ import annotations
 
 from ..errors import CompilationError
-from ..ir.ops.warp import elements_per_register
+from ..ir.ops.warp import CONSTRAINT_BITS, elements_per_register
 from ..ir.types import ScalarType, TensorType
 from ..passes.uniformity import Uniformity
 from . import c_types as C
@@ -79,9 +79,10 @@ def inline_asm_elementwise(lw, op):
     # A result's or operand's registers for a run of ``pack`` of this thread's registers (an
     # elementwise asm sees the same elements whatever registers a run groups): ``per`` elements a
     # register (ir/ops/warp.py elements_per_register), results first, then the operands.
-    def widened(letter, t, per):
-        """A narrow element alone in a wider register ("=r" for an int8 result)."""
-        return per == 1 and isinstance(t, ScalarType) and t.bits < _CONSTRAINT_BITS[letter]
+    def in_words(letter, t, per):
+        """Packed elements, or a narrow element alone in a wider register ("=r" for an int8
+        result): passed through a word, packed before the asm and unpacked after."""
+        return per > 1 or (isinstance(t, ScalarType) and t.bits < CONSTRAINT_BITS[letter])
 
     outputs, inputs, unpack = [], [], []
     k = 0
@@ -89,7 +90,7 @@ def inline_asm_elementwise(lw, op):
         per = elements_per_register(element(res), pack)
         for j in range(0, pack, per):
             letter = letters[k]
-            if per == 1 and not widened(letter, element(res), per):
+            if not in_words(letter, element(res), per):
                 outputs.append((f"={letter}", _bind(letter, ref(res, j), element(res), True)))
             else:
                 word = f"asm_word{len(unpack)}"
@@ -100,7 +101,7 @@ def inline_asm_elementwise(lw, op):
         per = elements_per_register(element(v), pack)
         for j in range(0, pack, per):
             letter = letters[k]
-            if per == 1 and not widened(letter, element(v), per):
+            if not in_words(letter, element(v), per):
                 inputs.append((letter, _bind(letter, ref(v, j), element(v), False)))
             else:
                 inputs.append((letter, _packed(letter, [ref(v, j + e) for e in range(per)], element(v).bits)))
@@ -121,7 +122,6 @@ def inline_asm_elementwise(lw, op):
 
 
 _BITS_CTYPE = {8: "unsigned char", 16: "unsigned short"}
-_CONSTRAINT_BITS = {"h": 16, "r": 32, "l": 64, "f": 32, "d": 64}
 
 
 def _packed(letter: str, elements: list[str], bits: int) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ..ir import types as T
-from ..ir.ops.warp import elements_per_register
+from ..ir.ops.warp import CONSTRAINT_BITS, elements_per_register
 from ..ir.types import PointerType, ScalarType, TensorType
 from . import semantic as S
 from . import tlx_rules as X
@@ -96,7 +96,6 @@ def _vote_ballot_sync(ctx, mask, pred):
 
 
 # -- tl.inline_asm_elementwise ------------------------------------------------------------------
-CONSTRAINT_BITS = {"h": 16, "r": 32, "l": 64, "f": 32, "d": 64}
 
 
 def _constraints(text: str, outputs: int, inputs: int) -> list[str]:

@@ -23,6 +23,8 @@ from ..core import Operation
 from ..types import ScalarType, TensorType, shape_of
 from ._rules import expect_results
 
+CONSTRAINT_BITS = {"h": 16, "r": 32, "l": 64, "f": 32, "d": 64}     # the register constraints tlxc knows
+
 
 def elements_per_register(t: ScalarType, pack: int) -> int:
     """Elements of type ``t`` one register operand of ``tl.inline_asm_elementwise`` carries at
