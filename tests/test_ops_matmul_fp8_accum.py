@@ -25,10 +25,10 @@ def _fp8(M, N, K, seed, device="cpu"):
     return a, w
 
 
-@pytest.mark.parametrize("config", [None, "ws8_128x128x128_s4", "dot8_64x128x128_s4_w4", "dot8_64x128x128_s4_w4_k4",
-                                    "dot_64x64x128_s5_w4"])
+@pytest.mark.parametrize("config", [None, "ws8_128x128x128_s4", "ws8_128x256x128_s3", "dot8_64x128x128_s4_w4",
+                                    "dot8_64x128x128_s4_w4_k4", "dot_64x64x128_s5_w4"])
 def test_promoted_fp8_matches_float64_on_the_interpreter(config):
-    M, N, K = (70, 136, 1100) if config and CONFIGS[config].split_k > 1 else (200, 264, 400)   # K: partial k-steps
+    M, N, K = (70, 136, 1100) if config and CONFIGS[config].split_k > 1 else (200, 392, 400)   # K: partial k-steps
     a, w = _fp8(M, N, K, seed=11)
     out = torch.full((M, N), float("nan"))
     matmul(a, w.t(), out, config=config, use_fast_accum=False)
@@ -37,10 +37,17 @@ def test_promoted_fp8_matches_float64_on_the_interpreter(config):
 
 def test_configurations_whose_two_accumulators_do_not_fit_are_refused():
     a, w = _fp8(256, 512, 256, seed=12)
-    with pytest.raises(ValueError, match=r"ws8_128x256x128_s3.*use_fast_accum=False keeps a second accumulator.*"
-                                         r"128 x 2 registers"):
-        matmul(a, w.t(), config="ws8_128x256x128_s3", use_fast_accum=False)
-    matmul(a, w.t(), config="ws8_128x256x128_s3")                     # fast accumulation: one accumulator
+    with pytest.raises(ValueError, match=r"dot_128x256x64_s3_w8.*use_fast_accum=False keeps a second accumulator.*"
+                                         r"256 registers a thread, where 128 fit"):
+        matmul(a, w.t(), config="dot_128x256x64_s3_w8", use_fast_accum=False)
+    matmul(a, w.t(), config="dot_128x256x64_s3_w8")                  # fast accumulation: one accumulator
+
+
+def test_a_256_wide_ws_tile_promotes_in_two_halves():
+    """128 + 64 registers a thread (the sum and one 128-column half's products), not 128 x 2."""
+    c = CONFIGS["ws8_128x256x128_s3"]
+    assert cfgs.accumulator_registers(c) == 128 and cfgs.promoted_registers(c) == 192
+    assert cfgs.supports(c, cfgs.Problem(4096, 4096, 4096, elt=1, b_kmajor=True, fp8=True, promote=True)) is None
 
 
 @pytest.mark.parametrize("M,N,K", [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 14336, 4096), (128, 4096, 4096),
@@ -50,7 +57,7 @@ def test_the_heuristic_picks_a_configuration_that_can_promote(M, N, K, card):
     p = cfgs.Problem(M, N, K, elt=1, b_kmajor=True, fp8=True, card=card, promote=True)
     c = cfgs.choose_config(p)
     assert cfgs.supports(c, p) is None, c.name
-    assert cfgs.accumulator_registers(c) <= cfgs.PROMOTE_ACC_REGISTERS
+    assert cfgs.promoted_registers(c) <= cfgs.promote_limit(c)
     a = torch.empty(M, K).to(torch.float8_e4m3fn)
     w = torch.empty(N, K).to(torch.float8_e4m3fn)
     if not card:
@@ -83,12 +90,16 @@ def test_promoted_kernels_compile_without_spills():
     (ws,) = compile_config("ws8_128x128x128_s4", a, w.t(), use_fast_accum=False)
     assert ws.n_spills == 0
     assert ws.asm["cuda"].count("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3") >= 1
+    (wide,) = compile_config("ws8_128x256x128_s3", a, w.t(), use_fast_accum=False)
+    assert wide.n_spills == 0
+    assert "m64n256k32" not in wide.asm["cuda"] and "m64n128k32.f32.e4m3.e4m3" in wide.asm["cuda"]
     (dot,) = compile_config("dot8_64x128x128_s4_w4", a, w.t(), use_fast_accum=False)
     assert dot.n_spills == 0 and "max_num_imprecise_acc: runs of 4 k-step(s)" in dot.asm["cuda"]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("config", [None, "ws8_128x128x128_s4", "dot8_64x128x128_s4_w4", "dot8_64x128x128_s4_w4_k4"])
+@pytest.mark.parametrize("config", [None, "ws8_128x128x128_s4", "ws8_128x256x128_s3", "dot8_64x128x128_s4_w4",
+                                    "dot8_64x128x128_s4_w4_k4"])
 def test_gpu_promoted_fp8_is_as_precise_as_cublas(config):
     """Against float64: use_fast_accum=False within 1.5x cuBLAS's default (promoted) error, and
     well under the fast accumulation's (H100, session 28: 1.3e-4 vs 1.3e-3 at 4096^3)."""
@@ -98,7 +109,7 @@ def test_gpu_promoted_fp8_is_as_precise_as_cublas(config):
     one = torch.ones((), device="cuda")
     cublas = torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
     precise = matmul(a, w.t(), out_dtype=torch.float32, config=config, use_fast_accum=False)
-    fast = matmul(a, w.t(), out_dtype=torch.float32, config=config if config != "ws8_128x128x128_s4" else None)
+    fast = matmul(a, w.t(), out_dtype=torch.float32, config=config)
     err, cublas_err, fast_err = _rel(precise, ref), _rel(cublas, ref), _rel(fast, ref)
     assert err < 1.5 * cublas_err + 1e-7, f"promoted {err:.2e} vs cuBLAS {cublas_err:.2e}"
     assert err < 0.5 * fast_err, f"promoted {err:.2e} vs fast {fast_err:.2e}"

@@ -238,6 +238,8 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
     TILE_N: tl.constexpr = BN + BN_TAIL + BN_TAIL2                        # a tile's columns
     SK_QUARTERS: tl.constexpr = STREAM_K and BN > 128                     # (the host gives these TMA stores)
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
+    PROMOTE_HALVES: tl.constexpr = PROMOTE and BN > 128                     # a promoted 256-wide tile: two n128 products
+    PART_N: tl.constexpr = BN // 2 if PROMOTE_HALVES else BN                # the columns of one promoted product
     if A_KMAJOR:
         a_smem = tlx.local_alloc((SUB_M, BK), DTYPE, NUM_STAGES * NUM_CONSUMERS)  # [NC * stage + consumer]
     else:
@@ -347,7 +349,10 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 acc = tl.zeros((SUB_M, BN), dtype=tl.float32)
                 if PROMOTE:     # fp8, use_fast_accum=False: each k-step's products in their own accumulator
-                    part = tl.zeros((SUB_M, BN), dtype=tl.float32)
+                    part = tl.zeros((SUB_M, PART_N), dtype=tl.float32)
+                    if PROMOTE_HALVES:      # (the tile's two column halves: acc_lo, acc_hi)
+                        acc_lo = tl.zeros((SUB_M, PART_N), dtype=tl.float32)
+                        acc_hi = tl.zeros((SUB_M, PART_N), dtype=tl.float32)
                 if BN_TAIL > 0:
                     acc_t = tl.zeros((SUB_M, BN_TAIL), dtype=tl.float32)
                 if BN_TAIL2 > 0:
@@ -360,7 +365,16 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                         a_op = a_smem[NUM_CONSUMERS * slot + cid]
                     else:
                         a_op = tlx.local_trans(a_smem[NUM_CONSUMERS * slot + cid])
-                    if PROMOTE:     # (fp8 reads B K-major)
+                    if PROMOTE_HALVES:      # the left half's products, added while the other consumer issues
+                        b_lo = tlx.local_slice(b_smem[slot], [0, 0], [PART_N, BK])
+                        part = tlx.async_dot(a_op, tlx.local_trans(b_lo), part, use_acc=False)
+                        tlx.named_barrier_arrive(9 + (cid + 1) % NUM_CONSUMERS, 256)
+                        part = tlx.async_dot_wait(0, part)
+                        acc_lo += part
+                        tlx.named_barrier_wait(9 + cid, 256)      # my turn again: the right half
+                        b_hi = tlx.local_slice(b_smem[slot], [PART_N, 0], [PART_N, BK])
+                        part = tlx.async_dot(a_op, tlx.local_trans(b_hi), part, use_acc=False)
+                    elif PROMOTE:   # (fp8 reads B K-major)
                         part = tlx.async_dot(a_op, tlx.local_trans(b_smem[slot]), part, use_acc=False)
                     elif B_KMAJOR:
                         acc = tlx.async_dot(a_op, tlx.local_trans(b_smem[slot]), acc)
@@ -374,7 +388,10 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                     if BN_TAIL2 > 0:
                         acc_t2 = tlx.async_dot(a_op, tlx.local_trans(bt2_smem[slot]), acc_t2)
                     tlx.named_barrier_arrive(9 + (cid + 1) % NUM_CONSUMERS, 256)
-                    if PROMOTE:     # ... added in float32 (cuBLAS's default for fp8)
+                    if PROMOTE_HALVES:
+                        part = tlx.async_dot_wait(0, part)
+                        acc_hi += part
+                    elif PROMOTE:   # ... added in float32 (cuBLAS's default for fp8)
                         part = tlx.async_dot_wait(0, part)
                         acc += part
                     else:
@@ -385,6 +402,8 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                         acc_t2 = tlx.async_dot_wait(0, acc_t2)
                     release(empty[slot], rank, CLUSTER_M)
                     count += 1
+                if PROMOTE_HALVES:          # the halves side by side again (register reshapes, no data moved)
+                    acc = tl.reshape(tl.permute(tl.join(acc_lo, acc_hi), (0, 2, 1)), (SUB_M, BN))
                 row, col = tile_origin(pid_m, pid_n, rank, BM, TILE_N, CLUSTER_M, SHARE_A)
                 row += cid * SUB_M
                 finish = True
