@@ -7,6 +7,7 @@ import numpy as np
 from ..errors import InternalCompilerError
 from ..ir import layouts as L
 from ..ir.types import TensorType
+from ..options import perf_switch
 from . import c_types as C
 from .lower import const_table, is_identity, lowering, registers, same_thread_map
 
@@ -251,6 +252,25 @@ def _fold(lw, kind: str, t, ctype: str, acc: str, idx: str | None, value: str, i
     lw.out.line(f"if {_arg_better(kind, t, f'{acc}[j]', f'{idx}[j]', 'v', 'vi')} {{ {acc}[j] = v; {idx}[j] = vi; }}")
 
 
+def _tree_fold(lw, kind: str, t, ctype: str, acc: str, table: str, width: int, src_c) -> None:
+    """Emit ``acc[j]`` = the combination of the thread's ``width`` registers of output ``j`` as a
+    pairwise tree (register ``g`` with ``g + s`` for s = 1, 2, 4, ..): the same ``width - 1``
+    instructions as a left fold, but a dependency chain ``ceil(log2(width))`` deep instead of
+    ``width - 1`` (a row max or sum of 32 registers: 5 instead of 31; the softmax of attention
+    waits on both).  Sums are rounded in that order (Triton leaves a reduction's order open)."""
+    part = lw.fresh("rtree")
+    lw.out.line(f"{ctype} {part}[{width}];")
+    lw.out.line("#pragma unroll")
+    lw.out.line(f"for (int g = 0; g < {width}; ++g) {part}[g] = {src_c(f'{table}[j][g]')};")
+    lw.out.line("#pragma unroll")
+    lw.out.open(f"for (int s = 1; s < {width}; s *= 2)")
+    lw.out.line("#pragma unroll")
+    lw.out.line(f"for (int g = 0; g + s < {width}; g += 2 * s) "
+                f"{part}[g] = {_combine(kind, t, f'{part}[g]', f'{part}[g + s]')};")
+    lw.out.close()
+    lw.out.line(f"{acc}[j] = {part}[0];")
+
+
 def _arg_better(kind: str, t, va: str, ia: str, vb: str, ib: str) -> str:
     """True when (vb, ib) should replace (va, ia): strictly better value, a
     number beats NaN (NaN is ignored, as tl.max's fmaxf does), ties go to the
@@ -286,17 +306,21 @@ def reduce(lw, op):
     lw.out.line(f"const int {table}[{n_out}][{len(groups[0])}] = {{{rows}}};")
     src_c = lambda r: lw.target.to_compute(f"{lw.name(src)}[{r}]", t)
     coord = lw.coord_expr(layout, axis, "r") if is_arg else None
+    width = group_table.shape[1]
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int j = 0; j < {n_out}; ++j)")
-    lw.out.line(f"{acc}[j] = {src_c(f'{table}[j][0]')};")
-    if is_arg:
-        lw.out.line(f"{{ const int r = {table}[j][0]; {idx}[j] = {coord}; }}")
-    if group_table.shape[1] > 1:
-        lw.out.line("#pragma unroll")
-        lw.out.open(f"for (int g = 1; g < {group_table.shape[1]}; ++g)")
-        lw.out.line(f"const int r = {table}[j][g];")
-        _fold(lw, kind, t, ctype, acc, idx, src_c("r"), coord)
-        lw.out.close()
+    if not is_arg and width > 2 and perf_switch("TLXC_REDUCE_TREE"):
+        _tree_fold(lw, kind, t, ctype, acc, table, width, src_c)
+    else:
+        lw.out.line(f"{acc}[j] = {src_c(f'{table}[j][0]')};")
+        if is_arg:
+            lw.out.line(f"{{ const int r = {table}[j][0]; {idx}[j] = {coord}; }}")
+        if width > 1:
+            lw.out.line("#pragma unroll")
+            lw.out.open(f"for (int g = 1; g < {width}; ++g)")
+            lw.out.line(f"const int r = {table}[j][g];")
+            _fold(lw, kind, t, ctype, acc, idx, src_c("r"), coord)
+            lw.out.close()
     lw.out.close()
     # 2. across lanes
     plan = layout.reduction_plan(axis)
