@@ -78,6 +78,8 @@ def with_env(name: str, value: str | None, fn):
 def time_round(fn) -> float:
     import torch
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    fn()                                    # after a flip the launcher reloads its module: not timed
+    torch.cuda.synchronize()
     torch.cuda._sleep(20_000_000)           # ~10 ms: the host queues every call behind it
     start.record()
     for _ in range(CALLS):

@@ -23,7 +23,8 @@ PERF_SWITCHES = {
     "TLXC_CPASYNC_FENCE": True,    # codegen_c/shared_order.py: the proxy fence after a cp.async wait
     "TLXC_WGMMA_RS_GROUP": False,  # codegen_nvptx/rules_mma_async.py: register-A wgmma as one group (tasks >= 232 regs)
     "TLXC_WGMMA_A_LDMATRIX": True,  # passes/layouts.py: a loaded wgmma register A read by ldmatrix, no conversion
-    "TLXC_REDUCE_TREE": True,      # codegen_c/rules_tensor.py: a thread's registers reduced as a pairwise tree
+    "TLXC_REDUCE_TREE": False,     # codegen_c/rules_tensor.py: a thread's max/min/and/or/xor as a pairwise tree
+    "TLXC_REDUCE_TREE_SUM": False,  # codegen_c/rules_tensor.py: a thread's sums as a pairwise tree
 }
 
 

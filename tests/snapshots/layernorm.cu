@@ -77,15 +77,12 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_kernel_BLOCK8192(uns
   const int rgrp[1][32] = {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31}};
   #pragma unroll
   for (int j = 0; j < 1; ++j) {
-    float rtree[32];
+    red[j] = x[rgrp[j][0]];
     #pragma unroll
-    for (int g = 0; g < 32; ++g) rtree[g] = x[rgrp[j][g]];
-    #pragma unroll
-    for (int s = 1; s < 32; s *= 2) {
-      #pragma unroll
-      for (int g = 0; g + s < 32; g += 2 * s) rtree[g] = (rtree[g] + rtree[g + s]);
+    for (int g = 1; g < 32; ++g) {
+      const int r = rgrp[j][g];
+      red[j] = (red[j] + x[r]);
     }
-    red[j] = rtree[0];
   }
   #pragma unroll
   for (int j = 0; j < 1; ++j) {
@@ -157,15 +154,12 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_kernel_BLOCK8192(uns
   const int rgrp_1[1][32] = {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31}};
   #pragma unroll
   for (int j = 0; j < 1; ++j) {
-    float rtree_1[32];
+    red_1[j] = t_7[rgrp_1[j][0]];
     #pragma unroll
-    for (int g = 0; g < 32; ++g) rtree_1[g] = t_7[rgrp_1[j][g]];
-    #pragma unroll
-    for (int s = 1; s < 32; s *= 2) {
-      #pragma unroll
-      for (int g = 0; g + s < 32; g += 2 * s) rtree_1[g] = (rtree_1[g] + rtree_1[g + s]);
+    for (int g = 1; g < 32; ++g) {
+      const int r = rgrp_1[j][g];
+      red_1[j] = (red_1[j] + t_7[r]);
     }
-    red_1[j] = rtree_1[0];
   }
   #pragma unroll
   for (int j = 0; j < 1; ++j) {

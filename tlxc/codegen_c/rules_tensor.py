@@ -255,9 +255,11 @@ def _fold(lw, kind: str, t, ctype: str, acc: str, idx: str | None, value: str, i
 def _tree_fold(lw, kind: str, t, ctype: str, acc: str, table: str, width: int, src_c) -> None:
     """Emit ``acc[j]`` = the combination of the thread's ``width`` registers of output ``j`` as a
     pairwise tree (register ``g`` with ``g + s`` for s = 1, 2, 4, ..): the same ``width - 1``
-    instructions as a left fold, but a dependency chain ``ceil(log2(width))`` deep instead of
-    ``width - 1`` (a row max or sum of 32 registers: 5 instead of 31; the softmax of attention
-    waits on both).  Sums are rounded in that order (Triton leaves a reduction's order open)."""
+    instructions as a left fold, a dependency chain ``ceil(log2(width))`` deep instead of
+    ``width - 1``; sums rounded in that order.  Opt-in (``TLXC_REDUCE_TREE`` for max/min/bitwise,
+    ``TLXC_REDUCE_TREE_SUM`` for sums): on the H100 the attention forward at D = 64 ran 1-3 %
+    slower with tree sums and no faster with tree maxima, softmax/layernorm unchanged
+    (docs/performance.md, session 29), so the left fold stays the default."""
     part = lw.fresh("rtree")
     lw.out.line(f"{ctype} {part}[{width}];")
     lw.out.line("#pragma unroll")
@@ -309,7 +311,7 @@ def reduce(lw, op):
     width = group_table.shape[1]
     lw.out.line("#pragma unroll")
     lw.out.open(f"for (int j = 0; j < {n_out}; ++j)")
-    if not is_arg and width > 2 and perf_switch("TLXC_REDUCE_TREE"):
+    if not is_arg and width > 2 and perf_switch("TLXC_REDUCE_TREE_SUM" if kind == "sum" else "TLXC_REDUCE_TREE"):
         _tree_fold(lw, kind, t, ctype, acc, table, width, src_c)
     else:
         lw.out.line(f"{acc}[j] = {src_c(f'{table}[j][0]')};")
