@@ -360,7 +360,7 @@ def test_errors_name_the_argument():
     cases = [
         ({"q": q.float()}, "'q' must be bfloat16, float16, float8_e4m3fn or float8_e5m2, got torch.float32"),
         ({"k": q.half()}, "'k' must have q's dtype"),
-        ({"q": torch.zeros(1, 4, 8, 80, dtype=torch.bfloat16)}, "'q' has head dim 80"),
+        ({"q": torch.zeros(1, 4, 8, 20, dtype=torch.bfloat16)}, "'q' has head dim 20"),
         ({"v": torch.zeros(1, 4, 8, 128, dtype=torch.bfloat16)}, "'v' has head dim 128"),
         ({"k": torch.zeros(1, 3, 8, 64, dtype=torch.bfloat16), "v": torch.zeros(1, 3, 8, 64, dtype=torch.bfloat16)},
          "must divide q's 4 heads"),

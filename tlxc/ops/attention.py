@@ -44,7 +44,8 @@ from .kernels.transpose import transpose_last2_kernel
 DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 FP8_DTYPES = {torch.float8_e4m3fn: tl.float8e4nv, torch.float8_e5m2: tl.float8e5}   # the forward only
 FP8_OUT_DTYPES = (torch.bfloat16, torch.float16)
-HEAD_DIMS = (64, 96, 128, 192, 256)
+HEAD_DIMS = range(8, 257, 8)    # head dims: rows of 16 bytes (TMA); tiles of 64, 128 or 256 columns, the rest masked
+FP8_HEAD_DIMS = range(16, 257, 16)
 CPU_PROGRAMS = 3          # persistent programs on the interpreter
 H200_SMS = 132            # compile_config's programs: the launch on an H200
 _INT32_MAX = 2**31 - 1
@@ -398,9 +399,15 @@ def _check_common(q, k, v, *, op: str = "tlxc.ops.attention", names: tuple[str, 
         if t.device != q.device:
             raise ValueError(f"{op}: '{name}' is on {t.device}, 'q' on {q.device}")
     D = q.shape[-1]
+    if fp8 and q.dtype in FP8_DTYPES and head_dims is HEAD_DIMS:
+        head_dims = FP8_HEAD_DIMS                 # (1-byte elements: 16 of them to a 16-byte row)
     if D not in head_dims:
-        supported = (f"{head_dims.start}..{head_dims.stop - 1}" if isinstance(head_dims, range)
-                     else ", ".join(map(str, head_dims)))
+        if isinstance(head_dims, range) and head_dims.step > 1:
+            supported = f"multiples of {head_dims.step} from {head_dims.start} to {head_dims.stop - 1}"
+        elif isinstance(head_dims, range):
+            supported = f"{head_dims.start}..{head_dims.stop - 1}"
+        else:
+            supported = ", ".join(map(str, head_dims))
         raise ValueError(f"{op}: 'q' has head dim {D}; supported: {supported}")
     for name, t in zip(names, (k, v)):
         if t.shape[-1] != D:
@@ -481,6 +488,12 @@ def _programs(device: torch.device, programs: int | None) -> int:
     return CPU_PROGRAMS
 
 
+def check_scale(value, name: str = "sm_scale") -> None:
+    """A softmax scale: a positive finite number (``name``: the caller's spelling, ``scale`` for SDPA's)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise _fail(f"'{name}' must be a positive finite number, got {value!r}")
+
+
 def check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> float:
     """Every rule on the arguments that does not read a tensor's values (the fake
     implementation of the custom op runs it too); returns the scale."""
@@ -490,9 +503,8 @@ def check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen
     D = q.shape[-1]
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
-    elif isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) \
-            or sm_scale <= 0:
-        raise _fail(f"'sm_scale' must be a positive finite number, got {sm_scale!r}")
+    else:
+        check_scale(sm_scale)
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if varlen:
         if cu_seqlens_q is None or cu_seqlens_k is None:

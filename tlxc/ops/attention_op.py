@@ -31,6 +31,7 @@ from .attention import (
     attention_forward,
     check_args,
     check_fp8,
+    check_scale,
     check_softcap,
     check_window,
 )
@@ -207,6 +208,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     if scale is not None:
         if sm_scale is not None:
             raise _fail(f"'scale' ({scale!r}) and 'sm_scale' ({sm_scale!r}) are one argument: give one")
+        check_scale(scale, "scale")
         sm_scale = scale
     left, right = check_window(window, causal)
     cap = check_softcap(softcap)

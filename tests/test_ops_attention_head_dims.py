@@ -1,0 +1,98 @@
+"""tlxc.ops.attention at head dims other than 64/96/128/192/256: any multiple of 8 up to 256 (16 for
+fp8 inputs), run in the 64-, 128- or 256-wide tiles with the extra columns zero-filled by TMA on
+the way in and clipped on the way out.  The forward and the autograd backward on the interpreter
+against float64 math (dense GQA causal, varlen), the fp8 forward, the refusals, sm_90a compiles,
+and the same on the GPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+from attention_checks import TOL, check_attention, check_op_gradients, fp8_inputs, poison_fresh_tensors
+
+import tlxc.ops
+from tlxc.ops.attention import attention_forward, compile_config, reference
+
+ODD_DIMS = [8, 40, 80, 160, 232]        # 16-byte rows; tiles 64, 64, 128, 256, 256
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    poison_fresh_tensors(monkeypatch)
+
+
+def _randn(*shape, seed, device="cpu", dtype=torch.bfloat16):
+    g = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(*shape, generator=g, device=device).to(dtype)
+
+
+def _dense_case(D, device="cpu"):
+    return (_randn(2, 4, 70, D, seed=D, device=device), _randn(2, 2, 90, D, seed=D + 1, device=device),
+            _randn(2, 2, 90, D, seed=D + 2, device=device))
+
+
+@pytest.mark.parametrize("D", ODD_DIMS)
+def test_forward_matches_float64(D, poisoned):
+    q, k, v = _dense_case(D)
+    for causal in (False, True):
+        o, lse = attention_forward(q, k, v, causal=causal)
+        assert o.shape == q.shape
+        check_attention(o, lse, *reference(q, k, v, causal=causal), torch.bfloat16)
+
+
+@pytest.mark.parametrize("D", ODD_DIMS)
+def test_backward_matches_float64(D):
+    q, k, v = _dense_case(D)
+    check_op_gradients(q, k, v, _randn(*q.shape, seed=D + 3), causal=True)
+
+
+@pytest.mark.parametrize("D", [40, 80])
+def test_varlen_forward_and_backward(D, poisoned):
+    cu = torch.tensor([0, 37, 38, 38, 90], dtype=torch.int32)
+    q, k, v = (_randn(90, h, D, seed=D + i) for i, h in enumerate((4, 2, 2)))
+    o, lse = attention_forward(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu)
+    check_attention(o, lse, *reference(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu), torch.bfloat16)
+    check_op_gradients(q, k, v, _randn(*q.shape, seed=D + 5), causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu)
+
+
+@pytest.mark.parametrize("D", [16, 48, 80])
+def test_fp8_forward_at_multiples_of_16(D):
+    q, k, v = fp8_inputs((1, 2, 70, D), (1, 2, 70, D), torch.float8_e4m3fn, seed=D)
+    o = tlxc.ops.attention(q, k, v, causal=True)
+    ref, _ = reference(*(t.to(torch.float64) for t in (q, k, v)), causal=True)
+    assert torch.isfinite(o).all()
+    assert ((o.double() - ref).norm() / ref.norm()).item() < 2.0 ** -4
+
+
+@pytest.mark.parametrize("D,dtype,message", [
+    (20, torch.bfloat16, "'q' has head dim 20; supported: multiples of 8 from 8 to 256"),
+    (264, torch.float16, "'q' has head dim 264; supported: multiples of 8 from 8 to 256"),
+    (24, torch.float8_e4m3fn, "'q' has head dim 24; supported: multiples of 16 from 16 to 256"),
+])
+def test_other_head_dims_are_refused_by_name(D, dtype, message):
+    q = torch.zeros(1, 2, 8, D).to(dtype)
+    with pytest.raises(ValueError, match=message):
+        tlxc.ops.attention(q, q, q)
+
+
+def test_sdpa_spelling_of_the_scale_is_named_in_its_error():
+    q = torch.zeros(1, 2, 8, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="'scale' must be a positive finite number, got 0.0"):
+        tlxc.ops.attention(q, q, q, scale=0.0)
+
+
+@pytest.mark.parametrize("D", [40, 80, 160])
+def test_forward_compiles_for_sm90a_without_spills(D):
+    q = torch.empty(4, 8, 1024, D, dtype=torch.bfloat16)
+    for causal in (False, True):
+        (h,) = compile_config(q, q, q, causal=causal)
+        assert h.n_spills == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("D", [32, 40, 80, 160])
+def test_gpu_forward_and_backward_match_float64(D, poisoned):
+    q, k, v = (_randn(2, h, 300, D, seed=D + i, device="cuda") for i, h in enumerate((8, 2, 2)))
+    for causal in (False, True):
+        o, lse = attention_forward(q, k, v, causal=causal)
+        check_attention(o, lse, *reference(q, k, v, causal=causal), torch.bfloat16)
+    check_op_gradients(q, k, v, _randn(*q.shape, seed=D + 3, device="cuda"), causal=True)
