@@ -8,7 +8,7 @@
   custom op ``torch.ops.tlxc.grouped_matmul`` with autograd (``grouped_weight_grad``: its weight
   gradient);
 - ``attention(q, k, v, *, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-  max_seqlen_k, scale, window, softcap)``: softmax attention (GQA, head dims 64-256, varlen,
+  max_seqlen_k, scale, window, softcap)``: softmax attention (GQA, head dims 8-256, varlen,
   sliding windows, logit softcapping), the custom op
   ``torch.ops.tlxc.attention`` with autograd; ``attention_forward`` returns ``(o, lse)``;
 - ``attention_decode(q, k_cache, v_cache, cache_seqlens, *, block_table, sm_scale)``: one query

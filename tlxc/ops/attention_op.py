@@ -197,7 +197,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     ``[total, H, D]`` with int32 ``cu_seqlens_q/k``; ``causal`` top-left aligned as SDPA's;
     ``sm_scale`` (or SDPA's spelling ``scale``) default ``1/sqrt(D)``; ``window=(left, right)``
     a sliding window (flash-attn's ``window_size``, -1 unbounded); ``softcap`` Gemma 2's logit
-    cap; head dims 64, 96, 128, 192, 256; bf16/fp16).
+    cap; head dims: multiples of 8 up to 256 (16 for fp8); bf16/fp16).
     Returns ``o``, or ``(o, lse)`` with ``return_lse=True`` (lse is not differentiable).
     Differentiable in q, k, v through ``torch.ops.tlxc.attention_backward``.
     fp8 inputs (float8_e4m3fn or float8_e5m2, dense or varlen; ``torch.ops.tlxc.attention_fp8``,

@@ -8,7 +8,7 @@
   consumer warp groups), operands K- or M/N-major;
 - ``grouped_gemm.py``: the grouped (MoE) GEMM;
 - ``attention_fwd.py``: the attention forward (TMA producer, two or three wgmma consumer
-  warp groups taking turns, persistent schedule; GQA, head dims 64-256, varlen, the lse);
+  warp groups taking turns, persistent schedule; GQA, head dims 8-256, varlen, the lse);
 - ``attention_schedule.py``: the varlen forward's sorted work table, built on the device;
 - ``attention_decode.py``: split-KV decode over a paged or contiguous KV cache, and its combine;
 - ``attention_bwd.py``: the attention backward (preprocess, dK/dV, dQ).

@@ -9,8 +9,8 @@ generalized:
   varlen layout ``[total, H, D]`` is described as ``(1, H, total, D)``: a sequence is a
   row range ``cu_seqlens[b] ..`` of batch 0;
 * GQA/MQA: query head ``h`` reads key/value head ``h // GROUP`` (``GROUP = H / Hkv``);
-* head dims 64, 96, 128, 192, 256: the tiles are ``HEAD_DIM`` (64, 128 or 256) wide and
-  loaded as 64-column TMA boxes; the columns past ``D_REAL`` (96 -> 128, 192 -> 256) are
+* head dims that are multiples of 8 up to 256: the tiles are ``HEAD_DIM`` (64, 128 or 256) wide and
+  loaded as 64-column TMA boxes; the columns past ``D_REAL`` (e.g. 40 -> 64, 96 -> 128, 192 -> 256) are
   outside the descriptor, so TMA fills them with zeros (they add nothing to ``Q Kᵀ`` and
   give zero columns of ``O``, which are not stored).  D >= 192 takes 64-key blocks and one
   Q buffer (shared memory);
