@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from attention_checks import TOL, check_attention, check_op_gradients, fp8_inputs, poison_fresh_tensors
+from attention_checks import check_attention, check_op_gradients, fp8_inputs, poison_fresh_tensors
 
 import tlxc.ops
 from tlxc.ops.attention import attention_forward, compile_config, reference
