@@ -357,7 +357,7 @@ def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int, residual: bool = Fals
 
 
 PROMOTE_ACC_REGISTERS = 64        # pointer kernel: accumulator registers a thread may hold for a promoted fp8 sum (x2)
-PROMOTE_WS_REGISTERS = 192        # WS consumer: the float32 sum and one product's part (of setmaxnreg's 232)
+PROMOTE_WS_SPARE = 40             # WS consumer: registers besides the promoted sum and part (addresses, loop state)
 
 
 def accumulator_registers(c: GemmConfig) -> int:
@@ -378,7 +378,12 @@ def promoted_registers(c: GemmConfig) -> int:
 
 
 def promote_limit(c: GemmConfig) -> int:
-    return PROMOTE_WS_REGISTERS if c.kernel == "ws" else 2 * PROMOTE_ACC_REGISTERS
+    """The most ``promoted_registers`` ``c`` may hold: a WS consumer's setmaxnreg budget less
+    ``PROMOTE_WS_SPARE`` (two consumers: 232 - 40 = 192, a 64x256 sum and a 64x128 part), and
+    never less than two 64-register accumulators (the pointer kernel's limit, 0 spills measured)."""
+    if c.kernel == "ws":
+        return max(2 * PROMOTE_ACC_REGISTERS, consumer_registers(c.consumers) - PROMOTE_WS_SPARE)
+    return 2 * PROMOTE_ACC_REGISTERS
 
 
 def supports(c: GemmConfig, p: Problem) -> str | None:
