@@ -40,7 +40,7 @@ The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
                                         [--budget-s 180] [--jobs 8] [--s 256,512] [--d 64,128] [--groups 1]
                                         [--no-varlen] [--no-decode] [--no-ab] [--decode-variant N] [--decode-splits N,..]
-                                        [--decode-rings KxS,..] [--pin]
+                                        [--decode-rings KxS,..] [--pin] [--skew]
 
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
 ``--no-ab``, each dense MHA case whose default configuration differs from session 11's also times that
@@ -49,7 +49,8 @@ D <= 128 it is the A/B of the TMA-store epilogue), and at S <= 1024 / D <= 128 w
 stores O through pointers, the default with ``tma_store=True`` (column ``tma``, < 1: TMA stores
 faster; ``--pin``, also with ``--no-ab``: column ``pin``, every dense case, the default with
 ``pin_softmax=True``, < 1: pinned faster; ``pin_ov`` the same with ``overlap=True`` at tiles up to 128
-wide).  (The run of 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
+wide); ``--skew``: column ``skew``, the default with ``skew=True`` (the second consumer one issue turn behind
+the first), and at D = 64 with 128-key blocks ``skew3``, the same with three K/V stages.  (The run of 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
 docs/performance.md; ``--configs`` still has them.)
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
@@ -313,6 +314,9 @@ def main() -> None:
                         help="do not time session 11's configuration (s11) nor TMA stores (tma)")
     parser.add_argument("--exp-fma", default="",
                         help="also time the default with exp_fma=k for these k (comma-separated; column fma<k>)")
+    parser.add_argument("--skew", action="store_true",
+                        help="also time the default with skew=True (column skew; D = 64 with 128-key blocks also "
+                             "skew3: three K/V stages; < 1: skewed faster)")
     parser.add_argument("--pin", action="store_true",
                         help="also time the default with pin_softmax=True (column pin, < 1: pinned faster)")
     args = parser.parse_args()
@@ -333,6 +337,10 @@ def main() -> None:
         pin += [(f"fma{k}", dataclasses.replace(default, exp_fma=k)) for k in ints(args.exp_fma) or ()]
         if args.pin and default.o_parts == 1:      # and with the last P V issued with the next item's first S
             pin.append(("pin_ov", dataclasses.replace(default, pin_softmax=True, overlap=True, diag_skip=False)))
+        if args.skew and default.block_m == 128 and not default.overlap:   # the second consumer a turn behind
+            pin.append(("skew", dataclasses.replace(default, skew=True)))
+            if default.head_dim == 64 and default.block_n == 128:          # ... with a third K/V stage of slack
+                pin.append(("skew3", dataclasses.replace(default, skew=True, stages=3)))
         if args.no_ab:
             return pin
         old = s11_config(AttnConfig, choose_config, D, causal, S)
@@ -349,7 +357,7 @@ def main() -> None:
     jobs += [("decode", *case, args.decode_variant) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
              for B, H, Hkv, S, D, causal in cases for n, c in ab_configs(D, causal, S)
-             if H == Hkv or n.startswith(("pin", "fma"))]
+             if H == Hkv or n.startswith(("pin", "fma", "skew"))]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -433,7 +441,7 @@ def main() -> None:
         alternatives = []
         if "tlxc" in fns:
             alternatives += [(n, c) for n, c in ab_configs(D, causal, S)
-                             if H == Hkv or n.startswith(("pin", "fma"))]  # s11/tma: MHA
+                             if H == Hkv or n.startswith(("pin", "fma", "skew"))]  # s11/tma: MHA
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)
@@ -758,7 +766,9 @@ def summarize(results, card, t0) -> None:
         for col, what in (("s11", "session 11's config time / default time"),
                           ("tma", "the default with tma_store=True, time / default time"),
                           ("pin", "the default with pin_softmax=True, time / default time"),
-                          ("pin_ov", "the default with pin_softmax=True and overlap=True, time / default time")):
+                          ("pin_ov", "the default with pin_softmax=True and overlap=True, time / default time"),
+                          ("skew", "the default with skew=True, time / default time"),
+                          ("skew3", "the default with skew=True and 3 K/V stages, time / default time")):
             ab = [r["ratios"][col] for r in rows if col in r["ratios"]]
             if ab:
                 print(f"  {col}: {what}, geomean {geomean(ab):.3f}, min {min(ab):.3f}, max {max(ab):.3f} "

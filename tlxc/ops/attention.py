@@ -65,6 +65,7 @@ class AttnConfig:
     diag_skip: bool = True   # causal, key blocks smaller than the item: each consumer stops at its own diagonal
     pin_softmax: bool = False  # a shared store of l_i before P V's wait: ptxas keeps the softmax ahead of it
     exp_fma: int = 0      # k >= 2: every k-th exponential of a thread on the FMA pipe (tlx.fast_exp2); 0: none
+    skew: bool = False    # two consumers: the second issues one turn behind the first (item starts overlap products)
 
     def skips_diagonal(self, causal: bool) -> bool:
         """Whether a causal launch lets each consumer stop at its own rows' diagonal: with key
@@ -771,6 +772,9 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     if c.o_parts == 2 and c.overlap:
         raise _fail("config overlap with tma_store at 256-wide tiles is not supported (the overlapped product "
                     "keeps one 256-column accumulator; the staged store needs two halves)")
+    if c.skew and (c.block_m != 128 or c.overlap):
+        raise _fail("config skew takes two consumers (block_m 128) and no overlap (the overlapped last product is "
+                    "already issued with the next item's first)")
     if c.exp_fma < 0 or c.exp_fma == 1:
         raise _fail(f"config exp_fma must be 0 (off) or at least 2, got {c.exp_fma}")
     if fp8 and c.prefetch:
@@ -817,7 +821,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
         sched = _table_on(q.device, schedule, Sq, Sk, B * H, c.block_m, c.block_n, causal, n_programs, group_h,
                           (win_left, win_right))
     fp8_meta = {"FP8": fp8, "O_DTYPE": DTYPES[o_dtype] if fp8 else None, "DESCALE": descale is not None,
-                "EXP_FMA": c.exp_fma}
+                "EXP_FMA": c.exp_fma, "SKEW": c.skew}
     _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, cu_v, descale, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,

@@ -315,7 +315,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     O_PARTS: tl.constexpr = 1, DIAG_SKIP: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
                     WIN_LEFT: tl.constexpr = -1, WIN_RIGHT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0,
                     FP8: tl.constexpr = False, O_DTYPE: tl.constexpr = None, DESCALE: tl.constexpr = False,
-                    EXP_FMA: tl.constexpr = 0):
+                    EXP_FMA: tl.constexpr = 0, SKEW: tl.constexpr = False):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     WINDOW: tl.constexpr = WIN_LEFT >= 0 or WIN_RIGHT >= 0                  # a row may see no key (o = 0)
     O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
@@ -411,6 +411,9 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
             zeros = tl.zeros((HALF_M, BLOCK_N), dtype=tl.float32)
             if cid == CONSUMERS - 1:
                 tlx.named_barrier_arrive(9, 256)                           # consumer 0 issues first
+            if SKEW and cid == 1:   # my first turn passed: I issue one turn behind consumer 0 from here on, so
+                tlx.named_barrier_wait(turn, 256)                          # an item's first softmax of either
+                tlx.named_barrier_arrive(next_turn, 256)                   # runs beside the other's products
             kv = 0                                                          # K/V blocks consumed so far
             qi = 0                                                          # Q tiles consumed so far
             if OVERLAP:     # the previous item's last P V, issued with this item's first S = Q K^T
@@ -602,5 +605,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                                 sq_p, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
             if O_TMA:
                 tlx.async_descriptor_store_wait(0)                          # before shared memory goes away
+            if SKEW and cid == 0:   # the turn consumer 1 passed at the start, passed back: its last item's
+                tlx.named_barrier_wait(turn, 256)                          # last turn follows
+                tlx.named_barrier_arrive(next_turn, 256)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                             # absorb the last consumer's last pass
