@@ -50,7 +50,8 @@ stores O through pointers, the default with ``tma_store=True`` (column ``tma``, 
 faster; ``--pin``, also with ``--no-ab``: column ``pin``, every dense case, the default with
 ``pin_softmax=True``, < 1: pinned faster; ``pin_ov`` the same with ``overlap=True`` at tiles up to 128
 wide); ``--skew``: column ``skew``, the default with ``skew=True`` (the second consumer one issue turn behind
-the first), and at D = 64 with 128-key blocks ``skew3``, the same with three K/V stages.  (The run of 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
+the first), and at D = 64 with 128-key blocks ``skew3``, the same with three K/V stages.  (The run of
+17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
 docs/performance.md; ``--configs`` still has them.)
 
 Compiles first run in ``--jobs`` processes (sm_90a, CPU tensors, the disk cache).  Results
