@@ -88,6 +88,27 @@ def test_forward_compiles_for_sm90a_without_spills(D):
         assert h.n_spills == 0
 
 
+@pytest.mark.parametrize("D", [40, 136, 248])
+def test_backward_at_odd_multiples_of_8_compiles_without_spills(D):
+    """Row strides of D elements that are not multiples of 16: the host states their 16-byte alignment
+    (``ALIGN``); without it the loads go element by element (255 registers, 52 bytes of spills at 136)."""
+    from tlxc.ops.attention_bwd import compile_kernels, stride_align
+    q = torch.empty(4, 8, 1024, D, dtype=torch.bfloat16)
+    assert stride_align(q, q[:, :, :, :]) == 8 and stride_align(q.transpose(1, 2)) == 8
+    handles = compile_kernels(q, q, q, q, q, torch.empty(4, 8, 1024), causal=True, sm_scale=0.1)
+    assert len(handles) == 3 and all(h.n_spills == 0 and h.n_regs < 250 for h in handles), \
+        [(h.n_regs, h.n_spills) for h in handles]
+
+
+def test_stride_align_is_the_largest_power_of_two_dividing_every_stride():
+    from tlxc.ops.attention_bwd import stride_align
+    assert stride_align(torch.empty(2, 3, 5, 64)) == 8
+    assert stride_align(torch.empty(2, 3, 5, 20)) == 4          # rows of 20 elements: 8-byte aligned
+    assert stride_align(torch.empty(2, 3, 5, 64)[..., :36]) == 8  # (the row stride, not the width, counts)
+    assert stride_align(torch.empty(1, 1, 5, 64), torch.empty(2, 3, 5, 66)[..., :64]) == 2
+    assert stride_align(torch.empty(1, 1, 1, 64)) == 8           # no dimension longer than 1
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("D", [32, 40, 80, 160])
 def test_gpu_forward_and_backward_match_float64(D, poisoned):

@@ -256,6 +256,20 @@ def _stat_first(t: torch.Tensor, cu_q: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def stride_align(*tensors: torch.Tensor) -> int:
+    """The ``tl.constexpr`` ``ALIGN`` of the ``tl.dot`` backward kernels: the largest power of two, at most
+    8 (16 bytes of a 16-bit element), dividing every stride but the unit one of ``tensors`` (the launch
+    knows only "divisible by 16" per argument: at head dims that are odd multiples of 8 -- 40, 72, 136 --
+    the row strides are not, and without the fact every load of a row is element by element: 240-255
+    registers and spills)."""
+    g = 0
+    for t in tensors:
+        for size, stride in zip(t.shape[:-1], t.stride()[:-1]):
+            if size > 1:
+                g = math.gcd(g, stride)
+    return min(8, g & -g) if g else 8
+
+
 def _padded_dim(d: int) -> int:
     return max(16, 1 << (d - 1).bit_length())
 
@@ -424,6 +438,7 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     lse_strides = (0, lse.stride(0)) if varlen else (lse.stride(0), lse.stride(1))
     HD = _padded_dim(D)
     (kn, km, kw, ks), (qm, qn, qw, qs) = _blocks(HD)
+    align = stride_align(q, k, v, do, o, dq, dk, dv)
     group = H // H_kv
 
     # preprocess: over every row of every (batch, head); packed: all total_q rows of a head
@@ -431,7 +446,7 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     if pre_rows:
         _launch(bwd_preprocess_kernel, (-(-pre_rows // PRE_BLOCK), pre_bh), o, do, lse, delta, lse2, pre_rows, H,
                 *strides(o), *strides(do), *lse_strides, *stat_strides, sm_scale if stats_smem else 1.0, D=D,
-                HEAD_DIM=HD, BLOCK=PRE_BLOCK, num_warps=4)
+                HEAD_DIM=HD, BLOCK=PRE_BLOCK, ALIGN=align, num_warps=4)
     common = (*strides(q), *strides(k), *strides(v), *strides(do), *stat_strides)
     qk_scale = sm_scale * LOG2E
     if stats_smem and varlen:       # each sequence's rows moved to a 16-byte multiple (the copies' start)
@@ -444,16 +459,16 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
         _launch(bwd_dkdv_kernel, (-(-Sk // kn) * B * H_kv,), q, k, v, do, lse2, delta, dk, dv, cu_q_arg, cu_k_arg,
                 Sq, Sk, H_kv, *common, *strides(dk), *strides(dv), qk_scale, sm_scale,
                 _heads_per_section(-(-Sk // kn), causal, varlen, q.device), *option_args, D=D, HEAD_DIM=HD,
-                BLOCK_M=km, BLOCK_N=kn, GROUP=group, CAUSAL=causal, VARLEN=varlen, **option_flags, num_warps=kw,
-                num_stages=ks)
+                BLOCK_M=km, BLOCK_N=kn, GROUP=group, CAUSAL=causal, VARLEN=varlen, ALIGN=align, **option_flags,
+                num_warps=kw, num_stages=ks)
     else:
         dq.zero_()
         return dq, dk, dv
     _launch(bwd_dq_kernel, (-(-Sq // qm) * B * H,), q, k, v, do, lse2, delta, dq, cu_q_arg, cu_k_arg, Sq, Sk, H,
             *common, *strides(dq), qk_scale, sm_scale,
             _heads_per_section(-(-Sq // qm), causal, varlen, q.device, DQ_PER_SM.get(HD, 1)), *option_args, D=D,
-            HEAD_DIM=HD, BLOCK_M=qm, BLOCK_N=qn, GROUP=group, CAUSAL=causal, VARLEN=varlen, **option_flags,
-            num_warps=qw, num_stages=qs)
+            HEAD_DIM=HD, BLOCK_M=qm, BLOCK_N=qn, GROUP=group, CAUSAL=causal, VARLEN=varlen, ALIGN=align,
+            **option_flags, num_warps=qw, num_stages=qs)
     return dq, dk, dv
 
 

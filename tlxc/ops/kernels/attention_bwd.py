@@ -55,6 +55,7 @@ Two options, each behind a constexpr flag (off, the kernels are those without th
 """
 from ... import language as tl
 from ...runtime.jit import jit
+from .aligns import aligned
 
 LOG2E = 1.4426950408889634
 
@@ -108,10 +109,12 @@ def query_blocks(start_n, len_q, window_left, window_right, BLOCK_M: tl.constexp
 @jit
 def bwd_preprocess_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, n_rows, H,
                           so_b, so_h, so_r, sdo_b, sdo_h, sdo_r, sl_b, sl_h, sd_b, sd_h, delta_scale,
-                          D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+                          D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr, ALIGN: tl.constexpr = 1):
     """``delta[b, h, r] = delta_scale * sum_d o * do`` (float32; the ws kernel with its statistics
     in shared memory takes it scaled by ``sm_scale``, else 1) and ``lse2 = lse * log2 e`` (+inf
     where lse is -inf) for ``BLOCK`` rows of one (batch, head); ``n_rows`` rows per (b, h)."""
+    so_b, so_h, so_r = aligned(so_b, ALIGN), aligned(so_h, ALIGN), aligned(so_r, ALIGN)
+    sdo_b, sdo_h, sdo_r = aligned(sdo_b, ALIGN), aligned(sdo_h, ALIGN), aligned(sdo_r, ALIGN)
     pid_bh = tl.program_id(1)
     b = (pid_bh // H).to(tl.int64)
     h = (pid_bh % H).to(tl.int64)
@@ -188,7 +191,13 @@ def bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv
                     window_left, window_right, softcap,
                     D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, WINDOW: tl.constexpr = False,
-                    SOFTCAP: tl.constexpr = False):
+                    SOFTCAP: tl.constexpr = False, ALIGN: tl.constexpr = 1):
+    sq_b, sq_h, sq_r = aligned(sq_b, ALIGN), aligned(sq_h, ALIGN), aligned(sq_r, ALIGN)   # (the host's facts)
+    sk_b, sk_h, sk_r = aligned(sk_b, ALIGN), aligned(sk_h, ALIGN), aligned(sk_r, ALIGN)
+    sv_b, sv_h, sv_r = aligned(sv_b, ALIGN), aligned(sv_h, ALIGN), aligned(sv_r, ALIGN)
+    sdo_b, sdo_h, sdo_r = aligned(sdo_b, ALIGN), aligned(sdo_h, ALIGN), aligned(sdo_r, ALIGN)
+    sdk_b, sdk_h, sdk_r = aligned(sdk_b, ALIGN), aligned(sdk_h, ALIGN), aligned(sdk_r, ALIGN)
+    sdv_b, sdv_h, sdv_r = aligned(sdv_b, ALIGN), aligned(sdv_h, ALIGN), aligned(sdv_r, ALIGN)
     n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
     pid_bh, block = section_tile(tl.program_id(0), n_blocks, heads_per_section)
     b = pid_bh // H_KV
@@ -262,7 +271,12 @@ def bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dq_ptr, cu_q
                   sdq_b, sdq_h, sdq_r, qk_scale, sm_scale, heads_per_section, window_left, window_right, softcap,
                   D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, WINDOW: tl.constexpr = False,
-                  SOFTCAP: tl.constexpr = False):
+                  SOFTCAP: tl.constexpr = False, ALIGN: tl.constexpr = 1):
+    sq_b, sq_h, sq_r = aligned(sq_b, ALIGN), aligned(sq_h, ALIGN), aligned(sq_r, ALIGN)   # (the host's facts)
+    sk_b, sk_h, sk_r = aligned(sk_b, ALIGN), aligned(sk_h, ALIGN), aligned(sk_r, ALIGN)
+    sv_b, sv_h, sv_r = aligned(sv_b, ALIGN), aligned(sv_h, ALIGN), aligned(sv_r, ALIGN)
+    sdo_b, sdo_h, sdo_r = aligned(sdo_b, ALIGN), aligned(sdo_h, ALIGN), aligned(sdo_r, ALIGN)
+    sdq_b, sdq_h, sdq_r = aligned(sdq_b, ALIGN), aligned(sdq_h, ALIGN), aligned(sdq_r, ALIGN)
     n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
     pid_bh, block = section_tile(tl.program_id(0), n_blocks, heads_per_section)
     b = pid_bh // H
