@@ -107,6 +107,15 @@ def query_blocks(start_n, len_q, window_left, window_right, BLOCK_M: tl.constexp
 
 
 @jit
+def aligned_inputs(sq_b, sq_h, sq_r, sk_b, sk_h, sk_r, sv_b, sv_h, sv_r, sdo_b, sdo_h, sdo_r, ALIGN: tl.constexpr):
+    """The (batch, head, row) strides of q, k, v and dO, each a multiple of ``ALIGN`` elements (the
+    host's fact, ``attention_bwd.stride_align``: the launch specializes on divisibility by 16 only)."""
+    return (aligned(sq_b, ALIGN), aligned(sq_h, ALIGN), aligned(sq_r, ALIGN), aligned(sk_b, ALIGN),
+            aligned(sk_h, ALIGN), aligned(sk_r, ALIGN), aligned(sv_b, ALIGN), aligned(sv_h, ALIGN),
+            aligned(sv_r, ALIGN), aligned(sdo_b, ALIGN), aligned(sdo_h, ALIGN), aligned(sdo_r, ALIGN))
+
+
+@jit
 def bwd_preprocess_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, n_rows, H,
                           so_b, so_h, so_r, sdo_b, sdo_h, sdo_r, sl_b, sl_h, sd_b, sd_h, delta_scale,
                           D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr, ALIGN: tl.constexpr = 1):
@@ -192,10 +201,8 @@ def bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv
                     D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, WINDOW: tl.constexpr = False,
                     SOFTCAP: tl.constexpr = False, ALIGN: tl.constexpr = 1):
-    sq_b, sq_h, sq_r = aligned(sq_b, ALIGN), aligned(sq_h, ALIGN), aligned(sq_r, ALIGN)   # (the host's facts)
-    sk_b, sk_h, sk_r = aligned(sk_b, ALIGN), aligned(sk_h, ALIGN), aligned(sk_r, ALIGN)
-    sv_b, sv_h, sv_r = aligned(sv_b, ALIGN), aligned(sv_h, ALIGN), aligned(sv_r, ALIGN)
-    sdo_b, sdo_h, sdo_r = aligned(sdo_b, ALIGN), aligned(sdo_h, ALIGN), aligned(sdo_r, ALIGN)
+    sq_b, sq_h, sq_r, sk_b, sk_h, sk_r, sv_b, sv_h, sv_r, sdo_b, sdo_h, sdo_r = aligned_inputs(
+        sq_b, sq_h, sq_r, sk_b, sk_h, sk_r, sv_b, sv_h, sv_r, sdo_b, sdo_h, sdo_r, ALIGN)
     sdk_b, sdk_h, sdk_r = aligned(sdk_b, ALIGN), aligned(sdk_h, ALIGN), aligned(sdk_r, ALIGN)
     sdv_b, sdv_h, sdv_r = aligned(sdv_b, ALIGN), aligned(sdv_h, ALIGN), aligned(sdv_r, ALIGN)
     n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
@@ -272,10 +279,8 @@ def bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dq_ptr, cu_q
                   D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, WINDOW: tl.constexpr = False,
                   SOFTCAP: tl.constexpr = False, ALIGN: tl.constexpr = 1):
-    sq_b, sq_h, sq_r = aligned(sq_b, ALIGN), aligned(sq_h, ALIGN), aligned(sq_r, ALIGN)   # (the host's facts)
-    sk_b, sk_h, sk_r = aligned(sk_b, ALIGN), aligned(sk_h, ALIGN), aligned(sk_r, ALIGN)
-    sv_b, sv_h, sv_r = aligned(sv_b, ALIGN), aligned(sv_h, ALIGN), aligned(sv_r, ALIGN)
-    sdo_b, sdo_h, sdo_r = aligned(sdo_b, ALIGN), aligned(sdo_h, ALIGN), aligned(sdo_r, ALIGN)
+    sq_b, sq_h, sq_r, sk_b, sk_h, sk_r, sv_b, sv_h, sv_r, sdo_b, sdo_h, sdo_r = aligned_inputs(
+        sq_b, sq_h, sq_r, sk_b, sk_h, sk_r, sv_b, sv_h, sv_r, sdo_b, sdo_h, sdo_r, ALIGN)
     sdq_b, sdq_h, sdq_r = aligned(sdq_b, ALIGN), aligned(sdq_h, ALIGN), aligned(sdq_r, ALIGN)
     n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
     pid_bh, block = section_tile(tl.program_id(0), n_blocks, heads_per_section)
