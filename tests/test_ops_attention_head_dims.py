@@ -88,11 +88,24 @@ def test_forward_compiles_for_sm90a_without_spills(D):
         assert h.n_spills == 0
 
 
+def test_varlen_pointer_stores_of_o_are_16_bytes_at_odd_multiples_of_8(tmp_path):
+    """Varlen O goes out through pointer stores; rows of 40 elements are 16-byte aligned only by the
+    host's fact (``O_ALIGN``): without it, 2-byte stores (104 ``STG.E.U16`` a consumer)."""
+    from sass_dump import sass
+    q = torch.empty(4096, 8, 40, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 1000, 4096], dtype=torch.int32)
+    (h,) = compile_config(q, q, q, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=3096,
+                          max_seqlen_k=3096)
+    code = sass(h.asm["cubin"], tmp_path)
+    assert "STG.E.128" in code and "STG.E.U16" not in code
+
+
 @pytest.mark.parametrize("D", [40, 136, 248])
 def test_backward_at_odd_multiples_of_8_compiles_without_spills(D):
     """Row strides of D elements that are not multiples of 16: the host states their 16-byte alignment
     (``ALIGN``); without it the loads go element by element (255 registers, 52 bytes of spills at 136)."""
-    from tlxc.ops.attention_bwd import compile_kernels, stride_align
+    from tlxc.ops.attention import stride_align
+    from tlxc.ops.attention_bwd import compile_kernels
     q = torch.empty(4, 8, 1024, D, dtype=torch.bfloat16)
     assert stride_align(q, q[:, :, :, :]) == 8 and stride_align(q.transpose(1, 2)) == 8
     handles = compile_kernels(q, q, q, q, q, torch.empty(4, 8, 1024), causal=True, sm_scale=0.1)
@@ -101,7 +114,7 @@ def test_backward_at_odd_multiples_of_8_compiles_without_spills(D):
 
 
 def test_stride_align_is_the_largest_power_of_two_dividing_every_stride():
-    from tlxc.ops.attention_bwd import stride_align
+    from tlxc.ops.attention import stride_align
     assert stride_align(torch.empty(2, 3, 5, 64)) == 8
     assert stride_align(torch.empty(2, 3, 5, 20)) == 4          # rows of 20 elements: 8-byte aligned
     assert stride_align(torch.empty(2, 3, 5, 64)[..., :36]) == 8  # (the row stride, not the width, counts)

@@ -357,6 +357,21 @@ def _table_on(device: torch.device, build, *args) -> torch.Tensor:
 
 # -- argument checks ---------------------------------------------------------------------------------
 
+def stride_align(*tensors: torch.Tensor) -> int:
+    """The largest power of two, at most 8 (16 bytes of a 16-bit element), dividing every stride but the
+    unit one of ``tensors`` (dimensions longer than 1): the ``ALIGN`` / ``O_ALIGN`` constexpr of the
+    kernels that address rows through pointers (the forward's O stores, the ``tl.dot`` backward).  The
+    launch knows only "divisible by 16" per argument: at head dims that are odd multiples of 8 (40, 72,
+    136) the row strides are not, and without the fact every access is element by element (the backward:
+    240-255 registers and spills; the forward's varlen O: 2-byte stores)."""
+    g = 0
+    for t in tensors:
+        for size, stride in zip(t.shape[:-1], t.stride()[:-1]):
+            if size > 1:
+                g = math.gcd(g, stride)
+    return min(8, g & -g) if g else 8
+
+
 def _fail(message: str) -> ValueError:
     return ValueError(f"tlxc.ops.attention: {message}")
 
@@ -821,7 +836,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
         sched = _table_on(q.device, schedule, Sq, Sk, B * H, c.block_m, c.block_n, causal, n_programs, group_h,
                           (win_left, win_right))
     fp8_meta = {"FP8": fp8, "O_DTYPE": DTYPES[o_dtype] if fp8 else None, "DESCALE": descale is not None,
-                "EXP_FMA": c.exp_fma, "SKEW": c.skew}
+                "EXP_FMA": c.exp_fma, "SKEW": c.skew, "O_ALIGN": stride_align(o4)}
     _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, cu_v, descale, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,

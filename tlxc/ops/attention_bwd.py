@@ -35,7 +35,7 @@ import torch
 
 from .. import language as tl
 from ..descriptors import TensorDescriptor
-from .attention import check_softcap, check_window
+from .attention import check_softcap, check_window, stride_align
 from .compile_only import CompileOnly
 from .kernels.attention_bwd import bwd_dkdv_kernel, bwd_dq_kernel, bwd_preprocess_kernel
 from .kernels.attention_bwd_ws import D_BOX, bwd_ws_kernel
@@ -254,20 +254,6 @@ def _stat_first(t: torch.Tensor, cu_q: torch.Tensor) -> torch.Tensor:
     out = torch.zeros(H, width, device=t.device, dtype=t.dtype)
     out.index_copy_(1, rows + shift[seq.clamp(max=B - 1)], t)
     return out
-
-
-def stride_align(*tensors: torch.Tensor) -> int:
-    """The ``tl.constexpr`` ``ALIGN`` of the ``tl.dot`` backward kernels: the largest power of two, at most
-    8 (16 bytes of a 16-bit element), dividing every stride but the unit one of ``tensors`` (the launch
-    knows only "divisible by 16" per argument: at head dims that are odd multiples of 8 -- 40, 72, 136 --
-    the row strides are not, and without the fact every load of a row is element by element: 240-255
-    registers and spills)."""
-    g = 0
-    for t in tensors:
-        for size, stride in zip(t.shape[:-1], t.stride()[:-1]):
-            if size > 1:
-                g = math.gcd(g, stride)
-    return min(8, g & -g) if g else 8
 
 
 def _padded_dim(d: int) -> int:

@@ -79,6 +79,7 @@ of the next Q as soon as ``c`` has issued its last ``S`` of the item, not when b
 from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
+from .aligns import aligned
 
 D_BOX = 64            # head-dim columns of one TMA box: 64 x 2 bytes = the 128-byte swizzle's span
 LOG2E = 1.4426950408889634
@@ -315,7 +316,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     O_PARTS: tl.constexpr = 1, DIAG_SKIP: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
                     WIN_LEFT: tl.constexpr = -1, WIN_RIGHT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0,
                     FP8: tl.constexpr = False, O_DTYPE: tl.constexpr = None, DESCALE: tl.constexpr = False,
-                    EXP_FMA: tl.constexpr = 0, SKEW: tl.constexpr = False):
+                    EXP_FMA: tl.constexpr = 0, SKEW: tl.constexpr = False, O_ALIGN: tl.constexpr = 1):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     WINDOW: tl.constexpr = WIN_LEFT >= 0 or WIN_RIGHT >= 0                  # a row may see no key (o = 0)
     O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
@@ -400,6 +401,9 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     qi += 1
         with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=CONSUMERS):  # softmax/wgmma consumers
             cid = tlx.async_task_replica_id()
+            stride_ob = aligned(stride_ob, O_ALIGN)                         # the host's facts of O's strides
+            stride_oh = aligned(stride_oh, O_ALIGN)                         # (attention.stride_align): vector
+            stride_os = aligned(stride_os, O_ALIGN)                         # pointer stores at D = 40, 72, ..
             if SOFTCAP > 0:     # scores tanh(s * sm_scale / SOFTCAP), exponents in SOFTCAP * log2(e) units
                 cap_in = qk_scale * (1.0 / (LOG2E * SOFTCAP))
                 qk = SOFTCAP * LOG2E
