@@ -100,6 +100,20 @@ def test_varlen_pointer_stores_of_o_are_16_bytes_at_odd_multiples_of_8(tmp_path)
     assert "STG.E.128" in code and "STG.E.U16" not in code
 
 
+def test_decode_copies_16_bytes_at_odd_multiples_of_8(tmp_path):
+    """``attention_decode`` at D = 40: the cache rows' alignment from the host (``ALIGN``) keeps its K/V
+    copies 16-byte cp.async (without it: 264 two-byte loads and 167 registers)."""
+    from sass_dump import sass
+
+    from tlxc.ops.attention_decode import compile_decode
+    q = torch.empty(8, 32, 40, dtype=torch.bfloat16)
+    cache = torch.empty(64, 16, 8, 40, dtype=torch.bfloat16)
+    handles = compile_decode(q, cache, cache, torch.full((8,), 100, dtype=torch.int32),
+                             block_table=torch.zeros(8, 8, dtype=torch.int32))
+    code = sass(handles[0].asm["cubin"], tmp_path)
+    assert "LDGSTS.E.BYPASS.128" in code and "LDG.E.U16" not in code and handles[0].n_spills == 0
+
+
 @pytest.mark.parametrize("D", [40, 136, 248])
 def test_backward_at_odd_multiples_of_8_compiles_without_spills(D):
     """Row strides of D elements that are not multiples of 16: the host states their 16-byte alignment

@@ -364,11 +364,14 @@ def stride_align(*tensors: torch.Tensor) -> int:
     launch knows only "divisible by 16" per argument: at head dims that are odd multiples of 8 (40, 72,
     136) the row strides are not, and without the fact every access is element by element (the backward:
     240-255 registers and spills; the forward's varlen O: 2-byte stores)."""
+    return ints_align(*(stride for t in tensors for size, stride in zip(t.shape[:-1], t.stride()[:-1]) if size > 1))
+
+
+def ints_align(*values: int) -> int:
+    """The largest power of two, at most 8, dividing every one of ``values`` (8 when all are 0)."""
     g = 0
-    for t in tensors:
-        for size, stride in zip(t.shape[:-1], t.stride()[:-1]):
-            if size > 1:
-                g = math.gcd(g, stride)
+    for value in values:
+        g = math.gcd(g, value)
     return min(8, g & -g) if g else 8
 
 

@@ -37,7 +37,7 @@ import torch
 from .. import language as tl
 from ..descriptors import TensorDescriptor
 from ..torch_ops import register_custom_op
-from .attention import _check_common, check_softcap, check_window
+from .attention import _check_common, check_softcap, check_window, ints_align
 from .compile_only import CompileOnly
 from .kernels.attention_decode import (
     LOG2E,
@@ -471,7 +471,8 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         (cap or sm_scale) * LOG2E, *q_strides, *sk, *sv, stride_bt, *so, *sl, *so_final, *sl_final), _options(
         D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=group, BLOCK_N=block_n, PAGE=page, STAGES=stages, PAGED=paged,
         ONE_SPLIT=one, FIXUP=fixup, SAME_KV=sk == sv, DTYPE=TL_DTYPES[q.dtype], PDL=check or not (one or fixup),
-        BLOCK_S=max(2, 1 << (splits - 1).bit_length()), VARIANT=_variant, num_warps=4, **tma, **masks),
+        BLOCK_S=max(2, 1 << (splits - 1).bit_length()), VARIANT=_variant, ALIGN=ints_align(*q_strides, *sk, *sv, *so),
+        num_warps=4, **tma, **masks),
         rows if fixup else 0)
     if not one and not fixup:
         plan.add(decode_combine_kernel, (B * H,), (

@@ -40,6 +40,7 @@ along D.  Rows of ``k``/``v`` past ``len_b`` are never read (masked loads).
 from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
+from .aligns import aligned
 from .attention_fwd import capped_scores
 
 LOG2E = 1.4426950408889634
@@ -202,8 +203,12 @@ def decode_split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, o_ptr, lse_ptr, f
                         ONE_SPLIT: tl.constexpr, FIXUP: tl.constexpr, SAME_KV: tl.constexpr, DTYPE: tl.constexpr,
                         BLOCK_S: tl.constexpr = 2, VARIANT: tl.constexpr = 0, TMA: tl.constexpr = False,
                         k_desc=None, v_desc=None, PDL: tl.constexpr = False, cap_in=None,
-                        WIN_LEFT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0):
+                        WIN_LEFT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0, ALIGN: tl.constexpr = 1):
     G_CHUNKS: tl.constexpr = (GROUP + BLOCK_G - 1) // BLOCK_G     # query-head tiles per kv head
+    sq_b, sq_h = aligned(sq_b, ALIGN), aligned(sq_h, ALIGN)       # the host's facts (attention.ints_align):
+    sk_p, sk_r, sk_h = aligned(sk_p, ALIGN), aligned(sk_r, ALIGN), aligned(sk_h, ALIGN)   # 16-byte cp.async
+    sv_p, sv_r, sv_h = aligned(sv_p, ALIGN), aligned(sv_r, ALIGN), aligned(sv_h, ALIGN)   # at D = 40, 72, ..
+    so_b, so_h, so_s = aligned(so_b, ALIGN), aligned(so_h, ALIGN), aligned(so_s, ALIGN)
     if PDL:     # the combine or check kernel (launch_pdl=True) may be scheduled once every program has
         tl.extra.cuda.gdc_launch_dependents()   # started: its checks run in the last programs' shadow
     pid = tl.program_id(0)                      # (sequence, kv head, head tile): up to 2^31 - 1 of them
