@@ -327,18 +327,41 @@ def test_mixed_fp8_on_the_gpu(config):
 
 
 @pytest.mark.parametrize("config", ["g_128x128x64", "gws_128x128x64_s5"])
-def test_grouped_sizes_past_the_rows_write_nothing_outside_out(config):
-    """group_sizes summing past M (and a negative entry): the kernels clamp the groups to a's rows,
-    so poisoned guard rows after ``out`` (in the same allocation) stay untouched."""
+def test_grouped_sizes_past_the_rows_fail_the_launch_by_name(config):
+    """group_sizes summing past M with a negative entry: the device assertion fails the launch with a
+    message naming group_sizes.  A trap ends the CUDA context, so the call runs in a child process."""
+    import subprocess
+    import sys
+    code = f"""
+import torch
+from tlxc.ops import grouped_matmul
+a = torch.randn(300, 128, device="cuda").to(torch.bfloat16)
+b = torch.randn(3, 128, 256, device="cuda").to(torch.bfloat16)
+sizes = torch.tensor([-7, 200, 400], device="cuda", dtype=torch.int32)
+grouped_matmul(a, b, sizes, config={config!r})
+torch.cuda.synchronize()
+print("NO FAILURE")
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    text = run.stdout + run.stderr
+    assert run.returncode != 0 and "NO FAILURE" not in text, text[-2000:]
+    assert "group_sizes must be non-negative and add up to at most a's rows" in text, text[-2000:]
+
+
+@pytest.mark.parametrize("config", ["g_128x128x64", "gws_128x128x64_s5", "gws_128x256x64_s4_e8d"])
+def test_grouped_rows_past_the_groups_sum_are_zeros(config):
+    """group_sizes summing to less than M (capacity padding): the rows after the sum are zeros in a
+    NaN-poisoned out, nothing lands in the guard rows after it, the groups' rows are their products."""
     from tlxc.ops import grouped_matmul
     g = torch.Generator(device="cuda").manual_seed(62)
-    M, K, N = 300, 128, 256
+    M, K, N = 700, 128, 256
     a = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
     b = torch.randn(3, K, N, device="cuda", generator=g).to(torch.bfloat16)
     buffer = torch.full((M + 256, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    sizes = torch.tensor([-7, 200, 400], device="cuda", dtype=torch.int32)
+    sizes = torch.tensor([0, 200, 131], device="cuda", dtype=torch.int32)
     grouped_matmul(a, b, sizes, buffer[:M], config=config)
     torch.cuda.synchronize()
     assert buffer[M:].isnan().all(), "a store landed past out's rows"
     assert _rel(buffer[:200], a[:200].float() @ b[1].float()) < 1e-2
-    assert _rel(buffer[200:M], a[200:].float() @ b[2].float()) < 1e-2
+    assert _rel(buffer[200:331], a[200:331].float() @ b[2].float()) < 1e-2
+    assert (buffer[331:M] == 0).all(), "rows past the groups' sum must be zeros"

@@ -250,8 +250,9 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
         assert h.metadata.shared == grouped_module.ws_shared_bytes(config, 2, 2, c_tma)
         assert "wgmma.mma_async" in code and "cp.async.bulk.tensor" in code
         assert ("cp.async.bulk.tensor.2d.global.shared" in code) == c_tma      # the TMA store
-    t = group_table_kernel.warmup(torch.empty(E, dtype=torch.int32), torch.empty(2 * E, dtype=torch.int32), 8192, E, BM=bm,
-                                  E_PAD=E, num_warps=4, grid=(1,))
+    t = group_table_kernel.warmup(torch.empty(E, dtype=torch.int32), torch.empty(2 * E, dtype=torch.int32),
+                                  torch.empty(8, 8, dtype=torch.bfloat16), 8192, E, 4096, 4096, 1, BM=bm, E_PAD=E,
+                                  num_warps=4, grid=(1,))
     assert t.n_spills == 0
 
 
@@ -274,28 +275,56 @@ def test_expert_order_bands_cover_each_tile_once(rows):
 
 @pytest.mark.parametrize("config", ["g_128x128x64", "gws_128x128x64_s5"])
 @pytest.mark.parametrize("sizes", [[30, 40], [-5, 20, 45], [10, 2**31 - 1, 5]], ids=["past_M", "negative", "huge"])
-def test_group_sizes_that_do_not_add_up_stay_inside_the_tensors(sizes, config, monkeypatch):
-    """``group_sizes`` is not checked against ``a``'s rows (that needs a host sync); the kernels clamp
-    the groups to a's M rows (a negative size is none, rows past M belong to no group), so a bad
-    vector changes which rows each expert gets but never reads or writes outside a and out (the
-    interpreter stops an out-of-bounds access); the weight gradient likewise."""
+def test_group_sizes_past_the_rows_or_negative_fail_by_name(sizes, config, monkeypatch):
+    """A negative size, or sizes adding up to more than a's rows (also past int32), fail the launch by a
+    device assertion naming ``group_sizes`` (no host sync); the weight gradient's kernel checks them too."""
     monkeypatch.setattr(grouped_module, "CPU_SMS", 3)
     g = torch.Generator().manual_seed(41)
     M, K, N = 50, 64, 40
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    b = torch.randn(len(sizes), K, N, generator=g).to(torch.bfloat16)
+    sizes_t = torch.tensor(sizes, dtype=torch.int64)
+    with pytest.raises(Exception, match="group_sizes must be non-negative and add up to at most a's rows"):
+        grouped_matmul(a, b, sizes_t, config=config, out_dtype=torch.float32)
+    with pytest.raises(Exception, match="group_sizes must be non-negative"):
+        grouped_module.grouped_weight_grad(a, a[:, :N].contiguous(), sizes_t, torch.float32)
+
+
+@pytest.mark.parametrize("config", ["g_128x128x64", "gws_128x128x64_s5", "gws_128x256x64_s4_e8d"])
+@pytest.mark.parametrize("activation, bias", [(None, False), ("swiglu", True), ("gelu", True)])
+@pytest.mark.parametrize("sizes", [[30, 0, 41], [0, 0, 0], [7, 130, 0]], ids=["short", "all_empty", "tail_1_tile"])
+def test_rows_past_the_groups_sum_are_zeros(sizes, config, activation, bias, monkeypatch):
+    """Sizes adding up to less than a's rows (capacity padding): each group's rows get their expert's
+    product, the rows after the sum belong to no expert and are stored as zeros (no bias, whatever the
+    activation) into a NaN-poisoned output; their weight gradient is ignored."""
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 3)
+    g = torch.Generator().manual_seed(43)
+    M, K, N = 200, 64, 48
     E = len(sizes)
     a = torch.randn(M, K, generator=g).to(torch.bfloat16)
     b = torch.randn(E, K, N, generator=g).to(torch.bfloat16)
-    sizes_t = torch.tensor(sizes, dtype=torch.int64)
-    out = grouped_matmul(a, b, sizes_t, config=config, out_dtype=torch.float32)
-    ends = torch.tensor(sizes).clamp_min(0).cumsum(0).clamp_max(M)
-    starts = torch.cat([torch.zeros(1, dtype=ends.dtype), ends[:-1]])
-    for e in range(E):
-        s, t = int(starts[e]), int(ends[e])
-        if t > s:
-            ref = a[s:t].double() @ b[e].double()
-            assert ((out[s:t].double() - ref).norm() / ref.norm()).item() < 1e-5, e
+    bias_t = torch.randn(E, N, generator=g).to(torch.bfloat16) if bias else None
+    n_out = N // 2 if activation == "swiglu" else N
+    out = torch.full((M, n_out), float("nan"), dtype=torch.float32)
+    sizes_t = torch.tensor(sizes, dtype=torch.int32)
+    grouped_matmul(a, b, sizes_t, out, config=config, activation=activation, bias=bias_t)
+    total = sum(sizes)
+    start = 0
+    for e, n in enumerate(sizes):
+        y = a[start:start + n].double() @ b[e].double()
+        if bias:
+            y = y + bias_t[e].double()
+        if activation == "swiglu":
+            y = torch.nn.functional.silu(y[:, 0::2]) * y[:, 1::2]
+        elif activation == "gelu":
+            y = torch.nn.functional.gelu(y)
+        if n:
+            assert ((out[start:start + n].double() - y).norm() / y.norm()).item() < 1e-5, e
+        start += n
+    assert (out[total:] == 0).all(), "rows past the groups' sum must be zeros"
     db = grouped_module.grouped_weight_grad(a, a[:, :N].contiguous(), sizes_t, torch.float32)
-    for e in range(E):
-        s, t = int(starts[e]), int(ends[e])
-        ref = a[s:t].double().t() @ a[s:t, :N].double()
+    start = 0
+    for e, n in enumerate(sizes):
+        ref = a[start:start + n].double().t() @ a[start:start + n, :N].double()
         assert torch.allclose(db[e].double(), ref, rtol=1e-5, atol=1e-4), e
+        start += n

@@ -5,8 +5,10 @@
 
 ``a``: ``[total_M, K]`` (rows grouped by expert, in expert order), ``b_experts``: ``[E, K, N]``
 (any strides: ``w.transpose(1, 2)`` of ``[E, N, K]`` weights is read in place),
-``group_sizes``: ``[E]`` integers on the device (no host sync: the kernel finds each
-program's group itself; their sum must be ``total_M``, which is not checked on the device).
+``group_sizes``: ``[E]`` non-negative integers on the device (no host sync: the kernel finds
+each program's group itself).  Their sum may be less than ``total_M``: the rows after it belong
+to no expert, and their output rows are zeros (their gradient too).  A negative size or a sum
+over ``total_M`` fails the launch (a device assertion naming ``group_sizes``).
 bf16 or fp16; the output has the operands' dtype (or ``out_dtype``).
 """
 from __future__ import annotations
@@ -193,6 +195,7 @@ def grouped_aligns(N: int, K: int, a, b_experts, out) -> tuple:
 
 
 GROUP_M = 8          # row tiles that walk the column tiles together (L2 reuse of a and b)
+TAIL_ROWS = 16       # rows of out per program of group_table_kernel's zeros past the groups' sum
 
 
 def _pow2(n: int) -> int:
@@ -241,7 +244,8 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
     progs = min(sms, tiles)
     e_pad = _pow2(E)
     table = torch.empty(2 * e_pad + 1, device=a.device, dtype=torch.int32)
-    group_table_kernel[(1,)](group_sizes, table, M, E, BM=bm, E_PAD=e_pad, num_warps=4)
+    group_table_kernel[(1 + -(-M // TAIL_ROWS),)](group_sizes, table, out, M, E, out.shape[1], out.stride(0),
+                                                  out.stride(1), BM=bm, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, num_warps=4)
     grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, c_desc, table, E, N, K, row_tiles, progs, out.stride(0),
                                      out.stride(1), BM=bm, BN=bn, BK=bk, GROUP_M=expert_group_m or GROUP_M,
                                      NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=dynamic,

@@ -279,6 +279,9 @@ static inline void wgmma(float* d, unsigned a0, unsigned a1, unsigned a2, unsign
 
 static inline void __syncthreads() { cuemu::bar_sync(); }
 static inline void __syncwarp(unsigned = 0xffffffffu) { cuemu::warp_exchange(0); }
+static inline void __trap() {              // tl.device_assert: the launch fails (the thread runs on here)
+  if (!cuemu::g_error[0]) snprintf(cuemu::g_error, sizeof cuemu::g_error, "trap: a device assertion failed");
+}
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }

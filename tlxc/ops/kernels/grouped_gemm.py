@@ -14,7 +14,8 @@ Each program finds its group in one step: the group sizes are loaded as one vect
 the group is the number of groups whose tiles all come before the program's row tile, and
 its first tile and rows are picked out of the sums by ``tl.where`` + ``tl.sum`` (a walk of E
 scalar loads cost E / 4 dependent L2 round trips per program: ~10 us at E = 128, as long as a
-tile's K loop).  A row tile past the last group's does no K steps and stores nothing.  The
+tile's K loop).  A row tile past the last group's does no K steps: it stores zeros into the rows
+past the groups' sum (``tail_rows``), if ``group_sizes`` leaves any, and nothing past M.  The
 main loop is ``gemm_dot.py``'s (pointer loads ringed by cp.async, wgmma); rows past the
 group's end are masked.
 
@@ -38,16 +39,30 @@ from .epilogue import store_tile_pointers
 @jit
 def group_rows(sizes_ptr, E, M, E_PAD: tl.constexpr):
     """``(rows, ends)``: each group's row count and the first row after it, from the sizes on the
-    device, clamped to ``a``'s ``M`` rows -- a size below 0 counts as none, rows past the M-th
-    belong to no group -- so that a ``group_sizes`` that does not add up to M cannot move a
-    kernel's loads or stores outside ``a`` and ``out`` (``out``'s rows past the sum stay
-    unwritten).  int64 sums: sizes that wrap int32 clamp too."""
+    device.  A size below 0 or sizes that add up to more than ``a``'s ``M`` rows fail the launch
+    (``tl.device_assert``, no host sync); the counts are clamped all the same (a size below 0
+    counts as none, rows past the M-th belong to no group), so that no thread that runs on
+    before the trap moves a load or store outside ``a`` and ``out``.  Sizes that add up to less
+    than M leave ``a``'s last rows in no group: their output rows are zeros (``tail_rows``).
+    int64 sums: sizes that wrap int32 are caught too."""
     gs = tl.arange(0, E_PAD)
-    sizes = tl.maximum(tl.load(sizes_ptr + gs, mask=gs < E, other=0).to(tl.int64), 0)
+    given = tl.load(sizes_ptr + gs, mask=gs < E, other=0).to(tl.int64)
+    tl.device_assert((tl.min(given, 0) >= 0) & (tl.sum(given, 0) <= M),
+                     "group_sizes must be non-negative and add up to at most a's rows (total_M)")
+    sizes = tl.maximum(given, 0)
     after = tl.cumsum(sizes, axis=0)
     ends = tl.minimum(after, M)
     starts = tl.minimum(after - sizes, M)
     return (ends - starts).to(tl.int32), ends.to(tl.int32)
+
+
+@jit
+def tail_rows(ends, tail_m, BLOCK_M: tl.constexpr):
+    """The first row of the ``tail_m``-th row tile past the last group (``ends``: ``group_rows``'s):
+    the rows after the groups' sum, which belong to no expert and are stored as zeros.  The tiles
+    of the groups (each's last one partial) and of that tail fit the launch's ``cdiv(M, BLOCK_M) + E``
+    row tiles: E + 1 ceilings of sizes adding up to M are at most ``cdiv(M, BLOCK_M) + E``."""
+    return tl.max(ends, 0) + tail_m * BLOCK_M
 
 
 @jit
@@ -84,6 +99,9 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, M, E, N, K, stride_am, s
     tile_start = tl.sum(tl.where(mine, tiles_end - tiles, 0), axis=0)
     row_end = tl.sum(tl.where(mine, rows_end, 0), axis=0)
     row0 = row_end - tl.sum(tl.where(mine, sizes, 0), axis=0) + (pid_m - tile_start) * BLOCK_M
+    if found == 0:                             # past the last group: rows in no group, stored as zeros
+        row0 = tail_rows(rows_end, pid_m - tl.max(tiles_end, 0), BLOCK_M)
+        row_end = M
     group = tl.where(found > 0, group, 0)
 
     rows = row0 + tl.arange(0, BLOCK_M)
@@ -107,9 +125,12 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, M, E, N, K, stride_am, s
     if BIAS_DIM >= 0 or ACTIVATION > 0:       # the epilogue: the group's bias row, the activation (GLU: half
         if BIAS_DIM == 1:                     # the columns), masked to the group's rows (none when not found)
             bias_ptr = bias_ptr + group.to(tl.int64) * stride_bias
-        store_tile_pointers(acc, row0, pid_n * BLOCK_N, tl.where(found > 0, row_end, 0), N, c_ptr, stride_cm,
-                            stride_cn, None, None, bias_ptr, None, 0, 0, BLOCK_M, BLOCK_N, 0, 0, BIAS_DIM,
-                            ACTIVATION, False, 1)
+        if found > 0:
+            store_tile_pointers(acc, row0, pid_n * BLOCK_N, row_end, N, c_ptr, stride_cm, stride_cn, None, None,
+                                bias_ptr, None, 0, 0, BLOCK_M, BLOCK_N, 0, 0, BIAS_DIM, ACTIVATION, False, 1)
+        else:                                 # no expert, no bias: every activation (GLU pairs too) keeps 0 at 0
+            store_tile_pointers(acc, row0, pid_n * BLOCK_N, row_end, N, c_ptr, stride_cm, stride_cn, None, None,
+                                None, None, 0, 0, BLOCK_M, BLOCK_N, 0, 0, -1, ACTIVATION, False, 1)
     else:
         c_tile = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
-        tl.store(c_tile, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :] & (found > 0))
+        tl.store(c_tile, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])

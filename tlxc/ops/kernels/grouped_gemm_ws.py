@@ -10,7 +10,8 @@ tiles; this is the kernel the dense GEMM reaches 1.0x with.
 The tile space is ``ROW_TILES x cdiv(N, BN)`` (``ROW_TILES = cdiv(total_M, BM) + E``: an
 upper bound, each group's last row tile may be partial), walked in grouped order.  A
 one-program kernel first writes the inclusive sums of the groups' row-tile counts and sizes
-(``group_table_kernel``, no host sync); producer and consumers each find a tile's group by a
+(``group_table_kernel``, no host sync; its other programs store the zeros of the rows past the
+groups' sum, if ``group_sizes`` leaves any); producer and consumers each find a tile's group by a
 binary search of it (ceil(log2(E + 1)) scalar loads); a row tile past the last group's is
 skipped by both, so their ring counters stay in step.  With ``EXPERT_ORDER`` (the ``_eG``
 configurations) the tile index walks each expert's tiles together instead, in balanced bands
@@ -54,16 +55,33 @@ from .grouped_gemm import group_rows
 
 
 @jit
-def group_table_kernel(sizes_ptr, table_ptr, M, E, BM: tl.constexpr, E_PAD: tl.constexpr):
-    """One program: ``table[g]`` = the first row tile after group g (inclusive sum of the
+def group_table_kernel(sizes_ptr, table_ptr, out_ptr, M, E, N_OUT, stride_om, stride_on, BM: tl.constexpr,
+                       E_PAD: tl.constexpr, TAIL_ROWS: tl.constexpr = 16, TAIL_COLS: tl.constexpr = 128):
+    """Program 0: ``table[g]`` = the first row tile after group g (inclusive sum of the
     groups' row-tile counts), ``table[E_PAD + g]`` = the first row after group g (inclusive
     sum of the sizes, clamped to a's M rows: ``group_rows``), ``table[2 * E_PAD]`` = 0 (the dynamic
-    schedule's tile counter)."""
+    schedule's tile counter).  Program ``p >= 1``: the zeros of ``out``'s rows ``(p - 1) * TAIL_ROWS ..``
+    that lie past the groups' sum (no expert's: the main kernel skips their tiles); the launch has
+    ``1 + cdiv(M, TAIL_ROWS)`` programs, and those below the sum (all of them when the sizes add up
+    to M) return at once."""
     gs = tl.arange(0, E_PAD)
     sizes, ends = group_rows(sizes_ptr, E, M, E_PAD)
-    tl.store(table_ptr + gs, tl.cumsum((sizes + BM - 1) // BM, axis=0), mask=gs < E)
-    tl.store(table_ptr + E_PAD + gs, ends, mask=gs < E)
-    tl.store(table_ptr + 2 * E_PAD, 0)
+    pid = tl.program_id(0)
+    if pid == 0:
+        tl.store(table_ptr + gs, tl.cumsum((sizes + BM - 1) // BM, axis=0), mask=gs < E)
+        tl.store(table_ptr + E_PAD + gs, ends, mask=gs < E)
+        tl.store(table_ptr + 2 * E_PAD, 0)
+    else:
+        total = tl.max(ends, 0)
+        row0 = (pid - 1) * TAIL_ROWS
+        if row0 + TAIL_ROWS > total:
+            rows = row0 + tl.arange(0, TAIL_ROWS)
+            keep = (rows >= total) & (rows < M)
+            zeros = tl.zeros((TAIL_ROWS, TAIL_COLS), dtype=out_ptr.dtype.element_ty)
+            for c0 in range(0, N_OUT, TAIL_COLS):
+                cols = c0 + tl.arange(0, TAIL_COLS)
+                tl.store(out_ptr + rows.to(tl.int64)[:, None] * stride_om + cols[None, :] * stride_on, zeros,
+                         mask=keep[:, None] & (cols[None, :] < N_OUT))
 
 
 @jit
