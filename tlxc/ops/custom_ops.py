@@ -76,13 +76,44 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
     """``tlxc.ops.matmul`` (``ops/matmul.py:matmul`` for the arguments): the kernels directly, or
     through ``matmul_op`` where autograd must record the call (an input requires grad) or it is
     traced (``torch.compile``, fake tensors), so gradients and compiled graphs see it as they see
-    ``torch.matmul``.  ``out=`` and ``config=`` then have no meaning and are refused by name."""
+    ``torch.matmul``.  ``out=`` and ``config=`` then have no meaning and are refused by name.
+    A 1-D operand is read as ``torch.matmul`` reads it (``_vector_operands``)."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and 1 in (a.dim(), b.dim()) and \
+            min(a.dim(), b.dim()) >= 1:
+        return _vector_operands(a, b, out, residual, lambda a2, b2, out2, res2: matmul(
+            a2, b2, out2, bias=bias, activation=activation, out_dtype=out_dtype, residual=res2, scale_a=scale_a,
+            scale_b=scale_b, config=config, use_fast_accum=use_fast_accum))
     if not needs_custom_op(a, b, out, bias, residual, scale_a, scale_b):
         return matmul_eager(a, b, out, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual,
                             scale_a=scale_a, scale_b=scale_b, config=config, use_fast_accum=use_fast_accum)
     refuse_on_the_op("tlxc.ops.matmul", out=out, config=config)
     return matmul_op(a, b, bias=bias, activation=activation, out_dtype=out_dtype, residual=residual, scale_a=scale_a,
                      scale_b=scale_b, use_fast_accum=use_fast_accum)
+
+
+def _vector_operands(a, b, out, residual, call):
+    """``torch.matmul``'s 1-D operands: ``a`` of ``[K]`` is one row ``[1, K]`` and ``b`` of ``[K]`` one
+    column ``[K, 1]``; the product's added dimension is dropped again, so ``[K] @ [K, N]`` is ``[N]``,
+    ``[..., M, K] @ [K]`` is ``[..., M]`` and ``[K] @ [K]`` a 0-d tensor.  ``out`` and ``residual`` have
+    that result's shape (views of them take the added dimension)."""
+    if b.dim() > 2 or a.shape[-1] != b.shape[0]:
+        raise ValueError(f"tlxc.ops.matmul expects [..., K] @ [K, N] (or 1-D operands, as torch.matmul), got "
+                         f"{tuple(a.shape)} @ {tuple(b.shape)}")
+    def widened(t):
+        if t is None or not isinstance(t, torch.Tensor):
+            return t
+        if b.dim() == 1:
+            t = t.unsqueeze(-1)
+        if a.dim() == 1:
+            t = t.unsqueeze(-2)
+        return t
+    result = call(a.unsqueeze(0) if a.dim() == 1 else a, b.unsqueeze(1) if b.dim() == 1 else b, widened(out),
+                  widened(residual))
+    if a.dim() == 1:
+        result = result.squeeze(-2)
+    if b.dim() == 1:
+        result = result.squeeze(-1)
+    return out if out is not None else result
 
 
 def _setup_context(ctx, inputs, output) -> None:

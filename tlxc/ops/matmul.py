@@ -497,7 +497,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         raise TypeError(f"tlxc.ops.matmul expects tensors, got {type(a).__name__} and {type(b).__name__}")
     if a.dim() < 2 or b.dim() != 2 or a.shape[-1] != b.shape[0]:
-        raise ValueError(f"tlxc.ops.matmul expects [..., K] @ [K, N], got {tuple(a.shape)} @ {tuple(b.shape)}")
+        raise ValueError(f"tlxc.ops.matmul expects [..., K] @ [K, N] (or 1-D operands, as torch.matmul), got "
+                         f"{tuple(a.shape)} @ {tuple(b.shape)}")
     if a.dtype not in OPERAND_DTYPES or b.dtype not in OPERAND_DTYPES:
         raise ValueError(f"tlxc.ops.matmul: operands must be bfloat16, float16 or fp8 (e4m3/e5m2), "
                          f"got {a.dtype} and {b.dtype}")
