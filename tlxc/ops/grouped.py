@@ -195,7 +195,8 @@ def grouped_aligns(N: int, K: int, a, b_experts, out) -> tuple:
 
 
 GROUP_M = 8          # row tiles that walk the column tiles together (L2 reuse of a and b)
-TAIL_ROWS = 16       # rows of out per program of group_table_kernel's zeros past the groups' sum
+TAIL_ROWS = 32       # group_table_kernel's zeros of the rows past the groups' sum: rows a step,
+TAIL_PROGRAMS = 64   # and at most this many programs beside the table's
 
 
 def _pow2(n: int) -> int:
@@ -244,8 +245,9 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
     progs = min(sms, tiles)
     e_pad = _pow2(E)
     table = torch.empty(2 * e_pad + 1, device=a.device, dtype=torch.int32)
-    group_table_kernel[(1 + -(-M // TAIL_ROWS),)](group_sizes, table, out, M, E, out.shape[1], out.stride(0),
-                                                  out.stride(1), BM=bm, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, num_warps=4)
+    tail_programs = min(-(-M // TAIL_ROWS), TAIL_PROGRAMS)
+    group_table_kernel[(1 + tail_programs,)](group_sizes, table, out, M, E, out.shape[1], out.stride(0), out.stride(1),
+                                             BM=bm, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, num_warps=4)
     grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, c_desc, table, E, N, K, row_tiles, progs, out.stride(0),
                                      out.stride(1), BM=bm, BN=bn, BK=bk, GROUP_M=expert_group_m or GROUP_M,
                                      NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=dynamic,

@@ -56,14 +56,13 @@ from .grouped_gemm import group_rows
 
 @jit
 def group_table_kernel(sizes_ptr, table_ptr, out_ptr, M, E, N_OUT, stride_om, stride_on, BM: tl.constexpr,
-                       E_PAD: tl.constexpr, TAIL_ROWS: tl.constexpr = 16, TAIL_COLS: tl.constexpr = 128):
+                       E_PAD: tl.constexpr, TAIL_ROWS: tl.constexpr = 32, TAIL_COLS: tl.constexpr = 128):
     """Program 0: ``table[g]`` = the first row tile after group g (inclusive sum of the
     groups' row-tile counts), ``table[E_PAD + g]`` = the first row after group g (inclusive
     sum of the sizes, clamped to a's M rows: ``group_rows``), ``table[2 * E_PAD]`` = 0 (the dynamic
-    schedule's tile counter).  Program ``p >= 1``: the zeros of ``out``'s rows ``(p - 1) * TAIL_ROWS ..``
-    that lie past the groups' sum (no expert's: the main kernel skips their tiles); the launch has
-    ``1 + cdiv(M, TAIL_ROWS)`` programs, and those below the sum (all of them when the sizes add up
-    to M) return at once."""
+    schedule's tile counter).  The other programs store the zeros of ``out``'s rows past the groups'
+    sum (no expert's: the main kernel skips their tiles), ``TAIL_ROWS`` rows at a time from the chunk
+    holding the sum, the chunks dealt round-robin; when the sizes add up to M they store nothing."""
     gs = tl.arange(0, E_PAD)
     sizes, ends = group_rows(sizes_ptr, E, M, E_PAD)
     pid = tl.program_id(0)
@@ -73,9 +72,8 @@ def group_table_kernel(sizes_ptr, table_ptr, out_ptr, M, E, N_OUT, stride_om, st
         tl.store(table_ptr + 2 * E_PAD, 0)
     else:
         total = tl.max(ends, 0)
-        row0 = (pid - 1) * TAIL_ROWS
-        if row0 + TAIL_ROWS > total:
-            rows = row0 + tl.arange(0, TAIL_ROWS)
+        for chunk in range(total // TAIL_ROWS + pid - 1, tl.cdiv(M, TAIL_ROWS), tl.num_programs(0) - 1):
+            rows = chunk * TAIL_ROWS + tl.arange(0, TAIL_ROWS)
             keep = (rows >= total) & (rows < M)
             zeros = tl.zeros((TAIL_ROWS, TAIL_COLS), dtype=out_ptr.dtype.element_ty)
             for c0 in range(0, N_OUT, TAIL_COLS):
