@@ -245,6 +245,11 @@ def _combine(kind: str, t, a: str, b: str) -> str:
 
 def _fold(lw, kind: str, t, ctype: str, acc: str, idx: str | None, value: str, index: str | None) -> None:
     """Emit ``acc[j] = combine(acc[j], value)`` (and the index for arg-reductions)."""
+    if idx is None and kind in ("max", "min") and not t.is_float:
+        # the integer select names its operand twice: a shuffle there would run twice, the second
+        # time in only the lanes whose comparison picks it (divergent __shfl_xor_sync: a hang)
+        lw.out.line(f"{{ const {ctype} v = {value}; {acc}[j] = {_combine(kind, t, f'{acc}[j]', 'v')}; }}")
+        return
     if idx is None:
         lw.out.line(f"{acc}[j] = {_combine(kind, t, f'{acc}[j]', value)};")
         return
