@@ -302,3 +302,27 @@ def test_grouped_ws_gemm_cuda_text_matches_float64(kmajor, monkeypatch):
     ref = torch.cat([a[starts[i]:starts[i + 1]].double() @ w[i].double().t() for i in range(len(sizes))])
     assert torch.isfinite(out).all()
     assert ((out.double() - ref).norm() / ref.norm()).item() < 8e-3
+
+
+_DEADLOCKS = {
+    # lanes whose select picks the partner shuffle twice: the other lanes never reach the second one
+    "divergent_shuffle": """extern "C" __global__ void divergent(int* out) {
+  int v = threadIdx.x;
+  int r = (v > __shfl_xor_sync(0xffffffffu, v, 1) ? v : __shfl_xor_sync(0xffffffffu, v, 1));
+  out[threadIdx.x] = r;
+}""",
+    # half the CTA at __syncthreads, the other half gone
+    "half_barrier": """extern "C" __global__ void half(int* out) {
+  if (threadIdx.x < 32) __syncthreads();
+  out[threadIdx.x] = 1;
+}""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_DEADLOCKS))
+def test_a_deadlock_is_reported_not_waited_for(name):
+    """Every live thread waiting on something no other thread will complete is reported after a few
+    scheduler rounds without progress (it used to spin ~2e8 rounds: the host hung), naming the CTA."""
+    out = torch.zeros(64, dtype=torch.int32)
+    with pytest.raises(emu.EmulationError, match=r"no progress in CTA \(0, 0, 0\)"):
+        emu.build(_DEADLOCKS[name]).run({"out": out}, grid=(1,), threads=64)

@@ -90,15 +90,21 @@ static unsigned g_warp_count[2][16];
 static WgDeposit g_wg_bank[2][4][128];
 static unsigned g_wg_count[2][4];
 static char g_error[512] = "";
+// Wait loops yield; every wait a thread gets past, a thread's start and its end count as progress.  A
+// round of the scheduler without any is a deadlock: each live thread re-checked a condition no other
+// thread can change any more (a barrier, an mbarrier, or a warp shuffle some lanes never reach).
+static unsigned long long g_progress = 0;
 
 static inline void yield_() { swapcontext(&g_thr[g_cur].ctx, &g_sched); }
 
 static void entry() {
+  ++g_progress;
   g_kernel();
   Thread& t = g_thr[g_cur];                 // a CTA's outstanding TMA stores complete before it ends
   for (auto& group : t.bulk) for (auto& s : group) tma_store_now(s);
   for (auto& s : t.bulk_open) tma_store_now(s);
   t.bulk.clear(); t.bulk_open.clear();
+  ++g_progress;
   g_thr[g_cur].state = DONE;
   swapcontext(&g_thr[g_cur].ctx, &g_sched);
 }
@@ -108,12 +114,14 @@ static inline unsigned tid() { return (unsigned)g_cur; }
 // CTA barrier: every thread of the CTA
 static inline void bar_sync() {
   unsigned gen = g_bar_gen;
+  ++g_progress;
   if (++g_bar_count == (unsigned)g_threads) {
     g_bar_count = 0;
     ++g_bar_gen;
     return;
   }
   while (g_bar_gen == gen) yield_();
+  ++g_progress;
 }
 
 // a named barrier (bar.sync / bar.arrive id, threads): every thread counts; the last of `threads`
@@ -121,13 +129,16 @@ static inline void bar_sync() {
 static inline void named_bar(unsigned id, unsigned threads, bool wait) {
   NamedBar& b = g_named[id & 15];
   unsigned gen = b.gen;
+  ++g_progress;
   if (++b.count == threads) {
     b.count = 0;
     ++b.gen;
     return;
   }
-  if (wait)
+  if (wait) {
     while (b.gen == gen) yield_();
+    ++g_progress;
+  }
 }
 
 // a warp operation: every lane deposits a value, waits for the others, reads the bank
@@ -136,7 +147,9 @@ static inline const unsigned long long* warp_exchange(unsigned long long v) {
   int w = g_cur / 32, l = g_cur % 32, b = t.warp_gen & 1;
   g_warp_bank[b][w][l] = v;
   if (++g_warp_count[b][w] == 32) g_warp_count[b ^ 1][w] = 0;      // everyone finished the previous one
+  ++g_progress;
   while (g_warp_count[b][w] < 32) yield_();
+  ++g_progress;
   ++t.warp_gen;
   return g_warp_bank[b][w];
 }
@@ -267,7 +280,9 @@ static inline void wgmma(float* d, unsigned a0, unsigned a1, unsigned a2, unsign
     wgmma_compute(g_wg_bank[b][g]);
     g_wg_count[b][g] = 1000;            // released
   }
+  ++g_progress;
   while (g_wg_count[b][g] < 1000) yield_();
+  ++g_progress;
   ++t.wg_gen;
 }
 }  // namespace cuemu
@@ -348,13 +363,13 @@ static inline unsigned long long tlx_atom_exch_b64(void* p, unsigned long long v
 template <int SEM, int SCOPE>
 static inline unsigned tlx_atom_cas_b32(void* p, unsigned cmp, unsigned v) {
   unsigned old; memcpy(&old, p, 4);
-  if (old == cmp) memcpy(p, &v, 4); else cuemu::yield_();
+  if (old == cmp) { memcpy(p, &v, 4); ++cuemu::g_progress; } else cuemu::yield_();
   return old;
 }
 template <int SEM, int SCOPE>
 static inline unsigned long long tlx_atom_cas_b64(void* p, unsigned long long cmp, unsigned long long v) {
   unsigned long long old; memcpy(&old, p, 8);
-  if (old == cmp) memcpy(p, &v, 8); else cuemu::yield_();
+  if (old == cmp) { memcpy(p, &v, 8); ++cuemu::g_progress; } else cuemu::yield_();
   return old;
 }
 static inline unsigned tlx_smem_addr(const void* p) { return cuemu::smem_off(p); }
@@ -459,6 +474,7 @@ static inline bool tlx_mbarrier_try_wait_parity(unsigned long long* bar, unsigne
 }
 static inline void tlx_mbarrier_wait(unsigned long long* bar, unsigned phase) {
   while (!tlx_mbarrier_try_wait_parity(bar, phase)) cuemu::yield_();
+  ++cuemu::g_progress;
 }
 namespace cuemu {
 // every element of map m's box at coordinates c: fn(inside the tensor, its global byte offset, its
@@ -769,17 +785,26 @@ static int run_grid(unsigned gx, unsigned gy, unsigned gz, int threads, std::fun
           makecontext(&t.ctx, entry, 0);
         }
         bool live = true;
-        long rounds = 0;
+        int idle = 0;
         while (live) {
           live = false;
+          unsigned long long before = g_progress;
+          int waiting = -1;
           for (int i = 0; i < threads; ++i) {
             if (g_thr[i].state == DONE) continue;
             live = true;
+            waiting = i;
             g_cur = i;
             swapcontext(&g_sched, &g_thr[i].ctx);
           }
-          if (++rounds > 200000000L) { snprintf(g_error, sizeof g_error, "no progress (deadlock?)"); return 1; }
           if (g_error[0]) return 1;
+          idle = live && g_progress == before ? idle + 1 : 0;
+          if (idle > 2) {
+            snprintf(g_error, sizeof g_error, "no progress in CTA (%u, %u, %u): every live thread waits on a barrier, "
+                     "an mbarrier or a warp shuffle no other thread will complete (a deadlock; e.g. thread %d)",
+                     x, y, z, waiting);
+            return 1;
+          }
         }
       }
   return g_error[0] ? 1 : 0;
