@@ -22,7 +22,9 @@ its own.
 """
 from __future__ import annotations
 
+from ..ir import types as T
 from ..ir.builder import Builder
+from ..ir.core import BlockArgument
 from ..ir.ops.shared import tma_reduce_error
 from ..ir.tensormap import narrow_for_stores
 from ..ir.types import BarrierType, MemDescType, TensorDescType
@@ -32,10 +34,6 @@ from . import tensor_desc
 from . import tlx_rules as X
 from .builtins import RULES, reshape
 from .values import SemanticError, Tensor
-
-# What a kernel cannot have: tlxc descriptors are encoded on the host, and their global
-# shape and strides are not kernel values.
-_HOST_ONLY = ("shape", "strides")
 
 
 def _method(name: str):
@@ -80,17 +78,24 @@ def is_descriptor(value) -> bool:
     return isinstance(value, Tensor) and isinstance(value.type, TensorDescType)
 
 
-def attribute(desc: Tensor, attr: str):
-    """``desc.dtype`` / ``desc.block_shape`` (compile-time); methods are bound by the caller."""
+def attribute(desc: Tensor, attr: str, ctx):
+    """``desc.dtype`` / ``desc.block_shape`` (compile-time), ``desc.shape`` / ``desc.strides`` (a tuple
+    of i32 / i64 scalars: ``tl.descriptor_dim``, hidden parameters of the launch); methods are bound by
+    the caller."""
     t = desc.type
     if attr == "dtype":
         return t.element
     if attr == "block_shape":
         return tuple(t.block_shape)
-    if attr in _HOST_ONLY:
-        raise SemanticError(f"a tensor descriptor's '{attr}' is not available in a tlxc kernel: the "
-                            f"descriptor is encoded on the host; pass the sizes as kernel arguments")
-    known = ", ".join(["dtype", "block_shape", *METHODS])     # (shape and strides: above)
+    if attr in ("shape", "strides"):
+        if not (isinstance(desc.value, BlockArgument) and desc.value.owner is ctx.entry):
+            raise SemanticError(f"a tensor descriptor's '{attr}' is known of a descriptor argument (a "
+                                f"tlxc.TensorDescriptor) or of tl.make_tensor_descriptor's; this one was made "
+                                f"in the kernel by a tlx op: use the sizes it was made with")
+        kind, result = ("shape", T.i32) if attr == "shape" else ("stride", T.i64)
+        return tuple(Tensor(ctx.b.value("tl.descriptor_dim", [desc.value], result, kind=kind, dim=d))
+                     for d in range(len(t.block_shape)))
+    known = ", ".join(["dtype", "block_shape", "shape", "strides", *METHODS])
     raise SemanticError(f"a tensor descriptor has no attribute '{attr}' (it has {known})")
 
 
