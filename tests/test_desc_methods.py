@@ -108,12 +108,6 @@ def bad_offsets(in_desc, out_desc, BM: tl.constexpr):
 
 
 @tlxc.kernel
-def bad_shape_attribute(in_desc, out_desc):
-    n = in_desc.shape[0]  # host-only
-    out_desc.store([n, 0], in_desc.load([0, 0]))
-
-
-@tlxc.kernel
 def bad_attribute(in_desc):
     in_desc.lod([0, 0])  # a typo
 
@@ -290,9 +284,8 @@ def test_interpreter_box_with_a_leading_one():
     (bad_rank, r"in_desc.load: 'offsets' needs 2 entries \(one per dimension of the descriptor\), got 1",
      "# one offset"),
     (bad_offsets, r"in_desc.load: 'offsets' must be integers or integer scalars, got a tensor", "# a tensor offset"),
-    (bad_shape_attribute, r"a tensor descriptor's 'shape' is not available in a tlxc kernel", "# host-only"),
-    (bad_attribute, r"a tensor descriptor has no attribute 'lod' \(it has dtype, block_shape, load, store\)",
-     "# a typo"),
+    (bad_attribute, r"a tensor descriptor has no attribute 'lod' \(it has dtype, block_shape, shape, strides, load, "
+                    r"store, atomic_add", "# a typo"),
 ])
 def test_wrong_uses_are_located_errors(kernel, message, marker):
     d = _desc(torch.randn(64, 128), [BM, BN])

@@ -372,11 +372,18 @@ class TensorDescriptor:
         if blob is None:
             if len(_ENCODED) >= _ENCODED_MAX:
                 _ENCODED.clear()
-            blob = _ENCODED[key] = encode_tiled(self.dtype, address, self.shape, self.strides,
-                                                self.block_shape, self.swizzle, self.padding)
+            blob = _ENCODED[key] = EncodedMap(encode_tiled(self.dtype, address, self.shape, self.strides,
+                                                           self.block_shape, self.swizzle, self.padding))
+            blob.shape, blob.strides = tuple(self.shape), tuple(self.strides)
         fields = self.__dict__      # (not through __setattr__: these follow from the geometry)
         fields["_last_address"], fields["_last_blob"] = address, blob
         return blob
+
+
+class EncodedMap(bytes):
+    """A descriptor's 128-byte ``CUtensorMap`` as the launch passes it, carrying the global ``shape``
+    and ``strides`` it encodes: a kernel that reads ``desc.shape`` / ``desc.strides`` takes them as
+    hidden parameters (``runtime/launch.py: with_descriptor_dims``)."""
 
 
 class DescriptorPlaceholder(TensorDescriptor):

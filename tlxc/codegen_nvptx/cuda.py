@@ -54,6 +54,10 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
     else:
         lw.lower_block(body)
         threads = 32 * lw.num_warps
+    desc_dims = rules_tensormap.descriptor_dims(lw)
+    for (_, kind, _), pname in desc_dims:      # desc.shape / desc.strides: hidden parameters, then the scratch
+        params.append(f"{'int' if kind == 'shape' else 'long long'} {pname}")
+        kinds.append("i32" if kind == "shape" else "i64")
     scratch = rules_tensormap.global_scratch_bytes(lw)
     if scratch:             # in-kernel tensor maps: the launcher's global scratch, a hidden last parameter
         params.append(f"unsigned char* {rules_tensormap.SCRATCH_PARAM}")
@@ -104,6 +108,8 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
             "user_shared_bytes": user_bytes}
     if scratch:
         info["global_scratch_bytes"] = scratch          # per program (runtime/scratch.py)
+    if desc_dims:           # (argument index, "shape" | "stride", dim): values the launch appends
+        info["descriptor_dims"] = [list(key) for key, _ in desc_dims]
     stored, _ = tma_store_targets(kernel)
     if stored:      # the descriptor arguments a TMA store writes through: the launch checks their shape
         info["tma_store_args"] = [i for i, arg in enumerate(kernel.regions[0].block.args) if id(arg) in stored]

@@ -175,6 +175,29 @@ def make_tensor_descriptor(lw, op):
     lw.out.line(f"tlx_fence_tensormap_acquire({name});")
 
 
+@lowering("tl.descriptor_dim", vendor="nvidia")
+def descriptor_dim(lw, op):
+    """``desc.shape[d]`` / ``desc.strides[d]`` of descriptor argument ``desc``: a hidden parameter
+    (``descriptor_dims``), one per (argument, kind, dim) the kernel reads."""
+    desc = op.operands[0]
+    index = next((i for i, arg in enumerate(lw.kernel.regions[0].block.args) if arg is desc), None)
+    if index is None:
+        from ..errors import CompilationError
+        raise CompilationError("a descriptor's shape and strides are known of a descriptor argument only", op.loc)
+    kind, dim = op.attrs["kind"], op.attrs["dim"]
+    dims = lw.rule_state.setdefault("descriptor_dims", {})
+    key = (index, kind, dim)
+    if key not in dims:
+        dims[key] = f"tlx_{lw.name(desc)}_{kind}{dim}"
+    lw.alias(op.results[0], dims[key])
+
+
+def descriptor_dims(lw) -> list[tuple[tuple[int, str, int], str]]:
+    """The hidden parameters ``descriptor_dim`` asked for, ``((argument index, kind, dim), name)`` in
+    that order: the kernel's parameters after its own, the launch's values in the same order."""
+    return sorted(lw.rule_state.get("descriptor_dims", {}).items())
+
+
 @lowering("tlx.allocate_tensor_descriptor", vendor="nvidia")
 def allocate_tensor_descriptor(lw, op):
     result = op.results[0]

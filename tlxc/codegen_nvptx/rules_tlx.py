@@ -488,7 +488,7 @@ def async_tasks(lw, op):
 _UNIFORM = ("arith.", "math.", "tl.program_id", "tl.num_programs", "tl.addptr", "tlx.local_alloc", "tlx.alloc_barriers",
             # a scalar's divisibility hint (tl.multiple_of / max_contiguous: an alias) and a scalar load
             # (every warp reads the same word: e.g. a problem size from a device array)
-            "tl.hint", "tl.load",
+            "tl.hint", "tl.load", "tl.descriptor_dim",
             "tlx.cluster_", "tlx.fence_mbarrier_init_cluster", "tlx.remote_view",
             "tlx.local_view", "tlx.local_slice", "tlx.local_trans", "tlx.local_reinterpret", "tlx.thread_id",
             # in-kernel tensor maps: every warp takes part in the encode's CTA barrier (rules_tensormap.py)

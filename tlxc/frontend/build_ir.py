@@ -386,7 +386,7 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
     def tensor_attribute(self, t: Tensor, attr: str, node):
         if descriptor_methods.is_descriptor(t):
             method = descriptor_methods.METHODS.get(attr)
-            return BoundMethod(t, method) if method else descriptor_methods.attribute(t, attr)
+            return BoundMethod(t, method) if method else descriptor_methods.attribute(t, attr, self.ctx)
         if isinstance(t.type, T.MemDescType):
             return self.buffer_attribute(t, attr, node)
         if attr == "shape":

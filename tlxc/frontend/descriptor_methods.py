@@ -1,5 +1,6 @@
 """Tensor descriptors as values with methods, as Triton writes them in a kernel:
-``desc.load(offsets)``, ``desc.store(offsets, value)``, ``desc.dtype``, ``desc.block_shape``.
+``desc.load(offsets)``, ``desc.store(offsets, value)``, ``desc.atomic_add(offsets, value)`` (and
+``atomic_min/max/and/or/xor``), ``desc.dtype``, ``desc.block_shape``.
 
 Both methods are composed from the explicit TLX ops (no op of their own), staging the box
 through a shared buffer the compiler allocates at the top of the kernel, so the checker, the
@@ -21,7 +22,10 @@ its own.
 """
 from __future__ import annotations
 
+from ..ir import types as T
 from ..ir.builder import Builder
+from ..ir.core import BlockArgument
+from ..ir.ops.shared import tma_reduce_error
 from ..ir.tensormap import narrow_for_stores
 from ..ir.types import BarrierType, MemDescType, TensorDescType
 from ..language.core import outside_kernel_error
@@ -30,10 +34,6 @@ from . import tensor_desc
 from . import tlx_rules as X
 from .builtins import RULES, reshape
 from .values import SemanticError, Tensor
-
-# What a kernel cannot have: tlxc descriptors are encoded on the host, and their global
-# shape and strides are not kernel values.
-_HOST_ONLY = ("shape", "strides")
 
 
 def _method(name: str):
@@ -59,24 +59,43 @@ def _store_signature(self, offsets, value):
     ``offsets``; elements outside the tensor are not written."""
 
 
-METHODS = {"load": _load_signature, "store": _store_signature}
+ATOMICS = ("add", "min", "max", "and", "or", "xor")
+
+
+def _atomic_signature(kind: str):
+    def signature(self, offsets, value):
+        """Combine ``value`` (``block_shape``, converted to the descriptor's dtype) into the box at
+        ``offsets`` element by element, atomically; elements outside the tensor are not touched."""
+    signature.__name__ = f"atomic_{kind}"
+    return _method(f"atomic_{kind}")(signature)
+
+
+METHODS = {"load": _load_signature, "store": _store_signature,
+           **{f"atomic_{kind}": _atomic_signature(kind) for kind in ATOMICS}}
 
 
 def is_descriptor(value) -> bool:
     return isinstance(value, Tensor) and isinstance(value.type, TensorDescType)
 
 
-def attribute(desc: Tensor, attr: str):
-    """``desc.dtype`` / ``desc.block_shape`` (compile-time); methods are bound by the caller."""
+def attribute(desc: Tensor, attr: str, ctx):
+    """``desc.dtype`` / ``desc.block_shape`` (compile-time), ``desc.shape`` / ``desc.strides`` (a tuple
+    of i32 / i64 scalars: ``tl.descriptor_dim``, hidden parameters of the launch); methods are bound by
+    the caller."""
     t = desc.type
     if attr == "dtype":
         return t.element
     if attr == "block_shape":
         return tuple(t.block_shape)
-    if attr in _HOST_ONLY:
-        raise SemanticError(f"a tensor descriptor's '{attr}' is not available in a tlxc kernel: the "
-                            f"descriptor is encoded on the host; pass the sizes as kernel arguments")
-    known = ", ".join(["dtype", "block_shape", *METHODS])
+    if attr in ("shape", "strides"):
+        if not (isinstance(desc.value, BlockArgument) and desc.value.owner is ctx.entry):
+            raise SemanticError(f"a tensor descriptor's '{attr}' is known of a descriptor argument (a "
+                                f"tlxc.TensorDescriptor) or of tl.make_tensor_descriptor's; this one was made "
+                                f"in the kernel by a tlx op: use the sizes it was made with")
+        kind, result = ("shape", T.i32) if attr == "shape" else ("stride", T.i64)
+        return tuple(Tensor(ctx.b.value("tl.descriptor_dim", [desc.value], result, kind=kind, dim=d))
+                     for d in range(len(t.block_shape)))
+    known = ", ".join(["dtype", "block_shape", "shape", "strides", *METHODS])
     raise SemanticError(f"a tensor descriptor has no attribute '{attr}' (it has {known})")
 
 
@@ -147,11 +166,15 @@ def _store_by_width(ctx, desc, offsets, value) -> None:
     would write the innermost dimension up to its next 16-byte boundary: ir/tensormap.py
     ``store_width_message``).  No run-time branch between the two: keeping both stores in
     the kernel costs registers (a persistent GEMM epilogue spilled)."""
-    inner, size = desc.shape[-1], desc.element.bytes
-    extent = inner if not isinstance(inner, Tensor) else _known_divisor(ctx, inner)
-    if narrow_for_stores(extent, size):
+    if narrow_for_stores(_known_extent(ctx, desc.shape[-1]), desc.element.bytes):
         return tensor_desc.store(ctx, desc, offsets, value)
     return _store_by_tma(ctx, desc.tma, offsets, value)
+
+
+def _known_extent(ctx, inner) -> int:
+    """What ``narrow_for_stores`` judges of an inner size: a constant's value, else the divisor a
+    kernel argument is known to have (``_known_divisor``)."""
+    return inner if not isinstance(inner, Tensor) else _known_divisor(ctx, inner)
 
 
 def _known_divisor(ctx, value: Tensor) -> int:
@@ -169,15 +192,36 @@ def _known_divisor(ctx, value: Tensor) -> int:
     return 1
 
 
-def _store_by_tma(ctx, desc, offsets, value) -> None:
+def _store_by_tma(ctx, desc, offsets, value, reduce: str = "") -> None:
+    """The box staged through shared memory and TMA-stored; ``reduce`` (a kind of
+    ``ir/ops/shared.py:TMA_REDUCE_TYPES``): a reduce-store, each element combined atomically
+    with the tensor's."""
     desc = X.descriptor_arg(desc)
     offsets = _offsets(desc, offsets)
     value = _store_value(ctx, desc, value)
     buf, _ = _staging(ctx, desc, with_barrier=False)
     _tlx(ctx, "local_store", buf, value)
     _tlx(ctx, "fence", "async_shared")
-    _tlx(ctx, "async_descriptor_store", desc, buf, offsets)
+    _tlx(ctx, "async_descriptor_store", desc, buf, offsets, "", reduce)
     _tlx(ctx, "async_descriptor_store_wait", 0)
+
+
+def _atomic(kind: str):
+    """``desc.atomic_<kind>(offsets, value)`` (Triton's descriptor atomics; nothing returned): a
+    host descriptor's box by a TMA reduce-store (``cp.reduce.async.bulk.tensor``: the element types
+    of ``TMA_REDUCE_TYPES``; others are refused naming the kind and type), an in-kernel
+    descriptor's by element atomics through its base pointer, masked to the tensor (any type
+    ``tl.atomic_<kind>`` takes, 64-bit bitwise ones too)."""
+    def rule(ctx, desc, offsets, value):
+        if not tensor_desc.is_device_descriptor(desc):
+            return _store_by_tma(ctx, desc, offsets, value, kind)
+        # an in-kernel map: by TMA where it may store (_store_by_width's rule) and TMA reduces the type
+        # (16-bit float min/max: element atomics have none), else by element atomics
+        if desc.tma is not None and tma_reduce_error(kind, desc.element) is None and \
+                not narrow_for_stores(_known_extent(ctx, desc.shape[-1]), desc.element.bytes):
+            return _store_by_tma(ctx, desc.tma, offsets, value, kind)
+        return tensor_desc.atomic(ctx, desc, offsets, value, kind)
+    return rule
 
 
 def _offsets(desc: Tensor, offsets) -> tuple:
@@ -198,3 +242,5 @@ def _store_value(ctx, desc: Tensor, value) -> Tensor:
 
 RULES["tensor_descriptor.load"] = _load
 RULES["tensor_descriptor.store"] = _store
+for _kind in ATOMICS:
+    RULES[f"tensor_descriptor.atomic_{_kind}"] = _atomic(_kind)

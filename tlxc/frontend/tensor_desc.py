@@ -40,6 +40,7 @@ from ..ir import types as T
 from ..ir.tensormap import box_error, box_swizzle
 from ..ir.types import PointerType, ScalarType, TensorDescType
 from ..target import has_feature
+from . import block_ptr
 from . import semantic as S
 from .block_ptr import Aggregate, BlockPointer
 from .builtins import RULES, constexpr, rule
@@ -311,6 +312,14 @@ def store(ctx, desc: DeviceDescriptor, offsets, value) -> None:
     box = _box(ctx.b, desc, offsets)
     value = _store_value(ctx.b, desc, value)
     RULES["store"](ctx, box, value, boundary_check=tuple(range(desc.rank)))
+
+
+def atomic(ctx, desc: DeviceDescriptor, offsets, value, kind: str) -> None:
+    """``desc.atomic_<kind>``: element atomics on the box's addresses, masked to the tensor."""
+    box = _box(ctx.b, desc, offsets)
+    value = _store_value(ctx.b, desc, value)
+    mask = block_ptr.boundary_mask(ctx.b, box, tuple(range(desc.rank)))
+    RULES[f"atomic_{kind}"](ctx, block_ptr.addresses(ctx.b, box), value, mask=mask)
 
 
 def block_value(b, value, block: tuple, element) -> Tensor:

@@ -119,6 +119,14 @@ def _encode(ctx, op, address: int, shape, strides, t) -> EncodedDescriptor:
                              address, error, op.loc)
 
 
+@impl("tl.descriptor_dim")
+def descriptor_dim(ctx, op, desc):
+    """``desc.shape[dim]`` / ``desc.strides[dim]`` of a descriptor argument (the host TensorDescriptor)."""
+    if op.attrs["kind"] == "shape":
+        return np.int32(desc.shape[op.attrs["dim"]])
+    return np.int64(desc.strides[op.attrs["dim"]])
+
+
 @impl("tlx.allocate_tensor_descriptor")
 def allocate_tensor_descriptor(ctx, op):
     num = op.attrs["num"]

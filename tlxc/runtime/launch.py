@@ -1111,10 +1111,23 @@ def _prepare(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG) -> Launc
     if compiled.metadata.get("global_scratch_bytes"):     # in-kernel tensor maps (runtime/scratch.py)
         from .scratch import with_global_scratch
         run = with_global_scratch(run, kfn.__name__, compiled.metadata["global_scratch_bytes"], device)
+    if compiled.metadata.get("descriptor_dims"):          # desc.shape / desc.strides in the kernel
+        run = with_descriptor_dims(run, compiled.metadata["descriptor_dims"])
     if config.num_ctas > 1:     # Triton's num_ctas: each program is a cluster of num_ctas CTAs along x
         run = with_ctas_per_program(run, kfn.__name__, config.num_ctas)
     return LaunchPlan(run, index, is_pointer, (threads, 1, 1), smem, device, compiled, launcher=launcher,
                       cluster=cluster, direct=run is plain)
+
+
+def with_descriptor_dims(run: Callable, dims: list) -> Callable:
+    """``run`` with the hidden parameters of ``desc.shape[d]`` / ``desc.strides[d]`` appended
+    (``codegen_nvptx/rules_tensormap.py: descriptor_dim``): for each ``(index, kind, d)`` that
+    entry of the descriptor among the launch's values, after them (a global scratch's address,
+    appended by the wrapper inside this one, comes last)."""
+    def launch_with_dims(grid, block, smem, stream, values):
+        extra = tuple(values[i].shape[d] if kind == "shape" else values[i].strides[d] for i, kind, d in dims)
+        run(grid, block, smem, stream, (*values, *extra))
+    return launch_with_dims
 
 
 def with_ctas_per_program(run: Callable, name: str, num_ctas: int) -> Callable:

@@ -11,6 +11,8 @@
   global scratch; the result points to the first (``attrs.num``).
 * ``tlx.reinterpret_tensor_descriptor``: the tensor map at ``desc_ptr`` (which a
   ``make_tensor_descriptor`` encoded) as a descriptor of the result type.
+* ``tl.descriptor_dim``: a dimension of a descriptor argument's global shape or strides
+  (``desc.shape[i]`` / ``desc.strides[i]``), passed by the launch as a hidden parameter.
 
 The encoding and its legality at run time (16-byte aligned base and row strides) are the
 backend's (codegen_nvptx/rules_tensormap.py) and the interpreter's (interpreter/tensormap.py);
@@ -98,3 +100,23 @@ class ReinterpretTensorDescriptorOp(Operation):
         if len(self.operands) != 1:
             raise self.error("expected desc_ptr")
         _expect_scalar_pointer(self, self.operands[0].type, "desc_ptr")
+
+
+class DescriptorDimOp(Operation):
+    """``desc.shape[dim]`` (i32) or ``desc.strides[dim]`` (i64, elements) of a descriptor kernel argument
+    (a host ``TensorDescriptor``): the value the launch passes beside its tensor map (a hidden
+    parameter of the kernel; codegen_nvptx/rules_tensormap.py).  Attrs: ``kind`` ("shape" or
+    "stride"), ``dim`` (outermost first).  Side-effect free (``tl.``): an unused one goes away."""
+
+    name = "tl.descriptor_dim"
+
+    def verify(self):
+        if len(self.operands) != 1 or not isinstance(self.operands[0].type, TensorDescType):
+            raise self.error("expected one tensor descriptor operand")
+        kind, dim = self.attrs.get("kind"), self.attrs.get("dim")
+        rank = len(self.operands[0].type.block_shape)
+        if kind not in ("shape", "stride") or not isinstance(dim, int) or not 0 <= dim < rank:
+            raise self.error(f"expected kind 'shape' or 'stride' and a dim in 0..{rank - 1}, got {kind!r}, {dim!r}")
+        if len(self.results) != 1 or self.results[0].type != (i32 if kind == "shape" else i64):
+            raise self.error(f"expected one {'i32' if kind == 'shape' else 'i64'} result")
+
