@@ -296,3 +296,32 @@ def test_a_fresh_build_loads(tmp_path, module):
     assert path.parent.parent == tmp_path and path.exists()
     assert c_launcher.build(tmp_path) == path                # the second call finds it
     assert hasattr(c_launcher.load(path), "CLaunch")
+
+
+@tlxc.kernel
+def geometry(x_ptr, desc, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, offs * desc.shape[1] + desc.strides[0])
+
+
+def test_descriptor_geometry_rides_behind_the_arguments(fake_gpu):
+    """A kernel that reads ``desc.shape[1]`` / ``desc.strides[0]`` takes them as hidden parameters after
+    its own: every launch path (the first, the generic one, the specialized one) packs the descriptor's
+    values there; such a plan is not a direct one, so the C launcher does not serve it."""
+    x = torch.zeros(64, dtype=torch.int32).as_subclass(Cuda)
+    tile = torch.zeros(48, 96)[:, :80].as_subclass(Cuda)          # shape (48, 80), strides (96, 1)
+    try:
+        for _ in range(3):
+            desc = tlxc.TensorDescriptor.from_tensor(tile, [16, 32])
+            geometry[(1,)](x, desc, BLOCK=64)
+            plans = {id(p): p for p in geometry.cache.values() if isinstance(p, L.LaunchPlan)}
+            plan = next(iter(plans.values()))
+            buffer = plan.launcher.arguments
+            assert list(buffer.kinds) == ["u64", "bytes128", "i32", "i64"] and not plan.direct
+            packed = buffer.packed_bytes()
+            hidden = [int.from_bytes(packed[o:o + driver.PARAM_KINDS[k][1]], "little")
+                      for o, k in zip(buffer.offsets[2:], buffer.kinds[2:])]
+            assert hidden == [80, 96]
+    finally:
+        geometry.cache.clear()
+        geometry.fast_cache.clear()

@@ -383,7 +383,8 @@ class TensorDescriptor:
 class EncodedMap(bytes):
     """A descriptor's 128-byte ``CUtensorMap`` as the launch passes it, carrying the global ``shape``
     and ``strides`` it encodes: a kernel that reads ``desc.shape`` / ``desc.strides`` takes them as
-    hidden parameters (``runtime/launch.py: with_descriptor_dims``)."""
+    hidden parameters (``runtime/launch.py: with_descriptor_dims``).  A bytes subclass: the C launch
+    path copies it as bytes (``c_launcher.py`` checks ``PyBytes_Check``, not the exact type)."""
 
 
 class DescriptorPlaceholder(TensorDescriptor):

@@ -269,7 +269,7 @@ static int check_and_pack(ArgSpec *s, PyObject *a)
             PyObject *args[1] = {a};
             blob = PyObject_VectorcallMethod(s_encode, args, 1, NULL);
         }
-        ok = blob != NULL && PyBytes_CheckExact(blob) && PyBytes_GET_SIZE(blob) == 128 && s->slot_kind == K_B128;
+        ok = blob != NULL && PyBytes_Check(blob) && PyBytes_GET_SIZE(blob) == 128 && s->slot_kind == K_B128;
         if (ok)
             memcpy(s->dest, PyBytes_AS_STRING(blob), 128);
     done:
