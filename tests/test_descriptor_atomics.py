@@ -18,27 +18,24 @@ M, N, MB, NB = 20, 56, 8, 32          # 3 x 2 boxes, the last row and column of 
 
 @tlxc.jit
 def host_atomics(desc, a_ptr, M, N, KIND: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr):
-    m0 = tl.program_id(0) * MB
-    n0 = tl.program_id(1) * NB
-    rows = m0 + tl.arange(0, MB)[:, None]
-    cols = n0 + tl.arange(0, NB)[None, :]
-    val = tl.load(a_ptr + rows * N + cols, mask=(rows < M) & (cols < N), other=0)
-    _apply(desc, [m0, n0], val, KIND)
+    _apply(desc, a_ptr, M, N, KIND, MB, NB)
 
 
 @tlxc.jit
 def device_atomics(out_ptr, a_ptr, M, N, KIND: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr):
     desc = tl.make_tensor_descriptor(out_ptr, shape=[M, N], strides=[N, 1], block_shape=[MB, NB])
+    _apply(desc, a_ptr, M, N, KIND, MB, NB)
+
+
+@tlxc.jit
+def _apply(desc, a_ptr, M, N, KIND: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr):
+    """Program (i, j) combines a's box (i, j) into the descriptor's by ``desc.atomic_<KIND>``."""
     m0 = tl.program_id(0) * MB
     n0 = tl.program_id(1) * NB
     rows = m0 + tl.arange(0, MB)[:, None]
     cols = n0 + tl.arange(0, NB)[None, :]
     val = tl.load(a_ptr + rows * N + cols, mask=(rows < M) & (cols < N), other=0)
-    _apply(desc, [m0, n0], val, KIND)
-
-
-@tlxc.jit
-def _apply(desc, offsets, val, KIND: tl.constexpr):
+    offsets = [m0, n0]
     if KIND == "add":
         desc.atomic_add(offsets, val)
     elif KIND == "min":
