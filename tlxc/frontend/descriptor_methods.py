@@ -89,9 +89,10 @@ def attribute(desc: Tensor, attr: str, ctx):
         return tuple(t.block_shape)
     if attr in ("shape", "strides"):
         if not (isinstance(desc.value, BlockArgument) and desc.value.owner is ctx.entry):
-            raise SemanticError(f"a tensor descriptor's '{attr}' is known of a descriptor argument (a "
-                                f"tlxc.TensorDescriptor) or of tl.make_tensor_descriptor's; this one was made "
-                                f"in the kernel by a tlx op: use the sizes it was made with")
+            raise SemanticError(f"a tensor descriptor's '{attr}' is known of a descriptor kernel argument (a "
+                                f"tlxc.TensorDescriptor) or of one tl.make_tensor_descriptor built; this one is "
+                                f"neither (made by a tlx op, or carried through a loop or a branch): use the sizes "
+                                f"it was made with")
         kind, result = ("shape", T.i32) if attr == "shape" else ("stride", T.i64)
         return tuple(Tensor(ctx.b.value("tl.descriptor_dim", [desc.value], result, kind=kind, dim=d))
                      for d in range(len(t.block_shape)))
@@ -209,9 +210,10 @@ def _store_by_tma(ctx, desc, offsets, value, reduce: str = "") -> None:
 def _atomic(kind: str):
     """``desc.atomic_<kind>(offsets, value)`` (Triton's descriptor atomics; nothing returned): a
     host descriptor's box by a TMA reduce-store (``cp.reduce.async.bulk.tensor``: the element types
-    of ``TMA_REDUCE_TYPES``; others are refused naming the kind and type), an in-kernel
-    descriptor's by element atomics through its base pointer, masked to the tensor (any type
-    ``tl.atomic_<kind>`` takes, 64-bit bitwise ones too)."""
+    of ``TMA_REDUCE_TYPES``; others are refused naming the kind and type); an in-kernel
+    descriptor's by the same where its map may store and TMA reduces the type, else by element
+    atomics through its base pointer, masked to the tensor (any type ``tl.atomic_<kind>`` takes,
+    64-bit bitwise ones too)."""
     def rule(ctx, desc, offsets, value):
         if not tensor_desc.is_device_descriptor(desc):
             return _store_by_tma(ctx, desc, offsets, value, kind)
