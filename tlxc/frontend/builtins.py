@@ -705,27 +705,24 @@ def _dot(ctx, input, other, acc=None, input_precision=None, allow_tf32=None,
     return Tensor(b.value("tl.dot", [a.value, c.value, acc_t.value], acc_t.type, **attrs))
 
 
-def _batch_slices(b, x: Tensor) -> list[Tensor]:
+def _batch_slices(ctx, x: Tensor) -> list[Tensor]:
     """The ``[d0, d1]`` slices of ``x`` (``[d0, d1, n]``, n a power of two) along its last dim, in
     order: the dim halved by a reshape to ``[.., n / 2, 2]`` and ``tl.split`` (even and odd indices),
     recursively, then interleaved."""
     n = x.shape[-1]
     if n == 1:
-        return [reshape(b, x, x.shape[:-1])]
-    first, second = b.create("tl.split", [reshape(b, x, x.shape[:-1] + (n // 2, 2)).value],
-                             [TensorType(x.shape[:-1] + (n // 2,), x.dtype)] * 2).results
-    evens, odds = _batch_slices(b, Tensor(first)), _batch_slices(b, Tensor(second))
+        return [reshape(ctx.b, x, x.shape[:-1])]
+    evens, odds = (_batch_slices(ctx, half) for half in _split(ctx, reshape(ctx.b, x, x.shape[:-1] + (n // 2, 2))))
     return [t for pair in zip(evens, odds) for t in pair]
 
 
-def _batch_stack(b, parts: list[Tensor]) -> Tensor:
+def _batch_stack(ctx, parts: list[Tensor]) -> Tensor:
     """``_batch_slices``' inverse: ``[d0, d1]`` tensors stacked along a new last dim (``tl.join`` of
     the even- and odd-indexed halves, reshaped)."""
     if len(parts) == 1:
-        return reshape(b, parts[0], parts[0].shape + (1,))
-    even, odd = _batch_stack(b, parts[0::2]), _batch_stack(b, parts[1::2])
-    pair = Tensor(b.value("tl.join", [even.value, odd.value], TensorType(even.shape + (2,), even.dtype)))
-    return reshape(b, pair, even.shape[:-1] + (2 * even.shape[-1],))
+        return reshape(ctx.b, parts[0], parts[0].shape + (1,))
+    even, odd = _batch_stack(ctx, parts[0::2]), _batch_stack(ctx, parts[1::2])
+    return reshape(ctx.b, _join(ctx, even, odd), even.shape[:-1] + (2 * even.shape[-1],))
 
 
 def _batched_dot(ctx, a: Tensor, c: Tensor, acc, options: dict) -> Tensor:
@@ -740,16 +737,16 @@ def _batched_dot(ctx, a: Tensor, c: Tensor, acc, options: dict) -> Tensor:
         raise SemanticError(f"the batch dims of a 3-D dot differ: input is {list(a.shape)}, other is {list(c.shape)}")
     if nb & (nb - 1):
         raise SemanticError(f"the batch dim of a 3-D dot must be a power of two, got {nb}")
-    a_parts = _batch_slices(b, permute(b, a, (1, 2, 0)))
-    c_parts = _batch_slices(b, permute(b, c, (1, 2, 0)))
+    a_parts = _batch_slices(ctx, permute(b, a, (1, 2, 0)))
+    c_parts = _batch_slices(ctx, permute(b, c, (1, 2, 0)))
     acc_parts = [None] * nb
     if acc is not None:
         acc_t = tensor_arg(b, acc, "acc")
         if acc_t.shape != (nb, m, n):
             raise SemanticError(f"'acc' has shape {list(acc_t.shape)}, expected {[nb, m, n]}", param="acc")
-        acc_parts = _batch_slices(b, permute(b, acc_t, (1, 2, 0)))
+        acc_parts = _batch_slices(ctx, permute(b, acc_t, (1, 2, 0)))
     outs = [_dot(ctx, x, y, z, **options) for x, y, z in zip(a_parts, c_parts, acc_parts)]
-    return permute(b, _batch_stack(b, outs), (2, 0, 1))
+    return permute(b, _batch_stack(ctx, outs), (2, 0, 1))
 
 
 _SCALED_FORMATS = {"e4m3": T.f8e4m3, "e5m2": T.f8e5m2, "bf16": T.bf16, "fp16": T.f16}
