@@ -173,13 +173,16 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
     else:
         a_desc = _descriptor(descs, "a", a.t(), [c.bk, half_m])
     bn, tail, tail2 = cfgs.tail_parts(c.bn)       # a tile of bn + tail (+ tail2) columns (tails: 0, or their own B box)
+    # N-major B and the C tile in boxes of one 128-byte swizzle span, or of the whole (narrower) tile
+    b_box_n = min(box_cols, bn)
+    c_box_n = min(128 // p.out_elt, bn // c.subtile)
     if p.b_kmajor:
         b_desc = _descriptor(descs, "b", b.t(), [bn if c.share_a else bn // c.cluster_m, c.bk])
     else:
-        b_desc = _descriptor(descs, "b", b, [c.bk, box_cols])
-    c_box_n = 128 // p.out_elt
+        b_desc = _descriptor(descs, "b", b, [c.bk, b_box_n], swizzle=128 if b_box_n == box_cols else None)
     # the output: a TMA descriptor, or the tensor itself (stored through pointers)
-    c_arg = _descriptor(descs, "c", out, [half_m, c_box_n]) if p.tma_c else out
+    c_arg = _descriptor(descs, "c", out, [half_m, c_box_n], swizzle=128 if c_box_n * p.out_elt == 128 else None) \
+        if p.tma_c else out
     bt_desc, ct_desc, bt2_desc = b_desc, c_arg, b_desc      # (unused without a tail)
     if tail:
         bt_desc = _descriptor(descs, "bt", b.t(), [tail, c.bk]) if p.b_kmajor else \
@@ -203,7 +206,7 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             s0, s1, bias, res, r0, r1, ws, sk_flags, STREAM_K=c.stream_k,
             BM=c.bm, BN=bn, BN_TAIL=tail, BN_TAIL2=tail2, SHARE_A=c.share_a, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
             NUM_STAGES=c.stages, DTYPE=TL_DTYPES[a.dtype], OUT_DTYPE=TL_DTYPES[out.dtype],
-            A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=box_cols, C_BOX_N=c_box_n,
+            A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=b_box_n, C_BOX_N=c_box_n,
             EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, NUM_CONSUMERS=c.consumers,
             CONSUMER_REGS=cfgs.consumer_registers(c.consumers), PROMOTE=p.promote, num_warps=4,
             ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, GLU_AXIS=0 if c.swap else 1, **flags,

@@ -196,6 +196,13 @@ _ALL = [
     _ws(128, 128, 4, fp8=True),
     _ws(128, 128, 4, fp8=True, persistent=False),
     _ws(128, 64, 6, fp8=True, persistent=False, subtile=1),     # fp8 with few tiles (1024^3: 128 of them)
+    # fp8 against a short M (M = 128, K = 4096: B streams from HBM once, A from L2 by every program):
+    # 128 x 32 tiles cover M in one tile (B read once, by TMA), pairs side by side share A by multicast,
+    # so a program moves 256 KB of A and 128 KB of B, where 64 x 64 pointer tiles move 256 + 256 KB
+    _ws(128, 32, 8, fp8=True, persistent=False, cluster_m=2, share_a=True, subtile=1),
+    _ws(128, 32, 10, fp8=True, persistent=False, subtile=1),
+    # ... and 1024^3 (128 tiles of 128 x 64): pairs sharing A
+    _ws(128, 64, 6, fp8=True, persistent=False, cluster_m=2, share_a=True, subtile=1),
     # fp8, few tiles (M = 128, 1024^3): 64-row pointer tiles, 128 bytes of K a step, split-K
     _dot(64, 128, 128, 4, 4, fp8=True),
     _dot(64, 128, 128, 4, 4, split_k=2, fp8=True),

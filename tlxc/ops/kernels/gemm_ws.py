@@ -76,6 +76,7 @@ def store_tile(c_desc, c_buf, acc, row, col, M, N, scale0_ptr, scale1_ptr, bias_
         offs1 = col + tl.arange(0, COLS)
         acc = apply_epilogue(acc, offs0, offs1, offs0 < M, offs1 < N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
                              stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+    tl.static_assert(COLS % C_BOX_N == 0, "the C slice is a whole number of TMA boxes")
     if WAIT:
         tlx.async_descriptor_store_wait(0)
     tlx.local_store(c_buf, acc.to(OUT_DTYPE))
@@ -240,6 +241,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
     PROMOTE_HALVES: tl.constexpr = PROMOTE and BN > 128                     # a promoted 256-wide tile: two n128 products
     PART_N: tl.constexpr = BN // 2 if PROMOTE_HALVES else BN                # the columns of one promoted product
+    tl.static_assert(B_KMAJOR or BN % B_BOX_N == 0, "an N-major B tile is a whole number of TMA boxes")
     if A_KMAJOR:
         a_smem = tlx.local_alloc((SUB_M, BK), DTYPE, NUM_STAGES * NUM_CONSUMERS)  # [NC * stage + consumer]
     else:
