@@ -86,8 +86,8 @@ def test_placeholder_box_is_checked_when_the_launch_uses_it():
     with pytest.raises(tlxc.LaunchError, match=r"argument 'in_desc' of scaled_tile: TensorDescriptor: "
                                                r"'block_shape' inner dimension is 1 x f32 = 4 bytes"):
         scaled_tile[(1, 1)](desc, out, 37, 44, 2.0, BM=8, BN=16)
-    with pytest.raises(tlxc.LaunchError, match=r"'block_shape' dimension 0 is 512"):
-        desc.block_shape = [512, 16]                               # the range is checked at once
+    with pytest.raises(tlxc.LaunchError, match=r"'block_shape' dimension 0 is 500"):
+        desc.block_shape = [500, 16]                 # the range is checked at once (512 = two 256-row copies)
     assert desc.block_shape == (1, 1)                              # a refused assignment changes nothing
 
 

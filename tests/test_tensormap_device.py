@@ -248,22 +248,28 @@ def test_reinterpret_with_another_box_is_a_located_error():
 
 
 def test_box_wider_than_tma_allows_falls_back_to_element_copies():
-    """A box TMA cannot copy (a dimension above 256) gets no tensor map: desc.load/store are
-    masked loads and stores, as on targets without TMA."""
+    """A box TMA cannot copy (rows of more than 256 elements in a box of two rows: no 128-byte
+    spans, no single row) gets no tensor map: desc.load/store are masked loads and stores, as on
+    targets without TMA.  A single row of 512 is copied in two pieces (tests/test_tma_wide_boxes.py)."""
     import tlxc
     import tlxc.language as tl
 
     @tlxc.jit
-    def wide(x_ptr, y_ptr, n, B: tl.constexpr):
-        src = tl.make_tensor_descriptor(x_ptr, shape=[n], strides=[1], block_shape=[B])
-        dst = tl.make_tensor_descriptor(y_ptr, shape=[n], strides=[1], block_shape=[B])
-        dst.store([tl.program_id(0) * B], src.load([tl.program_id(0) * B]))
+    def wide(x_ptr, y_ptr, n, R: tl.constexpr, B: tl.constexpr):
+        src = tl.make_tensor_descriptor(x_ptr, shape=[2, n], strides=[n, 1], block_shape=[R, B])
+        dst = tl.make_tensor_descriptor(y_ptr, shape=[2, n], strides=[n, 1], block_shape=[R, B])
+        dst.store([0, tl.program_id(0) * B], src.load([0, tl.program_id(0) * B]))
 
-    x, y = torch.randn(1000), torch.full((1000,), float("nan"))
-    interpret(wide, (2,), (x, y, 1000), {"B": 512})
+    x, y = torch.randn(2, 1000), torch.full((2, 1000), float("nan"))
+    interpret(wide, (2,), (x, y, 1000), {"R": 2, "B": 512})
     assert torch.equal(x, y)
-    spec = specialization_from_types(wide, parse_signature("x_ptr=*fp32,y_ptr=*fp32,n=i32"), {"B": 512})
-    assert "tlx.make_tensor_descriptor" not in compile_kernel(wide, spec, arch="sm_90a", stages=("ir",)).asm["ir"]
+    sig = parse_signature("x_ptr=*fp32,y_ptr=*fp32,n=i32")
+    ir = compile_kernel(wide, specialization_from_types(wide, sig, {"R": 2, "B": 512}), arch="sm_90a",
+                        stages=("ir",)).asm["ir"]
+    assert "tlx.make_tensor_descriptor" not in ir
+    one_row = compile_kernel(wide, specialization_from_types(wide, sig, {"R": 1, "B": 512}), arch="sm_90a",
+                             stages=("ir",)).asm["ir"]
+    assert "tlx.make_tensor_descriptor" in one_row
 
 
 _GPU_KNOWN_WRONG: dict = {}   # (desc_load_store's overrun, H200 2026-12-03: TMA stores write whole 16-byte

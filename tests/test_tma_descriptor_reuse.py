@@ -37,7 +37,7 @@ def test_cached_placeholder_geometry_still_refuses_bad_boxes():
     for _ in range(2):
         d = _fresh(t, [1, 1])
         with pytest.raises(LaunchError, match="block_shape"):
-            d.block_shape = [64, 512]       # 512 > 256 elements per box dimension
+            d.block_shape = [64, 300]       # over 256 elements and no multiple of 256
         assert d.block_shape == (1, 1)      # a refused assignment leaves the descriptor as it was
         with pytest.raises(LaunchError, match="one entry per dimension"):
             d.block_shape = [64]

@@ -109,9 +109,11 @@ def test_negative_or_zero_strides_are_rejected():
         TensorDescriptor(bf16(1, 64), [8, 64], [0, 1], [8, 64])
 
 
-def test_box_larger_than_256_is_rejected():
-    with pytest.raises(tlxc.LaunchError, match="'block_shape' dimension 0 is 512; TMA boxes have 1 to 256"):
-        TensorDescriptor.from_tensor(bf16(1024, 64), [512, 64])
+def test_box_longer_than_256_and_no_multiple_of_it_is_rejected():
+    # (512 rows are two 256-row copies: tests/test_tma_wide_boxes.py)
+    with pytest.raises(tlxc.LaunchError, match="'block_shape' dimension 0 is 300; a TMA box has 1 to 256 elements "
+                                               "per dimension, or a multiple of 256"):
+        TensorDescriptor.from_tensor(bf16(1024, 64), [300, 64])
 
 
 def test_inner_box_under_16_bytes_is_rejected_when_the_box_is_used():

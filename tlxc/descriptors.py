@@ -42,11 +42,13 @@ from .ir.tensormap import (  # noqa: F401
     ALIGNMENT,
     MAX_BOX_DIM,
     MAX_RANK,
+    box_dim_error,
     box_swizzle,
     choose_swizzle,
     narrow_for_stores,
     splits_into_spans,
     store_width_message,
+    wide_inner_error,
 )
 from .ir.types import ScalarType, TensorDescType
 
@@ -258,6 +260,10 @@ class TensorDescriptor:
             raise LaunchError(f"TensorDescriptor: 'swizzle' must be 0, or the inner box width in bytes "
                               f"({inner}) when that is 32, 64 or 128, or 128 for a wider box of 128-byte "
                               f"multiples over a multiple of 8 rows; got {swizzle}")
+        why = wide_inner_error(self.block_shape, self.dtype.bytes, swizzle)
+        if why:
+            raise LaunchError(f"TensorDescriptor: 'block_shape' {list(self.block_shape)} of {self.dtype} with "
+                              f"swizzle {swizzle}: {why}")
         ir_type = TensorDescType(self.dtype, self.block_shape, swizzle)
         # a shape TMA stores overrun (store_rule_error) keys launches apart: the first launch of
         # a kernel with such a descriptor takes the slow path, which refuses it if the kernel
@@ -329,9 +335,9 @@ class TensorDescriptor:
 
     def _check_box_dims(self) -> None:
         for dim, box in enumerate(self.block_shape):
-            if not 1 <= box <= MAX_BOX_DIM:
-                raise _fail("block_shape", f"dimension {dim} is {box}; TMA boxes have 1 to {MAX_BOX_DIM} "
-                                           f"elements per dimension")
+            why = box_dim_error(dim, box)
+            if why:
+                raise _fail("block_shape", why.replace(f"block_shape[{dim}]", f"dimension {dim}"))
 
     def _check_box_width(self) -> None:
         inner = self.block_shape[-1] * self.dtype.bytes

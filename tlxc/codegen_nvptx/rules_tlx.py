@@ -15,6 +15,8 @@ Warp specialization (``lower_warp_specialized``) splits the kernel body:
 """
 from __future__ import annotations
 
+import itertools
+
 from ..codegen_c import c_types as C
 from ..codegen_c import rules_buffers as buffers
 from ..codegen_c.lower import Scope, const_table, elem, lowering, registers
@@ -153,9 +155,12 @@ def _tma_pieces(lw, op, desc_type, view, offsets) -> list[tuple[str, str]]:
     """The copies one TMA box takes: (shared pointer, coordinates) per copy.
 
     The TMA unit lays the box out with the descriptor's swizzle; the buffer's readers must
-    use the same one (``shared-layouts`` makes them agree).  A box wider than its swizzle span
-    (``TensorDescType.copy_box``: the host map's box is the span-wide sub-box) is one copy per
-    sub-box, sub-box ``j`` (columns ``j * cols ..``) into column block ``j`` of the buffer."""
+    use the same one (``shared-layouts`` makes them agree).  A box is copied in pieces of the
+    map's box (``TensorDescType.copy_box``): along an outer dimension longer than 256 elements,
+    piece ``i`` (its rows ``i * 256 ..``) into the rows it covers of the row-major buffer; along
+    the inner dimension, a box wider than its swizzle span as span-wide sub-boxes, sub-box ``j``
+    (columns ``j * cols ..``) into column block ``j`` of the buffer, or a single-row box wider
+    than 256 elements as consecutive 256-element runs."""
     swizzle = lw.view_swizzle.get(id(view), 0)
     if desc_type.swizzle != swizzle:
         raise CompilationError(f"the TMA descriptor ({desc_type}) swizzles its box by {desc_type.swizzle} bytes "
@@ -163,27 +168,38 @@ def _tma_pieces(lw, op, desc_type, view, offsets) -> list[tuple[str, str]]:
                                f"shared-layouts pass should have made them agree)", op.loc)
     base = lw.views[id(view)][0]
     coords = _tma_coords(lw, offsets)
-    copy_cols, box_cols = desc_type.copy_box[-1], desc_type.block_shape[-1]
+    box, copy = desc_type.block_shape, desc_type.copy_box
+    copy_cols, box_cols = copy[-1], box[-1]
     block = lw.view_block.get(id(view))
-    if copy_cols == box_cols:
-        if block:
-            raise CompilationError(f"this shared buffer is stored as {block[0]}-column blocks (its rows are wider "
-                                   f"than the 128-byte swizzle); a TMA copy of a {box_cols}-column box must "
-                                   f"target one block: tlx.local_slice(buf, [0, j * {block[0]}], [rows, "
-                                   f"{block[0]}]), or copy a box as wide as the buffer", op.loc)
-        return [(base, _shifted(coords, 0))]
-    if not block or block[0] != copy_cols or view.type.shape[-1] != box_cols:
+    if copy_cols == box_cols and block:
+        raise CompilationError(f"this shared buffer is stored as {block[0]}-column blocks (its rows are wider "
+                               f"than the 128-byte swizzle); a TMA copy of a {box_cols}-column box must "
+                               f"target one block: tlx.local_slice(buf, [0, j * {block[0]}], [rows, "
+                               f"{block[0]}]), or copy a box as wide as the buffer", op.loc)
+    if desc_type.splits_columns and (not block or block[0] != copy_cols or view.type.shape[-1] != box_cols):
         raise CompilationError(f"the TMA box of {desc_type} is copied as {box_cols // copy_cols} sub-boxes "
                                f"{copy_cols} columns wide, into a buffer stored as {copy_cols}-column blocks "
                                f"as wide as the box; got {view.type} (a tlxc bug if the shapes agree: the "
                                f"shared-layouts pass stores such buffers column-blocked)", op.loc)
-    return [(f"{base} + {j * block[1]}" if j else base, _shifted(coords, j * copy_cols))
-            for j in range(box_cols // copy_cols)]
+    # rows of the box below each outer dimension (the buffer is row-major in them)
+    below = [1] * (len(box) - 1)
+    for d in range(len(box) - 3, -1, -1):
+        below[d] = below[d + 1] * box[d + 1]
+    row_width = copy_cols if desc_type.splits_columns else box_cols       # elements of a buffer row
+    pieces = []
+    for starts in itertools.product(*(range(0, b, c) for b, c in zip(box[:-1], copy[:-1]))):
+        row = sum(s * n for s, n in zip(starts, below))
+        for j, col in enumerate(range(0, box_cols, copy_cols)):
+            offset = row * row_width + (j * block[1] if desc_type.splits_columns else col)
+            pieces.append((f"{base} + {offset}" if offset else base, _shifted(coords, [*starts, col])))
+    return pieces
 
 
-def _shifted(coords: list[str], shift: int) -> str:
-    """TMA coordinates (innermost first) with the innermost moved ``shift`` elements on."""
-    return ", ".join([f"{coords[0]} + {shift}" if shift else coords[0], *coords[1:]])
+def _shifted(coords: list[str], shifts: list[int]) -> str:
+    """TMA coordinates (innermost first) with each IR dimension's moved ``shifts[d]`` elements on
+    (``shifts`` outermost first, as the IR's offsets)."""
+    moved = [f"{c} + {s}" if s else c for c, s in zip(coords, reversed(shifts))]
+    return ", ".join(moved + coords[len(moved):])
 
 
 @lowering("tlx.async_descriptor_load", vendor="nvidia")
@@ -230,9 +246,10 @@ def async_descriptor_prefetch_tensor(lw, op):
     cond = f"{lw.scope.tid_var} == 0" + (f" && {lw.name(op.operands[-1])}" if op.attrs.get("has_pred") else "")
     helper = _tma_helper(lw, op, "tlx_tma_prefetch", len(offsets))
     coords = _tma_coords(lw, offsets)
-    copy_cols, box_cols = desc.type.copy_box[-1], desc.type.block_shape[-1]
-    # the map's box is the sub-box of a split box: prefetch each one
-    calls = [f"{helper}({tensormap_address(lw, desc)}, {_shifted(coords, j * copy_cols)});" for j in range(box_cols // copy_cols)]
+    box, copy = desc.type.block_shape, desc.type.copy_box
+    # the map's box is a piece of a split box: prefetch each one
+    calls = [f"{helper}({tensormap_address(lw, desc)}, {_shifted(coords, list(starts))});"
+             for starts in itertools.product(*(range(0, b, c) for b, c in zip(box, copy)))]
     _issue(lw, cond, calls)
 
 

@@ -132,6 +132,11 @@ class Calls:
                 return B.call_dtype(self.ctx, fn, unwrap(args[0]))
             except SemanticError as exc:
                 raise self.error(str(exc), node) from error_cause(exc)
+        if isinstance(fn, type) and issubclass(fn, tuple) and hasattr(fn, "_fields"):
+            try:        # a NamedTuple of kernel values (Triton builds them in kernels): fields as given
+                return fn(*args, **kwargs)
+            except TypeError as exc:
+                raise self.error(f"{fn.__name__}(...): {exc}", node) from None
         if callable(fn):
             values = [unwrap(a) for a in args] + [unwrap(v) for v in kwargs.values()]
             runtime = [v for v in values if isinstance(v, Tensor)]

@@ -54,18 +54,46 @@ def box_swizzle(block_shape: Sequence[int], element_bytes: int) -> int:
     return choose_swizzle(block_shape[-1] * element_bytes)
 
 
+def box_dim_error(dim: int, box: int) -> str | None:
+    """Why ``block_shape[dim] = box`` cannot be copied: TMA copies at most ``MAX_BOX_DIM`` elements
+    per dimension, so a longer dimension is copied as ``MAX_BOX_DIM``-element pieces (one copy
+    each, as Triton does) and must be a multiple of that."""
+    if box < 1 or (box > MAX_BOX_DIM and box % MAX_BOX_DIM):
+        return (f"block_shape[{dim}] is {box}; a TMA box has 1 to {MAX_BOX_DIM} elements per dimension, or a "
+                f"multiple of {MAX_BOX_DIM} (copied as {MAX_BOX_DIM}-element pieces)")
+    return None
+
+
+def wide_inner_error(block_shape: Sequence[int], element_bytes: int, swizzle: int) -> str | None:
+    """Why an inner box dimension of more than ``MAX_BOX_DIM`` elements cannot be copied with this
+    swizzle: its pieces land as the buffer expects only as the 128-byte spans of a swizzled box
+    (``splits_into_spans``) or, unswizzled, when the box is a single row (each piece contiguous)."""
+    if block_shape[-1] <= MAX_BOX_DIM or (swizzle and splits_into_spans(block_shape, element_bytes)):
+        return None
+    rows = 1
+    for d in block_shape[:-1]:
+        rows *= d
+    if rows == 1:
+        return None
+    return (f"block_shape[{len(block_shape) - 1}] is {block_shape[-1]} (over {MAX_BOX_DIM}) in a box of {rows} rows; "
+            f"TMA copies such a box as pieces only along its outer dimensions, or along the inner one as "
+            f"128-byte swizzled spans (128-byte multiples wide over a multiple of 8 rows) or in a single row")
+
+
 def box_error(block_shape: Sequence[int], element) -> str | None:
-    """Why a box of ``block_shape`` x ``element`` cannot be a tensor map's, or None."""
+    """Why a box of ``block_shape`` x ``element`` (with its default swizzle, ``box_swizzle``)
+    cannot be a tensor map's, or None."""
     if str(element) not in ELEMTYPE_CODES:
         return f"TMA does not copy {element} elements"
     for dim, box in enumerate(block_shape):
-        if not 1 <= box <= MAX_BOX_DIM:
-            return f"block_shape[{dim}] is {box}; TMA boxes have 1 to {MAX_BOX_DIM} elements per dimension"
+        why = box_dim_error(dim, box)
+        if why:
+            return why
     inner = block_shape[-1] * element.bytes
     if inner < ALIGNMENT or inner % ALIGNMENT:
         return (f"the box's inner dimension is {block_shape[-1]} x {element} = {inner} bytes; TMA needs at "
                 f"least {ALIGNMENT} bytes and a multiple of {ALIGNMENT}")
-    return None
+    return wide_inner_error(block_shape, element.bytes, box_swizzle(block_shape, element.bytes))
 
 
 # A TMA store writes whole 16-byte chunks of the innermost dimension: past a shape whose inner
@@ -98,5 +126,5 @@ def tma_store_targets(kernel) -> tuple[set, bool]:
 
 
 __all__ = ["ALIGNMENT", "ELEMTYPE_CODES", "FILL_CODES", "MAX_BOX_DIM", "MAX_RANK", "MAX_STRIDE_BYTES",
-           "SWIZZLE_CODES", "TENSORMAP_BYTES", "box_error", "box_swizzle", "choose_swizzle", "narrow_for_stores", "splits_into_spans",
-           "store_width_message", "tma_store_targets"]
+           "SWIZZLE_CODES", "TENSORMAP_BYTES", "box_dim_error", "box_error", "box_swizzle", "choose_swizzle",
+           "narrow_for_stores", "splits_into_spans", "store_width_message", "tma_store_targets", "wide_inner_error"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from .tensormap import MAX_BOX_DIM
+
 
 class Type:
     """Base of all IR types."""
@@ -387,11 +389,19 @@ class TensorDescType(Type):
 
     @property
     def copy_box(self) -> tuple[int, ...]:
-        """The box one TMA copy moves (the host map's ``boxDim``): ``block_shape``, or, when the
-        inner box is wider than its swizzle span (a 128B-swizzled ``[64, 256]`` f16 box), the
-        span-wide sub-box; the compiler issues one copy per sub-box (``passes/shared_layouts.py``)."""
-        span = self.swizzle // self.element.bytes if self.swizzle else self.block_shape[-1]
-        return (*self.block_shape[:-1], min(self.block_shape[-1], span))
+        """The box one TMA copy moves (the host map's ``boxDim``): ``block_shape``, but at most
+        256 elements per dimension (``ir/tensormap.py: box_dim_error``: a ``[512, 32]`` box is two
+        ``[256, 32]`` copies) and, when the inner box is wider than its swizzle span (a
+        128B-swizzled ``[64, 256]`` f16 box), the span-wide sub-box; the compiler issues one copy
+        per piece (``codegen_nvptx/rules_tlx.py: _tma_pieces``, ``passes/shared_layouts.py``)."""
+        span = self.swizzle // self.element.bytes if self.swizzle else MAX_BOX_DIM
+        return (*(min(d, MAX_BOX_DIM) for d in self.block_shape[:-1]), min(self.block_shape[-1], span))
+
+    @property
+    def splits_columns(self) -> bool:
+        """Whether the box is copied as span-wide column pieces of a swizzled box (into a
+        column-blocked buffer), rather than whole rows."""
+        return bool(self.swizzle) and self.copy_box[-1] != self.block_shape[-1]
 
     def fits_buffer(self, shape, element) -> bool:
         """Whether a buffer of ``shape`` x ``element`` holds exactly one box."""

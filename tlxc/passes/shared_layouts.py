@@ -206,7 +206,7 @@ def choose_swizzles(kernel) -> None:
             alloc = root.get(id(view))
             if alloc is not None:
                 _demand(demands, alloc, desc.type.swizzle, op, f"its TMA descriptor {desc.type}")
-                if desc.type.copy_box != desc.type.block_shape:
+                if desc.type.splits_columns:
                     split.append((alloc, op))
         elif op.name in MMA_OPS or (op.name == "tlx.local_load" and _ldmatrix_operand(root, op)):
             unit = MMA_OPS.get(op.name, "ldmatrix")

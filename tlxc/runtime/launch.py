@@ -35,6 +35,7 @@ from ..ir.types import PointerType, ScalarType
 from ..options import REFUSED_OPTIONS
 from . import nvtx
 from .tma_legacy import is_copy, is_legacy, resolve, resolve_copy
+from .tuple_args import flatten, runtime_tuples
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
                   "launch_cooperative_grid", "launch_pdl", "interpret", "ctas_per_cga", "launch_cluster",
@@ -904,6 +905,10 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
         kernel_kwargs = {k: v for k, v in kwargs.items() if k not in options}
     bound = args if not kernel_kwargs and len(args) == len(kfn.param_names) else _bind(kfn, args, kernel_kwargs)
     bound = tuple(_require_given(kfn, v, n) for v, n in zip(bound, kfn.param_names))
+    structures = runtime_tuples(kfn, bound)
+    if structures:          # tuples of tensors: one parameter per leaf, in a generated kernel (tuple_args.py)
+        flat, flat_args = flatten(kfn, bound, structures)
+        return flat[grid](*flat_args, **options)
     if any(is_legacy(v) or is_copy(v) for v in bound):
         # Triton <= 3.3 host-filled descriptors (and Triton 3.0's device copies of their bytes): the
         # grid function fills them (runtime/tma_legacy.py), so it runs first; each becomes the

@@ -173,8 +173,18 @@ def _warm_key(kfn, args: tuple, kwargs: dict, grid, arch) -> tuple | None:
 
 
 def warmup(kfn, args: tuple, kwargs: dict, grid, arch: str | None = None) -> CompiledKernelHandle:
-    """Compile ``kfn`` for these arguments without launching it (module docstring)."""
+    """Compile ``kfn`` for these arguments without launching it (module docstring).  Tuples of
+    tensors among them: the generated flat kernel's handle (runtime/tuple_args.py), which
+    launches with the tuples' leaves in their place."""
     from .launch import _refresh
+    from .tuple_args import flatten, runtime_tuples
+    if any(isinstance(v, tuple) for v in (*args, *kwargs.values())):
+        bound = _bind(kfn, args, kwargs)
+        structures = runtime_tuples(kfn, tuple(bound.get(n) for n in kfn.param_names))
+        if structures:
+            options = {k: v for k, v in kwargs.items() if k not in kfn.signature.parameters}
+            flat, flat_args = flatten(kfn, tuple(bound[n] for n in kfn.param_names), structures)
+            return flat.warmup(*flat_args, grid=grid, arch=arch, **options)
     _refresh(kfn)             # compiled for globals or environment variables that changed since: forgotten
     key = _warm_key(kfn, args, kwargs, grid, arch)
     if key is not None:

@@ -23,6 +23,7 @@
 //     kernels of up to 16 warps run.
 //   * TMA copies swizzle 128, 64 or 32 bytes, and wgmma reads operands in all three swizzles.
 //   * ldmatrix (.x4, .trans) is a warp operation: the lanes' row addresses exchanged, then read.
+//   * TMA prefetches (to L2) are nothing.
 //   * TMA tile stores (and float32 reduce-adds) read shared memory when a bulk wait_group retires their
 //     group (or at the CTA's end) and skip elements outside the tensor.
 // Helpers not emulated (other TMA reductions, tcgen05, clusters, ...) fail the host compile by name.
@@ -611,6 +612,12 @@ static inline void tlx_tma_load_5d(void* dst, const void* map, unsigned long lon
                                    int c4) {
   int c[5] = {c0, c1, c2, c3, c4}; tlx_tma_load(dst, map, bar, c, 5);
 }
+// L2 prefetches of a box (cp.async.bulk.prefetch.tensor) move no data the kernel sees: nothing to emulate
+static inline void tlx_tma_prefetch_1d(const void*, int) {}
+static inline void tlx_tma_prefetch_2d(const void*, int, int) {}
+static inline void tlx_tma_prefetch_3d(const void*, int, int, int) {}
+static inline void tlx_tma_prefetch_4d(const void*, int, int, int, int) {}
+static inline void tlx_tma_prefetch_5d(const void*, int, int, int, int, int) {}
 static inline void tlx_bar_sync(unsigned id, unsigned threads) { cuemu::named_bar(id, threads, true); }
 static inline void tlx_bar_arrive(unsigned id, unsigned threads) { cuemu::named_bar(id, threads, false); }
 template <int N> static inline void tlx_setmaxnreg_inc() {}
