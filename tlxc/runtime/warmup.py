@@ -179,10 +179,10 @@ def warmup(kfn, args: tuple, kwargs: dict, grid, arch: str | None = None) -> Com
     from .launch import _refresh
     from .tuple_args import flatten, runtime_tuples
     if any(isinstance(v, tuple) for v in (*args, *kwargs.values())):
-        bound = _bind(kfn, args, kwargs)
+        options = {k: v for k, v in kwargs.items() if k not in kfn.signature.parameters}
+        bound = _bind(kfn, args, {k: v for k, v in kwargs.items() if k not in options})
         structures = runtime_tuples(kfn, tuple(bound.get(n) for n in kfn.param_names))
         if structures:
-            options = {k: v for k, v in kwargs.items() if k not in kfn.signature.parameters}
             flat, flat_args = flatten(kfn, tuple(bound[n] for n in kfn.param_names), structures)
             return flat.warmup(*flat_args, grid=grid, arch=arch, **options)
     _refresh(kfn)             # compiled for globals or environment variables that changed since: forgotten
