@@ -40,7 +40,7 @@ The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
                                         [--budget-s 180] [--jobs 8] [--s 256,512] [--d 64,128] [--groups 1]
                                         [--no-varlen] [--no-decode] [--no-ab] [--decode-variant N] [--decode-splits N,..]
-                                        [--decode-rings KxS,..] [--pin] [--skew]
+                                        [--decode-rings KxS,..] [--pin] [--skew] [--diag]
 
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
 ``--no-ab``, each dense MHA case whose default configuration differs from session 11's also times that
@@ -50,7 +50,9 @@ stores O through pointers, the default with ``tma_store=True`` (column ``tma``, 
 faster; ``--pin``, also with ``--no-ab``: column ``pin``, every dense case, the default with
 ``pin_softmax=True``, < 1: pinned faster; ``pin_ov`` the same with ``overlap=True`` at tiles up to 128
 wide); ``--skew``: column ``skew``, the default with ``skew=True`` (the second consumer one issue turn behind
-the first), and at D = 64 with 128-key blocks ``skew3``, the same with three K/V stages.  (The run of
+the first), and at D = 64 with 128-key blocks ``skew3``, the same with three K/V stages; ``--diag``: columns
+``diag1/2/4``, the default with one stage of each item left out (``AttnConfig.diag``: no O / lse epilogue, no
+first-block softmax, no lone last P V; outputs not checked), so 1 - ratio is that stage's share.  (The run of
 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
 docs/performance.md; ``--configs`` still has them.)
 
@@ -315,6 +317,10 @@ def main() -> None:
                         help="do not time session 11's configuration (s11) nor TMA stores (tma)")
     parser.add_argument("--exp-fma", default="",
                         help="also time the default with exp_fma=k for these k (comma-separated; column fma<k>)")
+    parser.add_argument("--diag", action="store_true",
+                        help="also time the default with one stage of each item left out (columns diag1: no O / lse "
+                             "epilogue, diag2: no first-block softmax, diag4: no lone last P V; outputs not checked; "
+                             "1 - ratio = that stage's share of the time)")
     parser.add_argument("--skew", action="store_true",
                         help="also time the default with skew=True (column skew; D = 64 with 128-key blocks also "
                              "skew3: three K/V stages; < 1: skewed faster)")
@@ -342,6 +348,8 @@ def main() -> None:
             pin.append(("skew", dataclasses.replace(default, skew=True)))
             if default.head_dim == 64 and default.block_n == 128:          # ... with a third K/V stage of slack
                 pin.append(("skew3", dataclasses.replace(default, skew=True, stages=3)))
+        if args.diag and not default.overlap:      # stages left out: their cost is the time saved
+            pin += [(f"diag{bit}", dataclasses.replace(default, diag=bit)) for bit in (1, 2, 4)]
         if args.no_ab:
             return pin
         old = s11_config(AttnConfig, choose_config, D, causal, S)
@@ -358,7 +366,7 @@ def main() -> None:
     jobs += [("decode", *case, args.decode_variant) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
              for B, H, Hkv, S, D, causal in cases for n, c in ab_configs(D, causal, S)
-             if H == Hkv or n.startswith(("pin", "fma", "skew"))]
+             if H == Hkv or n.startswith(("pin", "fma", "skew", "diag"))]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -442,7 +450,7 @@ def main() -> None:
         alternatives = []
         if "tlxc" in fns:
             alternatives += [(n, c) for n, c in ab_configs(D, causal, S)
-                             if H == Hkv or n.startswith(("pin", "fma", "skew"))]  # s11/tma: MHA
+                             if H == Hkv or n.startswith(("pin", "fma", "skew", "diag"))]  # s11/tma: MHA
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)
@@ -452,7 +460,7 @@ def main() -> None:
         for name, c in alternatives:
             try:
                 o2, _ = attention_forward(q, k, v, causal=causal, config=c)
-                if ((o2.float() - ref).norm() / ref.norm()).item() < 1e-2:
+                if name.startswith("diag") or ((o2.float() - ref).norm() / ref.norm()).item() < 1e-2:
                     fns[name] = lambda q=q, k=k, v=v, c=c, causal=causal: attention_forward(q, k, v, causal=causal,
                                                                                         config=c)
                 else:
@@ -769,7 +777,10 @@ def summarize(results, card, t0) -> None:
                           ("pin", "the default with pin_softmax=True, time / default time"),
                           ("pin_ov", "the default with pin_softmax=True and overlap=True, time / default time"),
                           ("skew", "the default with skew=True, time / default time"),
-                          ("skew3", "the default with skew=True and 3 K/V stages, time / default time")):
+                          ("skew3", "the default with skew=True and 3 K/V stages, time / default time"),
+                          ("diag1", "the default without the O / lse epilogue, time / default time"),
+                          ("diag2", "the default without the first block's softmax, time / default time"),
+                          ("diag4", "the default without the lone last P V, time / default time")):
             ab = [r["ratios"][col] for r in rows if col in r["ratios"]]
             if ab:
                 print(f"  {col}: {what}, geomean {geomean(ab):.3f}, min {min(ab):.3f}, max {max(ab):.3f} "

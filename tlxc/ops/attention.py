@@ -66,6 +66,7 @@ class AttnConfig:
     pin_softmax: bool = False  # a shared store of l_i before P V's wait: ptxas keeps the softmax ahead of it
     exp_fma: int = 0      # k >= 2: every k-th exponential of a thread on the FMA pipe (tlx.fast_exp2); 0: none
     skew: bool = False    # two consumers: the second issues one turn behind the first (item starts overlap products)
+    diag: int = 0         # benchmarks only: DIAG bits leaving a stage of each item out (the output is wrong)
 
     def skips_diagonal(self, causal: bool) -> bool:
         """Whether a causal launch lets each consumer stop at its own rows' diagonal: with key
@@ -793,6 +794,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     if c.skew and (c.block_m != 128 or c.overlap):
         raise _fail("config skew takes two consumers (block_m 128) and no overlap (the overlapped last product is "
                     "already issued with the next item's first)")
+    if c.diag and (not isinstance(c.diag, int) or c.diag < 0 or c.diag > 7 or c.overlap):
+        raise _fail(f"config diag (a benchmark's diagnostic) takes bits 1, 2, 4 and no overlap, got {c.diag!r}")
     if c.exp_fma < 0 or c.exp_fma == 1:
         raise _fail(f"config exp_fma must be 0 (off) or at least 2, got {c.exp_fma}")
     if fp8 and c.prefetch:
@@ -839,7 +842,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
         sched = _table_on(q.device, schedule, Sq, Sk, B * H, c.block_m, c.block_n, causal, n_programs, group_h,
                           (win_left, win_right))
     fp8_meta = {"FP8": fp8, "O_DTYPE": DTYPES[o_dtype] if fp8 else None, "DESCALE": descale is not None,
-                "EXP_FMA": c.exp_fma, "SKEW": c.skew, "O_ALIGN": stride_align(o4)}
+                "EXP_FMA": c.exp_fma, "SKEW": c.skew, "O_ALIGN": stride_align(o4), "DIAG": c.diag}
     _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, cu_v, descale, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,

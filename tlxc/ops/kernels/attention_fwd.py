@@ -66,6 +66,10 @@ generalized:
   (sequence, kv head) from ``descale_ptr`` (float32 ``[B * Hkv, 2]``), scaling the scores and ``O``;
 * ``EXP_FMA`` (opt-in, ``AttnConfig.exp_fma = k``): the softmax's exponentials with every k-th register
   of a thread on the FMA pipe (``tlx.fast_exp2``), the rest on MUFU;
+* ``DIAG`` (benchmarks only, ``AttnConfig.diag``; the output is then wrong): bits that leave one stage
+  of an item out, so that its cost is the time difference: 1 no O / lse epilogue, 2 no softmax of the
+  first key block (its scores go to ``P V`` as they are), 4 no lone last ``P V`` (its turn and slot
+  still pass);
 * ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
   with the next item's first ``S = Q Kᵀ``; its output is stored after that item's first
   softmax, the program's last one after its loop (one issue round fewer per item).
@@ -316,13 +320,15 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     O_PARTS: tl.constexpr = 1, DIAG_SKIP: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
                     WIN_LEFT: tl.constexpr = -1, WIN_RIGHT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0,
                     FP8: tl.constexpr = False, O_DTYPE: tl.constexpr = None, DESCALE: tl.constexpr = False,
-                    EXP_FMA: tl.constexpr = 0, SKEW: tl.constexpr = False, O_ALIGN: tl.constexpr = 1):
+                    EXP_FMA: tl.constexpr = 0, SKEW: tl.constexpr = False, O_ALIGN: tl.constexpr = 1,
+                    DIAG: tl.constexpr = 0):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     WINDOW: tl.constexpr = WIN_LEFT >= 0 or WIN_RIGHT >= 0                  # a row may see no key (o = 0)
     O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
     tl.static_assert(O_PARTS == 1 or (O_PARTS == 2 and O_TMA and not OVERLAP),
                      "O_PARTS = 2 (two O accumulators) is for the TMA-stored epilogue without OVERLAP")
     tl.static_assert(not DIAG_SKIP or (CAUSAL and not OVERLAP), "DIAG_SKIP is for causal items without OVERLAP")
+    tl.static_assert(DIAG == 0 or not OVERLAP, "DIAG (a diagnostic) leaves stages of the non-overlapped item out")
     CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
     ELEM: tl.constexpr = 1 if FP8 else 2                                    # bytes of an input element
     IN_BOX: tl.constexpr = (128 if HEAD_DIM >= 128 else 64) if FP8 else D_BOX    # Q/K box: <= 128-byte rows
@@ -477,9 +483,14 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     tlx.barrier_arrive(k_empty[slot])
                     s = capped_scores(s, cap_i, SOFTCAP)
                     s = masked_scores(s, kb0, row0, sk, BLOCK_N, HALF_M, CAUSAL, WIN_LEFT, WIN_RIGHT)
-                    m_i = tl.max(s, 1) * qk_i
-                    p = exp2_split(s * qk_i - finite_max(m_i, WINDOW)[:, None], EXP_FMA)
-                    l_i = tl.sum(p, 1)
+                    if DIAG & 2:    # (diagnostic) the first block's softmax left out
+                        m_i = tl.zeros((HALF_M,), dtype=tl.float32)
+                        p = s
+                        l_i = tl.full((HALF_M,), 1.0, tl.float32)
+                    else:
+                        m_i = tl.max(s, 1) * qk_i
+                        p = exp2_split(s * qk_i - finite_max(m_i, WINDOW)[:, None], EXP_FMA)
+                        l_i = tl.sum(p, 1)
                     if OVERLAP:
                         if PIN_SOFTMAX:     # (as in the key loop) the softmax stays above the wait below
                             tlx.local_store(pin_smem[cid], l_i)
@@ -550,14 +561,16 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     else:
                         tlx.barrier_wait(v_full[last], last_phase)
                         tlx.named_barrier_wait(turn, 256)
-                        if O_PARTS == 2:
-                            acc, acc_hi = pv_halves(p.to(DTYPE), v_smem[last], acc, acc_hi, BLOCK_N, O_COLS, FP8)
-                        else:
-                            acc = pv(p.to(DTYPE), v_smem[last], acc, FP8)
+                        if (DIAG & 4) == 0:     # (the diagnostic without the lone last P V passes the turn)
+                            if O_PARTS == 2:
+                                acc, acc_hi = pv_halves(p.to(DTYPE), v_smem[last], acc, acc_hi, BLOCK_N, O_COLS, FP8)
+                            else:
+                                acc = pv(p.to(DTYPE), v_smem[last], acc, FP8)
                         tlx.named_barrier_arrive(next_turn, 256)
-                        acc = tlx.async_dot_wait(0, acc)
-                        if O_PARTS == 2:
-                            acc_hi = tlx.async_dot_wait(0, acc_hi)
+                        if (DIAG & 4) == 0:
+                            acc = tlx.async_dot_wait(0, acc)
+                            if O_PARTS == 2:
+                                acc_hi = tlx.async_dot_wait(0, acc_hi)
                         tlx.barrier_arrive(v_empty[last])      # (before the skipped blocks: their V may need it)
                         if DIAG_SKIP:   # the blocks past my diagonal (the other consumers' rows need them):
                             for j in range(my_blocks, n_blocks):    # my turns passed on, the slots released
@@ -568,22 +581,23 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                                 tlx.barrier_arrive(k_empty[slot])
                                 tlx.barrier_wait(v_full[slot], phase)
                                 tlx.barrier_arrive(v_empty[slot])
-                        if O_TMA:
-                            inv_l = o_scale(l_i, v_scale, WINDOW, DESCALE)
-                            if O_PARTS == 2:          # (dense only) the buffer twice, a half at a time
-                                store_o_tma(o_desc, o_smem[cid], (acc * inv_l[:, None]).to(OUT), bz, h, q_row + row0,
-                                            0, O_COLS, D_REAL, HALF_M)
-                                store_o_tma(o_desc, o_smem[cid], (acc_hi * inv_l[:, None]).to(OUT), bz, h,
-                                            q_row + row0, O_COLS, O_COLS, D_REAL, HALF_M)
+                        if (DIAG & 1) == 0:     # (the diagnostic without the epilogue stores nothing)
+                            if O_TMA:
+                                inv_l = o_scale(l_i, v_scale, WINDOW, DESCALE)
+                                if O_PARTS == 2:          # (dense only) the buffer twice, a half at a time
+                                    store_o_tma(o_desc, o_smem[cid], (acc * inv_l[:, None]).to(OUT), bz, h, q_row + row0,
+                                                0, O_COLS, D_REAL, HALF_M)
+                                    store_o_tma(o_desc, o_smem[cid], (acc_hi * inv_l[:, None]).to(OUT), bz, h,
+                                                q_row + row0, O_COLS, O_COLS, D_REAL, HALF_M)
+                                else:
+                                    store_o_staged(o_desc, o_smem[cid], o_ptr, (acc * inv_l[:, None]).to(OUT), bz, h,
+                                                   q_row, row0, sq, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM,
+                                                   HALF_M, VARLEN)
                             else:
-                                store_o_staged(o_desc, o_smem[cid], o_ptr, (acc * inv_l[:, None]).to(OUT), bz, h,
-                                               q_row, row0, sq, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM,
-                                               HALF_M, VARLEN)
-                        else:
-                            store_o(o_ptr, (acc * o_scale(l_i, v_scale, WINDOW, DESCALE)[:, None]).to(OUT), bz, h,
-                                    q_row, row0, sq, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
-                        store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
-                                  stride_lh, HALF_M)
+                                store_o(o_ptr, (acc * o_scale(l_i, v_scale, WINDOW, DESCALE)[:, None]).to(OUT), bz, h,
+                                        q_row, row0, sq, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
+                            store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
+                                      stride_lh, HALF_M)
                     kv += n_blocks
                     qi += 1
                 elif VARLEN or WINDOW:
