@@ -126,3 +126,47 @@ def test_descriptor_geometry_on_the_gpu():
         double_rows[(1,)](TensorDescriptor.from_tensor(got, [16, 64]), out, BM=16)
         assert out.tolist() == [40, 48, 48, 1]
         assert torch.equal(got, x * 2)
+
+
+@tlxc.jit
+def tlx_made_geometry(x_ptr, out_ptr, M, N, B: tl.constexpr):
+    """``.shape`` / ``.strides`` of a descriptor TLX's op built: the sizes it was made with."""
+    d = tlx.make_tensor_descriptor(desc_ptr=None, base=x_ptr, shape=[M, N], strides=[N, 1], block_shape=[B, B])
+    for i in tl.static_range(2):
+        tl.store(out_ptr + i, d.shape[i])
+        tl.store(out_ptr + 2 + i, d.strides[i])
+
+
+def test_the_geometry_of_a_tlx_made_descriptor():
+    x = torch.zeros(37, 48)
+    out = torch.zeros(4, dtype=torch.int64)
+    tlxc.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8))
+    try:
+        tlx_made_geometry[(1,)](x, out, 37, 48, B=16)
+    finally:
+        tlxc.set_allocator(None)
+    assert out.tolist() == [37, 48, 48, 1]
+
+
+def test_the_geometry_of_a_tlx_made_descriptor_compiles_for_sm90a():
+    x = torch.zeros(37, 48)
+    h = tlx_made_geometry.warmup(x, torch.zeros(4, dtype=torch.int64), 37, 48, B=16, grid=(1,))
+    signature = re.search(r"__global__ void (?:__launch_bounds__\(\d+\) )?\w+\(([^)]*)\)", h.asm["cuda"]).group(1)
+    assert signature == "float* x_ptr, long long* out_ptr, int M, int N"    # the sizes themselves: nothing hidden
+    assert h.n_spills == 0
+
+
+def test_the_hidden_parameters_on_the_cuda_emulation():
+    """The emulation fills the hidden parameters from the descriptor argument, as the launch appends
+    them: the CUDA text's loop to desc.shape[0] doubles every row and stores the geometry."""
+    from tlxc.codegen_nvptx.emu import run as emu
+    if not emu.available():
+        pytest.skip("no host C++ compiler")
+    x = torch.arange(40 * 48, dtype=torch.float32).reshape(40, 48)
+    got = x.clone()
+    out = torch.full((4,), -1, dtype=torch.int32)
+    desc = TensorDescriptor.from_tensor(got, [16, 64])
+    c = _compiled(double_rows, desc, out, BM=16)
+    emu.build(c.asm["cuda"]).run({"desc": desc, "out_ptr": out}, grid=(1, 1, 1), threads=128)
+    assert out.tolist() == [40, 48, 48, 1]
+    assert torch.equal(got, x * 2)

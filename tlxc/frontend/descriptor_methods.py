@@ -88,11 +88,14 @@ def attribute(desc: Tensor, attr: str, ctx):
     if attr == "block_shape":
         return tuple(t.block_shape)
     if attr in ("shape", "strides"):
+        made = getattr(desc.value, "owner", None)
+        if getattr(made, "name", None) == "tlx.make_tensor_descriptor":   # (TLX's op): the sizes it was made with
+            return tuple(Tensor(v) for v in (made.shape if attr == "shape" else made.strides))
         if not (isinstance(desc.value, BlockArgument) and desc.value.owner is ctx.entry):
             raise SemanticError(f"a tensor descriptor's '{attr}' is known of a descriptor kernel argument (a "
-                                f"tlxc.TensorDescriptor) or of one tl.make_tensor_descriptor built; this one is "
-                                f"neither (made by a tlx op, or carried through a loop or a branch): use the sizes "
-                                f"it was made with")
+                                f"tlxc.TensorDescriptor) or of one tl.make_tensor_descriptor / "
+                                f"tlx.make_tensor_descriptor built; this one is neither (reinterpreted from a "
+                                f"slot, or carried through a loop or a branch): use the sizes it was made with")
         kind, result = ("shape", T.i32) if attr == "shape" else ("stride", T.i64)
         return tuple(Tensor(ctx.b.value("tl.descriptor_dim", [desc.value], result, kind=kind, dim=d))
                      for d in range(len(t.block_shape)))

@@ -95,9 +95,9 @@ class EmulatedKernel:
         """Launch on ``grid`` CTAs of ``threads`` threads, one CTA after another."""
         holders = []
         for typ, name in self.params:
-            if name not in values:
+            v = values[name] if name in values else _descriptor_dim(values, name)
+            if v is _NONE:
                 raise EmulationError(f"no value for parameter '{name}' of {self.name}")
-            v = values[name]
             if typ == "tlx_tensormap":
                 holders.append(_tensormap(v))
             elif typ.endswith("*"):
@@ -111,6 +111,20 @@ class EmulatedKernel:
         g = (*tuple(grid), 1, 1)[:3]
         if self.lib.tlx_cuemu_run(argv, g[0], g[1], g[2], threads):
             raise EmulationError(f"{self.name}: {self.lib.tlx_cuemu_error().decode()}")
+
+
+_NONE = object()
+_DESC_DIM = re.compile(r"tlx_(?P<desc>\w+)_(?P<kind>shape|stride)(?P<dim>\d+)")
+
+
+def _descriptor_dim(values: Mapping[str, object], name: str):
+    """A hidden parameter of ``desc.shape[d]`` / ``desc.strides[d]`` (``rules_tensormap.descriptor_dim``:
+    ``tlx_<desc>_shape<d>``), from the descriptor among the values as the launch appends it."""
+    m = _DESC_DIM.fullmatch(name)
+    desc = values.get(m.group("desc")) if m else None
+    if desc is None or not hasattr(desc, "strides"):
+        return _NONE
+    return (desc.shape if m.group("kind") == "shape" else desc.strides)[int(m.group("dim"))]
 
 
 # A kernel's own PTX (``tl.inline_asm_elementwise``) cannot go through the host assembler: the
