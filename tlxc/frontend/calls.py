@@ -133,8 +133,8 @@ class Calls:
             except SemanticError as exc:
                 raise self.error(str(exc), node) from error_cause(exc)
         if isinstance(fn, type) and issubclass(fn, tuple) and hasattr(fn, "_fields"):
-            try:        # a NamedTuple of kernel values (Triton builds them in kernels): fields as given
-                return fn(*args, **kwargs)
+            try:        # a NamedTuple of kernel values (Triton builds them in kernels): tensors as they are,
+                return fn(*[_field(a) for a in args], **{k: _field(v) for k, v in kwargs.items()})   # constants plain
             except TypeError as exc:
                 raise self.error(f"{fn.__name__}(...): {exc}", node) from None
         if callable(fn):
@@ -318,3 +318,10 @@ class Calls:
         finally:
             self.ctx.depth -= 1
         return inner.vars.get(RETURN)
+
+
+def _field(value):
+    """A NamedTuple field built in a kernel: a kernel value as it is, a constant unwrapped (as the
+    constant-only call of a Python function gets it)."""
+    plain = unwrap(value)
+    return value if isinstance(plain, Tensor) else plain
