@@ -168,3 +168,30 @@ def test_device_descriptors_encode_the_piece_and_copy_each(box):
     assert re.search(rf"replace_box_dim<1>\([^,]+, {min(box[0], 256)}u\)", text)
     pieces = box[0] // 256 if box[0] > 256 else box[1] // 256
     assert len(re.findall(r"(?<!void )tlx_tma_store_2d\(", text)) == pieces
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,box,dtype", CASES, ids=str)
+def test_wide_boxes_on_the_gpu(shape, box, dtype):
+    """The pieces on the GPU: desc.load / desc.store, the staged TLX copy with its prefetch, and the
+    reduce-store, each against the host's arithmetic."""
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    g = torch.Generator(device="cuda").manual_seed(6)
+    x = torch.randn(shape, device="cuda", generator=g).to(dtype)
+    out = torch.full(shape, float("nan"), device="cuda", dtype=dtype)
+    d_in, d_out = tlxc.TensorDescriptor.from_tensor(x, list(box)), tlxc.TensorDescriptor.from_tensor(out, list(box))
+    plus_one_boxes[_grid(shape, box)](d_in, d_out, BM=box[0], BN=box[1])
+    torch.cuda.synchronize()
+    assert torch.equal(out, x + 1)
+    if dtype == torch.float32:
+        out.fill_(float("nan"))
+        staged_plus_one[_grid(shape, box)](d_in, d_out, BM=box[0], BN=box[1])
+        torch.cuda.synchronize()
+        assert torch.equal(out, x + 1)
+        base = torch.randn(shape, device="cuda", generator=g)
+        acc = base.clone()
+        add_into[_grid(shape, box)](tlxc.TensorDescriptor.from_tensor(acc, list(box)), x, shape[1], BM=box[0],
+                                    BN=box[1])
+        torch.cuda.synchronize()
+        torch.testing.assert_close(acc, base + x)
