@@ -11,11 +11,14 @@ structure (the lengths, nested), cached on the kernel; errors in the body point 
 own lines."""
 from __future__ import annotations
 
+import itertools
 import linecache
 from typing import Any
 
 from ..descriptors import TensorDescriptor
 from ..language import core as tl_core
+
+_BUILT = itertools.count()
 
 
 def _is_tensor_leaf(value) -> bool:
@@ -125,7 +128,7 @@ def _build(kfn, structures: dict[str, Any]):
         if param.annotation is not param.empty:
             annotations[name] = param.annotation
     body = private(kfn)
-    filename = f"<tlxc: {kfn.__name__} with tuple arguments {len(kfn.__dict__.get('_flat_kernels', {}))}>"
+    filename = f"<tlxc: {kfn.__name__} with tuple arguments {next(_BUILT)}>"     # (unique: linecache's key)
     text = (f"def {kfn.__name__}({', '.join(params)}):\n"
             f"    {body}({', '.join(call)})\n")
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
