@@ -44,11 +44,16 @@ def device_assert(lw, op):
     (cond,) = op.operands
     where = f"{os.path.basename(op.loc.file)}:{op.loc.line}" if op.loc else "?"
     msg = json.dumps(f"{where}: device_assert failed in pid (%d, %d, %d): {op.attrs.get('message', '')}\n")
-    body = f"if (!{lw.ref(cond)}) {{ printf({msg}, blockIdx.x, blockIdx.y, blockIdx.z); {lw.target.trap()}; }}"
+    report = f"{{ printf({msg}, blockIdx.x, blockIdx.y, blockIdx.z); {lw.target.trap()}; }}"
     if isinstance(cond.type, TensorType):
-        lw.for_registers(registers(cond.type), body)
+        # one report for the thread's registers (the message names the program, not the element):
+        # one printf call site, not one per unrolled register
+        bad = lw.fresh("assert_failed")
+        lw.out.line(f"bool {bad} = false;")
+        lw.for_registers(registers(cond.type), f"{bad} |= !{lw.ref(cond)};")
+        lw.out.line(f"if ({bad}) {report}")
     else:
-        lw.out.line(body)
+        lw.out.line(f"if (!{lw.ref(cond)}) {report}")
 
 
 @lowering("tlx.dump_layout")
