@@ -124,6 +124,7 @@ def gemm_dot_kernel(a_ptr, b_ptr, c_ptr, ws_ptr, locks_ptr, M, N, K, stride_am, 
             arrived = tl.atomic_add(locks_ptr + pid, 1, sem="acq_rel")
             if arrived == SPLIT_K - 1:          # the tile's last split: the others' partials are visible
                 tl.store(locks_ptr + pid, 0)    # zero again for the next launch
+                tl.static_assert(BLOCK_M % FIX_M == 0, "the fix-up's row slices cover the tile")
                 for h in tl.static_range(BLOCK_M // FIX_M):     # FIX_M rows at a time: no spills
                     rows_h = tile_m * BLOCK_M + h * FIX_M + tl.arange(0, FIX_M)
                     mask_h = rows_h < M
