@@ -14,7 +14,7 @@ import torch
 import tlxc
 import tlxc.language as tl
 from tlxc.codegen_nvptx.emu import run as emu
-from tlxc.errors import LaunchError
+from tlxc.errors import CompilationError, LaunchError
 from tlxc.language import tlx
 
 
@@ -195,3 +195,25 @@ def test_wide_boxes_on_the_gpu(shape, box, dtype):
                                     BN=box[1])
         torch.cuda.synchronize()
         torch.testing.assert_close(acc, base + x)
+
+
+@tlxc.jit
+def into_column_slice(in_desc, out_ptr, R: tl.constexpr, W: tl.constexpr, C: tl.constexpr):
+    """A box loaded into columns C .. 2C of a wider unswizzled buffer."""
+    buf = tlx.local_alloc((R, W), tl.float32, 1)
+    bar = tlx.alloc_barriers(1, arrive_count=1)
+    tlx.barrier_expect_bytes(bar[0], R * C * 4)
+    tlx.async_descriptor_load(in_desc, tlx.local_slice(buf[0], [0, C], [R, C]), [0, 0], bar[0])
+    tlx.barrier_wait(bar[0], 0)
+    tl.store(out_ptr + tl.arange(0, R)[:, None] * W + tl.arange(0, W)[None, :], tlx.local_load(buf[0]))
+
+
+def test_a_box_into_a_column_slice_of_a_wider_buffer_is_refused():
+    """TMA writes a box as dense rows; a view whose rows are further apart would get them in the
+    wrong places on the GPU (the CUDA emulation showed row 1 landing in row 0's right half), so
+    the sm_90a compile refuses it, naming the spacing.  (The 128-byte-swizzled wide buffers are
+    column-blocked, so their column slices are dense: test_tma.py.)"""
+    x = torch.arange(64 * 4, dtype=torch.float32).reshape(64, 4)
+    d = tlxc.TensorDescriptor.from_tensor(x, [64, 4])
+    with pytest.raises(CompilationError, match="has rows 16 elements apart"):
+        into_column_slice.warmup(d, torch.zeros(64, 16), R=64, W=16, C=4, grid=(1,))

@@ -28,7 +28,7 @@ from . import c_types as C
 from .lower import lowering, registers
 
 
-def _row_major(shape) -> tuple[int, ...]:
+def row_major(shape) -> tuple[int, ...]:
     strides, step = [], 1
     for d in reversed(shape):
         strides.append(step)
@@ -57,7 +57,7 @@ def local_alloc(lw, op):
     ctype = C.storage_type(t.element)
     lw.out.line(f"{ctype}* {name} = reinterpret_cast<{ctype}*>(tlx_smem + {op.attrs['offset']});  "
                 f"// {t.num} x {list(t.shape)}")
-    lw.views[id(r)] = (name, _row_major(t.shape))
+    lw.views[id(r)] = (name, row_major(t.shape))
     if isinstance(t.layout, PaddedSharedLayout):          # rows row_pitch elements apart
         lw.views[id(r)] = (name, t.layout.strides())
         lw.out.line(f"// {name}: rows of {t.shape[-1]} elements padded to {t.layout.row_pitch} ({t.layout})")
@@ -167,14 +167,14 @@ def local_reinterpret(lw, op):
     base, strides = lw.views[id(src)]
     if op.results[0].type.layout is not None:
         return _layout_view(lw, op)
-    if strides != _row_major(src.type.shape) or id(src) in lw.view_block:
+    if strides != row_major(src.type.shape) or id(src) in lw.view_block:
         raise CompilationError("tlx.local_reinterpret needs a contiguous (not sliced, transposed or column-blocked) "
                                "buffer", op.loc)
     t = op.results[0].type
     ctype = C.storage_type(t.element)
     name = lw.define(op.results[0])
     lw.out.line(f"{ctype}* {name} = reinterpret_cast<{ctype}*>({base});")
-    lw.views[id(op.results[0])] = (name, _row_major(t.shape))
+    lw.views[id(op.results[0])] = (name, row_major(t.shape))
     lw.view_align[id(op.results[0])] = lw.view_align.get(id(src), 1)
     lw.view_swizzle[id(op.results[0])] = lw.view_swizzle.get(id(src), 0)
 

@@ -181,6 +181,13 @@ def _tma_pieces(lw, op, desc_type, view, offsets) -> list[tuple[str, str]]:
                                f"{copy_cols} columns wide, into a buffer stored as {copy_cols}-column blocks "
                                f"as wide as the box; got {view.type} (a tlxc bug if the shapes agree: the "
                                f"shared-layouts pass stores such buffers column-blocked)", op.loc)
+    strides = tuple(lw.views[id(view)][1])
+    if not desc_type.splits_columns and strides != buffers.row_major(view.type.shape) and \
+            any(n > 1 for n in view.type.shape[:-1]):
+        raise CompilationError(f"a TMA copy lays its box out as dense rows of {box_cols} elements, but this "
+                               f"shared view of {view.type} has rows {strides[-2]} elements apart (a column "
+                               f"slice of a wider buffer, or a padded layout); copy into a buffer (or a row "
+                               f"slice of one) exactly as wide as the box", op.loc)
     # rows of the box below each outer dimension (the buffer is row-major in them)
     below = [1] * (len(box) - 1)
     for d in range(len(box) - 3, -1, -1):
