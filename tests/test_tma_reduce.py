@@ -304,3 +304,23 @@ def test_gpu_split_box_reduce():
     K.reduce_splits[(-(-100 // BM), -(-136 // 64), SPLITS)](x_desc, out_desc, BM=BM, BN=64, KIND="add", num_warps=4)
     torch.cuda.synchronize()
     _assert_reduced("add", out, init, x)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.uint64, np.float32])
+def test_reduce_add_cuda_text_on_the_emulation(dtype):
+    """The generated CUDA of a split reduce-add, run on the CUDA emulation: integers add wrapping (the
+    emulation once added their bits as float32s), float32 as floats; three splits into one output."""
+    from tlxc.codegen_nvptx.emu import run as emu
+    if not emu.available():
+        pytest.skip("no host C++ compiler")
+    rng = np.random.default_rng(7)
+    if dtype == np.float32:
+        x, init = (rng.integers(-64, 64, size=s).astype(np.float32) for s in ((3, 40, 48), (40, 48)))
+    else:
+        x, init = (_random_ints(rng, s, dtype) for s in ((3, 40, 48), (40, 48)))
+    out = torch.from_numpy(init.copy())
+    x_desc = tlxc.TensorDescriptor.from_tensor(torch.from_numpy(x), [1, 32, 16])
+    out_desc = tlxc.TensorDescriptor.from_tensor(out, [32, 16])
+    h = K.reduce_splits.warmup(x_desc, out_desc, BM=32, BN=16, KIND="add", num_warps=4, grid=(2, 3, 3))
+    emu.build(h.asm["cuda"]).run({"x_desc": x_desc, "out_desc": out_desc}, grid=(2, 3, 3), threads=128)
+    np.testing.assert_array_equal(out.numpy(), init + x[0] + x[1] + x[2])

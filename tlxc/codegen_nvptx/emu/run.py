@@ -66,7 +66,8 @@ def kernel_signature(source: str) -> tuple[str, list[tuple[str, str]]]:
 
 class _TensorMap(ctypes.Structure):       # tlx_cuda_emu.h's tlx_tensormap
     _fields_ = [("base", ctypes.c_void_p), ("dims", ctypes.c_longlong * 5), ("strides", ctypes.c_longlong * 5),
-                ("box", ctypes.c_int * 5), ("rank", ctypes.c_int), ("elem", ctypes.c_int), ("swizzle", ctypes.c_int)]
+                ("box", ctypes.c_int * 5), ("rank", ctypes.c_int), ("elem", ctypes.c_int), ("swizzle", ctypes.c_int),
+                ("is_float", ctypes.c_int)]
 
 
 def _tensormap(desc) -> _TensorMap:
@@ -81,6 +82,7 @@ def _tensormap(desc) -> _TensorMap:
         m.strides[d] = desc.strides[rank - 1 - d] * elem
         m.box[d] = box[rank - 1 - d]
     m.rank, m.elem, m.swizzle = rank, elem, desc.swizzle
+    m.is_float = int(desc.base.dtype.is_floating_point)     # (what a reduce-add adds as)
     return m
 
 

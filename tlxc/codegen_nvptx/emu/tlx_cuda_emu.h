@@ -24,7 +24,7 @@
 //   * TMA copies swizzle 128, 64 or 32 bytes, and wgmma reads operands in all three swizzles.
 //   * ldmatrix (.x4, .trans) is a warp operation: the lanes' row addresses exchanged, then read.
 //   * TMA prefetches (to L2) are nothing.
-//   * TMA tile stores (and float32 reduce-adds) read shared memory when a bulk wait_group retires their
+//   * TMA tile stores (and float32 / 32-64-bit integer reduce-adds) read shared memory when a bulk wait_group retires their
 //     group (or at the CTA's end) and skip elements outside the tensor.
 // Helpers not emulated (other TMA reductions, tcgen05, clusters, ...) fail the host compile by name.
 #pragma once
@@ -432,6 +432,7 @@ struct tlx_tensormap {                  // (the emulation's own: run.py fills it
   unsigned char* base;
   long long dims[5], strides[5];          // innermost first; strides in bytes
   int box[5], rank, elem, swizzle;
+  int is_float;                           // the elements' kind, for reduce-adds (float32, or 32/64-bit integers)
 };
 namespace cuemu {
 struct MBar { unsigned count = 0, pending = 0, phase = 0; long long tx = 0; };
@@ -534,14 +535,21 @@ namespace cuemu {
 static void tma_store_now(const TmaStore& st) {
   const tlx_tensormap& m = *(const tlx_tensormap*)st.map;
   if (st.rank != m.rank) snprintf(g_error, sizeof g_error, "tma store: %d coordinates, a rank-%d map", st.rank, m.rank);
-  if (st.add && m.elem != 4) {
-    snprintf(g_error, sizeof g_error, "tma reduce-add: only float32 elements are emulated");
+  if (st.add && (m.is_float ? m.elem != 4 : (m.elem != 4 && m.elem != 8))) {
+    snprintf(g_error, sizeof g_error, "tma reduce-add: only float32 and 32/64-bit integer elements are emulated");
     return;
   }
   tma_box_walk(m, st.c, st.src, "tma store", [&](bool in, long long dst, unsigned a) {
     if (!in) return;
     if (!st.add) {
       memcpy(m.base + dst, tlx_smem + a, m.elem);
+      return;
+    }
+    if (!m.is_float) {                    // integers add wrapping (signed or not: the same bits)
+      unsigned long long x = 0, y = 0;
+      memcpy(&x, m.base + dst, m.elem); memcpy(&y, tlx_smem + a, m.elem);
+      x += y;
+      memcpy(m.base + dst, &x, m.elem);
       return;
     }
     float x, y;
