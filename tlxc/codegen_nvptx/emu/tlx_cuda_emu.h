@@ -731,12 +731,16 @@ TLX_EMU_WGMMA_RS8(128, f8e4m3, 1, 1)
 TLX_EMU_WGMMA_RS8(64, f8e5m2, 2, 2)
 TLX_EMU_WGMMA_RS8(64, f8e4m3_f8e5m2, 1, 2)
 namespace cuemu {
-// cvt.rn.satfinite: the nearest finite code (ties to the even code), NaN to NaN
+// cvt.rn.satfinite: the nearest finite code (ties to the even code), NaN to NaN; at or past the largest
+// finite value (infinities too) that value -- the nearest-code search alone would see a tie there (every
+// code infinitely far, or farther than a float resolves) and take an even code below it
 static inline unsigned char fp8_from_f32(float x, int e5m2) {
   if (std::isnan(x)) return 0x7f;
   unsigned char sign = std::signbit(x) ? 0x80 : 0, best = 0;
   float ax = fabsf(x), err = INFINITY;
-  for (int code = 0; code <= (e5m2 ? 0x7b : 0x7e); ++code) {      // the largest finite: 57344 / 448
+  int top = e5m2 ? 0x7b : 0x7e;                                       // the largest finite: 57344 / 448
+  if (ax >= fp8f((unsigned char)top, e5m2)) return sign | (unsigned char)top;
+  for (int code = 0; code <= top; ++code) {
     float e = fabsf(fp8f((unsigned char)code, e5m2) - ax);
     if (e < err || (e == err && !(code & 1))) { err = e; best = (unsigned char)code; }
   }
