@@ -335,9 +335,9 @@ class TensorDescriptor:
 
     def _check_box_dims(self) -> None:
         for dim, box in enumerate(self.block_shape):
-            why = box_dim_error(dim, box)
+            why = box_dim_error(dim, box, f"dimension {dim}")
             if why:
-                raise _fail("block_shape", why.replace(f"block_shape[{dim}]", f"dimension {dim}"))
+                raise _fail("block_shape", why)
 
     def _check_box_width(self) -> None:
         inner = self.block_shape[-1] * self.dtype.bytes

@@ -54,12 +54,14 @@ def box_swizzle(block_shape: Sequence[int], element_bytes: int) -> int:
     return choose_swizzle(block_shape[-1] * element_bytes)
 
 
-def box_dim_error(dim: int, box: int) -> str | None:
+def box_dim_error(dim: int, box: int, name: str | None = None) -> str | None:
     """Why ``block_shape[dim] = box`` cannot be copied: TMA copies at most ``MAX_BOX_DIM`` elements
     per dimension, so a longer dimension is copied as ``MAX_BOX_DIM``-element pieces (one copy
-    each, as Triton does) and must be a multiple of that."""
+    each, as Triton does) and must be a multiple of that.  ``name``: how the message names the
+    dimension (default ``block_shape[dim]``)."""
     if box < 1 or (box > MAX_BOX_DIM and box % MAX_BOX_DIM):
-        return (f"block_shape[{dim}] is {box}; a TMA box has 1 to {MAX_BOX_DIM} elements per dimension, or a "
+        return (f"{name or f'block_shape[{dim}]'} is {box}; a TMA box has 1 to {MAX_BOX_DIM} elements per "
+                f"dimension, or a "
                 f"multiple of {MAX_BOX_DIM} (copied as {MAX_BOX_DIM}-element pieces)")
     return None
 

@@ -178,19 +178,19 @@ def warmup(kfn, args: tuple, kwargs: dict, grid, arch: str | None = None) -> Com
     launches with the tuples' leaves in their place."""
     from .launch import _refresh
     from .tuple_args import flatten, runtime_tuples
-    if any(isinstance(v, tuple) for v in (*args, *kwargs.values())):
-        options = {k: v for k, v in kwargs.items() if k not in kfn.signature.parameters}
-        bound = _bind(kfn, args, {k: v for k, v in kwargs.items() if k not in options})
-        structures = runtime_tuples(kfn, tuple(bound.get(n) for n in kfn.param_names))
-        if structures:
-            flat, flat_args = flatten(kfn, tuple(bound[n] for n in kfn.param_names), structures)
-            return flat.warmup(*flat_args, grid=grid, arch=arch, **options)
     _refresh(kfn)             # compiled for globals or environment variables that changed since: forgotten
     key = _warm_key(kfn, args, kwargs, grid, arch)
     if key is not None:
         handle = kfn.cache.get(key)
         if handle is not None:
             return handle
+    if any(isinstance(v, tuple) for v in (*args, *kwargs.values())):     # (never cached under this key)
+        options = {k: v for k, v in kwargs.items() if k not in kfn.signature.parameters}
+        bound = _bind(kfn, args, {k: v for k, v in kwargs.items() if k not in options})
+        structures = runtime_tuples(kfn, tuple(bound.get(n) for n in kfn.param_names))
+        if structures:
+            flat, flat_args = flatten(kfn, tuple(bound[n] for n in kfn.param_names), structures)
+            return flat.warmup(*flat_args, grid=grid, arch=arch, **options)
     handle = _warmup(kfn, args, kwargs, grid, arch)
     if key is not None:
         kfn.cache[key] = handle
