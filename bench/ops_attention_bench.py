@@ -40,7 +40,7 @@ The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come
     python bench/ops_attention_bench.py [--quick] [--configs] [--no-bwd] [--varlen-only] [--decode-only]
                                         [--budget-s 180] [--jobs 8] [--s 256,512] [--d 64,128] [--groups 1]
                                         [--no-varlen] [--no-decode] [--no-ab] [--decode-variant N] [--decode-splits N,..]
-                                        [--decode-rings KxS,..] [--pin] [--skew] [--diag]
+                                        [--decode-rings KxS,..] [--pin] [--skew] [--diag] [--ahead]
 
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
 ``--no-ab``, each dense MHA case whose default configuration differs from session 11's also times that
@@ -52,7 +52,9 @@ faster; ``--pin``, also with ``--no-ab``: column ``pin``, every dense case, the 
 wide); ``--skew``: column ``skew``, the default with ``skew=True`` (the second consumer one issue turn behind
 the first), and at D = 64 with 128-key blocks ``skew3``, the same with three K/V stages; ``--diag``: columns
 ``diag1/2/4``, the default with one stage of each item left out (``AttnConfig.diag``: no O / lse epilogue, no
-first-block softmax, no lone last P V; outputs not checked), so 1 - ratio is that stage's share.  (The run of
+first-block softmax, no lone last P V; outputs not checked), so 1 - ratio is that stage's share; ``--ahead``: column
+``ahead``, the default with ``s1_ahead=True`` (an item's ``S_1`` issued with its ``S_0``) where it applies (no
+mask, two consumers).  (The run of
 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
 docs/performance.md; ``--configs`` still has them.)
 
@@ -324,6 +326,9 @@ def main() -> None:
     parser.add_argument("--skew", action="store_true",
                         help="also time the default with skew=True (column skew; D = 64 with 128-key blocks also "
                              "skew3: three K/V stages; < 1: skewed faster)")
+    parser.add_argument("--ahead", action="store_true",
+                        help="also time the default with s1_ahead=True where it applies: no mask, two consumers "
+                             "(column ahead, < 1: S_1 issued ahead faster)")
     parser.add_argument("--pin", action="store_true",
                         help="also time the default with pin_softmax=True (column pin, < 1: pinned faster)")
     args = parser.parse_args()
@@ -348,6 +353,8 @@ def main() -> None:
             pin.append(("skew", dataclasses.replace(default, skew=True)))
             if default.head_dim == 64 and default.block_n == 128:          # ... with a third K/V stage of slack
                 pin.append(("skew3", dataclasses.replace(default, skew=True, stages=3)))
+        if args.ahead and not causal and default.block_m == 128 and not default.overlap:
+            pin.append(("ahead", dataclasses.replace(default, s1_ahead=True)))
         if args.diag and not default.overlap:      # stages left out: their cost is the time saved
             pin += [(f"diag{bit}", dataclasses.replace(default, diag=bit)) for bit in (1, 2, 4)]
         if args.no_ab:
@@ -366,7 +373,7 @@ def main() -> None:
     jobs += [("decode", *case, args.decode_variant) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
              for B, H, Hkv, S, D, causal in cases for n, c in ab_configs(D, causal, S)
-             if H == Hkv or n.startswith(("pin", "fma", "skew", "diag"))]
+             if H == Hkv or n.startswith(("pin", "fma", "skew", "diag", "ahead"))]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -450,7 +457,7 @@ def main() -> None:
         alternatives = []
         if "tlxc" in fns:
             alternatives += [(n, c) for n, c in ab_configs(D, causal, S)
-                             if H == Hkv or n.startswith(("pin", "fma", "skew", "diag"))]  # s11/tma: MHA
+                             if H == Hkv or n.startswith(("pin", "fma", "skew", "diag", "ahead"))]  # s11/tma: MHA
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)
@@ -778,6 +785,7 @@ def summarize(results, card, t0) -> None:
                           ("pin_ov", "the default with pin_softmax=True and overlap=True, time / default time"),
                           ("skew", "the default with skew=True, time / default time"),
                           ("skew3", "the default with skew=True and 3 K/V stages, time / default time"),
+                          ("ahead", "the default with s1_ahead=True, time / default time"),
                           ("diag1", "the default without the O / lse epilogue, time / default time"),
                           ("diag2", "the default without the first block's softmax, time / default time"),
                           ("diag4", "the default without the lone last P V, time / default time")):

@@ -67,6 +67,8 @@ class AttnConfig:
     exp_fma: int = 0      # k >= 2: every k-th exponential of a thread on the FMA pipe (tlx.fast_exp2); 0: none
     skew: bool = False    # two consumers: the second issues one turn behind the first (item starts overlap products)
     diag: int = 0         # benchmarks only: DIAG bits leaving a stage of each item out (the output is wrong)
+    s1_ahead: bool = False  # dense, unmasked, keys past one block: an item's S_1 issued with S_0 (its first softmax
+    #                         runs beside S_1); elsewhere it does not apply (issues_s1_ahead)
 
     def skips_diagonal(self, causal: bool) -> bool:
         """Whether a causal launch lets each consumer stop at its own rows' diagonal: with key
@@ -74,6 +76,12 @@ class AttnConfig:
         64 rows see no key of the item's last block; it passes its turns and releases those
         slots instead of computing a fully masked block (not with ``overlap``)."""
         return self.diag_skip and causal and self.block_n < self.block_m and not self.overlap
+
+    def issues_s1_ahead(self, causal: bool, varlen: bool, window: bool, seq_k: int) -> bool:
+        """Whether the launch issues each item's ``S_1`` in the turn of its ``S_0`` (``S1_AHEAD``):
+        every consumer must have two key blocks or more, so dense launches without a causal mask or a
+        window whose ``seq_k`` is past one key block (not with ``overlap``, which the config refuses)."""
+        return self.s1_ahead and not (causal or varlen or window) and seq_k > self.block_n
 
     @property
     def registers(self) -> int:
@@ -796,6 +804,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
                     "already issued with the next item's first)")
     if c.diag and (not isinstance(c.diag, int) or c.diag < 0 or c.diag > 7 or c.overlap):
         raise _fail(f"config diag (a benchmark's diagnostic) takes bits 1, 2, 4 and no overlap, got {c.diag!r}")
+    if c.s1_ahead and c.overlap:
+        raise _fail("config s1_ahead and overlap both issue a product with an item's first S = Q K^T; take one")
     if c.exp_fma < 0 or c.exp_fma == 1:
         raise _fail(f"config exp_fma must be 0 (off) or at least 2, got {c.exp_fma}")
     if fp8 and c.prefetch:
@@ -842,7 +852,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
         sched = _table_on(q.device, schedule, Sq, Sk, B * H, c.block_m, c.block_n, causal, n_programs, group_h,
                           (win_left, win_right))
     fp8_meta = {"FP8": fp8, "O_DTYPE": DTYPES[o_dtype] if fp8 else None, "DESCALE": descale is not None,
-                "EXP_FMA": c.exp_fma, "SKEW": c.skew, "O_ALIGN": stride_align(o4), "DIAG": c.diag}
+                "EXP_FMA": c.exp_fma, "SKEW": c.skew, "O_ALIGN": stride_align(o4), "DIAG": c.diag,
+                "S1_AHEAD": c.issues_s1_ahead(causal, varlen, win_left >= 0 or win_right >= 0, Sk)}
     _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, cu_v, descale, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
             D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,

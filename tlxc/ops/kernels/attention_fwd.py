@@ -70,6 +70,12 @@ generalized:
   of an item out, so that its cost is the time difference: 1 no O / lse epilogue, 2 no softmax of the
   first key block (its scores go to ``P V`` as they are), 4 no lone last ``P V`` (its turn and slot
   still pass);
+* ``S1_AHEAD`` (``AttnConfig.s1_ahead``; dense launches without a mask or window whose keys fill more than
+  one block, so that every consumer has two key blocks or more): the first turn of an item issues
+  ``S_1 = Q K_1ᵀ`` behind ``S_0``, so the first block's softmax runs while ``S_1`` is computed, and
+  block 1's turn issues ``P_0 V_0`` alone.  Without it the first softmax waits on ``S_0`` with
+  nothing of its consumer queued behind it (session 32: leaving that softmax out saved 16-24 % at
+  S = 256, D = 64);
 * ``OVERLAP`` (opt-in): an item's last ``P V`` is not issued alone at the item's end but
   with the next item's first ``S = Q Kᵀ``; its output is stored after that item's first
   softmax, the program's last one after its loop (one issue round fewer per item).
@@ -147,6 +153,17 @@ def exp2_split(x, EXP_FMA: tl.constexpr):
     if EXP_FMA > 0:
         return tlx.fast_exp2(x, EXP_FMA)
     return tl.exp2(x)
+
+
+@jit
+def online_softmax(s, m_i, l_i, qk_i, WINDOW: tl.constexpr, EXP_FMA: tl.constexpr):
+    """One key block's step of the online softmax (exponents in log2 units of the scaled scores):
+    ``(p, m_new, l_new, alpha)``, where ``alpha`` rescales what O has summed so far."""
+    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_i)
+    m_use = finite_max(m_new, WINDOW)
+    alpha = tl.exp2(m_i - m_use)
+    p = exp2_split(s * qk_i - m_use[:, None], EXP_FMA)
+    return p, m_new, l_i * alpha + tl.sum(p, 1), alpha
 
 
 @jit
@@ -321,7 +338,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     WIN_LEFT: tl.constexpr = -1, WIN_RIGHT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0,
                     FP8: tl.constexpr = False, O_DTYPE: tl.constexpr = None, DESCALE: tl.constexpr = False,
                     EXP_FMA: tl.constexpr = 0, SKEW: tl.constexpr = False, O_ALIGN: tl.constexpr = 1,
-                    DIAG: tl.constexpr = 0):
+                    DIAG: tl.constexpr = 0, S1_AHEAD: tl.constexpr = False):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     WINDOW: tl.constexpr = WIN_LEFT >= 0 or WIN_RIGHT >= 0                  # a row may see no key (o = 0)
     O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
@@ -329,6 +346,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                      "O_PARTS = 2 (two O accumulators) is for the TMA-stored epilogue without OVERLAP")
     tl.static_assert(not DIAG_SKIP or (CAUSAL and not OVERLAP), "DIAG_SKIP is for causal items without OVERLAP")
     tl.static_assert(DIAG == 0 or not OVERLAP, "DIAG (a diagnostic) leaves stages of the non-overlapped item out")
+    tl.static_assert(not S1_AHEAD or not (OVERLAP or CAUSAL or VARLEN or WIN_LEFT >= 0 or WIN_RIGHT >= 0),
+                     "S1_AHEAD needs two key blocks for every consumer: dense, no mask, no window, no overlap")
     CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
     ELEM: tl.constexpr = 1 if FP8 else 2                                    # bytes of an input element
     IN_BOX: tl.constexpr = (128 if HEAD_DIM >= 128 else 64) if FP8 else D_BOX    # Q/K box: <= 128-byte rows
@@ -469,15 +488,20 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     # key block 0: S = Q K^T and its softmax (m, l in log2 units of the scaled scores)
                     slot, phase = tlx.get_bufidx_phase(kv, NUM_STAGES)
                     tlx.barrier_wait(k_full[slot], phase)
+                    if S1_AHEAD:    # block 1's K too: its S is issued in this turn, behind S_0
+                        slot1, phase1 = tlx.get_bufidx_phase(kv + 1, NUM_STAGES)
+                        tlx.barrier_wait(k_full[slot1], phase1)
                     if OVERLAP:     # (on a program's first item: this item's first V, slot 0, phase 0)
                         tlx.barrier_wait(v_full[pv_slot], pv_phase)
                     tlx.named_barrier_wait(turn, 256)                      # my turn on the tensor cores
                     s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
+                    if S1_AHEAD:
+                        s1 = tlx.async_dot(q, tlx.local_trans(k_smem[slot1]), zeros, use_acc=False)
                     if OVERLAP:     # (on a program's first item a product of zeros, never stored)
                         acc_prev = pv(p_prev, v_smem[pv_slot], acc_prev, FP8)
                     tlx.named_barrier_arrive(next_turn, 256)               # the next consumer's turn
-                    if OVERLAP:
-                        s = tlx.async_dot_wait(1, s)                        # the previous P V may run on
+                    if OVERLAP or S1_AHEAD:
+                        s = tlx.async_dot_wait(1, s)                        # the previous P V / S_1 may run on
                     else:
                         s = tlx.async_dot_wait(0, s)
                     tlx.barrier_arrive(k_empty[slot])
@@ -507,9 +531,30 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     acc = tl.zeros((HALF_M, O_COLS), dtype=tl.float32)
                     if O_PARTS == 2:
                         acc_hi = tl.zeros((HALF_M, O_COLS), dtype=tl.float32)
+                    if S1_AHEAD:    # block 1, its S issued with S_0: this turn issues P_0 V_0 alone
+                        tlx.barrier_wait(v_full[slot], phase)
+                        tlx.named_barrier_wait(turn, 256)
+                        if O_PARTS == 2:
+                            acc, acc_hi = pv_halves(p.to(DTYPE), v_smem[slot], acc, acc_hi, BLOCK_N, O_COLS, FP8)
+                        else:
+                            acc = pv(p.to(DTYPE), v_smem[slot], acc, FP8)
+                        tlx.named_barrier_arrive(next_turn, 256)
+                        s = tlx.async_dot_wait(O_PARTS, s1)                 # S_1 is done, P_0 V_0 may run on
+                        tlx.barrier_arrive(k_empty[slot1])
+                        s = capped_scores(s, cap_i, SOFTCAP)
+                        s = masked_scores(s, 1, row0, sk, BLOCK_N, HALF_M, CAUSAL, WIN_LEFT, WIN_RIGHT)
+                        p, m_i, l_i, alpha = online_softmax(s, m_i, l_i, qk_i, WINDOW, EXP_FMA)
+                        if PIN_SOFTMAX:
+                            tlx.local_store(pin_smem[cid], l_i)
+                        acc = tlx.async_dot_wait(0, acc)
+                        if O_PARTS == 2:
+                            acc_hi = tlx.async_dot_wait(0, acc_hi)
+                            acc_hi = acc_hi * alpha[:, None]
+                        tlx.barrier_arrive(v_empty[slot])
+                        acc = acc * alpha[:, None]
                     # block j: issue S_j = Q K_j^T, then O += P_{j-1} V_{j-1}; the softmax of S_j runs
                     # while the tensor cores do the P V product
-                    for j in range(1, my_blocks):
+                    for j in range(2 if S1_AHEAD else 1, my_blocks):
                         slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
                         prev, prev_phase = tlx.get_bufidx_phase(kv + j - 1, NUM_STAGES)
                         tlx.barrier_wait(k_full[slot], phase)
@@ -528,12 +573,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         if WIN_LEFT >= 0:
                             jb = kb0 + j
                         s = masked_scores(s, jb, row0, sk, BLOCK_N, HALF_M, CAUSAL, WIN_LEFT, WIN_RIGHT)
-                        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_i)
-                        m_use = finite_max(m_new, WINDOW)
-                        alpha = tl.exp2(m_i - m_use)
-                        p = exp2_split(s * qk_i - m_use[:, None], EXP_FMA)
-                        l_i = l_i * alpha + tl.sum(p, 1)
-                        m_i = m_new
+                        p, m_i, l_i, alpha = online_softmax(s, m_i, l_i, qk_i, WINDOW, EXP_FMA)
                         if PIN_SOFTMAX:     # a shared store of l_i holds the softmax above the wait below
                             tlx.local_store(pin_smem[cid], l_i)
                         acc = tlx.async_dot_wait(0, acc)
