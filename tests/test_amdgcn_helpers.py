@@ -271,7 +271,9 @@ TESTED = {"tlx_workitem_id_x", "tlx_workgroup_id_x", "tlx_workgroup_id_y", "tlx_
           "tlx_mfma_types", *amdgcn.MFMA, "tlx_global_load_lds_b128", "tlx_zero16", "tlx_s_waitcnt_vmcnt0",
           "tlx_s_sleep", "tlx_lds_barrier",
           # fp8: tests/test_amd_fp8.py (emulation against torch, instructions in the code objects)
-          "tlx_fp8_ocp_as_fnuz", *amdgcn.FP8_MFMA, "tlx_f8e4m3_to_f32", "tlx_f8e5m2_to_f32", "tlx_f32_to_f8"}
+          "tlx_fp8_ocp_as_fnuz", *amdgcn.FP8_MFMA, "tlx_f8e4m3_to_f32", "tlx_f8e5m2_to_f32", "tlx_f32_to_f8",
+          # float -> integer: tests/test_float_to_int_casts.py (the HIP text on the emulation, every width)
+          *(f"tlx_cvt_rzi_{d}_{s}" for d in ("s32", "u32", "s64", "u64") for s in ("f32", "f64"))}
 
 
 def test_every_helper_is_tested_here():

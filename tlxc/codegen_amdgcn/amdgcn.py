@@ -391,6 +391,26 @@ def f32_to_bf16():
 }}"""
 
 
+# float -> integer, toward zero, NaN to 0, saturated to the destination's range (as PTX cvt.rzi and the
+# interpreter; a C cast is undefined there): plain C++ that the compiler turns into v_cvt_*_f32/f64 and
+# selects, the same code on the CPU emulation
+_RZI_TYPES = {"s32": ("int", "-2147483648", "2147483647"), "u32": ("unsigned", "0u", "4294967295u"),
+              "s64": ("long long", "(-9223372036854775807LL - 1)", "9223372036854775807LL"),
+              "u64": ("unsigned long long", "0ull", "18446744073709551615ull")}
+for _dst, (_ctype, _lo, _hi) in _RZI_TYPES.items():
+    _bits = int(_dst[1:])
+    _low = "0.0" if _dst[0] == "u" else f"-{2 ** (_bits - 1)}.0"        # the range's exact float ends
+    _high = f"{2 ** _bits}.0" if _dst[0] == "u" else f"{2 ** (_bits - 1)}.0"
+    for _src, _ftype in (("f32", "float"), ("f64", "double")):
+        define(f"tlx_cvt_rzi_{_dst}_{_src}", f"""
+{_INLINE} {_ctype} tlx_cvt_rzi_{_dst}_{_src}({_ftype} x) {{
+  if (x != x) return ({_ctype})0;
+  if (x <= ({_ftype}){_low}) return {_lo};
+  if (x >= ({_ftype}){_high}) return {_hi};
+  return ({_ctype})x;
+}}""")
+
+
 # OCP fp8 <-> f32: E4M3 (bias 7, S.1111.111 = NaN, no infinity, max 448) and E5M2 (bias 15, IEEE
 # infinities and NaNs, max 57344).  To fp8: round to nearest even, saturating to the largest finite
 # value (also infinities: cvt.rn.satfinite, as the CUDA backend and the interpreter), NaN stays NaN.

@@ -111,6 +111,8 @@ class HipTarget:
         value = self.to_compute(expr, src)
         if dst.is_boolean:
             return f"({value} != 0)"
+        if src.is_float and dst.is_integer:
+            return C.float_to_int(self, value, src, dst)
         return self.from_compute(f"({C.compute_type(dst)})({value})", dst)
 
     def exp2_f32(self, expr: str) -> str:

@@ -38,6 +38,25 @@ def compute_type(t) -> str:
     return storage_type(t)
 
 
+def float_to_int(target, value: str, src, dst) -> str:
+    """``value`` (a ``float`` or ``double`` expression of the float type ``src``) converted to the integer
+    type ``dst`` as Triton's GPU code and the interpreter define it: toward zero, NaN to 0, values past
+    ``dst``'s range saturated to its ends (a C cast is undefined there, and wraps 8/16-bit results).  The
+    target's ``tlx_cvt_rzi_{s,u}{32,64}_{f32,f64}`` helper converts to 32 or 64 bits with that saturation;
+    narrower types clamp its 32-bit result."""
+    wide = 64 if dst.bits == 64 else 32
+    sign = "u" if dst.is_unsigned else "s"
+    out = target.expr(f"tlx_cvt_rzi_{sign}{wide}_{'f64' if src.name == 'f64' else 'f32'}", value)
+    if dst.bits < 32:
+        hi = (1 << dst.bits) - 1 if dst.is_unsigned else (1 << (dst.bits - 1)) - 1
+        if dst.is_unsigned:
+            out = f"({out} > {hi}u ? {hi}u : {out})"
+        else:
+            out = f"({out} > {hi} ? {hi} : {out} < {-hi - 1} ? {-hi - 1} : {out})"
+        out = f"({storage_type(dst)})({out})"
+    return out
+
+
 def is_small_float(t) -> bool:
     return isinstance(t, ScalarType) and t.name in SMALL_FLOATS
 

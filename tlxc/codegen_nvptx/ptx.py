@@ -161,6 +161,20 @@ def e5m2_to_f32():
 }}"""
 
 
+# float -> integer, toward zero: cvt.rzi saturates to the destination's range and takes NaN to 0 (a C cast
+# is undefined there); codegen_c.c_types.float_to_int clamps 8/16-bit results from the 32-bit one
+_RZI_REGS = {"s32": ("int", "r"), "u32": ("unsigned", "r"), "s64": ("long long", "l"),
+             "u64": ("unsigned long long", "l")}
+for _dst, (_ctype, _reg) in _RZI_REGS.items():
+    for _src, (_ftype, _freg) in {"f32": ("float", "f"), "f64": ("double", "d")}.items():
+        define(f"tlx_cvt_rzi_{_dst}_{_src}", f"""
+{_INLINE} {_ctype} tlx_cvt_rzi_{_dst}_{_src}({_ftype} x) {{
+  {_ctype} r;
+  asm("cvt.rzi.{_dst}.{_src} %0, %1;" : "={_reg}"(r) : "{_freg}"(x));
+  return r;
+}}""")
+
+
 @helper("tlx_cvt_rna_tf32_f32")
 def cvt_tf32():
     return f"""

@@ -77,6 +77,8 @@ class CudaTarget:
         value = self.to_compute(expr, src)
         if dst.is_boolean:
             return f"({value} != 0)"
+        if src.is_float and dst.is_integer:
+            return C.float_to_int(self, value, src, dst)
         compute = C.compute_type(dst)
         return self.from_compute(f"({compute})({value})", dst)
 

@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #define __global__
@@ -301,6 +302,8 @@ static inline void __trap() {              // tl.device_assert: the launch fails
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline long long __double_as_longlong(double d) { long long i; memcpy(&i, &d, 8); return i; }
+static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 template <class T>
 static inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
@@ -632,6 +635,23 @@ template <int N> static inline void tlx_setmaxnreg_inc() {}
 template <int N> static inline void tlx_setmaxnreg_dec() {}
 static inline float tlx_bf16_to_f32(unsigned short x) { return cuemu::bf16f(x); }
 template <typename T> static inline T* tlx_opaque_pointer(T* p) { return p; }   // (a hint to the device compiler)
+// cvt.rzi.{s,u}{32,64}.{f32,f64}: toward zero, NaN -> 0, out-of-range values saturated (never a C cast's UB)
+template <typename I, typename F> static inline I tlx_cuemu_cvt_rzi(F x) {
+  if (x != x) return I(0);
+  const F low = std::numeric_limits<I>::is_signed ? -std::ldexp(F(1), std::numeric_limits<I>::digits) : F(0);
+  const F high = std::ldexp(F(1), std::numeric_limits<I>::digits);
+  if (x <= low) return std::numeric_limits<I>::min();
+  if (x >= high) return std::numeric_limits<I>::max();
+  return I(x);
+}
+static inline int tlx_cvt_rzi_s32_f32(float x) { return tlx_cuemu_cvt_rzi<int>(x); }
+static inline int tlx_cvt_rzi_s32_f64(double x) { return tlx_cuemu_cvt_rzi<int>(x); }
+static inline unsigned tlx_cvt_rzi_u32_f32(float x) { return tlx_cuemu_cvt_rzi<unsigned>(x); }
+static inline unsigned tlx_cvt_rzi_u32_f64(double x) { return tlx_cuemu_cvt_rzi<unsigned>(x); }
+static inline long long tlx_cvt_rzi_s64_f32(float x) { return tlx_cuemu_cvt_rzi<long long>(x); }
+static inline long long tlx_cvt_rzi_s64_f64(double x) { return tlx_cuemu_cvt_rzi<long long>(x); }
+static inline unsigned long long tlx_cvt_rzi_u64_f32(float x) { return tlx_cuemu_cvt_rzi<unsigned long long>(x); }
+static inline unsigned long long tlx_cvt_rzi_u64_f64(double x) { return tlx_cuemu_cvt_rzi<unsigned long long>(x); }
 // cvt.rna.tf32.f32: 10 explicit mantissa bits, to nearest, ties away from zero (infinities and NaN kept)
 static inline float tlx_cvt_rna_tf32_f32(float x) {
   if (!std::isfinite(x)) return x;
