@@ -660,6 +660,13 @@ CASES: dict[str, Case] = {
         "unsigned r[1] = {in[1]}; tlx_tcgen05_st_32x32b_x1(in[0], r); tlx_tcgen05_wait_st(); out[0] = 1u;",
         ("tcgen05.wait::st.sync.aligned",), archs=_SM100, also=("tlx_tcgen05_st_32x32b_x1",)),
 }
+# float -> integer toward zero (saturating; their values: tests/test_float_to_int_casts.py)
+for _dst in ("s32", "u32", "s64", "u64"):
+    for _src, _arg in (("f32", "__uint_as_float(in[0])"),
+                       ("f64", "__longlong_as_double((long long)(((unsigned long long)in[1] << 32) | in[0]))")):
+        CASES[f"tlx_cvt_rzi_{_dst}_{_src}"] = Case(
+            f"unsigned long long r = (unsigned long long)tlx_cvt_rzi_{_dst}_{_src}({_arg}); "
+            "out[0] = (unsigned)r; out[1] = (unsigned)(r >> 32);", (f"cvt.rzi.{_dst}.{_src}",))
 
 
 def probe_kernel(name: str, entry: str = "probe") -> str:
