@@ -161,14 +161,17 @@ def e5m2_to_f32():
 }}"""
 
 
-# float -> integer, toward zero: cvt.rzi saturates to the destination's range and takes NaN to 0 (a C cast
-# is undefined there); codegen_c.c_types.float_to_int clamps 8/16-bit results from the 32-bit one
+# float -> integer, toward zero: cvt.rzi saturates to the destination's range (a C cast is undefined
+# there); codegen_c.c_types.float_to_int clamps 8/16-bit results from the 32-bit one.  NaN gives 0 only
+# from f32 to 32 bits on the GPU (H100, session 32: f64 sources and 64-bit results give the type's
+# minimum, or 2^31 / 2^63 unsigned), so those helpers test for NaN first
 _RZI_REGS = {"s32": ("int", "r"), "u32": ("unsigned", "r"), "s64": ("long long", "l"),
              "u64": ("unsigned long long", "l")}
 for _dst, (_ctype, _reg) in _RZI_REGS.items():
     for _src, (_ftype, _freg) in {"f32": ("float", "f"), "f64": ("double", "d")}.items():
+        _nan = "" if (_src, _dst[1:]) == ("f32", "32") else f"\n  if (x != x) return ({_ctype})0;"
         define(f"tlx_cvt_rzi_{_dst}_{_src}", f"""
-{_INLINE} {_ctype} tlx_cvt_rzi_{_dst}_{_src}({_ftype} x) {{
+{_INLINE} {_ctype} tlx_cvt_rzi_{_dst}_{_src}({_ftype} x) {{{_nan}
   {_ctype} r;
   asm("cvt.rzi.{_dst}.{_src} %0, %1;" : "={_reg}"(r) : "{_freg}"(x));
   return r;
