@@ -54,7 +54,7 @@ the first), and at D = 64 with 128-key blocks ``skew3``, the same with three K/V
 ``diag1/2/4``, the default with one stage of each item left out (``AttnConfig.diag``: no O / lse epilogue, no
 first-block softmax, no lone last P V; outputs not checked), so 1 - ratio is that stage's share; ``--ahead``: column
 ``ahead``, the default with ``s1_ahead=True`` (an item's ``S_1`` issued with its ``S_0``) where it applies (no
-mask, two consumers).  (The run of
+mask, two consumers), or ``noahead``, the default without it where the default has it (S <= 256, D <= 64).  (The run of
 17:26 UTC also timed ``overlap=True``, the L2 prefetch and deeper rings:
 docs/performance.md; ``--configs`` still has them.)
 
@@ -354,7 +354,8 @@ def main() -> None:
             if default.head_dim == 64 and default.block_n == 128:          # ... with a third K/V stage of slack
                 pin.append(("skew3", dataclasses.replace(default, skew=True, stages=3)))
         if args.ahead and not causal and default.block_m == 128 and not default.overlap:
-            pin.append(("ahead", dataclasses.replace(default, s1_ahead=True)))
+            pin.append(("noahead", dataclasses.replace(default, s1_ahead=False)) if default.s1_ahead
+                       else ("ahead", dataclasses.replace(default, s1_ahead=True)))
         if args.diag and not default.overlap:      # stages left out: their cost is the time saved
             pin += [(f"diag{bit}", dataclasses.replace(default, diag=bit)) for bit in (1, 2, 4)]
         if args.no_ab:
@@ -373,7 +374,7 @@ def main() -> None:
     jobs += [("decode", *case, args.decode_variant) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
              for B, H, Hkv, S, D, causal in cases for n, c in ab_configs(D, causal, S)
-             if H == Hkv or n.startswith(("pin", "fma", "skew", "diag", "ahead"))]
+             if H == Hkv or n.startswith(("pin", "fma", "skew", "diag", "ahead", "noahead"))]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -457,7 +458,7 @@ def main() -> None:
         alternatives = []
         if "tlxc" in fns:
             alternatives += [(n, c) for n, c in ab_configs(D, causal, S)
-                             if H == Hkv or n.startswith(("pin", "fma", "skew", "diag", "ahead"))]  # s11/tma: MHA
+                             if H == Hkv or n.startswith(("pin", "fma", "skew", "diag", "ahead", "noahead"))]  # s11/tma: MHA
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)
@@ -786,6 +787,7 @@ def summarize(results, card, t0) -> None:
                           ("skew", "the default with skew=True, time / default time"),
                           ("skew3", "the default with skew=True and 3 K/V stages, time / default time"),
                           ("ahead", "the default with s1_ahead=True, time / default time"),
+                          ("noahead", "the default (s1_ahead) without it, time / default time"),
                           ("diag1", "the default without the O / lse epilogue, time / default time"),
                           ("diag2", "the default without the first block's softmax, time / default time"),
                           ("diag4", "the default without the lone last P V, time / default time")):
