@@ -207,10 +207,6 @@ _ALL = [
     _dot(64, 128, 128, 4, 4, fp8=True),
     _dot(64, 128, 128, 4, 4, split_k=2, fp8=True),
     _dot(64, 128, 128, 4, 4, split_k=4, fp8=True),
-    # fp8 M = 128 against K = 4096 with M in one tile, so A is not read once per 64 rows: 128 programs
-    # of K / 4 (128 x 128) or K / 2 (128 x 64), 256-384 KB of L2 -> SM traffic each against 512 KB
-    _dot(128, 128, 128, 3, 8, split_k=4, fp8=True),
-    _dot(128, 64, 128, 4, 4, split_k=2, fp8=True),
     # fp8 M = 128 against K = 4096: 64x64 tiles, 128 programs, no split, 40-48 KB of B in flight each
     _dot(64, 64, 128, 6, 4, fp8=True),
     _dot(64, 64, 256, 4, 4, fp8=True),
