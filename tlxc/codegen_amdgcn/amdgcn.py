@@ -394,7 +394,7 @@ def f32_to_bf16():
 # float -> integer, toward zero, NaN to 0, saturated to the destination's range (as PTX cvt.rzi and the
 # interpreter; a C cast is undefined there): plain C++ that the compiler turns into v_cvt_*_f32/f64 and
 # selects, the same code on the CPU emulation
-_RZI_TYPES = {"s32": ("int", "-2147483648", "2147483647"), "u32": ("unsigned", "0u", "4294967295u"),
+_RZI_TYPES = {"s32": ("int", "(-2147483647 - 1)", "2147483647"), "u32": ("unsigned", "0u", "4294967295u"),
               "s64": ("long long", "(-9223372036854775807LL - 1)", "9223372036854775807LL"),
               "u64": ("unsigned long long", "0ull", "18446744073709551615ull")}
 for _dst, (_ctype, _lo, _hi) in _RZI_TYPES.items():
