@@ -1,6 +1,8 @@
 """Lowering of ``arith.*`` and ``math.*``: elementwise, in the compute type."""
 from __future__ import annotations
 
+import re
+
 from ..ir.types import PointerType, TensorType
 from . import c_types as C
 from .lower import elem, lowering
@@ -37,13 +39,33 @@ def infix(lw, op):
     if t.is_boolean and symbol in ("&", "|", "^"):
         lw.assign_elementwise(op.results[0], lambda i: f"({lw.ref(a, i)} {symbol} {lw.ref(b, i)})")
         return
-    if symbol == "<<" and t.name in _UNSIGNED:
-        # Triton's shl wraps; C++ leaves a signed left shift of a negative value (or one that
-        # overflows) undefined, so shift the unsigned bits and convert back
-        ctype = C.storage_type(t)
-        _result(lw, op, lambda i: f"(({ctype})(({_UNSIGNED[t.name]})({lw.cref(a, i)}) << {lw.cref(b, i)}))")
+    if symbol in ("<<", ">>") and t.is_integer:
+        _result(lw, op, lambda i: _shift(symbol, t, lw.cref(a, i), lw.cref(b, i)))
         return
     _result(lw, op, lambda i: f"({lw.cref(a, i)} {symbol} {lw.cref(b, i)})")
+
+
+_INT_LITERAL = re.compile(r"\(?(-?\d+)[uUlL]*\)?")
+
+
+def _shift(symbol: str, t, x: str, amount: str) -> str:
+    """``x << amount`` / ``x >> amount`` as PTX ``shl`` / ``shr`` (and the interpreter) define them: the
+    amount read as unsigned, one of at least the width shifts every bit out (``>>`` of a signed value
+    leaves its sign).  C leaves such amounts undefined (x86 takes them modulo the width), so a
+    runtime amount is guarded; a literal one below the width is shifted as it is.  ``<<`` shifts the
+    unsigned bits (Triton's shl wraps; C's left shift of a negative value is undefined)."""
+    ctype, utype, bits = C.storage_type(t), _UNSIGNED.get(t.name, C.storage_type(t)), t.bits
+    if symbol == "<<":
+        shifted = f"(({ctype})(({utype})({x}) << {amount}))"
+    else:
+        shifted = f"({x} >> {amount})"
+    m = _INT_LITERAL.fullmatch(amount.strip())
+    if m and 0 <= int(m.group(1)) < bits:
+        return shifted
+    wide = f"(({utype})({amount}) >= {bits}u)"
+    if symbol == ">>" and t.is_signed:
+        return f"({x} >> ({wide} ? {bits - 1} : {amount}))"
+    return f"({wide} ? ({ctype})0 : {shifted})"
 
 
 @lowering("arith.div")
