@@ -170,6 +170,8 @@ def _emulating_matmul(monkeypatch, edit=None):
                                               ("ws_128x80x64_s6_sub1", (200, 264, 520, "transposed"), 132),
                                               ("dot_64x32x128_s8_w4", (200, 264, 520, "transposed"), 132),
                                               ("dot_128x128x64_s3_w4_k2", (200, 264, 520), 132),
+                                              ("dot_64x128x64_s4_w4", (37, 70, 555), 132),
+                                              ("dot_64x128x64_s4_w4_k4", (37, 70, 555), 132),
                                               ("ws_128x256x64_s3_sk", (300, 512, 520), 3)], ids=str)
 def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
     """The warp-specialized GEMM's CUDA text: 128x256 tiles stored by TMA in two halves (also with an
@@ -181,7 +183,9 @@ def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
     two with its fix-up by the tile's last split; 256-wide
     stream-K on 3 programs (partials published and summed in quarters, flags by atomics: the emulation
     runs CTAs in index order, as stream-K's waits allow).  Bias and GELU, a NaN-poisoned output, K off
-    the 64-wide steps (TMA zero-fill)."""
+    the 64-wide steps (TMA zero-fill).  The pointer kernel at K = 555: rows of 1110 bytes, so its
+    cp.async copies are 4 bytes wide (and the split-K fix-up reads its partials with hinted 64-bit loads),
+    which the emulation lacked until session 32."""
     monkeypatch.setattr(MM, "CPU_SMS", sms)
     monkeypatch.setattr(MM, "_STREAM_K", {})
     names = _emulating_matmul(monkeypatch)

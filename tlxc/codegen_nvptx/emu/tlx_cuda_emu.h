@@ -62,7 +62,7 @@ struct Thread {
   State state = DONE;
   char* stack = nullptr;
   unsigned warp_gen = 0, wg_gen = 0;
-  struct Copy { void* dst; unsigned char bytes[16]; };
+  struct Copy { void* dst; unsigned char bytes[16]; int n; };   // n bytes of a cp.async (4, 8 or 16)
   std::vector<std::vector<Copy>> groups;   // committed cp.async groups not waited for, oldest first
   std::vector<Copy> open;                  // copies issued since the last commit
   std::vector<std::vector<TmaStore>> bulk; // committed bulk (TMA store) groups not waited for, oldest first
@@ -352,6 +352,44 @@ template <int EVICT> static inline unsigned long long tlx_l2_policy() { return 0
 template <int CACHE, int EVICT>
 static inline void tlx_ld_global_hint_b32(const void* p, bool pred, unsigned& w0) { tlx_ld_global_b32(p, pred, w0); }
 template <int CACHE, int EVICT>
+static inline void tlx_ld_global_hint_b64(const void* p, bool pred, unsigned& w0, unsigned& w1) {
+  tlx_ld_global_b64(p, pred, w0, w1);
+}
+// the other hinted and volatile accesses (cache operators and L2 policies change no value here); 8-bit
+// accesses carry their byte in a 16-bit word, as the PTX helpers' "h" registers do
+template <int CACHE, int EVICT>
+static inline void tlx_ld_global_hint_b8(const void* p, bool pred, unsigned short& w0) {
+  if (pred) { unsigned char b; memcpy(&b, p, 1); w0 = b; }
+}
+template <int CACHE, int EVICT>
+static inline void tlx_ld_global_hint_b16(const void* p, bool pred, unsigned short& w0) { tlx_ld_global_b16(p, pred, w0); }
+template <int CACHE, int EVICT>
+static inline void tlx_st_global_hint_b8(void* p, bool pred, unsigned short w0) {
+  if (pred) { unsigned char b = (unsigned char)w0; memcpy(p, &b, 1); }
+}
+template <int CACHE, int EVICT>
+static inline void tlx_st_global_hint_b16(void* p, bool pred, unsigned short w0) { tlx_st_global_b16(p, pred, w0); }
+template <int CACHE, int EVICT>
+static inline void tlx_st_global_hint_b32(void* p, bool pred, unsigned w0) { tlx_st_global_b32(p, pred, w0); }
+template <int CACHE, int EVICT>
+static inline void tlx_st_global_hint_b64(void* p, bool pred, unsigned w0, unsigned w1) {
+  tlx_st_global_b64(p, pred, w0, w1);
+}
+template <int CACHE, int EVICT>
+static inline void tlx_st_global_hint_b128(void* p, bool pred, unsigned w0, unsigned w1, unsigned w2, unsigned w3) {
+  tlx_st_global_b128(p, pred, w0, w1, w2, w3);
+}
+static inline void tlx_ld_volatile_global_b8(const void* p, bool pred, unsigned short& w0) {
+  if (pred) { unsigned char b; memcpy(&b, p, 1); w0 = b; }
+}
+static inline void tlx_ld_volatile_global_b16(const void* p, bool pred, unsigned short& w0) { tlx_ld_global_b16(p, pred, w0); }
+static inline void tlx_ld_volatile_global_b32(const void* p, bool pred, unsigned& w0) { tlx_ld_global_b32(p, pred, w0); }
+static inline void tlx_ld_volatile_global_b64(const void* p, bool pred, unsigned& w0, unsigned& w1) {
+  tlx_ld_global_b64(p, pred, w0, w1);
+}
+static inline void tlx_ld_volatile_global_b128(const void* p, bool pred, unsigned& w0, unsigned& w1, unsigned& w2,
+                                               unsigned& w3) { tlx_ld_global_b128(p, pred, w0, w1, w2, w3); }
+template <int CACHE, int EVICT>
 static inline void tlx_ld_global_hint_b128(const void* p, bool pred, unsigned& w0, unsigned& w1, unsigned& w2,
                                            unsigned& w3) { tlx_ld_global_b128(p, pred, w0, w1, w2, w3); }
 template <int SEM, int SCOPE>
@@ -384,11 +422,20 @@ static inline void tlx_griddepcontrol_launch_dependents() {}
 static inline void tlx_griddepcontrol_wait() {}
 // cp.async: the source is read at issue, the shared-memory bytes land only when a wait_group
 // retires the copy's group (a read of the buffer before that sees the old bytes)
-static inline void tlx_cp_async_16(void* dst, const void* src, bool pred) {
-  cuemu::Thread::Copy c; c.dst = dst;
-  if (pred) memcpy(c.bytes, src, 16); else memset(c.bytes, 0, 16);
+template <int N> static inline void tlx_cuemu_cp_async(void* dst, const void* src, bool pred) {
+  cuemu::Thread::Copy c; c.dst = dst; c.n = N;
+  if (pred) memcpy(c.bytes, src, N); else memset(c.bytes, 0, N);
   cuemu::g_thr[cuemu::g_cur].open.push_back(c);
 }
+static inline void tlx_cp_async_4(void* dst, const void* src, bool pred) { tlx_cuemu_cp_async<4>(dst, src, pred); }
+static inline void tlx_cp_async_8(void* dst, const void* src, bool pred) { tlx_cuemu_cp_async<8>(dst, src, pred); }
+static inline void tlx_cp_async_16(void* dst, const void* src, bool pred) { tlx_cuemu_cp_async<16>(dst, src, pred); }
+template <int CACHE, int EVICT>
+static inline void tlx_cp_async_hint_4(void* dst, const void* src, bool pred) { tlx_cuemu_cp_async<4>(dst, src, pred); }
+template <int CACHE, int EVICT>
+static inline void tlx_cp_async_hint_8(void* dst, const void* src, bool pred) { tlx_cuemu_cp_async<8>(dst, src, pred); }
+template <int CACHE, int EVICT>
+static inline void tlx_cp_async_hint_16(void* dst, const void* src, bool pred) { tlx_cuemu_cp_async<16>(dst, src, pred); }
 static inline void tlx_cp_async_commit_group() {
   auto& t = cuemu::g_thr[cuemu::g_cur];
   t.groups.push_back(t.open); t.open.clear();
@@ -396,7 +443,7 @@ static inline void tlx_cp_async_commit_group() {
 template <int N> static inline void tlx_cp_async_wait_group() {
   auto& t = cuemu::g_thr[cuemu::g_cur];
   while ((int)t.groups.size() > N) {
-    for (auto& c : t.groups.front()) memcpy(c.dst, c.bytes, 16);
+    for (auto& c : t.groups.front()) memcpy(c.dst, c.bytes, c.n);
     t.groups.erase(t.groups.begin());
   }
 }
