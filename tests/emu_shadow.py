@@ -110,7 +110,10 @@ def shadowed(kfn, grid, args=(), kwargs=None, **options):
         _log({"kernel": name, "file": kfn.fn.__code__.co_filename, "grid": g3,
               "status": "MISMATCH" if bad else "ok", "bad": bad})
     except Exception as exc:  # noqa: BLE001 (a launch the emulation cannot run is a skip, named)
-        _log({"kernel": name, "status": "skip", "why": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"})
+        lines = str(exc).splitlines()
+        errors = [line.split("error: ", 1)[1] for line in lines if "error: " in line][:3]  # a host compile's
+        _log({"kernel": name, "status": "skip", "why": f"{type(exc).__name__}: {lines[0][:200]}",
+              **({"errors": errors} if errors else {})})
     finally:
         _inside[0] = False
     return result
