@@ -73,7 +73,7 @@ struct WgDeposit {
   float* d;
   unsigned a[4];
   unsigned long long desc;
-  int scale_d, tb, n, kind;                // kind: 0 bf16 (k16), 1 e4m3, 2 e5m2 (k32, B's type in kind_b)
+  int scale_d, tb, n, kind;                // kind: 0 bf16 / 3 f16 (k16), 1 e4m3, 2 e5m2 (k32, B's type in kind_b)
   int kind_b;
   unsigned long long desc_a;               // ss: A from shared memory too (16-bit; ta: M-major)
   int ss, ta;
@@ -161,6 +161,9 @@ static inline unsigned smem_off(const void* p) { return (unsigned)((const unsign
 // 3 / 2 / 1 bits for the 128 / 64 / 32-byte modes
 static inline unsigned swz(unsigned a, int bytes) { return a ^ (((a >> 7) & (unsigned)(bytes / 16 - 1)) << 4); }
 static inline float bf16f(unsigned short h) { unsigned u = (unsigned)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline float f16f(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }   // exact
+// a 16-bit wgmma element: kind 0 bf16, 3 f16
+static inline float e16f(unsigned short h, int kind) { return kind == 3 ? f16f(h) : bf16f(h); }
 // an 8-bit float: e4m3 (bias 7, no infinities, S.1111.111 NaN) or e5m2 (bias 15, IEEE-like)
 static inline float fp8f(unsigned char x, int e5m2) {
   int man_bits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
@@ -191,7 +194,9 @@ static inline unsigned operand_addr(unsigned start, unsigned lbo, unsigned sbo, 
 // wgmma.mma_async m64nNk16 f32 += bf16 (A in registers) x bf16 (B in shared memory, descriptor), or
 // m64nNk32 with 8-bit A (four consecutive K elements per register) and a K-major 8-bit B
 static void wgmma_compute(WgDeposit* dep) {
-  int N = dep[0].n, tb = dep[0].tb, kind = dep[0].kind, K = kind ? 32 : 16, esz = kind ? 1 : 2;
+  int N = dep[0].n, tb = dep[0].tb, kind = dep[0].kind;
+  bool eight = kind == 1 || kind == 2;     // 8-bit (k32) inputs; 16-bit ones: kind 0 bf16, 3 f16
+  int K = eight ? 32 : 16, esz = eight ? 1 : 2;
   unsigned long long desc = dep[0].desc;
   for (int i = 1; i < 128; ++i)
     if (dep[i].desc != desc || dep[i].scale_d != dep[0].scale_d) {
@@ -220,13 +225,13 @@ static void wgmma_compute(WgDeposit* dep) {
         }
         unsigned short h;
         memcpy(&h, tlx_smem + addr, 2);
-        A[r][k] = bf16f(h);
+        A[r][k] = e16f(h, kind);
       }
   }
   for (int t = 0; t < 128 && !dep[0].ss; ++t) {
     int w = t / 32, l = t % 32, r = 16 * w + l / 4;
     const unsigned* a = dep[t].a;
-    if (kind) {         // a0: (r, 4q + i), a1: (r + 8, ..), a2: (r, 16 + 4q + i), a3: (r + 8, ..), byte i
+    if (eight) {        // a0: (r, 4q + i), a1: (r + 8, ..), a2: (r, 16 + 4q + i), a3: (r + 8, ..), byte i
       int c = (l % 4) * 4;
       for (int i = 0; i < 4; ++i) {
         A[r][c + i] = fp8f((a[0] >> (8 * i)) & 0xff, kind == 2);
@@ -237,10 +242,10 @@ static void wgmma_compute(WgDeposit* dep) {
       continue;
     }
     int c = (l % 4) * 2;
-    A[r][c] = bf16f(a[0] & 0xFFFF); A[r][c + 1] = bf16f(a[0] >> 16);
-    A[r + 8][c] = bf16f(a[1] & 0xFFFF); A[r + 8][c + 1] = bf16f(a[1] >> 16);
-    A[r][c + 8] = bf16f(a[2] & 0xFFFF); A[r][c + 9] = bf16f(a[2] >> 16);
-    A[r + 8][c + 8] = bf16f(a[3] & 0xFFFF); A[r + 8][c + 9] = bf16f(a[3] >> 16);
+    A[r][c] = e16f(a[0] & 0xFFFF, kind); A[r][c + 1] = e16f(a[0] >> 16, kind);
+    A[r + 8][c] = e16f(a[1] & 0xFFFF, kind); A[r + 8][c + 1] = e16f(a[1] >> 16, kind);
+    A[r][c + 8] = e16f(a[2] & 0xFFFF, kind); A[r][c + 9] = e16f(a[2] >> 16, kind);
+    A[r + 8][c + 8] = e16f(a[3] & 0xFFFF, kind); A[r + 8][c + 9] = e16f(a[3] >> 16, kind);
   }
   std::vector<float> B(K * N);
   for (int k = 0; k < K && span; ++k)
@@ -250,13 +255,13 @@ static void wgmma_compute(WgDeposit* dep) {
         snprintf(g_error, sizeof g_error, "wgmma: the descriptor reads outside shared memory");
         return;
       }
-      if (kind) {
+      if (eight) {
         B[k * N + n] = fp8f(tlx_smem[addr], dep[0].kind_b == 2);
         continue;
       }
       unsigned short h;
       memcpy(&h, tlx_smem + addr, 2);
-      B[k * N + n] = bf16f(h);
+      B[k * N + n] = e16f(h, kind);
     }
   for (int t = 0; t < 128; ++t) {
     int w = t / 32, l = t % 32, r = 16 * w + l / 4, c = (l % 4) * 2;
@@ -681,6 +686,11 @@ static inline void tlx_bar_arrive(unsigned id, unsigned threads) { cuemu::named_
 template <int N> static inline void tlx_setmaxnreg_inc() {}
 template <int N> static inline void tlx_setmaxnreg_dec() {}
 static inline float tlx_bf16_to_f32(unsigned short x) { return cuemu::bf16f(x); }
+// cvt.f32.f16 (exact) and cvt.rn.f16.f32 (to nearest even; overflow to infinity, NaN kept): the host's _Float16
+static inline float tlx_cvt_f32_f16(unsigned short x) { return cuemu::f16f(x); }
+static inline unsigned short tlx_cvt_rn_f16_f32(float x) {
+  _Float16 h = (_Float16)x; unsigned short u; memcpy(&u, &h, 2); return u;
+}
 template <typename T> static inline T* tlx_opaque_pointer(T* p) { return p; }   // (a hint to the device compiler)
 // cvt.rzi.{s,u}{32,64}.{f32,f64}: toward zero, NaN -> 0, out-of-range values saturated (never a C cast's UB)
 template <typename I, typename F> static inline I tlx_cuemu_cvt_rzi(F x) {
@@ -766,6 +776,11 @@ static inline unsigned long long tlx_wgmma_desc(const void* base, unsigned offse
   static inline void tlx_wgmma_m64n##N##k16_f32_bf16_rs(float* d, unsigned a0, unsigned a1, unsigned a2,    \
                                                         unsigned a3, unsigned long long db, int scale_d) {  \
     cuemu::wgmma(d, a0, a1, a2, a3, db, scale_d, TB, N);                                                    \
+  }                                                                                                         \
+  template <int TB>                                                                                         \
+  static inline void tlx_wgmma_m64n##N##k16_f32_f16_rs(float* d, unsigned a0, unsigned a1, unsigned a2,     \
+                                                       unsigned a3, unsigned long long db, int scale_d) {   \
+    cuemu::wgmma(d, a0, a1, a2, a3, db, scale_d, TB, N, 3, 3);                                              \
   }
 TLX_EMU_WGMMA_RS(16)
 TLX_EMU_WGMMA_RS(32)
@@ -781,6 +796,11 @@ TLX_EMU_WGMMA_RS(256)
   static inline void tlx_wgmma_m64n##N##k16_f32_bf16(float* d, unsigned long long da, unsigned long long db, \
                                                      int scale_d) {                                        \
     cuemu::wgmma(d, 0, 0, 0, 0, db, scale_d, TB, N, 0, 0, da, 1, TA);                                       \
+  }                                                                                                         \
+  template <int TA, int TB>                                                                                 \
+  static inline void tlx_wgmma_m64n##N##k16_f32_f16(float* d, unsigned long long da, unsigned long long db,  \
+                                                    int scale_d) {                                         \
+    cuemu::wgmma(d, 0, 0, 0, 0, db, scale_d, TB, N, 3, 3, da, 1, TA);                                       \
   }
 // every N of the ISA (8-256 in steps of 8: fuse-dot-pairs' summed widths, e.g. 128 + 16 + 8)
 TLX_EMU_WGMMA_SS(8) TLX_EMU_WGMMA_SS(16) TLX_EMU_WGMMA_SS(24) TLX_EMU_WGMMA_SS(32) TLX_EMU_WGMMA_SS(40) TLX_EMU_WGMMA_SS(48) TLX_EMU_WGMMA_SS(56) TLX_EMU_WGMMA_SS(64)
