@@ -335,3 +335,30 @@ def test_a_deadlock_is_reported_not_waited_for(name):
     out = torch.zeros(64, dtype=torch.int32)
     with pytest.raises(emu.EmulationError, match=r"no progress in CTA \(0, 0, 0\)"):
         emu.build(_DEADLOCKS[name]).run({"out": out}, grid=(1,), threads=64)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.int32, torch.float64], ids=str)
+@pytest.mark.parametrize("hint", [{"volatile": True}, {"cache_modifier": ".cg", "eviction_policy": "evict_last"}],
+                         ids=["volatile", "hinted"])
+def test_volatile_and_hinted_accesses_run(dtype, hint):
+    """Volatile loads (each yields, as a flag poll must) and cache-hinted loads and stores of every width,
+    masked, over two programs: emulated since session 32 (texts using them did not build before)."""
+    import tlxc
+    import tlxc.language as tl
+
+    @tlxc.jit
+    def copy_plus_one(x_ptr, o_ptr, n, BLOCK: tl.constexpr, HINT: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        if HINT:
+            x = tl.load(x_ptr + offs, mask=m, cache_modifier=".cg", eviction_policy="evict_last")
+            tl.store(o_ptr + offs, x + 1, mask=m, cache_modifier=".cs")
+        else:
+            tl.store(o_ptr + offs, tl.load(x_ptr + offs, mask=m, volatile=True) + 1, mask=m)
+
+    x = torch.arange(100).to(dtype)
+    out = torch.zeros(100, dtype=dtype)
+    h = copy_plus_one.warmup(x, out, 100, BLOCK=64, HINT="volatile" not in hint, grid=(2,))
+    assert ("tlx_ld_volatile_global" if "volatile" in hint else "tlx_ld_global_hint") in h.asm["cuda"]
+    emu.build(h.asm["cuda"]).run({"x_ptr": x, "o_ptr": out, "n": 100}, grid=(2, 1, 1), threads=128)
+    assert torch.equal(out, x + 1)

@@ -384,16 +384,23 @@ template <int CACHE, int EVICT>
 static inline void tlx_st_global_hint_b128(void* p, bool pred, unsigned w0, unsigned w1, unsigned w2, unsigned w3) {
   tlx_st_global_b128(p, pred, w0, w1, w2, w3);
 }
+// a volatile load is how a kernel polls a flag: each one yields (without progress, as a failed
+// compare-and-swap does), so a spin on a flag no thread raises shows as "no progress", not a hang
 static inline void tlx_ld_volatile_global_b8(const void* p, bool pred, unsigned short& w0) {
   if (pred) { unsigned char b; memcpy(&b, p, 1); w0 = b; }
+  cuemu::yield_();
 }
-static inline void tlx_ld_volatile_global_b16(const void* p, bool pred, unsigned short& w0) { tlx_ld_global_b16(p, pred, w0); }
-static inline void tlx_ld_volatile_global_b32(const void* p, bool pred, unsigned& w0) { tlx_ld_global_b32(p, pred, w0); }
+static inline void tlx_ld_volatile_global_b16(const void* p, bool pred, unsigned short& w0) {
+  tlx_ld_global_b16(p, pred, w0); cuemu::yield_();
+}
+static inline void tlx_ld_volatile_global_b32(const void* p, bool pred, unsigned& w0) {
+  tlx_ld_global_b32(p, pred, w0); cuemu::yield_();
+}
 static inline void tlx_ld_volatile_global_b64(const void* p, bool pred, unsigned& w0, unsigned& w1) {
-  tlx_ld_global_b64(p, pred, w0, w1);
+  tlx_ld_global_b64(p, pred, w0, w1); cuemu::yield_();
 }
 static inline void tlx_ld_volatile_global_b128(const void* p, bool pred, unsigned& w0, unsigned& w1, unsigned& w2,
-                                               unsigned& w3) { tlx_ld_global_b128(p, pred, w0, w1, w2, w3); }
+                                               unsigned& w3) { tlx_ld_global_b128(p, pred, w0, w1, w2, w3); cuemu::yield_(); }
 template <int CACHE, int EVICT>
 static inline void tlx_ld_global_hint_b128(const void* p, bool pred, unsigned& w0, unsigned& w1, unsigned& w2,
                                            unsigned& w3) { tlx_ld_global_b128(p, pred, w0, w1, w2, w3); }
