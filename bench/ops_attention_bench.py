@@ -327,8 +327,9 @@ def main() -> None:
                         help="also time the default with skew=True (column skew; D = 64 with 128-key blocks also "
                              "skew3: three K/V stages; < 1: skewed faster)")
     parser.add_argument("--ahead", action="store_true",
-                        help="also time the default with s1_ahead=True where it applies: no mask, two consumers "
-                             "(column ahead, < 1: S_1 issued ahead faster)")
+                        help="also time the default with s1_ahead toggled where it applies: no mask, two consumers "
+                             "(column ahead: with it, < 1: faster with it; noahead: without it where the default "
+                             "has it, > 1: the default is faster)")
     parser.add_argument("--pin", action="store_true",
                         help="also time the default with pin_softmax=True (column pin, < 1: pinned faster)")
     args = parser.parse_args()

@@ -121,7 +121,8 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
       item's last 64 keys, 17% of the work at S = 256).  H200, session 13 run 2, D = 64: 6-7%
       faster than 128-key blocks at S = 256 causal, 3% slower at S = 512 (13% slower without the
       mask: more issue rounds per key).
-    * dense, no mask, S <= 256, D <= 64: ``s1_ahead`` (an item's ``S_1`` issued with its ``S_0``).
+    * dense, no mask, S <= 256, D <= 64, 16-bit inputs: ``s1_ahead`` (an item's ``S_1`` issued with its ``S_0``;
+      fp8 not timed).
       H100, session 32, two runs: 0.959 / 0.973-0.976 of the default's time at S = 256 (MHA / GQA-4);
       slower at S = 512 (1.03-1.08), at D = 128 (0.985-1.022) and D = 256 (1.08-1.14).
 
@@ -153,7 +154,7 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
         c = AttnConfig(256, 128, 64, 2, 1)
     if causal and not varlen and S is not None and S <= 256 and c.block_m == 128 and hd <= 128:
         c = replace(c, block_n=64, stages=4)
-    if hd == 64 and not causal and not varlen and S is not None and S <= 256 and c.block_m == 128:
+    if hd == 64 and not causal and not varlen and not fp8 and S is not None and S <= 256 and c.block_m == 128:
         c = replace(c, s1_ahead=True)   # applies where the keys pass one block (issues_s1_ahead)
     return replace(c, tma_store=True) if not varlen and S is not None and c.block_m == 128 else c
 
