@@ -61,8 +61,7 @@ def box_dim_error(dim: int, box: int, name: str | None = None) -> str | None:
     dimension (default ``block_shape[dim]``)."""
     if box < 1 or (box > MAX_BOX_DIM and box % MAX_BOX_DIM):
         return (f"{name or f'block_shape[{dim}]'} is {box}; a TMA box has 1 to {MAX_BOX_DIM} elements per "
-                f"dimension, or a "
-                f"multiple of {MAX_BOX_DIM} (copied as {MAX_BOX_DIM}-element pieces)")
+                f"dimension, or a multiple of {MAX_BOX_DIM} (copied as {MAX_BOX_DIM}-element pieces)")
     return None
 
 
