@@ -37,7 +37,7 @@ import torch
 from .. import language as tl
 from ..descriptors import TensorDescriptor
 from .compile_only import CompileOnly
-from .kernels.attention_fwd import D_BOX, LOG2E, attn_fwd_kernel
+from .kernels.attention_fwd import D_BOX, LOG2E, TRACE_STAGES, attn_fwd_kernel
 from .kernels.attention_schedule import varlen_check_kernel, varlen_rank_kernel, varlen_table_kernel
 from .kernels.transpose import transpose_last2_kernel
 
@@ -726,7 +726,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
                       programs: int | None = None, group_h: int = 16,
                       varlen_order: str | None = None, window: tuple[int, int] | None = None,
                       softcap: float | None = None, q_descale=None, k_descale=None, v_descale=None,
-                      out_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                      out_dtype: torch.dtype | None = None,
+                      trace: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(o, lse)`` of softmax attention (module docstring for layouts and semantics).
 
     ``sm_scale``: the scores' scale (default ``1/sqrt(D)``; positive).  Varlen:
@@ -741,7 +742,10 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     ``$TLXC_ATTN_VARLEN``).  ``window`` (left, right; -1: unbounded) and ``softcap``: module
     docstring.  fp8 inputs (``q``, ``k``, ``v`` all float8_e4m3fn or all float8_e5m2):
     ``q_descale``/``k_descale``/``v_descale`` and ``out_dtype`` (``check_fp8``); ``v`` is
-    transposed into a copy (``transposed_v``; varlen ``transposed_v_varlen``).
+    transposed into a copy (``transposed_v``; varlen ``transposed_v_varlen``).  ``trace`` (benchmarks):
+    an int64 tensor ``[programs, consumers + 1, items, TRACE_STAGES]`` on q's device that the
+    kernel fills with cycle counts at the stage boundaries of each program's first ``items`` items
+    (``kernels/attention_fwd.py``, ``TRACE``; ``trace_shape`` gives the shape).
     """
     sm_scale = check_args(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     descales = (q_descale, k_descale, v_descale)
@@ -857,17 +861,29 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     else:
         sched = _table_on(q.device, schedule, Sq, Sk, B * H, c.block_m, c.block_n, causal, n_programs, group_h,
                           (win_left, win_right))
+    if trace is not None:
+        want = trace_shape(c, sched.shape[0], trace.shape[2] if trace.dim() == 4 else 1)
+        if trace.dtype != torch.int64 or tuple(trace.shape) != want or not trace.is_contiguous() or \
+                trace.device != q.device:
+            raise _fail(f"'trace' must be a contiguous int64 tensor of shape {want} (programs, consumers + 1, "
+                        f"items, stages) on {q.device}, got {trace.dtype} {tuple(trace.shape)} on {trace.device}")
     fp8_meta = {"FP8": fp8, "O_DTYPE": DTYPES[o_dtype] if fp8 else None, "DESCALE": descale is not None,
                 "EXP_FMA": c.exp_fma, "SKEW": c.skew, "O_ALIGN": stride_align(o4), "DIAG": c.diag,
                 "S1_AHEAD": c.issues_s1_ahead(causal, varlen, win_left >= 0 or win_right >= 0, Sk)}
     _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, cu_v, descale, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
-            o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1],
-            D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
+            o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1], trace,
+            TRACE=0 if trace is None else trace.shape[2], D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
             Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE={**DTYPES, **FP8_DTYPES}[q.dtype], REGISTERS=c.registers,
             OVERLAP=c.overlap, PREFETCH=c.prefetch, O_TMA=c.tma_store, O_PARTS=c.o_parts,
             DIAG_SKIP=c.skips_diagonal(causal), PIN_SOFTMAX=c.pin_softmax, WIN_LEFT=win_left, WIN_RIGHT=win_right,
             SOFTCAP=cap, num_warps=4, **fp8_meta)
     return o, lse
+
+
+def trace_shape(config: AttnConfig, programs: int, items: int) -> tuple[int, int, int, int]:
+    """The shape of ``attention_forward``'s ``trace`` tensor: per program, a row per consumer and
+    one for the producer, ``items`` items of ``TRACE_STAGES`` cycle counts."""
+    return (programs, config.block_m // 64 + 1, items, TRACE_STAGES)
 
 
 def compile_config(q, k, v, **kwargs) -> list:

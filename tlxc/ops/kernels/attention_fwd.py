@@ -70,6 +70,10 @@ generalized:
   of an item out, so that its cost is the time difference: 1 no O / lse epilogue, 2 no softmax of the
   first key block (its scores go to ``P V`` as they are), 4 no lone last ``P V`` (its turn and slot
   still pass);
+* ``TRACE`` (benchmarks only, ``attention_forward(trace=...)``): each consumer's first thread and the
+  producer's write the cycle counter (``clock64``, the SM's) at the stage boundaries of the program's first
+  ``TRACE`` items into ``trace_ptr`` (int64 ``[programs, CONSUMERS + 1, TRACE, TRACE_STAGES]``, the producer
+  last; ``TRACE_MARKS`` names the stages), so that a bench reads where an item's cycles go;
 * ``S1_AHEAD`` (``AttnConfig.s1_ahead``; dense launches without a mask or window whose keys fill more than
   one block, so that every consumer has two key blocks or more): the first turn of an item issues
   ``S_1 = Q K_1ᵀ`` behind ``S_0``, so the first block's softmax runs while ``S_1`` is computed, and
@@ -94,6 +98,12 @@ from .aligns import aligned
 D_BOX = 64            # head-dim columns of one TMA box: 64 x 2 bytes = the 128-byte swizzle's span
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
+TRACE_STAGES = 16     # cycle-counter slots an item has in a trace (TRACE)
+TRACE_MARKS = {       # stage -> what has just happened when the counter is read (consumer rows; producer: P_*)
+    0: "item start", 1: "Q arrived", 2: "K arrived", 3: "first turn", 4: "S_0 done", 5: "softmax 0 done",
+    6: "P_0 V_0 turn", 7: "S_1 done", 8: "softmax 1 done", 9: "P_0 V_0 done", 10: "key loop done",
+    11: "last turn", 12: "last P V done", 13: "epilogue issued"}
+TRACE_PRODUCER = {0: "item start", 1: "Q issued", 2: "K_0 slot free", 3: "V_0 slot free", 4: "K/V issued"}
 
 
 @jit
@@ -117,6 +127,16 @@ def masked_scores(s, j, row0, seq_k, BLOCK_N: tl.constexpr, HALF_M: tl.constexpr
             keep = keep & (offs_n[None, :] <= row0 + tl.arange(0, HALF_M)[:, None] + WIN_RIGHT)
         s = tl.where(keep, s, float("-inf"))
     return s
+
+
+@jit
+def trace_mark(trace_ptr, rnd, row, STAGE: tl.constexpr, ROWS: tl.constexpr, TRACE: tl.constexpr):
+    """(benchmarks, ``TRACE`` > 0) the cycle counter at ``STAGE`` of the program's item ``rnd`` (if
+    among its first ``TRACE``) into the trace's row ``row`` (a consumer, or the producer: ``ROWS - 1``)."""
+    if TRACE > 0:
+        if rnd < TRACE:
+            tl.store(trace_ptr + ((tl.program_id(0) * ROWS + row) * TRACE + rnd) * TRACE_STAGES + STAGE,
+                     tlx.clock64())
 
 
 @jit
@@ -329,7 +349,7 @@ def store_lse(lse_ptr, lse, bz, h, q_row, row0, sq, stride_lb, stride_lh, HALF_M
 def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu_k_ptr, cu_v_ptr, descale_ptr,
                     seq_q, seq_k, H, GROUP, NUM_M, qk_scale: tl.float32,
                     stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
-                    sched_ptr, sched_stride,
+                    sched_ptr, sched_stride, trace_ptr,
                     D_REAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     NUM_STAGES: tl.constexpr, Q_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                     VARLEN: tl.constexpr, DTYPE: tl.constexpr, REGISTERS: tl.constexpr,
@@ -338,7 +358,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     WIN_LEFT: tl.constexpr = -1, WIN_RIGHT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0,
                     FP8: tl.constexpr = False, O_DTYPE: tl.constexpr = None, DESCALE: tl.constexpr = False,
                     EXP_FMA: tl.constexpr = 0, SKEW: tl.constexpr = False, O_ALIGN: tl.constexpr = 1,
-                    DIAG: tl.constexpr = 0, S1_AHEAD: tl.constexpr = False):
+                    DIAG: tl.constexpr = 0, S1_AHEAD: tl.constexpr = False, TRACE: tl.constexpr = 0):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     WINDOW: tl.constexpr = WIN_LEFT >= 0 or WIN_RIGHT >= 0                  # a row may see no key (o = 0)
     O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
@@ -349,6 +369,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
     tl.static_assert(not S1_AHEAD or not (OVERLAP or CAUSAL or VARLEN or WIN_LEFT >= 0 or WIN_RIGHT >= 0),
                      "S1_AHEAD needs two key blocks for every consumer: dense, no mask, no window, no overlap")
     CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
+    ROWS: tl.constexpr = CONSUMERS + 1                                      # a trace's rows: consumers, producer
     ELEM: tl.constexpr = 1 if FP8 else 2                                    # bytes of an input element
     IN_BOX: tl.constexpr = (128 if HEAD_DIM >= 128 else 64) if FP8 else D_BOX    # Q/K box: <= 128-byte rows
     BOXES: tl.constexpr = HEAD_DIM // IN_BOX
@@ -381,6 +402,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
             for rnd in range(count):                                        # this program's items
                 t = t_next                                                  # read an item ahead: no load on
                 t_next = tl.load(sched_ptr + my_row + 1 + tl.minimum(rnd + 1, count - 1))   # the item's path
+                trace_mark(trace_ptr, rnd, CONSUMERS, 0, ROWS, TRACE)
                 start_m, bz, h, hk, q_row, k_row, sq, sk, n_blocks, kb0 = attn_item(
                     t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN, WIN_LEFT,
                     WIN_RIGHT)
@@ -404,15 +426,20 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                             q_box = tlx.local_slice(q_smem[qb * CONSUMERS + c], [0, d * IN_BOX], [HALF_M, IN_BOX])
                             tlx.async_descriptor_load(q_desc, q_box, [bz, h, q_row + start_m + c * HALF_M, d * IN_BOX],
                                                       q_full[qb * CONSUMERS + c])
+                    trace_mark(trace_ptr, rnd, CONSUMERS, 1, ROWS, TRACE)
                     for j in range(n_blocks):
                         slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
                         tlx.barrier_wait(k_empty[slot], phase ^ 1)
+                        if j == 0:
+                            trace_mark(trace_ptr, rnd, CONSUMERS, 2, ROWS, TRACE)
                         tlx.barrier_expect_bytes(k_full[slot], BLOCK_N * HEAD_DIM * ELEM)
                         for d in tl.static_range(BOXES):
                             k_box = tlx.local_slice(k_smem[slot], [0, d * IN_BOX], [BLOCK_N, IN_BOX])
                             tlx.async_descriptor_load(k_desc, k_box, [bz, hk, k_row + j * BLOCK_N, d * IN_BOX],
                                                       k_full[slot])
                         tlx.barrier_wait(v_empty[slot], phase ^ 1)
+                        if j == 0:
+                            trace_mark(trace_ptr, rnd, CONSUMERS, 3, ROWS, TRACE)
                         tlx.barrier_expect_bytes(v_full[slot], BLOCK_N * HEAD_DIM * ELEM)
                         if FP8:     # one [HEAD_DIM, BLOCK_N] box of Vᵀ (B, Hkv, D, S): keys along its rows
                             tlx.async_descriptor_load(v_desc, v_smem[slot], [bz, hk, 0, v_row + j * BLOCK_N],
@@ -424,6 +451,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                                                           v_full[slot])
                     kv += n_blocks
                     qi += 1
+                    trace_mark(trace_ptr, rnd, CONSUMERS, 4, ROWS, TRACE)
         with tlx.async_task(num_warps=4, registers=REGISTERS, replicate=CONSUMERS):  # softmax/wgmma consumers
             cid = tlx.async_task_replica_id()
             stride_ob = aligned(stride_ob, O_ALIGN)                         # the host's facts of O's strides
@@ -466,6 +494,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     t, NUM_M, H, GROUP, seq_q, seq_k, cu_q_ptr, cu_k_ptr, BLOCK_M, BLOCK_N, CAUSAL, VARLEN, WIN_LEFT,
                     WIN_RIGHT)
                 row0 = start_m + cid * HALF_M                               # my first row in the sequence
+                trace_mark(trace_ptr, rnd, cid, 0, ROWS, TRACE)
                 qk_i = qk
                 cap_i = cap_in
                 v_scale = 1.0
@@ -485,6 +514,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     qb, q_phase = tlx.get_bufidx_phase(qi, Q_BUFS)
                     q = q_smem[qb * CONSUMERS + cid]
                     tlx.barrier_wait(q_full[qb * CONSUMERS + cid], q_phase)
+                    trace_mark(trace_ptr, rnd, cid, 1, ROWS, TRACE)
                     # key block 0: S = Q K^T and its softmax (m, l in log2 units of the scaled scores)
                     slot, phase = tlx.get_bufidx_phase(kv, NUM_STAGES)
                     tlx.barrier_wait(k_full[slot], phase)
@@ -493,7 +523,9 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         tlx.barrier_wait(k_full[slot1], phase1)
                     if OVERLAP:     # (on a program's first item: this item's first V, slot 0, phase 0)
                         tlx.barrier_wait(v_full[pv_slot], pv_phase)
+                    trace_mark(trace_ptr, rnd, cid, 2, ROWS, TRACE)
                     tlx.named_barrier_wait(turn, 256)                      # my turn on the tensor cores
+                    trace_mark(trace_ptr, rnd, cid, 3, ROWS, TRACE)
                     s = tlx.async_dot(q, tlx.local_trans(k_smem[slot]), zeros, use_acc=False)
                     if S1_AHEAD:
                         s1 = tlx.async_dot(q, tlx.local_trans(k_smem[slot1]), zeros, use_acc=False)
@@ -504,6 +536,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         s = tlx.async_dot_wait(1, s)                        # the previous P V / S_1 may run on
                     else:
                         s = tlx.async_dot_wait(0, s)
+                    trace_mark(trace_ptr, rnd, cid, 4, ROWS, TRACE)
                     tlx.barrier_arrive(k_empty[slot])
                     s = capped_scores(s, cap_i, SOFTCAP)
                     s = masked_scores(s, kb0, row0, sk, BLOCK_N, HALF_M, CAUSAL, WIN_LEFT, WIN_RIGHT)
@@ -515,6 +548,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         m_i = tl.max(s, 1) * qk_i
                         p = exp2_split(s * qk_i - finite_max(m_i, WINDOW)[:, None], EXP_FMA)
                         l_i = tl.sum(p, 1)
+                    trace_mark(trace_ptr, rnd, cid, 5, ROWS, TRACE)
                     if OVERLAP:
                         if PIN_SOFTMAX:     # (as in the key loop) the softmax stays above the wait below
                             tlx.local_store(pin_smem[cid], l_i)
@@ -534,19 +568,23 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     if S1_AHEAD:    # block 1, its S issued with S_0: this turn issues P_0 V_0 alone
                         tlx.barrier_wait(v_full[slot], phase)
                         tlx.named_barrier_wait(turn, 256)
+                        trace_mark(trace_ptr, rnd, cid, 6, ROWS, TRACE)
                         if O_PARTS == 2:
                             acc, acc_hi = pv_halves(p.to(DTYPE), v_smem[slot], acc, acc_hi, BLOCK_N, O_COLS, FP8)
                         else:
                             acc = pv(p.to(DTYPE), v_smem[slot], acc, FP8)
                         tlx.named_barrier_arrive(next_turn, 256)
                         s = tlx.async_dot_wait(O_PARTS, s1)                 # S_1 is done, P_0 V_0 may run on
+                        trace_mark(trace_ptr, rnd, cid, 7, ROWS, TRACE)
                         tlx.barrier_arrive(k_empty[slot1])
                         s = capped_scores(s, cap_i, SOFTCAP)
                         s = masked_scores(s, 1, row0, sk, BLOCK_N, HALF_M, CAUSAL, WIN_LEFT, WIN_RIGHT)
                         p, m_i, l_i, alpha = online_softmax(s, m_i, l_i, qk_i, WINDOW, EXP_FMA)
+                        trace_mark(trace_ptr, rnd, cid, 8, ROWS, TRACE)
                         if PIN_SOFTMAX:
                             tlx.local_store(pin_smem[cid], l_i)
                         acc = tlx.async_dot_wait(0, acc)
+                        trace_mark(trace_ptr, rnd, cid, 9, ROWS, TRACE)
                         if O_PARTS == 2:
                             acc_hi = tlx.async_dot_wait(0, acc_hi)
                             acc_hi = acc_hi * alpha[:, None]
@@ -582,6 +620,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                             acc_hi = acc_hi * alpha[:, None]
                         tlx.barrier_arrive(v_empty[prev])
                         acc = acc * alpha[:, None]
+                    trace_mark(trace_ptr, rnd, cid, 10, ROWS, TRACE)
                     tlx.barrier_arrive(q_empty[qb * CONSUMERS + cid])       # my every S of this item is done
                     last, last_phase = tlx.get_bufidx_phase(kv + my_blocks - 1, NUM_STAGES)
                     if OVERLAP:     # the last P V waits for the next item's first S
@@ -601,6 +640,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     else:
                         tlx.barrier_wait(v_full[last], last_phase)
                         tlx.named_barrier_wait(turn, 256)
+                        trace_mark(trace_ptr, rnd, cid, 11, ROWS, TRACE)
                         if (DIAG & 4) == 0:     # (the diagnostic without the lone last P V passes the turn)
                             if O_PARTS == 2:
                                 acc, acc_hi = pv_halves(p.to(DTYPE), v_smem[last], acc, acc_hi, BLOCK_N, O_COLS, FP8)
@@ -611,6 +651,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                             acc = tlx.async_dot_wait(0, acc)
                             if O_PARTS == 2:
                                 acc_hi = tlx.async_dot_wait(0, acc_hi)
+                        trace_mark(trace_ptr, rnd, cid, 12, ROWS, TRACE)
                         tlx.barrier_arrive(v_empty[last])      # (before the skipped blocks: their V may need it)
                         if DIAG_SKIP:   # the blocks past my diagonal (the other consumers' rows need them):
                             for j in range(my_blocks, n_blocks):    # my turns passed on, the slots released
@@ -638,6 +679,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                                         q_row, row0, sq, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
                             store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
                                       stride_lh, HALF_M)
+                        trace_mark(trace_ptr, rnd, cid, 13, ROWS, TRACE)
                     kv += n_blocks
                     qi += 1
                 elif VARLEN or WINDOW:

@@ -1,0 +1,80 @@
+"""The attention forward's ``TRACE`` timeline (a benchmark's diagnostic, bench/attn_trace_probe.py):
+the kernel writes the cycle counter at each stage of a program's first items, in order, and the
+trace changes nothing of what the kernel computes."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tlxc.ops.attention import attention_forward, choose_config, compile_config, trace_shape
+from tlxc.ops.kernels.attention_fwd import TRACE_MARKS, TRACE_PRODUCER
+
+
+def _inputs(S, D, device="cpu", seed=3):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(1, 2, S, D, generator=g).to(torch.bfloat16).to(device) for _ in range(3)]
+
+
+def _check_trace(trace, consumers, stages_seen):
+    """Every row's recorded stages rise with the stage number (a stage is written once, after the
+    ones before it on that row's path); the consumers record the stages their path passes."""
+    for p in range(trace.shape[0]):
+        for row in range(consumers + 1):
+            for item in range(trace.shape[2]):
+                marks = trace[p, row, item]
+                got = [s for s in range(marks.numel()) if marks[s] >= 0]
+                if not got:
+                    continue
+                values = [marks[s].item() for s in got]
+                assert values == sorted(values), (p, row, item, values)
+                if row < consumers:
+                    assert set(got) == stages_seen, (p, row, item, got)
+                else:
+                    assert set(got) == set(TRACE_PRODUCER), (p, row, item, got)
+
+
+@pytest.mark.parametrize("S,s1_ahead", [(256, True), (384, False)])
+def test_trace_records_every_stage_in_order(S, s1_ahead):
+    q, k, v = _inputs(S, 64)
+    c = choose_config(64, False, S)
+    c = type(c)(**{**c.__dict__, "s1_ahead": s1_ahead})
+    trace = torch.full(trace_shape(c, 3, 4), -1, dtype=torch.int64)
+    o_traced, lse_traced = attention_forward(q, k, v, config=c, programs=3, trace=trace)
+    o, lse = attention_forward(q, k, v, config=c, programs=3)
+    assert torch.equal(o_traced, o) and torch.equal(lse_traced, lse)
+    # S_1's stages only where it is issued with S_0; the key loop's end on every path
+    stages = set(TRACE_MARKS) - (set() if s1_ahead else {6, 7, 8, 9})
+    _check_trace(trace, c.block_m // 64, stages)
+    assert (trace[:, :, :, 0] >= 0).sum() > 0
+
+
+def test_trace_shape_is_checked():
+    q, k, v = _inputs(256, 64)
+    c = choose_config(64, False, 256)
+    wrong = torch.zeros((3, 2, 4, 16), dtype=torch.int64)          # one row short (no producer row)
+    with pytest.raises(ValueError, match="'trace' must be a contiguous int64 tensor of shape"):
+        attention_forward(q, k, v, config=c, programs=3, trace=wrong)
+    with pytest.raises(ValueError, match="'trace'"):
+        attention_forward(q, k, v, config=c, programs=3, trace=torch.zeros(trace_shape(c, 3, 4), dtype=torch.int32))
+
+
+def test_traced_kernel_compiles_without_spills():
+    q = torch.empty(64, 32, 256, 64, dtype=torch.bfloat16)
+    c = choose_config(64, False, 256)
+    h = compile_config(q, q, q, config=c, trace=torch.zeros(trace_shape(c, 132, 8), dtype=torch.int64))[-1]
+    assert h.constexprs["TRACE"] == 8
+    assert h.n_spills == 0
+
+
+@pytest.mark.gpu
+def test_gpu_trace_is_ordered_and_changes_nothing():
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    q, k, v = _inputs(256, 64, device="cuda")
+    c = choose_config(64, False, 256)
+    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    trace = torch.full(trace_shape(c, programs, 4), -1, dtype=torch.int64, device="cuda")
+    o_traced, lse_traced = attention_forward(q, k, v, config=c, trace=trace)
+    o, lse = attention_forward(q, k, v, config=c)
+    assert torch.equal(o_traced, o) and torch.equal(lse_traced, lse)
+    _check_trace(trace.cpu(), c.block_m // 64, set(TRACE_MARKS))
