@@ -151,6 +151,10 @@ def decode_tensors(B, H, Hkv, L, device, empty=False):
     return q, k_cache, v_cache, table.to(device), torch.tensor(lens, dtype=torch.int32, device=device), lens
 
 
+# A/B columns timed on GQA cases too (s11 / tma: MHA only)
+ANY_GQA_COLUMNS = ("pin", "fma", "skew", "diag", "ahead", "noahead", "kahead", "nokahead")
+
+
 def wants_bwd(case, every_s: bool) -> bool:
     """The backward is timed at D <= 128, at S = 1024 and 4096 unless ``every_s``."""
     _, _, _, S, D, _ = case
@@ -326,6 +330,9 @@ def main() -> None:
     parser.add_argument("--skew", action="store_true",
                         help="also time the default with skew=True (column skew; D = 64 with 128-key blocks also "
                              "skew3: three K/V stages; < 1: skewed faster)")
+    parser.add_argument("--kahead", action="store_true",
+                        help="also time the default with k_ahead toggled (column nokahead: K_j, V_j loads in turn; "
+                             "kahead: K one block ahead), time / default time")
     parser.add_argument("--ahead", action="store_true",
                         help="also time the default with s1_ahead toggled where it applies: no mask, two consumers "
                              "(column ahead: with it, < 1: faster with it; noahead: without it where the default "
@@ -357,6 +364,9 @@ def main() -> None:
         if args.ahead and not causal and default.block_m == 128 and not default.overlap:
             pin.append(("noahead", dataclasses.replace(default, s1_ahead=False)) if default.s1_ahead
                        else ("ahead", dataclasses.replace(default, s1_ahead=True)))
+        if args.kahead:     # the producer's K/V order toggled (column nokahead: the plain K_j, V_j order)
+            pin.append(("nokahead", dataclasses.replace(default, k_ahead=False)) if default.k_ahead
+                       else ("kahead", dataclasses.replace(default, k_ahead=True)))
         if args.diag and not default.overlap:      # stages left out: their cost is the time saved
             pin += [(f"diag{bit}", dataclasses.replace(default, diag=bit)) for bit in (1, 2, 4)]
         if args.no_ab:
@@ -375,7 +385,7 @@ def main() -> None:
     jobs += [("decode", *case, args.decode_variant) for case in decode_cases]
     jobs += [("fwd", B, H, Hkv, S, D, causal, dataclasses.astuple(c))
              for B, H, Hkv, S, D, causal in cases for n, c in ab_configs(D, causal, S)
-             if H == Hkv or n.startswith(("pin", "fma", "skew", "diag", "ahead", "noahead"))]
+             if H == Hkv or n.startswith(ANY_GQA_COLUMNS)]
     if args.configs:
         for B, H, Hkv, S, D, causal in cases:
             default = choose_config(D, causal, S)
@@ -459,7 +469,7 @@ def main() -> None:
         alternatives = []
         if "tlxc" in fns:
             alternatives += [(n, c) for n, c in ab_configs(D, causal, S)
-                             if H == Hkv or n.startswith(("pin", "fma", "skew", "diag", "ahead", "noahead"))]  # s11/tma: MHA
+                             if H == Hkv or n.startswith(ANY_GQA_COLUMNS)]  # s11/tma: MHA
         if args.configs and S <= 512 and "tlxc" in fns:
             for cfg in SMALL_CONFIGS:
                 c = AttnConfig(*cfg)
@@ -789,6 +799,8 @@ def summarize(results, card, t0) -> None:
                           ("skew3", "the default with skew=True and 3 K/V stages, time / default time"),
                           ("ahead", "the default with s1_ahead=True, time / default time"),
                           ("noahead", "the default (s1_ahead) without it, time / default time"),
+                          ("kahead", "the default with k_ahead=True, time / default time"),
+                          ("nokahead", "the default with k_ahead=False (K_j, V_j in turn), time / default time"),
                           ("diag1", "the default without the O / lse epilogue, time / default time"),
                           ("diag2", "the default without the first block's softmax, time / default time"),
                           ("diag4", "the default without the lone last P V, time / default time")):

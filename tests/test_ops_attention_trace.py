@@ -78,3 +78,23 @@ def test_gpu_trace_is_ordered_and_changes_nothing():
     o, lse = attention_forward(q, k, v, config=c)
     assert torch.equal(o_traced, o) and torch.equal(lse_traced, lse)
     _check_trace(trace.cpu(), c.block_m // 64, set(TRACE_MARKS))
+
+
+@pytest.mark.parametrize("S,D,causal,window,s1_ahead", [(256, 64, False, None, True), (384, 64, False, None, False),
+                                                       (300, 128, True, None, False), (333, 64, False, (100, 20), False),
+                                                       (200, 256, True, None, False)])
+def test_k_ahead_loads_the_same_blocks(S, D, causal, window, s1_ahead):
+    """The producer's two K/V orders (K one block ahead of V, or K_j, V_j in turn) give the same
+    output, each against float64 (the interpreter would report a deadlock of either order)."""
+    from tlxc.ops.attention import reference
+    q, k, v = _inputs(S, D, seed=S + D)
+    c = choose_config(D, causal, S)
+    outs = []
+    for k_ahead in (True, False):
+        cfg = type(c)(**{**c.__dict__, "s1_ahead": s1_ahead, "k_ahead": k_ahead})
+        o, lse = attention_forward(q, k, v, causal=causal, window=window, config=cfg, programs=3)
+        ro, rl = reference(q, k, v, causal=causal, window=window)
+        assert (o.double() - ro).abs().max() < 2e-2 * ro.abs().max()
+        assert torch.allclose(lse.double(), rl, atol=1e-2, rtol=1e-3)
+        outs.append((o, lse))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])

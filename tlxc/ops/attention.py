@@ -69,6 +69,8 @@ class AttnConfig:
     diag: int = 0         # benchmarks only: DIAG bits leaving a stage of each item out (the output is wrong)
     s1_ahead: bool = False  # dense, unmasked, keys past one block: an item's S_1 issued with S_0 (its first softmax
     #                         runs beside S_1); elsewhere it does not apply (issues_s1_ahead)
+    k_ahead: bool = True  # the producer loads K blocks one ahead of V blocks (K_0, K_1, V_0, K_2, V_1, ..): the
+    #                       consumers' order; off: K_j, V_j (K_1 then waits for V_0's slot)
 
     def skips_diagonal(self, causal: bool) -> bool:
         """Whether a causal launch lets each consumer stop at its own rows' diagonal: with key
@@ -869,7 +871,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
                         f"items, stages) on {q.device}, got {trace.dtype} {tuple(trace.shape)} on {trace.device}")
     fp8_meta = {"FP8": fp8, "O_DTYPE": DTYPES[o_dtype] if fp8 else None, "DESCALE": descale is not None,
                 "EXP_FMA": c.exp_fma, "SKEW": c.skew, "O_ALIGN": stride_align(o4), "DIAG": c.diag,
-                "S1_AHEAD": c.issues_s1_ahead(causal, varlen, win_left >= 0 or win_right >= 0, Sk)}
+                "S1_AHEAD": c.issues_s1_ahead(causal, varlen, win_left >= 0 or win_right >= 0, Sk),
+                "K_AHEAD": c.k_ahead}
     _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, cu_v, descale, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1], trace,
             TRACE=0 if trace is None else trace.shape[2], D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,

@@ -70,6 +70,10 @@ generalized:
   of an item out, so that its cost is the time difference: 1 no O / lse epilogue, 2 no softmax of the
   first key block (its scores go to ``P V`` as they are), 4 no lone last ``P V`` (its turn and slot
   still pass);
+* ``K_AHEAD`` (``AttnConfig.k_ahead``): the producer loads an item's K blocks one ahead of its V blocks
+  (``K_0, K_1, V_0, K_2, V_1, ..``), the order the consumers read them in (a turn issues ``S_{j+1}``
+  with ``P_j V_j``; under ``S1_AHEAD`` the first turn reads ``K_0`` and ``K_1``).  In the plain order
+  (``K_j, V_j``) the load of ``K_1`` waits for ``V_0``'s slot, which the previous item frees late;
 * ``TRACE`` (benchmarks only, ``attention_forward(trace=...)``): each consumer's first thread and the
   producer's write the cycle counter (``clock64``, the SM's) at the stage boundaries of the program's first
   ``TRACE`` items into ``trace_ptr`` (int64 ``[programs, CONSUMERS + 1, TRACE, TRACE_STAGES]``, the producer
@@ -130,11 +134,24 @@ def masked_scores(s, j, row0, seq_k, BLOCK_N: tl.constexpr, HALF_M: tl.constexpr
 
 
 @jit
+def load_k(k_desc, k_smem, k_full, k_empty, n, bz, hk, row, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+           NUM_STAGES: tl.constexpr, IN_BOX: tl.constexpr, BOXES: tl.constexpr, ELEM: tl.constexpr):
+    """The producer's TMA load of the ring's ``n``-th K block (key rows ``row ..`` of kv head ``hk``)
+    into its slot, once the consumers have released the slot."""
+    slot, phase = tlx.get_bufidx_phase(n, NUM_STAGES)
+    tlx.barrier_wait(k_empty[slot], phase ^ 1)
+    tlx.barrier_expect_bytes(k_full[slot], BLOCK_N * HEAD_DIM * ELEM)
+    for d in tl.static_range(BOXES):
+        k_box = tlx.local_slice(k_smem[slot], [0, d * IN_BOX], [BLOCK_N, IN_BOX])
+        tlx.async_descriptor_load(k_desc, k_box, [bz, hk, row, d * IN_BOX], k_full[slot])
+
+
+@jit
 def trace_mark(trace_ptr, rnd, row, STAGE: tl.constexpr, ROWS: tl.constexpr, TRACE: tl.constexpr):
     """(benchmarks, ``TRACE`` > 0) the cycle counter at ``STAGE`` of the program's item ``rnd`` (if
     among its first ``TRACE``) into the trace's row ``row`` (a consumer, or the producer: ``ROWS - 1``)."""
     if TRACE > 0:
-        if rnd < TRACE:
+        if rnd < TRACE and tlx.thread_id(0) % 128 == 0:     # one writer: a warp group's first thread
             tl.store(trace_ptr + ((tl.program_id(0) * ROWS + row) * TRACE + rnd) * TRACE_STAGES + STAGE,
                      tlx.clock64())
 
@@ -358,7 +375,8 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     WIN_LEFT: tl.constexpr = -1, WIN_RIGHT: tl.constexpr = -1, SOFTCAP: tl.constexpr = 0.0,
                     FP8: tl.constexpr = False, O_DTYPE: tl.constexpr = None, DESCALE: tl.constexpr = False,
                     EXP_FMA: tl.constexpr = 0, SKEW: tl.constexpr = False, O_ALIGN: tl.constexpr = 1,
-                    DIAG: tl.constexpr = 0, S1_AHEAD: tl.constexpr = False, TRACE: tl.constexpr = 0):
+                    DIAG: tl.constexpr = 0, S1_AHEAD: tl.constexpr = False, TRACE: tl.constexpr = 0,
+                    K_AHEAD: tl.constexpr = False):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     WINDOW: tl.constexpr = WIN_LEFT >= 0 or WIN_RIGHT >= 0                  # a row may see no key (o = 0)
     O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
@@ -427,16 +445,21 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                             tlx.async_descriptor_load(q_desc, q_box, [bz, h, q_row + start_m + c * HALF_M, d * IN_BOX],
                                                       q_full[qb * CONSUMERS + c])
                     trace_mark(trace_ptr, rnd, CONSUMERS, 1, ROWS, TRACE)
+                    if K_AHEAD:     # K_0 first; K_{j+1} before V_j below (a turn reads K_{j+1} with V_j)
+                        load_k(k_desc, k_smem, k_full, k_empty, kv, bz, hk, k_row, BLOCK_N, HEAD_DIM, NUM_STAGES, IN_BOX,
+                               BOXES, ELEM)
+                        trace_mark(trace_ptr, rnd, CONSUMERS, 2, ROWS, TRACE)
                     for j in range(n_blocks):
                         slot, phase = tlx.get_bufidx_phase(kv + j, NUM_STAGES)
-                        tlx.barrier_wait(k_empty[slot], phase ^ 1)
-                        if j == 0:
-                            trace_mark(trace_ptr, rnd, CONSUMERS, 2, ROWS, TRACE)
-                        tlx.barrier_expect_bytes(k_full[slot], BLOCK_N * HEAD_DIM * ELEM)
-                        for d in tl.static_range(BOXES):
-                            k_box = tlx.local_slice(k_smem[slot], [0, d * IN_BOX], [BLOCK_N, IN_BOX])
-                            tlx.async_descriptor_load(k_desc, k_box, [bz, hk, k_row + j * BLOCK_N, d * IN_BOX],
-                                                      k_full[slot])
+                        if K_AHEAD:
+                            if j + 1 < n_blocks:
+                                load_k(k_desc, k_smem, k_full, k_empty, kv + j + 1, bz, hk, k_row + (j + 1) * BLOCK_N,
+                                       BLOCK_N, HEAD_DIM, NUM_STAGES, IN_BOX, BOXES, ELEM)
+                        else:
+                            load_k(k_desc, k_smem, k_full, k_empty, kv + j, bz, hk, k_row + j * BLOCK_N, BLOCK_N,
+                                   HEAD_DIM, NUM_STAGES, IN_BOX, BOXES, ELEM)
+                            if j == 0:
+                                trace_mark(trace_ptr, rnd, CONSUMERS, 2, ROWS, TRACE)
                         tlx.barrier_wait(v_empty[slot], phase ^ 1)
                         if j == 0:
                             trace_mark(trace_ptr, rnd, CONSUMERS, 3, ROWS, TRACE)
