@@ -258,6 +258,23 @@ def test_attention_forward_cuda_text_matches_float64(D, S, causal, softcap, dtyp
     assert (lse.double() - ref_lse).abs().max().item() < 1e-4
 
 
+@pytest.mark.parametrize("D,S,causal", [(64, 256, False), (128, 300, True)], ids=str)
+def test_attention_forward_k_ahead_cuda_text_matches_float64(D, S, causal, monkeypatch):
+    """The producer's K blocks one ahead of its V blocks (``k_ahead``, opt-in) from the CUDA text: with
+    ``s1_ahead`` at S = 256 (its first turn reads K_0 and K_1) and over three causal blocks."""
+    import dataclasses
+
+    from tlxc.ops.kernels.attention_fwd import attn_fwd_kernel
+    monkeypatch.setattr(AF, "_launch", lambda grid, *args, **meta: _emulated(attn_fwd_kernel, grid, *args, **meta))
+    g = torch.Generator().manual_seed(D * S)
+    q, k, v = (torch.randn(1, 2, S, D, generator=g).to(torch.bfloat16) for _ in range(3))
+    config = dataclasses.replace(AF.choose_config(D, causal, S), k_ahead=True)
+    o, lse = AF.attention_forward(q, k, v, causal=causal, config=config)
+    ref_o, ref_lse = AF.reference(q, k, v, causal=causal)
+    assert (o.double() - ref_o).abs().max().item() < 2e-2
+    assert (lse.double() - ref_lse).abs().max().item() < 1e-4
+
+
 @pytest.mark.parametrize("D,S,causal,Hkv,softcap", [(64, 200, True, 2, None), (128, 256, False, 1, None),
                                                      (64, 200, True, 2, 15.0)], ids=str)
 def test_attention_backward_ws_cuda_text_matches_float64(D, S, causal, Hkv, softcap, monkeypatch):

@@ -69,7 +69,7 @@ class AttnConfig:
     diag: int = 0         # benchmarks only: DIAG bits leaving a stage of each item out (the output is wrong)
     s1_ahead: bool = False  # dense, unmasked, keys past one block: an item's S_1 issued with S_0 (its first softmax
     #                         runs beside S_1); elsewhere it does not apply (issues_s1_ahead)
-    k_ahead: bool = True  # the producer loads K blocks one ahead of V blocks (K_0, K_1, V_0, K_2, V_1, ..): the
+    k_ahead: bool = False  # the producer loads K blocks one ahead of V blocks (K_0, K_1, V_0, K_2, V_1, ..): the
     #                       consumers' order; off: K_j, V_j (K_1 then waits for V_0's slot)
 
     def skips_diagonal(self, causal: bool) -> bool:
