@@ -172,7 +172,10 @@ def _emulating_matmul(monkeypatch, edit=None):
                                               ("dot_128x128x64_s3_w4_k2", (200, 264, 520), 132),
                                               ("dot_64x128x64_s4_w4", (37, 70, 555), 132),
                                               ("dot_64x128x64_s4_w4_k4", (37, 70, 555), 132),
-                                              ("ws_128x256x64_s3_sk", (300, 512, 520), 3)], ids=str)
+                                              ("ws_128x256x64_s3_sk", (300, 512, 520), 3),
+                                              ("ws_64x32x64_s16_np_sub1_ks", (70, 100, 520), 132),
+                                              ("ws_64x64x64_s11_np_ks", (64, 136, 600, "transposed"), 132)],
+                         ids=str)
 def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
     """The warp-specialized GEMM's CUDA text: 128x256 tiles stored by TMA in two halves (also with an
     M-major A and an N-major B: both wgmma transpose bits); the swapped
@@ -185,7 +188,8 @@ def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
     runs CTAs in index order, as stream-K's waits allow).  Bias and GELU, a NaN-poisoned output, K off
     the 64-wide steps (TMA zero-fill).  The pointer kernel at K = 555: rows of 1110 bytes, so its
     cp.async copies are 4 bytes wide (and the split-K fix-up reads its partials with hinted 64-bit loads),
-    which the emulation lacked until session 32."""
+    which the emulation lacked until session 32.  64-row ``ksplit`` tiles: both consumers on the same rows,
+    alternate k-steps (an odd count of them at K = 520, 600), consumer 1's sum handed over in shared memory."""
     monkeypatch.setattr(MM, "CPU_SMS", sms)
     monkeypatch.setattr(MM, "_STREAM_K", {})
     names = _emulating_matmul(monkeypatch)

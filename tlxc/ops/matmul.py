@@ -162,7 +162,7 @@ def _release(descs: dict | None) -> None:
 def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, descs: dict | None = None) -> None:
     if c.swap:          # C^T [N, M] = B^T [N, K] @ A^T [K, M]: the kernel's A is b^T, its B a^T, its C out^T
         a, b, out, p = b.t(), a.t(), out.t(), cfgs.swapped(p)     # (C^T's rows are contiguous: pointer stores)
-    half_m = c.bm // c.consumers                  # each consumer's rows
+    half_m = c.sub_m                              # each consumer's rows (one A box a consumer)
     box_cols = 128 // p.elt                       # one 128-byte swizzle span of operand elements
     if not p.tma_a:                               # staging: aligned copies TMA can read
         a = _stage(a) if p.a_kmajor else _stage(a.t()).t()
@@ -208,7 +208,7 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             NUM_STAGES=c.stages, DTYPE=TL_DTYPES[a.dtype], OUT_DTYPE=TL_DTYPES[out.dtype],
             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=b_box_n, C_BOX_N=c_box_n,
             EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, NUM_CONSUMERS=c.consumers,
-            CONSUMER_REGS=cfgs.consumer_registers(c.consumers), PROMOTE=p.promote, num_warps=4,
+            CONSUMER_REGS=cfgs.consumer_registers(c.consumers), PROMOTE=p.promote, KSPLIT=c.ksplit, num_warps=4,
             ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, GLU_AXIS=0 if c.swap else 1, **flags,
             **({"B_DTYPE": TL_DTYPES[b.dtype]} if b.dtype != a.dtype else {}))     # mixed fp8 (e4m3 x e5m2)
 

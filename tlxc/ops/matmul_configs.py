@@ -52,6 +52,12 @@ class GemmConfig:
     stream_k: bool = False        # ws: one program per SM, each an equal share of all tiles' k-steps
     cluster_split: bool = False   # dot: a tile's splits are one cluster, summed in rank 0's shared memory
     share_a: bool = False         # ws: the CTA pair's tiles sit side by side and share A (else stacked, sharing B)
+    ksplit: bool = False          # ws: both consumers on the tile's 64 rows, alternate k-steps, sums added at its end
+
+    @property
+    def sub_m(self) -> int:
+        """ws: the rows each consumer's accumulator holds (``bm / consumers``; ``ksplit``: all ``bm``)."""
+        return self.bm if self.ksplit else self.bm // self.consumers
 
     def describe(self) -> str:
         what = f"{self.kernel} {self.bm}x{self.bn}x{self.bk} {self.stages} stages"
@@ -60,6 +66,7 @@ class GemmConfig:
             what += f", cluster {self.cluster_m}{' sharing A' if self.share_a else ''}, subtile {self.subtile}, " \
                 f"{self.consumers} consumers"
             what += ", stream-K" if self.stream_k else ""
+            what += ", consumers on alternate k-steps" if self.ksplit else ""
         elif self.kernel == "gemv":
             what += f", {self.warps} warps, one row of A, no tensor cores"
         else:
@@ -113,6 +120,10 @@ def _ws(bm, bn, stages, **kw):
             "stream-K: persistent, no cluster, two consumers whose accumulator and a loaded partial fit " \
             "(256-wide tiles: fixed up in 64-column quarters)"
         parts.append("sk")
+    if kw.get("ksplit"):
+        assert bm == 64 and kw.get("cluster_m", 1) == 1 and not kw.get("stream_k") and not tail and \
+            not kw.get("swap"), "ksplit: a 64-row tile (both consumers on its rows), no cluster, stream-K, tail or swap"
+        parts.append("ks")
     # a consumer owns 64 or 128 rows (wgmma's M is 64): 192-row tiles take three consumers
     return GemmConfig("_".join(parts), "ws", bm, bn, bk, stages, consumers=3 if bm == 192 else 2, **kw)
 
@@ -203,6 +214,12 @@ _ALL = [
     _ws(128, 32, 10, fp8=True, persistent=False, subtile=1),
     # ... and 1024^3 (128 tiles of 128 x 64): pairs sharing A
     _ws(128, 64, 6, fp8=True, persistent=False, cluster_m=2, share_a=True, subtile=1),
+    # short M on 64-row tiles with a deep ring (cuBLAS's nvjet_sm90_tst_64x32_64x16 at M = 64 and
+    # qqtst_64x64_128x13 at fp8 M = 128, session 33): both consumers on the tile's rows, alternate
+    # k-steps (`ksplit`); not measured yet, so no heuristic row picks them
+    _ws(64, 32, 16, persistent=False, subtile=1, ksplit=True),
+    _ws(64, 64, 11, persistent=False, ksplit=True),
+    _ws(64, 64, 11, fp8=True, persistent=False, ksplit=True),
     # fp8, few tiles (M = 128, 1024^3): 64-row pointer tiles, 128 bytes of K a step, split-K
     _dot(64, 128, 128, 4, 4, fp8=True),
     _dot(64, 128, 128, 4, 4, split_k=2, fp8=True),
@@ -352,7 +369,7 @@ def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int, residual: bool = Fals
     accumulator's through a float32 scratch per consumer (measured with compile_config:
     ws_128x256x64_s4 229440 bytes, 230464 with a bias, 294976 with a residual)."""
     stage = (c.bm * c.bk + c.bk * c.bn) * elt
-    sub_m = c.bm // c.consumers
+    sub_m = c.sub_m
     half_tile = sub_m * (c.bn // c.subtile)
     scratch = c.consumers * half_tile * 4 if residual else 0
     c_tiles = c.consumers * half_tile * out_elt if c_tma else c.consumers * sub_m * 8 * out_elt   # pointer stores: a stub
@@ -360,6 +377,8 @@ def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int, residual: bool = Fals
     # from / to the accumulator's through a float32 scratch tile per consumer (256-wide tiles:
     # of a 64-column quarter)
     scratch += c.consumers * sub_m * (c.bn // 4 if c.bn > 128 else c.bn) * 4 if c.stream_k else 0
+    # ksplit: consumer 1's float32 sum, handed to consumer 0, and the scratch its load converts through
+    scratch += 2 * sub_m * c.bn * 4 if c.ksplit else 0
     return c.stages * stage + c_tiles + 2 * 8 * c.stages + 1024 + scratch
 
 
@@ -371,7 +390,7 @@ def accumulator_registers(c: GemmConfig) -> int:
     """Float32 accumulator registers of one thread of ``c``'s MMA warps (ws: a consumer's
     ``bm / consumers`` rows over 128 threads; dot: the tile over the program's threads)."""
     if c.kernel == "ws":
-        return (c.bm // c.consumers) * c.bn // 128
+        return c.sub_m * c.bn // 128
     return c.bm * c.bn // (32 * c.warps)
 
 

@@ -38,6 +38,12 @@ there), generalized for ``tlxc.ops.matmul``:
   256 of N x 144 or 160 of M, so the tile's M side fits odd token counts): its A is then ``b^T``,
   its B ``a^T`` and its C ``out^T``, whose contiguous rows TMA cannot store: pointer stores,
   GLU pairs along the tile's rows (``GLU_AXIS = 0``);
+* ``KSPLIT`` (short M: 64-row tiles with a deep ring, cuBLAS's ``64x32_64x16`` / ``64x64_128x13``
+  shapes): both consumers own the tile's ``BM = 64`` rows and take alternate k-steps (the ring's
+  stages in turn, no turn barriers), each into its own accumulator; at the tile's end consumer 1
+  leaves its sum in a float32 shared tile (named barriers 13 / 14: stored / read) and consumer 0
+  adds it and runs the epilogue.  One A box a stage; two consumers, no stream-K, cluster, tails or
+  promoted fp8 sums;
 * stream-K on 256-wide tiles publishes, sums and stores each consumer's accumulator as four
   64-column quarters (the float32 scratch a partial's layout conversion takes must fit beside
   the ring).
@@ -233,8 +239,12 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                    NUM_CONSUMERS: tl.constexpr, CONSUMER_REGS: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
                    HAS_RESIDUAL: tl.constexpr, STREAM_K: tl.constexpr, BN_TAIL: tl.constexpr = 0,
                    SHARE_A: tl.constexpr = False, GLU_AXIS: tl.constexpr = 1, BN_TAIL2: tl.constexpr = 0,
-                   B_DTYPE: tl.constexpr = None, PROMOTE: tl.constexpr = False):
-    SUB_M: tl.constexpr = BM // NUM_CONSUMERS                             # each consumer's rows
+                   B_DTYPE: tl.constexpr = None, PROMOTE: tl.constexpr = False, KSPLIT: tl.constexpr = False):
+    SUB_M: tl.constexpr = BM if KSPLIT else BM // NUM_CONSUMERS           # each consumer's rows
+    A_BOXES: tl.constexpr = 1 if KSPLIT else NUM_CONSUMERS                # A boxes a stage: one per consumer's rows
+    K_STEP: tl.constexpr = NUM_CONSUMERS if KSPLIT else 1                 # KSPLIT: consumer c's k-steps c, c + 2, ..
+    tl.static_assert(not KSPLIT or (NUM_CONSUMERS == 2 and not STREAM_K and not PROMOTE and BN_TAIL == 0 and
+                                    CLUSTER_M == 1), "KSPLIT: two consumers, no stream-K, promoted sums, tails, cluster")
     B_TYPE: tl.constexpr = DTYPE if B_DTYPE is None else B_DTYPE            # B's type: fp8 operands may mix e4m3/e5m2
     TILE_N: tl.constexpr = BN + BN_TAIL + BN_TAIL2                        # a tile's columns
     SK_QUARTERS: tl.constexpr = STREAM_K and BN > 128                     # (the host gives these TMA stores)
@@ -243,9 +253,9 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
     PART_N: tl.constexpr = BN // 2 if PROMOTE_HALVES else BN                # the columns of one promoted product
     tl.static_assert(B_KMAJOR or BN % B_BOX_N == 0, "an N-major B tile is a whole number of TMA boxes")
     if A_KMAJOR:
-        a_smem = tlx.local_alloc((SUB_M, BK), DTYPE, NUM_STAGES * NUM_CONSUMERS)  # [NC * stage + consumer]
+        a_smem = tlx.local_alloc((SUB_M, BK), DTYPE, NUM_STAGES * A_BOXES)  # [A_BOXES * stage + consumer]
     else:
-        a_smem = tlx.local_alloc((BK, SUB_M), DTYPE, NUM_STAGES * NUM_CONSUMERS)  # M-major: read transposed
+        a_smem = tlx.local_alloc((BK, SUB_M), DTYPE, NUM_STAGES * A_BOXES)  # M-major: read transposed
     if B_KMAJOR:
         b_smem = tlx.local_alloc((BN, BK), B_TYPE, NUM_STAGES)             # K-major rows of B
     else:
@@ -260,8 +270,10 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
             ct_smem = tlx.local_alloc((SUB_M, BN_TAIL), OUT_DTYPE, NUM_CONSUMERS)
     if BN_TAIL2 > 0:                 # a second, narrower tail (K-major B, pointer stores, no cluster)
         bt2_smem = tlx.local_alloc((BN_TAIL2, BK), B_TYPE, NUM_STAGES)
+    if KSPLIT:                       # consumer 1's sum, handed to consumer 0 at the tile's end
+        red_smem = tlx.local_alloc((SUB_M, BN), tl.float32, 1)
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
-    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=NUM_CONSUMERS * CLUSTER_M)
+    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=(1 if KSPLIT else NUM_CONSUMERS) * CLUSTER_M)
 
     start = tl.program_id(0) // CLUSTER_M
     rank = 0
@@ -297,16 +309,16 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(empty[slot], phase ^ 1)
                     tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * TILE_N) * ELT)
-                    for h in tl.static_range(NUM_CONSUMERS):      # one box per consumer's rows
+                    for h in tl.static_range(A_BOXES):            # one box per consumer's rows
                         if A_KMAJOR:
                             a_at = [row + h * SUB_M, k * BK]
                         else:
                             a_at = [k * BK, row + h * SUB_M]
                         if SHARE_A:                           # the pair shares A: box h from CTA h % 2, for both
-                            tlx.async_descriptor_load(a_desc, a_smem[NUM_CONSUMERS * slot + h], a_at, full[slot],
+                            tlx.async_descriptor_load(a_desc, a_smem[A_BOXES * slot + h], a_at, full[slot],
                                                       pred=rank == h % 2, multicast_targets=[0, 1])
                         else:
-                            tlx.async_descriptor_load(a_desc, a_smem[NUM_CONSUMERS * slot + h], a_at, full[slot])
+                            tlx.async_descriptor_load(a_desc, a_smem[A_BOXES * slot + h], a_at, full[slot])
                     if B_KMAJOR:
                         if CLUSTER_M == 1 or SHARE_A:
                             tlx.async_descriptor_load(b_desc, b_smem[slot], [col, k * BK], full[slot])
@@ -339,7 +351,10 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                     count += 1
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_CONSUMERS):  # the wgmma consumers
             cid = tlx.async_task_replica_id()
-            if cid == NUM_CONSUMERS - 1:
+            if KSPLIT:
+                if cid == 0:
+                    tlx.named_barrier_arrive(14, 256)            # the sum's shared tile is free
+            elif cid == NUM_CONSUMERS - 1:
                 tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
             count = 0
             for walk in range(walk_lo, walk_hi, walk_step):
@@ -359,14 +374,21 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                     acc_t = tl.zeros((SUB_M, BN_TAIL), dtype=tl.float32)
                 if BN_TAIL2 > 0:
                     acc_t2 = tl.zeros((SUB_M, BN_TAIL2), dtype=tl.float32)
-                for k in range(k0, k1):
+                k_lo = k0
+                if KSPLIT:                  # my k-steps only: the ring's stages of this tile in turn
+                    base = count
+                    k_lo = k0 + cid
+                    count += cid
+                for k in range(k_lo, k1, K_STEP):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(full[slot], phase)
-                    tlx.named_barrier_wait(9 + cid, 256)          # the consumers take turns issuing (a ring)
+                    if not KSPLIT:
+                        tlx.named_barrier_wait(9 + cid, 256)      # the consumers take turns issuing (a ring)
+                    a_box = A_BOXES * slot + (0 if KSPLIT else cid)
                     if A_KMAJOR:
-                        a_op = a_smem[NUM_CONSUMERS * slot + cid]
+                        a_op = a_smem[a_box]
                     else:
-                        a_op = tlx.local_trans(a_smem[NUM_CONSUMERS * slot + cid])
+                        a_op = tlx.local_trans(a_smem[a_box])
                     if PROMOTE_HALVES:      # the left half's products, added while the other consumer issues
                         b_lo = tlx.local_slice(b_smem[slot], [0, 0], [PART_N, BK])
                         part = tlx.async_dot(a_op, tlx.local_trans(b_lo), part, use_acc=False)
@@ -389,7 +411,8 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                             acc_t = tlx.async_dot(a_op, bt_smem[slot], acc_t)
                     if BN_TAIL2 > 0:
                         acc_t2 = tlx.async_dot(a_op, tlx.local_trans(bt2_smem[slot]), acc_t2)
-                    tlx.named_barrier_arrive(9 + (cid + 1) % NUM_CONSUMERS, 256)
+                    if not KSPLIT:
+                        tlx.named_barrier_arrive(9 + (cid + 1) % NUM_CONSUMERS, 256)
                     if PROMOTE_HALVES:
                         part = tlx.async_dot_wait(0, part)
                         acc_hi += part
@@ -403,12 +426,25 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                     if BN_TAIL2 > 0:
                         acc_t2 = tlx.async_dot_wait(0, acc_t2)
                     release(empty[slot], rank, CLUSTER_M)
-                    count += 1
+                    count += K_STEP
+                if KSPLIT:
+                    count = base + k1 - k0
                 if PROMOTE_HALVES:          # the halves side by side again (register reshapes, no data moved)
                     acc = tl.reshape(tl.permute(tl.join(acc_lo, acc_hi), (0, 2, 1)), (SUB_M, BN))
                 row, col = tile_origin(pid_m, pid_n, rank, BM, TILE_N, CLUSTER_M, SHARE_A)
-                row += cid * SUB_M
                 finish = True
+                if KSPLIT:                  # consumer 1's sum to consumer 0, which stores the tile
+                    if cid == 1:
+                        tlx.named_barrier_wait(14, 256)          # consumer 0 has read the last one
+                        tlx.local_store(red_smem[0], acc)
+                        tlx.named_barrier_arrive(13, 256)
+                        finish = False
+                    else:
+                        tlx.named_barrier_wait(13, 256)
+                        acc += tlx.local_load(red_smem[0])
+                        tlx.named_barrier_arrive(14, 256)
+                else:
+                    row += cid * SUB_M
                 if SK_QUARTERS:                               # 256-wide stream-K tiles: fixed and stored in quarters
                     q0, q1, q2, q3 = quarters(acc, SUB_M, BN)
                     if k1 < k_tiles:                          # the next program finishes this tile
@@ -476,6 +512,9 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                     store_tile(ct_desc, ct_smem[cid], acc_t, row, col + BN, M, N, scale0_ptr,   # for its buffer)
                                scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, BN_TAIL, BN_TAIL,
                                OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, False)
-            if cid == 0:
+            if KSPLIT:
+                if cid == 1:
+                    tlx.named_barrier_wait(14, 256)              # absorb consumer 0's last hand-back
+            elif cid == 0:
                 tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             tlx.async_descriptor_store_wait(0)                # before the CTA's shared memory goes away
