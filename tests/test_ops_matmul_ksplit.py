@@ -70,12 +70,12 @@ def test_fp8_ksplit_tiles_with_scales(config, K):
     assert ((out.double() - ref).norm() / ref.norm()).item() < 8e-3
 
 
-@pytest.mark.parametrize("config,M,N,K", [(BF16[0], 64, 4096, 4096), (BF16[-1], 64, 14336, 4096),
-                                          (FP8[0], 128, 4096, 4096)])
-def test_ksplit_tiles_compile_within_shared_memory(config, M, N, K):
-    """sm_90a at the shapes they are for: no spills, shared memory under the limit and under the
-    host's estimate (which ``supports`` refuses by)."""
+@pytest.mark.parametrize("config", KSPLIT)
+def test_ksplit_tiles_compile_within_shared_memory(config):
+    """sm_90a at the shapes they are for (bf16 M = 64, fp8 M = 128, K-major weights): no spills,
+    shared memory under the limit and under the host's estimate (which ``supports`` refuses by)."""
     c = CONFIGS[config]
+    M, N, K = (128, 4096, 4096) if c.fp8 else (64, 4096, 4096)
     dtype = torch.float8_e4m3fn if c.fp8 else torch.bfloat16
     a, w = torch.empty(M, K, dtype=dtype), torch.empty(N, K, dtype=dtype)
     kw = {"scale_a": torch.ones(1), "scale_b": torch.ones(1)} if c.fp8 else {}
@@ -89,6 +89,8 @@ def test_ksplit_takes_a_64_row_tile_without_cluster_or_tail():
         cfgs._ws(128, 64, 8, ksplit=True)
     with pytest.raises(AssertionError, match="ksplit: a 64-row tile"):
         cfgs._ws(64, 80, 8, subtile=1, ksplit=True)
+    with pytest.raises(AssertionError, match="ksplit: a 64-row tile"):
+        cfgs._ws(64, 64, 8, ksplit=True, cluster_m=2)           # a stacked pair would share B
 
 
 def test_the_heuristic_does_not_pick_unmeasured_ksplit_tiles():

@@ -121,8 +121,9 @@ def _ws(bm, bn, stages, **kw):
             "(256-wide tiles: fixed up in 64-column quarters)"
         parts.append("sk")
     if kw.get("ksplit"):
-        assert bm == 64 and kw.get("cluster_m", 1) == 1 and not kw.get("stream_k") and not tail and \
-            not kw.get("swap"), "ksplit: a 64-row tile (both consumers on its rows), no cluster, stream-K, tail or swap"
+        assert bm == 64 and (kw.get("cluster_m", 1) == 1 or kw.get("share_a")) and not kw.get("stream_k") and \
+            not tail and not kw.get("swap"), \
+            "ksplit: a 64-row tile (both consumers on its rows), no stream-K, tail or swap; a pair shares A only"
         parts.append("ks")
     # a consumer owns 64 or 128 rows (wgmma's M is 64): 192-row tiles take three consumers
     return GemmConfig("_".join(parts), "ws", bm, bn, bk, stages, consumers=3 if bm == 192 else 2, **kw)
@@ -220,6 +221,9 @@ _ALL = [
     _ws(64, 32, 16, persistent=False, subtile=1, ksplit=True),
     _ws(64, 64, 11, persistent=False, ksplit=True),
     _ws(64, 64, 11, fp8=True, persistent=False, ksplit=True),
+    # ... in pairs side by side sharing A by multicast (cuBLAS's 1x2 clusters): A's L2 -> SM bytes halved
+    _ws(64, 32, 16, persistent=False, subtile=1, ksplit=True, cluster_m=2, share_a=True),
+    _ws(64, 64, 11, fp8=True, persistent=False, ksplit=True, cluster_m=2, share_a=True),
     # fp8, few tiles (M = 128, 1024^3): 64-row pointer tiles, 128 bytes of K a step, split-K
     _dot(64, 128, 128, 4, 4, fp8=True),
     _dot(64, 128, 128, 4, 4, split_k=2, fp8=True),

@@ -42,8 +42,8 @@ there), generalized for ``tlxc.ops.matmul``:
   shapes): both consumers own the tile's ``BM = 64`` rows and take alternate k-steps (the ring's
   stages in turn, no turn barriers), each into its own accumulator; at the tile's end consumer 1
   leaves its sum in a float32 shared tile (named barriers 13 / 14: stored / read) and consumer 0
-  adds it and runs the epilogue.  One A box a stage; two consumers, no stream-K, cluster, tails or
-  promoted fp8 sums;
+  adds it and runs the epilogue.  One A box a stage (a ``SHARE_A`` pair: the first CTA's, multicast to
+  both: cuBLAS's ``1x2`` clusters); two consumers, no stream-K, tails or promoted fp8 sums;
 * stream-K on 256-wide tiles publishes, sums and stores each consumer's accumulator as four
   64-column quarters (the float32 scratch a partial's layout conversion takes must fit beside
   the ring).
@@ -244,7 +244,8 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
     A_BOXES: tl.constexpr = 1 if KSPLIT else NUM_CONSUMERS                # A boxes a stage: one per consumer's rows
     K_STEP: tl.constexpr = NUM_CONSUMERS if KSPLIT else 1                 # KSPLIT: consumer c's k-steps c, c + 2, ..
     tl.static_assert(not KSPLIT or (NUM_CONSUMERS == 2 and not STREAM_K and not PROMOTE and BN_TAIL == 0 and
-                                    CLUSTER_M == 1), "KSPLIT: two consumers, no stream-K, promoted sums, tails, cluster")
+                                    (CLUSTER_M == 1 or SHARE_A)),
+                     "KSPLIT: two consumers, no stream-K, promoted sums or tails; a pair shares A only")
     B_TYPE: tl.constexpr = DTYPE if B_DTYPE is None else B_DTYPE            # B's type: fp8 operands may mix e4m3/e5m2
     TILE_N: tl.constexpr = BN + BN_TAIL + BN_TAIL2                        # a tile's columns
     SK_QUARTERS: tl.constexpr = STREAM_K and BN > 128                     # (the host gives these TMA stores)
