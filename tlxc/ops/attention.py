@@ -875,7 +875,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
                 "K_AHEAD": c.k_ahead}
     _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, cu_v, descale, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1], trace,
-            TRACE=0 if trace is None else trace.shape[2], D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
+            TRACE=0 if trace is None else trace.shape[2],
+            D_REAL=D, HEAD_DIM=c.head_dim, BLOCK_M=c.block_m, BLOCK_N=c.block_n, NUM_STAGES=c.stages,
             Q_BUFS=c.q_bufs, CAUSAL=causal, VARLEN=varlen, DTYPE={**DTYPES, **FP8_DTYPES}[q.dtype], REGISTERS=c.registers,
             OVERLAP=c.overlap, PREFETCH=c.prefetch, O_TMA=c.tma_store, O_PARTS=c.o_parts,
             DIAG_SKIP=c.skips_diagonal(causal), PIN_SOFTMAX=c.pin_softmax, WIN_LEFT=win_left, WIN_RIGHT=win_right,

@@ -107,7 +107,7 @@ TRACE_MARKS = {       # stage -> what has just happened when the counter is read
     0: "item start", 1: "Q arrived", 2: "K arrived", 3: "first turn", 4: "S_0 done", 5: "softmax 0 done",
     6: "P_0 V_0 turn", 7: "S_1 done", 8: "softmax 1 done", 9: "P_0 V_0 done", 10: "key loop done",
     11: "last turn", 12: "last P V done", 13: "epilogue issued"}
-TRACE_PRODUCER = {0: "item start", 1: "Q issued", 2: "K_0 slot free", 3: "V_0 slot free", 4: "K/V issued"}
+TRACE_PRODUCER = {0: "item start", 1: "Q issued", 2: "K_0 issued", 3: "V_0 slot free", 4: "K/V issued"}
 
 
 @jit
