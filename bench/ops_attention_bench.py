@@ -152,7 +152,7 @@ def decode_tensors(B, H, Hkv, L, device, empty=False):
 
 
 # A/B columns timed on GQA cases too (s11 / tma: MHA only)
-ANY_GQA_COLUMNS = ("pin", "fma", "skew", "diag", "ahead", "noahead", "kahead", "nokahead")
+ANY_GQA_COLUMNS = ("pin", "fma", "skew", "diag", "ahead", "noahead", "kahead", "nokahead", "early")
 
 
 def wants_bwd(case, every_s: bool) -> bool:
@@ -330,6 +330,9 @@ def main() -> None:
     parser.add_argument("--skew", action="store_true",
                         help="also time the default with skew=True (column skew; D = 64 with 128-key blocks also "
                              "skew3: three K/V stages; < 1: skewed faster)")
+    parser.add_argument("--early", action="store_true",
+                        help="also time the default with early_lse=True (column early: 1 / l and the lse store "
+                             "issued while an item's last P V runs), time / default time")
     parser.add_argument("--kahead", action="store_true",
                         help="also time the default with k_ahead toggled (column nokahead: K_j, V_j loads in turn; "
                              "kahead: K one block ahead), time / default time")
@@ -367,6 +370,8 @@ def main() -> None:
         if args.kahead:     # the producer's K/V order toggled (column nokahead: the plain K_j, V_j order)
             pin.append(("nokahead", dataclasses.replace(default, k_ahead=False)) if default.k_ahead
                        else ("kahead", dataclasses.replace(default, k_ahead=True)))
+        if args.early and not default.overlap:     # 1 / l and the lse while the last P V runs
+            pin.append(("early", dataclasses.replace(default, early_lse=True)))
         if args.diag and not default.overlap:      # stages left out: their cost is the time saved
             pin += [(f"diag{bit}", dataclasses.replace(default, diag=bit)) for bit in (1, 2, 4)]
         if args.no_ab:
@@ -800,6 +805,7 @@ def summarize(results, card, t0) -> None:
                           ("ahead", "the default with s1_ahead=True, time / default time"),
                           ("noahead", "the default (s1_ahead) without it, time / default time"),
                           ("kahead", "the default with k_ahead=True, time / default time"),
+                          ("early", "the default with early_lse=True, time / default time"),
                           ("nokahead", "the default with k_ahead=False (K_j, V_j in turn), time / default time"),
                           ("diag1", "the default without the O / lse epilogue, time / default time"),
                           ("diag2", "the default without the first block's softmax, time / default time"),

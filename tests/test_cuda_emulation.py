@@ -262,17 +262,19 @@ def test_attention_forward_cuda_text_matches_float64(D, S, causal, softcap, dtyp
     assert (lse.double() - ref_lse).abs().max().item() < 1e-4
 
 
+@pytest.mark.parametrize("knob", ["k_ahead", "early_lse"])
 @pytest.mark.parametrize("D,S,causal", [(64, 256, False), (128, 300, True)], ids=str)
-def test_attention_forward_k_ahead_cuda_text_matches_float64(D, S, causal, monkeypatch):
-    """The producer's K blocks one ahead of its V blocks (``k_ahead``, opt-in) from the CUDA text: with
-    ``s1_ahead`` at S = 256 (its first turn reads K_0 and K_1) and over three causal blocks."""
+def test_attention_forward_options_cuda_text_matches_float64(knob, D, S, causal, monkeypatch):
+    """Two opt-in orders from the CUDA text: the producer's K blocks one ahead of its V blocks
+    (``k_ahead``: with ``s1_ahead`` at S = 256, whose first turn reads K_0 and K_1, and over three
+    causal blocks) and ``1 / l`` and the lse store issued while the last P V runs (``early_lse``)."""
     import dataclasses
 
     from tlxc.ops.kernels.attention_fwd import attn_fwd_kernel
     monkeypatch.setattr(AF, "_launch", lambda grid, *args, **meta: _emulated(attn_fwd_kernel, grid, *args, **meta))
     g = torch.Generator().manual_seed(D * S)
     q, k, v = (torch.randn(1, 2, S, D, generator=g).to(torch.bfloat16) for _ in range(3))
-    config = dataclasses.replace(AF.choose_config(D, causal, S), k_ahead=True)
+    config = dataclasses.replace(AF.choose_config(D, causal, S), **{knob: True})
     o, lse = AF.attention_forward(q, k, v, causal=causal, config=config)
     ref_o, ref_lse = AF.reference(q, k, v, causal=causal)
     assert (o.double() - ref_o).abs().max().item() < 2e-2

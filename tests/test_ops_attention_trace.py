@@ -98,3 +98,25 @@ def test_k_ahead_loads_the_same_blocks(S, D, causal, window, s1_ahead):
         assert torch.allclose(lse.double(), rl, atol=1e-2, rtol=1e-3)
         outs.append((o, lse))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+
+
+@pytest.mark.parametrize("S,D,causal,window,tma_store", [(256, 64, False, None, True), (300, 128, True, None, False),
+                                                        (333, 64, False, (100, 20), True), (200, 256, True, None, True)])
+def test_early_lse_gives_the_same_output(S, D, causal, window, tma_store):
+    """``early_lse`` (1 / l and the lse store while the last P V runs) against float64 and bit for bit
+    against the default order, with TMA-staged and pointer stores of O; refused with ``overlap``."""
+    from tlxc.ops.attention import reference
+    q, k, v = _inputs(S, D, seed=S * D)
+    c = choose_config(D, causal, S)
+    outs = []
+    for early in (False, True):
+        cfg = type(c)(**{**c.__dict__, "early_lse": early, "tma_store": tma_store})
+        o, lse = attention_forward(q, k, v, causal=causal, window=window, config=cfg, programs=3)
+        ro, rl = reference(q, k, v, causal=causal, window=window)
+        assert (o.double() - ro).abs().max() < 2e-2 * ro.abs().max()
+        assert torch.allclose(lse.double(), rl, atol=1e-2, rtol=1e-3)
+        outs.append((o, lse))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    with pytest.raises(ValueError, match="early_lse and overlap"):
+        attention_forward(q, k, v, config=type(c)(**{**c.__dict__, "early_lse": True, "overlap": True,
+                                                      "s1_ahead": False, "diag_skip": False, "tma_store": False}))

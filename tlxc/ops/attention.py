@@ -71,6 +71,7 @@ class AttnConfig:
     #                         runs beside S_1); elsewhere it does not apply (issues_s1_ahead)
     k_ahead: bool = False  # the producer loads K blocks one ahead of V blocks (K_0, K_1, V_0, K_2, V_1, ..): the
     #                       consumers' order; off: K_j, V_j (K_1 then waits for V_0's slot)
+    early_lse: bool = False  # 1 / l and the lse store issued while an item's last P V runs (not after its wait)
 
     def skips_diagonal(self, causal: bool) -> bool:
         """Whether a causal launch lets each consumer stop at its own rows' diagonal: with key
@@ -816,6 +817,9 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
                     "already issued with the next item's first)")
     if c.diag and (not isinstance(c.diag, int) or c.diag < 0 or c.diag > 7 or c.overlap):
         raise _fail(f"config diag (a benchmark's diagnostic) takes bits 1, 2, 4 and no overlap, got {c.diag!r}")
+    if c.early_lse and c.overlap:
+        raise _fail("config early_lse and overlap: overlap stores an item's lse before its deferred last P V "
+                    "already; take one")
     if c.s1_ahead and c.overlap:
         raise _fail("config s1_ahead and overlap both issue a product with an item's first S = Q K^T; take one")
     if c.exp_fma < 0 or c.exp_fma == 1:
@@ -872,7 +876,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     fp8_meta = {"FP8": fp8, "O_DTYPE": DTYPES[o_dtype] if fp8 else None, "DESCALE": descale is not None,
                 "EXP_FMA": c.exp_fma, "SKEW": c.skew, "O_ALIGN": stride_align(o4), "DIAG": c.diag,
                 "S1_AHEAD": c.issues_s1_ahead(causal, varlen, win_left >= 0 or win_right >= 0, Sk),
-                "K_AHEAD": c.k_ahead}
+                "K_AHEAD": c.k_ahead, "EARLY_LSE": c.early_lse}
     _launch((sched.shape[0],), *descs, o4, lse, cu_q, cu_k, cu_v, descale, Sq, Sk, H, H // Hkv, num_m, sm_scale * LOG2E,
             o4.stride(0), o4.stride(1), o4.stride(2), stride_lb, stride_lh, sched, sched.shape[1], trace,
             TRACE=0 if trace is None else trace.shape[2],

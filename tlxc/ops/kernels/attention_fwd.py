@@ -74,6 +74,9 @@ generalized:
   (``K_0, K_1, V_0, K_2, V_1, ..``), the order the consumers read them in (a turn issues ``S_{j+1}``
   with ``P_j V_j``; under ``S1_AHEAD`` the first turn reads ``K_0`` and ``K_1``).  In the plain order
   (``K_j, V_j``) the load of ``K_1`` waits for ``V_0``'s slot, which the previous item frees late;
+* ``EARLY_LSE`` (``AttnConfig.early_lse``; items without ``OVERLAP``): ``1 / l`` and the lse store are issued
+  right after the item's last ``P V``, while it runs, instead of after its wait (they need ``m_i`` and ``l_i``
+  only);
 * ``TRACE`` (benchmarks only, ``attention_forward(trace=...)``): each consumer's first thread and the
   producer's write the cycle counter (``clock64``, the SM's) at the stage boundaries of the program's first
   ``TRACE`` items into ``trace_ptr`` (int64 ``[programs, CONSUMERS + 1, TRACE, TRACE_STAGES]``, the producer
@@ -376,7 +379,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                     FP8: tl.constexpr = False, O_DTYPE: tl.constexpr = None, DESCALE: tl.constexpr = False,
                     EXP_FMA: tl.constexpr = 0, SKEW: tl.constexpr = False, O_ALIGN: tl.constexpr = 1,
                     DIAG: tl.constexpr = 0, S1_AHEAD: tl.constexpr = False, TRACE: tl.constexpr = 0,
-                    K_AHEAD: tl.constexpr = False):
+                    K_AHEAD: tl.constexpr = False, EARLY_LSE: tl.constexpr = False):
     HALF_M: tl.constexpr = 64                                               # query rows of one consumer
     WINDOW: tl.constexpr = WIN_LEFT >= 0 or WIN_RIGHT >= 0                  # a row may see no key (o = 0)
     O_COLS: tl.constexpr = HEAD_DIM // O_PARTS                              # columns of one O accumulator
@@ -386,6 +389,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
     tl.static_assert(DIAG == 0 or not OVERLAP, "DIAG (a diagnostic) leaves stages of the non-overlapped item out")
     tl.static_assert(not S1_AHEAD or not (OVERLAP or CAUSAL or VARLEN or WIN_LEFT >= 0 or WIN_RIGHT >= 0),
                      "S1_AHEAD needs two key blocks for every consumer: dense, no mask, no window, no overlap")
+    tl.static_assert(not (EARLY_LSE and OVERLAP), "EARLY_LSE is for items without OVERLAP (which stores the lse early)")
     CONSUMERS: tl.constexpr = BLOCK_M // HALF_M
     ROWS: tl.constexpr = CONSUMERS + 1                                      # a trace's rows: consumers, producer
     ELEM: tl.constexpr = 1 if FP8 else 2                                    # bytes of an input element
@@ -670,6 +674,11 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                             else:
                                 acc = pv(p.to(DTYPE), v_smem[last], acc, FP8)
                         tlx.named_barrier_arrive(next_turn, 256)
+                        if EARLY_LSE:   # while the last P V runs: 1 / l and the lse (they need m_i and l_i only)
+                            inv_l = o_scale(l_i, v_scale, WINDOW, DESCALE)
+                            if (DIAG & 1) == 0:
+                                store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
+                                          stride_lh, HALF_M)
                         if (DIAG & 4) == 0:
                             acc = tlx.async_dot_wait(0, acc)
                             if O_PARTS == 2:
@@ -686,8 +695,9 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                                 tlx.barrier_wait(v_full[slot], phase)
                                 tlx.barrier_arrive(v_empty[slot])
                         if (DIAG & 1) == 0:     # (the diagnostic without the epilogue stores nothing)
-                            if O_TMA:
+                            if not EARLY_LSE:
                                 inv_l = o_scale(l_i, v_scale, WINDOW, DESCALE)
+                            if O_TMA:
                                 if O_PARTS == 2:          # (dense only) the buffer twice, a half at a time
                                     store_o_tma(o_desc, o_smem[cid], (acc * inv_l[:, None]).to(OUT), bz, h, q_row + row0,
                                                 0, O_COLS, D_REAL, HALF_M)
@@ -698,10 +708,11 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                                                    q_row, row0, sq, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM,
                                                    HALF_M, VARLEN)
                             else:
-                                store_o(o_ptr, (acc * o_scale(l_i, v_scale, WINDOW, DESCALE)[:, None]).to(OUT), bz, h,
-                                        q_row, row0, sq, stride_ob, stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
-                            store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
-                                      stride_lh, HALF_M)
+                                store_o(o_ptr, (acc * inv_l[:, None]).to(OUT), bz, h, q_row, row0, sq, stride_ob,
+                                        stride_oh, stride_os, D_REAL, HEAD_DIM, HALF_M)
+                            if not EARLY_LSE:
+                                store_lse(lse_ptr, (m_i + tl.log2(l_i)) * LN2, bz, h, q_row, row0, sq, stride_lb,
+                                          stride_lh, HALF_M)
                         trace_mark(trace_ptr, rnd, cid, 13, ROWS, TRACE)
                     kv += n_blocks
                     qi += 1
