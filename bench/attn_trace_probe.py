@@ -1,6 +1,7 @@
 """Where an attention-forward item's cycles go: the kernel's ``TRACE`` timeline (issue 23, session 33).
 
     python bench/attn_trace_probe.py [--cases 64x32x256x64,16x32x1024x64] [--items 8] [--rounds 15]
+                                     [--set k_ahead=1,early_lse=1]
 
 A case is ``BxHxSxD`` (bf16, MHA, no mask, ``choose_config``'s configuration). Per case: the
 traced call's and the plain call's kernel time (paired medians: the counter reads' own cost), then
@@ -8,11 +9,13 @@ the timeline of one item, in cycles of the SM's counter (``clock64``), as median
 program's items 1 .. items-1 (item 0 carries the launch): per row (each consumer's first thread,
 the producer's), each stage's time after the item's start (the earliest row's stage 0), and the
 item period (one item's start to the next's). ``TRACE_MARKS`` (kernels/attention_fwd.py) names the
-stages; a stage a path does not pass prints ``-``.
+stages; a stage a path does not pass prints ``-``. ``--set``: ``AttnConfig`` fields changed from
+``choose_config``'s (ints; 0 / 1 for the flags), to trace an opt-in variant.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -46,18 +49,26 @@ def timeline(trace, items: int):
 def main() -> None:
     import torch
 
-    from tlxc.ops.attention import attention_forward, choose_config, trace_shape
+    from tlxc.ops.attention import AttnConfig, attention_forward, choose_config, trace_shape
     from tlxc.ops.kernels.attention_fwd import TRACE_MARKS, TRACE_PRODUCER
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="64x32x256x64,16x32x1024x64,64x16x256x128")
     parser.add_argument("--items", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--set", default="", help="AttnConfig fields to change, e.g. k_ahead=1,early_lse=1")
     args = parser.parse_args()
+    changes = {}
+    for item in filter(None, args.set.split(",")):
+        name, _, value = item.partition("=")
+        if name not in AttnConfig.__dataclass_fields__ or not value.lstrip("-").isdigit():
+            raise SystemExit(f"--set: {item!r} is not FIELD=INT with FIELD one of AttnConfig's fields")
+        kind = AttnConfig.__dataclass_fields__[name].type
+        changes[name] = bool(int(value)) if kind in (bool, "bool") else int(value)
     programs = torch.cuda.get_device_properties(0).multi_processor_count
     for case in args.cases.split(","):
         B, H, S, D = (int(x) for x in case.split("x"))
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        c = choose_config(D, False, S)
+        c = dataclasses.replace(choose_config(D, False, S), **changes)
         trace = torch.full(trace_shape(c, programs, args.items), -1, dtype=torch.int64, device="cuda")
         fns = {"plain": lambda q=q, k=k, v=v, c=c: attention_forward(q, k, v, config=c),
                "traced": lambda q=q, k=k, v=v, c=c, trace=trace: attention_forward(q, k, v, config=c, trace=trace)}
