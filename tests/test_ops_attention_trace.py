@@ -80,24 +80,31 @@ def test_gpu_trace_is_ordered_and_changes_nothing():
     _check_trace(trace.cpu(), c.block_m // 64, set(TRACE_MARKS))
 
 
+def _same_both_ways(S, D, causal, window, knob, **fields):
+    """``attention_forward`` with the config's ``knob`` off and on (other ``fields`` set): each output
+    against float64, and the two bit for bit equal."""
+    from tlxc.ops.attention import reference
+    q, k, v = _inputs(S, D, seed=S * D)
+    c = choose_config(D, causal, S)
+    ro, rl = reference(q, k, v, causal=causal, window=window)
+    outs = []
+    for on in (False, True):
+        cfg = type(c)(**{**c.__dict__, **fields, knob: on})
+        o, lse = attention_forward(q, k, v, causal=causal, window=window, config=cfg, programs=3)
+        assert (o.double() - ro).abs().max() < 2e-2 * ro.abs().max()
+        assert torch.allclose(lse.double(), rl, atol=1e-2, rtol=1e-3)
+        outs.append((o, lse))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    return q, k, v, c
+
+
 @pytest.mark.parametrize("S,D,causal,window,s1_ahead", [(256, 64, False, None, True), (384, 64, False, None, False),
                                                        (300, 128, True, None, False), (333, 64, False, (100, 20), False),
                                                        (200, 256, True, None, False)])
 def test_k_ahead_loads_the_same_blocks(S, D, causal, window, s1_ahead):
     """The producer's two K/V orders (K one block ahead of V, or K_j, V_j in turn) give the same
     output, each against float64 (the interpreter would report a deadlock of either order)."""
-    from tlxc.ops.attention import reference
-    q, k, v = _inputs(S, D, seed=S + D)
-    c = choose_config(D, causal, S)
-    outs = []
-    for k_ahead in (True, False):
-        cfg = type(c)(**{**c.__dict__, "s1_ahead": s1_ahead, "k_ahead": k_ahead})
-        o, lse = attention_forward(q, k, v, causal=causal, window=window, config=cfg, programs=3)
-        ro, rl = reference(q, k, v, causal=causal, window=window)
-        assert (o.double() - ro).abs().max() < 2e-2 * ro.abs().max()
-        assert torch.allclose(lse.double(), rl, atol=1e-2, rtol=1e-3)
-        outs.append((o, lse))
-    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    _same_both_ways(S, D, causal, window, "k_ahead", s1_ahead=s1_ahead)
 
 
 @pytest.mark.parametrize("S,D,causal,window,tma_store", [(256, 64, False, None, True), (300, 128, True, None, False),
@@ -105,18 +112,7 @@ def test_k_ahead_loads_the_same_blocks(S, D, causal, window, s1_ahead):
 def test_early_lse_gives_the_same_output(S, D, causal, window, tma_store):
     """``early_lse`` (1 / l and the lse store while the last P V runs) against float64 and bit for bit
     against the default order, with TMA-staged and pointer stores of O; refused with ``overlap``."""
-    from tlxc.ops.attention import reference
-    q, k, v = _inputs(S, D, seed=S * D)
-    c = choose_config(D, causal, S)
-    outs = []
-    for early in (False, True):
-        cfg = type(c)(**{**c.__dict__, "early_lse": early, "tma_store": tma_store})
-        o, lse = attention_forward(q, k, v, causal=causal, window=window, config=cfg, programs=3)
-        ro, rl = reference(q, k, v, causal=causal, window=window)
-        assert (o.double() - ro).abs().max() < 2e-2 * ro.abs().max()
-        assert torch.allclose(lse.double(), rl, atol=1e-2, rtol=1e-3)
-        outs.append((o, lse))
-    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    q, k, v, c = _same_both_ways(S, D, causal, window, "early_lse", tma_store=tma_store)
     with pytest.raises(ValueError, match="early_lse and overlap"):
         attention_forward(q, k, v, config=type(c)(**{**c.__dict__, "early_lse": True, "overlap": True,
                                                       "s1_ahead": False, "diag_skip": False, "tma_store": False}))

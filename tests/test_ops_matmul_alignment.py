@@ -10,22 +10,12 @@ import re
 
 import pytest
 import torch
+from matmul_checks import operands
 
 from tlxc.ops import CONFIGS, matmul
 from tlxc.ops.matmul import compile_config, dot_aligns
 
 BF16_TOL = 8e-3
-
-
-def _operands(M, N, K, *, a_mmajor=False, b_kmajor=False, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
-    b = torch.randn(K, N, generator=g).to(torch.bfloat16)
-    if a_mmajor:
-        a = a.t().contiguous().t()
-    if b_kmajor:
-        b = b.t().contiguous().t()
-    return a, b
 
 
 def test_facts_are_the_power_of_two_the_launch_does_not_know():
@@ -52,7 +42,7 @@ def _accesses(handle) -> dict:
 
 @pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, False), (False, True), (True, False)])
 def test_operands_of_8_element_rows_load_16_bytes_without_spills(a_mmajor, b_kmajor):
-    a, b = _operands(1000, 3000, 776, a_mmajor=a_mmajor, b_kmajor=b_kmajor)
+    a, b = operands(1000, 3000, 776, a_mmajor=a_mmajor, b_kmajor=b_kmajor)
     (h,) = compile_config("dot_128x128x64_s3_w4", a, b)
     acc = _accesses(h)
     assert acc["scalar"] == 0 and acc["cp_narrow"] == 0, acc
@@ -61,7 +51,7 @@ def test_operands_of_8_element_rows_load_16_bytes_without_spills(a_mmajor, b_kma
 
 
 def test_split_k_partials_and_c_of_8_element_rows_are_vector_accesses():
-    a, b = _operands(1000, 3000, 776)
+    a, b = operands(1000, 3000, 776)
     (h,) = compile_config("dot_128x128x64_s3_w4_k4", a, b)
     src = h.asm["cuda"]
     assert not re.search(r"\btlx_(?:st_global|ld_global\w*)_b32\(", src)     # float by float
@@ -75,7 +65,7 @@ def test_split_k_partials_and_c_of_8_element_rows_are_vector_accesses():
 def test_interpreter_is_exact_on_sizes_of_8_4_2_elements(config, a_mmajor, b_kmajor, unit):
     M = 3 * unit if CONFIGS[config].swap else 17 * unit
     N, K = 25 * unit, unit * (450 // unit | 1)            # K: 8 tiles of 64, for split-K
-    a, b = _operands(M, N, K, a_mmajor=a_mmajor, b_kmajor=b_kmajor, seed=unit)
+    a, b = operands(M, N, K, a_mmajor=a_mmajor, b_kmajor=b_kmajor, seed=unit)
     out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
     bias = torch.randn(N).to(torch.bfloat16)
     matmul(a, b, out, bias=bias, config=config)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from matmul_checks import fp8_scaled_error, operands
 
 from tlxc.ops import CONFIGS, matmul
 from tlxc.ops import matmul_configs as cfgs
@@ -16,17 +17,6 @@ from tlxc.ops.matmul import compile_config
 KSPLIT = [n for n, c in sorted(CONFIGS.items()) if c.ksplit]
 BF16 = [n for n in KSPLIT if not CONFIGS[n].fp8]
 FP8 = [n for n in KSPLIT if CONFIGS[n].fp8]
-
-
-def _operands(M, N, K, a_mmajor, b_kmajor, seed, device="cpu"):
-    g = torch.Generator().manual_seed(seed)
-    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
-    b = torch.randn(K, N, generator=g).to(torch.bfloat16)
-    if a_mmajor:
-        a = a.t().contiguous().t()
-    if b_kmajor:
-        b = b.t().contiguous().t()
-    return a.to(device), b.to(device)
 
 
 def test_the_table_has_bf16_and_fp8_ksplit_tiles():
@@ -43,7 +33,7 @@ def test_ksplit_tiles_on_odd_shapes_with_the_epilogue(config, shape, a_mmajor, b
     """K = 328 / 600: 6 / 10 steps of 64, the last partial (TMA zero-fill); K = 200: 4 steps; K = 40:
     one step, consumer 1 adds a zero sum; ragged M (24, 70, 130) and N; bias + GELU into NaN."""
     M, N, K = shape
-    a, b = _operands(M, N, K, a_mmajor, b_kmajor, seed=M * N + K)
+    a, b = operands(M, N, K, a_mmajor=a_mmajor, b_kmajor=b_kmajor, seed=M * N + K)
     bias = torch.randn(N).to(torch.bfloat16)
     out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
     matmul(a, b, out, bias=bias, activation="gelu", config=config)
@@ -57,17 +47,7 @@ def test_ksplit_tiles_on_odd_shapes_with_the_epilogue(config, shape, a_mmajor, b
 def test_fp8_ksplit_tiles_with_scales(config, K):
     """fp8 (128 bytes of K a step): K = 592 is five steps (consumer 0 three, consumer 1 two), the
     last partial; K = 112 is one; row-wise scales of A, a tensor scale of B."""
-    g = torch.Generator().manual_seed(K)
-    M, N = 100, 72
-    a = (torch.randn(M, K, generator=g) * 8).to(torch.float8_e4m3fn)
-    w = (torch.randn(N, K, generator=g) * 8).to(torch.float8_e4m3fn)
-    scale_a = torch.rand(M, generator=g) + 0.5
-    scale_b = torch.tensor([0.01])
-    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
-    matmul(a, w.t(), out, scale_a=scale_a, scale_b=scale_b, config=config)
-    ref = (a.double() @ w.double().t()) * scale_a.double()[:, None] * 0.01
-    assert torch.isfinite(out).all(), "poison left in the output"
-    assert ((out.double() - ref).norm() / ref.norm()).item() < 8e-3
+    assert fp8_scaled_error(config, 100, 72, K, seed=K) < 8e-3
 
 
 @pytest.mark.parametrize("config", KSPLIT)
@@ -108,7 +88,7 @@ def test_gpu_ksplit_tiles(config, shape, b_kmajor):
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
     M, N, K = shape
-    a, b = _operands(M, N, K, False, b_kmajor, seed=K, device="cuda")
+    a, b = operands(M, N, K, b_kmajor=b_kmajor, seed=K, device="cuda")
     bias = torch.randn(N, device="cuda").to(torch.bfloat16)
     out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
     matmul(a, b, out, bias=bias, activation="gelu", config=config)

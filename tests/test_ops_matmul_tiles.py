@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from matmul_checks import fp8_scaled_error, operands
 
 from tlxc.ops import CONFIGS, matmul
 from tlxc.ops import matmul_configs as cfgs
@@ -24,14 +25,7 @@ SMALL_DOT = ["dot_64x128x64_s6_w4", "dot_64x128x128_s3_w4", "dot_64x64x64_s4_w4"
 
 
 def _operands(M, N, K, a_mmajor, b_kmajor, seed):
-    g = torch.Generator().manual_seed(seed)
-    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
-    b = torch.randn(K, N, generator=g).to(torch.bfloat16)
-    if a_mmajor:
-        a = a.t().contiguous().t()
-    if b_kmajor:
-        b = b.t().contiguous().t()
-    return a, b
+    return operands(M, N, K, a_mmajor=a_mmajor, b_kmajor=b_kmajor, seed=seed)
 
 
 @pytest.mark.parametrize("config,shape", [("ws_192x128x64_s5", (400, 264, 136)),
@@ -97,17 +91,7 @@ def test_skinny_no_split_tiles_on_odd_shapes(config, a_mmajor, b_kmajor):
 def test_fp8_skinny_tiles_with_scales(config):
     """fp8 64x64 tiles (128 or 256 bytes of K a step): K = 600 leaves a partial last step,
     row-wise scales of A, a tensor scale of B."""
-    g = torch.Generator().manual_seed(11)
-    M, N, K = 100, 72, 600
-    a = (torch.randn(M, K, generator=g) * 8).to(torch.float8_e4m3fn)
-    w = (torch.randn(N, K, generator=g) * 8).to(torch.float8_e4m3fn)
-    scale_a = torch.rand(M, generator=g) + 0.5
-    scale_b = torch.tensor([0.01])
-    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
-    matmul(a, w.t(), out, scale_a=scale_a, scale_b=scale_b, config=config)
-    ref = (a.double() @ w.double().t()) * scale_a.double()[:, None] * 0.01
-    assert torch.isfinite(out).all(), "poison left in the output"
-    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+    assert fp8_scaled_error(config, 100, 72, 600, seed=11) < BF16_TOL
 
 
 @pytest.mark.parametrize("config,sms,shape", [
