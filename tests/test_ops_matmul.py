@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from matmul_checks import fp8_scaled_error
 
 from tlxc.ops import CONFIGS, matmul
 from tlxc.ops import matmul_configs as cfgs
@@ -180,15 +181,7 @@ def test_ws_cluster_pair_and_float32_output():
                                     "dot8_64x128x128_s4_w4_k4", "ws8_128x64x128_s6_np_sub1"])
 def test_fp8_with_row_wise_and_tensor_scales(config):
     M, N, K = (200, 264, 272) if CONFIGS[config].split_k == 1 else (70, 136, 1100)     # split-K: 9 K steps
-    g = torch.Generator().manual_seed(5)
-    a = (torch.randn(M, K, generator=g) * 8).to(torch.float8_e4m3fn)
-    w = (torch.randn(N, K, generator=g) * 8).to(torch.float8_e4m3fn)
-    scale_a = torch.rand(M, generator=g) + 0.5
-    scale_b = torch.tensor([0.01])
-    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
-    matmul(a, w.t(), out, scale_a=scale_a, scale_b=scale_b, config=config)
-    ref = (a.float() @ w.float().t()) * scale_a[:, None] * scale_b
-    assert _rel(out, ref) < BF16_TOL
+    assert fp8_scaled_error(config, M, N, K, seed=5) < BF16_TOL
 
 
 @pytest.mark.parametrize("config", [None, "ws8_128x128x128_s4", "ws8_128x64x128_s6_np_sub1", "dot8_64x128x128_s4_w4"])
