@@ -462,10 +462,10 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         else:
                             load_k(k_desc, k_smem, k_full, k_empty, kv + j, bz, hk, k_row + j * BLOCK_N, BLOCK_N,
                                    HEAD_DIM, NUM_STAGES, IN_BOX, BOXES, ELEM)
-                            if j == 0:
+                            if TRACE > 0 and j == 0:        # (no code at all without a trace)
                                 trace_mark(trace_ptr, rnd, CONSUMERS, 2, ROWS, TRACE)
                         tlx.barrier_wait(v_empty[slot], phase ^ 1)
-                        if j == 0:
+                        if TRACE > 0 and j == 0:
                             trace_mark(trace_ptr, rnd, CONSUMERS, 3, ROWS, TRACE)
                         tlx.barrier_expect_bytes(v_full[slot], BLOCK_N * HEAD_DIM * ELEM)
                         if FP8:     # one [HEAD_DIM, BLOCK_N] box of Vᵀ (B, Hkv, D, S): keys along its rows
