@@ -116,3 +116,25 @@ def test_early_lse_gives_the_same_output(S, D, causal, window, tma_store):
     with pytest.raises(ValueError, match="early_lse and overlap"):
         attention_forward(q, k, v, config=type(c)(**{**c.__dict__, "early_lse": True, "overlap": True,
                                                       "s1_ahead": False, "diag_skip": False, "tma_store": False}))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("knob", ["k_ahead", "early_lse"])
+@pytest.mark.parametrize("S,D,causal", [(256, 64, False), (1000, 128, True), (333, 256, False)])
+def test_gpu_k_ahead_and_early_lse_change_no_bit(knob, S, D, causal):
+    """On the GPU, the producer's K-ahead order and the early 1 / l each give the default's output bit
+    for bit, and both are close to float32 math."""
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    from tlxc.ops.attention import reference
+    q, k, v = _inputs(S, D, device="cuda", seed=S + D)
+    c = choose_config(D, causal, S)
+    if knob == "early_lse" and c.overlap:
+        c = type(c)(**{**c.__dict__, "overlap": False})
+    ro, _ = reference(q, k, v, causal=causal, dtype=torch.float32)
+    outs = []
+    for on in (False, True):
+        o, lse = attention_forward(q, k, v, causal=causal, config=type(c)(**{**c.__dict__, knob: on}))
+        assert (o.float() - ro).abs().max() < 2e-2 * ro.abs().max()
+        outs.append((o, lse))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
