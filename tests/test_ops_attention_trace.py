@@ -72,10 +72,10 @@ def test_gpu_trace_is_ordered_and_changes_nothing():
         pytest.skip("no GPU")
     q, k, v = _inputs(256, 64, device="cuda")
     c = choose_config(64, False, 256)
-    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    programs = 2                    # the 4 items (2 heads x 2 row blocks), two per program
     trace = torch.full(trace_shape(c, programs, 4), -1, dtype=torch.int64, device="cuda")
-    o_traced, lse_traced = attention_forward(q, k, v, config=c, trace=trace)
-    o, lse = attention_forward(q, k, v, config=c)
+    o_traced, lse_traced = attention_forward(q, k, v, config=c, programs=programs, trace=trace)
+    o, lse = attention_forward(q, k, v, config=c, programs=programs)
     assert torch.equal(o_traced, o) and torch.equal(lse_traced, lse)
     _check_trace(trace.cpu(), c.block_m // 64, set(TRACE_MARKS))
 
