@@ -41,6 +41,7 @@ The ratios (baseline time / tlxc time, > 1: tlxc faster) and their geomeans come
                                         [--budget-s 180] [--jobs 8] [--s 256,512] [--d 64,128] [--groups 1]
                                         [--no-varlen] [--no-decode] [--no-ab] [--decode-variant N] [--decode-splits N,..]
                                         [--decode-rings KxS,..] [--pin] [--skew] [--diag] [--ahead]
+                                        [--kahead] [--early] [--set NAME:FIELD=INT[+FIELD=INT]]
 
 ``--s/--d/--groups`` restrict the dense sweep (fast runs of the cases a change touches).  Unless
 ``--no-ab``, each dense MHA case whose default configuration differs from session 11's also times that
@@ -86,6 +87,22 @@ SMALL_CONFIGS = [  # AttnConfig fields (head_dim, block_m, block_n, stages, q_bu
     (256, 128, 64, 2, 1, False, 0, False),                   # D = 256: pointer stores (session 12's default)
     (256, 128, 64, 2, 1, False, 0, True, False),             # D = 256 causal without diag_skip
 ]
+
+
+def parse_set(text: str) -> tuple[str, dict]:
+    """``--set NAME:FIELD=INT[+FIELD=INT]`` as (NAME, {FIELD: value}) of ``AttnConfig`` fields (0 / 1 for flags)."""
+    from tlxc.ops.attention import AttnConfig
+    name, sep, body = text.partition(":")
+    fields = {}
+    for item in body.split("+") if sep else ():
+        field, _, value = item.partition("=")
+        if field not in AttnConfig.__dataclass_fields__ or not value.lstrip("-").isdigit():
+            raise SystemExit(f"--set {text!r}: {item!r} is not FIELD=INT with FIELD one of AttnConfig's fields")
+        kind = AttnConfig.__dataclass_fields__[field].type
+        fields[field] = bool(int(value)) if kind in (bool, "bool") else int(value)
+    if not name.isidentifier() or not fields:
+        raise SystemExit(f"--set {text!r}: expected NAME:FIELD=INT[+FIELD=INT], e.g. bn256:block_n=256")
+    return name, fields
 
 
 def differs(c, default, causal: bool) -> bool:
@@ -152,7 +169,7 @@ def decode_tensors(B, H, Hkv, L, device, empty=False):
 
 
 # A/B columns timed on GQA cases too (s11 / tma: MHA only)
-ANY_GQA_COLUMNS = ("pin", "fma", "skew", "diag", "ahead", "noahead", "kahead", "nokahead", "early")
+ANY_GQA_COLUMNS = ("pin", "fma", "skew", "diag", "ahead", "noahead", "kahead", "nokahead", "early", "set_")
 
 
 def wants_bwd(case, every_s: bool) -> bool:
@@ -340,11 +357,15 @@ def main() -> None:
                         help="also time the default with s1_ahead toggled where it applies: no mask, two consumers "
                              "(column ahead: with it, < 1: faster with it; noahead: without it where the default "
                              "has it, > 1: the default is faster)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME:FIELD=INT[+FIELD=INT]",
+                        help="also time the default with these AttnConfig fields changed (column set_NAME, time / "
+                             "default time; repeatable; e.g. bn256:block_n=256); a case it cannot run prints why")
     parser.add_argument("--pin", action="store_true",
                         help="also time the default with pin_softmax=True (column pin, < 1: pinned faster)")
     args = parser.parse_args()
     t0 = time.time()
     ints = lambda text: tuple(int(x) for x in text.split(",")) if text else None  # noqa: E731
+    variants = [parse_set(text) for text in args.set]
     has_bwd = not args.no_bwd and importlib.util.find_spec("tlxc.ops.kernels.attention_bwd") is not None
     only = args.varlen_only or args.decode_only
     cases = [] if only else dense_cases(args.quick, ints(args.s), ints(args.d), ints(args.groups))
@@ -374,6 +395,7 @@ def main() -> None:
             pin.append(("early", dataclasses.replace(default, early_lse=True)))
         if args.diag and not default.overlap:      # stages left out: their cost is the time saved
             pin += [(f"diag{bit}", dataclasses.replace(default, diag=bit)) for bit in (1, 2, 4)]
+        pin += [(f"set_{name}", dataclasses.replace(default, **fields)) for name, fields in variants]
         if args.no_ab:
             return pin
         old = s11_config(AttnConfig, choose_config, D, causal, S)
@@ -814,6 +836,10 @@ def summarize(results, card, t0) -> None:
             if ab:
                 print(f"  {col}: {what}, geomean {geomean(ab):.3f}, min {min(ab):.3f}, max {max(ab):.3f} "
                       f"over {len(ab)} cases (> 1: the default is faster)")
+        for col in sorted({n for r in rows for n in r["ratios"] if n.startswith("set_")}):
+            ab = [r["ratios"][col] for r in rows if col in r["ratios"]]
+            print(f"  {col}: the default with --set {col[4:]}'s fields, time / default time, geomean {geomean(ab):.3f}, "
+                  f"min {min(ab):.3f}, max {max(ab):.3f} over {len(ab)} cases (> 1: the default is faster)")
         cfgs = sorted({n for r in rows for n in r["ratios"] if n.startswith("cfg_")})
         for n in cfgs:
             xs = [r["ratios"][n] for r in rows if n in r["ratios"]]

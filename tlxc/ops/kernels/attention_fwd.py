@@ -207,6 +207,16 @@ def online_softmax(s, m_i, l_i, qk_i, WINDOW: tl.constexpr, EXP_FMA: tl.constexp
 
 
 @jit
+def kept_p(p, DTYPE: tl.constexpr, BLOCK_N: tl.constexpr):
+    """P as the softmax leaves it for its P V: a 256-key block's converted to the operand type at once
+    (its float32 tile, 128 registers a thread, would otherwise stay live beside the next S's 128 and spill);
+    a smaller block's stays float32 until the P V converts it (the order the defaults were measured in)."""
+    if BLOCK_N >= 256:
+        p = p.to(DTYPE)
+    return p
+
+
+@jit
 def o_scale(l_i, v_scale, WINDOW: tl.constexpr, DESCALE: tl.constexpr):
     """What the O accumulator's rows are multiplied by: ``inverse_sum``, times fp8's ``v_scale``."""
     if DESCALE:
@@ -575,6 +585,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         m_i = tl.max(s, 1) * qk_i
                         p = exp2_split(s * qk_i - finite_max(m_i, WINDOW)[:, None], EXP_FMA)
                         l_i = tl.sum(p, 1)
+                    p = kept_p(p, DTYPE, BLOCK_N)
                     trace_mark(trace_ptr, rnd, cid, 5, ROWS, TRACE)
                     if OVERLAP:
                         if PIN_SOFTMAX:     # (as in the key loop) the softmax stays above the wait below
@@ -607,6 +618,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                         s = capped_scores(s, cap_i, SOFTCAP)
                         s = masked_scores(s, 1, row0, sk, BLOCK_N, HALF_M, CAUSAL, WIN_LEFT, WIN_RIGHT)
                         p, m_i, l_i, alpha = online_softmax(s, m_i, l_i, qk_i, WINDOW, EXP_FMA)
+                        p = kept_p(p, DTYPE, BLOCK_N)
                         trace_mark(trace_ptr, rnd, cid, 8, ROWS, TRACE)
                         if PIN_SOFTMAX:
                             tlx.local_store(pin_smem[cid], l_i)
@@ -639,6 +651,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q_ptr, cu
                             jb = kb0 + j
                         s = masked_scores(s, jb, row0, sk, BLOCK_N, HALF_M, CAUSAL, WIN_LEFT, WIN_RIGHT)
                         p, m_i, l_i, alpha = online_softmax(s, m_i, l_i, qk_i, WINDOW, EXP_FMA)
+                        p = kept_p(p, DTYPE, BLOCK_N)
                         if PIN_SOFTMAX:     # a shared store of l_i holds the softmax above the wait below
                             tlx.local_store(pin_smem[cid], l_i)
                         acc = tlx.async_dot_wait(0, acc)
