@@ -305,13 +305,15 @@ def test_attention_backward_ws_cuda_text_matches_float64(D, S, causal, Hkv, soft
         assert ((got.double() - ref.grad).norm() / ref.grad.norm()).item() < 1e-2
 
 
-@pytest.mark.parametrize("kmajor", [True, False])
-def test_grouped_ws_gemm_cuda_text_matches_float64(kmajor, monkeypatch):
+@pytest.mark.parametrize("kmajor,bands", [(True, 0), (False, 0), (True, 2)])
+def test_grouped_ws_gemm_cuda_text_matches_float64(kmajor, bands, monkeypatch):
     """The grouped WS GEMM from its CUDA text: the group table kernel, then the dynamic schedule
     (tiles drawn by an atomic counter), TMA stores inside a group and the staged stores of each
     group's partial last row block; an empty group and one of 5 rows; K-major weights (with a K
-    tail) and N-major ones (the split tails' second half of B is another 64-column box there)."""
+    tail) and N-major ones (the split tails' second half of B is another 64-column box there);
+    the expert order, or column bands of 2 of the 3 column tiles (``bands``)."""
     G = importlib.import_module("tlxc.ops.grouped")
+    monkeypatch.setitem(G.GROUPED_WS_CONFIGS, "gws_test", (128, 256, 64, 4, 0 if bands else 16, True, bands))
 
     class Emulated:
         def __init__(self, kernel):
@@ -329,7 +331,7 @@ def test_grouped_ws_gemm_cuda_text_matches_float64(kmajor, monkeypatch):
     a = torch.randn(sum(sizes), K, generator=g).to(torch.bfloat16)
     w = torch.randn(len(sizes), 520, K, generator=g).to(torch.bfloat16)
     b = w.transpose(1, 2) if kmajor else w.transpose(1, 2).contiguous()
-    out = G.grouped_matmul(a, b, torch.tensor(sizes, dtype=torch.int32), config="gws_128x256x64_s4_e16d")
+    out = G.grouped_matmul(a, b, torch.tensor(sizes, dtype=torch.int32), config="gws_test")
     starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
     ref = torch.cat([a[starts[i]:starts[i + 1]].double() @ w[i].double().t() for i in range(len(sizes))])
     assert torch.isfinite(out).all()

@@ -150,7 +150,8 @@ def test_grouped_matmul_uneven_groups(E, transposed):
 
 
 @pytest.mark.parametrize("config", ["gws_128x256x64_s4", "gws_128x128x64_s5", "g_128x256x64", "gws_128x256x64_s4_e16",
-                                    "gws_128x128x64_s5_e8", "gws_128x256x64_s4_e16d", "gws_128x128x64_s5_e8d"])
+                                    "gws_128x128x64_s5_e8", "gws_128x256x64_s4_e16d", "gws_128x128x64_s5_e8d",
+                                    "gws_128x256x64_s4_n8d", "gws_128x256x64_s4_n4d"])
 @pytest.mark.parametrize("transposed", [False, True])
 def test_grouped_matmul_ws_kernel(config, transposed):
     """Few large groups (the warp-specialized TMA kernel's case) and the pointer kernel on the

@@ -119,6 +119,27 @@ def test_ws_kernel_walks_tiles_of_uneven_groups(config, transposed, K, monkeypat
     assert ((out - ref).norm() / ref.norm()).item() < 1e-5
 
 
+@pytest.mark.parametrize("band", [2, 4, 8])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_column_bands_walk_every_experts_tiles(band, transposed, monkeypatch):
+    """Column bands (``_nG``): ``band`` column tiles at a time walk all the experts' row tiles (5
+    column tiles of 256: bands of 2, 2, 1 / 4, 1 / 5), drawn by the dynamic schedule across 3
+    programs: groups ending inside a row tile, an empty one, one of a single row; every element of
+    the poisoned output written with its own expert's product."""
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 3)
+    monkeypatch.setitem(GROUPED_WS_CONFIGS, "gws_test_bands", (128, 256, 64, 4, 0, True, band))
+    g = torch.Generator().manual_seed(band)
+    K, N = 64, 1096
+    sizes = torch.tensor([130, 0, 70, 300, 1], dtype=torch.int32)
+    M = int(sizes.sum())
+    a, b = _operands(sizes, K, N, g, transposed)
+    out = torch.full((M, N), float("nan"))
+    grouped_matmul(a, b, sizes, out, config="gws_test_bands")
+    ref = _reference(a, b, sizes)
+    assert torch.isfinite(out).all()
+    assert ((out - ref).norm() / ref.norm()).item() < 1e-5
+
+
 @pytest.mark.parametrize("config", sorted(GROUPED_WS_CONFIGS))
 @pytest.mark.parametrize("strided_out", [False, True])
 def test_ws_kernel_tma_stores_the_row_blocks_inside_a_group(config, strided_out, monkeypatch):
@@ -227,7 +248,8 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
     from tlxc import language as tl
     from tlxc.descriptors import TensorDescriptor
     from tlxc.ops.kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
-    bm, bn, bk, stages, expert_group_m, dynamic = GROUPED_WS_CONFIGS[config]
+    meta = grouped_module.ws_schedule_meta(config)
+    bm, bn, bk = meta["BM"], meta["BN"], meta["BK"]
     E, M, K, N = 8, 8192, 4096, 4096
     a = torch.empty(M, K, dtype=torch.bfloat16)
     if transposed:
@@ -239,9 +261,7 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
         h = grouped_gemm_ws_kernel.warmup(TensorDescriptor.from_tensor(a, [bm // 2, bk], swizzle=128), b_desc, out,
                                           TensorDescriptor.from_tensor(out, [bm // 2, 64], swizzle=128) if c_tma
                                           else None, torch.empty(2 * E + 1, dtype=torch.int32), E, N, K, M // bm + E, 132,
-                                          N, 1, BM=bm, BN=bn, BK=bk, GROUP_M=expert_group_m or GROUP_M,
-                                          NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=dynamic,
-                                          DTYPE=tl.bfloat16, B_KMAJOR=transposed, B_BOX_N=64, E_PAD=E,
+                                          N, 1, **meta, DTYPE=tl.bfloat16, B_KMAJOR=transposed, B_BOX_N=64, E_PAD=E,
                                           SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                           OUT_DTYPE=tl.bfloat16 if c_tma else None, C_BOX_N=64,
                                           SPLIT_TAIL=True, num_warps=4, grid=(132,))   # both tile paths

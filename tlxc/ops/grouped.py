@@ -29,21 +29,33 @@ GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages):
     "g_64x128x64": (64, 128, 64, 4, 4),
     "g_128x256x64": (128, 256, 64, 8, 3),
 }
-GROUPED_WS_CONFIGS = {       # name: (BM, BN, BK, stages, expert order, dynamic): the warp-specialized TMA kernel
-    "gws_128x256x64_s4": (128, 256, 64, 4, 0, False),
-    "gws_128x128x64_s5": (128, 128, 64, 5, 0, False),
+GROUPED_WS_CONFIGS = {       # name: (BM, BN, BK, stages, expert order, dynamic, column bands): the warp-specialized TMA kernel
+    "gws_128x256x64_s4": (128, 256, 64, 4, 0, False, 0),
+    "gws_128x128x64_s5": (128, 128, 64, 5, 0, False, 0),
     # expert order (``_eG``): each expert's tiles together, in bands of at most G row tiles
     # inside the expert (kernels/grouped_gemm_ws.py, find_expert_tile); 0 = the grouped order of
     # all row tiles, bands of GROUP_M that may span two experts.  ``d``: the dynamic schedule
     # (after its first tile a program's producer draws the next tile index from a counter,
     # so programs that got cheap tiles take more of them)
-    "gws_128x256x64_s4_e8": (128, 256, 64, 4, 8, False),
-    "gws_128x256x64_s4_e16": (128, 256, 64, 4, 16, False),
-    "gws_128x128x64_s5_e8": (128, 128, 64, 5, 8, False),
-    "gws_128x256x64_s4_e16d": (128, 256, 64, 4, 16, True),
-    "gws_128x256x64_s4_e8d": (128, 256, 64, 4, 8, True),
-    "gws_128x128x64_s5_e8d": (128, 128, 64, 5, 8, True),
+    "gws_128x256x64_s4_e8": (128, 256, 64, 4, 8, False, 0),
+    "gws_128x256x64_s4_e16": (128, 256, 64, 4, 16, False, 0),
+    "gws_128x128x64_s5_e8": (128, 128, 64, 5, 8, False, 0),
+    "gws_128x256x64_s4_e16d": (128, 256, 64, 4, 16, True, 0),
+    "gws_128x256x64_s4_e8d": (128, 256, 64, 4, 8, True, 0),
+    "gws_128x128x64_s5_e8d": (128, 128, 64, 5, 8, True, 0),
+    # column bands (``_nG``): G column tiles at a time walk every group's row tiles, so the tiles in
+    # flight mix all experts (kernels/grouped_gemm_ws.py, find_column_band_tile); opt-in, not yet timed
+    "gws_128x256x64_s4_n8d": (128, 256, 64, 4, 0, True, 8),
+    "gws_128x256x64_s4_n4d": (128, 256, 64, 4, 0, True, 4),
 }
+
+
+def ws_schedule_meta(config: str) -> dict:
+    """The tile shape, ring and tile order of a ``GROUPED_WS_CONFIGS`` entry as
+    ``grouped_gemm_ws_kernel``'s constexprs."""
+    bm, bn, bk, stages, expert_group_m, dynamic, column_bands = GROUPED_WS_CONFIGS[config]
+    return {"BM": bm, "BN": bn, "BK": bk, "NUM_STAGES": stages, "GROUP_M": expert_group_m or GROUP_M,
+            "EXPERT_ORDER": expert_group_m > 0, "DYNAMIC": dynamic, "COLUMN_BANDS": column_bands}
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 # Whether a tile whose group ends within its first BM / 2 rows is split by columns between the two
 # consumers (kernels/grouped_gemm_ws.py, split_tail) instead of leaving the second one idle.  Off until
@@ -208,7 +220,7 @@ def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_group
     (TMA stores only) and the barriers (gws_128x256x64_s4: 196672 bytes with pointer stores,
     229440 with a bf16 C tile); ``with_group``: the dynamic schedule's slots carry the tile's
     expert too (a per-expert bias)."""
-    bm, bn, bk, stages, _, dynamic = GROUPED_WS_CONFIGS[config]
+    bm, bn, bk, stages, _, dynamic, _ = GROUPED_WS_CONFIGS[config]
     used = stages * (bm * bk + bn * bk) * elt + (bm * (bn // 2) * out_elt if c_tma else 0) + 16 * stages
     if dynamic:                 # the tile ring (2 x 4 or 5 int32 at a 128-byte boundary), its 4 barriers and
         used = -(-used // 128) * 128 + (40 if with_group else 32) + 32 + 16   # the 16 bytes that broadcast
@@ -224,7 +236,8 @@ def ws_stores_by_tma(config: str, a, out, with_group: bool = False) -> bool:
 
 
 def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epilogue: dict | None = None) -> None:
-    bm, bn, bk, stages, expert_group_m, dynamic = GROUPED_WS_CONFIGS[config]
+    meta = ws_schedule_meta(config)
+    bm, bn, bk = meta["BM"], meta["BN"], meta["BK"]
     E, K, N = b_experts.shape
     M = a.shape[0]
     epilogue = epilogue or {}
@@ -249,9 +262,7 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
     group_table_kernel[(1 + tail_programs,)](group_sizes, table, out, M, E, out.shape[1], out.stride(0), out.stride(1),
                                              BM=bm, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, num_warps=4)
     grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, c_desc, table, E, N, K, row_tiles, progs, out.stride(0),
-                                     out.stride(1), BM=bm, BN=bn, BK=bk, GROUP_M=expert_group_m or GROUP_M,
-                                     NUM_STAGES=stages, EXPERT_ORDER=expert_group_m > 0, DYNAMIC=dynamic,
-                                     DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor, B_BOX_N=box_cols, E_PAD=e_pad,
+                                     out.stride(1), **meta, DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor, B_BOX_N=box_cols, E_PAD=e_pad,
                                      SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n,
                                      SPLIT_TAIL=SPLIT_TAILS, num_warps=4, **epilogue)

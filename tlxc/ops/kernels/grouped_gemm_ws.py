@@ -16,7 +16,8 @@ binary search of it (ceil(log2(E + 1)) scalar loads); a row tile past the last g
 skipped by both, so their ring counters stay in step.  With ``EXPERT_ORDER`` (the ``_eG``
 configurations) the tile index walks each expert's tiles together instead, in balanced bands
 of at most ``GROUP_M`` of its row tiles (``find_expert_tile``): no band mixes two experts'
-weights.
+weights.  With ``COLUMN_BANDS`` (the ``_nG`` configurations) bands of G column tiles walk every
+expert's row tiles instead (``find_column_band_tile``), so the tiles in flight mix the experts.
 
 Descriptors (host, ``tlxc/ops/grouped.py``): ``a`` as ``[total_M, K]`` with ``[BM / 2, BK]``
 boxes (rows past the group's end belong to the next group or lie past ``total_M``: loaded,
@@ -135,14 +136,32 @@ def find_expert_tile(table_ptr, E, tile, num_pid_n, BM: tl.constexpr, E_PAD: tl.
 
 
 @jit
+def find_column_band_tile(table_ptr, E, tile, num_pid_n, BM: tl.constexpr, E_PAD: tl.constexpr,
+                          SEARCH_STEPS: tl.constexpr, COLUMN_BANDS: tl.constexpr):
+    """(group, first row, end row, found, pid_n) of output tile ``tile`` in column bands: ``COLUMN_BANDS``
+    column tiles at a time walk the groups' row tiles (the table's, none past the last group's), a row
+    tile's columns of the band one after another.  The tiles in flight then mix every expert, the
+    few-row experts whose tiles wait on their weights beside the many-row ones that keep the tensor
+    cores busy, and each of an expert's column tiles of weights is read by its row tiles together."""
+    row_tiles = tl.load(table_ptr + E - 1)
+    pid_n, pid_m = grouped_tile(tile, num_pid_n, row_tiles, COLUMN_BANDS)
+    group, row0, row_end, found = find_group(table_ptr, E, pid_m, BM, E_PAD, SEARCH_STEPS)
+    return group, row0, row_end, found, pid_n
+
+
+@jit
 def locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM: tl.constexpr, E_PAD: tl.constexpr,
-                SEARCH_STEPS: tl.constexpr, GROUP_M: tl.constexpr, EXPERT_ORDER: tl.constexpr):
+                SEARCH_STEPS: tl.constexpr, GROUP_M: tl.constexpr, EXPERT_ORDER: tl.constexpr,
+                COLUMN_BANDS: tl.constexpr = 0):
     """(group, first row, end row, found, pid_n) of output tile ``tile``: in expert order
-    (``find_expert_tile``) or in the grouped order of all row tiles (``grouped_tile`` +
-    ``find_group``: a band of ``GROUP_M`` row tiles may span two experts)."""
+    (``find_expert_tile``), in column bands (``find_column_band_tile``) or in the grouped order of all
+    row tiles (``grouped_tile`` + ``find_group``: a band of ``GROUP_M`` row tiles may span two experts)."""
     if EXPERT_ORDER:
         group, row0, row_end, found, pid_n = find_expert_tile(table_ptr, E, tile, num_pid_n, BM, E_PAD,
                                                               SEARCH_STEPS, GROUP_M)
+    elif COLUMN_BANDS > 0:
+        group, row0, row_end, found, pid_n = find_column_band_tile(table_ptr, E, tile, num_pid_n, BM, E_PAD,
+                                                                   SEARCH_STEPS, COLUMN_BANDS)
     else:
         pid_m, pid_n = grouped_tile(tile, ROW_TILES, num_pid_n, GROUP_M)
         group, row0, row_end, found = find_group(table_ptr, E, pid_m, BM, E_PAD, SEARCH_STEPS)
@@ -323,11 +342,11 @@ def split_tail(row0, row_end, pid_n, count, cid, a_smem, b_smem, c_smem, full, e
 
 
 @jit
-def tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER: tl.constexpr):
-    """The tile indices to walk: in expert order the groups' row tiles' (the table's last row-tile
-    end), else ``ROW_TILES`` (an upper bound: the tiles of row tiles past the last group's are
-    skipped)."""
-    if EXPERT_ORDER:
+def tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER: tl.constexpr, COLUMN_BANDS: tl.constexpr = 0):
+    """The tile indices to walk: in expert order or column bands the groups' row tiles' (the table's
+    last row-tile end), else ``ROW_TILES`` (an upper bound: the tiles of row tiles past the last
+    group's are skipped)."""
+    if EXPERT_ORDER or COLUMN_BANDS > 0:
         return tl.load(table_ptr + E - 1) * num_pid_n
     else:
         return ROW_TILES * num_pid_n
@@ -379,7 +398,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                            C_TMA: tl.constexpr = False, OUT_DTYPE: tl.constexpr = None, C_BOX_N: tl.constexpr = 64,
                            EXPERT_ORDER: tl.constexpr = False, DYNAMIC: tl.constexpr = False, bias_ptr=None,
                            stride_bias=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0,
-                           SPLIT_TAIL: tl.constexpr = False):
+                           SPLIT_TAIL: tl.constexpr = False, COLUMN_BANDS: tl.constexpr = 0):
     SUB_M: tl.constexpr = BM // 2
     WITH_GROUP: tl.constexpr = BIAS_DIM == 1                                # the consumers need the tile's expert
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
@@ -404,14 +423,15 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
 
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
-            num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER)
+            num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER, COLUMN_BANDS)
             count = 0
             if DYNAMIC:             # a program's first tile is its id, the next ones are drawn
                 tile = tl.program_id(0)
                 n = 0
                 while tile < num_tiles:
                     group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
-                                                                     E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
+                                                                     E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER,
+                                                                     COLUMN_BANDS)
                     publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS, group, WITH_GROUP)
                     count = produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem,
                                          full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N)
@@ -421,7 +441,8 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
             else:                   # every num_progs-th tile
                 for tile in range(tl.program_id(0), num_tiles, num_progs):
                     group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
-                                                                     E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
+                                                                     E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER,
+                                                                     COLUMN_BANDS)
                     count = produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem,
                                          full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N)
         with tlx.async_task(num_warps=4, registers=232, replicate=2):        # the wgmma consumers
@@ -440,10 +461,11 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                     n += 1
                     row0, row_end, found, pid_n, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
             else:
-                num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER)
+                num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER, COLUMN_BANDS)
                 for tile in range(tl.program_id(0), num_tiles, num_progs):
                     group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
-                                                                     E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER)
+                                                                     E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER,
+                                                                     COLUMN_BANDS)
                     count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
                                          empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
                                          B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr, stride_bias, BIAS_DIM,
