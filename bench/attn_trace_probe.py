@@ -7,8 +7,9 @@ A case is ``BxHxSxD`` (bf16, MHA, no mask, ``choose_config``'s configuration). P
 traced call's and the plain call's kernel time (paired medians: the counter reads' own cost), then
 the timeline of one item, in cycles of the SM's counter (``clock64``), as medians over every
 program's items 1 .. items-1 (item 0 carries the launch): per row (each consumer's first thread,
-the producer's), each stage's time after the item's start (the earliest row's stage 0), and the
-item period (one item's start to the next's). ``TRACE_MARKS`` (kernels/attention_fwd.py) names the
+the producer's), each stage's time after the item's start (the earliest row's stage 0), the
+item period (one item's start to the next's), and that period item by item (``--items 32``: from a
+program's first items to its steady state). ``TRACE_MARKS`` (kernels/attention_fwd.py) names the
 stages; a stage a path does not pass prints ``-``. ``--set``: ``AttnConfig`` fields changed from
 ``choose_config``'s (ints; 0 / 1 for the flags), to trace an opt-in variant.
 """
@@ -44,6 +45,19 @@ def timeline(trace, items: int):
             rows[row][stage] = rel.median().item()
     periods = (t[:, 0, 2:items, 0] - t[:, 0, 1:items - 1, 0])[valid[:, 0, 2:items, 0] & valid[:, 0, 1:items - 1, 0]]
     return rows, (periods.median().item() if periods.numel() else float("nan"))
+
+
+def periods_by_item(trace, items: int) -> list[float]:
+    """The median over programs of consumer 0's period from item i to item i + 1, for i = 1 ..
+    items - 2 (does a program's item period drift from its first items to its steady state?)."""
+    import torch
+    t = trace.to(torch.float64)
+    out = []
+    for i in range(1, items - 1):
+        ok = (trace[:, 0, i, 0] >= 0) & (trace[:, 0, i + 1, 0] >= 0)
+        d = (t[:, 0, i + 1, 0] - t[:, 0, i, 0])[ok]
+        out.append(d.median().item() if d.numel() else float("nan"))
+    return out
 
 
 def main() -> None:
@@ -90,6 +104,7 @@ def main() -> None:
             print(f"  {str(stage) + ' ' + name:24s}" + "".join(f"{'-' if x is None else f'{x:.0f}':>12s}" for x in cells))
         prod = rows[consumers]
         print("  producer: " + ", ".join(f"{name} {prod[s]:.0f}" for s, name in TRACE_PRODUCER.items() if s in prod))
+        print("  period by item (1 -> 2, 2 -> 3, ..): " + " ".join(f"{x:.0f}" for x in periods_by_item(trace.cpu(), args.items)))
 
 
 if __name__ == "__main__":
