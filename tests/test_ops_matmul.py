@@ -178,7 +178,8 @@ def test_ws_cluster_pair_and_float32_output():
 
 
 @pytest.mark.parametrize("config", ["ws8_128x128x128_s4", "dot_64x128x64_s4_w4", "dot8_64x128x128_s4_w4",
-                                    "dot8_64x128x128_s4_w4_k4", "ws8_128x64x128_s6_np_sub1"])
+                                    "dot8_64x128x128_s4_w4_k4", "ws8_128x64x128_s6_np_sub1", "ws8_128x256x128_s4",
+                                    "ws8_128x256x128_s3_c2"])
 def test_fp8_with_row_wise_and_tensor_scales(config):
     M, N, K = (200, 264, 272) if CONFIGS[config].split_k == 1 else (70, 136, 1100)     # split-K: 9 K steps
     assert fp8_scaled_error(config, M, N, K, seed=5) < BF16_TOL
