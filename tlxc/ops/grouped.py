@@ -29,7 +29,8 @@ GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages):
     "g_64x128x64": (64, 128, 64, 4, 4),
     "g_128x256x64": (128, 256, 64, 8, 3),
 }
-GROUPED_WS_CONFIGS = {       # name: (BM, BN, BK, stages, expert order, dynamic, column bands): the warp-specialized TMA kernel
+# name: (BM, BN, BK, stages, expert order, dynamic, column bands): the warp-specialized TMA kernel
+GROUPED_WS_CONFIGS = {
     "gws_128x256x64_s4": (128, 256, 64, 4, 0, False, 0),
     "gws_128x128x64_s5": (128, 128, 64, 5, 0, False, 0),
     # expert order (``_eG``): each expert's tiles together, in bands of at most G row tiles
@@ -56,6 +57,8 @@ def ws_schedule_meta(config: str) -> dict:
     bm, bn, bk, stages, expert_group_m, dynamic, column_bands = GROUPED_WS_CONFIGS[config]
     return {"BM": bm, "BN": bn, "BK": bk, "NUM_STAGES": stages, "GROUP_M": expert_group_m or GROUP_M,
             "EXPERT_ORDER": expert_group_m > 0, "DYNAMIC": dynamic, "COLUMN_BANDS": column_bands}
+
+
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 # Whether a tile whose group ends within its first BM / 2 rows is split by columns between the two
 # consumers (kernels/grouped_gemm_ws.py, split_tail) instead of leaving the second one idle.  Off until
@@ -262,7 +265,8 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
     group_table_kernel[(1 + tail_programs,)](group_sizes, table, out, M, E, out.shape[1], out.stride(0), out.stride(1),
                                              BM=bm, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, num_warps=4)
     grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, c_desc, table, E, N, K, row_tiles, progs, out.stride(0),
-                                     out.stride(1), **meta, DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor, B_BOX_N=box_cols, E_PAD=e_pad,
+                                     out.stride(1), **meta, DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor,
+                                     B_BOX_N=box_cols, E_PAD=e_pad,
                                      SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n,
                                      SPLIT_TAIL=SPLIT_TAILS, num_warps=4, **epilogue)
