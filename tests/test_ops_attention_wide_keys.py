@@ -1,6 +1,6 @@
 """The attention forward with 256-key blocks at head dim 64 (``AttnConfig(block_n=256)``): one key
 block per item at S = 256, a quarter of the online-softmax rescales at S = 1024.  Against float64 math
-on the interpreter (odd lengths, a causal mask, GQA, a window), on the CUDA text's emulation, on the
+on the interpreter (odd lengths, a causal mask, GQA, a window, a packed batch), on the CUDA text's emulation, on the
 GPU, and its sm_90a compile."""
 from __future__ import annotations
 
@@ -33,6 +33,19 @@ def test_256_key_blocks_match_float64(S, causal, Hkv, window):
     c = _wide(64, causal, S)
     o, lse = attention_forward(q, k, v, causal=causal, window=window, config=c, programs=3)
     ro, rl = reference(q, k, v, causal=causal, window=window)
+    assert (o.double() - ro).abs().max() < 2e-2 * ro.abs().max()
+    assert torch.allclose(lse.double(), rl, atol=1e-2, rtol=1e-3)
+
+
+def test_256_key_blocks_on_a_packed_batch():
+    """Variable lengths (cu_seqlens): sequences shorter than one block, one past it, one of 17 keys."""
+    g = torch.Generator().manual_seed(3)
+    cu = torch.tensor([0, 100, 400, 417], dtype=torch.int32)
+    q, k, v = (torch.randn(417, 2, 64, generator=g).to(torch.bfloat16) for _ in range(3))
+    c = dataclasses.replace(choose_config(64, False, 300, varlen=True), block_n=256, s1_ahead=False)
+    o, lse = attention_forward(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=300, max_seqlen_k=300,
+                               config=c, programs=3)
+    ro, rl = reference(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu)
     assert (o.double() - ro).abs().max() < 2e-2 * ro.abs().max()
     assert torch.allclose(lse.double(), rl, atol=1e-2, rtol=1e-3)
 
