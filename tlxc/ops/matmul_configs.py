@@ -221,7 +221,8 @@ _ALL = [
     _ws(128, 64, 6, fp8=True, persistent=False, cluster_m=2, share_a=True, subtile=1),
     # short M on 64-row tiles with a deep ring (cuBLAS's nvjet_sm90_tst_64x32_64x16 at M = 64 and
     # qqtst_64x64_128x13 at fp8 M = 128, session 33): both consumers on the tile's rows, alternate
-    # k-steps (`ksplit`); not measured yet, so no heuristic row picks them
+    # k-steps (`ksplit`); measured slower than the picks (H200 2026-12-06: bf16 0.54-0.96, fp8 0.64-0.91 of
+    # cuBLAS against 0.93-1.07; docs/performance.md, session 34), so no heuristic row picks them
     _ws(64, 32, 16, persistent=False, subtile=1, ksplit=True),
     _ws(64, 64, 11, persistent=False, ksplit=True),
     _ws(64, 64, 11, fp8=True, persistent=False, ksplit=True),
