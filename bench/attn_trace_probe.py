@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
+from ops_attention_bench import config_fields  # noqa: E402
 from triton_source import paired_times  # noqa: E402
 
 
@@ -63,7 +64,7 @@ def periods_by_item(trace, items: int) -> list[float]:
 def main() -> None:
     import torch
 
-    from tlxc.ops.attention import AttnConfig, attention_forward, choose_config, trace_shape
+    from tlxc.ops.attention import attention_forward, choose_config, trace_shape
     from tlxc.ops.kernels.attention_fwd import TRACE_MARKS, TRACE_PRODUCER
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="64x32x256x64,16x32x1024x64,64x16x256x128")
@@ -71,13 +72,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--set", default="", help="AttnConfig fields to change, e.g. k_ahead=1,early_lse=1")
     args = parser.parse_args()
-    changes = {}
-    for item in filter(None, args.set.split(",")):
-        name, _, value = item.partition("=")
-        if name not in AttnConfig.__dataclass_fields__ or not value.lstrip("-").isdigit():
-            raise SystemExit(f"--set: {item!r} is not FIELD=INT with FIELD one of AttnConfig's fields")
-        kind = AttnConfig.__dataclass_fields__[name].type
-        changes[name] = bool(int(value)) if kind in (bool, "bool") else int(value)
+    changes = config_fields(filter(None, args.set.split(",")), "--set")
     programs = torch.cuda.get_device_properties(0).multi_processor_count
     for case in args.cases.split(","):
         B, H, S, D = (int(x) for x in case.split("x"))

@@ -89,17 +89,24 @@ SMALL_CONFIGS = [  # AttnConfig fields (head_dim, block_m, block_n, stages, q_bu
 ]
 
 
-def parse_set(text: str) -> tuple[str, dict]:
-    """``--set NAME:FIELD=INT[+FIELD=INT]`` as (NAME, {FIELD: value}) of ``AttnConfig`` fields (0 / 1 for flags)."""
+def config_fields(items, option: str) -> dict:
+    """``AttnConfig`` fields from ``FIELD=INT`` items (0 / 1 for the flags); ``option`` names the
+    command-line option in the error (this bench's ``--set``, attn_trace_probe.py's)."""
     from tlxc.ops.attention import AttnConfig
-    name, sep, body = text.partition(":")
     fields = {}
-    for item in body.split("+") if sep else ():
+    for item in items:
         field, _, value = item.partition("=")
         if field not in AttnConfig.__dataclass_fields__ or not value.lstrip("-").isdigit():
-            raise SystemExit(f"--set {text!r}: {item!r} is not FIELD=INT with FIELD one of AttnConfig's fields")
+            raise SystemExit(f"{option}: {item!r} is not FIELD=INT with FIELD one of AttnConfig's fields")
         kind = AttnConfig.__dataclass_fields__[field].type
         fields[field] = bool(int(value)) if kind in (bool, "bool") else int(value)
+    return fields
+
+
+def parse_set(text: str) -> tuple[str, dict]:
+    """``--set NAME:FIELD=INT[+FIELD=INT]`` as (NAME, {FIELD: value}) of ``AttnConfig`` fields."""
+    name, sep, body = text.partition(":")
+    fields = config_fields(body.split("+") if sep else (), f"--set {text!r}")
     if not name.isidentifier() or not fields:
         raise SystemExit(f"--set {text!r}: expected NAME:FIELD=INT[+FIELD=INT], e.g. bn256:block_n=256")
     return name, fields
