@@ -329,11 +329,12 @@ def test_a_cards_own_rows_come_first_on_that_card_only():
     square = {"M": 16384, "N": 16384, "K": 16384}
     assert cfgs.choose_config(cfgs.Problem(**square)).name == "ws_128x128x64_s5"              # the H200's row
     assert cfgs.choose_config(cfgs.Problem(**square, card="H100")).name == "ws_128x256x64_s3_sub1"
-    fp8 = {"M": 4096, "N": 4096, "K": 4096, "elt": 1, "b_kmajor": True, "fp8": True}
-    assert cfgs.choose_config(cfgs.Problem(**fp8)).name == "ws8_128x128x128_s4"              # rules (no H200 row)
+    fp8 = {"M": 2048, "N": 2048, "K": 2048, "elt": 1, "b_kmajor": True, "fp8": True}
+    assert cfgs.choose_config(cfgs.Problem(**fp8)).name == "ws8_128x128x128_s4"              # the H200's row
     assert cfgs.choose_config(cfgs.Problem(**fp8, card="H100")).name == "ws8_128x256x128_s3"
-    # a neighbour of an H100 row borrows it there (3000 rows: log2 distance 0.45 from 4096)
-    assert cfgs.choose_config(cfgs.Problem(**{**fp8, "M": 3000}, card="H100")).name == "ws8_128x256x128_s3"
+    # a neighbour of an H100 row borrows it there (1500 rows: log2 distance 0.45 from 2048)
+    assert cfgs.choose_config(cfgs.Problem(**{**fp8, "M": 1500}, card="H100")).name == "ws8_128x256x128_s3"
+    assert cfgs.choose_config(cfgs.Problem(**{**fp8, "M": 1500})).name == "ws8_128x128x128_s4"
 
 
 def test_autotune_times_candidates_and_persists(tmp_path, monkeypatch):

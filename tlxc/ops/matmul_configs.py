@@ -566,6 +566,11 @@ MEASURED: list[tuple[int, int, int, str, str, str]] = [   # bench/ops_matmul_ben
     (2048, 2048, 2048, 'fp8_bk', 'ws8_128x128x128_s4', "H200 2026-12-03 1.04x"),
     (128, 4096, 4096, 'fp8_bk', 'dot8_64x64x128_s6_w4', "H200 2026-12-03 20:00 0.99x (dot8_64x64x256_s4_w4 0.96x, ws8_128x64x128_s6_np_sub1 0.86x)"),
     (128, 14336, 4096, 'fp8_bk', 'dot8_64x128x128_s4_w4', "H200 2026-12-03 17:30 1.13x (ws8_128x128x128_s4 1.06x)"),
+    # fp8, 2026-12-06 05:25 (--fp8 --configs of four WS tiles, one run): 128x256 tiles beat the rule's 128x128
+    # below 8 rounds of them too (as on the H100); the fourth stage and 2x1 clusters within 1 % of _s3
+    (4096, 4096, 4096, 'fp8_bk', 'ws8_128x256x128_s3', "H200 2026-12-06 1.005x (_s4 1.00x, ws8_128x128x128_s4 0.955x)"),
+    (2048, 4096, 4096, 'fp8_bk', 'ws8_128x256x128_s3', "H200 2026-12-06 1.00x (_s4 1.006x, ws8_128x128x128_s4 0.968x)"),
+    (8192, 4096, 4096, 'fp8_bk', 'ws8_128x256x128_s3', "H200 2026-12-06 1.002x (_s4 1.00x, ws8_128x128x128_s4 0.955x)"),
 ]
 
 
