@@ -151,7 +151,7 @@ def test_grouped_matmul_uneven_groups(E, transposed):
 
 @pytest.mark.parametrize("config", ["gws_128x256x64_s4", "gws_128x128x64_s5", "g_128x256x64", "gws_128x256x64_s4_e16",
                                     "gws_128x128x64_s5_e8", "gws_128x256x64_s4_e16d", "gws_128x128x64_s5_e8d",
-                                    "gws_128x256x64_s4_n8d", "gws_128x256x64_s4_n4d"])
+                                    "gws_128x256x64_s4_n8d", "gws_128x256x64_s4_n4d", "gws_128x256x64_s4_e16d_c2"])
 @pytest.mark.parametrize("transposed", [False, True])
 def test_grouped_matmul_ws_kernel(config, transposed):
     """Few large groups (the warp-specialized TMA kernel's case) and the pointer kernel on the
@@ -366,3 +366,27 @@ def test_grouped_rows_past_the_groups_sum_are_zeros(config):
     assert _rel(buffer[:200], a[:200].float() @ b[1].float()) < 1e-2
     assert _rel(buffer[200:331], a[200:331].float() @ b[2].float()) < 1e-2
     assert (buffer[331:M] == 0).all(), "rows past the groups' sum must be zeros"
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("transposed", [True, False])
+def test_grouped_cta_pairs_with_epilogue(out_dtype, transposed):
+    """CTA pairs sharing ``a`` by multicast (``gws_128x256x64_s4_e16d_c2``) with a per-expert bias and
+    GELU: groups ending inside row tiles (5, 60, 77 rows past a block), an empty one, N = 4160 (17
+    column tiles: the last pair's second CTA past N); float32 output (pointer stores) or bf16 (TMA
+    stores inside a group)."""
+    from tlxc.ops import grouped_matmul
+    g = torch.Generator(device="cuda").manual_seed(13)
+    E, K, N = 6, 1024, 4160
+    sizes = torch.tensor([700, 0, 333, 130, 5, 1000], dtype=torch.int32)
+    M = int(sizes.sum())
+    a = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
+    w = torch.randn(E, N, K, device="cuda", generator=g).to(torch.bfloat16)
+    b = w.transpose(1, 2) if transposed else w.transpose(1, 2).contiguous()
+    bias = torch.randn(E, N, device="cuda", generator=g)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=out_dtype)
+    grouped_matmul(a, b, sizes.cuda(), out, bias=bias, activation="gelu", config="gws_128x256x64_s4_e16d_c2")
+    offs = [0] + sizes.cumsum(0).tolist()
+    ref = torch.cat([a[offs[i]:offs[i + 1]].float() @ b[i].float() + bias[i] for i in range(E)])
+    ref = torch.nn.functional.gelu(ref)
+    assert _rel(out, ref) < (1e-4 if out_dtype == torch.float32 else 1e-2)

@@ -3,6 +3,8 @@ on the interpreter against per-group float32 products (poisoned output); every g
 configuration compiles for sm_90a (wgmma, cp.async, no spills); argument errors."""
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
@@ -140,6 +142,71 @@ def test_column_bands_walk_every_experts_tiles(band, transposed, monkeypatch):
     assert ((out - ref).norm() / ref.norm()).item() < 1e-5
 
 
+@pytest.mark.parametrize("transposed,out_dtype,bias", [(True, torch.bfloat16, False), (False, torch.float32, True)])
+def test_cta_pairs_share_a_and_draw_tiles_together(transposed, out_dtype, bias, monkeypatch):
+    """CTA pairs (``_c2``): two pairs (4 programs) draw the tiles of 3 column pairs over 5 column
+    tiles, so the last pair's second CTA has no columns (past N) but still takes its share of the
+    multicast ``a`` boxes and walks the ring; groups ending inside a row tile, an empty one and one
+    of a single row; a bf16 output (TMA stores inside a group) or a float32 one (pointer stores)
+    with a per-expert bias and SiLU.  The poisoned output is entirely rewritten with each expert's
+    own product; rank 1's draws come through its mailbox."""
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 5)             # 4 programs: two pairs
+    g = torch.Generator().manual_seed(5)
+    K, N = (136, 1096) if transposed else (128, 1096)
+    sizes = torch.tensor([130, 0, 70, 300, 1], dtype=torch.int32)
+    M, E = int(sizes.sum()), len(sizes)
+    a, b = _operands(sizes, K, N, g, transposed)
+    out = torch.full((M, N), float("nan"), dtype=out_dtype)
+    extra = {}
+    if bias:
+        extra = {"bias": torch.randn(E, N, generator=g), "activation": "silu"}
+    grouped_matmul(a, b, sizes, out, config="gws_128x256x64_s4_e16d_c2", **extra)
+    ref = _reference(a, b, sizes)
+    if bias:
+        rows = torch.repeat_interleave(torch.arange(E), sizes.long())
+        ref = torch.nn.functional.silu(ref + extra["bias"][rows])
+    assert torch.isfinite(out).all()
+    assert ((out.float() - ref).norm() / ref.norm()).item() < (1e-5 if out_dtype == torch.float32 else 8e-3)
+
+
+@pytest.mark.parametrize("config", ["gws_128x256x64_s4_e16d", "gws_128x256x64_s4_e16d_c2"])
+def test_ws_launch_checks_clean(config, monkeypatch):
+    """``tlxc check`` of the WS kernel as the host launches it (a CTA pair: in clusters of 2): the
+    ring's barriers, the pair's remote releases and mailbox, no finding above a note."""
+    from tlxc.compiler import check_function
+    from tlxc.frontend.specialize import specialization_from_args
+    launches = []
+
+    class Recorder:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            return lambda *args, **meta: launches.append((self.kernel, args, meta))
+    monkeypatch.setattr(grouped_module, "grouped_gemm_ws_kernel", Recorder(grouped_module.grouped_gemm_ws_kernel))
+    sizes = torch.tensor([100, 0, 50], dtype=torch.int32)
+    a, b = torch.randn(150, 64).to(torch.bfloat16), torch.randn(3, 64, 512).to(torch.bfloat16)
+    grouped_matmul(a, b, sizes, config=config)
+    (kernel, args, meta), = launches
+    num_warps, cga = meta.pop("num_warps"), meta.pop("ctas_per_cga")
+    assert cga == ((2, 1, 1) if config.endswith("_c2") else None)
+    defaults = {n: p.default for n, p in inspect.signature(kernel.fn).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    params = {**defaults, **dict(zip(kernel.param_names, args)), **meta}
+    findings = check_function(kernel, specialization_from_args(kernel, params), num_warps=num_warps, cluster=cga)
+    assert [f for f in findings if f.severity != "note"] == []
+
+
+def test_cta_pairs_are_refused_outside_the_dynamic_expert_order(monkeypatch):
+    """``CLUSTER_N = 2`` needs the dynamic schedule in expert order (the pair's draws) and no split
+    tails: another order is a compile-time error naming the constraint, not a wrong walk."""
+    monkeypatch.setitem(GROUPED_WS_CONFIGS, "gws_test_pair", (128, 256, 64, 4, 0, True, 0, 2))
+    sizes = torch.tensor([100, 50], dtype=torch.int32)
+    a, b = torch.randn(150, 64).to(torch.bfloat16), torch.randn(2, 64, 512).to(torch.bfloat16)
+    with pytest.raises(Exception, match="CTA pairs .CLUSTER_N = 2. run the dynamic schedule in expert order"):
+        grouped_matmul(a, b, sizes, config="gws_test_pair")
+
+
 @pytest.mark.parametrize("config", sorted(GROUPED_WS_CONFIGS))
 @pytest.mark.parametrize("strided_out", [False, True])
 def test_ws_kernel_tma_stores_the_row_blocks_inside_a_group(config, strided_out, monkeypatch):
@@ -269,7 +336,8 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
                                           N, 1, **meta, DTYPE=tl.bfloat16, B_KMAJOR=transposed, B_BOX_N=64, E_PAD=E,
                                           SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                           OUT_DTYPE=tl.bfloat16 if c_tma else None, C_BOX_N=64,
-                                          SPLIT_TAIL=True, num_warps=4, grid=(132,))   # both tile paths
+                                          SPLIT_TAIL=meta["CLUSTER_N"] == 1, num_warps=4, grid=(132,),   # both tile paths
+                                          ctas_per_cga=(2, 1, 1) if meta["CLUSTER_N"] == 2 else None)
         code = h.asm["cuda"]
         assert h.n_spills == 0 and h.metadata.shared <= 232448
         assert h.metadata.shared == grouped_module.ws_shared_bytes(config, 2, 2, c_tma)

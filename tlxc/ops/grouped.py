@@ -13,6 +13,8 @@ bf16 or fp16; the output has the operands' dtype (or ``out_dtype``).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from .. import language as tl
@@ -29,7 +31,21 @@ GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages):
     "g_64x128x64": (64, 128, 64, 4, 4),
     "g_128x256x64": (128, 256, 64, 8, 3),
 }
-# name: (BM, BN, BK, stages, expert order, dynamic, column bands): the warp-specialized TMA kernel
+
+
+class GroupedWsConfig(NamedTuple):
+    """A ``GROUPED_WS_CONFIGS`` entry: the warp-specialized TMA kernel's tile, ring and tile order."""
+    bm: int
+    bn: int
+    bk: int
+    stages: int
+    expert_group_m: int        # expert order in bands of at most this many row tiles (0: the grouped order)
+    dynamic: bool              # tiles drawn from a counter after a program's first
+    column_bands: int          # bands of this many column tiles walk every expert's row tiles (0: none)
+    cluster_n: int = 1         # 2: CTA pairs, two column tiles side by side sharing a's boxes by multicast
+
+
+# name: (BM, BN, BK, stages, expert order, dynamic, column bands[, cluster]): the warp-specialized TMA kernel
 GROUPED_WS_CONFIGS = {
     "gws_128x256x64_s4": (128, 256, 64, 4, 0, False, 0),
     "gws_128x128x64_s5": (128, 128, 64, 5, 0, False, 0),
@@ -48,15 +64,24 @@ GROUPED_WS_CONFIGS = {
     # flight mix all experts (kernels/grouped_gemm_ws.py, find_column_band_tile); opt-in, not yet timed
     "gws_128x256x64_s4_n8d": (128, 256, 64, 4, 0, True, 8),
     "gws_128x256x64_s4_n4d": (128, 256, 64, 4, 0, True, 4),
+    # CTA pairs (``_c2``): a row tile's two column tiles side by side, its ``a`` boxes multicast to both
+    # (kernels/grouped_gemm_ws.py, CLUSTER_N); opt-in, not yet timed
+    "gws_128x256x64_s4_e16d_c2": (128, 256, 64, 4, 16, True, 0, 2),
 }
 
 
 def ws_schedule_meta(config: str) -> dict:
     """The tile shape, ring and tile order of a ``GROUPED_WS_CONFIGS`` entry as
     ``grouped_gemm_ws_kernel``'s constexprs."""
-    bm, bn, bk, stages, expert_group_m, dynamic, column_bands = GROUPED_WS_CONFIGS[config]
-    return {"BM": bm, "BN": bn, "BK": bk, "NUM_STAGES": stages, "GROUP_M": expert_group_m or GROUP_M,
-            "EXPERT_ORDER": expert_group_m > 0, "DYNAMIC": dynamic, "COLUMN_BANDS": column_bands}
+    c = ws_config(config)
+    return {"BM": c.bm, "BN": c.bn, "BK": c.bk, "NUM_STAGES": c.stages, "GROUP_M": c.expert_group_m or GROUP_M,
+            "EXPERT_ORDER": c.expert_group_m > 0, "DYNAMIC": c.dynamic, "COLUMN_BANDS": c.column_bands,
+            "CLUSTER_N": c.cluster_n}
+
+
+def ws_config(config: str) -> GroupedWsConfig:
+    """``GROUPED_WS_CONFIGS[config]`` as a ``GroupedWsConfig`` (an entry may be a plain tuple)."""
+    return GroupedWsConfig(*GROUPED_WS_CONFIGS[config])
 
 
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
@@ -223,11 +248,15 @@ def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_group
     (TMA stores only) and the barriers (gws_128x256x64_s4: 196672 bytes with pointer stores,
     229440 with a bf16 C tile); ``with_group``: the dynamic schedule's slots carry the tile's
     expert too (a per-expert bias)."""
-    bm, bn, bk, stages, _, dynamic, _ = GROUPED_WS_CONFIGS[config]
-    used = stages * (bm * bk + bn * bk) * elt + (bm * (bn // 2) * out_elt if c_tma else 0) + 16 * stages
-    if dynamic:                 # the tile ring (2 x 4 or 5 int32 at a 128-byte boundary), its 4 barriers and
-        used = -(-used // 128) * 128 + (40 if with_group else 32) + 32 + 16   # the 16 bytes that broadcast
-    return used                                                               # the drawn index
+    c = ws_config(config)
+    used = c.stages * (c.bm * c.bk + c.bn * c.bk) * elt + (c.bm * (c.bn // 2) * out_elt if c_tma else 0) + \
+        16 * c.stages
+    if c.dynamic:               # the tile ring (2 x 4 or 5 int32 at a 128-byte boundary) and its 4 barriers,
+        used = -(-used // 128) * 128 + (40 if with_group else 32) + 32
+        if c.cluster_n > 1:     # a pair's mailbox (2 int32 at a 128-byte boundary) and its 4 barriers,
+            used = -(-used // 128) * 128 + 8 + 32
+        used = -(-used // 16) * 16 + 16     # the 16 bytes that broadcast the drawn index
+    return used
 
 
 def ws_stores_by_tma(config: str, a, out, with_group: bool = False) -> bool:
@@ -256,9 +285,10 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
     else:                                              # [E * K, N]: expert g's rows from g * K
         b_desc = TensorDescriptor.from_tensor(b_experts.reshape(E * K, N), [bk, box_cols], swizzle=128)
     row_tiles = -(-M // bm) + E
-    tiles = row_tiles * -(-N // bn)
+    pair = meta["CLUSTER_N"]
+    tiles = row_tiles * -(-N // (bn * pair))           # (a CTA pair's: pairs of column tiles)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.device.type == "cuda" else CPU_SMS
-    progs = min(sms, tiles)
+    progs = max(1, min(sms // pair, tiles)) * pair
     e_pad = _pow2(E)
     table = torch.empty(2 * e_pad + 1, device=a.device, dtype=torch.int32)
     tail_programs = min(-(-M // TAIL_ROWS), TAIL_PROGRAMS)
@@ -269,7 +299,8 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
                                      B_BOX_N=box_cols, E_PAD=e_pad,
                                      SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n,
-                                     SPLIT_TAIL=SPLIT_TAILS, num_warps=4, **epilogue)
+                                     SPLIT_TAIL=SPLIT_TAILS and pair == 1, num_warps=4,
+                                     ctas_per_cga=(pair, 1, 1) if pair > 1 else None, **epilogue)
 
 
 WGRAD_CONFIGS = {           # name: (BLOCK_K, BLOCK_N, BLOCK_M (rows a step), warps, stages): grouped_wgrad_kernel

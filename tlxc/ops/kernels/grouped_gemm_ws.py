@@ -46,6 +46,16 @@ The epilogue (``BIAS_DIM = 1``: row ``group`` of an ``[E, N]`` bias, ``stride_bi
 row; ``ACTIVATION``: ``epilogue.ACTIVATIONS``) runs in both store paths; GLU pairs halve the columns,
 so the host gives them pointer stores only.  With a per-expert bias the dynamic schedule's slots carry
 the tile's expert as a fifth int32 (``WITH_GROUP``).
+
+``CLUSTER_N = 2`` (the ``_c2`` configurations; expert order and the dynamic schedule): CTA pairs take
+two column tiles of one row tile side by side and share its ``a`` boxes by TMA multicast (box h from
+rank h, for both: cuBLAS's ``1x2`` clusters), so a tile reads 2.5 MB from L2 where it read 3
+(128x256, K = 4096: the lone kernel keeps L2 ~85 % busy at E = 8, M = 2048, ncu on the H100).  The
+tile space is ``cdiv(N, 2 * BN)`` column pairs; rank 0's producer draws the pair's next tile and sends
+its index to rank 1's (``next_tile``: a ``st.async`` into the peer's mailbox, completing on the
+peer's ``mail_full``; the peer frees the slot with a remote arrive on ``mail_empty``).  A ring
+stage holds the pair's ``a`` boxes, so its ``empty`` barrier counts both CTAs' consumers
+(``release``).  A rank whose column tile lies past N walks the ring like rows past the group's end.
 """
 from ... import language as tl
 from ...language import tlx
@@ -204,14 +214,48 @@ def store_rows_staged(acc, c_buf, row, col, row_end, N, c_ptr, stride_cm, SUB_M:
 
 
 @jit
+def release(empty_bar, rank, CLUSTER_N: tl.constexpr):
+    """A consumer is done with a stage: tell this CTA's producer and, in a pair, the peer's (its
+    multicast wrote the stage's ``a`` boxes here too)."""
+    tlx.barrier_arrive(empty_bar)
+    if CLUSTER_N > 1:
+        tlx.barrier_arrive(empty_bar, 1, remote_cta_rank=rank ^ 1)
+
+
+@jit
+def next_tile(table_ptr, counter, num_clusters, n, rank, mail, mail_full, mail_empty, CLUSTER_N: tl.constexpr,
+              ID_BUFS: tl.constexpr):
+    """The program's (cluster's) ``n + 1``-th tile index: drawn from the schedule's counter; in a pair
+    rank 0 draws it and stores it into rank 1's mailbox slot (``st.async``, completing 4 bytes on
+    the peer's ``mail_full``), rank 1 reads it there and frees the slot (remote arrive on rank 0's
+    ``mail_empty``)."""
+    if CLUSTER_N == 1:
+        tile = tl.atomic_add(table_ptr + counter, 1) + num_clusters
+    else:
+        slot, phase = tlx.get_bufidx_phase(n, ID_BUFS)
+        if rank == 0:
+            tile = tl.atomic_add(table_ptr + counter, 1) + num_clusters
+            tlx.barrier_wait(mail_empty[slot], phase ^ 1)
+            tlx.async_remote_shmem_store(mail[slot], tl.full((1,), 0, tl.int32) + tile, 1, mail_full[slot])
+        else:
+            tlx.barrier_expect_bytes(mail_full[slot], 4)
+            tlx.barrier_wait(mail_full[slot], phase)
+            tile = tl.sum(tlx.local_load(mail[slot]), axis=0)
+            tlx.barrier_arrive(mail_empty[slot], 1, remote_cta_rank=0)
+    return tile
+
+
+@jit
 def produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem, full, empty, N, K,
                  k_tiles, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr,
-                 ELT: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr):
+                 ELT: tl.constexpr, B_KMAJOR: tl.constexpr, B_BOX_N: tl.constexpr, rank=0,
+                 CLUSTER_N: tl.constexpr = 1):
     """The producer's part of one output tile (located by ``locate_tile``): its k-steps' TMA
     loads into the ring (none for a tile past the last group's).  The second consumer's rows of
     ``a`` are not loaded when they all lie past the group's end (that consumer multiplies nothing,
     or with ``SPLIT_TAIL`` reads the first consumer's rows): a quarter (128x128 tiles) to a sixth
-    (128x256) less L2 traffic on those tiles.  Returns the ring counter after it."""
+    (128x256) less L2 traffic on those tiles.  In a pair (``CLUSTER_N = 2``) ``pid_n`` is this CTA's
+    column tile and box h of ``a`` comes from rank h for both.  Returns the ring counter after it."""
     SUB_M: tl.constexpr = BM // 2
     if found > 0:
         second = (row0 + SUB_M < row_end).to(tl.int32)
@@ -222,9 +266,15 @@ def produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_sm
                 tlx.barrier_expect_bytes(full[slot], (BM * BK + BK * BN) * ELT)
             else:
                 tlx.barrier_expect_bytes(full[slot], (SUB_M * BK + BK * BN) * ELT)
-            tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [row0, k * BK], full[slot])
-            tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [row0 + SUB_M, k * BK], full[slot],
-                                      pred=second > 0)
+            if CLUSTER_N > 1:
+                tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [row0, k * BK], full[slot], pred=rank == 0,
+                                          multicast_targets=[0, 1])
+                tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [row0 + SUB_M, k * BK], full[slot],
+                                          pred=(second > 0) & (rank == 1), multicast_targets=[0, 1])
+            else:
+                tlx.async_descriptor_load(a_desc, a_smem[2 * slot], [row0, k * BK], full[slot])
+                tlx.async_descriptor_load(a_desc, a_smem[2 * slot + 1], [row0 + SUB_M, k * BK], full[slot],
+                                          pred=second > 0)
             if B_KMAJOR:
                 tlx.async_descriptor_load(b_desc, b_smem[slot], [group * N + pid_n * BN, k * BK], full[slot])
             else:
@@ -238,7 +288,7 @@ def produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_sm
 
 @jit
 def mma_steps(acc, count, cid, a_half, b_col, a_smem, b_smem, full, empty, k_tiles, NUM_STAGES: tl.constexpr,
-              B_KMAJOR: tl.constexpr):
+              B_KMAJOR: tl.constexpr, rank=0, CLUSTER_N: tl.constexpr = 1):
     """Consumer ``cid``'s k-steps of one tile over the ring: ``acc += a @ b`` with ``a`` the stage's
     ``a_half``-th ``BM / 2``-row buffer and ``b`` the stage's B columns ``b_col ..`` (as many as
     ``acc`` has: the whole buffer, or half of it for ``split_tail``), the consumers taking turns
@@ -256,7 +306,7 @@ def mma_steps(acc, count, cid, a_half, b_col, a_smem, b_smem, full, empty, k_til
             acc = tlx.async_dot(a_smem[2 * slot + a_half], b, acc)
         tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
         acc = tlx.async_dot_wait(0, acc)              # this step's MMA is done: release its stage
-        tlx.barrier_arrive(empty[slot])
+        release(empty[slot], rank, CLUSTER_N)
         count += 1
     return acc, count
 
@@ -266,7 +316,7 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
                  k_tiles, stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr, NUM_STAGES: tl.constexpr,
                  B_KMAJOR: tl.constexpr, C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, C_BOX_N: tl.constexpr,
                  group=0, bias_ptr=None, stride_bias=0, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0,
-                 SPLIT_TAIL: tl.constexpr = False):
+                 SPLIT_TAIL: tl.constexpr = False, rank=0, CLUSTER_N: tl.constexpr = 1):
     """Consumer ``cid``'s part of one output tile (located by ``locate_tile``): its ``BM / 2``
     rows' MMAs over the ring and their stores (through the epilogue: ``BIAS_DIM = 1`` adds row
     ``group`` of the ``[E, N]`` bias, ``stride_bias`` 0 for one shared row; ``ACTIVATION``), or
@@ -288,7 +338,7 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
                            BIAS_DIM, ACTIVATION)
     elif found > 0 and row < row_end:         # this consumer has rows of the group
         acc, count = mma_steps(tl.zeros((SUB_M, BN), dtype=tl.float32), count, cid, cid, 0, a_smem, b_smem, full,
-                               empty, k_tiles, NUM_STAGES, B_KMAJOR)
+                               empty, k_tiles, NUM_STAGES, B_KMAJOR, rank, CLUSTER_N)
         if C_TMA:
             if row + SUB_M <= row_end:            # all the group's rows: TMA stores, in halves
                 lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
@@ -312,7 +362,7 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
             tlx.barrier_wait(full[slot], phase)
             tlx.named_barrier_wait(9 + cid, 256)
             tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
-            tlx.barrier_arrive(empty[slot])
+            release(empty[slot], rank, CLUSTER_N)
             count += 1
     return count
 
@@ -398,7 +448,10 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                            C_TMA: tl.constexpr = False, OUT_DTYPE: tl.constexpr = None, C_BOX_N: tl.constexpr = 64,
                            EXPERT_ORDER: tl.constexpr = False, DYNAMIC: tl.constexpr = False, bias_ptr=None,
                            stride_bias=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0,
-                           SPLIT_TAIL: tl.constexpr = False, COLUMN_BANDS: tl.constexpr = 0):
+                           SPLIT_TAIL: tl.constexpr = False, COLUMN_BANDS: tl.constexpr = 0,
+                           CLUSTER_N: tl.constexpr = 1):
+    tl.static_assert(CLUSTER_N == 1 or (CLUSTER_N == 2 and DYNAMIC and EXPERT_ORDER and not SPLIT_TAIL),
+                     "CTA pairs (CLUSTER_N = 2) run the dynamic schedule in expert order, without split tails")
     SUB_M: tl.constexpr = BM // 2
     WITH_GROUP: tl.constexpr = BIAS_DIM == 1                                # the consumers need the tile's expert
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
@@ -412,31 +465,44 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
     else:
         b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
-    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)
+    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2 * CLUSTER_N)      # a pair's four consumers
+    mail = None
+    mail_full = None
+    mail_empty = None
     if DYNAMIC:                     # the tile indices the producer draws, handed to the consumers
         ids = tlx.local_alloc((1,), tl.int32, (5 if WITH_GROUP else 4) * ID_BUFS)
         ids_full = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
         ids_empty = tlx.alloc_barriers(ID_BUFS, arrive_count=2)
+    rank = 0
+    if CLUSTER_N > 1:               # rank 0's draws, sent to rank 1's producer
+        rank = tlx.cluster_cta_rank()
+        mail = tlx.local_alloc((1,), tl.int32, ID_BUFS)
+        mail_full = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
+        mail_empty = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
 
-    num_pid_n = tl.cdiv(N, BN)
+    num_pid_n = tl.cdiv(N, BN * CLUSTER_N)          # column tiles (a pair's: pairs of them)
     k_tiles = tl.cdiv(K, BK)
 
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
             num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER, COLUMN_BANDS)
             count = 0
-            if DYNAMIC:             # a program's first tile is its id, the next ones are drawn
-                tile = tl.program_id(0)
+            if DYNAMIC:             # a program's (pair's) first tile is its id, the next ones are drawn
+                tile = tl.program_id(0) // CLUSTER_N
                 n = 0
                 while tile < num_tiles:
                     group, row0, row_end, found, pid_n = locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM,
                                                                      E_PAD, SEARCH_STEPS, GROUP_M, EXPERT_ORDER,
                                                                      COLUMN_BANDS)
-                    publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS, group, WITH_GROUP)
+                    pid_n = pid_n * CLUSTER_N + rank                            # this CTA's column tile
+                    own_end = tl.where(pid_n * BN < N, row_end, row0)       # past N: no rows to multiply
+                    publish_tile(ids, ids_full, ids_empty, n, row0, own_end, found, pid_n, ID_BUFS, group, WITH_GROUP)
                     count = produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_smem, b_smem,
-                                         full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N)
+                                         full, empty, N, K, k_tiles, BM, BN, BK, NUM_STAGES, ELT, B_KMAJOR, B_BOX_N,
+                                         rank, CLUSTER_N)
+                    tile = next_tile(table_ptr, 2 * E_PAD, num_progs // CLUSTER_N, n, rank, mail, mail_full,
+                                     mail_empty, CLUSTER_N, ID_BUFS)
                     n += 1
-                    tile = tl.atomic_add(table_ptr + 2 * E_PAD, 1) + num_progs
                 publish_tile(ids, ids_full, ids_empty, n, 0, 0, -1, 0, ID_BUFS, 0, WITH_GROUP)      # the end
             else:                   # every num_progs-th tile
                 for tile in range(tl.program_id(0), num_tiles, num_progs):
@@ -457,7 +523,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                     count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
                                          empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
                                          B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr, stride_bias, BIAS_DIM,
-                                         ACTIVATION, SPLIT_TAIL)
+                                         ACTIVATION, SPLIT_TAIL, rank, CLUSTER_N)
                     n += 1
                     row0, row_end, found, pid_n, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
             else:
