@@ -189,7 +189,8 @@ def _reference_epilogue(a, w_t, sizes, bias, activation):
     return torch.cat(out)
 
 
-EPILOGUE_CONFIGS = ["g_64x128x64", "g_128x128x64", "gws_128x128x64_s5", "gws_128x256x64_s4_e16d"]
+EPILOGUE_CONFIGS = ["g_64x128x64", "g_128x128x64", "gws_128x128x64_s5", "gws_128x256x64_s4_e16d",
+                    "gws_128x256x64_s4_e16d_c2"]
 
 
 @pytest.mark.parametrize("config", EPILOGUE_CONFIGS)

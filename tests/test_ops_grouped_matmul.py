@@ -296,7 +296,7 @@ def test_ws_kernel_is_chosen_for_large_groups_it_can_read():
     a = torch.empty(16384, 4096, dtype=torch.bfloat16)
     kmajor = torch.empty(8, 14336, 4096, dtype=torch.bfloat16).transpose(1, 2)
     layout = grouped_module._ws_layout(a, kmajor)
-    assert layout == "kmajor" and choose_grouped_config(16384, 8, 14336, layout) == "gws_128x256x64_s4_e16d"
+    assert layout == "kmajor" and choose_grouped_config(16384, 8, 14336, layout) == "gws_128x256x64_s4_e16d_c2"
     assert grouped_module._ws_layout(a, torch.empty(8, 4096, 14336, dtype=torch.bfloat16)) == "nmajor"
     assert grouped_module._ws_layout(a[:, :100], kmajor[:, :100]) is None           # rows of 200 bytes: not TMA
     assert choose_grouped_config(16384, 64, 1408, "kmajor") == "gws_128x128x64_s5"     # 256 rows a group

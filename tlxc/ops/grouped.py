@@ -65,7 +65,7 @@ GROUPED_WS_CONFIGS = {
     "gws_128x256x64_s4_n8d": (128, 256, 64, 4, 0, True, 8),
     "gws_128x256x64_s4_n4d": (128, 256, 64, 4, 0, True, 4),
     # CTA pairs (``_c2``): a row tile's two column tiles side by side, its ``a`` boxes multicast to both
-    # (kernels/grouped_gemm_ws.py, CLUSTER_N); opt-in, not yet timed
+    # (kernels/grouped_gemm_ws.py, CLUSTER_N): the pick for N >= 4096
     "gws_128x256x64_s4_e16d_c2": (128, 256, 64, 4, 16, True, 0, 2),
 }
 
@@ -114,13 +114,15 @@ def _ws_layout(a: torch.Tensor, b_experts: torch.Tensor) -> str | None:
 def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | None = None) -> str:
     """Groups of 256 rows or more on average (at most 128 groups) whose operands TMA can read:
     the warp-specialized kernel, 128x256 tiles in expert order with the dynamic schedule when N >= 4096
-    (H200 2026-12-04, E = 8, N = 14336: 1.06-1.10x the static grouped order), else 128x128.  Otherwise the pointer kernel:
+    (H200 2026-12-04, E = 8, N = 14336: 1.06-1.10x the static grouped order), in CTA pairs sharing ``a``
+    (H100 2026-12-06, three runs: 1.026-1.031x at M = 2048, 1.009-1.020x at 4096, 0.999-1.018x at 16384;
+    not yet timed on the H200), else 128x128.  Otherwise the pointer kernel:
     64-row tiles when the mean group is under 256 rows (less padding in each group's last
     tile), 128 otherwise; 256 columns when N is large enough to fill the SMs anyway."""
     if total_m < 256 * n_groups:
         return "g_64x128x64"
     if ws_layout is not None and n_groups <= WS_MAX_GROUPS:
-        return "gws_128x256x64_s4_e16d" if n >= 4096 else "gws_128x128x64_s5"
+        return "gws_128x256x64_s4_e16d_c2" if n >= 4096 else "gws_128x128x64_s5"
     return "g_128x256x64" if n >= 4096 else "g_128x128x64"
 
 
