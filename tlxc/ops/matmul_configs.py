@@ -601,6 +601,8 @@ MEASURED_BY_CARD: dict[str, list[tuple[int, int, int, str, str, str]]] = {
                                                              "0.96-0.97x)"),
         (64, 4096, 4096, 'fp8_bk', 'dot_64x32x256_s4_w4', "H100 2026-12-06 0.97 / 1.06x in two runs (dot_64x64x128_s5_w4 "
                                                           "0.90 / 0.975x)"),
+        (128, 14336, 4096, 'fp8_bk', 'dot_128x64x128_s4_w4', "H100 2026-12-06 0.958 / 0.970x in two runs "
+                                                             "(dot8_64x128x128_s4_w4 0.909 / 0.912x)"),
     ],
 }
 
