@@ -55,7 +55,7 @@ _INT32_MAX = 2**31 - 1
 class AttnConfig:
     """One launch configuration of ``attn_fwd_kernel``."""
     head_dim: int         # tile width: D rounded up to 64, 128 or 256
-    block_m: int          # query rows per work item (64 per consumer warp group)
+    block_m: int          # query rows per work item (64 per consumer warp group: 128, 192, or 256 at head dim 64)
     block_n: int          # keys per block
     stages: int           # K/V ring slots
     q_bufs: int           # Q tiles in flight (2: the next item's Q loads while this one runs)
@@ -88,7 +88,9 @@ class AttnConfig:
 
     @property
     def registers(self) -> int:
-        return 240 if self.block_m == 128 else 160
+        """A consumer warp group's register budget: two consumers 240, three 160, four 112 (640 threads
+        start with 96 registers each, 61,440 in all: four consumers at 112 leave the producer 32)."""
+        return {128: 240, 192: 160, 256: 112}[self.block_m]
 
     @property
     def o_parts(self) -> int:
@@ -807,6 +809,12 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     c = config or choose_config(D, causal, Sq, varlen, fp8)
     if c.head_dim < D:
         raise _fail(f"config tile width {c.head_dim} is below the head dim {D}")
+    if c.block_m not in (128, 192, 256):
+        raise _fail(f"config block_m must be 128, 192 or 256 (two, three or four consumer warp groups of 64 rows), "
+                    f"got {c.block_m!r}")
+    if c.block_m == 256 and c.head_dim != 64:
+        raise _fail(f"config block_m 256 (four consumer warp groups at 112 registers each) takes tile width 64 only "
+                    f"(head dims up to 64): a {c.head_dim}-wide O tile spills there")
     if not isinstance(c.prefetch, int) or c.prefetch < 0:
         raise _fail(f"config prefetch must be a non-negative int (K/V blocks), got {c.prefetch!r}")
     if c.o_parts == 2 and c.overlap:

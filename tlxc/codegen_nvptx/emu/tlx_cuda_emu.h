@@ -20,7 +20,7 @@
 //     fills it from a tlxc.TensorDescriptor), not the driver's encoding.
 //   * named barriers (bar.sync / bar.arrive id, threads) count threads and open at the count; setmaxnreg
 //     is nothing; wgmma may read A from shared memory too (16-bit, K- or M-major): warp-specialized
-//     kernels of up to 16 warps run.
+//     kernels of up to 32 warps (1024 threads, CUDA's limit) run.
 //   * TMA copies swizzle 128, 64 or 32 bytes, and wgmma reads operands in all three swizzles.
 //   * ldmatrix (.x4, .trans) is a warp operation: the lanes' row addresses exchanged, then read.
 //   * TMA prefetches (to L2) are nothing.
@@ -87,10 +87,10 @@ static Dim3 g_block, g_grid, g_bdim;
 static std::function<void()> g_kernel;
 static unsigned g_bar_count = 0, g_bar_gen = 0;
 static NamedBar g_named[16];                        // bar.sync / bar.arrive by barrier id
-static unsigned long long g_warp_bank[2][16][32];   // up to 16 warps (512 threads)
-static unsigned g_warp_count[2][16];
-static WgDeposit g_wg_bank[2][4][128];
-static unsigned g_wg_count[2][4];
+static unsigned long long g_warp_bank[2][32][32];   // up to 32 warps (1024 threads)
+static unsigned g_warp_count[2][32];
+static WgDeposit g_wg_bank[2][8][128];      // up to 8 warpgroups (1024 threads)
+static unsigned g_wg_count[2][8];
 static char g_error[512] = "";
 // Wait loops yield; every wait a thread gets past, a thread's start and its end count as progress.  A
 // round of the scheduler without any is a deadlock: each live thread re-checked a condition no other
@@ -857,8 +857,8 @@ namespace cuemu {
 // run kernel `body` on a grid of CTAs of `threads` threads
 static int run_grid(unsigned gx, unsigned gy, unsigned gz, int threads, std::function<void()> body) {
   g_error[0] = 0;                                      // (a run after a failed one starts clean)
-  if (threads > 512 || threads % 32) {
-    snprintf(g_error, sizeof g_error, "%d threads: the emulation holds up to 16 whole warps", threads);
+  if (threads > 1024 || threads % 32) {
+    snprintf(g_error, sizeof g_error, "%d threads: the emulation holds up to 32 whole warps", threads);
     return 1;
   }
   g_threads = threads;
