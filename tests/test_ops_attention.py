@@ -199,7 +199,12 @@ def test_dense_schedule_covers_every_item_once(Sq, Sk, causal):
 def test_three_consumers_only_where_the_padding_is_small():
     picks = {S: A.choose_config(64, False, S).block_m for S in (256, 512, 1000, 1024, 2048, 4096, 8192)}
     assert picks == {256: 128, 512: 128, 1000: 128, 1024: 128, 2048: 192, 4096: 192, 8192: 192}
-    assert A.choose_config(64, True, 4096).block_m == 128 and A.choose_config(64, False, 4096, True).block_m == 128
+    assert A.choose_config(64, False, 4096, True).block_m == 128                       # varlen
+    # under a causal mask four consumers from S = 512 (not varlen, not fp8), two below
+    causal = {S: A.choose_config(64, True, S).block_m for S in (256, 512, 4096)}
+    assert causal == {256: 128, 512: 256, 4096: 256}
+    assert A.choose_config(64, True, 4096) == A.AttnConfig(64, 256, 64, 6, 2, tma_store=True)
+    assert A.choose_config(64, True, 4096, varlen=True).block_m == 128 and A.choose_config(64, True, 4096, fp8=True).block_m == 128
     assert A.choose_config(256, False, 4096) == A.AttnConfig(256, 128, 64, 2, 1, tma_store=True)
     assert A.choose_config(128, False, 4096).prefetch == 0
 
@@ -214,10 +219,10 @@ def test_default_configurations():
     assert A.choose_config(128, True, 512) == A.AttnConfig(128, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(64, True, 256, True) == A.AttnConfig(64, 128, 128, 2, 2)
     assert A.choose_config(128, False, 256) == A.AttnConfig(128, 128, 128, 2, 2, tma_store=True)
-    assert A.choose_config(64, True, 512) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
+    assert A.choose_config(64, True, 512) == A.AttnConfig(64, 256, 64, 6, 2, tma_store=True)     # four consumers
     assert A.choose_config(64, False, 1024) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(64, False, 4096) == A.AttnConfig(64, 192, 128, 2, 2)
-    assert A.choose_config(64, True, 4096) == A.AttnConfig(64, 128, 128, 2, 2, tma_store=True)
+    assert A.choose_config(64, True, 4096) == A.AttnConfig(64, 256, 64, 6, 2, tma_store=True)
     assert A.choose_config(96, True, 2048) == A.AttnConfig(128, 128, 128, 2, 2, tma_store=True)
     assert A.choose_config(256, True, 1024) == A.AttnConfig(256, 128, 64, 2, 1, tma_store=True)
     assert A.choose_config(192, False, 256).o_parts == 2
@@ -610,9 +615,10 @@ def test_register_a_product_as_one_group_switch(D, monkeypatch):
     """TLXC_WGMMA_RS_GROUP=1 (an A/B switch, off by default): P V's k steps under one wgmma.fence
     instead of one each (the 240-register consumers), no spills; the default keeps a fence per k step."""
     q = _randn(4, 2, 1024, D, seed=116)
-    (h,) = compile_config(q, q, q, causal=True)
+    two = A.AttnConfig(D, 128, 128, 2, 2, tma_store=True)      # two consumers (D = 64's causal default has four)
+    (h,) = compile_config(q, q, q, causal=True, config=two)
     monkeypatch.setenv("TLXC_WGMMA_RS_GROUP", "1")
-    (g,) = compile_config(q, q, q, causal=True)
+    (g,) = compile_config(q, q, q, causal=True, config=two)
     fences = [x.asm["cuda"].count("tlx_wgmma_fence();") for x in (h, g)]
     assert fences[1] < fences[0] and g.n_spills == 0 and not g.perf_warnings, (fences, g.n_spills)
 

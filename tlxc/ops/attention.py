@@ -126,6 +126,11 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
       item's last 64 keys, 17% of the work at S = 256).  H200, session 13 run 2, D = 64: 6-7%
       faster than 128-key blocks at S = 256 causal, 3% slower at S = 512 (13% slower without the
       mask: more issue rounds per key).
+    * dense, causal, S >= 512, D <= 64, 16-bit inputs: four consumers (``block_m = 256``: 256-row items of
+      64-key blocks, six stages, two Q buffers, O TMA-stored; 112 registers a consumer).  H100, session
+      35, two or three runs: 0.94-0.97 of the default's time at S = 512 / 1024, 0.924-0.931 at S = 2048-16384
+      (MHA and GQA-4); without the mask even at S = 512 and 2048, 2.5 % faster at 1024, 3-10 % slower past
+      2048 (against three consumers) and at S = 256.  Not yet timed on the H200.
     * dense, no mask, S <= 256, D <= 64, 16-bit inputs: ``s1_ahead`` (an item's ``S_1`` issued with its ``S_0``;
       fp8 not timed).
       H100, session 32, two runs: 0.959 / 0.973-0.976 of the default's time at S = 256 (MHA / GQA-4);
@@ -161,6 +166,8 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
         c = replace(c, block_n=64, stages=4)
     if hd == 64 and not causal and not varlen and not fp8 and S is not None and S <= 256 and c.block_m == 128:
         c = replace(c, s1_ahead=True)   # applies where the keys pass one block (issues_s1_ahead)
+    if hd == 64 and causal and not varlen and not fp8 and S is not None and S >= 512:
+        return AttnConfig(64, 256, 64, 6, 2, tma_store=True)                # four consumers
     return replace(c, tma_store=True) if not varlen and S is not None and c.block_m == 128 else c
 
 
