@@ -1,8 +1,9 @@
-"""The attention forward with four consumer warp groups at head dim 64 (``AttnConfig(block_m=256)``):
-256-row items of 64-key blocks, each K/V block read by four consumers of 64 rows, 112 registers each.
-Against float64 math on the interpreter (odd lengths, a causal mask, GQA, a window, a packed batch, the
-O tile TMA-stored, ``s1_ahead``), on the CUDA text's emulation, on the GPU, its sm_90a compile without
-spills, and the configurations refused."""
+"""The attention forward with more consumer warp groups than the defaults had: four at head dim 64
+(``AttnConfig(block_m=256)``: 256-row items of 64-key blocks, each K/V block read by four consumers of 64
+rows, 112 registers each; the default for dense causal launches from S = 512) and three at tile width 128
+(``block_m=192`` with 64-key blocks, 160 registers each; opt-in).  Against float64 math on the interpreter
+(odd lengths, a causal mask, GQA, a window, a packed batch, the O tile TMA-stored, ``s1_ahead``), on the
+CUDA text's emulation, on the GPU, their sm_90a compiles without spills, and the configurations refused."""
 from __future__ import annotations
 
 import dataclasses
@@ -107,6 +108,43 @@ def test_gpu_four_consumers(B, H, Hkv, S, causal, kw):
         pytest.skip("no GPU")
     q, k, v = _inputs(B, H, Hkv, S, device="cuda", seed=S + H)
     o, lse = attention_forward(q, k, v, causal=causal, config=_four(causal, S, **kw))
+    ro, rl = reference(q, k, v, causal=causal, dtype=torch.float32)
+    assert (o.float() - ro).abs().max() < 2e-2 * ro.abs().max()
+    assert torch.allclose(lse.float(), rl, atol=1e-2, rtol=1e-3)
+
+
+def _three128(**kw):
+    return AttnConfig(**{"head_dim": 128, "block_m": 192, "block_n": 64, "stages": 3, "q_bufs": 1, **kw})
+
+
+@pytest.mark.parametrize("S,D,causal,Hkv,kw", [(300, 128, False, 1, {}), (520, 128, True, 2, {}),
+                                               (200, 96, False, 2, {"tma_store": True}),
+                                               (97, 96, True, 2, {"q_bufs": 2})], ids=str)
+def test_three_consumers_at_tile_width_128_match_float64(S, D, causal, Hkv, kw):
+    """Three consumers of a 192-row item at D = 128 (and 96, zero-filled to the 128-wide tile): rows and
+    keys past S, the causal diagonal across the three consumers' rows, GQA, O TMA-stored."""
+    q, k, v = _inputs(1, 2, Hkv, S, D=D, seed=S)
+    o, lse = attention_forward(q, k, v, causal=causal, config=_three128(**kw), programs=3)
+    _close(o, lse, *reference(q, k, v, causal=causal))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_three_consumers_at_tile_width_128_compile_without_spills(causal):
+    q = torch.empty(16, 16, 1024, 128, dtype=torch.bfloat16)
+    c = _three128(q_bufs=2)
+    assert c.registers == 160
+    h = compile_config(q, q, q, causal=causal, config=c)[-1]
+    assert h.n_spills == 0 and c.shared_bytes() <= h.metadata.shared <= 232448
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B,H,Hkv,S,causal,kw", [(4, 4, 4, 512, False, {}), (2, 4, 1, 1000, True, {"q_bufs": 2}),
+                                                  (1, 2, 2, 4096, False, {"tma_store": True})], ids=str)
+def test_gpu_three_consumers_at_tile_width_128(B, H, Hkv, S, causal, kw):
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    q, k, v = _inputs(B, H, Hkv, S, D=128, device="cuda", seed=S + H)
+    o, lse = attention_forward(q, k, v, causal=causal, config=_three128(**kw))
     ro, rl = reference(q, k, v, causal=causal, dtype=torch.float32)
     assert (o.float() - ro).abs().max() < 2e-2 * ro.abs().max()
     assert torch.allclose(lse.float(), rl, atol=1e-2, rtol=1e-3)
