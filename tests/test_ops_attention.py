@@ -201,8 +201,8 @@ def test_three_consumers_only_where_the_padding_is_small():
     assert picks == {256: 128, 512: 128, 1000: 128, 1024: 128, 2048: 192, 4096: 192, 8192: 192}
     assert A.choose_config(64, False, 4096, True).block_m == 128                       # varlen
     # under a causal mask four consumers from S = 512 (not varlen, not fp8), two below
-    causal = {S: A.choose_config(64, True, S).block_m for S in (256, 512, 4096)}
-    assert causal == {256: 128, 512: 256, 4096: 256}
+    causal = {S: A.choose_config(64, True, S).block_m for S in (256, 512, 600, 1000, 4096)}
+    assert causal == {256: 128, 512: 256, 600: 128, 1000: 256, 4096: 256}        # (600: 768 rows against 640)
     assert A.choose_config(64, True, 4096) == A.AttnConfig(64, 256, 64, 6, 2, tma_store=True)
     assert A.choose_config(64, True, 4096, varlen=True).block_m == 128 and A.choose_config(64, True, 4096, fp8=True).block_m == 128
     assert A.choose_config(256, False, 4096) == A.AttnConfig(256, 128, 64, 2, 1, tma_store=True)

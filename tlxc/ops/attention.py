@@ -126,7 +126,8 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
       item's last 64 keys, 17% of the work at S = 256).  H200, session 13 run 2, D = 64: 6-7%
       faster than 128-key blocks at S = 256 causal, 3% slower at S = 512 (13% slower without the
       mask: more issue rounds per key).
-    * dense, causal, S >= 512, D <= 64, 16-bit inputs: four consumers (``block_m = 256``: 256-row items of
+    * dense, causal, S >= 512, D <= 64, 16-bit inputs, rows padded to 256 within 4 % of those padded to 128
+      (as for three consumers): four consumers (``block_m = 256``: 256-row items of
       64-key blocks, six stages, two Q buffers, O TMA-stored; 112 registers a consumer).  H100, session
       35, two or three runs: 0.94-0.97 of the default's time at S = 512 / 1024, 0.924-0.931 at S = 2048-16384
       (MHA and GQA-4); without the mask even at S = 512 and 2048, 2.5 % faster at 1024, 3-10 % slower past
@@ -166,7 +167,8 @@ def choose_config(D: int, causal: bool, S: int | None = None, varlen: bool = Fal
         c = replace(c, block_n=64, stages=4)
     if hd == 64 and not causal and not varlen and not fp8 and S is not None and S <= 256 and c.block_m == 128:
         c = replace(c, s1_ahead=True)   # applies where the keys pass one block (issues_s1_ahead)
-    if hd == 64 and causal and not varlen and not fp8 and S is not None and S >= 512:
+    if hd == 64 and causal and not varlen and not fp8 and S is not None and S >= 512 and \
+            -(-S // 256) * 256 <= 1.04 * (-(-S // 128) * 128):             # (S = 600: 768 rows, not 640)
         return AttnConfig(64, 256, 64, 6, 2, tma_store=True)                # four consumers
     return replace(c, tma_store=True) if not varlen and S is not None and c.block_m == 128 else c
 
