@@ -184,18 +184,25 @@ def test_grouped_matmul_ws_kernel_split_tails(split_tails, out_dtype, transposed
     import tlxc.ops.grouped as grouped_module
     from tlxc.ops import grouped_matmul
     monkeypatch.setattr(grouped_module, "SPLIT_TAILS", split_tails)
-    g = torch.Generator(device="cuda").manual_seed(11)
+    _, sizes, a, b, out = _uneven_groups(11, transposed, out_dtype)
+    grouped_matmul(a, b, sizes.cuda(), out, config="gws_128x256x64_s4_e16d")
+    offs = [0] + sizes.cumsum(0).tolist()
+    ref = torch.cat([a[offs[i]:offs[i + 1]].float() @ b[i].float() for i in range(len(sizes))])
+    assert _rel(out, ref) < (1e-4 if out_dtype == torch.float32 else 1e-2)
+
+
+def _uneven_groups(seed: int, transposed: bool, out_dtype):
+    """Six experts' groups whose last rows fit one consumer (2, 5, 60 rows past a whole block) or not
+    (77, 104), an empty one; N = 4160 (17 column tiles of 256); weights K- or N-major; a poisoned output.
+    Returns the generator for further draws too."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
     E, K, N = 6, 1024, 4160
     sizes = torch.tensor([700, 0, 333, 130, 5, 1000], dtype=torch.int32)
     M = int(sizes.sum())
     a = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
     w = torch.randn(E, N, K, device="cuda", generator=g).to(torch.bfloat16)
     b = w.transpose(1, 2) if transposed else w.transpose(1, 2).contiguous()
-    out = torch.full((M, N), float("nan"), device="cuda", dtype=out_dtype)
-    grouped_matmul(a, b, sizes.cuda(), out, config="gws_128x256x64_s4_e16d")
-    offs = [0] + sizes.cumsum(0).tolist()
-    ref = torch.cat([a[offs[i]:offs[i + 1]].float() @ b[i].float() for i in range(E)])
-    assert _rel(out, ref) < (1e-4 if out_dtype == torch.float32 else 1e-2)
+    return g, sizes, a, b, torch.full((M, N), float("nan"), device="cuda", dtype=out_dtype)
 
 
 @pytest.mark.parametrize("E,M", [(64, 16384), (128, 32768)])
@@ -376,17 +383,10 @@ def test_grouped_cta_pairs_with_epilogue(out_dtype, transposed):
     column tiles: the last pair's second CTA past N); float32 output (pointer stores) or bf16 (TMA
     stores inside a group)."""
     from tlxc.ops import grouped_matmul
-    g = torch.Generator(device="cuda").manual_seed(13)
-    E, K, N = 6, 1024, 4160
-    sizes = torch.tensor([700, 0, 333, 130, 5, 1000], dtype=torch.int32)
-    M = int(sizes.sum())
-    a = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
-    w = torch.randn(E, N, K, device="cuda", generator=g).to(torch.bfloat16)
-    b = w.transpose(1, 2) if transposed else w.transpose(1, 2).contiguous()
-    bias = torch.randn(E, N, device="cuda", generator=g)
-    out = torch.full((M, N), float("nan"), device="cuda", dtype=out_dtype)
+    g, sizes, a, b, out = _uneven_groups(13, transposed, out_dtype)
+    bias = torch.randn(len(sizes), out.shape[1], device="cuda", generator=g)
     grouped_matmul(a, b, sizes.cuda(), out, bias=bias, activation="gelu", config="gws_128x256x64_s4_e16d_c2")
     offs = [0] + sizes.cumsum(0).tolist()
-    ref = torch.cat([a[offs[i]:offs[i + 1]].float() @ b[i].float() + bias[i] for i in range(E)])
+    ref = torch.cat([a[offs[i]:offs[i + 1]].float() @ b[i].float() + bias[i] for i in range(len(sizes))])
     ref = torch.nn.functional.gelu(ref)
     assert _rel(out, ref) < (1e-4 if out_dtype == torch.float32 else 1e-2)
