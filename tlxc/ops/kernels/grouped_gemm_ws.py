@@ -49,8 +49,9 @@ the tile's expert as a fifth int32 (``WITH_GROUP``).
 
 ``CLUSTER_N = 2`` (the ``_c2`` configurations; expert order and the dynamic schedule): CTA pairs take
 two column tiles of one row tile side by side and share its ``a`` boxes by TMA multicast (box h from
-rank h, for both: cuBLAS's ``1x2`` clusters), so a tile reads 2.5 MB from L2 where it read 3
-(128x256, K = 4096: the lone kernel keeps L2 ~85 % busy at E = 8, M = 2048, ncu on the H100).  The
+rank h, for both: cuBLAS's ``1x2`` clusters), so a tile's loads are 2.5 MB where they were 3 (128x256,
+K = 4096: the lone kernel keeps L2 ~85 % busy at E = 8, M = 2048, ncu on the H100; paired, ncu counted 4 %
+fewer L2 bytes, and the kernel runs 1-3 % faster there).  The
 tile space is ``cdiv(N, 2 * BN)`` column pairs; rank 0's producer draws the pair's next tile and sends
 its index to rank 1's (``next_tile``: a ``st.async`` into the peer's mailbox, completing on the
 peer's ``mail_full``; the peer frees the slot with a remote arrive on ``mail_empty``).  A ring
