@@ -70,6 +70,22 @@ def test_four_consumers_compile_for_sm90a_without_spills(S, causal, kw):
     assert h.n_spills == 0 and c.shared_bytes() <= h.metadata.shared <= 232448
 
 
+@pytest.mark.parametrize("fields,message", [
+    ({"head_dim": 96}, "config head_dim .the tile width. must be 64, 128 or 256, got 96"),
+    ({"block_n": 100}, "config block_n .keys per block. must be a power of two from 16 to 256, got 100"),
+    ({"block_n": 512}, "config block_n .keys per block. must be a power of two from 16 to 256, got 512"),
+    ({"stages": 0}, "config stages .K/V ring slots. and q_bufs .Q tiles in flight. must be at least 1, got 0 and 2"),
+    ({"q_bufs": 0}, "must be at least 1, got 2 and 0"),
+], ids=str)
+def test_config_fields_out_of_range_are_refused_by_name(fields, message):
+    """A tile width, key block or ring the kernel cannot build names its ``AttnConfig`` field (it was an
+    error from inside the kernel's source, or a launch)."""
+    q, k, v = _inputs(1, 1, 1, 64)
+    c = dataclasses.replace(AttnConfig(64, 128, 128, 2, 2), **fields)
+    with pytest.raises(ValueError, match=message):
+        attention_forward(q, k, v, config=c)
+
+
 def test_other_row_counts_are_refused():
     """block_m other than 128 / 192 / 256 (two to four consumers of 64 rows), and four consumers at a
     128-wide tile (their O accumulators spill at 112 registers), name the argument."""

@@ -816,8 +816,15 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
             lse.fill_(float("-inf"))
             return o, lse
     c = config or choose_config(D, causal, Sq, varlen, fp8)
+    if c.head_dim not in (64, 128, 256):
+        raise _fail(f"config head_dim (the tile width) must be 64, 128 or 256, got {c.head_dim!r}")
     if c.head_dim < D:
         raise _fail(f"config tile width {c.head_dim} is below the head dim {D}")
+    if not isinstance(c.block_n, int) or c.block_n < 16 or c.block_n > 256 or c.block_n & (c.block_n - 1):
+        raise _fail(f"config block_n (keys per block) must be a power of two from 16 to 256, got {c.block_n!r}")
+    if not isinstance(c.stages, int) or c.stages < 1 or not isinstance(c.q_bufs, int) or c.q_bufs < 1:
+        raise _fail(f"config stages (K/V ring slots) and q_bufs (Q tiles in flight) must be at least 1, got "
+                    f"{c.stages!r} and {c.q_bufs!r}")
     if c.block_m not in (128, 192, 256):
         raise _fail(f"config block_m must be 128, 192 or 256 (two, three or four consumer warp groups of 64 rows), "
                     f"got {c.block_m!r}")
