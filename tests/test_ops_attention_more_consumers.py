@@ -48,6 +48,16 @@ def test_four_consumers_match_float64(S, causal, Hkv, window, kw):
     _close(o, lse, *reference(q, k, v, causal=causal, window=window))
 
 
+@pytest.mark.parametrize("window,softcap", [((100, 0), None), (None, 30.0), ((300, 0), 50.0)], ids=str)
+def test_the_causal_default_with_windows_and_softcaps(window, softcap):
+    """The four-consumer default of causal D = 64 launches (S = 700: 768 rows either way) under a sliding
+    window (items visit only the key blocks their rows see) and logit softcapping."""
+    q, k, v = _inputs(1, 2, 1, 700, seed=11)
+    assert choose_config(64, True, 700).block_m == 256
+    o, lse = attention_forward(q, k, v, causal=True, window=window, softcap=softcap, programs=3)
+    _close(o, lse, *reference(q, k, v, causal=True, window=window, softcap=softcap))
+
+
 def test_four_consumers_on_a_packed_batch():
     """Variable lengths (cu_seqlens): a sequence shorter than one consumer's rows, one past one item."""
     g = torch.Generator().manual_seed(3)
