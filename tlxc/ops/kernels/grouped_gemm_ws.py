@@ -56,13 +56,13 @@ tile space is ``cdiv(N, 2 * BN)`` column pairs; rank 0's producer draws the pair
 its index to rank 1's (``next_tile``: a ``st.async`` into the peer's mailbox, completing on the
 peer's ``mail_full``; the peer frees the slot with a remote arrive on ``mail_empty``).  A ring
 stage holds the pair's ``a`` boxes, so its ``empty`` barrier counts both CTAs' consumers
-(``release``).  A rank whose column tile lies past N walks the ring like rows past the group's end.
+(``gemm_ws.release``: each consumer arrives here and on the peer).  A rank whose column tile lies past N walks the ring like rows past the group's end.
 """
 from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
 from .epilogue import apply_epilogue, store_tile_pointers
-from .gemm_ws import grouped_tile, store_tile
+from .gemm_ws import grouped_tile, release, store_tile
 from .grouped_gemm import group_rows
 
 
@@ -212,15 +212,6 @@ def store_rows_staged(acc, c_buf, row, col, row_end, N, c_ptr, stride_cm, SUB_M:
     tile = tlx.local_load(c_buf)
     tl.store(c_ptr + offs0.to(tl.int64)[:, None] * stride_cm + offs1[None, :], tile,
              mask=(offs0 < row_end)[:, None] & (offs1 < N)[None, :])
-
-
-@jit
-def release(empty_bar, rank, CLUSTER_N: tl.constexpr):
-    """A consumer is done with a stage: tell this CTA's producer and, in a pair, the peer's (its
-    multicast wrote the stage's ``a`` boxes here too)."""
-    tlx.barrier_arrive(empty_bar)
-    if CLUSTER_N > 1:
-        tlx.barrier_arrive(empty_bar, 1, remote_cta_rank=rank ^ 1)
 
 
 @jit
