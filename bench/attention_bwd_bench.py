@@ -21,7 +21,7 @@ persistent table (``tlxc_ws_np``; "np/ws" = its time / tlxc_ws's), non-causal: t
 persistent table (``tlxc_ws_p``, off by default there; "ws/p" = tlxc_ws's time / its) and with its programs
 of two items each (``tlxc_ws_p2``, ``WS_PROGRAM_ITEMS``; "ws/p2"), the ws kernel with
 ``WS_STATS_SMEM`` flipped for the head dim and mask (``tlxc_ws_st``; "ws/st" = tlxc_ws's time / its) and with
-``WS_DYNAMIC`` flipped (``tlxc_ws_dyn``; "ws/dyn"), ``torch.autograd.grad`` on the kept SDPA
+``WS_DYNAMIC`` flipped (``tlxc_ws_dyn``; "ws/dyn") and ``WS_DQ_ROWS`` flipped (``tlxc_ws_dq``; "ws/dq"), ``torch.autograd.grad`` on the kept SDPA
 graphs (GQA through ``enable_gqa``; a backend that refuses a case prints n/a).  The first round
 checks tlxc's gradients against cuDNN's.  Per case it prints the median times and TFLOP/s
 (backward = 2.5x the forward's 4*B*H*S*S*D, halved when causal); the ratios (baseline time /
@@ -46,7 +46,7 @@ from bench.triton_source import event_ms, spin_for  # noqa: E402
 WITH_WS = True          # --no-ws: time the tl.dot kernels only
 ONLY: set[str] | None = None    # --only: the contenders timed (None: all)
 CONTENDERS = ("tlxc", "tlxc_plain", "tlxc_ws", "tlxc_ws_plain", "tlxc_ws_np", "tlxc_ws_p", "tlxc_ws_p2", "tlxc_ws_st",
-              "tlxc_ws_dyn", "tlxc_ws_alt", "cudnn", "flash")
+              "tlxc_ws_dyn", "tlxc_ws_alt", "tlxc_ws_dq", "cudnn", "flash")
 
 
 def _event_ms(fn, spin_cycles: int | None = None) -> float:
@@ -163,6 +163,15 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
                 host.WS_DRIFT = shipped
         if D == 64:
             fns["tlxc_ws_alt"] = ws_alt
+
+        def ws_dq_rows():                   # dQ staged in rows, one 3-D box a tile (WS_DQ_ROWS flipped)
+            shipped = dict(host.WS_DQ_ROWS)
+            host.WS_DQ_ROWS = {d: not on for d, on in shipped.items()}
+            try:
+                return ws_run()
+            finally:
+                host.WS_DQ_ROWS = shipped
+        fns["tlxc_ws_dq"] = ws_dq_rows
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
         if name in refused or ONLY is not None and name not in ONLY:
             continue
@@ -184,7 +193,8 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
 RATIOS = {"cudnn": ("cudnn", "tlxc"), "flash": ("flash", "tlxc"), "cudnn/ws": ("cudnn", "tlxc_ws"),
           "flash/ws": ("flash", "tlxc_ws"), "plain/dot": ("tlxc_plain", "tlxc"), "plain/ws": ("tlxc_ws_plain", "tlxc_ws"),
           "np/ws": ("tlxc_ws_np", "tlxc_ws"), "ws/p": ("tlxc_ws", "tlxc_ws_p"), "ws/p2": ("tlxc_ws", "tlxc_ws_p2"),
-          "ws/st": ("tlxc_ws", "tlxc_ws_st"), "ws/dyn": ("tlxc_ws", "tlxc_ws_dyn")}
+          "ws/st": ("tlxc_ws", "tlxc_ws_st"), "ws/dyn": ("tlxc_ws", "tlxc_ws_dyn"),
+          "ws/dq": ("tlxc_ws", "tlxc_ws_dq")}
 
 
 def run_case(B, H, Hkv, S, D, causal, dtype, rounds):

@@ -28,7 +28,11 @@ def main() -> None:
         parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--bwd", action="store_true", help="the backward too (tlxc's and cuDNN's)")
+    parser.add_argument("--dq-rows", action="store_true", help="the backward's WS_DQ_ROWS on at every head dim")
     args = parser.parse_args()
+    if args.dq_rows:
+        import tlxc.ops.attention_bwd as host
+        host.WS_DQ_ROWS = dict.fromkeys(host.WS_DQ_ROWS, True)
     q, k, v = (torch.randn(args.b, args.h, args.s, args.d, device="cuda", dtype=torch.bfloat16,
                            requires_grad=args.bwd) for _ in range(3))
     for _ in range(2):

@@ -94,9 +94,12 @@ def test_deterministic(monkeypatch):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("H, Hkv", [(8, 8), (8, 2)])
-def test_ws_dense(H, Hkv, D, causal, poisoned, monkeypatch):
-    """The warp-specialized kernel (TLXC_ATTN_BWD=ws): B=2, S=1000, bf16."""
+@pytest.mark.parametrize("dq_rows", [False, True])
+def test_ws_dense(H, Hkv, D, causal, dq_rows, poisoned, monkeypatch):
+    """The warp-specialized kernel (TLXC_ATTN_BWD=ws): B=2, S=1000, bf16; dQ staged in column blocks
+    or in rows (WS_DQ_ROWS)."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    monkeypatch.setattr(host, "WS_DQ_ROWS", {64: dq_rows, 128: dq_rows})
     dtype = torch.bfloat16
     q, k, v, do = dense_inputs(2, H, Hkv, 1000, 1000, D, dtype, device="cuda", seed=D + 1)
     scale = D ** -0.5
@@ -108,10 +111,12 @@ def test_ws_dense(H, Hkv, D, causal, poisoned, monkeypatch):
 
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-def test_ws_packed_and_bshd(causal, D, poisoned, monkeypatch):
+@pytest.mark.parametrize("dq_rows", [False, True])
+def test_ws_packed_and_bshd(causal, D, dq_rows, poisoned, monkeypatch):
     """Packed sequences with empty ones (programs with no query tile: at D = 64 they still load
-    K and V), and BSHD views."""
+    K and V), and BSHD views; dQ staged in column blocks or in rows (WS_DQ_ROWS)."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    monkeypatch.setattr(host, "WS_DQ_ROWS", {64: dq_rows, 128: dq_rows})
     lens_q = [1, 777, 2048, 130, 0, 513]
     lens_k = [1, 777, 2048, 70, 9, 1000]
     dtype = torch.bfloat16

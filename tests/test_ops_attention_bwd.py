@@ -434,6 +434,65 @@ def test_ws_packed_uneven_lengths(causal, ws_kernel, poisoned):
     _check(got, ref, dtype)
 
 
+@pytest.mark.parametrize("D", [64, 128])
+def test_ws_dq_staged_in_rows(D, ws_kernel, poisoned, monkeypatch):
+    """WS_DQ_ROWS: dQ's float32 tiles staged as [64, 2, 32] (a row's 64 floats in one run) and added by one
+    3-D TMA box each: dense causal GQA with a partial last query tile (D = 128: each consumer its column
+    half, deferred a tile; D = 64: the consumers take turns), BSHD views (head columns at h * D of a row
+    H * D wide), packed uneven lengths (steps of zero, one and many tiles), against float64."""
+    monkeypatch.setattr(host, "WS_DQ_ROWS", {64: True, 128: True})
+    launched = []
+    real = host.TensorDescriptor
+
+    def spy(base, shape, strides, block_shape, **kw):
+        launched.append(len(block_shape))
+        return real(base, shape, strides, block_shape, **kw)
+
+    monkeypatch.setattr(host, "TensorDescriptor", spy)
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(2, 4, 2, 200, 90, D, dtype, seed=D + 21)
+    o, lse, *ref = dense_reference(q, k, v, do, True, 0.1)
+    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.1), ref, dtype)
+    assert 3 in launched                                    # dq_desc: the 3-D box
+    q, k, v, do = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in dense_inputs(1, 4, 4, 130, 77, D, dtype))
+    o, lse, *ref = dense_reference(q, k, v, do, False, 0.125)
+    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=False, sm_scale=0.125), ref, dtype)
+    lens_q, lens_k = [1, 67, 130, 5, 0], [1, 130, 67, 0, 9]
+    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 4, 2, D, dtype, seed=D + 22)
+    o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, False, 0.09)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=False, sm_scale=0.09, cu_seqlens_q=cu_q,
+                        cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
+    assert ws_kernel.count("bwd_ws_kernel") == 3
+    _check(got, ref, dtype)
+
+
+def test_ws_dq_rows_keep_the_column_blocks_for_odd_row_strides(ws_kernel, poisoned, monkeypatch):
+    """A row stride that is not a multiple of 32 floats (q a column slice of a wider tensor) cannot be seen
+    as [rows, stride / 32, 32]: WS_DQ_ROWS falls back to the column blocks there, still exact."""
+    monkeypatch.setattr(host, "WS_DQ_ROWS", {64: True, 128: True})
+    dtype = torch.bfloat16
+    wide = [t.detach() for t in dense_inputs(1, 2, 2, 150, 150, 72, dtype, seed=31)]   # rows of 72 elements
+    q, k, v, do = (t[..., :64] for t in wide)
+    assert q.stride(2) == 72
+    o, lse, *ref = dense_reference(q, k, v, do, True, 0.125)
+    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.125), ref, dtype)
+    assert ws_kernel[-1] == "bwd_ws_kernel"
+
+
+@pytest.mark.parametrize("D,causal", [(64, False), (128, False), (128, True)])
+def test_ws_dq_rows_compile_without_spills(D, causal, monkeypatch):
+    """sm_90a: the staging in rows takes the same shared memory and no new spills (D = 128 causal, which
+    spills 4 bytes with the column blocks, within 8)."""
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    q = torch.empty(2, 4, 1024, D, dtype=torch.bfloat16)
+    lse = torch.zeros(2, 4, 1024)
+    *_, blocks = compile_kernels(q, q, q, q, q, lse, causal=causal, sm_scale=0.1)
+    monkeypatch.setattr(host, "WS_DQ_ROWS", {64: True, 128: True})
+    *_, rows = compile_kernels(q, q, q, q, q, lse, causal=causal, sm_scale=0.1)
+    assert rows.name != blocks.name                         # another specialization (DQ_ROWS)
+    assert rows.n_spills <= max(blocks.n_spills, 8) and rows.metadata.shared == blocks.metadata.shared
+
+
 def test_ws_falls_back_where_it_does_not_apply(ws_kernel):
     """Head dim 96 (not whole 64-column boxes) runs the tl.dot kernels."""
     q, k, v, do = dense_inputs(1, 2, 2, 40, 40, 96, torch.bfloat16)

@@ -38,7 +38,7 @@ from ..descriptors import TensorDescriptor
 from .attention import check_softcap, check_window, stride_align
 from .compile_only import CompileOnly
 from .kernels.attention_bwd import bwd_dkdv_kernel, bwd_dq_kernel, bwd_preprocess_kernel
-from .kernels.attention_bwd_ws import D_BOX, bwd_ws_kernel
+from .kernels.attention_bwd_ws import D_BOX, DQ_SPAN, bwd_ws_kernel
 
 DTYPES = (torch.float16, torch.bfloat16)
 LOG2E = 1.4426950408889634
@@ -84,6 +84,12 @@ WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory
 # (head dim, causal) -> on.  H200 2026-12-04 (16 cases, S 512 / 2048): 1.028x the speed geomean; D = 64 0.97-1.07x,
 # D = 128 causal 1.05-1.09x, D = 128 non-causal 0.93-1.03x (slower at S = 2048): off there
 WS_STATS_SMEM = {(64, False): True, (64, True): True, (128, False): False, (128, True): True}
+# head dim -> the dQ staging tiles hold a row's 64 floats in one 256-byte run (``DQ_ROWS``: a 3-D TMA box
+# ``[64, 2, 32]`` over ``dq_acc`` seen as ``[rows, row_stride / 32, 32]``) instead of two 32-column blocks:
+# ncu (H100, session 36, D = 128 without a mask) counted 4.3 wavefronts per shared store request of the ws
+# kernel; the column blocks' 8-byte stores take 4 where 2 would do (a half-warp's four rows fall on four of
+# the 128-byte swizzle's eight chunk positions).  Needs ``row_stride % 32 == 0`` (else the blocks)
+WS_DQ_ROWS = {64: False, 128: False}
 WS_STATS_SMEM_PACKED = False       # packed inputs too: not measured (D = 128 causal spills 14 words there)
 STAT_PAD = 4                       # the statistics' row length is a multiple of this (WS_STATS_SMEM)
 # causal -> persistent: on dense inputs the ws kernel runs one program per SM, each walking the
@@ -485,7 +491,12 @@ def _launch_ws(views, q, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk
     # (dynamic: the items' counter after the rows, zeroed with them)
     acc = torch.zeros(q_rows * row_stride + 4 * dynamic, device=q.device, dtype=torch.float32)
     dq_acc = acc[:q_rows * row_stride].view(q_rows, row_stride)
-    dq_desc = TensorDescriptor(dq_acc, [q_rows, row_stride], [row_stride, 1], [WS_BLOCK_M, D_BOX], swizzle=128)
+    dq_rows = WS_DQ_ROWS.get(D, False) and row_stride % DQ_SPAN == 0
+    if dq_rows:
+        dq_desc = TensorDescriptor(dq_acc, [q_rows, row_stride // DQ_SPAN, DQ_SPAN], [row_stride, DQ_SPAN, 1],
+                                   [WS_BLOCK_M, D_BOX // DQ_SPAN, DQ_SPAN], swizzle=128)
+    else:
+        dq_desc = TensorDescriptor(dq_acc, [q_rows, row_stride], [row_stride, 1], [WS_BLOCK_M, D_BOX], swizzle=128)
     n_blocks = -(-Sk // WS_BLOCK_N)
     sections = _heads_per_section(n_blocks, causal, varlen, q.device)
     persistent = WS_PERSISTENT[causal] and not varlen and not dynamic
@@ -507,6 +518,7 @@ def _launch_ws(views, q, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk
             qk_scale, sm_scale, sections, *sched, *stat_descs, *option_args, **option_flags,
             HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES[D],
             DTYPE=TL_DTYPES[q.dtype], PREFETCH_STATS=WS_PREFETCH_STATS[D], DEFER_DQ=WS_DEFER_DQ[D],
-            DRIFT=WS_DRIFT[D], PERSISTENT=persistent, STATS_SMEM=stats_smem, DYNAMIC=dynamic, num_warps=4)
+            DRIFT=WS_DRIFT[D], PERSISTENT=persistent, STATS_SMEM=stats_smem, DYNAMIC=dynamic, DQ_ROWS=dq_rows,
+            num_warps=4)
     dq.copy_(dq_acc.view(-1).as_strided(q.shape, q.stride()))
     return dq, dk, dv

@@ -55,6 +55,7 @@ from .attention_bwd import (
 )
 
 D_BOX = 64            # columns of one TMA box: 64 x 2 bytes, the 128-byte swizzle's span
+DQ_SPAN = 32          # float32 columns in the 128-byte swizzle's span (the dQ staging tiles)
 
 
 @jit
@@ -196,13 +197,22 @@ def _next_tile(g, mb, first_m, per_head, GROUP: tl.constexpr):
 
 
 @jit
-def _add_dq(dq_desc, dq_smem, dq, slot, row, col):
+def _add_dq(dq_desc, dq_smem, dq, slot, row, col, DQ_ROWS: tl.constexpr):
     """Add the float32 tile ``dq`` into ``dq_acc`` at (row, col) by a TMA reduce-add from staging
-    tile ``slot`` (two per consumer, used in turn: the add before last has read this one)."""
+    tile ``slot`` (two per consumer, used in turn: the add before last has read this one).
+    ``DQ_ROWS``: the staging tile is ``[rows, 2, 32]`` (a row's 64 floats in one 256-byte run, a
+    3-D box) instead of two 32-column blocks of ``[rows, 32]``: the 128-byte swizzle then differs
+    between the four rows one half-warp's 8-byte stores cover (lines 2r apart, not r), so the
+    stores are free of bank conflicts (two-way before), and one copy moves the tile instead of two."""
     tlx.async_descriptor_store_wait(1)
-    tlx.local_store(dq_smem[slot], dq)
-    tlx.fence("async_shared")
-    tlx.async_descriptor_store(dq_desc, dq_smem[slot], [row, col], store_reduce="add")
+    if DQ_ROWS:
+        tlx.local_store(dq_smem[slot], tl.reshape(dq, (dq.shape[0], D_BOX // DQ_SPAN, DQ_SPAN)))
+        tlx.fence("async_shared")
+        tlx.async_descriptor_store(dq_desc, dq_smem[slot], [row, col // DQ_SPAN, 0], store_reduce="add")
+    else:
+        tlx.local_store(dq_smem[slot], dq)
+        tlx.fence("async_shared")
+        tlx.async_descriptor_store(dq_desc, dq_smem[slot], [row, col], store_reduce="add")
 
 
 @jit
@@ -279,7 +289,7 @@ def _consume_item(item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_sme
                   softcap, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, NUM_BUF: tl.constexpr,
                   DTYPE: tl.constexpr, PREFETCH_STATS: tl.constexpr, DEFER_DQ: tl.constexpr, DRIFT: tl.constexpr,
-                  STATS_SMEM: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr):
+                  STATS_SMEM: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, DQ_ROWS: tl.constexpr):
     """Consumer ``cid``'s ``j``-th work item ``item``: its tiles from the ring's ``t0``-th slot on
     (see the module docstring), then its dK / dV rows.  ``DEFER_DQ``: (dq, dq_row, dq_col) is the
     last tile's dQ, added at the top of the next tile (placeholders otherwise).  Returns the ring's
@@ -322,7 +332,7 @@ def _consume_item(item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_sme
                            tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32), use_acc=False)
         if DEFER_DQ:
             if t > 0:
-                _add_dq(dq_desc, dq_smem, dq, cid * 2 + (u - 1) % 2, dq_row, dq_col)
+                _add_dq(dq_desc, dq_smem, dq, cid * 2 + (u - 1) % 2, dq_row, dq_col, DQ_ROWS)
         tlx.barrier_wait(do_full[buf], phase)
         dpT = tlx.async_dot(v_op, tlx.local_trans(do_smem[buf]),
                             tl.zeros((HALF_N, BLOCK_M), dtype=tl.float32), use_acc=False)
@@ -379,7 +389,7 @@ def _consume_item(item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_sme
                     slot = cid * 2 + u % 2                       # two staging tiles per consumer, in turn
                 else:
                     slot = cid * 2 + (u // 2) % 2
-                _add_dq(dq_desc, dq_smem, dq_t, slot, q_row, h * qc_h + dq_col0)
+                _add_dq(dq_desc, dq_smem, dq_t, slot, q_row, h * qc_h + dq_col0, DQ_ROWS)
         else:
             dk = tlx.async_dot_wait(0, dk)
             tlx.barrier_arrive(q_empty[buf])
@@ -390,7 +400,7 @@ def _consume_item(item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_sme
     tlx.barrier_arrive(kv_empty[0])                # K and V (dQ's operand) are read
     if DEFER_DQ:
         if steps > 0:
-            _add_dq(dq_desc, dq_smem, dq, cid * 2 + (t0 + steps - 1) % 2, dq_row, dq_col)
+            _add_dq(dq_desc, dq_smem, dq, cid * 2 + (t0 + steps - 1) % 2, dq_row, dq_col, DQ_ROWS)
     t0 = t0 + steps
     offs_d = tl.arange(0, HEAD_DIM)
     k_first64 = k_first.to(tl.int64)
@@ -413,7 +423,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                   PREFETCH_STATS: tl.constexpr = False, DEFER_DQ: tl.constexpr = False,
                   DRIFT: tl.constexpr = False, PERSISTENT: tl.constexpr = False, STATS_SMEM: tl.constexpr = False,
                   DYNAMIC: tl.constexpr = False, REGISTERS: tl.constexpr = 240, WINDOW: tl.constexpr = False,
-                  SOFTCAP: tl.constexpr = False):
+                  SOFTCAP: tl.constexpr = False, DQ_ROWS: tl.constexpr = False):
     BLOCK_N: tl.constexpr = 128
     HALF_N: tl.constexpr = 64                                   # keys of one consumer
     k_smem = tlx.local_alloc((BLOCK_N, HEAD_DIM), DTYPE, 1)
@@ -425,7 +435,10 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
     # all of query tile t's dQ (one reduce-add per tile either way, not one per consumer)
     SPLIT_COLS: tl.constexpr = HEAD_DIM == 2 * D_BOX
     ds_smem = tlx.local_alloc((BLOCK_N, BLOCK_M), DTYPE, 2)
-    dq_smem = tlx.local_alloc((BLOCK_M, D_BOX), tl.float32, 4)              # two per consumer
+    if DQ_ROWS:            # rows of 64 floats in one run (dq_desc a [rows, cols / 32, 32] view, _add_dq)
+        dq_smem = tlx.local_alloc((BLOCK_M, D_BOX // DQ_SPAN, DQ_SPAN), tl.float32, 4)     # two per consumer
+    else:
+        dq_smem = tlx.local_alloc((BLOCK_M, D_BOX), tl.float32, 4)
     kv_full = tlx.alloc_barriers(1, arrive_count=1)
     kv_empty = tlx.alloc_barriers(1, arrive_count=2)        # both consumers are done with an item's K, V
     lse2_smem = None
@@ -499,7 +512,7 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                         lse2_ptr, delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, qr_b, qr_h,
                         qc_h, sd_b, sd_h, sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, window_left,
                         window_right, softcap, HEAD_DIM, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN, NUM_BUF, DTYPE,
-                        PREFETCH_STATS, DEFER_DQ, DRIFT, STATS_SMEM, WINDOW, SOFTCAP)
+                        PREFETCH_STATS, DEFER_DQ, DRIFT, STATS_SMEM, WINDOW, SOFTCAP, DQ_ROWS)
                     j = j + 1
                     idx = _take_item(ids, ids_full, ids_empty, j)
             else:
@@ -511,5 +524,5 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
                         lse2_ptr, delta_ptr, dk_ptr, dv_ptr, cu_q_ptr, cu_k_ptr, seqlen_q, seqlen_k, H_KV, qr_b, qr_h,
                         qc_h, sd_b, sd_h, sdk_b, sdk_h, sdk_r, sdv_b, sdv_h, sdv_r, qk_scale, sm_scale, window_left,
                         window_right, softcap, HEAD_DIM, BLOCK_M, BLOCK_N, GROUP, CAUSAL, VARLEN, NUM_BUF, DTYPE,
-                        PREFETCH_STATS, DEFER_DQ, DRIFT, STATS_SMEM, WINDOW, SOFTCAP)
+                        PREFETCH_STATS, DEFER_DQ, DRIFT, STATS_SMEM, WINDOW, SOFTCAP, DQ_ROWS)
             tlx.async_descriptor_store_wait(0)     # the staging tiles are read before the program ends
