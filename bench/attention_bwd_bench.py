@@ -327,7 +327,7 @@ def kernel_breakdown(B, H, S, D, dtype, calls: int = 3) -> None:
 # precompile job -> the contender that launches it
 PRECOMPILED = {"dot": "tlxc", "dot_plain": "tlxc_plain", "ws": "tlxc_ws", "ws_plain": "tlxc_ws_plain",
                "ws_np": "tlxc_ws_np", "ws_p": "tlxc_ws_p", "ws_st": "tlxc_ws_st", "ws_dyn": "tlxc_ws_dyn",
-               "ws_alt": "tlxc_ws_alt"}
+               "ws_alt": "tlxc_ws_alt", "ws_dq": "tlxc_ws_dq"}
 
 
 def _compile_worker(job):
@@ -351,6 +351,8 @@ def _compile_worker(job):
             host.WS_STATS_SMEM = {key: not on for key, on in host.WS_STATS_SMEM.items()}
         if kernels == "ws_dyn":
             host.WS_DYNAMIC = {c: not host.WS_DYNAMIC[c] for c in host.WS_DYNAMIC}
+        if kernels == "ws_dq":
+            host.WS_DQ_ROWS = {d: not on for d, on in host.WS_DQ_ROWS.items()}
         q = torch.empty(B, H, S, D, dtype=torch.bfloat16)
         k = torch.empty(B, hkv, S, D, dtype=torch.bfloat16)
         compile_kernels(q, q, k, k, q, torch.empty(B, H, S), causal=causal, sm_scale=D ** -0.5)
