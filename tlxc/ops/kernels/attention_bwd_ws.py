@@ -24,8 +24,10 @@ log2 units), organized as FlashAttention-3 does on sm_90, in this project's word
   tiles in turn, a named barrier of the 256 consumer threads between the stores and the reads)
   and dQ = dS K over all 128 keys is added into a float32 ``dq_acc`` by TMA reduce-adds (the order
   of the additions is not fixed: dQ's float32 sum is not bit-reproducible) from a 128-byte
-  swizzled staging tile (conflict-free stores; a 64-column float32 box leaves as two 32-column
-  copies).  D = 128: consumer c computes dQ's 64 columns c*64..; D = 64: consumer ``t % 2``
+  swizzled staging tile: ``DQ_ROWS`` (shipped), ``[64, 2, 32]`` rows of 64 floats leaving as one
+  3-D box, whose 8-byte stores are free of bank conflicts; else two ``[64, 32]`` column blocks
+  leaving as two copies, whose stores are two-way conflicts (a half-warp's four rows share four of
+  the swizzle's eight chunk positions).  D = 128: consumer c computes dQ's 64 columns c*64..; D = 64: consumer ``t % 2``
   computes all of query tile t's dQ.  Either way one reduce-add of 16 KB per consumer and two
   tiles (D = 64) or per tile (D = 128), instead of one partial sum per consumer;
 * the tiles are addressed through 2-D descriptors over each tensor's rows (``[rows, row
