@@ -296,8 +296,8 @@ def test_every_configuration_compiles_for_sm90a(D, causal, packed, monkeypatch):
 
 def test_fp16_compiles_for_sm90a(monkeypatch):
     """fp16 at S = 512: the tl.dot kernels without spills; the ws kernel (auto's choice there) within
-    two registers' spill (6 bytes under the causal mask at D = 128 with dQ staged in rows, as in bf16;
-    4 with the column blocks)."""
+    8 spilled registers (6 under the causal mask at D = 128 with dQ staged in rows, as in bf16; 4 with
+    the column blocks)."""
     q, k, v, do = dense_inputs(1, 4, 4, 512, 512, 128, torch.float16)
     monkeypatch.setenv("TLXC_ATTN_BWD", "dot")
     handles = compile_kernels(do, q, k, v, q, torch.zeros(1, 4, 512), causal=True, sm_scale=0.1)
@@ -483,7 +483,7 @@ def test_ws_dq_rows_keep_the_column_blocks_for_odd_row_strides(ws_kernel, poison
 @pytest.mark.parametrize("D,causal", [(64, False), (128, False), (128, True)])
 def test_ws_dq_rows_compile_without_spills(D, causal, monkeypatch):
     """sm_90a: the staging in rows (shipped) takes the same shared memory as the column blocks and no new
-    spills (D = 128 causal, which spills 4 bytes with the column blocks, within 8)."""
+    spills (D = 128 causal, which spills 4 registers with the column blocks and 6 in rows, within 8)."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
     q = torch.empty(2, 4, 1024, D, dtype=torch.bfloat16)
     lse = torch.zeros(2, 4, 1024)

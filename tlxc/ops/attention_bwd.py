@@ -82,8 +82,13 @@ WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory
 # the H200, session 15; the interpreter refuses it): packed inputs get their statistics with each
 # sequence's rows moved to a 16-byte multiple (``_stat_first``; FA3 pads its offsets likewise)
 # (head dim, causal) -> on.  H200 2026-12-04 (16 cases, S 512 / 2048): 1.028x the speed geomean; D = 64 0.97-1.07x,
-# D = 128 causal 1.05-1.09x, D = 128 non-causal 0.93-1.03x (slower at S = 2048): off there
-WS_STATS_SMEM = {(64, False): True, (64, True): True, (128, False): False, (128, True): True}
+# D = 128 causal 1.05-1.09x, D = 128 non-causal 0.93-1.03x (slower at S = 2048): off there until session 36,
+# whose H100 run with dQ staged in rows (WS_DQ_ROWS, fewer shared-store wavefronts) measured D = 128 non-causal
+# 1.032-1.043x at S 1024 / 2048 / 4096 (MHA and GQA-4): on everywhere (the H200's run is pending), except
+# (``WS_STATS_SMEM_MASKLESS_OPTIONS``) at D = 128 without a mask under a window or softcapping: there the
+# statistics' registers spill 4-14 registers at sm_90a (0 with the conversion) and nothing was measured
+WS_STATS_SMEM = {(64, False): True, (64, True): True, (128, False): True, (128, True): True}
+WS_STATS_SMEM_MASKLESS_OPTIONS = {64: True, 128: False}
 # head dim -> the dQ staging tiles hold a row's 64 floats in one 256-byte run (``DQ_ROWS``: a 3-D TMA box
 # ``[64, 2, 32]`` over ``dq_acc`` seen as ``[rows, row_stride / 32, 32]``) instead of two 32-column blocks:
 # ncu (H100, session 36, D = 128 without a mask) counted 4.3 wavefronts per shared store request of the ws
@@ -420,7 +425,8 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
         ws_views = _ws_views(q, k, v, do, B, H, H_kv, total_q if varlen else Sq, total_k if varlen else Sk, varlen,
                              strides)              # None: not TMA-describable, the tl.dot kernels run
     stats_smem = (ws_views is not None and WS_STATS_SMEM.get((D, bool(causal)), False)
-                  and (WS_STATS_SMEM_PACKED or not varlen))
+                  and (WS_STATS_SMEM_PACKED or not varlen)
+                  and (causal or (window is None and softcap is None) or WS_STATS_SMEM_MASKLESS_OPTIONS[D]))
     if stats_smem and not varlen:   # rows padded for the ws kernel's TMA descriptors (16-byte strides); delta * sm_scale
         padded = (*lse_shape[:-1], -(-lse_shape[-1] // STAT_PAD) * STAT_PAD)
         delta = torch.empty(padded, device=q.device, dtype=torch.float32)[..., :lse_shape[-1]]
