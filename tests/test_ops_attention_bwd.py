@@ -495,6 +495,33 @@ def test_ws_dq_rows_compile_without_spills(D, causal, monkeypatch):
     assert rows.n_spills <= max(blocks.n_spills, 8) and rows.metadata.shared == blocks.metadata.shared
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+def test_tlxc_check_is_clean_for_the_ws_launch(D, causal, monkeypatch):
+    """``tlxc check`` of the ws kernel's launch as the host makes it (shipped options: dQ staged in rows,
+    the statistics through shared memory; GQA 2:1, S = 1024): no finding above a note (the ring's slot
+    indices are runtime values, so the barrier protocol is the interpreter runs' above)."""
+    import inspect
+
+    from tlxc.compiler import check_function
+    from tlxc.frontend.specialize import specialization_from_args
+    from tlxc.ops.kernels.attention_bwd_ws import bwd_ws_kernel
+    monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    launches = []
+    monkeypatch.setattr(host, "_launch", lambda kernel, grid, *args, **meta: launches.append((kernel, args, meta)))
+    q = torch.zeros(2, 4, 1024, D, dtype=torch.bfloat16)
+    k = torch.zeros(2, 2, 1024, D, dtype=torch.bfloat16)
+    attention_bwd(q, q, k, k, q, torch.zeros(2, 4, 1024), causal=causal, sm_scale=0.1)
+    (args, meta), = [(args, meta) for kernel, args, meta in launches if kernel is bwd_ws_kernel]
+    assert meta["DQ_ROWS"] and meta["STATS_SMEM"]
+    num_warps = meta.pop("num_warps")
+    defaults = {n: p.default for n, p in inspect.signature(bwd_ws_kernel.fn).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    params = {**defaults, **dict(zip(bwd_ws_kernel.param_names, args)), **meta}
+    findings = check_function(bwd_ws_kernel, specialization_from_args(bwd_ws_kernel, params), num_warps=num_warps)
+    assert [f.render() for f in findings if f.severity != "note"] == []
+
+
 def test_ws_falls_back_where_it_does_not_apply(ws_kernel):
     """Head dim 96 (not whole 64-column boxes) runs the tl.dot kernels."""
     q, k, v, do = dense_inputs(1, 2, 2, 40, 40, 96, torch.bfloat16)
