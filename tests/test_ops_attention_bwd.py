@@ -309,6 +309,26 @@ def test_fp16_compiles_for_sm90a(monkeypatch):
 
 # -- the warp-specialized kernel (TLXC_ATTN_BWD=ws) ---------------------------------------------------
 
+def _check_causal_gqa(D, seed):
+    """Dense GQA 2:1 under a causal mask with a partial last query tile (200 queries, 90 keys), bf16,
+    against float64."""
+    dtype = torch.bfloat16
+    q, k, v, do = dense_inputs(2, 4, 2, 200, 90, D, dtype, seed=seed)
+    o, lse, *ref = dense_reference(q, k, v, do, True, 0.1)
+    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.1), ref, dtype)
+
+
+def _check_packed_uneven(D, seed):
+    """Packed sequences of uneven lengths (steps of zero, one and many tiles), bf16, against float64."""
+    dtype = torch.bfloat16
+    lens_q, lens_k = [1, 67, 130, 5, 0], [1, 130, 67, 0, 9]
+    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 4, 2, D, dtype, seed=seed)
+    o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, False, 0.09)
+    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=False, sm_scale=0.09, cu_seqlens_q=cu_q,
+                        cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
+    _check(got, ref, dtype)
+
+
 @pytest.fixture
 def ws_kernel(monkeypatch):
     """Select the warp-specialized kernel and record which kernels launch."""
@@ -345,17 +365,9 @@ def test_ws_prefetched_row_stats(D, ws_kernel, poisoned, monkeypatch):
     monkeypatch.setattr(host, "WS_PREFETCH_STATS", {64: True, 128: True})
     monkeypatch.setattr(host, "WS_DEFER_DQ", {64: False, 128: False})       # the other tests: on at 128
     monkeypatch.setattr(host, "WS_DRIFT", {64: False, 128: False})          # the other tests: on at 64
-    dtype = torch.bfloat16
-    q, k, v, do = dense_inputs(2, 4, 2, 200, 90, D, dtype, seed=D + 11)
-    o, lse, *ref = dense_reference(q, k, v, do, True, 0.1)
-    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.1), ref, dtype)
-    lens_q, lens_k = [1, 67, 130, 5, 0], [1, 130, 67, 0, 9]
-    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 4, 2, D, dtype, seed=D + 12)
-    o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, False, 0.09)
-    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=False, sm_scale=0.09, cu_seqlens_q=cu_q,
-                        cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
+    _check_causal_gqa(D, seed=D + 11)
+    _check_packed_uneven(D, seed=D + 12)
     assert ws_kernel[-1] == "bwd_ws_kernel"
-    _check(got, ref, dtype)
 
 
 @pytest.mark.parametrize("D", [64, 128])
@@ -377,9 +389,7 @@ def test_ws_row_stats_in_shared_memory(D, ws_kernel, poisoned, monkeypatch):
         return spied(kernel, grid, *args, **meta)
     monkeypatch.setattr(host, "_launch", spy)
     dtype = torch.bfloat16
-    q, k, v, do = dense_inputs(2, 4, 2, 200, 90, D, dtype, seed=D + 21)
-    o, lse, *ref = dense_reference(q, k, v, do, True, 0.1)
-    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.1), ref, dtype)
+    _check_causal_gqa(D, seed=D + 21)
     monkeypatch.setattr(host, "WS_PERSISTENT", {False: True, True: True})
     q, k, v, do = dense_inputs(1, 2, 2, 130, 250, D, dtype, seed=D + 22)
     o, lse, *ref = dense_reference(q, k, v, do, False, 0.1)
@@ -437,8 +447,8 @@ def test_ws_packed_uneven_lengths(causal, ws_kernel, poisoned):
 
 @pytest.mark.parametrize("D", [64, 128])
 def test_ws_dq_staged_in_rows(D, ws_kernel, poisoned, monkeypatch):
-    """WS_DQ_ROWS (shipped on): dQ's float32 tiles staged as [64, 2, 32] (a row's 64 floats in one run) and added by one
-    3-D TMA box each: dense causal GQA with a partial last query tile (D = 128: each consumer its column
+    """WS_DQ_ROWS (shipped on): dQ's float32 tiles staged as [64, 2, 32] (a row's 64 floats in one run)
+    and added by one 3-D TMA box each: dense causal GQA with a partial last query tile (D = 128: each consumer its column
     half, deferred a tile; D = 64: the consumers take turns), BSHD views (head columns at h * D of a row
     H * D wide), packed uneven lengths (steps of zero, one and many tiles), against float64."""
     monkeypatch.setattr(host, "WS_DQ_ROWS", {64: True, 128: True})
@@ -450,21 +460,14 @@ def test_ws_dq_staged_in_rows(D, ws_kernel, poisoned, monkeypatch):
         return real(base, shape, strides, block_shape, **kw)
 
     monkeypatch.setattr(host, "TensorDescriptor", spy)
-    dtype = torch.bfloat16
-    q, k, v, do = dense_inputs(2, 4, 2, 200, 90, D, dtype, seed=D + 21)
-    o, lse, *ref = dense_reference(q, k, v, do, True, 0.1)
-    _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=True, sm_scale=0.1), ref, dtype)
+    _check_causal_gqa(D, seed=D + 21)
     assert 3 in launched                                    # dq_desc: the 3-D box
+    dtype = torch.bfloat16
     q, k, v, do = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in dense_inputs(1, 4, 4, 130, 77, D, dtype))
     o, lse, *ref = dense_reference(q, k, v, do, False, 0.125)
     _check(attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=False, sm_scale=0.125), ref, dtype)
-    lens_q, lens_k = [1, 67, 130, 5, 0], [1, 130, 67, 0, 9]
-    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, 4, 2, D, dtype, seed=D + 22)
-    o, lse, *ref = packed_reference(q, k, v, do, cu_q, cu_k, False, 0.09)
-    got = attention_bwd(do, q, k, v, o.to(dtype), lse.float(), causal=False, sm_scale=0.09, cu_seqlens_q=cu_q,
-                        cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k))
+    _check_packed_uneven(D, seed=D + 22)
     assert ws_kernel.count("bwd_ws_kernel") == 3
-    _check(got, ref, dtype)
 
 
 def test_ws_dq_rows_keep_the_column_blocks_for_odd_row_strides(ws_kernel, poisoned, monkeypatch):
