@@ -13,8 +13,8 @@ round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc b
 builds cuDNN's and flash's forward graphs, then times (CUDA events, the host's launch work
 hidden behind a GPU spin) one backward of each in a
 rotating order: tlxc's three tl.dot kernels called directly (``tlxc``), the warp-specialized
-kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``, D = 64: the same without ``WS_DRIFT``,
-the consumers meet every tile), the ws kernel scheduled as in session 12 (``tlxc_ws_plain``: one
+kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``: ``WS_DRIFT`` flipped, D = 64 the consumers
+meeting every tile, D = 128 drifting a tile apart; "ws/alt" = tlxc_ws's time / its), the ws kernel scheduled as in session 12 (``tlxc_ws_plain``: one
 program per key block in the plain order, ``WS_PERSISTENT`` and ``SECTIONS`` off), causal: the
 tl.dot kernels in the plain order (``tlxc_plain``) and the ws kernel in sections without its
 persistent table (``tlxc_ws_np``; "np/ws" = its time / tlxc_ws's), non-causal: the ws kernel with the
@@ -154,15 +154,14 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
                 host.WS_DYNAMIC = shipped
         fns["tlxc_ws_dyn"] = ws_dynamic
 
-        def ws_alt():                       # the ws kernel without the drift (D = 64)
+        def ws_alt():                       # the ws kernel with WS_DRIFT flipped (D = 64: in step; 128: drifting)
             shipped = dict(host.WS_DRIFT)
-            host.WS_DRIFT = dict.fromkeys(shipped, False)
+            host.WS_DRIFT = {d: not on for d, on in shipped.items()}
             try:
                 return ws_run()
             finally:
                 host.WS_DRIFT = shipped
-        if D == 64:
-            fns["tlxc_ws_alt"] = ws_alt
+        fns["tlxc_ws_alt"] = ws_alt
 
         def ws_dq_rows():                   # dQ staged in rows, one 3-D box a tile (WS_DQ_ROWS flipped)
             shipped = dict(host.WS_DQ_ROWS)
@@ -194,7 +193,7 @@ RATIOS = {"cudnn": ("cudnn", "tlxc"), "flash": ("flash", "tlxc"), "cudnn/ws": ("
           "flash/ws": ("flash", "tlxc_ws"), "plain/dot": ("tlxc_plain", "tlxc"), "plain/ws": ("tlxc_ws_plain", "tlxc_ws"),
           "np/ws": ("tlxc_ws_np", "tlxc_ws"), "ws/p": ("tlxc_ws", "tlxc_ws_p"), "ws/p2": ("tlxc_ws", "tlxc_ws_p2"),
           "ws/st": ("tlxc_ws", "tlxc_ws_st"), "ws/dyn": ("tlxc_ws", "tlxc_ws_dyn"),
-          "ws/dq": ("tlxc_ws", "tlxc_ws_dq")}
+          "ws/dq": ("tlxc_ws", "tlxc_ws_dq"), "ws/alt": ("tlxc_ws", "tlxc_ws_alt")}
 
 
 def run_case(B, H, Hkv, S, D, causal, dtype, rounds):
@@ -340,7 +339,7 @@ def _compile_worker(job):
         from tlxc.ops.attention_bwd import compile_kernels
         os.environ["TLXC_ATTN_BWD"] = kernels.split("_")[0]
         if kernels == "ws_alt":
-            host.WS_DRIFT = dict.fromkeys(host.WS_DRIFT, False)
+            host.WS_DRIFT = {d: not on for d, on in host.WS_DRIFT.items()}
         if kernels.endswith("_plain"):
             host.SECTIONS, host.WS_PERSISTENT = False, dict.fromkeys(host.WS_PERSISTENT, False)
         if kernels == "ws_np":
@@ -418,9 +417,9 @@ def main() -> None:
         jobs = [(S, D, *shape(S, D), hkv, causal, kernels)
                 for S in (int(x) for x in args.s.split(",")) for D in (int(x) for x in args.d.split(","))
                 for hkv in (shape(S, D)[1], shape(S, D)[1] // 4) for causal in (False, True)
-                for kernels in (("dot", "ws", "ws_plain", "ws_st", "ws_dyn") if WITH_WS else ("dot",))
+                for kernels in (("dot", "ws", "ws_plain", "ws_st", "ws_dyn", "ws_dq") if WITH_WS else ("dot",))
                 + (("dot_plain",) + (("ws_np",) if WITH_WS else ()) if causal else (("ws_p",) if WITH_WS else ()))
-                + (("ws_alt",) if WITH_WS and D == 64 else ())
+                + (("ws_alt",) if WITH_WS else ())
                 if ONLY is None or PRECOMPILED[kernels] in ONLY]
         precompile(jobs, args.jobs)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, {args.rounds} rounds")

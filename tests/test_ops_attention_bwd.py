@@ -470,6 +470,19 @@ def test_ws_dq_staged_in_rows(D, ws_kernel, poisoned, monkeypatch):
     assert ws_kernel.count("bwd_ws_kernel") == 3
 
 
+@pytest.mark.parametrize("dq_rows", [False, True])
+def test_ws_drifting_consumers_at_head_dim_128(dq_rows, ws_kernel, poisoned, monkeypatch):
+    """WS_DRIFT at D = 128 (opt-in): only tile t's dQ consumer (t % 2) waits for the other's dS^T half and
+    computes both 64-column halves of the tile's dQ (two reduce-adds; WS_DEFER_DQ is off with it): dense
+    causal GQA with a partial last query tile and packed uneven lengths (odd and even tile counts an
+    item, so either consumer ends an item one tile ahead) against float64, in both dQ stagings."""
+    monkeypatch.setattr(host, "WS_DRIFT", {64: True, 128: True})
+    monkeypatch.setattr(host, "WS_DQ_ROWS", {64: dq_rows, 128: dq_rows})
+    _check_causal_gqa(128, seed=131)
+    _check_packed_uneven(128, seed=132)
+    assert ws_kernel.count("bwd_ws_kernel") == 2
+
+
 def test_ws_dq_rows_keep_the_column_blocks_for_odd_row_strides(ws_kernel, poisoned, monkeypatch):
     """A row stride that is not a multiple of 32 floats (q a column slice of a wider tensor) cannot be seen
     as [rows, stride / 32, 32]: WS_DQ_ROWS falls back to the column blocks there, still exact."""

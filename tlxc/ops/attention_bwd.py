@@ -70,8 +70,10 @@ WS_PREFETCH_STATS = {64: False, 128: True}
 # head dim -> a tile's dQ is added into dq_acc during the next tile's S^T (D = 128 only: at 64 one
 # consumer of two adds each tile's dQ)
 WS_DEFER_DQ = {64: False, 128: True}
-# head dim -> (64 only) the consumer that does not compute a tile's dQ signals its dS^T half without
-# waiting, so the two consumers can drift apart by up to a tile instead of meeting every tile
+# head dim -> the consumer that does not compute a tile's dQ signals its dS^T half without waiting, so the
+# two consumers can drift apart by up to a tile instead of meeting every tile.  D = 128 (session 36,
+# opt-in, unmeasured): consumer ``t % 2`` then computes both column halves of tile t's dQ (two 64-column
+# products, added at once: no ``WS_DEFER_DQ`` there) where each consumer computed its half in step
 WS_DRIFT = {64: True, 128: False}
 WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 208 / 224 KB)
 # head dim -> the producer loads a tile's lse2 / delta rows by TMA with its Q / dO (into the ring's slots,
@@ -525,7 +527,7 @@ def _launch_ws(views, q, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk
             cu_q, cu_k, Sq, Sk, H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv),
             qk_scale, sm_scale, sections, *sched, *stat_descs, *option_args, **option_flags,
             HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES[D],
-            DTYPE=TL_DTYPES[q.dtype], PREFETCH_STATS=WS_PREFETCH_STATS[D], DEFER_DQ=WS_DEFER_DQ[D],
+            DTYPE=TL_DTYPES[q.dtype], PREFETCH_STATS=WS_PREFETCH_STATS[D], DEFER_DQ=WS_DEFER_DQ[D] and not WS_DRIFT[D],
             DRIFT=WS_DRIFT[D], PERSISTENT=persistent, STATS_SMEM=stats_smem, DYNAMIC=dynamic, DQ_ROWS=dq_rows,
             num_warps=4)
     dq.copy_(dq_acc.view(-1).as_strided(q.shape, q.stride()))

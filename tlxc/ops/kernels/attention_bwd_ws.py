@@ -29,7 +29,10 @@ log2 units), organized as FlashAttention-3 does on sm_90, in this project's word
   leaving as two copies, whose stores are two-way conflicts (a half-warp's four rows share four of
   the swizzle's eight chunk positions).  D = 128: consumer c computes dQ's 64 columns c*64..; D = 64: consumer ``t % 2``
   computes all of query tile t's dQ.  Either way one reduce-add of 16 KB per consumer and two
-  tiles (D = 64) or per tile (D = 128), instead of one partial sum per consumer;
+  tiles (D = 64) or per tile (D = 128), instead of one partial sum per consumer.  ``DRIFT``: only
+  tile t's dQ consumer (``t % 2``) waits for the other's dS^T half, which only signals (named
+  barriers 7 + c / 8 - c), so the consumers run up to a tile apart; at D = 128 that consumer
+  then computes both column halves (two reduce-adds);
 * the tiles are addressed through 2-D descriptors over each tensor's rows (``[rows, row
   stride]``: (batch, head, row) -> row ``b * r_b + h * r_h + first + m``, column ``h * c_h``),
   so dense BHSD, BSHD and packed layouts share the kernel.  A tile that runs past its sequence
@@ -369,13 +372,27 @@ def _consume_item(item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_sme
         ds_tile = ds_smem[u % 2]
         tlx.local_store(tlx.local_slice(ds_tile, [cid * HALF_N, 0], [HALF_N, BLOCK_M]), dsT)
         tlx.fence("async_shared")
-        if SPLIT_COLS or not DRIFT:
+        if not DRIFT:
             tlx.named_barrier_wait(7, 256)                      # both halves are stored
         elif u % 2 == cid:
-            tlx.named_barrier_wait(7 + cid, 256)                # D = 64: the reader waits for both,
+            tlx.named_barrier_wait(7 + cid, 256)                # DRIFT: the reader waits for both,
         else:                                                   # the other consumer only signals (and
             tlx.named_barrier_arrive(8 - cid, 256)              # can run up to a tile ahead)
-        if SPLIT_COLS or u % 2 == cid:
+        if SPLIT_COLS and DRIFT:
+            if u % 2 == cid:    # D = 128 drifting: the reader computes both column halves of the tile's dQ,
+                for half in tl.static_range(2):     # one after the other (both in flight spill 12-28 registers)
+                    dq_h = tlx.async_dot(tlx.local_trans(ds_tile),
+                                         tlx.local_slice(k_smem[0], [0, half * D_BOX], [BLOCK_N, D_BOX]),
+                                         tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
+                    if half == 0:
+                        dk = tlx.async_dot_wait(1, dk)
+                        tlx.barrier_arrive(q_empty[buf])
+                    dq_h = tlx.async_dot_wait(0, dq_h)
+                    _add_dq(dq_desc, dq_smem, dq_h, cid * 2 + half, q_row, h * qc_h + half * D_BOX, DQ_ROWS)
+            else:
+                dk = tlx.async_dot_wait(0, dk)
+                tlx.barrier_arrive(q_empty[buf])
+        elif SPLIT_COLS or u % 2 == cid:
             k_cols = tlx.local_slice(k_smem[0], [0, dq_col0], [BLOCK_N, D_BOX])
             dq_t = tlx.async_dot(tlx.local_trans(ds_tile), k_cols,
                                  tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
@@ -496,6 +513,8 @@ def bwd_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse2_ptr, delta_ptr,
             else:
                 dq_col0 = cid * 0
             tl.static_assert(SPLIT_COLS or not DEFER_DQ, "DEFER_DQ needs head dim 128 (every consumer adds each tile)")
+            tl.static_assert(not (DRIFT and DEFER_DQ), "DEFER_DQ with DRIFT: a drifting reader adds its tile's dQ halves "
+                                                       "at once (a carried tile would take 64 more registers)")
             if DEFER_DQ:           # the previous tile's dQ, added while this tile's S^T runs
                 dq = tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32)
             else:
