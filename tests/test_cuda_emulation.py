@@ -286,15 +286,15 @@ def test_attention_forward_options_cuda_text_matches_float64(knob, D, S, causal,
                                                              (64, 200, True, 2, 15.0, False),
                                                              (64, 200, False, 2, None, True),
                                                              (128, 200, True, 1, None, True),
-                                                             (128, 300, False, 1, None, "drift")], ids=str)
+                                                             (128, 300, True, 1, None, "drift")], ids=str)
 def test_attention_backward_ws_cuda_text_matches_float64(D, S, causal, Hkv, softcap, dq_rows, monkeypatch):
     """The warp-specialized backward from its CUDA text (dQ by float32 TMA reduce-adds of 128-byte
     sub-boxes, or of one 3-D box staged in rows with ``WS_DQ_ROWS``; dK / dV per item; GQA 2:1 at
     D = 128; softcapping; D = 128's drifting consumers) against float64 autograd."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
     monkeypatch.setattr(AB, "WS_DQ_ROWS", {64: bool(dq_rows), 128: bool(dq_rows)})
-    if dq_rows == "drift":              # D = 128's drifting consumers (WS_DRIFT, opt-in) with rows
-        monkeypatch.setattr(AB, "WS_DRIFT", {64: True, 128: True})
+    if dq_rows == "drift":              # D = 128's drifting consumers (WS_DRIFT) with rows, under a mask too
+        monkeypatch.setattr(AB, "WS_DRIFT", dict.fromkeys(AB.WS_DRIFT, True))
     kernels = []
 
     def launch(kernel, grid, *args, **meta):

@@ -112,9 +112,10 @@ def test_ws_dense(H, Hkv, D, causal, dq_rows, poisoned, monkeypatch):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("H, Hkv", [(8, 8), (8, 2)])
 def test_ws_drifting_consumers_at_head_dim_128(H, Hkv, causal, poisoned, monkeypatch):
-    """WS_DRIFT at D = 128 (opt-in): the tile's dQ consumer computes both column halves; B=2, S=1000."""
+    """WS_DRIFT at D = 128 (shipped without a mask; forced on under one here): the tile's dQ consumer computes
+    both column halves; B=2, S=1000."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
-    monkeypatch.setattr(host, "WS_DRIFT", {64: True, 128: True})
+    monkeypatch.setattr(host, "WS_DRIFT", dict.fromkeys(host.WS_DRIFT, True))
     dtype = torch.bfloat16
     q, k, v, do = dense_inputs(2, H, Hkv, 1000, 1000, 128, dtype, device="cuda", seed=129)
     o, lse, *ref = _sdpa_fp32(q, k, v, do, causal, 128 ** -0.5)

@@ -364,7 +364,7 @@ def test_ws_prefetched_row_stats(D, ws_kernel, poisoned, monkeypatch):
     dense GQA causal and packed uneven lengths (steps of zero, one and many tiles) against float64."""
     monkeypatch.setattr(host, "WS_PREFETCH_STATS", {64: True, 128: True})
     monkeypatch.setattr(host, "WS_DEFER_DQ", {64: False, 128: False})       # the other tests: on at 128
-    monkeypatch.setattr(host, "WS_DRIFT", {64: False, 128: False})          # the other tests: on at 64
+    monkeypatch.setattr(host, "WS_DRIFT", dict.fromkeys(host.WS_DRIFT, False))   # the others: shipped
     _check_causal_gqa(D, seed=D + 11)
     _check_packed_uneven(D, seed=D + 12)
     assert ws_kernel[-1] == "bwd_ws_kernel"
@@ -409,7 +409,7 @@ def test_ws_row_stats_read_in_the_products_layout(D, monkeypatch, tmp_path):
     """WS_STATS_SMEM on sm_90a: the rows the producer copied are read from shared memory in the
     products' layout (load-in-use-layout on tlx.local_load): the optimized IR converts no row of
     statistics (the loaded rows went through a shared-memory round trip before), 0 spills in the
-    tile loop's kernel (non-causal)."""
+    tile loop's kernel (non-causal; at D = 128 its consumers drift, WS_DRIFT, which spills 9 there)."""
     monkeypatch.setattr(host, "WS_STATS_SMEM", dict.fromkeys(host.WS_STATS_SMEM, True))
     monkeypatch.setattr(host, "WS_STATS_SMEM_PACKED", True)
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
@@ -417,7 +417,7 @@ def test_ws_row_stats_read_in_the_products_layout(D, monkeypatch, tmp_path):
     q = torch.empty(2, 4, 512, D, dtype=torch.bfloat16)
     k = torch.empty(2, 1, 512, D, dtype=torch.bfloat16)
     ws = compile_kernels(q, q, k, k, q, torch.empty(2, 4, 512), causal=False, sm_scale=0.1)[-1]
-    assert ws.n_spills == 0
+    assert ws.n_spills <= (9 if D == 128 else 0)
     (ir,) = [f.read_text() for f in tmp_path.glob("bwd_ws_kernel*.opt.ir")]
     assert "local_load" in ir and "1x64xf32" in ir
     assert not [line for line in ir.splitlines() if "convert_layout" in line and "1x64xf32" in line]
@@ -472,11 +472,12 @@ def test_ws_dq_staged_in_rows(D, ws_kernel, poisoned, monkeypatch):
 
 @pytest.mark.parametrize("dq_rows", [False, True])
 def test_ws_drifting_consumers_at_head_dim_128(dq_rows, ws_kernel, poisoned, monkeypatch):
-    """WS_DRIFT at D = 128 (opt-in): only tile t's dQ consumer (t % 2) waits for the other's dS^T half and
-    computes both 64-column halves of the tile's dQ (two reduce-adds; WS_DEFER_DQ is off with it): dense
-    causal GQA with a partial last query tile and packed uneven lengths (odd and even tile counts an
-    item, so either consumer ends an item one tile ahead) against float64, in both dQ stagings."""
-    monkeypatch.setattr(host, "WS_DRIFT", {64: True, 128: True})
+    """WS_DRIFT at D = 128 (shipped without a mask, forced on here): only tile t's dQ consumer (t % 2) waits
+    for the other's dS^T half and computes both 64-column halves of the tile's dQ (two reduce-adds;
+    WS_DEFER_DQ is off with it): dense causal GQA with a partial last query tile and packed uneven lengths
+    (odd and even tile counts an item, so either consumer ends an item one tile ahead) against float64, in
+    both dQ stagings."""
+    monkeypatch.setattr(host, "WS_DRIFT", dict.fromkeys(host.WS_DRIFT, True))
     monkeypatch.setattr(host, "WS_DQ_ROWS", {64: dq_rows, 128: dq_rows})
     _check_causal_gqa(128, seed=131)
     _check_packed_uneven(128, seed=132)
@@ -631,6 +632,7 @@ def test_ws_consumer_schedule_and_swizzled_dq_staging(monkeypatch):
     64 columns leave as one 3-D reduce-add ([64, 2, 32]; the column blocks took two 2-D copies), and the
     previous tile's dQ leaves while S^T runs."""
     monkeypatch.setenv("TLXC_ATTN_BWD", "ws")
+    monkeypatch.setattr(host, "WS_DRIFT", dict.fromkeys(host.WS_DRIFT, False))    # in step (shipped under a mask)
     q, k, v, do = dense_inputs(1, 2, 2, 1024, 1024, 128, torch.bfloat16)
     cuda = compile_kernels(do, q, k, v, q, torch.zeros(1, 2, 1024), causal=False, sm_scale=0.1)[-1].asm["cuda"]
     consumers = cuda.split("// task 'task")[1:]          # [0]: up to the first consumer

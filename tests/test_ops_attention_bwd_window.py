@@ -370,18 +370,19 @@ def test_ws_item_tiles_are_the_tiles_that_see_the_block(window, causal):
             assert got == 0, (block, got)
 
 
-@pytest.mark.parametrize("D,causal,options,expected", [
-    (128, False, {}, True), (128, True, {}, True), (64, False, {}, True),
-    (128, False, {"window": (40, 8)}, False), (128, False, {"softcap": 20.0}, False),    # they spill there
-    (128, True, {"window": (40, -1)}, True), (64, False, {"window": (40, 8)}, True)], ids=str)
-def test_ws_row_stats_in_shared_memory_where_shipped(D, causal, options, expected, poisoned, launched, monkeypatch):
-    """The shipped WS_STATS_SMEM choice on dense inputs: on at both head dims with or without a mask (at
-    D = 128 without one since session 36), but not at D = 128 without a mask under a window or softcapping
-    (4-14 spilled registers there); the gradients match float64 either way."""
+@pytest.mark.parametrize("D,causal,options,stats,drift", [
+    (128, False, {}, True, True), (128, True, {}, True, False), (64, False, {}, True, True),
+    (128, False, {"window": (40, 8)}, False, False), (128, False, {"softcap": 20.0}, False, False),  # they spill
+    (128, True, {"window": (40, -1)}, True, False), (64, False, {"window": (40, 8)}, True, True)], ids=str)
+def test_ws_options_where_shipped(D, causal, options, stats, drift, poisoned, launched, monkeypatch):
+    """The shipped WS_STATS_SMEM and WS_DRIFT choices on dense inputs: the statistics in shared memory at
+    both head dims with or without a mask, drifting consumers at D = 64 and at D = 128 without a mask
+    (session 36), but at D = 128 without a mask under a window or softcapping neither (WS_OPTIONS_IN_STEP:
+    4-32 spilled registers there); the gradients match float64 either way."""
     use(monkeypatch, "ws")
     got, ref, _ = run_dense(1, 2, 2, 150, 150, D, torch.bfloat16, causal=causal, seed=D + 41, **options)
     check(got, ref, torch.bfloat16, f"D={D} causal={causal} {options}")
-    assert ran(launched, "bwd_ws_kernel", STATS_SMEM=expected)
+    assert ran(launched, "bwd_ws_kernel", STATS_SMEM=stats, DRIFT=drift)
 
 
 # -- sm_90a compiles -------------------------------------------------------------------------------------

@@ -70,11 +70,14 @@ WS_PREFETCH_STATS = {64: False, 128: True}
 # head dim -> a tile's dQ is added into dq_acc during the next tile's S^T (D = 128 only: at 64 one
 # consumer of two adds each tile's dQ)
 WS_DEFER_DQ = {64: False, 128: True}
-# head dim -> the consumer that does not compute a tile's dQ signals its dS^T half without waiting, so the
-# two consumers can drift apart by up to a tile instead of meeting every tile.  D = 128 (session 36,
-# opt-in, unmeasured): consumer ``t % 2`` then computes both column halves of tile t's dQ (two 64-column
-# products, added at once: no ``WS_DEFER_DQ`` there) where each consumer computed its half in step
-WS_DRIFT = {64: True, 128: False}
+# (head dim, causal) -> the consumer that does not compute a tile's dQ signals its dS^T half without waiting,
+# so the two consumers can drift apart by up to a tile instead of meeting every tile.  D = 128 (session 36):
+# consumer ``t % 2`` then computes both column halves of tile t's dQ (two 64-column products, added at once:
+# no ``WS_DEFER_DQ`` there) where each consumer computed its half in step.  H100, session 36 (two runs, S 512
+# to 8192): D = 128 without a mask 1.010-1.032x from S = 1024 (0.997 / 1.009 at S = 512), under a causal mask
+# 0.987-1.026x (it spills 24 registers there, 9 without a mask): on without a mask; D = 64 (on since session
+# 12, first timed in session 36) 0.997-1.005x against in step
+WS_DRIFT = {(64, False): True, (64, True): True, (128, False): True, (128, True): False}
 WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory: 208 / 224 KB)
 # head dim -> the producer loads a tile's lse2 / delta rows by TMA with its Q / dO (into the ring's slots,
 # 256 bytes each), and the consumers read them from shared memory in the products' layout: no global
@@ -87,10 +90,12 @@ WS_STAGES = {64: 4, 128: 2}        # its Q / dO ring per head dim (shared memory
 # D = 128 causal 1.05-1.09x, D = 128 non-causal 0.93-1.03x (slower at S = 2048): off there until session 36,
 # whose H100 run with dQ staged in rows (WS_DQ_ROWS, fewer shared-store wavefronts) measured D = 128 non-causal
 # 1.032-1.043x at S 1024 / 2048 / 4096 (MHA and GQA-4): on everywhere (the H200's run is pending), except
-# (``WS_STATS_SMEM_MASKLESS_OPTIONS``) at D = 128 without a mask under a window or softcapping: there the
-# statistics' registers spill 4-14 registers at sm_90a (0 with the conversion) and nothing was measured
+# under ``WS_OPTIONS_IN_STEP``
 WS_STATS_SMEM = {(64, False): True, (64, True): True, (128, False): True, (128, True): True}
-WS_STATS_SMEM_MASKLESS_OPTIONS = {64: True, 128: False}
+# head dim -> without a mask but under a window or softcapping, the ws kernel keeps the form it had before
+# session 36 (statistics converted, consumers in step, dQ deferred): session 36's choices at D = 128 without a
+# mask (WS_STATS_SMEM, WS_DRIFT) spill 4-32 registers at sm_90a there (0 in that form), and were not timed
+WS_OPTIONS_IN_STEP = {64: False, 128: True}
 # head dim -> the dQ staging tiles hold a row's 64 floats in one 256-byte run (``DQ_ROWS``: a 3-D TMA box
 # ``[64, 2, 32]`` over ``dq_acc`` seen as ``[rows, row_stride / 32, 32]``) instead of two 32-column blocks:
 # ncu (H100, session 36, D = 128 without a mask) counted 4.3 wavefronts per shared store request of the ws
@@ -311,6 +316,12 @@ def _check_window(window, causal: bool) -> tuple[int, int] | None:
     return None if left < 0 and right < 0 else (left, right)
 
 
+def _in_step(D: int, causal: bool, window, softcap) -> bool:
+    """``WS_OPTIONS_IN_STEP``: a launch without a mask but with a window or a cap at a head dim that keeps
+    the ws kernel's earlier form there."""
+    return not causal and (window is not None or softcap is not None) and WS_OPTIONS_IN_STEP.get(D, False)
+
+
 def _check_softcap(softcap) -> float | None:
     return check_softcap(softcap) or None
 
@@ -428,7 +439,7 @@ def attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
                              strides)              # None: not TMA-describable, the tl.dot kernels run
     stats_smem = (ws_views is not None and WS_STATS_SMEM.get((D, bool(causal)), False)
                   and (WS_STATS_SMEM_PACKED or not varlen)
-                  and (causal or (window is None and softcap is None) or WS_STATS_SMEM_MASKLESS_OPTIONS[D]))
+                  and not _in_step(D, causal, window, softcap))
     if stats_smem and not varlen:   # rows padded for the ws kernel's TMA descriptors (16-byte strides); delta * sm_scale
         padded = (*lse_shape[:-1], -(-lse_shape[-1] // STAT_PAD) * STAT_PAD)
         delta = torch.empty(padded, device=q.device, dtype=torch.float32)[..., :lse_shape[-1]]
@@ -502,6 +513,7 @@ def _launch_ws(views, q, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk
     acc = torch.zeros(q_rows * row_stride + 4 * dynamic, device=q.device, dtype=torch.float32)
     dq_acc = acc[:q_rows * row_stride].view(q_rows, row_stride)
     dq_rows = WS_DQ_ROWS.get(D, False) and row_stride % DQ_SPAN == 0
+    drift = WS_DRIFT[D, bool(causal)] and not _in_step(D, causal, bounds, softcap)
     if dq_rows:
         dq_desc = TensorDescriptor(dq_acc, [q_rows, row_stride // DQ_SPAN, DQ_SPAN], [row_stride, DQ_SPAN, 1],
                                    [WS_BLOCK_M, D_BOX // DQ_SPAN, DQ_SPAN], swizzle=128)
@@ -527,8 +539,8 @@ def _launch_ws(views, q, dq, dk, dv, lse2, delta, cu_q, cu_k, B, H, H_kv, Sq, Sk
             cu_q, cu_k, Sq, Sk, H_kv, qr_b, qr_h, qc_h, kr_b, kr_h, kc_h, *stat_strides, *strides(dk), *strides(dv),
             qk_scale, sm_scale, sections, *sched, *stat_descs, *option_args, **option_flags,
             HEAD_DIM=D, BLOCK_M=WS_BLOCK_M, GROUP=H // H_kv, CAUSAL=causal, VARLEN=varlen, NUM_BUF=WS_STAGES[D],
-            DTYPE=TL_DTYPES[q.dtype], PREFETCH_STATS=WS_PREFETCH_STATS[D], DEFER_DQ=WS_DEFER_DQ[D] and not WS_DRIFT[D],
-            DRIFT=WS_DRIFT[D], PERSISTENT=persistent, STATS_SMEM=stats_smem, DYNAMIC=dynamic, DQ_ROWS=dq_rows,
+            DTYPE=TL_DTYPES[q.dtype], PREFETCH_STATS=WS_PREFETCH_STATS[D], DEFER_DQ=WS_DEFER_DQ[D] and not drift,
+            DRIFT=drift, PERSISTENT=persistent, STATS_SMEM=stats_smem, DYNAMIC=dynamic, DQ_ROWS=dq_rows,
             num_warps=4)
     dq.copy_(dq_acc.view(-1).as_strided(q.shape, q.stride()))
     return dq, dk, dv
