@@ -27,8 +27,8 @@ log2 units), organized as FlashAttention-3 does on sm_90, in this project's word
   swizzled staging tile: ``DQ_ROWS`` (shipped), ``[64, 2, 32]`` rows of 64 floats leaving as one
   3-D box, whose 8-byte stores are free of bank conflicts; else two ``[64, 32]`` column blocks
   leaving as two copies, whose stores are two-way conflicts (a half-warp's four rows share four of
-  the swizzle's eight chunk positions).  D = 128: consumer c computes dQ's 64 columns c*64..; D = 64: consumer ``t % 2``
-  computes all of query tile t's dQ.  Either way one reduce-add of 16 KB per consumer and two
+  the swizzle's eight chunk positions).  D = 128: consumer c computes dQ's 64 columns c*64..;
+  D = 64: consumer ``t % 2`` computes all of query tile t's dQ.  Either way one reduce-add of 16 KB per consumer and two
   tiles (D = 64) or per tile (D = 128), instead of one partial sum per consumer.  ``DRIFT``: only
   tile t's dQ consumer (``t % 2``) waits for the other's dS^T half, which only signals (named
   barriers 7 + c / 8 - c), so the consumers run up to a tile apart; at D = 128 that consumer
