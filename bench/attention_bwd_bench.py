@@ -13,8 +13,9 @@ round draws new q, k, v, dO, runs the flash forward for the o and lse the tlxc b
 builds cuDNN's and flash's forward graphs, then times (CUDA events, the host's launch work
 hidden behind a GPU spin) one backward of each in a
 rotating order: tlxc's three tl.dot kernels called directly (``tlxc``), the warp-specialized
-kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``: ``WS_DRIFT`` flipped, D = 64 the consumers
-meeting every tile, D = 128 drifting a tile apart; "ws/alt" = tlxc_ws's time / its), the ws kernel scheduled as in session 12 (``tlxc_ws_plain``: one
+kernel (``tlxc_ws``, TLXC_ATTN_BWD=ws; ``tlxc_ws_alt``: ``WS_DRIFT`` flipped, the consumers
+meeting every tile where they drift a tile apart as shipped (D = 64, D = 128 without a mask) and the
+reverse (D = 128 under a mask); "ws/alt" = tlxc_ws's time / its), the ws kernel scheduled as in session 12 (``tlxc_ws_plain``: one
 program per key block in the plain order, ``WS_PERSISTENT`` and ``SECTIONS`` off), causal: the
 tl.dot kernels in the plain order (``tlxc_plain``) and the ws kernel in sections without its
 persistent table (``tlxc_ws_np``; "np/ws" = its time / tlxc_ws's), non-causal: the ws kernel with the
@@ -145,32 +146,18 @@ def _contenders(q, k, v, do, o, lse, causal, scale, gqa, refused, B, H, Hkv, S, 
                 host.WS_STATS_SMEM = shipped
         fns["tlxc_ws_st"] = ws_stats
 
-        def ws_dynamic():                   # items drawn from a device counter (WS_DYNAMIC)
-            shipped = dict(host.WS_DYNAMIC)
-            host.WS_DYNAMIC = {c: not shipped[c] for c in shipped}
-            try:
-                return ws_run()
-            finally:
-                host.WS_DYNAMIC = shipped
-        fns["tlxc_ws_dyn"] = ws_dynamic
-
-        def ws_alt():                       # the ws kernel with WS_DRIFT flipped (D = 64: in step; 128: drifting)
-            shipped = dict(host.WS_DRIFT)
-            host.WS_DRIFT = {d: not on for d, on in shipped.items()}
-            try:
-                return ws_run()
-            finally:
-                host.WS_DRIFT = shipped
-        fns["tlxc_ws_alt"] = ws_alt
-
-        def ws_dq_rows():                   # dQ staged in rows, one 3-D box a tile (WS_DQ_ROWS flipped)
-            shipped = dict(host.WS_DQ_ROWS)
-            host.WS_DQ_ROWS = {d: not on for d, on in shipped.items()}
-            try:
-                return ws_run()
-            finally:
-                host.WS_DQ_ROWS = shipped
-        fns["tlxc_ws_dq"] = ws_dq_rows
+        def flipped(table):                 # the ws kernel with every entry of the host's ``table`` flipped
+            def variant():
+                shipped = dict(getattr(host, table))
+                setattr(host, table, {key: not on for key, on in shipped.items()})
+                try:
+                    return ws_run()
+                finally:
+                    setattr(host, table, shipped)
+            return variant
+        fns["tlxc_ws_dyn"] = flipped("WS_DYNAMIC")      # items drawn from a device counter
+        fns["tlxc_ws_alt"] = flipped("WS_DRIFT")        # in step where shipped drifting, and the reverse
+        fns["tlxc_ws_dq"] = flipped("WS_DQ_ROWS")       # dQ staged in column blocks (rows are shipped)
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
         if name in refused or ONLY is not None and name not in ONLY:
             continue
