@@ -221,6 +221,68 @@ def _add_dq(dq_desc, dq_smem, dq, slot, row, col, DQ_ROWS: tl.constexpr):
 
 
 @jit
+def _exchange_ds(ds_tile, dsT, cid, u, HALF_N: tl.constexpr, BLOCK_M: tl.constexpr, DRIFT: tl.constexpr):
+    """Consumer ``cid``'s dS^T half into rows ``cid * HALF_N ..`` of the tile's shared ``[128, BLOCK_M]``
+    dS^T, then the exchange: both consumers meet at named barrier 7, or (``DRIFT``) only the tile's dQ
+    consumer (``u % 2``) waits for both halves (barrier 7 + cid) and the other only signals (8 - cid), so
+    it can run up to a tile ahead (a slot is rewritten only after its reader passed the next barrier)."""
+    tlx.local_store(tlx.local_slice(ds_tile, [cid * HALF_N, 0], [HALF_N, BLOCK_M]), dsT)
+    tlx.fence("async_shared")
+    if not DRIFT:
+        tlx.named_barrier_wait(7, 256)
+    elif u % 2 == cid:
+        tlx.named_barrier_wait(7 + cid, 256)
+    else:
+        tlx.named_barrier_arrive(8 - cid, 256)
+
+
+@jit
+def _tile_dq(ds_tile, k_smem, dk, dq, dq_row, dq_col, dq_desc, dq_smem, q_empty, buf, cid, u, q_row, h, qc_h,
+             dq_col0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_COLS: tl.constexpr, DRIFT: tl.constexpr,
+             DEFER_DQ: tl.constexpr, DQ_ROWS: tl.constexpr):
+    """Consumer ``cid``'s share of the tile's dQ = dS K (all 128 keys) and the wait for its dK product, which
+    releases the tile's Q slot; returns dK and the carried dQ (``DEFER_DQ``: this tile's, added at the top of
+    the next; else passed through).  In step at D = 128 (``SPLIT_COLS``) each consumer computes its 64
+    columns ``dq_col0 ..``; ``DRIFT`` at D = 128, consumer ``u % 2`` computes both halves, one after the other
+    (both in flight spill 12-28 registers); D = 64, consumer ``u % 2`` computes the tile's dQ."""
+    if SPLIT_COLS and DRIFT:
+        if u % 2 == cid:
+            for half in tl.static_range(2):
+                dq_h = tlx.async_dot(tlx.local_trans(ds_tile),
+                                     tlx.local_slice(k_smem[0], [0, half * D_BOX], [BLOCK_N, D_BOX]),
+                                     tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
+                if half == 0:
+                    dk = tlx.async_dot_wait(1, dk)
+                    tlx.barrier_arrive(q_empty[buf])
+                dq_h = tlx.async_dot_wait(0, dq_h)
+                _add_dq(dq_desc, dq_smem, dq_h, cid * 2 + half, q_row, h * qc_h + half * D_BOX, DQ_ROWS)
+        else:
+            dk = tlx.async_dot_wait(0, dk)
+            tlx.barrier_arrive(q_empty[buf])
+    elif SPLIT_COLS or u % 2 == cid:
+        k_cols = tlx.local_slice(k_smem[0], [0, dq_col0], [BLOCK_N, D_BOX])
+        dq_t = tlx.async_dot(tlx.local_trans(ds_tile), k_cols,
+                             tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
+        dk = tlx.async_dot_wait(1, dk)
+        tlx.barrier_arrive(q_empty[buf])
+        dq_t = tlx.async_dot_wait(0, dq_t)
+        if DEFER_DQ:
+            dq = dq_t
+            dq_row = q_row
+            dq_col = h * qc_h + dq_col0
+        else:
+            if SPLIT_COLS:
+                slot = cid * 2 + u % 2                       # two staging tiles per consumer, in turn
+            else:
+                slot = cid * 2 + (u // 2) % 2
+            _add_dq(dq_desc, dq_smem, dq_t, slot, q_row, h * qc_h + dq_col0, DQ_ROWS)
+    else:
+        dk = tlx.async_dot_wait(0, dk)
+        tlx.barrier_arrive(q_empty[buf])
+    return dk, dq, dq_row, dq_col
+
+
+@jit
 def _load_kv(k_desc, v_desc, k_smem, v_smem, bar, row, col, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
     """TMA loads of the program's K and V blocks (64-column boxes), completing on ``bar``."""
     tlx.barrier_expect_bytes(bar, 2 * BLOCK_N * HEAD_DIM * 2)
@@ -370,48 +432,10 @@ def _consume_item(item, j, t0, dq, dq_row, dq_col, cid, k_c, v_c, dq_col0, k_sme
         tlx.barrier_arrive(do_empty[buf])
         q_row = _tile_rows(b, h, q_first, qr_b, qr_h) + m0
         ds_tile = ds_smem[u % 2]
-        tlx.local_store(tlx.local_slice(ds_tile, [cid * HALF_N, 0], [HALF_N, BLOCK_M]), dsT)
-        tlx.fence("async_shared")
-        if not DRIFT:
-            tlx.named_barrier_wait(7, 256)                      # both halves are stored
-        elif u % 2 == cid:
-            tlx.named_barrier_wait(7 + cid, 256)                # DRIFT: the reader waits for both,
-        else:                                                   # the other consumer only signals (and
-            tlx.named_barrier_arrive(8 - cid, 256)              # can run up to a tile ahead)
-        if SPLIT_COLS and DRIFT:
-            if u % 2 == cid:    # D = 128 drifting: the reader computes both column halves of the tile's dQ,
-                for half in tl.static_range(2):     # one after the other (both in flight spill 12-28 registers)
-                    dq_h = tlx.async_dot(tlx.local_trans(ds_tile),
-                                         tlx.local_slice(k_smem[0], [0, half * D_BOX], [BLOCK_N, D_BOX]),
-                                         tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
-                    if half == 0:
-                        dk = tlx.async_dot_wait(1, dk)
-                        tlx.barrier_arrive(q_empty[buf])
-                    dq_h = tlx.async_dot_wait(0, dq_h)
-                    _add_dq(dq_desc, dq_smem, dq_h, cid * 2 + half, q_row, h * qc_h + half * D_BOX, DQ_ROWS)
-            else:
-                dk = tlx.async_dot_wait(0, dk)
-                tlx.barrier_arrive(q_empty[buf])
-        elif SPLIT_COLS or u % 2 == cid:
-            k_cols = tlx.local_slice(k_smem[0], [0, dq_col0], [BLOCK_N, D_BOX])
-            dq_t = tlx.async_dot(tlx.local_trans(ds_tile), k_cols,
-                                 tl.zeros((BLOCK_M, D_BOX), dtype=tl.float32), use_acc=False)
-            dk = tlx.async_dot_wait(1, dk)
-            tlx.barrier_arrive(q_empty[buf])
-            dq_t = tlx.async_dot_wait(0, dq_t)
-            if DEFER_DQ:
-                dq = dq_t
-                dq_row = q_row
-                dq_col = h * qc_h + dq_col0
-            else:
-                if SPLIT_COLS:
-                    slot = cid * 2 + u % 2                       # two staging tiles per consumer, in turn
-                else:
-                    slot = cid * 2 + (u // 2) % 2
-                _add_dq(dq_desc, dq_smem, dq_t, slot, q_row, h * qc_h + dq_col0, DQ_ROWS)
-        else:
-            dk = tlx.async_dot_wait(0, dk)
-            tlx.barrier_arrive(q_empty[buf])
+        _exchange_ds(ds_tile, dsT, cid, u, HALF_N, BLOCK_M, DRIFT)
+        dk, dq, dq_row, dq_col = _tile_dq(ds_tile, k_smem, dk, dq, dq_row, dq_col, dq_desc, dq_smem, q_empty, buf, cid,
+                                          u, q_row, h, qc_h, dq_col0, BLOCK_M, BLOCK_N, SPLIT_COLS, DRIFT, DEFER_DQ,
+                                          DQ_ROWS)
         g, mb = _next_tile(g, mb, first_m, per_head, GROUP)
         if PREFETCH_STATS and not STATS_SMEM:
             lse2, delta = _row_stats(lse2_ptr, delta_ptr, hk * GROUP + g, mb * BLOCK_M, t + 1 < steps, b,
