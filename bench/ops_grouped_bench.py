@@ -2,7 +2,7 @@
 has it), MoE shapes with uneven group sizes, paired medians (kernel time) in one process.
 
     python bench/ops_grouped_bench.py [--rounds 15] [--timing kernel|call] [--experts 8,32]
-                                      [--configs gws_128x128x64_s5,...] [--lean]
+                                      [--configs gws_128x128x64_s5,...] [--lean] [--fp8] [--wgrad]
                                       [--cases ExMxKxN,...] [--split uneven|equal] [--dense]
 
 Expert weights are stored ``[E, N, K]`` (as ``nn.Linear``) and multiplied as
@@ -16,7 +16,9 @@ other ``grouped.SPLIT_TAILS`` value, ``<pick>+split_tails`` or ``+whole_tails``:
 of one consumer's worth split by columns between both consumers, or multiplied by that consumer
 alone over the tile's width; ``--lean`` leaves those three out); ``--configs`` times more configurations beside the pick.  ``--wgrad``: the weight gradient
 (``grouped_weight_grad``, the backward of ``grouped_matmul_op`` for ``b``) of the same cases instead,
-against a loop of cuBLAS ``a_gᵀ @ dout_g`` and ``torch._grouped_mm(aᵀ, dout, offs)``.  ``--split equal``
+against a loop of cuBLAS ``a_gᵀ @ dout_g`` and ``torch._grouped_mm(aᵀ, dout, offs)``.  ``--fp8``: the fp8
+(e4m3) product of the same cases with row-wise scales of ``a`` and per-expert column scales of the weights,
+against ``torch._scaled_grouped_mm`` and a loop of ``torch._scaled_mm`` (fast accumulation everywhere).  ``--split equal``
 gives every expert M / E rows and ``--dense`` times ``tlxc.ops.matmul`` on all M rows beside: what
 the grouping itself costs per tile.  Kernel time: each case's spin outlasts 1.5x the slowest
 contender's host work (``spin_for``; the line prints tlxc's and the loop's host ms; sessions <= 19
@@ -208,6 +210,91 @@ def run_wgrad_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
     print(line, flush=True)
 
 
+def run_fp8_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
+    """fp8 (e4m3) ``grouped_matmul`` with row-wise scales of ``a`` and per-expert column scales of the
+    weights (DeepSeek-style MoE), bf16 output, against ``torch._scaled_grouped_mm`` (fast accumulation,
+    the same scales, when this torch has it and the card runs it) and a loop of ``torch._scaled_mm``
+    calls (row-wise scales); every contender checked against float32 math first."""
+    import torch
+
+    from bench.triton_source import paired_times
+    from tlxc.ops import grouped_matmul
+    from tlxc.ops.grouped import _ws_layout, choose_grouped_config
+
+    sizes = group_sizes(E, M, "uneven")
+    host_sizes = sizes.tolist()
+    sizes = sizes.cuda()
+    offs = sizes.cumsum(0).to(torch.int32)
+    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    w = (torch.randn(E, N, K, device="cuda") * 0.5).to(torch.float8_e4m3fn)
+    b = w.transpose(1, 2)
+    scale_a = torch.rand(M, device="cuda") + 0.5
+    scale_b = torch.rand(E, N, device="cuda") * 0.01 + 0.005
+    out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    loop_out = torch.empty_like(out)
+    starts = [0]
+    for n in host_sizes:
+        starts.append(starts[-1] + n)
+    ref = torch.empty(M, N, device="cuda", dtype=torch.float32)
+    for g in range(E):
+        r0, r1 = starts[g], starts[g + 1]
+        ref[r0:r1] = (a[r0:r1].float() @ b[g].float()) * scale_a[r0:r1, None] * scale_b[g][None, :]
+
+    def loop():
+        for g in range(E):
+            r0, r1 = starts[g], starts[g + 1]
+            if r1 > r0:
+                loop_out[r0:r1] = torch._scaled_mm(a[r0:r1], b[g], scale_a[r0:r1, None], scale_b[g][None, :],
+                                                   out_dtype=torch.bfloat16, use_fast_accum=True)
+
+    def rel(x):
+        return ((x.float() - ref).norm() / ref.norm()).item()
+
+    fns = {"tlxc": lambda: grouped_matmul(a, b, sizes, out, scale_a=scale_a, scale_b=scale_b)}
+    try:
+        loop()
+        if rel(loop_out) < 2e-2:
+            fns["loop"] = loop
+        else:
+            print(f"  the torch._scaled_mm loop disagrees with float32 math ({rel(loop_out):.2e}): not used")
+    except (RuntimeError, TypeError, ValueError) as exc:
+        print(f"  torch._scaled_mm refused: {str(exc).splitlines()[0][:150]}")
+    sgm = getattr(torch, "_scaled_grouped_mm", None)
+    if sgm is not None:
+        try:
+            def grouped():
+                return sgm(a, b, scale_a, scale_b, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True)
+            if rel(grouped()) < 2e-2:
+                fns["scaled_grouped_mm"] = grouped
+            else:
+                print(f"  torch._scaled_grouped_mm disagrees with float32 math ({rel(grouped()):.2e}): not used")
+        except (RuntimeError, TypeError, ValueError) as exc:
+            print(f"  torch._scaled_grouped_mm refused: {str(exc).splitlines()[0][:150]}")
+    for name in extra:
+        fns[name] = lambda name=name: grouped_matmul(a, b, sizes, out, scale_a=scale_a, scale_b=scale_b, config=name)
+    for name in [n for n in fns if n not in ("loop", "scaled_grouped_mm")]:
+        out.fill_(float("nan"))
+        fns[name]()
+        torch.cuda.synchronize()
+        if not rel(out) < 2e-2:
+            raise SystemExit(f"E={E} M={M}: tlxc fp8 grouped_matmul ({name}) wrong (rel. error {rel(out):.2e} "
+                             f"against float32 math)")
+    for fn in fns.values():
+        fn()
+    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide, {}).items()}
+    flops = 2 * M * K * N
+    pick = choose_grouped_config(M, E, N, _ws_layout(a, b), fp8=True)
+    line = (f"fp8 E={E:3d} M={M:5d} K={K:5d} N={N:5d}: tlxc {med['tlxc']:.4f} ms "
+            f"({flops / med['tlxc'] / 1e9:.0f} TFLOP/s, {pick})")
+    for name in extra:
+        line += f", {name} {med[name] / med['tlxc']:.3f}x the time"
+    for base in ("loop", "scaled_grouped_mm"):
+        if base in med:
+            ratios.setdefault(base, []).append(med[base] / med["tlxc"])
+            line += f", {base} {med[base]:.4f} ms -> {med[base] / med['tlxc']:.3f}x"
+    print(line, flush=True)
+
+
 def main() -> None:
     import torch
 
@@ -218,6 +305,9 @@ def main() -> None:
     parser.add_argument("--configs", help="more grouped configurations to time beside the pick (comma-separated)")
     parser.add_argument("--lean", action="store_true", help="no pointer-kernel / pointer-store side timings")
     parser.add_argument("--wgrad", action="store_true", help="the weight gradient (grouped_weight_grad) instead")
+    parser.add_argument("--fp8", action="store_true",
+                        help="fp8 (e4m3, row-wise / per-expert column scales) against torch._scaled_grouped_mm "
+                             "and a torch._scaled_mm loop instead")
     parser.add_argument("--cases", help="these cases instead of the sweep: ExMxKxN,... (e.g. 1x4096x4096x14336)")
     parser.add_argument("--split", choices=("uneven", "equal"), default="uneven",
                         help="group sizes: the seeded uneven draw (default) or M / E rows each")
@@ -227,12 +317,15 @@ def main() -> None:
     experts = {int(e) for e in args.experts.split(",")} if args.experts else None
     extra = args.configs.split(",") if args.configs else ()
     hide = args.timing == "kernel"
-    print(f"card: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, {args.timing} time", flush=True)
+    print(f"card: {torch.cuda.get_device_name()}, torch {torch.__version__}, {'fp8 e4m3' if args.fp8 else 'bf16'}, "
+          f"{args.timing} time", flush=True)
     ratios = {"loop": [], "grouped_mm": []}
     cases = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",")] if args.cases else CASES
     for E, M, K, N in cases:
         if (experts is None or E in experts) and args.wgrad:
             run_wgrad_case(E, M, K, N, args.rounds, hide, ratios, extra)
+        elif (experts is None or E in experts) and args.fp8:
+            run_fp8_case(E, M, K, N, args.rounds, hide, ratios, extra)
         elif experts is None or E in experts:
             run_case(E, M, K, N, args.rounds, hide, ratios, extra, args.lean, args.split, args.dense)
     for base, rs in ratios.items():

@@ -13,7 +13,7 @@ import torch
 
 import tlxc.ops.grouped as grouped_module
 from tlxc.ops import grouped_matmul, matmul
-from tlxc.ops.grouped import GROUPED_CONFIGS, grouped_aligns
+from tlxc.ops.grouped import GROUPED_CONFIGS, grouped_aligns, is_fp8_config
 from tlxc.ops.matmul import compile_config
 
 BF16_TOL = 8e-3
@@ -74,7 +74,7 @@ def _reference(a, b, sizes):
     return torch.cat([a[offs[g]:offs[g + 1]].double() @ b[g].double() for g in range(b.shape[0])])
 
 
-@pytest.mark.parametrize("config", sorted(GROUPED_CONFIGS))
+@pytest.mark.parametrize("config", sorted(c for c in GROUPED_CONFIGS if not is_fp8_config(c)))
 @pytest.mark.parametrize("transposed", [False, True])
 @pytest.mark.parametrize("unit", [8, 4, 2])
 def test_grouped_interpreter_on_sizes_of_8_4_2_elements(config, transposed, unit):

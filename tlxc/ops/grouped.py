@@ -9,7 +9,13 @@
 each program's group itself).  Their sum may be less than ``total_M``: the rows after it belong
 to no expert, and their output rows are zeros (their gradient too).  A negative size or a sum
 over ``total_M`` fails the launch (a device assertion naming ``group_sizes``).
-bf16 or fp16; the output has the operands' dtype (or ``out_dtype``).
+bf16 or fp16; the output has the operands' dtype (or ``out_dtype``).  fp8 (both operands
+``float8_e4m3fn`` or both ``float8_e5m2``, ``b_experts`` K-major: ``w.transpose(1, 2)`` of ``[E, N, K]``
+weights; a bfloat16 output unless ``out_dtype`` says otherwise), as ``torch._scaled_grouped_mm``:
+``out[rows of g] = (a @ b_experts[g]) * scale_a[rows] * scale_b[g]`` with ``scale_a`` float32 of one
+element or one per row of ``a``, ``scale_b`` float32 of one element, one per expert (``[E]``) or one per
+expert and column (``[E, N]``); the products are summed in the wgmma accumulator (``use_fast_accum=True``).
+The scales apply to 16-bit operands too.
 """
 from __future__ import annotations
 
@@ -23,13 +29,16 @@ from .kernels.epilogue import ACTIVATIONS, GLU_FIRST
 from .kernels.grouped_gemm import grouped_gemm_kernel
 from .kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
 from .kernels.grouped_wgrad import grouped_wgrad_kernel
-from .matmul import OUT_DTYPES, TL_DTYPES, _tma_stores, align_fact, dot_aligns
+from .matmul import FP8_DTYPES, OUT_DTYPES, TL_DTYPES, _tma_stores, align_fact, dot_aligns
 from .matmul_configs import SHARED_LIMIT
 
 GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the pointer kernel
     "g_128x128x64": (128, 128, 64, 4, 3),
     "g_64x128x64": (64, 128, 64, 4, 4),
     "g_128x256x64": (128, 256, 64, 8, 3),
+    # fp8 (``g8_``: 8-bit operands only): 128 bytes of K a step, as the 16-bit tiles' 64 elements
+    "g8_64x128x128": (64, 128, 128, 4, 4),
+    "g8_128x128x128": (128, 128, 128, 4, 3),
 }
 
 
@@ -68,7 +77,17 @@ GROUPED_WS_CONFIGS = {
     # CTA pairs (``_c2``): a row tile's two column tiles side by side, its ``a`` boxes multicast to both
     # (kernels/grouped_gemm_ws.py, CLUSTER_N): the pick for N >= 4096
     "gws_128x256x64_s4_e16d_c2": (128, 256, 64, 4, 16, True, 0, 2),
+    # fp8 (``gws8_``: 8-bit operands, K-major weights; BK = 128 bytes): the 16-bit picks' tiles and orders.
+    # 128x256 with four stages: 192 KB of ring + the two bf16 C half-tiles (229,440 bytes of the 232,448)
+    "gws8_128x256x128_s4_e16d_c2": (128, 256, 128, 4, 16, True, 0, 2),
+    "gws8_128x256x128_s4_e16d": (128, 256, 128, 4, 16, True, 0),
+    "gws8_128x128x128_s5": (128, 128, 128, 5, 0, False, 0),
 }
+
+
+def is_fp8_config(config: str) -> bool:
+    """Whether a grouped configuration is one of the 8-bit ones (``g8_`` / ``gws8_``)."""
+    return config.startswith(("g8_", "gws8_"))
 
 
 def ws_schedule_meta(config: str) -> dict:
@@ -85,7 +104,8 @@ def ws_config(config: str) -> GroupedWsConfig:
     return GroupedWsConfig(*GROUPED_WS_CONFIGS[config])
 
 
-_TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
+_TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float8_e4m3fn: tl.float8e4nv,
+              torch.float8_e5m2: tl.float8e5}
 # Whether a tile whose group ends within its first BM / 2 rows is split by columns between the two
 # consumers (kernels/grouped_gemm_ws.py, split_tail) instead of leaving the second one idle.  Off until
 # the H200 has timed it (docs/performance.md, session 26: written, tested on the interpreter and the
@@ -112,14 +132,21 @@ def _ws_layout(a: torch.Tensor, b_experts: torch.Tensor) -> str | None:
     return None
 
 
-def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | None = None) -> str:
+def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | None = None,
+                          fp8: bool = False) -> str:
     """Groups of 256 rows or more on average (at most 128 groups) whose operands TMA can read:
     the warp-specialized kernel, 128x256 tiles in expert order with the dynamic schedule when N >= 4096
     (H200 2026-12-04, E = 8, N = 14336: 1.06-1.10x the static grouped order), in CTA pairs sharing ``a``
     (H100 2026-12-06, three runs: 1.026-1.031x at M = 2048, 1.009-1.020x at 4096, 0.999-1.018x at 16384;
     not yet timed on the H200), else 128x128.  Otherwise the pointer kernel:
     64-row tiles when the mean group is under 256 rows (less padding in each group's last
-    tile), 128 otherwise; 256 columns when N is large enough to fill the SMs anyway."""
+    tile), 128 otherwise; 256 columns when N is large enough to fill the SMs anyway.  fp8: the same
+    choice among the ``gws8_`` / ``g8_`` tiles (not yet timed apart from the 16-bit ones'; the WS kernel
+    reads fp8 weights K-major only)."""
+    if fp8:
+        if total_m >= 256 * n_groups and ws_layout == "kmajor" and n_groups <= WS_MAX_GROUPS:
+            return "gws8_128x256x128_s4_e16d_c2" if n >= 4096 else "gws8_128x128x128_s5"
+        return "g8_64x128x128" if total_m < 256 * n_groups else "g8_128x128x128"
     if total_m < 256 * n_groups:
         return "g_64x128x64"
     if ws_layout is not None and n_groups <= WS_MAX_GROUPS:
@@ -137,11 +164,14 @@ def _check_types(op: str, out_dtype, **tensors) -> None:
 
 
 def _check_operands(op: str, x: torch.Tensor, y: torch.Tensor, group_sizes: torch.Tensor,
-                    experts: int | None = None) -> None:
-    """The rules both grouped products share: two bf16 or two fp16 operands, ``group_sizes`` an
-    int32/int64 vector (of ``experts`` entries where the weights say how many), one device."""
-    if x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype:
-        raise ValueError(f"{op}: operands must be both bfloat16 or both float16, got {x.dtype} and {y.dtype}")
+                    experts: int | None = None, fp8: bool = False) -> None:
+    """The rules both grouped products share: two bf16 or two fp16 operands (or, ``fp8``, two of
+    the same 8-bit float type), ``group_sizes`` an int32/int64 vector (of ``experts`` entries where
+    the weights say how many), one device."""
+    allowed = (torch.bfloat16, torch.float16) + (FP8_DTYPES if fp8 else ())
+    if x.dtype not in allowed or y.dtype != x.dtype:
+        raise ValueError(f"{op}: operands must be both bfloat16 or both float16"
+                         f"{', or both float8_e4m3fn or both float8_e5m2' if fp8 else ''}, got {x.dtype} and {y.dtype}")
     if group_sizes.dim() != 1 or group_sizes.dtype not in (torch.int32, torch.int64) or \
             (experts is not None and group_sizes.shape[0] != experts):
         raise ValueError(f"{op}: 'group_sizes' must be an int32/int64 vector"
@@ -176,12 +206,47 @@ def _epilogue_args(bias, activation, E: int, N: int, device) -> tuple:
     return bias, bias.stride(0) if bias.dim() == 2 else 0, 1, code, n_out
 
 
+def _scale_args(scale_a, scale_b, M: int, E: int, N: int, device) -> dict:
+    """The kernels' scale arguments (``epilogue.py``'s codes): ``scale_a`` float32 of one element or
+    ``M`` (one per row of ``a``: ``SCALE0`` 1 or 2); ``scale_b`` float32 of one element (every expert:
+    stride 0), ``E`` (``[E]`` or ``[E, 1]``: one per expert) or ``[E, N]`` (one per expert and column),
+    as ``SCALE1`` with the stride between experts' scales.  Empty when neither is given."""
+    args = {}
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s is not None and (not isinstance(s, torch.Tensor) or s.dtype != torch.float32 or s.device != device):
+            raise ValueError(f"tlxc.ops.grouped_matmul: '{name}' must be a float32 tensor on {device}, got "
+                             f"{getattr(s, 'dtype', type(s).__name__)}"
+                             f"{' on ' + str(s.device) if isinstance(s, torch.Tensor) else ''}")
+    if scale_a is not None:
+        if scale_a.numel() == 1:
+            args.update(scale0_ptr=scale_a.reshape(1), SCALE0=1)
+        elif scale_a.numel() == M and (scale_a.dim() == 1 or (scale_a.dim() == 2 and scale_a.shape[1] == 1)):
+            args.update(scale0_ptr=scale_a.reshape(M).contiguous(), SCALE0=2)
+        else:
+            raise ValueError(f"tlxc.ops.grouped_matmul: 'scale_a' must have one element or one per row of a ({M}), "
+                             f"got shape {tuple(scale_a.shape)}")
+    if scale_b is not None:
+        shape = tuple(scale_b.shape)
+        if scale_b.numel() == 1:
+            args.update(scale1_ptr=scale_b.reshape(1), stride_scale1=0, SCALE1=1)
+        elif shape in ((E,), (E, 1)):
+            args.update(scale1_ptr=scale_b.reshape(E).contiguous(), stride_scale1=1, SCALE1=1)
+        elif shape in ((E, N), (E, 1, N)):
+            args.update(scale1_ptr=scale_b.reshape(E, N).contiguous(), stride_scale1=N, SCALE1=2)
+        else:
+            raise ValueError(f"tlxc.ops.grouped_matmul: 'scale_b' must have one element, one per expert ({E},) or "
+                             f"one per expert and column ({E}, {N}), got shape {shape}")
+    return args
+
+
 def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.Tensor, out: torch.Tensor | None = None,
                    *, bias: torch.Tensor | None = None, activation: str | None = None,
-                   out_dtype: torch.dtype | None = None, config: str | None = None) -> torch.Tensor:
-    """``out[rows of g] = activation(a[rows of g] @ b_experts[g] + bias[g])`` (module docstring;
-    ``bias`` ``[E, N]`` or ``[N]``, ``activation`` as ``tlxc.ops.matmul``'s: relu, gelu,
-    gelu_tanh, silu, or the GLU pairs swiglu / geglu, whose output has N / 2 columns)."""
+                   out_dtype: torch.dtype | None = None, config: str | None = None,
+                   scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> torch.Tensor:
+    """``out[rows of g] = activation(a[rows of g] @ b_experts[g] * scale_a * scale_b[g] + bias[g])``
+    (module docstring; ``bias`` ``[E, N]`` or ``[N]``, ``activation`` as ``tlxc.ops.matmul``'s: relu,
+    gelu, gelu_tanh, silu, or the GLU pairs swiglu / geglu, whose output has N / 2 columns; the
+    scales as ``torch._scaled_grouped_mm``'s, for fp8 operands above all)."""
     _check_types("tlxc.ops.grouped_matmul", out_dtype, a=a, b_experts=b_experts, group_sizes=group_sizes)
     if out is not None and (not isinstance(out, torch.Tensor) or out.dtype not in OUT_DTYPES):
         raise ValueError(f"tlxc.ops.grouped_matmul: 'out' must be a tensor of one of {OUT_DTYPES}, got "
@@ -190,10 +255,12 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
         raise ValueError(f"tlxc.ops.grouped_matmul expects a [total_M, K] and b_experts [E, K, N], got "
                          f"{tuple(a.shape)} and {tuple(b_experts.shape)}")
     E, K, N = b_experts.shape
-    _check_operands("tlxc.ops.grouped_matmul", a, b_experts, group_sizes, E)
+    _check_operands("tlxc.ops.grouped_matmul", a, b_experts, group_sizes, E, fp8=True)
+    fp8 = a.dtype in FP8_DTYPES
     M = a.shape[0]
     bias, stride_bias, bias_dim, act, n_out = _epilogue_args(bias, activation, E, N, a.device)
-    out_dtype = out_dtype or (out.dtype if out is not None else a.dtype)
+    scales = _scale_args(scale_a, scale_b, M, E, N, a.device)
+    out_dtype = out_dtype or (out.dtype if out is not None else (torch.bfloat16 if fp8 else a.dtype))
     if out is None:
         out = torch.empty((M, n_out), device=a.device, dtype=out_dtype)
     elif tuple(out.shape) != (M, n_out) or out.dtype != out_dtype or out.device != a.device:
@@ -201,22 +268,29 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
                          f"got {tuple(out.shape)} {out.dtype} on {out.device}")
     if M == 0 or N == 0:
         return out
-    epilogue = {}                       # (only when used: the default launch as before)
+    epilogue = dict(scales)             # (only what is used: the default launch as before)
     if bias_dim >= 0 or act:
-        epilogue = {"bias_ptr": bias, "stride_bias": stride_bias, "BIAS_DIM": bias_dim, "ACTIVATION": act}
+        epilogue.update(bias_ptr=bias, stride_bias=stride_bias, BIAS_DIM=bias_dim, ACTIVATION=act)
     layout = _ws_layout(a, b_experts)
+    if fp8 and not (a.stride(1) == 1 and b_experts.stride(1) == 1):
+        raise ValueError(f"tlxc.ops.grouped_matmul: fp8 operands must be K-major (wgmma reads 8-bit operands "
+                         f"K-major): 'a' with unit column stride, 'b_experts' as w.transpose(1, 2) of [E, N, K] "
+                         f"weights; got strides {tuple(a.stride())} and {tuple(b_experts.stride())}")
     if config is None:
-        config = choose_grouped_config(M, E, N, layout)
-    if config in GROUPED_WS_CONFIGS:
-        if layout is None:
-            raise ValueError(f"tlxc.ops.grouped_matmul: config {config!r} reads the operands by TMA: 'a' needs unit "
-                             f"column stride and 16-byte aligned rows, 'b_experts' must be w.transpose(1, 2) of a "
-                             f"contiguous [E, N, K] or a contiguous [E, K, N] with K a multiple of 64")
-        _launch_ws(config, a, b_experts, group_sizes, out, layout == "kmajor", epilogue)
-        return out
-    if config not in GROUPED_CONFIGS:
+        config = choose_grouped_config(M, E, N, layout, fp8)
+    if config not in GROUPED_WS_CONFIGS and config not in GROUPED_CONFIGS:
         raise ValueError(f"tlxc.ops.grouped_matmul: unknown config {config!r} (one of "
                          f"{sorted(GROUPED_CONFIGS) + sorted(GROUPED_WS_CONFIGS)})")
+    if is_fp8_config(config) != fp8:
+        raise ValueError(f"tlxc.ops.grouped_matmul: config {config!r} runs "
+                         f"{'fp8' if is_fp8_config(config) else '16-bit'} operands, got {a.dtype}")
+    if config in GROUPED_WS_CONFIGS:
+        if layout is None or (fp8 and layout != "kmajor"):
+            raise ValueError(f"tlxc.ops.grouped_matmul: config {config!r} reads the operands by TMA: 'a' needs unit "
+                             f"column stride and 16-byte aligned rows, 'b_experts' must be w.transpose(1, 2) of a "
+                             f"contiguous [E, N, K]{'' if fp8 else ' or a contiguous [E, K, N] with K a multiple of 64'}")
+        _launch_ws(config, a, b_experts, group_sizes, out, layout == "kmajor", epilogue)
+        return out
     bm, bn, bk, warps, stages = GROUPED_CONFIGS[config]
     row_tiles = -(-M // bm) + E                 # each group's last row tile may be partial
     grid = (row_tiles * -(-N // bn),)
@@ -278,8 +352,8 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
     epilogue = epilogue or {}
     box_cols = 128 // a.element_size()                 # one 128-byte swizzle span
     # GLU pairs store half the columns: through pointers (a C box of the product's columns does not apply)
-    c_tma = ws_stores_by_tma(config, a, out, epilogue.get("BIAS_DIM", -1) == 1) and \
-        epilogue.get("ACTIVATION", 0) < GLU_FIRST
+    with_group = epilogue.get("BIAS_DIM", -1) == 1 or epilogue.get("SCALE1", 0) > 0    # (the kernel's WITH_GROUP)
+    c_tma = ws_stores_by_tma(config, a, out, with_group) and epilogue.get("ACTIVATION", 0) < GLU_FIRST
     c_box_n = 128 // out.element_size()
     c_desc = TensorDescriptor.from_tensor(out, [bm // 2, c_box_n], swizzle=128) if c_tma else None
     a_desc = TensorDescriptor.from_tensor(a, [bm // 2, bk], swizzle=128)

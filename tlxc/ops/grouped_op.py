@@ -43,14 +43,17 @@ def _check(a, b_experts, group_sizes) -> None:
 
 def _grouped_impl(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.Tensor,
                   out_dtype: torch.dtype | None = None, bias: torch.Tensor | None = None,
-                  activation: str | None = None) -> torch.Tensor:
-    return grouped_matmul_eager(a, b_experts, group_sizes, bias=bias, activation=activation, out_dtype=out_dtype)
+                  activation: str | None = None, scale_a: torch.Tensor | None = None,
+                  scale_b: torch.Tensor | None = None) -> torch.Tensor:
+    return grouped_matmul_eager(a, b_experts, group_sizes, bias=bias, activation=activation, out_dtype=out_dtype,
+                                scale_a=scale_a, scale_b=scale_b)
 
 
-def _grouped_fake(a, b_experts, group_sizes, out_dtype=None, bias=None, activation=None):
+def _grouped_fake(a, b_experts, group_sizes, out_dtype=None, bias=None, activation=None, scale_a=None, scale_b=None):
     _check(a, b_experts, group_sizes)
     n = b_experts.shape[2] // 2 if activation in _GLU_GATE else b_experts.shape[2]
-    return a.new_empty((a.shape[0], n), dtype=out_dtype or a.dtype)
+    fp8 = a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
+    return a.new_empty((a.shape[0], n), dtype=out_dtype or (torch.bfloat16 if fp8 else a.dtype))
 
 
 grouped_matmul_op = register_custom_op("tlxc::grouped_matmul", _grouped_impl, fake=_grouped_fake)
@@ -59,15 +62,16 @@ grouped_matmul_op = register_custom_op("tlxc::grouped_matmul", _grouped_impl, fa
 def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.Tensor,
                    out: torch.Tensor | None = None, *, bias: torch.Tensor | None = None,
                    activation: str | None = None, out_dtype: torch.dtype | None = None,
-                   config: str | None = None) -> torch.Tensor:
+                   config: str | None = None, scale_a: torch.Tensor | None = None,
+                   scale_b: torch.Tensor | None = None) -> torch.Tensor:
     """``tlxc.ops.grouped_matmul`` (``ops/grouped.py:grouped_matmul`` for the arguments): the kernels
     directly, or through ``grouped_matmul_op`` where autograd must record the call (an input
     requires grad) or it is traced; ``out=`` and ``config=`` are then refused by name."""
-    if not needs_custom_op(a, b_experts, group_sizes, out, bias):
+    if not needs_custom_op(a, b_experts, group_sizes, out, bias, scale_a, scale_b):
         return grouped_matmul_eager(a, b_experts, group_sizes, out, bias=bias, activation=activation,
-                                    out_dtype=out_dtype, config=config)
+                                    out_dtype=out_dtype, config=config, scale_a=scale_a, scale_b=scale_b)
     refuse_on_the_op("tlxc.ops.grouped_matmul", out=out, config=config)
-    return grouped_matmul_op(a, b_experts, group_sizes, out_dtype, bias, activation)
+    return grouped_matmul_op(a, b_experts, group_sizes, out_dtype, bias, activation, scale_a, scale_b)
 
 
 def _wgrad_impl(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.Tensor,
@@ -83,9 +87,10 @@ grouped_weight_grad_op = register_custom_op("tlxc::grouped_weight_grad", _wgrad_
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    a, b_experts, group_sizes, _out_dtype, bias, activation = inputs
+    a, b_experts, group_sizes, _out_dtype, bias, activation, scale_a, scale_b = inputs
     ctx.save_for_backward(a, b_experts, group_sizes, bias)
     ctx.activation = activation
+    ctx.scaled = scale_a is not None or scale_b is not None
 
 
 def _bias_grad(g: torch.Tensor, bias: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
@@ -98,6 +103,9 @@ def _bias_grad(g: torch.Tensor, bias: torch.Tensor, group_sizes: torch.Tensor) -
 
 
 def _backward(ctx, grad):
+    if ctx.scaled:
+        raise NotImplementedError("tlxc.ops.grouped_matmul: no backward through scale_a / scale_b (the scaled, "
+                                  "fp8 grouped product is forward-only, as torch._scaled_grouped_mm)")
     a, b_experts, group_sizes, bias = ctx.saved_tensors
     g = grad
     if ctx.activation is not None:            # through the activation at the recomputed pre-activation
@@ -112,7 +120,7 @@ def _backward(ctx, grad):
         da = grouped_matmul_op(g, b_experts.transpose(1, 2), group_sizes)
     if ctx.needs_input_grad[1]:
         db = grouped_weight_grad_op(a, g, group_sizes, b_experts.dtype)
-    return da, db, None, None, dbias, None
+    return da, db, None, None, dbias, None, None, None
 
 
 grouped_matmul_op.register_autograd(_backward, setup_context=_setup_context)

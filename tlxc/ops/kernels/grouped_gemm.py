@@ -26,9 +26,11 @@ computes them with ``matmul.dot_aligns``) that the launch's "divisible by 16" mi
 cp.async only with them (N: the ``% N`` wrap and the store's mask, K: the mask ``k < left``).
 The groups' rows end anywhere, so there is no fact along M.
 
-The epilogue (``BIAS_DIM = 1``: row ``group`` of an ``[E, N]`` bias, ``stride_bias`` 0 for one
-row shared by all; ``ACTIVATION``: ``epilogue.ACTIVATIONS``, GLU pairs storing half the columns)
-is ``epilogue.store_tile_pointers``, masked to the group's rows.
+The epilogue (``SCALE0``: ``a``'s scale, one or one per row; ``SCALE1``: expert ``group``'s ``b`` scale at
+``scale1_ptr + group * stride_scale1``, one or one per column; ``BIAS_DIM = 1``: row ``group`` of an
+``[E, N]`` bias, ``stride_bias`` 0 for one row shared by all; ``ACTIVATION``: ``epilogue.ACTIVATIONS``, GLU
+pairs storing half the columns) is ``epilogue.store_tile_pointers``, masked to the group's rows.  8-bit
+float operands run the same loop (``tl.dot`` on fp8, float32 sums).
 """
 from ... import language as tl
 from ...runtime.jit import jit
@@ -70,7 +72,8 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, M, E, N, K, stride_am, s
                         stride_cm, stride_cn, ROW_TILES, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                         BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, E_PAD: tl.constexpr,
                         ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1), bias_ptr=None, stride_bias=None,
-                        BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0):
+                        BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0, scale0_ptr=None, scale1_ptr=None,
+                        stride_scale1=0, SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0):
     # the host's divisibility facts (module docstring)
     stride_am = aligned(stride_am, ALIGNS[0])
     stride_ak = aligned(stride_ak, ALIGNS[1])
@@ -122,12 +125,15 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, M, E, N, K, stride_am, s
         acc = tl.dot(a, b, acc)
         a_tile += BLOCK_K * stride_ak
         b_tile += BLOCK_K * stride_bk
-    if BIAS_DIM >= 0 or ACTIVATION > 0:       # the epilogue: the group's bias row, the activation (GLU: half
-        if BIAS_DIM == 1:                     # the columns), masked to the group's rows (none when not found)
-            bias_ptr = bias_ptr + group.to(tl.int64) * stride_bias
+    if BIAS_DIM >= 0 or ACTIVATION > 0 or SCALE0 + SCALE1 > 0:   # the epilogue: the scales, the group's bias
+        if BIAS_DIM == 1:                     # row, the activation (GLU: half the columns), masked to the group's
+            bias_ptr = bias_ptr + group.to(tl.int64) * stride_bias      # rows (none when not found)
+        if SCALE1 > 0:
+            scale1_ptr = scale1_ptr + group.to(tl.int64) * stride_scale1
         if found > 0:
-            store_tile_pointers(acc, row0, pid_n * BLOCK_N, row_end, N, c_ptr, stride_cm, stride_cn, None, None,
-                                bias_ptr, None, 0, 0, BLOCK_M, BLOCK_N, 0, 0, BIAS_DIM, ACTIVATION, False, 1)
+            store_tile_pointers(acc, row0, pid_n * BLOCK_N, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr,
+                                scale1_ptr, bias_ptr, None, 0, 0, BLOCK_M, BLOCK_N, SCALE0, SCALE1, BIAS_DIM,
+                                ACTIVATION, False, 1)
         else:                                 # no expert, no bias: every activation (GLU pairs too) keeps 0 at 0
             store_tile_pointers(acc, row0, pid_n * BLOCK_N, row_end, N, c_ptr, stride_cm, stride_cn, None, None,
                                 None, None, 0, 0, BLOCK_M, BLOCK_N, 0, 0, -1, ACTIVATION, False, 1)

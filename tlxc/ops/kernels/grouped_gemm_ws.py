@@ -42,10 +42,15 @@ skips the MMAs but walks the ring and the issue turns in step with the other; wi
 (the host's ``grouped.SPLIT_TAILS``) such a tile is split by columns instead, both consumers
 multiplying the first consumer's rows over half of the tile's columns each (``split_tail``).
 
-The epilogue (``BIAS_DIM = 1``: row ``group`` of an ``[E, N]`` bias, ``stride_bias`` 0 for a shared
-row; ``ACTIVATION``: ``epilogue.ACTIVATIONS``) runs in both store paths; GLU pairs halve the columns,
-so the host gives them pointer stores only.  With a per-expert bias the dynamic schedule's slots carry
-the tile's expert as a fifth int32 (``WITH_GROUP``).
+The epilogue (``SCALE0``: ``a``'s scale, one or one per row; ``SCALE1``: expert ``group``'s ``b`` scale at
+``scale1_ptr + group * stride_scale1``, one or one per column; ``BIAS_DIM = 1``: row ``group`` of an ``[E, N]``
+bias, ``stride_bias`` 0 for a shared row; ``ACTIVATION``: ``epilogue.ACTIVATIONS``) runs in both store paths;
+GLU pairs halve the columns, so the host gives them pointer stores only.  With a per-expert bias or ``b``
+scale the dynamic schedule's slots carry the tile's expert as a fifth int32 (``WITH_GROUP``).
+
+fp8 (``DTYPE`` an 8-bit float, the ``gws8_`` configurations): the same kernel with 128-byte k-steps
+(``BK = 128``) and K-major weights only (wgmma reads 8-bit operands K-major); the products are summed
+in the wgmma accumulator (``torch._scaled_mm``'s ``use_fast_accum=True``) and scaled in the epilogue.
 
 ``CLUSTER_N = 2`` (the ``_c2`` configurations; expert order and the dynamic schedule): CTA pairs take
 two column tiles of one row tile side by side and share its ``a`` boxes by TMA multicast (box h from
@@ -181,22 +186,24 @@ def locate_tile(table_ptr, E, tile, ROW_TILES, num_pid_n, BM: tl.constexpr, E_PA
 
 @jit
 def store_rows_pointers(acc, row, col, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M: tl.constexpr,
-                        BN: tl.constexpr, bias_ptr=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0):
+                        BN: tl.constexpr, bias_ptr=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0,
+                        scale0_ptr=None, scale1_ptr=None, SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0):
     """One consumer's ``SUB_M x BN`` accumulator at (row, col) through pointers, masked to
     rows below ``row_end`` and columns below N, in two halves (the whole 64x256 at once spilled),
-    through the epilogue (``bias_ptr``: the tile's expert's bias row; a GLU activation stores
-    half the columns)."""
+    through the epilogue (``scale0_ptr``: ``a``'s scale, ``scale1_ptr``: the tile's expert's ``b`` scale,
+    ``bias_ptr``: its bias row; a GLU activation stores half the columns)."""
     lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
-    store_tile_pointers(lo, row, col, row_end, N, c_ptr, stride_cm, stride_cn,
-                        None, None, bias_ptr, None, 0, 0, SUB_M, BN // 2, 0, 0, BIAS_DIM, ACTIVATION, False, 1)
-    store_tile_pointers(hi, row, col + BN // 2, row_end, N, c_ptr, stride_cm, stride_cn,
-                        None, None, bias_ptr, None, 0, 0, SUB_M, BN // 2, 0, 0, BIAS_DIM, ACTIVATION, False, 1)
+    store_tile_pointers(lo, row, col, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr,
+                        None, 0, 0, SUB_M, BN // 2, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, False, 1)
+    store_tile_pointers(hi, row, col + BN // 2, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
+                        bias_ptr, None, 0, 0, SUB_M, BN // 2, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, False, 1)
 
 
 @jit
 def store_rows_staged(acc, c_buf, row, col, row_end, N, c_ptr, stride_cm, SUB_M: tl.constexpr, COLS: tl.constexpr,
                       OUT_DTYPE: tl.constexpr, bias_ptr=None, BIAS_DIM: tl.constexpr = -1,
-                      ACTIVATION: tl.constexpr = 0):
+                      ACTIVATION: tl.constexpr = 0, scale0_ptr=None, scale1_ptr=None, SCALE0: tl.constexpr = 0,
+                      SCALE1: tl.constexpr = 0):
     """One consumer's ``SUB_M x COLS`` slice at (row, col), rows below ``row_end`` only (a
     group's last, partial row block), through its C tile: the epilogue, the cast, a store
     into the shared tile, then rows read back 16 bytes a thread and stored through pointers
@@ -204,9 +211,9 @@ def store_rows_staged(acc, c_buf, row, col, row_end, N, c_ptr, stride_cm, SUB_M:
     8 rows per warp instruction).  The output's columns are contiguous (``C_TMA``)."""
     offs0 = row + tl.arange(0, SUB_M)
     offs1 = col + tl.arange(0, COLS)
-    if BIAS_DIM + 1 + ACTIVATION > 0:
-        acc = apply_epilogue(acc, offs0, offs1, offs0 < row_end, offs1 < N, None, None, bias_ptr, None, 0, 0,
-                             0, 0, BIAS_DIM, ACTIVATION, False)
+    if SCALE0 + SCALE1 + BIAS_DIM + 1 + ACTIVATION > 0:
+        acc = apply_epilogue(acc, offs0, offs1, offs0 < row_end, offs1 < N, scale0_ptr, scale1_ptr, bias_ptr, None,
+                             0, 0, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, False)
     tlx.async_descriptor_store_wait(0)            # the tile's last TMA store has read it
     tlx.local_store(c_buf, acc.to(OUT_DTYPE))
     tile = tlx.local_load(c_buf)
@@ -308,9 +315,12 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
                  k_tiles, stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr, NUM_STAGES: tl.constexpr,
                  B_KMAJOR: tl.constexpr, C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, C_BOX_N: tl.constexpr,
                  group=0, bias_ptr=None, stride_bias=0, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0,
-                 SPLIT_TAIL: tl.constexpr = False, rank=0, CLUSTER_N: tl.constexpr = 1):
+                 SPLIT_TAIL: tl.constexpr = False, rank=0, CLUSTER_N: tl.constexpr = 1, scale0_ptr=None,
+                 scale1_ptr=None, stride_scale1=0, SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0):
     """Consumer ``cid``'s part of one output tile (located by ``locate_tile``): its ``BM / 2``
-    rows' MMAs over the ring and their stores (through the epilogue: ``BIAS_DIM = 1`` adds row
+    rows' MMAs over the ring and their stores (through the epilogue: ``SCALE0`` ``a``'s scale, one or
+    a row's; ``SCALE1`` the ``b`` scale of expert ``group``, at ``stride_scale1`` per expert (0: one for
+    all), one or a column's; ``BIAS_DIM = 1`` adds row
     ``group`` of the ``[E, N]`` bias, ``stride_bias`` 0 for one shared row; ``ACTIVATION``), or
     (rows past the group's end) the ring and the issue turns walked without MMAs.  With
     ``SPLIT_TAIL``, a tile whose group ends within its first ``BM / 2`` rows (the second
@@ -321,33 +331,37 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
     row = row0 + cid * SUB_M
     if BIAS_DIM == 1:
         bias_ptr = bias_ptr + group.to(tl.int64) * stride_bias
+    if SCALE1 > 0:
+        scale1_ptr = scale1_ptr + group.to(tl.int64) * stride_scale1
     split = 0
     if SPLIT_TAIL:
         split = (row0 + SUB_M >= row_end).to(tl.int32)
     if found > 0 and split > 0:               # the group's last rows, one consumer's worth: halves of columns
         count = split_tail(row0, row_end, pid_n, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, N,
                            k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES, B_KMAJOR, C_TMA, OUT_DTYPE, bias_ptr,
-                           BIAS_DIM, ACTIVATION)
+                           BIAS_DIM, ACTIVATION, scale0_ptr, scale1_ptr, SCALE0, SCALE1)
     elif found > 0 and row < row_end:         # this consumer has rows of the group
         acc, count = mma_steps(tl.zeros((SUB_M, BN), dtype=tl.float32), count, cid, cid, 0, a_smem, b_smem, full,
                                empty, k_tiles, NUM_STAGES, B_KMAJOR, rank, CLUSTER_N)
         if C_TMA:
             if row + SUB_M <= row_end:            # all the group's rows: TMA stores, in halves
                 lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
-                store_tile(c_desc, c_smem[cid], lo, row, pid_n * BN, row_end, N, None, None, bias_ptr, None,
-                           0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, 0, 0, BIAS_DIM, ACTIVATION, False)
-                store_tile(c_desc, c_smem[cid], hi, row, pid_n * BN + BN // 2, row_end, N, None, None,
-                           bias_ptr, None, 0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, 0, 0, BIAS_DIM, ACTIVATION,
+                store_tile(c_desc, c_smem[cid], lo, row, pid_n * BN, row_end, N, scale0_ptr, scale1_ptr, bias_ptr,
+                           None, 0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION,
                            False)
+                store_tile(c_desc, c_smem[cid], hi, row, pid_n * BN + BN // 2, row_end, N, scale0_ptr, scale1_ptr,
+                           bias_ptr, None, 0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
+                           ACTIVATION, False)
             else:                                 # the group's last rows: staged masked stores
                 lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
                 store_rows_staged(lo, c_smem[cid], row, pid_n * BN, row_end, N, c_ptr, stride_cm, SUB_M, BN // 2,
-                                  OUT_DTYPE, bias_ptr, BIAS_DIM, ACTIVATION)
+                                  OUT_DTYPE, bias_ptr, BIAS_DIM, ACTIVATION, scale0_ptr, scale1_ptr, SCALE0, SCALE1)
                 store_rows_staged(hi, c_smem[cid], row, pid_n * BN + BN // 2, row_end, N, c_ptr, stride_cm, SUB_M,
-                                  BN // 2, OUT_DTYPE, bias_ptr, BIAS_DIM, ACTIVATION)
+                                  BN // 2, OUT_DTYPE, bias_ptr, BIAS_DIM, ACTIVATION, scale0_ptr, scale1_ptr, SCALE0,
+                                  SCALE1)
         else:
             store_rows_pointers(acc, row, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, BN, bias_ptr,
-                                BIAS_DIM, ACTIVATION)
+                                BIAS_DIM, ACTIVATION, scale0_ptr, scale1_ptr, SCALE0, SCALE1)
     elif found > 0:                               # rows past the group's end: no MMAs, but the
         for k in range(k_tiles):                  # ring and the turns are walked in step
             slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
@@ -363,7 +377,8 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
 def split_tail(row0, row_end, pid_n, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, N, k_tiles, stride_cm,
                stride_cn, BM: tl.constexpr, BN: tl.constexpr, NUM_STAGES: tl.constexpr, B_KMAJOR: tl.constexpr,
                C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, bias_ptr=None, BIAS_DIM: tl.constexpr = -1,
-               ACTIVATION: tl.constexpr = 0):
+               ACTIVATION: tl.constexpr = 0, scale0_ptr=None, scale1_ptr=None, SCALE0: tl.constexpr = 0,
+               SCALE1: tl.constexpr = 0):
     """Consumer ``cid``'s half of a tile whose group ends within its first ``BM / 2`` rows: those
     rows (the first consumer's ``a`` buffer; the producer loads no second) times columns
     ``cid * BN / 2 ..`` of the ``b`` buffer, an ``m64n(BN/2)`` product a k-step in the consumers'
@@ -376,10 +391,10 @@ def split_tail(row0, row_end, pid_n, count, cid, a_smem, b_smem, c_smem, full, e
     col = pid_n * BN + cid * HALF_N
     if C_TMA:
         store_rows_staged(acc, c_smem[cid], row0, col, row_end, N, c_ptr, stride_cm, SUB_M, HALF_N, OUT_DTYPE,
-                          bias_ptr, BIAS_DIM, ACTIVATION)
+                          bias_ptr, BIAS_DIM, ACTIVATION, scale0_ptr, scale1_ptr, SCALE0, SCALE1)
     else:
         store_rows_pointers(acc, row0, col, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, HALF_N, bias_ptr,
-                            BIAS_DIM, ACTIVATION)
+                            BIAS_DIM, ACTIVATION, scale0_ptr, scale1_ptr, SCALE0, SCALE1)
     return count
 
 
@@ -441,11 +456,12 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                            EXPERT_ORDER: tl.constexpr = False, DYNAMIC: tl.constexpr = False, bias_ptr=None,
                            stride_bias=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0,
                            SPLIT_TAIL: tl.constexpr = False, COLUMN_BANDS: tl.constexpr = 0,
-                           CLUSTER_N: tl.constexpr = 1):
+                           CLUSTER_N: tl.constexpr = 1, scale0_ptr=None, scale1_ptr=None, stride_scale1=0,
+                           SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0):
     tl.static_assert(CLUSTER_N == 1 or (CLUSTER_N == 2 and DYNAMIC and EXPERT_ORDER and not SPLIT_TAIL),
                      "CTA pairs (CLUSTER_N = 2) run the dynamic schedule in expert order, without split tails")
     SUB_M: tl.constexpr = BM // 2
-    WITH_GROUP: tl.constexpr = BIAS_DIM == 1                                # the consumers need the tile's expert
+    WITH_GROUP: tl.constexpr = BIAS_DIM == 1 or SCALE1 > 0                  # the consumers need the tile's expert
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
     ID_BUFS: tl.constexpr = 2
     c_smem = None
@@ -515,7 +531,8 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                     count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
                                          empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
                                          B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr, stride_bias, BIAS_DIM,
-                                         ACTIVATION, SPLIT_TAIL, rank, CLUSTER_N)
+                                         ACTIVATION, SPLIT_TAIL, rank, CLUSTER_N, scale0_ptr, scale1_ptr,
+                                         stride_scale1, SCALE0, SCALE1)
                     n += 1
                     row0, row_end, found, pid_n, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
             else:
@@ -527,7 +544,8 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                     count = consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem, full,
                                          empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
                                          B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr, stride_bias, BIAS_DIM,
-                                         ACTIVATION, SPLIT_TAIL)
+                                         ACTIVATION, SPLIT_TAIL, scale0_ptr=scale0_ptr, scale1_ptr=scale1_ptr,
+                                         stride_scale1=stride_scale1, SCALE0=SCALE0, SCALE1=SCALE1)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             if C_TMA:
