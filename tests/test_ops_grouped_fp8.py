@@ -112,7 +112,8 @@ def test_scales_on_16_bit_operands_and_the_default_choice(monkeypatch):
     assert grouped_matmul(a8[:8], b8, torch.tensor([8, 0, 0]), config="g8_64x128x128").dtype == torch.bfloat16
     assert choose_grouped_config(2048, 8, 14336, "kmajor", fp8=True) == "gws8_128x256x128_s4_e16d_c2"
     assert choose_grouped_config(2048, 8, 1408, "kmajor", fp8=True) == "gws8_128x128x128_s5"
-    assert choose_grouped_config(512, 8, 14336, "kmajor", fp8=True) == "g8_64x128x128"
+    assert choose_grouped_config(8192, 128, 768, "kmajor", fp8=True) == "gws8_128x128x128_s5"
+    assert choose_grouped_config(4096, 128, 768, "kmajor", fp8=True) == "g8_64x128x128"
     assert choose_grouped_config(4096, 8, 14336, None, fp8=True) == "g8_128x128x128"
 
 

@@ -140,12 +140,13 @@ def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | 
     (H100 2026-12-06, three runs: 1.026-1.031x at M = 2048, 1.009-1.020x at 4096, 0.999-1.018x at 16384;
     not yet timed on the H200), else 128x128.  Otherwise the pointer kernel:
     64-row tiles when the mean group is under 256 rows (less padding in each group's last
-    tile), 128 otherwise; 256 columns when N is large enough to fill the SMs anyway.  fp8: the same
-    choice among the ``gws8_`` / ``g8_`` tiles (not yet timed apart from the 16-bit ones'; the WS kernel
-    reads fp8 weights K-major only)."""
+    tile), 128 otherwise; 256 columns when N is large enough to fill the SMs anyway.  fp8 (K-major weights
+    only): the WS kernel from 64 rows an expert on average, 128x256 pairs where the 16-bit rule takes them,
+    else 128x128 (H100, session 37: at E = 128 / 64, M = 8192, 0.88 / 0.76 of the 64-row pointer tile's time,
+    1.04 / 1.16x ``torch._scaled_grouped_mm``); the pointer kernel below that."""
     if fp8:
-        if total_m >= 256 * n_groups and ws_layout == "kmajor" and n_groups <= WS_MAX_GROUPS:
-            return "gws8_128x256x128_s4_e16d_c2" if n >= 4096 else "gws8_128x128x128_s5"
+        if total_m >= 64 * n_groups and ws_layout == "kmajor" and n_groups <= WS_MAX_GROUPS:
+            return "gws8_128x256x128_s4_e16d_c2" if n >= 4096 and total_m >= 256 * n_groups else "gws8_128x128x128_s5"
         return "g8_64x128x128" if total_m < 256 * n_groups else "g8_128x128x128"
     if total_m < 256 * n_groups:
         return "g_64x128x64"
