@@ -306,7 +306,9 @@ def test_ws_kernel_is_chosen_for_large_groups_it_can_read():
     assert choose_grouped_config(16384, 64, 1408, "kmajor") == "gws_128x128x64_s5"     # 256 rows a group
     assert choose_grouped_config(16384, 200, 1408, "kmajor") == "g_64x128x64"          # more groups than 128
     assert choose_grouped_config(65536, 200, 1408, "kmajor") == "g_128x128x64"
-    assert choose_grouped_config(8192, 64, 1408, "kmajor") == "g_64x128x64"            # small groups
+    assert choose_grouped_config(8192, 64, 1408, "kmajor") == "gws_128x128x64_s5"      # 128 rows a group
+    assert choose_grouped_config(8192, 128, 768, "nmajor") == "gws_128x128x64_s5"      # 64 rows a group
+    assert choose_grouped_config(4096, 128, 768, "kmajor") == "g_64x128x64"            # 32 rows a group
     assert choose_grouped_config(16384, 8, 14336, None) == "g_128x256x64"
     with pytest.raises(ValueError, match="reads the operands by TMA"):
         b = torch.empty(2, 100, 24, dtype=torch.bfloat16)                                # N-major, K % 64 != 0

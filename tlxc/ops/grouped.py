@@ -134,24 +134,26 @@ def _ws_layout(a: torch.Tensor, b_experts: torch.Tensor) -> str | None:
 
 def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | None = None,
                           fp8: bool = False) -> str:
-    """Groups of 256 rows or more on average (at most 128 groups) whose operands TMA can read:
-    the warp-specialized kernel, 128x256 tiles in expert order with the dynamic schedule when N >= 4096
-    (H200 2026-12-04, E = 8, N = 14336: 1.06-1.10x the static grouped order), in CTA pairs sharing ``a``
-    (H100 2026-12-06, three runs: 1.026-1.031x at M = 2048, 1.009-1.020x at 4096, 0.999-1.018x at 16384;
-    not yet timed on the H200), else 128x128.  Otherwise the pointer kernel:
-    64-row tiles when the mean group is under 256 rows (less padding in each group's last
-    tile), 128 otherwise; 256 columns when N is large enough to fill the SMs anyway.  fp8 (K-major weights
-    only): the WS kernel from 64 rows an expert on average, 128x256 pairs where the 16-bit rule takes them,
-    else 128x128 (H100, session 37: at E = 128 / 64, M = 8192, 0.88 / 0.76 of the 64-row pointer tile's time,
-    1.04 / 1.16x ``torch._scaled_grouped_mm``); the pointer kernel below that."""
+    """Groups of 64 rows or more on average (at most 128 groups) whose operands TMA can read: the
+    warp-specialized kernel.  From 256 rows an expert, 128x256 tiles in expert order with the dynamic
+    schedule when N >= 4096 (H200 2026-12-04, E = 8, N = 14336: 1.06-1.10x the static grouped order), in
+    CTA pairs sharing ``a`` (H100 2026-12-06, three runs: 1.026-1.031x at M = 2048, 1.009-1.020x at 4096,
+    0.999-1.018x at 16384; not yet timed on the H200), else 128x128; from 64 rows an expert 128x128 (H100,
+    session 37: at E = 128 / 64 / 32 with 64 / 128 / 128 rows an expert, 0.98 / 0.79 / 0.75 of the 64-row
+    pointer tile's time in bf16, 0.88 / 0.76 in fp8).  Otherwise the pointer kernel: 64-row tiles when the
+    mean group is under 256 rows (less padding in each group's last tile), 128 otherwise; 256 columns when
+    N is large enough to fill the SMs anyway.  fp8 takes the ``gws8_`` / ``g8_`` tiles of the same choice
+    (the WS kernel reads 8-bit weights K-major only)."""
+    readable = ws_layout == "kmajor" if fp8 else ws_layout is not None
+    if readable and n_groups <= WS_MAX_GROUPS and total_m >= 64 * n_groups:
+        pair = n >= 4096 and total_m >= 256 * n_groups
+        if fp8:
+            return "gws8_128x256x128_s4_e16d_c2" if pair else "gws8_128x128x128_s5"
+        return "gws_128x256x64_s4_e16d_c2" if pair else "gws_128x128x64_s5"
     if fp8:
-        if total_m >= 64 * n_groups and ws_layout == "kmajor" and n_groups <= WS_MAX_GROUPS:
-            return "gws8_128x256x128_s4_e16d_c2" if n >= 4096 and total_m >= 256 * n_groups else "gws8_128x128x128_s5"
         return "g8_64x128x128" if total_m < 256 * n_groups else "g8_128x128x128"
     if total_m < 256 * n_groups:
         return "g_64x128x64"
-    if ws_layout is not None and n_groups <= WS_MAX_GROUPS:
-        return "gws_128x256x64_s4_e16d_c2" if n >= 4096 else "gws_128x128x64_s5"
     return "g_128x256x64" if n >= 4096 else "g_128x128x64"
 
 
