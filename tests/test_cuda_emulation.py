@@ -346,6 +346,36 @@ def test_grouped_ws_gemm_cuda_text_matches_float64(kmajor, bands, monkeypatch):
     assert ((out.double() - ref).norm() / ref.norm()).item() < 8e-3
 
 
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_grouped_wgrad_ws_cuda_text_matches_float64(out_dtype, monkeypatch):
+    """The grouped weight gradient's WS kernel from its CUDA text: the consumers' zeroing of the
+    ``a`` rows past a group's end on its last k-step (a shared read, select and write, the proxy fence,
+    the warp group's named barrier) where the next group's rows follow, an empty group, the TMA
+    stores of a bf16 output through the ``[E * K, N]`` descriptor, or a float32 one's masked pointer
+    stores (K = 200: not a whole number of tiles)."""
+    G = importlib.import_module("tlxc.ops.grouped")
+
+    class Emulated:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            return lambda *args, **meta: _emulated(self.kernel, grid, *args, **meta)
+    monkeypatch.setattr(G, "grouped_wgrad_ws_kernel", Emulated(G.grouped_wgrad_ws_kernel))
+    monkeypatch.setattr(G, "CPU_SMS", 3)
+    sizes = [70, 0, 130, 5]
+    K, N = (256, 256) if out_dtype == torch.bfloat16 else (200, 136)
+    g = torch.Generator().manual_seed(6)
+    a = torch.randn(sum(sizes) + 9, K, generator=g).to(torch.bfloat16)
+    grad = torch.randn(sum(sizes) + 9, N, generator=g).to(torch.bfloat16)
+    out = G.grouped_weight_grad(a, grad, torch.tensor(sizes, dtype=torch.int32), out_dtype, config="wws_128x128x64_s6")
+    starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    ref = torch.stack([a[starts[i]:starts[i + 1]].double().t() @ grad[starts[i]:starts[i + 1]].double()
+                       for i in range(len(sizes))])
+    assert torch.isfinite(out).all() and (out[1] == 0).all()
+    assert ((out.double() - ref).norm() / ref.norm()).item() < (1e-6 if out_dtype == torch.float32 else 8e-3)
+
+
 _DEADLOCKS = {
     # lanes whose select picks the partner shuffle twice: the other lanes never reach the second one
     "divergent_shuffle": """extern "C" __global__ void divergent(int* out) {

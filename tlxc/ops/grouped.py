@@ -29,6 +29,7 @@ from .kernels.epilogue import ACTIVATIONS, GLU_FIRST
 from .kernels.grouped_gemm import grouped_gemm_kernel
 from .kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
 from .kernels.grouped_wgrad import grouped_wgrad_kernel
+from .kernels.grouped_wgrad_ws import grouped_wgrad_ws_kernel
 from .matmul import FP8_DTYPES, OUT_DTYPES, TL_DTYPES, _tma_stores, align_fact, dot_aligns
 from .matmul_configs import SHARED_LIMIT
 
@@ -391,6 +392,38 @@ WGRAD_CONFIGS = {           # name: (BLOCK_K, BLOCK_N, BLOCK_M (rows a step), wa
     "w_128x128x32_w8_s4": (128, 128, 32, 8, 4),
 }
 WGRAD_DEFAULT = "w_128x256x64_w8_s3"     # H200 2026-12-04: 0.81-0.98 of 128x128's time (6 MoE shapes)
+# name: (BM (K-rows of a tile), BN, BR (rows a k-step), stages): grouped_wgrad_ws_kernel, the warp-specialized
+# TMA kernel (opt-in, session 37: correct on the interpreter and the sm_90a compile, not yet run on a GPU)
+WGRAD_WS_CONFIGS = {
+    "wws_128x256x64_s4": (128, 256, 64, 4),
+    "wws_128x128x64_s6": (128, 128, 64, 6),
+}
+
+
+def _wgrad_ws_readable(a: torch.Tensor, grad: torch.Tensor) -> bool:
+    """Whether TMA can read ``a`` and ``grad`` as they are (unit column stride, 16-byte aligned rows
+    and base, rows of at least 16 bytes)."""
+    return all(t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0 and
+               t.shape[1] * t.element_size() >= 16 for t in (a, grad))
+
+
+def _launch_wgrad_ws(config: str, a, grad, group_sizes, out) -> None:
+    bm, bn, br, stages = WGRAD_WS_CONFIGS[config]
+    E, K, N = out.shape
+    M = a.shape[0]
+    box = 128 // a.element_size()                       # one 128-byte swizzle span
+    a_desc = TensorDescriptor.from_tensor(a, [br, bm // 2], swizzle=128)
+    g_desc = TensorDescriptor.from_tensor(grad, [br, box], swizzle=128)
+    # TMA stores of each consumer's half-tiles: a 16-bit output whose experts' K rows are whole tiles
+    c_tma = out.dtype in (torch.bfloat16, torch.float16) and K % bm == 0 and (N * out.element_size()) % 16 == 0
+    c_desc = TensorDescriptor.from_tensor(out.view(E * K, N), [bm // 2, box], swizzle=128) if c_tma else None
+    tiles = E * -(-K // bm) * -(-N // bn)
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.device.type == "cuda" else CPU_SMS
+    progs = max(1, min(sms, tiles))
+    grouped_wgrad_ws_kernel[(progs,)](a_desc, g_desc, c_desc, out, group_sizes, M, E, K, N, progs, out.stride(0),
+                                      out.stride(1), out.stride(2), BM=bm, BN=bn, BR=br, NUM_STAGES=stages,
+                                      GROUP_M=GROUP_M, DTYPE=_TL_DTYPES[a.dtype], E_PAD=_pow2(E), C_TMA=c_tma,
+                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, B_BOX_N=box, num_warps=4)
 
 
 def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.Tensor,
@@ -398,10 +431,12 @@ def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.
     """``db[g] = a[rows of g]ᵀ @ grad[rows of g]``, ``[E, K, N]`` (contiguous, ``out_dtype`` or
     ``a``'s dtype): the weight gradient of ``grouped_matmul`` (``kernels/grouped_wgrad.py``;
     float32 accumulation, no host sync; a group of no rows gets zeros).  ``config``: one of
-    ``WGRAD_CONFIGS`` (default ``WGRAD_DEFAULT``)."""
+    ``WGRAD_CONFIGS`` (default ``WGRAD_DEFAULT``) or ``WGRAD_WS_CONFIGS`` (the warp-specialized TMA
+    kernel, ``kernels/grouped_wgrad_ws.py``: operands TMA can read as they are)."""
     _check_types("tlxc.ops.grouped_weight_grad", out_dtype, a=a, grad=grad, group_sizes=group_sizes)
-    if config is not None and config not in WGRAD_CONFIGS:
-        raise ValueError(f"tlxc.ops.grouped_weight_grad: unknown config {config!r} (one of {sorted(WGRAD_CONFIGS)})")
+    if config is not None and config not in WGRAD_CONFIGS and config not in WGRAD_WS_CONFIGS:
+        raise ValueError(f"tlxc.ops.grouped_weight_grad: unknown config {config!r} (one of "
+                         f"{sorted(WGRAD_CONFIGS) + sorted(WGRAD_WS_CONFIGS)})")
     if a.dim() != 2 or grad.dim() != 2 or a.shape[0] != grad.shape[0]:
         raise ValueError(f"tlxc.ops.grouped_weight_grad expects a [total_M, K] and grad [total_M, N], got "
                          f"{tuple(a.shape)} and {tuple(grad.shape)}")
@@ -412,6 +447,13 @@ def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.
         return out
     if M == 0:
         return out.zero_()
+    if config in WGRAD_WS_CONFIGS:
+        if not _wgrad_ws_readable(a, grad):
+            raise ValueError(f"tlxc.ops.grouped_weight_grad: config {config!r} reads 'a' and 'grad' by TMA: unit "
+                             f"column strides, 16-byte aligned rows of at least 16 bytes; got strides "
+                             f"{tuple(a.stride())} and {tuple(grad.stride())}")
+        _launch_wgrad_ws(config, a, grad, group_sizes, out)
+        return out
     bk, bn, bm, warps, stages = WGRAD_CONFIGS[config or WGRAD_DEFAULT]
     grid = (E * -(-K // bk) * -(-N // bn),)
     grouped_wgrad_kernel[grid](a, grad, out, group_sizes, M, E, K, N, a.stride(0), a.stride(1), grad.stride(0),
