@@ -3,10 +3,9 @@ on the interpreter against per-group float32 products (poisoned output); every g
 configuration compiles for sm_90a (wgmma, cp.async, no spills); argument errors."""
 from __future__ import annotations
 
-import inspect
-
 import pytest
 import torch
+from launch_check import check_findings, record_launch
 
 import tlxc.ops.grouped as grouped_module
 from tlxc.ops import grouped_matmul
@@ -177,27 +176,13 @@ def test_ws_launch_checks_clean(config, monkeypatch):
     """``tlxc check`` of the WS kernel as the host launches it (a CTA pair: in clusters of 2): the
     frontend, resources and shared memory pass, no finding above a note (the barrier protocol itself
     is the interpreter's, above: the tile loop's trips are runtime values, which the note says)."""
-    from tlxc.compiler import check_function
-    from tlxc.frontend.specialize import specialization_from_args
-    launches = []
-
-    class Recorder:
-        def __init__(self, kernel):
-            self.kernel = kernel
-
-        def __getitem__(self, grid):
-            return lambda *args, **meta: launches.append((self.kernel, args, meta))
-    monkeypatch.setattr(grouped_module, "grouped_gemm_ws_kernel", Recorder(grouped_module.grouped_gemm_ws_kernel))
     sizes = torch.tensor([100, 0, 50], dtype=torch.int32)
     a, b = torch.randn(150, 64).to(torch.bfloat16), torch.randn(3, 64, 512).to(torch.bfloat16)
-    grouped_matmul(a, b, sizes, config=config)
-    (kernel, args, meta), = launches
-    num_warps, cga = meta.pop("num_warps"), meta.pop("ctas_per_cga")
+    kernel, args, meta = record_launch(monkeypatch, grouped_module, "grouped_gemm_ws_kernel",
+                                       lambda: grouped_matmul(a, b, sizes, config=config))
+    cga = meta["ctas_per_cga"]
     assert cga == ((2, 1, 1) if config.endswith("_c2") else None)
-    defaults = {n: p.default for n, p in inspect.signature(kernel.fn).parameters.items()
-                if p.default is not inspect.Parameter.empty}
-    params = {**defaults, **dict(zip(kernel.param_names, args)), **meta}
-    findings = check_function(kernel, specialization_from_args(kernel, params), num_warps=num_warps, cluster=cga)
+    findings = check_findings(kernel, args, meta, cluster=cga)
     assert [f for f in findings if f.severity != "note"] == []
 
 

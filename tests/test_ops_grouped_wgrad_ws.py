@@ -5,10 +5,9 @@ groups' sum; a bf16 output TMA-stored, a float32 one through pointers with K not
 the sm_90a compile without spills; ``tlxc check``; the argument check; the GPU run."""
 from __future__ import annotations
 
-import inspect
-
 import pytest
 import torch
+from launch_check import check_findings, record_launch
 
 import tlxc.ops.grouped as grouped_module
 from tlxc.ops.grouped import WGRAD_WS_CONFIGS, grouped_weight_grad
@@ -75,26 +74,10 @@ def test_ws_weight_grad_compiles_for_sm90a(config):
 @pytest.mark.parametrize("config", WS)
 def test_ws_weight_grad_launch_checks_clean(config, monkeypatch):
     """``tlxc check`` of the kernel as the host launches it: no finding above a note."""
-    from tlxc.compiler import check_function
-    from tlxc.frontend.specialize import specialization_from_args
-    launches = []
-
-    class Recorder:
-        def __init__(self, kernel):
-            self.kernel = kernel
-
-        def __getitem__(self, grid):
-            return lambda *args, **meta: launches.append((self.kernel, args, meta))
-    monkeypatch.setattr(grouped_module, "grouped_wgrad_ws_kernel", Recorder(grouped_module.grouped_wgrad_ws_kernel))
     a, grad = torch.randn(150, 128).to(torch.bfloat16), torch.randn(150, 256).to(torch.bfloat16)
-    grouped_weight_grad(a, grad, torch.tensor([100, 0, 50], dtype=torch.int32), config=config)
-    (kernel, args, meta), = launches
-    num_warps = meta.pop("num_warps")
-    defaults = {n: p.default for n, p in inspect.signature(kernel.fn).parameters.items()
-                if p.default is not inspect.Parameter.empty}
-    params = {**defaults, **dict(zip(kernel.param_names, args)), **meta}
-    findings = check_function(kernel, specialization_from_args(kernel, params), num_warps=num_warps)
-    assert [f for f in findings if f.severity != "note"] == []
+    kernel, args, meta = record_launch(monkeypatch, grouped_module, "grouped_wgrad_ws_kernel", lambda: grouped_weight_grad(
+        a, grad, torch.tensor([100, 0, 50], dtype=torch.int32), config=config))
+    assert [f for f in check_findings(kernel, args, meta) if f.severity != "note"] == []
 
 
 @pytest.mark.gpu
