@@ -346,6 +346,39 @@ def test_grouped_ws_gemm_cuda_text_matches_float64(kmajor, bands, monkeypatch):
     assert ((out.double() - ref).norm() / ref.norm()).item() < 8e-3
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "promoted"])
+def test_grouped_fp8_ws_cuda_text_matches_float64(fast, monkeypatch):
+    """The fp8 grouped WS GEMM from its CUDA text (e4m3 wgmma, 128-byte k-steps, K-major weights): row-wise
+    ``scale_a`` and per-expert column ``scale_b`` in the epilogue of both store paths (TMA inside a group,
+    staged masked stores of its last rows), the sums in the wgmma accumulator or promoted (each k-step's
+    products in an accumulator of their own, added in float32); an empty group and one of 5 rows."""
+    G = importlib.import_module("tlxc.ops.grouped")
+
+    class Emulated:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            return lambda *args, **meta: _emulated(self.kernel, grid, *args, **meta)
+    monkeypatch.setattr(G, "group_table_kernel", Emulated(G.group_table_kernel))
+    monkeypatch.setattr(G, "grouped_gemm_ws_kernel", Emulated(G.grouped_gemm_ws_kernel))
+    monkeypatch.setattr(G, "CPU_SMS", 3)
+    sizes = [70, 0, 130, 5]
+    g = torch.Generator().manual_seed(8)
+    K, N = 272, 200
+    a = (torch.randn(sum(sizes), K, generator=g) * 2).to(torch.float8_e4m3fn)
+    w = (torch.randn(len(sizes), N, K, generator=g) * 2).to(torch.float8_e4m3fn)
+    scale_a = torch.rand(sum(sizes), generator=g) + 0.5
+    scale_b = torch.rand(len(sizes), N, generator=g) + 0.5
+    out = G.grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes, dtype=torch.int32), config="gws8_128x128x128_s5",
+                           scale_a=scale_a, scale_b=scale_b, use_fast_accum=fast)
+    starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    ref = torch.cat([(a[starts[i]:starts[i + 1]].double() @ w[i].double().t()) * scale_a[starts[i]:starts[i + 1], None]
+                     * scale_b[i] for i in range(len(sizes))])
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 4e-3
+
+
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_grouped_wgrad_ws_cuda_text_matches_float64(out_dtype, monkeypatch):
     """The grouped weight gradient's WS kernel from its CUDA text: the consumers' zeroing of the

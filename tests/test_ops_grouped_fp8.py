@@ -73,6 +73,24 @@ def test_fp8_groups_match_float64(config, scales, monkeypatch):
     assert _rel(out, _reference(a, b, SIZES, kw.get("scale_a"), kw.get("scale_b"))) < 4e-3
 
 
+@pytest.mark.parametrize("config", [None, "gws8_128x128x128_s5", "gws8_128x128x128_s5_e8d", "g8_64x128x128",
+                                    "g8_128x128x128"])
+def test_fp8_promoted_sums_match_float64(config, monkeypatch):
+    """``use_fast_accum=False``: each k-step's products added to the tile's sum in float32 (the default
+    pick then a 128x128 tile), the same values as float64 math up to the output's rounding."""
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 3)
+    g = torch.Generator().manual_seed(9)
+    K, N = 400, 136
+    a, b = _operands(SIZES, K, N, g)
+    M, E = a.shape[0], b.shape[0]
+    scale_a, scale_b = torch.rand(M, generator=g) + 0.5, torch.rand(E, N, generator=g) + 0.5
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    grouped_matmul(a, b, torch.tensor(SIZES, dtype=torch.int32), out, config=config, scale_a=scale_a, scale_b=scale_b,
+                   use_fast_accum=False)
+    assert torch.isfinite(out).all()
+    assert _rel(out, _reference(a, b, SIZES, scale_a, scale_b)) < 4e-3
+
+
 @pytest.mark.parametrize("config", ["gws8_128x128x128_s5", "g8_64x128x128"])
 def test_fp8_e5m2_float32_output_bias_silu_and_rows_past_the_groups(config, monkeypatch):
     """e5m2 operands, a float32 output (the WS kernel's pointer stores), a per-expert bias and SiLU
@@ -128,12 +146,21 @@ def test_scales_on_16_bit_operands_and_the_default_choice(monkeypatch):
                                                                         "expert"),
     (lambda a, b, s: grouped_matmul(a, b, s, scale_b=torch.ones(2, dtype=torch.float16)), "'scale_b' must be a "
                                                                                            "float32 tensor"),
+    (lambda a, b, s: grouped_matmul(a, b, s, config="gws8_128x256x128_s4_e16d", use_fast_accum=False),
+     "use_fast_accum=False keeps a second accumulator"),
 ])
 def test_fp8_arguments_are_checked_by_name(call, message):
     g = torch.Generator().manual_seed(0)
     a, b = _operands([16, 16], 64, 32, g)
     with pytest.raises(ValueError, match=message):
         call(a, b, torch.tensor([16, 16]))
+
+
+def test_use_fast_accum_must_be_a_bool():
+    g = torch.Generator().manual_seed(0)
+    a, b = _operands([16, 16], 64, 32, g)
+    with pytest.raises(TypeError, match="use_fast_accum must be a bool"):
+        grouped_matmul(a, b, torch.tensor([16, 16]), use_fast_accum=0)
 
 
 def test_no_backward_through_the_scales():
@@ -166,7 +193,8 @@ def test_fp8_ws_configs_compile_for_sm90a(config):
             B_KMAJOR=True, B_BOX_N=128, E_PAD=E, SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
             OUT_DTYPE=tl.bfloat16 if c_tma else None, C_BOX_N=64, SPLIT_TAIL=meta["CLUSTER_N"] == 1, num_warps=4,
             grid=(132,), ctas_per_cga=(2, 1, 1) if meta["CLUSTER_N"] == 2 else None,
-            scale0_ptr=torch.empty(M), scale1_ptr=torch.empty(E * N), stride_scale1=N, SCALE0=2, SCALE1=2)
+            scale0_ptr=torch.empty(M), scale1_ptr=torch.empty(E * N), stride_scale1=N, SCALE0=2, SCALE1=2,
+            PROMOTE=bn <= 128)                  # (promoted sums: the 128-wide tiles only)
         code = h.asm["cuda"]
         assert h.n_spills == 0 and h.metadata.shared <= 232448
         assert h.metadata.shared == grouped_module.ws_shared_bytes(config, 1, 2, c_tma, True)
@@ -174,7 +202,8 @@ def test_fp8_ws_configs_compile_for_sm90a(config):
 
 
 @pytest.mark.parametrize("config", FP8_POINTER)
-def test_fp8_pointer_configs_compile_for_sm90a(config):
+@pytest.mark.parametrize("promote", [False, True])
+def test_fp8_pointer_configs_compile_for_sm90a(config, promote):
     from tlxc.ops.kernels.grouped_gemm import grouped_gemm_kernel
     bm, bn, bk, warps, stages = GROUPED_CONFIGS[config]
     E, K, N, M = 8, 4096, 4096, 8192
@@ -185,13 +214,14 @@ def test_fp8_pointer_configs_compile_for_sm90a(config):
                                    b.stride(0), b.stride(1), b.stride(2), out.stride(0), out.stride(1), M // bm + E,
                                    BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, E_PAD=E, num_warps=warps,
                                    num_stages=stages, grid=(1,), scale0_ptr=torch.empty(M), scale1_ptr=torch.empty(E),
-                                   stride_scale1=1, SCALE0=2, SCALE1=1)
+                                   stride_scale1=1, SCALE0=2, SCALE1=1, PROMOTE=promote)
     assert h.n_spills == 0 and "wgmma.mma_async" in h.asm["cuda"]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("config", [None] + FP8_WS + FP8_POINTER)
-def test_fp8_grouped_on_the_gpu(config):
+@pytest.mark.parametrize("config,fast", [(c, True) for c in [None] + FP8_WS + FP8_POINTER] +
+                         [(c, False) for c in [None, "gws8_128x128x128_s5_e8d", "g8_128x128x128"]])
+def test_fp8_grouped_on_the_gpu(config, fast):
     """On the GPU: every fp8 configuration (and the default pick) against float64 math of the same
     8-bit values at an MoE-like draw (an empty expert, groups ending mid-tile), and against
     ``torch._scaled_grouped_mm`` where this torch runs it."""
@@ -206,12 +236,12 @@ def test_fp8_grouped_on_the_gpu(config):
     scale_b = torch.rand(E, N, generator=g).cuda() * 0.01 + 0.005
     out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
     grouped_matmul(a, b, torch.tensor(sizes, dtype=torch.int32, device="cuda"), out, config=config,
-                   scale_a=scale_a, scale_b=scale_b)
+                   scale_a=scale_a, scale_b=scale_b, use_fast_accum=fast)
     ref = _reference(a, b, sizes, scale_a, scale_b)
     assert torch.isfinite(out).all()
     assert _rel(out, ref) < 4e-3
     sgm = getattr(torch, "_scaled_grouped_mm", None)
-    if config is None and sgm is not None:
+    if config is None and fast and sgm is not None:
         offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
         try:
             theirs = sgm(a, b, scale_a, scale_b, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True)
@@ -230,6 +260,6 @@ def test_fp8_scaled_product_under_torch_compile_fullgraph():
     scale_a, scale_b = torch.rand(64, generator=g) + 0.5, torch.rand(3, 96, generator=g) + 0.5
 
     def f(a, b, scale_a, scale_b):
-        return grouped_matmul(a, b, sizes, scale_a=scale_a, scale_b=scale_b)
+        return grouped_matmul(a, b, sizes, scale_a=scale_a, scale_b=scale_b, use_fast_accum=False)
     got = torch.compile(f, backend="aot_eager", fullgraph=True)(a, b, scale_a, scale_b)
     assert got.dtype == torch.bfloat16 and torch.equal(got, f(a, b, scale_a, scale_b))

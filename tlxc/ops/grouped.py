@@ -137,7 +137,7 @@ def _ws_layout(a: torch.Tensor, b_experts: torch.Tensor) -> str | None:
 
 
 def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | None = None,
-                          fp8: bool = False) -> str:
+                          fp8: bool = False, promote: bool = False) -> str:
     """Groups of 64 rows or more on average (at most 128 groups) whose operands TMA can read: the
     warp-specialized kernel.  From 256 rows an expert, 128x256 tiles in expert order with the dynamic
     schedule when N >= 4096 (H200 2026-12-04, E = 8, N = 14336: 1.06-1.10x the static grouped order), in
@@ -147,10 +147,11 @@ def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | 
     pointer tile's time in bf16, 0.88 / 0.76 in fp8).  Otherwise the pointer kernel: 64-row tiles when the
     mean group is under 256 rows (less padding in each group's last tile), 128 otherwise; 256 columns when
     N is large enough to fill the SMs anyway.  fp8 takes the ``gws8_`` / ``g8_`` tiles of the same choice
-    (the WS kernel reads 8-bit weights K-major only)."""
+    (the WS kernel reads 8-bit weights K-major only); promoted sums (``promote``: ``use_fast_accum=False``)
+    no 256-wide tile."""
     readable = ws_layout == "kmajor" if fp8 else ws_layout is not None
     if readable and n_groups <= WS_MAX_GROUPS and total_m >= 64 * n_groups:
-        pair = n >= 4096 and total_m >= 256 * n_groups
+        pair = n >= 4096 and total_m >= 256 * n_groups and not promote
         if fp8:
             return "gws8_128x256x128_s4_e16d_c2" if pair else "gws8_128x128x128_s5"
         return "gws_128x256x64_s4_e16d_c2" if pair else "gws_128x128x64_s5"
@@ -249,12 +250,18 @@ def _scale_args(scale_a, scale_b, M: int, E: int, N: int, device) -> dict:
 def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.Tensor, out: torch.Tensor | None = None,
                    *, bias: torch.Tensor | None = None, activation: str | None = None,
                    out_dtype: torch.dtype | None = None, config: str | None = None,
-                   scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> torch.Tensor:
+                   scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
+                   use_fast_accum: bool = True) -> torch.Tensor:
     """``out[rows of g] = activation(a[rows of g] @ b_experts[g] * scale_a * scale_b[g] + bias[g])``
     (module docstring; ``bias`` ``[E, N]`` or ``[N]``, ``activation`` as ``tlxc.ops.matmul``'s: relu,
     gelu, gelu_tanh, silu, or the GLU pairs swiglu / geglu, whose output has N / 2 columns; the
-    scales as ``torch._scaled_grouped_mm``'s, for fp8 operands above all)."""
+    scales as ``torch._scaled_grouped_mm``'s, for fp8 operands above all).  ``use_fast_accum`` (fp8,
+    as ``torch._scaled_mm``'s): True sums every product in the wgmma accumulator; False adds each
+    128-byte k-step's products to the sum in float32 (128x128 tiles: ``gws8_128x128x128_*`` or the
+    pointer kernel; 16-bit operands always sum in float32)."""
     _check_types("tlxc.ops.grouped_matmul", out_dtype, a=a, b_experts=b_experts, group_sizes=group_sizes)
+    if not isinstance(use_fast_accum, bool):
+        raise TypeError(f"tlxc.ops.grouped_matmul: use_fast_accum must be a bool, got {use_fast_accum!r}")
     if out is not None and (not isinstance(out, torch.Tensor) or out.dtype not in OUT_DTYPES):
         raise ValueError(f"tlxc.ops.grouped_matmul: 'out' must be a tensor of one of {OUT_DTYPES}, got "
                          f"{getattr(out, 'dtype', type(out).__name__)}")
@@ -264,6 +271,7 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
     E, K, N = b_experts.shape
     _check_operands("tlxc.ops.grouped_matmul", a, b_experts, group_sizes, E, fp8=True)
     fp8 = a.dtype in FP8_DTYPES
+    promote = fp8 and not use_fast_accum
     M = a.shape[0]
     bias, stride_bias, bias_dim, act, n_out = _epilogue_args(bias, activation, E, N, a.device)
     scales = _scale_args(scale_a, scale_b, M, E, N, a.device)
@@ -278,19 +286,24 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
     epilogue = dict(scales)             # (only what is used: the default launch as before)
     if bias_dim >= 0 or act:
         epilogue.update(bias_ptr=bias, stride_bias=stride_bias, BIAS_DIM=bias_dim, ACTIVATION=act)
+    if promote:
+        epilogue["PROMOTE"] = True
     layout = _ws_layout(a, b_experts)
     if fp8 and not (a.stride(1) == 1 and b_experts.stride(1) == 1):
         raise ValueError(f"tlxc.ops.grouped_matmul: fp8 operands must be K-major (wgmma reads 8-bit operands "
                          f"K-major): 'a' with unit column stride, 'b_experts' as w.transpose(1, 2) of [E, N, K] "
                          f"weights; got strides {tuple(a.stride())} and {tuple(b_experts.stride())}")
     if config is None:
-        config = choose_grouped_config(M, E, N, layout, fp8)
+        config = choose_grouped_config(M, E, N, layout, fp8, promote)
     if config not in GROUPED_WS_CONFIGS and config not in GROUPED_CONFIGS:
         raise ValueError(f"tlxc.ops.grouped_matmul: unknown config {config!r} (one of "
                          f"{sorted(GROUPED_CONFIGS) + sorted(GROUPED_WS_CONFIGS)})")
     if is_fp8_config(config) != fp8:
         raise ValueError(f"tlxc.ops.grouped_matmul: config {config!r} runs "
                          f"{'fp8' if is_fp8_config(config) else '16-bit'} operands, got {a.dtype}")
+    if promote and config in GROUPED_WS_CONFIGS and ws_config(config).bn > 128:
+        raise ValueError(f"tlxc.ops.grouped_matmul: use_fast_accum=False keeps a second accumulator of the tile's "
+                         f"width: tiles up to 128 columns (e.g. 'gws8_128x128x128_s5'), got {config!r}")
     if config in GROUPED_WS_CONFIGS:
         if layout is None or (fp8 and layout != "kmajor"):
             raise ValueError(f"tlxc.ops.grouped_matmul: config {config!r} reads the operands by TMA: 'a' needs unit "

@@ -44,12 +44,13 @@ def _check(a, b_experts, group_sizes) -> None:
 def _grouped_impl(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.Tensor,
                   out_dtype: torch.dtype | None = None, bias: torch.Tensor | None = None,
                   activation: str | None = None, scale_a: torch.Tensor | None = None,
-                  scale_b: torch.Tensor | None = None) -> torch.Tensor:
+                  scale_b: torch.Tensor | None = None, use_fast_accum: bool = True) -> torch.Tensor:
     return grouped_matmul_eager(a, b_experts, group_sizes, bias=bias, activation=activation, out_dtype=out_dtype,
-                                scale_a=scale_a, scale_b=scale_b)
+                                scale_a=scale_a, scale_b=scale_b, use_fast_accum=use_fast_accum)
 
 
-def _grouped_fake(a, b_experts, group_sizes, out_dtype=None, bias=None, activation=None, scale_a=None, scale_b=None):
+def _grouped_fake(a, b_experts, group_sizes, out_dtype=None, bias=None, activation=None, scale_a=None, scale_b=None,
+                  use_fast_accum=True):
     _check(a, b_experts, group_sizes)
     n = b_experts.shape[2] // 2 if activation in _GLU_GATE else b_experts.shape[2]
     fp8 = a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
@@ -63,15 +64,16 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
                    out: torch.Tensor | None = None, *, bias: torch.Tensor | None = None,
                    activation: str | None = None, out_dtype: torch.dtype | None = None,
                    config: str | None = None, scale_a: torch.Tensor | None = None,
-                   scale_b: torch.Tensor | None = None) -> torch.Tensor:
+                   scale_b: torch.Tensor | None = None, use_fast_accum: bool = True) -> torch.Tensor:
     """``tlxc.ops.grouped_matmul`` (``ops/grouped.py:grouped_matmul`` for the arguments): the kernels
     directly, or through ``grouped_matmul_op`` where autograd must record the call (an input
     requires grad) or it is traced; ``out=`` and ``config=`` are then refused by name."""
     if not needs_custom_op(a, b_experts, group_sizes, out, bias, scale_a, scale_b):
         return grouped_matmul_eager(a, b_experts, group_sizes, out, bias=bias, activation=activation,
-                                    out_dtype=out_dtype, config=config, scale_a=scale_a, scale_b=scale_b)
+                                    out_dtype=out_dtype, config=config, scale_a=scale_a, scale_b=scale_b,
+                                    use_fast_accum=use_fast_accum)
     refuse_on_the_op("tlxc.ops.grouped_matmul", out=out, config=config)
-    return grouped_matmul_op(a, b_experts, group_sizes, out_dtype, bias, activation, scale_a, scale_b)
+    return grouped_matmul_op(a, b_experts, group_sizes, out_dtype, bias, activation, scale_a, scale_b, use_fast_accum)
 
 
 def _wgrad_impl(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.Tensor,
@@ -87,7 +89,7 @@ grouped_weight_grad_op = register_custom_op("tlxc::grouped_weight_grad", _wgrad_
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    a, b_experts, group_sizes, _out_dtype, bias, activation, scale_a, scale_b = inputs
+    a, b_experts, group_sizes, _out_dtype, bias, activation, scale_a, scale_b, _fast = inputs
     ctx.save_for_backward(a, b_experts, group_sizes, bias)
     ctx.activation = activation
     ctx.scaled = scale_a is not None or scale_b is not None
@@ -120,7 +122,7 @@ def _backward(ctx, grad):
         da = grouped_matmul_op(g, b_experts.transpose(1, 2), group_sizes)
     if ctx.needs_input_grad[1]:
         db = grouped_weight_grad_op(a, g, group_sizes, b_experts.dtype)
-    return da, db, None, None, dbias, None, None, None
+    return da, db, None, None, dbias, None, None, None, None
 
 
 grouped_matmul_op.register_autograd(_backward, setup_context=_setup_context)

@@ -191,8 +191,9 @@ static inline unsigned operand_addr(unsigned start, unsigned lbo, unsigned sbo, 
   return start + (k / 8) * sbo + (k % 8) * S + (mn % per_row) * esz + (mn / per_row) * lbo;
 }
 
-// wgmma.mma_async m64nNk16 f32 += bf16 (A in registers) x bf16 (B in shared memory, descriptor), or
-// m64nNk32 with 8-bit A (four consecutive K elements per register) and a K-major 8-bit B
+// wgmma.mma_async m64nNk16 f32 += bf16 (A in registers or shared memory) x bf16 (B in shared memory,
+// descriptor), or m64nNk32 with 8-bit A (four consecutive K elements per register, or K-major in shared
+// memory) and a K-major 8-bit B
 static void wgmma_compute(WgDeposit* dep) {
   int N = dep[0].n, tb = dep[0].tb, kind = dep[0].kind;
   bool eight = kind == 1 || kind == 2;     // 8-bit (k32) inputs; 16-bit ones: kind 0 bf16, 3 f16
@@ -208,7 +209,7 @@ static void wgmma_compute(WgDeposit* dep) {
   int span = swizzle_span(desc);
   if (!span) snprintf(g_error, sizeof g_error, "wgmma: the B descriptor's swizzle mode 0 (interleave) is not emulated");
   float A[64][32];
-  if (dep[0].ss) {      // A [64, 16] from its descriptor: K-major, or (ta) M-major
+  if (dep[0].ss) {      // A [64, K] from its descriptor: K-major, or (ta, 16-bit only) M-major
     unsigned long long da = dep[0].desc_a;
     for (int i = 1; i < 128; ++i)
       if (dep[i].desc_a != da) snprintf(g_error, sizeof g_error, "wgmma: threads of a warpgroup disagree on A");
@@ -217,11 +218,15 @@ static void wgmma_compute(WgDeposit* dep) {
     int a_span = swizzle_span(da);
     if (!a_span) snprintf(g_error, sizeof g_error, "wgmma: the A descriptor's swizzle mode 0 (interleave) is not emulated");
     for (int r = 0; r < 64 && a_span; ++r)
-      for (int k = 0; k < 16; ++k) {
-        unsigned addr = swz(operand_addr(a_start, a_lbo, a_sbo, a_span, dep[0].ta, r, k, 2), a_span);
-        if (addr + 2 > sizeof(tlx_smem)) {
+      for (int k = 0; k < K; ++k) {
+        unsigned addr = swz(operand_addr(a_start, a_lbo, a_sbo, a_span, dep[0].ta, r, k, esz), a_span);
+        if (addr + esz > sizeof(tlx_smem)) {
           snprintf(g_error, sizeof g_error, "wgmma: the A descriptor reads outside shared memory");
           return;
+        }
+        if (eight) {
+          A[r][k] = fp8f(tlx_smem[addr], kind == 2);
+          continue;
         }
         unsigned short h;
         memcpy(&h, tlx_smem + addr, 2);
@@ -819,6 +824,15 @@ TLX_EMU_WGMMA_SS(200) TLX_EMU_WGMMA_SS(208) TLX_EMU_WGMMA_SS(216) TLX_EMU_WGMMA_
                                                         unsigned a3, unsigned long long db, int scale_d) {  \
     cuemu::wgmma(d, a0, a1, a2, a3, db, scale_d, 0, N, KA, KB);                                             \
   }
+// both 8-bit operands in shared memory, K-major (no transpose bits): A kind KA, B kind KB (1 e4m3, 2 e5m2)
+#define TLX_EMU_WGMMA_SS8(N, A, KA, KB)                                                                     \
+  static inline void tlx_wgmma_m64n##N##k32_f32_##A(float* d, unsigned long long da, unsigned long long db, \
+                                                   int scale_d) {                                          \
+    cuemu::wgmma(d, 0, 0, 0, 0, db, scale_d, 0, N, KA, KB, da, 1, 0);                                       \
+  }
+TLX_EMU_WGMMA_SS8(32, f8e4m3, 1, 1) TLX_EMU_WGMMA_SS8(64, f8e4m3, 1, 1) TLX_EMU_WGMMA_SS8(128, f8e4m3, 1, 1)
+TLX_EMU_WGMMA_SS8(256, f8e4m3, 1, 1) TLX_EMU_WGMMA_SS8(64, f8e5m2, 2, 2) TLX_EMU_WGMMA_SS8(128, f8e5m2, 2, 2)
+TLX_EMU_WGMMA_SS8(128, f8e4m3_f8e5m2, 1, 2) TLX_EMU_WGMMA_SS8(128, f8e5m2_f8e4m3, 2, 1)
 TLX_EMU_WGMMA_RS8(32, f8e4m3, 1, 1)
 TLX_EMU_WGMMA_RS8(64, f8e4m3, 1, 1)
 TLX_EMU_WGMMA_RS8(128, f8e4m3, 1, 1)

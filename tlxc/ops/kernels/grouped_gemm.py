@@ -73,7 +73,8 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, M, E, N, K, stride_am, s
                         BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, E_PAD: tl.constexpr,
                         ALIGNS: tl.constexpr = (1, 1, 1, 1, 1, 1, 1, 1, 1), bias_ptr=None, stride_bias=None,
                         BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0, scale0_ptr=None, scale1_ptr=None,
-                        stride_scale1=0, SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0):
+                        stride_scale1=0, SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0,
+                        PROMOTE: tl.constexpr = False):
     # the host's divisibility facts (module docstring)
     stride_am = aligned(stride_am, ALIGNS[0])
     stride_ak = aligned(stride_ak, ALIGNS[1])
@@ -122,7 +123,10 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, M, E, N, K, stride_am, s
         left = K - k * BLOCK_K
         a = tl.load(a_tile, mask=ks[None, :] < left, other=0.0)
         b = tl.load(b_tile, mask=ks[:, None] < left, other=0.0)
-        acc = tl.dot(a, b, acc)
+        if PROMOTE:     # fp8, use_fast_accum=False: every BLOCK_K products added to acc in float32
+            acc = tl.dot(a, b, acc, max_num_imprecise_acc=BLOCK_K)
+        else:
+            acc = tl.dot(a, b, acc)
         a_tile += BLOCK_K * stride_ak
         b_tile += BLOCK_K * stride_bk
     if BIAS_DIM >= 0 or ACTIVATION > 0 or SCALE0 + SCALE1 > 0:   # the epilogue: the scales, the group's bias

@@ -50,7 +50,9 @@ scale the dynamic schedule's slots carry the tile's expert as a fifth int32 (``W
 
 fp8 (``DTYPE`` an 8-bit float, the ``gws8_`` configurations): the same kernel with 128-byte k-steps
 (``BK = 128``) and K-major weights only (wgmma reads 8-bit operands K-major); the products are summed
-in the wgmma accumulator (``torch._scaled_mm``'s ``use_fast_accum=True``) and scaled in the epilogue.
+in the wgmma accumulator (``torch._scaled_mm``'s ``use_fast_accum=True``) and scaled in the epilogue, or with
+``PROMOTE`` (``use_fast_accum=False``, tiles up to 128 columns) each k-step's products in an accumulator of
+their own, added to the tile's in float32.
 
 ``CLUSTER_N = 2`` (the ``_c2`` configurations; expert order and the dynamic schedule): CTA pairs take
 two column tiles of one row tile side by side and share its ``a`` boxes by TMA multicast (box h from
@@ -287,24 +289,35 @@ def produce_tile(group, row0, row_end, found, pid_n, count, a_desc, b_desc, a_sm
 
 @jit
 def mma_steps(acc, count, cid, a_half, b_col, a_smem, b_smem, full, empty, k_tiles, NUM_STAGES: tl.constexpr,
-              B_KMAJOR: tl.constexpr, rank=0, CLUSTER_N: tl.constexpr = 1):
+              B_KMAJOR: tl.constexpr, rank=0, CLUSTER_N: tl.constexpr = 1, PROMOTE: tl.constexpr = False):
     """Consumer ``cid``'s k-steps of one tile over the ring: ``acc += a @ b`` with ``a`` the stage's
     ``a_half``-th ``BM / 2``-row buffer and ``b`` the stage's B columns ``b_col ..`` (as many as
     ``acc`` has: the whole buffer, or half of it for ``split_tail``), the consumers taking turns
-    to issue, each stage released once its product is done.  Returns (acc, ring counter)."""
+    to issue, each stage released once its product is done.  ``PROMOTE`` (fp8, ``use_fast_accum=False``):
+    each k-step's products in an accumulator of their own, added to ``acc`` in float32 (cuBLAS's
+    default for fp8; K-major weights).  Returns (acc, ring counter)."""
     COLS: tl.constexpr = acc.shape[1]
+    if PROMOTE:
+        part = tl.zeros_like(acc)
     for k in range(k_tiles):
         slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
         tlx.barrier_wait(full[slot], phase)
         tlx.named_barrier_wait(9 + cid, 256)          # the consumers take turns issuing
-        if B_KMAJOR:
+        if PROMOTE:
+            b = tlx.local_slice(b_smem[slot], [b_col, 0], [COLS, b_smem.shape[1]])
+            part = tlx.async_dot(a_smem[2 * slot + a_half], tlx.local_trans(b), part, use_acc=False)
+        elif B_KMAJOR:
             b = tlx.local_slice(b_smem[slot], [b_col, 0], [COLS, b_smem.shape[1]])
             acc = tlx.async_dot(a_smem[2 * slot + a_half], tlx.local_trans(b), acc)
         else:
             b = tlx.local_slice(b_smem[slot], [0, b_col], [b_smem.shape[0], COLS])
             acc = tlx.async_dot(a_smem[2 * slot + a_half], b, acc)
         tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
-        acc = tlx.async_dot_wait(0, acc)              # this step's MMA is done: release its stage
+        if PROMOTE:
+            part = tlx.async_dot_wait(0, part)
+            acc += part
+        else:
+            acc = tlx.async_dot_wait(0, acc)          # this step's MMA is done: release its stage
         release(empty[slot], rank, CLUSTER_N)
         count += 1
     return acc, count
@@ -316,7 +329,8 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
                  B_KMAJOR: tl.constexpr, C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, C_BOX_N: tl.constexpr,
                  group=0, bias_ptr=None, stride_bias=0, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0,
                  SPLIT_TAIL: tl.constexpr = False, rank=0, CLUSTER_N: tl.constexpr = 1, scale0_ptr=None,
-                 scale1_ptr=None, stride_scale1=0, SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0):
+                 scale1_ptr=None, stride_scale1=0, SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0,
+                 PROMOTE: tl.constexpr = False):
     """Consumer ``cid``'s part of one output tile (located by ``locate_tile``): its ``BM / 2``
     rows' MMAs over the ring and their stores (through the epilogue: ``SCALE0`` ``a``'s scale, one or
     a row's; ``SCALE1`` the ``b`` scale of expert ``group``, at ``stride_scale1`` per expert (0: one for
@@ -339,10 +353,10 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
     if found > 0 and split > 0:               # the group's last rows, one consumer's worth: halves of columns
         count = split_tail(row0, row_end, pid_n, count, cid, a_smem, b_smem, c_smem, full, empty, c_ptr, N,
                            k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES, B_KMAJOR, C_TMA, OUT_DTYPE, bias_ptr,
-                           BIAS_DIM, ACTIVATION, scale0_ptr, scale1_ptr, SCALE0, SCALE1)
+                           BIAS_DIM, ACTIVATION, scale0_ptr, scale1_ptr, SCALE0, SCALE1, PROMOTE)
     elif found > 0 and row < row_end:         # this consumer has rows of the group
         acc, count = mma_steps(tl.zeros((SUB_M, BN), dtype=tl.float32), count, cid, cid, 0, a_smem, b_smem, full,
-                               empty, k_tiles, NUM_STAGES, B_KMAJOR, rank, CLUSTER_N)
+                               empty, k_tiles, NUM_STAGES, B_KMAJOR, rank, CLUSTER_N, PROMOTE)
         if C_TMA:
             if row + SUB_M <= row_end:            # all the group's rows: TMA stores, in halves
                 lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
@@ -378,7 +392,7 @@ def split_tail(row0, row_end, pid_n, count, cid, a_smem, b_smem, c_smem, full, e
                stride_cn, BM: tl.constexpr, BN: tl.constexpr, NUM_STAGES: tl.constexpr, B_KMAJOR: tl.constexpr,
                C_TMA: tl.constexpr, OUT_DTYPE: tl.constexpr, bias_ptr=None, BIAS_DIM: tl.constexpr = -1,
                ACTIVATION: tl.constexpr = 0, scale0_ptr=None, scale1_ptr=None, SCALE0: tl.constexpr = 0,
-               SCALE1: tl.constexpr = 0):
+               SCALE1: tl.constexpr = 0, PROMOTE: tl.constexpr = False):
     """Consumer ``cid``'s half of a tile whose group ends within its first ``BM / 2`` rows: those
     rows (the first consumer's ``a`` buffer; the producer loads no second) times columns
     ``cid * BN / 2 ..`` of the ``b`` buffer, an ``m64n(BN/2)`` product a k-step in the consumers'
@@ -387,7 +401,7 @@ def split_tail(row0, row_end, pid_n, count, cid, a_smem, b_smem, c_smem, full, e
     SUB_M: tl.constexpr = BM // 2
     HALF_N: tl.constexpr = BN // 2
     acc, count = mma_steps(tl.zeros((SUB_M, HALF_N), dtype=tl.float32), count, cid, 0, cid * HALF_N, a_smem, b_smem,
-                           full, empty, k_tiles, NUM_STAGES, B_KMAJOR)
+                           full, empty, k_tiles, NUM_STAGES, B_KMAJOR, 0, 1, PROMOTE)
     col = pid_n * BN + cid * HALF_N
     if C_TMA:
         store_rows_staged(acc, c_smem[cid], row0, col, row_end, N, c_ptr, stride_cm, SUB_M, HALF_N, OUT_DTYPE,
@@ -457,9 +471,12 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                            stride_bias=None, BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0,
                            SPLIT_TAIL: tl.constexpr = False, COLUMN_BANDS: tl.constexpr = 0,
                            CLUSTER_N: tl.constexpr = 1, scale0_ptr=None, scale1_ptr=None, stride_scale1=0,
-                           SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0):
+                           SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0, PROMOTE: tl.constexpr = False):
     tl.static_assert(CLUSTER_N == 1 or (CLUSTER_N == 2 and DYNAMIC and EXPERT_ORDER and not SPLIT_TAIL),
                      "CTA pairs (CLUSTER_N = 2) run the dynamic schedule in expert order, without split tails")
+    tl.static_assert(not PROMOTE or (B_KMAJOR and BN <= 128),
+                     "promoted fp8 sums (use_fast_accum=False): K-major weights and tiles up to 128 columns (a "
+                     "second accumulator of the tile's width must fit beside the first)")
     SUB_M: tl.constexpr = BM // 2
     WITH_GROUP: tl.constexpr = BIAS_DIM == 1 or SCALE1 > 0                  # the consumers need the tile's expert
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
@@ -532,7 +549,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                                          empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
                                          B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr, stride_bias, BIAS_DIM,
                                          ACTIVATION, SPLIT_TAIL, rank, CLUSTER_N, scale0_ptr, scale1_ptr,
-                                         stride_scale1, SCALE0, SCALE1)
+                                         stride_scale1, SCALE0, SCALE1, PROMOTE)
                     n += 1
                     row0, row_end, found, pid_n, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
             else:
@@ -545,7 +562,8 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
                                          empty, c_ptr, c_desc, N, k_tiles, stride_cm, stride_cn, BM, BN, NUM_STAGES,
                                          B_KMAJOR, C_TMA, OUT_DTYPE, C_BOX_N, group, bias_ptr, stride_bias, BIAS_DIM,
                                          ACTIVATION, SPLIT_TAIL, scale0_ptr=scale0_ptr, scale1_ptr=scale1_ptr,
-                                         stride_scale1=stride_scale1, SCALE0=SCALE0, SCALE1=SCALE1)
+                                         stride_scale1=stride_scale1, SCALE0=SCALE0, SCALE1=SCALE1,
+                                         PROMOTE=PROMOTE)
             if cid == 0:
                 tlx.named_barrier_wait(9, 256)                   # absorb the last consumer's last turn
             if C_TMA:
