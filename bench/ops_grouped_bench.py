@@ -2,7 +2,7 @@
 has it), MoE shapes with uneven group sizes, paired medians (kernel time) in one process.
 
     python bench/ops_grouped_bench.py [--rounds 15] [--timing kernel|call] [--experts 8,32]
-                                      [--configs gws_128x128x64_s5,...] [--lean] [--fp8] [--wgrad]
+                                      [--configs gws_128x128x64_s5,...] [--lean] [--fp8 [--precise]] [--wgrad]
                                       [--cases ExMxKxN,...] [--split uneven|equal] [--dense]
 
 Expert weights are stored ``[E, N, K]`` (as ``nn.Linear``) and multiplied as
@@ -210,11 +210,12 @@ def run_wgrad_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
     print(line, flush=True)
 
 
-def run_fp8_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
+def run_fp8_case(E, M, K, N, rounds, hide, ratios, extra=(), fast=True) -> None:
     """fp8 (e4m3) ``grouped_matmul`` with row-wise scales of ``a`` and per-expert column scales of the
-    weights (DeepSeek-style MoE), bf16 output, against ``torch._scaled_grouped_mm`` (fast accumulation,
-    the same scales, when this torch has it and the card runs it) and a loop of ``torch._scaled_mm``
-    calls (row-wise scales); every contender checked against float32 math first."""
+    weights (DeepSeek-style MoE), bf16 output, against ``torch._scaled_grouped_mm`` (the same scales and
+    ``use_fast_accum``, when this torch has it and the card runs it) and a loop of ``torch._scaled_mm``
+    calls (row-wise scales); every contender checked against float32 math first.  ``fast=False``: every
+    contender with promoted sums (``use_fast_accum=False``)."""
     import torch
 
     from bench.triton_source import paired_times
@@ -245,12 +246,12 @@ def run_fp8_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
             r0, r1 = starts[g], starts[g + 1]
             if r1 > r0:
                 loop_out[r0:r1] = torch._scaled_mm(a[r0:r1], b[g], scale_a[r0:r1, None], scale_b[g][None, :],
-                                                   out_dtype=torch.bfloat16, use_fast_accum=True)
+                                                   out_dtype=torch.bfloat16, use_fast_accum=fast)
 
     def rel(x):
         return ((x.float() - ref).norm() / ref.norm()).item()
 
-    fns = {"tlxc": lambda: grouped_matmul(a, b, sizes, out, scale_a=scale_a, scale_b=scale_b)}
+    fns = {"tlxc": lambda: grouped_matmul(a, b, sizes, out, scale_a=scale_a, scale_b=scale_b, use_fast_accum=fast)}
     try:
         loop()
         if rel(loop_out) < 2e-2:
@@ -263,7 +264,7 @@ def run_fp8_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
     if sgm is not None:
         try:
             def grouped():
-                return sgm(a, b, scale_a, scale_b, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True)
+                return sgm(a, b, scale_a, scale_b, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=fast)
             if rel(grouped()) < 2e-2:
                 fns["scaled_grouped_mm"] = grouped
             else:
@@ -271,7 +272,8 @@ def run_fp8_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
         except (RuntimeError, TypeError, ValueError) as exc:
             print(f"  torch._scaled_grouped_mm refused: {str(exc).splitlines()[0][:150]}")
     for name in extra:
-        fns[name] = lambda name=name: grouped_matmul(a, b, sizes, out, scale_a=scale_a, scale_b=scale_b, config=name)
+        fns[name] = lambda name=name: grouped_matmul(a, b, sizes, out, scale_a=scale_a, scale_b=scale_b, config=name,
+                                                     use_fast_accum=fast)
     for name in [n for n in fns if n not in ("loop", "scaled_grouped_mm")]:
         out.fill_(float("nan"))
         fns[name]()
@@ -283,8 +285,8 @@ def run_fp8_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
         fn()
     med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide, {}).items()}
     flops = 2 * M * K * N
-    pick = choose_grouped_config(M, E, N, _ws_layout(a, b), fp8=True)
-    line = (f"fp8 E={E:3d} M={M:5d} K={K:5d} N={N:5d}: tlxc {med['tlxc']:.4f} ms "
+    pick = choose_grouped_config(M, E, N, _ws_layout(a, b), fp8=True, promote=not fast)
+    line = (f"fp8{'' if fast else ' promoted'} E={E:3d} M={M:5d} K={K:5d} N={N:5d}: tlxc {med['tlxc']:.4f} ms "
             f"({flops / med['tlxc'] / 1e9:.0f} TFLOP/s, {pick})")
     for name in extra:
         line += f", {name} {med[name] / med['tlxc']:.3f}x the time"
@@ -308,6 +310,8 @@ def main() -> None:
     parser.add_argument("--fp8", action="store_true",
                         help="fp8 (e4m3, row-wise / per-expert column scales) against torch._scaled_grouped_mm "
                              "and a torch._scaled_mm loop instead")
+    parser.add_argument("--precise", action="store_true",
+                        help="--fp8 with promoted sums (use_fast_accum=False) for every contender")
     parser.add_argument("--cases", help="these cases instead of the sweep: ExMxKxN,... (e.g. 1x4096x4096x14336)")
     parser.add_argument("--split", choices=("uneven", "equal"), default="uneven",
                         help="group sizes: the seeded uneven draw (default) or M / E rows each")
@@ -325,7 +329,7 @@ def main() -> None:
         if (experts is None or E in experts) and args.wgrad:
             run_wgrad_case(E, M, K, N, args.rounds, hide, ratios, extra)
         elif (experts is None or E in experts) and args.fp8:
-            run_fp8_case(E, M, K, N, args.rounds, hide, ratios, extra)
+            run_fp8_case(E, M, K, N, args.rounds, hide, ratios, extra, fast=not args.precise)
         elif experts is None or E in experts:
             run_case(E, M, K, N, args.rounds, hide, ratios, extra, args.lean, args.split, args.dense)
     for base, rs in ratios.items():
