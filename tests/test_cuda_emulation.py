@@ -236,6 +236,18 @@ def _emulated(kernel, grid, *args, **meta):
     emu.build(source).run(dict(bound.arguments), grid=grid, threads=threads)
 
 
+def _emulate_launches(monkeypatch, module, *names):
+    """``module.<name>[grid](...)`` for each name runs its kernel's CUDA text on the emulation."""
+    class Emulated:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            return lambda *args, **meta: _emulated(self.kernel, grid, *args, **meta)
+    for name in names:
+        monkeypatch.setattr(module, name, Emulated(getattr(module, name)))
+
+
 AF = importlib.import_module("tlxc.ops.attention")
 AB = importlib.import_module("tlxc.ops.attention_bwd")
 
@@ -323,14 +335,7 @@ def test_grouped_ws_gemm_cuda_text_matches_float64(kmajor, bands, monkeypatch):
     G = importlib.import_module("tlxc.ops.grouped")
     monkeypatch.setitem(G.GROUPED_WS_CONFIGS, "gws_test", (128, 256, 64, 4, 0 if bands else 16, True, bands))
 
-    class Emulated:
-        def __init__(self, kernel):
-            self.kernel = kernel
-
-        def __getitem__(self, grid):
-            return lambda *args, **meta: _emulated(self.kernel, grid, *args, **meta)
-    monkeypatch.setattr(G, "group_table_kernel", Emulated(G.group_table_kernel))
-    monkeypatch.setattr(G, "grouped_gemm_ws_kernel", Emulated(G.grouped_gemm_ws_kernel))
+    _emulate_launches(monkeypatch, G, "group_table_kernel", "grouped_gemm_ws_kernel")
     monkeypatch.setattr(G, "CPU_SMS", 3)
     monkeypatch.setattr(G, "SPLIT_TAILS", True)   # the last 2 of 130 rows, 5 rows: split tiles (70: two consumers)
     sizes = [70, 0, 130, 5]
@@ -354,14 +359,7 @@ def test_grouped_fp8_ws_cuda_text_matches_float64(fast, monkeypatch):
     products in an accumulator of their own, added in float32); an empty group and one of 5 rows."""
     G = importlib.import_module("tlxc.ops.grouped")
 
-    class Emulated:
-        def __init__(self, kernel):
-            self.kernel = kernel
-
-        def __getitem__(self, grid):
-            return lambda *args, **meta: _emulated(self.kernel, grid, *args, **meta)
-    monkeypatch.setattr(G, "group_table_kernel", Emulated(G.group_table_kernel))
-    monkeypatch.setattr(G, "grouped_gemm_ws_kernel", Emulated(G.grouped_gemm_ws_kernel))
+    _emulate_launches(monkeypatch, G, "group_table_kernel", "grouped_gemm_ws_kernel")
     monkeypatch.setattr(G, "CPU_SMS", 3)
     sizes = [70, 0, 130, 5]
     g = torch.Generator().manual_seed(8)
@@ -388,13 +386,7 @@ def test_grouped_wgrad_ws_cuda_text_matches_float64(out_dtype, monkeypatch):
     stores (K = 200: not a whole number of tiles)."""
     G = importlib.import_module("tlxc.ops.grouped")
 
-    class Emulated:
-        def __init__(self, kernel):
-            self.kernel = kernel
-
-        def __getitem__(self, grid):
-            return lambda *args, **meta: _emulated(self.kernel, grid, *args, **meta)
-    monkeypatch.setattr(G, "grouped_wgrad_ws_kernel", Emulated(G.grouped_wgrad_ws_kernel))
+    _emulate_launches(monkeypatch, G, "grouped_wgrad_ws_kernel")
     monkeypatch.setattr(G, "CPU_SMS", 3)
     sizes = [70, 0, 130, 5]
     K, N = (256, 256) if out_dtype == torch.bfloat16 else (200, 136)
