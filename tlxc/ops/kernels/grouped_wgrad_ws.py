@@ -82,7 +82,6 @@ def grouped_wgrad_ws_kernel(a_desc, g_desc, c_desc, c_ptr, sizes_ptr, M, E, K, N
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)
 
-
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
             sizes, ends = group_rows(sizes_ptr, E, M, E_PAD)                # (each task its own copy: nothing
