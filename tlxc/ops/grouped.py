@@ -14,8 +14,9 @@ bf16 or fp16; the output has the operands' dtype (or ``out_dtype``).  fp8 (both 
 weights; a bfloat16 output unless ``out_dtype`` says otherwise), as ``torch._scaled_grouped_mm``:
 ``out[rows of g] = (a @ b_experts[g]) * scale_a[rows] * scale_b[g]`` with ``scale_a`` float32 of one
 element or one per row of ``a``, ``scale_b`` float32 of one element, one per expert (``[E]``) or one per
-expert and column (``[E, N]``); the products are summed in the wgmma accumulator (``use_fast_accum=True``).
-The scales apply to 16-bit operands too.
+expert and column (``[E, N]``); the products are summed in the wgmma accumulator (``use_fast_accum=True``,
+the default) or each k-step's added in float32 (``use_fast_accum=False``).  The scales apply to 16-bit
+operands too.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from .kernels.grouped_gemm import grouped_gemm_kernel
 from .kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
 from .kernels.grouped_wgrad import grouped_wgrad_kernel
 from .kernels.grouped_wgrad_ws import grouped_wgrad_ws_kernel
-from .matmul import FP8_DTYPES, OUT_DTYPES, TL_DTYPES, _tma_stores, align_fact, dot_aligns
+from .matmul import FP8_DTYPES, OUT_DTYPES, TL_DTYPES, _tma_rows, _tma_stores, align_fact, dot_aligns
 from .matmul_configs import SHARED_LIMIT
 
 GROUPED_CONFIGS = {          # name: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the pointer kernel
@@ -416,13 +417,6 @@ WGRAD_WS_CONFIGS = {
 }
 
 
-def _wgrad_ws_readable(a: torch.Tensor, grad: torch.Tensor) -> bool:
-    """Whether TMA can read ``a`` and ``grad`` as they are (unit column stride, 16-byte aligned rows
-    and base, rows of at least 16 bytes)."""
-    return all(t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0 and
-               t.shape[1] * t.element_size() >= 16 for t in (a, grad))
-
-
 def _launch_wgrad_ws(config: str, a, grad, group_sizes, out) -> None:
     bm, bn, br, stages = WGRAD_WS_CONFIGS[config]
     E, K, N = out.shape
@@ -464,7 +458,7 @@ def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.
     if M == 0:
         return out.zero_()
     if config in WGRAD_WS_CONFIGS:
-        if not _wgrad_ws_readable(a, grad):
+        if not (_tma_rows(a) and _tma_rows(grad)):
             raise ValueError(f"tlxc.ops.grouped_weight_grad: config {config!r} reads 'a' and 'grad' by TMA: unit "
                              f"column strides, 16-byte aligned rows of at least 16 bytes; got strides "
                              f"{tuple(a.stride())} and {tuple(grad.stride())}")
