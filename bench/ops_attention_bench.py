@@ -24,7 +24,8 @@ pages in shuffled order, D = 128, GQA 4:1 / 8:1 and MHA): against every SDPA bac
 efficient, cudnn, math) on the same keys gathered into a contiguous ``[B, Hkv, L, D]`` cache
 (the gather not timed; ``best_sdpa`` = the fastest of them in each round), and, for a batch of
 mixed cache lengths, flash's varlen kernel with one query per sequence; ``tlxc_contig`` is
-tlxc on the contiguous cache, ``tlxc_hnd`` tlxc on the same pages stored head-major (``[pages, Hkv,
+tlxc on a contiguous ``[B, L, Hkv, D]`` cache, ``tlxc_bhsd`` on SDPA's own ``[B, Hkv, L, D]`` cache (a
+strided view: the same bytes the baselines read), ``tlxc_hnd`` tlxc on the same pages stored head-major (``[pages, Hkv,
 page, D]`` memory passed as a ``[pages, page, Hkv, D]`` view: FlashInfer's HND layout), ``tlxc_stream`` the persistent stream-K schedule
 (``schedule="stream"``; the default is ``split``), ``tlxc_nocheck`` without the device check
 of the lengths and block table.  (Session 13 run 2 also timed the stream schedule with a
@@ -727,6 +728,8 @@ def bench_decode(B, H, Hkv, L, timed, per_case_s, sdpa, sdpa_kernel, SDPBackend,
         contig_k = k_packed.view(B, L, Hkv, D)
         contig_v = v_packed.view(B, L, Hkv, D)
         fns["tlxc_contig"] = lambda: attention_decode(q, contig_k, contig_v, seqlens)[0]
+        # the cache SDPA's backends read ([B, Hkv, L, D], a sequence's keys of one kv head contiguous), as a view
+        fns["tlxc_bhsd"] = lambda: attention_decode(q, kd.transpose(1, 2), vd.transpose(1, 2), seqlens)[0]
     # the same pages stored head-major ([pages, Hkv, page, D], FlashInfer's HND / TensorRT-LLM's block layout)
     # and passed as a [pages, page, Hkv, D] view: a page of one kv head is one contiguous run of page * D
     k_hnd = k_cache.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3)
@@ -817,7 +820,7 @@ def summarize(results, card, t0) -> None:
         if not rows:
             continue
         for base in ("cudnn", "flash", "tlxc_snake", "tlxc_sorted", "tlxc_tma_store", "cudnn_padded", "best_sdpa",
-                     "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_hnd", "tlxc_hnd_tma", "tlxc_nocheck", "tlxc_tma",
+                     "flash_varlen", "tlxc_stream", "tlxc_contig", "tlxc_bhsd", "tlxc_hnd", "tlxc_hnd_tma", "tlxc_nocheck", "tlxc_tma",
                      *sorted({n for r in rows for n in r["ratios"] if n.startswith(("tlxc_v", "tlxc_s", "tlxc_r"))})):
             xs = [r["ratios"][base] for r in rows if base in r["ratios"]]
             if xs:

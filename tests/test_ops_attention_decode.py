@@ -451,6 +451,20 @@ def test_custom_op_and_empty_cache():
     assert tlxc.ops.attention_decode is attention_decode
 
 
+@pytest.mark.parametrize("variant", [7, 23])
+def test_split_copy_hint_reaches_the_ptx(variant):
+    """``_variant`` bit 16 (the bench's A/B of the cache's copies): an ``evict_first`` L2 policy on the
+    split kernel's cp.async (16-byte copies: ``.cg`` either way), within the two-programs-an-SM budget."""
+    q = torch.zeros(8, 32, 128, dtype=torch.bfloat16)
+    k = torch.zeros(64, 16, 8, 128, dtype=torch.bfloat16)
+    table = torch.zeros(8, 8192 // 16, dtype=torch.int32)
+    split, _ = M.compile_decode(q, k, k, torch.zeros(8, dtype=torch.int32), block_table=table, _variant=variant)
+    code = split.asm["cuda"]
+    assert "cp.async.cg.shared.global [" in code
+    assert ("cp.async.cg.shared.global.L2::cache_hint" in code and "evict_first" in code) == (variant == 23)
+    assert split.n_spills == 0 and 2 * (split.metadata.shared + 1024) <= 232448
+
+
 @pytest.mark.parametrize("D,page,Hkv", [(64, 16, 8), (128, 16, 8), (128, 64, 32), (256, 32, 2)])
 def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
     """The H200 launches (both schedules) compile for sm_90a without spills and in shared memory
@@ -502,12 +516,13 @@ def test_sm90a_compiles_and_check_is_clean(D, page, Hkv, monkeypatch):
         assert [f for f in findings if f.severity != "note"] == []
 
 
-@pytest.mark.parametrize("variant", [1, 3, 4, 7])
+@pytest.mark.parametrize("variant", [1, 3, 4, 7, 23])
 def test_split_variants_match_float64(variant, poisoned):
     """``_variant``: session 13's reverted split-kernel changes (1 copy mask in the copy layout, 2
     ``[BLOCK_N, 1]`` page loads, 4 the length mask on the last block only) agree with float64 math
     on the interpreter, on the configuration whose sm_90a build disagreed on the H200 (D = 64, MQA
-    8:1, 64-row pages, 3 splits, inline combine); tests/test_gpu_ops_attention_decode.py runs them there."""
+    8:1, 64-row pages, 3 splits, inline combine); tests/test_gpu_ops_attention_decode.py runs them there.
+    23: the default's bits with the copies marked ``evict_first`` (bit 16)."""
     lens = [0, 1, 300, 129]
     k, v, table = _paged(lens, 64, 1, 64, torch.bfloat16, seed=11)
     q = _randn(len(lens), 8, 64, seed=12)

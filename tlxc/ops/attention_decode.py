@@ -309,7 +309,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     page loads, 4: the length mask on the last block only), for A/B runs and the GPU-vs-interpreter
     probe (tests/test_gpu_ops_attention_decode.py); bit 8 is a diagnostic whose output is
     meaningless (the ring of copies alone, no products and no softmax: the bench's bound on what
-    the block math costs).
+    the block math costs); bit 16 (with bits 1, 2) marks the cache's copies ``evict_first`` in L2.
     ``_tma=True`` (split schedule, paged, D <= 128, the page size a multiple or a divisor of the
     key block and of at least 8 rows, 16-byte aligned rows; at D = 256 it spills): the K/V ring filled by one TMA copy per page
     box (no per-row addresses, no cp.async) instead: the bench's ``tlxc_tma`` A/B."""
@@ -364,8 +364,8 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
         raise _fail(f"'_heads' is a bool for schedule='stream', got {_heads!r} with schedule={schedule!r}")
     if _variant is None:
         _variant = SPLIT_VARIANT if schedule == "split" and _tma is False else 0
-    if not (isinstance(_variant, int) and 0 <= _variant <= 15) or (_variant and schedule != "split"):
-        raise _fail(f"'_variant' is a bit mask 0..15 of the split schedule, got {_variant!r} with schedule={schedule!r}")
+    if not (isinstance(_variant, int) and 0 <= _variant <= 31) or (_variant and schedule != "split"):
+        raise _fail(f"'_variant' is a bit mask 0..31 of the split schedule, got {_variant!r} with schedule={schedule!r}")
     if not isinstance(_tma, bool) or (_tma and (schedule != "split" or _variant & 3)):
         raise _fail(f"'_tma' is a bool of the split schedule (not with _variant bits 1, 2), got {_tma!r} with "
                     f"schedule={schedule!r}")

@@ -39,23 +39,39 @@ from .epilogue import store_tile_pointers
 
 
 @jit
-def group_rows(sizes_ptr, E, M, E_PAD: tl.constexpr):
-    """``(rows, ends)``: each group's row count and the first row after it, from the sizes on the
-    device.  A size below 0 or sizes that add up to more than ``a``'s ``M`` rows fail the launch
-    (``tl.device_assert``, no host sync); the counts are clamped all the same (a size below 0
-    counts as none, rows past the M-th belong to no group), so that no thread that runs on
-    before the trap moves a load or store outside ``a`` and ``out``.  Sizes that add up to less
-    than M leave ``a``'s last rows in no group: their output rows are zeros (``tail_rows``).
-    int64 sums: sizes that wrap int32 are caught too."""
+def checked_sizes(sizes_ptr, E, M, E_PAD: tl.constexpr):
+    """The ``E`` group sizes (int64, ``E_PAD`` wide, zeros past ``E``) from the device.  A size below
+    0 or sizes that add up to more than ``a``'s ``M`` rows fail the launch (``tl.device_assert``, no
+    host sync); the sizes are clamped all the same (below 0 counts as none), so that no thread that
+    runs on before the trap moves a load or store outside ``a`` and ``out``.  int64 sums: sizes that
+    wrap int32 are caught too."""
     gs = tl.arange(0, E_PAD)
     given = tl.load(sizes_ptr + gs, mask=gs < E, other=0).to(tl.int64)
     tl.device_assert((tl.min(given, 0) >= 0) & (tl.sum(given, 0) <= M),
                      "group_sizes must be non-negative and add up to at most a's rows (total_M)")
-    sizes = tl.maximum(given, 0)
+    return tl.maximum(given, 0)
+
+
+@jit
+def group_rows(sizes_ptr, E, M, E_PAD: tl.constexpr):
+    """``(rows, ends)``: each group's row count and the first row after it, from the sizes on the
+    device (``checked_sizes``), rows past the M-th in no group.  Sizes that add up to less than M
+    leave ``a``'s last rows in no group: their output rows are zeros (``tail_rows``)."""
+    sizes = checked_sizes(sizes_ptr, E, M, E_PAD)
     after = tl.cumsum(sizes, axis=0)
     ends = tl.minimum(after, M)
     starts = tl.minimum(after - sizes, M)
     return (ends - starts).to(tl.int32), ends.to(tl.int32)
+
+
+@jit
+def group_span(sizes, g, M, E_PAD: tl.constexpr):
+    """(first row, end row) of group ``g`` from ``checked_sizes``' vector, clamped to ``M`` rows:
+    two masked sums, no scan (a scan's shared scratch grows with ``E_PAD``)."""
+    gs = tl.arange(0, E_PAD)
+    before = tl.sum(tl.where(gs < g, sizes, 0), axis=0)
+    mine = tl.sum(tl.where(gs == g, sizes, 0), axis=0)
+    return tl.minimum(before, M).to(tl.int32), tl.minimum(before + mine, M).to(tl.int32)
 
 
 @jit

@@ -8,7 +8,7 @@ Per expert ``g`` a ``[K, N]`` product whose reduction runs over the group's rows
 ``BR`` a k-step.  Persistent programs walk the ``E x cdiv(K, BM) x cdiv(N, BN)`` output tiles in expert
 order (every ``num_progs``-th; an expert's tiles in grouped order, ``GROUP_M`` tile-rows at a time, so
 its rows of ``a`` and ``dout`` stay in L2); each program takes the groups' rows from the sizes on the
-device (``grouped_gemm.group_rows``: no host sync).
+device (``grouped_gemm.checked_sizes``, ``group_span``: no host sync).
 
 One descriptor spans all of ``a`` (and one all of ``dout``): a group's last k-step reads rows past its
 end, which belong to the next group (or lie past M: TMA's zero fill).  Their products must not count,
@@ -28,7 +28,7 @@ from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
 from .gemm_ws import grouped_tile, store_tile
-from .grouped_gemm import group_rows
+from .grouped_gemm import checked_sizes, group_span
 
 
 @jit
@@ -47,13 +47,6 @@ def tile_counts(E, K, N, BM: tl.constexpr, BN: tl.constexpr):
     tiles_k = tl.cdiv(K, BM)
     tiles_n = tl.cdiv(N, BN)
     return tiles_k, tiles_n, E * tiles_k * tiles_n
-
-
-@jit
-def expert_rows(starts, ends, g, E_PAD: tl.constexpr):
-    """(first row, end row) of expert ``g`` from ``group_rows``-derived vectors."""
-    mine = tl.arange(0, E_PAD) == g
-    return tl.sum(tl.where(mine, starts, 0), axis=0), tl.sum(tl.where(mine, ends, 0), axis=0)
 
 
 @jit
@@ -84,13 +77,13 @@ def grouped_wgrad_ws_kernel(a_desc, g_desc, c_desc, c_ptr, sizes_ptr, M, E, K, N
 
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
-            sizes, ends = group_rows(sizes_ptr, E, M, E_PAD)                # (each task its own copy: nothing
-            starts = ends - sizes                                           # lives across the register split)
+            sizes = checked_sizes(sizes_ptr, E, M, E_PAD)                   # (each task its own copy: nothing
+                                                                            # lives across the register split)
             tiles_k, tiles_n, num_tiles = tile_counts(E, K, N, BM, BN)
             count = 0
             for tile in range(tl.program_id(0), num_tiles, num_progs):
                 g, pid_k, pid_n = wgrad_tile(tile, tiles_k, tiles_n, GROUP_M)
-                row0, row_end = expert_rows(starts, ends, g, E_PAD)
+                row0, row_end = group_span(sizes, g, M, E_PAD)
                 for r in range(row0, row_end, BR):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
                     tlx.barrier_wait(empty[slot], phase ^ 1)
@@ -105,13 +98,12 @@ def grouped_wgrad_ws_kernel(a_desc, g_desc, c_desc, c_ptr, sizes_ptr, M, E, K, N
             cid = tlx.async_task_replica_id()
             if cid == 1:
                 tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
-            sizes, ends = group_rows(sizes_ptr, E, M, E_PAD)
-            starts = ends - sizes
+            sizes = checked_sizes(sizes_ptr, E, M, E_PAD)
             tiles_k, tiles_n, num_tiles = tile_counts(E, K, N, BM, BN)
             count = 0
             for tile in range(tl.program_id(0), num_tiles, num_progs):
                 g, pid_k, pid_n = wgrad_tile(tile, tiles_k, tiles_n, GROUP_M)
-                row0, row_end = expert_rows(starts, ends, g, E_PAD)
+                row0, row_end = group_span(sizes, g, M, E_PAD)
                 acc = tl.zeros((SUB, BN), dtype=tl.float32)
                 for r in range(row0, row_end, BR):
                     slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
