@@ -56,7 +56,7 @@ def _decode_case(variant, window=None):
     return (o.double() - ref_o).abs().amax(dim=(1, 2))
 
 
-@pytest.mark.parametrize("variant", [0, 7])
+@pytest.mark.parametrize("variant", [0, 7, 23])
 def test_decode_split_kernel_cuda_text_matches_float64(variant, monkeypatch):
     texts = _emulating(monkeypatch)
     err = _decode_case(variant)

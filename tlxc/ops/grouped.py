@@ -409,6 +409,10 @@ WGRAD_CONFIGS = {           # name: (BLOCK_K, BLOCK_N, BLOCK_M (rows a step), wa
     "w_128x128x32_w8_s4": (128, 128, 32, 8, 4),
 }
 WGRAD_DEFAULT = "w_128x256x64_w8_s3"     # H200 2026-12-04: 0.81-0.98 of 128x128's time (6 MoE shapes)
+# the default where TMA can read 16-bit `a` and `grad` as they are: H100 2026-12-06, the bench's MoE cases (four in
+# one run, all seven in a second): 0.65-0.84 of the pointer default's time; `wws_128x128x64_s6` 0.70-1.12
+# (docs/performance.md, session 38)
+WGRAD_WS_DEFAULT = "wws_128x256x64_s4"
 # name: (BM (K-rows of a tile), BN, BR (rows a k-step), stages): grouped_wgrad_ws_kernel, the warp-specialized
 # TMA kernel (opt-in, session 37: correct on the interpreter and the sm_90a compile, not yet run on a GPU)
 WGRAD_WS_CONFIGS = {
@@ -441,8 +445,9 @@ def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.
     """``db[g] = a[rows of g]ᵀ @ grad[rows of g]``, ``[E, K, N]`` (contiguous, ``out_dtype`` or
     ``a``'s dtype): the weight gradient of ``grouped_matmul`` (``kernels/grouped_wgrad.py``;
     float32 accumulation, no host sync; a group of no rows gets zeros).  ``config``: one of
-    ``WGRAD_CONFIGS`` (default ``WGRAD_DEFAULT``) or ``WGRAD_WS_CONFIGS`` (the warp-specialized TMA
-    kernel, ``kernels/grouped_wgrad_ws.py``: operands TMA can read as they are)."""
+    ``WGRAD_WS_CONFIGS`` (the warp-specialized TMA kernel, ``kernels/grouped_wgrad_ws.py``: operands
+    TMA can read as they are; ``WGRAD_WS_DEFAULT`` by default for such 16-bit operands) or
+    ``WGRAD_CONFIGS`` (the pointer kernel, any strides; ``WGRAD_DEFAULT`` by default otherwise)."""
     _check_types("tlxc.ops.grouped_weight_grad", out_dtype, a=a, grad=grad, group_sizes=group_sizes)
     if config is not None and config not in WGRAD_CONFIGS and config not in WGRAD_WS_CONFIGS:
         raise ValueError(f"tlxc.ops.grouped_weight_grad: unknown config {config!r} (one of "
@@ -457,6 +462,8 @@ def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.
         return out
     if M == 0:
         return out.zero_()
+    if config is None and a.dtype in (torch.bfloat16, torch.float16) and _tma_rows(a) and _tma_rows(grad):
+        config = WGRAD_WS_DEFAULT
     if config in WGRAD_WS_CONFIGS:
         if not (_tma_rows(a) and _tma_rows(grad)):
             raise ValueError(f"tlxc.ops.grouped_weight_grad: config {config!r} reads 'a' and 'grad' by TMA: unit "
