@@ -298,7 +298,13 @@ def l2_policy():
     first, last = (f'asm("createpolicy.fractional.L2::{evict}.b64 %0, 1.0;" : "=l"(policy));'
                    for evict in EVICTIONS[1:])
     return f"""
-// An L2 cache policy giving the accesses that carry it the priority EVICTIONS[EVICT].
+// Zero, but not known to ptxas: see tlx_l2_policy.
+__constant__ unsigned long long tlx_l2_policy_zero = 0;
+// An L2 cache policy giving the accesses that carry it the priority EVICTIONS[EVICT].  ptxas (NVRTC
+// 13.0 and 13.5) folds createpolicy to a constant whose low word is zero and may then name the
+// access's 64-bit descriptor by an odd uniform register (desc[UR7], its low half reused): the GPU
+// stops with an illegal instruction.  A low word ptxas cannot see (OR'ed with a __constant__ zero)
+// keeps the descriptor a whole register pair.
 template <int EVICT>
 {_INLINE} unsigned long long tlx_l2_policy() {{
   static_assert(EVICT == 1 || EVICT == 2, "an L2 policy is evict_first (1) or evict_last (2)");
@@ -307,7 +313,7 @@ template <int EVICT>
     {first}
   else
     {last}
-  return policy;
+  return policy | tlx_l2_policy_zero;
 }}"""
 
 
