@@ -92,23 +92,8 @@ def split_programs_per_sm(head_dim: int) -> int:
     return 3 if head_dim <= 64 else 2 if head_dim <= 128 else 1
 
 
-# The split kernel's ring at head dims 65-128 when every (sequence, kv head, head tile) row has an SM of its own:
-# 128-key blocks, two stages (a 128 KB ring: one program an SM).  H100, session 38 (paired rounds, time / the
-# 64-key default's): 0.965 at B8 H32/8 L8192 (2 splits against 4), 0.974 at B16 H64/8 L4096 (one split, no
-# combine, against 2), 0.997 at B1 L32768 (16 against 33); with more rows than SMs (B64, B16 H32/32) it ran
-# 0.994-1.009, so those keep two programs an SM.
-WIDE_RING = (128, 2)
-
-
-def split_ring(head_dim: int, rows: int, sms: int) -> tuple[int, int, int] | None:
-    """(keys per block, stages, programs an SM) of the split kernel where ``WIDE_RING`` applies, else None."""
-    if WIDE_RING is not None and 64 < head_dim <= 128 and rows <= sms:
-        return (*WIDE_RING, 1)
-    return None
-
-
 def num_splits_for(capacity: int, B: int, Hkv: int, g_chunks: int, block_n: int, sms: int,
-                   head_dim: int = 128, per_sm: int | None = None) -> tuple[int, int]:
+                   head_dim: int = 128) -> tuple[int, int]:
     """(splits, keys per split): one wave of programs (``split_programs_per_sm`` per SM: every
     program starts at once and fills its ring once) but at least ``capacity // MIXED_SPLIT``
     splits, no split under ``MIN_SPLIT`` keys (but down to ``FILL_SPLIT`` where fewer programs
@@ -117,12 +102,10 @@ def num_splits_for(capacity: int, B: int, Hkv: int, g_chunks: int, block_n: int,
     docs/performance.md) one wave ran 3.5-4.5 % faster than the earlier eight programs per SM
     (B8 L8192: 4 splits against 8; B64 L2048: 1 against 2; B16 H64/8 L4096: 2 against 4); a batch
     of mixed lengths (longest ~14000) ran 13 % slower with the wave's 3 splits than with 9, hence
-    the floor of a split per 2048 keys of capacity.  ``per_sm``: programs an SM when not
-    ``split_programs_per_sm(head_dim)`` (``split_ring``'s one: a split per 4096 keys of capacity)."""
+    the floor of a split per 2048 keys of capacity."""
     rows = max(1, B * Hkv * g_chunks)
     fill = min(-(-2 * sms // rows), capacity // FILL_SPLIT)     # two programs per SM, if splits of 256 keys allow
-    mixed = MIXED_SPLIT if per_sm is None else MIXED_SPLIT * 2 // per_sm       # (MIXED_SPLIT: two an SM)
-    wave = max((per_sm or split_programs_per_sm(head_dim)) * sms // rows, capacity // mixed)
+    wave = max(split_programs_per_sm(head_dim) * sms // rows, capacity // MIXED_SPLIT)
     splits = max(1, min(wave, max(capacity // MIN_SPLIT, fill), COMBINE_TILE // head_dim))
     split_len = -(-max(1, -(-capacity // splits)) // block_n) * block_n
     return max(1, -(-capacity // split_len)), split_len
@@ -451,11 +434,8 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, sm_scale, num_splits,
             _options(D=D, HEAD_DIM=head_dim, BLOCK_G=block_g, GROUP=row_group, TILE=tile, BLOCK_N=keys,
                      BLOCK_S=merge, CHUNK=chunk, CHECK=check, PAGE=page, PAGED=paged, num_warps=4, launch_pdl=True))
         return plan
-    wide = split_ring(head_dim, B * Hkv * g_chunks, sms) if _ring is None else None
-    if wide:
-        block_n, stages, _ = wide
     if num_splits is None:
-        splits, split_len = num_splits_for(capacity, B, Hkv, g_chunks, block_n, sms, head_dim, wide and wide[2])
+        splits, split_len = num_splits_for(capacity, B, Hkv, g_chunks, block_n, sms, head_dim)
     else:
         if num_splits > COMBINE_TILE // head_dim:
             raise _fail(f"'num_splits' is {num_splits}; at head dim {D} the merge takes at most "
