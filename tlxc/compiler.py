@@ -259,8 +259,9 @@ def format_stats(compiled: CompiledKernel) -> str:
 
 def perf_warnings(metadata: dict) -> list[str]:
     """What costs speed: register spills and serialized wgmma instructions (ptxas's report; each
-    MMA waits for the previous one, note C7514 and kin), and tl.dot loops the pipeliner left alone,
-    with the reason (``not_pipelined``, passes/pipeline.py)."""
+    MMA waits for the previous one, note C7514 and kin), tl.dot loops the pipeliner left alone,
+    with the reason (``not_pipelined``, passes/pipeline.py), and hints the lowering dropped
+    (``lowering_notes``: a cp.async's L2 eviction policy, codegen_nvptx/rules_tlx.py)."""
     warnings = []
     spills = metadata.get("spills_bytes") or 0
     if spills:
@@ -271,6 +272,7 @@ def perf_warnings(metadata: dict) -> list[str]:
         warnings.append(f"ptxas serializes the wgmma instructions ({serialized}): each MMA waits for the "
                         f"previous one, a large loss of tensor-core throughput")
     warnings += metadata.get("not_pipelined") or []
+    warnings += metadata.get("lowering_notes") or []       # hints the lowering could not honour (rules_tlx)
     return warnings
 
 

@@ -187,6 +187,7 @@ class KernelLowering:
         self.tmem_views: dict[int, str] = {}                       # tensor-memory view -> its TMEM address
         self.reserved: dict[str, int] = {}                         # dedicated shared areas -> bytes
         self.overlay_bytes = 0                                     # scratch over dead buffers (from 0)
+        self.metadata_extra: dict = {}     # what the lowering adds to the kernel's metadata (rules_tlx: tasks, notes)
         self.epilogue: list[str] = []                              # lines every thread runs at the end
         self.rule_state: dict[str, object] = {}                    # per-kernel state of a rules_* module
         self.axis = AxisAnalysis(kernel)

@@ -113,7 +113,7 @@ def render_kernel(kernel: Operation, arch: str) -> tuple[str, dict]:
     stored, _ = tma_store_targets(kernel)
     if stored:      # the descriptor arguments a TMA store writes through: the launch checks their shape
         info["tma_store_args"] = [i for i, arg in enumerate(kernel.regions[0].block.args) if id(arg) in stored]
-    info.update(getattr(lw, "metadata_extra", {}))
+    info.update(lw.metadata_extra)
     return "\n".join(lines) + "\n", info
 
 

@@ -298,13 +298,7 @@ def l2_policy():
     first, last = (f'asm("createpolicy.fractional.L2::{evict}.b64 %0, 1.0;" : "=l"(policy));'
                    for evict in EVICTIONS[1:])
     return f"""
-// Zero, but not known to ptxas: see tlx_l2_policy.
-__constant__ unsigned long long tlx_l2_policy_zero = 0;
-// An L2 cache policy giving the accesses that carry it the priority EVICTIONS[EVICT].  ptxas (NVRTC
-// 13.0 and 13.5) folds createpolicy to a constant whose low word is zero and may then name the
-// access's 64-bit descriptor by an odd uniform register (desc[UR7], its low half reused): the GPU
-// stops with an illegal instruction.  A low word ptxas cannot see (OR'ed with a __constant__ zero)
-// keeps the descriptor a whole register pair.
+// An L2 cache policy giving the accesses that carry it the priority EVICTIONS[EVICT].
 template <int EVICT>
 {_INLINE} unsigned long long tlx_l2_policy() {{
   static_assert(EVICT == 1 || EVICT == 2, "an L2 policy is evict_first (1) or evict_last (2)");
@@ -313,7 +307,7 @@ template <int EVICT>
     {first}
   else
     {last}
-  return policy | tlx_l2_policy_zero;
+  return policy;
 }}"""
 
 
@@ -866,31 +860,29 @@ for _n in (4, 8, 16):
     define(f"tlx_cp_async_{_n}", _cp_async(_n), "tlx_smem_addr")
 
 
-# cp.async with tlx.async_load's cache_modifier= / eviction_policy=: CP_ASYNC_CACHE_OPS[CACHE]
-# (.cg, L2 only, exists for 16-byte copies only) and an L2 policy of EVICTIONS[EVICT].
+# cp.async with tlx.async_load's cache_modifier=: CP_ASYNC_CACHE_OPS[CACHE] (.cg, L2 only, exists for
+# 16-byte copies only).  No L2::cache_hint form: ptxas can encode it illegally (rules_tlx._cp_async_hints).
 CP_ASYNC_CACHE_OPS = ("ca", "cg")
 
 
 def _cp_async_hint(nbytes: int):
     branches = []
     for c, cache in enumerate(CP_ASYNC_CACHE_OPS if nbytes == 16 else CP_ASYNC_CACHE_OPS[:1]):
-        for e, evict in enumerate(EVICTIONS):
-            keyword = "if constexpr" if not branches else "else if constexpr"
-            hint, operand, extra = (".L2::cache_hint", ", %3", ', "l"(tlx_l2_policy<EVICT>())') if evict else ("", "", "")
-            branches.append(f'  {keyword} (CACHE == {c} && EVICT == {e})\n'
-                            f'    asm volatile("cp.async.{cache}.shared.global{hint} [%0], [%1], {nbytes}, %2{operand};"\n'
-                            f'                 :: "r"(tlx_smem_addr(dst)), "l"(src), "r"(pred ? {nbytes} : 0){extra} : "memory");')
+        keyword = "if constexpr" if not branches else "else if constexpr"
+        branches.append(f'  {keyword} (CACHE == {c})\n'
+                        f'    asm volatile("cp.async.{cache}.shared.global [%0], [%1], {nbytes}, %2;"\n'
+                        f'                 :: "r"(tlx_smem_addr(dst)), "l"(src), "r"(pred ? {nbytes} : 0) : "memory");')
     only_ca = "" if nbytes == 16 else f'\n  static_assert(CACHE == 0, "cp.async.cg copies 16 bytes, not {nbytes}");'
     body = "\n".join(branches)
     return f"""
-template <int CACHE, int EVICT>
+template <int CACHE>
 {_INLINE} void tlx_cp_async_hint_{nbytes}(void* dst, const void* src, bool pred) {{{only_ca}
 {body}
 }}"""
 
 
 for _n in (4, 8, 16):
-    define(f"tlx_cp_async_hint_{_n}", _cp_async_hint(_n), "tlx_smem_addr", "tlx_l2_policy")
+    define(f"tlx_cp_async_hint_{_n}", _cp_async_hint(_n), "tlx_smem_addr")
 
 
 def _ld_shared(bits: int):

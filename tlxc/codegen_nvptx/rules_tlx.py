@@ -16,6 +16,7 @@ Warp specialization (``lower_warp_specialized``) splits the kernel body:
 from __future__ import annotations
 
 import itertools
+import os
 
 from ..codegen_c import c_types as C
 from ..codegen_c import rules_buffers as buffers
@@ -113,7 +114,7 @@ def async_load(lw, op):
         dst = shared_address(lw, view, offset, t)
     zero = C.constant_literal(0, t)
     if nbytes in (4, 8, 16):
-        lw.out.line(lw.target.cp_async(dst, lw.ref(ptrs), pred, nbytes, op.attrs))
+        lw.out.line(lw.target.cp_async(dst, lw.ref(ptrs), pred, nbytes, _cp_async_hints(lw, op)))
     elif op.attrs.get("eviction") or op.attrs.get("cache"):
         # the synchronous copy below, through a load that carries the hints
         read = lw.target.load_hinted(["v"], lw.ref(ptrs), pred, [zero], t, op.attrs)
@@ -123,6 +124,24 @@ def async_load(lw, op):
         # and aligned) are copied synchronously, which is a valid (early) completion.
         lw.out.line(f"*({dst}) = ({pred}) ? *{lw.ref(ptrs)} : {zero};")
     lw.out.close()
+
+
+def _cp_async_hints(lw, op) -> dict:
+    """The hints a cp.async carries: the op's cache operator, not its L2 eviction policy.  ptxas (NVRTC
+    13.0 and 13.5) can encode a cp.async with an L2::cache_hint operand and a shared address split into
+    a register plus a uniform register as ``LDGSTS [R+UR6], desc[UR7]``: the policy's register pair
+    named by its odd half, which stops the GPU with an illegal instruction (the H100, 2026-12-06, the
+    decode split kernel; docs/performance.md session 38).  Triton's cp.async carries no policy
+    either.  The dropped policy is reported as a performance warning naming the source line."""
+    if not op.attrs.get("eviction"):
+        return op.attrs
+    where = f"{os.path.basename(op.loc.file)}:{op.loc.line}" if op.loc else "an unknown line"
+    notes = lw.metadata_extra.setdefault("lowering_notes", [])
+    note = (f"tlx.async_load(eviction_policy={op.attrs['eviction']!r}) at {where}: cp.async is emitted without "
+            f"the L2 policy (ptxas encodes hinted cp.async into an illegal instruction in some kernels)")
+    if note not in notes:
+        notes.append(note)
+    return {**op.attrs, "eviction": ""}
 
 
 def _check_cp_async_cache(op, nbytes: int) -> None:
@@ -402,7 +421,6 @@ def suspend_ns(kernel) -> int | None:
 
 @lowering("tlx.barrier_wait", vendor="nvidia")
 def barrier_wait(lw, op):
-    import os
     pred = _guard(lw, op, 2)
     watchdog = None
     if lw.kernel.attrs.get("debug_barriers"):
@@ -595,8 +613,8 @@ def lower_warp_specialized(lw, block, ws_op) -> int:
         lw.out.close()
     for op in closing:
         lw.lower_op(op)
-    lw.metadata_extra = {"tasks": [{"name": t.label, "warps": t.warps, "registers": t.budget or t.registers}
-                                   for t in plan], "base_registers": base_regs}
+    lw.metadata_extra.update({"tasks": [{"name": t.label, "warps": t.warps, "registers": t.budget or t.registers}
+                                        for t in plan], "base_registers": base_regs})
     return total_threads
 
 

@@ -168,12 +168,13 @@ class CudaTarget:
         return self.call(helper)
 
     def cp_async(self, dst: str, src: str, pred: str, nbytes: int, attrs=None) -> str:
-        """A cp.async of ``nbytes``; with hints (``attrs``: cache ".ca"/".cg", an eviction policy)
-        through the hinted helper.  Unhinted, 16-byte copies go L2-only (.cg), as Triton's do."""
-        if not has_cache_hints(attrs):
+        """A cp.async of ``nbytes``; with a cache operator (``attrs``: ".ca"/".cg") through the hinted
+        helper.  Unhinted, 16-byte copies go L2-only (.cg), as Triton's do.  An eviction policy must
+        not reach here (rules_tlx._cp_async_hints drops it)."""
+        assert not (attrs or {}).get("eviction"), "cp.async takes no L2 policy (rules_tlx._cp_async_hints)"
+        if not (attrs or {}).get("cache"):
             return self.call(f"tlx_cp_async_{nbytes}", dst, src, pred)
-        cache = attrs.get("cache") or (".cg" if nbytes == 16 else ".ca")
-        template = f"<{ptx.CP_ASYNC_CACHE_OPS.index(cache[1:])}, {self.eviction_index(attrs)}>"
+        template = f"<{ptx.CP_ASYNC_CACHE_OPS.index(attrs['cache'][1:])}>"
         self.use(f"tlx_cp_async_hint_{nbytes}")
         return f"tlx_cp_async_hint_{nbytes}{template}({dst}, {src}, {pred});"
 

@@ -309,7 +309,8 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     page loads, 4: the length mask on the last block only), for A/B runs and the GPU-vs-interpreter
     probe (tests/test_gpu_ops_attention_decode.py); bit 8 is a diagnostic whose output is
     meaningless (the ring of copies alone, no products and no softmax: the bench's bound on what
-    the block math costs); bit 16 (with bits 1, 2) marks the cache's copies ``evict_first`` in L2.
+    the block math costs); bit 16 (with bits 1, 2) asks the cache's copies for ``evict_first`` in L2, which the
+    lowering drops with a performance warning (its hinted cp.async stopped the GPU: a regression case).
     ``_tma=True`` (split schedule, paged, D <= 128, the page size a multiple or a divisor of the
     key block and of at least 8 rows, 16-byte aligned rows; at D = 256 it spills): the K/V ring filled by one TMA copy per page
     box (no per-row addresses, no cp.async) instead: the bench's ``tlxc_tma`` A/B."""

@@ -447,11 +447,11 @@ template <int N> static inline void tlx_cuemu_cp_async(void* dst, const void* sr
 static inline void tlx_cp_async_4(void* dst, const void* src, bool pred) { tlx_cuemu_cp_async<4>(dst, src, pred); }
 static inline void tlx_cp_async_8(void* dst, const void* src, bool pred) { tlx_cuemu_cp_async<8>(dst, src, pred); }
 static inline void tlx_cp_async_16(void* dst, const void* src, bool pred) { tlx_cuemu_cp_async<16>(dst, src, pred); }
-template <int CACHE, int EVICT>
+template <int CACHE>
 static inline void tlx_cp_async_hint_4(void* dst, const void* src, bool pred) { tlx_cuemu_cp_async<4>(dst, src, pred); }
-template <int CACHE, int EVICT>
+template <int CACHE>
 static inline void tlx_cp_async_hint_8(void* dst, const void* src, bool pred) { tlx_cuemu_cp_async<8>(dst, src, pred); }
-template <int CACHE, int EVICT>
+template <int CACHE>
 static inline void tlx_cp_async_hint_16(void* dst, const void* src, bool pred) { tlx_cuemu_cp_async<16>(dst, src, pred); }
 static inline void tlx_cp_async_commit_group() {
   auto& t = cuemu::g_thr[cuemu::g_cur];

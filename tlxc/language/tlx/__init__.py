@@ -240,7 +240,9 @@ def async_load(src, result, mask=None, other=None, cache_modifier="", eviction_p
     """cp.async from global pointers ``src`` into buffer ``result`` (masked-off
     elements are zero-filled).  With ``bulk=True``: one cp.async.bulk of ``bulk_size``
     contiguous bytes (default: the whole 1-D buffer) from the pointer ``src``, completing
-    on ``barrier`` as transaction bytes (``barrier_expect_bytes`` counts them)."""
+    on ``barrier`` as transaction bytes (``barrier_expect_bytes`` counts them).  On NVIDIA a
+    per-thread copy's ``eviction_policy`` is not applied (ptxas can encode the hinted cp.async into
+    an illegal instruction); the kernel's ``perf_warnings`` say so."""
 
 
 @builtin
