@@ -141,6 +141,7 @@ def test_weight_grad_kernel_compiles_for_sm90a(config):
                                     BLOCK_M=bm, E_PAD=8, num_warps=warps, num_stages=stages, grid=(1,))
     code = h.asm.get("ptx") or h.asm["cuda"]
     assert h.n_spills == 0 and "wgmma.mma_async" in code
+    assert h.perf_warnings == []       # no assertion in the kernel (check_sizes_kernel): ptxas C7510 serialized it
 
 
 @pytest.mark.gpu

@@ -196,7 +196,7 @@ def test_fp8_ws_configs_compile_for_sm90a(config):
             scale0_ptr=torch.empty(M), scale1_ptr=torch.empty(E * N), stride_scale1=N, SCALE0=2, SCALE1=2,
             PROMOTE=bn <= 128)                  # (promoted sums: the 128-wide tiles only)
         code = h.asm["cuda"]
-        assert h.n_spills == 0 and h.metadata.shared <= 232448
+        assert h.n_spills == 0 and h.metadata.shared <= 232448 and h.perf_warnings == []
         assert h.metadata.shared == grouped_module.ws_shared_bytes(config, 1, 2, c_tma, True)
         assert "wgmma.mma_async" in code and ".e4m3.e4m3" in code
 
@@ -215,7 +215,7 @@ def test_fp8_pointer_configs_compile_for_sm90a(config, promote):
                                    BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, E_PAD=E, num_warps=warps,
                                    num_stages=stages, grid=(1,), scale0_ptr=torch.empty(M), scale1_ptr=torch.empty(E),
                                    stride_scale1=1, SCALE0=2, SCALE1=1, PROMOTE=promote)
-    assert h.n_spills == 0 and "wgmma.mma_async" in h.asm["cuda"]
+    assert h.n_spills == 0 and "wgmma.mma_async" in h.asm["cuda"] and h.perf_warnings == []
 
 
 @pytest.mark.gpu

@@ -69,6 +69,7 @@ def test_ws_weight_grad_compiles_for_sm90a(config, E):
         B_BOX_N=64, num_warps=4, grid=(132,))
     code = h.asm["cuda"]
     assert h.n_spills == 0 and h.metadata.shared <= 232448
+    assert h.perf_warnings == []       # no assertion in the kernel: with one, ptxas serialized every wgmma (C7510)
     assert "wgmma.mma_async" in code and "cp.async.bulk.tensor" in code
     assert "cp.async.bulk.tensor.2d.global.shared" in code                 # the TMA store
 

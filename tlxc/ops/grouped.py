@@ -27,7 +27,7 @@ import torch
 from .. import language as tl
 from ..descriptors import TensorDescriptor
 from .kernels.epilogue import ACTIVATIONS, GLU_FIRST
-from .kernels.grouped_gemm import grouped_gemm_kernel
+from .kernels.grouped_gemm import check_sizes_kernel, grouped_gemm_kernel
 from .kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
 from .kernels.grouped_wgrad import grouped_wgrad_kernel
 from .kernels.grouped_wgrad_ws import grouped_wgrad_ws_kernel
@@ -315,6 +315,7 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
     bm, bn, bk, warps, stages = GROUPED_CONFIGS[config]
     row_tiles = -(-M // bm) + E                 # each group's last row tile may be partial
     grid = (row_tiles * -(-N // bn),)
+    _check_sizes(group_sizes, M)
     grouped_gemm_kernel[grid](a, b_experts, out, group_sizes, M, E, N, K, a.stride(0), a.stride(1), b_experts.stride(0),
                               b_experts.stride(1), b_experts.stride(2), out.stride(0), out.stride(1), row_tiles,
                               BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M, E_PAD=_pow2(E),
@@ -421,6 +422,13 @@ WGRAD_WS_CONFIGS = {
 }
 
 
+def _check_sizes(group_sizes: torch.Tensor, M: int) -> None:
+    """The sizes' device check (non-negative, adding up to at most ``M``) as a launch of its own, before a
+    kernel with wgmma that takes them unchecked (an assertion there serializes its wgmmas, ptxas C7510)."""
+    E = group_sizes.shape[0]
+    check_sizes_kernel[(1,)](group_sizes, E, M, E_PAD=_pow2(E), num_warps=4)
+
+
 def _launch_wgrad_ws(config: str, a, grad, group_sizes, out) -> None:
     bm, bn, br, stages = WGRAD_WS_CONFIGS[config]
     E, K, N = out.shape
@@ -434,6 +442,7 @@ def _launch_wgrad_ws(config: str, a, grad, group_sizes, out) -> None:
     tiles = E * -(-K // bm) * -(-N // bn)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.device.type == "cuda" else CPU_SMS
     progs = max(1, min(sms, tiles))
+    _check_sizes(group_sizes, M)
     grouped_wgrad_ws_kernel[(progs,)](a_desc, g_desc, c_desc, out, group_sizes, M, E, K, N, progs, out.stride(0),
                                       out.stride(1), out.stride(2), BM=bm, BN=bn, BR=br, NUM_STAGES=stages,
                                       GROUP_M=GROUP_M, DTYPE=_TL_DTYPES[a.dtype], E_PAD=_pow2(E), C_TMA=c_tma,
@@ -473,6 +482,7 @@ def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.
         return out
     bk, bn, bm, warps, stages = WGRAD_CONFIGS[config or WGRAD_DEFAULT]
     grid = (E * -(-K // bk) * -(-N // bn),)
+    _check_sizes(group_sizes, M)
     grouped_wgrad_kernel[grid](a, grad, out, group_sizes, M, E, K, N, a.stride(0), a.stride(1), grad.stride(0),
                                grad.stride(1), out.stride(0), out.stride(1), out.stride(2), BLOCK_K=bk, BLOCK_N=bn,
                                BLOCK_M=bm, E_PAD=_pow2(E), num_warps=warps, num_stages=stages)

@@ -39,25 +39,35 @@ from .epilogue import store_tile_pointers
 
 
 @jit
-def checked_sizes(sizes_ptr, E, M, E_PAD: tl.constexpr):
-    """The ``E`` group sizes (int64, ``E_PAD`` wide, zeros past ``E``) from the device.  A size below
-    0 or sizes that add up to more than ``a``'s ``M`` rows fail the launch (``tl.device_assert``, no
-    host sync); the sizes are clamped all the same (below 0 counts as none), so that no thread that
-    runs on before the trap moves a load or store outside ``a`` and ``out``.  int64 sums: sizes that
-    wrap int32 are caught too."""
+def checked_sizes(sizes_ptr, E, M, E_PAD: tl.constexpr, CHECK: tl.constexpr = True):
+    """The ``E`` group sizes (int64, ``E_PAD`` wide, zeros past ``E``) from the device.  With ``CHECK``
+    a size below 0 or sizes that add up to more than ``a``'s ``M`` rows fail the launch
+    (``tl.device_assert``, no host sync); the sizes are clamped all the same (below 0 counts as
+    none), so that no thread that runs on before the trap, or in a kernel that leaves the check to
+    ``check_sizes_kernel``, moves a load or store outside ``a`` and ``out``.  int64 sums: sizes that
+    wrap int32 are caught too.  (A kernel with wgmma takes ``CHECK=False``: the assertion's call
+    makes ptxas serialize every wgmma of the kernel, C7510.)"""
     gs = tl.arange(0, E_PAD)
     given = tl.load(sizes_ptr + gs, mask=gs < E, other=0).to(tl.int64)
-    tl.device_assert((tl.min(given, 0) >= 0) & (tl.sum(given, 0) <= M),
-                     "group_sizes must be non-negative and add up to at most a's rows (total_M)")
+    if CHECK:
+        tl.device_assert((tl.min(given, 0) >= 0) & (tl.sum(given, 0) <= M),
+                         "group_sizes must be non-negative and add up to at most a's rows (total_M)")
     return tl.maximum(given, 0)
 
 
 @jit
-def group_rows(sizes_ptr, E, M, E_PAD: tl.constexpr):
+def check_sizes_kernel(sizes_ptr, E, M, E_PAD: tl.constexpr):
+    """``checked_sizes``' assertion alone (one program), launched before a kernel that takes the
+    sizes unchecked."""
+    checked_sizes(sizes_ptr, E, M, E_PAD)
+
+
+@jit
+def group_rows(sizes_ptr, E, M, E_PAD: tl.constexpr, CHECK: tl.constexpr = True):
     """``(rows, ends)``: each group's row count and the first row after it, from the sizes on the
     device (``checked_sizes``), rows past the M-th in no group.  Sizes that add up to less than M
     leave ``a``'s last rows in no group: their output rows are zeros (``tail_rows``)."""
-    sizes = checked_sizes(sizes_ptr, E, M, E_PAD)
+    sizes = checked_sizes(sizes_ptr, E, M, E_PAD, CHECK)
     after = tl.cumsum(sizes, axis=0)
     ends = tl.minimum(after, M)
     starts = tl.minimum(after - sizes, M)
@@ -110,7 +120,8 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, sizes_ptr, M, E, N, K, stride_am, s
     pid_n = (pid % per_group) // rows_in_group
 
     gs = tl.arange(0, E_PAD)                   # which group's row tile is pid_m?
-    sizes, rows_end = group_rows(sizes_ptr, E, M, E_PAD)    # rows_end inclusive: the first row after group g
+    sizes, rows_end = group_rows(sizes_ptr, E, M, E_PAD, False)    # checked by check_sizes_kernel; rows_end
+                                                                    # inclusive: the first row after group g
     tiles = (sizes + BLOCK_M - 1) // BLOCK_M
     tiles_end = tl.cumsum(tiles, axis=0)       # inclusive: the first row tile after group g
     group = tl.sum((tiles_end <= pid_m).to(tl.int32), axis=0)

@@ -27,7 +27,7 @@ def grouped_wgrad_kernel(a_ptr, g_ptr, c_ptr, sizes_ptr, M, E, K, N, stride_am, 
     pid_n = pid % tiles_n
 
     gs = tl.arange(0, E_PAD)                   # the group's rows: [row_end - size, row_end)
-    sizes, ends = group_rows(sizes_ptr, E, M, E_PAD)        # clamped to a's M rows
+    sizes, ends = group_rows(sizes_ptr, E, M, E_PAD, False)     # clamped to a's M rows (check_sizes_kernel)
     mine = gs == group
     row_end = tl.sum(tl.where(mine, ends, 0), axis=0)
     row0 = row_end - tl.sum(tl.where(mine, sizes, 0), axis=0)

@@ -8,7 +8,8 @@ Per expert ``g`` a ``[K, N]`` product whose reduction runs over the group's rows
 ``BR`` a k-step.  Persistent programs walk the ``E x cdiv(K, BM) x cdiv(N, BN)`` output tiles in expert
 order (every ``num_progs``-th; an expert's tiles in grouped order, ``GROUP_M`` tile-rows at a time, so
 its rows of ``a`` and ``dout`` stay in L2); each program takes the groups' rows from the sizes on the
-device (``grouped_gemm.checked_sizes``, ``group_span``: no host sync).
+device (``grouped_gemm.checked_sizes``, ``group_span``: no host sync; the host launches
+``check_sizes_kernel`` first, as no assertion may sit in a kernel with wgmma).
 
 One descriptor spans all of ``a`` (and one all of ``dout``): a group's last k-step reads rows past its
 end, which belong to the next group (or lie past M: TMA's zero fill).  Their products must not count,
@@ -77,7 +78,7 @@ def grouped_wgrad_ws_kernel(a_desc, g_desc, c_desc, c_ptr, sizes_ptr, M, E, K, N
 
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
-            sizes = checked_sizes(sizes_ptr, E, M, E_PAD)                   # (each task its own copy: nothing
+            sizes = checked_sizes(sizes_ptr, E, M, E_PAD, False)            # (each task its own copy: nothing
                                                                             # lives across the register split)
             tiles_k, tiles_n, num_tiles = tile_counts(E, K, N, BM, BN)
             count = 0
@@ -98,7 +99,7 @@ def grouped_wgrad_ws_kernel(a_desc, g_desc, c_desc, c_ptr, sizes_ptr, M, E, K, N
             cid = tlx.async_task_replica_id()
             if cid == 1:
                 tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
-            sizes = checked_sizes(sizes_ptr, E, M, E_PAD)
+            sizes = checked_sizes(sizes_ptr, E, M, E_PAD, False)
             tiles_k, tiles_n, num_tiles = tile_counts(E, K, N, BM, BN)
             count = 0
             for tile in range(tl.program_id(0), num_tiles, num_progs):
