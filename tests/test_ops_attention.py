@@ -590,6 +590,7 @@ def _check_compiled(h, c):
     # overlap keeps the previous item's accumulator and P alive: 1 byte (128 causal) to 23 (192 rows)
     limit = 16 if c.block_m == 192 or c.head_dim == 256 else 0
     assert h.n_spills <= (max(limit, 8) + 16 if c.overlap else limit), h.n_spills
+    assert "serializes the wgmma" not in " ".join(h.perf_warnings), h.perf_warnings
     assert math.isfinite(h.n_regs)
 
 

@@ -290,6 +290,7 @@ def test_every_configuration_compiles_for_sm90a(D, causal, packed, monkeypatch):
     for h in handles:
         assert h.n_spills == 0, h.n_spills
         assert h.metadata.shared <= 227 * 1024
+        assert "serializes the wgmma" not in " ".join(h.perf_warnings), h.perf_warnings
     for h in handles[1:]:
         assert "wgmma" in h.asm["cuda"]
 

@@ -371,6 +371,7 @@ def test_every_config_compiles_for_sm90a(name):
     assert len(handles) == 1              # split-K: the tile's last split sums, no second kernel
     for h in handles:
         assert h.n_spills == 0, (name, h.n_spills)
+        assert "serializes the wgmma" not in " ".join(h.perf_warnings), (name, h.perf_warnings)
         assert h.metadata.shared <= cfgs.SHARED_LIMIT, (name, h.metadata.shared)
         ptx = h.asm.get("ptx") or h.asm["cuda"]
         if c.kernel == "ws" or h.metadata.shared > 16384:
