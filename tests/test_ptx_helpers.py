@@ -303,17 +303,16 @@ def _volatile_load(bits: int) -> Case:
 
 
 def _cp_async_hinted(nbytes: int) -> Case:
+    """Each cache operator of a hinted cp.async helper (no L2-policy form: rules_tlx._cp_async_hints)."""
     words = nbytes // 4
     caches = ptx.CP_ASYNC_CACHE_OPS if nbytes == 16 else ptx.CP_ASYNC_CACHE_OPS[:1]
-    copies = " ".join(f"tlx_cp_async_hint_{nbytes}<{c}, {e}>(&buf[{words} * threadIdx.x + {128 * words * (3 * c + e)}], "
-                      f"in + {words} * threadIdx.x, in[0] != 0);"
-                      for c in range(len(caches)) for e in range(len(ptx.EVICTIONS)))
-    body = (f"__shared__ __align__(16) unsigned buf[{6 * 128 * words}];\n  {copies}\n"
+    copies = " ".join(f"tlx_cp_async_hint_{nbytes}<{c}>(&buf[{words} * threadIdx.x + {128 * words * c}], "
+                      f"in + {words} * threadIdx.x, in[0] != 0);" for c in range(len(caches)))
+    body = (f"__shared__ __align__(16) unsigned buf[{2 * 128 * words}];\n  {copies}\n"
             "  tlx_cp_async_commit_group();\n  tlx_cp_async_wait_group<0>();\n  __syncthreads();\n"
-            "  out[threadIdx.x] = buf[threadIdx.x ^ 1] + buf[threadIdx.x + 512];")
-    mnemonics = tuple(f"cp.async.{cache}.shared.global{'.L2::cache_hint' if evict else ''} " for cache in caches
-                      for evict in ptx.EVICTIONS)
-    return Case(body, mnemonics, also=("tlx_cp_async_commit_group", "tlx_cp_async_wait_group", "tlx_l2_policy"))
+            "  out[threadIdx.x] = buf[threadIdx.x ^ 1] + buf[threadIdx.x + 128];")
+    mnemonics = tuple(f"cp.async.{cache}.shared.global " for cache in caches)
+    return Case(body, mnemonics, also=("tlx_cp_async_commit_group", "tlx_cp_async_wait_group"))
 
 
 def _tma_hinted(kind: str, rank: int) -> Case:
