@@ -2,7 +2,7 @@
 has it), MoE shapes with uneven group sizes, paired medians (kernel time) in one process.
 
     python bench/ops_grouped_bench.py [--rounds 15] [--timing kernel|call] [--experts 8,32]
-                                      [--configs gws_128x128x64_s5,...] [--lean] [--fp8 [--precise]] [--wgrad]
+                                      [--configs gws_128x128x64_s5,...] [--lean] [--fp8 [--precise]] [--wgrad] [--dgrad]
                                       [--cases ExMxKxN,...] [--split uneven|equal] [--dense]
 
 Expert weights are stored ``[E, N, K]`` (as ``nn.Linear``) and multiplied as
@@ -16,7 +16,8 @@ other ``grouped.SPLIT_TAILS`` value, ``<pick>+split_tails`` or ``+whole_tails``:
 of one consumer's worth split by columns between both consumers, or multiplied by that consumer
 alone over the tile's width; ``--lean`` leaves those three out); ``--configs`` times more configurations beside the pick.  ``--wgrad``: the weight gradient
 (``grouped_weight_grad``, the backward of ``grouped_matmul_op`` for ``b``) of the same cases instead,
-against a loop of cuBLAS ``a_gᵀ @ dout_g`` and ``torch._grouped_mm(aᵀ, dout, offs)``.  ``--fp8``: the fp8
+against a loop of cuBLAS ``a_gᵀ @ dout_g`` and ``torch._grouped_mm(aᵀ, dout, offs)``; ``--dgrad`` the input
+gradient ``dout_g @ w[g]`` (the ``[E, N, K]`` weights read N-major, as the backward reads them).  ``--fp8``: the fp8
 (e4m3) product of the same cases with row-wise scales of ``a`` and per-expert column scales of the weights,
 against ``torch._scaled_grouped_mm`` and a loop of ``torch._scaled_mm`` (fast accumulation everywhere).  ``--split equal``
 gives every expert M / E rows and ``--dense`` times ``tlxc.ops.matmul`` on all M rows beside: what
@@ -210,6 +211,62 @@ def run_wgrad_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
     print(line, flush=True)
 
 
+def run_dgrad_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
+    """The input gradient ``da[rows of g] = dout[rows of g] @ w[g]`` with ``nn.Linear`` experts' ``[E, N, K]``
+    weights read as they are (``grouped_matmul_op``'s backward for ``a``: N-major ``b_experts`` of ``K`` output
+    columns) against a loop of cuBLAS calls and ``torch._grouped_mm(dout, w, offs)``."""
+    import torch
+
+    from bench.triton_source import paired_times
+    from tlxc.ops import grouped_matmul
+    from tlxc.ops.grouped import _ws_layout, choose_grouped_config
+
+    torch.manual_seed(E * 1000 + M + 2)
+    sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.05).sample().to(torch.int32)
+    sizes[E // 2] = 0
+    sizes[0] += M - int(sizes.sum())
+    host = [0] + sizes.cumsum(0).tolist()
+    sizes = sizes.cuda()
+    offs = sizes.cumsum(0).to(torch.int32)
+    g = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(E, N, K, device="cuda", dtype=torch.bfloat16) / N ** 0.5
+    loop_out = torch.empty(M, K, device="cuda", dtype=torch.bfloat16)
+
+    def loop():
+        for e in range(E):
+            torch.matmul(g[host[e]:host[e + 1]], w[e], out=loop_out[host[e]:host[e + 1]])
+    fns = {"tlxc": lambda: grouped_matmul(g, w, sizes), "loop": loop}
+    for name in extra:
+        fns[name] = lambda name=name: grouped_matmul(g, w, sizes, config=name)
+    loop()
+    for name, fn in list(fns.items()):
+        if name != "loop":
+            rel = ((fn().float() - loop_out.float()).norm() / loop_out.float().norm()).item()
+            if not rel < 1e-2:
+                raise SystemExit(f"E={E} M={M}: dgrad {name} wrong (rel. error {rel:.2e} against the cuBLAS loop)")
+    grouped_mm = getattr(torch, "_grouped_mm", None)
+    if grouped_mm is not None:
+        try:
+            gm = grouped_mm(g, w, offs=offs, out_dtype=torch.bfloat16)
+            if ((gm.float() - loop_out.float()).norm() / loop_out.float().norm()).item() < 1e-2:
+                fns["grouped_mm"] = lambda: grouped_mm(g, w, offs=offs, out_dtype=torch.bfloat16)
+        except (RuntimeError, TypeError, ValueError) as exc:
+            print(f"  torch._grouped_mm refused the input gradient: {str(exc).splitlines()[0][:150]}")
+    for fn in fns.values():
+        fn()
+    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide, {}).items()}
+    flops = 2 * M * K * N
+    pick = choose_grouped_config(M, E, K, _ws_layout(g, w))
+    line = f"dgrad E={E:3d} M={M:5d} K={K:5d} N={N:5d}: tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s, {pick})"
+    for name in extra:
+        line += f", {name} {med[name] / med['tlxc']:.3f}x the time"
+    for base in ("loop", "grouped_mm"):
+        if base in med:
+            ratios[base].append(med[base] / med["tlxc"])
+            line += f", {base} {med[base]:.4f} ms -> {med[base] / med['tlxc']:.3f}x"
+    print(line, flush=True)
+
+
 def run_fp8_case(E, M, K, N, rounds, hide, ratios, extra=(), fast=True) -> None:
     """fp8 (e4m3) ``grouped_matmul`` with row-wise scales of ``a`` and per-expert column scales of the
     weights (DeepSeek-style MoE), bf16 output, against ``torch._scaled_grouped_mm`` (the same scales and
@@ -307,6 +364,8 @@ def main() -> None:
     parser.add_argument("--configs", help="more grouped configurations to time beside the pick (comma-separated)")
     parser.add_argument("--lean", action="store_true", help="no pointer-kernel / pointer-store side timings")
     parser.add_argument("--wgrad", action="store_true", help="the weight gradient (grouped_weight_grad) instead")
+    parser.add_argument("--dgrad", action="store_true",
+                        help="the input gradient (dout @ w[g], N-major weights as nn.Linear stores them) instead")
     parser.add_argument("--fp8", action="store_true",
                         help="fp8 (e4m3, row-wise / per-expert column scales) against torch._scaled_grouped_mm "
                              "and a torch._scaled_mm loop instead")
@@ -328,6 +387,8 @@ def main() -> None:
     for E, M, K, N in cases:
         if (experts is None or E in experts) and args.wgrad:
             run_wgrad_case(E, M, K, N, args.rounds, hide, ratios, extra)
+        elif (experts is None or E in experts) and args.dgrad:
+            run_dgrad_case(E, M, K, N, args.rounds, hide, ratios, extra)
         elif (experts is None or E in experts) and args.fp8:
             run_fp8_case(E, M, K, N, args.rounds, hide, ratios, extra, fast=not args.precise)
         elif experts is None or E in experts:
