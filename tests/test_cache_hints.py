@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import tlxc
-from tlxc.compiler import compile_kernel, frontend, perf_warnings
+from tlxc.compiler import compile_kernel, frontend, launch_warnings, perf_warnings
 from tlxc.frontend.specialize import specialization_from_args
 from tlxc.ir.parser import parse_module
 from tlxc.ir.printer import print_module
@@ -131,6 +131,19 @@ def test_cp_async_hints(cache, evict, instruction):
     notes = [w for w in perf_warnings(compiled.metadata) if "cp.async is emitted without the L2 policy" in w]
     assert len(notes) == bool(evict) and all(f"eviction_policy={evict!r}) at kernels_cache_hints.py:" in n
                                              for n in notes), notes
+
+
+def test_launch_warnings_are_the_severe_perf_warnings():
+    """What a launch raises as ``tlxc.PerformanceWarning``: a dropped cp.async policy and serialized wgmma
+    instructions, not spills or unpipelined loops (``--emit stats`` lists those)."""
+    compiled = compile_kernel(K.staged_copy, _staged_spec(evict="evict_first"), arch="sm_90a",
+                              stages=("ir", "cuda", "ptx", "cubin"))
+    assert launch_warnings(compiled.metadata) == [w for w in perf_warnings(compiled.metadata) if "cp.async" in w] != []
+    made_up = {"spills_bytes": 8, "registers": 255, "not_pipelined": ["a loop"],
+               "wgmma_serialized": "C7510: wgmma.mma_async instructions are serialized"}
+    assert launch_warnings(made_up) == [w for w in perf_warnings(made_up) if "serializes the wgmma" in w]
+    assert len(launch_warnings(made_up)) == 1 and len(perf_warnings(made_up)) == 3
+    assert issubclass(tlxc.PerformanceWarning, UserWarning)
 
 
 def test_cp_async_cg_on_narrow_copies_is_a_located_error():
@@ -303,10 +316,18 @@ def test_gpu_hinted_scalar_accesses(volatile, store_cache):
                                                       (torch.float32, 65, ".ca", "evict_first"),
                                                       (torch.float16, 65, "", "evict_last")])
 def test_gpu_hinted_cp_async(dtype, stride, cache, evict):
+    """Correct with any hint; an eviction policy (which cp.async does not carry: rules_tlx._cp_async_hints)
+    is reported by a ``tlxc.PerformanceWarning`` at the specialization's first launch."""
+    import warnings
     m, n = 50, 64
     x = torch.randn(m * stride, device="cuda").to(dtype)
     y = torch.full((64 * 64,), 77, dtype=dtype, device="cuda")
-    K.staged_copy[(-(-m // 32),)](x, y, m, n, stride, BM=32, BN=64, CACHE=cache, EVICT=evict)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        K.staged_copy[(-(-m // 32),)](x, y, m, n, stride, BM=32, BN=64, CACHE=cache, EVICT=evict)
+    dropped = [w for w in caught if issubclass(w.category, tlxc.PerformanceWarning) and "cp.async" in str(w.message)]
+    # (fp16 at an odd stride: 2-byte pieces, copied by a hinted synchronous load, which keeps the policy)
+    assert len(dropped) == (1 if evict and dtype == torch.float32 else 0), [str(w.message) for w in caught]
     want = x[:m * stride].view(m, stride)[:, :n]
     torch.testing.assert_close(y[:m * n].view(m, n), want, rtol=0, atol=0)
     assert (y[m * n:] == 77).all()

@@ -11,6 +11,7 @@ from .errors import (
     InternalCompilerError,
     LaunchError,
     LayoutError,
+    PerformanceWarning,
     ResourceError,
     TlxcError,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "KernelFunction",
     "LaunchError",
     "LayoutError",
+    "PerformanceWarning",
     "ResourceError",
     "TensorDescriptor",
     "TlxcError",

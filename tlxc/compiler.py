@@ -267,13 +267,25 @@ def perf_warnings(metadata: dict) -> list[str]:
     if spills:
         warnings.append(f"{spills} bytes of registers spilled to local memory ({metadata.get('registers')} "
                         f"registers/thread): fewer live values, smaller tiles or more warps avoid it")
-    serialized = metadata.get("wgmma_serialized")
-    if serialized:
-        warnings.append(f"ptxas serializes the wgmma instructions ({serialized}): each MMA waits for the "
-                        f"previous one, a large loss of tensor-core throughput")
+    warnings += _serialized(metadata)
     warnings += metadata.get("not_pipelined") or []
     warnings += metadata.get("lowering_notes") or []       # hints the lowering could not honour (rules_tlx)
     return warnings
+
+
+def _serialized(metadata: dict) -> list[str]:
+    serialized = metadata.get("wgmma_serialized")
+    if not serialized:
+        return []
+    return [f"ptxas serializes the wgmma instructions ({serialized}): each MMA waits for the previous one, a "
+            f"large loss of tensor-core throughput"]
+
+
+def launch_warnings(metadata: dict) -> list[str]:
+    """The ``perf_warnings`` a launch raises as ``tlxc.PerformanceWarning``: the large losses a user cannot
+    see from the result (ptxas serialized the wgmma instructions; a hint the lowering dropped), not
+    spills or unpipelined loops, which ported kernels carry often and ``--emit stats`` reports."""
+    return _serialized(metadata) + list(metadata.get("lowering_notes") or [])
 
 
 def dump(compiled: CompiledKernel, root: str) -> None:

@@ -119,3 +119,10 @@ class RaceError(InterpreterError):
 
 class CudaError(TlxcError):
     """A CUDA driver call failed."""
+
+
+class PerformanceWarning(UserWarning):
+    """A kernel compiled for a launch will run far below its speed: ptxas serialized its wgmma
+    instructions (each MMA waits for the one before), or the lowering dropped a hint it could not
+    honour.  Issued once per compiled specialization; ``warnings.simplefilter("ignore",
+    tlxc.PerformanceWarning)`` silences it."""

@@ -1045,6 +1045,17 @@ def _bind(kfn, args, kwargs) -> tuple:
     return tuple(bound.arguments[name] for name in kfn.param_names)
 
 
+def _warn_performance(kfn, metadata: dict) -> None:
+    """``tlxc.PerformanceWarning`` for each of the compiled kernel's ``launch_warnings`` (once per
+    specialization: this runs on a launch key's first launch)."""
+    import warnings
+
+    from ..compiler import launch_warnings
+    from ..errors import PerformanceWarning
+    for text in launch_warnings(metadata):
+        warnings.warn(f"{kfn.__name__}: {text}", PerformanceWarning, stacklevel=4)
+
+
 def _prepare(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG) -> LaunchPlan:
     """First launch of a key: check arguments, specialize, compile (or load from
     the disk cache), load the module, build the launcher."""
@@ -1090,6 +1101,7 @@ def _prepare(kfn, bound: tuple, config: LaunchConfig = _DEFAULT_CONFIG) -> Launc
     cluster = config.cluster
     compiled = _compile_cached(kfn, spec, arch, config.num_warps, compile_kernel, cluster,
                                config.compile_options())
+    _warn_performance(kfn, compiled.metadata)
     module = driver.CudaModule.load(compiled.asm["cubin"], device)
     function = module.function(compiled.metadata["name"], device)
     smem = compiled.metadata.get("scratch_bytes", 0)
