@@ -143,6 +143,7 @@ def test_launch_warnings_are_the_severe_perf_warnings():
                "wgmma_serialized": "C7510: wgmma.mma_async instructions are serialized"}
     assert launch_warnings(made_up) == [w for w in perf_warnings(made_up) if "serializes the wgmma" in w]
     assert len(launch_warnings(made_up)) == 1 and len(perf_warnings(made_up)) == 3
+    assert launch_warnings({**made_up, "debug_barriers": True}) == []      # the watchdogs' calls, by design
     from tlxc.runtime.launch import _warn_performance  # what a first launch calls after compiling
     with pytest.warns(tlxc.PerformanceWarning, match=r"staged_copy: tlx.async_load\(eviction_policy='evict_first'\)"):
         _warn_performance(K.staged_copy, compiled.metadata)

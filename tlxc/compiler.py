@@ -215,6 +215,8 @@ def compile_kernel(kfn, spec: Specialization, *, arch: str = DEFAULT_ARCH, num_w
                                       debug_barriers=debug_barriers, options=options)
         compiled.asm.update(asm)
         compiled.metadata.update(metadata)
+        if debug_barriers:          # (the watchdogs' calls serialize wgmma by design: no launch warning)
+            compiled.metadata["debug_barriers"] = True
         compiled.asm["stats"] = format_stats(compiled)
     compiled.metadata["compile_seconds"] = time.perf_counter() - start
     if os.environ.get("TLXC_DUMP_DIR"):
@@ -284,8 +286,11 @@ def _serialized(metadata: dict) -> list[str]:
 def launch_warnings(metadata: dict) -> list[str]:
     """The ``perf_warnings`` a launch raises as ``tlxc.PerformanceWarning``: the large losses a user cannot
     see from the result (ptxas serialized the wgmma instructions; a hint the lowering dropped), not
-    spills or unpipelined loops, which ported kernels carry often and ``--emit stats`` reports."""
-    return _serialized(metadata) + list(metadata.get("lowering_notes") or [])
+    spills or unpipelined loops, which ported kernels carry often and ``--emit stats`` reports.  A
+    ``TLXC_DEBUG_BARRIERS`` build's serialization is the watchdogs' own (their trap and report are
+    calls): not warned."""
+    serialized = [] if metadata.get("debug_barriers") else _serialized(metadata)
+    return serialized + list(metadata.get("lowering_notes") or [])
 
 
 def dump(compiled: CompiledKernel, root: str) -> None:
