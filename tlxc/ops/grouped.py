@@ -410,9 +410,9 @@ WGRAD_CONFIGS = {           # name: (BLOCK_K, BLOCK_N, BLOCK_M (rows a step), wa
     "w_128x128x32_w8_s4": (128, 128, 32, 8, 4),
 }
 WGRAD_DEFAULT = "w_128x256x64_w8_s3"     # H200 2026-12-04: 0.81-0.98 of 128x128's time (6 MoE shapes)
-# the default where TMA can read 16-bit `a` and `grad` as they are: H100 2026-12-06, the bench's MoE cases (four in
-# one run, all seven in a second): 0.65-0.84 of the pointer default's time; `wws_128x128x64_s6` 0.70-1.12
-# (docs/performance.md, session 38)
+# the default where TMA can read 16-bit `a` and `grad` as they are: H100 2026-12-06, the bench's seven MoE cases
+# (session 38, after the grouped kernels' wgmmas were unserialized): 0.65-0.78 of the pointer default's time,
+# 1.007-1.069x a cuBLAS loop at E = 8; `wws_128x128x64_s6` 0.95-1.41x its time (docs/performance.md)
 WGRAD_WS_DEFAULT = "wws_128x256x64_s4"
 # name: (BM (K-rows of a tile), BN, BR (rows a k-step), stages): grouped_wgrad_ws_kernel, the warp-specialized
 # TMA kernel (opt-in, session 37: correct on the interpreter and the sm_90a compile, not yet run on a GPU)
