@@ -154,22 +154,64 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False, split="unev
     print(line, flush=True)
 
 
+def _backward_draw(E: int, M: int, seed: int):
+    """The backward modes' group sizes (``group_sizes``' draw, its own seed): on the GPU, as host row
+    offsets, and as ``torch._grouped_mm``'s int32 end offsets."""
+    import torch
+
+    torch.manual_seed(seed)
+    sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.05).sample().to(torch.int32)
+    sizes[E // 2] = 0
+    sizes[0] += M - int(sizes.sum())
+    host = [0] + sizes.cumsum(0).tolist()
+    sizes = sizes.cuda()
+    return sizes, host, sizes.cumsum(0).to(torch.int32)
+
+
+def _time_against_loop(label: str, flops: int, fns: dict, loop_out, grouped_mm_call, rounds, hide, ratios,
+                       extra=(), pick: str = "") -> None:
+    """``fns`` (``tlxc``, ``loop`` and the ``--configs`` extras) checked against the loop's ``loop_out``,
+    ``torch._grouped_mm`` (``grouped_mm_call``) added where it agrees, then paired medians; one line."""
+    import torch
+
+    from bench.triton_source import paired_times
+    fns["loop"]()
+    for name, fn in list(fns.items()):
+        if name != "loop":
+            rel = ((fn().float() - loop_out.float()).norm() / loop_out.float().norm()).item()
+            if not rel < 1e-2:
+                raise SystemExit(f"{label}: {name} wrong (rel. error {rel:.2e} against the cuBLAS loop)")
+    if getattr(torch, "_grouped_mm", None) is not None:
+        try:
+            gm = grouped_mm_call()
+            if ((gm.float() - loop_out.float()).norm() / loop_out.float().norm()).item() < 1e-2:
+                fns["grouped_mm"] = grouped_mm_call
+            else:
+                print(f"  torch._grouped_mm disagrees with the loop ({label}): not used")
+        except (RuntimeError, TypeError, ValueError) as exc:
+            print(f"  torch._grouped_mm refused {label}: {str(exc).splitlines()[0][:150]}")
+    for fn in fns.values():
+        fn()
+    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide, {}).items()}
+    line = f"{label}: tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s{', ' + pick if pick else ''})"
+    for name in extra:
+        line += f", {name} {med[name] / med['tlxc']:.3f}x the time"
+    for base in ("loop", "grouped_mm"):
+        if base in med:
+            ratios[base].append(med[base] / med["tlxc"])
+            line += f", {base} {med[base]:.4f} ms -> {med[base] / med['tlxc']:.3f}x"
+    print(line, flush=True)
+
+
 def run_wgrad_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
     """The weight gradient ``db[g] = a[rows of g]ᵀ @ dout[rows of g]`` (``grouped_weight_grad``,
     the backward of ``grouped_matmul_op`` for the weights) against a loop of cuBLAS calls and
     ``torch._grouped_mm`` on ``(aᵀ, dout)`` with the row offsets, when it takes them."""
     import torch
 
-    from bench.triton_source import paired_times
     from tlxc.ops import grouped_weight_grad
 
-    torch.manual_seed(E * 1000 + M + 1)
-    sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.05).sample().to(torch.int32)
-    sizes[E // 2] = 0
-    sizes[0] += M - int(sizes.sum())
-    host = [0] + sizes.cumsum(0).tolist()
-    sizes = sizes.cuda()
-    offs = sizes.cumsum(0).to(torch.int32)
+    sizes, host, offs = _backward_draw(E, M, E * 1000 + M + 1)
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     g = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
     loop_out = torch.empty(E, K, N, device="cuda", dtype=torch.bfloat16)
@@ -180,35 +222,9 @@ def run_wgrad_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
     fns = {"tlxc": lambda: grouped_weight_grad(a, g, sizes), "loop": loop}
     for name in extra:                        # --configs: more weight-gradient tiles (WGRAD_CONFIGS)
         fns[name] = lambda name=name: grouped_weight_grad(a, g, sizes, config=name)
-    loop()
-    rel = ((grouped_weight_grad(a, g, sizes).float() - loop_out.float()).norm() / loop_out.float().norm()).item()
-    for name in extra:
-        rel = max(rel, ((grouped_weight_grad(a, g, sizes, config=name).float() - loop_out.float()).norm()
-                        / loop_out.float().norm()).item())
-    if not rel < 1e-2:
-        raise SystemExit(f"E={E} M={M}: grouped_weight_grad wrong (rel. error {rel:.2e} against the cuBLAS loop)")
-    grouped_mm = getattr(torch, "_grouped_mm", None)
-    if grouped_mm is not None:
-        try:
-            gm = grouped_mm(a.t(), g, offs=offs, out_dtype=torch.bfloat16)
-            if ((gm.float() - loop_out.float()).norm() / loop_out.float().norm()).item() < 1e-2:
-                fns["grouped_mm"] = lambda: grouped_mm(a.t(), g, offs=offs, out_dtype=torch.bfloat16)
-            else:
-                print("  torch._grouped_mm (weight gradient) disagrees with the loop: not used")
-        except (RuntimeError, TypeError, ValueError) as exc:
-            print(f"  torch._grouped_mm refused the weight gradient: {str(exc).splitlines()[0][:150]}")
-    for fn in fns.values():
-        fn()
-    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide, {}).items()}
-    flops = 2 * M * K * N
-    line = f"wgrad E={E:3d} M={M:5d} K={K:5d} N={N:5d}: tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s)"
-    for name in extra:
-        line += f", {name} {med[name] / med['tlxc']:.3f}x the time"
-    for base in ("loop", "grouped_mm"):
-        if base in med:
-            ratios[base].append(med[base] / med["tlxc"])
-            line += f", {base} {med[base]:.4f} ms -> {med[base] / med['tlxc']:.3f}x"
-    print(line, flush=True)
+    _time_against_loop(f"wgrad E={E:3d} M={M:5d} K={K:5d} N={N:5d}", 2 * M * K * N, fns, loop_out,
+                       lambda: torch._grouped_mm(a.t(), g, offs=offs, out_dtype=torch.bfloat16), rounds, hide,
+                       ratios, extra)
 
 
 def run_dgrad_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
@@ -217,17 +233,10 @@ def run_dgrad_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
     columns) against a loop of cuBLAS calls and ``torch._grouped_mm(dout, w, offs)``."""
     import torch
 
-    from bench.triton_source import paired_times
     from tlxc.ops import grouped_matmul
     from tlxc.ops.grouped import _ws_layout, choose_grouped_config
 
-    torch.manual_seed(E * 1000 + M + 2)
-    sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.05).sample().to(torch.int32)
-    sizes[E // 2] = 0
-    sizes[0] += M - int(sizes.sum())
-    host = [0] + sizes.cumsum(0).tolist()
-    sizes = sizes.cuda()
-    offs = sizes.cumsum(0).to(torch.int32)
+    sizes, host, offs = _backward_draw(E, M, E * 1000 + M + 2)
     g = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(E, N, K, device="cuda", dtype=torch.bfloat16) / N ** 0.5
     loop_out = torch.empty(M, K, device="cuda", dtype=torch.bfloat16)
@@ -238,33 +247,9 @@ def run_dgrad_case(E, M, K, N, rounds, hide, ratios, extra=()) -> None:
     fns = {"tlxc": lambda: grouped_matmul(g, w, sizes), "loop": loop}
     for name in extra:
         fns[name] = lambda name=name: grouped_matmul(g, w, sizes, config=name)
-    loop()
-    for name, fn in list(fns.items()):
-        if name != "loop":
-            rel = ((fn().float() - loop_out.float()).norm() / loop_out.float().norm()).item()
-            if not rel < 1e-2:
-                raise SystemExit(f"E={E} M={M}: dgrad {name} wrong (rel. error {rel:.2e} against the cuBLAS loop)")
-    grouped_mm = getattr(torch, "_grouped_mm", None)
-    if grouped_mm is not None:
-        try:
-            gm = grouped_mm(g, w, offs=offs, out_dtype=torch.bfloat16)
-            if ((gm.float() - loop_out.float()).norm() / loop_out.float().norm()).item() < 1e-2:
-                fns["grouped_mm"] = lambda: grouped_mm(g, w, offs=offs, out_dtype=torch.bfloat16)
-        except (RuntimeError, TypeError, ValueError) as exc:
-            print(f"  torch._grouped_mm refused the input gradient: {str(exc).splitlines()[0][:150]}")
-    for fn in fns.values():
-        fn()
-    med = {n: statistics.median(t) for n, t in paired_times(fns, rounds, hide, {}).items()}
-    flops = 2 * M * K * N
-    pick = choose_grouped_config(M, E, K, _ws_layout(g, w))
-    line = f"dgrad E={E:3d} M={M:5d} K={K:5d} N={N:5d}: tlxc {med['tlxc']:.4f} ms ({flops / med['tlxc'] / 1e9:.0f} TFLOP/s, {pick})"
-    for name in extra:
-        line += f", {name} {med[name] / med['tlxc']:.3f}x the time"
-    for base in ("loop", "grouped_mm"):
-        if base in med:
-            ratios[base].append(med[base] / med["tlxc"])
-            line += f", {base} {med[base]:.4f} ms -> {med[base] / med['tlxc']:.3f}x"
-    print(line, flush=True)
+    _time_against_loop(f"dgrad E={E:3d} M={M:5d} K={K:5d} N={N:5d}", 2 * M * K * N, fns, loop_out,
+                       lambda: torch._grouped_mm(g, w, offs=offs, out_dtype=torch.bfloat16), rounds, hide, ratios,
+                       extra, choose_grouped_config(M, E, K, _ws_layout(g, w)))
 
 
 def run_fp8_case(E, M, K, N, rounds, hide, ratios, extra=(), fast=True) -> None:
