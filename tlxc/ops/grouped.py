@@ -144,8 +144,10 @@ def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | 
     schedule when N >= 4096 (H200 2026-12-04, E = 8, N = 14336: 1.06-1.10x the static grouped order), in
     CTA pairs sharing ``a`` (H100 2026-12-06, three runs: 1.026-1.031x at M = 2048, 1.009-1.020x at 4096,
     0.999-1.018x at 16384; not yet timed on the H200), else 128x128; from 64 rows an expert 128x128 (H100,
-    session 37: at E = 128 / 64 / 32 with 64 / 128 / 128 rows an expert, 0.98 / 0.79 / 0.75 of the 64-row
-    pointer tile's time in bf16, 0.88 / 0.76 in fp8).  Otherwise the pointer kernel: 64-row tiles when the
+    session 38, against the pointer kernel with its wgmmas no longer serialized: at E = 128 / 64 / 32 with 64 /
+    128 / 128 rows an expert, 0.99 / 0.83 / 0.78 of the 64-row pointer tile's time in bf16; at 32-36 rows an
+    expert the two are equal; fp8's 0.88 / 0.76 are session 37's, against the serialized pointer tile).
+    Otherwise the pointer kernel: 64-row tiles when the
     mean group is under 256 rows (less padding in each group's last tile), 128 otherwise; 256 columns when
     N is large enough to fill the SMs anyway.  fp8 takes the ``gws8_`` / ``g8_`` tiles of the same choice
     (the WS kernel reads 8-bit weights K-major only); promoted sums (``promote``: ``use_fast_accum=False``)
