@@ -306,6 +306,7 @@ def test_fp16_compiles_for_sm90a(monkeypatch):
     monkeypatch.setenv("TLXC_ATTN_BWD", "auto")
     *_, ws = compile_kernels(do, q, k, v, q, torch.zeros(1, 4, 512), causal=True, sm_scale=0.1)
     assert ws.name.startswith("bwd_ws_kernel") and ws.n_spills <= 8
+    assert "serializes the wgmma" not in " ".join(ws.perf_warnings), ws.perf_warnings
 
 
 # -- the warp-specialized kernel (TLXC_ATTN_BWD=ws) ---------------------------------------------------
@@ -419,6 +420,7 @@ def test_ws_row_stats_read_in_the_products_layout(D, monkeypatch, tmp_path):
     k = torch.empty(2, 1, 512, D, dtype=torch.bfloat16)
     ws = compile_kernels(q, q, k, k, q, torch.empty(2, 4, 512), causal=False, sm_scale=0.1)[-1]
     assert ws.n_spills <= (9 if D == 128 else 0)
+    assert "serializes the wgmma" not in " ".join(ws.perf_warnings), ws.perf_warnings
     (ir,) = [f.read_text() for f in tmp_path.glob("bwd_ws_kernel*.opt.ir")]
     assert "local_load" in ir and "1x64xf32" in ir
     assert not [line for line in ir.splitlines() if "convert_layout" in line and "1x64xf32" in line]
