@@ -417,7 +417,7 @@ WGRAD_DEFAULT = "w_128x256x64_w8_s3"     # H200 2026-12-04: 0.81-0.98 of 128x128
 # 1.007-1.069x a cuBLAS loop at E = 8; `wws_128x128x64_s6` 0.95-1.41x its time (docs/performance.md)
 WGRAD_WS_DEFAULT = "wws_128x256x64_s4"
 # name: (BM (K-rows of a tile), BN, BR (rows a k-step), stages): grouped_wgrad_ws_kernel, the warp-specialized
-# TMA kernel (opt-in, session 37: correct on the interpreter and the sm_90a compile, not yet run on a GPU)
+# TMA kernel (session 37; GPU-run on the H100 in session 38)
 WGRAD_WS_CONFIGS = {
     "wws_128x256x64_s4": (128, 256, 64, 4),
     "wws_128x128x64_s6": (128, 128, 64, 6),
@@ -454,8 +454,8 @@ def _launch_wgrad_ws(config: str, a, grad, group_sizes, out) -> None:
 def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.Tensor,
                         out_dtype: torch.dtype | None = None, config: str | None = None) -> torch.Tensor:
     """``db[g] = a[rows of g]ᵀ @ grad[rows of g]``, ``[E, K, N]`` (contiguous, ``out_dtype`` or
-    ``a``'s dtype): the weight gradient of ``grouped_matmul`` (``kernels/grouped_wgrad.py``;
-    float32 accumulation, no host sync; a group of no rows gets zeros).  ``config``: one of
+    ``a``'s dtype): the weight gradient of ``grouped_matmul`` (float32 accumulation, no host sync; a
+    group of no rows gets zeros).  ``config``: one of
     ``WGRAD_WS_CONFIGS`` (the warp-specialized TMA kernel, ``kernels/grouped_wgrad_ws.py``: operands
     TMA can read as they are; ``WGRAD_WS_DEFAULT`` by default for such 16-bit operands) or
     ``WGRAD_CONFIGS`` (the pointer kernel, any strides; ``WGRAD_DEFAULT`` by default otherwise)."""

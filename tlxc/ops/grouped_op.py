@@ -30,6 +30,7 @@ from ..torch_ops import needs_custom_op, register_custom_op
 from .custom_ops import _ACTIVATION_BACKWARD, _GLU_GATE, _glu_backward, refuse_on_the_op
 from .grouped import grouped_matmul as grouped_matmul_eager
 from .grouped import grouped_weight_grad
+from .matmul import FP8_DTYPES
 
 
 def _check(a, b_experts, group_sizes) -> None:
@@ -53,7 +54,7 @@ def _grouped_fake(a, b_experts, group_sizes, out_dtype=None, bias=None, activati
                   use_fast_accum=True):
     _check(a, b_experts, group_sizes)
     n = b_experts.shape[2] // 2 if activation in _GLU_GATE else b_experts.shape[2]
-    fp8 = a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
+    fp8 = a.dtype in FP8_DTYPES
     return a.new_empty((a.shape[0], n), dtype=out_dtype or (torch.bfloat16 if fp8 else a.dtype))
 
 
