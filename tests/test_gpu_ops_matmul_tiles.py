@@ -111,3 +111,12 @@ def test_swapped_ws_tiles(name, shape, b_kmajor):
     """C^T = B^T A^T on the WS kernel (M along the tile's 144 or 160 columns, stored through pointers)
     against float32 math, with bias and GELU, into a NaN-poisoned output."""
     _check_bias_gelu(name, shape, b_kmajor)
+
+
+@pytest.mark.parametrize("name", ["ws_256x152x64_s4_c2a_swap", "ws_256x160x64_s4_c2a_swap"])
+@pytest.mark.parametrize("shape,b_kmajor", [((297, 14336, 4096), True), ((1213, 4096, 4096), True),
+                                            ((400, 1000, 520), False), ((170, 520, 136), True)])
+def test_swapped_ws_pairs(name, shape, b_kmajor):
+    """Swapped WS tiles in CTA pairs side by side sharing the weights by multicast (the last pair's
+    second CTA partly or wholly past M) against float32 math, bias and GELU, NaN-poisoned output."""
+    _check_bias_gelu(name, shape, b_kmajor)

@@ -357,7 +357,7 @@ def test_autotune_times_candidates_and_persists(tmp_path, monkeypatch):
 def _compile_operands(c):
     if c.kernel == "gemv":
         return torch.empty(1, 4096, dtype=torch.bfloat16), torch.empty(4096, 4096, dtype=torch.bfloat16).t()
-    M, N, K = (16, 1024, 1024) if c.swap else (1024, 1024, 1024)
+    M, N, K = ((400 if c.share_a else 16), 1024, 1024) if c.swap else (1024, 1024, 1024)   # (a pair: two tiles of M)
     if c.fp8:
         return torch.empty(M, K).to(torch.float8_e4m3fn), torch.empty(N, K).to(torch.float8_e4m3fn).t()
     return torch.empty(M, K, dtype=torch.bfloat16), torch.empty(K, N, dtype=torch.bfloat16)
@@ -488,7 +488,7 @@ def test_a_plan_is_reused_for_new_tensors_and_keeps_none_alive():
 
 def test_cluster_checks_count_the_kernels_rows_on_a_swapped_tile():
     """``supports`` judges a swapped WS tile on the kernel's problem (Cᵀ = Bᵀ Aᵀ: N rows, M columns).
-    No swapped configuration has a cluster today (``_ws`` refuses one), so the pair is built here."""
+    The stacked pair (sharing the kernel's B) is built here: ``_ws`` makes swapped pairs side by side only."""
     from dataclasses import replace
     pair = replace(CONFIGS["ws_256x160x64_s4_swap"], cluster_m=2)
     few_cols_many_rows = cfgs.Problem(100, 4096, 4096, a_kmajor=True, b_kmajor=True)

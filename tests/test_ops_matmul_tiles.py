@@ -340,6 +340,29 @@ def test_three_part_swapped_tile(shape):
     assert "K-major" in cfgs.supports(CONFIGS["ws_256x152x64_s4_swap"], m_major)
 
 
+@pytest.mark.parametrize("config,shape", [("ws_256x152x64_s4_c2a_swap", (297, 264, 136)),   # one pair, 2nd CTA partial
+                                          ("ws_256x152x64_s4_c2a_swap", (400, 520, 72)),    # 2nd pair's 2nd CTA past M
+                                          ("ws_256x160x64_s4_c2a_swap", (170, 300, 200))])  # 10 columns for CTA 1
+def test_swapped_ws_pairs_share_the_weights(config, shape):
+    """Swapped WS tiles in CTA pairs side by side: the pair's two tiles of M (the kernel's columns)
+    share the kernel's A (the weights, bᵀ) by multicast, box h loaded by CTA h % 2 for both; a CTA
+    whose columns are partly or wholly past M still loads its box and releases its peer's slots.
+    Bias, GELU and a row scale into a poisoned output against float64; a single tile of M is refused."""
+    M, N, K = shape
+    a, b = _operands(M, N, K, False, True, seed=M + N)
+    g = torch.Generator().manual_seed(K)
+    bias, scale_a = torch.randn(N, generator=g).to(torch.bfloat16), torch.rand(M, generator=g) + 0.5
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="gelu", scale_a=scale_a, config=config)
+    ref = torch.nn.functional.gelu(a.double() @ b.double() * scale_a.double()[:, None] + bias.double())
+    assert torch.isfinite(out).all(), "poison left in the output"
+    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+    one_tile = cfgs.Problem(140, N, K, b_kmajor=True)
+    assert "two tile columns" in cfgs.supports(CONFIGS[config], one_tile)
+    # a pair's tiles side by side count as the kernel's columns: 297 tokens x 14336 = 56 pairs, one round
+    assert cfgs.rounds(CONFIGS[config], cfgs.Problem(297, 14336, 4096, b_kmajor=True)) == (1, pytest.approx(112 / 132))
+
+
 def test_swapped_ws_tiles_refuse_what_they_cannot_read():
     """No staging copies (an operand TMA cannot describe), no residual's scratch tile beside a
     256-row ring; the heuristic picks only the measured 256x160 and 256x152 tiles, only with a

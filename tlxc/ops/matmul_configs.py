@@ -111,8 +111,10 @@ def _ws(bm, bn, stages, **kw):
     if kw.get("subtile", 2) != 2 and not kw.get("swap"):      # (a swapped tile stores through pointers)
         parts.append(f"sub{kw['subtile']}")
     if kw.get("swap"):
-        assert kw.get("cluster_m", 1) == 1 and not kw.get("stream_k") and not fp8 and bm in (128, 256), \
-            "a swapped WS tile: no cluster, no stream-K, 16-bit, 64 or 128 of N per consumer"
+        assert (kw.get("cluster_m", 1) == 1 or kw.get("share_a")) and not kw.get("stream_k") and not fp8 and \
+            bm in (128, 256), \
+            "a swapped WS tile: no stacked pair (a pair side by side shares the weights), no stream-K, 16-bit, " \
+            "64 or 128 of N per consumer"
         parts.append("swap")
     if kw.get("stream_k"):
         assert kw.get("cluster_m", 1) == 1 and kw.get("persistent", True) and bm == 128 and \
@@ -187,6 +189,11 @@ _ALL = [
     _ws(256, 144, 4, swap=True, subtile=1),
     _ws(256, 160, 4, swap=True, subtile=1),
     _ws(256, 152, 4, swap=True, subtile=1),      # 128 + 16 + 8: cuBLAS's width (one m64n152 a slice)
+    # ... in pairs side by side sharing the kernel's A (the weights, b^T: 32 KB a k-step of the tile's 51)
+    # by multicast: 35 KB a CTA and k-step from L2 instead of 51 (cuBLAS runs 297x14336x4096 in 4x2
+    # clusters, 1213x4096x4096 in 1x2; session 39)
+    _ws(256, 152, 4, swap=True, subtile=1, cluster_m=2, share_a=True),
+    _ws(256, 160, 4, swap=True, subtile=1, cluster_m=2, share_a=True),
     # tiles between powers of two (a main part and a tail, each its own wgmma): tile counts that
     # fit one round where 128x128 leaves SMs idle and 128x64 needs two rounds -- cuBLAS runs
     # 1000x1240x776 as 128 tiles of 80 columns (nvjet 80x128, H200 2026-12-04); 128x80 = 128
@@ -690,7 +697,10 @@ def rounds(c: GemmConfig, p: Problem) -> tuple[int, float]:
     if c.kernel == "gemv":
         return 1, 1.0
     rows, cols = (p.N, p.M) if c.swap else (p.M, p.N)
-    programs = -(-rows // (c.bm * c.cluster_m)) * -(-cols // c.bn) * c.cluster_m * c.split_k
+    if c.share_a:       # a pair's tiles side by side
+        programs = -(-rows // c.bm) * -(-cols // (c.bn * c.cluster_m)) * c.cluster_m * c.split_k
+    else:
+        programs = -(-rows // (c.bm * c.cluster_m)) * -(-cols // c.bn) * c.cluster_m * c.split_k
     if c.kernel == "ws":
         per_sm = 1
     else:
