@@ -104,7 +104,8 @@ def test_wide_tiles_and_tile_tails(name, shape, b_kmajor):
     _check_bias_gelu(name, shape, b_kmajor)
 
 
-@pytest.mark.parametrize("name", ["ws_256x144x64_s4_swap", "ws_256x160x64_s4_swap", "ws_256x152x64_s4_swap"])
+@pytest.mark.parametrize("name", ["ws_256x144x64_s4_swap", "ws_256x160x64_s4_swap", "ws_256x152x64_s4_swap",
+                                  "ws_128x144x64_s6_swap", "ws_128x152x64_s6_swap", "ws_128x160x64_s6_swap"])
 @pytest.mark.parametrize("shape,b_kmajor", [((297, 14336, 4096), True), ((1213, 4096, 4096), True),
                                             ((304, 1000, 520), False), ((9, 520, 136), True)])
 def test_swapped_ws_tiles(name, shape, b_kmajor):

@@ -299,7 +299,9 @@ def test_a_borrowed_pick_is_traded_for_the_tile_that_fills_the_rounds():
 
 @pytest.mark.parametrize("config,shape", [("ws_256x160x64_s4_swap", (304, 520, 200)),    # 2 row tiles of M
                                           ("ws_256x144x64_s4_swap", (168, 296, 136)),    # a partial 144 + 32-row tail
-                                          ("ws_256x160x64_s4_swap", (200, 264, 64))])    # one k-step
+                                          ("ws_256x160x64_s4_swap", (200, 264, 64)),     # one k-step
+                                          ("ws_128x160x64_s6_swap", (296, 200, 136)),    # 64 of N a consumer
+                                          ("ws_128x144x64_s6_swap", (152, 136, 72))])
 @pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, True), (True, False)])
 def test_swapped_ws_tiles_cover_m_with_their_columns(config, shape, a_mmajor, b_kmajor):
     """The swapped WS tiles compute C^T = B^T A^T: N runs along the consumers' rows (128 each),
@@ -323,21 +325,22 @@ def test_swapped_ws_tiles_cover_m_with_their_columns(config, shape, a_mmajor, b_
 
 
 @pytest.mark.parametrize("shape", [(297, 520, 200), (150, 300, 72)])     # two tiles of M / one partial
-def test_three_part_swapped_tile(shape):
-    """The swapped 256x152 tile: M along 128 + 16 + 8 columns (a main part and two tails, each its
+@pytest.mark.parametrize("config", ["ws_256x152x64_s4_swap", "ws_128x152x64_s6_swap"])
+def test_three_part_swapped_tile(shape, config):
+    """The swapped 152-wide tiles (256 or 128 of N): M along 128 + 16 + 8 columns (a main part and two tails, each its
     own B box, issued as one m64n152), bias, GELU and the tails' pointer stores into a poisoned
     output; its second tail reads B K-major only, so an M-major A (the swapped kernel's B) is refused."""
     M, N, K = shape
     a, b = _operands(M, N, K, False, True, seed=M + K)
     bias = torch.randn(N, generator=torch.Generator().manual_seed(N)).to(torch.bfloat16)
     out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
-    matmul(a, b, out, bias=bias, activation="gelu", config="ws_256x152x64_s4_swap")
+    matmul(a, b, out, bias=bias, activation="gelu", config=config)
     ref = torch.nn.functional.gelu(a.double() @ b.double() + bias.double())
     assert torch.isfinite(out).all(), "poison left in the output"
     assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
     assert cfgs.tail_parts(152) == (128, 16, 8) and cfgs.tail_parts(160) == (128, 32, 0)
     m_major = cfgs.Problem(M, N, K, a_kmajor=False, b_kmajor=True)
-    assert "K-major" in cfgs.supports(CONFIGS["ws_256x152x64_s4_swap"], m_major)
+    assert "K-major" in cfgs.supports(CONFIGS[config], m_major)
 
 
 @pytest.mark.parametrize("config,shape", [("ws_256x152x64_s4_c2a_swap", (297, 264, 136)),   # one pair, 2nd CTA partial

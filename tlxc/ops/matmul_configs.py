@@ -194,6 +194,12 @@ _ALL = [
     # clusters, 1213x4096x4096 in 1x2; session 39)
     _ws(256, 152, 4, swap=True, subtile=1, cluster_m=2, share_a=True),
     _ws(256, 160, 4, swap=True, subtile=1, cluster_m=2, share_a=True),
+    # ... and 128 of N (64 a consumer) x 144 / 152 / 160 of M at six stages: twice the tiles of the 256-row
+    # ones, so M near 600 (four 152-wide tiles) fills a round with 128 tiles where 256-row tiles leave half
+    # the SMs idle and 192x128 pads 600 rows to 768 (session 39)
+    _ws(128, 144, 6, swap=True, subtile=1),
+    _ws(128, 152, 6, swap=True, subtile=1),
+    _ws(128, 160, 6, swap=True, subtile=1),
     # tiles between powers of two (a main part and a tail, each its own wgmma): tile counts that
     # fit one round where 128x128 leaves SMs idle and 128x64 needs two rounds -- cuBLAS runs
     # 1000x1240x776 as 128 tiles of 80 columns (nvjet 80x128, H200 2026-12-04); 128x80 = 128
