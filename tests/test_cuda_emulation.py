@@ -166,6 +166,8 @@ def _emulating_matmul(monkeypatch, edit=None):
                                               ("ws_256x160x64_s4_swap", (297, 520, 200), 132),
                                               ("ws_256x144x64_s4_swap", (170, 300, 136), 132),
                                               ("ws_256x152x64_s4_swap", (297, 520, 200), 132),
+                                              ("ws_128x152x64_s6_swap", (297, 520, 200), 132),
+                                              ("ws_128x160x64_s6_swap", (170, 300, 136), 132),
                                               ("ws_128x192x64_s4_sub1", (200, 301, 136), 132),
                                               ("ws_128x80x64_s6_sub1", (200, 264, 520, "transposed"), 132),
                                               ("dot_64x32x128_s8_w4", (200, 264, 520, "transposed"), 132),
@@ -180,7 +182,8 @@ def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
     """The warp-specialized GEMM's CUDA text: 128x256 tiles stored by TMA in two halves (also with an
     M-major A and an N-major B: both wgmma transpose bits); the swapped
     tiles (C^T = B^T A^T, M along the tile's 144 / 160 columns: a 128 main part and its tail, stored
-    through pointers, tail first; 152: 128 + 16 + 8, one m64n152); a 128 + 64 tile on an output TMA cannot store (N = 301); a 64 + 16
+    as the output's rows in 16-column chunks through two shared buffers by TMA, tail first; 152:
+    128 + 16 + 8, one m64n152; 256 or 128 of N); a 128 + 64 tile on an output TMA cannot store (N = 301); a 64 + 16
     tile whose tail's TMA store swizzles 32 bytes, on an N-major B (the tail's wgmma reads 32-byte-swizzled
     rows); a 64x32 pointer tile on an N-major B (64-byte-swizzled rows); the pointer kernel (cp.async ring, wgmma) split in
     two with its fix-up by the tile's last split; 256-wide

@@ -160,8 +160,10 @@ def _release(descs: dict | None) -> None:
 
 
 def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, descs: dict | None = None) -> None:
+    trans = cfgs.stores_transposed(c, p)          # a swapped tile's C^T stored as out's rows by TMA
+    out_rows = out
     if c.swap:          # C^T [N, M] = B^T [N, K] @ A^T [K, M]: the kernel's A is b^T, its B a^T, its C out^T
-        a, b, out, p = b.t(), a.t(), out.t(), cfgs.swapped(p)     # (C^T's rows are contiguous: pointer stores)
+        a, b, out, p = b.t(), a.t(), out.t(), cfgs.swapped(p)     # (C^T's rows are contiguous)
     half_m = c.sub_m                              # each consumer's rows (one A box a consumer)
     box_cols = 128 // p.elt                       # one 128-byte swizzle span of operand elements
     if not p.tma_a:                               # staging: aligned copies TMA can read
@@ -191,6 +193,12 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             ct_desc = _descriptor(descs, "ct", out, [half_m, tail], swizzle=None)
     if tail2:                                     # (K-major B: supports() asks for it)
         bt2_desc = _descriptor(descs, "bt2", b.t(), [tail2, c.bk])
+    if trans:           # boxes of out's rows: 16 of them (a chunk of C^T's columns) or 8 (the 8-column tail)
+        c_box_n = min(128 // p.out_elt, half_m)
+        swz = 128 if c_box_n * p.out_elt == 128 else None
+        c_arg = _descriptor(descs, "c", out_rows, [16, c_box_n], swizzle=swz)
+        if tail2:
+            ct_desc = _descriptor(descs, "ct", out_rows, [8, c_box_n], swizzle=swz)
     if c.share_a:                                 # pairs side by side
         tiles = -(-p.M // c.bm) * -(-p.N // (c.bn * c.cluster_m))
     else:
@@ -209,7 +217,8 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=b_box_n, C_BOX_N=c_box_n,
             EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, NUM_CONSUMERS=c.consumers,
             CONSUMER_REGS=cfgs.consumer_registers(c.consumers), PROMOTE=p.promote, KSPLIT=c.ksplit, num_warps=4,
-            ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, GLU_AXIS=0 if c.swap else 1, **flags,
+            ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, GLU_AXIS=0 if c.swap else 1,
+            C_TRANS=trans, **flags,
             **({"B_DTYPE": TL_DTYPES[b.dtype]} if b.dtype != a.dtype else {}))     # mixed fp8 (e4m3 x e5m2)
 
 

@@ -395,7 +395,12 @@ def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int, residual: bool = Fals
     sub_m = c.sub_m
     half_tile = sub_m * (c.bn // c.subtile)
     scratch = c.consumers * half_tile * 4 if residual else 0
-    c_tiles = c.consumers * half_tile * out_elt if c_tma else c.consumers * sub_m * 8 * out_elt   # pointer stores: a stub
+    if not c_tma:                    # pointer stores: a stub
+        c_tiles = c.consumers * sub_m * 8 * out_elt
+    elif c.swap:                     # C^T's tile staged as out's rows: two [16, sub_m] chunks a consumer
+        c_tiles = c.consumers * 2 * 16 * sub_m * out_elt
+    else:
+        c_tiles = c.consumers * half_tile * out_elt
     # stream-K: a partial goes to and comes from global memory in a blocked layout, converted
     # from / to the accumulator's through a float32 scratch tile per consumer (256-wide tiles:
     # of a 64-column quarter)
@@ -497,6 +502,14 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
     if M * max(p.K, 1) >= 2 ** 31 or p.N * max(p.K, 1) >= 2 ** 31 or p.M * p.N >= 2 ** 31:
         return "32-bit offsets"
     return None
+
+
+def stores_transposed(c: GemmConfig, p: Problem) -> bool:
+    """Whether swapped WS configuration ``c`` stores ``p``'s output by TMA: C^T's tile staged chunk by
+    chunk as rows of the output in shared memory (``C_TRANS``), where the output is a TMA store target
+    (16-byte rows, no GLU pairs) and the staging fits beside the ring; else through pointers."""
+    return c.kernel == "ws" and c.swap and p.tma_c and \
+        ws_shared_bytes(c, p.elt, p.out_elt, p.residual, True) <= SHARED_LIMIT
 
 
 @functools.lru_cache(maxsize=1024)

@@ -93,6 +93,39 @@ def store_tile(c_desc, c_buf, acc, row, col, M, N, scale0_ptr, scale1_ptr, bias_
 
 
 @jit
+def column_halves(x, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """A register tile's columns ``[0, COLS / 2)`` and ``[COLS / 2, COLS)`` as two tiles."""
+    return tl.split(tl.permute(tl.reshape(x, (ROWS, 2, COLS // 2)), (0, 2, 1)))
+
+
+@jit
+def store_chunk_transposed(c_desc, c_bufs, first, n, x, row, col, M, N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                           stride_r0, stride_r1, ROWS: tl.constexpr, COLS: tl.constexpr, C_BOX_N: tl.constexpr,
+                           OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr,
+                           BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
+    """The epilogue of one ``ROWS x COLS`` chunk at (row, col) of a swapped tile (``C^T``: its rows
+    are the output's columns), stored transposed: the fused epilogue in the kernel's coordinates,
+    then the chunk written as ``COLS`` output rows into staging buffer ``first + n % 2`` (the
+    consumer's two ``[16, ROWS]`` buffers of ``c_bufs``; a chunk of 8 columns takes the first 8 rows) and
+    TMA-stored in ``ROWS / C_BOX_N`` boxes of 128 bytes.  Before the write, the stores of this
+    buffer's previous chunk must have read it: all but the other buffer's boxes (the latest
+    ``ROWS / C_BOX_N`` bulk groups).  Returns ``n + 1``."""
+    if SCALE0 + SCALE1 + BIAS_DIM + 1 + ACTIVATION + HAS_RESIDUAL > 0:
+        offs0 = row + tl.arange(0, ROWS)
+        offs1 = col + tl.arange(0, COLS)
+        x = apply_epilogue(x, offs0, offs1, offs0 < M, offs1 < N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
+                           stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+    buf = tlx.local_slice(c_bufs[first + n % 2], [0, 0], [COLS, ROWS])
+    tlx.async_descriptor_store_wait(ROWS // C_BOX_N)
+    tlx.local_store(tlx.local_trans(buf), x.to(OUT_DTYPE))
+    tlx.fence("async_shared")
+    for j in tl.static_range(ROWS // C_BOX_N):
+        box = tlx.local_slice(buf, [0, j * C_BOX_N], [COLS, C_BOX_N])
+        tlx.async_descriptor_store(c_desc, box, [col, row + j * C_BOX_N])
+    return n + 1
+
+
+@jit
 def tile_origin(pid_m, pid_n, rank, BM: tl.constexpr, TILE_N: tl.constexpr, CLUSTER_M: tl.constexpr,
                 SHARE_A: tl.constexpr):
     """The first row and column of this CTA's tile of the (pair's) tile (pid_m, pid_n)."""
@@ -165,9 +198,9 @@ def stream_k_publish(acc, ws_ptr, flags_ptr, cid, BM: tl.constexpr, BN: tl.const
 @jit
 def quarters(acc, SUB_M: tl.constexpr, BN: tl.constexpr):
     """``acc``'s four ``BN / 4``-column slices, left to right (register reshapes, no data moved)."""
-    lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
-    q0, q1 = tl.split(tl.permute(tl.reshape(lo, (SUB_M, 2, BN // 4)), (0, 2, 1)))
-    q2, q3 = tl.split(tl.permute(tl.reshape(hi, (SUB_M, 2, BN // 4)), (0, 2, 1)))
+    lo, hi = column_halves(acc, SUB_M, BN)
+    q0, q1 = column_halves(lo, SUB_M, BN // 2)
+    q2, q3 = column_halves(hi, SUB_M, BN // 2)
     return q0, q1, q2, q3
 
 
@@ -239,7 +272,8 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                    NUM_CONSUMERS: tl.constexpr, CONSUMER_REGS: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
                    HAS_RESIDUAL: tl.constexpr, STREAM_K: tl.constexpr, BN_TAIL: tl.constexpr = 0,
                    SHARE_A: tl.constexpr = False, GLU_AXIS: tl.constexpr = 1, BN_TAIL2: tl.constexpr = 0,
-                   B_DTYPE: tl.constexpr = None, PROMOTE: tl.constexpr = False, KSPLIT: tl.constexpr = False):
+                   B_DTYPE: tl.constexpr = None, PROMOTE: tl.constexpr = False, KSPLIT: tl.constexpr = False,
+                   C_TRANS: tl.constexpr = False):
     SUB_M: tl.constexpr = BM if KSPLIT else BM // NUM_CONSUMERS           # each consumer's rows
     A_BOXES: tl.constexpr = 1 if KSPLIT else NUM_CONSUMERS                # A boxes a stage: one per consumer's rows
     K_STEP: tl.constexpr = NUM_CONSUMERS if KSPLIT else 1                 # KSPLIT: consumer c's k-steps c, c + 2, ..
@@ -261,7 +295,13 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
         b_smem = tlx.local_alloc((BN, BK), B_TYPE, NUM_STAGES)             # K-major rows of B
     else:
         b_smem = tlx.local_alloc((BK, BN), B_TYPE, NUM_STAGES)
-    c_smem = tlx.local_alloc((SUB_M, BN // EPILOGUE_SUBTILE if C_TMA else 8), OUT_DTYPE, NUM_CONSUMERS)
+    tl.static_assert(not C_TRANS or (not C_TMA and BN == 128 and BN_TAIL in (0, 16, 32) and BN_TAIL2 in (0, 8) and
+                                     not STREAM_K and not KSPLIT and GLU_AXIS == 0),
+                     "C_TRANS: a swapped tile (128 + 16/32 (+ 8) columns of C^T), whole tiles, no GLU pairs")
+    if C_TRANS:                      # swapped tiles: each consumer's two [16, SUB_M] chunks of out's rows
+        ctr_smem = tlx.local_alloc((16, SUB_M), OUT_DTYPE, 2 * NUM_CONSUMERS)
+    else:
+        c_smem = tlx.local_alloc((SUB_M, BN // EPILOGUE_SUBTILE if C_TMA else 8), OUT_DTYPE, NUM_CONSUMERS)
     if BN_TAIL > 0:                  # the tile's last BN_TAIL columns: their own B box, wgmma and C box
         if B_KMAJOR:
             bt_smem = tlx.local_alloc((BN_TAIL, BK), B_TYPE, NUM_STAGES)
@@ -358,6 +398,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
             elif cid == NUM_CONSUMERS - 1:
                 tlx.named_barrier_arrive(9, 256)                 # consumer 0 issues first
             count = 0
+            ct_n = 0                                             # C_TRANS: chunks staged so far
             for walk in range(walk_lo, walk_hi, walk_step):
                 tile = walk
                 k0 = 0
@@ -481,17 +522,57 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                                                (num_tiles - dp_tiles) * k_tiles, num_progs, BM, BN, SUB_M,
                                                NUM_CONSUMERS)
                     finish = k1 == k_tiles
-                if BN_TAIL2 > 0:                              # (pointer stores: the second tail first)
+                if C_TRANS:     # C^T's tile as out's rows: 16-column chunks, transposed through shared memory
+                    if BN_TAIL2 > 0:                          # (the tails first: their registers free early)
+                        ct_n = store_chunk_transposed(ct_desc, ctr_smem, 2 * cid, ct_n, acc_t2, row, col + BN + BN_TAIL,
+                                                      M, N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0,
+                                                      stride_r1, SUB_M, BN_TAIL2, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
+                                                      BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
+                    if BN_TAIL == 16:
+                        ct_n = store_chunk_transposed(c, ctr_smem, 2 * cid, ct_n, acc_t, row, col + BN, M, N,
+                                                      scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
+                                                      SUB_M, 16, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
+                                                      ACTIVATION, HAS_RESIDUAL)
+                    if BN_TAIL == 32:
+                        t0, t1 = column_halves(acc_t, SUB_M, 32)
+                        ct_n = store_chunk_transposed(c, ctr_smem, 2 * cid, ct_n, t0, row, col + BN, M, N,
+                                                      scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
+                                                      SUB_M, 16, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
+                                                      ACTIVATION, HAS_RESIDUAL)
+                        ct_n = store_chunk_transposed(c, ctr_smem, 2 * cid, ct_n, t1, row, col + BN + 16, M, N,
+                                                      scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
+                                                      SUB_M, 16, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
+                                                      ACTIVATION, HAS_RESIDUAL)
+                    h0, h1 = column_halves(acc, SUB_M, 128)
+                    for hh in tl.static_range(2):
+                        h = h0 if hh == 0 else h1
+                        q0, q1 = column_halves(h, SUB_M, 64)
+                        for qq in tl.static_range(2):
+                            q = q0 if qq == 0 else q1
+                            e0, e1 = column_halves(q, SUB_M, 32)
+                            ct_n = store_chunk_transposed(c, ctr_smem, 2 * cid, ct_n, e0, row,
+                                                          col + 64 * hh + 32 * qq, M, N, scale0_ptr, scale1_ptr,
+                                                          bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, 16,
+                                                          C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION,
+                                                          HAS_RESIDUAL)
+                            ct_n = store_chunk_transposed(c, ctr_smem, 2 * cid, ct_n, e1, row,
+                                                          col + 64 * hh + 32 * qq + 16, M, N, scale0_ptr,
+                                                          scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M,
+                                                          16, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
+                                                          ACTIVATION, HAS_RESIDUAL)
+                if BN_TAIL2 > 0 and not C_TRANS:              # (pointer stores: the second tail first)
                     store_tile_pointers(acc_t2, row, col + BN + BN_TAIL, M, N, c, stride_cm, stride_cn,
                                         scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M,
                                         BN_TAIL2, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, GLU_AXIS)
-                if BN_TAIL > 0 and not C_TMA:
+                if BN_TAIL > 0 and not C_TMA and not C_TRANS:
                     # pointer stores: the tail first, its registers free for the main part's epilogue
                     # (a swapped 256x160 tile: 160 accumulator registers live otherwise, and spills)
                     store_tile_pointers(acc_t, row, col + BN, M, N, c, stride_cm, stride_cn,
                                         scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M,
                                         BN_TAIL, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL, GLU_AXIS)
-                if not finish:
+                if C_TRANS:                                   # (stored above)
+                    pass
+                elif not finish:
                     pass
                 elif not C_TMA:                                 # (GLU activations store this way)
                     store_tile_pointers(acc, row, col, M, N, c, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
@@ -502,7 +583,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                                res_ptr, stride_r0, stride_r1, SUB_M, BN, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
                 else:                                         # two halves through one half-size C tile
-                    lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
+                    lo, hi = column_halves(acc, SUB_M, BN)
                     store_tile(c, c_smem[cid], lo, row, col, M, N, scale0_ptr, scale1_ptr, bias_ptr,
                                res_ptr, stride_r0, stride_r1, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE,
                                SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
