@@ -36,7 +36,8 @@ def _bf16(M, N, K, b_kmajor, seed=0, a_mmajor=False):
 def test_every_16bit_config(name, b_kmajor):
     c = CONFIGS[name]
     # split-K configurations run only problems with fewer output tiles than two per SM
-    M, N, K = (13, 1000, 2056) if c.swap else (1000, 1240, 2056) if c.split_k == 1 else (200, 1240, 2056)
+    M, N, K = ((300 if c.share_a else 13), 1000, 2056) if c.swap else (1000, 1240, 2056) if c.split_k == 1 else \
+        (200, 1240, 2056)                     # (a swapped pair side by side: two tiles of M)
     a, b = _bf16(M, N, K, b_kmajor, seed=1)
     out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
     matmul(a, b, out, config=name)
