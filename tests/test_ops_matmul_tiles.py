@@ -271,10 +271,10 @@ def test_a_borrowed_pick_is_traded_for_the_tile_that_fills_the_rounds():
     """297 tokens against a 14336-wide weight borrow 512x14336x4096's 128x256 tiles: 168 of them
     are 1.27 rounds of 132 SMs (two tile-times); 224 192x128 tiles are two rounds of 0.77 tile-times
     (H200 2026-12-04: 0.60x -> 0.78x cuBLAS); 112 swapped 256x160 tiles are one round of 1.25 at
-    0.90 of the rate (2026-12-05, its two products one m64n160: 0.89x), 112 256x152 ones one round
-    of 1.19 (0.93x), so ``fit_rounds`` trades -- to a swapped tile only with a K-major B, the layout
-    it was measured on.  A measured shape keeps its row's pick, and a
-    borrowed pick that fills its rounds (2048x14336x4096 +1 row) is kept."""
+    0.97 of the rate (session 39: their C^T stored by TMA), 112 256x152 ones one round
+    of 1.19, so ``fit_rounds`` trades -- to a swapped tile only with a K-major B, the layout
+    it was measured on.  A measured shape keeps its row's pick; 2048x14336x4096 + 1 row trades its
+    neighbour's 128x256 pairs (eight rounds, the last a fifth full) for swapped tiles (six full ones)."""
     wide = cfgs.Problem(297, 14336, 4096, b_kmajor=True)
     assert cfgs.rounds(CONFIGS["ws_128x256x64_s4"], wide) == (2, pytest.approx(168 / 264))
     assert cfgs.rounds(CONFIGS["ws_192x128x64_s5"], wide) == (2, pytest.approx(224 / 264))
@@ -287,11 +287,16 @@ def test_a_borrowed_pick_is_traded_for_the_tile_that_fills_the_rounds():
     assert cfgs.choose_config(cfgs.Problem(2500, 4096, 4096, b_kmajor=True)).name == "ws_256x160x64_s4_swap"
     n_major = cfgs.Problem(297, 14336, 4096, b_kmajor=False)
     assert cfgs.fit_rounds(CONFIGS["ws_128x256x64_s4"], n_major).name == "ws_192x128x64_s5"
-    # 1213 rows against a 14336-wide weight: 448 swapped tiles (four rounds) lose to 192x128's six
-    # rounds of 0.75 (H200: 0.75x against 0.95x)
-    assert cfgs.choose_config(cfgs.Problem(1213, 14336, 4096, b_kmajor=True)).name == "ws_192x128x64_s5"
+    # 1213 rows against a 14336-wide weight: 448 256x152 tiles (four rounds) lose to 192x128's six
+    # rounds of 0.75 (H200: 0.75x against 0.95x), which lose to 896 128x152 ones (seven rounds of 0.59;
+    # H100 2026-12-06: 0.956x against 0.75x)
+    assert cfgs.choose_config(cfgs.Problem(1213, 14336, 4096, b_kmajor=True)).name == "ws_128x152x64_s6_swap"
+    # 600 rows: four 152-wide tiles of M, 128 tiles of 128x152 in one round (H100: 0.99x against 192x128's 0.86x)
+    assert cfgs.choose_config(cfgs.Problem(600, 4096, 4096, b_kmajor=True)).name == "ws_128x152x64_s6_swap"
     assert cfgs.choose_config(cfgs.Problem(512, 14336, 4096, b_kmajor=True)).name == "ws_128x256x64_s4"
-    assert cfgs.choose_config(cfgs.Problem(2049, 14336, 4096, b_kmajor=True)).name == "ws_128x256x64_s4_c2"
+    # 2049 rows: 17 x 56 128x256 pairs' tiles are 7.2 rounds (eight), 14 x 56 swapped 256x152 ones 5.9 (six)
+    assert cfgs.choose_config(cfgs.Problem(2049, 14336, 4096, b_kmajor=True)).name == "ws_256x152x64_s4_swap"
+    assert cfgs.choose_config(cfgs.Problem(2048, 14336, 4096, b_kmajor=True)).name == "ws_128x256x64_s4_c2"
     # fp8, stream-K and the pointer kernel are never traded
     for name in ("ws8_128x256x128_s3", "ws_128x256x64_s3_sk", "dot_128x128x64_s3_w4"):
         assert cfgs.fit_rounds(CONFIGS[name], wide).name == name
@@ -379,7 +384,8 @@ def test_swapped_ws_tiles_refuse_what_they_cannot_read():
     # (every configuration's compile, spills included, is test_ops_matmul.py's)
     assert cfgs.rounds(CONFIGS["ws_256x160x64_s4_swap"], cfgs.Problem(297, 14336, 4096, b_kmajor=True))[0] == 1
     assert [name for name in cfgs.ROUND_FIT if name.endswith("_swap")] == ["ws_256x160x64_s4_swap",
-                                                                          "ws_256x152x64_s4_swap"]
+                                                                          "ws_256x152x64_s4_swap",
+                                                                          "ws_128x152x64_s6_swap"]
     assert all(name in cfgs.ROUND_FIT_B_KMAJOR for name in cfgs.ROUND_FIT if name.endswith("_swap"))
     odd_k = cfgs.Problem(297, 14336, 4099, b_kmajor=True, tma_a=False, tma_b=False)   # rows of 8198 bytes
     assert not cfgs.choose_config(odd_k).name.endswith("_swap")
