@@ -69,7 +69,7 @@ from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
 from .epilogue import apply_epilogue, store_tile_pointers
-from .gemm_ws import grouped_tile, release, store_tile
+from .gemm_ws import column_halves, grouped_tile, release, store_tile
 from .grouped_gemm import group_rows
 
 
@@ -194,7 +194,7 @@ def store_rows_pointers(acc, row, col, row_end, N, c_ptr, stride_cm, stride_cn, 
     rows below ``row_end`` and columns below N, in two halves (the whole 64x256 at once spilled),
     through the epilogue (``scale0_ptr``: ``a``'s scale, ``scale1_ptr``: the tile's expert's ``b`` scale,
     ``bias_ptr``: its bias row; a GLU activation stores half the columns)."""
-    lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
+    lo, hi = column_halves(acc, SUB_M, BN)
     store_tile_pointers(lo, row, col, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr,
                         None, 0, 0, SUB_M, BN // 2, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, False, 1)
     store_tile_pointers(hi, row, col + BN // 2, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
@@ -359,7 +359,7 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
                                empty, k_tiles, NUM_STAGES, B_KMAJOR, rank, CLUSTER_N, PROMOTE)
         if C_TMA:
             if row + SUB_M <= row_end:            # all the group's rows: TMA stores, in halves
-                lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
+                lo, hi = column_halves(acc, SUB_M, BN)
                 store_tile(c_desc, c_smem[cid], lo, row, pid_n * BN, row_end, N, scale0_ptr, scale1_ptr, bias_ptr,
                            None, 0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION,
                            False)
@@ -367,7 +367,7 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
                            bias_ptr, None, 0, 0, SUB_M, BN // 2, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
                            ACTIVATION, False)
             else:                                 # the group's last rows: staged masked stores
-                lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB_M, 2, BN // 2)), (0, 2, 1)))
+                lo, hi = column_halves(acc, SUB_M, BN)
                 store_rows_staged(lo, c_smem[cid], row, pid_n * BN, row_end, N, c_ptr, stride_cm, SUB_M, BN // 2,
                                   OUT_DTYPE, bias_ptr, BIAS_DIM, ACTIVATION, scale0_ptr, scale1_ptr, SCALE0, SCALE1)
                 store_rows_staged(hi, c_smem[cid], row, pid_n * BN + BN // 2, row_end, N, c_ptr, stride_cm, SUB_M,

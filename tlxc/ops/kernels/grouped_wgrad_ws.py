@@ -28,7 +28,7 @@ tile's loads and products run while they drain.  Named barriers: 9 / 10 the cons
 from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
-from .gemm_ws import grouped_tile, store_tile
+from .gemm_ws import column_halves, grouped_tile, store_tile
 from .grouped_gemm import checked_sizes, group_span
 
 
@@ -121,7 +121,7 @@ def grouped_wgrad_ws_kernel(a_desc, g_desc, c_desc, c_ptr, sizes_ptr, M, E, K, N
                 row = g * K + pid_k * BM + cid * SUB            # the tile's rows of the [E * K, N] output
                 col = pid_n * BN
                 if C_TMA:                                     # two halves through one half-size C tile
-                    lo, hi = tl.split(tl.permute(tl.reshape(acc, (SUB, 2, BN // 2)), (0, 2, 1)))
+                    lo, hi = column_halves(acc, SUB, BN)
                     store_tile(c_desc, c_smem[cid], lo, row, col, E * K, N, None, None, None, None, 0, 0, SUB,
                                BN // 2, 64, OUT_DTYPE, 0, 0, -1, 0, False)
                     store_tile(c_desc, c_smem[cid], hi, row, col + BN // 2, E * K, N, None, None, None, None, 0, 0,
