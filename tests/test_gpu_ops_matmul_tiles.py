@@ -107,10 +107,12 @@ def test_wide_tiles_and_tile_tails(name, shape, b_kmajor):
 @pytest.mark.parametrize("name", ["ws_256x144x64_s4_swap", "ws_256x160x64_s4_swap", "ws_256x152x64_s4_swap",
                                   "ws_128x144x64_s6_swap", "ws_128x152x64_s6_swap", "ws_128x160x64_s6_swap"])
 @pytest.mark.parametrize("shape,b_kmajor", [((297, 14336, 4096), True), ((1213, 4096, 4096), True),
-                                            ((304, 1000, 520), False), ((9, 520, 136), True)])
+                                            ((304, 1000, 520), False), ((9, 520, 136), True),
+                                            ((2500, 4096, 520), True)])
 def test_swapped_ws_tiles(name, shape, b_kmajor):
-    """C^T = B^T A^T on the WS kernel (M along the tile's 144 or 160 columns, stored through pointers)
-    against float32 math, with bias and GELU, into a NaN-poisoned output."""
+    """C^T = B^T A^T on the WS kernel (M along the tile's 144 / 152 / 160 columns, stored as the output's
+    rows by TMA through two shared chunks a consumer) against float32 math, with bias and GELU, into a
+    NaN-poisoned output; 2500 rows: two or more rounds of tiles, so a CTA's chunks alternate across tiles."""
     _check_bias_gelu(name, shape, b_kmajor)
 
 
