@@ -200,6 +200,24 @@ def test_ws_gemm_cuda_text_matches_float64(config, shape, sms, monkeypatch):
     assert names == ["gemm_dot_kernel" if config.startswith("dot") else "gemm_ws_kernel"]
 
 
+@pytest.mark.parametrize("config", ["ws_256x152x64_s4_swap", "ws_128x152x64_s6_swap"])
+def test_swapped_tile_glu_pairs_cuda_text(config, monkeypatch):
+    """GLU pairs on a swapped tile's TMA epilogue in CUDA text: C^T's rows 2j / 2j + 1 exchanged, the
+    half-width chunk staged transposed in one shared buffer and stored at column ``row / 2``."""
+    monkeypatch.setattr(MM, "CPU_SMS", 132)
+    _emulating_matmul(monkeypatch)
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(297, 200, generator=g).to(torch.bfloat16)
+    b = torch.randn(528, 200, generator=g).to(torch.bfloat16).t()
+    bias = torch.randn(528, generator=g).to(torch.bfloat16)
+    out = torch.full((297, 264), float("nan"), dtype=torch.bfloat16)
+    MM.matmul(a, b, out, bias=bias, activation="swiglu", config=config)
+    h = a.double() @ b.double() + bias.double()
+    ref = torch.nn.functional.silu(h[:, 0::2]) * h[:, 1::2]
+    assert torch.isfinite(out).all(), "poison left in the output"
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 8e-3
+
+
 def test_a_wrong_transpose_bit_is_caught(monkeypatch):
     """The swapped tile's wgmma (its n128 + n32 products fused: m64n160) told its K-major A is
     M-major: the product comes out wrong."""

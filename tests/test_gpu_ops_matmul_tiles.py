@@ -116,6 +116,20 @@ def test_swapped_ws_tiles(name, shape, b_kmajor):
     _check_bias_gelu(name, shape, b_kmajor)
 
 
+@pytest.mark.parametrize("name", ["ws_256x152x64_s4_swap", "ws_128x152x64_s6_swap", "ws_256x144x64_s4_swap"])
+@pytest.mark.parametrize("shape", [(297, 4096, 4096), (600, 2064, 520)])
+def test_swapped_ws_tiles_glu_pairs(name, shape):
+    """SwiGLU on a swapped tile (pairs of C^T's rows, the half-width chunks TMA-stored from one shared
+    buffer a consumer) with a bias, against float32 math, NaN-poisoned output; before session 39 this
+    path stored through pointers with a 344 KB row exchange, past the SM's shared memory."""
+    M, N, K = shape
+    a, b, bias = _case(M, N, K, True, seed=N)
+    out = torch.full((M, N // 2), float("nan"), device="cuda", dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="swiglu", config=name)
+    h = a.float() @ b.float() + bias.float()
+    assert _rel(out, torch.nn.functional.silu(h[:, 0::2]) * h[:, 1::2]) < 1e-2
+
+
 @pytest.mark.parametrize("name", ["ws_256x152x64_s4_c2a_swap", "ws_256x160x64_s4_c2a_swap"])
 @pytest.mark.parametrize("shape,b_kmajor", [((297, 14336, 4096), True), ((1213, 4096, 4096), True),
                                             ((400, 1000, 520), False), ((170, 520, 136), True)])

@@ -461,7 +461,8 @@ def test_glu_needs_an_even_product_and_a_half_width_output():
 
 
 @pytest.mark.parametrize("name", ["ws_128x256x64_s4", "dot_128x256x64_s3_w8", "swap_64x16x128_s4_w4_k4",
-                                  "dot_128x128x64_s3_w4_k4", "gemv_8x512_s1_w4_u2"])
+                                  "dot_128x128x64_s3_w4_k4", "gemv_8x512_s1_w4_u2", "ws_256x152x64_s4_swap",
+                                  "ws_128x152x64_s6_swap"])
 def test_glu_compiles_for_sm90a(name):
     c = CONFIGS[name]
     a, b = _compile_operands(c)

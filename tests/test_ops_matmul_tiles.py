@@ -309,11 +309,11 @@ def test_a_borrowed_pick_is_traded_for_the_tile_that_fills_the_rounds():
                                           ("ws_128x144x64_s6_swap", (152, 136, 72))])
 @pytest.mark.parametrize("a_mmajor,b_kmajor", [(False, True), (True, False)])
 def test_swapped_ws_tiles_cover_m_with_their_columns(config, shape, a_mmajor, b_kmajor):
-    """The swapped WS tiles compute C^T = B^T A^T: N runs along the consumers' rows (128 each),
-    M along the tile's 144 or 160 columns (a 128 main part and a tail), stored through pointers into
-    C's columns; row-wise scales of A, B's bias and a GLU pair (along N, the tile's rows) follow
-    the swap; either major-ness of either operand reaches TMA as it is (M and N multiples of 8
-    where they are the contiguous dimension: TMA rows of 16 bytes)."""
+    """The swapped WS tiles compute C^T = B^T A^T: N runs along the consumers' rows (128 or 64 each),
+    M along the tile's 144 or 160 columns (a 128 main part and a tail), stored as the output's rows
+    by TMA; row-wise scales of A and B's bias follow the swap; GLU pairs whose output TMA cannot
+    store are refused by name; either major-ness of either operand reaches TMA as it is (M and N
+    multiples of 8 where they are the contiguous dimension: TMA rows of 16 bytes)."""
     M, N, K = shape
     a, b = _operands(M, N, K, a_mmajor, b_kmajor, seed=M + K)
     g = torch.Generator().manual_seed(N)
@@ -323,10 +323,9 @@ def test_swapped_ws_tiles_cover_m_with_their_columns(config, shape, a_mmajor, b_
     ref = torch.nn.functional.gelu(a.double() @ b.double() * scale_a.double()[:, None] + bias.double())
     assert torch.isfinite(out).all(), "poison left in the output"
     assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
-    glu = matmul(a, b, activation="swiglu", config=config)
-    h = a.double() @ b.double()
-    ref = torch.nn.functional.silu(h[:, 0::2]) * h[:, 1::2]
-    assert ((glu.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+    # GLU pairs (along N, the tile's rows) go by TMA only: N / 2 columns of 2 bytes are no 16-byte rows here
+    with pytest.raises(ValueError, match="GLU pairs on a swapped tile are stored by TMA only"):
+        matmul(a, b, activation="swiglu", config=config)
 
 
 @pytest.mark.parametrize("shape", [(297, 520, 200), (150, 300, 72)])     # two tiles of M / one partial
@@ -369,6 +368,45 @@ def test_swapped_ws_pairs_share_the_weights(config, shape):
     assert "two tile columns" in cfgs.supports(CONFIGS[config], one_tile)
     # a pair's tiles side by side count as the kernel's columns: 297 tokens x 14336 = 56 pairs, one round
     assert cfgs.rounds(CONFIGS[config], cfgs.Problem(297, 14336, 4096, b_kmajor=True)) == (1, pytest.approx(112 / 132))
+
+
+@pytest.mark.parametrize("config,M", [("ws_256x152x64_s4_swap", 297), ("ws_128x152x64_s6_swap", 160),
+                                      ("ws_256x144x64_s4_swap", 200)])
+@pytest.mark.parametrize("activation", ["swiglu", "geglu"])
+def test_swapped_ws_tiles_store_glu_pairs_by_tma(config, M, activation):
+    """A GLU activation on a swapped tile pairs C^T's adjacent rows (gate 2j, up 2j + 1 of N): the
+    chunks staged for the TMA stores are half as wide and land at column ``row / 2`` of the output;
+    with the bias and a row scale, into a poisoned output, against float64."""
+    N, K = 528, 136                           # (264 output columns: rows of a 16-byte multiple)
+    a, b = _operands(M, N, K, False, True, seed=M)
+    g = torch.Generator().manual_seed(N)
+    bias, scale_a = torch.randn(N, generator=g).to(torch.bfloat16), torch.rand(M, generator=g) + 0.5
+    out = torch.full((M, N // 2), float("nan"), dtype=torch.bfloat16)
+    assert cfgs.stores_transposed(CONFIGS[config], cfgs.Problem(M, N, K, b_kmajor=True, glu=True))
+    matmul(a, b, out, bias=bias, activation=activation, scale_a=scale_a, config=config)
+    h = a.double() @ b.double() * scale_a.double()[:, None] + bias.double()
+    gate = torch.nn.functional.silu if activation == "swiglu" else torch.nn.functional.gelu
+    ref = gate(h[:, 0::2]) * h[:, 1::2]
+    assert torch.isfinite(out).all(), "poison left in the output"
+    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+
+
+def test_glu_pairs_on_swapped_tiles_need_the_tma_stores():
+    """The pointer path of a swapped tile exchanges GLU pairs' rows through a float32 tile of 64 KB a
+    consumer (344 KB of shared memory at 256x152: the launch would fail), so GLU pairs take a swapped
+    tile only where its C^T goes to the output by TMA and that staging fits; the choice then takes
+    another tile, and ``config=`` is refused by name."""
+    unaligned = cfgs.Problem(459, 22016, 4096, b_kmajor=True, glu=True, tma_c=False)
+    assert "TMA store target" in cfgs.supports(CONFIGS["ws_256x152x64_s4_swap"], unaligned)
+    assert not cfgs.choose_config(unaligned).swap
+    aligned = cfgs.Problem(459, 22016, 4096, b_kmajor=True, glu=True)
+    assert "does not fit" in cfgs.supports(CONFIGS["ws_256x160x64_s4_swap"], aligned)
+    assert cfgs.supports(CONFIGS["ws_256x152x64_s4_swap"], aligned) is None
+    assert cfgs.choose_config(aligned).name != "ws_256x160x64_s4_swap"
+    a, b = _operands(297, 520, 136, False, True, seed=3)
+    with pytest.raises(ValueError, match="GLU pairs on a swapped tile"):
+        matmul(a, b, torch.empty(297, 262, dtype=torch.bfloat16)[:, :260], activation="swiglu",
+               config="ws_256x152x64_s4_swap")
 
 
 def test_swapped_ws_tiles_refuse_what_they_cannot_read():

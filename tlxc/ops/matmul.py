@@ -111,9 +111,9 @@ def _problem(a, b, out, residual: bool = False, glu: bool = False, promote: bool
     tma_a = _tma_rows(a) if a_kmajor else _tma_rows(a.t())
     tma_b = _tma_rows(b.t()) if b_kmajor else _tma_rows(b)
     return cfgs.Problem(M, N, K, elt=a.element_size(), out_elt=out.element_size(), a_kmajor=a_kmajor,
-                        b_kmajor=b_kmajor, tma_a=tma_a, tma_b=tma_b, tma_c=_tma_stores(out) and not glu,
+                        b_kmajor=b_kmajor, tma_a=tma_a, tma_b=tma_b, tma_c=_tma_stores(out),
                         fp8=a.dtype in FP8_DTYPES, sms=_num_sms(a.device), card=_card(a.device),
-                        residual=residual, promote=promote and a.dtype in FP8_DTYPES)
+                        residual=residual, promote=promote and a.dtype in FP8_DTYPES, glu=glu)
 
 
 # -- launching one configuration -------------------------------------------------------------------
@@ -184,17 +184,17 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
         b_desc = _descriptor(descs, "b", b, [c.bk, b_box_n], swizzle=128 if b_box_n == box_cols else None)
     # the output: a TMA descriptor, or the tensor itself (stored through pointers)
     c_arg = _descriptor(descs, "c", out, [half_m, c_box_n], swizzle=128 if c_box_n * p.out_elt == 128 else None) \
-        if p.tma_c else out
+        if p.c_tma else out
     bt_desc, ct_desc, bt2_desc = b_desc, c_arg, b_desc      # (unused without a tail)
     if tail:
         bt_desc = _descriptor(descs, "bt", b.t(), [tail, c.bk]) if p.b_kmajor else \
             _descriptor(descs, "bt", b, [c.bk, tail], swizzle=None)
-        if p.tma_c:
+        if p.c_tma:
             ct_desc = _descriptor(descs, "ct", out, [half_m, tail], swizzle=None)
     if tail2:                                     # (K-major B: supports() asks for it)
         bt2_desc = _descriptor(descs, "bt2", b.t(), [tail2, c.bk])
     if trans:           # boxes of out's rows: 16 of them (a chunk of C^T's columns) or 8 (the 8-column tail)
-        c_box_n = min(128 // p.out_elt, half_m)
+        c_box_n = min(128 // p.out_elt, half_m // 2 if p.glu else half_m)     # (GLU pairs: half the columns)
         swz = 128 if c_box_n * p.out_elt == 128 else None
         c_arg = _descriptor(descs, "c", out_rows, [16, c_box_n], swizzle=swz)
         if tail2:
@@ -215,7 +215,7 @@ def _launch_ws(c: cfgs.GemmConfig, p: cfgs.Problem, a, b, out, epi: _Epilogue, d
             BM=c.bm, BN=bn, BN_TAIL=tail, BN_TAIL2=tail2, SHARE_A=c.share_a, BK=c.bk, GROUP_M=c.group_m if c.persistent else 8,
             NUM_STAGES=c.stages, DTYPE=TL_DTYPES[a.dtype], OUT_DTYPE=TL_DTYPES[out.dtype],
             A_KMAJOR=p.a_kmajor, B_KMAJOR=p.b_kmajor, B_BOX_N=b_box_n, C_BOX_N=c_box_n,
-            EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.tma_c, NUM_CONSUMERS=c.consumers,
+            EPILOGUE_SUBTILE=c.subtile, CLUSTER_M=c.cluster_m, C_TMA=p.c_tma, NUM_CONSUMERS=c.consumers,
             CONSUMER_REGS=cfgs.consumer_registers(c.consumers), PROMOTE=p.promote, KSPLIT=c.ksplit, num_warps=4,
             ctas_per_cga=(c.cluster_m, 1, 1) if c.cluster_m > 1 else None, GLU_AXIS=0 if c.swap else 1,
             C_TRANS=trans, **flags,

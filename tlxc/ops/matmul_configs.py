@@ -328,7 +328,8 @@ class Problem:
     """What the choice depends on.  ``a_kmajor``: A's K stride is 1 (else its M stride is);
     ``b_kmajor``: B's K stride is 1 (``w.t()``); ``tma_a``/``tma_b``/``tma_c``: the operand
     (in its major-ness) and the output can be TMA descriptors; ``elt``/``out_elt``: bytes
-    per element of the operands and the output; ``fp8``: 8-bit operands."""
+    per element of the operands and the output; ``fp8``: 8-bit operands; ``glu``: a GLU activation
+    pairs the product's columns (the output has half of them)."""
     M: int
     N: int
     K: int
@@ -344,7 +345,14 @@ class Problem:
     card: str = ""                # "H100": that card's measured rows come first (``MEASURED_BY_CARD``)
     promote: bool = False         # fp8 with use_fast_accum=False: partial sums added in float32 every k-step
     residual: bool = False        # the epilogue adds a residual tile (costs shared memory in the WS kernel)
+    glu: bool = False
     epilogue: tuple = field(default=(), compare=False)
+
+    @property
+    def c_tma(self) -> bool:
+        """The kernels store their C tile by TMA (``C_TMA``): the output is a TMA target and no GLU pairs
+        halve the tile's columns (those store through pointers; a swapped tile's by ``C_TRANS``)."""
+        return self.tma_c and not self.glu
 
     @property
     def kind(self) -> str:
@@ -386,7 +394,8 @@ def staging_pays(p: Problem) -> bool:
     return flops / WS_FLOPS_PER_US + stage_us < flops / UNALIGNED_POINTER_FLOPS_PER_US
 
 
-def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int, residual: bool = False, c_tma: bool = True) -> int:
+def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int, residual: bool = False, c_tma: bool = True,
+                    glu: bool = False) -> int:
     """Shared memory of the WS kernel: the stages, the consumers' C tiles, barriers and
     the epilogue's vectors; a residual tile is loaded in its own layout and converted to the
     accumulator's through a float32 scratch per consumer (measured with compile_config:
@@ -397,6 +406,8 @@ def ws_shared_bytes(c: GemmConfig, elt: int, out_elt: int, residual: bool = Fals
     scratch = c.consumers * half_tile * 4 if residual else 0
     if not c_tma:                    # pointer stores: a stub
         c_tiles = c.consumers * sub_m * 8 * out_elt
+    elif c.swap and glu:             # ... GLU pairs: one [16, sub_m / 2] chunk and the pairs' float32 exchange
+        c_tiles = c.consumers * (16 * sub_m // 2 * out_elt + sub_m * 16 * 4)
     elif c.swap:                     # C^T's tile staged as out's rows: two [16, sub_m] chunks a consumer
         c_tiles = c.consumers * 2 * 16 * sub_m * out_elt
     else:
@@ -472,14 +483,18 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
             return "the swapped WS kernel reads both operands by TMA as they are (no staging copies)"
         if tail_parts(c.bn)[2] and not (p.a_kmajor if c.swap else p.b_kmajor):
             return "a tile of three parts (e.g. 128 + 16 + 8 columns) reads its B K-major only"
-        if ws_shared_bytes(c, p.elt, p.out_elt, p.residual, p.tma_c and not c.swap) > SHARED_LIMIT:
+        if ws_shared_bytes(c, p.elt, p.out_elt, p.residual, p.c_tma and not c.swap) > SHARED_LIMIT:
             return "shared memory: the stages, the C tiles and the epilogue's residual exceed 227 KB"
         rows, cols = (p.N, p.M) if c.swap else (p.M, p.N)      # the kernel's problem (swapped: Cᵀ = Bᵀ Aᵀ)
         if c.cluster_m > 1 and not c.share_a and rows <= c.bm:
             return "a cluster pair needs two tile rows"
         if c.share_a and cols <= c.bn:
             return "a cluster pair sharing A needs two tile columns"
-        if c.stream_k and c.bn > 128 and not p.tma_c:
+        if c.swap and p.glu and not stores_transposed(c, p):    # (the pointer path's row exchange: 64 KB a consumer)
+            return "GLU pairs on a swapped tile are stored by TMA only: " + \
+                ("the output must be a TMA store target (16-byte rows)" if not p.tma_c else
+                 "their staging does not fit beside this tile's ring in shared memory")
+        if c.stream_k and c.bn > 128 and not p.c_tma:
             return "256-wide stream-K tiles store through TMA (the output is not a TMA store target)"
         if c.stream_k and -(-rows // c.bm) * -(-cols // c.bn) * -(-p.K // c.bk) * p.sms >= 2 ** 31:
             return "stream-K's k-step arithmetic needs tiles x k-steps x SMs below 2^31"
@@ -507,9 +522,10 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
 def stores_transposed(c: GemmConfig, p: Problem) -> bool:
     """Whether swapped WS configuration ``c`` stores ``p``'s output by TMA: C^T's tile staged chunk by
     chunk as rows of the output in shared memory (``C_TRANS``), where the output is a TMA store target
-    (16-byte rows, no GLU pairs) and the staging fits beside the ring; else through pointers."""
+    (16-byte rows; with GLU pairs, of the output's half of the columns) and the staging fits beside the
+    ring; else through pointers."""
     return c.kernel == "ws" and c.swap and p.tma_c and \
-        ws_shared_bytes(c, p.elt, p.out_elt, p.residual, True) <= SHARED_LIMIT
+        ws_shared_bytes(c, p.elt, p.out_elt, p.residual, True, p.glu) <= SHARED_LIMIT
 
 
 @functools.lru_cache(maxsize=1024)

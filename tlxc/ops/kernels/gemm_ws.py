@@ -56,7 +56,7 @@ The host (``tlxc/ops/matmul.py``) builds the descriptors: boxes ``[SUB_M, BK]`` 
 from ... import language as tl
 from ...language import tlx
 from ...runtime.jit import jit
-from .epilogue import apply_epilogue, store_tile_pointers
+from .epilogue import apply_epilogue, glu_pairs, store_tile_pointers
 
 
 @jit
@@ -104,22 +104,29 @@ def store_chunk_transposed(c_desc, c_bufs, first, n, x, row, col, M, N, scale0_p
                            OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr,
                            BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
     """The epilogue of one ``ROWS x COLS`` chunk at (row, col) of a swapped tile (``C^T``: its rows
-    are the output's columns), stored transposed: the fused epilogue in the kernel's coordinates,
-    then the chunk written as ``COLS`` output rows into staging buffer ``first + n % 2`` (the
-    consumer's two ``[16, ROWS]`` buffers of ``c_bufs``; a chunk of 8 columns takes the first 8 rows) and
-    TMA-stored in ``ROWS / C_BOX_N`` boxes of 128 bytes.  Before the write, the stores of this
-    buffer's previous chunk must have read it: all but the other buffer's boxes (the latest
-    ``ROWS / C_BOX_N`` bulk groups).  Returns ``n + 1``."""
+    are the output's columns), stored transposed: the fused epilogue in the kernel's coordinates
+    (a GLU activation (codes >= 5) pairs adjacent rows: ``ROWS / 2`` output columns from ``row / 2``),
+    then the chunk written as ``COLS`` output rows into staging buffer ``first + n % BUFS`` (the
+    consumer's ``[16, ROWS or ROWS / 2]`` buffers of ``c_bufs``: two, or one with GLU pairs, whose
+    row exchange takes a float32 scratch tile of the chunk; a chunk of 8 columns takes the first 8
+    rows) and TMA-stored in boxes of ``C_BOX_N`` columns.  Before the write, the stores of this
+    buffer's previous chunk must have read it: all but the other buffer's boxes (the latest bulk
+    groups, one a box), or all of them with one buffer.  Returns ``n + 1``."""
+    OUT_ROWS: tl.constexpr = ROWS // 2 if ACTIVATION >= 5 else ROWS
+    BUFS: tl.constexpr = 1 if ACTIVATION >= 5 else 2
     if SCALE0 + SCALE1 + BIAS_DIM + 1 + ACTIVATION + HAS_RESIDUAL > 0:
         offs0 = row + tl.arange(0, ROWS)
         offs1 = col + tl.arange(0, COLS)
         x = apply_epilogue(x, offs0, offs1, offs0 < M, offs1 < N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
                            stride_r0, stride_r1, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
-    buf = tlx.local_slice(c_bufs[first + n % 2], [0, 0], [COLS, ROWS])
-    tlx.async_descriptor_store_wait(ROWS // C_BOX_N)
+    if ACTIVATION >= 5:                       # (apply_epilogue left the GLU's activation to the pairs)
+        x = glu_pairs(x, ACTIVATION, 0, ROWS, COLS)
+        row = row // 2
+    buf = tlx.local_slice(c_bufs[first + n % BUFS], [0, 0], [COLS, OUT_ROWS])
+    tlx.async_descriptor_store_wait((BUFS - 1) * (OUT_ROWS // C_BOX_N))
     tlx.local_store(tlx.local_trans(buf), x.to(OUT_DTYPE))
     tlx.fence("async_shared")
-    for j in tl.static_range(ROWS // C_BOX_N):
+    for j in tl.static_range(OUT_ROWS // C_BOX_N):
         box = tlx.local_slice(buf, [0, j * C_BOX_N], [COLS, C_BOX_N])
         tlx.async_descriptor_store(c_desc, box, [col, row + j * C_BOX_N])
     return n + 1
@@ -297,9 +304,10 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
         b_smem = tlx.local_alloc((BK, BN), B_TYPE, NUM_STAGES)
     tl.static_assert(not C_TRANS or (not C_TMA and BN == 128 and BN_TAIL in (0, 16, 32) and BN_TAIL2 in (0, 8) and
                                      not STREAM_K and not KSPLIT and GLU_AXIS == 0),
-                     "C_TRANS: a swapped tile (128 + 16/32 (+ 8) columns of C^T), whole tiles, no GLU pairs")
-    if C_TRANS:                      # swapped tiles: each consumer's two [16, SUB_M] chunks of out's rows
-        ctr_smem = tlx.local_alloc((16, SUB_M), OUT_DTYPE, 2 * NUM_CONSUMERS)
+                     "C_TRANS: a swapped tile (128 + 16/32 (+ 8) columns of C^T), whole tiles, GLU pairs along its rows")
+    CT_BUFS: tl.constexpr = 1 if ACTIVATION >= 5 else 2                   # C_TRANS: staging chunks a consumer
+    if C_TRANS:                      # swapped tiles: each consumer's chunks of out's rows (GLU pairs: one, half as wide)
+        ctr_smem = tlx.local_alloc((16, SUB_M // 2 if ACTIVATION >= 5 else SUB_M), OUT_DTYPE, CT_BUFS * NUM_CONSUMERS)
     else:
         c_smem = tlx.local_alloc((SUB_M, BN // EPILOGUE_SUBTILE if C_TMA else 8), OUT_DTYPE, NUM_CONSUMERS)
     if BN_TAIL > 0:                  # the tile's last BN_TAIL columns: their own B box, wgmma and C box
@@ -524,22 +532,22 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                     finish = k1 == k_tiles
                 if C_TRANS:     # C^T's tile as out's rows: 16-column chunks, transposed through shared memory
                     if BN_TAIL2 > 0:                          # (the tails first: their registers free early)
-                        ct_n = store_chunk_transposed(ct_desc, ctr_smem, 2 * cid, ct_n, acc_t2, row, col + BN + BN_TAIL,
+                        ct_n = store_chunk_transposed(ct_desc, ctr_smem, CT_BUFS * cid, ct_n, acc_t2, row, col + BN + BN_TAIL,
                                                       M, N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0,
                                                       stride_r1, SUB_M, BN_TAIL2, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
                                                       BIAS_DIM, ACTIVATION, HAS_RESIDUAL)
                     if BN_TAIL == 16:
-                        ct_n = store_chunk_transposed(c, ctr_smem, 2 * cid, ct_n, acc_t, row, col + BN, M, N,
+                        ct_n = store_chunk_transposed(c, ctr_smem, CT_BUFS * cid, ct_n, acc_t, row, col + BN, M, N,
                                                       scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
                                                       SUB_M, 16, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
                                                       ACTIVATION, HAS_RESIDUAL)
                     if BN_TAIL == 32:
                         t0, t1 = column_halves(acc_t, SUB_M, 32)
-                        ct_n = store_chunk_transposed(c, ctr_smem, 2 * cid, ct_n, t0, row, col + BN, M, N,
+                        ct_n = store_chunk_transposed(c, ctr_smem, CT_BUFS * cid, ct_n, t0, row, col + BN, M, N,
                                                       scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
                                                       SUB_M, 16, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
                                                       ACTIVATION, HAS_RESIDUAL)
-                        ct_n = store_chunk_transposed(c, ctr_smem, 2 * cid, ct_n, t1, row, col + BN + 16, M, N,
+                        ct_n = store_chunk_transposed(c, ctr_smem, CT_BUFS * cid, ct_n, t1, row, col + BN + 16, M, N,
                                                       scale0_ptr, scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1,
                                                       SUB_M, 16, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
                                                       ACTIVATION, HAS_RESIDUAL)
@@ -550,12 +558,12 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
                         for qq in tl.static_range(2):
                             q = q0 if qq == 0 else q1
                             e0, e1 = column_halves(q, SUB_M, 32)
-                            ct_n = store_chunk_transposed(c, ctr_smem, 2 * cid, ct_n, e0, row,
+                            ct_n = store_chunk_transposed(c, ctr_smem, CT_BUFS * cid, ct_n, e0, row,
                                                           col + 64 * hh + 32 * qq, M, N, scale0_ptr, scale1_ptr,
                                                           bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M, 16,
                                                           C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION,
                                                           HAS_RESIDUAL)
-                            ct_n = store_chunk_transposed(c, ctr_smem, 2 * cid, ct_n, e1, row,
+                            ct_n = store_chunk_transposed(c, ctr_smem, CT_BUFS * cid, ct_n, e1, row,
                                                           col + 64 * hh + 32 * qq + 16, M, N, scale0_ptr,
                                                           scale1_ptr, bias_ptr, res_ptr, stride_r0, stride_r1, SUB_M,
                                                           16, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
