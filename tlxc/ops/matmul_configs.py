@@ -108,7 +108,7 @@ def _ws(bm, bn, stages, **kw):
         parts.append(f"c{kw['cluster_m']}" + ("a" if kw.get("share_a") else ""))
     assert not kw.get("share_a") or (kw.get("cluster_m", 1) == 2 and not kw.get("stream_k")), \
         "share_a: a pair (cluster_m=2) of whole tiles"
-    if kw.get("subtile", 2) != 2 and not kw.get("swap"):      # (a swapped tile stores through pointers)
+    if kw.get("subtile", 2) != 2 and not kw.get("swap"):      # (a swapped tile stores in chunks of its own)
         parts.append(f"sub{kw['subtile']}")
     if kw.get("swap"):
         assert (kw.get("cluster_m", 1) == 1 or kw.get("share_a")) and not kw.get("stream_k") and not fp8 and \

@@ -25,7 +25,7 @@ there), generalized for ``tlxc.ops.matmul``:
   80- or 192-column tile is a main part and a tail, each with its own B box (``bt_desc``),
   wgmma and C box (``ct_desc``), e.g. 1000x1240 in 128 tiles of 128x80 where 128x128 leaves
   52 SMs idle and 128x64 needs two rounds; a 152-column swapped tile is 128 + 16 + 8 (the
-  second tail's box ``bt2_desc``; K-major B, pointer stores, no cluster). On a K-major B the
+  second tail's box ``bt2_desc``; K-major B, swapped tiles only). On a K-major B the
   parts' products are one wgmma of the tile's width (``passes/dot_pairs.py``);
 * the epilogue applies ``epilogue.apply_epilogue`` (scales, bias, activation, residual)
   to each consumer's accumulator, casts to the output dtype and TMA-stores it through a
@@ -35,9 +35,13 @@ there), generalized for ``tlxc.ops.matmul``:
   then the output tensor, ``stride_cm``/``stride_cn`` its strides), masked at the edges.
 
 * the host may run it on the swapped product ``C^T = B^T A^T`` (``_swap`` configurations:
-  256 of N x 144 or 160 of M, so the tile's M side fits odd token counts): its A is then ``b^T``,
-  its B ``a^T`` and its C ``out^T``, whose contiguous rows TMA cannot store: pointer stores,
-  GLU pairs along the tile's rows (``GLU_AXIS = 0``);
+  256 or 128 of N x 144, 152 or 160 of M, so the tile's M side fits odd token counts): its A is
+  then ``b^T``, its B ``a^T`` and its C ``out^T``, whose tile TMA cannot store as it is; with
+  ``C_TRANS`` (the host's choice where ``out`` is a TMA target) each consumer stores it as ``out``'s
+  rows, 16 columns of C^T at a time, transposed into a shared chunk and TMA-stored
+  (``store_chunk_transposed``); else through pointers; GLU pairs along the tile's rows
+  (``GLU_AXIS = 0``), by ``C_TRANS`` only (the host refuses the rest: their pointer path's row
+  exchange does not fit in shared memory); a CTA pair side by side (``SHARE_A``) shares the weights;
 * ``KSPLIT`` (short M: 64-row tiles with a deep ring, cuBLAS's ``64x32_64x16`` / ``64x64_128x13``
   shapes): both consumers own the tile's ``BM = 64`` rows and take alternate k-steps (the ring's
   stages in turn, no turn barriers), each into its own accumulator; at the tile's end consumer 1
@@ -317,7 +321,7 @@ def gemm_ws_kernel(a_desc, b_desc, c, bt_desc, ct_desc, bt2_desc, M, N, K, num_p
             bt_smem = tlx.local_alloc((BK, BN_TAIL), B_TYPE, NUM_STAGES)
         if C_TMA:
             ct_smem = tlx.local_alloc((SUB_M, BN_TAIL), OUT_DTYPE, NUM_CONSUMERS)
-    if BN_TAIL2 > 0:                 # a second, narrower tail (K-major B, pointer stores, no cluster)
+    if BN_TAIL2 > 0:                 # a second, narrower tail (K-major B, swapped tiles)
         bt2_smem = tlx.local_alloc((BN_TAIL2, BK), B_TYPE, NUM_STAGES)
     if KSPLIT:                       # consumer 1's sum, handed to consumer 0 at the tile's end
         red_smem = tlx.local_alloc((SUB_M, BN), tl.float32, 1)
