@@ -302,6 +302,19 @@ def test_a_borrowed_pick_is_traded_for_the_tile_that_fills_the_rounds():
         assert cfgs.fit_rounds(CONFIGS[name], wide).name == name
 
 
+def _check_scaled_gelu(config, a, b, seed):
+    """``gelu(a @ b * scale_a[:, None] + bias)`` through ``config`` into a NaN-poisoned output, against
+    float64 math (a seeded bias and row scale)."""
+    M, N = a.shape[0], b.shape[1]
+    g = torch.Generator().manual_seed(seed)
+    bias, scale_a = torch.randn(N, generator=g).to(torch.bfloat16), torch.rand(M, generator=g) + 0.5
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+    matmul(a, b, out, bias=bias, activation="gelu", scale_a=scale_a, config=config)
+    ref = torch.nn.functional.gelu(a.double() @ b.double() * scale_a.double()[:, None] + bias.double())
+    assert torch.isfinite(out).all(), "poison left in the output"
+    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+
+
 @pytest.mark.parametrize("config,shape", [("ws_256x160x64_s4_swap", (304, 520, 200)),    # 2 row tiles of M
                                           ("ws_256x144x64_s4_swap", (168, 296, 136)),    # a partial 144 + 32-row tail
                                           ("ws_256x160x64_s4_swap", (200, 264, 64)),     # one k-step
@@ -316,13 +329,7 @@ def test_swapped_ws_tiles_cover_m_with_their_columns(config, shape, a_mmajor, b_
     multiples of 8 where they are the contiguous dimension: TMA rows of 16 bytes)."""
     M, N, K = shape
     a, b = _operands(M, N, K, a_mmajor, b_kmajor, seed=M + K)
-    g = torch.Generator().manual_seed(N)
-    bias, scale_a = torch.randn(N, generator=g).to(torch.bfloat16), torch.rand(M, generator=g) + 0.5
-    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
-    matmul(a, b, out, bias=bias, activation="gelu", scale_a=scale_a, config=config)
-    ref = torch.nn.functional.gelu(a.double() @ b.double() * scale_a.double()[:, None] + bias.double())
-    assert torch.isfinite(out).all(), "poison left in the output"
-    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+    _check_scaled_gelu(config, a, b, seed=N)
     # GLU pairs (along N, the tile's rows) go by TMA only: N / 2 columns of 2 bytes are no 16-byte rows here
     with pytest.raises(ValueError, match="GLU pairs on a swapped tile are stored by TMA only"):
         matmul(a, b, activation="swiglu", config=config)
@@ -357,13 +364,7 @@ def test_swapped_ws_pairs_share_the_weights(config, shape):
     Bias, GELU and a row scale into a poisoned output against float64; a single tile of M is refused."""
     M, N, K = shape
     a, b = _operands(M, N, K, False, True, seed=M + N)
-    g = torch.Generator().manual_seed(K)
-    bias, scale_a = torch.randn(N, generator=g).to(torch.bfloat16), torch.rand(M, generator=g) + 0.5
-    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)
-    matmul(a, b, out, bias=bias, activation="gelu", scale_a=scale_a, config=config)
-    ref = torch.nn.functional.gelu(a.double() @ b.double() * scale_a.double()[:, None] + bias.double())
-    assert torch.isfinite(out).all(), "poison left in the output"
-    assert ((out.double() - ref).norm() / ref.norm()).item() < BF16_TOL
+    _check_scaled_gelu(config, a, b, seed=K)
     one_tile = cfgs.Problem(140, N, K, b_kmajor=True)
     assert "two tile columns" in cfgs.supports(CONFIGS[config], one_tile)
     # a pair's tiles side by side count as the kernel's columns: 297 tokens x 14336 = 56 pairs, one round
