@@ -519,11 +519,12 @@ def supports(c: GemmConfig, p: Problem) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)
 def stores_transposed(c: GemmConfig, p: Problem) -> bool:
     """Whether swapped WS configuration ``c`` stores ``p``'s output by TMA: C^T's tile staged chunk by
     chunk as rows of the output in shared memory (``C_TRANS``), where the output is a TMA store target
     (16-byte rows; with GLU pairs, of the output's half of the columns) and the staging fits beside the
-    ring; else through pointers."""
+    ring; else through pointers.  Cached: every launch of a WS configuration asks it (as ``swapped``)."""
     return c.kernel == "ws" and c.swap and p.tma_c and \
         ws_shared_bytes(c, p.elt, p.out_elt, p.residual, True, p.glu) <= SHARED_LIMIT
 
