@@ -28,6 +28,7 @@ from .. import language as tl
 from ..descriptors import TensorDescriptor
 from .kernels.epilogue import ACTIVATIONS, GLU_FIRST
 from .kernels.grouped_gemm import check_sizes_kernel, grouped_gemm_kernel
+from .kernels.grouped_gemm_swap import grouped_gemm_swap_kernel
 from .kernels.grouped_gemm_ws import group_table_kernel, grouped_gemm_ws_kernel
 from .kernels.grouped_wgrad import grouped_wgrad_kernel
 from .kernels.grouped_wgrad_ws import grouped_wgrad_ws_kernel
@@ -90,9 +91,33 @@ GROUPED_WS_CONFIGS = {
 }
 
 
+class GroupedSwapConfig(NamedTuple):
+    """A ``GROUPED_SWAP_CONFIGS`` entry: the swapped-tile kernel's tile, ring and expert bands."""
+    bw: int                    # weight rows (output columns) a tile: two consumers of 128
+    br: int                    # at most this many rows of one group a tile (a multiple of 16)
+    bk: int
+    stages: int
+    expert_group_m: int        # an expert's row tiles walk its column tiles in bands of at most this many
+
+
+# name: (BW, BR, BK, stages, expert bands): the swapped-tile kernel (kernels/grouped_gemm_swap.py): out^T = W a^T
+# per tile, a group's rows as the wgmma's N, its last tile rounded up to 16 rows (not to 64); K-major weights,
+# expert order, the dynamic schedule.  256 x 160 as cuBLAS's swapped tiles for a few hundred rows; four stages of
+# 52 KB and the consumers' [16, 128] staging buffers: 229,5xx bytes of the 232,448
+GROUPED_SWAP_CONFIGS = {
+    "gws_256x160x64_s4_e16d_swap": (256, 160, 64, 4, 16),
+    "gws8_256x160x128_s4_e16d_swap": (256, 160, 128, 4, 16),
+}
+
+
 def is_fp8_config(config: str) -> bool:
     """Whether a grouped configuration is one of the 8-bit ones (``g8_`` / ``gws8_``)."""
     return config.startswith(("g8_", "gws8_"))
+
+
+def swap_config(config: str) -> GroupedSwapConfig:
+    """``GROUPED_SWAP_CONFIGS[config]`` as a ``GroupedSwapConfig``."""
+    return GroupedSwapConfig(*GROUPED_SWAP_CONFIGS[config])
 
 
 def ws_schedule_meta(config: str) -> dict:
@@ -298,15 +323,28 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
                          f"weights; got strides {tuple(a.stride())} and {tuple(b_experts.stride())}")
     if config is None:
         config = choose_grouped_config(M, E, N, layout, fp8, promote)
-    if config not in GROUPED_WS_CONFIGS and config not in GROUPED_CONFIGS:
+    if config not in GROUPED_WS_CONFIGS and config not in GROUPED_CONFIGS and config not in GROUPED_SWAP_CONFIGS:
         raise ValueError(f"tlxc.ops.grouped_matmul: unknown config {config!r} (one of "
-                         f"{sorted(GROUPED_CONFIGS) + sorted(GROUPED_WS_CONFIGS)})")
+                         f"{sorted(GROUPED_CONFIGS) + sorted(GROUPED_WS_CONFIGS) + sorted(GROUPED_SWAP_CONFIGS)})")
     if is_fp8_config(config) != fp8:
         raise ValueError(f"tlxc.ops.grouped_matmul: config {config!r} runs "
                          f"{'fp8' if is_fp8_config(config) else '16-bit'} operands, got {a.dtype}")
     if promote and config in GROUPED_WS_CONFIGS and ws_config(config).bn > 128:
         raise ValueError(f"tlxc.ops.grouped_matmul: use_fast_accum=False keeps a second accumulator of the tile's "
                          f"width: tiles up to 128 columns (e.g. 'gws8_128x128x128_s5'), got {config!r}")
+    if config in GROUPED_SWAP_CONFIGS:
+        if layout != "kmajor":
+            raise ValueError(f"tlxc.ops.grouped_matmul: config {config!r} reads the operands by TMA with the weights "
+                             f"as wgmma's A: 'a' needs unit column stride and 16-byte aligned rows, 'b_experts' must "
+                             f"be w.transpose(1, 2) of a contiguous [E, N, K]")
+        if act >= GLU_FIRST:
+            raise ValueError(f"tlxc.ops.grouped_matmul: config {config!r} does not pair columns: activation "
+                             f"{activation!r} takes a 'gws_' configuration (or config=None)")
+        if promote:
+            raise ValueError(f"tlxc.ops.grouped_matmul: config {config!r} sums the products in the wgmma accumulator "
+                             f"(use_fast_accum=True); use_fast_accum=False takes e.g. 'gws8_128x128x128_s5'")
+        _launch_swap(config, a, b_experts, group_sizes, out, epilogue)
+        return out
     if config in GROUPED_WS_CONFIGS:
         if layout is None or (fp8 and layout != "kmajor"):
             raise ValueError(f"tlxc.ops.grouped_matmul: config {config!r} reads the operands by TMA: 'a' needs unit "
@@ -360,6 +398,23 @@ def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_group
     return used
 
 
+def swap_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_group: bool = False) -> int:
+    """The swapped-tile kernel's shared memory: the consumers' staging buffers (two ``[16, 128]`` each with
+    TMA stores, one without), the ring, its barriers and the dynamic schedule's tile ring."""
+    c = swap_config(config)
+    used = (4 if c_tma else 2) * 16 * 128 * out_elt
+    used = -(-used // 1024) * 1024 + c.stages * (c.bw + c.br) * c.bk * elt + 16 * c.stages
+    used = -(-used // 128) * 128 + (40 if with_group else 32) + 32
+    return -(-used // 16) * 16 + 16
+
+
+def swap_stores_by_tma(config: str, out, with_group: bool = False) -> bool:
+    """Whether the swapped-tile kernel TMA-stores the 16-row chunks inside a group: an output TMA can
+    store through whose two staging buffers a consumer fit (else one each, and pointer stores)."""
+    fits = swap_shared_bytes(config, 1, out.element_size(), True, with_group) <= SHARED_LIMIT
+    return out.dtype in TL_DTYPES and _tma_stores(out) and fits
+
+
 def ws_stores_by_tma(config: str, a, out, with_group: bool = False) -> bool:
     """Whether the WS kernel TMA-stores the row blocks inside their group: an output TMA can
     store through (``matmul._tma_stores``) whose C tile fits beside the ring (a float32 output
@@ -402,6 +457,32 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n,
                                      SPLIT_TAIL=SPLIT_TAILS and pair == 1, num_warps=4,
                                      ctas_per_cga=(pair, 1, 1) if pair > 1 else None, **epilogue)
+
+
+def _launch_swap(config: str, a, b_experts, group_sizes, out, epilogue: dict) -> None:
+    c = swap_config(config)
+    E, K, N = b_experts.shape
+    M = a.shape[0]
+    with_group = epilogue.get("BIAS_DIM", -1) == 1 or epilogue.get("SCALE1", 0) > 0    # (the kernel's WITH_GROUP)
+    c_tma = swap_stores_by_tma(config, out, with_group)
+    c_box_n = 128 // out.element_size()
+    c_desc = TensorDescriptor.from_tensor(out, [16, c_box_n], swizzle=128) if c_tma else None
+    w_desc = TensorDescriptor.from_tensor(b_experts.transpose(1, 2).reshape(E * N, K), [c.bw, c.bk], swizzle=128)
+    a_desc = TensorDescriptor.from_tensor(a, [16, c.bk], swizzle=128)
+    tiles = (-(-M // c.br) + E) * -(-N // c.bw)
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.device.type == "cuda" else CPU_SMS
+    progs = max(1, min(sms, tiles))
+    e_pad = _pow2(E)
+    table = torch.empty(2 * e_pad + 1, device=a.device, dtype=torch.int32)
+    tail_programs = min(-(-M // TAIL_ROWS), TAIL_PROGRAMS)
+    group_table_kernel[(1 + tail_programs,)](group_sizes, table, out, M, E, out.shape[1], out.stride(0), out.stride(1),
+                                             BM=c.br, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, num_warps=4)
+    grouped_gemm_swap_kernel[(progs,)](w_desc, a_desc, out, c_desc, table, E, N, K, progs, out.stride(0),
+                                       out.stride(1), BW=c.bw,
+                                       BR=c.br, BK=c.bk, GROUP_M=c.expert_group_m, NUM_STAGES=c.stages,
+                                       DTYPE=_TL_DTYPES[a.dtype], E_PAD=e_pad, SEARCH_STEPS=E.bit_length(),
+                                       OUT_DTYPE=TL_DTYPES[out.dtype], C_TMA=c_tma, C_BOX_N=c_box_n, num_warps=4,
+                                       **epilogue)
 
 
 WGRAD_CONFIGS = {           # name: (BLOCK_K, BLOCK_N, BLOCK_M (rows a step), warps, stages): grouped_wgrad_kernel

@@ -30,6 +30,13 @@ and the 32-column one is issued, tracked and retired like the 128-column one (th
 tile issued 16 wgmmas a consumer-step, eight of them n32, where cuBLAS's 256x152 issues eight
 m64n152: +6-9 % fused, docs/performance.md, session 24).
 
+Row slices.  The B operands may instead be row slices of one buffer (``local_trans(local_slice(
+local_view(allocation, index), [r, 0], [N, K]))``, the same allocation and index, each slice starting where
+the one before ends, whole 128-byte rows): ``ops/kernels/grouped_gemm_swap.py``'s tile of a group's last
+rows, ``16 x v`` rows of ``a`` multiplied as parts of 128, 64, 32 and 16 rows (power-of-two register tiles
+its epilogue can split) but issued as one ``m64n(16 v)``.  Those rows are already side by side: nothing is
+interleaved.
+
 The products become one commit group, so the rule asks for a ``wait_group 0`` after them before
 any other wgmma op: a later ``wait_group 1`` would otherwise find one group where the program
 counted several.  The interpreter and the barrier checker run before this pass and see the
@@ -47,7 +54,7 @@ from ..target import has_feature
 from .manager import Pass
 from .shared_layouts import allocation_swizzle
 
-_BETWEEN = ("tlx.local_view", "tlx.local_trans", "arith.constant")
+_BETWEEN = ("tlx.local_view", "tlx.local_slice", "tlx.local_trans", "arith.constant")
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,12 @@ class FuseDotPairs(Pass):
                 run = _run(op, users)
                 if run is None:
                     continue
-                allocs = tuple(alloc for _, alloc in run)
+                if run[0][2] is not None:               # row slices of one buffer: already side by side
+                    for i, (dot, _, _) in enumerate(run):
+                        dot.attrs["fused_dot"] = (i, len(run))
+                        taken.add(id(dot))
+                    continue
+                allocs = tuple(alloc for _, alloc, _ in run)
                 # an allocation is interleaved with one fixed set of others, in one order
                 if any(rings.get(id(a), allocs) != allocs for a in allocs):
                     continue
@@ -76,7 +88,7 @@ class FuseDotPairs(Pass):
                     rings[id(a)] = allocs
                 if allocs not in groups:
                     groups.append(allocs)
-                for i, (dot, _) in enumerate(run):
+                for i, (dot, _, _) in enumerate(run):
                     dot.attrs["fused_dot"] = (i, len(run))      # the last issues them all
                     taken.add(id(dot))
             for gid, allocs in enumerate(groups):
@@ -89,14 +101,15 @@ class FuseDotPairs(Pass):
         return module
 
 
-def _run(first: Operation, users) -> list[tuple[Operation, Operation]] | None:
-    """[(product, the allocation of its B), ...] of the products ``first`` begins (two or more),
-    or None."""
+def _run(first: Operation, users) -> list[tuple] | None:
+    """[(product, the allocation of its B, its first row in the buffer or None), ...] of the products
+    ``first`` begins (two or more): B buffers of distinct allocations indexed alike (row None), or
+    adjacent row slices of one buffer; else None."""
     head = _operands(first, users)
     if head is None:
         return None
     block = first.parent
-    run = [(first, head[1])]
+    run = [(first, head[1], head[4])]
     width = head[3]
     for op in block.ops[block.ops.index(first) + 1:]:
         if op.name in _BETWEEN:
@@ -106,15 +119,22 @@ def _run(first: Operation, users) -> list[tuple[Operation, Operation]] | None:
         this = _operands(op, users)
         if this is None or not _same_view(this[0], head[0]) or not _same_value(this[2], head[2]):
             break
-        if any(op.operands[2] is dot.results[0] for dot, _ in run) or any(this[1] is a for _, a in run):
+        if any(op.operands[2] is dot.results[0] for dot, _, _ in run):
             break
-        prev = run[-1][1].results[0].type
-        t = this[1].results[0].type
-        if t.num != prev.num or t.shape[1] != prev.shape[1] or t.element != prev.element or prev.shape[0] % 8:
+        prev_dot, prev_alloc, prev_row = run[-1]
+        prev_rows = prev_dot.results[0].type.shape[1]
+        if prev_row is None:
+            if this[4] is not None or any(this[1] is a for _, a, _ in run):
+                break
+            prev = prev_alloc.results[0].type
+            t = this[1].results[0].type
+            if t.num != prev.num or t.shape[1] != prev.shape[1] or t.element != prev.element or prev.shape[0] % 8:
+                break
+        elif this[1] is not prev_alloc or this[4] != prev_row + prev_rows or prev_rows % 8:
             break
         if not _same_rows(first.results[0].type, op.results[0].type) or width + this[3] > 256:
             break
-        run.append((op, this[1]))
+        run.append((op, this[1], this[4]))
         width += this[3]
     if len(run) < 2 or not _retired_next(run[-1][0]):
         return None
@@ -122,7 +142,8 @@ def _run(first: Operation, users) -> list[tuple[Operation, Operation]] | None:
 
 
 def _operands(dot: Operation, users):
-    """(A, the allocation of B, B's index, N) of a product the rule can fuse, else None."""
+    """(A, the allocation of B, B's index, N, B's first row in the buffer: None for a whole buffer) of a
+    product the rule can fuse, else None."""
     if len(dot.operands) != 3 or dot.attrs.get("max_num_imprecise_acc") is not None:
         return None                                     # (use_acc operands, fp8 split accumulation)
     a, b, _ = dot.operands
@@ -130,12 +151,12 @@ def _operands(dot: Operation, users):
     if not isinstance(a.type, MemDescType) or view is None or not _pairable(view[0], users):
         return None
     acc = dot.results[0].type
-    if acc.layout is None or len(acc.shape) != 2 or acc.shape[1] != view[0].results[0].type.shape[0]:
+    if acc.layout is None or len(acc.shape) != 2 or acc.shape[1] != view[3]:
         return None
     n, tiles = wgmma_tiles(acc.layout)
     if n != acc.shape[1] or any(col for _, col in tiles):
         return None                                     # (one instruction column: N rows of B)
-    return a, view[0], view[1], n
+    return a, view[0], view[1], n, view[2]
 
 
 def _same_value(x, y) -> bool:
@@ -161,17 +182,36 @@ def _same_view(x, y) -> bool:
 
 
 def _kmajor_buffer(b):
-    """(allocation, index) when ``b`` is ``local_trans(local_view(allocation, index))``."""
+    """(allocation, index, first row or None, rows) when ``b`` is ``local_trans(local_view(allocation,
+    index))`` (a whole buffer: first row None) or ``local_trans`` of a constant row slice of such a view
+    over whole rows."""
     trans = getattr(b, "owner", None)
     if getattr(trans, "name", None) != "tlx.local_trans":
         return None
     view = getattr(trans.operands[0], "owner", None)
+    row = None
+    if getattr(view, "name", None) == "tlx.local_slice":
+        offsets = [_constant(o) for o in view.operands[1:]]
+        whole = view.results[0].type.shape[1] == view.operands[0].type.shape[1]
+        if len(offsets) != 2 or offsets[0] is None or offsets[1] != 0 or not whole:
+            return None
+        row = offsets[0]
+        view = getattr(view.operands[0], "owner", None)
     if getattr(view, "name", None) != "tlx.local_view":
         return None
     alloc = getattr(view.operands[0], "owner", None)
     if getattr(alloc, "name", None) != "tlx.local_alloc":
         return None
-    return alloc, view.operands[1]
+    return alloc, view.operands[1], row, trans.operands[0].type.shape[0]
+
+
+def _constant(value):
+    """The integer of an ``arith.constant``, else None."""
+    owner = getattr(value, "owner", None)
+    if getattr(owner, "name", None) != "arith.constant":
+        return None
+    v = owner.attrs.get("value")
+    return v if isinstance(v, int) else None
 
 
 def _pairable(alloc: Operation, users) -> bool:

@@ -1,0 +1,176 @@
+"""tlxc.ops.grouped_matmul in swapped tiles (``gws_256x160x64_s4_e16d_swap``, kernels/grouped_gemm_swap.py):
+out^T = W a^T per tile, a group's last tile its rows rounded up to 16.  On the interpreter against float64
+(poisoned outputs): group sizes that reach every one of the ten tile variants and both sides of each
+16-row chunk, empty groups, rows past the groups' sum, K and N tails, the epilogue's bias / activation /
+scales in the swapped coordinates, the pointer-store path; fp8; the arguments the kernel refuses, by name;
+both configurations compile for sm_90a (no spills, the host's shared-memory count, one fused wgmma a
+variant); the GPU against float32 math (``gpu`` marker)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import tlxc.ops.grouped as grouped_module
+from tlxc.ops import grouped_matmul
+from tlxc.ops.grouped import GROUPED_SWAP_CONFIGS, swap_config, swap_shared_bytes
+
+BF16 = "gws_256x160x64_s4_e16d_swap"
+FP8 = "gws8_256x160x128_s4_e16d_swap"
+# 1 .. 10 chunks of 16 in a group's last tile, a chunk's last row and the next one's first, a full tile
+SIZES = [1, 16, 17, 47, 0, 64, 80, 99, 128, 143, 159, 160, 161, 330]
+
+
+def _reference(a, w, sizes, bias=None, scale_a=None, scale_b=None):
+    """float64 ``a[rows of g] @ w[g].T`` (``w`` ``[E, N, K]``) with the scales and bias of each group."""
+    starts = [0]
+    for s in sizes:
+        starts.append(starts[-1] + s)
+    parts = []
+    for g, (lo, hi) in enumerate(zip(starts, starts[1:])):
+        y = a[lo:hi].double() @ w[g].double().t()
+        if scale_a is not None:
+            y = y * (scale_a.double().reshape(-1)[lo:hi, None] if scale_a.numel() > 1 else scale_a.double())
+        if scale_b is not None:
+            y = y * scale_b[g].double()
+        if bias is not None:
+            y = y + (bias[g] if bias.dim() == 2 else bias).double()
+        parts.append(y)
+    return torch.cat(parts)
+
+
+def _close(out, ref, tol):
+    assert torch.isfinite(out[:ref.shape[0]]).all()
+    err = ((out[:ref.shape[0]].double() - ref).norm() / ref.norm()).item()
+    assert err < tol, err
+
+
+@pytest.fixture
+def few_programs(monkeypatch):
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 5)     # the dynamic schedule's draws, ring phases over tiles
+
+
+@pytest.mark.parametrize("dtype,K,N", [(torch.bfloat16, 136, 300), (torch.float16, 64, 256)])
+def test_every_tile_variant_matches_float64(dtype, K, N, few_programs):
+    g = torch.Generator().manual_seed(K + N)
+    a = torch.randn(sum(SIZES), K, generator=g).to(dtype)
+    w = torch.randn(len(SIZES), N, K, generator=g).to(dtype)
+    out = torch.full((sum(SIZES), N), float("nan"), dtype=dtype)
+    grouped_matmul(a, w.transpose(1, 2), torch.tensor(SIZES, dtype=torch.int32), out, config=BF16)
+    _close(out, _reference(a, w, SIZES), 8e-3)
+
+
+@pytest.mark.parametrize("bias_kind,activation", [("expert", "silu"), ("shared", None), (None, "gelu_tanh")])
+def test_epilogue_in_swapped_coordinates(bias_kind, activation, few_programs):
+    """The bias (a row per expert, or one for all) and the activation run on the accumulator's rows
+    (the output's columns); the output a float32 tensor: every chunk through the pointer path."""
+    g = torch.Generator().manual_seed(7)
+    sizes = [33, 0, 170, 8]
+    K, N = 96, 280
+    a = torch.randn(sum(sizes), K, generator=g).to(torch.bfloat16)
+    w = torch.randn(len(sizes), N, K, generator=g).to(torch.bfloat16)
+    bias = {"expert": torch.randn(len(sizes), N, generator=g), "shared": torch.randn(N, generator=g),
+            None: None}[bias_kind]
+    for out_dtype in (torch.bfloat16, torch.float32):
+        out = grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes), bias=bias, activation=activation,
+                             out_dtype=out_dtype, config=BF16)
+        ref = _reference(a, w, sizes, bias)
+        ref = {None: ref, "silu": torch.nn.functional.silu(ref),
+               "gelu_tanh": torch.nn.functional.gelu(ref, approximate="tanh")}[activation]
+        _close(out, ref, 8e-3 if out_dtype == torch.bfloat16 else 1e-5)
+
+
+def test_rows_past_the_groups_and_a_strided_output(few_programs):
+    """Rows of ``a`` past the groups' sum give zero rows; an output whose columns are not contiguous (no
+    TMA store: the masked pointer path with the column stride)."""
+    g = torch.Generator().manual_seed(3)
+    sizes = [20, 50]
+    K, N, M = 64, 256, 90
+    a = torch.randn(M, K, generator=g).to(torch.bfloat16)
+    w = torch.randn(2, N, K, generator=g).to(torch.bfloat16)
+    base = torch.full((N, M), float("nan"), dtype=torch.bfloat16)
+    out = base.t()                                          # (M, N) with column stride M
+    grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes), out, config=BF16)
+    _close(out, _reference(a, w, sizes), 8e-3)
+    assert (out[70:] == 0).all()
+
+
+def test_fp8_with_row_and_column_scales(few_programs):
+    g = torch.Generator().manual_seed(11)
+    sizes = [5, 150, 0, 161]
+    K, N = 256, 272
+    a32 = torch.randn(sum(sizes), K, generator=g)
+    w32 = torch.randn(len(sizes), N, K, generator=g)
+    a, w = a32.to(torch.float8_e4m3fn), w32.to(torch.float8_e4m3fn)
+    scale_a = torch.rand(sum(sizes), 1, generator=g) + 0.5
+    scale_b = torch.rand(len(sizes), N, generator=g) + 0.5
+    out = grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes), scale_a=scale_a, scale_b=scale_b, config=FP8)
+    assert out.dtype == torch.bfloat16
+    _close(out, _reference(a.float(), w.float(), sizes, None, scale_a, scale_b), 8e-3)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda a, w, s: grouped_matmul(a, w.transpose(1, 2).contiguous(), s, config=BF16), "w.transpose"),
+    (lambda a, w, s: grouped_matmul(a, w.transpose(1, 2), s, activation="swiglu", config=BF16), "swiglu"),
+    (lambda a, w, s: grouped_matmul(a.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn).transpose(1, 2), s,
+                                    use_fast_accum=False, config=FP8), "use_fast_accum"),
+    (lambda a, w, s: grouped_matmul(a, w.transpose(1, 2), s, config=FP8), "fp8"),
+])
+def test_refusals_name_the_argument(call, message):
+    a = torch.randn(10, 64).to(torch.bfloat16)
+    w = torch.randn(2, 32, 64).to(torch.bfloat16)
+    with pytest.raises(ValueError, match=message):
+        call(a, w, torch.tensor([4, 6]))
+
+
+@pytest.mark.parametrize("config", sorted(GROUPED_SWAP_CONFIGS))
+def test_configs_compile_for_sm90a(config):
+    """As the host launches them (per-expert bias and column scales: the tile's expert in the schedule's
+    slots), both store paths: no spills, the shared memory ``swap_shared_bytes`` counts, and one fused
+    ``m64n(16 v)`` wgmma for each of the ten variants."""
+    from tlxc import language as tl
+    from tlxc.descriptors import TensorDescriptor
+    from tlxc.ops.kernels.grouped_gemm_swap import grouped_gemm_swap_kernel
+    c = swap_config(config)
+    fp8 = config.startswith("gws8_")
+    dtype, elt = (torch.float8_e4m3fn, 1) if fp8 else (torch.bfloat16, 2)
+    E, M, K, N = 8, 8192, 4096, 4096
+    a = torch.empty(M, K, dtype=dtype)
+    w_desc = TensorDescriptor.from_tensor(torch.empty(E * N, K, dtype=dtype), [c.bw, c.bk], swizzle=128)
+    out = torch.empty(M, N, dtype=torch.bfloat16)
+    epilogue = dict(scale0_ptr=torch.empty(M), scale1_ptr=torch.empty(E * N), stride_scale1=N, SCALE0=2,
+                    SCALE1=2) if fp8 else dict(bias_ptr=torch.empty(E, N), stride_bias=N, BIAS_DIM=1, ACTIVATION=4)
+    for c_tma in (True, False):
+        h = grouped_gemm_swap_kernel.warmup(
+            w_desc, TensorDescriptor.from_tensor(a, [16, c.bk], swizzle=128), out,
+            TensorDescriptor.from_tensor(out, [16, 64], swizzle=128) if c_tma else None,
+            torch.empty(2 * E + 1, dtype=torch.int32), E, N, K, 132, N, 1, BW=c.bw, BR=c.br, BK=c.bk,
+            GROUP_M=c.expert_group_m, NUM_STAGES=c.stages, DTYPE=tl.float8e4nv if fp8 else tl.bfloat16, E_PAD=E,
+            SEARCH_STEPS=E.bit_length(), OUT_DTYPE=tl.bfloat16, C_TMA=c_tma, C_BOX_N=64, num_warps=4, grid=(132,),
+            **epilogue)
+        assert h.n_spills == 0 and h.perf_warnings == []
+        assert h.metadata.shared == swap_shared_bytes(config, elt, 2, c_tma, True) <= 232448
+        widths = {int(n) for n in re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k", h.asm["cuda"])}
+        assert widths == {16 * v for v in range(1, 11)}, sorted(widths)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", sorted(GROUPED_SWAP_CONFIGS))
+@pytest.mark.parametrize("E,M,K,N", [(8, 2048, 1024, 1536), (64, 4000, 512, 768)])
+def test_swapped_tiles_on_the_gpu(config, E, M, K, N):
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    torch.manual_seed(E + M)
+    sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.05).sample().to(torch.int32)
+    sizes[E // 2] = 0
+    sizes[0] += M - int(sizes.sum())
+    fp8 = config.startswith("gws8_")
+    a32, w32 = torch.randn(M, K, device="cuda"), torch.randn(E, N, K, device="cuda") * 0.05
+    dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
+    a, w = a32.to(dtype), w32.to(dtype)
+    bias = torch.randn(E, N, device="cuda")
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    grouped_matmul(a, w.transpose(1, 2), sizes.cuda(), out, bias=bias, activation="relu", config=config)
+    ref = torch.relu(_reference(a.float().cpu(), w.float().cpu(), sizes.tolist(), bias.cpu())).cuda()
+    _close(out, ref, 1e-2)
