@@ -130,3 +130,57 @@ def test_gpu_matches_float64(M, N, TAIL, RING):
     args = [x.cuda() if isinstance(x, torch.Tensor) else x for x in args]
     main_and_tail[(1,)](*args, num_warps=4, **meta)
     _close(args[2].cpu(), args[3].cpu(), ref, N)
+
+
+@tlxc.kernel
+def row_slices(a_ptr, b_ptr, c_ptr, t_ptr, slot, M: tl.constexpr, K: tl.constexpr, N: tl.constexpr,
+               TAIL: tl.constexpr, RING: tl.constexpr, GAP: tl.constexpr):
+    """As ``main_and_tail`` with both B operands row slices of one ring buffer of ``N + GAP + TAIL`` rows:
+    rows ``0 .. N`` and ``N + GAP ..`` (adjacent when ``GAP`` is 0)."""
+    rm = tl.arange(0, M)
+    rk = tl.arange(0, K)
+    ROWS: tl.constexpr = N + GAP + TAIL
+    rn = tl.arange(0, N)
+    rt = tl.arange(0, TAIL)
+    a_smem = tlx.local_alloc((M, K), tl.bfloat16, 1)
+    b_ring = tlx.local_alloc((ROWS, K), tl.bfloat16, RING)
+    tlx.local_store(a_smem[0], tl.load(a_ptr + rm[:, None] * K + rk[None, :]))
+    for s in tl.static_range(RING):
+        rows = b_ptr + s * ROWS * K
+        tlx.local_store(tlx.local_slice(b_ring[s], [0, 0], [N, K]), tl.load(rows + rn[:, None] * K + rk[None, :]))
+        tlx.local_store(tlx.local_slice(b_ring[s], [N + GAP, 0], [TAIL, K]),
+                        tl.load(rows + (N + GAP + rt[:, None]) * K + rk[None, :]))
+    tlx.fence("async_shared")
+    main = tlx.local_slice(b_ring[slot], [0, 0], [N, K])
+    tail = tlx.local_slice(b_ring[slot], [N + GAP, 0], [TAIL, K])
+    c = tlx.async_dot(a_smem[0], tlx.local_trans(main), tl.zeros((M, N), dtype=tl.float32))
+    t = tlx.async_dot(a_smem[0], tlx.local_trans(tail), tl.zeros((M, TAIL), dtype=tl.float32))
+    c = tlx.async_dot_wait(0, c)
+    t = tlx.async_dot_wait(0, t)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], c)
+    tl.store(t_ptr + rm[:, None] * TAIL + rt[None, :], t)
+
+
+@pytest.mark.parametrize("N,TAIL,GAP", [(128, 32, 0), (64, 16, 0), (64, 16, 16)])
+def test_adjacent_row_slices_of_one_buffer_fuse(N, TAIL, GAP):
+    """Row slices that follow each other in one buffer are one ``m64n(N+TAIL)`` (nothing to interleave);
+    a gap between them keeps two products.  The text's numbers match float64 on the emulation."""
+    M, RING = 64, 2
+    gen = torch.Generator().manual_seed(N + GAP)
+    a = torch.randn(M, K, generator=gen).to(torch.bfloat16)
+    b = torch.randn(RING, N + GAP + TAIL, K, generator=gen).to(torch.bfloat16)
+    slot = 1
+    ref = a.double() @ torch.cat([b[slot, :N], b[slot, N + GAP:]]).double().t()
+    args = [a, b, torch.full((M, N), float("nan")), torch.full((M, TAIL), float("nan")), slot]
+    meta = {"M": M, "K": K, "N": N, "TAIL": TAIL, "RING": RING, "GAP": GAP}
+    text = cuda_source(row_slices, args, dict(meta, num_warps=4), (1,), "sm_90a")
+    body = text[text.index("__global__"):]
+    fused = f"m64n{N + TAIL}k16" in body
+    assert fused == (GAP == 0) and (f"m64n{N}k16" in body) == (GAP > 0)
+    tlxc.interpret(row_slices, (1,), args, meta)
+    _close(args[2], args[3], ref, N)
+    if emu.available():
+        args[2].fill_(float("nan"))
+        args[3].fill_(float("nan"))
+        emu.build(text).run(dict(zip(("a_ptr", "b_ptr", "c_ptr", "t_ptr", "slot"), args)), grid=(1,), threads=128)
+        _close(args[2], args[3], ref, N)

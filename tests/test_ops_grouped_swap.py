@@ -24,11 +24,10 @@ SIZES = [1, 16, 17, 47, 0, 64, 80, 99, 128, 143, 159, 160, 161, 330]
 
 def _reference(a, w, sizes, bias=None, scale_a=None, scale_b=None):
     """float64 ``a[rows of g] @ w[g].T`` (``w`` ``[E, N, K]``) with the scales and bias of each group."""
-    starts = [0]
-    for s in sizes:
-        starts.append(starts[-1] + s)
     parts = []
-    for g, (lo, hi) in enumerate(zip(starts, starts[1:])):
+    lo = 0
+    for g, size in enumerate(sizes):
+        hi = lo + size
         y = a[lo:hi].double() @ w[g].double().t()
         if scale_a is not None:
             y = y * (scale_a.double().reshape(-1)[lo:hi, None] if scale_a.numel() > 1 else scale_a.double())
@@ -37,6 +36,7 @@ def _reference(a, w, sizes, bias=None, scale_a=None, scale_b=None):
         if bias is not None:
             y = y + (bias[g] if bias.dim() == 2 else bias).double()
         parts.append(y)
+        lo = hi
     return torch.cat(parts)
 
 
@@ -139,11 +139,15 @@ def test_configs_compile_for_sm90a(config):
     a = torch.empty(M, K, dtype=dtype)
     w_desc = TensorDescriptor.from_tensor(torch.empty(E * N, K, dtype=dtype), [c.bw, c.bk], swizzle=128)
     out = torch.empty(M, N, dtype=torch.bfloat16)
-    epilogue = dict(scale0_ptr=torch.empty(M), scale1_ptr=torch.empty(E * N), stride_scale1=N, SCALE0=2,
-                    SCALE1=2) if fp8 else dict(bias_ptr=torch.empty(E, N), stride_bias=N, BIAS_DIM=1, ACTIVATION=4)
+    if fp8:
+        epilogue = {"scale0_ptr": torch.empty(M), "scale1_ptr": torch.empty(E * N), "stride_scale1": N, "SCALE0": 2,
+                    "SCALE1": 2}
+    else:
+        epilogue = {"bias_ptr": torch.empty(E, N), "stride_bias": N, "BIAS_DIM": 1, "ACTIVATION": 4}
     for c_tma in (True, False):
         h = grouped_gemm_swap_kernel.warmup(
-            w_desc, TensorDescriptor.from_tensor(a, [16, c.bk], swizzle=128), out,
+            w_desc, TensorDescriptor.from_tensor(a, [16, c.bk], swizzle=128),
+            TensorDescriptor.from_tensor(a, [c.br, c.bk], swizzle=128), out,
             TensorDescriptor.from_tensor(out, [16, 64], swizzle=128) if c_tma else None,
             torch.empty(2 * E + 1, dtype=torch.int32), E, N, K, 132, N, 1, BW=c.bw, BR=c.br, BK=c.bk,
             GROUP_M=c.expert_group_m, NUM_STAGES=c.stages, DTYPE=tl.float8e4nv if fp8 else tl.bfloat16, E_PAD=E,

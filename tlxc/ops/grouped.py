@@ -468,7 +468,8 @@ def _launch_swap(config: str, a, b_experts, group_sizes, out, epilogue: dict) ->
     c_box_n = 128 // out.element_size()
     c_desc = TensorDescriptor.from_tensor(out, [16, c_box_n], swizzle=128) if c_tma else None
     w_desc = TensorDescriptor.from_tensor(b_experts.transpose(1, 2).reshape(E * N, K), [c.bw, c.bk], swizzle=128)
-    a_desc = TensorDescriptor.from_tensor(a, [16, c.bk], swizzle=128)
+    a_desc = TensorDescriptor.from_tensor(a, [16, c.bk], swizzle=128)             # a group's last tile
+    a_tile_desc = TensorDescriptor.from_tensor(a, [c.br, c.bk], swizzle=128)      # a whole tile
     tiles = (-(-M // c.br) + E) * -(-N // c.bw)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.device.type == "cuda" else CPU_SMS
     progs = max(1, min(sms, tiles))
@@ -477,7 +478,7 @@ def _launch_swap(config: str, a, b_experts, group_sizes, out, epilogue: dict) ->
     tail_programs = min(-(-M // TAIL_ROWS), TAIL_PROGRAMS)
     group_table_kernel[(1 + tail_programs,)](group_sizes, table, out, M, E, out.shape[1], out.stride(0), out.stride(1),
                                              BM=c.br, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, num_warps=4)
-    grouped_gemm_swap_kernel[(progs,)](w_desc, a_desc, out, c_desc, table, E, N, K, progs, out.stride(0),
+    grouped_gemm_swap_kernel[(progs,)](w_desc, a_desc, a_tile_desc, out, c_desc, table, E, N, K, progs, out.stride(0),
                                        out.stride(1), BW=c.bw,
                                        BR=c.br, BK=c.bk, GROUP_M=c.expert_group_m, NUM_STAGES=c.stages,
                                        DTYPE=_TL_DTYPES[a.dtype], E_PAD=e_pad, SEARCH_STEPS=E.bit_length(),

@@ -15,9 +15,9 @@ its rows rounded up to 16, so a group of r rows costs r rounded up to 16 rows of
   are drawn from a counter; the producer hands each to the consumers with ``publish_tile``).
 * The producer, per k-step of a tile of ``rows`` rows: the weights' ``[BW, BK]`` box (a ``[E * N, K]``
   descriptor of the K-major weights, row ``g * N + column tile * BW``; rows past N are the next expert's,
-  multiplied and never stored) and ``cdiv(rows, 16)`` boxes of ``[16, BK]`` of ``a`` into one ``[BR, BK]``
-  buffer (rows past the group's end inside the last box are loaded and never stored; past ``total_M`` TMA
-  fills zeros).
+  multiplied and never stored) and the tile's rows of ``a`` into one ``[BR, BK]`` buffer: one box of ``BR``
+  rows for a whole tile, ``cdiv(rows, 16)`` boxes of ``[16, BK]`` for a group's last one (rows past the
+  group's end inside the last box are loaded and never stored; past ``total_M`` TMA fills zeros).
 * Consumer c (of two, taking turns at issue as in ``grouped_gemm_ws``): weight rows ``c * 128 ..`` (a
   ``[128, BK]`` slice of the stage) times the tile's ``16 v`` rows of ``a`` (K-major: wgmma's B), as parts
   of 128, 64, 32 and 16 rows (the binary digits of v: register tiles the epilogue can split into 16-column
@@ -46,10 +46,12 @@ CHUNK = 16            # output rows a chunk of the epilogue (columns of the accu
 
 
 @jit
-def produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, w_smem, a_smem, full, empty, N, k_tiles,
-                 BW: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr, ELT: tl.constexpr):
-    """The producer's k-steps of one tile: the weights' box and the tile's rows of ``a`` in 16-row boxes
-    (as many as its rows need).  Returns the ring counter after it."""
+def produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, a_tile_desc, w_smem, a_smem, full, empty, N,
+                 k_tiles, BW: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr,
+                 ELT: tl.constexpr):
+    """The producer's k-steps of one tile: the weights' box and the tile's rows of ``a``: one ``[BR, BK]``
+    box for a whole tile (``a_tile_desc``), else 16-row boxes (``a_desc``), as many as its rows need.
+    Returns the ring counter after it."""
     if found > 0:
         rows = tl.minimum(row_end - row0, BR)
         boxes = tl.cdiv(rows, CHUNK)
@@ -60,9 +62,12 @@ def produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, w_sm
                 if boxes == v:
                     tlx.barrier_expect_bytes(full[slot], (BW + v * CHUNK) * BK * ELT)
             tlx.async_descriptor_load(w_desc, w_smem[slot], [group * N + pid_n * BW, k * BK], full[slot])
-            for j in tl.static_range(BR // CHUNK):
-                box = tlx.local_slice(a_smem[slot], [j * CHUNK, 0], [CHUNK, BK])
-                tlx.async_descriptor_load(a_desc, box, [row0 + j * CHUNK, k * BK], full[slot], pred=j < boxes)
+            if rows == BR:
+                tlx.async_descriptor_load(a_tile_desc, a_smem[slot], [row0, k * BK], full[slot])
+            else:
+                for j in tl.static_range(BR // CHUNK):
+                    box = tlx.local_slice(a_smem[slot], [j * CHUNK, 0], [CHUNK, BK])
+                    tlx.async_descriptor_load(a_desc, box, [row0 + j * CHUNK, k * BK], full[slot], pred=j < boxes)
             count += 1
     return count
 
@@ -215,7 +220,7 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
 
 
 @jit
-def grouped_gemm_swap_kernel(w_desc, a_desc, c_ptr, c_desc, table_ptr, E, N, K, num_progs, stride_cm, stride_cn,
+def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_ptr, E, N, K, num_progs, stride_cm, stride_cn,
                              BW: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                              NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, E_PAD: tl.constexpr,
                              SEARCH_STEPS: tl.constexpr, OUT_DTYPE: tl.constexpr, C_TMA: tl.constexpr = False,
@@ -253,7 +258,7 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, c_ptr, c_desc, table_ptr, E, N, K, 
                 group, row0, row_end, found, pid_n = find_expert_tile(table_ptr, E, tile, num_pid_n, BR, E_PAD,
                                                                       SEARCH_STEPS, GROUP_M)
                 publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS, group, WITH_GROUP)
-                count = produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, w_smem, a_smem, full,
+                count = produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, a_tile_desc, w_smem, a_smem, full,
                                      empty, N, k_tiles, BW, BR, BK, NUM_STAGES, ELT)
                 tile = next_tile(table_ptr, 2 * E_PAD, num_progs, n, 0, None, None, None, 1, ID_BUFS)
                 n += 1
