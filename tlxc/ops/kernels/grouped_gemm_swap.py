@@ -73,9 +73,9 @@ def produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, a_ti
 
 
 @jit
-def store_chunk_masked(c_bufs, first, x, row, col, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr,
-                       OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
-                       ACTIVATION: tl.constexpr):
+def store_chunk_masked(c_bufs, first, x, row, col, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
+                       bias_ptr, OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr,
+                       BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr):
     """A ``[128, 16]`` chunk of the accumulator (output columns ``row ..``, output rows ``col ..``) through the
     fused epilogue, written transposed into staging buffer ``first`` once every TMA store has read it, read
     back as 16 output rows and stored through pointers: rows below ``row_end``, columns below ``N``."""
@@ -94,9 +94,9 @@ def store_chunk_masked(c_bufs, first, x, row, col, row_end, N, c_ptr, stride_cm,
 
 
 @jit
-def store_chunk(c_desc, c_bufs, cid, n, x, j, last, row, row0, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
-                bias_ptr, C_TMA: tl.constexpr, C_BOX_N: tl.constexpr, OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr,
-                SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr):
+def store_chunk(c_desc, c_bufs, cid, n, x, j, last, row, row0, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr,
+                scale1_ptr, bias_ptr, C_TMA: tl.constexpr, C_BOX_N: tl.constexpr, OUT_DTYPE: tl.constexpr,
+                SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr):
     """Chunk ``j`` (output rows ``row0 + 16 j ..``) of consumer ``cid``'s tile: TMA-stored when its rows all
     belong to the group (every chunk but the tile's ``last`` one, which is checked), else masked.  ``n``
     counts the consumer's TMA-stored chunks (their staging buffers alternate).  Returns ``n``."""
@@ -110,25 +110,25 @@ def store_chunk(c_desc, c_bufs, cid, n, x, j, last, row, row0, row_end, N, c_ptr
                                        bias_ptr, None, 0, 0, SUB_W, CHUNK, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
                                        BIAS_DIM, ACTIVATION, False)
         else:
-            store_chunk_masked(c_bufs, 2 * cid + n % 2, x, row, col, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr,
-                               scale1_ptr, bias_ptr, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION)
+            store_chunk_masked(c_bufs, 2 * cid + n % 2, x, row, col, row_end, N, c_ptr, stride_cm, stride_cn,
+                               scale0_ptr, scale1_ptr, bias_ptr, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION)
     else:
-        store_chunk_masked(c_bufs, cid, x, row, col, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr,
-                           OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION)
+        store_chunk_masked(c_bufs, cid, x, row, col, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
+                           bias_ptr, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION)
     return n
 
 
 @jit
-def store_part(c_desc, c_bufs, cid, n, part, j0, LAST_J: tl.constexpr, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
-               scale0_ptr, scale1_ptr, bias_ptr, WIDTH: tl.constexpr, C_TMA: tl.constexpr, C_BOX_N: tl.constexpr,
-               OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
-               ACTIVATION: tl.constexpr):
+def store_part(c_desc, c_bufs, cid, n, part, j0, LAST_J: tl.constexpr, row, row0, row_end, N, c_ptr, stride_cm,
+               stride_cn, scale0_ptr, scale1_ptr, bias_ptr, WIDTH: tl.constexpr, C_TMA: tl.constexpr,
+               C_BOX_N: tl.constexpr, OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr,
+               BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr):
     """A part of ``WIDTH`` (16, 32, 64 or 128) accumulator columns, chunks ``j0 ..`` of the tile, split into
     16-column chunks by halving (register reshapes: no data moves).  Returns ``n``."""
     if WIDTH == 16:
-        n = store_chunk(c_desc, c_bufs, cid, n, part, j0, j0 == LAST_J, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
-                        scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
-                        ACTIVATION)
+        n = store_chunk(c_desc, c_bufs, cid, n, part, j0, j0 == LAST_J, row, row0, row_end, N, c_ptr, stride_cm,
+                        stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
+                        BIAS_DIM, ACTIVATION)
     else:
         for h in tl.static_range(WIDTH // 32):
             if WIDTH == 32:
@@ -143,18 +143,19 @@ def store_part(c_desc, c_bufs, cid, n, part, j0, LAST_J: tl.constexpr, row, row0
                 pair = q0 if h % 2 == 0 else q1
             e0, e1 = column_halves(pair, SUB_W, 32)
             n = store_chunk(c_desc, c_bufs, cid, n, e0, j0 + 2 * h, j0 + 2 * h == LAST_J, row, row0, row_end, N,
-                            c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0,
-                            SCALE1, BIAS_DIM, ACTIVATION)
+                            c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE,
+                            SCALE0, SCALE1, BIAS_DIM, ACTIVATION)
             n = store_chunk(c_desc, c_bufs, cid, n, e1, j0 + 2 * h + 1, j0 + 2 * h + 1 == LAST_J, row, row0, row_end,
-                            N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0,
-                            SCALE1, BIAS_DIM, ACTIVATION)
+                            N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N,
+                            OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION)
     return n
 
 
 @jit
 def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, full, empty, c_desc, c_ptr, N,
                  k_tiles, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, V: tl.constexpr, BW: tl.constexpr,
-                 BK: tl.constexpr, NUM_STAGES: tl.constexpr, C_TMA: tl.constexpr, C_BOX_N: tl.constexpr, OUT_DTYPE: tl.constexpr,
+                 BK: tl.constexpr, NUM_STAGES: tl.constexpr, C_TMA: tl.constexpr, C_BOX_N: tl.constexpr,
+                 OUT_DTYPE: tl.constexpr,
                  SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr):
     """Consumer ``cid``'s part of a tile of ``16 V`` rows: weight rows ``cid * 128 ..`` of each stage times
     rows ``0 .. 16 V`` of its ``a`` buffer, in parts of 128 / 64 / 32 / 16 rows (V's binary digits, the
@@ -201,17 +202,17 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
         count += 1
     row = pid_n * BW + cid * SUB_W                    # the consumer's first output column
     if P16:
-        n = store_part(c_desc, c_bufs, cid, n, acc16, O16 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
-                       scale0_ptr, scale1_ptr, bias_ptr, 16, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
-                       ACTIVATION)
+        n = store_part(c_desc, c_bufs, cid, n, acc16, O16 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm,
+                       stride_cn, scale0_ptr, scale1_ptr, bias_ptr, 16, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
+                       BIAS_DIM, ACTIVATION)
     if P32:
-        n = store_part(c_desc, c_bufs, cid, n, acc32, O32 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
-                       scale0_ptr, scale1_ptr, bias_ptr, 32, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
-                       ACTIVATION)
+        n = store_part(c_desc, c_bufs, cid, n, acc32, O32 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm,
+                       stride_cn, scale0_ptr, scale1_ptr, bias_ptr, 32, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
+                       BIAS_DIM, ACTIVATION)
     if P64:
-        n = store_part(c_desc, c_bufs, cid, n, acc64, O64 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
-                       scale0_ptr, scale1_ptr, bias_ptr, 64, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
-                       ACTIVATION)
+        n = store_part(c_desc, c_bufs, cid, n, acc64, O64 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm,
+                       stride_cn, scale0_ptr, scale1_ptr, bias_ptr, 64, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
+                       BIAS_DIM, ACTIVATION)
     if P128:
         n = store_part(c_desc, c_bufs, cid, n, acc128, 0, V - 1, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
                        scale0_ptr, scale1_ptr, bias_ptr, 128, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
@@ -220,8 +221,8 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
 
 
 @jit
-def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_ptr, E, N, K, num_progs, stride_cm, stride_cn,
-                             BW: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_ptr, E, N, K, num_progs, stride_cm,
+                             stride_cn, BW: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                              NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, E_PAD: tl.constexpr,
                              SEARCH_STEPS: tl.constexpr, OUT_DTYPE: tl.constexpr, C_TMA: tl.constexpr = False,
                              C_BOX_N: tl.constexpr = 64, bias_ptr=None, stride_bias=0, BIAS_DIM: tl.constexpr = -1,
@@ -258,8 +259,8 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
                 group, row0, row_end, found, pid_n = find_expert_tile(table_ptr, E, tile, num_pid_n, BR, E_PAD,
                                                                       SEARCH_STEPS, GROUP_M)
                 publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS, group, WITH_GROUP)
-                count = produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, a_tile_desc, w_smem, a_smem, full,
-                                     empty, N, k_tiles, BW, BR, BK, NUM_STAGES, ELT)
+                count = produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, a_tile_desc, w_smem,
+                                     a_smem, full, empty, N, k_tiles, BW, BR, BK, NUM_STAGES, ELT)
                 tile = next_tile(table_ptr, 2 * E_PAD, num_progs, n, 0, None, None, None, 1, ID_BUFS)
                 n += 1
             publish_tile(ids, ids_full, ids_empty, n, 0, 0, -1, 0, ID_BUFS, 0, WITH_GROUP)          # the end
@@ -283,11 +284,10 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
                 v = tl.cdiv(tl.minimum(row_end - row0, BR), CHUNK)
                 for variant in tl.static_range(1, BR // CHUNK + 1):
                     if (found > 0) & (v == variant):
-                        count, stored = swapped_tile(count, stored, cid, row0, row_end, pid_n, w_smem, a_smem,
-                                                     c_bufs, full, empty, c_desc, c_ptr, N, k_tiles, stride_cm,
-                                                     stride_cn,
-                                                     scale1_g, scale0_ptr, bias_g, variant, BW, BK, NUM_STAGES,
-                                                     C_TMA, C_BOX_N, OUT_DTYPE, SCALE1, SCALE0, KBIAS, ACTIVATION)
+                        count, stored = swapped_tile(count, stored, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs,
+                                                     full, empty, c_desc, c_ptr, N, k_tiles, stride_cm, stride_cn,
+                                                     scale1_g, scale0_ptr, bias_g, variant, BW, BK, NUM_STAGES, C_TMA,
+                                                     C_BOX_N, OUT_DTYPE, SCALE1, SCALE0, KBIAS, ACTIVATION)
                 n += 1
                 row0, row_end, found, pid_n, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
             if cid == 0:
