@@ -372,6 +372,28 @@ def test_grouped_ws_gemm_cuda_text_matches_float64(kmajor, bands, monkeypatch):
     assert ((out.double() - ref).norm() / ref.norm()).item() < 8e-3
 
 
+def test_grouped_swapped_tiles_cuda_text_matches_float64(monkeypatch):
+    """The grouped GEMM in swapped tiles from its CUDA text (``out^T = W a^T``, a group's rows as the wgmma's N):
+    a whole 160-row tile by one TMA box, a group's last tile by 16-row boxes (1, 2, 5 and 9 of them: 5, 17, 70 and
+    130 rows), fused ``m64n(16 v)`` products over row slices of one buffer, 16-row chunks TMA-stored through the
+    transposed staging buffers and a group's last chunk stored through pointers; an empty group; N and K tails."""
+    G = importlib.import_module("tlxc.ops.grouped")
+
+    _emulate_launches(monkeypatch, G, "group_table_kernel", "grouped_gemm_swap_kernel")
+    monkeypatch.setattr(G, "CPU_SMS", 3)
+    sizes = [70, 0, 290, 5, 17]
+    g = torch.Generator().manual_seed(9)
+    K, N = 136, 300
+    a = torch.randn(sum(sizes), K, generator=g).to(torch.bfloat16)
+    w = torch.randn(len(sizes), N, K, generator=g).to(torch.bfloat16)
+    out = G.grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes, dtype=torch.int32),
+                           config="gws_256x160x64_s4_e16d_swap")
+    starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    ref = torch.cat([a[starts[i]:starts[i + 1]].double() @ w[i].double().t() for i in range(len(sizes))])
+    assert torch.isfinite(out).all()
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 8e-3
+
+
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "promoted"])
 def test_grouped_fp8_ws_cuda_text_matches_float64(fast, monkeypatch):
     """The fp8 grouped WS GEMM from its CUDA text (e4m3 wgmma, 128-byte k-steps, K-major weights): row-wise
