@@ -124,12 +124,40 @@ def test_refusals_name_the_argument(call, message):
         call(a, w, torch.tensor([4, 6]))
 
 
+def test_the_choice_takes_swapped_tiles_only_where_told(monkeypatch):
+    """``SWAPPED_TILES_UP_TO`` (0: never) sets the mean group up to which the choice takes swapped tiles: K-major
+    weights, N >= 4096, no GLU pairs, the sums in the accumulator; the launch then runs them."""
+    choose = grouped_module.choose_grouped_config
+    assert choose(2048, 8, 14336, "kmajor") == "gws_128x256x64_s4_e16d_c2"
+    monkeypatch.setattr(grouped_module, "SWAPPED_TILES_UP_TO", 384)
+    assert choose(2048, 8, 14336, "kmajor") == BF16 and choose(2048, 8, 14336, "kmajor", fp8=True) == FP8
+    assert choose(4096, 8, 14336, "kmajor") == "gws_128x256x64_s4_e16d_c2"          # 512 rows an expert
+    assert choose(2048, 8, 14336, "nmajor") == "gws_128x256x64_s4_e16d_c2"
+    assert choose(2048, 8, 1408, "kmajor") == "gws_128x128x64_s5"
+    assert choose(2048, 8, 14336, "kmajor", glu=True) == "gws_128x256x64_s4_e16d_c2"
+    assert choose(2048, 8, 14336, "kmajor", fp8=True, promote=True) == "gws8_128x128x128_s5"
+    picks = []
+    launch = grouped_module._launch_swap
+    monkeypatch.setattr(grouped_module, "_launch_swap", lambda config, *a, **k: (picks.append(config),
+                                                                                   launch(config, *a, **k)))
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 4)
+    g = torch.Generator().manual_seed(5)
+    sizes = [100, 0, 60]
+    a = torch.randn(160, 64, generator=g).to(torch.bfloat16)
+    w = torch.randn(3, 4096, 64, generator=g).to(torch.bfloat16)
+    out = grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes))
+    assert picks == [BF16]
+    _close(out, _reference(a, w, sizes), 8e-3)
+    grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes), activation="swiglu")
+    assert picks == [BF16]                                                  # GLU pairs: the other kernel
+
+
 @pytest.mark.parametrize("config", sorted(GROUPED_SWAP_CONFIGS))
 def test_configs_compile_for_sm90a(config):
     """As the host launches them: no spills, the shared memory ``swap_shared_bytes`` counts, and one fused
-    ``m64n(16 v)`` wgmma for each of the ten variants.  fp8 with row-wise and per-expert column scales (the tile's
-    expert in the schedule's slots), bf16 plain (each compile of the ten variants' epilogues is 10-40 s of the
-    suite's CPU: one store path each; the GPU tests run bias and activation through both)."""
+    ``m64n(16 v)`` wgmma for each of the ten variants.  The TMA store path without an epilogue (each compile is
+    10 s of the suite's CPU, 40-65 s with a bias or scales in the ten variants' chunks: the interpreter checks
+    those, the GPU tests run a bias and an activation through both store paths)."""
     from tlxc import language as tl
     from tlxc.descriptors import TensorDescriptor
     from tlxc.ops.kernels.grouped_gemm_swap import grouped_gemm_swap_kernel
@@ -140,22 +168,18 @@ def test_configs_compile_for_sm90a(config):
     a = torch.empty(M, K, dtype=dtype)
     w_desc = TensorDescriptor.from_tensor(torch.empty(E * N, K, dtype=dtype), [c.bw, c.bk], swizzle=128)
     out = torch.empty(M, N, dtype=torch.bfloat16)
-    epilogue = {}
-    if fp8:
-        epilogue = {"scale0_ptr": torch.empty(M), "scale1_ptr": torch.empty(E * N), "stride_scale1": N, "SCALE0": 2,
-                    "SCALE1": 2}
     h = grouped_gemm_swap_kernel.warmup(
         w_desc, TensorDescriptor.from_tensor(a, [16, c.bk], swizzle=128),
         TensorDescriptor.from_tensor(a, [c.br, c.bk], swizzle=128), out,
         TensorDescriptor.from_tensor(out, [16, 64], swizzle=128), torch.empty(2 * E + 1, dtype=torch.int32), E, N, K,
         132, N, 1, BW=c.bw, BR=c.br, BK=c.bk, GROUP_M=c.expert_group_m, NUM_STAGES=c.stages,
         DTYPE=tl.float8e4nv if fp8 else tl.bfloat16, E_PAD=E, SEARCH_STEPS=E.bit_length(), OUT_DTYPE=tl.bfloat16,
-        C_TMA=True, C_BOX_N=64, num_warps=4, grid=(132,), **epilogue)
+        C_TMA=True, C_BOX_N=64, num_warps=4, grid=(132,))
     assert h.n_spills == 0 and h.perf_warnings == []
-    assert h.metadata.shared == swap_shared_bytes(config, elt, 2, True, fp8) <= 232448
+    assert h.metadata.shared == swap_shared_bytes(config, elt, 2, True) <= 232448
     widths = {int(n) for n in re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k", h.asm["cuda"])}
     assert widths == {16 * v for v in range(1, 11)}, sorted(widths)
-    assert h.metadata.shared - swap_shared_bytes(config, elt, 2, False, fp8) == 2 * 16 * 128 * 2   # (one buffer less)
+    assert h.metadata.shared - swap_shared_bytes(config, elt, 2, False) == 2 * 16 * 128 * 2    # (one buffer less)
 
 
 @pytest.mark.gpu

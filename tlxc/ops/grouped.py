@@ -142,6 +142,7 @@ _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.floa
 # CUDA emulation, not yet run on a GPU); bench/ops_grouped_bench.py times the other value beside the pick
 SPLIT_TAILS = False
 WS_MAX_GROUPS = 128          # the WS kernel's tile -> group search: a device table, log2(E) loads
+SWAPPED_TILES_UP_TO = 0      # mean rows an expert up to which the choice takes swapped tiles (choose_grouped_config)
 CPU_SMS = 132                # on the CPU (interpreter) the persistent grid models an H200
 
 
@@ -163,7 +164,7 @@ def _ws_layout(a: torch.Tensor, b_experts: torch.Tensor) -> str | None:
 
 
 def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | None = None,
-                          fp8: bool = False, promote: bool = False) -> str:
+                          fp8: bool = False, promote: bool = False, glu: bool = False) -> str:
     """Groups of 64 rows or more on average (at most 128 groups) whose operands TMA can read: the
     warp-specialized kernel.  From 256 rows an expert, 128x256 tiles in expert order with the dynamic
     schedule when N >= 4096 (H200 2026-12-04, E = 8, N = 14336: 1.06-1.10x the static grouped order), in
@@ -176,7 +177,13 @@ def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | 
     mean group is under 256 rows (less padding in each group's last tile), 128 otherwise; 256 columns when
     N is large enough to fill the SMs anyway.  fp8 takes the ``gws8_`` / ``g8_`` tiles of the same choice
     (the WS kernel reads 8-bit weights K-major only); promoted sums (``promote``: ``use_fast_accum=False``)
-    no 256-wide tile."""
+    no 256-wide tile.  Swapped tiles (``GROUPED_SWAP_CONFIGS``) where the mean group has at most
+    ``SWAPPED_TILES_UP_TO`` rows (K-major weights, N >= 4096, no GLU pairs, ``use_fast_accum=True``): 0 until a
+    GPU run shows them ahead of the pick (session 40: 1.015x its time at E = 8, M = 2048, before a whole tile's
+    rows came in one box)."""
+    swapped = ws_layout == "kmajor" and n >= 4096 and not glu and not promote and n_groups <= WS_MAX_GROUPS
+    if swapped and total_m <= SWAPPED_TILES_UP_TO * n_groups:
+        return "gws8_256x160x128_s4_e16d_swap" if fp8 else "gws_256x160x64_s4_e16d_swap"
     readable = ws_layout == "kmajor" if fp8 else ws_layout is not None
     if readable and n_groups <= WS_MAX_GROUPS and total_m >= 64 * n_groups:
         pair = n >= 4096 and total_m >= 256 * n_groups and not promote
@@ -322,7 +329,7 @@ def grouped_matmul(a: torch.Tensor, b_experts: torch.Tensor, group_sizes: torch.
                          f"K-major): 'a' with unit column stride, 'b_experts' as w.transpose(1, 2) of [E, N, K] "
                          f"weights; got strides {tuple(a.stride())} and {tuple(b_experts.stride())}")
     if config is None:
-        config = choose_grouped_config(M, E, N, layout, fp8, promote)
+        config = choose_grouped_config(M, E, N, layout, fp8, promote, act >= GLU_FIRST)
     if config not in GROUPED_WS_CONFIGS and config not in GROUPED_CONFIGS and config not in GROUPED_SWAP_CONFIGS:
         raise ValueError(f"tlxc.ops.grouped_matmul: unknown config {config!r} (one of "
                          f"{sorted(GROUPED_CONFIGS) + sorted(GROUPED_WS_CONFIGS) + sorted(GROUPED_SWAP_CONFIGS)})")
@@ -408,10 +415,10 @@ def swap_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_gro
     return -(-used // 16) * 16 + 16
 
 
-def swap_stores_by_tma(config: str, out, with_group: bool = False) -> bool:
+def swap_stores_by_tma(config: str, a, out, with_group: bool = False) -> bool:
     """Whether the swapped-tile kernel TMA-stores the 16-row chunks inside a group: an output TMA can
     store through whose two staging buffers a consumer fit (else one each, and pointer stores)."""
-    fits = swap_shared_bytes(config, 1, out.element_size(), True, with_group) <= SHARED_LIMIT
+    fits = swap_shared_bytes(config, a.element_size(), out.element_size(), True, with_group) <= SHARED_LIMIT
     return out.dtype in TL_DTYPES and _tma_stores(out) and fits
 
 
@@ -464,7 +471,7 @@ def _launch_swap(config: str, a, b_experts, group_sizes, out, epilogue: dict) ->
     E, K, N = b_experts.shape
     M = a.shape[0]
     with_group = epilogue.get("BIAS_DIM", -1) == 1 or epilogue.get("SCALE1", 0) > 0    # (the kernel's WITH_GROUP)
-    c_tma = swap_stores_by_tma(config, out, with_group)
+    c_tma = swap_stores_by_tma(config, a, out, with_group)
     c_box_n = 128 // out.element_size()
     c_desc = TensorDescriptor.from_tensor(out, [16, c_box_n], swizzle=128) if c_tma else None
     w_desc = TensorDescriptor.from_tensor(b_experts.transpose(1, 2).reshape(E * N, K), [c.bw, c.bk], swizzle=128)
