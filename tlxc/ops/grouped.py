@@ -103,7 +103,7 @@ class GroupedSwapConfig(NamedTuple):
 # name: (BW, BR, BK, stages, expert bands): the swapped-tile kernel (kernels/grouped_gemm_swap.py): out^T = W a^T
 # per tile, a group's rows as the wgmma's N, its last tile rounded up to 16 rows (not to 64); K-major weights,
 # expert order, the dynamic schedule.  256 x 160 as cuBLAS's swapped tiles for a few hundred rows; four stages of
-# 52 KB and the consumers' [16, 128] staging buffers: 229,5xx bytes of the 232,448
+# 52 KB and the consumers' [16, 128] staging buffers: 229,584 bytes of the 232,448 (229,600 with the tile's expert)
 GROUPED_SWAP_CONFIGS = {
     "gws_256x160x64_s4_e16d_swap": (256, 160, 64, 4, 16),
     "gws8_256x160x128_s4_e16d_swap": (256, 160, 128, 4, 16),

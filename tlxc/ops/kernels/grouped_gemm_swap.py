@@ -155,8 +155,8 @@ def store_part(c_desc, c_bufs, cid, n, part, j0, LAST_J: tl.constexpr, row, row0
 def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, full, empty, c_desc, c_ptr, N,
                  k_tiles, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, V: tl.constexpr, BW: tl.constexpr,
                  BK: tl.constexpr, NUM_STAGES: tl.constexpr, C_TMA: tl.constexpr, C_BOX_N: tl.constexpr,
-                 OUT_DTYPE: tl.constexpr,
-                 SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr):
+                 OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
+                 ACTIVATION: tl.constexpr):
     """Consumer ``cid``'s part of a tile of ``16 V`` rows: weight rows ``cid * 128 ..`` of each stage times
     rows ``0 .. 16 V`` of its ``a`` buffer, in parts of 128 / 64 / 32 / 16 rows (V's binary digits, the
     widest first; one wgmma after ``fuse-dot-pairs``), then each part's chunks stored (the narrowest first:
@@ -228,9 +228,9 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
                              C_BOX_N: tl.constexpr = 64, bias_ptr=None, stride_bias=0, BIAS_DIM: tl.constexpr = -1,
                              ACTIVATION: tl.constexpr = 0, scale0_ptr=None, scale1_ptr=None, stride_scale1=0,
                              SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0):
-    tl.static_assert(BW == 2 * SUB_W and BR % CHUNK == 0 and BR <= 256,
-                     "swapped grouped tiles: 256 weight rows (two consumers of 128) by at most 256 rows, a multiple "
-                     "of 16")
+    tl.static_assert(BW == 2 * SUB_W and BR % CHUNK == 0 and BR // CHUNK < 16,
+                     "swapped grouped tiles: 256 weight rows (two consumers of 128) by at most 240 rows (parts of "
+                     "128, 64, 32 and 16), a multiple of 16")
     tl.static_assert(ACTIVATION < 5, "GLU pairs take grouped_gemm_ws_kernel (the host's choice)")
     tl.static_assert(BIAS_DIM != 0, "the bias is a row per expert (BIAS_DIM = 1) or none")
     WITH_GROUP: tl.constexpr = BIAS_DIM == 1 or SCALE1 > 0                  # the consumers need the tile's expert
