@@ -373,21 +373,22 @@ def test_grouped_ws_gemm_cuda_text_matches_float64(kmajor, bands, monkeypatch):
 
 
 def test_grouped_swapped_tiles_cuda_text_matches_float64(monkeypatch):
-    """The grouped GEMM in swapped tiles from its CUDA text (``out^T = W a^T``, a group's rows as the wgmma's N):
-    a whole 160-row tile by one TMA box, a group's last tile by 16-row boxes (1, 2, 5 and 9 of them: 5, 17, 70 and
-    130 rows), fused ``m64n(16 v)`` products over row slices of one buffer, 16-row chunks TMA-stored through the
-    transposed staging buffers and a group's last chunk stored through pointers; an empty group; N and K tails."""
+    """The grouped GEMM in swapped tiles from its CUDA text (``out^T = W a^T``, a group's rows as the wgmma's N;
+    128 weight rows by up to 256): a whole 256-row tile by one TMA box, a group's last tile by 16-row boxes (1, 2,
+    3 and 5 of them: 5, 17, 34 and 70 rows), fused ``m64n(16 v)`` products over row slices of one buffer, 16-row
+    chunks TMA-stored through the transposed staging buffers and a group's last chunk stored through pointers; an
+    empty group; N and K tails."""
     G = importlib.import_module("tlxc.ops.grouped")
 
     _emulate_launches(monkeypatch, G, "group_table_kernel", "grouped_gemm_swap_kernel")
     monkeypatch.setattr(G, "CPU_SMS", 3)
     sizes = [70, 0, 290, 5, 17]
     g = torch.Generator().manual_seed(9)
-    K, N = 136, 300
+    K, N = 72, 200
     a = torch.randn(sum(sizes), K, generator=g).to(torch.bfloat16)
     w = torch.randn(len(sizes), N, K, generator=g).to(torch.bfloat16)
     out = G.grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes, dtype=torch.int32),
-                           config="gws_256x160x64_s4_e16d_swap")
+                           config="gws_128x256x64_s4_e16d_swap")
     starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
     ref = torch.cat([a[starts[i]:starts[i + 1]].double() @ w[i].double().t() for i in range(len(sizes))])
     assert torch.isfinite(out).all()

@@ -1,10 +1,10 @@
-"""tlxc.ops.grouped_matmul in swapped tiles (``gws_256x160x64_s4_e16d_swap``, kernels/grouped_gemm_swap.py):
-out^T = W a^T per tile, a group's last tile its rows rounded up to 16.  On the interpreter against float64
-(poisoned outputs): group sizes that reach every one of the ten tile variants and both sides of each
-16-row chunk, empty groups, rows past the groups' sum, K and N tails, the epilogue's bias / activation /
-scales in the swapped coordinates, the pointer-store path; fp8; the arguments the kernel refuses, by name;
-both configurations compile for sm_90a (no spills, the host's shared-memory count, one fused wgmma a
-variant); the GPU against float32 math (``gpu`` marker)."""
+"""tlxc.ops.grouped_matmul in swapped tiles (``gws_*_swap``, kernels/grouped_gemm_swap.py): out^T = W a^T per
+tile, a group's last tile its rows rounded up to 16.  On the interpreter against float64
+(poisoned outputs): group sizes that reach every tile variant (ten of 256x160, sixteen of 128x256) and both
+sides of each 16-row chunk, empty groups, rows past the groups' sum, K and N tails, the epilogue's bias /
+activation / scales in the swapped coordinates, the pointer-store path; fp8; the arguments the kernel refuses,
+by name; the choice's switch; every configuration compiles for sm_90a (no spills, the host's shared-memory count,
+one fused wgmma a variant); the GPU against float32 math (``gpu`` marker)."""
 from __future__ import annotations
 
 import re
@@ -16,10 +16,12 @@ import tlxc.ops.grouped as grouped_module
 from tlxc.ops import grouped_matmul
 from tlxc.ops.grouped import GROUPED_SWAP_CONFIGS, swap_config, swap_shared_bytes
 
-BF16 = "gws_256x160x64_s4_e16d_swap"
-FP8 = "gws8_256x160x128_s4_e16d_swap"
-# 1 .. 10 chunks of 16 in a group's last tile, a chunk's last row and the next one's first, a full tile
-SIZES = [1, 16, 17, 47, 0, 64, 80, 99, 128, 143, 159, 160, 161, 330]
+BF16 = "gws_128x256x64_s4_e16d_swap"
+FP8 = "gws8_128x256x128_s4_e16d_swap"
+BF16_SHAPES = ["gws_256x160x64_s4_e16d_swap", "gws_128x256x64_s4_e16d_swap"]
+# 1 .. 16 chunks of 16 in a group's last tile (of 160 or 256 rows), a chunk's last row and the next one's first,
+# whole tiles
+SIZES = [1, 16, 17, 47, 0, 64, 80, 99, 128, 143, 159, 160, 161, 240, 255, 256, 257, 530]
 
 
 def _reference(a, w, sizes, bias=None, scale_a=None, scale_b=None):
@@ -51,18 +53,20 @@ def few_programs(monkeypatch):
     monkeypatch.setattr(grouped_module, "CPU_SMS", 5)     # the dynamic schedule's draws, ring phases over tiles
 
 
+@pytest.mark.parametrize("config", BF16_SHAPES)
 @pytest.mark.parametrize("dtype,K,N", [(torch.bfloat16, 136, 300), (torch.float16, 64, 256)])
-def test_every_tile_variant_matches_float64(dtype, K, N, few_programs):
+def test_every_tile_variant_matches_float64(config, dtype, K, N, few_programs):
     g = torch.Generator().manual_seed(K + N)
     a = torch.randn(sum(SIZES), K, generator=g).to(dtype)
     w = torch.randn(len(SIZES), N, K, generator=g).to(dtype)
     out = torch.full((sum(SIZES), N), float("nan"), dtype=dtype)
-    grouped_matmul(a, w.transpose(1, 2), torch.tensor(SIZES, dtype=torch.int32), out, config=BF16)
+    grouped_matmul(a, w.transpose(1, 2), torch.tensor(SIZES, dtype=torch.int32), out, config=config)
     _close(out, _reference(a, w, SIZES), 8e-3)
 
 
+@pytest.mark.parametrize("config", BF16_SHAPES)
 @pytest.mark.parametrize("bias_kind,activation", [("expert", "silu"), ("shared", None), (None, "gelu_tanh")])
-def test_epilogue_in_swapped_coordinates(bias_kind, activation, few_programs):
+def test_epilogue_in_swapped_coordinates(config, bias_kind, activation, few_programs):
     """The bias (a row per expert, or one for all) and the activation run on the accumulator's rows
     (the output's columns); the output a float32 tensor: every chunk through the pointer path."""
     g = torch.Generator().manual_seed(7)
@@ -74,7 +78,7 @@ def test_epilogue_in_swapped_coordinates(bias_kind, activation, few_programs):
             None: None}[bias_kind]
     for out_dtype in (torch.bfloat16, torch.float32):
         out = grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes), bias=bias, activation=activation,
-                             out_dtype=out_dtype, config=BF16)
+                             out_dtype=out_dtype, config=config)
         ref = _reference(a, w, sizes, bias)
         ref = {None: ref, "silu": torch.nn.functional.silu(ref),
                "gelu_tanh": torch.nn.functional.gelu(ref, approximate="tanh")}[activation]
@@ -152,34 +156,52 @@ def test_the_choice_takes_swapped_tiles_only_where_told(monkeypatch):
     assert picks == [BF16]                                                  # GLU pairs: the other kernel
 
 
-@pytest.mark.parametrize("config", sorted(GROUPED_SWAP_CONFIGS))
-def test_configs_compile_for_sm90a(config):
-    """As the host launches them: no spills, the shared memory ``swap_shared_bytes`` counts, and one fused
-    ``m64n(16 v)`` wgmma for each of the ten variants.  The TMA store path without an epilogue (each compile is
-    10 s of the suite's CPU, 40-65 s with a bias or scales in the ten variants' chunks: the interpreter checks
-    those, the GPU tests run a bias and an activation through both store paths)."""
+def _warmup_args(config):
     from tlxc import language as tl
     from tlxc.descriptors import TensorDescriptor
-    from tlxc.ops.kernels.grouped_gemm_swap import grouped_gemm_swap_kernel
     c = swap_config(config)
     fp8 = config.startswith("gws8_")
-    dtype, elt = (torch.float8_e4m3fn, 1) if fp8 else (torch.bfloat16, 2)
+    dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
     E, M, K, N = 8, 8192, 4096, 4096
     a = torch.empty(M, K, dtype=dtype)
-    w_desc = TensorDescriptor.from_tensor(torch.empty(E * N, K, dtype=dtype), [c.bw, c.bk], swizzle=128)
     out = torch.empty(M, N, dtype=torch.bfloat16)
-    h = grouped_gemm_swap_kernel.warmup(
-        w_desc, TensorDescriptor.from_tensor(a, [16, c.bk], swizzle=128),
-        TensorDescriptor.from_tensor(a, [c.br, c.bk], swizzle=128), out,
-        TensorDescriptor.from_tensor(out, [16, 64], swizzle=128), torch.empty(2 * E + 1, dtype=torch.int32), E, N, K,
-        132, N, 1, BW=c.bw, BR=c.br, BK=c.bk, GROUP_M=c.expert_group_m, NUM_STAGES=c.stages,
-        DTYPE=tl.float8e4nv if fp8 else tl.bfloat16, E_PAD=E, SEARCH_STEPS=E.bit_length(), OUT_DTYPE=tl.bfloat16,
-        C_TMA=True, C_BOX_N=64, num_warps=4, grid=(132,))
+    args = [TensorDescriptor.from_tensor(torch.empty(E * N, K, dtype=dtype), [c.bw, c.bk], swizzle=128),
+            TensorDescriptor.from_tensor(a, [16, c.bk], swizzle=128),
+            TensorDescriptor.from_tensor(a, [c.br, c.bk], swizzle=128), out,
+            TensorDescriptor.from_tensor(out, [16, 64], swizzle=128), torch.empty(2 * E + 1, dtype=torch.int32), E, N,
+            K, 132, N, 1]
+    meta = {"BW": c.bw, "BR": c.br, "BK": c.bk, "GROUP_M": c.expert_group_m, "NUM_STAGES": c.stages,
+            "DTYPE": tl.float8e4nv if fp8 else tl.bfloat16, "E_PAD": E, "SEARCH_STEPS": E.bit_length(),
+            "OUT_DTYPE": tl.bfloat16, "C_TMA": True, "C_BOX_N": 64, "num_warps": 4}
+    return c, args, meta
+
+
+@pytest.mark.parametrize("config", sorted(c for c in GROUPED_SWAP_CONFIGS if not c.startswith("gws8_")))
+def test_configs_compile_for_sm90a(config):
+    """As the host launches them: no spills, the shared memory ``swap_shared_bytes`` counts, and one fused
+    ``m64n(16 v)`` wgmma for each of the variants (ten or sixteen).  The TMA store path without an epilogue (each
+    compile is 10-20 s of the suite's CPU, 40-65 s with a bias or scales in the variants' chunks: the interpreter
+    checks those, the GPU tests run a bias and an activation through both store paths)."""
+    from tlxc.ops.kernels.grouped_gemm_swap import grouped_gemm_swap_kernel
+    c, args, meta = _warmup_args(config)
+    h = grouped_gemm_swap_kernel.warmup(*args, **meta, grid=(132,))
     assert h.n_spills == 0 and h.perf_warnings == []
-    assert h.metadata.shared == swap_shared_bytes(config, elt, 2, True) <= 232448
+    assert h.metadata.shared == swap_shared_bytes(config, 2, 2, True) <= 232448
     widths = {int(n) for n in re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k", h.asm["cuda"])}
-    assert widths == {16 * v for v in range(1, 11)}, sorted(widths)
-    assert h.metadata.shared - swap_shared_bytes(config, elt, 2, False) == 2 * 16 * 128 * 2    # (one buffer less)
+    assert widths == {16 * v for v in range(1, c.br // 16 + 1)}, sorted(widths)
+    assert h.metadata.shared - swap_shared_bytes(config, 2, 2, False) == 2 * 16 * c.bw // 2 * 2   # (a buffer less)
+
+
+@pytest.mark.parametrize("config", sorted(c for c in GROUPED_SWAP_CONFIGS if c.startswith("gws8_")))
+def test_fp8_configs_issue_e4m3_products(config):
+    """The fp8 configurations' CUDA text (the 16-bit kernel with 8-bit operands, 128-byte k-steps): one fused
+    e4m3 ``m64n(16 v)k32`` wgmma a variant (NVRTC's compile of it, 20 s, is left to the GPU tests)."""
+    from tlxc.ops.kernels.grouped_gemm_swap import grouped_gemm_swap_kernel
+    from tlxc.runtime.warmup import cuda_source
+    c, args, meta = _warmup_args(config)
+    text = cuda_source(grouped_gemm_swap_kernel, args, meta, (132,), "sm_90a")
+    widths = {int(n) for n in re.findall(r"tlx_wgmma_m64n(\d+)k32_f32_f8e4m3\b", text)}
+    assert widths == {16 * v for v in range(1, c.br // 16 + 1)}, sorted(widths)
 
 
 @pytest.mark.gpu

@@ -93,7 +93,7 @@ GROUPED_WS_CONFIGS = {
 
 class GroupedSwapConfig(NamedTuple):
     """A ``GROUPED_SWAP_CONFIGS`` entry: the swapped-tile kernel's tile, ring and expert bands."""
-    bw: int                    # weight rows (output columns) a tile: two consumers of 128
+    bw: int                    # weight rows (output columns) a tile: two consumers of bw / 2
     br: int                    # at most this many rows of one group a tile (a multiple of 16)
     bk: int
     stages: int
@@ -103,10 +103,13 @@ class GroupedSwapConfig(NamedTuple):
 # name: (BW, BR, BK, stages, expert bands): the swapped-tile kernel (kernels/grouped_gemm_swap.py): out^T = W a^T
 # per tile, a group's rows as the wgmma's N, its last tile rounded up to 16 rows (not to 64); K-major weights,
 # expert order, the dynamic schedule.  256 x 160 as cuBLAS's swapped tiles for a few hundred rows; four stages of
-# 52 KB and the consumers' [16, 128] staging buffers: 229,584 bytes of the 232,448 (229,600 with the tile's expert)
+# 52 KB and the consumers' [16, 128] staging buffers: 229,584 bytes of the 232,448 (229,600 with the tile's expert).
+# 128 x 256: the pick's tile turned around, each consumer's products one m64n256 as the pick's are (its per-FLOP
+# rate, where 256 x 160's m64n160 pairs ran ~0.87 of the pick's on the H100, session 40); 48 KB stages
 GROUPED_SWAP_CONFIGS = {
     "gws_256x160x64_s4_e16d_swap": (256, 160, 64, 4, 16),
-    "gws8_256x160x128_s4_e16d_swap": (256, 160, 128, 4, 16),
+    "gws_128x256x64_s4_e16d_swap": (128, 256, 64, 4, 16),
+    "gws8_128x256x128_s4_e16d_swap": (128, 256, 128, 4, 16),
 }
 
 
@@ -183,7 +186,7 @@ def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | 
     rows came in one box)."""
     swapped = ws_layout == "kmajor" and n >= 4096 and not glu and not promote and n_groups <= WS_MAX_GROUPS
     if swapped and total_m <= SWAPPED_TILES_UP_TO * n_groups:
-        return "gws8_256x160x128_s4_e16d_swap" if fp8 else "gws_256x160x64_s4_e16d_swap"
+        return "gws8_128x256x128_s4_e16d_swap" if fp8 else "gws_128x256x64_s4_e16d_swap"
     readable = ws_layout == "kmajor" if fp8 else ws_layout is not None
     if readable and n_groups <= WS_MAX_GROUPS and total_m >= 64 * n_groups:
         pair = n >= 4096 and total_m >= 256 * n_groups and not promote
@@ -406,10 +409,10 @@ def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_group
 
 
 def swap_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_group: bool = False) -> int:
-    """The swapped-tile kernel's shared memory: the consumers' staging buffers (two ``[16, 128]`` each with
+    """The swapped-tile kernel's shared memory: the consumers' staging buffers (two ``[16, BW / 2]`` each with
     TMA stores, one without), the ring, its barriers and the dynamic schedule's tile ring."""
     c = swap_config(config)
-    used = (4 if c_tma else 2) * 16 * 128 * out_elt
+    used = (4 if c_tma else 2) * 16 * (c.bw // 2) * out_elt
     used = -(-used // 1024) * 1024 + c.stages * (c.bw + c.br) * c.bk * elt + 16 * c.stages
     used = -(-used // 128) * 128 + (40 if with_group else 32) + 32
     return -(-used // 16) * 16 + 16

@@ -41,7 +41,6 @@ from .epilogue import apply_epilogue
 from .gemm_ws import column_halves, release, store_chunk_transposed
 from .grouped_gemm_ws import find_expert_tile, next_tile, publish_tile, take_tile
 
-SUB_W = 128           # weight rows (output columns) a consumer
 CHUNK = 16            # output rows a chunk of the epilogue (columns of the accumulator)
 
 
@@ -79,6 +78,7 @@ def store_chunk_masked(c_bufs, first, x, row, col, row_end, N, c_ptr, stride_cm,
     """A ``[128, 16]`` chunk of the accumulator (output columns ``row ..``, output rows ``col ..``) through the
     fused epilogue, written transposed into staging buffer ``first`` once every TMA store has read it, read
     back as 16 output rows and stored through pointers: rows below ``row_end``, columns below ``N``."""
+    SUB_W: tl.constexpr = x.shape[0]
     offs0 = row + tl.arange(0, SUB_W)
     offs1 = col + tl.arange(0, CHUNK)
     if SCALE0 + SCALE1 + BIAS_DIM + 1 + ACTIVATION > 0:
@@ -100,6 +100,7 @@ def store_chunk(c_desc, c_bufs, cid, n, x, j, last, row, row0, row_end, N, c_ptr
     """Chunk ``j`` (output rows ``row0 + 16 j ..``) of consumer ``cid``'s tile: TMA-stored when its rows all
     belong to the group (every chunk but the tile's ``last`` one, which is checked), else masked.  ``n``
     counts the consumer's TMA-stored chunks (their staging buffers alternate).  Returns ``n``."""
+    SUB_W: tl.constexpr = x.shape[0]
     col = row0 + j * CHUNK
     if C_TMA:
         full = True
@@ -123,23 +124,24 @@ def store_part(c_desc, c_bufs, cid, n, part, j0, LAST_J: tl.constexpr, row, row0
                stride_cn, scale0_ptr, scale1_ptr, bias_ptr, WIDTH: tl.constexpr, C_TMA: tl.constexpr,
                C_BOX_N: tl.constexpr, OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr,
                BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr):
-    """A part of ``WIDTH`` (16, 32, 64 or 128) accumulator columns, chunks ``j0 ..`` of the tile, split into
+    """A part of ``WIDTH`` (16, 32, 64, 128 or 256) accumulator columns, chunks ``j0 ..`` of the tile, split into
     16-column chunks by halving (register reshapes: no data moves).  Returns ``n``."""
+    SUB_W: tl.constexpr = part.shape[0]
     if WIDTH == 16:
         n = store_chunk(c_desc, c_bufs, cid, n, part, j0, j0 == LAST_J, row, row0, row_end, N, c_ptr, stride_cm,
                         stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
                         BIAS_DIM, ACTIVATION)
     else:
-        for h in tl.static_range(WIDTH // 32):
-            if WIDTH == 32:
-                pair = part
-            elif WIDTH == 64:
-                q0, q1 = column_halves(part, SUB_W, 64)
-                pair = q0 if h == 0 else q1
-            else:
-                h0, h1 = column_halves(part, SUB_W, 128)
-                half = h0 if h // 2 == 0 else h1
-                q0, q1 = column_halves(half, SUB_W, 64)
+        for h in tl.static_range(WIDTH // 32):          # 32 columns at a time: halves of halves of the part
+            pair = part
+            if WIDTH == 256:
+                g0, g1 = column_halves(pair, SUB_W, 256)
+                pair = g0 if h // 4 == 0 else g1
+            if WIDTH >= 128:
+                h0, h1 = column_halves(pair, SUB_W, 128)
+                pair = h0 if h // 2 % 2 == 0 else h1
+            if WIDTH >= 64:
+                q0, q1 = column_halves(pair, SUB_W, 64)
                 pair = q0 if h % 2 == 0 else q1
             e0, e1 = column_halves(pair, SUB_W, 32)
             n = store_chunk(c_desc, c_bufs, cid, n, e0, j0 + 2 * h, j0 + 2 * h == LAST_J, row, row0, row_end, N,
@@ -161,13 +163,18 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
     rows ``0 .. 16 V`` of its ``a`` buffer, in parts of 128 / 64 / 32 / 16 rows (V's binary digits, the
     widest first; one wgmma after ``fuse-dot-pairs``), then each part's chunks stored (the narrowest first:
     its registers free early).  Returns (ring counter, stored-chunk counter)."""
+    SUB_W: tl.constexpr = BW // 2
+    P256: tl.constexpr = V // 16 % 2
     P128: tl.constexpr = V // 8 % 2
     P64: tl.constexpr = V // 4 % 2
     P32: tl.constexpr = V // 2 % 2
     P16: tl.constexpr = V % 2
-    O64: tl.constexpr = 128 * P128                 # each part's first row in the a buffer (and chunk * 16)
+    O128: tl.constexpr = 256 * P256                # each part's first row in the a buffer (and chunk * 16)
+    O64: tl.constexpr = O128 + 128 * P128
     O32: tl.constexpr = O64 + 64 * P64
     O16: tl.constexpr = O32 + 32 * P32
+    if P256:
+        acc256 = tl.zeros((SUB_W, 256), dtype=tl.float32)
     if P128:
         acc128 = tl.zeros((SUB_W, 128), dtype=tl.float32)
     if P64:
@@ -181,8 +188,10 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
         tlx.barrier_wait(full[slot], phase)
         tlx.named_barrier_wait(9 + cid, 256)          # the consumers take turns issuing
         w = tlx.local_slice(w_smem[slot], [cid * SUB_W, 0], [SUB_W, BK])
+        if P256:
+            acc256 = tlx.async_dot(w, tlx.local_trans(tlx.local_slice(a_smem[slot], [0, 0], [256, BK])), acc256)
         if P128:
-            acc128 = tlx.async_dot(w, tlx.local_trans(tlx.local_slice(a_smem[slot], [0, 0], [128, BK])), acc128)
+            acc128 = tlx.async_dot(w, tlx.local_trans(tlx.local_slice(a_smem[slot], [O128, 0], [128, BK])), acc128)
         if P64:
             acc64 = tlx.async_dot(w, tlx.local_trans(tlx.local_slice(a_smem[slot], [O64, 0], [64, BK])), acc64)
         if P32:
@@ -190,6 +199,8 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
         if P16:
             acc16 = tlx.async_dot(w, tlx.local_trans(tlx.local_slice(a_smem[slot], [O16, 0], [16, BK])), acc16)
         tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
+        if P256:
+            acc256 = tlx.async_dot_wait(0, acc256)
         if P128:
             acc128 = tlx.async_dot_wait(0, acc128)
         if P64:
@@ -214,8 +225,12 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
                        stride_cn, scale0_ptr, scale1_ptr, bias_ptr, 64, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
                        BIAS_DIM, ACTIVATION)
     if P128:
-        n = store_part(c_desc, c_bufs, cid, n, acc128, 0, V - 1, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
+        n = store_part(c_desc, c_bufs, cid, n, acc128, O128 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
                        scale0_ptr, scale1_ptr, bias_ptr, 128, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
+                       ACTIVATION)
+    if P256:
+        n = store_part(c_desc, c_bufs, cid, n, acc256, 0, V - 1, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
+                       scale0_ptr, scale1_ptr, bias_ptr, 256, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
                        ACTIVATION)
     return count, n
 
@@ -228,9 +243,10 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
                              C_BOX_N: tl.constexpr = 64, bias_ptr=None, stride_bias=0, BIAS_DIM: tl.constexpr = -1,
                              ACTIVATION: tl.constexpr = 0, scale0_ptr=None, scale1_ptr=None, stride_scale1=0,
                              SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0):
-    tl.static_assert(BW == 2 * SUB_W and BR % CHUNK == 0 and BR // CHUNK < 16,
-                     "swapped grouped tiles: 256 weight rows (two consumers of 128) by at most 240 rows (parts of "
-                     "128, 64, 32 and 16), a multiple of 16")
+    tl.static_assert((BW == 128 or BW == 256) and BR % CHUNK == 0 and BR <= 256 and BW // 2 * BR // 128 <= 160,
+                     "swapped grouped tiles: 128 or 256 weight rows (two consumers of 64 or 128) by at most 256 rows, "
+                     "a multiple of 16, at most 160 accumulator registers a thread")
+    SUB_W: tl.constexpr = BW // 2
     tl.static_assert(ACTIVATION < 5, "GLU pairs take grouped_gemm_ws_kernel (the host's choice)")
     tl.static_assert(BIAS_DIM != 0, "the bias is a row per expert (BIAS_DIM = 1) or none")
     WITH_GROUP: tl.constexpr = BIAS_DIM == 1 or SCALE1 > 0                  # the consumers need the tile's expert
