@@ -5,9 +5,11 @@ wgmma's M): a group of r rows costs ``cdiv(r, 64)`` consumer blocks of products,
 rows an expert a large part of the work is padding (E = 8, M = 2048: 2,304 rows of products for 2,048
 rows; a K sweep on the H100 put that kernel's time per unit of K 15 % above a loop of cuBLAS calls, whose
 per-expert kernels take the rows as N: session 40).  This kernel does what those do, inside one persistent
-launch: a tile is ``BW = 256`` of the expert's weight rows (the output's columns, the wgmma's M: two
-consumers of 128) by up to ``BR = 160`` rows of one group (the wgmma's N), and the group's last tile is
-its rows rounded up to 16, so a group of r rows costs r rounded up to 16 rows of products.
+launch: a tile is ``BW`` of the expert's weight rows (the output's columns, the wgmma's M: two consumers of
+``BW / 2``) by up to ``BR`` rows of one group (the wgmma's N): 128 x 256 (a whole tile's products one
+m64n256 a consumer, as the 128x256 tiles') or 256 x 160 (cuBLAS's swapped shape; its m64n160 pairs ran ~0.87
+of the 128x256 tiles' rate on the H100); the group's last tile is its rows rounded up to 16, so a group of r
+rows costs r rounded up to 16 rows of products.
 
 * The tile space: ``grouped_gemm_ws``'s group table in tiles of ``BR`` rows, walked in expert order
   (``find_expert_tile``: an expert's row tiles in balanced bands of at most ``GROUP_M`` walk its column
@@ -18,14 +20,15 @@ its rows rounded up to 16, so a group of r rows costs r rounded up to 16 rows of
   multiplied and never stored) and the tile's rows of ``a`` into one ``[BR, BK]`` buffer: one box of ``BR``
   rows for a whole tile, ``cdiv(rows, 16)`` boxes of ``[16, BK]`` for a group's last one (rows past the
   group's end inside the last box are loaded and never stored; past ``total_M`` TMA fills zeros).
-* Consumer c (of two, taking turns at issue as in ``grouped_gemm_ws``): weight rows ``c * 128 ..`` (a
-  ``[128, BK]`` slice of the stage) times the tile's ``16 v`` rows of ``a`` (K-major: wgmma's B), as parts
-  of 128, 64, 32 and 16 rows (the binary digits of v: register tiles the epilogue can split into 16-column
-  chunks) that ``fuse-dot-pairs`` issues as one ``m64n(16 v)`` (adjacent row slices of one buffer).  A
-  variant of the tile's code for each v in ``1 .. BR / 16``: the tile's rows pick one at run time.
+* Consumer c (of two, taking turns at issue as in ``grouped_gemm_ws``): weight rows ``c * BW / 2 ..`` (a
+  ``[BW / 2, BK]`` slice of the stage) times the tile's ``16 v`` rows of ``a`` (K-major: wgmma's B), as parts
+  of 256, 128, 64, 32 and 16 rows (the binary digits of v: register tiles the epilogue can split into
+  16-column chunks) that ``fuse-dot-pairs`` issues as one ``m64n(16 v)`` (adjacent row slices of one
+  buffer).  A variant of the tile's code for each v in ``1 .. BR / 16``: the tile's rows pick one at run
+  time.
 * The epilogue, per 16 rows of the output (16 columns of a part): the fused epilogue in the kernel's
   coordinates (the bias and ``b``'s scale along the accumulator's rows, ``a``'s scale along its columns),
-  the chunk written transposed into one of the consumer's two ``[16, 128]`` staging buffers and
+  the chunk written transposed into one of the consumer's two ``[16, BW / 2]`` staging buffers and
   TMA-stored in ``[16, C_BOX_N]`` boxes (``gemm_ws.store_chunk_transposed``) when its 16 rows all belong
   to the group; the group's last chunk is read back and stored through pointers masked to the group's
   rows (``store_chunk_masked``; a box would write the next group's rows).  Without ``C_TMA`` (an output
@@ -75,7 +78,7 @@ def produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, a_ti
 def store_chunk_masked(c_bufs, first, x, row, col, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
                        bias_ptr, OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr,
                        BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr):
-    """A ``[128, 16]`` chunk of the accumulator (output columns ``row ..``, output rows ``col ..``) through the
+    """A ``[BW / 2, 16]`` chunk of the accumulator (output columns ``row ..``, output rows ``col ..``) through the
     fused epilogue, written transposed into staging buffer ``first`` once every TMA store has read it, read
     back as 16 output rows and stored through pointers: rows below ``row_end``, columns below ``N``."""
     SUB_W: tl.constexpr = x.shape[0]
@@ -159,8 +162,8 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
                  BK: tl.constexpr, NUM_STAGES: tl.constexpr, C_TMA: tl.constexpr, C_BOX_N: tl.constexpr,
                  OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
                  ACTIVATION: tl.constexpr):
-    """Consumer ``cid``'s part of a tile of ``16 V`` rows: weight rows ``cid * 128 ..`` of each stage times
-    rows ``0 .. 16 V`` of its ``a`` buffer, in parts of 128 / 64 / 32 / 16 rows (V's binary digits, the
+    """Consumer ``cid``'s part of a tile of ``16 V`` rows: weight rows ``cid * BW / 2 ..`` of each stage times
+    rows ``0 .. 16 V`` of its ``a`` buffer, in parts of 256 / 128 / 64 / 32 / 16 rows (V's binary digits, the
     widest first; one wgmma after ``fuse-dot-pairs``), then each part's chunks stored (the narrowest first:
     its registers free early).  Returns (ring counter, stored-chunk counter)."""
     SUB_W: tl.constexpr = BW // 2
@@ -225,9 +228,9 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
                        stride_cn, scale0_ptr, scale1_ptr, bias_ptr, 64, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
                        BIAS_DIM, ACTIVATION)
     if P128:
-        n = store_part(c_desc, c_bufs, cid, n, acc128, O128 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
-                       scale0_ptr, scale1_ptr, bias_ptr, 128, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
-                       ACTIVATION)
+        n = store_part(c_desc, c_bufs, cid, n, acc128, O128 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm,
+                       stride_cn, scale0_ptr, scale1_ptr, bias_ptr, 128, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
+                       BIAS_DIM, ACTIVATION)
     if P256:
         n = store_part(c_desc, c_bufs, cid, n, acc256, 0, V - 1, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
                        scale0_ptr, scale1_ptr, bias_ptr, 256, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
