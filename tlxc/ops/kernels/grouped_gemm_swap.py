@@ -124,12 +124,13 @@ def store_chunk(c_desc, c_bufs, cid, n, x, j, last, row, row0, row_end, N, c_ptr
 
 @jit
 def store_part(c_desc, c_bufs, cid, n, part, j0, LAST_J: tl.constexpr, row, row0, row_end, N, c_ptr, stride_cm,
-               stride_cn, scale0_ptr, scale1_ptr, bias_ptr, WIDTH: tl.constexpr, C_TMA: tl.constexpr,
-               C_BOX_N: tl.constexpr, OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr,
-               BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr):
-    """A part of ``WIDTH`` (16, 32, 64, 128 or 256) accumulator columns, chunks ``j0 ..`` of the tile, split into
-    16-column chunks by halving (register reshapes: no data moves).  Returns ``n``."""
+               stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA: tl.constexpr, C_BOX_N: tl.constexpr,
+               OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
+               ACTIVATION: tl.constexpr):
+    """A part of 16, 32, 64, 128 or 256 accumulator columns, chunks ``j0 ..`` of the tile, split into 16-column
+    chunks by halving (register reshapes: no data moves).  Returns ``n``."""
     SUB_W: tl.constexpr = part.shape[0]
+    WIDTH: tl.constexpr = part.shape[1]
     if WIDTH == 16:
         n = store_chunk(c_desc, c_bufs, cid, n, part, j0, j0 == LAST_J, row, row0, row_end, N, c_ptr, stride_cm,
                         stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
@@ -217,23 +218,23 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
     row = pid_n * BW + cid * SUB_W                    # the consumer's first output column
     if P16:
         n = store_part(c_desc, c_bufs, cid, n, acc16, O16 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm,
-                       stride_cn, scale0_ptr, scale1_ptr, bias_ptr, 16, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
+                       stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
                        BIAS_DIM, ACTIVATION)
     if P32:
         n = store_part(c_desc, c_bufs, cid, n, acc32, O32 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm,
-                       stride_cn, scale0_ptr, scale1_ptr, bias_ptr, 32, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
+                       stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
                        BIAS_DIM, ACTIVATION)
     if P64:
         n = store_part(c_desc, c_bufs, cid, n, acc64, O64 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm,
-                       stride_cn, scale0_ptr, scale1_ptr, bias_ptr, 64, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
+                       stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
                        BIAS_DIM, ACTIVATION)
     if P128:
         n = store_part(c_desc, c_bufs, cid, n, acc128, O128 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm,
-                       stride_cn, scale0_ptr, scale1_ptr, bias_ptr, 128, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
+                       stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
                        BIAS_DIM, ACTIVATION)
     if P256:
         n = store_part(c_desc, c_bufs, cid, n, acc256, 0, V - 1, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
-                       scale0_ptr, scale1_ptr, bias_ptr, 256, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
+                       scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
                        ACTIVATION)
     return count, n
 
