@@ -68,7 +68,8 @@ def test_every_tile_variant_matches_float64(config, dtype, K, N, few_programs):
                                                           (BF16, None, "gelu_tanh"), (BF16_SHAPES[0], "expert", "silu")])
 def test_epilogue_in_swapped_coordinates(config, bias_kind, activation, few_programs):
     """The bias (a row per expert, or one for all) and the activation run on the accumulator's rows
-    (the output's columns); the output a float32 tensor: every chunk through the pointer path."""
+    (the output's columns); bf16 and float32 outputs (128x256: float32 TMA-stored in 32-column boxes;
+    256x160: its float32 staging does not fit beside the ring, every chunk through the pointer path)."""
     g = torch.Generator().manual_seed(7)
     sizes = [33, 0, 170, 8]
     K, N = 96, 280
