@@ -30,6 +30,7 @@ def check_findings(kernel, args, meta, cluster=None) -> list:
     meta = dict(meta)
     num_warps = meta.pop("num_warps")
     meta.pop("ctas_per_cga", None)
+    meta.pop("launch_pdl", None)
     defaults = {n: p.default for n, p in inspect.signature(kernel.fn).parameters.items()
                 if p.default is not inspect.Parameter.empty}
     params = {**defaults, **dict(zip(kernel.param_names, args)), **meta}

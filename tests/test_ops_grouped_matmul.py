@@ -187,6 +187,39 @@ def test_ws_launch_checks_clean(config, monkeypatch):
     assert [f for f in findings if f.severity != "note"] == []
 
 
+@pytest.mark.parametrize("pdl", [True, False])
+@pytest.mark.parametrize("path", ["ws", "swap", "wgrad"])
+def test_tma_kernels_are_pdl_launches_after_the_launch_before_them(path, pdl, monkeypatch):
+    """The TMA kernels start under the small launch before them (the group table; the sizes' check before the
+    weight gradient): that one is told so (``PDL=True``: it lets its dependents start) and they are launched
+    with ``launch_pdl=True`` (their CUDA waits for it: ``test_ws_configs_compile_for_sm90a``); with
+    ``grouped.PDL_LAUNCHES = False`` neither."""
+    monkeypatch.setattr(grouped_module, "PDL_LAUNCHES", pdl)
+    launches = []
+
+    class Recorder:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *args, **meta: launches.append((self.name, meta))
+    first, main = {"ws": ("group_table_kernel", "grouped_gemm_ws_kernel"),
+                   "swap": ("group_table_kernel", "grouped_gemm_swap_kernel"),
+                   "wgrad": ("check_sizes_kernel", "grouped_wgrad_ws_kernel")}[path]
+    for name in (first, main):
+        monkeypatch.setattr(grouped_module, name, Recorder(name))
+    sizes = torch.tensor([100, 0, 50], dtype=torch.int32)
+    a = torch.randn(150, 64).to(torch.bfloat16)
+    if path == "wgrad":
+        grouped_module.grouped_weight_grad(a, torch.randn(150, 256).to(torch.bfloat16), sizes,
+                                           config="wws_128x128x64_s6")
+    else:
+        config = "gws_128x256x64_s4_e16d_swap" if path == "swap" else "gws_128x256x64_s4_e16d_c2"
+        grouped_matmul(a, torch.randn(3, 512, 64).to(torch.bfloat16).transpose(1, 2), sizes, config=config)
+    assert [(name, meta.get("PDL"), meta.get("launch_pdl")) for name, meta in launches] == [
+        (first, pdl, None), (main, None, pdl)]
+
+
 def test_cta_pairs_are_refused_outside_the_dynamic_expert_order(monkeypatch):
     """``CLUSTER_N = 2`` needs the dynamic schedule in expert order (the pair's draws) and no split
     tails: another order is a compile-time error naming the constraint, not a wrong walk."""
@@ -335,10 +368,12 @@ def test_ws_configs_compile_for_sm90a(config, transposed):
         assert h.metadata.shared == grouped_module.ws_shared_bytes(config, 2, 2, c_tma)
         assert "wgmma.mma_async" in code and "cp.async.bulk.tensor" in code
         assert ("cp.async.bulk.tensor.2d.global.shared" in code) == c_tma      # the TMA store
+        # a PDL launch after the table kernel: the table is read after the wait
+        assert code.index("tlx_griddepcontrol_wait();", code.index("__global__")) < code.index("(table_ptr + ")
     t = group_table_kernel.warmup(torch.empty(E, dtype=torch.int32), torch.empty(2 * E, dtype=torch.int32),
                                   torch.empty(8, 8, dtype=torch.bfloat16), 8192, E, 4096, 4096, 1, BM=bm, E_PAD=E,
-                                  num_warps=4, grid=(1,))
-    assert t.n_spills == 0
+                                  PDL=True, num_warps=4, grid=(1,))
+    assert t.n_spills == 0 and "tlx_griddepcontrol_launch_dependents();" in t.asm["cuda"]
 
 
 @pytest.mark.parametrize("rows", [1, 7, 8, 9, 17, 33])

@@ -386,6 +386,11 @@ def grouped_aligns(N: int, K: int, a, b_experts, out) -> tuple:
 GROUP_M = 8          # row tiles that walk the column tiles together (L2 reuse of a and b)
 TAIL_ROWS = 32       # group_table_kernel's zeros of the rows past the groups' sum: rows a step,
 TAIL_PROGRAMS = 64   # and at most this many programs beside the table's
+# the TMA kernels as programmatic dependent launches (PDL) of the small launch before them (the group table, or
+# the sizes' check): they start while it runs and wait for its memory (gdc_wait) before they read anything.
+# Session 41: the launch gap and the main kernel's prologue (barriers, descriptor prefetch) overlapped, ~2-4 us a
+# call (docs/performance.md); False launches them after it as before (the bench's "+no_pdl" column)
+PDL_LAUNCHES = True
 
 
 def _pow2(n: int) -> int:
@@ -459,14 +464,15 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
     table = torch.empty(2 * e_pad + 1, device=a.device, dtype=torch.int32)
     tail_programs = min(-(-M // TAIL_ROWS), TAIL_PROGRAMS)
     group_table_kernel[(1 + tail_programs,)](group_sizes, table, out, M, E, out.shape[1], out.stride(0), out.stride(1),
-                                             BM=bm, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, num_warps=4)
+                                             BM=bm, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, PDL=PDL_LAUNCHES, num_warps=4)
     grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, c_desc, table, E, N, K, row_tiles, progs, out.stride(0),
                                      out.stride(1), **meta, DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor,
                                      B_BOX_N=box_cols, E_PAD=e_pad,
                                      SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n,
                                      SPLIT_TAIL=SPLIT_TAILS and pair == 1, num_warps=4,
-                                     ctas_per_cga=(pair, 1, 1) if pair > 1 else None, **epilogue)
+                                     ctas_per_cga=(pair, 1, 1) if pair > 1 else None, launch_pdl=PDL_LAUNCHES,
+                                     **epilogue)
 
 
 def _launch_swap(config: str, a, b_experts, group_sizes, out, epilogue: dict) -> None:
@@ -487,13 +493,13 @@ def _launch_swap(config: str, a, b_experts, group_sizes, out, epilogue: dict) ->
     table = torch.empty(2 * e_pad + 1, device=a.device, dtype=torch.int32)
     tail_programs = min(-(-M // TAIL_ROWS), TAIL_PROGRAMS)
     group_table_kernel[(1 + tail_programs,)](group_sizes, table, out, M, E, out.shape[1], out.stride(0), out.stride(1),
-                                             BM=c.br, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, num_warps=4)
+                                             BM=c.br, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, PDL=PDL_LAUNCHES, num_warps=4)
     grouped_gemm_swap_kernel[(progs,)](w_desc, a_desc, a_tile_desc, out, c_desc, table, E, N, K, progs, out.stride(0),
                                        out.stride(1), BW=c.bw,
                                        BR=c.br, BK=c.bk, GROUP_M=c.expert_group_m, NUM_STAGES=c.stages,
                                        DTYPE=_TL_DTYPES[a.dtype], E_PAD=e_pad, SEARCH_STEPS=E.bit_length(),
                                        OUT_DTYPE=TL_DTYPES[out.dtype], C_TMA=c_tma, C_BOX_N=c_box_n, num_warps=4,
-                                       **epilogue)
+                                       launch_pdl=PDL_LAUNCHES, **epilogue)
 
 
 WGRAD_CONFIGS = {           # name: (BLOCK_K, BLOCK_N, BLOCK_M (rows a step), warps, stages): grouped_wgrad_kernel
@@ -516,11 +522,12 @@ WGRAD_WS_CONFIGS = {
 }
 
 
-def _check_sizes(group_sizes: torch.Tensor, M: int) -> None:
+def _check_sizes(group_sizes: torch.Tensor, M: int, pdl: bool = False) -> None:
     """The sizes' device check (non-negative, adding up to at most ``M``) as a launch of its own, before a
-    kernel with wgmma that takes them unchecked (an assertion there serializes its wgmmas, ptxas C7510)."""
+    kernel with wgmma that takes them unchecked (an assertion there serializes its wgmmas, ptxas C7510).
+    ``pdl``: that kernel is a Hopper one launched with ``launch_pdl=True`` that waits for this one."""
     E = group_sizes.shape[0]
-    check_sizes_kernel[(1,)](group_sizes, E, M, E_PAD=_pow2(E), num_warps=4)
+    check_sizes_kernel[(1,)](group_sizes, E, M, E_PAD=_pow2(E), PDL=pdl, num_warps=4)
 
 
 def _launch_wgrad_ws(config: str, a, grad, group_sizes, out) -> None:
@@ -536,11 +543,12 @@ def _launch_wgrad_ws(config: str, a, grad, group_sizes, out) -> None:
     tiles = E * -(-K // bm) * -(-N // bn)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.device.type == "cuda" else CPU_SMS
     progs = max(1, min(sms, tiles))
-    _check_sizes(group_sizes, M)
+    _check_sizes(group_sizes, M, pdl=PDL_LAUNCHES)
     grouped_wgrad_ws_kernel[(progs,)](a_desc, g_desc, c_desc, out, group_sizes, M, E, K, N, progs, out.stride(0),
                                       out.stride(1), out.stride(2), BM=bm, BN=bn, BR=br, NUM_STAGES=stages,
                                       GROUP_M=GROUP_M, DTYPE=_TL_DTYPES[a.dtype], E_PAD=_pow2(E), C_TMA=c_tma,
-                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, B_BOX_N=box, num_warps=4)
+                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, B_BOX_N=box, num_warps=4,
+                                      launch_pdl=PDL_LAUNCHES)
 
 
 def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.Tensor,

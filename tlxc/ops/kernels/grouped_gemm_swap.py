@@ -269,6 +269,7 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
     num_pid_n = tl.cdiv(N, BW)
     k_tiles = tl.cdiv(K, BK)
 
+    tl.extra.cuda.gdc_wait()        # group_table_kernel's table and counter (a PDL launch after it)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
             num_tiles = tl.load(table_ptr + E - 1) * num_pid_n

@@ -75,13 +75,18 @@ from .grouped_gemm import group_rows
 
 @jit
 def group_table_kernel(sizes_ptr, table_ptr, out_ptr, M, E, N_OUT, stride_om, stride_on, BM: tl.constexpr,
-                       E_PAD: tl.constexpr, TAIL_ROWS: tl.constexpr = 32, TAIL_COLS: tl.constexpr = 128):
+                       E_PAD: tl.constexpr, TAIL_ROWS: tl.constexpr = 32, TAIL_COLS: tl.constexpr = 128,
+                       PDL: tl.constexpr = False):
     """Program 0: ``table[g]`` = the first row tile after group g (inclusive sum of the
     groups' row-tile counts), ``table[E_PAD + g]`` = the first row after group g (inclusive
     sum of the sizes, clamped to a's M rows: ``group_rows``), ``table[2 * E_PAD]`` = 0 (the dynamic
     schedule's tile counter).  The other programs store the zeros of ``out``'s rows past the groups'
     sum (no expert's: the main kernel skips their tiles), ``TAIL_ROWS`` rows at a time from the chunk
-    holding the sum, the chunks dealt round-robin; when the sizes add up to M they store nothing."""
+    holding the sum, the chunks dealt round-robin; when the sizes add up to M they store nothing.
+    ``PDL``: the main kernel is launched after it with ``launch_pdl=True`` and waits for its memory
+    (``gdc_wait``) before reading the table, so its programs may start (shared memory, barriers) now."""
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
     gs = tl.arange(0, E_PAD)
     sizes, ends = group_rows(sizes_ptr, E, M, E_PAD)
     pid = tl.program_id(0)
@@ -508,6 +513,7 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
     num_pid_n = tl.cdiv(N, BN * CLUSTER_N)          # column tiles (a pair's: pairs of them)
     k_tiles = tl.cdiv(K, BK)
 
+    tl.extra.cuda.gdc_wait()        # group_table_kernel's table and counter (a PDL launch after it)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
             num_tiles = tile_count(table_ptr, E, ROW_TILES, num_pid_n, EXPERT_ORDER, COLUMN_BANDS)
