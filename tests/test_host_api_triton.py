@@ -158,6 +158,27 @@ def test_gdc_outside_a_kernel_is_an_error():
         tl.extra.cuda.gdc_wait()
 
 
+@tlxc.jit
+def warps_as_parameter(out_ptr, num_warps: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.full((BLOCK,), num_warps, tl.int32))
+
+
+def test_a_parameter_named_as_a_launch_option_is_both():
+    """Triton's launcher reads every keyword of a launch option's name as that option, a parameter of
+    the same name included (Liger's sparsemax declares ``num_warps: tl.constexpr`` and launches with
+    ``num_warps=...``): the kernel gets the value and is compiled for that many warps.  By position it
+    is the parameter only, as there."""
+    out = torch.zeros(256, dtype=torch.int32)
+    assert warps_as_parameter.warmup(out, num_warps=8, BLOCK=256, grid=(1,)).metadata.num_warps == 8
+    assert warps_as_parameter.warmup(out, 2, 256, grid=(1,)).metadata.num_warps == 4
+    for warps in (8, 2, 8):         # (launches of such a kernel take the slow path: no fast path binds it once)
+        warps_as_parameter[(1,)](out, num_warps=warps, BLOCK=256)
+        assert (out == warps).all()
+        assert L.split_launch_kwargs(warps_as_parameter, {"num_warps": warps, "BLOCK": 256}) == (
+            {"num_warps": warps}, {"num_warps": warps, "BLOCK": 256})
+
+
 def test_launch_pdl_is_part_of_the_launch_key_and_checked():
     assert L.launch_config("k", {"launch_pdl": True}).pdl is True
     assert L.launch_config("k", {"launch_pdl": False}).pdl is False

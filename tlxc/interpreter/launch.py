@@ -16,8 +16,14 @@ from ..frontend.specialize import Specialization, specialization_from_args
 from ..ir.tensormap import tma_store_targets
 from ..ir.types import PointerType, ScalarType, TensorDescType
 
-# Launch options Triton accepts as keyword arguments next to the kernel's own.
-from ..runtime.launch import LAUNCH_OPTIONS, check_cluster_grid, check_num_warps, cluster_dims, grid_dims, launch_config
+from ..runtime.launch import (
+    check_cluster_grid,
+    check_num_warps,
+    cluster_dims,
+    grid_dims,
+    launch_config,
+    split_launch_kwargs,
+)
 from .clc import WorkQueue
 from .executor import KernelRunner
 from .memory import GlobalMemory, element_type_of, is_array_argument, is_torch_tensor
@@ -34,9 +40,7 @@ def _unwrap(value):
 def specialize(kfn, args: tuple, kwargs: dict) -> tuple[Specialization, dict[str, Any], dict[str, Any]]:
     """(specialization, bound arguments by name, launch options) from a launch's
     actual arguments (``frontend.specialize.specialization_from_args``)."""
-    params = kfn.signature.parameters
-    options = {k: kwargs[k] for k in LAUNCH_OPTIONS if k in kwargs and k not in params}
-    kernel_kwargs = {k: v for k, v in kwargs.items() if k not in options}
+    options, kernel_kwargs = split_launch_kwargs(kfn, kwargs)
     try:
         bound = kfn.signature.bind(*args, **kernel_kwargs)
     except TypeError as exc:

@@ -41,6 +41,26 @@ LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_f
                   "launch_cooperative_grid", "launch_pdl", "interpret", "ctas_per_cga", "launch_cluster",
                   "waves_per_eu", "allow_flush_denorm", "extern_libs")
 
+
+
+def split_launch_kwargs(kfn, kwargs: dict) -> tuple[dict, dict]:
+    """A launch's keyword arguments as (launch options, kernel arguments), as Triton's ``JITFunction.run``
+    reads them: every keyword named in ``LAUNCH_OPTIONS`` is an option, and one that also names a kernel
+    parameter (``num_warps: tl.constexpr`` with ``num_warps=8`` at the launch) is that parameter's
+    argument too.  A parameter given by position is the parameter only."""
+    options = {k: kwargs[k] for k in LAUNCH_OPTIONS if k in kwargs}
+    if not options:
+        return options, kwargs
+    params = kfn.signature.parameters
+    return options, {k: v for k, v in kwargs.items() if k not in options or k in params}
+
+
+def options_named_as_parameters(kfn) -> bool:
+    """Whether a parameter of ``kfn`` has a launch option's name: its launches take the slow path, where
+    a keyword of that name sets both (``split_launch_kwargs``); the generated paths bind it only once."""
+    return any(name in kfn.signature.parameters for name in LAUNCH_OPTIONS)
+
+
 MAX_CLUSTER = 8             # CTAs per cluster: the portable limit (Hopper allows 16 "non-portable")
 GRID_LIMITS = (2**31 - 1, 65535, 65535)   # CUDA's largest gridDim.x, .y, .z
 MAXNREG_RANGE = (16, 255)   # registers per thread ptxas can be held to (ABI minimum .. hardware maximum)
@@ -365,8 +385,8 @@ _PLAN_LAUNCH = """\
             _tlx_grid_dims(_tlx_kfn.__name__, (_tlx_g0, _tlx_g1, _tlx_g2))
             raise"""
 
-# Launch options the fast path accepts as keywords (unless the kernel has a
-# parameter of that name, which then wins), with their defaults.  Those that
+# Launch options the fast path accepts as keywords, with their defaults (a kernel with a
+# parameter of an option's name has no fast path: options_named_as_parameters).  Those that
 # change the compile (num_warps, ctas_per_cga, maxnreg, num_stages), the launch (launch_pdl) or
 # may be refused (num_ctas) are part of the key; interpret= goes
 # to the slow path.  Every other option (LAUNCH_OPTIONS) goes to the slow path.
@@ -599,7 +619,7 @@ def build_fast_path(kfn, bound: tuple):
             key.append(f"None if {name} is None else _tlx_MISSING")
             value_names.append(name)
         kinds.append(kind)
-    options = [(o, d) for o, d in _FAST_OPTIONS if o not in kfn.signature.parameters]
+    options = _FAST_OPTIONS      # (no parameter has an option's name: options_named_as_parameters)
     option_names = [o for o, _ in options]
     const = _Constants()
     fresh = _guard_checks(kfn, const)
@@ -716,7 +736,7 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
         # bitwise or against ~0x7FFFFFF0 (bits 0-3 and 31 up); else each in full
         exact = " or ".join(f"{n} & 15 or not -2147483648 <= {n} <= 2147483647" for n in usual)
         scalar.append(f"({' | '.join(usual)}) & -2147483633 and ({exact})")
-    options = [(o, d) for o, d in _FAST_OPTIONS if o not in kfn.signature.parameters]
+    options = _FAST_OPTIONS      # (no parameter has an option's name: options_named_as_parameters)
     expected = _option_values(key[:4], options)
     given = {o: v for o, v in expected.items() if o != "interpret" and v is not dict(options)[o]}
     check = const(_options_check(expected, options))
@@ -901,8 +921,7 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
     the interpreter, options only this path reads, and every launch it must explain)."""
     options, kernel_kwargs = {}, kwargs
     if kwargs:
-        options = {k: kwargs[k] for k in LAUNCH_OPTIONS if k in kwargs and k not in kfn.signature.parameters}
-        kernel_kwargs = {k: v for k, v in kwargs.items() if k not in options}
+        options, kernel_kwargs = split_launch_kwargs(kfn, kwargs)
     bound = args if not kernel_kwargs and len(args) == len(kfn.param_names) else _bind(kfn, args, kernel_kwargs)
     bound = tuple(_require_given(kfn, v, n) for v, n in zip(bound, kfn.param_names))
     structures = runtime_tuples(kfn, bound)
@@ -931,7 +950,7 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
     if plan is None:
         plan = kfn.cache[key] = _plan(kfn, bound, config)
         kfn._specialized.pop(key, None)
-    if not isinstance(key[1], _SlowOnly):
+    if not isinstance(key[1], _SlowOnly) and not options_named_as_parameters(kfn):
         kfn.fast_cache.setdefault(key, (plan.launch, plan.block, plan.smem, plan.device, plan.pick,
                                         plan.compiled))
         if kfn._generic is None:

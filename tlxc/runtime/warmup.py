@@ -153,17 +153,18 @@ def _warm_key(kfn, args: tuple, kwargs: dict, grid, arch) -> tuple | None:
         index = kfn._param_index = {n: i for i, n in enumerate(kfn.param_names)}
     values = list(args) + [_MISSING] * (len(kfn.param_names) - len(args))
     options = []
+    from .launch import LAUNCH_OPTIONS, key_parts
     for name, value in kwargs.items():
         i = index.get(name)
-        if i is None:
+        if i is None or name in LAUNCH_OPTIONS:     # (a parameter of an option's name: both, split_launch_kwargs)
             options.append((name, value))
-        elif i < len(args) or values[i] is not _MISSING:
+        if i is None:
+            continue
+        if i < len(args) or values[i] is not _MISSING:
             return None
-        else:
-            values[i] = value
+        values[i] = value
     if any(v is _MISSING for v in values):
         return None
-    from .launch import key_parts
     try:
         key = (_WARM_KEY, arch, grid, tuple(sorted(options, key=lambda kv: kv[0])), *key_parts(kfn, tuple(values)))
         hash(key)
@@ -176,7 +177,7 @@ def warmup(kfn, args: tuple, kwargs: dict, grid, arch: str | None = None) -> Com
     """Compile ``kfn`` for these arguments without launching it (module docstring).  Tuples of
     tensors among them: the generated flat kernel's handle (runtime/tuple_args.py), which
     launches with the tuples' leaves in their place."""
-    from .launch import _refresh
+    from .launch import _refresh, split_launch_kwargs
     from .tuple_args import flatten, runtime_tuples
     _refresh(kfn)             # compiled for globals or environment variables that changed since: forgotten
     key = _warm_key(kfn, args, kwargs, grid, arch)
@@ -185,8 +186,8 @@ def warmup(kfn, args: tuple, kwargs: dict, grid, arch: str | None = None) -> Com
         if handle is not None:
             return handle
     if any(isinstance(v, tuple) for v in (*args, *kwargs.values())):     # (never cached under this key)
-        options = {k: v for k, v in kwargs.items() if k not in kfn.signature.parameters}
-        bound = _bind(kfn, args, {k: v for k, v in kwargs.items() if k not in options})
+        options, kernel_kwargs = split_launch_kwargs(kfn, kwargs)
+        bound = _bind(kfn, args, kernel_kwargs)
         structures = runtime_tuples(kfn, tuple(bound.get(n) for n in kfn.param_names))
         if structures:
             flat, flat_args = flatten(kfn, tuple(bound[n] for n in kfn.param_names), structures)
@@ -245,8 +246,8 @@ def _resolve_legacy_descriptors(kfn, args: tuple, kwargs: dict, grid) -> tuple[t
     from .tma_legacy import is_copy, is_legacy, resolve, resolve_copy
     if not any(is_legacy(v) or is_copy(v) for v in (*args, *kwargs.values())):
         return args, kwargs
-    options = {k: kwargs[k] for k in L.LAUNCH_OPTIONS if k in kwargs and k not in kfn.signature.parameters}
-    bound = L._bind(kfn, args, {k: v for k, v in kwargs.items() if k not in options})
+    options, kernel_kwargs = L.split_launch_kwargs(kfn, kwargs)
+    bound = L._bind(kfn, args, kernel_kwargs)
     bound = tuple(L._require_given(kfn, v, n) for v, n in zip(bound, kfn.param_names))
     L.grid_dims(kfn.__name__, grid, {**dict(zip(kfn.param_names, bound)), **options})
     return tuple(resolve(kfn.__name__, n, v) if is_legacy(v) else resolve_copy(v) if is_copy(v) else v
