@@ -15,7 +15,6 @@ from ..errors import LaunchError
 from ..frontend.specialize import Specialization, specialization_from_args
 from ..ir.tensormap import tma_store_targets
 from ..ir.types import PointerType, ScalarType, TensorDescType
-
 from ..runtime.launch import (
     check_cluster_grid,
     check_num_warps,
