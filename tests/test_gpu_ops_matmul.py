@@ -174,6 +174,39 @@ def test_grouped_matmul_ws_kernel(config, transposed):
     assert _rel(out, ref) < 1e-2
 
 
+@pytest.mark.parametrize("config", ["gws_128x256x64_s4_e16d_c2", "gws_128x128x64_s5", "gws_128x256x64_s4_e16d_swap"])
+def test_grouped_pdl_launches_in_a_chain(config):
+    """Back-to-back calls, each main kernel a PDL launch under its table kernel: before each call the sizes
+    are rewritten on the device, and each call's ``a`` is the previous call's output.  A main kernel that
+    read its table, or ``a``, before the launches ahead of it had finished would multiply stale rows."""
+    from tlxc.ops import grouped_matmul
+    g = torch.Generator(device="cuda").manual_seed(11)
+    E, M, K = 8, 2048, 1024
+    w = (torch.randn(E, K, K, device="cuda", generator=g) / K ** 0.5).to(torch.bfloat16).transpose(1, 2)
+    draws = []
+    for step in range(6):
+        sizes = torch.distributions.Multinomial(M, torch.rand(E) + 0.05).sample().to(torch.int32)
+        sizes[step % E] = 0                                    # an empty expert, a different one each call
+        sizes[(step + 1) % E] += M - int(sizes.sum())
+        draws.append(sizes)
+    staged = torch.stack(draws).cuda()                         # on the device before the chain starts
+    sizes_dev = torch.empty(E, device="cuda", dtype=torch.int32)
+    x = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
+    inputs, outs = [], []
+    for step in range(len(draws)):
+        sizes_dev.copy_(staged[step])                          # stream-ordered: the table kernel reads these
+        out = torch.full((M, K), float("nan"), device="cuda", dtype=torch.bfloat16)
+        grouped_matmul(x, w, sizes_dev, out, config=config)
+        inputs.append(x)
+        outs.append(out)
+        x = out                                                # the next main kernel's TMA reads it
+    torch.cuda.synchronize()
+    for x, out, sizes in zip(inputs, outs, draws):
+        offs = [0] + sizes.cumsum(0).tolist()
+        ref = torch.cat([x[offs[i]:offs[i + 1]].float() @ w[i].float() for i in range(E)])
+        assert _rel(out, ref) < 1e-2
+
+
 @pytest.mark.parametrize("split_tails", [False, True])
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("transposed", [True, False])
