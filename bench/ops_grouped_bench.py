@@ -14,8 +14,8 @@ kernel's choice is timed beside it, and so is the pick with pointer stores only,
 ``<pick>+ptr_stores``, the WS kernel's output path before its TMA stores, and the pick with the
 other ``grouped.SPLIT_TAILS`` value, ``<pick>+split_tails`` or ``+whole_tails``: a group's last rows
 of one consumer's worth split by columns between both consumers, or multiplied by that consumer
-alone over the tile's width; ``--lean`` leaves those three out); ``<pick>+no_pdl`` (lean too): the TMA kernels
-launched after the group table, not as its programmatic dependents (``grouped.PDL_LAUNCHES``); ``--configs`` times more configurations beside the pick.  ``--wgrad``: the weight gradient
+alone over the tile's width; ``--lean`` leaves those three out); ``<pick>+no_pdl`` (lean too): a dynamic-schedule
+TMA kernel launched after the group table, not as its programmatic dependent (``grouped.PDL_LAUNCHES``); ``--configs`` times more configurations beside the pick.  ``--wgrad``: the weight gradient
 (``grouped_weight_grad``, the backward of ``grouped_matmul_op`` for ``b``) of the same cases instead,
 against a loop of cuBLAS ``a_gᵀ @ dout_g`` and ``torch._grouped_mm(aᵀ, dout, offs)``; ``--dgrad`` the input
 gradient ``dout_g @ w[g]`` (the ``[E, N, K]`` weights read N-major, as the backward reads them).  ``--fp8``: the fp8
@@ -111,8 +111,8 @@ def run_case(E, M, K, N, rounds, hide, ratios, extra=(), lean=False, split="unev
         fns[pick + "+ptr_stores"] = pick_with("ws_stores_by_tma", lambda *args: False)
         split = grouped_module.SPLIT_TAILS
         fns[pick + ("+whole_tails" if split else "+split_tails")] = pick_with("SPLIT_TAILS", not split)
-    if pick in GROUPED_WS_CONFIGS or pick in GROUPED_SWAP_CONFIGS:     # (lean too: its own column, cheap)
-        fns[pick + "+no_pdl"] = pick_with("PDL_LAUNCHES", False)
+    if pick in GROUPED_SWAP_CONFIGS or (pick in GROUPED_WS_CONFIGS and grouped_module.ws_config(pick).dynamic):
+        fns[pick + "+no_pdl"] = pick_with("PDL_LAUNCHES", False)   # (lean too: its own column, cheap)
     for name in extra:
         if name != pick and name not in fns:
             fns[name] = lambda name=name: grouped_matmul(a, b, sizes, out, config=name)

@@ -188,12 +188,12 @@ def test_ws_launch_checks_clean(config, monkeypatch):
 
 
 @pytest.mark.parametrize("pdl", [True, False])
-@pytest.mark.parametrize("path", ["ws", "swap", "wgrad"])
-def test_tma_kernels_are_pdl_launches_after_the_launch_before_them(path, pdl, monkeypatch):
-    """The TMA kernels start under the small launch before them (the group table; the sizes' check before the
-    weight gradient): that one is told so (``PDL=True``: it lets its dependents start) and they are launched
-    with ``launch_pdl=True`` (their CUDA waits for it: ``test_ws_configs_compile_for_sm90a``); with
-    ``grouped.PDL_LAUNCHES = False`` neither."""
+@pytest.mark.parametrize("path", ["ws", "static", "swap", "wgrad"])
+def test_dynamic_tma_kernels_are_pdl_launches_after_the_table(path, pdl, monkeypatch):
+    """The TMA kernels with a dynamic schedule start under the group table kernel: it is told so (``PDL=True``:
+    it lets its dependents start) and they are launched with ``launch_pdl=True`` (their CUDA waits for it:
+    ``test_ws_configs_compile_for_sm90a``); with ``grouped.PDL_LAUNCHES = False`` neither.  The static
+    schedules (a WS configuration without ``d``, the weight gradient after the sizes' check) never."""
     monkeypatch.setattr(grouped_module, "PDL_LAUNCHES", pdl)
     launches = []
 
@@ -204,6 +204,7 @@ def test_tma_kernels_are_pdl_launches_after_the_launch_before_them(path, pdl, mo
         def __getitem__(self, grid):
             return lambda *args, **meta: launches.append((self.name, meta))
     first, main = {"ws": ("group_table_kernel", "grouped_gemm_ws_kernel"),
+                   "static": ("group_table_kernel", "grouped_gemm_ws_kernel"),
                    "swap": ("group_table_kernel", "grouped_gemm_swap_kernel"),
                    "wgrad": ("check_sizes_kernel", "grouped_wgrad_ws_kernel")}[path]
     for name in (first, main):
@@ -214,10 +215,13 @@ def test_tma_kernels_are_pdl_launches_after_the_launch_before_them(path, pdl, mo
         grouped_module.grouped_weight_grad(a, torch.randn(150, 256).to(torch.bfloat16), sizes,
                                            config="wws_128x128x64_s6")
     else:
-        config = "gws_128x256x64_s4_e16d_swap" if path == "swap" else "gws_128x256x64_s4_e16d_c2"
+        config = {"swap": "gws_128x256x64_s4_e16d_swap", "static": "gws_128x128x64_s5"}.get(
+            path, "gws_128x256x64_s4_e16d_c2")
         grouped_matmul(a, torch.randn(3, 512, 64).to(torch.bfloat16).transpose(1, 2), sizes, config=config)
-    assert [(name, meta.get("PDL"), meta.get("launch_pdl")) for name, meta in launches] == [
-        (first, pdl, None), (main, None, pdl)]
+    dependent = pdl and path in ("ws", "swap")
+    expected = [(first, dependent, None), (main, None, dependent)] if path != "wgrad" else [
+        (first, None, None), (main, None, None)]
+    assert [(name, meta.get("PDL"), meta.get("launch_pdl")) for name, meta in launches] == expected
 
 
 def test_cta_pairs_are_refused_outside_the_dynamic_expert_order(monkeypatch):

@@ -173,8 +173,19 @@ def _warmup_args(config):
             K, 132, N, 1]
     meta = {"BW": c.bw, "BR": c.br, "BK": c.bk, "GROUP_M": c.expert_group_m, "NUM_STAGES": c.stages,
             "DTYPE": tl.float8e4nv if fp8 else tl.bfloat16, "E_PAD": E, "SEARCH_STEPS": E.bit_length(),
-            "OUT_DTYPE": tl.bfloat16, "C_TMA": True, "C_BOX_N": 64, "num_warps": 4}
+            "OUT_DTYPE": tl.bfloat16, "C_TMA": True, "C_BOX_N": 64, "C_STAGING": c.staging, "num_warps": 4}
     return c, args, meta
+
+
+def test_staging_buffers_halve_until_they_fit():
+    """A consumer's staging buffers: the configuration's eight for a 16-bit output of 128x256, four for a
+    float32 one (twice the bytes), none for 256x160's float32 output (two do not fit: pointer stores)."""
+    from tlxc.ops.grouped import swap_staging
+    a = torch.empty(64, 64, dtype=torch.bfloat16)
+    bf16, f32 = torch.empty(64, 4096, dtype=torch.bfloat16), torch.empty(64, 4096, dtype=torch.float32)
+    assert [swap_staging(BF16, a, bf16), swap_staging(BF16, a, f32, True)] == [8, 4]
+    assert [swap_staging("gws_256x160x64_s4_e16d_swap", a, out) for out in (bf16, f32)] == [2, 0]
+    assert swap_staging(BF16, a, bf16.t().contiguous().t()) == 0           # column-major: no TMA stores
 
 
 @pytest.mark.parametrize("config", [BF16])
@@ -191,7 +202,7 @@ def test_configs_compile_for_sm90a(config):
     assert h.metadata.shared == swap_shared_bytes(config, 2, 2, True) <= 232448
     widths = {int(n) for n in re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k", h.asm["cuda"])}
     assert widths == {16 * v for v in range(1, c.br // 16 + 1)}, sorted(widths)
-    assert h.metadata.shared - swap_shared_bytes(config, 2, 2, False) == 2 * 16 * c.bw // 2 * 2   # (a buffer less)
+    assert h.metadata.shared - swap_shared_bytes(config, 2, 2, False) == 2 * (c.staging - 1) * 16 * c.bw // 2 * 2
 
 
 @pytest.mark.parametrize("config", sorted(c for c in GROUPED_SWAP_CONFIGS if c != BF16))

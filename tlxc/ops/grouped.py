@@ -98,6 +98,7 @@ class GroupedSwapConfig(NamedTuple):
     bk: int
     stages: int
     expert_group_m: int        # an expert's row tiles walk its column tiles in bands of at most this many
+    staging: int = 2           # a consumer's [16, bw / 2] staging buffers of TMA-stored chunks, at most
 
 
 # name: (BW, BR, BK, stages, expert bands): the swapped-tile kernel (kernels/grouped_gemm_swap.py): out^T = W a^T
@@ -105,11 +106,14 @@ class GroupedSwapConfig(NamedTuple):
 # expert order, the dynamic schedule.  256 x 160 as cuBLAS's swapped tiles for a few hundred rows; four stages of
 # 52 KB and the consumers' [16, 128] staging buffers: 229,584 bytes of the 232,448 (229,600 with the tile's expert).
 # 128 x 256: the pick's tile turned around, each consumer's products one m64n256 as the pick's are (its per-FLOP
-# rate, where 256 x 160's m64n160 pairs ran ~0.87 of the pick's on the H100, session 40); 48 KB stages
+# rate, where 256 x 160's m64n160 pairs ran ~0.87 of the pick's on the H100, session 40); 48 KB stages.  Staging:
+# a consumer's chunks take its buffers in turn, each waiting for the TMA stores of the one before it in that buffer;
+# with two, sixteen chunks a tile waited on the last but one (H100, session 41: 128 x 256 at 0.84x the pick's speed
+# at M = 16384); eight where they fit (229,584 bytes: 4 stages and 8 x 2 KB a consumer; four for a float32 output)
 GROUPED_SWAP_CONFIGS = {
     "gws_256x160x64_s4_e16d_swap": (256, 160, 64, 4, 16),
-    "gws_128x256x64_s4_e16d_swap": (128, 256, 64, 4, 16),
-    "gws8_128x256x128_s4_e16d_swap": (128, 256, 128, 4, 16),
+    "gws_128x256x64_s4_e16d_swap": (128, 256, 64, 4, 16, 8),
+    "gws8_128x256x128_s4_e16d_swap": (128, 256, 128, 4, 16, 8),
 }
 
 
@@ -386,10 +390,11 @@ def grouped_aligns(N: int, K: int, a, b_experts, out) -> tuple:
 GROUP_M = 8          # row tiles that walk the column tiles together (L2 reuse of a and b)
 TAIL_ROWS = 32       # group_table_kernel's zeros of the rows past the groups' sum: rows a step,
 TAIL_PROGRAMS = 64   # and at most this many programs beside the table's
-# the TMA kernels as programmatic dependent launches (PDL) of the small launch before them (the group table, or
-# the sizes' check): they start while it runs and wait for its memory (gdc_wait) before they read anything.
-# Session 41: the launch gap and the main kernel's prologue (barriers, descriptor prefetch) overlapped, ~2-4 us a
-# call (docs/performance.md); False launches them after it as before (the bench's "+no_pdl" column)
+# the TMA kernels with a dynamic schedule as programmatic dependent launches (PDL) of the group table kernel: they
+# start while it runs and wait for its memory (gdc_wait) before they read anything.  H100, session 41 (the bench's
+# "+no_pdl" column): the dynamic kernels 0.3-1.8 % faster with it (E = 8); the static ones (gws_128x128x64_s5 at
+# E = 32-128) 0-10 % slower, where the bench's host time per call was as long as the kernel's: those, and the weight
+# gradient's static kernel after the sizes' check, are plain launches (docs/performance.md).  False: none is
 PDL_LAUNCHES = True
 
 
@@ -413,21 +418,35 @@ def ws_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_group
     return used
 
 
-def swap_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_group: bool = False) -> int:
-    """The swapped-tile kernel's shared memory: the consumers' staging buffers (two ``[16, BW / 2]`` each with
-    TMA stores, one without), the ring, its barriers and the dynamic schedule's tile ring."""
+def swap_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_group: bool = False,
+                      staging: int | None = None) -> int:
+    """The swapped-tile kernel's shared memory: the consumers' staging buffers (``staging`` ``[16, BW / 2]`` each
+    with TMA stores, default the configuration's; one without), the ring, its barriers and the dynamic
+    schedule's tile ring."""
     c = swap_config(config)
-    used = (4 if c_tma else 2) * 16 * (c.bw // 2) * out_elt
+    used = 2 * ((staging or c.staging) if c_tma else 1) * 16 * (c.bw // 2) * out_elt
     used = -(-used // 1024) * 1024 + c.stages * (c.bw + c.br) * c.bk * elt + 16 * c.stages
     used = -(-used // 128) * 128 + (40 if with_group else 32) + 32
     return -(-used // 16) * 16 + 16
 
 
+def swap_staging(config: str, a, out, with_group: bool = False) -> int:
+    """The staging buffers a consumer of the swapped-tile kernel TMA-stores its 16-row chunks through: the
+    configuration's count, halved until they fit beside the ring (a float32 output: half as many), at least
+    two; 0 where an output TMA cannot store or two do not fit (one buffer each, pointer stores)."""
+    if out.dtype not in TL_DTYPES or not _tma_stores(out):
+        return 0
+    staging = swap_config(config).staging
+    while staging > 2 and swap_shared_bytes(config, a.element_size(), out.element_size(), True, with_group,
+                                            staging) > SHARED_LIMIT:
+        staging //= 2
+    fits = swap_shared_bytes(config, a.element_size(), out.element_size(), True, with_group, staging) <= SHARED_LIMIT
+    return staging if fits else 0
+
+
 def swap_stores_by_tma(config: str, a, out, with_group: bool = False) -> bool:
-    """Whether the swapped-tile kernel TMA-stores the 16-row chunks inside a group: an output TMA can
-    store through whose two staging buffers a consumer fit (else one each, and pointer stores)."""
-    fits = swap_shared_bytes(config, a.element_size(), out.element_size(), True, with_group) <= SHARED_LIMIT
-    return out.dtype in TL_DTYPES and _tma_stores(out) and fits
+    """Whether the swapped-tile kernel TMA-stores the 16-row chunks inside a group (``swap_staging``)."""
+    return swap_staging(config, a, out, with_group) > 0
 
 
 def ws_stores_by_tma(config: str, a, out, with_group: bool = False) -> bool:
@@ -463,15 +482,16 @@ def _launch_ws(config: str, a, b_experts, group_sizes, out, b_kmajor: bool, epil
     e_pad = _pow2(E)
     table = torch.empty(2 * e_pad + 1, device=a.device, dtype=torch.int32)
     tail_programs = min(-(-M // TAIL_ROWS), TAIL_PROGRAMS)
+    pdl = PDL_LAUNCHES and meta["DYNAMIC"]
     group_table_kernel[(1 + tail_programs,)](group_sizes, table, out, M, E, out.shape[1], out.stride(0), out.stride(1),
-                                             BM=bm, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, PDL=PDL_LAUNCHES, num_warps=4)
+                                             BM=bm, E_PAD=e_pad, TAIL_ROWS=TAIL_ROWS, PDL=pdl, num_warps=4)
     grouped_gemm_ws_kernel[(progs,)](a_desc, b_desc, out, c_desc, table, E, N, K, row_tiles, progs, out.stride(0),
                                      out.stride(1), **meta, DTYPE=_TL_DTYPES[a.dtype], B_KMAJOR=b_kmajor,
                                      B_BOX_N=box_cols, E_PAD=e_pad,
                                      SEARCH_STEPS=E.bit_length(), C_TMA=c_tma,
                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, C_BOX_N=c_box_n,
                                      SPLIT_TAIL=SPLIT_TAILS and pair == 1, num_warps=4,
-                                     ctas_per_cga=(pair, 1, 1) if pair > 1 else None, launch_pdl=PDL_LAUNCHES,
+                                     ctas_per_cga=(pair, 1, 1) if pair > 1 else None, launch_pdl=pdl,
                                      **epilogue)
 
 
@@ -480,7 +500,8 @@ def _launch_swap(config: str, a, b_experts, group_sizes, out, epilogue: dict) ->
     E, K, N = b_experts.shape
     M = a.shape[0]
     with_group = epilogue.get("BIAS_DIM", -1) == 1 or epilogue.get("SCALE1", 0) > 0    # (the kernel's WITH_GROUP)
-    c_tma = swap_stores_by_tma(config, a, out, with_group)
+    staging = swap_staging(config, a, out, with_group)
+    c_tma = staging > 0
     c_box_n = 128 // out.element_size()
     c_desc = TensorDescriptor.from_tensor(out, [16, c_box_n], swizzle=128) if c_tma else None
     w_desc = TensorDescriptor.from_tensor(b_experts.transpose(1, 2).reshape(E * N, K), [c.bw, c.bk], swizzle=128)
@@ -498,7 +519,8 @@ def _launch_swap(config: str, a, b_experts, group_sizes, out, epilogue: dict) ->
                                        out.stride(1), BW=c.bw,
                                        BR=c.br, BK=c.bk, GROUP_M=c.expert_group_m, NUM_STAGES=c.stages,
                                        DTYPE=_TL_DTYPES[a.dtype], E_PAD=e_pad, SEARCH_STEPS=E.bit_length(),
-                                       OUT_DTYPE=TL_DTYPES[out.dtype], C_TMA=c_tma, C_BOX_N=c_box_n, num_warps=4,
+                                       OUT_DTYPE=TL_DTYPES[out.dtype], C_TMA=c_tma, C_BOX_N=c_box_n,
+                                       C_STAGING=max(staging, 2), num_warps=4,
                                        launch_pdl=PDL_LAUNCHES, **epilogue)
 
 
@@ -522,12 +544,11 @@ WGRAD_WS_CONFIGS = {
 }
 
 
-def _check_sizes(group_sizes: torch.Tensor, M: int, pdl: bool = False) -> None:
+def _check_sizes(group_sizes: torch.Tensor, M: int) -> None:
     """The sizes' device check (non-negative, adding up to at most ``M``) as a launch of its own, before a
-    kernel with wgmma that takes them unchecked (an assertion there serializes its wgmmas, ptxas C7510).
-    ``pdl``: that kernel is a Hopper one launched with ``launch_pdl=True`` that waits for this one."""
+    kernel with wgmma that takes them unchecked (an assertion there serializes its wgmmas, ptxas C7510)."""
     E = group_sizes.shape[0]
-    check_sizes_kernel[(1,)](group_sizes, E, M, E_PAD=_pow2(E), PDL=pdl, num_warps=4)
+    check_sizes_kernel[(1,)](group_sizes, E, M, E_PAD=_pow2(E), num_warps=4)
 
 
 def _launch_wgrad_ws(config: str, a, grad, group_sizes, out) -> None:
@@ -543,12 +564,11 @@ def _launch_wgrad_ws(config: str, a, grad, group_sizes, out) -> None:
     tiles = E * -(-K // bm) * -(-N // bn)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.device.type == "cuda" else CPU_SMS
     progs = max(1, min(sms, tiles))
-    _check_sizes(group_sizes, M, pdl=PDL_LAUNCHES)
+    _check_sizes(group_sizes, M)
     grouped_wgrad_ws_kernel[(progs,)](a_desc, g_desc, c_desc, out, group_sizes, M, E, K, N, progs, out.stride(0),
                                       out.stride(1), out.stride(2), BM=bm, BN=bn, BR=br, NUM_STAGES=stages,
                                       GROUP_M=GROUP_M, DTYPE=_TL_DTYPES[a.dtype], E_PAD=_pow2(E), C_TMA=c_tma,
-                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, B_BOX_N=box, num_warps=4,
-                                      launch_pdl=PDL_LAUNCHES)
+                                      OUT_DTYPE=TL_DTYPES[out.dtype] if c_tma else None, B_BOX_N=box, num_warps=4)
 
 
 def grouped_weight_grad(a: torch.Tensor, grad: torch.Tensor, group_sizes: torch.Tensor,

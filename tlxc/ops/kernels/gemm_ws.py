@@ -106,18 +106,19 @@ def column_halves(x, ROWS: tl.constexpr, COLS: tl.constexpr):
 def store_chunk_transposed(c_desc, c_bufs, first, n, x, row, col, M, N, scale0_ptr, scale1_ptr, bias_ptr, res_ptr,
                            stride_r0, stride_r1, ROWS: tl.constexpr, COLS: tl.constexpr, C_BOX_N: tl.constexpr,
                            OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr,
-                           BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
+                           BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                           STAGING: tl.constexpr = 2):
     """The epilogue of one ``ROWS x COLS`` chunk at (row, col) of a swapped tile (``C^T``: its rows
     are the output's columns), stored transposed: the fused epilogue in the kernel's coordinates
     (a GLU activation (codes >= 5) pairs adjacent rows: ``ROWS / 2`` output columns from ``row / 2``),
     then the chunk written as ``COLS`` output rows into staging buffer ``first + n % BUFS`` (the
-    consumer's ``[16, ROWS or ROWS / 2]`` buffers of ``c_bufs``: two, or one with GLU pairs, whose
-    row exchange takes a float32 scratch tile of the chunk; a chunk of 8 columns takes the first 8
-    rows) and TMA-stored in boxes of ``C_BOX_N`` columns.  Before the write, the stores of this
-    buffer's previous chunk must have read it: all but the other buffer's boxes (the latest bulk
+    consumer's ``[16, ROWS or ROWS / 2]`` buffers of ``c_bufs``: ``STAGING``, or one with GLU pairs,
+    whose row exchange takes a float32 scratch tile of the chunk; a chunk of 8 columns takes the
+    first 8 rows) and TMA-stored in boxes of ``C_BOX_N`` columns.  Before the write, the stores of
+    this buffer's previous chunk must have read it: all but the other buffers' boxes (the latest bulk
     groups, one a box), or all of them with one buffer.  Returns ``n + 1``."""
     OUT_ROWS: tl.constexpr = ROWS // 2 if ACTIVATION >= 5 else ROWS
-    BUFS: tl.constexpr = 1 if ACTIVATION >= 5 else 2
+    BUFS: tl.constexpr = 1 if ACTIVATION >= 5 else STAGING
     if SCALE0 + SCALE1 + BIAS_DIM + 1 + ACTIVATION + HAS_RESIDUAL > 0:
         offs0 = row + tl.arange(0, ROWS)
         offs1 = col + tl.arange(0, COLS)

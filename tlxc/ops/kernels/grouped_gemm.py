@@ -56,12 +56,9 @@ def checked_sizes(sizes_ptr, E, M, E_PAD: tl.constexpr, CHECK: tl.constexpr = Tr
 
 
 @jit
-def check_sizes_kernel(sizes_ptr, E, M, E_PAD: tl.constexpr, PDL: tl.constexpr = False):
+def check_sizes_kernel(sizes_ptr, E, M, E_PAD: tl.constexpr):
     """``checked_sizes``' assertion alone (one program), launched before a kernel that takes the
-    sizes unchecked.  ``PDL`` (Hopper): that kernel is launched with ``launch_pdl=True`` and waits
-    for this one (``gdc_wait``) before it reads anything, so its programs may start now."""
-    if PDL:
-        tl.extra.cuda.gdc_launch_dependents()
+    sizes unchecked."""
     checked_sizes(sizes_ptr, E, M, E_PAD)
 
 

@@ -28,9 +28,9 @@ rows costs r rounded up to 16 rows of products.
   time.
 * The epilogue, per 16 rows of the output (16 columns of a part): the fused epilogue in the kernel's
   coordinates (the bias and ``b``'s scale along the accumulator's rows, ``a``'s scale along its columns),
-  the chunk written transposed into one of the consumer's two ``[16, BW / 2]`` staging buffers and
-  TMA-stored in ``[16, C_BOX_N]`` boxes (``gemm_ws.store_chunk_transposed``) when its 16 rows all belong
-  to the group; the group's last chunk is read back and stored through pointers masked to the group's
+  the chunk written transposed into the consumer's ``[16, BW / 2]`` staging buffers in turn (``C_STAGING``
+  of them: a chunk waits for the stores of the one that used its buffer last) and TMA-stored in
+  ``[16, C_BOX_N]`` boxes (``gemm_ws.store_chunk_transposed``) when its 16 rows all belong to the group; the group's last chunk is read back and stored through pointers masked to the group's
   rows (``store_chunk_masked``; a box would write the next group's rows).  Without ``C_TMA`` (an output
   TMA cannot store) every chunk goes that way, through one staging buffer a consumer.
 
@@ -99,10 +99,11 @@ def store_chunk_masked(c_bufs, first, x, row, col, row_end, N, c_ptr, stride_cm,
 @jit
 def store_chunk(c_desc, c_bufs, cid, n, x, j, last, row, row0, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr,
                 scale1_ptr, bias_ptr, C_TMA: tl.constexpr, C_BOX_N: tl.constexpr, OUT_DTYPE: tl.constexpr,
-                SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr):
+                SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr, ACTIVATION: tl.constexpr,
+                STAGING: tl.constexpr):
     """Chunk ``j`` (output rows ``row0 + 16 j ..``) of consumer ``cid``'s tile: TMA-stored when its rows all
     belong to the group (every chunk but the tile's ``last`` one, which is checked), else masked.  ``n``
-    counts the consumer's TMA-stored chunks (their staging buffers alternate).  Returns ``n``."""
+    counts the consumer's TMA-stored chunks (they take its ``STAGING`` buffers in turn).  Returns ``n``."""
     SUB_W: tl.constexpr = x.shape[0]
     col = row0 + j * CHUNK
     if C_TMA:
@@ -110,12 +111,13 @@ def store_chunk(c_desc, c_bufs, cid, n, x, j, last, row, row0, row_end, N, c_ptr
         if last:
             full = col + CHUNK <= row_end
         if full:
-            n = store_chunk_transposed(c_desc, c_bufs, 2 * cid, n, x, row, col, N, row_end, scale0_ptr, scale1_ptr,
-                                       bias_ptr, None, 0, 0, SUB_W, CHUNK, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
-                                       BIAS_DIM, ACTIVATION, False)
+            n = store_chunk_transposed(c_desc, c_bufs, STAGING * cid, n, x, row, col, N, row_end, scale0_ptr,
+                                       scale1_ptr, bias_ptr, None, 0, 0, SUB_W, CHUNK, C_BOX_N, OUT_DTYPE, SCALE0,
+                                       SCALE1, BIAS_DIM, ACTIVATION, False, STAGING)
         else:
-            store_chunk_masked(c_bufs, 2 * cid + n % 2, x, row, col, row_end, N, c_ptr, stride_cm, stride_cn,
-                               scale0_ptr, scale1_ptr, bias_ptr, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION)
+            store_chunk_masked(c_bufs, STAGING * cid + n % STAGING, x, row, col, row_end, N, c_ptr, stride_cm,
+                               stride_cn, scale0_ptr, scale1_ptr, bias_ptr, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
+                               ACTIVATION)
     else:
         store_chunk_masked(c_bufs, cid, x, row, col, row_end, N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr,
                            bias_ptr, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION)
@@ -126,7 +128,7 @@ def store_chunk(c_desc, c_bufs, cid, n, x, j, last, row, row0, row_end, N, c_ptr
 def store_part(c_desc, c_bufs, cid, n, part, j0, LAST_J: tl.constexpr, row, row0, row_end, N, c_ptr, stride_cm,
                stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA: tl.constexpr, C_BOX_N: tl.constexpr,
                OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
-               ACTIVATION: tl.constexpr):
+               ACTIVATION: tl.constexpr, STAGING: tl.constexpr):
     """A part of 16, 32, 64, 128 or 256 accumulator columns, chunks ``j0 ..`` of the tile, split into 16-column
     chunks by halving (register reshapes: no data moves).  Returns ``n``."""
     SUB_W: tl.constexpr = part.shape[0]
@@ -134,7 +136,7 @@ def store_part(c_desc, c_bufs, cid, n, part, j0, LAST_J: tl.constexpr, row, row0
     if WIDTH == 16:
         n = store_chunk(c_desc, c_bufs, cid, n, part, j0, j0 == LAST_J, row, row0, row_end, N, c_ptr, stride_cm,
                         stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
-                        BIAS_DIM, ACTIVATION)
+                        BIAS_DIM, ACTIVATION, STAGING)
     else:
         for h in tl.static_range(WIDTH // 32):          # 32 columns at a time: halves of halves of the part
             pair = part
@@ -150,10 +152,10 @@ def store_part(c_desc, c_bufs, cid, n, part, j0, LAST_J: tl.constexpr, row, row0
             e0, e1 = column_halves(pair, SUB_W, 32)
             n = store_chunk(c_desc, c_bufs, cid, n, e0, j0 + 2 * h, j0 + 2 * h == LAST_J, row, row0, row_end, N,
                             c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE,
-                            SCALE0, SCALE1, BIAS_DIM, ACTIVATION)
+                            SCALE0, SCALE1, BIAS_DIM, ACTIVATION, STAGING)
             n = store_chunk(c_desc, c_bufs, cid, n, e1, j0 + 2 * h + 1, j0 + 2 * h + 1 == LAST_J, row, row0, row_end,
                             N, c_ptr, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N,
-                            OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION)
+                            OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM, ACTIVATION, STAGING)
     return n
 
 
@@ -162,7 +164,7 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
                  k_tiles, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, V: tl.constexpr, BW: tl.constexpr,
                  BK: tl.constexpr, NUM_STAGES: tl.constexpr, C_TMA: tl.constexpr, C_BOX_N: tl.constexpr,
                  OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
-                 ACTIVATION: tl.constexpr):
+                 ACTIVATION: tl.constexpr, STAGING: tl.constexpr):
     """Consumer ``cid``'s part of a tile of ``16 V`` rows: weight rows ``cid * BW / 2 ..`` of each stage times
     rows ``0 .. 16 V`` of its ``a`` buffer, in parts of 256 / 128 / 64 / 32 / 16 rows (V's binary digits, the
     widest first; one wgmma after ``fuse-dot-pairs``), then each part's chunks stored (the narrowest first:
@@ -219,23 +221,23 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
     if P16:
         n = store_part(c_desc, c_bufs, cid, n, acc16, O16 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm,
                        stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
-                       BIAS_DIM, ACTIVATION)
+                       BIAS_DIM, ACTIVATION, STAGING)
     if P32:
         n = store_part(c_desc, c_bufs, cid, n, acc32, O32 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm,
                        stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
-                       BIAS_DIM, ACTIVATION)
+                       BIAS_DIM, ACTIVATION, STAGING)
     if P64:
         n = store_part(c_desc, c_bufs, cid, n, acc64, O64 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm,
                        stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
-                       BIAS_DIM, ACTIVATION)
+                       BIAS_DIM, ACTIVATION, STAGING)
     if P128:
         n = store_part(c_desc, c_bufs, cid, n, acc128, O128 // 16, V - 1, row, row0, row_end, N, c_ptr, stride_cm,
                        stride_cn, scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1,
-                       BIAS_DIM, ACTIVATION)
+                       BIAS_DIM, ACTIVATION, STAGING)
     if P256:
         n = store_part(c_desc, c_bufs, cid, n, acc256, 0, V - 1, row, row0, row_end, N, c_ptr, stride_cm, stride_cn,
                        scale0_ptr, scale1_ptr, bias_ptr, C_TMA, C_BOX_N, OUT_DTYPE, SCALE0, SCALE1, BIAS_DIM,
-                       ACTIVATION)
+                       ACTIVATION, STAGING)
     return count, n
 
 
@@ -244,9 +246,9 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
                              stride_cn, BW: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                              NUM_STAGES: tl.constexpr, DTYPE: tl.constexpr, E_PAD: tl.constexpr,
                              SEARCH_STEPS: tl.constexpr, OUT_DTYPE: tl.constexpr, C_TMA: tl.constexpr = False,
-                             C_BOX_N: tl.constexpr = 64, bias_ptr=None, stride_bias=0, BIAS_DIM: tl.constexpr = -1,
-                             ACTIVATION: tl.constexpr = 0, scale0_ptr=None, scale1_ptr=None, stride_scale1=0,
-                             SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0):
+                             C_BOX_N: tl.constexpr = 64, C_STAGING: tl.constexpr = 2, bias_ptr=None, stride_bias=0,
+                             BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0, scale0_ptr=None,
+                             scale1_ptr=None, stride_scale1=0, SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0):
     tl.static_assert((BW == 128 or BW == 256) and BR % CHUNK == 0 and BR <= 256 and BW // 2 * BR // 128 <= 160,
                      "swapped grouped tiles: 128 or 256 weight rows (two consumers of 64 or 128) by at most 256 rows, "
                      "a multiple of 16, at most 160 accumulator registers a thread")
@@ -257,7 +259,7 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
     KBIAS: tl.constexpr = 0 if BIAS_DIM == 1 else -1        # the bias along the accumulator's rows
     ELT: tl.constexpr = DTYPE.primitive_bitwidth // 8
     ID_BUFS: tl.constexpr = 2
-    BUFS: tl.constexpr = 2 if C_TMA else 1
+    BUFS: tl.constexpr = C_STAGING if C_TMA else 1
     c_bufs = tlx.local_alloc((CHUNK, SUB_W), OUT_DTYPE, 2 * BUFS)              # [BUFS * consumer + i]
     w_smem = tlx.local_alloc((BW, BK), DTYPE, NUM_STAGES)
     a_smem = tlx.local_alloc((BR, BK), DTYPE, NUM_STAGES)
@@ -308,7 +310,7 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
                         count, stored = swapped_tile(count, stored, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs,
                                                      full, empty, c_desc, c_ptr, N, k_tiles, stride_cm, stride_cn,
                                                      scale1_g, scale0_ptr, bias_g, variant, BW, BK, NUM_STAGES, C_TMA,
-                                                     C_BOX_N, OUT_DTYPE, SCALE1, SCALE0, KBIAS, ACTIVATION)
+                                                     C_BOX_N, OUT_DTYPE, SCALE1, SCALE0, KBIAS, ACTIVATION, BUFS)
                 n += 1
                 row0, row_end, found, pid_n, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
             if cid == 0:

@@ -76,7 +76,6 @@ def grouped_wgrad_ws_kernel(a_desc, g_desc, c_desc, c_ptr, sizes_ptr, M, E, K, N
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)
 
-    tl.extra.cuda.gdc_wait()        # check_sizes_kernel's verdict first (a PDL launch after it)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                     # the TMA producer
             sizes = checked_sizes(sizes_ptr, E, M, E_PAD, False)            # (each task its own copy: nothing
