@@ -64,6 +64,37 @@ def test_every_tile_variant_matches_float64(config, dtype, K, N, few_programs):
     _close(out, _reference(a, w, SIZES), 8e-3)
 
 
+def test_cta_pairs_share_the_rows_of_a(monkeypatch):
+    """``_c2_swap``: two pairs (4 programs) on adjacent weight tiles, each CTA loading half of a tile's rows of
+    ``a`` (a whole tile: one half box each; a group's last tile: alternate 16-row boxes) into both by multicast;
+    N = 600 is three weight tiles, so the second pair's rank 1 lies past N and only walks the ring.  A
+    per-expert bias and SiLU, odd K; rank 1's tile draws come through its mailbox."""
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 5)
+    sizes = [1, 17, 0, 80, 159, 160, 161, 255, 330]
+    g = torch.Generator().manual_seed(2)
+    K, N = 136, 600
+    a = torch.randn(sum(sizes), K, generator=g).to(torch.bfloat16)
+    w = torch.randn(len(sizes), N, K, generator=g).to(torch.bfloat16)
+    bias = torch.randn(len(sizes), N, generator=g)
+    out = torch.full((sum(sizes), N), float("nan"), dtype=torch.bfloat16)
+    grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes, dtype=torch.int32), out, bias=bias, activation="silu",
+                   config="gws_256x160x64_s4_e16d_c2_swap")
+    _close(out, torch.nn.functional.silu(_reference(a, w, sizes, bias)), 8e-3)
+
+
+@pytest.mark.parametrize("config", ["gws_256x160x64_s4_e16d_swap", "gws_256x160x64_s4_e16d_c2_swap"])
+def test_launch_checks_clean(config, monkeypatch):
+    """``tlxc check`` of the kernel as the host launches it (a pair: in clusters of 2): nothing above a note."""
+    from launch_check import check_findings, record_launch
+    monkeypatch.setattr(grouped_module, "CPU_SMS", 5)
+    sizes = torch.tensor([100, 0, 50], dtype=torch.int32)
+    a, w = torch.randn(150, 64).to(torch.bfloat16), torch.randn(3, 600, 64).to(torch.bfloat16)
+    kernel, args, meta = record_launch(monkeypatch, grouped_module, "grouped_gemm_swap_kernel",
+                                       lambda: grouped_matmul(a, w.transpose(1, 2), sizes, config=config))
+    findings = check_findings(kernel, args, meta, cluster=meta["ctas_per_cga"])
+    assert [f for f in findings if f.severity != "note"] == []
+
+
 @pytest.mark.parametrize("config,bias_kind,activation", [(BF16, "expert", "silu"), (BF16, "shared", None),
                                                           (BF16, None, "gelu_tanh"), (BF16_SHAPES[0], "expert", "silu")])
 def test_epilogue_in_swapped_coordinates(config, bias_kind, activation, few_programs):
@@ -168,12 +199,14 @@ def _warmup_args(config):
     out = torch.empty(M, N, dtype=torch.bfloat16)
     args = [TensorDescriptor.from_tensor(torch.empty(E * N, K, dtype=dtype), [c.bw, c.bk], swizzle=128),
             TensorDescriptor.from_tensor(a, [16, c.bk], swizzle=128),
-            TensorDescriptor.from_tensor(a, [c.br, c.bk], swizzle=128), out,
+            TensorDescriptor.from_tensor(a, [c.br // c.cluster_n, c.bk], swizzle=128), out,
             TensorDescriptor.from_tensor(out, [16, 64], swizzle=128), torch.empty(2 * E + 1, dtype=torch.int32), E, N,
             K, 132, N, 1]
     meta = {"BW": c.bw, "BR": c.br, "BK": c.bk, "GROUP_M": c.expert_group_m, "NUM_STAGES": c.stages,
             "DTYPE": tl.float8e4nv if fp8 else tl.bfloat16, "E_PAD": E, "SEARCH_STEPS": E.bit_length(),
             "OUT_DTYPE": tl.bfloat16, "C_TMA": True, "C_BOX_N": 64, "C_STAGING": c.staging, "num_warps": 4}
+    if c.cluster_n > 1:
+        meta.update(CLUSTER_N=c.cluster_n, ctas_per_cga=(c.cluster_n, 1, 1))
     return c, args, meta
 
 

@@ -99,6 +99,7 @@ class GroupedSwapConfig(NamedTuple):
     stages: int
     expert_group_m: int        # an expert's row tiles walk its column tiles in bands of at most this many
     staging: int = 2           # a consumer's [16, bw / 2] staging buffers of TMA-stored chunks, at most
+    cluster_n: int = 1         # 2: CTA pairs on adjacent weight tiles sharing the rows of a (multicast halves)
 
 
 # name: (BW, BR, BK, stages, expert bands): the swapped-tile kernel (kernels/grouped_gemm_swap.py): out^T = W a^T
@@ -112,6 +113,7 @@ class GroupedSwapConfig(NamedTuple):
 # at M = 16384); eight where they fit (229,584 bytes: 4 stages and 8 x 2 KB a consumer; four for a float32 output)
 GROUPED_SWAP_CONFIGS = {
     "gws_256x160x64_s4_e16d_swap": (256, 160, 64, 4, 16),
+    "gws_256x160x64_s4_e16d_c2_swap": (256, 160, 64, 4, 16, 2, 2),
     "gws_128x256x64_s4_e16d_swap": (128, 256, 64, 4, 16, 8),
     "gws8_128x256x128_s4_e16d_swap": (128, 256, 128, 4, 16, 8),
 }
@@ -427,6 +429,8 @@ def swap_shared_bytes(config: str, elt: int, out_elt: int, c_tma: bool, with_gro
     used = 2 * ((staging or c.staging) if c_tma else 1) * 16 * (c.bw // 2) * out_elt
     used = -(-used // 1024) * 1024 + c.stages * (c.bw + c.br) * c.bk * elt + 16 * c.stages
     used = -(-used // 128) * 128 + (40 if with_group else 32) + 32
+    if c.cluster_n > 1:         # a pair's mailbox (2 int32 at a 128-byte boundary) and its 4 barriers
+        used = -(-used // 128) * 128 + 8 + 32
     return -(-used // 16) * 16 + 16
 
 
@@ -506,10 +510,11 @@ def _launch_swap(config: str, a, b_experts, group_sizes, out, epilogue: dict) ->
     c_desc = TensorDescriptor.from_tensor(out, [16, c_box_n], swizzle=128) if c_tma else None
     w_desc = TensorDescriptor.from_tensor(b_experts.transpose(1, 2).reshape(E * N, K), [c.bw, c.bk], swizzle=128)
     a_desc = TensorDescriptor.from_tensor(a, [16, c.bk], swizzle=128)             # a group's last tile
-    a_tile_desc = TensorDescriptor.from_tensor(a, [c.br, c.bk], swizzle=128)      # a whole tile
-    tiles = (-(-M // c.br) + E) * -(-N // c.bw)
+    pair = c.cluster_n
+    a_tile_desc = TensorDescriptor.from_tensor(a, [c.br // pair, c.bk], swizzle=128)  # a whole tile (a pair: halves)
+    tiles = (-(-M // c.br) + E) * -(-N // (c.bw * pair))                            # (a pair's)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.device.type == "cuda" else CPU_SMS
-    progs = max(1, min(sms, tiles))
+    progs = max(1, min(sms // pair, tiles)) * pair
     e_pad = _pow2(E)
     table = torch.empty(2 * e_pad + 1, device=a.device, dtype=torch.int32)
     tail_programs = min(-(-M // TAIL_ROWS), TAIL_PROGRAMS)
@@ -520,8 +525,9 @@ def _launch_swap(config: str, a, b_experts, group_sizes, out, epilogue: dict) ->
                                        BR=c.br, BK=c.bk, GROUP_M=c.expert_group_m, NUM_STAGES=c.stages,
                                        DTYPE=_TL_DTYPES[a.dtype], E_PAD=e_pad, SEARCH_STEPS=E.bit_length(),
                                        OUT_DTYPE=TL_DTYPES[out.dtype], C_TMA=c_tma, C_BOX_N=c_box_n,
-                                       C_STAGING=max(staging, 2), num_warps=4,
-                                       launch_pdl=PDL_LAUNCHES, **epilogue)
+                                       C_STAGING=max(staging, 2), CLUSTER_N=pair, num_warps=4,
+                                       ctas_per_cga=(pair, 1, 1) if pair > 1 else None, launch_pdl=PDL_LAUNCHES,
+                                       **epilogue)
 
 
 WGRAD_CONFIGS = {           # name: (BLOCK_K, BLOCK_N, BLOCK_M (rows a step), warps, stages): grouped_wgrad_kernel

@@ -50,10 +50,12 @@ CHUNK = 16            # output rows a chunk of the epilogue (columns of the accu
 @jit
 def produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, a_tile_desc, w_smem, a_smem, full, empty, N,
                  k_tiles, BW: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr,
-                 ELT: tl.constexpr):
-    """The producer's k-steps of one tile: the weights' box and the tile's rows of ``a``: one ``[BR, BK]``
-    box for a whole tile (``a_tile_desc``), else 16-row boxes (``a_desc``), as many as its rows need.
-    Returns the ring counter after it."""
+                 ELT: tl.constexpr, rank=0, CLUSTER_N: tl.constexpr = 1):
+    """The producer's k-steps of one tile: the weights' box (``pid_n``: this CTA's column tile) and the
+    tile's rows of ``a``: one ``[BR, BK]`` box for a whole tile (``a_tile_desc``), else 16-row boxes
+    (``a_desc``), as many as its rows need.  In a pair (``CLUSTER_N = 2``) both CTAs take the same rows:
+    rank h loads half h of a whole tile's box (``a_tile_desc``'s box is ``[BR / 2, BK]`` then) or the
+    16-row boxes ``j`` with ``j % 2 == h``, each into both CTAs (multicast).  Returns the ring counter."""
     if found > 0:
         rows = tl.minimum(row_end - row0, BR)
         boxes = tl.cdiv(rows, CHUNK)
@@ -64,13 +66,37 @@ def produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, a_ti
                 if boxes == v:
                     tlx.barrier_expect_bytes(full[slot], (BW + v * CHUNK) * BK * ELT)
             tlx.async_descriptor_load(w_desc, w_smem[slot], [group * N + pid_n * BW, k * BK], full[slot])
-            if rows == BR:
+            if CLUSTER_N > 1:
+                if rows == BR:
+                    half = tlx.local_slice(a_smem[slot], [rank * (BR // 2), 0], [BR // 2, BK])
+                    tlx.async_descriptor_load(a_tile_desc, half, [row0 + rank * (BR // 2), k * BK], full[slot],
+                                              multicast_targets=[0, 1])
+                else:
+                    for j in tl.static_range(BR // CHUNK):
+                        box = tlx.local_slice(a_smem[slot], [j * CHUNK, 0], [CHUNK, BK])
+                        tlx.async_descriptor_load(a_desc, box, [row0 + j * CHUNK, k * BK], full[slot],
+                                                  pred=(j < boxes) & (j % 2 == rank), multicast_targets=[0, 1])
+            elif rows == BR:
                 tlx.async_descriptor_load(a_tile_desc, a_smem[slot], [row0, k * BK], full[slot])
             else:
                 for j in tl.static_range(BR // CHUNK):
                     box = tlx.local_slice(a_smem[slot], [j * CHUNK, 0], [CHUNK, BK])
                     tlx.async_descriptor_load(a_desc, box, [row0 + j * CHUNK, k * BK], full[slot], pred=j < boxes)
             count += 1
+    return count
+
+
+@jit
+def walk_ring(count, cid, full, empty, k_tiles, NUM_STAGES: tl.constexpr, rank, CLUSTER_N: tl.constexpr):
+    """A pair's CTA whose column tile lies past N: its consumers multiply nothing, but the ring's stages (which
+    the peer's multicast fills too) and the issue turns are walked in step.  Returns the ring counter."""
+    for k in range(k_tiles):
+        slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+        tlx.barrier_wait(full[slot], phase)
+        tlx.named_barrier_wait(9 + cid, 256)
+        tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
+        release(empty[slot], rank, CLUSTER_N)
+        count += 1
     return count
 
 
@@ -164,7 +190,7 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
                  k_tiles, stride_cm, stride_cn, scale0_ptr, scale1_ptr, bias_ptr, V: tl.constexpr, BW: tl.constexpr,
                  BK: tl.constexpr, NUM_STAGES: tl.constexpr, C_TMA: tl.constexpr, C_BOX_N: tl.constexpr,
                  OUT_DTYPE: tl.constexpr, SCALE0: tl.constexpr, SCALE1: tl.constexpr, BIAS_DIM: tl.constexpr,
-                 ACTIVATION: tl.constexpr, STAGING: tl.constexpr):
+                 ACTIVATION: tl.constexpr, STAGING: tl.constexpr, rank=0, CLUSTER_N: tl.constexpr = 1):
     """Consumer ``cid``'s part of a tile of ``16 V`` rows: weight rows ``cid * BW / 2 ..`` of each stage times
     rows ``0 .. 16 V`` of its ``a`` buffer, in parts of 256 / 128 / 64 / 32 / 16 rows (V's binary digits, the
     widest first; one wgmma after ``fuse-dot-pairs``), then each part's chunks stored (the narrowest first:
@@ -215,7 +241,7 @@ def swapped_tile(count, n, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs, fu
             acc32 = tlx.async_dot_wait(0, acc32)
         if P16:
             acc16 = tlx.async_dot_wait(0, acc16)
-        release(empty[slot], 0, 1)
+        release(empty[slot], rank, CLUSTER_N)
         count += 1
     row = pid_n * BW + cid * SUB_W                    # the consumer's first output column
     if P16:
@@ -248,10 +274,13 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
                              SEARCH_STEPS: tl.constexpr, OUT_DTYPE: tl.constexpr, C_TMA: tl.constexpr = False,
                              C_BOX_N: tl.constexpr = 64, C_STAGING: tl.constexpr = 2, bias_ptr=None, stride_bias=0,
                              BIAS_DIM: tl.constexpr = -1, ACTIVATION: tl.constexpr = 0, scale0_ptr=None,
-                             scale1_ptr=None, stride_scale1=0, SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0):
+                             scale1_ptr=None, stride_scale1=0, SCALE0: tl.constexpr = 0, SCALE1: tl.constexpr = 0,
+                             CLUSTER_N: tl.constexpr = 1):
     tl.static_assert((BW == 128 or BW == 256) and BR % CHUNK == 0 and BR <= 256 and BW // 2 * BR // 128 <= 160,
                      "swapped grouped tiles: 128 or 256 weight rows (two consumers of 64 or 128) by at most 256 rows, "
                      "a multiple of 16, at most 160 accumulator registers a thread")
+    tl.static_assert(CLUSTER_N == 1 or (CLUSTER_N == 2 and BR % (2 * CHUNK) == 0),
+                     "CTA pairs share a whole tile's rows of a in two halves of whole 16-row chunks")
     SUB_W: tl.constexpr = BW // 2
     tl.static_assert(ACTIVATION < 5, "GLU pairs take grouped_gemm_ws_kernel (the host's choice)")
     tl.static_assert(BIAS_DIM != 0, "the bias is a row per expert (BIAS_DIM = 1) or none")
@@ -264,11 +293,20 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
     w_smem = tlx.local_alloc((BW, BK), DTYPE, NUM_STAGES)
     a_smem = tlx.local_alloc((BR, BK), DTYPE, NUM_STAGES)
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
-    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2)
+    empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2 * CLUSTER_N)      # a pair's four consumers
     ids = tlx.local_alloc((1,), tl.int32, (5 if WITH_GROUP else 4) * ID_BUFS)
     ids_full = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
     ids_empty = tlx.alloc_barriers(ID_BUFS, arrive_count=2)
-    num_pid_n = tl.cdiv(N, BW)
+    rank = 0
+    mail = None
+    mail_full = None
+    mail_empty = None
+    if CLUSTER_N > 1:               # rank 0's draws, sent to rank 1's producer
+        rank = tlx.cluster_cta_rank()
+        mail = tlx.local_alloc((1,), tl.int32, ID_BUFS)
+        mail_full = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
+        mail_empty = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
+    num_pid_n = tl.cdiv(N, BW * CLUSTER_N)          # column tiles (a pair's: pairs of them)
     k_tiles = tl.cdiv(K, BK)
 
     tl.extra.cuda.gdc_wait()        # group_table_kernel's table and counter (a PDL launch after it)
@@ -276,15 +314,20 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
         with tlx.async_task("default"):                                     # the TMA producer
             num_tiles = tl.load(table_ptr + E - 1) * num_pid_n
             count = 0
-            tile = tl.program_id(0)
+            tile = tl.program_id(0) // CLUSTER_N      # a program's (pair's) first tile, then drawn ones
             n = 0
             while tile < num_tiles:
                 group, row0, row_end, found, pid_n = find_expert_tile(table_ptr, E, tile, num_pid_n, BR, E_PAD,
                                                                       SEARCH_STEPS, GROUP_M)
-                publish_tile(ids, ids_full, ids_empty, n, row0, row_end, found, pid_n, ID_BUFS, group, WITH_GROUP)
+                own_end = row_end
+                if CLUSTER_N > 1:
+                    pid_n = pid_n * CLUSTER_N + rank                        # this CTA's column tile
+                    own_end = tl.where(pid_n * BW < N, row_end, row0)       # past N: no rows to multiply
+                publish_tile(ids, ids_full, ids_empty, n, row0, own_end, found, pid_n, ID_BUFS, group, WITH_GROUP)
                 count = produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, a_tile_desc, w_smem,
-                                     a_smem, full, empty, N, k_tiles, BW, BR, BK, NUM_STAGES, ELT)
-                tile = next_tile(table_ptr, 2 * E_PAD, num_progs, n, 0, None, None, None, 1, ID_BUFS)
+                                     a_smem, full, empty, N, k_tiles, BW, BR, BK, NUM_STAGES, ELT, rank, CLUSTER_N)
+                tile = next_tile(table_ptr, 2 * E_PAD, num_progs // CLUSTER_N, n, rank, mail, mail_full, mail_empty,
+                                 CLUSTER_N, ID_BUFS)
                 n += 1
             publish_tile(ids, ids_full, ids_empty, n, 0, 0, -1, 0, ID_BUFS, 0, WITH_GROUP)          # the end
         with tlx.async_task(num_warps=4, registers=232, replicate=2):        # the wgmma consumers
@@ -310,7 +353,11 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
                         count, stored = swapped_tile(count, stored, cid, row0, row_end, pid_n, w_smem, a_smem, c_bufs,
                                                      full, empty, c_desc, c_ptr, N, k_tiles, stride_cm, stride_cn,
                                                      scale1_g, scale0_ptr, bias_g, variant, BW, BK, NUM_STAGES, C_TMA,
-                                                     C_BOX_N, OUT_DTYPE, SCALE1, SCALE0, KBIAS, ACTIVATION, BUFS)
+                                                     C_BOX_N, OUT_DTYPE, SCALE1, SCALE0, KBIAS, ACTIVATION, BUFS,
+                                                     rank, CLUSTER_N)
+                if CLUSTER_N > 1:
+                    if (found > 0) & (v == 0):            # this CTA's column tile lies past N
+                        count = walk_ring(count, cid, full, empty, k_tiles, NUM_STAGES, rank, CLUSTER_N)
                 n += 1
                 row0, row_end, found, pid_n, group = take_tile(ids, ids_full, ids_empty, n, ID_BUFS, WITH_GROUP)
             if cid == 0:
