@@ -210,6 +210,31 @@ def check_inputs():
     assert "ptr<f16>" in (tmp_path / "out" / "scale.ir").read_text()
 
 
+def test_an_int_argument_of_one_from_check_inputs_folds_in(tmp_path, capsys):
+    """As at a launch, an integer argument equal to 1 is the constant 1 in the check and the compile: an
+    in-kernel tensor descriptor whose last stride is an argument needs it (TLX's Blackwell GEMM tutorials)."""
+    path = write(tmp_path, "unit_stride.py", '''
+import torch
+import tlxc
+import tlxc.language as tl
+
+
+@tlxc.kernel
+def copy(x_ptr, y_ptr, M, N, stride_m, stride_n, BM: tl.constexpr, BN: tl.constexpr):
+    dx = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[stride_m, stride_n], block_shape=[BM, BN])
+    dy = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[stride_m, stride_n], block_shape=[BM, BN])
+    dy.store([0, 0], dx.load([0, 0]))
+
+
+def check_inputs():
+    x = torch.randn(16, 32)
+    return (1,), (x, torch.empty_like(x), 16, 32, 32, 1), {"BM": 16, "BN": 32}
+''')
+    assert run(capsys, "check", path)[0] == 0
+    code, _out, err = run(capsys, "compile", path, "--arch", "sm_90a", "-o", tmp_path / "out")
+    assert code == 0 and err == ""
+
+
 def test_kernel_selection(tmp_path, capsys):
     path = write(tmp_path, "two.py", ADD + ADD.replace("def add(", "def add2("))
     code, _out, err = run(capsys, "compile", path, "--arch", "sm_90a", "--kernel", "add2", "-o", tmp_path / "o")

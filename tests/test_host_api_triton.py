@@ -177,6 +177,14 @@ def test_a_parameter_named_as_a_launch_option_is_both():
         assert (out == warps).all()
         assert L.split_launch_kwargs(warps_as_parameter, {"num_warps": warps, "BLOCK": 256}) == (
             {"num_warps": warps}, {"num_warps": warps, "BLOCK": 256})
+    # a warmup's handle launched with the parameter by position (Triton's 02 softmax: num_stages) runs what it
+    # compiled; another value is refused by name
+    handle = warps_as_parameter.warmup(out, num_warps=8, BLOCK=256, grid=(1,))
+    out.zero_()
+    handle[(1,)](out, 8, 256)
+    assert (out == 8).all()
+    with pytest.raises(LaunchError, match="compiled with num_warps=8"):
+        handle[(1,)](out, 2, 256)
 
 
 def test_launch_pdl_is_part_of_the_launch_key_and_checked():

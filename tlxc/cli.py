@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from . import language as tl
 from .arch import ArchError, accepted, arch_specific_use, local_arch, resolve
 from .cli_kernels import (  # the file loading and -D parsing live there (cli_trace.py uses them too)
     KernelSetupError,
@@ -292,10 +291,12 @@ def _from_check_inputs(module, jobs: list[Job], types: dict,
         untyped = _untyped_params(job.kfn, types, constexprs)
         found_types = {name: value for name, (kind, value) in spec.params.items()
                        if kind == "runtime" and name in untyped}
-        found_types.update({name: tl.int32 for name, (kind, value) in spec.params.items()    # an int 1 folds in
-                            if kind == "constexpr" and name in untyped and type(value) is int})
         found_constexprs = {name: value for name, (kind, value) in spec.params.items()
                             if kind == "constexpr" and name in job.kfn.constexpr_params and name not in constexprs}
+        # an int argument equal to 1 folds in as the constant 1, as the launch check_inputs() describes does
+        # (a descriptor's unit stride: tl.make_tensor_descriptor requires it)
+        found_constexprs.update({name: value for name, (kind, value) in spec.params.items()
+                                 if kind == "constexpr" and name in untyped and type(value) is int})
         inferred[job.name] = (found_types, found_constexprs)
     return inferred, problems
 

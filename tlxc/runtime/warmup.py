@@ -112,7 +112,17 @@ class CompiledKernelHandle:
                 raise LaunchError(f"cannot launch {self.kfn.__name__}: stream= is not supported (tlxc launches "
                                   f"on torch's current stream: use `with torch.cuda.stream(s):`)")
             self._check_constexprs(args, kwargs)
-            return self.kfn[grid](*args, **kwargs, **self.options)
+            shared = [name for name in self.options if name in self.kfn.signature.parameters]
+            if not shared:
+                return self.kfn[grid](*args, **kwargs, **self.options)
+            # a parameter of an option's name (Triton's 02 softmax: num_stages): by keyword, it sets both
+            # again, as at the warmup; the handle launches what it compiled
+            bound = _bind(self.kfn, args, kwargs)
+            for name in shared:
+                if bound[name] != self.options[name]:
+                    raise LaunchError(f"cannot launch the compiled {self.kfn.__name__}: it was compiled with "
+                                      f"{name}={self.options[name]!r} and is launched with {name}={bound[name]!r}")
+            return self.kfn[grid](**bound, **{k: v for k, v in self.options.items() if k not in shared})
         return launch
 
     def _check_constexprs(self, args: tuple, kwargs: dict) -> None:
