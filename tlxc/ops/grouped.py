@@ -109,8 +109,9 @@ class GroupedSwapConfig(NamedTuple):
 # 128 x 256: the pick's tile turned around, each consumer's products one m64n256 as the pick's are (its per-FLOP
 # rate, where 256 x 160's m64n160 pairs ran ~0.87 of the pick's on the H100, session 40); 48 KB stages.  Staging:
 # a consumer's chunks take its buffers in turn, each waiting for the TMA stores of the one before it in that buffer;
-# with two, sixteen chunks a tile waited on the last but one (H100, session 41: 128 x 256 at 0.84x the pick's speed
-# at M = 16384); eight where they fit (229,584 bytes: 4 stages and 8 x 2 KB a consumer; four for a float32 output)
+# eight for 128 x 256 where they fit (229,584 bytes; four for a float32 output), though the H100 (session 41) ran it
+# as slowly as with two: 1.19-1.38x the pick's time, bound by its L2 reads (a group's small last tiles read a whole
+# weight tile).  _c2_swap: CTA pairs on adjacent weight tiles sharing the rows of a (not yet run on a GPU)
 GROUPED_SWAP_CONFIGS = {
     "gws_256x160x64_s4_e16d_swap": (256, 160, 64, 4, 16),
     "gws_256x160x64_s4_e16d_c2_swap": (256, 160, 64, 4, 16, 2, 2),

@@ -42,7 +42,6 @@ LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_f
                   "waves_per_eu", "allow_flush_denorm", "extern_libs")
 
 
-
 def split_launch_kwargs(kfn, kwargs: dict) -> tuple[dict, dict]:
     """A launch's keyword arguments as (launch options, kernel arguments), as Triton's ``JITFunction.run``
     reads them: every keyword named in ``LAUNCH_OPTIONS`` is an option, and one that also names a kernel

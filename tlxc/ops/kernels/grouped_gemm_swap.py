@@ -30,9 +30,15 @@ rows costs r rounded up to 16 rows of products.
   coordinates (the bias and ``b``'s scale along the accumulator's rows, ``a``'s scale along its columns),
   the chunk written transposed into the consumer's ``[16, BW / 2]`` staging buffers in turn (``C_STAGING``
   of them: a chunk waits for the stores of the one that used its buffer last) and TMA-stored in
-  ``[16, C_BOX_N]`` boxes (``gemm_ws.store_chunk_transposed``) when its 16 rows all belong to the group; the group's last chunk is read back and stored through pointers masked to the group's
-  rows (``store_chunk_masked``; a box would write the next group's rows).  Without ``C_TMA`` (an output
+  ``[16, C_BOX_N]`` boxes (``gemm_ws.store_chunk_transposed``) when its 16 rows all belong to the group;
+  the group's last chunk is read back and stored through pointers masked to the group's rows
+  (``store_chunk_masked``; a box would write the next group's rows).  Without ``C_TMA`` (an output
   TMA cannot store) every chunk goes that way, through one staging buffer a consumer.
+
+* ``CLUSTER_N = 2``: CTA pairs on adjacent weight tiles (a pair's column tile is two of them) and the same
+  rows of ``a``, each CTA loading half of them into both by multicast (``produce_tile``), every stage
+  released to both producers (four consumers); rank 0 draws the pair's tiles and mails them to rank 1
+  (``next_tile``); a CTA whose weight tile lies past N walks the ring without products (``walk_ring``).
 
 16-bit operands (``BK = 64``) or 8-bit ones (``BK = 128``: both operands K-major, as wgmma reads them);
 the products are summed in the wgmma accumulator.  No GLU pairs (the host takes the other kernel there).
