@@ -48,7 +48,7 @@ from ...language import tlx
 from ...runtime.jit import jit
 from .epilogue import apply_epilogue
 from .gemm_ws import column_halves, release, store_chunk_transposed
-from .grouped_gemm_ws import find_expert_tile, next_tile, publish_tile, take_tile
+from .grouped_gemm_ws import find_expert_tile, next_tile, publish_tile, take_tile, walk_ring
 
 CHUNK = 16            # output rows a chunk of the epilogue (columns of the accumulator)
 
@@ -89,20 +89,6 @@ def produce_tile(group, row0, row_end, found, pid_n, count, w_desc, a_desc, a_ti
                     box = tlx.local_slice(a_smem[slot], [j * CHUNK, 0], [CHUNK, BK])
                     tlx.async_descriptor_load(a_desc, box, [row0 + j * CHUNK, k * BK], full[slot], pred=j < boxes)
             count += 1
-    return count
-
-
-@jit
-def walk_ring(count, cid, full, empty, k_tiles, NUM_STAGES: tl.constexpr, rank, CLUSTER_N: tl.constexpr):
-    """A pair's CTA whose column tile lies past N: its consumers multiply nothing, but the ring's stages (which
-    the peer's multicast fills too) and the issue turns are walked in step.  Returns the ring counter."""
-    for k in range(k_tiles):
-        slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
-        tlx.barrier_wait(full[slot], phase)
-        tlx.named_barrier_wait(9 + cid, 256)
-        tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
-        release(empty[slot], rank, CLUSTER_N)
-        count += 1
     return count
 
 

@@ -381,14 +381,23 @@ def consume_tile(row0, row_end, found, pid_n, count, cid, a_smem, b_smem, c_smem
         else:
             store_rows_pointers(acc, row, pid_n * BN, row_end, N, c_ptr, stride_cm, stride_cn, SUB_M, BN, bias_ptr,
                                 BIAS_DIM, ACTIVATION, scale0_ptr, scale1_ptr, SCALE0, SCALE1)
-    elif found > 0:                               # rows past the group's end: no MMAs, but the
-        for k in range(k_tiles):                  # ring and the turns are walked in step
-            slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
-            tlx.barrier_wait(full[slot], phase)
-            tlx.named_barrier_wait(9 + cid, 256)
-            tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
-            release(empty[slot], rank, CLUSTER_N)
-            count += 1
+    elif found > 0:                               # rows past the group's end: no MMAs
+        count = walk_ring(count, cid, full, empty, k_tiles, NUM_STAGES, rank, CLUSTER_N)
+    return count
+
+
+@jit
+def walk_ring(count, cid, full, empty, k_tiles, NUM_STAGES: tl.constexpr, rank=0, CLUSTER_N: tl.constexpr = 1):
+    """A consumer with nothing to multiply in a tile (its rows lie past the group's end, or in a pair its CTA's
+    column tile past N): the ring's stages (which a pair's peer fills too) and the issue turns are walked in
+    step, each stage released.  Returns the ring counter."""
+    for k in range(k_tiles):
+        slot, phase = tlx.get_bufidx_phase(count, NUM_STAGES)
+        tlx.barrier_wait(full[slot], phase)
+        tlx.named_barrier_wait(9 + cid, 256)
+        tlx.named_barrier_arrive(9 + (cid + 1) % 2, 256)
+        release(empty[slot], rank, CLUSTER_N)
+        count += 1
     return count
 
 
