@@ -15,7 +15,8 @@ kernel's choice is timed beside it, and so is the pick with pointer stores only,
 other ``grouped.SPLIT_TAILS`` value, ``<pick>+split_tails`` or ``+whole_tails``: a group's last rows
 of one consumer's worth split by columns between both consumers, or multiplied by that consumer
 alone over the tile's width; ``--lean`` leaves those three out); ``<pick>+no_pdl`` (lean too): a dynamic-schedule
-TMA kernel launched after the group table, not as its programmatic dependent (``grouped.PDL_LAUNCHES``); ``--configs`` times more configurations beside the pick.  ``--wgrad``: the weight gradient
+TMA kernel launched after the group table, not as its programmatic dependent (``grouped.PDL_LAUNCHES``);
+``--configs`` times more configurations beside the pick.  ``--wgrad``: the weight gradient
 (``grouped_weight_grad``, the backward of ``grouped_matmul_op`` for ``b``) of the same cases instead,
 against a loop of cuBLAS ``a_gᵀ @ dout_g`` and ``torch._grouped_mm(aᵀ, dout, offs)``; ``--dgrad`` the input
 gradient ``dout_g @ w[g]`` (the ``[E, N, K]`` weights read N-major, as the backward reads them).  ``--fp8``: the fp8
