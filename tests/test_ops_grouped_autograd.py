@@ -264,17 +264,17 @@ def test_epilogue_on_the_gpu(config):
 
 
 def test_gradients_through_the_cta_pair_pick(monkeypatch):
-    """Groups of 256 rows or more on average against N = 4096 take the warp-specialized kernel in CTA
-    pairs (``gws_128x256x64_s4_e16d_c2``) forward; forward and both gradients against float64, with
-    the programs of two pairs."""
+    """Groups of more than ``SWAPPED_TILES_UP_TO`` rows on average against N = 4096 take the warp-specialized
+    kernel in CTA pairs (``gws_128x256x64_s4_e16d_c2``) forward; forward and both gradients against float64,
+    with the programs of two pairs."""
     import tlxc.ops.grouped as grouped_module
     monkeypatch.setattr(grouped_module, "CPU_SMS", 4)
     picks = []
     launch = grouped_module._launch_ws
     monkeypatch.setattr(grouped_module, "_launch_ws", lambda config, *a, **k: (picks.append(config),
                                                                                launch(config, *a, **k))[1])
-    sizes = torch.tensor([300, 261], dtype=torch.int32)
-    E, M, K, N = 2, 561, 64, 4096
+    sizes = torch.tensor([400, 361], dtype=torch.int32)
+    E, M, K, N = 2, 761, 64, 4096
     a = _randn(M, K, seed=21).requires_grad_()
     w = _randn(E, N, K, seed=22).requires_grad_()
     y = ops.grouped_matmul_op(a, w.transpose(1, 2), sizes)

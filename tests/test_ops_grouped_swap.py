@@ -161,12 +161,15 @@ def test_refusals_name_the_argument(call, message):
 
 
 def test_the_choice_takes_swapped_tiles_only_where_told(monkeypatch):
-    """``SWAPPED_TILES_UP_TO`` (0: never) sets the mean group up to which the choice takes swapped tiles: K-major
-    weights, N >= 4096, no GLU pairs, the sums in the accumulator; the launch then runs them."""
+    """``SWAPPED_TILES_UP_TO`` (0: never) sets the mean group up to which the choice takes the swapped tiles
+    ``SWAPPED_TILE``: 16-bit K-major weights, N >= 4096, no GLU pairs; the launch then runs them."""
     choose = grouped_module.choose_grouped_config
+    tile = grouped_module.SWAPPED_TILE
+    monkeypatch.setattr(grouped_module, "SWAPPED_TILES_UP_TO", 0)
     assert choose(2048, 8, 14336, "kmajor") == "gws_128x256x64_s4_e16d_c2"
-    monkeypatch.setattr(grouped_module, "SWAPPED_TILES_UP_TO", 384)
-    assert choose(2048, 8, 14336, "kmajor") == BF16 and choose(2048, 8, 14336, "kmajor", fp8=True) == FP8
+    monkeypatch.setattr(grouped_module, "SWAPPED_TILES_UP_TO", 320)
+    assert choose(2048, 8, 14336, "kmajor") == tile
+    assert choose(2048, 8, 14336, "kmajor", fp8=True) == "gws8_128x256x128_s4_e16d_c2"
     assert choose(4096, 8, 14336, "kmajor") == "gws_128x256x64_s4_e16d_c2"          # 512 rows an expert
     assert choose(2048, 8, 14336, "nmajor") == "gws_128x256x64_s4_e16d_c2"
     assert choose(2048, 8, 1408, "kmajor") == "gws_128x128x64_s5"
@@ -182,10 +185,10 @@ def test_the_choice_takes_swapped_tiles_only_where_told(monkeypatch):
     a = torch.randn(160, 64, generator=g).to(torch.bfloat16)
     w = torch.randn(3, 4096, 64, generator=g).to(torch.bfloat16)
     out = grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes))
-    assert picks == [BF16]
+    assert picks == [tile]
     _close(out, _reference(a, w, sizes), 8e-3)
     grouped_matmul(a, w.transpose(1, 2), torch.tensor(sizes), activation="swiglu")
-    assert picks == [BF16]                                                  # GLU pairs: the other kernel
+    assert picks == [tile]                                                  # GLU pairs: the other kernel
 
 
 def _warmup_args(config):

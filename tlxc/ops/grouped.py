@@ -152,7 +152,11 @@ _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.floa
 # CUDA emulation, not yet run on a GPU); bench/ops_grouped_bench.py times the other value beside the pick
 SPLIT_TAILS = False
 WS_MAX_GROUPS = 128          # the WS kernel's tile -> group search: a device table, log2(E) loads
-SWAPPED_TILES_UP_TO = 0      # mean rows an expert up to which the choice takes swapped tiles (choose_grouped_config)
+# mean rows an expert up to which the choice takes the 256x160 swapped tiles (16-bit operands; choose_grouped_config).
+# H100, session 41, E = 8, N = 14336, K = 4096, two runs: 0.974 / 0.976 of the pick's time at 256 rows an expert,
+# 1.010 / 1.009 at 512, 1.03-1.05 at 2048: the crossover lies between 256 and 512
+SWAPPED_TILES_UP_TO = 320
+SWAPPED_TILE = "gws_256x160x64_s4_e16d_swap"
 CPU_SMS = 132                # on the CPU (interpreter) the persistent grid models an H200
 
 
@@ -187,13 +191,13 @@ def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | 
     mean group is under 256 rows (less padding in each group's last tile), 128 otherwise; 256 columns when
     N is large enough to fill the SMs anyway.  fp8 takes the ``gws8_`` / ``g8_`` tiles of the same choice
     (the WS kernel reads 8-bit weights K-major only); promoted sums (``promote``: ``use_fast_accum=False``)
-    no 256-wide tile.  Swapped tiles (``GROUPED_SWAP_CONFIGS``) where the mean group has at most
-    ``SWAPPED_TILES_UP_TO`` rows (K-major weights, N >= 4096, no GLU pairs, ``use_fast_accum=True``): 0 until a
-    GPU run shows them ahead of the pick (session 40: 1.015x its time at E = 8, M = 2048, before a whole tile's
-    rows came in one box)."""
-    swapped = ws_layout == "kmajor" and n >= 4096 and not glu and not promote and n_groups <= WS_MAX_GROUPS
+    no 256-wide tile.  The swapped tiles ``SWAPPED_TILE`` where the mean group has at most
+    ``SWAPPED_TILES_UP_TO`` rows (16-bit K-major weights, N >= 4096, no GLU pairs): a group's last tile pads to
+    16 rows, not 64 (H100, session 41: 0.974-0.976x the pick's time at E = 8, 256 rows an expert; fp8's swapped
+    tiles never ran ahead of its pick)."""
+    swapped = ws_layout == "kmajor" and n >= 4096 and not glu and not fp8 and n_groups <= WS_MAX_GROUPS
     if swapped and total_m <= SWAPPED_TILES_UP_TO * n_groups:
-        return "gws8_128x256x128_s4_e16d_swap" if fp8 else "gws_128x256x64_s4_e16d_swap"
+        return SWAPPED_TILE
     readable = ws_layout == "kmajor" if fp8 else ws_layout is not None
     if readable and n_groups <= WS_MAX_GROUPS and total_m >= 64 * n_groups:
         pair = n >= 4096 and total_m >= 256 * n_groups and not promote
