@@ -483,6 +483,48 @@ def peer_done(out_ptr: F32, BUG: tl.constexpr = ""):
 
 
 @tlxc.kernel
+def split_diagonal_walks(x_ptr: F32, out_ptr: F32, n_blocks: tl.int32, n_cols: tl.int32, BLOCK: tl.constexpr = 16):
+    """Persistent, a tile index carried by each task's tile loop (``tile += num_programs``): the producer
+    walks a causal tile's keys in two loops (the blocks below the diagonal, then the diagonal block), the
+    consumer in one (``(start + 1) * BLOCK``), as TLX's persistent Blackwell attention does; the checker must
+    pin the bounds computed from both tasks' carried tile indices alike."""
+    bufs = tlx.local_alloc((BLOCK,), tl.float32, 2)
+    full = tlx.alloc_barriers(2, arrive_count=1)
+    empty = tlx.alloc_barriers(2, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            count = 0
+            tile = tl.program_id(0)
+            for i in range(0, 3):
+                start = tile % n_blocks
+                for k in range(0, start * BLOCK, BLOCK):
+                    slot, phase = tlx.get_bufidx_phase(count, 2)
+                    tlx.barrier_wait(empty[slot], phase ^ 1)
+                    _fill(x_ptr, bufs, full, slot, start, k // BLOCK, n_cols, BLOCK)
+                    count += 1
+                for k in range(start * BLOCK, (start + 1) * BLOCK, BLOCK):
+                    slot, phase = tlx.get_bufidx_phase(count, 2)
+                    tlx.barrier_wait(empty[slot], phase ^ 1)
+                    _fill(x_ptr, bufs, full, slot, start, k // BLOCK, n_cols, BLOCK)
+                    count += 1
+                tile += tl.num_programs(0)
+        with tlx.async_task(num_warps=4):
+            count = 0
+            tile = tl.program_id(0)
+            acc = tl.zeros((BLOCK,), tl.float32)
+            for i in range(0, 3):
+                start = tile % n_blocks
+                for k in range(0, (start + 1) * BLOCK, BLOCK):
+                    slot, phase = tlx.get_bufidx_phase(count, 2)
+                    tlx.barrier_wait(full[slot], phase)
+                    acc += tlx.local_load(bufs[slot])
+                    tlx.barrier_arrive(empty[slot])
+                    count += 1
+                tile += tl.num_programs(0)
+            tl.store(out_ptr + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK), acc)
+
+
+@tlxc.kernel
 def per_item_trips(x_ptr: F32, out_ptr: F32, n_items: tl.int32, n_cols: tl.int32, BLOCK: tl.constexpr = 16):
     """Persistent: programs walk items, and each task computes an item's trip count inside
     its own item loop (as a persistent causal attention does), the consumer taking the

@@ -311,6 +311,7 @@ def test_phase_idioms_are_clean(idiom, stages):
     (C.big_ring, None, {}),
     (C.many_tasks, None, {}),
     (C.per_item_trips, None, {}),
+    (C.split_diagonal_walks, None, {}),                                       # carried tile indices, split walks
     (C.table_items, None, {}),                                                # trip counts loaded from a table
     (K.views_kernel, "x_ptr=*fp32,out_t_ptr=*fp32,out_bits_ptr=*i32,out_part_ptr=*fp32,OFF=i32", {"M": 8, "N": 4}),
     (K.thread_id_kernel, "out_ptr=*i32", {}),

@@ -403,6 +403,10 @@ class EventCollector:
         term = block.terminator
         return [self.flips.get(id(v), 0) for v in term.operands] if term is not None else []
 
+    def yielded_names(self, block) -> list:
+        term = block.terminator
+        return [self.sym.get(id(v)) for v in term.operands] if term is not None else []
+
     def run_op(self, op: Operation) -> None:
         handler = _HANDLERS.get(op.name)
         if handler is not None:
@@ -796,21 +800,30 @@ class EventCollector:
             return
         carried = [self.value(v) for v in op.operands[3:]]
         flips = [self.flips.get(id(v), 0) for v in op.operands[3:]]
+        # the carried values' structural names (an unknown one, e.g. a persistent program's tile index
+        # advanced by the program count, is named by its init and its update): two tasks that walk the
+        # same values share the pins of bounds computed from them
+        names = [self.sym.get(id(v)) for v in op.operands[3:]]
         self.iterations.append(0)
         try:
             for i, iv in enumerate(range(lb, ub, step)):
                 self.iterations[-1] = i
                 self.set(body.args[0], iv)
-                for arg, value, f in zip(body.args[1:], carried, flips):
+                for arg, value, f, name in zip(body.args[1:], carried, flips, names):
                     self.set(arg, value, f)
+                    if value is UNKNOWN and name is not None:
+                        self.sym[id(arg)] = name
                 carried = self.run_block(body) or []
                 flips = self.yielded_flips(body)
+                names = self.yielded_names(body)
         finally:
             self.iterations.pop()
         if "dot_drain" in op.attrs and len(range(lb, ub, step)):
             self.record("mmawait", op, amount=0)    # passes/dot_wait_drain.py: the last iteration drains
-        for r, value, f in zip(op.results, carried, flips):
+        for r, value, f, name in zip(op.results, carried, flips, names):
             self.set(r, value, f)
+            if value is UNKNOWN and name is not None:
+                self.sym[id(r)] = name
 
     def pin(self, lb_v, ub_v, step_v, lb, ub, step):
         """Unknown bounds become constants so that the loop runs ``self.trips`` times
