@@ -482,6 +482,15 @@ def peer_done(out_ptr: F32, BUG: tl.constexpr = ""):
     tl.store(out_ptr, 1.0)
 
 
+@tlxc.jit
+def _push(x_ptr, bufs, full, empty, count, row, t, n_cols, BLOCK: tl.constexpr):
+    """The producer's next use of a two-slot ring: wait for the slot, fill it with tile t of the row."""
+    slot, phase = tlx.get_bufidx_phase(count, 2)
+    tlx.barrier_wait(empty[slot], phase ^ 1)
+    _fill(x_ptr, bufs, full, slot, row, t, n_cols, BLOCK)
+    return count + 1
+
+
 @tlxc.kernel
 def split_diagonal_walks(x_ptr: F32, out_ptr: F32, n_blocks: tl.int32, n_cols: tl.int32, BLOCK: tl.constexpr = 16):
     """Persistent, a tile index carried by each task's tile loop (``tile += num_programs``): the producer
@@ -497,16 +506,10 @@ def split_diagonal_walks(x_ptr: F32, out_ptr: F32, n_blocks: tl.int32, n_cols: t
             tile = tl.program_id(0)
             for i in range(0, 3):
                 start = tile % n_blocks
-                for k in range(0, start * BLOCK, BLOCK):
-                    slot, phase = tlx.get_bufidx_phase(count, 2)
-                    tlx.barrier_wait(empty[slot], phase ^ 1)
-                    _fill(x_ptr, bufs, full, slot, start, k // BLOCK, n_cols, BLOCK)
-                    count += 1
-                for k in range(start * BLOCK, (start + 1) * BLOCK, BLOCK):
-                    slot, phase = tlx.get_bufidx_phase(count, 2)
-                    tlx.barrier_wait(empty[slot], phase ^ 1)
-                    _fill(x_ptr, bufs, full, slot, start, k // BLOCK, n_cols, BLOCK)
-                    count += 1
+                for k in range(0, start * BLOCK, BLOCK):                       # below the diagonal
+                    count = _push(x_ptr, bufs, full, empty, count, start, k // BLOCK, n_cols, BLOCK)
+                for k in range(start * BLOCK, (start + 1) * BLOCK, BLOCK):     # the diagonal block
+                    count = _push(x_ptr, bufs, full, empty, count, start, k // BLOCK, n_cols, BLOCK)
                 tile += tl.num_programs(0)
         with tlx.async_task(num_warps=4):
             count = 0
