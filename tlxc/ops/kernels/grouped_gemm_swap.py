@@ -48,7 +48,7 @@ from ...language import tlx
 from ...runtime.jit import jit
 from .epilogue import apply_epilogue
 from .gemm_ws import column_halves, release, store_chunk_transposed
-from .grouped_gemm_ws import find_expert_tile, next_tile, publish_tile, take_tile, walk_ring
+from .grouped_gemm_ws import find_expert_tile, next_tile, pair_mailbox, publish_tile, take_tile, walk_ring
 
 CHUNK = 16            # output rows a chunk of the epilogue (columns of the accumulator)
 
@@ -289,15 +289,7 @@ def grouped_gemm_swap_kernel(w_desc, a_desc, a_tile_desc, c_ptr, c_desc, table_p
     ids = tlx.local_alloc((1,), tl.int32, (5 if WITH_GROUP else 4) * ID_BUFS)
     ids_full = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
     ids_empty = tlx.alloc_barriers(ID_BUFS, arrive_count=2)
-    rank = 0
-    mail = None
-    mail_full = None
-    mail_empty = None
-    if CLUSTER_N > 1:               # rank 0's draws, sent to rank 1's producer
-        rank = tlx.cluster_cta_rank()
-        mail = tlx.local_alloc((1,), tl.int32, ID_BUFS)
-        mail_full = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
-        mail_empty = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
+    rank, mail, mail_full, mail_empty = pair_mailbox(CLUSTER_N, ID_BUFS)
     num_pid_n = tl.cdiv(N, BW * CLUSTER_N)          # column tiles (a pair's: pairs of them)
     k_tiles = tl.cdiv(K, BK)
 

@@ -229,6 +229,22 @@ def store_rows_staged(acc, c_buf, row, col, row_end, N, c_ptr, stride_cm, SUB_M:
 
 
 @jit
+def pair_mailbox(CLUSTER_N: tl.constexpr, ID_BUFS: tl.constexpr):
+    """(rank, mail, mail_full, mail_empty): in a pair, this CTA's rank and the ring of ``ID_BUFS`` int32 slots
+    through which rank 0 hands its tile draws to rank 1 (``next_tile``); rank 0 and Nones alone."""
+    rank = 0
+    mail = None
+    mail_full = None
+    mail_empty = None
+    if CLUSTER_N > 1:
+        rank = tlx.cluster_cta_rank()
+        mail = tlx.local_alloc((1,), tl.int32, ID_BUFS)
+        mail_full = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
+        mail_empty = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
+    return rank, mail, mail_full, mail_empty
+
+
+@jit
 def next_tile(table_ptr, counter, num_clusters, n, rank, mail, mail_full, mail_empty, CLUSTER_N: tl.constexpr,
               ID_BUFS: tl.constexpr):
     """The program's (cluster's) ``n + 1``-th tile index: drawn from the schedule's counter; in a pair
@@ -505,19 +521,11 @@ def grouped_gemm_ws_kernel(a_desc, b_desc, c_ptr, c_desc, table_ptr, E, N, K, RO
         b_smem = tlx.local_alloc((BK, BN), DTYPE, NUM_STAGES)
     full = tlx.alloc_barriers(NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(NUM_STAGES, arrive_count=2 * CLUSTER_N)      # a pair's four consumers
-    mail = None
-    mail_full = None
-    mail_empty = None
     if DYNAMIC:                     # the tile indices the producer draws, handed to the consumers
         ids = tlx.local_alloc((1,), tl.int32, (5 if WITH_GROUP else 4) * ID_BUFS)
         ids_full = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
         ids_empty = tlx.alloc_barriers(ID_BUFS, arrive_count=2)
-    rank = 0
-    if CLUSTER_N > 1:               # rank 0's draws, sent to rank 1's producer
-        rank = tlx.cluster_cta_rank()
-        mail = tlx.local_alloc((1,), tl.int32, ID_BUFS)
-        mail_full = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
-        mail_empty = tlx.alloc_barriers(ID_BUFS, arrive_count=1)
+    rank, mail, mail_full, mail_empty = pair_mailbox(CLUSTER_N, ID_BUFS)
 
     num_pid_n = tl.cdiv(N, BN * CLUSTER_N)          # column tiles (a pair's: pairs of them)
     k_tiles = tl.cdiv(K, BK)
