@@ -172,7 +172,7 @@ def test_a_parameter_named_as_a_launch_option_is_both():
     out = torch.zeros(256, dtype=torch.int32)
     assert warps_as_parameter.warmup(out, num_warps=8, BLOCK=256, grid=(1,)).metadata.num_warps == 8
     assert warps_as_parameter.warmup(out, 2, 256, grid=(1,)).metadata.num_warps == 4
-    for warps in (8, 2, 8):         # (launches of such a kernel take the slow path: no fast path binds it once)
+    for warps in (8, 2, 8):         # (on the GPU the generated paths flag such a keyword: test_launch_path.py)
         warps_as_parameter[(1,)](out, num_warps=warps, BLOCK=256)
         assert (out == warps).all()
         assert L.split_launch_kwargs(warps_as_parameter, {"num_warps": warps, "BLOCK": 256}) == (
@@ -254,3 +254,27 @@ def test_gpu_device_properties_and_warmup_match_the_launch():
     torch.cuda.synchronize()
     assert launched is handle.compiled                      # the warmup's compile served the launch
     assert torch.allclose(y.double(), torch.softmax(x.double(), dim=1), atol=1e-6)
+
+
+@tlxc.jit
+def threads_seen(out_ptr, num_warps: tl.constexpr, BLOCK: tl.constexpr):
+    """out[i] = the CTA's thread count (%ntid.x) * 100 + the num_warps parameter."""
+    offs = tl.arange(0, BLOCK)
+    threads = tl.inline_asm_elementwise("mov.u32 $0, %ntid.x;", "=r,r", [offs], dtype=tl.int32, is_pure=True,
+                                        pack=1)
+    tl.store(out_ptr + offs, threads * 100 + num_warps)
+
+
+@pytest.mark.gpu
+def test_gpu_a_parameter_named_as_a_launch_option_on_the_generated_paths():
+    """On the GPU, launches after the first go through the generated paths: a keyword of an option's
+    name still sets both there, a position the parameter only (4 warps), in any order of keys."""
+    out = torch.zeros(128, dtype=torch.int32, device="cuda")
+    for warps, by_keyword in [(8, True), (8, True), (8, False), (8, True), (2, True), (2, False), (8, True)] * 2:
+        out.fill_(-1)
+        if by_keyword:
+            threads_seen[(1,)](out, num_warps=warps, BLOCK=128)
+        else:
+            threads_seen[(1,)](out, warps, 128)
+        torch.cuda.synchronize()
+        assert (out == 32 * (warps if by_keyword else 4) * 100 + warps).all(), (warps, by_keyword, out[0].item())

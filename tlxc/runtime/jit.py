@@ -17,7 +17,7 @@ from ..errors import CompilationError
 from ..frontend.source import FunctionSource, get_source
 from ..frontend.specialize import is_constexpr_annotation
 from ..target import DEFAULT_ARCH
-from .launch import CALLED_DIRECTLY, Launcher
+from .launch import CALLED_DIRECTLY, FLAG, Launcher, shadowing_parameters
 
 
 class KernelFunction:
@@ -55,6 +55,7 @@ class KernelFunction:
         self._stream = None
         self._fast = self._first_launch   # replaced by the generated fast path
         self._other = self._first_launch  # the previous specialized path, tried when _fast does not match
+        self._shadowing = shadowing_parameters(self)     # parameters named as a launch option
 
     def _first_launch(self, grid, *args, **kwargs):
         """Until the first GPU launch builds the generated fast path (runtime/launch.py)."""
@@ -91,10 +92,23 @@ class KernelFunction:
             f"or call it from inside another @tlxc.kernel")
 
     def __getitem__(self, grid):
+        if self._shadowing:
+            return partial(self._launch_flagged, grid)
         fast = self._fast
         if fast.__class__ in CALLED_DIRECTLY:     # a generated fast path or a C launcher (runtime/launch.py)
             return partial(fast, grid)            # the hot path: no Python frame in between
         return Launcher(self, grid)               # (reads _fast at each call: the first launch makes one)
+
+    def _launch_flagged(self, grid, *args, **kwargs):
+        """A launch of a kernel with parameters named as launch options (``shadowing_parameters``): the
+        generated paths bind such a keyword as the parameter only, so each given by keyword is flagged
+        for them to read as the option too."""
+        fast = self._fast
+        if kwargs and fast.__class__ in CALLED_DIRECTLY:
+            for name in self._shadowing:
+                if name in kwargs:
+                    kwargs[FLAG + name] = True
+        return fast(grid, *args, **kwargs)
 
     def run(self, *args, grid, warmup: bool = False, **kwargs):
         """Triton's ``JITFunction.run``: launch on ``grid``, or with ``warmup=True`` only compile

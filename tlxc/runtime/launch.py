@@ -54,10 +54,30 @@ def split_launch_kwargs(kfn, kwargs: dict) -> tuple[dict, dict]:
     return options, {k: v for k, v in kwargs.items() if k not in options or k in params}
 
 
-def options_named_as_parameters(kfn) -> bool:
-    """Whether a parameter of ``kfn`` has a launch option's name: its launches take the slow path, where
-    a keyword of that name sets both (``split_launch_kwargs``); the generated paths bind it only once."""
-    return any(name in kfn.signature.parameters for name in LAUNCH_OPTIONS)
+def shadowing_parameters(kfn) -> tuple[str, ...]:
+    """The parameters of ``kfn`` named as a launch option (Triton's 02 softmax: ``num_stages``; Liger's
+    sparsemax: ``num_warps``): a keyword of that name sets both (``split_launch_kwargs``).  The generated
+    paths bind it once, as the parameter, so ``kernel[grid]`` marks one given by keyword with a flag
+    keyword ``_tlx_kw_<name>=True`` (``KernelFunction._launch_flagged``): the option is the parameter's
+    value where the flag is, its default where not."""
+    return tuple(name for name in LAUNCH_OPTIONS if name in kfn.signature.parameters)
+
+
+FLAG = "_tlx_kw_"       # the flag keywords' prefix (no kernel parameter starts with _tlx_)
+
+
+def _keyword_form(kfn, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """A generated path's launch handed to the slow path with flags (``shadowing_parameters``) as
+    the user's own: every parameter by keyword where a flag says one was given so (it sets the
+    option too), the flags dropped."""
+    flagged = [k for k in kwargs if k.startswith(FLAG)]
+    if not flagged:
+        return args, kwargs
+    given = any(kwargs[k] for k in flagged)
+    kwargs = {k: v for k, v in kwargs.items() if not k.startswith(FLAG)}
+    if not given or len(args) > len(kfn.param_names):    # (too many arguments: the binding says so)
+        return args, kwargs
+    return (), {**dict(zip(kfn.param_names, args)), **kwargs}
 
 
 MAX_CLUSTER = 8             # CTAs per cluster: the portable limit (Hopper allows 16 "non-portable")
@@ -384,13 +404,23 @@ _PLAN_LAUNCH = """\
             _tlx_grid_dims(_tlx_kfn.__name__, (_tlx_g0, _tlx_g1, _tlx_g2))
             raise"""
 
-# Launch options the fast path accepts as keywords, with their defaults (a kernel with a
-# parameter of an option's name has no fast path: options_named_as_parameters).  Those that
+# Launch options the fast path accepts as keywords, with their defaults.  Those that
 # change the compile (num_warps, ctas_per_cga, maxnreg, num_stages), the launch (launch_pdl) or
 # may be refused (num_ctas) are part of the key; interpret= goes
 # to the slow path.  Every other option (LAUNCH_OPTIONS) goes to the slow path.
 _FAST_OPTIONS = (("num_warps", 4), ("num_stages", None), ("num_ctas", None), ("maxnreg", None),
                  ("ctas_per_cga", None), ("launch_pdl", None), ("interpret", None))
+
+
+def _fast_options(kfn) -> tuple[tuple, tuple]:
+    """``_FAST_OPTIONS`` of ``kfn`` as (keywords, flagged): the (option, default) pairs the generated
+    paths take as keywords of their own, and those a parameter of the option's name takes instead
+    (``shadowing_parameters``), read as the parameter's value where its flag is given
+    (``interpret``, read by the slow path only, is neither: its flag sends a launch there)."""
+    params = kfn.signature.parameters
+    keywords = tuple((o, d) for o, d in _FAST_OPTIONS if o not in params)
+    flagged = tuple((o, d) for o, d in _FAST_OPTIONS if o in params and o != "interpret")
+    return keywords, flagged
 
 _NUMBERS = (int, float, bool)
 # Folded into the specialization as compile-time constants (frontend/specialize.py).
@@ -618,22 +648,26 @@ def build_fast_path(kfn, bound: tuple):
             key.append(f"None if {name} is None else _tlx_MISSING")
             value_names.append(name)
         kinds.append(kind)
-    options = _FAST_OPTIONS      # (no parameter has an option's name: options_named_as_parameters)
+    options, flagged = _fast_options(kfn)
     option_names = [o for o, _ in options]
+    keywords = option_names + [FLAG + o for o, _ in flagged]   # (the flags default to False: not given)
+
+    def value_of(option: str) -> str:           # the expression of an option's value in the key
+        if option in option_names:
+            return option
+        default = dict(_FAST_OPTIONS)[option]
+        return f"({option} if {FLAG}{option} else {default!r})" if (option, default) in flagged else repr(default)
+
     const = _Constants()
     fresh = _guard_checks(kfn, const)
     source = _FAST_TEMPLATE.format(
         params=", ".join(params), args=", ".join(kfn.param_names) + ",",
-        options="".join(f"{o}={d!r}, " for o, d in options),
+        options="".join(f"{o}={d!r}, " for o, d in options) + "".join(f"{FLAG}{o}=False, " for o, _ in flagged),
         interpret_check="interpret is not None or " if "interpret" in option_names else "",
-        option_kwargs="".join(f", {o}={o}" for o in option_names),
-        option_kwargs_first=", ".join(f"{o}={o}" for o in option_names if o != "interpret"),
-        num_warps="num_warps" if "num_warps" in option_names else "4",
-        ctas="ctas_per_cga" if "ctas_per_cga" in option_names else "None",
-        maxnreg="maxnreg" if "maxnreg" in option_names else "None",
-        num_ctas="num_ctas" if "num_ctas" in option_names else "None",
-        num_stages="num_stages" if "num_stages" in option_names else "None",
-        launch_pdl="launch_pdl" if "launch_pdl" in option_names else "None",
+        option_kwargs="".join(f", {o}={o}" for o in keywords),
+        option_kwargs_first=", ".join(f"{o}={o}" for o in keywords if o != "interpret"),
+        num_warps=value_of("num_warps"), ctas=value_of("ctas_per_cga"), maxnreg=value_of("maxnreg"),
+        num_ctas=value_of("num_ctas"), num_stages=value_of("num_stages"), launch_pdl=value_of("launch_pdl"),
         values="\n".join(values) or "        pass", key=", ".join(key),
         fresh=f"not ({' or '.join(fresh)})" if fresh else "True",
         meta=", ".join([f"{n!r}: {n}" for n in kfn.param_names] + [f"{o!r}: {o}" for o in option_names]),
@@ -735,10 +769,18 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
         # bitwise or against ~0x7FFFFFF0 (bits 0-3 and 31 up); else each in full
         exact = " or ".join(f"{n} & 15 or not -2147483648 <= {n} <= 2147483647" for n in usual)
         scalar.append(f"({' | '.join(usual)}) & -2147483633 and ({exact})")
-    options = _FAST_OPTIONS      # (no parameter has an option's name: options_named_as_parameters)
+    options, flagged = _fast_options(kfn)
     expected = _option_values(key[:4], options)
-    given = {o: v for o, v in expected.items() if o != "interpret" and v is not dict(options)[o]}
-    check = const(_options_check(expected, options))
+    accepted = {o: v for o, v in expected.items() if o != "interpret"}
+    given = {o: v for o, v in accepted.items() if v is not dict(options)[o]}
+    for option, default in flagged:      # given by keyword: the parameter's value must be the key's
+        value = _option_values(key[:4], flagged)[option]
+        accepted[FLAG + option] = True
+        if value is not default:
+            given[FLAG + option] = True
+        scalar.append(f"{FLAG + option!r} in _tlx_kw and ({option}.__class__ is not {const(value.__class__)} "
+                      f"or {option} != {const(value)})")
+    check = const(_options_check(accepted, tuple(given)))
     if given:       # usually given as exactly these keywords: one dict comparison, then their types
         types_differ = " or ".join(f"_tlx_kw[{o!r}].__class__ is not {const(v.__class__)}" for o, v in given.items())
         scalar.insert(0, f"(_tlx_kw != {const(given)} or {types_differ}) and not {check}(_tlx_kw)")
@@ -780,8 +822,7 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
     fast = scope["_tlx_fast"]
     fast.__qualname__ = fast.__name__ = kfn.__name__
     scope["_tlx_self"] = fast       # the object the kernel launches through: this function, or
-    if plan.direct:                 # the C launcher that falls back to it (runtime/c_launcher.py)
-        accepted = {o: v for o, v in expected.items() if o != "interpret"}
+    if plan.direct and not flagged:   # the C launcher that falls back to it (runtime/c_launcher.py)
         c_path = _c_launch(kfn, key, plan, kinds, fast, scope, accepted, tuple(given), options)
         if c_path is not None:
             scope["_tlx_self"] = c_path
@@ -870,13 +911,10 @@ def _option_values(head: tuple, options) -> dict:
     return {o: values.get(o) for o, _ in options}
 
 
-def _options_check(expected: dict, options) -> Callable[[dict], bool]:
-    """Whether launch options given as keywords have the values of a key: the same types and
-    values (``num_warps=8.0`` or ``launch_pdl=1`` is not ``8`` or ``True``: the slow path
-    refuses them), every option the key has at a non-default value given."""
-    accepted = {o: v for o, v in expected.items() if o != "interpret"}
-    required = [o for o, d in options if o != "interpret" and expected[o] is not d]
-
+def _options_check(accepted: dict, required: tuple) -> Callable[[dict], bool]:
+    """Whether launch options given as keywords have the values of a key (``accepted``): the same
+    types and values (``num_warps=8.0`` or ``launch_pdl=1`` is not ``8`` or ``True``: the slow path
+    refuses them), every option the key has at a non-default value (``required``) given."""
     def check(kw: dict) -> bool:
         for name, value in kw.items():
             want = accepted.get(name, _MISSING)
@@ -920,6 +958,7 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
     the interpreter, options only this path reads, and every launch it must explain)."""
     options, kernel_kwargs = {}, kwargs
     if kwargs:
+        args, kwargs = _keyword_form(kfn, args, kwargs)
         options, kernel_kwargs = split_launch_kwargs(kfn, kwargs)
     bound = args if not kernel_kwargs and len(args) == len(kfn.param_names) else _bind(kfn, args, kernel_kwargs)
     bound = tuple(_require_given(kfn, v, n) for v, n in zip(bound, kfn.param_names))
@@ -949,7 +988,7 @@ def launch(kfn, grid, args: tuple, kwargs: dict):
     if plan is None:
         plan = kfn.cache[key] = _plan(kfn, bound, config)
         kfn._specialized.pop(key, None)
-    if not isinstance(key[1], _SlowOnly) and not options_named_as_parameters(kfn):
+    if not isinstance(key[1], _SlowOnly):
         kfn.fast_cache.setdefault(key, (plan.launch, plan.block, plan.smem, plan.device, plan.pick,
                                         plan.compiled))
         if kfn._generic is None:
