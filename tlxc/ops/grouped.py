@@ -154,9 +154,11 @@ SPLIT_TAILS = False
 WS_MAX_GROUPS = 128          # the WS kernel's tile -> group search: a device table, log2(E) loads
 # mean rows an expert up to which the choice takes the 256x160 swapped tiles (16-bit operands; choose_grouped_config).
 # H100, session 41, E = 8, N = 14336, K = 4096, two runs: 0.974 / 0.976 of the pick's time at 256 rows an expert,
-# 1.010 / 1.009 at 512, 1.03-1.05 at 2048: the crossover lies between 256 and 512
+# 1.010 / 1.009 at 512, 1.03-1.05 at 2048: the crossover lies between 256 and 512.  The tiles in CTA pairs sharing
+# the rows of a (H100, session 42, time / the unpaired tile's): 0.993 / 0.992 at E = 8, M = 2048, K = 4096 (two runs),
+# 1.011 at K = 1024, 0.976 at K = 8192, 0.988 at M = 1024, 0.990 at M = 4096
 SWAPPED_TILES_UP_TO = 320
-SWAPPED_TILE = "gws_256x160x64_s4_e16d_swap"
+SWAPPED_TILE = "gws_256x160x64_s4_e16d_c2_swap"
 CPU_SMS = 132                # on the CPU (interpreter) the persistent grid models an H200
 
 
@@ -194,7 +196,8 @@ def choose_grouped_config(total_m: int, n_groups: int, n: int, ws_layout: str | 
     no 256-wide tile.  The swapped tiles ``SWAPPED_TILE`` where the mean group has at most
     ``SWAPPED_TILES_UP_TO`` rows (16-bit K-major weights, N >= 4096, no GLU pairs): a group's last tile pads to
     16 rows, not 64 (H100, session 41: 0.974-0.976x the pick's time at E = 8, 256 rows an expert; fp8's swapped
-    tiles never ran ahead of its pick)."""
+    tiles never ran ahead of its pick), in CTA pairs sharing ``a`` (H100, session 42: 0.976-1.011x the unpaired
+    tiles' time)."""
     swapped = ws_layout == "kmajor" and n >= 4096 and not glu and not fp8 and n_groups <= WS_MAX_GROUPS
     if swapped and total_m <= SWAPPED_TILES_UP_TO * n_groups:
         return SWAPPED_TILE
