@@ -10,13 +10,14 @@
 ``triton.tools`` (``tools.tensor_descriptor.TensorDescriptor``) are tlxc's own objects, not
 copies.  This is a plain module that re-exports them: it never installs itself as
 ``triton`` (no ``sys.modules`` aliasing), so a real Triton in the same process is untouched
-and every file says which one it uses.  A Triton name tlxc lacks (``triton.profiler``,
-``triton._C``, ``triton.compile``...) raises an AttributeError that says so, rather than
-answering with something else.  docs/runtime.md, "Running Triton files".
+and every file says which one it uses.  ``triton._C`` is tlxc._C: only the cuBLAS handle Triton's
+tutorials time against (``_C.libtriton.nvidia.cublas.CublasLt``).  A Triton name tlxc lacks
+(``triton.compile``...) raises an AttributeError that says so, rather than answering with
+something else.  docs/runtime.md, "Running Triton files".
 """
 from __future__ import annotations
 
-from . import language, runtime, testing, tools
+from . import _C, language, runtime, testing, tools
 from .errors import CompilationError, TlxcError
 from .host import cdiv, next_power_of_2, set_allocator
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics
@@ -64,7 +65,7 @@ compiler = _Namespace(CompilationError=CompilationError, errors=_Namespace(Compi
 # release.  tlxc's own version stays ``tlxc.__version__``.
 __version__ = "3.6.0"
 
-__all__ = ["Autotuner", "CompilationError", "Config", "Heuristics", "JITFunction", "TritonError", "__version__",
+__all__ = ["_C", "Autotuner", "CompilationError", "Config", "Heuristics", "JITFunction", "TritonError", "__version__",
            "autotune", "cdiv", "compiler", "heuristics", "jit", "language", "next_power_of_2", "reinterpret", "runtime",
            "set_allocator", "testing", "tools"]
 
