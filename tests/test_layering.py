@@ -33,7 +33,7 @@ LEVELS: list[set[str]] = [
     {"compiler"},                                     # the compile driver: frontend -> passes -> target.backend
     {"runtime"},                                      # launches, caches, descriptors, autotuning
     {"interpreter"},                                  # the CPU executor (binds arguments as the runtime does)
-    {"host", "torch_ops", "trace_render", "testing", "_internal_testing", "tools", "profiler"},
+    {"host", "torch_ops", "trace_render", "testing", "_internal_testing", "tools", "profiler", "_C"},
     {"compat"},                                       # Triton-compatible names over the modules above
     {"ops"},                                          # ready-made operators (tlxc.ops.matmul): kernels + host code
     {"cli_kernels"},
