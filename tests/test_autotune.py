@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 
 import pytest
 import torch
 
 import tlxc
+import tlxc.compat as triton_compat
 import tlxc.language as tl
 from tlxc.errors import LaunchError
 from tlxc.runtime.autotune import Autotuner, AutotuneWarning, Config, cuda_event_bench, one_line_reason
@@ -466,3 +468,31 @@ def test_gpu_cuda_event_bench_measures_a_kernel():
     a = torch.randn(4096, 4096, device="cuda")
     ms = cuda_event_bench(lambda: a @ a, warmup=5, rep=20)
     assert 0.01 < ms < 100
+
+
+@tlxc.jit
+def _asserting_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK >= 32, "BLOCK must be at least 32")     # the kernel prunes its own configs
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def test_a_config_the_kernel_static_asserts_away_is_skipped_quietly():
+    """A config a ``tl.static_assert`` of the kernel refuses (Triton's 06 attention prunes its configs so) is
+    skipped without a warning, as Triton's autotuner skips a ``CompileTimeAssertionFailure``; any other
+    failure still warns (test above), and the refused config's timing is inf."""
+    timer = FakeTimer({16: 0.5, 32: 1.0, 64: 2.0})
+    configs = [Config({"BLOCK": 16}), Config({"BLOCK": 32}), Config({"BLOCK": 64})]
+    kernel = tuned(timer, configs=configs, kernel=_asserting_add)
+    x, y, out = vectors()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutotuneWarning)
+        kernel[grid](x, y, out, 100)
+    assert kernel.best_config.kwargs == {"BLOCK": 32}
+    assert kernel.configs_timings[configs[0]] == float("inf")
+    torch.testing.assert_close(out, x + y)
+    with pytest.raises(tlxc.CompileTimeAssertionFailure, match="BLOCK must be at least 32") as info:
+        _asserting_add[grid](x, y, out, 100, BLOCK=16)
+    assert isinstance(info.value, tlxc.CompilationError)
+    assert triton_compat.compiler.errors.CompileTimeAssertionFailure is tlxc.CompileTimeAssertionFailure

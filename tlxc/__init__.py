@@ -8,6 +8,7 @@ from .descriptors import TensorDescriptor
 from .errors import (
     BarrierError,
     CompilationError,
+    CompileTimeAssertionFailure,
     InternalCompilerError,
     LaunchError,
     LayoutError,
@@ -30,6 +31,7 @@ __all__ = [
     "Autotuner",
     "BarrierError",
     "CompilationError",
+    "CompileTimeAssertionFailure",
     "Config",
     "Heuristics",
     "InternalCompilerError",

@@ -18,7 +18,7 @@ something else.  docs/runtime.md, "Running Triton files".
 from __future__ import annotations
 
 from . import _C, language, runtime, testing, tools
-from .errors import CompilationError, TlxcError
+from .errors import CompilationError, CompileTimeAssertionFailure, TlxcError
 from .host import cdiv, next_power_of_2, set_allocator
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics
 from .runtime.jit import KernelFunction, jit
@@ -58,7 +58,9 @@ class _Namespace:
 
 # ``triton.compiler.errors.CompilationError`` / ``triton.compiler.CompilationError``: the class
 # Triton code catches (tlxc has no other part of Triton's compiler package).
-compiler = _Namespace(CompilationError=CompilationError, errors=_Namespace(CompilationError=CompilationError))
+compiler = _Namespace(CompilationError=CompilationError, CompileTimeAssertionFailure=CompileTimeAssertionFailure,
+                      errors=_Namespace(CompilationError=CompilationError,
+                                        CompileTimeAssertionFailure=CompileTimeAssertionFailure))
 # The Triton release whose language tlxc follows (the device's baseline, triton 3.6): Triton code gates
 # features on ``triton.__version__`` (vLLM's prefix_prefill defines its kernels only under
 # ``if triton.__version__ >= "2.1.0":``), so through this module it takes the branches written for that

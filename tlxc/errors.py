@@ -81,6 +81,11 @@ class CompilationError(TlxcError):
     """The kernel's source cannot be compiled as written."""
 
 
+class CompileTimeAssertionFailure(CompilationError):
+    """A ``tl.static_assert`` of the kernel failed (Triton's class of this name): the kernel's own
+    refusal of these constants; an autotuner skips such a config without a warning, as Triton's does."""
+
+
 class LayoutError(CompilationError):
     """No register/shared layout satisfies the ops' constraints."""
 

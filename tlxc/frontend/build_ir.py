@@ -126,11 +126,12 @@ class FunctionBuilder(TaskStatements, WarpPipelineStatements, ControlFlow, Calls
 
     # -- errors and locations ----------------------------------------------------------
     def error(self, message: str, node: ast.AST | Location,
-              notes: list[tuple[str, Location | None]] | None = None) -> CompilationError:
-        """A ``CompilationError`` at ``node`` (an AST node or a ``Location``)."""
+              notes: list[tuple[str, Location | None]] | None = None,
+              cls: type[CompilationError] = CompilationError) -> CompilationError:
+        """A ``CompilationError`` (or ``cls``) at ``node`` (an AST node or a ``Location``)."""
         if isinstance(node, Location):
-            return CompilationError(message, node, notes=notes, source_line=self.src.source_line(node))
-        return self.src.error(message, node, notes=notes)
+            return cls(message, node, notes=notes, source_line=self.src.source_line(node))
+        return self.src.error(message, node, notes=notes, cls=cls)
 
     def visit(self, node: ast.AST):
         with self.b.location(self.src.loc(node)):

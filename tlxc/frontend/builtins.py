@@ -14,7 +14,7 @@ from ..ir.types import PointerType, ScalarType, TensorType
 from . import cache_hints as H
 from . import semantic as S
 from .semantic import SemanticError
-from .values import Tensor
+from .values import StaticAssertionFailed, Tensor
 
 RULES: dict[str, Callable[..., Any]] = {}
 
@@ -942,7 +942,7 @@ def _assume(ctx, cond):
 def _static_assert(ctx, cond, msg=""):
     cond = constexpr(cond, "cond")
     if not cond:
-        raise SemanticError(f"tl.static_assert failed: {msg}" if msg else "tl.static_assert failed")
+        raise StaticAssertionFailed(f"tl.static_assert failed: {msg}" if msg else "tl.static_assert failed")
 
 
 @rule("static_print")

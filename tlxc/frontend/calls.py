@@ -13,12 +13,12 @@ import os
 from typing import Any
 
 from .. import language as tl
-from ..errors import TlxcError
+from ..errors import CompilationError, CompileTimeAssertionFailure, TlxcError
 from ..ir.types import ScalarType
 from . import builtins as B
 from . import semantic as S
 from .semantic import SemanticError
-from .values import RETURN, Tensor, unwrap
+from .values import RETURN, StaticAssertionFailed, Tensor, unwrap
 
 MAX_INLINE_DEPTH = 32
 MAX_CALL_NOTES = 4     # "in helper(), called from ..." notes kept on an error
@@ -245,7 +245,8 @@ class Calls:
             if not message.startswith(("tl.", "tlx.")):
                 message = f"{display}: {message}"
             where = arg_nodes.node_of(signature, exc.param) if exc.param else node
-            raise self.error(message, where) from error_cause(exc)
+            cls = CompileTimeAssertionFailure if isinstance(exc, StaticAssertionFailed) else CompilationError
+            raise self.error(message, where, cls=cls) from error_cause(exc)
 
     def map_elementwise(self, args, kwargs, node, arg_nodes: ArgNodes):
         """``tl.map_elementwise(scalar_fn, *args, pack=1)``: the helper inlined once on the

@@ -42,10 +42,10 @@ class FunctionSource:
             return self.lines[index].rstrip("\n")
         return loc.source_line()
 
-    def error(self, message: str, node: ast.AST,
-              notes: list[tuple[str, Location | None]] | None = None) -> CompilationError:
+    def error(self, message: str, node: ast.AST, notes: list[tuple[str, Location | None]] | None = None,
+              cls: type[CompilationError] = CompilationError) -> CompilationError:
         loc = self.loc(node)
-        return CompilationError(message, loc, notes=notes, source_line=self.source_line(loc))
+        return cls(message, loc, notes=notes, source_line=self.source_line(loc))
 
     def lookup_global(self, name: str) -> tuple[bool, Any]:
         """Resolve a free name: closure cell, module global, then Python builtin."""

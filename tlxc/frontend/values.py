@@ -23,6 +23,10 @@ class SemanticError(Exception):
         self.param = param
 
 
+class StaticAssertionFailed(SemanticError):
+    """``tl.static_assert`` was false: located as a ``CompileTimeAssertionFailure``."""
+
+
 class Tensor:
     """A runtime value in a kernel: a scalar or a block (register tensor); an instance of
     ``tl.tensor`` for the kernel's ``isinstance`` (language.core.tensor)."""

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import LaunchError, TlxcError
+from ..errors import CompileTimeAssertionFailure, LaunchError, TlxcError
 from .cache import cache_dir, cache_disabled, remove_stale_temporaries, write_atomically
 
 PROGRESS_MIN_CONFIGS = 4        # show a progress bar when tuning at least this many configs
@@ -389,8 +389,9 @@ class Autotuner(KernelWrapper):
                     except TlxcError as exc:
                         reason = one_line_reason(exc)
                         failures[config] = (reason, exc)
-                        warnings.warn(f"tlxc autotune {self.__name__}: skipping config {config}: {reason}",
-                                      AutotuneWarning, stacklevel=4)
+                        if not isinstance(exc, CompileTimeAssertionFailure):   # (the kernel's own refusal of
+                            warnings.warn(f"tlxc autotune {self.__name__}: skipping config {config}: {reason}",
+                                          AutotuneWarning, stacklevel=4)     # the config: quiet, as Triton)
                     progress.step()
         finally:
             self._restore_copies = {}
