@@ -163,3 +163,17 @@ def test_a_slow_only_option_named_parameter_goes_to_the_slow_path(monkeypatch):
     args, kwargs = L._keyword_form(debug_param, *slow[0])
     assert args == () and kwargs["out_ptr"] is x and kwargs["debug"] == 1
     assert L.split_launch_kwargs(debug_param, kwargs)[0]["debug"] == 1
+
+
+def test_a_grid_callable_sees_no_flags(monkeypatch):
+    x = torch.zeros(16)
+    calls = _install_shadowed(monkeypatch, {"num_warps": 8}, (x, 16, 8, 16))
+    seen = []
+
+    def grid(meta):
+        seen.append(sorted(meta))
+        return (1,)
+    for _ in range(3):              # slow, generic, specialized
+        warps_param[grid](x, 16, num_warps=8, BLOCK=16)
+    assert len(calls) == 3 and all(not any(k.startswith(L.FLAG) for k in keys) for keys in seen), seen
+    assert all("num_warps" in keys and "BLOCK" in keys for keys in seen)

@@ -66,6 +66,11 @@ def shadowing_parameters(kfn) -> tuple[str, ...]:
 FLAG = "_tlx_kw_"       # the flag keywords' prefix (no kernel parameter starts with _tlx_)
 
 
+def _unflagged(kwargs: dict) -> dict:
+    """``kwargs`` without the flag keywords (what a grid callable of such a kernel sees)."""
+    return {k: v for k, v in kwargs.items() if not k.startswith(FLAG)}
+
+
 def _keyword_form(kfn, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """A generated path's launch handed to the slow path with flags (``shadowing_parameters``) as
     the user's own: every parameter by keyword where a flag says one was given so (it sets the
@@ -74,7 +79,7 @@ def _keyword_form(kfn, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     if not flagged:
         return args, kwargs
     given = any(kwargs[k] for k in flagged)
-    kwargs = {k: v for k, v in kwargs.items() if not k.startswith(FLAG)}
+    kwargs = _unflagged(kwargs)
     if not given or len(args) > len(kfn.param_names):    # (too many arguments: the binding says so)
         return args, kwargs
     return (), {**dict(zip(kfn.param_names, args)), **kwargs}
@@ -381,7 +386,7 @@ def _tlx_fast(_tlx_grid, {params}, *_tlx_extra, **_tlx_kw):
         if _tlx_kfn._fast is _tlx_self:
             return _tlx_kfn._other(_tlx_grid, {args} *_tlx_extra, **_tlx_kw)
         return _tlx_generic(_tlx_grid, {args} *_tlx_extra, **_tlx_kw)
-""" + _GRID.replace("{meta}", "{{{meta}, **_tlx_kw}}") + """
+""" + _GRID.replace("{meta}", "{{{meta}, **{grid_kw}}}") + """
     if _tlx_g0 and _tlx_g1 and _tlx_g2:
 {launch}
     return _tlx_compiled
@@ -793,7 +798,7 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
              "_tlx_kfn": kfn, "_tlx_cache": kfn.fast_cache, "_tlx_generic": generic, "_tlx_names": kfn.param_names,
              "_tlx_TlxcError": TlxcError, "_tlx_grid_dims": grid_dims, **_BUILTINS,
              "_tlx_run": plan.launch, "_tlx_block": plan.block, "_tlx_smem": plan.smem, "_tlx_device": plan.device,
-             "_tlx_compiled": plan.compiled, **const}
+             "_tlx_compiled": plan.compiled, "_tlx_unflagged": _unflagged, **const}
     if plan.direct:
         launcher = plan.launcher
         direct = launcher.direct()
@@ -815,6 +820,8 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
                                           values="\n".join(values) or "            pass",
                                           meta=", ".join([f"{n!r}: {n}" for n in kfn.param_names]
                                                          + [f"{o!r}: {d!r}" for o, d in options]),
+                                          # (a grid callable sees the launch's keywords, not the flags)
+                                          grid_kw="_tlx_unflagged(_tlx_kw)" if flagged else "_tlx_kw",
                                           scalar_mismatch="\n                or ".join(scalar),
                                           mismatch="\n                    or ".join(mismatch or ["False"]),
                                           launch=body)
