@@ -1,6 +1,6 @@
-"""``triton._C.libtriton``'s cuBLAS handle, the one part of it Triton's tutorials use (09's and 10's
-``nvidia.cublas.CublasLt(workspace)``, the baseline they time against), computed by torch: torch's
-matmul is cuBLAS on a GPU and runs on the CPU too.
+"""``triton._C.libtriton``'s cuBLAS handle, the part of it Triton's 09 tutorial uses
+(``nvidia.cublas.CublasLt(workspace)``, the baseline it times against; 10's block-scaled methods are not
+here), computed by torch: torch's matmul is cuBLAS on a GPU and runs on the CPU too.
 
     from tlxc._C.libtriton import nvidia            # was: from triton._C.libtriton import nvidia
     cublas = nvidia.cublas.CublasLt(workspace)      # workspace: a tensor, as Triton takes it (unused)
