@@ -325,3 +325,41 @@ def test_descriptor_geometry_rides_behind_the_arguments(fake_gpu):
     finally:
         geometry.cache.clear()
         geometry.fast_cache.clear()
+
+
+@tlxc.kernel
+def warps_named(x_ptr, n, num_warps: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + num_warps, mask=offs < n)
+
+
+def test_a_parameter_named_as_an_option_with_the_c_module_loaded(fake_gpu):
+    """Liger's sparsemax declares ``num_warps: tl.constexpr`` and launches with ``num_warps=...``: with the C
+    module loaded (whose ``kernel[grid]`` bypasses the Python ``__getitem__`` for a kernel launched by a
+    ``CLaunch``), such a kernel keeps its Python paths, where ``kernel[grid]`` flags the keyword: by keyword
+    8 warps, by position the parameter only (4 warps), in any order; a grid callable sees no flag."""
+    x = torch.zeros(256).as_subclass(Cuda)
+    try:
+        for _ in range(3):
+            by_keyword = warps_named[(1,)](x, 64, num_warps=8, BLOCK=64)
+            by_position = warps_named[(1,)](x, 64, 8, 64)
+        assert by_keyword.metadata["num_warps"] == 8 and by_position.metadata["num_warps"] == 4
+        assert fake_gpu.CLaunch not in {type(warps_named._fast), type(warps_named._other)}
+        for call, compiled in ((lambda: warps_named[(1,)](x, 64, num_warps=8, BLOCK=64), by_keyword),
+                               (lambda: warps_named[(1,)](x, 64, 8, 64), by_position),
+                               (lambda: warps_named[(1,)](x, 64, 8, BLOCK=64), by_position),
+                               (lambda: warps_named[(1,)](x, 64, num_warps=8, BLOCK=64), by_keyword)):
+            calls = fake_gpu.fake_state()[0]
+            assert call() is compiled
+            assert fake_gpu.fake_state()[0] == calls + 1
+        seen = []
+        warps_named[lambda meta: seen.append(sorted(meta)) or (1,)](x, 64, num_warps=8, BLOCK=64)
+        assert seen and not any(k.startswith(L.FLAG) for k in seen[0]) and "num_warps" in seen[0]
+    finally:
+        warps_named.cache.clear()
+        warps_named.fast_cache.clear()
+        warps_named._fast = warps_named._other = warps_named._first_launch
+        warps_named._generic = None
+        warps_named._specialized.clear()
+        warps_named._interpret = None
+        warps_named._env = None

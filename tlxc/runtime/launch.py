@@ -778,8 +778,9 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
     expected = _option_values(key[:4], options)
     accepted = {o: v for o, v in expected.items() if o != "interpret"}
     given = {o: v for o, v in accepted.items() if v is not dict(options)[o]}
+    expected_flagged = _option_values(key[:4], flagged)
     for option, default in flagged:      # given by keyword: the parameter's value must be the key's
-        value = _option_values(key[:4], flagged)[option]
+        value = expected_flagged[option]
         accepted[FLAG + option] = True
         if value is not default:
             given[FLAG + option] = True
@@ -829,7 +830,9 @@ def build_specialized_path(kfn, key: tuple, plan: LaunchPlan):
     fast = scope["_tlx_fast"]
     fast.__qualname__ = fast.__name__ = kfn.__name__
     scope["_tlx_self"] = fast       # the object the kernel launches through: this function, or
-    if plan.direct and not flagged:   # the C launcher that falls back to it (runtime/c_launcher.py)
+    # the C launcher that falls back to it (runtime/c_launcher.py); not for a kernel with flags, whose
+    # kernel[grid] must run KernelFunction._launch_flagged (the C subscript would bypass it)
+    if plan.direct and not flagged:
         c_path = _c_launch(kfn, key, plan, kinds, fast, scope, accepted, tuple(given), options)
         if c_path is not None:
             scope["_tlx_self"] = c_path
