@@ -7,6 +7,8 @@ the IR builder (``build_ir.py``), which calls ``async_tasks_op`` here.
 """
 from __future__ import annotations
 
+from math import prod
+
 from ..ir import types as T
 from ..ir.ops.warp_pipeline import SCHED_BARRIER
 from ..ir.types import BarrierType, MemDescType, PointerType, ScalarType, TensorType
@@ -287,6 +289,31 @@ def _local_trans(ctx, buf, dims=(1, 0)):
     t = MemDescType(tuple(buf.type.shape[d] for d in dims), buf.type.element, 0, buf.type.storage,
                     tuple(old[d] for d in dims), buf.type.layout)
     return Tensor(ctx.b.value("tlx.local_trans", [buf.value], t, perm=dims))
+
+
+@rule("local_reshape")
+def _local_reshape(ctx, buf, shape):
+    """A view of the same elements in another shape.  Row-major order is the buffer's byte order (the
+    swizzle is a function of the byte address: passes/shared_layouts.py), so the view is a
+    reinterpretation with the buffer's own dtype; a transposed view, a slice or an explicit layout
+    does not hold its elements in that order and is refused (the codegen also refuses column blocks)."""
+    buf = _memdesc(buf, "buf", view=True)
+    if buf.type.storage != "smem":
+        raise SemanticError(f"local_reshape only supports shared memory, got a {buf.type.storage} buffer",
+                            param="buf")
+    shape = const_ints(shape, "shape", positive=True)
+    old = buf.type.shape
+    if prod(shape) != prod(old):
+        raise SemanticError(f"cannot reshape a buffer of shape {list(old)} ({prod(old)} elements) to {list(shape)} "
+                            f"({prod(shape)} elements)", param="shape")
+    owner = getattr(buf.value.owner, "name", None)
+    if buf.type.perm is not None or buf.type.layout is not None or owner == "tlx.local_slice":
+        what = ("a transposed view (local_trans)" if buf.type.perm is not None else
+                "a view with an explicit layout" if buf.type.layout is not None else "a slice (local_slice)")
+        raise SemanticError(f"local_reshape needs a buffer whose elements are consecutive in row-major order; "
+                            f"'buf' is {what}", param="buf")
+    t = MemDescType(shape, buf.type.element, 0, "smem")
+    return Tensor(ctx.b.value("tlx.local_reinterpret", [buf.value], t))
 
 
 @rule("local_reinterpret")

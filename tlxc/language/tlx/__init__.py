@@ -98,6 +98,13 @@ def local_trans(buf, dims=(1, 0)):
 
 
 @builtin
+def local_reshape(buf, shape):
+    """The same shared-memory elements in another shape, row-major as ``tl.reshape`` orders them (TLX's
+    ``memdesc_reshape``), no data movement: one buffer of consecutive elements (not a transposed,
+    sliced or explicitly laid out view)."""
+
+
+@builtin
 def local_reinterpret(buf, dtype, shape=None, layout=None, pin=True):
     """The same bytes with another dtype (and shape), or (``layout=``) seen through an
     explicit shared layout that must describe the same bytes (docs/language.md)."""
