@@ -108,3 +108,25 @@ def test_gpu_reshaped_views():
     assert torch.equal(out[:512].reshape(16, 32), x.reshape(16, 32) * 2.0)
     assert torch.equal(out[512:], x + 1.0)
     torch.testing.assert_close(prod, a.float() @ b.float(), rtol=1e-3, atol=1e-3)
+
+
+@tlxc.kernel
+def reshape_column_blocks(a_ptr: F16, b_ptr: F16, out_ptr: F32):
+    """A [64, 128] fp16 wgmma operand has 256-byte rows: stored as 128-byte column blocks, so not in row-major
+    byte order; reshaping it is refused when the code is generated."""
+    a_buf = tlx.local_alloc((64, 128), tl.float16, 1)
+    b_buf = tlx.local_alloc((128, 64), tl.float16, 1)
+    tlx.local_store(a_buf[0], tl.load(a_ptr + tl.arange(0, 64)[:, None] * 128 + tl.arange(0, 128)[None, :]))
+    tlx.local_store(b_buf[0], tl.load(b_ptr + tl.arange(0, 128)[:, None] * 64 + tl.arange(0, 64)[None, :]))
+    tlx.fence_async_shared()
+    acc = tlx.async_dot(a_buf[0], b_buf[0], tl.zeros((64, 64), tl.float32))
+    acc = tlx.async_dot_wait(0, acc)
+    flat = tlx.local_load(tlx.local_reshape(a_buf[0], [64 * 128]))
+    tl.store(out_ptr + tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :], acc)
+    tl.store(out_ptr + 4096 + tl.arange(0, 64 * 128), flat.to(tl.float32))
+
+
+def test_a_column_blocked_buffer_cannot_be_reshaped():
+    with pytest.raises(CompilationError, match=r"tlx.local_reshape, which is one\) needs a contiguous") as info:
+        reshape_column_blocks.compile(arch="sm_90a")
+    assert "tlx.local_reshape(a_buf[0], [64 * 128])" in info.value.source_line     # the user's line

@@ -168,7 +168,8 @@ def local_reinterpret(lw, op):
     if op.results[0].type.layout is not None:
         return _layout_view(lw, op)
     if strides != row_major(src.type.shape) or id(src) in lw.view_block:
-        raise CompilationError("tlx.local_reinterpret needs a contiguous (not sliced, transposed or column-blocked) "
+        raise CompilationError("tlx.local_reinterpret (and tlx.local_reshape, which is one) needs a contiguous "
+                               "(not sliced, transposed or column-blocked) "
                                "buffer", op.loc)
     t = op.results[0].type
     ctype = C.storage_type(t.element)
