@@ -14,6 +14,7 @@ import warnings
 
 import pytest
 import torch
+from launch_state import forget_launches
 
 import tlxc
 import tlxc.language as tl
@@ -78,13 +79,7 @@ def fake_gpu(monkeypatch, module):
     module.set_fake_result(0)
     yield module
     module.set_fake_result(0)
-    mixed.cache.clear()
-    mixed.fast_cache.clear()
-    mixed._fast = mixed._other = mixed._first_launch
-    mixed._generic = None
-    mixed._specialized.clear()
-    mixed._interpret = None
-    mixed._env = None
+    forget_launches(mixed)
 
 
 def _arguments():
@@ -356,10 +351,4 @@ def test_a_parameter_named_as_an_option_with_the_c_module_loaded(fake_gpu):
         warps_named[lambda meta: seen.append(sorted(meta)) or (1,)](x, 64, num_warps=8, BLOCK=64)
         assert seen and not any(k.startswith(L.FLAG) for k in seen[0]) and "num_warps" in seen[0]
     finally:
-        warps_named.cache.clear()
-        warps_named.fast_cache.clear()
-        warps_named._fast = warps_named._other = warps_named._first_launch
-        warps_named._generic = None
-        warps_named._specialized.clear()
-        warps_named._interpret = None
-        warps_named._env = None
+        forget_launches(warps_named)

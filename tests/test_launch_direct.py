@@ -10,6 +10,7 @@ import types
 
 import pytest
 import torch
+from launch_state import forget_launches
 
 import tlxc
 import tlxc.language as tl
@@ -83,12 +84,7 @@ def fake_gpu(monkeypatch, request):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.delenv("TLXC_INTERPRET", raising=False)
     yield recorder
-    add_scaled.cache.clear()
-    add_scaled.fast_cache.clear()
-    add_scaled._fast = add_scaled._other = add_scaled._first_launch
-    add_scaled._generic = None
-    add_scaled._specialized.clear()
-    add_scaled._interpret = None
+    forget_launches(add_scaled)
 
 
 def test_every_path_launches_the_same(fake_gpu):

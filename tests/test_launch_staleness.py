@@ -10,6 +10,7 @@ import types
 import numpy as np
 import pytest
 import torch
+from launch_state import forget_launches
 
 import tlxc
 import tlxc.language as tl
@@ -64,13 +65,7 @@ def _fresh(monkeypatch):
         k._interpret = None
     yield
     for k in kernels:
-        k._interpret = None
-        k.cache.clear()
-        k.fast_cache.clear()
-        k._fast = k._other = k._first_launch
-        k._generic = None
-        k._specialized.clear()
-        k._env = None
+        forget_launches(k)
 
 
 @pytest.fixture
@@ -299,12 +294,7 @@ def test_parameters_named_like_the_generated_code_s_locals(monkeypatch):
             named_like_locals[lambda meta: (2,)](x, g, out, 16, BLOCK=16)
             assert launches[-1][0] == (2, 1, 1) and tuple(launches[-1][4]) == (1 << 20, g, 2 << 20, 16)
     finally:
-        named_like_locals.cache.clear()
-        named_like_locals.fast_cache.clear()
-        named_like_locals._fast = named_like_locals._other = named_like_locals._first_launch
-        named_like_locals._generic = None
-        named_like_locals._specialized.clear()
-        named_like_locals._interpret = None
+        forget_launches(named_like_locals)
 
 
 _KEY_CHANGES = {"TLXC_CHECK_BARRIERS": "0", "TLXC_DEBUG_BARRIERS": "1", "TLXC_SKIP_PASSES": "pipeline-loads",

@@ -10,6 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from launch_state import forget_launches
+
 import tlxc
 import tlxc.language as tl
 import tlxc.language.tlx as tlx
@@ -179,13 +181,7 @@ def fake_gpu(monkeypatch, request):
     monkeypatch.delenv("TLXC_INTERPRET", raising=False)
     kfn = copy_rows.kernel
     yield types.SimpleNamespace(encodes=encodes, launches=count, path=request.param)
-    kfn.cache.clear()
-    kfn.fast_cache.clear()
-    kfn._fast = kfn._other = kfn._first_launch
-    kfn._generic = None
-    kfn._specialized.clear()
-    kfn._interpret = None
-    kfn._env = None
+    forget_launches(kfn)
     copy_rows._single.clear()
 
 
