@@ -657,11 +657,14 @@ def build_fast_path(kfn, bound: tuple):
     option_names = [o for o, _ in options]
     keywords = option_names + [FLAG + o for o, _ in flagged]   # (the flags default to False: not given)
 
+    defaults, flagged_names = dict(_FAST_OPTIONS), {o for o, _ in flagged}
+
     def value_of(option: str) -> str:           # the expression of an option's value in the key
         if option in option_names:
             return option
-        default = dict(_FAST_OPTIONS)[option]
-        return f"({option} if {FLAG}{option} else {default!r})" if (option, default) in flagged else repr(default)
+        if option in flagged_names:             # the parameter's value where given by keyword
+            return f"({option} if {FLAG}{option} else {defaults[option]!r})"
+        return repr(defaults[option])
 
     const = _Constants()
     fresh = _guard_checks(kfn, const)
